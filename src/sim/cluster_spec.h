@@ -1,0 +1,55 @@
+// ClusterSpec: the nodes (and team quotas) a simulation runs on, read from YAML or built for a
+// homogeneous `--cluster-gpus N` sweep.
+//
+// YAML shape (docs/simulator.md has the full reference):
+//   node_types:
+//     - name: dgx-h100          # node names become dgx-h100-0, dgx-h100-1, ...
+//       gpu: H100               # catalog name or alias
+//       gpus: 8
+//       count: 16
+//       cpus: 96                # optional, cores
+//       memory_gib: 1024        # optional
+//       nvlink: [4, 4]          # optional: sizes of NVLink domains, in GPU order
+//       racks: 2                # optional: spread the nodes over this many racks (label rack=<name>-r<i>)
+//       market: on-demand       # optional: on-demand | spot | reserved
+//       labels: {region: us-east-1, zone: us-east-1a, gdpr: "true"}
+//   teams:                      # optional: guaranteed GPU quotas for fair-share
+//     vision: {quota_gpus: 64}
+//
+// Thread-safety: plain values and free functions.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/gpu_catalog.h"
+#include "model/types.h"
+
+namespace gpufleet::sim {
+
+inline constexpr const char* kDefaultGpuModel = "A100";
+inline constexpr int kDefaultGpusPerNode = 8;
+
+struct ClusterSpec {
+  std::vector<model::NodeSpec> nodes;
+  std::map<std::string, int64_t> team_quota_gpus;  // team -> guaranteed whole GPUs
+
+  int64_t total_gpus() const;
+};
+
+// Reads and validates a cluster YAML. Errors name the file, line and field:
+// "cluster.yaml:7: node_types[1].gpus: must be a positive integer, got 'eight'".
+// GPU names are resolved through `catalog` to canonical names; unknown names are errors that
+// list the known ones.
+Result<ClusterSpec> LoadClusterSpec(const std::string& path, const model::GpuCatalog& catalog);
+// Same, from a YAML string (`source_name` is used in messages).
+Result<ClusterSpec> ParseClusterSpec(const std::string& yaml, const std::string& source_name,
+                                     const model::GpuCatalog& catalog);
+
+// ceil(total_gpus / gpus_per_node) nodes of `gpu_model`, one domain each, in racks of 16 nodes.
+ClusterSpec HomogeneousCluster(int64_t total_gpus, const std::string& gpu_model,
+                               int gpus_per_node = kDefaultGpusPerNode);
+
+}  // namespace gpufleet::sim

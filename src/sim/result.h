@@ -1,0 +1,95 @@
+// What a simulation run produced, and the reports made from it: a summary with the usual
+// scheduling metrics, a per-job CSV, a time series, JSON, a side-by-side comparison of policies,
+// and an SVG plot of queue length and GPU utilisation over time.
+//
+// Thread-safety: plain values and free functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/time.h"
+
+namespace gpufleet::sim {
+
+struct JobRecord {
+  std::string id;
+  std::string team;
+  int gpus = 0;               // whole GPUs, or 1 for a slice
+  int64_t gpu_milli = 0;      // total demand in milli-GPU
+  Time submit;
+  std::optional<Time> first_start;
+  std::optional<Time> finish;  // empty only if the run was cut off
+  Duration work;               // uninterrupted runtime on the reference GPU
+  Duration queued;             // total time spent waiting (before the first start and after preemptions)
+  int preemptions = 0;         // by the scheduler
+  int failures = 0;            // node failures that hit the job
+  int64_t lost_gpu_ms = 0;     // GPU-milliseconds of work thrown away (since the last checkpoint)
+  int64_t run_gpu_ms = 0;      // GPU-milliseconds held, lost work included
+  std::string gpu_model;       // model of the last placement
+};
+
+struct SeriesPoint {
+  Time t;
+  int64_t busy_gpu_milli = 0;
+  int64_t total_gpu_milli = 0;  // GPUs on nodes that are up
+  int64_t pending_jobs = 0;
+  int64_t running_jobs = 0;
+};
+
+struct SimResult {
+  std::string policy;      // e.g. "las" or "fifo+easy"
+  std::string trace;       // file name
+  int64_t cluster_gpus = 0;
+  std::vector<JobRecord> jobs;       // in trace order
+  std::vector<SeriesPoint> series;   // sampled at a fixed step
+  Time start;                        // first submit
+  Time end;                          // last finish
+  int64_t scheduling_passes = 0;
+  int64_t node_failures = 0;
+};
+
+struct Percentiles {
+  double avg = 0, p50 = 0, p95 = 0, p99 = 0, max = 0;
+};
+
+struct TeamShare {
+  int64_t jobs = 0;
+  double gpu_hours = 0;
+  double share = 0;  // of all GPU-hours used
+  double avg_jct_s = 0;
+};
+
+struct Summary {
+  std::string policy;
+  int64_t jobs = 0;
+  int64_t finished = 0;
+  Percentiles jct_s;       // job completion time: finish - submit, seconds
+  Percentiles queue_s;     // queueing delay, seconds
+  Percentiles slowdown;    // jct / work
+  double makespan_s = 0;   // last finish - first submit
+  double utilisation = 0;  // busy GPU-time / available GPU-time over the makespan, 0..1
+  int64_t preemptions = 0;
+  int64_t failures = 0;
+  double gpu_hours_used = 0;
+  double gpu_hours_lost = 0;
+  std::map<std::string, TeamShare> teams;
+};
+
+Summary Summarize(const SimResult& r);
+std::string FormatSummaryText(const Summary& s);
+std::string SummaryToJson(const Summary& s);            // one JSON object
+std::string CompareToJson(const std::vector<Summary>& s);  // a JSON array
+// Policies side by side: one column per policy, one row per metric.
+std::string FormatCompareTable(const std::vector<Summary>& s);
+Status WriteJobsCsv(const std::string& path, const SimResult& r);
+Status WriteSeriesCsv(const std::string& path, const SimResult& r);
+// An SVG with two stacked panels sharing the time axis: GPU utilisation (%) and pending jobs.
+// Several runs (one per policy) are drawn as separate lines with a legend.
+std::string RenderSvgPlot(const std::vector<const SimResult*>& runs);
+
+}  // namespace gpufleet::sim

@@ -1,0 +1,61 @@
+// Trace readers: job histories from real clusters turned into gpufleet jobs for the simulator.
+//
+// Formats: the Microsoft Philly job list (Pollux/Sia flattening), the Alibaba GPU 2023 pod list
+// (fractional GPUs, GPU-model constraints), a generic CSV whose columns are mapped by the user,
+// Tiresias' example traces, and JSON Lines in gpufleet's own job format. The format is detected
+// from the header when the caller does not name it.
+//
+// Thread-safety: free functions over values; no shared state.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/time.h"
+#include "model/types.h"
+
+namespace gpufleet::sim {
+
+struct TraceJob {
+  std::string id;       // the trace's own id (row number when the trace has none)
+  model::JobSpec spec;  // submit time, shape, team, ...
+  // How long the job runs, uninterrupted, on the trace's reference GPU. The simulator scales it
+  // by GPU speed and adds rework after preemptions.
+  Duration work;
+};
+
+enum class TraceFormat { kAuto, kPhilly, kAlibaba2023, kCsv, kTiresias, kJsonl };
+Result<TraceFormat> ParseTraceFormat(const std::string& s);
+const char* TraceFormatName(TraceFormat f);
+
+struct TraceOptions {
+  TraceFormat format = TraceFormat::kAuto;
+  // For kCsv: gpufleet field -> CSV column name. Fields: id, submit, duration, gpus, team, name,
+  // priority, gpu_milli, gpu_type, nodes, cpus, memory. Required: submit, duration (or end), gpus.
+  std::map<std::string, std::string> columns;
+  bool skip_bad_rows = false;  // count and skip bad rows instead of failing on the first
+  size_t max_jobs = 0;         // 0 = all
+};
+
+struct Trace {
+  TraceFormat format = TraceFormat::kAuto;  // the format that was read
+  std::vector<TraceJob> jobs;               // sorted by submit time, then by position in the file
+  int64_t bad_rows_skipped = 0;
+  std::vector<std::string> warnings;        // first few bad-row messages when skipping
+};
+
+// Reads a whole trace. Errors name the file and line: "philly.csv:17: duration: expected a
+// number of seconds, got 'abc'".
+Result<Trace> ReadTrace(const std::string& path, const TraceOptions& options);
+
+// Parses "--columns id=job,submit=submitted_at,..." into a field map; unknown fields are errors.
+Result<std::map<std::string, std::string>> ParseColumnMap(const std::string& spec);
+
+// Writes jobs as JSON Lines in gpufleet's own format (one object per line, the format that
+// kJsonl reads back), for tiling traces and for tests.
+Status WriteJsonl(const std::string& path, const std::vector<TraceJob>& jobs);
+
+}  // namespace gpufleet::sim
