@@ -11,6 +11,7 @@ class CheckFailure {
  public:
   CheckFailure(const char* file, int line, const char* condition);
   [[noreturn]] ~CheckFailure();
+  CheckFailure& self() { return *this; }
   template <typename T>
   CheckFailure& operator<<(const T& v) {
     stream_ << v;
@@ -31,4 +32,4 @@ struct Voidify {
 #define CHECK(cond)                     \
   (cond) ? (void)0                      \
          : ::gpufleet::internal::Voidify() & \
-               ::gpufleet::internal::CheckFailure(__FILE__, __LINE__, #cond)
+               ::gpufleet::internal::CheckFailure(__FILE__, __LINE__, #cond).self()

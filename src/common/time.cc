@@ -1,6 +1,8 @@
 #include "common/time.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <ctime>
 
 namespace gpufleet {
@@ -42,6 +44,44 @@ std::string FormatDuration(Duration d) {
     std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(secs));
   }
   return sign + buf;
+}
+
+std::optional<Duration> ParseDuration(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  if (s.empty()) return std::nullopt;
+  double total_ms = 0;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t start = i;
+    while (i < s.size() && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.')) ++i;
+    if (i == start) return std::nullopt;
+    std::string num(s.substr(start, i - start));
+    char* end = nullptr;
+    double v = std::strtod(num.c_str(), &end);
+    if (end != num.c_str() + num.size()) return std::nullopt;
+    double unit = 1000;
+    if (i < s.size()) {
+      if (s.substr(i, 2) == "ms") {
+        unit = 1;
+        i += 2;
+      } else {
+        switch (s[i]) {
+          case 's': unit = 1000; break;
+          case 'm': unit = 60'000; break;
+          case 'h': unit = 3'600'000; break;
+          case 'd': unit = 86'400'000; break;
+          default: return std::nullopt;
+        }
+        ++i;
+      }
+    } else if (start != 0) {
+      return std::nullopt;  // "1h30" is ambiguous
+    }
+    total_ms += v * unit;
+  }
+  if (total_ms > 1e15) return std::nullopt;
+  return Duration::Millis(static_cast<int64_t>(total_ms + 0.5));
 }
 
 }  // namespace gpufleet

@@ -5,6 +5,8 @@
 #include <compare>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <string_view>
 #include <string>
 
 namespace gpufleet {
@@ -63,5 +65,8 @@ class Time {
 std::string FormatIso8601(Time t);
 // "1h23m", "45s", "2d3h": short human form for reports and explanations.
 std::string FormatDuration(Duration d);
+// Parses "90", "90s", "15m", "1h30m", "2d", "1.5h" (plain numbers are seconds). Negative values
+// are rejected.
+std::optional<Duration> ParseDuration(std::string_view s);
 
 }  // namespace gpufleet

@@ -1,1 +1,790 @@
-// (being written)
+#include "sched/scheduler.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "common/check.h"
+
+namespace gpufleet::sched {
+
+using model::JobSpec;
+using model::Placement;
+
+const char* PreemptReasonName(PreemptReason r) {
+  switch (r) {
+    case PreemptReason::kPriority: return "priority";
+    case PreemptReason::kQuotaReclaim: return "quota-reclaim";
+    case PreemptReason::kService: return "attained-service";
+    case PreemptReason::kNodeFailure: return "node-failure";
+    case PreemptReason::kCancelled: return "cancelled";
+  }
+  return "?";
+}
+
+const char* JobPhaseName(JobPhase p) {
+  switch (p) {
+    case JobPhase::kPending: return "pending";
+    case JobPhase::kRunning: return "running";
+    case JobPhase::kStopping: return "stopping";
+  }
+  return "?";
+}
+
+const char* BackfillModeName(BackfillMode m) {
+  switch (m) {
+    case BackfillMode::kOff: return "off";
+    case BackfillMode::kEasy: return "easy";
+    case BackfillMode::kGreedy: return "greedy";
+  }
+  return "?";
+}
+
+std::string Policies::Name() const {
+  return queue->Name() + "+" + BackfillModeName(options.backfill) + "/" + placement->Name();
+}
+
+namespace {
+
+int64_t GpuMilliOf(const JobSpec& s) { return s.total_gpu_milli(); }
+
+}  // namespace
+
+// ---- JobView ---------------------------------------------------------------------------------
+
+int64_t JobView::AttainedAt(Time now) const {
+  if (phase == JobPhase::kPending) return attained_gpu_ms;
+  return attained_gpu_ms + GpuMilliOf(*spec) * (now - started_at).millis() / model::kMilliGpuPerGpu;
+}
+
+int64_t JobView::LasServiceAt(Time now) const {
+  if (phase == JobPhase::kPending) return las_service_gpu_ms;
+  return las_service_gpu_ms + GpuMilliOf(*spec) * (now - started_at).millis() / model::kMilliGpuPerGpu;
+}
+
+Duration JobView::WorkAtRisk(Time now) const {
+  if (phase == JobPhase::kPending) return Duration::Zero();
+  Time safe = std::max(started_at, last_checkpoint);
+  Duration interval = spec->checkpoint_interval;
+  if (interval > Duration::Zero()) {
+    int64_t done = (now - started_at).millis() / interval.millis();
+    safe = std::max(safe, started_at + interval * done);
+  }
+  return now - safe;
+}
+
+std::optional<Duration> JobView::RemainingEstimate(Time now) const {
+  if (!spec->duration_estimate) return std::nullopt;
+  Duration ran = run_time;
+  if (phase != JobPhase::kPending) ran += now - started_at;
+  Duration left = *spec->duration_estimate - ran;
+  return std::max(left, Duration::Zero());
+}
+
+// ---- Scheduler state -------------------------------------------------------------------------
+
+struct Scheduler::JobState {
+  JobSpec spec;
+  JobView v;
+  RankKey rank;
+  int shape = 0;
+  bool in_queue = false;  // in pending_sorted_ (static-rank policies)
+  Placement placement;
+  bool requeue_after_stop = true;
+  bool count_as_preemption = true;
+  std::optional<Time> timer;
+  int victims_stopping = 0;          // preempted jobs that make room for this one
+  std::optional<JobId> preempted_for;
+  // What the last pass concluded for this pending job (for Explain).
+  enum class Outcome { kNotReached, kWait, kInfeasible, kBlockedBehind, kHeldByReservation, kAwaitingVictims };
+  Outcome outcome = Outcome::kNotReached;
+  JobId outcome_job;
+  Time outcome_time;
+};
+
+struct Scheduler::Reservation {
+  JobId job;
+  Time time = Time::Max();  // Max: the earliest start is unknown (running jobs lack estimates)
+  std::vector<char> nodes;  // node positions held for the job
+};
+
+Scheduler::Scheduler(const Clock& clock, ClusterView& view, Policies policies, ActionSink& sink)
+    : clock_(clock), view_(view), policies_(std::move(policies)), sink_(sink) {
+  CHECK(policies_.queue != nullptr && policies_.placement != nullptr) << "policies incomplete";
+}
+
+Scheduler::~Scheduler() = default;
+
+Scheduler::JobState* Scheduler::FindJob(JobId id) {
+  auto it = jobs_.find(id.value());
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+const Scheduler::JobState* Scheduler::FindJob(JobId id) const {
+  auto it = jobs_.find(id.value());
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+void Scheduler::SetTeamQuota(const std::string& team, int64_t gpus) {
+  teams_[team].quota_milli = gpus * model::kMilliGpuPerGpu;
+}
+
+QueueContext Scheduler::Context() const {
+  QueueContext ctx;
+  ctx.now = clock_.Now();
+  ctx.teams = &teams_;
+  ctx.cluster_milli = view_.SchedulableMilli();
+  return ctx;
+}
+
+RankKey Scheduler::RankOf(const JobState& j, const QueueContext& ctx) const {
+  return policies_.queue->Rank(j.v, ctx);
+}
+
+int Scheduler::ShapeId(const JobSpec& s) {
+  // Jobs of one shape succeed or fail together within a pass; the id lets a pass skip the
+  // placement of a shape that already failed.
+  std::string key = std::to_string(s.gpus_per_node) + "x" + std::to_string(s.nodes) + "/" +
+                    std::to_string(s.gpu_milli) + "/" + std::to_string(s.cpu_milli) + "/" +
+                    std::to_string(s.mem_mib) + "/" + model::MarketPreferenceName(s.market) + "/";
+  for (const auto& m : s.gpu_models) key += m + ",";
+  key += "/";
+  for (const auto& [k, v] : s.constraints) key += k + "=" + v + ",";
+  auto [it, inserted] = shapes_.emplace(key, static_cast<int>(shapes_.size()));
+  return it->second;
+}
+
+void Scheduler::Enqueue(JobState& j) {
+  j.v.phase = JobPhase::kPending;
+  j.outcome = JobState::Outcome::kNotReached;
+  ++pending_count_;
+  QueueContext ctx = Context();
+  j.rank = RankOf(j, ctx);
+  if (!policies_.queue->RanksDependOnUsage()) {
+    pending_sorted_.emplace(j.rank, j.v.seq, &j);
+    j.in_queue = true;
+  }
+  ScheduleTimer(j, ctx);
+}
+
+void Scheduler::Dequeue(JobState& j) {
+  CHECK(j.v.phase == JobPhase::kPending);
+  if (j.in_queue) {
+    pending_sorted_.erase({j.rank, j.v.seq, &j});
+    j.in_queue = false;
+  }
+  --pending_count_;
+}
+
+void Scheduler::ScheduleTimer(const JobState& cj, const QueueContext& ctx) {
+  JobState& j = const_cast<JobState&>(cj);
+  if (j.timer) {
+    timers_.erase({*j.timer, j.v.seq, j.v.id.value()});
+    j.timer.reset();
+  }
+  std::optional<Time> t = policies_.queue->NextRankChange(j.v, ctx);
+  if (t && j.v.phase != JobPhase::kStopping) {
+    j.timer = std::max(*t, ctx.now);
+    timers_.emplace(*j.timer, j.v.seq, j.v.id.value());
+  }
+}
+
+void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
+  if (j.v.phase == JobPhase::kPending && j.in_queue) {
+    pending_sorted_.erase({j.rank, j.v.seq, &j});
+    j.rank = RankOf(j, ctx);
+    pending_sorted_.emplace(j.rank, j.v.seq, &j);
+  } else if (j.v.phase == JobPhase::kRunning) {
+    running_.erase({j.rank, j.v.seq, &j});
+    j.rank = RankOf(j, ctx);
+    running_.emplace(j.rank, j.v.seq, &j);
+  } else {
+    j.rank = RankOf(j, ctx);
+  }
+  ScheduleTimer(j, ctx);
+}
+
+void Scheduler::StartJob(JobState& j, Placement placement) {
+  Time now = clock_.Now();
+  QueueContext ctx = Context();
+  Dequeue(j);
+  if (policies_.queue->ResetsServiceOnStart(j.v, ctx)) j.v.las_service_gpu_ms = 0;
+  view_.Allocate(placement);
+  j.placement = std::move(placement);
+  j.v.phase = JobPhase::kRunning;
+  j.v.started_at = now;
+  j.v.last_checkpoint = now;
+  teams_[j.spec.team].used_milli += GpuMilliOf(j.spec);
+  j.rank = RankOf(j, ctx);
+  running_.emplace(j.rank, j.v.seq, &j);
+  ScheduleTimer(j, ctx);
+  ++stats_.starts;
+  sink_.Start(j.v.id, j.placement);
+}
+
+void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
+  CHECK(j.v.phase == JobPhase::kRunning);
+  running_.erase({j.rank, j.v.seq, &j});
+  j.v.phase = JobPhase::kStopping;
+  j.requeue_after_stop = reason != PreemptReason::kCancelled;
+  j.count_as_preemption = reason != PreemptReason::kCancelled && reason != PreemptReason::kNodeFailure;
+  if (j.timer) {
+    timers_.erase({*j.timer, j.v.seq, j.v.id.value()});
+    j.timer.reset();
+  }
+  if (reason != PreemptReason::kCancelled && reason != PreemptReason::kNodeFailure) ++stats_.preemptions;
+  sink_.Preempt(j.v.id, reason);
+}
+
+// The job's processes are gone: free its GPUs, book its service, then requeue or forget it.
+void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
+  CHECK(j.v.phase != JobPhase::kPending);
+  Time now = clock_.Now();
+  if (j.v.phase == JobPhase::kRunning) running_.erase({j.rank, j.v.seq, &j});
+  view_.Release(j.placement);
+  teams_[j.spec.team].used_milli -= GpuMilliOf(j.spec);
+  Duration run = now - j.v.started_at;
+  j.v.attained_gpu_ms = j.v.AttainedAt(now);
+  j.v.las_service_gpu_ms = j.v.LasServiceAt(now);
+  j.v.run_time += run;
+  j.v.last_run = run;
+  j.placement = Placement();
+  if (j.preempted_for) {
+    if (JobState* w = FindJob(*j.preempted_for)) w->victims_stopping = std::max(0, w->victims_stopping - 1);
+    j.preempted_for.reset();
+  }
+  if (!requeue) {
+    Erase(j);
+    return;
+  }
+  if (j.count_as_preemption) ++j.v.preemptions;
+  j.v.queued_since = now;
+  Enqueue(j);
+}
+
+void Scheduler::Erase(JobState& j) {
+  if (j.timer) timers_.erase({*j.timer, j.v.seq, j.v.id.value()});
+  if (j.v.phase == JobPhase::kPending) Dequeue(j);
+  jobs_.erase(j.v.id.value());
+}
+
+// ---- Events ----------------------------------------------------------------------------------
+
+Status Scheduler::Handle(const Event& event) {
+  Status s = Apply(event);
+  Pass();
+  return s;
+}
+
+Status Scheduler::HandleAll(const std::vector<Event>& events) {
+  Status first;
+  for (const Event& e : events) {
+    Status s = Apply(e);
+    if (first.ok() && !s.ok()) first = s;
+  }
+  Pass();
+  return first;
+}
+
+Status Scheduler::Apply(const Event& e) {
+  Time now = clock_.Now();
+  if (const auto* ev = std::get_if<JobSubmitted>(&e)) {
+    if (FindJob(ev->job)) {
+      return Status::AlreadyExists("job " + std::to_string(ev->job.value()) + " was already submitted");
+    }
+    GF_RETURN_IF_ERROR(ev->spec.Validate());
+    auto j = std::make_unique<JobState>();
+    j->spec = ev->spec;
+    if (policies_.options.split_large_jobs && j->spec.nodes == 1 && !j->spec.fractional()) {
+      // A job asking for more GPUs than the largest node of its models becomes a gang of the
+      // fewest equal parts that fit, so no GPU is asked for and left idle.
+      int largest = 0;
+      for (size_t m = 0; m < view_.models().size(); ++m) {
+        bool allowed = j->spec.gpu_models.empty() ||
+                       std::find(j->spec.gpu_models.begin(), j->spec.gpu_models.end(), view_.models()[m]) !=
+                           j->spec.gpu_models.end();
+        if (allowed) largest = std::max(largest, view_.MaxGpusPerNode(static_cast<int>(m)));
+      }
+      int g = j->spec.gpus_per_node;
+      if (largest > 0 && g > largest) {
+        int n = (g + largest - 1) / largest;
+        while (g % n != 0) ++n;
+        j->spec.nodes = n;
+        j->spec.gpus_per_node = g / n;
+      }
+    }
+    j->v.id = ev->job;
+    j->v.spec = &j->spec;
+    j->v.seq = next_seq_++;
+    j->v.queued_since = now;
+    j->shape = ShapeId(j->spec);
+    teams_.try_emplace(j->spec.team);
+    JobState& ref = *j;
+    jobs_.emplace(ev->job.value(), std::move(j));
+    Enqueue(ref);
+    return Status::Ok();
+  }
+  if (const auto* ev = std::get_if<JobFinished>(&e)) {
+    JobState* j = FindJob(ev->job);
+    if (!j) return Status::NotFound("finished job " + std::to_string(ev->job.value()) + " is unknown");
+    if (j->v.phase == JobPhase::kPending) {
+      Erase(*j);
+    } else {
+      ReleaseAndRequeue(*j, false);
+    }
+    return Status::Ok();
+  }
+  if (const auto* ev = std::get_if<JobFailed>(&e)) {
+    JobState* j = FindJob(ev->job);
+    if (!j) return Status::NotFound("failed job " + std::to_string(ev->job.value()) + " is unknown");
+    if (j->v.phase == JobPhase::kPending) {
+      if (!ev->requeue) Erase(*j);
+      return Status::Ok();
+    }
+    j->count_as_preemption = false;
+    ReleaseAndRequeue(*j, ev->requeue && (j->v.phase == JobPhase::kRunning || j->requeue_after_stop));
+    return Status::Ok();
+  }
+  if (const auto* ev = std::get_if<JobCancelled>(&e)) {
+    JobState* j = FindJob(ev->job);
+    if (!j) return Status::NotFound("cancelled job " + std::to_string(ev->job.value()) + " is unknown");
+    switch (j->v.phase) {
+      case JobPhase::kPending: Erase(*j); break;
+      case JobPhase::kRunning: StopRunning(*j, PreemptReason::kCancelled); break;
+      case JobPhase::kStopping: j->requeue_after_stop = false; break;
+    }
+    return Status::Ok();
+  }
+  if (const auto* ev = std::get_if<JobStopped>(&e)) {
+    JobState* j = FindJob(ev->job);
+    if (!j) return Status::NotFound("stopped job " + std::to_string(ev->job.value()) + " is unknown");
+    if (j->v.phase == JobPhase::kPending) return Status::Ok();
+    if (j->v.phase == JobPhase::kRunning) j->count_as_preemption = false;  // died on its own
+    ReleaseAndRequeue(*j, j->v.phase == JobPhase::kRunning || j->requeue_after_stop);
+    return Status::Ok();
+  }
+  if (const auto* ev = std::get_if<JobCheckpointed>(&e)) {
+    JobState* j = FindJob(ev->job);
+    if (!j) return Status::NotFound("checkpointed job " + std::to_string(ev->job.value()) + " is unknown");
+    if (j->v.phase != JobPhase::kPending) j->v.last_checkpoint = now;
+    return Status::Ok();
+  }
+  if (const auto* ev = std::get_if<NodeUp>(&e)) {
+    GF_RETURN_IF_ERROR(view_.UpsertNode(ev->node, ev->spec));
+    const ClusterView::Node* n = view_.Find(ev->node);
+    if (n->health == NodeHealth::kDown) GF_RETURN_IF_ERROR(view_.SetHealth(ev->node, NodeHealth::kUp));
+    return Status::Ok();
+  }
+  if (const auto* ev = std::get_if<NodeDown>(&e)) {
+    GF_RETURN_IF_ERROR(view_.SetHealth(ev->node, NodeHealth::kDown));
+    // Every job with a part on the node stops everywhere (a gang cannot run with a part missing).
+    std::vector<JobState*> hit;
+    for (const auto& [rank, seq, j] : running_) {
+      for (const auto& part : j->placement.parts) {
+        if (part.node == ev->node) {
+          hit.push_back(j);
+          break;
+        }
+      }
+    }
+    for (JobState* j : hit) StopRunning(*j, PreemptReason::kNodeFailure);
+    return Status::Ok();
+  }
+  if (const auto* ev = std::get_if<NodeDrained>(&e)) {
+    const ClusterView::Node* n = view_.Find(ev->node);
+    if (!n) return Status::NotFound("unknown node " + std::to_string(ev->node.value()));
+    if (n->health == NodeHealth::kDown) return Status::Ok();
+    return view_.SetHealth(ev->node, ev->drained ? NodeHealth::kDraining : NodeHealth::kUp);
+  }
+  if (const auto* ev = std::get_if<GpuTelemetry>(&e)) {
+    return view_.SetTemperatures(ev->node, ev->temperature_c);
+  }
+  if (std::holds_alternative<Timer>(e)) {
+    QueueContext ctx = Context();
+    while (!timers_.empty() && std::get<0>(*timers_.begin()) <= now) {
+      int64_t id = std::get<2>(*timers_.begin());
+      timers_.erase(timers_.begin());
+      JobState* j = FindJob(JobId(id));
+      if (!j) continue;
+      j->timer.reset();
+      Rerank(*j, ctx);
+    }
+    return Status::Ok();
+  }
+  return Status::Internal("unhandled event");
+}
+
+std::optional<Time> Scheduler::NextWakeup() const {
+  if (timers_.empty()) return std::nullopt;
+  return std::get<0>(*timers_.begin());
+}
+
+// ---- The pass --------------------------------------------------------------------------------
+
+std::vector<Scheduler::JobState*> Scheduler::OrderedPending(const QueueContext& ctx) const {
+  std::vector<JobState*> out;
+  out.reserve(pending_count_);
+  if (!policies_.queue->RanksDependOnUsage()) {
+    for (const auto& [rank, seq, j] : pending_sorted_) out.push_back(j);
+    return out;
+  }
+  std::vector<std::tuple<RankKey, int64_t, JobState*>> keyed;
+  keyed.reserve(pending_count_);
+  for (const auto& [id, j] : jobs_) {
+    if (j->v.phase == JobPhase::kPending) keyed.emplace_back(RankOf(*j, ctx), j->v.seq, j.get());
+  }
+  std::sort(keyed.begin(), keyed.end());
+  for (auto& [rank, seq, j] : keyed) {
+    j->rank = rank;
+    out.push_back(j);
+  }
+  return out;
+}
+
+std::vector<JobId> Scheduler::QueueOrder() const {
+  std::vector<JobId> ids;
+  for (JobState* j : OrderedPending(Context())) ids.push_back(j->v.id);
+  return ids;
+}
+
+namespace {
+
+// Allowed model indices of a job in a view (all models when the job names none).
+std::vector<int> AllowedModels(const JobSpec& s, const ClusterView& view) {
+  std::vector<int> out;
+  if (s.gpu_models.empty()) {
+    for (size_t m = 0; m < view.models().size(); ++m) out.push_back(static_cast<int>(m));
+    return out;
+  }
+  for (const auto& name : s.gpu_models) {
+    int m = view.ModelIndex(name);
+    if (m >= 0) out.push_back(m);
+  }
+  return out;
+}
+
+int64_t FreeMilliFor(const std::vector<int>& models, const ClusterView& view) {
+  int64_t f = 0;
+  for (int m : models) f += view.FreeMilli(m);
+  return f;
+}
+
+}  // namespace
+
+std::optional<Time> Scheduler::EarliestStart(const JobState& j, std::vector<char>* nodes_out) const {
+  Time now = clock_.Now();
+  std::vector<std::pair<Time, const JobState*>> releases;
+  for (const auto& [id, r] : jobs_) {
+    if (r->v.phase == JobPhase::kStopping) {
+      releases.emplace_back(now, r.get());
+    } else if (r->v.phase == JobPhase::kRunning) {
+      std::optional<Duration> left = r->v.RemainingEstimate(now);
+      if (left) releases.emplace_back(now + *left, r.get());
+    }
+  }
+  if (releases.empty()) return std::nullopt;
+  std::sort(releases.begin(), releases.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first, a.second->v.seq) < std::tie(b.first, b.second->v.seq);
+  });
+  std::vector<int> models = AllowedModels(j.spec, view_);
+  ClusterView whatif = view_;
+  int64_t need = j.spec.total_gpu_milli();
+  for (size_t i = 0; i < releases.size(); ++i) {
+    whatif.Release(releases[i].second->placement);
+    // Release everything that ends at the same instant before asking.
+    if (i + 1 < releases.size() && releases[i + 1].first == releases[i].first) continue;
+    if (FreeMilliFor(models, whatif) < need) continue;
+    PlaceResult r = policies_.placement->Place(j.spec, whatif, {});
+    if (r.kind == PlaceResult::Kind::kPlaced) {
+      if (nodes_out) {
+        nodes_out->assign(view_.nodes().size(), 0);
+        for (const auto& part : r.placement.parts) (*nodes_out)[view_.IndexOf(part.node)] = 1;
+      }
+      return std::max(releases[i].first, now);
+    }
+    if (r.kind == PlaceResult::Kind::kInfeasible) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<Scheduler::Reservation> Scheduler::MakeReservation(const JobState& head) const {
+  Reservation res;
+  res.job = head.v.id;
+  if (std::optional<Time> t = EarliestStart(head, &res.nodes)) {
+    res.time = *t;
+    return res;
+  }
+  // Unknown: hold every node of the head's models, so nothing of unknown length lands where the
+  // head may need it.
+  res.time = Time::Max();
+  res.nodes.assign(view_.nodes().size(), 0);
+  for (int m : AllowedModels(head.spec, view_)) {
+    for (int pos : view_.NodesOfModel(m)) res.nodes[pos] = 1;
+  }
+  return res;
+}
+
+bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx) {
+  std::vector<int> models = AllowedModels(w.spec, view_);
+  if (models.empty()) return false;
+  const int64_t need = w.spec.total_gpu_milli();
+  int64_t free = FreeMilliFor(models, view_);
+  std::vector<JobState*> candidates;
+  int64_t candidate_milli = 0;
+  const bool static_ranks = !policies_.queue->RanksDependOnUsage();
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    JobState* r = std::get<2>(*it);
+    if (static_ranks && !(w.rank < r->rank)) break;  // sorted: nobody further can be displaced
+    if (r->preempted_for) continue;
+    int m = view_.ModelIndex(r->placement.gpu_model);
+    if (std::find(models.begin(), models.end(), m) == models.end()) continue;
+    if (!policies_.queue->MayPreempt(w.v, r->v, ctx)) continue;
+    candidates.push_back(r);
+    candidate_milli += r->placement.total_gpu_milli();
+  }
+  if (candidates.empty() || free + candidate_milli < need) return false;
+  // Least work lost first, then the least important, then the newest.
+  std::sort(candidates.begin(), candidates.end(), [&](const JobState* a, const JobState* b) {
+    Duration la = a->v.WorkAtRisk(ctx.now), lb = b->v.WorkAtRisk(ctx.now);
+    if (la != lb) return la < lb;
+    if (a->spec.priority != b->spec.priority) return a->spec.priority < b->spec.priority;
+    return a->v.seq > b->v.seq;
+  });
+  ClusterView whatif = view_;
+  std::vector<JobState*> chosen;
+  bool fits = false;
+  for (JobState* c : candidates) {
+    whatif.Release(c->placement);
+    chosen.push_back(c);
+    free += c->placement.total_gpu_milli();
+    if (free < need) continue;
+    ++stats_.placement_calls;
+    if (policies_.placement->Place(w.spec, whatif, {}).kind == PlaceResult::Kind::kPlaced) {
+      fits = true;
+      break;
+    }
+  }
+  if (!fits) return false;
+  // Drop victims that turn out not to be needed, most costly first.
+  for (size_t i = chosen.size(); i-- > 0;) {
+    whatif.Allocate(chosen[i]->placement);
+    ++stats_.placement_calls;
+    if (policies_.placement->Place(w.spec, whatif, {}).kind == PlaceResult::Kind::kPlaced) {
+      chosen.erase(chosen.begin() + static_cast<long>(i));
+    } else {
+      whatif.Release(chosen[i]->placement);
+    }
+  }
+  PreemptReason reason = policies_.queue->PreemptionReason();
+  for (JobState* c : chosen) {
+    c->preempted_for = w.v.id;
+    ++w.victims_stopping;
+    StopRunning(*c, reason);
+  }
+  return !chosen.empty();
+}
+
+void Scheduler::Pass() {
+  ++stats_.passes;
+  if (pending_count_ == 0) return;
+  const QueueContext ctx = Context();
+  const bool static_ranks = !policies_.queue->RanksDependOnUsage();
+  // Static ranks: walk the sorted set directly (a pass that stops early costs O(1), not O(queue)).
+  // The cursor moves before a job is visited, because starting it removes it from the set.
+  std::vector<JobState*> order;
+  if (!static_ranks) order = OrderedPending(ctx);
+  auto cursor = pending_sorted_.begin();
+  size_t order_pos = 0;
+  auto next = [&]() -> JobState* {
+    if (!static_ranks) return order_pos < order.size() ? order[order_pos++] : nullptr;
+    if (cursor == pending_sorted_.end()) return nullptr;
+    JobState* j = std::get<2>(*cursor);
+    ++cursor;
+    return j;
+  };
+  const SchedulerOptions& opt = policies_.options;
+
+  std::vector<char> failed_free(shapes_.size(), 0);  // shape could not be placed at all
+  std::vector<char> failed_excl(shapes_.size(), 0);  // shape could not be placed outside the reservation
+  std::optional<Reservation> res;
+  JobState* blocked_head = nullptr;  // first job that had to wait (EASY: gets the reservation)
+  int attempts = 0;
+
+  while (JobState* j = next()) {
+    const bool free_none = view_.FreeMilliAll() == 0;
+    const bool can_preempt = opt.preemption && attempts < opt.max_preemption_attempts &&
+                             !running_.empty() &&
+                             (!static_ranks || j->rank < std::get<0>(*running_.rbegin()));
+    if (free_none && !can_preempt) {
+      if (static_ranks) break;  // nothing can start and nobody further may preempt
+      continue;
+    }
+    if (opt.backfill == BackfillMode::kOff && blocked_head) {
+      j->outcome = JobState::Outcome::kBlockedBehind;
+      j->outcome_job = blocked_head->v.id;
+      continue;
+    }
+
+    PlaceResult r;
+    r.kind = PlaceResult::Kind::kWait;
+    bool placed = false;
+    if (!free_none && !failed_free[j->shape]) {
+      ++stats_.placement_calls;
+      r = policies_.placement->Place(j->spec, view_, {});
+      if (r.kind == PlaceResult::Kind::kPlaced) {
+        placed = true;
+      } else {
+        failed_free[j->shape] = 1;
+      }
+    }
+    if (placed && blocked_head) {
+      // EASY: the job may start only if it cannot delay the blocked head's reservation.
+      if (!res) res = MakeReservation(*blocked_head);
+      std::optional<Duration> est = j->v.RemainingEstimate(ctx.now);
+      bool ends_in_time = est && res->time != Time::Max() && ctx.now + *est <= res->time;
+      bool touches = false;
+      for (const auto& part : r.placement.parts) touches |= res->nodes[view_.IndexOf(part.node)] != 0;
+      if (touches && !ends_in_time) {
+        placed = false;
+        if (!failed_excl[j->shape]) {
+          PlaceOptions po;
+          po.excluded = &res->nodes;
+          ++stats_.placement_calls;
+          r = policies_.placement->Place(j->spec, view_, po);
+          placed = r.kind == PlaceResult::Kind::kPlaced;
+          if (!placed) failed_excl[j->shape] = 1;
+        }
+        if (!placed) {
+          j->outcome = JobState::Outcome::kHeldByReservation;
+          j->outcome_job = res->job;
+          j->outcome_time = res->time;
+          continue;
+        }
+      }
+    }
+    if (placed) {
+      StartJob(*j, std::move(r.placement));
+      continue;
+    }
+    if (r.kind == PlaceResult::Kind::kInfeasible) {
+      j->outcome = JobState::Outcome::kInfeasible;
+      continue;
+    }
+    j->outcome = JobState::Outcome::kWait;
+    if (j->victims_stopping > 0) {
+      j->outcome = JobState::Outcome::kAwaitingVictims;
+      continue;
+    }
+    if (can_preempt) {
+      ++attempts;
+      if (TryPreempt(*j, ctx)) {
+        j->outcome = JobState::Outcome::kAwaitingVictims;
+        continue;
+      }
+    }
+    if (opt.backfill != BackfillMode::kGreedy && !blocked_head) blocked_head = j;
+  }
+  if (blocked_head) {
+    last_reservation_job_ = blocked_head->v.id;
+    last_reservation_time_ = res ? std::optional<Time>(res->time) : std::nullopt;
+  } else {
+    last_reservation_job_.reset();
+    last_reservation_time_.reset();
+  }
+}
+
+// ---- Read access -----------------------------------------------------------------------------
+
+std::optional<JobPhase> Scheduler::PhaseOf(JobId job) const {
+  const JobState* j = FindJob(job);
+  if (!j) return std::nullopt;
+  return j->v.phase;
+}
+
+const Placement* Scheduler::PlacementOf(JobId job) const {
+  const JobState* j = FindJob(job);
+  if (!j || j->v.phase == JobPhase::kPending) return nullptr;
+  return &j->placement;
+}
+
+const JobView* Scheduler::ViewOf(JobId job) const {
+  const JobState* j = FindJob(job);
+  return j ? &j->v : nullptr;
+}
+
+Explanation Scheduler::Explain(JobId id) const {
+  Explanation e;
+  e.job = id;
+  const JobState* j = FindJob(id);
+  if (!j) {
+    e.ever = false;
+    e.reasons.push_back("job " + std::to_string(id.value()) + " is not known to the scheduler (finished or never submitted)");
+    return e;
+  }
+  const QueueContext ctx = Context();
+  e.phase = j->v.phase;
+  if (j->v.phase == JobPhase::kRunning) {
+    e.placement = PlaceResult::Kind::kPlaced;
+    std::string nodes;
+    for (const auto& part : j->placement.parts) {
+      const ClusterView::Node* n = view_.Find(part.node);
+      if (!nodes.empty()) nodes += ", ";
+      nodes += (n ? n->spec.name : std::to_string(part.node.value())) + " (" +
+               std::to_string(part.gpus.size()) + " GPU)";
+    }
+    e.reasons.push_back("running since " + FormatIso8601(j->v.started_at) + " on " + nodes);
+    return e;
+  }
+  if (j->v.phase == JobPhase::kStopping) {
+    e.reasons.push_back("stopping: waiting for its processes to exit");
+    return e;
+  }
+  std::vector<JobId> order = QueueOrder();
+  e.queue_length = static_cast<int>(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i] == id) e.position = static_cast<int>(i) + 1;
+  }
+  e.reasons.push_back("position " + std::to_string(e.position) + " of " + std::to_string(e.queue_length) +
+                      " in the " + policies_.queue->Name() + " queue");
+  std::string rank_words = policies_.queue->DescribeRank(j->v, ctx);
+  if (!rank_words.empty()) e.reasons.push_back(rank_words);
+
+  PlaceOptions po;
+  po.explain = true;
+  PlaceResult r = policies_.placement->Place(j->spec, view_, po);
+  e.placement = r.kind;
+  if (r.kind == PlaceResult::Kind::kInfeasible) {
+    e.ever = false;
+    e.reasons.push_back("infeasible: " + r.reason);
+    return e;
+  }
+  switch (j->outcome) {
+    case JobState::Outcome::kBlockedBehind:
+      e.reasons.push_back("strict order: waits behind job " + std::to_string(j->outcome_job.value()) +
+                          ", which cannot start yet");
+      break;
+    case JobState::Outcome::kHeldByReservation:
+      e.reasons.push_back("held by a reservation for job " + std::to_string(j->outcome_job.value()) +
+                          (j->outcome_time == Time::Max()
+                               ? std::string(" (its start time is unknown: running jobs have no estimates)")
+                               : " until " + FormatIso8601(j->outcome_time)));
+      break;
+    case JobState::Outcome::kAwaitingVictims:
+      e.reasons.push_back("preempting " + std::to_string(j->victims_stopping) +
+                          " job(s) to make room; starts when they have stopped");
+      break;
+    default:
+      break;
+  }
+  if (r.kind == PlaceResult::Kind::kWait) {
+    e.reasons.push_back(r.reason);
+  } else if (j->outcome == JobState::Outcome::kNotReached || j->outcome == JobState::Outcome::kWait) {
+    e.reasons.push_back("fits now: starts at the next scheduling pass");
+  }
+  e.earliest_start = EarliestStart(*j, nullptr);
+  if (e.earliest_start) {
+    e.reasons.push_back("earliest start from running jobs' estimates: " + FormatIso8601(*e.earliest_start));
+  }
+  return e;
+}
+
+}  // namespace gpufleet::sched

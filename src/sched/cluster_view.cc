@@ -1,0 +1,204 @@
+#include "sched/cluster_view.h"
+
+#include <algorithm>
+
+namespace gpufleet::sched {
+
+const char* NodeHealthName(NodeHealth h) {
+  switch (h) {
+    case NodeHealth::kUp: return "up";
+    case NodeHealth::kDraining: return "draining";
+    case NodeHealth::kDown: return "down";
+  }
+  return "?";
+}
+
+int ClusterView::InternModel(const std::string& name) {
+  for (size_t i = 0; i < models_.size(); ++i) {
+    if (models_[i] == name) return static_cast<int>(i);
+  }
+  models_.push_back(name);
+  nodes_by_model_.emplace_back();
+  free_whole_by_model_.push_back(0);
+  free_milli_by_model_.push_back(0);
+  max_gpus_by_model_.push_back(0);
+  return static_cast<int>(models_.size() - 1);
+}
+
+int ClusterView::ModelIndex(const std::string& name) const {
+  for (size_t i = 0; i < models_.size(); ++i) {
+    if (models_[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+const ClusterView::Node* ClusterView::Find(NodeId id) const {
+  int i = IndexOf(id);
+  return i < 0 ? nullptr : &nodes_[i];
+}
+
+int ClusterView::IndexOf(NodeId id) const {
+  auto it = index_.find(id.value());
+  return it == index_.end() ? -1 : it->second;
+}
+
+// Adds (sign=+1) or removes (sign=-1) a node's free GPUs from the per-model totals; only
+// schedulable nodes count.
+void ClusterView::Account(const Node& n, int sign) {
+  int64_t gpus_milli = static_cast<int64_t>(n.spec.gpus) * model::kMilliGpuPerGpu;
+  if (n.health != NodeHealth::kDown) online_milli_ += sign * gpus_milli;
+  if (n.model < 0 || !n.schedulable()) return;
+  schedulable_milli_ += sign * gpus_milli;
+  int64_t milli = 0;
+  for (int32_t f : n.free_milli) milli += f;
+  free_whole_by_model_[n.model] += sign * n.free_whole;
+  free_milli_by_model_[n.model] += sign * milli;
+}
+
+Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
+  GF_RETURN_IF_ERROR(spec.Validate());
+  std::string zone = spec.labels.count(model::kLabelZone) ? spec.labels.at(model::kLabelZone) : "";
+  std::string rack = spec.labels.count(model::kLabelRack) ? spec.labels.at(model::kLabelRack) : "";
+  std::string group_key = zone + "/" + rack;
+  int group;
+  if (auto it = group_index_.find(group_key); it != group_index_.end()) {
+    group = it->second;
+  } else {
+    group = static_cast<int>(groups_.size());
+    groups_.push_back(group_key);
+    group_index_[group_key] = group;
+  }
+
+  int pos = IndexOf(id);
+  if (pos >= 0) {
+    Node& n = nodes_[pos];
+    // Keep existing allocations when the node is re-registered with the same shape.
+    bool same_shape = n.spec.gpus == spec.gpus && n.spec.gpu_model == spec.gpu_model;
+    if (!same_shape) {
+      bool busy = n.free_whole != n.spec.gpus || n.free_cpu_milli != n.spec.cpu_milli ||
+                  n.free_mem_mib != n.spec.mem_mib;
+      if (busy) {
+        return Status::FailedPrecondition("node " + spec.name +
+                                          " changed its GPUs while jobs hold them");
+      }
+    }
+    Account(n, -1);
+    int64_t used_cpu = n.spec.cpu_milli - n.free_cpu_milli;
+    int64_t used_mem = n.spec.mem_mib - n.free_mem_mib;
+    if (!same_shape) {
+      n.free_milli.assign(spec.gpus, model::kMilliGpuPerGpu);
+      n.temp_c.assign(spec.gpus, 0);
+      n.free_whole = spec.gpus;
+      n.model = spec.gpus > 0 ? InternModel(spec.gpu_model) : -1;
+    }
+    n.free_cpu_milli = spec.cpu_milli - used_cpu;
+    n.free_mem_mib = spec.mem_mib - used_mem;
+    n.group = group;
+    n.spec = std::move(spec);
+    if (n.model >= 0) {
+      auto& list = nodes_by_model_[n.model];
+      if (std::find(list.begin(), list.end(), pos) == list.end()) list.push_back(pos);
+      max_gpus_by_model_[n.model] = std::max(max_gpus_by_model_[n.model], n.spec.gpus);
+    }
+    Account(n, +1);
+    return Status::Ok();
+  }
+
+  Node n;
+  n.id = id;
+  n.model = spec.gpus > 0 ? InternModel(spec.gpu_model) : -1;
+  n.free_milli.assign(spec.gpus, model::kMilliGpuPerGpu);
+  n.temp_c.assign(spec.gpus, 0);
+  n.free_whole = spec.gpus;
+  n.free_cpu_milli = spec.cpu_milli;
+  n.free_mem_mib = spec.mem_mib;
+  n.group = group;
+  n.spec = std::move(spec);
+  pos = static_cast<int>(nodes_.size());
+  index_[id.value()] = pos;
+  if (n.model >= 0) {
+    nodes_by_model_[n.model].push_back(pos);
+    max_gpus_by_model_[n.model] = std::max(max_gpus_by_model_[n.model], n.spec.gpus);
+  }
+  nodes_.push_back(std::move(n));
+  Account(nodes_.back(), +1);
+  return Status::Ok();
+}
+
+Status ClusterView::SetHealth(NodeId id, NodeHealth health) {
+  int pos = IndexOf(id);
+  if (pos < 0) return Status::NotFound("unknown node " + std::to_string(id.value()));
+  Node& n = nodes_[pos];
+  Account(n, -1);
+  n.health = health;
+  Account(n, +1);
+  return Status::Ok();
+}
+
+Status ClusterView::SetTemperatures(NodeId id, const std::vector<int>& temperature_c) {
+  int pos = IndexOf(id);
+  if (pos < 0) return Status::NotFound("unknown node " + std::to_string(id.value()));
+  Node& n = nodes_[pos];
+  if (temperature_c.size() != n.temp_c.size()) {
+    return Status::InvalidArgument("node " + n.spec.name + " has " + std::to_string(n.temp_c.size()) +
+                                   " GPUs but telemetry reports " +
+                                   std::to_string(temperature_c.size()));
+  }
+  for (size_t i = 0; i < temperature_c.size(); ++i) {
+    n.temp_c[i] = static_cast<int16_t>(std::clamp(temperature_c[i], -100, 300));
+  }
+  return Status::Ok();
+}
+
+bool ClusterView::CanAllocate(const model::Placement& p) const {
+  for (const auto& part : p.parts) {
+    int pos = IndexOf(part.node);
+    if (pos < 0) return false;
+    const Node& n = nodes_[pos];
+    if (part.cpu_milli > n.free_cpu_milli || part.mem_mib > n.free_mem_mib) return false;
+    for (int g : part.gpus) {
+      if (g < 0 || g >= n.spec.gpus || n.free_milli[g] < part.gpu_milli) return false;
+    }
+  }
+  return true;
+}
+
+void ClusterView::Allocate(const model::Placement& p) {
+  CHECK(CanAllocate(p)) << "allocation of busy or unknown resources";
+  for (const auto& part : p.parts) {
+    Node& n = nodes_[IndexOf(part.node)];
+    Account(n, -1);
+    for (int g : part.gpus) {
+      if (n.free_milli[g] == model::kMilliGpuPerGpu) --n.free_whole;
+      n.free_milli[g] -= static_cast<int32_t>(part.gpu_milli);
+    }
+    n.free_cpu_milli -= part.cpu_milli;
+    n.free_mem_mib -= part.mem_mib;
+    Account(n, +1);
+  }
+}
+
+void ClusterView::Release(const model::Placement& p) {
+  for (const auto& part : p.parts) {
+    int pos = IndexOf(part.node);
+    CHECK(pos >= 0) << "release on unknown node " << part.node;
+    Node& n = nodes_[pos];
+    Account(n, -1);
+    for (int g : part.gpus) {
+      n.free_milli[g] += static_cast<int32_t>(part.gpu_milli);
+      CHECK(n.free_milli[g] <= model::kMilliGpuPerGpu) << "double release on " << n.spec.name;
+      if (n.free_milli[g] == model::kMilliGpuPerGpu) ++n.free_whole;
+    }
+    n.free_cpu_milli += part.cpu_milli;
+    n.free_mem_mib += part.mem_mib;
+    Account(n, +1);
+  }
+}
+
+int64_t ClusterView::FreeMilliAll() const {
+  int64_t total = 0;
+  for (int64_t f : free_milli_by_model_) total += f;
+  return total;
+}
+
+}  // namespace gpufleet::sched

@@ -1,0 +1,64 @@
+// Events: everything the scheduler core learns about the world. The live controller makes them
+// from API calls, agent heartbeats and timers; the simulator from its event queue.
+#pragma once
+
+#include <variant>
+#include <vector>
+
+#include "common/ids.h"
+#include "model/types.h"
+
+namespace gpufleet::sched {
+
+struct JobSubmitted {
+  JobId job;
+  model::JobSpec spec;
+};
+// The job's processes ended successfully.
+struct JobFinished {
+  JobId job;
+};
+// The job's processes failed. `requeue` puts it back in the queue (its restart policy allows it).
+struct JobFailed {
+  JobId job;
+  bool requeue = false;
+};
+// The user cancelled the job. A pending job leaves at once; a running one is stopped (Preempt
+// with kCancelled) and leaves when JobStopped arrives.
+struct JobCancelled {
+  JobId job;
+};
+// The processes of a job the scheduler asked to stop are gone; its GPUs are free again.
+struct JobStopped {
+  JobId job;
+};
+// The job wrote a checkpoint: work before now survives a preemption.
+struct JobCheckpointed {
+  JobId job;
+};
+// A node joined or came back. Re-sending NodeUp for a known node updates its spec.
+struct NodeUp {
+  NodeId node;
+  model::NodeSpec spec;
+};
+// A node was lost: jobs on it are stopped everywhere and requeued.
+struct NodeDown {
+  NodeId node;
+};
+// Draining: no new work lands on the node; running work continues. drained=false undrains.
+struct NodeDrained {
+  NodeId node;
+  bool drained = true;
+};
+// Per-GPU temperatures in whole degrees Celsius, in GPU index order.
+struct GpuTelemetry {
+  NodeId node;
+  std::vector<int> temperature_c;
+};
+// A wakeup requested through Scheduler::NextWakeup.
+struct Timer {};
+
+using Event = std::variant<JobSubmitted, JobFinished, JobFailed, JobCancelled, JobStopped,
+                           JobCheckpointed, NodeUp, NodeDown, NodeDrained, GpuTelemetry, Timer>;
+
+}  // namespace gpufleet::sched

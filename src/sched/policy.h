@@ -1,0 +1,144 @@
+// The policy interfaces of the scheduler core. A policy is one narrow interface with one
+// decision method, chosen by name from the table in sched/policy/registry.h.
+//
+// Policies are pure: the same inputs give the same answer. They read no clock (the time comes in
+// the context), no global, no store, and no unseeded randomness, so the live controller and the
+// simulator get identical decisions from identical histories.
+#pragma once
+
+#include <array>
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/time.h"
+#include "model/types.h"
+#include "sched/action_sink.h"
+#include "sched/cluster_view.h"
+
+namespace gpufleet::sched {
+
+enum class JobPhase { kPending, kRunning, kStopping };
+const char* JobPhaseName(JobPhase p);
+
+// What a policy may know about a job: its spec and its history in the scheduler.
+struct JobView {
+  JobId id;
+  const model::JobSpec* spec = nullptr;
+  JobPhase phase = JobPhase::kPending;
+  int64_t seq = 0;            // submission order; the final tie-break everywhere
+  Time queued_since;          // when it last entered the queue
+  Time started_at;            // when the current (or last) run began
+  Duration last_run;          // length of the last finished run (zero before the first)
+  Duration run_time;          // wall time run so far, all runs, not counting the current one
+  int64_t attained_gpu_ms = 0;  // GPU-milliseconds of service before the current run
+  // Service counted by least-attained-service queues; reset when a starving job is promoted.
+  int64_t las_service_gpu_ms = 0;
+  Time last_checkpoint;       // progress before this survives a stop
+  int preemptions = 0;
+
+  // Service including the current run up to `now` (GPU-ms; slices count their fraction).
+  int64_t AttainedAt(Time now) const;
+  int64_t LasServiceAt(Time now) const;
+  // Wall time of work that a stop at `now` would throw away.
+  Duration WorkAtRisk(Time now) const;
+  // Estimated wall time still to run (estimate minus time run), if the job has an estimate.
+  std::optional<Duration> RemainingEstimate(Time now) const;
+};
+
+// A job's place in the queue: lower sorts first. Ties are broken by submission order.
+struct RankKey {
+  std::array<int64_t, 3> k{0, 0, 0};
+  auto operator<=>(const RankKey&) const = default;
+};
+
+struct TeamUsage {
+  int64_t used_milli = 0;   // GPUs held by running jobs of the team
+  int64_t quota_milli = 0;  // guaranteed share; 0 = no guarantee
+};
+
+// Everything a queue policy may read besides the job itself.
+struct QueueContext {
+  Time now;
+  const std::map<std::string, TeamUsage>* teams = nullptr;
+  int64_t cluster_milli = 0;  // schedulable GPU capacity
+};
+
+enum class BackfillMode {
+  kOff,     // strict order: the first job that cannot start blocks all behind it
+  kEasy,    // EASY: the first blocked job gets a reservation; others start if they do not delay it
+  kGreedy,  // skip what does not fit (may starve large jobs; used by LAS as in Tiresias)
+};
+const char* BackfillModeName(BackfillMode m);
+
+// Orders the queue and says who may preempt whom.
+class QueuePolicy {
+ public:
+  virtual ~QueuePolicy() = default;
+  virtual std::string Name() const = 0;
+  // The decision: where this job stands in the queue now.
+  virtual RankKey Rank(const JobView& job, const QueueContext& ctx) const = 0;
+  // May a waiting job displace a running one? Must imply Rank(waiting) < Rank(running).
+  virtual bool MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const {
+    return false;
+  }
+  virtual PreemptReason PreemptionReason() const { return PreemptReason::kPriority; }
+  // When Rank(job) next changes with time alone (a LAS demotion or promotion); nullopt if never.
+  virtual std::optional<Time> NextRankChange(const JobView& job, const QueueContext& ctx) const {
+    return std::nullopt;
+  }
+  // True when ranks depend on other jobs (team usage): the scheduler re-ranks the whole queue
+  // each pass instead of keeping it sorted.
+  virtual bool RanksDependOnUsage() const { return false; }
+  // True when starting `job` now should reset its LAS service (a starving job was promoted).
+  virtual bool ResetsServiceOnStart(const JobView& job, const QueueContext& ctx) const { return false; }
+  virtual BackfillMode DefaultBackfill() const { return BackfillMode::kEasy; }
+  // Words for `explain`: why the job stands where it does ("queue 2 of 3: 9,000 GPU-s attained").
+  virtual std::string DescribeRank(const JobView& job, const QueueContext& ctx) const { return ""; }
+};
+
+// The outcome of asking where a job could run.
+struct PlaceResult {
+  enum class Kind { kPlaced, kWait, kInfeasible };
+  Kind kind = Kind::kWait;
+  model::Placement placement;  // when kPlaced
+  std::string reason;          // when not placed and PlaceOptions::explain was set
+};
+
+struct PlaceOptions {
+  bool explain = false;  // build reason strings (costly; only for `explain`)
+  // Node positions the job must not use (a reservation's nodes); empty or sized nodes().
+  const std::vector<char>* excluded = nullptr;
+};
+
+// Chooses GPUs for a job. Answers both "now" (Placed or Wait) and "ever" (Infeasible when no
+// node could hold the job even if the cluster were empty).
+class PlacementPolicy {
+ public:
+  virtual ~PlacementPolicy() = default;
+  virtual std::string Name() const = 0;
+  virtual PlaceResult Place(const model::JobSpec& job, const ClusterView& view,
+                            const PlaceOptions& options) const = 0;
+};
+
+struct SchedulerOptions {
+  BackfillMode backfill = BackfillMode::kEasy;
+  bool preemption = true;             // let the queue policy preempt (if it ever does)
+  int max_preemption_attempts = 16;   // per pass; each attempt copies the view
+  // Split a job asking more GPUs than any node has into a gang of full nodes.
+  bool split_large_jobs = true;
+};
+
+struct Policies {
+  std::unique_ptr<QueuePolicy> queue;
+  std::unique_ptr<PlacementPolicy> placement;
+  SchedulerOptions options;
+  std::string Name() const;  // "las+greedy/topology"
+};
+
+}  // namespace gpufleet::sched

@@ -1,0 +1,30 @@
+// FairSharePolicy ("fair-share"): guaranteed GPU quotas per team, with borrowing.
+//
+// Assumptions: each team owns a guaranteed quota of GPUs (cluster spec `teams:` or
+// `--policy-opt quota.<team>=N`); capacity a team does not use may be borrowed by others.
+// Rules:
+//  - Tier 0 first: jobs that fit within their team's unused quota. Tier 1: borrowing jobs.
+//  - Inside a tier, the team using the smallest fraction of its quota goes first (teams without
+//    a quota count as fully used), then higher priority class, then submission time.
+//  - Reclaim: a tier-0 job may preempt a job of a team that is over its quota, only if that team
+//    stays at or above its quota afterwards — only borrowed capacity is taken back, never a
+//    team's own quota.
+// Ranks depend on usage, so the scheduler re-ranks the queue at every pass (using the usage at
+// the start of the pass). Tie-break: submission order. Default backfill: EASY.
+#pragma once
+
+#include "sched/policy.h"
+
+namespace gpufleet::sched {
+
+class FairSharePolicy : public QueuePolicy {
+ public:
+  std::string Name() const override { return "fair-share"; }
+  RankKey Rank(const JobView& job, const QueueContext& ctx) const override;
+  bool MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const override;
+  PreemptReason PreemptionReason() const override { return PreemptReason::kQuotaReclaim; }
+  bool RanksDependOnUsage() const override { return true; }
+  std::string DescribeRank(const JobView& job, const QueueContext& ctx) const override;
+};
+
+}  // namespace gpufleet::sched

@@ -1,0 +1,61 @@
+#include "sched/policy/las.h"
+
+#include "common/strings.h"
+
+namespace gpufleet::sched {
+
+bool LasPolicy::Starving(const JobView& job, Time now) const {
+  if (o_.starve_factor <= 0 || job.phase != JobPhase::kPending) return false;
+  if (job.last_run <= Duration::Zero()) return false;
+  return now - job.queued_since >= job.last_run * o_.starve_factor;
+}
+
+int LasPolicy::QueueOf(const JobView& job, Time now) const {
+  if (Starving(job, now)) return 0;
+  int64_t service_ms = job.LasServiceAt(now);
+  int q = 0;
+  for (int64_t t : o_.thresholds_gpu_s) {
+    if (service_ms >= t * 1000) ++q;
+  }
+  return q;
+}
+
+RankKey LasPolicy::Rank(const JobView& job, const QueueContext& ctx) const {
+  return RankKey{{QueueOf(job, ctx.now), job.spec->submit.millis(), 0}};
+}
+
+bool LasPolicy::MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const {
+  return QueueOf(waiting, ctx.now) < QueueOf(running, ctx.now);
+}
+
+bool LasPolicy::ResetsServiceOnStart(const JobView& job, const QueueContext& ctx) const {
+  return Starving(job, ctx.now);
+}
+
+std::optional<Time> LasPolicy::NextRankChange(const JobView& job, const QueueContext& ctx) const {
+  if (job.phase == JobPhase::kPending) {
+    if (o_.starve_factor <= 0 || job.last_run <= Duration::Zero() || Starving(job, ctx.now)) return std::nullopt;
+    return job.queued_since + job.last_run * o_.starve_factor;
+  }
+  if (job.phase != JobPhase::kRunning) return std::nullopt;
+  // The instant the running job's service reaches the next threshold.
+  int64_t milli = job.spec->total_gpu_milli();
+  int64_t base = job.las_service_gpu_ms;
+  for (int64_t t : o_.thresholds_gpu_s) {
+    int64_t t_ms = t * 1000;
+    if (base >= t_ms) continue;
+    int64_t wall_ms = ((t_ms - base) * model::kMilliGpuPerGpu + milli - 1) / milli;
+    return job.started_at + Duration::Millis(wall_ms);
+  }
+  return std::nullopt;
+}
+
+std::string LasPolicy::DescribeRank(const JobView& job, const QueueContext& ctx) const {
+  int q = QueueOf(job, ctx.now);
+  std::string s = "queue " + std::to_string(q + 1) + " of " + std::to_string(o_.thresholds_gpu_s.size() + 1) +
+                  " (" + std::to_string(job.LasServiceAt(ctx.now) / 1000) + " GPU-seconds attained)";
+  if (Starving(job, ctx.now)) s += "; promoted to the top queue after starving";
+  return s;
+}
+
+}  // namespace gpufleet::sched

@@ -1,0 +1,142 @@
+#include "sched/policy/registry.h"
+
+#include "common/strings.h"
+#include "sched/policy/fair_share.h"
+#include "sched/policy/fifo.h"
+#include "sched/policy/las.h"
+#include "sched/policy/priority.h"
+#include "sched/policy/sjf.h"
+#include "sched/policy/topology_placement.h"
+
+namespace gpufleet::sched {
+
+const std::vector<PolicyInfo>& PolicyTable() {
+  static const std::vector<PolicyInfo> table = {
+      {"fifo", "first come, first served in strict order (no backfill)", ""},
+      {"backfill", "FIFO with EASY backfill: later jobs start if they do not delay the head", ""},
+      {"priority", "priority classes, optional aging, preempts lower classes", "aging=DURATION"},
+      {"fair-share", "guaranteed GPU quotas per team; borrow idle GPUs; reclaim only borrowed ones",
+       "quota.TEAM=GPUS"},
+      {"las", "Tiresias 2D least-attained-service: no estimates needed, preemptive",
+       "thresholds=GPU_S,GPU_S,... starve=FACTOR"},
+      {"sjf", "shortest job first by estimate (oracle baseline)", ""},
+      {"srtf", "shortest remaining time first by estimate, preemptive (oracle baseline)", ""},
+  };
+  return table;
+}
+
+namespace {
+
+Result<bool> ParseBool(const std::string& k, const std::string& v) {
+  std::string l = ToLower(v);
+  if (l == "true" || l == "1" || l == "yes" || l == "on") return true;
+  if (l == "false" || l == "0" || l == "no" || l == "off") return false;
+  return Status::InvalidArgument(k + " must be true or false, got '" + v + "'");
+}
+
+}  // namespace
+
+Result<std::map<std::string, std::string>> ParsePolicyOptions(const std::vector<std::string>& items) {
+  std::map<std::string, std::string> out;
+  for (const auto& item : items) {
+    for (const auto& piece : Split(item, ',')) {
+      // "thresholds=1,2" arrives split on ','; glue bare numbers back to the previous key.
+      std::string p(Trim(piece));
+      if (p.empty()) continue;
+      size_t eq = p.find('=');
+      if (eq == std::string::npos) {
+        if (!out.empty() && ParseDouble(p)) {
+          // continuation of a list value such as thresholds=3250,7200
+          auto& last = out[std::prev(out.end())->first];
+          last += "," + p;
+          continue;
+        }
+        return Status::InvalidArgument("policy option '" + p + "' is not of the form key=value");
+      }
+      std::string k(Trim(p.substr(0, eq))), v(Trim(p.substr(eq + 1)));
+      if (k.empty()) return Status::InvalidArgument("policy option '" + p + "' has an empty key");
+      out[k] = v;
+    }
+  }
+  return out;
+}
+
+Result<PolicyConfig> MakePolicies(const std::string& name, const std::map<std::string, std::string>& options) {
+  PolicyConfig cfg;
+  std::map<std::string, std::string> placement_opts;
+  std::optional<BackfillMode> backfill;
+  std::optional<bool> preempt;
+  PriorityOptions prio;
+  LasOptions las;
+  for (const auto& [k, v] : options) {
+    if (k == "backfill") {
+      if (v == "off" || v == "none") backfill = BackfillMode::kOff;
+      else if (v == "easy") backfill = BackfillMode::kEasy;
+      else if (v == "greedy") backfill = BackfillMode::kGreedy;
+      else return Status::InvalidArgument("backfill must be off, easy or greedy, got '" + v + "'");
+    } else if (k == "preempt") {
+      GF_ASSIGN_OR_RETURN(bool b, ParseBool(k, v));
+      preempt = b;
+      prio.preempt = b;
+    } else if (k == "max_preempt_attempts") {
+      auto n = ParseInt(v);
+      if (!n || *n < 0 || *n > 100000) return Status::InvalidArgument("max_preempt_attempts must be 0..100000, got '" + v + "'");
+      cfg.policies.options.max_preemption_attempts = static_cast<int>(*n);
+    } else if (k == "hot" || k == "hot_c") {
+      placement_opts[k] = v;
+    } else if (StartsWith(k, "quota.")) {
+      auto n = ParseInt(v);
+      if (!n || *n < 0) return Status::InvalidArgument(k + " must be a whole number of GPUs, got '" + v + "'");
+      cfg.team_quota_gpus[k.substr(6)] = *n;
+    } else if (k == "aging" && name == "priority") {
+      auto d = ParseDuration(v);
+      if (!d) return Status::InvalidArgument("aging must be a duration such as 30m or 2h, got '" + v + "'");
+      prio.aging = *d;
+    } else if (k == "thresholds" && name == "las") {
+      las.thresholds_gpu_s.clear();
+      for (const auto& t : Split(v, ',')) {
+        auto n = ParseInt(t);
+        if (!n || *n <= 0 || (!las.thresholds_gpu_s.empty() && *n <= las.thresholds_gpu_s.back())) {
+          return Status::InvalidArgument("thresholds must be increasing positive GPU-seconds, got '" + v + "'");
+        }
+        las.thresholds_gpu_s.push_back(*n);
+      }
+    } else if (k == "starve" && name == "las") {
+      auto n = ParseInt(v);
+      if (!n || *n < 0) return Status::InvalidArgument("starve must be a whole factor >= 0, got '" + v + "'");
+      las.starve_factor = *n;
+    } else {
+      std::string known = "backfill, preempt, max_preempt_attempts, hot, quota.TEAM";
+      for (const auto& info : PolicyTable()) {
+        if (info.name == name && !info.options.empty()) known += ", " + info.options;
+      }
+      return Status::InvalidArgument("unknown option '" + k + "' for policy " + name + " (known: " + known + ")");
+    }
+  }
+  if (name == "fifo") {
+    cfg.policies.queue = std::make_unique<FifoPolicy>();
+    cfg.policies.options.backfill = BackfillMode::kOff;
+  } else if (name == "backfill") {
+    cfg.policies.queue = std::make_unique<FifoPolicy>();
+    cfg.policies.options.backfill = BackfillMode::kEasy;
+  } else if (name == "priority") {
+    cfg.policies.queue = std::make_unique<PriorityPolicy>(prio);
+  } else if (name == "fair-share") {
+    cfg.policies.queue = std::make_unique<FairSharePolicy>();
+  } else if (name == "las") {
+    cfg.policies.queue = std::make_unique<LasPolicy>(las);
+  } else if (name == "sjf" || name == "srtf") {
+    cfg.policies.queue = std::make_unique<SjfPolicy>(name == "srtf");
+  } else {
+    std::vector<std::string> names;
+    for (const auto& info : PolicyTable()) names.push_back(info.name);
+    return Status::InvalidArgument("unknown policy '" + name + "' (known: " + Join(names, ", ") + ")");
+  }
+  if (name != "fifo" && name != "backfill") cfg.policies.options.backfill = cfg.policies.queue->DefaultBackfill();
+  if (backfill) cfg.policies.options.backfill = *backfill;
+  if (preempt) cfg.policies.options.preemption = *preempt;
+  GF_ASSIGN_OR_RETURN(cfg.policies.placement, MakeTopologyPlacement(placement_opts));
+  return cfg;
+}
+
+}  // namespace gpufleet::sched

@@ -1,0 +1,342 @@
+#include "sched/policy/topology_placement.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "common/strings.h"
+
+namespace gpufleet::sched {
+
+using model::JobSpec;
+using model::MarketPreference;
+using model::NodeAssignment;
+using Node = ClusterView::Node;
+
+namespace {
+
+bool MarketOk(const JobSpec& job, const Node& n) {
+  switch (job.market) {
+    case MarketPreference::kAny: return true;
+    case MarketPreference::kOnDemand: return n.spec.market != model::Market::kSpot;
+    case MarketPreference::kSpot: return n.spec.market == model::Market::kSpot;
+  }
+  return true;
+}
+
+bool LabelsOk(const JobSpec& job, const Node& n) {
+  for (const auto& [k, v] : job.constraints) {
+    auto it = n.spec.labels.find(k);
+    if (it == n.spec.labels.end() || it->second != v) return false;
+  }
+  return true;
+}
+
+// Could this node ever hold one part of the job (ignoring what runs on it now)?
+bool StaticallyFits(const JobSpec& job, const Node& n) {
+  return n.spec.gpus >= job.gpus_per_node && n.spec.cpu_milli >= job.cpu_milli &&
+         n.spec.mem_mib >= job.mem_mib && LabelsOk(job, n) && MarketOk(job, n);
+}
+
+bool TrivialJob(const JobSpec& job) {
+  return job.constraints.empty() && job.market == MarketPreference::kAny && job.cpu_milli == 0 &&
+         job.mem_mib == 0;
+}
+
+struct Choice {
+  int pos = -1;
+  std::vector<int> gpus;
+  // Lower is better, compared as a tuple.
+  int split = 0;
+  int hot = 0;
+  int leftover = 0;
+};
+
+bool Better(const Choice& a, const Choice& b) {
+  return std::tie(a.split, a.hot, a.leftover, a.pos) < std::tie(b.split, b.hot, b.leftover, b.pos);
+}
+
+class Placer {
+ public:
+  Placer(const JobSpec& job, const ClusterView& view, const PlaceOptions& po, int hot_c)
+      : job_(job), view_(view), po_(po), hot_c_(hot_c) {}
+
+  bool Eligible(int pos) const {
+    const Node& n = view_.nodes()[pos];
+    if (!n.schedulable()) return false;
+    if (po_.excluded && !po_.excluded->empty() && (*po_.excluded)[pos]) return false;
+    if (n.free_cpu_milli < job_.cpu_milli || n.free_mem_mib < job_.mem_mib) return false;
+    if (job_.fractional()) {
+      bool any = false;
+      for (int32_t f : n.free_milli) any |= f >= job_.gpu_milli;
+      if (!any) return false;
+    } else if (n.free_whole < job_.gpus_per_node) {
+      return false;
+    }
+    return TrivialJob(job_) || (LabelsOk(job_, n) && MarketOk(job_, n));
+  }
+
+  // Picks GPUs on one node for a whole-GPU part; fills the choice's score.
+  Choice ChooseGpus(int pos) const {
+    const Node& n = view_.nodes()[pos];
+    const int g = job_.gpus_per_node;
+    Choice c;
+    c.pos = pos;
+    c.leftover = n.free_whole - g;
+    // Free GPUs per domain, coolest first.
+    std::map<int, std::vector<int>> domains;
+    for (int i = 0; i < n.spec.gpus; ++i) {
+      if (n.free_milli[i] != model::kMilliGpuPerGpu) continue;
+      int d = n.spec.nvlink_domain.empty() ? 0 : n.spec.nvlink_domain[i];
+      domains[d].push_back(i);
+    }
+    auto cooler = [&](int a, int b) {
+      return std::tie(n.temp_c[a], a) < std::tie(n.temp_c[b], b);
+    };
+    for (auto& [d, list] : domains) std::sort(list.begin(), list.end(), cooler);
+    // Tightest single domain that holds the part.
+    const std::vector<int>* best = nullptr;
+    for (const auto& [d, list] : domains) {
+      if (static_cast<int>(list.size()) >= g && (!best || list.size() < best->size())) best = &list;
+    }
+    if (best) {
+      c.gpus.assign(best->begin(), best->begin() + g);
+    } else {
+      // Span domains, largest first, to cross as few links as possible.
+      std::vector<const std::vector<int>*> by_size;
+      for (const auto& [d, list] : domains) by_size.push_back(&list);
+      std::stable_sort(by_size.begin(), by_size.end(),
+                       [](const auto* a, const auto* b) { return a->size() > b->size(); });
+      for (const auto* list : by_size) {
+        for (int i : *list) {
+          if (static_cast<int>(c.gpus.size()) < g) c.gpus.push_back(i);
+        }
+      }
+      c.split = 1;
+    }
+    std::sort(c.gpus.begin(), c.gpus.end());
+    for (int i : c.gpus) c.hot += n.temp_c[i] >= hot_c_ ? 1 : 0;
+    return c;
+  }
+
+  // A GPU slice: the partly used GPU it fits most tightly, else a whole GPU on the busiest node.
+  Choice ChooseSlice(int pos) const {
+    const Node& n = view_.nodes()[pos];
+    Choice c;
+    c.pos = pos;
+    int best = -1;
+    for (int i = 0; i < n.spec.gpus; ++i) {
+      if (n.free_milli[i] < job_.gpu_milli) continue;
+      auto key = [&](int k) {
+        return std::make_tuple(n.free_milli[k] == model::kMilliGpuPerGpu ? 1 : 0,
+                               n.temp_c[k] >= hot_c_ ? 1 : 0, n.free_milli[k], k);
+      };
+      if (best < 0 || key(i) < key(best)) best = i;
+    }
+    c.gpus = {best};
+    bool whole = n.free_milli[best] == model::kMilliGpuPerGpu;
+    c.split = whole ? 1 : 0;  // prefer packing into partly used GPUs
+    c.hot = n.temp_c[best] >= hot_c_ ? 1 : 0;
+    c.leftover = whole ? n.free_whole * model::kMilliGpuPerGpu : n.free_milli[best] - static_cast<int>(job_.gpu_milli);
+    return c;
+  }
+
+  NodeAssignment Assign(const Choice& c) const {
+    NodeAssignment a;
+    a.node = view_.nodes()[c.pos].id;
+    a.gpus = c.gpus;
+    a.gpu_milli = job_.fractional() ? job_.gpu_milli : model::kMilliGpuPerGpu;
+    a.cpu_milli = job_.cpu_milli;
+    a.mem_mib = job_.mem_mib;
+    return a;
+  }
+
+  // Best node for a one-part job; stops early at a perfect fit.
+  std::optional<Choice> PlaceOne(int model) const {
+    std::optional<Choice> best;
+    for (int pos : view_.NodesOfModel(model)) {
+      if (!Eligible(pos)) continue;
+      Choice c = job_.fractional() ? ChooseSlice(pos) : ChooseGpus(pos);
+      if (!best || Better(c, *best)) best = std::move(c);
+      if (best->split == 0 && best->hot == 0 && best->leftover == 0) break;
+    }
+    return best;
+  }
+
+  // A gang: all parts in one rack if possible, else one zone, else the fewest racks.
+  std::optional<std::vector<Choice>> PlaceGang(int model) const {
+    const int n = job_.nodes;
+    std::vector<Choice> cands;
+    for (int pos : view_.NodesOfModel(model)) {
+      if (Eligible(pos)) cands.push_back(ChooseGpus(pos));
+    }
+    if (static_cast<int>(cands.size()) < n) return std::nullopt;
+    std::sort(cands.begin(), cands.end(), Better);
+    auto zone_of = [&](const Choice& c) {
+      const auto& labels = view_.nodes()[c.pos].spec.labels;
+      auto it = labels.find(model::kLabelZone);
+      return it == labels.end() ? std::string() : it->second;
+    };
+    // Level 1: one rack group; level 2: one zone. Pick the tightest group that holds the gang.
+    for (int level = 1; level <= 2; ++level) {
+      std::map<std::string, std::vector<const Choice*>> groups;
+      for (const Choice& c : cands) {
+        std::string key = level == 1 ? view_.group_name(view_.nodes()[c.pos].group) : zone_of(c);
+        groups[key].push_back(&c);
+      }
+      const std::vector<const Choice*>* best = nullptr;
+      for (const auto& [key, list] : groups) {
+        if (static_cast<int>(list.size()) >= n && (!best || list.size() < best->size())) best = &list;
+      }
+      if (best) {
+        std::vector<Choice> out;
+        for (int i = 0; i < n; ++i) out.push_back(*(*best)[i]);
+        return out;
+      }
+    }
+    // Span racks: take whole racks with the most candidates first.
+    std::map<int, std::vector<const Choice*>> by_group;
+    for (const Choice& c : cands) by_group[view_.nodes()[c.pos].group].push_back(&c);
+    std::vector<const std::vector<const Choice*>*> order;
+    for (const auto& [g, list] : by_group) order.push_back(&list);
+    std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) { return a->size() > b->size(); });
+    std::vector<Choice> out;
+    for (const auto* list : order) {
+      for (const Choice* c : *list) {
+        if (static_cast<int>(out.size()) < n) out.push_back(*c);
+      }
+    }
+    return out;
+  }
+
+  // Infeasibility reason for one model, or empty if the job could run on it some day.
+  std::string NeverReason(int model) const {
+    const std::string& name = view_.models()[model];
+    if (job_.fractional() == false && view_.MaxGpusPerNode(model) < job_.gpus_per_node) {
+      return "needs " + std::to_string(job_.gpus_per_node) + " GPUs per node but the largest " + name +
+             " node has " + std::to_string(view_.MaxGpusPerNode(model));
+    }
+    int count = 0;
+    if (TrivialJob(job_)) {
+      if (job_.nodes == 1) return "";
+      for (int pos : view_.NodesOfModel(model)) count += view_.nodes()[pos].spec.gpus >= job_.gpus_per_node;
+    } else {
+      for (int pos : view_.NodesOfModel(model)) count += StaticallyFits(job_, view_.nodes()[pos]);
+    }
+    if (count >= job_.nodes) return "";
+    if (!po_.explain) return "x";
+    std::string what = std::to_string(job_.nodes) + " " + name + " node(s) with " +
+                       std::to_string(job_.gpus_per_node) + " GPUs";
+    if (!job_.constraints.empty()) {
+      std::vector<std::string> kv;
+      for (const auto& [k, v] : job_.constraints) kv.push_back(k + "=" + v);
+      what += ", labels " + Join(kv, ",");
+    }
+    if (job_.market != MarketPreference::kAny) what += std::string(", market ") + model::MarketPreferenceName(job_.market);
+    if (job_.cpu_milli || job_.mem_mib) {
+      what += ", " + std::to_string(job_.cpu_milli / 1000) + " CPUs and " + std::to_string(job_.mem_mib) + " MiB";
+    }
+    return "needs " + what + " but only " + std::to_string(count) + " such node(s) exist";
+  }
+
+  std::string WaitReason(int model) const {
+    if (!po_.explain) return "";
+    const std::string& name = view_.models()[model];
+    int largest = 0, qualifying = 0;
+    for (int pos : view_.NodesOfModel(model)) {
+      const Node& n = view_.nodes()[pos];
+      if (!n.schedulable()) continue;
+      largest = std::max(largest, n.free_whole);
+      qualifying += Eligible(pos) ? 1 : 0;
+    }
+    if (job_.fractional()) {
+      return "waiting for a " + name + " GPU with " + std::to_string(job_.gpu_milli) + " milli-GPU free";
+    }
+    if (job_.nodes > 1) {
+      return "gang waits for " + std::to_string(job_.nodes) + " " + name + " nodes with " +
+             std::to_string(job_.gpus_per_node) + " free GPUs each (" + std::to_string(qualifying) +
+             " such node(s) now)";
+    }
+    return "waiting for " + std::to_string(job_.gpus_per_node) + " free " + name + " GPUs on one node (" +
+           std::to_string(view_.FreeWholeGpus(model)) + " free in total, largest free block " +
+           std::to_string(largest) + ")";
+  }
+
+ private:
+  const JobSpec& job_;
+  const ClusterView& view_;
+  const PlaceOptions& po_;
+  int hot_c_;
+};
+
+}  // namespace
+
+PlaceResult TopologyPlacement::Place(const JobSpec& job, const ClusterView& view, const PlaceOptions& po) const {
+  PlaceResult out;
+  std::vector<int> models;
+  if (job.gpu_models.empty()) {
+    for (size_t m = 0; m < view.models().size(); ++m) models.push_back(static_cast<int>(m));
+  } else {
+    for (const auto& name : job.gpu_models) {
+      int m = view.ModelIndex(name);
+      if (m >= 0) models.push_back(m);
+    }
+  }
+  if (models.empty()) {
+    out.kind = PlaceResult::Kind::kInfeasible;
+    if (po.explain) {
+      out.reason = job.gpu_models.empty() ? "the cluster has no GPU nodes"
+                                          : "no node has GPU model " + Join(job.gpu_models, " or ") +
+                                                " (the cluster has: " + Join(view.models(), ", ") + ")";
+    }
+    return out;
+  }
+  Placer placer(job, view, po, o_.hot_c);
+  const int64_t need = job.total_gpu_milli();
+  std::vector<std::string> never, wait;
+  bool ever = false;
+  for (int m : models) {
+    std::string nr = placer.NeverReason(m);
+    if (!nr.empty()) {
+      never.push_back(nr);
+      continue;
+    }
+    ever = true;
+    bool enough = job.fractional() ? view.FreeMilli(m) >= need : view.FreeWholeGpus(m) * model::kMilliGpuPerGpu >= need;
+    if (enough) {
+      if (job.nodes == 1) {
+        if (std::optional<Choice> c = placer.PlaceOne(m)) {
+          out.kind = PlaceResult::Kind::kPlaced;
+          out.placement.gpu_model = view.models()[m];
+          out.placement.parts.push_back(placer.Assign(*c));
+          return out;
+        }
+      } else if (auto gang = placer.PlaceGang(m)) {
+        out.kind = PlaceResult::Kind::kPlaced;
+        out.placement.gpu_model = view.models()[m];
+        for (const Choice& c : *gang) out.placement.parts.push_back(placer.Assign(c));
+        return out;
+      }
+    }
+    if (po.explain) wait.push_back(placer.WaitReason(m));
+  }
+  out.kind = ever ? PlaceResult::Kind::kWait : PlaceResult::Kind::kInfeasible;
+  if (po.explain) out.reason = Join(ever ? wait : never, "; ");
+  return out;
+}
+
+Result<std::unique_ptr<PlacementPolicy>> MakeTopologyPlacement(const std::map<std::string, std::string>& opts) {
+  TopologyPlacementOptions o;
+  for (const auto& [k, v] : opts) {
+    if (k == "hot" || k == "hot_c") {
+      auto n = ParseInt(v);
+      if (!n || *n < 0 || *n > 150) return Status::InvalidArgument("hot must be a temperature in °C (0..150), got '" + v + "'");
+      o.hot_c = static_cast<int>(*n);
+    } else {
+      return Status::InvalidArgument("unknown placement option '" + k + "' (known: hot)");
+    }
+  }
+  return std::unique_ptr<PlacementPolicy>(std::make_unique<TopologyPlacement>(o));
+}
+
+}  // namespace gpufleet::sched

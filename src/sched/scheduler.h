@@ -1,0 +1,134 @@
+// Scheduler: the deterministic core. Events in, decisions out.
+//
+//   Scheduler s(clock, view, policies, sink);
+//   s.Handle(JobSubmitted{...});          // applies the event, then runs one scheduling pass
+//   s.HandleAll({e1, e2, e3});            // several events that happened at the same time: one pass
+//   if (auto t = s.NextWakeup()) ...      // deliver Timer{} at *t
+//
+// The same object runs in the live controller (system clock, store-backed sink) and in the
+// simulator (simulated clock, event-queue sink); it reads time only from the Clock and the world
+// only from events, so a replayed history gives the same decisions.
+//
+// A pass: rank the pending jobs with the queue policy; walk them in order and start each one the
+// placement policy can place now; when one cannot start, either stop (backfill off), give it a
+// reservation at its earliest start and let later jobs start only if they do not delay it (EASY),
+// or skip it (greedy). A job that may preempt (the policy says whom) gets the smallest set of
+// victims that makes room, chosen to lose the least work since their last checkpoint.
+//
+// Thread-safety: none; one thread owns a Scheduler.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sched/action_sink.h"
+#include "sched/clock.h"
+#include "sched/cluster_view.h"
+#include "sched/event.h"
+#include "sched/policy.h"
+
+namespace gpufleet::sched {
+
+// The answer to "why is my job not running?".
+struct Explanation {
+  JobId job;
+  JobPhase phase = JobPhase::kPending;
+  int position = 0;       // 1-based place in the queue (pending only)
+  int queue_length = 0;
+  PlaceResult::Kind placement = PlaceResult::Kind::kWait;  // can it run now?
+  bool ever = true;                                          // could it ever run here?
+  std::optional<Time> earliest_start;                        // from running jobs' estimates
+  std::vector<std::string> reasons;                          // sentences for people
+};
+
+struct SchedulerStats {
+  int64_t passes = 0;
+  int64_t starts = 0;
+  int64_t preemptions = 0;
+  int64_t placement_calls = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const Clock& clock, ClusterView& view, Policies policies, ActionSink& sink);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Applies the event and runs a pass. Events about unknown jobs or nodes are ignored with a
+  // Status (the world may race: a job cancelled as it finished).
+  Status Handle(const Event& event);
+  // Applies all events, then runs one pass. Returns the first error; applies the rest anyway.
+  Status HandleAll(const std::vector<Event>& events);
+
+  // When the scheduler wants a Timer event; never a sentinel.
+  std::optional<Time> NextWakeup() const;
+
+  Explanation Explain(JobId job) const;
+
+  // Team quotas for fair-share (whole GPUs).
+  void SetTeamQuota(const std::string& team, int64_t gpus);
+
+  // Read access for reports, the API and tests.
+  std::optional<JobPhase> PhaseOf(JobId job) const;
+  const model::Placement* PlacementOf(JobId job) const;
+  const JobView* ViewOf(JobId job) const;
+  size_t pending_count() const { return pending_count_; }
+  size_t running_count() const { return running_.size(); }
+  const ClusterView& view() const { return view_; }
+  const SchedulerStats& stats() const { return stats_; }
+  const Policies& policies() const { return policies_; }
+  // Pending jobs in queue order (ids), as the next pass would see them.
+  std::vector<JobId> QueueOrder() const;
+
+ private:
+  struct JobState;
+  struct Reservation;
+
+  Status Apply(const Event& e);
+  void Pass();
+  void Enqueue(JobState& j);
+  void Dequeue(JobState& j);
+  void StartJob(JobState& j, model::Placement placement);
+  void StopRunning(JobState& j, PreemptReason reason);
+  void ReleaseAndRequeue(JobState& j, bool requeue);
+  void Erase(JobState& j);
+  bool TryPreempt(JobState& waiting, const QueueContext& ctx);
+  std::optional<Reservation> MakeReservation(const JobState& head) const;
+  std::optional<Time> EarliestStart(const JobState& j, std::vector<char>* nodes_out) const;
+  QueueContext Context() const;
+  RankKey RankOf(const JobState& j, const QueueContext& ctx) const;
+  void Rerank(JobState& j, const QueueContext& ctx);
+  void ScheduleTimer(const JobState& j, const QueueContext& ctx);
+  std::vector<JobState*> OrderedPending(const QueueContext& ctx) const;
+  int ShapeId(const model::JobSpec& spec);
+  JobState* FindJob(JobId id);
+  const JobState* FindJob(JobId id) const;
+
+  const Clock& clock_;
+  ClusterView& view_;
+  Policies policies_;
+  ActionSink& sink_;
+
+  std::unordered_map<int64_t, std::unique_ptr<JobState>> jobs_;
+  // Pending jobs sorted by (rank, seq) for policies whose ranks do not depend on usage.
+  std::set<std::tuple<RankKey, int64_t, JobState*>> pending_sorted_;
+  size_t pending_count_ = 0;
+  std::set<std::tuple<RankKey, int64_t, JobState*>> running_;  // running jobs by rank
+  std::map<std::string, TeamUsage> teams_;
+  std::unordered_map<std::string, int> shapes_;
+  // (time, seq, job id, version): rank changes to re-evaluate.
+  std::set<std::tuple<Time, int64_t, int64_t>> timers_;
+  int64_t next_seq_ = 0;
+  std::optional<JobId> last_reservation_job_;
+  std::optional<Time> last_reservation_time_;
+  SchedulerStats stats_;
+};
+
+}  // namespace gpufleet::sched
