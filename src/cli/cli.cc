@@ -1,1 +1,98 @@
-// (being written)
+#include "cli/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli/sim_command.h"
+#include "sched/policy/registry.h"
+
+namespace gpufleet::cli {
+
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+std::function<int()> SetupPolicies(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("policies", "List the scheduling policies and their options");
+  auto json = std::make_shared<std::string>("text");
+  sub->add_option("-o,--output", *json, "text or json")->capture_default_str();
+  return [json]() {
+    const auto& table = sched::PolicyTable();
+    if (*json == "json") {
+      std::printf("[");
+      for (size_t i = 0; i < table.size(); ++i) {
+        std::printf("%s{\"name\":\"%s\",\"help\":\"%s\",\"options\":\"%s\"}", i ? "," : "", table[i].name.c_str(),
+                    table[i].help.c_str(), table[i].options.c_str());
+      }
+      std::printf("]\n");
+      return 0;
+    }
+    if (*json != "text") {
+      std::fprintf(stderr, "gpufleet policies: -o must be text or json\n");
+      return 2;
+    }
+    for (const auto& p : table) {
+      std::printf("%-11s %s\n", p.name.c_str(), p.help.c_str());
+      if (!p.options.empty()) std::printf("%-11s   options: %s\n", "", p.options.c_str());
+    }
+    std::printf("\nEvery policy also takes: backfill=off|easy|greedy preempt=true|false hot=C quota.TEAM=GPUS\n");
+    return 0;
+  };
+}
+
+std::function<int()> SetupVersion(CLI::App& app) {
+  app.add_subcommand("version", "Print the version");
+  return []() {
+    std::printf("gpufleet %s\n", kVersion);
+    return 0;
+  };
+}
+
+// The subcommand table: {name, setup}. Help text lives with each command.
+struct Command {
+  const char* name;
+  std::function<std::function<int()>(CLI::App&)> setup;
+};
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> table = {
+      {"sim", SetupSimCommand},
+      {"policies", SetupPolicies},
+      {"version", SetupVersion},
+  };
+  return table;
+}
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  CLI::App app{"gpufleet: a cost-aware GPU training cluster.\n"
+               "Schedules training jobs (multi-node gangs included) on rented GPU servers, and replays\n"
+               "job histories through the same scheduler to compare policies."};
+  app.require_subcommand(1);
+  app.footer("Run 'gpufleet COMMAND --help' for a command's options and examples.");
+  std::map<std::string, std::function<int()>> runners;
+  for (const auto& c : Commands()) runners[c.name] = c.setup(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  for (CLI::App* sub : app.get_subcommands()) {
+    auto it = runners.find(sub->get_name());
+    if (it != runners.end()) return it->second();
+  }
+  return 2;
+}
+
+}  // namespace gpufleet::cli

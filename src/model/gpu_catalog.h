@@ -5,6 +5,7 @@
 // Thread-safety: immutable after Load; share freely across threads.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -17,6 +18,7 @@ namespace gpufleet::model {
 struct GpuModel {
   std::string name;     // canonical: "H100", "A100-80GB", "T4"
   std::string variant;  // "SXM5 80GB"
+  std::vector<std::string> aliases;  // other names Find accepts: "H100-SXM", "RTXA6000"
   int64_t mem_mib = 0;
   double mem_bw_gbs = 0;
   double fp32_tflops = 0;
@@ -37,23 +39,40 @@ Result<Boundness> ParseBoundness(const std::string& s);
 class GpuCatalog {
  public:
   // Reads the spec CSV (header: gpu,variant,catalog_names,...,memory_gb,memory_bw_gbs,fp32_tflops,
-  // ...). Where a name has several variants, the first row is the canonical one.
+  // ...; data/gpu_specs.SOURCE.md describes it). Where a name has several variants, the first row
+  // is the canonical one. Aliases are the catalog_names before '(' split on '/', plus the trace
+  // names ("V100M32"). Errors name the file and line: "specs.csv:7: memory_gb must be ...".
   static Result<GpuCatalog> LoadCsv(const std::string& path);
   // The catalog compiled into the binary (a copy of data/gpu_specs.csv's main figures), so that
   // a binary run from anywhere knows the common models.
   static const GpuCatalog& BuiltIn();
 
+  // Adds a model, indexed under its name and aliases. A model whose name is already a canonical
+  // name is a further variant: the first one stays (first row wins) and only its new aliases are
+  // kept. An alias already taken keeps pointing at the earlier model; a canonical name always
+  // finds its own model.
   void Add(GpuModel m);
-  // Finds a model by canonical name or alias, case-insensitively ("h100", "A100 80GB", "a100-80gb").
+  // Makes `alias` find the model that `name` finds (for names traces use, Alibaba's "V100M32").
+  // NotFound if `name` is unknown; AlreadyExists if `alias` names another model.
+  Status AddAlias(const std::string& alias, const std::string& name);
+  // Finds a model by canonical name or alias, ignoring case and treating ' ' and '_' as '-'
+  // ("h100", "A100 80GB", "a100_80gb"); nullptr when unknown.
   const GpuModel* Find(const std::string& name) const;
   const std::vector<GpuModel>& models() const { return models_; }
 
-  // How much faster `to` runs a job than `from` (2.0 = twice as fast). Unknown models count as 1.
+  // How much faster `to` runs a job than `from` (2.0 = twice as fast): the ratio of dense fp16
+  // tensor TFLOPS (bf16 where a chip has only that) for kCompute, of memory bandwidth for
+  // kMemory, and the geometric mean of both for kBalanced. Where either model is unknown, or
+  // lacks the figure a ratio needs, that ratio counts as 1.
   double RelativeSpeed(const std::string& from, const std::string& to, Boundness b) const;
 
  private:
+  // The table compiled into the binary: gpu_catalog_builtin.cc, which
+  // scripts/gen_gpu_builtin.py generates from data/gpu_specs.csv.
+  static std::vector<GpuModel> BuiltInModels();
+
   std::vector<GpuModel> models_;
-  std::unordered_map<std::string, size_t> index_;  // lower-cased name or alias -> models_ index
+  std::unordered_map<std::string, size_t> index_;  // normalised name or alias -> models_ index
 };
 
 }  // namespace gpufleet::model

@@ -1,1 +1,251 @@
+#include "sched/scheduler.h"
+
 #include <gtest/gtest.h>
+
+#include "testing/harness.h"
+
+namespace gpufleet::sched {
+namespace {
+
+using testing::MakeJob;
+using testing::MakeNode;
+using testing::SchedulerHarness;
+
+model::JobSpec WithEstimate(model::JobSpec j, int64_t seconds) {
+  j.duration_estimate = Duration::Seconds(seconds);
+  return j;
+}
+
+TEST(SchedulerTest, StrictFifoHeadBlocksJobsBehindIt) {
+  // Given one 8-GPU node with 6 GPUs busy and a strict FIFO queue whose head needs 4 GPUs,
+  // expect a 1-GPU job behind it to wait too.
+  SchedulerHarness h("fifo");
+  h.AddNode(MakeNode("n0", "A100", 8));
+  JobId busy = h.Submit(MakeJob(6));
+  JobId head = h.Submit(MakeJob(4));
+  JobId small = h.Submit(MakeJob(1));
+  EXPECT_EQ(h.Started(), (std::vector<int64_t>{busy.value()}));
+  EXPECT_EQ(h.Phase(head), JobPhase::kPending);
+  EXPECT_EQ(h.Phase(small), JobPhase::kPending);
+  Explanation e = h.sched().Explain(small);
+  EXPECT_EQ(e.position, 2);
+  ASSERT_FALSE(e.reasons.empty());
+  bool mentions_head = false;
+  for (const auto& r : e.reasons) mentions_head |= r.find("behind job " + std::to_string(head.value())) != std::string::npos;
+  EXPECT_TRUE(mentions_head);
+  // When the busy job finishes, both start in order.
+  h.Finish(busy);
+  EXPECT_EQ(h.Started(), (std::vector<int64_t>{busy.value(), head.value(), small.value()}));
+}
+
+TEST(SchedulerTest, EasyBackfillShortJobFillsHoleWithoutDelayingHead) {
+  // Given a busy job ending at t=100 and a head job that needs the whole node, expect a job
+  // that ends by t=100 to backfill and one that would run past t=100 to wait although a GPU
+  // is free.
+  SchedulerHarness h("backfill");
+  h.AddNode(MakeNode("n0", "A100", 8));
+  JobId busy = h.Submit(WithEstimate(MakeJob(5), 100));
+  JobId head = h.Submit(WithEstimate(MakeJob(8), 50));
+  JobId fits = h.Submit(WithEstimate(MakeJob(2), 100));
+  JobId too_long = h.Submit(WithEstimate(MakeJob(1), 101));
+  EXPECT_EQ(h.Phase(fits), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(too_long), JobPhase::kPending);
+  EXPECT_EQ(h.Phase(head), JobPhase::kPending);
+  Explanation e = h.sched().Explain(too_long);
+  bool held = false;
+  for (const auto& r : e.reasons) held |= r.find("reservation for job " + std::to_string(head.value())) != std::string::npos;
+  EXPECT_TRUE(held);
+  h.clock().Set(Time::FromSeconds(100));
+  h.Finish(busy);
+  EXPECT_EQ(h.Phase(head), JobPhase::kPending);  // `fits` still holds 2 GPUs
+  h.Finish(fits);
+  EXPECT_EQ(h.Phase(head), JobPhase::kRunning);
+}
+
+TEST(SchedulerTest, EasyBackfillUsesNodesTheHeadDoesNotNeed) {
+  // Given two nodes, the head job reserving node a, expect a job with no estimate to start on
+  // node b (it cannot delay the head there).
+  SchedulerHarness h("backfill");
+  NodeId a = h.AddNode(MakeNode("a", "A100", 8));
+  NodeId b = h.AddNode(MakeNode("b", "A100", 8));
+  JobId busy_a = h.Submit(WithEstimate(MakeJob(4), 100));
+  JobId busy_b = h.Submit(WithEstimate(MakeJob(6), 1000));
+  ASSERT_EQ(h.sched().PlacementOf(busy_a)->parts[0].node, a);
+  ASSERT_EQ(h.sched().PlacementOf(busy_b)->parts[0].node, b);
+  JobId head = h.Submit(MakeJob(8));
+  JobId filler = h.Submit(MakeJob(2));  // no estimate
+  EXPECT_EQ(h.Phase(head), JobPhase::kPending);
+  ASSERT_EQ(h.Phase(filler), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().PlacementOf(filler)->parts[0].node, b);
+}
+
+TEST(SchedulerTest, GangStartsAllPartsOrNone) {
+  // Given three 8-GPU nodes with one partly busy, expect a 3-node gang to wait, then start on
+  // all three at once.
+  SchedulerHarness h("fifo");
+  for (int i = 0; i < 3; ++i) h.AddNode(MakeNode("n" + std::to_string(i), "H100", 8));
+  JobId busy = h.Submit(MakeJob(1));
+  model::JobSpec gang = MakeJob(8);
+  gang.nodes = 3;
+  JobId g = h.Submit(gang);
+  EXPECT_EQ(h.Phase(g), JobPhase::kPending);
+  Explanation e = h.sched().Explain(g);
+  bool says_gang = false;
+  for (const auto& r : e.reasons) says_gang |= r.find("gang waits for 3") != std::string::npos;
+  EXPECT_TRUE(says_gang);
+  h.Finish(busy);
+  ASSERT_EQ(h.Phase(g), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().PlacementOf(g)->parts.size(), 3u);
+}
+
+TEST(SchedulerTest, JobLargerThanANodeBecomesAGangOfEqualParts) {
+  // Given 8-GPU nodes, expect a 24-GPU request to run as 3 parts of 8, and 12 GPUs as 2 of 6.
+  SchedulerHarness h("fifo");
+  for (int i = 0; i < 5; ++i) h.AddNode(MakeNode("n" + std::to_string(i), "V100", 8));
+  JobId big = h.Submit(MakeJob(24));
+  JobId twelve = h.Submit(MakeJob(12));
+  ASSERT_EQ(h.Phase(big), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().PlacementOf(big)->parts.size(), 3u);
+  EXPECT_EQ(h.sched().ViewOf(twelve)->spec->nodes, 2);
+  EXPECT_EQ(h.sched().ViewOf(twelve)->spec->gpus_per_node, 6);
+}
+
+TEST(SchedulerTest, InfeasibleJobIsExplainedAndDoesNotBlockTheQueue) {
+  // Given only A100 nodes, expect an H100-only job to be infeasible with the reason named, and
+  // a strict FIFO queue to go on past it.
+  SchedulerHarness h("fifo");
+  h.AddNode(MakeNode("n0", "A100", 8));
+  model::JobSpec h100 = MakeJob(1);
+  h100.gpu_models = {"H100"};
+  JobId bad = h.Submit(h100);
+  JobId ok = h.Submit(MakeJob(1));
+  EXPECT_EQ(h.Phase(ok), JobPhase::kRunning);
+  Explanation e = h.sched().Explain(bad);
+  EXPECT_FALSE(e.ever);
+  EXPECT_EQ(e.placement, PlaceResult::Kind::kInfeasible);
+  bool named = false;
+  for (const auto& r : e.reasons) named |= r.find("no node has GPU model H100") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
+TEST(SchedulerTest, NodeLossStopsTheWholeGangAndRequeuesIt) {
+  // Given a 2-node gang, expect losing one node to stop the job on both and requeue it; when
+  // the stop is confirmed it restarts on healthy nodes.
+  SchedulerHarness h("fifo");
+  NodeId a = h.AddNode(MakeNode("a", "A100", 8));
+  h.AddNode(MakeNode("b", "A100", 8));
+  h.AddNode(MakeNode("c", "A100", 8));
+  model::JobSpec spec = MakeJob(8);
+  spec.nodes = 2;
+  JobId g = h.Submit(spec);
+  ASSERT_EQ(h.Phase(g), JobPhase::kRunning);
+  bool on_a = false;
+  for (const auto& p : h.sched().PlacementOf(g)->parts) on_a |= p.node == a;
+  ASSERT_TRUE(on_a);
+  h.NodeDown(a);
+  EXPECT_EQ(h.Phase(g), JobPhase::kStopping);
+  EXPECT_EQ(h.sink().actions.back().reason, PreemptReason::kNodeFailure);
+  h.Stopped(g);
+  ASSERT_EQ(h.Phase(g), JobPhase::kRunning);
+  for (const auto& p : h.sched().PlacementOf(g)->parts) EXPECT_NE(p.node, a);
+  EXPECT_EQ(h.sched().ViewOf(g)->preemptions, 0);  // a failure is not a preemption
+}
+
+TEST(SchedulerTest, CancelStopsARunningJobAndForgetsIt) {
+  // Given a running job, expect cancel to ask for a stop and the job to leave once stopped.
+  SchedulerHarness h("fifo");
+  h.AddNode(MakeNode("n0", "A100", 1));
+  JobId j = h.Submit(MakeJob(1));
+  JobId next = h.Submit(MakeJob(1));
+  ASSERT_TRUE(h.sched().Handle(JobCancelled{j}).ok());
+  EXPECT_EQ(h.sink().actions.back().reason, PreemptReason::kCancelled);
+  h.Stopped(j);
+  EXPECT_FALSE(h.sched().PhaseOf(j).has_value());
+  EXPECT_EQ(h.Phase(next), JobPhase::kRunning);
+}
+
+TEST(SchedulerTest, PreemptionPicksTheVictimThatLosesLeastWork) {
+  // Given two low-priority jobs that checkpoint every 10 minutes, one 9 minutes past its last
+  // checkpoint and one 1 minute past, expect a high-priority job needing one node to preempt
+  // the one that loses 1 minute.
+  SchedulerHarness h("priority");
+  h.AddNode(MakeNode("a", "A100", 8));
+  h.AddNode(MakeNode("b", "A100", 8));
+  model::JobSpec low = MakeJob(8);
+  low.checkpoint_interval = Duration::Minutes(10);
+  JobId early = h.Submit(low);  // starts at t=0: at t=19m it is 9 min past a checkpoint
+  h.clock().Set(Time::FromSeconds(8 * 60));
+  JobId late = h.Submit(low);   // starts at t=8m: at t=19m it is 1 min past one
+  h.clock().Set(Time::FromSeconds(19 * 60));
+  model::JobSpec high = MakeJob(8);
+  high.priority = 10;
+  JobId urgent = h.Submit(high);
+  EXPECT_EQ(h.sink().Preempted(), (std::vector<int64_t>{late.value()}));
+  EXPECT_EQ(h.Phase(urgent), JobPhase::kPending);
+  h.StopAllPreempted();
+  EXPECT_EQ(h.Phase(urgent), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(early), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(late), JobPhase::kPending);
+  EXPECT_EQ(h.sched().ViewOf(late)->preemptions, 1);
+}
+
+TEST(SchedulerTest, PreemptsOnlyAsManyVictimsAsNeeded) {
+  // Given four 2-GPU low-priority jobs on one 8-GPU node, expect a 4-GPU high-priority job to
+  // preempt exactly two of them.
+  SchedulerHarness h("priority");
+  h.AddNode(MakeNode("a", "A100", 8));
+  for (int i = 0; i < 4; ++i) h.Submit(MakeJob(2));
+  model::JobSpec high = MakeJob(4);
+  high.priority = 5;
+  JobId urgent = h.Submit(high);
+  EXPECT_EQ(h.sink().Preempted().size(), 2u);
+  h.StopAllPreempted();
+  EXPECT_EQ(h.Phase(urgent), JobPhase::kRunning);
+}
+
+TEST(SchedulerTest, SamePriorityNeverPreempts) {
+  // Given a full node, expect a job of the same class to wait instead of preempting.
+  SchedulerHarness h("priority");
+  h.AddNode(MakeNode("a", "A100", 8));
+  h.Submit(MakeJob(8));
+  JobId second = h.Submit(MakeJob(8));
+  EXPECT_TRUE(h.sink().Preempted().empty());
+  EXPECT_EQ(h.Phase(second), JobPhase::kPending);
+}
+
+TEST(SchedulerTest, DrainedNodeTakesNoNewWork) {
+  // Given a drained node, expect new jobs to wait and running ones to continue.
+  SchedulerHarness h("fifo");
+  NodeId a = h.AddNode(MakeNode("a", "A100", 8));
+  JobId running = h.Submit(MakeJob(1));
+  ASSERT_TRUE(h.sched().Handle(NodeDrained{a, true}).ok());
+  JobId waiting = h.Submit(MakeJob(1));
+  EXPECT_EQ(h.Phase(running), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(waiting), JobPhase::kPending);
+  ASSERT_TRUE(h.sched().Handle(NodeDrained{a, false}).ok());
+  EXPECT_EQ(h.Phase(waiting), JobPhase::kRunning);
+}
+
+TEST(SchedulerTest, DuplicateSubmitIsRejectedAndChangesNothing) {
+  // Given a job id already known, expect a second submit with that id to fail.
+  SchedulerHarness h("fifo");
+  h.AddNode(MakeNode("a", "A100", 8));
+  JobId j = h.Submit(MakeJob(1));
+  Status s = h.sched().Handle(JobSubmitted{j, MakeJob(4)});
+  EXPECT_EQ(s.code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(h.sched().ViewOf(j)->spec->gpus_per_node, 1);
+}
+
+TEST(SchedulerTest, InvalidSpecIsRejected) {
+  // Given a job asking for half a GPU on two nodes, expect an invalid-argument error.
+  SchedulerHarness h("fifo");
+  model::JobSpec bad = MakeJob(1);
+  bad.gpu_milli = 500;
+  bad.nodes = 2;
+  Status s = h.sched().Handle(JobSubmitted{JobId(99), bad});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(h.sched().PhaseOf(JobId(99)).has_value());
+}
+
+}  // namespace
+}  // namespace gpufleet::sched

@@ -1,1 +1,461 @@
-// (being written)
+#include "sim/cluster_spec.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/strings.h"
+
+namespace gpufleet::sim {
+namespace {
+
+// Sizing used where a spec leaves cpus or memory out: a DGX-class node has 96 cores and 1 TiB for
+// 8 GPUs, so 12 cores and 128 GiB per GPU.
+constexpr int64_t kDefaultCpuMilliPerGpu = 12 * 1000;
+constexpr int64_t kDefaultMemMibPerGpu = 128 * 1024;
+constexpr int kMaxGpusPerNode = 64;
+constexpr int64_t kMaxNodesPerType = 100000;
+constexpr int kRackNodes = 16;  // HomogeneousCluster's rack size
+
+const std::vector<std::string> kTopKeys = {"node_types", "teams"};
+const std::vector<std::string> kNodeTypeKeys = {
+    "name", "gpu", "gpus", "count", "cpus", "memory_gib", "nvlink", "racks", "market", "labels"};
+const std::vector<std::string> kTeamKeys = {"quota_gpus"};
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The candidate closest to `word` (case-insensitively) if it is a plausible typo or a shortened
+// form of it: "memory_gb" -> "memory_gib", "quota" -> "quota_gpus".
+std::optional<std::string> ClosestMatch(const std::string& word,
+                                        const std::vector<std::string>& candidates) {
+  const std::string w = ToLower(word);
+  std::optional<std::string> best;
+  size_t best_distance = std::max<size_t>(2, w.size() / 3) + 1;
+  for (const std::string& c : candidates) {
+    const std::string lc = ToLower(c);
+    size_t d = EditDistance(w, lc);
+    if (w.size() >= 3 && (StartsWith(lc, w) || StartsWith(w, lc))) d = std::min<size_t>(d, 2);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::string Describe(const YAML::Node& n) {
+  if (n.IsScalar()) return "'" + n.Scalar() + "'";
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+// A node name prefix: it ends up in node names, labels and reports.
+bool IsValidName(const std::string& s) {
+  if (s.empty() || !std::isalnum(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+}
+
+struct Entry {
+  YAML::Node key;
+  YAML::Node value;
+};
+
+// A YAML mapping checked against the keys it may hold.
+class Fields {
+ public:
+  const Entry* Get(const std::string& key) const {
+    auto it = entries_.find(key);
+    return it == entries_.end() ? nullptr : &it->second;
+  }
+  std::vector<std::pair<std::string, Entry>> InOrder() const { return order_; }
+  void Put(std::string key, Entry e) {
+    entries_.emplace(key, e);
+    order_.emplace_back(std::move(key), std::move(e));
+  }
+
+ private:
+  std::map<std::string, Entry> entries_;
+  std::vector<std::pair<std::string, Entry>> order_;
+};
+
+// Reads one spec; every error carries the source name, the 1-based line and the field path.
+class SpecParser {
+ public:
+  SpecParser(const std::string& source, const model::GpuCatalog& catalog)
+      : source_(source), catalog_(catalog) {}
+
+  Result<ClusterSpec> Parse(const YAML::Node& root) {
+    if (!root.IsDefined() || root.IsNull()) {
+      return Status::InvalidArgument(source_ +
+                                     ":1: the cluster spec is empty; expected a mapping "
+                                     "with node_types");
+    }
+    if (!root.IsMap()) {
+      return Error(root, "",
+                   "the cluster spec must be a mapping with node_types, got " + Describe(root));
+    }
+    GF_ASSIGN_OR_RETURN(Fields top, ReadMap(root, "", kTopKeys));
+    ClusterSpec spec;
+    const Entry* node_types = top.Get("node_types");
+    if (node_types == nullptr) return Error(root, "", "node_types is required");
+    if (!node_types->value.IsSequence() || node_types->value.size() == 0) {
+      return Error(node_types->value, "node_types",
+                   "must be a non-empty list of node types, got " + Describe(node_types->value));
+    }
+    std::map<std::string, size_t> type_names;
+    std::set<std::string> node_names;
+    size_t index = 0;
+    for (const YAML::Node& type : node_types->value) {
+      const std::string path = "node_types[" + std::to_string(index) + "]";
+      GF_RETURN_IF_ERROR(ReadNodeType(type, path, index, type_names, node_names, spec.nodes));
+      ++index;
+    }
+    if (const Entry* teams = top.Get("teams")) {
+      GF_RETURN_IF_ERROR(ReadTeams(teams->value, spec));
+    }
+    return spec;
+  }
+
+ private:
+  Status Error(const YAML::Node& at, const std::string& path, const std::string& msg) const {
+    const YAML::Mark mark = at.Mark();
+    const int line = mark.is_null() ? 1 : mark.line + 1;
+    return Status::InvalidArgument(source_ + ":" + std::to_string(line) + ": " +
+                                   (path.empty() ? "" : path + ": ") + msg);
+  }
+
+  static std::string Sub(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+  Result<Fields> ReadMap(const YAML::Node& node, const std::string& path,
+                         const std::vector<std::string>& valid_keys) const {
+    if (!node.IsMap()) {
+      return Error(node, path, "must be a mapping, got " + Describe(node));
+    }
+    Fields fields;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const YAML::Node& key = it->first;
+      if (!key.IsScalar() || key.Scalar().empty()) {
+        return Error(key, path, "keys must be non-empty strings, got " + Describe(key));
+      }
+      const std::string& name = key.Scalar();
+      if (!valid_keys.empty() &&
+          std::find(valid_keys.begin(), valid_keys.end(), name) == valid_keys.end()) {
+        std::string msg = "unknown key '" + name + "'";
+        if (auto close = ClosestMatch(name, valid_keys)) {
+          msg += "; did you mean '" + *close + "'?";
+        } else {
+          msg += ".";
+        }
+        msg += " Valid keys: " + Join(valid_keys, ", ");
+        return Error(key, path, msg);
+      }
+      if (fields.Get(name) != nullptr) return Error(key, Sub(path, name), "duplicate key");
+      fields.Put(name, Entry{key, it->second});
+    }
+    return fields;
+  }
+
+  // An integer in [lo, hi].
+  Result<int64_t> ReadInt(const Entry& e, const std::string& path, int64_t lo, int64_t hi) const {
+    const char* kind = lo >= 1 ? "a positive integer" : "a non-negative integer";
+    std::optional<int64_t> v;
+    if (e.value.IsScalar()) v = ParseInt(e.value.Scalar());
+    if (!v) {
+      return Error(e.value, path, std::string("must be ") + kind + ", got " + Describe(e.value));
+    }
+    if (*v < lo || *v > hi) {
+      return Error(e.value, path,
+                   "must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                       ", got " + std::to_string(*v));
+    }
+    return *v;
+  }
+
+  // A finite number > 0 (cores, GiB): fractions allowed.
+  Result<double> ReadPositiveNumber(const Entry& e, const std::string& path) const {
+    std::optional<double> v;
+    if (e.value.IsScalar()) v = ParseDouble(e.value.Scalar());
+    if (!v || *v <= 0) {
+      return Error(e.value, path, "must be a positive number, got " + Describe(e.value));
+    }
+    return *v;
+  }
+
+  Result<std::string> ReadString(const Entry& e, const std::string& path) const {
+    if (!e.value.IsScalar() || e.value.Scalar().empty()) {
+      return Error(e.value, path, "must be a non-empty string, got " + Describe(e.value));
+    }
+    return e.value.Scalar();
+  }
+
+  Result<std::string> ResolveGpu(const Entry& e, const std::string& path) const {
+    GF_ASSIGN_OR_RETURN(std::string name, ReadString(e, path));
+    if (const model::GpuModel* m = catalog_.Find(name)) return m->name;
+    std::vector<std::string> known;
+    for (const model::GpuModel& m : catalog_.models()) {
+      known.push_back(m.name);
+      for (const std::string& a : m.aliases) known.push_back(a);
+    }
+    std::string msg = "unknown GPU model '" + name + "'";
+    if (auto close = ClosestMatch(name, known)) {
+      msg += "; did you mean '" + *close + "'?";
+    } else {
+      msg += ".";
+    }
+    std::vector<std::string> listed;
+    for (const model::GpuModel& m : catalog_.models()) {
+      if (listed.size() == 12) break;
+      listed.push_back(m.name);
+    }
+    if (listed.empty()) return Error(e.value, path, msg + " (the GPU catalog is empty)");
+    msg += " Known models include " + Join(listed, ", ");
+    if (catalog_.models().size() > listed.size()) msg += ", ...";
+    return Error(e.value, path, msg);
+  }
+
+  Status ReadNodeType(const YAML::Node& type, const std::string& path, size_t index,
+                      std::map<std::string, size_t>& type_names, std::set<std::string>& node_names,
+                      std::vector<model::NodeSpec>& nodes) const {
+    GF_ASSIGN_OR_RETURN(Fields f, ReadMap(type, path, kNodeTypeKeys));
+    auto required = [&](const char* key) -> Result<const Entry*> {
+      const Entry* e = f.Get(key);
+      if (e == nullptr) return Error(type, Sub(path, key), "is required");
+      return e;
+    };
+
+    GF_ASSIGN_OR_RETURN(const Entry* name_entry, required("name"));
+    GF_ASSIGN_OR_RETURN(std::string name, ReadString(*name_entry, Sub(path, "name")));
+    if (!IsValidName(name)) {
+      return Error(
+          name_entry->value, Sub(path, "name"),
+          "must be letters, digits, '-', '_' or '.', starting with a letter or digit, got '" +
+              name + "'");
+    }
+    if (auto [it, inserted] = type_names.emplace(name, index); !inserted) {
+      return Error(
+          name_entry->value, Sub(path, "name"),
+          "'" + name + "' is already the name of node_types[" + std::to_string(it->second) + "]");
+    }
+
+    model::NodeSpec node;
+    if (const Entry* gpu = f.Get("gpu")) {
+      GF_ASSIGN_OR_RETURN(node.gpu_model, ResolveGpu(*gpu, Sub(path, "gpu")));
+      GF_ASSIGN_OR_RETURN(const Entry* gpus, required("gpus"));
+      GF_ASSIGN_OR_RETURN(int64_t n, ReadInt(*gpus, Sub(path, "gpus"), 1, kMaxGpusPerNode));
+      node.gpus = static_cast<int>(n);
+    } else if (const Entry* gpus = f.Get("gpus")) {
+      // Without a GPU model only a CPU-only node makes sense.
+      GF_ASSIGN_OR_RETURN(int64_t n, ReadInt(*gpus, Sub(path, "gpus"), 0, kMaxGpusPerNode));
+      if (n > 0) return Error(type, Sub(path, "gpu"), "is required when gpus > 0");
+    }
+
+    GF_ASSIGN_OR_RETURN(const Entry* count_entry, required("count"));
+    GF_ASSIGN_OR_RETURN(int64_t count,
+                        ReadInt(*count_entry, Sub(path, "count"), 1, kMaxNodesPerType));
+
+    if (const Entry* cpus = f.Get("cpus")) {
+      GF_ASSIGN_OR_RETURN(double cores, ReadPositiveNumber(*cpus, Sub(path, "cpus")));
+      node.cpu_milli = std::llround(cores * 1000);
+      if (node.cpu_milli == 0) {
+        return Error(cpus->value, Sub(path, "cpus"), "must be at least 0.001");
+      }
+    } else if (node.gpus == 0) {
+      return Error(type, Sub(path, "cpus"), "is required for a CPU-only node type");
+    } else {
+      node.cpu_milli = kDefaultCpuMilliPerGpu * node.gpus;
+    }
+    if (const Entry* mem = f.Get("memory_gib")) {
+      GF_ASSIGN_OR_RETURN(double gib, ReadPositiveNumber(*mem, Sub(path, "memory_gib")));
+      node.mem_mib = std::llround(gib * 1024);
+      if (node.mem_mib == 0) {
+        return Error(mem->value, Sub(path, "memory_gib"), "must be at least 1 MiB");
+      }
+    } else if (node.gpus == 0) {
+      return Error(type, Sub(path, "memory_gib"), "is required for a CPU-only node type");
+    } else {
+      node.mem_mib = kDefaultMemMibPerGpu * node.gpus;
+    }
+
+    if (const Entry* nvlink = f.Get("nvlink")) {
+      GF_RETURN_IF_ERROR(ReadNvlink(*nvlink, Sub(path, "nvlink"), node));
+    }
+
+    if (const Entry* market = f.Get("market")) {
+      GF_ASSIGN_OR_RETURN(std::string text, ReadString(*market, Sub(path, "market")));
+      Result<model::Market> m = model::ParseMarket(ToLower(text));
+      if (!m.ok()) return Error(market->value, Sub(path, "market"), m.status().message());
+      node.market = *m;
+    }
+
+    if (const Entry* labels = f.Get("labels")) {
+      GF_RETURN_IF_ERROR(ReadLabels(*labels, Sub(path, "labels"), node.labels));
+    }
+
+    int64_t racks = 0;  // 0: no rack label from us
+    if (const Entry* racks_entry = f.Get("racks")) {
+      GF_ASSIGN_OR_RETURN(racks, ReadInt(*racks_entry, Sub(path, "racks"), 1, count));
+      if (node.labels.count(model::kLabelRack)) {
+        return Error(
+            racks_entry->value, Sub(path, "racks"),
+            "conflicts with labels.rack; give either racks (to spread the nodes) or a rack "
+            "label (to put them all in one rack)");
+      }
+    }
+
+    for (int64_t i = 0; i < count; ++i) {
+      model::NodeSpec n = node;
+      n.name = name + "-" + std::to_string(i);
+      // Contiguous blocks: with 8 nodes in 2 racks, nodes 0-3 share r0 and 4-7 share r1.
+      if (racks > 0) n.labels[model::kLabelRack] = name + "-r" + std::to_string(i * racks / count);
+      if (!node_names.insert(n.name).second) {
+        return Error(name_entry->value, Sub(path, "name"),
+                     "node name '" + n.name + "' is used twice");
+      }
+      if (Status s = n.Validate(); !s.ok()) return Error(type, path, s.message());
+      nodes.push_back(std::move(n));
+    }
+    return Status::Ok();
+  }
+
+  Status ReadNvlink(const Entry& e, const std::string& path, model::NodeSpec& node) const {
+    if (!e.value.IsSequence()) {
+      return Error(e.value, path,
+                   "must be a list of NVLink domain sizes, got " + Describe(e.value));
+    }
+    int64_t sum = 0;
+    int domain = 0;
+    std::vector<int> map;
+    for (const YAML::Node& size_node : e.value) {
+      const std::string item = path + "[" + std::to_string(domain) + "]";
+      GF_ASSIGN_OR_RETURN(int64_t size,
+                          ReadInt(Entry{size_node, size_node}, item, 1, kMaxGpusPerNode));
+      sum += size;
+      if (sum > kMaxGpusPerNode) break;
+      map.insert(map.end(), static_cast<size_t>(size), domain);
+      ++domain;
+    }
+    if (sum != node.gpus) {
+      return Error(e.value, path,
+                   "domain sizes must add up to the node's " + std::to_string(node.gpus) +
+                       " GPUs, got " + std::to_string(sum));
+    }
+    node.nvlink_domain = std::move(map);
+    return Status::Ok();
+  }
+
+  Status ReadLabels(const Entry& e, const std::string& path, model::Labels& labels) const {
+    GF_ASSIGN_OR_RETURN(Fields f, ReadMap(e.value, path, {}));
+    for (const auto& [key, entry] : f.InOrder()) {
+      // Numbers and booleans keep the text written: `gdpr: true` is the label "true".
+      if (!entry.value.IsScalar()) {
+        return Error(entry.value, Sub(path, key), "must be a string, got " + Describe(entry.value));
+      }
+      labels[key] = entry.value.Scalar();
+    }
+    return Status::Ok();
+  }
+
+  Status ReadTeams(const YAML::Node& teams, ClusterSpec& spec) const {
+    if (teams.IsNull()) return Status::Ok();  // `teams:` with nothing under it
+    GF_ASSIGN_OR_RETURN(Fields f, ReadMap(teams, "teams", {}));
+    int64_t quota_sum = 0;
+    for (const auto& [team, entry] : f.InOrder()) {
+      const std::string path = "teams." + team;
+      GF_ASSIGN_OR_RETURN(Fields team_fields, ReadMap(entry.value, path, kTeamKeys));
+      const Entry* quota = team_fields.Get("quota_gpus");
+      if (quota == nullptr) return Error(entry.value, path + ".quota_gpus", "is required");
+      GF_ASSIGN_OR_RETURN(int64_t gpus, ReadInt(*quota, path + ".quota_gpus", 0, 1000000));
+      spec.team_quota_gpus[team] = gpus;
+      quota_sum += gpus;
+    }
+    // Quotas are guarantees; promising more GPUs than exist is a configuration mistake.
+    if (quota_sum > spec.total_gpus()) {
+      return Error(teams, "teams",
+                   "quotas add up to " + std::to_string(quota_sum) +
+                       " GPUs but the cluster has only " + std::to_string(spec.total_gpus()));
+    }
+    return Status::Ok();
+  }
+
+  const std::string& source_;
+  const model::GpuCatalog& catalog_;
+};
+
+}  // namespace
+
+int64_t ClusterSpec::total_gpus() const {
+  int64_t total = 0;
+  for (const model::NodeSpec& n : nodes) total += n.gpus;
+  return total;
+}
+
+Result<ClusterSpec> ParseClusterSpec(const std::string& yaml, const std::string& source_name,
+                                     const model::GpuCatalog& catalog) {
+  try {
+    YAML::Node root = YAML::Load(yaml);
+    return SpecParser(source_name, catalog).Parse(root);
+  } catch (const YAML::Exception& e) {
+    const int line = e.mark.is_null() ? 1 : e.mark.line + 1;
+    return Status::InvalidArgument(source_name + ":" + std::to_string(line) +
+                                   ": invalid YAML: " + e.msg);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(source_name + ": cannot read the cluster spec: " + e.what());
+  }
+}
+
+Result<ClusterSpec> LoadClusterSpec(const std::string& path, const model::GpuCatalog& catalog) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path + ": cannot open the cluster spec");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return Status::Unavailable(path + ": read error");
+  return ParseClusterSpec(buf.str(), path, catalog);
+}
+
+ClusterSpec HomogeneousCluster(int64_t total_gpus, const std::string& gpu_model,
+                               int gpus_per_node) {
+  CHECK(gpus_per_node >= 1 && gpus_per_node <= kMaxGpusPerNode)
+      << "gpus_per_node " << gpus_per_node;
+  ClusterSpec spec;
+  if (total_gpus <= 0) return spec;
+  const int64_t node_count = (total_gpus + gpus_per_node - 1) / gpus_per_node;
+  spec.nodes.reserve(static_cast<size_t>(node_count));
+  for (int64_t i = 0; i < node_count; ++i) {
+    model::NodeSpec n;
+    n.name = "node-" + std::to_string(i);
+    n.gpu_model = gpu_model;
+    n.gpus = static_cast<int>(std::min<int64_t>(gpus_per_node, total_gpus - i * gpus_per_node));
+    n.cpu_milli = kDefaultCpuMilliPerGpu * n.gpus;
+    n.mem_mib = kDefaultMemMibPerGpu * n.gpus;
+    n.labels[model::kLabelRack] = "r" + std::to_string(i / kRackNodes);
+    spec.nodes.push_back(std::move(n));
+  }
+  return spec;
+}
+
+}  // namespace gpufleet::sim

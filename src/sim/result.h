@@ -80,16 +80,34 @@ struct Summary {
   std::map<std::string, TeamShare> teams;
 };
 
+// Percentiles use the nearest-rank method: pN is the smallest value such that at least N % of
+// the values are <= it, i.e. sorted[ceil(N/100 * n) - 1]; it is always one of the values.
+// JCT and slowdown are taken over finished jobs; queueing delay over all jobs (for a job cut off
+// while waiting it is the wait so far, which keeps starved jobs visible). Slowdown divides by
+// max(work, 1 s) so that near-zero jobs do not dominate.
+// Utilisation is the step integral of the series (each point holds until the next one, the last
+// until `end`) of busy over total GPU capacity; with no usable series it falls back to
+// sum(run_gpu_ms) / (cluster_gpus * makespan).
 Summary Summarize(const SimResult& r);
+// An aligned, human-readable report; teams sorted by GPU-hours, at most 15 of them listed.
 std::string FormatSummaryText(const Summary& s);
+// JSON with a fixed key order and numbers rounded to 3 decimals: byte-identical run to run.
 std::string SummaryToJson(const Summary& s);            // one JSON object
 std::string CompareToJson(const std::vector<Summary>& s);  // a JSON array
-// Policies side by side: one column per policy, one row per metric.
+// Policies side by side: one column per policy, one row per metric; with two or more policies the
+// best value of each row is marked '*' (lower is better, except GPU utilisation).
 std::string FormatCompareTable(const std::vector<Summary>& s);
+// CSV files (RFC 4180 quoting); times in ISO 8601, empty when unset; seconds with 3 decimals.
+// An unwritable path gives Unavailable naming the path.
 Status WriteJobsCsv(const std::string& path, const SimResult& r);
 Status WriteSeriesCsv(const std::string& path, const SimResult& r);
+
+// The plot draws at most this many points per run and panel; longer series are cut into that
+// many consecutive buckets (mean utilisation, max pending jobs per bucket).
+inline constexpr int kMaxPlotPointsPerRun = 1500;
 // An SVG with two stacked panels sharing the time axis: GPU utilisation (%) and pending jobs.
-// Several runs (one per policy) are drawn as separate lines with a legend.
+// Several runs (one per policy) are drawn as separate lines with a legend. Self-contained
+// (no external fonts or scripts) and deterministic byte for byte. `runs` must not hold nulls.
 std::string RenderSvgPlot(const std::vector<const SimResult*>& runs);
 
 }  // namespace gpufleet::sim

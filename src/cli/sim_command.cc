@@ -1,0 +1,299 @@
+#include "cli/sim_command.h"
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "cli/progress.h"
+#include "common/strings.h"
+#include "sched/policy/registry.h"
+#include "sim/cluster_spec.h"
+#include "sim/simulator.h"
+#include "sim/trace.h"
+
+namespace gpufleet::cli {
+
+namespace {
+
+struct SimArgs {
+  std::string trace;
+  std::string format = "auto";
+  std::string columns;
+  bool skip_bad_rows = false;
+  size_t max_jobs = 0;
+  std::string cluster;
+  int64_t cluster_gpus = 0;
+  std::string gpu = sim::kDefaultGpuModel;
+  int gpus_per_node = sim::kDefaultGpusPerNode;
+  std::string policy = "fifo";
+  std::vector<std::string> policy_opts;
+  std::string compare;
+  std::string estimates = "trace";
+  std::string checkpoint_interval = "30m";
+  bool checkpoint_on_preempt = false;
+  std::string restart_overhead = "0";
+  std::string reference_gpu;
+  std::string speed_model = "balanced";
+  double load_factor = 1.0;
+  double node_mtbf_hours = 0;
+  std::string repair_time = "1h";
+  uint64_t seed = 1;
+  std::string output = "text";
+  std::string jobs_out;
+  std::string series_out;
+  std::string plot;
+  std::string gpu_specs;
+  bool progress = false;
+  bool no_progress = false;
+};
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "gpufleet sim: %s\n", msg.c_str());
+  return 1;
+}
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return Status::Unavailable("cannot write " + path);
+  out << text;
+  out.close();
+  if (!out) return Status::Unavailable("cannot write " + path);
+  return Status::Ok();
+}
+
+// "jobs.csv" + "las" -> "jobs.las.csv" for --compare outputs.
+std::string PerPolicyPath(const std::string& path, const std::string& policy) {
+  size_t dot = path.find_last_of('.');
+  size_t slash = path.find_last_of('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + "." + policy;
+  return path.substr(0, dot) + "." + policy + path.substr(dot);
+}
+
+int Run(const SimArgs& a) {
+  // Inputs, each checked before any work starts.
+  sim::TraceOptions topts;
+  auto fmt = sim::ParseTraceFormat(a.format);
+  if (!fmt.ok()) return Fail(fmt.status().message());
+  topts.format = *fmt;
+  if (!a.columns.empty()) {
+    auto cols = sim::ParseColumnMap(a.columns);
+    if (!cols.ok()) return Fail("--columns: " + cols.status().message());
+    topts.columns = *cols;
+    if (topts.format == sim::TraceFormat::kAuto) topts.format = sim::TraceFormat::kCsv;
+  }
+  topts.skip_bad_rows = a.skip_bad_rows;
+  topts.max_jobs = a.max_jobs;
+
+  const model::GpuCatalog* catalog = &model::GpuCatalog::BuiltIn();
+  std::unique_ptr<model::GpuCatalog> loaded;
+  if (!a.gpu_specs.empty()) {
+    auto c = model::GpuCatalog::LoadCsv(a.gpu_specs);
+    if (!c.ok()) return Fail(c.status().message());
+    loaded = std::make_unique<model::GpuCatalog>(std::move(*c));
+    catalog = loaded.get();
+  }
+
+  sim::ClusterSpec cluster;
+  if (!a.cluster.empty() && a.cluster_gpus > 0) return Fail("give either --cluster or --cluster-gpus, not both");
+  if (!a.cluster.empty()) {
+    auto c = sim::LoadClusterSpec(a.cluster, *catalog);
+    if (!c.ok()) return Fail(c.status().message());
+    cluster = std::move(*c);
+  } else if (a.cluster_gpus > 0) {
+    const model::GpuModel* m = catalog->Find(a.gpu);
+    if (!m) return Fail("unknown GPU model '" + a.gpu + "' for --gpu (try H100, A100, A100-80GB, L4, T4, V100)");
+    if (a.gpus_per_node < 1 || a.gpus_per_node > 64) return Fail("--gpus-per-node must be 1..64");
+    cluster = sim::HomogeneousCluster(a.cluster_gpus, m->name, a.gpus_per_node);
+  } else {
+    return Fail("say which cluster to simulate: --cluster FILE.yaml or --cluster-gpus N");
+  }
+
+  sim::SimOptions base;
+  auto popts = sched::ParsePolicyOptions(a.policy_opts);
+  if (!popts.ok()) return Fail("--policy-opt: " + popts.status().message());
+  base.policy_options = *popts;
+  if (a.estimates == "oracle") {
+    base.estimates = sim::Estimates::kOracle;
+  } else if (a.estimates != "trace") {
+    return Fail("--estimates must be trace or oracle, got '" + a.estimates + "'");
+  }
+  auto ci = ParseDuration(a.checkpoint_interval);
+  if (!ci) return Fail("--checkpoint-interval: expected a duration such as 30m, got '" + a.checkpoint_interval + "'");
+  base.checkpoint_interval = *ci;
+  base.checkpoint_on_preempt = a.checkpoint_on_preempt;
+  auto ro = ParseDuration(a.restart_overhead);
+  if (!ro) return Fail("--restart-overhead: expected a duration such as 30s, got '" + a.restart_overhead + "'");
+  base.restart_overhead = *ro;
+  auto rt = ParseDuration(a.repair_time);
+  if (!rt) return Fail("--repair-time: expected a duration such as 1h, got '" + a.repair_time + "'");
+  base.repair_time = *rt;
+  auto bound = model::ParseBoundness(a.speed_model);
+  if (!bound.ok()) return Fail("--speed-model: " + bound.status().message());
+  base.boundness = *bound;
+  if (!a.reference_gpu.empty()) {
+    const model::GpuModel* m = catalog->Find(a.reference_gpu);
+    if (!m) return Fail("unknown GPU model '" + a.reference_gpu + "' for --reference-gpu");
+    base.reference_gpu = m->name;
+  }
+  if (a.load_factor <= 0) return Fail("--load-factor must be positive");
+  base.load_factor = a.load_factor;
+  if (a.node_mtbf_hours < 0) return Fail("--node-mtbf must not be negative");
+  base.node_mtbf_hours = a.node_mtbf_hours;
+  base.seed = a.seed;
+  if (a.output != "text" && a.output != "json") return Fail("-o must be text or json, got '" + a.output + "'");
+
+  std::vector<std::string> policies;
+  if (!a.compare.empty()) {
+    for (const auto& p : Split(a.compare, ',')) {
+      std::string name(Trim(p));
+      if (!name.empty()) policies.push_back(name);
+    }
+  } else {
+    policies.push_back(a.policy);
+  }
+  if (policies.empty()) return Fail("--compare needs at least one policy name");
+  // Reject bad policy names and options before reading a large trace.
+  for (const auto& p : policies) {
+    auto cfg = sched::MakePolicies(p, base.policy_options);
+    if (!cfg.ok()) return Fail(cfg.status().message());
+  }
+
+  auto trace = sim::ReadTrace(a.trace, topts);
+  if (!trace.ok()) return Fail(trace.status().message());
+  if (trace->bad_rows_skipped > 0) {
+    std::fprintf(stderr, "gpufleet sim: skipped %lld bad row(s)\n", static_cast<long long>(trace->bad_rows_skipped));
+  }
+  for (const auto& w : trace->warnings) std::fprintf(stderr, "gpufleet sim: %s\n", w.c_str());
+  if (trace->jobs.empty()) return Fail(a.trace + ": no jobs to simulate");
+
+  // Runs, in parallel when comparing (each run is independent and deterministic).
+  bool show = !a.no_progress && (a.progress || StderrIsTerminal());
+  std::vector<Result<sim::SimResult>> results(policies.size(), Status::Internal("not run"));
+  {
+    ProgressBar bar("simulating " + std::to_string(policies.size()) + " polic" + (policies.size() > 1 ? "ies" : "y"), show);
+    std::vector<int64_t> done(policies.size(), 0);
+    std::mutex mu;
+    int64_t total = static_cast<int64_t>(trace->jobs.size()) * static_cast<int64_t>(policies.size());
+    auto run_one = [&](size_t i) {
+      sim::SimOptions o = base;
+      o.policy = policies[i];
+      o.progress = [&, i](int64_t d, int64_t) {
+        std::lock_guard<std::mutex> lock(mu);
+        done[i] = d;
+        int64_t sum = 0;
+        for (int64_t x : done) sum += x;
+        bar.Update(sum, total);
+      };
+      results[i] = sim::Simulate(trace->jobs, cluster, o, *catalog);
+    };
+    size_t workers = std::max<size_t>(1, std::min<size_t>(policies.size(), std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    std::atomic<size_t> next{0};
+    for (size_t w = 0; w < workers; ++w) {
+      pool.emplace_back([&]() {
+        for (size_t i = next++; i < policies.size(); i = next++) run_one(i);
+      });
+    }
+    for (auto& t : pool) t.join();
+  }
+  std::vector<sim::Summary> summaries;
+  std::vector<const sim::SimResult*> runs;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) return Fail(policies[i] + ": " + results[i].status().message());
+    results[i]->trace = a.trace;
+    summaries.push_back(sim::Summarize(*results[i]));
+    runs.push_back(&*results[i]);
+  }
+
+  // Files.
+  for (size_t i = 0; i < runs.size(); ++i) {
+    bool many = runs.size() > 1;
+    if (!a.jobs_out.empty()) {
+      std::string p = many ? PerPolicyPath(a.jobs_out, policies[i]) : a.jobs_out;
+      Status s = sim::WriteJobsCsv(p, *runs[i]);
+      if (!s.ok()) return Fail(s.message());
+      std::fprintf(stderr, "wrote %s\n", p.c_str());
+    }
+    if (!a.series_out.empty()) {
+      std::string p = many ? PerPolicyPath(a.series_out, policies[i]) : a.series_out;
+      Status s = sim::WriteSeriesCsv(p, *runs[i]);
+      if (!s.ok()) return Fail(s.message());
+      std::fprintf(stderr, "wrote %s\n", p.c_str());
+    }
+  }
+  if (!a.plot.empty()) {
+    Status s = WriteFile(a.plot, sim::RenderSvgPlot(runs));
+    if (!s.ok()) return Fail(s.message());
+    std::fprintf(stderr, "wrote %s\n", a.plot.c_str());
+  }
+
+  // Report.
+  std::string out;
+  if (a.output == "json") {
+    out = runs.size() > 1 ? sim::CompareToJson(summaries) : sim::SummaryToJson(summaries[0]);
+  } else {
+    out = runs.size() > 1 ? sim::FormatCompareTable(summaries) : sim::FormatSummaryText(summaries[0]);
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  if (out.empty() || out.back() != '\n') std::fputc('\n', stdout);
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> SetupSimCommand(CLI::App& app) {
+  auto args = std::make_shared<SimArgs>();
+  CLI::App* sub = app.add_subcommand("sim", "Replay a job trace through the scheduler and report JCT, waits, utilisation");
+  sub->footer(R"(Examples:
+  # Philly trace on 2,000 A100 GPUs, FIFO vs. Tiresias LAS, side by side, with a plot
+  gpufleet sim --trace data/traces/philly/philly.csv --cluster-gpus 2000 --compare fifo,backfill,las --plot philly.svg
+
+  # Your own CSV: say which column is which
+  gpufleet sim --trace jobs.csv --columns id=job,submit=submitted_at,duration=runtime_s,gpus=gpu_count \
+               --cluster examples/clusters/hetero.yaml --policy fair-share -o json
+
+  # Double the arrival rate, oracle estimates for EASY backfill, per-job CSV
+  gpufleet sim --trace data/traces/philly/philly.csv --cluster-gpus 2000 --policy backfill \
+               --estimates oracle --load-factor 2 --jobs-out jobs.csv
+
+Policies: fifo, backfill, priority, fair-share, las, sjf, srtf (gpufleet policies lists their options).)");
+  sub->add_option("--trace", args->trace, "Job trace file (Philly CSV, Alibaba 2023 pod list, Tiresias CSV, CSV with --columns, or JSON Lines)")
+      ->required();
+  sub->add_option("--format", args->format, "Trace format: auto, philly, alibaba, csv, tiresias, jsonl")->capture_default_str();
+  sub->add_option("--columns", args->columns,
+                  "Column map for --format csv: id=COL,submit=COL,duration=COL,gpus=COL[,team=,name=,priority=,gpu_milli=,gpu_type=,nodes=,cpus=,memory=,end=]");
+  sub->add_flag("--skip-bad-rows", args->skip_bad_rows, "Skip and count malformed rows instead of stopping at the first");
+  sub->add_option("--max-jobs", args->max_jobs, "Use only the first N jobs by submit time");
+  sub->add_option("--cluster", args->cluster, "Cluster spec YAML (see examples/clusters/)");
+  sub->add_option("--cluster-gpus", args->cluster_gpus, "Homogeneous cluster of this many GPUs in 8-GPU nodes");
+  sub->add_option("--gpu", args->gpu, "GPU model for --cluster-gpus")->capture_default_str();
+  sub->add_option("--gpus-per-node", args->gpus_per_node, "GPUs per node for --cluster-gpus")->capture_default_str();
+  sub->add_option("--policy", args->policy, "Queue policy")->capture_default_str();
+  sub->add_option("--policy-opt", args->policy_opts, "Policy option k=v (repeatable), e.g. backfill=easy, aging=1h, thresholds=3250,7200");
+  sub->add_option("--compare", args->compare, "Run several policies side by side: fifo,backfill,las");
+  sub->add_option("--estimates", args->estimates, "Duration estimates the scheduler sees: trace (as given) or oracle (true durations)")
+      ->capture_default_str();
+  sub->add_option("--checkpoint-interval", args->checkpoint_interval, "Checkpoint period for jobs that give none (0 = never)")
+      ->capture_default_str();
+  sub->add_flag("--checkpoint-on-preempt", args->checkpoint_on_preempt, "Preempted jobs save their progress as they stop");
+  sub->add_option("--restart-overhead", args->restart_overhead, "Extra run time each restart costs")->capture_default_str();
+  sub->add_option("--reference-gpu", args->reference_gpu, "GPU model the trace's runtimes were measured on (default: the cluster's first)");
+  sub->add_option("--speed-model", args->speed_model, "How runtimes scale across GPU models: balanced, compute, memory")->capture_default_str();
+  sub->add_option("--load-factor", args->load_factor, "Compress arrivals by this factor (2 = twice the load)")->capture_default_str();
+  sub->add_option("--node-mtbf", args->node_mtbf_hours, "Mean hours between failures per node (0 = none)")->capture_default_str();
+  sub->add_option("--repair-time", args->repair_time, "How long a failed node stays down")->capture_default_str();
+  sub->add_option("--seed", args->seed, "Seed for failures")->capture_default_str();
+  sub->add_option("-o,--output", args->output, "Report format: text or json")->capture_default_str();
+  sub->add_option("--jobs-out", args->jobs_out, "Write per-job CSV here (with --compare: one file per policy)");
+  sub->add_option("--series-out", args->series_out, "Write the utilisation/queue time series CSV here");
+  sub->add_option("--plot", args->plot, "Write an SVG plot of utilisation and queue length over time");
+  sub->add_option("--gpu-specs", args->gpu_specs, "GPU spec CSV to use instead of the built-in table (data/gpu_specs.csv format)");
+  sub->add_flag("--progress", args->progress, "Always draw the progress bar (default: only on a terminal)");
+  sub->add_flag("--no-progress", args->no_progress, "Never draw the progress bar");
+  return [args]() { return Run(*args); };
+}
+
+}  // namespace gpufleet::cli

@@ -1,0 +1,59 @@
+// The trace-driven simulator: replays a trace through the scheduler core that the live
+// controller runs, on a simulated clock that jumps from event to event.
+//
+// Semantics:
+//  - A placed job runs its remaining work scaled by the speed of the GPU model it got relative
+//    to the reference model (the throughput model of model::GpuCatalog).
+//  - A stop (preemption or node failure) loses the work since the job's last checkpoint; a job
+//    checkpoints every `checkpoint_interval` of run time (its own, else the simulator default),
+//    and with checkpoint_on_preempt a preempted job saves its progress as it stops (node
+//    failures still lose work). Each restart costs `restart_overhead` of extra run time.
+//  - Node failures, when enabled, arrive per node with exponential gaps (mean MTBF) from a
+//    seeded generator; a failed node returns after `repair_time`.
+//  - Events at the same instant are handled in insertion order; the run is deterministic: the
+//    same inputs give byte-identical reports.
+//
+// Thread-safety: Simulate is reentrant; distinct runs may go on in parallel threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/gpu_catalog.h"
+#include "sim/cluster_spec.h"
+#include "sim/result.h"
+#include "sim/trace.h"
+
+namespace gpufleet::sim {
+
+enum class Estimates {
+  kTrace,   // whatever the trace says (usually nothing)
+  kOracle,  // the true duration: what sjf/srtf/EASY studies assume
+};
+
+struct SimOptions {
+  std::string policy = "fifo";
+  std::map<std::string, std::string> policy_options;
+  std::string reference_gpu;  // trace runtimes are on this model; empty: the cluster's first model
+  model::Boundness boundness = model::Boundness::kBalanced;
+  Estimates estimates = Estimates::kTrace;
+  Duration checkpoint_interval = Duration::Minutes(30);  // for jobs that give none; zero = never
+  bool checkpoint_on_preempt = false;
+  Duration restart_overhead = Duration::Zero();
+  double load_factor = 1.0;  // > 1 compresses arrivals: 2.0 = jobs arrive twice as fast
+  double node_mtbf_hours = 0;  // 0 = no failures
+  Duration repair_time = Duration::Hours(1);
+  uint64_t seed = 1;
+  Duration sample_step = Duration::Zero();  // zero: about 2,000 samples over the arrival span
+  // Called now and then with (jobs finished, jobs total); for progress bars.
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+Result<SimResult> Simulate(const std::vector<TraceJob>& jobs, const ClusterSpec& cluster,
+                           const SimOptions& options, const model::GpuCatalog& catalog);
+
+}  // namespace gpufleet::sim
