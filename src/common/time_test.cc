@@ -1,1 +1,118 @@
+#include "common/time.h"
+
+#include <optional>
+#include <string>
+
 #include <gtest/gtest.h>
+
+namespace gpufleet {
+namespace {
+
+std::optional<int64_t> Ms(std::string_view s) {
+  std::optional<Duration> d = ParseDuration(s);
+  if (!d) return std::nullopt;
+  return d->millis();
+}
+
+TEST(TimeTest, DurationConstructorsAndArithmeticAreExactMilliseconds) {
+  // Given each unit, expect exact milliseconds, truncated seconds and the arithmetic operators.
+  EXPECT_EQ(Duration::Seconds(90).millis(), 90'000);
+  EXPECT_EQ(Duration::Minutes(15).millis(), 900'000);
+  EXPECT_EQ(Duration::Hours(2).millis(), 7'200'000);
+  EXPECT_EQ(Duration::Millis(1999).seconds(), 1);
+  EXPECT_EQ(Duration::Millis(-1999).seconds(), -1);  // toward zero
+  EXPECT_EQ(Duration::Millis(1500).seconds_f(), 1.5);
+  EXPECT_EQ(Duration::Minutes(90).hours_f(), 1.5);
+  EXPECT_EQ(Duration::Seconds(10) * 3, Duration::Seconds(30));
+  EXPECT_EQ(Duration::Seconds(10) / 4, Duration::Millis(2500));
+  Duration d = Duration::Seconds(1);
+  d += Duration::Millis(5);
+  d -= Duration::Millis(2);
+  EXPECT_EQ(d.millis(), 1003);
+  EXPECT_LT(Duration::Zero(), Duration::Millis(1));
+}
+
+TEST(TimeTest, TimeArithmeticYieldsTimesAndDurations) {
+  // Given times and durations, expect time + duration, time - time and ordering.
+  Time t = Time::FromSeconds(100);
+  EXPECT_EQ((t + Duration::Seconds(5)).millis(), 105'000);
+  EXPECT_EQ((t - Duration::Seconds(5)).seconds(), 95);
+  EXPECT_EQ(Time::FromSeconds(130) - t, Duration::Seconds(30));
+  EXPECT_EQ(t - Time::FromSeconds(130), Duration::Seconds(-30));
+  t += Duration::Millis(1);
+  EXPECT_EQ(t.millis(), 100'001);
+  EXPECT_LT(Time::Epoch(), t);
+  EXPECT_LT(t, Time::Max());
+}
+
+TEST(TimeTest, ParseDurationPlainNumberIsSeconds) {
+  // Given a bare number, expect seconds, fractions rounded to the millisecond.
+  EXPECT_EQ(Ms("90"), 90'000);
+  EXPECT_EQ(Ms("0"), 0);
+  EXPECT_EQ(Ms("1.5"), 1'500);
+  EXPECT_EQ(Ms(" 90 "), 90'000);
+}
+
+TEST(TimeTest, ParseDurationReadsUnitsAndCompounds) {
+  // Given each unit and compound forms, expect exact milliseconds.
+  EXPECT_EQ(Ms("90s"), 90'000);
+  EXPECT_EQ(Ms("15m"), 900'000);
+  EXPECT_EQ(Ms("2h"), 7'200'000);
+  EXPECT_EQ(Ms("2d"), 172'800'000);
+  EXPECT_EQ(Ms("250ms"), 250);
+  EXPECT_EQ(Ms("1h30m"), 5'400'000);
+  EXPECT_EQ(Ms("1.5h"), 5'400'000);
+  EXPECT_EQ(Ms("1d2h3m4s"), 93'784'000);
+  EXPECT_EQ(Ms("0.5s"), 500);
+  EXPECT_EQ(Ms("1m30s"), 90'000);
+}
+
+TEST(TimeTest, ParseDurationRejectsMalformedInput) {
+  // Given empty input, a unit without a number, a trailing bare number after a unit, a
+  // negative value, unknown units, inner spaces and huge values, expect nothing.
+  for (const char* bad : {"", "   ", "h", "1h30", "-5", "-1h", "5x", "1.2.3s", ".", "1h 30m", "1e3",
+                          "abc", "99999999999999d"}) {
+    EXPECT_EQ(ParseDuration(bad), std::nullopt) << "'" << bad << "'";
+  }
+}
+
+TEST(TimeTest, FormatDurationUsesTheTwoLargestUnits) {
+  // Given durations from seconds to days, expect the short human forms.
+  EXPECT_EQ(FormatDuration(Duration::Zero()), "0s");
+  EXPECT_EQ(FormatDuration(Duration::Seconds(45)), "45s");
+  EXPECT_EQ(FormatDuration(Duration::Seconds(90)), "1m30s");
+  EXPECT_EQ(FormatDuration(Duration::Seconds(65 * 60)), "1h05m");
+  EXPECT_EQ(FormatDuration(Duration::Hours(1)), "1h00m");
+  EXPECT_EQ(FormatDuration(Duration::Hours(1) + Duration::Minutes(23) + Duration::Seconds(59)), "1h23m");
+  EXPECT_EQ(FormatDuration(Duration::Hours(51)), "2d3h");
+  EXPECT_EQ(FormatDuration(Duration::Hours(24)), "1d0h");
+  EXPECT_EQ(FormatDuration(Duration::Millis(59'999)), "59s");  // truncated, not rounded
+  EXPECT_EQ(FormatDuration(Duration::Seconds(-90)), "-1m30s");
+}
+
+TEST(TimeTest, ParseDurationReadsWhatFormatDurationWrites) {
+  // Given formatted durations with whole units, expect ParseDuration to read them back.
+  for (Duration d : {Duration::Seconds(45), Duration::Seconds(90), Duration::Minutes(83),
+                     Duration::Hours(51)}) {
+    EXPECT_EQ(ParseDuration(FormatDuration(d)), d) << FormatDuration(d);
+  }
+}
+
+TEST(TimeTest, FormatIso8601IsUtcWithOptionalMilliseconds) {
+  // Given the epoch, a known instant and instants with milliseconds, expect UTC ISO-8601 text
+  // with a millisecond suffix only when it is not zero.
+  EXPECT_EQ(FormatIso8601(Time::Epoch()), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(FormatIso8601(Time::FromSeconds(1'507'532'515)), "2017-10-09T07:01:55Z");
+  EXPECT_EQ(FormatIso8601(Time::FromMillis(1'507'532'515'123)), "2017-10-09T07:01:55.123Z");
+  EXPECT_EQ(FormatIso8601(Time::FromMillis(5)), "1970-01-01T00:00:00.005Z");
+  EXPECT_EQ(FormatIso8601(Time::FromSeconds(951'782'400)), "2000-02-29T00:00:00Z");  // leap day
+}
+
+TEST(TimeTest, FormatIso8601HandlesTimesBeforeTheEpoch) {
+  // Given times just before the epoch, expect the previous second with positive milliseconds.
+  EXPECT_EQ(FormatIso8601(Time::FromMillis(-1)), "1969-12-31T23:59:59.999Z");
+  EXPECT_EQ(FormatIso8601(Time::FromSeconds(-1)), "1969-12-31T23:59:59Z");
+}
+
+}  // namespace
+}  // namespace gpufleet

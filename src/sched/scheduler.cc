@@ -95,7 +95,7 @@ struct Scheduler::JobState {
   int victims_stopping = 0;          // preempted jobs that make room for this one
   std::optional<JobId> preempted_for;
   // What the last pass concluded for this pending job (for Explain).
-  enum class Outcome { kNotReached, kWait, kInfeasible, kBlockedBehind, kHeldByReservation, kAwaitingVictims };
+  enum class Outcome { kNotReached, kWait, kInfeasible, kHeldByReservation, kAwaitingVictims };
   Outcome outcome = Outcome::kNotReached;
   JobId outcome_job;
   Time outcome_time;
@@ -126,6 +126,7 @@ const Scheduler::JobState* Scheduler::FindJob(JobId id) const {
 
 void Scheduler::SetTeamQuota(const std::string& team, int64_t gpus) {
   teams_[team].quota_milli = gpus * model::kMilliGpuPerGpu;
+  full_pass_ = true;
 }
 
 QueueContext Scheduler::Context() const {
@@ -287,6 +288,12 @@ Status Scheduler::HandleAll(const std::vector<Event>& events) {
 
 Status Scheduler::Apply(const Event& e) {
   Time now = clock_.Now();
+  // Anything but an arrival, a checkpoint or telemetry may let a waiting job start: the next
+  // pass starts from the top of the queue.
+  if (!std::holds_alternative<JobSubmitted>(e) && !std::holds_alternative<JobCheckpointed>(e) &&
+      !std::holds_alternative<GpuTelemetry>(e)) {
+    full_pass_ = true;
+  }
   if (const auto* ev = std::get_if<JobSubmitted>(&e)) {
     if (FindJob(ev->job)) {
       return Status::AlreadyExists("job " + std::to_string(ev->job.value()) + " was already submitted");
@@ -321,6 +328,7 @@ Status Scheduler::Apply(const Event& e) {
     JobState& ref = *j;
     jobs_.emplace(ev->job.value(), std::move(j));
     Enqueue(ref);
+    arrivals_.push_back(ev->job);
     return Status::Ok();
   }
   if (const auto* ev = std::get_if<JobFinished>(&e)) {
@@ -585,42 +593,83 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx) {
 
 void Scheduler::Pass() {
   ++stats_.passes;
-  if (pending_count_ == 0) return;
+  if (pending_count_ == 0) {
+    arrivals_.clear();
+    full_pass_ = false;
+    blocked_head_.reset();
+    return;
+  }
   const QueueContext ctx = Context();
   const bool static_ranks = !policies_.queue->RanksDependOnUsage();
-  // Static ranks: walk the sorted set directly (a pass that stops early costs O(1), not O(queue)).
-  // The cursor moves before a job is visited, because starting it removes it from the set.
+  const SchedulerOptions& opt = policies_.options;
+
+  // What the last full pass left blocked, if it is still waiting.
+  JobState* blocked_head = nullptr;
+  if (blocked_head_) {
+    JobState* b = FindJob(*blocked_head_);
+    if (b && b->v.phase == JobPhase::kPending) blocked_head = b;
+  }
+
+  // A partial pass looks only at jobs that arrived since the last pass. It is exact when nothing
+  // was freed or re-ranked since then (those events ask for a full pass): every job that waited
+  // then would wait again, and the blocked head keeps its place unless a newcomer outranks it.
   std::vector<JobState*> order;
-  if (!static_ranks) order = OrderedPending(ctx);
+  if (!full_pass_) {
+    for (JobId id : arrivals_) {
+      JobState* j = FindJob(id);
+      if (j && j->v.phase == JobPhase::kPending) {
+        if (!static_ranks) j->rank = RankOf(*j, ctx);
+        order.push_back(j);
+      }
+    }
+    std::sort(order.begin(), order.end(),
+              [](const JobState* a, const JobState* b) { return std::tie(a->rank, a->v.seq) < std::tie(b->rank, b->v.seq); });
+    if (blocked_head && opt.backfill != BackfillMode::kGreedy) {
+      if (!order.empty() && std::tie(order.front()->rank, order.front()->v.seq) <
+                                std::tie(blocked_head->rank, blocked_head->v.seq)) {
+        full_pass_ = true;  // a newcomer outranks the head: recompute from the top
+      }
+    }
+  }
+  arrivals_.clear();
+  const bool full = full_pass_;
+  full_pass_ = false;
+  if (full) {
+    order.clear();
+    blocked_head = nullptr;
+    if (!static_ranks) order = OrderedPending(ctx);
+  } else if (order.empty()) {
+    return;
+  }
+  ++(full ? stats_.full_passes : stats_.partial_passes);
+
+  // Static ranks in a full pass: walk the sorted set directly, so a pass that stops early costs
+  // O(1), not O(queue). The cursor moves before a job is visited, because starting it removes
+  // it from the set.
+  const bool walk_set = full && static_ranks;
   auto cursor = pending_sorted_.begin();
   size_t order_pos = 0;
   auto next = [&]() -> JobState* {
-    if (!static_ranks) return order_pos < order.size() ? order[order_pos++] : nullptr;
+    if (!walk_set) return order_pos < order.size() ? order[order_pos++] : nullptr;
     if (cursor == pending_sorted_.end()) return nullptr;
     JobState* j = std::get<2>(*cursor);
     ++cursor;
     return j;
   };
-  const SchedulerOptions& opt = policies_.options;
 
   std::vector<char> failed_free(shapes_.size(), 0);  // shape could not be placed at all
   std::vector<char> failed_excl(shapes_.size(), 0);  // shape could not be placed outside the reservation
   std::optional<Reservation> res;
-  JobState* blocked_head = nullptr;  // first job that had to wait (EASY: gets the reservation)
   int attempts = 0;
 
   while (JobState* j = next()) {
+    if (opt.backfill == BackfillMode::kOff && blocked_head) break;  // strict order: all wait behind it
     const bool free_none = view_.FreeMilliAll() == 0;
     const bool can_preempt = opt.preemption && attempts < opt.max_preemption_attempts &&
                              !running_.empty() &&
                              (!static_ranks || j->rank < std::get<0>(*running_.rbegin()));
     if (free_none && !can_preempt) {
-      if (static_ranks) break;  // nothing can start and nobody further may preempt
-      continue;
-    }
-    if (opt.backfill == BackfillMode::kOff && blocked_head) {
-      j->outcome = JobState::Outcome::kBlockedBehind;
-      j->outcome_job = blocked_head->v.id;
+      if (static_ranks || attempts >= opt.max_preemption_attempts) break;  // nothing more can happen
       continue;
     }
 
@@ -681,14 +730,15 @@ void Scheduler::Pass() {
         continue;
       }
     }
-    if (opt.backfill != BackfillMode::kGreedy && !blocked_head) blocked_head = j;
+    if (opt.backfill != BackfillMode::kGreedy && !blocked_head) {
+      blocked_head = j;
+      res.reset();
+    }
   }
   if (blocked_head) {
-    last_reservation_job_ = blocked_head->v.id;
-    last_reservation_time_ = res ? std::optional<Time>(res->time) : std::nullopt;
-  } else {
-    last_reservation_job_.reset();
-    last_reservation_time_.reset();
+    blocked_head_ = blocked_head->v.id;
+  } else if (full) {
+    blocked_head_.reset();
   }
 }
 
@@ -757,11 +807,15 @@ Explanation Scheduler::Explain(JobId id) const {
     e.reasons.push_back("infeasible: " + r.reason);
     return e;
   }
-  switch (j->outcome) {
-    case JobState::Outcome::kBlockedBehind:
-      e.reasons.push_back("strict order: waits behind job " + std::to_string(j->outcome_job.value()) +
+  if (policies_.options.backfill == BackfillMode::kOff && blocked_head_ && *blocked_head_ != id) {
+    const JobState* head = FindJob(*blocked_head_);
+    if (head && head->v.phase == JobPhase::kPending &&
+        std::tie(head->rank, head->v.seq) < std::tie(j->rank, j->v.seq)) {
+      e.reasons.push_back("strict order: waits behind job " + std::to_string(blocked_head_->value()) +
                           ", which cannot start yet");
-      break;
+    }
+  }
+  switch (j->outcome) {
     case JobState::Outcome::kHeldByReservation:
       e.reasons.push_back("held by a reservation for job " + std::to_string(j->outcome_job.value()) +
                           (j->outcome_time == Time::Max()

@@ -49,6 +49,8 @@ struct Explanation {
 
 struct SchedulerStats {
   int64_t passes = 0;
+  int64_t full_passes = 0;
+  int64_t partial_passes = 0;
   int64_t starts = 0;
   int64_t preemptions = 0;
   int64_t placement_calls = 0;
@@ -126,8 +128,12 @@ class Scheduler {
   // (time, seq, job id, version): rank changes to re-evaluate.
   std::set<std::tuple<Time, int64_t, int64_t>> timers_;
   int64_t next_seq_ = 0;
-  std::optional<JobId> last_reservation_job_;
-  std::optional<Time> last_reservation_time_;
+  // Pass bookkeeping: which jobs arrived since the last pass, whether anything else changed
+  // (then the next pass starts from the top of the queue), and the job the last pass left
+  // blocked at the head.
+  std::vector<JobId> arrivals_;
+  bool full_pass_ = true;
+  std::optional<JobId> blocked_head_;
   SchedulerStats stats_;
 };
 

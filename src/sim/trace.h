@@ -28,13 +28,18 @@ struct TraceJob {
 };
 
 enum class TraceFormat { kAuto, kPhilly, kAlibaba2023, kCsv, kTiresias, kJsonl };
+// Names: auto, philly, alibaba2023, csv, tiresias, jsonl (the names TraceFormatName returns).
 Result<TraceFormat> ParseTraceFormat(const std::string& s);
 const char* TraceFormatName(TraceFormat f);
 
 struct TraceOptions {
   TraceFormat format = TraceFormat::kAuto;
-  // For kCsv: gpufleet field -> CSV column name. Fields: id, submit, duration, gpus, team, name,
-  // priority, gpu_milli, gpu_type, nodes, cpus, memory. Required: submit, duration (or end), gpus.
+  // For kCsv: gpufleet field -> CSV column name. Fields: id, submit, duration, end, gpus, team,
+  // name, priority, gpu_milli, gpu_type, nodes, cpus, memory. Required: submit, gpus, and one of
+  // duration or end. Times are seconds (int or decimal) or ISO-8601 datetimes (UTC unless an
+  // offset is given), detected per value; `gpus` is the job's total, split evenly over `nodes`
+  // when that is mapped; `gpu_type` is an any-of list "A|B"; `cpus` cores; `memory` MiB.
+  // A map given with kAuto selects kCsv.
   std::map<std::string, std::string> columns;
   bool skip_bad_rows = false;  // count and skip bad rows instead of failing on the first
   size_t max_jobs = 0;         // 0 = all
@@ -48,7 +53,10 @@ struct Trace {
 };
 
 // Reads a whole trace. Errors name the file and line: "philly.csv:17: duration: expected a
-// number of seconds, got 'abc'".
+// number of seconds, got 'abc'". A missing file is NotFound; bad input is InvalidArgument.
+// Every job asks for its total GPUs as one part (gpus_per_node = total, nodes = 1) unless the
+// trace gives a gang shape (JSONL gpus_per_node/nodes, a mapped `nodes` column); the simulator
+// splits jobs larger than a node. Traces without ids number their data rows from 1.
 Result<Trace> ReadTrace(const std::string& path, const TraceOptions& options);
 
 // Parses "--columns id=job,submit=submitted_at,..." into a field map; unknown fields are errors.
