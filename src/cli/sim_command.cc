@@ -33,7 +33,7 @@ struct SimArgs {
   std::string compare;
   std::string estimates = "trace";
   std::string checkpoint_interval = "30m";
-  bool checkpoint_on_preempt = false;
+  bool no_checkpoint_on_preempt = false;
   std::string restart_overhead = "0";
   std::string reference_gpu;
   std::string speed_model = "balanced";
@@ -123,7 +123,7 @@ int Run(const SimArgs& a) {
   auto ci = ParseDuration(a.checkpoint_interval);
   if (!ci) return Fail("--checkpoint-interval: expected a duration such as 30m, got '" + a.checkpoint_interval + "'");
   base.checkpoint_interval = *ci;
-  base.checkpoint_on_preempt = a.checkpoint_on_preempt;
+  base.checkpoint_on_preempt = !a.no_checkpoint_on_preempt;
   auto ro = ParseDuration(a.restart_overhead);
   if (!ro) return Fail("--restart-overhead: expected a duration such as 30s, got '" + a.restart_overhead + "'");
   base.restart_overhead = *ro;
@@ -278,7 +278,8 @@ Policies: fifo, backfill, priority, fair-share, las, sjf, srtf (gpufleet policie
       ->capture_default_str();
   sub->add_option("--checkpoint-interval", args->checkpoint_interval, "Checkpoint period for jobs that give none (0 = never)")
       ->capture_default_str();
-  sub->add_flag("--checkpoint-on-preempt", args->checkpoint_on_preempt, "Preempted jobs save their progress as they stop");
+  sub->add_flag("--no-checkpoint-on-preempt", args->no_checkpoint_on_preempt,
+                "Preempted jobs ignore the checkpoint signal and lose the work since their last periodic checkpoint");
   sub->add_option("--restart-overhead", args->restart_overhead, "Extra run time each restart costs")->capture_default_str();
   sub->add_option("--reference-gpu", args->reference_gpu, "GPU model the trace's runtimes were measured on (default: the cluster's first)");
   sub->add_option("--speed-model", args->speed_model, "How runtimes scale across GPU models: balanced, compute, memory")->capture_default_str();

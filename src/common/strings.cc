@@ -49,7 +49,10 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
 std::optional<int64_t> ParseInt(std::string_view s) {
   s = Trim(s);
   if (s.empty()) return std::nullopt;
-  if (s.front() == '+') s.remove_prefix(1);
+  if (s.front() == '+') {
+    s.remove_prefix(1);
+    if (s.empty() || s.front() == '-' || s.front() == '+') return std::nullopt;
+  }
   int64_t v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;

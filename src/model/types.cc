@@ -60,9 +60,13 @@ Status JobSpec::Validate() const {
   if (nodes < 1 || nodes > 4096) {
     return Status::InvalidArgument("nodes must be between 1 and 4096, got " + std::to_string(nodes));
   }
-  if (gpus_per_node < 0 || gpus_per_node > 64) {
-    return Status::InvalidArgument("gpus per node must be between 0 and 64, got " +
-                                   std::to_string(gpus_per_node));
+  // A single-node request may exceed any node: the scheduler splits it into a gang.
+  if (gpus_per_node < 0 || gpus_per_node > 65536) {
+    return Status::InvalidArgument("gpus must be between 0 and 65536, got " + std::to_string(gpus_per_node));
+  }
+  if (static_cast<int64_t>(gpus_per_node) * nodes > 65536) {
+    return Status::InvalidArgument("a job may ask for at most 65536 GPUs in all, got " +
+                                   std::to_string(static_cast<int64_t>(gpus_per_node) * nodes));
   }
   if (gpu_milli <= 0 || gpu_milli > kMilliGpuPerGpu) {
     return Status::InvalidArgument("gpu share must be in (0, 1000] milli-GPU, got " +

@@ -55,8 +55,32 @@ void ClusterView::Account(const Node& n, int sign) {
   free_milli_by_model_[n.model] += sign * milli;
 }
 
+void ClusterView::AssignFrom(const ClusterView& o) {
+  if (this == &o) return;
+  if (structure_version_ != o.structure_version_ || nodes_.size() != o.nodes_.size() ||
+      models_.size() != o.models_.size() || groups_.size() != o.groups_.size()) {
+    *this = o;
+    return;
+  }
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& a = nodes_[i];
+    const Node& b = o.nodes_[i];
+    a.health = b.health;
+    a.free_milli = b.free_milli;  // same size: no allocation
+    a.temp_c = b.temp_c;
+    a.free_whole = b.free_whole;
+    a.free_cpu_milli = b.free_cpu_milli;
+    a.free_mem_mib = b.free_mem_mib;
+  }
+  free_whole_by_model_ = o.free_whole_by_model_;
+  free_milli_by_model_ = o.free_milli_by_model_;
+  schedulable_milli_ = o.schedulable_milli_;
+  online_milli_ = o.online_milli_;
+}
+
 Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
   GF_RETURN_IF_ERROR(spec.Validate());
+  ++structure_version_;
   std::string zone = spec.labels.count(model::kLabelZone) ? spec.labels.at(model::kLabelZone) : "";
   std::string rack = spec.labels.count(model::kLabelRack) ? spec.labels.at(model::kLabelRack) : "";
   std::string group_key = zone + "/" + rack;
@@ -86,10 +110,23 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
     int64_t used_cpu = n.spec.cpu_milli - n.free_cpu_milli;
     int64_t used_mem = n.spec.mem_mib - n.free_mem_mib;
     if (!same_shape) {
+      int old_model = n.model;
       n.free_milli.assign(spec.gpus, model::kMilliGpuPerGpu);
       n.temp_c.assign(spec.gpus, 0);
       n.free_whole = spec.gpus;
       n.model = spec.gpus > 0 ? InternModel(spec.gpu_model) : -1;
+      if (old_model >= 0) {
+        // Leave the old model's books: its node list and its largest node size.
+        auto& list = nodes_by_model_[old_model];
+        list.erase(std::remove(list.begin(), list.end(), pos), list.end());
+        int largest = 0;
+        for (int other : list) largest = std::max(largest, nodes_[other].spec.gpus);
+        max_gpus_by_model_[old_model] = largest;
+      }
+    }
+    if (spec.cpu_milli < used_cpu || spec.mem_mib < used_mem) {
+      Account(n, +1);
+      return Status::FailedPrecondition("node " + spec.name + " shrank below the CPUs or memory its jobs hold");
     }
     n.free_cpu_milli = spec.cpu_milli - used_cpu;
     n.free_mem_mib = spec.mem_mib - used_mem;

@@ -37,6 +37,10 @@ class ClusterView {
     bool schedulable() const { return health == NodeHealth::kUp; }
   };
 
+  // Makes this view equal to `other`. When both have the same nodes (the common case for a
+  // scratch what-if copy), only the free-capacity state is copied, without allocating.
+  void AssignFrom(const ClusterView& other);
+
   // Adds a node or, for a known id, replaces its spec (allocations are kept if they still fit).
   Status UpsertNode(NodeId id, model::NodeSpec spec);
   Status SetHealth(NodeId id, NodeHealth health);
@@ -80,6 +84,7 @@ class ClusterView {
   std::vector<int64_t> free_whole_by_model_;
   std::vector<int64_t> free_milli_by_model_;
   std::vector<int> max_gpus_by_model_;
+  int64_t structure_version_ = 0;  // bumped when nodes are added or change their spec
   int64_t schedulable_milli_ = 0;
   int64_t online_milli_ = 0;
   std::vector<std::string> groups_;

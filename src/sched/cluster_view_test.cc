@@ -280,10 +280,6 @@ TEST_F(ClusterViewTest, ReRegisteringAnIdleNodeWithOtherGpusResetsIt) {
 TEST_F(ClusterViewTest, NodeThatChangesModelLeavesItsOldModel) {
   // Given an idle A100 node re-registered as a 2-GPU H100 node, expect it listed under H100
   // only, so that the A100 node list and largest A100 node no longer include it.
-  GTEST_SKIP() << "BUG: sched/cluster_view.cc UpsertNode, re-registering a known node with another "
-                  "gpu_model or GPU count leaves its position in nodes_by_model_ of the old model "
-                  "and leaves max_gpus_by_model_ stale; NodesOfModel(A100) still returns the "
-                  "(now H100) node, and placement can put an A100 job on it";
   AddThreeNodes();
   ASSERT_TRUE(view_.UpsertNode(NodeId(0), MakeNode("a0", "H100", 2)).ok());
   EXPECT_EQ(view_.NodesOfModel(a100_), (std::vector<int>{2}));

@@ -130,6 +130,9 @@ struct SchedulerOptions {
   BackfillMode backfill = BackfillMode::kEasy;
   bool preemption = true;             // let the queue policy preempt (if it ever does)
   int max_preemption_attempts = 16;   // per pass; each attempt copies the view
+  // A job that started less than this ago is not preempted (it would thrash: start, lose the
+  // GPUs, start again). Node failures and cancels are not held back.
+  Duration min_run_before_preempt;
   // Split a job asking more GPUs than any node has into a gang of full nodes.
   bool split_large_jobs = true;
 };

@@ -94,6 +94,9 @@ struct Scheduler::JobState {
   std::optional<Time> timer;
   int victims_stopping = 0;          // preempted jobs that make room for this one
   std::optional<JobId> preempted_for;
+  int64_t preempt_failed_at = -1;
+  // Nodes this job will start on once its victims have stopped; other jobs keep off them.
+  std::vector<int> claim;    // running_version_ when a preemption attempt last failed
   // What the last pass concluded for this pending job (for Explain).
   enum class Outcome { kNotReached, kWait, kInfeasible, kHeldByReservation, kAwaitingVictims };
   Outcome outcome = Outcome::kNotReached;
@@ -154,10 +157,23 @@ int Scheduler::ShapeId(const JobSpec& s) {
   return it->second;
 }
 
+void Scheduler::CountShape(const JobState& j, int sign) {
+  if (static_cast<size_t>(j.shape) >= shape_pending_.size()) {
+    shape_pending_.resize(j.shape + 1, 0);
+    shape_pending_est_.resize(j.shape + 1, 0);
+  }
+  int64_t& n = shape_pending_[j.shape];
+  if (sign > 0 && n == 0) ++live_shapes_;
+  n += sign;
+  if (sign < 0 && n == 0) --live_shapes_;
+  if (j.spec.duration_estimate) shape_pending_est_[j.shape] += sign;
+}
+
 void Scheduler::Enqueue(JobState& j) {
   j.v.phase = JobPhase::kPending;
   j.outcome = JobState::Outcome::kNotReached;
   ++pending_count_;
+  CountShape(j, +1);
   QueueContext ctx = Context();
   j.rank = RankOf(j, ctx);
   if (!policies_.queue->RanksDependOnUsage()) {
@@ -174,6 +190,7 @@ void Scheduler::Dequeue(JobState& j) {
     j.in_queue = false;
   }
   --pending_count_;
+  CountShape(j, -1);
 }
 
 void Scheduler::ScheduleTimer(const JobState& cj, const QueueContext& ctx) {
@@ -184,7 +201,9 @@ void Scheduler::ScheduleTimer(const JobState& cj, const QueueContext& ctx) {
   }
   std::optional<Time> t = policies_.queue->NextRankChange(j.v, ctx);
   if (t && j.v.phase != JobPhase::kStopping) {
-    j.timer = std::max(*t, ctx.now);
+    // A policy must answer a future instant; a past one is moved just after now so that time
+    // always advances between two timer events of a job.
+    j.timer = std::max(*t, ctx.now + Duration::Millis(1));
     timers_.emplace(*j.timer, j.v.seq, j.v.id.value());
   }
 }
@@ -198,6 +217,7 @@ void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
     running_.erase({j.rank, j.v.seq, &j});
     j.rank = RankOf(j, ctx);
     running_.emplace(j.rank, j.v.seq, &j);
+    ++running_version_;
   } else {
     j.rank = RankOf(j, ctx);
   }
@@ -217,6 +237,8 @@ void Scheduler::StartJob(JobState& j, Placement placement) {
   teams_[j.spec.team].used_milli += GpuMilliOf(j.spec);
   j.rank = RankOf(j, ctx);
   running_.emplace(j.rank, j.v.seq, &j);
+  ++running_version_;
+  if (j.spec.duration_estimate) ++running_with_estimate_;
   ScheduleTimer(j, ctx);
   ++stats_.starts;
   sink_.Start(j.v.id, j.placement);
@@ -225,6 +247,9 @@ void Scheduler::StartJob(JobState& j, Placement placement) {
 void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
   CHECK(j.v.phase == JobPhase::kRunning);
   running_.erase({j.rank, j.v.seq, &j});
+  ++running_version_;
+  if (j.spec.duration_estimate) --running_with_estimate_;
+  stopping_.insert(&j);
   j.v.phase = JobPhase::kStopping;
   j.requeue_after_stop = reason != PreemptReason::kCancelled;
   j.count_as_preemption = reason != PreemptReason::kCancelled && reason != PreemptReason::kNodeFailure;
@@ -240,7 +265,13 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
 void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
   CHECK(j.v.phase != JobPhase::kPending);
   Time now = clock_.Now();
-  if (j.v.phase == JobPhase::kRunning) running_.erase({j.rank, j.v.seq, &j});
+  if (j.v.phase == JobPhase::kRunning) {
+    running_.erase({j.rank, j.v.seq, &j});
+    ++running_version_;
+    if (j.spec.duration_estimate) --running_with_estimate_;
+  } else {
+    stopping_.erase(&j);
+  }
   view_.Release(j.placement);
   teams_[j.spec.team].used_milli -= GpuMilliOf(j.spec);
   Duration run = now - j.v.started_at;
@@ -408,9 +439,14 @@ Status Scheduler::Apply(const Event& e) {
   }
   if (std::holds_alternative<Timer>(e)) {
     QueueContext ctx = Context();
+    // Take the due timers first: a re-rank may ask for a new timer, and one that a policy sets
+    // at or before now must wait for the next Timer event rather than loop here.
+    std::vector<int64_t> due;
     while (!timers_.empty() && std::get<0>(*timers_.begin()) <= now) {
-      int64_t id = std::get<2>(*timers_.begin());
+      due.push_back(std::get<2>(*timers_.begin()));
       timers_.erase(timers_.begin());
+    }
+    for (int64_t id : due) {
       JobState* j = FindJob(JobId(id));
       if (!j) continue;
       j->timer.reset();
@@ -481,12 +517,11 @@ int64_t FreeMilliFor(const std::vector<int>& models, const ClusterView& view) {
 std::optional<Time> Scheduler::EarliestStart(const JobState& j, std::vector<char>* nodes_out) const {
   Time now = clock_.Now();
   std::vector<std::pair<Time, const JobState*>> releases;
-  for (const auto& [id, r] : jobs_) {
-    if (r->v.phase == JobPhase::kStopping) {
-      releases.emplace_back(now, r.get());
-    } else if (r->v.phase == JobPhase::kRunning) {
+  for (const JobState* r : stopping_) releases.emplace_back(now, r);
+  if (running_with_estimate_ > 0) {
+    for (const auto& [rank, seq, r] : running_) {
       std::optional<Duration> left = r->v.RemainingEstimate(now);
-      if (left) releases.emplace_back(now + *left, r.get());
+      if (left) releases.emplace_back(now + *left, r);
     }
   }
   if (releases.empty()) return std::nullopt;
@@ -494,7 +529,8 @@ std::optional<Time> Scheduler::EarliestStart(const JobState& j, std::vector<char
     return std::tie(a.first, a.second->v.seq) < std::tie(b.first, b.second->v.seq);
   });
   std::vector<int> models = AllowedModels(j.spec, view_);
-  ClusterView whatif = view_;
+  ClusterView& whatif = scratch_;
+  whatif.AssignFrom(view_);
   int64_t need = j.spec.total_gpu_milli();
   for (size_t i = 0; i < releases.size(); ++i) {
     whatif.Release(releases[i].second->placement);
@@ -531,7 +567,7 @@ std::optional<Scheduler::Reservation> Scheduler::MakeReservation(const JobState&
   return res;
 }
 
-bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx) {
+bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vector<char>* claimed) {
   std::vector<int> models = AllowedModels(w.spec, view_);
   if (models.empty()) return false;
   const int64_t need = w.spec.total_gpu_milli();
@@ -543,6 +579,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx) {
     JobState* r = std::get<2>(*it);
     if (static_ranks && !(w.rank < r->rank)) break;  // sorted: nobody further can be displaced
     if (r->preempted_for) continue;
+    if (ctx.now - r->v.started_at < policies_.options.min_run_before_preempt) continue;
     int m = view_.ModelIndex(r->placement.gpu_model);
     if (std::find(models.begin(), models.end(), m) == models.end()) continue;
     if (!policies_.queue->MayPreempt(w.v, r->v, ctx)) continue;
@@ -551,22 +588,55 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx) {
   }
   if (candidates.empty() || free + candidate_milli < need) return false;
   // Least work lost first, then the least important, then the newest.
-  std::sort(candidates.begin(), candidates.end(), [&](const JobState* a, const JobState* b) {
-    Duration la = a->v.WorkAtRisk(ctx.now), lb = b->v.WorkAtRisk(ctx.now);
-    if (la != lb) return la < lb;
-    if (a->spec.priority != b->spec.priority) return a->spec.priority < b->spec.priority;
-    return a->v.seq > b->v.seq;
-  });
-  ClusterView whatif = view_;
+  std::vector<std::tuple<Duration, int, int64_t, JobState*>> keyed;
+  keyed.reserve(candidates.size());
+  for (JobState* c : candidates) keyed.emplace_back(c->v.WorkAtRisk(ctx.now), c->spec.priority, -c->v.seq, c);
+  std::sort(keyed.begin(), keyed.end());
+  for (size_t i = 0; i < keyed.size(); ++i) candidates[i] = std::get<3>(keyed[i]);
+  ClusterView& whatif = scratch_;
+  whatif.AssignFrom(view_);
   std::vector<JobState*> chosen;
   bool fits = false;
+  // Usage as it will be once the chosen victims are gone, so that a policy whose answer depends
+  // on usage (fair-share: only borrowed GPUs) judges each further victim after the earlier ones.
+  std::map<std::string, TeamUsage> teams_after;
+  if (!static_ranks) teams_after = teams_;
+  QueueContext ctx_after = ctx;
+  ctx_after.teams = &teams_after;
+  PlaceOptions po;
+  po.excluded = claimed;  // nodes promised to other jobs whose victims are stopping
+  // A cheap necessary condition before asking the placement policy: enough nodes of the job's
+  // models with enough whole GPUs free (kept up to date as victims are released).
+  const bool whole = !w.spec.fractional();
+  std::vector<char> model_ok(view_.models().size(), 0);
+  for (int m : models) model_ok[m] = 1;
+  auto node_ready = [&](const ClusterView::Node& n) {
+    return n.model >= 0 && model_ok[n.model] && n.schedulable() && n.free_whole >= w.spec.gpus_per_node;
+  };
+  int ready = 0;
+  if (whole) {
+    for (int m : models) {
+      for (int pos : view_.NodesOfModel(m)) ready += node_ready(view_.nodes()[pos]) ? 1 : 0;
+    }
+  }
   for (JobState* c : candidates) {
+    if (!static_ranks) {
+      if (!policies_.queue->MayPreempt(w.v, c->v, ctx_after)) continue;
+      teams_after[c->spec.team].used_milli -= c->placement.total_gpu_milli();
+    }
+    if (whole) {
+      for (const auto& part : c->placement.parts) ready -= node_ready(*whatif.Find(part.node)) ? 1 : 0;
+    }
     whatif.Release(c->placement);
+    if (whole) {
+      for (const auto& part : c->placement.parts) ready += node_ready(*whatif.Find(part.node)) ? 1 : 0;
+    }
     chosen.push_back(c);
     free += c->placement.total_gpu_milli();
     if (free < need) continue;
+    if (whole && ready < w.spec.nodes) continue;
     ++stats_.placement_calls;
-    if (policies_.placement->Place(w.spec, whatif, {}).kind == PlaceResult::Kind::kPlaced) {
+    if (policies_.placement->Place(w.spec, whatif, po).kind == PlaceResult::Kind::kPlaced) {
       fits = true;
       break;
     }
@@ -576,12 +646,19 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx) {
   for (size_t i = chosen.size(); i-- > 0;) {
     whatif.Allocate(chosen[i]->placement);
     ++stats_.placement_calls;
-    if (policies_.placement->Place(w.spec, whatif, {}).kind == PlaceResult::Kind::kPlaced) {
+    if (policies_.placement->Place(w.spec, whatif, po).kind == PlaceResult::Kind::kPlaced) {
       chosen.erase(chosen.begin() + static_cast<long>(i));
     } else {
       whatif.Release(chosen[i]->placement);
     }
   }
+  if (chosen.empty()) return false;
+  // Claim the nodes the job will start on, so that jobs after it in the queue do not take the
+  // GPUs its victims give up (they would be preempted in turn, and so on).
+  PlaceResult target = policies_.placement->Place(w.spec, whatif, po);
+  CHECK(target.kind == PlaceResult::Kind::kPlaced) << "victims chosen but the job does not fit";
+  w.claim.clear();
+  for (const auto& part : target.placement.parts) w.claim.push_back(view_.IndexOf(part.node));
   PreemptReason reason = policies_.queue->PreemptionReason();
   for (JobState* c : chosen) {
     c->preempted_for = w.v.id;
@@ -657,10 +734,45 @@ void Scheduler::Pass() {
     return j;
   };
 
-  std::vector<char> failed_free(shapes_.size(), 0);  // shape could not be placed at all
-  std::vector<char> failed_excl(shapes_.size(), 0);  // shape could not be placed outside the reservation
+  // Jobs of one shape succeed or fail together within a pass (resources only shrink during it),
+  // so a shape that failed is not placed again. A shape is dead when no job of it can start in
+  // this pass any more; when every shape still in the queue is dead, the pass ends.
+  const size_t nshapes = shapes_.size();
+  std::vector<char> failed_free(nshapes, 0);  // could not be placed at all
+  std::vector<char> failed_excl(nshapes, 0);  // could not be placed outside the reservation
+  std::vector<char> dead(nshapes, 0);
+  int64_t dead_live = 0;
+  auto mark_dead = [&](int shape) {
+    if (dead[shape]) return;
+    dead[shape] = 1;
+    if (shape_pending_[shape] > 0) ++dead_live;
+  };
   std::optional<Reservation> res;
   int attempts = 0;
+
+  // Nodes claimed by jobs whose preemption victims are still stopping: only claimants use them.
+  std::vector<char> claimed;
+  std::unordered_set<const JobState*> claimants;
+  auto add_claim = [&](const JobState& c) {
+    if (claimed.empty()) claimed.assign(view_.nodes().size(), 0);
+    claimants.insert(&c);
+    for (int pos : c.claim) claimed[pos] = 1;
+  };
+  for (const JobState* stopping : stopping_) {
+    if (!stopping->preempted_for) continue;
+    const JobState* c = FindJob(*stopping->preempted_for);
+    if (c && c->v.phase == JobPhase::kPending && c->victims_stopping > 0) add_claim(*c);
+  }
+  std::vector<char> mask;  // reservation and/or claims, for one job
+  auto exclusions = [&](const JobState* j, bool with_reservation) -> const std::vector<char>* {
+    bool claims = !claimed.empty() && !claimants.count(j);
+    if (!claims && !with_reservation) return nullptr;
+    if (!claims) return &res->nodes;
+    if (!with_reservation) return &claimed;
+    mask = res->nodes;
+    for (size_t i = 0; i < mask.size(); ++i) mask[i] |= claimed[i];
+    return &mask;
+  };
 
   while (JobState* j = next()) {
     if (opt.backfill == BackfillMode::kOff && blocked_head) break;  // strict order: all wait behind it
@@ -668,49 +780,57 @@ void Scheduler::Pass() {
     const bool can_preempt = opt.preemption && attempts < opt.max_preemption_attempts &&
                              !running_.empty() &&
                              (!static_ranks || j->rank < std::get<0>(*running_.rbegin()));
-    if (free_none && !can_preempt) {
-      if (static_ranks || attempts >= opt.max_preemption_attempts) break;  // nothing more can happen
+    if (!can_preempt && (free_none || dead_live >= live_shapes_)) {
+      // Nothing more can start; with static ranks nobody further may preempt either.
+      if (static_ranks || attempts >= opt.max_preemption_attempts) break;
       continue;
     }
 
     PlaceResult r;
     r.kind = PlaceResult::Kind::kWait;
     bool placed = false;
-    if (!free_none && !failed_free[j->shape]) {
-      ++stats_.placement_calls;
-      r = policies_.placement->Place(j->spec, view_, {});
-      if (r.kind == PlaceResult::Kind::kPlaced) {
-        placed = true;
-      } else {
-        failed_free[j->shape] = 1;
+    bool held = false;
+    const int shape = j->shape;
+    if (!free_none && !dead[shape]) {
+      bool use_reservation = false;
+      if (blocked_head) {
+        // EASY: the job may start only if it cannot delay the blocked head's reservation: it
+        // ends before the head starts, or it stays off the nodes held for the head.
+        if (!res) res = MakeReservation(*blocked_head);
+        std::optional<Duration> est = j->v.RemainingEstimate(ctx.now);
+        use_reservation = !(est && res->time != Time::Max() && ctx.now + *est <= res->time);
       }
-    }
-    if (placed && blocked_head) {
-      // EASY: the job may start only if it cannot delay the blocked head's reservation.
-      if (!res) res = MakeReservation(*blocked_head);
-      std::optional<Duration> est = j->v.RemainingEstimate(ctx.now);
-      bool ends_in_time = est && res->time != Time::Max() && ctx.now + *est <= res->time;
-      bool touches = false;
-      for (const auto& part : r.placement.parts) touches |= res->nodes[view_.IndexOf(part.node)] != 0;
-      if (touches && !ends_in_time) {
-        placed = false;
-        if (!failed_excl[j->shape]) {
-          PlaceOptions po;
-          po.excluded = &res->nodes;
+      if (!use_reservation) {
+        if (!failed_free[shape]) {
           ++stats_.placement_calls;
+          PlaceOptions po;
+          po.excluded = exclusions(j, false);
           r = policies_.placement->Place(j->spec, view_, po);
           placed = r.kind == PlaceResult::Kind::kPlaced;
-          if (!placed) failed_excl[j->shape] = 1;
+          if (!placed) {
+            failed_free[shape] = 1;
+            failed_excl[shape] = 1;
+            mark_dead(shape);
+          }
         }
+      } else if (!failed_excl[shape]) {
+        PlaceOptions po;
+        po.excluded = exclusions(j, true);
+        ++stats_.placement_calls;
+        r = policies_.placement->Place(j->spec, view_, po);
+        placed = r.kind == PlaceResult::Kind::kPlaced;
         if (!placed) {
-          j->outcome = JobState::Outcome::kHeldByReservation;
-          j->outcome_job = res->job;
-          j->outcome_time = res->time;
-          continue;
+          failed_excl[shape] = 1;
+          held = r.kind == PlaceResult::Kind::kWait;
+          // Jobs of this shape with estimates may still fit in before the reservation.
+          if (shape_pending_est_[shape] == 0 || r.kind == PlaceResult::Kind::kInfeasible) mark_dead(shape);
         }
+      } else {
+        held = true;
       }
     }
     if (placed) {
+      j->claim.clear();
       StartJob(*j, std::move(r.placement));
       continue;
     }
@@ -718,14 +838,23 @@ void Scheduler::Pass() {
       j->outcome = JobState::Outcome::kInfeasible;
       continue;
     }
+    if (held) {
+      j->outcome = JobState::Outcome::kHeldByReservation;
+      j->outcome_job = res->job;
+      j->outcome_time = res->time;
+      continue;
+    }
     j->outcome = JobState::Outcome::kWait;
     if (j->victims_stopping > 0) {
       j->outcome = JobState::Outcome::kAwaitingVictims;
       continue;
     }
-    if (can_preempt) {
+    // A job that found no victims tries again only once the running set has changed.
+    if (can_preempt && j->preempt_failed_at != running_version_) {
       ++attempts;
-      if (TryPreempt(*j, ctx)) {
+      j->preempt_failed_at = running_version_;
+      if (TryPreempt(*j, ctx, claimed.empty() ? nullptr : &claimed)) {
+        add_claim(*j);
         j->outcome = JobState::Outcome::kAwaitingVictims;
         continue;
       }

@@ -25,6 +25,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "sched/action_sink.h"
@@ -101,7 +102,7 @@ class Scheduler {
   void StopRunning(JobState& j, PreemptReason reason);
   void ReleaseAndRequeue(JobState& j, bool requeue);
   void Erase(JobState& j);
-  bool TryPreempt(JobState& waiting, const QueueContext& ctx);
+  bool TryPreempt(JobState& waiting, const QueueContext& ctx, const std::vector<char>* claimed);
   std::optional<Reservation> MakeReservation(const JobState& head) const;
   std::optional<Time> EarliestStart(const JobState& j, std::vector<char>* nodes_out) const;
   QueueContext Context() const;
@@ -110,6 +111,7 @@ class Scheduler {
   void ScheduleTimer(const JobState& j, const QueueContext& ctx);
   std::vector<JobState*> OrderedPending(const QueueContext& ctx) const;
   int ShapeId(const model::JobSpec& spec);
+  void CountShape(const JobState& j, int sign);
   JobState* FindJob(JobId id);
   const JobState* FindJob(JobId id) const;
 
@@ -118,13 +120,20 @@ class Scheduler {
   Policies policies_;
   ActionSink& sink_;
 
+  mutable ClusterView scratch_;  // what-if copy of view_, reused to avoid allocations
   std::unordered_map<int64_t, std::unique_ptr<JobState>> jobs_;
   // Pending jobs sorted by (rank, seq) for policies whose ranks do not depend on usage.
   std::set<std::tuple<RankKey, int64_t, JobState*>> pending_sorted_;
   size_t pending_count_ = 0;
   std::set<std::tuple<RankKey, int64_t, JobState*>> running_;  // running jobs by rank
+  std::unordered_set<JobState*> stopping_;                       // asked to stop, not yet gone
+  int64_t running_with_estimate_ = 0;
+  int64_t running_version_ = 0;  // bumped whenever the running set or a running rank changes
   std::map<std::string, TeamUsage> teams_;
   std::unordered_map<std::string, int> shapes_;
+  std::vector<int64_t> shape_pending_;      // pending jobs per shape
+  std::vector<int64_t> shape_pending_est_;  // ... of which have a duration estimate
+  int64_t live_shapes_ = 0;                 // shapes with at least one pending job
   // (time, seq, job id, version): rank changes to re-evaluate.
   std::set<std::tuple<Time, int64_t, int64_t>> timers_;
   int64_t next_seq_ = 0;

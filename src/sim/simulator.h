@@ -42,7 +42,9 @@ struct SimOptions {
   model::Boundness boundness = model::Boundness::kBalanced;
   Estimates estimates = Estimates::kTrace;
   Duration checkpoint_interval = Duration::Minutes(30);  // for jobs that give none; zero = never
-  bool checkpoint_on_preempt = false;
+  // gpufleet preempts with the job's checkpoint signal and a grace period, so a job that
+  // handles it loses nothing; false models jobs that ignore the signal.
+  bool checkpoint_on_preempt = true;
   Duration restart_overhead = Duration::Zero();
   double load_factor = 1.0;  // > 1 compresses arrivals: 2.0 = jobs arrive twice as fast
   double node_mtbf_hours = 0;  // 0 = no failures

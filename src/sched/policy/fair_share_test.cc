@@ -236,10 +236,6 @@ TEST_F(FairShareTest, ReclaimNeverTakesMoreThanTheBorrowedGpusInOnePass) {
   // Given b using 10 of its 8 GPUs as five 2-GPU jobs (n0: 3 jobs and 2 free GPUs; n1: 2 jobs
   // and 4 free), expect a's 8-GPU job not to preempt: making room on one node takes two of b's
   // jobs (4 GPUs), which would leave b with 6, under its quota.
-  GTEST_SKIP() << "BUG: sched/scheduler.cc TryPreempt with fair-share checks MayPreempt for each "
-                  "victim against the usage before any preemption, so it picks two 2-GPU jobs of "
-                  "team b (10 of 8 GPUs), each allowed alone (10-2 >= 8) but together leaving b "
-                  "at 6 < 8, breaking the rule that only borrowed capacity is reclaimed";
   auto h = TwoNodes();
   std::vector<JobId> b;
   for (int i = 0; i < 3; ++i) b.push_back(h->Submit(MakeJob(2, 0, "b")));

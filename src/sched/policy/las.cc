@@ -40,10 +40,11 @@ std::optional<Time> LasPolicy::NextRankChange(const JobView& job, const QueueCon
   if (job.phase != JobPhase::kRunning) return std::nullopt;
   // The instant the running job's service reaches the next threshold.
   int64_t milli = job.spec->total_gpu_milli();
-  int64_t base = job.las_service_gpu_ms;
+  int64_t base = job.las_service_gpu_ms;   // service before the current run
+  int64_t now_service = job.LasServiceAt(ctx.now);
   for (int64_t t : o_.thresholds_gpu_s) {
     int64_t t_ms = t * 1000;
-    if (base >= t_ms) continue;
+    if (now_service >= t_ms) continue;  // already crossed: the next change is a later threshold
     int64_t wall_ms = ((t_ms - base) * model::kMilliGpuPerGpu + milli - 1) / milli;
     return job.started_at + Duration::Millis(wall_ms);
   }

@@ -98,11 +98,6 @@ TEST_F(LasTest, NextRankChangeCountsServiceFromEarlierRuns) {
 TEST_F(LasTest, NextRankChangeOfARunningJobIsAlwaysInTheFuture) {
   // Given a 1-GPU job running from t=0 and asked at 3,250 s (when it has just reached the first
   // threshold), expect the next change at the second threshold, 7,200 s, not 3,250 s again.
-  GTEST_SKIP() << "BUG: sched/policy/las.cc LasPolicy::NextRankChange computes the next threshold "
-                  "from las_service_gpu_ms (service before the current run), ignoring service of "
-                  "the current run, so at and after the first demotion it returns the threshold "
-                  "already passed (3250 s); Scheduler::ScheduleTimer clamps it to now and the "
-                  "Timer loop in Scheduler::Apply re-fires it forever (the scheduler hangs)";
   model::JobSpec spec = MakeJob(1);
   JobView v = Running(spec, Sec(0));
   EXPECT_EQ(Millis(las_.NextRankChange(v, Ctx(Sec(3250)))), 7'200'000);
@@ -226,8 +221,6 @@ TEST_F(LasTest, RunningJobIsDemotedAtTheThresholdAndPreemptedByAWaitingJob) {
   // Given a full 1-GPU node running job A from t=0 and job B waiting since 3,000 s (both in
   // queue 0, A first), expect nothing before 3,250 s, and at exactly 3,250 s A demoted and
   // preempted for B with reason attained-service; B then runs and A waits in queue 1.
-  GTEST_SKIP() << "BUG: the Timer at 3250 s never returns (LasPolicy::NextRankChange returns the "
-                  "passed threshold again; see NextRankChangeOfARunningJobIsAlwaysInTheFuture)";
   SchedulerHarness h("las");
   h.AddNode(MakeNode("n0", "A100", 1));
   JobId a = h.Submit(MakeJob(1));

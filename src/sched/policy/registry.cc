@@ -38,6 +38,7 @@ Result<bool> ParseBool(const std::string& k, const std::string& v) {
 
 Result<std::map<std::string, std::string>> ParsePolicyOptions(const std::vector<std::string>& items) {
   std::map<std::string, std::string> out;
+  std::string last_key;
   for (const auto& item : items) {
     for (const auto& piece : Split(item, ',')) {
       // "thresholds=1,2" arrives split on ','; glue bare numbers back to the previous key.
@@ -45,10 +46,9 @@ Result<std::map<std::string, std::string>> ParsePolicyOptions(const std::vector<
       if (p.empty()) continue;
       size_t eq = p.find('=');
       if (eq == std::string::npos) {
-        if (!out.empty() && ParseDouble(p)) {
+        if (!last_key.empty() && ParseDouble(p)) {
           // continuation of a list value such as thresholds=3250,7200
-          auto& last = out[std::prev(out.end())->first];
-          last += "," + p;
+          out[last_key] += "," + p;
           continue;
         }
         return Status::InvalidArgument("policy option '" + p + "' is not of the form key=value");
@@ -56,6 +56,7 @@ Result<std::map<std::string, std::string>> ParsePolicyOptions(const std::vector<
       std::string k(Trim(p.substr(0, eq))), v(Trim(p.substr(eq + 1)));
       if (k.empty()) return Status::InvalidArgument("policy option '" + p + "' has an empty key");
       out[k] = v;
+      last_key = k;
     }
   }
   return out;
@@ -82,6 +83,10 @@ Result<PolicyConfig> MakePolicies(const std::string& name, const std::map<std::s
       auto n = ParseInt(v);
       if (!n || *n < 0 || *n > 100000) return Status::InvalidArgument("max_preempt_attempts must be 0..100000, got '" + v + "'");
       cfg.policies.options.max_preemption_attempts = static_cast<int>(*n);
+    } else if (k == "min_run") {
+      auto d = ParseDuration(v);
+      if (!d) return Status::InvalidArgument("min_run must be a duration such as 5m, got '" + v + "'");
+      cfg.policies.options.min_run_before_preempt = *d;
     } else if (k == "hot" || k == "hot_c") {
       placement_opts[k] = v;
     } else if (StartsWith(k, "quota.")) {
@@ -106,7 +111,7 @@ Result<PolicyConfig> MakePolicies(const std::string& name, const std::map<std::s
       if (!n || *n < 0) return Status::InvalidArgument("starve must be a whole factor >= 0, got '" + v + "'");
       las.starve_factor = *n;
     } else {
-      std::string known = "backfill, preempt, max_preempt_attempts, hot, quota.TEAM";
+      std::string known = "backfill, preempt, max_preempt_attempts, min_run, hot, quota.TEAM";
       for (const auto& info : PolicyTable()) {
         if (info.name == name && !info.options.empty()) known += ", " + info.options;
       }

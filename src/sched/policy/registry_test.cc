@@ -67,14 +67,14 @@ TEST_F(RegistryTest, UnknownOptionErrorListsTheCommonAndThePolicysOptions) {
   Status s = BuildError("las", {{"speed", "3"}});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
-            "unknown option 'speed' for policy las (known: backfill, preempt, max_preempt_attempts, hot, "
+            "unknown option 'speed' for policy las (known: backfill, preempt, max_preempt_attempts, min_run, hot, "
             "quota.TEAM, thresholds=GPU_S,GPU_S,... starve=FACTOR)");
   Status aging = BuildError("las", {{"aging", "1h"}});
   EXPECT_TRUE(Contains(aging.message(), "unknown option 'aging' for policy las")) << aging.message();
   Status fifo = BuildError("fifo", {{"thresholds", "1,2"}});
   EXPECT_EQ(fifo.message(),
             "unknown option 'thresholds' for policy fifo (known: backfill, preempt, max_preempt_attempts, "
-            "hot, quota.TEAM)");
+            "min_run, hot, quota.TEAM)");
   Status prio = BuildError("priority", {{"x", "1"}});
   EXPECT_TRUE(Contains(prio.message(), "aging=DURATION")) << prio.message();
 }
@@ -185,10 +185,6 @@ TEST_F(RegistryTest, ParsePolicyOptionsKeepsListValuesTogether) {
 TEST_F(RegistryTest, ParsePolicyOptionsGluesListItemsToTheKeyJustRead) {
   // Given a key that sorts after "thresholds" read first, expect the list continuation to stay
   // with thresholds.
-  GTEST_SKIP() << "BUG (latent): sched/policy/registry.cc ParsePolicyOptions appends a bare list "
-                  "item to the alphabetically last key of the map (std::prev(out.end())), not to "
-                  "the key just parsed; {\"zone=1\", \"thresholds=100,200\"} gives zone=\"1,200\" "
-                  "and thresholds=\"100\" (no current option name sorts after 'thresholds')";
   Result<Options> r = ParsePolicyOptions({"zone=1", "thresholds=100,200"});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, (Options{{"thresholds", "100,200"}, {"zone", "1"}}));

@@ -18,7 +18,8 @@ RankKey SjfPolicy::Rank(const JobView& job, const QueueContext& ctx) const {
 
 bool SjfPolicy::MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const {
   if (!remaining_) return false;
-  return Rank(waiting, ctx) < Rank(running, ctx);
+  // Strictly less remaining work; the submit-time tie-break must not cause a preemption.
+  return Rank(waiting, ctx).k[0] < Rank(running, ctx).k[0];
 }
 
 std::string SjfPolicy::DescribeRank(const JobView& job, const QueueContext& ctx) const {

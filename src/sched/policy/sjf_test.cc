@@ -95,9 +95,6 @@ TEST_F(SjfTest, SrtfMayPreemptOnlyLongerRemainingWork) {
 TEST_F(SjfTest, SrtfDoesNotPreemptForEqualRemainingWork) {
   // Given a running job with exactly 500 s left and a waiting 500 s job submitted earlier,
   // expect no preemption: the running job's remaining time is not strictly longer.
-  GTEST_SKIP() << "BUG: sched/policy/sjf.cc SjfPolicy::MayPreempt compares whole RankKeys, so the "
-                  "submit-time tie-break lets a waiting job preempt a running one with equal "
-                  "remaining time (documented: only strictly longer remaining time)";
   model::JobSpec running = Est(1000, 10), waiting = Est(500, 0);
   JobView r = RunningSince(running, 1, 0);
   EXPECT_FALSE(srtf_.MayPreempt(View(waiting, 2), r, Ctx(500)));

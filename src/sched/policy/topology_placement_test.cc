@@ -504,9 +504,6 @@ TEST_F(TopologyPlacementTest, DrainingAndDownNodesTakeNoWorkButCountForEver) {
 TEST_F(TopologyPlacementTest, NodeThatChangedModelIsNotUsedForItsOldModel) {
   // Given an A100 node re-registered (idle) as a 2-GPU H100 node and a free 8-GPU A100 node,
   // expect a 2-GPU A100 job on the A100 node.
-  GTEST_SKIP() << "BUG: ClusterView::UpsertNode keeps a node that changed model in the old model's "
-                  "node list, so TopologyPlacement::PlaceOne places this A100 job on the H100 node "
-                  "(a perfect 2-GPU fit) and labels the placement A100";
   NodeId changed = Add(MakeNode("x", "A100", 8));
   NodeId a100 = Add(MakeNode("a", "A100", 8));
   ASSERT_TRUE(view_.UpsertNode(changed, MakeNode("x", "H100", 2)).ok());
