@@ -88,6 +88,8 @@ class QueuePolicy {
     return false;
   }
   virtual PreemptReason PreemptionReason() const { return PreemptReason::kPriority; }
+  // False when MayPreempt is always false: a pass then never looks for victims.
+  virtual bool Preempts() const { return false; }
   // When Rank(job) next changes with time alone (a LAS demotion or promotion); nullopt if never.
   virtual std::optional<Time> NextRankChange(const JobView& job, const QueueContext& ctx) const {
     return std::nullopt;

@@ -1,6 +1,7 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <queue>
 #include <tuple>
 
 #include "common/check.h"
@@ -178,6 +179,8 @@ void Scheduler::Enqueue(JobState& j) {
   j.rank = RankOf(j, ctx);
   if (!policies_.queue->RanksDependOnUsage()) {
     pending_sorted_.emplace(j.rank, j.v.seq, &j);
+    if (by_shape_.size() <= static_cast<size_t>(j.shape)) by_shape_.resize(j.shape + 1);
+    by_shape_[j.shape].emplace(j.rank, j.v.seq, &j);
     j.in_queue = true;
   }
   ScheduleTimer(j, ctx);
@@ -187,6 +190,7 @@ void Scheduler::Dequeue(JobState& j) {
   CHECK(j.v.phase == JobPhase::kPending);
   if (j.in_queue) {
     pending_sorted_.erase({j.rank, j.v.seq, &j});
+    by_shape_[j.shape].erase({j.rank, j.v.seq, &j});
     j.in_queue = false;
   }
   --pending_count_;
@@ -211,8 +215,10 @@ void Scheduler::ScheduleTimer(const JobState& cj, const QueueContext& ctx) {
 void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
   if (j.v.phase == JobPhase::kPending && j.in_queue) {
     pending_sorted_.erase({j.rank, j.v.seq, &j});
+    by_shape_[j.shape].erase({j.rank, j.v.seq, &j});
     j.rank = RankOf(j, ctx);
     pending_sorted_.emplace(j.rank, j.v.seq, &j);
+    by_shape_[j.shape].emplace(j.rank, j.v.seq, &j);
   } else if (j.v.phase == JobPhase::kRunning) {
     running_.erase({j.rank, j.v.seq, &j});
     j.rank = RankOf(j, ctx);
@@ -720,20 +726,6 @@ void Scheduler::Pass() {
   }
   ++(full ? stats_.full_passes : stats_.partial_passes);
 
-  // Static ranks in a full pass: walk the sorted set directly, so a pass that stops early costs
-  // O(1), not O(queue). The cursor moves before a job is visited, because starting it removes
-  // it from the set.
-  const bool walk_set = full && static_ranks;
-  auto cursor = pending_sorted_.begin();
-  size_t order_pos = 0;
-  auto next = [&]() -> JobState* {
-    if (!walk_set) return order_pos < order.size() ? order[order_pos++] : nullptr;
-    if (cursor == pending_sorted_.end()) return nullptr;
-    JobState* j = std::get<2>(*cursor);
-    ++cursor;
-    return j;
-  };
-
   // Jobs of one shape succeed or fail together within a pass (resources only shrink during it),
   // so a shape that failed is not placed again. A shape is dead when no job of it can start in
   // this pass any more; when every shape still in the queue is dead, the pass ends.
@@ -741,6 +733,7 @@ void Scheduler::Pass() {
   std::vector<char> failed_free(nshapes, 0);  // could not be placed at all
   std::vector<char> failed_excl(nshapes, 0);  // could not be placed outside the reservation
   std::vector<char> dead(nshapes, 0);
+  std::vector<char> no_preempt(nshapes, 0);  // a job of this shape could not preempt: later ones cannot
   int64_t dead_live = 0;
   auto mark_dead = [&](int shape) {
     if (dead[shape]) return;
@@ -749,6 +742,39 @@ void Scheduler::Pass() {
   };
   std::optional<Reservation> res;
   int attempts = 0;
+  const bool preemptive = opt.preemption && policies_.queue->Preempts();
+
+  // Static ranks in a full pass: merge the per-shape queues by rank. A shape that died drops out
+  // of the merge, so a pass visits the jobs that start plus about one job per shape, not the
+  // whole queue. (Dead shapes stay in while the policy may still look for preemption victims.)
+  const bool merge = full && static_ranks;
+  using Head = std::tuple<RankKey, int64_t, int>;  // rank, seq, shape
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  if (merge) {
+    for (size_t sh = 0; sh < by_shape_.size(); ++sh) {
+      if (!by_shape_[sh].empty()) {
+        const auto& [rank, seq, j] = *by_shape_[sh].begin();
+        heads.emplace(rank, seq, static_cast<int>(sh));
+      }
+    }
+  }
+  size_t order_pos = 0;
+  auto next = [&]() -> JobState* {
+    if (!merge) return order_pos < order.size() ? order[order_pos++] : nullptr;
+    while (!heads.empty()) {
+      auto [rank, seq, sh] = heads.top();
+      heads.pop();
+      bool may_preempt = preemptive && attempts < opt.max_preemption_attempts && !no_preempt[sh];
+      if (dead[sh] && !may_preempt) continue;
+      auto& set = by_shape_[sh];
+      auto it = set.lower_bound({rank, seq, nullptr});
+      if (it == set.end() || std::get<1>(*it) != seq) continue;
+      JobState* j = std::get<2>(*it);
+      if (auto succ = std::next(it); succ != set.end()) heads.emplace(std::get<0>(*succ), std::get<1>(*succ), sh);
+      return j;
+    }
+    return nullptr;
+  };
 
   // Nodes claimed by jobs whose preemption victims are still stopping: only claimants use them.
   std::vector<char> claimed;
@@ -777,9 +803,14 @@ void Scheduler::Pass() {
   while (JobState* j = next()) {
     if (opt.backfill == BackfillMode::kOff && blocked_head) break;  // strict order: all wait behind it
     const bool free_none = view_.FreeMilliAll() == 0;
-    const bool can_preempt = opt.preemption && attempts < opt.max_preemption_attempts &&
-                             !running_.empty() &&
-                             (!static_ranks || j->rank < std::get<0>(*running_.rbegin()));
+    // Static ranks: if the job may not displace the worst-ranked running job, it may displace
+    // nobody (MayPreempt implies a better rank, and the worst job is the easiest victim).
+    const bool can_preempt =
+        preemptive && attempts < opt.max_preemption_attempts && !running_.empty() &&
+        j->preempt_failed_at != running_version_ &&
+        (!static_ranks || (j->rank < std::get<0>(*running_.rbegin()) &&
+                           policies_.queue->MayPreempt(j->v, std::get<2>(*running_.rbegin())->v, ctx)));
+    if (!can_preempt) no_preempt[j->shape] = 1;
     if (!can_preempt && (free_none || dead_live >= live_shapes_)) {
       // Nothing more can start; with static ranks nobody further may preempt either.
       if (static_ranks || attempts >= opt.max_preemption_attempts) break;
@@ -850,7 +881,7 @@ void Scheduler::Pass() {
       continue;
     }
     // A job that found no victims tries again only once the running set has changed.
-    if (can_preempt && j->preempt_failed_at != running_version_) {
+    if (can_preempt) {
       ++attempts;
       j->preempt_failed_at = running_version_;
       if (TryPreempt(*j, ctx, claimed.empty() ? nullptr : &claimed)) {
@@ -858,6 +889,7 @@ void Scheduler::Pass() {
         j->outcome = JobState::Outcome::kAwaitingVictims;
         continue;
       }
+      no_preempt[j->shape] = 1;  // jobs of this shape further back have no more victims
     }
     if (opt.backfill != BackfillMode::kGreedy && !blocked_head) {
       blocked_head = j;

@@ -124,6 +124,7 @@ class Scheduler {
   std::unordered_map<int64_t, std::unique_ptr<JobState>> jobs_;
   // Pending jobs sorted by (rank, seq) for policies whose ranks do not depend on usage.
   std::set<std::tuple<RankKey, int64_t, JobState*>> pending_sorted_;
+  std::vector<std::set<std::tuple<RankKey, int64_t, JobState*>>> by_shape_;  // the same, per shape
   size_t pending_count_ = 0;
   std::set<std::tuple<RankKey, int64_t, JobState*>> running_;  // running jobs by rank
   std::unordered_set<JobState*> stopping_;                       // asked to stop, not yet gone

@@ -30,6 +30,7 @@ class LasPolicy : public QueuePolicy {
   std::string Name() const override { return "las"; }
   RankKey Rank(const JobView& job, const QueueContext& ctx) const override;
   bool MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const override;
+  bool Preempts() const override { return true; }
   PreemptReason PreemptionReason() const override { return PreemptReason::kService; }
   std::optional<Time> NextRankChange(const JobView& job, const QueueContext& ctx) const override;
   bool ResetsServiceOnStart(const JobView& job, const QueueContext& ctx) const override;

@@ -31,6 +31,7 @@ class PriorityPolicy : public QueuePolicy {
   std::string Name() const override { return "priority"; }
   RankKey Rank(const JobView& job, const QueueContext& ctx) const override;
   bool MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const override;
+  bool Preempts() const override { return o_.preempt; }
   PreemptReason PreemptionReason() const override { return PreemptReason::kPriority; }
   std::string DescribeRank(const JobView& job, const QueueContext& ctx) const override;
 

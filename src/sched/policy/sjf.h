@@ -18,6 +18,7 @@ class SjfPolicy : public QueuePolicy {
   std::string Name() const override { return remaining_ ? "srtf" : "sjf"; }
   RankKey Rank(const JobView& job, const QueueContext& ctx) const override;
   bool MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const override;
+  bool Preempts() const override { return remaining_; }
   PreemptReason PreemptionReason() const override { return PreemptReason::kPriority; }
   BackfillMode DefaultBackfill() const override {
     return remaining_ ? BackfillMode::kGreedy : BackfillMode::kEasy;
