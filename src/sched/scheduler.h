@@ -84,6 +84,7 @@ class Scheduler {
   const JobView* ViewOf(JobId job) const;
   size_t pending_count() const { return pending_count_; }
   size_t running_count() const { return running_.size(); }
+  size_t stopping_count() const { return stopping_.size(); }
   const ClusterView& view() const { return view_; }
   const SchedulerStats& stats() const { return stats_; }
   const Policies& policies() const { return policies_; }

@@ -277,8 +277,9 @@ Result<SimResult> World::Run() {
     }
     if (o_.progress && ++progress_tick % 4096 == 0) o_.progress(finished_, total);
     // Nothing left but failures, repairs or timers with no job in the system: done.
-    if (remaining_arrivals == 0 && running_ == 0 && sched.pending_count() == 0) break;
-    if (remaining_arrivals == 0 && running_ == 0 && sched.running_count() == 0 && !sched.NextWakeup()) {
+    if (remaining_arrivals == 0 && running_ == 0 && sched.pending_count() == 0 && sched.stopping_count() == 0) break;
+    if (remaining_arrivals == 0 && running_ == 0 && sched.running_count() == 0 && sched.stopping_count() == 0 &&
+        !sched.NextWakeup()) {
       // Only pending jobs that can never start are left (infeasible, or no capacity returns).
       bool only_failures = true;
       auto copy = queue_;

@@ -1,1 +1,283 @@
+#include "sim/simulator.h"
+
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "sim/result.h"
+
+namespace gpufleet::sim {
+namespace {
+
+const model::GpuCatalog& Catalog() { return model::GpuCatalog::BuiltIn(); }
+
+TraceJob Job(const std::string& id, int64_t submit_s, int gpus, int64_t work_s, int priority = 0) {
+  TraceJob j;
+  j.id = id;
+  j.spec.submit = Time::FromSeconds(submit_s);
+  j.spec.gpus_per_node = gpus;
+  j.spec.priority = priority;
+  j.spec.team = "t";
+  j.work = Duration::Seconds(work_s);
+  return j;
+}
+
+int64_t StartS(const JobRecord& r) { return r.first_start->seconds(); }
+int64_t FinishS(const JobRecord& r) { return r.finish->seconds(); }
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class SimulatorTest : public ::testing::Test {
+ protected:
+  Result<SimResult> Run(const std::vector<TraceJob>& jobs, const ClusterSpec& cluster, SimOptions o) {
+    return Simulate(jobs, cluster, o, Catalog());
+  }
+};
+
+TEST_F(SimulatorTest, StrictFifoGoldenSchedule) {
+  // Given one 8-GPU node and four jobs, expect the exact strict-FIFO schedule worked out by
+  // hand: A 0-100; B and C start at 100 (B 4 GPUs to 150, C 4 GPUs to 130); D waits for C.
+  std::vector<TraceJob> jobs = {Job("A", 0, 8, 100), Job("B", 10, 4, 50), Job("C", 20, 4, 30), Job("D", 30, 1, 10)};
+  SimOptions o;
+  o.policy = "fifo";
+  auto r = Run(jobs, HomogeneousCluster(8, "A100"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->jobs.size(), 4u);
+  EXPECT_EQ(StartS(r->jobs[0]), 0);
+  EXPECT_EQ(FinishS(r->jobs[0]), 100);
+  EXPECT_EQ(StartS(r->jobs[1]), 100);
+  EXPECT_EQ(FinishS(r->jobs[1]), 150);
+  EXPECT_EQ(StartS(r->jobs[2]), 100);
+  EXPECT_EQ(FinishS(r->jobs[2]), 130);
+  EXPECT_EQ(StartS(r->jobs[3]), 130);
+  EXPECT_EQ(FinishS(r->jobs[3]), 140);
+  EXPECT_EQ(r->jobs[3].queued, Duration::Seconds(100));
+}
+
+TEST_F(SimulatorTest, LasDoesNotPreemptAJobBelowItsFirstThreshold) {
+  // Given the same trace under LAS, expect the same schedule: A (8 GPUs for 100 s = 800 GPU-s)
+  // never reaches the first threshold of 3,250 GPU-s, so nobody may preempt it, and D still
+  // waits for C because B and C arrived first in the same queue.
+  std::vector<TraceJob> jobs = {Job("A", 0, 8, 100), Job("B", 10, 4, 50), Job("C", 20, 4, 30), Job("D", 30, 1, 10)};
+  SimOptions o;
+  o.policy = "las";
+  auto r = Run(jobs, HomogeneousCluster(8, "A100"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(FinishS(r->jobs[0]), 100);
+  EXPECT_EQ(StartS(r->jobs[1]), 100);
+  EXPECT_EQ(StartS(r->jobs[2]), 100);
+  EXPECT_EQ(StartS(r->jobs[3]), 130);
+  EXPECT_EQ(r->jobs[0].preemptions, 0);
+}
+
+TEST_F(SimulatorTest, LasPreemptsALongWideJobForANewcomer) {
+  // Given an 8-GPU job that runs long enough to pass both thresholds (7,200 GPU-s = 900 s on 8
+  // GPUs), expect a 1-GPU job arriving at 1,000 s to preempt it, run at once, and the long job
+  // to resume and finish with its total work done (it checkpoints on the preemption signal).
+  std::vector<TraceJob> jobs = {Job("long", 0, 8, 2000), Job("short", 1000, 1, 60)};
+  SimOptions o;
+  o.policy = "las";
+  auto r = Run(jobs, HomogeneousCluster(8, "A100"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->jobs[0].preemptions, 1);
+  EXPECT_EQ(StartS(r->jobs[1]), 1000);
+  EXPECT_EQ(FinishS(r->jobs[1]), 1060);
+  EXPECT_EQ(FinishS(r->jobs[0]), 2060);  // 1,000 s done, stopped 60 s, 1,000 s left
+  EXPECT_EQ(r->jobs[0].lost_gpu_ms, 0);
+}
+
+TEST_F(SimulatorTest, PreemptionWithoutSignalLosesWorkSinceLastCheckpoint) {
+  // Given a low-priority job checkpointing every 100 s and preempted at 250 s by a 10 s
+  // high-priority job, expect 50 s of work lost when jobs ignore the signal (finish at 1,060),
+  // and none when they checkpoint on it (finish at 1,010).
+  std::vector<TraceJob> jobs = {Job("low", 0, 1, 1000, 0), Job("high", 250, 1, 10, 5)};
+  jobs[0].spec.checkpoint_interval = Duration::Seconds(100);
+  SimOptions o;
+  o.policy = "priority";
+  o.checkpoint_on_preempt = false;
+  auto lossy = Run(jobs, HomogeneousCluster(1, "A100", 1), o);
+  ASSERT_TRUE(lossy.ok()) << lossy.status().ToString();
+  EXPECT_EQ(FinishS(lossy->jobs[1]), 260);
+  EXPECT_EQ(FinishS(lossy->jobs[0]), 1060);
+  EXPECT_EQ(lossy->jobs[0].lost_gpu_ms, 50'000);
+  o.checkpoint_on_preempt = true;
+  auto saved = Run(jobs, HomogeneousCluster(1, "A100", 1), o);
+  ASSERT_TRUE(saved.ok());
+  EXPECT_EQ(FinishS(saved->jobs[0]), 1010);
+  EXPECT_EQ(saved->jobs[0].lost_gpu_ms, 0);
+}
+
+TEST_F(SimulatorTest, FasterGpuShortensTheRun) {
+  // Given runtimes measured on A100 and a cluster of H100s, expect the job to take
+  // work / RelativeSpeed(A100 -> H100) seconds, rounded up to the millisecond.
+  std::vector<TraceJob> jobs = {Job("j", 0, 8, 3600)};
+  SimOptions o;
+  o.reference_gpu = "A100";
+  auto r = Run(jobs, HomogeneousCluster(8, "H100"), o);
+  ASSERT_TRUE(r.ok());
+  double speed = Catalog().RelativeSpeed("A100", "H100", model::Boundness::kBalanced);
+  ASSERT_GT(speed, 1.5);
+  int64_t expect_ms = static_cast<int64_t>(std::ceil(3'600'000.0 / speed));
+  EXPECT_EQ(r->jobs[0].finish->millis(), expect_ms);
+  EXPECT_EQ(r->jobs[0].gpu_model, "H100");
+}
+
+TEST_F(SimulatorTest, JobLargerThanANodeRunsAsAGang) {
+  // Given 16-GPU and 24-GPU jobs on 8-GPU nodes, expect both to run at once on 5 nodes.
+  std::vector<TraceJob> jobs = {Job("a", 0, 16, 100), Job("b", 0, 24, 100)};
+  auto r = Run(jobs, HomogeneousCluster(40, "A100"), SimOptions{});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(StartS(r->jobs[0]), 0);
+  EXPECT_EQ(StartS(r->jobs[1]), 0);
+  EXPECT_EQ(r->jobs[1].run_gpu_ms, 24 * 100'000);
+}
+
+TEST_F(SimulatorTest, LoadFactorCompressesArrivals) {
+  // Given arrivals 0 s and 100 s, expect load factor 2 to submit the second at 50 s.
+  std::vector<TraceJob> jobs = {Job("a", 0, 1, 10), Job("b", 100, 1, 10)};
+  SimOptions o;
+  o.load_factor = 2.0;
+  auto r = Run(jobs, HomogeneousCluster(8, "A100"), o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->jobs[1].submit.seconds(), 50);
+}
+
+TEST_F(SimulatorTest, InfeasibleJobIsReportedUnfinishedAndTheRunEnds) {
+  // Given a job asking for an H100 on an A100 cluster, expect the run to end with that job
+  // unfinished and the others done.
+  std::vector<TraceJob> jobs = {Job("ok", 0, 1, 10), Job("never", 0, 1, 10)};
+  jobs[1].spec.gpu_models = {"H100"};
+  auto r = Run(jobs, HomogeneousCluster(8, "A100"), SimOptions{});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->jobs[0].finish.has_value());
+  EXPECT_FALSE(r->jobs[1].finish.has_value());
+}
+
+TEST_F(SimulatorTest, NodeFailuresAreSeededAndEveryJobStillFinishes) {
+  // Given node failures (MTBF 2 h, repair 30 min) with a fixed seed, expect failures to hit
+  // jobs, every job to finish, and a second run to give the same per-job results.
+  std::vector<TraceJob> jobs;
+  for (int i = 0; i < 200; ++i) jobs.push_back(Job("j" + std::to_string(i), i * 60, 1 + (i % 4), 1800 + (i % 7) * 600));
+  SimOptions o;
+  o.policy = "backfill";
+  o.node_mtbf_hours = 2;
+  o.repair_time = Duration::Minutes(30);
+  o.seed = 42;
+  auto a = Run(jobs, HomogeneousCluster(32, "A100"), o);
+  auto b = Run(jobs, HomogeneousCluster(32, "A100"), o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(a->node_failures, 0);
+  int64_t failures = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_TRUE(a->jobs[i].finish.has_value()) << jobs[i].id;
+    EXPECT_EQ(a->jobs[i].finish, b->jobs[i].finish);
+    failures += a->jobs[i].failures;
+  }
+  EXPECT_GT(failures, 0);
+  EXPECT_EQ(SummaryToJson(Summarize(*a)), SummaryToJson(Summarize(*b)));
+}
+
+TEST_F(SimulatorTest, BadInputIsAnErrorNotACrash) {
+  // Given an unknown policy, an empty trace or a non-positive load factor, expect errors.
+  SimOptions o;
+  o.policy = "nope";
+  EXPECT_FALSE(Run({Job("a", 0, 1, 1)}, HomogeneousCluster(8, "A100"), o).ok());
+  EXPECT_FALSE(Run({}, HomogeneousCluster(8, "A100"), SimOptions{}).ok());
+  SimOptions bad_load;
+  bad_load.load_factor = 0;
+  EXPECT_FALSE(Run({Job("a", 0, 1, 1)}, HomogeneousCluster(8, "A100"), bad_load).ok());
+  EXPECT_FALSE(Run({Job("a", 0, 1, 1)}, ClusterSpec{}, SimOptions{}).ok());
+}
+
+// The real Philly trace: invariants that must hold for any policy, and the headline result of
+// Tiresias (LAS beats FIFO on average JCT on a loaded cluster).
+class PhillyTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    TraceOptions to;
+    auto t = ReadTrace(std::string(GPUFLEET_SOURCE_DIR) + "/data/traces/philly/philly.csv", to);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    trace_ = new Trace(std::move(*t));
+  }
+  static void TearDownTestSuite() { delete trace_; }
+
+  static void CheckInvariants(const SimResult& r) {
+    ASSERT_EQ(r.jobs.size(), trace_->jobs.size());
+    int64_t work_gpu_ms = 0, used_gpu_ms = 0;
+    for (size_t i = 0; i < r.jobs.size(); ++i) {
+      const JobRecord& j = r.jobs[i];
+      ASSERT_TRUE(j.finish.has_value()) << "job " << j.id << " never finished";
+      ASSERT_TRUE(j.first_start.has_value());
+      EXPECT_GE(*j.finish - j.submit, j.work) << "job " << j.id << " finished faster than its duration";
+      EXPECT_GE(*j.first_start, j.submit);
+      work_gpu_ms += j.work.millis() * j.gpus;
+      used_gpu_ms += j.run_gpu_ms - j.lost_gpu_ms;
+    }
+    // GPU-seconds are conserved: what ran (less what was thrown away) is exactly the work.
+    EXPECT_EQ(used_gpu_ms, work_gpu_ms);
+    Summary s = Summarize(r);
+    EXPECT_EQ(s.finished, static_cast<int64_t>(r.jobs.size()));
+    EXPECT_GT(s.utilisation, 0.0);
+    EXPECT_LE(s.utilisation, 1.0);
+    for (const SeriesPoint& p : r.series) {
+      EXPECT_LE(p.busy_gpu_milli, p.total_gpu_milli);
+      EXPECT_GE(p.busy_gpu_milli, 0);
+    }
+  }
+
+  static Trace* trace_;
+};
+
+Trace* PhillyTest::trace_ = nullptr;
+
+TEST_F(PhillyTest, FifoKeepsInvariantsAndLasBeatsItOnAverageJct) {
+  // Given the 82,247-job Philly trace on a loaded 480-GPU cluster, expect both FIFO and LAS to
+  // finish every job once with JCT >= duration, utilisation <= 100 % and GPU-seconds conserved,
+  // and LAS to have a lower average JCT than FIFO.
+  SimOptions fifo;
+  fifo.policy = "fifo";
+  auto f = Simulate(trace_->jobs, HomogeneousCluster(480, "A100"), fifo, Catalog());
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  CheckInvariants(*f);
+  SimOptions las;
+  las.policy = "las";
+  auto l = Simulate(trace_->jobs, HomogeneousCluster(480, "A100"), las, Catalog());
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  CheckInvariants(*l);
+  double fifo_jct = Summarize(*f).jct_s.avg, las_jct = Summarize(*l).jct_s.avg;
+  EXPECT_LT(las_jct, fifo_jct) << "LAS " << las_jct << " s vs FIFO " << fifo_jct << " s";
+  EXPECT_GT(Summarize(*l).preemptions, 0);
+}
+
+TEST_F(PhillyTest, SameInputsGiveByteIdenticalReports) {
+  // Given the first 20,000 Philly jobs run twice under backfill, expect identical per-job CSV,
+  // series CSV and JSON summary bytes.
+  std::vector<TraceJob> part(trace_->jobs.begin(), trace_->jobs.begin() + 20000);
+  SimOptions o;
+  o.policy = "backfill";
+  o.estimates = Estimates::kOracle;
+  auto a = Simulate(part, HomogeneousCluster(256, "A100"), o, Catalog());
+  auto b = Simulate(part, HomogeneousCluster(256, "A100"), o, Catalog());
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::string dir = ::testing::TempDir();
+  ASSERT_TRUE(WriteJobsCsv(dir + "/a.csv", *a).ok());
+  ASSERT_TRUE(WriteJobsCsv(dir + "/b.csv", *b).ok());
+  ASSERT_TRUE(WriteSeriesCsv(dir + "/as.csv", *a).ok());
+  ASSERT_TRUE(WriteSeriesCsv(dir + "/bs.csv", *b).ok());
+  EXPECT_EQ(ReadAll(dir + "/a.csv"), ReadAll(dir + "/b.csv"));
+  EXPECT_EQ(ReadAll(dir + "/as.csv"), ReadAll(dir + "/bs.csv"));
+  EXPECT_EQ(SummaryToJson(Summarize(*a)), SummaryToJson(Summarize(*b)));
+  EXPECT_GT(ReadAll(dir + "/a.csv").size(), 100000u);
+}
+
+}  // namespace
+}  // namespace gpufleet::sim
