@@ -88,7 +88,8 @@ struct Scheduler::JobState {
   JobView v;
   RankKey rank;
   int shape = 0;
-  bool in_queue = false;  // in pending_sorted_ (static-rank policies)
+  bool in_queue = false;  // in pending_sorted_ and by_shape_
+  RankKey set_rank;       // the rank it is filed under there
   Placement placement;
   bool requeue_after_stop = true;
   bool count_as_preemption = true;
@@ -126,6 +127,15 @@ Scheduler::JobState* Scheduler::FindJob(JobId id) {
 const Scheduler::JobState* Scheduler::FindJob(JobId id) const {
   auto it = jobs_.find(id.value());
   return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+bool Scheduler::StaticRanks() const {
+  if (!policies_.queue->RanksDependOnUsage()) return true;
+  // Usage-dependent ranks (fair-share) do not move while no team has a quota.
+  for (const auto& [team, u] : teams_) {
+    if (u.quota_milli > 0) return false;
+  }
+  return true;
 }
 
 void Scheduler::SetTeamQuota(const std::string& team, int64_t gpus) {
@@ -177,20 +187,21 @@ void Scheduler::Enqueue(JobState& j) {
   CountShape(j, +1);
   QueueContext ctx = Context();
   j.rank = RankOf(j, ctx);
-  if (!policies_.queue->RanksDependOnUsage()) {
-    pending_sorted_.emplace(j.rank, j.v.seq, &j);
-    if (by_shape_.size() <= static_cast<size_t>(j.shape)) by_shape_.resize(j.shape + 1);
-    by_shape_[j.shape].emplace(j.rank, j.v.seq, &j);
-    j.in_queue = true;
-  }
+  // Filed in the sorted queues even when ranks depend on usage: they are used whenever no team
+  // has a quota (then such ranks do not change) and for removal otherwise.
+  j.set_rank = j.rank;
+  pending_sorted_.emplace(j.set_rank, j.v.seq, &j);
+  if (by_shape_.size() <= static_cast<size_t>(j.shape)) by_shape_.resize(j.shape + 1);
+  by_shape_[j.shape].emplace(j.set_rank, j.v.seq, &j);
+  j.in_queue = true;
   ScheduleTimer(j, ctx);
 }
 
 void Scheduler::Dequeue(JobState& j) {
   CHECK(j.v.phase == JobPhase::kPending);
   if (j.in_queue) {
-    pending_sorted_.erase({j.rank, j.v.seq, &j});
-    by_shape_[j.shape].erase({j.rank, j.v.seq, &j});
+    pending_sorted_.erase({j.set_rank, j.v.seq, &j});
+    by_shape_[j.shape].erase({j.set_rank, j.v.seq, &j});
     j.in_queue = false;
   }
   --pending_count_;
@@ -214,11 +225,12 @@ void Scheduler::ScheduleTimer(const JobState& cj, const QueueContext& ctx) {
 
 void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
   if (j.v.phase == JobPhase::kPending && j.in_queue) {
-    pending_sorted_.erase({j.rank, j.v.seq, &j});
-    by_shape_[j.shape].erase({j.rank, j.v.seq, &j});
+    pending_sorted_.erase({j.set_rank, j.v.seq, &j});
+    by_shape_[j.shape].erase({j.set_rank, j.v.seq, &j});
     j.rank = RankOf(j, ctx);
-    pending_sorted_.emplace(j.rank, j.v.seq, &j);
-    by_shape_[j.shape].emplace(j.rank, j.v.seq, &j);
+    j.set_rank = j.rank;
+    pending_sorted_.emplace(j.set_rank, j.v.seq, &j);
+    by_shape_[j.shape].emplace(j.set_rank, j.v.seq, &j);
   } else if (j.v.phase == JobPhase::kRunning) {
     running_.erase({j.rank, j.v.seq, &j});
     j.rank = RankOf(j, ctx);
@@ -473,7 +485,7 @@ std::optional<Time> Scheduler::NextWakeup() const {
 std::vector<Scheduler::JobState*> Scheduler::OrderedPending(const QueueContext& ctx) const {
   std::vector<JobState*> out;
   out.reserve(pending_count_);
-  if (!policies_.queue->RanksDependOnUsage()) {
+  if (StaticRanks()) {
     for (const auto& [rank, seq, j] : pending_sorted_) out.push_back(j);
     return out;
   }
@@ -580,7 +592,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   int64_t free = FreeMilliFor(models, view_);
   std::vector<JobState*> candidates;
   int64_t candidate_milli = 0;
-  const bool static_ranks = !policies_.queue->RanksDependOnUsage();
+  const bool static_ranks = StaticRanks();
   for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
     JobState* r = std::get<2>(*it);
     if (static_ranks && !(w.rank < r->rank)) break;  // sorted: nobody further can be displaced
@@ -683,7 +695,7 @@ void Scheduler::Pass() {
     return;
   }
   const QueueContext ctx = Context();
-  const bool static_ranks = !policies_.queue->RanksDependOnUsage();
+  const bool static_ranks = StaticRanks();
   const SchedulerOptions& opt = policies_.options;
 
   // What the last full pass left blocked, if it is still waiting.

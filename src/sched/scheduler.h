@@ -111,6 +111,7 @@ class Scheduler {
   void Rerank(JobState& j, const QueueContext& ctx);
   void ScheduleTimer(const JobState& j, const QueueContext& ctx);
   std::vector<JobState*> OrderedPending(const QueueContext& ctx) const;
+  bool StaticRanks() const;
   int ShapeId(const model::JobSpec& spec);
   void CountShape(const JobState& j, int sign);
   JobState* FindJob(JobId id);
