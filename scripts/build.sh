@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Configures and builds gpufleet with Ninja.
+#
+# Environment: BUILD_DIR (default build), BUILD_TYPE (default RelWithDebInfo), JOBS (default
+# nproc). Extra arguments go to the CMake configure step, e.g. -DGPUFLEET_BUILD_BENCH=OFF.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_DIR="${BUILD_DIR:-build}"
+BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}"
+JOBS="${JOBS:-$(nproc)}"
+
+generator=(-G Ninja)
+if [[ -f "$BUILD_DIR/CMakeCache.txt" ]]; then
+  # CMake refuses to switch generators in place; keep the one the folder was made with.
+  generator=()
+  if ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$BUILD_DIR/CMakeCache.txt"; then
+    echo "build: $BUILD_DIR was configured with another generator; keeping it (remove $BUILD_DIR to use Ninja)" >&2
+  fi
+fi
+
+cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "$@"
+cmake --build "$BUILD_DIR" -j "$JOBS"

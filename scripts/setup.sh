@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs what gpufleet needs to build and test, on Debian 12 (bookworm).
+#
+# Idempotent: when every package is already installed it touches nothing and needs no network,
+# so CI and developers can run it before every build. Runs as root (CI containers); otherwise
+# through sudo. Never reads stdin.
+set -euo pipefail
+
+PACKAGES=(
+  # Toolchain.
+  build-essential cmake ninja-build ccache pkg-config git python3
+  # Tests and benchmarks.
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # Libraries: YAML cluster specs, JSON, the CLI, formatting and logging.
+  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+  # The state store, the HTTP API, TLS, and the capacity planner's LP/MILP solver.
+  libsqlite3-dev libcpp-httplib-dev libssl-dev coinor-libcbc-dev coinor-libclp-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" != "install ok installed" ]]; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#PACKAGES[@]} packages are installed"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "setup: apt-get not found; install these packages (Debian 12 names) another way: ${missing[*]}" >&2
+  exit 1
+fi
+as_root=()
+if [[ "$(id -u)" -ne 0 ]]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "setup: not root and no sudo; as root run: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  # Ask for a password only when someone is there to type it.
+  if [[ -t 0 ]]; then as_root=(sudo); else as_root=(sudo -n); fi
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update </dev/null
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" </dev/null
+echo "setup: done"

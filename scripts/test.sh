@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole check, as CI runs it: install dependencies, build, run every test.
+#
+# Environment: BUILD_DIR (default build), CTEST_JOBS (default 2), and what scripts/build.sh reads.
+# Extra arguments go to ctest, e.g. `bash scripts/test.sh -L integration`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_DIR="${BUILD_DIR:-build}"
+export BUILD_DIR
+
+bash scripts/setup.sh
+bash scripts/build.sh
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${CTEST_JOBS:-2}" "$@"

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Bad input to `gpufleet`: expect a non-zero exit status and a message that says what is wrong
+# and where, before any simulation runs. Exit status 1 is a bad input, 2 a bad command line.
+#
+# Usage: cli_errors_test.sh PATH/TO/gpufleet SOURCE_DIR CASE
+#   CASE: missing_trace | bad_columns | unknown_policy | malformed_row | skip_bad_rows |
+#         no_cluster | unknown_flag | policies_json
+source "$(dirname "$0")/lib.sh"
+
+GPUFLEET="${1:?usage: cli_errors_test.sh GPUFLEET SOURCE_DIR CASE}"
+SRC="${2:?usage: cli_errors_test.sh GPUFLEET SOURCE_DIR CASE}"
+CASE="${3:?usage: cli_errors_test.sh GPUFLEET SOURCE_DIR CASE}"
+TINY="$SRC/tests/data/cli/tiny.csv"
+BAD_ROW="$SRC/tests/data/cli/bad_row.csv"
+COLUMNS="id=name,submit=arrive,duration=secs,gpus=ngpu,team=group"
+R="$WORK/r"
+
+# Given a command that must fail, expect no report on stdout.
+expect_no_report() {
+  if [[ -s "$R.out" ]]; then
+    show "$R"
+    fail "$1: printed a report on stdout although it failed"
+  fi
+}
+
+case "$CASE" in
+  missing_trace)
+    # Given a trace path that does not exist, expect exit 1 and the path in the message.
+    missing="$WORK/no such dir/trace.csv"
+    run "$R" "$GPUFLEET" sim --trace "$missing" --cluster-gpus 8
+    expect_rc "$R" 1 "missing trace file"
+    expect_contains "$R.err" "$missing" "missing trace file"
+    expect_no_report "missing trace file"
+    ;;
+
+  bad_columns)
+    # Given a column map with an unknown field, expect exit 1 and the field named.
+    run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "id=name,submit=arrive,duration=secs,gpus=ngpu,colour=group" \
+      --cluster-gpus 8
+    expect_rc "$R" 1 "--columns with an unknown field"
+    expect_contains "$R.err" "colour" "--columns with an unknown field"
+    expect_no_report "--columns with an unknown field"
+    # Given a map that points a field at a column the file lacks, expect the column and field named.
+    run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "id=name,submit=arrived_at,duration=secs,gpus=ngpu" \
+      --cluster-gpus 8
+    expect_rc "$R" 1 "--columns naming a missing column"
+    expect_contains "$R.err" "arrived_at" "--columns naming a missing column"
+    expect_contains "$R.err" "submit" "--columns naming a missing column"
+    # Given a map without a required field, expect that field named.
+    run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "id=name,submit=arrive,duration=secs" --cluster-gpus 8
+    expect_rc "$R" 1 "--columns without gpus"
+    expect_contains "$R.err" "gpus" "--columns without gpus"
+    ;;
+
+  unknown_policy)
+    # Given an unknown policy, expect exit 1 and every known policy listed (as `policies` names them).
+    run "$WORK/p" "$GPUFLEET" policies -o json
+    expect_rc "$WORK/p" 0 "gpufleet policies -o json"
+    names=$("$PYTHON" -c 'import json,sys; print(" ".join(p["name"] for p in json.load(open(sys.argv[1]))))' "$WORK/p.out") ||
+      fail "gpufleet policies -o json is not a JSON list of {name, ...}"
+    [[ -n "$names" ]] || fail "gpufleet policies lists no policies"
+    for flags in "--policy round-robin" "--compare fifo,round-robin"; do
+      # shellcheck disable=SC2086 # flags is two words on purpose
+      run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS" --cluster-gpus 8 $flags
+      expect_rc "$R" 1 "unknown policy ($flags)"
+      expect_contains "$R.err" "round-robin" "unknown policy ($flags)"
+      for name in $names; do
+        expect_contains "$R.err" "$name" "unknown policy ($flags) lists the known ones"
+      done
+      expect_no_report "unknown policy ($flags)"
+    done
+    ;;
+
+  malformed_row)
+    # Given a CSV whose 4th line has a duration of 'sixty', expect exit 1 naming file:line and the value.
+    run "$R" "$GPUFLEET" sim --trace "$BAD_ROW" --columns "$COLUMNS" --cluster-gpus 8
+    expect_rc "$R" 1 "malformed CSV row"
+    expect_contains "$R.err" "bad_row.csv:4:" "malformed CSV row"
+    expect_contains "$R.err" "sixty" "malformed CSV row"
+    expect_no_report "malformed CSV row"
+    ;;
+
+  skip_bad_rows)
+    # Given the same CSV and --skip-bad-rows, expect exit 0, a "skipped" note, and the 3 good jobs.
+    run "$R" "$GPUFLEET" sim --trace "$BAD_ROW" --columns "$COLUMNS" --cluster-gpus 8 --skip-bad-rows -o json
+    expect_rc "$R" 0 "--skip-bad-rows"
+    expect_contains "$R.err" "skipped 1 bad row" "--skip-bad-rows"
+    "$PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if (r["jobs"], r["finished"]) == (3, 3) else 1)' \
+      "$R.out" || { show "$R"; fail "--skip-bad-rows: expected a report of the 3 good jobs"; }
+    ;;
+
+  no_cluster)
+    # Given neither --cluster nor --cluster-gpus, expect exit 1 and a hint at both.
+    run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS"
+    expect_rc "$R" 1 "no cluster"
+    expect_contains "$R.err" "--cluster" "no cluster"
+    expect_contains "$R.err" "--cluster-gpus" "no cluster"
+    expect_no_report "no cluster"
+    ;;
+
+  unknown_flag)
+    # Given a flag that does not exist, expect exit 2 (a usage error) naming the flag.
+    run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS" --cluster-gpus 8 --frobnicate
+    expect_rc "$R" 2 "unknown flag"
+    expect_contains "$R.err" "--frobnicate" "unknown flag"
+    expect_no_report "unknown flag"
+    ;;
+
+  policies_json)
+    # Given `gpufleet policies -o json`, expect valid JSON: a list with a name and help per policy, fifo first.
+    run "$R" "$GPUFLEET" policies -o json
+    expect_rc "$R" 0 "gpufleet policies -o json"
+    "$PYTHON" -m json.tool "$R.out" >/dev/null 2>"$WORK/json.err" ||
+      { cat "$WORK/json.err" >&2; show "$R"; fail "gpufleet policies -o json is not valid JSON"; }
+    "$PYTHON" - "$R.out" <<'PY' || fail "gpufleet policies -o json: expected a list of {name, help, options} with fifo"
+import json, sys
+table = json.load(open(sys.argv[1]))
+assert isinstance(table, list) and table, table
+assert all(isinstance(p, dict) and p.get("name") and p.get("help") and "options" in p for p in table), table
+assert "fifo" in [p["name"] for p in table], table
+PY
+    ;;
+
+  *)
+    fail "unknown case '$CASE'"
+    ;;
+esac
+
+echo "PASS: $CASE"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Given `gpufleet --help` and `gpufleet sim --help`, expect exit 0, the commands and flags a user
+# needs, and examples; expect every repository file the sim examples name to exist, so the
+# examples do not rot when data moves.
+#
+# Usage: cli_help_test.sh PATH/TO/gpufleet SOURCE_DIR
+source "$(dirname "$0")/lib.sh"
+
+GPUFLEET="${1:?usage: cli_help_test.sh GPUFLEET SOURCE_DIR}"
+SRC="${2:?usage: cli_help_test.sh GPUFLEET SOURCE_DIR}"
+
+run "$WORK/top" "$GPUFLEET" --help
+expect_rc "$WORK/top" 0 "gpufleet --help"
+for word in sim policies version; do
+  expect_contains "$WORK/top.out" "$word" "gpufleet --help lists its commands"
+done
+# The top-level help points at the per-command examples ("... options and examples").
+grep -qi "examples" "$WORK/top.out" || { show "$WORK/top"; fail "gpufleet --help does not mention examples"; }
+
+run "$WORK/sim" "$GPUFLEET" sim --help
+expect_rc "$WORK/sim" 0 "gpufleet sim --help"
+expect_contains "$WORK/sim.out" "Examples:" "gpufleet sim --help"
+for flag in --trace --columns --cluster --cluster-gpus --policy --compare --jobs-out --plot --skip-bad-rows; do
+  expect_contains "$WORK/sim.out" "$flag" "gpufleet sim --help documents $flag"
+done
+
+# Files of this repository that the examples use (data/..., examples/...) exist.
+paths=$(grep -oE '(data|examples)/[A-Za-z0-9_./-]+\.(csv|yaml|yml|jsonl)' "$WORK/sim.out" | sort -u || true)
+[[ -n "$paths" ]] || fail "gpufleet sim --help: the examples name no bundled trace or cluster file"
+for p in $paths; do
+  [[ -f "$SRC/$p" ]] || fail "gpufleet sim --help: an example uses $p, which is not in the repository"
+done
+
+echo "PASS: gpufleet --help and gpufleet sim --help (examples use: $(echo $paths))"

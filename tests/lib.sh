@@ -1,0 +1,61 @@
+# Helpers for the tests/*.sh integration tests. Source it; then call the helpers below.
+#
+# Tests call python as "$PYTHON" (ctest passes the interpreter CMake found; default python3).
+# Each test script runs under `set -euo pipefail`, works in its own temporary folder ($WORK,
+# removed on exit), and fails with one clear line that starts with "FAIL:".
+
+set -euo pipefail
+
+PYTHON="${PYTHON:-python3}"
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/gpufleet-test.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# run OUT_PREFIX CMD...: runs CMD with no stdin, stdout to OUT_PREFIX.out, stderr to OUT_PREFIX.err;
+# sets RC to its exit status (never fails itself).
+run() {
+  local prefix="$1"
+  shift
+  RC=0
+  "$@" </dev/null >"$prefix.out" 2>"$prefix.err" || RC=$?
+}
+
+# show OUT_PREFIX: prints what a run said, for failure messages.
+show() {
+  echo "--- stdout ($1.out):" >&2
+  head -c 4000 "$1.out" >&2 || true
+  echo "--- stderr ($1.err):" >&2
+  head -c 4000 "$1.err" >&2 || true
+}
+
+# expect_rc OUT_PREFIX WANT WHAT: fails unless the last run exited with WANT.
+expect_rc() {
+  if [[ "$RC" != "$2" ]]; then
+    show "$1"
+    fail "$3: exit status $RC, expected $2"
+  fi
+}
+
+# expect_contains FILE TEXT WHAT: fails unless FILE contains TEXT (fixed string).
+expect_contains() {
+  if ! grep -qF -- "$2" "$1"; then
+    echo "--- $1:" >&2
+    head -c 4000 "$1" >&2 || true
+    fail "$3: expected to find '$2' in $(basename "$1")"
+  fi
+}
+
+# expect_same A B WHAT: byte-for-byte comparison.
+expect_same() {
+  [[ -s "$1" ]] || fail "$3: $1 is missing or empty"
+  [[ -s "$2" ]] || fail "$3: $2 is missing or empty"
+  if ! cmp -s "$1" "$2"; then
+    diff -u "$1" "$2" | head -40 >&2 || true
+    fail "$3: $(basename "$1") differs between runs (cmp: $(cmp "$1" "$2" 2>&1 || true))"
+  fi
+}
