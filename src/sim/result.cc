@@ -321,7 +321,9 @@ Summary Summarize(const SimResult& r) {
   s.makespan_s = (r.end - r.start).seconds_f();
   s.gpu_hours_used = static_cast<double>(run_gpu_ms) / kMsPerHour;
   s.gpu_hours_lost = static_cast<double>(lost_gpu_ms) / kMsPerHour;
-  if (std::optional<double> u = SeriesUtilisation(r)) {
+  if (r.online_gpu_ms > 0) {
+    s.utilisation = static_cast<double>(r.busy_gpu_ms) / static_cast<double>(r.online_gpu_ms);
+  } else if (std::optional<double> u = SeriesUtilisation(r)) {
     s.utilisation = *u;
   } else {
     double capacity_ms = static_cast<double>(r.cluster_gpus) * static_cast<double>((r.end - r.start).millis());

@@ -50,6 +50,10 @@ struct SimResult {
   Time start;                        // first submit
   Time end;                          // last finish
   int64_t scheduling_passes = 0;
+  // Exact integrals over the run, kept by the simulator between events (GPU-milliseconds):
+  // GPUs held by jobs, and GPUs on nodes that were up. Summaries prefer these to the series.
+  int64_t busy_gpu_ms = 0;
+  int64_t online_gpu_ms = 0;
   int64_t node_failures = 0;
 };
 

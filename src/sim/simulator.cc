@@ -202,8 +202,14 @@ Result<SimResult> World::Run() {
   std::optional<Time> timer_at;
   std::vector<sched::Event> batch;
   int64_t progress_tick = 0;
+  Time last_t = first;
   while (!queue_.empty()) {
     const Time t = queue_.top().t;
+    // Integrate busy and online GPU time exactly over the interval since the last event.
+    int64_t dt = (t - last_t).millis();
+    result_.busy_gpu_ms += busy_milli_ * dt / model::kMilliGpuPerGpu;
+    result_.online_gpu_ms += view.OnlineMilli() * dt / model::kMilliGpuPerGpu;
+    last_t = t;
     clock_.now = t;
     batch.clear();
     bool sample = false;
@@ -299,7 +305,7 @@ Result<SimResult> World::Run() {
   }
   result_.scheduling_passes = sched.stats().passes;
   // Final sample so the series covers the whole run.
-  result_.series.push_back(SeriesPoint{result_.end, busy_milli_, view.OnlineMilli(),
+  if (result_.series.empty() || result_.series.back().t != result_.end) result_.series.push_back(SeriesPoint{result_.end, busy_milli_, view.OnlineMilli(),
                                        static_cast<int64_t>(sched.pending_count()), running_});
   // Jobs still waiting at the end count their wait so far.
   for (size_t i = 0; i < jobs_.size(); ++i) {

@@ -61,6 +61,10 @@ TEST_F(SimulatorTest, StrictFifoGoldenSchedule) {
   EXPECT_EQ(StartS(r->jobs[3]), 130);
   EXPECT_EQ(FinishS(r->jobs[3]), 140);
   EXPECT_EQ(r->jobs[3].queued, Duration::Seconds(100));
+  // Exact GPU time: 800 + 200 + 120 + 10 GPU-s busy of 8 GPUs x 150 s.
+  EXPECT_EQ(r->busy_gpu_ms, 1'130'000);
+  EXPECT_EQ(r->online_gpu_ms, 1'200'000);
+  EXPECT_NEAR(Summarize(*r).utilisation, 1130.0 / 1200.0, 1e-12);
 }
 
 TEST_F(SimulatorTest, LasDoesNotPreemptAJobBelowItsFirstThreshold) {
