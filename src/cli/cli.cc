@@ -1,6 +1,7 @@
 #include "cli/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <functional>
@@ -24,12 +25,9 @@ std::function<int()> SetupPolicies(CLI::App& app) {
   return [json]() {
     const auto& table = sched::PolicyTable();
     if (*json == "json") {
-      std::printf("[");
-      for (size_t i = 0; i < table.size(); ++i) {
-        std::printf("%s{\"name\":\"%s\",\"help\":\"%s\",\"options\":\"%s\"}", i ? "," : "", table[i].name.c_str(),
-                    table[i].help.c_str(), table[i].options.c_str());
-      }
-      std::printf("]\n");
+      nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+      for (const auto& p : table) arr.push_back({{"name", p.name}, {"help", p.help}, {"options", p.options}});
+      std::printf("%s\n", arr.dump(2).c_str());
       return 0;
     }
     if (*json != "text") {
@@ -75,7 +73,13 @@ int Main(int argc, char** argv) {
                "Schedules training jobs (multi-node gangs included) on rented GPU servers, and replays\n"
                "job histories through the same scheduler to compare policies."};
   app.require_subcommand(1);
-  app.footer("Run 'gpufleet COMMAND --help' for a command's options and examples.");
+  app.fallthrough(false);
+  app.footer(R"(Examples:
+  gpufleet sim --trace data/traces/philly/philly.csv --cluster-gpus 480 --compare fifo,backfill,las
+  gpufleet sim --trace data/traces/tiresias/60_job.csv --cluster examples/clusters/small-h100.yaml -o json
+  gpufleet policies
+
+Run 'gpufleet COMMAND --help' for a command's options and more examples.)");
   std::map<std::string, std::function<int()>> runners;
   for (const auto& c : Commands()) runners[c.name] = c.setup(app);
   try {
@@ -85,6 +89,11 @@ int Main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // An unknown first word reads better as "unknown command" than CLI11's generic message.
+    if (argc > 1 && argv[1][0] != '-' && !runners.count(argv[1])) {
+      std::fprintf(stderr, "gpufleet: unknown command '%s' (commands: sim, policies, version)\n", argv[1]);
+      return 2;
+    }
     app.exit(e);
     return 2;
   }
