@@ -220,6 +220,11 @@ Result<SimResult> World::Run() {
         case Kind::kArrival: {
           model::JobSpec spec = trace_[e.index].spec;
           spec.submit = t;
+          // Traces name GPUs their own way (Alibaba's V100M16): use the catalog's names, as
+          // the cluster spec does.
+          for (std::string& m : spec.gpu_models) {
+            if (const model::GpuModel* g = catalog_.Find(m)) m = g->name;
+          }
           if (o_.estimates == Estimates::kOracle) spec.duration_estimate = trace_[e.index].work;
           if (spec.checkpoint_interval <= Duration::Zero()) spec.checkpoint_interval = o_.checkpoint_interval;
           jobs_[e.index].pending_since = t;
