@@ -222,9 +222,13 @@ Result<SimResult> World::Run() {
           spec.submit = t;
           // Traces name GPUs their own way (Alibaba's V100M16): use the catalog's names, as
           // the cluster spec does.
-          for (std::string& m : spec.gpu_models) {
-            if (const model::GpuModel* g = catalog_.Find(m)) m = g->name;
+          std::vector<std::string> names;
+          for (const std::string& m : spec.gpu_models) {
+            const model::GpuModel* g = catalog_.Find(m);
+            std::string name = g ? g->name : m;
+            if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
           }
+          spec.gpu_models = std::move(names);
           if (o_.estimates == Estimates::kOracle) spec.duration_estimate = trace_[e.index].work;
           if (spec.checkpoint_interval <= Duration::Zero()) spec.checkpoint_interval = o_.checkpoint_interval;
           jobs_[e.index].pending_since = t;
