@@ -5,9 +5,11 @@
 #
 #   scripts/bench_philly.sh                       # all policies, 480 and 2000 GPUs
 #   POLICIES="fifo las" GPUS=480 scripts/bench_philly.sh
+#   POLICIES="las@min_run=30m fair-share@quota.ee9e8c=100,quota.7f04ca=100" GPUS=480 scripts/bench_philly.sh
 #
 # Environment: BUILD_DIR (default build), TRACE (default data/traces/philly/philly.csv),
-# POLICIES (default "fifo backfill priority las sjf srtf fair-share"), GPUS (default "480 2000"),
+# POLICIES (default "fifo backfill priority las sjf srtf fair-share"; NAME@k=v,k=v adds policy
+# options), GPUS (default "480 2000"),
 # TIMEOUT_S (default 300), ESTIMATES (trace|oracle, default trace: what the scheduler is told),
 # REPEAT (runs per cell, default 1: the table shows the median wall time and the largest peak RSS).
 # Output: one Markdown table on stdout; the simulator's own reports go to $OUT_DIR (default
@@ -60,13 +62,16 @@ jobs=$(($(wc -l < "$TRACE") - 1))  # data rows; the per-job figure uses the repo
 echo "# Philly replay: $TRACE (~$jobs jobs), estimates=$ESTIMATES, timeout ${TIMEOUT_S}s, median of $REPEAT run(s)"
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores; $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
 echo
-echo "| policy | cluster GPUs | wall s | peak RSS MiB | µs per job | outcome |"
-echo "|---|---:|---:|---:|---:|---|"
+echo "| policy | cluster GPUs | wall s | peak RSS MiB | µs per job | avg JCT | preemptions | outcome |"
+echo "|---|---:|---:|---:|---:|---:|---:|---|"
 for gpus in $GPUS; do
-  for policy in $POLICIES; do
-    report="$OUT_DIR/$policy-$gpus.txt"
+  for entry in $POLICIES; do
+    policy=${entry%%@*}
+    opts=()
+    [[ $entry == *@* ]] && opts=(--policy-opt "${entry#*@}")
+    report="$OUT_DIR/$(printf '%s' "$entry" | tr -c 'A-Za-z0-9._-' _)-$gpus.txt"
     measure "$REPEAT" "$report" "$BIN" sim --trace "$TRACE" --cluster-gpus "$gpus" --policy "$policy" \
-      --estimates "$ESTIMATES" --no-progress
+      "${opts[@]}" --estimates "$ESTIMATES" --no-progress
     case $rc in
       0) outcome=ok ;;
       124) outcome="timed out at ${TIMEOUT_S}s" ;;
@@ -75,6 +80,9 @@ for gpus in $GPUS; do
     # The report says how many jobs were simulated (the reader may skip none, but it knows).
     n=$(sed -n 's/^jobs *\([0-9,]*\).*/\1/p' "$report" | tr -d , | head -1)
     per_job=$(awk -v w="$wall" -v n="${n:-$jobs}" -v rc="$rc" 'BEGIN { if (rc == 0) printf "%.1f", w * 1e6 / n; else printf "-" }')
-    printf '| %s | %s | %s | %d | %s | %s |\n' "$policy" "$gpus" "$wall" $((rss_kib / 1024)) "$per_job" "$outcome"
+    jct=$(sed -n 's/^JCT *avg \([^ ]*\).*/\1/p' "$report" | head -1)
+    preempt=$(sed -n 's/^preemptions *\([0-9,]*\).*/\1/p' "$report" | head -1)
+    printf '| %s | %s | %s | %d | %s | %s | %s | %s |\n' "$entry" "$gpus" "$wall" $((rss_kib / 1024)) "$per_job" \
+      "${jct:--}" "${preempt:--}" "$outcome"
   done
 done
