@@ -29,9 +29,14 @@ ALLOWED = {
     "common": {"common"},
     "model": {"common", "model"},
     "sched": {"common", "model", "sched"},
-    "testing": {"common", "model", "sched", "testing"},
+    "testing": {"common", "model", "sched", "api", "store", "testing"},
     "sim": {"common", "model", "sched", "sim"},
-    "cli": {"common", "model", "sched", "sim", "cli"},
+    "api": {"common", "model", "api"},
+    "store": {"common", "model", "api", "store"},
+    "cost": {"common", "model", "cost"},
+    "agent": {"common", "model", "api", "agent"},
+    "controller": {"common", "model", "sched", "api", "store", "cost", "controller"},
+    "cli": {"common", "model", "sched", "sim", "api", "store", "cost", "agent", "controller", "cli"},
 }
 # Files directly in src/.
 TOP_LEVEL_ALLOWED = {"main.cc": {"cli"}}

@@ -15,6 +15,9 @@ PACKAGES=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   # The state store, the HTTP API, TLS, and the capacity planner's LP/MILP solver.
   libsqlite3-dev libcpp-httplib-dev libssl-dev coinor-libcbc-dev coinor-libclp-dev
+  # End-to-end tests: a real 2-node PyTorch DDP job (gloo backend, for /usr/bin/python3), curl for
+  # the API examples, sqlite3 to inspect the store.
+  python3-torch curl sqlite3 procps
 )
 
 missing=()

@@ -1,0 +1,53 @@
+// JobRequest: everything a user asks for when submitting a job — the scheduler's JobSpec plus
+// what the agents need to run it (command, working directory, environment, checkpoint and
+// restart policies). One schema for the job YAML file and the JSON API body; one validator
+// (job_yaml.h) for both.
+#pragma once
+
+#include <csignal>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/time.h"
+#include "model/types.h"
+
+namespace gpufleet::api {
+
+struct CheckpointPolicy {
+  std::string dir;              // where the job writes checkpoints; default <state>/checkpoints/<job>
+  int signal = SIGTERM;         // sent to the process group to ask for a checkpoint and exit
+  Duration grace = Duration::Seconds(30);  // then SIGKILL
+};
+
+struct RestartPolicy {
+  bool on_preemption = true;                // requeue after preemption or node loss
+  int max_restarts_on_errors = 0;           // requeue after a non-zero exit this many times
+  std::vector<int> recover_on_exit_codes;   // exit codes that always requeue (not counted)
+};
+
+struct JobRequest {
+  model::JobSpec spec;  // name, team, priority, gang shape, models, cpus, memory, market, ...
+  // The command: `run: "python train.py"` becomes {"/bin/sh", "-c", "python train.py"};
+  // `run: [python, train.py]` is used as the argv.
+  std::vector<std::string> argv;
+  std::string workdir;  // empty: the agent's per-job directory
+  std::map<std::string, std::string> env;
+  std::string user;     // run as this user (agent must be root); empty: the agent's user
+  bool process_per_gpu = false;  // start one process per GPU with RANK / LOCAL_RANK set
+  CheckpointPolicy checkpoint;
+  RestartPolicy restart;
+  // Cost (src/cost/): how runtime scales across GPU models, and the limits offer selection and
+  // budgets honour. Money in micro-dollars; 0 = no limit.
+  std::string profile = "balanced";  // compute | memory | balanced
+  std::string estimate_model;        // the GPU model the estimate is for ("10h on A100"); empty: reference
+  std::optional<Duration> deadline;  // finish within this long after submission
+  int64_t max_hourly_cost_micros = 0;
+  int64_t max_cost_micros = 0;
+  std::vector<std::string> regions;  // glob patterns ("europe-*"); empty: any
+  // Array jobs: the parameter values of this element ({"lr": "0.1"}); empty for plain jobs.
+  std::map<std::string, std::string> array_params;
+};
+
+}  // namespace gpufleet::api

@@ -1,0 +1,86 @@
+// Records: the controller's durable state, as stored by StateStore (src/store/) and shown by the
+// API. Plain values.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/job_request.h"
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "model/types.h"
+
+namespace gpufleet::api {
+
+// A job's lifecycle:
+//   pending → starting → running → succeeded | failed | cancelled
+//                      ↘ stopping → preempted → pending (requeued) …
+// starting: the controller sent the start to the agents; running: every part's process started.
+// stopping: asked to stop (cancel, preemption, node loss), waiting for the processes to exit.
+enum class JobState { kPending, kStarting, kRunning, kStopping, kSucceeded, kFailed, kCancelled, kPreempted };
+const char* JobStateName(JobState s);
+Result<JobState> ParseJobState(const std::string& s);
+bool IsTerminal(JobState s);  // succeeded, failed, cancelled
+
+struct Transition {
+  Time at;
+  JobState from = JobState::kPending;
+  JobState to = JobState::kPending;
+  std::string reason;  // "submitted", "placed on node-a gpus 0-3", "exit code 1", ...
+};
+
+struct JobRecord {
+  JobId id;
+  std::string request_id;  // the client's idempotency key; jobs of one request share it
+  int array_index = -1;    // index within an array (sweep) submission; -1 when not an array
+  JobRequest request;
+  JobState state = JobState::kPending;
+  std::string reason;      // of the last transition
+  Time submitted;
+  Time updated;
+  int attempt = 0;         // starts so far; the current/last run is attempt `attempt`
+  int error_restarts = 0;  // requeues after errors, counted against max_restarts_on_errors
+  std::optional<model::Placement> placement;  // current or last placement
+  std::optional<int> exit_code;               // of the last run that ended
+};
+
+enum class NodeState { kUp, kDraining, kLost, kGone };
+const char* NodeStateName(NodeState s);
+Result<NodeState> ParseNodeState(const std::string& s);
+
+struct GpuInfo {
+  int index = 0;
+  std::string uuid;
+  std::string name;     // as the driver reports it
+  int64_t memory_mib = 0;
+};
+
+struct NodeRecord {
+  NodeId id;
+  std::string name;     // unique; an agent that re-registers under its name keeps its id
+  model::NodeSpec spec;
+  std::vector<GpuInfo> gpus;
+  std::string address;  // how other nodes reach it (MASTER_ADDR for gangs)
+  NodeState state = NodeState::kUp;
+  Time registered;
+  Time last_heartbeat;
+};
+
+enum class TokenKind { kUser, kJoin, kAgent };
+const char* TokenKindName(TokenKind k);
+Result<TokenKind> ParseTokenKind(const std::string& s);
+
+// A bearer token, stored only as the SHA-256 of its secret.
+struct TokenRecord {
+  std::string hash;     // hex SHA-256 of the secret
+  TokenKind kind = TokenKind::kUser;
+  std::string subject;  // user name, or node name for agent tokens
+  std::string role;     // "admin", "user"; agents: "agent"
+  std::string team;     // empty: any
+  Time created;
+  bool revoked = false;
+};
+
+}  // namespace gpufleet::api

@@ -1,0 +1,78 @@
+// StateStore: the controller's durable state. A call that returns Ok has committed: its data
+// survives a kill -9 of the process (SQLite WAL with synchronous=FULL, or the in-memory fake in
+// src/testing/ for unit tests).
+//
+// Thread-safety: implementations are safe to call from several threads; writes are serialised.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/records.h"
+#include "common/status.h"
+
+namespace gpufleet::store {
+
+// One client submission: the jobs of one request id (one job, or the jobs of an array).
+struct Submission {
+  std::string request_id;          // non-empty; idempotency key
+  std::vector<api::JobRecord> jobs;  // ids are assigned by the store
+};
+struct SubmitOutcome {
+  std::vector<JobId> ids;  // in the order of the submission's jobs
+  bool created = true;     // false: the request id was seen before; ids are the earlier ones
+};
+
+// A change to one job: its new record (state, attempt, placement, ...) plus the transition that
+// led there, stored together.
+struct JobUpdate {
+  api::JobRecord job;
+  api::Transition transition;
+};
+
+struct JobFilter {
+  bool include_terminal = true;
+  std::optional<std::string> team;
+  std::optional<Time> since;  // submitted at or after
+  int64_t limit = 0;          // 0: no limit; newest first when set
+};
+
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+
+  // All submissions in one transaction (group commit). Each one is all-or-nothing per request id;
+  // a request id seen before yields its earlier ids and created=false. New jobs get the next ids
+  // (ascending, never reused) and a "submitted" transition at job.submitted.
+  virtual Result<std::vector<SubmitOutcome>> Submit(std::vector<Submission> submissions) = 0;
+
+  // Writes the new records and appends the transitions, all in one transaction.
+  virtual Status Update(const std::vector<JobUpdate>& updates) = 0;
+
+  virtual Result<std::optional<api::JobRecord>> GetJob(JobId id) = 0;
+  virtual Result<std::vector<api::JobRecord>> ListJobs(const JobFilter& filter) = 0;
+  // Every transition of the job, oldest first.
+  virtual Result<std::vector<api::Transition>> History(JobId id) = 0;
+
+  // Nodes: keyed by name; a new name gets the next id (ignored in `node.id`); an existing name
+  // keeps its id. Returns the id.
+  virtual Result<NodeId> UpsertNode(const api::NodeRecord& node) = 0;
+  virtual Result<std::vector<api::NodeRecord>> ListNodes() = 0;
+
+  // Tokens: by hash. PutToken replaces a token with the same hash.
+  virtual Status PutToken(const api::TokenRecord& token) = 0;
+  virtual Result<std::optional<api::TokenRecord>> FindToken(const std::string& hash) = 0;
+  virtual Result<std::vector<api::TokenRecord>> ListTokens() = 0;
+
+  // Small settings (schema version, cluster id, next MASTER_PORT, ...).
+  virtual Result<std::optional<std::string>> GetMeta(const std::string& key) = 0;
+  virtual Status SetMeta(const std::string& key, const std::string& value) = 0;
+};
+
+// Opens (creating if needed) a SQLite database at `path` in WAL mode with synchronous=FULL and
+// migrates its schema. The error names the path and what went wrong.
+Result<std::unique_ptr<StateStore>> OpenSqliteStore(const std::string& path);
+
+}  // namespace gpufleet::store
