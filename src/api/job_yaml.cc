@@ -1,0 +1,629 @@
+#include "api/job_yaml.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "common/strings.h"
+
+namespace gpufleet::api {
+namespace {
+
+constexpr int kMaxGpusPerNode = 1024;
+constexpr int kMaxNodes = 4096;
+constexpr int64_t kMaxCpuMilli = 100'000'000;          // 100k cores per node
+constexpr int64_t kMaxMemMib = 64LL * 1024 * 1024;      // 64 TiB per node
+constexpr size_t kMaxTextField = 64 * 1024;
+constexpr int64_t kMaxDollars = 1'000'000'000;
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string Suggest(const std::string& word, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_d = 3;
+  for (const auto& k : known) {
+    size_t d = EditDistance(ToLower(word), k);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  return best;
+}
+
+// Walks one document, remembering the source for error messages.
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  Status Error(const YAML::Node& at, const std::string& field, const std::string& msg) const {
+    std::string where = source_;
+    if (at.IsDefined() && at.Mark().line >= 0) {
+      where += ":" + std::to_string(at.Mark().line + 1) + ":" + std::to_string(at.Mark().column + 1);
+    }
+    return Status::InvalidArgument(where + ": " + (field.empty() ? "" : field + ": ") + msg);
+  }
+
+  // Checks that `node` is a map whose keys are all in `known`.
+  Status Fields(const YAML::Node& node, const std::string& field, const std::vector<std::string>& known) const {
+    if (!node.IsMap()) return Error(node, field, "must be a mapping (key: value lines)");
+    std::set<std::string> seen;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!it->first.IsScalar()) return Error(it->first, field, "keys must be plain names");
+      std::string key = it->first.Scalar();
+      std::string path = field.empty() ? key : field + "." + key;
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        std::string hint = Suggest(key, known);
+        return Error(it->first, path,
+                     "unknown field" + (hint.empty() ? "; known fields: " + Join(known, ", ")
+                                                     : " (did you mean '" + hint + "'?)"));
+      }
+      if (!seen.insert(key).second) return Error(it->first, path, "given twice");
+    }
+    return Status::Ok();
+  }
+
+  Result<std::string> String(const YAML::Node& n, const std::string& field) const {
+    if (!n.IsScalar()) return Error(n, field, "must be a single value, not a list or mapping");
+    if (n.Scalar().size() > kMaxTextField) {
+      return Error(n, field, "is longer than " + std::to_string(kMaxTextField) + " characters");
+    }
+    return n.Scalar();
+  }
+
+  Result<int64_t> Int(const YAML::Node& n, const std::string& field, int64_t lo, int64_t hi) const {
+    GF_ASSIGN_OR_RETURN(std::string s, String(n, field));
+    auto v = ParseInt(Trim(s));
+    if (!v) return Error(n, field, "must be a whole number, got '" + s + "'");
+    if (*v < lo || *v > hi) {
+      return Error(n, field, "must be from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got " + s);
+    }
+    return *v;
+  }
+
+  Result<bool> Bool(const YAML::Node& n, const std::string& field) const {
+    GF_ASSIGN_OR_RETURN(std::string s, String(n, field));
+    std::string l = ToLower(s);
+    if (l == "true" || l == "yes" || l == "on") return true;
+    if (l == "false" || l == "no" || l == "off") return false;
+    return Error(n, field, "must be true or false, got '" + s + "'");
+  }
+
+  Result<Duration> Dur(const YAML::Node& n, const std::string& field, bool allow_zero) const {
+    GF_ASSIGN_OR_RETURN(std::string s, String(n, field));
+    auto d = ParseDuration(Trim(s));
+    if (!d) return Error(n, field, "must be a duration like 90s, 15m, 1h30m or 2d, got '" + s + "'");
+    if (*d < Duration::Zero() || (!allow_zero && *d == Duration::Zero())) {
+      return Error(n, field, std::string("must be ") + (allow_zero ? "zero or more" : "positive") + ", got '" + s + "'");
+    }
+    if (*d > Duration::Hours(24 * 366)) return Error(n, field, "must be at most a year, got '" + s + "'");
+    return *d;
+  }
+
+  Result<std::vector<std::string>> StringList(const YAML::Node& n, const std::string& field,
+                                              bool allow_scalar) const {
+    std::vector<std::string> out;
+    if (n.IsScalar() && allow_scalar) {
+      GF_ASSIGN_OR_RETURN(std::string s, String(n, field));
+      out.push_back(s);
+      return out;
+    }
+    if (!n.IsSequence()) return Error(n, field, "must be a list like [a, b]");
+    for (size_t i = 0; i < n.size(); ++i) {
+      GF_ASSIGN_OR_RETURN(std::string s, String(n[i], field + "[" + std::to_string(i) + "]"));
+      out.push_back(s);
+    }
+    return out;
+  }
+
+  Result<std::map<std::string, std::string>> StringMap(const YAML::Node& n, const std::string& field) const {
+    if (!n.IsMap()) return Error(n, field, "must be a mapping of names to values");
+    std::map<std::string, std::string> out;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (!it->first.IsScalar() || it->first.Scalar().empty()) return Error(it->first, field, "keys must be non-empty names");
+      std::string key = it->first.Scalar();
+      GF_ASSIGN_OR_RETURN(std::string v, String(it->second, field + "." + key));
+      if (!out.emplace(key, v).second) return Error(it->first, field + "." + key, "given twice");
+    }
+    return out;
+  }
+
+ private:
+  std::string source_;
+};
+
+bool ValidName(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
+  }
+  return true;
+}
+
+bool ValidEnvName(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  return true;
+}
+
+const std::vector<std::string> kTopFields = {
+    "name",     "team",        "priority", "resources",       "run",      "workdir", "env",
+    "user",     "process_per_gpu", "market", "estimate",      "profile",  "deadline", "max_hourly_cost",
+    "max_cost", "regions",     "constraints", "checkpoint",   "restart",  "array"};
+
+struct ArrayAxis {
+  std::string name;
+  std::vector<std::string> values;
+};
+
+std::string Substitute(const std::string& text, const std::map<std::string, std::string>& params) {
+  if (params.empty() || text.find("{{") == std::string::npos) return text;
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t open = text.find("{{", i);
+    if (open == std::string::npos) break;
+    size_t close = text.find("}}", open + 2);
+    if (close == std::string::npos) break;
+    std::string key(Trim(std::string_view(text).substr(open + 2, close - open - 2)));
+    auto it = params.find(key);
+    out.append(text, i, open - i);
+    if (it != params.end()) {
+      out += it->second;
+    } else {
+      out.append(text, open, close + 2 - open);
+    }
+    i = close + 2;
+  }
+  out.append(text, i, std::string::npos);
+  return out;
+}
+
+std::string EnvKey(const std::string& param) {
+  std::string k = "GPUFLEET_PARAM_";
+  for (char c : param) k += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(c)) : '_';
+  return k;
+}
+
+// Parses one document into a request plus its array axes (not yet expanded).
+Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog& catalog, JobRequest& out,
+                std::vector<ArrayAxis>& axes) {
+  GF_RETURN_IF_ERROR(r.Fields(doc, "", kTopFields));
+  model::JobSpec& spec = out.spec;
+  spec.name = "job";
+  spec.team = "default";
+
+  if (auto n = doc["name"]) {
+    GF_ASSIGN_OR_RETURN(spec.name, r.String(n, "name"));
+    // Array placeholders are checked after substitution.
+    if (spec.name.find("{{") == std::string::npos && !ValidName(spec.name)) {
+      return r.Error(n, "name", "use 1-128 letters, digits, '-', '_' or '.', got '" + spec.name + "'");
+    }
+  }
+  if (auto n = doc["team"]) {
+    GF_ASSIGN_OR_RETURN(spec.team, r.String(n, "team"));
+    if (!ValidName(spec.team)) return r.Error(n, "team", "use 1-128 letters, digits, '-', '_' or '.', got '" + spec.team + "'");
+  }
+  if (auto n = doc["priority"]) {
+    GF_ASSIGN_OR_RETURN(int64_t p, r.Int(n, "priority", -1000, 1000));
+    spec.priority = static_cast<int>(p);
+  }
+
+  // Resources.
+  spec.gpus_per_node = 1;
+  spec.nodes = 1;
+  if (auto res = doc["resources"]) {
+    GF_RETURN_IF_ERROR(r.Fields(res, "resources", {"gpus", "gpu_type", "nodes", "cpus", "memory"}));
+    if (auto n = res["gpus"]) {
+      GF_ASSIGN_OR_RETURN(std::string s, r.String(n, "resources.gpus"));
+      auto v = ParseDouble(Trim(s));
+      if (!v || !std::isfinite(*v)) return r.Error(n, "resources.gpus", "must be a number, got '" + s + "'");
+      if (*v < 0 || *v > kMaxGpusPerNode) {
+        return r.Error(n, "resources.gpus",
+                       "must be from 0 to " + std::to_string(kMaxGpusPerNode) + " per node, got " + s);
+      }
+      if (*v > 0 && *v < 1) {
+        int64_t milli = std::llround(*v * 1000);
+        if (milli < 1) return r.Error(n, "resources.gpus", "a GPU slice must be at least 0.001, got " + s);
+        spec.gpus_per_node = 1;
+        spec.gpu_milli = milli;
+      } else {
+        if (*v != std::floor(*v)) {
+          return r.Error(n, "resources.gpus", "must be a whole number of GPUs, or a fraction below 1 for a slice; got " + s);
+        }
+        spec.gpus_per_node = static_cast<int>(*v);
+      }
+    }
+    if (auto n = res["gpu_type"]) {
+      GF_ASSIGN_OR_RETURN(auto names, r.StringList(n, "resources.gpu_type", true));
+      for (size_t i = 0; i < names.size(); ++i) {
+        const model::GpuModel* m = catalog.Find(names[i]);
+        if (!m) {
+          std::vector<std::string> known;
+          for (const auto& gm : catalog.models()) known.push_back(gm.name);
+          return r.Error(n.IsSequence() ? n[i] : n, "resources.gpu_type",
+                         "unknown GPU model '" + names[i] + "'; known models: " + Join(known, ", "));
+        }
+        if (std::find(spec.gpu_models.begin(), spec.gpu_models.end(), m->name) != spec.gpu_models.end()) {
+          return r.Error(n, "resources.gpu_type", "'" + names[i] + "' is listed twice");
+        }
+        spec.gpu_models.push_back(m->name);
+      }
+    }
+    if (auto n = res["nodes"]) {
+      GF_ASSIGN_OR_RETURN(int64_t v, r.Int(n, "resources.nodes", 1, kMaxNodes));
+      spec.nodes = static_cast<int>(v);
+    }
+    if (auto n = res["cpus"]) {
+      GF_ASSIGN_OR_RETURN(std::string s, r.String(n, "resources.cpus"));
+      auto v = ParseDouble(Trim(s));
+      if (!v || !std::isfinite(*v) || *v < 0 || *v * 1000 > kMaxCpuMilli) {
+        return r.Error(n, "resources.cpus", "must be a number of cores from 0 to 100000, got '" + s + "'");
+      }
+      spec.cpu_milli = std::llround(*v * 1000);
+    }
+    if (auto n = res["memory"]) {
+      GF_ASSIGN_OR_RETURN(std::string s, r.String(n, "resources.memory"));
+      auto v = ParseMemoryMib(s);
+      if (!v.ok()) return r.Error(n, "resources.memory", v.status().message());
+      spec.mem_mib = *v;
+    }
+    if (spec.fractional() && spec.nodes != 1) {
+      return r.Error(res, "resources", "a GPU slice (gpus below 1) runs on one node; remove nodes or ask for whole GPUs");
+    }
+  }
+
+  // The command.
+  if (auto n = doc["run"]) {
+    if (n.IsScalar()) {
+      GF_ASSIGN_OR_RETURN(std::string cmd, r.String(n, "run"));
+      if (Trim(cmd).empty()) return r.Error(n, "run", "must not be empty");
+      out.argv = {"/bin/sh", "-c", cmd};
+    } else {
+      GF_ASSIGN_OR_RETURN(out.argv, r.StringList(n, "run", false));
+      if (out.argv.empty() || out.argv[0].empty()) return r.Error(n, "run", "must name a program");
+    }
+  } else {
+    return r.Error(doc, "run", "missing: say what to run, e.g. run: python3 train.py");
+  }
+  if (auto n = doc["workdir"]) {
+    GF_ASSIGN_OR_RETURN(out.workdir, r.String(n, "workdir"));
+    if (!out.workdir.empty() && out.workdir[0] != '/' && out.workdir.find("{{") != 0) {
+      return r.Error(n, "workdir", "must be an absolute path, got '" + out.workdir + "'");
+    }
+  }
+  if (auto n = doc["env"]) {
+    GF_ASSIGN_OR_RETURN(out.env, r.StringMap(n, "env"));
+    for (const auto& [k, v] : out.env) {
+      if (!ValidEnvName(k)) return r.Error(n, "env." + k, "is not a valid environment variable name");
+      if (StartsWith(k, "GPUFLEET_")) return r.Error(n, "env." + k, "names starting with GPUFLEET_ are set by gpufleet");
+    }
+  }
+  if (auto n = doc["user"]) {
+    GF_ASSIGN_OR_RETURN(out.user, r.String(n, "user"));
+    if (!ValidName(out.user)) return r.Error(n, "user", "is not a valid user name");
+  }
+  if (auto n = doc["process_per_gpu"]) {
+    GF_ASSIGN_OR_RETURN(out.process_per_gpu, r.Bool(n, "process_per_gpu"));
+  }
+  if (auto n = doc["market"]) {
+    GF_ASSIGN_OR_RETURN(std::string s, r.String(n, "market"));
+    auto m = model::ParseMarketPreference(s);
+    if (!m.ok()) return r.Error(n, "market", "must be any, spot or on-demand, got '" + s + "'");
+    spec.market = *m;
+  }
+  if (auto n = doc["estimate"]) {
+    GF_ASSIGN_OR_RETURN(std::string s, r.String(n, "estimate"));
+    std::string dur = s;
+    size_t on = s.find(" on ");
+    if (on != std::string::npos) {
+      dur = s.substr(0, on);
+      std::string model(Trim(s.substr(on + 4)));
+      const model::GpuModel* m = catalog.Find(model);
+      if (!m) return r.Error(n, "estimate", "unknown GPU model '" + model + "' (write e.g. '10h on A100')");
+      out.estimate_model = m->name;
+    }
+    auto d = ParseDuration(Trim(dur));
+    if (!d || *d <= Duration::Zero() || *d > Duration::Hours(24 * 366)) {
+      return r.Error(n, "estimate", "must be a positive duration, optionally with a GPU model: '10h' or '10h on A100'; got '" + s + "'");
+    }
+    spec.duration_estimate = *d;
+  }
+  if (auto n = doc["profile"]) {
+    GF_ASSIGN_OR_RETURN(out.profile, r.String(n, "profile"));
+    if (out.profile != "compute" && out.profile != "memory" && out.profile != "balanced") {
+      return r.Error(n, "profile", "must be compute, memory or balanced, got '" + out.profile + "'");
+    }
+  }
+  if (auto n = doc["deadline"]) {
+    GF_ASSIGN_OR_RETURN(Duration d, r.Dur(n, "deadline", false));
+    out.deadline = d;
+  }
+  for (const char* key : {"max_hourly_cost", "max_cost"}) {
+    if (auto n = doc[key]) {
+      GF_ASSIGN_OR_RETURN(std::string s, r.String(n, key));
+      auto v = ParseDollars(s);
+      if (!v.ok()) return r.Error(n, key, v.status().message());
+      (std::strcmp(key, "max_cost") == 0 ? out.max_cost_micros : out.max_hourly_cost_micros) = *v;
+    }
+  }
+  if (auto n = doc["regions"]) {
+    GF_ASSIGN_OR_RETURN(out.regions, r.StringList(n, "regions", true));
+  }
+  if (auto n = doc["constraints"]) {
+    GF_ASSIGN_OR_RETURN(spec.constraints, r.StringMap(n, "constraints"));
+  }
+  if (auto ck = doc["checkpoint"]) {
+    GF_RETURN_IF_ERROR(r.Fields(ck, "checkpoint", {"dir", "signal", "grace", "interval"}));
+    if (auto n = ck["dir"]) {
+      GF_ASSIGN_OR_RETURN(out.checkpoint.dir, r.String(n, "checkpoint.dir"));
+      if (!out.checkpoint.dir.empty() && out.checkpoint.dir[0] != '/') {
+        return r.Error(n, "checkpoint.dir", "must be an absolute path, got '" + out.checkpoint.dir + "'");
+      }
+    }
+    if (auto n = ck["signal"]) {
+      GF_ASSIGN_OR_RETURN(std::string s, r.String(n, "checkpoint.signal"));
+      auto sig = ParseSignal(s);
+      if (!sig.ok()) return r.Error(n, "checkpoint.signal", sig.status().message());
+      out.checkpoint.signal = *sig;
+    }
+    if (auto n = ck["grace"]) {
+      GF_ASSIGN_OR_RETURN(out.checkpoint.grace, r.Dur(n, "checkpoint.grace", true));
+      if (out.checkpoint.grace > Duration::Hours(1)) return r.Error(n, "checkpoint.grace", "must be at most 1h");
+    }
+    if (auto n = ck["interval"]) {
+      GF_ASSIGN_OR_RETURN(spec.checkpoint_interval, r.Dur(n, "checkpoint.interval", true));
+    }
+  }
+  if (auto rs = doc["restart"]) {
+    GF_RETURN_IF_ERROR(r.Fields(rs, "restart", {"on_preemption", "max_restarts_on_errors", "recover_on_exit_codes"}));
+    if (auto n = rs["on_preemption"]) {
+      GF_ASSIGN_OR_RETURN(out.restart.on_preemption, r.Bool(n, "restart.on_preemption"));
+    }
+    if (auto n = rs["max_restarts_on_errors"]) {
+      GF_ASSIGN_OR_RETURN(int64_t v, r.Int(n, "restart.max_restarts_on_errors", 0, 1000));
+      out.restart.max_restarts_on_errors = static_cast<int>(v);
+    }
+    if (auto n = rs["recover_on_exit_codes"]) {
+      if (!n.IsSequence()) return r.Error(n, "restart.recover_on_exit_codes", "must be a list like [75, 143]");
+      for (size_t i = 0; i < n.size(); ++i) {
+        GF_ASSIGN_OR_RETURN(int64_t v, r.Int(n[i], "restart.recover_on_exit_codes", 1, 255));
+        out.restart.recover_on_exit_codes.push_back(static_cast<int>(v));
+      }
+    }
+  }
+  if (auto n = doc["array"]) {
+    if (!n.IsMap() || n.size() == 0) {
+      return r.Error(n, "array", "must map parameter names to lists of values, e.g. array: {lr: [0.1, 0.01]}");
+    }
+    int64_t total = 1;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      std::string name = it->first.Scalar();
+      if (!ValidEnvName(name)) return r.Error(it->first, "array." + name, "parameter names use letters, digits and '_'");
+      GF_ASSIGN_OR_RETURN(auto values, r.StringList(it->second, "array." + name, false));
+      if (values.empty()) return r.Error(it->second, "array." + name, "needs at least one value");
+      total *= static_cast<int64_t>(values.size());
+      if (total > kMaxArrayJobs) {
+        return r.Error(n, "array", "expands to more than " + std::to_string(kMaxArrayJobs) + " jobs");
+      }
+      axes.push_back({name, std::move(values)});
+    }
+  }
+  Status valid = spec.Validate();
+  if (!valid.ok()) return r.Error(doc["resources"] ? doc["resources"] : doc, "resources", valid.message());
+  return Status::Ok();
+}
+
+JobRequest Expand(const JobRequest& base, const std::map<std::string, std::string>& params, int index) {
+  JobRequest j = base;
+  j.array_params = params;
+  bool named = base.spec.name.find("{{") != std::string::npos;
+  j.spec.name = named ? Substitute(base.spec.name, params) : base.spec.name + "-" + std::to_string(index);
+  for (auto& a : j.argv) a = Substitute(a, params);
+  j.workdir = Substitute(j.workdir, params);
+  for (auto& [k, v] : j.env) v = Substitute(v, params);
+  j.env["GPUFLEET_ARRAY_INDEX"] = std::to_string(index);
+  for (const auto& [k, v] : params) j.env[EnvKey(k)] = v;
+  return j;
+}
+
+}  // namespace
+
+Result<int64_t> ParseMemoryMib(std::string_view text) {
+  std::string s(Trim(text));
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+  auto num = ParseDouble(s.substr(0, i));
+  std::string unit = s.substr(i);
+  double mult = 0;
+  if (unit.empty() || unit == "Mi" || unit == "M" || unit == "MiB" || unit == "MB") mult = 1;
+  if (unit == "Gi" || unit == "G" || unit == "GiB" || unit == "GB") mult = 1024;
+  if (unit == "Ti" || unit == "T" || unit == "TiB" || unit == "TB") mult = 1024.0 * 1024;
+  if (!num || mult == 0 || !std::isfinite(*num)) {
+    return Status::InvalidArgument("must be an amount like 512Mi, 64Gi or 1Ti, got '" + s + "'");
+  }
+  double mib = *num * mult;
+  if (mib < 0 || mib > static_cast<double>(kMaxMemMib)) {
+    return Status::InvalidArgument("must be from 0 to 64Ti per node, got '" + s + "'");
+  }
+  return static_cast<int64_t>(std::llround(mib));
+}
+
+namespace {
+const std::vector<std::pair<std::string, int>> kSignals = {
+    {"HUP", SIGHUP}, {"INT", SIGINT}, {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
+    {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"ALRM", SIGALRM}, {"CONT", SIGCONT},
+};
+}  // namespace
+
+Result<int> ParseSignal(std::string_view text) {
+  std::string s(Trim(text));
+  std::string name = s;
+  for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (StartsWith(name, "SIG")) name = name.substr(3);
+  if (auto v = ParseInt(name)) {
+    for (const auto& [n, sig] : kSignals) {
+      if (sig == *v) return sig;
+    }
+  }
+  for (const auto& [n, sig] : kSignals) {
+    if (n == name) return sig;
+  }
+  return Status::InvalidArgument("must be one of SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGCONT; got '" + s + "'");
+}
+
+std::string SignalName(int sig) {
+  for (const auto& [n, s] : kSignals) {
+    if (s == sig) return "SIG" + n;
+  }
+  return std::to_string(sig);
+}
+
+Result<int64_t> ParseDollars(std::string_view text) {
+  std::string s(Trim(text));
+  if (!s.empty() && s[0] == '$') s = s.substr(1);
+  auto v = ParseDouble(s);
+  if (!v || !std::isfinite(*v) || *v < 0 || *v > kMaxDollars) {
+    return Status::InvalidArgument("must be an amount of dollars like 40 or 12.50, got '" + std::string(text) + "'");
+  }
+  return static_cast<int64_t>(std::llround(*v * 1e6));
+}
+
+Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseOptions& options) {
+  const model::GpuCatalog& catalog = options.catalog ? *options.catalog : model::GpuCatalog::BuiltIn();
+  Reader r(options.source);
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(std::string(text));
+  } catch (const YAML::Exception& e) {
+    std::string where = options.source;
+    if (e.mark.line >= 0) where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
+    return Status::InvalidArgument(where + ": not valid YAML or JSON: " + e.msg);
+  }
+  std::vector<JobRequest> out;
+  for (const auto& doc : docs) {
+    if (doc.IsNull()) continue;
+    JobRequest base;
+    std::vector<ArrayAxis> axes;
+    try {
+      GF_RETURN_IF_ERROR(ParseOne(r, doc, catalog, base, axes));
+    } catch (const YAML::Exception& e) {
+      return r.Error(doc, "", std::string("cannot read: ") + e.what());
+    }
+    if (axes.empty()) {
+      out.push_back(std::move(base));
+    } else {
+      // Cartesian product, the last axis varying fastest.
+      std::vector<size_t> idx(axes.size(), 0);
+      for (int index = 0;; ++index) {
+        std::map<std::string, std::string> params;
+        for (size_t a = 0; a < axes.size(); ++a) params[axes[a].name] = axes[a].values[idx[a]];
+        JobRequest j = Expand(base, params, index);
+        if (!ValidName(j.spec.name)) {
+          return r.Error(doc["name"], "name", "element " + std::to_string(index) + " is named '" + j.spec.name +
+                                                  "': use letters, digits, '-', '_' or '.'");
+        }
+        out.push_back(std::move(j));
+        size_t a = axes.size();
+        while (a > 0) {
+          --a;
+          if (++idx[a] < axes[a].values.size()) break;
+          idx[a] = 0;
+          if (a == 0) a = SIZE_MAX;
+          if (a == SIZE_MAX) break;
+        }
+        if (a == SIZE_MAX) break;
+      }
+    }
+    if (out.size() > static_cast<size_t>(kMaxArrayJobs)) {
+      return Status::InvalidArgument(options.source + ": holds more than " + std::to_string(kMaxArrayJobs) + " jobs");
+    }
+  }
+  if (out.empty()) return Status::InvalidArgument(options.source + ": holds no job (is the file empty?)");
+  return out;
+}
+
+nlohmann::json ToJobJson(const JobRequest& j) {
+  using nlohmann::json;
+  const model::JobSpec& s = j.spec;
+  json o;
+  o["name"] = s.name;
+  o["team"] = s.team;
+  o["priority"] = s.priority;
+  json res;
+  if (s.fractional()) {
+    res["gpus"] = static_cast<double>(s.gpu_milli) / 1000.0;
+  } else {
+    res["gpus"] = s.gpus_per_node;
+  }
+  if (!s.gpu_models.empty()) res["gpu_type"] = s.gpu_models;
+  res["nodes"] = s.nodes;
+  if (s.cpu_milli) res["cpus"] = static_cast<double>(s.cpu_milli) / 1000.0;
+  if (s.mem_mib) res["memory"] = std::to_string(s.mem_mib) + "Mi";
+  o["resources"] = res;
+  if (j.argv.size() == 3 && j.argv[0] == "/bin/sh" && j.argv[1] == "-c") {
+    o["run"] = j.argv[2];
+  } else {
+    o["run"] = j.argv;
+  }
+  if (!j.workdir.empty()) o["workdir"] = j.workdir;
+  json env = json::object();
+  for (const auto& [k, v] : j.env) {
+    if (!StartsWith(k, "GPUFLEET_")) env[k] = v;  // set by gpufleet (array elements); not user input
+  }
+  if (!env.empty()) o["env"] = env;
+  if (!j.user.empty()) o["user"] = j.user;
+  if (j.process_per_gpu) o["process_per_gpu"] = true;
+  o["market"] = model::MarketPreferenceName(s.market);
+  if (s.duration_estimate) {
+    std::string e = std::to_string(s.duration_estimate->millis() / 1000) + "s";
+    if (s.duration_estimate->millis() % 1000) e = std::to_string(s.duration_estimate->millis()) + "ms";
+    if (!j.estimate_model.empty()) e += " on " + j.estimate_model;
+    o["estimate"] = e;
+  }
+  if (j.profile != "balanced") o["profile"] = j.profile;
+  if (j.deadline) o["deadline"] = std::to_string(j.deadline->millis()) + "ms";
+  auto dollars = [](int64_t micros) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%lld.%06lld", static_cast<long long>(micros / 1000000),
+                  static_cast<long long>(micros % 1000000));
+    return std::string(buf);
+  };
+  if (j.max_hourly_cost_micros) o["max_hourly_cost"] = dollars(j.max_hourly_cost_micros);
+  if (j.max_cost_micros) o["max_cost"] = dollars(j.max_cost_micros);
+  if (!j.regions.empty()) o["regions"] = j.regions;
+  if (!s.constraints.empty()) o["constraints"] = s.constraints;
+  json ck;
+  if (!j.checkpoint.dir.empty()) ck["dir"] = j.checkpoint.dir;
+  ck["signal"] = SignalName(j.checkpoint.signal);
+  ck["grace"] = std::to_string(j.checkpoint.grace.millis()) + "ms";
+  if (s.checkpoint_interval > Duration::Zero()) ck["interval"] = std::to_string(s.checkpoint_interval.millis()) + "ms";
+  o["checkpoint"] = ck;
+  json rs;
+  rs["on_preemption"] = j.restart.on_preemption;
+  rs["max_restarts_on_errors"] = j.restart.max_restarts_on_errors;
+  if (!j.restart.recover_on_exit_codes.empty()) rs["recover_on_exit_codes"] = j.restart.recover_on_exit_codes;
+  o["restart"] = rs;
+  return o;
+}
+
+}  // namespace gpufleet::api

@@ -1,0 +1,74 @@
+// The job file: what `gpufleet submit job.yaml` reads and what POST /v1/jobs accepts (the same
+// schema as JSON). One strict validator for both: an unknown field, a wrong type or an absurd
+// amount is an error that names the source, line, column and field, and suggests the fix.
+//
+//   name: resnet50                 # letters, digits, '-', '_', '.'; default "job"
+//   team: vision                   # default "default"
+//   priority: 10                   # -1000 .. 1000, larger runs first under the priority policy
+//   resources:
+//     gpus: 4                      # per node; 0 for CPU-only; 0.25 for a quarter of one GPU
+//     gpu_type: [H100, A100-80GB]  # any of, first preferred; a single name is fine too
+//     nodes: 2                     # a gang: all nodes start together or not at all
+//     cpus: 16                     # per node (0.5 allowed)
+//     memory: 64Gi                 # per node: Mi, Gi, Ti (or M, G, T); a plain number is MiB
+//   run: python3 train.py --epochs 3   # a shell command, or a list used as argv
+//   workdir: /data/runs            # default: a directory the agent makes for the job
+//   env: {BATCH: "256"}
+//   user: alice                    # run as this user (agent runs as root)
+//   process_per_gpu: false         # true: one process per GPU with RANK and LOCAL_RANK
+//   market: any                    # any | spot | on-demand (on-demand never lands on spot)
+//   estimate: 10h on A100          # expected runtime (on a GPU model; default the reference)
+//   profile: compute               # compute | memory | balanced: how speed scales across GPUs
+//   deadline: 24h                  # finish within this long after submission
+//   max_hourly_cost: 40            # dollars per hour
+//   max_cost: 300                  # dollars for the whole job
+//   regions: ["europe-*"]          # where it may run (globs)
+//   constraints: {gdpr: "true"}    # node labels required
+//   checkpoint: {dir: /ckpt, signal: SIGTERM, grace: 60s, interval: 30m}
+//   restart: {on_preemption: true, max_restarts_on_errors: 2, recover_on_exit_codes: [75]}
+//   array:                         # a sweep: one job per combination (cartesian product)
+//     lr: [0.1, 0.01]
+//     batch: [32, 64]
+//
+// In an array, "{{lr}}" in name, run, workdir and env values is replaced by the element's value;
+// each element also gets GPUFLEET_ARRAY_INDEX and GPUFLEET_PARAM_<NAME> in its environment.
+// A file may hold several jobs as YAML documents separated by '---'.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/job_request.h"
+#include "common/status.h"
+#include "model/gpu_catalog.h"
+
+namespace gpufleet::api {
+
+inline constexpr int kMaxArrayJobs = 10000;
+
+struct JobParseOptions {
+  std::string source = "job.yaml";  // named in errors: "job.yaml:7:3: resources.gpus: ..."
+  const model::GpuCatalog* catalog = nullptr;  // nullptr: the built-in catalog
+};
+
+// Parses every job of `text` (YAML or JSON), expanding arrays. Errors name source:line:column and
+// the field path. Nothing is returned unless everything is valid.
+Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseOptions& options = {});
+
+// The job in the file schema above (arrays already expanded: no `array` field), for the CLI to
+// send and for `gpufleet status` to show. ParseJobs(ToJobJson(r).dump()) gives `r` back, except
+// for an array element's parameters (its GPUFLEET_* variables are left out).
+nlohmann::json ToJobJson(const JobRequest& request);
+
+// "64Gi" -> 65536 MiB; "512Mi", "1.5Ti", "2G", plain numbers are MiB.
+Result<int64_t> ParseMemoryMib(std::string_view s);
+// "SIGTERM", "TERM", "15" -> 15; only signals a job may ask for (not KILL/STOP).
+Result<int> ParseSignal(std::string_view s);
+std::string SignalName(int sig);
+// Dollars ("40", "12.5", "$3.20") -> micro-dollars.
+Result<int64_t> ParseDollars(std::string_view s);
+
+}  // namespace gpufleet::api

@@ -1,0 +1,221 @@
+#include "api/job_yaml.h"
+
+#include <gtest/gtest.h>
+
+namespace gpufleet::api {
+namespace {
+
+Result<std::vector<JobRequest>> Parse(const std::string& text) {
+  return ParseJobs(text, {.source = "job.yaml"});
+}
+
+std::string ErrorOf(const std::string& text) {
+  auto r = Parse(text);
+  EXPECT_FALSE(r.ok()) << text;
+  return r.ok() ? "" : r.status().message();
+}
+
+TEST(JobYamlTest, FullJob) {
+  auto r = Parse(R"(
+name: resnet50
+team: vision
+priority: 10
+resources:
+  gpus: 4
+  gpu_type: [h100, A100-80GB]
+  nodes: 2
+  cpus: 16
+  memory: 64Gi
+run: python3 train.py --epochs 3
+workdir: /data/runs
+env: {BATCH: "256"}
+market: on-demand
+estimate: 10h on A100
+profile: compute
+deadline: 1d
+max_hourly_cost: 40
+max_cost: $300.50
+regions: ["europe-*"]
+constraints: {gdpr: "true"}
+checkpoint: {dir: /ckpt, signal: SIGUSR1, grace: 60s, interval: 30m}
+restart: {on_preemption: false, max_restarts_on_errors: 2, recover_on_exit_codes: [75]}
+)");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->size(), 1u);
+  const JobRequest& j = (*r)[0];
+  EXPECT_EQ(j.spec.name, "resnet50");
+  EXPECT_EQ(j.spec.team, "vision");
+  EXPECT_EQ(j.spec.priority, 10);
+  EXPECT_EQ(j.spec.gpus_per_node, 4);
+  EXPECT_EQ(j.spec.nodes, 2);
+  EXPECT_EQ(j.spec.gpu_models, (std::vector<std::string>{"H100", "A100-80GB"}));
+  EXPECT_EQ(j.spec.cpu_milli, 16000);
+  EXPECT_EQ(j.spec.mem_mib, 65536);
+  EXPECT_EQ(j.argv, (std::vector<std::string>{"/bin/sh", "-c", "python3 train.py --epochs 3"}));
+  EXPECT_EQ(j.workdir, "/data/runs");
+  EXPECT_EQ(j.env.at("BATCH"), "256");
+  EXPECT_EQ(j.spec.market, model::MarketPreference::kOnDemand);
+  EXPECT_EQ(j.spec.duration_estimate, Duration::Hours(10));
+  EXPECT_EQ(j.estimate_model, "A100");
+  EXPECT_EQ(j.profile, "compute");
+  EXPECT_EQ(j.deadline, Duration::Hours(24));
+  EXPECT_EQ(j.max_hourly_cost_micros, 40'000'000);
+  EXPECT_EQ(j.max_cost_micros, 300'500'000);
+  EXPECT_EQ(j.regions, (std::vector<std::string>{"europe-*"}));
+  EXPECT_EQ(j.spec.constraints.at("gdpr"), "true");
+  EXPECT_EQ(j.checkpoint.dir, "/ckpt");
+  EXPECT_EQ(j.checkpoint.signal, SIGUSR1);
+  EXPECT_EQ(j.checkpoint.grace, Duration::Seconds(60));
+  EXPECT_EQ(j.spec.checkpoint_interval, Duration::Minutes(30));
+  EXPECT_FALSE(j.restart.on_preemption);
+  EXPECT_EQ(j.restart.max_restarts_on_errors, 2);
+  EXPECT_EQ(j.restart.recover_on_exit_codes, (std::vector<int>{75}));
+}
+
+TEST(JobYamlTest, DefaultsAndArgvList) {
+  auto r = Parse("run: [python3, -c, 'print(1)']\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const JobRequest& j = (*r)[0];
+  EXPECT_EQ(j.spec.name, "job");
+  EXPECT_EQ(j.spec.team, "default");
+  EXPECT_EQ(j.spec.gpus_per_node, 1);
+  EXPECT_EQ(j.spec.nodes, 1);
+  EXPECT_EQ(j.argv, (std::vector<std::string>{"python3", "-c", "print(1)"}));
+  EXPECT_EQ(j.checkpoint.signal, SIGTERM);
+  EXPECT_TRUE(j.restart.on_preemption);
+}
+
+TEST(JobYamlTest, GpuSliceAndCpuOnly) {
+  auto r = Parse("resources: {gpus: 0.25}\nrun: x\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ((*r)[0].spec.gpu_milli, 250);
+  EXPECT_TRUE((*r)[0].spec.fractional());
+  auto c = Parse("resources: {gpus: 0}\nrun: x\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ((*c)[0].spec.gpus_per_node, 0);
+}
+
+TEST(JobYamlTest, JsonIsAccepted) {
+  auto r = Parse(R"({"name": "j", "resources": {"gpus": 2, "gpu_type": "T4"}, "run": "echo hi"})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ((*r)[0].spec.gpus_per_node, 2);
+  EXPECT_EQ((*r)[0].spec.gpu_models, (std::vector<std::string>{"T4"}));
+}
+
+TEST(JobYamlTest, ErrorsNameLineColumnAndField) {
+  EXPECT_EQ(ErrorOf("run: x\nresources:\n  gpus: -4\n"),
+            "job.yaml:3:9: resources.gpus: must be from 0 to 1024 per node, got -4");
+  EXPECT_EQ(ErrorOf("run: x\nresourcse: {gpus: 1}\n"),
+            "job.yaml:2:1: resourcse: unknown field (did you mean 'resources'?)");
+  EXPECT_EQ(ErrorOf("run: x\nresources: {gpus: 1.5}\n"),
+            "job.yaml:2:19: resources.gpus: must be a whole number of GPUs, or a fraction below 1 for a slice; got 1.5");
+  EXPECT_NE(ErrorOf("name: x\n").find("job.yaml:1:1: run: missing"), std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nresources: {gpu_type: Z999}\n").find("unknown GPU model 'Z999'; known models: "),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nresources: {nodes: 100000}\n").find("resources.nodes: must be from 1 to 4096"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nresources: {memory: 12 potatoes}\n").find("resources.memory: must be an amount"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\ncheckpoint: {signal: KILL}\n").find("checkpoint.signal: must be one of"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nenv: {GPUFLEET_JOB_ID: 3}\n").find("set by gpufleet"), std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nenv: {1BAD: 3}\n").find("not a valid environment variable name"), std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nname: 'a b'\n").find("job.yaml:2:7: name: use 1-128 letters"), std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nworkdir: relative/dir\n").find("must be an absolute path"), std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nresources: {gpus: 0.5, nodes: 2}\n").find("GPU slice"), std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nrestart: {max_restarts_on_errors: -1}\n").find("restart.max_restarts_on_errors"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nestimate: soon\n").find("estimate: must be a positive duration"), std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nmax_cost: lots\n").find("max_cost: must be an amount of dollars"), std::string::npos);
+  EXPECT_NE(ErrorOf("run: [x\n").find("job.yaml:"), std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nrun: y\n").find("given twice"), std::string::npos);
+  EXPECT_NE(ErrorOf("- a\n- b\n").find("must be a mapping"), std::string::npos);
+  EXPECT_NE(ErrorOf("").find("holds no job"), std::string::npos);
+}
+
+TEST(JobYamlTest, ArrayExpandsCartesianProduct) {
+  auto r = Parse(R"(
+name: sweep-lr{{lr}}-b{{batch}}
+run: python3 train.py --lr {{lr}} --batch {{batch}}
+env: {TAG: "run-{{lr}}"}
+array:
+  lr: [0.1, 0.01]
+  batch: [32, 64, 128]
+)");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->size(), 6u);
+  EXPECT_EQ((*r)[0].spec.name, "sweep-lr0.1-b32");
+  EXPECT_EQ((*r)[1].spec.name, "sweep-lr0.1-b64");
+  EXPECT_EQ((*r)[5].spec.name, "sweep-lr0.01-b128");
+  EXPECT_EQ((*r)[4].argv[2], "python3 train.py --lr 0.01 --batch 64");
+  EXPECT_EQ((*r)[4].env.at("TAG"), "run-0.01");
+  EXPECT_EQ((*r)[4].env.at("GPUFLEET_ARRAY_INDEX"), "4");
+  EXPECT_EQ((*r)[4].env.at("GPUFLEET_PARAM_BATCH"), "64");
+  EXPECT_EQ((*r)[4].array_params.at("lr"), "0.01");
+  // Without a placeholder in the name, elements are numbered.
+  auto n = Parse("name: s\nrun: x\narray: {seed: [1, 2]}\n");
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ((*n)[1].spec.name, "s-1");
+}
+
+TEST(JobYamlTest, ArrayLimits) {
+  EXPECT_NE(ErrorOf("run: x\narray: {a: []}\n").find("needs at least one value"), std::string::npos);
+  std::string big = "run: x\narray:\n  a: [" ;
+  for (int i = 0; i < 200; ++i) big += std::to_string(i) + (i < 199 ? "," : "]\n");
+  big += "  b: [";
+  for (int i = 0; i < 200; ++i) big += std::to_string(i) + (i < 199 ? "," : "]\n");
+  EXPECT_NE(ErrorOf(big).find("expands to more than 10000 jobs"), std::string::npos);
+}
+
+TEST(JobYamlTest, SeveralDocuments) {
+  auto r = Parse("name: a\nrun: x\n---\nname: b\nrun: y\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[1].spec.name, "b");
+}
+
+TEST(JobYamlTest, RoundTripThroughJson) {
+  auto r = Parse(R"(
+name: rt
+team: t
+priority: -3
+resources: {gpus: 2, gpu_type: [L4], nodes: 3, cpus: 1.5, memory: 3Gi}
+run: [python3, train.py]
+env: {A: "1"}
+market: spot
+estimate: 90m on H100
+profile: memory
+deadline: 2h
+max_hourly_cost: 1.25
+regions: [us-*]
+constraints: {zone: a}
+checkpoint: {signal: USR2, grace: 5s, interval: 10m}
+restart: {max_restarts_on_errors: 1, recover_on_exit_codes: [75, 76]}
+)");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto again = Parse(ToJobJson((*r)[0]).dump());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(ToJobJson((*again)[0]), ToJobJson((*r)[0]));
+  EXPECT_EQ((*again)[0].spec.duration_estimate, Duration::Minutes(90));
+  EXPECT_EQ((*again)[0].spec.cpu_milli, 1500);
+  EXPECT_EQ((*again)[0].max_hourly_cost_micros, 1'250'000);
+}
+
+TEST(JobYamlTest, Units) {
+  EXPECT_EQ(*ParseMemoryMib("512Mi"), 512);
+  EXPECT_EQ(*ParseMemoryMib("1.5Gi"), 1536);
+  EXPECT_EQ(*ParseMemoryMib("2T"), 2 * 1024 * 1024);
+  EXPECT_EQ(*ParseMemoryMib("100"), 100);
+  EXPECT_FALSE(ParseMemoryMib("-1Gi").ok());
+  EXPECT_FALSE(ParseMemoryMib("65Ti").ok());
+  EXPECT_EQ(*ParseSignal("term"), SIGTERM);
+  EXPECT_EQ(*ParseSignal("SIGUSR1"), SIGUSR1);
+  EXPECT_EQ(*ParseSignal("15"), SIGTERM);
+  EXPECT_FALSE(ParseSignal("9").ok());
+  EXPECT_EQ(SignalName(SIGTERM), "SIGTERM");
+  EXPECT_EQ(*ParseDollars("$3.20"), 3'200'000);
+  EXPECT_FALSE(ParseDollars("-1").ok());
+}
+
+}  // namespace
+}  // namespace gpufleet::api
