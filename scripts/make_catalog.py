@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Builds data/catalog/offers.csv, the GPU offer excerpt gpufleet ships, from the raw cloud catalogs.
+
+Usage: scripts/make_catalog.py SOURCE_DIR [OUT_CSV]
+  SOURCE_DIR  the raw catalog folder (skypilot_format/, skypilot_catalog_v8/, aws/ inside it)
+  OUT_CSV     default data/catalog/offers.csv
+
+Python 3 standard library only. The output is deterministic (rows sorted, prices copied verbatim
+as decimal strings, computed prices done in Decimal), so a rerun on the same input is byte-identical.
+
+What it does (data/catalog/SOURCE.md says why):
+  * keeps GPU rows only (TPUs, CPU-only shapes, Inferentia/Trainium/FPGA dropped);
+  * GCP: joins each accelerator row with the host VM the GPU needs in the same zone (a2/a3/a4/g2
+    are fixed by the GPU; T4/V100/P100/P4 attach to n1-standard-(8 x GPUs)); the host part is kept
+    in host_usd_h so that the loader can judge the GPU part on its own;
+  * AWS: on-demand per region from the vantage table; spot estimated as
+    on-demand x (1 - savings%) from the Spot Advisor (Linux), with its interruption bucket; where
+    the SkyPilot sample has per-zone spot prices (p5/p5en/p6), those zone rows replace the region row;
+  * Azure, Lambda, Nebius, OCI, Vast: copied, columns renamed. Vast's SpotPrice 0.00 means "none".
+It does not repair defects (spot above on-demand, fallback prices, fractional GPUs, unnamed GPUs):
+the loader in src/cost/offer.cc finds them and reports them as warnings.
+"""
+
+import csv
+import json
+import os
+import re
+import sys
+from decimal import Decimal, ROUND_HALF_EVEN
+
+HEADER = [
+    "cloud", "region", "zone", "instance_type", "accelerator", "gpu_count", "gpu_mem_mib", "vcpus",
+    "ram_gib", "ondemand_usd_h", "host_usd_h", "spot_usd_h", "spot_kind", "aws_interruption_bucket",
+]
+
+NON_GPU_ACCEL = re.compile(r"^(tpu-|Inferentia|Trainium|AWS |Qualcomm|ARM |AMD Radeon)", re.I)
+
+
+def num(s):
+    """'208.0' -> '208', '1872.5' -> '1872.5', '' -> ''."""
+    s = (s or "").strip()
+    if not s:
+        return ""
+    d = Decimal(s)
+    return str(d.to_integral_value()) if d == d.to_integral_value() else str(d.normalize())
+
+
+def price(s):
+    s = (s or "").strip()
+    return "" if s == "" else s
+
+
+def gpu_mem_mib(gpu_info):
+    """GpuInfo is a Python dict literal; the per-GPU MiB is the first SizeInMiB."""
+    m = re.search(r"'SizeInMiB':\s*([0-9]+)", gpu_info or "")
+    return m.group(1) if m else ""
+
+
+def read(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def gcp(src):
+    rows = read(os.path.join(src, "skypilot_format", "gcp_vms.csv"))
+    hosts = {}  # (type, zone) -> row
+    for r in rows:
+        if r["InstanceType"]:
+            hosts[(r["InstanceType"], r["AvailabilityZone"])] = r
+    fixed = {  # (accelerator, count) -> host type
+        ("A100", 1): "a2-highgpu-1g", ("A100", 2): "a2-highgpu-2g", ("A100", 4): "a2-highgpu-4g",
+        ("A100", 8): "a2-highgpu-8g", ("A100", 16): "a2-megagpu-16g",
+        ("A100-80GB", 1): "a2-ultragpu-1g", ("A100-80GB", 2): "a2-ultragpu-2g",
+        ("A100-80GB", 4): "a2-ultragpu-4g", ("A100-80GB", 8): "a2-ultragpu-8g",
+        ("H100", 1): "a3-highgpu-1g", ("H100", 2): "a3-highgpu-2g", ("H100", 4): "a3-highgpu-4g",
+        ("H100", 8): "a3-highgpu-8g", ("H100-MEGA", 8): "a3-megagpu-8g", ("H200", 8): "a3-ultragpu-8g",
+        ("B200", 8): "a4-highgpu-8g",
+        ("L4", 1): "g2-standard-8", ("L4", 2): "g2-standard-24", ("L4", 4): "g2-standard-48",
+        ("L4", 8): "g2-standard-96",
+    }
+    out, missing_host = [], 0
+    for r in rows:
+        acc = r["AcceleratorName"]
+        if r["InstanceType"] or not acc or NON_GPU_ACCEL.match(acc):
+            continue
+        count = int(Decimal(r["AcceleratorCount"]))
+        host_type = fixed.get((acc, count))
+        if host_type is None and acc in ("T4", "V100", "P100", "P4"):
+            host_type = "n1-standard-%d" % min(8 * count, 96)
+        host = hosts.get((host_type, r["AvailabilityZone"])) if host_type else None
+        if host is None:
+            missing_host += 1
+            continue
+        od = spot = ""
+        if r["Price"] and host["Price"]:
+            od = str(Decimal(r["Price"]) + Decimal(host["Price"]))
+        if r["SpotPrice"] and host["SpotPrice"]:
+            spot = str(Decimal(r["SpotPrice"]) + Decimal(host["SpotPrice"]))
+        out.append({
+            "cloud": "gcp", "region": r["Region"], "zone": r["AvailabilityZone"], "instance_type": host_type,
+            "accelerator": acc, "gpu_count": str(count), "gpu_mem_mib": gpu_mem_mib(r["GpuInfo"]),
+            "vcpus": num(host["vCPUs"]), "ram_gib": num(host["MemoryGiB"]), "ondemand_usd_h": od,
+            "host_usd_h": host["Price"], "spot_usd_h": spot, "spot_kind": "quoted" if spot else "",
+            "aws_interruption_bucket": "",
+        })
+    print("gcp: %d offers, %d accelerator rows without a host VM in their zone" % (len(out), missing_host),
+          file=sys.stderr)
+    return out
+
+
+def simple(src, rel, cloud, spot_zero_is_none=False):
+    out = []
+    for r in read(os.path.join(src, rel)):
+        acc = r.get("AcceleratorName", "")
+        # Rows without a GPU name are kept when the shape is a GPU family (Azure MI300X/GB200), so
+        # that the loader counts them as unknown GPUs instead of silently losing them.
+        if not r.get("AcceleratorCount"):
+            continue
+        if acc and NON_GPU_ACCEL.match(acc):
+            continue
+        spot = price(r.get("SpotPrice"))
+        if spot_zero_is_none and spot and Decimal(spot) == 0:
+            spot = ""
+        out.append({
+            "cloud": cloud, "region": r["Region"], "zone": r.get("AvailabilityZone", ""),
+            "instance_type": r["InstanceType"], "accelerator": acc, "gpu_count": num(r["AcceleratorCount"]),
+            "gpu_mem_mib": gpu_mem_mib(r.get("GpuInfo", "")), "vcpus": num(r["vCPUs"]),
+            "ram_gib": num(r["MemoryGiB"]), "ondemand_usd_h": price(r["Price"]), "host_usd_h": "",
+            "spot_usd_h": spot, "spot_kind": "quoted" if spot else "", "aws_interruption_bucket": "",
+        })
+    print("%s: %d offers" % (cloud, len(out)), file=sys.stderr)
+    return out
+
+
+def aws(src):
+    vantage = read(os.path.join(src, "aws", "aws_gpu_ondemand_vantage.csv"))
+    advisor = {}
+    for r in read(os.path.join(src, "aws", "aws_spot_advisor_gpu.csv")):
+        if r["OS"] == "Linux":
+            advisor[(r["Region"], r["InstanceType"])] = r
+    sample = read(os.path.join(src, "aws", "aws_skypilot_v8_p5_p6_sample.csv"))
+    sampled = {(r["InstanceType"], r["Region"]) for r in sample}
+    out = []
+    for r in vantage:
+        model = r["GpuModel"]
+        if not r["Region"] or not model.startswith("NVIDIA ") or not r["OnDemandUSDPerHour"]:
+            continue
+        if (r["InstanceType"], r["Region"]) in sampled:
+            continue
+        acc = model[len("NVIDIA "):].replace(" Blackwell", "").replace("Grace ", "")
+        ram = re.match(r"([0-9.]+)", r["MemoryRaw"] or "")
+        spot, bucket, kind = "", "", ""
+        adv = advisor.get((r["Region"], r["InstanceType"]))
+        if adv:
+            saving = Decimal(adv["SavingsPctVsOnDemand"])
+            est = Decimal(r["OnDemandUSDPerHour"]) * (Decimal(100) - saving) / Decimal(100)
+            spot = str(est.quantize(Decimal("0.000001"), rounding=ROUND_HALF_EVEN))
+            bucket, kind = adv["InterruptionRangeIndex"], "estimated"
+        out.append({
+            "cloud": "aws", "region": r["Region"], "zone": "", "instance_type": r["InstanceType"],
+            "accelerator": acc, "gpu_count": num(r["GpuCount"]), "gpu_mem_mib": "", "vcpus": num(r["vCPUs"]),
+            "ram_gib": num(ram.group(1)) if ram else "", "ondemand_usd_h": r["OnDemandUSDPerHour"],
+            "host_usd_h": "", "spot_usd_h": spot, "spot_kind": kind, "aws_interruption_bucket": bucket,
+        })
+    for r in sample:
+        adv = advisor.get((r["Region"], r["InstanceType"]))
+        spot = price(r["SpotPrice"])
+        out.append({
+            "cloud": "aws", "region": r["Region"], "zone": r["AvailabilityZone"], "instance_type": r["InstanceType"],
+            "accelerator": r["AcceleratorName"], "gpu_count": num(r["AcceleratorCount"]), "gpu_mem_mib": "",
+            "vcpus": num(r["vCPUs"]), "ram_gib": num(r["MemoryGiB"]), "ondemand_usd_h": price(r["Price"]),
+            "host_usd_h": "", "spot_usd_h": spot, "spot_kind": "quoted" if spot else "",
+            "aws_interruption_bucket": adv["InterruptionRangeIndex"] if adv else "",
+        })
+    print("aws: %d offers (%d per-zone rows from the SkyPilot sample)" % (len(out), len(sample)), file=sys.stderr)
+    return out
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    src = argv[1]
+    dst = argv[2] if len(argv) > 2 else os.path.join(os.path.dirname(__file__), "..", "data", "catalog", "offers.csv")
+    rows = []
+    rows += aws(src)
+    rows += simple(src, "skypilot_format/azure_vms_gpu.csv", "azure")
+    rows += gcp(src)
+    rows += simple(src, "skypilot_format/lambda_vms.csv", "lambda")
+    rows += simple(src, "skypilot_catalog_v8/nebius_vms_gpu.csv", "nebius")
+    rows += simple(src, "skypilot_catalog_v8/oci_vms_gpu_one_region.csv", "oci")
+    rows += simple(src, "skypilot_format/vast_vms.csv", "vast", spot_zero_is_none=True)
+    rows.sort(key=lambda r: (r["cloud"], r["instance_type"], r["region"], r["zone"], r["accelerator"]))
+    with open(dst, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=HEADER, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    print("wrote %d offers to %s" % (len(rows), dst), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
