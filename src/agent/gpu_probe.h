@@ -1,0 +1,138 @@
+// GpuProbe: what GPUs this node has and how busy they are.
+//
+// Two implementations: NvmlProbe asks the NVIDIA driver through NVML, which it loads with dlopen
+// at run time (gpufleet never links against NVML, so one binary runs on machines with and without
+// a driver); FakeGpuProbe makes up a node from a spec such as "8xH100", for running the agent
+// without GPUs. NodeSpecFromDevices turns what a probe saw into the NodeSpec the scheduler uses.
+//
+// Thread-safety: a probe is used by one thread at a time; the free functions are pure.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/gpu_catalog.h"
+#include "model/types.h"
+
+namespace gpufleet::agent {
+
+struct GpuDevice {
+  int index = 0;              // the driver's index, 0..n-1
+  std::string uuid;           // "GPU-8e5b3e41-..." (driver) or "GPU-fake-node1-0"
+  std::string name;           // the driver's name: "NVIDIA H100 80GB HBM3", "Tesla T4"
+  int64_t memory_mib = 0;     // total memory
+  std::vector<int> nvlink_peers;  // indices of the GPUs it reaches over active NVLinks, ascending
+};
+
+struct GpuSample {
+  int util_pct = 0;  // 0..100, share of the last sample period a kernel ran
+  int64_t mem_used_mib = 0;
+  int temperature_c = 0;
+  int power_w = 0;
+};
+
+class GpuProbe {
+ public:
+  virtual ~GpuProbe() = default;
+  // The GPUs, in index order. Does not change while the agent runs.
+  virtual Result<std::vector<GpuDevice>> Devices() = 0;
+  // One sample per GPU, in index order.
+  virtual Result<std::vector<GpuSample>> Sample() = 0;
+};
+
+// NVML through dlopen. Open loads the library and calls nvmlInit_v2; the destructor shuts NVML
+// down and unloads it. NVLink peers: for each active link, the remote end's PCI bus id mapped to
+// a local GPU; a remote end that is no local GPU (an NVSwitch) joins every local GPU linked to it.
+class NvmlProbe : public GpuProbe {
+ public:
+  static constexpr const char* kDefaultLibrary = "libnvidia-ml.so.1";
+  // Errors: Unavailable "NVML not found (libnvidia-ml.so.1): no NVIDIA driver on this machine;
+  // use --fake-gpus 8xH100 to run without GPUs" when the library is missing; Unavailable naming
+  // the symbol when the library lacks one; Unavailable with NVML's message when init fails.
+  static Result<std::unique_ptr<NvmlProbe>> Open(const std::string& library = kDefaultLibrary);
+  ~NvmlProbe() override;
+
+  Result<std::vector<GpuDevice>> Devices() override;
+  Result<std::vector<GpuSample>> Sample() override;
+
+  struct Api;  // the resolved NVML entry points
+
+ private:
+  NvmlProbe(void* handle, std::unique_ptr<Api> api);
+  void* handle_;
+  std::unique_ptr<Api> api_;
+};
+
+// Fake GPUs.
+//
+// Spec: "COUNTxMODEL", e.g. "8xH100", "4xA100-80GB", "2xT4". MODEL is a catalog name or alias;
+// "<catalog name>-<N>GB" is accepted when that model has N GB ("8xH100-80GB"). COUNT is 1..64.
+// Devices: name = the canonical catalog name, memory from the catalog, uuid
+// "GPU-fake-<node>-<i>". NVLink: when the catalog gives the model an NVLink interconnect, every
+// GPU is a peer of every other (one domain, as on an NVSwitch board); otherwise (T4, L4, ...)
+// no GPU has peers, as on a real PCIe-only node.
+//
+// Telemetry file (--fake-telemetry FILE): each line is one Sample() call; after the last line,
+// the last line repeats. '#' starts a comment; blank lines are skipped. A line holds one or more
+// entries separated by ';'. An entry is four integers
+//     util_pct mem_used_mib temperature_c power_w
+// for every GPU, or the same four after "gpu=I" for GPU I alone, which overrides the all-GPU
+// entry on that line:
+//     50 20000 60 300                  # every GPU at 50%, 20000 MiB used, 60 C, 300 W
+//     50 20000 60 300; gpu=3 100 79000 85 690   # ... except GPU 3
+//     gpu=0 90 1000 70 500             # GPU 0 busy, the others idle
+// GPUs a line does not cover are idle (0%, 0 MiB, 30 C, 50 W). With no file every GPU is idle.
+// Limits: util 0..100, memory 0..the GPU's memory, temperature -40..150, power 0..5000.
+struct FakeGpuOptions {
+  std::string spec{};            // "8xH100"
+  std::string node = "node";     // for the uuids
+  std::string telemetry_path{};  // empty = idle
+};
+
+// One line of a telemetry file, already expanded to every GPU.
+using TelemetryStep = std::vector<GpuSample>;
+
+// Parses a telemetry file's text for `gpus` GPUs with the given memory (index order). Errors name
+// the source and line: "telemetry.txt:3: util_pct must be 0..100, got 130".
+Result<std::vector<TelemetryStep>> ParseFakeTelemetry(const std::string& text,
+                                                      const std::string& source,
+                                                      const std::vector<int64_t>& memory_mib);
+
+class FakeGpuProbe : public GpuProbe {
+ public:
+  // Errors: InvalidArgument for a bad spec ("unknown GPU model 'H10' in '8xH10'; close matches:
+  // H100, H200, H800") or telemetry file; NotFound when the telemetry file cannot be read.
+  static Result<std::unique_ptr<FakeGpuProbe>> Create(const FakeGpuOptions& options,
+                                                      const model::GpuCatalog& catalog);
+
+  Result<std::vector<GpuDevice>> Devices() override { return devices_; }
+  Result<std::vector<GpuSample>> Sample() override;
+
+ private:
+  FakeGpuProbe(std::vector<GpuDevice> devices, std::vector<TelemetryStep> steps)
+      : devices_(std::move(devices)), steps_(std::move(steps)) {}
+  std::vector<GpuDevice> devices_;
+  std::vector<TelemetryStep> steps_;  // empty = idle
+  size_t next_ = 0;
+};
+
+// The catalog's canonical model name for a driver's GPU name: "NVIDIA H100 80GB HBM3" -> "H100",
+// "Tesla T4" -> "T4", "NVIDIA A100-SXM4-80GB" -> "A100-80GB", "NVIDIA H100 NVL" -> "H100-NVL",
+// "NVIDIA GeForce RTX 4090" -> "RTX4090". Where the name does not say the memory size,
+// `memory_mib` (the device's; 0 = unknown) picks between variants ("A100" vs "A100-80GB").
+// NotFound when no catalog model matches.
+Result<std::string> CatalogModelForDriverName(const std::string& driver_name, int64_t memory_mib,
+                                              const model::GpuCatalog& catalog);
+
+// The NodeSpec for node `name` with these GPUs: the catalog model of their driver names (all
+// GPUs of a node must be one model) and nvlink_domain from the NVLink peers (connected
+// components, numbered in order of their lowest GPU index; a GPU without peers is a domain of
+// its own). CPU, memory, labels and market are left for the caller. No GPUs -> a CPU-only node.
+Result<model::NodeSpec> NodeSpecFromDevices(const std::string& name,
+                                            const std::vector<GpuDevice>& devices,
+                                            const model::GpuCatalog& catalog);
+
+}  // namespace gpufleet::agent
