@@ -1,0 +1,553 @@
+#include "api/codec.h"
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace gpufleet::api {
+namespace {
+
+using json = nlohmann::json;
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// "string \"eight\"", "number 1.5", "null": what a message says was found instead.
+std::string Describe(const json& v) {
+  if (v.is_null()) return "null";
+  std::string text = Dump(v);
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return std::string(v.type_name()) + " " + text;
+}
+
+std::string Join(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+std::string Index(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
+
+// Reads the fields of one JSON object and keeps the first error. A getter that fails returns a
+// default value, so a decoder reads every field in a row and checks status() once at the end.
+class Fields {
+ public:
+  Fields(const json& j, std::string path) : j_(j), path_(std::move(path)) {
+    if (!j_.is_object()) Fail(path_, "expected an object, got " + Describe(j_));
+  }
+
+  Status status() const { return status_; }
+  bool ok() const { return status_.ok(); }
+
+  int64_t Int64(std::string_view key) { return IntIn(Required(key), Join(path_, key), kMin64, kMax64); }
+  int Int(std::string_view key) { return static_cast<int>(IntIn(Required(key), Join(path_, key), kMinInt, kMaxInt)); }
+  std::optional<int> OptionalInt(std::string_view key) {
+    const json* v = Optional(key);
+    if (v == nullptr) return std::nullopt;
+    return static_cast<int>(IntIn(v, Join(path_, key), kMinInt, kMaxInt));
+  }
+  bool Bool(std::string_view key) {
+    const json* v = Required(key);
+    if (v == nullptr) return false;
+    if (!v->is_boolean()) {
+      Fail(Join(path_, key), "expected true or false, got " + Describe(*v));
+      return false;
+    }
+    return v->get<bool>();
+  }
+  std::string String(std::string_view key) { return StringAt(Required(key), Join(path_, key)); }
+  Time TimeMs(std::string_view key) { return Time::FromMillis(Int64(key)); }
+  Duration DurationMs(std::string_view key) { return Duration::Millis(Int64(key)); }
+  std::optional<Duration> OptionalDurationMs(std::string_view key) {
+    const json* v = Optional(key);
+    if (v == nullptr) return std::nullopt;
+    return Duration::Millis(IntIn(v, Join(path_, key), kMin64, kMax64));
+  }
+
+  std::vector<std::string> Strings(std::string_view key) {
+    std::vector<std::string> out;
+    const std::string path = Join(path_, key);
+    const json* v = Array(Required(key), path);
+    if (v == nullptr) return out;
+    for (size_t i = 0; i < v->size() && ok(); ++i) out.push_back(StringAt(&(*v)[i], Index(path, i)));
+    return out;
+  }
+  std::vector<int> Ints(std::string_view key) {
+    std::vector<int> out;
+    const std::string path = Join(path_, key);
+    const json* v = Array(Required(key), path);
+    if (v == nullptr) return out;
+    for (size_t i = 0; i < v->size() && ok(); ++i) {
+      out.push_back(static_cast<int>(IntIn(&(*v)[i], Index(path, i), kMinInt, kMaxInt)));
+    }
+    return out;
+  }
+  std::map<std::string, std::string> StringMap(std::string_view key) {
+    std::map<std::string, std::string> out;
+    const json* v = Required(key);
+    if (v == nullptr) return out;
+    const std::string path = Join(path_, key);
+    if (!v->is_object()) {
+      Fail(path, "expected an object of strings, got " + Describe(*v));
+      return out;
+    }
+    for (const auto& [k, value] : v->items()) {
+      out[k] = StringAt(&value, Join(path, k));
+      if (!ok()) break;
+    }
+    return out;
+  }
+
+  // An enum written by name; `parse` is the enum's Parse function.
+  template <typename E>
+  E Enum(std::string_view key, Result<E> (*parse)(const std::string&), E fallback) {
+    const std::string path = Join(path_, key);
+    const json* v = Required(key);
+    if (v == nullptr) return fallback;
+    std::string name = StringAt(v, path);
+    if (!ok()) return fallback;
+    Result<E> e = parse(name);
+    if (!e.ok()) {
+      Fail(path, e.status().message());
+      return fallback;
+    }
+    return *e;
+  }
+
+  // A nested object decoded by `decode(json, path)`.
+  template <typename T>
+  T Object(std::string_view key, Result<T> (*decode)(const json&, const std::string&)) {
+    const json* v = Required(key);
+    if (v == nullptr) return T{};
+    return Nested(*v, Join(path_, key), decode);
+  }
+  template <typename T>
+  std::optional<T> OptionalObject(std::string_view key, Result<T> (*decode)(const json&, const std::string&)) {
+    const json* v = Optional(key);
+    if (v == nullptr) return std::nullopt;
+    return Nested(*v, Join(path_, key), decode);
+  }
+  template <typename T>
+  std::vector<T> Objects(std::string_view key, Result<T> (*decode)(const json&, const std::string&)) {
+    std::vector<T> out;
+    const std::string path = Join(path_, key);
+    const json* v = Array(Required(key), path);
+    if (v == nullptr) return out;
+    for (size_t i = 0; i < v->size() && ok(); ++i) out.push_back(Nested((*v)[i], Index(path, i), decode));
+    return out;
+  }
+
+ private:
+  static constexpr int64_t kMin64 = std::numeric_limits<int64_t>::min();
+  static constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
+  static constexpr int64_t kMinInt = std::numeric_limits<int>::min();
+  static constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+
+  void Fail(const std::string& path, const std::string& msg) {
+    if (!status_.ok()) return;
+    status_ = Status::InvalidArgument(path.empty() ? msg : path + ": " + msg);
+  }
+
+  // The value of a field that must be there (not null), or nullptr after recording the error.
+  const json* Required(std::string_view key) {
+    if (!ok()) return nullptr;
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) {
+      Fail(Join(path_, key), it == j_.end() ? "missing field" : "must not be null");
+      return nullptr;
+    }
+    return &*it;
+  }
+  // The value of an optional field, or nullptr when it is absent or null.
+  const json* Optional(std::string_view key) {
+    if (!ok()) return nullptr;
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+  const json* Array(const json* v, const std::string& path) {
+    if (v == nullptr) return nullptr;
+    if (!v->is_array()) {
+      Fail(path, "expected an array, got " + Describe(*v));
+      return nullptr;
+    }
+    return v;
+  }
+  int64_t IntIn(const json* v, const std::string& path, int64_t lo, int64_t hi) {
+    if (v == nullptr || !ok()) return 0;
+    if (!v->is_number_integer()) {
+      Fail(path, "expected an integer, got " + Describe(*v));
+      return 0;
+    }
+    bool in_range;
+    int64_t x = 0;
+    if (v->is_number_unsigned()) {
+      const uint64_t u = v->get<uint64_t>();
+      in_range = u <= static_cast<uint64_t>(hi);
+      if (in_range) x = static_cast<int64_t>(u);
+    } else {
+      x = v->get<int64_t>();
+      in_range = x >= lo && x <= hi;
+    }
+    if (!in_range) {
+      Fail(path, "integer " + Dump(*v) + " is out of range [" + std::to_string(lo) + ", " +
+                     std::to_string(hi) + "]");
+      return 0;
+    }
+    return x;
+  }
+  std::string StringAt(const json* v, const std::string& path) {
+    if (v == nullptr || !ok()) return {};
+    if (!v->is_string()) {
+      Fail(path, "expected a string, got " + Describe(*v));
+      return {};
+    }
+    return v->get<std::string>();
+  }
+  template <typename T>
+  T Nested(const json& v, const std::string& path, Result<T> (*decode)(const json&, const std::string&)) {
+    if (!ok()) return T{};
+    Result<T> r = decode(v, path);
+    if (!r.ok()) {
+      if (status_.ok()) status_ = r.status();  // already carries the full path
+      return T{};
+    }
+    return std::move(r).value();
+  }
+
+  const json& j_;
+  std::string path_;
+  Status status_;
+};
+
+// Decoders that know where they are; the public XFromJson functions start them at the root.
+
+Result<model::JobSpec> DecodeJobSpec(const json& j, const std::string& path) {
+  Fields f(j, path);
+  model::JobSpec s;
+  s.name = f.String("name");
+  s.team = f.String("team");
+  s.priority = f.Int("priority");
+  s.submit = f.TimeMs("submit_ms");
+  s.gpus_per_node = f.Int("gpus_per_node");
+  s.nodes = f.Int("nodes");
+  s.gpu_milli = f.Int64("gpu_milli");
+  s.gpu_models = f.Strings("gpu_models");
+  s.cpu_milli = f.Int64("cpu_milli");
+  s.mem_mib = f.Int64("mem_mib");
+  s.duration_estimate = f.OptionalDurationMs("duration_estimate_ms");
+  s.checkpoint_interval = f.DurationMs("checkpoint_interval_ms");
+  s.constraints = f.StringMap("constraints");
+  s.market = f.Enum("market", &model::ParseMarketPreference, model::MarketPreference::kAny);
+  if (!f.ok()) return f.status();
+  return s;
+}
+
+Result<model::NodeSpec> DecodeNodeSpec(const json& j, const std::string& path) {
+  Fields f(j, path);
+  model::NodeSpec s;
+  s.name = f.String("name");
+  s.gpu_model = f.String("gpu_model");
+  s.gpus = f.Int("gpus");
+  s.nvlink_domain = f.Ints("nvlink_domain");
+  s.cpu_milli = f.Int64("cpu_milli");
+  s.mem_mib = f.Int64("mem_mib");
+  s.labels = f.StringMap("labels");
+  s.market = f.Enum("market", &model::ParseMarket, model::Market::kOnDemand);
+  if (!f.ok()) return f.status();
+  return s;
+}
+
+Result<model::NodeAssignment> DecodeNodeAssignment(const json& j, const std::string& path) {
+  Fields f(j, path);
+  model::NodeAssignment a;
+  a.node = NodeId(f.Int64("node"));
+  a.gpus = f.Ints("gpus");
+  a.gpu_milli = f.Int64("gpu_milli");
+  a.cpu_milli = f.Int64("cpu_milli");
+  a.mem_mib = f.Int64("mem_mib");
+  if (!f.ok()) return f.status();
+  return a;
+}
+
+Result<model::Placement> DecodePlacement(const json& j, const std::string& path) {
+  Fields f(j, path);
+  model::Placement p;
+  p.gpu_model = f.String("gpu_model");
+  p.parts = f.Objects("parts", &DecodeNodeAssignment);
+  if (!f.ok()) return f.status();
+  return p;
+}
+
+Result<CheckpointPolicy> DecodeCheckpointPolicy(const json& j, const std::string& path) {
+  Fields f(j, path);
+  CheckpointPolicy c;
+  c.dir = f.String("dir");
+  c.signal = f.Int("signal");
+  c.grace = f.DurationMs("grace_ms");
+  if (!f.ok()) return f.status();
+  return c;
+}
+
+Result<RestartPolicy> DecodeRestartPolicy(const json& j, const std::string& path) {
+  Fields f(j, path);
+  RestartPolicy r;
+  r.on_preemption = f.Bool("on_preemption");
+  r.max_restarts_on_errors = f.Int("max_restarts_on_errors");
+  r.recover_on_exit_codes = f.Ints("recover_on_exit_codes");
+  if (!f.ok()) return f.status();
+  return r;
+}
+
+Result<JobRequest> DecodeJobRequest(const json& j, const std::string& path) {
+  Fields f(j, path);
+  JobRequest r;
+  r.spec = f.Object("spec", &DecodeJobSpec);
+  r.argv = f.Strings("argv");
+  r.workdir = f.String("workdir");
+  r.env = f.StringMap("env");
+  r.user = f.String("user");
+  r.process_per_gpu = f.Bool("process_per_gpu");
+  r.checkpoint = f.Object("checkpoint", &DecodeCheckpointPolicy);
+  r.restart = f.Object("restart", &DecodeRestartPolicy);
+  if (!f.ok()) return f.status();
+  return r;
+}
+
+Result<JobRecord> DecodeJobRecord(const json& j, const std::string& path) {
+  Fields f(j, path);
+  JobRecord r;
+  r.id = JobId(f.Int64("id"));
+  r.request_id = f.String("request_id");
+  r.array_index = f.Int("array_index");
+  r.request = f.Object("request", &DecodeJobRequest);
+  r.state = f.Enum("state", &ParseJobState, JobState::kPending);
+  r.reason = f.String("reason");
+  r.submitted = f.TimeMs("submitted_ms");
+  r.updated = f.TimeMs("updated_ms");
+  r.attempt = f.Int("attempt");
+  r.error_restarts = f.Int("error_restarts");
+  r.placement = f.OptionalObject("placement", &DecodePlacement);
+  r.exit_code = f.OptionalInt("exit_code");
+  if (!f.ok()) return f.status();
+  return r;
+}
+
+Result<Transition> DecodeTransition(const json& j, const std::string& path) {
+  Fields f(j, path);
+  Transition t;
+  t.at = f.TimeMs("at_ms");
+  t.from = f.Enum("from", &ParseJobState, JobState::kPending);
+  t.to = f.Enum("to", &ParseJobState, JobState::kPending);
+  t.reason = f.String("reason");
+  if (!f.ok()) return f.status();
+  return t;
+}
+
+Result<GpuInfo> DecodeGpuInfo(const json& j, const std::string& path) {
+  Fields f(j, path);
+  GpuInfo g;
+  g.index = f.Int("index");
+  g.uuid = f.String("uuid");
+  g.name = f.String("name");
+  g.memory_mib = f.Int64("memory_mib");
+  if (!f.ok()) return f.status();
+  return g;
+}
+
+Result<NodeRecord> DecodeNodeRecord(const json& j, const std::string& path) {
+  Fields f(j, path);
+  NodeRecord n;
+  n.id = NodeId(f.Int64("id"));
+  n.name = f.String("name");
+  n.spec = f.Object("spec", &DecodeNodeSpec);
+  n.gpus = f.Objects("gpus", &DecodeGpuInfo);
+  n.address = f.String("address");
+  n.state = f.Enum("state", &ParseNodeState, NodeState::kUp);
+  n.registered = f.TimeMs("registered_ms");
+  n.last_heartbeat = f.TimeMs("last_heartbeat_ms");
+  if (!f.ok()) return f.status();
+  return n;
+}
+
+Result<TokenRecord> DecodeTokenRecord(const json& j, const std::string& path) {
+  Fields f(j, path);
+  TokenRecord t;
+  t.hash = f.String("hash");
+  t.kind = f.Enum("kind", &ParseTokenKind, TokenKind::kUser);
+  t.subject = f.String("subject");
+  t.role = f.String("role");
+  t.team = f.String("team");
+  t.created = f.TimeMs("created_ms");
+  t.revoked = f.Bool("revoked");
+  if (!f.ok()) return f.status();
+  return t;
+}
+
+// The decoders above do not throw; this is the last line in case a library call does.
+template <typename T>
+Result<T> Decode(const json& j, Result<T> (*decode)(const json&, const std::string&)) {
+  try {
+    return decode(j, "");
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("malformed JSON value: ") + e.what());
+  }
+}
+
+json OptionalMillis(const std::optional<Duration>& d) { return d ? json(d->millis()) : json(nullptr); }
+
+}  // namespace
+
+json ToJson(const model::JobSpec& s) {
+  return json{
+      {"name", s.name},
+      {"team", s.team},
+      {"priority", s.priority},
+      {"submit_ms", s.submit.millis()},
+      {"gpus_per_node", s.gpus_per_node},
+      {"nodes", s.nodes},
+      {"gpu_milli", s.gpu_milli},
+      {"gpu_models", s.gpu_models},
+      {"cpu_milli", s.cpu_milli},
+      {"mem_mib", s.mem_mib},
+      {"duration_estimate_ms", OptionalMillis(s.duration_estimate)},
+      {"checkpoint_interval_ms", s.checkpoint_interval.millis()},
+      {"constraints", s.constraints},
+      {"market", model::MarketPreferenceName(s.market)},
+  };
+}
+
+json ToJson(const model::NodeSpec& s) {
+  return json{
+      {"name", s.name},
+      {"gpu_model", s.gpu_model},
+      {"gpus", s.gpus},
+      {"nvlink_domain", s.nvlink_domain},
+      {"cpu_milli", s.cpu_milli},
+      {"mem_mib", s.mem_mib},
+      {"labels", s.labels},
+      {"market", model::MarketName(s.market)},
+  };
+}
+
+json ToJson(const model::NodeAssignment& a) {
+  return json{
+      {"node", a.node.value()},
+      {"gpus", a.gpus},
+      {"gpu_milli", a.gpu_milli},
+      {"cpu_milli", a.cpu_milli},
+      {"mem_mib", a.mem_mib},
+  };
+}
+
+json ToJson(const model::Placement& p) {
+  json parts = json::array();
+  for (const auto& a : p.parts) parts.push_back(ToJson(a));
+  return json{{"gpu_model", p.gpu_model}, {"parts", std::move(parts)}};
+}
+
+json ToJson(const CheckpointPolicy& c) {
+  return json{{"dir", c.dir}, {"signal", c.signal}, {"grace_ms", c.grace.millis()}};
+}
+
+json ToJson(const RestartPolicy& r) {
+  return json{
+      {"on_preemption", r.on_preemption},
+      {"max_restarts_on_errors", r.max_restarts_on_errors},
+      {"recover_on_exit_codes", r.recover_on_exit_codes},
+  };
+}
+
+json ToJson(const JobRequest& r) {
+  return json{
+      {"spec", ToJson(r.spec)},
+      {"argv", r.argv},
+      {"workdir", r.workdir},
+      {"env", r.env},
+      {"user", r.user},
+      {"process_per_gpu", r.process_per_gpu},
+      {"checkpoint", ToJson(r.checkpoint)},
+      {"restart", ToJson(r.restart)},
+  };
+}
+
+json ToJson(const JobRecord& r) {
+  return json{
+      {"id", r.id.value()},
+      {"request_id", r.request_id},
+      {"array_index", r.array_index},
+      {"request", ToJson(r.request)},
+      {"state", JobStateName(r.state)},
+      {"reason", r.reason},
+      {"submitted_ms", r.submitted.millis()},
+      {"updated_ms", r.updated.millis()},
+      {"attempt", r.attempt},
+      {"error_restarts", r.error_restarts},
+      {"placement", r.placement ? ToJson(*r.placement) : json(nullptr)},
+      {"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
+  };
+}
+
+json ToJson(const Transition& t) {
+  return json{
+      {"at_ms", t.at.millis()},
+      {"from", JobStateName(t.from)},
+      {"to", JobStateName(t.to)},
+      {"reason", t.reason},
+  };
+}
+
+json ToJson(const GpuInfo& g) {
+  return json{{"index", g.index}, {"uuid", g.uuid}, {"name", g.name}, {"memory_mib", g.memory_mib}};
+}
+
+json ToJson(const NodeRecord& n) {
+  json gpus = json::array();
+  for (const auto& g : n.gpus) gpus.push_back(ToJson(g));
+  return json{
+      {"id", n.id.value()},
+      {"name", n.name},
+      {"spec", ToJson(n.spec)},
+      {"gpus", std::move(gpus)},
+      {"address", n.address},
+      {"state", NodeStateName(n.state)},
+      {"registered_ms", n.registered.millis()},
+      {"last_heartbeat_ms", n.last_heartbeat.millis()},
+  };
+}
+
+json ToJson(const TokenRecord& t) {
+  return json{
+      {"hash", t.hash},
+      {"kind", TokenKindName(t.kind)},
+      {"subject", t.subject},
+      {"role", t.role},
+      {"team", t.team},
+      {"created_ms", t.created.millis()},
+      {"revoked", t.revoked},
+  };
+}
+
+Result<model::JobSpec> JobSpecFromJson(const json& j) { return Decode(j, &DecodeJobSpec); }
+Result<model::NodeSpec> NodeSpecFromJson(const json& j) { return Decode(j, &DecodeNodeSpec); }
+Result<model::NodeAssignment> NodeAssignmentFromJson(const json& j) { return Decode(j, &DecodeNodeAssignment); }
+Result<model::Placement> PlacementFromJson(const json& j) { return Decode(j, &DecodePlacement); }
+Result<CheckpointPolicy> CheckpointPolicyFromJson(const json& j) { return Decode(j, &DecodeCheckpointPolicy); }
+Result<RestartPolicy> RestartPolicyFromJson(const json& j) { return Decode(j, &DecodeRestartPolicy); }
+Result<JobRequest> JobRequestFromJson(const json& j) { return Decode(j, &DecodeJobRequest); }
+Result<JobRecord> JobRecordFromJson(const json& j) { return Decode(j, &DecodeJobRecord); }
+Result<Transition> TransitionFromJson(const json& j) { return Decode(j, &DecodeTransition); }
+Result<GpuInfo> GpuInfoFromJson(const json& j) { return Decode(j, &DecodeGpuInfo); }
+Result<NodeRecord> NodeRecordFromJson(const json& j) { return Decode(j, &DecodeNodeRecord); }
+Result<TokenRecord> TokenRecordFromJson(const json& j) { return Decode(j, &DecodeTokenRecord); }
+
+Result<json> ParseJson(std::string_view text) {
+  try {
+    return json::parse(text);
+  } catch (const std::exception& e) {  // json::parse_error says where: "at line 1, column 9"
+    return Status::InvalidArgument(std::string("invalid JSON: ") + e.what());
+  }
+}
+
+std::string DumpJson(const json& j) { return Dump(j); }
+
+}  // namespace gpufleet::api

@@ -1,0 +1,63 @@
+// JSON codec for the model value types and the controller's records: the one mapping between
+// these C++ values and JSON. The store keeps records in JSON columns with it and the HTTP API
+// builds its bodies and responses with it, so a record reads the same everywhere.
+//
+// The encoding is lossless: XFromJson(ToJson(x)) gives back x. Field names are snake_case; times
+// and durations are integer milliseconds in fields ending in `_ms` (`submit_ms`,
+// `duration_estimate_ms`); enums are written by name ("running", "on-demand"); ids are integers;
+// an empty std::optional is null.
+//
+// Decoding is strict about what ToJson writes: each of those fields must be present with its
+// type (an optional one may also be null or absent); integers must be integers that fit. Unknown
+// fields are ignored, so a reader tolerates fields added later. A failure is InvalidArgument
+// naming the field path: "request.spec.gpus_per_node: expected an integer, got string \"eight\"".
+// Nothing here throws.
+//
+// Thread-safety: free functions on values.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "api/job_request.h"
+#include "api/records.h"
+#include "common/status.h"
+#include "model/types.h"
+
+namespace gpufleet::api {
+
+nlohmann::json ToJson(const model::JobSpec& spec);
+nlohmann::json ToJson(const model::NodeSpec& spec);
+nlohmann::json ToJson(const model::NodeAssignment& part);
+nlohmann::json ToJson(const model::Placement& placement);
+nlohmann::json ToJson(const CheckpointPolicy& policy);
+nlohmann::json ToJson(const RestartPolicy& policy);
+nlohmann::json ToJson(const JobRequest& request);
+nlohmann::json ToJson(const JobRecord& job);
+nlohmann::json ToJson(const Transition& transition);
+nlohmann::json ToJson(const GpuInfo& gpu);
+nlohmann::json ToJson(const NodeRecord& node);
+nlohmann::json ToJson(const TokenRecord& token);
+
+Result<model::JobSpec> JobSpecFromJson(const nlohmann::json& j);
+Result<model::NodeSpec> NodeSpecFromJson(const nlohmann::json& j);
+Result<model::NodeAssignment> NodeAssignmentFromJson(const nlohmann::json& j);
+Result<model::Placement> PlacementFromJson(const nlohmann::json& j);
+Result<CheckpointPolicy> CheckpointPolicyFromJson(const nlohmann::json& j);
+Result<RestartPolicy> RestartPolicyFromJson(const nlohmann::json& j);
+Result<JobRequest> JobRequestFromJson(const nlohmann::json& j);
+Result<JobRecord> JobRecordFromJson(const nlohmann::json& j);
+Result<Transition> TransitionFromJson(const nlohmann::json& j);
+Result<GpuInfo> GpuInfoFromJson(const nlohmann::json& j);
+Result<NodeRecord> NodeRecordFromJson(const nlohmann::json& j);
+Result<TokenRecord> TokenRecordFromJson(const nlohmann::json& j);
+
+// Parses JSON text; a syntax error is InvalidArgument with the byte offset.
+Result<nlohmann::json> ParseJson(std::string_view text);
+// Compact JSON text. Never throws: bytes that are not valid UTF-8 (from a process's output, say)
+// become U+FFFD, which is the only case where a string does not come back byte for byte.
+std::string DumpJson(const nlohmann::json& j);
+
+}  // namespace gpufleet::api

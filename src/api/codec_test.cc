@@ -1,0 +1,406 @@
+#include "api/codec.h"
+
+#include <csignal>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace gpufleet::api {
+namespace {
+
+using json = nlohmann::json;
+
+bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Samples with every field away from its default, so that a field the codec drops or mixes up
+// changes the encoding.
+model::JobSpec SampleSpec() {
+  model::JobSpec s;
+  s.name = "train-llm";
+  s.team = "nlp";
+  s.priority = 3;
+  s.submit = Time::FromMillis(1'700'000'000'123);
+  s.gpus_per_node = 8;
+  s.nodes = 2;
+  s.gpu_milli = 999;
+  s.gpu_models = {"H100", "A100-80GB"};
+  s.cpu_milli = 32'000;
+  s.mem_mib = 256'000;
+  s.duration_estimate = Duration::Hours(5) + Duration::Millis(7);
+  s.checkpoint_interval = Duration::Minutes(30);
+  s.constraints = {{"region", "eu"}, {"gdpr", "true"}};
+  s.market = model::MarketPreference::kOnDemand;
+  return s;
+}
+
+model::NodeSpec SampleNodeSpec() {
+  model::NodeSpec n;
+  n.name = "node-a";
+  n.gpu_model = "H100";
+  n.gpus = 4;
+  n.nvlink_domain = {0, 0, 1, 1};
+  n.cpu_milli = 96'000;
+  n.mem_mib = 1'000'000;
+  n.labels = {{"zone", "eu-1a"}, {"rack", "r7"}};
+  n.market = model::Market::kSpot;
+  return n;
+}
+
+model::Placement SamplePlacement() {
+  model::Placement p;
+  p.gpu_model = "H100";
+  p.parts.push_back({NodeId(4), {0, 1, 2, 3}, 900, 16'000, 64'000});
+  p.parts.push_back({NodeId(9), {4, 5, 6, 7}, 900, 16'000, 64'000});
+  return p;
+}
+
+JobRequest SampleRequest() {
+  JobRequest r;
+  r.spec = SampleSpec();
+  r.argv = {"/bin/sh", "-c", "python train.py --lr 3e-4 \"quoted\" ünïcode"};
+  r.workdir = "/data/runs/7";
+  r.env = {{"NCCL_DEBUG", "INFO"}, {"EMPTY", ""}};
+  r.user = "alice";
+  r.process_per_gpu = true;
+  r.checkpoint.dir = "/ckpt/7";
+  r.checkpoint.signal = SIGUSR1;
+  r.checkpoint.grace = Duration::Seconds(90);
+  r.restart.on_preemption = false;
+  r.restart.max_restarts_on_errors = 2;
+  r.restart.recover_on_exit_codes = {75, 137};
+  return r;
+}
+
+JobRecord SampleJob() {
+  JobRecord j;
+  j.id = JobId(42);
+  j.request_id = "req-abc";
+  j.array_index = 3;
+  j.request = SampleRequest();
+  j.state = JobState::kRunning;
+  j.reason = "placed on node-a gpus 0-3";
+  j.submitted = Time::FromMillis(1'700'000'000'123);
+  j.updated = Time::FromMillis(1'700'000'100'456);
+  j.attempt = 2;
+  j.error_restarts = 1;
+  j.placement = SamplePlacement();
+  j.exit_code = 137;
+  return j;
+}
+
+NodeRecord SampleNode() {
+  NodeRecord n;
+  n.id = NodeId(7);
+  n.name = "node-a";
+  n.spec = SampleNodeSpec();
+  n.gpus = {{0, "GPU-0000", "NVIDIA H100 80GB HBM3", 81'559}, {1, "GPU-1111", "NVIDIA H100 80GB HBM3", 81'559}};
+  n.address = "10.0.0.7";
+  n.state = NodeState::kDraining;
+  n.registered = Time::FromMillis(1'000);
+  n.last_heartbeat = Time::FromMillis(2'000);
+  return n;
+}
+
+TokenRecord SampleToken() {
+  TokenRecord t;
+  t.hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+  t.kind = TokenKind::kAgent;
+  t.subject = "node-a";
+  t.role = "agent";
+  t.team = "nlp";
+  t.created = Time::FromMillis(5'000);
+  t.revoked = true;
+  return t;
+}
+
+// Every key of `sample` holds a value different from the default's, recursively: the sample
+// exercises each field.
+void ExpectEveryFieldSet(const json& sample, const json& defaults, const std::string& path = "") {
+  ASSERT_TRUE(sample.is_object()) << path;
+  for (const auto& [key, value] : sample.items()) {
+    const std::string where = path.empty() ? key : path + "." + key;
+    ASSERT_TRUE(defaults.contains(key)) << where;
+    if (value.is_object() && defaults[key].is_object() && !value.empty() && !defaults[key].empty()) {
+      ExpectEveryFieldSet(value, defaults[key], where);
+    } else {
+      EXPECT_NE(value, defaults[key]) << where << " has its default value in the sample";
+    }
+  }
+}
+
+class CodecTest : public ::testing::Test {
+ protected:
+  // Encodes, decodes and encodes again; the two encodings must agree and survive text.
+  template <typename T, typename Decode>
+  static void ExpectRoundTrip(const T& value, Decode decode) {
+    const json once = ToJson(value);
+    auto text = ParseJson(DumpJson(once));
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    auto back = decode(*text);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(ToJson(*back), once);
+  }
+};
+
+TEST_F(CodecTest, SamplesSetEveryField) {
+  // Given the samples used below, expect each to differ from a default value in every field, so
+  // the round trips below cover every field.
+  ExpectEveryFieldSet(ToJson(SampleSpec()), ToJson(model::JobSpec{}));
+  ExpectEveryFieldSet(ToJson(SampleNodeSpec()), ToJson(model::NodeSpec{}));
+  ExpectEveryFieldSet(ToJson(SampleJob()), ToJson(JobRecord{}));
+  ExpectEveryFieldSet(ToJson(SampleNode()), ToJson(NodeRecord{}));
+  ExpectEveryFieldSet(ToJson(SampleToken()), ToJson(TokenRecord{}));
+  ExpectEveryFieldSet(ToJson(SamplePlacement().parts[0]), ToJson(model::NodeAssignment{}));
+}
+
+TEST_F(CodecTest, ModelTypesRoundTrip) {
+  // Given fully populated model values, expect decode(encode(x)) to encode the same.
+  ExpectRoundTrip(SampleSpec(), JobSpecFromJson);
+  ExpectRoundTrip(SampleNodeSpec(), NodeSpecFromJson);
+  ExpectRoundTrip(SamplePlacement(), PlacementFromJson);
+  ExpectRoundTrip(SamplePlacement().parts[1], NodeAssignmentFromJson);
+  ExpectRoundTrip(model::JobSpec{}, JobSpecFromJson);
+  ExpectRoundTrip(model::Placement{}, PlacementFromJson);
+}
+
+TEST_F(CodecTest, RequestAndRecordsRoundTrip) {
+  // Given fully populated requests and records (and default ones), expect lossless round trips.
+  ExpectRoundTrip(SampleRequest().checkpoint, CheckpointPolicyFromJson);
+  ExpectRoundTrip(SampleRequest().restart, RestartPolicyFromJson);
+  ExpectRoundTrip(SampleRequest(), JobRequestFromJson);
+  ExpectRoundTrip(SampleJob(), JobRecordFromJson);
+  ExpectRoundTrip(JobRecord{}, JobRecordFromJson);
+  ExpectRoundTrip(Transition{Time::FromMillis(99), JobState::kStopping, JobState::kPreempted, "priority"},
+                  TransitionFromJson);
+  ExpectRoundTrip(SampleNode().gpus[1], GpuInfoFromJson);
+  ExpectRoundTrip(SampleNode(), NodeRecordFromJson);
+  ExpectRoundTrip(NodeRecord{}, NodeRecordFromJson);
+  ExpectRoundTrip(SampleToken(), TokenRecordFromJson);
+}
+
+TEST_F(CodecTest, DecodedJobRecordHasTheOriginalValues) {
+  // Given a sample job encoded and decoded, expect the C++ fields themselves to come back (the
+  // round trips above compare encodings).
+  auto back = JobRecordFromJson(ToJson(SampleJob()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->id, JobId(42));
+  EXPECT_EQ(back->array_index, 3);
+  EXPECT_EQ(back->state, JobState::kRunning);
+  EXPECT_EQ(back->submitted, Time::FromMillis(1'700'000'000'123));
+  EXPECT_EQ(back->request.spec.duration_estimate, Duration::Hours(5) + Duration::Millis(7));
+  EXPECT_EQ(back->request.spec.market, model::MarketPreference::kOnDemand);
+  EXPECT_EQ(back->request.argv, SampleRequest().argv);
+  EXPECT_EQ(back->request.env, SampleRequest().env);
+  EXPECT_EQ(back->request.checkpoint.signal, SIGUSR1);
+  EXPECT_EQ(back->request.restart.recover_on_exit_codes, (std::vector<int>{75, 137}));
+  ASSERT_TRUE(back->placement.has_value());
+  ASSERT_EQ(back->placement->parts.size(), 2u);
+  EXPECT_EQ(back->placement->parts[1].node, NodeId(9));
+  EXPECT_EQ(back->placement->parts[1].gpus, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(back->exit_code, 137);
+}
+
+TEST_F(CodecTest, FieldsAreReadableSnakeCaseWithMillisAndNames) {
+  // Given a sample job, expect the encoding the API documents: snake_case names, times in _ms
+  // integers, enums by name, empty optionals as null.
+  const json j = ToJson(SampleJob());
+  EXPECT_EQ(j["id"], 42);
+  EXPECT_EQ(j["state"], "running");
+  EXPECT_EQ(j["submitted_ms"], 1'700'000'000'123);
+  EXPECT_EQ(j["request"]["spec"]["submit_ms"], 1'700'000'000'123);
+  EXPECT_EQ(j["request"]["spec"]["duration_estimate_ms"], 18'000'007);
+  EXPECT_EQ(j["request"]["spec"]["market"], "on-demand");
+  EXPECT_EQ(j["request"]["checkpoint"]["grace_ms"], 90'000);
+  EXPECT_EQ(j["placement"]["parts"][0]["node"], 4);
+  EXPECT_EQ(ToJson(SampleNode())["spec"]["market"], "spot");
+  EXPECT_EQ(ToJson(SampleNode())["state"], "draining");
+  EXPECT_EQ(ToJson(SampleToken())["kind"], "agent");
+  const json empty = ToJson(JobRecord{});
+  EXPECT_TRUE(empty["placement"].is_null());
+  EXPECT_TRUE(empty["exit_code"].is_null());
+  EXPECT_TRUE(empty["request"]["spec"]["duration_estimate_ms"].is_null());
+}
+
+TEST_F(CodecTest, OptionalFieldsMayBeAbsent) {
+  // Given a job record without placement, exit code and duration estimate keys, expect it to
+  // decode with those empty.
+  json j = ToJson(SampleJob());
+  j.erase("placement");
+  j.erase("exit_code");
+  j["request"]["spec"].erase("duration_estimate_ms");
+  auto back = JobRecordFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_FALSE(back->placement.has_value());
+  EXPECT_FALSE(back->exit_code.has_value());
+  EXPECT_FALSE(back->request.spec.duration_estimate.has_value());
+}
+
+TEST_F(CodecTest, UnknownFieldsAreIgnored) {
+  // Given a record with a field this version does not know, expect it to decode.
+  json j = ToJson(SampleToken());
+  j["added_later"] = {{"x", 1}};
+  EXPECT_TRUE(TokenRecordFromJson(j).ok());
+}
+
+// Expects decoding to fail with InvalidArgument and a message containing `part`.
+template <typename R>
+void ExpectError(const R& r, const std::string& part) {
+  ASSERT_FALSE(r.ok()) << "expected an error containing: " << part;
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(r.status().message(), part)) << r.status().message() << "\n  lacks: " << part;
+}
+
+TEST_F(CodecTest, MissingFieldNamesItsPath) {
+  // Given a job record whose nested spec lacks gpus_per_node, expect the full path in the error.
+  json j = ToJson(SampleJob());
+  j["request"]["spec"].erase("gpus_per_node");
+  ExpectError(JobRecordFromJson(j), "request.spec.gpus_per_node: missing field");
+  json t = ToJson(SampleToken());
+  t.erase("hash");
+  ExpectError(TokenRecordFromJson(t), "hash: missing field");
+}
+
+TEST_F(CodecTest, MistypedFieldsNameThePathAndWhatWasFound) {
+  // Given fields of the wrong JSON type, expect errors that say where and what was found.
+  json j = ToJson(SampleJob());
+  j["request"]["spec"]["gpus_per_node"] = "eight";
+  ExpectError(JobRecordFromJson(j), "request.spec.gpus_per_node: expected an integer, got string \"eight\"");
+
+  j = ToJson(SampleJob());
+  j["attempt"] = 1.5;
+  ExpectError(JobRecordFromJson(j), "attempt: expected an integer, got number 1.5");
+
+  j = ToJson(SampleJob());
+  j["request"]["argv"][1] = 7;
+  ExpectError(JobRecordFromJson(j), "request.argv[1]: expected a string, got number 7");
+
+  j = ToJson(SampleJob());
+  j["placement"]["parts"][1]["gpus"][2] = true;
+  ExpectError(JobRecordFromJson(j), "placement.parts[1].gpus[2]: expected an integer");
+
+  j = ToJson(SampleJob());
+  j["request"]["env"]["NCCL_DEBUG"] = json::array();
+  ExpectError(JobRecordFromJson(j), "request.env.NCCL_DEBUG: expected a string");
+
+  j = ToJson(SampleJob());
+  j["request"]["restart"]["on_preemption"] = "yes";
+  ExpectError(JobRecordFromJson(j), "request.restart.on_preemption: expected true or false");
+
+  j = ToJson(SampleJob());
+  j["request"]["spec"]["gpu_models"] = "H100";
+  ExpectError(JobRecordFromJson(j), "request.spec.gpu_models: expected an array, got string \"H100\"");
+
+  j = ToJson(SampleNode());
+  j["spec"] = nullptr;
+  ExpectError(NodeRecordFromJson(j), "spec: must not be null");
+}
+
+TEST_F(CodecTest, IntegersOutOfRangeAreRejected) {
+  // Given integers that do not fit the C++ field, expect an out-of-range error, not a wrap.
+  json j = ToJson(SampleSpec());
+  j["nodes"] = int64_t{10'000'000'000};
+  ExpectError(JobSpecFromJson(j), "nodes: integer 10000000000 is out of range");
+  j = ToJson(SampleSpec());
+  j["mem_mib"] = std::numeric_limits<uint64_t>::max();
+  ExpectError(JobSpecFromJson(j), "mem_mib: integer 18446744073709551615 is out of range");
+  j = ToJson(SampleSpec());
+  j["mem_mib"] = std::numeric_limits<int64_t>::min();
+  EXPECT_TRUE(JobSpecFromJson(j).ok());  // fits; Validate() judges whether it makes sense
+}
+
+TEST_F(CodecTest, UnknownEnumNamesListTheValidOnes) {
+  // Given an unknown state, node state, token kind or market, expect the error to name the field,
+  // the bad value and the valid ones.
+  json j = ToJson(SampleJob());
+  j["state"] = "runing";
+  ExpectError(JobRecordFromJson(j), "state: unknown job state 'runing'");
+  ExpectError(JobRecordFromJson(j), "pending, starting, running, stopping, succeeded, failed, cancelled, preempted");
+  json n = ToJson(SampleNode());
+  n["state"] = "down";
+  ExpectError(NodeRecordFromJson(n), "state: unknown node state 'down' (expected one of: up, draining, lost, gone)");
+  json t = ToJson(SampleToken());
+  t["kind"] = "root";
+  ExpectError(TokenRecordFromJson(t), "kind: unknown token kind 'root' (expected one of: user, join, agent)");
+  json s = ToJson(SampleNodeSpec());
+  s["market"] = "cheap";
+  ExpectError(NodeSpecFromJson(s), "market: unknown market 'cheap'");
+  json tr = ToJson(Transition{});
+  tr["to"] = 3;
+  ExpectError(TransitionFromJson(tr), "to: expected a string, got number 3");
+}
+
+TEST_F(CodecTest, NonObjectsAreRejectedWithoutThrowing) {
+  // Given values that are not objects where objects belong, expect errors, never exceptions.
+  ExpectError(JobRecordFromJson(json("job")), "expected an object, got string \"job\"");
+  ExpectError(JobRecordFromJson(json()), "expected an object, got null");
+  ExpectError(NodeRecordFromJson(json::array({1, 2})), "expected an object, got array [1,2]");
+  json j = ToJson(SampleJob());
+  j["placement"] = 5;
+  ExpectError(JobRecordFromJson(j), "placement: expected an object, got number 5");
+  j = ToJson(SampleNode());
+  j["gpus"][0] = "gpu0";
+  ExpectError(NodeRecordFromJson(j), "gpus[0]: expected an object");
+}
+
+TEST_F(CodecTest, ParseJsonReportsSyntaxErrors) {
+  // Given broken JSON text, expect InvalidArgument saying where; given good text, the value.
+  auto bad = ParseJson("{\"id\": 1,");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(bad.status().message(), "invalid JSON")) << bad.status().message();
+  auto good = ParseJson("{\"id\": 1}");
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ((*good)["id"], 1);
+}
+
+TEST_F(CodecTest, DumpJsonReplacesInvalidUtf8InsteadOfThrowing) {
+  // Given a reason holding bytes that are not UTF-8 (a process's raw output), expect DumpJson to
+  // produce valid JSON with a replacement character rather than throw.
+  Transition t{Time::FromMillis(1), JobState::kRunning, JobState::kFailed, std::string("exit \xff\xfe")};
+  std::string text = DumpJson(ToJson(t));
+  auto back = ParseJson(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ((*back)["reason"], "exit \xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
+TEST(RecordsTest, EnumNamesParseBack) {
+  // Given every enum value, expect its name to parse back to it; and only terminal states to be
+  // terminal.
+  for (JobState s : {JobState::kPending, JobState::kStarting, JobState::kRunning, JobState::kStopping,
+                     JobState::kSucceeded, JobState::kFailed, JobState::kCancelled, JobState::kPreempted}) {
+    auto back = ParseJobState(JobStateName(s));
+    ASSERT_TRUE(back.ok()) << JobStateName(s);
+    EXPECT_EQ(*back, s);
+    const bool terminal = s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled;
+    EXPECT_EQ(IsTerminal(s), terminal) << JobStateName(s);
+  }
+  for (NodeState s : {NodeState::kUp, NodeState::kDraining, NodeState::kLost, NodeState::kGone}) {
+    auto back = ParseNodeState(NodeStateName(s));
+    ASSERT_TRUE(back.ok()) << NodeStateName(s);
+    EXPECT_EQ(*back, s);
+  }
+  for (TokenKind k : {TokenKind::kUser, TokenKind::kJoin, TokenKind::kAgent}) {
+    auto back = ParseTokenKind(TokenKindName(k));
+    ASSERT_TRUE(back.ok()) << TokenKindName(k);
+    EXPECT_EQ(*back, k);
+  }
+  EXPECT_STREQ(JobStateName(JobState::kPreempted), "preempted");
+  EXPECT_STREQ(NodeStateName(NodeState::kGone), "gone");
+  EXPECT_STREQ(TokenKindName(TokenKind::kJoin), "join");
+}
+
+TEST(RecordsTest, ParseErrorsNameTheValueAndTheValidOnes) {
+  // Given names that are not valid (including a different case), expect InvalidArgument listing
+  // the valid names.
+  auto s = ParseJobState("Running");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.status().message(),
+            "unknown job state 'Running' (expected one of: pending, starting, running, stopping, succeeded, "
+            "failed, cancelled, preempted)");
+  EXPECT_FALSE(ParseNodeState("").ok());
+  EXPECT_FALSE(ParseTokenKind("admin").ok());
+}
+
+}  // namespace
+}  // namespace gpufleet::api

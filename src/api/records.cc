@@ -1,0 +1,68 @@
+#include "api/records.h"
+
+#include <array>
+#include <utility>
+
+namespace gpufleet::api {
+namespace {
+
+// One table per enum, in declaration order, so that the name and the parser cannot disagree.
+constexpr std::array<std::pair<JobState, const char*>, 8> kJobStates = {{
+    {JobState::kPending, "pending"},
+    {JobState::kStarting, "starting"},
+    {JobState::kRunning, "running"},
+    {JobState::kStopping, "stopping"},
+    {JobState::kSucceeded, "succeeded"},
+    {JobState::kFailed, "failed"},
+    {JobState::kCancelled, "cancelled"},
+    {JobState::kPreempted, "preempted"},
+}};
+constexpr std::array<std::pair<NodeState, const char*>, 4> kNodeStates = {{
+    {NodeState::kUp, "up"},
+    {NodeState::kDraining, "draining"},
+    {NodeState::kLost, "lost"},
+    {NodeState::kGone, "gone"},
+}};
+constexpr std::array<std::pair<TokenKind, const char*>, 3> kTokenKinds = {{
+    {TokenKind::kUser, "user"},
+    {TokenKind::kJoin, "join"},
+    {TokenKind::kAgent, "agent"},
+}};
+
+template <typename E, size_t N>
+const char* NameOf(const std::array<std::pair<E, const char*>, N>& table, E value) {
+  for (const auto& [e, name] : table) {
+    if (e == value) return name;
+  }
+  return "?";
+}
+
+template <typename E, size_t N>
+Result<E> Parse(const std::array<std::pair<E, const char*>, N>& table, const char* what,
+                const std::string& s) {
+  std::string valid;
+  for (const auto& [e, name] : table) {
+    if (s == name) return e;
+    if (!valid.empty()) valid += ", ";
+    valid += name;
+  }
+  return Status::InvalidArgument("unknown " + std::string(what) + " '" + s + "' (expected one of: " +
+                                 valid + ")");
+}
+
+}  // namespace
+
+const char* JobStateName(JobState s) { return NameOf(kJobStates, s); }
+Result<JobState> ParseJobState(const std::string& s) { return Parse(kJobStates, "job state", s); }
+
+bool IsTerminal(JobState s) {
+  return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled;
+}
+
+const char* NodeStateName(NodeState s) { return NameOf(kNodeStates, s); }
+Result<NodeState> ParseNodeState(const std::string& s) { return Parse(kNodeStates, "node state", s); }
+
+const char* TokenKindName(TokenKind k) { return NameOf(kTokenKinds, k); }
+Result<TokenKind> ParseTokenKind(const std::string& s) { return Parse(kTokenKinds, "token kind", s); }
+
+}  // namespace gpufleet::api

@@ -1,0 +1,609 @@
+// StateStore on SQLite.
+//
+// Durability: WAL journal with synchronous=FULL, so a transaction that COMMIT reported done is on
+// disk before the call returns. Submissions are batched into one transaction by the caller
+// (group commit): one fsync for many jobs.
+//
+// Layout: the columns the store filters or joins on (team, state, times, request id) sit beside
+// the record's JSON (api/codec.h) in the `record` column; the column `id` is the truth for a
+// record's id. Ids come from AUTOINCREMENT tables, so an id is never handed out twice, even if
+// rows are someday deleted.
+//
+// Thread-safety: one connection, one mutex around every call.
+#include <sqlite3.h>
+
+#include <cstdlib>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "api/codec.h"
+#include "store/state_store.h"
+
+namespace gpufleet::store {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kSchemaVersion = 1;
+constexpr int kBusyTimeoutMs = 5000;
+constexpr const char* kSchemaVersionKey = "schema_version";
+
+// Migrations: kMigrations[v] takes a database at schema version v to v + 1.
+constexpr const char* kMigrations[] = {
+    // 0 -> 1: the first schema.
+    R"sql(
+CREATE TABLE IF NOT EXISTS meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE jobs (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  request_id   TEXT NOT NULL,
+  array_index  INTEGER NOT NULL,
+  team         TEXT NOT NULL,
+  state        TEXT NOT NULL,
+  submitted_ms INTEGER NOT NULL,
+  updated_ms   INTEGER NOT NULL,
+  record       TEXT NOT NULL
+);
+CREATE INDEX jobs_by_team ON jobs (team, id);
+CREATE INDEX jobs_by_state ON jobs (state, id);
+CREATE INDEX jobs_by_submitted ON jobs (submitted_ms);
+CREATE TABLE requests (
+  request_id TEXT PRIMARY KEY,
+  job_ids    TEXT NOT NULL  -- JSON array of the request's job ids, in submission order
+);
+CREATE TABLE transitions (
+  job_id     INTEGER NOT NULL REFERENCES jobs (id),
+  seq        INTEGER NOT NULL,
+  at_ms      INTEGER NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state   TEXT NOT NULL,
+  reason     TEXT NOT NULL,
+  PRIMARY KEY (job_id, seq)
+);
+CREATE TABLE nodes (
+  id     INTEGER PRIMARY KEY AUTOINCREMENT,
+  name   TEXT NOT NULL UNIQUE,
+  record TEXT NOT NULL
+);
+CREATE TABLE tokens (
+  hash   TEXT PRIMARY KEY,
+  record TEXT NOT NULL
+);
+)sql",
+};
+static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
+
+// A cached prepared statement in use: binds by position, steps, and resets on scope exit so the
+// next user finds it clean.
+class Stmt {
+ public:
+  // `s` null: the statement failed to prepare with `rc`, which Step() reports.
+  Stmt(sqlite3_stmt* s, int rc) : s_(s), rc_(rc) {}
+  ~Stmt() {
+    if (s_ == nullptr) return;
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& Bind(int i, int64_t v) {
+    if (rc_ == SQLITE_OK) rc_ = sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, const std::string& v) {
+    if (rc_ == SQLITE_OK) rc_ = sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& BindNull(int i) {
+    if (rc_ == SQLITE_OK) rc_ = sqlite3_bind_null(s_, i);
+    return *this;
+  }
+  // SQLITE_ROW, SQLITE_DONE or an error code (of the prepare or the first failed bind, if any).
+  int Step() { return rc_ != SQLITE_OK ? rc_ : sqlite3_step(s_); }
+
+  int64_t Int(int col) const { return sqlite3_column_int64(s_, col); }
+  std::string Text(int col) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, col));
+    return p == nullptr ? std::string() : std::string(p, sqlite3_column_bytes(s_, col));
+  }
+
+ private:
+  sqlite3_stmt* s_;
+  int rc_;
+};
+
+class SqliteStore : public StateStore {
+ public:
+  SqliteStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
+  ~SqliteStore() override {
+    for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+    sqlite3_close(db_);
+  }
+
+  // Pragmas, then the schema migrations.
+  Status Init() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (int rc = sqlite3_busy_timeout(db_, kBusyTimeoutMs); rc != SQLITE_OK) return Error("busy_timeout", rc);
+    // journal_mode answers with the mode in force; anything but wal (a read-only directory, a
+    // file system without shared memory) would lose the durability we promise.
+    {
+      GF_ASSIGN_OR_RETURN(std::string mode, QueryText("PRAGMA journal_mode=WAL"));
+      if (mode != "wal") {
+        return Status::FailedPrecondition(path_ + ": cannot use WAL journal mode (got '" + mode + "')");
+      }
+    }
+    GF_RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
+    GF_RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=ON"));
+    return Migrate();
+  }
+
+  Result<std::vector<SubmitOutcome>> Submit(std::vector<Submission> submissions) override {
+    for (size_t i = 0; i < submissions.size(); ++i) {
+      if (submissions[i].request_id.empty()) {
+        return Status::InvalidArgument("submission " + std::to_string(i) + ": empty request id");
+      }
+      if (submissions[i].jobs.empty()) {
+        return Status::InvalidArgument("submission " + std::to_string(i) + " (request " +
+                                       submissions[i].request_id + "): no jobs");
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<SubmitOutcome> outcomes;
+    Status s = InTransaction([&]() -> Status {
+      outcomes.clear();
+      GF_ASSIGN_OR_RETURN(int64_t next_id, NextId("jobs"));
+      for (Submission& sub : submissions) {
+        GF_ASSIGN_OR_RETURN(std::optional<std::vector<JobId>> earlier, FindRequest(sub.request_id));
+        if (earlier) {
+          outcomes.push_back({std::move(*earlier), false});
+          continue;
+        }
+        SubmitOutcome out;
+        json ids = json::array();
+        for (api::JobRecord& job : sub.jobs) {
+          job.id = JobId(next_id++);
+          job.request_id = sub.request_id;
+          job.reason = "submitted";
+          GF_RETURN_IF_ERROR(InsertJob(job));
+          GF_RETURN_IF_ERROR(AppendTransition(
+              job.id, {job.submitted, api::JobState::kPending, api::JobState::kPending, "submitted"}));
+          out.ids.push_back(job.id);
+          ids.push_back(job.id.value());
+        }
+        GF_RETURN_IF_ERROR(Run(Prepare("INSERT INTO requests (request_id, job_ids) VALUES (?1, ?2)")
+                                   .Bind(1, sub.request_id)
+                                   .Bind(2, api::DumpJson(ids)),
+                               "insert request " + sub.request_id));
+        outcomes.push_back(std::move(out));
+      }
+      return Status::Ok();
+    });
+    if (!s.ok()) return s;
+    return outcomes;
+  }
+
+  Status Update(const std::vector<JobUpdate>& updates) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return InTransaction([&]() -> Status {
+      for (const JobUpdate& u : updates) {
+        const api::JobRecord& job = u.job;
+        Stmt st = Prepare(
+            "UPDATE jobs SET request_id = ?2, array_index = ?3, team = ?4, state = ?5, submitted_ms = ?6, "
+            "updated_ms = ?7, record = ?8 WHERE id = ?1");
+        st.Bind(1, job.id.value())
+            .Bind(2, job.request_id)
+            .Bind(3, job.array_index)
+            .Bind(4, job.request.spec.team)
+            .Bind(5, std::string(api::JobStateName(job.state)))
+            .Bind(6, job.submitted.millis())
+            .Bind(7, job.updated.millis())
+            .Bind(8, api::DumpJson(api::ToJson(job)));
+        GF_RETURN_IF_ERROR(Run(st, "update job " + std::to_string(job.id.value())));
+        if (sqlite3_changes(db_) == 0) {
+          return Status::NotFound("update: no job " + std::to_string(job.id.value()));
+        }
+        GF_RETURN_IF_ERROR(AppendTransition(job.id, u.transition));
+      }
+      return Status::Ok();
+    });
+  }
+
+  Result<std::optional<api::JobRecord>> GetJob(JobId id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt st = Prepare("SELECT id, record FROM jobs WHERE id = ?1");
+    st.Bind(1, id.value());
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return std::optional<api::JobRecord>();
+    if (rc != SQLITE_ROW) return Error("get job " + std::to_string(id.value()), rc);
+    GF_ASSIGN_OR_RETURN(api::JobRecord job, JobFromRow(st));
+    return std::optional<api::JobRecord>(std::move(job));
+  }
+
+  Result<std::vector<api::JobRecord>> ListJobs(const JobFilter& filter) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    // One statement per ordering; unset filters are bound as NULL and match everything.
+    constexpr const char* kWhere =
+        "SELECT id, record FROM jobs WHERE (?1 IS NULL OR team = ?1) AND (?2 IS NULL OR submitted_ms >= ?2) "
+        "AND (?3 OR state NOT IN (?4, ?5, ?6)) ";
+    Stmt st = filter.limit > 0 ? Prepare(std::string(kWhere) + "ORDER BY id DESC LIMIT ?7")
+                               : Prepare(std::string(kWhere) + "ORDER BY id ASC");
+    if (filter.team) {
+      st.Bind(1, *filter.team);
+    } else {
+      st.BindNull(1);
+    }
+    if (filter.since) {
+      st.Bind(2, filter.since->millis());
+    } else {
+      st.BindNull(2);
+    }
+    st.Bind(3, filter.include_terminal ? 1 : 0)
+        .Bind(4, std::string(api::JobStateName(api::JobState::kSucceeded)))
+        .Bind(5, std::string(api::JobStateName(api::JobState::kFailed)))
+        .Bind(6, std::string(api::JobStateName(api::JobState::kCancelled)));
+    if (filter.limit > 0) st.Bind(7, filter.limit);
+    std::vector<api::JobRecord> jobs;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      GF_ASSIGN_OR_RETURN(api::JobRecord job, JobFromRow(st));
+      jobs.push_back(std::move(job));
+    }
+    if (rc != SQLITE_DONE) return Error("list jobs", rc);
+    return jobs;
+  }
+
+  Result<std::vector<api::Transition>> History(JobId id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt st = Prepare(
+        "SELECT at_ms, from_state, to_state, reason FROM transitions WHERE job_id = ?1 ORDER BY seq");
+    st.Bind(1, id.value());
+    std::vector<api::Transition> out;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      const std::string where = path_ + ": job " + std::to_string(id.value()) + " transition";
+      api::Transition t;
+      t.at = Time::FromMillis(st.Int(0));
+      auto from = api::ParseJobState(st.Text(1));
+      if (!from.ok()) return Status::Internal(where + ": " + from.status().message());
+      auto to = api::ParseJobState(st.Text(2));
+      if (!to.ok()) return Status::Internal(where + ": " + to.status().message());
+      t.from = *from;
+      t.to = *to;
+      t.reason = st.Text(3);
+      out.push_back(std::move(t));
+    }
+    if (rc != SQLITE_DONE) return Error("history of job " + std::to_string(id.value()), rc);
+    return out;
+  }
+
+  Result<NodeId> UpsertNode(const api::NodeRecord& node) override {
+    if (node.name.empty()) return Status::InvalidArgument("node name must not be empty");
+    std::lock_guard<std::mutex> lock(mu_);
+    NodeId id;
+    Status s = InTransaction([&]() -> Status {
+      Stmt find = Prepare("SELECT id FROM nodes WHERE name = ?1");
+      find.Bind(1, node.name);
+      int rc = find.Step();
+      api::NodeRecord stored = node;
+      if (rc == SQLITE_ROW) {
+        stored.id = NodeId(find.Int(0));
+        Stmt st = Prepare("UPDATE nodes SET record = ?2 WHERE id = ?1");
+        st.Bind(1, stored.id.value()).Bind(2, api::DumpJson(api::ToJson(stored)));
+        GF_RETURN_IF_ERROR(Run(st, "update node " + node.name));
+      } else if (rc == SQLITE_DONE) {
+        GF_ASSIGN_OR_RETURN(int64_t next, NextId("nodes"));
+        stored.id = NodeId(next);
+        Stmt st = Prepare("INSERT INTO nodes (id, name, record) VALUES (?1, ?2, ?3)");
+        st.Bind(1, stored.id.value()).Bind(2, node.name).Bind(3, api::DumpJson(api::ToJson(stored)));
+        GF_RETURN_IF_ERROR(Run(st, "insert node " + node.name));
+      } else {
+        return Error("find node " + node.name, rc);
+      }
+      id = stored.id;
+      return Status::Ok();
+    });
+    if (!s.ok()) return s;
+    return id;
+  }
+
+  Result<std::vector<api::NodeRecord>> ListNodes() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt st = Prepare("SELECT id, record FROM nodes ORDER BY id");
+    std::vector<api::NodeRecord> out;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      const std::string where = "node " + std::to_string(st.Int(0));
+      GF_ASSIGN_OR_RETURN(json j, ParseColumn(st.Text(1), where));
+      auto node = api::NodeRecordFromJson(j);
+      if (!node.ok()) return Corrupt(where, node.status());
+      node->id = NodeId(st.Int(0));
+      out.push_back(std::move(node).value());
+    }
+    if (rc != SQLITE_DONE) return Error("list nodes", rc);
+    return out;
+  }
+
+  Status PutToken(const api::TokenRecord& token) override {
+    if (token.hash.empty()) return Status::InvalidArgument("token hash must not be empty");
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt st = Prepare("INSERT OR REPLACE INTO tokens (hash, record) VALUES (?1, ?2)");
+    st.Bind(1, token.hash).Bind(2, api::DumpJson(api::ToJson(token)));
+    return Run(st, "put token");
+  }
+
+  Result<std::optional<api::TokenRecord>> FindToken(const std::string& hash) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt st = Prepare("SELECT record FROM tokens WHERE hash = ?1");
+    st.Bind(1, hash);
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return std::optional<api::TokenRecord>();
+    if (rc != SQLITE_ROW) return Error("find token", rc);
+    GF_ASSIGN_OR_RETURN(api::TokenRecord token, TokenFromText(st.Text(0)));
+    return std::optional<api::TokenRecord>(std::move(token));
+  }
+
+  Result<std::vector<api::TokenRecord>> ListTokens() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt st = Prepare("SELECT record FROM tokens ORDER BY hash");
+    std::vector<api::TokenRecord> out;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      GF_ASSIGN_OR_RETURN(api::TokenRecord token, TokenFromText(st.Text(0)));
+      out.push_back(std::move(token));
+    }
+    if (rc != SQLITE_DONE) return Error("list tokens", rc);
+    return out;
+  }
+
+  Result<std::optional<std::string>> GetMeta(const std::string& key) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return GetMetaLocked(key);
+  }
+
+  Status SetMeta(const std::string& key, const std::string& value) override {
+    if (key == kSchemaVersionKey) {
+      return Status::InvalidArgument("meta key schema_version is managed by the store");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    return SetMetaLocked(key, value);
+  }
+
+ private:
+  // Errors: the path, what we were doing, and SQLite's words. Busy, full or unreadable files may
+  // pass (Unavailable); a damaged file will not (Internal).
+  Status Error(const std::string& what, int rc) const {
+    std::string msg = path_ + ": " + what + ": " + sqlite3_errstr(rc);
+    const char* detail = sqlite3_errmsg(db_);
+    if (detail != nullptr && std::string(detail) != sqlite3_errstr(rc)) msg += " (" + std::string(detail) + ")";
+    switch (rc & 0xff) {
+      case SQLITE_CORRUPT:
+      case SQLITE_NOTADB:
+      case SQLITE_FORMAT:
+      case SQLITE_CONSTRAINT:
+      case SQLITE_MISMATCH:
+      case SQLITE_ERROR:
+        return Status::Internal(msg);
+      default:  // busy, locked, read-only, I/O error, disk full, cannot open, ...
+        return Status::Unavailable(msg);
+    }
+  }
+  Status Corrupt(const std::string& where, const Status& s) const {
+    return Status::Internal(path_ + ": stored " + where + " does not decode: " + s.message());
+  }
+
+  // The statement for `sql`, prepared once per connection. A statement that fails to prepare (a
+  // busy or damaged file) is returned empty and reports the error from Step().
+  Stmt Prepare(const std::string& sql) {
+    auto it = cache_.find(sql);
+    if (it == cache_.end()) {
+      sqlite3_stmt* stmt = nullptr;
+      int rc = sqlite3_prepare_v3(db_, sql.c_str(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
+                                  &stmt, nullptr);
+      if (rc != SQLITE_OK || stmt == nullptr) {
+        sqlite3_finalize(stmt);
+        return Stmt(nullptr, rc == SQLITE_OK ? SQLITE_INTERNAL : rc);
+      }
+      it = cache_.emplace(sql, stmt).first;
+    }
+    return Stmt(it->second, SQLITE_OK);
+  }
+
+  // Runs a statement that returns no rows.
+  Status Run(Stmt& st, const std::string& what) {
+    int rc = st.Step();
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) return Error(what, rc);
+    return Status::Ok();
+  }
+
+  // Runs statements without parameters (pragmas, DDL, BEGIN/COMMIT); `what` names them in errors.
+  Status Exec(const std::string& sql, const std::string& what = "") {
+    char* err = nullptr;
+    int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+    sqlite3_free(err);  // sqlite3_errmsg has the same text
+    if (rc == SQLITE_OK) return Status::Ok();
+    return Error(what.empty() ? sql : what, rc);
+  }
+
+  // The single text value of a one-row query.
+  Result<std::string> QueryText(const std::string& sql) {
+    sqlite3_stmt* stmt = nullptr;
+    int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr);
+    if (rc != SQLITE_OK) return Error(sql, rc);
+    std::string out;
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+      const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+      out = p == nullptr ? "" : p;
+      rc = SQLITE_DONE;
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE) return Error(sql, rc);
+    return out;
+  }
+
+  // Runs `body` inside BEGIN IMMEDIATE ... COMMIT (the write lock is taken up front, so the
+  // transaction cannot fail half-way on a lock upgrade); rolls back when it fails.
+  template <typename F>
+  Status InTransaction(F body) {
+    GF_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    Status s = body();
+    if (s.ok()) s = Exec("COMMIT");
+    if (!s.ok() && !sqlite3_get_autocommit(db_)) (void)Exec("ROLLBACK");
+    return s;
+  }
+
+  Status Migrate() {
+    // Version 0 is a database without the meta table (a new file).
+    GF_ASSIGN_OR_RETURN(std::string has_meta,
+                        QueryText("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"));
+    return InTransaction([&]() -> Status {
+      int version = 0;
+      if (has_meta != "0") {
+        GF_ASSIGN_OR_RETURN(std::optional<std::string> v, GetMetaLocked(kSchemaVersionKey));
+        if (v) {
+          char* end = nullptr;
+          long parsed = std::strtol(v->c_str(), &end, 10);
+          if (v->empty() || *end != '\0' || parsed < 0) {
+            return Status::Internal(path_ + ": schema_version '" + *v + "' is not a number");
+          }
+          version = static_cast<int>(parsed);
+        }
+      }
+      if (version > kSchemaVersion) {
+        return Status::FailedPrecondition(path_ + ": database schema version " + std::to_string(version) +
+                                          " is newer than this gpufleet knows (" +
+                                          std::to_string(kSchemaVersion) + "); upgrade gpufleet to open it");
+      }
+      for (int v = version; v < kSchemaVersion; ++v) {
+        GF_RETURN_IF_ERROR(Exec(kMigrations[v], "migrate schema to version " + std::to_string(v + 1)));
+        GF_RETURN_IF_ERROR(SetMetaLocked(kSchemaVersionKey, std::to_string(v + 1)));
+      }
+      return Status::Ok();
+    });
+  }
+
+  Result<std::optional<std::string>> GetMetaLocked(const std::string& key) {
+    Stmt st = Prepare("SELECT value FROM meta WHERE key = ?1");
+    st.Bind(1, key);
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return std::optional<std::string>();
+    if (rc != SQLITE_ROW) return Error("get meta " + key, rc);
+    return std::optional<std::string>(st.Text(0));
+  }
+  Status SetMetaLocked(const std::string& key, const std::string& value) {
+    Stmt st = Prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)");
+    st.Bind(1, key).Bind(2, value);
+    return Run(st, "set meta " + key);
+  }
+
+  // The next id of an AUTOINCREMENT table: one past the largest ever used.
+  Result<int64_t> NextId(const std::string& table) {
+    Stmt st = Prepare("SELECT seq FROM sqlite_sequence WHERE name = ?1");
+    st.Bind(1, table);
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return int64_t{1};
+    if (rc != SQLITE_ROW) return Error("next id of " + table, rc);
+    return st.Int(0) + 1;
+  }
+
+  // The ids an earlier submission of `request_id` got, if any.
+  Result<std::optional<std::vector<JobId>>> FindRequest(const std::string& request_id) {
+    Stmt st = Prepare("SELECT job_ids FROM requests WHERE request_id = ?1");
+    st.Bind(1, request_id);
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return std::optional<std::vector<JobId>>();
+    if (rc != SQLITE_ROW) return Error("find request " + request_id, rc);
+    const std::string where = "request " + request_id;
+    GF_ASSIGN_OR_RETURN(json ids, ParseColumn(st.Text(0), where));
+    std::vector<JobId> out;
+    if (!ids.is_array()) return Status::Internal(path_ + ": " + where + ": job ids are not an array");
+    for (const json& id : ids) {
+      if (!id.is_number_integer()) return Status::Internal(path_ + ": " + where + ": job id is not an integer");
+      out.push_back(JobId(id.get<int64_t>()));
+    }
+    return std::optional<std::vector<JobId>>(std::move(out));
+  }
+
+  Status InsertJob(const api::JobRecord& job) {
+    Stmt st = Prepare(
+        "INSERT INTO jobs (id, request_id, array_index, team, state, submitted_ms, updated_ms, record) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+    st.Bind(1, job.id.value())
+        .Bind(2, job.request_id)
+        .Bind(3, job.array_index)
+        .Bind(4, job.request.spec.team)
+        .Bind(5, std::string(api::JobStateName(job.state)))
+        .Bind(6, job.submitted.millis())
+        .Bind(7, job.updated.millis())
+        .Bind(8, api::DumpJson(api::ToJson(job)));
+    return Run(st, "insert job " + std::to_string(job.id.value()));
+  }
+
+  Status AppendTransition(JobId id, const api::Transition& t) {
+    Stmt st = Prepare(
+        "INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) "
+        "VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM transitions WHERE job_id = ?1), ?2, ?3, ?4, ?5)");
+    st.Bind(1, id.value())
+        .Bind(2, t.at.millis())
+        .Bind(3, std::string(api::JobStateName(t.from)))
+        .Bind(4, std::string(api::JobStateName(t.to)))
+        .Bind(5, t.reason);
+    return Run(st, "append transition of job " + std::to_string(id.value()));
+  }
+
+  Result<json> ParseColumn(const std::string& text, const std::string& where) {
+    auto j = api::ParseJson(text);
+    if (!j.ok()) return Corrupt(where, j.status());
+    return std::move(j).value();
+  }
+
+  // A job from a row of (id, record).
+  Result<api::JobRecord> JobFromRow(Stmt& st) {
+    const std::string where = "job " + std::to_string(st.Int(0));
+    GF_ASSIGN_OR_RETURN(json j, ParseColumn(st.Text(1), where));
+    auto job = api::JobRecordFromJson(j);
+    if (!job.ok()) return Corrupt(where, job.status());
+    job->id = JobId(st.Int(0));
+    return std::move(job).value();
+  }
+
+  Result<api::TokenRecord> TokenFromText(const std::string& text) {
+    GF_ASSIGN_OR_RETURN(json j, ParseColumn(text, "token"));
+    auto token = api::TokenRecordFromJson(j);
+    if (!token.ok()) return Corrupt("token", token.status());
+    return std::move(token).value();
+  }
+
+  const std::string path_;
+  sqlite3* const db_;
+  std::mutex mu_;
+  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<StateStore>> OpenSqliteStore(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = path + ": cannot open database: " + (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    sqlite3_close(db);
+    return Status::Unavailable(msg);
+  }
+  sqlite3_extended_result_codes(db, 1);
+  auto store = std::make_unique<SqliteStore>(path, db);
+  GF_RETURN_IF_ERROR(store->Init());
+  return std::unique_ptr<StateStore>(std::move(store));
+}
+
+}  // namespace gpufleet::store

@@ -1,0 +1,165 @@
+#include "testing/memory_store.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace gpufleet::testing {
+namespace {
+
+constexpr const char* kSchemaVersionKey = "schema_version";
+
+}  // namespace
+
+MemoryStore::MemoryStore() { meta_[kSchemaVersionKey] = "1"; }
+
+void MemoryStore::FailNextWrite(Status error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  next_write_failure_ = std::move(error);
+}
+
+Status MemoryStore::TakeFailure() { return std::exchange(next_write_failure_, Status::Ok()); }
+
+Result<std::vector<store::SubmitOutcome>> MemoryStore::Submit(std::vector<store::Submission> submissions) {
+  for (size_t i = 0; i < submissions.size(); ++i) {
+    if (submissions[i].request_id.empty()) {
+      return Status::InvalidArgument("submission " + std::to_string(i) + ": empty request id");
+    }
+    if (submissions[i].jobs.empty()) {
+      return Status::InvalidArgument("submission " + std::to_string(i) + " (request " +
+                                     submissions[i].request_id + "): no jobs");
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  GF_RETURN_IF_ERROR(TakeFailure());
+  std::vector<store::SubmitOutcome> outcomes;
+  for (store::Submission& sub : submissions) {
+    if (auto it = requests_.find(sub.request_id); it != requests_.end()) {
+      outcomes.push_back({it->second, false});
+      continue;
+    }
+    store::SubmitOutcome out;
+    for (api::JobRecord& job : sub.jobs) {
+      job.id = JobId(next_job_id_++);
+      job.request_id = sub.request_id;
+      job.reason = "submitted";
+      transitions_[job.id.value()].push_back(
+          {job.submitted, api::JobState::kPending, api::JobState::kPending, "submitted"});
+      out.ids.push_back(job.id);
+      jobs_[job.id.value()] = std::move(job);
+    }
+    requests_[sub.request_id] = out.ids;
+    outcomes.push_back(std::move(out));
+  }
+  return outcomes;
+}
+
+Status MemoryStore::Update(const std::vector<store::JobUpdate>& updates) {
+  std::lock_guard<std::mutex> lock(mu_);
+  GF_RETURN_IF_ERROR(TakeFailure());
+  // All or nothing: check every id before changing anything.
+  for (const store::JobUpdate& u : updates) {
+    if (!jobs_.contains(u.job.id.value())) {
+      return Status::NotFound("update: no job " + std::to_string(u.job.id.value()));
+    }
+  }
+  for (const store::JobUpdate& u : updates) {
+    jobs_[u.job.id.value()] = u.job;
+    transitions_[u.job.id.value()].push_back(u.transition);
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<api::JobRecord>> MemoryStore::GetJob(JobId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(id.value());
+  if (it == jobs_.end()) return std::optional<api::JobRecord>();
+  return std::optional<api::JobRecord>(it->second);
+}
+
+Result<std::vector<api::JobRecord>> MemoryStore::ListJobs(const store::JobFilter& filter) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto matches = [&](const api::JobRecord& job) {
+    if (filter.team && job.request.spec.team != *filter.team) return false;
+    if (filter.since && job.submitted < *filter.since) return false;
+    if (!filter.include_terminal && api::IsTerminal(job.state)) return false;
+    return true;
+  };
+  std::vector<api::JobRecord> out;
+  if (filter.limit > 0) {
+    for (auto it = jobs_.rbegin(); it != jobs_.rend() && static_cast<int64_t>(out.size()) < filter.limit; ++it) {
+      if (matches(it->second)) out.push_back(it->second);
+    }
+  } else {
+    for (const auto& [id, job] : jobs_) {
+      if (matches(job)) out.push_back(job);
+    }
+  }
+  return out;
+}
+
+Result<std::vector<api::Transition>> MemoryStore::History(JobId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = transitions_.find(id.value());
+  if (it == transitions_.end()) return std::vector<api::Transition>();
+  return it->second;
+}
+
+Result<NodeId> MemoryStore::UpsertNode(const api::NodeRecord& node) {
+  if (node.name.empty()) return Status::InvalidArgument("node name must not be empty");
+  std::lock_guard<std::mutex> lock(mu_);
+  GF_RETURN_IF_ERROR(TakeFailure());
+  api::NodeRecord stored = node;
+  auto it = nodes_.find(node.name);
+  stored.id = it != nodes_.end() ? it->second.id : NodeId(next_node_id_++);
+  nodes_[node.name] = stored;
+  return stored.id;
+}
+
+Result<std::vector<api::NodeRecord>> MemoryStore::ListNodes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<api::NodeRecord> out;
+  for (const auto& [name, node] : nodes_) out.push_back(node);
+  std::sort(out.begin(), out.end(), [](const api::NodeRecord& a, const api::NodeRecord& b) { return a.id < b.id; });
+  return out;
+}
+
+Status MemoryStore::PutToken(const api::TokenRecord& token) {
+  if (token.hash.empty()) return Status::InvalidArgument("token hash must not be empty");
+  std::lock_guard<std::mutex> lock(mu_);
+  GF_RETURN_IF_ERROR(TakeFailure());
+  tokens_[token.hash] = token;
+  return Status::Ok();
+}
+
+Result<std::optional<api::TokenRecord>> MemoryStore::FindToken(const std::string& hash) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tokens_.find(hash);
+  if (it == tokens_.end()) return std::optional<api::TokenRecord>();
+  return std::optional<api::TokenRecord>(it->second);
+}
+
+Result<std::vector<api::TokenRecord>> MemoryStore::ListTokens() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<api::TokenRecord> out;
+  for (const auto& [hash, token] : tokens_) out.push_back(token);
+  return out;
+}
+
+Result<std::optional<std::string>> MemoryStore::GetMeta(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = meta_.find(key);
+  if (it == meta_.end()) return std::optional<std::string>();
+  return std::optional<std::string>(it->second);
+}
+
+Status MemoryStore::SetMeta(const std::string& key, const std::string& value) {
+  if (key == kSchemaVersionKey) {
+    return Status::InvalidArgument("meta key schema_version is managed by the store");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  GF_RETURN_IF_ERROR(TakeFailure());
+  meta_[key] = value;
+  return Status::Ok();
+}
+
+}  // namespace gpufleet::testing

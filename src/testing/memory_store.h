@@ -1,0 +1,60 @@
+// MemoryStore: a StateStore held in memory, for unit tests of the controller and the API. It has
+// the SQLite store's semantics (ids ascending from 1 and never reused, idempotent request ids, a
+// "submitted" transition per new job, all-or-nothing batches, the same filters and orders, the
+// same errors for bad input); the shared behaviour tests in src/store/sqlite_store_test.cc run over
+// both so they cannot drift apart. Nothing survives the object.
+//
+// FailNextWrite lets a test see how its caller handles a store that is busy or broken.
+//
+// Thread-safety: safe to call from several threads; one mutex around every call.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/state_store.h"
+
+namespace gpufleet::testing {
+
+class MemoryStore : public store::StateStore {
+ public:
+  MemoryStore();
+
+  Result<std::vector<store::SubmitOutcome>> Submit(std::vector<store::Submission> submissions) override;
+  Status Update(const std::vector<store::JobUpdate>& updates) override;
+  Result<std::optional<api::JobRecord>> GetJob(JobId id) override;
+  Result<std::vector<api::JobRecord>> ListJobs(const store::JobFilter& filter) override;
+  Result<std::vector<api::Transition>> History(JobId id) override;
+  Result<NodeId> UpsertNode(const api::NodeRecord& node) override;
+  Result<std::vector<api::NodeRecord>> ListNodes() override;
+  Status PutToken(const api::TokenRecord& token) override;
+  Result<std::optional<api::TokenRecord>> FindToken(const std::string& hash) override;
+  Result<std::vector<api::TokenRecord>> ListTokens() override;
+  Result<std::optional<std::string>> GetMeta(const std::string& key) override;
+  Status SetMeta(const std::string& key, const std::string& value) override;
+
+  // The next write call (Submit, Update, UpsertNode, PutToken, SetMeta) returns `error` and
+  // changes nothing; later calls behave normally.
+  void FailNextWrite(Status error);
+
+ private:
+  // The injected failure, consumed; OK when none is pending. Needs mu_ held.
+  Status TakeFailure();
+
+  std::mutex mu_;
+  int64_t next_job_id_ = 1;
+  int64_t next_node_id_ = 1;
+  std::map<int64_t, api::JobRecord> jobs_;
+  std::map<int64_t, std::vector<api::Transition>> transitions_;
+  std::map<std::string, std::vector<JobId>> requests_;
+  std::map<std::string, api::NodeRecord> nodes_;  // by name
+  std::map<std::string, api::TokenRecord> tokens_;  // by hash
+  std::map<std::string, std::string> meta_;
+  Status next_write_failure_;
+};
+
+}  // namespace gpufleet::testing
