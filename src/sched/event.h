@@ -14,6 +14,14 @@ struct JobSubmitted {
   JobId job;
   model::JobSpec spec;
 };
+// A job that is already running in the world, learned when the controller restarts: it takes
+// its GPUs at once, without a Start decision. `started_at` is when its current run began.
+struct JobRestored {
+  JobId job;
+  model::JobSpec spec;
+  model::Placement placement;
+  Time started_at;
+};
 // The job's processes ended successfully.
 struct JobFinished {
   JobId job;
@@ -58,7 +66,7 @@ struct GpuTelemetry {
 // A wakeup requested through Scheduler::NextWakeup.
 struct Timer {};
 
-using Event = std::variant<JobSubmitted, JobFinished, JobFailed, JobCancelled, JobStopped,
+using Event = std::variant<JobSubmitted, JobRestored, JobFinished, JobFailed, JobCancelled, JobStopped,
                            JobCheckpointed, NodeUp, NodeDown, NodeDrained, GpuTelemetry, Timer>;
 
 }  // namespace gpufleet::sched

@@ -380,6 +380,38 @@ Status Scheduler::Apply(const Event& e) {
     arrivals_.push_back(ev->job);
     return Status::Ok();
   }
+  if (const auto* ev = std::get_if<JobRestored>(&e)) {
+    if (FindJob(ev->job)) {
+      return Status::AlreadyExists("job " + std::to_string(ev->job.value()) + " is already known");
+    }
+    GF_RETURN_IF_ERROR(ev->spec.Validate());
+    if (!view_.CanAllocate(ev->placement)) {
+      return Status::FailedPrecondition("restored job " + std::to_string(ev->job.value()) +
+                                        " does not fit its nodes (unknown node or GPUs taken)");
+    }
+    auto j = std::make_unique<JobState>();
+    j->spec = ev->spec;
+    j->v.id = ev->job;
+    j->v.spec = &j->spec;
+    j->v.seq = next_seq_++;
+    j->v.queued_since = ev->started_at;
+    j->shape = ShapeId(j->spec);
+    JobState& ref = *j;
+    jobs_.emplace(ev->job.value(), std::move(j));
+    QueueContext ctx = Context();
+    view_.Allocate(ev->placement);
+    ref.placement = ev->placement;
+    ref.v.phase = JobPhase::kRunning;
+    ref.v.started_at = ev->started_at;
+    ref.v.last_checkpoint = ev->started_at;
+    teams_[ref.spec.team].used_milli += GpuMilliOf(ref.spec);
+    ref.rank = RankOf(ref, ctx);
+    running_.emplace(ref.rank, ref.v.seq, &ref);
+    ++running_version_;
+    if (ref.spec.duration_estimate) ++running_with_estimate_;
+    ScheduleTimer(ref, ctx);
+    return Status::Ok();
+  }
   if (const auto* ev = std::get_if<JobFinished>(&e)) {
     JobState* j = FindJob(ev->job);
     if (!j) return Status::NotFound("finished job " + std::to_string(ev->job.value()) + " is unknown");

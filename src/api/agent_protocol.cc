@@ -1,0 +1,302 @@
+#include "api/agent_protocol.h"
+
+#include "api/codec.h"
+
+namespace gpufleet::api {
+
+using nlohmann::json;
+
+std::string PartKey::ToString() const {
+  return "job-" + std::to_string(job.value()) + ".a" + std::to_string(attempt) + ".p" + std::to_string(part);
+}
+
+const char* PartEventKindName(PartEventKind k) {
+  switch (k) {
+    case PartEventKind::kStarted: return "started";
+    case PartEventKind::kExited: return "exited";
+    case PartEventKind::kCheckpointed: return "checkpointed";
+  }
+  return "?";
+}
+
+namespace {
+
+// Runs `body`, turning a JSON type or missing-field error into InvalidArgument naming `what`.
+template <typename T, typename F>
+Result<T> Decode(const char* what, F body) {
+  try {
+    return body();
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(std::string(what) + ": " + e.what());
+  }
+}
+
+template <typename T>
+T Opt(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  return it->get<T>();
+}
+
+}  // namespace
+
+json ToJson(const PartKey& k) { return {{"job", k.job.value()}, {"attempt", k.attempt}, {"part", k.part}}; }
+
+Result<PartKey> PartKeyFromJson(const json& j) {
+  return Decode<PartKey>("part key", [&] {
+    PartKey k;
+    k.job = JobId(j.at("job").get<int64_t>());
+    k.attempt = j.at("attempt").get<int>();
+    k.part = j.at("part").get<int>();
+    return k;
+  });
+}
+
+namespace {
+json KeysToJson(const std::vector<PartKey>& keys) {
+  json a = json::array();
+  for (const auto& k : keys) a.push_back(ToJson(k));
+  return a;
+}
+Result<std::vector<PartKey>> KeysFromJson(const json& j, const char* key) {
+  std::vector<PartKey> out;
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return out;
+  if (!it->is_array()) return Status::InvalidArgument(std::string(key) + ": expected a list");
+  for (const auto& e : *it) {
+    GF_ASSIGN_OR_RETURN(PartKey k, PartKeyFromJson(e));
+    out.push_back(k);
+  }
+  return out;
+}
+}  // namespace
+
+json ToJson(const RegisterRequest& r) {
+  json gpus = json::array();
+  for (const auto& g : r.gpus) gpus.push_back(ToJson(g));
+  return {{"name", r.name}, {"address", r.address}, {"spec", ToJson(r.spec)},
+          {"gpus", gpus},   {"running", KeysToJson(r.running)}, {"version", r.version}};
+}
+
+Result<RegisterRequest> RegisterRequestFromJson(const json& j) {
+  if (!j.is_object()) return Status::InvalidArgument("register: expected a JSON object");
+  RegisterRequest r;
+  Status st = Decode<int>("register", [&] {
+                r.name = j.at("name").get<std::string>();
+                r.address = Opt<std::string>(j, "address", "");
+                r.version = Opt<std::string>(j, "version", "");
+                return 0;
+              }).status();
+  GF_RETURN_IF_ERROR(st);
+  if (!j.contains("spec")) return Status::InvalidArgument("register: spec: missing");
+  GF_ASSIGN_OR_RETURN(r.spec, NodeSpecFromJson(j.at("spec")));
+  if (auto it = j.find("gpus"); it != j.end() && it->is_array()) {
+    for (const auto& g : *it) {
+      GF_ASSIGN_OR_RETURN(GpuInfo info, GpuInfoFromJson(g));
+      r.gpus.push_back(info);
+    }
+  }
+  GF_ASSIGN_OR_RETURN(r.running, KeysFromJson(j, "running"));
+  return r;
+}
+
+json ToJson(const RegisterReply& r) {
+  return {{"node_id", r.node.value()},
+          {"token", r.token},
+          {"epoch", r.epoch},
+          {"heartbeat_interval_ms", r.heartbeat_interval.millis()},
+          {"lost_after_ms", r.lost_after.millis()}};
+}
+
+Result<RegisterReply> RegisterReplyFromJson(const json& j) {
+  return Decode<RegisterReply>("register reply", [&] {
+    RegisterReply r;
+    r.node = NodeId(j.at("node_id").get<int64_t>());
+    r.token = j.at("token").get<std::string>();
+    r.epoch = j.at("epoch").get<std::string>();
+    r.heartbeat_interval = Duration::Millis(j.at("heartbeat_interval_ms").get<int64_t>());
+    r.lost_after = Duration::Millis(j.at("lost_after_ms").get<int64_t>());
+    return r;
+  });
+}
+
+json ToJson(const PartEvent& e) {
+  json o = {{"seq", e.seq}, {"key", ToJson(e.key)}, {"kind", PartEventKindName(e.kind)}, {"at_ms", e.at.millis()}};
+  if (e.kind == PartEventKind::kExited) {
+    o["exit_code"] = e.exit_code;
+    o["signal"] = e.signal;
+    o["stopped"] = e.stopped;
+  }
+  if (!e.message.empty()) o["message"] = e.message;
+  return o;
+}
+
+Result<PartEvent> PartEventFromJson(const json& j) {
+  PartEvent e;
+  std::string kind;
+  GF_RETURN_IF_ERROR(Decode<int>("event", [&] {
+                       e.seq = j.at("seq").get<int64_t>();
+                       kind = j.at("kind").get<std::string>();
+                       e.at = Time::FromMillis(j.at("at_ms").get<int64_t>());
+                       e.exit_code = Opt<int>(j, "exit_code", 0);
+                       e.signal = Opt<int>(j, "signal", 0);
+                       e.stopped = Opt<bool>(j, "stopped", false);
+                       e.message = Opt<std::string>(j, "message", "");
+                       return 0;
+                     }).status());
+  if (kind == "started") {
+    e.kind = PartEventKind::kStarted;
+  } else if (kind == "exited") {
+    e.kind = PartEventKind::kExited;
+  } else if (kind == "checkpointed") {
+    e.kind = PartEventKind::kCheckpointed;
+  } else {
+    return Status::InvalidArgument("event: kind must be started, exited or checkpointed, got '" + kind + "'");
+  }
+  if (!j.contains("key")) return Status::InvalidArgument("event: key: missing");
+  GF_ASSIGN_OR_RETURN(e.key, PartKeyFromJson(j.at("key")));
+  return e;
+}
+
+json ToJson(const Heartbeat& h) {
+  json gpus = json::array();
+  for (const auto& g : h.gpus) {
+    gpus.push_back({{"util_pct", g.util_pct},
+                    {"mem_used_mib", g.mem_used_mib},
+                    {"temperature_c", g.temperature_c},
+                    {"power_w", g.power_w}});
+  }
+  json events = json::array();
+  for (const auto& e : h.events) events.push_back(ToJson(e));
+  return {{"gpus", gpus}, {"events", events}, {"running", KeysToJson(h.running)}};
+}
+
+Result<Heartbeat> HeartbeatFromJson(const json& j) {
+  if (!j.is_object()) return Status::InvalidArgument("heartbeat: expected a JSON object");
+  Heartbeat h;
+  GF_RETURN_IF_ERROR(Decode<int>("heartbeat.gpus", [&] {
+                       if (auto it = j.find("gpus"); it != j.end() && !it->is_null()) {
+                         for (const auto& g : *it) {
+                           GpuSampleReport s;
+                           s.util_pct = Opt<int>(g, "util_pct", 0);
+                           s.mem_used_mib = Opt<int64_t>(g, "mem_used_mib", 0);
+                           s.temperature_c = Opt<int>(g, "temperature_c", 0);
+                           s.power_w = Opt<int>(g, "power_w", 0);
+                           h.gpus.push_back(s);
+                         }
+                       }
+                       return 0;
+                     }).status());
+  if (auto it = j.find("events"); it != j.end() && it->is_array()) {
+    for (const auto& e : *it) {
+      GF_ASSIGN_OR_RETURN(PartEvent ev, PartEventFromJson(e));
+      h.events.push_back(std::move(ev));
+    }
+  }
+  GF_ASSIGN_OR_RETURN(h.running, KeysFromJson(j, "running"));
+  return h;
+}
+
+json ToJson(const HeartbeatReply& r) {
+  return {{"acked", r.acked}, {"epoch", r.epoch}, {"reregister", r.reregister}};
+}
+
+Result<HeartbeatReply> HeartbeatReplyFromJson(const json& j) {
+  return Decode<HeartbeatReply>("heartbeat reply", [&] {
+    HeartbeatReply r;
+    r.acked = j.at("acked").get<int64_t>();
+    r.epoch = j.at("epoch").get<std::string>();
+    r.reregister = Opt<bool>(j, "reregister", false);
+    return r;
+  });
+}
+
+json ToJson(const Command& c) {
+  json o = {{"seq", c.seq}};
+  if (c.start) {
+    const StartPart& s = *c.start;
+    o["type"] = "start";
+    o["key"] = ToJson(s.key);
+    o["argv"] = s.argv;
+    o["workdir"] = s.workdir;
+    o["env"] = s.env;
+    o["user"] = s.user;
+    o["gpus"] = s.gpus;
+    o["processes"] = s.processes;
+    o["rank_base"] = s.rank_base;
+    o["stop_signal"] = s.stop_signal;
+    o["grace_ms"] = s.grace.millis();
+  } else if (c.stop) {
+    o["type"] = "stop";
+    o["key"] = ToJson(c.stop->key);
+    o["signal"] = c.stop->signal;
+    o["grace_ms"] = c.stop->grace.millis();
+    o["reason"] = c.stop->reason;
+  }
+  return o;
+}
+
+Result<Command> CommandFromJson(const json& j) {
+  Command c;
+  std::string type;
+  GF_RETURN_IF_ERROR(Decode<int>("command", [&] {
+                       c.seq = j.at("seq").get<int64_t>();
+                       type = j.at("type").get<std::string>();
+                       return 0;
+                     }).status());
+  if (!j.contains("key")) return Status::InvalidArgument("command: key: missing");
+  GF_ASSIGN_OR_RETURN(PartKey key, PartKeyFromJson(j.at("key")));
+  if (type == "start") {
+    StartPart s;
+    s.key = key;
+    GF_RETURN_IF_ERROR(Decode<int>("start command", [&] {
+                         s.argv = j.at("argv").get<std::vector<std::string>>();
+                         s.workdir = Opt<std::string>(j, "workdir", "");
+                         s.env = j.at("env").get<std::map<std::string, std::string>>();
+                         s.user = Opt<std::string>(j, "user", "");
+                         s.gpus = j.at("gpus").get<std::vector<int>>();
+                         s.processes = Opt<int>(j, "processes", 1);
+                         s.rank_base = Opt<int>(j, "rank_base", 0);
+                         s.stop_signal = Opt<int>(j, "stop_signal", 15);
+                         s.grace = Duration::Millis(Opt<int64_t>(j, "grace_ms", 30000));
+                         return 0;
+                       }).status());
+    c.start = std::move(s);
+  } else if (type == "stop") {
+    StopPart s;
+    s.key = key;
+    GF_RETURN_IF_ERROR(Decode<int>("stop command", [&] {
+                         s.signal = Opt<int>(j, "signal", 15);
+                         s.grace = Duration::Millis(Opt<int64_t>(j, "grace_ms", 30000));
+                         s.reason = Opt<std::string>(j, "reason", "");
+                         return 0;
+                       }).status());
+    c.stop = std::move(s);
+  } else {
+    return Status::InvalidArgument("command: type must be start or stop, got '" + type + "'");
+  }
+  return c;
+}
+
+json ToJson(const CommandBatch& b) {
+  json cmds = json::array();
+  for (const auto& c : b.commands) cmds.push_back(ToJson(c));
+  return {{"epoch", b.epoch}, {"commands", cmds}};
+}
+
+Result<CommandBatch> CommandBatchFromJson(const json& j) {
+  CommandBatch b;
+  GF_RETURN_IF_ERROR(Decode<int>("commands", [&] {
+                       b.epoch = j.at("epoch").get<std::string>();
+                       return 0;
+                     }).status());
+  if (auto it = j.find("commands"); it != j.end() && it->is_array()) {
+    for (const auto& c : *it) {
+      GF_ASSIGN_OR_RETURN(Command cmd, CommandFromJson(c));
+      b.commands.push_back(std::move(cmd));
+    }
+  }
+  return b;
+}
+
+}  // namespace gpufleet::api

@@ -1,0 +1,129 @@
+// The controller <-> agent protocol (HTTP/JSON under /v1/agents, see docs/api.md).
+//
+// Agents pull: they register, long-poll for commands, and post heartbeats carrying telemetry,
+// the parts they run, and events (started, exited, checkpointed) that they keep resending until
+// the controller acknowledges them. Every message about a job names (job, attempt, part), so a
+// report about an old attempt can never be mistaken for the current one, and every command is
+// idempotent: an agent that sees a start twice starts once.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/records.h"
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "model/types.h"
+
+namespace gpufleet::api {
+
+// One part of one attempt of a job: the unit an agent runs.
+struct PartKey {
+  JobId job;
+  int attempt = 0;
+  int part = 0;  // node rank within the gang
+  auto operator<=>(const PartKey&) const = default;
+  std::string ToString() const;  // "job-42.a1.p0"
+};
+
+struct RegisterRequest {
+  std::string name;
+  std::string address;  // reachable by other nodes (MASTER_ADDR)
+  model::NodeSpec spec;
+  std::vector<GpuInfo> gpus;
+  std::vector<PartKey> running;  // parts still running from before (agent restart or reconnect)
+  std::string version;
+};
+struct RegisterReply {
+  NodeId node;
+  std::string token;  // the agent's own bearer token from now on
+  std::string epoch;  // changes when the controller restarts: resend everything, re-poll from 0
+  Duration heartbeat_interval = Duration::Seconds(5);
+  Duration lost_after = Duration::Seconds(30);
+};
+
+struct GpuSampleReport {
+  int util_pct = 0;
+  int64_t mem_used_mib = 0;
+  int temperature_c = 0;
+  int power_w = 0;
+};
+
+enum class PartEventKind { kStarted, kExited, kCheckpointed };
+const char* PartEventKindName(PartEventKind k);
+
+struct PartEvent {
+  int64_t seq = 0;  // agent-local, increasing; acknowledged by the controller
+  PartKey key;
+  PartEventKind kind = PartEventKind::kStarted;
+  Time at;
+  int exit_code = 0;  // kExited: the exit code, or 128 + signal
+  int signal = 0;     // kExited: the signal that ended it, 0 if none
+  bool stopped = false;  // kExited: after a stop the controller asked for
+  std::string message;   // "exec python3: No such file or directory", ...
+};
+
+struct Heartbeat {
+  std::vector<GpuSampleReport> gpus;
+  std::vector<PartEvent> events;  // not yet acknowledged, oldest first
+  std::vector<PartKey> running;   // every part running now
+};
+struct HeartbeatReply {
+  int64_t acked = 0;  // events with seq <= acked are recorded; drop them
+  std::string epoch;
+  bool reregister = false;  // the controller does not know this node (restart, or it was lost)
+};
+
+// A command to an agent.
+struct StartPart {
+  PartKey key;
+  std::vector<std::string> argv;
+  std::string workdir;  // empty: the agent picks one
+  std::map<std::string, std::string> env;  // the complete gpufleet + user environment
+  std::string user;
+  std::vector<int> gpus;  // GPU indices on the node
+  int processes = 1;      // > 1: one process per GPU; each gets RANK / LOCAL_RANK
+  int rank_base = 0;      // RANK of the first process of this part
+  int stop_signal = 15;
+  Duration grace = Duration::Seconds(30);
+};
+struct StopPart {
+  PartKey key;
+  int signal = 15;
+  Duration grace = Duration::Seconds(30);
+  std::string reason;
+};
+struct Command {
+  int64_t seq = 0;
+  std::optional<StartPart> start;
+  std::optional<StopPart> stop;
+};
+struct CommandBatch {
+  std::string epoch;
+  std::vector<Command> commands;
+};
+
+nlohmann::json ToJson(const PartKey& k);
+nlohmann::json ToJson(const RegisterRequest& r);
+nlohmann::json ToJson(const RegisterReply& r);
+nlohmann::json ToJson(const PartEvent& e);
+nlohmann::json ToJson(const Heartbeat& h);
+nlohmann::json ToJson(const HeartbeatReply& r);
+nlohmann::json ToJson(const Command& c);
+nlohmann::json ToJson(const CommandBatch& b);
+
+Result<PartKey> PartKeyFromJson(const nlohmann::json& j);
+Result<RegisterRequest> RegisterRequestFromJson(const nlohmann::json& j);
+Result<RegisterReply> RegisterReplyFromJson(const nlohmann::json& j);
+Result<PartEvent> PartEventFromJson(const nlohmann::json& j);
+Result<Heartbeat> HeartbeatFromJson(const nlohmann::json& j);
+Result<HeartbeatReply> HeartbeatReplyFromJson(const nlohmann::json& j);
+Result<Command> CommandFromJson(const nlohmann::json& j);
+Result<CommandBatch> CommandBatchFromJson(const nlohmann::json& j);
+
+}  // namespace gpufleet::api

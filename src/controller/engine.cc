@@ -1,0 +1,945 @@
+#include "controller/engine.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "api/job_yaml.h"
+#include "common/strings.h"
+
+namespace gpufleet::controller {
+
+using api::JobState;
+
+class Engine::Sink : public sched::ActionSink {
+ public:
+  explicit Sink(Engine& e) : e_(e) {}
+  void Start(JobId job, const model::Placement& placement) override { e_.OnStart(job, placement); }
+  void Preempt(JobId job, sched::PreemptReason reason) override { e_.OnPreempt(job, reason); }
+
+ private:
+  Engine& e_;
+};
+
+namespace {
+
+std::string ReasonText(sched::PreemptReason r) {
+  switch (r) {
+    case sched::PreemptReason::kPriority: return "preempted for a job of a higher priority class";
+    case sched::PreemptReason::kQuotaReclaim: return "preempted: its team borrowed GPUs another team reclaims";
+    case sched::PreemptReason::kService: return "preempted: it has had more than its share of service (LAS)";
+    case sched::PreemptReason::kNodeFailure: return "stopped: a node of the job was lost";
+    case sched::PreemptReason::kCancelled: return "cancel requested";
+  }
+  return "stopped";
+}
+
+std::string GpuList(const std::vector<int>& gpus) {
+  std::vector<std::string> s;
+  for (int g : gpus) s.push_back(std::to_string(g));
+  return Join(s, ",");
+}
+
+std::string FailureText(const Engine::PartInfo& part, int index, size_t parts) {
+  std::string what = parts > 1 ? "part " + std::to_string(index) + " " : "";
+  if (part.exit_code == -1 && part.signal == 0) {
+    what += part.message.empty() ? "was lost" : "was lost (" + part.message + ")";
+    return what;
+  }
+  what += part.signal ? "was killed by signal " + std::to_string(part.signal)
+                      : "exited with code " + std::to_string(part.exit_code);
+  if (!part.message.empty()) what += " (" + part.message + ")";
+  return what;
+}
+
+}  // namespace
+
+Engine::Engine(const sched::Clock& clock, store::StateStore& store, EngineOptions options)
+    : clock_(clock), store_(store), options_(std::move(options)), catalog_(model::GpuCatalog::BuiltIn()) {
+  if (options_.epoch.empty()) options_.epoch = std::to_string(clock_.Now().millis());
+  auto config = sched::MakePolicies(options_.policy, options_.policy_options);
+  if (!config.ok()) {
+    // The caller validates the policy first (ValidatePolicy); fall back to the default.
+    spdlog::error("policy {}: {}; using backfill", options_.policy, config.status().message());
+    config = sched::MakePolicies("backfill", {});
+  }
+  sink_ = std::make_unique<Sink>(*this);
+  scheduler_ = std::make_unique<sched::Scheduler>(clock_, view_, std::move(config->policies), *sink_);
+  for (const auto& [team, gpus] : config->team_quota_gpus) scheduler_->SetTeamQuota(team, gpus);
+}
+
+Engine::~Engine() = default;
+
+Status Engine::Recover() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Time now = clock_.Now();
+  GF_ASSIGN_OR_RETURN(auto nodes, store_.ListNodes());
+  for (auto& n : nodes) {
+    node_by_name_[n.name] = n.id.value();
+    NodeState st;
+    st.rec = n;
+    st.last_seen = now;  // a full lost_after to check in again
+    if (n.state == api::NodeState::kUp || n.state == api::NodeState::kDraining) {
+      events_.push_back(sched::NodeUp{n.id, n.spec});
+      if (n.state == api::NodeState::kDraining) events_.push_back(sched::NodeDrained{n.id, true});
+    }
+    nodes_[n.id.value()] = std::move(st);
+  }
+  // Nodes first, so that restored jobs find their GPUs.
+  auto ev = std::move(events_);
+  events_.clear();
+  GF_RETURN_IF_ERROR(scheduler_->HandleAll(ev));
+
+  store::JobFilter filter;
+  filter.include_terminal = false;
+  GF_ASSIGN_OR_RETURN(auto jobs, store_.ListJobs(filter));
+  std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::vector<sched::Event> restored;
+  for (auto& rec : jobs) {
+    Job job;
+    job.rec = rec;
+    bool placed = rec.placement && (rec.state == JobState::kStarting || rec.state == JobState::kRunning ||
+                                    rec.state == JobState::kStopping);
+    bool nodes_ok = placed;
+    if (placed) {
+      for (const auto& part : rec.placement->parts) {
+        auto it = nodes_.find(part.node.value());
+        if (it == nodes_.end() || it->second.rec.state == api::NodeState::kLost ||
+            it->second.rec.state == api::NodeState::kGone) {
+          nodes_ok = false;
+        }
+      }
+    }
+    if (nodes_ok) {
+      job.parts.assign(rec.placement->parts.size(), Part{});
+      for (auto& p : job.parts) p.started = rec.state != JobState::kStarting;
+      job.master_port = 0;
+      if (rec.state == JobState::kStopping) {
+        // The stop was asked for before the restart; ask again (agents ignore repeats).
+        job.stop_requested = true;
+        job.cancel_requested = rec.reason == ReasonText(sched::PreemptReason::kCancelled);
+        job.stop_reason = job.cancel_requested ? sched::PreemptReason::kCancelled : sched::PreemptReason::kPriority;
+      }
+      restored.push_back(sched::JobRestored{rec.id, rec.request.spec, *rec.placement, rec.updated});
+      jobs_[rec.id.value()] = std::move(job);
+    } else {
+      if (placed) {
+        // Its nodes are gone: whatever still runs of it is killed when its agents report.
+        Job& j = jobs_[rec.id.value()] = std::move(job);
+        Transition(j, JobState::kPending, "requeued: its nodes were lost while the controller was down");
+      } else {
+        jobs_[rec.id.value()] = std::move(job);
+      }
+      restored.push_back(sched::JobSubmitted{rec.id, rec.request.spec});
+    }
+  }
+  Status st = scheduler_->HandleAll(restored);
+  if (!st.ok()) spdlog::warn("recovery: {}", st.message());
+  // What was in flight when the controller stopped. A start that not every part confirmed cannot
+  // be completed (its MASTER_PORT and its commands are gone): stop what runs of it and requeue.
+  // Agents answer a stop for a part they never started with an exit, so this always ends.
+  for (auto& [id, job] : jobs_) {
+    if (!job.rec.placement || job.parts.empty()) continue;
+    if (job.rec.state == JobState::kStarting) {
+      job.stop_requested = true;
+      job.stop_reason = sched::PreemptReason::kNodeFailure;
+      Transition(job, JobState::kStopping, "the controller restarted while the job was starting");
+      SendStop(job, "the controller restarted while the job was starting");
+    } else if (job.stop_requested) {
+      SendStop(job, "stop requested before the controller restarted");
+    }
+  }
+  spdlog::info("recovered {} nodes and {} unfinished jobs", nodes_.size(), jobs_.size());
+  RunScheduler();
+  auto updates = std::move(updates_);
+  updates_.clear();
+  if (!updates.empty()) GF_RETURN_IF_ERROR(store_.Update(updates));
+  return Status::Ok();
+}
+
+void Engine::Enqueue(Request r) {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    inbox_.push_back(std::move(r));
+  }
+  inbox_cv_.notify_one();
+}
+
+std::future<Result<SubmitReply>> Engine::Submit(std::string request_id, std::vector<api::JobRequest> jobs) {
+  SubmitReq r{std::move(request_id), std::move(jobs), {}, {}};
+  auto f = r.done.get_future();
+  Enqueue(std::move(r));
+  return f;
+}
+
+std::future<Status> Engine::Cancel(JobId job, std::string by) {
+  CancelReq r{job, std::move(by), {}, {}};
+  auto f = r.done.get_future();
+  Enqueue(std::move(r));
+  return f;
+}
+
+std::future<Status> Engine::Drain(const std::string& node, bool drain) {
+  DrainReq r{node, drain, {}, {}};
+  auto f = r.done.get_future();
+  Enqueue(std::move(r));
+  return f;
+}
+
+std::future<Result<api::RegisterReply>> Engine::Register(api::RegisterRequest request, std::string token_hash) {
+  RegisterReq r{std::move(request), std::move(token_hash), {}, {}};
+  auto f = r.done.get_future();
+  Enqueue(std::move(r));
+  return f;
+}
+
+std::future<Result<api::HeartbeatReply>> Engine::Heartbeat(NodeId node, api::Heartbeat heartbeat) {
+  HeartbeatReq r{node, std::move(heartbeat), {}, {}};
+  auto f = r.done.get_future();
+  Enqueue(std::move(r));
+  return f;
+}
+
+bool Engine::Step() {
+  Time now = clock_.Now();
+  std::vector<Request> batch;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    batch.swap(inbox_);
+  }
+
+  // 1. Submissions: one transaction for all of them.
+  std::vector<store::Submission> subs;
+  std::vector<SubmitReq*> sub_reqs;
+  for (auto& r : batch) {
+    if (auto* s = std::get_if<SubmitReq>(&r)) {
+      store::Submission sub;
+      sub.request_id = s->request_id;
+      for (size_t i = 0; i < s->jobs.size(); ++i) {
+        api::JobRecord rec;
+        rec.request = s->jobs[i];
+        rec.request.spec.submit = now;
+        rec.request_id = s->request_id;
+        rec.array_index = s->jobs.size() > 1 || !s->jobs[i].array_params.empty() ? static_cast<int>(i) : -1;
+        rec.state = JobState::kPending;
+        rec.reason = "submitted";
+        rec.submitted = now;
+        rec.updated = now;
+        sub.jobs.push_back(std::move(rec));
+      }
+      subs.push_back(std::move(sub));
+      sub_reqs.push_back(s);
+    }
+  }
+  std::vector<store::Submission> sub_copy;
+  Result<std::vector<store::SubmitOutcome>> outcomes = std::vector<store::SubmitOutcome>{};
+  if (!subs.empty()) {
+    sub_copy = subs;
+    outcomes = store_.Submit(std::move(subs));
+  }
+
+  std::vector<store::JobUpdate> updates;
+  std::vector<std::pair<NodeId, api::Command>> commands;
+  bool did = !batch.empty();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counters_.steps;
+    if (!sub_reqs.empty()) {
+      if (!outcomes.ok()) {
+        ++counters_.store_errors;
+        for (auto* s : sub_reqs) s->result = Result<SubmitReply>(outcomes.status());
+      } else {
+        for (size_t i = 0; i < sub_reqs.size(); ++i) {
+          const store::SubmitOutcome& o = (*outcomes)[i];
+          SubmitReply reply;
+          reply.ids = o.ids;
+          reply.created = o.created;
+          for (size_t k = 0; k < o.ids.size() && k < sub_copy[i].jobs.size(); ++k) {
+            reply.names.push_back(sub_copy[i].jobs[k].request.spec.name);
+            if (!o.created) continue;
+            Job job;
+            job.rec = sub_copy[i].jobs[k];
+            job.rec.id = o.ids[k];
+            events_.push_back(sched::JobSubmitted{job.rec.id, job.rec.request.spec});
+            jobs_[o.ids[k].value()] = std::move(job);
+            ++counters_.submits;
+          }
+          sub_reqs[i]->result = Result<SubmitReply>(std::move(reply));
+        }
+      }
+    }
+    for (auto& r : batch) {
+      std::visit(
+          [&](auto& req) {
+            using T = std::decay_t<decltype(req)>;
+            if constexpr (std::is_same_v<T, CancelReq>) ApplyCancel(req);
+            if constexpr (std::is_same_v<T, DrainReq>) ApplyDrain(req);
+            if constexpr (std::is_same_v<T, RegisterReq>) ApplyRegister(req);
+            if constexpr (std::is_same_v<T, HeartbeatReq>) ApplyHeartbeat(req);
+          },
+          r);
+    }
+    size_t before = events_.size();
+    CheckHeartbeats(now);
+    if (events_.size() != before) did = true;
+    if (auto wake = scheduler_->NextWakeup(); wake && *wake <= now) {
+      events_.push_back(sched::Timer{});
+      did = true;
+    }
+    RunScheduler();
+    updates.swap(updates_);
+    commands.swap(commands_);
+  }
+
+  // 4. The transitions, in one transaction, before anyone hears of them.
+  if (!updates.empty()) {
+    Status st = store_.Update(updates);
+    for (int attempt = 0; !st.ok() && attempt < 3; ++attempt) st = store_.Update(updates);
+    if (!st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++counters_.store_errors;
+      spdlog::error("store: {} (job transitions of this step are not durable)", st.message());
+    }
+  }
+  // 5. Commands to the agents, then the answers.
+  if (!commands.empty()) {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    for (auto& [node, cmd] : commands) {
+      Outbox& box = outboxes_[node.value()];
+      cmd.seq = box.next_seq++;
+      box.commands.push_back(std::move(cmd));
+    }
+    out_cv_.notify_all();
+  }
+  for (auto& r : batch) {
+    std::visit(
+        [](auto& req) {
+          if (req.result) {
+            req.done.set_value(std::move(*req.result));
+          } else {
+            req.done.set_value(Status::Internal("the request was not processed"));
+          }
+        },
+        r);
+  }
+  return did || !updates.empty();
+}
+
+void Engine::RunScheduler() {
+  for (int round = 0; round < 100 && !events_.empty(); ++round) {
+    std::vector<sched::Event> ev;
+    ev.swap(events_);
+    Status st = scheduler_->HandleAll(ev);
+    if (!st.ok() && st.code() != StatusCode::kNotFound) spdlog::warn("scheduler: {}", st.message());
+  }
+}
+
+std::optional<Time> Engine::NextDeadline() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::optional<Time> t = scheduler_->NextWakeup();
+  for (const auto& [id, n] : nodes_) {
+    if (n.rec.state != api::NodeState::kUp && n.rec.state != api::NodeState::kDraining) continue;
+    Time due = n.last_seen + options_.lost_after;
+    if (!t || due < *t) t = due;
+  }
+  return t;
+}
+
+void Engine::Run() {
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(inbox_mu_);
+      if (stopping_) return;
+    }
+    Step();
+    std::optional<Time> deadline = NextDeadline();
+    std::unique_lock<std::mutex> lock(inbox_mu_);
+    if (stopping_) return;
+    if (!inbox_.empty()) continue;
+    Duration wait = Duration::Seconds(1);
+    if (deadline) {
+      Duration until = *deadline - clock_.Now() + Duration::Millis(1);
+      if (until < wait) wait = until;
+    }
+    if (wait <= Duration::Zero()) continue;
+    inbox_cv_.wait_for(lock, std::chrono::milliseconds(wait.millis()),
+                       [&] { return stopping_ || !inbox_.empty(); });
+  }
+}
+
+void Engine::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    stopping_ = true;
+  }
+  inbox_cv_.notify_all();
+  out_cv_.notify_all();
+}
+
+Engine::Counters Engine::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+// --- Requests ----------------------------------------------------------------------------
+
+void Engine::ApplyCancel(CancelReq& r) {
+  auto it = jobs_.find(r.job.value());
+  if (it == jobs_.end()) {
+    auto rec = store_.GetJob(r.job);
+    if (!rec.ok()) {
+      r.result = rec.status();
+    } else if (!*rec) {
+      r.result = Status::NotFound("job " + std::to_string(r.job.value()) + " does not exist");
+    } else {
+      r.result = Status::FailedPrecondition("job " + std::to_string(r.job.value()) + " already " +
+                                            api::JobStateName((*rec)->state));
+    }
+    return;
+  }
+  Job& job = it->second;
+  std::string by = r.by.empty() ? "" : " by " + r.by;
+  switch (job.rec.state) {
+    case JobState::kPending:
+    case JobState::kPreempted:
+      Transition(job, JobState::kCancelled, "cancelled" + by + " while pending");
+      events_.push_back(sched::JobCancelled{job.rec.id});
+      jobs_.erase(it);
+      break;
+    case JobState::kStopping:
+      job.cancel_requested = true;
+      events_.push_back(sched::JobCancelled{job.rec.id});
+      break;
+    default:
+      job.cancel_requested = true;
+      events_.push_back(sched::JobCancelled{job.rec.id});
+      break;
+  }
+  r.result = Status::Ok();
+}
+
+void Engine::ApplyDrain(DrainReq& r) {
+  auto it = node_by_name_.find(r.node);
+  if (it == node_by_name_.end()) {
+    r.result = Status::NotFound("no node named '" + r.node + "'");
+    return;
+  }
+  NodeState& n = nodes_[it->second];
+  if (n.rec.state == api::NodeState::kLost || n.rec.state == api::NodeState::kGone) {
+    r.result = Status::FailedPrecondition("node '" + r.node + "' is " + api::NodeStateName(n.rec.state));
+    return;
+  }
+  n.rec.state = r.drain ? api::NodeState::kDraining : api::NodeState::kUp;
+  auto st = store_.UpsertNode(n.rec);
+  events_.push_back(sched::NodeDrained{n.rec.id, r.drain});
+  r.result = st.ok() ? Status::Ok() : st.status();
+}
+
+void Engine::ApplyRegister(RegisterReq& r) {
+  const api::RegisterRequest& req = r.req;
+  Time now = clock_.Now();
+  if (req.name.empty() || req.name.size() > 253) {
+    r.result = Status::InvalidArgument("register: name must be 1-253 characters");
+    return;
+  }
+  model::NodeSpec spec = req.spec;
+  spec.name = req.name;
+  if (spec.gpus > 0) {
+    const model::GpuModel* m = catalog_.Find(spec.gpu_model);
+    if (!m) {
+      r.result = Status::InvalidArgument("register: unknown GPU model '" + spec.gpu_model + "'");
+      return;
+    }
+    spec.gpu_model = m->name;
+  }
+  if (Status st = spec.Validate(); !st.ok()) {
+    r.result = Status::InvalidArgument("register: " + st.message());
+    return;
+  }
+  api::NodeRecord rec;
+  auto known = node_by_name_.find(req.name);
+  if (known != node_by_name_.end()) rec = nodes_[known->second].rec;
+  rec.name = req.name;
+  rec.spec = spec;
+  rec.gpus = req.gpus;
+  rec.address = req.address.empty() ? "127.0.0.1" : req.address;
+  rec.state = api::NodeState::kUp;
+  if (known == node_by_name_.end()) rec.registered = now;
+  rec.last_heartbeat = now;
+  auto id = store_.UpsertNode(rec);
+  if (!id.ok()) {
+    r.result = id.status();
+    return;
+  }
+  rec.id = *id;
+  if (!r.token_hash.empty()) {
+    api::TokenRecord tok;
+    tok.hash = r.token_hash;
+    tok.kind = api::TokenKind::kAgent;
+    tok.subject = req.name;
+    tok.role = "agent";
+    tok.created = now;
+    if (Status st = store_.PutToken(tok); !st.ok()) {
+      r.result = st;
+      return;
+    }
+  }
+  NodeState& n = nodes_[id->value()];
+  bool was_up = n.rec.state == api::NodeState::kUp && known != node_by_name_.end();
+  n.rec = rec;
+  n.last_seen = now;
+  if (!r.token_hash.empty()) n.token_hash = r.token_hash;
+  node_by_name_[req.name] = id->value();
+  events_.push_back(sched::NodeUp{*id, spec});
+  spdlog::info("node {} ({}) registered: {} x {}", req.name, id->value(), spec.gpus, spec.gpu_model);
+
+  // Reconcile: what the agent runs against what this controller believes runs there.
+  std::set<api::PartKey> reported(req.running.begin(), req.running.end());
+  for (const auto& key : req.running) {
+    auto it = jobs_.find(key.job.value());
+    bool current = it != jobs_.end() && it->second.rec.attempt == key.attempt && it->second.rec.placement &&
+                   key.part >= 0 && key.part < static_cast<int>(it->second.rec.placement->parts.size()) &&
+                   it->second.rec.placement->parts[key.part].node == *id;
+    if (!current) {
+      KillStray(*id, key, "not a current part of its job");
+    } else {
+      it->second.parts[key.part].started = true;
+    }
+  }
+  if (was_up) {
+    // The agent restarted: parts it no longer reports are gone.
+    for (auto& [jid, job] : jobs_) {
+      if (!job.rec.placement) continue;
+      for (size_t p = 0; p < job.rec.placement->parts.size(); ++p) {
+        if (job.rec.placement->parts[p].node != *id || p >= job.parts.size()) continue;
+        Part& part = job.parts[p];
+        api::PartKey key{job.rec.id, job.rec.attempt, static_cast<int>(p)};
+        if (part.started && !part.exited && !reported.count(key)) {
+          part.exited = true;
+          part.exit_code = -1;
+          part.message = "the agent restarted and the part was gone";
+          if (!job.stop_requested && !job.failing) {
+            job.failing = true;
+            SendStop(job, "part " + std::to_string(p) + " was lost when its agent restarted");
+            Transition(job, JobState::kStopping, "part " + std::to_string(p) + " was lost when its agent restarted");
+          }
+          MaybeFinishAttempt(job);
+        }
+      }
+    }
+  }
+  api::RegisterReply reply;
+  reply.node = *id;
+  reply.epoch = options_.epoch;
+  reply.heartbeat_interval = options_.heartbeat_interval;
+  reply.lost_after = options_.lost_after;
+  r.result = std::move(reply);
+}
+
+void Engine::ApplyHeartbeat(HeartbeatReq& r) {
+  auto it = nodes_.find(r.node.value());
+  api::HeartbeatReply reply;
+  reply.epoch = options_.epoch;
+  if (it == nodes_.end() || it->second.rec.state == api::NodeState::kLost ||
+      it->second.rec.state == api::NodeState::kGone) {
+    // Lost nodes re-register: their parts were requeued; what still runs there gets killed.
+    reply.reregister = true;
+    r.result = reply;
+    return;
+  }
+  NodeState& n = it->second;
+  n.last_seen = clock_.Now();
+  n.rec.last_heartbeat = n.last_seen;
+  if (!r.hb.gpus.empty()) {
+    std::vector<int> temps;
+    bool changed = r.hb.gpus.size() != n.telemetry.size();
+    for (size_t g = 0; g < r.hb.gpus.size(); ++g) {
+      temps.push_back(r.hb.gpus[g].temperature_c);
+      if (!changed && n.telemetry[g].temperature_c != r.hb.gpus[g].temperature_c) changed = true;
+    }
+    n.telemetry = r.hb.gpus;
+    if (changed && static_cast<int>(temps.size()) == n.rec.spec.gpus) {
+      events_.push_back(sched::GpuTelemetry{r.node, temps});
+    }
+  }
+  for (const auto& e : r.hb.events) {
+    ApplyPartEvent(r.node, e);
+    reply.acked = std::max(reply.acked, e.seq);
+  }
+  for (const auto& key : r.hb.running) {
+    auto jt = jobs_.find(key.job.value());
+    bool current = jt != jobs_.end() && jt->second.rec.attempt == key.attempt && jt->second.rec.placement &&
+                   key.part >= 0 && key.part < static_cast<int>(jt->second.rec.placement->parts.size()) &&
+                   jt->second.rec.placement->parts[key.part].node == r.node;
+    if (!current) KillStray(r.node, key, "not a current part of its job");
+  }
+  r.result = reply;
+}
+
+void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
+  auto it = jobs_.find(e.key.job.value());
+  if (it == jobs_.end() || it->second.rec.attempt != e.key.attempt || !it->second.rec.placement ||
+      e.key.part < 0 || e.key.part >= static_cast<int>(it->second.parts.size()) ||
+      it->second.rec.placement->parts[e.key.part].node != node) {
+    if (e.kind == api::PartEventKind::kStarted) KillStray(node, e.key, "not a current part of its job");
+    return;
+  }
+  Job& job = it->second;
+  Part& part = job.parts[e.key.part];
+  switch (e.kind) {
+    case api::PartEventKind::kStarted: {
+      if (part.started) return;
+      part.started = true;
+      bool all = std::all_of(job.parts.begin(), job.parts.end(), [](const Part& p) { return p.started; });
+      if (all && job.rec.state == JobState::kStarting) {
+        Transition(job, JobState::kRunning,
+                   job.parts.size() == 1 ? "process started" : "all " + std::to_string(job.parts.size()) + " parts started");
+      }
+      return;
+    }
+    case api::PartEventKind::kCheckpointed:
+      events_.push_back(sched::JobCheckpointed{job.rec.id});
+      return;
+    case api::PartEventKind::kExited: {
+      if (part.exited) return;
+      part.started = true;
+      part.exited = true;
+      part.exit_code = e.exit_code;
+      part.signal = e.signal;
+      part.message = e.message;
+      part.stopped = e.stopped;
+      bool failed = e.exit_code != 0 || e.signal != 0;
+      if (failed && !job.stop_requested && !job.failing) {
+        job.failing = true;
+        std::string what = FailureText(part, e.key.part, job.parts.size());
+        job.rec.exit_code = e.exit_code;
+        if (job.parts.size() > 1) {
+          SendStop(job, what);
+          Transition(job, JobState::kStopping, what + "; stopping the other parts");
+        }
+      }
+      MaybeFinishAttempt(job);
+      return;
+    }
+  }
+}
+
+void Engine::MaybeFinishAttempt(Job& job) {
+  for (const Part& p : job.parts) {
+    if (!p.exited) return;
+  }
+  JobId id = job.rec.id;
+  if (job.master_port) ports_in_use_.erase(job.master_port);
+  job.master_port = 0;
+  // The first part that failed on its own decides (not one that was stopped because of it).
+  int failed_index = -1;
+  for (int pass = 0; pass < 2 && failed_index < 0; ++pass) {
+    for (size_t p = 0; p < job.parts.size(); ++p) {
+      const Part& part = job.parts[p];
+      if ((part.exit_code != 0 || part.signal != 0) && (pass == 1 || !part.stopped)) {
+        failed_index = static_cast<int>(p);
+        break;
+      }
+    }
+  }
+  const Part* failed = failed_index >= 0 ? &job.parts[failed_index] : nullptr;
+  const api::RestartPolicy& rp = job.rec.request.restart;
+  if (job.stop_requested && !job.failing) {
+    events_.push_back(sched::JobStopped{id});
+    if (job.cancel_requested) {
+      Transition(job, JobState::kCancelled, "cancelled; its processes have stopped");
+      jobs_.erase(id.value());
+      return;
+    }
+    std::string why = ReasonText(job.stop_reason);
+    if (!rp.on_preemption) {
+      Transition(job, JobState::kFailed, why + "; not requeued (restart.on_preemption is false)");
+      events_.push_back(sched::JobFailed{id, false});
+      jobs_.erase(id.value());
+      return;
+    }
+    Transition(job, JobState::kPreempted, why);
+    Transition(job, JobState::kPending, "requeued");
+    job.stop_requested = false;
+    return;
+  }
+  if (!failed) {
+    Transition(job, JobState::kSucceeded, job.parts.size() == 1 ? "exited with code 0" : "every part exited with code 0");
+    job.rec.exit_code = 0;
+    events_.push_back(sched::JobFinished{id});
+    jobs_.erase(id.value());
+    return;
+  }
+  int code = failed->exit_code;
+  std::string what = FailureText(*failed, failed_index, job.parts.size());
+  job.rec.exit_code = code;
+  bool recover = std::find(rp.recover_on_exit_codes.begin(), rp.recover_on_exit_codes.end(), code) !=
+                 rp.recover_on_exit_codes.end();
+  if (job.cancel_requested) {
+    events_.push_back(sched::JobFailed{id, false});
+    Transition(job, JobState::kCancelled, "cancelled; " + what);
+    jobs_.erase(id.value());
+    return;
+  }
+  if (recover || job.rec.error_restarts < rp.max_restarts_on_errors) {
+    if (!recover) ++job.rec.error_restarts;
+    events_.push_back(sched::JobFailed{id, true});
+    job.failing = false;
+    job.stop_requested = false;
+    Transition(job, JobState::kPending,
+               what + (recover ? "; requeued (restart.recover_on_exit_codes)"
+                               : "; requeued, restart " + std::to_string(job.rec.error_restarts) + " of " +
+                                     std::to_string(rp.max_restarts_on_errors)));
+    return;
+  }
+  events_.push_back(sched::JobFailed{id, false});
+  Transition(job, JobState::kFailed, what);
+  jobs_.erase(id.value());
+}
+
+void Engine::CheckHeartbeats(Time now) {
+  for (auto& [nid, n] : nodes_) {
+    if (n.rec.state != api::NodeState::kUp && n.rec.state != api::NodeState::kDraining) continue;
+    if (now - n.last_seen <= options_.lost_after) continue;
+    n.rec.state = api::NodeState::kLost;
+    spdlog::warn("node {} lost: no heartbeat for {}", n.rec.name, FormatDuration(now - n.last_seen));
+    auto st = store_.UpsertNode(n.rec);
+    if (!st.ok()) spdlog::error("store: {}", st.status().message());
+    NodeId node(nid);
+    // Parts there are gone. Running jobs get stopped by the scheduler (NodeDown); jobs already
+    // stopping may be done now.
+    std::vector<int64_t> done;
+    for (auto& [jid, job] : jobs_) {
+      if (!job.rec.placement) continue;
+      bool hit = false;
+      for (size_t p = 0; p < job.rec.placement->parts.size() && p < job.parts.size(); ++p) {
+        if (job.rec.placement->parts[p].node == node && !job.parts[p].exited) {
+          job.parts[p].exited = true;
+          job.parts[p].exit_code = -1;
+          job.parts[p].message = "node " + n.rec.name + " lost";
+          hit = true;
+        }
+      }
+      if (hit && (job.stop_requested || job.failing)) done.push_back(jid);
+    }
+    events_.push_back(sched::NodeDown{node});
+    for (int64_t jid : done) {
+      auto it = jobs_.find(jid);
+      if (it != jobs_.end()) MaybeFinishAttempt(it->second);
+    }
+  }
+}
+
+// --- Scheduler decisions ----------------------------------------------------------------------
+
+void Engine::OnStart(JobId id, const model::Placement& placement) {
+  auto it = jobs_.find(id.value());
+  if (it == jobs_.end()) {
+    spdlog::error("scheduler started unknown job {}", id.value());
+    return;
+  }
+  Job& job = it->second;
+  ++counters_.starts;
+  job.rec.attempt += 1;
+  job.rec.placement = placement;
+  job.parts.assign(placement.parts.size(), Part{});
+  job.stop_requested = false;
+  job.failing = false;
+  job.master_port = NextMasterPort();
+  Transition(job, JobState::kStarting, "placed on " + PlacementText(placement));
+
+  const api::JobRequest& req = job.rec.request;
+  const model::JobSpec& spec = req.spec;
+  int nnodes = static_cast<int>(placement.parts.size());
+  int nproc = req.process_per_gpu ? std::max<int>(1, static_cast<int>(placement.parts[0].gpus.size())) : 1;
+  std::string master_addr = "127.0.0.1";
+  if (auto n = nodes_.find(placement.parts[0].node.value()); n != nodes_.end()) master_addr = n->second.rec.address;
+  std::string ckpt = req.checkpoint.dir;
+  if (ckpt.empty()) {
+    std::string root = options_.checkpoint_root.empty() ? "/tmp/gpufleet-checkpoints" : options_.checkpoint_root;
+    ckpt = root + "/job-" + std::to_string(id.value());
+  }
+  for (int p = 0; p < nnodes; ++p) {
+    const model::NodeAssignment& a = placement.parts[p];
+    api::StartPart s;
+    s.key = {id, job.rec.attempt, p};
+    s.argv = req.argv;
+    s.workdir = req.workdir;
+    s.user = req.user;
+    s.gpus = a.gpus;
+    s.processes = nproc;
+    s.rank_base = p * nproc;
+    s.stop_signal = req.checkpoint.signal;
+    s.grace = req.checkpoint.grace;
+    s.env = req.env;
+    auto& env = s.env;
+    env["GPUFLEET_JOB_ID"] = std::to_string(id.value());
+    env["GPUFLEET_JOB_NAME"] = spec.name;
+    env["GPUFLEET_TEAM"] = spec.team;
+    env["GPUFLEET_ATTEMPT"] = std::to_string(job.rec.attempt);
+    env["GPUFLEET_RESTART_COUNT"] = std::to_string(job.rec.attempt - 1);
+    env["GPUFLEET_CHECKPOINT_DIR"] = ckpt;
+    env["GPUFLEET_NODE_RANK"] = std::to_string(p);
+    env["CUDA_VISIBLE_DEVICES"] = GpuList(a.gpus);
+    env["MASTER_ADDR"] = master_addr;
+    env["MASTER_PORT"] = std::to_string(job.master_port);
+    env["NNODES"] = std::to_string(nnodes);
+    env["NODE_RANK"] = std::to_string(p);
+    // NPROC_PER_NODE is for torchrun users: the GPUs of each node. WORLD_SIZE, RANK and
+    // LOCAL_RANK describe the processes gpufleet itself starts.
+    env["NPROC_PER_NODE"] = std::to_string(std::max<size_t>(1, a.gpus.size()));
+    env["WORLD_SIZE"] = std::to_string(nnodes * nproc);
+    env["RANK"] = std::to_string(p * nproc);
+    env["LOCAL_RANK"] = "0";
+    api::Command cmd;
+    cmd.start = std::move(s);
+    commands_.emplace_back(a.node, std::move(cmd));
+  }
+}
+
+void Engine::OnPreempt(JobId id, sched::PreemptReason reason) {
+  auto it = jobs_.find(id.value());
+  if (it == jobs_.end()) return;
+  Job& job = it->second;
+  job.stop_requested = true;
+  job.stop_reason = reason;
+  if (reason == sched::PreemptReason::kCancelled) job.cancel_requested = true;
+  if (job.failing) {
+    // Already stopping after a failure; the outcome stays a failure (or a cancel).
+    MaybeFinishAttempt(job);
+    return;
+  }
+  Transition(job, JobState::kStopping, ReasonText(reason));
+  SendStop(job, ReasonText(reason));
+  MaybeFinishAttempt(job);
+}
+
+void Engine::Transition(Job& job, JobState to, std::string reason) {
+  api::Transition t;
+  t.at = clock_.Now();
+  t.from = job.rec.state;
+  t.to = to;
+  t.reason = reason;
+  job.rec.state = to;
+  job.rec.reason = std::move(reason);
+  job.rec.updated = t.at;
+  updates_.push_back({job.rec, std::move(t)});
+}
+
+void Engine::SendStop(Job& job, const std::string& reason) {
+  if (!job.rec.placement) return;
+  for (size_t p = 0; p < job.parts.size(); ++p) {
+    if (job.parts[p].exited) continue;
+    NodeId node = job.rec.placement->parts[p].node;
+    auto n = nodes_.find(node.value());
+    if (n == nodes_.end() || n->second.rec.state == api::NodeState::kLost) {
+      job.parts[p].exited = true;
+      job.parts[p].exit_code = -1;
+      job.parts[p].message = "node lost";
+      continue;
+    }
+    api::Command cmd;
+    cmd.stop = api::StopPart{{job.rec.id, job.rec.attempt, static_cast<int>(p)},
+                             job.rec.request.checkpoint.signal, job.rec.request.checkpoint.grace, reason};
+    commands_.emplace_back(node, std::move(cmd));
+  }
+}
+
+void Engine::KillStray(NodeId node, const api::PartKey& key, const std::string& reason) {
+  api::Command cmd;
+  cmd.stop = api::StopPart{key, SIGTERM, Duration::Seconds(10), reason};
+  commands_.emplace_back(node, std::move(cmd));
+}
+
+std::string Engine::PlacementText(const model::Placement& p) const {
+  std::vector<std::string> parts;
+  for (const auto& a : p.parts) {
+    auto n = nodes_.find(a.node.value());
+    std::string name = n == nodes_.end() ? "node-" + std::to_string(a.node.value()) : n->second.rec.name;
+    parts.push_back(a.gpus.empty() ? name : name + " gpu " + GpuList(a.gpus));
+  }
+  return Join(parts, "; ");
+}
+
+int Engine::NextMasterPort() {
+  for (int i = 0; i < options_.master_port_span; ++i) {
+    int port = options_.master_port_base + (next_port_++ % options_.master_port_span);
+    if (ports_in_use_.insert(port).second) return port;
+  }
+  return options_.master_port_base;
+}
+
+// --- Reads ----------------------------------------------------------------------------------
+
+Result<sched::Explanation> Engine::Explain(JobId job) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!jobs_.count(job.value())) return Status::NotFound("job " + std::to_string(job.value()) + " is not pending or running");
+  return scheduler_->Explain(job);
+}
+
+std::vector<QueueEntry> Engine::Queue() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<QueueEntry> out;
+  for (const auto& [id, job] : jobs_) {
+    if (job.rec.state == JobState::kStarting || job.rec.state == JobState::kRunning ||
+        job.rec.state == JobState::kStopping) {
+      out.push_back({job.rec, 0});
+    }
+  }
+  int pos = 0;
+  for (JobId id : scheduler_->QueueOrder()) {
+    auto it = jobs_.find(id.value());
+    if (it != jobs_.end()) out.push_back({it->second.rec, ++pos});
+  }
+  return out;
+}
+
+std::vector<NodeStatus> Engine::Nodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<NodeStatus> out;
+  std::map<int64_t, size_t> index;
+  for (const auto& [id, n] : nodes_) {
+    index[id] = out.size();
+    out.push_back({n.rec, 0, n.telemetry, {}});
+  }
+  for (const auto& [id, job] : jobs_) {
+    if (!job.rec.placement || job.rec.state == JobState::kPending) continue;
+    for (const auto& a : job.rec.placement->parts) {
+      auto it = index.find(a.node.value());
+      if (it == index.end()) continue;
+      out[it->second].gpus_used += static_cast<int>(a.gpus.size());
+      out[it->second].jobs.push_back(job.rec.id);
+    }
+  }
+  return out;
+}
+
+std::optional<NodeId> Engine::NodeByName(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = node_by_name_.find(name);
+  if (it == node_by_name_.end()) return std::nullopt;
+  return NodeId(it->second);
+}
+
+api::CommandBatch Engine::PollCommands(NodeId node, int64_t after, Duration wait) {
+  std::unique_lock<std::mutex> lock(out_mu_);
+  auto ready = [&] {
+    Outbox& box = outboxes_[node.value()];
+    while (!box.commands.empty() && box.commands.front().seq <= after) box.commands.pop_front();
+    return !box.commands.empty();
+  };
+  if (!ready() && wait > Duration::Zero()) {
+    out_cv_.wait_for(lock, std::chrono::milliseconds(wait.millis()), [&] {
+      std::lock_guard<std::mutex> g(inbox_mu_);
+      return stopping_ || ready();
+    });
+  }
+  ready();
+  api::CommandBatch batch;
+  batch.epoch = options_.epoch;
+  for (const auto& c : outboxes_[node.value()].commands) batch.commands.push_back(c);
+  return batch;
+}
+
+}  // namespace gpufleet::controller

@@ -1,0 +1,243 @@
+// Engine: the live controller's state machine. It owns the scheduler core (the same Scheduler the
+// simulator runs, with the system clock) and turns API calls and agent reports into scheduler
+// events, and the scheduler's decisions into durable job transitions and agent commands.
+//
+// One thread (Run, or a test calling Step) does all the work. API threads hand it requests
+// through an inbox and wait for the answer; each step takes everything in the inbox, so
+// concurrent submissions share one store transaction (group commit). Order within a step:
+//   1. submissions are committed to the store (a 2xx answer is durable);
+//   2. the other requests and the agents' reports are applied, node heartbeats are checked;
+//   3. the scheduler handles the resulting events and makes its decisions;
+//   4. the resulting transitions are committed in one transaction;
+//   5. only then are commands published to the agents and the callers answered.
+// So an agent never runs a job whose start is not on disk, and a restarted controller finds
+// every job it ever answered for.
+//
+// Reads (job records, history, lists) go to the store; queue order, explanations and node state
+// come from memory under a lock.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "api/agent_protocol.h"
+#include "api/records.h"
+#include "common/status.h"
+#include "model/gpu_catalog.h"
+#include "sched/clock.h"
+#include "sched/cluster_view.h"
+#include "sched/policy/registry.h"
+#include "sched/scheduler.h"
+#include "store/state_store.h"
+
+namespace gpufleet::controller {
+
+struct EngineOptions {
+  std::string policy = "backfill";
+  std::map<std::string, std::string> policy_options;
+  Duration heartbeat_interval = Duration::Seconds(5);
+  Duration lost_after = Duration::Seconds(30);  // no heartbeat this long: the node is lost
+  std::string checkpoint_root;                   // default checkpoint dir: <root>/job-<id>
+  int master_port_base = 29500;                  // MASTER_PORT for gangs: base .. base+span-1
+  int master_port_span = 1000;
+  std::string epoch;                             // boot id; empty: made from the clock
+};
+
+// What `gpufleet nodes` shows.
+struct NodeStatus {
+  api::NodeRecord record;
+  int gpus_used = 0;       // whole GPUs allocated (slices round up)
+  std::vector<api::GpuSampleReport> telemetry;
+  std::vector<JobId> jobs;
+};
+
+struct QueueEntry {
+  api::JobRecord job;
+  int position = 0;  // 1-based; 0 for running jobs
+};
+
+struct SubmitReply {
+  std::vector<JobId> ids;
+  std::vector<std::string> names;
+  bool created = true;
+};
+
+class Engine {
+ public:
+  Engine(const sched::Clock& clock, store::StateStore& store, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Loads nodes and unfinished jobs from the store and rebuilds the scheduler's state: pending
+  // jobs queue again in submission order, running ones keep their GPUs. Call once, first.
+  Status Recover();
+
+  // --- API (any thread). Each returns a future the engine thread fulfils. ---
+  std::future<Result<SubmitReply>> Submit(std::string request_id, std::vector<api::JobRequest> jobs);
+  std::future<Status> Cancel(JobId job, std::string by);
+  std::future<Status> Drain(const std::string& node, bool drain);
+  std::future<Result<api::RegisterReply>> Register(api::RegisterRequest request, std::string token_hash);
+  std::future<Result<api::HeartbeatReply>> Heartbeat(NodeId node, api::Heartbeat heartbeat);
+
+  // --- Reads (any thread). ---
+  Result<sched::Explanation> Explain(JobId job) const;
+  std::vector<QueueEntry> Queue() const;  // running first, then pending in queue order
+  std::vector<NodeStatus> Nodes() const;
+  std::optional<NodeId> NodeByName(const std::string& name) const;
+  std::string epoch() const { return options_.epoch; }
+  const EngineOptions& options() const { return options_; }
+
+  // Waits (up to `wait`) for commands for `node` after `after`; returns at once when there are
+  // some. Commands stay until a later call acknowledges them with a larger `after`.
+  api::CommandBatch PollCommands(NodeId node, int64_t after, Duration wait);
+
+  // --- The engine thread. ---
+  // Processes everything in the inbox and everything due at the clock's now. Returns whether it
+  // did anything.
+  bool Step();
+  // When the next step is due without new input (a scheduler timer, a heartbeat deadline).
+  std::optional<Time> NextDeadline() const;
+  // Steps until Stop(); waits on the inbox and deadlines in between.
+  void Run();
+  void Stop();
+
+  // Called after every step with the number of jobs in each state (for metrics and tests).
+  struct Counters {
+    int64_t steps = 0;
+    int64_t submits = 0;
+    int64_t starts = 0;
+    int64_t store_errors = 0;
+  };
+  Counters counters() const;
+
+ public:
+  // What the engine knows of one part of the current attempt.
+  struct PartInfo {
+    bool started = false;
+    bool exited = false;
+    bool stopped = false;  // exited after a stop the engine asked for
+    int exit_code = 0;     // -1: lost with its node or agent
+    int signal = 0;
+    std::string message;
+  };
+
+ private:
+  using Part = PartInfo;
+  struct Job {
+    api::JobRecord rec;
+    std::vector<Part> parts;  // of the current attempt
+    bool stop_requested = false;
+    bool cancel_requested = false;
+    sched::PreemptReason stop_reason = sched::PreemptReason::kPriority;
+    bool failing = false;  // a part failed; the others are being stopped
+    int master_port = 0;
+  };
+  struct NodeState {
+    api::NodeRecord rec;
+    std::vector<api::GpuSampleReport> telemetry;
+    Time last_seen;
+    std::string token_hash;
+  };
+  struct Outbox {
+    std::deque<api::Command> commands;
+    int64_t next_seq = 1;
+  };
+
+  struct SubmitReq {
+    std::string request_id;
+    std::vector<api::JobRequest> jobs;
+    std::promise<Result<SubmitReply>> done;
+    std::optional<Result<SubmitReply>> result;
+  };
+  struct CancelReq {
+    JobId job;
+    std::string by;
+    std::promise<Status> done;
+    std::optional<Status> result;
+  };
+  struct DrainReq {
+    std::string node;
+    bool drain;
+    std::promise<Status> done;
+    std::optional<Status> result;
+  };
+  struct RegisterReq {
+    api::RegisterRequest req;
+    std::string token_hash;
+    std::promise<Result<api::RegisterReply>> done;
+    std::optional<Result<api::RegisterReply>> result;
+  };
+  struct HeartbeatReq {
+    NodeId node;
+    api::Heartbeat hb;
+    std::promise<Result<api::HeartbeatReply>> done;
+    std::optional<Result<api::HeartbeatReply>> result;
+  };
+  using Request = std::variant<SubmitReq, CancelReq, DrainReq, RegisterReq, HeartbeatReq>;
+
+  class Sink;
+  friend class Sink;
+
+  void Enqueue(Request r);
+  // Step helpers; all run on the engine thread with mu_ held.
+  void ApplyCancel(CancelReq& r);
+  void ApplyDrain(DrainReq& r);
+  void ApplyRegister(RegisterReq& r);
+  void ApplyHeartbeat(HeartbeatReq& r);
+  void ApplyPartEvent(NodeId node, const api::PartEvent& e);
+  void CheckHeartbeats(Time now);
+  void OnStart(JobId id, const model::Placement& placement);
+  void OnPreempt(JobId id, sched::PreemptReason reason);
+  void MaybeFinishAttempt(Job& job);
+  void Transition(Job& job, api::JobState to, std::string reason);
+  void SendStop(Job& job, const std::string& reason);
+  void SendCommand(NodeId node, api::Command cmd);
+  void KillStray(NodeId node, const api::PartKey& key, const std::string& reason);
+  std::string PlacementText(const model::Placement& p) const;
+  int NextMasterPort();
+  void RunScheduler();
+
+  const sched::Clock& clock_;
+  store::StateStore& store_;
+  EngineOptions options_;
+  const model::GpuCatalog& catalog_;
+
+  // Engine state, guarded by mu_ (written only by the engine thread).
+  mutable std::mutex mu_;
+  sched::ClusterView view_;
+  std::unique_ptr<Sink> sink_;
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  std::map<int64_t, Job> jobs_;  // unfinished jobs
+  std::map<int64_t, NodeState> nodes_;
+  std::map<std::string, int64_t> node_by_name_;
+  std::vector<sched::Event> events_;          // for the scheduler, this step
+  std::vector<store::JobUpdate> updates_;     // for the store, this step
+  std::vector<std::pair<NodeId, api::Command>> commands_;  // to publish after the commit
+  std::set<int> ports_in_use_;
+  int next_port_ = 0;
+  Counters counters_;
+
+  // Inbox.
+  std::mutex inbox_mu_;
+  std::condition_variable inbox_cv_;
+  std::vector<Request> inbox_;
+  bool stopping_ = false;
+
+  // Agent command queues.
+  mutable std::mutex out_mu_;
+  std::condition_variable out_cv_;
+  std::map<int64_t, Outbox> outboxes_;
+};
+
+}  // namespace gpufleet::controller

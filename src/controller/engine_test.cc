@@ -1,0 +1,335 @@
+#include "controller/engine.h"
+
+#include <gtest/gtest.h>
+
+#include "api/job_yaml.h"
+#include "testing/fakes.h"
+#include "testing/memory_store.h"
+
+namespace gpufleet::controller {
+namespace {
+
+using api::JobState;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  EngineTest() { clock_.Set(Time::FromSeconds(1'000'000)); }
+
+  std::unique_ptr<Engine> MakeEngine() {
+    EngineOptions o;
+    o.policy = "fifo";
+    o.lost_after = Duration::Seconds(30);
+    o.checkpoint_root = "/ckpt";
+    o.epoch = "e1";
+    auto e = std::make_unique<Engine>(clock_, store_, o);
+    EXPECT_TRUE(e->Recover().ok());
+    return e;
+  }
+
+  api::JobRequest Job(const std::string& yaml) {
+    auto r = api::ParseJobs(yaml);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return (*r)[0];
+  }
+
+  JobId Submit(Engine& e, const std::string& yaml, const std::string& rid = "") {
+    auto f = e.Submit(rid.empty() ? "r" + std::to_string(++rid_) : rid, {Job(yaml)});
+    e.Step();
+    auto r = f.get();
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? r->ids[0] : JobId();
+  }
+
+  NodeId Register(Engine& e, const std::string& name, int gpus, std::vector<api::PartKey> running = {}) {
+    api::RegisterRequest req;
+    req.name = name;
+    req.address = "10.0.0." + std::to_string(name.back() - 'a' + 1);
+    req.spec.gpu_model = "H100";
+    req.spec.gpus = gpus;
+    req.running = std::move(running);
+    auto f = e.Register(req, "hash-" + name);
+    e.Step();
+    auto r = f.get();
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? r->node : NodeId();
+  }
+
+  api::HeartbeatReply Beat(Engine& e, NodeId node, std::vector<api::PartEvent> events = {},
+                           std::vector<api::PartKey> running = {}) {
+    api::Heartbeat hb;
+    for (auto& ev : events) {
+      ev.seq = ++seq_;
+      ev.at = clock_.Now();
+    }
+    hb.events = std::move(events);
+    hb.running = std::move(running);
+    auto f = e.Heartbeat(node, hb);
+    e.Step();
+    auto r = f.get();
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? *r : api::HeartbeatReply{};
+  }
+
+  static api::PartEvent Started(JobId j, int attempt, int part) {
+    api::PartEvent e;
+    e.key = {j, attempt, part};
+    e.kind = api::PartEventKind::kStarted;
+    return e;
+  }
+  static api::PartEvent Exited(JobId j, int attempt, int part, int code, bool stopped = false) {
+    api::PartEvent e;
+    e.key = {j, attempt, part};
+    e.kind = api::PartEventKind::kExited;
+    e.exit_code = code;
+    e.stopped = stopped;
+    return e;
+  }
+
+  std::vector<api::Command> Commands(Engine& e, NodeId node) {
+    auto batch = e.PollCommands(node, acked_[node.value()], Duration::Zero());
+    if (!batch.commands.empty()) acked_[node.value()] = batch.commands.back().seq;
+    return batch.commands;
+  }
+
+  JobState StateOf(JobId id) {
+    auto r = store_.GetJob(id);
+    EXPECT_TRUE(r.ok() && *r);
+    return (r.ok() && *r) ? (*r)->state : JobState::kPending;
+  }
+
+  std::vector<JobState> StatesOf(JobId id) {
+    std::vector<JobState> out;
+    auto h = store_.History(id);
+    EXPECT_TRUE(h.ok());
+    for (const auto& t : *h) out.push_back(t.to);
+    return out;
+  }
+
+  testing::FakeClock clock_;
+  testing::MemoryStore store_;
+  int rid_ = 0;
+  int64_t seq_ = 0;
+  std::map<int64_t, int64_t> acked_;
+};
+
+TEST_F(EngineTest, JobRunsThroughItsLifecycle) {
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 8);
+  JobId j = Submit(*e, "name: train\nresources: {gpus: 4}\nrun: python3 train.py\nenv: {LR: '0.1'}\n");
+  EXPECT_EQ(StateOf(j), JobState::kStarting);
+  auto cmds = Commands(*e, a);
+  ASSERT_EQ(cmds.size(), 1u);
+  ASSERT_TRUE(cmds[0].start);
+  const auto& s = *cmds[0].start;
+  EXPECT_EQ(s.key.attempt, 1);
+  EXPECT_EQ(s.gpus.size(), 4u);
+  EXPECT_EQ(s.argv, (std::vector<std::string>{"/bin/sh", "-c", "python3 train.py"}));
+  EXPECT_EQ(s.env.at("LR"), "0.1");
+  EXPECT_EQ(s.env.at("GPUFLEET_JOB_ID"), std::to_string(j.value()));
+  EXPECT_EQ(s.env.at("GPUFLEET_CHECKPOINT_DIR"), "/ckpt/job-" + std::to_string(j.value()));
+  EXPECT_EQ(s.env.at("GPUFLEET_RESTART_COUNT"), "0");
+  EXPECT_EQ(s.env.at("CUDA_VISIBLE_DEVICES"), "0,1,2,3");
+  EXPECT_EQ(s.env.at("WORLD_SIZE"), "1");
+  EXPECT_EQ(s.env.at("NNODES"), "1");
+  EXPECT_EQ(s.env.at("NPROC_PER_NODE"), "4");
+  EXPECT_EQ(s.env.at("MASTER_ADDR"), "10.0.0.1");
+
+  Beat(*e, a, {Started(j, 1, 0)}, {{j, 1, 0}});
+  EXPECT_EQ(StateOf(j), JobState::kRunning);
+  Beat(*e, a, {Exited(j, 1, 0, 0)});
+  EXPECT_EQ(StateOf(j), JobState::kSucceeded);
+  EXPECT_EQ(StatesOf(j), (std::vector<JobState>{JobState::kPending, JobState::kStarting, JobState::kRunning,
+                                                JobState::kSucceeded}));
+  // The GPUs are free again: a new 8-GPU job starts.
+  JobId k = Submit(*e, "resources: {gpus: 8}\nrun: x\n");
+  EXPECT_EQ(StateOf(k), JobState::kStarting);
+}
+
+TEST_F(EngineTest, SubmitIsIdempotentPerRequestId) {
+  auto e = MakeEngine();
+  JobId j1 = Submit(*e, "run: x\n", "req-1");
+  auto f = e->Submit("req-1", {Job("run: x\n")});
+  e->Step();
+  auto again = f.get();
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->ids[0], j1);
+  auto all = store_.ListJobs({});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 1u);
+}
+
+TEST_F(EngineTest, GangGetsRanksAndOneMasterAndFailsTogether) {
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 2);
+  NodeId b = Register(*e, "node-b", 2);
+  JobId j = Submit(*e, "resources: {gpus: 2, nodes: 2}\nrun: x\n");
+  auto ca = Commands(*e, a);
+  auto cb = Commands(*e, b);
+  ASSERT_EQ(ca.size(), 1u);
+  ASSERT_EQ(cb.size(), 1u);
+  const auto& s0 = ca[0].start->key.part == 0 ? *ca[0].start : *cb[0].start;
+  const auto& s1 = ca[0].start->key.part == 0 ? *cb[0].start : *ca[0].start;
+  NodeId n0 = ca[0].start->key.part == 0 ? a : b;
+  NodeId n1 = n0 == a ? b : a;
+  EXPECT_EQ(s0.env.at("NODE_RANK"), "0");
+  EXPECT_EQ(s1.env.at("NODE_RANK"), "1");
+  EXPECT_EQ(s0.env.at("WORLD_SIZE"), "2");
+  EXPECT_EQ(s1.env.at("RANK"), "1");
+  EXPECT_EQ(s0.env.at("MASTER_PORT"), s1.env.at("MASTER_PORT"));
+  EXPECT_EQ(s0.env.at("MASTER_ADDR"), s1.env.at("MASTER_ADDR"));
+  Beat(*e, n0, {Started(j, 1, 0)});
+  EXPECT_EQ(StateOf(j), JobState::kStarting);  // not every part has started
+  Beat(*e, n1, {Started(j, 1, 1)});
+  EXPECT_EQ(StateOf(j), JobState::kRunning);
+  // Part 1 fails: part 0 is stopped, then the job fails (no restarts allowed).
+  Beat(*e, n1, {Exited(j, 1, 1, 3)});
+  EXPECT_EQ(StateOf(j), JobState::kStopping);
+  auto stop = Commands(*e, n0);
+  ASSERT_EQ(stop.size(), 1u);
+  ASSERT_TRUE(stop[0].stop);
+  EXPECT_EQ(stop[0].stop->key.part, 0);
+  Beat(*e, n0, {Exited(j, 1, 0, 143, true)});
+  auto rec = store_.GetJob(j);
+  ASSERT_TRUE(rec.ok() && *rec);
+  EXPECT_EQ((*rec)->state, JobState::kFailed);
+  EXPECT_EQ((*rec)->exit_code, 3);
+  EXPECT_NE((*rec)->reason.find("part 1 exited with code 3"), std::string::npos) << (*rec)->reason;
+}
+
+TEST_F(EngineTest, FailedJobRestartsWithinItsBudget) {
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  JobId j = Submit(*e, "run: x\nrestart: {max_restarts_on_errors: 1, recover_on_exit_codes: [75]}\n");
+  Beat(*e, a, {Started(j, 1, 0), Exited(j, 1, 0, 75)});  // recoverable: not counted
+  EXPECT_EQ(StateOf(j), JobState::kStarting);
+  Beat(*e, a, {Started(j, 2, 0), Exited(j, 2, 0, 1)});  // restart 1 of 1
+  EXPECT_EQ(StateOf(j), JobState::kStarting);
+  Beat(*e, a, {Started(j, 3, 0), Exited(j, 3, 0, 1)});  // out of restarts
+  auto rec = store_.GetJob(j);
+  EXPECT_EQ((*rec)->state, JobState::kFailed);
+  EXPECT_EQ((*rec)->attempt, 3);
+  EXPECT_EQ((*rec)->error_restarts, 1);
+}
+
+TEST_F(EngineTest, LostNodeRequeuesTheWholeGang) {
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 2);
+  NodeId b = Register(*e, "node-b", 2);
+  JobId j = Submit(*e, "resources: {gpus: 2, nodes: 2}\nrun: x\n");
+  Commands(*e, a);
+  Commands(*e, b);
+  auto rec = store_.GetJob(j);
+  int part_on_a = (*rec)->placement->parts[0].node == a ? 0 : 1;
+  // A start reported from the wrong node is a stray: it is not counted and gets killed.
+  Beat(*e, a, {Started(j, 1, part_on_a), Started(j, 1, 1 - part_on_a)});
+  auto stray = Commands(*e, a);
+  ASSERT_EQ(stray.size(), 1u);
+  ASSERT_TRUE(stray[0].stop);
+  EXPECT_EQ(stray[0].stop->key.part, 1 - part_on_a);
+  EXPECT_EQ(StateOf(j), JobState::kStarting);
+  Beat(*e, b, {Started(j, 1, 1 - part_on_a)});
+  EXPECT_EQ(StateOf(j), JobState::kRunning);
+  // b goes silent; a keeps beating.
+  clock_.Advance(Duration::Seconds(20));
+  Beat(*e, a);
+  clock_.Advance(Duration::Seconds(15));
+  Beat(*e, a);
+  EXPECT_EQ(StateOf(j), JobState::kStopping);
+  auto stop = Commands(*e, a);
+  ASSERT_EQ(stop.size(), 1u);
+  ASSERT_TRUE(stop[0].stop);
+  Beat(*e, a, {Exited(j, 1, part_on_a, 143, true)});
+  EXPECT_EQ(StateOf(j), JobState::kPending);  // requeued; one node is not enough for the gang
+  auto nodes = e->Nodes();
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[1].record.state, api::NodeState::kLost);
+  // b's agent comes back: a heartbeat is told to re-register; the re-registration brings it back
+  // and the gang starts again as attempt 2.
+  EXPECT_TRUE(Beat(*e, b).reregister);
+  Register(*e, "node-b", 2);
+  EXPECT_EQ(StateOf(j), JobState::kStarting);
+  EXPECT_EQ((*store_.GetJob(j))->attempt, 2);
+}
+
+TEST_F(EngineTest, CancelStopsWithTheCheckpointSignal) {
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  JobId j = Submit(*e, "run: x\ncheckpoint: {signal: SIGUSR1, grace: 7s}\n");
+  Commands(*e, a);
+  Beat(*e, a, {Started(j, 1, 0)});
+  auto f = e->Cancel(j, "alice");
+  e->Step();
+  ASSERT_TRUE(f.get().ok());
+  EXPECT_EQ(StateOf(j), JobState::kStopping);
+  auto cmds = Commands(*e, a);
+  ASSERT_EQ(cmds.size(), 1u);
+  ASSERT_TRUE(cmds[0].stop);
+  EXPECT_EQ(cmds[0].stop->signal, SIGUSR1);
+  EXPECT_EQ(cmds[0].stop->grace, Duration::Seconds(7));
+  Beat(*e, a, {Exited(j, 1, 0, 0, true)});
+  EXPECT_EQ(StateOf(j), JobState::kCancelled);
+  // Cancelling again: a clear error, nothing changes.
+  auto g = e->Cancel(j, "alice");
+  e->Step();
+  Status st = g.get();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("already cancelled"), std::string::npos);
+  auto h = e->Cancel(JobId(999), "");
+  e->Step();
+  EXPECT_EQ(h.get().code(), StatusCode::kNotFound);
+}
+
+TEST_F(EngineTest, StrayPartsAreKilled) {
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  Beat(*e, a, {}, {{JobId(77), 1, 0}});
+  auto cmds = Commands(*e, a);
+  ASSERT_EQ(cmds.size(), 1u);
+  ASSERT_TRUE(cmds[0].stop);
+  EXPECT_EQ(cmds[0].stop->key.job, JobId(77));
+}
+
+TEST_F(EngineTest, RestartRecoversQueueAndRunningJobs) {
+  NodeId a;
+  JobId running, pending;
+  {
+    auto e = MakeEngine();
+    a = Register(*e, "node-a", 4);
+    running = Submit(*e, "resources: {gpus: 4}\nrun: x\n");
+    Beat(*e, a, {Started(running, 1, 0)});
+    pending = Submit(*e, "resources: {gpus: 2}\nrun: y\n");
+    EXPECT_EQ(StateOf(pending), JobState::kPending);
+  }
+  // A new engine on the same store: the running job keeps its GPUs, the pending one waits.
+  auto e = MakeEngine();
+  EXPECT_EQ(StateOf(running), JobState::kRunning);
+  EXPECT_EQ(StateOf(pending), JobState::kPending);
+  auto q = e->Queue();
+  ASSERT_EQ(q.size(), 2u);
+  EXPECT_EQ(q[0].job.id, running);
+  EXPECT_EQ(q[1].job.id, pending);
+  EXPECT_EQ(q[1].position, 1);
+  // The agent re-registers still running the part; it finishes; the pending job starts.
+  Register(*e, "node-a", 4, {{running, 1, 0}});
+  Beat(*e, a, {Exited(running, 1, 0, 0)});
+  EXPECT_EQ(StateOf(running), JobState::kSucceeded);
+  EXPECT_EQ(StateOf(pending), JobState::kStarting);
+}
+
+TEST_F(EngineTest, BadRegistrationChangesNothing) {
+  auto e = MakeEngine();
+  api::RegisterRequest req;
+  req.name = "node-x";
+  req.spec.gpu_model = "Z999";
+  req.spec.gpus = 4;
+  auto f = e->Register(req, "h");
+  e->Step();
+  auto r = f.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unknown GPU model 'Z999'"), std::string::npos);
+  EXPECT_TRUE(e->Nodes().empty());
+}
+
+}  // namespace
+}  // namespace gpufleet::controller
