@@ -309,6 +309,13 @@ Result<JobRequest> DecodeJobRequest(const json& j, const std::string& path) {
   r.process_per_gpu = f.Bool("process_per_gpu");
   r.checkpoint = f.Object("checkpoint", &DecodeCheckpointPolicy);
   r.restart = f.Object("restart", &DecodeRestartPolicy);
+  r.profile = f.String("profile");
+  r.estimate_model = f.String("estimate_model");
+  r.deadline = f.OptionalDurationMs("deadline_ms");
+  r.max_hourly_cost_micros = f.Int64("max_hourly_cost_micros");
+  r.max_cost_micros = f.Int64("max_cost_micros");
+  r.regions = f.Strings("regions");
+  r.array_params = f.StringMap("array_params");
   if (!f.ok()) return f.status();
   return r;
 }
@@ -467,6 +474,13 @@ json ToJson(const JobRequest& r) {
       {"process_per_gpu", r.process_per_gpu},
       {"checkpoint", ToJson(r.checkpoint)},
       {"restart", ToJson(r.restart)},
+      {"profile", r.profile},
+      {"estimate_model", r.estimate_model},
+      {"deadline_ms", OptionalMillis(r.deadline)},
+      {"max_hourly_cost_micros", r.max_hourly_cost_micros},
+      {"max_cost_micros", r.max_cost_micros},
+      {"regions", r.regions},
+      {"array_params", r.array_params},
   };
 }
 

@@ -68,6 +68,13 @@ JobRequest SampleRequest() {
   r.restart.on_preemption = false;
   r.restart.max_restarts_on_errors = 2;
   r.restart.recover_on_exit_codes = {75, 137};
+  r.profile = "compute";
+  r.estimate_model = "A100";
+  r.deadline = Duration::Hours(24);
+  r.max_hourly_cost_micros = 40'000'000;
+  r.max_cost_micros = 300'500'000;
+  r.regions = {"europe-*", "us-east1"};
+  r.array_params = {{"lr", "0.1"}, {"batch", "64"}};
   return r;
 }
 
@@ -153,6 +160,26 @@ TEST_F(CodecTest, SamplesSetEveryField) {
   ExpectEveryFieldSet(ToJson(SamplePlacement().parts[0]), ToJson(model::NodeAssignment{}));
 }
 
+TEST_F(CodecTest, StructSizesMatchTheFieldsTheCodecKnows) {
+  // Given the record structs as the codec was written for them, expect their sizes unchanged: a
+  // new field changes the size, and must be added to codec.cc (both directions) and to the
+  // samples above before this size is updated. Sizes are those of libstdc++ on x86-64.
+#if defined(__GLIBCXX__) && defined(__x86_64__)
+  EXPECT_EQ(sizeof(model::JobSpec), 216u);
+  EXPECT_EQ(sizeof(model::NodeSpec), 168u);
+  EXPECT_EQ(sizeof(model::NodeAssignment), 56u);
+  EXPECT_EQ(sizeof(model::Placement), 56u);
+  EXPECT_EQ(sizeof(CheckpointPolicy), 48u);
+  EXPECT_EQ(sizeof(RestartPolicy), 32u);
+  EXPECT_EQ(sizeof(JobRequest), 608u);
+  EXPECT_EQ(sizeof(JobRecord), 792u);
+  EXPECT_EQ(sizeof(Transition), 48u);
+  EXPECT_EQ(sizeof(GpuInfo), 80u);
+  EXPECT_EQ(sizeof(NodeRecord), 288u);
+  EXPECT_EQ(sizeof(TokenRecord), 152u);
+#endif
+}
+
 TEST_F(CodecTest, ModelTypesRoundTrip) {
   // Given fully populated model values, expect decode(encode(x)) to encode the same.
   ExpectRoundTrip(SampleSpec(), JobSpecFromJson);
@@ -193,6 +220,10 @@ TEST_F(CodecTest, DecodedJobRecordHasTheOriginalValues) {
   EXPECT_EQ(back->request.env, SampleRequest().env);
   EXPECT_EQ(back->request.checkpoint.signal, SIGUSR1);
   EXPECT_EQ(back->request.restart.recover_on_exit_codes, (std::vector<int>{75, 137}));
+  EXPECT_EQ(back->request.deadline, Duration::Hours(24));
+  EXPECT_EQ(back->request.max_cost_micros, 300'500'000);
+  EXPECT_EQ(back->request.regions, SampleRequest().regions);
+  EXPECT_EQ(back->request.array_params, SampleRequest().array_params);
   ASSERT_TRUE(back->placement.has_value());
   ASSERT_EQ(back->placement->parts.size(), 2u);
   EXPECT_EQ(back->placement->parts[1].node, NodeId(9));
@@ -211,6 +242,8 @@ TEST_F(CodecTest, FieldsAreReadableSnakeCaseWithMillisAndNames) {
   EXPECT_EQ(j["request"]["spec"]["duration_estimate_ms"], 18'000'007);
   EXPECT_EQ(j["request"]["spec"]["market"], "on-demand");
   EXPECT_EQ(j["request"]["checkpoint"]["grace_ms"], 90'000);
+  EXPECT_EQ(j["request"]["deadline_ms"], 86'400'000);
+  EXPECT_EQ(j["request"]["max_hourly_cost_micros"], 40'000'000);
   EXPECT_EQ(j["placement"]["parts"][0]["node"], 4);
   EXPECT_EQ(ToJson(SampleNode())["spec"]["market"], "spot");
   EXPECT_EQ(ToJson(SampleNode())["state"], "draining");
@@ -219,6 +252,7 @@ TEST_F(CodecTest, FieldsAreReadableSnakeCaseWithMillisAndNames) {
   EXPECT_TRUE(empty["placement"].is_null());
   EXPECT_TRUE(empty["exit_code"].is_null());
   EXPECT_TRUE(empty["request"]["spec"]["duration_estimate_ms"].is_null());
+  EXPECT_TRUE(empty["request"]["deadline_ms"].is_null());
 }
 
 TEST_F(CodecTest, OptionalFieldsMayBeAbsent) {

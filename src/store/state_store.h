@@ -45,13 +45,18 @@ class StateStore {
 
   // All submissions in one transaction (group commit). Each one is all-or-nothing per request id;
   // a request id seen before yields its earlier ids and created=false. New jobs get the next ids
-  // (ascending, never reused) and a "submitted" transition at job.submitted.
+  // (ascending from 1, never reused) and a "submitted" transition at job.submitted; the stored
+  // record has the id, the submission's request id and reason "submitted". A submission with an
+  // empty request id or no jobs fails the whole batch (InvalidArgument) and nothing is stored.
   virtual Result<std::vector<SubmitOutcome>> Submit(std::vector<Submission> submissions) = 0;
 
-  // Writes the new records and appends the transitions, all in one transaction.
+  // Writes the new records and appends the transitions, all in one transaction. A job id that is
+  // not stored fails the whole batch (NotFound) and nothing changes.
   virtual Status Update(const std::vector<JobUpdate>& updates) = 0;
 
   virtual Result<std::optional<api::JobRecord>> GetJob(JobId id) = 0;
+  // The matching jobs oldest first (by id) without a limit; with one, the newest `limit` of them,
+  // newest first.
   virtual Result<std::vector<api::JobRecord>> ListJobs(const JobFilter& filter) = 0;
   // Every transition of the job, oldest first.
   virtual Result<std::vector<api::Transition>> History(JobId id) = 0;
@@ -59,14 +64,15 @@ class StateStore {
   // Nodes: keyed by name; a new name gets the next id (ignored in `node.id`); an existing name
   // keeps its id. Returns the id.
   virtual Result<NodeId> UpsertNode(const api::NodeRecord& node) = 0;
-  virtual Result<std::vector<api::NodeRecord>> ListNodes() = 0;
+  virtual Result<std::vector<api::NodeRecord>> ListNodes() = 0;  // by id
 
   // Tokens: by hash. PutToken replaces a token with the same hash.
   virtual Status PutToken(const api::TokenRecord& token) = 0;
   virtual Result<std::optional<api::TokenRecord>> FindToken(const std::string& hash) = 0;
-  virtual Result<std::vector<api::TokenRecord>> ListTokens() = 0;
+  virtual Result<std::vector<api::TokenRecord>> ListTokens() = 0;  // by hash
 
-  // Small settings (schema version, cluster id, next MASTER_PORT, ...).
+  // Small settings (schema version, cluster id, next MASTER_PORT, ...). "schema_version" belongs
+  // to the store: it can be read, and setting it is InvalidArgument.
   virtual Result<std::optional<std::string>> GetMeta(const std::string& key) = 0;
   virtual Status SetMeta(const std::string& key, const std::string& value) = 0;
 };
