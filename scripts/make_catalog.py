@@ -50,10 +50,19 @@ def price(s):
     return "" if s == "" else s
 
 
-def gpu_mem_mib(gpu_info):
-    """GpuInfo is a Python dict literal; the per-GPU MiB is the first SizeInMiB."""
+def gpu_mem_mib(gpu_info, count):
+    """GpuInfo is a Python dict literal whose SizeInMiB is per GPU (Lambda's TotalGpuMemoryInMiB
+    wrongly repeats it), except in Vast's rows, where SizeInMiB is the total of a multi-GPU offer:
+    callers pass Vast's count so that the total is divided by it, and "1" elsewhere."""
     m = re.search(r"'SizeInMiB':\s*([0-9]+)", gpu_info or "")
-    return m.group(1) if m else ""
+    if not m:
+        return ""
+    size = int(m.group(1))
+    t = re.search(r"'TotalGpuMemoryInMiB':\s*([0-9]+)", gpu_info or "")
+    n = Decimal(count or "1")
+    if t and n > 1 and int(t.group(1)) == size and n == n.to_integral_value():
+        size //= int(n)
+    return str(size)
 
 
 def read(path):
@@ -98,7 +107,7 @@ def gcp(src):
             spot = str(Decimal(r["SpotPrice"]) + Decimal(host["SpotPrice"]))
         out.append({
             "cloud": "gcp", "region": r["Region"], "zone": r["AvailabilityZone"], "instance_type": host_type,
-            "accelerator": acc, "gpu_count": str(count), "gpu_mem_mib": gpu_mem_mib(r["GpuInfo"]),
+            "accelerator": acc, "gpu_count": str(count), "gpu_mem_mib": gpu_mem_mib(r["GpuInfo"], "1"),
             "vcpus": num(host["vCPUs"]), "ram_gib": num(host["MemoryGiB"]), "ondemand_usd_h": od,
             "host_usd_h": host["Price"], "spot_usd_h": spot, "spot_kind": "quoted" if spot else "",
             "aws_interruption_bucket": "",
@@ -124,7 +133,7 @@ def simple(src, rel, cloud, spot_zero_is_none=False):
         out.append({
             "cloud": cloud, "region": r["Region"], "zone": r.get("AvailabilityZone", ""),
             "instance_type": r["InstanceType"], "accelerator": acc, "gpu_count": num(r["AcceleratorCount"]),
-            "gpu_mem_mib": gpu_mem_mib(r.get("GpuInfo", "")), "vcpus": num(r["vCPUs"]),
+            "gpu_mem_mib": gpu_mem_mib(r.get("GpuInfo", ""), r["AcceleratorCount"] if cloud == "vast" else "1"), "vcpus": num(r["vCPUs"]),
             "ram_gib": num(r["MemoryGiB"]), "ondemand_usd_h": price(r["Price"]), "host_usd_h": "",
             "spot_usd_h": spot, "spot_kind": "quoted" if spot else "", "aws_interruption_bucket": "",
         })

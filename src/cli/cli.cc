@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cost_commands.h"
 #include "cli/sim_command.h"
 #include "sched/policy/registry.h"
 
@@ -60,6 +61,8 @@ struct Command {
 const std::vector<Command>& Commands() {
   static const std::vector<Command> table = {
       {"sim", SetupSimCommand},
+      {"offers", SetupOffersCommand},
+      {"select", SetupSelectCommand},
       {"policies", SetupPolicies},
       {"version", SetupVersion},
   };
@@ -91,7 +94,7 @@ Run 'gpufleet COMMAND --help' for a command's options and more examples.)");
   } catch (const CLI::ParseError& e) {
     // An unknown first word reads better as "unknown command" than CLI11's generic message.
     if (argc > 1 && argv[1][0] != '-' && !runners.count(argv[1])) {
-      std::fprintf(stderr, "gpufleet: unknown command '%s' (commands: sim, policies, version)\n", argv[1]);
+      std::fprintf(stderr, "gpufleet: unknown command '%s' (commands: sim, offers, select, policies, version)\n", argv[1]);
       return 2;
     }
     app.exit(e);

@@ -194,9 +194,10 @@ Result<Selection> SelectOffers(const OfferTable& table, const CostJob& job, cons
     if (h.Describe() == w.Describe()) {
       sel.reason += "; the cheapest-$/h rule picks the same offer";
     } else {
-      sel.reason += "; the cheapest-$/h rule would pick " + Summary(h) + " (" +
-                    FormatUsd(sel.saving_vs_cheapest_hourly) + " more" +
-                    (h.meets_deadline ? "" : ", and it misses the deadline") + ")";
+      const MicroUsd d = sel.saving_vs_cheapest_hourly;
+      std::string diff = d >= 0 ? FormatUsd(d) + " more" : FormatUsd(-d) + " less";
+      if (!h.meets_deadline) diff += d >= 0 ? ", and it misses the deadline" : ", but it misses the deadline";
+      sel.reason += "; the cheapest-$/h rule would pick " + Summary(h) + " (" + diff + ")";
     }
   }
   return sel;

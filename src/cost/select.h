@@ -76,7 +76,8 @@ struct Selection {
   // shape, region, cloud, constraints, market, hourly cap; not the deadline, which that rule cannot
   // judge without a runtime model). nullopt when nothing passes them.
   std::optional<Candidate> cheapest_hourly;
-  // cheapest_hourly's expected cost minus the winner's (>= 0 when both exist).
+  // cheapest_hourly's expected cost minus the winner's: >= 0 unless the cheapest-$/h pick misses
+  // the deadline (then it may be cheaper but is not feasible). 0 when either is missing.
   MicroUsd saving_vs_cheapest_hourly = 0;
   // Why offers were left out: reason -> number of (offer, market) pairs.
   std::map<std::string, int64_t> rejected;

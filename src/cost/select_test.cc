@@ -211,7 +211,9 @@ TEST_F(SelectTest, DeadlineDropsSlowOffersButCheapestHourlyIgnoresIt) {
   ASSERT_TRUE(s.cheapest_hourly.has_value());
   EXPECT_EQ(s.cheapest_hourly->offer.gpu, "REF");
   EXPECT_FALSE(s.cheapest_hourly->meets_deadline);
-  EXPECT_NE(s.reason.find("misses the deadline"), std::string::npos) << s.reason;
+  // REF costs $10 against FAST's $15: cheaper, but too late.
+  EXPECT_EQ(s.saving_vs_cheapest_hourly, -5 * kUsd);
+  EXPECT_NE(s.reason.find("($5.00 less, but it misses the deadline)"), std::string::npos) << s.reason;
 }
 
 TEST_F(SelectTest, HourlyCapMarketGpuTypeAndSuspectPricesFilter) {

@@ -1,0 +1,397 @@
+#include "cli/cost_commands.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/strings.h"
+#include "cost/job_yaml.h"
+#include "cost/offer.h"
+#include "cost/select.h"
+
+#ifndef GPUFLEET_DATA_DIR
+#define GPUFLEET_DATA_DIR "data"
+#endif
+
+namespace gpufleet::cli {
+
+namespace {
+
+using cost::Candidate;
+using cost::MicroUsd;
+using cost::Offer;
+using json = nlohmann::ordered_json;
+
+constexpr const char* kCatalogHelp =
+    "Offer catalog CSV (default: $GPUFLEET_CATALOG, else ./data/catalog/offers.csv, else the one "
+    "in the source tree this binary was built from)";
+
+// --catalog, then $GPUFLEET_CATALOG, then the working directory's data/, then the source tree's.
+std::string CatalogPath(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (const char* env = std::getenv("GPUFLEET_CATALOG"); env != nullptr && *env != '\0') return env;
+  const std::string local = "data/catalog/offers.csv";
+  std::error_code ec;
+  if (std::filesystem::exists(local, ec)) return local;
+  return std::string(GPUFLEET_DATA_DIR) + "/catalog/offers.csv";
+}
+
+double Usd(MicroUsd v) { return static_cast<double>(v) / static_cast<double>(cost::kMicroUsdPerUsd); }
+
+std::string Fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string FlagCodes(const Offer& o, model::Market m) {
+  std::vector<std::string> f;
+  if (m == model::Market::kSpot && o.has(cost::kSpotEstimated)) f.push_back("spot-estimated");
+  if (m == model::Market::kSpot && o.has(cost::kHazardDefault)) f.push_back("hazard-default");
+  if (m == model::Market::kOnDemand && o.has(cost::kSuspectPrice)) f.push_back("suspect-price");
+  if (m == model::Market::kOnDemand && o.has(cost::kSpotAtOrAboveOnDemand)) f.push_back("spot-dropped");
+  return Join(f, ",");
+}
+
+json OfferJson(const Offer& o) {
+  json j = {{"cloud", o.cloud},
+            {"region", o.region},
+            {"zone", o.zone},
+            {"instance_type", o.instance_type},
+            {"gpu", o.gpu},
+            {"gpus", o.gpus},
+            {"gpu_mem_mib", o.gpu_mem_mib},
+            {"vcpus", static_cast<double>(o.cpu_milli) / 1000.0},
+            {"mem_mib", o.mem_mib}};
+  j["on_demand_usd_per_hour"] = o.on_demand_per_hour ? json(Usd(*o.on_demand_per_hour)) : json(nullptr);
+  j["spot_usd_per_hour"] = o.spot_per_hour ? json(Usd(*o.spot_per_hour)) : json(nullptr);
+  j["spot_interruptions_per_hour"] = o.spot_per_hour ? json(o.spot_hazard_per_hour) : json(nullptr);
+  j["hazard_source"] = o.hazard_source;
+  json flags = json::array();
+  if (o.has(cost::kSpotEstimated)) flags.push_back("spot-estimated");
+  if (o.has(cost::kSuspectPrice)) flags.push_back("suspect-price");
+  if (o.has(cost::kSpotAtOrAboveOnDemand)) flags.push_back("spot-dropped");
+  if (o.has(cost::kHazardDefault)) flags.push_back("hazard-default");
+  if (o.has(cost::kGpuMemFromSpecs)) flags.push_back("gpu-mem-from-specs");
+  j["flags"] = flags;
+  return j;
+}
+
+json WarningsJson(const cost::OfferTable& t) {
+  json arr = json::array();
+  for (const auto& w : t.warnings) arr.push_back({{"kind", w.kind}, {"count", w.count}, {"example", w.example}});
+  return arr;
+}
+
+// "catalog: data/catalog/offers.csv, 3040 rows, 2870 offers; kept out: unknown GPU model 120, ..."
+std::string WarningSummary(const std::string& path, const cost::OfferTable& t) {
+  std::string s = "catalog " + path + ": " + std::to_string(t.rows_read) + " rows, " +
+                  std::to_string(t.offers.size()) + " offers";
+  std::vector<std::string> parts;
+  for (const auto& w : t.warnings) parts.push_back(w.kind + " " + std::to_string(w.count));
+  if (!parts.empty()) s += "; " + Join(parts, "; ");
+  return s;
+}
+
+Result<cost::OfferTable> LoadCatalog(const std::string& flag, std::string& path) {
+  path = CatalogPath(flag);
+  return cost::LoadOffersCsv(path, model::GpuCatalog::BuiltIn());
+}
+
+// ---------------------------------------------------------------- offers
+
+struct OffersArgs {
+  std::string gpu;
+  int count = 0;
+  std::vector<std::string> regions;
+  std::vector<std::string> clouds;
+  std::string market = "any";
+  std::string sort = "price";
+  int limit = 20;
+  std::string output = "table";
+  std::string catalog;
+  bool include_suspect = false;
+  bool quiet = false;
+};
+
+struct Row {
+  const Offer* offer;
+  model::Market market;
+  MicroUsd price;
+  MicroUsd per_gpu;
+};
+
+int OffersFail(const std::string& msg) {
+  std::fprintf(stderr, "gpufleet offers: %s\n", msg.c_str());
+  return 2;
+}
+
+int RunOffers(const OffersArgs& a) {
+  auto pref = model::ParseMarketPreference(a.market);
+  if (!pref.ok() || a.market.empty()) return OffersFail("--market must be spot, on-demand or any, got '" + a.market + "'");
+  if (a.sort != "price" && a.sort != "price-per-gpu") {
+    return OffersFail("--sort must be price or price-per-gpu, got '" + a.sort + "'");
+  }
+  if (a.output != "table" && a.output != "json") return OffersFail("-o must be table or json, got '" + a.output + "'");
+  if (a.count < 0 || a.limit < 0) return OffersFail("--count and --limit must not be negative");
+  std::string gpu;
+  if (!a.gpu.empty()) {
+    const model::GpuModel* m = model::GpuCatalog::BuiltIn().Find(a.gpu);
+    if (m == nullptr) return OffersFail("unknown GPU model '" + a.gpu + "'");
+    gpu = m->name;
+  }
+  std::string path;
+  auto table = LoadCatalog(a.catalog, path);
+  if (!table.ok()) {
+    std::fprintf(stderr, "gpufleet offers: %s\n", table.status().message().c_str());
+    return 1;
+  }
+
+  std::vector<Row> rows;
+  int64_t suspect_hidden = 0;
+  for (const Offer& o : table->offers) {
+    if (!gpu.empty() && o.gpu != gpu) continue;
+    if (a.count > 0 && o.gpus != a.count) continue;
+    if (!a.clouds.empty() && std::find(a.clouds.begin(), a.clouds.end(), o.cloud) == a.clouds.end()) continue;
+    if (!a.regions.empty() && std::none_of(a.regions.begin(), a.regions.end(), [&](const std::string& g) {
+          return GlobMatch(g, o.region) || (!o.zone.empty() && GlobMatch(g, o.zone));
+        })) {
+      continue;
+    }
+    for (model::Market m : {model::Market::kOnDemand, model::Market::kSpot}) {
+      if (*pref == model::MarketPreference::kOnDemand && m == model::Market::kSpot) continue;
+      if (*pref == model::MarketPreference::kSpot && m == model::Market::kOnDemand) continue;
+      auto p = o.price(m);
+      if (!p) continue;
+      if (m == model::Market::kOnDemand && o.has(cost::kSuspectPrice) && !a.include_suspect) {
+        ++suspect_hidden;
+        continue;
+      }
+      rows.push_back({&o, m, *p, *p / o.gpus});
+    }
+  }
+  const bool per_gpu = a.sort == "price-per-gpu";
+  std::sort(rows.begin(), rows.end(), [&](const Row& x, const Row& y) {
+    auto key = [&](const Row& r) {
+      return std::make_tuple(per_gpu ? r.per_gpu : r.price, per_gpu ? r.price : r.per_gpu, std::cref(r.offer->cloud),
+                             std::cref(r.offer->region), std::cref(r.offer->zone), std::cref(r.offer->instance_type),
+                             static_cast<int>(r.market));
+    };
+    return key(x) < key(y);
+  });
+  const size_t total = rows.size();
+  if (a.limit > 0 && rows.size() > static_cast<size_t>(a.limit)) rows.resize(a.limit);
+
+  if (a.output == "json") {
+    json out = {{"catalog", path}, {"matching", total}, {"shown", rows.size()}, {"suspect_hidden", suspect_hidden}};
+    json arr = json::array();
+    for (const Row& r : rows) {
+      json j = OfferJson(*r.offer);
+      j["market"] = model::MarketName(r.market);
+      j["usd_per_hour"] = Usd(r.price);
+      j["usd_per_gpu_hour"] = Usd(r.per_gpu);
+      arr.push_back(std::move(j));
+    }
+    out["offers"] = arr;
+    out["warnings"] = WarningsJson(*table);
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  if (!a.quiet) std::fprintf(stderr, "%s\n", WarningSummary(path, *table).c_str());
+  if (rows.empty()) {
+    std::printf("no offers match%s\n", suspect_hidden > 0 ? " (suspect prices hidden; --include-suspect shows them)" : "");
+    return 0;
+  }
+  std::printf("%-7s %-26s %-26s %-10s %6s %5s %6s %-9s %10s %10s %8s  %s\n", "CLOUD", "REGION/ZONE", "INSTANCE",
+              "GPU", "GPU_GB", "VCPU", "RAM_GB", "MARKET", "$/H", "$/GPU-H", "INT/H", "FLAGS");
+  for (const Row& r : rows) {
+    const Offer& o = *r.offer;
+    std::string where = o.zone.empty() ? o.region : o.zone;
+    std::string gpu_s = std::to_string(o.gpus) + "x" + o.gpu;
+    std::string hazard = r.market == model::Market::kSpot ? Fixed(o.spot_hazard_per_hour, 4) : "-";
+    std::printf("%-7s %-26s %-26s %-10s %6lld %5lld %6lld %-9s %10s %10s %8s  %s\n", o.cloud.c_str(),
+                where.substr(0, 26).c_str(), o.instance_type.substr(0, 26).c_str(), gpu_s.c_str(),
+                static_cast<long long>(o.gpu_mem_mib / 1024), static_cast<long long>(o.cpu_milli / 1000),
+                static_cast<long long>(o.mem_mib / 1024), model::MarketName(r.market),
+                Fixed(Usd(r.price), 3).c_str(), Fixed(Usd(r.per_gpu), 3).c_str(), hazard.c_str(),
+                FlagCodes(o, r.market).c_str());
+  }
+  std::printf("%zu of %zu matching offers%s\n", rows.size(), total,
+              suspect_hidden > 0 ? (", " + std::to_string(suspect_hidden) +
+                                    " with suspect fallback prices hidden (--include-suspect)")
+                                       .c_str()
+                                 : "");
+  return 0;
+}
+
+// ---------------------------------------------------------------- select
+
+struct SelectArgs {
+  std::string job;
+  std::string output = "text";
+  std::string catalog;
+  int limit = 5;
+  bool include_suspect = false;
+  bool quiet = false;
+};
+
+json CandidateJson(const Candidate& c) {
+  json j = OfferJson(c.offer);
+  j["market"] = model::MarketName(c.market);
+  j["instances"] = c.offer.price(c.market) ? c.price_per_hour / *c.offer.price(c.market) : 0;
+  j["usd_per_hour"] = Usd(c.price_per_hour);
+  j["speed_vs_reference"] = std::round(c.speed * 1000) / 1000;
+  j["runtime_hours"] = std::round(c.runtime.hours_f() * 1000) / 1000;
+  j["expected_wall_hours"] = std::round(c.expected_wall.hours_f() * 1000) / 1000;
+  j["expected_interruptions"] = std::round(c.expected_interruptions * 1000) / 1000;
+  j["compute_usd"] = Usd(c.compute_cost);
+  j["rework_usd"] = Usd(c.rework_cost);
+  j["restart_usd"] = Usd(c.restart_cost);
+  j["expected_cost_usd"] = Usd(c.expected_cost);
+  j["idle_gpus_per_node"] = c.idle_gpus_per_node;
+  j["meets_deadline"] = c.meets_deadline;
+  return j;
+}
+
+int SelectFail(const std::string& msg, int code) {
+  std::fprintf(stderr, "gpufleet select: %s\n", msg.c_str());
+  return code;
+}
+
+int RunSelect(const SelectArgs& a) {
+  if (a.output != "text" && a.output != "json") return SelectFail("-o must be text or json, got '" + a.output + "'", 2);
+  auto job = cost::LoadCostJobYaml(a.job, model::GpuCatalog::BuiltIn());
+  if (!job.ok()) return SelectFail(job.status().message(), 1);
+  job->allow_suspect_prices = a.include_suspect;
+  std::string path;
+  auto table = LoadCatalog(a.catalog, path);
+  if (!table.ok()) return SelectFail(table.status().message(), 1);
+  auto sel = cost::SelectOffers(*table, *job, model::GpuCatalog::BuiltIn());
+  if (!sel.ok()) return SelectFail(a.job + ": " + sel.status().message(), 1);
+
+  const char* profile = job->profile == model::Boundness::kCompute  ? "compute"
+                        : job->profile == model::Boundness::kMemory ? "memory"
+                                                                     : "balanced";
+  size_t shown = std::min(sel->ranked.size(), static_cast<size_t>(std::max(a.limit, 1)));
+  if (a.output == "json") {
+    json out;
+    out["job"] = {{"file", a.job},
+                  {"gpus_per_node", job->gpus_per_node},
+                  {"nodes", job->nodes},
+                  {"reference_gpu", job->reference_gpu},
+                  {"reference_runtime_hours", job->reference_runtime.hours_f()},
+                  {"profile", profile},
+                  {"checkpoint_interval_hours", job->checkpoint_interval.hours_f()},
+                  {"market", model::MarketPreferenceName(job->market)}};
+    out["catalog"] = path;
+    out["feasible"] = sel->ranked.size();
+    json ranked = json::array();
+    for (size_t i = 0; i < shown; ++i) ranked.push_back(CandidateJson(sel->ranked[i]));
+    out["ranked"] = ranked;
+    out["cheapest_hourly"] = sel->cheapest_hourly ? CandidateJson(*sel->cheapest_hourly) : json(nullptr);
+    out["saving_vs_cheapest_hourly_usd"] = Usd(sel->saving_vs_cheapest_hourly);
+    out["reason"] = sel->reason;
+    json rejected = json::object();
+    for (const auto& [why, n] : sel->rejected) rejected[why] = n;
+    out["rejected"] = rejected;
+    out["warnings"] = WarningsJson(*table);
+    std::printf("%s\n", out.dump(2).c_str());
+    return sel->ranked.empty() ? 3 : 0;
+  }
+
+  if (!a.quiet) std::fprintf(stderr, "%s\n", WarningSummary(path, *table).c_str());
+  std::printf("job %s: %d node(s) x %d GPU(s), %s on %s, %s profile, %s, market %s%s%s\n", a.job.c_str(), job->nodes,
+              job->gpus_per_node, FormatDuration(job->reference_runtime).c_str(), job->reference_gpu.c_str(),
+              profile,
+              job->checkpoint_interval > Duration::Zero()
+                  ? ("checkpoint every " + FormatDuration(job->checkpoint_interval)).c_str()
+                  : "no checkpoints",
+              model::MarketPreferenceName(job->market),
+              job->deadline ? (", deadline " + FormatDuration(*job->deadline)).c_str() : "",
+              job->max_hourly_cost ? (", max " + cost::FormatUsd(*job->max_hourly_cost) + "/h").c_str() : "");
+  if (!sel->ranked.empty()) {
+    std::printf("\n%-4s %-58s %7s %8s %10s %10s %9s %11s\n", "RANK", "OFFER", "SPEED", "WALL", "$/H", "COMPUTE",
+                "REWORK", "EXPECTED");
+    for (size_t i = 0; i < shown; ++i) {
+      const Candidate& c = sel->ranked[i];
+      std::printf("%-4zu %-58s %6.2fx %8s %10s %10s %9s %11s\n", i + 1, c.Describe().substr(0, 58).c_str(), c.speed,
+                  FormatDuration(c.expected_wall).c_str(), cost::FormatUsd(c.price_per_hour).c_str(),
+                  cost::FormatUsd(c.compute_cost).c_str(), cost::FormatUsd(c.rework_cost + c.restart_cost).c_str(),
+                  cost::FormatUsd(c.expected_cost).c_str());
+    }
+    std::printf("(%zu of %zu feasible offers)\n", shown, sel->ranked.size());
+  }
+  std::printf("\n%s\n", sel->reason.c_str());
+  if (!sel->rejected.empty()) {
+    std::vector<std::string> parts;
+    for (const auto& [why, n] : sel->rejected) parts.push_back(why + " " + std::to_string(n));
+    std::printf("left out: %s\n", Join(parts, "; ").c_str());
+  }
+  return sel->ranked.empty() ? 3 : 0;
+}
+
+}  // namespace
+
+std::function<int()> SetupOffersCommand(CLI::App& app) {
+  auto args = std::make_shared<OffersArgs>();
+  CLI::App* sub = app.add_subcommand("offers", "List cloud GPU offers from the price catalog, cheapest first");
+  sub->add_option("--gpu", args->gpu, "GPU model (catalog name or alias: H100, a100-80gb, ...)");
+  sub->add_option("--count", args->count, "GPUs per instance (exactly); 0 = any")->capture_default_str();
+  sub->add_option("--region", args->regions, "Region or zone glob, repeatable ('europe-*', 'us-east-1')");
+  sub->add_option("--cloud", args->clouds, "Cloud, repeatable: aws, gcp, azure, lambda, nebius, oci, vast");
+  sub->add_option("--market", args->market, "spot, on-demand or any")->capture_default_str();
+  sub->add_option("--sort", args->sort, "price (per instance-hour) or price-per-gpu")->capture_default_str();
+  sub->add_option("--limit", args->limit, "Rows to show; 0 = all")->capture_default_str();
+  sub->add_option("-o,--output", args->output, "table or json")->capture_default_str();
+  sub->add_option("--catalog", args->catalog, kCatalogHelp);
+  sub->add_flag("--include-suspect", args->include_suspect,
+                "Show on-demand prices flagged as likely fallback values (hidden by default)");
+  sub->add_flag("-q,--quiet", args->quiet, "Do not print the catalog summary on stderr");
+  sub->footer(R"(Prices are USD per instance-hour from data/catalog/offers.csv (docs/cost.md). INT/H is the
+expected spot interruptions per hour. FLAGS: spot-estimated (AWS spot = on-demand x advisor
+savings), hazard-default (no interruption data for that cloud), suspect-price.
+
+Examples:
+  gpufleet offers --gpu H100 --count 8
+  gpufleet offers --gpu H100 --count 8 --region 'europe-*' --market spot
+  gpufleet offers --gpu A100-80GB --cloud aws --cloud gcp --sort price-per-gpu --limit 5
+  gpufleet offers --gpu L4 -o json)");
+  return [args]() { return RunOffers(*args); };
+}
+
+std::function<int()> SetupSelectCommand(CLI::App& app) {
+  auto args = std::make_shared<SelectArgs>();
+  CLI::App* sub = app.add_subcommand("select", "Rank offers for a job by expected cost to complete");
+  sub->add_option("job", args->job, "Job YAML (resources, estimate, profile, checkpoint, market, ...)")->required();
+  sub->add_option("-o,--output", args->output, "text or json")->capture_default_str();
+  sub->add_option("--limit", args->limit, "Candidates to show")->capture_default_str();
+  sub->add_option("--catalog", args->catalog, kCatalogHelp);
+  sub->add_flag("--include-suspect", args->include_suspect, "Also consider prices flagged as likely fallback values");
+  sub->add_flag("-q,--quiet", args->quiet, "Do not print the catalog summary on stderr");
+  sub->footer(R"(The job file (other keys are ignored):
+  resources: {gpus: 8, nodes: 1, gpu_type: [H100, A100-80GB]}  # gpus per node
+  estimate: "10h on A100"          # runtime on a reference GPU
+  profile: compute                 # compute | memory | balanced
+  checkpoint: {interval: 30m, restart_overhead: 5m}
+  market: any                      # spot | on-demand | any
+  deadline: 24h
+  max_hourly_cost: 40              # USD per hour, whole job
+  regions: ["europe-*"]            # globs on region or zone
+  constraints: {geo: eu}           # offer labels: cloud, region, zone, geo
+Expected cost = $/h x (runtime on that GPU + expected spot rework and restarts); see docs/cost.md.
+Exit status 3 when no offer fits.
+
+Examples:
+  gpufleet select job.yaml
+  gpufleet select job.yaml -o json --limit 10)");
+  return [args]() { return RunSelect(*args); };
+}
+
+}  // namespace gpufleet::cli
