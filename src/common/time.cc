@@ -5,7 +5,16 @@
 #include <string>
 #include <ctime>
 
+#include <chrono>
+
 namespace gpufleet {
+
+Time WallNow() {
+  return Time::FromMillis(std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count());
+}
+
 
 std::string FormatIso8601(Time t) {
   int64_t ms = t.millis();

@@ -61,6 +61,10 @@ class Time {
   int64_t ms_ = 0;
 };
 
+// The OS's wall clock, for the live controller, the agent and the CLI. The scheduler core never
+// calls it (it reads an injected sched::Clock; scripts/check_layering.py enforces that).
+Time WallNow();
+
 // "2017-10-09T07:01:55Z" (UTC, second precision; milliseconds appended when not zero).
 std::string FormatIso8601(Time t);
 // "1h23m", "45s", "2d3h": short human form for reports and explanations.

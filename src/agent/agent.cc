@@ -1,0 +1,483 @@
+#include "agent/agent.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "api/codec.h"
+
+namespace gpufleet::agent {
+
+using nlohmann::json;
+
+namespace {
+
+std::unique_ptr<httplib::Client> MakeClient(const std::string& server, Duration read_timeout) {
+  auto c = std::make_unique<httplib::Client>(server);
+  c->set_connection_timeout(2, 0);
+  c->set_read_timeout(static_cast<time_t>(read_timeout.millis() / 1000 + 5), 0);
+  c->set_write_timeout(10, 0);
+  c->set_keep_alive(true);
+  return c;
+}
+
+std::string ProcKey(const api::PartKey& k, int i) { return k.ToString() + "#" + std::to_string(i); }
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe)
+    : options_(std::move(options)), probe_(std::move(probe)) {
+  if (options_.name.empty()) {
+    char host[256] = {0};
+    ::gethostname(host, sizeof host - 1);
+    options_.name = host;
+  }
+}
+
+Agent::~Agent() = default;
+
+Status Agent::Register() {
+  api::RegisterRequest req;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    req.name = options_.name;
+    req.address = options_.address;
+    req.spec = spec_;
+    req.gpus = gpus_;
+    req.running = RunningKeys();
+    req.version = "0.1.0";
+  }
+  auto http = MakeClient(options_.server, Duration::Seconds(10));
+  std::string token;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    token = token_.empty() ? options_.join_token : token_;
+  }
+  httplib::Headers h = {{"Authorization", "Bearer " + token}};
+  auto res = http->Post("/v1/agents/register", h, api::ToJson(req).dump(), "application/json");
+  if (!res) return Status::Unavailable("cannot reach the controller at " + options_.server);
+  if (res->status == 401 && token != options_.join_token) {
+    // The controller forgot this agent's token (a new store): join again.
+    h = {{"Authorization", "Bearer " + options_.join_token}};
+    res = http->Post("/v1/agents/register", h, api::ToJson(req).dump(), "application/json");
+    if (!res) return Status::Unavailable("cannot reach the controller at " + options_.server);
+  }
+  if (res->status != 200) {
+    std::string msg = res->body;
+    auto j = api::ParseJson(res->body);
+    if (j.ok() && j->contains("error")) msg = (*j)["error"].value("message", res->body);
+    std::string text = "registration refused (HTTP " + std::to_string(res->status) + "): " + msg;
+    Status st = res->status == 401 || res->status == 403 || res->status == 400 ? Status::InvalidArgument(text)
+                                                                               : Status::Unavailable(text);
+    return st;
+  }
+  auto body = api::ParseJson(res->body);
+  if (!body.ok()) return body.status();
+  auto reply = api::RegisterReplyFromJson(*body);
+  if (!reply.ok()) return reply.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  token_ = reply->token;
+  if (epoch_ != reply->epoch) after_ = 0;
+  epoch_ = reply->epoch;
+  heartbeat_interval_ = reply->heartbeat_interval;
+  registered_ = true;
+  last_contact_ = WallNow();
+  spdlog::info("registered as {} (node {}) with {}", options_.name, reply->node.value(), options_.server);
+  wake_.notify_all();
+  return Status::Ok();
+}
+
+Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
+  // The node as the probe sees it.
+  auto devices = probe_->Devices();
+  if (!devices.ok()) return devices.status();
+  auto spec = NodeSpecFromDevices(options_.name, *devices, model::GpuCatalog::BuiltIn());
+  if (!spec.ok()) return spec.status();
+  spec_ = *spec;
+  spec_.labels = options_.labels;
+  spec_.market = options_.market;
+  for (const auto& d : *devices) gpus_.push_back({d.index, d.uuid, d.name, d.memory_mib});
+  std::error_code ec;
+  std::filesystem::create_directories(options_.data_dir + "/logs", ec);
+  std::filesystem::create_directories(options_.data_dir + "/work", ec);
+
+  // First registration: a refusal (bad token, bad spec) is fatal; an absent controller is not.
+  Time started = WallNow();
+  last_contact_ = started;
+  while (!stop) {
+    Status st = Register();
+    if (st.ok()) break;
+    if (st.code() == StatusCode::kInvalidArgument) return st;
+    if (options_.max_disconnected > Duration::Zero() && WallNow() - started > options_.max_disconnected) {
+      return Status::Unavailable("gave up: " + st.message());
+    }
+    spdlog::warn("{}; retrying", st.message());
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait_for(lock, std::chrono::seconds(1), [&] { return stop.load(); });
+  }
+
+  std::thread commands([&] { CommandLoop(stop); });
+  Time last_beat = Time::FromMillis(0);
+  bool gave_up = false;
+  while (!stop) {
+    Time now = WallNow();
+    bool due = now - last_beat >= heartbeat_interval_;
+    bool has_events;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      has_events = !events_.empty();
+    }
+    Tick(due || has_events);
+    if (due || has_events) last_beat = now;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (options_.max_disconnected > Duration::Zero() && now - last_contact_ > options_.max_disconnected) {
+        spdlog::error("the controller has been unreachable for {}; stopping all jobs and exiting",
+                      FormatDuration(now - last_contact_));
+        gave_up = true;
+        break;
+      }
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  if (gave_up || stop_jobs_on_exit) {
+    std::vector<api::StopPart> stops;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [key, run] : runs_) {
+        if (!run.exited) stops.push_back({key, run.start.stop_signal, run.start.grace, "agent shutting down"});
+      }
+    }
+    for (const auto& s : stops) StopPart(s);
+    // Wait for them, within their grace (the launcher escalates to SIGKILL).
+    for (int i = 0; i < 6000; ++i) {
+      launcher_.Poll(WallNow());
+      if (launcher_.List().empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_.notify_all();
+  }
+  // Cut the command thread's long poll short, then wait for it.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (poll_client_) poll_client_->stop();
+  }
+  commands.join();
+  return gave_up ? Status::Unavailable("the controller was unreachable for too long") : Status::Ok();
+}
+
+void Agent::CommandLoop(const std::atomic<bool>& stop) {
+  httplib::Client* http;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    poll_client_ = MakeClient(options_.server, options_.poll_wait);
+    http = poll_client_.get();
+  }
+  while (!stop) {
+    std::string token;
+    int64_t after;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!registered_) {
+        wake_.wait_for(lock, std::chrono::milliseconds(200));
+        continue;
+      }
+      token = token_;
+      after = after_;
+    }
+    httplib::Headers h = {{"Authorization", "Bearer " + token}};
+    std::string path = "/v1/agents/commands?after=" + std::to_string(after) +
+                       "&wait_ms=" + std::to_string(options_.poll_wait.millis());
+    auto res = http->Get(path.c_str(), h);
+    if (!res || res->status != 200) {
+      if (res && (res->status == 401 || res->status == 409)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        registered_ = false;  // the heartbeat loop re-registers
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait_for(lock, std::chrono::milliseconds(500), [&] { return stop.load(); });
+      continue;
+    }
+    auto body = api::ParseJson(res->body);
+    if (!body.ok()) continue;
+    auto batch = api::CommandBatchFromJson(*body);
+    if (!batch.ok()) {
+      spdlog::error("bad commands from the controller: {}", batch.status().message());
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_contact_ = WallNow();
+      if (batch->epoch != epoch_) {
+        // A new controller: its command numbers start again.
+        epoch_ = batch->epoch;
+        after_ = 0;
+        continue;
+      }
+    }
+    for (const auto& c : batch->commands) {
+      Apply(c);
+      std::lock_guard<std::mutex> lock(mu_);
+      after_ = std::max(after_, c.seq);
+    }
+  }
+}
+
+void Agent::Apply(const api::Command& c) {
+  if (c.start) StartPart(*c.start);
+  if (c.stop) StopPart(*c.stop);
+}
+
+void Agent::StartPart(const api::StartPart& s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!seen_.insert(s.key).second) return;  // started (or refused) before: start at most once
+  PartRun run;
+  run.start = s;
+  run.log_path = options_.data_dir + "/logs/" + s.key.ToString() + ".log";
+  std::string workdir = s.workdir.empty() ? options_.data_dir + "/work/job-" + std::to_string(s.key.job.value())
+                                          : s.workdir;
+  std::string ckpt;
+  if (auto it = s.env.find("GPUFLEET_CHECKPOINT_DIR"); it != s.env.end()) ckpt = it->second;
+  lock.unlock();
+  std::error_code ec;
+  if (!ckpt.empty()) std::filesystem::create_directories(ckpt, ec);
+  int procs = std::max(1, s.processes);
+  std::string error;
+  std::vector<std::string> keys;
+  for (int i = 0; i < procs; ++i) {
+    LaunchSpec ls;
+    ls.key = ProcKey(s.key, i);
+    ls.argv = s.argv;
+    ls.workdir = workdir;
+    ls.env = s.env;
+    if (procs > 1) {
+      ls.env["RANK"] = std::to_string(s.rank_base + i);
+      ls.env["LOCAL_RANK"] = std::to_string(i);
+    }
+    ls.user = s.user;
+    ls.log_path = run.log_path;
+    auto pid = launcher_.Launch(ls);
+    if (!pid.ok()) {
+      error = pid.status().message();
+      break;
+    }
+    keys.push_back(ls.key);
+  }
+  lock.lock();
+  run.proc_keys = keys;
+  run.procs_left = static_cast<int>(keys.size());
+  if (!error.empty()) {
+    // Write the reason where the user will look, stop what did start, and report the part as
+    // exited with 127 (as a shell does for a command it cannot run).
+    std::ofstream(run.log_path, std::ios::app) << "gpufleet: cannot start: " << error << "\n";
+    spdlog::error("{}: cannot start: {}", s.key.ToString(), error);
+    run.message = "cannot start: " + error;
+    run.exit_code = 127;
+    if (!keys.empty()) {
+      // Some processes of the part started: stop them; their exits report the part.
+      runs_[s.key] = std::move(run);
+      lock.unlock();
+      for (const auto& k : keys) launcher_.Stop(k, SIGKILL, Duration::Zero(), WallNow());
+      return;
+    }
+    run.exited = true;
+    PartRun& stored = runs_[s.key] = std::move(run);
+    UploadLog(stored, true);
+    api::PartEvent e;
+    e.key = s.key;
+    e.kind = api::PartEventKind::kExited;
+    e.at = WallNow();
+    e.exit_code = 127;
+    e.message = stored.message;
+    lock.unlock();
+    PushEvent(e);
+    return;
+  }
+  runs_[s.key] = std::move(run);
+  lock.unlock();
+  api::PartEvent e;
+  e.key = s.key;
+  e.kind = api::PartEventKind::kStarted;
+  e.at = WallNow();
+  PushEvent(e);
+}
+
+void Agent::StopPart(const api::StopPart& s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = runs_.find(s.key);
+  if (it == runs_.end()) {
+    // Never ran here: refuse a later start and say it is not running, so the controller's
+    // bookkeeping of the part ends.
+    bool fresh = seen_.insert(s.key).second;
+    lock.unlock();
+    if (fresh) {
+      api::PartEvent e;
+      e.key = s.key;
+      e.kind = api::PartEventKind::kExited;
+      e.at = WallNow();
+      e.exit_code = -1;
+      e.stopped = true;
+      e.message = "was not running on " + options_.name;
+      PushEvent(e);
+    }
+    return;
+  }
+  if (it->second.exited) return;
+  it->second.stopped = true;
+  std::vector<std::string> keys = it->second.proc_keys;
+  lock.unlock();
+  spdlog::info("{}: stopping with signal {} ({}), grace {}", s.key.ToString(), s.signal, s.reason,
+               FormatDuration(s.grace));
+  for (const auto& k : keys) launcher_.Stop(k, s.signal, s.grace, WallNow());
+}
+
+void Agent::PushEvent(api::PartEvent e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  e.seq = next_event_seq_++;
+  events_.push_back(std::move(e));
+  wake_.notify_all();
+}
+
+std::vector<api::PartKey> Agent::RunningKeys() const {
+  std::vector<api::PartKey> out;
+  for (const auto& [key, run] : runs_) {
+    if (!run.exited) out.push_back(key);
+  }
+  return out;
+}
+
+// Uploads new bytes of the part's log (all of them when `all`). Caller holds mu_.
+bool Agent::UploadLog(PartRun& run, bool all) {
+  if (token_.empty()) return false;
+  struct stat sb;
+  if (::stat(run.log_path.c_str(), &sb) != 0) return true;
+  auto http = MakeClient(options_.server, Duration::Seconds(10));
+  httplib::Headers h = {{"Authorization", "Bearer " + token_}};
+  for (int round = 0; round < (all ? 64 : 1) && run.uploaded < sb.st_size; ++round) {
+    std::ifstream f(run.log_path, std::ios::binary);
+    f.seekg(run.uploaded);
+    std::string chunk(std::min<int64_t>(sb.st_size - run.uploaded, 1 << 20), '\0');
+    f.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    chunk.resize(f.gcount());
+    if (chunk.empty()) break;
+    std::string path = "/v1/agents/logs?job=" + std::to_string(run.start.key.job.value()) +
+                       "&attempt=" + std::to_string(run.start.key.attempt) +
+                       "&part=" + std::to_string(run.start.key.part) + "&offset=" + std::to_string(run.uploaded);
+    auto res = http->Post(path.c_str(), h, chunk, "application/octet-stream");
+    if (!res) return false;
+    auto body = api::ParseJson(res->body);
+    if ((res->status == 200 || res->status == 409) && body.ok() && body->contains("size")) {
+      run.uploaded = std::min<int64_t>((*body)["size"].get<int64_t>(), sb.st_size);
+      if (res->status == 409 && run.uploaded < 0) run.uploaded = 0;
+    } else {
+      return false;
+    }
+  }
+  return run.uploaded >= sb.st_size;
+}
+
+void Agent::Tick(bool heartbeat_due) {
+  // Reap exits; a part has exited when all its processes have.
+  std::vector<Exit> exits = launcher_.Poll(WallNow());
+  std::unique_lock<std::mutex> lock(mu_);
+  std::vector<api::PartEvent> finished;
+  for (const auto& x : exits) {
+    for (auto& [key, run] : runs_) {
+      if (std::find(run.proc_keys.begin(), run.proc_keys.end(), x.key) == run.proc_keys.end()) continue;
+      if (!x.success() && run.exit_code == 0 && run.signal == 0) {
+        run.exit_code = x.signal ? 128 + x.signal : x.exit_code;
+        run.signal = x.signal;
+        run.message = x.Describe();
+      }
+      if (x.stopped) run.stopped = true;
+      if (--run.procs_left <= 0 && !run.exited) {
+        run.exited = true;
+        api::PartEvent e;
+        e.key = key;
+        e.kind = api::PartEventKind::kExited;
+        e.at = WallNow();
+        e.exit_code = run.exit_code;
+        e.signal = run.signal;
+        e.stopped = run.stopped;
+        e.message = run.message;
+        finished.push_back(e);
+      }
+    }
+  }
+  // Logs: new bytes of every part; all of a finished part's before its exit is reported.
+  for (auto& [key, run] : runs_) UploadLog(run, false);
+  for (auto& e : finished) {
+    UploadLog(runs_[e.key], true);
+    e.seq = next_event_seq_++;
+    events_.push_back(e);
+  }
+  // Forget parts that ended and whose logs are up.
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    struct stat sb;
+    bool done = it->second.exited && (::stat(it->second.log_path.c_str(), &sb) != 0 || it->second.uploaded >= sb.st_size);
+    bool reported = true;
+    for (const auto& e : events_) {
+      if (e.key == it->first) reported = false;
+    }
+    if (done && reported) {
+      it = runs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!heartbeat_due && events_.empty()) return;
+  bool need_register = !registered_;
+  lock.unlock();
+  if (need_register) {
+    Status st = Register();
+    if (!st.ok()) {
+      spdlog::warn("{}", st.message());
+      return;
+    }
+  }
+  api::Heartbeat hb;
+  auto samples = probe_->Sample();
+  if (samples.ok()) {
+    for (const auto& s : *samples) hb.gpus.push_back({s.util_pct, s.mem_used_mib, s.temperature_c, s.power_w});
+  }
+  std::string token;
+  lock.lock();
+  hb.events.assign(events_.begin(), events_.end());
+  hb.running = RunningKeys();
+  token = token_;
+  lock.unlock();
+  auto http = MakeClient(options_.server, Duration::Seconds(10));
+  httplib::Headers h = {{"Authorization", "Bearer " + token}};
+  auto res = http->Post("/v1/agents/heartbeat", h, api::ToJson(hb).dump(), "application/json");
+  if (!res) return;
+  if (res->status == 401 || res->status == 409) {
+    lock.lock();
+    registered_ = false;
+    return;
+  }
+  if (res->status != 200) return;
+  auto body = api::ParseJson(res->body);
+  if (!body.ok()) return;
+  auto reply = api::HeartbeatReplyFromJson(*body);
+  if (!reply.ok()) return;
+  lock.lock();
+  last_contact_ = WallNow();
+  while (!events_.empty() && events_.front().seq <= reply->acked) events_.pop_front();
+  if (reply->reregister) registered_ = false;
+  if (reply->epoch != epoch_) {
+    epoch_ = reply->epoch;
+    after_ = 0;
+    registered_ = false;  // a restarted controller: tell it what runs here
+  }
+}
+
+}  // namespace gpufleet::agent

@@ -1,0 +1,107 @@
+// Agent: the node daemon (`gpufleet agent`). It registers the node with the controller, runs the
+// job parts it is told to run as process groups (launcher.h), and reports back.
+//
+// Threads: one long-polls the controller for commands and applies them at once (so a start
+// reaches exec within milliseconds of the scheduler's decision); the other ticks every 100 ms to
+// reap exits, upload new log bytes, and send a heartbeat when one is due or an event is waiting.
+// Events are resent until the controller acknowledges them, and an exit is reported only after
+// the part's log has been uploaded, so `gpufleet logs` is complete once a job shows finished.
+//
+// The controller may go away: jobs keep running and events queue up; the agent re-registers (with
+// the parts it still runs) when the controller answers again. With `max_disconnected` set, an
+// agent that cannot reach its controller for that long stops its jobs and exits, so a rented
+// machine never runs unsupervised work for long.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/gpu_probe.h"
+#include "agent/launcher.h"
+#include "api/agent_protocol.h"
+#include "common/status.h"
+#include "model/types.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace gpufleet::agent {
+
+struct AgentOptions {
+  std::string server = "http://127.0.0.1:8470";
+  std::string join_token;
+  std::string name;                     // default: the host name
+  std::string address = "127.0.0.1";    // how other nodes reach this one (MASTER_ADDR)
+  std::string data_dir;                 // logs/ and work/ live here
+  model::Labels labels;
+  model::Market market = model::Market::kOnDemand;
+  Duration poll_wait = Duration::Seconds(20);
+  Duration max_disconnected = Duration::Zero();  // zero: keep trying forever
+};
+
+class Agent {
+ public:
+  Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Registers and serves until `stop` becomes true (or the controller stayed away longer than
+  // max_disconnected). Stops every running part before returning only in the latter case; on
+  // `stop`, parts keep running unless `stop_jobs_on_exit` is set.
+  Status Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit = false);
+
+ private:
+  struct PartRun {
+    api::StartPart start;
+    std::vector<std::string> proc_keys;  // launcher keys, one per process
+    std::string log_path;
+    int64_t uploaded = 0;
+    bool exited = false;
+    int exit_code = 0;
+    int signal = 0;
+    bool stopped = false;
+    std::string message;
+    int procs_left = 0;
+  };
+
+  Status Register();
+  void CommandLoop(const std::atomic<bool>& stop);
+  void Apply(const api::Command& cmd);
+  void StartPart(const api::StartPart& s);
+  void StopPart(const api::StopPart& s);
+  void Tick(bool heartbeat_due);
+  bool UploadLog(PartRun& run, bool all);
+  void PushEvent(api::PartEvent e);
+  std::vector<api::PartKey> RunningKeys() const;
+
+  AgentOptions options_;
+  std::unique_ptr<GpuProbe> probe_;
+  ProcessLauncher launcher_;
+  model::NodeSpec spec_;
+  std::vector<api::GpuInfo> gpus_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::string token_;
+  std::string epoch_;
+  bool registered_ = false;
+  int64_t after_ = 0;
+  int64_t next_event_seq_ = 1;
+  std::deque<api::PartEvent> events_;
+  std::map<api::PartKey, PartRun> runs_;
+  std::set<api::PartKey> seen_;  // every key ever started or refused here: started at most once
+  Duration heartbeat_interval_ = Duration::Seconds(5);
+  Time last_contact_;
+  std::unique_ptr<httplib::Client> poll_client_;  // the command thread's; stop() cuts its poll
+};
+
+}  // namespace gpufleet::agent

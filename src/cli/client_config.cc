@@ -1,0 +1,59 @@
+#include "cli/client_config.h"
+
+#include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace gpufleet::cli {
+
+std::string ClientConfigPath() {
+  if (const char* p = std::getenv("GPUFLEET_CONFIG"); p && *p) return p;
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) return std::string(x) + "/gpufleet/config.yaml";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/root") + "/.config/gpufleet/config.yaml";
+}
+
+Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std::string& token_flag) {
+  ClientConfig c;
+  std::string path = ClientConfigPath();
+  if (std::filesystem::exists(path)) {
+    try {
+      YAML::Node n = YAML::LoadFile(path);
+      if (n && !n.IsMap()) return Status::InvalidArgument(path + ": expected 'server:' and 'token:' lines");
+      if (n["server"]) c.server = n["server"].as<std::string>();
+      if (n["token"]) c.token = n["token"].as<std::string>();
+      c.source = path;
+    } catch (const YAML::Exception& e) {
+      return Status::InvalidArgument(path + ": " + e.what());
+    }
+  }
+  if (const char* s = std::getenv("GPUFLEET_SERVER"); s && *s) c.server = s;
+  if (const char* t = std::getenv("GPUFLEET_TOKEN"); t && *t) c.token = t;
+  if (!server_flag.empty()) c.server = server_flag;
+  if (!token_flag.empty()) c.token = token_flag;
+  if (c.source.empty()) c.source = "flags/environment (no " + path + ")";
+  return c;
+}
+
+Status WriteClientConfig(const std::string& path, const std::string& server, const std::string& token) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (!f) return Status::Unavailable("cannot write " + tmp);
+    f << "# Written by gpufleet; the CLI reads the controller's address and your token here.\n";
+    f << "server: " << server << "\n";
+    f << "token: " << token << "\n";
+    if (!f) return Status::Unavailable("cannot write " + tmp);
+  }
+  ::chmod(tmp.c_str(), 0600);
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::Unavailable("cannot replace " + path + ": " + ec.message());
+  return Status::Ok();
+}
+
+}  // namespace gpufleet::cli

@@ -1,0 +1,27 @@
+// Where the CLI finds the controller and its token, in order: --server/--token flags, the
+// GPUFLEET_SERVER/GPUFLEET_TOKEN environment, then the config file ($GPUFLEET_CONFIG, else
+// $XDG_CONFIG_HOME/gpufleet/config.yaml, else ~/.config/gpufleet/config.yaml):
+//
+//   server: http://127.0.0.1:8470
+//   token: gf_user_0123...
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+
+namespace gpufleet::cli {
+
+struct ClientConfig {
+  std::string server = "http://127.0.0.1:8470";
+  std::string token;
+  std::string source;  // where the values came from, for error messages
+};
+
+std::string ClientConfigPath();
+// Reads the file (if any) and the environment; `server`/`token` flags override when non-empty.
+Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std::string& token_flag);
+// Writes the file (mode 0600, parent directories made), replacing it atomically.
+Status WriteClientConfig(const std::string& path, const std::string& server, const std::string& token);
+
+}  // namespace gpufleet::cli

@@ -1,0 +1,383 @@
+#include "cli/cluster_commands.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/gpu_probe.h"
+#include "cli/client_config.h"
+#include "common/strings.h"
+#include "controller/auth.h"
+#include "controller/engine.h"
+#include "controller/server.h"
+#include "sched/policy/registry.h"
+#include "store/state_store.h"
+
+namespace gpufleet::cli {
+
+namespace {
+
+class WallClock : public sched::Clock {
+ public:
+  Time Now() const override { return WallNow(); }
+};
+
+std::string DefaultDataDir(const std::string& leaf) {
+  const char* xdg = std::getenv("XDG_DATA_HOME");
+  const char* home = std::getenv("HOME");
+  std::string base = xdg && *xdg ? xdg : std::string(home && *home ? home : "/root") + "/.local/share";
+  return base + "/gpufleet/" + leaf;
+}
+
+// Blocks SIGINT/SIGTERM in this thread and every thread it starts afterwards; WaitForSignal
+// takes them synchronously.
+void BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+int WaitForSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+Status WriteSecret(const std::string& path, const std::string& secret) {
+  std::ofstream f(path, std::ios::trunc);
+  if (!f) return Status::Unavailable("cannot write " + path);
+  f << secret << "\n";
+  f.close();
+  ::chmod(path.c_str(), 0600);
+  return Status::Ok();
+}
+
+std::string ReadSecret(const std::string& path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  return std::string(Trim(s));
+}
+
+Result<std::pair<std::string, int>> ParseListen(const std::string& listen) {
+  size_t colon = listen.rfind(':');
+  std::string host = colon == std::string::npos ? "127.0.0.1" : listen.substr(0, colon);
+  std::string port_text = colon == std::string::npos ? listen : listen.substr(colon + 1);
+  auto port = ParseInt(port_text);
+  if (!port || *port < 0 || *port > 65535) {
+    return Status::InvalidArgument("--listen: expected HOST:PORT like 127.0.0.1:8470, got '" + listen + "'");
+  }
+  if (host.empty()) host = "0.0.0.0";
+  return std::make_pair(host, static_cast<int>(*port));
+}
+
+// Options shared by `server` and `dev`.
+struct ControllerFlags {
+  std::string data_dir;
+  std::string listen = "127.0.0.1:8470";
+  std::string policy = "backfill";
+  std::vector<std::string> policy_opts;
+  std::string heartbeat = "5s";
+  std::string lost_after = "30s";
+  std::string checkpoint_root;
+};
+
+void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
+  sub->add_option("--data-dir", f.data_dir, "State (state.db), job logs and tokens live here");
+  sub->add_option("--policy", f.policy, "Queue policy (see 'gpufleet policies')")->capture_default_str();
+  sub->add_option("--policy-opt", f.policy_opts, "Policy option k=v (repeatable)");
+  sub->add_option("--heartbeat", f.heartbeat, "How often agents report")->capture_default_str();
+  sub->add_option("--lost-after", f.lost_after, "A node silent this long is lost; its jobs are requeued")
+      ->capture_default_str();
+  sub->add_option("--checkpoint-root", f.checkpoint_root,
+                  "Default GPUFLEET_CHECKPOINT_DIR parent (a shared filesystem on real clusters); "
+                  "default <data-dir>/checkpoints");
+}
+
+// A running controller: store, engine thread, HTTP server.
+struct Controller {
+  WallClock clock;
+  std::unique_ptr<store::StateStore> store;
+  std::unique_ptr<controller::Authenticator> auth;
+  std::unique_ptr<controller::Engine> engine;
+  std::unique_ptr<controller::ApiServer> server;
+  std::thread engine_thread;
+  std::string admin_token;  // set when this start made it
+  std::string join_token;
+
+  ~Controller() { Stop(); }
+  void Stop() {
+    if (server) server->Stop();
+    if (engine) engine->Stop();
+    if (engine_thread.joinable()) engine_thread.join();
+  }
+};
+
+Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, int port_override) {
+  auto c = std::make_unique<Controller>();
+  std::error_code ec;
+  std::filesystem::create_directories(f.data_dir, ec);
+  if (ec) return Status::Unavailable("cannot create " + f.data_dir + ": " + ec.message());
+  GF_ASSIGN_OR_RETURN(auto listen, ParseListen(f.listen));
+  if (port_override >= 0) listen.second = port_override;
+  auto hb = ParseDuration(f.heartbeat);
+  auto lost = ParseDuration(f.lost_after);
+  if (!hb || *hb <= Duration::Zero()) return Status::InvalidArgument("--heartbeat: expected a duration like 5s");
+  if (!lost || *lost <= *hb) {
+    return Status::InvalidArgument("--lost-after: expected a duration longer than --heartbeat, like 30s");
+  }
+  GF_ASSIGN_OR_RETURN(auto opts, sched::ParsePolicyOptions(f.policy_opts));
+  GF_RETURN_IF_ERROR(sched::MakePolicies(f.policy, opts).status());
+
+  GF_ASSIGN_OR_RETURN(c->store, store::OpenSqliteStore(f.data_dir + "/state.db"));
+  c->auth = std::make_unique<controller::Authenticator>(*c->store);
+  // First start: make an admin token and a join token, readable only by this user.
+  GF_ASSIGN_OR_RETURN(auto tokens, c->store->ListTokens());
+  if (tokens.empty()) {
+    GF_ASSIGN_OR_RETURN(c->admin_token, c->auth->Create(api::TokenKind::kUser, "admin", "admin", "", WallNow()));
+    GF_ASSIGN_OR_RETURN(c->join_token, c->auth->Create(api::TokenKind::kJoin, "", "agent", "", WallNow()));
+    GF_RETURN_IF_ERROR(WriteSecret(f.data_dir + "/admin.token", c->admin_token));
+    GF_RETURN_IF_ERROR(WriteSecret(f.data_dir + "/join.token", c->join_token));
+  } else {
+    c->admin_token = ReadSecret(f.data_dir + "/admin.token");
+    c->join_token = ReadSecret(f.data_dir + "/join.token");
+  }
+
+  controller::EngineOptions eo;
+  eo.policy = f.policy;
+  eo.policy_options = opts;
+  eo.heartbeat_interval = *hb;
+  eo.lost_after = *lost;
+  eo.checkpoint_root = f.checkpoint_root.empty() ? f.data_dir + "/checkpoints" : f.checkpoint_root;
+  c->engine = std::make_unique<controller::Engine>(c->clock, *c->store, eo);
+  GF_RETURN_IF_ERROR(c->engine->Recover());
+
+  controller::ServerOptions so;
+  so.host = listen.first;
+  so.port = listen.second;
+  so.data_dir = f.data_dir;
+  c->server = std::make_unique<controller::ApiServer>(*c->engine, *c->store, *c->auth, c->clock, so);
+  GF_RETURN_IF_ERROR(c->server->Start());
+  controller::Engine* engine = c->engine.get();
+  c->engine_thread = std::thread([engine] { engine->Run(); });
+  return c;
+}
+
+int Fail(const char* cmd, const Status& st) {
+  std::fprintf(stderr, "gpufleet %s: %s\n", cmd, st.message().c_str());
+  return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+Result<std::unique_ptr<agent::GpuProbe>> MakeProbe(const std::string& fake, const std::string& telemetry,
+                                                   const std::string& nvml, const std::string& node) {
+  if (!fake.empty()) {
+    agent::FakeGpuOptions o;
+    o.spec = fake;
+    o.node = node;
+    o.telemetry_path = telemetry;
+    GF_ASSIGN_OR_RETURN(auto p, agent::FakeGpuProbe::Create(o, model::GpuCatalog::BuiltIn()));
+    return std::unique_ptr<agent::GpuProbe>(std::move(p));
+  }
+  GF_ASSIGN_OR_RETURN(auto p, agent::NvmlProbe::Open(nvml.empty() ? "libnvidia-ml.so.1" : nvml));
+  return std::unique_ptr<agent::GpuProbe>(std::move(p));
+}
+
+}  // namespace
+
+std::function<int()> SetupServerCommand(CLI::App& app) {
+  auto* sub = app.add_subcommand("server", "Run the controller: the HTTP API, the scheduler and the state store");
+  auto f = std::make_shared<ControllerFlags>();
+  f->data_dir = DefaultDataDir("server");
+  AddControllerFlags(sub, *f);
+  sub->add_option("--listen", f->listen, "Address to serve the API on; 0.0.0.0:PORT for all interfaces")
+      ->capture_default_str();
+  sub->footer(R"(The first start makes an admin token and a join token in the data directory
+(admin.token, join.token; mode 0600). Give the join token to agents:
+
+Examples:
+  gpufleet server --data-dir /var/lib/gpufleet --listen 0.0.0.0:8470
+  gpufleet agent --server http://controller:8470 --join-token-file /etc/gpufleet/join.token
+  GPUFLEET_TOKEN=$(cat /var/lib/gpufleet/admin.token) gpufleet queue)");
+  return [f]() {
+    BlockStopSignals();
+    auto c = StartController(*f, -1);
+    if (!c.ok()) return Fail("server", c.status());
+    std::fprintf(stderr, "gpufleet server: serving on http://%s (data %s; tokens in admin.token, join.token)\n",
+                 f->listen.c_str(), f->data_dir.c_str());
+    int sig = WaitForSignal();
+    std::fprintf(stderr, "gpufleet server: signal %d, stopping (jobs keep running on their agents)\n", sig);
+    (*c)->Stop();
+    return 0;
+  };
+}
+
+std::function<int()> SetupAgentCommand(CLI::App& app) {
+  auto* sub = app.add_subcommand("agent", "Run a node agent: register this machine's GPUs and run jobs on them");
+  struct Flags {
+    agent::AgentOptions o;
+    std::string join_token_file;
+    std::string fake_gpus, fake_telemetry, nvml;
+    std::vector<std::string> labels;
+    std::string market = "on-demand";
+    std::string max_disconnected = "0";
+  };
+  auto f = std::make_shared<Flags>();
+  f->o.data_dir = DefaultDataDir("agent");
+  sub->add_option("--server", f->o.server, "The controller's URL")->capture_default_str();
+  sub->add_option("--join-token", f->o.join_token, "Join token (or GPUFLEET_JOIN_TOKEN)");
+  sub->add_option("--join-token-file", f->join_token_file, "File holding the join token");
+  sub->add_option("--name", f->o.name, "Node name (default: the host name); unique in the cluster");
+  sub->add_option("--address", f->o.address, "Address other nodes reach this one at (MASTER_ADDR of gangs)")
+      ->capture_default_str();
+  sub->add_option("--data-dir", f->o.data_dir, "Job logs and working directories")->capture_default_str();
+  sub->add_option("--fake-gpus", f->fake_gpus, "Pretend to have GPUs, e.g. 8xH100-80GB (machines without GPUs)");
+  sub->add_option("--fake-telemetry", f->fake_telemetry, "With --fake-gpus: telemetry lines to replay");
+  sub->add_option("--nvml-library", f->nvml, "Path of libnvidia-ml.so.1 if not on the loader path");
+  sub->add_option("--label", f->labels, "Node label k=v (repeatable): region, zone, rack, gdpr=true, ...");
+  sub->add_option("--market", f->market, "on-demand, spot or reserved")->capture_default_str();
+  sub->add_option("--max-disconnected", f->max_disconnected,
+                  "Stop jobs and exit when the controller is unreachable this long (0: never)")
+      ->capture_default_str();
+  sub->footer(R"(Examples:
+  gpufleet agent --server http://controller:8470 --join-token-file join.token
+  gpufleet agent --server http://127.0.0.1:8470 --join-token $(cat ~/.local/share/gpufleet/server/join.token) \
+      --name node-a --fake-gpus 8xH100 --label zone=a)");
+  return [f]() {
+    if (f->o.join_token.empty() && !f->join_token_file.empty()) f->o.join_token = ReadSecret(f->join_token_file);
+    if (f->o.join_token.empty()) {
+      if (const char* t = std::getenv("GPUFLEET_JOIN_TOKEN")) f->o.join_token = t;
+    }
+    if (f->o.join_token.empty()) {
+      std::fprintf(stderr, "gpufleet agent: no join token: pass --join-token, --join-token-file or set "
+                           "GPUFLEET_JOIN_TOKEN (the controller wrote one to <its data dir>/join.token)\n");
+      return 2;
+    }
+    for (const auto& l : f->labels) {
+      size_t eq = l.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        std::fprintf(stderr, "gpufleet agent: --label expects k=v, got '%s'\n", l.c_str());
+        return 2;
+      }
+      f->o.labels[l.substr(0, eq)] = l.substr(eq + 1);
+    }
+    auto market = model::ParseMarket(f->market);
+    if (!market.ok()) return Fail("agent", Status::InvalidArgument("--market: " + market.status().message()));
+    f->o.market = *market;
+    auto md = ParseDuration(f->max_disconnected);
+    if (!md) return Fail("agent", Status::InvalidArgument("--max-disconnected: expected a duration like 10m"));
+    f->o.max_disconnected = *md;
+    std::string name = f->o.name;
+    if (name.empty()) {
+      char host[256] = {0};
+      ::gethostname(host, sizeof host - 1);
+      name = host;
+    }
+    auto probe = MakeProbe(f->fake_gpus, f->fake_telemetry, f->nvml, name);
+    if (!probe.ok()) return Fail("agent", probe.status());
+    BlockStopSignals();
+    std::atomic<bool> stop{false};
+    agent::Agent a(f->o, std::move(*probe));
+    Status result;
+    std::thread runner([&] {
+      result = a.Run(stop);
+      // Wake the signal wait if the agent ended on its own.
+      ::kill(::getpid(), SIGTERM);
+    });
+    WaitForSignal();
+    stop = true;
+    runner.join();
+    if (!result.ok()) return Fail("agent", result);
+    return 0;
+  };
+}
+
+std::function<int()> SetupDevCommand(CLI::App& app) {
+  auto* sub = app.add_subcommand("dev", "Run a whole cluster on this machine: controller + agents with fake GPUs");
+  struct Flags {
+    ControllerFlags c;
+    int port = 8470;
+    int agents = 1;
+    std::string fake_gpus = "8xH100";
+    std::string config;
+  };
+  auto f = std::make_shared<Flags>();
+  f->c.data_dir = DefaultDataDir("dev");
+  AddControllerFlags(sub, f->c);
+  sub->add_option("--port", f->port, "API port on 127.0.0.1 (0: any free port)")->capture_default_str();
+  sub->add_option("--agents", f->agents, "Nodes to run, each an agent with its own GPUs")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
+  sub->add_option("--fake-gpus", f->fake_gpus, "GPUs of each node, COUNTxMODEL")->capture_default_str();
+  sub->add_option("--config", f->config, "Where to write the CLI config (default ~/.config/gpufleet/config.yaml)");
+  sub->footer(R"(Starts the controller on 127.0.0.1, the agents (node dev-1, dev-2, ...), and writes the
+CLI config with an admin token, so the client commands work at once. Ctrl-C stops it all.
+
+Examples:
+  gpufleet dev
+  gpufleet dev --agents 2 --fake-gpus 4xA100 --policy las
+  gpufleet run --gpus 1 -- python3 -c 'print("hello")'   # in another terminal)");
+  return [f]() {
+    BlockStopSignals();
+    spdlog::set_level(spdlog::level::warn);
+    auto c = StartController(f->c, f->port);
+    if (!c.ok()) return Fail("dev", c.status());
+    int port = (*c)->server->port();
+    std::string url = "http://127.0.0.1:" + std::to_string(port);
+    std::string config = f->config.empty() ? ClientConfigPath() : f->config;
+    if (Status st = WriteClientConfig(config, url, (*c)->admin_token); !st.ok()) return Fail("dev", st);
+
+    std::atomic<bool> stop{false};
+    std::vector<std::unique_ptr<agent::Agent>> agents;
+    std::vector<std::thread> threads;
+    for (int i = 1; i <= f->agents; ++i) {
+      std::string name = "dev-" + std::to_string(i);
+      auto probe = MakeProbe(f->fake_gpus, "", "", name);
+      if (!probe.ok()) return Fail("dev", probe.status());
+      agent::AgentOptions o;
+      o.server = url;
+      o.join_token = (*c)->join_token;
+      o.name = name;
+      o.data_dir = f->c.data_dir + "/agents/" + name;
+      o.poll_wait = Duration::Seconds(10);
+      agents.push_back(std::make_unique<agent::Agent>(o, std::move(*probe)));
+      agent::Agent* a = agents.back().get();
+      threads.emplace_back([a, &stop] {
+        Status st = a->Run(stop, /*stop_jobs_on_exit=*/true);
+        if (!st.ok()) spdlog::error("agent: {}", st.message());
+      });
+    }
+    std::printf("gpufleet dev: controller on %s, %d node(s) with %s each (fake GPUs)\n", url.c_str(), f->agents,
+                f->fake_gpus.c_str());
+    std::printf("  data:   %s (state.db, logs/, agents/)\n", f->c.data_dir.c_str());
+    std::printf("  config: %s (admin token; the CLI reads it)\n", config.c_str());
+    std::printf("Try, in another terminal:\n");
+    std::printf("  gpufleet run --gpus 1 -- sh -c 'echo hello from job $GPUFLEET_JOB_ID on GPUs $CUDA_VISIBLE_DEVICES'\n");
+    std::printf("  gpufleet queue; gpufleet nodes; gpufleet logs -f 1; gpufleet history\n");
+    std::printf("Ctrl-C stops the cluster and its jobs.\n");
+    std::fflush(stdout);
+    WaitForSignal();
+    std::printf("gpufleet dev: stopping\n");
+    stop = true;
+    for (auto& t : threads) t.join();
+    (*c)->Stop();
+    return 0;
+  };
+}
+
+}  // namespace gpufleet::cli
