@@ -90,8 +90,15 @@ expect_violation main.cc 2 'may not include "sim/local.h"' <<'CC'
 #include "sim/local.h"
 CC
 # A new folder needs a rule.
-expect_violation store/sqlite.cc 1 'no layering rule for src/store/' <<'CC'
+expect_violation queue/broker.cc 1 'no layering rule for src/queue/' <<'CC'
 #include "common/status.h"
+CC
+# The store must not reach the scheduler core, the agent must not reach the controller.
+expect_violation store/sqlite_store.cc 1 'may not include "sched/scheduler.h"' <<'CC'
+#include "sched/scheduler.h"
+CC
+expect_violation agent/agent.cc 1 'may not include "controller/engine.h"' <<'CC'
+#include "controller/engine.h"
 CC
 # The core reads the OS clock.
 expect_violation sched/scheduler.cc 4 'steady_clock' <<'CC'
