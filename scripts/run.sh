@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
-# The main job, until the live cluster exists: set up a fresh Debian 12 machine, build gpufleet,
-# then replay the bundled Microsoft Philly trace (82,247 jobs) on a 480-GPU cluster with three
-# policies side by side -- fifo, backfill (EASY) and las (Tiresias) -- print the comparison table
-# and write the plot to out/philly.svg.
+# The main job: set up a fresh Debian 12 machine, build gpufleet, and run a whole cluster on this
+# machine with `gpufleet dev` -- the controller (HTTP API on 127.0.0.1:8470, scheduler, SQLite
+# store) and one node agent with 8 fake H100 GPUs -- then write the CLI config so that, in another
+# terminal, `build/src/gpufleet run --gpus 1 -- echo hello` works at once. Ctrl-C stops it.
 #
-#   bash scripts/run.sh                                  # the default comparison
-#   bash scripts/run.sh -o json                          # extra args go to `gpufleet sim`
-#   bash scripts/run.sh --compare fifo,las --policy-opt min_run=30m
-#   bash scripts/run.sh --cluster examples/clusters/philly-like.yaml --plot out/big.svg
+#   bash scripts/run.sh                                   # the default dev cluster
+#   bash scripts/run.sh --agents 2 --fake-gpus 4xA100     # extra args go to `gpufleet dev`
+#   bash scripts/run.sh --policy las --port 9000
 #
-# An extra argument that names --trace, --cluster/--cluster-gpus, --compare/--policy or --plot
-# replaces the default for it (gpufleet sim rejects an option given twice). Environment:
-# BUILD_DIR (default build) is where scripts/build.sh builds and where the binary is taken from.
+# Environment: BUILD_DIR (default build) is where scripts/build.sh builds and where the binary is
+# taken from. scripts/replay_philly.sh runs the trace replay that was the main job before the
+# live cluster.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -25,24 +24,4 @@ if [[ ! -x "$bin" ]]; then
   echo "run.sh: $bin was not built (scripts/build.sh should have made it)" >&2
   exit 1
 fi
-
-# Which defaults the caller overrides.
-has_trace=0 has_cluster=0 has_policy=0 has_plot=0
-for arg in "$@"; do
-  case "$arg" in
-    --trace | --trace=*) has_trace=1 ;;
-    --cluster | --cluster=* | --cluster-gpus | --cluster-gpus=*) has_cluster=1 ;;
-    --compare | --compare=* | --policy | --policy=*) has_policy=1 ;;
-    --plot | --plot=*) has_plot=1 ;;
-  esac
-done
-
-args=()
-((has_trace)) || args+=(--trace data/traces/philly/philly.csv)
-((has_cluster)) || args+=(--cluster-gpus 480)
-((has_policy)) || args+=(--compare "fifo,backfill,las")
-mkdir -p out
-((has_plot)) || args+=(--plot out/philly.svg)
-
-echo "+ $bin sim ${args[*]}${*:+ $*}" >&2
-exec "$bin" sim "${args[@]}" "$@"
+exec "$bin" dev "$@"
