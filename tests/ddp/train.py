@@ -23,6 +23,10 @@ need the ranks to agree on the step at which to stop, and a rank whose peer was 
 At the end rank 0 writes final.pt (the parameters) and final.sha256 (a SHA-256 of the
 parameters' bytes, in state_dict order) to the checkpoint directory.
 
+When a peer vanishes (its machine was lost), gloo fails the next collective at once and this
+rank exits with code 3; --peer-loss-wait makes it wait for the stop signal instead, the way NCCL
+ranks hang until their watchdog fires. Both are what a cluster manager must cope with.
+
 Exit codes: 0 done; 2 bad arguments or environment; 3 a collective failed (a peer went away).
 """
 
@@ -95,6 +99,9 @@ def main():
     ap.add_argument("--checkpoint-every", type=int, default=5, help="checkpoint every k steps (default 5)")
     ap.add_argument("--step-delay", type=float, default=0.0,
                     help="sleep this many seconds after each step, so a run can be interrupted")
+    ap.add_argument("--peer-loss-wait", type=float, default=0.0,
+                    help="after a collective fails (a peer went away), wait up to this many seconds for the "
+                         "stop signal before exiting with code 3, the way NCCL ranks hang (default 0: exit at once)")
     ap.add_argument("--timeout", type=float, default=60.0,
                     help="seconds to wait for the other ranks (rendezvous and each collective)")
     args = ap.parse_args()
@@ -153,6 +160,9 @@ def main():
             loss.backward()  # the gradient allreduce
         except RuntimeError as e:
             log(rank, f"collective failed at step {step + 1}: {e}")
+            if args.peer_loss_wait > 0:
+                log(rank, f"waiting up to {args.peer_loss_wait:g}s for the stop signal")
+                time.sleep(args.peer_loss_wait)
             return 3
         opt.step()
         done = step + 1
