@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/client_commands.h"
+#include "cli/cluster_commands.h"
 #include "cli/cost_commands.h"
 #include "cli/sim_command.h"
 #include "sched/policy/registry.h"
@@ -60,9 +62,24 @@ struct Command {
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command> table = {
+      {"dev", SetupDevCommand},
+      {"server", SetupServerCommand},
+      {"agent", SetupAgentCommand},
       {"sim", SetupSimCommand},
       {"offers", SetupOffersCommand},
       {"select", SetupSelectCommand},
+      {"submit", SetupSubmitCommand},
+      {"run", SetupRunCommand},
+      {"queue", SetupQueueCommand},
+      {"status", SetupStatusCommand},
+      {"logs", SetupLogsCommand},
+      {"cancel", SetupCancelCommand},
+      {"explain", SetupExplainCommand},
+      {"nodes", SetupNodesCommand},
+      {"history", SetupHistoryCommand},
+      {"token", SetupTokenCommand},
+      {"drain", SetupDrainCommand},
+      {"undrain", SetupUndrainCommand},
       {"policies", SetupPolicies},
       {"version", SetupVersion},
   };
@@ -94,7 +111,9 @@ Run 'gpufleet COMMAND --help' for a command's options and more examples.)");
   } catch (const CLI::ParseError& e) {
     // An unknown first word reads better as "unknown command" than CLI11's generic message.
     if (argc > 1 && argv[1][0] != '-' && !runners.count(argv[1])) {
-      std::fprintf(stderr, "gpufleet: unknown command '%s' (commands: sim, offers, select, policies, version)\n", argv[1]);
+      std::string names;
+      for (const auto& c : Commands()) names += std::string(names.empty() ? "" : ", ") + c.name;
+      std::fprintf(stderr, "gpufleet: unknown command '%s' (commands: %s)\n", argv[1], names.c_str());
       return 2;
     }
     app.exit(e);

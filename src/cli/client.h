@@ -1,0 +1,78 @@
+// ApiClient: the CLI's one door to the controller's HTTP/JSON API (docs/api.md). It sends the
+// bearer token, decodes JSON replies and turns every failure into a message a person can act on
+// and an exit code a script can trust:
+//
+//   0  ok
+//   1  the operation failed (not found, conflict, the job failed, the server broke)
+//   2  usage error or bad input (the server answered 400/413)
+//   3  cannot reach the controller, or it refused the token (401/403)
+//
+// Requests that are safe to repeat (reads, and submits carrying a request id) may ask for
+// retries: connection errors and 5xx answers are retried with exponential backoff.
+//
+// Thread-safety: one ApiClient per thread.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/client_config.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace gpufleet::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitUnreachable = 3;
+
+// The outcome of one API call: the decoded body of a 2xx answer, or an error message and the
+// exit code it maps to.
+struct ApiResult {
+  int http_status = 0;   // 0: no answer came
+  nlohmann::json body;   // the decoded reply (for errors too, when the server sent JSON)
+  std::string error;     // empty on success; ready to print
+  int exit_code = kExitOk;
+  bool ok() const { return error.empty(); }
+};
+
+struct ApiClientOptions {
+  int retries = 0;  // extra tries after a connection error or a 5xx answer
+  int first_backoff_ms = 250;  // doubled after each try
+};
+
+class ApiClient {
+ public:
+  // `config.server` is a URL such as http://127.0.0.1:8470.
+  explicit ApiClient(ClientConfig config);
+  ~ApiClient();
+  ApiClient(const ApiClient&) = delete;
+  ApiClient& operator=(const ApiClient&) = delete;
+
+  // A server URL that is not http:// or https://: an error message, else empty.
+  std::string CheckServer() const;
+  const std::string& server() const { return config_.server; }
+
+  // `path` starts with /v1; query values are URL-encoded here.
+  ApiResult Get(const std::string& path, const std::map<std::string, std::string>& query = {},
+                const ApiClientOptions& options = {});
+  ApiResult Post(const std::string& path, const nlohmann::json& body, const ApiClientOptions& options = {});
+
+ private:
+  ApiResult Send(bool post, const std::string& target, const std::string& body, const ApiClientOptions& options);
+  ApiResult Decode(int status, const std::string& body) const;
+
+  ClientConfig config_;
+  std::unique_ptr<httplib::Client> http_;
+};
+
+// Maps an HTTP status to the CLI's exit code (2xx: 0).
+int ExitCodeForHttp(int http_status);
+
+}  // namespace gpufleet::cli

@@ -1,0 +1,1017 @@
+#include "cli/client_commands.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "api/codec.h"
+#include "api/job_yaml.h"
+#include "cli/client.h"
+#include "common/strings.h"
+#include "common/time.h"
+
+namespace gpufleet::cli {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kTableWidth = 100;
+constexpr int kSubmitRetries = 3;
+// The server's long-poll wakes on new log data but not on a job's end, so a silent job that
+// ends is noticed at the next poll: keep the wait short.
+constexpr int kLogsWaitMs = 1000;
+
+constexpr const char* kExitCodes =
+    "\nThe server and token come from --server/--token, else GPUFLEET_SERVER/GPUFLEET_TOKEN, else\n"
+    "~/.config/gpufleet/config.yaml (or $GPUFLEET_CONFIG), which 'gpufleet dev' writes.\n\n"
+    "Exit codes: 0 ok; 1 the operation failed (job failed, not found); 2 usage error or bad input;\n"
+    "3 cannot reach the controller or the token was refused.";
+
+// --- Shared plumbing ------------------------------------------------------------------------
+
+struct Connection {
+  std::string server;
+  std::string token;
+};
+
+void AddConnectionFlags(CLI::App* sub, Connection& c) {
+  sub->add_option("--server", c.server, "Controller URL, e.g. http://127.0.0.1:8470");
+  sub->add_option("--token", c.token, "Bearer token");
+}
+
+void AddOutputFlag(CLI::App* sub, std::string& output) {
+  sub->add_option("-o,--output", output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+}
+
+void SetFooter(CLI::App* sub, const std::string& examples) {
+  sub->footer("Examples:\n" + examples + "\n" + kExitCodes);
+}
+
+int Fail(const std::string& cmd, int code, const std::string& message) {
+  std::fprintf(stderr, "gpufleet %s: %s\n", cmd.c_str(), message.c_str());
+  return code;
+}
+
+int Report(const std::string& cmd, const ApiResult& r) { return Fail(cmd, r.exit_code, r.error); }
+
+// A client for the configured controller, or nullptr after printing why not (exit code 2).
+std::unique_ptr<ApiClient> Connect(const std::string& cmd, const Connection& c) {
+  auto config = LoadClientConfig(c.server, c.token);
+  if (!config.ok()) {
+    Fail(cmd, kExitUsage, config.status().message());
+    return nullptr;
+  }
+  auto client = std::make_unique<ApiClient>(*config);
+  if (std::string bad = client->CheckServer(); !bad.empty()) {
+    Fail(cmd, kExitUsage, bad);
+    return nullptr;
+  }
+  return client;
+}
+
+std::optional<int64_t> ParseJobId(const std::string& s) {
+  std::string_view v = Trim(s);
+  if (StartsWith(v, "job-")) v.remove_prefix(4);
+  auto n = ParseInt(v);
+  if (!n || *n < 0) return std::nullopt;
+  return *n;
+}
+
+void PrintJson(const json& j) {
+  std::printf("%s\n", j.dump(2, ' ', false, json::error_handler_t::replace).c_str());
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Span(int64_t ms) {
+  if (ms < 1000) return "0s";
+  return FormatDuration(Duration::Seconds(ms / 1000));
+}
+
+// "3m ago"; "-" for no time.
+std::string Ago(int64_t at_ms) {
+  if (at_ms <= 0) return "-";
+  int64_t d = NowMs() - at_ms;
+  if (d < 1000) return "just now";
+  return Span(d) + " ago";
+}
+
+std::string Iso(int64_t at_ms) { return FormatIso8601(Time::FromMillis(at_ms)); }
+
+int64_t IntField(const json& j, const char* key, int64_t fallback = 0) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<int64_t>() : fallback;
+}
+
+std::string StrField(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool IsTerminalState(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
+
+// "2x4 H100", "1 A100|H100", "0.5 any", "cpu".
+std::string GpuText(const json& j) {
+  std::string count;
+  const json& g = j.value("gpus", json(1));
+  int64_t nodes = IntField(j, "nodes", 1);
+  // A whole number may arrive as 2.0: only a real fraction is a GPU slice.
+  if (g.is_number_float() && g.get<double>() != static_cast<double>(static_cast<int64_t>(g.get<double>()))) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", g.get<double>());
+    count = buf;
+  } else {
+    int64_t per = g.is_number() ? static_cast<int64_t>(g.get<double>()) : 1;
+    if (per == 0) return nodes > 1 ? std::to_string(nodes) + "x cpu" : "cpu";
+    count = nodes > 1 ? std::to_string(nodes) + "x" + std::to_string(per) : std::to_string(per);
+  }
+  std::string model;
+  if (j.contains("placement") && j["placement"].is_object()) model = StrField(j["placement"], "gpu_model");
+  if (model.empty() && j.contains("gpu_type") && j["gpu_type"].is_array() && !j["gpu_type"].empty()) {
+    std::vector<std::string> names;
+    for (const auto& m : j["gpu_type"]) names.push_back(m.get<std::string>());
+    model = Join(names, "|");
+  }
+  return count + " " + (model.empty() ? "any" : model);
+}
+
+// Fixed-width columns sized to their content; the last column is cut to keep rows within `width`.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> headers) : rows_{std::move(headers)} {}
+  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+
+  void Print(size_t width = kTableWidth) const {
+    size_t cols = rows_[0].size();
+    std::vector<size_t> w(cols, 0);
+    for (const auto& r : rows_) {
+      for (size_t c = 0; c + 1 < cols && c < r.size(); ++c) w[c] = std::max(w[c], r[c].size());
+    }
+    size_t start = 0;
+    for (size_t c = 0; c + 1 < cols; ++c) start += w[c] + 2;
+    size_t last = width > start + 12 ? width - start : 12;
+    for (const auto& r : rows_) {
+      std::string line;
+      for (size_t c = 0; c < cols; ++c) {
+        std::string cell = c < r.size() ? r[c] : "";
+        if (c + 1 < cols) {
+          cell.resize(w[c] + 2, ' ');
+        } else if (cell.size() > last) {
+          cell = cell.substr(0, last - 3) + "...";
+        }
+        line += cell;
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      std::printf("%s\n", line.c_str());
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string RandomRequestId() {
+  unsigned char bytes[12] = {};
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  bool ok = fd >= 0 && ::read(fd, bytes, sizeof bytes) == static_cast<ssize_t>(sizeof bytes);
+  if (fd >= 0) ::close(fd);
+  if (!ok) {
+    // Not expected on Linux; the time and pid still make collisions unlikely.
+    uint64_t v = static_cast<uint64_t>(NowMs()) ^ (static_cast<uint64_t>(::getpid()) << 40);
+    for (size_t i = 0; i < sizeof bytes; ++i) bytes[i] = static_cast<unsigned char>(v >> ((i % 8) * 8));
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string id = "cli-";
+  for (unsigned char b : bytes) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
+}
+
+// Submits a POST /v1/jobs body (retrying transient failures: the request id makes it safe) and
+// prints what was created. Returns the exit code; `ids` gets the job ids.
+struct SubmitOutcome {
+  int exit_code = kExitOk;
+  std::vector<int64_t> ids;
+};
+
+SubmitOutcome PostJobs(ApiClient& client, const std::string& cmd, const json& body, const std::string& output) {
+  SubmitOutcome out;
+  ApiResult r = client.Post("/v1/jobs", body, {.retries = kSubmitRetries});
+  if (!r.ok()) {
+    out.exit_code = Report(cmd, r);
+    return out;
+  }
+  const json& jobs = r.body.value("jobs", json::array());
+  for (const auto& j : jobs) out.ids.push_back(IntField(j, "id"));
+  if (output == "json") {
+    PrintJson(r.body);
+    return out;
+  }
+  bool created = r.body.value("created", true);
+  std::string verb = created ? "submitted" : "already submitted (request " + StrField(r.body, "request_id") + ")";
+  if (jobs.size() <= 20) {
+    for (const auto& j : jobs) {
+      std::printf("%s job %lld (%s)\n", verb.c_str(), static_cast<long long>(IntField(j, "id")),
+                  StrField(j, "name").c_str());
+    }
+  } else {
+    std::printf("%s %zu jobs: %lld (%s) .. %lld (%s)\n", verb.c_str(), jobs.size(),
+                static_cast<long long>(IntField(jobs.front(), "id")), StrField(jobs.front(), "name").c_str(),
+                static_cast<long long>(IntField(jobs.back(), "id")), StrField(jobs.back(), "name").c_str());
+  }
+  return out;
+}
+
+// --- Logs -----------------------------------------------------------------------------------
+
+struct LogOptions {
+  bool follow = false;
+  int attempt = 0;  // 0: the current one (and, when following, the ones after it)
+  int part = -1;    // -1: every part
+};
+
+// Prints log data; for several parts, whole lines prefixed with "[part N] ".
+class LogPrinter {
+ public:
+  void Write(int part, const std::string& data, bool prefix) {
+    if (!prefix) {
+      std::fwrite(data.data(), 1, data.size(), stdout);
+      std::fflush(stdout);
+      return;
+    }
+    if (static_cast<size_t>(part) >= pending_.size()) pending_.resize(part + 1);
+    std::string& buf = pending_[part];
+    buf += data;
+    size_t start = 0;
+    for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
+      std::printf("[part %d] %.*s\n", part, static_cast<int>(nl - start), buf.data() + start);
+    }
+    buf.erase(0, start);
+    std::fflush(stdout);
+  }
+  // Prints what is left of unfinished lines.
+  void Flush() {
+    for (size_t p = 0; p < pending_.size(); ++p) {
+      if (!pending_[p].empty()) std::printf("[part %zu] %s\n", p, pending_[p].c_str());
+      pending_[p].clear();
+    }
+    std::fflush(stdout);
+  }
+
+ private:
+  std::vector<std::string> pending_;
+};
+
+int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const LogOptions& opts) {
+  const std::string path = "/v1/jobs/" + std::to_string(job) + "/logs";
+  int attempt = opts.attempt;
+  std::vector<int64_t> offsets;
+  LogPrinter printer;
+  const ApiClientOptions retry{.retries = opts.follow ? kSubmitRetries : 0};
+  for (;;) {
+    std::map<std::string, std::string> q;
+    if (attempt > 0) q["attempt"] = std::to_string(attempt);
+    if (!offsets.empty()) {
+      std::vector<std::string> o;
+      for (int64_t v : offsets) o.push_back(std::to_string(v));
+      q["offsets"] = Join(o, ",");
+    }
+    q["wait_ms"] = opts.follow ? std::to_string(kLogsWaitMs) : "0";
+    ApiResult r = client.Get(path, q, retry);
+    if (!r.ok()) {
+      printer.Flush();
+      return Report(cmd, r);
+    }
+    int got = static_cast<int>(IntField(r.body, "attempt"));
+    if (attempt == 0 && got > 0) attempt = got;
+    const json& parts = r.body.value("parts", json::array());
+    if (offsets.size() < parts.size()) offsets.resize(parts.size(), 0);
+    bool any = false;
+    bool prefix = parts.size() > 1 && opts.part < 0;
+    for (const auto& p : parts) {
+      int idx = static_cast<int>(IntField(p, "part"));
+      std::string data = StrField(p, "data");
+      if (data.empty() || idx < 0 || static_cast<size_t>(idx) >= offsets.size()) continue;
+      any = true;
+      offsets[idx] += static_cast<int64_t>(data.size());
+      if (opts.part < 0 || opts.part == idx) printer.Write(idx, data, prefix);
+    }
+    if (any) continue;  // read on: replies come in chunks
+    if (!opts.follow) break;
+    if (!r.body.value("finished", false)) continue;
+    // This attempt is over and fully read. Go on with a newer one, or stop when the job ended.
+    if (opts.attempt > 0) break;
+    ApiResult j = client.Get("/v1/jobs/" + std::to_string(job), {}, retry);
+    if (!j.ok()) {
+      printer.Flush();
+      return Report(cmd, j);
+    }
+    int current = static_cast<int>(IntField(j.body, "attempt"));
+    if (current > attempt) {
+      printer.Flush();
+      attempt = current;
+      offsets.clear();
+      std::printf("--- attempt %d ---\n", attempt);
+      std::fflush(stdout);
+      continue;
+    }
+    if (IsTerminalState(StrField(j.body, "state"))) break;
+  }
+  printer.Flush();
+  return kExitOk;
+}
+
+// --- submit ---------------------------------------------------------------------------------
+
+std::function<int()> SetupSubmit(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string file;
+    std::string request_id;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("submit", "Submit the jobs of a job file (YAML) to the controller");
+  sub->add_option("file", a->file, "Job file (schema: docs/api.md#job-file); several jobs as YAML documents")
+      ->required();
+  sub->add_option("--request-id", a->request_id,
+                  "Idempotency key: submitting again with the same id creates nothing new (default: random)");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet submit train.yaml
+  gpufleet submit sweep.yaml --request-id sweep-2024-06-01   # safe to repeat
+  gpufleet submit train.yaml -o json
+The file is checked here first; an error names file:line:column and the field.)");
+  return [a]() {
+    const std::string cmd = "submit";
+    std::ifstream f(a->file, std::ios::binary);
+    if (!f) return Fail(cmd, kExitUsage, "cannot read " + a->file);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string text = ss.str();
+    api::JobParseOptions opts;
+    opts.source = a->file;
+    auto jobs = api::ParseJobs(text, opts);
+    if (!jobs.ok()) return Fail(cmd, kExitUsage, jobs.status().message());
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    std::string source = a->file.substr(a->file.find_last_of('/') + 1);
+    json body = {{"request_id", a->request_id.empty() ? RandomRequestId() : a->request_id},
+                 {"yaml", text},
+                 {"source", source}};
+    return PostJobs(*client, cmd, body, a->output).exit_code;
+  };
+}
+
+// --- run ------------------------------------------------------------------------------------
+
+// A job name from the command: its program's base name, in the characters names allow.
+std::string NameFromCommand(const std::vector<std::string>& argv) {
+  std::string prog = argv.empty() ? "job" : argv[0].substr(argv[0].find_last_of('/') + 1);
+  std::string name;
+  for (char c : prog) {
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    name += ok ? c : '-';
+  }
+  return name.empty() || name[0] == '.' ? "job" : name;
+}
+
+std::function<int()> SetupRun(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string gpus;
+    int nodes = 1;
+    std::vector<std::string> gpu_types;
+    std::string name;
+    std::string team;
+    int priority = 0;
+    std::vector<std::string> env;
+    std::string workdir;
+    std::string checkpoint_dir;
+    int max_restarts = 0;
+    bool process_per_gpu = false;
+    bool follow = false;
+    std::string request_id;
+    std::string output = "table";
+    std::vector<std::string> command;
+    CLI::Option* nodes_opt = nullptr;
+    CLI::Option* priority_opt = nullptr;
+    CLI::Option* restarts_opt = nullptr;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("run", "Run a command as a job: gpufleet run [flags] -- CMD ARGS...");
+  sub->add_option("--gpus", a->gpus, "GPUs per node (default 1; 0 for CPU only; 0.5 for half a GPU)");
+  a->nodes_opt = sub->add_option("--nodes", a->nodes, "Nodes: more than 1 makes a gang that starts all at once");
+  sub->add_option("--gpu-type", a->gpu_types, "Acceptable GPU model, first preferred (repeat or comma-separate)")
+      ->allow_extra_args(false)
+      ->delimiter(',');
+  sub->add_option("--name", a->name, "Job name (default: the program's name)");
+  sub->add_option("--team", a->team, "Team (default: default)");
+  a->priority_opt = sub->add_option("--priority", a->priority, "Priority, -1000..1000; larger runs first");
+  sub->add_option("--env", a->env, "Environment variable K=V (repeat for more)")->allow_extra_args(false);
+  sub->add_option("--workdir", a->workdir, "Working directory on the node (default: one the agent makes)");
+  sub->add_option("--checkpoint-dir", a->checkpoint_dir, "GPUFLEET_CHECKPOINT_DIR for the job");
+  a->restarts_opt = sub->add_option("--max-restarts", a->max_restarts, "Requeue after a non-zero exit this many times");
+  sub->add_flag("--process-per-gpu", a->process_per_gpu, "Start one process per GPU with RANK and LOCAL_RANK");
+  sub->add_flag("-f,--follow", a->follow, "Stream the job's logs until it ends; exit 0 if it succeeded, else 1");
+  sub->add_option("--request-id", a->request_id, "Idempotency key (default: random)");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  sub->add_option("command", a->command, "The command and its arguments, after --")->required();
+  SetFooter(sub, R"(  gpufleet run -- nvidia-smi
+  gpufleet run --gpus 8 --nodes 2 --gpu-type H100 --name llama-ft -- torchrun train.py --epochs 3
+  gpufleet run --gpus 0.5 --env BATCH=64 -f -- python3 eval.py
+  gpufleet run -f -- sh -c 'echo hello; exit 0'
+With -f the exit code is the job's outcome: 0 if it succeeded, 1 if it failed or was cancelled.)");
+  return [a]() {
+    const std::string cmd = "run";
+    json job = json::object();
+    job["name"] = a->name.empty() ? NameFromCommand(a->command) : a->name;
+    if (!a->team.empty()) job["team"] = a->team;
+    if (a->priority_opt->count()) job["priority"] = a->priority;
+    json res = json::object();
+    if (!a->gpus.empty()) {
+      if (auto n = ParseInt(a->gpus)) {
+        res["gpus"] = *n;
+      } else if (auto d = ParseDouble(a->gpus)) {
+        res["gpus"] = *d;
+      } else {
+        return Fail(cmd, kExitUsage, "--gpus must be a number (4, or 0.5 for half a GPU), got '" + a->gpus + "'");
+      }
+    }
+    if (a->nodes_opt->count()) res["nodes"] = a->nodes;
+    if (!a->gpu_types.empty()) res["gpu_type"] = a->gpu_types;
+    if (!res.empty()) job["resources"] = res;
+    job["run"] = a->command;
+    if (!a->env.empty()) {
+      json env = json::object();
+      for (const auto& kv : a->env) {
+        size_t eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0) return Fail(cmd, kExitUsage, "--env wants K=V, got '" + kv + "'");
+        env[kv.substr(0, eq)] = kv.substr(eq + 1);
+      }
+      job["env"] = env;
+    }
+    if (!a->workdir.empty()) job["workdir"] = a->workdir;
+    if (!a->checkpoint_dir.empty()) job["checkpoint"] = {{"dir", a->checkpoint_dir}};
+    if (a->restarts_opt->count()) job["restart"] = {{"max_restarts_on_errors", a->max_restarts}};
+    if (a->process_per_gpu) job["process_per_gpu"] = true;
+    api::JobParseOptions opts;
+    opts.source = "gpufleet run";
+    auto jobs = api::ParseJobs(job.dump(), opts);
+    if (!jobs.ok()) return Fail(cmd, kExitUsage, jobs.status().message());
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    json body = {{"request_id", a->request_id.empty() ? RandomRequestId() : a->request_id},
+                 {"job", api::ToJobJson(jobs->front())}};
+    SubmitOutcome s = PostJobs(*client, cmd, body, a->follow ? "table" : a->output);
+    if (s.exit_code != kExitOk || !a->follow || s.ids.empty()) return s.exit_code;
+    std::fflush(stdout);
+    int64_t id = s.ids.front();
+    int rc = StreamLogs(*client, cmd, id, {.follow = true});
+    if (rc != kExitOk) return rc;
+    ApiResult j = client->Get("/v1/jobs/" + std::to_string(id), {}, {.retries = kSubmitRetries});
+    if (!j.ok()) return Report(cmd, j);
+    std::string state = StrField(j.body, "state");
+    std::fprintf(stderr, "job %lld %s: %s\n", static_cast<long long>(id), state.c_str(),
+                 StrField(j.body, "reason").c_str());
+    return state == "succeeded" ? kExitOk : kExitFailed;
+  };
+}
+
+// --- queue ----------------------------------------------------------------------------------
+
+std::function<int()> SetupQueue(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("queue", "Show running and pending jobs, pending ones in queue order");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet queue
+  gpufleet queue -o json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["jobs"]))')");
+  return [a]() {
+    const std::string cmd = "queue";
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    ApiResult r = client->Get("/v1/queue");
+    if (!r.ok()) return Report(cmd, r);
+    if (a->output == "json") {
+      PrintJson(r.body);
+      return kExitOk;
+    }
+    const json& jobs = r.body.value("jobs", json::array());
+    if (jobs.empty()) {
+      std::printf("no jobs running or pending\n");
+      return kExitOk;
+    }
+    Table t({"ID", "NAME", "TEAM", "STATE", "GPUS", "POSITION", "AGE/RUNTIME", "REASON"});
+    for (const auto& j : jobs) {
+      int64_t pos = IntField(j, "position");
+      std::string state = StrField(j, "state");
+      // Pending: how long it has waited; otherwise how long since it entered its state.
+      std::string age = state == "pending" ? Span(NowMs() - IntField(j, "submitted_ms"))
+                                           : Span(NowMs() - IntField(j, "updated_ms"));
+      t.Add({std::to_string(IntField(j, "id")), StrField(j, "name"), StrField(j, "team"), state, GpuText(j),
+             pos > 0 ? std::to_string(pos) : "-", age, StrField(j, "reason")});
+    }
+    t.Print();
+    return kExitOk;
+  };
+}
+
+// --- status ---------------------------------------------------------------------------------
+
+std::string CommandText(const json& run) {
+  if (run.is_string()) return run.get<std::string>();
+  std::vector<std::string> words;
+  if (run.is_array()) {
+    for (const auto& w : run) {
+      std::string s = w.is_string() ? w.get<std::string>() : w.dump();
+      bool plain = !s.empty() && s.find_first_of(" \t\n'\"\\$`;&|<>*?()") == std::string::npos;
+      if (plain) {
+        words.push_back(s);
+      } else {
+        std::string q = "'";
+        for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        words.push_back(q + "'");
+      }
+    }
+  }
+  return Join(words, " ");
+}
+
+// Node id -> name, from GET /v1/nodes (empty when that fails: ids are shown instead).
+std::map<int64_t, std::string> NodeNames(ApiClient& client) {
+  std::map<int64_t, std::string> names;
+  ApiResult r = client.Get("/v1/nodes");
+  if (!r.ok()) return names;
+  for (const auto& n : r.body.value("nodes", json::array())) names[IntField(n, "id")] = StrField(n, "name");
+  return names;
+}
+
+std::string PlacementText(const json& placement, const std::map<int64_t, std::string>& names) {
+  std::vector<std::string> parts;
+  int rank = 0;
+  for (const auto& p : placement.value("parts", json::array())) {
+    int64_t node = IntField(p, "node");
+    auto it = names.find(node);
+    std::string where = it != names.end() ? it->second : "node " + std::to_string(node);
+    std::vector<std::string> gpus;
+    for (const auto& g : p.value("gpus", json::array())) gpus.push_back(std::to_string(g.get<int64_t>()));
+    std::string part = where + (gpus.empty() ? "" : " GPUs " + Join(gpus, ","));
+    int64_t milli = IntField(p, "gpu_milli", 1000);
+    if (milli < 1000) part += " (" + std::to_string(milli) + " milli-GPU)";
+    parts.push_back(placement.value("parts", json::array()).size() > 1 ? "part " + std::to_string(rank) + ": " + part
+                                                                       : part);
+    ++rank;
+  }
+  std::string model = StrField(placement, "gpu_model");
+  return Join(parts, "; ") + (model.empty() ? "" : " [" + model + "]");
+}
+
+std::function<int()> SetupStatus(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string job;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("status", "Show a job: state, resources, placement and its full history");
+  sub->add_option("job", a->job, "Job id")->required();
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet status 12
+  gpufleet status 12 -o json)");
+  return [a]() {
+    const std::string cmd = "status";
+    auto id = ParseJobId(a->job);
+    if (!id) return Fail(cmd, kExitUsage, "JOB must be a job number, got '" + a->job + "'");
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    ApiResult r = client->Get("/v1/jobs/" + std::to_string(*id));
+    if (!r.ok()) return Report(cmd, r);
+    const json& j = r.body;
+    if (a->output == "json") {
+      PrintJson(j);
+      return kExitOk;
+    }
+    auto line = [](const char* key, const std::string& value) {
+      std::printf("  %-11s %s\n", key, value.c_str());
+    };
+    std::printf("job %lld (%s)\n", static_cast<long long>(IntField(j, "id")), StrField(j, "name").c_str());
+    line("team:", StrField(j, "team"));
+    std::string state = StrField(j, "state");
+    std::string reason = StrField(j, "reason");
+    line("state:", state + (reason.empty() ? "" : " (" + reason + ")"));
+    line("priority:", std::to_string(IntField(j, "priority")));
+    int64_t nodes = IntField(j, "nodes", 1);
+    std::string gpus = GpuText(json{{"gpus", j.value("gpus", json(1))},
+                                    {"gpu_type", j.value("gpu_type", json::array())},
+                                    {"placement", j.value("placement", json())}});
+    std::string res = gpus == "cpu" ? "no GPU" : gpus + " GPU" + (gpus.rfind("1 ", 0) == 0 ? "" : "s");
+    if (nodes > 1) res = std::to_string(nodes) + " nodes x " + res + " each";
+    if (j.contains("job_file") && j["job_file"].is_object()) {
+      const json& f = j["job_file"];
+      const json& rr = f.value("resources", json::object());
+      if (rr.contains("cpus")) res += ", " + rr["cpus"].dump() + " CPUs";
+      if (rr.contains("memory")) res += ", " + StrField(rr, "memory") + " memory";
+      line("resources:", res);
+      if (f.contains("run")) line("command:", CommandText(f["run"]));
+    } else {
+      line("resources:", res);
+    }
+    line("submitted:", Iso(IntField(j, "submitted_ms")) + " (" + Ago(IntField(j, "submitted_ms")) + ")");
+    line("attempt:", std::to_string(IntField(j, "attempt")));
+    if (j.contains("placement") && j["placement"].is_object()) {
+      line(IsTerminalState(state) ? "ran on:" : "placement:", PlacementText(j["placement"], NodeNames(*client)));
+    }
+    if (j.contains("exit_code") && j["exit_code"].is_number()) line("exit code:", j["exit_code"].dump());
+    std::printf("\nhistory:\n");
+    Table t({"  TIME", "FROM", "TO", "REASON"});
+    for (const auto& h : j.value("history", json::array())) {
+      t.Add({"  " + Iso(IntField(h, "at_ms")), StrField(h, "from"), StrField(h, "to"), StrField(h, "reason")});
+    }
+    t.Print();
+    return kExitOk;
+  };
+}
+
+// --- logs -----------------------------------------------------------------------------------
+
+std::function<int()> SetupLogs(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string job;
+    bool follow = false;
+    int attempt = 0;
+    int part = -1;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("logs", "Print a job's output (stdout and stderr of every node)");
+  sub->add_option("job", a->job, "Job id")->required();
+  sub->add_flag("-f,--follow", a->follow,
+                "Keep printing until the job ends, across restarts (prints '--- attempt N ---')");
+  sub->add_option("--attempt", a->attempt, "Show this attempt (1 is the first run; default: the latest)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--part", a->part, "Only this part of a gang (node rank, from 0)")->check(CLI::NonNegativeNumber);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet logs 12
+  gpufleet logs -f 12              # follow until the job ends
+  gpufleet logs --attempt 1 12     # the run before a restart
+  gpufleet logs --part 1 12        # node rank 1 of a gang (else lines read '[part N] ...'))");
+  return [a]() {
+    const std::string cmd = "logs";
+    auto id = ParseJobId(a->job);
+    if (!id) return Fail(cmd, kExitUsage, "JOB must be a job number, got '" + a->job + "'");
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    return StreamLogs(*client, cmd, *id, {.follow = a->follow, .attempt = a->attempt, .part = a->part});
+  };
+}
+
+// --- cancel ---------------------------------------------------------------------------------
+
+std::function<int()> SetupCancel(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::vector<std::string> jobs;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("cancel", "Cancel jobs: pending ones leave the queue, running ones are stopped");
+  sub->add_option("jobs", a->jobs, "Job ids")->required();
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet cancel 12
+  gpufleet cancel 12 13 14
+A running job gets its checkpoint signal (default SIGTERM), a grace period, then SIGKILL.)");
+  return [a]() {
+    const std::string cmd = "cancel";
+    std::vector<int64_t> ids;
+    for (const auto& s : a->jobs) {
+      auto id = ParseJobId(s);
+      if (!id) return Fail(cmd, kExitUsage, "JOB must be a job number, got '" + s + "'");
+      ids.push_back(*id);
+    }
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    int rc = kExitOk;
+    for (int64_t id : ids) {
+      ApiResult r = client->Post("/v1/jobs/" + std::to_string(id) + "/cancel", json::object());
+      if (!r.ok()) {
+        rc = std::max(rc, Report(cmd, r));
+        if (r.exit_code == kExitUnreachable) return rc;
+        continue;
+      }
+      std::printf("cancel requested for job %lld\n", static_cast<long long>(id));
+    }
+    return rc;
+  };
+}
+
+// --- explain --------------------------------------------------------------------------------
+
+std::function<int()> SetupExplain(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string job;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("explain", "Say why a job is not running: queue position, what it waits for");
+  sub->add_option("job", a->job, "Job id")->required();
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet explain 12
+  gpufleet explain 12 -o json)");
+  return [a]() {
+    const std::string cmd = "explain";
+    auto id = ParseJobId(a->job);
+    if (!id) return Fail(cmd, kExitUsage, "JOB must be a job number, got '" + a->job + "'");
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    ApiResult r = client->Get("/v1/jobs/" + std::to_string(*id) + "/explain");
+    if (!r.ok()) return Report(cmd, r);
+    const json& e = r.body;
+    if (a->output == "json") {
+      PrintJson(e);
+      return kExitOk;
+    }
+    std::string phase = e.contains("phase") ? StrField(e, "phase") : StrField(e, "state");
+    std::printf("job %lld is %s", static_cast<long long>(*id), phase.c_str());
+    if (IntField(e, "position") > 0) {
+      std::printf(": number %lld of %lld in the queue", static_cast<long long>(IntField(e, "position")),
+                  static_cast<long long>(IntField(e, "queue_length")));
+    }
+    std::printf("\n");
+    if (e.contains("can_start_now")) {
+      std::printf("  can start now:   %s\n", e.value("can_start_now", false) ? "yes" : "no");
+      std::printf("  can ever run:    %s\n",
+                  e.value("ever", true) ? "yes" : "no: it asks for more than this cluster has, even when empty");
+      if (e.contains("earliest_start_ms")) {
+        int64_t at = IntField(e, "earliest_start_ms");
+        int64_t in = at - NowMs();
+        std::printf("  earliest start:  %s (%s)\n", Iso(at).c_str(), in > 0 ? ("in " + Span(in)).c_str() : "now");
+      } else if (phase == "pending" && e.value("ever", true)) {
+        std::printf("  earliest start:  unknown (running jobs give no runtime estimates)\n");
+      }
+    }
+    const json& reasons = e.value("reasons", json::array());
+    if (!reasons.empty()) {
+      std::printf("why:\n");
+      for (const auto& s : reasons) std::printf("  - %s\n", s.is_string() ? s.get<std::string>().c_str() : s.dump().c_str());
+    }
+    return kExitOk;
+  };
+}
+
+// --- nodes ----------------------------------------------------------------------------------
+
+std::function<int()> SetupNodes(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("nodes", "Show the nodes: state, GPUs in use, telemetry, jobs");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet nodes
+  gpufleet nodes -o json
+UTIL%, TEMP and POWER are averages over the node's GPUs from its last heartbeat.)");
+  return [a]() {
+    const std::string cmd = "nodes";
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    ApiResult r = client->Get("/v1/nodes");
+    if (!r.ok()) return Report(cmd, r);
+    if (a->output == "json") {
+      PrintJson(r.body);
+      return kExitOk;
+    }
+    const json& nodes = r.body.value("nodes", json::array());
+    if (nodes.empty()) {
+      std::printf("no nodes have registered; start agents with 'gpufleet agent' (or 'gpufleet dev')\n");
+      return kExitOk;
+    }
+    Table t({"NAME", "STATE", "GPUS", "UTIL%", "TEMP", "POWER", "LAST SEEN", "JOBS"});
+    for (const auto& n : nodes) {
+      const json& tel = n.value("telemetry", json::array());
+      std::string util = "-", temp = "-", power = "-";
+      if (!tel.empty()) {
+        int64_t u = 0, c = 0, w = 0;
+        for (const auto& g : tel) {
+          u += IntField(g, "util_pct");
+          c += IntField(g, "temperature_c");
+          w += IntField(g, "power_w");
+        }
+        int64_t k = static_cast<int64_t>(tel.size());
+        util = std::to_string((u + k / 2) / k);
+        temp = std::to_string((c + k / 2) / k) + "C";
+        power = std::to_string((w + k / 2) / k) + "W";
+      }
+      std::vector<std::string> jobs;
+      for (const auto& j : n.value("jobs", json::array())) jobs.push_back(std::to_string(j.get<int64_t>()));
+      std::string model = StrField(n, "gpu_model");
+      t.Add({StrField(n, "name"), StrField(n, "state"),
+             std::to_string(IntField(n, "gpus_used")) + "/" + std::to_string(IntField(n, "gpus")) +
+                 (model.empty() ? "" : " " + model),
+             util, temp, power, Ago(IntField(n, "last_heartbeat_ms")), jobs.empty() ? "-" : Join(jobs, ",")});
+    }
+    t.Print();
+    return kExitOk;
+  };
+}
+
+// --- history --------------------------------------------------------------------------------
+
+// Time spent running, over every attempt, from the transitions.
+int64_t RuntimeMs(const json& history, int64_t now_ms) {
+  int64_t total = 0, since = -1;
+  for (const auto& h : history) {
+    int64_t at = IntField(h, "at_ms");
+    if (StrField(h, "to") == "running" && since < 0) since = at;
+    if (StrField(h, "from") == "running" && StrField(h, "to") != "running" && since >= 0) {
+      total += at - since;
+      since = -1;
+    }
+  }
+  if (since >= 0) total += now_ms - since;
+  return total;
+}
+
+std::function<int()> SetupHistory(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string team;
+    int limit = 20;
+    std::string state;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("history", "Show recent jobs, finished and current, newest first");
+  sub->add_option("--team", a->team, "Only this team's jobs");
+  sub->add_option("--limit", a->limit, "At most this many jobs (newest first)")->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  sub->add_option("--state", a->state,
+                  "Only jobs in these states, comma-separated (pending, starting, running, stopping, succeeded, "
+                  "failed, cancelled, preempted)");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet history
+  gpufleet history --team vision --limit 50
+  gpufleet history --state failed,cancelled -o json)");
+  return [a]() {
+    const std::string cmd = "history";
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    std::map<std::string, std::string> q = {{"limit", std::to_string(a->limit)}};
+    if (!a->team.empty()) q["team"] = a->team;
+    if (!a->state.empty()) q["state"] = a->state;
+    ApiResult r = client->Get("/v1/jobs", q);
+    if (!r.ok()) return Report(cmd, r);
+    json jobs = r.body.value("jobs", json::array());
+    std::stable_sort(jobs.begin(), jobs.end(),
+                     [](const json& x, const json& y) { return IntField(x, "id") > IntField(y, "id"); });
+    // Runtimes come from each job's transitions; a long listing skips them rather than make
+    // hundreds of requests.
+    int64_t now = NowMs();
+    if (jobs.size() <= 200) {
+      for (auto& j : jobs) {
+        if (IntField(j, "attempt") == 0) {
+          j["runtime_ms"] = 0;
+          continue;
+        }
+        ApiResult d = client->Get("/v1/jobs/" + std::to_string(IntField(j, "id")));
+        if (d.ok()) j["runtime_ms"] = RuntimeMs(d.body.value("history", json::array()), now);
+      }
+    }
+    if (a->output == "json") {
+      PrintJson({{"jobs", jobs}});
+      return kExitOk;
+    }
+    if (jobs.empty()) {
+      std::printf("no jobs\n");
+      return kExitOk;
+    }
+    Table t({"ID", "NAME", "TEAM", "STATE", "GPUS", "SUBMITTED", "RUNTIME", "OUTCOME"});
+    for (const auto& j : jobs) {
+      std::string state = StrField(j, "state");
+      std::string outcome = "-";
+      if (IsTerminalState(state) || state == "preempted") {
+        outcome = StrField(j, "reason");
+        if (j.contains("exit_code") && j["exit_code"].is_number() && outcome.find("code") == std::string::npos) {
+          outcome = "exit " + j["exit_code"].dump() + (outcome.empty() ? "" : ": " + outcome);
+        }
+      }
+      t.Add({std::to_string(IntField(j, "id")), StrField(j, "name"), StrField(j, "team"), state, GpuText(j),
+             Ago(IntField(j, "submitted_ms")), j.contains("runtime_ms") ? Span(IntField(j, "runtime_ms")) : "?",
+             outcome});
+    }
+    t.Print();
+    return kExitOk;
+  };
+}
+
+// --- token, drain, undrain ------------------------------------------------------------------
+
+std::function<int()> SetupToken(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string role = "user";
+    std::string team;
+    std::string subject;
+    bool join = false;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* token = app.add_subcommand("token", "Manage API tokens (admin)");
+  token->require_subcommand(1);
+  CLI::App* sub = token->add_subcommand("create", "Create a token and print it (it is shown only this once)");
+  sub->add_option("--role", a->role, "user or admin")->check(CLI::IsMember({"user", "admin"}))->capture_default_str();
+  sub->add_option("--team", a->team, "Limit the token to submitting for this team");
+  sub->add_option("--subject", a->subject, "Who the token is for (a user name; shown in audit records)");
+  sub->add_flag("--join", a->join, "A join token, for agents to register nodes with");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet token create --subject alice --team vision
+  gpufleet token create --role admin --subject ops
+  gpufleet token create --join        # then: gpufleet agent --join-token TOKEN ...)");
+  token->footer(std::string("Examples:\n  gpufleet token create --subject alice --team vision\n") + kExitCodes);
+  return [a]() {
+    const std::string cmd = "token create";
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    json body = {{"kind", a->join ? "join" : "user"}, {"role", a->role}, {"subject", a->subject}, {"team", a->team}};
+    ApiResult r = client->Post("/v1/tokens", body);
+    if (!r.ok()) return Report(cmd, r);
+    if (a->output == "json") {
+      PrintJson(r.body);
+      return kExitOk;
+    }
+    std::printf("%s\n", StrField(r.body, "token").c_str());
+    std::fprintf(stderr, "created a %s token%s%s; it is shown only this once\n", a->join ? "join" : a->role.c_str(),
+                 a->subject.empty() ? "" : (" for " + a->subject).c_str(),
+                 a->team.empty() ? "" : (" (team " + a->team + ")").c_str());
+    return kExitOk;
+  };
+}
+
+std::function<int()> SetupDrainLike(CLI::App& app, bool drain) {
+  struct Args {
+    Connection conn;
+    std::string node;
+  };
+  auto a = std::make_shared<Args>();
+  const std::string name = drain ? "drain" : "undrain";
+  CLI::App* sub = app.add_subcommand(
+      name, drain ? "Stop placing new jobs on a node; running jobs finish (admin)" : "Let a drained node take jobs again (admin)");
+  sub->add_option("node", a->node, "Node name, as 'gpufleet nodes' shows it")->required();
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, "  gpufleet " + name + " gpu-node-07");
+  return [a, name]() {
+    auto client = Connect(name, a->conn);
+    if (!client) return kExitUsage;
+    ApiResult r = client->Post("/v1/nodes/" + a->node + "/" + name, json::object());
+    if (!r.ok()) return Report(name, r);
+    std::printf("node %s is %s\n", a->node.c_str(), StrField(r.body, "state").c_str());
+    return kExitOk;
+  };
+}
+
+}  // namespace
+
+std::function<int()> SetupSubmitCommand(CLI::App& app) { return SetupSubmit(app); }
+std::function<int()> SetupRunCommand(CLI::App& app) { return SetupRun(app); }
+std::function<int()> SetupQueueCommand(CLI::App& app) { return SetupQueue(app); }
+std::function<int()> SetupStatusCommand(CLI::App& app) { return SetupStatus(app); }
+std::function<int()> SetupLogsCommand(CLI::App& app) { return SetupLogs(app); }
+std::function<int()> SetupCancelCommand(CLI::App& app) { return SetupCancel(app); }
+std::function<int()> SetupExplainCommand(CLI::App& app) { return SetupExplain(app); }
+std::function<int()> SetupNodesCommand(CLI::App& app) { return SetupNodes(app); }
+std::function<int()> SetupHistoryCommand(CLI::App& app) { return SetupHistory(app); }
+std::function<int()> SetupTokenCommand(CLI::App& app) { return SetupToken(app); }
+std::function<int()> SetupDrainCommand(CLI::App& app) { return SetupDrainLike(app, true); }
+std::function<int()> SetupUndrainCommand(CLI::App& app) { return SetupDrainLike(app, false); }
+
+}  // namespace gpufleet::cli

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Given a one-machine cluster (`gpufleet dev`, one agent with two fake H100s), expect the client
+# commands to work as a user and a script would use them: a bad job file is refused before any
+# network with file:line and the field (exit 2); `run` jobs succeed or fail with their exit code
+# shown by `status`; `logs` prints their output; the -o json listings parse and carry their
+# fields; `cancel` stops a running job; `explain` says when a job can never fit; a wrong token and
+# a stopped controller exit 3 with a message that says what to do.
+#
+# Usage: cli_client_test.sh PATH/TO/gpufleet
+source "$(dirname "$0")/lib.sh"
+
+GPUFLEET="${1:?usage: cli_client_test.sh GPUFLEET}"
+export GPUFLEET_CONFIG="$WORK/config.yaml"
+unset GPUFLEET_SERVER GPUFLEET_TOKEN
+
+# A free port: bind port 0 and read what the kernel picked.
+PORT="$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+URL="http://127.0.0.1:$PORT"
+
+DEV_PID=""
+stop_dev() {
+  if [[ -n "$DEV_PID" ]]; then
+    kill "$DEV_PID" 2>/dev/null || true
+    wait "$DEV_PID" 2>/dev/null || true
+    DEV_PID=""
+  fi
+}
+trap 'stop_dev; rm -rf "$WORK"' EXIT
+
+"$GPUFLEET" dev --data-dir "$WORK/data" --port "$PORT" --agents 1 --fake-gpus 2xH100 \
+  --config "$GPUFLEET_CONFIG" >"$WORK/dev.log" 2>&1 &
+DEV_PID=$!
+
+# health_ok: the controller answers /v1/health.
+health_ok() { curl -sf -o /dev/null --max-time 2 "$URL/v1/health"; }
+# wait_for WHAT CMD...: polls CMD (bounded: 300 tries, 0.1 s apart) until it succeeds.
+wait_for() {
+  local what="$1" i
+  shift
+  for ((i = 0; i < 300; i++)); do
+    if "$@"; then return 0; fi
+    kill -0 "$DEV_PID" 2>/dev/null || { cat "$WORK/dev.log" >&2; fail "gpufleet dev exited while waiting for $what"; }
+    sleep 0.1
+  done
+  cat "$WORK/dev.log" >&2
+  fail "timed out waiting for $what"
+}
+wait_for "the controller's /v1/health" health_ok
+# config_written: dev wrote the CLI config (server and admin token).
+config_written() { [[ -s "$GPUFLEET_CONFIG" ]] && grep -q '^token: ' "$GPUFLEET_CONFIG"; }
+wait_for "the CLI config" config_written
+# node_up: the agent registered its node.
+node_up() { "$GPUFLEET" nodes -o json 2>/dev/null | grep -q '"state": "up"'; }
+wait_for "the agent's node" node_up
+
+# job_state ID: the job's state, from `status -o json`.
+job_state() {
+  "$GPUFLEET" status "$1" -o json | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["state"])'
+}
+# state_is ID STATE: true once the job is in STATE.
+state_is() { [[ "$(job_state "$1")" == "$2" ]]; }
+# submitted_id PREFIX: the job id from a "submitted job N (name)" line.
+submitted_id() {
+  sed -n 's/^submitted job \([0-9]*\) .*/\1/p' "$1.out" | head -1
+}
+
+# --- submit: a bad field is refused locally, naming file:line and the field ------------------
+cat >"$WORK/bad.yaml" <<'YAML'
+name: typo
+resources:
+  gpus: 1
+  gpu_typo: H100
+run: echo hi
+YAML
+run "$WORK/bad" "$GPUFLEET" submit "$WORK/bad.yaml"
+expect_rc "$WORK/bad" 2 "submit of a job file with an unknown field"
+expect_contains "$WORK/bad.err" "bad.yaml:4" "the error names file:line"
+expect_contains "$WORK/bad.err" "gpu_typo" "the error names the field"
+
+# A good file submits; the same request id twice creates the jobs once.
+cat >"$WORK/ok.yaml" <<'YAML'
+name: ok
+resources:
+  gpus: 1
+run: echo from-the-file
+YAML
+run "$WORK/sub1" "$GPUFLEET" submit "$WORK/ok.yaml" --request-id cli-test-1
+expect_rc "$WORK/sub1" 0 "submit of a valid job file"
+expect_contains "$WORK/sub1.out" "submitted job" "submit prints the job id"
+FILE_JOB="$(submitted_id "$WORK/sub1")"
+run "$WORK/sub2" "$GPUFLEET" submit "$WORK/ok.yaml" --request-id cli-test-1
+expect_rc "$WORK/sub2" 0 "a repeated submit with the same request id"
+expect_contains "$WORK/sub2.out" "already submitted (request cli-test-1) job $FILE_JOB (ok)" \
+  "a repeated request id answers with the job it made"
+
+# --- run: a job that succeeds; status and logs ------------------------------------------------
+run "$WORK/hello" "$GPUFLEET" run -- sh -c 'echo hello; exit 0'
+expect_rc "$WORK/hello" 0 "run -- sh -c 'echo hello'"
+HELLO="$(submitted_id "$WORK/hello")"
+[[ -n "$HELLO" ]] || { show "$WORK/hello"; fail "run did not print 'submitted job N'"; }
+wait_for "job $HELLO to succeed" state_is "$HELLO" succeeded
+run "$WORK/hstatus" "$GPUFLEET" status "$HELLO"
+expect_rc "$WORK/hstatus" 0 "status of a finished job"
+expect_contains "$WORK/hstatus.out" "state:      succeeded" "status shows the job succeeded"
+expect_contains "$WORK/hstatus.out" "dev-1" "status names the node it ran on"
+expect_contains "$WORK/hstatus.out" "process started" "status shows the transition history"
+run "$WORK/hlogs" "$GPUFLEET" logs "$HELLO"
+expect_rc "$WORK/hlogs" 0 "logs of a finished job"
+expect_contains "$WORK/hlogs.out" "hello" "logs prints the job's output"
+
+# run -f streams the output and exits with the job's outcome.
+run "$WORK/follow" "$GPUFLEET" run -f -- sh -c 'echo followed-output'
+expect_rc "$WORK/follow" 0 "run -f of a succeeding job"
+expect_contains "$WORK/follow.out" "followed-output" "run -f streams the logs"
+
+# --- a failing job ----------------------------------------------------------------------------
+run "$WORK/bad_job" "$GPUFLEET" run -- sh -c 'echo failing >&2; exit 7'
+expect_rc "$WORK/bad_job" 0 "run of a job that will fail (the submit itself succeeds)"
+FAILING="$(submitted_id "$WORK/bad_job")"
+wait_for "job $FAILING to fail" state_is "$FAILING" failed
+run "$WORK/fstatus" "$GPUFLEET" status "$FAILING"
+expect_contains "$WORK/fstatus.out" "state:      failed" "status shows the job failed"
+expect_contains "$WORK/fstatus.out" "exit code:  7" "status shows the exit code"
+run "$WORK/ffollow" "$GPUFLEET" run -f -- sh -c 'exit 5'
+expect_rc "$WORK/ffollow" 1 "run -f of a failing job exits 1"
+
+# --- cancel a running job ---------------------------------------------------------------------
+run "$WORK/sleep" "$GPUFLEET" run --name sleeper -- sleep 1000
+SLEEPER="$(submitted_id "$WORK/sleep")"
+wait_for "job $SLEEPER to run" state_is "$SLEEPER" running
+run "$WORK/cancel" "$GPUFLEET" cancel "$SLEEPER"
+expect_rc "$WORK/cancel" 0 "cancel of a running job"
+wait_for "job $SLEEPER to be cancelled" state_is "$SLEEPER" cancelled
+run "$WORK/cancel_again" "$GPUFLEET" cancel "$SLEEPER"
+expect_rc "$WORK/cancel_again" 1 "cancel of a job that already ended"
+run "$WORK/missing" "$GPUFLEET" status 99999
+expect_rc "$WORK/missing" 1 "status of a job that does not exist"
+expect_contains "$WORK/missing.err" "does not exist" "status says the job does not exist"
+
+# --- explain: more GPUs than the cluster has --------------------------------------------------
+run "$WORK/big" "$GPUFLEET" run --gpus 4 --gpu-type H100 --name too-big -- true
+BIG="$(submitted_id "$WORK/big")"
+run "$WORK/explain" "$GPUFLEET" explain "$BIG"
+expect_rc "$WORK/explain" 0 "explain of a job that can never fit"
+expect_contains "$WORK/explain.out" "can ever run:    no" "explain says the job can never run here"
+expect_contains "$WORK/explain.out" "infeasible" "explain gives the scheduler's reason"
+run "$WORK/explain_json" "$GPUFLEET" explain "$BIG" -o json
+"$PYTHON" -c 'import json,sys; e=json.load(sys.stdin); assert e["ever"] is False and e["reasons"], e' \
+  <"$WORK/explain_json.out" || fail "explain -o json does not say ever=false with reasons"
+
+# --- JSON listings ----------------------------------------------------------------------------
+run "$WORK/queue" "$GPUFLEET" queue -o json
+expect_rc "$WORK/queue" 0 "queue -o json"
+"$PYTHON" - "$WORK/queue.out" "$BIG" <<'PY' || fail "queue -o json lacks the pending job or its fields"
+import json, sys
+jobs = json.load(open(sys.argv[1]))["jobs"]
+big = [j for j in jobs if j["id"] == int(sys.argv[2])]
+assert big, jobs
+for k in ("id", "name", "team", "state", "gpus", "nodes", "position", "submitted_ms", "reason"):
+    assert k in big[0], k
+assert big[0]["state"] == "pending" and big[0]["position"] >= 1, big[0]
+PY
+run "$WORK/nodes" "$GPUFLEET" nodes -o json
+expect_rc "$WORK/nodes" 0 "nodes -o json"
+"$PYTHON" - "$WORK/nodes.out" <<'PY' || fail "nodes -o json lacks the dev node or its fields"
+import json, sys
+nodes = json.load(open(sys.argv[1]))["nodes"]
+assert len(nodes) == 1, nodes
+n = nodes[0]
+assert n["name"] == "dev-1" and n["gpus"] == 2 and n["gpu_model"] == "H100", n
+for k in ("state", "gpus_used", "telemetry", "jobs", "last_heartbeat_ms"):
+    assert k in n, k
+PY
+run "$WORK/history" "$GPUFLEET" history -o json --limit 100
+expect_rc "$WORK/history" 0 "history -o json"
+"$PYTHON" - "$WORK/history.out" "$HELLO" "$FAILING" "$SLEEPER" <<'PY' || fail "history -o json is wrong"
+import json, sys
+jobs = json.load(open(sys.argv[1]))["jobs"]
+by_id = {j["id"]: j for j in jobs}
+ids = [j["id"] for j in jobs]
+assert ids == sorted(ids, reverse=True), "not newest first"
+hello, failing, sleeper = (int(a) for a in sys.argv[2:5])
+assert by_id[hello]["state"] == "succeeded", by_id[hello]
+assert by_id[failing]["state"] == "failed" and by_id[failing]["exit_code"] == 7, by_id[failing]
+assert by_id[sleeper]["state"] == "cancelled", by_id[sleeper]
+for j in jobs:
+    assert "runtime_ms" in j and "submitted_ms" in j, j
+PY
+for listing in queue nodes history; do
+  run "$WORK/$listing-table" "$GPUFLEET" "$listing"
+  expect_rc "$WORK/$listing-table" 0 "gpufleet $listing (table)"
+  if awk 'length > 100 { bad = 1 } END { exit !bad }' "$WORK/$listing-table.out"; then
+    fail "gpufleet $listing prints lines over 100 columns"
+  fi
+done
+expect_contains "$WORK/queue-table.out" "too-big" "the queue table lists the pending job"
+
+# --- bad token, bad usage, no server ----------------------------------------------------------
+run "$WORK/badtoken" "$GPUFLEET" queue --token gf_user_not-a-real-token
+expect_rc "$WORK/badtoken" 3 "a wrong token"
+expect_contains "$WORK/badtoken.err" "the token was refused" "a wrong token says so"
+run "$WORK/badjob" "$GPUFLEET" status not-a-number
+expect_rc "$WORK/badjob" 2 "status of a malformed job id"
+run "$WORK/badflag" "$GPUFLEET" queue -o yaml
+expect_rc "$WORK/badflag" 2 "an unknown output format"
+
+stop_dev
+run "$WORK/down" "$GPUFLEET" queue
+expect_rc "$WORK/down" 3 "the controller is down"
+expect_contains "$WORK/down.err" "cannot reach the controller at $URL" "the down message names the server"
+expect_contains "$WORK/down.err" "gpufleet dev" "the down message gives the hint"
+
+echo PASS
