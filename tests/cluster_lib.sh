@@ -56,6 +56,7 @@ cluster_cleanup() {
   exit $rc
 }
 trap cluster_cleanup EXIT
+trap 'exit 143' TERM INT HUP
 
 free_port() {
   "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -67,6 +68,9 @@ wait_until() {
   shift 2
   local deadline=$((SECONDS + limit))
   until "$@" >/dev/null 2>&1; do
+    if [[ -n "$SERVER_PID" ]] && ! kill -0 "$SERVER_PID" 2>/dev/null; then
+      fail "the server (pid $SERVER_PID) exited while waiting until $desc; see server.log below"
+    fi
     if ((SECONDS >= deadline)); then
       fail "timed out after ${limit}s waiting until $desc"
     fi
