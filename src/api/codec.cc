@@ -40,6 +40,7 @@ class Fields {
 
   int64_t Int64(std::string_view key) { return IntIn(Required(key), Join(path_, key), kMin64, kMax64); }
   int Int(std::string_view key) { return static_cast<int>(IntIn(Required(key), Join(path_, key), kMinInt, kMaxInt)); }
+  const json* OptionalValue(std::string_view key) { return Optional(key); }
   std::optional<int> OptionalInt(std::string_view key) {
     const json* v = Optional(key);
     if (v == nullptr) return std::nullopt;
@@ -253,6 +254,10 @@ Result<model::NodeSpec> DecodeNodeSpec(const json& j, const std::string& path) {
   s.mem_mib = f.Int64("mem_mib");
   s.labels = f.StringMap("labels");
   s.market = f.Enum("market", &model::ParseMarket, model::Market::kOnDemand);
+  // Optional: records written before nodes had prices lack it.
+  if (const json* v = f.OptionalValue("price_micros_per_hour")) {
+    s.price_micros_per_hour = v->is_number_integer() ? v->get<int64_t>() : 0;
+  }
   if (!f.ok()) return f.status();
   return s;
 }
@@ -433,6 +438,7 @@ json ToJson(const model::NodeSpec& s) {
       {"mem_mib", s.mem_mib},
       {"labels", s.labels},
       {"market", model::MarketName(s.market)},
+      {"price_micros_per_hour", s.price_micros_per_hour},
   };
 }
 

@@ -43,6 +43,7 @@ model::NodeSpec SampleNodeSpec() {
   n.mem_mib = 1'000'000;
   n.labels = {{"zone", "eu-1a"}, {"rack", "r7"}};
   n.market = model::Market::kSpot;
+  n.price_micros_per_hour = 32770000;
   return n;
 }
 
@@ -166,7 +167,7 @@ TEST_F(CodecTest, StructSizesMatchTheFieldsTheCodecKnows) {
   // samples above before this size is updated. Sizes are those of libstdc++ on x86-64.
 #if defined(__GLIBCXX__) && defined(__x86_64__)
   EXPECT_EQ(sizeof(model::JobSpec), 216u);
-  EXPECT_EQ(sizeof(model::NodeSpec), 168u);
+  EXPECT_EQ(sizeof(model::NodeSpec), 176u);
   EXPECT_EQ(sizeof(model::NodeAssignment), 56u);
   EXPECT_EQ(sizeof(model::Placement), 56u);
   EXPECT_EQ(sizeof(CheckpointPolicy), 48u);
@@ -175,7 +176,7 @@ TEST_F(CodecTest, StructSizesMatchTheFieldsTheCodecKnows) {
   EXPECT_EQ(sizeof(JobRecord), 792u);
   EXPECT_EQ(sizeof(Transition), 48u);
   EXPECT_EQ(sizeof(GpuInfo), 80u);
-  EXPECT_EQ(sizeof(NodeRecord), 288u);
+  EXPECT_EQ(sizeof(NodeRecord), 296u);
   EXPECT_EQ(sizeof(TokenRecord), 152u);
 #endif
 }

@@ -1,5 +1,6 @@
 #include "cli/sim_command.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -28,6 +29,7 @@ struct SimArgs {
   int64_t cluster_gpus = 0;
   std::string gpu = sim::kDefaultGpuModel;
   int gpus_per_node = sim::kDefaultGpusPerNode;
+  double gpu_hour_price = 0;  // dollars per GPU-hour for --cluster-gpus
   std::string policy = "fifo";
   std::vector<std::string> policy_opts;
   std::string compare;
@@ -106,7 +108,9 @@ int Run(const SimArgs& a) {
     const model::GpuModel* m = catalog->Find(a.gpu);
     if (!m) return Fail("unknown GPU model '" + a.gpu + "' for --gpu (try H100, A100, A100-80GB, L4, T4, V100)");
     if (a.gpus_per_node < 1 || a.gpus_per_node > 64) return Fail("--gpus-per-node must be 1..64");
-    cluster = sim::HomogeneousCluster(a.cluster_gpus, m->name, a.gpus_per_node);
+    if (!(a.gpu_hour_price >= 0 && a.gpu_hour_price <= 10000)) return Fail("--gpu-hour-price must be 0..10000 dollars");
+    int64_t node_price = std::llround(a.gpu_hour_price * 1e6) * a.gpus_per_node;
+    cluster = sim::HomogeneousCluster(a.cluster_gpus, m->name, a.gpus_per_node, node_price);
   } else {
     return Fail("say which cluster to simulate: --cluster FILE.yaml or --cluster-gpus N");
   }
@@ -271,6 +275,9 @@ Policies: fifo, backfill, priority, fair-share, las, sjf, srtf (gpufleet policie
   sub->add_option("--cluster-gpus", args->cluster_gpus, "Homogeneous cluster of this many GPUs in 8-GPU nodes");
   sub->add_option("--gpu", args->gpu, "GPU model for --cluster-gpus")->capture_default_str();
   sub->add_option("--gpus-per-node", args->gpus_per_node, "GPUs per node for --cluster-gpus")->capture_default_str();
+  sub->add_option("--gpu-hour-price", args->gpu_hour_price,
+                  "Dollars per GPU-hour for --cluster-gpus nodes: the report then shows what the run cost "
+                  "(cluster YAML: price_per_hour per node type)");
   sub->add_option("--policy", args->policy, "Queue policy")->capture_default_str();
   sub->add_option("--policy-opt", args->policy_opts, "Policy option k=v (repeatable), e.g. backfill=easy, aging=1h, thresholds=3250,7200");
   sub->add_option("--compare", args->compare, "Run several policies side by side: fifo,backfill,las");

@@ -53,6 +53,9 @@ Status NodeSpec::Validate() const {
   if (cpu_milli < 0 || mem_mib < 0) {
     return Status::InvalidArgument("node " + name + ": cpus and memory must not be negative");
   }
+  if (price_micros_per_hour < 0 || price_micros_per_hour > 1'000'000'000'000) {
+    return Status::InvalidArgument("node " + name + ": price per hour must be from $0 to $1,000,000");
+  }
   return Status::Ok();
 }
 

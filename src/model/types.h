@@ -49,6 +49,9 @@ struct NodeSpec {
   int64_t mem_mib = 0;
   Labels labels;  // region, zone, rack, compliance tags (gdpr=true), ...
   Market market = Market::kOnDemand;
+  // What the node costs per hour while it is up, in micro-dollars (reserved capacity amortised
+  // over its term); 0 when unknown. Jobs are charged their share of it (see docs/cost.md).
+  int64_t price_micros_per_hour = 0;
 
   // Checks counts and the NVLink map; the message names the field.
   Status Validate() const;

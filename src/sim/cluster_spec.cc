@@ -26,7 +26,7 @@ constexpr int kRackNodes = 16;  // HomogeneousCluster's rack size
 
 const std::vector<std::string> kTopKeys = {"node_types", "teams"};
 const std::vector<std::string> kNodeTypeKeys = {
-    "name", "gpu", "gpus", "count", "cpus", "memory_gib", "nvlink", "racks", "market", "labels"};
+    "name", "gpu", "gpus", "count", "cpus", "memory_gib", "nvlink", "racks", "market", "labels", "price_per_hour"};
 const std::vector<std::string> kTeamKeys = {"quota_gpus"};
 
 size_t EditDistance(const std::string& a, const std::string& b) {
@@ -312,6 +312,16 @@ class SpecParser {
       node.market = *m;
     }
 
+    if (const Entry* price = f.Get("price_per_hour")) {
+      std::optional<double> v;
+      if (price->value.IsScalar()) v = ParseDouble(price->value.Scalar());
+      if (!v || !std::isfinite(*v) || *v < 0 || *v > 1e6) {
+        return Error(price->value, Sub(path, "price_per_hour"),
+                     "must be dollars per node-hour from 0 to 1000000, got " + Describe(price->value));
+      }
+      node.price_micros_per_hour = static_cast<int64_t>(std::llround(*v * 1e6));
+    }
+
     if (const Entry* labels = f.Get("labels")) {
       GF_RETURN_IF_ERROR(ReadLabels(*labels, Sub(path, "labels"), node.labels));
     }
@@ -438,7 +448,7 @@ Result<ClusterSpec> LoadClusterSpec(const std::string& path, const model::GpuCat
 }
 
 ClusterSpec HomogeneousCluster(int64_t total_gpus, const std::string& gpu_model,
-                               int gpus_per_node) {
+                               int gpus_per_node, int64_t price_micros_per_hour) {
   CHECK(gpus_per_node >= 1 && gpus_per_node <= kMaxGpusPerNode)
       << "gpus_per_node " << gpus_per_node;
   ClusterSpec spec;
@@ -453,6 +463,7 @@ ClusterSpec HomogeneousCluster(int64_t total_gpus, const std::string& gpu_model,
     n.cpu_milli = kDefaultCpuMilliPerGpu * n.gpus;
     n.mem_mib = kDefaultMemMibPerGpu * n.gpus;
     n.labels[model::kLabelRack] = "r" + std::to_string(i / kRackNodes);
+    n.price_micros_per_hour = price_micros_per_hour * n.gpus / gpus_per_node;  // a short last node costs less
     spec.nodes.push_back(std::move(n));
   }
   return spec;

@@ -12,6 +12,7 @@
 //       nvlink: [4, 4]          # optional: sizes of NVLink domains, in GPU order
 //       racks: 2                # optional: spread the nodes over this many racks (label rack=<name>-r<i>)
 //       market: on-demand       # optional: on-demand | spot | reserved
+//       price_per_hour: 98.32   # optional: dollars per node-hour (reserved: amortised)
 //       labels: {region: us-east-1, zone: us-east-1a, gdpr: "true"}
 //   teams:                      # optional: guaranteed GPU quotas for fair-share
 //     vision: {quota_gpus: 64}
@@ -49,7 +50,8 @@ Result<ClusterSpec> ParseClusterSpec(const std::string& yaml, const std::string&
                                      const model::GpuCatalog& catalog);
 
 // ceil(total_gpus / gpus_per_node) nodes of `gpu_model`, one domain each, in racks of 16 nodes.
+// `price_micros_per_hour` is each node's price (0: unpriced).
 ClusterSpec HomogeneousCluster(int64_t total_gpus, const std::string& gpu_model,
-                               int gpus_per_node = kDefaultGpusPerNode);
+                               int gpus_per_node = kDefaultGpusPerNode, int64_t price_micros_per_hour = 0);
 
 }  // namespace gpufleet::sim

@@ -31,6 +31,19 @@ class ClusterSpecTest : public ::testing::Test {
   }
 };
 
+TEST_F(ClusterSpecTest, NodePrices) {
+  Result<ClusterSpec> r = Parse({"node_types:", "  - {name: a, gpu: H100, gpus: 8, count: 2, price_per_hour: 98.32}"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->nodes[1].price_micros_per_hour, 98'320'000);
+  EXPECT_NE(ErrorOf({"node_types:", "  - {name: a, gpu: H100, gpus: 8, count: 1, price_per_hour: -3}"})
+                .find("spec.yaml:2: node_types[0].price_per_hour: must be dollars per node-hour"),
+            std::string::npos);
+  // Homogeneous clusters: a short last node pays for the GPUs it has.
+  ClusterSpec h = HomogeneousCluster(12, "A100", 8, 8'000'000);
+  EXPECT_EQ(h.nodes[0].price_micros_per_hour, 8'000'000);
+  EXPECT_EQ(h.nodes[1].price_micros_per_hour, 4'000'000);
+}
+
 TEST_F(ClusterSpecTest, ParsesAFullSpec) {
   // Given two node types using every field, expect one NodeSpec per node with canonical GPU
   // names, NVLink maps, units converted, labels as text and team quotas.

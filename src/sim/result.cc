@@ -63,6 +63,7 @@ std::string Secs(double s) {
   return FormatDuration(Duration::Millis(std::llround(s * 1000.0)));
 }
 std::string Percent(double fraction) { return Printf("%.1f %%", fraction * 100.0); }
+std::string Dollars(double usd) { return "$" + Fixed(usd, 2); }
 
 // Exact seconds with 3 decimals from integer milliseconds (no floating point on the way).
 std::string MillisAsSeconds(int64_t ms) {
@@ -154,6 +155,13 @@ Json SummaryJson(const Summary& s) {
   j["failures"] = s.failures;
   j["gpu_hours_used"] = Round3(s.gpu_hours_used);
   j["gpu_hours_lost"] = Round3(s.gpu_hours_lost);
+  j["cost_usd"] = Round3(s.cost_usd);
+  j["job_cost_usd"] = Round3(s.job_cost_usd);
+  j["idle_cost_usd"] = Round3(s.cost_usd - s.job_cost_usd);
+  j["cost_per_used_gpu_hour"] = Round3(s.cost_per_used_gpu_hour);
+  Json markets = Json::object();
+  for (const auto& [m, usd] : s.cost_by_market_usd) markets[m] = Round3(usd);
+  j["cost_by_market_usd"] = std::move(markets);
   Json teams = Json::object();
   for (const auto& [name, t] : s.teams) {
     Json tj;
@@ -161,6 +169,7 @@ Json SummaryJson(const Summary& s) {
     tj["gpu_hours"] = Round3(t.gpu_hours);
     tj["share"] = Round3(t.share);
     tj["avg_jct_s"] = Round3(t.avg_jct_s);
+    tj["cost_usd"] = Round3(t.cost_usd);
     teams[name] = std::move(tj);
   }
   j["teams"] = std::move(teams);
@@ -294,14 +303,17 @@ Summary Summarize(const SimResult& r) {
   slowdown.reserve(r.jobs.size());
   int64_t run_gpu_ms = 0, lost_gpu_ms = 0;
   struct TeamAcc {
-    int64_t jobs = 0, run_gpu_ms = 0, finished = 0;
+    int64_t jobs = 0, run_gpu_ms = 0, finished = 0, cost_micros = 0;
     double jct_sum_s = 0;
   };
+  int64_t job_cost_micros = 0;
   std::map<std::string, TeamAcc> teams;
   for (const JobRecord& j : r.jobs) {
     TeamAcc& t = teams[j.team];
     ++t.jobs;
     t.run_gpu_ms += j.run_gpu_ms;
+    t.cost_micros += j.cost_micros;
+    job_cost_micros += j.cost_micros;
     run_gpu_ms += j.run_gpu_ms;
     lost_gpu_ms += j.lost_gpu_ms;
     s.preemptions += j.preemptions;
@@ -335,7 +347,12 @@ Summary Summarize(const SimResult& r) {
     ts.gpu_hours = static_cast<double>(t.run_gpu_ms) / kMsPerHour;
     ts.share = run_gpu_ms > 0 ? static_cast<double>(t.run_gpu_ms) / static_cast<double>(run_gpu_ms) : 0;
     ts.avg_jct_s = t.finished > 0 ? t.jct_sum_s / static_cast<double>(t.finished) : 0;
+    ts.cost_usd = static_cast<double>(t.cost_micros) / 1e6;
   }
+  s.cost_usd = static_cast<double>(r.cost_micros) / 1e6;
+  s.job_cost_usd = static_cast<double>(job_cost_micros) / 1e6;
+  for (const auto& [m, micros] : r.cost_by_market_micros) s.cost_by_market_usd[m] = static_cast<double>(micros) / 1e6;
+  s.cost_per_used_gpu_hour = s.gpu_hours_used > 0 ? s.cost_usd / s.gpu_hours_used : 0;
   return s;
 }
 
@@ -361,6 +378,14 @@ std::string FormatSummaryText(const Summary& s) {
   line("preemptions", Int(s.preemptions));
   line("failures", Int(s.failures));
   line("GPU-hours", "used " + Fixed(s.gpu_hours_used, 1) + " / lost " + Fixed(s.gpu_hours_lost, 1));
+  if (s.cost_usd > 0) {
+    line("cost", Dollars(s.cost_usd) + " (jobs " + Dollars(s.job_cost_usd) + ", idle " +
+                     Dollars(s.cost_usd - s.job_cost_usd) + "; " + Dollars(s.cost_per_used_gpu_hour) +
+                     " per GPU-hour used)");
+    std::string markets;
+    for (const auto& [m, usd] : s.cost_by_market_usd) markets += (markets.empty() ? "" : ", ") + m + " " + Dollars(usd);
+    line("cost by market", markets);
+  }
   if (s.teams.empty()) return out;
 
   std::vector<std::pair<std::string, TeamShare>> teams(s.teams.begin(), s.teams.end());
@@ -371,12 +396,15 @@ std::string FormatSummaryText(const Summary& s) {
   size_t name_width = 4;
   for (size_t i = 0; i < shown; ++i) name_width = std::max(name_width, teams[i].first.size());
   std::vector<std::vector<std::string>> rows;
+  const bool money = s.cost_usd > 0;
   rows.push_back({"jobs", "GPU-hours", "share", "avg JCT"});
+  if (money) rows.back().push_back("cost");
   for (size_t i = 0; i < shown; ++i) {
     const TeamShare& t = teams[i].second;
     rows.push_back({Int(t.jobs), Fixed(t.gpu_hours, 1), Percent(t.share), Secs(t.avg_jct_s)});
+    if (money) rows.back().push_back(Dollars(t.cost_usd));
   }
-  std::vector<size_t> widths(4, 0);
+  std::vector<size_t> widths(5, 0);
   for (const auto& row : rows) {
     for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
   }
@@ -426,6 +454,8 @@ std::string FormatCompareTable(const std::vector<Summary>& s) {
       {"preemptions", Better::kLower, [](const Summary& x) { return double(x.preemptions); }, count},
       {"GPU-hours used", Better::kNone, [](const Summary& x) { return x.gpu_hours_used; }, hours},
       {"GPU-hours lost", Better::kLower, [](const Summary& x) { return x.gpu_hours_lost; }, hours},
+      {"cost", Better::kLower, [](const Summary& x) { return x.cost_usd; }, Dollars},
+      {"idle cost", Better::kLower, [](const Summary& x) { return x.cost_usd - x.job_cost_usd; }, Dollars},
   };
   const bool mark = s.size() > 1;
   // cells[r][c]: r = 0 is the header; each value cell ends in '*' (best) or ' ' so that the
@@ -436,7 +466,11 @@ std::string FormatCompareTable(const std::vector<Summary>& s) {
     header.push_back((s[c].policy.empty() ? "#" + std::to_string(c + 1) : s[c].policy) + " ");
   }
   cells.push_back(std::move(header));
+  bool priced = false;
+  for (const Summary& one : s) priced = priced || one.cost_usd > 0;
   for (const Row& row : rows) {
+    // Money rows only when some run had prices.
+    if (!priced && (row.name == std::string("cost") || row.name == std::string("idle cost"))) continue;
     std::vector<double> values;
     for (const Summary& one : s) values.push_back(row.get(one));
     double best = values[0];

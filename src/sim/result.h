@@ -31,6 +31,7 @@ struct JobRecord {
   int64_t lost_gpu_ms = 0;     // GPU-milliseconds of work thrown away (since the last checkpoint)
   int64_t run_gpu_ms = 0;      // GPU-milliseconds held, lost work included
   std::string gpu_model;       // model of the last placement
+  int64_t cost_micros = 0;     // its share of its nodes' prices while it ran, lost work included
 };
 
 struct SeriesPoint {
@@ -55,6 +56,10 @@ struct SimResult {
   int64_t busy_gpu_ms = 0;
   int64_t online_gpu_ms = 0;
   int64_t node_failures = 0;
+  // What the nodes cost while they were up (micro-dollars; nodes without a price cost nothing),
+  // in all and by market ("on-demand", "spot", "reserved").
+  int64_t cost_micros = 0;
+  std::map<std::string, int64_t> cost_by_market_micros;
 };
 
 struct Percentiles {
@@ -66,6 +71,7 @@ struct TeamShare {
   double gpu_hours = 0;
   double share = 0;  // of all GPU-hours used
   double avg_jct_s = 0;
+  double cost_usd = 0;  // the team's jobs' share of node prices
 };
 
 struct Summary {
@@ -82,6 +88,12 @@ struct Summary {
   double gpu_hours_used = 0;
   double gpu_hours_lost = 0;
   std::map<std::string, TeamShare> teams;
+  // Money, when the cluster has prices: what the nodes cost while up, the part of it jobs used
+  // (the rest paid for idle GPUs), by market, and per GPU-hour used.
+  double cost_usd = 0;
+  double job_cost_usd = 0;
+  std::map<std::string, double> cost_by_market_usd;
+  double cost_per_used_gpu_hour = 0;
 };
 
 // Percentiles use the nearest-rank method: pN is the smallest value such that at least N % of

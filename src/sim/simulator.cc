@@ -41,6 +41,7 @@ struct SimJob {
   double speed = 1.0;
   Time pending_since;
   Duration overhead_due;       // restart overhead for the next run
+  int64_t cost_rate = 0;       // micro-dollars per hour of the current run's share of its nodes
 };
 
 class World : public sched::ActionSink {
@@ -63,6 +64,29 @@ class World : public sched::ActionSink {
     double hours = -std::log(1.0 - u) * mean_hours;
     return Duration::Millis(static_cast<int64_t>(hours * 3.6e6) + 1);
   }
+  // A job pays each of its nodes' price times its share of that node: its GPUs over the node's
+  // (a slice pays its fraction), or its cores over the node's on CPU-only nodes.
+  int64_t CostRate(const model::Placement& p) const {
+    int64_t rate = 0;
+    for (const auto& part : p.parts) {
+      const model::NodeSpec& n = cluster_.nodes[static_cast<size_t>(part.node.value())];
+      if (n.price_micros_per_hour == 0) continue;
+      if (n.gpus > 0) {
+        int64_t milli = static_cast<int64_t>(part.gpus.size()) * part.gpu_milli;
+        rate += n.price_micros_per_hour * milli / (static_cast<int64_t>(n.gpus) * model::kMilliGpuPerGpu);
+      } else if (n.cpu_milli > 0) {
+        rate += n.price_micros_per_hour * part.cpu_milli / n.cpu_milli;
+      }
+    }
+    return rate;
+  }
+  void Charge(JobRecord& rec, const SimJob& j, Duration wall) {
+    rec.cost_micros += static_cast<int64_t>(static_cast<__int128>(j.cost_rate) * wall.millis() / 3'600'000);
+  }
+  void NodeRate(size_t n, int sign) {
+    const model::NodeSpec& spec = cluster_.nodes[n];
+    node_rate_[static_cast<int>(spec.market)] += sign * spec.price_micros_per_hour;
+  }
   Duration CheckpointInterval(size_t i) const {
     Duration own = trace_[i].spec.checkpoint_interval;
     return own > Duration::Zero() ? own : o_.checkpoint_interval;
@@ -80,6 +104,8 @@ class World : public sched::ActionSink {
   SimResult result_;
   std::string reference_;
   int64_t busy_milli_ = 0;
+  int64_t node_rate_[3] = {0, 0, 0};        // micro-dollars per hour of the nodes up, by market
+  __int128 node_cost_acc_[3] = {0, 0, 0};   // micro-dollars x ms / h, integrated between events
   int64_t running_ = 0;
   int64_t finished_ = 0;
   sched::Scheduler* sched_ = nullptr;
@@ -100,6 +126,7 @@ void World::Start(JobId id, const model::Placement& p) {
   ++j.epoch;
   busy_milli_ += p.total_gpu_milli();
   ++running_;
+  j.cost_rate = CostRate(p);
   Duration left = j.work - j.done;
   int64_t wall_ms = static_cast<int64_t>(std::ceil(static_cast<double>(left.millis()) / j.speed));
   Push(now + j.overhead_due + Duration::Millis(std::max<int64_t>(wall_ms, 1)), Kind::kFinish,
@@ -126,6 +153,7 @@ void World::Preempt(JobId id, PreemptReason reason) {
   int64_t milli = trace_[i].spec.total_gpu_milli();
   rec.run_gpu_ms += wall.millis() * milli / 1000;
   rec.lost_gpu_ms += (wall - saved_wall).millis() * milli / 1000;
+  Charge(rec, j, wall);
   if (reason == PreemptReason::kNodeFailure) {
     ++rec.failures;
   } else if (reason != PreemptReason::kCancelled) {
@@ -167,6 +195,7 @@ Result<SimResult> World::Run() {
   clock_.now = first;
   for (size_t n = 0; n < cluster_.nodes.size(); ++n) {
     GF_RETURN_IF_ERROR(sched.Handle(sched::NodeUp{NodeId(static_cast<int64_t>(n)), cluster_.nodes[n]}));
+    NodeRate(n, +1);
     if (o_.node_mtbf_hours > 0) Push(first + ExpGap(o_.node_mtbf_hours), Kind::kNodeFail, static_cast<int64_t>(n));
   }
 
@@ -209,6 +238,7 @@ Result<SimResult> World::Run() {
     int64_t dt = (t - last_t).millis();
     result_.busy_gpu_ms += busy_milli_ * dt / model::kMilliGpuPerGpu;
     result_.online_gpu_ms += view.OnlineMilli() * dt / model::kMilliGpuPerGpu;
+    for (int m = 0; m < 3; ++m) node_cost_acc_[m] += static_cast<__int128>(node_rate_[m]) * dt;
     last_t = t;
     clock_.now = t;
     batch.clear();
@@ -242,6 +272,7 @@ Result<SimResult> World::Run() {
           JobRecord& rec = result_.jobs[e.index];
           int64_t milli = trace_[e.index].spec.total_gpu_milli();
           rec.run_gpu_ms += (t - j.run_start).millis() * milli / 1000;
+          Charge(rec, j, t - j.run_start);
           rec.finish = t;
           j.running = false;
           j.done = j.work;
@@ -257,10 +288,12 @@ Result<SimResult> World::Run() {
         case Kind::kNodeFail:
           ++result_.node_failures;
           batch.push_back(sched::NodeDown{NodeId(e.index)});
+          NodeRate(static_cast<size_t>(e.index), -1);
           Push(t + o_.repair_time, Kind::kNodeRepair, e.index);
           break;
         case Kind::kNodeRepair:
           batch.push_back(sched::NodeUp{NodeId(e.index), cluster_.nodes[e.index]});
+          NodeRate(static_cast<size_t>(e.index), +1);
           if (remaining_arrivals > 0 || running_ > 0 || sched.pending_count() > 0) {
             Push(t + ExpGap(o_.node_mtbf_hours), Kind::kNodeFail, e.index);
           }
@@ -313,6 +346,13 @@ Result<SimResult> World::Run() {
     if (rec.finish) result_.end = std::max(result_.end, *rec.finish);
   }
   result_.scheduling_passes = sched.stats().passes;
+  // Node cost: what was paid for the nodes while they were up, by market.
+  for (int m = 0; m < 3; ++m) {
+    int64_t micros = static_cast<int64_t>(node_cost_acc_[m] / 3'600'000);
+    if (micros == 0) continue;
+    result_.cost_micros += micros;
+    result_.cost_by_market_micros[model::MarketName(static_cast<model::Market>(m))] += micros;
+  }
   // Final sample so the series covers the whole run.
   if (result_.series.empty() || result_.series.back().t != result_.end) result_.series.push_back(SeriesPoint{result_.end, busy_milli_, view.OnlineMilli(),
                                        static_cast<int64_t>(sched.pending_count()), running_});

@@ -43,6 +43,41 @@ class SimulatorTest : public ::testing::Test {
   }
 };
 
+TEST_F(SimulatorTest, ChargesJobsTheirShareOfNodePrices) {
+  // Given one 8-GPU node at $16/h (on-demand) and one spot 8-GPU node at $8/h, a 4-GPU job for
+  // 2 h and, after it, a 8-GPU job for 1 h, expect: job A pays half of one node for 2 h, job B a
+  // whole node for 1 h; the nodes cost their price for the whole run (3 h), the rest is idle.
+  ClusterSpec c = HomogeneousCluster(8, "A100", 8, 16'000'000);
+  model::NodeSpec spot = c.nodes[0];
+  spot.name = "spot-0";
+  spot.market = model::Market::kSpot;
+  spot.price_micros_per_hour = 8'000'000;
+  spot.labels["pool"] = "spot";
+  c.nodes.push_back(spot);
+  TraceJob a = Job("A", 0, 4, 7200);
+  a.spec.constraints["rack"] = "r0";  // the on-demand node
+  TraceJob b = Job("B", 7200, 8, 3600);
+  b.spec.constraints["pool"] = "spot";
+  b.spec.team = "u";
+  SimOptions o;
+  o.policy = "fifo";
+  auto r = Run({a, b}, c, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->jobs[0].cost_micros, 16'000'000);  // $16/h x 4/8 x 2 h
+  EXPECT_EQ(r->jobs[1].cost_micros, 8'000'000);   // $8/h x 8/8 x 1 h
+  EXPECT_EQ(r->cost_micros, 3 * (16'000'000 + 8'000'000));
+  EXPECT_EQ(r->cost_by_market_micros.at("spot"), 24'000'000);
+  EXPECT_EQ(r->cost_by_market_micros.at("on-demand"), 48'000'000);
+  Summary s = Summarize(*r);
+  EXPECT_DOUBLE_EQ(s.cost_usd, 72.0);
+  EXPECT_DOUBLE_EQ(s.job_cost_usd, 24.0);
+  EXPECT_DOUBLE_EQ(s.teams.at("t").cost_usd, 16.0);
+  EXPECT_DOUBLE_EQ(s.teams.at("u").cost_usd, 8.0);
+  EXPECT_NE(FormatSummaryText(s).find("cost              $72.00 (jobs $24.00, idle $48.00"), std::string::npos)
+      << FormatSummaryText(s);
+  EXPECT_NE(SummaryToJson(s).find("\"cost_usd\": 72"), std::string::npos) << SummaryToJson(s);
+}
+
 TEST_F(SimulatorTest, StrictFifoGoldenSchedule) {
   // Given one 8-GPU node and four jobs, expect the exact strict-FIFO schedule worked out by
   // hand: A 0-100; B and C start at 100 (B 4 GPUs to 150, C 4 GPUs to 130); D waits for C.
