@@ -124,6 +124,17 @@ expect_contains "$WORK/fstatus.out" "exit code:  7" "status shows the exit code"
 run "$WORK/ffollow" "$GPUFLEET" run -f -- sh -c 'exit 5'
 expect_rc "$WORK/ffollow" 1 "run -f of a failing job exits 1"
 
+# logs -f follows a job across a restart: a '--- attempt N ---' line, then the new run's output.
+run "$WORK/restart" "$GPUFLEET" run --max-restarts 1 -f -- sh -c 'echo "run $GPUFLEET_RESTART_COUNT"; exit 1'
+expect_rc "$WORK/restart" 1 "run -f of a job that fails twice"
+expect_contains "$WORK/restart.out" "run 0" "the first attempt's output"
+expect_contains "$WORK/restart.out" "--- attempt 2 ---" "the restart is marked"
+expect_contains "$WORK/restart.out" "run 1" "the second attempt's output"
+RESTARTED="$(submitted_id "$WORK/restart")"
+run "$WORK/first" "$GPUFLEET" logs --attempt 1 "$RESTARTED"
+expect_contains "$WORK/first.out" "run 0" "logs --attempt 1 shows the first run"
+if grep -qF "run 1" "$WORK/first.out"; then fail "logs --attempt 1 shows the second run's output"; fi
+
 # --- cancel a running job ---------------------------------------------------------------------
 run "$WORK/sleep" "$GPUFLEET" run --name sleeper -- sleep 1000
 SLEEPER="$(submitted_id "$WORK/sleep")"

@@ -95,6 +95,9 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough(false);
   app.footer(R"(Examples:
+  gpufleet dev                                  # a whole cluster on this machine (fake GPUs)
+  gpufleet run --gpus 1 -f -- sh -c 'echo hello on GPUs $CUDA_VISIBLE_DEVICES'
+  gpufleet submit train.yaml; gpufleet queue; gpufleet logs -f 1; gpufleet explain 2
   gpufleet sim --trace data/traces/philly/philly.csv --cluster-gpus 480 --compare fifo,backfill,las
   gpufleet sim --trace data/traces/tiresias/60_job.csv --cluster examples/clusters/small-h100.yaml -o json
   gpufleet policies
