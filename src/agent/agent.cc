@@ -396,7 +396,8 @@ void Agent::Tick(bool heartbeat_due) {
       if (!x.success() && run.exit_code == 0 && run.signal == 0) {
         run.exit_code = x.signal ? 128 + x.signal : x.exit_code;
         run.signal = x.signal;
-        run.message = x.Describe();
+        // The code or signal says the rest; only a kill after the grace needs words.
+        if (x.killed_after_grace) run.message = "did not exit within its grace period; killed";
       }
       if (x.stopped) run.stopped = true;
       if (--run.procs_left <= 0 && !run.exited) {

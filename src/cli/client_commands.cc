@@ -7,6 +7,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -377,9 +378,18 @@ The file is checked here first; an error names file:line:column and the field.)"
     std::string source = a->file.substr(a->file.find_last_of('/') + 1);
     json body = {{"request_id", a->request_id.empty() ? RandomRequestId() : a->request_id},
                  {"yaml", text},
-                 {"source", source}};
+                 {"source", source},
+                 {"default_workdir", CurrentDir()}};
     return PostJobs(*client, cmd, body, a->output).exit_code;
   };
+}
+
+// Jobs that name no working directory run in the one they were submitted from, as with sbatch
+// (on a cluster without a shared filesystem, give `workdir` explicitly).
+std::string CurrentDir() {
+  std::error_code ec;
+  std::string cwd = std::filesystem::current_path(ec).string();
+  return ec ? std::string() : cwd;
 }
 
 // --- run ------------------------------------------------------------------------------------
@@ -482,7 +492,8 @@ With -f the exit code is the job's outcome: 0 if it succeeded, 1 if it failed or
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
     json body = {{"request_id", a->request_id.empty() ? RandomRequestId() : a->request_id},
-                 {"job", api::ToJobJson(jobs->front())}};
+                 {"job", api::ToJobJson(jobs->front())},
+                 {"default_workdir", CurrentDir()}};
     SubmitOutcome s = PostJobs(*client, cmd, body, a->follow ? "table" : a->output);
     if (s.exit_code != kExitOk || !a->follow || s.ids.empty()) return s.exit_code;
     std::fflush(stdout);

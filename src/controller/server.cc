@@ -83,7 +83,7 @@ json JobSummary(const api::JobRecord& r) {
             {"priority", s.priority},
             {"state", api::JobStateName(r.state)},
             {"reason", r.reason},
-            {"gpus", s.fractional() ? static_cast<double>(s.gpu_milli) / 1000.0 : s.gpus_per_node},
+            {"gpus", s.fractional() ? json(static_cast<double>(s.gpu_milli) / 1000.0) : json(s.gpus_per_node)},
             {"nodes", s.nodes},
             {"gpu_type", s.gpu_models},
             {"submitted_ms", r.submitted.millis()},
@@ -211,8 +211,10 @@ void ApiServer::Routes() {
     if (!body.ok()) return Error(res, 400, "body: " + body.status().message());
     if (!body->is_object()) return Error(res, 400, "body: expected a JSON object with 'job' or 'yaml'");
     for (auto it = body->begin(); it != body->end(); ++it) {
-      if (it.key() != "request_id" && it.key() != "job" && it.key() != "yaml" && it.key() != "source") {
-        return Error(res, 400, "body: unknown field '" + it.key() + "' (expected request_id, job, yaml, source)");
+      if (it.key() != "request_id" && it.key() != "job" && it.key() != "yaml" && it.key() != "source" &&
+          it.key() != "default_workdir") {
+        return Error(res, 400, "body: unknown field '" + it.key() +
+                                   "' (expected request_id, job, yaml, source, default_workdir)");
       }
     }
     std::string request_id = req.get_header_value("Idempotency-Key");
@@ -236,6 +238,16 @@ void ApiServer::Routes() {
     }
     auto jobs = api::ParseJobs(text, opts);
     if (!jobs.ok()) return Error(res, jobs.status());
+    // The client's directory, for jobs that name none (the CLI sends its current directory).
+    if (body->contains("default_workdir")) {
+      const json& d = (*body)["default_workdir"];
+      if (!d.is_string() || (!d.get<std::string>().empty() && d.get<std::string>()[0] != '/')) {
+        return Error(res, 400, "default_workdir: expected an absolute path");
+      }
+      for (auto& j : *jobs) {
+        if (j.workdir.empty()) j.workdir = d.get<std::string>();
+      }
+    }
     if (!IsAdmin(*who) && !who->team.empty()) {
       for (const auto& j : *jobs) {
         if (j.spec.team != who->team) {
@@ -385,10 +397,14 @@ void ApiServer::Routes() {
     json list;
     bool any = read(list);
     bool finished = api::IsTerminal((*rec)->state) || *attempt != (*rec)->attempt;
-    if (!any && !finished && *wait_ms > 0) {
-      std::unique_lock<std::mutex> lock(logs_mu_);
-      logs_cv_.wait_for(lock, std::chrono::milliseconds(*wait_ms));
-      lock.unlock();
+    // Long poll: until new bytes arrive, the job ends or moves to another attempt, or the wait
+    // is over. Uploads wake the wait; the job's state is looked at every 200 ms.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(*wait_ms);
+    while (!any && !finished && std::chrono::steady_clock::now() < deadline) {
+      {
+        std::unique_lock<std::mutex> lock(logs_mu_);
+        logs_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200)));
+      }
       any = read(list);
       auto again = store_.GetJob(*id);
       if (again.ok() && *again) finished = api::IsTerminal((*again)->state) || *attempt != (*again)->attempt;
