@@ -341,6 +341,14 @@ int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const Log
   return kExitOk;
 }
 
+// Jobs that name no working directory run in the one they were submitted from, as with sbatch
+// (on a cluster without a shared filesystem, give `workdir` explicitly).
+std::string CurrentDir() {
+  std::error_code ec;
+  std::string cwd = std::filesystem::current_path(ec).string();
+  return ec ? std::string() : cwd;
+}
+
 // --- submit ---------------------------------------------------------------------------------
 
 std::function<int()> SetupSubmit(CLI::App& app) {
@@ -382,14 +390,6 @@ The file is checked here first; an error names file:line:column and the field.)"
                  {"default_workdir", CurrentDir()}};
     return PostJobs(*client, cmd, body, a->output).exit_code;
   };
-}
-
-// Jobs that name no working directory run in the one they were submitted from, as with sbatch
-// (on a cluster without a shared filesystem, give `workdir` explicitly).
-std::string CurrentDir() {
-  std::error_code ec;
-  std::string cwd = std::filesystem::current_path(ec).string();
-  return ec ? std::string() : cwd;
 }
 
 // --- run ------------------------------------------------------------------------------------
