@@ -721,6 +721,14 @@ void Engine::CheckHeartbeats(Time now) {
           hit = true;
         }
       }
+      if (hit && job.failing && !job.stop_requested && !job.cancel_requested) {
+        // A part that failed first most likely failed because this node went away (a gang's
+        // collectives break at once): the node loss decides. NodeDown makes the scheduler stop
+        // the job, and that stop requeues it.
+        job.failing = false;
+        job.rec.exit_code.reset();
+        continue;
+      }
       if (hit && (job.stop_requested || job.failing)) done.push_back(jid);
     }
     events_.push_back(sched::NodeDown{node});
@@ -810,8 +818,20 @@ void Engine::OnPreempt(JobId id, sched::PreemptReason reason) {
     MaybeFinishAttempt(job);
     return;
   }
-  Transition(job, JobState::kStopping, ReasonText(reason));
-  SendStop(job, ReasonText(reason));
+  std::string why = ReasonText(reason);
+  if (reason == sched::PreemptReason::kNodeFailure && job.rec.placement) {
+    std::vector<std::string> lost;
+    for (const auto& part : job.rec.placement->parts) {
+      auto n = nodes_.find(part.node.value());
+      if (n != nodes_.end() && n->second.rec.state == api::NodeState::kLost &&
+          std::find(lost.begin(), lost.end(), n->second.rec.name) == lost.end()) {
+        lost.push_back(n->second.rec.name);
+      }
+    }
+    if (!lost.empty()) why = "stopped: node " + Join(lost, ", ") + " was lost";
+  }
+  Transition(job, JobState::kStopping, why);
+  SendStop(job, why);
   MaybeFinishAttempt(job);
 }
 

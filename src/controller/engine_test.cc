@@ -252,6 +252,31 @@ TEST_F(EngineTest, LostNodeRequeuesTheWholeGang) {
   EXPECT_EQ((*store_.GetJob(j))->attempt, 2);
 }
 
+TEST_F(EngineTest, PartThatFailsWhenItsPeerVanishesDoesNotFailTheJob) {
+  // A gang's collectives break as soon as one machine is gone: the surviving part exits with an
+  // error before the lost node is noticed. The node loss decides: the job is requeued.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  NodeId b = Register(*e, "node-b", 1);
+  JobId j = Submit(*e, "resources: {gpus: 1, nodes: 2}\nrun: x\n");
+  auto rec = store_.GetJob(j);
+  int part_on_a = (*rec)->placement->parts[0].node == a ? 0 : 1;
+  Beat(*e, a, {Started(j, 1, part_on_a)});
+  Beat(*e, b, {Started(j, 1, 1 - part_on_a)});
+  clock_.Advance(Duration::Seconds(20));
+  Beat(*e, a, {Exited(j, 1, part_on_a, 3)});  // its peer on b vanished
+  EXPECT_EQ(StateOf(j), JobState::kStopping);
+  clock_.Advance(Duration::Seconds(15));
+  Beat(*e, a);  // b is now lost
+  EXPECT_EQ(StateOf(j), JobState::kPending);
+  auto last = store_.GetJob(j);
+  EXPECT_NE((*last)->reason.find("requeued"), std::string::npos) << (*last)->reason;
+  auto h = store_.History(j);
+  bool named = false;
+  for (const auto& t : *h) named = named || t.reason.find("node node-b was lost") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
 TEST_F(EngineTest, CancelStopsWithTheCheckpointSignal) {
   auto e = MakeEngine();
   NodeId a = Register(*e, "node-a", 1);
