@@ -117,6 +117,9 @@ int main(int argc, char** argv) {
     threads.emplace_back([&, c] {
       httplib::Client cli(server);
       cli.set_keep_alive(true);
+      // Headers and body go out in separate writes; without this, Nagle's algorithm holds the
+      // body until the server's delayed ACK (about 40 ms) on every request.
+      cli.set_tcp_nodelay(true);
       cli.set_connection_timeout(10, 0);
       cli.set_read_timeout(60, 0);
       auto& samples = per_client[c];
@@ -132,7 +135,10 @@ int main(int argc, char** argv) {
         s.sent_ns = NowNs();
         auto res = cli.Post("/v1/jobs", headers, text, "application/json");
         s.answered_ns = NowNs();
-        if (res) {
+        if (!res) {
+          std::fprintf(stderr, "gpufleet-submit-load: %s: no answer: %s\n", s.rid.c_str(),
+                       httplib::to_string(res.error()).c_str());
+        } else {
           s.status = res->status;
           try {
             auto j = json::parse(res->body);

@@ -127,13 +127,15 @@ long_ids = [int(sys.argv[6]), int(sys.argv[7])]
 pids = [int(sys.argv[8]), int(sys.argv[9])]
 requests = int(requests)
 u = urllib.parse.urlparse(url)
-conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
 hdr = {"Authorization": "Bearer " + open(token_file).read().strip()}
 
 def get(path):
+    # A connection per request: on a reused one each answer waits for a delayed ACK (~40 ms).
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
     conn.request("GET", path, headers=hdr)
     r = conn.getresponse()
     body = r.read()
+    conn.close()
     if r.status != 200:
         sys.exit("FAIL: GET %s: HTTP %d %s" % (path, r.status, body[:300]))
     return json.loads(body)
