@@ -23,6 +23,7 @@ std::unique_ptr<httplib::Client> MakeClient(const std::string& server, Duration 
   c->set_read_timeout(static_cast<time_t>(read_timeout.millis() / 1000 + 5), 0);
   c->set_write_timeout(10, 0);
   c->set_keep_alive(true);
+  c->set_tcp_nodelay(true);
   return c;
 }
 

@@ -35,6 +35,7 @@ ApiClient::ApiClient(ClientConfig config) : config_(std::move(config)) {
   http_->set_read_timeout(kReadTimeoutS, 0);
   http_->set_write_timeout(30, 0);
   http_->set_keep_alive(true);
+  http_->set_tcp_nodelay(true);
   if (!config_.token.empty()) http_->set_bearer_token_auth(config_.token);
 }
 

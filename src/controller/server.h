@@ -53,6 +53,7 @@ class ApiServer {
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
   int port_ = 0;
+  int listen_fd_ = -1;
   std::mutex logs_mu_;
   std::condition_variable logs_cv_;
 };
