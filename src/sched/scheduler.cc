@@ -243,23 +243,27 @@ void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
 }
 
 void Scheduler::StartJob(JobState& j, Placement placement) {
-  Time now = clock_.Now();
   QueueContext ctx = Context();
   Dequeue(j);
   if (policies_.queue->ResetsServiceOnStart(j.v, ctx)) j.v.las_service_gpu_ms = 0;
+  BecomeRunning(j, std::move(placement), clock_.Now(), ctx);
+  ++stats_.starts;
+  sink_.Start(j.v.id, j.placement);
+}
+
+// The books of a job that starts running (a decision, or a run learned at recovery).
+void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, const QueueContext& ctx) {
   view_.Allocate(placement);
   j.placement = std::move(placement);
   j.v.phase = JobPhase::kRunning;
-  j.v.started_at = now;
-  j.v.last_checkpoint = now;
+  j.v.started_at = started;
+  j.v.last_checkpoint = started;
   teams_[j.spec.team].used_milli += GpuMilliOf(j.spec);
   j.rank = RankOf(j, ctx);
   running_.emplace(j.rank, j.v.seq, &j);
   ++running_version_;
   if (j.spec.duration_estimate) ++running_with_estimate_;
   ScheduleTimer(j, ctx);
-  ++stats_.starts;
-  sink_.Start(j.v.id, j.placement);
 }
 
 void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
@@ -398,18 +402,8 @@ Status Scheduler::Apply(const Event& e) {
     j->shape = ShapeId(j->spec);
     JobState& ref = *j;
     jobs_.emplace(ev->job.value(), std::move(j));
-    QueueContext ctx = Context();
-    view_.Allocate(ev->placement);
-    ref.placement = ev->placement;
-    ref.v.phase = JobPhase::kRunning;
-    ref.v.started_at = ev->started_at;
-    ref.v.last_checkpoint = ev->started_at;
-    teams_[ref.spec.team].used_milli += GpuMilliOf(ref.spec);
-    ref.rank = RankOf(ref, ctx);
-    running_.emplace(ref.rank, ref.v.seq, &ref);
-    ++running_version_;
-    if (ref.spec.duration_estimate) ++running_with_estimate_;
-    ScheduleTimer(ref, ctx);
+    teams_.try_emplace(ref.spec.team);
+    BecomeRunning(ref, ev->placement, ev->started_at, Context());
     return Status::Ok();
   }
   if (const auto* ev = std::get_if<JobFinished>(&e)) {

@@ -100,6 +100,7 @@ class Scheduler {
   void Enqueue(JobState& j);
   void Dequeue(JobState& j);
   void StartJob(JobState& j, model::Placement placement);
+  void BecomeRunning(JobState& j, model::Placement placement, Time started, const QueueContext& ctx);
   void StopRunning(JobState& j, PreemptReason reason);
   void ReleaseAndRequeue(JobState& j, bool requeue);
   void Erase(JobState& j);
