@@ -31,6 +31,8 @@ std::string ReasonText(sched::PreemptReason r) {
     case sched::PreemptReason::kService: return "preempted: it has had more than its share of service (LAS)";
     case sched::PreemptReason::kNodeFailure: return "stopped: a node of the job was lost";
     case sched::PreemptReason::kCancelled: return "cancel requested";
+    case sched::PreemptReason::kReclaimed: return "stopped: the provider is reclaiming the node (spot interruption notice)";
+    case sched::PreemptReason::kBudget: return "stopped: its team reached its hard budget";
   }
   return "stopped";
 }

@@ -18,6 +18,8 @@ enum class PreemptReason {
   kService,       // least-attained-service: the job has had more than its share
   kNodeFailure,   // a node of the job was lost; the other parts must stop too
   kCancelled,     // the user cancelled the job
+  kReclaimed,     // the provider is taking the node back (a spot interruption notice)
+  kBudget,        // the job's team reached its hard budget, or the job its max_cost
 };
 const char* PreemptReasonName(PreemptReason r);
 

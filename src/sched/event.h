@@ -53,6 +53,12 @@ struct NodeUp {
 struct NodeDown {
   NodeId node;
 };
+// The provider will take the node back soon (a spot interruption notice): it drains, and its
+// jobs are stopped with their checkpoint signal and requeued at once. They keep their place in
+// their class (their submission order), so they come back ahead of later work.
+struct NodeReclaimed {
+  NodeId node;
+};
 // Draining: no new work lands on the node; running work continues. drained=false undrains.
 struct NodeDrained {
   NodeId node;
@@ -67,6 +73,6 @@ struct GpuTelemetry {
 struct Timer {};
 
 using Event = std::variant<JobSubmitted, JobRestored, JobFinished, JobFailed, JobCancelled, JobStopped,
-                           JobCheckpointed, NodeUp, NodeDown, NodeDrained, GpuTelemetry, Timer>;
+                           JobCheckpointed, NodeUp, NodeDown, NodeReclaimed, NodeDrained, GpuTelemetry, Timer>;
 
 }  // namespace gpufleet::sched

@@ -17,6 +17,8 @@ const char* PreemptReasonName(PreemptReason r) {
     case PreemptReason::kQuotaReclaim: return "quota-reclaim";
     case PreemptReason::kService: return "attained-service";
     case PreemptReason::kNodeFailure: return "node-failure";
+    case PreemptReason::kReclaimed: return "reclaimed";
+    case PreemptReason::kBudget: return "budget";
     case PreemptReason::kCancelled: return "cancelled";
   }
   return "?";
@@ -274,12 +276,14 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
   stopping_.insert(&j);
   j.v.phase = JobPhase::kStopping;
   j.requeue_after_stop = reason != PreemptReason::kCancelled;
-  j.count_as_preemption = reason != PreemptReason::kCancelled && reason != PreemptReason::kNodeFailure;
+  const bool by_policy = reason == PreemptReason::kPriority || reason == PreemptReason::kQuotaReclaim ||
+                         reason == PreemptReason::kService;
+  j.count_as_preemption = by_policy;
   if (j.timer) {
     timers_.erase({*j.timer, j.v.seq, j.v.id.value()});
     j.timer.reset();
   }
-  if (reason != PreemptReason::kCancelled && reason != PreemptReason::kNodeFailure) ++stats_.preemptions;
+  if (by_policy) ++stats_.preemptions;
   sink_.Preempt(j.v.id, reason);
 }
 
@@ -470,6 +474,23 @@ Status Scheduler::Apply(const Event& e) {
       }
     }
     for (JobState* j : hit) StopRunning(*j, PreemptReason::kNodeFailure);
+    return Status::Ok();
+  }
+  if (const auto* ev = std::get_if<NodeReclaimed>(&e)) {
+    const ClusterView::Node* n = view_.Find(ev->node);
+    if (!n) return Status::NotFound("unknown node " + std::to_string(ev->node.value()));
+    if (n->health == NodeHealth::kDown) return Status::Ok();
+    GF_RETURN_IF_ERROR(view_.SetHealth(ev->node, NodeHealth::kDraining));
+    std::vector<JobState*> hit;
+    for (const auto& [rank, seq, j] : running_) {
+      for (const auto& part : j->placement.parts) {
+        if (part.node == ev->node) {
+          hit.push_back(j);
+          break;
+        }
+      }
+    }
+    for (JobState* j : hit) StopRunning(*j, PreemptReason::kReclaimed);
     return Status::Ok();
   }
   if (const auto* ev = std::get_if<NodeDrained>(&e)) {

@@ -151,6 +151,33 @@ TEST(SchedulerTest, NodeLossStopsTheWholeGangAndRequeuesIt) {
   EXPECT_EQ(h.sched().ViewOf(g)->preemptions, 0);  // a failure is not a preemption
 }
 
+TEST(SchedulerTest, ReclaimedNodeDrainsAndRequeuesItsJobsInTheirPlace) {
+  // Given two 1-GPU nodes, jobs A and B running and a later job C waiting, a spot notice for A's
+  // node stops A with reason reclaimed; once A is down it is requeued ahead of C (its submission
+  // order) and the node takes no new work.
+  testing::SchedulerHarness h("fifo");
+  NodeId n0 = h.AddNode(testing::MakeNode("n0", "H100", 1));
+  h.AddNode(testing::MakeNode("n1", "H100", 1));
+  JobId a = h.Submit(testing::MakeJob(1));
+  h.Submit(testing::MakeJob(1));
+  JobId c = h.Submit(testing::MakeJob(1));
+  ASSERT_EQ(h.sched().running_count(), 2u);
+  const model::Placement* pa = h.sched().PlacementOf(a);
+  ASSERT_NE(pa, nullptr);
+  NodeId on = pa->parts[0].node;
+  ASSERT_TRUE(h.sched().Handle(NodeReclaimed{on}).ok());
+  EXPECT_EQ(h.sink().actions.back().reason, PreemptReason::kReclaimed);
+  EXPECT_EQ(h.sink().actions.back().job, a);
+  h.Stopped(a);
+  std::vector<JobId> order = h.sched().QueueOrder();
+  ASSERT_EQ(order.size(), 2u);
+  EXPECT_EQ(order[0], a);
+  EXPECT_EQ(order[1], c);
+  EXPECT_EQ(h.sched().stats().preemptions, 0);  // not the policy's doing
+  EXPECT_FALSE(h.sched().view().Find(on)->schedulable());
+  (void)n0;
+}
+
 TEST(SchedulerTest, CancelStopsARunningJobAndForgetsIt) {
   // Given a running job, expect cancel to ask for a stop and the job to leave once stopped.
   SchedulerHarness h("fifo");
