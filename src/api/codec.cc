@@ -239,6 +239,9 @@ Result<model::JobSpec> DecodeJobSpec(const json& j, const std::string& path) {
   s.checkpoint_interval = f.DurationMs("checkpoint_interval_ms");
   s.constraints = f.StringMap("constraints");
   s.market = f.Enum("market", &model::ParseMarketPreference, model::MarketPreference::kAny);
+  if (const json* v = f.OptionalValue("max_cost_micros")) {  // added later: optional
+    s.max_cost_micros = v->is_number_integer() ? v->get<int64_t>() : 0;
+  }
   if (!f.ok()) return f.status();
   return s;
 }
@@ -425,6 +428,7 @@ json ToJson(const model::JobSpec& s) {
       {"checkpoint_interval_ms", s.checkpoint_interval.millis()},
       {"constraints", s.constraints},
       {"market", model::MarketPreferenceName(s.market)},
+      {"max_cost_micros", s.max_cost_micros},
   };
 }
 

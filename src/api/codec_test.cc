@@ -30,6 +30,7 @@ model::JobSpec SampleSpec() {
   s.checkpoint_interval = Duration::Minutes(30);
   s.constraints = {{"region", "eu"}, {"gdpr", "true"}};
   s.market = model::MarketPreference::kOnDemand;
+  s.max_cost_micros = 250000000;
   return s;
 }
 
@@ -166,14 +167,14 @@ TEST_F(CodecTest, StructSizesMatchTheFieldsTheCodecKnows) {
   // new field changes the size, and must be added to codec.cc (both directions) and to the
   // samples above before this size is updated. Sizes are those of libstdc++ on x86-64.
 #if defined(__GLIBCXX__) && defined(__x86_64__)
-  EXPECT_EQ(sizeof(model::JobSpec), 216u);
+  EXPECT_EQ(sizeof(model::JobSpec), 224u);
   EXPECT_EQ(sizeof(model::NodeSpec), 176u);
   EXPECT_EQ(sizeof(model::NodeAssignment), 56u);
   EXPECT_EQ(sizeof(model::Placement), 56u);
   EXPECT_EQ(sizeof(CheckpointPolicy), 48u);
   EXPECT_EQ(sizeof(RestartPolicy), 32u);
-  EXPECT_EQ(sizeof(JobRequest), 608u);
-  EXPECT_EQ(sizeof(JobRecord), 792u);
+  EXPECT_EQ(sizeof(JobRequest), 616u);
+  EXPECT_EQ(sizeof(JobRecord), 800u);
   EXPECT_EQ(sizeof(Transition), 48u);
   EXPECT_EQ(sizeof(GpuInfo), 80u);
   EXPECT_EQ(sizeof(NodeRecord), 296u);

@@ -364,6 +364,7 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
       auto v = ParseDollars(s);
       if (!v.ok()) return r.Error(n, key, v.status().message());
       (std::strcmp(key, "max_cost") == 0 ? out.max_cost_micros : out.max_hourly_cost_micros) = *v;
+      if (std::strcmp(key, "max_cost") == 0) spec.max_cost_micros = *v;
     }
   }
   if (auto n = doc["regions"]) {

@@ -75,6 +75,9 @@ struct JobSpec {
   Duration checkpoint_interval;               // zero: the job does not checkpoint periodically
   Labels constraints;                         // node labels the job requires (key = value)
   MarketPreference market = MarketPreference::kAny;
+  // Stop the job for good once its cost (its share of its nodes' prices, all runs) reaches
+  // this many micro-dollars; 0: no limit.
+  int64_t max_cost_micros = 0;
 
   int total_gpus() const { return gpus_per_node * nodes; }
   bool fractional() const { return gpu_milli < kMilliGpuPerGpu; }

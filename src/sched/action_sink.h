@@ -19,7 +19,8 @@ enum class PreemptReason {
   kNodeFailure,   // a node of the job was lost; the other parts must stop too
   kCancelled,     // the user cancelled the job
   kReclaimed,     // the provider is taking the node back (a spot interruption notice)
-  kBudget,        // the job's team reached its hard budget, or the job its max_cost
+  kBudget,        // the job's team reached its hard budget (requeued: it waits for budget)
+  kMaxCost,       // the job's own cost reached its max_cost (not requeued)
 };
 const char* PreemptReasonName(PreemptReason r);
 

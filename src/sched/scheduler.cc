@@ -19,6 +19,7 @@ const char* PreemptReasonName(PreemptReason r) {
     case PreemptReason::kNodeFailure: return "node-failure";
     case PreemptReason::kReclaimed: return "reclaimed";
     case PreemptReason::kBudget: return "budget";
+    case PreemptReason::kMaxCost: return "max-cost";
     case PreemptReason::kCancelled: return "cancelled";
   }
   return "?";
@@ -102,7 +103,10 @@ struct Scheduler::JobState {
   // Nodes this job will start on once its victims have stopped; other jobs keep off them.
   std::vector<int> claim;    // running_version_ when a preemption attempt last failed
   // What the last pass concluded for this pending job (for Explain).
-  enum class Outcome { kNotReached, kWait, kInfeasible, kHeldByReservation, kAwaitingVictims };
+  int64_t cost_rate = 0;                 // micro-dollars per hour while it holds GPUs
+  int64_t accrued_micros = 0;            // cost of its runs that have ended
+  std::string budget_block;              // why its team's budget kept it waiting (for Explain)
+  enum class Outcome { kNotReached, kWait, kInfeasible, kHeldByReservation, kAwaitingVictims, kBudget };
   Outcome outcome = Outcome::kNotReached;
   JobId outcome_job;
   Time outcome_time;
@@ -266,6 +270,178 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
   ++running_version_;
   if (j.spec.duration_estimate) ++running_with_estimate_;
   ScheduleTimer(j, ctx);
+  j.cost_rate = CostRate(j.placement);
+  if (j.cost_rate > 0) {
+    money_[j.spec.team].rate += j.cost_rate;
+    ++priced_running_;
+  }
+}
+
+// ---- Money -----------------------------------------------------------------------------------
+
+int64_t Scheduler::CostRate(const Placement& p) const {
+  int64_t rate = 0;
+  for (const auto& part : p.parts) {
+    const ClusterView::Node* n = view_.Find(part.node);
+    if (!n || n->spec.price_micros_per_hour == 0) continue;
+    if (n->spec.gpus > 0) {
+      int64_t milli = static_cast<int64_t>(part.gpus.size()) * part.gpu_milli;
+      rate += n->spec.price_micros_per_hour * milli / (static_cast<int64_t>(n->spec.gpus) * model::kMilliGpuPerGpu);
+    } else if (n->spec.cpu_milli > 0) {
+      rate += n->spec.price_micros_per_hour * part.cpu_milli / n->spec.cpu_milli;
+    }
+  }
+  return rate;
+}
+
+namespace {
+constexpr int64_t kMsPerHour = 3'600'000;
+int64_t MicrosOf(__int128 micro_ms) { return static_cast<int64_t>(micro_ms / kMsPerHour); }
+}  // namespace
+
+// Books the cost of the run that ends now.
+void Scheduler::Accrue(JobState& j, Time now) {
+  if (j.cost_rate == 0) return;
+  j.accrued_micros += MicrosOf(static_cast<__int128>(j.cost_rate) * (now - j.v.started_at).millis());
+  TeamMoney& m = money_[j.spec.team];
+  Time from = std::max(j.v.started_at, m.budget.since);
+  if (now > from) m.spent_closed += static_cast<__int128>(j.cost_rate) * (now - from).millis();
+  m.rate -= j.cost_rate;
+  --priced_running_;
+  j.cost_rate = 0;
+}
+
+void Scheduler::SetTeamBudget(const std::string& team, const TeamBudget& budget) {
+  TeamMoney& m = money_[team];
+  Time now = clock_.Now();
+  // Spend is counted from the new period's start: recount what finished runs cannot tell apart,
+  // as the part of the current runs since `since`; finished runs before a new period drop out.
+  if (budget.since != m.budget.since) m.spent_closed = 0;
+  m.budget = budget;
+  m.has_budget = budget.hard_micros > 0 || budget.soft_micros > 0 || budget.max_rate_micros > 0;
+  (void)now;
+  full_pass_ = true;
+}
+
+TeamSpend Scheduler::SpendOf(const std::string& team) const {
+  TeamSpend s;
+  auto it = money_.find(team);
+  if (it == money_.end()) return s;
+  const TeamMoney& m = it->second;
+  __int128 spent = SpentExact(team);
+  s.spent_micros = MicrosOf(spent);
+  s.rate_micros = m.rate;
+  s.over_soft = m.budget.soft_micros > 0 && s.spent_micros >= m.budget.soft_micros;
+  s.over_hard = m.budget.hard_micros > 0 && s.spent_micros >= m.budget.hard_micros;
+  return s;
+}
+
+// Spend in micro-dollar-milliseconds per hour: exact, so deadlines land on the millisecond.
+__int128 Scheduler::SpentExact(const std::string& team) const {
+  auto it = money_.find(team);
+  if (it == money_.end()) return 0;
+  const TeamMoney& m = it->second;
+  Time now = clock_.Now();
+  __int128 spent = m.spent_closed;
+  for (const auto* set : {&running_}) {
+    for (const auto& [rank, seq, j] : *set) {
+      if (j->cost_rate == 0 || j->spec.team != team) continue;
+      Time from = std::max(j->v.started_at, m.budget.since);
+      if (now > from) spent += static_cast<__int128>(j->cost_rate) * (now - from).millis();
+    }
+  }
+  for (const JobState* j : stopping_) {
+    if (j->cost_rate == 0 || j->spec.team != team) continue;
+    Time from = std::max(j->v.started_at, m.budget.since);
+    if (now > from) spent += static_cast<__int128>(j->cost_rate) * (now - from).millis();
+  }
+  return spent;
+}
+
+int64_t Scheduler::CostOf(JobId id) const {
+  const JobState* j = FindJob(id);
+  if (!j) return 0;
+  int64_t c = j->accrued_micros;
+  if (j->cost_rate > 0) c += MicrosOf(static_cast<__int128>(j->cost_rate) * (clock_.Now() - j->v.started_at).millis());
+  return c;
+}
+
+std::string Scheduler::BudgetBlock(const JobState& j, int64_t rate, Time now) const {
+  auto it = money_.find(j.spec.team);
+  if (it == money_.end() || !it->second.has_budget) return "";
+  const TeamMoney& m = it->second;
+  auto usd = [](int64_t micros) {
+    return "$" + std::to_string(micros / 1'000'000) + "." + std::to_string(micros % 1'000'000 / 100'000) +
+           std::to_string(micros % 100'000 / 10'000);
+  };
+  if (m.budget.hard_micros > 0) {
+    TeamSpend s = SpendOf(j.spec.team);
+    if (s.spent_micros >= m.budget.hard_micros) {
+      return "team " + j.spec.team + " has reached its hard budget: spent " + usd(s.spent_micros) + " of " +
+             usd(m.budget.hard_micros) + " since " + FormatIso8601(m.budget.since);
+    }
+  }
+  if (m.budget.max_rate_micros > 0 && rate > 0 && m.rate + rate > m.budget.max_rate_micros) {
+    return "team " + j.spec.team + " may spend at most " + usd(m.budget.max_rate_micros) + "/h; its jobs cost " +
+           usd(m.rate) + "/h and this one would add " + usd(rate) + "/h";
+  }
+  (void)now;
+  return "";
+}
+
+// The earliest instant a team's spend reaches its hard limit, or a job's cost its max_cost.
+std::optional<Time> Scheduler::NextBudgetDeadline(Time now) const {
+  if (priced_running_ == 0) return std::nullopt;
+  std::optional<Time> t;
+  auto consider = [&](Time at) {
+    if (!t || at < *t) t = at;
+  };
+  // Only teams with running priced jobs have a deadline: jobs already stopping cannot be
+  // stopped again (their cost still counts until their GPUs are free).
+  std::map<std::string, int64_t> running_rate;
+  for (const auto& [rank, seq, j] : running_) {
+    if (j->cost_rate > 0) running_rate[j->spec.team] += j->cost_rate;
+  }
+  for (const auto& [team, m] : money_) {
+    if (m.budget.hard_micros <= 0 || !m.budget.stop_running || m.rate <= 0 || !running_rate.count(team)) continue;
+    __int128 left = static_cast<__int128>(m.budget.hard_micros) * kMsPerHour - SpentExact(team);
+    if (left <= 0) {
+      consider(now);
+      continue;
+    }
+    // ceil(left / rate) ms from now.
+    __int128 ms = (left + m.rate - 1) / m.rate;
+    consider(now + Duration::Millis(static_cast<int64_t>(std::min<__int128>(ms, Duration::Max().millis()))));
+  }
+  for (const auto& [rank, seq, j] : running_) {
+    if (j->spec.max_cost_micros <= 0 || j->cost_rate <= 0) continue;
+    int64_t left = j->spec.max_cost_micros - CostOf(j->v.id);
+    __int128 ms = left <= 0 ? 0 : (static_cast<__int128>(left) * kMsPerHour + j->cost_rate - 1) / j->cost_rate;
+    consider(now + Duration::Millis(static_cast<int64_t>(std::min<__int128>(ms, Duration::Max().millis()))));
+  }
+  return t;
+}
+
+void Scheduler::EnforceBudgets(Time now) {
+  if (priced_running_ == 0) return;
+  std::vector<std::pair<JobState*, PreemptReason>> stop;
+  std::set<std::string> over;
+  for (const auto& [team, m] : money_) {
+    if (m.budget.hard_micros > 0 && m.budget.stop_running &&
+        SpentExact(team) >= static_cast<__int128>(m.budget.hard_micros) * kMsPerHour) {
+      over.insert(team);
+    }
+  }
+  for (const auto& [rank, seq, j] : running_) {
+    if (j->cost_rate <= 0) continue;
+    if (j->spec.max_cost_micros > 0 && CostOf(j->v.id) >= j->spec.max_cost_micros) {
+      stop.emplace_back(j, PreemptReason::kMaxCost);
+    } else if (over.count(j->spec.team)) {
+      stop.emplace_back(j, PreemptReason::kBudget);
+    }
+  }
+  for (auto& [j, reason] : stop) StopRunning(*j, reason);
+  (void)now;
 }
 
 void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
@@ -275,7 +451,7 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
   if (j.spec.duration_estimate) --running_with_estimate_;
   stopping_.insert(&j);
   j.v.phase = JobPhase::kStopping;
-  j.requeue_after_stop = reason != PreemptReason::kCancelled;
+  j.requeue_after_stop = reason != PreemptReason::kCancelled && reason != PreemptReason::kMaxCost;
   const bool by_policy = reason == PreemptReason::kPriority || reason == PreemptReason::kQuotaReclaim ||
                          reason == PreemptReason::kService;
   j.count_as_preemption = by_policy;
@@ -300,6 +476,7 @@ void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
   }
   view_.Release(j.placement);
   teams_[j.spec.team].used_milli -= GpuMilliOf(j.spec);
+  Accrue(j, now);
   Duration run = now - j.v.started_at;
   j.v.attained_gpu_ms = j.v.AttainedAt(now);
   j.v.las_service_gpu_ms = j.v.LasServiceAt(now);
@@ -517,14 +694,17 @@ Status Scheduler::Apply(const Event& e) {
       j->timer.reset();
       Rerank(*j, ctx);
     }
+    EnforceBudgets(now);
     return Status::Ok();
   }
   return Status::Internal("unhandled event");
 }
 
 std::optional<Time> Scheduler::NextWakeup() const {
-  if (timers_.empty()) return std::nullopt;
-  return std::get<0>(*timers_.begin());
+  std::optional<Time> t;
+  if (!timers_.empty()) t = std::get<0>(*timers_.begin());
+  if (auto b = NextBudgetDeadline(clock_.Now()); b && (!t || *b < *t)) t = *b;
+  return t;
 }
 
 // ---- The pass --------------------------------------------------------------------------------
@@ -919,6 +1099,13 @@ void Scheduler::Pass() {
         held = true;
       }
     }
+    if (placed && !money_.empty()) {
+      j->budget_block = BudgetBlock(*j, CostRate(r.placement), ctx.now);
+      if (!j->budget_block.empty()) {
+        j->outcome = JobState::Outcome::kBudget;
+        continue;
+      }
+    }
     if (placed) {
       j->claim.clear();
       StartJob(*j, std::move(r.placement));
@@ -1045,6 +1232,9 @@ Explanation Scheduler::Explain(JobId id) const {
     case JobState::Outcome::kAwaitingVictims:
       e.reasons.push_back("preempting " + std::to_string(j->victims_stopping) +
                           " job(s) to make room; starts when they have stopped");
+      break;
+    case JobState::Outcome::kBudget:
+      e.reasons.push_back("budget: " + j->budget_block);
       break;
     default:
       break;

@@ -36,6 +36,25 @@
 
 namespace gpufleet::sched {
 
+// Money limits of a team (micro-dollars). Spend is what the team's jobs cost since `since`: each
+// running job pays its share of its nodes' prices (model::NodeSpec::price_micros_per_hour: its
+// GPUs over the node's) until its GPUs are released.
+struct TeamBudget {
+  Time since;                    // the budget period's start; spend before it does not count
+  int64_t hard_micros = 0;       // 0: none. No new starts once reached; running jobs are stopped
+                                 // (and requeued) at the instant spend reaches it when stop_running
+  int64_t soft_micros = 0;       // 0: none. Only reported (an alert), never enforced
+  int64_t max_rate_micros = 0;   // 0: none. A job starts only if the team's running cost per hour,
+                                 // its own included, stays within this
+  bool stop_running = true;
+};
+struct TeamSpend {
+  int64_t spent_micros = 0;      // since the budget's `since` (all time without a budget)
+  int64_t rate_micros = 0;       // per hour, of the team's jobs holding GPUs now
+  bool over_soft = false;
+  bool over_hard = false;
+};
+
 // The answer to "why is my job not running?".
 struct Explanation {
   JobId job;
@@ -77,6 +96,12 @@ class Scheduler {
 
   // Team quotas for fair-share (whole GPUs).
   void SetTeamQuota(const std::string& team, int64_t gpus);
+  // Money: a team's budget (replacing any earlier one), its spend now, and a job's cost so far
+  // (all its runs, the current one up to now). A job's own max_cost_micros (JobSpec) stops it
+  // for good when reached.
+  void SetTeamBudget(const std::string& team, const TeamBudget& budget);
+  TeamSpend SpendOf(const std::string& team) const;
+  int64_t CostOf(JobId job) const;
 
   // Read access for reports, the API and tests.
   std::optional<JobPhase> PhaseOf(JobId job) const;
@@ -101,6 +126,13 @@ class Scheduler {
   void Dequeue(JobState& j);
   void StartJob(JobState& j, model::Placement placement);
   void BecomeRunning(JobState& j, model::Placement placement, Time started, const QueueContext& ctx);
+  int64_t CostRate(const model::Placement& p) const;
+  __int128 SpentExact(const std::string& team) const;
+  void Accrue(JobState& j, Time now);
+  // Why the team's budget keeps `j` from starting now with `rate` per hour; empty if it may.
+  std::string BudgetBlock(const JobState& j, int64_t rate, Time now) const;
+  void EnforceBudgets(Time now);
+  std::optional<Time> NextBudgetDeadline(Time now) const;
   void StopRunning(JobState& j, PreemptReason reason);
   void ReleaseAndRequeue(JobState& j, bool requeue);
   void Erase(JobState& j);
@@ -134,6 +166,14 @@ class Scheduler {
   int64_t running_with_estimate_ = 0;
   int64_t running_version_ = 0;  // bumped whenever the running set or a running rank changes
   std::map<std::string, TeamUsage> teams_;
+  struct TeamMoney {
+    TeamBudget budget;
+    bool has_budget = false;
+    __int128 spent_closed = 0;  // micro-dollar-milliseconds per hour of finished runs (since budget.since)
+    int64_t rate = 0;           // micro-dollars per hour of the team's jobs holding GPUs
+  };
+  std::map<std::string, TeamMoney> money_;
+  int64_t priced_running_ = 0;  // running or stopping jobs that cost something
   std::unordered_map<std::string, int> shapes_;
   std::vector<int64_t> shape_pending_;      // pending jobs per shape
   std::vector<int64_t> shape_pending_est_;  // ... of which have a duration estimate

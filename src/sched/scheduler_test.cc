@@ -276,3 +276,111 @@ TEST(SchedulerTest, InvalidSpecIsRejected) {
 
 }  // namespace
 }  // namespace gpufleet::sched
+
+namespace gpufleet::sched {
+namespace {
+
+model::NodeSpec PricedNode(const std::string& name, int gpus, int64_t dollars_per_hour) {
+  model::NodeSpec n = testing::MakeNode(name, "H100", gpus);
+  n.price_micros_per_hour = dollars_per_hour * 1'000'000;
+  return n;
+}
+
+TEST(BudgetTest, HardBudgetStopsTheTeamAtTheInstantItIsReached) {
+  // Given an 8-GPU node at $8/h and team a's hard budget of $2, a full-node job of team a runs
+  // for exactly 15 minutes: at 900 s it is stopped (reason budget) and requeued; the team's next
+  // job waits with the budget as the reason, while team b's job starts.
+  testing::SchedulerHarness h("fifo");
+  h.AddNode(PricedNode("n0", 8, 8));
+  TeamBudget b;
+  b.hard_micros = 2'000'000;
+  h.sched().SetTeamBudget("a", b);
+  JobId j1 = h.Submit(testing::MakeJob(8, 0, "a"));
+  ASSERT_EQ(h.Phase(j1), JobPhase::kRunning);
+  ASSERT_EQ(h.sched().NextWakeup(), Time::FromSeconds(900));
+  h.AdvanceTo(899);
+  EXPECT_EQ(h.Phase(j1), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 1'997'777);  // $8/h x 899 s
+  h.AdvanceTo(900);
+  EXPECT_EQ(h.Phase(j1), JobPhase::kStopping);
+  EXPECT_EQ(h.sink().actions.back().reason, PreemptReason::kBudget);
+  h.Stopped(j1);
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 2'000'000);  // never more than the budget
+  EXPECT_TRUE(h.sched().SpendOf("a").over_hard);
+  EXPECT_EQ(h.Phase(j1), JobPhase::kPending);
+  JobId j2 = h.Submit(testing::MakeJob(1, 900, "a"));
+  JobId j3 = h.Submit(testing::MakeJob(1, 900, "b"));
+  EXPECT_EQ(h.Phase(j2), JobPhase::kPending);
+  EXPECT_EQ(h.Phase(j3), JobPhase::kRunning);
+  Explanation e = h.sched().Explain(j2);
+  bool said = false;
+  for (const auto& r : e.reasons) said = said || r.find("team a has reached its hard budget: spent $2.00 of $2.00") != std::string::npos;
+  EXPECT_TRUE(said);
+  // A new period (or a larger budget) lets the team run again.
+  b.hard_micros = 10'000'000;
+  h.sched().SetTeamBudget("a", b);
+  h.Timer();
+  EXPECT_FALSE(h.sched().SpendOf("a").over_hard);
+  // j1 is no longer held by the budget but by capacity (j3 holds a GPU); strict FIFO keeps j2
+  // behind it.
+  EXPECT_EQ(h.Phase(j1), JobPhase::kPending);
+  EXPECT_EQ(h.Phase(j2), JobPhase::kPending);
+  h.Finish(j3);
+  EXPECT_EQ(h.Phase(j1), JobPhase::kRunning);
+}
+
+TEST(BudgetTest, MaxRateKeepsTheTeamsSpendingPerHourWithinItsCap) {
+  // Given an 8-GPU node at $8/h ($1 per GPU-hour) and team a capped at $4/h, a 4-GPU job starts
+  // ($4/h) and a second one waits until the first ends.
+  testing::SchedulerHarness h("fifo");
+  h.AddNode(PricedNode("n0", 8, 8));
+  TeamBudget b;
+  b.max_rate_micros = 4'000'000;
+  h.sched().SetTeamBudget("a", b);
+  JobId j1 = h.Submit(testing::MakeJob(4, 0, "a"));
+  JobId j2 = h.Submit(testing::MakeJob(4, 0, "a"));
+  EXPECT_EQ(h.Phase(j1), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(j2), JobPhase::kPending);
+  EXPECT_EQ(h.sched().SpendOf("a").rate_micros, 4'000'000);
+  Explanation e = h.sched().Explain(j2);
+  bool said = false;
+  for (const auto& r : e.reasons) said = said || r.find("may spend at most $4.00/h") != std::string::npos;
+  EXPECT_TRUE(said);
+  h.clock().Set(Time::FromSeconds(3600));
+  h.Finish(j1);
+  EXPECT_EQ(h.Phase(j2), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().CostOf(j2), 0);
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 4'000'000);
+}
+
+TEST(BudgetTest, JobStopsForGoodAtItsMaxCost) {
+  // A full node at $8/h and a job with max_cost $1: it is stopped at 450 s and not requeued.
+  testing::SchedulerHarness h("fifo");
+  h.AddNode(PricedNode("n0", 8, 8));
+  model::JobSpec spec = testing::MakeJob(8, 0, "a");
+  spec.max_cost_micros = 1'000'000;
+  JobId j = h.Submit(spec);
+  ASSERT_EQ(h.sched().NextWakeup(), Time::FromSeconds(450));
+  h.AdvanceTo(450);
+  EXPECT_EQ(h.sink().actions.back().reason, PreemptReason::kMaxCost);
+  EXPECT_EQ(h.sched().CostOf(j), 1'000'000);
+  h.Stopped(j);
+  EXPECT_FALSE(h.sched().PhaseOf(j).has_value());  // gone, not requeued
+  EXPECT_FALSE(h.sched().NextWakeup().has_value());
+}
+
+TEST(BudgetTest, UnpricedNodesCostNothingAndNeverWakeTheScheduler) {
+  testing::SchedulerHarness h("fifo");
+  h.AddNode(testing::MakeNode("n0", "H100", 8));
+  TeamBudget b;
+  b.hard_micros = 1;
+  h.sched().SetTeamBudget("a", b);
+  JobId j = h.Submit(testing::MakeJob(8, 0, "a"));
+  EXPECT_EQ(h.Phase(j), JobPhase::kRunning);
+  EXPECT_FALSE(h.sched().NextWakeup().has_value());
+  h.clock().Set(Time::FromSeconds(7200));
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 0);
+}
+
+}  // namespace
+}  // namespace gpufleet::sched

@@ -27,7 +27,7 @@ constexpr int kRackNodes = 16;  // HomogeneousCluster's rack size
 const std::vector<std::string> kTopKeys = {"node_types", "teams"};
 const std::vector<std::string> kNodeTypeKeys = {
     "name", "gpu", "gpus", "count", "cpus", "memory_gib", "nvlink", "racks", "market", "labels", "price_per_hour"};
-const std::vector<std::string> kTeamKeys = {"quota_gpus"};
+const std::vector<std::string> kTeamKeys = {"quota_gpus", "budget", "soft_budget", "max_hourly_cost"};
 
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -398,7 +398,27 @@ class SpecParser {
       const std::string path = "teams." + team;
       GF_ASSIGN_OR_RETURN(Fields team_fields, ReadMap(entry.value, path, kTeamKeys));
       const Entry* quota = team_fields.Get("quota_gpus");
-      if (quota == nullptr) return Error(entry.value, path + ".quota_gpus", "is required");
+      bool money = false;
+      TeamMoneyLimits limits;
+      for (const char* key : {"budget", "soft_budget", "max_hourly_cost"}) {
+        const Entry* e = team_fields.Get(key);
+        if (e == nullptr) continue;
+        std::optional<double> v;
+        if (e->value.IsScalar()) v = ParseDouble(e->value.Scalar());
+        if (!v || !std::isfinite(*v) || *v <= 0 || *v > 1e12) {
+          return Error(e->value, path + "." + key, "must be a positive amount of dollars, got " + Describe(e->value));
+        }
+        int64_t micros = static_cast<int64_t>(std::llround(*v * 1e6));
+        (std::string(key) == "budget" ? limits.hard_micros
+         : std::string(key) == "soft_budget" ? limits.soft_micros
+                                              : limits.max_hourly_micros) = micros;
+        money = true;
+      }
+      if (money) spec.team_money[team] = limits;
+      if (quota == nullptr) {
+        if (money) continue;
+        return Error(entry.value, path + ".quota_gpus", "is required (or a budget)");
+      }
       GF_ASSIGN_OR_RETURN(int64_t gpus, ReadInt(*quota, path + ".quota_gpus", 0, 1000000));
       spec.team_quota_gpus[team] = gpus;
       quota_sum += gpus;

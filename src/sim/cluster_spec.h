@@ -14,8 +14,8 @@
 //       market: on-demand       # optional: on-demand | spot | reserved
 //       price_per_hour: 98.32   # optional: dollars per node-hour (reserved: amortised)
 //       labels: {region: us-east-1, zone: us-east-1a, gdpr: "true"}
-//   teams:                      # optional: guaranteed GPU quotas for fair-share
-//     vision: {quota_gpus: 64}
+//   teams:                      # optional: guaranteed GPU quotas for fair-share, money limits
+//     vision: {quota_gpus: 64, budget: 5000, soft_budget: 4000, max_hourly_cost: 300}
 //
 // Thread-safety: plain values and free functions.
 #pragma once
@@ -33,9 +33,19 @@ namespace gpufleet::sim {
 inline constexpr const char* kDefaultGpuModel = "A100";
 inline constexpr int kDefaultGpusPerNode = 8;
 
+// A team's money limits for a simulated run (micro-dollars; 0: none), counted from the first
+// arrival: `budget` is hard (no new starts; running jobs stopped when reached), `soft_budget`
+// only reported, `max_hourly_cost` caps the team's running cost per hour.
+struct TeamMoneyLimits {
+  int64_t hard_micros = 0;
+  int64_t soft_micros = 0;
+  int64_t max_hourly_micros = 0;
+};
+
 struct ClusterSpec {
   std::vector<model::NodeSpec> nodes;
   std::map<std::string, int64_t> team_quota_gpus;  // team -> guaranteed whole GPUs
+  std::map<std::string, TeamMoneyLimits> team_money;
 
   int64_t total_gpus() const;
 };

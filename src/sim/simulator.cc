@@ -188,6 +188,14 @@ Result<SimResult> World::Run() {
   sched::Scheduler sched(clock_, view, std::move(opts->policies), *this);
   sched_ = &sched;
   for (const auto& [team, gpus] : cluster_.team_quota_gpus) sched.SetTeamQuota(team, gpus);
+  for (const auto& [team, m] : cluster_.team_money) {
+    sched::TeamBudget b;
+    b.since = trace_.empty() ? Time() : trace_.front().spec.submit;
+    b.hard_micros = m.hard_micros;
+    b.soft_micros = m.soft_micros;
+    b.max_rate_micros = m.max_hourly_micros;
+    sched.SetTeamBudget(team, b);
+  }
   for (const auto& [team, gpus] : quotas) sched.SetTeamQuota(team, gpus);
 
   if (trace_.empty()) return Status::InvalidArgument("the trace has no jobs");

@@ -78,6 +78,24 @@ TEST_F(SimulatorTest, ChargesJobsTheirShareOfNodePrices) {
   EXPECT_NE(SummaryToJson(s).find("\"cost_usd\": 72"), std::string::npos) << SummaryToJson(s);
 }
 
+TEST_F(SimulatorTest, HardBudgetStopsATeamAtItsLimit) {
+  // A full 8-GPU node at $8/h and team t's budget of $2: its 1-hour job is stopped after 15
+  // minutes and never finishes; team u, without a budget, runs its job to the end.
+  ClusterSpec c = HomogeneousCluster(8, "A100", 8, 8'000'000);
+  c.team_money["t"].hard_micros = 2'000'000;
+  TraceJob a = Job("A", 0, 8, 3600);
+  TraceJob b = Job("B", 10, 8, 600);
+  b.spec.team = "u";
+  SimOptions o;
+  o.policy = "fifo";
+  auto r = Run({a, b}, c, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->jobs[0].finish.has_value());
+  EXPECT_EQ(r->jobs[0].cost_micros, 2'000'000);
+  ASSERT_TRUE(r->jobs[1].finish.has_value());
+  EXPECT_EQ(FinishS(r->jobs[1]), 900 + 600);
+}
+
 TEST_F(SimulatorTest, StrictFifoGoldenSchedule) {
   // Given one 8-GPU node and four jobs, expect the exact strict-FIFO schedule worked out by
   // hand: A 0-100; B and C start at 100 (B 4 GPUs to 150, C 4 GPUs to 130); D waits for C.
