@@ -87,6 +87,7 @@ Status Agent::Register() {
   epoch_ = reply->epoch;
   heartbeat_interval_ = reply->heartbeat_interval;
   registered_ = true;
+  notice_acked_ = false;  // a restarted controller hears of a notice again at once
   last_contact_ = WallNow();
   spdlog::info("registered as {} (node {}) with {}", options_.name, reply->node.value(), options_.server);
   wake_.notify_all();
@@ -106,6 +107,11 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   std::error_code ec;
   std::filesystem::create_directories(options_.data_dir + "/logs", ec);
   std::filesystem::create_directories(options_.data_dir + "/work", ec);
+  if (!options_.spot_notice_url.empty()) {
+    auto poller = SpotNoticePoller::Create(options_.spot_notice_url);
+    if (!poller.ok()) return Status::InvalidArgument("spot notice URL: " + poller.status().message());
+    notice_poller_ = std::move(*poller);
+  }
 
   // First registration: a refusal (bad token, bad spec) is fatal; an absent controller is not.
   Time started = WallNow();
@@ -123,6 +129,8 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   }
 
   std::thread commands([&] { CommandLoop(stop); });
+  std::thread notices;
+  if (notice_poller_) notices = std::thread([&] { NoticeLoop(stop); });
   Time last_beat = Time::FromMillis(0);
   bool gave_up = false;
   while (!stop) {
@@ -131,7 +139,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
     bool has_events;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      has_events = !events_.empty();
+      has_events = !events_.empty() || (notice_ && !notice_acked_);
     }
     Tick(due || has_events);
     if (due || has_events) last_beat = now;
@@ -173,6 +181,10 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
     if (poll_client_) poll_client_->stop();
   }
   commands.join();
+  if (notices.joinable()) {
+    notice_poller_->Cancel();
+    notices.join();
+  }
   return gave_up ? Status::Unavailable("the controller was unreachable for too long") : Status::Ok();
 }
 
@@ -230,6 +242,26 @@ void Agent::CommandLoop(const std::atomic<bool>& stop) {
       std::lock_guard<std::mutex> lock(mu_);
       after_ = std::max(after_, c.seq);
     }
+  }
+}
+
+void Agent::NoticeLoop(const std::atomic<bool>& stop) {
+  spdlog::info("polling {} for spot interruption notices every {}", options_.spot_notice_url,
+               FormatDuration(options_.spot_notice_interval));
+  while (!stop) {
+    std::optional<api::SpotNotice> notice = notice_poller_->Poll();
+    std::unique_lock<std::mutex> lock(mu_);
+    if (notice) {
+      // A notice does not go away; one is all the controller needs.
+      spdlog::warn("spot interruption notice: the provider will {} this node at {}", notice->action,
+                   FormatIso8601(notice->time));
+      notice_ = std::move(notice);
+      notice_acked_ = false;
+      wake_.notify_all();  // a heartbeat now
+      return;
+    }
+    wake_.wait_for(lock, std::chrono::milliseconds(options_.spot_notice_interval.millis()),
+                   [&] { return stop.load(); });
   }
 }
 
@@ -455,6 +487,7 @@ void Agent::Tick(bool heartbeat_due) {
   lock.lock();
   hb.events.assign(events_.begin(), events_.end());
   hb.running = RunningKeys();
+  hb.notice = notice_;
   token = token_;
   lock.unlock();
   auto http = MakeClient(options_.server, Duration::Seconds(10));
@@ -474,6 +507,7 @@ void Agent::Tick(bool heartbeat_due) {
   lock.lock();
   last_contact_ = WallNow();
   while (!events_.empty() && events_.front().seq <= reply->acked) events_.pop_front();
+  if (reply->notice_acked && hb.notice) notice_acked_ = true;
   if (reply->reregister) registered_ = false;
   if (reply->epoch != epoch_) {
     epoch_ = reply->epoch;

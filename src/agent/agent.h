@@ -11,6 +11,11 @@
 // the parts it still runs) when the controller answers again. With `max_disconnected` set, an
 // agent that cannot reach its controller for that long stops its jobs and exits, so a rented
 // machine never runs unsupervised work for long.
+//
+// With `spot_notice_url` set, a third thread polls the provider's spot interruption notice
+// (spot_notice.h). A notice goes to the controller at once, in every heartbeat from then on,
+// and drives an immediate heartbeat until the controller acknowledges it; the controller drains
+// the node and stops its jobs with their checkpoint signal.
 #pragma once
 
 #include <atomic>
@@ -19,12 +24,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "agent/gpu_probe.h"
 #include "agent/launcher.h"
+#include "agent/spot_notice.h"
 #include "api/agent_protocol.h"
 #include "common/status.h"
 #include "model/types.h"
@@ -45,6 +52,8 @@ struct AgentOptions {
   model::Market market = model::Market::kOnDemand;
   Duration poll_wait = Duration::Seconds(20);
   Duration max_disconnected = Duration::Zero();  // zero: keep trying forever
+  std::string spot_notice_url;                    // empty: never poll (the default)
+  Duration spot_notice_interval = Duration::Seconds(5);
 };
 
 class Agent {
@@ -75,6 +84,7 @@ class Agent {
 
   Status Register();
   void CommandLoop(const std::atomic<bool>& stop);
+  void NoticeLoop(const std::atomic<bool>& stop);
   void Apply(const api::Command& cmd);
   void StartPart(const api::StartPart& s);
   void StopPart(const api::StopPart& s);
@@ -102,6 +112,9 @@ class Agent {
   Duration heartbeat_interval_ = Duration::Seconds(5);
   Time last_contact_;
   std::unique_ptr<httplib::Client> poll_client_;  // the command thread's; stop() cuts its poll
+  std::unique_ptr<SpotNoticePoller> notice_poller_;
+  std::optional<api::SpotNotice> notice_;  // the provider takes this node back
+  bool notice_acked_ = false;
 };
 
 }  // namespace gpufleet::agent

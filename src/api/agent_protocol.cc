@@ -158,6 +158,20 @@ Result<PartEvent> PartEventFromJson(const json& j) {
   return e;
 }
 
+json ToJson(const SpotNotice& n) { return {{"action", n.action}, {"time_ms", n.time.millis()}}; }
+
+Result<SpotNotice> SpotNoticeFromJson(const json& j) {
+  if (!j.is_object()) return Status::InvalidArgument("notice: expected a JSON object");
+  GF_ASSIGN_OR_RETURN(SpotNotice n, Decode<SpotNotice>("notice", [&] {
+                        SpotNotice n;
+                        n.action = j.at("action").get<std::string>();
+                        n.time = Time::FromMillis(Opt<int64_t>(j, "time_ms", 0));
+                        return n;
+                      }));
+  if (n.action.empty()) return Status::InvalidArgument("notice: action must not be empty");
+  return n;
+}
+
 json ToJson(const Heartbeat& h) {
   json gpus = json::array();
   for (const auto& g : h.gpus) {
@@ -168,7 +182,9 @@ json ToJson(const Heartbeat& h) {
   }
   json events = json::array();
   for (const auto& e : h.events) events.push_back(ToJson(e));
-  return {{"gpus", gpus}, {"events", events}, {"running", KeysToJson(h.running)}};
+  json o = {{"gpus", gpus}, {"events", events}, {"running", KeysToJson(h.running)}};
+  if (h.notice) o["notice"] = ToJson(*h.notice);
+  return o;
 }
 
 Result<Heartbeat> HeartbeatFromJson(const json& j) {
@@ -194,11 +210,17 @@ Result<Heartbeat> HeartbeatFromJson(const json& j) {
     }
   }
   GF_ASSIGN_OR_RETURN(h.running, KeysFromJson(j, "running"));
+  if (auto it = j.find("notice"); it != j.end() && !it->is_null()) {
+    GF_ASSIGN_OR_RETURN(SpotNotice n, SpotNoticeFromJson(*it));
+    h.notice = std::move(n);
+  }
   return h;
 }
 
 json ToJson(const HeartbeatReply& r) {
-  return {{"acked", r.acked}, {"epoch", r.epoch}, {"reregister", r.reregister}};
+  json o = {{"acked", r.acked}, {"epoch", r.epoch}, {"reregister", r.reregister}};
+  if (r.notice_acked) o["notice_acked"] = true;
+  return o;
 }
 
 Result<HeartbeatReply> HeartbeatReplyFromJson(const json& j) {
@@ -207,6 +229,7 @@ Result<HeartbeatReply> HeartbeatReplyFromJson(const json& j) {
     r.acked = j.at("acked").get<int64_t>();
     r.epoch = j.at("epoch").get<std::string>();
     r.reregister = Opt<bool>(j, "reregister", false);
+    r.notice_acked = Opt<bool>(j, "notice_acked", false);
     return r;
   });
 }

@@ -68,15 +68,24 @@ struct PartEvent {
   std::string message;   // "exec python3: No such file or directory", ...
 };
 
+// The provider's notice that it takes the node back (a spot interruption; on AWS the
+// `spot/instance-action` metadata document).
+struct SpotNotice {
+  std::string action;  // "terminate", "stop" or "hibernate"
+  Time time;           // when the provider acts
+};
+
 struct Heartbeat {
   std::vector<GpuSampleReport> gpus;
   std::vector<PartEvent> events;  // not yet acknowledged, oldest first
   std::vector<PartKey> running;   // every part running now
+  std::optional<SpotNotice> notice;  // absent: none (and from agents that do not poll for one)
 };
 struct HeartbeatReply {
   int64_t acked = 0;  // events with seq <= acked are recorded; drop them
   std::string epoch;
   bool reregister = false;  // the controller does not know this node (restart, or it was lost)
+  bool notice_acked = false;  // the heartbeat's notice is recorded
 };
 
 // A command to an agent.
@@ -112,6 +121,7 @@ nlohmann::json ToJson(const PartKey& k);
 nlohmann::json ToJson(const RegisterRequest& r);
 nlohmann::json ToJson(const RegisterReply& r);
 nlohmann::json ToJson(const PartEvent& e);
+nlohmann::json ToJson(const SpotNotice& n);
 nlohmann::json ToJson(const Heartbeat& h);
 nlohmann::json ToJson(const HeartbeatReply& r);
 nlohmann::json ToJson(const Command& c);
@@ -121,6 +131,7 @@ Result<PartKey> PartKeyFromJson(const nlohmann::json& j);
 Result<RegisterRequest> RegisterRequestFromJson(const nlohmann::json& j);
 Result<RegisterReply> RegisterReplyFromJson(const nlohmann::json& j);
 Result<PartEvent> PartEventFromJson(const nlohmann::json& j);
+Result<SpotNotice> SpotNoticeFromJson(const nlohmann::json& j);
 Result<Heartbeat> HeartbeatFromJson(const nlohmann::json& j);
 Result<HeartbeatReply> HeartbeatReplyFromJson(const nlohmann::json& j);
 Result<Command> CommandFromJson(const nlohmann::json& j);

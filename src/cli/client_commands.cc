@@ -809,7 +809,8 @@ std::function<int()> SetupNodes(CLI::App& app) {
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, R"(  gpufleet nodes
   gpufleet nodes -o json
-UTIL%, TEMP and POWER are averages over the node's GPUs from its last heartbeat.)");
+UTIL%, TEMP and POWER are averages over the node's GPUs from its last heartbeat. STATE reclaiming: the
+provider sent a spot interruption notice; the node drains and its jobs were requeued.)");
   return [a]() {
     const std::string cmd = "nodes";
     auto client = Connect(cmd, a->conn);
@@ -844,7 +845,10 @@ UTIL%, TEMP and POWER are averages over the node's GPUs from its last heartbeat.
       std::vector<std::string> jobs;
       for (const auto& j : n.value("jobs", json::array())) jobs.push_back(std::to_string(j.get<int64_t>()));
       std::string model = StrField(n, "gpu_model");
-      t.Add({StrField(n, "name"), StrField(n, "state"),
+      // A spot interruption notice: the node drains until the provider takes it back.
+      std::string state = StrField(n, "state");
+      if (state == "draining" && n.contains("notice")) state = "reclaiming";
+      t.Add({StrField(n, "name"), state,
              std::to_string(IntField(n, "gpus_used")) + "/" + std::to_string(IntField(n, "gpus")) +
                  (model.empty() ? "" : " " + model),
              util, temp, power, Ago(IntField(n, "last_heartbeat_ms")), jobs.empty() ? "-" : Join(jobs, ",")});

@@ -236,6 +236,7 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
     std::vector<std::string> labels;
     std::string market = "on-demand";
     std::string max_disconnected = "0";
+    std::string spot_notice_interval = "5s";
   };
   auto f = std::make_shared<Flags>();
   f->o.data_dir = DefaultDataDir("agent");
@@ -254,10 +255,16 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
   sub->add_option("--max-disconnected", f->max_disconnected,
                   "Stop jobs and exit when the controller is unreachable this long (0: never)")
       ->capture_default_str();
+  sub->add_option("--spot-notice-url", f->o.spot_notice_url,
+                  "Poll this spot interruption notice endpoint (AWS instance-action format; off when not set)");
+  sub->add_option("--spot-notice-interval", f->spot_notice_interval, "How often to poll --spot-notice-url")
+      ->capture_default_str();
   sub->footer(R"(Examples:
   gpufleet agent --server http://controller:8470 --join-token-file join.token
   gpufleet agent --server http://127.0.0.1:8470 --join-token $(cat ~/.local/share/gpufleet/server/join.token) \
-      --name node-a --fake-gpus 8xH100 --label zone=a)");
+      --name node-a --fake-gpus 8xH100 --label zone=a
+  gpufleet agent --server http://controller:8470 --join-token-file join.token --market spot \
+      --spot-notice-url http://169.254.169.254/latest/meta-data/spot/instance-action   # on AWS)");
   return [f]() {
     if (f->o.join_token.empty() && !f->join_token_file.empty()) f->o.join_token = ReadSecret(f->join_token_file);
     if (f->o.join_token.empty()) {
@@ -282,6 +289,11 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
     auto md = ParseDuration(f->max_disconnected);
     if (!md) return Fail("agent", Status::InvalidArgument("--max-disconnected: expected a duration like 10m"));
     f->o.max_disconnected = *md;
+    auto sni = ParseDuration(f->spot_notice_interval);
+    if (!sni || *sni <= Duration::Zero()) {
+      return Fail("agent", Status::InvalidArgument("--spot-notice-interval: expected a duration like 5s"));
+    }
+    f->o.spot_notice_interval = *sni;
     std::string name = f->o.name;
     if (name.empty()) {
       char host[256] = {0};

@@ -576,7 +576,29 @@ void Engine::ApplyHeartbeat(HeartbeatReq& r) {
                    jt->second.rec.placement->parts[key.part].node == r.node;
     if (!current) KillStray(r.node, key, "not a current part of its job");
   }
+  if (r.hb.notice) {
+    ApplyNotice(r.node, n, *r.hb.notice);
+    reply.notice_acked = true;
+  }
   r.result = reply;
+}
+
+// A spot interruption notice: the node drains, and the scheduler stops its jobs with their
+// checkpoint signal and requeues them in their place (NodeReclaimed). Agents repeat the notice in
+// every heartbeat; it is acted on once, and again only if the node was put back up meanwhile (it
+// re-registered with a restarted controller, or someone undrained it).
+void Engine::ApplyNotice(NodeId node, NodeState& n, const api::SpotNotice& notice) {
+  if (n.notice && n.rec.state == api::NodeState::kDraining) return;
+  n.notice = notice;
+  Duration left = notice.time - clock_.Now();
+  spdlog::warn("node {}: spot interruption notice: the provider will {} it at {} ({}); draining it and requeueing "
+               "its jobs",
+               n.rec.name, notice.action, FormatIso8601(notice.time),
+               left > Duration::Zero() ? "in " + FormatDuration(left) : "now");
+  n.rec.state = api::NodeState::kDraining;
+  auto st = store_.UpsertNode(n.rec);
+  if (!st.ok()) spdlog::error("store: {}", st.status().message());
+  events_.push_back(sched::NodeReclaimed{node});
 }
 
 void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
@@ -923,7 +945,7 @@ std::vector<NodeStatus> Engine::Nodes() const {
   std::map<int64_t, size_t> index;
   for (const auto& [id, n] : nodes_) {
     index[id] = out.size();
-    out.push_back({n.rec, 0, n.telemetry, {}});
+    out.push_back({n.rec, 0, n.telemetry, {}, n.notice});
   }
   for (const auto& [id, job] : jobs_) {
     if (!job.rec.placement || job.rec.state == JobState::kPending) continue;

@@ -59,6 +59,7 @@ struct NodeStatus {
   int gpus_used = 0;       // whole GPUs allocated (slices round up)
   std::vector<api::GpuSampleReport> telemetry;
   std::vector<JobId> jobs;
+  std::optional<api::SpotNotice> notice;  // the provider is reclaiming the node
 };
 
 struct QueueEntry {
@@ -148,6 +149,7 @@ class Engine {
     std::vector<api::GpuSampleReport> telemetry;
     Time last_seen;
     std::string token_hash;
+    std::optional<api::SpotNotice> notice;  // a spot interruption notice, acted on
   };
   struct Outbox {
     std::deque<api::Command> commands;
@@ -195,6 +197,7 @@ class Engine {
   void ApplyDrain(DrainReq& r);
   void ApplyRegister(RegisterReq& r);
   void ApplyHeartbeat(HeartbeatReq& r);
+  void ApplyNotice(NodeId node, NodeState& n, const api::SpotNotice& notice);
   void ApplyPartEvent(NodeId node, const api::PartEvent& e);
   void CheckHeartbeats(Time now);
   void OnStart(JobId id, const model::Placement& placement);

@@ -305,6 +305,65 @@ TEST_F(EngineTest, CancelStopsWithTheCheckpointSignal) {
   EXPECT_EQ(h.get().code(), StatusCode::kNotFound);
 }
 
+TEST_F(EngineTest, SpotNoticeStopsJobsWithTheirCheckpointSignalAndRequeuesThem) {
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 4);
+  JobId j = Submit(*e, "resources: {gpus: 4}\nrun: x\ncheckpoint: {signal: SIGUSR1, grace: 7s}\n");
+  ASSERT_EQ(Commands(*e, a).size(), 1u);
+  Beat(*e, a, {Started(j, 1, 0)}, {{j, 1, 0}});
+  ASSERT_EQ(StateOf(j), JobState::kRunning);
+  NodeId b = Register(*e, "node-b", 4);
+
+  // The agent on node-a hears the provider will terminate it in two minutes.
+  api::Heartbeat hb;
+  hb.running = {{j, 1, 0}};
+  hb.notice = api::SpotNotice{"terminate", clock_.Now() + Duration::Seconds(120)};
+  auto f = e->Heartbeat(a, hb);
+  e->Step();
+  auto reply = f.get();
+  ASSERT_TRUE(reply.ok());
+  EXPECT_TRUE(reply->notice_acked);
+  EXPECT_EQ(StateOf(j), JobState::kStopping);
+  auto cmds = Commands(*e, a);
+  ASSERT_EQ(cmds.size(), 1u);
+  ASSERT_TRUE(cmds[0].stop);
+  EXPECT_EQ(cmds[0].stop->key, (api::PartKey{j, 1, 0}));
+  EXPECT_EQ(cmds[0].stop->signal, SIGUSR1);
+  EXPECT_EQ(cmds[0].stop->grace, Duration::Seconds(7));
+  for (const auto& n : e->Nodes()) {
+    if (n.record.id != a) continue;
+    EXPECT_EQ(n.record.state, api::NodeState::kDraining);
+    ASSERT_TRUE(n.notice);
+    EXPECT_EQ(n.notice->action, "terminate");
+    EXPECT_EQ(n.notice->time, clock_.Now() + Duration::Seconds(120));
+  }
+  // The agent repeats the notice in later heartbeats: it is acted on once.
+  auto g = e->Heartbeat(a, hb);
+  e->Step();
+  ASSERT_TRUE(g.get().ok());
+  EXPECT_TRUE(Commands(*e, a).empty());
+
+  // The job checkpoints and exits; it is requeued and starts again, on node-b.
+  Beat(*e, a, {Exited(j, 1, 0, 0, true)});
+  EXPECT_EQ(StatesOf(j), (std::vector<JobState>{JobState::kPending, JobState::kStarting, JobState::kRunning,
+                                                JobState::kStopping, JobState::kPreempted, JobState::kPending,
+                                                JobState::kStarting}));
+  auto h = store_.History(j);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ((*h)[3].reason, "stopped: the provider is reclaiming the node (spot interruption notice)");
+  EXPECT_EQ((*h)[4].reason, "stopped: the provider is reclaiming the node (spot interruption notice)");
+  auto cb = Commands(*e, b);
+  ASSERT_EQ(cb.size(), 1u);
+  ASSERT_TRUE(cb[0].start);
+  EXPECT_EQ(cb[0].start->key, (api::PartKey{j, 2, 0}));
+  EXPECT_EQ(cb[0].start->env.at("GPUFLEET_CHECKPOINT_DIR"), "/ckpt/job-" + std::to_string(j.value()));
+
+  // node-a takes no new work.
+  JobId k = Submit(*e, "resources: {gpus: 1}\nrun: y\n");
+  EXPECT_EQ(StateOf(k), JobState::kPending);
+  EXPECT_TRUE(Commands(*e, a).empty());
+}
+
 TEST_F(EngineTest, StrayPartsAreKilled) {
   auto e = MakeEngine();
   NodeId a = Register(*e, "node-a", 1);

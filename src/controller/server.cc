@@ -461,6 +461,7 @@ void ApiServer::Routes() {
                       {"last_heartbeat_ms", n.record.last_heartbeat.millis()},
                       {"telemetry", tel},
                       {"jobs", jobs}});
+      if (n.notice) list.back()["notice"] = api::ToJson(*n.notice);
     }
     Reply(res, 200, {{"nodes", list}});
   });
