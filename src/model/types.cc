@@ -99,4 +99,14 @@ int64_t Placement::total_gpu_milli() const {
   return total;
 }
 
+int64_t PartCostRate(const NodeSpec& node, const NodeAssignment& part) {
+  if (node.price_micros_per_hour == 0) return 0;
+  if (node.gpus > 0) {
+    int64_t milli = static_cast<int64_t>(part.gpus.size()) * part.gpu_milli;
+    return node.price_micros_per_hour * milli / (static_cast<int64_t>(node.gpus) * kMilliGpuPerGpu);
+  }
+  if (node.cpu_milli > 0) return node.price_micros_per_hour * part.cpu_milli / node.cpu_milli;
+  return 0;
+}
+
 }  // namespace gpufleet::model

@@ -98,6 +98,11 @@ struct NodeAssignment {
   int64_t mem_mib = 0;
 };
 
+// What one part of a placement pays per hour on `node`, in micro-dollars: the node's price times
+// the part's share of the node — its GPUs over the node's (a slice pays its fraction), or on a
+// CPU-only node its cores over the node's.
+int64_t PartCostRate(const NodeSpec& node, const NodeAssignment& part);
+
 struct Placement {
   std::string gpu_model;
   std::vector<NodeAssignment> parts;  // one per gang member, in rank order

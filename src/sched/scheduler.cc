@@ -282,14 +282,7 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
 int64_t Scheduler::CostRate(const Placement& p) const {
   int64_t rate = 0;
   for (const auto& part : p.parts) {
-    const ClusterView::Node* n = view_.Find(part.node);
-    if (!n || n->spec.price_micros_per_hour == 0) continue;
-    if (n->spec.gpus > 0) {
-      int64_t milli = static_cast<int64_t>(part.gpus.size()) * part.gpu_milli;
-      rate += n->spec.price_micros_per_hour * milli / (static_cast<int64_t>(n->spec.gpus) * model::kMilliGpuPerGpu);
-    } else if (n->spec.cpu_milli > 0) {
-      rate += n->spec.price_micros_per_hour * part.cpu_milli / n->spec.cpu_milli;
-    }
+    if (const ClusterView::Node* n = view_.Find(part.node)) rate += model::PartCostRate(n->spec, part);
   }
   return rate;
 }
@@ -343,18 +336,13 @@ __int128 Scheduler::SpentExact(const std::string& team) const {
   const TeamMoney& m = it->second;
   Time now = clock_.Now();
   __int128 spent = m.spent_closed;
-  for (const auto* set : {&running_}) {
-    for (const auto& [rank, seq, j] : *set) {
-      if (j->cost_rate == 0 || j->spec.team != team) continue;
-      Time from = std::max(j->v.started_at, m.budget.since);
-      if (now > from) spent += static_cast<__int128>(j->cost_rate) * (now - from).millis();
-    }
-  }
-  for (const JobState* j : stopping_) {
-    if (j->cost_rate == 0 || j->spec.team != team) continue;
+  auto add = [&](const JobState* j) {
+    if (j->cost_rate == 0 || j->spec.team != team) return;
     Time from = std::max(j->v.started_at, m.budget.since);
     if (now > from) spent += static_cast<__int128>(j->cost_rate) * (now - from).millis();
-  }
+  };
+  for (const auto& [rank, seq, j] : running_) add(j);
+  for (const JobState* j : stopping_) add(j);
   return spent;
 }
 

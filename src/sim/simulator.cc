@@ -64,19 +64,11 @@ class World : public sched::ActionSink {
     double hours = -std::log(1.0 - u) * mean_hours;
     return Duration::Millis(static_cast<int64_t>(hours * 3.6e6) + 1);
   }
-  // A job pays each of its nodes' price times its share of that node: its GPUs over the node's
-  // (a slice pays its fraction), or its cores over the node's on CPU-only nodes.
+  // A job pays each of its nodes' price times its share of that node (model::PartCostRate).
   int64_t CostRate(const model::Placement& p) const {
     int64_t rate = 0;
     for (const auto& part : p.parts) {
-      const model::NodeSpec& n = cluster_.nodes[static_cast<size_t>(part.node.value())];
-      if (n.price_micros_per_hour == 0) continue;
-      if (n.gpus > 0) {
-        int64_t milli = static_cast<int64_t>(part.gpus.size()) * part.gpu_milli;
-        rate += n.price_micros_per_hour * milli / (static_cast<int64_t>(n.gpus) * model::kMilliGpuPerGpu);
-      } else if (n.cpu_milli > 0) {
-        rate += n.price_micros_per_hour * part.cpu_milli / n.cpu_milli;
-      }
+      rate += model::PartCostRate(cluster_.nodes[static_cast<size_t>(part.node.value())], part);
     }
     return rate;
   }
