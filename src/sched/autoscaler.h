@@ -1,0 +1,170 @@
+// Autoscaler: what to rent and what to release, decided from the pending queue and the pool.
+//
+//   Autoscaler scaler(options);
+//   ScalePlan plan = scaler.Decide(input);    // input carries `now`; plan.rents, plan.releases
+//   scaler.ReportRentFailed("gcp a3 europe-west4-a", now);  // a provider said no
+//   if (plan.next_wakeup) ...                 // decide again then, even if nothing happens
+//
+// A pure policy of the scheduler core: plain values in, decisions out, no clock, no I/O. The
+// simulator and the live controller run the same object; providers (static, local, exec) only
+// carry the decisions out. The caller builds `RentableOffer`s from the cost layer's catalog
+// (sched does not link cost).
+//
+// Rules, in the order a Decide applies them:
+//  1. A booting node past `boot_timeout` is released (not rate-limited, not held by pool min:
+//     it is no capacity) and its offer is avoided for `failed_offer_backoff`; the jobs it was
+//     rented for are uncovered again and try the next-best offer in the same Decide.
+//  2. Pending jobs are walked in the caller's order (queue order). A job is covered — nothing is
+//     rented — when booting nodes rented for it, or enough matching unclaimed booting nodes of one
+//     zone, are coming, or when this object rented for it less than `boot_timeout` ago and the
+//     nodes have not shown up yet. Never rent twice for the same job.
+//  3. An uncovered job gets all the nodes its gang needs from one offer (so one zone): the offer
+//     with the lowest expected cost, price per node x nodes, among offers with an allowed GPU
+//     model, enough GPUs per node and an allowed market. `market: on-demand` never gets spot;
+//     a job that may use spot falls back to non-spot offers after
+//     `spot_fallback_after_preemptions` spot preemptions or `spot_fallback_after_wait` waiting.
+//     Ties: the job's earlier-listed GPU model, shorter boot estimate, zone, name, offer index.
+//  4. A rent must keep the pool within `max_nodes` and `max_gpus` (all nodes count: booting, up,
+//     draining) and within `max_rents_per_minute` nodes over the last 60 s (Slurm's ResumeRate).
+//     A gang is never split: when it does not fit, the job is held with a reason and later jobs
+//     are still considered. A gang larger than the rate itself goes when the window is empty.
+//  5. An up node idle (no job and GPU utilisation under the caller's threshold) for
+//     `idle_duration` is released, longest idle first (then dearest, then id), while the pool
+//     stays at or above `min_nodes` and within `max_releases_per_minute` (SuspendRate).
+//
+// One rent serves one job's gang; two small jobs are not packed onto one rented node.
+// Output order is deterministic: rents in job order, releases boot timeouts first (by node id),
+// then idle nodes in release order.
+//
+// Thread-safety: none; one thread owns an Autoscaler. Its state is only the rate-limit history,
+// recent rents and failed offers, so a replay of the same Decide calls gives the same plans.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/time.h"
+#include "model/types.h"
+
+namespace gpufleet::sched {
+
+// A node type the pool may rent (one row of the cost layer's catalog, one market).
+struct RentableOffer {
+  std::string name;                   // unique; "gcp a3-highgpu-8g spot europe-west4-a"
+  std::string gpu_model;              // canonical catalog name
+  int gpus_per_node = 0;
+  model::Market market = model::Market::kOnDemand;
+  int64_t price_micros_per_hour = 0;  // per node
+  Duration boot_estimate;
+  std::string zone;                   // placement group: a gang's nodes come from one zone
+};
+
+// A job the scheduler could not place, as the autoscaler needs to see it.
+struct PendingJob {
+  JobId id;
+  int gpus_per_node = 1;
+  int nodes = 1;
+  std::vector<std::string> gpu_models;  // ordered any-of, first preferred; empty = any
+  model::MarketPreference market = model::MarketPreference::kAny;
+  Time queued_since;
+  int spot_preemptions = 0;  // times a spot node was taken from under this job
+};
+
+enum class PoolNodeState { kBooting, kUp, kDraining };
+
+struct PoolNode {
+  NodeId id;
+  model::NodeSpec spec;                // gpu_model, gpus, market, price, labels["zone"]
+  PoolNodeState state = PoolNodeState::kUp;
+  Time booting_since;                  // when kBooting
+  std::optional<Time> idle_since;      // set by the caller only when no job runs on it and its
+                                       // GPU utilisation is under the caller's threshold
+  std::string offer;                   // RentableOffer::name it came from; empty if not rented
+  std::vector<JobId> for_jobs;         // kBooting: the jobs it was rented for
+  bool managed = true;                 // false: hand-registered, never released
+};
+
+struct PoolLimits {
+  int min_nodes = 0;
+  int max_nodes = 0;     // 0: no limit
+  int64_t max_gpus = 0;  // 0: no limit
+};
+
+struct AutoscalerOptions {
+  Duration idle_duration = Duration::Minutes(10);
+  Duration boot_timeout = Duration::Minutes(15);
+  Duration failed_offer_backoff = Duration::Minutes(30);
+  int max_rents_per_minute = 0;     // nodes; 0: no limit
+  int max_releases_per_minute = 0;  // nodes; 0: no limit
+  int spot_fallback_after_preemptions = 2;  // 0: never by count
+  Duration spot_fallback_after_wait = Duration::Minutes(30);  // Duration::Max(): never by wait
+};
+
+struct ScaleInput {
+  Time now;
+  std::vector<PendingJob> pending;  // in queue order
+  std::vector<PoolNode> nodes;
+  std::vector<RentableOffer> offers;
+  PoolLimits limits;
+};
+
+struct Rent {
+  int offer = -1;  // index into ScaleInput::offers
+  int count = 0;
+  std::string zone;
+  std::vector<JobId> for_jobs;
+  std::string reason;
+};
+struct Release {
+  NodeId node;
+  std::string reason;
+};
+// A job the autoscaler would rent for but may not now, and why.
+struct Hold {
+  JobId job;
+  std::string reason;
+};
+
+struct ScalePlan {
+  std::vector<Rent> rents;
+  std::vector<Release> releases;
+  std::vector<Hold> held;
+  std::optional<Time> next_wakeup;  // when time alone may change the plan
+};
+
+class Autoscaler {
+ public:
+  explicit Autoscaler(AutoscalerOptions options);
+
+  // The decision. Records its rents and releases (rate limits, "rented already") in this object.
+  ScalePlan Decide(const ScaleInput& input);
+
+  // A provider failed to create an instance of `offer`: avoid it for failed_offer_backoff and
+  // let the jobs it was for be rented for again.
+  void ReportRentFailed(const std::string& offer, Time now);
+
+  const AutoscalerOptions& options() const { return options_; }
+
+ private:
+  struct Event {
+    Time at;
+    int nodes = 0;
+  };
+  struct Rented {
+    Time at;
+    std::string offer;
+  };
+
+  AutoscalerOptions options_;
+  std::deque<Event> rent_history_;
+  std::deque<Event> release_history_;
+  std::map<JobId, Rented> rented_for_;          // jobs rented for, not yet seen booting or timed out
+  std::map<std::string, Time> failed_until_;    // offer name -> avoided until
+};
+
+}  // namespace gpufleet::sched

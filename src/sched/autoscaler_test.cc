@@ -1,0 +1,336 @@
+#include "sched/autoscaler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace gpufleet::sched {
+namespace {
+
+using model::Market;
+using model::MarketPreference;
+
+constexpr int kOdA = 0;    // H100 x8 on-demand, zone a, $30/h
+constexpr int kSpotA = 1;  // H100 x8 spot, zone a, $10/h
+constexpr int kOdB = 2;    // H100 x8 on-demand, zone b, $28/h
+constexpr int kA100 = 3;   // A100 x8 on-demand, zone a, $20/h
+
+class AutoscalerTest : public ::testing::Test {
+ protected:
+  AutoscalerTest() {
+    input_.now = now_;
+    input_.offers = {
+        {"h100-od-a", "H100", 8, Market::kOnDemand, 30'000'000, Duration::Minutes(5), "a"},
+        {"h100-spot-a", "H100", 8, Market::kSpot, 10'000'000, Duration::Minutes(5), "a"},
+        {"h100-od-b", "H100", 8, Market::kOnDemand, 28'000'000, Duration::Minutes(5), "b"},
+        {"a100-od-a", "A100", 8, Market::kOnDemand, 20'000'000, Duration::Minutes(5), "a"},
+    };
+  }
+
+  PendingJob Job(int64_t id, int nodes, int gpus_per_node = 8,
+                 MarketPreference market = MarketPreference::kAny) {
+    PendingJob j;
+    j.id = JobId(id);
+    j.nodes = nodes;
+    j.gpus_per_node = gpus_per_node;
+    j.gpu_models = {"H100"};
+    j.market = market;
+    j.queued_since = now_ - Duration::Minutes(1);
+    return j;
+  }
+
+  PoolNode Node(int64_t id, PoolNodeState state, Market market = Market::kOnDemand,
+                std::string zone = "a") {
+    PoolNode n;
+    n.id = NodeId(id);
+    n.spec.name = "n" + std::to_string(id);
+    n.spec.gpu_model = "H100";
+    n.spec.gpus = 8;
+    n.spec.market = market;
+    n.spec.price_micros_per_hour = 30'000'000;
+    n.spec.labels[model::kLabelZone] = zone;
+    n.state = state;
+    n.booting_since = now_ - Duration::Minutes(1);
+    return n;
+  }
+
+  PoolNode IdleNode(int64_t id, Duration idle_for) {
+    PoolNode n = Node(id, PoolNodeState::kUp);
+    n.idle_since = now_ - idle_for;
+    return n;
+  }
+
+  static std::vector<int64_t> ReleasedIds(const ScalePlan& plan) {
+    std::vector<int64_t> ids;
+    for (const Release& r : plan.releases) ids.push_back(r.node.value());
+    return ids;
+  }
+
+  const Time now_ = Time::FromSeconds(100'000);
+  AutoscalerOptions options_;
+  ScaleInput input_;
+};
+
+TEST_F(AutoscalerTest, GangGetsAllItsNodesFromOneOfferInOneZone) {
+  // Given a pending 2 x 8 H100 gang that accepts spot, expect one rent of 2 nodes of the
+  // cheapest H100 offer (spot in zone a at $10/h per node: $20/h for the gang) for that job.
+  Autoscaler scaler(options_);
+  input_.pending = {Job(7, 2)};
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].offer, kSpotA);
+  EXPECT_EQ(plan.rents[0].count, 2);
+  EXPECT_EQ(plan.rents[0].zone, "a");
+  EXPECT_EQ(plan.rents[0].for_jobs, std::vector<JobId>{JobId(7)});
+  EXPECT_FALSE(plan.rents[0].reason.empty());
+  EXPECT_TRUE(plan.releases.empty());
+}
+
+TEST_F(AutoscalerTest, HonoursAllowedModelsAndGpusPerNode) {
+  // Given a job allowing A100 or H100, expect the A100 offer ($20/h on-demand) when spot is not
+  // allowed; given a job needing 16 GPUs per node, expect no rent and a reason.
+  Autoscaler scaler(options_);
+  PendingJob either = Job(1, 1, 8, MarketPreference::kOnDemand);
+  either.gpu_models = {"H100", "A100"};
+  PendingJob wide = Job(2, 1, 16);
+  input_.pending = {either, wide};
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].offer, kA100);
+  ASSERT_EQ(plan.held.size(), 1u);
+  EXPECT_EQ(plan.held[0].job, JobId(2));
+}
+
+TEST_F(AutoscalerTest, BootingCapacityPreventsASecondRental) {
+  // Given a job with nodes booting for it, expect no rent. Given a rent just decided whose nodes
+  // the caller has not reported yet, expect no second rent for the same job.
+  {
+    Autoscaler scaler(options_);
+    PoolNode booting = Node(1, PoolNodeState::kBooting, Market::kSpot);
+    booting.for_jobs = {JobId(7)};
+    input_.nodes = {booting};
+    input_.pending = {Job(7, 1)};
+    ScalePlan plan = scaler.Decide(input_);
+    EXPECT_TRUE(plan.rents.empty());
+  }
+  Autoscaler scaler(options_);
+  input_.nodes.clear();
+  input_.pending = {Job(7, 1)};
+  ASSERT_EQ(scaler.Decide(input_).rents.size(), 1u);
+  input_.now = now_ + Duration::Seconds(30);
+  EXPECT_TRUE(scaler.Decide(input_).rents.empty());
+}
+
+TEST_F(AutoscalerTest, UnclaimedBootingNodesInOneZoneCoverAGang) {
+  // Given two unclaimed booting H100 nodes in zone a and one in zone b, expect a 2-node gang to
+  // be covered by the zone-a pair, and a second 2-node gang (only zone b left) to get a rent.
+  Autoscaler scaler(options_);
+  input_.nodes = {Node(1, PoolNodeState::kBooting, Market::kOnDemand, "b"),
+                  Node(2, PoolNodeState::kBooting, Market::kOnDemand, "a"),
+                  Node(3, PoolNodeState::kBooting, Market::kOnDemand, "a")};
+  input_.pending = {Job(7, 2), Job(8, 2)};
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].for_jobs, std::vector<JobId>{JobId(8)});
+}
+
+TEST_F(AutoscalerTest, OnDemandJobNeverGetsSpot) {
+  // Given an on-demand job and a spot offer at a third of the price, expect the cheapest
+  // on-demand H100 offer (zone b, $28/h), and a booting spot node not to count as its capacity.
+  Autoscaler scaler(options_);
+  input_.nodes = {Node(1, PoolNodeState::kBooting, Market::kSpot)};
+  input_.pending = {Job(7, 1, 8, MarketPreference::kOnDemand)};
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].offer, kOdB);
+  EXPECT_EQ(plan.rents[0].zone, "b");
+}
+
+TEST_F(AutoscalerTest, FallsBackToOnDemandAfterNPreemptions) {
+  // Given spot_fallback_after_preemptions = 2, expect a job preempted once to get spot and a job
+  // preempted twice to get on-demand.
+  options_.spot_fallback_after_preemptions = 2;
+  Autoscaler scaler(options_);
+  PendingJob once = Job(1, 1);
+  once.spot_preemptions = 1;
+  PendingJob twice = Job(2, 1);
+  twice.spot_preemptions = 2;
+  input_.pending = {once, twice};
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 2u);
+  EXPECT_EQ(plan.rents[0].offer, kSpotA);
+  EXPECT_EQ(plan.rents[1].offer, kOdB);
+}
+
+TEST_F(AutoscalerTest, FallsBackToOnDemandAfterWaiting) {
+  // Given spot_fallback_after_wait = 30 min, expect a spot-only job waiting 29 min to get spot
+  // (and a wakeup when it reaches 30 min), and one waiting 30 min to get on-demand.
+  options_.spot_fallback_after_wait = Duration::Minutes(30);
+  Autoscaler scaler(options_);
+  PendingJob young = Job(1, 1, 8, MarketPreference::kSpot);
+  young.queued_since = now_ - Duration::Minutes(29);
+  PendingJob old = Job(2, 1, 8, MarketPreference::kSpot);
+  old.queued_since = now_ - Duration::Minutes(30);
+  input_.pending = {young, old};
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 2u);
+  EXPECT_EQ(plan.rents[0].offer, kSpotA);
+  EXPECT_EQ(plan.rents[1].offer, kOdB);
+  EXPECT_EQ(plan.next_wakeup, now_ + Duration::Minutes(1));
+}
+
+TEST_F(AutoscalerTest, MaxNodesAndMaxGpusCapRents) {
+  // Given max_nodes 3 and one node up, expect a 2-node gang rented and a 1-node job held (4 > 3).
+  // Given max_gpus 16 and one 8-GPU node, expect a 2 x 8 gang held and a 1 x 8 job rented.
+  {
+    Autoscaler scaler(options_);
+    input_.limits.max_nodes = 3;
+    input_.nodes = {Node(1, PoolNodeState::kUp)};
+    input_.pending = {Job(7, 2), Job(8, 1)};
+    ScalePlan plan = scaler.Decide(input_);
+    ASSERT_EQ(plan.rents.size(), 1u);
+    EXPECT_EQ(plan.rents[0].for_jobs, std::vector<JobId>{JobId(7)});
+    ASSERT_EQ(plan.held.size(), 1u);
+    EXPECT_EQ(plan.held[0].job, JobId(8));
+  }
+  Autoscaler scaler(options_);
+  input_.limits = {};
+  input_.limits.max_gpus = 16;
+  input_.pending = {Job(7, 2), Job(8, 1)};
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].for_jobs, std::vector<JobId>{JobId(8)});
+  ASSERT_EQ(plan.held.size(), 1u);
+  EXPECT_EQ(plan.held[0].job, JobId(7));
+}
+
+TEST_F(AutoscalerTest, RentRateLimitsNodesPerMinute) {
+  // Given max_rents_per_minute 2 and three 1-node jobs, expect two rents now, the third held with
+  // a wakeup a minute later, and rented then.
+  options_.max_rents_per_minute = 2;
+  Autoscaler scaler(options_);
+  input_.pending = {Job(1, 1), Job(2, 1), Job(3, 1)};
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 2u);
+  ASSERT_EQ(plan.held.size(), 1u);
+  EXPECT_EQ(plan.held[0].job, JobId(3));
+  EXPECT_EQ(plan.next_wakeup, now_ + Duration::Minutes(1));
+
+  input_.now = now_ + Duration::Seconds(59);
+  EXPECT_TRUE(scaler.Decide(input_).rents.empty());
+  input_.now = now_ + Duration::Minutes(1);
+  plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].for_jobs, std::vector<JobId>{JobId(3)});
+}
+
+TEST_F(AutoscalerTest, IdleReleaseWaitsForIdleDuration) {
+  // Given idle_duration 10 min, expect a node idle 9 min kept (wakeup in 1 min), one idle 10 min
+  // released, a busy node and a hand-registered idle node kept.
+  options_.idle_duration = Duration::Minutes(10);
+  Autoscaler scaler(options_);
+  PoolNode hand = IdleNode(4, Duration::Hours(2));
+  hand.managed = false;
+  input_.nodes = {IdleNode(1, Duration::Minutes(9)), IdleNode(2, Duration::Minutes(10)),
+                  Node(3, PoolNodeState::kUp), hand};
+  ScalePlan plan = scaler.Decide(input_);
+  EXPECT_EQ(ReleasedIds(plan), std::vector<int64_t>{2});
+  EXPECT_EQ(plan.next_wakeup, now_ + Duration::Minutes(1));
+}
+
+TEST_F(AutoscalerTest, IdleReleaseNeverGoesBelowMinNodes) {
+  // Given min_nodes 2 and three nodes idle long enough, expect only the longest idle released.
+  Autoscaler scaler(options_);
+  input_.limits.min_nodes = 2;
+  input_.nodes = {IdleNode(1, Duration::Hours(1)), IdleNode(2, Duration::Hours(3)),
+                  IdleNode(3, Duration::Hours(2))};
+  EXPECT_EQ(ReleasedIds(scaler.Decide(input_)), std::vector<int64_t>{2});
+}
+
+TEST_F(AutoscalerTest, ReleaseRateLimitsNodesPerMinute) {
+  // Given max_releases_per_minute 1 and two idle nodes, expect one release now and the other a
+  // minute later.
+  options_.max_releases_per_minute = 1;
+  Autoscaler scaler(options_);
+  input_.nodes = {IdleNode(1, Duration::Hours(1)), IdleNode(2, Duration::Hours(2))};
+  ScalePlan plan = scaler.Decide(input_);
+  EXPECT_EQ(ReleasedIds(plan), std::vector<int64_t>{2});
+  EXPECT_EQ(plan.next_wakeup, now_ + Duration::Minutes(1));
+  input_.nodes = {IdleNode(1, Duration::Hours(1))};
+  input_.now = now_ + Duration::Minutes(1);
+  EXPECT_EQ(ReleasedIds(scaler.Decide(input_)), std::vector<int64_t>{1});
+}
+
+TEST_F(AutoscalerTest, BootTimeoutReleasesTheNodeAndTriesTheNextOffer) {
+  // Given a spot node booting 16 min for job 7 with a 15 min boot timeout, expect it released and
+  // job 7 rented the next-best offer (on-demand zone b, $28/h) in the same plan; the spot offer is
+  // avoided for other jobs until the back-off ends.
+  options_.boot_timeout = Duration::Minutes(15);
+  options_.failed_offer_backoff = Duration::Minutes(30);
+  Autoscaler scaler(options_);
+  PoolNode stuck = Node(1, PoolNodeState::kBooting, Market::kSpot);
+  stuck.booting_since = now_ - Duration::Minutes(16);
+  stuck.offer = "h100-spot-a";
+  stuck.for_jobs = {JobId(7)};
+  input_.nodes = {stuck};
+  input_.pending = {Job(7, 1)};
+  ScalePlan plan = scaler.Decide(input_);
+  EXPECT_EQ(ReleasedIds(plan), std::vector<int64_t>{1});
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].offer, kOdB);
+
+  input_.nodes.clear();
+  input_.pending = {Job(8, 1)};
+  input_.now = now_ + Duration::Minutes(29);
+  ASSERT_EQ(scaler.Decide(input_).rents.at(0).offer, kOdB);
+  input_.now = now_ + Duration::Minutes(30);
+  PendingJob fresh = Job(9, 1);
+  fresh.queued_since = input_.now;  // not waited long enough to fall back from spot
+  input_.pending = {fresh};
+  EXPECT_EQ(scaler.Decide(input_).rents.at(0).offer, kSpotA);
+}
+
+TEST_F(AutoscalerTest, ReportedRentFailureTriesTheNextOffer) {
+  // Given a rent of the spot offer that the provider reports as failed, expect the job rented the
+  // next-best offer at once rather than waiting out the boot timeout.
+  Autoscaler scaler(options_);
+  input_.pending = {Job(7, 1)};
+  ASSERT_EQ(scaler.Decide(input_).rents.at(0).offer, kSpotA);
+  scaler.ReportRentFailed("h100-spot-a", now_);
+  EXPECT_EQ(scaler.Decide(input_).rents.at(0).offer, kOdB);
+}
+
+TEST_F(AutoscalerTest, OutputOrderIsDeterministic) {
+  // Given the same world with nodes listed in another order, expect identical plans: boot
+  // timeouts by node id, then idle releases, rents in job order.
+  options_.boot_timeout = Duration::Minutes(15);
+  PoolNode s1 = Node(5, PoolNodeState::kBooting);
+  s1.booting_since = now_ - Duration::Hours(1);
+  PoolNode s2 = Node(3, PoolNodeState::kBooting);
+  s2.booting_since = now_ - Duration::Hours(1);
+  std::vector<PoolNode> world = {s1, IdleNode(9, Duration::Hours(1)), s2, IdleNode(4, Duration::Hours(1))};
+  input_.pending = {Job(2, 1), Job(1, 2, 8, MarketPreference::kOnDemand)};
+
+  Autoscaler a(options_);
+  input_.nodes = world;
+  ScalePlan pa = a.Decide(input_);
+  Autoscaler b(options_);
+  std::reverse(world.begin(), world.end());
+  input_.nodes = world;
+  ScalePlan pb = b.Decide(input_);
+
+  EXPECT_EQ(ReleasedIds(pa), (std::vector<int64_t>{3, 5, 4, 9}));
+  EXPECT_EQ(ReleasedIds(pb), ReleasedIds(pa));
+  ASSERT_EQ(pa.rents.size(), 2u);
+  ASSERT_EQ(pb.rents.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(pa.rents[i].offer, pb.rents[i].offer);
+    EXPECT_EQ(pa.rents[i].for_jobs, pb.rents[i].for_jobs);
+    EXPECT_EQ(pa.rents[i].reason, pb.rents[i].reason);
+  }
+  EXPECT_EQ(pa.rents[0].for_jobs, std::vector<JobId>{JobId(2)});
+  EXPECT_EQ(pa.rents[1].offer, kOdB);
+}
+
+}  // namespace
+}  // namespace gpufleet::sched
