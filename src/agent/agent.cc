@@ -103,6 +103,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   spec_ = *spec;
   spec_.labels = options_.labels;
   spec_.market = options_.market;
+  spec_.price_micros_per_hour = options_.price_micros_per_hour;
   for (const auto& d : *devices) gpus_.push_back({d.index, d.uuid, d.name, d.memory_mib});
   std::error_code ec;
   std::filesystem::create_directories(options_.data_dir + "/logs", ec);

@@ -50,6 +50,7 @@ struct AgentOptions {
   std::string data_dir;                 // logs/ and work/ live here
   model::Labels labels;
   model::Market market = model::Market::kOnDemand;
+  int64_t price_micros_per_hour = 0;    // what the node costs (its offer, or amortised reserved)
   Duration poll_wait = Duration::Seconds(20);
   Duration max_disconnected = Duration::Zero();  // zero: keep trying forever
   std::string spot_notice_url;                    // empty: never poll (the default)

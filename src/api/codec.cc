@@ -343,6 +343,7 @@ Result<JobRecord> DecodeJobRecord(const json& j, const std::string& path) {
   r.error_restarts = f.Int("error_restarts");
   r.placement = f.OptionalObject("placement", &DecodePlacement);
   r.exit_code = f.OptionalInt("exit_code");
+  if (const json* v = f.OptionalValue("cost_micros")) r.cost_micros = v->is_number_integer() ? v->get<int64_t>() : 0;
   if (!f.ok()) return f.status();
   return r;
 }
@@ -508,6 +509,7 @@ json ToJson(const JobRecord& r) {
       {"error_restarts", r.error_restarts},
       {"placement", r.placement ? ToJson(*r.placement) : json(nullptr)},
       {"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
+      {"cost_micros", r.cost_micros},
   };
 }
 

@@ -94,6 +94,7 @@ JobRecord SampleJob() {
   j.error_restarts = 1;
   j.placement = SamplePlacement();
   j.exit_code = 137;
+  j.cost_micros = 12345678;
   return j;
 }
 
@@ -174,7 +175,7 @@ TEST_F(CodecTest, StructSizesMatchTheFieldsTheCodecKnows) {
   EXPECT_EQ(sizeof(CheckpointPolicy), 48u);
   EXPECT_EQ(sizeof(RestartPolicy), 32u);
   EXPECT_EQ(sizeof(JobRequest), 616u);
-  EXPECT_EQ(sizeof(JobRecord), 800u);
+  EXPECT_EQ(sizeof(JobRecord), 808u);
   EXPECT_EQ(sizeof(Transition), 48u);
   EXPECT_EQ(sizeof(GpuInfo), 80u);
   EXPECT_EQ(sizeof(NodeRecord), 296u);

@@ -44,6 +44,7 @@ struct JobRecord {
   int error_restarts = 0;  // requeues after errors, counted against max_restarts_on_errors
   std::optional<model::Placement> placement;  // current or last placement
   std::optional<int> exit_code;               // of the last run that ended
+  int64_t cost_micros = 0;  // its share of its nodes' prices so far, all runs (micro-dollars)
 };
 
 enum class NodeState { kUp, kDraining, kLost, kGone };

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -236,6 +237,7 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
     std::vector<std::string> labels;
     std::string market = "on-demand";
     std::string max_disconnected = "0";
+    double price = 0;
     std::string spot_notice_interval = "5s";
   };
   auto f = std::make_shared<Flags>();
@@ -252,6 +254,10 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
   sub->add_option("--nvml-library", f->nvml, "Path of libnvidia-ml.so.1 if not on the loader path");
   sub->add_option("--label", f->labels, "Node label k=v (repeatable): region, zone, rack, gdpr=true, ...");
   sub->add_option("--market", f->market, "on-demand, spot or reserved")->capture_default_str();
+  sub->add_option("--price-per-hour", f->price,
+                  "What this node costs in dollars per hour (its offer; reserved: amortised). Jobs are "
+                  "charged their GPUs' share of it; budgets count it")
+      ->check(CLI::Range(0.0, 1e6));
   sub->add_option("--max-disconnected", f->max_disconnected,
                   "Stop jobs and exit when the controller is unreachable this long (0: never)")
       ->capture_default_str();
@@ -286,6 +292,7 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
     auto market = model::ParseMarket(f->market);
     if (!market.ok()) return Fail("agent", Status::InvalidArgument("--market: " + market.status().message()));
     f->o.market = *market;
+    f->o.price_micros_per_hour = std::llround(f->price * 1e6);
     auto md = ParseDuration(f->max_disconnected);
     if (!md) return Fail("agent", Status::InvalidArgument("--max-disconnected: expected a duration like 10m"));
     f->o.max_disconnected = *md;
@@ -327,6 +334,7 @@ std::function<int()> SetupDevCommand(CLI::App& app) {
     int agents = 1;
     std::string fake_gpus = "8xH100";
     std::string config;
+    double price = 0;
   };
   auto f = std::make_shared<Flags>();
   f->c.data_dir = DefaultDataDir("dev");
@@ -337,6 +345,8 @@ std::function<int()> SetupDevCommand(CLI::App& app) {
       ->check(CLI::Range(0, 64));
   sub->add_option("--fake-gpus", f->fake_gpus, "GPUs of each node, COUNTxMODEL")->capture_default_str();
   sub->add_option("--config", f->config, "Where to write the CLI config (default ~/.config/gpufleet/config.yaml)");
+  sub->add_option("--price-per-hour", f->price, "Each node's price in dollars per hour (0: unpriced)")
+      ->check(CLI::Range(0.0, 1e6));
   sub->footer(R"(Starts the controller on 127.0.0.1, the agents (node dev-1, dev-2, ...), and writes the
 CLI config with an admin token, so the client commands work at once. Ctrl-C stops it all.
 
@@ -367,6 +377,7 @@ Examples:
       o.name = name;
       o.data_dir = f->c.data_dir + "/agents/" + name;
       o.poll_wait = Duration::Seconds(10);
+      o.price_micros_per_hour = std::llround(f->price * 1e6);
       agents.push_back(std::make_unique<agent::Agent>(o, std::move(*probe)));
       agent::Agent* a = agents.back().get();
       threads.emplace_back([a, &stop] {

@@ -1,5 +1,6 @@
 #include "controller/engine.h"
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -33,6 +34,7 @@ std::string ReasonText(sched::PreemptReason r) {
     case sched::PreemptReason::kCancelled: return "cancel requested";
     case sched::PreemptReason::kReclaimed: return "stopped: the provider is reclaiming the node (spot interruption notice)";
     case sched::PreemptReason::kBudget: return "stopped: its team reached its hard budget";
+    case sched::PreemptReason::kMaxCost: return "stopped: it reached its max_cost";
   }
   return "stopped";
 }
@@ -87,6 +89,23 @@ Status Engine::Recover() {
       if (n.state == api::NodeState::kDraining) events_.push_back(sched::NodeDrained{n.id, true});
     }
     nodes_[n.id.value()] = std::move(st);
+  }
+  // Team budgets.
+  GF_ASSIGN_OR_RETURN(auto saved, store_.GetMeta("budgets"));
+  if (saved) {
+    auto j = nlohmann::json::parse(*saved, nullptr, false);
+    if (j.is_object()) {
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        sched::TeamBudget b;
+        b.since = Time::FromMillis(it->value("since_ms", int64_t{0}));
+        b.hard_micros = it->value("hard_micros", int64_t{0});
+        b.soft_micros = it->value("soft_micros", int64_t{0});
+        b.max_rate_micros = it->value("max_rate_micros", int64_t{0});
+        b.stop_running = it->value("stop_running", true);
+        budgets_[it.key()] = b;
+        scheduler_->SetTeamBudget(it.key(), b);
+      }
+    }
   }
   // Nodes first, so that restored jobs find their GPUs.
   auto ev = std::move(events_);
@@ -203,6 +222,67 @@ std::future<Result<api::HeartbeatReply>> Engine::Heartbeat(NodeId node, api::Hea
   return f;
 }
 
+std::future<Status> Engine::SetBudget(std::string team, sched::TeamBudget budget) {
+  BudgetReq r{std::move(team), budget, {}, {}};
+  auto f = r.done.get_future();
+  Enqueue(std::move(r));
+  return f;
+}
+
+Status Engine::SaveBudgets() {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [team, b] : budgets_) {
+    j[team] = {{"since_ms", b.since.millis()},
+               {"hard_micros", b.hard_micros},
+               {"soft_micros", b.soft_micros},
+               {"max_rate_micros", b.max_rate_micros},
+               {"stop_running", b.stop_running}};
+  }
+  return store_.SetMeta("budgets", j.dump());
+}
+
+void Engine::ApplyBudget(BudgetReq& r) {
+  bool none = r.budget.hard_micros == 0 && r.budget.soft_micros == 0 && r.budget.max_rate_micros == 0;
+  auto before = budgets_;
+  if (none) {
+    budgets_.erase(r.team);
+  } else {
+    budgets_[r.team] = r.budget;
+  }
+  Status st = SaveBudgets();
+  if (!st.ok()) {
+    budgets_ = before;  // nothing changes when it cannot be stored
+    r.result = st;
+    return;
+  }
+  scheduler_->SetTeamBudget(r.team, r.budget);
+  events_.push_back(sched::Timer{});  // a new pass: the budget may free or hold jobs
+  r.result = Status::Ok();
+}
+
+std::vector<Engine::TeamCost> Engine::TeamCosts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> teams;
+  for (const auto& [team, b] : budgets_) teams.insert(team);
+  for (const auto& [id, job] : jobs_) teams.insert(job.rec.request.spec.team);
+  std::vector<TeamCost> out;
+  for (const auto& team : teams) {
+    TeamCost c;
+    c.team = team;
+    c.spend = scheduler_->SpendOf(team);
+    if (auto it = budgets_.find(team); it != budgets_.end()) c.budget = it->second;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::map<int64_t, int64_t> Engine::LiveJobCosts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<int64_t, int64_t> out;
+  for (const auto& [id, job] : jobs_) out[id] = scheduler_->CostOf(job.rec.id);
+  return out;
+}
+
 bool Engine::Step() {
   Time now = clock_.Now();
   std::vector<Request> batch;
@@ -279,6 +359,7 @@ bool Engine::Step() {
             if constexpr (std::is_same_v<T, DrainReq>) ApplyDrain(req);
             if constexpr (std::is_same_v<T, RegisterReq>) ApplyRegister(req);
             if constexpr (std::is_same_v<T, HeartbeatReq>) ApplyHeartbeat(req);
+            if constexpr (std::is_same_v<T, BudgetReq>) ApplyBudget(req);
           },
           r);
     }
@@ -677,6 +758,12 @@ void Engine::MaybeFinishAttempt(Job& job) {
       return;
     }
     std::string why = ReasonText(job.stop_reason);
+    if (job.stop_reason == sched::PreemptReason::kMaxCost) {
+      // The core forgets the job after this stop: it does not come back.
+      Transition(job, JobState::kFailed, why + " (max_cost $" + std::to_string(job.rec.request.spec.max_cost_micros / 1000000) + ")");
+      jobs_.erase(id.value());
+      return;
+    }
     if (!rp.on_preemption) {
       Transition(job, JobState::kFailed, why + "; not requeued (restart.on_preemption is false)");
       events_.push_back(sched::JobFailed{id, false});
@@ -868,6 +955,7 @@ void Engine::Transition(Job& job, JobState to, std::string reason) {
   job.rec.state = to;
   job.rec.reason = std::move(reason);
   job.rec.updated = t.at;
+  if (scheduler_->PhaseOf(job.rec.id)) job.rec.cost_micros = scheduler_->CostOf(job.rec.id);
   updates_.push_back({job.rec, std::move(t)});
 }
 

@@ -91,7 +91,19 @@ class Engine {
   std::future<Result<api::RegisterReply>> Register(api::RegisterRequest request, std::string token_hash);
   std::future<Result<api::HeartbeatReply>> Heartbeat(NodeId node, api::Heartbeat heartbeat);
 
+  // Sets a team's budget (persisted; replaces any earlier one). A budget with every limit 0
+  // removes it.
+  std::future<Status> SetBudget(std::string team, sched::TeamBudget budget);
+
   // --- Reads (any thread). ---
+  struct TeamCost {
+    std::string team;
+    sched::TeamSpend spend;
+    std::optional<sched::TeamBudget> budget;
+  };
+  // Every team with a budget or spend; the live cost of unfinished jobs (id -> micro-dollars).
+  std::vector<TeamCost> TeamCosts() const;
+  std::map<int64_t, int64_t> LiveJobCosts() const;
   Result<sched::Explanation> Explain(JobId job) const;
   std::vector<QueueEntry> Queue() const;  // running first, then pending in queue order
   std::vector<NodeStatus> Nodes() const;
@@ -186,7 +198,13 @@ class Engine {
     std::promise<Result<api::HeartbeatReply>> done;
     std::optional<Result<api::HeartbeatReply>> result;
   };
-  using Request = std::variant<SubmitReq, CancelReq, DrainReq, RegisterReq, HeartbeatReq>;
+  struct BudgetReq {
+    std::string team;
+    sched::TeamBudget budget;
+    std::promise<Status> done;
+    std::optional<Status> result;
+  };
+  using Request = std::variant<SubmitReq, CancelReq, DrainReq, RegisterReq, HeartbeatReq, BudgetReq>;
 
   class Sink;
   friend class Sink;
@@ -197,6 +215,8 @@ class Engine {
   void ApplyDrain(DrainReq& r);
   void ApplyRegister(RegisterReq& r);
   void ApplyHeartbeat(HeartbeatReq& r);
+  void ApplyBudget(BudgetReq& r);
+  Status SaveBudgets();
   void ApplyNotice(NodeId node, NodeState& n, const api::SpotNotice& notice);
   void ApplyPartEvent(NodeId node, const api::PartEvent& e);
   void CheckHeartbeats(Time now);
@@ -228,6 +248,7 @@ class Engine {
   std::vector<store::JobUpdate> updates_;     // for the store, this step
   std::vector<std::pair<NodeId, api::Command>> commands_;  // to publish after the commit
   std::set<int> ports_in_use_;
+  std::map<std::string, sched::TeamBudget> budgets_;
   int next_port_ = 0;
   Counters counters_;
 

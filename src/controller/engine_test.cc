@@ -277,6 +277,57 @@ TEST_F(EngineTest, PartThatFailsWhenItsPeerVanishesDoesNotFailTheJob) {
   EXPECT_TRUE(named);
 }
 
+TEST_F(EngineTest, HardBudgetStopsTheTeamsJobsAndRecordsTheirCost) {
+  // An 8-GPU node at $8/h; team a has $2: its 8-GPU job is stopped with its checkpoint signal
+  // after 15 minutes and waits; its record holds what it cost; the budget survives a restart.
+  auto e = MakeEngine();
+  api::RegisterRequest req;
+  req.name = "node-a";
+  req.spec.gpu_model = "H100";
+  req.spec.gpus = 8;
+  req.spec.price_micros_per_hour = 8'000'000;
+  auto rf = e->Register(req, "h");
+  e->Step();
+  NodeId a = rf.get()->node;
+  sched::TeamBudget b;
+  b.since = clock_.Now();
+  b.hard_micros = 2'000'000;
+  auto bf = e->SetBudget("a", b);
+  e->Step();
+  ASSERT_TRUE(bf.get().ok());
+  JobId j = Submit(*e, "team: a\nresources: {gpus: 8}\nrun: x\n");
+  Commands(*e, a);
+  Beat(*e, a, {Started(j, 1, 0)});
+  // The node keeps beating; the job runs until the budget is spent at exactly 15 minutes.
+  for (int i = 0; i < 44; ++i) {
+    clock_.Advance(Duration::Seconds(20));
+    Beat(*e, a);
+  }
+  EXPECT_EQ(StateOf(j), JobState::kRunning);  // 880 s
+  clock_.Advance(Duration::Seconds(20));      // 900 s
+  Beat(*e, a);
+  EXPECT_EQ(StateOf(j), JobState::kStopping);
+  auto hist = store_.History(j);
+  EXPECT_NE(hist->back().reason.find("hard budget"), std::string::npos) << hist->back().reason;
+  auto cmds = Commands(*e, a);
+  ASSERT_EQ(cmds.size(), 1u);
+  ASSERT_TRUE(cmds[0].stop);
+  Beat(*e, a, {Exited(j, 1, 0, 0, true)});
+  EXPECT_EQ(StateOf(j), JobState::kPending);
+  auto rec = store_.GetJob(j);
+  EXPECT_EQ((*rec)->cost_micros, 2'000'000);
+  auto costs = e->TeamCosts();
+  ASSERT_EQ(costs.size(), 1u);
+  EXPECT_EQ(costs[0].spend.spent_micros, 2'000'000);
+  EXPECT_TRUE(costs[0].spend.over_hard);
+  e.reset();
+  auto again = MakeEngine();
+  auto after = again->TeamCosts();
+  ASSERT_EQ(after.size(), 1u);
+  ASSERT_TRUE(after[0].budget.has_value());
+  EXPECT_EQ(after[0].budget->hard_micros, 2'000'000);
+}
+
 TEST_F(EngineTest, CancelStopsWithTheCheckpointSignal) {
   auto e = MakeEngine();
   NodeId a = Register(*e, "node-a", 1);

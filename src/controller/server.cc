@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -478,6 +479,95 @@ void ApiServer::Routes() {
   };
   http_->Post(R"(/v1/nodes/([A-Za-z0-9._-]+)/drain)", drain(true));
   http_->Post(R"(/v1/nodes/([A-Za-z0-9._-]+)/undrain)", drain(false));
+
+  // --- Money ---
+  http_->Get("/v1/cost", [this, user](const Request& req, Response& res) {
+    if (!user(req, res)) return;
+    store::JobFilter f;
+    if (req.has_param("team")) f.team = req.get_param_value("team");
+    auto since = IntParam(req, "since_ms", 0, INT64_MAX / 4, -1);
+    if (!since.ok()) return Error(res, since.status());
+    if (*since >= 0) f.since = Time::FromMillis(*since);
+    auto jobs = store_.ListJobs(f);
+    if (!jobs.ok()) return Error(res, jobs.status());
+    auto live = engine_.LiveJobCosts();
+    json list = json::array();
+    std::map<std::string, int64_t> by_team;
+    int64_t total = 0;
+    for (const auto& j : *jobs) {
+      int64_t cost = j.cost_micros;
+      if (auto it = live.find(j.id.value()); it != live.end()) cost = std::max(cost, it->second);
+      by_team[j.request.spec.team] += cost;
+      total += cost;
+      if (cost == 0) continue;
+      list.push_back({{"id", j.id.value()},
+                      {"name", j.request.spec.name},
+                      {"team", j.request.spec.team},
+                      {"state", api::JobStateName(j.state)},
+                      {"cost_micros", cost}});
+    }
+    json teams = json::array();
+    for (const auto& t : engine_.TeamCosts()) {
+      if (f.team && *f.team != t.team) continue;
+      json o = {{"team", t.team},
+                {"jobs_cost_micros", by_team[t.team]},
+                {"spent_micros", t.spend.spent_micros},
+                {"rate_micros_per_hour", t.spend.rate_micros},
+                {"over_soft", t.spend.over_soft},
+                {"over_hard", t.spend.over_hard}};
+      if (t.budget) {
+        o["budget"] = {{"since_ms", t.budget->since.millis()},
+                       {"hard_micros", t.budget->hard_micros},
+                       {"soft_micros", t.budget->soft_micros},
+                       {"max_rate_micros", t.budget->max_rate_micros},
+                       {"stop_running", t.budget->stop_running}};
+      }
+      teams.push_back(o);
+    }
+    Reply(res, 200, {{"total_micros", total}, {"teams", teams}, {"jobs", list}});
+  });
+
+  http_->Put(R"(/v1/teams/([A-Za-z0-9._-]+)/budget)", [this, user](const Request& req, Response& res) {
+    auto who = user(req, res);
+    if (!who) return;
+    if (!IsAdmin(*who)) return Error(res, 403, "setting a budget needs an admin token");
+    auto body = api::ParseJson(req.body);
+    if (!body.ok() || !body->is_object()) {
+      return Error(res, 400, "body: expected {\"hard\": dollars, \"soft\": dollars, \"max_hourly\": dollars, "
+                             "\"since_ms\": time, \"stop_running\": bool}");
+    }
+    sched::TeamBudget b;
+    b.since = clock_.Now();
+    for (auto it = body->begin(); it != body->end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "hard" || k == "soft" || k == "max_hourly") {
+        if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 1e12) {
+          return Error(res, 400, k + ": expected dollars (a number from 0)");
+        }
+        int64_t micros = static_cast<int64_t>(std::llround(it->get<double>() * 1e6));
+        (k == "hard" ? b.hard_micros : k == "soft" ? b.soft_micros : b.max_rate_micros) = micros;
+      } else if (k == "since_ms") {
+        if (!it->is_number_integer() || it->get<int64_t>() < 0) return Error(res, 400, "since_ms: expected a time in ms");
+        b.since = Time::FromMillis(it->get<int64_t>());
+      } else if (k == "stop_running") {
+        if (!it->is_boolean()) return Error(res, 400, "stop_running: expected true or false");
+        b.stop_running = it->get<bool>();
+      } else {
+        return Error(res, 400, "unknown field '" + k + "' (expected hard, soft, max_hourly, since_ms, stop_running)");
+      }
+    }
+    if (b.soft_micros > 0 && b.hard_micros > 0 && b.soft_micros > b.hard_micros) {
+      return Error(res, 400, "soft: must not be above hard");
+    }
+    Status st = engine_.SetBudget(req.matches[1].str(), b).get();
+    if (!st.ok()) return Error(res, st);
+    Reply(res, 200, {{"team", req.matches[1].str()},
+                     {"hard_micros", b.hard_micros},
+                     {"soft_micros", b.soft_micros},
+                     {"max_rate_micros", b.max_rate_micros},
+                     {"since_ms", b.since.millis()},
+                     {"stop_running", b.stop_running}});
+  });
 
   // --- Tokens ---
   http_->Post("/v1/tokens", [this, user](const Request& req, Response& res) {
