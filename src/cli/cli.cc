@@ -70,6 +70,8 @@ const std::vector<Command>& Commands() {
       {"select", SetupSelectCommand},
       {"submit", SetupSubmitCommand},
       {"run", SetupRunCommand},
+      {"cost", SetupCostCommand},
+      {"budget", SetupBudgetCommand},
       {"queue", SetupQueueCommand},
       {"status", SetupStatusCommand},
       {"logs", SetupLogsCommand},

@@ -948,6 +948,106 @@ std::function<int()> SetupHistory(CLI::App& app) {
   };
 }
 
+// --- cost, budget ---------------------------------------------------------------------------
+
+std::string Usd(int64_t micros) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "$%lld.%02lld", static_cast<long long>(micros / 1000000),
+                static_cast<long long>(micros % 1000000 / 10000));
+  return buf;
+}
+
+std::function<int()> SetupCost(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string output = "table";
+    std::string team;
+    std::string since;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("cost", "What jobs and teams have cost, against their budgets");
+  sub->add_option("--team", a->team, "Only this team");
+  sub->add_option("--since", a->since, "Only jobs submitted in the last DURATION (e.g. 7d, 12h)");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet cost
+  gpufleet cost --team vision --since 7d -o json
+A job pays its GPUs' share of its nodes' prices while it holds them (agents give their node's price
+with --price-per-hour). SPENT counts from the budget period's start; RATE is what the team's jobs
+cost per hour now.)");
+  return [a]() {
+    const std::string cmd = "cost";
+    std::map<std::string, std::string> query;
+    if (!a->team.empty()) query["team"] = a->team;
+    if (!a->since.empty()) {
+      auto d = ParseDuration(a->since);
+      if (!d || *d <= Duration::Zero()) return Fail(cmd, kExitUsage, "--since wants a duration like 7d or 12h");
+      query["since_ms"] = std::to_string(NowMs() - d->millis());
+    }
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    ApiResult r = client->Get("/v1/cost", query);
+    if (!r.ok()) return Report(cmd, r);
+    if (a->output == "json") {
+      PrintJson(r.body);
+      return kExitOk;
+    }
+    Table t({"TEAM", "JOBS COST", "SPENT", "RATE", "BUDGET", "SOFT", "MAX/H", "STATUS"});
+    for (const auto& team : r.body.value("teams", json::array())) {
+      const json b = team.value("budget", json::object());
+      std::string status = team.value("over_hard", false) ? "over hard budget: held"
+                           : team.value("over_soft", false) ? "over soft budget"
+                                                            : "ok";
+      auto limit = [&](const char* k) {
+        int64_t v = b.value(k, int64_t{0});
+        return v > 0 ? Usd(v) : std::string("-");
+      };
+      t.Add({StrField(team, "team"), Usd(IntField(team, "jobs_cost_micros")), Usd(IntField(team, "spent_micros")),
+             Usd(IntField(team, "rate_micros_per_hour")) + "/h", limit("hard_micros"), limit("soft_micros"),
+             limit("max_rate_micros"), status});
+    }
+    t.Print();
+    std::printf("\ntotal %s over %zu priced job(s)\n", Usd(IntField(r.body, "total_micros")).c_str(),
+                r.body.value("jobs", json::array()).size());
+    return kExitOk;
+  };
+}
+
+std::function<int()> SetupBudget(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string team;
+    double hard = 0, soft = 0, max_hourly = 0;
+    bool keep_running = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("budget", "Set a team's budget (admin): hard and soft limits, max $/h");
+  sub->add_option("team", a->team, "The team")->required();
+  sub->add_option("--hard", a->hard, "Dollars: no new starts once spent; running jobs are stopped (requeued)")
+      ->check(CLI::Range(0.0, 1e12));
+  sub->add_option("--soft", a->soft, "Dollars: reported only")->check(CLI::Range(0.0, 1e12));
+  sub->add_option("--max-hourly", a->max_hourly, "Dollars per hour the team's running jobs may cost")
+      ->check(CLI::Range(0.0, 1e12));
+  sub->add_flag("--keep-running", a->keep_running, "At the hard limit, stop admitting but let running jobs finish");
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet budget vision --hard 5000 --soft 4000 --max-hourly 300
+  gpufleet budget vision            # no limits: removes the budget
+The period starts now: spend before it does not count.)");
+  return [a]() {
+    const std::string cmd = "budget";
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    json body = {{"hard", a->hard}, {"soft", a->soft}, {"max_hourly", a->max_hourly}, {"stop_running", !a->keep_running}};
+    ApiResult r = client->Post("/v1/teams/" + a->team + "/budget", body);
+    if (!r.ok()) return Report(cmd, r);
+    std::printf("team %s: hard %s, soft %s, max %s/h, from now\n", a->team.c_str(),
+                a->hard > 0 ? Usd(IntField(r.body, "hard_micros")).c_str() : "-",
+                a->soft > 0 ? Usd(IntField(r.body, "soft_micros")).c_str() : "-",
+                a->max_hourly > 0 ? Usd(IntField(r.body, "max_rate_micros")).c_str() : "-");
+    return kExitOk;
+  };
+}
+
 // --- token, drain, undrain ------------------------------------------------------------------
 
 std::function<int()> SetupToken(CLI::App& app) {
@@ -1027,6 +1127,8 @@ std::function<int()> SetupNodesCommand(CLI::App& app) { return SetupNodes(app); 
 std::function<int()> SetupHistoryCommand(CLI::App& app) { return SetupHistory(app); }
 std::function<int()> SetupTokenCommand(CLI::App& app) { return SetupToken(app); }
 std::function<int()> SetupDrainCommand(CLI::App& app) { return SetupDrainLike(app, true); }
+std::function<int()> SetupCostCommand(CLI::App& app) { return SetupCost(app); }
+std::function<int()> SetupBudgetCommand(CLI::App& app) { return SetupBudget(app); }
 std::function<int()> SetupUndrainCommand(CLI::App& app) { return SetupDrainLike(app, false); }
 
 }  // namespace gpufleet::cli

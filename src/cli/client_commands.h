@@ -28,6 +28,8 @@ std::function<int()> SetupExplainCommand(CLI::App& app);
 std::function<int()> SetupNodesCommand(CLI::App& app);
 std::function<int()> SetupHistoryCommand(CLI::App& app);
 std::function<int()> SetupTokenCommand(CLI::App& app);
+std::function<int()> SetupCostCommand(CLI::App& app);
+std::function<int()> SetupBudgetCommand(CLI::App& app);
 std::function<int()> SetupDrainCommand(CLI::App& app);
 std::function<int()> SetupUndrainCommand(CLI::App& app);
 

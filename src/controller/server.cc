@@ -527,7 +527,7 @@ void ApiServer::Routes() {
     Reply(res, 200, {{"total_micros", total}, {"teams", teams}, {"jobs", list}});
   });
 
-  http_->Put(R"(/v1/teams/([A-Za-z0-9._-]+)/budget)", [this, user](const Request& req, Response& res) {
+  http_->Post(R"(/v1/teams/([A-Za-z0-9._-]+)/budget)", [this, user](const Request& req, Response& res) {
     auto who = user(req, res);
     if (!who) return;
     if (!IsAdmin(*who)) return Error(res, 403, "setting a budget needs an admin token");
