@@ -1223,6 +1223,7 @@ Explanation Scheduler::Explain(JobId id) const {
       break;
     case JobState::Outcome::kBudget:
       e.reasons.push_back("budget: " + j->budget_block);
+      e.placement = PlaceResult::Kind::kWait;  // it fits, but may not start
       break;
     default:
       break;

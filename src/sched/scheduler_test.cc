@@ -316,6 +316,7 @@ TEST(BudgetTest, HardBudgetStopsTheTeamAtTheInstantItIsReached) {
   bool said = false;
   for (const auto& r : e.reasons) said = said || r.find("team a has reached its hard budget: spent $2.00 of $2.00") != std::string::npos;
   EXPECT_TRUE(said);
+  EXPECT_EQ(e.placement, PlaceResult::Kind::kWait);  // fits, but may not start
   // A new period (or a larger budget) lets the team run again.
   b.hard_micros = 10'000'000;
   h.sched().SetTeamBudget("a", b);
