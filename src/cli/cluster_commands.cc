@@ -97,6 +97,7 @@ struct ControllerFlags {
   std::string heartbeat = "5s";
   std::string lost_after = "30s";
   std::string checkpoint_root;
+  int master_port_base = 29500;
 };
 
 void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
@@ -106,6 +107,10 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
   sub->add_option("--heartbeat", f.heartbeat, "How often agents report")->capture_default_str();
   sub->add_option("--lost-after", f.lost_after, "A node silent this long is lost; its jobs are requeued")
       ->capture_default_str();
+  sub->add_option("--master-port-base", f.master_port_base,
+                  "Gangs get MASTER_PORT from BASE..BASE+999 (pick another range when two clusters share nodes)")
+      ->capture_default_str()
+      ->check(CLI::Range(1024, 64535));
   sub->add_option("--checkpoint-root", f.checkpoint_root,
                   "Default GPUFLEET_CHECKPOINT_DIR parent (a shared filesystem on real clusters); "
                   "default <data-dir>/checkpoints");
@@ -166,6 +171,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   eo.heartbeat_interval = *hb;
   eo.lost_after = *lost;
   eo.checkpoint_root = f.checkpoint_root.empty() ? f.data_dir + "/checkpoints" : f.checkpoint_root;
+  eo.master_port_base = f.master_port_base;
   c->engine = std::make_unique<controller::Engine>(c->clock, *c->store, eo);
   GF_RETURN_IF_ERROR(c->engine->Recover());
 

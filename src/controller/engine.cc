@@ -62,6 +62,10 @@ std::string FailureText(const Engine::PartInfo& part, int index, size_t parts) {
 Engine::Engine(const sched::Clock& clock, store::StateStore& store, EngineOptions options)
     : clock_(clock), store_(store), options_(std::move(options)), catalog_(model::GpuCatalog::BuiltIn()) {
   if (options_.epoch.empty()) options_.epoch = std::to_string(clock_.Now().millis());
+  if (options_.master_port_span < 1) options_.master_port_span = 1;
+  // Ports of gangs that survive a restart are not known again; start each boot elsewhere in the
+  // range so a new gang is unlikely to take a port a running one holds.
+  next_port_ = static_cast<int>(std::hash<std::string>()(options_.epoch) % static_cast<size_t>(options_.master_port_span));
   auto config = sched::MakePolicies(options_.policy, options_.policy_options);
   if (!config.ok()) {
     // The caller validates the policy first (ValidatePolicy); fall back to the default.

@@ -177,6 +177,9 @@ TEST_F(EngineTest, GangGetsRanksAndOneMasterAndFailsTogether) {
   EXPECT_EQ(s0.env.at("WORLD_SIZE"), "2");
   EXPECT_EQ(s1.env.at("RANK"), "1");
   EXPECT_EQ(s0.env.at("MASTER_PORT"), s1.env.at("MASTER_PORT"));
+  int port = std::stoi(s0.env.at("MASTER_PORT"));
+  EXPECT_GE(port, 29500);
+  EXPECT_LT(port, 30500);
   EXPECT_EQ(s0.env.at("MASTER_ADDR"), s1.env.at("MASTER_ADDR"));
   Beat(*e, n0, {Started(j, 1, 0)});
   EXPECT_EQ(StateOf(j), JobState::kStarting);  // not every part has started
