@@ -266,21 +266,6 @@ Result<std::vector<GpuSample>> NvmlProbe::Sample() {
 // Catalog names.
 namespace {
 
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  std::iota(row.begin(), row.end(), 0);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // Up to four canonical names nearest to `name` (edit distance at most 2 on lower case, to the
 // name or an alias), nearest first; among equals, names that start with `name` ("H10" ->
 // "H100"), then catalog order.

@@ -22,19 +22,6 @@ constexpr int64_t kMaxMemMib = 64LL * 1024 * 1024;      // 64 TiB per node
 constexpr size_t kMaxTextField = 64 * 1024;
 constexpr int64_t kMaxDollars = 1'000'000'000;
 
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 std::string Suggest(const std::string& word, const std::vector<std::string>& known) {
   std::string best;
   size_t best_d = 3;
@@ -214,7 +201,7 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
 
   if (auto n = doc["name"]) {
     GF_ASSIGN_OR_RETURN(spec.name, r.String(n, "name"));
-    // Array placeholders are checked after substitution.
+    // A name with "{{param}}" is checked once the array's values are filled in.
     if (spec.name.find("{{") == std::string::npos && !ValidName(spec.name)) {
       return r.Error(n, "name", "use 1-128 letters, digits, '-', '_' or '.', got '" + spec.name + "'");
     }

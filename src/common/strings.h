@@ -17,6 +17,8 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 // Whole-string parses: no trailing junk, no overflow.
 std::optional<int64_t> ParseInt(std::string_view s);
 std::optional<double> ParseDouble(std::string_view s);
+// Levenshtein distance (insertions, deletions, substitutions), for "did you mean" hints.
+size_t EditDistance(std::string_view a, std::string_view b);
 // Glob with '*' and '?' only (for region patterns such as 'europe-*').
 bool GlobMatch(std::string_view pattern, std::string_view text);
 

@@ -132,3 +132,15 @@ TEST(StringsTest, GlobMatchWithoutWildcardsIsEquality) {
 
 }  // namespace
 }  // namespace gpufleet
+
+namespace gpufleet {
+namespace {
+TEST(EditDistanceTest, CountsInsertionsDeletionsAndSubstitutions) {
+  EXPECT_EQ(EditDistance("", ""), 0u);
+  EXPECT_EQ(EditDistance("abc", ""), 3u);
+  EXPECT_EQ(EditDistance("resources", "resourcse"), 2u);
+  EXPECT_EQ(EditDistance("memory_gb", "memory_gib"), 1u);
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3u);
+}
+}  // namespace
+}  // namespace gpufleet

@@ -277,6 +277,20 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
   }
 }
 
+// Stops every running job with a part on `node` (a gang cannot run with a part missing).
+void Scheduler::StopJobsOnNode(NodeId node, PreemptReason reason) {
+  std::vector<JobState*> hit;
+  for (const auto& [rank, seq, j] : running_) {
+    for (const auto& part : j->placement.parts) {
+      if (part.node == node) {
+        hit.push_back(j);
+        break;
+      }
+    }
+  }
+  for (JobState* j : hit) StopRunning(*j, reason);
+}
+
 // ---- Money -----------------------------------------------------------------------------------
 
 int64_t Scheduler::CostRate(const Placement& p) const {
@@ -629,16 +643,7 @@ Status Scheduler::Apply(const Event& e) {
   if (const auto* ev = std::get_if<NodeDown>(&e)) {
     GF_RETURN_IF_ERROR(view_.SetHealth(ev->node, NodeHealth::kDown));
     // Every job with a part on the node stops everywhere (a gang cannot run with a part missing).
-    std::vector<JobState*> hit;
-    for (const auto& [rank, seq, j] : running_) {
-      for (const auto& part : j->placement.parts) {
-        if (part.node == ev->node) {
-          hit.push_back(j);
-          break;
-        }
-      }
-    }
-    for (JobState* j : hit) StopRunning(*j, PreemptReason::kNodeFailure);
+    StopJobsOnNode(ev->node, PreemptReason::kNodeFailure);
     return Status::Ok();
   }
   if (const auto* ev = std::get_if<NodeReclaimed>(&e)) {
@@ -646,16 +651,7 @@ Status Scheduler::Apply(const Event& e) {
     if (!n) return Status::NotFound("unknown node " + std::to_string(ev->node.value()));
     if (n->health == NodeHealth::kDown) return Status::Ok();
     GF_RETURN_IF_ERROR(view_.SetHealth(ev->node, NodeHealth::kDraining));
-    std::vector<JobState*> hit;
-    for (const auto& [rank, seq, j] : running_) {
-      for (const auto& part : j->placement.parts) {
-        if (part.node == ev->node) {
-          hit.push_back(j);
-          break;
-        }
-      }
-    }
-    for (JobState* j : hit) StopRunning(*j, PreemptReason::kReclaimed);
+    StopJobsOnNode(ev->node, PreemptReason::kReclaimed);
     return Status::Ok();
   }
   if (const auto* ev = std::get_if<NodeDrained>(&e)) {

@@ -134,6 +134,7 @@ class Scheduler {
   void EnforceBudgets(Time now);
   std::optional<Time> NextBudgetDeadline(Time now) const;
   void StopRunning(JobState& j, PreemptReason reason);
+  void StopJobsOnNode(NodeId node, PreemptReason reason);
   void ReleaseAndRequeue(JobState& j, bool requeue);
   void Erase(JobState& j);
   bool TryPreempt(JobState& waiting, const QueueContext& ctx, const std::vector<char>* claimed);

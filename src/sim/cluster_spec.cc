@@ -29,21 +29,6 @@ const std::vector<std::string> kNodeTypeKeys = {
     "name", "gpu", "gpus", "count", "cpus", "memory_gib", "nvlink", "racks", "market", "labels", "price_per_hour"};
 const std::vector<std::string> kTeamKeys = {"quota_gpus", "budget", "soft_budget", "max_hourly_cost"};
 
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // The candidate closest to `word` (case-insensitively) if it is a plausible typo or a shortened
 // form of it: "memory_gb" -> "memory_gib", "quota" -> "quota_gpus".
 std::optional<std::string> ClosestMatch(const std::string& word,
