@@ -1,0 +1,48 @@
+// Prices per GPU-hour for the planner, by GPU model and market, taken from the offer catalog.
+//
+// On-demand and spot: the cheapest offer per GPU (instance price / GPUs per instance) among the
+// catalog's offers of that model, on-demand skipping prices flagged kSuspectPrice (likely fallback
+// SKUs, cost/offer.h) unless every offer is suspect. Spot carries the interruption rate of the
+// offer it came from. Cheapest per GPU, not per job: the planner buys GPU-hours, and the node
+// shape only matters through ModelInput::reserve_multiple.
+//
+// Reserved: the catalog has no reserved prices, so a reserved GPU-hour is the on-demand price x a
+// ratio. The defaults are Google Cloud's resource-based committed use discounts for GPUs as
+// published on its pricing pages (37 % off for 1 year, 55 % off for 3 years: ratios 0.63 and
+// 0.45); AWS Savings Plans and Azure reservations for GPU instances publish discounts of the same
+// order (about 30-45 % and 50-65 %). Set your own contract's ratio where you have one.
+//
+// Thread-safety: free functions over values; no shared state.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "cost/offer.h"
+
+namespace gpufleet::plan {
+
+enum class ReservedTerm { kOneYear, kThreeYear };
+
+struct ReservedRatios {
+  double one_year = 0.63;
+  double three_year = 0.45;
+};
+
+struct GpuPrices {
+  std::string gpu_model;
+  cost::MicroUsd reserved = 0;                // per GPU-hour, paid every hour of the term
+  std::optional<cost::MicroUsd> on_demand;    // per GPU-hour; none: not offered
+  std::optional<cost::MicroUsd> spot;         // per GPU-hour; none: not offered
+  double spot_interruptions_per_hour = 0;     // of the cheapest spot offer
+  std::string on_demand_offer;                // "aws us-east-1 p4d.24xlarge", for reports
+  std::string spot_offer;
+};
+
+// NotFound when the table has no offer of `gpu_model` (canonical name) with an on-demand price;
+// InvalidArgument for a ratio outside (0, 1].
+Result<GpuPrices> PricesFromCatalog(const cost::OfferTable& offers, const std::string& gpu_model,
+                                    ReservedTerm term, const ReservedRatios& ratios = {});
+
+}  // namespace gpufleet::plan
