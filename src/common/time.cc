@@ -93,4 +93,73 @@ std::optional<Duration> ParseDuration(std::string_view s) {
   return Duration::Millis(static_cast<int64_t>(total_ms + 0.5));
 }
 
+std::optional<CalendarPeriod> ParseCalendarPeriod(std::string_view s) {
+  if (s == "none") return CalendarPeriod::kNone;
+  if (s == "daily" || s == "day") return CalendarPeriod::kDay;
+  if (s == "weekly" || s == "week") return CalendarPeriod::kWeek;
+  if (s == "monthly" || s == "month") return CalendarPeriod::kMonth;
+  return std::nullopt;
+}
+
+const char* CalendarPeriodName(CalendarPeriod p) {
+  switch (p) {
+    case CalendarPeriod::kNone: return "none";
+    case CalendarPeriod::kDay: return "daily";
+    case CalendarPeriod::kWeek: return "weekly";
+    case CalendarPeriod::kMonth: return "monthly";
+  }
+  return "none";
+}
+
+namespace {
+constexpr int64_t kMsPerDay = 86'400'000;
+// Floor division: days before 1970 round down too.
+int64_t DayOf(Time t) {
+  int64_t ms = t.millis();
+  return ms >= 0 ? ms / kMsPerDay : -((-ms + kMsPerDay - 1) / kMsPerDay);
+}
+Time AtDay(int64_t day) { return Time::FromMillis(day * kMsPerDay); }
+}  // namespace
+
+Time PeriodStart(Time t, CalendarPeriod p) {
+  const int64_t day = DayOf(t);
+  switch (p) {
+    case CalendarPeriod::kNone:
+      return Time::Epoch();
+    case CalendarPeriod::kDay:
+      return AtDay(day);
+    case CalendarPeriod::kWeek: {
+      // 1970-01-01 was a Thursday: Monday is day 4 of that week (0 = Monday).
+      const int64_t weekday = ((day + 3) % 7 + 7) % 7;
+      return AtDay(day - weekday);
+    }
+    case CalendarPeriod::kMonth: {
+      const std::chrono::sys_days d{std::chrono::days{day}};
+      const std::chrono::year_month_day ymd{d};
+      const std::chrono::sys_days first{ymd.year() / ymd.month() / std::chrono::day{1}};
+      return AtDay(first.time_since_epoch().count());
+    }
+  }
+  return Time::Epoch();
+}
+
+Time NextPeriodStart(Time t, CalendarPeriod p) {
+  const Time start = PeriodStart(t, p);
+  switch (p) {
+    case CalendarPeriod::kNone:
+      return Time::Max();
+    case CalendarPeriod::kDay:
+      return start + Duration::Hours(24);
+    case CalendarPeriod::kWeek:
+      return start + Duration::Hours(24 * 7);
+    case CalendarPeriod::kMonth: {
+      const std::chrono::sys_days d{std::chrono::days{DayOf(start)}};
+      const std::chrono::year_month_day ymd{d};
+      const std::chrono::sys_days next{(ymd.year() / ymd.month() / std::chrono::day{1}) + std::chrono::months{1}};
+      return AtDay(next.time_since_epoch().count());
+    }
+  }
+  return Time::Max();
+}
+
 }  // namespace gpufleet

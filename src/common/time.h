@@ -73,4 +73,15 @@ std::string FormatDuration(Duration d);
 // are rejected.
 std::optional<Duration> ParseDuration(std::string_view s);
 
+// Calendar periods for budgets that roll over, in UTC: a day starts at midnight, a week on
+// Monday at midnight, a month on its first day at midnight.
+enum class CalendarPeriod { kNone, kDay, kWeek, kMonth };
+// "none", "daily", "weekly", "monthly" (also "day", "week", "month").
+std::optional<CalendarPeriod> ParseCalendarPeriod(std::string_view s);
+const char* CalendarPeriodName(CalendarPeriod p);  // "none", "daily", "weekly", "monthly"
+// The start of the period holding `t` (kNone: Time::Epoch(), one period for all time).
+Time PeriodStart(Time t, CalendarPeriod p);
+// The start of the period after the one holding `t` (kNone: Time::Max()).
+Time NextPeriodStart(Time t, CalendarPeriod p);
+
 }  // namespace gpufleet

@@ -116,3 +116,43 @@ TEST(TimeTest, FormatIso8601HandlesTimesBeforeTheEpoch) {
 
 }  // namespace
 }  // namespace gpufleet
+
+namespace gpufleet {
+namespace {
+
+TEST(CalendarPeriodTest, PeriodsStartAtUtcMidnightMondayAndTheFirst) {
+  // 2026-12-02T15:30:00Z is a Wednesday.
+  const Time t = Time::FromSeconds(1796225400);
+  EXPECT_EQ(FormatIso8601(PeriodStart(t, CalendarPeriod::kDay)), "2026-12-02T00:00:00Z");
+  EXPECT_EQ(FormatIso8601(PeriodStart(t, CalendarPeriod::kWeek)), "2026-11-30T00:00:00Z");
+  EXPECT_EQ(FormatIso8601(PeriodStart(t, CalendarPeriod::kMonth)), "2026-12-01T00:00:00Z");
+  EXPECT_EQ(FormatIso8601(NextPeriodStart(t, CalendarPeriod::kDay)), "2026-12-03T00:00:00Z");
+  EXPECT_EQ(FormatIso8601(NextPeriodStart(t, CalendarPeriod::kWeek)), "2026-12-07T00:00:00Z");
+  // December rolls over into the next year.
+  EXPECT_EQ(FormatIso8601(NextPeriodStart(t, CalendarPeriod::kMonth)), "2027-01-01T00:00:00Z");
+  EXPECT_EQ(PeriodStart(t, CalendarPeriod::kNone), Time::Epoch());
+  EXPECT_EQ(NextPeriodStart(t, CalendarPeriod::kNone), Time::Max());
+}
+
+TEST(CalendarPeriodTest, MonthsHaveTheirOwnLengths) {
+  // 2028-02-10T00:00:00Z (a leap year): February has 29 days.
+  const Time feb = Time::FromSeconds(1833753600);
+  EXPECT_EQ(FormatIso8601(PeriodStart(feb, CalendarPeriod::kMonth)), "2028-02-01T00:00:00Z");
+  EXPECT_EQ(NextPeriodStart(feb, CalendarPeriod::kMonth) - PeriodStart(feb, CalendarPeriod::kMonth),
+            Duration::Hours(24 * 29));
+  // The first instant of a period is in that period.
+  const Time first = PeriodStart(feb, CalendarPeriod::kWeek);
+  EXPECT_EQ(PeriodStart(first, CalendarPeriod::kWeek), first);
+  EXPECT_EQ(PeriodStart(first - Duration::Millis(1), CalendarPeriod::kWeek), first - Duration::Hours(24 * 7));
+}
+
+TEST(CalendarPeriodTest, NamesParseBack) {
+  for (CalendarPeriod p : {CalendarPeriod::kNone, CalendarPeriod::kDay, CalendarPeriod::kWeek, CalendarPeriod::kMonth}) {
+    EXPECT_EQ(ParseCalendarPeriod(CalendarPeriodName(p)), p);
+  }
+  EXPECT_EQ(ParseCalendarPeriod("month"), CalendarPeriod::kMonth);
+  EXPECT_FALSE(ParseCalendarPeriod("fortnightly").has_value());
+}
+
+}  // namespace
+}  // namespace gpufleet

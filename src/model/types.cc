@@ -109,4 +109,14 @@ int64_t PartCostRate(const NodeSpec& node, const NodeAssignment& part) {
   return 0;
 }
 
+void SplitToFit(JobSpec& spec, int largest_gpus_per_node) {
+  if (spec.nodes != 1 || spec.fractional() || largest_gpus_per_node <= 0) return;
+  const int g = spec.gpus_per_node;
+  if (g <= largest_gpus_per_node) return;
+  int n = (g + largest_gpus_per_node - 1) / largest_gpus_per_node;
+  while (g % n != 0) ++n;
+  spec.nodes = n;
+  spec.gpus_per_node = g / n;
+}
+
 }  // namespace gpufleet::model

@@ -103,6 +103,11 @@ struct NodeAssignment {
 // CPU-only node its cores over the node's.
 int64_t PartCostRate(const NodeSpec& node, const NodeAssignment& part);
 
+// A one-part job asking for more whole GPUs than `largest_gpus_per_node` becomes a gang of the
+// fewest equal parts that fit, so no GPU is asked for and left idle (16 GPUs on 8-GPU nodes: 2 x
+// 8; 12 on 8: 2 x 6). Other jobs, and a `largest_gpus_per_node` of 0, are left alone.
+void SplitToFit(JobSpec& spec, int largest_gpus_per_node);
+
 struct Placement {
   std::string gpu_model;
   std::vector<NodeAssignment> parts;  // one per gang member, in rank order

@@ -225,5 +225,24 @@ TEST_F(TypesTest, ParseMarketPreferenceDefaultsToAny) {
   }
 }
 
+TEST(SplitToFitTest, LargeJobsBecomeTheFewestEqualPartsThatFit) {
+  JobSpec a;
+  a.gpus_per_node = 16;
+  SplitToFit(a, 8);
+  EXPECT_EQ(a.nodes, 2);
+  EXPECT_EQ(a.gpus_per_node, 8);
+  JobSpec b;
+  b.gpus_per_node = 12;
+  SplitToFit(b, 8);
+  EXPECT_EQ(b.nodes, 2);
+  EXPECT_EQ(b.gpus_per_node, 6);
+  JobSpec c;  // fits already, or nothing to fit to: left alone
+  c.gpus_per_node = 8;
+  SplitToFit(c, 8);
+  SplitToFit(c, 0);
+  EXPECT_EQ(c.nodes, 1);
+  EXPECT_EQ(c.gpus_per_node, 8);
+}
+
 }  // namespace
 }  // namespace gpufleet::model

@@ -1,6 +1,7 @@
 #include "sched/autoscaler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -47,6 +48,17 @@ int ModelRank(const PendingJob& job, const std::string& model) {
 bool NodeFits(const PendingJob& job, const PoolNode& n, bool fallen_back) {
   return !n.spec.gpu_model.empty() && ModelRank(job, n.spec.gpu_model) >= 0 &&
          n.spec.gpus >= job.gpus_per_node && MarketAllowed(job, n.spec.market, fallen_back);
+}
+
+// Expected micro-dollars per hour of the job's reference work on `o` (the header's rule).
+int64_t ExpectedCost(const PendingJob& job, const RentableOffer& o) {
+  const double speed = o.speed > 0 ? o.speed : 1.0;
+  double rework_hours = 0;
+  if (o.market == model::Market::kSpot && o.interruptions_per_hour > 0) {
+    rework_hours = o.interruptions_per_hour * (job.checkpoint_interval.hours_f() / 2 + job.restart_overhead.hours_f());
+  }
+  const double micros = static_cast<double>(o.price_micros_per_hour) * job.nodes / speed * (1.0 + rework_hours);
+  return static_cast<int64_t>(std::llround(std::min(micros, 9.0e18)));
 }
 
 }  // namespace
@@ -170,7 +182,7 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
       if (!MarketAllowed(job, o.market, fallen_back)) continue;
       any_shape = true;
       if (failed_until_.count(o.name)) continue;
-      auto key = std::make_tuple(o.price_micros_per_hour * job.nodes, model_rank, o.boot_estimate,
+      auto key = std::make_tuple(ExpectedCost(job, o), model_rank, o.boot_estimate,
                                  o.zone, o.name);
       if (best < 0 || key < best_key) {
         best = i;
@@ -207,11 +219,13 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
       continue;
     }
 
-    std::string why = FormatDuration(now - job.queued_since) + " pending; cheapest allowed offer at " +
+    const int64_t expected = std::get<0>(best_key);
+    std::string why = FormatDuration(now - job.queued_since) + " pending; lowest expected cost: " +
                       std::to_string(o.price_micros_per_hour * job.nodes) + " micro-USD/h for " +
-                      std::to_string(job.nodes) + " node(s)";
+                      std::to_string(job.nodes) + " node(s), " + std::to_string(expected) +
+                      " micro-USD per hour of work";
     if (fallen_back && job.market != model::MarketPreference::kOnDemand) why += "; fell back from spot";
-    plan.rents.push_back({best, job.nodes, o.zone, {job.id}, std::move(why)});
+    plan.rents.push_back({best, job.nodes, o.zone, {job.id}, std::move(why), expected});
     rent_history_.push_back({now, job.nodes});
     rents_in_window += job.nodes;
     rented_for_[job.id] = {now, o.name};

@@ -19,8 +19,12 @@
 //     zone, are coming, or when this object rented for it less than `boot_timeout` ago and the
 //     nodes have not shown up yet. Never rent twice for the same job.
 //  3. An uncovered job gets all the nodes its gang needs from one offer (so one zone): the offer
-//     with the lowest expected cost, price per node x nodes, among offers with an allowed GPU
-//     model, enough GPUs per node and an allowed market. `market: on-demand` never gets spot;
+//     with the lowest expected cost of the job's work among offers with an allowed GPU model,
+//     enough GPUs per node and an allowed market. Expected cost per hour of reference work =
+//     price per node x nodes / speed x (1 + interruptions per hour x (checkpoint interval / 2 +
+//     restart overhead)), the cost layer's rule (cost/select.h) to first order: a faster GPU
+//     that costs more per hour can finish for less, and a spot node that is taken back often
+//     pays for the work redone. `market: on-demand` never gets spot;
 //     a job that may use spot falls back to non-spot offers after
 //     `spot_fallback_after_preemptions` spot preemptions or `spot_fallback_after_wait` waiting.
 //     Ties: the job's earlier-listed GPU model, shorter boot estimate, zone, name, offer index.
@@ -62,6 +66,8 @@ struct RentableOffer {
   int64_t price_micros_per_hour = 0;  // per node
   Duration boot_estimate;
   std::string zone;                   // placement group: a gang's nodes come from one zone
+  double speed = 1.0;                 // throughput relative to the jobs' reference GPU (> 0)
+  double interruptions_per_hour = 0;  // expected spot interruptions per node-hour
 };
 
 // A job the scheduler could not place, as the autoscaler needs to see it.
@@ -73,6 +79,8 @@ struct PendingJob {
   model::MarketPreference market = model::MarketPreference::kAny;
   Time queued_since;
   int spot_preemptions = 0;  // times a spot node was taken from under this job
+  Duration checkpoint_interval = Duration::Minutes(30);  // work lost on an interruption: half this
+  Duration restart_overhead;                             // paid again after each interruption
 };
 
 enum class PoolNodeState { kBooting, kUp, kDraining };
@@ -119,6 +127,7 @@ struct Rent {
   std::string zone;
   std::vector<JobId> for_jobs;
   std::string reason;
+  int64_t expected_micros_per_hour = 0;  // the ranking key: expected cost per hour of reference work
 };
 struct Release {
   NodeId node;

@@ -334,3 +334,62 @@ TEST_F(AutoscalerTest, OutputOrderIsDeterministic) {
 
 }  // namespace
 }  // namespace gpufleet::sched
+
+namespace gpufleet::sched {
+namespace {
+
+TEST(AutoscalerCostTest, FasterGpuWinsWhenItFinishesTheWorkForLess) {
+  // An A100 at $20/h and an H100 at $30/h that is twice as fast: the H100 does an hour of
+  // reference work for $15, so it is rented although its hourly price is higher.
+  Autoscaler scaler({});
+  ScaleInput in;
+  in.now = Time::FromSeconds(1000);
+  in.offers = {
+      {"a100", "A100", 8, model::Market::kOnDemand, 20'000'000, Duration::Minutes(5), "a", 1.0, 0},
+      {"h100", "H100", 8, model::Market::kOnDemand, 30'000'000, Duration::Minutes(5), "a", 2.0, 0},
+  };
+  PendingJob j;
+  j.id = JobId(1);
+  j.gpus_per_node = 8;
+  j.queued_since = in.now;
+  in.pending = {j};
+  ScalePlan plan = scaler.Decide(in);
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].offer, 1);
+  EXPECT_EQ(plan.rents[0].expected_micros_per_hour, 15'000'000);
+}
+
+TEST(AutoscalerCostTest, FrequentSpotInterruptionsCostMoreThanTheyHaveToOffer) {
+  // Spot at $10/h taken back 2 times an hour, with 4 h between checkpoints: each interruption
+  // redoes 2 h of work, so an hour of work costs $10 x (1 + 2 x 2) = $50 there, more than the
+  // $30/h on-demand node. With 6-minute checkpoints spot costs $10 x 1.1 = $11 and wins.
+  ScaleInput in;
+  in.now = Time::FromSeconds(1000);
+  in.offers = {
+      {"od", "H100", 8, model::Market::kOnDemand, 30'000'000, Duration::Minutes(5), "a", 1.0, 0},
+      {"spot", "H100", 8, model::Market::kSpot, 10'000'000, Duration::Minutes(5), "a", 1.0, 2.0},
+  };
+  PendingJob j;
+  j.id = JobId(1);
+  j.gpus_per_node = 8;
+  j.queued_since = in.now;
+  j.checkpoint_interval = Duration::Hours(4);
+  in.pending = {j};
+  {
+    Autoscaler scaler({});
+    ScalePlan plan = scaler.Decide(in);
+    ASSERT_EQ(plan.rents.size(), 1u);
+    EXPECT_EQ(plan.rents[0].offer, 0);
+  }
+  in.pending[0].checkpoint_interval = Duration::Minutes(6);
+  {
+    Autoscaler scaler({});
+    ScalePlan plan = scaler.Decide(in);
+    ASSERT_EQ(plan.rents.size(), 1u);
+    EXPECT_EQ(plan.rents[0].offer, 1);
+    EXPECT_EQ(plan.rents[0].expected_micros_per_hour, 11'000'000);
+  }
+}
+
+}  // namespace
+}  // namespace gpufleet::sched

@@ -330,6 +330,18 @@ void Scheduler::SetTeamBudget(const std::string& team, const TeamBudget& budget)
   full_pass_ = true;
 }
 
+void Scheduler::RollBudgetPeriods(Time now) {
+  for (auto& [team, m] : money_) {
+    if (m.budget.period == CalendarPeriod::kNone) continue;
+    const Time start = PeriodStart(now, m.budget.period);
+    if (start <= m.budget.since) continue;
+    // Runs still going count from the new start (SpentExact); finished ones drop out.
+    m.budget.since = start;
+    m.spent_closed = 0;
+    full_pass_ = true;
+  }
+}
+
 TeamSpend Scheduler::SpendOf(const std::string& team) const {
   TeamSpend s;
   auto it = money_.find(team);
@@ -507,12 +519,14 @@ void Scheduler::Erase(JobState& j) {
 // ---- Events ----------------------------------------------------------------------------------
 
 Status Scheduler::Handle(const Event& event) {
+  RollBudgetPeriods(clock_.Now());
   Status s = Apply(event);
   Pass();
   return s;
 }
 
 Status Scheduler::HandleAll(const std::vector<Event>& events) {
+  RollBudgetPeriods(clock_.Now());
   Status first;
   for (const Event& e : events) {
     Status s = Apply(e);
@@ -538,8 +552,6 @@ Status Scheduler::Apply(const Event& e) {
     auto j = std::make_unique<JobState>();
     j->spec = ev->spec;
     if (policies_.options.split_large_jobs && j->spec.nodes == 1 && !j->spec.fractional()) {
-      // A job asking for more GPUs than the largest node of its models becomes a gang of the
-      // fewest equal parts that fit, so no GPU is asked for and left idle.
       int largest = 0;
       for (size_t m = 0; m < view_.models().size(); ++m) {
         bool allowed = j->spec.gpu_models.empty() ||
@@ -547,13 +559,7 @@ Status Scheduler::Apply(const Event& e) {
                            j->spec.gpu_models.end();
         if (allowed) largest = std::max(largest, view_.MaxGpusPerNode(static_cast<int>(m)));
       }
-      int g = j->spec.gpus_per_node;
-      if (largest > 0 && g > largest) {
-        int n = (g + largest - 1) / largest;
-        while (g % n != 0) ++n;
-        j->spec.nodes = n;
-        j->spec.gpus_per_node = g / n;
-      }
+      model::SplitToFit(j->spec, largest);
     }
     j->v.id = ev->job;
     j->v.spec = &j->spec;
@@ -688,6 +694,12 @@ std::optional<Time> Scheduler::NextWakeup() const {
   std::optional<Time> t;
   if (!timers_.empty()) t = std::get<0>(*timers_.begin());
   if (auto b = NextBudgetDeadline(clock_.Now()); b && (!t || *b < *t)) t = *b;
+  // A budget that rolls over may let held jobs start at the next period's start.
+  for (const auto& [team, m] : money_) {
+    if (!m.has_budget || m.budget.period == CalendarPeriod::kNone) continue;
+    Time next = NextPeriodStart(std::max(m.budget.since, clock_.Now()), m.budget.period);
+    if (!t || next < *t) t = next;
+  }
   return t;
 }
 

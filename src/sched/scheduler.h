@@ -47,6 +47,9 @@ struct TeamBudget {
   int64_t max_rate_micros = 0;   // 0: none. A job starts only if the team's running cost per hour,
                                  // its own included, stays within this
   bool stop_running = true;
+  // kNone: one period from `since` on. Otherwise the budget rolls over at each UTC calendar
+  // period's start (common/time.h): `since` moves there and spend counts from zero again.
+  CalendarPeriod period = CalendarPeriod::kNone;
 };
 struct TeamSpend {
   int64_t spent_micros = 0;      // since the budget's `since` (all time without a budget)
@@ -132,6 +135,7 @@ class Scheduler {
   // Why the team's budget keeps `j` from starting now with `rate` per hour; empty if it may.
   std::string BudgetBlock(const JobState& j, int64_t rate, Time now) const;
   void EnforceBudgets(Time now);
+  void RollBudgetPeriods(Time now);
   std::optional<Time> NextBudgetDeadline(Time now) const;
   void StopRunning(JobState& j, PreemptReason reason);
   void StopJobsOnNode(NodeId node, PreemptReason reason);

@@ -330,6 +330,32 @@ TEST(BudgetTest, HardBudgetStopsTheTeamAtTheInstantItIsReached) {
   EXPECT_EQ(h.Phase(j1), JobPhase::kRunning);
 }
 
+TEST(BudgetTest, DailyBudgetRollsOverAtUtcMidnight) {
+  // Given a $2 daily budget on an $8/h node, team a's job is stopped after 15 minutes on day 1,
+  // held for the rest of the day, and starts again at midnight, when spend counts from zero.
+  testing::SchedulerHarness h("fifo");
+  h.AddNode(PricedNode("n0", 8, 8));
+  TeamBudget b;
+  b.hard_micros = 2'000'000;
+  b.period = CalendarPeriod::kDay;
+  h.sched().SetTeamBudget("a", b);
+  JobId j = h.Submit(testing::MakeJob(8, 0, "a"));
+  h.AdvanceTo(900);
+  h.Stopped(j);
+  EXPECT_EQ(h.Phase(j), JobPhase::kPending);
+  // The scheduler asks to be woken at the next period's start.
+  ASSERT_EQ(h.sched().NextWakeup(), Time::FromSeconds(86400));
+  h.AdvanceTo(86399);
+  EXPECT_EQ(h.Phase(j), JobPhase::kPending);
+  h.AdvanceTo(86400);
+  EXPECT_EQ(h.Phase(j), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 0);
+  // Day 2 has its own $2: the job is stopped again 15 minutes after midnight.
+  h.AdvanceTo(86400 + 900);
+  EXPECT_EQ(h.Phase(j), JobPhase::kStopping);
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 2'000'000);
+}
+
 TEST(BudgetTest, MaxRateKeepsTheTeamsSpendingPerHourWithinItsCap) {
   // Given an 8-GPU node at $8/h ($1 per GPU-hour) and team a capped at $4/h, a 4-GPU job starts
   // ($4/h) and a second one waits until the first ends.
