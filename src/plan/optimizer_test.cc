@@ -1,0 +1,215 @@
+#include "plan/optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+namespace gpufleet::plan {
+namespace {
+
+constexpr int64_t kUsd = 1'000'000;
+
+// Reserved $0.60, on-demand $1.00 per GPU-hour; spot only where a test offers it.
+ModelInput A100(std::vector<double> demand) {
+  ModelInput m;
+  m.gpu_model = "A100";
+  m.demand = std::move(demand);
+  m.prices.gpu_model = "A100";
+  m.prices.reserved = 600'000;
+  m.prices.on_demand = 1'000'000;
+  return m;
+}
+
+PlanOptions HardSlo(Duration wait, bool cyclic = false) {
+  PlanOptions o;
+  o.slo_wait = wait;
+  o.slo_quantile = 1.0;
+  o.cyclic = cyclic;
+  return o;
+}
+
+double Sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+
+TEST(OptimizerTest, ConstantDemandIsAllReservedWhenReservedIsCheaper) {
+  // Given 10 GPUs busy every hour of a week and reserved cheaper than on-demand, expect R = 10,
+  // no burst, cost 10 x $0.60 x 168 and an LP bound equal to it.
+  auto plan = SolvePlan({A100(std::vector<double>(168, 10.0))}, HardSlo(Duration::Zero(), true));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const ModelPlan& m = plan->models.at(0);
+  EXPECT_EQ(m.reserved_gpus, 10);
+  EXPECT_NEAR(Sum(m.on_demand), 0, 1e-6);
+  EXPECT_NEAR(Sum(m.spot), 0, 1e-6);
+  EXPECT_EQ(plan->total_cost, 10 * 600'000 * 168);
+  EXPECT_EQ(plan->lp_bound, plan->total_cost);
+  EXPECT_NEAR(plan->gap, 0, 1e-9);
+  EXPECT_TRUE(plan->proven_optimal);
+  EXPECT_NEAR(m.reserved_utilisation, 1.0, 1e-9);
+}
+
+TEST(OptimizerTest, OneHourSpikeGoesToSpotWhileReservedCoversTheBase) {
+  // Given 10 GPUs all day and 16 in hour 5, spot at $0.70 for half of the work, expect R = 10 and
+  // the 6 extra GPU-hours on spot (cheaper than on-demand even with rework), none on on-demand.
+  std::vector<double> d(24, 10.0);
+  d[5] = 16;
+  ModelInput m = A100(d);
+  m.prices.spot = 700'000;
+  m.prices.spot_interruptions_per_hour = 0.1;
+  PlanOptions o = HardSlo(Duration::Zero());
+  auto plan = SolvePlan({m}, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const ModelPlan& p = plan->models.at(0);
+  EXPECT_EQ(p.reserved_gpus, 10);
+  EXPECT_NEAR(p.spot[5], 6, 1e-6);
+  EXPECT_NEAR(Sum(p.spot), 6, 1e-6);
+  EXPECT_NEAR(Sum(p.on_demand), 0, 1e-6);
+  // rework = 0.1/h x (15 min + 5 min) = 1/30.
+  EXPECT_NEAR(p.spot_rework, 1.0 / 30, 1e-12);
+  EXPECT_EQ(p.spot_cost, std::llround(6 * 700'000 * (1 + 1.0 / 30)));
+
+  // Without spot the spike goes to on-demand.
+  m.prices.spot.reset();
+  auto od = SolvePlan({m}, o);
+  ASSERT_TRUE(od.ok());
+  EXPECT_EQ(od->models[0].reserved_gpus, 10);
+  EXPECT_NEAR(od->models[0].on_demand[5], 6, 1e-6);
+}
+
+TEST(OptimizerTest, ReservedPaysOnlyAboveTheBreakEvenUtilisation) {
+  // Given 10 GPUs busy for part of each day, reserved at 0.6 x on-demand, expect no reservation
+  // at 50 % utilisation and a full one at 62.5 %.
+  auto day = [](int busy_hours) {
+    std::vector<double> d(24, 0.0);
+    for (int h = 0; h < busy_hours; ++h) d[h] = 10;
+    return d;
+  };
+  auto half = SolvePlan({A100(day(12))}, HardSlo(Duration::Zero(), true));
+  ASSERT_TRUE(half.ok()) << half.status().ToString();
+  EXPECT_EQ(half->models[0].reserved_gpus, 0);
+  EXPECT_EQ(half->total_cost, 120 * kUsd);
+  auto most = SolvePlan({A100(day(15))}, HardSlo(Duration::Zero(), true));
+  ASSERT_TRUE(most.ok());
+  EXPECT_EQ(most->models[0].reserved_gpus, 10);
+  EXPECT_EQ(most->total_cost, 10 * 600'000 * 24);
+}
+
+TEST(OptimizerTest, LongerSloLetsBacklogShaveASpikeIntoAQuietHour) {
+  // Given 10 GPUs, a spike of 14 in hour 2 and a dip to 6 in hour 3, expect: with no wait allowed,
+  // 4 on-demand GPU-hours; with a 2-hour SLO the 4 wait one hour for the idle reserved GPUs.
+  std::vector<double> d = {10, 10, 14, 6, 10, 10, 10, 10};
+  auto strict = SolvePlan({A100(d)}, HardSlo(Duration::Zero()));
+  ASSERT_TRUE(strict.ok()) << strict.status().ToString();
+  EXPECT_EQ(strict->models[0].reserved_gpus, 10);
+  EXPECT_NEAR(strict->models[0].on_demand[2], 4, 1e-6);
+  EXPECT_EQ(strict->total_cost, 52 * kUsd);
+
+  auto relaxed = SolvePlan({A100(d)}, HardSlo(Duration::Hours(2)));
+  ASSERT_TRUE(relaxed.ok());
+  EXPECT_EQ(relaxed->models[0].reserved_gpus, 10);
+  EXPECT_NEAR(Sum(relaxed->models[0].on_demand), 0, 1e-6);
+  EXPECT_NEAR(relaxed->models[0].backlog[2], 4, 1e-6);
+  EXPECT_NEAR(relaxed->models[0].backlog[3], 0, 1e-6);
+  EXPECT_EQ(relaxed->total_cost, 48 * kUsd);
+}
+
+TEST(OptimizerTest, QuantileSloLetsOnlyItsShareOfWorkWaitLonger) {
+  // Given the spike-and-dip day (80 GPU-hours) and no wait allowed for 95 % of the work, expect the
+  // 4 late GPU-hours (5 %) to wait; at 99 % only 0.8 may, and 3.2 go to on-demand.
+  std::vector<double> d = {10, 10, 14, 6, 10, 10, 10, 10};
+  PlanOptions o = HardSlo(Duration::Zero());
+  o.slo_quantile = 0.95;
+  auto p95 = SolvePlan({A100(d)}, o);
+  ASSERT_TRUE(p95.ok()) << p95.status().ToString();
+  EXPECT_EQ(p95->total_cost, 48 * kUsd);
+  EXPECT_NEAR(p95->models[0].late_gpu_hours, 4, 1e-6);
+  o.slo_quantile = 0.99;
+  auto p99 = SolvePlan({A100(d)}, o);
+  ASSERT_TRUE(p99.ok());
+  EXPECT_NEAR(Sum(p99->models[0].on_demand), 3.2, 1e-6);
+  EXPECT_EQ(p99->total_cost, 51'200'000);
+}
+
+TEST(OptimizerTest, WholeNodeReservationsShowAGapToTheLpBound) {
+  // Given 10 GPUs constant and 8-GPU nodes, expect one node reserved plus 2 GPUs on demand
+  // ($6.80/h), and the LP bound at the fractional 1.25 nodes ($6.00/h).
+  ModelInput m = A100(std::vector<double>(24, 10.0));
+  m.reserve_multiple = 8;
+  auto plan = SolvePlan({m}, HardSlo(Duration::Zero(), true));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->models[0].reserved_gpus, 8);
+  EXPECT_EQ(plan->total_cost, 24 * 6'800'000);
+  EXPECT_NEAR(static_cast<double>(plan->lp_bound), 24 * 6'000'000, 1);
+  EXPECT_NEAR(plan->gap, 0.8 / 6.8, 1e-6);
+}
+
+TEST(OptimizerTest, FixedReservationEvaluatesABaseline) {
+  // Given the constant demand and a reservation fixed at 0 (all on-demand), expect 10 x $1 x 24.
+  ModelInput m = A100(std::vector<double>(24, 10.0));
+  m.fixed_reserved = 0;
+  auto plan = SolvePlan({m}, HardSlo(Duration::Zero(), true));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->models[0].reserved_gpus, 0);
+  EXPECT_EQ(plan->total_cost, 240 * kUsd);
+}
+
+TEST(OptimizerTest, ModelsArePlannedSideBySide) {
+  // Given A100 demand of 10 and H100 demand of 4 (H100 reserved at $2, on-demand $3), expect each
+  // model's reservation and the total as the sum.
+  ModelInput h100 = A100(std::vector<double>(24, 4.0));
+  h100.gpu_model = "H100";
+  h100.prices.reserved = 2 * kUsd;
+  h100.prices.on_demand = 3 * kUsd;
+  auto plan = SolvePlan({A100(std::vector<double>(24, 10.0)), h100}, HardSlo(Duration::Zero(), true));
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->models.size(), 2u);
+  EXPECT_EQ(plan->models[1].gpu_model, "H100");
+  EXPECT_EQ(plan->models[1].reserved_gpus, 4);
+  EXPECT_EQ(plan->total_cost, 24 * (10 * 600'000 + 4 * 2 * kUsd));
+}
+
+TEST(OptimizerTest, InfeasibleInputsAreClearErrors) {
+  // Given no on-demand, no spot and a reservation cap below the demand, expect FailedPrecondition
+  // naming the limits; given malformed input, InvalidArgument.
+  ModelInput m = A100(std::vector<double>(24, 10.0));
+  m.prices.on_demand.reset();
+  m.max_reserved = 5;
+  auto plan = SolvePlan({m}, HardSlo(Duration::Zero(), true));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(plan.status().message().find("A100: reserved at most 5, no on-demand, no spot"), std::string::npos)
+      << plan.status().message();
+
+  EXPECT_EQ(SolvePlan({}, {}).status().code(), StatusCode::kInvalidArgument);
+  ModelInput bad = A100({1, -2});
+  EXPECT_EQ(SolvePlan({bad}, {}).status().code(), StatusCode::kInvalidArgument);
+  ModelInput other = A100({1, 2, 3});
+  other.gpu_model = "H100";
+  EXPECT_EQ(SolvePlan({A100({1, 2}), other}, {}).status().code(), StatusCode::kInvalidArgument);
+  PlanOptions o;
+  o.slo_quantile = 0;
+  EXPECT_EQ(SolvePlan({A100({1, 2})}, o).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(OptimizerTest, FrontierCostFallsAsTheSloLoosens) {
+  // Given the spike-and-dip day, expect a point per SLO, $52 at 0 h and $48 from 1 h on, and a
+  // failed point (not a failed frontier) where the caps make the SLO impossible.
+  std::vector<double> d = {10, 10, 14, 6, 10, 10, 10, 10};
+  auto points = SolveFrontier({A100(d)}, HardSlo(Duration::Zero()),
+                              {Duration::Zero(), Duration::Hours(1), Duration::Hours(4)});
+  ASSERT_EQ(points.size(), 3u);
+  ASSERT_TRUE(points[0].plan.ok());
+  EXPECT_EQ(points[0].plan->total_cost, 52 * kUsd);
+  EXPECT_EQ(points[1].plan->total_cost, 48 * kUsd);
+  EXPECT_EQ(points[2].plan->total_cost, 48 * kUsd);
+  EXPECT_EQ(points[2].slo_wait, Duration::Hours(4));
+
+  ModelInput capped = A100(d);
+  capped.prices.on_demand.reset();
+  capped.max_reserved = 10;
+  auto mixed = SolveFrontier({capped}, HardSlo(Duration::Zero()), {Duration::Zero(), Duration::Hours(2)});
+  EXPECT_FALSE(mixed[0].plan.ok());
+  EXPECT_TRUE(mixed[1].plan.ok());
+}
+
+}  // namespace
+}  // namespace gpufleet::plan
