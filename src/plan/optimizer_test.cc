@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <random>
 
 namespace gpufleet::plan {
 namespace {
@@ -209,6 +210,43 @@ TEST(OptimizerTest, FrontierCostFallsAsTheSloLoosens) {
   auto mixed = SolveFrontier({capped}, HardSlo(Duration::Zero()), {Duration::Zero(), Duration::Hours(2)});
   EXPECT_FALSE(mixed[0].plan.ok());
   EXPECT_TRUE(mixed[1].plan.ok());
+}
+
+TEST(OptimizerTest, NoisyWeekOfThreeModelsServesAllWorkWithinTheSlo) {
+  // Given a seeded noisy week for three models with 8-GPU nodes, spot and a 2-hour hard SLO,
+  // expect a plan in which every hour's books balance, no backlog outlives the SLO, spot stays
+  // within its share, and the integer plan is within 5 % of the LP bound.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> noise(0, 30);
+  std::vector<ModelInput> models;
+  for (const char* name : {"A100", "H100", "L4"}) {
+    std::vector<double> d;
+    for (int h = 0; h < 168; ++h) d.push_back((h % 24 >= 9 && h % 24 < 18 ? 60 : 25) + noise(rng));
+    ModelInput m = A100(d);
+    m.gpu_model = name;
+    m.reserve_multiple = 8;
+    m.prices.spot = 450'000;
+    m.prices.spot_interruptions_per_hour = 0.05;
+    models.push_back(m);
+  }
+  PlanOptions o = HardSlo(Duration::Hours(2), true);
+  o.spot_max_share = 0.3;
+  auto plan = SolvePlan(models, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_LE(plan->gap, 0.05);
+  for (size_t mi = 0; mi < models.size(); ++mi) {
+    const ModelPlan& p = plan->models[mi];
+    const std::vector<double>& d = models[mi].demand;
+    EXPECT_EQ(p.reserved_gpus % 8, 0);
+    EXPECT_GT(p.reserved_gpus, 0);
+    for (int h = 0; h < 168; ++h) {
+      const double before = p.backlog[(h + 167) % 168];
+      EXPECT_NEAR(before + d[h], p.reserved_used[h] + p.on_demand[h] + p.spot[h] + p.backlog[h], 1e-5) << h;
+      EXPECT_LE(p.reserved_used[h], p.reserved_gpus + 1e-6);
+      EXPECT_LE(p.spot[h], 0.3 * (before + d[h]) + 1e-6);
+      EXPECT_LE(p.backlog[h], d[h] + d[(h + 167) % 168] + 1e-6) << h;
+    }
+  }
 }
 
 }  // namespace

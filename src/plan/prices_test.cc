@@ -63,5 +63,21 @@ TEST(PricesTest, UnknownModelAndBadRatioAreErrors) {
             StatusCode::kInvalidArgument);
 }
 
+TEST(PricesTest, ShippedCatalogPricesTheCommonModels) {
+  // Given the shipped offer catalog, expect A100 and H100 priced with on-demand above reserved
+  // and spot below on-demand.
+  auto table = cost::LoadOffersCsv(std::string(GPUFLEET_SOURCE_DIR) + "/data/catalog/offers.csv",
+                                   model::GpuCatalog::BuiltIn());
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  for (const char* gpu : {"A100", "H100"}) {
+    auto p = PricesFromCatalog(*table, gpu, ReservedTerm::kOneYear);
+    ASSERT_TRUE(p.ok()) << gpu << ": " << p.status().ToString();
+    EXPECT_GT(*p->on_demand, p->reserved) << gpu;
+    ASSERT_TRUE(p->spot.has_value()) << gpu;
+    EXPECT_LT(*p->spot, *p->on_demand) << gpu;
+    EXPECT_FALSE(p->on_demand_offer.empty());
+  }
+}
+
 }  // namespace
 }  // namespace gpufleet::plan
