@@ -36,8 +36,7 @@ ALLOWED = {
     "cost": {"common", "model", "cost"},
     "plan": {"common", "model", "sched", "sim", "cost", "plan"},
     "agent": {"common", "model", "api", "agent"},
-    "provider": {"common", "model", "provider"},
-    "controller": {"common", "model", "sched", "api", "store", "cost", "provider", "controller"},
+    "controller": {"common", "model", "sched", "api", "store", "cost", "controller"},
     "cli": {"common", "model", "sched", "sim", "api", "store", "cost", "agent", "controller", "plan", "cli"},
 }
 # Files directly in src/.
