@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/strings.h"
+#include "common/time.h"
 
 namespace gpufleet::sim {
 namespace {
@@ -24,9 +25,16 @@ constexpr int kMaxGpusPerNode = 64;
 constexpr int64_t kMaxNodesPerType = 100000;
 constexpr int kRackNodes = 16;  // HomogeneousCluster's rack size
 
-const std::vector<std::string> kTopKeys = {"node_types", "teams"};
+const std::vector<std::string> kTopKeys = {"node_types", "teams", "autoscale"};
 const std::vector<std::string> kNodeTypeKeys = {
-    "name", "gpu", "gpus", "count", "cpus", "memory_gib", "nvlink", "racks", "market", "labels", "price_per_hour"};
+    "name", "gpu", "gpus", "count", "cpus", "memory_gib", "nvlink", "racks", "market", "labels", "price_per_hour",
+    "interruptions_per_hour"};
+const std::vector<std::string> kAutoscaleKeys = {
+    "offers", "min_nodes", "max_nodes", "max_gpus", "idle_duration", "boot_timeout", "max_rents_per_minute",
+    "max_releases_per_minute", "spot_fallback_after_preemptions", "spot_fallback_after_wait", "spot_notice"};
+const std::vector<std::string> kOfferKeys = {
+    "name", "gpu", "gpus", "cpus", "memory_gib", "nvlink", "market", "labels", "price_per_hour", "boot_delay",
+    "interruptions_per_hour", "zone"};
 const std::vector<std::string> kTeamKeys = {"quota_gpus", "budget", "soft_budget", "max_hourly_cost"};
 
 // The candidate closest to `word` (case-insensitively) if it is a plausible typo or a shortened
@@ -105,18 +113,29 @@ class SpecParser {
     GF_ASSIGN_OR_RETURN(Fields top, ReadMap(root, "", kTopKeys));
     ClusterSpec spec;
     const Entry* node_types = top.Get("node_types");
-    if (node_types == nullptr) return Error(root, "", "node_types is required");
-    if (!node_types->value.IsSequence() || node_types->value.size() == 0) {
-      return Error(node_types->value, "node_types",
-                   "must be a non-empty list of node types, got " + Describe(node_types->value));
-    }
+    const Entry* autoscale = top.Get("autoscale");
     std::map<std::string, size_t> type_names;
     std::set<std::string> node_names;
-    size_t index = 0;
-    for (const YAML::Node& type : node_types->value) {
-      const std::string path = "node_types[" + std::to_string(index) + "]";
-      GF_RETURN_IF_ERROR(ReadNodeType(type, path, index, type_names, node_names, spec.nodes));
-      ++index;
+    if (autoscale != nullptr) {
+      GF_RETURN_IF_ERROR(ReadAutoscale(autoscale->value, type_names, spec));
+    }
+    if (node_types == nullptr && spec.autoscale.offers.empty()) {
+      return Error(root, "", "node_types is required (or autoscale.offers)");
+    }
+    if (node_types != nullptr) {
+      const bool may_be_empty = !spec.autoscale.offers.empty();
+      if (!(node_types->value.IsSequence() || (may_be_empty && node_types->value.IsNull())) ||
+          (!may_be_empty && node_types->value.size() == 0)) {
+        return Error(node_types->value, "node_types",
+                     "must be a non-empty list of node types, got " + Describe(node_types->value));
+      }
+      size_t index = 0;
+      for (const YAML::Node& type : node_types->value) {
+        const std::string path = "node_types[" + std::to_string(index) + "]";
+        GF_RETURN_IF_ERROR(ReadNodeType(type, path, index, type_names, node_names, spec.nodes,
+                                        spec.interruptions_per_hour));
+        ++index;
+      }
     }
     if (const Entry* teams = top.Get("teams")) {
       GF_RETURN_IF_ERROR(ReadTeams(teams->value, spec));
@@ -223,9 +242,164 @@ class SpecParser {
     return Error(e.value, path, msg);
   }
 
+  // A spot interruption rate: interruptions per node-hour, for spot nodes only.
+  Result<double> ReadHazard(const Entry& e, const std::string& path, model::Market market) const {
+    std::optional<double> v;
+    if (e.value.IsScalar()) v = ParseDouble(e.value.Scalar());
+    if (!v || !std::isfinite(*v) || *v < 0 || *v > 1000) {
+      return Error(e.value, path, "must be interruptions per node-hour from 0 to 1000, got " + Describe(e.value));
+    }
+    if (*v > 0 && market != model::Market::kSpot) {
+      return Error(e.value, path, "only spot nodes are interrupted; add `market: spot` or drop this key");
+    }
+    return *v;
+  }
+
+  Result<Duration> ReadDurationField(const Entry& e, const std::string& path, bool allow_zero) const {
+    std::optional<Duration> d;
+    if (e.value.IsScalar()) d = ParseDuration(e.value.Scalar());
+    if (!d || (!allow_zero && *d <= Duration::Zero())) {
+      return Error(e.value, path,
+                   std::string("must be a ") + (allow_zero ? "" : "positive ") +
+                       "duration such as 90s, 15m or 1h30m, got " + Describe(e.value));
+    }
+    return *d;
+  }
+
+  Status ReadAutoscale(const YAML::Node& node, std::map<std::string, size_t>& type_names,
+                       ClusterSpec& spec) const {
+    const std::string path = "autoscale";
+    GF_ASSIGN_OR_RETURN(Fields f, ReadMap(node, path, kAutoscaleKeys));
+    AutoscaleSpec& a = spec.autoscale;
+    const Entry* offers = f.Get("offers");
+    if (offers == nullptr) return Error(node, Sub(path, "offers"), "is required: the node types the pool may rent");
+    if (!offers->value.IsSequence() || offers->value.size() == 0) {
+      return Error(offers->value, Sub(path, "offers"), "must be a non-empty list of offers, got " + Describe(offers->value));
+    }
+    size_t index = 0;
+    for (const YAML::Node& o : offers->value) {
+      const std::string p = "autoscale.offers[" + std::to_string(index) + "]";
+      GF_RETURN_IF_ERROR(ReadOffer(o, p, index, type_names, a.offers));
+      ++index;
+    }
+    auto int_field = [&](const char* key, int64_t lo, int64_t hi) -> Result<std::optional<int64_t>> {
+      const Entry* e = f.Get(key);
+      if (e == nullptr) return std::optional<int64_t>();
+      GF_ASSIGN_OR_RETURN(int64_t v, ReadInt(*e, Sub(path, key), lo, hi));
+      return std::optional<int64_t>(v);
+    };
+    auto duration_field = [&](const char* key, bool allow_zero) -> Result<std::optional<Duration>> {
+      const Entry* e = f.Get(key);
+      if (e == nullptr) return std::optional<Duration>();
+      GF_ASSIGN_OR_RETURN(Duration d, ReadDurationField(*e, Sub(path, key), allow_zero));
+      return std::optional<Duration>(d);
+    };
+    GF_ASSIGN_OR_RETURN(auto min_nodes, int_field("min_nodes", 0, kMaxNodesPerType));
+    GF_ASSIGN_OR_RETURN(auto max_nodes, int_field("max_nodes", 0, kMaxNodesPerType));
+    GF_ASSIGN_OR_RETURN(auto max_gpus, int_field("max_gpus", 0, kMaxNodesPerType * kMaxGpusPerNode));
+    GF_ASSIGN_OR_RETURN(auto rents, int_field("max_rents_per_minute", 0, 1000000));
+    GF_ASSIGN_OR_RETURN(auto releases, int_field("max_releases_per_minute", 0, 1000000));
+    GF_ASSIGN_OR_RETURN(auto fallback_n, int_field("spot_fallback_after_preemptions", 0, 1000000));
+    if (min_nodes) a.limits.min_nodes = static_cast<int>(*min_nodes);
+    if (max_nodes) a.limits.max_nodes = static_cast<int>(*max_nodes);
+    if (max_gpus) a.limits.max_gpus = *max_gpus;
+    if (rents) a.options.max_rents_per_minute = static_cast<int>(*rents);
+    if (releases) a.options.max_releases_per_minute = static_cast<int>(*releases);
+    if (fallback_n) a.options.spot_fallback_after_preemptions = static_cast<int>(*fallback_n);
+    if (a.limits.max_nodes > 0 && a.limits.min_nodes > a.limits.max_nodes) {
+      return Error(f.Get("min_nodes")->value, Sub(path, "min_nodes"),
+                   "is larger than max_nodes (" + std::to_string(a.limits.max_nodes) + ")");
+    }
+    GF_ASSIGN_OR_RETURN(auto idle, duration_field("idle_duration", true));
+    GF_ASSIGN_OR_RETURN(auto boot_timeout, duration_field("boot_timeout", false));
+    GF_ASSIGN_OR_RETURN(auto fallback_wait, duration_field("spot_fallback_after_wait", true));
+    GF_ASSIGN_OR_RETURN(auto notice, duration_field("spot_notice", true));
+    if (idle) a.options.idle_duration = *idle;
+    if (boot_timeout) a.options.boot_timeout = *boot_timeout;
+    if (fallback_wait) a.options.spot_fallback_after_wait = *fallback_wait;
+    if (notice) a.spot_notice = *notice;
+    for (size_t i = 0; i < a.offers.size(); ++i) {
+      if (a.offers[i].boot_delay > a.options.boot_timeout) {
+        return Error(offers->value[i], "autoscale.offers[" + std::to_string(i) + "].boot_delay",
+                     "is longer than autoscale.boot_timeout (" + FormatDuration(a.options.boot_timeout) +
+                         "): every rent of it would time out");
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status ReadOffer(const YAML::Node& node, const std::string& path, size_t index,
+                   std::map<std::string, size_t>& type_names, std::vector<AutoscaleOffer>& out) const {
+    GF_ASSIGN_OR_RETURN(Fields f, ReadMap(node, path, kOfferKeys));
+    auto required = [&](const char* key) -> Result<const Entry*> {
+      const Entry* e = f.Get(key);
+      if (e == nullptr) return Error(node, Sub(path, key), "is required");
+      return e;
+    };
+    AutoscaleOffer offer;
+    GF_ASSIGN_OR_RETURN(const Entry* name_entry, required("name"));
+    GF_ASSIGN_OR_RETURN(offer.name, ReadString(*name_entry, Sub(path, "name")));
+    if (!IsValidName(offer.name)) {
+      return Error(name_entry->value, Sub(path, "name"),
+                   "must be letters, digits, '-', '_' or '.', starting with a letter or digit, got '" + offer.name + "'");
+    }
+    if (auto [it, inserted] = type_names.emplace(offer.name, 1000000 + index); !inserted) {
+      return Error(name_entry->value, Sub(path, "name"), "'" + offer.name + "' names another node type or offer");
+    }
+    model::NodeSpec& n = offer.node;
+    GF_ASSIGN_OR_RETURN(const Entry* gpu, required("gpu"));
+    GF_ASSIGN_OR_RETURN(n.gpu_model, ResolveGpu(*gpu, Sub(path, "gpu")));
+    GF_ASSIGN_OR_RETURN(const Entry* gpus, required("gpus"));
+    GF_ASSIGN_OR_RETURN(int64_t g, ReadInt(*gpus, Sub(path, "gpus"), 1, kMaxGpusPerNode));
+    n.gpus = static_cast<int>(g);
+    n.cpu_milli = kDefaultCpuMilliPerGpu * n.gpus;
+    n.mem_mib = kDefaultMemMibPerGpu * n.gpus;
+    if (const Entry* cpus = f.Get("cpus")) {
+      GF_ASSIGN_OR_RETURN(double cores, ReadPositiveNumber(*cpus, Sub(path, "cpus")));
+      n.cpu_milli = std::max<int64_t>(1, std::llround(cores * 1000));
+    }
+    if (const Entry* mem = f.Get("memory_gib")) {
+      GF_ASSIGN_OR_RETURN(double gib, ReadPositiveNumber(*mem, Sub(path, "memory_gib")));
+      n.mem_mib = std::max<int64_t>(1, std::llround(gib * 1024));
+    }
+    if (const Entry* nvlink = f.Get("nvlink")) GF_RETURN_IF_ERROR(ReadNvlink(*nvlink, Sub(path, "nvlink"), n));
+    if (const Entry* market = f.Get("market")) {
+      GF_ASSIGN_OR_RETURN(std::string text, ReadString(*market, Sub(path, "market")));
+      Result<model::Market> m = model::ParseMarket(ToLower(text));
+      if (!m.ok()) return Error(market->value, Sub(path, "market"), m.status().message());
+      n.market = *m;
+    }
+    GF_ASSIGN_OR_RETURN(const Entry* price, required("price_per_hour"));
+    GF_ASSIGN_OR_RETURN(n.price_micros_per_hour, ReadPrice(*price, Sub(path, "price_per_hour")));
+    if (const Entry* labels = f.Get("labels")) GF_RETURN_IF_ERROR(ReadLabels(*labels, Sub(path, "labels"), n.labels));
+    if (const Entry* zone = f.Get("zone")) {
+      GF_ASSIGN_OR_RETURN(n.labels[model::kLabelZone], ReadString(*zone, Sub(path, "zone")));
+    }
+    if (const Entry* boot = f.Get("boot_delay")) {
+      GF_ASSIGN_OR_RETURN(offer.boot_delay, ReadDurationField(*boot, Sub(path, "boot_delay"), true));
+    }
+    if (const Entry* hazard = f.Get("interruptions_per_hour")) {
+      GF_ASSIGN_OR_RETURN(offer.interruptions_per_hour,
+                          ReadHazard(*hazard, Sub(path, "interruptions_per_hour"), n.market));
+    }
+    n.name = offer.name + "-0";
+    if (Status s = n.Validate(); !s.ok()) return Error(node, path, s.message());
+    out.push_back(std::move(offer));
+    return Status::Ok();
+  }
+
+  Result<int64_t> ReadPrice(const Entry& price, const std::string& path) const {
+    std::optional<double> v;
+    if (price.value.IsScalar()) v = ParseDouble(price.value.Scalar());
+    if (!v || !std::isfinite(*v) || *v < 0 || *v > 1e6) {
+      return Error(price.value, path, "must be dollars per node-hour from 0 to 1000000, got " + Describe(price.value));
+    }
+    return static_cast<int64_t>(std::llround(*v * 1e6));
+  }
+
   Status ReadNodeType(const YAML::Node& type, const std::string& path, size_t index,
                       std::map<std::string, size_t>& type_names, std::set<std::string>& node_names,
-                      std::vector<model::NodeSpec>& nodes) const {
+                      std::vector<model::NodeSpec>& nodes, std::vector<double>& hazards) const {
     GF_ASSIGN_OR_RETURN(Fields f, ReadMap(type, path, kNodeTypeKeys));
     auto required = [&](const char* key) -> Result<const Entry*> {
       const Entry* e = f.Get(key);
@@ -242,9 +416,10 @@ class SpecParser {
               name + "'");
     }
     if (auto [it, inserted] = type_names.emplace(name, index); !inserted) {
-      return Error(
-          name_entry->value, Sub(path, "name"),
-          "'" + name + "' is already the name of node_types[" + std::to_string(it->second) + "]");
+      const std::string other = it->second >= 1000000
+                                    ? "autoscale.offers[" + std::to_string(it->second - 1000000) + "]"
+                                    : "node_types[" + std::to_string(it->second) + "]";
+      return Error(name_entry->value, Sub(path, "name"), "'" + name + "' is already the name of " + other);
     }
 
     model::NodeSpec node;
@@ -298,13 +473,11 @@ class SpecParser {
     }
 
     if (const Entry* price = f.Get("price_per_hour")) {
-      std::optional<double> v;
-      if (price->value.IsScalar()) v = ParseDouble(price->value.Scalar());
-      if (!v || !std::isfinite(*v) || *v < 0 || *v > 1e6) {
-        return Error(price->value, Sub(path, "price_per_hour"),
-                     "must be dollars per node-hour from 0 to 1000000, got " + Describe(price->value));
-      }
-      node.price_micros_per_hour = static_cast<int64_t>(std::llround(*v * 1e6));
+      GF_ASSIGN_OR_RETURN(node.price_micros_per_hour, ReadPrice(*price, Sub(path, "price_per_hour")));
+    }
+    double hazard = 0;
+    if (const Entry* h = f.Get("interruptions_per_hour")) {
+      GF_ASSIGN_OR_RETURN(hazard, ReadHazard(*h, Sub(path, "interruptions_per_hour"), node.market));
     }
 
     if (const Entry* labels = f.Get("labels")) {
@@ -333,6 +506,8 @@ class SpecParser {
       }
       if (Status s = n.Validate(); !s.ok()) return Error(type, path, s.message());
       nodes.push_back(std::move(n));
+      hazards.resize(nodes.size(), 0.0);
+      hazards.back() = hazard;
     }
     return Status::Ok();
   }
@@ -409,7 +584,7 @@ class SpecParser {
       quota_sum += gpus;
     }
     // Quotas are guarantees; promising more GPUs than exist is a configuration mistake.
-    if (quota_sum > spec.total_gpus()) {
+    if (spec.autoscale.offers.empty() && quota_sum > spec.total_gpus()) {
       return Error(teams, "teams",
                    "quotas add up to " + std::to_string(quota_sum) +
                        " GPUs but the cluster has only " + std::to_string(spec.total_gpus()));

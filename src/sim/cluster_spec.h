@@ -14,8 +14,23 @@
 //       market: on-demand       # optional: on-demand | spot | reserved
 //       price_per_hour: 98.32   # optional: dollars per node-hour (reserved: amortised)
 //       labels: {region: us-east-1, zone: us-east-1a, gdpr: "true"}
+//       interruptions_per_hour: 0.1  # optional, spot: taken back at this rate, back after repair
 //   teams:                      # optional: guaranteed GPU quotas for fair-share, money limits
 //     vision: {quota_gpus: 64, budget: 5000, soft_budget: 4000, max_hourly_cost: 300}
+//   autoscale:                  # optional: rent and release nodes with the queue
+//     offers:                   # node types the pool may rent (node_types may then be empty)
+//       - {name: h100-spot, gpu: H100, gpus: 8, market: spot, price_per_hour: 30,
+//          boot_delay: 3m, interruptions_per_hour: 0.05, zone: us-east-1a}
+//     min_nodes: 0              # rented nodes kept even when idle
+//     max_nodes: 64
+//     max_gpus: 512
+//     idle_duration: 10m
+//     boot_timeout: 15m
+//     max_rents_per_minute: 0   # nodes; 0: no limit
+//     max_releases_per_minute: 0
+//     spot_fallback_after_preemptions: 2
+//     spot_fallback_after_wait: 30m
+//     spot_notice: 2m           # warning before a spot node is taken back
 //
 // Thread-safety: plain values and free functions.
 #pragma once
@@ -27,6 +42,7 @@
 #include "common/status.h"
 #include "model/gpu_catalog.h"
 #include "model/types.h"
+#include "sched/autoscaler.h"
 
 namespace gpufleet::sim {
 
@@ -42,8 +58,27 @@ struct TeamMoneyLimits {
   int64_t max_hourly_micros = 0;
 };
 
+// A node type the simulated pool may rent: its nodes are named <name>-<k> in rent order.
+struct AutoscaleOffer {
+  std::string name;
+  model::NodeSpec node;            // template: GPUs, market, price, labels (zone)
+  Duration boot_delay = Duration::Minutes(3);  // rent to up (billed from the rent)
+  double interruptions_per_hour = 0;           // spot: expected interruptions per node-hour
+};
+
+struct AutoscaleSpec {
+  std::vector<AutoscaleOffer> offers;  // empty: a fixed cluster
+  sched::PoolLimits limits;            // counts rented nodes only
+  sched::AutoscalerOptions options;
+  Duration spot_notice = Duration::Minutes(2);
+};
+
 struct ClusterSpec {
   std::vector<model::NodeSpec> nodes;
+  // Spot interruption rate per node of `nodes` (index-aligned; empty or 0: never). An
+  // interrupted node is back after the simulator's repair time, as a cloud refills spot capacity.
+  std::vector<double> interruptions_per_hour;
+  AutoscaleSpec autoscale;
   std::map<std::string, int64_t> team_quota_gpus;  // team -> guaranteed whole GPUs
   std::map<std::string, TeamMoneyLimits> team_money;
 

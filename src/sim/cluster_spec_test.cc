@@ -44,6 +44,63 @@ TEST_F(ClusterSpecTest, NodePrices) {
   EXPECT_EQ(h.nodes[1].price_micros_per_hour, 4'000'000);
 }
 
+TEST_F(ClusterSpecTest, AutoscaleSectionNeedsNoFixedNodes) {
+  Result<ClusterSpec> r = Parse({
+      "autoscale:",
+      "  offers:",
+      "    - {name: h100-spot, gpu: h100, gpus: 8, market: spot, price_per_hour: 30,",
+      "       boot_delay: 3m, interruptions_per_hour: 0.05, zone: us-east-1a}",
+      "    - {name: h100-od, gpu: H100, gpus: 8, price_per_hour: 98.32}",
+      "  max_nodes: 16",
+      "  idle_duration: 5m",
+      "  max_rents_per_minute: 4",
+      "  spot_notice: 30s",
+  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->nodes.empty());
+  ASSERT_EQ(r->autoscale.offers.size(), 2u);
+  const AutoscaleOffer& spot = r->autoscale.offers[0];
+  EXPECT_EQ(spot.node.gpu_model, "H100");
+  EXPECT_EQ(spot.node.market, model::Market::kSpot);
+  EXPECT_EQ(spot.node.price_micros_per_hour, 30'000'000);
+  EXPECT_EQ(spot.node.labels.at("zone"), "us-east-1a");
+  EXPECT_EQ(spot.boot_delay, Duration::Minutes(3));
+  EXPECT_DOUBLE_EQ(spot.interruptions_per_hour, 0.05);
+  EXPECT_EQ(r->autoscale.offers[1].boot_delay, Duration::Minutes(3));  // the default
+  EXPECT_EQ(r->autoscale.limits.max_nodes, 16);
+  EXPECT_EQ(r->autoscale.options.idle_duration, Duration::Minutes(5));
+  EXPECT_EQ(r->autoscale.options.max_rents_per_minute, 4);
+  EXPECT_EQ(r->autoscale.spot_notice, Duration::Seconds(30));
+}
+
+TEST_F(ClusterSpecTest, BadAutoscaleSettingsAreErrorsNamingTheField) {
+  EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9, boot_dela: 3m}"})
+                .find("spec.yaml:3: autoscale.offers[0]: unknown key 'boot_dela'; did you mean 'boot_delay'?"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9, interruptions_per_hour: 1}"})
+                .find("autoscale.offers[0].interruptions_per_hour: only spot nodes are interrupted"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9, boot_delay: 1h}"})
+                .find("autoscale.offers[0].boot_delay: is longer than autoscale.boot_timeout (15m00s)"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8}"})
+                .find("autoscale.offers[0].price_per_hour: is required"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"autoscale:", "  offers: []"}).find("autoscale.offers: must be a non-empty list"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9}",
+                     "  idle_duration: soon"})
+                .find("spec.yaml:4: autoscale.idle_duration: must be a duration such as 90s"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"node_types:", "  - {name: a, gpu: H100, gpus: 8, count: 1}", "autoscale:", "  offers:",
+                     "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9}"})
+                .find("'a' is already the name of autoscale.offers[0]"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"node_types:", "  - {name: a, gpu: H100, gpus: 8, count: 1, interruptions_per_hour: 2}"})
+                .find("node_types[0].interruptions_per_hour: only spot nodes are interrupted"),
+            std::string::npos);
+}
+
 TEST_F(ClusterSpecTest, ParsesAFullSpec) {
   // Given two node types using every field, expect one NodeSpec per node with canonical GPU
   // names, NVLink maps, units converted, labels as text and team quotas.

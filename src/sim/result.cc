@@ -159,6 +159,10 @@ Json SummaryJson(const Summary& s) {
   j["job_cost_usd"] = Round3(s.job_cost_usd);
   j["idle_cost_usd"] = Round3(s.cost_usd - s.job_cost_usd);
   j["cost_per_used_gpu_hour"] = Round3(s.cost_per_used_gpu_hour);
+  j["spot_interruptions"] = s.spot_interruptions;
+  j["nodes_rented"] = s.nodes_rented;
+  j["nodes_released"] = s.nodes_released;
+  j["boot_timeouts"] = s.boot_timeouts;
   Json markets = Json::object();
   for (const auto& [m, usd] : s.cost_by_market_usd) markets[m] = Round3(usd);
   j["cost_by_market_usd"] = std::move(markets);
@@ -328,6 +332,10 @@ Summary Summarize(const SimResult& r) {
     t.jct_sum_s += jct_s;
   }
   s.jct_s = ComputePercentiles(std::move(jct));
+  s.spot_interruptions = r.spot_interruptions;
+  s.nodes_rented = r.nodes_rented;
+  s.nodes_released = r.nodes_released;
+  s.boot_timeouts = r.boot_timeouts;
   s.queue_s = ComputePercentiles(std::move(queue));
   s.slowdown = ComputePercentiles(std::move(slowdown));
   s.makespan_s = (r.end - r.start).seconds_f();
@@ -385,6 +393,11 @@ std::string FormatSummaryText(const Summary& s) {
     std::string markets;
     for (const auto& [m, usd] : s.cost_by_market_usd) markets += (markets.empty() ? "" : ", ") + m + " " + Dollars(usd);
     line("cost by market", markets);
+  }
+  if (s.spot_interruptions > 0) line("interruptions", Int(s.spot_interruptions) + " spot nodes taken back");
+  if (s.nodes_rented > 0) {
+    line("autoscaling", Int(s.nodes_rented) + " nodes rented, " + Int(s.nodes_released) + " released" +
+                            (s.boot_timeouts > 0 ? " (" + Int(s.boot_timeouts) + " past the boot timeout)" : ""));
   }
   if (s.teams.empty()) return out;
 

@@ -56,6 +56,10 @@ struct SimResult {
   int64_t busy_gpu_ms = 0;
   int64_t online_gpu_ms = 0;
   int64_t node_failures = 0;
+  int64_t spot_interruptions = 0;  // spot nodes taken back (notice given)
+  int64_t nodes_rented = 0;        // by the autoscaler
+  int64_t nodes_released = 0;      // idle, or past the boot timeout
+  int64_t boot_timeouts = 0;
   // What the nodes cost while they were up (micro-dollars; nodes without a price cost nothing),
   // in all and by market ("on-demand", "spot", "reserved").
   int64_t cost_micros = 0;
@@ -94,6 +98,11 @@ struct Summary {
   double job_cost_usd = 0;
   std::map<std::string, double> cost_by_market_usd;
   double cost_per_used_gpu_hour = 0;
+  // Spot and autoscaling: nodes taken back, rented, released (idle or past the boot timeout).
+  int64_t spot_interruptions = 0;
+  int64_t nodes_rented = 0;
+  int64_t nodes_released = 0;
+  int64_t boot_timeouts = 0;
 };
 
 // Percentiles use the nearest-rank method: pN is the smallest value such that at least N % of

@@ -5,7 +5,10 @@
 #include <queue>
 #include <random>
 #include <tuple>
+#include <map>
+#include <memory>
 
+#include "sched/autoscaler.h"
 #include "sched/policy/registry.h"
 #include "sched/scheduler.h"
 
@@ -15,7 +18,13 @@ namespace {
 
 using sched::PreemptReason;
 
-enum class Kind : uint8_t { kArrival, kFinish, kStopped, kNodeFail, kNodeRepair, kTimer, kSample };
+enum class Kind : uint8_t {
+  kArrival, kFinish, kStopped, kNodeFail, kNodeRepair, kTimer, kSample,
+  kNodeBoot,    // a rented node is up
+  kSpotNotice,  // a spot node will be taken back after the notice
+  kNodeGone,    // ... and now it is
+  kScale,       // the autoscaler asked to decide again
+};
 
 struct Ev {
   Time t;
@@ -42,6 +51,25 @@ struct SimJob {
   Time pending_since;
   Duration overhead_due;       // restart overhead for the next run
   int64_t cost_rate = 0;       // micro-dollars per hour of the current run's share of its nodes
+  std::vector<int64_t> nodes;  // nodes of the current run
+  model::JobSpec spec;         // as submitted (canonical GPU names, split to fit)
+  int spot_reclaims = 0;       // runs cut short by a spot interruption
+};
+
+// A node of the simulated cluster: the cluster spec's, or rented by the autoscaler.
+struct SimNode {
+  enum class State : uint8_t { kBooting, kUp, kDraining, kDown, kGone };
+  model::NodeSpec spec;
+  State state = State::kUp;
+  bool rented = false;
+  int offer = -1;
+  double hazard = 0;  // spot interruptions per hour
+  Time booting_since;
+  std::vector<JobId> for_jobs;
+  int jobs = 0;       // runs holding GPUs on it
+  Time idle_since;
+  bool billed = false;
+  int64_t epoch = 0;  // bumped when it goes away, so its stale events are ignored
 };
 
 class World : public sched::ActionSink {
@@ -56,6 +84,12 @@ class World : public sched::ActionSink {
   void Preempt(JobId id, PreemptReason reason) override;
 
  private:
+  bool Autoscaling() const { return !cluster_.autoscale.offers.empty(); }
+  void Bill(size_t n, bool on);
+  void NodeIdleChange(size_t n, int delta);
+  void ScheduleInterruption(size_t n);
+  // One autoscaler decision at `now`: rents become booting nodes, releases go away.
+  Status Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at);
   void Push(Time t, Kind k, int64_t index, int64_t epoch = 0) {
     queue_.push(Ev{t, next_seq_++, k, index, epoch});
   }
@@ -68,7 +102,7 @@ class World : public sched::ActionSink {
   int64_t CostRate(const model::Placement& p) const {
     int64_t rate = 0;
     for (const auto& part : p.parts) {
-      rate += model::PartCostRate(cluster_.nodes[static_cast<size_t>(part.node.value())], part);
+      rate += model::PartCostRate(nodes_[static_cast<size_t>(part.node.value())].spec, part);
     }
     return rate;
   }
@@ -76,7 +110,7 @@ class World : public sched::ActionSink {
     rec.cost_micros += static_cast<int64_t>(static_cast<__int128>(j.cost_rate) * wall.millis() / 3'600'000);
   }
   void NodeRate(size_t n, int sign) {
-    const model::NodeSpec& spec = cluster_.nodes[n];
+    const model::NodeSpec& spec = nodes_[n].spec;
     node_rate_[static_cast<int>(spec.market)] += sign * spec.price_micros_per_hour;
   }
   Duration CheckpointInterval(size_t i) const {
@@ -101,7 +135,115 @@ class World : public sched::ActionSink {
   int64_t running_ = 0;
   int64_t finished_ = 0;
   sched::Scheduler* sched_ = nullptr;
+  std::vector<SimNode> nodes_;
+  std::unique_ptr<sched::Autoscaler> scaler_;
+  std::vector<sched::RentableOffer> offers_;
+  std::map<std::string, int> rented_per_offer_;  // node names: <offer>-<k>
+  std::vector<sched::Event> side_events_;        // node events raised outside the batch loop
 };
+
+void World::Bill(size_t n, bool on) {
+  SimNode& node = nodes_[n];
+  if (node.billed == on) return;
+  node.billed = on;
+  NodeRate(n, on ? +1 : -1);
+}
+
+void World::NodeIdleChange(size_t n, int delta) {
+  SimNode& node = nodes_[n];
+  node.jobs += delta;
+  if (node.jobs == 0) node.idle_since = clock_.now;
+}
+
+void World::ScheduleInterruption(size_t n) {
+  SimNode& node = nodes_[n];
+  if (node.hazard <= 0 || node.spec.market != model::Market::kSpot) return;
+  Push(clock_.now + ExpGap(1.0 / node.hazard), Kind::kSpotNotice, static_cast<int64_t>(n), node.epoch);
+}
+
+Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) {
+  const Time now = clock_.now;
+  sched::ScaleInput in;
+  in.now = now;
+  in.offers = offers_;
+  in.limits = cluster_.autoscale.limits;
+  if (sched.pending_count() > 0) {
+    for (JobId id : sched.QueueOrder()) {
+      const SimJob& j = jobs_[static_cast<size_t>(id.value())];
+      sched::PendingJob p;
+      p.id = id;
+      p.gpus_per_node = j.spec.fractional() ? 1 : j.spec.gpus_per_node;
+      p.nodes = j.spec.nodes;
+      p.gpu_models = j.spec.gpu_models;
+      p.market = j.spec.market;
+      p.queued_since = j.pending_since;
+      p.spot_preemptions = j.spot_reclaims;
+      p.checkpoint_interval = j.spec.checkpoint_interval;
+      p.restart_overhead = o_.restart_overhead;
+      in.pending.push_back(std::move(p));
+    }
+  }
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    const SimNode& node = nodes_[n];
+    if (!node.rented || node.state == SimNode::State::kGone) continue;
+    sched::PoolNode p;
+    p.id = NodeId(static_cast<int64_t>(n));
+    p.spec = node.spec;
+    p.offer = offers_[static_cast<size_t>(node.offer)].name;
+    p.for_jobs = node.for_jobs;
+    p.booting_since = node.booting_since;
+    switch (node.state) {
+      case SimNode::State::kBooting: p.state = sched::PoolNodeState::kBooting; break;
+      case SimNode::State::kUp: p.state = sched::PoolNodeState::kUp; break;
+      default: p.state = sched::PoolNodeState::kDraining; break;
+    }
+    if (node.state == SimNode::State::kUp && node.jobs == 0) p.idle_since = node.idle_since;
+    in.nodes.push_back(std::move(p));
+  }
+  sched::ScalePlan plan = scaler_->Decide(in);
+  for (const sched::Release& r : plan.releases) {
+    const size_t n = static_cast<size_t>(r.node.value());
+    SimNode& node = nodes_[n];
+    if (node.state == SimNode::State::kUp) {
+      side_events_.push_back(sched::NodeDown{r.node});
+    }
+    if (node.state == SimNode::State::kBooting) ++result_.boot_timeouts;
+    node.state = SimNode::State::kGone;
+    ++node.epoch;
+    Bill(n, false);
+    ++result_.nodes_released;
+  }
+  for (const sched::Rent& r : plan.rents) {
+    const AutoscaleOffer& offer = cluster_.autoscale.offers[static_cast<size_t>(r.offer)];
+    for (int k = 0; k < r.count; ++k) {
+      SimNode node;
+      node.spec = offer.node;
+      node.spec.name = offer.name + "-" + std::to_string(rented_per_offer_[offer.name]++);
+      node.state = SimNode::State::kBooting;
+      node.rented = true;
+      node.offer = r.offer;
+      node.hazard = offer.interruptions_per_hour;
+      node.booting_since = now;
+      node.for_jobs = r.for_jobs;
+      nodes_.push_back(std::move(node));
+      const size_t n = nodes_.size() - 1;
+      Bill(n, true);
+      Push(now + offer.boot_delay, Kind::kNodeBoot, static_cast<int64_t>(n), 0);
+      ++result_.nodes_rented;
+    }
+  }
+  if (plan.next_wakeup && (!scale_at || *plan.next_wakeup < *scale_at || *scale_at <= now)) {
+    scale_at = std::max(*plan.next_wakeup, now + Duration::Millis(1));
+    Push(*scale_at, Kind::kScale, 0);
+  }
+  if (!side_events_.empty()) {
+    std::vector<sched::Event> events;
+    events.swap(side_events_);
+    Status st = sched.HandleAll(events);
+    if (!st.ok() && st.code() != StatusCode::kNotFound) return st;
+  }
+  return Status::Ok();
+}
 
 void World::Start(JobId id, const model::Placement& p) {
   size_t i = static_cast<size_t>(id.value());
@@ -119,6 +261,14 @@ void World::Start(JobId id, const model::Placement& p) {
   busy_milli_ += p.total_gpu_milli();
   ++running_;
   j.cost_rate = CostRate(p);
+  j.nodes.clear();
+  for (const auto& part : p.parts) {
+    const int64_t n = part.node.value();
+    if (std::find(j.nodes.begin(), j.nodes.end(), n) == j.nodes.end()) {
+      j.nodes.push_back(n);
+      NodeIdleChange(static_cast<size_t>(n), +1);
+    }
+  }
   Duration left = j.work - j.done;
   int64_t wall_ms = static_cast<int64_t>(std::ceil(static_cast<double>(left.millis()) / j.speed));
   Push(now + j.overhead_due + Duration::Millis(std::max<int64_t>(wall_ms, 1)), Kind::kFinish,
@@ -130,6 +280,9 @@ void World::Preempt(JobId id, PreemptReason reason) {
   SimJob& j = jobs_[i];
   JobRecord& rec = result_.jobs[i];
   Time now = clock_.now;
+  // A job that finished at this very instant, in the same batch as the event that stops it: its
+  // JobFinished follows in the batch and ends it.
+  if (!j.running && rec.finish && *rec.finish == now) return;
   CHECK(j.running) << "preempt of a job that is not running";
   // Work done this run (after the restart overhead), in reference-GPU time.
   Duration wall = now - j.run_start;
@@ -151,6 +304,9 @@ void World::Preempt(JobId id, PreemptReason reason) {
   } else if (reason != PreemptReason::kCancelled) {
     ++rec.preemptions;
   }
+  if (reason == PreemptReason::kReclaimed) ++j.spot_reclaims;
+  for (int64_t n : j.nodes) NodeIdleChange(static_cast<size_t>(n), -1);
+  j.nodes.clear();
   busy_milli_ -= milli;
   --running_;
   j.running = false;
@@ -161,7 +317,7 @@ void World::Preempt(JobId id, PreemptReason reason) {
 }
 
 Result<SimResult> World::Run() {
-  if (cluster_.nodes.empty()) return Status::InvalidArgument("the cluster has no nodes");
+  if (cluster_.nodes.empty() && !Autoscaling()) return Status::InvalidArgument("the cluster has no nodes");
   reference_ = o_.reference_gpu;
   if (reference_.empty()) {
     for (const auto& n : cluster_.nodes) {
@@ -169,6 +325,35 @@ Result<SimResult> World::Run() {
         reference_ = n.gpu_model;
         break;
       }
+    }
+  }
+  if (reference_.empty() && Autoscaling()) reference_ = cluster_.autoscale.offers.front().node.gpu_model;
+  for (size_t n = 0; n < cluster_.nodes.size(); ++n) {
+    SimNode node;
+    node.spec = cluster_.nodes[n];
+    node.hazard = n < cluster_.interruptions_per_hour.size() ? cluster_.interruptions_per_hour[n] : 0;
+    nodes_.push_back(std::move(node));
+  }
+  // The largest node each GPU model can have, for splitting jobs larger than a node.
+  std::map<std::string, int> largest;
+  for (const auto& n : cluster_.nodes) largest[n.gpu_model] = std::max(largest[n.gpu_model], n.gpus);
+  if (Autoscaling()) {
+    scaler_ = std::make_unique<sched::Autoscaler>(cluster_.autoscale.options);
+    for (const AutoscaleOffer& a : cluster_.autoscale.offers) {
+      sched::RentableOffer r;
+      r.name = a.name;
+      r.gpu_model = a.node.gpu_model;
+      r.gpus_per_node = a.node.gpus;
+      r.market = a.node.market;
+      r.price_micros_per_hour = a.node.price_micros_per_hour;
+      r.boot_estimate = a.boot_delay;
+      auto zone = a.node.labels.find(model::kLabelZone);
+      r.zone = zone == a.node.labels.end() ? "" : zone->second;
+      r.speed = catalog_.RelativeSpeed(reference_, a.node.gpu_model, o_.boundness);
+      if (r.speed <= 0) r.speed = 1.0;
+      r.interruptions_per_hour = a.interruptions_per_hour;
+      offers_.push_back(std::move(r));
+      largest[a.node.gpu_model] = std::max(largest[a.node.gpu_model], a.node.gpus);
     }
   }
   auto opts = sched::MakePolicies(o_.policy, o_.policy_options);
@@ -195,8 +380,10 @@ Result<SimResult> World::Run() {
   clock_.now = first;
   for (size_t n = 0; n < cluster_.nodes.size(); ++n) {
     GF_RETURN_IF_ERROR(sched.Handle(sched::NodeUp{NodeId(static_cast<int64_t>(n)), cluster_.nodes[n]}));
-    NodeRate(n, +1);
+    Bill(n, true);
+    nodes_[n].idle_since = first;
     if (o_.node_mtbf_hours > 0) Push(first + ExpGap(o_.node_mtbf_hours), Kind::kNodeFail, static_cast<int64_t>(n));
+    ScheduleInterruption(n);
   }
 
   jobs_.resize(trace_.size());
@@ -229,6 +416,7 @@ Result<SimResult> World::Run() {
   const int64_t total = static_cast<int64_t>(trace_.size());
   int64_t remaining_arrivals = total;
   std::optional<Time> timer_at;
+  std::optional<Time> scale_at;
   std::vector<sched::Event> batch;
   int64_t progress_tick = 0;
   Time last_t = first;
@@ -243,6 +431,7 @@ Result<SimResult> World::Run() {
     clock_.now = t;
     batch.clear();
     bool sample = false;
+    bool scale_due = false;
     while (!queue_.empty() && queue_.top().t == t) {
       Ev e = queue_.top();
       queue_.pop();
@@ -261,6 +450,19 @@ Result<SimResult> World::Run() {
           spec.gpu_models = std::move(names);
           if (o_.estimates == Estimates::kOracle) spec.duration_estimate = trace_[e.index].work;
           if (spec.checkpoint_interval <= Duration::Zero()) spec.checkpoint_interval = o_.checkpoint_interval;
+          {
+            // Split against every node the pool may have, rented ones included, so that a job
+            // submitted to an empty autoscaled pool is not left larger than any node.
+            int fit = 0;
+            for (const auto& [model_name, gpus] : largest) {
+              if (spec.gpu_models.empty() ||
+                  std::find(spec.gpu_models.begin(), spec.gpu_models.end(), model_name) != spec.gpu_models.end()) {
+                fit = std::max(fit, gpus);
+              }
+            }
+            model::SplitToFit(spec, fit);
+          }
+          jobs_[e.index].spec = spec;
           jobs_[e.index].pending_since = t;
           batch.push_back(sched::JobSubmitted{JobId(e.index), std::move(spec)});
           --remaining_arrivals;
@@ -276,6 +478,8 @@ Result<SimResult> World::Run() {
           rec.finish = t;
           j.running = false;
           j.done = j.work;
+          for (int64_t n : j.nodes) NodeIdleChange(static_cast<size_t>(n), -1);
+          j.nodes.clear();
           busy_milli_ -= milli;
           --running_;
           ++finished_;
@@ -285,18 +489,65 @@ Result<SimResult> World::Run() {
         case Kind::kStopped:
           batch.push_back(sched::JobStopped{JobId(e.index)});
           break;
-        case Kind::kNodeFail:
+        case Kind::kNodeFail: {
+          SimNode& node = nodes_[static_cast<size_t>(e.index)];
+          if (node.state != SimNode::State::kUp && node.state != SimNode::State::kDraining) break;
           ++result_.node_failures;
           batch.push_back(sched::NodeDown{NodeId(e.index)});
-          NodeRate(static_cast<size_t>(e.index), -1);
+          node.state = SimNode::State::kDown;
+          ++node.epoch;
+          Bill(static_cast<size_t>(e.index), false);
           Push(t + o_.repair_time, Kind::kNodeRepair, e.index);
           break;
-        case Kind::kNodeRepair:
-          batch.push_back(sched::NodeUp{NodeId(e.index), cluster_.nodes[e.index]});
-          NodeRate(static_cast<size_t>(e.index), +1);
-          if (remaining_arrivals > 0 || running_ > 0 || sched.pending_count() > 0) {
+        }
+        case Kind::kNodeRepair: {
+          SimNode& node = nodes_[static_cast<size_t>(e.index)];
+          batch.push_back(sched::NodeUp{NodeId(e.index), node.spec});
+          node.state = SimNode::State::kUp;
+          node.idle_since = t;
+          Bill(static_cast<size_t>(e.index), true);
+          if (o_.node_mtbf_hours > 0 && (remaining_arrivals > 0 || running_ > 0 || sched.pending_count() > 0)) {
             Push(t + ExpGap(o_.node_mtbf_hours), Kind::kNodeFail, e.index);
           }
+          ScheduleInterruption(static_cast<size_t>(e.index));
+          break;
+        }
+        case Kind::kNodeBoot: {
+          SimNode& node = nodes_[static_cast<size_t>(e.index)];
+          if (node.state != SimNode::State::kBooting) break;  // released while booting
+          node.state = SimNode::State::kUp;
+          node.for_jobs.clear();
+          node.idle_since = t;
+          batch.push_back(sched::NodeUp{NodeId(e.index), node.spec});
+          ScheduleInterruption(static_cast<size_t>(e.index));
+          break;
+        }
+        case Kind::kSpotNotice: {
+          SimNode& node = nodes_[static_cast<size_t>(e.index)];
+          if (e.epoch != node.epoch || node.state != SimNode::State::kUp) break;
+          ++result_.spot_interruptions;
+          node.state = SimNode::State::kDraining;
+          batch.push_back(sched::NodeReclaimed{NodeId(e.index)});
+          Push(t + cluster_.autoscale.spot_notice, Kind::kNodeGone, e.index, node.epoch);
+          break;
+        }
+        case Kind::kNodeGone: {
+          SimNode& node = nodes_[static_cast<size_t>(e.index)];
+          if (e.epoch != node.epoch || node.state != SimNode::State::kDraining) break;
+          batch.push_back(sched::NodeDown{NodeId(e.index)});
+          ++node.epoch;
+          Bill(static_cast<size_t>(e.index), false);
+          if (node.rented) {
+            node.state = SimNode::State::kGone;
+          } else {
+            node.state = SimNode::State::kDown;  // the cloud refills the fixed spot fleet
+            Push(t + o_.repair_time, Kind::kNodeRepair, e.index);
+          }
+          break;
+        }
+        case Kind::kScale:
+          if (scale_at && *scale_at == t) scale_at.reset();
+          scale_due = true;
           break;
         case Kind::kTimer:
           if (timer_at && *timer_at == t) timer_at.reset();
@@ -310,6 +561,10 @@ Result<SimResult> World::Run() {
     if (!batch.empty()) {
       Status s = sched.HandleAll(batch);
       if (!s.ok() && s.code() != StatusCode::kNotFound) return s.WithContext("at " + FormatIso8601(t));
+    }
+    if (Autoscaling() && (!batch.empty() || scale_due)) {
+      Status s = Autoscale(sched, scale_at);
+      if (!s.ok()) return s.WithContext("autoscaling at " + FormatIso8601(t));
     }
     if (std::optional<Time> wake = sched.NextWakeup()) {
       if (!timer_at || *wake < *timer_at) {
@@ -334,7 +589,7 @@ Result<SimResult> World::Run() {
       while (!copy.empty()) {
         Kind k = copy.top().kind;
         copy.pop();
-        if (k != Kind::kSample && k != Kind::kNodeFail) only_failures = false;
+        if (k != Kind::kSample && k != Kind::kNodeFail && k != Kind::kSpotNotice) only_failures = false;
       }
       if (only_failures) break;
     }
@@ -346,6 +601,19 @@ Result<SimResult> World::Run() {
     if (rec.finish) result_.end = std::max(result_.end, *rec.finish);
   }
   result_.scheduling_passes = sched.stats().passes;
+  // Rented nodes still there at the end would be released after idle_duration (booting ones
+  // after they boot): bill that tail too, so an autoscaled run is not cheaper for stopping early.
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    SimNode& node = nodes_[n];
+    if (!node.rented || !node.billed) continue;
+    Time until = std::max(node.idle_since, clock_.now) + cluster_.autoscale.options.idle_duration;
+    if (node.state == SimNode::State::kBooting) {
+      until = node.booting_since + cluster_.autoscale.offers[static_cast<size_t>(node.offer)].boot_delay +
+              cluster_.autoscale.options.idle_duration;
+    }
+    const int64_t tail_ms = std::max<int64_t>(0, (until - clock_.now).millis());
+    node_cost_acc_[static_cast<int>(node.spec.market)] += static_cast<__int128>(node.spec.price_micros_per_hour) * tail_ms;
+  }
   // Node cost: what was paid for the nodes while they were up, by market.
   for (int m = 0; m < 3; ++m) {
     int64_t micros = static_cast<int64_t>(node_cost_acc_[m] / 3'600'000);

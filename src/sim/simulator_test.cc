@@ -336,5 +336,119 @@ TEST_F(PhillyTest, SameInputsGiveByteIdenticalReports) {
   EXPECT_GT(ReadAll(dir + "/a.csv").size(), 100000u);
 }
 
+// An autoscaled pool with no fixed nodes: one offer (8 x A100), or more.
+ClusterSpec Pool(std::vector<AutoscaleOffer> offers) {
+  ClusterSpec c;
+  c.autoscale.offers = std::move(offers);
+  c.autoscale.options.idle_duration = Duration::Minutes(10);
+  return c;
+}
+
+AutoscaleOffer Offer(const std::string& name, model::Market market, int64_t dollars_per_hour,
+                     double hazard = 0) {
+  AutoscaleOffer o;
+  o.name = name;
+  o.node = HomogeneousCluster(8, "A100", 8).nodes[0];
+  o.node.name = name + "-0";
+  o.node.labels = {{"zone", "a"}};
+  o.node.market = market;
+  o.node.price_micros_per_hour = dollars_per_hour * 1'000'000;
+  o.boot_delay = Duration::Minutes(5);
+  o.interruptions_per_hour = hazard;
+  return o;
+}
+
+TEST_F(SimulatorTest, AutoscalerRentsForTheQueueAndReleasesIdleNodes) {
+  // Given an empty pool that rents 8 x A100 at $8/h with a 5-minute boot and a 10-minute idle
+  // release: A (1 h, at 0) starts at 300 s when its node is up; the node is released at 4500 s
+  // (idle since 3900 s); B (30 min, at 7200 s) rents a new node and starts at 7500 s. The pool
+  // pays from each rent to its release: 4500 s + (7200..9300 s + 600 s idle tail) = 2 h = $16.
+  SimOptions o;
+  o.policy = "fifo";
+  auto r = Run({Job("A", 0, 8, 3600), Job("B", 7200, 8, 1800)}, Pool({Offer("od", model::Market::kOnDemand, 8)}), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(StartS(r->jobs[0]), 300);
+  EXPECT_EQ(FinishS(r->jobs[0]), 3900);
+  EXPECT_EQ(StartS(r->jobs[1]), 7500);
+  EXPECT_EQ(r->nodes_rented, 2);
+  EXPECT_EQ(r->nodes_released, 1);
+  EXPECT_EQ(r->cost_micros, 16'000'000);
+  EXPECT_EQ(r->jobs[0].cost_micros, 8'000'000);
+  Summary s = Summarize(*r);
+  EXPECT_NE(FormatSummaryText(s).find("2 nodes rented, 1 released"), std::string::npos) << FormatSummaryText(s);
+}
+
+TEST_F(SimulatorTest, GangLargerThanANodeRentsAllItsNodesAtOnce) {
+  // A 16-GPU job on a pool of 8-GPU offers becomes 2 x 8 and gets both nodes in one rent.
+  SimOptions o;
+  o.policy = "fifo";
+  auto r = Run({Job("G", 0, 16, 600)}, Pool({Offer("od", model::Market::kOnDemand, 8)}), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->jobs[0].finish.has_value());
+  EXPECT_EQ(StartS(r->jobs[0]), 300);
+  EXPECT_EQ(r->nodes_rented, 2);
+}
+
+TEST_F(SimulatorTest, OnDemandJobsNeverLandOnSpot) {
+  SimOptions o;
+  o.policy = "fifo";
+  TraceJob critical = Job("C", 0, 8, 3600);
+  critical.spec.market = model::MarketPreference::kOnDemand;
+  TraceJob any = Job("A", 0, 8, 3600);
+  auto r = Run({critical, any},
+               Pool({Offer("spot", model::Market::kSpot, 3), Offer("od", model::Market::kOnDemand, 8)}), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // One node of each: the critical job on on-demand, the other on the cheaper spot node.
+  EXPECT_EQ(r->cost_by_market_micros.at("on-demand"), int64_t{8'000'000} * (3900 + 600) / 3600);
+  EXPECT_EQ(r->cost_by_market_micros.at("spot"), int64_t{3'000'000} * (3900 + 600) / 3600);
+  EXPECT_EQ(r->jobs[0].cost_micros, 8'000'000);
+  EXPECT_EQ(r->jobs[1].cost_micros, 3'000'000);
+}
+
+TEST_F(SimulatorTest, SpotInterruptionsMoveJobsThatResumeFromTheirCheckpoint) {
+  // Spot nodes taken back twice an hour on average; a 10-hour job that saves on the notice.
+  // It is interrupted, resumes elsewhere without losing work, falls back to on-demand after two
+  // interruptions, and finishes. The run is deterministic for a seed.
+  SimOptions o;
+  o.policy = "fifo";
+  o.seed = 7;
+  ClusterSpec pool = Pool({Offer("spot", model::Market::kSpot, 3, 2.0), Offer("od", model::Market::kOnDemand, 8)});
+  pool.autoscale.spot_notice = Duration::Minutes(2);
+  auto r = Run({Job("L", 0, 8, 10 * 3600)}, pool, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const JobRecord& j = r->jobs[0];
+  ASSERT_TRUE(j.finish.has_value());
+  EXPECT_GE(r->spot_interruptions, 2);
+  EXPECT_EQ(j.preemptions, 2);  // the third run is on on-demand
+  EXPECT_EQ(j.lost_gpu_ms, 0);  // saved on each notice
+  EXPECT_GT(r->cost_by_market_micros.at("on-demand"), 0);
+  EXPECT_GT(r->cost_by_market_micros.at("spot"), 0);
+  auto again = Run({Job("L", 0, 8, 10 * 3600)}, pool, o);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(SummaryToJson(Summarize(*again)), SummaryToJson(Summarize(*r)));
+  // Without a checkpoint on the notice, work since the last periodic checkpoint is lost.
+  o.checkpoint_on_preempt = false;
+  auto lossy = Run({Job("L", 0, 8, 10 * 3600)}, pool, o);
+  ASSERT_TRUE(lossy.ok());
+  EXPECT_GT(lossy->jobs[0].lost_gpu_ms, 0);
+}
+
+TEST_F(SimulatorTest, FixedSpotNodesAreTakenBackAndReturn) {
+  // A fixed spot node with interruptions: the job is stopped on each notice and goes on when
+  // the node returns after the repair time; it still finishes.
+  ClusterSpec c = HomogeneousCluster(8, "A100", 8, 3'000'000);
+  c.nodes[0].market = model::Market::kSpot;
+  c.interruptions_per_hour = {1.0};
+  SimOptions o;
+  o.policy = "fifo";
+  o.repair_time = Duration::Minutes(30);
+  auto r = Run({Job("L", 0, 8, 5 * 3600)}, c, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->jobs[0].finish.has_value());
+  EXPECT_GT(r->spot_interruptions, 0);
+  EXPECT_EQ(r->jobs[0].preemptions, r->spot_interruptions);
+  EXPECT_GT(FinishS(r->jobs[0]), 5 * 3600);
+}
+
 }  // namespace
 }  // namespace gpufleet::sim
