@@ -36,8 +36,9 @@ ALLOWED = {
     "cost": {"common", "model", "cost"},
     "plan": {"common", "model", "sched", "sim", "cost", "plan"},
     "agent": {"common", "model", "api", "agent"},
-    "controller": {"common", "model", "sched", "api", "store", "cost", "controller"},
-    "cli": {"common", "model", "sched", "sim", "api", "store", "cost", "agent", "controller", "plan", "cli"},
+    "provider": {"common", "model", "provider"},
+    "controller": {"common", "model", "sched", "api", "store", "cost", "provider", "controller"},
+    "cli": {"common", "model", "sched", "sim", "api", "store", "cost", "agent", "provider", "controller", "plan", "cli"},
 }
 # Files directly in src/.
 TOP_LEVEL_ALLOWED = {"main.cc": {"cli"}}
