@@ -235,11 +235,16 @@ TEST_F(LocalProviderTest, ANewProviderOnTheSameStateDirectoryListsTheSameInstanc
 }
 
 TEST_F(LocalProviderTest, AnAgentThatExitsIsReportedDiedAndStaysListedUntilDeleted) {
-  config_.agent_command = {"sh", "-c", "echo $$ > {state_dir}/{name}.pid; exit 3"};
+  // The agent exits with 3 once the test creates its "exit" file.
+  config_.agent_command = {"sh", "-c",
+                           "echo $$ > {state_dir}/{name}.pid; "
+                           "while [ ! -e {state_dir}/{name}.exit ]; do sleep 0.01; done; exit 3"};
   Provider& p = Open();
   auto in = p.Create(Request("n1", "on-demand"), kT0);
   ASSERT_TRUE(in.ok());
   EXPECT_THAT(Kinds(p.Poll(kT0)), ElementsAre(ProviderEventKind::kStarted));
+  EXPECT_EQ(Find(p, in->id).state, kRunning);
+  std::ofstream(dir_ / "n1.exit") << "now\n";
   ASSERT_TRUE(Eventually([&] { return Find(p, in->id).state == kTerminated; }));
   auto events = p.Poll(kT0 + Duration::Seconds(1));
   ASSERT_THAT(Kinds(events), ElementsAre(ProviderEventKind::kDied));

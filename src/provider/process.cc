@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -226,11 +227,14 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, const Com
   SetNonBlocking(out_read.get());
   SetNonBlocking(err_read.get());
 
-  // A script that does not read its stdin must not kill us with SIGPIPE.
-  struct sigaction ignore_pipe, old_pipe;
-  std::memset(&ignore_pipe, 0, sizeof ignore_pipe);
-  ignore_pipe.sa_handler = SIG_IGN;
-  sigaction(SIGPIPE, &ignore_pipe, &old_pipe);
+  // A script that does not read its stdin must not kill us with SIGPIPE. Blocked in this thread
+  // only (the process-wide disposition belongs to the program) and discarded afterwards.
+  sigset_t pipe_set, old_mask, pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
+  sigpending(&pending);
+  const bool pipe_was_pending = sigismember(&pending, SIGPIPE) == 1;
 
   CommandResult result;
   size_t written = 0;
@@ -268,7 +272,12 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, const Com
   }
   if (out_open) Drain(out_read.get(), result.stdout_text);
   if (err_open) Drain(err_read.get(), result.stderr_text);
-  sigaction(SIGPIPE, &old_pipe, nullptr);
+  if (!pipe_was_pending) {
+    const struct timespec zero = {0, 0};
+    while (sigtimedwait(&pipe_set, nullptr, &zero) > 0) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   if (WIFSIGNALED(status)) {
     result.signal = WTERMSIG(status);
   } else if (WIFEXITED(status)) {

@@ -114,5 +114,15 @@ TEST_F(ProcessTest, CommandThatLeavesAProcessHoldingItsOutputStillReturns) {
   kill(std::stoi(ReadFile(pid_file)), SIGKILL);
 }
 
+TEST_F(ProcessTest, CommandThatIgnoresItsStdinDoesNotKillTheCaller) {
+  // Given a large stdin and a command that exits without reading it, expect its exit code back
+  // (and this test process alive: the write's SIGPIPE is discarded).
+  CommandOptions options;
+  options.stdin_text = std::string(1 << 20, 'x');
+  auto r = RunCommand({"sh", "-c", "exit 5"}, options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 5);
+}
+
 }  // namespace
 }  // namespace gpufleet::provider
