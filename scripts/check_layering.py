@@ -29,7 +29,7 @@ ALLOWED = {
     "common": {"common"},
     "model": {"common", "model"},
     "sched": {"common", "model", "sched"},
-    "testing": {"common", "model", "sched", "api", "store", "testing"},
+    "testing": {"common", "model", "sched", "api", "store", "provider", "testing"},
     "sim": {"common", "model", "sched", "sim"},
     "api": {"common", "model", "api"},
     "store": {"common", "model", "api", "store"},

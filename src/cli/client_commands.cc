@@ -1019,6 +1019,7 @@ std::function<int()> SetupBudget(CLI::App& app) {
     std::string team;
     double hard = 0, soft = 0, max_hourly = 0;
     bool keep_running = false;
+    std::string period = "none";
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("budget", "Set a team's budget (admin): hard and soft limits, max $/h");
@@ -1029,21 +1030,33 @@ std::function<int()> SetupBudget(CLI::App& app) {
   sub->add_option("--max-hourly", a->max_hourly, "Dollars per hour the team's running jobs may cost")
       ->check(CLI::Range(0.0, 1e12));
   sub->add_flag("--keep-running", a->keep_running, "At the hard limit, stop admitting but let running jobs finish");
+  sub->add_option("--period", a->period,
+                  "none: one period from now; daily, weekly, monthly: the budget rolls over at each UTC "
+                  "day, Monday or first of the month, and spend counts from zero again")
+      ->check(CLI::IsMember({"none", "daily", "weekly", "monthly"}))
+      ->capture_default_str();
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, R"(  gpufleet budget vision --hard 5000 --soft 4000 --max-hourly 300
+  gpufleet budget vision --hard 20000 --period monthly   # $20k per calendar month (UTC)
   gpufleet budget vision            # no limits: removes the budget
-The period starts now: spend before it does not count.)");
+Without --period the budget counts from now: spend before it does not count.)");
   return [a]() {
     const std::string cmd = "budget";
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
-    json body = {{"hard", a->hard}, {"soft", a->soft}, {"max_hourly", a->max_hourly}, {"stop_running", !a->keep_running}};
+    json body = {{"hard", a->hard},
+                 {"soft", a->soft},
+                 {"max_hourly", a->max_hourly},
+                 {"stop_running", !a->keep_running},
+                 {"period", a->period}};
     ApiResult r = client->Post("/v1/teams/" + a->team + "/budget", body);
     if (!r.ok()) return Report(cmd, r);
-    std::printf("team %s: hard %s, soft %s, max %s/h, from now\n", a->team.c_str(),
+    std::printf("team %s: hard %s, soft %s, max %s/h, %s\n", a->team.c_str(),
                 a->hard > 0 ? Usd(IntField(r.body, "hard_micros")).c_str() : "-",
                 a->soft > 0 ? Usd(IntField(r.body, "soft_micros")).c_str() : "-",
-                a->max_hourly > 0 ? Usd(IntField(r.body, "max_rate_micros")).c_str() : "-");
+                a->max_hourly > 0 ? Usd(IntField(r.body, "max_rate_micros")).c_str() : "-",
+                a->period == "none" ? "from now" : (a->period + ", this period from " +
+                                                    FormatIso8601(Time::FromMillis(IntField(r.body, "since_ms")))).c_str());
     return kExitOk;
   };
 }

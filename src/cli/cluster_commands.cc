@@ -19,7 +19,9 @@
 #include "common/strings.h"
 #include "controller/auth.h"
 #include "controller/engine.h"
+#include "controller/pool.h"
 #include "controller/server.h"
+#include "provider/provider.h"
 #include "sched/policy/registry.h"
 #include "store/state_store.h"
 
@@ -98,6 +100,7 @@ struct ControllerFlags {
   std::string lost_after = "30s";
   std::string checkpoint_root;
   int master_port_base = 29500;
+  std::string pool;  // pool file: autoscaling with a provider
 };
 
 void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
@@ -111,6 +114,10 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
                   "Gangs get MASTER_PORT from BASE..BASE+999 (pick another range when two clusters share nodes)")
       ->capture_default_str()
       ->check(CLI::Range(1024, 64535));
+  sub->add_option("--pool", f.pool,
+                  "Autoscale with this pool file: a provider (static, local, exec) and the offers it may rent "
+                  "(docs/providers.md)")
+      ->check(CLI::ExistingFile);
   sub->add_option("--checkpoint-root", f.checkpoint_root,
                   "Default GPUFLEET_CHECKPOINT_DIR parent (a shared filesystem on real clusters); "
                   "default <data-dir>/checkpoints");
@@ -124,11 +131,15 @@ struct Controller {
   std::unique_ptr<controller::Engine> engine;
   std::unique_ptr<controller::ApiServer> server;
   std::thread engine_thread;
+  std::unique_ptr<controller::Pool> pool;
+  std::thread pool_thread;
   std::string admin_token;  // set when this start made it
   std::string join_token;
 
   ~Controller() { Stop(); }
   void Stop() {
+    if (pool) pool->Stop();
+    if (pool_thread.joinable()) pool_thread.join();
     if (server) server->Stop();
     if (engine) engine->Stop();
     if (engine_thread.joinable()) engine_thread.join();
@@ -183,6 +194,24 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   GF_RETURN_IF_ERROR(c->server->Start());
   controller::Engine* engine = c->engine.get();
   c->engine_thread = std::thread([engine] { engine->Run(); });
+  if (!f.pool.empty()) {
+    std::error_code path_ec;
+    std::string self = std::filesystem::read_symlink("/proc/self/exe", path_ec).string();
+    const std::string host = listen.first == "0.0.0.0" ? "127.0.0.1" : listen.first;
+    std::map<std::string, std::string> subs = {
+        {"server", "http://" + host + ":" + std::to_string(c->server->port())},
+        {"join_token_file", f.data_dir + "/join.token"},
+        {"gpufleet", self.empty() ? "gpufleet" : self},
+        {"data_dir", f.data_dir},
+    };
+    GF_ASSIGN_OR_RETURN(controller::PoolConfig pc, controller::LoadPoolConfig(f.pool, model::GpuCatalog::BuiltIn(), subs));
+    GF_ASSIGN_OR_RETURN(auto prov, provider::MakeProvider(pc.provider));
+    c->pool = std::make_unique<controller::Pool>(std::move(pc), std::move(prov), *c->engine, *c->store, c->clock);
+    GF_RETURN_IF_ERROR(c->pool->Start());
+    c->server->SetPool(c->pool.get());
+    controller::Pool* pool = c->pool.get();
+    c->pool_thread = std::thread([pool] { pool->Run(); });
+  }
   return c;
 }
 

@@ -106,6 +106,7 @@ Status Engine::Recover() {
         b.soft_micros = it->value("soft_micros", int64_t{0});
         b.max_rate_micros = it->value("max_rate_micros", int64_t{0});
         b.stop_running = it->value("stop_running", true);
+        b.period = ParseCalendarPeriod(it->value("period", std::string("none"))).value_or(CalendarPeriod::kNone);
         budgets_[it.key()] = b;
         scheduler_->SetTeamBudget(it.key(), b);
       }
@@ -212,6 +213,13 @@ std::future<Status> Engine::Drain(const std::string& node, bool drain) {
   return f;
 }
 
+std::future<Status> Engine::Release(std::string node, bool only_if_idle, std::string reason) {
+  ReleaseReq r{std::move(node), only_if_idle, std::move(reason), {}, {}};
+  auto f = r.done.get_future();
+  Enqueue(std::move(r));
+  return f;
+}
+
 std::future<Result<api::RegisterReply>> Engine::Register(api::RegisterRequest request, std::string token_hash) {
   RegisterReq r{std::move(request), std::move(token_hash), {}, {}};
   auto f = r.done.get_future();
@@ -240,7 +248,8 @@ Status Engine::SaveBudgets() {
                {"hard_micros", b.hard_micros},
                {"soft_micros", b.soft_micros},
                {"max_rate_micros", b.max_rate_micros},
-               {"stop_running", b.stop_running}};
+               {"stop_running", b.stop_running},
+               {"period", CalendarPeriodName(b.period)}};
   }
   return store_.SetMeta("budgets", j.dump());
 }
@@ -361,6 +370,7 @@ bool Engine::Step() {
             using T = std::decay_t<decltype(req)>;
             if constexpr (std::is_same_v<T, CancelReq>) ApplyCancel(req);
             if constexpr (std::is_same_v<T, DrainReq>) ApplyDrain(req);
+            if constexpr (std::is_same_v<T, ReleaseReq>) ApplyRelease(req);
             if constexpr (std::is_same_v<T, RegisterReq>) ApplyRegister(req);
             if constexpr (std::is_same_v<T, HeartbeatReq>) ApplyHeartbeat(req);
             if constexpr (std::is_same_v<T, BudgetReq>) ApplyBudget(req);
@@ -520,6 +530,38 @@ void Engine::ApplyDrain(DrainReq& r) {
   n.rec.state = r.drain ? api::NodeState::kDraining : api::NodeState::kUp;
   auto st = store_.UpsertNode(n.rec);
   events_.push_back(sched::NodeDrained{n.rec.id, r.drain});
+  r.result = st.ok() ? Status::Ok() : st.status();
+}
+
+void Engine::ApplyRelease(ReleaseReq& r) {
+  auto it = node_by_name_.find(r.node);
+  if (it == node_by_name_.end()) {
+    r.result = Status::NotFound("no node named '" + r.node + "'");
+    return;
+  }
+  NodeState& n = nodes_[it->second];
+  if (n.rec.state == api::NodeState::kGone) {
+    r.result = Status::Ok();
+    return;
+  }
+  const NodeId node(it->second);
+  for (const auto& [jid, job] : jobs_) {
+    if (!job.rec.placement || !r.only_if_idle) continue;
+    if (job.rec.state != JobState::kStarting && job.rec.state != JobState::kRunning &&
+        job.rec.state != JobState::kStopping) {
+      continue;
+    }
+    for (const auto& part : job.rec.placement->parts) {
+      if (part.node == node) {
+        r.result = Status::FailedPrecondition("node '" + r.node + "' runs job " + std::to_string(jid));
+        return;
+      }
+    }
+  }
+  spdlog::info("node {} released: {}", r.node, r.reason);
+  n.rec.state = api::NodeState::kGone;
+  auto st = store_.UpsertNode(n.rec);
+  events_.push_back(sched::NodeDown{node});
   r.result = st.ok() ? Status::Ok() : st.status();
 }
 
@@ -927,6 +969,7 @@ void Engine::OnPreempt(JobId id, sched::PreemptReason reason) {
   Job& job = it->second;
   job.stop_requested = true;
   job.stop_reason = reason;
+  if (reason == sched::PreemptReason::kReclaimed) ++job.spot_reclaims;
   if (reason == sched::PreemptReason::kCancelled) job.cancel_requested = true;
   if (job.failing) {
     // Already stopping after a failure; the outcome stays a failure (or a cancel).
@@ -1012,6 +1055,27 @@ Result<sched::Explanation> Engine::Explain(JobId job) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!jobs_.count(job.value())) return Status::NotFound("job " + std::to_string(job.value()) + " is not pending or running");
   return scheduler_->Explain(job);
+}
+
+std::vector<sched::PendingJob> Engine::PendingForScaling() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<sched::PendingJob> out;
+  for (JobId id : scheduler_->QueueOrder()) {
+    auto it = jobs_.find(id.value());
+    if (it == jobs_.end() || !scheduler_->BudgetHold(id).empty()) continue;
+    const model::JobSpec& spec = it->second.rec.request.spec;
+    sched::PendingJob p;
+    p.id = id;
+    p.gpus_per_node = spec.fractional() ? 1 : spec.gpus_per_node;
+    p.nodes = spec.nodes;
+    p.gpu_models = spec.gpu_models;
+    p.market = spec.market;
+    p.queued_since = it->second.rec.updated;
+    p.spot_preemptions = it->second.spot_reclaims;
+    if (spec.checkpoint_interval > Duration::Zero()) p.checkpoint_interval = spec.checkpoint_interval;
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 std::vector<QueueEntry> Engine::Queue() const {

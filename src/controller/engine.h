@@ -34,6 +34,7 @@
 #include "api/records.h"
 #include "common/status.h"
 #include "model/gpu_catalog.h"
+#include "sched/autoscaler.h"
 #include "sched/clock.h"
 #include "sched/cluster_view.h"
 #include "sched/policy/registry.h"
@@ -91,6 +92,11 @@ class Engine {
   std::future<Result<api::RegisterReply>> Register(api::RegisterRequest request, std::string token_hash);
   std::future<Result<api::HeartbeatReply>> Heartbeat(NodeId node, api::Heartbeat heartbeat);
 
+  // Takes a node out of the cluster for good (its machine is being released): it is marked gone
+  // and the scheduler forgets it. With only_if_idle, refuses (FailedPrecondition) while any job
+  // holds GPUs there, so that a release decided a moment ago cannot kill a job started since.
+  std::future<Status> Release(std::string node, bool only_if_idle, std::string reason);
+
   // Sets a team's budget (persisted; replaces any earlier one). A budget with every limit 0
   // removes it.
   std::future<Status> SetBudget(std::string team, sched::TeamBudget budget);
@@ -105,6 +111,8 @@ class Engine {
   std::vector<TeamCost> TeamCosts() const;
   std::map<int64_t, int64_t> LiveJobCosts() const;
   Result<sched::Explanation> Explain(JobId job) const;
+  // The pending jobs the autoscaler may rent for, in queue order: those a budget does not hold.
+  std::vector<sched::PendingJob> PendingForScaling() const;
   std::vector<QueueEntry> Queue() const;  // running first, then pending in queue order
   std::vector<NodeStatus> Nodes() const;
   std::optional<NodeId> NodeByName(const std::string& name) const;
@@ -155,6 +163,7 @@ class Engine {
     sched::PreemptReason stop_reason = sched::PreemptReason::kPriority;
     bool failing = false;  // a part failed; the others are being stopped
     int master_port = 0;
+    int spot_reclaims = 0;  // runs stopped by a spot interruption (since this controller started)
   };
   struct NodeState {
     api::NodeRecord rec;
@@ -198,13 +207,20 @@ class Engine {
     std::promise<Result<api::HeartbeatReply>> done;
     std::optional<Result<api::HeartbeatReply>> result;
   };
+  struct ReleaseReq {
+    std::string node;
+    bool only_if_idle = true;
+    std::string reason;
+    std::promise<Status> done;
+    std::optional<Status> result;
+  };
   struct BudgetReq {
     std::string team;
     sched::TeamBudget budget;
     std::promise<Status> done;
     std::optional<Status> result;
   };
-  using Request = std::variant<SubmitReq, CancelReq, DrainReq, RegisterReq, HeartbeatReq, BudgetReq>;
+  using Request = std::variant<SubmitReq, CancelReq, DrainReq, RegisterReq, HeartbeatReq, BudgetReq, ReleaseReq>;
 
   class Sink;
   friend class Sink;
@@ -213,6 +229,7 @@ class Engine {
   // Step helpers; all run on the engine thread with mu_ held.
   void ApplyCancel(CancelReq& r);
   void ApplyDrain(DrainReq& r);
+  void ApplyRelease(ReleaseReq& r);
   void ApplyRegister(RegisterReq& r);
   void ApplyHeartbeat(HeartbeatReq& r);
   void ApplyBudget(BudgetReq& r);

@@ -1,5 +1,7 @@
 #include "controller/server.h"
 
+#include "controller/pool.h"
+
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -516,15 +518,48 @@ void ApiServer::Routes() {
                 {"over_soft", t.spend.over_soft},
                 {"over_hard", t.spend.over_hard}};
       if (t.budget) {
-        o["budget"] = {{"since_ms", t.budget->since.millis()},
+        // A rolling budget counts from the start of the current period.
+        Time since = t.budget->period == CalendarPeriod::kNone
+                         ? t.budget->since
+                         : std::max(t.budget->since, PeriodStart(clock_.Now(), t.budget->period));
+        o["budget"] = {{"since_ms", since.millis()},
                        {"hard_micros", t.budget->hard_micros},
                        {"soft_micros", t.budget->soft_micros},
                        {"max_rate_micros", t.budget->max_rate_micros},
-                       {"stop_running", t.budget->stop_running}};
+                       {"stop_running", t.budget->stop_running},
+                       {"period", CalendarPeriodName(t.budget->period)}};
       }
       teams.push_back(o);
     }
     Reply(res, 200, {{"total_micros", total}, {"teams", teams}, {"jobs", list}});
+  });
+
+  http_->Get("/v1/pool", [this, user](const Request& req, Response& res) {
+    if (!user(req, res)) return;
+    const Pool* pool = pool_.load();
+    if (pool == nullptr) {
+      return Error(res, 404, "this controller has no pool (start it with --pool FILE to autoscale)");
+    }
+    json list = json::array();
+    for (const PoolInstance& i : pool->Instances()) {
+      json jobs = json::array();
+      for (JobId id : i.for_jobs) jobs.push_back(id.value());
+      json o = {{"name", i.name},         {"provider_id", i.provider_id}, {"offer", i.offer},
+                {"state", i.state},       {"created_ms", i.created.millis()}, {"for_jobs", jobs},
+                {"note", i.note}};
+      if (i.idle_since) o["idle_since_ms"] = i.idle_since->millis();
+      list.push_back(std::move(o));
+    }
+    json offers = json::array();
+    for (const auto& o : pool->config().offers) {
+      offers.push_back({{"name", o.name},
+                        {"gpu", o.gpu_model},
+                        {"gpus", o.gpus_per_node},
+                        {"market", model::MarketName(o.market)},
+                        {"price_micros_per_hour", o.price_micros_per_hour},
+                        {"zone", o.zone}});
+    }
+    Reply(res, 200, {{"provider", pool->config().provider.kind}, {"instances", list}, {"offers", offers}});
   });
 
   http_->Post(R"(/v1/teams/([A-Za-z0-9._-]+)/budget)", [this, user](const Request& req, Response& res) {
@@ -552,10 +587,17 @@ void ApiServer::Routes() {
       } else if (k == "stop_running") {
         if (!it->is_boolean()) return Error(res, 400, "stop_running: expected true or false");
         b.stop_running = it->get<bool>();
+      } else if (k == "period") {
+        std::optional<CalendarPeriod> p = it->is_string() ? ParseCalendarPeriod(it->get<std::string>()) : std::nullopt;
+        if (!p) return Error(res, 400, "period: expected none, daily, weekly or monthly");
+        b.period = *p;
       } else {
-        return Error(res, 400, "unknown field '" + k + "' (expected hard, soft, max_hourly, since_ms, stop_running)");
+        return Error(res, 400,
+                     "unknown field '" + k + "' (expected hard, soft, max_hourly, since_ms, stop_running, period)");
       }
     }
+    // A budget that rolls over counts from the start of the current period, unless told otherwise.
+    if (b.period != CalendarPeriod::kNone && !body->contains("since_ms")) b.since = PeriodStart(clock_.Now(), b.period);
     if (b.soft_micros > 0 && b.hard_micros > 0 && b.soft_micros > b.hard_micros) {
       return Error(res, 400, "soft: must not be above hard");
     }
@@ -566,7 +608,8 @@ void ApiServer::Routes() {
                      {"soft_micros", b.soft_micros},
                      {"max_rate_micros", b.max_rate_micros},
                      {"since_ms", b.since.millis()},
-                     {"stop_running", b.stop_running}});
+                     {"stop_running", b.stop_running},
+                     {"period", CalendarPeriodName(b.period)}});
   });
 
   // --- Tokens ---

@@ -5,6 +5,8 @@
 // hand valid requests to the Engine. Bodies are limited in size (413 beyond).
 #pragma once
 
+#include <atomic>
+
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -21,6 +23,8 @@ class Server;
 }
 
 namespace gpufleet::controller {
+
+class Pool;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -40,6 +44,8 @@ class ApiServer {
   Status Start();
   void Stop();
   int port() const { return port_; }
+  // Serves GET /v1/pool from this pool (the instances it rented); without one the route says so.
+  void SetPool(const Pool* pool) { pool_ = pool; }
 
  private:
   void Routes();
@@ -53,6 +59,7 @@ class ApiServer {
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
   int port_ = 0;
+  std::atomic<const Pool*> pool_{nullptr};
   int listen_fd_ = -1;
   std::mutex logs_mu_;
   std::condition_variable logs_cv_;

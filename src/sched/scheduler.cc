@@ -342,6 +342,12 @@ void Scheduler::RollBudgetPeriods(Time now) {
   }
 }
 
+std::string Scheduler::BudgetHold(JobId id) const {
+  const JobState* j = FindJob(id);
+  if (!j || j->v.phase != JobPhase::kPending) return "";
+  return BudgetBlock(*j, 0, clock_.Now());
+}
+
 TeamSpend Scheduler::SpendOf(const std::string& team) const {
   TeamSpend s;
   auto it = money_.find(team);

@@ -96,6 +96,9 @@ class Scheduler {
   std::optional<Time> NextWakeup() const;
 
   Explanation Explain(JobId job) const;
+  // Why a pending job may not start whatever the capacity (its team's hard budget is spent);
+  // empty when nothing but capacity holds it. The autoscaler does not rent for held jobs.
+  std::string BudgetHold(JobId job) const;
 
   // Team quotas for fair-share (whole GPUs).
   void SetTeamQuota(const std::string& team, int64_t gpus);

@@ -1,0 +1,595 @@
+#include "controller/pool.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
+
+#include "common/strings.h"
+
+namespace gpufleet::controller {
+namespace {
+
+constexpr const char* kMetaKey = "pool.instances";
+
+const std::vector<std::string> kPoolKeys = {
+    "provider", "offers", "min_nodes", "max_nodes", "max_gpus", "idle_duration", "idle_gpu_util_below",
+    "boot_timeout", "max_rents_per_minute", "max_releases_per_minute", "spot_fallback_after_preemptions",
+    "spot_fallback_after_wait", "reconcile_interval", "name_prefix", "failed_offer_backoff"};
+const std::vector<std::string> kOfferKeys = {"name", "gpu", "gpus", "market", "price_per_hour", "boot_estimate",
+                                             "zone", "interruptions_per_hour", "labels"};
+
+// Reads one pool file; every error names the source, line and field.
+class Parser {
+ public:
+  Parser(const std::string& source, const model::GpuCatalog& catalog) : source_(source), catalog_(catalog) {}
+
+  Status Error(const YAML::Node& at, const std::string& field, const std::string& what) const {
+    const YAML::Mark m = at.Mark();
+    const int line = m.is_null() ? 1 : m.line + 1;
+    return Status::InvalidArgument(source_ + ":" + std::to_string(line) + ": " + field + ": " + what);
+  }
+
+  Status CheckKeys(const YAML::Node& map, const std::string& path, const std::vector<std::string>& keys) const {
+    if (!map.IsMap()) return Error(map, path.empty() ? "pool" : path, "must be a mapping");
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      const std::string key = it->first.as<std::string>();
+      if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+      std::string hint;
+      size_t best = 3;
+      for (const std::string& k : keys) {
+        size_t d = EditDistance(key, k);
+        if (d < best) {
+          best = d;
+          hint = "; did you mean '" + k + "'?";
+        }
+      }
+      return Error(it->first, (path.empty() ? "" : path + ".") + key, "unknown key" + hint + " Valid keys: " + Join(keys, ", "));
+    }
+    return Status::Ok();
+  }
+
+  Result<int64_t> Int(const YAML::Node& n, const std::string& field, int64_t lo, int64_t hi) const {
+    std::optional<int64_t> v;
+    if (n.IsScalar()) v = ParseInt(n.Scalar());
+    if (!v || *v < lo || *v > hi) {
+      return Error(n, field, "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got '" +
+                                 (n.IsScalar() ? n.Scalar() : std::string("a non-scalar")) + "'");
+    }
+    return *v;
+  }
+
+  Result<double> Number(const YAML::Node& n, const std::string& field, double lo, double hi) const {
+    std::optional<double> v;
+    if (n.IsScalar()) v = ParseDouble(n.Scalar());
+    if (!v || !std::isfinite(*v) || *v < lo || *v > hi) {
+      return Error(n, field, "must be a number from " + FormatNumber(lo) + " to " + FormatNumber(hi) + ", got '" +
+                                 (n.IsScalar() ? n.Scalar() : std::string("a non-scalar")) + "'");
+    }
+    return *v;
+  }
+
+  Result<Duration> Dur(const YAML::Node& n, const std::string& field) const {
+    std::optional<Duration> d;
+    if (n.IsScalar()) d = ParseDuration(n.Scalar());
+    if (!d) return Error(n, field, "must be a duration such as 30s, 10m or 1h30m");
+    return *d;
+  }
+
+  Result<std::string> Str(const YAML::Node& n, const std::string& field) const {
+    if (!n.IsScalar() || n.Scalar().empty()) return Error(n, field, "must be a non-empty string");
+    return n.Scalar();
+  }
+
+  Status Offer(const YAML::Node& n, const std::string& path, PoolConfig& c) const {
+    GF_RETURN_IF_ERROR(CheckKeys(n, path, kOfferKeys));
+    sched::RentableOffer o;
+    std::map<std::string, std::string> labels;
+    for (const char* key : {"name", "gpu", "gpus", "price_per_hour"}) {
+      if (!n[key]) return Error(n, path + "." + key, "is required");
+    }
+    GF_ASSIGN_OR_RETURN(o.name, Str(n["name"], path + ".name"));
+    for (const auto& other : c.offers) {
+      if (other.name == o.name) return Error(n["name"], path + ".name", "'" + o.name + "' names another offer");
+    }
+    GF_ASSIGN_OR_RETURN(std::string gpu, Str(n["gpu"], path + ".gpu"));
+    const model::GpuModel* m = catalog_.Find(gpu);
+    if (!m) return Error(n["gpu"], path + ".gpu", "unknown GPU model '" + gpu + "'");
+    o.gpu_model = m->name;
+    GF_ASSIGN_OR_RETURN(int64_t gpus, Int(n["gpus"], path + ".gpus", 1, 64));
+    o.gpus_per_node = static_cast<int>(gpus);
+    if (n["market"]) {
+      GF_ASSIGN_OR_RETURN(std::string text, Str(n["market"], path + ".market"));
+      Result<model::Market> market = model::ParseMarket(ToLower(text));
+      if (!market.ok()) return Error(n["market"], path + ".market", market.status().message());
+      o.market = *market;
+    }
+    GF_ASSIGN_OR_RETURN(double price, Number(n["price_per_hour"], path + ".price_per_hour", 0, 1e6));
+    o.price_micros_per_hour = static_cast<int64_t>(std::llround(price * 1e6));
+    if (n["boot_estimate"]) {
+      GF_ASSIGN_OR_RETURN(o.boot_estimate, Dur(n["boot_estimate"], path + ".boot_estimate"));
+    }
+    if (n["zone"]) {
+      GF_ASSIGN_OR_RETURN(o.zone, Str(n["zone"], path + ".zone"));
+    }
+    if (n["interruptions_per_hour"]) {
+      GF_ASSIGN_OR_RETURN(o.interruptions_per_hour,
+                          Number(n["interruptions_per_hour"], path + ".interruptions_per_hour", 0, 1000));
+    }
+    if (n["labels"]) {
+      if (!n["labels"].IsMap()) return Error(n["labels"], path + ".labels", "must be a mapping of strings");
+      for (auto it = n["labels"].begin(); it != n["labels"].end(); ++it) {
+        labels[it->first.as<std::string>()] = it->second.IsScalar() ? it->second.Scalar() : "";
+      }
+    }
+    if (!o.zone.empty()) labels[model::kLabelZone] = o.zone;
+    c.offers.push_back(std::move(o));
+    c.offer_labels.push_back(std::move(labels));
+    return Status::Ok();
+  }
+
+  Result<PoolConfig> Parse(YAML::Node root, const std::map<std::string, std::string>& subs) const {
+    if (!root.IsDefined() || root.IsNull()) return Status::InvalidArgument(source_ + ":1: the pool file is empty");
+    GF_RETURN_IF_ERROR(CheckKeys(root, "", kPoolKeys));
+    PoolConfig c;
+    if (!root["provider"]) return Error(root, "provider", "is required, e.g. {kind: local, ...}");
+    YAML::Node prov = root["provider"];
+    if (prov.IsMap() && prov["agent_command"] && prov["agent_command"].IsSequence()) {
+      for (size_t i = 0; i < prov["agent_command"].size(); ++i) {
+        YAML::Node arg = prov["agent_command"][i];
+        if (!arg.IsScalar()) continue;
+        std::string text = arg.Scalar();
+        for (const auto& [key, value] : subs) {
+          const std::string pattern = "{" + key + "}";
+          for (size_t at = text.find(pattern); at != std::string::npos; at = text.find(pattern, at + value.size())) {
+            text.replace(at, pattern.size(), value);
+          }
+        }
+        prov["agent_command"][i] = text;
+      }
+    }
+    GF_ASSIGN_OR_RETURN(c.provider, provider::ParseProviderConfig(prov, source_, "provider."));
+    if (c.provider.kind != "static") {
+      if (!root["offers"] || !root["offers"].IsSequence() || root["offers"].size() == 0) {
+        return Error(root["offers"] ? root["offers"] : root, "offers",
+                     "must be a non-empty list of the node types the pool may rent");
+      }
+    }
+    if (root["offers"]) {
+      if (!root["offers"].IsSequence()) return Error(root["offers"], "offers", "must be a list");
+      for (size_t i = 0; i < root["offers"].size(); ++i) {
+        GF_RETURN_IF_ERROR(Offer(root["offers"][i], "offers[" + std::to_string(i) + "]", c));
+      }
+    }
+    auto int_key = [&](const char* key, int64_t lo, int64_t hi, auto set) -> Status {
+      if (!root[key]) return Status::Ok();
+      GF_ASSIGN_OR_RETURN(int64_t v, Int(root[key], key, lo, hi));
+      set(v);
+      return Status::Ok();
+    };
+    auto dur_key = [&](const char* key, Duration& out) -> Status {
+      if (!root[key]) return Status::Ok();
+      GF_ASSIGN_OR_RETURN(out, Dur(root[key], key));
+      return Status::Ok();
+    };
+    GF_RETURN_IF_ERROR(int_key("min_nodes", 0, 100000, [&](int64_t v) { c.limits.min_nodes = static_cast<int>(v); }));
+    GF_RETURN_IF_ERROR(int_key("max_nodes", 0, 100000, [&](int64_t v) { c.limits.max_nodes = static_cast<int>(v); }));
+    GF_RETURN_IF_ERROR(int_key("max_gpus", 0, 6400000, [&](int64_t v) { c.limits.max_gpus = v; }));
+    GF_RETURN_IF_ERROR(int_key("idle_gpu_util_below", 0, 100, [&](int64_t v) { c.idle_gpu_util_below = static_cast<int>(v); }));
+    GF_RETURN_IF_ERROR(int_key("max_rents_per_minute", 0, 100000,
+                               [&](int64_t v) { c.options.max_rents_per_minute = static_cast<int>(v); }));
+    GF_RETURN_IF_ERROR(int_key("max_releases_per_minute", 0, 100000,
+                               [&](int64_t v) { c.options.max_releases_per_minute = static_cast<int>(v); }));
+    GF_RETURN_IF_ERROR(int_key("spot_fallback_after_preemptions", 0, 100000,
+                               [&](int64_t v) { c.options.spot_fallback_after_preemptions = static_cast<int>(v); }));
+    GF_RETURN_IF_ERROR(dur_key("idle_duration", c.options.idle_duration));
+    GF_RETURN_IF_ERROR(dur_key("boot_timeout", c.options.boot_timeout));
+    GF_RETURN_IF_ERROR(dur_key("failed_offer_backoff", c.options.failed_offer_backoff));
+    GF_RETURN_IF_ERROR(dur_key("spot_fallback_after_wait", c.options.spot_fallback_after_wait));
+    GF_RETURN_IF_ERROR(dur_key("reconcile_interval", c.reconcile_interval));
+    if (c.limits.max_nodes > 0 && c.limits.min_nodes > c.limits.max_nodes) {
+      return Error(root["min_nodes"], "min_nodes", "is larger than max_nodes");
+    }
+    if (root["name_prefix"]) {
+      GF_ASSIGN_OR_RETURN(c.name_prefix, Str(root["name_prefix"], "name_prefix"));
+      const bool ok = std::all_of(c.name_prefix.begin(), c.name_prefix.end(),
+                                  [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-'; });
+      if (!ok) return Error(root["name_prefix"], "name_prefix", "must be letters, digits and '-'");
+    }
+    return c;
+  }
+
+ private:
+  static std::string FormatNumber(double v) {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+  }
+
+  const std::string& source_;
+  const model::GpuCatalog& catalog_;
+};
+
+nlohmann::json EntryJson(const PoolInstance& i) {
+  nlohmann::json j;
+  j["name"] = i.name;
+  j["provider_id"] = i.provider_id;
+  j["offer"] = i.offer;
+  j["state"] = i.state;
+  j["created_ms"] = i.created.millis();
+  std::vector<int64_t> jobs;
+  for (JobId id : i.for_jobs) jobs.push_back(id.value());
+  j["for_jobs"] = jobs;
+  return j;
+}
+
+std::string DollarsText(int64_t micros) {
+  std::ostringstream out;
+  out << micros / 1'000'000 << "." << (micros % 1'000'000) / 10'000 / 10 << (micros % 1'000'000) / 10'000 % 10;
+  return out.str();
+}
+
+}  // namespace
+
+Result<PoolConfig> ParsePoolConfig(const std::string& yaml, const std::string& source,
+                                   const model::GpuCatalog& catalog,
+                                   const std::map<std::string, std::string>& substitutions) {
+  try {
+    return Parser(source, catalog).Parse(YAML::Load(yaml), substitutions);
+  } catch (const YAML::Exception& e) {
+    const int line = e.mark.is_null() ? 1 : e.mark.line + 1;
+    return Status::InvalidArgument(source + ":" + std::to_string(line) + ": invalid YAML: " + e.msg);
+  }
+}
+
+Result<PoolConfig> LoadPoolConfig(const std::string& path, const model::GpuCatalog& catalog,
+                                  const std::map<std::string, std::string>& substitutions) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path + ": cannot open the pool file");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return ParsePoolConfig(buf.str(), path, catalog, substitutions);
+}
+
+Pool::Pool(PoolConfig config, std::unique_ptr<provider::Provider> provider, Engine& engine,
+           store::StateStore& store, const sched::Clock& clock)
+    : config_(std::move(config)),
+      provider_(std::move(provider)),
+      engine_(engine),
+      store_(store),
+      clock_(clock),
+      scaler_(config_.options) {}
+
+Pool::~Pool() { Stop(); }
+
+Status Pool::Save() {
+  nlohmann::json all = nlohmann::json::array();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, e] : entries_) all.push_back(EntryJson(e.info));
+  }
+  nlohmann::json doc;
+  doc["next_serial"] = next_serial_;
+  doc["instances"] = std::move(all);
+  return store_.SetMeta(kMetaKey, doc.dump());
+}
+
+Status Pool::Start() {
+  const Time now = clock_.Now();
+  GF_ASSIGN_OR_RETURN(std::optional<std::string> saved, store_.GetMeta(kMetaKey));
+  if (saved) {
+    nlohmann::json doc = nlohmann::json::parse(*saved, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object()) return Status::Internal("pool: the stored instance table is not JSON");
+    next_serial_ = doc.value("next_serial", int64_t{0});
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& j : doc.value("instances", nlohmann::json::array())) {
+      Entry e;
+      e.info.name = j.value("name", "");
+      e.info.provider_id = j.value("provider_id", "");
+      e.info.offer = j.value("offer", "");
+      e.info.state = j.value("state", "booting");
+      e.info.created = Time::FromMillis(j.value("created_ms", int64_t{0}));
+      for (int64_t id : j.value("for_jobs", std::vector<int64_t>{})) e.info.for_jobs.push_back(JobId(id));
+      for (size_t o = 0; o < config_.offers.size(); ++o) {
+        if (config_.offers[o].name == e.info.offer) e.offer = static_cast<int>(o);
+      }
+      if (e.info.name.empty()) continue;
+      entries_[e.info.name] = std::move(e);
+    }
+  }
+  spdlog::info("pool: provider {}, {} offers, {} instances on record", provider_->Kind(), config_.offers.size(),
+               entries_.size());
+  return Reconcile(now);
+}
+
+// The provider's List is the truth: adopt what we know, delete what we do not, forget what is gone.
+Status Pool::Reconcile(Time now) {
+  last_reconcile_ = now;
+  GF_ASSIGN_OR_RETURN(std::vector<provider::Instance> listed, provider_->List());
+  const std::string prefix = config_.name_prefix + "-";
+  std::set<std::string> seen;
+  std::vector<std::string> gone;
+  bool changed = false;
+  for (const provider::Instance& inst : listed) {
+    if (inst.name.rfind(prefix, 0) != 0) continue;  // not ours: another pool's or hand-made
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = entries_.find(inst.name);
+    if (it == entries_.end()) {
+      lock.unlock();
+      // Rented by us (the prefix says so) but not on record: a create whose answer was lost, or
+      // an instance of an older table. Nothing can use it: delete it.
+      spdlog::warn("pool: instance {} ({}) is not on record; deleting it", inst.name, inst.id);
+      Status st = provider_->Delete(inst.id, now);
+      if (!st.ok()) spdlog::error("pool: delete {}: {}", inst.id, st.message());
+      continue;
+    }
+    if (inst.state == provider::kTerminated) {
+      lock.unlock();
+      gone.push_back(inst.name);
+      // Ended while we were away (interrupted, died): acknowledge it to the provider.
+      (void)provider_->Delete(inst.id, now);
+      continue;
+    }
+    seen.insert(inst.name);
+    if (it->second.info.provider_id != inst.id) {
+      it->second.info.provider_id = inst.id;
+      changed = true;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, e] : entries_) {
+      if (seen.count(name)) continue;
+      // A create never answered (no id) that is not listed either: the provider has nothing.
+      if (std::find(gone.begin(), gone.end(), name) == gone.end()) gone.push_back(name);
+    }
+  }
+  for (const std::string& name : gone) {
+    ReleaseNode(name, "the provider no longer has its instance", now);
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.erase(name);
+    changed = true;
+  }
+  if (changed) return Save();
+  return Status::Ok();
+}
+
+void Pool::ReleaseNode(const std::string& name, const std::string& reason, Time now) {
+  (void)now;
+  Status st = engine_.Release(name, /*only_if_idle=*/false, reason).get();
+  if (!st.ok() && st.code() != StatusCode::kNotFound) spdlog::warn("pool: release node {}: {}", name, st.message());
+  idle_since_.erase(name);
+}
+
+void Pool::HandleProviderEvents(Time now) {
+  for (const provider::ProviderEvent& e : provider_->Poll(now)) {
+    switch (e.kind) {
+      case provider::ProviderEventKind::kStarted:
+      case provider::ProviderEventKind::kSpotNotice: {
+        // A notice reaches the scheduler through the node's agent, which polls the notice URL.
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = entries_.find(e.name);
+        if (it != entries_.end()) it->second.info.note = provider::ProviderEventKindName(e.kind);
+        break;
+      }
+      case provider::ProviderEventKind::kInterrupted:
+      case provider::ProviderEventKind::kDied:
+      case provider::ProviderEventKind::kTerminated: {
+        spdlog::info("pool: instance {} {}{}", e.name, provider::ProviderEventKindName(e.kind),
+                     e.detail.empty() ? "" : ": " + e.detail);
+        ReleaseNode(e.name, std::string("instance ") + provider::ProviderEventKindName(e.kind), now);
+        if (e.kind != provider::ProviderEventKind::kTerminated) (void)provider_->Delete(e.instance_id, now);
+        bool erased = false;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          erased = entries_.erase(e.name) > 0;
+        }
+        if (erased) {
+          Status st = Save();
+          if (!st.ok()) spdlog::error("pool: save: {}", st.message());
+        }
+        break;
+      }
+    }
+  }
+}
+
+void Pool::Rent(const sched::Rent& rent, Time now) {
+  const sched::RentableOffer& offer = config_.offers[static_cast<size_t>(rent.offer)];
+  for (int k = 0; k < rent.count; ++k) {
+    Entry e;
+    e.offer = rent.offer;
+    e.info.name = config_.name_prefix + "-" + offer.name + "-" + std::to_string(next_serial_++);
+    e.info.offer = offer.name;
+    e.info.state = "creating";
+    e.info.created = now;
+    e.info.for_jobs = rent.for_jobs;
+    e.info.note = rent.reason;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      entries_[e.info.name] = e;
+    }
+    // On record before the provider hears of it: a crash from here on cannot leak it.
+    Status st = Save();
+    if (!st.ok()) {
+      spdlog::error("pool: cannot record instance {} ({}); not renting", e.info.name, st.message());
+      std::lock_guard<std::mutex> lock(mu_);
+      entries_.erase(e.info.name);
+      return;
+    }
+    provider::InstanceRequest req;
+    req.name = e.info.name;
+    req.offer = offer.name;
+    req.gpu_model = offer.gpu_model;
+    req.gpus = offer.gpus_per_node;
+    req.market = model::MarketName(offer.market);
+    req.price_micros_per_hour = offer.price_micros_per_hour;
+    req.zone = offer.zone;
+    req.labels = config_.offer_labels[static_cast<size_t>(rent.offer)];
+    Result<provider::Instance> inst = provider_->Create(req, now);
+    if (!inst.ok()) {
+      spdlog::warn("pool: create {} ({}): {}", e.info.name, offer.name, inst.status().message());
+      scaler_.ReportRentFailed(offer.name, now);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        entries_.erase(e.info.name);
+      }
+      (void)Save();
+      return;
+    }
+    spdlog::info("pool: rented {} ({}, ${}/h) for {} job(s): {}", e.info.name, offer.name,
+                 DollarsText(offer.price_micros_per_hour), rent.for_jobs.size(), rent.reason);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = entries_.find(e.info.name);
+      if (it != entries_.end()) {
+        it->second.info.provider_id = inst->id;
+        it->second.info.state = "booting";
+      }
+    }
+    (void)Save();
+  }
+}
+
+void Pool::Tick() {
+  const Time now = clock_.Now();
+  HandleProviderEvents(now);
+  if (now - last_reconcile_ >= config_.reconcile_interval) {
+    Status st = Reconcile(now);
+    if (!st.ok()) spdlog::warn("pool: reconcile: {}", st.message());
+  }
+  if (config_.offers.empty()) return;
+
+  // The autoscaler's view: pending jobs, and the rented nodes as booting, up or draining.
+  sched::ScaleInput in;
+  in.now = now;
+  in.offers = config_.offers;
+  in.limits = config_.limits;
+  in.pending = engine_.PendingForScaling();
+  std::map<std::string, const NodeStatus*> by_name;
+  std::vector<NodeStatus> nodes = engine_.Nodes();
+  for (const NodeStatus& n : nodes) by_name[n.record.name] = &n;
+  std::map<int64_t, std::string> name_of;  // PoolNode id -> instance name
+  int64_t synthetic = int64_t{1} << 40;     // ids for instances with no node yet
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [name, e] : entries_) {
+      sched::PoolNode p;
+      p.offer = e.info.offer;
+      p.for_jobs = e.info.for_jobs;
+      p.booting_since = e.info.created;
+      if (e.offer >= 0) {
+        const sched::RentableOffer& o = config_.offers[static_cast<size_t>(e.offer)];
+        p.spec.gpu_model = o.gpu_model;
+        p.spec.gpus = o.gpus_per_node;
+        p.spec.market = o.market;
+        p.spec.price_micros_per_hour = o.price_micros_per_hour;
+        p.spec.labels = config_.offer_labels[static_cast<size_t>(e.offer)];
+      }
+      p.spec.name = name;
+      auto node = by_name.find(name);
+      const bool registered = node != by_name.end() && (node->second->record.state == api::NodeState::kUp ||
+                                                        node->second->record.state == api::NodeState::kDraining);
+      if (!registered) {
+        p.id = NodeId(synthetic++);
+        p.state = sched::PoolNodeState::kBooting;
+      } else {
+        const NodeStatus& ns = *node->second;
+        p.id = ns.record.id;
+        p.spec = ns.record.spec;
+        const bool draining = ns.record.state == api::NodeState::kDraining || ns.notice.has_value();
+        p.state = draining ? sched::PoolNodeState::kDraining : sched::PoolNodeState::kUp;
+        bool idle = !draining && ns.jobs.empty();
+        for (const auto& g : ns.telemetry) idle = idle && g.util_pct < config_.idle_gpu_util_below;
+        if (idle) {
+          auto [it, inserted] = idle_since_.emplace(name, now);
+          p.idle_since = it->second;
+        } else {
+          idle_since_.erase(name);
+        }
+        e.info.state = draining ? "draining" : "up";
+        e.info.idle_since = p.idle_since;
+        e.info.for_jobs.clear();
+        p.for_jobs.clear();
+      }
+      name_of[p.id.value()] = name;
+      in.nodes.push_back(std::move(p));
+    }
+  }
+  sched::ScalePlan plan = scaler_.Decide(in);
+  bool changed = false;
+  for (const sched::Release& r : plan.releases) {
+    auto it = name_of.find(r.node.value());
+    if (it == name_of.end()) continue;
+    const std::string name = it->second;
+    std::string provider_id;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto e = entries_.find(name);
+      if (e == entries_.end()) continue;
+      provider_id = e->second.info.provider_id;
+    }
+    if (by_name.count(name)) {
+      // Out of the engine first, and only if still idle; a job may have started since.
+      Status st = engine_.Release(name, /*only_if_idle=*/true, r.reason).get();
+      if (!st.ok() && st.code() != StatusCode::kNotFound) {
+        spdlog::info("pool: keeping {}: {}", name, st.message());
+        idle_since_.erase(name);
+        continue;
+      }
+    }
+    spdlog::info("pool: releasing {}: {}", name, r.reason);
+    if (!provider_id.empty()) {
+      Status st = provider_->Delete(provider_id, now);
+      if (!st.ok()) {
+        // Keep it on record: reconciliation tries again.
+        spdlog::error("pool: delete {} ({}): {}", name, provider_id, st.message());
+        continue;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      entries_.erase(name);
+    }
+    idle_since_.erase(name);
+    changed = true;
+  }
+  if (changed) {
+    Status st = Save();
+    if (!st.ok()) spdlog::error("pool: save: {}", st.message());
+  }
+  for (const sched::Hold& h : plan.held) {
+    spdlog::debug("pool: job {} not rented for: {}", h.job.value(), h.reason);
+  }
+  for (const sched::Rent& r : plan.rents) Rent(r, now);
+}
+
+void Pool::Run() {
+  std::unique_lock<std::mutex> lock(run_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    Tick();
+    lock.lock();
+    run_cv_.wait_for(lock, std::chrono::milliseconds(config_.tick.millis()), [this] { return stopping_; });
+  }
+}
+
+void Pool::Stop() {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  stopping_ = true;
+  run_cv_.notify_all();
+}
+
+std::vector<PoolInstance> Pool::Instances() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<PoolInstance> out;
+  for (const auto& [name, e] : entries_) out.push_back(e.info);
+  return out;
+}
+
+}  // namespace gpufleet::controller

@@ -1,0 +1,253 @@
+#include "controller/pool.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "api/job_yaml.h"
+#include "testing/fake_provider.h"
+#include "testing/fakes.h"
+#include "testing/memory_store.h"
+
+namespace gpufleet::controller {
+namespace {
+
+const char* kPoolYaml = R"(provider: {kind: static}
+offers:
+  - {name: h100, gpu: H100, gpus: 8, price_per_hour: 30, boot_estimate: 2m, zone: a}
+idle_duration: 10m
+reconcile_interval: 1h
+)";
+
+// An engine running on its own thread (the pool waits on its answers), a fake provider and a
+// pool over them. Time is a fake clock the test moves.
+class PoolTest : public ::testing::Test {
+ protected:
+  PoolTest() {
+    EngineOptions o;
+    o.policy = "fifo";
+    o.lost_after = Duration::Hours(100);  // the test's jumps in time must not lose nodes
+    o.epoch = "e1";
+    engine_ = std::make_unique<Engine>(clock_, store_, o);
+    EXPECT_TRUE(engine_->Recover().ok());
+    runner_ = std::thread([this] { engine_->Run(); });
+  }
+  ~PoolTest() override {
+    pool_.reset();
+    engine_->Stop();
+    runner_.join();
+  }
+
+  Pool& MakePool() {
+    auto config = ParsePoolConfig(kPoolYaml, "pool.yaml", model::GpuCatalog::BuiltIn());
+    EXPECT_TRUE(config.ok()) << config.status().message();
+    auto owned = std::make_unique<testing::FakeProvider>();
+    provider_ = owned.get();
+    pool_.reset();
+    pool_ = std::make_unique<Pool>(*config, std::move(owned), *engine_, store_, clock_);
+    return *pool_;
+  }
+
+  JobId Submit(const std::string& yaml) {
+    auto jobs = api::ParseJobs(yaml);
+    EXPECT_TRUE(jobs.ok()) << jobs.status().message();
+    auto r = engine_->Submit("r" + std::to_string(++rid_), *jobs).get();
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? r->ids[0] : JobId();
+  }
+
+  void RegisterNode(const std::string& name) {
+    api::RegisterRequest req;
+    req.name = name;
+    req.address = "127.0.0.1";
+    req.spec.gpu_model = "H100";
+    req.spec.gpus = 8;
+    auto r = engine_->Register(req, "hash-" + name).get();
+    ASSERT_TRUE(r.ok()) << r.status().message();
+  }
+
+  std::optional<api::NodeState> NodeStateOf(const std::string& name) {
+    for (const NodeStatus& n : engine_->Nodes()) {
+      if (n.record.name == name) return n.record.state;
+    }
+    return std::nullopt;
+  }
+
+  testing::FakeClock clock_;
+  testing::MemoryStore store_;
+  std::unique_ptr<Engine> engine_;
+  std::thread runner_;
+  std::unique_ptr<Pool> pool_;
+  testing::FakeProvider* provider_ = nullptr;
+  int rid_ = 0;
+};
+
+TEST_F(PoolTest, RentsForThePendingJobOnceAndReleasesTheNodeWhenIdle) {
+  // Given an empty cluster and a pending 8-GPU job, the pool rents one H100 node for it (and not
+  // again on the next tick); when the node registers the job runs; once cancelled, the node is
+  // idle and is released after idle_duration: out of the engine, and its instance deleted.
+  Pool& pool = MakePool();
+  ASSERT_TRUE(pool.Start().ok());
+  JobId job = Submit("name: train\nrun: sleep 100\nresources: {gpus: 8}\n");
+  pool.Tick();
+  ASSERT_EQ(provider_->created.size(), 1u);
+  const std::string name = provider_->created[0];
+  EXPECT_EQ(name, "gf-h100-0");
+  pool.Tick();
+  EXPECT_EQ(provider_->created.size(), 1u);  // covered by the booting node
+  ASSERT_EQ(pool.Instances().size(), 1u);
+  EXPECT_EQ(pool.Instances()[0].state, "booting");
+  EXPECT_EQ(pool.Instances()[0].for_jobs, std::vector<JobId>{job});
+
+  RegisterNode(name);
+  pool.Tick();
+  EXPECT_EQ(pool.Instances()[0].state, "up");
+  ASSERT_TRUE(engine_->Cancel(job, "test").get().ok());
+  pool.Tick();  // idle from now
+  clock_.Advance(Duration::Minutes(9));
+  pool.Tick();
+  EXPECT_TRUE(provider_->deleted.empty());
+  clock_.Advance(Duration::Minutes(1));
+  // The cancel has to be confirmed by the node before it is idle: without an agent, the job
+  // stays `stopping` on it, and the pool must keep the node.
+  pool.Tick();
+  EXPECT_TRUE(provider_->deleted.empty()) << "released a node that still holds a stopping job";
+}
+
+TEST_F(PoolTest, ReleasesAnIdleNodeAndDeletesItsInstance) {
+  Pool& pool = MakePool();
+  ASSERT_TRUE(pool.Start().ok());
+  Submit("name: train\nrun: sleep 100\nresources: {gpus: 8}\n");
+  pool.Tick();
+  ASSERT_EQ(provider_->created.size(), 1u);
+  const std::string name = provider_->created[0];
+  const std::string id = provider_->instances.begin()->first;
+  // The job is cancelled before the node shows up: the node registers idle.
+  auto queue = engine_->Queue();
+  ASSERT_EQ(queue.size(), 1u);
+  ASSERT_TRUE(engine_->Cancel(queue[0].job.id, "test").get().ok());
+  RegisterNode(name);
+  pool.Tick();
+  clock_.Advance(Duration::Minutes(10));
+  pool.Tick();
+  EXPECT_EQ(provider_->deleted, std::vector<std::string>{id});
+  EXPECT_TRUE(pool.Instances().empty());
+  EXPECT_EQ(NodeStateOf(name), api::NodeState::kGone);
+}
+
+TEST_F(PoolTest, StartDeletesLeakedInstancesAndForgetsVanishedOnes) {
+  // The record says gf-h100-3 exists; the provider has gf-h100-7 (ours by its prefix, not on
+  // record: a create whose answer was lost) and other-1 (not ours). Start deletes the leak,
+  // drops the vanished record and leaves other-1 alone.
+  ASSERT_TRUE(store_
+                  .SetMeta("pool.instances",
+                           R"({"next_serial": 8, "instances": [{"name": "gf-h100-3", "provider_id": "f-99",
+                               "offer": "h100", "state": "booting", "created_ms": 0, "for_jobs": []}]})")
+                  .ok());
+  Pool& pool = MakePool();
+  provider_->AddForeign("f-7", "gf-h100-7");
+  provider_->AddForeign("o-1", "other-1");
+  ASSERT_TRUE(pool.Start().ok());
+  EXPECT_EQ(provider_->deleted, std::vector<std::string>{"f-7"});
+  EXPECT_TRUE(pool.Instances().empty());
+  EXPECT_EQ(provider_->instances.count("o-1"), 1u);
+  // Names are not reused after a restart.
+  Submit("name: a\nrun: sleep 1\nresources: {gpus: 8}\n");
+  pool.Tick();
+  ASSERT_EQ(provider_->created.size(), 1u);
+  EXPECT_EQ(provider_->created[0], "gf-h100-8");
+}
+
+TEST_F(PoolTest, ARestartedPoolAdoptsWhatItRented) {
+  {
+    Pool& pool = MakePool();
+    ASSERT_TRUE(pool.Start().ok());
+    Submit("name: a\nrun: sleep 1\nresources: {gpus: 8}\n");
+    pool.Tick();
+    ASSERT_EQ(pool.Instances().size(), 1u);
+  }
+  // A new pool on the same store and the same cloud: the instance is adopted, not deleted, and
+  // the job it was rented for is still covered (no second rent).
+  auto kept = provider_->instances;
+  Pool& again = MakePool();
+  provider_->instances = kept;
+  ASSERT_TRUE(again.Start().ok());
+  EXPECT_TRUE(provider_->deleted.empty());
+  ASSERT_EQ(again.Instances().size(), 1u);
+  again.Tick();
+  EXPECT_TRUE(provider_->created.empty());
+}
+
+TEST_F(PoolTest, AnInterruptedInstanceTakesItsNodeOutAtOnce) {
+  Pool& pool = MakePool();
+  ASSERT_TRUE(pool.Start().ok());
+  Submit("name: a\nrun: sleep 1\nresources: {gpus: 8}\n");
+  pool.Tick();
+  const std::string name = provider_->created.at(0);
+  const std::string id = provider_->instances.begin()->first;
+  RegisterNode(name);
+  provider_->pending_events.push_back({provider::ProviderEventKind::kInterrupted, id, name, clock_.Now(), {}, ""});
+  pool.Tick();
+  EXPECT_EQ(NodeStateOf(name), api::NodeState::kGone);
+  EXPECT_TRUE(pool.Instances().empty() || pool.Instances()[0].name != name);
+}
+
+TEST_F(PoolTest, AFailedCreateLeavesNothingBehind) {
+  Pool& pool = MakePool();
+  ASSERT_TRUE(pool.Start().ok());
+  provider_->fail_creates = true;
+  Submit("name: a\nrun: sleep 1\nresources: {gpus: 8}\n");
+  pool.Tick();
+  EXPECT_TRUE(pool.Instances().empty());
+  auto saved = store_.GetMeta("pool.instances");
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  EXPECT_EQ(saved->value().find("gf-h100"), std::string::npos) << saved->value();
+}
+
+TEST(PoolConfigTest, ErrorsNameTheLineAndField) {
+  const auto& catalog = model::GpuCatalog::BuiltIn();
+  auto bad = [&](const std::string& yaml) {
+    auto r = ParsePoolConfig(yaml, "pool.yaml", catalog);
+    EXPECT_FALSE(r.ok()) << yaml;
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_NE(bad("provider: {kind: static}\nofers: []\n").find("pool.yaml:2: ofers: unknown key; did you mean 'offers'?"),
+            std::string::npos);
+  EXPECT_NE(bad("provider: {kind: local, state_dir: /tmp/x, agent_command: [a]}\n").find("offers: must be a non-empty list"),
+            std::string::npos);
+  EXPECT_NE(bad("provider: {kind: static}\noffers:\n  - {name: a, gpu: H999, gpus: 8, price_per_hour: 1}\n")
+                .find("pool.yaml:3: offers[0].gpu: unknown GPU model 'H999'"),
+            std::string::npos);
+  EXPECT_NE(bad("provider: {kind: static}\nidle_duration: soon\n").find("idle_duration: must be a duration"),
+            std::string::npos);
+  EXPECT_NE(bad("offers: []\n").find("provider: is required"), std::string::npos);
+  auto ok = ParsePoolConfig(
+      "provider: {kind: static}\noffers:\n  - {name: s, gpu: A100, gpus: 8, market: spot, price_per_hour: 12.5, zone: b}\n"
+      "max_nodes: 4\nidle_gpu_util_below: 10\n",
+      "pool.yaml", catalog);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->offers[0].market, model::Market::kSpot);
+  EXPECT_EQ(ok->offers[0].price_micros_per_hour, 12'500'000);
+  EXPECT_EQ(ok->offer_labels[0].at("zone"), "b");
+  EXPECT_EQ(ok->limits.max_nodes, 4);
+  EXPECT_EQ(ok->idle_gpu_util_below, 10);
+}
+
+TEST(PoolConfigTest, AgentCommandPlaceholdersOfTheServerAreFilledIn) {
+  auto r = ParsePoolConfig(
+      "provider:\n  kind: local\n  state_dir: /tmp/gf-pool-test\n  agent_command: ['{gpufleet}', agent, --server, '{server}',"
+      " --join-token-file, '{join_token_file}', --name, '{name}']\n"
+      "offers:\n  - {name: a, gpu: H100, gpus: 8, price_per_hour: 1}\n",
+      "pool.yaml", model::GpuCatalog::BuiltIn(),
+      {{"gpufleet", "/usr/bin/gpufleet"}, {"server", "http://127.0.0.1:9"}, {"join_token_file", "/d/join.token"}});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const auto& argv = r->provider.local.agent_command;
+  ASSERT_EQ(argv.size(), 8u);
+  EXPECT_EQ(argv[0], "/usr/bin/gpufleet");
+  EXPECT_EQ(argv[3], "http://127.0.0.1:9");
+  EXPECT_EQ(argv[5], "/d/join.token");
+  EXPECT_EQ(argv[7], "{name}");  // the provider's own placeholder, filled per instance
+}
+
+}  // namespace
+}  // namespace gpufleet::controller
