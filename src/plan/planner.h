@@ -1,0 +1,142 @@
+// The planner: from a job history to the cheapest reserved / on-demand / spot mix that meets a
+// queueing SLO, checked by replaying the history on the planned cluster. It strings together the
+// analytic parts (demand.h -> forecast.h -> prices.h -> optimizer.h) and the simulator:
+//
+//   1. Demand: GPU-hours per hour and GPU model from the history (BuildDemand).
+//   2. Forecast: the next `horizon_hours` per model, with the backtest's WAPE/MAPE.
+//   3. Prices: per GPU-hour from the catalog, restricted to the regions asked for and to offers
+//      whose instance has `gpus_per_node` GPUs, so that reserved, on-demand and spot nodes all
+//      have the shape the plan counts in.
+//   4. Optimise: SolvePlan on the forecast (mean, or its upper band), reserving whole nodes; the
+//      frontier re-solves it for other SLO waits.
+//   5. Verify: sim::Simulate replays the history on clusters built from the plan and from three
+//      baselines, in parallel threads:
+//        plan            the reserved GPUs as fixed nodes (market reserved, priced at the
+//                        reserved rate per node), plus autoscaled on-demand and spot offers;
+//                        only a `spot_max_share` of the jobs (chosen by a hash of their id, so
+//                        the same jobs every run) may use spot, the rest run on reserved or
+//                        on-demand nodes;
+//        all on-demand   autoscaled on-demand nodes only;
+//        all reserved    fixed reserved nodes enough for the history's peak hour (and its
+//                        largest job), nothing rented;
+//        all spot        autoscaled spot for every job, falling back to on-demand after the
+//                        autoscaler's spot_fallback rules.
+//      The simulated numbers (P95 wait, utilisation, cost by market) are what the plan is judged
+//      by; the optimiser's cost and bound are for the forecast window and a fluid model.
+//
+// Thread-safety: RunPlanner is reentrant; it starts its own worker threads for the simulations
+// and joins them before returning. `progress` is called from those threads, one call at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "common/time.h"
+#include "cost/offer.h"
+#include "model/gpu_catalog.h"
+#include "plan/demand.h"
+#include "plan/forecast.h"
+#include "plan/optimizer.h"
+#include "plan/prices.h"
+#include "sim/cluster_spec.h"
+#include "sim/result.h"
+#include "sim/trace.h"
+
+namespace gpufleet::plan {
+
+enum class PlanBasis {
+  kForecastMean,   // expected cost: plan on the forecast
+  kForecastUpper,  // cautious: plan on the forecast's upper band
+};
+
+struct VerifyOptions {
+  bool enabled = true;
+  std::string policy = "fifo";
+  Duration boot_delay = Duration::Minutes(3);     // of rented nodes
+  Duration idle_duration = Duration::Minutes(10); // a rented node idle this long is released
+  uint64_t seed = 1;                              // spot interruptions
+  int threads = 0;                                // 0: one per hardware thread
+  bool baselines = true;
+};
+
+struct PlannerOptions {
+  // GPU models to plan for (catalog names or aliases); empty: every model the history asks for.
+  // Jobs of other models are left out of demand and replay, and counted.
+  std::vector<std::string> gpu_models;
+  std::string default_gpu_model;    // for jobs whose trace names none; required if any does
+  std::string reference_gpu_model;  // the model the trace's run times were measured on; empty:
+                                    // the default model, else the first planned model
+  int64_t horizon_hours = kHoursPerWeek;
+  ForecastOptions forecast;
+  PlanBasis basis = PlanBasis::kForecastMean;
+  ReservedTerm term = ReservedTerm::kOneYear;
+  ReservedRatios ratios;
+  std::vector<std::string> regions;  // catalog regions to price from; empty: all
+  int gpus_per_node = 8;             // reserved blocks and rented nodes
+  PlanOptions plan;                  // SLO, spot share, checkpoint interval, solver time limit
+  std::vector<Duration> frontier_waits;  // SLO waits of the cost-vs-SLO curve; empty: none
+  VerifyOptions verify;
+  // Called with (simulated jobs done, total) over all the verification runs.
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+struct ModelReport {
+  std::string gpu_model;
+  GpuPrices prices;                        // per GPU-hour
+  std::optional<ForecastError> backtest;   // none with a single week of history
+  int64_t backtest_train_hours = 0, backtest_test_hours = 0;
+  double history_gpu_hours = 0;            // demand over the whole history
+  double peak_gpu_hours_per_hour = 0;      // its busiest hour
+  int max_job_gpus = 0;                    // the largest job of this model
+  std::vector<double> planned_demand;      // the series the optimiser saw (horizon hours)
+  ModelPlan plan;
+  int64_t reserved_nodes = 0;              // plan.reserved_gpus / gpus_per_node
+};
+
+// One replay of the history on one cluster.
+struct Scenario {
+  std::string name;  // "plan", "all on-demand", "all reserved (peak)", "all spot (on-demand fallback)"
+  sim::ClusterSpec cluster;
+  int64_t reserved_nodes = 0;       // fixed nodes with market reserved
+  double spot_job_share = 0;        // of the jobs allowed to use spot
+  sim::Summary summary;
+  double cost_ratio_to_on_demand = 0;  // summary.cost_usd / the all-on-demand run's; 0 without it
+};
+
+struct PlannerReport {
+  Time history_start;
+  int64_t history_hours = 0;
+  Time forecast_start;
+  int64_t horizon_hours = 0;
+  int64_t jobs = 0;           // in the history
+  int64_t jobs_left_out = 0;  // of models not planned for
+  int gpus_per_node = 0;
+  std::vector<ModelReport> models;
+  Plan plan;                  // totals, LP bound, gap
+  std::vector<FrontierPoint> frontier;
+  std::vector<Scenario> verification;  // the plan first, then the baselines; empty if not verified
+};
+
+// InvalidArgument for bad options or a history under one week; NotFound for a model the catalog
+// does not price (with the regions and node size asked for); FailedPrecondition when no plan
+// meets the SLO; a simulation's error as it comes.
+Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& jobs, const cost::OfferTable& offers,
+                                 const model::GpuCatalog& catalog, const PlannerOptions& options);
+
+// The clusters of the replay, for tests and for other front ends. `spot_share` is the share of
+// jobs allowed on spot in the planned cluster.
+sim::ClusterSpec PlannedCluster(const std::vector<ModelReport>& models, int gpus_per_node,
+                                const VerifyOptions& verify, bool with_spot);
+
+// Charts of a report as (file name, SVG): demand-<model>.svg (forecast and its band against the
+// planned reserved capacity over the horizon), cost-by-market.svg (simulated cost of the plan and
+// the baselines, stacked by market; the optimiser's costs when not verified) and
+// cost-vs-slo.svg (when the frontier has two or more points that could be met).
+Result<std::vector<std::pair<std::string, std::string>>> RenderPlannerCharts(const PlannerReport& report);
+
+}  // namespace gpufleet::plan

@@ -1,0 +1,319 @@
+#include "plan/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+namespace gpufleet::plan {
+namespace {
+
+constexpr int64_t kUsd = 1'000'000;
+// Monday 2024-01-01 00:00 UTC.
+constexpr Time kMonday = Time::FromSeconds(1'704'067'200);
+
+sim::TraceJob Job(const std::string& id, Time submit, int gpus, Duration work) {
+  sim::TraceJob j;
+  j.id = id;
+  j.spec.name = id;
+  j.spec.submit = submit;
+  j.spec.gpus_per_node = gpus;
+  j.spec.nodes = 1;
+  j.work = work;
+  return j;
+}
+
+// `weeks` of history: a steady base of 16 GPUs (two 8-GPU jobs of one hour, every hour) and, on
+// weekdays 10:00-14:00, a burst of 16 GPUs more. Jobs name no GPU model.
+std::vector<sim::TraceJob> BaseAndBursts(int weeks) {
+  std::vector<sim::TraceJob> jobs;
+  for (int h = 0; h < weeks * kHoursPerWeek; ++h) {
+    const Time t = kMonday + Duration::Hours(h);
+    jobs.push_back(Job("base-a-" + std::to_string(h), t, 8, Duration::Hours(1)));
+    jobs.push_back(Job("base-b-" + std::to_string(h), t, 8, Duration::Hours(1)));
+    const int day = (h / 24) % 7, hour = h % 24;
+    if (day < 5 && hour >= 10 && hour < 14) {
+      jobs.push_back(Job("burst-a-" + std::to_string(h), t, 8, Duration::Hours(1)));
+      jobs.push_back(Job("burst-b-" + std::to_string(h), t, 8, Duration::Hours(1)));
+    }
+  }
+  return jobs;
+}
+
+cost::Offer V100Offer(const std::string& region, int gpus, double on_demand_usd, double spot_usd) {
+  cost::Offer o;
+  o.cloud = "aws";
+  o.region = region;
+  o.instance_type = gpus == 8 ? "p3.16xlarge" : "p3.8xlarge";
+  o.gpu = "V100";
+  o.gpus = gpus;
+  o.on_demand_per_hour = static_cast<cost::MicroUsd>(on_demand_usd * kUsd);
+  o.spot_per_hour = static_cast<cost::MicroUsd>(spot_usd * kUsd);
+  o.spot_hazard_per_hour = 0.01;
+  return o;
+}
+
+// The shipped catalog's p3.16xlarge in us-east-1, a dearer region, and a cheaper 4-GPU shape
+// that an 8-GPU plan must not price from.
+cost::OfferTable Catalog() {
+  cost::OfferTable t;
+  t.offers.push_back(V100Offer("us-east-1", 8, 24.48, 4.1616));
+  t.offers.push_back(V100Offer("eu-west-2", 8, 28.712, 24.11808));
+  t.offers.push_back(V100Offer("us-east-1", 4, 8.0, 1.0));
+  return t;
+}
+
+PlannerOptions Options() {
+  PlannerOptions o;
+  o.default_gpu_model = "V100";
+  o.regions = {"us-east-1"};
+  o.verify.threads = 2;
+  return o;
+}
+
+const Scenario* Find(const PlannerReport& r, const std::string& name) {
+  for (const Scenario& s : r.verification) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+class PlannerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto r = RunPlanner(BaseAndBursts(2), Catalog(), model::GpuCatalog::BuiltIn(), Options());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    report_ = new PlannerReport(std::move(*r));
+  }
+  static void TearDownTestSuite() {
+    delete report_;
+    report_ = nullptr;
+  }
+  static PlannerReport* report_;
+};
+PlannerReport* PlannerTest::report_ = nullptr;
+
+TEST_F(PlannerTest, ReservesTheNonSpotHalfOfTheBaseInWholeNodes) {
+  // Given 16 GPUs busy every hour, 16 more for 20 hours a week, and half of the work allowed on
+  // spot (at 17 % of on-demand), expect one reserved 8-GPU node (the half of the base that may
+  // not use spot), kept busy, with the rest on spot or on-demand.
+  ASSERT_EQ(report_->models.size(), 1u);
+  const ModelReport& m = report_->models[0];
+  EXPECT_EQ(m.gpu_model, "V100");
+  EXPECT_EQ(m.plan.reserved_gpus, 8);
+  EXPECT_EQ(m.reserved_nodes, 1);
+  EXPECT_GT(m.plan.reserved_utilisation, 0.95);
+  double spot = 0;
+  for (double v : m.plan.spot) spot += v;
+  EXPECT_GT(spot, 0);
+  EXPECT_EQ(report_->history_hours, 2 * kHoursPerWeek);
+  EXPECT_EQ(report_->horizon_hours, kHoursPerWeek);
+  EXPECT_EQ(report_->jobs_left_out, 0);
+}
+
+TEST(PlannerInputTest, WithoutSpotTheWholeBaseIsReserved) {
+  // Given the same history and no spot allowed, expect two reserved nodes (the 16-GPU base) and
+  // the bursts on on-demand.
+  PlannerOptions o = Options();
+  o.plan.spot_max_share = 0;
+  o.verify.enabled = false;
+  auto r = RunPlanner(BaseAndBursts(2), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ModelPlan& m = r->models.at(0).plan;
+  EXPECT_EQ(m.reserved_gpus, 16);
+  EXPECT_EQ(r->models[0].reserved_nodes, 2);
+  double spot = 0, on_demand = 0;
+  for (double v : m.spot) spot += v;
+  for (double v : m.on_demand) on_demand += v;
+  EXPECT_EQ(spot, 0);
+  EXPECT_NEAR(on_demand, 16 * 20, 1.0);
+}
+
+TEST_F(PlannerTest, PricesFromTheRegionAndNodeShapeAsked) {
+  // Given offers in two regions and a cheaper 4-GPU shape, expect the us-east-1 8-GPU prices:
+  // $3.06 on demand per GPU-hour, 63 % of it reserved.
+  const GpuPrices& p = report_->models[0].prices;
+  EXPECT_EQ(p.on_demand, 3'060'000);
+  EXPECT_EQ(p.spot, 520'200);
+  EXPECT_EQ(p.reserved, 1'927'800);
+}
+
+TEST_F(PlannerTest, ReportsTheBacktestAndTheLpBound) {
+  // Given two weeks of a history that repeats exactly, expect a near-zero backtest error, and a
+  // MILP cost no lower than its LP bound.
+  const ModelReport& m = report_->models[0];
+  ASSERT_TRUE(m.backtest.has_value());
+  EXPECT_LT(m.backtest->wape, 0.01);
+  EXPECT_EQ(m.backtest_test_hours, kHoursPerWeek);
+  EXPECT_GE(report_->plan.total_cost, report_->plan.lp_bound);
+  EXPECT_GE(report_->plan.gap, 0.0);
+  EXPECT_LE(report_->plan.gap, 0.05);
+}
+
+TEST_F(PlannerTest, VerificationSimulatesThePlannedReservation) {
+  // Given the plan, expect its replay to run on exactly the planned reserved nodes, priced at the
+  // reserved rate, and to pay for reserved capacity.
+  const Scenario* plan = Find(*report_, "plan");
+  ASSERT_NE(plan, nullptr);
+  EXPECT_EQ(&report_->verification.front(), plan);
+  EXPECT_EQ(plan->reserved_nodes, report_->models[0].reserved_nodes);
+  int64_t reserved = 0;
+  for (const model::NodeSpec& n : plan->cluster.nodes) {
+    ASSERT_EQ(n.market, model::Market::kReserved);
+    EXPECT_EQ(n.gpus, 8);
+    EXPECT_EQ(n.price_micros_per_hour, 8 * report_->models[0].prices.reserved);
+    ++reserved;
+  }
+  EXPECT_EQ(reserved, 1);
+  std::set<model::Market> offered;
+  for (const sim::AutoscaleOffer& o : plan->cluster.autoscale.offers) offered.insert(o.node.market);
+  EXPECT_EQ(offered, (std::set<model::Market>{model::Market::kOnDemand, model::Market::kSpot}));
+  ASSERT_TRUE(plan->summary.cost_by_market_usd.count("reserved"));
+  // One node for the whole replay (336 h).
+  EXPECT_GE(plan->summary.cost_by_market_usd.at("reserved"), 8 * 1.9278 * 336 - 1);
+  EXPECT_GT(plan->summary.cost_by_market_usd.at("reserved"), 0.3 * plan->summary.cost_usd);
+  EXPECT_EQ(plan->summary.jobs, static_cast<int64_t>(BaseAndBursts(2).size()));
+  EXPECT_EQ(plan->summary.finished, plan->summary.jobs);
+  EXPECT_GT(plan->spot_job_share, 0.3);
+  EXPECT_LT(plan->spot_job_share, 0.7);
+}
+
+TEST_F(PlannerTest, PlanCostsLessThanAllOnDemandAndBaselinesAreComputed) {
+  // Given reserved at 63 % of on-demand and a base that keeps it busy, expect the plan's simulated
+  // cost under the all-on-demand run's, and every baseline run to completion.
+  ASSERT_EQ(report_->verification.size(), 4u);
+  const Scenario* plan = Find(*report_, "plan");
+  const Scenario* od = Find(*report_, "all on-demand");
+  const Scenario* peak = Find(*report_, "all reserved (peak)");
+  const Scenario* spot = Find(*report_, "all spot (on-demand fallback)");
+  ASSERT_TRUE(plan && od && peak && spot);
+  EXPECT_LT(plan->summary.cost_usd, od->summary.cost_usd);
+  EXPECT_NEAR(plan->cost_ratio_to_on_demand, plan->summary.cost_usd / od->summary.cost_usd, 1e-12);
+  EXPECT_DOUBLE_EQ(od->cost_ratio_to_on_demand, 1.0);
+  // All on-demand rents everything; the peak baseline owns 32 GPUs and rents nothing.
+  EXPECT_EQ(od->reserved_nodes, 0);
+  EXPECT_GT(od->summary.nodes_rented, 0);
+  EXPECT_EQ(od->summary.cost_by_market_usd.count("reserved"), 0u);
+  EXPECT_EQ(peak->reserved_nodes, 4);
+  EXPECT_TRUE(peak->cluster.autoscale.offers.empty());
+  EXPECT_EQ(peak->summary.nodes_rented, 0);
+  EXPECT_DOUBLE_EQ(spot->spot_job_share, 1.0);
+  for (const Scenario& s : report_->verification) {
+    EXPECT_EQ(s.summary.finished, s.summary.jobs) << s.name;
+    EXPECT_GT(s.summary.cost_usd, 0) << s.name;
+  }
+}
+
+TEST_F(PlannerTest, ChartsRenderDemandCostAndNoFrontierWithoutWaits) {
+  // Given a report without frontier waits, expect the demand and cost charts only.
+  auto charts = RenderPlannerCharts(*report_);
+  ASSERT_TRUE(charts.ok()) << charts.status().ToString();
+  std::vector<std::string> names;
+  for (const auto& [name, svg] : *charts) {
+    names.push_back(name);
+    EXPECT_EQ(svg.rfind("<svg", 0) == 0 || svg.rfind("<?xml", 0) == 0, true) << name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"demand-V100.svg", "cost-by-market.svg"}));
+}
+
+TEST(PlannerInputTest, FrontierAddsACostAgainstSloChart) {
+  // Given frontier waits and verification off, expect one frontier point per wait, costs that
+  // do not rise as the SLO loosens, and three charts.
+  PlannerOptions o = Options();
+  o.verify.enabled = false;
+  o.frontier_waits = {Duration::Hours(1), Duration::Hours(4), Duration::Hours(24)};
+  auto r = RunPlanner(BaseAndBursts(2), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->verification.empty());
+  ASSERT_EQ(r->frontier.size(), 3u);
+  ASSERT_TRUE(r->frontier[0].plan.ok() && r->frontier[2].plan.ok());
+  EXPECT_LE(r->frontier[2].plan->total_cost, r->frontier[0].plan->total_cost);
+  auto charts = RenderPlannerCharts(*r);
+  ASSERT_TRUE(charts.ok());
+  EXPECT_EQ(charts->size(), 3u);
+  EXPECT_EQ(charts->back().first, "cost-vs-slo.svg");
+}
+
+TEST(PlannerInputTest, HistoryShorterThanAWeekIsRejected) {
+  // Given six days of history, expect InvalidArgument saying a week is needed.
+  std::vector<sim::TraceJob> jobs;
+  for (int h = 0; h < 6 * 24; ++h) jobs.push_back(Job("j" + std::to_string(h), kMonday + Duration::Hours(h), 8, Duration::Hours(1)));
+  auto r = RunPlanner(jobs, Catalog(), model::GpuCatalog::BuiltIn(), Options());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("at least one week"), std::string::npos) << r.status().message();
+}
+
+TEST(PlannerInputTest, JobsWithoutModelNeedADefault) {
+  // Given jobs that name no GPU model and no default, expect an error naming a job and the fix.
+  PlannerOptions o = Options();
+  o.default_gpu_model.clear();
+  auto r = RunPlanner(BaseAndBursts(1), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("base-a-0"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("default GPU model"), std::string::npos);
+}
+
+TEST(PlannerInputTest, UnknownModelAndUnpricedRegionSayWhat) {
+  // Given an unknown GPU name, expect the known ones listed; given a region without offers of
+  // the model, expect NotFound naming the region and the node size.
+  PlannerOptions o = Options();
+  o.gpu_models = {"V1OO"};
+  auto r = RunPlanner(BaseAndBursts(1), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unknown GPU model 'V1OO'"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("H100"), std::string::npos);
+
+  o = Options();
+  o.regions = {"mars-north-1"};
+  o.verify.enabled = false;
+  r = RunPlanner(BaseAndBursts(1), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("mars-north-1"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("8 GPUs per instance"), std::string::npos);
+}
+
+TEST(PlannerInputTest, JobsOfOtherModelsAreLeftOutAndCounted) {
+  // Given a history of V100 jobs and a few A100 jobs, planning for V100 only, expect the A100
+  // jobs counted as left out and only V100 planned.
+  std::vector<sim::TraceJob> jobs = BaseAndBursts(1);
+  for (int i = 0; i < 3; ++i) {
+    sim::TraceJob j = Job("a100-" + std::to_string(i), kMonday + Duration::Hours(i), 8, Duration::Hours(1));
+    j.spec.gpu_models = {"A100"};
+    jobs.push_back(j);
+  }
+  PlannerOptions o = Options();
+  o.gpu_models = {"V100"};
+  o.verify.enabled = false;
+  auto r = RunPlanner(jobs, Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->jobs_left_out, 3);
+  ASSERT_EQ(r->models.size(), 1u);
+  EXPECT_EQ(r->models[0].gpu_model, "V100");
+}
+
+TEST(PlannedClusterTest, ReservedNodesAndOffersFollowThePlan) {
+  // Given a model report with 3 reserved nodes, expect 3 fixed reserved nodes at the reserved
+  // node price, an on-demand offer, and a spot offer only when spot is wanted.
+  ModelReport m;
+  m.gpu_model = "V100";
+  m.reserved_nodes = 3;
+  m.prices.reserved = 2 * kUsd;
+  m.prices.on_demand = 3 * kUsd;
+  m.prices.spot = kUsd / 2;
+  m.prices.spot_interruptions_per_hour = 0.02;
+  VerifyOptions v;
+  sim::ClusterSpec c = PlannedCluster({m}, 8, v, /*with_spot=*/true);
+  ASSERT_EQ(c.nodes.size(), 3u);
+  EXPECT_EQ(c.nodes[0].price_micros_per_hour, 16 * kUsd);
+  EXPECT_EQ(c.total_gpus(), 24);
+  ASSERT_EQ(c.autoscale.offers.size(), 2u);
+  EXPECT_EQ(c.autoscale.offers[1].node.market, model::Market::kSpot);
+  EXPECT_DOUBLE_EQ(c.autoscale.offers[1].interruptions_per_hour, 0.02);
+  EXPECT_EQ(c.autoscale.offers[1].boot_delay, Duration::Minutes(3));
+  EXPECT_EQ(PlannedCluster({m}, 8, v, /*with_spot=*/false).autoscale.offers.size(), 1u);
+}
+
+}  // namespace
+}  // namespace gpufleet::plan
