@@ -12,6 +12,7 @@
 #include "cli/client_commands.h"
 #include "cli/cluster_commands.h"
 #include "cli/cost_commands.h"
+#include "cli/plan_command.h"
 #include "cli/sim_command.h"
 #include "sched/policy/registry.h"
 
@@ -66,6 +67,7 @@ const std::vector<Command>& Commands() {
       {"server", SetupServerCommand},
       {"agent", SetupAgentCommand},
       {"sim", SetupSimCommand},
+      {"plan", SetupPlanCommand},
       {"offers", SetupOffersCommand},
       {"select", SetupSelectCommand},
       {"submit", SetupSubmitCommand},

@@ -63,15 +63,26 @@ void AddReservedNodes(sim::ClusterSpec& c, const ModelReport& m, int64_t nodes, 
   }
 }
 
+void AddOfferOfSize(sim::ClusterSpec& c, const std::string& gpu_model, const GpuPrices& prices, model::Market market,
+                    int gpus, const VerifyOptions& v) {
+  const bool spot = market == model::Market::kSpot;
+  const std::optional<cost::MicroUsd>& price = spot ? prices.spot : prices.on_demand;
+  if (!price) return;
+  sim::AutoscaleOffer o;
+  o.name = gpu_model + "-" + std::to_string(gpus) + "gpu" + (spot ? "-spot" : "-on-demand");
+  o.node = Node(o.name, gpu_model, gpus, market, *price);
+  o.boot_delay = v.boot_delay;
+  o.interruptions_per_hour = spot ? prices.spot_interruptions_per_hour : 0;
+  c.autoscale.offers.push_back(std::move(o));
+}
+
+// The node-size offer of `market`, and the one-GPU one where asked for and priced.
 void AddOffer(sim::ClusterSpec& c, const ModelReport& m, model::Market market, int gpus_per_node,
               const VerifyOptions& v) {
-  sim::AutoscaleOffer o;
-  const bool spot = market == model::Market::kSpot;
-  o.name = m.gpu_model + (spot ? "-spot" : "-on-demand");
-  o.node = Node(o.name, m.gpu_model, gpus_per_node, market, spot ? *m.prices.spot : *m.prices.on_demand);
-  o.boot_delay = v.boot_delay;
-  o.interruptions_per_hour = spot ? m.prices.spot_interruptions_per_hour : 0;
-  c.autoscale.offers.push_back(std::move(o));
+  AddOfferOfSize(c, m.gpu_model, m.prices, market, gpus_per_node, v);
+  if (v.single_gpu_nodes && gpus_per_node > 1 && m.single_gpu_prices) {
+    AddOfferOfSize(c, m.gpu_model, *m.single_gpu_prices, market, 1, v);
+  }
 }
 
 void SetPoolOptions(sim::ClusterSpec& c, const VerifyOptions& v) {
@@ -82,20 +93,24 @@ void SetPoolOptions(sim::ClusterSpec& c, const VerifyOptions& v) {
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The offers the plan may price: in the regions asked for, with the node size it counts in.
-cost::OfferTable FilterOffers(const cost::OfferTable& all, const std::vector<std::string>& regions, int gpus_per_node) {
+cost::OfferTable FilterOffers(const cost::OfferTable& all, const PlannerOptions& options) {
+  const auto& regions = options.regions;
+  const auto& clouds = options.clouds;
   cost::OfferTable t;
   t.rows_read = all.rows_read;
   for (const cost::Offer& o : all.offers) {
-    if (o.gpus != gpus_per_node) continue;
+    if (o.gpus != options.gpus_per_node) continue;
     if (!regions.empty() && std::find(regions.begin(), regions.end(), o.region) == regions.end()) continue;
+    if (!clouds.empty() && std::find(clouds.begin(), clouds.end(), o.cloud) == clouds.end()) continue;
     t.offers.push_back(o);
   }
   return t;
 }
 
-std::string Where(const std::vector<std::string>& regions, int gpus_per_node) {
-  std::string s = "with " + std::to_string(gpus_per_node) + " GPUs per instance";
-  if (!regions.empty()) s += " in region" + std::string(regions.size() > 1 ? "s " : " ") + Join(regions, ", ");
+std::string Where(const PlannerOptions& o) {
+  std::string s = "with " + std::to_string(o.gpus_per_node) + " GPUs per instance";
+  if (!o.clouds.empty()) s += " from " + Join(o.clouds, ", ");
+  if (!o.regions.empty()) s += " in region" + std::string(o.regions.size() > 1 ? "s " : " ") + Join(o.regions, ", ");
   return s;
 }
 
@@ -106,6 +121,7 @@ Status ValidateOptions(const PlannerOptions& o) {
   if (o.gpus_per_node < 1 || o.gpus_per_node > 64) {
     return Status::InvalidArgument("gpus per node must be 1..64, got " + std::to_string(o.gpus_per_node));
   }
+  if (o.from && o.to && *o.to <= *o.from) return Status::InvalidArgument("the window's end must be after its start");
   if (o.verify.boot_delay < Duration::Zero() || o.verify.idle_duration <= Duration::Zero()) {
     return Status::InvalidArgument("boot delay must be >= 0 and idle duration > 0");
   }
@@ -281,6 +297,10 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
   jobs.reserve(all_jobs.size());
   std::map<std::string, int> max_job_gpus;
   for (const sim::TraceJob& j : all_jobs) {
+    if ((o.from && j.spec.submit < *o.from) || (o.to && j.spec.submit >= *o.to)) {
+      ++report.jobs_outside_window;
+      continue;
+    }
     std::string first;
     if (!j.spec.gpu_models.empty()) {
       const model::GpuModel* g = catalog.Find(j.spec.gpu_models.front());
@@ -301,6 +321,11 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
     max_job_gpus[first] = std::max(max_job_gpus[first], gpus);
     jobs.push_back(std::move(copy));
   }
+  if (jobs.empty() && report.jobs_outside_window > 0 && report.jobs_left_out == 0) {
+    return Status::InvalidArgument("no job of the history was submitted in the window asked for (" +
+                                   (o.from ? FormatIso8601(*o.from) : std::string("start")) + " to " +
+                                   (o.to ? FormatIso8601(*o.to) : std::string("end")) + ")");
+  }
   if (jobs.empty()) {
     return Status::InvalidArgument("no job of the history asks for " + Join(allowed, " or ") +
                                    " (" + std::to_string(report.jobs_left_out) + " jobs of other models)");
@@ -316,6 +341,8 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
   dopts.default_gpu_model = default_model;
   dopts.catalog = &catalog;
   dopts.reference_gpu_model = reference;
+  dopts.start = o.from;
+  dopts.end = o.to;
   GF_ASSIGN_OR_RETURN(DemandSeries demand, BuildDemand(jobs, dopts));
   report.history_start = demand.start;
   report.history_hours = demand.hours;
@@ -332,7 +359,7 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
   for (const auto& [name, series] : demand.gpu_hours) {
     if (std::find(order.begin(), order.end(), name) == order.end()) order.push_back(name);
   }
-  const cost::OfferTable priced = FilterOffers(offers, o.regions, o.gpus_per_node);
+  const cost::OfferTable priced = FilterOffers(offers, o);
   for (const std::string& name : order) {
     auto series = demand.gpu_hours.find(name);
     if (series == demand.gpu_hours.end()) continue;  // allowed, but the history never asks for it
@@ -342,13 +369,19 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
     if (!prices.ok()) {
       if (prices.status().code() == StatusCode::kNotFound) {
         return Status::NotFound("the catalog has no on-demand offer of " + name + " " +
-                                Where(o.regions, o.gpus_per_node) +
+                                Where(o) +
                                 " (try another --region or --gpus-per-node; `gpufleet offers --gpu " + name +
                                 "` lists them)");
       }
       return prices.status();
     }
     m.prices = *prices;
+    if (o.verify.single_gpu_nodes && o.gpus_per_node > 1) {
+      PlannerOptions single = o;
+      single.gpus_per_node = 1;
+      Result<GpuPrices> small = PricesFromCatalog(FilterOffers(offers, single), name, o.term, o.ratios);
+      if (small.ok()) m.single_gpu_prices = *small;
+    }
     const ModelForecast& f = forecast.models.at(name);
     m.backtest = f.backtest;
     m.backtest_train_hours = f.train_hours;

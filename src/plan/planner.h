@@ -4,7 +4,7 @@
 //
 //   1. Demand: GPU-hours per hour and GPU model from the history (BuildDemand).
 //   2. Forecast: the next `horizon_hours` per model, with the backtest's WAPE/MAPE.
-//   3. Prices: per GPU-hour from the catalog, restricted to the regions asked for and to offers
+//   3. Prices: per GPU-hour from the catalog, restricted to the clouds and regions asked for and to offers
 //      whose instance has `gpus_per_node` GPUs, so that reserved, on-demand and spot nodes all
 //      have the shape the plan counts in.
 //   4. Optimise: SolvePlan on the forecast (mean, or its upper band), reserving whole nodes; the
@@ -62,6 +62,10 @@ struct VerifyOptions {
   uint64_t seed = 1;                              // spot interruptions
   int threads = 0;                                // 0: one per hardware thread
   bool baselines = true;
+  // Also rent one-GPU instances (priced from the catalog's cheapest one-GPU offer of the model,
+  // where there is one): the autoscaler rents a whole node per job, so without them a one-GPU job
+  // rents an 8-GPU node that later jobs keep busy, and burst capacity is hardly ever released.
+  bool single_gpu_nodes = false;
 };
 
 struct PlannerOptions {
@@ -77,6 +81,11 @@ struct PlannerOptions {
   ReservedTerm term = ReservedTerm::kOneYear;
   ReservedRatios ratios;
   std::vector<std::string> regions;  // catalog regions to price from; empty: all
+  std::vector<std::string> clouds;   // catalog clouds ("aws", "gcp", ...) to price from; empty: all
+  // The part of the history to plan from and replay: jobs submitted in [from, to); demand is
+  // counted over exactly that window (a trace's ramp-up and its cut-off tail are not demand).
+  std::optional<Time> from;
+  std::optional<Time> to;
   int gpus_per_node = 8;             // reserved blocks and rented nodes
   PlanOptions plan;                  // SLO, spot share, checkpoint interval, solver time limit
   std::vector<Duration> frontier_waits;  // SLO waits of the cost-vs-SLO curve; empty: none
@@ -88,6 +97,7 @@ struct PlannerOptions {
 struct ModelReport {
   std::string gpu_model;
   GpuPrices prices;                        // per GPU-hour
+  std::optional<GpuPrices> single_gpu_prices;  // of one-GPU instances, for rented burst nodes
   std::optional<ForecastError> backtest;   // none with a single week of history
   int64_t backtest_train_hours = 0, backtest_test_hours = 0;
   double history_gpu_hours = 0;            // demand over the whole history
@@ -115,6 +125,7 @@ struct PlannerReport {
   int64_t horizon_hours = 0;
   int64_t jobs = 0;           // in the history
   int64_t jobs_left_out = 0;  // of models not planned for
+  int64_t jobs_outside_window = 0;  // submitted before `from` or at or after `to`
   int gpus_per_node = 0;
   std::vector<ModelReport> models;
   Plan plan;                  // totals, LP bound, gap

@@ -313,6 +313,17 @@ TEST(PlannedClusterTest, ReservedNodesAndOffersFollowThePlan) {
   EXPECT_DOUBLE_EQ(c.autoscale.offers[1].interruptions_per_hour, 0.02);
   EXPECT_EQ(c.autoscale.offers[1].boot_delay, Duration::Minutes(3));
   EXPECT_EQ(PlannedCluster({m}, 8, v, /*with_spot=*/false).autoscale.offers.size(), 1u);
+
+  // With one-GPU prices, each market is also rented one GPU at a time, at that price.
+  m.single_gpu_prices = m.prices;
+  m.single_gpu_prices->on_demand = 3 * kUsd + 1;
+  v.single_gpu_nodes = true;
+  c = PlannedCluster({m}, 8, v, /*with_spot=*/true);
+  ASSERT_EQ(c.autoscale.offers.size(), 4u);
+  EXPECT_EQ(c.autoscale.offers[1].node.gpus, 1);
+  EXPECT_EQ(c.autoscale.offers[1].node.price_micros_per_hour, 3 * kUsd + 1);
+  v.single_gpu_nodes = false;
+  EXPECT_EQ(PlannedCluster({m}, 8, v, /*with_spot=*/true).autoscale.offers.size(), 2u);
 }
 
 }  // namespace

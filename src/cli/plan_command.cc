@@ -1,0 +1,660 @@
+#include "cli/plan_command.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/progress.h"
+#include "common/strings.h"
+#include "cost/offer.h"
+#include "plan/planner.h"
+#include "sim/trace.h"
+
+#ifndef GPUFLEET_DATA_DIR
+#define GPUFLEET_DATA_DIR "data"
+#endif
+
+namespace gpufleet::cli {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+struct PlanArgs {
+  std::string trace;
+  std::string format = "auto";
+  std::string columns;
+  bool skip_bad_rows = false;
+  size_t max_jobs = 0;
+  std::string catalog;
+  std::vector<std::string> regions;
+  std::vector<std::string> clouds;
+  std::string from;
+  std::string to;
+  int gpus_per_node = 8;
+  std::string gpus;
+  std::string default_gpu = "V100";
+  std::string reference_gpu;
+  std::string gpu_specs;
+  std::string reserved_term = "1y";
+  double reserved_ratio = 0;  // 0: the term's default
+  std::string slo_wait = "1h";
+  double slo_quantile = 0.95;
+  std::string max_wait = "24h";
+  std::string horizon = "1w";
+  std::string basis = "mean";
+  double spot_share = 0.5;
+  std::string checkpoint_interval = "30m";
+  std::string restart_overhead = "5m";
+  std::string frontier = "1h,2h,4h,8h,24h";
+  double time_limit_s = 60;
+  bool no_verify = false;
+  bool no_baselines = false;
+  bool single_gpu_nodes = false;
+  std::string policy = "fifo";
+  std::string boot_delay = "3m";
+  std::string idle_release = "10m";
+  uint64_t seed = 1;
+  int threads = 0;
+  std::string output = "text";
+  std::string plots;
+  bool progress = false;
+  bool no_progress = false;
+};
+
+int Fail(int code, const std::string& msg) {
+  std::fprintf(stderr, "gpufleet plan: %s\n", msg.c_str());
+  return code;
+}
+
+// Durations with weeks: "1w", "2w3d" is not needed; "1w" or anything ParseDuration reads.
+std::optional<Duration> ParseSpan(const std::string& s) {
+  std::string t(Trim(s));
+  if (t.size() >= 2 && (t.back() == 'w' || t.back() == 'W')) {
+    char* end = nullptr;
+    double weeks = std::strtod(t.c_str(), &end);
+    if (end != t.c_str() + t.size() - 1 || !(weeks > 0) || weeks > 520) return std::nullopt;
+    return Duration::Millis(std::llround(weeks * 7 * 24 * 3'600'000.0));
+  }
+  return ParseDuration(t);
+}
+
+// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+// "2017-09-18", "2017-09-18T06:00", "2017-09-18T06:00:00Z" or "2017-09-18 06:00:00", all UTC.
+std::optional<Time> ParseUtc(const std::string& s) {
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, n = 0;
+  const char* p = s.c_str();
+  if (std::sscanf(p, "%4d-%2d-%2d%n", &y, &mo, &d, &n) != 3 || n != 10) return std::nullopt;
+  std::string rest = s.substr(10);
+  if (!rest.empty()) {
+    if (rest[0] != 'T' && rest[0] != ' ') return std::nullopt;
+    int m = 0;
+    int got = std::sscanf(rest.c_str() + 1, "%2d:%2d%n:%2d%n", &h, &mi, &m, &sec, &m);
+    if (got < 2) return std::nullopt;
+    std::string tail = rest.substr(1 + static_cast<size_t>(m));
+    if (!tail.empty() && tail != "Z") return std::nullopt;
+  }
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 59) return std::nullopt;
+  return Time::FromSeconds(DaysFromCivil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec);
+}
+
+std::string CatalogPath(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (const char* env = std::getenv("GPUFLEET_CATALOG"); env != nullptr && *env != '\0') return env;
+  const std::string local = "data/catalog/offers.csv";
+  std::error_code ec;
+  if (std::filesystem::exists(local, ec)) return local;
+  return std::string(GPUFLEET_DATA_DIR) + "/catalog/offers.csv";
+}
+
+double Usd(cost::MicroUsd v) { return static_cast<double>(v) / static_cast<double>(cost::kMicroUsdPerUsd); }
+
+std::string Printf(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+// "$12,345" for reports: whole dollars with thousands separators.
+std::string Dollars(double usd) { return cost::FormatUsd(std::llround(usd * 1e6), usd < 100 ? 2 : 0); }
+
+std::string Pct(double share) { return Printf("%.1f %%", share * 100); }
+
+std::string Hours(double seconds) {
+  if (seconds < 60) return Printf("%.0fs", seconds);
+  return FormatDuration(Duration::Seconds(static_cast<int64_t>(std::llround(seconds))));
+}
+
+std::string Pad(const std::string& s, size_t w, bool right = false) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+double MarketCost(const sim::Summary& s, const std::string& market) {
+  auto it = s.cost_by_market_usd.find(market);
+  return it == s.cost_by_market_usd.end() ? 0.0 : it->second;
+}
+
+std::string TermName(plan::ReservedTerm t) { return t == plan::ReservedTerm::kOneYear ? "1y" : "3y"; }
+
+// ------------------------------------------------------------------ the report
+
+std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const plan::PlannerReport& r) {
+  std::string out;
+  auto line = [&](const std::string& s) { out += s + "\n"; };
+  const double ratio = o.term == plan::ReservedTerm::kOneYear ? o.ratios.one_year : o.ratios.three_year;
+  line("gpufleet plan: " + a.trace + ", " + std::to_string(r.jobs) + " jobs over " +
+       std::to_string(r.history_hours) + " h from " + FormatIso8601(r.history_start) +
+       (r.jobs_left_out > 0 ? " (" + std::to_string(r.jobs_left_out) + " of other GPU models left out)" : "") +
+       (r.jobs_outside_window > 0 ? " (" + std::to_string(r.jobs_outside_window) + " outside the window left out)" : ""));
+  line("SLO: " + Pct(o.plan.slo_quantile) + " of GPU-hours wait at most " + FormatDuration(o.plan.slo_wait) +
+       ", none over " + FormatDuration(o.plan.max_wait) + "; spot for up to " + Pct(o.plan.spot_max_share) +
+       " of the work; reserved " + TermName(o.term) + " at " + Printf("%.2f", ratio) + " x on-demand; " +
+       std::to_string(r.gpus_per_node) + "-GPU nodes" +
+       (o.clouds.empty() ? "" : " from " + Join(o.clouds, ", ")) + (o.regions.empty() ? "" : " in " + Join(o.regions, ", ")));
+  line("");
+
+  line("Forecast (hour-of-week levels + linear trend) of the " + std::to_string(r.horizon_hours) + " h from " +
+       FormatIso8601(r.forecast_start) + "; backtest on held-back history:");
+  line("  " + Pad("model", 10) + Pad("history GPU-h", 15, true) + Pad("peak GPUs", 11, true) +
+       Pad("planned GPU-h", 15, true) + Pad("WAPE", 10, true) + Pad("MAPE", 12, true) + Pad("bias", 10, true) +
+       "  backtest");
+  for (const auto& m : r.models) {
+    double planned = 0;
+    for (double v : m.planned_demand) planned += v;
+    std::string wape = "-", mape = "-", bias = "-", bt = "none (one week of history)";
+    if (m.backtest) {
+      wape = Pct(m.backtest->wape);
+      mape = m.backtest->mape ? Pct(*m.backtest->mape) : "-";
+      bias = Printf("%+.1f %%", m.backtest->bias * 100);
+      bt = "fit " + std::to_string(m.backtest_train_hours) + " h, tested on " + std::to_string(m.backtest_test_hours) + " h";
+    }
+    line("  " + Pad(m.gpu_model, 10) + Pad(Printf("%.0f", m.history_gpu_hours), 15, true) +
+         Pad(Printf("%.0f", m.peak_gpu_hours_per_hour), 11, true) + Pad(Printf("%.0f", planned), 15, true) +
+         Pad(wape, 10, true) + Pad(mape, 12, true) + Pad(bias, 10, true) + "  " + bt);
+  }
+  line("  (WAPE weighs hours by demand: plan on it. MAPE counts non-zero hours only.)");
+  line("");
+
+  line("Prices per GPU-hour:");
+  for (const auto& m : r.models) {
+    std::string s = "  " + Pad(m.gpu_model, 10) + "reserved " + cost::FormatUsd(m.prices.reserved, 3) +
+                    "  on-demand " + cost::FormatUsd(*m.prices.on_demand, 3) + " (" + m.prices.on_demand_offer + ")";
+    if (m.prices.spot) {
+      s += "  spot " + cost::FormatUsd(*m.prices.spot, 3) + " (" + m.prices.spot_offer + ", " +
+           Printf("%.4f", m.prices.spot_interruptions_per_hour) + " interruptions/h)";
+    }
+    line(s);
+  }
+  line("");
+
+  line("Plan for the " + std::to_string(r.horizon_hours) + " h window (" +
+       (o.basis == plan::PlanBasis::kForecastUpper ? "forecast upper band" : "forecast mean") + "):");
+  line("  " + Pad("model", 10) + Pad("reserved", 10, true) + Pad("GPUs", 7, true) + Pad("used", 8, true) +
+       Pad("on-dem GPU-h", 14, true) + Pad("spot GPU-h", 12, true) + Pad("reserved", 12, true) +
+       Pad("on-demand", 12, true) + Pad("spot", 12, true));
+  for (const auto& m : r.models) {
+    double od = 0, sp = 0;
+    for (double v : m.plan.on_demand) od += v;
+    for (double v : m.plan.spot) sp += v;
+    line("  " + Pad(m.gpu_model, 10) + Pad(std::to_string(m.reserved_nodes) + " nodes", 10, true) +
+         Pad(std::to_string(m.plan.reserved_gpus), 7, true) + Pad(Pct(m.plan.reserved_utilisation), 8, true) +
+         Pad(Printf("%.0f", od), 14, true) + Pad(Printf("%.0f", sp), 12, true) +
+         Pad(Dollars(Usd(m.plan.reserved_cost)), 12, true) + Pad(Dollars(Usd(m.plan.on_demand_cost)), 12, true) +
+         Pad(Dollars(Usd(m.plan.spot_cost)), 12, true));
+  }
+  line("  expected cost " + Dollars(Usd(r.plan.total_cost)) + ", LP lower bound " + Dollars(Usd(r.plan.lp_bound)) +
+       ", gap " + Printf("%.2f %%", r.plan.gap * 100) +
+       (r.plan.proven_optimal ? " (proven optimal)" : " (solver time limit: best plan found)"));
+  line("");
+
+  if (!r.frontier.empty()) {
+    line("Cost against the SLO wait (" + std::to_string(r.horizon_hours) + " h window, quantile " +
+         Printf("%.3g", o.plan.slo_quantile) + "):");
+    line("  " + Pad("wait", 8) + Pad("cost", 12, true) + Pad("LP bound", 12, true) + Pad("reserved GPUs", 15, true));
+    for (const auto& p : r.frontier) {
+      if (!p.plan.ok()) {
+        line("  " + Pad(FormatDuration(p.slo_wait), 8) + "  cannot be met: " + p.plan.status().message());
+        continue;
+      }
+      int64_t gpus = 0;
+      for (const auto& m : p.plan->models) gpus += m.reserved_gpus;
+      line("  " + Pad(FormatDuration(p.slo_wait), 8) + Pad(Dollars(Usd(p.plan->total_cost)), 12, true) +
+           Pad(Dollars(Usd(p.plan->lp_bound)), 12, true) + Pad(std::to_string(gpus), 15, true));
+    }
+    line("");
+  }
+
+  if (!r.verification.empty()) {
+    line("Verification: the history replayed on each cluster (" + o.verify.policy + ", " +
+         FormatDuration(o.verify.boot_delay) + " boot, idle nodes released after " +
+         FormatDuration(o.verify.idle_duration) + ", spot interruptions at the catalog's rate):");
+    line("  " + Pad("cluster", 31) + Pad("reserved", 9, true) + Pad("rented", 8, true) + Pad("cost", 12, true) +
+         Pad("reserved", 12, true) + Pad("on-demand", 12, true) + Pad("spot", 12, true) + Pad("P95 wait", 10, true) +
+         Pad("util", 8, true) + Pad("vs on-dem", 10, true));
+    for (const auto& s : r.verification) {
+      line("  " + Pad(s.name, 31) + Pad(std::to_string(s.reserved_nodes), 9, true) +
+           Pad(std::to_string(s.summary.nodes_rented), 8, true) + Pad(Dollars(s.summary.cost_usd), 12, true) +
+           Pad(Dollars(MarketCost(s.summary, "reserved")), 12, true) +
+           Pad(Dollars(MarketCost(s.summary, "on-demand")), 12, true) +
+           Pad(Dollars(MarketCost(s.summary, "spot")), 12, true) + Pad(Hours(s.summary.queue_s.p95), 10, true) +
+           Pad(Pct(s.summary.utilisation), 8, true) +
+           Pad(s.cost_ratio_to_on_demand > 0 ? Printf("%.2fx", s.cost_ratio_to_on_demand) : "-", 10, true));
+    }
+    const auto& p = r.verification.front();
+    line("  plan: " + std::to_string(p.summary.finished) + "/" + std::to_string(p.summary.jobs) + " jobs finished, " +
+         Pct(p.spot_job_share) + " of jobs allowed on spot, " + std::to_string(p.summary.spot_interruptions) +
+         " spot interruptions; P95 wait is over jobs, the SLO over GPU-hours");
+  }
+  return out;
+}
+
+json PlanJson(const plan::Plan& p) {
+  return {{"cost_usd", Usd(p.total_cost)},
+          {"lp_bound_usd", Usd(p.lp_bound)},
+          {"gap", p.gap},
+          {"proven_optimal", p.proven_optimal}};
+}
+
+json SummaryJson(const sim::Summary& s) {
+  json j = {{"jobs", s.jobs},
+            {"finished", s.finished},
+            {"queue_s", {{"avg", s.queue_s.avg}, {"p50", s.queue_s.p50}, {"p95", s.queue_s.p95},
+                         {"p99", s.queue_s.p99}, {"max", s.queue_s.max}}},
+            {"jct_s_p95", s.jct_s.p95},
+            {"utilisation", s.utilisation},
+            {"makespan_s", s.makespan_s},
+            {"cost_usd", s.cost_usd},
+            {"cost_by_market_usd", s.cost_by_market_usd},
+            {"gpu_hours_used", s.gpu_hours_used},
+            {"nodes_rented", s.nodes_rented},
+            {"spot_interruptions", s.spot_interruptions},
+            {"preemptions", s.preemptions}};
+  return j;
+}
+
+json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::PlannerReport& r) {
+  json j;
+  j["trace"] = a.trace;
+  j["jobs"] = r.jobs;
+  j["jobs_left_out"] = r.jobs_left_out;
+  j["jobs_outside_window"] = r.jobs_outside_window;
+  j["history"] = {{"start", FormatIso8601(r.history_start)}, {"hours", r.history_hours}};
+  j["horizon"] = {{"start", FormatIso8601(r.forecast_start)}, {"hours", r.horizon_hours}};
+  j["options"] = {{"slo_wait_s", o.plan.slo_wait.seconds_f()},
+                  {"slo_quantile", o.plan.slo_quantile},
+                  {"max_wait_s", o.plan.max_wait.seconds_f()},
+                  {"spot_max_share", o.plan.spot_max_share},
+                  {"checkpoint_interval_s", o.plan.checkpoint_interval.seconds_f()},
+                  {"reserved_term", TermName(o.term)},
+                  {"reserved_ratio", o.term == plan::ReservedTerm::kOneYear ? o.ratios.one_year : o.ratios.three_year},
+                  {"gpus_per_node", r.gpus_per_node},
+                  {"regions", o.regions},
+                  {"clouds", o.clouds},
+                  {"basis", o.basis == plan::PlanBasis::kForecastUpper ? "upper" : "mean"}};
+  json models = json::array();
+  for (const auto& m : r.models) {
+    json mj;
+    mj["gpu_model"] = m.gpu_model;
+    mj["prices_usd_per_gpu_hour"] = {
+        {"reserved", Usd(m.prices.reserved)},
+        {"on_demand", m.prices.on_demand ? json(Usd(*m.prices.on_demand)) : json(nullptr)},
+        {"spot", m.prices.spot ? json(Usd(*m.prices.spot)) : json(nullptr)},
+        {"spot_interruptions_per_hour", m.prices.spot_interruptions_per_hour},
+        {"on_demand_offer", m.prices.on_demand_offer},
+        {"spot_offer", m.prices.spot_offer}};
+    json bt = nullptr;
+    if (m.backtest) {
+      bt = {{"wape", m.backtest->wape},
+            {"mape", m.backtest->mape ? json(*m.backtest->mape) : json(nullptr)},
+            {"bias", m.backtest->bias},
+            {"train_hours", m.backtest_train_hours},
+            {"test_hours", m.backtest_test_hours}};
+    }
+    mj["forecast"] = {{"history_gpu_hours", m.history_gpu_hours},
+                      {"peak_gpus", m.peak_gpu_hours_per_hour},
+                      {"planned_gpu_hours_per_hour", m.planned_demand},
+                      {"backtest", bt}};
+    double od = 0, sp = 0;
+    for (double v : m.plan.on_demand) od += v;
+    for (double v : m.plan.spot) sp += v;
+    mj["plan"] = {{"reserved_nodes", m.reserved_nodes},
+                  {"reserved_gpus", m.plan.reserved_gpus},
+                  {"reserved_utilisation", m.plan.reserved_utilisation},
+                  {"on_demand_gpu_hours", od},
+                  {"spot_gpu_hours", sp},
+                  {"spot_rework", m.plan.spot_rework},
+                  {"late_gpu_hours", m.plan.late_gpu_hours},
+                  {"reserved_cost_usd", Usd(m.plan.reserved_cost)},
+                  {"on_demand_cost_usd", Usd(m.plan.on_demand_cost)},
+                  {"spot_cost_usd", Usd(m.plan.spot_cost)}};
+    models.push_back(mj);
+  }
+  j["models"] = models;
+  j["plan"] = PlanJson(r.plan);
+  json frontier = json::array();
+  for (const auto& p : r.frontier) {
+    json pj = {{"slo_wait_s", p.slo_wait.seconds_f()}};
+    if (p.plan.ok()) {
+      pj.update(PlanJson(*p.plan));
+      int64_t gpus = 0;
+      for (const auto& m : p.plan->models) gpus += m.reserved_gpus;
+      pj["reserved_gpus"] = gpus;
+    } else {
+      pj["error"] = p.plan.status().message();
+    }
+    frontier.push_back(pj);
+  }
+  j["frontier"] = frontier;
+  json ver = json::array();
+  for (const auto& s : r.verification) {
+    ver.push_back({{"name", s.name},
+                   {"reserved_nodes", s.reserved_nodes},
+                   {"spot_job_share", s.spot_job_share},
+                   {"cost_ratio_to_on_demand", s.cost_ratio_to_on_demand},
+                   {"summary", SummaryJson(s.summary)}});
+  }
+  j["verification"] = ver;
+  return j;
+}
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return Status::Unavailable("cannot write " + path);
+  out << text;
+  out.close();
+  if (!out) return Status::Unavailable("cannot write " + path);
+  return Status::Ok();
+}
+
+// ------------------------------------------------------------------ the command
+
+int Run(const PlanArgs& a) {
+  // Flags first, all of them, before reading a large trace: a wrong value is exit code 2.
+  plan::PlannerOptions o;
+  sim::TraceOptions topts;
+  auto fmt = sim::ParseTraceFormat(a.format);
+  if (!fmt.ok()) return Fail(kExitUsage, "--format: " + fmt.status().message());
+  topts.format = *fmt;
+  if (!a.columns.empty()) {
+    auto cols = sim::ParseColumnMap(a.columns);
+    if (!cols.ok()) return Fail(kExitUsage, "--columns: " + cols.status().message());
+    topts.columns = *cols;
+    if (topts.format == sim::TraceFormat::kAuto) topts.format = sim::TraceFormat::kCsv;
+  }
+  topts.skip_bad_rows = a.skip_bad_rows;
+  topts.max_jobs = a.max_jobs;
+
+  const model::GpuCatalog* gpus = &model::GpuCatalog::BuiltIn();
+  std::unique_ptr<model::GpuCatalog> loaded;
+  if (!a.gpu_specs.empty()) {
+    auto c = model::GpuCatalog::LoadCsv(a.gpu_specs);
+    if (!c.ok()) return Fail(kExitFailed, c.status().message());
+    loaded = std::make_unique<model::GpuCatalog>(std::move(*c));
+    gpus = loaded.get();
+  }
+  for (const auto& g : Split(a.gpus, ',')) {
+    std::string name(Trim(g));
+    if (name.empty()) continue;
+    if (gpus->Find(name) == nullptr) return Fail(kExitUsage, "--gpu: unknown GPU model '" + name + "'");
+    o.gpu_models.push_back(name);
+  }
+  if (!a.default_gpu.empty() && gpus->Find(a.default_gpu) == nullptr) {
+    return Fail(kExitUsage, "--default-gpu: unknown GPU model '" + a.default_gpu + "'");
+  }
+  o.default_gpu_model = a.default_gpu;
+  if (!a.reference_gpu.empty() && gpus->Find(a.reference_gpu) == nullptr) {
+    return Fail(kExitUsage, "--reference-gpu: unknown GPU model '" + a.reference_gpu + "'");
+  }
+  o.reference_gpu_model = a.reference_gpu;
+  for (const auto& r : a.regions) {
+    for (const auto& part : Split(r, ',')) {
+      std::string name(Trim(part));
+      if (!name.empty()) o.regions.push_back(name);
+    }
+  }
+  for (const auto& c : a.clouds) {
+    for (const auto& part : Split(c, ',')) {
+      std::string name(Trim(part));
+      if (!name.empty()) o.clouds.push_back(name);
+    }
+  }
+  if (!a.from.empty()) {
+    o.from = ParseUtc(a.from);
+    if (!o.from) return Fail(kExitUsage, "--from: expected a UTC date such as 2017-09-18 or 2017-09-18T06:00:00Z, got '" + a.from + "'");
+  }
+  if (!a.to.empty()) {
+    o.to = ParseUtc(a.to);
+    if (!o.to) return Fail(kExitUsage, "--to: expected a UTC date such as 2017-12-04 or 2017-12-04T00:00:00Z, got '" + a.to + "'");
+  }
+  if (o.from && o.to && *o.to <= *o.from) return Fail(kExitUsage, "--to (" + a.to + ") must be after --from (" + a.from + ")");
+  if (a.gpus_per_node < 1 || a.gpus_per_node > 64) return Fail(kExitUsage, "--gpus-per-node must be 1..64");
+  o.gpus_per_node = a.gpus_per_node;
+
+  if (a.reserved_term == "1y" || a.reserved_term == "1") {
+    o.term = plan::ReservedTerm::kOneYear;
+  } else if (a.reserved_term == "3y" || a.reserved_term == "3") {
+    o.term = plan::ReservedTerm::kThreeYear;
+  } else {
+    return Fail(kExitUsage, "--reserved-term must be 1y or 3y, got '" + a.reserved_term + "'");
+  }
+  if (a.reserved_ratio != 0) {
+    if (!(a.reserved_ratio > 0 && a.reserved_ratio <= 1)) {
+      return Fail(kExitUsage, "--reserved-ratio must be in (0, 1] (reserved price / on-demand price), got " +
+                                  Printf("%g", a.reserved_ratio));
+    }
+    (o.term == plan::ReservedTerm::kOneYear ? o.ratios.one_year : o.ratios.three_year) = a.reserved_ratio;
+  }
+
+  auto slo = ParseSpan(a.slo_wait);
+  if (!slo) return Fail(kExitUsage, "--slo-p95-wait: expected a duration such as 1h or 30m, got '" + a.slo_wait + "'");
+  o.plan.slo_wait = *slo;
+  if (!(a.slo_quantile > 0 && a.slo_quantile <= 1)) {
+    return Fail(kExitUsage, "--slo-quantile must be in (0, 1] (0.95 for P95), got " + Printf("%g", a.slo_quantile));
+  }
+  o.plan.slo_quantile = a.slo_quantile;
+  auto max_wait = ParseSpan(a.max_wait);
+  if (!max_wait) return Fail(kExitUsage, "--max-wait: expected a duration such as 24h, got '" + a.max_wait + "'");
+  if (*max_wait < *slo) return Fail(kExitUsage, "--max-wait (" + a.max_wait + ") must be at least the SLO wait (" + a.slo_wait + ")");
+  o.plan.max_wait = *max_wait;
+  auto horizon = ParseSpan(a.horizon);
+  if (!horizon || *horizon < Duration::Hours(1)) {
+    return Fail(kExitUsage, "--horizon: expected a duration of at least an hour such as 1w or 72h, got '" + a.horizon + "'");
+  }
+  o.horizon_hours = horizon->millis() / Duration::Hours(1).millis();
+  if (a.basis == "mean") {
+    o.basis = plan::PlanBasis::kForecastMean;
+  } else if (a.basis == "upper") {
+    o.basis = plan::PlanBasis::kForecastUpper;
+  } else {
+    return Fail(kExitUsage, "--basis must be mean or upper, got '" + a.basis + "'");
+  }
+  if (!(a.spot_share >= 0 && a.spot_share <= 1)) {
+    return Fail(kExitUsage, "--spot-share must be in [0, 1] (0 = no spot), got " + Printf("%g", a.spot_share));
+  }
+  o.plan.spot_max_share = a.spot_share;
+  auto ci = ParseSpan(a.checkpoint_interval);
+  if (!ci) return Fail(kExitUsage, "--checkpoint-interval: expected a duration such as 30m, got '" + a.checkpoint_interval + "'");
+  o.plan.checkpoint_interval = *ci;
+  auto ro = ParseSpan(a.restart_overhead);
+  if (!ro) return Fail(kExitUsage, "--restart-overhead: expected a duration such as 5m, got '" + a.restart_overhead + "'");
+  o.plan.restart_overhead = *ro;
+  if (!(a.time_limit_s > 0 && a.time_limit_s <= 3600)) return Fail(kExitUsage, "--time-limit must be 0..3600 seconds");
+  o.plan.time_limit_s = a.time_limit_s;
+  if (a.frontier != "none" && !a.frontier.empty()) {
+    for (const auto& part : Split(a.frontier, ',')) {
+      std::string w(Trim(part));
+      if (w.empty()) continue;
+      auto d = ParseSpan(w);
+      if (!d) return Fail(kExitUsage, "--frontier: expected durations such as 1h,4h,24h, got '" + w + "'");
+      if (*d > o.plan.max_wait) {
+        return Fail(kExitUsage, "--frontier: " + w + " is over --max-wait (" + a.max_wait + ")");
+      }
+      o.frontier_waits.push_back(*d);
+    }
+    std::sort(o.frontier_waits.begin(), o.frontier_waits.end());
+    o.frontier_waits.erase(std::unique(o.frontier_waits.begin(), o.frontier_waits.end()), o.frontier_waits.end());
+  }
+
+  o.verify.enabled = !a.no_verify;
+  o.verify.baselines = !a.no_baselines;
+  o.verify.single_gpu_nodes = a.single_gpu_nodes;
+  o.verify.policy = a.policy;
+  auto boot = ParseSpan(a.boot_delay);
+  if (!boot) return Fail(kExitUsage, "--boot-delay: expected a duration such as 3m, got '" + a.boot_delay + "'");
+  o.verify.boot_delay = *boot;
+  auto idle = ParseSpan(a.idle_release);
+  if (!idle || *idle <= Duration::Zero()) {
+    return Fail(kExitUsage, "--idle-release: expected a positive duration such as 10m, got '" + a.idle_release + "'");
+  }
+  o.verify.idle_duration = *idle;
+  o.verify.seed = a.seed;
+  if (a.threads < 0) return Fail(kExitUsage, "--threads must be >= 0 (0: one per core)");
+  o.verify.threads = a.threads;
+  if (a.output != "text" && a.output != "json") return Fail(kExitUsage, "-o must be text or json, got '" + a.output + "'");
+
+  // Inputs.
+  const std::string catalog_path = CatalogPath(a.catalog);
+  auto offers = cost::LoadOffersCsv(catalog_path, *gpus);
+  if (!offers.ok()) return Fail(kExitFailed, offers.status().message());
+  auto trace = sim::ReadTrace(a.trace, topts);
+  if (!trace.ok()) return Fail(kExitFailed, trace.status().message());
+  if (trace->bad_rows_skipped > 0) {
+    std::fprintf(stderr, "gpufleet plan: skipped %lld bad row(s)\n", static_cast<long long>(trace->bad_rows_skipped));
+  }
+  for (const auto& w : trace->warnings) std::fprintf(stderr, "gpufleet plan: %s\n", w.c_str());
+  if (trace->jobs.empty()) return Fail(kExitFailed, a.trace + ": no jobs to plan from");
+
+  // Plan and verify.
+  bool show = !a.no_progress && (a.progress || StderrIsTerminal());
+  std::optional<ProgressBar> bar;
+  if (o.verify.enabled) bar.emplace("verifying by simulation", show);
+  std::mutex mu;
+  o.progress = [&](int64_t done, int64_t total) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (bar) bar->Update(done, total);
+  };
+  auto report = plan::RunPlanner(trace->jobs, *offers, *gpus, o);
+  if (bar) bar->Finish();
+  if (!report.ok()) return Fail(kExitFailed, report.status().message());
+
+  if (!a.plots.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(a.plots, ec);
+    if (ec) return Fail(kExitFailed, "--plots: cannot create " + a.plots + ": " + ec.message());
+    auto charts = plan::RenderPlannerCharts(*report);
+    if (!charts.ok()) return Fail(kExitFailed, charts.status().message());
+    for (const auto& [name, svg] : *charts) {
+      const std::string path = (std::filesystem::path(a.plots) / name).string();
+      Status s = WriteFile(path, svg);
+      if (!s.ok()) return Fail(kExitFailed, s.message());
+      std::fprintf(stderr, "wrote %s\n", path.c_str());
+    }
+  }
+
+  std::string out = a.output == "json" ? FormatJson(a, o, *report).dump(2) + "\n" : FormatText(a, o, *report);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> SetupPlanCommand(CLI::App& app) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "plan", "From job history, the cheapest reserved / on-demand / spot mix that meets a queueing SLO");
+  sub->footer(R"(How it works:
+  1. Demand: the trace's jobs as GPU-hours per hour and GPU model (as if each started on arrival).
+  2. Forecast: an hour-of-week shape plus a trend, backtested on held-back history (WAPE, MAPE).
+  3. Optimise: reserved nodes (paid every hour), on-demand and spot burst, least expected cost with
+     the SLO met; a MILP (CBC), with its LP bound and gap reported.
+  4. Verify: replay the history on the planned cluster (reserved nodes + autoscaled on-demand and
+     spot with boot delays and interruptions) and on three baselines: all on-demand, all reserved
+     for the peak, all spot with on-demand fallback. Costs are compared over the same replay.
+
+Examples:
+  # The Philly trace on AWS p3.16xlarge (8 x V100) in us-east-1, P95 wait under an hour
+  gpufleet plan --trace data/traces/philly/philly.csv --gpu V100 --region us-east-1 \
+                --slo-p95-wait 1h --plots plan-plots/
+
+  # Three-year reservations at your contract's 50 % discount, no spot, JSON for a notebook
+  gpufleet plan --trace jobs.jsonl --gpu A100 --reserved-term 3y --reserved-ratio 0.5 \
+                --spot-share 0 -o json > plan.json
+
+  # Only the optimiser, no simulation; a cautious plan on the forecast's upper band
+  gpufleet plan --trace jobs.csv --columns submit=ts,duration=secs,gpus=n --default-gpu A100 \
+                --basis upper --no-verify
+
+Exit codes: 0 done, 1 the inputs could not be read or no plan meets the SLO, 2 a bad flag.
+docs/planning.md explains the model, its limits and the results on the Philly trace.)");
+  sub->add_option("--trace", args->trace, "Job history: any trace `gpufleet sim` reads (Philly, Alibaba 2023, Tiresias, CSV with --columns, JSON Lines)")
+      ->required();
+  sub->add_option("--format", args->format, "Trace format: auto, philly, alibaba2023, csv, tiresias, jsonl")->capture_default_str();
+  sub->add_option("--columns", args->columns, "Column map for --format csv: submit=COL,duration=COL,gpus=COL[,gpu_type=COL,...]");
+  sub->add_flag("--skip-bad-rows", args->skip_bad_rows, "Skip and count malformed rows instead of stopping at the first");
+  sub->add_option("--max-jobs", args->max_jobs, "Use only the first N jobs by submit time");
+  sub->add_option("--catalog", args->catalog, "Offer catalog CSV (default: $GPUFLEET_CATALOG, else data/catalog/offers.csv)");
+  sub->add_option("--region", args->regions, "Price only from offers in this region (repeatable or comma-separated; default: all)");
+  sub->add_option("--cloud", args->clouds, "Price only from this cloud's offers: aws, gcp, azure, ... (repeatable or comma-separated)");
+  sub->add_option("--from", args->from, "Plan from (and replay) only jobs submitted at or after this UTC date, e.g. 2017-09-18");
+  sub->add_option("--to", args->to, "... and before this UTC date; demand is counted up to it");
+  sub->add_option("--gpus-per-node", args->gpus_per_node, "Node size: reserve whole nodes of this many GPUs and rent instances of this size")
+      ->capture_default_str();
+  sub->add_option("--gpu", args->gpus, "GPU models to plan for, comma-separated (default: every model the history asks for)");
+  sub->add_option("--default-gpu", args->default_gpu, "GPU model of jobs whose trace names none (Philly, Tiresias)")->capture_default_str();
+  sub->add_option("--reference-gpu", args->reference_gpu, "GPU model the trace's run times were measured on (default: --default-gpu)");
+  sub->add_option("--gpu-specs", args->gpu_specs, "GPU spec CSV to use instead of the built-in table");
+  sub->add_option("--reserved-term", args->reserved_term, "Reservation term: 1y (0.63 x on-demand) or 3y (0.45 x)")->capture_default_str();
+  sub->add_option("--reserved-ratio", args->reserved_ratio, "Reserved price as a share of on-demand, overriding the term's default (e.g. 0.55)");
+  sub->add_option("--slo-p95-wait,--slo-wait", args->slo_wait, "The SLO: at most this queueing wait for the --slo-quantile of the work")
+      ->capture_default_str();
+  sub->add_option("--slo-quantile", args->slo_quantile, "Share of GPU-hours that must meet the SLO wait (1 = all)")->capture_default_str();
+  sub->add_option("--max-wait", args->max_wait, "No work waits longer than this")->capture_default_str();
+  sub->add_option("--horizon", args->horizon, "Planning window forecast from the end of the history (1w, 2w, 72h)")->capture_default_str();
+  sub->add_option("--basis", args->basis, "Plan on the forecast's mean (expected cost) or its upper band (cautious)")->capture_default_str();
+  sub->add_option("--spot-share", args->spot_share, "Share of the work that may run on spot (tolerates preemption), 0..1")
+      ->capture_default_str();
+  sub->add_option("--checkpoint-interval", args->checkpoint_interval, "How often jobs checkpoint: the work redone after a spot interruption")
+      ->capture_default_str();
+  sub->add_option("--restart-overhead", args->restart_overhead, "Extra time each restart after an interruption costs")->capture_default_str();
+  sub->add_option("--frontier", args->frontier, "SLO waits of the cost-vs-SLO curve, or 'none'")->capture_default_str();
+  sub->add_option("--time-limit", args->time_limit_s, "Seconds the MILP solver may take per plan")->capture_default_str();
+  sub->add_flag("--no-verify", args->no_verify, "Skip the simulation check");
+  sub->add_flag("--no-baselines", args->no_baselines, "Simulate the plan only, not the baselines");
+  sub->add_flag("--single-gpu-nodes", args->single_gpu_nodes,
+                "In the replay, also rent one-GPU instances for one-GPU jobs (slower to simulate)");
+  sub->add_option("--policy", args->policy, "Queue policy of the replay")->capture_default_str();
+  sub->add_option("--boot-delay", args->boot_delay, "Time from renting a node to its being up, in the replay")->capture_default_str();
+  sub->add_option("--idle-release", args->idle_release, "Rented nodes idle this long are released, in the replay")->capture_default_str();
+  sub->add_option("--seed", args->seed, "Seed for spot interruptions in the replay")->capture_default_str();
+  sub->add_option("--threads", args->threads, "Simulations run at once (0: one per core)")->capture_default_str();
+  sub->add_option("-o,--output", args->output, "Report format: text or json")->capture_default_str();
+  sub->add_option("--plots", args->plots, "Write SVG charts here: demand-MODEL.svg, cost-by-market.svg, cost-vs-slo.svg");
+  sub->add_flag("--progress", args->progress, "Always draw the progress bar (default: only on a terminal)");
+  sub->add_flag("--no-progress", args->no_progress, "Never draw the progress bar");
+  return [args]() { return Run(*args); };
+}
+
+}  // namespace gpufleet::cli

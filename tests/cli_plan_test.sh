@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Given a two-week JSON Lines trace (a steady base of two 8-GPU jobs every hour, weekday bursts of
+# two more) and a one-instance catalog, expect `gpufleet plan -o json` to reserve whole nodes,
+# to replay the history on exactly those nodes and on three baselines, the plan cheaper than all
+# on-demand, SVG charts that parse as XML; and bad flags to fail with exit 2 and say which flag.
+#
+# Usage: cli_plan_test.sh PATH/TO/gpufleet
+source "$(dirname "$0")/lib.sh"
+
+GPUFLEET="${1:?usage: cli_plan_test.sh GPUFLEET}"
+
+"$PYTHON" - "$WORK/jobs.jsonl" <<'PY'
+import json, sys
+monday = 1704067200  # 2024-01-01 00:00 UTC
+with open(sys.argv[1], "w") as f:
+    for h in range(2 * 168):
+        kinds = ["base-a", "base-b"]
+        if (h // 24) % 7 < 5 and 10 <= h % 24 < 14:
+            kinds += ["burst-a", "burst-b"]
+        for k in kinds:
+            f.write(json.dumps({"id": f"{k}-{h}", "submit": monday + h * 3600, "work": 3600,
+                                "gpus_per_node": 8, "nodes": 1}) + "\n")
+PY
+cat >"$WORK/offers.csv" <<'CSV'
+cloud,region,zone,instance_type,accelerator,gpu_count,gpu_mem_mib,vcpus,ram_gib,ondemand_usd_h,host_usd_h,spot_usd_h,spot_kind,aws_interruption_bucket
+aws,us-east-1,,p3.16xlarge,V100,8,,64,488,24.48,,4.1616,estimated,4
+aws,eu-west-2,,p3.16xlarge,V100,8,,64,488,28.712,,24.11808,estimated,4
+CSV
+
+PLAN=("$GPUFLEET" plan --trace "$WORK/jobs.jsonl" --catalog "$WORK/offers.csv" --default-gpu V100 --region us-east-1
+      --frontier 1h,4h,24h --threads 2 --no-progress)
+
+run "$WORK/plan" "${PLAN[@]}" -o json --plots "$WORK/plots"
+expect_rc "$WORK/plan" 0 "gpufleet plan -o json"
+"$PYTHON" - "$WORK/plan.out" <<'PY' || { show "$WORK/plan"; fail "gpufleet plan -o json: unexpected report"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = r["models"][0]
+assert m["gpu_model"] == "V100", m["gpu_model"]
+assert m["plan"]["reserved_nodes"] >= 1 and m["plan"]["reserved_gpus"] == 8 * m["plan"]["reserved_nodes"], m["plan"]
+assert m["prices_usd_per_gpu_hour"]["on_demand"] == 3.06, m["prices_usd_per_gpu_hour"]
+assert m["forecast"]["backtest"]["wape"] < 0.01, m["forecast"]["backtest"]
+assert r["plan"]["cost_usd"] >= r["plan"]["lp_bound_usd"] > 0, r["plan"]
+assert [p["slo_wait_s"] for p in r["frontier"]] == [3600, 14400, 86400], r["frontier"]
+v = {s["name"]: s for s in r["verification"]}
+assert list(v) == ["plan", "all on-demand", "all reserved (peak)", "all spot (on-demand fallback)"], list(v)
+plan = v["plan"]
+assert plan["reserved_nodes"] == m["plan"]["reserved_nodes"], (plan["reserved_nodes"], m["plan"])
+assert plan["summary"]["cost_by_market_usd"]["reserved"] > 0, plan["summary"]
+assert plan["summary"]["finished"] == plan["summary"]["jobs"] == r["jobs"], plan["summary"]
+assert plan["summary"]["cost_usd"] < v["all on-demand"]["summary"]["cost_usd"], v
+assert 0 < plan["cost_ratio_to_on_demand"] < 1, plan["cost_ratio_to_on_demand"]
+assert v["all reserved (peak)"]["summary"]["nodes_rented"] == 0
+PY
+for svg in demand-V100.svg cost-by-market.svg cost-vs-slo.svg; do
+  [[ -s "$WORK/plots/$svg" ]] || fail "gpufleet plan --plots: $svg not written"
+  "$PYTHON" -c 'import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert d.documentElement.tagName == "svg"' \
+    "$WORK/plots/$svg" || fail "gpufleet plan --plots: $svg does not parse as SVG"
+done
+
+# The text report carries the same sections.
+run "$WORK/text" "${PLAN[@]}" --no-baselines
+expect_rc "$WORK/text" 0 "gpufleet plan (text)"
+for s in "WAPE" "LP lower bound" "Cost against the SLO wait" "Verification" "reserved"; do
+  expect_contains "$WORK/text.out" "$s" "gpufleet plan text report"
+done
+
+# Bad flags: exit 2, naming the flag.
+bad() {  # bad NAME TEXT ARGS...
+  local name="$1" text="$2"
+  shift 2
+  run "$WORK/$name" "${PLAN[@]}" "$@"
+  expect_rc "$WORK/$name" 2 "gpufleet plan $*"
+  expect_contains "$WORK/$name.err" "$text" "gpufleet plan $*"
+}
+bad quantile "--slo-quantile" --slo-quantile 1.5
+bad term "--reserved-term must be 1y or 3y" --reserved-term 2y
+bad ratio "--reserved-ratio" --reserved-ratio 1.2
+bad wait "--slo-p95-wait" --slo-p95-wait soon
+bad share "--spot-share" --spot-share -0.1
+bad gpu "unknown GPU model 'V1OO'" --gpu V1OO
+bad from "--from" --from 2024-13-01
+bad unknown_flag "--reserve" --reserve 3
+
+# A trace that is not there is a failed run (1), not a usage error, and names the file.
+run "$WORK/missing" "$GPUFLEET" plan --trace "$WORK/nope.jsonl" --catalog "$WORK/offers.csv" --no-progress
+expect_rc "$WORK/missing" 1 "gpufleet plan with a missing trace"
+expect_contains "$WORK/missing.err" "nope.jsonl" "gpufleet plan with a missing trace"
+
+echo "PASS: gpufleet plan (json, text, plots, bad flags)"
