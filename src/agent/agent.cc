@@ -1,5 +1,7 @@
 #include "agent/agent.h"
 
+#include <algorithm>
+
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -51,6 +53,11 @@ Status Agent::Register() {
     req.spec = spec_;
     req.gpus = gpus_;
     req.running = RunningKeys();
+    // A part that ended but whose exit the controller has not acknowledged is still known here:
+    // its exit comes with the next heartbeat, so it must not look lost to a new controller.
+    for (const auto& e : events_) {
+      if (std::find(req.running.begin(), req.running.end(), e.key) == req.running.end()) req.running.push_back(e.key);
+    }
     req.version = "0.1.0";
   }
   auto http = MakeClient(options_.server, Duration::Seconds(10));

@@ -108,7 +108,11 @@ Status Engine::Recover() {
         b.stop_running = it->value("stop_running", true);
         b.period = ParseCalendarPeriod(it->value("period", std::string("none"))).value_or(CalendarPeriod::kNone);
         budgets_[it.key()] = b;
-        scheduler_->SetTeamBudget(it.key(), b);
+        // What finished since the period's start counts again after a restart.
+        sched::TeamBudget live = b;
+        if (live.period != CalendarPeriod::kNone) live.since = std::max(live.since, PeriodStart(clock_.Now(), live.period));
+        live.carried_micros = FinishedSpend(it.key(), live.since);
+        scheduler_->SetTeamBudget(it.key(), live);
       }
     }
   }
@@ -268,9 +272,31 @@ void Engine::ApplyBudget(BudgetReq& r) {
     r.result = st;
     return;
   }
-  scheduler_->SetTeamBudget(r.team, r.budget);
+  sched::TeamBudget b = r.budget;
+  b.carried_micros = FinishedSpend(r.team, b.period == CalendarPeriod::kNone
+                                               ? b.since
+                                               : std::max(b.since, PeriodStart(clock_.Now(), b.period)));
+  scheduler_->SetTeamBudget(r.team, b);
   events_.push_back(sched::Timer{});  // a new pass: the budget may free or hold jobs
   r.result = Status::Ok();
+}
+
+// The cost of the team's jobs that have ended (succeeded, failed, cancelled) at or after `since`
+// (one that ended after `since` counts whole, even if it started before).
+int64_t Engine::FinishedSpend(const std::string& team, Time since) {
+  store::JobFilter f;
+  f.team = team;
+  auto jobs = store_.ListJobs(f);
+  if (!jobs.ok()) {
+    spdlog::warn("budget of team {}: cannot count past spend: {}", team, jobs.status().message());
+    return 0;
+  }
+  int64_t total = 0;
+  for (const api::JobRecord& j : *jobs) {
+    if (!api::IsTerminal(j.state) || j.updated < since) continue;
+    total += j.cost_micros;
+  }
+  return total;
 }
 
 std::vector<Engine::TeamCost> Engine::TeamCosts() const {
@@ -637,7 +663,9 @@ void Engine::ApplyRegister(RegisterReq& r) {
     }
   }
   if (was_up) {
-    // The agent restarted: parts it no longer reports are gone.
+    // The agent restarted: parts it no longer reports are gone. Attempts are finished after the
+    // walk: finishing one may remove its job from jobs_.
+    std::vector<int64_t> finish;
     for (auto& [jid, job] : jobs_) {
       if (!job.rec.placement) continue;
       for (size_t p = 0; p < job.rec.placement->parts.size(); ++p) {
@@ -653,9 +681,13 @@ void Engine::ApplyRegister(RegisterReq& r) {
             SendStop(job, "part " + std::to_string(p) + " was lost when its agent restarted");
             Transition(job, JobState::kStopping, "part " + std::to_string(p) + " was lost when its agent restarted");
           }
-          MaybeFinishAttempt(job);
+          finish.push_back(jid);
         }
       }
+    }
+    for (int64_t jid : finish) {
+      auto it = jobs_.find(jid);
+      if (it != jobs_.end()) MaybeFinishAttempt(it->second);
     }
   }
   api::RegisterReply reply;

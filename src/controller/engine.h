@@ -234,6 +234,7 @@ class Engine {
   void ApplyHeartbeat(HeartbeatReq& r);
   void ApplyBudget(BudgetReq& r);
   Status SaveBudgets();
+  int64_t FinishedSpend(const std::string& team, Time since);
   void ApplyNotice(NodeId node, NodeState& n, const api::SpotNotice& notice);
   void ApplyPartEvent(NodeId node, const api::PartEvent& e);
   void CheckHeartbeats(Time now);

@@ -514,8 +514,7 @@ void Pool::Tick() {
         }
         e.info.state = draining ? "draining" : "up";
         e.info.idle_since = p.idle_since;
-        e.info.for_jobs.clear();
-        p.for_jobs.clear();
+        p.for_jobs.clear();  // up: no longer "coming" for anyone (the info keeps who it was for)
       }
       name_of[p.id.value()] = name;
       in.nodes.push_back(std::move(p));

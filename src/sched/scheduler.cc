@@ -323,7 +323,9 @@ void Scheduler::SetTeamBudget(const std::string& team, const TeamBudget& budget)
   Time now = clock_.Now();
   // Spend is counted from the new period's start: recount what finished runs cannot tell apart,
   // as the part of the current runs since `since`; finished runs before a new period drop out.
-  if (budget.since != m.budget.since) m.spent_closed = 0;
+  if (budget.since != m.budget.since || !m.has_budget) {
+    m.spent_closed = static_cast<__int128>(std::max<int64_t>(0, budget.carried_micros)) * kMsPerHour;
+  }
   m.budget = budget;
   m.has_budget = budget.hard_micros > 0 || budget.soft_micros > 0 || budget.max_rate_micros > 0;
   (void)now;

@@ -50,6 +50,10 @@ struct TeamBudget {
   // kNone: one period from `since` on. Otherwise the budget rolls over at each UTC calendar
   // period's start (common/time.h): `since` moves there and spend counts from zero again.
   CalendarPeriod period = CalendarPeriod::kNone;
+  // Spend since `since` of runs the core no longer knows (they ended before this budget was
+  // set, or before a controller restart): the caller counts it from its records. Counts until
+  // the next rollover.
+  int64_t carried_micros = 0;
 };
 struct TeamSpend {
   int64_t spent_micros = 0;      // since the budget's `since` (all time without a budget)

@@ -356,6 +356,24 @@ TEST(BudgetTest, DailyBudgetRollsOverAtUtcMidnight) {
   EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 2'000'000);
 }
 
+TEST(BudgetTest, SpendCarriedFromBeforeTheBudgetCounts) {
+  // The caller counts $2 of runs that ended this period before the budget was set: with a $2
+  // hard budget the team cannot start, and the carried spend is reported.
+  testing::SchedulerHarness h("fifo");
+  h.AddNode(PricedNode("n0", 8, 8));
+  TeamBudget b;
+  b.hard_micros = 2'000'000;
+  b.carried_micros = 2'000'000;
+  h.sched().SetTeamBudget("a", b);
+  JobId j = h.Submit(testing::MakeJob(1, 0, "a"));
+  EXPECT_EQ(h.Phase(j), JobPhase::kPending);
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 2'000'000);
+  EXPECT_FALSE(h.sched().BudgetHold(j).empty());
+  // Setting the same budget again does not count the carried spend twice.
+  h.sched().SetTeamBudget("a", b);
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 2'000'000);
+}
+
 TEST(BudgetTest, MaxRateKeepsTheTeamsSpendingPerHourWithinItsCap) {
   // Given an 8-GPU node at $8/h ($1 per GPU-hour) and team a capped at $4/h, a 4-GPU job starts
   // ($4/h) and a second one waits until the first ends.
