@@ -134,13 +134,18 @@ struct Run {
   std::vector<sim::TraceJob> jobs;
 };
 
-std::vector<sim::TraceJob> WithSpotShare(const std::vector<sim::TraceJob>& jobs, double share, double& actual) {
+// Marks the jobs that may use spot (a share, picked by a hash of the id) and the rest on-demand.
+// With spot_only the tolerant ones run on spot alone, as the plan's optimiser assumes (its spot
+// share is served by spot, the rest by reserved and on-demand); otherwise they may run anywhere.
+std::vector<sim::TraceJob> WithSpotShare(const std::vector<sim::TraceJob>& jobs, double share, bool spot_only,
+                                         double& actual) {
   std::vector<sim::TraceJob> out = jobs;
   int64_t tolerant = 0;
   for (sim::TraceJob& j : out) {
     if (j.spec.market == model::MarketPreference::kOnDemand) continue;
     if (MaySpot(j, share)) {
       ++tolerant;
+      if (spot_only) j.spec.market = model::MarketPreference::kSpot;
     } else {
       j.spec.market = model::MarketPreference::kOnDemand;
     }
@@ -160,7 +165,7 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const model::GpuCatalog& c
     r.scenario.name = kPlanScenario;
     r.scenario.cluster = PlannedCluster(report.models, n, o.verify, o.plan.spot_max_share > 0);
     r.jobs = WithSpotShare(jobs, o.plan.spot_max_share > 0 && any_spot ? o.plan.spot_max_share : 0,
-                           r.scenario.spot_job_share);
+                           /*spot_only=*/true, r.scenario.spot_job_share);
     runs.push_back(std::move(r));
   }
   if (o.verify.baselines) {
@@ -189,7 +194,7 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const model::GpuCatalog& c
         AddOffer(spot.scenario.cluster, m, model::Market::kOnDemand, n, o.verify);
       }
       SetPoolOptions(spot.scenario.cluster, o.verify);
-      spot.jobs = WithSpotShare(jobs, 1.0, spot.scenario.spot_job_share);
+      spot.jobs = WithSpotShare(jobs, 1.0, /*spot_only=*/false, spot.scenario.spot_job_share);
       runs.push_back(std::move(spot));
     }
   }

@@ -31,7 +31,7 @@ bool MarketAllowed(const PendingJob& job, model::Market m, bool fallen_back) {
     case model::MarketPreference::kOnDemand:
       return !spot;
     case model::MarketPreference::kSpot:
-      return fallen_back ? !spot : spot;
+      return spot;  // spot only, as placement holds it: renting it anything else would be waste
     case model::MarketPreference::kAny:
       return fallen_back ? !spot : true;
   }
@@ -127,22 +127,35 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
     pool_gpus += n->spec.gpus;
   }
 
-  // 2. Coverage by booting capacity.
+  // 2. Coverage by booting capacity. A booting node's GPUs are claimed by the pending jobs it was
+  // rented for: a gang member takes the whole node, a one-node job its GPUs. What is left of a
+  // node may cover other one-node jobs (packing), and a node nobody claims may cover a gang.
   std::set<int64_t> pending_ids;
-  for (const PendingJob& j : in.pending) pending_ids.insert(j.id.value());
-  std::map<NodeId, bool> claimed;  // booting, not released nodes -> claimed by some job
+  std::map<int64_t, const PendingJob*> pending_by_id;
+  for (const PendingJob& j : in.pending) {
+    pending_ids.insert(j.id.value());
+    pending_by_id[j.id.value()] = &j;
+  }
+  std::map<NodeId, int> free_gpus;  // booting, not released nodes -> GPUs not claimed
   std::set<int64_t> covered;
   for (const PoolNode* n : nodes) {
     if (n->state != PoolNodeState::kBooting || released.count(n->id)) continue;
-    bool tagged = false;
+    int free = n->spec.gpus;
     for (JobId j : n->for_jobs) {
-      if (pending_ids.count(j.value())) {
-        covered.insert(j.value());
-        tagged = true;
-      }
+      auto p = pending_by_id.find(j.value());
+      if (p == pending_by_id.end()) continue;
+      covered.insert(j.value());
+      free -= p->second->nodes == 1 ? p->second->gpus_per_node : n->spec.gpus;
     }
-    claimed[n->id] = tagged;
+    free_gpus[n->id] = std::max(0, free);
   }
+  // Nodes rented in this Decide for one-node jobs, with the GPUs the job leaves free.
+  struct Fresh {
+    size_t rent = 0;
+    int offer = -1;
+    int free = 0;
+  };
+  std::vector<Fresh> fresh;
   int rents_in_window = 0;
   for (const Event& e : rent_history_) rents_in_window += e.nodes;
   bool held_by_rate = false;
@@ -151,23 +164,50 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
     if (covered.count(job.id.value())) continue;
     if (rented_for_.count(job.id)) continue;
     const bool fallen_back = FallenBack(job, options_, now);
-    if (!fallen_back && job.market != model::MarketPreference::kOnDemand &&
+    if (!fallen_back && job.market == model::MarketPreference::kAny &&
         options_.spot_fallback_after_wait < Duration::Max()) {
       wake_at(job.queued_since + options_.spot_fallback_after_wait);
     }
-    // Unclaimed booting nodes that fit, grouped by zone: enough of them in one zone cover it.
-    std::map<std::string, std::vector<NodeId>> by_zone;
-    for (const PoolNode* n : nodes) {
-      auto c = claimed.find(n->id);
-      if (c == claimed.end() || c->second || !NodeFits(job, *n, fallen_back)) continue;
-      by_zone[ZoneOf(n->spec)].push_back(n->id);
-    }
     bool covered_now = false;
-    for (auto& [zone, ids] : by_zone) {
-      if (static_cast<int>(ids.size()) < job.nodes) continue;
-      for (int i = 0; i < job.nodes; ++i) claimed[ids[i]] = true;
-      covered_now = true;
-      break;
+    if (job.nodes == 1) {
+      // The booting node with the fewest free GPUs that still holds the job (best fit).
+      const PoolNode* fit = nullptr;
+      for (const PoolNode* n : nodes) {
+        auto f = free_gpus.find(n->id);
+        if (f == free_gpus.end() || f->second < job.gpus_per_node || !NodeFits(job, *n, fallen_back)) continue;
+        if (!fit || f->second < free_gpus[fit->id]) fit = n;
+      }
+      if (fit) {
+        free_gpus[fit->id] -= job.gpus_per_node;
+        covered_now = true;
+      } else {
+        for (Fresh& f : fresh) {
+          const RentableOffer& o = in.offers[static_cast<size_t>(f.offer)];
+          if (f.free < job.gpus_per_node || ModelRank(job, o.gpu_model) < 0 ||
+              !MarketAllowed(job, o.market, fallen_back)) {
+            continue;
+          }
+          f.free -= job.gpus_per_node;
+          plan.rents[f.rent].for_jobs.push_back(job.id);
+          rented_for_[job.id] = {now, o.name};
+          covered_now = true;
+          break;
+        }
+      }
+    } else {
+      // Enough untouched booting nodes that fit, in one zone, cover a gang.
+      std::map<std::string, std::vector<NodeId>> by_zone;
+      for (const PoolNode* n : nodes) {
+        auto f = free_gpus.find(n->id);
+        if (f == free_gpus.end() || f->second != n->spec.gpus || !NodeFits(job, *n, fallen_back)) continue;
+        by_zone[ZoneOf(n->spec)].push_back(n->id);
+      }
+      for (auto& [zone, ids] : by_zone) {
+        if (static_cast<int>(ids.size()) < job.nodes) continue;
+        for (int i = 0; i < job.nodes; ++i) free_gpus[ids[i]] = 0;
+        covered_now = true;
+        break;
+      }
     }
     if (covered_now) continue;
 
@@ -226,6 +266,9 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
                       " micro-USD per hour of work";
     if (fallen_back && job.market != model::MarketPreference::kOnDemand) why += "; fell back from spot";
     plan.rents.push_back({best, job.nodes, o.zone, {job.id}, std::move(why), expected});
+    if (job.nodes == 1 && o.gpus_per_node > job.gpus_per_node) {
+      fresh.push_back({plan.rents.size() - 1, best, o.gpus_per_node - job.gpus_per_node});
+    }
     rent_history_.push_back({now, job.nodes});
     rents_in_window += job.nodes;
     rented_for_[job.id] = {now, o.name};

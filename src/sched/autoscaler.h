@@ -15,18 +15,21 @@
 //     it is no capacity) and its offer is avoided for `failed_offer_backoff`; the jobs it was
 //     rented for are uncovered again and try the next-best offer in the same Decide.
 //  2. Pending jobs are walked in the caller's order (queue order). A job is covered — nothing is
-//     rented — when booting nodes rented for it, or enough matching unclaimed booting nodes of one
-//     zone, are coming, or when this object rented for it less than `boot_timeout` ago and the
-//     nodes have not shown up yet. Never rent twice for the same job.
+//     rented — when booting nodes rented for it are coming, when this object rented for it less
+//     than `boot_timeout` ago and the nodes have not shown up yet, or when booting capacity nobody
+//     claims holds it: a one-node job fits in the GPUs a booting node (or a node rented earlier
+//     in the same Decide) has left after the jobs it was rented for (best fit: packing, so eight
+//     1-GPU jobs share one 8-GPU node); a gang needs enough untouched booting nodes of one zone.
+//     Never rent twice for the same job.
 //  3. An uncovered job gets all the nodes its gang needs from one offer (so one zone): the offer
 //     with the lowest expected cost of the job's work among offers with an allowed GPU model,
 //     enough GPUs per node and an allowed market. Expected cost per hour of reference work =
 //     price per node x nodes / speed x (1 + interruptions per hour x (checkpoint interval / 2 +
 //     restart overhead)), the cost layer's rule (cost/select.h) to first order: a faster GPU
 //     that costs more per hour can finish for less, and a spot node that is taken back often
-//     pays for the work redone. `market: on-demand` never gets spot;
-//     a job that may use spot falls back to non-spot offers after
-//     `spot_fallback_after_preemptions` spot preemptions or `spot_fallback_after_wait` waiting.
+//     pays for the work redone. `market: on-demand` never gets spot and `market: spot` only
+//     spot (placement holds them to that); a job of any market falls back to non-spot offers
+//     after `spot_fallback_after_preemptions` spot preemptions or `spot_fallback_after_wait`.
 //     Ties: the job's earlier-listed GPU model, shorter boot estimate, zone, name, offer index.
 //  4. A rent must keep the pool within `max_nodes` and `max_gpus` (all nodes count: booting, up,
 //     draining) and within `max_rents_per_minute` nodes over the last 60 s (Slurm's ResumeRate).
@@ -36,7 +39,7 @@
 //     `idle_duration` is released, longest idle first (then dearest, then id), while the pool
 //     stays at or above `min_nodes` and within `max_releases_per_minute` (SuspendRate).
 //
-// One rent serves one job's gang; two small jobs are not packed onto one rented node.
+// A rent's `for_jobs` lists every job it is meant for (the first one chose the offer).
 // Output order is deterministic: rents in job order, releases boot timeouts first (by node id),
 // then idle nodes in release order.
 //

@@ -163,20 +163,50 @@ TEST_F(AutoscalerTest, FallsBackToOnDemandAfterNPreemptions) {
 }
 
 TEST_F(AutoscalerTest, FallsBackToOnDemandAfterWaiting) {
-  // Given spot_fallback_after_wait = 30 min, expect a spot-only job waiting 29 min to get spot
-  // (and a wakeup when it reaches 30 min), and one waiting 30 min to get on-demand.
+  // Given spot_fallback_after_wait = 30 min, expect a job of any market waiting 29 min to get
+  // spot (and a wakeup when it reaches 30 min), one waiting 30 min to get on-demand, and a
+  // spot-only job to get spot however long it waited (placement would not use anything else).
   options_.spot_fallback_after_wait = Duration::Minutes(30);
   Autoscaler scaler(options_);
-  PendingJob young = Job(1, 1, 8, MarketPreference::kSpot);
+  PendingJob young = Job(1, 1, 8, MarketPreference::kAny);
   young.queued_since = now_ - Duration::Minutes(29);
-  PendingJob old = Job(2, 1, 8, MarketPreference::kSpot);
+  PendingJob old = Job(2, 1, 8, MarketPreference::kAny);
   old.queued_since = now_ - Duration::Minutes(30);
-  input_.pending = {young, old};
+  PendingJob spot_only = Job(3, 1, 8, MarketPreference::kSpot);
+  spot_only.queued_since = now_ - Duration::Hours(5);
+  input_.pending = {young, old, spot_only};
   ScalePlan plan = scaler.Decide(input_);
-  ASSERT_EQ(plan.rents.size(), 2u);
+  ASSERT_EQ(plan.rents.size(), 3u);
   EXPECT_EQ(plan.rents[0].offer, kSpotA);
   EXPECT_EQ(plan.rents[1].offer, kOdB);
+  EXPECT_EQ(plan.rents[2].offer, kSpotA);
   EXPECT_EQ(plan.next_wakeup, now_ + Duration::Minutes(1));
+}
+
+TEST_F(AutoscalerTest, SmallJobsShareOneRentedNode) {
+  // Eight 1-GPU jobs and one 4-GPU job: the first 1-GPU job rents an 8-GPU node, the next seven
+  // fill it (one rent, eight jobs), the 4-GPU job rents a second node. On the next Decide the
+  // booting nodes cover them all: nothing more is rented. A ninth 1-GPU job then fits in what
+  // the 4-GPU job left on the second node.
+  Autoscaler scaler(options_);
+  for (int i = 1; i <= 8; ++i) input_.pending.push_back(Job(i, 1, 1));
+  input_.pending.push_back(Job(9, 1, 4));
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 2u);
+  EXPECT_EQ(plan.rents[0].count, 1);
+  EXPECT_EQ(plan.rents[0].for_jobs.size(), 8u);
+  EXPECT_EQ(plan.rents[1].for_jobs, std::vector<JobId>{JobId(9)});
+
+  // The nodes are booting now, tagged with the jobs they were rented for.
+  PoolNode a = Node(100, PoolNodeState::kBooting, Market::kSpot);
+  a.for_jobs = plan.rents[0].for_jobs;
+  PoolNode b = Node(101, PoolNodeState::kBooting, Market::kSpot);
+  b.for_jobs = plan.rents[1].for_jobs;
+  input_.nodes = {a, b};
+  input_.pending.push_back(Job(10, 1, 1));
+  ScalePlan next = scaler.Decide(input_);
+  EXPECT_TRUE(next.rents.empty());
+  EXPECT_TRUE(next.held.empty());
 }
 
 TEST_F(AutoscalerTest, MaxNodesAndMaxGpusCapRents) {

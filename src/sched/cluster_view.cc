@@ -81,6 +81,7 @@ void ClusterView::AssignFrom(const ClusterView& o) {
 Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
   GF_RETURN_IF_ERROR(spec.Validate());
   ++structure_version_;
+  market_mask_ |= 1 << static_cast<int>(spec.market);
   std::string zone = spec.labels.count(model::kLabelZone) ? spec.labels.at(model::kLabelZone) : "";
   std::string rack = spec.labels.count(model::kLabelRack) ? spec.labels.at(model::kLabelRack) : "";
   std::string group_key = zone + "/" + rack;

@@ -70,6 +70,8 @@ class ClusterView {
   // GPUs on nodes that are up or draining (capacity that exists now).
   int64_t OnlineMilli() const { return online_milli_; }
   int MaxGpusPerNode(int model) const { return max_gpus_by_model_[model]; }
+  // Bit (1 << Market) for every market a node has ever been seen in.
+  int market_mask() const { return market_mask_; }
   int group_count() const { return static_cast<int>(groups_.size()); }
   const std::string& group_name(int g) const { return groups_[g]; }
 
@@ -84,6 +86,7 @@ class ClusterView {
   std::vector<int64_t> free_whole_by_model_;
   std::vector<int64_t> free_milli_by_model_;
   std::vector<int> max_gpus_by_model_;
+  int market_mask_ = 0;
   int64_t structure_version_ = 0;  // bumped when nodes are added or change their spec
   int64_t schedulable_milli_ = 0;
   int64_t online_milli_ = 0;

@@ -55,7 +55,7 @@ TEST_F(SimulatorTest, ChargesJobsTheirShareOfNodePrices) {
   spot.labels["pool"] = "spot";
   c.nodes.push_back(spot);
   TraceJob a = Job("A", 0, 4, 7200);
-  a.spec.constraints["rack"] = "r0";  // the on-demand node
+  a.spec.market = model::MarketPreference::kOnDemand;  // the on-demand node
   TraceJob b = Job("B", 7200, 8, 3600);
   b.spec.constraints["pool"] = "spot";
   b.spec.team = "u";

@@ -43,17 +43,41 @@ bool TrivialJob(const JobSpec& job) {
          job.mem_mib == 0;
 }
 
+// Which capacity to use first, lower first. A job that may run on spot takes spot first (the
+// cheapest hour), then reserved (paid for anyway), then on-demand; a job that may not takes
+// reserved, then on-demand. So reserved capacity is left to the jobs that cannot use spot, and
+// on-demand nodes, the dearest, are the ones that fall idle and are released.
+int MarketRank(MarketPreference job, model::Market node) {
+  switch (node) {
+    case model::Market::kSpot: return 0;
+    case model::Market::kReserved: return job == MarketPreference::kOnDemand ? 0 : 1;
+    case model::Market::kOnDemand: return 2;
+  }
+  return 2;
+}
+
+// The best rank any node of `mask` (ClusterView::market_mask) can give the job.
+int BestMarketRank(MarketPreference job, int mask) {
+  int best = 3;
+  for (model::Market m : {model::Market::kReserved, model::Market::kSpot, model::Market::kOnDemand}) {
+    if (mask & (1 << static_cast<int>(m))) best = std::min(best, MarketRank(job, m));
+  }
+  return best;
+}
+
 struct Choice {
   int pos = -1;
   std::vector<int> gpus;
   // Lower is better, compared as a tuple.
   int split = 0;
   int hot = 0;
+  int market = 0;
   int leftover = 0;
 };
 
 bool Better(const Choice& a, const Choice& b) {
-  return std::tie(a.split, a.hot, a.leftover, a.pos) < std::tie(b.split, b.hot, b.leftover, b.pos);
+  return std::tie(a.split, a.hot, a.market, a.leftover, a.pos) <
+         std::tie(b.split, b.hot, b.market, b.leftover, b.pos);
 }
 
 class Placer {
@@ -154,11 +178,13 @@ class Placer {
   // Best node for a one-part job; stops early at a perfect fit.
   std::optional<Choice> PlaceOne(int model) const {
     std::optional<Choice> best;
+    const int best_market = BestMarketRank(job_.market, view_.market_mask());
     for (int pos : view_.NodesOfModel(model)) {
       if (!Eligible(pos)) continue;
       Choice c = job_.fractional() ? ChooseSlice(pos) : ChooseGpus(pos);
+      c.market = MarketRank(job_.market, view_.nodes()[pos].spec.market);
       if (!best || Better(c, *best)) best = std::move(c);
-      if (best->split == 0 && best->hot == 0 && best->leftover == 0) break;
+      if (best->split == 0 && best->hot == 0 && best->leftover == 0 && best->market <= best_market) break;
     }
     return best;
   }
@@ -168,7 +194,9 @@ class Placer {
     const int n = job_.nodes;
     std::vector<Choice> cands;
     for (int pos : view_.NodesOfModel(model)) {
-      if (Eligible(pos)) cands.push_back(ChooseGpus(pos));
+      if (!Eligible(pos)) continue;
+      cands.push_back(ChooseGpus(pos));
+      cands.back().market = MarketRank(job_.market, view_.nodes()[pos].spec.market);
     }
     if (static_cast<int>(cands.size()) < n) return std::nullopt;
     std::sort(cands.begin(), cands.end(), Better);

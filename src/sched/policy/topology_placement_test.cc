@@ -217,9 +217,9 @@ TEST_F(TopologyPlacementTest, UnmatchedLabelsAreInfeasibleAndTheReasonNamesThem)
 }
 
 TEST_F(TopologyPlacementTest, OnDemandJobsNeverLandOnSpotAndSpotJobsOnlyOnSpot) {
-  // Given a spot node first, then an on-demand and a reserved node, expect an on-demand job on
-  // the on-demand node, a spot job on the spot node, a job of any market on the first node; when
-  // the spot node is full the spot job waits and the on-demand job still avoids it.
+  // Given a spot, an on-demand and a reserved node: a job of any market takes spot first, then
+  // reserved, then on-demand; an on-demand job takes reserved, then on-demand, never spot; a
+  // spot job only spot (it waits when the spot node is full).
   model::NodeSpec spot_spec = MakeNode("spot", "A100", 8);
   spot_spec.market = model::Market::kSpot;
   NodeId spot = Add(spot_spec);
@@ -232,14 +232,16 @@ TEST_F(TopologyPlacementTest, OnDemandJobsNeverLandOnSpotAndSpotJobsOnlyOnSpot) 
   od.market = MarketPreference::kOnDemand;
   JobSpec sp = MakeJob(1);
   sp.market = MarketPreference::kSpot;
-  EXPECT_EQ(Only(Place(od)).node, ondemand);
+  EXPECT_EQ(Only(Place(od)).node, reserved);
   EXPECT_EQ(Only(Place(sp)).node, spot);
   EXPECT_EQ(Only(Place(MakeJob(1))).node, spot);
 
-  Use(ondemand, {0, 1, 2, 3, 4, 5, 6, 7});
-  EXPECT_EQ(Only(Place(od)).node, reserved);  // reserved capacity is not spot
   Use(spot, {0, 1, 2, 3, 4, 5, 6, 7});
   EXPECT_EQ(Place(sp).kind, Kind::kWait);
+  EXPECT_EQ(Only(Place(MakeJob(1))).node, reserved);
+  Use(reserved, {0, 1, 2, 3, 4, 5, 6, 7});
+  EXPECT_EQ(Only(Place(od)).node, ondemand);
+  EXPECT_EQ(Only(Place(MakeJob(1))).node, ondemand);
 }
 
 TEST_F(TopologyPlacementTest, OnDemandJobOnASpotOnlyClusterIsInfeasible) {
