@@ -4,7 +4,8 @@
 # network with file:line and the field (exit 2); `run` jobs succeed or fail with their exit code
 # shown by `status`; `logs` prints their output; the -o json listings parse and carry their
 # fields; `cancel` stops a running job; `explain` says when a job can never fit; a wrong token and
-# a stopped controller exit 3 with a message that says what to do.
+# a stopped controller exit 3 with a message that says what to do; `pool` on a controller without
+# a pool exits 1 saying how to start one.
 #
 # Usage: cli_client_test.sh PATH/TO/gpufleet
 source "$(dirname "$0")/lib.sh"
@@ -205,6 +206,12 @@ for listing in queue nodes history; do
   fi
 done
 expect_contains "$WORK/queue-table.out" "too-big" "the queue table lists the pending job"
+
+# --- pool: a controller without a pool says so (exit 1, like other "not found" answers) -------
+run "$WORK/nopool" "$GPUFLEET" pool
+expect_rc "$WORK/nopool" 1 "gpufleet pool on a controller without a pool"
+expect_contains "$WORK/nopool.err" "gpufleet pool: this controller has no pool (start it with --pool FILE" \
+  "gpufleet pool says there is no pool and how to get one"
 
 # --- bad token, bad usage, no server ----------------------------------------------------------
 run "$WORK/badtoken" "$GPUFLEET" queue --token gf_user_not-a-real-token

@@ -4,7 +4,7 @@
 # notice). A controller starts with no nodes and a pool of two offers: 1 x H100 spot at $1/h and
 # 1 x H100 on-demand at $3/h.
 #   1. A queue triggers the right rental: a checkpointing job makes the pool rent the cheaper spot
-#      node; the job runs there.
+#      node (`gpufleet pool` lists it, as JSON and as a table); the job runs there.
 #   2. A spot interruption moves it: the provider's notice reaches the agent, the node drains, the
 #      job saves its counter and is requeued; after one spot interruption the job falls back to
 #      on-demand, so the pool rents an on-demand node, where the job resumes from its checkpoint
@@ -93,6 +93,10 @@ WATCH_JOBS+=("$JOB")
 wait_until "the pool rents a spot node for job $JOB" 30 pool_has '["gf-spot-0"]'
 [[ "$(pool_json | json_get "j['instances'][0]['for_jobs']")" == "[$JOB]" ]] ||
   fail "gf-spot-0 should be rented for job $JOB: $(pool_json)"
+"$GPUFLEET" pool -o json </dev/null | json_get "[i['name'] for i in j['instances']]" | grep -qF gf-spot-0 ||
+  fail "gpufleet pool -o json should list gf-spot-0: $("$GPUFLEET" pool -o json </dev/null)"
+"$GPUFLEET" pool </dev/null | grep -qE "^gf-spot-0 +(creating|booting|up|draining) +spot " ||
+  fail "the gpufleet pool table should name gf-spot-0 and its offer: $("$GPUFLEET" pool </dev/null)"
 wait_until "job $JOB runs" 30 job_state_is "$JOB" running
 [[ "$(job_nodes "$JOB")" == gf-spot-0 ]] || fail "job $JOB should run on gf-spot-0, runs on '$(job_nodes "$JOB")'"
 echo "step 1: the queue rented gf-spot-0 (spot, \$1/h); job $JOB runs there"

@@ -80,6 +80,7 @@ const std::vector<Command>& Commands() {
       {"cancel", SetupCancelCommand},
       {"explain", SetupExplainCommand},
       {"nodes", SetupNodesCommand},
+      {"pool", SetupPoolCommand},
       {"history", SetupHistoryCommand},
       {"token", SetupTokenCommand},
       {"drain", SetupDrainCommand},

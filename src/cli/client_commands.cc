@@ -1061,6 +1061,71 @@ Without --period the budget counts from now: spend before it does not count.)");
   };
 }
 
+// --- pool -----------------------------------------------------------------------------------
+
+std::function<int()> SetupPool(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("pool", "Show the autoscaling pool: its provider, offers and rented instances");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet pool
+  gpufleet pool -o json
+The controller rents instances when it runs with --pool FILE (docs/providers.md). STATE: creating
+(the provider call is under way), booting (its agent has not registered), up, draining. FOR JOBS:
+the jobs the instance was rented for. IDLE FOR: how long an up node has had no job; it is released
+after the pool's idle_duration. A controller without a pool answers 'no pool' (exit code 1).)");
+  return [a]() {
+    const std::string cmd = "pool";
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    ApiResult r = client->Get("/v1/pool");
+    if (!r.ok()) return Report(cmd, r);
+    if (a->output == "json") {
+      PrintJson(r.body);
+      return kExitOk;
+    }
+    const json& offers = r.body.value("offers", json::array());
+    const json& instances = r.body.value("instances", json::array());
+    std::printf("provider: %s\n\n", StrField(r.body, "provider").c_str());
+    if (offers.empty()) {
+      std::printf("no offers: the pool rents nothing\n");
+    } else {
+      Table t({"OFFER", "GPU", "GPUS", "MARKET", "$/H", "ZONE"});
+      for (const auto& o : offers) {
+        std::string zone = StrField(o, "zone");
+        t.Add({StrField(o, "name"), StrField(o, "gpu"), std::to_string(IntField(o, "gpus")), StrField(o, "market"),
+               Usd(IntField(o, "price_micros_per_hour")), zone.empty() ? "-" : zone});
+      }
+      t.Print();
+    }
+    std::printf("\n");
+    if (instances.empty()) {
+      std::printf("no instances rented\n");
+      return kExitOk;
+    }
+    const int64_t now = NowMs();
+    Table t({"NAME", "STATE", "OFFER", "AGE", "IDLE FOR", "FOR JOBS", "NOTE"});
+    for (const auto& i : instances) {
+      std::vector<std::string> jobs;
+      for (const auto& j : i.value("for_jobs", json::array())) {
+        if (j.is_number()) jobs.push_back(std::to_string(j.get<int64_t>()));
+      }
+      const int64_t created = IntField(i, "created_ms");
+      const int64_t idle_since = IntField(i, "idle_since_ms");
+      std::string note = StrField(i, "note");
+      t.Add({StrField(i, "name"), StrField(i, "state"), StrField(i, "offer"), created > 0 ? Span(now - created) : "-",
+             idle_since > 0 ? Span(now - idle_since) : "-", jobs.empty() ? "-" : Join(jobs, ","),
+             note.empty() ? "-" : note});
+    }
+    t.Print();
+    return kExitOk;
+  };
+}
+
 // --- token, drain, undrain ------------------------------------------------------------------
 
 std::function<int()> SetupToken(CLI::App& app) {
@@ -1137,6 +1202,7 @@ std::function<int()> SetupLogsCommand(CLI::App& app) { return SetupLogs(app); }
 std::function<int()> SetupCancelCommand(CLI::App& app) { return SetupCancel(app); }
 std::function<int()> SetupExplainCommand(CLI::App& app) { return SetupExplain(app); }
 std::function<int()> SetupNodesCommand(CLI::App& app) { return SetupNodes(app); }
+std::function<int()> SetupPoolCommand(CLI::App& app) { return SetupPool(app); }
 std::function<int()> SetupHistoryCommand(CLI::App& app) { return SetupHistory(app); }
 std::function<int()> SetupTokenCommand(CLI::App& app) { return SetupToken(app); }
 std::function<int()> SetupDrainCommand(CLI::App& app) { return SetupDrainLike(app, true); }

@@ -3,6 +3,7 @@
 //   submit job.yaml          run [flags] -- CMD ARGS...     queue          status JOB
 //   logs [-f] JOB            cancel JOB...                  explain JOB    nodes
 //   history                  token create                   drain NODE     undrain NODE
+//   cost                     budget TEAM                    pool
 //
 // Each takes --server and --token (else GPUFLEET_SERVER / GPUFLEET_TOKEN, else the config file,
 // see client_config.h); listings and shows take -o table|json. Exit codes (client.h): 0 ok,
@@ -26,6 +27,7 @@ std::function<int()> SetupLogsCommand(CLI::App& app);
 std::function<int()> SetupCancelCommand(CLI::App& app);
 std::function<int()> SetupExplainCommand(CLI::App& app);
 std::function<int()> SetupNodesCommand(CLI::App& app);
+std::function<int()> SetupPoolCommand(CLI::App& app);
 std::function<int()> SetupHistoryCommand(CLI::App& app);
 std::function<int()> SetupTokenCommand(CLI::App& app);
 std::function<int()> SetupCostCommand(CLI::App& app);
