@@ -184,6 +184,20 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   eo.checkpoint_root = f.checkpoint_root.empty() ? f.data_dir + "/checkpoints" : f.checkpoint_root;
   eo.master_port_base = f.master_port_base;
   c->engine = std::make_unique<controller::Engine>(c->clock, *c->store, eo);
+  std::map<std::string, std::string> subs = {
+      {"server", "http://127.0.0.1:0"},  // filled in below, once the API has its port
+      {"join_token_file", f.data_dir + "/join.token"},
+      {"gpufleet", "gpufleet"},
+      {"data_dir", f.data_dir},
+  };
+  if (!f.pool.empty()) {
+    // Read the pool first for the node shapes it may rent: jobs larger than a node are split to
+    // fit them, also those recovered now.
+    GF_ASSIGN_OR_RETURN(controller::PoolConfig early, controller::LoadPoolConfig(f.pool, model::GpuCatalog::BuiltIn(), subs));
+    std::map<std::string, int> sizes;
+    for (const auto& o : early.offers) sizes[o.gpu_model] = std::max(sizes[o.gpu_model], o.gpus_per_node);
+    c->engine->SetNodeSizeHints(sizes);
+  }
   GF_RETURN_IF_ERROR(c->engine->Recover());
 
   controller::ServerOptions so;
@@ -198,12 +212,8 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     std::error_code path_ec;
     std::string self = std::filesystem::read_symlink("/proc/self/exe", path_ec).string();
     const std::string host = listen.first == "0.0.0.0" ? "127.0.0.1" : listen.first;
-    std::map<std::string, std::string> subs = {
-        {"server", "http://" + host + ":" + std::to_string(c->server->port())},
-        {"join_token_file", f.data_dir + "/join.token"},
-        {"gpufleet", self.empty() ? "gpufleet" : self},
-        {"data_dir", f.data_dir},
-    };
+    subs["server"] = "http://" + host + ":" + std::to_string(c->server->port());
+    subs["gpufleet"] = self.empty() ? "gpufleet" : self;
     GF_ASSIGN_OR_RETURN(controller::PoolConfig pc, controller::LoadPoolConfig(f.pool, model::GpuCatalog::BuiltIn(), subs));
     GF_ASSIGN_OR_RETURN(auto prov, provider::MakeProvider(pc.provider));
     c->pool = std::make_unique<controller::Pool>(std::move(pc), std::move(prov), *c->engine, *c->store, c->clock);

@@ -79,6 +79,14 @@ Engine::Engine(const sched::Clock& clock, store::StateStore& store, EngineOption
 
 Engine::~Engine() = default;
 
+void Engine::SetNodeSizeHints(const std::map<std::string, int>& gpus_by_model) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [m, gpus] : gpus_by_model) {
+    scheduler_->SetNodeSizeHint(m, gpus);
+    node_size_hints_[m] = std::max(node_size_hints_[m], gpus);
+  }
+}
+
 Status Engine::Recover() {
   std::lock_guard<std::mutex> lock(mu_);
   Time now = clock_.Now();
@@ -1095,7 +1103,23 @@ std::vector<sched::PendingJob> Engine::PendingForScaling() const {
   for (JobId id : scheduler_->QueueOrder()) {
     auto it = jobs_.find(id.value());
     if (it == jobs_.end() || !scheduler_->BudgetHold(id).empty()) continue;
-    const model::JobSpec& spec = it->second.rec.request.spec;
+    model::JobSpec spec = it->second.rec.request.spec;
+    if (!spec.fractional() && spec.nodes == 1) {
+      // The shape the scheduler gave it: split to fit the largest node of its models.
+      int largest = 0;
+      for (size_t m = 0; m < view_.models().size(); ++m) {
+        const std::string& name = view_.models()[m];
+        if (spec.gpu_models.empty() || std::find(spec.gpu_models.begin(), spec.gpu_models.end(), name) != spec.gpu_models.end()) {
+          largest = std::max(largest, view_.MaxGpusPerNode(static_cast<int>(m)));
+        }
+      }
+      for (const auto& [name, gpus] : node_size_hints_) {
+        if (spec.gpu_models.empty() || std::find(spec.gpu_models.begin(), spec.gpu_models.end(), name) != spec.gpu_models.end()) {
+          largest = std::max(largest, gpus);
+        }
+      }
+      model::SplitToFit(spec, largest);
+    }
     sched::PendingJob p;
     p.id = id;
     p.gpus_per_node = spec.fractional() ? 1 : spec.gpus_per_node;

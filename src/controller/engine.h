@@ -81,6 +81,10 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // Node shapes an autoscaled pool may rent (GPU model -> GPUs per node): jobs larger than any
+  // node are split to fit them. Call before Recover.
+  void SetNodeSizeHints(const std::map<std::string, int>& gpus_by_model);
+
   // Loads nodes and unfinished jobs from the store and rebuilds the scheduler's state: pending
   // jobs queue again in submission order, running ones keep their GPUs. Call once, first.
   Status Recover();
@@ -267,6 +271,7 @@ class Engine {
   std::vector<std::pair<NodeId, api::Command>> commands_;  // to publish after the commit
   std::set<int> ports_in_use_;
   std::map<std::string, sched::TeamBudget> budgets_;
+  std::map<std::string, int> node_size_hints_;
   int next_port_ = 0;
   Counters counters_;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -128,6 +129,12 @@ class Parser {
       }
     }
     if (!o.zone.empty()) labels[model::kLabelZone] = o.zone;
+    // Throughput relative to the first offer's GPU (the reference cancels out in the ranking):
+    // a faster GPU at a higher price can finish the work for less.
+    if (!c.offers.empty()) {
+      const double speed = catalog_.RelativeSpeed(c.offers.front().gpu_model, o.gpu_model, model::Boundness::kBalanced);
+      if (speed > 0) o.speed = speed;
+    }
     c.offers.push_back(std::move(o));
     c.offer_labels.push_back(std::move(labels));
     return Status::Ok();
@@ -138,21 +145,28 @@ class Parser {
     GF_RETURN_IF_ERROR(CheckKeys(root, "", kPoolKeys));
     PoolConfig c;
     if (!root["provider"]) return Error(root, "provider", "is required, e.g. {kind: local, ...}");
-    YAML::Node prov = root["provider"];
-    if (prov.IsMap() && prov["agent_command"] && prov["agent_command"].IsSequence()) {
-      for (size_t i = 0; i < prov["agent_command"].size(); ++i) {
-        YAML::Node arg = prov["agent_command"][i];
-        if (!arg.IsScalar()) continue;
-        std::string text = arg.Scalar();
+    YAML::Node prov = YAML::Clone(root["provider"]);
+    // The server's own values ({server}, {join_token_file}, {gpufleet}, {data_dir}) anywhere in
+    // the provider's settings; the provider's per-instance placeholders ({name}, ...) stay.
+    std::function<void(YAML::Node)> substitute = [&](YAML::Node n) {
+      if (n.IsScalar()) {
+        std::string text = n.Scalar();
+        bool changed = false;
         for (const auto& [key, value] : subs) {
           const std::string pattern = "{" + key + "}";
           for (size_t at = text.find(pattern); at != std::string::npos; at = text.find(pattern, at + value.size())) {
             text.replace(at, pattern.size(), value);
+            changed = true;
           }
         }
-        prov["agent_command"][i] = text;
+        if (changed) n = text;
+      } else if (n.IsSequence()) {
+        for (size_t i = 0; i < n.size(); ++i) substitute(n[i]);
+      } else if (n.IsMap()) {
+        for (auto it = n.begin(); it != n.end(); ++it) substitute(it->second);
       }
-    }
+    };
+    substitute(prov);
     GF_ASSIGN_OR_RETURN(c.provider, provider::ParseProviderConfig(prov, source_, "provider."));
     if (c.provider.kind != "static") {
       if (!root["offers"] || !root["offers"].IsSequence() || root["offers"].size() == 0) {

@@ -192,6 +192,24 @@ TEST_F(PoolTest, AnInterruptedInstanceTakesItsNodeOutAtOnce) {
   EXPECT_TRUE(pool.Instances().empty() || pool.Instances()[0].name != name);
 }
 
+TEST_F(PoolTest, AJobLargerThanANodeRentsItsWholeGangOnAnEmptyPool) {
+  // With no node yet, a 16-GPU job is split to fit the pool's 8-GPU offer (2 x 8): the pool
+  // rents both nodes at once and the gang starts when they register.
+  engine_->SetNodeSizeHints({{"H100", 8}});
+  Pool& pool = MakePool();
+  ASSERT_TRUE(pool.Start().ok());
+  JobId job = Submit("name: big\nrun: sleep 100\nresources: {gpus: 16}\n");
+  pool.Tick();
+  ASSERT_EQ(provider_->created.size(), 2u);
+  for (const std::string& name : provider_->created) RegisterNode(name);
+  auto queue = engine_->Queue();
+  ASSERT_EQ(queue.size(), 1u);
+  EXPECT_EQ(queue[0].job.id, job);
+  EXPECT_EQ(queue[0].job.state, api::JobState::kStarting);
+  ASSERT_TRUE(queue[0].job.placement.has_value());
+  EXPECT_EQ(queue[0].job.placement->parts.size(), 2u);
+}
+
 TEST_F(PoolTest, AFailedCreateLeavesNothingBehind) {
   Pool& pool = MakePool();
   ASSERT_TRUE(pool.Start().ok());

@@ -344,6 +344,11 @@ void Scheduler::RollBudgetPeriods(Time now) {
   }
 }
 
+void Scheduler::SetNodeSizeHint(const std::string& gpu_model, int gpus) {
+  int& h = node_size_hints_[gpu_model];
+  h = std::max(h, gpus);
+}
+
 std::string Scheduler::BudgetHold(JobId id) const {
   const JobState* j = FindJob(id);
   if (!j || j->v.phase != JobPhase::kPending) return "";
@@ -566,6 +571,12 @@ Status Scheduler::Apply(const Event& e) {
                        std::find(j->spec.gpu_models.begin(), j->spec.gpu_models.end(), view_.models()[m]) !=
                            j->spec.gpu_models.end();
         if (allowed) largest = std::max(largest, view_.MaxGpusPerNode(static_cast<int>(m)));
+      }
+      for (const auto& [name, gpus] : node_size_hints_) {
+        if (j->spec.gpu_models.empty() ||
+            std::find(j->spec.gpu_models.begin(), j->spec.gpu_models.end(), name) != j->spec.gpu_models.end()) {
+          largest = std::max(largest, gpus);
+        }
       }
       model::SplitToFit(j->spec, largest);
     }

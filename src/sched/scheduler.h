@@ -110,6 +110,9 @@ class Scheduler {
   // (all its runs, the current one up to now). A job's own max_cost_micros (JobSpec) stops it
   // for good when reached.
   void SetTeamBudget(const std::string& team, const TeamBudget& budget);
+  // Nodes of `gpu_model` with `gpus` GPUs may appear later (an autoscaled pool can rent them):
+  // jobs larger than any node are split to fit them even before one exists.
+  void SetNodeSizeHint(const std::string& gpu_model, int gpus);
   TeamSpend SpendOf(const std::string& team) const;
   int64_t CostOf(JobId job) const;
 
@@ -185,6 +188,7 @@ class Scheduler {
     int64_t rate = 0;           // micro-dollars per hour of the team's jobs holding GPUs
   };
   std::map<std::string, TeamMoney> money_;
+  std::map<std::string, int> node_size_hints_;  // model -> GPUs per node of nodes that may come
   int64_t priced_running_ = 0;  // running or stopping jobs that cost something
   std::unordered_map<std::string, int> shapes_;
   std::vector<int64_t> shape_pending_;      // pending jobs per shape
