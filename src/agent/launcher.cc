@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "common/fd.h"
+
 extern char** environ;
 
 namespace gpufleet::agent {
@@ -51,32 +53,7 @@ struct ChildError {
   int err;
 };
 
-// Moves `fd` to a descriptor >= 3 with FD_CLOEXEC, so that the child's dup2 onto 0..2 cannot
-// clobber it and other children never inherit it. Closes the original.
-int LiftFd(int fd) {
-  if (fd < 0 || fd >= 3) return fd;
-  int lifted = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  int saved = errno;
-  close(fd);
-  errno = saved;
-  return lifted;
-}
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { Reset(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void Reset() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
 
 // Everything the child needs, prepared before fork so that the child allocates nothing.
 struct ChildPlan {
@@ -270,16 +247,16 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
     GF_ASSIGN_OR_RETURN(auto unused, MakeDirs(log_dir));
     (void)unused;
   }
-  Fd log_fd(LiftFd(open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)));
+  UniqueFd log_fd(LiftFd(open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)));
   if (log_fd.get() < 0) {
     return Status::Unavailable("open log " + spec.log_path + ": " + ErrnoText(errno));
   }
-  Fd null_fd(LiftFd(open("/dev/null", O_RDONLY | O_CLOEXEC)));
+  UniqueFd null_fd(LiftFd(open("/dev/null", O_RDONLY | O_CLOEXEC)));
   if (null_fd.get() < 0) return Status::Unavailable("open /dev/null: " + ErrnoText(errno));
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) < 0) return Status::Unavailable("pipe: " + ErrnoText(errno));
-  Fd err_read(LiftFd(pipe_fds[0]));
-  Fd err_write(LiftFd(pipe_fds[1]));
+  UniqueFd err_read(LiftFd(pipe_fds[0]));
+  UniqueFd err_write(LiftFd(pipe_fds[1]));
   if (err_read.get() < 0 || err_write.get() < 0) {
     return Status::Unavailable("pipe: " + ErrnoText(errno));
   }

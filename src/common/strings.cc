@@ -107,4 +107,22 @@ bool GlobMatch(std::string_view p, std::string_view t) {
   return pi == p.size();
 }
 
+std::string XmlEscape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') break;
+        out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace gpufleet

@@ -22,4 +22,8 @@ size_t EditDistance(std::string_view a, std::string_view b);
 // Glob with '*' and '?' only (for region patterns such as 'europe-*').
 bool GlobMatch(std::string_view pattern, std::string_view text);
 
+// Text for XML and SVG: &, <, >, " and ' as entities; control characters other than tab and
+// newline (not allowed in XML 1.0) dropped.
+std::string XmlEscape(std::string_view text);
+
 }  // namespace gpufleet

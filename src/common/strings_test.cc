@@ -144,3 +144,14 @@ TEST(EditDistanceTest, CountsInsertionsDeletionsAndSubstitutions) {
 }
 }  // namespace
 }  // namespace gpufleet
+
+namespace gpufleet {
+namespace {
+
+TEST(XmlEscapeTest, ReplacesMarkupAndDropsControlCharacters) {
+  EXPECT_EQ(XmlEscape("a<b>&\"c'\x01\td\n"), "a&lt;b&gt;&amp;&quot;c&apos;\td\n");
+  EXPECT_EQ(XmlEscape(""), "");
+}
+
+}  // namespace
+}  // namespace gpufleet

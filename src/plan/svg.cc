@@ -1,5 +1,7 @@
 #include "plan/svg.h"
 
+#include "common/strings.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -109,23 +111,7 @@ Status CheckValues(const ChartSeries& s, size_t n, bool non_negative) {
 
 }  // namespace
 
-std::string EscapeXml(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') break;
-        out += c;
-    }
-  }
-  return out;
-}
+std::string EscapeXml(std::string_view text) { return XmlEscape(text); }
 
 Result<std::string> RenderLineChart(const LineChart& chart) {
   GF_RETURN_IF_ERROR(CheckSize(chart.width, chart.height));

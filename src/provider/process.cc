@@ -15,6 +15,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "common/fd.h"
+
 extern char** environ;
 
 namespace gpufleet::provider {
@@ -22,29 +24,8 @@ namespace {
 
 std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { Reset(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void Reset() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
 
 // Moves fd to a number >= 3 (with FD_CLOEXEC) so that the child's dup2 onto 0..2 cannot clobber it.
-int Lift(int fd) {
-  if (fd < 0 || fd >= 3) return fd;
-  int lifted = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  close(fd);
-  return lifted;
-}
 
 // argv and envp prepared before fork, so that the child allocates nothing.
 struct ExecPlan {
@@ -114,7 +95,7 @@ Result<int> ForkExec(const std::vector<std::string>& argv, const std::map<std::s
   ExecPlan plan(argv, env);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) < 0) return Status::Unavailable("pipe: " + ErrnoText(errno));
-  Fd report_read(Lift(fds[0])), report_write(Lift(fds[1]));
+  UniqueFd report_read(LiftFd(fds[0])), report_write(LiftFd(fds[1]));
   pid_t pid = fork();
   if (pid < 0) return Status::Unavailable("fork: " + ErrnoText(errno));
   if (pid == 0) ExecChild(plan, new_session, in_fd, out_fd, err_fd, report_write.get());
@@ -173,9 +154,9 @@ bool Drain(int fd, std::string& into) {
 }  // namespace
 
 Result<ProcessHandle> SpawnDetached(const std::vector<std::string>& argv, const std::string& log_path) {
-  Fd log(Lift(open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)));
+  UniqueFd log(LiftFd(open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)));
   if (log.get() < 0) return Status::Unavailable("open " + log_path + ": " + ErrnoText(errno));
-  Fd null(Lift(open("/dev/null", O_RDONLY | O_CLOEXEC)));
+  UniqueFd null(LiftFd(open("/dev/null", O_RDONLY | O_CLOEXEC)));
   if (null.get() < 0) return Status::Unavailable("open /dev/null: " + ErrnoText(errno));
   GF_ASSIGN_OR_RETURN(int pid, ForkExec(argv, {}, /*new_session=*/true, null.get(), log.get(), log.get()));
   ProcessHandle h;
@@ -212,11 +193,11 @@ std::string CommandResult::Describe(Duration timeout) const {
 Result<CommandResult> RunCommand(const std::vector<std::string>& argv, const CommandOptions& options) {
   int in_fds[2], out_fds[2], err_fds[2];
   if (pipe2(in_fds, O_CLOEXEC) < 0) return Status::Unavailable("pipe: " + ErrnoText(errno));
-  Fd in_read(Lift(in_fds[0])), in_write(Lift(in_fds[1]));
+  UniqueFd in_read(LiftFd(in_fds[0])), in_write(LiftFd(in_fds[1]));
   if (pipe2(out_fds, O_CLOEXEC) < 0) return Status::Unavailable("pipe: " + ErrnoText(errno));
-  Fd out_read(Lift(out_fds[0])), out_write(Lift(out_fds[1]));
+  UniqueFd out_read(LiftFd(out_fds[0])), out_write(LiftFd(out_fds[1]));
   if (pipe2(err_fds, O_CLOEXEC) < 0) return Status::Unavailable("pipe: " + ErrnoText(errno));
-  Fd err_read(Lift(err_fds[0])), err_write(Lift(err_fds[1]));
+  UniqueFd err_read(LiftFd(err_fds[0])), err_write(LiftFd(err_fds[1]));
 
   GF_ASSIGN_OR_RETURN(int pid, ForkExec(argv, options.env, /*new_session=*/false, in_read.get(),
                                         out_write.get(), err_write.get()));

@@ -1,5 +1,7 @@
 #include "sim/result.h"
 
+#include "common/strings.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -210,27 +212,6 @@ Status WriteFile(const std::string& path, const std::string& contents) {
 // ---------------------------------------------------------------------------------------------
 // SVG.
 
-std::string XmlEscape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        // Control characters other than tab/newline are not allowed in XML 1.0.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') {
-          out += ' ';
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
 
 // Tableau 10: distinct hues that survive printing in grey reasonably well.
 constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
