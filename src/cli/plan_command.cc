@@ -1,5 +1,7 @@
 #include "cli/plan_command.h"
 
+#include "cli/trace_flags.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -394,27 +396,14 @@ Status WriteFile(const std::string& path, const std::string& text) {
 int Run(const PlanArgs& a) {
   // Flags first, all of them, before reading a large trace: a wrong value is exit code 2.
   plan::PlannerOptions o;
-  sim::TraceOptions topts;
-  auto fmt = sim::ParseTraceFormat(a.format);
-  if (!fmt.ok()) return Fail(kExitUsage, "--format: " + fmt.status().message());
-  topts.format = *fmt;
-  if (!a.columns.empty()) {
-    auto cols = sim::ParseColumnMap(a.columns);
-    if (!cols.ok()) return Fail(kExitUsage, "--columns: " + cols.status().message());
-    topts.columns = *cols;
-    if (topts.format == sim::TraceFormat::kAuto) topts.format = sim::TraceFormat::kCsv;
-  }
-  topts.skip_bad_rows = a.skip_bad_rows;
-  topts.max_jobs = a.max_jobs;
+  auto trace_options = TraceOptionsFromFlags(a.format, a.columns, a.skip_bad_rows, a.max_jobs);
+  if (!trace_options.ok()) return Fail(kExitUsage, trace_options.status().message());
+  const sim::TraceOptions& topts = *trace_options;
 
-  const model::GpuCatalog* gpus = &model::GpuCatalog::BuiltIn();
   std::unique_ptr<model::GpuCatalog> loaded;
-  if (!a.gpu_specs.empty()) {
-    auto c = model::GpuCatalog::LoadCsv(a.gpu_specs);
-    if (!c.ok()) return Fail(kExitFailed, c.status().message());
-    loaded = std::make_unique<model::GpuCatalog>(std::move(*c));
-    gpus = loaded.get();
-  }
+  auto loaded_catalog = GpuCatalogFromFlag(a.gpu_specs, loaded);
+  if (!loaded_catalog.ok()) return Fail(kExitFailed, loaded_catalog.status().message());
+  const model::GpuCatalog* gpus = *loaded_catalog;
   for (const auto& g : Split(a.gpus, ',')) {
     std::string name(Trim(g));
     if (name.empty()) continue;

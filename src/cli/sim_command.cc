@@ -1,5 +1,7 @@
 #include "cli/sim_command.h"
 
+#include "cli/trace_flags.h"
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -76,27 +78,14 @@ std::string PerPolicyPath(const std::string& path, const std::string& policy) {
 
 int Run(const SimArgs& a) {
   // Inputs, each checked before any work starts.
-  sim::TraceOptions topts;
-  auto fmt = sim::ParseTraceFormat(a.format);
-  if (!fmt.ok()) return Fail(fmt.status().message());
-  topts.format = *fmt;
-  if (!a.columns.empty()) {
-    auto cols = sim::ParseColumnMap(a.columns);
-    if (!cols.ok()) return Fail("--columns: " + cols.status().message());
-    topts.columns = *cols;
-    if (topts.format == sim::TraceFormat::kAuto) topts.format = sim::TraceFormat::kCsv;
-  }
-  topts.skip_bad_rows = a.skip_bad_rows;
-  topts.max_jobs = a.max_jobs;
+  auto trace_options = TraceOptionsFromFlags(a.format, a.columns, a.skip_bad_rows, a.max_jobs);
+  if (!trace_options.ok()) return Fail(trace_options.status().message());
+  const sim::TraceOptions& topts = *trace_options;
 
-  const model::GpuCatalog* catalog = &model::GpuCatalog::BuiltIn();
   std::unique_ptr<model::GpuCatalog> loaded;
-  if (!a.gpu_specs.empty()) {
-    auto c = model::GpuCatalog::LoadCsv(a.gpu_specs);
-    if (!c.ok()) return Fail(c.status().message());
-    loaded = std::make_unique<model::GpuCatalog>(std::move(*c));
-    catalog = loaded.get();
-  }
+  auto loaded_catalog = GpuCatalogFromFlag(a.gpu_specs, loaded);
+  if (!loaded_catalog.ok()) return Fail(loaded_catalog.status().message());
+  const model::GpuCatalog* catalog = *loaded_catalog;
 
   sim::ClusterSpec cluster;
   if (!a.cluster.empty() && a.cluster_gpus > 0) return Fail("give either --cluster or --cluster-gpus, not both");

@@ -1,0 +1,24 @@
+// The trace-reading flags that `gpufleet sim` and `gpufleet plan` share, turned into the
+// simulator's options. Errors name the flag ("--columns: unknown field 'subm'").
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "model/gpu_catalog.h"
+#include "sim/trace.h"
+
+namespace gpufleet::cli {
+
+// --format, --columns (a map selects csv when the format is auto), --skip-bad-rows, --max-jobs.
+Result<sim::TraceOptions> TraceOptionsFromFlags(const std::string& format, const std::string& columns,
+                                                bool skip_bad_rows, size_t max_jobs);
+
+// --gpu-specs: the built-in GPU table when `path` is empty, else the one read from it (kept
+// alive in `holder`).
+Result<const model::GpuCatalog*> GpuCatalogFromFlag(const std::string& path,
+                                                    std::unique_ptr<model::GpuCatalog>& holder);
+
+}  // namespace gpufleet::cli
