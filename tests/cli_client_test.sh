@@ -198,6 +198,25 @@ assert by_id[sleeper]["state"] == "cancelled", by_id[sleeper]
 for j in jobs:
     assert "runtime_ms" in j and "submitted_ms" in j, j
 PY
+# The cluster's own history as a trace: the jobs that ran, oldest first, in the JSON Lines format
+# the simulator reads back.
+run "$WORK/history-jsonl" "$GPUFLEET" history -o jsonl --limit 100
+expect_rc "$WORK/history-jsonl" 0 "history -o jsonl"
+"$PYTHON" - "$WORK/history-jsonl.out" "$HELLO" "$FAILING" <<'PY' || fail "history -o jsonl is wrong"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ids = [int(r["id"]) for r in rows]
+assert ids == sorted(ids), "not oldest first"
+hello, failing = sys.argv[2], sys.argv[3]
+by_id = {r["id"]: r for r in rows}
+assert hello in by_id and failing in by_id, rows
+for r in rows:
+    assert r["work"] > 0 and r["submit"] > 1.6e9 and r.get("gpus", r.get("gpus_per_node", 0)) >= 1, r
+PY
+run "$WORK/history-sim" "$GPUFLEET" sim --trace "$WORK/history-jsonl.out" --format jsonl --cluster-gpus 8 -o json
+expect_rc "$WORK/history-sim" 0 "gpufleet sim reads gpufleet history -o jsonl"
+expect_contains "$WORK/history-sim.out" '"finished"' "the simulator replays the exported history"
+
 for listing in queue nodes history; do
   run "$WORK/$listing-table" "$GPUFLEET" "$listing"
   expect_rc "$WORK/$listing-table" 0 "gpufleet $listing (table)"

@@ -875,6 +875,24 @@ int64_t RuntimeMs(const json& history, int64_t now_ms) {
   return total;
 }
 
+// How long a job held its GPUs, from its transitions: the time spent starting, running or
+// stopping, over all attempts (a fast job can go from starting straight to succeeded).
+int64_t HeldMs(const json& history, int64_t now_ms) {
+  auto holds = [](const std::string& state) { return state == "starting" || state == "running" || state == "stopping"; };
+  int64_t total = 0, since = -1;
+  for (const auto& h : history) {
+    int64_t at = IntField(h, "at_ms");
+    const bool from = holds(StrField(h, "from")), to = holds(StrField(h, "to"));
+    if (to && !from) since = at;
+    if (from && !to && since >= 0) {
+      total += at - since;
+      since = -1;
+    }
+  }
+  if (since >= 0) total += now_ms - since;
+  return total;
+}
+
 std::function<int()> SetupHistory(CLI::App& app) {
   struct Args {
     Connection conn;
@@ -891,11 +909,16 @@ std::function<int()> SetupHistory(CLI::App& app) {
   sub->add_option("--state", a->state,
                   "Only jobs in these states, comma-separated (pending, starting, running, stopping, succeeded, "
                   "failed, cancelled, preempted)");
-  AddOutputFlag(sub, a->output);
+  sub->add_option("-o,--output", a->output,
+                  "table, json, or jsonl: one line per job that ran, in the trace format `gpufleet sim` and "
+                  "`gpufleet plan` read (submit time, GPUs, work = time it held its GPUs)")
+      ->check(CLI::IsMember({"table", "json", "jsonl"}))
+      ->capture_default_str();
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, R"(  gpufleet history
   gpufleet history --team vision --limit 50
-  gpufleet history --state failed,cancelled -o json)");
+  gpufleet history --state failed,cancelled -o json
+  gpufleet history --limit 100000 -o jsonl > jobs.jsonl   # then: gpufleet plan --trace jobs.jsonl ...)");
   return [a]() {
     const std::string cmd = "history";
     auto client = Connect(cmd, a->conn);
@@ -911,6 +934,39 @@ std::function<int()> SetupHistory(CLI::App& app) {
     // Runtimes come from each job's transitions; a long listing skips them rather than make
     // hundreds of requests.
     int64_t now = NowMs();
+    if (a->output == "jsonl") {
+      // The cluster's own history as a trace: each job that ran, with the time it held its GPUs
+      // (all attempts) as its work, oldest first.
+      std::reverse(jobs.begin(), jobs.end());
+      for (const auto& j : jobs) {
+        if (IntField(j, "attempt") == 0) continue;
+        ApiResult d = client->Get("/v1/jobs/" + std::to_string(IntField(j, "id")));
+        if (!d.ok()) return Report(cmd, d);
+        const int64_t work_ms = HeldMs(d.body.value("history", json::array()), now);
+        if (work_ms <= 0) continue;
+        nlohmann::ordered_json o;
+        o["id"] = std::to_string(IntField(j, "id"));
+        if (!StrField(j, "name").empty()) o["name"] = StrField(j, "name");
+        if (!StrField(j, "team").empty()) o["team"] = StrField(j, "team");
+        if (IntField(j, "priority") != 0) o["priority"] = IntField(j, "priority");
+        o["submit"] = static_cast<double>(IntField(j, "submitted_ms")) / 1000.0;
+        o["work"] = static_cast<double>(work_ms) / 1000.0;
+        const json& g = j.value("gpus", json(1));
+        const int64_t nodes = IntField(j, "nodes", 1);
+        if (g.is_number_float() && g.get<double>() < 1.0) {
+          o["gpus"] = 1;
+          o["gpu_milli"] = static_cast<int64_t>(g.get<double>() * 1000.0 + 0.5);
+        } else if (nodes > 1) {
+          o["gpus_per_node"] = g.is_number() ? static_cast<int64_t>(g.get<double>()) : 1;
+          o["nodes"] = nodes;
+        } else {
+          o["gpus"] = g.is_number() ? static_cast<int64_t>(g.get<double>()) : 1;
+        }
+        if (j.contains("gpu_type") && j["gpu_type"].is_array() && !j["gpu_type"].empty()) o["gpu_models"] = j["gpu_type"];
+        std::printf("%s\n", o.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+      }
+      return kExitOk;
+    }
     if (jobs.size() <= 200) {
       for (auto& j : jobs) {
         if (IntField(j, "attempt") == 0) {
