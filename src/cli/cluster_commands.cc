@@ -11,11 +11,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "agent/agent.h"
 #include "agent/gpu_probe.h"
 #include "cli/client_config.h"
+#include "cli/cost_commands.h"
 #include "common/strings.h"
 #include "controller/auth.h"
 #include "controller/engine.h"
@@ -190,10 +193,25 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
       {"gpufleet", "gpufleet"},
       {"data_dir", f.data_dir},
   };
+  // Offers of a pool file may come from the price catalog (catalog: {...}); read it only then.
+  std::optional<cost::OfferTable> offer_catalog;
+  if (!f.pool.empty()) {
+    std::ifstream in(f.pool);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (text.str().find("catalog:") != std::string::npos) {
+      std::string catalog_path;
+      auto table = LoadOfferCatalog("", catalog_path);
+      if (!table.ok()) return table.status().WithContext("the pool's catalog offers");
+      offer_catalog = std::move(*table);
+    }
+  }
+  const cost::OfferTable* offers = offer_catalog ? &*offer_catalog : nullptr;
   if (!f.pool.empty()) {
     // Read the pool first for the node shapes it may rent: jobs larger than a node are split to
     // fit them, also those recovered now.
-    GF_ASSIGN_OR_RETURN(controller::PoolConfig early, controller::LoadPoolConfig(f.pool, model::GpuCatalog::BuiltIn(), subs));
+    GF_ASSIGN_OR_RETURN(controller::PoolConfig early,
+                        controller::LoadPoolConfig(f.pool, model::GpuCatalog::BuiltIn(), subs, offers));
     std::map<std::string, int> sizes;
     for (const auto& o : early.offers) sizes[o.gpu_model] = std::max(sizes[o.gpu_model], o.gpus_per_node);
     c->engine->SetNodeSizeHints(sizes);
@@ -214,7 +232,8 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     const std::string host = listen.first == "0.0.0.0" ? "127.0.0.1" : listen.first;
     subs["server"] = "http://" + host + ":" + std::to_string(c->server->port());
     subs["gpufleet"] = self.empty() ? "gpufleet" : self;
-    GF_ASSIGN_OR_RETURN(controller::PoolConfig pc, controller::LoadPoolConfig(f.pool, model::GpuCatalog::BuiltIn(), subs));
+    GF_ASSIGN_OR_RETURN(controller::PoolConfig pc,
+                        controller::LoadPoolConfig(f.pool, model::GpuCatalog::BuiltIn(), subs, offers));
     GF_ASSIGN_OR_RETURN(auto prov, provider::MakeProvider(pc.provider));
     c->pool = std::make_unique<controller::Pool>(std::move(pc), std::move(prov), *c->engine, *c->store, c->clock);
     GF_RETURN_IF_ERROR(c->pool->Start());

@@ -105,6 +105,14 @@ Result<cost::OfferTable> LoadCatalog(const std::string& flag, std::string& path)
   return cost::LoadOffersCsv(path, model::GpuCatalog::BuiltIn());
 }
 
+}  // namespace
+
+Result<cost::OfferTable> LoadOfferCatalog(const std::string& flag, std::string& path) {
+  return LoadCatalog(flag, path);
+}
+
+namespace {
+
 // ---------------------------------------------------------------- offers
 
 struct OffersArgs {

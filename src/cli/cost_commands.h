@@ -5,6 +5,10 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+
+#include "common/status.h"
+#include "cost/offer.h"
 
 namespace gpufleet::cli {
 
@@ -12,5 +16,9 @@ namespace gpufleet::cli {
 // exit code.
 std::function<int()> SetupOffersCommand(CLI::App& app);
 std::function<int()> SetupSelectCommand(CLI::App& app);
+
+// The offer catalog: `flag` if given, else $GPUFLEET_CATALOG, else ./data/catalog/offers.csv,
+// else the source tree's. `path` is set to the file read.
+Result<cost::OfferTable> LoadOfferCatalog(const std::string& flag, std::string& path);
 
 }  // namespace gpufleet::cli

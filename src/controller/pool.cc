@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/strings.h"
+#include "cost/offer.h"
 
 namespace gpufleet::controller {
 namespace {
@@ -23,12 +24,14 @@ const std::vector<std::string> kPoolKeys = {
     "boot_timeout", "max_rents_per_minute", "max_releases_per_minute", "spot_fallback_after_preemptions",
     "spot_fallback_after_wait", "reconcile_interval", "name_prefix", "failed_offer_backoff"};
 const std::vector<std::string> kOfferKeys = {"name", "gpu", "gpus", "market", "price_per_hour", "boot_estimate",
-                                             "zone", "interruptions_per_hour", "labels"};
+                                             "zone", "interruptions_per_hour", "labels", "catalog"};
+const std::vector<std::string> kCatalogKeys = {"cloud", "region", "zone", "instance_type", "gpu", "gpus", "market"};
 
 // Reads one pool file; every error names the source, line and field.
 class Parser {
  public:
-  Parser(const std::string& source, const model::GpuCatalog& catalog) : source_(source), catalog_(catalog) {}
+  Parser(const std::string& source, const model::GpuCatalog& catalog, const cost::OfferTable* offers)
+      : source_(source), catalog_(catalog), offers_(offers) {}
 
   Status Error(const YAML::Node& at, const std::string& field, const std::string& what) const {
     const YAML::Mark m = at.Mark();
@@ -87,12 +90,120 @@ class Parser {
     return n.Scalar();
   }
 
+  // An offer taken from the price catalog: the cheapest row of the cloud, region (and zone),
+  // instance type or GPU model and count, for the market asked.
+  Status CatalogOffer(const YAML::Node& n, const std::string& path, PoolConfig& c) const {
+    const YAML::Node q = n["catalog"];
+    const std::string cpath = path + ".catalog";
+    GF_RETURN_IF_ERROR(CheckKeys(q, cpath, kCatalogKeys));
+    for (const char* key : {"gpu", "gpus", "price_per_hour", "market", "interruptions_per_hour"}) {
+      if (n[key]) return Error(n[key], path + "." + key, "comes from the catalog; drop it, or drop catalog:");
+    }
+    if (offers_ == nullptr) return Error(q, cpath, "the offer catalog could not be loaded");
+    for (const char* key : {"cloud", "region"}) {
+      if (!q[key]) return Error(q, cpath + "." + key, "is required");
+    }
+    if (!q["instance_type"] && !(q["gpu"] && q["gpus"])) {
+      return Error(q, cpath, "needs instance_type, or gpu and gpus");
+    }
+    GF_ASSIGN_OR_RETURN(std::string cloud, Str(q["cloud"], cpath + ".cloud"));
+    GF_ASSIGN_OR_RETURN(std::string region, Str(q["region"], cpath + ".region"));
+    std::string zone, instance_type, gpu;
+    int64_t gpus = 0;
+    if (q["zone"]) {
+      GF_ASSIGN_OR_RETURN(zone, Str(q["zone"], cpath + ".zone"));
+    }
+    if (q["instance_type"]) {
+      GF_ASSIGN_OR_RETURN(instance_type, Str(q["instance_type"], cpath + ".instance_type"));
+    }
+    if (q["gpu"]) {
+      GF_ASSIGN_OR_RETURN(std::string name, Str(q["gpu"], cpath + ".gpu"));
+      const model::GpuModel* m = catalog_.Find(name);
+      if (!m) return Error(q["gpu"], cpath + ".gpu", "unknown GPU model '" + name + "'");
+      gpu = m->name;
+    }
+    if (q["gpus"]) {
+      GF_ASSIGN_OR_RETURN(gpus, Int(q["gpus"], cpath + ".gpus", 1, 64));
+    }
+    model::Market market = model::Market::kOnDemand;
+    if (q["market"]) {
+      GF_ASSIGN_OR_RETURN(std::string text, Str(q["market"], cpath + ".market"));
+      Result<model::Market> mk = model::ParseMarket(ToLower(text));
+      if (!mk.ok() || *mk == model::Market::kReserved) {
+        return Error(q["market"], cpath + ".market", "must be on-demand or spot, got '" + text + "'");
+      }
+      market = *mk;
+    }
+    const cost::Offer* best = nullptr;
+    bool matched_without_price = false;
+    for (const cost::Offer& row : offers_->offers) {
+      if (row.cloud != cloud || row.region != region || (!zone.empty() && row.zone != zone)) continue;
+      if (!instance_type.empty() && row.instance_type != instance_type) continue;
+      if (!gpu.empty() && row.gpu != gpu) continue;
+      if (gpus > 0 && row.gpus != gpus) continue;
+      if (!row.price(market)) {
+        matched_without_price = true;
+        continue;
+      }
+      if (!best || *row.price(market) < *best->price(market)) best = &row;
+    }
+    if (!best) {
+      std::string what = cloud + " " + region + (zone.empty() ? "" : " " + zone) + " " +
+                         (instance_type.empty() ? std::to_string(gpus) + " x " + gpu : instance_type);
+      return Error(q, cpath,
+                   matched_without_price
+                       ? what + " has no " + model::MarketName(market) + " price in the catalog"
+                       : "no catalog offer matches " + what + "; list them with: gpufleet offers --cloud " + cloud +
+                             " --region '" + region + "'");
+    }
+    sched::RentableOffer o;
+    o.name = best->cloud + "-" + best->instance_type + "-" + model::MarketName(market);
+    for (char& ch : o.name) {
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-') ch = '-';
+    }
+    if (n["name"]) {
+      GF_ASSIGN_OR_RETURN(o.name, Str(n["name"], path + ".name"));
+    }
+    for (const auto& other : c.offers) {
+      if (other.name == o.name) return Error(n["name"] ? n["name"] : n, path + ".name", "'" + o.name + "' names another offer");
+    }
+    o.gpu_model = best->gpu;
+    o.gpus_per_node = best->gpus;
+    o.market = market;
+    o.price_micros_per_hour = *best->price(market);
+    o.interruptions_per_hour = market == model::Market::kSpot ? best->spot_hazard_per_hour : 0;
+    o.zone = !best->zone.empty() ? best->zone : best->region;
+    if (n["zone"]) {
+      GF_ASSIGN_OR_RETURN(o.zone, Str(n["zone"], path + ".zone"));
+    }
+    if (n["boot_estimate"]) {
+      GF_ASSIGN_OR_RETURN(o.boot_estimate, Dur(n["boot_estimate"], path + ".boot_estimate"));
+    }
+    std::map<std::string, std::string> labels = best->labels();
+    labels["instance_type"] = best->instance_type;
+    if (n["labels"]) {
+      if (!n["labels"].IsMap()) return Error(n["labels"], path + ".labels", "must be a mapping of strings");
+      for (auto it = n["labels"].begin(); it != n["labels"].end(); ++it) {
+        labels[it->first.as<std::string>()] = it->second.IsScalar() ? it->second.Scalar() : "";
+      }
+    }
+    labels[model::kLabelZone] = o.zone;
+    if (!c.offers.empty()) {
+      const double speed = catalog_.RelativeSpeed(c.offers.front().gpu_model, o.gpu_model, model::Boundness::kBalanced);
+      if (speed > 0) o.speed = speed;
+    }
+    c.offers.push_back(std::move(o));
+    c.offer_labels.push_back(std::move(labels));
+    return Status::Ok();
+  }
+
   Status Offer(const YAML::Node& n, const std::string& path, PoolConfig& c) const {
     GF_RETURN_IF_ERROR(CheckKeys(n, path, kOfferKeys));
+    if (n["catalog"]) return CatalogOffer(n, path, c);
     sched::RentableOffer o;
     std::map<std::string, std::string> labels;
     for (const char* key : {"name", "gpu", "gpus", "price_per_hour"}) {
-      if (!n[key]) return Error(n, path + "." + key, "is required");
+      if (!n[key]) return Error(n, path + "." + key, "is required (or take the offer from the catalog: catalog: {...})");
     }
     GF_ASSIGN_OR_RETURN(o.name, Str(n["name"], path + ".name"));
     for (const auto& other : c.offers) {
@@ -227,6 +338,7 @@ class Parser {
 
   const std::string& source_;
   const model::GpuCatalog& catalog_;
+  const cost::OfferTable* offers_;
 };
 
 nlohmann::json EntryJson(const PoolInstance& i) {
@@ -252,9 +364,10 @@ std::string DollarsText(int64_t micros) {
 
 Result<PoolConfig> ParsePoolConfig(const std::string& yaml, const std::string& source,
                                    const model::GpuCatalog& catalog,
-                                   const std::map<std::string, std::string>& substitutions) {
+                                   const std::map<std::string, std::string>& substitutions,
+                                   const cost::OfferTable* offers) {
   try {
-    return Parser(source, catalog).Parse(YAML::Load(yaml), substitutions);
+    return Parser(source, catalog, offers).Parse(YAML::Load(yaml), substitutions);
   } catch (const YAML::Exception& e) {
     const int line = e.mark.is_null() ? 1 : e.mark.line + 1;
     return Status::InvalidArgument(source + ":" + std::to_string(line) + ": invalid YAML: " + e.msg);
@@ -262,12 +375,13 @@ Result<PoolConfig> ParsePoolConfig(const std::string& yaml, const std::string& s
 }
 
 Result<PoolConfig> LoadPoolConfig(const std::string& path, const model::GpuCatalog& catalog,
-                                  const std::map<std::string, std::string>& substitutions) {
+                                  const std::map<std::string, std::string>& substitutions,
+                                  const cost::OfferTable* offers) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound(path + ": cannot open the pool file");
   std::stringstream buf;
   buf << in.rdbuf();
-  return ParsePoolConfig(buf.str(), path, catalog, substitutions);
+  return ParsePoolConfig(buf.str(), path, catalog, substitutions, offers);
 }
 
 Pool::Pool(PoolConfig config, std::unique_ptr<provider::Provider> provider, Engine& engine,

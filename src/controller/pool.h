@@ -40,6 +40,7 @@
 #include "common/status.h"
 #include "common/time.h"
 #include "controller/engine.h"
+#include "cost/offer.h"
 #include "model/gpu_catalog.h"
 #include "provider/provider.h"
 #include "sched/autoscaler.h"
@@ -65,6 +66,8 @@ struct PoolConfig {
 //   offers:
 //     - {name: h100-spot, gpu: H100, gpus: 8, market: spot, price_per_hour: 30,
 //        boot_estimate: 2m, zone: a, interruptions_per_hour: 0.05}
+//     - catalog: {cloud: aws, region: us-east-1, instance_type: p4d.24xlarge, market: spot}
+//       boot_estimate: 5m        # GPU, price and interruption rate from the offer catalog
 //   min_nodes: 0
 //   max_nodes: 16
 //   max_gpus: 128
@@ -77,13 +80,16 @@ struct PoolConfig {
 //   spot_fallback_after_wait: 30m
 //   reconcile_interval: 1m
 //   name_prefix: gf
-// `substitutions` replace {key} in the provider's agent_command (the server fills in {server},
-// {join_token_file} and {gpufleet}). Errors name the file, line and field.
+// `substitutions` replace {key} anywhere under provider: (the server fills in {server},
+// {join_token_file}, {gpufleet} and {data_dir}). `offers` is the price catalog that `catalog:`
+// offers are taken from (null: such offers are an error). Errors name the file, line and field.
 Result<PoolConfig> LoadPoolConfig(const std::string& path, const model::GpuCatalog& catalog,
-                                  const std::map<std::string, std::string>& substitutions = {});
+                                  const std::map<std::string, std::string>& substitutions = {},
+                                  const cost::OfferTable* offers = nullptr);
 Result<PoolConfig> ParsePoolConfig(const std::string& yaml, const std::string& source,
                                    const model::GpuCatalog& catalog,
-                                   const std::map<std::string, std::string>& substitutions = {});
+                                   const std::map<std::string, std::string>& substitutions = {},
+                                   const cost::OfferTable* offers = nullptr);
 
 // One instance the pool rented, as `gpufleet pool` shows it.
 struct PoolInstance {

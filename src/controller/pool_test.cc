@@ -269,3 +269,60 @@ TEST(PoolConfigTest, AgentCommandPlaceholdersOfTheServerAreFilledIn) {
 
 }  // namespace
 }  // namespace gpufleet::controller
+
+namespace gpufleet::controller {
+namespace {
+
+TEST(PoolConfigTest, OffersFromTheShippedCatalog) {
+  // The cheapest matching row of the shipped catalog gives GPU, count, price and, for spot, the
+  // interruption rate; an offer that matches nothing says how to list what exists.
+  const auto& gpus = model::GpuCatalog::BuiltIn();
+  auto table = cost::LoadOffersCsv(std::string(GPUFLEET_SOURCE_DIR) + "/data/catalog/offers.csv", gpus);
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  auto r = ParsePoolConfig(
+      "provider: {kind: static}\n"
+      "offers:\n"
+      "  - catalog: {cloud: aws, region: us-east-1, instance_type: p4d.24xlarge, market: spot}\n"
+      "    boot_estimate: 5m\n"
+      "  - catalog: {cloud: aws, region: us-east-1, gpu: V100, gpus: 8}\n"
+      "    name: v100-od\n",
+      "pool.yaml", gpus, {}, &*table);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->offers.size(), 2u);
+  const sched::RentableOffer& a = r->offers[0];
+  EXPECT_EQ(a.name, "aws-p4d-24xlarge-spot");
+  EXPECT_EQ(a.gpu_model, "A100");
+  EXPECT_EQ(a.gpus_per_node, 8);
+  EXPECT_EQ(a.market, model::Market::kSpot);
+  EXPECT_EQ(a.price_micros_per_hour, 7'246'022);  // the catalog's us-east-1 spot estimate
+  EXPECT_GT(a.interruptions_per_hour, 0);
+  EXPECT_EQ(a.boot_estimate, Duration::Minutes(5));
+  EXPECT_EQ(r->offer_labels[0].at("instance_type"), "p4d.24xlarge");
+  const sched::RentableOffer& b = r->offers[1];
+  EXPECT_EQ(b.name, "v100-od");
+  EXPECT_EQ(b.market, model::Market::kOnDemand);
+  EXPECT_EQ(b.price_micros_per_hour, 24'480'000);  // p3.16xlarge, the cheapest 8 x V100 there
+  EXPECT_EQ(b.interruptions_per_hour, 0);
+
+  auto none = ParsePoolConfig(
+      "provider: {kind: static}\noffers:\n  - catalog: {cloud: aws, region: mars-1, instance_type: p4d.24xlarge}\n",
+      "pool.yaml", gpus, {}, &*table);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("pool.yaml:3: offers[0].catalog: no catalog offer matches aws mars-1 "
+                                         "p4d.24xlarge; list them with: gpufleet offers --cloud aws"),
+            std::string::npos)
+      << none.status().message();
+  auto both = ParsePoolConfig(
+      "provider: {kind: static}\noffers:\n  - catalog: {cloud: aws, region: us-east-1, instance_type: p4d.24xlarge}\n"
+      "    price_per_hour: 3\n",
+      "pool.yaml", gpus, {}, &*table);
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("offers[0].price_per_hour: comes from the catalog"), std::string::npos);
+  auto no_table = ParsePoolConfig(
+      "provider: {kind: static}\noffers:\n  - catalog: {cloud: aws, region: us-east-1, instance_type: p4d.24xlarge}\n",
+      "pool.yaml", gpus);
+  EXPECT_FALSE(no_table.ok());
+}
+
+}  // namespace
+}  // namespace gpufleet::controller
