@@ -898,32 +898,37 @@ std::function<int()> SetupHistory(CLI::App& app) {
     Connection conn;
     std::string team;
     int limit = 20;
+    bool limit_given = false;
     std::string state;
     std::string output = "table";
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("history", "Show recent jobs, finished and current, newest first");
   sub->add_option("--team", a->team, "Only this team's jobs");
-  sub->add_option("--limit", a->limit, "At most this many jobs (newest first)")->check(CLI::Range(1, 100000))
-      ->capture_default_str();
+  auto* limit_opt = sub->add_option("--limit", a->limit, "At most this many jobs (newest first; -o jsonl: all)")
+                       ->check(CLI::Range(1, 100000))
+                       ->capture_default_str();
   sub->add_option("--state", a->state,
                   "Only jobs in these states, comma-separated (pending, starting, running, stopping, succeeded, "
                   "failed, cancelled, preempted)");
   sub->add_option("-o,--output", a->output,
-                  "table, json, or jsonl: one line per job that ran, in the trace format `gpufleet sim` and "
-                  "`gpufleet plan` read (submit time, GPUs, work = time it held its GPUs)")
+                  "table, json, or jsonl: one line per finished job that ran, in the trace format `gpufleet sim` "
+                  "and `gpufleet plan` read (submit time, GPUs, work = time it held its GPUs, all attempts)")
       ->check(CLI::IsMember({"table", "json", "jsonl"}))
       ->capture_default_str();
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, R"(  gpufleet history
   gpufleet history --team vision --limit 50
   gpufleet history --state failed,cancelled -o json
-  gpufleet history --limit 100000 -o jsonl > jobs.jsonl   # then: gpufleet plan --trace jobs.jsonl ...)");
-  return [a]() {
+  gpufleet history -o jsonl > jobs.jsonl   # then: gpufleet plan --trace jobs.jsonl ...)");
+  return [a, limit_opt]() {
+    a->limit_given = limit_opt->count() > 0;
     const std::string cmd = "history";
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
-    std::map<std::string, std::string> q = {{"limit", std::to_string(a->limit)}};
+    // A trace wants the whole history, not the last screenful.
+    const int limit = a->output == "jsonl" && !a->limit_given ? 100000 : a->limit;
+    std::map<std::string, std::string> q = {{"limit", std::to_string(limit)}};
     if (!a->team.empty()) q["team"] = a->team;
     if (!a->state.empty()) q["state"] = a->state;
     ApiResult r = client->Get("/v1/jobs", q);
@@ -939,7 +944,8 @@ std::function<int()> SetupHistory(CLI::App& app) {
       // (all attempts) as its work, oldest first.
       std::reverse(jobs.begin(), jobs.end());
       for (const auto& j : jobs) {
-        if (IntField(j, "attempt") == 0) continue;
+        // Finished jobs only: a running one's work is not known yet.
+        if (IntField(j, "attempt") == 0 || !IsTerminalState(StrField(j, "state"))) continue;
         ApiResult d = client->Get("/v1/jobs/" + std::to_string(IntField(j, "id")));
         if (!d.ok()) return Report(cmd, d);
         const int64_t work_ms = HeldMs(d.body.value("history", json::array()), now);

@@ -281,9 +281,9 @@ void Engine::ApplyBudget(BudgetReq& r) {
     return;
   }
   sched::TeamBudget b = r.budget;
-  b.carried_micros = FinishedSpend(r.team, b.period == CalendarPeriod::kNone
-                                               ? b.since
-                                               : std::max(b.since, PeriodStart(clock_.Now(), b.period)));
+  // A rolling budget counts from the start of the current period (as Recover does).
+  if (b.period != CalendarPeriod::kNone) b.since = std::max(b.since, PeriodStart(clock_.Now(), b.period));
+  b.carried_micros = FinishedSpend(r.team, b.since);
   scheduler_->SetTeamBudget(r.team, b);
   events_.push_back(sched::Timer{});  // a new pass: the budget may free or hold jobs
   r.result = Status::Ok();
@@ -595,7 +595,8 @@ void Engine::ApplyRelease(ReleaseReq& r) {
   spdlog::info("node {} released: {}", r.node, r.reason);
   n.rec.state = api::NodeState::kGone;
   auto st = store_.UpsertNode(n.rec);
-  events_.push_back(sched::NodeDown{node});
+  // Parts still there end with the machine; their jobs are requeued (NodeDown).
+  LosePartsOn(node, "node " + r.node + " released: " + r.reason);
   r.result = st.ok() ? Status::Ok() : st.status();
 }
 
@@ -623,11 +624,20 @@ void Engine::ApplyRegister(RegisterReq& r) {
   api::NodeRecord rec;
   auto known = node_by_name_.find(req.name);
   if (known != node_by_name_.end()) rec = nodes_[known->second].rec;
+  const api::NodeState before = known != node_by_name_.end() ? rec.state : api::NodeState::kUp;
+  if (before == api::NodeState::kGone) {
+    // Released: its machine is being given back. Coming back under this name would put a node
+    // the pool no longer owns into the cluster.
+    r.result = Status::FailedPrecondition("node '" + req.name +
+                                          "' was released from the cluster; register the machine under a new name");
+    return;
+  }
   rec.name = req.name;
   rec.spec = spec;
   rec.gpus = req.gpus;
   rec.address = req.address.empty() ? "127.0.0.1" : req.address;
-  rec.state = api::NodeState::kUp;
+  // A drained node stays drained when its agent comes back (a restart must not undo a drain).
+  rec.state = before == api::NodeState::kDraining ? api::NodeState::kDraining : api::NodeState::kUp;
   if (known == node_by_name_.end()) rec.registered = now;
   rec.last_heartbeat = now;
   auto id = store_.UpsertNode(rec);
@@ -649,12 +659,14 @@ void Engine::ApplyRegister(RegisterReq& r) {
     }
   }
   NodeState& n = nodes_[id->value()];
-  bool was_up = n.rec.state == api::NodeState::kUp && known != node_by_name_.end();
+  bool was_up = (n.rec.state == api::NodeState::kUp || n.rec.state == api::NodeState::kDraining) &&
+                known != node_by_name_.end();
   n.rec = rec;
   n.last_seen = now;
   if (!r.token_hash.empty()) n.token_hash = r.token_hash;
   node_by_name_[req.name] = id->value();
   events_.push_back(sched::NodeUp{*id, spec});
+  if (rec.state == api::NodeState::kDraining) events_.push_back(sched::NodeDrained{*id, true});
   spdlog::info("node {} ({}) registered: {} x {}", req.name, id->value(), spec.gpus, spec.gpu_model);
 
   // Reconcile: what the agent runs against what this controller believes runs there.
@@ -903,36 +915,39 @@ void Engine::CheckHeartbeats(Time now) {
     spdlog::warn("node {} lost: no heartbeat for {}", n.rec.name, FormatDuration(now - n.last_seen));
     auto st = store_.UpsertNode(n.rec);
     if (!st.ok()) spdlog::error("store: {}", st.status().message());
-    NodeId node(nid);
-    // Parts there are gone. Running jobs get stopped by the scheduler (NodeDown); jobs already
-    // stopping may be done now.
-    std::vector<int64_t> done;
-    for (auto& [jid, job] : jobs_) {
-      if (!job.rec.placement) continue;
-      bool hit = false;
-      for (size_t p = 0; p < job.rec.placement->parts.size() && p < job.parts.size(); ++p) {
-        if (job.rec.placement->parts[p].node == node && !job.parts[p].exited) {
-          job.parts[p].exited = true;
-          job.parts[p].exit_code = -1;
-          job.parts[p].message = "node " + n.rec.name + " lost";
-          hit = true;
-        }
+    LosePartsOn(NodeId(nid), "node " + n.rec.name + " lost");
+  }
+}
+
+// The node is gone with whatever ran there: its parts have exited. Running jobs get stopped by
+// the scheduler (NodeDown); jobs already stopping may be done now.
+void Engine::LosePartsOn(NodeId node, const std::string& why) {
+  std::vector<int64_t> done;
+  for (auto& [jid, job] : jobs_) {
+    if (!job.rec.placement) continue;
+    bool hit = false;
+    for (size_t p = 0; p < job.rec.placement->parts.size() && p < job.parts.size(); ++p) {
+      if (job.rec.placement->parts[p].node == node && !job.parts[p].exited) {
+        job.parts[p].exited = true;
+        job.parts[p].exit_code = -1;
+        job.parts[p].message = why;
+        hit = true;
       }
-      if (hit && job.failing && !job.stop_requested && !job.cancel_requested) {
-        // A part that failed first most likely failed because this node went away (a gang's
-        // collectives break at once): the node loss decides. NodeDown makes the scheduler stop
-        // the job, and that stop requeues it.
-        job.failing = false;
-        job.rec.exit_code.reset();
-        continue;
-      }
-      if (hit && (job.stop_requested || job.failing)) done.push_back(jid);
     }
-    events_.push_back(sched::NodeDown{node});
-    for (int64_t jid : done) {
-      auto it = jobs_.find(jid);
-      if (it != jobs_.end()) MaybeFinishAttempt(it->second);
+    if (hit && job.failing && !job.stop_requested && !job.cancel_requested) {
+      // A part that failed first most likely failed because this node went away (a gang's
+      // collectives break at once): the node loss decides. NodeDown makes the scheduler stop
+      // the job, and that stop requeues it.
+      job.failing = false;
+      job.rec.exit_code.reset();
+      continue;
     }
+    if (hit && (job.stop_requested || job.failing)) done.push_back(jid);
+  }
+  events_.push_back(sched::NodeDown{node});
+  for (int64_t jid : done) {
+    auto it = jobs_.find(jid);
+    if (it != jobs_.end()) MaybeFinishAttempt(it->second);
   }
 }
 
@@ -1129,6 +1144,7 @@ std::vector<sched::PendingJob> Engine::PendingForScaling() const {
     p.queued_since = it->second.rec.updated;
     p.spot_preemptions = it->second.spot_reclaims;
     if (spec.checkpoint_interval > Duration::Zero()) p.checkpoint_interval = spec.checkpoint_interval;
+    p.constraints = spec.constraints;
     out.push_back(std::move(p));
   }
   return out;

@@ -242,6 +242,7 @@ class Engine {
   void ApplyNotice(NodeId node, NodeState& n, const api::SpotNotice& notice);
   void ApplyPartEvent(NodeId node, const api::PartEvent& e);
   void CheckHeartbeats(Time now);
+  void LosePartsOn(NodeId node, const std::string& why);
   void OnStart(JobId id, const model::Placement& placement);
   void OnPreempt(JobId id, sched::PreemptReason reason);
   void MaybeFinishAttempt(Job& job);

@@ -469,5 +469,36 @@ TEST_F(EngineTest, BadRegistrationChangesNothing) {
   EXPECT_TRUE(e->Nodes().empty());
 }
 
+TEST_F(EngineTest, ReRegistrationKeepsADrainAndAReleasedNodeStaysOut) {
+  // An agent that comes back keeps its node drained (a restart does not undo a drain), and a
+  // node released from the cluster cannot register again under its name.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 8);
+  auto d = e->Drain("node-a", true);
+  e->Step();
+  ASSERT_TRUE(d.get().ok());
+  Register(*e, "node-a", 8);
+  ASSERT_EQ(e->Nodes().size(), 1u);
+  EXPECT_EQ(e->Nodes()[0].record.state, api::NodeState::kDraining);
+  JobId j = Submit(*e, "name: x\nrun: sleep 1\nresources: {gpus: 1}\n");
+  EXPECT_EQ(e->Queue()[0].job.state, JobState::kPending);  // not placed on the drained node
+  (void)j;
+  (void)a;
+
+  auto rel = e->Release("node-a", /*only_if_idle=*/true, "test");
+  e->Step();
+  ASSERT_TRUE(rel.get().ok());
+  api::RegisterRequest req;
+  req.name = "node-a";
+  req.spec.gpu_model = "H100";
+  req.spec.gpus = 8;
+  auto f = e->Register(req, "hash-node-a");
+  e->Step();
+  auto r = f.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("was released from the cluster"), std::string::npos);
+  EXPECT_EQ(e->Nodes()[0].record.state, api::NodeState::kGone);
+}
+
 }  // namespace
 }  // namespace gpufleet::controller

@@ -322,9 +322,11 @@ class Parser {
     }
     if (root["name_prefix"]) {
       GF_ASSIGN_OR_RETURN(c.name_prefix, Str(root["name_prefix"], "name_prefix"));
+      // No '-': instances are <prefix>-<offer>-<n>, and a pool owns every name starting with
+      // "<prefix>-", so "gf" and "gf-eu" would delete each other's instances.
       const bool ok = std::all_of(c.name_prefix.begin(), c.name_prefix.end(),
-                                  [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-'; });
-      if (!ok) return Error(root["name_prefix"], "name_prefix", "must be letters, digits and '-'");
+                                  [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) != 0; });
+      if (!ok) return Error(root["name_prefix"], "name_prefix", "must be letters and digits only (no '-')");
     }
     return c;
   }
@@ -515,7 +517,12 @@ void Pool::HandleProviderEvents(Time now) {
         bool erased = false;
         {
           std::lock_guard<std::mutex> lock(mu_);
-          erased = entries_.erase(e.name) > 0;
+          auto it = entries_.find(e.name);
+          if (it != entries_.end()) {
+            scaler_.ReportNodeGone(it->second.info.for_jobs);
+            entries_.erase(it);
+            erased = true;
+          }
         }
         if (erased) {
           Status st = Save();
@@ -529,6 +536,20 @@ void Pool::HandleProviderEvents(Time now) {
 
 void Pool::Rent(const sched::Rent& rent, Time now) {
   const sched::RentableOffer& offer = config_.offers[static_cast<size_t>(rent.offer)];
+  std::vector<std::pair<std::string, std::string>> made;  // (name, provider id) of this rent
+  // A gang is all or nothing: when one member cannot be created, the others are deleted.
+  auto undo = [&] {
+    for (const auto& [name, id] : made) {
+      Status st = provider_->Delete(id, now);
+      if (!st.ok()) {
+        spdlog::error("pool: delete {} ({}) of a failed gang rent: {}; reconciliation retries", name, id, st.message());
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      entries_.erase(name);
+    }
+    (void)Save();
+  };
   for (int k = 0; k < rent.count; ++k) {
     Entry e;
     e.offer = rent.offer;
@@ -546,8 +567,11 @@ void Pool::Rent(const sched::Rent& rent, Time now) {
     Status st = Save();
     if (!st.ok()) {
       spdlog::error("pool: cannot record instance {} ({}); not renting", e.info.name, st.message());
-      std::lock_guard<std::mutex> lock(mu_);
-      entries_.erase(e.info.name);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        entries_.erase(e.info.name);
+      }
+      undo();
       return;
     }
     provider::InstanceRequest req;
@@ -567,9 +591,10 @@ void Pool::Rent(const sched::Rent& rent, Time now) {
         std::lock_guard<std::mutex> lock(mu_);
         entries_.erase(e.info.name);
       }
-      (void)Save();
+      undo();
       return;
     }
+    made.emplace_back(e.info.name, inst->id);
     spdlog::info("pool: rented {} ({}, ${}/h) for {} job(s): {}", e.info.name, offer.name,
                  DollarsText(offer.price_micros_per_hour), rent.for_jobs.size(), rent.reason);
     {
@@ -597,11 +622,39 @@ void Pool::Tick() {
   sched::ScaleInput in;
   in.now = now;
   in.offers = config_.offers;
+  for (size_t i = 0; i < in.offers.size(); ++i) in.offers[i].labels = config_.offer_labels[i];
   in.limits = config_.limits;
   in.pending = engine_.PendingForScaling();
   std::map<std::string, const NodeStatus*> by_name;
   std::vector<NodeStatus> nodes = engine_.Nodes();
   for (const NodeStatus& n : nodes) by_name[n.record.name] = &n;
+  // A node that registered once and is now lost or gone is not booting: its machine is given
+  // back (the engine has already requeued what ran there) without blaming its offer.
+  std::vector<std::pair<std::string, std::string>> dead;  // (name, provider id)
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, e] : entries_) {
+      auto node = by_name.find(name);
+      if (node == by_name.end()) continue;
+      const api::NodeState st = node->second->record.state;
+      if (st == api::NodeState::kLost || st == api::NodeState::kGone) dead.emplace_back(name, e.info.provider_id);
+    }
+  }
+  for (const auto& [name, id] : dead) {
+    spdlog::warn("pool: node {} is {}; deleting its instance", name, api::NodeStateName(by_name[name]->record.state));
+    Status st = id.empty() ? Status::Ok() : provider_->Delete(id, now);
+    if (!st.ok()) {
+      spdlog::error("pool: delete {} ({}): {}; reconciliation retries", name, id, st.message());
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(name);
+    if (it != entries_.end()) {
+      scaler_.ReportNodeGone(it->second.info.for_jobs);
+      entries_.erase(it);
+    }
+  }
+  if (!dead.empty()) (void)Save();
   std::map<int64_t, std::string> name_of;  // PoolNode id -> instance name
   int64_t synthetic = int64_t{1} << 40;     // ids for instances with no node yet
   {

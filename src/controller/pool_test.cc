@@ -186,10 +186,20 @@ TEST_F(PoolTest, AnInterruptedInstanceTakesItsNodeOutAtOnce) {
   const std::string name = provider_->created.at(0);
   const std::string id = provider_->instances.begin()->first;
   RegisterNode(name);
+  auto running = engine_->Queue();
+  ASSERT_EQ(running.size(), 1u);
+  ASSERT_EQ(running[0].job.state, api::JobState::kStarting);  // placed on the rented node
   provider_->pending_events.push_back({provider::ProviderEventKind::kInterrupted, id, name, clock_.Now(), {}, ""});
   pool.Tick();
   EXPECT_EQ(NodeStateOf(name), api::NodeState::kGone);
-  EXPECT_TRUE(pool.Instances().empty() || pool.Instances()[0].name != name);
+  // The job that ran there is requeued (not left stopping on a dead node), and the pool rents
+  // a new node for it.
+  auto queue = engine_->Queue();
+  ASSERT_EQ(queue.size(), 1u);
+  EXPECT_EQ(queue[0].job.state, api::JobState::kPending);
+  pool.Tick();
+  ASSERT_EQ(provider_->created.size(), 2u);
+  EXPECT_NE(provider_->created[1], name);
 }
 
 TEST_F(PoolTest, AJobLargerThanANodeRentsItsWholeGangOnAnEmptyPool) {
@@ -208,6 +218,25 @@ TEST_F(PoolTest, AJobLargerThanANodeRentsItsWholeGangOnAnEmptyPool) {
   EXPECT_EQ(queue[0].job.state, api::JobState::kStarting);
   ASSERT_TRUE(queue[0].job.placement.has_value());
   EXPECT_EQ(queue[0].job.placement->parts.size(), 2u);
+}
+
+TEST_F(PoolTest, ANodeThatWasUpAndIsGoneHasItsInstanceDeletedAndTheJobRentsAgain) {
+  // A rented node that registered, ran the job and then left the cluster (lost, or taken out)
+  // is not "booting": its instance is deleted at once, its offer is not blamed, and the
+  // requeued job gets a new node from the same offer.
+  Pool& pool = MakePool();
+  ASSERT_TRUE(pool.Start().ok());
+  Submit("name: a\nrun: sleep 1\nresources: {gpus: 8}\n");
+  pool.Tick();
+  const std::string name = provider_->created.at(0);
+  const std::string id = provider_->instances.begin()->first;
+  RegisterNode(name);
+  pool.Tick();
+  ASSERT_TRUE(engine_->Release(name, /*only_if_idle=*/false, "test: the machine vanished").get().ok());
+  pool.Tick();
+  EXPECT_EQ(provider_->deleted, std::vector<std::string>{id});
+  ASSERT_EQ(provider_->created.size(), 2u);  // the same offer, not avoided
+  EXPECT_EQ(provider_->created[1], "gf-h100-1");
 }
 
 TEST_F(PoolTest, AFailedCreateLeavesNothingBehind) {

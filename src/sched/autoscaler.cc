@@ -45,9 +45,19 @@ int ModelRank(const PendingJob& job, const std::string& model) {
   return it == job.gpu_models.end() ? -1 : static_cast<int>(it - job.gpu_models.begin());
 }
 
+// Whether `labels` carry every k=v the job's constraints ask for.
+bool LabelsOk(const PendingJob& job, const model::Labels& labels) {
+  for (const auto& [k, v] : job.constraints) {
+    auto it = labels.find(k);
+    if (it == labels.end() || it->second != v) return false;
+  }
+  return true;
+}
+
 bool NodeFits(const PendingJob& job, const PoolNode& n, bool fallen_back) {
   return !n.spec.gpu_model.empty() && ModelRank(job, n.spec.gpu_model) >= 0 &&
-         n.spec.gpus >= job.gpus_per_node && MarketAllowed(job, n.spec.market, fallen_back);
+         n.spec.gpus >= job.gpus_per_node && MarketAllowed(job, n.spec.market, fallen_back) &&
+         LabelsOk(job, n.spec.labels);
 }
 
 // Expected micro-dollars per hour of the job's reference work on `o` (the header's rule).
@@ -70,6 +80,10 @@ void Autoscaler::ReportRentFailed(const std::string& offer, Time now) {
   for (auto it = rented_for_.begin(); it != rented_for_.end();) {
     it = it->second.offer == offer ? rented_for_.erase(it) : std::next(it);
   }
+}
+
+void Autoscaler::ReportNodeGone(const std::vector<JobId>& jobs) {
+  for (JobId j : jobs) rented_for_.erase(j);
 }
 
 ScalePlan Autoscaler::Decide(const ScaleInput& in) {
@@ -136,6 +150,10 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
     pending_ids.insert(j.id.value());
     pending_by_id[j.id.value()] = &j;
   }
+  // A job rented for that is no longer pending was placed: its rent has done its work.
+  for (auto it = rented_for_.begin(); it != rented_for_.end();) {
+    it = pending_ids.count(it->first.value()) ? std::next(it) : rented_for_.erase(it);
+  }
   std::map<NodeId, int> free_gpus;  // booting, not released nodes -> GPUs not claimed
   std::set<int64_t> covered;
   for (const PoolNode* n : nodes) {
@@ -145,6 +163,7 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
       auto p = pending_by_id.find(j.value());
       if (p == pending_by_id.end()) continue;
       covered.insert(j.value());
+      rented_for_.erase(j);  // seen booting: from now on the node itself covers the job
       free -= p->second->nodes == 1 ? p->second->gpus_per_node : n->spec.gpus;
     }
     free_gpus[n->id] = std::max(0, free);
@@ -156,6 +175,29 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
     int free = 0;
   };
   std::vector<Fresh> fresh;
+  // Nodes a gang will use: booting ones lose their free GPUs, idle up ones are kept from release.
+  std::set<NodeId> kept;
+  std::map<std::string, std::vector<NodeId>> gang_zones;  // the current gang's usable nodes
+  auto claim = [&](const std::vector<NodeId>& ids, JobId job) {
+    for (NodeId id : ids) {
+      auto f = free_gpus.find(id);
+      if (f != free_gpus.end()) {
+        f->second = 0;
+      } else {
+        kept.insert(id);
+        kept_for_[id] = {job, now + options_.boot_timeout};
+      }
+    }
+  };
+  // Idle nodes kept for a pending gang by an earlier Decide stay kept while it waits.
+  for (auto it = kept_for_.begin(); it != kept_for_.end();) {
+    if (it->second.until <= now || !pending_ids.count(it->second.job.value())) {
+      it = kept_for_.erase(it);
+    } else {
+      kept.insert(it->first);
+      ++it;
+    }
+  }
   int rents_in_window = 0;
   for (const Event& e : rent_history_) rents_in_window += e.nodes;
   bool held_by_rate = false;
@@ -184,7 +226,7 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
         for (Fresh& f : fresh) {
           const RentableOffer& o = in.offers[static_cast<size_t>(f.offer)];
           if (f.free < job.gpus_per_node || ModelRank(job, o.gpu_model) < 0 ||
-              !MarketAllowed(job, o.market, fallen_back)) {
+              !MarketAllowed(job, o.market, fallen_back) || !LabelsOk(job, o.labels)) {
             continue;
           }
           f.free -= job.gpus_per_node;
@@ -195,16 +237,20 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
         }
       }
     } else {
-      // Enough untouched booting nodes that fit, in one zone, cover a gang.
-      std::map<std::string, std::vector<NodeId>> by_zone;
+      // Untouched booting nodes and idle up nodes that fit, by zone: enough in one zone cover a
+      // gang; fewer are kept for it and only the rest is rented (step 3).
+      gang_zones.clear();
       for (const PoolNode* n : nodes) {
+        if (!NodeFits(job, *n, fallen_back)) continue;
         auto f = free_gpus.find(n->id);
-        if (f == free_gpus.end() || f->second != n->spec.gpus || !NodeFits(job, *n, fallen_back)) continue;
-        by_zone[ZoneOf(n->spec)].push_back(n->id);
+        const bool booting_free = f != free_gpus.end() && f->second == n->spec.gpus;
+        const bool idle_up = n->state == PoolNodeState::kUp && n->idle_since && !kept.count(n->id);
+        if (booting_free || idle_up) gang_zones[ZoneOf(n->spec)].push_back(n->id);
       }
-      for (auto& [zone, ids] : by_zone) {
+      for (auto& [zone, ids] : gang_zones) {
         if (static_cast<int>(ids.size()) < job.nodes) continue;
-        for (int i = 0; i < job.nodes; ++i) free_gpus[ids[i]] = 0;
+        ids.resize(static_cast<size_t>(job.nodes));
+        claim(ids, job.id);
         covered_now = true;
         break;
       }
@@ -219,10 +265,13 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
       const RentableOffer& o = in.offers[i];
       const int model_rank = ModelRank(job, o.gpu_model);
       if (model_rank < 0 || o.gpus_per_node < job.gpus_per_node) continue;
-      if (!MarketAllowed(job, o.market, fallen_back)) continue;
+      if (!MarketAllowed(job, o.market, fallen_back) || !LabelsOk(job, o.labels)) continue;
       any_shape = true;
       if (failed_until_.count(o.name)) continue;
-      auto key = std::make_tuple(ExpectedCost(job, o), model_rank, o.boot_estimate,
+      // A gang rents only what the nodes kept for it in the offer's zone do not cover.
+      const int have = job.nodes > 1 && gang_zones.count(o.zone) ? static_cast<int>(gang_zones[o.zone].size()) : 0;
+      const int count = job.nodes - std::min(have, job.nodes - 1);
+      auto key = std::make_tuple(ExpectedCost(job, o) * count / job.nodes, model_rank, o.boot_estimate,
                                  o.zone, o.name);
       if (best < 0 || key < best_key) {
         best = i;
@@ -231,18 +280,24 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
     }
     if (best < 0) {
       plan.held.push_back({job.id, any_shape ? "every offer that fits failed recently"
-                                             : "no offer has the GPU model, GPUs per node and market it needs"});
+                                             : "no offer has the GPU model, GPUs per node, market and labels it needs"});
       continue;
     }
     const RentableOffer& o = in.offers[best];
+    std::vector<NodeId> reuse;
+    if (job.nodes > 1 && gang_zones.count(o.zone)) {
+      reuse = gang_zones[o.zone];
+      if (static_cast<int>(reuse.size()) > job.nodes - 1) reuse.resize(static_cast<size_t>(job.nodes - 1));
+    }
+    const int count = job.nodes - static_cast<int>(reuse.size());
 
     // 4. Limits.
-    const int64_t gpus = static_cast<int64_t>(o.gpus_per_node) * job.nodes;
-    if (in.limits.max_nodes > 0 && pool_nodes + job.nodes > in.limits.max_nodes) {
+    const int64_t gpus = static_cast<int64_t>(o.gpus_per_node) * count;
+    if (in.limits.max_nodes > 0 && pool_nodes + count > in.limits.max_nodes) {
       plan.held.push_back({job.id, "the pool would exceed max_nodes " +
                                        std::to_string(in.limits.max_nodes) + " (" +
                                        std::to_string(pool_nodes) + " now, the gang needs " +
-                                       std::to_string(job.nodes) + ")"});
+                                       std::to_string(count) + " more)"});
       continue;
     }
     if (in.limits.max_gpus > 0 && pool_gpus + gpus > in.limits.max_gpus) {
@@ -252,7 +307,7 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
       continue;
     }
     const int rate = options_.max_rents_per_minute;
-    if (rate > 0 && rents_in_window > 0 && rents_in_window + job.nodes > rate) {
+    if (rate > 0 && rents_in_window > 0 && rents_in_window + count > rate) {
       plan.held.push_back({job.id, "rent rate: " + std::to_string(rents_in_window) +
                                        " nodes rented in the last minute, limit " + std::to_string(rate)});
       held_by_rate = true;
@@ -261,18 +316,20 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
 
     const int64_t expected = std::get<0>(best_key);
     std::string why = FormatDuration(now - job.queued_since) + " pending; lowest expected cost: " +
-                      std::to_string(o.price_micros_per_hour * job.nodes) + " micro-USD/h for " +
-                      std::to_string(job.nodes) + " node(s), " + std::to_string(expected) +
+                      std::to_string(o.price_micros_per_hour * count) + " micro-USD/h for " +
+                      std::to_string(count) + " node(s), " + std::to_string(expected) +
                       " micro-USD per hour of work";
+    if (!reuse.empty()) why += "; " + std::to_string(reuse.size()) + " idle or booting node(s) kept for the gang";
     if (fallen_back && job.market != model::MarketPreference::kOnDemand) why += "; fell back from spot";
-    plan.rents.push_back({best, job.nodes, o.zone, {job.id}, std::move(why), expected});
+    claim(reuse, job.id);
+    plan.rents.push_back({best, count, o.zone, {job.id}, std::move(why), expected});
     if (job.nodes == 1 && o.gpus_per_node > job.gpus_per_node) {
       fresh.push_back({plan.rents.size() - 1, best, o.gpus_per_node - job.gpus_per_node});
     }
-    rent_history_.push_back({now, job.nodes});
-    rents_in_window += job.nodes;
+    rent_history_.push_back({now, count});
+    rents_in_window += count;
     rented_for_[job.id] = {now, o.name};
-    pool_nodes += job.nodes;
+    pool_nodes += count;
     pool_gpus += gpus;
   }
   if (held_by_rate && !rent_history_.empty()) wake_at(rent_history_.front().at + kRateWindow);
@@ -280,7 +337,7 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
   // 5. Idle releases.
   std::vector<const PoolNode*> idle;
   for (const PoolNode* n : nodes) {
-    if (!n->managed || n->state != PoolNodeState::kUp || !n->idle_since) continue;
+    if (!n->managed || n->state != PoolNodeState::kUp || !n->idle_since || kept.count(n->id)) continue;
     const Time due = *n->idle_since + options_.idle_duration;
     if (now < due) {
       wake_at(due);

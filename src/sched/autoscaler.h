@@ -16,14 +16,16 @@
 //     rented for are uncovered again and try the next-best offer in the same Decide.
 //  2. Pending jobs are walked in the caller's order (queue order). A job is covered — nothing is
 //     rented — when booting nodes rented for it are coming, when this object rented for it less
-//     than `boot_timeout` ago and the nodes have not shown up yet, or when booting capacity nobody
+//     than `boot_timeout` ago and no node of that rent has been seen booting yet, or when booting capacity nobody
 //     claims holds it: a one-node job fits in the GPUs a booting node (or a node rented earlier
 //     in the same Decide) has left after the jobs it was rented for (best fit: packing, so eight
-//     1-GPU jobs share one 8-GPU node); a gang needs enough untouched booting nodes of one zone.
+//     1-GPU jobs share one 8-GPU node); a gang is covered by enough untouched booting nodes and
+//     idle up nodes of one zone, and when there are too few, those are kept for it (not released
+//     while it waits, up to boot_timeout) and only the missing nodes are rented.
 //     Never rent twice for the same job.
 //  3. An uncovered job gets all the nodes its gang needs from one offer (so one zone): the offer
 //     with the lowest expected cost of the job's work among offers with an allowed GPU model,
-//     enough GPUs per node and an allowed market. Expected cost per hour of reference work =
+//     enough GPUs per node, an allowed market and the labels the job's constraints ask for. Expected cost per hour of reference work =
 //     price per node x nodes / speed x (1 + interruptions per hour x (checkpoint interval / 2 +
 //     restart overhead)), the cost layer's rule (cost/select.h) to first order: a faster GPU
 //     that costs more per hour can finish for less, and a spot node that is taken back often
@@ -44,7 +46,7 @@
 // then idle nodes in release order.
 //
 // Thread-safety: none; one thread owns an Autoscaler. Its state is only the rate-limit history,
-// recent rents and failed offers, so a replay of the same Decide calls gives the same plans.
+// recent rents, failed offers and idle nodes kept for gangs, so a replay of the same Decide calls gives the same plans.
 #pragma once
 
 #include <cstdint>
@@ -71,6 +73,7 @@ struct RentableOffer {
   std::string zone;                   // placement group: a gang's nodes come from one zone
   double speed = 1.0;                 // throughput relative to the jobs' reference GPU (> 0)
   double interruptions_per_hour = 0;  // expected spot interruptions per node-hour
+  model::Labels labels;               // the labels its nodes will carry (zone, region, ...)
 };
 
 // A job the scheduler could not place, as the autoscaler needs to see it.
@@ -84,6 +87,7 @@ struct PendingJob {
   int spot_preemptions = 0;  // times a spot node was taken from under this job
   Duration checkpoint_interval = Duration::Minutes(30);  // work lost on an interruption: half this
   Duration restart_overhead;                             // paid again after each interruption
+  model::Labels constraints;  // labels a node must carry (k=v), as placement requires
 };
 
 enum class PoolNodeState { kBooting, kUp, kDraining };
@@ -160,6 +164,10 @@ class Autoscaler {
   // let the jobs it was for be rented for again.
   void ReportRentFailed(const std::string& offer, Time now);
 
+  // A node rented for `jobs` went away (interrupted, died) before covering them: they may be
+  // rented for again at once.
+  void ReportNodeGone(const std::vector<JobId>& jobs);
+
   const AutoscalerOptions& options() const { return options_; }
 
  private:
@@ -177,6 +185,11 @@ class Autoscaler {
   std::deque<Event> release_history_;
   std::map<JobId, Rented> rented_for_;          // jobs rented for, not yet seen booting or timed out
   std::map<std::string, Time> failed_until_;    // offer name -> avoided until
+  struct Kept {
+    JobId job;
+    Time until;
+  };
+  std::map<NodeId, Kept> kept_for_;             // idle up nodes kept for a pending gang
 };
 
 }  // namespace gpufleet::sched

@@ -209,6 +209,51 @@ TEST_F(AutoscalerTest, SmallJobsShareOneRentedNode) {
   EXPECT_TRUE(next.held.empty());
 }
 
+TEST_F(AutoscalerTest, GangUsesAnIdleNodeAndRentsOnlyTheRest) {
+  // A 2 x 8 gang and one idle 8-GPU node in zone a: one more node is rented in zone a, and the
+  // idle node is kept for the gang (not released though idle past idle_duration) while it waits.
+  options_.idle_duration = Duration::Minutes(10);
+  Autoscaler scaler(options_);
+  input_.nodes = {IdleNode(7, Duration::Minutes(20))};
+  input_.pending = {Job(1, 2)};
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].count, 1);
+  EXPECT_EQ(plan.rents[0].zone, "a");
+  EXPECT_TRUE(plan.releases.empty());
+  // Next round: the rented node boots for the gang; the idle node is still kept.
+  PoolNode booting = Node(8, PoolNodeState::kBooting, Market::kSpot);
+  booting.for_jobs = {JobId(1)};
+  input_.nodes.push_back(booting);
+  input_.now = now_ + Duration::Minutes(1);
+  ScalePlan next = scaler.Decide(input_);
+  EXPECT_TRUE(next.rents.empty());
+  EXPECT_TRUE(next.releases.empty());
+  // Once the gang is no longer pending, the idle node goes.
+  input_.pending.clear();
+  input_.nodes = {IdleNode(7, Duration::Minutes(22))};
+  ScalePlan later = scaler.Decide(input_);
+  EXPECT_EQ(ReleasedIds(later), std::vector<int64_t>{7});
+}
+
+TEST_F(AutoscalerTest, ConstraintsPickOffersWithTheirLabelsAndHoldTheRest) {
+  // A job that asks for zone=b gets the zone-b offer although zone a is cheaper; a job asking
+  // for a label no offer carries is held, not rented for (it could never run there).
+  for (auto& o : input_.offers) o.labels = {{"zone", o.zone}};
+  Autoscaler scaler(options_);
+  PendingJob b = Job(1, 1, 8, MarketPreference::kOnDemand);
+  b.constraints = {{"zone", "b"}};
+  PendingJob nowhere = Job(2, 1, 8);
+  nowhere.constraints = {{"rack", "r9"}};
+  input_.pending = {b, nowhere};
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].offer, kOdB);
+  ASSERT_EQ(plan.held.size(), 1u);
+  EXPECT_EQ(plan.held[0].job, JobId(2));
+  EXPECT_NE(plan.held[0].reason.find("labels"), std::string::npos);
+}
+
 TEST_F(AutoscalerTest, MaxNodesAndMaxGpusCapRents) {
   // Given max_nodes 3 and one node up, expect a 2-node gang rented and a 1-node job held (4 > 3).
   // Given max_gpus 16 and one 8-GPU node, expect a 2 x 8 gang held and a 1 x 8 job rented.
@@ -338,8 +383,13 @@ TEST_F(AutoscalerTest, OutputOrderIsDeterministic) {
   s1.booting_since = now_ - Duration::Hours(1);
   PoolNode s2 = Node(3, PoolNodeState::kBooting);
   s2.booting_since = now_ - Duration::Hours(1);
-  std::vector<PoolNode> world = {s1, IdleNode(9, Duration::Hours(1)), s2, IdleNode(4, Duration::Hours(1))};
-  input_.pending = {Job(2, 1), Job(1, 2, 8, MarketPreference::kOnDemand)};
+  // Idle spot nodes: the on-demand gang cannot use them, so they are released.
+  PoolNode i9 = IdleNode(9, Duration::Hours(1));
+  i9.spec.market = Market::kSpot;
+  PoolNode i4 = IdleNode(4, Duration::Hours(1));
+  i4.spec.market = Market::kSpot;
+  std::vector<PoolNode> world = {s1, i9, s2, i4};
+  input_.pending = {Job(2, 1, 8, MarketPreference::kOnDemand), Job(1, 2, 8, MarketPreference::kOnDemand)};
 
   Autoscaler a(options_);
   input_.nodes = world;

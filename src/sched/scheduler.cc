@@ -716,7 +716,8 @@ std::optional<Time> Scheduler::NextWakeup() const {
   // A budget that rolls over may let held jobs start at the next period's start.
   for (const auto& [team, m] : money_) {
     if (!m.has_budget || m.budget.period == CalendarPeriod::kNone) continue;
-    Time next = NextPeriodStart(std::max(m.budget.since, clock_.Now()), m.budget.period);
+    // From `since`, not from now: once the boundary has passed, the wake-up is due at once.
+    Time next = NextPeriodStart(m.budget.since, m.budget.period);
     if (!t || next < *t) t = next;
   }
   return t;

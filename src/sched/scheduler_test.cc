@@ -356,6 +356,25 @@ TEST(BudgetTest, DailyBudgetRollsOverAtUtcMidnight) {
   EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 2'000'000);
 }
 
+TEST(BudgetTest, ARolloverMissedByAFewMillisecondsIsDueAtOnce) {
+  // A live controller may look a little after midnight: the wake-up must then be due now, not
+  // at the next midnight.
+  testing::SchedulerHarness h("fifo");
+  h.AddNode(PricedNode("n0", 8, 8));
+  TeamBudget b;
+  b.hard_micros = 2'000'000;
+  b.period = CalendarPeriod::kDay;
+  h.sched().SetTeamBudget("a", b);
+  JobId j = h.Submit(testing::MakeJob(8, 0, "a"));
+  h.AdvanceTo(900);
+  h.Stopped(j);
+  h.clock().Set(Time::FromMillis(86'400'007));
+  ASSERT_TRUE(h.sched().NextWakeup().has_value());
+  EXPECT_LE(*h.sched().NextWakeup(), h.clock().Now());
+  h.Timer();
+  EXPECT_EQ(h.Phase(j), JobPhase::kRunning);
+}
+
 TEST(BudgetTest, SpendCarriedFromBeforeTheBudgetCounts) {
   // The caller counts $2 of runs that ended this period before the budget was set: with a $2
   // hard budget the team cannot start, and the carried spend is reported.

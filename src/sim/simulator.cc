@@ -180,6 +180,7 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
       p.spot_preemptions = j.spot_reclaims;
       p.checkpoint_interval = j.spec.checkpoint_interval;
       p.restart_overhead = o_.restart_overhead;
+      p.constraints = j.spec.constraints;
       in.pending.push_back(std::move(p));
     }
   }
@@ -352,6 +353,7 @@ Result<SimResult> World::Run() {
       r.speed = catalog_.RelativeSpeed(reference_, a.node.gpu_model, o_.boundness);
       if (r.speed <= 0) r.speed = 1.0;
       r.interruptions_per_hour = a.interruptions_per_hour;
+      r.labels = a.node.labels;
       offers_.push_back(std::move(r));
       largest[a.node.gpu_model] = std::max(largest[a.node.gpu_model], a.node.gpus);
     }
@@ -606,7 +608,10 @@ Result<SimResult> World::Run() {
   for (size_t n = 0; n < nodes_.size(); ++n) {
     SimNode& node = nodes_[n];
     if (!node.rented || !node.billed) continue;
-    Time until = std::max(node.idle_since, clock_.now) + cluster_.autoscale.options.idle_duration;
+    // An idle node goes idle_duration after its last job; a busy one (a job cut off at the end)
+    // idle_duration after the end.
+    Time until = (node.jobs == 0 ? node.idle_since : clock_.now) + cluster_.autoscale.options.idle_duration;
+    if (node.state == SimNode::State::kDraining) until = clock_.now;  // gone at its notice's end
     if (node.state == SimNode::State::kBooting) {
       until = node.booting_since + cluster_.autoscale.offers[static_cast<size_t>(node.offer)].boot_delay +
               cluster_.autoscale.options.idle_duration;

@@ -60,7 +60,8 @@ int MarketRank(MarketPreference job, model::Market node) {
 int BestMarketRank(MarketPreference job, int mask) {
   int best = 3;
   for (model::Market m : {model::Market::kReserved, model::Market::kSpot, model::Market::kOnDemand}) {
-    if (mask & (1 << static_cast<int>(m))) best = std::min(best, MarketRank(job, m));
+    const bool allowed = job == MarketPreference::kAny || (job == MarketPreference::kSpot) == (m == model::Market::kSpot);
+    if (allowed && (mask & (1 << static_cast<int>(m)))) best = std::min(best, MarketRank(job, m));
   }
   return best;
 }
