@@ -181,13 +181,21 @@ class Parser {
     }
     std::map<std::string, std::string> labels = best->labels();
     labels["instance_type"] = best->instance_type;
+    return Add(std::move(o), std::move(labels), n, path, c);
+  }
+
+  // The offer's own `labels`, its zone, its speed; then it joins the pool's offers.
+  Status Add(sched::RentableOffer o, std::map<std::string, std::string> labels, const YAML::Node& n,
+             const std::string& path, PoolConfig& c) const {
     if (n["labels"]) {
       if (!n["labels"].IsMap()) return Error(n["labels"], path + ".labels", "must be a mapping of strings");
       for (auto it = n["labels"].begin(); it != n["labels"].end(); ++it) {
         labels[it->first.as<std::string>()] = it->second.IsScalar() ? it->second.Scalar() : "";
       }
     }
-    labels[model::kLabelZone] = o.zone;
+    if (!o.zone.empty()) labels[model::kLabelZone] = o.zone;
+    // Throughput relative to the first offer's GPU (the reference cancels out in the ranking):
+    // a faster GPU at a higher price can finish the work for less.
     if (!c.offers.empty()) {
       const double speed = catalog_.RelativeSpeed(c.offers.front().gpu_model, o.gpu_model, model::Boundness::kBalanced);
       if (speed > 0) o.speed = speed;
@@ -233,22 +241,7 @@ class Parser {
       GF_ASSIGN_OR_RETURN(o.interruptions_per_hour,
                           Number(n["interruptions_per_hour"], path + ".interruptions_per_hour", 0, 1000));
     }
-    if (n["labels"]) {
-      if (!n["labels"].IsMap()) return Error(n["labels"], path + ".labels", "must be a mapping of strings");
-      for (auto it = n["labels"].begin(); it != n["labels"].end(); ++it) {
-        labels[it->first.as<std::string>()] = it->second.IsScalar() ? it->second.Scalar() : "";
-      }
-    }
-    if (!o.zone.empty()) labels[model::kLabelZone] = o.zone;
-    // Throughput relative to the first offer's GPU (the reference cancels out in the ranking):
-    // a faster GPU at a higher price can finish the work for less.
-    if (!c.offers.empty()) {
-      const double speed = catalog_.RelativeSpeed(c.offers.front().gpu_model, o.gpu_model, model::Boundness::kBalanced);
-      if (speed > 0) o.speed = speed;
-    }
-    c.offers.push_back(std::move(o));
-    c.offer_labels.push_back(std::move(labels));
-    return Status::Ok();
+    return Add(std::move(o), std::move(labels), n, path, c);
   }
 
   Result<PoolConfig> Parse(YAML::Node root, const std::map<std::string, std::string>& subs) const {
