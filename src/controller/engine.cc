@@ -159,7 +159,9 @@ Status Engine::Recover() {
         job.cancel_requested = rec.reason == ReasonText(sched::PreemptReason::kCancelled);
         job.stop_reason = job.cancel_requested ? sched::PreemptReason::kCancelled : sched::PreemptReason::kPriority;
       }
-      restored.push_back(sched::JobRestored{rec.id, rec.request.spec, *rec.placement, rec.updated});
+      // The record's cost was written at its last transition (this run's start, or its stop):
+      // the run is counted on from there.
+      restored.push_back(sched::JobRestored{rec.id, rec.request.spec, *rec.placement, rec.updated, rec.cost_micros});
       jobs_[rec.id.value()] = std::move(job);
     } else {
       if (placed) {
@@ -169,7 +171,7 @@ Status Engine::Recover() {
       } else {
         jobs_[rec.id.value()] = std::move(job);
       }
-      restored.push_back(sched::JobSubmitted{rec.id, rec.request.spec});
+      restored.push_back(sched::JobSubmitted{rec.id, rec.request.spec, rec.cost_micros});
     }
   }
   Status st = scheduler_->HandleAll(restored);
@@ -289,8 +291,11 @@ void Engine::ApplyBudget(BudgetReq& r) {
   r.result = Status::Ok();
 }
 
-// The cost of the team's jobs that have ended (succeeded, failed, cancelled) at or after `since`
-// (one that ended after `since` counts whole, even if it started before).
+// What the team's jobs cost in runs that have ended, as their records say, for the records
+// changed at or after `since`: a record's cost is written at each transition, so for a running
+// job it holds its earlier runs (the scheduler counts the current one from its start), for a
+// stopping one its runs up to the stop (the scheduler counts on from there). A run that ended
+// after `since` counts whole, even if it started before.
 int64_t Engine::FinishedSpend(const std::string& team, Time since) {
   store::JobFilter f;
   f.team = team;
@@ -301,7 +306,7 @@ int64_t Engine::FinishedSpend(const std::string& team, Time since) {
   }
   int64_t total = 0;
   for (const api::JobRecord& j : *jobs) {
-    if (!api::IsTerminal(j.state) || j.updated < since) continue;
+    if (j.updated < since) continue;
     total += j.cost_micros;
   }
   return total;

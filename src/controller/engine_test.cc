@@ -329,6 +329,10 @@ TEST_F(EngineTest, HardBudgetStopsTheTeamsJobsAndRecordsTheirCost) {
   ASSERT_EQ(after.size(), 1u);
   ASSERT_TRUE(after[0].budget.has_value());
   EXPECT_EQ(after[0].budget->hard_micros, 2'000'000);
+  // What was spent survives too: the team stays over its budget and the job keeps its cost.
+  EXPECT_EQ(after[0].spend.spent_micros, 2'000'000);
+  EXPECT_TRUE(after[0].spend.over_hard);
+  EXPECT_EQ(again->LiveJobCosts().at(j.value()), 2'000'000);
 }
 
 TEST_F(EngineTest, CancelStopsWithTheCheckpointSignal) {

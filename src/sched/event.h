@@ -13,6 +13,7 @@ namespace gpufleet::sched {
 struct JobSubmitted {
   JobId job;
   model::JobSpec spec;
+  int64_t accrued_micros = 0;  // what earlier runs cost (a job requeued before a restart)
 };
 // A job that is already running in the world, learned when the controller restarts: it takes
 // its GPUs at once, without a Start decision. `started_at` is when its current run began.
@@ -21,6 +22,7 @@ struct JobRestored {
   model::JobSpec spec;
   model::Placement placement;
   Time started_at;
+  int64_t accrued_micros = 0;  // what its runs cost before `started_at`
 };
 // The job's processes ended successfully.
 struct JobFinished {

@@ -584,6 +584,7 @@ Status Scheduler::Apply(const Event& e) {
     j->v.spec = &j->spec;
     j->v.seq = next_seq_++;
     j->v.queued_since = now;
+    j->accrued_micros = ev->accrued_micros;
     j->shape = ShapeId(j->spec);
     teams_.try_emplace(j->spec.team);
     JobState& ref = *j;
@@ -608,6 +609,7 @@ Status Scheduler::Apply(const Event& e) {
     j->v.seq = next_seq_++;
     j->v.queued_since = ev->started_at;
     j->shape = ShapeId(j->spec);
+    j->accrued_micros = ev->accrued_micros;
     JobState& ref = *j;
     jobs_.emplace(ev->job.value(), std::move(j));
     teams_.try_emplace(ref.spec.team);
