@@ -1119,6 +1119,10 @@ Result<sched::Explanation> Engine::Explain(JobId job) const {
 
 std::vector<sched::PendingJob> Engine::PendingForScaling() const {
   std::lock_guard<std::mutex> lock(mu_);
+  return PendingLocked();
+}
+
+std::vector<sched::PendingJob> Engine::PendingLocked() const {
   std::vector<sched::PendingJob> out;
   for (JobId id : scheduler_->QueueOrder()) {
     auto it = jobs_.find(id.value());
@@ -1174,6 +1178,15 @@ std::vector<QueueEntry> Engine::Queue() const {
 
 std::vector<NodeStatus> Engine::Nodes() const {
   std::lock_guard<std::mutex> lock(mu_);
+  return NodesLocked();
+}
+
+Engine::ScalingView Engine::ScalingSnapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {PendingLocked(), NodesLocked()};
+}
+
+std::vector<NodeStatus> Engine::NodesLocked() const {
   std::vector<NodeStatus> out;
   std::map<int64_t, size_t> index;
   for (const auto& [id, n] : nodes_) {

@@ -117,6 +117,13 @@ class Engine {
   Result<sched::Explanation> Explain(JobId job) const;
   // The pending jobs the autoscaler may rent for, in queue order: those a budget does not hold.
   std::vector<sched::PendingJob> PendingForScaling() const;
+  // Both at one instant, so that a job placed in between is not seen pending beside the node it
+  // runs on.
+  struct ScalingView {
+    std::vector<sched::PendingJob> pending;
+    std::vector<NodeStatus> nodes;
+  };
+  ScalingView ScalingSnapshot() const;
   std::vector<QueueEntry> Queue() const;  // running first, then pending in queue order
   std::vector<NodeStatus> Nodes() const;
   std::optional<NodeId> NodeByName(const std::string& name) const;
@@ -243,6 +250,8 @@ class Engine {
   void ApplyPartEvent(NodeId node, const api::PartEvent& e);
   void CheckHeartbeats(Time now);
   void LosePartsOn(NodeId node, const std::string& why);
+  std::vector<NodeStatus> NodesLocked() const;
+  std::vector<sched::PendingJob> PendingLocked() const;
   void OnStart(JobId id, const model::Placement& placement);
   void OnPreempt(JobId id, sched::PreemptReason reason);
   void MaybeFinishAttempt(Job& job);

@@ -617,9 +617,10 @@ void Pool::Tick() {
   in.offers = config_.offers;
   for (size_t i = 0; i < in.offers.size(); ++i) in.offers[i].labels = config_.offer_labels[i];
   in.limits = config_.limits;
-  in.pending = engine_.PendingForScaling();
+  Engine::ScalingView view = engine_.ScalingSnapshot();
+  in.pending = std::move(view.pending);
   std::map<std::string, const NodeStatus*> by_name;
-  std::vector<NodeStatus> nodes = engine_.Nodes();
+  std::vector<NodeStatus> nodes = std::move(view.nodes);
   for (const NodeStatus& n : nodes) by_name[n.record.name] = &n;
   // A node that registered once and is now lost or gone is not booting: its machine is given
   // back (the engine has already requeued what ran there) without blaming its offer.
