@@ -143,6 +143,8 @@ struct Controller {
   void Stop() {
     if (pool) pool->Stop();
     if (pool_thread.joinable()) pool_thread.join();
+    // Agents hold long polls; answer them now, or stopping the server waits them out.
+    if (engine) engine->ReleasePollers();
     if (server) server->Stop();
     if (engine) engine->Stop();
     if (engine_thread.joinable()) engine_thread.join();

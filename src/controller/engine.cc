@@ -513,6 +513,14 @@ void Engine::Stop() {
   out_cv_.notify_all();
 }
 
+void Engine::ReleasePollers() {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    pollers_released_ = true;
+  }
+  out_cv_.notify_all();
+}
+
 Engine::Counters Engine::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   return counters_;
@@ -1222,7 +1230,7 @@ api::CommandBatch Engine::PollCommands(NodeId node, int64_t after, Duration wait
   if (!ready() && wait > Duration::Zero()) {
     out_cv_.wait_for(lock, std::chrono::milliseconds(wait.millis()), [&] {
       std::lock_guard<std::mutex> g(inbox_mu_);
-      return stopping_ || ready();
+      return stopping_ || pollers_released_ || ready();
     });
   }
   ready();

@@ -143,6 +143,9 @@ class Engine {
   // Steps until Stop(); waits on the inbox and deadlines in between.
   void Run();
   void Stop();
+  // Long polls (PollCommands) answer at once from now on: call before stopping the HTTP server,
+  // which waits for the requests in flight.
+  void ReleasePollers();
 
   // Called after every step with the number of jobs in each state (for metrics and tests).
   struct Counters {
@@ -290,6 +293,7 @@ class Engine {
   std::condition_variable inbox_cv_;
   std::vector<Request> inbox_;
   bool stopping_ = false;
+  bool pollers_released_ = false;
 
   // Agent command queues.
   mutable std::mutex out_mu_;
