@@ -600,10 +600,7 @@ Exit codes: 0 done, 1 the inputs could not be read or no plan meets the SLO, 2 a
 docs/planning.md explains the model, its limits and the results on the Philly trace.)");
   sub->add_option("--trace", args->trace, "Job history: any trace `gpufleet sim` reads (Philly, Alibaba 2023, Tiresias, CSV with --columns, JSON Lines)")
       ->required();
-  sub->add_option("--format", args->format, "Trace format: auto, philly, alibaba2023, csv, tiresias, jsonl")->capture_default_str();
-  sub->add_option("--columns", args->columns, "Column map for --format csv: submit=COL,duration=COL,gpus=COL[,gpu_type=COL,...]");
-  sub->add_flag("--skip-bad-rows", args->skip_bad_rows, "Skip and count malformed rows instead of stopping at the first");
-  sub->add_option("--max-jobs", args->max_jobs, "Use only the first N jobs by submit time");
+  AddTraceFlags(sub, args->format, args->columns, args->skip_bad_rows, args->max_jobs);
   sub->add_option("--catalog", args->catalog, "Offer catalog CSV (default: $GPUFLEET_CATALOG, else data/catalog/offers.csv)");
   sub->add_option("--region", args->regions, "Price only from offers in this region (repeatable or comma-separated; default: all)");
   sub->add_option("--cloud", args->clouds, "Price only from this cloud's offers: aws, gcp, azure, ... (repeatable or comma-separated)");

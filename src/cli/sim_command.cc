@@ -255,11 +255,7 @@ std::function<int()> SetupSimCommand(CLI::App& app) {
 Policies: fifo, backfill, priority, fair-share, las, sjf, srtf (gpufleet policies lists their options).)");
   sub->add_option("--trace", args->trace, "Job trace file (Philly CSV, Alibaba 2023 pod list, Tiresias CSV, CSV with --columns, or JSON Lines)")
       ->required();
-  sub->add_option("--format", args->format, "Trace format: auto, philly, alibaba, csv, tiresias, jsonl")->capture_default_str();
-  sub->add_option("--columns", args->columns,
-                  "Column map for --format csv: id=COL,submit=COL,duration=COL,gpus=COL[,team=,name=,priority=,gpu_milli=,gpu_type=,nodes=,cpus=,memory=,end=]");
-  sub->add_flag("--skip-bad-rows", args->skip_bad_rows, "Skip and count malformed rows instead of stopping at the first");
-  sub->add_option("--max-jobs", args->max_jobs, "Use only the first N jobs by submit time");
+  AddTraceFlags(sub, args->format, args->columns, args->skip_bad_rows, args->max_jobs);
   sub->add_option("--cluster", args->cluster, "Cluster spec YAML (see examples/clusters/)");
   sub->add_option("--cluster-gpus", args->cluster_gpus, "Homogeneous cluster of this many GPUs in 8-GPU nodes");
   sub->add_option("--gpu", args->gpu, "GPU model for --cluster-gpus")->capture_default_str();

@@ -2,6 +2,17 @@
 
 namespace gpufleet::cli {
 
+void AddTraceFlags(CLI::App* sub, std::string& format, std::string& columns, bool& skip_bad_rows,
+                   size_t& max_jobs) {
+  sub->add_option("--format", format, "Trace format: auto, philly, alibaba2023, csv, tiresias, jsonl")
+      ->capture_default_str();
+  sub->add_option("--columns", columns,
+                  "Column map for --format csv: id=COL,submit=COL,duration=COL,gpus=COL[,team=,name=,priority=,"
+                  "gpu_milli=,gpu_type=,nodes=,cpus=,memory=,end=]");
+  sub->add_flag("--skip-bad-rows", skip_bad_rows, "Skip and count malformed rows instead of stopping at the first");
+  sub->add_option("--max-jobs", max_jobs, "Use only the first N jobs by submit time");
+}
+
 Result<sim::TraceOptions> TraceOptionsFromFlags(const std::string& format, const std::string& columns,
                                                 bool skip_bad_rows, size_t max_jobs) {
   sim::TraceOptions o;

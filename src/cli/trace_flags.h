@@ -6,11 +6,17 @@
 #include <memory>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "common/status.h"
 #include "model/gpu_catalog.h"
 #include "sim/trace.h"
 
 namespace gpufleet::cli {
+
+// Adds --format, --columns, --skip-bad-rows and --max-jobs to `sub`, bound to the arguments.
+void AddTraceFlags(CLI::App* sub, std::string& format, std::string& columns, bool& skip_bad_rows,
+                   size_t& max_jobs);
 
 // --format, --columns (a map selects csv when the format is auto), --skip-bad-rows, --max-jobs.
 Result<sim::TraceOptions> TraceOptionsFromFlags(const std::string& format, const std::string& columns,
