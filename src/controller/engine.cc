@@ -150,6 +150,9 @@ Status Engine::Recover() {
       }
     }
     if (nodes_ok) {
+      for (size_t p = 0; p < rec.placement->parts.size(); ++p) {
+        part_nodes_[api::PartKey{rec.id, rec.attempt, static_cast<int>(p)}] = rec.placement->parts[p].node.value();
+      }
       job.parts.assign(rec.placement->parts.size(), Part{});
       for (auto& p : job.parts) p.started = rec.state != JobState::kStarting;
       job.master_port = 0;
@@ -234,8 +237,9 @@ std::future<Status> Engine::Release(std::string node, bool only_if_idle, std::st
   return f;
 }
 
-std::future<Result<api::RegisterReply>> Engine::Register(api::RegisterRequest request, std::string token_hash) {
-  RegisterReq r{std::move(request), std::move(token_hash), {}, {}};
+std::future<Result<api::RegisterReply>> Engine::Register(api::RegisterRequest request, std::string token_hash,
+                                                         bool by_join_token) {
+  RegisterReq r{std::move(request), std::move(token_hash), by_join_token, {}, {}};
   auto f = r.done.get_future();
   Enqueue(std::move(r));
   return f;
@@ -380,6 +384,7 @@ bool Engine::Step() {
     std::lock_guard<std::mutex> lock(mu_);
     ++counters_.steps;
     if (!sub_reqs.empty()) {
+      counters_.store_ok = outcomes.ok();
       if (!outcomes.ok()) {
         ++counters_.store_errors;
         for (auto* s : sub_reqs) s->result = Result<SubmitReply>(outcomes.status());
@@ -432,8 +437,9 @@ bool Engine::Step() {
   if (!updates.empty()) {
     Status st = store_.Update(updates);
     for (int attempt = 0; !st.ok() && attempt < 3; ++attempt) st = store_.Update(updates);
+    std::lock_guard<std::mutex> lock(mu_);
+    counters_.store_ok = st.ok();
     if (!st.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
       ++counters_.store_errors;
       spdlog::error("store: {} (job transitions of this step are not durable)", st.message());
     }
@@ -645,6 +651,19 @@ void Engine::ApplyRegister(RegisterReq& r) {
                                           "' was released from the cluster; register the machine under a new name");
     return;
   }
+  if (known != node_by_name_.end() && r.by_join_token &&
+      (before == api::NodeState::kUp || before == api::NodeState::kDraining)) {
+    const NodeState& live = nodes_[known->second];
+    if (now - live.last_seen < options_.lost_after) {
+      // A join token proves only that a machine may join, not that it is this node: taking over a
+      // live name would hand its jobs' commands and logs to another machine.
+      r.result = Status::FailedPrecondition(
+          "node '" + req.name + "' is registered and alive; a join token cannot take over its name (its own agent "
+          "re-registers with the agent token it keeps in its data directory). Pick another --name, or wait until "
+          "the node is lost (" + FormatDuration(options_.lost_after) + " without a heartbeat)");
+      return;
+    }
+  }
   rec.name = req.name;
   rec.spec = spec;
   rec.gpus = req.gpus;
@@ -669,6 +688,22 @@ void Engine::ApplyRegister(RegisterReq& r) {
     if (Status st = store_.PutToken(tok); !st.ok()) {
       r.result = st;
       return;
+    }
+    // Rotation: the node's earlier agent tokens stop working now.
+    auto tokens = store_.ListTokens();
+    if (!tokens.ok()) {
+      r.result = tokens.status();
+      return;
+    }
+    for (api::TokenRecord old : *tokens) {
+      if (old.kind != api::TokenKind::kAgent || old.subject != req.name || old.hash == r.token_hash || old.revoked) {
+        continue;
+      }
+      old.revoked = true;
+      if (Status st = store_.PutToken(old); !st.ok()) {
+        r.result = st;
+        return;
+      }
     }
   }
   NodeState& n = nodes_[id->value()];
@@ -995,6 +1030,7 @@ void Engine::OnStart(JobId id, const model::Placement& placement) {
   }
   for (int p = 0; p < nnodes; ++p) {
     const model::NodeAssignment& a = placement.parts[p];
+    part_nodes_[api::PartKey{id, job.rec.attempt, p}] = a.node.value();
     api::StartPart s;
     s.key = {id, job.rec.attempt, p};
     s.argv = req.argv;
@@ -1070,6 +1106,10 @@ void Engine::Transition(Job& job, JobState to, std::string reason) {
   job.rec.state = to;
   job.rec.reason = std::move(reason);
   job.rec.updated = t.at;
+  if (api::IsTerminal(to)) {
+    part_nodes_.erase(part_nodes_.lower_bound(api::PartKey{job.rec.id, 0, 0}),
+                      part_nodes_.lower_bound(api::PartKey{JobId(job.rec.id.value() + 1), 0, 0}));
+  }
   if (scheduler_->PhaseOf(job.rec.id)) job.rec.cost_micros = scheduler_->CostOf(job.rec.id);
   updates_.push_back({job.rec, std::move(t)});
 }
@@ -1211,6 +1251,19 @@ std::vector<NodeStatus> Engine::NodesLocked() const {
     }
   }
   return out;
+}
+
+bool Engine::IsCurrentAgentToken(NodeId node, const std::string& token_hash) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(node.value());
+  if (it == nodes_.end()) return false;
+  return it->second.token_hash.empty() || it->second.token_hash == token_hash;
+}
+
+bool Engine::PartOnNode(NodeId node, const api::PartKey& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = part_nodes_.find(key);
+  return it != part_nodes_.end() && it->second == node.value();
 }
 
 std::optional<NodeId> Engine::NodeByName(const std::string& name) const {

@@ -93,7 +93,12 @@ class Engine {
   std::future<Result<SubmitReply>> Submit(std::string request_id, std::vector<api::JobRequest> jobs);
   std::future<Status> Cancel(JobId job, std::string by);
   std::future<Status> Drain(const std::string& node, bool drain);
-  std::future<Result<api::RegisterReply>> Register(api::RegisterRequest request, std::string token_hash);
+  // Registers (or re-registers) a node. `token_hash` is the hash of the new agent token the
+  // reply carries; every older agent token of the node is revoked. With `by_join_token`, a name
+  // that belongs to a live node (up or draining, heard from within lost_after) is refused: a join
+  // token cannot take over a node; the node's own agent re-registers with its agent token.
+  std::future<Result<api::RegisterReply>> Register(api::RegisterRequest request, std::string token_hash,
+                                                   bool by_join_token = false);
   std::future<Result<api::HeartbeatReply>> Heartbeat(NodeId node, api::Heartbeat heartbeat);
 
   // Takes a node out of the cluster for good (its machine is being released): it is marked gone
@@ -127,6 +132,13 @@ class Engine {
   std::vector<QueueEntry> Queue() const;  // running first, then pending in queue order
   std::vector<NodeStatus> Nodes() const;
   std::optional<NodeId> NodeByName(const std::string& name) const;
+  // Whether `token_hash` is the node's current agent token: a token replaced by a later
+  // registration is refused even before its revocation reaches every cache. True when this
+  // controller has not seen the node register since it started (the store's revocation rules).
+  bool IsCurrentAgentToken(NodeId node, const std::string& token_hash) const;
+  // Whether the part (any attempt of an unfinished job) was placed on `node`: an agent may upload
+  // logs only for its own parts.
+  bool PartOnNode(NodeId node, const api::PartKey& key) const;
   std::string epoch() const { return options_.epoch; }
   const EngineOptions& options() const { return options_; }
 
@@ -153,6 +165,7 @@ class Engine {
     int64_t submits = 0;
     int64_t starts = 0;
     int64_t store_errors = 0;
+    bool store_ok = true;  // the last commit succeeded (health turns ok again when the store recovers)
   };
   Counters counters() const;
 
@@ -212,6 +225,7 @@ class Engine {
   struct RegisterReq {
     api::RegisterRequest req;
     std::string token_hash;
+    bool by_join_token = false;
     std::promise<Result<api::RegisterReply>> done;
     std::optional<Result<api::RegisterReply>> result;
   };
@@ -279,6 +293,7 @@ class Engine {
   std::map<int64_t, Job> jobs_;  // unfinished jobs
   std::map<int64_t, NodeState> nodes_;
   std::map<std::string, int64_t> node_by_name_;
+  std::map<api::PartKey, int64_t> part_nodes_;  // parts of unfinished jobs -> node id
   std::vector<sched::Event> events_;          // for the scheduler, this step
   std::vector<store::JobUpdate> updates_;     // for the store, this step
   std::vector<std::pair<NodeId, api::Command>> commands_;  // to publish after the commit

@@ -504,5 +504,72 @@ TEST_F(EngineTest, ReRegistrationKeepsADrainAndAReleasedNodeStaysOut) {
   EXPECT_EQ(e->Nodes()[0].record.state, api::NodeState::kGone);
 }
 
+TEST_F(EngineTest, JoinTokenCannotTakeOverALiveNodesName) {
+  // Given node-a registered and heard from, expect a join-token registration under its name to be
+  // refused while it is alive, and allowed once the node is lost.
+  auto e = MakeEngine();
+  Register(*e, "node-a", 8);
+  api::RegisterRequest req;
+  req.name = "node-a";
+  req.spec.gpu_model = "H100";
+  req.spec.gpus = 8;
+  auto f = e->Register(req, "hash-thief", /*by_join_token=*/true);
+  e->Step();
+  auto r = f.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("cannot take over"), std::string::npos) << r.status().message();
+  auto tok = store_.FindToken("hash-thief");
+  ASSERT_TRUE(tok.ok());
+  EXPECT_FALSE(tok->has_value()) << "a refused registration must store no token";
+
+  clock_.Advance(Duration::Seconds(31));
+  e->Step();  // node-a is lost now
+  auto g = e->Register(req, "hash-replacement", /*by_join_token=*/true);
+  e->Step();
+  EXPECT_TRUE(g.get().ok());
+}
+
+TEST_F(EngineTest, ReRegistrationRevokesTheNodesOlderAgentTokens) {
+  // Given node-a registered twice (its agent restarted), expect only the newest agent token to be
+  // current and the older one revoked in the store.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 8);
+  api::RegisterRequest req;
+  req.name = "node-a";
+  req.spec.gpu_model = "H100";
+  req.spec.gpus = 8;
+  auto f = e->Register(req, "hash-second");
+  e->Step();
+  ASSERT_TRUE(f.get().ok());
+  EXPECT_TRUE(e->IsCurrentAgentToken(a, "hash-second"));
+  EXPECT_FALSE(e->IsCurrentAgentToken(a, "hash-node-a"));
+  auto old = store_.FindToken("hash-node-a");
+  ASSERT_TRUE(old.ok() && old->has_value());
+  EXPECT_TRUE((*old)->revoked);
+  auto current = store_.FindToken("hash-second");
+  ASSERT_TRUE(current.ok() && current->has_value());
+  EXPECT_FALSE((*current)->revoked);
+}
+
+TEST_F(EngineTest, PartOnNodeKnowsWhereEachPartRunsUntilTheJobEnds) {
+  // Given a job started on node-a, expect its part to belong to node-a (not node-b) until the
+  // job finishes, and to nobody after.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  NodeId b = Register(*e, "node-b", 1);
+  JobId j = Submit(*e, "name: j\nresources: {gpus: 1}\nrun: [sleep, '1']\n");
+  e->Step();
+  NodeId on = e->PartOnNode(a, {j, 1, 0}) ? a : b;
+  NodeId other = on == a ? b : a;
+  EXPECT_TRUE(e->PartOnNode(on, {j, 1, 0}));
+  EXPECT_FALSE(e->PartOnNode(other, {j, 1, 0}));
+  EXPECT_FALSE(e->PartOnNode(on, {j, 2, 0})) << "no second attempt exists";
+  Beat(*e, on, {Started(j, 1, 0)});
+  Beat(*e, on, {Exited(j, 1, 0, 0)});
+  e->Step();
+  EXPECT_FALSE(e->PartOnNode(on, {j, 1, 0}));
+}
+
 }  // namespace
 }  // namespace gpufleet::controller

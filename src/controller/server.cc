@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "api/codec.h"
 #include "api/job_yaml.h"
@@ -45,6 +47,8 @@ const char* ErrorCode(int http) {
     case 409: return "conflict";
     case 413: return "payload_too_large";
     case 415: return "unsupported_media_type";
+    case 429: return "too_many_requests";
+    case 507: return "insufficient_storage";
     case 503: return "unavailable";
     default: return "internal";
   }
@@ -100,45 +104,26 @@ json JobSummary(const api::JobRecord& r) {
 
 bool IsAdmin(const api::TokenRecord& t) { return t.kind == api::TokenKind::kUser && t.role == "admin"; }
 
-}  // namespace
-
-ApiServer::ApiServer(Engine& engine, store::StateStore& store, Authenticator& auth, const sched::Clock& clock,
-                     ServerOptions options)
-    : engine_(engine), store_(store), auth_(auth), clock_(clock), options_(std::move(options)),
-      http_(std::make_unique<httplib::Server>()) {}
-
-ApiServer::~ApiServer() { Stop(); }
-
-std::string ApiServer::LogPath(int64_t job, int attempt, int part) const {
-  return options_.data_dir + "/logs/job-" + std::to_string(job) + "/a" + std::to_string(attempt) + ".p" +
-         std::to_string(part) + ".log";
+// The token of "Authorization: Bearer <token>"; the scheme is case-insensitive (RFC 7235).
+std::optional<std::string> BearerToken(const httplib::Request& req) {
+  std::string h = req.get_header_value("Authorization");
+  if (h.size() < 7 || ToLower(h.substr(0, 7)) != "bearer ") return std::nullopt;
+  return std::string(Trim(h.substr(7)));
 }
 
-Status ApiServer::Start() {
-  int threads = options_.threads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->set_payload_max_length(options_.max_body_bytes);
-  http_->set_read_timeout(30, 0);
-  http_->set_write_timeout(30, 0);
-  http_->set_keep_alive_max_count(100000);
-  // Responses go out as two writes (headers, body): without TCP_NODELAY, Nagle's algorithm holds
-  // the body until the client's delayed ACK, about 40 ms per request on a kept-alive connection.
-  http_->set_tcp_nodelay(true);
-  // Remember the listening socket: Debian's prebuilt cpp-httplib listens with a backlog of 5,
-  // which drops connections when dozens of clients (or agents after a restart) connect at once.
-  http_->set_socket_options([this](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    if (listen_fd_ < 0) listen_fd_ = sock;  // the first socket is the listening one
-  });
-  http_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
+bool HasNul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
+
+// Installs the parts both listeners share: size limit, error and exception answers.
+void CommonSetup(RouteTable& r, size_t max_body) {
+  r.set_payload_max_length(max_body);
+  r.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return;
     std::string msg = res.status == 413   ? "the request body is too large"
                       : res.status == 404 ? "no such route; see docs/api.md"
                                           : "request failed";
     Error(res, res.status, msg);
   });
-  http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  r.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "internal error";
     try {
       if (ep) std::rethrow_exception(ep);
@@ -148,26 +133,90 @@ Status ApiServer::Start() {
     }
     Error(res, 500, what);
   });
-  Routes();
-  if (options_.port == 0) {
-    port_ = http_->bind_to_any_port(options_.host.c_str());
-    if (port_ < 0) return Status::Unavailable("cannot listen on " + options_.host);
-  } else {
-    if (!http_->bind_to_port(options_.host.c_str(), options_.port)) {
-      return Status::Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
-                                 " (in use? pick another with --listen)");
+}
+
+}  // namespace
+
+std::string UserMap::For(const std::string& subject, const std::string& team) const {
+  if (auto it = subjects.find(subject); it != subjects.end() && !subject.empty()) return it->second;
+  if (auto it = teams.find(team); it != teams.end() && !team.empty()) return it->second;
+  return "";
+}
+
+Result<UserMap> LoadUserMap(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::InvalidArgument(path + ": cannot read the user map");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().size() > (1 << 20)) return Status::InvalidArgument(path + ": a user map is at most 1 MiB");
+  UserMap m;
+  try {
+    YAML::Node doc = YAML::Load(text.str());
+    if (!doc.IsMap()) return Status::InvalidArgument(path + ": expected 'subjects:' and/or 'teams:' maps");
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+      std::string key = it->first.as<std::string>();
+      if (key != "subjects" && key != "teams") {
+        return Status::InvalidArgument(path + ":" + std::to_string(it->first.Mark().line + 1) + ": unknown key '" +
+                                       key + "' (expected subjects, teams)");
+      }
+      if (!it->second.IsMap()) {
+        return Status::InvalidArgument(path + ":" + std::to_string(it->second.Mark().line + 1) + ": " + key +
+                                       " must map names to Unix users");
+      }
+      auto& dst = key == "subjects" ? m.subjects : m.teams;
+      for (auto e = it->second.begin(); e != it->second.end(); ++e) {
+        std::string user = e->second.IsScalar() ? e->second.as<std::string>() : "";
+        if (user.empty() || user == "root" || user == "0" || user.find('\0') != std::string::npos) {
+          return Status::InvalidArgument(path + ":" + std::to_string(e->second.Mark().line + 1) + ": " + key + "." +
+                                         e->first.as<std::string>() + " must name a Unix user other than root");
+        }
+        dst[e->first.as<std::string>()] = user;
+      }
     }
-    port_ = options_.port;
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
-  if (listen_fd_ >= 0) ::listen(listen_fd_, SOMAXCONN);  // widen the backlog (see above)
-  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  return m;
+}
+
+ApiServer::ApiServer(Engine& engine, store::StateStore& store, Authenticator& auth, const sched::Clock& clock,
+                     ServerOptions options)
+    : engine_(engine), store_(store), auth_(auth), clock_(clock), options_(std::move(options)),
+      user_routes_(std::make_unique<RouteTable>()), agent_routes_(std::make_unique<RouteTable>()) {}
+
+ApiServer::~ApiServer() { Stop(); }
+
+std::string ApiServer::LogPath(int64_t job, int attempt, int part) const {
+  return options_.data_dir + "/logs/job-" + std::to_string(job) + "/a" + std::to_string(attempt) + ".p" +
+         std::to_string(part) + ".log";
+}
+
+Status ApiServer::Start() {
+  CommonSetup(*user_routes_, options_.max_body_bytes);
+  CommonSetup(*agent_routes_, options_.max_body_bytes);
+  Routes();
+  ListenerLimits ul = options_.user_limits, al = options_.agent_limits;
+  ul.max_body_bytes = al.max_body_bytes = options_.max_body_bytes;
+  user_listener_ = std::make_unique<HttpListener>(*user_routes_, ul, "api");
+  agent_listener_ = std::make_unique<HttpListener>(*agent_routes_, al, "agent");
+  if (Status st = user_listener_->Bind(options_.host, options_.port); !st.ok()) {
+    return Status::Unavailable(st.message() + " (in use? pick another port for the API)");
+  }
+  if (Status st = agent_listener_->Bind(options_.agent_host, options_.agent_port); !st.ok()) {
+    return Status::Unavailable(st.message() + " (in use? pick another port for agents)");
+  }
+  port_ = user_listener_->port();
+  agent_port_ = agent_listener_->port();
+  GF_RETURN_IF_ERROR(user_listener_->Start());
+  GF_RETURN_IF_ERROR(agent_listener_->Start());
   return Status::Ok();
 }
 
 void ApiServer::Stop() {
-  if (http_) http_->stop();
+  stopping_ = true;
   logs_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (user_listener_) user_listener_->Stop();
+  if (agent_listener_) agent_listener_->Stop();
 }
 
 void ApiServer::Routes() {
@@ -175,19 +224,49 @@ void ApiServer::Routes() {
   using httplib::Response;
   // Authentication: returns the token's record, or answers 401 and returns nullopt.
   auto authn = [this](const Request& req, Response& res) -> std::optional<api::TokenRecord> {
-    std::string h = req.get_header_value("Authorization");
-    if (!StartsWith(h, "Bearer ")) {
+    std::optional<std::string> token = BearerToken(req);
+    if (!token) {
       Error(res, 401, "missing bearer token: send 'Authorization: Bearer <token>' (gpufleet reads it from "
                       "~/.config/gpufleet/config.yaml or GPUFLEET_TOKEN)");
       return std::nullopt;
     }
-    auto rec = auth_.Check(std::string(Trim(h.substr(7))));
+    auto rec = auth_.Check(*token);
     if (!rec.ok()) {
       Error(res, 401, "invalid token: " + rec.status().message());
       return std::nullopt;
     }
     return *rec;
   };
+  // Before a body is read: a request without a valid token of a kind this listener serves, or
+  // with a declared body over the limit, is answered and its connection closed, so that an
+  // unauthenticated client cannot make the server buffer megabytes.
+  auto gate = [this, authn](bool agents) {
+    return [this, authn, agents](const Request& req, Response& res) {
+      if (req.path == "/v1/health") return httplib::Server::HandlerResponse::Unhandled;
+      if (req.has_header("Content-Length")) {
+        auto n = ParseInt(req.get_header_value("Content-Length"));
+        if (!n || *n < 0 || static_cast<size_t>(*n) > options_.max_body_bytes) {
+          CloseAfterResponse();
+          Error(res, 413, "the request body is larger than " + std::to_string(options_.max_body_bytes) + " bytes");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+      }
+      auto t = authn(req, res);
+      bool kind_ok = t && (agents ? (t->kind == api::TokenKind::kAgent || t->kind == api::TokenKind::kJoin)
+                                  : t->kind == api::TokenKind::kUser);
+      if (t && !kind_ok) {
+        Error(res, 403,
+              agents ? std::string("only agent and join tokens may use the agent listener")
+                     : std::string("a ") + api::TokenKindName(t->kind) +
+                           " token cannot use this route; agents talk to the agent listener (--agent-listen)");
+      }
+      if (kind_ok) return httplib::Server::HandlerResponse::Unhandled;
+      CloseAfterResponse();
+      return httplib::Server::HandlerResponse::Handled;
+    };
+  };
+  user_routes_->set_pre_routing_handler(gate(false));
+  agent_routes_->set_pre_routing_handler(gate(true));
   auto user = [authn](const Request& req, Response& res) -> std::optional<api::TokenRecord> {
     auto t = authn(req, res);
     if (t && t->kind != api::TokenKind::kUser) {
@@ -208,18 +287,24 @@ void ApiServer::Routes() {
       Error(res, 409, "node '" + t->subject + "' is not registered; register again");
       return std::nullopt;
     }
+    if (!engine_.IsCurrentAgentToken(*node, t->hash)) {
+      Error(res, 401, "this agent token was replaced by a later registration of node '" + t->subject + "'");
+      return std::nullopt;
+    }
     return *node;
   };
 
-  http_->Get("/v1/health", [this](const Request&, Response& res) {
+  auto health = [this](const Request&, Response& res) {
     auto c = engine_.counters();
-    Reply(res, 200, {{"status", c.store_errors ? "degraded" : "ok"},
+    Reply(res, 200, {{"status", c.store_ok ? "ok" : "degraded"},
                      {"epoch", engine_.epoch()},
                      {"store_errors", c.store_errors}});
-  });
+  };
+  user_routes_->Get("/v1/health", health);
+  agent_routes_->Get("/v1/health", health);
 
   // --- Jobs ---
-  http_->Post("/v1/jobs", [this, user](const Request& req, Response& res) {
+  user_routes_->Post("/v1/jobs", [this, user](const Request& req, Response& res) {
     auto who = user(req, res);
     if (!who) return;
     auto body = api::ParseJson(req.body);
@@ -238,7 +323,11 @@ void ApiServer::Routes() {
       request_id = (*body)["request_id"].get<std::string>();
     }
     if (request_id.size() > 128) return Error(res, 400, "request_id: at most 128 characters");
+    if (HasNul(request_id)) return Error(res, 400, "request_id: must not contain a NUL byte");
     if (request_id.empty()) request_id = "auto-" + NewToken(api::TokenKind::kUser).substr(8);
+    // Request ids are scoped to the caller, so one team's id can neither collide with nor reveal
+    // another's submission.
+    std::string scoped_id = who->team + "/" + who->subject + "/" + request_id;
     std::string text;
     api::JobParseOptions opts;
     if (body->contains("yaml")) {
@@ -270,8 +359,36 @@ void ApiServer::Routes() {
         }
       }
     }
-    auto reply = engine_.Submit(request_id, std::move(*jobs)).get();
+    // Who the job runs as on the agents (docs/security.md): never chosen freely by the caller.
+    for (auto& j : *jobs) {
+      std::string mapped = options_.user_map.For(who->subject, who->team.empty() ? j.spec.team : who->team);
+      if (j.user == "root" || j.user == "0") {
+        return Error(res, 403, "user: jobs cannot ask to run as root");
+      }
+      if (!j.user.empty() && !IsAdmin(*who) && j.user != mapped) {
+        return Error(res, 403, "user: your token may not run jobs as '" + j.user + "'" +
+                                   (mapped.empty() ? std::string(" (leave user: out; the agent picks its job user)")
+                                                   : " (your jobs run as '" + mapped + "')"));
+      }
+      if (j.user.empty()) j.user = mapped;
+    }
+    std::vector<json> asked;
+    for (const auto& j : *jobs) asked.push_back(api::ToJobJson(j));
+    auto reply = engine_.Submit(scoped_id, std::move(*jobs)).get();
     if (!reply.ok()) return Error(res, reply.status());
+    if (!reply->created) {
+      // A retry must ask for the same jobs; an id reused for other jobs is a client bug that
+      // would otherwise be answered with the earlier jobs as if they were these.
+      bool same = reply->ids.size() == asked.size();
+      for (size_t i = 0; same && i < reply->ids.size(); ++i) {
+        auto rec = store_.GetJob(reply->ids[i]);
+        same = rec.ok() && *rec && api::ToJobJson((*rec)->request) == asked[i];
+      }
+      if (!same) {
+        return Error(res, 409, "request_id '" + request_id +
+                                   "' was used before for different jobs; use a new request id for a new submission");
+      }
+    }
     json list = json::array();
     for (size_t i = 0; i < reply->ids.size(); ++i) {
       list.push_back({{"id", reply->ids[i].value()}, {"name", i < reply->names.size() ? reply->names[i] : ""}});
@@ -279,12 +396,15 @@ void ApiServer::Routes() {
     Reply(res, reply->created ? 201 : 200, {{"request_id", request_id}, {"created", reply->created}, {"jobs", list}});
   });
 
-  http_->Get("/v1/jobs", [this, user](const Request& req, Response& res) {
+  user_routes_->Get("/v1/jobs", [this, user](const Request& req, Response& res) {
     if (!user(req, res)) return;
     store::JobFilter f;
-    auto limit = IntParam(req, "limit", 0, 1000000, 1000);
+    auto limit = IntParam(req, "limit", 1, options_.max_page, std::min(1000, options_.max_page));
     if (!limit.ok()) return Error(res, limit.status());
     f.limit = *limit;
+    auto cursor = IntParam(req, "cursor", 1, INT64_MAX / 4, 0);
+    if (!cursor.ok()) return Error(res, cursor.status());
+    if (*cursor > 0) f.before = JobId(*cursor);
     if (req.has_param("team")) f.team = req.get_param_value("team");
     auto since = IntParam(req, "since_ms", 0, INT64_MAX / 4, -1);
     if (!since.ok()) return Error(res, since.status());
@@ -304,10 +424,13 @@ void ApiServer::Routes() {
       if (!states.empty() && std::find(states.begin(), states.end(), j.state) == states.end()) continue;
       list.push_back(JobSummary(j));
     }
-    Reply(res, 200, {{"jobs", list}});
+    json out = {{"jobs", list}};
+    // A full page may have more behind it: the next page starts below its last id.
+    if (static_cast<int64_t>(jobs->size()) == f.limit && !jobs->empty()) out["next_cursor"] = jobs->back().id.value();
+    Reply(res, 200, out);
   });
 
-  http_->Get(R"(/v1/jobs/(\d+))", [this, user](const Request& req, Response& res) {
+  user_routes_->Get(R"(/v1/jobs/(\d+))", [this, user](const Request& req, Response& res) {
     if (!user(req, res)) return;
     auto id = PathJob(req);
     if (!id.ok()) return Error(res, id.status());
@@ -325,7 +448,7 @@ void ApiServer::Routes() {
     Reply(res, 200, o);
   });
 
-  http_->Post(R"(/v1/jobs/(\d+)/cancel)", [this, user](const Request& req, Response& res) {
+  user_routes_->Post(R"(/v1/jobs/(\d+)/cancel)", [this, user](const Request& req, Response& res) {
     auto who = user(req, res);
     if (!who) return;
     auto id = PathJob(req);
@@ -335,7 +458,7 @@ void ApiServer::Routes() {
     Reply(res, 202, {{"id", id->value()}, {"cancel_requested", true}});
   });
 
-  http_->Get(R"(/v1/jobs/(\d+)/explain)", [this, user](const Request& req, Response& res) {
+  user_routes_->Get(R"(/v1/jobs/(\d+)/explain)", [this, user](const Request& req, Response& res) {
     if (!user(req, res)) return;
     auto id = PathJob(req);
     if (!id.ok()) return Error(res, id.status());
@@ -361,7 +484,7 @@ void ApiServer::Routes() {
     Reply(res, 200, o);
   });
 
-  http_->Get(R"(/v1/jobs/(\d+)/logs)", [this, user](const Request& req, Response& res) {
+  user_routes_->Get(R"(/v1/jobs/(\d+)/logs)", [this, user](const Request& req, Response& res) {
     if (!user(req, res)) return;
     auto id = PathJob(req);
     if (!id.ok()) return Error(res, id.status());
@@ -414,8 +537,18 @@ void ApiServer::Routes() {
     bool finished = api::IsTerminal((*rec)->state) || *attempt != (*rec)->attempt;
     // Long poll: until new bytes arrive, the job ends or moves to another attempt, or the wait
     // is over. Uploads wake the wait; the job's state is looked at every 200 ms.
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(*wait_ms);
-    while (!any && !finished && std::chrono::steady_clock::now() < deadline) {
+    // Long-polls are capped: past the cap the answer comes at once and the client asks again.
+    bool may_wait = *wait_ms > 0 && !any && !finished && user_long_polls_.fetch_add(1) < options_.max_user_long_polls;
+    if (*wait_ms > 0 && !any && !finished && !may_wait) user_long_polls_.fetch_sub(1);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(may_wait ? *wait_ms : 0);
+    struct Release {
+      std::atomic<int>* n;
+      bool on;
+      ~Release() {
+        if (on) n->fetch_sub(1);
+      }
+    } release{&user_long_polls_, may_wait};
+    while (!any && !finished && !stopping_ && std::chrono::steady_clock::now() < deadline) {
       {
         std::unique_lock<std::mutex> lock(logs_mu_);
         logs_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200)));
@@ -424,22 +557,41 @@ void ApiServer::Routes() {
       auto again = store_.GetJob(*id);
       if (again.ok() && *again) finished = api::IsTerminal((*again)->state) || *attempt != (*again)->attempt;
     }
+    {
+      std::lock_guard<std::mutex> lock(logs_mu_);
+      for (int p = 0; p < parts; ++p) {
+        if (incomplete_logs_.count(LogPath(id->value(), static_cast<int>(*attempt), p))) {
+          list[p]["incomplete"] = true;
+          list[p]["note"] = "the controller could not store part of this log (disk full?); bytes are missing";
+        }
+      }
+    }
     Reply(res, 200, {{"id", id->value()}, {"attempt", *attempt}, {"parts", list}, {"finished", finished}});
   });
 
-  http_->Get("/v1/queue", [this, user](const Request& req, Response& res) {
+  user_routes_->Get("/v1/queue", [this, user](const Request& req, Response& res) {
     if (!user(req, res)) return;
+    auto limit = IntParam(req, "limit", 1, options_.max_page, options_.max_page);
+    auto cursor = IntParam(req, "cursor", 0, INT64_MAX / 4, 0);
+    if (!limit.ok()) return Error(res, limit.status());
+    if (!cursor.ok()) return Error(res, cursor.status());
+    // The cursor is an index into the queue as it stands: running jobs, then pending ones.
+    std::vector<QueueEntry> queue = engine_.Queue();
     json list = json::array();
-    for (const auto& e : engine_.Queue()) {
-      json o = JobSummary(e.job);
-      o["position"] = e.position;
+    size_t from = static_cast<size_t>(std::min<int64_t>(*cursor, static_cast<int64_t>(queue.size())));
+    size_t to = std::min(queue.size(), from + static_cast<size_t>(*limit));
+    for (size_t i = from; i < to; ++i) {
+      json o = JobSummary(queue[i].job);
+      o["position"] = queue[i].position;
       list.push_back(o);
     }
-    Reply(res, 200, {{"jobs", list}});
+    json out = {{"jobs", list}, {"total", queue.size()}};
+    if (to < queue.size()) out["next_cursor"] = to;
+    Reply(res, 200, out);
   });
 
   // --- Nodes ---
-  http_->Get("/v1/nodes", [this, user](const Request& req, Response& res) {
+  user_routes_->Get("/v1/nodes", [this, user](const Request& req, Response& res) {
     if (!user(req, res)) return;
     json list = json::array();
     for (const auto& n : engine_.Nodes()) {
@@ -479,11 +631,11 @@ void ApiServer::Routes() {
       Reply(res, 200, {{"node", req.matches[1].str()}, {"state", on ? "draining" : "up"}});
     };
   };
-  http_->Post(R"(/v1/nodes/([A-Za-z0-9._-]+)/drain)", drain(true));
-  http_->Post(R"(/v1/nodes/([A-Za-z0-9._-]+)/undrain)", drain(false));
+  user_routes_->Post(R"(/v1/nodes/([A-Za-z0-9._-]+)/drain)", drain(true));
+  user_routes_->Post(R"(/v1/nodes/([A-Za-z0-9._-]+)/undrain)", drain(false));
 
   // --- Money ---
-  http_->Get("/v1/cost", [this, user](const Request& req, Response& res) {
+  user_routes_->Get("/v1/cost", [this, user](const Request& req, Response& res) {
     if (!user(req, res)) return;
     store::JobFilter f;
     if (req.has_param("team")) f.team = req.get_param_value("team");
@@ -534,7 +686,7 @@ void ApiServer::Routes() {
     Reply(res, 200, {{"total_micros", total}, {"teams", teams}, {"jobs", list}});
   });
 
-  http_->Get("/v1/pool", [this, user](const Request& req, Response& res) {
+  user_routes_->Get("/v1/pool", [this, user](const Request& req, Response& res) {
     if (!user(req, res)) return;
     const Pool* pool = pool_.load();
     if (pool == nullptr) {
@@ -562,7 +714,7 @@ void ApiServer::Routes() {
     Reply(res, 200, {{"provider", pool->config().provider.kind}, {"instances", list}, {"offers", offers}});
   });
 
-  http_->Post(R"(/v1/teams/([A-Za-z0-9._-]+)/budget)", [this, user](const Request& req, Response& res) {
+  user_routes_->Post(R"(/v1/teams/([A-Za-z0-9._-]+)/budget)", [this, user](const Request& req, Response& res) {
     auto who = user(req, res);
     if (!who) return;
     if (!IsAdmin(*who)) return Error(res, 403, "setting a budget needs an admin token");
@@ -613,16 +765,23 @@ void ApiServer::Routes() {
   });
 
   // --- Tokens ---
-  http_->Post("/v1/tokens", [this, user](const Request& req, Response& res) {
+  user_routes_->Post("/v1/tokens", [this, user](const Request& req, Response& res) {
     auto who = user(req, res);
     if (!who) return;
     if (!IsAdmin(*who)) return Error(res, 403, "making tokens needs an admin token");
     auto body = api::ParseJson(req.body);
     if (!body.ok() || !body->is_object()) return Error(res, 400, "body: expected a JSON object {kind, role, subject, team}");
-    std::string kind = body->value("kind", std::string("user"));
-    std::string role = body->value("role", std::string("user"));
-    std::string subject = body->value("subject", std::string(""));
-    std::string team = body->value("team", std::string(""));
+    std::map<std::string, std::string> f = {{"kind", "user"}, {"role", "user"}, {"subject", ""}, {"team", ""}};
+    for (auto it = body->begin(); it != body->end(); ++it) {
+      if (!f.count(it.key())) {
+        return Error(res, 400, "unknown field '" + it.key() + "' (expected kind, role, subject, team)");
+      }
+      if (!it->is_string()) return Error(res, 400, it.key() + ": expected a string");
+      std::string v = it->get<std::string>();
+      if (v.size() > 128 || HasNul(v)) return Error(res, 400, it.key() + ": at most 128 characters, no NUL bytes");
+      f[it.key()] = v;
+    }
+    std::string kind = f["kind"], role = f["role"], subject = f["subject"], team = f["team"];
     if (kind != "user" && kind != "join") return Error(res, 400, "kind: must be user or join, got '" + kind + "'");
     if (role != "user" && role != "admin") return Error(res, 400, "role: must be user or admin, got '" + role + "'");
     auto secret = auth_.Create(kind == "join" ? api::TokenKind::kJoin : api::TokenKind::kUser, subject,
@@ -632,7 +791,7 @@ void ApiServer::Routes() {
   });
 
   // --- Agents ---
-  http_->Post("/v1/agents/register", [this, authn](const Request& req, Response& res) {
+  agent_routes_->Post("/v1/agents/register", [this, authn](const Request& req, Response& res) {
     auto t = authn(req, res);
     if (!t) return;
     if (t->kind != api::TokenKind::kJoin && t->kind != api::TokenKind::kAgent) {
@@ -645,14 +804,20 @@ void ApiServer::Routes() {
     if (t->kind == api::TokenKind::kAgent && t->subject != r->name) {
       return Error(res, 403, "this agent token belongs to node '" + t->subject + "'");
     }
+    if (t->kind == api::TokenKind::kAgent) {
+      auto node = engine_.NodeByName(t->subject);
+      if (node && !engine_.IsCurrentAgentToken(*node, t->hash)) {
+        return Error(res, 401, "this agent token was replaced by a later registration of node '" + t->subject + "'");
+      }
+    }
     std::string secret = NewToken(api::TokenKind::kAgent);
-    auto reply = engine_.Register(std::move(*r), Sha256Hex(secret)).get();
+    auto reply = engine_.Register(std::move(*r), Sha256Hex(secret), t->kind == api::TokenKind::kJoin).get();
     if (!reply.ok()) return Error(res, reply.status());
     reply->token = secret;
     Reply(res, 200, api::ToJson(*reply));
   });
 
-  http_->Post("/v1/agents/heartbeat", [this, agent](const Request& req, Response& res) {
+  agent_routes_->Post("/v1/agents/heartbeat", [this, agent](const Request& req, Response& res) {
     auto node = agent(req, res);
     if (!node) return;
     auto body = api::ParseJson(req.body);
@@ -664,7 +829,7 @@ void ApiServer::Routes() {
     Reply(res, 200, api::ToJson(*reply));
   });
 
-  http_->Get("/v1/agents/commands", [this, agent](const Request& req, Response& res) {
+  agent_routes_->Get("/v1/agents/commands", [this, agent](const Request& req, Response& res) {
     auto node = agent(req, res);
     if (!node) return;
     auto after = IntParam(req, "after", 0, INT64_MAX / 4, 0);
@@ -675,7 +840,7 @@ void ApiServer::Routes() {
     Reply(res, 200, api::ToJson(batch));
   });
 
-  http_->Post("/v1/agents/logs", [this, agent](const Request& req, Response& res) {
+  agent_routes_->Post("/v1/agents/logs", [this, agent](const Request& req, Response& res) {
     auto node = agent(req, res);
     if (!node) return;
     auto job = IntParam(req, "job", 0, INT64_MAX / 4, -1);
@@ -685,6 +850,10 @@ void ApiServer::Routes() {
     for (const auto* r : {&job, &attempt, &part, &offset}) {
       if (!r->ok()) return Error(res, r->status());
       if (**r < 0) return Error(res, 400, "job, attempt, part and offset are required query parameters");
+    }
+    if (!engine_.PartOnNode(*node, api::PartKey{JobId(*job), static_cast<int>(*attempt), static_cast<int>(*part)})) {
+      return Error(res, 403, "part job-" + std::to_string(*job) + ".a" + std::to_string(*attempt) + ".p" +
+                                 std::to_string(*part) + " is not placed on this node");
     }
     std::string path = LogPath(*job, static_cast<int>(*attempt), static_cast<int>(*part));
     std::lock_guard<std::mutex> lock(logs_mu_);
@@ -700,7 +869,16 @@ void ApiServer::Routes() {
     if (skip < static_cast<int64_t>(req.body.size())) {
       std::ofstream f(path, std::ios::binary | std::ios::app);
       f.write(req.body.data() + skip, static_cast<std::streamsize>(req.body.size() - skip));
-      if (!f) return Error(res, 503, "cannot write " + path);
+      f.flush();  // a full disk shows here, not at close
+      if (!f) {
+        incomplete_logs_.insert(path);
+        f.close();
+        // Whatever part of the chunk did land must not be counted twice: truncate back.
+        std::error_code trunc_ec;
+        std::filesystem::resize_file(path, static_cast<uintmax_t>(size), trunc_ec);
+        return Error(res, 507, "cannot write the log " + path + " (disk full?); the log is marked incomplete");
+      }
+      incomplete_logs_.erase(path);
       size += static_cast<int64_t>(req.body.size()) - skip;
     }
     logs_cv_.notify_all();

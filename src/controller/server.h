@@ -1,38 +1,64 @@
 // ApiServer: the controller's HTTP/JSON API under /v1 (docs/api.md), on cpp-httplib.
 //
-// Every route but /v1/health needs a bearer token (auth.h). Handlers validate the request fully
-// before anything changes, answer 4xx with {"error": {"code", "message"}} when it is wrong, and
-// hand valid requests to the Engine. Bodies are limited in size (413 beyond).
+// Two listeners: the API for people and scripts (host:port) and one for agents (agent_host:
+// agent_port), each with its own connection caps and workers (http_listener.h), so that no amount
+// of user traffic, idle sockets or log long-polls can keep heartbeats from being answered (which
+// would get nodes declared lost and their jobs requeued). Agent routes are served only on the
+// agent listener, user routes only on the user one.
+//
+// Every route but /v1/health needs a bearer token (auth.h), checked from the headers before a
+// body is read. Handlers validate the request fully before anything changes, answer 4xx with
+// {"error": {"code", "message"}} when it is wrong, and hand valid requests to the Engine. Bodies
+// are limited in size (413 beyond, also for chunked bodies).
 #pragma once
 
 #include <atomic>
 
 #include <condition_variable>
 #include <memory>
+#include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "common/status.h"
 #include "controller/auth.h"
 #include "controller/engine.h"
+#include "controller/http_listener.h"
 #include "store/state_store.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace gpufleet::controller {
 
 class Pool;
 
+// Which Unix user runs a caller's jobs on the agents: by token subject first, then by team; no
+// match leaves it to the agent (its --job-user; never root unless the agent allows it). A job may
+// name `user:` itself only if that is its mapped user, or if the caller is an admin; no job may
+// name root.
+struct UserMap {
+  std::map<std::string, std::string> subjects;
+  std::map<std::string, std::string> teams;
+  std::string For(const std::string& subject, const std::string& team) const;
+};
+// Reads a user map file: `subjects: {alice: alice}` and `teams: {vision: gf-vision}`. Errors name
+// the file and the entry.
+Result<UserMap> LoadUserMap(const std::string& path);
+
 struct ServerOptions {
+  UserMap user_map;
   std::string host = "127.0.0.1";
   int port = 8470;  // 0: any free port (see port())
+  std::string agent_host = "127.0.0.1";
+  int agent_port = 8471;  // 0: any free port (see agent_port())
   std::string data_dir;  // logs live in <data_dir>/logs
   size_t max_body_bytes = 8 << 20;
-  int threads = 64;  // agents hold one long-poll each
+  ListenerLimits user_limits;
+  ListenerLimits agent_limits;
+  // User long-polls (logs -f) held at once; more answer at once, and the client polls again.
+  int max_user_long_polls = 64;
   Duration max_poll_wait = Duration::Seconds(30);
+  int max_page = 1000;  // largest page of a listing (limit); follow next_cursor for more
 };
 
 class ApiServer {
@@ -44,6 +70,7 @@ class ApiServer {
   Status Start();
   void Stop();
   int port() const { return port_; }
+  int agent_port() const { return agent_port_; }
   // Serves GET /v1/pool from this pool (the instances it rented); without one the route says so.
   void SetPool(const Pool* pool) { pool_ = pool; }
 
@@ -56,13 +83,18 @@ class ApiServer {
   Authenticator& auth_;
   const sched::Clock& clock_;
   ServerOptions options_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread thread_;
+  std::unique_ptr<RouteTable> user_routes_;
+  std::unique_ptr<RouteTable> agent_routes_;
+  std::unique_ptr<HttpListener> user_listener_;
+  std::unique_ptr<HttpListener> agent_listener_;
   int port_ = 0;
+  int agent_port_ = 0;
   std::atomic<const Pool*> pool_{nullptr};
-  int listen_fd_ = -1;
+  std::atomic<int> user_long_polls_{0};
+  std::atomic<bool> stopping_{false};
   std::mutex logs_mu_;
   std::condition_variable logs_cv_;
+  std::set<std::string> incomplete_logs_;  // log files a write to failed (disk full); under logs_mu_
 };
 
 }  // namespace gpufleet::controller

@@ -233,7 +233,7 @@ class SqliteStore : public StateStore {
     // One statement per ordering; unset filters are bound as NULL and match everything.
     constexpr const char* kWhere =
         "SELECT id, record FROM jobs WHERE (?1 IS NULL OR team = ?1) AND (?2 IS NULL OR submitted_ms >= ?2) "
-        "AND (?3 OR state NOT IN (?4, ?5, ?6)) ";
+        "AND (?3 OR state NOT IN (?4, ?5, ?6)) AND (?8 IS NULL OR id < ?8) ";
     Stmt st = filter.limit > 0 ? Prepare(std::string(kWhere) + "ORDER BY id DESC LIMIT ?7")
                                : Prepare(std::string(kWhere) + "ORDER BY id ASC");
     if (filter.team) {
@@ -251,6 +251,11 @@ class SqliteStore : public StateStore {
         .Bind(5, std::string(api::JobStateName(api::JobState::kFailed)))
         .Bind(6, std::string(api::JobStateName(api::JobState::kCancelled)));
     if (filter.limit > 0) st.Bind(7, filter.limit);
+    if (filter.before) {
+      st.Bind(8, filter.before->value());
+    } else {
+      st.BindNull(8);
+    }
     std::vector<api::JobRecord> jobs;
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {

@@ -37,6 +37,7 @@ struct JobFilter {
   std::optional<std::string> team;
   std::optional<Time> since;  // submitted at or after
   int64_t limit = 0;          // 0: no limit; newest first when set
+  std::optional<JobId> before;  // with a limit: only ids below this one (the next page)
 };
 
 class StateStore {

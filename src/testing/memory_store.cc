@@ -82,6 +82,7 @@ Result<std::vector<api::JobRecord>> MemoryStore::ListJobs(const store::JobFilter
     if (filter.team && job.request.spec.team != *filter.team) return false;
     if (filter.since && job.submitted < *filter.since) return false;
     if (!filter.include_terminal && api::IsTerminal(job.state)) return false;
+    if (filter.before && !(job.id < *filter.before)) return false;
     return true;
   };
   std::vector<api::JobRecord> out;

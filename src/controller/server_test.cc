@@ -1,0 +1,378 @@
+// The API server over real HTTP on 127.0.0.1: the attacks of docs/security.md, each tried, each
+// answered with the documented 4xx and no change to the store.
+#include "controller/server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "api/codec.h"
+#include "controller/auth.h"
+#include "testing/memory_store.h"
+
+namespace gpufleet::controller {
+namespace {
+
+using nlohmann::json;
+
+class WallClock : public sched::Clock {
+ public:
+  Time Now() const override { return WallNow(); }
+};
+
+// A raw TCP connection from `from` (any 127.0.0.0/8 address) to 127.0.0.1:port.
+int Connect(int port, const char* from = "127.0.0.1") {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  ::inet_pton(AF_INET, from, &local.sin_addr);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{30, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.find("\r\n\r\n") != std::string::npos && out.find("}\n") != std::string::npos) break;
+  }
+  return out;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("gf-server-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    auth_ = std::make_unique<Authenticator>(store_);
+    admin_ = *auth_->Create(api::TokenKind::kUser, "admin", "admin", "", WallNow());
+    alice_ = *auth_->Create(api::TokenKind::kUser, "alice", "user", "vision", WallNow());
+    bob_ = *auth_->Create(api::TokenKind::kUser, "bob", "user", "nlp", WallNow());
+    join_ = *auth_->Create(api::TokenKind::kJoin, "", "agent", "", WallNow());
+    EngineOptions eo;
+    eo.policy = "fifo";
+    eo.checkpoint_root = (dir_ / "ckpt").string();
+    engine_ = std::make_unique<Engine>(clock_, store_, eo);
+    ASSERT_TRUE(engine_->Recover().ok());
+    ServerOptions so;
+    so.port = 0;
+    so.agent_port = 0;
+    so.data_dir = dir_.string();
+    so.max_body_bytes = 64 * 1024;
+    so.max_page = 3;
+    so.user_map.teams["vision"] = "gf-vision";
+    server_ = std::make_unique<ApiServer>(*engine_, store_, *auth_, clock_, so);
+    ASSERT_TRUE(server_->Start().ok());
+    engine_thread_ = std::thread([this] { engine_->Run(); });
+  }
+  void TearDown() override {
+    engine_->ReleasePollers();
+    server_->Stop();
+    engine_->Stop();
+    engine_thread_.join();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  httplib::Result Call(const std::string& method, const std::string& path, const std::string& token,
+                       const std::string& body = "", bool agent_port = false) {
+    httplib::Client c("127.0.0.1", agent_port ? server_->agent_port() : server_->port());
+    c.set_read_timeout(60, 0);
+    httplib::Headers h;
+    if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
+    if (method == "GET") return c.Get(path.c_str(), h);
+    return c.Post(path.c_str(), h, body, "application/json");
+  }
+  json Body(const httplib::Result& r) {
+    auto j = api::ParseJson(r->body);
+    return j.ok() ? *j : json();
+  }
+  size_t StoredJobs() {
+    auto jobs = store_.ListJobs({});
+    return jobs.ok() ? jobs->size() : 0;
+  }
+  static std::string RegisterBody(const std::string& name) {
+    api::RegisterRequest req;
+    req.name = name;
+    req.address = "127.0.0.1";
+    req.spec.gpu_model = "H100";
+    req.spec.gpus = 1;
+    req.version = "test";
+    return api::ToJson(req).dump();
+  }
+  std::string RegisterNode(const std::string& name) {
+    auto r = Call("POST", "/v1/agents/register", join_, RegisterBody(name), true);
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    return r && r->status == 200 ? Body(r).value("token", "") : "";
+  }
+
+  std::filesystem::path dir_;
+  WallClock clock_;
+  testing::MemoryStore store_;
+  std::unique_ptr<Authenticator> auth_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ApiServer> server_;
+  std::thread engine_thread_;
+  std::string admin_, alice_, bob_, join_;
+};
+
+const char* kJob = R"({"job": {"name": "j", "team": "vision", "resources": {"gpus": 1}, "run": ["true"]}, )";
+
+TEST_F(ServerTest, RequestIdReusedForOtherJobsIsAConflictAndIdsAreScopedPerCaller) {
+  // Given alice's submit with request id r1, expect the same body again to return the same job,
+  // another body under r1 to be 409 with nothing stored, and bob's r1 to be his own submission.
+  auto first = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "r1"})");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 201) << first->body;
+  auto again = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "r1"})");
+  EXPECT_EQ(again->status, 200) << again->body;
+  EXPECT_EQ(Body(again)["jobs"][0]["id"], Body(first)["jobs"][0]["id"]);
+  auto other = Call("POST", "/v1/jobs", alice_,
+                    R"({"job": {"name": "other", "team": "vision", "resources": {"gpus": 1}, "run": ["false"]},
+                        "request_id": "r1"})");
+  EXPECT_EQ(other->status, 409) << other->body;
+  EXPECT_EQ(StoredJobs(), 1u);
+  auto bobs = Call("POST", "/v1/jobs", bob_,
+                   R"({"job": {"name": "b", "team": "nlp", "resources": {"gpus": 1}, "run": ["true"]},
+                       "request_id": "r1"})");
+  EXPECT_EQ(bobs->status, 201) << bobs->body;
+  EXPECT_EQ(StoredJobs(), 2u);
+}
+
+TEST_F(ServerTest, NulInRequestIdIsRefused) {
+  // Given a request id with a NUL byte, expect 400 and nothing stored.
+  auto r = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "a\u0000b"})");
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(StoredJobs(), 0u);
+}
+
+TEST_F(ServerTest, JobsRunAsTheMappedUserAndNeverAsRoot) {
+  // Given the map vision -> gf-vision, expect alice's job to carry user gf-vision, and a job naming
+  // root (even an admin's) or another user (a user's) to be refused.
+  auto ok = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "m1"})");
+  ASSERT_EQ(ok->status, 201) << ok->body;
+  auto rec = store_.GetJob(JobId(Body(ok)["jobs"][0]["id"].get<int64_t>()));
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  EXPECT_EQ((*rec)->request.user, "gf-vision");
+  auto root = Call("POST", "/v1/jobs", admin_,
+                   R"({"job": {"name": "r", "team": "vision", "user": "root", "resources": {"gpus": 1}, "run": ["id"]}})");
+  EXPECT_EQ(root->status, 403) << root->body;
+  auto other = Call("POST", "/v1/jobs", alice_,
+                    R"({"job": {"name": "r", "team": "vision", "user": "bob", "resources": {"gpus": 1}, "run": ["id"]}})");
+  EXPECT_EQ(other->status, 403) << other->body;
+  EXPECT_EQ(StoredJobs(), 1u);
+}
+
+TEST_F(ServerTest, BearerSchemeIsCaseInsensitive) {
+  // Given "authorization: bearer <token>" in lower case, expect it to authenticate.
+  httplib::Client c("127.0.0.1", server_->port());
+  auto r = c.Get("/v1/queue", {{"Authorization", "bearer " + alice_}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+TEST_F(ServerTest, TokensRouteAnswersWrongTypesWith400) {
+  // Given token requests with fields of the wrong type, expect 400 (not 500) and no new token.
+  auto before = store_.ListTokens()->size();
+  for (const char* body : {R"({"kind": 5})", R"({"role": ["admin"]})", R"({"team": {"a": 1}})", R"({"x": "y"})"}) {
+    auto r = Call("POST", "/v1/tokens", admin_, body);
+    EXPECT_EQ(r->status, 400) << body << " -> " << r->body;
+  }
+  EXPECT_EQ(store_.ListTokens()->size(), before);
+}
+
+TEST_F(ServerTest, UnauthenticatedBodyIsRefusedBeforeItIsRead) {
+  // Given a request that declares a 60 KB body but has no token and sends no body, expect the
+  // 401 at once: the server must not wait for (or buffer) the body.
+  int fd = Connect(server_->port());
+  ASSERT_GE(fd, 0);
+  std::string head = "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  std::string answer = ReadAll(fd);
+  ::close(fd);
+  EXPECT_NE(answer.find(" 401 "), std::string::npos) << answer;
+}
+
+TEST_F(ServerTest, OversizedBodiesAre413DeclaredOrChunked) {
+  // Given bodies over the 64 KB limit, declared or chunked, expect 413 and nothing stored.
+  std::string big(100 * 1024, 'x');
+  auto declared = Call("POST", "/v1/jobs", alice_, big);
+  ASSERT_TRUE(declared);
+  EXPECT_EQ(declared->status, 413);
+  int fd = Connect(server_->port());
+  ASSERT_GE(fd, 0);
+  std::string head = "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice_ +
+                     "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+  ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  std::string chunk = "4000\r\n" + std::string(0x4000, 'y') + "\r\n";
+  for (int i = 0; i < 40; ++i) {
+    if (::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) < 0) break;  // the server hung up
+  }
+  std::string answer = ReadAll(fd);
+  ::close(fd);
+  EXPECT_NE(answer.find(" 413 "), std::string::npos) << answer.substr(0, 200);
+  EXPECT_EQ(StoredJobs(), 0u);
+  auto health = Call("GET", "/v1/health", "");
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST_F(ServerTest, AgentAndUserTokensStayOnTheirOwnListener) {
+  // Given an agent token and a user token, expect each refused on the other's listener.
+  std::string agent = RegisterNode("node-a");
+  ASSERT_FALSE(agent.empty());
+  auto on_user = Call("GET", "/v1/queue", agent);
+  EXPECT_EQ(on_user->status, 403) << on_user->body;
+  auto user_on_agent = Call("POST", "/v1/agents/heartbeat", alice_, "{}", true);
+  EXPECT_EQ(user_on_agent->status, 403) << user_on_agent->body;
+  auto agent_route_on_user = Call("POST", "/v1/agents/heartbeat", agent, "{}");
+  EXPECT_NE(agent_route_on_user->status, 200);
+}
+
+TEST_F(ServerTest, JoinTokenCannotTakeOverALiveNodeAndOldAgentTokensStopWorking) {
+  // Given node-a registered, expect a second join-token registration under its name to be
+  // refused (409), and after node-a re-registers with its agent token, the old token to be 401.
+  std::string first = RegisterNode("node-a");
+  std::string req = RegisterBody("node-a");
+  auto thief = Call("POST", "/v1/agents/register", join_, req, true);
+  EXPECT_EQ(thief->status, 409) << thief->body;
+  auto again = Call("POST", "/v1/agents/register", first, req, true);
+  ASSERT_EQ(again->status, 200) << again->body;
+  std::string second = Body(again).value("token", "");
+  auto old = Call("GET", "/v1/agents/commands?after=0&wait_ms=0", first, "", true);
+  EXPECT_EQ(old->status, 401) << old->body;
+  auto fresh = Call("GET", "/v1/agents/commands?after=0&wait_ms=0", second, "", true);
+  EXPECT_EQ(fresh->status, 200) << fresh->body;
+}
+
+TEST_F(ServerTest, AnAgentWritesLogsOnlyForItsOwnParts) {
+  // Given a job placed on one of two nodes, expect the other node's token to be refused (403) when
+  // it writes that part's log, and the owner's write to land.
+  std::string a = RegisterNode("node-a");
+  std::string b = RegisterNode("node-b");
+  auto sub = Call("POST", "/v1/jobs", admin_, std::string(kJob) + R"("request_id": "l1"})");
+  ASSERT_EQ(sub->status, 201) << sub->body;
+  int64_t id = Body(sub)["jobs"][0]["id"].get<int64_t>();
+  std::string path = "/v1/agents/logs?job=" + std::to_string(id) + "&attempt=1&part=0&offset=0";
+  int sa = 0, sb = 0;
+  for (int i = 0; i < 200; ++i) {  // until the scheduler has placed it
+    sa = Call("POST", path, a, "hello\n", true)->status;
+    sb = Call("POST", path, b, "evil\n", true)->status;
+    if (sa == 200 || sb == 200) break;
+    std::this_thread::yield();
+  }
+  EXPECT_TRUE((sa == 200) != (sb == 200)) << sa << " / " << sb;
+  EXPECT_EQ(sa == 200 ? sb : sa, 403);
+}
+
+TEST_F(ServerTest, ListingsArePaginated) {
+  // Given 5 jobs and a page size of at most 3, expect pages of 3 and 2 linked by next_cursor, and a
+  // larger limit refused.
+  for (int i = 0; i < 5; ++i) {
+    auto r = Call("POST", "/v1/jobs", admin_, std::string(kJob) + R"("request_id": "p)" + std::to_string(i) + "\"}");
+    ASSERT_EQ(r->status, 201);
+  }
+  auto p1 = Call("GET", "/v1/jobs", admin_);
+  ASSERT_EQ(p1->status, 200) << p1->body;
+  ASSERT_EQ(Body(p1)["jobs"].size(), 3u);
+  ASSERT_TRUE(Body(p1).contains("next_cursor"));
+  auto p2 = Call("GET", "/v1/jobs?cursor=" + std::to_string(Body(p1)["next_cursor"].get<int64_t>()), admin_);
+  EXPECT_EQ(Body(p2)["jobs"].size(), 2u);
+  EXPECT_FALSE(Body(p2).contains("next_cursor"));
+  auto too_big = Call("GET", "/v1/jobs?limit=4", admin_);
+  EXPECT_EQ(too_big->status, 400);
+  auto q = Call("GET", "/v1/queue?limit=2", admin_);
+  EXPECT_EQ(Body(q)["jobs"].size(), 2u);
+  EXPECT_EQ(Body(q)["total"], 5);
+}
+
+TEST_F(ServerTest, HealthTurnsOkAgainWhenTheStoreRecovers) {
+  // Given one failed commit, expect health degraded, then ok after the next commit succeeds.
+  store_.FailNextWrite(Status::Unavailable("disk I/O error"));
+  auto failed = Call("POST", "/v1/jobs", admin_, std::string(kJob) + R"("request_id": "h1"})");
+  EXPECT_EQ(failed->status, 503) << failed->body;
+  EXPECT_EQ(Body(Call("GET", "/v1/health", ""))["status"], "degraded");
+  auto ok = Call("POST", "/v1/jobs", admin_, std::string(kJob) + R"("request_id": "h2"})");
+  EXPECT_EQ(ok->status, 201) << ok->body;
+  EXPECT_EQ(Body(Call("GET", "/v1/health", ""))["status"], "ok");
+}
+
+TEST_F(ServerTest, ALogWriteOnAFullDiskIsNoticedAndMarked) {
+  // Given a part whose log file is /dev/full (every write fails with ENOSPC), expect the upload to
+  // be answered 507 and the job's log shown as incomplete.
+  std::string a = RegisterNode("node-a");
+  auto sub = Call("POST", "/v1/jobs", admin_, std::string(kJob) + R"("request_id": "d1"})");
+  int64_t id = Body(sub)["jobs"][0]["id"].get<int64_t>();
+  auto log = dir_ / "logs" / ("job-" + std::to_string(id)) / "a1.p0.log";
+  std::filesystem::create_directories(log.parent_path());
+  std::filesystem::create_symlink("/dev/full", log);
+  std::string path = "/v1/agents/logs?job=" + std::to_string(id) + "&attempt=1&part=0&offset=0";
+  int status = 0;
+  std::string answer;
+  for (int i = 0; i < 200; ++i) {
+    auto r = Call("POST", path, a, "some output\n", true);
+    status = r->status;
+    answer = r->body;
+    if (status != 403) break;  // placed
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(status, 507) << answer;
+  auto logs = Call("GET", "/v1/jobs/" + std::to_string(id) + "/logs", admin_);
+  ASSERT_EQ(logs->status, 200) << logs->body;
+  EXPECT_EQ(Body(logs)["parts"][0].value("incomplete", false), true) << logs->body;
+}
+
+TEST_F(ServerTest, IdleAndSlowSocketsAndLongPollsDoNotStarveAgentsOrOtherClients) {
+  // Given 300 idle or trickling connections from 127.0.0.2 and 64 log long-polls on the user
+  // listener, expect an agent's heartbeat and another client's request to be answered.
+  std::string agent = RegisterNode("node-a");
+  auto sub = Call("POST", "/v1/jobs", admin_, std::string(kJob) + R"("request_id": "s1"})");
+  int64_t id = Body(sub)["jobs"][0]["id"].get<int64_t>();
+  std::vector<int> socks;
+  for (int i = 0; i < 300; ++i) {
+    int fd = Connect(server_->port(), "127.0.0.2");
+    if (fd < 0) continue;
+    if (i % 2 == 0) ::send(fd, "GET /v1/queue HTTP/1.1\r\nHo", 26, MSG_NOSIGNAL);  // a head that never ends
+    socks.push_back(fd);
+  }
+  std::vector<std::thread> polls;
+  for (int i = 0; i < 64; ++i) {
+    polls.emplace_back([this, id] {
+      httplib::Client c("127.0.0.1", server_->port());
+      c.set_read_timeout(60, 0);
+      c.Get(("/v1/jobs/" + std::to_string(id) + "/logs?wait_ms=20000").c_str(),
+            {{"Authorization", "Bearer " + admin_}});
+    });
+  }
+  auto hb = Call("POST", "/v1/agents/heartbeat", agent, api::ToJson(api::Heartbeat{}).dump(), true);
+  ASSERT_TRUE(hb);
+  EXPECT_EQ(hb->status, 200) << hb->body;
+  auto q = Call("GET", "/v1/queue", alice_);
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->status, 200) << q->body;
+  for (int fd : socks) ::close(fd);
+  engine_->ReleasePollers();
+  server_->Stop();  // answers the long-polls
+  for (auto& t : polls) t.join();
+}
+
+}  // namespace
+}  // namespace gpufleet::controller
