@@ -2,25 +2,36 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <system_error>
 
+#include "agent/cgroup.h"
 #include "common/fd.h"
 
 extern char** environ;
 
 namespace gpufleet::agent {
 namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kDefaultPath[] = "/usr/local/bin:/usr/bin:/bin";
 
 std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
@@ -45,17 +56,21 @@ const char* SignalName(int sig) {
   }
 }
 
-// What the child failed at before exec; sent to the parent over the CLOEXEC pipe.
-enum class Stage : int { kStdio = 1, kChdir, kSetgroups, kSetgid, kSetuid, kExec };
+// ---------------------------------------------------------------------------------------------
+// The shim and the job. Everything from here to the end of RunJob runs in a forked child of a
+// possibly multithreaded process: async-signal-safe calls only, no allocation, on a ChildPlan
+// filled in before the fork.
+
+// What failed before the job's exec; sent to Launch over the CLOEXEC pipe.
+enum class Stage : int {
+  kStdio = 1, kChdir, kSetgroups, kSetgid, kSetuid, kExec, kSetsid, kCgroup, kParentDeath, kFork
+};
 
 struct ChildError {
   Stage stage;
   int err;
 };
 
-
-
-// Everything the child needs, prepared before fork so that the child allocates nothing.
 struct ChildPlan {
   std::vector<std::string> argv_storage, env_storage;
   std::vector<char*> argv, envp;
@@ -65,7 +80,16 @@ struct ChildPlan {
   gid_t gid = 0;
   std::vector<gid_t> groups;
   int log_fd = -1, null_fd = -1, err_fd = -1;
+  // The part's cgroup: cgroup.procs to join (write), to list (read), and cgroup.kill; -1 each
+  // without cgroups (and cgroup.kill on kernels before 5.14).
+  int cgroup_join_fd = -1, cgroup_procs_fd = -1, cgroup_kill_fd = -1;
+  pid_t parent_pid = 0;
+  int parent_death_signal = 0;
 };
+
+// Set in the shim (its own copy of memory) for its parent-death handler.
+int g_shim_procs_fd = -1;
+int g_shim_kill_fd = -1;
 
 [[noreturn]] void ChildFail(int err_fd, Stage stage) {
   ChildError e{stage, errno};
@@ -74,34 +98,109 @@ struct ChildPlan {
   _exit(127);
 }
 
-// Runs in the child between fork and exec: async-signal-safe calls only.
-[[noreturn]] void RunChild(const ChildPlan& p) {
-  // Default dispositions and an empty mask: the agent's own signal handling must not leak into
-  // the job (an ignored SIGPIPE or a blocked SIGTERM would change how it dies).
+// Kills the part from inside its shim and ends the shim: the whole cgroup with one write to
+// cgroup.kill (the kernel signals every member, this shim included, before the write returns);
+// else each pid cgroup.procs lists, re-read until only the shim is left; then the process group,
+// which ends the shim, its leader, too.
+[[noreturn]] void ShimKillPartAndExit() {
+  if (g_shim_kill_fd >= 0) {
+    ssize_t unused = write(g_shim_kill_fd, "1", 1);
+    (void)unused;
+  }
+  if (g_shim_procs_fd >= 0) {
+    const pid_t self = getpid();
+    for (int round = 0; round < 64; ++round) {
+      bool others = false;
+      if (lseek(g_shim_procs_fd, 0, SEEK_SET) < 0) break;
+      char buf[512];
+      long pid = -1;
+      for (ssize_t n; (n = read(g_shim_procs_fd, buf, sizeof buf)) > 0;) {
+        for (ssize_t i = 0; i < n; ++i) {
+          if (buf[i] >= '0' && buf[i] <= '9') {
+            pid = (pid < 0 ? 0 : pid * 10) + (buf[i] - '0');
+          } else if (pid > 0) {
+            if (pid != self) {
+              kill(static_cast<pid_t>(pid), SIGKILL);
+              others = true;
+            }
+            pid = -1;
+          }
+        }
+      }
+      if (pid > 0 && pid != self) {
+        kill(static_cast<pid_t>(pid), SIGKILL);
+        others = true;
+      }
+      if (!others) break;
+    }
+  }
+  kill(0, SIGKILL);
+  _exit(128 + SIGKILL);
+}
+
+void OnParentDeath(int) { ShimKillPartAndExit(); }
+
+void ResetSignalDispositions() {
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);  // glibc's own: EINVAL
   }
+}
+
+// The shim ignores every signal that would end or stop it, so that what the agent sends to the
+// group for a graceful stop reaches only the job; it keeps SIGCHLD and SIGCONT, and the fault
+// signals of its own code, at their defaults.
+bool ShimIgnores(int sig) {
+  switch (sig) {
+    case SIGKILL: case SIGSTOP: case SIGCHLD: case SIGCONT: case SIGSEGV: case SIGBUS:
+    case SIGILL: case SIGFPE: case SIGTRAP: case SIGSYS: case SIGABRT:
+      return false;
+    default:
+      return true;
+  }
+}
+
+void CloseRange(int lo, int hi) {
+  if (lo > hi) return;
+  if (close_range(static_cast<unsigned>(lo), static_cast<unsigned>(hi), 0) < 0) {
+    for (int fd = lo; fd <= hi && fd < 65536; ++fd) close(fd);
+  }
+}
+
+// Closes every descriptor from 3 up except those in `keep` (n of them, -1 for none).
+void CloseAllAbove2Except(int* keep, int n) {
+  for (int i = 1; i < n; ++i) {  // insertion sort; n is 3
+    for (int j = i; j > 0 && keep[j - 1] > keep[j]; --j) std::swap(keep[j - 1], keep[j]);
+  }
+  int lo = 3;
+  for (int i = 0; i < n; ++i) {
+    if (keep[i] < lo) continue;
+    CloseRange(lo, keep[i] - 1);
+    lo = keep[i] + 1;
+  }
+  CloseRange(lo, 0x7fffffff);
+}
+
+// The job: runs in the shim's child until exec.
+[[noreturn]] void RunJob(const ChildPlan& p) {
+  // Default dispositions and an empty mask: neither the agent's nor the shim's signal handling
+  // may leak into the job (an ignored SIGPIPE or SIGTERM would change how it dies).
+  ResetSignalDispositions();
   sigset_t empty;
   sigemptyset(&empty);
   sigprocmask(SIG_SETMASK, &empty, nullptr);
 
-  if (setsid() < 0) ChildFail(p.err_fd, Stage::kStdio);
-  if (dup2(p.null_fd, 0) < 0 || dup2(p.log_fd, 1) < 0 || dup2(p.log_fd, 2) < 0) {
-    ChildFail(p.err_fd, Stage::kStdio);
-  }
-  // Keep only 0..2 and the error pipe. The pipe moves to 3 (dup2 clears FD_CLOEXEC; set it again).
+  // Keep only 0..2 (set up by the shim) and the error pipe, moved to 3 (dup2 clears FD_CLOEXEC;
+  // set it again).
   int err_fd = p.err_fd;
   if (err_fd != 3) {
     if (dup2(err_fd, 3) < 0) ChildFail(err_fd, Stage::kStdio);
     err_fd = 3;
   }
   if (fcntl(err_fd, F_SETFD, FD_CLOEXEC) < 0) ChildFail(err_fd, Stage::kStdio);
-  if (close_range(4, ~0U, 0) < 0) {
-    for (int fd = 4; fd < 65536; ++fd) close(fd);
-  }
+  CloseRange(4, 0x7fffffff);
   if (p.workdir != nullptr && chdir(p.workdir) < 0) ChildFail(err_fd, Stage::kChdir);
   if (p.switch_user) {
     if (setgroups(p.groups.size(), p.groups.data()) < 0) ChildFail(err_fd, Stage::kSetgroups);
@@ -113,31 +212,101 @@ struct ChildPlan {
   ChildFail(err_fd, Stage::kExec);
 }
 
-std::string DescribeChildError(const ChildError& e, const LaunchSpec& spec) {
+// The shim: runs in the agent's child for as long as the job runs. Launch forks it with every
+// signal blocked.
+[[noreturn]] void RunShim(const ChildPlan& p) {
+  ResetSignalDispositions();
+  if (setsid() < 0) ChildFail(p.err_fd, Stage::kSetsid);
+  if (p.cgroup_join_fd >= 0 && write(p.cgroup_join_fd, "0", 1) != 1) {
+    ChildFail(p.err_fd, Stage::kCgroup);
+  }
+
+  g_shim_procs_fd = p.cgroup_procs_fd;
+  g_shim_kill_fd = p.cgroup_kill_fd;
+  struct sigaction on_death;
+  std::memset(&on_death, 0, sizeof on_death);
+  on_death.sa_handler = OnParentDeath;
+  sigfillset(&on_death.sa_mask);
+  if (sigaction(p.parent_death_signal, &on_death, nullptr) < 0) {
+    ChildFail(p.err_fd, Stage::kParentDeath);
+  }
+  struct sigaction ign;
+  std::memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != p.parent_death_signal && ShimIgnores(sig)) sigaction(sig, &ign, nullptr);
+  }
+  if (prctl(PR_SET_PDEATHSIG, p.parent_death_signal, 0, 0, 0) < 0) {
+    ChildFail(p.err_fd, Stage::kParentDeath);
+  }
+  // The agent may have died before prctl: then no signal comes, and nobody waits for the part.
+  if (getppid() != p.parent_pid) ShimKillPartAndExit();
+
+  if (dup2(p.null_fd, 0) < 0 || dup2(p.log_fd, 1) < 0 || dup2(p.log_fd, 2) < 0) {
+    ChildFail(p.err_fd, Stage::kStdio);
+  }
+  // The shim never execs, so CLOEXEC does not help here: close the agent's descriptors (its
+  // sockets, its lock files) except the error pipe and the cgroup files the shim still needs.
+  int keep[3] = {p.err_fd, p.cgroup_procs_fd, p.cgroup_kill_fd};
+  CloseAllAbove2Except(keep, 3);
+
+  pid_t job = _Fork();
+  if (job < 0) ChildFail(p.err_fd, Stage::kFork);
+  if (job == 0) RunJob(p);
+  close(p.err_fd);  // the job's copy tells Launch when its exec has happened
+
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigprocmask(SIG_SETMASK, &empty, nullptr);  // a parent-death signal may be handled from here on
+  int status = 0;
+  while (waitpid(job, &status, 0) < 0) {
+    if (errno != EINTR) _exit(127);
+  }
+  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+  // End the way the job ended, so the agent sees the job's signal. No core dump of the shim.
+  int sig = WTERMSIG(status);
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigaction(sig, &dfl, nullptr);
+  kill(getpid(), sig);
+  _exit(128 + sig);
+}
+
+// End of the code that runs after fork.
+// ---------------------------------------------------------------------------------------------
+
+std::string DescribeChildError(const ChildError& e, const LaunchSpec& spec, const std::string& user,
+                               const std::string& cgroup) {
   std::string what;
   switch (e.stage) {
     case Stage::kStdio: what = "redirect stdio for " + spec.argv[0]; break;
     case Stage::kChdir: what = "chdir " + spec.workdir; break;
-    case Stage::kSetgroups: what = "setgroups for user " + spec.user; break;
-    case Stage::kSetgid: what = "setgid for user " + spec.user; break;
-    case Stage::kSetuid: what = "setuid to user " + spec.user; break;
+    case Stage::kSetgroups: what = "setgroups for user " + user; break;
+    case Stage::kSetgid: what = "setgid for user " + user; break;
+    case Stage::kSetuid: what = "setuid to user " + user; break;
     case Stage::kExec: what = "exec " + spec.argv[0]; break;
+    case Stage::kSetsid: what = "setsid for " + spec.argv[0]; break;
+    case Stage::kCgroup: what = "join cgroup " + cgroup; break;
+    case Stage::kParentDeath: what = "set the parent-death signal for " + spec.argv[0]; break;
+    case Stage::kFork: what = "fork the job process for " + spec.argv[0]; break;
   }
   return what + ": " + ErrnoText(e.err);
 }
 
 // Creates `dir` and its missing parents; returns the directories it created, outermost first.
-Result<std::vector<std::filesystem::path>> MakeDirs(const std::filesystem::path& dir) {
-  std::vector<std::filesystem::path> missing;
-  for (std::filesystem::path p = dir; !p.empty(); p = p.parent_path()) {
+Result<std::vector<fs::path>> MakeDirs(const fs::path& dir) {
+  std::vector<fs::path> missing;
+  for (fs::path p = dir; !p.empty(); p = p.parent_path()) {
     std::error_code ec;
-    if (std::filesystem::exists(p, ec)) break;
+    if (fs::exists(p, ec)) break;
     missing.push_back(p);
     if (p == p.parent_path()) break;
   }
   std::reverse(missing.begin(), missing.end());
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  fs::create_directories(dir, ec);
   if (ec) return Status::Unavailable("create directory " + dir.string() + ": " + ec.message());
   return missing;
 }
@@ -146,6 +315,238 @@ void ReapBlocking(int pid) {
   while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
   }
 }
+
+void Nap() {
+  struct timespec ts = {0, 1'000'000};
+  nanosleep(&ts, nullptr);
+}
+
+// Waits (at most about 2 s) until the killed processes of `dir` have left it, so it can go.
+void WaitCgroupEmptied(const std::string& dir) {
+  for (int i = 0; i < 2000 && CgroupPopulated(dir); ++i) Nap();
+}
+
+// The start time of `pid` (field 22 of /proc/PID/stat, in clock ticks since boot), which tells
+// a process apart from a later one with the same pid; nullopt when there is no such process.
+std::optional<uint64_t> ProcessStartTime(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  size_t paren = line.rfind(')');
+  if (paren == std::string::npos) return std::nullopt;
+  std::istringstream fields(line.substr(paren + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return std::nullopt;
+}
+
+// What the launcher writes to its state_dir for each running part. The key goes last, so that
+// it may hold any byte.
+struct PartRecord {
+  int pid = 0;
+  uint64_t start_time = 0;
+  int pgid = 0;
+  std::string cgroup;
+  std::string key;
+};
+
+Status WriteRecord(const std::string& path, const PartRecord& r) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "pid=" << r.pid << "\nstarttime=" << r.start_time << "\npgid=" << r.pgid
+        << "\ncgroup=" << r.cgroup << "\nkey=" << r.key << "\n";
+    out.flush();
+    if (!out) return Status::Unavailable("write " + tmp);
+  }
+  if (rename(tmp.c_str(), path.c_str()) < 0) {
+    int err = errno;
+    unlink(tmp.c_str());
+    return Status::Unavailable("rename " + tmp + " to " + path + ": " + ErrnoText(err));
+  }
+  return Status::Ok();
+}
+
+std::optional<PartRecord> ReadRecord(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream s;
+  s << in.rdbuf();
+  std::string text = s.str();
+  PartRecord r;
+  size_t key_at = text.find("\nkey=");
+  if (key_at == std::string::npos) return std::nullopt;
+  r.key = text.substr(key_at + 5);
+  if (!r.key.empty() && r.key.back() == '\n') r.key.pop_back();
+  std::istringstream lines(text.substr(0, key_at));
+  for (std::string line; std::getline(lines, line);) {
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string name = line.substr(0, eq), value = line.substr(eq + 1);
+    if (name == "pid") r.pid = std::atoi(value.c_str());
+    if (name == "starttime") r.start_time = std::strtoull(value.c_str(), nullptr, 10);
+    if (name == "pgid") r.pgid = std::atoi(value.c_str());
+    if (name == "cgroup") r.cgroup = value;
+  }
+  if (r.pid <= 0 || r.pgid <= 0) return std::nullopt;
+  return r;
+}
+
+// Who a part runs as.
+struct RunAs {
+  std::string name;  // for messages; "uid N" when the uid has no passwd entry
+  bool switch_user = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+  bool has_passwd = false;
+  std::string home, shell;
+};
+
+Result<RunAs> ResolveUser(const std::string& key, const std::string& user, bool allow_root) {
+  const uid_t self = geteuid();
+  RunAs run;
+  std::vector<char> buf(16384);
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  if (user.empty()) {
+    run.uid = self;
+    run.gid = getegid();
+    run.name = "uid " + std::to_string(self);
+    if (getpwuid_r(self, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+      run.name = pw.pw_name;
+      run.has_passwd = true;
+    }
+  } else {
+    int rc = getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found);
+    if (rc != 0 || found == nullptr) {
+      return Status::FailedPrecondition("launch " + key + ": unknown user '" + user + "'" +
+                                        (rc != 0 ? ": " + ErrnoText(rc) : ""));
+    }
+    run.name = user;
+    run.has_passwd = true;
+    run.uid = pw.pw_uid;
+    run.gid = pw.pw_gid;
+    if (self != 0) {
+      if (pw.pw_uid != self) {
+        return Status::FailedPrecondition("launch " + key + ": running a job as user '" + user +
+                                          "' needs the agent to run as root");
+      }
+    } else {
+      run.switch_user = true;
+      // initgroups' list, computed here because initgroups itself is not safe after fork.
+      int n = 64;
+      run.groups.resize(n);
+      while (getgrouplist(pw.pw_name, pw.pw_gid, run.groups.data(), &n) < 0) run.groups.resize(n);
+      run.groups.resize(n);
+    }
+  }
+  if (run.has_passwd) {
+    run.home = pw.pw_dir ? pw.pw_dir : "";
+    run.shell = pw.pw_shell && *pw.pw_shell ? pw.pw_shell : "/bin/sh";
+  }
+  if (run.uid == 0 && !allow_root) {
+    return Status::FailedPrecondition("refusing to run " + key +
+                                      " as root (uid 0): run the agent with --job-user USER, "
+                                      "or --allow-root-jobs");
+  }
+  return run;
+}
+
+// The allowlisted part of the agent's environment, described in launcher.h.
+std::map<std::string, std::string> BaseEnvironment(const RunAs& run) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    size_t eq = kv.find('=');
+    if (eq == std::string_view::npos) continue;
+    std::string_view name = kv.substr(0, eq);
+    if (name == "PATH" || name == "LANG" || name == "LANGUAGE" || name == "TZ" ||
+        name == "TMPDIR" || name.substr(0, 3) == "LC_") {
+      env[std::string(name)] = std::string(kv.substr(eq + 1));
+    }
+  }
+  if (env["PATH"].empty()) env["PATH"] = kDefaultPath;
+  if (run.has_passwd) {
+    env["HOME"] = run.home;
+    env["USER"] = run.name;
+    env["LOGNAME"] = run.name;
+    env["SHELL"] = run.shell;
+  }
+  return env;
+}
+
+Status ValidateStrings(const LaunchSpec& spec) {
+  auto has_nul = [](const std::string& s) { return s.find('\0') != std::string::npos; };
+  const std::string at = "launch " + spec.key + ": ";
+  for (size_t i = 0; i < spec.argv.size(); ++i) {
+    if (has_nul(spec.argv[i])) {
+      return Status::InvalidArgument(at + "argv[" + std::to_string(i) + "] contains a NUL byte");
+    }
+  }
+  for (const auto& [k, v] : spec.env) {
+    if (k.empty()) return Status::InvalidArgument(at + "an environment variable has an empty name");
+    if (has_nul(k) || has_nul(v)) {
+      return Status::InvalidArgument(at + "environment variable " + k.substr(0, k.find('\0')) +
+                                     " contains a NUL byte");
+    }
+    if (k.find('=') != std::string::npos) {
+      return Status::InvalidArgument(at + "environment variable name '" + k + "' contains '='");
+    }
+  }
+  if (has_nul(spec.user) || has_nul(spec.workdir) || has_nul(spec.log_path)) {
+    return Status::InvalidArgument(at + "the user, workdir or log path contains a NUL byte");
+  }
+  if (spec.memory_limit_mib < 0 || spec.cpu_milli < 0) {
+    return Status::InvalidArgument(at + "memory_limit_mib and cpu_milli must not be negative");
+  }
+  if (spec.memory_limit_mib > (int64_t{1} << 40)) {
+    return Status::InvalidArgument(at + "memory_limit_mib is out of range");
+  }
+  if (spec.cpu_milli > (int64_t{1} << 40)) {
+    return Status::InvalidArgument(at + "cpu_milli is out of range");
+  }
+  return Status::Ok();
+}
+
+// `p` resolved: absolute, without "." and "..", symlinks of its existing part followed, and no
+// trailing slash.
+Result<fs::path> Resolve(const std::string& p) {
+  std::error_code ec;
+  fs::path abs = fs::absolute(p, ec);
+  if (!ec) abs = fs::weakly_canonical(abs, ec);
+  if (ec) return Status::InvalidArgument("resolve " + p + ": " + ec.message());
+  if (!abs.has_filename() && abs != abs.root_path()) abs = abs.parent_path();
+  return abs;
+}
+
+bool IsWithin(const fs::path& p, const fs::path& root) {
+  auto [r, q] = std::mismatch(root.begin(), root.end(), p.begin(), p.end());
+  return r == root.end();
+}
+
+// The directory the part runs in: spec.workdir, resolved and checked when roots are configured.
+Result<std::string> CheckWorkdir(const LaunchSpec& spec, const std::vector<std::string>& roots) {
+  if (spec.workdir.empty() || roots.empty()) return spec.workdir;
+  auto resolved = Resolve(spec.workdir);
+  if (!resolved.ok()) {
+    return Status::InvalidArgument("launch " + spec.key + ": " + resolved.status().message());
+  }
+  std::string listed;
+  for (const std::string& root : roots) {
+    listed += (listed.empty() ? "" : ", ") + root;
+    auto root_path = Resolve(root);
+    if (root_path.ok() && IsWithin(*resolved, *root_path)) return resolved->string();
+  }
+  return Status::InvalidArgument("launch " + spec.key + ": workdir " + spec.workdir +
+                                 " is outside the allowed roots (" + listed + ")");
+}
+
+const char kGroupsOnly[] =
+    "parts are contained by their process groups only, so a process that leaves its group "
+    "(setsid) escapes stop and clean-up; memory/cpu limits not enforced";
 
 }  // namespace
 
@@ -165,12 +566,49 @@ std::string Exit::Describe() const {
   return s;
 }
 
-ProcessLauncher::~ProcessLauncher() {
-  for (auto& [key, part] : parts_) {
-    kill(-part.pid, SIGKILL);
-    ReapBlocking(part.pid);
+ProcessLauncher::ProcessLauncher(LauncherOptions options) : options_(std::move(options)) {
+  if (options_.cgroup_root == "off") {
+    cgroup_note_ = std::string("cgroups off (cgroup root \"off\"): ") + kGroupsOnly;
+    return;
   }
+  std::string root = options_.cgroup_root, enable_from;
+  if (root.empty()) {
+    auto own = CgroupTree::OwnDir();
+    auto automatic = CgroupTree::AutoRoot(options_.name);
+    if (!own.ok() || !automatic.ok()) {
+      cgroup_note_ = "cgroups unavailable (" + (own.ok() ? automatic.status() : own.status()).message() +
+                     "): " + kGroupsOnly;
+      return;
+    }
+    root = *automatic;
+    enable_from = *own;
+  }
+  auto tree = CgroupTree::Open(root, enable_from);
+  if (!tree.ok()) {
+    cgroup_note_ = "cgroups unavailable (" + tree.status().message() + "): " + kGroupsOnly;
+    return;
+  }
+  cgroups_ = std::make_unique<CgroupTree>(std::move(*tree));
+  cgroup_note_ = "cgroup v2 at " + cgroups_->root() + ": parts are contained; " + cgroups_->LimitsNote();
 }
+
+ProcessLauncher::~ProcessLauncher() {
+  std::vector<std::string> dirs = cgroups_to_remove_;
+  for (auto& [key, part] : parts_) {
+    KillPart(part);
+    ReapBlocking(part.pid);
+    if (!part.cgroup.empty()) dirs.push_back(part.cgroup);
+    if (!part.record.empty()) unlink(part.record.c_str());
+  }
+  for (const std::string& dir : dirs) {
+    WaitCgroupEmptied(dir);
+    Status ignored = RemoveCgroup(dir);
+    (void)ignored;
+  }
+  if (cgroups_ && cgroups_->created_root()) rmdir(cgroups_->root().c_str());
+}
+
+std::string ProcessLauncher::CgroupNote() const { return cgroup_note_; }
 
 Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
   if (spec.key.empty()) return Status::InvalidArgument("launch: the key must not be empty");
@@ -180,48 +618,21 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
   if (spec.log_path.empty()) {
     return Status::InvalidArgument("launch " + spec.key + ": a log path is required");
   }
+  GF_RETURN_IF_ERROR(ValidateStrings(spec));
   if (parts_.count(spec.key)) {
     return Status::AlreadyExists("launch " + spec.key + ": a part with this key is running");
   }
+  const std::string& user = spec.user.empty() ? options_.default_user : spec.user;
+  GF_ASSIGN_OR_RETURN(RunAs run, ResolveUser(spec.key, user, options_.allow_root));
+  GF_ASSIGN_OR_RETURN(std::string workdir, CheckWorkdir(spec, options_.workdir_roots));
 
   ChildPlan plan;
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string_view kv(*e);
-    size_t eq = kv.find('=');
-    if (eq == std::string_view::npos) continue;
-    env[std::string(kv.substr(0, eq))] = std::string(kv.substr(eq + 1));
-  }
-
-  if (!spec.user.empty()) {
-    if (geteuid() != 0) {
-      return Status::FailedPrecondition("launch " + spec.key + ": running a job as user '" +
-                                        spec.user + "' needs the agent to run as root");
-    }
-    std::vector<char> buf(16384);
-    struct passwd pw;
-    struct passwd* found = nullptr;
-    int rc = getpwnam_r(spec.user.c_str(), &pw, buf.data(), buf.size(), &found);
-    if (rc != 0 || found == nullptr) {
-      return Status::FailedPrecondition("launch " + spec.key + ": unknown user '" + spec.user +
-                                        "'" + (rc != 0 ? ": " + ErrnoText(rc) : ""));
-    }
-    plan.switch_user = true;
-    plan.uid = pw.pw_uid;
-    plan.gid = pw.pw_gid;
-    // initgroups' list, computed here because initgroups itself is not safe after fork.
-    int n = 64;
-    plan.groups.resize(n);
-    while (getgrouplist(pw.pw_name, pw.pw_gid, plan.groups.data(), &n) < 0) {
-      plan.groups.resize(n);
-    }
-    plan.groups.resize(n);
-    env["HOME"] = pw.pw_dir;
-    env["USER"] = pw.pw_name;
-    env["LOGNAME"] = pw.pw_name;
-  }
+  plan.switch_user = run.switch_user;
+  plan.uid = run.uid;
+  plan.gid = run.gid;
+  plan.groups = run.groups;
+  std::map<std::string, std::string> env = BaseEnvironment(run);
   for (const auto& [k, v] : spec.env) env[k] = v;
-
   for (const auto& a : spec.argv) plan.argv_storage.push_back(a);
   for (auto& a : plan.argv_storage) plan.argv.push_back(a.data());
   plan.argv.push_back(nullptr);
@@ -229,22 +640,26 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
   for (auto& e : plan.env_storage) plan.envp.push_back(e.data());
   plan.envp.push_back(nullptr);
 
-  if (!spec.workdir.empty()) {
-    GF_ASSIGN_OR_RETURN(auto created, MakeDirs(spec.workdir));
+  if (!workdir.empty()) {
+    GF_ASSIGN_OR_RETURN(auto created, MakeDirs(workdir));
     if (plan.switch_user) {
       for (const auto& dir : created) {
         if (chown(dir.c_str(), plan.uid, plan.gid) < 0) {
-          return Status::Unavailable("chown " + dir.string() + " to " + spec.user + ": " +
+          return Status::Unavailable("chown " + dir.string() + " to " + run.name + ": " +
                                      ErrnoText(errno));
         }
       }
     }
-    plan.workdir = spec.workdir.c_str();
+    plan.workdir = workdir.c_str();
   }
 
-  std::filesystem::path log_dir = std::filesystem::path(spec.log_path).parent_path();
+  fs::path log_dir = fs::path(spec.log_path).parent_path();
   if (!log_dir.empty()) {
     GF_ASSIGN_OR_RETURN(auto unused, MakeDirs(log_dir));
+    (void)unused;
+  }
+  if (!options_.state_dir.empty()) {
+    GF_ASSIGN_OR_RETURN(auto unused, MakeDirs(options_.state_dir));
     (void)unused;
   }
   UniqueFd log_fd(LiftFd(open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)));
@@ -253,22 +668,73 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
   }
   UniqueFd null_fd(LiftFd(open("/dev/null", O_RDONLY | O_CLOEXEC)));
   if (null_fd.get() < 0) return Status::Unavailable("open /dev/null: " + ErrnoText(errno));
+
+  // The part's cgroup, removed again on every error from here until the part is recorded.
+  std::string cgroup;
+  auto drop_cgroup = [&] {
+    if (cgroup.empty()) return;
+    if (!RemoveCgroup(cgroup).ok()) cgroups_to_remove_.push_back(cgroup);
+  };
+  if (cgroups_) {
+    GF_ASSIGN_OR_RETURN(cgroup, cgroups_->CreatePart(spec.key, CgroupLimits{spec.memory_limit_mib,
+                                                                            spec.cpu_milli}));
+  }
+  int open_errno = 0;
+  auto open_in_cgroup = [&](const char* file, int flags) {
+    if (cgroup.empty()) return -1;
+    int fd = LiftFd(open((cgroup + file).c_str(), flags | O_CLOEXEC));
+    if (fd < 0 && open_errno == 0) open_errno = errno;
+    return fd;
+  };
+  UniqueFd join_fd(open_in_cgroup("/cgroup.procs", O_WRONLY));
+  UniqueFd procs_fd(open_in_cgroup("/cgroup.procs", O_RDONLY));
+  if (!cgroup.empty() && (join_fd.get() < 0 || procs_fd.get() < 0)) {
+    Status s = Status::Unavailable("open " + cgroup + "/cgroup.procs: " + ErrnoText(open_errno));
+    drop_cgroup();
+    return s;
+  }
+  UniqueFd kill_fd(open_in_cgroup("/cgroup.kill", O_WRONLY));  // kernels before 5.14 lack it
+  plan.cgroup_join_fd = join_fd.get();
+  plan.cgroup_procs_fd = procs_fd.get();
+  plan.cgroup_kill_fd = kill_fd.get();  // -1 on kernels without cgroup.kill
+
   int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) < 0) return Status::Unavailable("pipe: " + ErrnoText(errno));
+  if (pipe2(pipe_fds, O_CLOEXEC) < 0) {
+    Status s = Status::Unavailable("pipe: " + ErrnoText(errno));
+    drop_cgroup();
+    return s;
+  }
   UniqueFd err_read(LiftFd(pipe_fds[0]));
   UniqueFd err_write(LiftFd(pipe_fds[1]));
   if (err_read.get() < 0 || err_write.get() < 0) {
-    return Status::Unavailable("pipe: " + ErrnoText(errno));
+    Status s = Status::Unavailable("pipe: " + ErrnoText(errno));
+    drop_cgroup();
+    return s;
   }
   plan.log_fd = log_fd.get();
   plan.null_fd = null_fd.get();
   plan.err_fd = err_write.get();
+  plan.parent_pid = getpid();
+  plan.parent_death_signal = SIGRTMAX;
 
+  // Every signal blocked across the fork, so none of the agent's handlers runs in the shim
+  // before it has reset them; the shim unblocks once it is set up.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   pid_t pid = fork();
-  if (pid < 0) return Status::Unavailable("fork for " + spec.key + ": " + ErrnoText(errno));
-  if (pid == 0) RunChild(plan);
+  if (pid == 0) RunShim(plan);
+  int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) {
+    drop_cgroup();
+    return Status::Unavailable("fork for " + spec.key + ": " + ErrnoText(fork_errno));
+  }
 
   err_write.Reset();
+  join_fd.Reset();
+  procs_fd.Reset();
+  kill_fd.Reset();
   ChildError child_error{};
   size_t got = 0;
   while (got < sizeof child_error) {
@@ -279,30 +745,69 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
     got += static_cast<size_t>(n);
   }
   if (got > 0) {
-    // The child failed before exec and exits at once; reap it so no zombie stays behind.
+    // The shim or the job failed before exec; the shim exits at once (after reaping the job).
     ReapBlocking(pid);
+    drop_cgroup();
     if (got < sizeof child_error) {
       return Status::Internal("launch " + spec.key + ": short error report from the child");
     }
-    return Status::InvalidArgument(DescribeChildError(child_error, spec));
+    return Status::InvalidArgument(DescribeChildError(child_error, spec, run.name, cgroup));
   }
 
   Part part;
   part.key = spec.key;
   part.pid = pid;
   part.seq = next_seq_++;
+  part.cgroup = cgroup;
+  if (!options_.state_dir.empty()) {
+    PartRecord record;
+    record.pid = pid;
+    record.start_time = ProcessStartTime(pid).value_or(0);
+    record.pgid = pid;
+    record.cgroup = cgroup;
+    record.key = spec.key;
+    std::string path = (fs::path(options_.state_dir) /
+                        (CgroupNameForKey(spec.key) + "." + std::to_string(pid) + ".part")).string();
+    Status s = WriteRecord(path, record);
+    if (!s.ok()) {
+      // A part without a record could outlive a crash unnoticed: do not run it.
+      KillPart(part);
+      ReapBlocking(pid);
+      drop_cgroup();
+      return Status::Unavailable("launch " + spec.key + ": state record: " + s.message());
+    }
+    part.record = path;
+  }
   parts_.emplace(spec.key, std::move(part));
   return static_cast<int>(pid);
+}
+
+void ProcessLauncher::KillPart(const Part& part) {
+  if (!part.cgroup.empty()) KillCgroup(part.cgroup);
+  // The shim is not reaped until Poll, so its pid (the group id) cannot have been reused.
+  kill(-part.pid, SIGKILL);
+}
+
+void ProcessLauncher::RetryCgroupRemovals() {
+  std::vector<std::string> still_busy;
+  for (const std::string& dir : cgroups_to_remove_) {
+    if (RemoveCgroup(dir).ok()) continue;
+    KillCgroup(dir);
+    still_busy.push_back(dir);
+  }
+  cgroups_to_remove_ = std::move(still_busy);
 }
 
 Status ProcessLauncher::Signal(const std::string& key, int sig) {
   auto it = parts_.find(key);
   if (it == parts_.end()) return Status::NotFound("no running part " + key);
-  // The leader is not reaped until Poll, so its pid (the group id) cannot have been reused.
-  if (kill(-it->second.pid, sig) < 0 && errno != ESRCH) {
-    return Status::Internal("kill " + key + " (group " + std::to_string(it->second.pid) +
+  const Part& part = it->second;
+  if (kill(-part.pid, sig) < 0 && errno != ESRCH) {
+    return Status::Internal("kill " + key + " (group " + std::to_string(part.pid) +
                             "): " + ErrnoText(errno));
   }
+  // Processes that left the group (setsid) are still in the cgroup.
+  if (!part.cgroup.empty()) SignalCgroup(part.cgroup, sig, part.pid);
   return Status::Ok();
 }
 
@@ -324,17 +829,21 @@ std::vector<Exit> ProcessLauncher::Poll(Time now) {
   std::vector<Exit> exits;
   std::vector<std::string> done;
   for (const Part* part : order) {
-    // Look without reaping first: while the leader is a zombie its pid cannot be reused, so the
+    // Look without reaping first: while the shim is a zombie its pid cannot be reused, so the
     // group kill below cannot hit a stranger.
     siginfo_t info;
     std::memset(&info, 0, sizeof info);
     if (waitid(P_PID, part->pid, &info, WEXITED | WNOHANG | WNOWAIT) < 0 || info.si_pid == 0) {
       continue;
     }
-    kill(-part->pid, SIGKILL);  // whatever the leader left behind in its group
+    KillPart(*part);  // whatever the job left behind in its cgroup and group
     int status = 0;
     while (waitpid(part->pid, &status, 0) < 0 && errno == EINTR) {
     }
+    if (!part->cgroup.empty() && !RemoveCgroup(part->cgroup).ok()) {
+      cgroups_to_remove_.push_back(part->cgroup);  // killed processes still leaving; next Poll
+    }
+    if (!part->record.empty()) unlink(part->record.c_str());
     Exit e;
     e.key = part->key;
     e.pid = part->pid;
@@ -349,10 +858,11 @@ std::vector<Exit> ProcessLauncher::Poll(Time now) {
     done.push_back(part->key);
   }
   for (const auto& key : done) parts_.erase(key);
+  RetryCgroupRemovals();
 
   for (auto& [key, part] : parts_) {
     if (part.kill_at && *part.kill_at <= now && !part.killed) {
-      kill(-part.pid, SIGKILL);
+      KillPart(part);
       part.killed = true;
     }
   }
@@ -368,6 +878,82 @@ std::vector<Running> ProcessLauncher::List() const {
     return parts_.at(a.key).seq < parts_.at(b.key).seq;
   });
   return out;
+}
+
+std::vector<std::string> ProcessLauncher::KillLeftovers() {
+  std::vector<std::string> killed;
+  std::set<std::string> ours(cgroups_to_remove_.begin(), cgroups_to_remove_.end());
+  std::set<std::string> our_records;
+  for (const auto& [key, part] : parts_) {
+    if (!part.cgroup.empty()) ours.insert(part.cgroup);
+    if (!part.record.empty()) our_records.insert(part.record);
+  }
+  auto join_pids = [](const std::vector<int>& pids) {
+    std::string s;
+    for (int pid : pids) s += (s.empty() ? "" : ", ") + std::to_string(pid);
+    return s;
+  };
+
+  if (!options_.state_dir.empty()) {
+    std::error_code ec;
+    std::vector<fs::path> records;
+    for (fs::directory_iterator it(options_.state_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().extension() == ".part" && !our_records.count(it->path().string())) {
+        records.push_back(it->path());
+      }
+    }
+    std::sort(records.begin(), records.end());
+    for (const fs::path& path : records) {
+      std::optional<PartRecord> r = ReadRecord(path);
+      if (r) {
+        std::string what;
+        auto start = ProcessStartTime(r->pid);
+        if (start && *start == r->start_time) {
+          // The shim leads its group, so while it lives the group id is its own: no stranger's.
+          if (r->pgid == r->pid) kill(-r->pgid, SIGKILL);
+          kill(r->pid, SIGKILL);
+          what = "pid " + std::to_string(r->pid) + ", process group " + std::to_string(r->pgid);
+          // An agent that exec'ed itself afresh is still the shim's parent: reap it.
+          for (int i = 0; i < 2000; ++i) {
+            int rc = waitpid(r->pid, nullptr, WNOHANG);
+            if (rc == r->pid || (rc < 0 && errno != EINTR)) break;
+            Nap();
+          }
+        }
+        if (!r->cgroup.empty() && !ours.count(r->cgroup) && fs::exists(r->cgroup, ec)) {
+          bool populated = CgroupPopulated(r->cgroup);
+          std::vector<int> pids = KillCgroup(r->cgroup);
+          WaitCgroupEmptied(r->cgroup);
+          Status ignored = RemoveCgroup(r->cgroup);
+          (void)ignored;
+          if (populated) {
+            what += (what.empty() ? "" : ", ") + std::string("cgroup ") + r->cgroup +
+                    (pids.empty() ? "" : " (pids " + join_pids(pids) + ")");
+          }
+        }
+        if (!what.empty()) {
+          killed.push_back("killed part " + r->key + " left by an earlier agent (" + what + ")");
+        }
+      }
+      fs::remove(path, ec);
+    }
+  }
+
+  if (cgroups_) {
+    for (const std::string& dir : cgroups_->Children()) {
+      if (ours.count(dir)) continue;
+      bool populated = CgroupPopulated(dir);
+      std::vector<int> pids = KillCgroup(dir);
+      if (populated) {
+        WaitCgroupEmptied(dir);
+        killed.push_back("killed cgroup " + dir + " left by an earlier agent" +
+                         (pids.empty() ? "" : " (pids " + join_pids(pids) + ")"));
+      }
+      Status ignored = RemoveCgroup(dir);
+      (void)ignored;
+    }
+  }
+  return killed;
 }
 
 }  // namespace gpufleet::agent

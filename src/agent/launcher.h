@@ -1,24 +1,59 @@
 // ProcessLauncher: runs the parts of jobs on this node as real processes and tells the agent
 // when they end.
 //
-// Each part runs as the leader of its own session and process group (setsid), so a signal for
-// the part reaches every process it started: Signal, Stop and the SIGKILL after a stop's grace
-// go to the whole group (kill(-pgid, sig)). When a leader exits, whatever it left behind in its
-// group is killed before the leader is reaped: a part's processes end with it. (A process that
-// leaves the group with setsid/setpgid escapes this; containing those needs cgroups.)
+// Each part is two processes: a small supervising shim forked from the agent, and the job
+// itself, which the shim forks and execs. The shim
+//   - calls setsid: it leads the part's session and process group, and its pid is the part's
+//     pid (Launch's result, List, Exit.pid), so the job and what it starts share the group;
+//   - moves itself into the part's cgroup (below), so the job and all its descendants are born
+//     there;
+//   - asks the kernel for a signal (SIGRTMAX) when the thread that launched it dies
+//     (PR_SET_PDEATHSIG) and then SIGKILLs the part's whole cgroup (cgroup.kill) or, without
+//     cgroups, its process group: a `kill -9` of the agent takes its jobs with it, nothing is
+//     left running unsupervised (so SIGRTMAX sent to a part kills it);
+//   - ignores the signals a graceful stop sends to the group (SIGTERM, SIGINT, SIGHUP, SIGQUIT,
+//     SIGUSR1, SIGUSR2, and every other catchable signal that would end or stop it, except the
+//     fault signals of its own code), so it outlives the job to report how the job ended;
+//     SIGKILL still ends it;
+//   - waits for the job and ends the way the job ended: the same exit code, or the same signal
+//     raised against itself (with core dumps off). Exit.exit_code and Exit.signal are the job's.
+// The job starts with default signal dispositions and an empty mask, stdin from /dev/null,
+// stdout and stderr appended to the log, no other descriptors, in its workdir, as its user.
 //
-// Time comes in as a parameter: Stop records a deadline, and Poll(now) sends SIGKILL to groups
-// whose deadline has passed. The launcher reads no clock, so the caller decides how time moves.
+// Containment. With cgroup v2 (the default where it can be used, see LauncherOptions) each part
+// has a cgroup of its own: Signal reaches every process in it, including those that left the
+// group with setsid or a double fork; the SIGKILL after a stop's grace and the clean-up once the
+// shim has exited kill the whole cgroup; memory and CPU limits apply where the cgroup offers the
+// controllers. Without cgroups the process group is all there is: a process that calls setsid
+// escapes stop and clean-up. CgroupNote() says which applies on this node and why.
+//
+// The job's environment is not the agent's (which may hold the agent's credentials). It gets:
+//   PATH                         the agent's PATH, or "/usr/local/bin:/usr/bin:/bin" when unset
+//   LANG, LANGUAGE, LC_*, TZ, TMPDIR   the agent's values, where set
+//   HOME, USER, LOGNAME, SHELL   from the passwd entry of the user the part runs as
+// and then LaunchSpec.env on top (which may override any of them).
+//
+// Users. A part runs as LaunchSpec.user, else LauncherOptions.default_user, else as the agent's
+// own user. A part that would run as uid 0 is refused unless LauncherOptions.allow_root. An
+// agent that is not root runs every part as itself and refuses any other user.
+//
+// Time comes in as a parameter: Stop records a deadline, and Poll(now) SIGKILLs the parts whose
+// deadline has passed. The launcher reads no clock, so the caller decides how time moves.
 //
 // Children are reaped by pid (waitpid(pid, WNOHANG)), never with waitpid(-1): other children of
-// the process are left alone. The destructor kills and reaps every part still running.
+// the process are left alone. The destructor kills and reaps every part still running and
+// removes their cgroups.
 //
-// Thread-safety: not thread-safe; one thread (the agent loop) owns a launcher. Launch is safe to
-// call in a multithreaded process: between fork and exec the child uses async-signal-safe calls
-// only, on data prepared before the fork.
+// Thread-safety: not thread-safe; calls must not overlap (one owning thread, or a mutex). The
+// thread that calls Launch must outlive the parts it launched: the kernel's parent-death signal
+// follows the thread that forked the shim, not the process, so a launching thread that exits
+// kills its parts. Launch is safe to call in a multithreaded process: between fork and exec the
+// shim and the job use async-signal-safe calls only, on data prepared before the fork.
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,17 +63,50 @@
 
 namespace gpufleet::agent {
 
+class CgroupTree;
+
+struct LauncherOptions {
+  // The user (name) a part runs as when its LaunchSpec.user is empty; "" = the agent's own user.
+  std::string default_user;
+  // Let parts run as uid 0 (the user root, any other uid-0 account, or the agent's own user when
+  // the agent is root and no user is given). Off by default: a job then fails to launch with
+  // FailedPrecondition instead of running as root.
+  bool allow_root = false;
+  // When not empty, a part's workdir (when it has one) must lie in one of these directories,
+  // compared after resolving "..", "." and the symlinks of the part of the path that exists.
+  std::vector<std::string> workdir_roots;
+  // The cgroup v2 directory under which each part gets a cgroup. "" = <the cgroup2 mount><this
+  // process's cgroup>/gpufleet/<name>; "off" = no cgroups, process groups only; an absolute path
+  // = that directory (created when missing). When cgroups cannot be used (no cgroup2 mount, no
+  // permission, read-only), the launcher falls back to process groups; see CgroupNote().
+  std::string cgroup_root;
+  // Names this launcher's automatic cgroup root, so that two launchers in one process (the
+  // agents of a dev cluster) get separate subtrees; "" = "default". KillLeftovers treats every
+  // cgroup under the root as its own, so two live launchers must not share a root.
+  std::string name;
+  // When set, a small record per running part (pid, the pid's start time, process group,
+  // cgroup) is kept in this directory from launch until the part is reaped, so that
+  // KillLeftovers can find the parts of an agent that died without cleaning up.
+  std::string state_dir;
+};
+
 struct LaunchSpec {
   std::string key;                 // the caller's name for the part ("job-42/0"); unique while running
   std::vector<std::string> argv;   // argv[0] is looked up in PATH (execvp); must not be empty
   std::string workdir;             // created (with parents) if missing; empty = the agent's cwd
-  std::map<std::string, std::string> env;  // added to (and overriding) the agent's environment
-  // Run as this user (name): groups from initgroups' rules, then setgid, setuid; HOME, USER and
-  // LOGNAME follow the user unless `env` sets them. Needs the agent to run as root. Empty = run as
-  // the agent's own user. A workdir the launcher creates is handed to the user (chown).
+  // Added to (and overriding) the environment described at the top of this file. Keys must be
+  // non-empty and free of '='; no key or value, and no argv entry, may contain a NUL byte.
+  std::map<std::string, std::string> env;
+  // Run as this user (name): groups from initgroups' rules, then setgid, setuid. Empty = the
+  // launcher's default_user. Switching users needs the agent to run as root. A workdir the
+  // launcher creates is handed to the user (chown).
   std::string user;
   // stdout and stderr are appended here (created with parents, mode 0644). Required.
   std::string log_path;
+  // Caps for the part's cgroup (memory.max, cpu.max); 0 = none. Applied only where the cgroup
+  // offers the controller (CgroupNote() says whether it does); ignored otherwise.
+  int64_t memory_limit_mib = 0;
+  int64_t cpu_milli = 0;  // thousandths of a CPU: 1500 = one and a half CPUs
 };
 
 // How a part ended.
@@ -58,39 +126,58 @@ struct Exit {
 
 struct Running {
   std::string key;
-  int pid = 0;                  // also the process group id
+  int pid = 0;                  // the shim's pid, also the process group id
   bool stopping = false;        // Stop was called
   std::optional<Time> kill_at;  // when Poll sends SIGKILL, for a part being stopped
 };
 
 class ProcessLauncher {
  public:
-  ProcessLauncher() = default;
+  explicit ProcessLauncher(LauncherOptions options = {});
   ~ProcessLauncher();
   ProcessLauncher(const ProcessLauncher&) = delete;
   ProcessLauncher& operator=(const ProcessLauncher&) = delete;
 
-  // Starts the part and returns its pid once exec has succeeded. Errors: InvalidArgument (empty
-  // key or argv, no log path), AlreadyExists (key still running), FailedPrecondition (a user is
-  // set but the agent is not root; unknown user), Unavailable (the log or workdir cannot be
-  // made; fork failed) and InvalidArgument for a failure in the child before exec, with what
-  // failed: "exec python3: No such file or directory", "chdir /data/run: Permission denied".
+  // Starts the part and returns its pid once the job's exec has succeeded. Errors, with nothing
+  // left running: InvalidArgument (empty key or argv, no log path, a NUL byte in argv or env, a
+  // bad env key, a negative limit, a workdir outside the allowed roots), AlreadyExists (key
+  // still running), FailedPrecondition (unknown user; a user other than the agent's own when
+  // the agent is not root; uid 0 without allow_root), Unavailable (the log, workdir, state
+  // record or cgroup cannot be made; fork failed) and InvalidArgument for a failure in the
+  // shim or the job before exec, with what failed: "exec python3: No such file or directory",
+  // "chdir /data/run: Permission denied".
   Result<int> Launch(const LaunchSpec& spec);
 
-  // Sends `sig` to the part's whole process group. NotFound for an unknown key.
+  // Sends `sig` to the part's process group and to every other process in its cgroup (each
+  // process once). The shim ignores the usual stop signals, so the part's pid stays until Poll
+  // reaps it. NotFound for an unknown key.
   Status Signal(const std::string& key, int sig);
 
-  // Sends `sig` to the group now; if the part is still running at `now + grace`, Poll kills the
-  // group with SIGKILL. A second Stop sends its signal again and keeps the earlier deadline when
-  // that is sooner. NotFound for an unknown key.
+  // Signals the part now; if it is still running at `now + grace`, Poll SIGKILLs its cgroup and
+  // group. A second Stop sends its signal again and keeps the earlier deadline when that is
+  // sooner. NotFound for an unknown key.
   Status Stop(const std::string& key, int sig, Duration grace, Time now);
 
-  // Reaps the parts that have ended (without blocking), then sends SIGKILL to the groups whose
-  // stop deadline is at or before `now`. Returns the ended parts in launch order.
+  // Reaps the parts that have ended (without blocking) and kills whatever they left in their
+  // cgroup and group, then SIGKILLs the parts whose stop deadline is at or before `now`.
+  // Returns the ended parts in launch order.
   std::vector<Exit> Poll(Time now);
 
   // The parts not yet reaped, in launch order.
   std::vector<Running> List() const;
+
+  // For an agent that starts again after a crash: SIGKILLs and removes every cgroup under this
+  // launcher's cgroup root that holds a part this launcher did not start, and every process
+  // group whose record in state_dir names a pid that still runs with the recorded start time
+  // (so a reused pid is never hit). Records and cgroups of parts that are gone are removed
+  // quietly. Returns one line per thing killed. Blocks briefly (bounded) while killed cgroups
+  // empty out.
+  std::vector<std::string> KillLeftovers();
+
+  // Whether parts are contained by cgroups and whether limits are enforced, and why not:
+  // "cgroup v2 at /sys/fs/cgroup/unified/gpufleet/dev-1: parts are contained; memory/cpu limits
+  // not enforced: the cgroup offers no memory or cpu controller".
+  std::string CgroupNote() const;
 
  private:
   struct Part {
@@ -100,8 +187,17 @@ class ProcessLauncher {
     bool stopping = false;
     std::optional<Time> kill_at;
     bool killed = false;
+    std::string cgroup;  // the part's cgroup directory; empty without cgroups
+    std::string record;  // the state record's path; empty without a state_dir
   };
+  void KillPart(const Part& part);
+  void RetryCgroupRemovals();
+
+  LauncherOptions options_;
+  std::unique_ptr<CgroupTree> cgroups_;  // null when parts are not put in cgroups
+  std::string cgroup_note_;
   std::map<std::string, Part> parts_;
+  std::vector<std::string> cgroups_to_remove_;  // of reaped parts, still busy at the time
   uint64_t next_seq_ = 0;
 };
 

@@ -1,10 +1,14 @@
-// Tests of ProcessLauncher with real processes (sh, sleep, env). Each test waits for the real
-// process to end with a bounded loop on Poll (at most 10 s), not with a sleep of a guessed length.
+// Tests of ProcessLauncher with real processes (sh, sleep, env, setsid). Each test waits for the
+// real process to end with a bounded loop on Poll (at most 10 s), not with a sleep of a guessed
+// length. The tests that need cgroups (processes that leave their group) skip themselves where
+// CgroupNote() says cgroups cannot be used; those about users skip themselves when not root.
 #include "agent/launcher.h"
 
+#include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,10 +19,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "agent/cgroup.h"
+
 namespace gpufleet::agent {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace fs = std::filesystem;
 
@@ -63,16 +70,64 @@ bool WaitGone(int pid) {
   return false;
 }
 
+// The lines KEY=VALUE of `env`'s output.
+std::map<std::string, std::string> EnvLines(const std::string& text) {
+  std::map<std::string, std::string> env;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    size_t eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+bool UsesCgroups(const ProcessLauncher& launcher) {
+  return launcher.CgroupNote().rfind("cgroup v2 at ", 0) == 0;
+}
+
+// Reads one int from `fd`, as a helper process writes it; -1 when the pipe closes first.
+int ReadInt(int fd) {
+  int value = -1;
+  size_t got = 0;
+  while (got < sizeof value) {
+    ssize_t n = read(fd, reinterpret_cast<char*>(&value) + got, sizeof value - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    got += static_cast<size_t>(n);
+  }
+  return value;
+}
+
+void WriteInt(int fd, int value) {
+  ssize_t unused = write(fd, &value, sizeof value);
+  (void)unused;
+}
+
 class ProcessLauncherTest : public ::testing::Test {
  protected:
+  ProcessLauncherTest()
+      : name_("launcher_test_" + std::to_string(getpid()) + "_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name()),
+        dir_(fs::temp_directory_path() / name_),
+        launcher_(Options()) {}
+
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("launcher_test_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
+    fs::permissions(dir_, fs::perms::all);  // the tests that run jobs as nobody write here
   }
   void TearDown() override { fs::remove_all(dir_); }
+
+  // Most tests are not about users, so the fixture's launcher may run jobs as the test's own
+  // user, root included; the tests about users make launchers of their own. A launcher made
+  // with another `suffix` gets a cgroup root of its own.
+  LauncherOptions Options(const std::string& suffix = "") const {
+    LauncherOptions o;
+    o.allow_root = true;
+    o.name = name_ + suffix;
+    o.state_dir = (dir_ / "state").string();
+    return o;
+  }
 
   LaunchSpec Spec(const std::string& key, std::vector<std::string> argv) {
     LaunchSpec s;
@@ -87,15 +142,29 @@ class ProcessLauncherTest : public ::testing::Test {
   }
 
   // Polls at `now` until `n` parts have ended, for at most 10 s of real time.
-  std::vector<Exit> PollUntil(size_t n, Time now = Time::FromSeconds(100)) {
+  static std::vector<Exit> PollUntil(ProcessLauncher& launcher, size_t n,
+                                     Time now = Time::FromSeconds(100)) {
     std::vector<Exit> all;
     for (int i = 0; i < 2000 && all.size() < n; ++i) {
-      for (Exit& e : launcher_.Poll(now)) all.push_back(std::move(e));
+      for (Exit& e : launcher.Poll(now)) all.push_back(std::move(e));
       if (all.size() < n) ShortNap();
     }
     return all;
   }
+  std::vector<Exit> PollUntil(size_t n, Time now = Time::FromSeconds(100)) {
+    return PollUntil(launcher_, n, now);
+  }
 
+  std::vector<std::string> PartRecords() const {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir_ / "state", ec)) {
+      if (entry.path().extension() == ".part") out.push_back(entry.path().string());
+    }
+    return out;
+  }
+
+  std::string name_;
   fs::path dir_;
   ProcessLauncher launcher_;
 };
@@ -128,15 +197,15 @@ TEST_F(ProcessLauncherTest, ReportsDeathBySignal) {
   EXPECT_EQ(exits[0].Describe(), "killed by signal 11 (SIGSEGV)");
 }
 
-TEST_F(ProcessLauncherTest, ChildSeesEnvironmentAndWorkdirAndOwnProcessGroup) {
-  // Given extra variables and a workdir that does not exist yet, expect the child to run in the
-  // created workdir with the variables, the agent's PATH, stdin from /dev/null, as the leader of
-  // its own process group.
+TEST_F(ProcessLauncherTest, ChildSeesEnvironmentAndWorkdirAndProcessGroupOfThePart) {
+  // Given extra variables and a workdir that does not exist yet, expect the job to run in the
+  // created workdir with the variables (overriding the agent's), stdin from /dev/null, as a
+  // child of the part's pid (the shim) in the process group that pid leads.
   setenv("GPUFLEET_LAUNCHER_TEST_INHERITED", "from-agent", 1);
   LaunchSpec spec = Shell("env", R"sh(echo "cwd=$(pwd)"; echo "job=$JOB_ID"; )sh"
                                  R"sh(echo "inherited=$GPUFLEET_LAUNCHER_TEST_INHERITED"; )sh"
                                  R"sh(echo "stdin=$(cat | wc -c)"; )sh"
-                                 R"sh(echo "pgid=$(cut -d' ' -f5 /proc/$$/stat)"; echo "pid=$$")sh");
+                                 R"sh(echo "pgid=$(cut -d' ' -f5 /proc/$$/stat)"; echo "ppid=$PPID")sh");
   spec.workdir = (dir_ / "deep" / "work" / "dir").string();
   spec.env = {{"JOB_ID", "42"}, {"GPUFLEET_LAUNCHER_TEST_INHERITED", "overridden"}};
   auto pid = launcher_.Launch(spec);
@@ -148,8 +217,35 @@ TEST_F(ProcessLauncherTest, ChildSeesEnvironmentAndWorkdirAndOwnProcessGroup) {
   EXPECT_THAT(log, HasSubstr("job=42\n"));
   EXPECT_THAT(log, HasSubstr("inherited=overridden\n"));
   EXPECT_THAT(log, HasSubstr("stdin=0\n"));
-  EXPECT_THAT(log, HasSubstr("pid=" + std::to_string(*pid) + "\n"));
+  EXPECT_THAT(log, HasSubstr("ppid=" + std::to_string(*pid) + "\n"));
   EXPECT_THAT(log, HasSubstr("pgid=" + std::to_string(*pid) + "\n"));
+}
+
+TEST_F(ProcessLauncherTest, JobDoesNotSeeTheAgentsEnvironment) {
+  // Given a secret and a locale variable in the agent's environment, expect the job to see the
+  // locale variable, PATH, HOME, USER and its own variables, and not the secret.
+  setenv("GPUFLEET_JOIN_TOKEN", "secret", 1);
+  setenv("LC_GPUFLEET_TEST", "kept", 1);
+  LaunchSpec spec = Spec("env", {"env"});
+  spec.env = {{"JOB_ID", "42"}};
+  auto pid = launcher_.Launch(spec);
+  unsetenv("GPUFLEET_JOIN_TOKEN");
+  unsetenv("LC_GPUFLEET_TEST");
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  ASSERT_EQ(PollUntil(1).size(), 1u);
+  std::string log = ReadFile(spec.log_path);
+  EXPECT_THAT(log, Not(HasSubstr("GPUFLEET_JOIN_TOKEN")));
+  EXPECT_THAT(log, Not(HasSubstr("secret")));
+  std::map<std::string, std::string> env = EnvLines(log);
+  EXPECT_FALSE(env["PATH"].empty());
+  EXPECT_EQ(env["JOB_ID"], "42");
+  EXPECT_EQ(env["LC_GPUFLEET_TEST"], "kept");
+  struct passwd* pw = getpwuid(geteuid());
+  if (pw != nullptr) {
+    EXPECT_EQ(env["HOME"], pw->pw_dir);
+    EXPECT_EQ(env["USER"], pw->pw_name);
+    EXPECT_EQ(env["LOGNAME"], pw->pw_name);
+  }
 }
 
 TEST_F(ProcessLauncherTest, AppendsStdoutAndStderrToTheLog) {
@@ -272,13 +368,14 @@ TEST_F(ProcessLauncherTest, StopKillsAfterGraceWhenTermIsIgnored) {
 }
 
 TEST_F(ProcessLauncherTest, RunsAsConfiguredUserOnlyWhenRoot) {
-  // Given user "nobody", expect the child to run with nobody's uid when the agent is root, and
-  // a clear error otherwise.
+  // Given user "nobody", expect the child to run with nobody's uid when the agent is root; when
+  // it is not, expect a clear error for a user other than its own (root here).
   LaunchSpec spec = Shell("user", "id -u; echo \"home=$HOME\"");
   spec.user = "nobody";
   spec.workdir = (dir_ / "nobody-work").string();
   fs::permissions(dir_, fs::perms::all);  // let nobody reach its workdir
   if (geteuid() != 0) {
+    spec.user = "root";
     auto r = launcher_.Launch(spec);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
@@ -299,6 +396,19 @@ TEST_F(ProcessLauncherTest, RunsAsConfiguredUserOnlyWhenRoot) {
   EXPECT_EQ(st.st_uid, pw->pw_uid);  // the workdir it created belongs to the user
 }
 
+TEST_F(ProcessLauncherTest, AgentThatIsNotRootRunsPartsAsItselfEvenByName) {
+  // Given an agent that is not root and a part naming the agent's own user, expect it to run.
+  if (geteuid() == 0) GTEST_SKIP() << "needs the test to run as a user other than root";
+  struct passwd* pw = getpwuid(geteuid());
+  if (pw == nullptr) GTEST_SKIP() << "the test's uid has no passwd entry";
+  LaunchSpec spec = Shell("self", "id -u");
+  spec.user = pw->pw_name;
+  auto r = launcher_.Launch(spec);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(PollUntil(1).size(), 1u);
+  EXPECT_EQ(ReadFile(spec.log_path), std::to_string(geteuid()) + "\n");
+}
+
 TEST_F(ProcessLauncherTest, UnknownUserIsAnError) {
   // Given a user that does not exist, expect an error naming it (or the not-root error).
   LaunchSpec spec = Shell("user", "true");
@@ -312,15 +422,370 @@ TEST_F(ProcessLauncherTest, UnknownUserIsAnError) {
 }
 
 TEST_F(ProcessLauncherTest, DestructorKillsWhatIsStillRunning) {
-  // Given a launcher going away with a part still running, expect the part's group killed.
+  // Given a launcher going away with a part still running, expect the part killed and, with
+  // cgroups, the part's cgroup and the launcher's root removed.
   int pid = 0;
+  std::string root;
   {
-    ProcessLauncher launcher;
+    ProcessLauncher launcher(Options("-gone"));
+    if (UsesCgroups(launcher)) root = CgroupTree::AutoRoot(name_ + "-gone").value();
     auto r = launcher.Launch(Spec("long", {"sleep", "100"}));
     ASSERT_TRUE(r.ok());
     pid = *r;
   }
   EXPECT_TRUE(ProcessGone(pid));
+  if (!root.empty()) {
+    EXPECT_FALSE(fs::exists(root)) << root;
+  }
+}
+
+TEST_F(ProcessLauncherTest, RootIsRefusedUnlessAllowed) {
+  // Given an agent running as root, expect a part with no user (and no default user), and one
+  // for the user root, refused with a message that says what to do; with allow_root, expect the
+  // job to run as uid 0.
+  if (geteuid() != 0) GTEST_SKIP() << "needs the test to run as root";
+  LauncherOptions strict_options;
+  strict_options.name = name_ + "-strict";
+  ProcessLauncher strict(strict_options);
+  auto r = strict.Launch(Shell("job-42/0", "id -u"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.status().message(),
+            "refusing to run job-42/0 as root (uid 0): run the agent with --job-user USER, or "
+            "--allow-root-jobs");
+  LaunchSpec named = Shell("job-42/1", "id -u");
+  named.user = "root";
+  r = strict.Launch(named);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("as root (uid 0)"));
+  EXPECT_TRUE(strict.List().empty());
+
+  ASSERT_TRUE(launcher_.Launch(named).ok());  // the fixture's launcher allows root
+  ASSERT_EQ(PollUntil(1).size(), 1u);
+  EXPECT_EQ(ReadFile(named.log_path), "0\n");
+}
+
+TEST_F(ProcessLauncherTest, DefaultUserRunsPartsWithoutAUser) {
+  // Given a root agent with default_user nobody, expect a part without a user to run with
+  // nobody's uid, HOME and USER.
+  if (geteuid() != 0) GTEST_SKIP() << "needs the test to run as root";
+  struct passwd* pw = getpwnam("nobody");
+  if (pw == nullptr) GTEST_SKIP() << "no user 'nobody' on this machine";
+  const uid_t nobody_uid = pw->pw_uid;
+  const std::string nobody_home = pw->pw_dir;
+  LauncherOptions options;
+  options.name = name_ + "-nobody";
+  options.default_user = "nobody";
+  ProcessLauncher launcher(options);
+  LaunchSpec spec = Shell("job", "id -u; echo \"home=$HOME user=$USER\"");
+  auto r = launcher.Launch(spec);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<Exit> exits = PollUntil(launcher, 1);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].exit_code, 0) << ReadFile(spec.log_path);
+  EXPECT_EQ(ReadFile(spec.log_path),
+            std::to_string(nobody_uid) + "\nhome=" + nobody_home + " user=nobody\n");
+}
+
+TEST_F(ProcessLauncherTest, NulBytesAndBadVariableNamesAreRefused) {
+  // Given a NUL byte in an argument or a variable, an empty variable name, or one with '=',
+  // expect InvalidArgument each and nothing started.
+  const fs::path marker = dir_ / "ran";
+  LaunchSpec nul_arg = Shell("nul-arg", "touch " + marker.string());
+  nul_arg.argv.push_back(std::string("x\0y", 3));
+  auto r = launcher_.Launch(nul_arg);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("argv[3] contains a NUL byte"));
+
+  LaunchSpec nul_value = Shell("nul-value", "touch " + marker.string());
+  nul_value.env = {{"A", std::string("1\0 2", 4)}};
+  r = launcher_.Launch(nul_value);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("contains a NUL byte"));
+
+  LaunchSpec nul_name = Shell("nul-name", "touch " + marker.string());
+  nul_name.env = {{std::string("A\0B", 3), "1"}};
+  EXPECT_EQ(launcher_.Launch(nul_name).status().code(), StatusCode::kInvalidArgument);
+
+  LaunchSpec empty_name = Shell("empty-name", "touch " + marker.string());
+  empty_name.env = {{"", "1"}};
+  EXPECT_EQ(launcher_.Launch(empty_name).status().code(), StatusCode::kInvalidArgument);
+
+  LaunchSpec equals = Shell("equals", "touch " + marker.string());
+  equals.env = {{"A=B", "1"}};
+  r = launcher_.Launch(equals);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("'A=B' contains '='"));
+
+  EXPECT_TRUE(launcher_.List().empty());
+  EXPECT_TRUE(launcher_.Poll(Time::FromSeconds(1)).empty());
+  EXPECT_FALSE(fs::exists(marker));
+}
+
+TEST_F(ProcessLauncherTest, WorkdirMustLieUnderAnAllowedRoot) {
+  // Given allowed roots, expect a workdir outside them refused (plainly, through "..", or
+  // through a symlink) with nothing created, and one inside them used.
+  const fs::path jobs = dir_ / "jobs";
+  fs::create_directories(jobs);
+  fs::create_directories(dir_ / "elsewhere");
+  fs::create_directory_symlink(dir_ / "elsewhere", jobs / "link");
+  LauncherOptions options = Options();
+  options.workdir_roots = {jobs.string(), "/gpufleet-no-such-root"};
+  ProcessLauncher launcher(options);
+
+  LaunchSpec outside = Shell("out", "pwd");
+  outside.workdir = "/etc";
+  auto r = launcher.Launch(outside);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "launch out: workdir /etc is outside the allowed roots (" +
+                                      jobs.string() + ", /gpufleet-no-such-root)");
+
+  LaunchSpec dotdot = Shell("dotdot", "pwd");
+  dotdot.workdir = (jobs / ".." / "escape").string();
+  EXPECT_EQ(launcher.Launch(dotdot).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(dir_ / "escape"));
+
+  LaunchSpec through_link = Shell("link", "pwd");
+  through_link.workdir = (jobs / "link" / "run").string();
+  EXPECT_EQ(launcher.Launch(through_link).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(dir_ / "elsewhere" / "run"));
+
+  LaunchSpec inside = Shell("in", "pwd");
+  inside.workdir = (jobs / "a" / ".." / "b" / "run").string();
+  r = launcher.Launch(inside);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(PollUntil(launcher, 1).size(), 1u);
+  EXPECT_EQ(ReadFile(inside.log_path), fs::weakly_canonical(jobs / "b" / "run").string() + "\n");
+}
+
+TEST_F(ProcessLauncherTest, JobRunsInACgroupOfItsOwn) {
+  // Given cgroups, expect the job in <root>/<key with unsafe characters replaced>, with its
+  // memory and cpu limits written where the cgroup offers the controllers, and the cgroup gone
+  // once the part has been reaped.
+  if (!UsesCgroups(launcher_)) GTEST_SKIP() << launcher_.CgroupNote();
+  auto mount = FindCgroup2Mount(ReadFile("/proc/self/mountinfo"));
+  ASSERT_TRUE(mount.ok());
+  const std::string dir = CgroupTree::AutoRoot(name_).value() + "/job-42.a1.p0_0";
+  fs::path ready = dir_ / "cgroup";
+  LaunchSpec spec = Shell("job-42.a1.p0#0", "sed -n 's/^0:://p' /proc/self/cgroup > " +
+                                                ready.string() + "; exec sleep 100");
+  spec.memory_limit_mib = 64;
+  spec.cpu_milli = 500;
+  ASSERT_TRUE(launcher_.Launch(spec).ok());
+  ASSERT_TRUE(WaitForFile(ready));
+  std::string own = ReadFile(ready);
+  if (!own.empty() && own.back() == '\n') own.pop_back();
+  fs::path rel = fs::path(own).lexically_relative(mount->root);
+  EXPECT_EQ((fs::path(mount->mount_point) / rel).lexically_normal().string(), dir);
+  const std::string note = launcher_.CgroupNote();
+  if (note.find("memory and cpu limits enforced") != std::string::npos ||
+      note.find("memory limits enforced") != std::string::npos) {
+    EXPECT_EQ(ReadFile(dir + "/memory.max"), "67108864\n");
+  }
+  if (note.find("memory and cpu limits enforced") != std::string::npos ||
+      note.find("cpu limits enforced") != std::string::npos) {
+    EXPECT_EQ(ReadFile(dir + "/cpu.max"), "50000 100000\n");
+  }
+  ASSERT_TRUE(launcher_.Signal(spec.key, SIGKILL).ok());
+  ASSERT_EQ(PollUntil(1).size(), 1u);
+  for (int i = 0; i < 2000 && fs::exists(dir); ++i) {
+    launcher_.Poll(Time::FromSeconds(100));  // a busy cgroup is removed by a later Poll
+    ShortNap();
+  }
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+TEST_F(ProcessLauncherTest, StopKillsProcessesThatLeftTheGroup) {
+  // Given a part that double-forks a process into a session of its own that ignores SIGTERM,
+  // expect Stop with no grace to kill it too once Poll sees the deadline.
+  if (!UsesCgroups(launcher_)) GTEST_SKIP() << launcher_.CgroupNote();
+  fs::path pidfile = dir_ / "escaped.pid";
+  std::string script = "setsid sh -c 'trap \"\" TERM; echo $$ > " + pidfile.string() +
+                       "; exec sleep 1000' & wait";
+  ASSERT_TRUE(launcher_.Launch(Shell("escape", script)).ok());
+  ASSERT_TRUE(WaitForFile(pidfile));
+  int escaped = std::stoi(ReadFile(pidfile));
+  ASSERT_FALSE(ProcessGone(escaped));
+  const Time t0 = Time::FromSeconds(1000);
+  ASSERT_TRUE(launcher_.Stop("escape", SIGTERM, Duration::Zero(), t0).ok());
+  std::vector<Exit> exits = PollUntil(1, t0);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_TRUE(exits[0].stopped);
+  EXPECT_TRUE(WaitGone(escaped));
+}
+
+TEST_F(ProcessLauncherTest, ProcessesThatLeftTheGroupDieWithTheJob) {
+  // Given a job that exits 0 and leaves behind a process in a session of its own, expect the
+  // exit reported and that process killed.
+  if (!UsesCgroups(launcher_)) GTEST_SKIP() << launcher_.CgroupNote();
+  fs::path pidfile = dir_ / "escaped.pid";
+  std::string script = "setsid sh -c 'echo $$ > " + pidfile.string() + ".tmp; mv " +
+                       pidfile.string() + ".tmp " + pidfile.string() + "; exec sleep 1000' &"
+                       " while [ ! -s " + pidfile.string() + " ]; do sleep 0.01; done";
+  ASSERT_TRUE(launcher_.Launch(Shell("orphan", script)).ok());
+  std::vector<Exit> exits = PollUntil(1);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].exit_code, 0);
+  ASSERT_TRUE(WaitForFile(pidfile));
+  EXPECT_TRUE(WaitGone(std::stoi(ReadFile(pidfile))));
+}
+
+TEST_F(ProcessLauncherTest, CheckpointSignalReachesProcessesThatLeftTheGroup) {
+  // Given a part whose checkpointing process runs in a session of its own and saves on
+  // SIGTERM, expect Signal to reach it.
+  if (!UsesCgroups(launcher_)) GTEST_SKIP() << launcher_.CgroupNote();
+  fs::path ready = dir_ / "ready", ckpt = dir_ / "ckpt";
+  std::string script = "setsid sh -c 'trap \"echo saved > " + ckpt.string() +
+                       "; exit 0\" TERM; echo up > " + ready.string() +
+                       "; while :; do sleep 0.01; done' & wait";
+  ASSERT_TRUE(launcher_.Launch(Shell("ckpt", script)).ok());
+  ASSERT_TRUE(WaitForFile(ready));
+  ASSERT_TRUE(launcher_.Signal("ckpt", SIGTERM).ok());
+  ASSERT_TRUE(WaitForFile(ckpt));  // before Poll, which kills what the part leaves behind
+  EXPECT_EQ(ReadFile(ckpt), "saved\n");
+  std::vector<Exit> exits = PollUntil(1);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].signal, SIGTERM);  // the job's own death, reported through the shim
+}
+
+TEST_F(ProcessLauncherTest, KillingTheAgentKillsItsParts) {
+  // Given a helper process standing in for the agent that launched a part with a background
+  // sleep, expect SIGKILL to the helper to take the part's shim and the sleep with it.
+  fs::path pidfile = dir_ / "sleep.pid";
+  LaunchSpec spec = Shell("orphaned", "sleep 1000 & echo $! > " + pidfile.string() + "; wait");
+  LauncherOptions options = Options();
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  pid_t agent = fork();
+  ASSERT_GE(agent, 0);
+  if (agent == 0) {
+    close(report[0]);
+    ProcessLauncher launcher(options);
+    auto r = launcher.Launch(spec);
+    WriteInt(report[1], r.ok() ? *r : -1);
+    for (;;) pause();
+  }
+  close(report[1]);
+  int shim = ReadInt(report[0]);
+  close(report[0]);
+  ASSERT_GT(shim, 0);
+  ASSERT_TRUE(WaitForFile(pidfile));
+  int sleep_pid = std::stoi(ReadFile(pidfile));
+  EXPECT_FALSE(ProcessGone(sleep_pid));
+  ASSERT_EQ(kill(agent, SIGKILL), 0);
+  ASSERT_EQ(waitpid(agent, nullptr, 0), agent);
+  EXPECT_TRUE(WaitGone(shim));
+  EXPECT_TRUE(WaitGone(sleep_pid));
+  launcher_.KillLeftovers();  // the helper's records and empty cgroup
+  EXPECT_TRUE(PartRecords().empty());
+}
+
+TEST_F(ProcessLauncherTest, KillLeftoversKillsAStrayCgroupAndSparesItsOwnParts) {
+  // Given a running part of this launcher and a cgroup under its root that it did not make,
+  // holding a process, expect KillLeftovers to kill that process, remove that cgroup, say so,
+  // and leave the part alone.
+  if (!UsesCgroups(launcher_)) GTEST_SKIP() << launcher_.CgroupNote();
+  auto mine = launcher_.Launch(Spec("mine", {"sleep", "100"}));
+  ASSERT_TRUE(mine.ok());
+  const std::string stray = CgroupTree::AutoRoot(name_).value() + "/stray";
+  ASSERT_EQ(mkdir(stray.c_str(), 0755), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int fd = open((stray + "/cgroup.procs").c_str(), O_WRONLY);
+    if (fd < 0 || write(fd, "0", 1) != 1) _exit(127);
+    close(fd);
+    setsid();
+    execlp("sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  bool joined = false;
+  for (int i = 0; i < 2000 && !(joined = CgroupPopulated(stray)); ++i) ShortNap();
+  ASSERT_TRUE(joined);
+
+  std::vector<std::string> killed = launcher_.KillLeftovers();
+  ASSERT_EQ(killed.size(), 1u);
+  EXPECT_THAT(killed[0], HasSubstr("killed cgroup " + stray));
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_FALSE(fs::exists(stray));
+  ASSERT_EQ(launcher_.List().size(), 1u);
+  EXPECT_EQ(kill(*mine, 0), 0);
+  EXPECT_TRUE(launcher_.KillLeftovers().empty());
+}
+
+TEST_F(ProcessLauncherTest, KillLeftoversKillsThePartsOfAnAgentThatExecedAgain) {
+  // Given a helper standing in for an agent that launched a part and then exec'ed another
+  // program (no parent-death signal: the thread lives on), expect a new launcher with the same
+  // state_dir to find the part's record, kill its group, remove the record, and say so.
+  fs::path pidfile = dir_ / "sleep.pid";
+  LaunchSpec spec = Shell("stale", "sleep 1000 & echo $! > " + pidfile.string() + "; wait");
+  LauncherOptions options = Options("-stale");
+  options.cgroup_root = "off";  // the record alone must be enough
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  pid_t agent = fork();
+  ASSERT_GE(agent, 0);
+  if (agent == 0) {
+    close(report[0]);
+    ProcessLauncher launcher(options);
+    auto r = launcher.Launch(spec);
+    WriteInt(report[1], r.ok() ? *r : -1);
+    close(report[1]);
+    execlp("sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(report[1]);
+  int shim = ReadInt(report[0]);
+  close(report[0]);
+  ASSERT_GT(shim, 0);
+  ASSERT_TRUE(WaitForFile(pidfile));
+  int sleep_pid = std::stoi(ReadFile(pidfile));
+  ASSERT_EQ(PartRecords().size(), 1u);
+
+  ProcessLauncher restarted(options);
+  std::vector<std::string> killed = restarted.KillLeftovers();
+  ASSERT_EQ(killed.size(), 1u);
+  EXPECT_THAT(killed[0], HasSubstr("killed part stale"));
+  EXPECT_THAT(killed[0], HasSubstr("pid " + std::to_string(shim)));
+  EXPECT_TRUE(WaitGone(sleep_pid));
+  EXPECT_TRUE(WaitGone(shim));
+  EXPECT_TRUE(PartRecords().empty());
+  EXPECT_TRUE(restarted.KillLeftovers().empty());
+  kill(agent, SIGKILL);
+  waitpid(agent, nullptr, 0);
+}
+
+TEST_F(ProcessLauncherTest, RecordIsKeptWhileThePartRuns) {
+  // Given a state_dir, expect a record naming the part while it runs and none once reaped.
+  ASSERT_TRUE(launcher_.Launch(Spec("recorded", {"sleep", "100"})).ok());
+  std::vector<std::string> records = PartRecords();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_THAT(ReadFile(records[0]), HasSubstr("key=recorded\n"));
+  ASSERT_TRUE(launcher_.Stop("recorded", SIGTERM, Duration::Seconds(5), Time()).ok());
+  ASSERT_EQ(PollUntil(1).size(), 1u);
+  EXPECT_TRUE(PartRecords().empty());
+}
+
+TEST_F(ProcessLauncherTest, CgroupNoteSaysWhatContainsTheParts) {
+  // Given cgroups turned off, expect the note to say that process groups are all there is; by
+  // default, expect it to name the cgroup root or why cgroups are unavailable.
+  LauncherOptions off = Options("-off");
+  off.cgroup_root = "off";
+  EXPECT_THAT(ProcessLauncher(off).CgroupNote(), HasSubstr("contained by their process groups only"));
+  const std::string note = launcher_.CgroupNote();
+  if (UsesCgroups(launcher_)) {
+    EXPECT_THAT(note, HasSubstr(CgroupTree::AutoRoot(name_).value() + ": parts are contained"));
+    EXPECT_THAT(note, HasSubstr("limits"));
+  } else {
+    EXPECT_THAT(note, HasSubstr("cgroups unavailable ("));
+  }
+  LauncherOptions bad = Options("-bad");
+  bad.cgroup_root = (dir_ / "not-a-cgroup").string();
+  EXPECT_THAT(ProcessLauncher(bad).CgroupNote(), HasSubstr("cgroups unavailable ("));
 }
 
 }  // namespace
