@@ -21,7 +21,12 @@ WATCH_JOBS=()  # job ids whose history and logs a failing test prints
 SERVER_PID=""
 SERVER_DIR="$WORK/server"
 URL=""
+AGENT_URL=""
 TOKEN=""
+# The jobs of these tests write into the test's own folder, which only root may enter: their
+# agents run jobs as root, which must be asked for explicitly. tests/isolation_test.sh checks the
+# defaults (an unprivileged job user, workdir roots).
+AGENT_JOB_FLAGS=(--job-user root --allow-root-jobs --workdir-root /)
 
 # Kills the process groups of the children of PID (job parts are group leaders), then PID's group.
 _kill_tree_groups() {
@@ -99,9 +104,13 @@ print(v if isinstance(v, str) else json.dumps(v))' "$1"
 cluster_start_server() {
   local port
   port="$(free_port)"
+  local agent_port
+  agent_port="$(free_port)"
   mkdir -p "$SERVER_DIR"
   URL="http://127.0.0.1:$port"
-  setsid "$GPUFLEET" server --data-dir "$SERVER_DIR" --listen "127.0.0.1:$port" "$@" \
+  AGENT_URL="http://127.0.0.1:$agent_port"
+  setsid "$GPUFLEET" server --data-dir "$SERVER_DIR" --listen "127.0.0.1:$port" \
+    --agent-listen "127.0.0.1:$agent_port" "$@" \
     </dev/null >"$SERVER_DIR/server.log" 2>&1 &
   SERVER_PID=$!
   wait_until "the server answers on $URL" 30 curl -sf "$URL/v1/health"
@@ -128,8 +137,9 @@ cluster_start_agent() {
   shift
   local dir="${AGENT_DIR:-$WORK/agents/$name}"
   mkdir -p "$dir"
-  setsid "$GPUFLEET" agent --server "$URL" --join-token-file "$JOIN_TOKEN_FILE" --name "$name" \
-    --data-dir "$dir" --fake-gpus "${AGENT_GPUS:-1xH100}" "$@" </dev/null >>"$dir/agent.log" 2>&1 &
+  setsid "$GPUFLEET" agent --server "$AGENT_URL" --join-token-file "$JOIN_TOKEN_FILE" --name "$name" \
+    --data-dir "$dir" --fake-gpus "${AGENT_GPUS:-1xH100}" "${AGENT_JOB_FLAGS[@]}" "$@" \
+    </dev/null >>"$dir/agent.log" 2>&1 &
   AGENT_PID[$name]=$!
   wait_until "node $name is up" 30 node_is "$name" up
 }

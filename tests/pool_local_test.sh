@@ -45,7 +45,8 @@ provider:
   agent_command: ['{gpufleet}', agent, --server, '{server}', --join-token-file, '{join_token_file}',
                   --name, '{name}', --data-dir, '{state_dir}/agents/{name}', --fake-gpus, '{gpus}x{gpu_model}',
                   --market, '{market}', --price-per-hour, '{price_per_hour}', --label, 'zone={zone}',
-                  --spot-notice-url, '{notice_url}', --spot-notice-interval, 200ms, --max-disconnected, 60s]
+                  --spot-notice-url, '{notice_url}', --spot-notice-interval, 200ms, --max-disconnected, 60s,
+                  --job-user, root, --allow-root-jobs, --workdir-root, /]
   boot_delay: 1s
   stop_grace: 2s
   notice_port: $NOTICE_PORT

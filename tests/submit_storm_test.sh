@@ -20,6 +20,7 @@ CLIENTS=8
 
 DATA="$WORK/server"
 PORT="$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+AGENT_PORT="$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 URL="http://127.0.0.1:$PORT"
 SERVER_PID=""
 AGENT_PID=""
@@ -37,7 +38,8 @@ cleanup() {
 trap cleanup EXIT
 
 start_server() {
-  "$BIN" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" >>"$WORK/server.log" 2>&1 &
+  "$BIN" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" --agent-listen "127.0.0.1:$AGENT_PORT" \
+    >>"$WORK/server.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 1 300); do
     if curl -fsS "$URL/v1/health" >/dev/null 2>&1; then return 0; fi
@@ -61,7 +63,8 @@ job_state() {  # job_state ID: "<state> <attempt>"
 }
 
 start_server
-"$BIN" agent --server "$URL" --join-token-file "$DATA/join.token" --name storm-node --fake-gpus 4xH100 \
+"$BIN" agent --server "http://127.0.0.1:$AGENT_PORT" --join-token-file "$DATA/join.token" --name storm-node \
+  --fake-gpus 4xH100 --job-user root --allow-root-jobs --workdir-root / \
   --data-dir "$WORK/agent" >"$WORK/agent.log" 2>&1 &
 AGENT_PID=$!
 for _ in $(seq 1 300); do

@@ -4,9 +4,13 @@
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -33,6 +37,68 @@ std::string ProcKey(const api::PartKey& k, int i) { return k.ToString() + "#" + 
 
 }  // namespace
 
+std::vector<std::string> DefaultWorkdirRoots(const std::string& data_dir) {
+  return {data_dir + "/work", "/home", "/srv", "/mnt", "/data", "/scratch", "/tmp", "/var/tmp"};
+}
+
+namespace {
+
+std::string TokenPath(const AgentOptions& o) { return o.data_dir + "/agent.token"; }
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// Writes the file whole or not at all, readable only by this user.
+void WritePrivate(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << text << "\n";
+    if (!f.flush()) return;
+  }
+  ::chmod(tmp.c_str(), 0600);
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+// The user a part runs as, as the launcher will resolve it, for the directories made for it.
+std::optional<std::pair<uid_t, gid_t>> JobOwner(const std::string& user) {
+  if (::geteuid() != 0 || user.empty()) return std::nullopt;
+  std::vector<char> buf(16384);
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  if (getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) return std::nullopt;
+  return std::make_pair(pw.pw_uid, pw.pw_gid);
+}
+
+// Creates `dir` with its missing parents: the parents passable (0711), the leaf owned by the
+// job's user (0700), so the job can write its checkpoints and nobody else can read them.
+void MakeJobDir(const std::string& dir, const std::optional<std::pair<uid_t, gid_t>>& owner) {
+  std::vector<std::filesystem::path> missing;
+  for (std::filesystem::path p = dir; !p.empty() && p != p.parent_path(); p = p.parent_path()) {
+    std::error_code ec;
+    if (std::filesystem::exists(p, ec)) break;
+    missing.push_back(p);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  for (size_t i = 0; i < missing.size(); ++i) {
+    bool leaf = i == 0;
+    ::chmod(missing[i].c_str(), leaf ? 0700 : 0711);
+    if (leaf && owner) {
+      if (::chown(missing[i].c_str(), owner->first, owner->second) != 0) {
+        spdlog::warn("chown {}: {}", missing[i].string(), std::strerror(errno));
+      }
+    }
+  }
+}
+
+}  // namespace
+
 Agent::Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe)
     : options_(std::move(options)), probe_(std::move(probe)) {
   if (options_.name.empty()) {
@@ -40,6 +106,16 @@ Agent::Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe)
     ::gethostname(host, sizeof host - 1);
     options_.name = host;
   }
+  if (options_.job_user.empty() && ::geteuid() == 0) options_.job_user = "nobody";
+  if (options_.workdir_roots.empty()) options_.workdir_roots = DefaultWorkdirRoots(options_.data_dir);
+  LauncherOptions lo;
+  lo.default_user = options_.job_user;
+  lo.allow_root = options_.allow_root_jobs;
+  lo.workdir_roots = options_.workdir_roots;
+  lo.cgroup_root = options_.cgroup_root;
+  lo.name = options_.name;
+  lo.state_dir = options_.data_dir + "/parts";
+  launcher_ = std::make_unique<ProcessLauncher>(lo);
 }
 
 Agent::~Agent() = default;
@@ -69,8 +145,9 @@ Status Agent::Register() {
   httplib::Headers h = {{"Authorization", "Bearer " + token}};
   auto res = http->Post("/v1/agents/register", h, api::ToJson(req).dump(), "application/json");
   if (!res) return Status::Unavailable("cannot reach the controller at " + options_.server);
-  if (res->status == 401 && token != options_.join_token) {
-    // The controller forgot this agent's token (a new store): join again.
+  if ((res->status == 401 || res->status == 403) && token != options_.join_token) {
+    // The controller forgot or replaced this agent's token (a new store), or the token is another
+    // node's (a renamed agent): join again.
     h = {{"Authorization", "Bearer " + options_.join_token}};
     res = http->Post("/v1/agents/register", h, api::ToJson(req).dump(), "application/json");
     if (!res) return Status::Unavailable("cannot reach the controller at " + options_.server);
@@ -80,19 +157,23 @@ Status Agent::Register() {
     auto j = api::ParseJson(res->body);
     if (j.ok() && j->contains("error")) msg = (*j)["error"].value("message", res->body);
     std::string text = "registration refused (HTTP " + std::to_string(res->status) + "): " + msg;
-    Status st = res->status == 401 || res->status == 403 || res->status == 400 ? Status::InvalidArgument(text)
-                                                                               : Status::Unavailable(text);
+    // A refusal (bad token, bad spec, a name that is taken) will not change by retrying.
+    bool refused = res->status == 400 || res->status == 401 || res->status == 403 || res->status == 409;
+    Status st = refused ? Status::InvalidArgument(text) : Status::Unavailable(text);
     return st;
   }
   auto body = api::ParseJson(res->body);
   if (!body.ok()) return body.status();
   auto reply = api::RegisterReplyFromJson(*body);
   if (!reply.ok()) return reply.status();
+  WritePrivate(TokenPath(options_), reply->token);
   std::lock_guard<std::mutex> lock(mu_);
   token_ = reply->token;
   if (epoch_ != reply->epoch) after_ = 0;
   epoch_ = reply->epoch;
   heartbeat_interval_ = reply->heartbeat_interval;
+  lost_after_ = reply->lost_after;
+  fenced_ = false;
   registered_ = true;
   notice_acked_ = false;  // a restarted controller hears of a notice again at once
   last_contact_ = WallNow();
@@ -113,8 +194,21 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   spec_.price_micros_per_hour = options_.price_micros_per_hour;
   for (const auto& d : *devices) gpus_.push_back({d.index, d.uuid, d.name, d.memory_mib});
   std::error_code ec;
+  std::filesystem::create_directories(options_.data_dir, ec);
+  ::chmod(options_.data_dir.c_str(), 0711);
   std::filesystem::create_directories(options_.data_dir + "/logs", ec);
+  ::chmod((options_.data_dir + "/logs").c_str(), 0700);
   std::filesystem::create_directories(options_.data_dir + "/work", ec);
+  ::chmod((options_.data_dir + "/work").c_str(), 0711);
+  // What an earlier run of this agent left running (it was killed, or the machine rebooted into
+  // it): the controller has given that work away, so it must not go on.
+  for (const auto& what : launcher_->KillLeftovers()) spdlog::warn("killed a leftover of an earlier run: {}", what);
+  spdlog::info("{}", launcher_->CgroupNote());
+  {
+    std::string saved = ReadFirstLine(TokenPath(options_));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!saved.empty()) token_ = saved;
+  }
   if (!options_.spot_notice_url.empty()) {
     auto poller = SpotNoticePoller::Create(options_.spot_notice_url);
     if (!poller.ok()) return Status::InvalidArgument("spot notice URL: " + poller.status().message());
@@ -152,6 +246,18 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
     Tick(due || has_events);
     if (due || has_events) last_beat = now;
     {
+      Duration silent;
+      bool fence = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        Duration window = options_.fence_after ? *options_.fence_after : lost_after_;
+        silent = now - last_contact_;
+        fence = !fenced_ && window > Duration::Zero() && silent > window && !RunningKeys().empty();
+        if (fence) fenced_ = true;
+      }
+      if (fence) Fence(silent);
+    }
+    {
       std::lock_guard<std::mutex> lock(mu_);
       if (options_.max_disconnected > Duration::Zero() && now - last_contact_ > options_.max_disconnected) {
         spdlog::error("the controller has been unreachable for {}; stopping all jobs and exiting",
@@ -163,7 +269,10 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
     std::unique_lock<std::mutex> lock(mu_);
     wake_.wait_for(lock, std::chrono::milliseconds(100));
   }
-  if (gave_up || stop_jobs_on_exit) {
+  // Parts die with the agent (their shims watch the thread that launched them), so stop them
+  // properly first, with their checkpoint signal and grace, whatever the reason for stopping.
+  (void)stop_jobs_on_exit;
+  {
     std::vector<api::StopPart> stops;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -174,8 +283,8 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
     for (const auto& s : stops) StopPart(s);
     // Wait for them, within their grace (the launcher escalates to SIGKILL).
     for (int i = 0; i < 6000; ++i) {
-      launcher_.Poll(WallNow());
-      if (launcher_.List().empty()) break;
+      launcher_->Poll(WallNow());
+      if (launcher_->List().empty()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
@@ -183,9 +292,11 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
     std::lock_guard<std::mutex> lock(mu_);
     wake_.notify_all();
   }
-  // Cut the command thread's long poll short, then wait for it.
+  // Only now may the command thread (the one that launched the parts) end. Cut its long poll
+  // short, then wait for it.
   {
     std::lock_guard<std::mutex> lock(mu_);
+    quit_commands_ = true;
     if (poll_client_) poll_client_->stop();
   }
   commands.join();
@@ -196,6 +307,23 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   return gave_up ? Status::Unavailable("the controller was unreachable for too long") : Status::Ok();
 }
 
+void Agent::Fence(Duration silent) {
+  std::vector<api::StopPart> stops;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, run] : runs_) {
+      if (!run.exited) {
+        stops.push_back({key, run.start.stop_signal, run.start.grace,
+                         "fenced: no word from the controller for " + FormatDuration(silent)});
+      }
+    }
+  }
+  spdlog::error("no word from the controller for {}: it has declared this node lost and requeued its jobs; "
+                "stopping the {} part(s) that still run here so that no job runs twice",
+                FormatDuration(silent), stops.size());
+  for (const auto& s : stops) StopPart(s);
+}
+
 void Agent::CommandLoop(const std::atomic<bool>& stop) {
   httplib::Client* http;
   {
@@ -203,12 +331,14 @@ void Agent::CommandLoop(const std::atomic<bool>& stop) {
     poll_client_ = MakeClient(options_.server, options_.poll_wait);
     http = poll_client_.get();
   }
-  while (!stop) {
+  for (;;) {
     std::string token;
     int64_t after;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (!registered_) {
+      if (quit_commands_) break;
+      if (!registered_ || stop) {
+        // Stopping: no new work; this thread stays until the parts it launched have stopped.
         wake_.wait_for(lock, std::chrono::milliseconds(200));
         continue;
       }
@@ -238,6 +368,7 @@ void Agent::CommandLoop(const std::atomic<bool>& stop) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       last_contact_ = WallNow();
+      fenced_ = false;
       if (batch->epoch != epoch_) {
         // A new controller: its command numbers start again.
         epoch_ = batch->epoch;
@@ -289,8 +420,9 @@ void Agent::StartPart(const api::StartPart& s) {
   std::string ckpt;
   if (auto it = s.env.find("GPUFLEET_CHECKPOINT_DIR"); it != s.env.end()) ckpt = it->second;
   lock.unlock();
-  std::error_code ec;
-  if (!ckpt.empty()) std::filesystem::create_directories(ckpt, ec);
+  auto owner = JobOwner(s.user.empty() ? options_.job_user : s.user);
+  if (!ckpt.empty()) MakeJobDir(ckpt, owner);
+  if (s.workdir.empty()) MakeJobDir(workdir, owner);
   int procs = std::max(1, s.processes);
   std::string error;
   std::vector<std::string> keys;
@@ -306,7 +438,7 @@ void Agent::StartPart(const api::StartPart& s) {
     }
     ls.user = s.user;
     ls.log_path = run.log_path;
-    auto pid = launcher_.Launch(ls);
+    auto pid = launcher_->Launch(ls);
     if (!pid.ok()) {
       error = pid.status().message();
       break;
@@ -327,7 +459,7 @@ void Agent::StartPart(const api::StartPart& s) {
       // Some processes of the part started: stop them; their exits report the part.
       runs_[s.key] = std::move(run);
       lock.unlock();
-      for (const auto& k : keys) launcher_.Stop(k, SIGKILL, Duration::Zero(), WallNow());
+      for (const auto& k : keys) launcher_->Stop(k, SIGKILL, Duration::Zero(), WallNow());
       return;
     }
     run.exited = true;
@@ -378,7 +510,7 @@ void Agent::StopPart(const api::StopPart& s) {
   lock.unlock();
   spdlog::info("{}: stopping with signal {} ({}), grace {}", s.key.ToString(), s.signal, s.reason,
                FormatDuration(s.grace));
-  for (const auto& k : keys) launcher_.Stop(k, s.signal, s.grace, WallNow());
+  for (const auto& k : keys) launcher_->Stop(k, s.signal, s.grace, WallNow());
 }
 
 void Agent::PushEvent(api::PartEvent e) {
@@ -416,9 +548,16 @@ bool Agent::UploadLog(PartRun& run, bool all) {
     auto res = http->Post(path.c_str(), h, chunk, "application/octet-stream");
     if (!res) return false;
     auto body = api::ParseJson(res->body);
-    if ((res->status == 200 || res->status == 409) && body.ok() && body->contains("size")) {
+    if ((res->status == 200 || res->status == 409) && body.ok() && body->contains("size") &&
+        (*body)["size"].is_number_integer()) {
       run.uploaded = std::min<int64_t>((*body)["size"].get<int64_t>(), sb.st_size);
       if (res->status == 409 && run.uploaded < 0) run.uploaded = 0;
+    } else if (res->status == 403 || res->status == 404) {
+      // The controller will not take this log (the part is no longer this node's): stop trying.
+      spdlog::warn("{}: the controller refused its log (HTTP {}); dropping {} bytes", run.start.key.ToString(),
+                   res->status, sb.st_size - run.uploaded);
+      run.uploaded = sb.st_size;
+      return true;
     } else {
       return false;
     }
@@ -428,7 +567,7 @@ bool Agent::UploadLog(PartRun& run, bool all) {
 
 void Agent::Tick(bool heartbeat_due) {
   // Reap exits; a part has exited when all its processes have.
-  std::vector<Exit> exits = launcher_.Poll(WallNow());
+  std::vector<Exit> exits = launcher_->Poll(WallNow());
   std::unique_lock<std::mutex> lock(mu_);
   std::vector<api::PartEvent> finished;
   for (const auto& x : exits) {
@@ -456,16 +595,38 @@ void Agent::Tick(bool heartbeat_due) {
     }
   }
   // Logs: new bytes of every part; all of a finished part's before its exit is reported.
-  for (auto& [key, run] : runs_) UploadLog(run, false);
+  for (auto& [key, run] : runs_) {
+    if (!run.held_exit) UploadLog(run, false);
+  }
+  Time now = WallNow();
   for (auto& e : finished) {
-    UploadLog(runs_[e.key], true);
+    PartRun& run = runs_[e.key];
+    run.held_exit = e;
+    run.held_since = now;
+  }
+  for (auto& [key, run] : runs_) {
+    if (!run.held_exit) continue;
+    bool complete = UploadLog(run, true);
+    constexpr Duration kMaxHold = Duration::Seconds(10);
+    if (!complete && now - run.held_since < kMaxHold) continue;  // try again next tick
+    api::PartEvent e = *run.held_exit;
+    run.held_exit.reset();
+    if (!complete) {
+      struct stat sb;
+      int64_t size = ::stat(run.log_path.c_str(), &sb) == 0 ? sb.st_size : run.uploaded;
+      std::string note = "its log is incomplete: the last " + std::to_string(size - run.uploaded) +
+                         " bytes could not be uploaded";
+      e.message = e.message.empty() ? note : e.message + "; " + note;
+      run.uploaded = size;  // given up: the part may be forgotten
+    }
     e.seq = next_event_seq_++;
     events_.push_back(e);
   }
   // Forget parts that ended and whose logs are up.
   for (auto it = runs_.begin(); it != runs_.end();) {
     struct stat sb;
-    bool done = it->second.exited && (::stat(it->second.log_path.c_str(), &sb) != 0 || it->second.uploaded >= sb.st_size);
+    bool done = it->second.exited && !it->second.held_exit &&
+                (::stat(it->second.log_path.c_str(), &sb) != 0 || it->second.uploaded >= sb.st_size);
     bool reported = true;
     for (const auto& e : events_) {
       if (e.key == it->first) reported = false;
@@ -514,6 +675,7 @@ void Agent::Tick(bool heartbeat_due) {
   if (!reply.ok()) return;
   lock.lock();
   last_contact_ = WallNow();
+  fenced_ = false;
   while (!events_.empty() && events_.front().seq <= reply->acked) events_.pop_front();
   if (reply->notice_acked && hb.notice) notice_acked_ = true;
   if (reply->reregister) registered_ = false;

@@ -8,9 +8,18 @@
 // the part's log has been uploaded, so `gpufleet logs` is complete once a job shows finished.
 //
 // The controller may go away: jobs keep running and events queue up; the agent re-registers (with
-// the parts it still runs) when the controller answers again. With `max_disconnected` set, an
-// agent that cannot reach its controller for that long stops its jobs and exits, so a rented
-// machine never runs unsupervised work for long.
+// the parts it still runs) when the controller answers again. An agent that has not heard from
+// the controller for the controller's lost-after window (or `fence_after`) fences itself: it
+// stops its jobs, because by then the controller has declared the node lost and requeued them
+// elsewhere, and two copies of a job must not run. With `max_disconnected` set, an agent that
+// cannot reach its controller for that long also exits.
+//
+// Isolation (docs/security.md): jobs run as an unprivileged user (`job_user`; nobody when the
+// agent is root and none is set), never as root unless `allow_root_jobs`, in a clean environment,
+// in their own cgroup when cgroup v2 is writable, and die with the agent (launcher.h). Parts are
+// recorded under <data_dir>/parts, so that a restarted agent kills what a crash left behind. The
+// agent token is kept in <data_dir>/agent.token (mode 0600): a restarted agent proves it is the
+// same node with it, since a join token cannot take over a live node's name.
 //
 // With `spot_notice_url` set, a third thread polls the provider's spot interruption notice
 // (spot_notice.h). A notice goes to the controller at once, in every heartbeat from then on,
@@ -55,7 +64,16 @@ struct AgentOptions {
   Duration max_disconnected = Duration::Zero();  // zero: keep trying forever
   std::string spot_notice_url;                    // empty: never poll (the default)
   Duration spot_notice_interval = Duration::Seconds(5);
+  std::string job_user;          // empty: nobody when the agent runs as root, else the agent's own user
+  bool allow_root_jobs = false;  // run a part as uid 0 (refused otherwise)
+  std::vector<std::string> workdir_roots;  // empty: DefaultWorkdirRoots(data_dir)
+  std::optional<Duration> fence_after;     // unset: the controller's lost-after; zero: never fence
+  std::string cgroup_root;                 // empty: found under the agent's own cgroup; "off": none
 };
+
+// Where job working directories may be: <data_dir>/work, /home, /srv, /mnt, /data, /scratch,
+// /tmp and /var/tmp.
+std::vector<std::string> DefaultWorkdirRoots(const std::string& data_dir);
 
 class Agent {
  public:
@@ -65,8 +83,9 @@ class Agent {
   Agent& operator=(const Agent&) = delete;
 
   // Registers and serves until `stop` becomes true (or the controller stayed away longer than
-  // max_disconnected). Stops every running part before returning only in the latter case; on
-  // `stop`, parts keep running unless `stop_jobs_on_exit` is set.
+  // max_disconnected). Stops every running part (checkpoint signal, then its grace) before
+  // returning: parts never outlive their agent. `stop_jobs_on_exit` is kept for callers and
+  // changes nothing.
   Status Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit = false);
 
  private:
@@ -81,9 +100,14 @@ class Agent {
     bool stopped = false;
     std::string message;
     int procs_left = 0;
+    // The exit, held back until the log is uploaded (or the upload gave up): a job shows finished
+    // only when its log is complete or marked incomplete.
+    std::optional<api::PartEvent> held_exit;
+    Time held_since;
   };
 
   Status Register();
+  void Fence(Duration silent);
   void CommandLoop(const std::atomic<bool>& stop);
   void NoticeLoop(const std::atomic<bool>& stop);
   void Apply(const api::Command& cmd);
@@ -96,7 +120,7 @@ class Agent {
 
   AgentOptions options_;
   std::unique_ptr<GpuProbe> probe_;
-  ProcessLauncher launcher_;
+  std::unique_ptr<ProcessLauncher> launcher_;
   model::NodeSpec spec_;
   std::vector<api::GpuInfo> gpus_;
 
@@ -116,6 +140,9 @@ class Agent {
   std::unique_ptr<SpotNoticePoller> notice_poller_;
   std::optional<api::SpotNotice> notice_;  // the provider takes this node back
   bool notice_acked_ = false;
+  Duration lost_after_ = Duration::Seconds(30);  // the controller's, from registration
+  bool fenced_ = false;                          // jobs stopped for lack of contact
+  bool quit_commands_ = false;                   // the command thread may end
 };
 
 }  // namespace gpufleet::agent

@@ -201,12 +201,14 @@ void CloseAllAbove2Except(int* keep, int n) {
   }
   if (fcntl(err_fd, F_SETFD, FD_CLOEXEC) < 0) ChildFail(err_fd, Stage::kStdio);
   CloseRange(4, 0x7fffffff);
-  if (p.workdir != nullptr && chdir(p.workdir) < 0) ChildFail(err_fd, Stage::kChdir);
   if (p.switch_user) {
     if (setgroups(p.groups.size(), p.groups.data()) < 0) ChildFail(err_fd, Stage::kSetgroups);
     if (setgid(p.gid) < 0) ChildFail(err_fd, Stage::kSetgid);
     if (setuid(p.uid) < 0) ChildFail(err_fd, Stage::kSetuid);
   }
+  // After the switch: a working directory the job's user could not enter itself must not be
+  // handed to it by the agent's privileges (files below it would become reachable).
+  if (p.workdir != nullptr && chdir(p.workdir) < 0) ChildFail(err_fd, Stage::kChdir);
   environ = const_cast<char**>(p.envp.data());
   execvp(p.argv[0], p.argv.data());
   ChildFail(err_fd, Stage::kExec);

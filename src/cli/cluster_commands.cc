@@ -3,9 +3,14 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -19,6 +24,7 @@
 #include "agent/gpu_probe.h"
 #include "cli/client_config.h"
 #include "cli/cost_commands.h"
+#include "common/fd.h"
 #include "common/strings.h"
 #include "controller/auth.h"
 #include "controller/engine.h"
@@ -104,6 +110,8 @@ struct ControllerFlags {
   std::string checkpoint_root;
   int master_port_base = 29500;
   std::string pool;  // pool file: autoscaling with a provider
+  std::string agent_listen;  // default: the API's host, its port + 1
+  std::string user_map;      // --job-user-map FILE
 };
 
 void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
@@ -120,6 +128,13 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
   sub->add_option("--pool", f.pool,
                   "Autoscale with this pool file: a provider (static, local, exec) and the offers it may rent "
                   "(docs/providers.md)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--agent-listen", f.agent_listen,
+                  "Address agents connect to: their own listener, so user traffic cannot starve heartbeats "
+                  "(server default: the --listen host, its port + 1; dev default: any free port)");
+  sub->add_option("--job-user-map", f.user_map,
+                  "YAML mapping token subjects and teams to the Unix users their jobs run as "
+                  "(subjects: {alice: alice}, teams: {vision: gf-vision}); see docs/security.md")
       ->check(CLI::ExistingFile);
   sub->add_option("--checkpoint-root", f.checkpoint_root,
                   "Default GPUFLEET_CHECKPOINT_DIR parent (a shared filesystem on real clusters); "
@@ -138,8 +153,10 @@ struct Controller {
   std::thread pool_thread;
   std::string admin_token;  // set when this start made it
   std::string join_token;
+  std::optional<UniqueFd> lock_fd;  // <data-dir>/controller.lock, held while running
 
   ~Controller() { Stop(); }
+  std::string AgentUrl() const { return "http://127.0.0.1:" + std::to_string(server->agent_port()); }
   void Stop() {
     if (pool) pool->Stop();
     if (pool_thread.joinable()) pool_thread.join();
@@ -153,11 +170,43 @@ struct Controller {
 
 Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, int port_override) {
   auto c = std::make_unique<Controller>();
+  // Everything the controller writes (state.db, logs, tokens) is private to its user.
+  ::umask(077);
   std::error_code ec;
   std::filesystem::create_directories(f.data_dir, ec);
   if (ec) return Status::Unavailable("cannot create " + f.data_dir + ": " + ec.message());
+  // Others may pass through (jobs running as another user reach their checkpoint directories
+  // below it) but not list it.
+  ::chmod(f.data_dir.c_str(), 0711);
+  // One controller per data directory: a second one would hand out the same job ids and commands.
+  std::string lock_path = f.data_dir + "/controller.lock";
+  c->lock_fd.emplace(LiftFd(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)));
+  if (c->lock_fd->get() < 0) return Status::Unavailable("cannot open " + lock_path + ": " + std::strerror(errno));
+  if (::flock(c->lock_fd->get(), LOCK_EX | LOCK_NB) != 0) {
+    std::ifstream in(lock_path);
+    std::string holder;
+    std::getline(in, holder);
+    return Status::FailedPrecondition("another controller is running on " + f.data_dir +
+                                      (holder.empty() ? std::string() : " (pid " + holder + ")") +
+                                      "; stop it first, or use another --data-dir");
+  }
+  std::string pid_text = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(c->lock_fd->get(), 0) == 0) {
+    ssize_t unused = ::pwrite(c->lock_fd->get(), pid_text.data(), pid_text.size(), 0);
+    (void)unused;
+  }
   GF_ASSIGN_OR_RETURN(auto listen, ParseListen(f.listen));
   if (port_override >= 0) listen.second = port_override;
+  std::pair<std::string, int> agent_listen{listen.first, listen.second == 0 ? 0 : listen.second + 1};
+  if (!f.agent_listen.empty()) {
+    GF_ASSIGN_OR_RETURN(agent_listen, ParseListen(f.agent_listen));
+  } else if (port_override >= 0) {
+    agent_listen.second = 0;  // dev: its agents are told the port
+  }
+  controller::UserMap user_map;
+  if (!f.user_map.empty()) {
+    GF_ASSIGN_OR_RETURN(user_map, controller::LoadUserMap(f.user_map));
+  }
   auto hb = ParseDuration(f.heartbeat);
   auto lost = ParseDuration(f.lost_after);
   if (!hb || *hb <= Duration::Zero()) return Status::InvalidArgument("--heartbeat: expected a duration like 5s");
@@ -223,7 +272,10 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   controller::ServerOptions so;
   so.host = listen.first;
   so.port = listen.second;
+  so.agent_host = agent_listen.first;
+  so.agent_port = agent_listen.second;
   so.data_dir = f.data_dir;
+  so.user_map = std::move(user_map);
   c->server = std::make_unique<controller::ApiServer>(*c->engine, *c->store, *c->auth, c->clock, so);
   GF_RETURN_IF_ERROR(c->server->Start());
   controller::Engine* engine = c->engine.get();
@@ -231,8 +283,8 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   if (!f.pool.empty()) {
     std::error_code path_ec;
     std::string self = std::filesystem::read_symlink("/proc/self/exe", path_ec).string();
-    const std::string host = listen.first == "0.0.0.0" ? "127.0.0.1" : listen.first;
-    subs["server"] = "http://" + host + ":" + std::to_string(c->server->port());
+    const std::string host = agent_listen.first == "0.0.0.0" ? "127.0.0.1" : agent_listen.first;
+    subs["server"] = "http://" + host + ":" + std::to_string(c->server->agent_port());
     subs["gpufleet"] = self.empty() ? "gpufleet" : self;
     GF_ASSIGN_OR_RETURN(controller::PoolConfig pc,
                         controller::LoadPoolConfig(f.pool, model::GpuCatalog::BuiltIn(), subs, offers));
@@ -274,6 +326,7 @@ std::function<int()> SetupServerCommand(CLI::App& app) {
   AddControllerFlags(sub, *f);
   sub->add_option("--listen", f->listen, "Address to serve the API on; 0.0.0.0:PORT for all interfaces")
       ->capture_default_str();
+
   sub->footer(R"(The first start makes an admin token and a join token in the data directory
 (admin.token, join.token; mode 0600). Give the join token to agents:
 
@@ -285,8 +338,10 @@ Examples:
     BlockStopSignals();
     auto c = StartController(*f, -1);
     if (!c.ok()) return Fail("server", c.status());
-    std::fprintf(stderr, "gpufleet server: serving on http://%s (data %s; tokens in admin.token, join.token)\n",
-                 f->listen.c_str(), f->data_dir.c_str());
+    std::fprintf(stderr,
+                 "gpufleet server: serving on http://%s, agents on port %d (data %s; tokens in admin.token, "
+                 "join.token)\n",
+                 f->listen.c_str(), (*c)->server->agent_port(), f->data_dir.c_str());
     int sig = WaitForSignal();
     std::fprintf(stderr, "gpufleet server: signal %d, stopping (jobs keep running on their agents)\n", sig);
     (*c)->Stop();
@@ -305,12 +360,16 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
     std::string max_disconnected = "0";
     double price = 0;
     std::string spot_notice_interval = "5s";
+    std::string join_token_argv;  // refused: a secret on the command line shows in `ps`
+    std::string fence_after = "auto";
   };
   auto f = std::make_shared<Flags>();
   f->o.data_dir = DefaultDataDir("agent");
   sub->add_option("--server", f->o.server, "The controller's URL")->capture_default_str();
-  sub->add_option("--join-token", f->o.join_token, "Join token (or GPUFLEET_JOIN_TOKEN)");
-  sub->add_option("--join-token-file", f->join_token_file, "File holding the join token");
+  sub->add_option("--join-token", f->join_token_argv)->group("");  // refused with a hint, see below
+  sub->add_option("--join-token-file", f->join_token_file,
+                  "File holding the join token (or set GPUFLEET_JOIN_TOKEN); never on the command line, where "
+                  "every user of the machine could read it in `ps`");
   sub->add_option("--name", f->o.name, "Node name (default: the host name); unique in the cluster");
   sub->add_option("--address", f->o.address, "Address other nodes reach this one at (MASTER_ADDR of gangs)")
       ->capture_default_str();
@@ -331,6 +390,21 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
                   "Poll this spot interruption notice endpoint (AWS instance-action format; off when not set)");
   sub->add_option("--spot-notice-interval", f->spot_notice_interval, "How often to poll --spot-notice-url")
       ->capture_default_str();
+  sub->add_option("--job-user", f->o.job_user,
+                  "Unix user that runs jobs whose submitter maps to none (default: nobody when the agent is "
+                  "root, else the agent's own user)");
+  sub->add_flag("--allow-root-jobs", f->o.allow_root_jobs,
+                "Allow job parts to run as root (uid 0); refused otherwise. Only for single-user machines");
+  sub->add_option("--workdir-root", f->o.workdir_roots,
+                  "A directory job working directories must lie under (repeatable; default: <data-dir>/work, "
+                  "/home, /srv, /mnt, /data, /scratch, /tmp, /var/tmp)");
+  sub->add_option("--fence-after", f->fence_after,
+                  "Stop this node's jobs after this long without the controller (auto: the controller's "
+                  "--lost-after, when it has requeued them elsewhere; 0: never)")
+      ->capture_default_str();
+  sub->add_option("--cgroup-root", f->o.cgroup_root,
+                  "cgroup v2 directory for the job parts (default: found under the agent's own cgroup; off: "
+                  "process groups only)");
   sub->footer(R"(Examples:
   gpufleet agent --server http://controller:8470 --join-token-file join.token
   gpufleet agent --server http://127.0.0.1:8470 --join-token $(cat ~/.local/share/gpufleet/server/join.token) \
@@ -338,14 +412,28 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
   gpufleet agent --server http://controller:8470 --join-token-file join.token --market spot \
       --spot-notice-url http://169.254.169.254/latest/meta-data/spot/instance-action   # on AWS)");
   return [f]() {
-    if (f->o.join_token.empty() && !f->join_token_file.empty()) f->o.join_token = ReadSecret(f->join_token_file);
+    if (!f->join_token_argv.empty()) {
+      std::fprintf(stderr, "gpufleet agent: --join-token would show the secret to every user of this machine "
+                           "(ps); put it in a file (mode 0600) and pass --join-token-file FILE, or set "
+                           "GPUFLEET_JOIN_TOKEN\n");
+      return 2;
+    }
+    if (!f->join_token_file.empty()) f->o.join_token = ReadSecret(f->join_token_file);
     if (f->o.join_token.empty()) {
       if (const char* t = std::getenv("GPUFLEET_JOIN_TOKEN")) f->o.join_token = t;
     }
+    ::unsetenv("GPUFLEET_JOIN_TOKEN");  // nothing started from here needs it
     if (f->o.join_token.empty()) {
-      std::fprintf(stderr, "gpufleet agent: no join token: pass --join-token, --join-token-file or set "
+      std::fprintf(stderr, "gpufleet agent: no join token: pass --join-token-file FILE or set "
                            "GPUFLEET_JOIN_TOKEN (the controller wrote one to <its data dir>/join.token)\n");
       return 2;
+    }
+    if (f->fence_after != "auto") {
+      auto fa = ParseDuration(f->fence_after);
+      if (!fa || *fa < Duration::Zero()) {
+        return Fail("agent", Status::InvalidArgument("--fence-after: expected auto, 0 or a duration like 30s"));
+      }
+      f->o.fence_after = *fa;
     }
     for (const auto& l : f->labels) {
       size_t eq = l.find('=');
@@ -401,6 +489,8 @@ std::function<int()> SetupDevCommand(CLI::App& app) {
     std::string fake_gpus = "8xH100";
     std::string config;
     double price = 0;
+    std::string job_user;
+    bool allow_root_jobs = false;
   };
   auto f = std::make_shared<Flags>();
   f->c.data_dir = DefaultDataDir("dev");
@@ -413,6 +503,9 @@ std::function<int()> SetupDevCommand(CLI::App& app) {
   sub->add_option("--config", f->config, "Where to write the CLI config (default ~/.config/gpufleet/config.yaml)");
   sub->add_option("--price-per-hour", f->price, "Each node's price in dollars per hour (0: unpriced)")
       ->check(CLI::Range(0.0, 1e6));
+  sub->add_option("--job-user", f->job_user,
+                  "Unix user that runs the jobs (default: nobody when run as root, else you)");
+  sub->add_flag("--allow-root-jobs", f->allow_root_jobs, "Let jobs run as root (refused otherwise)");
   sub->footer(R"(Starts the controller on 127.0.0.1, the agents (node dev-1, dev-2, ...), and writes the
 CLI config with an admin token, so the client commands work at once. Ctrl-C stops it all.
 
@@ -427,6 +520,7 @@ Examples:
     if (!c.ok()) return Fail("dev", c.status());
     int port = (*c)->server->port();
     std::string url = "http://127.0.0.1:" + std::to_string(port);
+    std::string agent_url = (*c)->AgentUrl();
     std::string config = f->config.empty() ? ClientConfigPath() : f->config;
     if (Status st = WriteClientConfig(config, url, (*c)->admin_token); !st.ok()) return Fail("dev", st);
 
@@ -438,12 +532,21 @@ Examples:
       auto probe = MakeProbe(f->fake_gpus, "", "", name);
       if (!probe.ok()) return Fail("dev", probe.status());
       agent::AgentOptions o;
-      o.server = url;
+      o.server = agent_url;
       o.join_token = (*c)->join_token;
       o.name = name;
       o.data_dir = f->c.data_dir + "/agents/" + name;
       o.poll_wait = Duration::Seconds(10);
       o.price_micros_per_hour = std::llround(f->price * 1e6);
+      o.job_user = f->job_user;
+      o.allow_root_jobs = f->allow_root_jobs;
+      // Jobs may also work where `dev` was started, and in its user's home (the CLI sends its
+      // directory as the default working directory).
+      o.workdir_roots = agent::DefaultWorkdirRoots(o.data_dir);
+      std::error_code cwd_ec;
+      std::string cwd = std::filesystem::current_path(cwd_ec).string();
+      if (!cwd.empty()) o.workdir_roots.push_back(cwd);
+      if (const char* home = std::getenv("HOME"); home && *home) o.workdir_roots.push_back(home);
       agents.push_back(std::make_unique<agent::Agent>(o, std::move(*probe)));
       agent::Agent* a = agents.back().get();
       threads.emplace_back([a, &stop] {
