@@ -9,7 +9,9 @@ BIN="$1"
 DATA="$WORK/server"
 PORT="$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 URL="http://127.0.0.1:$PORT"
-"$BIN" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" >"$WORK/server.log" 2>&1 &
+AGENT_PORT="$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+"$BIN" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" --agent-listen "127.0.0.1:$AGENT_PORT" \
+  >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 trap 'kill -KILL $SERVER_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 1 300); do
@@ -19,7 +21,7 @@ for _ in $(seq 1 300); do
 done
 curl -fsS "$URL/v1/health" >/dev/null || fail "the server did not answer /v1/health within 30 s"
 
-"$PYTHON" - "$URL" "$DATA" <<'EOF'
+"$PYTHON" - "$URL" "$DATA" "$AGENT_PORT" <<'EOF'
 import http.client, json, sys, urllib.parse
 url, data = sys.argv[1:3]
 u = urllib.parse.urlparse(url)
@@ -29,7 +31,9 @@ failures = []
 
 
 def call(method, path, body=None, token=None, headers=None, raw=False):
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    # Agents have their own listener; everything else goes to the API's.
+    port = int(sys.argv[3]) if path.startswith("/v1/agents/") else u.port
+    conn = http.client.HTTPConnection(u.hostname, port, timeout=60)
     h = dict(headers or {})
     if token is not None:
         h["Authorization"] = "Bearer " + token
@@ -64,7 +68,13 @@ must("POST", "/v1/jobs", {"request_id": "valid-1", "job": job}, admin, want=201)
 
 
 def state():
-    jobs = must("GET", "/v1/jobs?limit=1000000", token=admin)["jobs"]
+    jobs, cursor = [], None
+    while True:  # every page
+        page = must("GET", "/v1/jobs?limit=1000" + ("&cursor=%d" % cursor if cursor else ""), token=admin)
+        jobs += page["jobs"]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
     nodes = must("GET", "/v1/nodes", token=admin)["nodes"]
     return sorted((j["id"], j["name"], j["state"]) for j in jobs), sorted(n["name"] for n in nodes)
 

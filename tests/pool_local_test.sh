@@ -157,8 +157,8 @@ kill -9 -- "-$SERVER_PID" 2>/dev/null || kill -9 "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null || true
 SERVER_PID=""
 PORT="${URL##*:}"
-setsid "$GPUFLEET" server --data-dir "$SERVER_DIR" --listen "127.0.0.1:$PORT" --heartbeat 200ms --lost-after 10s \
-  --pool "$WORK/pool.yaml" </dev/null >>"$SERVER_DIR/server.log" 2>&1 &
+setsid "$GPUFLEET" server --data-dir "$SERVER_DIR" --listen "127.0.0.1:$PORT" --agent-listen "${AGENT_URL#http://}" \
+  --heartbeat 200ms --lost-after 10s --pool "$WORK/pool.yaml" </dev/null >>"$SERVER_DIR/server.log" 2>&1 &
 SERVER_PID=$!
 wait_until "the restarted server answers" 30 curl -sf "$URL/v1/health"
 wait_until "the restarted pool adopts $BETA_NODE" 30 pool_has "[\"$BETA_NODE\"]"

@@ -163,11 +163,18 @@ bad = [r for r, a in answered.items() if not 200 <= a[0] < 300]
 if bad:
     sys.exit("FAIL: non-2xx answers logged: %s" % bad[:5])
 
-jobs = get("/v1/jobs?limit=1000000")["jobs"]
+jobs, cursor = [], None
+while True:  # every page (the API answers at most 1000 jobs a page)
+    page = get("/v1/jobs?limit=1000" + ("&cursor=%d" % cursor if cursor else ""))
+    jobs += page["jobs"]
+    cursor = page.get("next_cursor")
+    if not cursor:
+        break
 by_rid = {}
 for j in jobs:
     rec = get("/v1/jobs/%d" % j["id"])["record"]
-    by_rid.setdefault(rec["request_id"], []).append(j["id"])
+    # Stored ids are scoped to the caller: "<team>/<subject>/<request id>".
+    by_rid.setdefault(rec["request_id"].split("/", 2)[2], []).append(j["id"])
 dups = {r: ids for r, ids in by_rid.items() if len(ids) > 1}
 if dups:
     sys.exit("FAIL: request ids with more than one job: %s" % list(dups.items())[:5])

@@ -55,6 +55,23 @@ void RefuseAndClose(int fd, const char* message) {
   ::close(fd);
 }
 
+// After answering a request whose body was not read (401, 413): stop sending, then discard what
+// the client still sends for a moment, so that it reads the answer instead of a reset. Bounded in
+// time; nothing is kept.
+void Linger(int fd) {
+  ::shutdown(fd, SHUT_WR);
+  auto deadline = SteadyNow() + std::chrono::seconds(1);
+  char buf[16384];
+  while (SteadyNow() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    int left = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyNow()).count());
+    if (::poll(&p, 1, std::max(left, 1)) <= 0) break;
+    ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) break;
+  }
+}
+
 }  // namespace
 
 void CloseAfterResponse() { tl_close_after = true; }
@@ -154,7 +171,7 @@ struct HttpListener::Conn : public httplib::Stream {
       failed = true;
       if (!answered_413) {
         answered_413 = true;
-        std::string body = "{\"error\":{\"code\":\"payload_too_large\",\"message\":\"the request body is larger than " +
+        std::string body = "{\"error\":{\"code\":\"payload_too_large\",\"message\":\"the request body is too large: more than " +
                            std::to_string(max_body) + " bytes\"}}\n";
         std::string out = "HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nConnection: close\r\n"
                           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -408,6 +425,7 @@ void HttpListener::Serve(Conn* c) {
     bool ok = routes_.Serve(*c, last, closed);
     if (c->timed_out) timed_out_.fetch_add(1);
     keep = ok && !closed && !last && !c->failed && !tl_close_after;
+    if (!keep && (tl_close_after || c->answered_413)) Linger(c->fd);
   } while (keep && c->Buffered());
   Finish(c, keep);
 }

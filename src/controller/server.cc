@@ -247,7 +247,7 @@ void ApiServer::Routes() {
         auto n = ParseInt(req.get_header_value("Content-Length"));
         if (!n || *n < 0 || static_cast<size_t>(*n) > options_.max_body_bytes) {
           CloseAfterResponse();
-          Error(res, 413, "the request body is larger than " + std::to_string(options_.max_body_bytes) + " bytes");
+          Error(res, 413, "the request body is too large (the limit is " + std::to_string(options_.max_body_bytes) + " bytes)");
           return httplib::Server::HandlerResponse::Handled;
         }
       }
@@ -256,7 +256,7 @@ void ApiServer::Routes() {
                                   : t->kind == api::TokenKind::kUser);
       if (t && !kind_ok) {
         Error(res, 403,
-              agents ? std::string("only agent and join tokens may use the agent listener")
+              agents ? std::string("only agents (agent and join tokens) may use the agent listener")
                      : std::string("a ") + api::TokenKindName(t->kind) +
                            " token cannot use this route; agents talk to the agent listener (--agent-listen)");
       }
