@@ -12,7 +12,7 @@ point for scripts that call a real cloud's CLI (see README.md).
 Environment:
   EXEC_LOCAL_DIR            records and logs (default ~/.local/state/gpufleet/exec-local)
   GPUFLEET_BIN              the gpufleet binary (default: gpufleet on PATH)
-  GPUFLEET_SERVER           the controller's URL (default http://127.0.0.1:8470)
+  GPUFLEET_SERVER           the controller's agent listener (default http://127.0.0.1:8471)
   GPUFLEET_JOIN_TOKEN_FILE  (default ~/.local/share/gpufleet/server/join.token)
   EXEC_LOCAL_AGENT_COMMAND  a bash command run instead of the agent; it sees NAME, GPUS,
                             GPU_MODEL, MARKET, PRICE_PER_HOUR, ZONE and INSTANCE_ID
@@ -97,7 +97,7 @@ def agent_argv(req, instance_id):
     token = os.environ.get("GPUFLEET_JOIN_TOKEN_FILE") or os.path.expanduser(
         "~/.local/share/gpufleet/server/join.token")
     argv = [os.environ.get("GPUFLEET_BIN", "gpufleet"), "agent",
-            "--server", os.environ.get("GPUFLEET_SERVER", "http://127.0.0.1:8470"),
+            "--server", os.environ.get("GPUFLEET_SERVER", "http://127.0.0.1:8471"),
             "--join-token-file", token,
             "--name", req["name"],
             "--fake-gpus", "%dx%s" % (req["gpus"], req["gpu_model"]),
