@@ -438,6 +438,9 @@ void Agent::StartPart(const api::StartPart& s) {
     }
     ls.user = s.user;
     ls.log_path = run.log_path;
+    // The part's request, shared by its processes (one cgroup each: split it evenly).
+    ls.cpu_milli = s.cpu_milli / procs;
+    ls.memory_limit_mib = s.mem_mib / procs;
     auto pid = launcher_->Launch(ls);
     if (!pid.ok()) {
       error = pid.status().message();

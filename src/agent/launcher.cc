@@ -294,7 +294,13 @@ std::string DescribeChildError(const ChildError& e, const LaunchSpec& spec, cons
     case Stage::kParentDeath: what = "set the parent-death signal for " + spec.argv[0]; break;
     case Stage::kFork: what = "fork the job process for " + spec.argv[0]; break;
   }
-  return what + ": " + ErrnoText(e.err);
+  std::string out = what + ": " + ErrnoText(e.err);
+  if (e.stage == Stage::kChdir && e.err == EACCES && !user.empty()) {
+    out += " (the job runs as user " + user +
+           ", who may not enter it: pick a working directory that user can use, or map the submitter to "
+           "another user)";
+  }
+  return out;
 }
 
 // Creates `dir` and its missing parents; returns the directories it created, outermost first.

@@ -249,6 +249,8 @@ json ToJson(const Command& c) {
     o["rank_base"] = s.rank_base;
     o["stop_signal"] = s.stop_signal;
     o["grace_ms"] = s.grace.millis();
+    if (s.cpu_milli > 0) o["cpu_milli"] = s.cpu_milli;
+    if (s.mem_mib > 0) o["mem_mib"] = s.mem_mib;
   } else if (c.stop) {
     o["type"] = "stop";
     o["key"] = ToJson(c.stop->key);
@@ -282,8 +284,13 @@ Result<Command> CommandFromJson(const json& j) {
                          s.rank_base = Opt<int>(j, "rank_base", 0);
                          s.stop_signal = Opt<int>(j, "stop_signal", 15);
                          s.grace = Duration::Millis(Opt<int64_t>(j, "grace_ms", 30000));
+                         s.cpu_milli = Opt<int64_t>(j, "cpu_milli", 0);
+                         s.mem_mib = Opt<int64_t>(j, "mem_mib", 0);
                          return 0;
                        }).status());
+    if (s.cpu_milli < 0 || s.mem_mib < 0) {
+      return Status::InvalidArgument("start command: cpu_milli and mem_mib must not be negative");
+    }
     c.start = std::move(s);
   } else if (type == "stop") {
     StopPart s;

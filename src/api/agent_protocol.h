@@ -100,6 +100,10 @@ struct StartPart {
   int rank_base = 0;      // RANK of the first process of this part
   int stop_signal = 15;
   Duration grace = Duration::Seconds(30);
+  // What the part asked for on its node (resources.cpus / memory): its cgroup's limits where the
+  // node can enforce them. 0: no limit.
+  int64_t cpu_milli = 0;
+  int64_t mem_mib = 0;
 };
 struct StopPart {
   PartKey key;

@@ -1041,6 +1041,8 @@ void Engine::OnStart(JobId id, const model::Placement& placement) {
     s.rank_base = p * nproc;
     s.stop_signal = req.checkpoint.signal;
     s.grace = req.checkpoint.grace;
+    s.cpu_milli = spec.cpu_milli;
+    s.mem_mib = spec.mem_mib;
     s.env = req.env;
     auto& env = s.env;
     env["GPUFLEET_JOB_ID"] = std::to_string(id.value());
