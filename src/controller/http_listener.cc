@@ -86,6 +86,7 @@ struct HttpListener::Conn : public httplib::Stream {
   int local_port = 0;
   int requests = 0;
   bool active = false;  // counted in active_by_client_
+  const std::atomic<bool>* stopping = nullptr;  // the listener's: a stop ends every wait
   SteadyTime idle_since;
 
   // Per request.
@@ -119,9 +120,9 @@ struct HttpListener::Conn : public httplib::Stream {
   bool WaitFor(short events, SteadyTime deadline) const {
     for (;;) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyNow()).count();
-      if (left <= 0) return false;
+      if (left <= 0 || (stopping != nullptr && stopping->load())) return false;
       pollfd p{fd, events, 0};
-      int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+      int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 200)));
       if (n > 0) return true;
       if (n < 0 && errno != EINTR) return false;
     }
@@ -272,6 +273,10 @@ void HttpListener::Stop() {
       return;
     }
     stopping_ = true;
+    stop_flag_ = true;
+    // Connections not yet being served are closed below, not served.
+    ready_.clear();
+    waiting_.clear();
   }
   uint64_t one = 1;
   ssize_t unused = ::write(wake_fd_, &one, sizeof one);
@@ -356,6 +361,7 @@ void HttpListener::Accept() {
     socklen_t ll = sizeof ls;
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ls), &ll) == 0) c->local = PeerAddress(ls, &c->local_port);
     c->idle_since = SteadyNow();
+    c->stopping = &stop_flag_;
     ++conns_by_client_[client];
     conns_[fd] = std::move(c);
     epoll_event ev{};

@@ -41,7 +41,7 @@ namespace gpufleet::controller {
 struct ListenerLimits {
   int max_connections = 4096;
   int max_connections_per_client = 512;
-  int max_active_per_client = 32;
+  int max_active_per_client = 64;
   Duration header_timeout = Duration::Seconds(10);
   Duration request_timeout = Duration::Seconds(60);
   Duration idle_timeout = Duration::Seconds(120);
@@ -123,6 +123,7 @@ class HttpListener {
   std::vector<std::thread> threads_;
   int64_t refused_ = 0;
   std::atomic<int64_t> timed_out_{0};
+  std::atomic<bool> stop_flag_{false};  // stopping_, readable without mu_
 };
 
 }  // namespace gpufleet::controller

@@ -538,16 +538,30 @@ void ApiServer::Routes() {
     // Long poll: until new bytes arrive, the job ends or moves to another attempt, or the wait
     // is over. Uploads wake the wait; the job's state is looked at every 200 ms.
     // Long-polls are capped: past the cap the answer comes at once and the client asks again.
-    bool may_wait = *wait_ms > 0 && !any && !finished && user_long_polls_.fetch_add(1) < options_.max_user_long_polls;
-    if (*wait_ms > 0 && !any && !finished && !may_wait) user_long_polls_.fetch_sub(1);
+    bool may_wait = false;
+    if (*wait_ms > 0 && !any && !finished) {
+      std::lock_guard<std::mutex> lock(polls_mu_);
+      int& mine = long_polls_by_client_[req.remote_addr];
+      if (user_long_polls_ < options_.max_user_long_polls && mine < options_.max_long_polls_per_client) {
+        ++user_long_polls_;
+        ++mine;
+        may_wait = true;
+      } else if (mine == 0) {
+        long_polls_by_client_.erase(req.remote_addr);
+      }
+    }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(may_wait ? *wait_ms : 0);
     struct Release {
-      std::atomic<int>* n;
+      ApiServer* self;
+      const std::string& client;
       bool on;
       ~Release() {
-        if (on) n->fetch_sub(1);
+        if (!on) return;
+        std::lock_guard<std::mutex> lock(self->polls_mu_);
+        --self->user_long_polls_;
+        if (--self->long_polls_by_client_[client] <= 0) self->long_polls_by_client_.erase(client);
       }
-    } release{&user_long_polls_, may_wait};
+    } release{this, req.remote_addr, may_wait};
     while (!any && !finished && !stopping_ && std::chrono::steady_clock::now() < deadline) {
       {
         std::unique_lock<std::mutex> lock(logs_mu_);

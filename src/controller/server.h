@@ -55,8 +55,11 @@ struct ServerOptions {
   size_t max_body_bytes = 8 << 20;
   ListenerLimits user_limits;
   ListenerLimits agent_limits;
-  // User long-polls (logs -f) held at once; more answer at once, and the client polls again.
+  // User long-polls (logs -f) held at once, in all and per client address; more answer at once,
+  // and the client polls again. Per address, so that one address's followers cannot use up its
+  // share of the listener's workers (ListenerLimits::max_active_per_client).
   int max_user_long_polls = 64;
+  int max_long_polls_per_client = 8;
   Duration max_poll_wait = Duration::Seconds(30);
   int max_page = 1000;  // largest page of a listing (limit); follow next_cursor for more
 };
@@ -91,6 +94,8 @@ class ApiServer {
   int agent_port_ = 0;
   std::atomic<const Pool*> pool_{nullptr};
   std::atomic<int> user_long_polls_{0};
+  std::mutex polls_mu_;
+  std::map<std::string, int> long_polls_by_client_;  // under polls_mu_
   std::atomic<bool> stopping_{false};
   std::mutex logs_mu_;
   std::condition_variable logs_cv_;

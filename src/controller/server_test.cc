@@ -363,6 +363,7 @@ TEST_F(ServerTest, IdleAndSlowSocketsAndLongPollsDoNotStarveAgentsOrOtherClients
     });
   }
   auto hb = Call("POST", "/v1/agents/heartbeat", agent, api::ToJson(api::Heartbeat{}).dump(), true);
+
   ASSERT_TRUE(hb);
   EXPECT_EQ(hb->status, 200) << hb->body;
   auto q = Call("GET", "/v1/queue", alice_);
