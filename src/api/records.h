@@ -79,9 +79,13 @@ struct TokenRecord {
   TokenKind kind = TokenKind::kUser;
   std::string subject;  // user name, or node name for agent tokens
   std::string role;     // "admin", "user"; agents: "agent"
-  std::string team;     // empty: any
+  std::string team;     // the team a user token acts for (empty: "default"; admins: any)
   Time created;
   bool revoked = false;
+  std::optional<Time> expires;    // none: never
+  std::optional<Time> last_used;  // recorded at most once a minute
+  // A short public name for lists and revocation: the first 12 hex digits of the hash.
+  std::string Id() const { return hash.substr(0, 12); }
 };
 
 }  // namespace gpufleet::api

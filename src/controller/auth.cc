@@ -33,27 +33,54 @@ std::string NewToken(api::TokenKind kind) {
   return std::string("gf_") + api::TokenKindName(kind) + "_" + Hex(buf, sizeof buf);
 }
 
-Result<api::TokenRecord> Authenticator::Check(std::string_view token) {
+Result<api::TokenRecord> Authenticator::Check(std::string_view token, Time now) {
   if (token.empty() || token.size() > 256) return Status::NotFound("missing or malformed token");
   std::string hash = Sha256Hex(token);
+  std::optional<api::TokenRecord> rec;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = cache_.find(hash);
-    if (it != cache_.end()) {
-      if (it->second.revoked) return Status::NotFound("the token was revoked");
-      return it->second;
-    }
+    if (it != cache_.end()) rec = it->second;
   }
-  GF_ASSIGN_OR_RETURN(auto rec, store_.FindToken(hash));
-  if (!rec) return Status::NotFound("unknown token");
-  std::lock_guard<std::mutex> lock(mu_);
-  cache_[hash] = *rec;
+  if (!rec) {
+    GF_ASSIGN_OR_RETURN(auto found, store_.FindToken(hash));
+    if (!found) return Status::NotFound("unknown token");
+    rec = *found;
+    std::lock_guard<std::mutex> lock(mu_);
+    cache_[hash] = *rec;
+  }
   if (rec->revoked) return Status::NotFound("the token was revoked");
+  if (rec->expires && now >= *rec->expires) return Status::NotFound("the token expired at " + FormatIso8601(*rec->expires));
+  if (!rec->last_used || now - *rec->last_used >= Duration::Seconds(60)) {
+    // Once a minute: read the stored record afresh (a revocation made elsewhere, e.g. by a node's
+    // re-registration, shows here) and record the use on it.
+    GF_ASSIGN_OR_RETURN(auto fresh, store_.FindToken(hash));
+    if (!fresh) return Status::NotFound("unknown token");
+    fresh->last_used = now;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cache_[hash] = *fresh;
+    }
+    if (fresh->revoked) return Status::NotFound("the token was revoked");
+    // Best effort: a failed write only leaves the last-used time older.
+    (void)store_.TouchToken(hash, now);
+    return *fresh;
+  }
   return *rec;
 }
 
+Status Authenticator::Revoke(const std::string& hash) {
+  GF_ASSIGN_OR_RETURN(auto found, store_.FindToken(hash));
+  if (!found) return Status::NotFound("no token " + hash.substr(0, 12));
+  found->revoked = true;
+  GF_RETURN_IF_ERROR(store_.PutToken(*found));
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_[hash] = *found;
+  return Status::Ok();
+}
+
 Result<std::string> Authenticator::Create(api::TokenKind kind, std::string subject, std::string role,
-                                          std::string team, Time now) {
+                                          std::string team, Time now, std::optional<Time> expires) {
   std::string secret = NewToken(kind);
   api::TokenRecord rec;
   rec.hash = Sha256Hex(secret);
@@ -62,6 +89,7 @@ Result<std::string> Authenticator::Create(api::TokenKind kind, std::string subje
   rec.role = std::move(role);
   rec.team = std::move(team);
   rec.created = now;
+  rec.expires = expires;
   GF_RETURN_IF_ERROR(store_.PutToken(rec));
   std::lock_guard<std::mutex> lock(mu_);
   cache_[rec.hash] = rec;

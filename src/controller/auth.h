@@ -23,15 +23,19 @@ std::string Sha256Hex(std::string_view data);
 // A new secret "gf_<kind>_<32 random hex digits>" from the OS's random source.
 std::string NewToken(api::TokenKind kind);
 
-// Looks tokens up by hash, through a small cache in front of the store.
+// Looks tokens up by hash, through a small cache in front of the store. The lookup is by the
+// SHA-256 of the presented secret, so its timing says nothing about any stored secret.
 class Authenticator {
  public:
   explicit Authenticator(store::StateStore& store) : store_(store) {}
-  // The token's record, or Unauthenticated-style errors: NotFound for an unknown or revoked
-  // token (the caller answers 401).
-  Result<api::TokenRecord> Check(std::string_view token);
-  // Stores a new token and returns its secret.
-  Result<std::string> Create(api::TokenKind kind, std::string subject, std::string role, std::string team, Time now);
+  // The token's record, or NotFound for an unknown, revoked or expired token (the caller answers
+  // 401). Records when the token was last used, at most once a minute per token.
+  Result<api::TokenRecord> Check(std::string_view token, Time now);
+  // Stores a new token and returns its secret. `expires`: none for a token that never expires.
+  Result<std::string> Create(api::TokenKind kind, std::string subject, std::string role, std::string team, Time now,
+                             std::optional<Time> expires = std::nullopt);
+  // Revokes the token with this hash: it is refused from now on, here and after a restart.
+  Status Revoke(const std::string& hash);
 
  private:
   store::StateStore& store_;

@@ -17,6 +17,7 @@
 #include "api/codec.h"
 #include "api/job_yaml.h"
 #include "common/strings.h"
+#include "controller/rbac.h"
 
 namespace gpufleet::controller {
 
@@ -103,6 +104,29 @@ json JobSummary(const api::JobRecord& r) {
 }
 
 bool IsAdmin(const api::TokenRecord& t) { return t.kind == api::TokenKind::kUser && t.role == "admin"; }
+
+// Who is calling, and how far the verb reaches for them.
+struct Caller {
+  api::TokenRecord token;
+  Role role;
+  std::string team;  // the team it acts for (TeamOf)
+  Scope scope;
+  bool admin() const { return role == Role::kAdmin; }
+  // Whether the verb reaches a job or record of `team`.
+  bool Reaches(const std::string& t) const { return scope == Scope::kAll || t == team; }
+};
+
+std::string Denied(const api::TokenRecord& t, std::optional<Role> role, Verb verb, bool agents) {
+  if (!role) return "the token's role '" + t.role + "' is unknown; ask an admin for a new token";
+  if (*role == Role::kAgent || *role == Role::kJoin) {
+    if (!agents) return std::string("a ") + RoleName(*role) + " token cannot use this route; agents talk to the agent listener";
+    return std::string("a ") + RoleName(*role) + " token may not " + VerbName(verb) +
+           (*role == Role::kJoin ? " (a join token only registers nodes)" : "");
+  }
+  if (agents) return "only agents (agent and join tokens) may use the agent listener";
+  return std::string("your token (role ") + RoleName(*role) + ") may not " + VerbName(verb) +
+         "; see the role table in docs/security.md";
+}
 
 // The token of "Authorization: Bearer <token>"; the scheme is case-insensitive (RFC 7235).
 std::optional<std::string> BearerToken(const httplib::Request& req) {
@@ -230,7 +254,7 @@ void ApiServer::Routes() {
                       "~/.config/gpufleet/config.yaml or GPUFLEET_TOKEN)");
       return std::nullopt;
     }
-    auto rec = auth_.Check(*token);
+    auto rec = auth_.Check(*token, clock_.Now());
     if (!rec.ok()) {
       Error(res, 401, "invalid token: " + rec.status().message());
       return std::nullopt;
@@ -251,29 +275,38 @@ void ApiServer::Routes() {
           return httplib::Server::HandlerResponse::Handled;
         }
       }
-      auto t = authn(req, res);
-      bool kind_ok = t && (agents ? (t->kind == api::TokenKind::kAgent || t->kind == api::TokenKind::kJoin)
-                                  : t->kind == api::TokenKind::kUser);
-      if (t && !kind_ok) {
-        Error(res, 403,
-              agents ? std::string("only agents (agent and join tokens) may use the agent listener")
-                     : std::string("a ") + api::TokenKindName(t->kind) +
-                           " token cannot use this route; agents talk to the agent listener (--agent-listen)");
+      // Deny by default: only routes in the table (rbac.h) are served, each to the roles that
+      // hold its verb.
+      const RouteRule* rule = FindRoute(req.method, req.path, agents);
+      if (rule == nullptr) {
+        CloseAfterResponse();
+        Error(res, 404, agents ? "no such route on the agent listener (agents use only /v1/agents/*)"
+                               : "no such route; see docs/api.md (agents talk to the agent listener, --agent-listen)");
+        return httplib::Server::HandlerResponse::Handled;
       }
-      if (kind_ok) return httplib::Server::HandlerResponse::Unhandled;
+      auto t = authn(req, res);
+      if (t) {
+        std::optional<Role> role = RoleOf(*t);
+        if (role && Holds(*role, rule->verb)) return httplib::Server::HandlerResponse::Unhandled;
+        Error(res, 403, Denied(*t, role, rule->verb, agents));
+      }
       CloseAfterResponse();
       return httplib::Server::HandlerResponse::Handled;
     };
   };
   user_routes_->set_pre_routing_handler(gate(false));
   agent_routes_->set_pre_routing_handler(gate(true));
-  auto user = [authn](const Request& req, Response& res) -> std::optional<api::TokenRecord> {
+  // Authorization of a user route: the caller with the scope its role has for the verb, or an
+  // answered 401/403 and nullopt.
+  auto authz = [authn](const Request& req, Response& res, Verb verb) -> std::optional<Caller> {
     auto t = authn(req, res);
-    if (t && t->kind != api::TokenKind::kUser) {
-      Error(res, 403, std::string("a ") + api::TokenKindName(t->kind) + " token cannot use this route; use a user token");
+    if (!t) return std::nullopt;
+    std::optional<Role> role = RoleOf(*t);
+    if (!role || !Holds(*role, verb)) {
+      Error(res, 403, Denied(*t, role, verb, false));
       return std::nullopt;
     }
-    return t;
+    return Caller{*t, *role, TeamOf(*t), ScopeOf(*role, verb)};
   };
   auto agent = [this, authn](const Request& req, Response& res) -> std::optional<NodeId> {
     auto t = authn(req, res);
@@ -304,8 +337,8 @@ void ApiServer::Routes() {
   agent_routes_->Get("/v1/health", health);
 
   // --- Jobs ---
-  user_routes_->Post("/v1/jobs", [this, user](const Request& req, Response& res) {
-    auto who = user(req, res);
+  user_routes_->Post("/v1/jobs", [this, authz](const Request& req, Response& res) {
+    auto who = authz(req, res, Verb::kJobSubmit);
     if (!who) return;
     auto body = api::ParseJson(req.body);
     if (!body.ok()) return Error(res, 400, "body: " + body.status().message());
@@ -327,7 +360,7 @@ void ApiServer::Routes() {
     if (request_id.empty()) request_id = "auto-" + NewToken(api::TokenKind::kUser).substr(8);
     // Request ids are scoped to the caller, so one team's id can neither collide with nor reveal
     // another's submission.
-    std::string scoped_id = who->team + "/" + who->subject + "/" + request_id;
+    std::string scoped_id = who->token.team + "/" + who->token.subject + "/" + request_id;
     std::string text;
     api::JobParseOptions opts;
     if (body->contains("yaml")) {
@@ -352,8 +385,10 @@ void ApiServer::Routes() {
         if (j.workdir.empty()) j.workdir = d.get<std::string>();
       }
     }
-    if (!IsAdmin(*who) && !who->team.empty()) {
-      for (const auto& j : *jobs) {
+    if (!who->admin()) {
+      for (auto& j : *jobs) {
+        // A job that names no team is its submitter's team's.
+        if (j.spec.team == "default") j.spec.team = who->team;
         if (j.spec.team != who->team) {
           return Error(res, 403, "your token may submit only for team '" + who->team + "', not '" + j.spec.team + "'");
         }
@@ -361,11 +396,11 @@ void ApiServer::Routes() {
     }
     // Who the job runs as on the agents (docs/security.md): never chosen freely by the caller.
     for (auto& j : *jobs) {
-      std::string mapped = options_.user_map.For(who->subject, who->team.empty() ? j.spec.team : who->team);
+      std::string mapped = options_.user_map.For(who->token.subject, who->admin() ? j.spec.team : who->team);
       if (j.user == "root" || j.user == "0") {
         return Error(res, 403, "user: jobs cannot ask to run as root");
       }
-      if (!j.user.empty() && !IsAdmin(*who) && j.user != mapped) {
+      if (!j.user.empty() && !who->admin() && j.user != mapped) {
         return Error(res, 403, "user: your token may not run jobs as '" + j.user + "'" +
                                    (mapped.empty() ? std::string(" (leave user: out; the agent picks its job user)")
                                                    : " (your jobs run as '" + mapped + "')"));
@@ -396,8 +431,8 @@ void ApiServer::Routes() {
     Reply(res, reply->created ? 201 : 200, {{"request_id", request_id}, {"created", reply->created}, {"jobs", list}});
   });
 
-  user_routes_->Get("/v1/jobs", [this, user](const Request& req, Response& res) {
-    if (!user(req, res)) return;
+  user_routes_->Get("/v1/jobs", [this, authz](const Request& req, Response& res) {
+    if (!authz(req, res, Verb::kJobRead)) return;
     store::JobFilter f;
     auto limit = IntParam(req, "limit", 1, options_.max_page, std::min(1000, options_.max_page));
     if (!limit.ok()) return Error(res, limit.status());
@@ -430,8 +465,9 @@ void ApiServer::Routes() {
     Reply(res, 200, out);
   });
 
-  user_routes_->Get(R"(/v1/jobs/(\d+))", [this, user](const Request& req, Response& res) {
-    if (!user(req, res)) return;
+  user_routes_->Get(R"(/v1/jobs/(\d+))", [this, authz](const Request& req, Response& res) {
+    auto who = authz(req, res, Verb::kJobRead);
+    if (!who) return;
     auto id = PathJob(req);
     if (!id.ok()) return Error(res, id.status());
     auto rec = store_.GetJob(*id);
@@ -442,24 +478,37 @@ void ApiServer::Routes() {
     json h = json::array();
     for (const auto& t : *hist) h.push_back(api::ToJson(t));
     json o = JobSummary(**rec);
-    o["record"] = api::ToJson(**rec);
-    o["job_file"] = api::ToJobJson((*rec)->request);
+    // Another team's job: its state and history, not its command, environment or directories.
+    if (who->admin() || (*rec)->request.spec.team == who->team) {
+      o["record"] = api::ToJson(**rec);
+      o["job_file"] = api::ToJobJson((*rec)->request);
+    } else {
+      o["hidden"] = "the job belongs to team " + (*rec)->request.spec.team + ": its command, environment and logs are not shown";
+    }
     o["history"] = h;
     Reply(res, 200, o);
   });
 
-  user_routes_->Post(R"(/v1/jobs/(\d+)/cancel)", [this, user](const Request& req, Response& res) {
-    auto who = user(req, res);
+  user_routes_->Post(R"(/v1/jobs/(\d+)/cancel)", [this, authz](const Request& req, Response& res) {
+    auto who = authz(req, res, Verb::kJobCancel);
     if (!who) return;
     auto id = PathJob(req);
     if (!id.ok()) return Error(res, id.status());
-    Status st = engine_.Cancel(*id, who->subject).get();
+    if (!who->admin()) {
+      auto rec = store_.GetJob(*id);
+      if (!rec.ok()) return Error(res, rec.status());
+      if (*rec && !who->Reaches((*rec)->request.spec.team)) {
+        return Error(res, 403, "job " + std::to_string(id->value()) + " belongs to team " + (*rec)->request.spec.team +
+                                   "; your token may cancel only team " + who->team + "'s jobs");
+      }
+    }
+    Status st = engine_.Cancel(*id, who->token.subject).get();
     if (!st.ok()) return Error(res, st);
     Reply(res, 202, {{"id", id->value()}, {"cancel_requested", true}});
   });
 
-  user_routes_->Get(R"(/v1/jobs/(\d+)/explain)", [this, user](const Request& req, Response& res) {
-    if (!user(req, res)) return;
+  user_routes_->Get(R"(/v1/jobs/(\d+)/explain)", [this, authz](const Request& req, Response& res) {
+    if (!authz(req, res, Verb::kJobRead)) return;
     auto id = PathJob(req);
     if (!id.ok()) return Error(res, id.status());
     auto e = engine_.Explain(*id);
@@ -484,13 +533,18 @@ void ApiServer::Routes() {
     Reply(res, 200, o);
   });
 
-  user_routes_->Get(R"(/v1/jobs/(\d+)/logs)", [this, user](const Request& req, Response& res) {
-    if (!user(req, res)) return;
+  user_routes_->Get(R"(/v1/jobs/(\d+)/logs)", [this, authz](const Request& req, Response& res) {
+    auto who = authz(req, res, Verb::kJobLogs);
+    if (!who) return;
     auto id = PathJob(req);
     if (!id.ok()) return Error(res, id.status());
     auto rec = store_.GetJob(*id);
     if (!rec.ok()) return Error(res, rec.status());
     if (!*rec) return Error(res, 404, "job " + std::to_string(id->value()) + " does not exist");
+    if (!who->Reaches((*rec)->request.spec.team)) {
+      return Error(res, 403, "job " + std::to_string(id->value()) + " belongs to team " + (*rec)->request.spec.team +
+                                 "; your token reads only team " + who->team + "'s logs");
+    }
     auto attempt = IntParam(req, "attempt", 0, 1000000, (*rec)->attempt);
     auto wait_ms = IntParam(req, "wait_ms", 0, 60000, 0);
     if (!attempt.ok()) return Error(res, attempt.status());
@@ -583,8 +637,8 @@ void ApiServer::Routes() {
     Reply(res, 200, {{"id", id->value()}, {"attempt", *attempt}, {"parts", list}, {"finished", finished}});
   });
 
-  user_routes_->Get("/v1/queue", [this, user](const Request& req, Response& res) {
-    if (!user(req, res)) return;
+  user_routes_->Get("/v1/queue", [this, authz](const Request& req, Response& res) {
+    if (!authz(req, res, Verb::kQueueRead)) return;
     auto limit = IntParam(req, "limit", 1, options_.max_page, options_.max_page);
     auto cursor = IntParam(req, "cursor", 0, INT64_MAX / 4, 0);
     if (!limit.ok()) return Error(res, limit.status());
@@ -605,8 +659,8 @@ void ApiServer::Routes() {
   });
 
   // --- Nodes ---
-  user_routes_->Get("/v1/nodes", [this, user](const Request& req, Response& res) {
-    if (!user(req, res)) return;
+  user_routes_->Get("/v1/nodes", [this, authz](const Request& req, Response& res) {
+    if (!authz(req, res, Verb::kNodeRead)) return;
     json list = json::array();
     for (const auto& n : engine_.Nodes()) {
       json tel = json::array();
@@ -635,11 +689,9 @@ void ApiServer::Routes() {
     Reply(res, 200, {{"nodes", list}});
   });
 
-  auto drain = [this, user](bool on) {
-    return [this, user, on](const Request& req, Response& res) {
-      auto who = user(req, res);
-      if (!who) return;
-      if (!IsAdmin(*who)) return Error(res, 403, "draining a node needs an admin token");
+  auto drain = [this, authz](bool on) {
+    return [this, authz, on](const Request& req, Response& res) {
+      if (!authz(req, res, Verb::kNodeDrain)) return;
       Status st = engine_.Drain(req.matches[1].str(), on).get();
       if (!st.ok()) return Error(res, st);
       Reply(res, 200, {{"node", req.matches[1].str()}, {"state", on ? "draining" : "up"}});
@@ -649,10 +701,18 @@ void ApiServer::Routes() {
   user_routes_->Post(R"(/v1/nodes/([A-Za-z0-9._-]+)/undrain)", drain(false));
 
   // --- Money ---
-  user_routes_->Get("/v1/cost", [this, user](const Request& req, Response& res) {
-    if (!user(req, res)) return;
+  user_routes_->Get("/v1/cost", [this, authz](const Request& req, Response& res) {
+    auto who = authz(req, res, Verb::kCostRead);
+    if (!who) return;
     store::JobFilter f;
     if (req.has_param("team")) f.team = req.get_param_value("team");
+    if (who->scope != Scope::kAll) {
+      // Below admin, cost details are the caller's team's only.
+      if (f.team && *f.team != who->team) {
+        return Error(res, 403, "your token reads only team " + who->team + "'s costs");
+      }
+      f.team = who->team;
+    }
     auto since = IntParam(req, "since_ms", 0, INT64_MAX / 4, -1);
     if (!since.ok()) return Error(res, since.status());
     if (*since >= 0) f.since = Time::FromMillis(*since);
@@ -700,8 +760,8 @@ void ApiServer::Routes() {
     Reply(res, 200, {{"total_micros", total}, {"teams", teams}, {"jobs", list}});
   });
 
-  user_routes_->Get("/v1/pool", [this, user](const Request& req, Response& res) {
-    if (!user(req, res)) return;
+  user_routes_->Get("/v1/pool", [this, authz](const Request& req, Response& res) {
+    if (!authz(req, res, Verb::kPoolRead)) return;
     const Pool* pool = pool_.load();
     if (pool == nullptr) {
       return Error(res, 404, "this controller has no pool (start it with --pool FILE to autoscale)");
@@ -728,10 +788,8 @@ void ApiServer::Routes() {
     Reply(res, 200, {{"provider", pool->config().provider.kind}, {"instances", list}, {"offers", offers}});
   });
 
-  user_routes_->Post(R"(/v1/teams/([A-Za-z0-9._-]+)/budget)", [this, user](const Request& req, Response& res) {
-    auto who = user(req, res);
-    if (!who) return;
-    if (!IsAdmin(*who)) return Error(res, 403, "setting a budget needs an admin token");
+  user_routes_->Post(R"(/v1/teams/([A-Za-z0-9._-]+)/budget)", [this, authz](const Request& req, Response& res) {
+    if (!authz(req, res, Verb::kBudgetSet)) return;
     auto body = api::ParseJson(req.body);
     if (!body.ok() || !body->is_object()) {
       return Error(res, 400, "body: expected {\"hard\": dollars, \"soft\": dollars, \"max_hourly\": dollars, "
@@ -779,16 +837,17 @@ void ApiServer::Routes() {
   });
 
   // --- Tokens ---
-  user_routes_->Post("/v1/tokens", [this, user](const Request& req, Response& res) {
-    auto who = user(req, res);
+  user_routes_->Post("/v1/tokens", [this, authz](const Request& req, Response& res) {
+    auto who = authz(req, res, Verb::kTokenCreate);
     if (!who) return;
-    if (!IsAdmin(*who)) return Error(res, 403, "making tokens needs an admin token");
     auto body = api::ParseJson(req.body);
-    if (!body.ok() || !body->is_object()) return Error(res, 400, "body: expected a JSON object {kind, role, subject, team}");
-    std::map<std::string, std::string> f = {{"kind", "user"}, {"role", "user"}, {"subject", ""}, {"team", ""}};
+    if (!body.ok() || !body->is_object()) {
+      return Error(res, 400, "body: expected a JSON object {kind, role, subject, team, ttl}");
+    }
+    std::map<std::string, std::string> f = {{"kind", "user"}, {"role", "user"}, {"subject", ""}, {"team", ""}, {"ttl", ""}};
     for (auto it = body->begin(); it != body->end(); ++it) {
       if (!f.count(it.key())) {
-        return Error(res, 400, "unknown field '" + it.key() + "' (expected kind, role, subject, team)");
+        return Error(res, 400, "unknown field '" + it.key() + "' (expected kind, role, subject, team, ttl)");
       }
       if (!it->is_string()) return Error(res, 400, it.key() + ": expected a string");
       std::string v = it->get<std::string>();
@@ -797,11 +856,87 @@ void ApiServer::Routes() {
     }
     std::string kind = f["kind"], role = f["role"], subject = f["subject"], team = f["team"];
     if (kind != "user" && kind != "join") return Error(res, 400, "kind: must be user or join, got '" + kind + "'");
-    if (role != "user" && role != "admin") return Error(res, 400, "role: must be user or admin, got '" + role + "'");
+    std::optional<Role> made = kind == "join" ? std::optional<Role>(Role::kJoin) : ParseRole(role);
+    if (!made || *made == Role::kAgent || (kind == "user" && *made == Role::kJoin)) {
+      return Error(res, 400, "role: must be admin, team-admin, user, viewer or metrics, got '" + role + "'");
+    }
+    if (!MayMakeRole(who->role, *made)) {
+      return Error(res, 403, std::string("your token (role ") + RoleName(who->role) + ") may not make " +
+                                 RoleName(*made) + " tokens");
+    }
+    if (who->scope != Scope::kAll) {
+      // A team-admin makes tokens for its own team only.
+      if (!team.empty() && team != who->team) {
+        return Error(res, 403, "your token makes tokens for team " + who->team + " only, not '" + team + "'");
+      }
+      team = who->team;
+    }
+    std::optional<Time> expires;
+    if (!f["ttl"].empty()) {
+      auto ttl = ParseDuration(f["ttl"]);
+      if (!ttl || *ttl <= Duration::Zero()) return Error(res, 400, "ttl: expected a duration like 30d or 12h, got '" + f["ttl"] + "'");
+      expires = clock_.Now() + *ttl;
+    }
     auto secret = auth_.Create(kind == "join" ? api::TokenKind::kJoin : api::TokenKind::kUser, subject,
-                               kind == "join" ? "agent" : role, team, clock_.Now());
+                               kind == "join" ? "agent" : RoleName(*made), team, clock_.Now(), expires);
     if (!secret.ok()) return Error(res, secret.status());
-    Reply(res, 201, {{"token", *secret}, {"kind", kind}, {"role", role}, {"subject", subject}, {"team", team}});
+    json out = {{"token", *secret}, {"id", Sha256Hex(*secret).substr(0, 12)}, {"kind", kind},
+                {"role", kind == "join" ? "join" : RoleName(*made)}, {"subject", subject}, {"team", team}};
+    if (expires) out["expires_ms"] = expires->millis();
+    Reply(res, 201, out);
+  });
+
+  // Tokens as people see them: never the secret, nor the whole hash.
+  auto token_json = [](const api::TokenRecord& t) {
+    json o = {{"id", t.Id()},
+              {"kind", api::TokenKindName(t.kind)},
+              {"subject", t.subject},
+              {"role", t.role},
+              {"team", t.team},
+              {"created_ms", t.created.millis()},
+              {"revoked", t.revoked}};
+    if (t.expires) o["expires_ms"] = t.expires->millis();
+    if (t.last_used) o["last_used_ms"] = t.last_used->millis();
+    return o;
+  };
+  // Whether the caller may see (and revoke) this token: admins every token, team-admins their
+  // team's user tokens.
+  auto token_visible = [](const Caller& who, const api::TokenRecord& t) {
+    return who.scope == Scope::kAll || (t.kind == api::TokenKind::kUser && TeamOf(t) == who.team);
+  };
+
+  user_routes_->Get("/v1/tokens", [this, authz, token_json, token_visible](const Request& req, Response& res) {
+    auto who = authz(req, res, Verb::kTokenRead);
+    if (!who) return;
+    auto tokens = store_.ListTokens();
+    if (!tokens.ok()) return Error(res, tokens.status());
+    std::sort(tokens->begin(), tokens->end(), [](const auto& a, const auto& b) { return a.created < b.created; });
+    json list = json::array();
+    for (const auto& t : *tokens) {
+      if (token_visible(*who, t)) list.push_back(token_json(t));
+    }
+    Reply(res, 200, {{"tokens", list}});
+  });
+
+  user_routes_->Post(R"(/v1/tokens/([0-9a-f]{1,64})/revoke)", [this, authz, token_json, token_visible](
+                                                                   const Request& req, Response& res) {
+    auto who = authz(req, res, Verb::kTokenRevoke);
+    if (!who) return;
+    std::string id = req.matches[1].str();
+    if (id.size() < 8) return Error(res, 400, "token id: give at least 8 hex digits (gpufleet token list shows them)");
+    auto tokens = store_.ListTokens();
+    if (!tokens.ok()) return Error(res, tokens.status());
+    std::vector<api::TokenRecord> found;
+    for (const auto& t : *tokens) {
+      if (StartsWith(t.hash, id) && token_visible(*who, t)) found.push_back(t);
+    }
+    if (found.empty()) return Error(res, 404, "no token " + id + " that your token may revoke");
+    if (found.size() > 1) return Error(res, 409, "token id " + id + " is ambiguous; give more digits");
+    if (found[0].hash == who->token.hash) return Error(res, 409, "a token cannot revoke itself");
+    Status st = auth_.Revoke(found[0].hash);
+    if (!st.ok()) return Error(res, st);
+    found[0].revoked = true;
+    Reply(res, 200, token_json(found[0]));
   });
 
   // --- Agents ---

@@ -10,10 +10,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "api/codec.h"
 #include "controller/auth.h"
+#include "controller/rbac.h"
 #include "testing/memory_store.h"
 
 namespace gpufleet::controller {
@@ -21,9 +24,14 @@ namespace {
 
 using nlohmann::json;
 
+// The wall clock, moved forward on demand (token expiry).
 class WallClock : public sched::Clock {
  public:
-  Time Now() const override { return WallNow(); }
+  Time Now() const override { return WallNow() + Duration::Millis(shift_ms_.load()); }
+  void Advance(Duration d) { shift_ms_ += d.millis(); }
+
+ private:
+  std::atomic<int64_t> shift_ms_{0};
 };
 
 // A raw TCP connection from `from` (any 127.0.0.0/8 address) to 127.0.0.1:port.
@@ -373,6 +381,145 @@ TEST_F(ServerTest, IdleAndSlowSocketsAndLongPollsDoNotStarveAgentsOrOtherClients
   engine_->ReleasePollers();
   server_->Stop();  // answers the long-polls
   for (auto& t : polls) t.join();
+}
+
+TEST_F(ServerTest, AUserCannotTouchAnotherTeamsJobs) {
+  // Given alice's (vision) job, expect bob (nlp) to be refused its cancel and logs, to see it
+  // without command or environment, and to be refused vision's costs; the job stays as it was.
+  auto sub = Call("POST", "/v1/jobs", alice_,
+                  R"({"job": {"name": "secret", "team": "vision", "resources": {"gpus": 1}, "run": ["echo", "s3cr3t"],
+                      "env": {"API_KEY": "k"}}})");
+  ASSERT_EQ(sub->status, 201) << sub->body;
+  std::string id = std::to_string(Body(sub)["jobs"][0]["id"].get<int64_t>());
+  auto cancel = Call("POST", "/v1/jobs/" + id + "/cancel", bob_);
+  EXPECT_EQ(cancel->status, 403) << cancel->body;
+  auto logs = Call("GET", "/v1/jobs/" + id + "/logs", bob_);
+  EXPECT_EQ(logs->status, 403) << logs->body;
+  auto seen = Call("GET", "/v1/jobs/" + id, bob_);
+  ASSERT_EQ(seen->status, 200);
+  EXPECT_EQ(seen->body.find("s3cr3t"), std::string::npos) << seen->body;
+  EXPECT_EQ(seen->body.find("API_KEY"), std::string::npos) << seen->body;
+  auto own = Call("GET", "/v1/jobs/" + id, alice_);
+  EXPECT_NE(own->body.find("s3cr3t"), std::string::npos) << "the owner's team sees the command";
+  auto cost = Call("GET", "/v1/cost?team=vision", bob_);
+  EXPECT_EQ(cost->status, 403) << cost->body;
+  auto rec = store_.GetJob(JobId(std::stoll(id)));
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  EXPECT_NE((*rec)->state, api::JobState::kCancelled);
+  auto by_owner = Call("POST", "/v1/jobs/" + id + "/cancel", alice_);
+  EXPECT_EQ(by_owner->status, 202) << by_owner->body;
+}
+
+TEST_F(ServerTest, AJobWithoutATeamIsItsSubmittersTeams) {
+  // Given bob (team nlp) submitting a job that names no team, expect it stored under nlp.
+  auto sub = Call("POST", "/v1/jobs", bob_, R"({"job": {"name": "j", "resources": {"gpus": 1}, "run": ["true"]}})");
+  ASSERT_EQ(sub->status, 201) << sub->body;
+  auto rec = store_.GetJob(JobId(Body(sub)["jobs"][0]["id"].get<int64_t>()));
+  EXPECT_EQ((*rec)->request.spec.team, "nlp");
+}
+
+TEST_F(ServerTest, TokensCanBeListedRevokedAndExpire) {
+  // Given an admin, expect a team-admin token for vision to make vision user tokens but no admin
+  // token and nothing for nlp; the list to show ids and never secrets; a revoked token and an
+  // expired one to be refused.
+  auto ta = Call("POST", "/v1/tokens", admin_, R"({"role": "team-admin", "subject": "carol", "team": "vision"})");
+  ASSERT_EQ(ta->status, 201) << ta->body;
+  std::string carol = Body(ta)["token"];
+  EXPECT_EQ(Call("POST", "/v1/tokens", carol, R"({"role": "admin"})")->status, 403);
+  EXPECT_EQ(Call("POST", "/v1/tokens", carol, R"({"role": "user", "team": "nlp"})")->status, 403);
+  EXPECT_EQ(Call("POST", "/v1/tokens", carol, R"({"kind": "join"})")->status, 403);
+  auto made = Call("POST", "/v1/tokens", carol, R"({"role": "user", "subject": "dave", "ttl": "1h"})");
+  ASSERT_EQ(made->status, 201) << made->body;
+  std::string dave = Body(made)["token"];
+  EXPECT_EQ(Body(made)["team"], "vision");
+  EXPECT_EQ(Call("GET", "/v1/queue", dave)->status, 200);
+
+  auto list = Call("GET", "/v1/tokens", carol);
+  ASSERT_EQ(list->status, 200);
+  EXPECT_EQ(list->body.find("gf_"), std::string::npos) << "no secret in a list";
+  std::set<std::string> teams;
+  json listed = Body(list);
+  for (const auto& t : listed["tokens"]) teams.insert(t["team"].get<std::string>());
+  EXPECT_EQ(teams, std::set<std::string>{"vision"}) << list->status << " " << list->body;
+
+  std::string bob_id = Sha256Hex(bob_).substr(0, 12);
+  EXPECT_EQ(Call("POST", "/v1/tokens/" + bob_id + "/revoke", carol)->status, 404) << "another team's token";
+  auto revoked = Call("POST", "/v1/tokens/" + bob_id + "/revoke", admin_);
+  EXPECT_EQ(revoked->status, 200) << revoked->body;
+  EXPECT_EQ(Call("GET", "/v1/queue", bob_)->status, 401);
+
+  clock_.Advance(Duration::Seconds(2 * 3600));
+  auto expired = Call("GET", "/v1/queue", dave);
+  EXPECT_EQ(expired->status, 401);
+  EXPECT_NE(expired->body.find("expired"), std::string::npos) << expired->body;
+}
+
+// The table's answer for a role on a route, as docs/security.md writes it.
+std::string Cell(Role role, Verb verb) {
+  switch (ScopeOf(role, verb)) {
+    case Scope::kAll: return "yes";
+    case Scope::kOwnTeam: return role == Role::kAgent ? "own node" : "own team";
+    case Scope::kNone: return "-";
+  }
+  return "?";
+}
+
+std::string MatrixMarkdown() {
+  std::string out = "| route | verb |";
+  for (Role r : AllRoles()) out += std::string(" ") + RoleName(r) + " |";
+  out += "\n|---|---|";
+  for (size_t i = 0; i < AllRoles().size(); ++i) out += "---|";
+  out += "\n";
+  for (const auto& rule : ApiRoutes()) {
+    if (rule.verb == Verb::kHealth) continue;
+    out += std::string("| `") + rule.method + " " + rule.example + "` | " + VerbName(rule.verb) + " |";
+    for (Role r : AllRoles()) out += " " + Cell(r, rule.verb) + " |";
+    out += "\n";
+  }
+  return out;
+}
+
+TEST(RbacTest, TheMatrixInDocsSecurityIsTheTableInTheCode) {
+  // Given docs/security.md, expect its role matrix to be exactly the one the code enforces.
+  std::ifstream in(std::string(GPUFLEET_SOURCE_DIR) + "/docs/security.md");
+  std::stringstream doc;
+  doc << in.rdbuf();
+  std::string want = MatrixMarkdown();
+  EXPECT_NE(doc.str().find(want), std::string::npos) << "docs/security.md should contain:\n" << want;
+}
+
+TEST_F(ServerTest, EveryRouteAnswersEveryRoleAsTheTableSays) {
+  // Given a token of every role (team vision) and a vision job, expect each route to refuse the
+  // roles without its verb (403) and no token (401), and to let the others through to the handler.
+  auto sub = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "matrix"})");
+  ASSERT_EQ(sub->status, 201) << sub->body;
+  std::map<Role, std::string> tokens;
+  for (Role r : AllRoles()) {
+    if (r == Role::kAgent) {
+      tokens[r] = RegisterNode("matrix-node");
+    } else if (r == Role::kJoin) {
+      tokens[r] = join_;
+    } else {
+      tokens[r] = *auth_->Create(api::TokenKind::kUser, std::string("m-") + RoleName(r), RoleName(r), "vision", WallNow());
+    }
+  }
+  for (const auto& rule : ApiRoutes()) {
+    if (rule.verb == Verb::kHealth) continue;
+    std::string body = rule.verb == Verb::kAgentReport ? api::ToJson(api::Heartbeat{}).dump() : "{}";
+    auto none = Call(rule.method, rule.example, "", body, rule.agents);
+    ASSERT_TRUE(none);
+    EXPECT_EQ(none->status, 401) << rule.method << " " << rule.example << " without a token";
+    for (Role r : AllRoles()) {
+      auto got = Call(rule.method, rule.example, tokens[r], body, rule.agents);
+      ASSERT_TRUE(got) << rule.example;
+      if (Holds(r, rule.verb)) {
+        EXPECT_NE(got->status, 401) << rule.example << " as " << RoleName(r) << ": " << got->body;
+        EXPECT_NE(got->status, 403) << rule.example << " as " << RoleName(r) << ": " << got->body;
+      } else {
+        EXPECT_EQ(got->status, 403) << rule.example << " as " << RoleName(r) << ": " << got->body;
+      }
+    }
+  }
 }
 
 }  // namespace

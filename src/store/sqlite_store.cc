@@ -356,6 +356,15 @@ class SqliteStore : public StateStore {
     return std::optional<api::TokenRecord>(std::move(token));
   }
 
+  Status TouchToken(const std::string& hash, Time when) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt st = Prepare("UPDATE tokens SET record = json_set(record, '$.last_used_ms', ?2) WHERE hash = ?1");
+    st.Bind(1, hash).Bind(2, when.millis());
+    GF_RETURN_IF_ERROR(Run(st, "touch token"));
+    if (sqlite3_changes(db_) == 0) return Status::NotFound("no token " + hash.substr(0, 12));
+    return Status::Ok();
+  }
+
   Result<std::vector<api::TokenRecord>> ListTokens() override {
     std::lock_guard<std::mutex> lock(mu_);
     Stmt st = Prepare("SELECT record FROM tokens ORDER BY hash");

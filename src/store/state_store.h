@@ -71,6 +71,9 @@ class StateStore {
   virtual Status PutToken(const api::TokenRecord& token) = 0;
   virtual Result<std::optional<api::TokenRecord>> FindToken(const std::string& hash) = 0;
   virtual Result<std::vector<api::TokenRecord>> ListTokens() = 0;  // by hash
+  // Sets only the token's last-used time (a revocation written meanwhile stays). NotFound for an
+  // unknown hash.
+  virtual Status TouchToken(const std::string& hash, Time when) = 0;
 
   // Small settings (schema version, cluster id, next MASTER_PORT, ...). "schema_version" belongs
   // to the store: it can be read, and setting it is InvalidArgument.

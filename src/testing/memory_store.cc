@@ -124,6 +124,14 @@ Result<std::vector<api::NodeRecord>> MemoryStore::ListNodes() {
   return out;
 }
 
+Status MemoryStore::TouchToken(const std::string& hash, Time when) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tokens_.find(hash);
+  if (it == tokens_.end()) return Status::NotFound("no token " + hash.substr(0, 12));
+  it->second.last_used = when;
+  return Status::Ok();
+}
+
 Status MemoryStore::PutToken(const api::TokenRecord& token) {
   if (token.hash.empty()) return Status::InvalidArgument("token hash must not be empty");
   std::lock_guard<std::mutex> lock(mu_);

@@ -32,6 +32,7 @@ class MemoryStore : public store::StateStore {
   Result<NodeId> UpsertNode(const api::NodeRecord& node) override;
   Result<std::vector<api::NodeRecord>> ListNodes() override;
   Status PutToken(const api::TokenRecord& token) override;
+  Status TouchToken(const std::string& hash, Time when) override;
   Result<std::optional<api::TokenRecord>> FindToken(const std::string& hash) override;
   Result<std::vector<api::TokenRecord>> ListTokens() override;
   Result<std::optional<std::string>> GetMeta(const std::string& key) override;

@@ -1,0 +1,182 @@
+#include "controller/rbac.h"
+
+#include <regex>
+
+namespace gpufleet::controller {
+
+const std::vector<Role>& AllRoles() {
+  static const std::vector<Role> roles = {Role::kAdmin, Role::kTeamAdmin, Role::kUser, Role::kViewer,
+                                          Role::kMetrics, Role::kAgent, Role::kJoin};
+  return roles;
+}
+
+const char* RoleName(Role r) {
+  switch (r) {
+    case Role::kAdmin: return "admin";
+    case Role::kTeamAdmin: return "team-admin";
+    case Role::kUser: return "user";
+    case Role::kViewer: return "viewer";
+    case Role::kMetrics: return "metrics";
+    case Role::kAgent: return "agent";
+    case Role::kJoin: return "join";
+  }
+  return "?";
+}
+
+std::optional<Role> ParseRole(const std::string& name) {
+  for (Role r : AllRoles()) {
+    if (name == RoleName(r)) return r;
+  }
+  return std::nullopt;
+}
+
+const char* VerbName(Verb v) {
+  switch (v) {
+    case Verb::kHealth: return "health";
+    case Verb::kJobSubmit: return "submit jobs";
+    case Verb::kJobRead: return "read jobs";
+    case Verb::kJobCancel: return "cancel jobs";
+    case Verb::kJobLogs: return "read job logs";
+    case Verb::kQueueRead: return "read the queue";
+    case Verb::kNodeRead: return "read nodes";
+    case Verb::kNodeDrain: return "drain nodes";
+    case Verb::kCostRead: return "read costs";
+    case Verb::kPoolRead: return "read the pool";
+    case Verb::kBudgetSet: return "set budgets";
+    case Verb::kTokenCreate: return "create tokens";
+    case Verb::kTokenRead: return "list tokens";
+    case Verb::kTokenRevoke: return "revoke tokens";
+    case Verb::kAuditRead: return "read the audit log";
+    case Verb::kAgentRegister: return "register nodes";
+    case Verb::kAgentReport: return "report as an agent";
+  }
+  return "?";
+}
+
+std::optional<Role> RoleOf(const api::TokenRecord& token) {
+  switch (token.kind) {
+    case api::TokenKind::kAgent: return Role::kAgent;
+    case api::TokenKind::kJoin: return Role::kJoin;
+    case api::TokenKind::kUser: {
+      auto r = ParseRole(token.role);
+      if (!r || *r == Role::kAgent || *r == Role::kJoin) return std::nullopt;
+      return r;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string TeamOf(const api::TokenRecord& token) { return token.team.empty() ? "default" : token.team; }
+
+Scope ScopeOf(Role role, Verb verb) {
+  if (verb == Verb::kHealth) return Scope::kAll;
+  switch (role) {
+    case Role::kAdmin:
+      return verb == Verb::kAgentRegister || verb == Verb::kAgentReport ? Scope::kNone : Scope::kAll;
+    case Role::kTeamAdmin:
+      switch (verb) {
+        case Verb::kJobRead:
+        case Verb::kQueueRead:
+        case Verb::kNodeRead:
+        case Verb::kPoolRead:
+          return Scope::kAll;
+        case Verb::kJobSubmit:
+        case Verb::kJobCancel:
+        case Verb::kJobLogs:
+        case Verb::kCostRead:
+        case Verb::kTokenCreate:
+        case Verb::kTokenRead:
+        case Verb::kTokenRevoke:
+          return Scope::kOwnTeam;
+        default:
+          return Scope::kNone;
+      }
+    case Role::kUser:
+      switch (verb) {
+        case Verb::kJobRead:
+        case Verb::kQueueRead:
+        case Verb::kNodeRead:
+        case Verb::kPoolRead:
+          return Scope::kAll;
+        case Verb::kJobSubmit:
+        case Verb::kJobCancel:
+        case Verb::kJobLogs:
+        case Verb::kCostRead:
+          return Scope::kOwnTeam;
+        default:
+          return Scope::kNone;
+      }
+    case Role::kViewer:
+      switch (verb) {
+        case Verb::kJobRead:
+        case Verb::kQueueRead:
+        case Verb::kNodeRead:
+        case Verb::kPoolRead:
+          return Scope::kAll;
+        case Verb::kJobLogs:
+        case Verb::kCostRead:
+          return Scope::kOwnTeam;
+        default:
+          return Scope::kNone;
+      }
+    case Role::kMetrics:
+      return Scope::kNone;  // the metrics endpoint only
+    case Role::kAgent:
+      return verb == Verb::kAgentRegister || verb == Verb::kAgentReport ? Scope::kOwnTeam : Scope::kNone;
+    case Role::kJoin:
+      return verb == Verb::kAgentRegister ? Scope::kAll : Scope::kNone;
+  }
+  return Scope::kNone;
+}
+
+bool MayMakeRole(Role role, Role made) {
+  if (role == Role::kAdmin) return made != Role::kAgent;  // agent tokens come from registration
+  if (role == Role::kTeamAdmin) return made == Role::kTeamAdmin || made == Role::kUser || made == Role::kViewer;
+  return false;
+}
+
+const std::vector<RouteRule>& ApiRoutes() {
+  static const std::vector<RouteRule> routes = {
+      {"GET", "/v1/health", "/v1/health", Verb::kHealth, false},
+      {"POST", "/v1/jobs", "/v1/jobs", Verb::kJobSubmit, false},
+      {"GET", "/v1/jobs", "/v1/jobs", Verb::kJobRead, false},
+      {"GET", R"(/v1/jobs/(\d+))", "/v1/jobs/1", Verb::kJobRead, false},
+      {"POST", R"(/v1/jobs/(\d+)/cancel)", "/v1/jobs/1/cancel", Verb::kJobCancel, false},
+      {"GET", R"(/v1/jobs/(\d+)/explain)", "/v1/jobs/1/explain", Verb::kJobRead, false},
+      {"GET", R"(/v1/jobs/(\d+)/logs)", "/v1/jobs/1/logs", Verb::kJobLogs, false},
+      {"GET", "/v1/queue", "/v1/queue", Verb::kQueueRead, false},
+      {"GET", "/v1/nodes", "/v1/nodes", Verb::kNodeRead, false},
+      {"POST", R"(/v1/nodes/([A-Za-z0-9._-]+)/drain)", "/v1/nodes/n1/drain", Verb::kNodeDrain, false},
+      {"POST", R"(/v1/nodes/([A-Za-z0-9._-]+)/undrain)", "/v1/nodes/n1/undrain", Verb::kNodeDrain, false},
+      {"GET", "/v1/cost", "/v1/cost", Verb::kCostRead, false},
+      {"GET", "/v1/pool", "/v1/pool", Verb::kPoolRead, false},
+      {"POST", R"(/v1/teams/([A-Za-z0-9._-]+)/budget)", "/v1/teams/vision/budget", Verb::kBudgetSet, false},
+      {"POST", "/v1/tokens", "/v1/tokens", Verb::kTokenCreate, false},
+      {"GET", "/v1/tokens", "/v1/tokens", Verb::kTokenRead, false},
+      {"POST", R"(/v1/tokens/([0-9a-f]{1,64})/revoke)", "/v1/tokens/0123456789ab/revoke", Verb::kTokenRevoke, false},
+      {"GET", "/v1/audit", "/v1/audit", Verb::kAuditRead, false},
+      {"GET", "/v1/health", "/v1/health", Verb::kHealth, true},
+      {"POST", "/v1/agents/register", "/v1/agents/register", Verb::kAgentRegister, true},
+      {"POST", "/v1/agents/heartbeat", "/v1/agents/heartbeat", Verb::kAgentReport, true},
+      {"GET", "/v1/agents/commands", "/v1/agents/commands", Verb::kAgentReport, true},
+      {"POST", "/v1/agents/logs", "/v1/agents/logs", Verb::kAgentReport, true},
+  };
+  return routes;
+}
+
+const RouteRule* FindRoute(const std::string& method, const std::string& path, bool agents) {
+  static const std::vector<std::regex> compiled = [] {
+    std::vector<std::regex> out;
+    for (const auto& r : ApiRoutes()) out.emplace_back(r.pattern);
+    return out;
+  }();
+  const auto& routes = ApiRoutes();
+  for (size_t i = 0; i < routes.size(); ++i) {
+    if (routes[i].agents == agents && method == routes[i].method && std::regex_match(path, compiled[i])) {
+      return &routes[i];
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace gpufleet::controller
