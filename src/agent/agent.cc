@@ -192,6 +192,10 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   spec_.labels = options_.labels;
   spec_.market = options_.market;
   spec_.price_micros_per_hour = options_.price_micros_per_hour;
+  // What jobs may ask besides GPUs (resources.cpus, memory): declared, else the host's.
+  HostResources host = ProbeHostResources();
+  spec_.cpu_milli = options_.cpu_milli > 0 ? options_.cpu_milli : host.cpu_milli;
+  spec_.mem_mib = options_.mem_mib > 0 ? options_.mem_mib : host.mem_mib;
   for (const auto& d : *devices) gpus_.push_back({d.index, d.uuid, d.name, d.memory_mib});
   std::error_code ec;
   std::filesystem::create_directories(options_.data_dir, ec);
@@ -271,21 +275,31 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   }
   // Parts die with the agent (their shims watch the thread that launched them), so stop them
   // properly first, with their checkpoint signal and grace, whatever the reason for stopping.
+  // Their exits and logs still go to the controller (the ticks below), marked stopped by the
+  // agent: it requeues their jobs (a stop is not a failure) and holds the node until the agent
+  // registers again.
   (void)stop_jobs_on_exit;
+  StopAll(gave_up ? "the agent gave up on its controller" : "the agent is shutting down");
   {
-    std::vector<api::StopPart> stops;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& [key, run] : runs_) {
-        if (!run.exited) stops.push_back({key, run.start.stop_signal, run.start.grace, "agent shutting down"});
+    // Wait for the parts within their grace (the launcher escalates to SIGKILL), then a little
+    // for the controller to acknowledge their exits; an absent controller is not waited for.
+    const Time parts_deadline = WallNow() + Duration::Seconds(300);
+    Time acked_deadline = Time::Max();
+    for (;;) {
+      bool waiting_events;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        waiting_events = !events_.empty();
+        for (const auto& [key, run] : runs_) waiting_events = waiting_events || !run.exited || run.held_exit;
       }
-    }
-    for (const auto& s : stops) StopPart(s);
-    // Wait for them, within their grace (the launcher escalates to SIGKILL).
-    for (int i = 0; i < 6000; ++i) {
-      launcher_->Poll(WallNow());
-      if (launcher_->List().empty()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const bool parts_left = !launcher_->List().empty();
+      Time now = WallNow();
+      if (!parts_left && acked_deadline == Time::Max()) acked_deadline = now + Duration::Seconds(5);
+      if (!parts_left && (!waiting_events || gave_up || now >= acked_deadline)) break;
+      if (parts_left && now >= parts_deadline) break;
+      Tick(waiting_events);
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait_for(lock, std::chrono::milliseconds(50));
     }
   }
   {
@@ -308,19 +322,27 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
 }
 
 void Agent::Fence(Duration silent) {
-  std::vector<api::StopPart> stops;
+  size_t running;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [key, run] : runs_) {
-      if (!run.exited) {
-        stops.push_back({key, run.start.stop_signal, run.start.grace,
-                         "fenced: no word from the controller for " + FormatDuration(silent)});
-      }
-    }
+    running = RunningKeys().size();
   }
   spdlog::error("no word from the controller for {}: it has declared this node lost and requeued its jobs; "
                 "stopping the {} part(s) that still run here so that no job runs twice",
-                FormatDuration(silent), stops.size());
+                FormatDuration(silent), running);
+  StopAll("fenced: no word from the controller for " + FormatDuration(silent));
+}
+
+void Agent::StopAll(const std::string& why) {
+  std::vector<api::StopPart> stops;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, run] : runs_) {
+      if (run.exited) continue;
+      if (run.message.empty()) run.message = why;
+      stops.push_back({key, run.start.stop_signal, run.start.grace, why});
+    }
+  }
   for (const auto& s : stops) StopPart(s);
 }
 
@@ -458,11 +480,16 @@ void Agent::StartPart(const api::StartPart& s) {
     spdlog::error("{}: cannot start: {}", s.key.ToString(), error);
     run.message = "cannot start: " + error;
     run.exit_code = 127;
+    run.start_failed = true;
     if (!keys.empty()) {
       // Some processes of the part started: stop them; their exits report the part.
       runs_[s.key] = std::move(run);
       lock.unlock();
-      for (const auto& k : keys) launcher_->Stop(k, SIGKILL, Duration::Zero(), WallNow());
+      for (const auto& k : keys) {
+        if (Status st = launcher_->Stop(k, SIGKILL, Duration::Zero(), WallNow()); !st.ok()) {
+          spdlog::warn("{}: {}", k, st.message());  // it exited already: its exit reports it
+        }
+      }
       return;
     }
     run.exited = true;
@@ -513,7 +540,11 @@ void Agent::StopPart(const api::StopPart& s) {
   lock.unlock();
   spdlog::info("{}: stopping with signal {} ({}), grace {}", s.key.ToString(), s.signal, s.reason,
                FormatDuration(s.grace));
-  for (const auto& k : keys) launcher_->Stop(k, s.signal, s.grace, WallNow());
+  for (const auto& k : keys) {
+    if (Status st = launcher_->Stop(k, s.signal, s.grace, WallNow()); !st.ok()) {
+      spdlog::warn("{}: {}", k, st.message());  // it exited already: its exit reports it
+    }
+  }
 }
 
 void Agent::PushEvent(api::PartEvent e) {
@@ -591,7 +622,8 @@ void Agent::Tick(bool heartbeat_due) {
         e.at = WallNow();
         e.exit_code = run.exit_code;
         e.signal = run.signal;
-        e.stopped = run.stopped;
+        // A part that could not start failed, even though the agent stopped what did start.
+        e.stopped = run.stopped && !run.start_failed;
         e.message = run.message;
         finished.push_back(e);
       }

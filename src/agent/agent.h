@@ -60,6 +60,8 @@ struct AgentOptions {
   model::Labels labels;
   model::Market market = model::Market::kOnDemand;
   int64_t price_micros_per_hour = 0;    // what the node costs (its offer, or amortised reserved)
+  int64_t cpu_milli = 0;                // CPUs jobs may use; 0: what the host offers (ProbeHostResources)
+  int64_t mem_mib = 0;                  // memory jobs may use; 0: what the host offers
   Duration poll_wait = Duration::Seconds(20);
   Duration max_disconnected = Duration::Zero();  // zero: keep trying forever
   std::string spot_notice_url;                    // empty: never poll (the default)
@@ -84,8 +86,9 @@ class Agent {
 
   // Registers and serves until `stop` becomes true (or the controller stayed away longer than
   // max_disconnected). Stops every running part (checkpoint signal, then its grace) before
-  // returning: parts never outlive their agent. `stop_jobs_on_exit` is kept for callers and
-  // changes nothing.
+  // returning: parts never outlive their agent. Their exits reach the controller (while it
+  // answers) as stopped by the agent, so it requeues their jobs instead of failing them.
+  // `stop_jobs_on_exit` is kept for callers and changes nothing.
   Status Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit = false);
 
  private:
@@ -98,6 +101,7 @@ class Agent {
     int exit_code = 0;
     int signal = 0;
     bool stopped = false;
+    bool start_failed = false;  // stopped because the part could not start: a failure, not a stop
     std::string message;
     int procs_left = 0;
     // The exit, held back until the log is uploaded (or the upload gave up): a job shows finished
@@ -108,6 +112,8 @@ class Agent {
 
   Status Register();
   void Fence(Duration silent);
+  // Stops every running part with its checkpoint signal, saying `why` in its exit.
+  void StopAll(const std::string& why);
   void CommandLoop(const std::atomic<bool>& stop);
   void NoticeLoop(const std::atomic<bool>& stop);
   void Apply(const api::Command& cmd);

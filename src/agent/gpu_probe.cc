@@ -1,6 +1,7 @@
 #include "agent/gpu_probe.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cmath>
@@ -562,6 +563,67 @@ Result<std::vector<GpuSample>> FakeGpuProbe::Sample() {
   const TelemetryStep& step = steps_[std::min(next_, steps_.size() - 1)];
   if (next_ < steps_.size()) ++next_;
   return step;
+}
+
+// --- Host CPUs and memory ------------------------------------------------------------------
+
+std::optional<int64_t> MemTotalMib(std::string_view meminfo) {
+  for (const std::string& line : Split(meminfo, '\n')) {
+    if (!StartsWith(line, "MemTotal:")) continue;
+    std::string_view rest = Trim(std::string_view(line).substr(9));
+    size_t space = rest.find(' ');
+    auto kib = ParseInt(rest.substr(0, space));
+    if (!kib || *kib <= 0) return std::nullopt;
+    return *kib / 1024;
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> CgroupCpuMaxMilli(std::string_view cpu_max) {
+  std::vector<std::string> f = Split(Trim(cpu_max), ' ');
+  if (f.size() != 2 || f[0] == "max") return std::nullopt;
+  auto quota = ParseInt(f[0]);
+  auto period = ParseInt(f[1]);
+  if (!quota || !period || *quota <= 0 || *period <= 0) return std::nullopt;
+  return std::max<int64_t>(1, *quota * 1000 / *period);
+}
+
+std::optional<int64_t> CgroupMemoryMaxMib(std::string_view memory_max) {
+  auto bytes = ParseInt(Trim(memory_max));
+  if (!bytes || *bytes <= 0) return std::nullopt;
+  return *bytes / (1024 * 1024);
+}
+
+namespace {
+
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+HostResources ProbeHostResources() {
+  HostResources h;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) h.cpu_milli = int64_t{CPU_COUNT(&set)} * 1000;
+  if (auto m = MemTotalMib(ReadSmallFile("/proc/meminfo"))) h.mem_mib = *m;
+  // A cgroup v2 limit on this process's own group ("0::/path" in /proc/self/cgroup): a container
+  // or a systemd slice offers less than the machine.
+  for (const std::string& line : Split(ReadSmallFile("/proc/self/cgroup"), '\n')) {
+    if (!StartsWith(line, "0::")) continue;
+    std::string dir = "/sys/fs/cgroup" + std::string(Trim(std::string_view(line).substr(3)));
+    if (auto c = CgroupCpuMaxMilli(ReadSmallFile(dir + "/cpu.max")); c && (h.cpu_milli == 0 || *c < h.cpu_milli)) {
+      h.cpu_milli = *c;
+    }
+    if (auto m = CgroupMemoryMaxMib(ReadSmallFile(dir + "/memory.max")); m && (h.mem_mib == 0 || *m < h.mem_mib)) {
+      h.mem_mib = *m;
+    }
+  }
+  return h;
 }
 
 }  // namespace gpufleet::agent

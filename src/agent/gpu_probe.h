@@ -10,7 +10,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -134,5 +136,21 @@ Result<std::string> CatalogModelForDriverName(const std::string& driver_name, in
 Result<model::NodeSpec> NodeSpecFromDevices(const std::string& name,
                                             const std::vector<GpuDevice>& devices,
                                             const model::GpuCatalog& catalog);
+
+// What the host offers jobs besides GPUs: the CPUs this process may run on (its affinity mask,
+// lowered by a cgroup v2 cpu.max quota) and the memory (MemTotal, lowered by a cgroup v2
+// memory.max). Zero where it cannot be read. `gpufleet agent --cpus/--memory` override it.
+struct HostResources {
+  int64_t cpu_milli = 0;
+  int64_t mem_mib = 0;
+};
+HostResources ProbeHostResources();
+
+// The readers behind it, for tests. MemTotal of /proc/meminfo in MiB; a cgroup v2 cpu.max
+// ("200000 100000": 2 CPUs) in milli-CPUs and a memory.max (bytes) in MiB, nullopt for "max" (no
+// limit) or text that is neither.
+std::optional<int64_t> MemTotalMib(std::string_view meminfo);
+std::optional<int64_t> CgroupCpuMaxMilli(std::string_view cpu_max);
+std::optional<int64_t> CgroupMemoryMaxMib(std::string_view memory_max);
 
 }  // namespace gpufleet::agent

@@ -298,5 +298,28 @@ TEST(NvmlProbeTest, LibraryWithoutNvmlSymbolsIsRejected) {
   EXPECT_EQ(r.status().message(), "NVML library libm.so.6 lacks nvmlInit_v2 (driver too old?)");
 }
 
+// --- Host CPUs and memory --------------------------------------------------------------------
+
+TEST(HostResourcesTest, ReadersTakeMemTotalAndCgroupLimits) {
+  // Given /proc/meminfo and cgroup v2 cpu.max / memory.max texts, expect MiB and milli-CPUs, and
+  // no limit for "max" or text that is neither.
+  EXPECT_EQ(MemTotalMib("MemTotal:       16318480 kB\nMemFree:         1024 kB\n"), 15936);
+  EXPECT_EQ(MemTotalMib("MemFree: 1024 kB\n"), std::nullopt);
+  EXPECT_EQ(CgroupCpuMaxMilli("200000 100000\n"), 2000);
+  EXPECT_EQ(CgroupCpuMaxMilli("50000 100000"), 500);
+  EXPECT_EQ(CgroupCpuMaxMilli("max 100000\n"), std::nullopt);
+  EXPECT_EQ(CgroupCpuMaxMilli(""), std::nullopt);
+  EXPECT_EQ(CgroupMemoryMaxMib("1073741824\n"), 1024);
+  EXPECT_EQ(CgroupMemoryMaxMib("max\n"), std::nullopt);
+}
+
+TEST(HostResourcesTest, ThisMachineHasCpusAndMemory) {
+  // Given the machine the test runs on, expect at least one CPU and some memory: an agent that
+  // reported none made every job that asks resources.cpus or memory wait forever.
+  HostResources h = ProbeHostResources();
+  EXPECT_GE(h.cpu_milli, 1000);
+  EXPECT_GT(h.mem_mib, 0);
+}
+
 }  // namespace
 }  // namespace gpufleet::agent

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -242,11 +243,44 @@ SubmitOutcome PostJobs(ApiClient& client, const std::string& cmd, const json& bo
   return out;
 }
 
+// After a submit: a job the cluster as it is can never run (a gang of more nodes than it has)
+// waits until such nodes join. Say so, and why, unless a pool may rent them. One explanation per
+// distinct shape, so a sweep of a thousand jobs asks once.
+void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
+                         const std::vector<api::JobRequest>& jobs) {
+  std::vector<std::string> shapes_seen;
+  std::optional<bool> has_pool;
+  for (size_t i = 0; i < ids.size() && i < jobs.size(); ++i) {
+    const model::JobSpec& s = jobs[i].spec;
+    std::string shape = std::to_string(s.gpus_per_node) + "/" + std::to_string(s.gpu_milli) + "/" +
+                        std::to_string(s.nodes) + "/" + Join(s.gpu_models, ",") + "/" + std::to_string(s.cpu_milli) +
+                        "/" + std::to_string(s.mem_mib) + "/" + model::MarketPreferenceName(s.market);
+    for (const auto& [k, v] : s.constraints) shape += "/" + k + "=" + v;
+    if (std::find(shapes_seen.begin(), shapes_seen.end(), shape) != shapes_seen.end()) continue;
+    shapes_seen.push_back(shape);
+    ApiResult e = client.Get("/v1/jobs/" + std::to_string(ids[i]) + "/explain");
+    if (!e.ok() || e.body.value("ever", true)) continue;
+    if (!has_pool) has_pool = client.Get("/v1/pool").ok();
+    if (*has_pool) continue;  // the pool rents nodes for it
+    std::vector<std::string> why;
+    for (const auto& r : e.body.value("reasons", json::array())) {
+      if (r.is_string() && StartsWith(r.get<std::string>(), "infeasible: ")) why.push_back(r.get<std::string>().substr(12));
+    }
+    std::fprintf(stderr,
+                 "warning: job %lld cannot run on this cluster as it is%s%s; it waits until such nodes join (this "
+                 "controller has no pool to rent them). 'gpufleet cancel %lld' drops it\n",
+                 static_cast<long long>(ids[i]), why.empty() ? "" : ": ", Join(why, "; ").c_str(),
+                 static_cast<long long>(ids[i]));
+  }
+}
+
 // --- Logs -----------------------------------------------------------------------------------
 
 struct LogOptions {
   bool follow = false;
-  int attempt = 0;  // 0: the current one (and, when following, the ones after it)
+  // 0: the current one; when following, every attempt from the first, one after another (a job
+  // that restarts quickly must not skip one).
+  int attempt = 0;
   int part = -1;    // -1: every part
 };
 
@@ -284,14 +318,22 @@ class LogPrinter {
 
 int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const LogOptions& opts) {
   const std::string path = "/v1/jobs/" + std::to_string(job) + "/logs";
-  int attempt = opts.attempt;
+  const std::string job_path = "/v1/jobs/" + std::to_string(job);
+  int attempt = opts.attempt > 0 ? opts.attempt : (opts.follow ? 1 : 0);
   std::vector<int64_t> offsets;
   LogPrinter printer;
   const ApiClientOptions retry{.retries = opts.follow ? kSubmitRetries : 0};
+  // Following a job that has not started yet: long-poll its attempt 0 (no output), which the
+  // controller answers when the job starts, instead of asking for an attempt it does not have.
+  bool not_started = false;
   for (;;) {
     std::map<std::string, std::string> q;
-    if (attempt > 0) q["attempt"] = std::to_string(attempt);
-    if (!offsets.empty()) {
+    if (not_started) {
+      q["attempt"] = "0";
+    } else if (attempt > 0) {
+      q["attempt"] = std::to_string(attempt);
+    }
+    if (!offsets.empty() && !not_started) {
       std::vector<std::string> o;
       for (int64_t v : offsets) o.push_back(std::to_string(v));
       q["offsets"] = Join(o, ",");
@@ -302,34 +344,44 @@ int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const Log
       printer.Flush();
       return Report(cmd, r);
     }
-    int got = static_cast<int>(IntField(r.body, "attempt"));
-    if (attempt == 0 && got > 0) attempt = got;
-    const json& parts = r.body.value("parts", json::array());
-    if (offsets.size() < parts.size()) offsets.resize(parts.size(), 0);
-    bool any = false;
-    bool prefix = parts.size() > 1 && opts.part < 0;
-    for (const auto& p : parts) {
-      int idx = static_cast<int>(IntField(p, "part"));
-      std::string data = StrField(p, "data");
-      if (data.empty() || idx < 0 || static_cast<size_t>(idx) >= offsets.size()) continue;
-      any = true;
-      offsets[idx] += static_cast<int64_t>(data.size());
-      if (opts.part < 0 || opts.part == idx) printer.Write(idx, data, prefix);
+    if (!not_started) {
+      int got = static_cast<int>(IntField(r.body, "attempt"));
+      if (attempt == 0 && got > 0) attempt = got;
+      const json& parts = r.body.value("parts", json::array());
+      if (offsets.size() < parts.size()) offsets.resize(parts.size(), 0);
+      bool any = false;
+      bool prefix = parts.size() > 1 && opts.part < 0;
+      for (const auto& p : parts) {
+        int idx = static_cast<int>(IntField(p, "part"));
+        std::string data = StrField(p, "data");
+        if (data.empty() || idx < 0 || static_cast<size_t>(idx) >= offsets.size()) continue;
+        any = true;
+        offsets[idx] += static_cast<int64_t>(data.size());
+        if (opts.part < 0 || opts.part == idx) printer.Write(idx, data, prefix);
+      }
+      if (any) continue;  // read on: replies come in chunks
+      if (!opts.follow) break;
+      if (!r.body.value("finished", false)) continue;
     }
-    if (any) continue;  // read on: replies come in chunks
-    if (!opts.follow) break;
-    if (!r.body.value("finished", false)) continue;
-    // This attempt is over and fully read. Go on with a newer one, or stop when the job ended.
-    if (opts.attempt > 0) break;
-    ApiResult j = client.Get("/v1/jobs/" + std::to_string(job), {}, retry);
+    // This attempt is over and fully read (or the job has not begun it). Go on with the next
+    // one, or stop when the job ended.
+    if (opts.attempt > 0 && !not_started) break;
+    ApiResult j = client.Get(job_path, {}, retry);
     if (!j.ok()) {
       printer.Flush();
       return Report(cmd, j);
     }
     int current = static_cast<int>(IntField(j.body, "attempt"));
-    if (current > attempt) {
+    not_started = current == 0;
+    if (current > 0 && current < attempt) {
       printer.Flush();
-      attempt = current;
+      return Fail(cmd, kExitFailed, "job " + std::to_string(job) + " is at attempt " + std::to_string(current) +
+                                        "; attempt " + std::to_string(attempt) + " has not begun");
+    }
+    if (current > attempt) {
+      // The next attempt, not the current one: each is printed whole, however fast they went.
+      printer.Flush();
+      attempt += 1;
       offsets.clear();
       std::printf("--- attempt %d ---\n", attempt);
       std::fflush(stdout);
@@ -388,7 +440,9 @@ The file is checked here first; an error names file:line:column and the field.)"
                  {"yaml", text},
                  {"source", source},
                  {"default_workdir", CurrentDir()}};
-    return PostJobs(*client, cmd, body, a->output).exit_code;
+    SubmitOutcome out = PostJobs(*client, cmd, body, a->output);
+    if (out.exit_code == kExitOk) WarnIfNeverRunnable(*client, out.ids, *jobs);
+    return out.exit_code;
   };
 }
 
@@ -435,7 +489,7 @@ std::function<int()> SetupRun(CLI::App& app) {
       ->allow_extra_args(false)
       ->delimiter(',');
   sub->add_option("--name", a->name, "Job name (default: the program's name)");
-  sub->add_option("--team", a->team, "Team (default: default)");
+  sub->add_option("--team", a->team, "Team (default: your token's team, else default)");
   a->priority_opt = sub->add_option("--priority", a->priority, "Priority, -1000..1000; larger runs first");
   sub->add_option("--env", a->env, "Environment variable K=V (repeat for more)")->allow_extra_args(false);
   sub->add_option("--workdir", a->workdir, "Working directory on the node (default: one the agent makes)");
@@ -495,6 +549,7 @@ With -f the exit code is the job's outcome: 0 if it succeeded, 1 if it failed or
                  {"job", api::ToJobJson(jobs->front())},
                  {"default_workdir", CurrentDir()}};
     SubmitOutcome s = PostJobs(*client, cmd, body, a->follow ? "table" : a->output);
+    if (s.exit_code == kExitOk) WarnIfNeverRunnable(*client, s.ids, *jobs);
     if (s.exit_code != kExitOk || !a->follow || s.ids.empty()) return s.exit_code;
     std::fflush(stdout);
     int64_t id = s.ids.front();
@@ -927,13 +982,24 @@ std::function<int()> SetupHistory(CLI::App& app) {
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
     // A trace wants the whole history, not the last screenful.
-    const int limit = a->output == "jsonl" && !a->limit_given ? 100000 : a->limit;
-    std::map<std::string, std::string> q = {{"limit", std::to_string(limit)}};
-    if (!a->team.empty()) q["team"] = a->team;
-    if (!a->state.empty()) q["state"] = a->state;
-    ApiResult r = client->Get("/v1/jobs", q);
-    if (!r.ok()) return Report(cmd, r);
-    json jobs = r.body.value("jobs", json::array());
+    const int64_t limit = a->output == "jsonl" && !a->limit_given ? INT64_MAX : a->limit;
+    // Pages of at most 1000 (the controller's largest), newest first, until `limit` jobs.
+    constexpr int64_t kPage = 1000;
+    json jobs = json::array();
+    int64_t cursor = 0;
+    for (int64_t seen = 0; seen < limit;) {
+      std::map<std::string, std::string> q = {{"limit", std::to_string(std::min(kPage, limit - seen))}};
+      if (cursor > 0) q["cursor"] = std::to_string(cursor);
+      if (!a->team.empty()) q["team"] = a->team;
+      if (!a->state.empty()) q["state"] = a->state;
+      ApiResult r = client->Get("/v1/jobs", q);
+      if (!r.ok()) return Report(cmd, r);
+      const json& page = r.body.value("jobs", json::array());
+      for (const auto& j : page) jobs.push_back(j);
+      seen += std::min(kPage, limit - seen);
+      cursor = IntField(r.body, "next_cursor");
+      if (cursor <= 0) break;
+    }
     std::stable_sort(jobs.begin(), jobs.end(),
                      [](const json& x, const json& y) { return IntField(x, "id") > IntField(y, "id"); });
     // Runtimes come from each job's transitions; a long listing skips them rather than make
@@ -968,7 +1034,16 @@ std::function<int()> SetupHistory(CLI::App& app) {
         } else {
           o["gpus"] = g.is_number() ? static_cast<int64_t>(g.get<double>()) : 1;
         }
-        if (j.contains("gpu_type") && j["gpu_type"].is_array() && !j["gpu_type"].empty()) o["gpu_models"] = j["gpu_type"];
+        if (j.contains("gpu_type") && j["gpu_type"].is_array() && !j["gpu_type"].empty()) {
+          o["gpu_models"] = j["gpu_type"];
+        } else if (std::string ran_on = j.contains("placement") && j["placement"].is_object()
+                                            ? StrField(j["placement"], "gpu_model")
+                                            : "";
+                   !ran_on.empty()) {
+          // A job that named no model: the one it ran on, which is the GPU its work was measured
+          // on (the planner's --gpu keeps only the jobs of its model).
+          o["gpu_models"] = json::array({ran_on});
+        }
         std::printf("%s\n", o.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
       }
       return kExitOk;

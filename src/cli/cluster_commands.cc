@@ -22,6 +22,7 @@
 
 #include "agent/agent.h"
 #include "agent/gpu_probe.h"
+#include "api/job_yaml.h"
 #include "cli/client_config.h"
 #include "cli/cost_commands.h"
 #include "common/fd.h"
@@ -298,9 +299,64 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   return c;
 }
 
+// How the user runs this binary from a shell: "gpufleet" when that name on PATH is this very
+// file, else its absolute path.
+std::string CliName() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::canonical("/proc/self/exe", ec);
+  if (ec) return "gpufleet";
+  const char* path = std::getenv("PATH");
+  for (const std::string& dir : Split(path ? path : "", ':')) {
+    if (dir.empty()) continue;
+    std::error_code e2;
+    const std::filesystem::path found = std::filesystem::canonical(std::filesystem::path(dir) / "gpufleet", e2);
+    if (e2) continue;
+    // The first gpufleet on PATH is the one a shell runs.
+    return found == self ? "gpufleet" : self.string();
+  }
+  return self.string();
+}
+
 int Fail(const char* cmd, const Status& st) {
   std::fprintf(stderr, "gpufleet %s: %s\n", cmd, st.message().c_str());
   return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+// --cpus and --memory of `agent` and `dev`: what jobs may ask of a node besides GPUs. Empty: what
+// the host offers.
+Status ParseNodeResources(const std::string& cpus, const std::string& memory, agent::AgentOptions& o) {
+  if (!cpus.empty()) {
+    auto c = ParseDouble(cpus);
+    if (!c || *c <= 0 || *c > 100000) {
+      return Status::InvalidArgument("--cpus: expected a number of cores like 16 or 0.5, got '" + cpus + "'");
+    }
+    o.cpu_milli = std::llround(*c * 1000);
+  }
+  if (!memory.empty()) {
+    auto m = api::ParseMemoryMib(memory);
+    if (!m.ok() || *m <= 0) {
+      return Status::InvalidArgument("--memory: expected a size like 64Gi or 512Mi (a plain number is MiB), got '" +
+                                     memory + "'");
+    }
+    o.mem_mib = *m;
+  }
+  return Status::Ok();
+}
+
+void AddNodeResourceFlags(CLI::App* sub, std::string& cpus, std::string& memory) {
+  sub->add_option("--cpus", cpus,
+                  "CPUs jobs may use on the node (resources.cpus of a job; default: the CPUs this process may run "
+                  "on)");
+  sub->add_option("--memory", memory,
+                  "Memory jobs may use on the node, like 64Gi (resources.memory; default: the host's, or its "
+                  "cgroup's limit)");
+}
+
+// Says how to get past a port in use, with the flags this command has.
+Status WithListenHint(Status st, const std::string& hint) {
+  if (st.ok() || st.message().find("cannot listen") == std::string::npos) return st;
+  std::string msg = st.message() + "; " + hint;
+  return st.code() == StatusCode::kInvalidArgument ? Status::InvalidArgument(msg) : Status::Unavailable(msg);
 }
 
 Result<std::unique_ptr<agent::GpuProbe>> MakeProbe(const std::string& fake, const std::string& telemetry,
@@ -337,7 +393,10 @@ Examples:
   return [f]() {
     BlockStopSignals();
     auto c = StartController(*f, -1);
-    if (!c.ok()) return Fail("server", c.status());
+    if (!c.ok()) {
+      return Fail("server", WithListenHint(c.status(), "is another controller running? Stop it, or pick other "
+                                                       "addresses with --listen HOST:PORT and --agent-listen HOST:PORT"));
+    }
     std::fprintf(stderr,
                  "gpufleet server: serving on http://%s, agents on port %d (data %s; tokens in admin.token, "
                  "join.token)\n",
@@ -362,6 +421,7 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
     std::string spot_notice_interval = "5s";
     std::string join_token_argv;  // refused: a secret on the command line shows in `ps`
     std::string fence_after = "auto";
+    std::string cpus, memory;
   };
   auto f = std::make_shared<Flags>();
   f->o.data_dir = DefaultDataDir("agent");
@@ -383,6 +443,7 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
                   "What this node costs in dollars per hour (its offer; reserved: amortised). Jobs are "
                   "charged their GPUs' share of it; budgets count it")
       ->check(CLI::Range(0.0, 1e6));
+  AddNodeResourceFlags(sub, f->cpus, f->memory);
   sub->add_option("--max-disconnected", f->max_disconnected,
                   "Stop jobs and exit when the controller is unreachable this long (0: never)")
       ->capture_default_str();
@@ -447,6 +508,7 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
     if (!market.ok()) return Fail("agent", Status::InvalidArgument("--market: " + market.status().message()));
     f->o.market = *market;
     f->o.price_micros_per_hour = std::llround(f->price * 1e6);
+    if (Status st = ParseNodeResources(f->cpus, f->memory, f->o); !st.ok()) return Fail("agent", st);
     auto md = ParseDuration(f->max_disconnected);
     if (!md) return Fail("agent", Status::InvalidArgument("--max-disconnected: expected a duration like 10m"));
     f->o.max_disconnected = *md;
@@ -491,6 +553,7 @@ std::function<int()> SetupDevCommand(CLI::App& app) {
     double price = 0;
     std::string job_user;
     bool allow_root_jobs = false;
+    std::string cpus, memory;
   };
   auto f = std::make_shared<Flags>();
   f->c.data_dir = DefaultDataDir("dev");
@@ -506,6 +569,7 @@ std::function<int()> SetupDevCommand(CLI::App& app) {
   sub->add_option("--job-user", f->job_user,
                   "Unix user that runs the jobs (default: nobody when run as root, else you)");
   sub->add_flag("--allow-root-jobs", f->allow_root_jobs, "Let jobs run as root (refused otherwise)");
+  AddNodeResourceFlags(sub, f->cpus, f->memory);
   sub->footer(R"(Starts the controller on 127.0.0.1, the agents (node dev-1, dev-2, ...), and writes the
 CLI config with an admin token, so the client commands work at once. Ctrl-C stops it all.
 
@@ -517,7 +581,10 @@ Examples:
     BlockStopSignals();
     spdlog::set_level(spdlog::level::warn);
     auto c = StartController(f->c, f->port);
-    if (!c.ok()) return Fail("dev", c.status());
+    if (!c.ok()) {
+      return Fail("dev", WithListenHint(c.status(), "is another gpufleet dev running? Stop it (Ctrl-C), or pick "
+                                                    "another port with --port N (--port 0: any free port)"));
+    }
     int port = (*c)->server->port();
     std::string url = "http://127.0.0.1:" + std::to_string(port);
     std::string agent_url = (*c)->AgentUrl();
@@ -540,6 +607,7 @@ Examples:
       o.price_micros_per_hour = std::llround(f->price * 1e6);
       o.job_user = f->job_user;
       o.allow_root_jobs = f->allow_root_jobs;
+      if (Status st = ParseNodeResources(f->cpus, f->memory, o); !st.ok()) return Fail("dev", st);
       // Jobs may also work where `dev` was started, and in its user's home (the CLI sends its
       // directory as the default working directory).
       o.workdir_roots = agent::DefaultWorkdirRoots(o.data_dir);
@@ -558,13 +626,26 @@ Examples:
                 f->fake_gpus.c_str());
     std::printf("  data:   %s (state.db, logs/, agents/)\n", f->c.data_dir.c_str());
     std::printf("  config: %s (admin token; the CLI reads it)\n", config.c_str());
+    const std::string cli = CliName();
     std::printf("Try, in another terminal:\n");
-    std::printf("  gpufleet run --gpus 1 -- sh -c 'echo hello from job $GPUFLEET_JOB_ID on GPUs $CUDA_VISIBLE_DEVICES'\n");
-    std::printf("  gpufleet queue; gpufleet nodes; gpufleet logs -f 1; gpufleet history\n");
-    std::printf("Ctrl-C stops the cluster and its jobs.\n");
+    std::printf("  %s run --gpus 1 -- sh -c 'echo hello from job $GPUFLEET_JOB_ID on GPUs $CUDA_VISIBLE_DEVICES'\n",
+                cli.c_str());
+    std::printf("  %s queue; %s nodes; %s logs -f 1; %s history\n", cli.c_str(), cli.c_str(), cli.c_str(),
+                cli.c_str());
+    if (cli != "gpufleet") {
+      std::printf("  (gpufleet is not on your PATH: bash scripts/install.sh links it into one, or run it as above)\n");
+    }
+    std::printf("Ctrl-C stops the cluster; running jobs are stopped with their checkpoint signal and requeued.\n");
     std::fflush(stdout);
     WaitForSignal();
     std::printf("gpufleet dev: stopping\n");
+    std::fflush(stdout);
+    // The agents go away with their jobs: nothing new may land on their nodes meanwhile, or a
+    // job requeued from one would be placed on another that is going too.
+    for (int i = 1; i <= f->agents; ++i) {
+      Status held = (*c)->engine->HoldUntilRegistered("dev-" + std::to_string(i)).get();
+      (void)held;  // NotFound: that agent never registered
+    }
     stop = true;
     for (auto& t : threads) t.join();
     (*c)->Stop();

@@ -97,8 +97,12 @@ Status Engine::Recover() {
     st.rec = n;
     st.last_seen = now;  // a full lost_after to check in again
     if (n.state == api::NodeState::kUp || n.state == api::NodeState::kDraining) {
+      // Its jobs keep their GPUs, but nothing new lands there until its agent registers: the
+      // agent may never come back (a node of an earlier dev cluster, a machine that died while
+      // the controller was down), and a job placed there would wait out lost_after.
       events_.push_back(sched::NodeUp{n.id, n.spec});
-      if (n.state == api::NodeState::kDraining) events_.push_back(sched::NodeDrained{n.id, true});
+      events_.push_back(sched::NodeDrained{n.id, true});
+      st.awaiting_agent = true;
     }
     nodes_[n.id.value()] = std::move(st);
   }
@@ -201,6 +205,113 @@ Status Engine::Recover() {
   return Status::Ok();
 }
 
+namespace {
+
+std::string CpuText(int64_t milli) {
+  std::string s = std::to_string(milli / 1000);
+  if (milli % 1000) {
+    std::string frac = std::to_string(1000 + milli % 1000).substr(1);
+    while (!frac.empty() && frac.back() == '0') frac.pop_back();
+    s += "." + frac;
+  }
+  return s + (milli == 1000 ? " CPU" : " CPUs");
+}
+
+std::string MemText(int64_t mib) {
+  if (mib >= 1024 && mib % 1024 == 0) return std::to_string(mib / 1024) + " GiB";
+  return std::to_string(mib) + " MiB";
+}
+
+}  // namespace
+
+std::string Engine::NeverFitsLocked(const api::JobRequest& job) const {
+  // With a pool, what it may rent decides (it holds jobs no offer fits); nodes may be on the way.
+  if (!node_size_hints_.empty()) return "";
+  const model::JobSpec& spec = job.spec;
+  std::vector<const api::NodeRecord*> nodes;
+  for (const auto& [id, n] : nodes_) {
+    if (n.rec.state != api::NodeState::kGone) nodes.push_back(&n.rec);
+  }
+  if (nodes.empty()) return "";
+  const bool wants_gpu = spec.fractional() || spec.gpus_per_node > 0;
+  std::string intro = "job '" + spec.name + "' can never run on this cluster: ";
+  std::string advice = "; ask for less, or add a node that has it";
+  // Narrow the nodes one requirement at a time; the first that leaves none is the reason.
+  auto keep = [&](auto&& ok) {
+    std::vector<const api::NodeRecord*> left;
+    for (const auto* n : nodes) {
+      if (ok(n->spec)) left.push_back(n);
+    }
+    return left;
+  };
+  auto next = keep([&](const model::NodeSpec& n) {
+    if (!wants_gpu) return true;
+    if (n.gpus == 0) return false;
+    return spec.gpu_models.empty() ||
+           std::find(spec.gpu_models.begin(), spec.gpu_models.end(), n.gpu_model) != spec.gpu_models.end();
+  });
+  if (next.empty()) {
+    std::set<std::string> have;
+    for (const auto* n : nodes) {
+      if (n->spec.gpus > 0) have.insert(n->spec.gpu_model);
+    }
+    std::vector<std::string> have_list(have.begin(), have.end());
+    return intro + "no node has " + (spec.gpu_models.empty() ? std::string("GPUs") : Join(spec.gpu_models, " or ")) +
+           " (the nodes have " + (have.empty() ? std::string("no GPUs") : Join(have_list, ", ")) + ")" + advice;
+  }
+  nodes = std::move(next);
+  next = keep([&](const model::NodeSpec& n) {
+    switch (spec.market) {
+      case model::MarketPreference::kAny: return true;
+      case model::MarketPreference::kOnDemand: return n.market != model::Market::kSpot;
+      case model::MarketPreference::kSpot: return n.market == model::Market::kSpot;
+    }
+    return true;
+  });
+  if (next.empty()) {
+    return intro + "no node that has its GPUs is " +
+           (spec.market == model::MarketPreference::kSpot ? "a spot node" : "on-demand or reserved") + advice;
+  }
+  nodes = std::move(next);
+  next = keep([&](const model::NodeSpec& n) {
+    for (const auto& [k, v] : spec.constraints) {
+      auto it = n.labels.find(k);
+      if (it == n.labels.end() || it->second != v) return false;
+    }
+    return true;
+  });
+  if (next.empty()) {
+    std::vector<std::string> kv;
+    for (const auto& [k, v] : spec.constraints) kv.push_back(k + "=" + v);
+    return intro + "no node that has its GPUs carries the labels " + Join(kv, ",") + advice;
+  }
+  nodes = std::move(next);
+  // CPUs and memory: name the best node there is (gpufleet agent --cpus/--memory declare them).
+  auto largest = [&](auto field) {
+    const api::NodeRecord* best = nodes.front();
+    for (const auto* n : nodes) {
+      if (field(n->spec) > field(best->spec)) best = n;
+    }
+    return best;
+  };
+  next = keep([&](const model::NodeSpec& n) { return n.cpu_milli >= spec.cpu_milli; });
+  if (next.empty()) {
+    const auto* best = largest([](const model::NodeSpec& n) { return n.cpu_milli; });
+    return intro + "it asks " + CpuText(spec.cpu_milli) + " per node (resources.cpus) but the most any node offers " +
+           "is " + CpuText(best->spec.cpu_milli) + " (" + best->name + ")" + advice +
+           " (gpufleet agent --cpus declares a node's CPUs)";
+  }
+  nodes = std::move(next);
+  next = keep([&](const model::NodeSpec& n) { return n.mem_mib >= spec.mem_mib; });
+  if (next.empty()) {
+    const auto* best = largest([](const model::NodeSpec& n) { return n.mem_mib; });
+    return intro + "it asks " + MemText(spec.mem_mib) + " of memory per node (resources.memory) but the most any " +
+           "node offers is " + MemText(best->spec.mem_mib) + " (" + best->name + ")" + advice +
+           " (gpufleet agent --memory declares a node's memory)";
+  }
+  return "";
+}
+
 void Engine::Enqueue(Request r) {
   {
     std::lock_guard<std::mutex> lock(inbox_mu_);
@@ -224,7 +335,14 @@ std::future<Status> Engine::Cancel(JobId job, std::string by) {
 }
 
 std::future<Status> Engine::Drain(const std::string& node, bool drain) {
-  DrainReq r{node, drain, {}, {}};
+  DrainReq r{node, drain, false, {}, {}};
+  auto f = r.done.get_future();
+  Enqueue(std::move(r));
+  return f;
+}
+
+std::future<Status> Engine::HoldUntilRegistered(const std::string& node) {
+  DrainReq r{node, true, true, {}, {}};
   auto f = r.done.get_future();
   Enqueue(std::move(r));
   return f;
@@ -317,16 +435,38 @@ int64_t Engine::FinishedSpend(const std::string& team, Time since) {
 }
 
 std::vector<Engine::TeamCost> Engine::TeamCosts() const {
+  // Every job's recorded cost, also of jobs that ended (before a restart too): a team without a
+  // budget whose jobs have all finished still spent money. Read before the lock: the store is
+  // not the engine's state.
+  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> recorded;  // team, (job id, cost)
+  if (auto all = store_.ListJobs(store::JobFilter{}); all.ok()) {
+    for (const api::JobRecord& j : *all) recorded.push_back({j.request.spec.team, {j.id.value(), j.cost_micros}});
+  } else {
+    spdlog::warn("team costs: cannot read the jobs' costs: {}", all.status().message());
+  }
   std::lock_guard<std::mutex> lock(mu_);
   std::set<std::string> teams;
+  std::map<std::string, int64_t> all_time;  // what each team's jobs cost, all runs, live ones to now
   for (const auto& [team, b] : budgets_) teams.insert(team);
   for (const auto& [id, job] : jobs_) teams.insert(job.rec.request.spec.team);
+  for (const auto& [team, job] : recorded) {
+    int64_t cost = job.second;
+    if (jobs_.count(job.first)) cost = std::max(cost, scheduler_->CostOf(JobId(job.first)));
+    all_time[team] += cost;
+    if (cost > 0) teams.insert(team);
+  }
   std::vector<TeamCost> out;
   for (const auto& team : teams) {
     TeamCost c;
     c.team = team;
     c.spend = scheduler_->SpendOf(team);
-    if (auto it = budgets_.find(team); it != budgets_.end()) c.budget = it->second;
+    if (auto it = budgets_.find(team); it != budgets_.end()) {
+      c.budget = it->second;
+    } else {
+      // Without a budget, spend counts from the beginning: the records know what the scheduler
+      // (since this controller started) does not.
+      c.spend.spent_micros = std::max(c.spend.spent_micros, all_time[team]);
+    }
     out.push_back(std::move(c));
   }
   return out;
@@ -352,6 +492,15 @@ bool Engine::Step() {
   std::vector<SubmitReq*> sub_reqs;
   for (auto& r : batch) {
     if (auto* s = std::get_if<SubmitReq>(&r)) {
+      std::string never;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (size_t i = 0; i < s->jobs.size() && never.empty(); ++i) never = NeverFitsLocked(s->jobs[i]);
+      }
+      if (!never.empty()) {
+        s->result = Result<SubmitReply>(Status::InvalidArgument(never));
+        continue;
+      }
       store::Submission sub;
       sub.request_id = s->request_id;
       for (size_t i = 0; i < s->jobs.size(); ++i) {
@@ -580,9 +729,16 @@ void Engine::ApplyDrain(DrainReq& r) {
     r.result = Status::FailedPrecondition("node '" + r.node + "' is " + api::NodeStateName(n.rec.state));
     return;
   }
+  if (r.until_registered) {
+    n.awaiting_agent = true;
+    events_.push_back(sched::NodeDrained{n.rec.id, true});
+    r.result = Status::Ok();
+    return;
+  }
   n.rec.state = r.drain ? api::NodeState::kDraining : api::NodeState::kUp;
   auto st = store_.UpsertNode(n.rec);
-  events_.push_back(sched::NodeDrained{n.rec.id, r.drain});
+  // An undrained node whose agent has not registered since takes work once it has.
+  if (r.drain || !n.awaiting_agent) events_.push_back(sched::NodeDrained{n.rec.id, r.drain});
   r.result = st.ok() ? Status::Ok() : st.status();
 }
 
@@ -713,8 +869,14 @@ void Engine::ApplyRegister(RegisterReq& r) {
   n.last_seen = now;
   if (!r.token_hash.empty()) n.token_hash = r.token_hash;
   node_by_name_[req.name] = id->value();
+  const bool held = n.awaiting_agent;
+  n.awaiting_agent = false;
   events_.push_back(sched::NodeUp{*id, spec});
-  if (rec.state == api::NodeState::kDraining) events_.push_back(sched::NodeDrained{*id, true});
+  if (rec.state == api::NodeState::kDraining) {
+    events_.push_back(sched::NodeDrained{*id, true});
+  } else if (held) {
+    events_.push_back(sched::NodeDrained{*id, false});  // its agent is back: it takes work again
+  }
   spdlog::info("node {} ({}) registered: {} x {}", req.name, id->value(), spec.gpus, spec.gpu_model);
 
   // Reconcile: what the agent runs against what this controller believes runs there.
@@ -854,6 +1016,24 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
       return;
     case api::PartEventKind::kExited: {
       if (part.exited) return;
+      if (e.stopped && !job.stop_requested && !job.failing) {
+        // Its agent stopped the part on its own: it is shutting down (or fenced itself). The
+        // node is leaving, not the job failing: stop the other parts and requeue the job, as for
+        // a lost node, and place nothing new there until the agent registers again.
+        auto n = nodes_.find(node.value());
+        std::string name = n == nodes_.end() ? "node-" + std::to_string(node.value()) : n->second.rec.name;
+        if (n != nodes_.end() && !n->second.awaiting_agent) {
+          n->second.awaiting_agent = true;
+          events_.push_back(sched::NodeDrained{node, true});
+        }
+        job.stop_requested = true;
+        job.stop_reason = sched::PreemptReason::kNodeFailure;
+        job.stop_text = "stopped by its agent on " + name + (e.message.empty() ? "" : " (" + e.message + ")");
+        part.exited = true;  // not stopped again below
+        Transition(job, JobState::kStopping, job.stop_text);
+        SendStop(job, job.stop_text);
+        part.exited = false;
+      }
       part.started = true;
       part.exited = true;
       part.exit_code = e.exit_code;
@@ -903,7 +1083,8 @@ void Engine::MaybeFinishAttempt(Job& job) {
       jobs_.erase(id.value());
       return;
     }
-    std::string why = ReasonText(job.stop_reason);
+    std::string why = job.stop_text.empty() ? ReasonText(job.stop_reason) : job.stop_text;
+    job.stop_text.clear();
     if (job.stop_reason == sched::PreemptReason::kMaxCost) {
       // The core forgets the job after this stop: it does not come back.
       Transition(job, JobState::kFailed, why + " (max_cost $" + std::to_string(job.rec.request.spec.max_cost_micros / 1000000) + ")");
@@ -1164,7 +1345,24 @@ int Engine::NextMasterPort() {
 Result<sched::Explanation> Engine::Explain(JobId job) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!jobs_.count(job.value())) return Status::NotFound("job " + std::to_string(job.value()) + " is not pending or running");
-  return scheduler_->Explain(job);
+  sched::Explanation e = scheduler_->Explain(job);
+  if (e.phase != sched::JobPhase::kPending) return e;
+  // The queue order is one part of the policy the controller runs (--policy backfill orders
+  // the queue fifo): name the policy, with its parts.
+  const std::string queue_words = " in the " + scheduler_->policies().queue->Name() + " queue";
+  if (!e.reasons.empty() && e.reasons[0].size() > queue_words.size() &&
+      e.reasons[0].compare(e.reasons[0].size() - queue_words.size(), queue_words.size(), queue_words) == 0) {
+    e.reasons[0] = e.reasons[0].substr(0, e.reasons[0].size() - queue_words.size()) + " in the queue of policy " +
+                   options_.policy + " (" + scheduler_->policies().Name() + ")";
+  }
+  // A pending job that fits may still not start now: a reservation for an earlier job holds it
+  // (backfill), strict order keeps it behind a blocked head, or it waits for the jobs it
+  // preempts. Only a job nothing holds starts at the next pass.
+  if (e.placement == sched::PlaceResult::Kind::kPlaced &&
+      std::find(e.reasons.begin(), e.reasons.end(), "fits now: starts at the next scheduling pass") == e.reasons.end()) {
+    e.placement = sched::PlaceResult::Kind::kWait;
+  }
+  return e;
 }
 
 std::vector<sched::PendingJob> Engine::PendingForScaling() const {

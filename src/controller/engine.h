@@ -90,9 +90,16 @@ class Engine {
   Status Recover();
 
   // --- API (any thread). Each returns a future the engine thread fulfils. ---
+  // A job no known node could ever hold (its GPU model, market, labels, CPUs or memory per node)
+  // is refused with the reason (InvalidArgument) and nothing of the request is stored; a node
+  // count alone does not refuse one (more nodes may join). Without nodes, or with a pool that may
+  // rent them (SetNodeSizeHints), every job is taken.
   std::future<Result<SubmitReply>> Submit(std::string request_id, std::vector<api::JobRequest> jobs);
   std::future<Status> Cancel(JobId job, std::string by);
   std::future<Status> Drain(const std::string& node, bool drain);
+  // The node's agent is going away (it stops its jobs): nothing new lands there until the agent
+  // registers again. Held in memory only, as every node recovered at a restart is held.
+  std::future<Status> HoldUntilRegistered(const std::string& node);
   // Registers (or re-registers) a node. `token_hash` is the hash of the new agent token the
   // reply carries; every older agent token of the node is revoked. With `by_join_token`, a name
   // that belongs to a live node (up or draining, heard from within lost_after) is refused: a join
@@ -191,6 +198,7 @@ class Engine {
     bool failing = false;  // a part failed; the others are being stopped
     int master_port = 0;
     int spot_reclaims = 0;  // runs stopped by a spot interruption (since this controller started)
+    std::string stop_text;  // why it stopped, when its agent stopped it (not the scheduler)
   };
   struct NodeState {
     api::NodeRecord rec;
@@ -198,6 +206,9 @@ class Engine {
     Time last_seen;
     std::string token_hash;
     std::optional<api::SpotNotice> notice;  // a spot interruption notice, acted on
+    // Takes no new work until its agent registers: recovered at a restart (its agent may be
+    // gone), or its agent is shutting down. Its running jobs go on.
+    bool awaiting_agent = false;
   };
   struct Outbox {
     std::deque<api::Command> commands;
@@ -219,6 +230,7 @@ class Engine {
   struct DrainReq {
     std::string node;
     bool drain;
+    bool until_registered = false;  // HoldUntilRegistered: in memory, until the agent registers
     std::promise<Status> done;
     std::optional<Status> result;
   };
@@ -254,6 +266,8 @@ class Engine {
   friend class Sink;
 
   void Enqueue(Request r);
+  // Why no known node could ever hold a part of `job`; empty when one could (or none is known).
+  std::string NeverFitsLocked(const api::JobRequest& job) const;
   // Step helpers; all run on the engine thread with mu_ held.
   void ApplyCancel(CancelReq& r);
   void ApplyDrain(DrainReq& r);

@@ -15,9 +15,9 @@ class EngineTest : public ::testing::Test {
  protected:
   EngineTest() { clock_.Set(Time::FromSeconds(1'000'000)); }
 
-  std::unique_ptr<Engine> MakeEngine() {
+  std::unique_ptr<Engine> MakeEngine(const std::string& policy = "fifo") {
     EngineOptions o;
-    o.policy = "fifo";
+    o.policy = policy;
     o.lost_after = Duration::Seconds(30);
     o.checkpoint_root = "/ckpt";
     o.epoch = "e1";
@@ -40,12 +40,15 @@ class EngineTest : public ::testing::Test {
     return r.ok() ? r->ids[0] : JobId();
   }
 
-  NodeId Register(Engine& e, const std::string& name, int gpus, std::vector<api::PartKey> running = {}) {
+  NodeId Register(Engine& e, const std::string& name, int gpus, std::vector<api::PartKey> running = {},
+                  int64_t cpu_milli = 0, int64_t mem_mib = 0) {
     api::RegisterRequest req;
     req.name = name;
     req.address = "10.0.0." + std::to_string(name.back() - 'a' + 1);
     req.spec.gpu_model = "H100";
     req.spec.gpus = gpus;
+    req.spec.cpu_milli = cpu_milli;
+    req.spec.mem_mib = mem_mib;
     req.running = std::move(running);
     auto f = e.Register(req, "hash-" + name);
     e.Step();
@@ -550,6 +553,173 @@ TEST_F(EngineTest, ReRegistrationRevokesTheNodesOlderAgentTokens) {
   auto current = store_.FindToken("hash-second");
   ASSERT_TRUE(current.ok() && current->has_value());
   EXPECT_FALSE((*current)->revoked);
+}
+
+TEST_F(EngineTest, JobNoNodeCouldEverHoldIsRefusedWithTheReason) {
+  // Given one node with 8 CPUs and 16 GiB, expect a job asking 16 CPUs, 32 GiB or an A100 to be
+  // refused at submit with a reason that names what it asks and what the node has, and nothing
+  // stored; a job that fits, and a 2-node gang (more nodes may join), to be taken.
+  auto e = MakeEngine();
+  Register(*e, "node-a", 2, {}, 8000, 16384);
+  auto refused = [&](const std::string& yaml) {
+    auto f = e->Submit("r" + std::to_string(++rid_), {Job(yaml)});
+    e->Step();
+    auto r = f.get();
+    EXPECT_FALSE(r.ok()) << yaml;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    return r.status().message();
+  };
+  std::string cpus = refused("name: big\nresources: {gpus: 1, cpus: 16}\nrun: x\n");
+  EXPECT_NE(cpus.find("job 'big' can never run"), std::string::npos) << cpus;
+  EXPECT_NE(cpus.find("16 CPUs"), std::string::npos) << cpus;
+  EXPECT_NE(cpus.find("8 CPUs (node-a)"), std::string::npos) << cpus;
+  std::string mem = refused("resources: {gpus: 1, memory: 32Gi}\nrun: x\n");
+  EXPECT_NE(mem.find("32 GiB"), std::string::npos) << mem;
+  EXPECT_NE(mem.find("16 GiB (node-a)"), std::string::npos) << mem;
+  std::string model = refused("resources: {gpus: 1, gpu_type: A100}\nrun: x\n");
+  EXPECT_NE(model.find("no node has A100"), std::string::npos) << model;
+  auto all = store_.ListJobs({});
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->empty());
+
+  JobId fits = Submit(*e, "resources: {gpus: 1, cpus: 4, memory: 8Gi}\nrun: x\n");
+  EXPECT_EQ(StateOf(fits), JobState::kStarting);
+  JobId gang = Submit(*e, "resources: {gpus: 1, nodes: 2}\nrun: x\n");
+  EXPECT_EQ(StateOf(gang), JobState::kPending);
+}
+
+TEST_F(EngineTest, WithoutNodesOrWithAPoolEveryJobIsTaken) {
+  // Given no node yet, expect a job asking 64 CPUs to be taken (nodes may still join); given a
+  // pool that may rent nodes, the same after a node registers.
+  auto e = MakeEngine();
+  Submit(*e, "resources: {gpus: 1, cpus: 64}\nrun: x\n");
+  e->SetNodeSizeHints({{"H100", 8}});
+  Register(*e, "node-a", 2, {}, 8000, 16384);
+  Submit(*e, "resources: {gpus: 1, cpus: 64}\nrun: x\n");
+  auto all = store_.ListJobs({});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 2u);
+}
+
+TEST_F(EngineTest, RecoveredNodesTakeNoNewWorkUntilTheirAgentRegisters) {
+  // Given node-a running a job and node-b idle when the controller restarts, expect a new job to
+  // wait rather than land on a node whose agent has not come back, to start on node-b once its
+  // agent registers, and node-a's job to go on through its agent's re-registration.
+  JobId running;
+  std::string busy = "node-a", idle = "node-b";
+  NodeId on;
+  {
+    auto e = MakeEngine();
+    NodeId a = Register(*e, "node-a", 4);
+    Register(*e, "node-b", 4);
+    running = Submit(*e, "resources: {gpus: 4}\nrun: x\n");
+    on = (*store_.GetJob(running))->placement->parts[0].node;
+    if (on != a) std::swap(busy, idle);
+    Beat(*e, on, {Started(running, 1, 0)});
+  }
+  auto e = MakeEngine();
+  JobId fresh = Submit(*e, "resources: {gpus: 4}\nrun: y\n");
+  EXPECT_EQ(StateOf(fresh), JobState::kPending);
+  EXPECT_EQ(StateOf(running), JobState::kRunning);
+  NodeId idle_id = Register(*e, idle, 4);
+  EXPECT_EQ(StateOf(fresh), JobState::kStarting);
+  EXPECT_EQ((*store_.GetJob(fresh))->placement->parts[0].node, idle_id);
+  Register(*e, busy, 4, {{running, 1, 0}});
+  EXPECT_EQ(StateOf(running), JobState::kRunning);
+  Beat(*e, on, {Exited(running, 1, 0, 0)});
+  EXPECT_EQ(StateOf(running), JobState::kSucceeded);
+}
+
+TEST_F(EngineTest, PartsTheirAgentStopsAreRequeuedNotFailed) {
+  // Given a job running on node-a whose agent shuts down (it stops the part with its checkpoint
+  // signal on its own), expect the job preempted and requeued, not failed, with a reason naming
+  // the agent, and nothing new placed on node-a until its agent registers again.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  JobId j = Submit(*e, "name: j\nrun: x\n");
+  Beat(*e, a, {Started(j, 1, 0)});
+  api::PartEvent stopped = Exited(j, 1, 0, 143, /*stopped=*/true);
+  stopped.message = "the agent is shutting down";
+  Beat(*e, a, {stopped});
+  EXPECT_EQ(StatesOf(j), (std::vector<JobState>{JobState::kPending, JobState::kStarting, JobState::kRunning,
+                                                JobState::kStopping, JobState::kPreempted, JobState::kPending}));
+  auto h = store_.History(j);
+  EXPECT_NE((*h)[4].reason.find("stopped by its agent on node-a (the agent is shutting down)"), std::string::npos)
+      << (*h)[4].reason;
+  EXPECT_EQ(StateOf(j), JobState::kPending);  // not back on node-a while its agent is away
+  Register(*e, "node-a", 1);
+  EXPECT_EQ(StateOf(j), JobState::kStarting);
+  EXPECT_EQ((*store_.GetJob(j))->attempt, 2);
+}
+
+TEST_F(EngineTest, AHeldNodeTakesWorkAgainWhenItsAgentRegisters) {
+  // Given node-a held (its agent is going away, as `gpufleet dev` says on Ctrl-C), expect a new
+  // job to wait, also after an undrain, and to start once the agent registers.
+  auto e = MakeEngine();
+  Register(*e, "node-a", 1);
+  auto held = e->HoldUntilRegistered("node-a");
+  e->Step();
+  ASSERT_TRUE(held.get().ok());
+  JobId j = Submit(*e, "run: x\n");
+  EXPECT_EQ(StateOf(j), JobState::kPending);
+  auto undrain = e->Drain("node-a", false);
+  e->Step();
+  ASSERT_TRUE(undrain.get().ok());
+  EXPECT_EQ(StateOf(j), JobState::kPending);
+  Register(*e, "node-a", 1);
+  EXPECT_EQ(StateOf(j), JobState::kStarting);
+}
+
+TEST_F(EngineTest, ExplainNamesThePolicyAndAHeldJobCannotStartNow) {
+  // Given backfill (fifo order, EASY) with an 8-GPU job waiting behind a 6-GPU one and a 2-GPU
+  // job that would fit but is held by the 8-GPU job's reservation, expect explain to name the
+  // policy and to say the 2-GPU job cannot start now.
+  auto e = MakeEngine("backfill");
+  NodeId a = Register(*e, "node-a", 8);
+  JobId first = Submit(*e, "resources: {gpus: 6}\nrun: x\n");
+  Beat(*e, a, {Started(first, 1, 0)});
+  JobId head = Submit(*e, "resources: {gpus: 8}\nrun: x\n");
+  JobId small = Submit(*e, "resources: {gpus: 2}\nrun: x\n");
+  ASSERT_EQ(StateOf(head), JobState::kPending);
+  ASSERT_EQ(StateOf(small), JobState::kPending);
+  auto ex = e->Explain(small);
+  ASSERT_TRUE(ex.ok());
+  EXPECT_NE(ex->placement, sched::PlaceResult::Kind::kPlaced);
+  ASSERT_FALSE(ex->reasons.empty());
+  EXPECT_NE(ex->reasons[0].find("policy backfill"), std::string::npos) << ex->reasons[0];
+  bool held = false;
+  for (const auto& r : ex->reasons) held = held || r.find("held by a reservation") != std::string::npos;
+  EXPECT_TRUE(held);
+}
+
+TEST_F(EngineTest, TeamCostsListTeamsWithoutABudgetWhoseJobsEnded) {
+  // Given team v (no budget) whose 8-GPU job ran 15 minutes on an $8/h node and ended, expect
+  // team costs to list v with its $2, also after a controller restart.
+  {
+    auto e = MakeEngine();
+    api::RegisterRequest req;
+    req.name = "node-a";
+    req.spec.gpu_model = "H100";
+    req.spec.gpus = 8;
+    req.spec.price_micros_per_hour = 8'000'000;
+    auto rf = e->Register(req, "h");
+    e->Step();
+    NodeId a = rf.get()->node;
+    JobId j = Submit(*e, "team: v\nresources: {gpus: 8}\nrun: x\n");
+    Beat(*e, a, {Started(j, 1, 0)});
+    clock_.Advance(Duration::Minutes(15));
+    Beat(*e, a, {Exited(j, 1, 0, 0)});
+    ASSERT_EQ(StateOf(j), JobState::kSucceeded);
+    auto costs = e->TeamCosts();
+    ASSERT_EQ(costs.size(), 1u);
+    EXPECT_EQ(costs[0].team, "v");
+    EXPECT_EQ(costs[0].spend.spent_micros, 2'000'000);
+  }
+  auto again = MakeEngine();
+  auto costs = again->TeamCosts();
+  ASSERT_EQ(costs.size(), 1u);
+  EXPECT_EQ(costs[0].team, "v");
+  EXPECT_EQ(costs[0].spend.spent_micros, 2'000'000);
 }
 
 TEST_F(EngineTest, PartOnNodeKnowsWhereEachPartRunsUntilTheJobEnds) {
