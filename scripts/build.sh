@@ -2,7 +2,9 @@
 # Configures and builds gpufleet with Ninja.
 #
 # Environment: BUILD_DIR (default build), BUILD_TYPE (default RelWithDebInfo), JOBS (default
-# nproc). Extra arguments go to the CMake configure step, e.g. -DGPUFLEET_BUILD_BENCH=OFF.
+# nproc), GPUFLEET_WERROR (ON: warnings are errors, as scripts/test.sh and CI build; unset: the
+# build folder keeps what it had, OFF at first). Extra arguments go to the CMake configure step,
+# e.g. -DGPUFLEET_BUILD_BENCH=OFF.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,5 +21,10 @@ if [[ -f "$BUILD_DIR/CMakeCache.txt" ]]; then
   fi
 fi
 
-cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "$@"
+werror=()
+if [[ -n "${GPUFLEET_WERROR:-}" ]]; then
+  werror=(-DGPUFLEET_WERROR="$GPUFLEET_WERROR")
+fi
+
+cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "${werror[@]}" "$@"
 cmake --build "$BUILD_DIR" -j "$JOBS"

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The whole check, as CI runs it: install dependencies, build, run every test.
 #
-# Environment: BUILD_DIR (default build), CTEST_JOBS (default 2), and what scripts/build.sh reads.
-# Extra arguments go to ctest, e.g. `bash scripts/test.sh -L integration`.
+# Environment: BUILD_DIR (default build), CTEST_JOBS (default 2), and what scripts/build.sh reads;
+# GPUFLEET_WERROR defaults to ON here: a warning fails the check. Extra arguments go to ctest,
+# e.g. `bash scripts/test.sh -L integration`, or `-L unit` for the quick unit tests (`slow` ones
+# are left out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
 export BUILD_DIR
+export GPUFLEET_WERROR="${GPUFLEET_WERROR:-ON}"
 
 bash scripts/setup.sh
 bash scripts/build.sh

@@ -136,6 +136,17 @@ run "$WORK/first" "$GPUFLEET" logs --attempt 1 "$RESTARTED"
 expect_contains "$WORK/first.out" "run 0" "logs --attempt 1 shows the first run"
 if grep -qF "run 1" "$WORK/first.out"; then fail "logs --attempt 1 shows the second run's output"; fi
 
+# Following prints every attempt, however quickly the job restarts: run -f from its submit, and
+# logs -f of a job whose attempts all went by before anyone looked (it used to show only the last).
+run "$WORK/fast" "$GPUFLEET" run --max-restarts 3 -f -- sh -c 'echo "fast $GPUFLEET_RESTART_COUNT"; exit 1'
+expect_rc "$WORK/fast" 1 "run -f of a job that fails four times in a row"
+for n in 0 1 2 3; do expect_contains "$WORK/fast.out" "fast $n" "run -f prints attempt $((n + 1))"; done
+FAST="$(submitted_id "$WORK/fast")"
+run "$WORK/fast-logs" "$GPUFLEET" logs -f "$FAST"
+expect_rc "$WORK/fast-logs" 0 "logs -f of a job that ended"
+for n in 0 1 2 3; do expect_contains "$WORK/fast-logs.out" "fast $n" "logs -f prints attempt $((n + 1))"; done
+for n in 2 3 4; do expect_contains "$WORK/fast-logs.out" "--- attempt $n ---" "logs -f marks attempt $n"; done
+
 # --- cancel a running job ---------------------------------------------------------------------
 run "$WORK/sleep" "$GPUFLEET" run --name sleeper -- sleep 1000
 SLEEPER="$(submitted_id "$WORK/sleep")"
