@@ -56,14 +56,16 @@ def must(method, path, body=None, token=None, want=200):
     return json.loads(out)
 
 
-# Setup: an agent token (a node registers with the join token; a T4 node, so the H100 jobs
-# below never start) and one job, so "nothing changed" compares against something.
+# Setup: an agent token (a node registers with the join token; one T4, so the 2-GPU jobs below,
+# a gang of two 1-GPU parts, never start: taken, since nodes may join, but never placed) and one
+# job, so "nothing changed" compares against something. (A job no node could ever hold, such as
+# an H100 job here, is refused at submit.)
 node = {"name": "bad-input-node", "address": "127.0.0.1", "version": "test",
         "spec": {"name": "bad-input-node", "gpu_model": "T4", "gpus": 1, "nvlink_domain": [0], "cpu_milli": 4000,
                  "mem_mib": 16384, "labels": {}, "market": "on-demand"},
         "gpus": [], "running": []}
 agent = must("POST", "/v1/agents/register", node, join)["token"]
-job = {"name": "valid", "resources": {"gpus": 1, "gpu_type": ["H100"]}, "run": "true"}
+job = {"name": "valid", "resources": {"gpus": 2, "gpu_type": ["T4"]}, "run": "true"}
 must("POST", "/v1/jobs", {"request_id": "valid-1", "job": job}, admin, want=201)
 
 
