@@ -395,8 +395,29 @@ Result<TokenRecord> DecodeTokenRecord(const json& j, const std::string& path) {
   t.team = f.String("team");
   t.created = f.TimeMs("created_ms");
   t.revoked = f.Bool("revoked");
+  // Added later: optional.
+  if (auto v = f.OptionalDurationMs("expires_ms")) t.expires = Time::FromMillis(v->millis());
+  if (auto v = f.OptionalDurationMs("last_used_ms")) t.last_used = Time::FromMillis(v->millis());
   if (!f.ok()) return f.status();
   return t;
+}
+
+Result<AuditRecord> DecodeAuditRecord(const json& j, const std::string& path) {
+  Fields f(j, path);
+  AuditRecord a;
+  a.seq = f.Int64("seq");
+  a.at = f.TimeMs("at_ms");
+  a.subject = f.String("subject");
+  a.role = f.String("role");
+  a.team = f.String("team");
+  a.source = f.String("source");
+  a.verb = f.String("verb");
+  a.object = f.String("object");
+  a.outcome = f.String("outcome");
+  a.reason = f.String("reason");
+  a.request_id = f.String("request_id");
+  if (!f.ok()) return f.status();
+  return a;
 }
 
 // The decoders above do not throw; this is the last line in case a library call does.
@@ -542,7 +563,7 @@ json ToJson(const NodeRecord& n) {
 }
 
 json ToJson(const TokenRecord& t) {
-  return json{
+  json o{
       {"hash", t.hash},
       {"kind", TokenKindName(t.kind)},
       {"subject", t.subject},
@@ -551,6 +572,9 @@ json ToJson(const TokenRecord& t) {
       {"created_ms", t.created.millis()},
       {"revoked", t.revoked},
   };
+  if (t.expires) o["expires_ms"] = t.expires->millis();
+  if (t.last_used) o["last_used_ms"] = t.last_used->millis();
+  return o;
 }
 
 Result<model::JobSpec> JobSpecFromJson(const json& j) { return Decode(j, &DecodeJobSpec); }
@@ -565,6 +589,14 @@ Result<Transition> TransitionFromJson(const json& j) { return Decode(j, &DecodeT
 Result<GpuInfo> GpuInfoFromJson(const json& j) { return Decode(j, &DecodeGpuInfo); }
 Result<NodeRecord> NodeRecordFromJson(const json& j) { return Decode(j, &DecodeNodeRecord); }
 Result<TokenRecord> TokenRecordFromJson(const json& j) { return Decode(j, &DecodeTokenRecord); }
+
+json ToJson(const AuditRecord& a) {
+  return json{{"seq", a.seq},         {"at_ms", a.at.millis()}, {"subject", a.subject}, {"role", a.role},
+              {"team", a.team},       {"source", a.source},     {"verb", a.verb},       {"object", a.object},
+              {"outcome", a.outcome}, {"reason", a.reason},     {"request_id", a.request_id}};
+}
+
+Result<AuditRecord> AuditRecordFromJson(const json& j) { return Decode(j, &DecodeAuditRecord); }
 
 Result<json> ParseJson(std::string_view text) {
   try {

@@ -53,6 +53,8 @@ Result<Transition> TransitionFromJson(const nlohmann::json& j);
 Result<GpuInfo> GpuInfoFromJson(const nlohmann::json& j);
 Result<NodeRecord> NodeRecordFromJson(const nlohmann::json& j);
 Result<TokenRecord> TokenRecordFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const AuditRecord& a);
+Result<AuditRecord> AuditRecordFromJson(const nlohmann::json& j);
 
 // Parses JSON text; a syntax error is InvalidArgument with the byte offset.
 Result<nlohmann::json> ParseJson(std::string_view text);

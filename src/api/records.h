@@ -69,6 +69,22 @@ struct NodeRecord {
   Time last_heartbeat;
 };
 
+// One entry of the audit log: who asked for which change, from where, and what came of it.
+// Written in the same store transaction as the change it records (or alone for a refusal).
+struct AuditRecord {
+  int64_t seq = 0;       // assigned by the store, ascending
+  Time at;
+  std::string subject;   // the token's subject ("" for a request without a valid token)
+  std::string role;      // admin, team-admin, user, ..., agent, join, or "" when unauthenticated
+  std::string team;
+  std::string source;    // the client's address
+  std::string verb;      // job.submit, job.cancel, budget.set, token.create, node.drain, auth.login, ...
+  std::string object;    // what it acted on: "job 12", "team vision", "token 4f9c0d2e8a7b", "node n1"
+  std::string outcome;   // allowed | denied | failed
+  std::string reason;    // why it was denied or failed; what happened when allowed
+  std::string request_id;
+};
+
 enum class TokenKind { kUser, kJoin, kAgent };
 const char* TokenKindName(TokenKind k);
 Result<TokenKind> ParseTokenKind(const std::string& s);

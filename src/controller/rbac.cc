@@ -53,6 +53,44 @@ const char* VerbName(Verb v) {
   return "?";
 }
 
+const char* AuditVerb(Verb v) {
+  switch (v) {
+    case Verb::kHealth: return "health";
+    case Verb::kJobSubmit: return "job.submit";
+    case Verb::kJobRead: return "job.read";
+    case Verb::kJobCancel: return "job.cancel";
+    case Verb::kJobLogs: return "job.logs";
+    case Verb::kQueueRead: return "queue.read";
+    case Verb::kNodeRead: return "node.read";
+    case Verb::kNodeDrain: return "node.drain";
+    case Verb::kCostRead: return "cost.read";
+    case Verb::kPoolRead: return "pool.read";
+    case Verb::kBudgetSet: return "budget.set";
+    case Verb::kTokenCreate: return "token.create";
+    case Verb::kTokenRead: return "token.read";
+    case Verb::kTokenRevoke: return "token.revoke";
+    case Verb::kAuditRead: return "audit.read";
+    case Verb::kAgentRegister: return "node.register";
+    case Verb::kAgentReport: return "agent.report";
+  }
+  return "?";
+}
+
+bool Mutates(Verb v) {
+  switch (v) {
+    case Verb::kJobSubmit:
+    case Verb::kJobCancel:
+    case Verb::kNodeDrain:
+    case Verb::kBudgetSet:
+    case Verb::kTokenCreate:
+    case Verb::kTokenRevoke:
+    case Verb::kAgentRegister:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::optional<Role> RoleOf(const api::TokenRecord& token) {
   switch (token.kind) {
     case api::TokenKind::kAgent: return Role::kAgent;

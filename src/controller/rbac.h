@@ -44,6 +44,10 @@ const std::vector<Role>& AllRoles();
 const char* RoleName(Role r);
 std::optional<Role> ParseRole(const std::string& name);  // the user-token roles and agent/join
 const char* VerbName(Verb v);
+// The verb as the audit log names it ("job.submit", "token.revoke", ...), and whether it changes
+// anything (every change is audited; reads only when refused).
+const char* AuditVerb(Verb v);
+bool Mutates(Verb v);
 
 // The token's role: its kind for agent and join tokens, its role for user tokens (none for an
 // unknown role name).

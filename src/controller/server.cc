@@ -137,6 +137,9 @@ std::optional<std::string> BearerToken(const httplib::Request& req) {
 
 bool HasNul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
 
+// Set by a handler that wrote its audit record in the same transaction as its change.
+thread_local bool tl_audited = false;
+
 // Installs the parts both listeners share: size limit, error and exception answers.
 void CommonSetup(RouteTable& r, size_t max_body) {
   r.set_payload_max_length(max_body);
@@ -233,12 +236,111 @@ Status ApiServer::Start() {
   agent_port_ = agent_listener_->port();
   GF_RETURN_IF_ERROR(user_listener_->Start());
   GF_RETURN_IF_ERROR(agent_listener_->Start());
+  if (!options_.audit_export.empty()) exporter_ = std::thread([this] { ExportAudit(); });
   return Status::Ok();
+}
+
+api::AuditRecord ApiServer::AuditFor(const httplib::Request& req, const RouteRule* rule) const {
+  api::AuditRecord a;
+  a.at = clock_.Now();
+  a.source = req.remote_addr;
+  a.verb = rule ? AuditVerb(rule->verb) : "request";
+  if (rule && rule->verb == Verb::kNodeDrain && req.path.size() > 8 && req.path.substr(req.path.size() - 8) == "/undrain") {
+    a.verb = "node.undrain";
+  }
+  a.object = req.method + " " + req.path;
+  if (req.matches.size() > 1) {
+    std::string what = req.matches[1].str();
+    if (StartsWith(req.path, "/v1/jobs/")) a.object = "job " + what;
+    if (StartsWith(req.path, "/v1/nodes/")) a.object = "node " + what;
+    if (StartsWith(req.path, "/v1/teams/")) a.object = "team " + what;
+    if (StartsWith(req.path, "/v1/tokens/")) a.object = "token " + what;
+  }
+  a.request_id = req.get_header_value("Idempotency-Key");
+  if (std::optional<std::string> token = BearerToken(req)) {
+    // A lookup in the cache the request's own authentication filled.
+    auto t = auth_.Check(*token, a.at);
+    if (t.ok()) {
+      a.subject = t->subject;
+      a.role = t->kind == api::TokenKind::kUser ? t->role : api::TokenKindName(t->kind);
+      a.team = t->team;
+    }
+  }
+  return a;
+}
+
+void ApiServer::AuditAnswer(const httplib::Request& req, const httplib::Response& res, bool agents) {
+  if (tl_audited) return;
+  const RouteRule* rule = FindRoute(req.method, req.path, agents);
+  bool refused = res.status == 401 || res.status == 403;
+  if (!refused && !(rule && Mutates(rule->verb))) return;
+  api::AuditRecord a = AuditFor(req, rule);
+  if (res.status == 401) a.verb = "auth.login";
+  a.outcome = res.status < 300 ? "allowed" : refused ? "denied" : "failed";
+  auto body = api::ParseJson(res.body);
+  if (body.ok() && body->is_object()) {
+    if (body->contains("error") && (*body)["error"].is_object()) {
+      a.reason = (*body)["error"].value("message", "");
+    }
+    if (res.status < 300 && body->contains("jobs") && (*body)["jobs"].is_array()) {
+      std::vector<std::string> ids;
+      for (const auto& j : (*body)["jobs"]) {
+        if (j.is_object() && j.contains("id")) ids.push_back(j["id"].dump());
+      }
+      a.object = (ids.size() == 1 ? "job " : "jobs ") + Join(ids, ",");
+      a.request_id = body->value("request_id", a.request_id);
+    }
+    if (res.status < 300 && rule && rule->verb == Verb::kAgentRegister && body->contains("node_id")) {
+      a.object = "node " + (*body)["node_id"].dump();
+    }
+  }
+  if (a.reason.empty()) a.reason = "HTTP " + std::to_string(res.status);
+  Status st = store_.AppendAudit({a});
+  if (!st.ok()) spdlog::error("audit: {}", st.message());
+}
+
+// Tails the audit table into a JSON-lines file, for a log shipper: what is in the file is
+// committed, in order, each record once.
+void ApiServer::ExportAudit() {
+  int64_t after = 0;
+  {
+    // Resume after the last record already in the file.
+    std::ifstream in(options_.audit_export);
+    std::string line, last;
+    while (std::getline(in, line)) {
+      if (!line.empty()) last = line;
+    }
+    auto j = api::ParseJson(last);
+    if (j.ok() && j->is_object()) after = j->value("seq", int64_t{0});
+  }
+  std::unique_lock<std::mutex> lock(export_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    store::AuditFilter f;
+    f.after_seq = after;
+    f.limit = 1000;
+    auto records = store_.ListAudit(f);
+    if (records.ok() && !records->empty()) {
+      std::ofstream out(options_.audit_export, std::ios::app);
+      for (const auto& r : *records) out << api::ToJson(r).dump() << "\n";
+      out.flush();
+      if (out) after = records->back().seq;
+      else spdlog::error("audit export: cannot write {}", options_.audit_export);
+    }
+    lock.lock();
+    if (records.ok() && records->size() == 1000) continue;
+    export_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_.load(); });
+  }
 }
 
 void ApiServer::Stop() {
   stopping_ = true;
   logs_cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(export_mu_);
+    export_cv_.notify_all();
+  }
+  if (exporter_.joinable()) exporter_.join();
   if (user_listener_) user_listener_->Stop();
   if (agent_listener_) agent_listener_->Stop();
 }
@@ -266,6 +368,7 @@ void ApiServer::Routes() {
   // unauthenticated client cannot make the server buffer megabytes.
   auto gate = [this, authn](bool agents) {
     return [this, authn, agents](const Request& req, Response& res) {
+      tl_audited = false;
       if (req.path == "/v1/health") return httplib::Server::HandlerResponse::Unhandled;
       if (req.has_header("Content-Length")) {
         auto n = ParseInt(req.get_header_value("Content-Length"));
@@ -285,6 +388,27 @@ void ApiServer::Routes() {
         return httplib::Server::HandlerResponse::Handled;
       }
       auto t = authn(req, res);
+      if (t && t->kind == api::TokenKind::kUser && options_.token_rate_per_s > 0) {
+        // A token bucket per user token: bursts up to token_burst, then token_rate_per_s.
+        Time now = clock_.Now();
+        std::lock_guard<std::mutex> lock(rate_mu_);
+        if (buckets_.size() > 100000) buckets_.clear();  // bounded; a reset only forgives
+        auto [it, fresh] = buckets_.try_emplace(t->hash, Bucket{static_cast<double>(options_.token_burst), now});
+        Bucket& b = it->second;
+        if (!fresh) {
+          b.tokens = std::min<double>(options_.token_burst,
+                                      b.tokens + static_cast<double>((now - b.last).millis()) / 1000.0 * options_.token_rate_per_s);
+          b.last = now;
+        }
+        if (b.tokens < 1) {
+          double wait_s = (1 - b.tokens) / options_.token_rate_per_s;
+          res.set_header("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(wait_s))));
+          Error(res, 429, "too many requests from this token (" + std::to_string(options_.token_rate_per_s) +
+                              " per second, bursts of " + std::to_string(options_.token_burst) + "); retry later");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        b.tokens -= 1;
+      }
       if (t) {
         std::optional<Role> role = RoleOf(*t);
         if (role && Holds(*role, rule->verb)) return httplib::Server::HandlerResponse::Unhandled;
@@ -296,6 +420,8 @@ void ApiServer::Routes() {
   };
   user_routes_->set_pre_routing_handler(gate(false));
   agent_routes_->set_pre_routing_handler(gate(true));
+  user_routes_->set_post_routing_handler([this](const Request& req, Response& res) { AuditAnswer(req, res, false); });
+  agent_routes_->set_post_routing_handler([this](const Request& req, Response& res) { AuditAnswer(req, res, true); });
   // Authorization of a user route: the caller with the scope its role has for the verb, or an
   // answered 401/403 and nullopt.
   auto authz = [authn](const Request& req, Response& res, Verb verb) -> std::optional<Caller> {
@@ -877,9 +1003,15 @@ void ApiServer::Routes() {
       if (!ttl || *ttl <= Duration::Zero()) return Error(res, 400, "ttl: expected a duration like 30d or 12h, got '" + f["ttl"] + "'");
       expires = clock_.Now() + *ttl;
     }
+    api::AuditRecord audit = AuditFor(req, FindRoute("POST", "/v1/tokens", false));
+    audit.outcome = "allowed";
+    audit.reason = std::string("a ") + (kind == "join" ? "join" : RoleName(*made)) + " token for " +
+                   (subject.empty() ? std::string("(no subject)") : subject) + (team.empty() ? "" : ", team " + team);
+    store_.AttachAudit({audit});
     auto secret = auth_.Create(kind == "join" ? api::TokenKind::kJoin : api::TokenKind::kUser, subject,
                                kind == "join" ? "agent" : RoleName(*made), team, clock_.Now(), expires);
     if (!secret.ok()) return Error(res, secret.status());
+    tl_audited = true;
     json out = {{"token", *secret}, {"id", Sha256Hex(*secret).substr(0, 12)}, {"kind", kind},
                 {"role", kind == "join" ? "join" : RoleName(*made)}, {"subject", subject}, {"team", team}};
     if (expires) out["expires_ms"] = expires->millis();
@@ -933,10 +1065,40 @@ void ApiServer::Routes() {
     if (found.empty()) return Error(res, 404, "no token " + id + " that your token may revoke");
     if (found.size() > 1) return Error(res, 409, "token id " + id + " is ambiguous; give more digits");
     if (found[0].hash == who->token.hash) return Error(res, 409, "a token cannot revoke itself");
+    api::AuditRecord audit = AuditFor(req, FindRoute("POST", req.path, false));
+    audit.object = "token " + found[0].Id();
+    audit.outcome = "allowed";
+    audit.reason = "revoked the " + found[0].role + " token of " + found[0].subject;
+    store_.AttachAudit({audit});
     Status st = auth_.Revoke(found[0].hash);
     if (!st.ok()) return Error(res, st);
+    tl_audited = true;
     found[0].revoked = true;
     Reply(res, 200, token_json(found[0]));
+  });
+
+  // --- Audit ---
+  user_routes_->Get("/v1/audit", [this, authz](const Request& req, Response& res) {
+    if (!authz(req, res, Verb::kAuditRead)) return;
+    store::AuditFilter f;
+    auto limit = IntParam(req, "limit", 1, options_.max_page, options_.max_page);
+    auto after = IntParam(req, "cursor", 0, INT64_MAX / 4, 0);
+    auto since = IntParam(req, "since_ms", 0, INT64_MAX / 4, -1);
+    for (const auto* r : {&limit, &after, &since}) {
+      if (!r->ok()) return Error(res, r->status());
+    }
+    f.limit = *limit;
+    f.after_seq = *after;
+    if (*since >= 0) f.since = Time::FromMillis(*since);
+    if (req.has_param("subject")) f.subject = req.get_param_value("subject");
+    if (req.has_param("verb")) f.verb = req.get_param_value("verb");
+    auto records = store_.ListAudit(f);
+    if (!records.ok()) return Error(res, records.status());
+    json list = json::array();
+    for (const auto& r : *records) list.push_back(api::ToJson(r));
+    json out = {{"records", list}};
+    if (static_cast<int64_t>(records->size()) == f.limit) out["next_cursor"] = records->back().seq;
+    Reply(res, 200, out);
   });
 
   // --- Agents ---
@@ -1011,10 +1173,30 @@ void ApiServer::Routes() {
     int64_t size = 0;
     struct stat sb;
     if (::stat(path.c_str(), &sb) == 0) size = sb.st_size;
+    // Past the cap: keep counting what the agent offers (so it moves on), keep nothing.
+    if (auto cut = cut_logs_.find(path); cut != cut_logs_.end()) {
+      cut->second = std::max(cut->second, *offset + static_cast<int64_t>(req.body.size()));
+      return Reply(res, 200, {{"size", cut->second}, {"cut", true}});
+    }
     if (*offset > size) {
       return Reply(res, 409, {{"error", {{"code", "conflict"}, {"message", "offset beyond the end"}}}, {"size", size}});
     }
     int64_t skip = size - *offset;
+    if (size + static_cast<int64_t>(req.body.size()) - std::max<int64_t>(skip, 0) > options_.max_log_bytes_per_part &&
+        skip < static_cast<int64_t>(req.body.size())) {
+      // This chunk crosses the cap: keep what fits, then one line saying the rest is dropped.
+      int64_t fits = std::max<int64_t>(0, options_.max_log_bytes_per_part - size);
+      std::ofstream f(path, std::ios::binary | std::ios::app);
+      f.write(req.body.data() + skip, static_cast<std::streamsize>(fits));
+      f << "\n[gpufleet: this log is cut at " << options_.max_log_bytes_per_part
+        << " bytes (the controller's per-part cap); later output is not kept]\n";
+      f.flush();
+      if (!f) incomplete_logs_.insert(path);
+      int64_t offered = *offset + static_cast<int64_t>(req.body.size());
+      cut_logs_[path] = offered;
+      logs_cv_.notify_all();
+      return Reply(res, 200, {{"size", offered}, {"cut", true}});
+    }
     if (skip < static_cast<int64_t>(req.body.size())) {
       std::ofstream f(path, std::ios::binary | std::ios::app);
       f.write(req.body.data() + skip, static_cast<std::streamsize>(req.body.size() - skip));

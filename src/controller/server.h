@@ -26,6 +26,7 @@
 #include "controller/auth.h"
 #include "controller/engine.h"
 #include "controller/http_listener.h"
+#include "controller/rbac.h"
 #include "store/state_store.h"
 
 namespace gpufleet::controller {
@@ -62,6 +63,14 @@ struct ServerOptions {
   int max_long_polls_per_client = 8;
   Duration max_poll_wait = Duration::Seconds(30);
   int max_page = 1000;  // largest page of a listing (limit); follow next_cursor for more
+  std::string audit_export;  // when set: every audit record is appended here as a JSON line
+  // Requests per second a user token may make, with bursts up to `token_burst`; more are 429
+  // with Retry-After. 0: no limit. Agents are not limited (their listener is their own).
+  double token_rate_per_s = 50;
+  int token_burst = 200;
+  // A part's log is kept up to this size; the rest is dropped behind a marker line saying how
+  // much, so a job that writes gigabytes cannot fill the controller's disk.
+  int64_t max_log_bytes_per_part = int64_t{256} << 20;
 };
 
 class ApiServer {
@@ -80,6 +89,11 @@ class ApiServer {
  private:
   void Routes();
   std::string LogPath(int64_t job, int attempt, int part) const;
+  // An audit record of this request (caller, source, verb, object), outcome unset.
+  api::AuditRecord AuditFor(const httplib::Request& req, const RouteRule* rule) const;
+  // Records the answer to a change or a refusal, unless the handler recorded it with the change.
+  void AuditAnswer(const httplib::Request& req, const httplib::Response& res, bool agents);
+  void ExportAudit();
 
   Engine& engine_;
   store::StateStore& store_;
@@ -100,6 +114,16 @@ class ApiServer {
   std::mutex logs_mu_;
   std::condition_variable logs_cv_;
   std::set<std::string> incomplete_logs_;  // log files a write to failed (disk full); under logs_mu_
+  std::thread exporter_;
+  std::mutex rate_mu_;
+  struct Bucket {
+    double tokens = 0;
+    Time last;
+  };
+  std::map<std::string, Bucket> buckets_;  // by token hash; under rate_mu_
+  std::map<std::string, int64_t> cut_logs_;  // log path -> bytes offered in all, once cut; under logs_mu_
+  std::mutex export_mu_;
+  std::condition_variable export_cv_;
 };
 
 }  // namespace gpufleet::controller

@@ -88,10 +88,13 @@ class ServerTest : public ::testing::Test {
     so.max_body_bytes = 64 * 1024;
     so.max_page = 3;
     so.user_map.teams["vision"] = "gf-vision";
+    Configure(so);
     server_ = std::make_unique<ApiServer>(*engine_, store_, *auth_, clock_, so);
     ASSERT_TRUE(server_->Start().ok());
     engine_thread_ = std::thread([this] { engine_->Run(); });
   }
+  // Options a test fixture changes before the server starts.
+  virtual void Configure(ServerOptions& so) {}
   void TearDown() override {
     engine_->ReleasePollers();
     server_->Stop();
@@ -520,6 +523,139 @@ TEST_F(ServerTest, EveryRouteAnswersEveryRoleAsTheTableSays) {
       }
     }
   }
+}
+
+std::vector<api::AuditRecord> AuditLog(store::StateStore& store) {
+  auto r = store.ListAudit({});
+  return r.ok() ? *r : std::vector<api::AuditRecord>{};
+}
+
+TEST_F(ServerTest, EveryChangeAndEveryRefusalLeavesExactlyOneAuditRecord) {
+  // Given each mutating route called once allowed, once by a role without its verb and once with
+  // a bad token, expect one audit record per call, naming caller, source, verb and outcome.
+  std::string agent_body = RegisterBody("audit-node");
+  auto sub = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "a1"})");
+  ASSERT_EQ(sub->status, 201);
+  std::string id = std::to_string(Body(sub)["jobs"][0]["id"].get<int64_t>());
+  std::string viewer = *auth_->Create(api::TokenKind::kUser, "vic", "viewer", "vision", WallNow());
+  struct Case {
+    std::string method, path, body, verb;
+    bool agents;
+  };
+  std::vector<Case> cases = {
+      {"POST", "/v1/jobs", std::string(kJob) + R"("request_id": "a2"})", "job.submit", false},
+      {"POST", "/v1/jobs/" + id + "/cancel", "", "job.cancel", false},
+      {"POST", "/v1/nodes/audit-node/drain", "", "node.drain", false},
+      {"POST", "/v1/nodes/audit-node/undrain", "", "node.undrain", false},
+      {"POST", "/v1/teams/vision/budget", R"({"hard": 10})", "budget.set", false},
+      {"POST", "/v1/tokens", R"({"subject": "erin", "team": "vision"})", "token.create", false},
+  };
+  ASSERT_FALSE(RegisterNode("audit-node").empty());
+  for (const auto& c : cases) {
+    size_t before = AuditLog(store_).size();
+    auto ok = Call(c.method, c.path, admin_, c.body, c.agents);
+    ASSERT_LT(ok->status, 300) << c.path << ": " << ok->body;
+    auto denied = Call(c.method, c.path, viewer, c.body, c.agents);
+    EXPECT_EQ(denied->status, 403) << c.path;
+    auto bad = Call(c.method, c.path, "gf_user_00000000000000000000000000000000", c.body, c.agents);
+    EXPECT_EQ(bad->status, 401) << c.path;
+    auto log = AuditLog(store_);
+    ASSERT_EQ(log.size(), before + 3) << c.path;
+    const auto& a = log[before];
+    EXPECT_EQ(a.verb, c.verb);
+    EXPECT_EQ(a.outcome, "allowed");
+    EXPECT_EQ(a.subject, "admin");
+    EXPECT_EQ(a.role, "admin");
+    EXPECT_EQ(a.source, "127.0.0.1");
+    EXPECT_EQ(log[before + 1].outcome, "denied");
+    EXPECT_EQ(log[before + 1].subject, "vic");
+    EXPECT_EQ(log[before + 1].verb, c.verb);
+    EXPECT_NE(log[before + 1].reason.find("may not"), std::string::npos) << log[before + 1].reason;
+    EXPECT_EQ(log[before + 2].verb, "auth.login");
+    EXPECT_EQ(log[before + 2].outcome, "denied");
+  }
+  // A node's registration is a change too.
+  size_t before = AuditLog(store_).size();
+  ASSERT_FALSE(RegisterNode("audit-node-2").empty());
+  auto log = AuditLog(store_);
+  ASSERT_EQ(log.size(), before + 1);
+  EXPECT_EQ(log.back().verb, "node.register");
+  EXPECT_EQ(log.back().role, "join");
+}
+
+TEST_F(ServerTest, ATokenAndItsAuditRecordCommitTogether) {
+  // Given a store that fails the next write, expect a token creation to fail with no token and
+  // no "allowed" record stored, and one "failed" record of the attempt.
+  size_t tokens = store_.ListTokens()->size();
+  size_t before = AuditLog(store_).size();
+  store_.FailNextWrite(Status::Unavailable("disk full"));
+  auto r = Call("POST", "/v1/tokens", admin_, R"({"subject": "frank"})");
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_EQ(store_.ListTokens()->size(), tokens);
+  auto log = AuditLog(store_);
+  ASSERT_EQ(log.size(), before + 1);
+  EXPECT_EQ(log.back().verb, "token.create");
+  EXPECT_EQ(log.back().outcome, "failed");
+}
+
+TEST_F(ServerTest, AdminsReadTheAuditLogWithFilters) {
+  // Given some changes, expect GET /v1/audit to list them for an admin, filtered by subject and
+  // verb prefix, and to refuse a user.
+  Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "f1"})");
+  Call("POST", "/v1/tokens", admin_, R"({"subject": "gina"})");
+  auto all = Call("GET", "/v1/audit", admin_);
+  ASSERT_EQ(all->status, 200) << all->body;
+  json body = Body(all);
+  EXPECT_GE(body["records"].size(), 2u);
+  auto alices = Call("GET", "/v1/audit?subject=alice&verb=job.", admin_);
+  json a = Body(alices);
+  ASSERT_EQ(a["records"].size(), 1u) << alices->body;
+  EXPECT_EQ(a["records"][0]["verb"], "job.submit");
+  EXPECT_EQ(a["records"][0]["request_id"], "f1");
+  EXPECT_EQ(Call("GET", "/v1/audit", alice_)->status, 403);
+}
+
+class LimitedServerTest : public ServerTest {
+ protected:
+  void Configure(ServerOptions& so) override {
+    so.token_rate_per_s = 0.001;  // one request per 1000 s once the burst is spent
+    so.token_burst = 3;
+    so.max_log_bytes_per_part = 16;
+  }
+};
+
+TEST_F(LimitedServerTest, ATokenOverItsRateGets429WithRetryAfter) {
+  // Given a burst of 3, expect the 4th request of one token to be 429 with Retry-After, and
+  // another token to be unaffected.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Call("GET", "/v1/queue", alice_)->status, 200);
+  auto limited = Call("GET", "/v1/queue", alice_);
+  EXPECT_EQ(limited->status, 429) << limited->body;
+  EXPECT_FALSE(limited->get_header_value("Retry-After").empty());
+  EXPECT_EQ(Call("GET", "/v1/queue", bob_)->status, 200);
+}
+
+TEST_F(LimitedServerTest, ALogIsCutAtItsCapWithAMarker) {
+  // Given a 16-byte cap per part, expect the first 16 bytes kept, a marker line after them, the
+  // agent told everything was taken (so it moves on), and later uploads dropped.
+  std::string a = RegisterNode("node-a");
+  auto sub = Call("POST", "/v1/jobs", admin_, std::string(kJob) + R"("request_id": "cap"})");
+  int64_t id = Body(sub)["jobs"][0]["id"].get<int64_t>();
+  std::string base = "/v1/agents/logs?job=" + std::to_string(id) + "&attempt=1&part=0&offset=";
+  int status = 0;
+  for (int i = 0; i < 200 && status != 200; ++i) {
+    status = Call("POST", base + "0", a, "0123456789abcdefXYZ-dropped\n", true)->status;
+  }
+  ASSERT_EQ(status, 200);
+  auto more = Call("POST", base + "28", a, "second-chunk\n", true);
+  EXPECT_EQ(more->status, 200) << more->body;
+  EXPECT_EQ(Body(more)["size"], 28 + 13);
+  std::ifstream in(dir_ / "logs" / ("job-" + std::to_string(id)) / "a1.p0.log");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str().substr(0, 16), "0123456789abcdef");
+  EXPECT_NE(text.str().find("this log is cut at 16 bytes"), std::string::npos) << text.str();
+  EXPECT_EQ(text.str().find("XYZ"), std::string::npos);
+  EXPECT_EQ(text.str().find("second-chunk"), std::string::npos);
 }
 
 }  // namespace

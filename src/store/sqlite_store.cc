@@ -16,7 +16,9 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <map>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -30,7 +32,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr const char* kSchemaVersionKey = "schema_version";
 
@@ -77,6 +79,19 @@ CREATE TABLE tokens (
   hash   TEXT PRIMARY KEY,
   record TEXT NOT NULL
 );
+)sql",
+    // 1 -> 2: the audit log, append-only.
+    R"sql(
+CREATE TABLE audit (
+  seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+  at_ms   INTEGER NOT NULL,
+  subject TEXT NOT NULL,
+  verb    TEXT NOT NULL,
+  record  TEXT NOT NULL
+);
+CREATE INDEX audit_by_time ON audit (at_ms);
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 )sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
@@ -147,6 +162,7 @@ class SqliteStore : public StateStore {
   }
 
   Result<std::vector<SubmitOutcome>> Submit(std::vector<Submission> submissions) override {
+    std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
     for (size_t i = 0; i < submissions.size(); ++i) {
       if (submissions[i].request_id.empty()) {
         return Status::InvalidArgument("submission " + std::to_string(i) + ": empty request id");
@@ -186,12 +202,13 @@ class SqliteStore : public StateStore {
         outcomes.push_back(std::move(out));
       }
       return Status::Ok();
-    });
+    }, audit);
     if (!s.ok()) return s;
     return outcomes;
   }
 
   Status Update(const std::vector<JobUpdate>& updates) override {
+    std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
     std::lock_guard<std::mutex> lock(mu_);
     return InTransaction([&]() -> Status {
       for (const JobUpdate& u : updates) {
@@ -214,7 +231,7 @@ class SqliteStore : public StateStore {
         GF_RETURN_IF_ERROR(AppendTransition(job.id, u.transition));
       }
       return Status::Ok();
-    });
+    }, audit);
   }
 
   Result<std::optional<api::JobRecord>> GetJob(JobId id) override {
@@ -291,6 +308,7 @@ class SqliteStore : public StateStore {
   }
 
   Result<NodeId> UpsertNode(const api::NodeRecord& node) override {
+    std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
     if (node.name.empty()) return Status::InvalidArgument("node name must not be empty");
     std::lock_guard<std::mutex> lock(mu_);
     NodeId id;
@@ -315,7 +333,7 @@ class SqliteStore : public StateStore {
       }
       id = stored.id;
       return Status::Ok();
-    });
+    }, audit);
     if (!s.ok()) return s;
     return id;
   }
@@ -338,11 +356,65 @@ class SqliteStore : public StateStore {
   }
 
   Status PutToken(const api::TokenRecord& token) override {
+    std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
     if (token.hash.empty()) return Status::InvalidArgument("token hash must not be empty");
     std::lock_guard<std::mutex> lock(mu_);
-    Stmt st = Prepare("INSERT OR REPLACE INTO tokens (hash, record) VALUES (?1, ?2)");
-    st.Bind(1, token.hash).Bind(2, api::DumpJson(api::ToJson(token)));
-    return Run(st, "put token");
+    return InTransaction([&]() -> Status {
+      Stmt st = Prepare("INSERT OR REPLACE INTO tokens (hash, record) VALUES (?1, ?2)");
+      st.Bind(1, token.hash).Bind(2, api::DumpJson(api::ToJson(token)));
+      return Run(st, "put token");
+    }, audit);
+  }
+
+  void AttachAudit(std::vector<api::AuditRecord> records) override {
+    std::lock_guard<std::mutex> lock(attach_mu_);
+    auto& mine = attached_[std::this_thread::get_id()];
+    for (auto& r : records) mine.push_back(std::move(r));
+  }
+
+  Status AppendAudit(const std::vector<api::AuditRecord>& records) override {
+    std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<api::AuditRecord> all = std::move(audit);
+    all.insert(all.end(), records.begin(), records.end());
+    return InTransaction([&]() -> Status { return Status::Ok(); }, all);
+  }
+
+  Result<std::vector<api::AuditRecord>> ListAudit(const AuditFilter& filter) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt st = Prepare(
+        "SELECT seq, record FROM audit WHERE seq > ?1 AND (?2 IS NULL OR at_ms >= ?2) AND (?3 IS NULL OR subject = ?3) "
+        "AND (?4 IS NULL OR verb = ?4 OR (substr(?4, -1) = '.' AND substr(verb, 1, length(?4)) = ?4)) "
+        "ORDER BY seq LIMIT ?5");
+    st.Bind(1, filter.after_seq);
+    if (filter.since) {
+      st.Bind(2, filter.since->millis());
+    } else {
+      st.BindNull(2);
+    }
+    if (filter.subject) {
+      st.Bind(3, *filter.subject);
+    } else {
+      st.BindNull(3);
+    }
+    if (filter.verb) {
+      st.Bind(4, *filter.verb);
+    } else {
+      st.BindNull(4);
+    }
+    st.Bind(5, filter.limit > 0 ? filter.limit : int64_t{1} << 62);
+    std::vector<api::AuditRecord> out;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      const std::string where = "audit record " + std::to_string(st.Int(0));
+      GF_ASSIGN_OR_RETURN(json j, ParseColumn(st.Text(1), where));
+      auto a = api::AuditRecordFromJson(j);
+      if (!a.ok()) return Corrupt(where, a.status());
+      a->seq = st.Int(0);
+      out.push_back(std::move(a).value());
+    }
+    if (rc != SQLITE_DONE) return Error("list audit records", rc);
+    return out;
   }
 
   Result<std::optional<api::TokenRecord>> FindToken(const std::string& hash) override {
@@ -384,11 +456,12 @@ class SqliteStore : public StateStore {
   }
 
   Status SetMeta(const std::string& key, const std::string& value) override {
+    std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
     if (key == kSchemaVersionKey) {
       return Status::InvalidArgument("meta key schema_version is managed by the store");
     }
     std::lock_guard<std::mutex> lock(mu_);
-    return SetMetaLocked(key, value);
+    return InTransaction([&]() -> Status { return SetMetaLocked(key, value); }, audit);
   }
 
  private:
@@ -466,10 +539,12 @@ class SqliteStore : public StateStore {
 
   // Runs `body` inside BEGIN IMMEDIATE ... COMMIT (the write lock is taken up front, so the
   // transaction cannot fail half-way on a lock upgrade); rolls back when it fails.
+  // `audit`: records written in the same transaction (the writer's attached ones).
   template <typename F>
-  Status InTransaction(F body) {
+  Status InTransaction(F body, const std::vector<api::AuditRecord>& audit = {}) {
     GF_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
     Status s = body();
+    if (s.ok() && !audit.empty()) s = InsertAudit(audit);
     if (s.ok()) s = Exec("COMMIT");
     if (!s.ok() && !sqlite3_get_autocommit(db_)) (void)Exec("ROLLBACK");
     return s;
@@ -513,6 +588,24 @@ class SqliteStore : public StateStore {
     if (rc != SQLITE_ROW) return Error("get meta " + key, rc);
     return std::optional<std::string>(st.Text(0));
   }
+  std::vector<api::AuditRecord> TakeAttached() {
+    std::lock_guard<std::mutex> lock(attach_mu_);
+    auto it = attached_.find(std::this_thread::get_id());
+    if (it == attached_.end()) return {};
+    std::vector<api::AuditRecord> out = std::move(it->second);
+    attached_.erase(it);
+    return out;
+  }
+
+  Status InsertAudit(const std::vector<api::AuditRecord>& records) {
+    for (const api::AuditRecord& a : records) {
+      Stmt st = Prepare("INSERT INTO audit (at_ms, subject, verb, record) VALUES (?1, ?2, ?3, ?4)");
+      st.Bind(1, a.at.millis()).Bind(2, a.subject).Bind(3, a.verb).Bind(4, api::DumpJson(api::ToJson(a)));
+      GF_RETURN_IF_ERROR(Run(st, "append audit record " + a.verb));
+    }
+    return Status::Ok();
+  }
+
   Status SetMetaLocked(const std::string& key, const std::string& value) {
     Stmt st = Prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)");
     st.Bind(1, key).Bind(2, value);
@@ -600,6 +693,8 @@ class SqliteStore : public StateStore {
   const std::string path_;
   sqlite3* const db_;
   std::mutex mu_;
+  std::mutex attach_mu_;
+  std::map<std::thread::id, std::vector<api::AuditRecord>> attached_;  // under attach_mu_
   std::unordered_map<std::string, sqlite3_stmt*> cache_;
 };
 

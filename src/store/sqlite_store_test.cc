@@ -369,7 +369,7 @@ TEST_P(StateStoreTest, TokensArePutFoundReplacedAndListed) {
 
 TEST_P(StateStoreTest, MetaHoldsSettingsAndTheSchemaVersion) {
   // Given settings written and overwritten, expect the latest values back; expect the schema
-  // version to read 1 and to be off limits to callers.
+  // version to read 2 and to be off limits to callers.
   ASSERT_TRUE(store_->SetMeta("cluster_id", "c-1").ok());
   ASSERT_TRUE(store_->SetMeta("cluster_id", "c-2").ok());
   ASSERT_TRUE(store_->SetMeta("next_master_port", "29500").ok());
@@ -379,8 +379,75 @@ TEST_P(StateStoreTest, MetaHoldsSettingsAndTheSchemaVersion) {
   EXPECT_EQ(*id, std::optional<std::string>("c-2"));
   EXPECT_EQ(*store_->GetMeta("next_master_port"), std::optional<std::string>("29500"));
   EXPECT_EQ(*store_->GetMeta("absent"), std::nullopt);
-  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("1"));
+  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("2"));
   EXPECT_EQ(store_->SetMeta("schema_version", "7").code(), StatusCode::kInvalidArgument);
+}
+
+api::AuditRecord Audit(const std::string& subject, const std::string& verb, int64_t at_ms) {
+  api::AuditRecord a;
+  a.at = Time::FromMillis(at_ms);
+  a.subject = subject;
+  a.role = "user";
+  a.team = "nlp";
+  a.source = "127.0.0.1";
+  a.verb = verb;
+  a.object = "job 1";
+  a.outcome = "allowed";
+  a.reason = "ok";
+  a.request_id = "r";
+  return a;
+}
+
+TEST_P(StateStoreTest, AuditRecordsCommitWithTheirChangeOrNotAtAll) {
+  // Given a record attached to a token write, expect both stored; given one attached to a write
+  // that fails validation, expect neither stored and the record not carried to the next write.
+  store_->AttachAudit({Audit("alice", "token.create", 10)});
+  api::TokenRecord t;
+  t.hash = "abc";
+  t.subject = "alice";
+  t.role = "user";
+  ASSERT_TRUE(store_->PutToken(t).ok());
+  store_->AttachAudit({Audit("bob", "token.create", 20)});
+  api::TokenRecord bad;  // no hash: refused
+  EXPECT_FALSE(store_->PutToken(bad).ok());
+  ASSERT_TRUE(store_->SetMeta("k", "v").ok());
+  ASSERT_TRUE(store_->AppendAudit({Audit("carol", "auth.login", 30)}).ok());
+  Reopen();
+  auto log = store_->ListAudit({});
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  ASSERT_EQ(log->size(), 2u);
+  EXPECT_EQ((*log)[0].subject, "alice");
+  EXPECT_EQ((*log)[0].seq, 1);
+  EXPECT_EQ((*log)[1].subject, "carol");
+  EXPECT_EQ((*log)[1].verb, "auth.login");
+  EXPECT_EQ((*log)[0].request_id, "r");
+}
+
+TEST_P(StateStoreTest, AuditFiltersBySubjectVerbPrefixTimeAndCursor) {
+  // Given four records, expect the filters to pick the matching ones, oldest first.
+  ASSERT_TRUE(store_->AppendAudit({Audit("a", "job.submit", 1), Audit("b", "job.cancel", 2),
+                                   Audit("a", "token.create", 3), Audit("a", "job.cancel", 4)})
+                  .ok());
+  AuditFilter f;
+  f.subject = "a";
+  f.verb = "job.";
+  auto r = store_->ListAudit(f);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].at.millis(), 1);
+  EXPECT_EQ((*r)[1].at.millis(), 4);
+  AuditFilter g;
+  g.since = Time::FromMillis(2);
+  g.limit = 2;
+  auto page = store_->ListAudit(g);
+  ASSERT_EQ(page->size(), 2u);
+  g.after_seq = page->back().seq;
+  auto next = store_->ListAudit(g);
+  ASSERT_EQ(next->size(), 1u);
+  EXPECT_EQ(next->front().at.millis(), 4);
+  AuditFilter exact;
+  exact.verb = "job";
+  EXPECT_TRUE(store_->ListAudit(exact)->empty()) << "a verb without a trailing dot matches exactly";
 }
 
 TEST_P(StateStoreTest, ConcurrentSubmitsGetDistinctAscendingIds) {
@@ -450,7 +517,7 @@ class SqliteStoreTest : public ::testing::Test {
 };
 
 TEST_F(SqliteStoreTest, NewDatabaseUsesWalAndReadableColumns) {
-  // Given a new database with one job, expect the file in WAL mode, schema version 1 in meta, and
+  // Given a new database with one job, expect the file in WAL mode, schema version 2 in meta, and
   // the job's columns and JSON record readable with plain SQL.
   {
     auto store = OpenSqliteStore(db_path());
@@ -458,7 +525,7 @@ TEST_F(SqliteStoreTest, NewDatabaseUsesWalAndReadableColumns) {
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
   EXPECT_EQ(RawQuery("PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "1");
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "2");
   EXPECT_EQ(RawQuery("SELECT team || ',' || state || ',' || submitted_ms || ',' || request_id FROM jobs"),
             "nlp,pending,1234,r");
   EXPECT_EQ(RawQuery("SELECT json_extract(record, '$.request.spec.team') FROM jobs WHERE id = 1"), "nlp");
@@ -467,18 +534,38 @@ TEST_F(SqliteStoreTest, NewDatabaseUsesWalAndReadableColumns) {
             "1,pending,pending,submitted");
 }
 
+TEST_F(SqliteStoreTest, TheAuditLogIsAppendOnly) {
+  // Given a stored audit record, expect plain SQL to be unable to change or delete it.
+  {
+    auto store = OpenSqliteStore(db_path());
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->AppendAudit({Audit("a", "job.submit", 1)}).ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path().c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_NE(sqlite3_exec(db, "DELETE FROM audit", nullptr, nullptr, &err), SQLITE_OK);
+  EXPECT_NE(std::string(err ? err : "").find("append-only"), std::string::npos);
+  sqlite3_free(err);
+  err = nullptr;
+  EXPECT_NE(sqlite3_exec(db, "UPDATE audit SET subject = 'x'", nullptr, nullptr, &err), SQLITE_OK);
+  sqlite3_free(err);
+  sqlite3_close(db);
+  EXPECT_EQ(RawQuery("SELECT subject FROM audit"), "a");
+}
+
 TEST_F(SqliteStoreTest, NewerSchemaVersionIsRefused) {
-  // Given a database written by a newer gpufleet (schema version 2), expect opening it to fail
+  // Given a database written by a newer gpufleet (schema version 3), expect opening it to fail
   // with FailedPrecondition naming the path and both versions, and the file left as it was.
   { ASSERT_TRUE(OpenSqliteStore(db_path()).ok()); }
-  RawExec("UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  RawExec("UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   auto store = OpenSqliteStore(db_path());
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
   const std::string& msg = store.status().message();
   EXPECT_TRUE(Contains(msg, db_path())) << msg;
-  EXPECT_TRUE(Contains(msg, "schema version 2 is newer than this gpufleet knows (1)")) << msg;
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "2");
+  EXPECT_TRUE(Contains(msg, "schema version 3 is newer than this gpufleet knows (2)")) << msg;
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "3");
 }
 
 TEST_F(SqliteStoreTest, FileThatIsNotADatabaseIsAnError) {

@@ -40,9 +40,25 @@ struct JobFilter {
   std::optional<JobId> before;  // with a limit: only ids below this one (the next page)
 };
 
+struct AuditFilter {
+  std::optional<Time> since;            // at or after
+  std::optional<std::string> subject;
+  std::optional<std::string> verb;      // exact, or a prefix ending in '.' ("job.")
+  int64_t after_seq = 0;                // the next page: records after this seq
+  int64_t limit = 1000;
+};
+
 class StateStore {
  public:
   virtual ~StateStore() = default;
+
+  // The audit log (append-only). AttachAudit hands records to the next write call made by this
+  // thread (Submit, Update, UpsertNode, PutToken, SetMeta), which stores them in its own
+  // transaction: a change and its record commit together or not at all. AppendAudit stores
+  // records alone (a refusal changes nothing else). ListAudit answers oldest first.
+  virtual void AttachAudit(std::vector<api::AuditRecord> records) = 0;
+  virtual Status AppendAudit(const std::vector<api::AuditRecord>& records) = 0;
+  virtual Result<std::vector<api::AuditRecord>> ListAudit(const AuditFilter& filter) = 0;
 
   // All submissions in one transaction (group commit). Each one is all-or-nothing per request id;
   // a request id seen before yields its earlier ids and created=false. New jobs get the next ids

@@ -10,7 +10,7 @@ constexpr const char* kSchemaVersionKey = "schema_version";
 
 }  // namespace
 
-MemoryStore::MemoryStore() { meta_[kSchemaVersionKey] = "1"; }
+MemoryStore::MemoryStore() { meta_[kSchemaVersionKey] = "2"; }  // as the SQLite store's
 
 void MemoryStore::FailNextWrite(Status error) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -19,18 +19,73 @@ void MemoryStore::FailNextWrite(Status error) {
 
 Status MemoryStore::TakeFailure() { return std::exchange(next_write_failure_, Status::Ok()); }
 
+Status MemoryStore::BeginWrite() {
+  Status failure = TakeFailure();
+  auto it = attached_.find(std::this_thread::get_id());
+  if (it == attached_.end()) return failure;
+  std::vector<api::AuditRecord> mine = std::move(it->second);
+  attached_.erase(it);
+  if (!failure.ok()) return failure;
+  for (auto& a : mine) {
+    a.seq = static_cast<int64_t>(audit_.size()) + 1;
+    audit_.push_back(std::move(a));
+  }
+  return Status::Ok();
+}
+
+void MemoryStore::DropAttached() {
+  std::lock_guard<std::mutex> lock(mu_);
+  attached_.erase(std::this_thread::get_id());
+}
+
+void MemoryStore::AttachAudit(std::vector<api::AuditRecord> records) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& mine = attached_[std::this_thread::get_id()];
+  for (auto& r : records) mine.push_back(std::move(r));
+}
+
+Status MemoryStore::AppendAudit(const std::vector<api::AuditRecord>& records) {
+  std::lock_guard<std::mutex> lock(mu_);
+  GF_RETURN_IF_ERROR(BeginWrite());
+  for (auto a : records) {
+    a.seq = static_cast<int64_t>(audit_.size()) + 1;
+    audit_.push_back(std::move(a));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<api::AuditRecord>> MemoryStore::ListAudit(const store::AuditFilter& filter) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<api::AuditRecord> out;
+  for (const auto& a : audit_) {
+    if (a.seq <= filter.after_seq) continue;
+    if (filter.since && a.at < *filter.since) continue;
+    if (filter.subject && a.subject != *filter.subject) continue;
+    if (filter.verb) {
+      const std::string& v = *filter.verb;
+      bool prefix = !v.empty() && v.back() == '.' && a.verb.compare(0, v.size(), v) == 0;
+      if (a.verb != v && !prefix) continue;
+    }
+    out.push_back(a);
+    if (filter.limit > 0 && static_cast<int64_t>(out.size()) >= filter.limit) break;
+  }
+  return out;
+}
+
 Result<std::vector<store::SubmitOutcome>> MemoryStore::Submit(std::vector<store::Submission> submissions) {
   for (size_t i = 0; i < submissions.size(); ++i) {
     if (submissions[i].request_id.empty()) {
+      DropAttached();
       return Status::InvalidArgument("submission " + std::to_string(i) + ": empty request id");
     }
     if (submissions[i].jobs.empty()) {
+      DropAttached();
       return Status::InvalidArgument("submission " + std::to_string(i) + " (request " +
                                      submissions[i].request_id + "): no jobs");
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  GF_RETURN_IF_ERROR(TakeFailure());
+  GF_RETURN_IF_ERROR(BeginWrite());
   std::vector<store::SubmitOutcome> outcomes;
   for (store::Submission& sub : submissions) {
     if (auto it = requests_.find(sub.request_id); it != requests_.end()) {
@@ -55,7 +110,7 @@ Result<std::vector<store::SubmitOutcome>> MemoryStore::Submit(std::vector<store:
 
 Status MemoryStore::Update(const std::vector<store::JobUpdate>& updates) {
   std::lock_guard<std::mutex> lock(mu_);
-  GF_RETURN_IF_ERROR(TakeFailure());
+  GF_RETURN_IF_ERROR(BeginWrite());
   // All or nothing: check every id before changing anything.
   for (const store::JobUpdate& u : updates) {
     if (!jobs_.contains(u.job.id.value())) {
@@ -106,9 +161,12 @@ Result<std::vector<api::Transition>> MemoryStore::History(JobId id) {
 }
 
 Result<NodeId> MemoryStore::UpsertNode(const api::NodeRecord& node) {
-  if (node.name.empty()) return Status::InvalidArgument("node name must not be empty");
+  if (node.name.empty()) {
+    DropAttached();
+    return Status::InvalidArgument("node name must not be empty");
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  GF_RETURN_IF_ERROR(TakeFailure());
+  GF_RETURN_IF_ERROR(BeginWrite());
   api::NodeRecord stored = node;
   auto it = nodes_.find(node.name);
   stored.id = it != nodes_.end() ? it->second.id : NodeId(next_node_id_++);
@@ -133,9 +191,12 @@ Status MemoryStore::TouchToken(const std::string& hash, Time when) {
 }
 
 Status MemoryStore::PutToken(const api::TokenRecord& token) {
-  if (token.hash.empty()) return Status::InvalidArgument("token hash must not be empty");
+  if (token.hash.empty()) {
+    DropAttached();
+    return Status::InvalidArgument("token hash must not be empty");
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  GF_RETURN_IF_ERROR(TakeFailure());
+  GF_RETURN_IF_ERROR(BeginWrite());
   tokens_[token.hash] = token;
   return Status::Ok();
 }
@@ -163,10 +224,11 @@ Result<std::optional<std::string>> MemoryStore::GetMeta(const std::string& key) 
 
 Status MemoryStore::SetMeta(const std::string& key, const std::string& value) {
   if (key == kSchemaVersionKey) {
+    DropAttached();
     return Status::InvalidArgument("meta key schema_version is managed by the store");
   }
   std::lock_guard<std::mutex> lock(mu_);
-  GF_RETURN_IF_ERROR(TakeFailure());
+  GF_RETURN_IF_ERROR(BeginWrite());
   meta_[key] = value;
   return Status::Ok();
 }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <thread>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -37,6 +38,9 @@ class MemoryStore : public store::StateStore {
   Result<std::vector<api::TokenRecord>> ListTokens() override;
   Result<std::optional<std::string>> GetMeta(const std::string& key) override;
   Status SetMeta(const std::string& key, const std::string& value) override;
+  void AttachAudit(std::vector<api::AuditRecord> records) override;
+  Status AppendAudit(const std::vector<api::AuditRecord>& records) override;
+  Result<std::vector<api::AuditRecord>> ListAudit(const store::AuditFilter& filter) override;
 
   // The next write call (Submit, Update, UpsertNode, PutToken, SetMeta) returns `error` and
   // changes nothing; later calls behave normally.
@@ -45,6 +49,11 @@ class MemoryStore : public store::StateStore {
  private:
   // The injected failure, consumed; OK when none is pending. Needs mu_ held.
   Status TakeFailure();
+  // Starts a write: the injected failure (the attached audit records are dropped with it), or
+  // the attached audit records appended. Needs mu_ held.
+  Status BeginWrite();
+  // A write refused before it began: this thread's attached records go with it.
+  void DropAttached();
 
   std::mutex mu_;
   int64_t next_job_id_ = 1;
@@ -56,6 +65,8 @@ class MemoryStore : public store::StateStore {
   std::map<std::string, api::TokenRecord> tokens_;  // by hash
   std::map<std::string, std::string> meta_;
   Status next_write_failure_;
+  std::vector<api::AuditRecord> audit_;
+  std::map<std::thread::id, std::vector<api::AuditRecord>> attached_;
 };
 
 }  // namespace gpufleet::testing
