@@ -41,6 +41,10 @@ struct JobView {
   int64_t las_service_gpu_ms = 0;
   Time last_checkpoint;       // progress before this survives a stop
   int preemptions = 0;
+  // When the first component of the job's rank (its queue class: a LAS queue, a priority tier)
+  // last changed, or its submission. Kept by the scheduler for policies that order a queue by
+  // entry into it, as Tiresias does.
+  Time rank_class_since;
 
   // Service including the current run up to `now` (GPU-ms; slices count their fraction).
   int64_t AttainedAt(Time now) const;
@@ -97,6 +101,11 @@ class QueuePolicy {
   // True when ranks depend on other jobs (team usage): the scheduler re-ranks the whole queue
   // each pass instead of keeping it sorted.
   virtual bool RanksDependOnUsage() const { return false; }
+  // True when a running job's rank changes continuously with the service it gets, at instants
+  // NextRankChange cannot name (srtf: the remaining estimate shrinks as the job runs). The
+  // scheduler then re-ranks the running jobs at each pass before it looks for victims, so that
+  // "the worst-ranked running job is the easiest victim" holds with live ranks.
+  virtual bool RanksMoveWithService() const { return false; }
   // True when starting `job` now should reset its LAS service (a starving job was promoted).
   virtual bool ResetsServiceOnStart(const JobView& job, const QueueContext& ctx) const { return false; }
   virtual BackfillMode DefaultBackfill() const { return BackfillMode::kEasy; }
@@ -128,6 +137,13 @@ class PlacementPolicy {
                             const PlaceOptions& options) const = 0;
 };
 
+// Which of the running jobs a preemption stops first, when several would make room.
+enum class VictimOrder {
+  kLeastWorkLost,  // least work since the last checkpoint, then lowest class, then newest (default)
+  kWorstRank,      // worst-ranked first (the queue's back), then newest: Tiresias' rule
+};
+const char* VictimOrderName(VictimOrder v);
+
 struct SchedulerOptions {
   BackfillMode backfill = BackfillMode::kEasy;
   bool preemption = true;             // let the queue policy preempt (if it ever does)
@@ -135,6 +151,7 @@ struct SchedulerOptions {
   // A job that started less than this ago is not preempted (it would thrash: start, lose the
   // GPUs, start again). Node failures and cancels are not held back.
   Duration min_run_before_preempt;
+  VictimOrder victims = VictimOrder::kLeastWorkLost;
   // Split a job asking more GPUs than any node has into a gang of full nodes.
   bool split_large_jobs = true;
 };

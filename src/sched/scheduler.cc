@@ -34,6 +34,14 @@ const char* JobPhaseName(JobPhase p) {
   return "?";
 }
 
+const char* VictimOrderName(VictimOrder v) {
+  switch (v) {
+    case VictimOrder::kLeastWorkLost: return "least-work-lost";
+    case VictimOrder::kWorstRank: return "worst-rank";
+  }
+  return "?";
+}
+
 const char* BackfillModeName(BackfillMode m) {
   switch (m) {
     case BackfillMode::kOff: return "off";
@@ -90,6 +98,7 @@ struct Scheduler::JobState {
   JobSpec spec;
   JobView v;
   RankKey rank;
+  bool ranked = false;    // `rank` holds a computed rank (for LiveRank)
   int shape = 0;
   bool in_queue = false;  // in pending_sorted_ and by_shape_
   RankKey set_rank;       // the rank it is filed under there
@@ -161,6 +170,18 @@ RankKey Scheduler::RankOf(const JobState& j, const QueueContext& ctx) const {
   return policies_.queue->Rank(j.v, ctx);
 }
 
+// The job's rank now, noting when its queue class (the rank's first component) changed since
+// the rank last computed: policies that order a queue by entry into it read that instant.
+RankKey Scheduler::LiveRank(JobState& j, const QueueContext& ctx) const {
+  RankKey r = RankOf(j, ctx);
+  if (j.ranked && r.k[0] != j.rank.k[0]) {
+    j.v.rank_class_since = ctx.now;
+    r = RankOf(j, ctx);
+  }
+  j.ranked = true;
+  return r;
+}
+
 int Scheduler::ShapeId(const JobSpec& s) {
   // Jobs of one shape succeed or fail together within a pass; the id lets a pass skip the
   // placement of a shape that already failed.
@@ -192,7 +213,7 @@ void Scheduler::Enqueue(JobState& j) {
   ++pending_count_;
   CountShape(j, +1);
   QueueContext ctx = Context();
-  j.rank = RankOf(j, ctx);
+  j.rank = LiveRank(j, ctx);
   // Filed in the sorted queues even when ranks depend on usage: they are used whenever no team
   // has a quota (then such ranks do not change) and for removal otherwise.
   j.set_rank = j.rank;
@@ -233,17 +254,17 @@ void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
   if (j.v.phase == JobPhase::kPending && j.in_queue) {
     pending_sorted_.erase({j.set_rank, j.v.seq, &j});
     by_shape_[j.shape].erase({j.set_rank, j.v.seq, &j});
-    j.rank = RankOf(j, ctx);
+    j.rank = LiveRank(j, ctx);
     j.set_rank = j.rank;
     pending_sorted_.emplace(j.set_rank, j.v.seq, &j);
     by_shape_[j.shape].emplace(j.set_rank, j.v.seq, &j);
   } else if (j.v.phase == JobPhase::kRunning) {
     running_.erase({j.rank, j.v.seq, &j});
-    j.rank = RankOf(j, ctx);
+    j.rank = LiveRank(j, ctx);
     running_.emplace(j.rank, j.v.seq, &j);
     ++running_version_;
   } else {
-    j.rank = RankOf(j, ctx);
+    j.rank = LiveRank(j, ctx);
   }
   ScheduleTimer(j, ctx);
 }
@@ -265,7 +286,7 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
   j.v.started_at = started;
   j.v.last_checkpoint = started;
   teams_[j.spec.team].used_milli += GpuMilliOf(j.spec);
-  j.rank = RankOf(j, ctx);
+  j.rank = LiveRank(j, ctx);
   running_.emplace(j.rank, j.v.seq, &j);
   ++running_version_;
   if (j.spec.duration_estimate) ++running_with_estimate_;
@@ -584,6 +605,7 @@ Status Scheduler::Apply(const Event& e) {
     j->v.spec = &j->spec;
     j->v.seq = next_seq_++;
     j->v.queued_since = now;
+    j->v.rank_class_since = now;
     j->accrued_micros = ev->accrued_micros;
     j->shape = ShapeId(j->spec);
     teams_.try_emplace(j->spec.team);
@@ -608,6 +630,7 @@ Status Scheduler::Apply(const Event& e) {
     j->v.spec = &j->spec;
     j->v.seq = next_seq_++;
     j->v.queued_since = ev->started_at;
+    j->v.rank_class_since = ev->started_at;
     j->shape = ShapeId(j->spec);
     j->accrued_micros = ev->accrued_micros;
     JobState& ref = *j;
@@ -737,7 +760,7 @@ std::vector<Scheduler::JobState*> Scheduler::OrderedPending(const QueueContext& 
   std::vector<std::tuple<RankKey, int64_t, JobState*>> keyed;
   keyed.reserve(pending_count_);
   for (const auto& [id, j] : jobs_) {
-    if (j->v.phase == JobPhase::kPending) keyed.emplace_back(RankOf(*j, ctx), j->v.seq, j.get());
+    if (j->v.phase == JobPhase::kPending) keyed.emplace_back(LiveRank(*j, ctx), j->v.seq, j.get());
   }
   std::sort(keyed.begin(), keyed.end());
   for (auto& [rank, seq, j] : keyed) {
@@ -745,6 +768,27 @@ std::vector<Scheduler::JobState*> Scheduler::OrderedPending(const QueueContext& 
     out.push_back(j);
   }
   return out;
+}
+
+// Re-ranks every running job at `ctx.now`. Ranks that only improve (srtf's remaining time
+// shrinks) cannot give a job that found no victims new ones, so only a rank that got worse counts
+// as a change of the running set for the "try again" rule.
+void Scheduler::RefreshRunningRanks(const QueueContext& ctx) {
+  // Moves the set's nodes (no allocation); the order rarely changes between passes, so each
+  // node goes back at the end in constant time.
+  std::set<std::tuple<RankKey, int64_t, JobState*>> fresh;
+  bool worse = false;
+  while (!running_.empty()) {
+    auto node = running_.extract(running_.begin());
+    JobState* j = std::get<2>(node.value());
+    RankKey r = LiveRank(*j, ctx);
+    if (std::get<0>(node.value()) < r) worse = true;
+    j->rank = r;
+    std::get<0>(node.value()) = r;
+    fresh.insert(fresh.end(), std::move(node));
+  }
+  running_.swap(fresh);
+  if (worse) ++running_version_;
 }
 
 std::vector<JobId> Scheduler::QueueOrder() const {
@@ -850,12 +894,23 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     candidate_milli += r->placement.total_gpu_milli();
   }
   if (candidates.empty() || free + candidate_milli < need) return false;
-  // Least work lost first, then the least important, then the newest.
-  std::vector<std::tuple<Duration, int, int64_t, JobState*>> keyed;
-  keyed.reserve(candidates.size());
-  for (JobState* c : candidates) keyed.emplace_back(c->v.WorkAtRisk(ctx.now), c->spec.priority, -c->v.seq, c);
-  std::sort(keyed.begin(), keyed.end());
-  for (size_t i = 0; i < keyed.size(); ++i) candidates[i] = std::get<3>(keyed[i]);
+  if (policies_.options.victims == VictimOrder::kWorstRank) {
+    // The back of the queue first (its live rank), then the newest: what Tiresias stops.
+    std::vector<std::tuple<RankKey, int64_t, JobState*>> keyed;
+    keyed.reserve(candidates.size());
+    for (JobState* c : candidates) keyed.emplace_back(RankOf(*c, ctx), c->v.seq, c);
+    std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+      return std::tie(std::get<0>(b), std::get<1>(b)) < std::tie(std::get<0>(a), std::get<1>(a));
+    });
+    for (size_t i = 0; i < keyed.size(); ++i) candidates[i] = std::get<2>(keyed[i]);
+  } else {
+    // Least work lost first, then the least important, then the newest.
+    std::vector<std::tuple<Duration, int, int64_t, JobState*>> keyed;
+    keyed.reserve(candidates.size());
+    for (JobState* c : candidates) keyed.emplace_back(c->v.WorkAtRisk(ctx.now), c->spec.priority, -c->v.seq, c);
+    std::sort(keyed.begin(), keyed.end());
+    for (size_t i = 0; i < keyed.size(); ++i) candidates[i] = std::get<3>(keyed[i]);
+  }
   ClusterView& whatif = scratch_;
   whatif.AssignFrom(view_);
   std::vector<JobState*> chosen;
@@ -958,7 +1013,7 @@ void Scheduler::Pass() {
     for (JobId id : arrivals_) {
       JobState* j = FindJob(id);
       if (j && j->v.phase == JobPhase::kPending) {
-        if (!static_ranks) j->rank = RankOf(*j, ctx);
+        if (!static_ranks) j->rank = LiveRank(*j, ctx);
         order.push_back(j);
       }
     }
@@ -1000,6 +1055,7 @@ void Scheduler::Pass() {
   std::optional<Reservation> res;
   int attempts = 0;
   const bool preemptive = opt.preemption && policies_.queue->Preempts();
+  if (preemptive && policies_.queue->RanksMoveWithService() && !running_.empty()) RefreshRunningRanks(ctx);
 
   // Static ranks in a full pass: merge the per-shape queues by rank. A shape that died drops out
   // of the merge, so a pass visits the jobs that start plus about one job per shape, not the

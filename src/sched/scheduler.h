@@ -13,7 +13,9 @@
 // placement policy can place now; when one cannot start, either stop (backfill off), give it a
 // reservation at its earliest start and let later jobs start only if they do not delay it (EASY),
 // or skip it (greedy). A job that may preempt (the policy says whom) gets the smallest set of
-// victims that makes room, chosen to lose the least work since their last checkpoint.
+// victims that makes room, chosen to lose the least work since their last checkpoint (or, with
+// SchedulerOptions::victims = kWorstRank, the worst-ranked first). Running jobs are kept sorted by
+// rank; a policy whose running ranks move with service (srtf) has them re-ranked at each pass.
 //
 // Thread-safety: none; one thread owns a Scheduler.
 #pragma once
@@ -156,6 +158,8 @@ class Scheduler {
   std::optional<Time> EarliestStart(const JobState& j, std::vector<char>* nodes_out) const;
   QueueContext Context() const;
   RankKey RankOf(const JobState& j, const QueueContext& ctx) const;
+  RankKey LiveRank(JobState& j, const QueueContext& ctx) const;
+  void RefreshRunningRanks(const QueueContext& ctx);
   void Rerank(JobState& j, const QueueContext& ctx);
   void ScheduleTimer(const JobState& j, const QueueContext& ctx);
   std::vector<JobState*> OrderedPending(const QueueContext& ctx) const;

@@ -216,6 +216,29 @@ TEST(SchedulerTest, PreemptionPicksTheVictimThatLosesLeastWork) {
   EXPECT_EQ(h.sched().ViewOf(late)->preemptions, 1);
 }
 
+TEST(SchedulerTest, WorstRankVictimsStopTheBackOfTheQueueFirst) {
+  // Given the same two low jobs, the earlier now of class 0 and the later of class 1, and
+  // victims=worst-rank, expect the urgent job to preempt the class-0 job (the worst-ranked)
+  // although it loses 9 minutes of work; by default the class-1 job (1 minute) would go.
+  for (const std::string& victims : {std::string("worst-rank"), std::string("least-work-lost")}) {
+    SchedulerHarness h("priority", {"victims=" + victims});
+    h.AddNode(MakeNode("a", "A100", 8));
+    h.AddNode(MakeNode("b", "A100", 8));
+    model::JobSpec low = MakeJob(8);
+    low.checkpoint_interval = Duration::Minutes(10);
+    JobId early = h.Submit(low);
+    h.clock().Set(Time::FromSeconds(8 * 60));
+    low.priority = 1;
+    JobId late = h.Submit(low);
+    h.clock().Set(Time::FromSeconds(19 * 60));
+    model::JobSpec high = MakeJob(8);
+    high.priority = 10;
+    h.Submit(high);
+    JobId expected = victims == "worst-rank" ? early : late;
+    EXPECT_EQ(h.sink().Preempted(), (std::vector<int64_t>{expected.value()})) << victims;
+  }
+}
+
 TEST(SchedulerTest, PreemptsOnlyAsManyVictimsAsNeeded) {
   // Given four 2-GPU low-priority jobs on one 8-GPU node, expect a 4-GPU high-priority job to
   // preempt exactly two of them.

@@ -21,7 +21,8 @@ int LasPolicy::QueueOf(const JobView& job, Time now) const {
 }
 
 RankKey LasPolicy::Rank(const JobView& job, const QueueContext& ctx) const {
-  return RankKey{{QueueOf(job, ctx.now), job.spec->submit.millis(), 0}};
+  const Time within = o_.order == LasOrder::kEntry ? job.rank_class_since : job.spec->submit;
+  return RankKey{{QueueOf(job, ctx.now), within.millis(), 0}};
 }
 
 bool LasPolicy::MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const {

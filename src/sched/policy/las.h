@@ -6,7 +6,9 @@
 //  - K queues separated by service thresholds (default 3,250 and 7,200 GPU-seconds, as in
 //    Tiresias' simulator; `thresholds=a,b,...`). A job sits in the queue its service has reached;
 //    a running job crossing a threshold is demoted at that instant (a timer wakes the scheduler).
-//  - Lower queue first; FIFO by submission time inside a queue.
+//  - Lower queue first; inside a queue, FIFO by submission time (order=submit, the default) or
+//    by the instant the job entered the queue (order=entry: arrival, demotion or promotion), as
+//    Tiresias' simulator keeps its queues.
 //  - Starvation: a waiting job whose wait since it last ran exceeds starve x its last run time
 //    (default starve=8; 0 disables) is promoted to the top queue and its service count restarts.
 //  - Preemptive: a waiting job may stop running jobs in a strictly lower-priority queue.
@@ -19,9 +21,15 @@
 
 namespace gpufleet::sched {
 
+enum class LasOrder {
+  kSubmit,  // inside a queue, by submission time
+  kEntry,   // inside a queue, by when the job entered it (JobView::rank_class_since)
+};
+
 struct LasOptions {
   std::vector<int64_t> thresholds_gpu_s = {3250, 7200};
   int64_t starve_factor = 8;
+  LasOrder order = LasOrder::kSubmit;
 };
 
 class LasPolicy : public QueuePolicy {

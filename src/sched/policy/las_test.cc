@@ -217,6 +217,37 @@ TEST_F(LasTest, ThresholdsOptionReachesTheScheduler) {
   EXPECT_EQ(Millis(h.sched().NextWakeup()), 150'000);
 }
 
+TEST_F(LasTest, EntryOrderRanksAQueueByWhenJobsEnteredIt) {
+  // Given two waiting jobs in queue 2, one submitted at 0 s that entered the queue at 500 s and
+  // one submitted at 100 s that entered it at 200 s, expect submit order by default and entry
+  // order (the later-submitted job first) with order=entry; the queue still comes first.
+  model::JobSpec early = MakeJob(1, 0), later = MakeJob(1, 100), fresh = MakeJob(1, 900);
+  JobView e = Pending(early, 8000, 0), l = Pending(later, 8000, 1), f = Pending(fresh, 0, 2);
+  e.rank_class_since = Sec(500);
+  l.rank_class_since = Sec(200);
+  f.rank_class_since = Sec(900);
+  LasOptions o;
+  o.order = LasOrder::kEntry;
+  LasPolicy entry(o);
+  EXPECT_LT(las_.Rank(e, Ctx(Sec(1000))), las_.Rank(l, Ctx(Sec(1000))));
+  EXPECT_LT(entry.Rank(l, Ctx(Sec(1000))), entry.Rank(e, Ctx(Sec(1000))));
+  EXPECT_LT(entry.Rank(f, Ctx(Sec(1000))), entry.Rank(l, Ctx(Sec(1000))));
+}
+
+TEST_F(LasTest, SchedulerRecordsWhenAJobEnteredItsQueue) {
+  // Given thresholds=1,1000 and a 1-GPU job A running from 0 s, expect A to enter queue 2 at
+  // exactly 1 s (its demotion) and a job submitted at 3 s to have entered queue 1 at 3 s.
+  SchedulerHarness h("las", {"thresholds=1,1000", "order=entry"});
+  h.AddNode(MakeNode("n0", "A100", 1));
+  JobId a = h.Submit(MakeJob(1));
+  EXPECT_EQ(h.sched().ViewOf(a)->rank_class_since, Sec(0));
+  h.AdvanceTo(1);
+  EXPECT_EQ(h.sched().ViewOf(a)->rank_class_since, Sec(1));
+  h.clock().Set(Sec(3));
+  JobId b = h.Submit(MakeJob(1));
+  EXPECT_EQ(h.sched().ViewOf(b)->rank_class_since, Sec(3));
+}
+
 TEST_F(LasTest, RunningJobIsDemotedAtTheThresholdAndPreemptedByAWaitingJob) {
   // Given a full 1-GPU node running job A from t=0 and job B waiting since 3,000 s (both in
   // queue 0, A first), expect nothing before 3,250 s, and at exactly 3,250 s A demoted and

@@ -18,7 +18,7 @@ const std::vector<PolicyInfo>& PolicyTable() {
       {"fair-share", "guaranteed GPU quotas per team; borrow idle GPUs; reclaim only borrowed ones",
        "quota.TEAM=GPUS"},
       {"las", "Tiresias 2D least-attained-service: no estimates needed, preemptive",
-       "thresholds=GPU_S,GPU_S,... starve=FACTOR"},
+       "thresholds=GPU_S,GPU_S,... starve=FACTOR order=submit|entry"},
       {"sjf", "shortest job first by estimate (oracle baseline)", ""},
       {"srtf", "shortest remaining time first by estimate, preemptive (oracle baseline)", ""},
   };
@@ -87,8 +87,16 @@ Result<PolicyConfig> MakePolicies(const std::string& name, const std::map<std::s
       auto d = ParseDuration(v);
       if (!d) return Status::InvalidArgument("min_run must be a duration such as 5m, got '" + v + "'");
       cfg.policies.options.min_run_before_preempt = *d;
-    } else if (k == "hot" || k == "hot_c") {
+    } else if (k == "hot" || k == "hot_c" || k == "fit") {
       placement_opts[k] = v;
+    } else if (k == "victims") {
+      if (v == "least-work-lost") {
+        cfg.policies.options.victims = VictimOrder::kLeastWorkLost;
+      } else if (v == "worst-rank") {
+        cfg.policies.options.victims = VictimOrder::kWorstRank;
+      } else {
+        return Status::InvalidArgument("victims must be least-work-lost or worst-rank, got '" + v + "'");
+      }
     } else if (StartsWith(k, "quota.")) {
       auto n = ParseInt(v);
       if (!n || *n < 0) return Status::InvalidArgument(k + " must be a whole number of GPUs, got '" + v + "'");
@@ -110,8 +118,16 @@ Result<PolicyConfig> MakePolicies(const std::string& name, const std::map<std::s
       auto n = ParseInt(v);
       if (!n || *n < 0) return Status::InvalidArgument("starve must be a whole factor >= 0, got '" + v + "'");
       las.starve_factor = *n;
+    } else if (k == "order" && name == "las") {
+      if (v == "submit") {
+        las.order = LasOrder::kSubmit;
+      } else if (v == "entry") {
+        las.order = LasOrder::kEntry;
+      } else {
+        return Status::InvalidArgument("order must be submit or entry, got '" + v + "'");
+      }
     } else {
-      std::string known = "backfill, preempt, max_preempt_attempts, min_run, hot, quota.TEAM";
+      std::string known = "backfill, preempt, max_preempt_attempts, min_run, victims, hot, fit, quota.TEAM";
       for (const auto& info : PolicyTable()) {
         if (info.name == name && !info.options.empty()) known += ", " + info.options;
       }

@@ -26,7 +26,8 @@ struct PolicyConfig {
 };
 
 // Builds the policies for `name` with options. Options any policy takes: backfill=off|easy|greedy,
-// preempt=true|false, max_preempt_attempts=N, hot=C (placement), quota.<team>=GPUS.
+// preempt=true|false, max_preempt_attempts=N, min_run=DURATION, victims=least-work-lost|worst-rank,
+// hot=C and fit=best|first (placement), quota.<team>=GPUS.
 // Unknown names and options are errors that list the valid ones.
 Result<PolicyConfig> MakePolicies(const std::string& name, const std::map<std::string, std::string>& options);
 

@@ -67,16 +67,33 @@ TEST_F(RegistryTest, UnknownOptionErrorListsTheCommonAndThePolicysOptions) {
   Status s = BuildError("las", {{"speed", "3"}});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
-            "unknown option 'speed' for policy las (known: backfill, preempt, max_preempt_attempts, min_run, hot, "
-            "quota.TEAM, thresholds=GPU_S,GPU_S,... starve=FACTOR)");
+            "unknown option 'speed' for policy las (known: backfill, preempt, max_preempt_attempts, min_run, "
+            "victims, hot, fit, quota.TEAM, thresholds=GPU_S,GPU_S,... starve=FACTOR order=submit|entry)");
   Status aging = BuildError("las", {{"aging", "1h"}});
   EXPECT_TRUE(Contains(aging.message(), "unknown option 'aging' for policy las")) << aging.message();
   Status fifo = BuildError("fifo", {{"thresholds", "1,2"}});
   EXPECT_EQ(fifo.message(),
             "unknown option 'thresholds' for policy fifo (known: backfill, preempt, max_preempt_attempts, "
-            "min_run, hot, quota.TEAM)");
+            "min_run, victims, hot, fit, quota.TEAM)");
   Status prio = BuildError("priority", {{"x", "1"}});
   EXPECT_TRUE(Contains(prio.message(), "aging=DURATION")) << prio.message();
+}
+
+TEST_F(RegistryTest, ParityOptionsReachThePoliciesAndBadValuesAreNamed) {
+  // Given the options that reproduce Tiresias' simulator (victims=worst-rank, fit=first,
+  // order=entry for las), expect each applied and named in the policy's name where it shows;
+  // given a bad value or order= for a policy without queues, expect an error naming it.
+  PolicyConfig tiresias = Build("las", {{"victims", "worst-rank"}, {"fit", "first"}, {"order", "entry"}});
+  EXPECT_EQ(tiresias.policies.options.victims, VictimOrder::kWorstRank);
+  EXPECT_EQ(tiresias.policies.Name(), "las+greedy/topology:first-fit");
+  EXPECT_EQ(Build("las").policies.options.victims, VictimOrder::kLeastWorkLost);
+  EXPECT_EQ(Build("priority", {{"victims", "least-work-lost"}}).policies.options.victims,
+            VictimOrder::kLeastWorkLost);
+  EXPECT_EQ(BuildError("las", {{"victims", "oldest"}}).message(),
+            "victims must be least-work-lost or worst-rank, got 'oldest'");
+  EXPECT_EQ(BuildError("fifo", {{"fit", "worst"}}).message(), "fit must be best or first, got 'worst'");
+  EXPECT_EQ(BuildError("las", {{"order", "random"}}).message(), "order must be submit or entry, got 'random'");
+  EXPECT_TRUE(Contains(BuildError("fifo", {{"order", "entry"}}).message(), "unknown option 'order' for policy fifo"));
 }
 
 TEST_F(RegistryTest, BackfillOptionOverridesThePolicyDefault) {

@@ -4,7 +4,8 @@
 //
 // sjf: rank by total estimate, non-preemptive, EASY backfill.
 // srtf: rank by remaining estimate (estimate minus time run); a waiting job may preempt a
-// running one whose remaining time is strictly longer. Greedy backfill.
+// running one whose remaining time is strictly longer, judged on the remaining times at the
+// moment of the decision (running ranks move with service). Greedy backfill.
 // Tie-break: submission time, then submission order.
 #pragma once
 
@@ -19,6 +20,8 @@ class SjfPolicy : public QueuePolicy {
   RankKey Rank(const JobView& job, const QueueContext& ctx) const override;
   bool MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const override;
   bool Preempts() const override { return remaining_; }
+  // A running job's remaining estimate shrinks as it runs, and no timer marks that.
+  bool RanksMoveWithService() const override { return remaining_; }
   PreemptReason PreemptionReason() const override { return PreemptReason::kPriority; }
   BackfillMode DefaultBackfill() const override {
     return remaining_ ? BackfillMode::kGreedy : BackfillMode::kEasy;

@@ -163,5 +163,39 @@ TEST_F(SjfTest, SrtfDoesNotPreemptAJobNearlyDone) {
   EXPECT_EQ(h.Phase(other), JobPhase::kPending);
 }
 
+TEST_F(SjfTest, SrtfPreemptsTheJobWithTheMostRemainingTimeNowNotTheOneThatStartedLongest) {
+  // Given two GPUs, a 1,000 s job A running since 0 s and a 500 s job B since 900 s, expect a
+  // 200 s job C arriving at 950 s to preempt B (450 s left), not to wait behind A: A started
+  // with the longest remaining time but has only 50 s left now. Ranks of running jobs move with
+  // their service, so the worst running job must be judged at the moment of the decision.
+  SchedulerHarness h("srtf");
+  h.AddNode(MakeNode("n0", "A100", 2));
+  JobId a = h.Submit(Est(1000));
+  h.clock().Set(Time::FromSeconds(900));
+  JobId b = h.Submit(Est(500, 900));
+  h.clock().Set(Time::FromSeconds(950));
+  JobId c = h.Submit(Est(200, 950));
+  ASSERT_EQ(h.sink().Preempted(), (std::vector<int64_t>{b.value()}));
+  h.StopAllPreempted();
+  EXPECT_EQ(h.Phase(a), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(c), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(b), JobPhase::kPending);
+  EXPECT_EQ(h.sched().ViewOf(b)->RemainingEstimate(Time::FromSeconds(950)), Duration::Seconds(450));
+}
+
+TEST_F(SjfTest, SrtfLeavesEveryRunningJobAloneWhenAllHaveLessLeftThanTheNewcomer) {
+  // Given the same two running jobs and a 600 s newcomer at 950 s (A has 50 s left, B 450 s),
+  // expect no preemption: neither running job has more left than 600 s.
+  SchedulerHarness h("srtf");
+  h.AddNode(MakeNode("n0", "A100", 2));
+  h.Submit(Est(1000));
+  h.clock().Set(Time::FromSeconds(900));
+  h.Submit(Est(500, 900));
+  h.clock().Set(Time::FromSeconds(950));
+  JobId c = h.Submit(Est(600, 950));
+  EXPECT_TRUE(h.sink().Preempted().empty());
+  EXPECT_EQ(h.Phase(c), JobPhase::kPending);
+}
+
 }  // namespace
 }  // namespace gpufleet::sched

@@ -83,8 +83,8 @@ bool Better(const Choice& a, const Choice& b) {
 
 class Placer {
  public:
-  Placer(const JobSpec& job, const ClusterView& view, const PlaceOptions& po, int hot_c)
-      : job_(job), view_(view), po_(po), hot_c_(hot_c) {}
+  Placer(const JobSpec& job, const ClusterView& view, const PlaceOptions& po, const TopologyPlacementOptions& o)
+      : job_(job), view_(view), po_(po), hot_c_(o.hot_c), first_fit_(o.fit == Fit::kFirst) {}
 
   bool Eligible(int pos) const {
     const Node& n = view_.nodes()[pos];
@@ -141,6 +141,7 @@ class Placer {
     }
     std::sort(c.gpus.begin(), c.gpus.end());
     for (int i : c.gpus) c.hot += n.temp_c[i] >= hot_c_ ? 1 : 0;
+    if (first_fit_) c.leftover = 0;  // node order decides
     return c;
   }
 
@@ -163,6 +164,7 @@ class Placer {
     c.split = whole ? 1 : 0;  // prefer packing into partly used GPUs
     c.hot = n.temp_c[best] >= hot_c_ ? 1 : 0;
     c.leftover = whole ? n.free_whole * model::kMilliGpuPerGpu : n.free_milli[best] - static_cast<int>(job_.gpu_milli);
+    if (first_fit_) c.leftover = 0;
     return c;
   }
 
@@ -215,7 +217,10 @@ class Placer {
       }
       const std::vector<const Choice*>* best = nullptr;
       for (const auto& [key, list] : groups) {
-        if (static_cast<int>(list.size()) >= n && (!best || list.size() < best->size())) best = &list;
+        if (static_cast<int>(list.size()) < n) continue;
+        // Best fit: the tightest group. First fit: the group whose first node comes first.
+        bool better = !best || (first_fit_ ? list.front()->pos < best->front()->pos : list.size() < best->size());
+        if (better) best = &list;
       }
       if (best) {
         std::vector<Choice> out;
@@ -296,6 +301,7 @@ class Placer {
   const ClusterView& view_;
   const PlaceOptions& po_;
   int hot_c_;
+  bool first_fit_;
 };
 
 }  // namespace
@@ -320,7 +326,7 @@ PlaceResult TopologyPlacement::Place(const JobSpec& job, const ClusterView& view
     }
     return out;
   }
-  Placer placer(job, view, po, o_.hot_c);
+  Placer placer(job, view, po, o_);
   const int64_t need = job.total_gpu_milli();
   std::vector<std::string> never, wait;
   bool ever = false;
@@ -361,8 +367,16 @@ Result<std::unique_ptr<PlacementPolicy>> MakeTopologyPlacement(const std::map<st
       auto n = ParseInt(v);
       if (!n || *n < 0 || *n > 150) return Status::InvalidArgument("hot must be a temperature in °C (0..150), got '" + v + "'");
       o.hot_c = static_cast<int>(*n);
+    } else if (k == "fit") {
+      if (v == "best") {
+        o.fit = Fit::kBest;
+      } else if (v == "first") {
+        o.fit = Fit::kFirst;
+      } else {
+        return Status::InvalidArgument("fit must be best or first, got '" + v + "'");
+      }
     } else {
-      return Status::InvalidArgument("unknown placement option '" + k + "' (known: hot)");
+      return Status::InvalidArgument("unknown placement option '" + k + "' (known: hot, fit)");
     }
   }
   return std::unique_ptr<PlacementPolicy>(std::make_unique<TopologyPlacement>(o));

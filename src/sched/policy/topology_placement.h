@@ -14,7 +14,9 @@
 //     has enough qualifying nodes, else one zone, else the fewest racks.
 //  4. Among qualifying nodes (tie-breaks in this order): the GPUs fit in one NVLink domain;
 //     fewer hot GPUs (>= hot_c, default 80 °C); best fit — the fewest GPUs left free afterwards,
-//     so whole free nodes stay whole; the earlier node.
+//     so whole free nodes stay whole; the earlier node. With fit=first the best-fit rule is
+//     dropped: the earliest qualifying node wins, and a gang takes the first rack (then zone) in
+//     node order that holds it — the "first fit" of YARN and of Tiresias' simulator.
 //  5. Within a node: the tightest NVLink domain that holds the job, coolest GPUs first, lower
 //     index on ties. A GPU slice goes to the partly used GPU it fits most tightly, else to a
 //     whole GPU on the busiest node.
@@ -31,14 +33,20 @@
 
 namespace gpufleet::sched {
 
+enum class Fit {
+  kBest,   // fewest GPUs left free on the node (default)
+  kFirst,  // the earliest node that qualifies
+};
+
 struct TopologyPlacementOptions {
   int hot_c = 80;
+  Fit fit = Fit::kBest;
 };
 
 class TopologyPlacement : public PlacementPolicy {
  public:
   explicit TopologyPlacement(TopologyPlacementOptions o = {}) : o_(o) {}
-  std::string Name() const override { return "topology"; }
+  std::string Name() const override { return o_.fit == Fit::kFirst ? "topology:first-fit" : "topology"; }
   PlaceResult Place(const model::JobSpec& job, const ClusterView& view,
                     const PlaceOptions& options) const override;
 

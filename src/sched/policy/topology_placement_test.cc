@@ -121,6 +121,34 @@ TEST_F(TopologyPlacementTest, BestFitPrefersThePartlyUsedNode) {
   EXPECT_EQ(Only(Place(MakeJob(5))).node, whole);
 }
 
+TEST_F(TopologyPlacementTest, FirstFitTakesTheEarliestNodeThatHoldsTheJob) {
+  // Given node a with 8 free GPUs and node b with 2 free, expect a 2-GPU job on b by default
+  // (best fit keeps a whole) and on a with fit=first (node order decides, as in YARN).
+  NodeId a = Add(MakeNode("a", "A100", 8));
+  NodeId b = Add(MakeNode("b", "A100", 8));
+  Use(b, {0, 1, 2, 3, 4, 5});
+  EXPECT_EQ(Only(Place(MakeJob(2))).node, b);
+  TopologyPlacement first(TopologyPlacementOptions{80, Fit::kFirst});
+  PlaceResult r = first.Place(MakeJob(2), view_, PlaceOptions{});
+  EXPECT_EQ(Only(r).node, a);
+  EXPECT_EQ(first.Name(), "topology:first-fit");
+}
+
+TEST_F(TopologyPlacementTest, FirstFitGangTakesTheFirstRackThatHoldsIt) {
+  // Given racks r0 (nodes 0-3, all free) and r1 (nodes 4-5, free), expect a 2-node gang in the
+  // smaller rack r1 by default (the tightest group) and in r0 with fit=first.
+  for (int i = 0; i < 6; ++i) {
+    model::NodeSpec n = MakeNode("n" + std::to_string(i), "A100", 8);
+    n.labels["rack"] = i < 4 ? "r0" : "r1";
+    Add(n);
+  }
+  std::vector<NodeId> best = NodesOf(Place(Gang(2, 8)));
+  EXPECT_EQ(best, (std::vector<NodeId>{NodeId(4), NodeId(5)}));
+  TopologyPlacement first(TopologyPlacementOptions{80, Fit::kFirst});
+  std::vector<NodeId> ff = NodesOf(first.Place(Gang(2, 8), view_, PlaceOptions{}));
+  EXPECT_EQ(ff, (std::vector<NodeId>{NodeId(0), NodeId(1)}));
+}
+
 TEST_F(TopologyPlacementTest, EqualNodesTieBreakOnTheEarlierNode) {
   // Given two identical free nodes, expect the first one.
   NodeId first = Add(MakeNode("a", "A100", 8));
@@ -185,7 +213,7 @@ TEST_F(TopologyPlacementTest, PlacementOptionsAreValidated) {
   EXPECT_TRUE(MakeTopologyPlacement({{"hot_c", "70"}}).ok());
   Result<std::unique_ptr<PlacementPolicy>> unknown = MakeTopologyPlacement({{"spread", "1"}});
   ASSERT_FALSE(unknown.ok());
-  EXPECT_EQ(unknown.status().message(), "unknown placement option 'spread' (known: hot)");
+  EXPECT_EQ(unknown.status().message(), "unknown placement option 'spread' (known: hot, fit)");
 }
 
 TEST_F(TopologyPlacementTest, ConstraintsSelectNodesByLabel) {
