@@ -148,6 +148,10 @@ Json SummaryJson(const Summary& s) {
   j["policy"] = s.policy;
   j["jobs"] = s.jobs;
   j["finished"] = s.finished;
+  j["never_ran"] = static_cast<int64_t>(s.never_ran.size());
+  Json never = Json::array();
+  for (const NeverRan& n : s.never_ran) never.push_back(Json{{"id", n.id}, {"reason", n.reason}});
+  j["never_ran_jobs"] = std::move(never);
   j["jct_s"] = PercentilesJson(s.jct_s);
   j["queue_s"] = PercentilesJson(s.queue_s);
   j["slowdown"] = PercentilesJson(s.slowdown);
@@ -155,8 +159,10 @@ Json SummaryJson(const Summary& s) {
   j["utilisation"] = Round3(s.utilisation);
   j["preemptions"] = s.preemptions;
   j["failures"] = s.failures;
+  j["reclaims"] = s.reclaims;
   j["gpu_hours_used"] = Round3(s.gpu_hours_used);
   j["gpu_hours_lost"] = Round3(s.gpu_hours_lost);
+  j["gpu_hours_overhead"] = Round3(s.gpu_hours_overhead);
   j["cost_usd"] = Round3(s.cost_usd);
   j["job_cost_usd"] = Round3(s.job_cost_usd);
   j["idle_cost_usd"] = Round3(s.cost_usd - s.job_cost_usd);
@@ -276,6 +282,37 @@ double NiceStep(double raw) {
 
 std::string Num(double v) { return Printf("%.1f", v); }
 
+constexpr size_t kMaxNeverRanReasons = 10;
+constexpr size_t kMaxIdsPerReason = 5;
+
+// Jobs that never started, one line per reason (most jobs first; ties in order of first
+// appearance), with the first few ids.
+std::string FormatNeverRan(const std::vector<NeverRan>& never) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> by_reason;
+  std::map<std::string, size_t> index;
+  for (const NeverRan& n : never) {
+    auto [it, inserted] = index.emplace(n.reason, by_reason.size());
+    if (inserted) by_reason.push_back({n.reason, {}});
+    by_reason[it->second].second.push_back(n.id);
+  }
+  std::stable_sort(by_reason.begin(), by_reason.end(),
+                   [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+  std::string out = "never ran         " + Int(static_cast<int64_t>(never.size())) +
+                    " job(s), left out of the averages:\n";
+  for (size_t r = 0; r < by_reason.size() && r < kMaxNeverRanReasons; ++r) {
+    const auto& [reason, ids] = by_reason[r];
+    std::vector<std::string> shown(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), kMaxIdsPerReason)));
+    std::string list = Join(shown, ", ");
+    if (ids.size() > shown.size()) list += ", ... (" + Int(static_cast<int64_t>(ids.size() - shown.size())) + " more)";
+    out += "  " + Int(static_cast<int64_t>(ids.size())) + " x " + reason + ": " + list + "\n";
+  }
+  if (by_reason.size() > kMaxNeverRanReasons) {
+    out += "  (+" + Int(static_cast<int64_t>(by_reason.size() - kMaxNeverRanReasons)) +
+           " more reasons; --jobs-out lists every job with its reason)\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 Summary Summarize(const SimResult& r) {
@@ -286,7 +323,7 @@ Summary Summarize(const SimResult& r) {
   jct.reserve(r.jobs.size());
   queue.reserve(r.jobs.size());
   slowdown.reserve(r.jobs.size());
-  int64_t run_gpu_ms = 0, lost_gpu_ms = 0;
+  int64_t run_gpu_ms = 0, lost_gpu_ms = 0, overhead_gpu_ms = 0;
   struct TeamAcc {
     int64_t jobs = 0, run_gpu_ms = 0, finished = 0, cost_micros = 0;
     double jct_sum_s = 0;
@@ -301,8 +338,14 @@ Summary Summarize(const SimResult& r) {
     job_cost_micros += j.cost_micros;
     run_gpu_ms += j.run_gpu_ms;
     lost_gpu_ms += j.lost_gpu_ms;
+    overhead_gpu_ms += j.overhead_gpu_ms;
     s.preemptions += j.preemptions;
     s.failures += j.failures;
+    s.reclaims += j.reclaims;
+    if (!j.first_start) {
+      s.never_ran.push_back({j.id, j.never_ran.empty() ? std::string("never started") : j.never_ran});
+      continue;
+    }
     queue.push_back(j.queued.seconds_f());
     if (!j.finish) continue;
     ++s.finished;
@@ -322,6 +365,7 @@ Summary Summarize(const SimResult& r) {
   s.makespan_s = (r.end - r.start).seconds_f();
   s.gpu_hours_used = static_cast<double>(run_gpu_ms) / kMsPerHour;
   s.gpu_hours_lost = static_cast<double>(lost_gpu_ms) / kMsPerHour;
+  s.gpu_hours_overhead = static_cast<double>(overhead_gpu_ms) / kMsPerHour;
   if (r.online_gpu_ms > 0) {
     s.utilisation = static_cast<double>(r.busy_gpu_ms) / static_cast<double>(r.online_gpu_ms);
   } else if (std::optional<double> u = SeriesUtilisation(r)) {
@@ -356,7 +400,9 @@ std::string FormatSummaryText(const Summary& s) {
            PadRight(Secs(p.p95), 7) + " p99 " + PadRight(Secs(p.p99), 7) + " max " + Secs(p.max);
   };
   if (!s.policy.empty()) line("policy", s.policy);
-  line("jobs", Int(s.jobs) + " (" + Int(s.finished) + " finished)");
+  line("jobs", Int(s.jobs) + " (" + Int(s.finished) + " finished" +
+                   (s.never_ran.empty() ? "" : ", " + Int(static_cast<int64_t>(s.never_ran.size())) + " never ran") +
+                   ")");
   line("JCT", durations(s.jct_s));
   line("queueing delay", durations(s.queue_s));
   line("slowdown", "avg " + PadRight(Fixed(s.slowdown.avg, 2), 7) + " p50 " +
@@ -367,6 +413,7 @@ std::string FormatSummaryText(const Summary& s) {
   line("preemptions", Int(s.preemptions));
   line("failures", Int(s.failures));
   line("GPU-hours", "used " + Fixed(s.gpu_hours_used, 1) + " / lost " + Fixed(s.gpu_hours_lost, 1));
+  if (s.gpu_hours_overhead > 0) line("restart overhead", Fixed(s.gpu_hours_overhead, 1) + " GPU-hours");
   if (s.cost_usd > 0) {
     line("cost", Dollars(s.cost_usd) + " (jobs " + Dollars(s.job_cost_usd) + ", idle " +
                      Dollars(s.cost_usd - s.job_cost_usd) + "; " + Dollars(s.cost_per_used_gpu_hour) +
@@ -375,11 +422,15 @@ std::string FormatSummaryText(const Summary& s) {
     for (const auto& [m, usd] : s.cost_by_market_usd) markets += (markets.empty() ? "" : ", ") + m + " " + Dollars(usd);
     line("cost by market", markets);
   }
-  if (s.spot_interruptions > 0) line("interruptions", Int(s.spot_interruptions) + " spot nodes taken back");
+  if (s.spot_interruptions > 0) {
+    line("interruptions", Int(s.spot_interruptions) + " spot nodes taken back, " + Int(s.reclaims) +
+                              " job runs stopped (not counted as preemptions)");
+  }
   if (s.nodes_rented > 0) {
     line("autoscaling", Int(s.nodes_rented) + " nodes rented, " + Int(s.nodes_released) + " released" +
                             (s.boot_timeouts > 0 ? " (" + Int(s.boot_timeouts) + " past the boot timeout)" : ""));
   }
+  if (!s.never_ran.empty()) out += FormatNeverRan(s.never_ran);
   if (s.teams.empty()) return out;
 
   std::vector<std::pair<std::string, TeamShare>> teams(s.teams.begin(), s.teams.end());
@@ -448,6 +499,8 @@ std::string FormatCompareTable(const std::vector<Summary>& s) {
       {"preemptions", Better::kLower, [](const Summary& x) { return double(x.preemptions); }, count},
       {"GPU-hours used", Better::kNone, [](const Summary& x) { return x.gpu_hours_used; }, hours},
       {"GPU-hours lost", Better::kLower, [](const Summary& x) { return x.gpu_hours_lost; }, hours},
+      {"GPU-hours overhead", Better::kLower, [](const Summary& x) { return x.gpu_hours_overhead; }, hours},
+      {"never ran", Better::kNone, [](const Summary& x) { return double(x.never_ran.size()); }, count},
       {"cost", Better::kLower, [](const Summary& x) { return x.cost_usd; }, Dollars},
       {"idle cost", Better::kLower, [](const Summary& x) { return x.cost_usd - x.job_cost_usd; }, Dollars},
   };
@@ -460,11 +513,18 @@ std::string FormatCompareTable(const std::vector<Summary>& s) {
     header.push_back((s[c].policy.empty() ? "#" + std::to_string(c + 1) : s[c].policy) + " ");
   }
   cells.push_back(std::move(header));
-  bool priced = false;
-  for (const Summary& one : s) priced = priced || one.cost_usd > 0;
+  bool priced = false, overhead = false, never = false;
+  for (const Summary& one : s) {
+    priced = priced || one.cost_usd > 0;
+    overhead = overhead || one.gpu_hours_overhead > 0;
+    never = never || !one.never_ran.empty();
+  }
   for (const Row& row : rows) {
-    // Money rows only when some run had prices.
-    if (!priced && (row.name == std::string("cost") || row.name == std::string("idle cost"))) continue;
+    // Money rows only when some run had prices; overhead and never-ran rows only when nonzero.
+    const std::string name = row.name;
+    if (!priced && (name == "cost" || name == "idle cost")) continue;
+    if (!overhead && name == "GPU-hours overhead") continue;
+    if (!never && name == "never ran") continue;
     std::vector<double> values;
     for (const Summary& one : s) values.push_back(row.get(one));
     double best = values[0];
@@ -497,14 +557,15 @@ std::string FormatCompareTable(const std::vector<Summary>& s) {
 Status WriteJobsCsv(const std::string& path, const SimResult& r) {
   std::string out =
       "id,team,gpus,gpu_milli,submit,first_start,finish,work_s,queued_s,jct_s,preemptions,failures,"
-      "lost_gpu_s,run_gpu_s,gpu_model\n";
+      "lost_gpu_s,run_gpu_s,gpu_model,reclaims,overhead_gpu_s,never_ran\n";
   for (const JobRecord& j : r.jobs) {
     out += CsvField(j.id) + "," + CsvField(j.team) + "," + std::to_string(j.gpus) + "," +
            std::to_string(j.gpu_milli) + "," + FormatIso8601(j.submit) + "," + OptionalTime(j.first_start) + "," +
            OptionalTime(j.finish) + "," + MillisAsSeconds(j.work.millis()) + "," +
            MillisAsSeconds(j.queued.millis()) + "," + (j.finish ? MillisAsSeconds((*j.finish - j.submit).millis()) : "") +
            "," + std::to_string(j.preemptions) + "," + std::to_string(j.failures) + "," +
-           MillisAsSeconds(j.lost_gpu_ms) + "," + MillisAsSeconds(j.run_gpu_ms) + "," + CsvField(j.gpu_model) + "\n";
+           MillisAsSeconds(j.lost_gpu_ms) + "," + MillisAsSeconds(j.run_gpu_ms) + "," + CsvField(j.gpu_model) + "," +
+           std::to_string(j.reclaims) + "," + MillisAsSeconds(j.overhead_gpu_ms) + "," + CsvField(j.never_ran) + "\n";
   }
   return WriteFile(path, out);
 }

@@ -28,10 +28,18 @@ struct JobRecord {
   Duration queued;             // total time spent waiting (before the first start and after preemptions)
   int preemptions = 0;         // by the scheduler
   int failures = 0;            // node failures that hit the job
-  int64_t lost_gpu_ms = 0;     // GPU-milliseconds of work thrown away (since the last checkpoint)
-  int64_t run_gpu_ms = 0;      // GPU-milliseconds held, lost work included
+  int reclaims = 0;            // runs stopped because their spot node was taken back
+  // GPU time, in GPU-milliseconds: held in all (run), of which work thrown away since the last
+  // checkpoint (lost) and restart overhead (overhead); the rest is the work itself, so
+  // run = work on the GPUs it got + lost + overhead.
+  int64_t lost_gpu_ms = 0;
+  int64_t overhead_gpu_ms = 0;
+  int64_t run_gpu_ms = 0;
   std::string gpu_model;       // model of the last placement
   int64_t cost_micros = 0;     // its share of its nodes' prices while it ran, lost work included
+  // Why a job that never started did not (empty for jobs that ran): "can never run: ...",
+  // "held: ..." or "waiting when the run ended: ...".
+  std::string never_ran;
 };
 
 struct SeriesPoint {
@@ -78,19 +86,30 @@ struct TeamShare {
   double cost_usd = 0;  // the team's jobs' share of node prices
 };
 
+struct NeverRan {
+  std::string id;
+  std::string reason;
+};
+
 struct Summary {
   std::string policy;
   int64_t jobs = 0;
   int64_t finished = 0;
+  // Jobs that never started, with the reason, in trace order; they are left out of every
+  // average and percentile (their wait would only measure the length of the run).
+  std::vector<NeverRan> never_ran;
   Percentiles jct_s;       // job completion time: finish - submit, seconds
-  Percentiles queue_s;     // queueing delay, seconds
+  Percentiles queue_s;     // queueing delay, seconds (jobs that started)
   Percentiles slowdown;    // jct / work
   double makespan_s = 0;   // last finish - first submit
   double utilisation = 0;  // busy GPU-time / available GPU-time over the makespan, 0..1
-  int64_t preemptions = 0;
-  int64_t failures = 0;
+  int64_t preemptions = 0;  // stops ordered by the scheduler
+  int64_t failures = 0;     // runs cut by node failures
+  int64_t reclaims = 0;     // runs cut by spot reclaims
+  // used = work + lost + overhead, exactly (in GPU-milliseconds before the division).
   double gpu_hours_used = 0;
   double gpu_hours_lost = 0;
+  double gpu_hours_overhead = 0;
   std::map<std::string, TeamShare> teams;
   // Money, when the cluster has prices: what the nodes cost while up, the part of it jobs used
   // (the rest paid for idle GPUs), by market, and per GPU-hour used.
@@ -107,9 +126,10 @@ struct Summary {
 
 // Percentiles use the nearest-rank method: pN is the smallest value such that at least N % of
 // the values are <= it, i.e. sorted[ceil(N/100 * n) - 1]; it is always one of the values.
-// JCT and slowdown are taken over finished jobs; queueing delay over all jobs (for a job cut off
-// while waiting it is the wait so far, which keeps starved jobs visible). Slowdown divides by
-// max(work, 1 s) so that near-zero jobs do not dominate.
+// JCT and slowdown are taken over finished jobs; queueing delay over the jobs that started (for
+// one cut off while waiting again it is the wait so far). Jobs that never started are listed in
+// never_ran, not averaged. Slowdown divides by max(work, 1 s) so that near-zero jobs do not
+// dominate.
 // Utilisation is the step integral of the series (each point holds until the next one, the last
 // until `end`) of busy over total GPU capacity; with no usable series it falls back to
 // sum(run_gpu_ms) / (cluster_gpus * makespan).

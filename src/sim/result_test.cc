@@ -101,8 +101,9 @@ TEST(SummarizeTest, SingleValuePercentilesAreThatValue) {
 }
 
 TEST(SummarizeTest, UnfinishedJobsCountButHaveNoCompletionTime) {
-  // Given two finished jobs and one cut off while queued for 1 h, expect 3 jobs, 2 finished, JCT
-  // over the finished ones only, and the cut-off job's wait in the queueing delay.
+  // Given two finished jobs and one that ran and was cut off while queued again for 1 h, expect
+  // 3 jobs, 2 finished, JCT over the finished ones only, and the cut-off job's wait in the
+  // queueing delay.
   SimResult r;
   JobRecord a = FinishedJob("a", Duration::Seconds(100));
   a.queued = Duration::Seconds(10);
@@ -110,16 +111,52 @@ TEST(SummarizeTest, UnfinishedJobsCountButHaveNoCompletionTime) {
   b.queued = Duration::Seconds(20);
   JobRecord c = FinishedJob("c", Duration::Seconds(1));
   c.finish.reset();
-  c.first_start.reset();
   c.queued = Duration::Hours(1);
   r.jobs = {a, b, c};
   Summary sum = Summarize(r);
   EXPECT_EQ(sum.jobs, 3);
   EXPECT_EQ(sum.finished, 2);
+  EXPECT_TRUE(sum.never_ran.empty());
   EXPECT_DOUBLE_EQ(sum.jct_s.avg, 200);
   EXPECT_DOUBLE_EQ(sum.jct_s.max, 300);
   EXPECT_DOUBLE_EQ(sum.queue_s.max, 3600);
   EXPECT_DOUBLE_EQ(sum.queue_s.p50, 20);
+}
+
+TEST(SummarizeTest, JobsThatNeverStartedAreListedWithTheirReasonAndLeftOutOfTheAverages) {
+  // Given two finished jobs that waited 10 s and 20 s and two that never started (waiting 1 h
+  // and 2 h when the run ended), expect the two listed in trace order with their reasons,
+  // queueing delay over the finished two only (avg 15 s, not 1,357.5 s), and the text report
+  // grouping them by reason with their ids.
+  SimResult r;
+  JobRecord a = FinishedJob("a", Duration::Seconds(100));
+  a.queued = Duration::Seconds(10);
+  JobRecord b = FinishedJob("b", Duration::Seconds(300));
+  b.queued = Duration::Seconds(20);
+  JobRecord big = FinishedJob("big", Duration::Seconds(1));
+  big.finish.reset();
+  big.first_start.reset();
+  big.queued = Duration::Hours(1);
+  big.never_ran = "can never run: needs 16 A100 node(s) with 8 GPUs but only 2 such node(s) exist";
+  JobRecord bigger = big;
+  bigger.id = "bigger";
+  bigger.queued = Duration::Hours(2);
+  r.jobs = {a, big, b, bigger};
+  Summary sum = Summarize(r);
+  EXPECT_EQ(sum.jobs, 4);
+  EXPECT_EQ(sum.finished, 2);
+  ASSERT_EQ(sum.never_ran.size(), 2u);
+  EXPECT_EQ(sum.never_ran[0].id, "big");
+  EXPECT_EQ(sum.never_ran[1].id, "bigger");
+  EXPECT_EQ(sum.never_ran[1].reason, big.never_ran);
+  EXPECT_DOUBLE_EQ(sum.queue_s.avg, 15);
+  EXPECT_DOUBLE_EQ(sum.queue_s.max, 20);
+  std::string text = FormatSummaryText(sum);
+  EXPECT_NE(LineStartingWith(text, "jobs").find("4 (2 finished, 2 never ran)"), std::string::npos) << text;
+  EXPECT_NE(text.find("never ran         2 job(s), left out of the averages:\n  2 x can never run: needs 16 A100 "
+                      "node(s) with 8 GPUs but only 2 such node(s) exist: big, bigger\n"),
+            std::string::npos)
+      << text;
 }
 
 TEST(SummarizeTest, SlowdownDividesByWorkOfAtLeastOneSecond) {
@@ -242,6 +279,26 @@ TEST(SummaryTextTest, ReportsHeadlineMetricsReadably) {
   EXPECT_NE(LineStartingWith(text, "makespan").find("31d0h"), std::string::npos) << text;
   EXPECT_NE(LineStartingWith(text, "GPU-hours").find("used 123,456.8 / lost 1,234.5"), std::string::npos) << text;
   EXPECT_NE(LineStartingWith(text, "preemptions").find("1,234"), std::string::npos) << text;
+  EXPECT_EQ(text.find("restart overhead"), std::string::npos) << text;  // none in this run
+  EXPECT_EQ(text.find("never ran"), std::string::npos) << text;
+}
+
+TEST(SummaryTextTest, OverheadAndSpotReclaimsHaveTheirOwnLines) {
+  // Given 12.34 GPU-hours of restart overhead, 3 spot nodes taken back and 5 job runs stopped by
+  // them, expect a "restart overhead" line and the reclaims beside the interruptions, apart
+  // from the preemptions.
+  Summary s = SampleSummary("las");
+  s.gpu_hours_overhead = 12.34;
+  s.spot_interruptions = 3;
+  s.reclaims = 5;
+  std::string text = FormatSummaryText(s);
+  EXPECT_EQ(LineStartingWith(text, "restart overhead"), "restart overhead  12.3 GPU-hours") << text;
+  EXPECT_EQ(LineStartingWith(text, "interruptions"),
+            "interruptions     3 spot nodes taken back, 5 job runs stopped (not counted as preemptions)")
+      << text;
+  std::string table = FormatCompareTable({SampleSummary("fifo"), s});
+  EXPECT_NE(LineStartingWith(table, "GPU-hours overhead").find("12.3"), std::string::npos) << table;
+  EXPECT_EQ(FormatCompareTable({SampleSummary("fifo")}).find("GPU-hours overhead"), std::string::npos);
 }
 
 TEST(SummaryTextTest, TeamTableIsSortedAndCapped) {
@@ -313,6 +370,9 @@ TEST(SummaryJsonTest, HasStableKeysAndRoundedNumbers) {
   EXPECT_EQ(json.find("0.71349"), std::string::npos) << json;
   EXPECT_NE(json.find("\"p95\": 18.25"), std::string::npos) << json;
   EXPECT_NE(json.find("\"gpu_hours_used\": 123456.78"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"gpu_hours_overhead\": 0.0"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"reclaims\": 0"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"never_ran\": 0,\n  \"never_ran_jobs\": []"), std::string::npos) << json;
   EXPECT_NE(json.find("\"nlp\": {"), std::string::npos) << json;
   EXPECT_NE(json.find("\"share\": 0.75"), std::string::npos) << json;
   size_t policy = json.find("\"policy\""), jct = json.find("\"jct_s\""), util = json.find("\"utilisation\""),
@@ -350,8 +410,10 @@ TEST(CsvTest, JobsCsvHasHeaderAndExactRows) {
   a.queued = Duration::Seconds(90);
   a.preemptions = 1;
   a.lost_gpu_ms = 120000;
+  a.overhead_gpu_ms = 60000;
   a.run_gpu_ms = 7021000;
   a.gpu_model = "A100-80GB";
+  a.reclaims = 2;
   JobRecord b;
   b.id = "j2";
   b.team = "team, with comma";
@@ -360,15 +422,17 @@ TEST(CsvTest, JobsCsvHasHeaderAndExactRows) {
   b.submit = kT0;
   b.work = Duration::Seconds(60);
   b.queued = Duration::Seconds(5);
+  b.never_ran = "can never run: no node has GPU model H100 (the cluster has: A100, L4)";
   r.jobs = {a, b};
   std::string path = TempPath("jobs.csv");
   ASSERT_TRUE(WriteJobsCsv(path, r).ok());
   EXPECT_EQ(ReadFile(path),
             "id,team,gpus,gpu_milli,submit,first_start,finish,work_s,queued_s,jct_s,preemptions,failures,"
-            "lost_gpu_s,run_gpu_s,gpu_model\n"
+            "lost_gpu_s,run_gpu_s,gpu_model,reclaims,overhead_gpu_s,never_ran\n"
             "j1,vision,2,2000,2017-10-09T07:00:00Z,2017-10-09T07:01:30Z,2017-10-09T08:00:00.500Z,3000.500,90.000,"
-            "3600.500,1,0,120.000,7021.000,A100-80GB\n"
-            "j2,\"team, with comma\",1,500,2017-10-09T07:00:00Z,,,60.000,5.000,,0,0,0.000,0.000,\n");
+            "3600.500,1,0,120.000,7021.000,A100-80GB,2,60.000,\n"
+            "j2,\"team, with comma\",1,500,2017-10-09T07:00:00Z,,,60.000,5.000,,0,0,0.000,0.000,,0,0.000,"
+            "\"can never run: no node has GPU model H100 (the cluster has: A100, L4)\"\n");
 }
 
 TEST(CsvTest, SeriesCsvHasHeaderAndExactRows) {

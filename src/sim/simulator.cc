@@ -86,6 +86,7 @@ class World : public sched::ActionSink {
  private:
   bool Autoscaling() const { return !cluster_.autoscale.offers.empty(); }
   void Bill(size_t n, bool on);
+  std::string NeverRanReason(const sched::Scheduler& sched, const sched::ClusterView& view, size_t i) const;
   void NodeIdleChange(size_t n, int delta);
   void ScheduleInterruption(size_t n);
   // One autoscaler decision at `now`: rents become booting nodes, releases go away.
@@ -141,6 +142,22 @@ class World : public sched::ActionSink {
   std::map<std::string, int> rented_per_offer_;  // node names: <offer>-<k>
   std::vector<sched::Event> side_events_;        // node events raised outside the batch loop
 };
+
+// Why job `i`, which never started, did not: asked of the placement policy on the cluster as the
+// run left it (idle: every job that could have started has finished) and of the budgets.
+std::string World::NeverRanReason(const sched::Scheduler& sched, const sched::ClusterView& view, size_t i) const {
+  std::string hold = sched.BudgetHold(JobId(static_cast<int64_t>(i)));
+  if (!hold.empty()) return "held: " + hold;
+  sched::PlaceOptions po;
+  po.explain = true;
+  sched::PlaceResult r = sched.policies().placement->Place(jobs_[i].spec, view, po);
+  switch (r.kind) {
+    case sched::PlaceResult::Kind::kInfeasible: return "can never run: " + r.reason;
+    case sched::PlaceResult::Kind::kWait: return "waiting when the run ended: " + r.reason;
+    case sched::PlaceResult::Kind::kPlaced: break;
+  }
+  return "waiting when the run ended: it fits the cluster as the run left it";
+}
 
 void World::Bill(size_t n, bool on) {
   SimNode& node = nodes_[n];
@@ -285,9 +302,11 @@ void World::Preempt(JobId id, PreemptReason reason) {
   // JobFinished follows in the batch and ends it.
   if (!j.running && rec.finish && *rec.finish == now) return;
   CHECK(j.running) << "preempt of a job that is not running";
-  // Work done this run (after the restart overhead), in reference-GPU time.
+  // The run's wall time is restart overhead first, then work; of the work, what a checkpoint
+  // saved survives and the rest is lost.
   Duration wall = now - j.run_start;
-  Duration useful_wall = std::max(Duration::Zero(), wall - j.overhead_due);
+  Duration overhead = std::min(wall, j.overhead_due);
+  Duration useful_wall = wall - overhead;
   Duration saved_wall = useful_wall;
   bool graceful = reason != PreemptReason::kNodeFailure && o_.checkpoint_on_preempt;
   if (!graceful) {
@@ -297,11 +316,20 @@ void World::Preempt(JobId id, PreemptReason reason) {
   Duration saved_work = Duration::Millis(static_cast<int64_t>(static_cast<double>(saved_wall.millis()) * j.speed));
   j.done = std::min(j.work, j.done + saved_work);
   int64_t milli = trace_[i].spec.total_gpu_milli();
-  rec.run_gpu_ms += wall.millis() * milli / 1000;
-  rec.lost_gpu_ms += (wall - saved_wall).millis() * milli / 1000;
+  // In GPU-ms, lost is what is left of the run after its overhead and saved work, so the books
+  // add up exactly even for GPU slices (run = saved + lost + overhead).
+  const int64_t run_gpu_ms = wall.millis() * milli / 1000;
+  const int64_t overhead_gpu_ms = overhead.millis() * milli / 1000;
+  const int64_t saved_gpu_ms = saved_wall.millis() * milli / 1000;
+  rec.run_gpu_ms += run_gpu_ms;
+  rec.overhead_gpu_ms += overhead_gpu_ms;
+  rec.lost_gpu_ms += run_gpu_ms - overhead_gpu_ms - saved_gpu_ms;
   Charge(rec, j, wall);
+  // A spot reclaim is the provider's doing, not a scheduling decision: it is counted apart.
   if (reason == PreemptReason::kNodeFailure) {
     ++rec.failures;
+  } else if (reason == PreemptReason::kReclaimed) {
+    ++rec.reclaims;
   } else if (reason != PreemptReason::kCancelled) {
     ++rec.preemptions;
   }
@@ -476,6 +504,8 @@ Result<SimResult> World::Run() {
           JobRecord& rec = result_.jobs[e.index];
           int64_t milli = trace_[e.index].spec.total_gpu_milli();
           rec.run_gpu_ms += (t - j.run_start).millis() * milli / 1000;
+          // The last run pays its restart overhead too.
+          rec.overhead_gpu_ms += std::min(t - j.run_start, j.overhead_due).millis() * milli / 1000;
           Charge(rec, j, t - j.run_start);
           rec.finish = t;
           j.running = false;
@@ -494,12 +524,19 @@ Result<SimResult> World::Run() {
         case Kind::kNodeFail: {
           SimNode& node = nodes_[static_cast<size_t>(e.index)];
           if (node.state != SimNode::State::kUp && node.state != SimNode::State::kDraining) break;
+          if (node.rented && e.epoch != node.epoch) break;  // a failure meant for an earlier life
           ++result_.node_failures;
           batch.push_back(sched::NodeDown{NodeId(e.index)});
-          node.state = SimNode::State::kDown;
           ++node.epoch;
           Bill(static_cast<size_t>(e.index), false);
-          Push(t + o_.repair_time, Kind::kNodeRepair, e.index);
+          if (node.rented) {
+            // A rented node that fails is gone: its instance is deleted (as the live pool does),
+            // and the autoscaler rents again for the jobs it held.
+            node.state = SimNode::State::kGone;
+          } else {
+            node.state = SimNode::State::kDown;
+            Push(t + o_.repair_time, Kind::kNodeRepair, e.index);
+          }
           break;
         }
         case Kind::kNodeRepair: {
@@ -521,6 +558,8 @@ Result<SimResult> World::Run() {
           node.for_jobs.clear();
           node.idle_since = t;
           batch.push_back(sched::NodeUp{NodeId(e.index), node.spec});
+          // Rented nodes fail like fixed ones, counted from when they come up.
+          if (o_.node_mtbf_hours > 0) Push(t + ExpGap(o_.node_mtbf_hours), Kind::kNodeFail, e.index, node.epoch);
           ScheduleInterruption(static_cast<size_t>(e.index));
           break;
         }
@@ -629,9 +668,11 @@ Result<SimResult> World::Run() {
   // Final sample so the series covers the whole run.
   if (result_.series.empty() || result_.series.back().t != result_.end) result_.series.push_back(SeriesPoint{result_.end, busy_milli_, view.OnlineMilli(),
                                        static_cast<int64_t>(sched.pending_count()), running_});
-  // Jobs still waiting at the end count their wait so far.
+  // Jobs still waiting at the end count their wait so far; those that never started say why.
   for (size_t i = 0; i < jobs_.size(); ++i) {
-    if (!result_.jobs[i].finish && !jobs_[i].running) result_.jobs[i].queued += result_.end - jobs_[i].pending_since;
+    JobRecord& rec = result_.jobs[i];
+    if (!rec.finish && !jobs_[i].running) rec.queued += result_.end - jobs_[i].pending_since;
+    if (!rec.first_start) rec.never_ran = NeverRanReason(sched, view, i);
   }
   sched_ = nullptr;
   return std::move(result_);

@@ -7,9 +7,13 @@
 //  - A stop (preemption or node failure) loses the work since the job's last checkpoint; a job
 //    checkpoints every `checkpoint_interval` of run time (its own, else the simulator default),
 //    and with checkpoint_on_preempt a preempted job saves its progress as it stops (node
-//    failures still lose work). Each restart costs `restart_overhead` of extra run time.
+//    failures still lose work). Each restart costs `restart_overhead` of extra run time, booked
+//    apart: a job's GPU time held = its work + work lost + restart overhead, exactly.
 //  - Node failures, when enabled, arrive per node with exponential gaps (mean MTBF) from a
-//    seeded generator; a failed node returns after `repair_time`.
+//    seeded generator, for fixed nodes from the start and for rented nodes from their boot; a
+//    failed fixed node returns after `repair_time`, a failed rented node is gone (the autoscaler
+//    rents again). Spot reclaims stop jobs too but are counted apart from preemptions.
+//  - A job that never starts is reported with the reason (JobRecord::never_ran).
 //  - Events at the same instant are handled in insertion order; the run is deterministic: the
 //    same inputs give byte-identical reports.
 //

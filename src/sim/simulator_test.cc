@@ -198,6 +198,66 @@ TEST_F(SimulatorTest, JobLargerThanANodeRunsAsAGang) {
   EXPECT_EQ(r->jobs[1].run_gpu_ms, 24 * 100'000);
 }
 
+TEST_F(SimulatorTest, SrtfHandWorkedScheduleWithALongJobNearlyDone) {
+  // Given two GPUs, oracle estimates and three 1-GPU jobs — A (1,000 s at 0 s), B (500 s at
+  // 900 s), C (200 s at 950 s) — expect the schedule worked out by hand:
+  //   A 0-1,000; B 900-950, preempted for C with 450 s left (A has only 50 s left, so it is
+  //   not the victim though it started with the most); C 950-1,150; B resumes when A ends,
+  //   1,000-1,450.
+  std::vector<TraceJob> jobs = {Job("A", 0, 1, 1000), Job("B", 900, 1, 500), Job("C", 950, 1, 200)};
+  SimOptions o;
+  o.policy = "srtf";
+  o.estimates = Estimates::kOracle;
+  auto r = Run(jobs, HomogeneousCluster(2, "A100", 2), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(StartS(r->jobs[0]), 0);
+  EXPECT_EQ(FinishS(r->jobs[0]), 1000);
+  EXPECT_EQ(r->jobs[0].preemptions, 0);
+  EXPECT_EQ(StartS(r->jobs[1]), 900);
+  EXPECT_EQ(r->jobs[1].preemptions, 1);
+  EXPECT_EQ(r->jobs[1].queued, Duration::Seconds(50));
+  EXPECT_EQ(FinishS(r->jobs[1]), 1450);
+  EXPECT_EQ(StartS(r->jobs[2]), 950);
+  EXPECT_EQ(FinishS(r->jobs[2]), 1150);
+}
+
+TEST_F(SimulatorTest, RestartOverheadIsBookedApartSoUsedIsWorkPlusLostPlusOverhead) {
+  // Given one GPU, a 1-minute restart overhead and a low job (1,000 s, checkpoints every 100 s)
+  // stopped twice by 10 s high-priority jobs — at 250 s, and at 290 s while it is still in the
+  // overhead of its second run (30 s of 60) — expect, worked out by hand:
+  //   run 1: 0-250, run 2: 260-290 (overhead only), run 3: 300 + 60 s overhead + the rest.
+  // Saving on the stop signal: nothing lost, overhead 30 + 60 = 90 s, finish 300+60+750 = 1,110,
+  // held 250 + 30 + 810 = 1,090 s = 1,000 work + 0 lost + 90 overhead.
+  // Ignoring the signal: run 1 keeps 200 s (two checkpoints) and loses 50 s; finish
+  // 300+60+800 = 1,160; held 1,140 s = 1,000 + 50 + 90.
+  std::vector<TraceJob> jobs = {Job("low", 0, 1, 1000, 0), Job("high1", 250, 1, 10, 5), Job("high2", 290, 1, 10, 5)};
+  jobs[0].spec.checkpoint_interval = Duration::Seconds(100);
+  SimOptions o;
+  o.policy = "priority";
+  o.restart_overhead = Duration::Minutes(1);
+  auto saved = Run(jobs, HomogeneousCluster(1, "A100", 1), o);
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  const JobRecord& s = saved->jobs[0];
+  EXPECT_EQ(s.preemptions, 2);
+  EXPECT_EQ(FinishS(s), 1110);
+  EXPECT_EQ(s.lost_gpu_ms, 0);
+  EXPECT_EQ(s.overhead_gpu_ms, 90'000);
+  EXPECT_EQ(s.run_gpu_ms, 1'090'000);
+  o.checkpoint_on_preempt = false;
+  auto lossy = Run(jobs, HomogeneousCluster(1, "A100", 1), o);
+  ASSERT_TRUE(lossy.ok()) << lossy.status().ToString();
+  const JobRecord& l = lossy->jobs[0];
+  EXPECT_EQ(FinishS(l), 1160);
+  EXPECT_EQ(l.lost_gpu_ms, 50'000);
+  EXPECT_EQ(l.overhead_gpu_ms, 90'000);
+  EXPECT_EQ(l.run_gpu_ms, 1'140'000);
+  Summary sum = Summarize(*lossy);
+  EXPECT_NEAR(sum.gpu_hours_overhead, 90.0 / 3600, 1e-12);
+  EXPECT_NE(FormatSummaryText(sum).find("restart overhead  0.0 GPU-hours"), std::string::npos)
+      << FormatSummaryText(sum);
+  EXPECT_NE(SummaryToJson(sum).find("\"gpu_hours_overhead\": 0.025"), std::string::npos) << SummaryToJson(sum);
+}
+
 TEST_F(SimulatorTest, LoadFactorCompressesArrivals) {
   // Given arrivals 0 s and 100 s, expect load factor 2 to submit the second at 50 s.
   std::vector<TraceJob> jobs = {Job("a", 0, 1, 10), Job("b", 100, 1, 10)};
@@ -217,6 +277,36 @@ TEST_F(SimulatorTest, InfeasibleJobIsReportedUnfinishedAndTheRunEnds) {
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->jobs[0].finish.has_value());
   EXPECT_FALSE(r->jobs[1].finish.has_value());
+  EXPECT_EQ(r->jobs[0].never_ran, "");
+  EXPECT_EQ(r->jobs[1].never_ran, "can never run: no node has GPU model H100 (the cluster has: A100)");
+}
+
+TEST_F(SimulatorTest, JobLargerThanTheClusterIsReportedByIdAndLeftOutOfTheAverages) {
+  // Given two 8-GPU nodes, two 1-GPU jobs and a 128-GPU job, expect the big job reported as
+  // never run with the reason (a gang of 16 nodes where 2 exist), counted apart, and left out
+  // of the queueing delay: the two small jobs never wait, so the average is 0 (counting the big
+  // job's endless wait would make it a third of the run).
+  std::vector<TraceJob> jobs = {Job("a", 0, 1, 100), Job("huge", 0, 128, 100), Job("b", 50, 1, 100)};
+  auto r = Run(jobs, HomogeneousCluster(16, "A100"), SimOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->jobs[1].first_start.has_value());
+  EXPECT_EQ(r->jobs[1].never_ran,
+            "can never run: needs 16 A100 node(s) with 8 GPUs but only 2 such node(s) exist");
+  Summary s = Summarize(*r);
+  EXPECT_EQ(s.jobs, 3);
+  EXPECT_EQ(s.finished, 2);
+  ASSERT_EQ(s.never_ran.size(), 1u);
+  EXPECT_EQ(s.never_ran[0].id, "huge");
+  EXPECT_EQ(s.queue_s.avg, 0.0);
+  EXPECT_EQ(s.queue_s.max, 0.0);
+  std::string text = FormatSummaryText(s);
+  EXPECT_NE(text.find("jobs              3 (2 finished, 1 never ran)"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 x can never run: needs 16 A100 node(s) with 8 GPUs but only 2 such node(s) exist: huge"),
+            std::string::npos)
+      << text;
+  std::string json = SummaryToJson(s);
+  EXPECT_NE(json.find("\"never_ran\": 1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"id\": \"huge\""), std::string::npos) << json;
 }
 
 TEST_F(SimulatorTest, NodeFailuresAreSeededAndEveryJobStillFinishes) {
@@ -419,7 +509,8 @@ TEST_F(SimulatorTest, SpotInterruptionsMoveJobsThatResumeFromTheirCheckpoint) {
   const JobRecord& j = r->jobs[0];
   ASSERT_TRUE(j.finish.has_value());
   EXPECT_GE(r->spot_interruptions, 2);
-  EXPECT_EQ(j.preemptions, 2);  // the third run is on on-demand
+  EXPECT_EQ(j.reclaims, 2);     // the third run is on on-demand
+  EXPECT_EQ(j.preemptions, 0);  // reclaims are the provider's doing, not the scheduler's
   EXPECT_EQ(j.lost_gpu_ms, 0);  // saved on each notice
   EXPECT_GT(r->cost_by_market_micros.at("on-demand"), 0);
   EXPECT_GT(r->cost_by_market_micros.at("spot"), 0);
@@ -446,8 +537,74 @@ TEST_F(SimulatorTest, FixedSpotNodesAreTakenBackAndReturn) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_TRUE(r->jobs[0].finish.has_value());
   EXPECT_GT(r->spot_interruptions, 0);
-  EXPECT_EQ(r->jobs[0].preemptions, r->spot_interruptions);
+  EXPECT_EQ(r->jobs[0].reclaims, r->spot_interruptions);
+  EXPECT_EQ(r->jobs[0].preemptions, 0);
+  EXPECT_EQ(Summarize(*r).preemptions, 0);
+  EXPECT_EQ(Summarize(*r).reclaims, r->spot_interruptions);
   EXPECT_GT(FinishS(r->jobs[0]), 5 * 3600);
+}
+
+TEST_F(SimulatorTest, NodeFailuresHitRentedNodesToo) {
+  // Given an autoscaled pool only (no fixed node), a 20-hour 8-GPU job and --node-mtbf 4 h,
+  // expect the rented node to fail (failures are scheduled from its boot), the job to be
+  // stopped by it and requeued, a new node rented for it, and the job still to finish.
+  SimOptions o;
+  o.policy = "fifo";
+  o.node_mtbf_hours = 4;
+  o.seed = 3;
+  auto r = Run({Job("L", 0, 8, 20 * 3600)}, Pool({Offer("od", model::Market::kOnDemand, 8)}), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->jobs[0].finish.has_value());
+  EXPECT_GT(r->node_failures, 0);
+  EXPECT_EQ(r->jobs[0].failures, r->node_failures);
+  EXPECT_EQ(r->nodes_rented, 1 + r->node_failures);
+  EXPECT_EQ(r->jobs[0].preemptions, 0);
+}
+
+// A slice of Philly on an autoscaled pool (spot and on-demand), with node failures, spot
+// reclaims, restart overhead and LAS preemptions: every GPU-millisecond a job held is its work,
+// work it lost, or restart overhead — exactly.
+TEST_F(SimulatorTest, PhillySliceBooksBalanceWithFailuresOverheadAndAutoscaling) {
+  // Given the first 1,500 Philly jobs on a pool of at most 24 rented 8-GPU nodes (A100, the
+  // reference, so speed 1), LAS, --node-mtbf 48 h, a 2-minute restart overhead and spot nodes
+  // taken back about every 10 hours, expect failures, reclaims, preemptions, lost work and
+  // overhead all to occur, every job to finish, and per job held = work x GPUs + lost +
+  // overhead, exactly.
+  TraceOptions to;
+  to.max_jobs = 1500;
+  auto trace = ReadTrace(std::string(GPUFLEET_SOURCE_DIR) + "/data/traces/philly/philly.csv", to);
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  ClusterSpec pool = Pool({Offer("spot", model::Market::kSpot, 3, 0.1), Offer("od", model::Market::kOnDemand, 8)});
+  pool.autoscale.limits.max_nodes = 24;
+  SimOptions o;
+  o.policy = "las";
+  o.node_mtbf_hours = 48;
+  o.restart_overhead = Duration::Minutes(2);
+  o.seed = 11;
+  auto r = Run(trace->jobs, pool, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  int64_t work = 0, lost = 0, overhead = 0, held = 0, failures = 0, reclaims = 0, preemptions = 0;
+  for (const JobRecord& j : r->jobs) {
+    ASSERT_TRUE(j.finish.has_value()) << j.id << ": " << j.never_ran;
+    const int64_t job_work = std::max<int64_t>(j.work.millis(), 1) * j.gpus;  // a 0 s job runs 1 ms
+    EXPECT_EQ(j.run_gpu_ms, job_work + j.lost_gpu_ms + j.overhead_gpu_ms) << j.id;
+    work += job_work;
+    lost += j.lost_gpu_ms;
+    overhead += j.overhead_gpu_ms;
+    held += j.run_gpu_ms;
+    failures += j.failures;
+    reclaims += j.reclaims;
+    preemptions += j.preemptions;
+  }
+  EXPECT_EQ(held, work + lost + overhead);
+  EXPECT_GT(failures, 0);
+  EXPECT_GT(reclaims, 0);
+  EXPECT_GT(preemptions, 0);
+  EXPECT_GT(lost, 0);
+  EXPECT_GT(overhead, 0);
+  EXPECT_GT(r->node_failures, 0);
+  Summary s = Summarize(*r);
+  EXPECT_NEAR(s.gpu_hours_used, (work + lost + overhead) / 3.6e6, 1e-9);
 }
 
 }  // namespace
