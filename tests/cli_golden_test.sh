@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Given tests/data/cli/tiny.csv (8 jobs, columns mapped with --columns) on one 8-GPU A100 node
-# under strict FIFO, expect the exact schedule worked out by hand below.
+# under strict FIFO, expect the exact schedule worked out by hand below; then the same for a
+# Gavel-format trace, and clear reports of bad submit times and of jobs that can never run.
 #
 # Semantics used for the hand calculation:
 #  - strict FIFO (fifo, backfill off): jobs start in submit order; the first job that cannot
@@ -85,4 +86,68 @@ if problems:
     sys.exit(1)
 PY
 
-echo "PASS: strict FIFO schedule of tiny.csv on one 8-GPU node matches the hand-worked schedule"
+# Given the hand-written Gavel trace tests/data/traces/gavel_small.trace (tab-separated, work in
+# steps) with its throughputs file on one 4-GPU V100 node under strict FIFO, expect the schedule
+# worked out by hand. Work = total_steps / steps-per-second on v100 (the reference GPU, speed 1):
+#
+#   job  type              gpus  arrive  steps/rate      work   why                      start  finish
+#   1    ResNet-18 bs64     1       0    6000/10          600   cluster empty                0     600
+#   2    Transformer bs32   1       0    1200/4           300   3 GPUs free                  0     300
+#   3    LM bs20            4      60    15000/25         600   needs all 4: waits for 1   600    1200
+#   4    ResNet-18 bs64     2     120    5400/18          300   strict FIFO: behind 3     1200    1500
+#   5    Transformer bs32   1     900    400/4            100   behind 3 and 4            1200    1300
+GAVEL="$SRC/tests/data/traces/gavel_small.trace"
+run "$WORK/gavel" "$GPUFLEET" sim --trace "$GAVEL" --gavel-throughputs "$SRC/tests/data/traces/gavel_throughputs.json" \
+  --cluster-gpus 4 --gpus-per-node 4 --gpu V100 --policy fifo --no-progress -o json --jobs-out "$WORK/gavel.csv"
+expect_rc "$WORK/gavel" 0 "gpufleet sim on gavel_small.trace"
+"$PYTHON" - "$WORK/gavel.csv" "$WORK/gavel.out" <<'PY'
+import csv, json, sys
+rows = {r["id"]: r for r in csv.DictReader(open(sys.argv[1]))}
+want = {"1": (0, 600), "2": (0, 300), "3": (600, 1200), "4": (1200, 1500), "5": (1200, 1300)}
+def secs(iso):
+    # 1970-01-01T00:MM:SSZ (whole seconds in this schedule)
+    h, m, s = iso[11:19].split(":")
+    return int(h) * 3600 + int(m) * 60 + int(s)
+problems = []
+for job, (start, finish) in want.items():
+    r = rows.get(job)
+    if r is None:
+        problems.append("job %s missing" % job)
+        continue
+    got = (secs(r["first_start"]), secs(r["finish"]))
+    if got != (start, finish):
+        problems.append("job %s ran %s, expected %s" % (job, got, (start, finish)))
+report = json.load(open(sys.argv[2]))
+if (report["finished"], report["makespan_s"], report["never_ran"]) != (5, 1500.0, 0):
+    problems.append("report: finished %s, makespan %s, never ran %s" % (report["finished"], report["makespan_s"], report["never_ran"]))
+if problems:
+    print("FAIL: the FIFO schedule of gavel_small.trace differs from the hand-worked one:", file=sys.stderr)
+    for p in problems:
+        print("  " + p, file=sys.stderr)
+    sys.exit(1)
+PY
+
+# Given a trace with one negative submit time, or one datetime among second offsets, expect an
+# error naming file:line and the field, no report, and no per-job file written.
+printf 'name,arrive,secs,ngpu,group\na,100,10,1,x\nb,-5,10,1,x\n' >"$WORK/negative.csv"
+printf 'name,arrive,secs,ngpu,group\na,100,10,1,x\nb,2017-10-09T07:01:55Z,10,1,x\n' >"$WORK/mixed.csv"
+for bad in negative mixed; do
+  run "$WORK/$bad" "$GPUFLEET" sim --trace "$WORK/$bad.csv" --columns "$COLUMNS" --cluster-gpus 8 --no-progress \
+    --jobs-out "$WORK/$bad-jobs.csv"
+  expect_rc "$WORK/$bad" 1 "a $bad submit time"
+  expect_contains "$WORK/$bad.err" "$bad.csv:3: arrive: " "a $bad submit time"
+  [[ ! -s "$WORK/$bad.out" && ! -e "$WORK/$bad-jobs.csv" ]] || fail "a $bad submit time: a report or jobs CSV was written"
+done
+
+# Given a job larger than the cluster, expect exit 0, the job named with its reason in the
+# report and on stderr, and its wait left out of the queueing delay.
+printf 'name,arrive,secs,ngpu,group\nsmall,0,10,1,x\nhuge,0,10,128,x\n' >"$WORK/huge.csv"
+run "$WORK/huge" "$GPUFLEET" sim --trace "$WORK/huge.csv" --columns "$COLUMNS" --cluster-gpus 8 --no-progress
+expect_rc "$WORK/huge" 0 "a job larger than the cluster"
+expect_contains "$WORK/huge.out" "jobs              2 (1 finished, 1 never ran)" "a job larger than the cluster"
+expect_contains "$WORK/huge.out" "1 x can never run: needs 16 A100 node(s) with 8 GPUs but only 1 such node(s) exist: huge" \
+  "a job larger than the cluster"
+expect_contains "$WORK/huge.err" "1 job(s) never ran" "a job larger than the cluster"
+expect_contains "$WORK/huge.out" "queueing delay    avg 0s " "a job larger than the cluster"
+
+echo "PASS: strict FIFO schedules of tiny.csv and gavel_small.trace match the hand-worked ones; bad times and never-run jobs are reported"

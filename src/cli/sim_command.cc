@@ -25,6 +25,8 @@ struct SimArgs {
   std::string trace;
   std::string format = "auto";
   std::string columns;
+  std::string gavel_throughputs;
+  std::string gavel_worker = "v100";
   bool skip_bad_rows = false;
   size_t max_jobs = 0;
   std::string cluster;
@@ -80,6 +82,7 @@ int Run(const SimArgs& a) {
   // Inputs, each checked before any work starts.
   auto trace_options = TraceOptionsFromFlags(a.format, a.columns, a.skip_bad_rows, a.max_jobs);
   if (!trace_options.ok()) return Fail(trace_options.status().message());
+  if (Status g = ApplyGavelFlags(a.gavel_throughputs, a.gavel_worker, *trace_options); !g.ok()) return Fail(g.message());
   const sim::TraceOptions& topts = *trace_options;
 
   std::unique_ptr<model::GpuCatalog> loaded;
@@ -199,6 +202,11 @@ int Run(const SimArgs& a) {
     results[i]->trace = a.trace;
     summaries.push_back(sim::Summarize(*results[i]));
     runs.push_back(&*results[i]);
+    // Jobs that never ran are listed in the report; say so where a script looks for trouble.
+    if (!summaries.back().never_ran.empty()) {
+      std::fprintf(stderr, "gpufleet sim: %s%zu job(s) never ran (listed in the report)\n",
+                   policies.size() > 1 ? (policies[i] + ": ").c_str() : "", summaries.back().never_ran.size());
+    }
   }
 
   // Files.
@@ -252,10 +260,15 @@ std::function<int()> SetupSimCommand(CLI::App& app) {
   gpufleet sim --trace data/traces/philly/philly.csv --cluster-gpus 2000 --policy backfill \
                --estimates oracle --load-factor 2 --jobs-out jobs.csv
 
+  # Replay Tiresias' 2D-LAS as its simulator runs it (see docs/policies.md, parity)
+  gpufleet sim --trace data/traces/tiresias/60_job.csv --cluster-gpus 64 --policy las \
+               --policy-opt victims=worst-rank,fit=first,order=entry
+
 Policies: fifo, backfill, priority, fair-share, las, sjf, srtf (gpufleet policies lists their options).)");
-  sub->add_option("--trace", args->trace, "Job trace file (Philly CSV, Alibaba 2023 pod list, Tiresias CSV, CSV with --columns, or JSON Lines)")
+  sub->add_option("--trace", args->trace, "Job trace file (Philly CSV, Alibaba 2023 pod list, Tiresias CSV, Gavel trace, CSV with --columns, or JSON Lines)")
       ->required();
   AddTraceFlags(sub, args->format, args->columns, args->skip_bad_rows, args->max_jobs);
+  AddGavelFlags(sub, args->gavel_throughputs, args->gavel_worker);
   sub->add_option("--cluster", args->cluster, "Cluster spec YAML (see examples/clusters/)");
   sub->add_option("--cluster-gpus", args->cluster_gpus, "Homogeneous cluster of this many GPUs in 8-GPU nodes");
   sub->add_option("--gpu", args->gpu, "GPU model for --cluster-gpus")->capture_default_str();

@@ -4,7 +4,7 @@ namespace gpufleet::cli {
 
 void AddTraceFlags(CLI::App* sub, std::string& format, std::string& columns, bool& skip_bad_rows,
                    size_t& max_jobs) {
-  sub->add_option("--format", format, "Trace format: auto, philly, alibaba2023, csv, tiresias, jsonl")
+  sub->add_option("--format", format, "Trace format: auto, philly, alibaba2023, csv, tiresias, jsonl, gavel")
       ->capture_default_str();
   sub->add_option("--columns", columns,
                   "Column map for --format csv: id=COL,submit=COL,duration=COL,gpus=COL[,team=,name=,priority=,"
@@ -28,6 +28,20 @@ Result<sim::TraceOptions> TraceOptionsFromFlags(const std::string& format, const
   o.skip_bad_rows = skip_bad_rows;
   o.max_jobs = max_jobs;
   return o;
+}
+
+void AddGavelFlags(CLI::App* sub, std::string& throughputs, std::string& worker) {
+  sub->add_option("--gavel-throughputs", throughputs,
+                  "Gavel throughputs JSON for --format gavel: steps per second per worker and job type");
+  sub->add_option("--gavel-worker", worker, "Worker type of the Gavel throughputs that gives run times")
+      ->capture_default_str();
+}
+
+Status ApplyGavelFlags(const std::string& throughputs, const std::string& worker, sim::TraceOptions& options) {
+  if (worker.empty()) return Status::InvalidArgument("--gavel-worker must name a worker type such as v100");
+  options.gavel_throughputs = throughputs;
+  options.gavel_worker = worker;
+  return Status::Ok();
 }
 
 Result<const model::GpuCatalog*> GpuCatalogFromFlag(const std::string& path,

@@ -22,6 +22,11 @@ void AddTraceFlags(CLI::App* sub, std::string& format, std::string& columns, boo
 Result<sim::TraceOptions> TraceOptionsFromFlags(const std::string& format, const std::string& columns,
                                                 bool skip_bad_rows, size_t max_jobs);
 
+// --gavel-throughputs FILE.json and --gavel-worker TYPE: what turns a Gavel trace's steps into
+// run time (sim::TraceOptions::gavel_throughputs, gavel_worker).
+void AddGavelFlags(CLI::App* sub, std::string& throughputs, std::string& worker);
+Status ApplyGavelFlags(const std::string& throughputs, const std::string& worker, sim::TraceOptions& options);
+
 // --gpu-specs: the built-in GPU table when `path` is empty, else the one read from it (kept
 // alive in `holder`).
 Result<const model::GpuCatalog*> GpuCatalogFromFlag(const std::string& path,

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/nesting.h"
 #include "common/strings.h"
 
 // Design notes.
@@ -236,6 +237,58 @@ struct RowContext {
   }
 };
 
+// ---------------------------------------------------------------------------------------------
+// Time checks every reader makes.
+
+constexpr const char* kNegativeTime =
+    "must not be negative (times are seconds since the epoch or since the trace's start, or datetimes "
+    "from 1970 on)";
+
+enum class TimeForm { kUnset, kSeconds, kDatetime };
+
+const char* TimeFormName(TimeForm f) { return f == TimeForm::kDatetime ? "datetimes" : "seconds"; }
+
+TimeForm FormOfText(std::string_view text) {
+  return LooksLikeIsoDate(Trim(text)) ? TimeForm::kDatetime : TimeForm::kSeconds;
+}
+
+// One trace gives its times in one form: seconds or datetimes. A datetime among second offsets
+// (or the reverse) would put its job decades away from the others and stretch the run by orders
+// of magnitude, so it is an error. The form is set by the first accepted row.
+class TimeForms {
+ public:
+  void StartRow() { row_form_ = TimeForm::kUnset; }
+  Status Check(const RowContext& ctx, std::string_view field, std::string_view text, TimeForm form) {
+    if (form_ != TimeForm::kUnset && form != form_) {
+      return ctx.Bad(field,
+                     std::string(form == TimeForm::kDatetime ? "a datetime" : "a time in seconds") +
+                         " in a trace that gives its times as " + TimeFormName(form_) + " (line " +
+                         std::to_string(line_) + ": '" + example_ + "'); use one form throughout",
+                     text);
+    }
+    if (row_form_ == TimeForm::kUnset) {
+      row_form_ = form;
+      row_example_.assign(Trim(text));
+    }
+    return Status::Ok();
+  }
+  // The row was accepted: the first such row sets the trace's form.
+  void Accept(int64_t line) {
+    if (form_ == TimeForm::kUnset && row_form_ != TimeForm::kUnset) {
+      form_ = row_form_;
+      line_ = line;
+      example_ = row_example_;
+    }
+  }
+
+ private:
+  TimeForm form_ = TimeForm::kUnset;
+  int64_t line_ = 0;
+  std::string example_;
+  TimeForm row_form_ = TimeForm::kUnset;
+  std::string row_example_;
+};
+
 // Collects a reader's jobs: keeps ids unique, and counts bad rows when skipping or turns the first
 // into the read's error. Ids that the reader made from row numbers are unique by construction and
 // are not checked (that check would cost a third of the time on the 82k-row Philly trace).
@@ -442,7 +495,8 @@ std::string Unsupported(const std::string& path, std::string_view first_line) {
          "'. Supported formats: philly (header " + Join(kPhillyColumns, ",") +
          "), alibaba2023 (header " + Join(kAlibabaColumns, ",") + "), tiresias (header " +
          Join(kTiresiasColumns, ",") +
-         "), jsonl (one JSON job object per line), csv (any header, with a column map). "
+         "), jsonl (one JSON job object per line), gavel (Gavel's tab-separated job traces), csv (any "
+         "header, with a column map). "
          "Name the format with --format, or map a CSV's columns with --columns "
          "field=column,... (fields: " +
          FieldList() + ")";
@@ -499,7 +553,7 @@ Result<ColumnPlan> PlanColumns(const std::string& path, const std::vector<std::s
 }
 
 Result<TraceJob> ConvertMappedRow(const RowContext& ctx, const CsvReader& row, const ColumnPlan& plan,
-                                  int64_t row_number) {
+                                  int64_t row_number, TimeForms& forms) {
   auto text = [&](const Column& c) -> const std::string& { return row.field(static_cast<size_t>(c.index)); };
   TraceJob job;
   model::JobSpec& spec = job.spec;
@@ -511,6 +565,8 @@ Result<TraceJob> ConvertMappedRow(const RowContext& ctx, const CsvReader& row, c
   if (!submit) {
     return ctx.Bad(plan.submit.name, TimeProblem(submit_text), submit_text);
   }
+  if (submit->millis() < 0) return ctx.Bad(plan.submit.name, kNegativeTime, submit_text);
+  GF_RETURN_IF_ERROR(forms.Check(ctx, plan.submit.name, submit_text, FormOfText(submit_text)));
   spec.submit = *submit;
 
   if (plan.duration.present()) {
@@ -523,6 +579,7 @@ Result<TraceJob> ConvertMappedRow(const RowContext& ctx, const CsvReader& row, c
     const std::string& e = text(plan.end);
     auto end = ParseTimeValue(e);
     if (!end) return ctx.Bad(plan.end.name, TimeProblem(e), e);
+    GF_RETURN_IF_ERROR(forms.Check(ctx, plan.end.name, e, FormOfText(e)));
     if (*end < spec.submit) return ctx.Bad(plan.end.name, "ends before the job was submitted", e);
     job.work = *end - spec.submit;
   }
@@ -599,23 +656,26 @@ Result<Trace> ReadMappedCsv(const CsvInput& in, const std::map<std::string, std:
   const std::vector<std::string>& header = in.header;
   GF_ASSIGN_OR_RETURN(ColumnPlan plan, PlanColumns(path, header, columns));
   JobSink sink(in.format, in.options.skip_bad_rows, /*check_ids=*/plan.id.present(), in.expected_rows);
+  TimeForms forms;
   int64_t row_number = 0;
   while (true) {
     GF_ASSIGN_OR_RETURN(bool more, reader.Next());
     if (!more) break;
     ++row_number;
+    forms.StartRow();
     RowContext ctx{path, reader.line()};
     Status s = CheckFieldCount(ctx, reader, header.size());
     if (!s.ok()) {
       GF_RETURN_IF_ERROR(sink.Add(s));
       continue;
     }
-    auto job = ConvertMappedRow(ctx, reader, plan, row_number);
+    auto job = ConvertMappedRow(ctx, reader, plan, row_number, forms);
     if (!job.ok()) {
       GF_RETURN_IF_ERROR(sink.Add(job.status()));
       continue;
     }
     GF_RETURN_IF_ERROR(sink.AddJob(ctx, std::move(job).value()));
+    forms.Accept(ctx.line);
   }
   return std::move(sink).Finish();
 }
@@ -666,6 +726,7 @@ Result<std::optional<TraceJob>> ConvertAlibabaRow(const RowContext& ctx, const C
   const std::string& creation_text = row.field(col.creation);
   auto creation = ParseSecondsToMillis(creation_text);
   if (!creation) return ctx.Bad("creation_time", "expected a number of seconds", creation_text);
+  if (*creation < 0) return ctx.Bad("creation_time", kNegativeTime, creation_text);
   auto scheduled = ParseSecondsToMillis(scheduled_text);
   if (!scheduled) return ctx.Bad("scheduled_time", "expected a number of seconds", scheduled_text);
   const std::string& deletion_text = row.field(col.deletion);
@@ -848,7 +909,7 @@ class JsonRow {
 
 constexpr int64_t kNoMinimum = std::numeric_limits<int64_t>::min();
 
-Result<TraceJob> ConvertJsonObject(const RowContext& ctx, const Json& obj, int64_t row_number) {
+Result<TraceJob> ConvertJsonObject(const RowContext& ctx, const Json& obj, int64_t row_number, TimeForms& forms) {
   if (!obj.is_object()) return ctx.Bad("json", "expected one JSON object per line", Shown(obj));
   for (const auto& [key, value] : obj.items()) {
     if (std::find_if(std::begin(kJsonKeys), std::end(kJsonKeys),
@@ -875,6 +936,9 @@ Result<TraceJob> ConvertJsonObject(const RowContext& ctx, const Json& obj, int64
                       row.Millis("submit", /*allow_iso=*/true, kNoMinimum,
                                  "expected seconds since the epoch or an ISO-8601 datetime"));
   if (!submit) return ctx.BadNoValue("submit", "is required (seconds since the epoch)");
+  if (*submit < 0) return ctx.Bad("submit", kNegativeTime, Shown(row.At("submit")));
+  GF_RETURN_IF_ERROR(forms.Check(ctx, "submit", Shown(row.At("submit")),
+                                 row.At("submit").is_string() ? TimeForm::kDatetime : TimeForm::kSeconds));
   spec.submit = Time::FromMillis(*submit);
   GF_ASSIGN_OR_RETURN(std::optional<int64_t> work,
                       row.Millis("work", /*allow_iso=*/false, 0, "expected a non-negative number of seconds"));
@@ -947,9 +1011,13 @@ Result<TraceJob> ConvertJsonObject(const RowContext& ctx, const Json& obj, int64
   return job;
 }
 
-Result<TraceJob> ConvertJsonLine(const RowContext& ctx, std::string_view line, int64_t row_number) {
+Result<TraceJob> ConvertJsonLine(const RowContext& ctx, std::string_view line, int64_t row_number,
+                                 TimeForms& forms) {
+  // nlohmann's parser and the walks after it recurse once per level: bound it per line first.
+  Status depth = CheckNestingDepth(line, NestingSyntax::kJson);
+  if (!depth.ok()) return ctx.BadNoValue("json", depth.message());
   try {
-    return ConvertJsonObject(ctx, Json::parse(line.begin(), line.end()), row_number);
+    return ConvertJsonObject(ctx, Json::parse(line.begin(), line.end()), row_number, forms);
   } catch (const Json::exception& e) {
     return ctx.BadNoValue("json", e.what());
   }
@@ -958,6 +1026,7 @@ Result<TraceJob> ConvertJsonLine(const RowContext& ctx, std::string_view line, i
 Result<Trace> ReadJsonl(const std::string& path, std::string_view data, const TraceOptions& options,
                         size_t expected_rows) {
   JobSink sink(TraceFormat::kJsonl, options.skip_bad_rows, /*check_ids=*/true, expected_rows);
+  TimeForms forms;
   int64_t line_number = 0;
   int64_t row_number = 0;
   size_t pos = 0;
@@ -971,7 +1040,170 @@ Result<Trace> ReadJsonl(const std::string& path, std::string_view data, const Tr
     if (line.empty()) continue;
     ++row_number;
     RowContext ctx{path, line_number};
-    auto job = ConvertJsonLine(ctx, line, row_number);
+    forms.StartRow();
+    auto job = ConvertJsonLine(ctx, line, row_number, forms);
+    if (!job.ok()) {
+      GF_RETURN_IF_ERROR(sink.Add(job.status()));
+      continue;
+    }
+    GF_RETURN_IF_ERROR(sink.AddJob(ctx, std::move(job).value()));
+    forms.Accept(line_number);
+  }
+  return std::move(sink).Finish();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gavel job traces (github.com/stanford-futuredata/gavel, scheduler/traces/): one job per line,
+// tab-separated, no header. Current layout (10 fields):
+//   job_type, command, working_directory, num_steps_arg, needs_data_dir, total_steps,
+//   scale_factor, priority_weight, SLO, arrival_time
+// Older traces lack working_directory (9 fields). Work is counted in steps; Gavel's throughputs
+// file gives steps per second per worker type and job type, so that
+//   work = total_steps / throughputs[worker]["('<job_type>', <scale_factor>)"]["null"].
+
+Result<std::string> ReadFile(const std::string& path);
+
+constexpr size_t kGavelFields = 10;
+constexpr size_t kGavelFieldsOld = 9;  // without working_directory
+
+// (job type, scale factor) -> steps per second on the chosen worker type.
+using GavelRates = std::map<std::pair<std::string, int64_t>, double>;
+
+// "('ResNet-18 (batch size 16)', 1)" -> {"ResNet-18 (batch size 16)", 1}.
+std::optional<std::pair<std::string, int64_t>> ParseGavelKey(std::string_view key) {
+  key = Trim(key);
+  if (!StartsWith(key, "('") || key.size() < 6 || key.back() != ')') return std::nullopt;
+  size_t close = key.rfind("', ");
+  if (close == std::string_view::npos || close < 2) return std::nullopt;
+  auto scale = ParseInt(Trim(key.substr(close + 3, key.size() - close - 4)));
+  if (!scale) return std::nullopt;
+  return std::make_pair(std::string(key.substr(2, close - 2)), *scale);
+}
+
+Result<GavelRates> LoadGavelThroughputs(const std::string& path, const std::string& worker) {
+  auto read = ReadFile(path);
+  if (!read.ok()) return read.status().WithContext("Gavel throughputs");
+  const std::string& text = *read;
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(path + ": not a Gavel throughputs file (invalid JSON: " + e.what() + ")");
+  }
+  if (!doc.is_object()) return Status::InvalidArgument(path + ": expected an object of worker types");
+  auto w = doc.find(worker);
+  if (w == doc.end() || !w->is_object()) {
+    std::vector<std::string> workers;
+    for (const auto& [name, value] : doc.items()) workers.push_back(name);
+    return Status::InvalidArgument(path + ": no worker type '" + worker + "' (the file has: " +
+                                   Join(workers, ", ") + ")");
+  }
+  GavelRates rates;
+  for (const auto& [key, value] : w->items()) {
+    auto parsed = ParseGavelKey(key);
+    if (!parsed) {
+      return Status::InvalidArgument(path + ": " + worker + ": job type key '" + key +
+                                     "' is not of the form ('Model', scale_factor)");
+    }
+    if (!value.is_object() || !value.contains("null") || !value.at("null").is_number()) {
+      return Status::InvalidArgument(path + ": " + worker + ": " + key +
+                                     ": expected an object with the job's own throughput under \"null\"");
+    }
+    rates[*parsed] = value.at("null").get<double>();
+  }
+  return rates;
+}
+
+Result<TraceJob> ConvertGavelRow(const RowContext& ctx, const std::vector<std::string>& f, int64_t row_number,
+                                 const GavelRates& rates, const TraceOptions& options) {
+  if (f.size() != kGavelFields && f.size() != kGavelFieldsOld) {
+    return ctx.BadNoValue("row", "expected 10 tab-separated fields (job_type, command, working_directory, "
+                                 "num_steps_arg, needs_data_dir, total_steps, scale_factor, priority_weight, "
+                                 "SLO, arrival_time) or 9 without working_directory, got " +
+                                     std::to_string(f.size()));
+  }
+  const size_t shift = f.size() == kGavelFields ? 1 : 0;  // fields after command move by one
+  const std::string& job_type = f[0];
+  const std::string& needs_data_dir = f[3 + shift];
+  const std::string& steps_text = f[4 + shift];
+  const std::string& scale_text = f[5 + shift];
+  const std::string& weight_text = f[6 + shift];
+  const std::string& slo_text = f[7 + shift];
+  const std::string& arrival_text = f[8 + shift];
+
+  TraceJob job;
+  model::JobSpec& spec = job.spec;
+  job.id = std::to_string(row_number);
+  if (Trim(job_type).empty()) return ctx.BadNoValue("job_type", "must not be empty");
+  spec.name = std::string(Trim(job_type));
+  std::string data_dir = ToLower(Trim(needs_data_dir));
+  if (data_dir != "0" && data_dir != "1" && data_dir != "true" && data_dir != "false") {
+    return ctx.Bad("needs_data_dir", "expected 0 or 1", needs_data_dir);
+  }
+  auto steps = ParseCount(steps_text);
+  if (!steps || *steps <= 0) return ctx.Bad("total_steps", "expected a positive whole number of steps", steps_text);
+  auto scale = ParseCount(scale_text);
+  if (!scale || *scale < 1 || *scale > kMaxGpus) {
+    return ctx.Bad("scale_factor", "expected a whole number of GPUs from 1 to 4096", scale_text);
+  }
+  auto weight = ParseDouble(Trim(weight_text));
+  if (!weight || !(*weight > 0) || !std::isfinite(*weight)) {
+    return ctx.Bad("priority_weight", "expected a positive number", weight_text);
+  }
+  std::string_view slo = Trim(slo_text);
+  if (!slo.empty() && slo != "None" && !ParseDouble(slo)) return ctx.Bad("SLO", "expected a number or None", slo_text);
+  auto arrival = ParseSecondsToMillis(arrival_text);
+  if (!arrival) return ctx.Bad("arrival_time", "expected a number of seconds", arrival_text);
+  if (*arrival < 0) return ctx.Bad("arrival_time", kNegativeTime, arrival_text);
+  spec.submit = Time::FromMillis(*arrival);
+  spec.gpus_per_node = static_cast<int>(*scale);
+  spec.nodes = 1;
+
+  auto rate = rates.find({spec.name, *scale});
+  if (rate == rates.end()) {
+    return ctx.Bad("job_type",
+                   "has no throughput for scale factor " + std::to_string(*scale) + " on worker type " +
+                       options.gavel_worker + " in " + options.gavel_throughputs,
+                   job_type);
+  }
+  if (!(rate->second > 0) || !std::isfinite(rate->second)) {
+    return ctx.Bad("job_type",
+                   "runs at " + std::to_string(rate->second) + " steps/s on worker type " + options.gavel_worker +
+                       " (it cannot run there)",
+                   job_type);
+  }
+  const double work_ms = static_cast<double>(*steps) / rate->second * 1000.0;
+  if (work_ms > static_cast<double>(kMaxAbsSeconds) * 1000.0) {
+    return ctx.Bad("total_steps", "gives a run time beyond the simulator's range", steps_text);
+  }
+  job.work = Duration::Millis(std::llround(work_ms));
+  GF_RETURN_IF_ERROR(ValidateJob(ctx, spec));
+  return job;
+}
+
+Result<Trace> ReadGavel(const std::string& path, std::string_view data, const TraceOptions& options,
+                        size_t expected_rows) {
+  if (options.gavel_throughputs.empty()) {
+    return Status::InvalidArgument(path + ": a Gavel trace counts work in steps; give Gavel's throughputs file "
+                                          "(--gavel-throughputs FILE.json) to turn steps into run time");
+  }
+  GF_ASSIGN_OR_RETURN(GavelRates rates, LoadGavelThroughputs(options.gavel_throughputs, options.gavel_worker));
+  JobSink sink(TraceFormat::kGavel, options.skip_bad_rows, /*check_ids=*/false, expected_rows);
+  int64_t line_number = 0;
+  int64_t row_number = 0;
+  size_t pos = 0;
+  while (pos < data.size()) {
+    size_t end = data.find('\n', pos);
+    if (end == std::string_view::npos) end = data.size();
+    std::string_view line = data.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line_number == 1 && StartsWith(line, "\xEF\xBB\xBF")) line.remove_prefix(3);
+    if (Trim(line).empty()) continue;
+    ++row_number;
+    RowContext ctx{path, line_number};
+    auto job = ConvertGavelRow(ctx, Split(line, '\t'), row_number, rates, options);
     if (!job.ok()) {
       GF_RETURN_IF_ERROR(sink.Add(job.status()));
       continue;
@@ -1063,8 +1295,9 @@ Result<TraceFormat> ParseTraceFormat(const std::string& s) {
   if (name == "csv") return TraceFormat::kCsv;
   if (name == "tiresias") return TraceFormat::kTiresias;
   if (name == "jsonl" || name == "json") return TraceFormat::kJsonl;
+  if (name == "gavel") return TraceFormat::kGavel;
   return Status::InvalidArgument("unknown trace format '" + s +
-                                 "' (expected auto, philly, alibaba2023, csv, tiresias or jsonl)");
+                                 "' (expected auto, philly, alibaba2023, csv, tiresias, jsonl or gavel)");
 }
 
 const char* TraceFormatName(TraceFormat f) {
@@ -1075,6 +1308,7 @@ const char* TraceFormatName(TraceFormat f) {
     case TraceFormat::kCsv: return "csv";
     case TraceFormat::kTiresias: return "tiresias";
     case TraceFormat::kJsonl: return "jsonl";
+    case TraceFormat::kGavel: return "gavel";
   }
   return "?";
 }
@@ -1128,12 +1362,16 @@ Result<Trace> ReadTrace(const std::string& path, const TraceOptions& options) {
       format = TraceFormat::kCsv;
     } else if (StartsWith(first_line, "{")) {
       format = TraceFormat::kJsonl;
+    } else if (first_line.find('\t') != std::string_view::npos) {
+      format = TraceFormat::kGavel;  // Gavel's traces are the only tab-separated format
     }
   }
 
   Result<Trace> trace = Status::Internal("no reader ran");
   if (format == TraceFormat::kJsonl) {
     trace = ReadJsonl(path, data, options, expected_rows);
+  } else if (format == TraceFormat::kGavel) {
+    trace = ReadGavel(path, data, options, expected_rows);
   } else {
     CsvReader reader(data, path);
     GF_ASSIGN_OR_RETURN(bool has_header, reader.Next());
@@ -1157,7 +1395,8 @@ Result<Trace> ReadTrace(const std::string& path, const TraceOptions& options) {
       case TraceFormat::kCsv: trace = ReadMappedCsv(in, options.columns); break;
       case TraceFormat::kAlibaba2023: trace = ReadAlibaba(in); break;
       case TraceFormat::kAuto:
-      case TraceFormat::kJsonl: break;  // handled above
+      case TraceFormat::kJsonl:
+      case TraceFormat::kGavel: break;  // handled above
     }
   }
   if (!trace.ok()) return trace.status();

@@ -2,8 +2,12 @@
 //
 // Formats: the Microsoft Philly job list (Pollux/Sia flattening), the Alibaba GPU 2023 pod list
 // (fractional GPUs, GPU-model constraints), a generic CSV whose columns are mapped by the user,
-// Tiresias' example traces, and JSON Lines in gpufleet's own job format. The format is detected
-// from the header when the caller does not name it.
+// Tiresias' example traces, Gavel's tab-separated job traces (work in steps, turned into seconds
+// by Gavel's throughputs file), and JSON Lines in gpufleet's own job format. The format is
+// detected from the first line when the caller does not name it.
+//
+// Every reader rejects a negative submit time, and a trace that mixes times in seconds with
+// datetimes (one ISO time among second offsets), naming the file, line and field.
 //
 // Thread-safety: free functions over values; no shared state.
 #pragma once
@@ -27,8 +31,8 @@ struct TraceJob {
   Duration work;
 };
 
-enum class TraceFormat { kAuto, kPhilly, kAlibaba2023, kCsv, kTiresias, kJsonl };
-// Names: auto, philly, alibaba2023, csv, tiresias, jsonl (the names TraceFormatName returns).
+enum class TraceFormat { kAuto, kPhilly, kAlibaba2023, kCsv, kTiresias, kJsonl, kGavel };
+// Names: auto, philly, alibaba2023, csv, tiresias, jsonl, gavel (the names TraceFormatName returns).
 Result<TraceFormat> ParseTraceFormat(const std::string& s);
 const char* TraceFormatName(TraceFormat f);
 
@@ -43,6 +47,11 @@ struct TraceOptions {
   std::map<std::string, std::string> columns;
   bool skip_bad_rows = false;  // count and skip bad rows instead of failing on the first
   size_t max_jobs = 0;         // 0 = all
+  // For kGavel: Gavel's throughputs JSON ({worker type: {"('Model', scale factor)": {"null":
+  // steps per second, ...}}}) and the worker type whose column gives a job's work: work =
+  // total_steps / throughput of (job_type, scale_factor) alone on that worker type.
+  std::string gavel_throughputs;
+  std::string gavel_worker = "v100";
 };
 
 struct Trace {

@@ -262,9 +262,9 @@ TEST_F(TraceTest, GenericCsvReadsQuotedFieldsAndCrlf) {
   EXPECT_EQ(j3.spec.gpu_milli, 500);
 }
 
-// Given the same instant written as "2017-10-09 07:01:55", as 1507532515 and (plus 250 ms) as
-// "2017-10-09T07:01:55.250Z", expect equal times, detected per value.
-TEST_F(TraceTest, GenericCsvTimesMayBeIsoOrSeconds) {
+// Given the same instant written as "2017-10-09 07:01:55", as "2017-10-09T07:01:55Z" and (plus
+// 250 ms) as "2017-10-09T07:01:55.250Z", expect equal times.
+TEST_F(TraceTest, GenericCsvDatetimesInEachWrittenFormReadTheSame) {
   Trace trace = Read(Fixture("generic.csv"), GenericOptions());
   ASSERT_EQ(trace.jobs.size(), 3u);
   Time t = Utc(2017, 10, 9, 7, 1, 55);
@@ -273,8 +273,8 @@ TEST_F(TraceTest, GenericCsvTimesMayBeIsoOrSeconds) {
   EXPECT_EQ(trace.jobs[2].spec.submit, t + Duration::Millis(250));
 }
 
-// Given an `end` column instead of a duration, with ISO, numeric and offset times, expect
-// work = end - submit.
+// Given an `end` column instead of a duration, with datetimes in UTC, without a zone and with
+// an offset, expect work = end - submit.
 TEST_F(TraceTest, GenericCsvEndColumnGivesWork) {
   TraceOptions options;
   options.columns = {{"id", "id"}, {"submit", "start"}, {"end", "finish"}, {"gpus", "gpus"}};
@@ -416,6 +416,21 @@ TEST_F(TraceTest, JsonlMalformedLineIsBadRow) {
       << trace.warnings[1];
 }
 
+// Given a line nesting 100,000 arrays (which would overflow the stack in the JSON parser), expect
+// a row error naming the depth, and the other rows read.
+TEST_F(TraceTest, JsonlDeeplyNestedLineIsBadRow) {
+  std::string path = TempPath("deep.jsonl");
+  WriteText(path, "{\"id\":\"a\",\"submit\":0,\"work\":1,\"gpus\":1}\n{\"id\": " + std::string(100'000, '[') + "}\n");
+  TraceOptions options;
+  options.format = TraceFormat::kJsonl;
+  options.skip_bad_rows = true;
+  Trace trace = Read(path, options);
+  EXPECT_EQ(trace.jobs.size(), 1u);
+  ASSERT_EQ(trace.warnings.size(), 1u);
+  EXPECT_NE(trace.warnings[0].find(":2: json: nesting deeper than 64 levels at line 1, column 71"), std::string::npos)
+      << trace.warnings[0];
+}
+
 // Given jobs using every field (sub-second times, a gang, a GPU share, fractional cores), expect
 // WriteJsonl then ReadTrace to give equal jobs and a second write to give identical bytes.
 TEST_F(TraceTest, JsonlRoundTripIsExact) {
@@ -488,6 +503,166 @@ TEST_F(TraceTest, JsonlRoundTripIsExact) {
   EXPECT_NE(slurp(second).find("\"submit\":10,"), std::string::npos) << slurp(second);
 }
 
+// ---- Times every reader checks ----
+
+// Given a trace of second offsets with one datetime among them (or the reverse), expect an error
+// naming the file, the line, the field and the first row's form; with --skip-bad-rows the odd
+// row is skipped and counted. Either way the jobs keep the trace's one form.
+TEST_F(TraceTest, MixedTimeFormsAreRejectedWithFileLineAndField) {
+  TraceOptions options;
+  options.columns = {{"submit", "t"}, {"duration", "d"}, {"gpus", "g"}};
+  std::string seconds_first = TempPath("mixed_seconds_first.csv");
+  WriteText(seconds_first, "t,d,g\n0,10,1\n60,10,1\n2024-05-01T09:00:00Z,10,1\n120,10,1\n");
+  auto bad = ReadTrace(seconds_first, options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(),
+            seconds_first + ":4: t: a datetime in a trace that gives its times as seconds (line 2: '0'); use one "
+                            "form throughout, got '2024-05-01T09:00:00Z'");
+  std::string iso_first = TempPath("mixed_iso_first.csv");
+  WriteText(iso_first, "t,d,g\n2024-05-01 09:00:00,10,1\n1714554000,10,1\n");
+  auto reverse = ReadTrace(iso_first, options);
+  ASSERT_FALSE(reverse.ok());
+  EXPECT_NE(reverse.status().message().find(":3: t: a time in seconds in a trace that gives its times as datetimes"),
+            std::string::npos)
+      << reverse.status().message();
+  options.skip_bad_rows = true;
+  Trace skipped = Read(seconds_first, options);
+  EXPECT_EQ(skipped.jobs.size(), 3u);
+  EXPECT_EQ(skipped.bad_rows_skipped, 1);
+  EXPECT_EQ(skipped.jobs.back().spec.submit, Time::FromSeconds(120));
+}
+
+// Given JSON Lines whose submits are numbers with one datetime string among them, expect the
+// same error for the `submit` key.
+TEST_F(TraceTest, JsonlMixedTimeFormsAreRejected) {
+  std::string path = TempPath("mixed.jsonl");
+  WriteText(path, "{\"submit\": 10, \"work\": 5, \"gpus\": 1}\n{\"submit\": \"2024-05-01T09:00:00Z\", \"work\": 5, \"gpus\": 1}\n");
+  auto trace = ReadTrace(path, {});
+  ASSERT_FALSE(trace.ok());
+  EXPECT_NE(trace.status().message().find(path + ":2: submit: a datetime in a trace that gives its times as seconds"),
+            std::string::npos)
+      << trace.status().message();
+}
+
+// Given a negative submit time in a mapped CSV, a Tiresias trace, a JSON Lines trace (a number,
+// or a datetime before 1970) and an Alibaba pod list, expect an error naming file:line and the
+// field, and no jobs.
+TEST_F(TraceTest, NegativeSubmitIsRejectedInEveryFormat) {
+  struct Case {
+    std::string name, text, where;
+    TraceOptions options;
+  };
+  TraceOptions mapped;
+  mapped.columns = {{"submit", "t"}, {"duration", "d"}, {"gpus", "g"}};
+  std::vector<Case> cases = {
+      {"neg.csv", "t,d,g\n0,10,1\n-5,10,1\n", ":3: t: must not be negative", mapped},
+      {"neg_tiresias.csv", "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n1,1,-30,10,vgg,100,0\n",
+       ":2: submit_time: must not be negative", {}},
+      {"neg.jsonl", "{\"submit\": -1.5, \"work\": 5, \"gpus\": 1}\n", ":1: submit: must not be negative", {}},
+      {"neg_iso.jsonl", "{\"submit\": \"1969-12-31T23:00:00Z\", \"work\": 5, \"gpus\": 1}\n",
+       ":1: submit: must not be negative", {}},
+      {"neg_alibaba.csv",
+       "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+       "p1,1000,1024,1,1000,,BE,Succeeded,-100,50,10\n",
+       ":2: creation_time: must not be negative", {}},
+  };
+  for (const Case& c : cases) {
+    std::string path = TempPath(c.name);
+    WriteText(path, c.text);
+    auto trace = ReadTrace(path, c.options);
+    ASSERT_FALSE(trace.ok()) << c.name;
+    EXPECT_EQ(trace.status().code(), StatusCode::kInvalidArgument) << c.name;
+    EXPECT_NE(trace.status().message().find(path + c.where), std::string::npos) << trace.status().message();
+  }
+}
+
+// ---- Gavel ----
+
+TraceOptions GavelOptions(const std::string& throughputs) {
+  TraceOptions o;
+  o.gavel_throughputs = throughputs;
+  return o;
+}
+
+// Given the hand-written Gavel sample (10 tab-separated fields, no header) and its throughputs
+// file, expect the format detected from the tabs, one job per line numbered from 1, the job type
+// as the name, scale_factor GPUs, arrival_time as submit and work = steps / steps-per-second of
+// the job type alone on the chosen worker type (v100 by default, k80 when asked).
+TEST_F(TraceTest, GavelTraceTurnsStepsIntoRunTimeWithItsThroughputs) {
+  Trace trace = Read(Fixture("gavel_small.trace"), GavelOptions(Fixture("gavel_throughputs.json")));
+  EXPECT_EQ(trace.format, TraceFormat::kGavel);
+  ASSERT_EQ(trace.jobs.size(), 5u);
+  std::vector<int64_t> work_s, submit_s, gpus;
+  for (const TraceJob& j : trace.jobs) {
+    work_s.push_back(j.work.seconds());
+    submit_s.push_back(j.spec.submit.seconds());
+    gpus.push_back(j.spec.total_gpus());
+  }
+  EXPECT_EQ(work_s, (std::vector<int64_t>{600, 300, 600, 300, 100}));
+  EXPECT_EQ(submit_s, (std::vector<int64_t>{0, 0, 60, 120, 900}));
+  EXPECT_EQ(gpus, (std::vector<int64_t>{1, 1, 4, 2, 1}));
+  EXPECT_EQ(trace.jobs[0].id, "1");
+  EXPECT_EQ(trace.jobs[2].spec.name, "LM (batch size 20)");
+  TraceOptions k80 = GavelOptions(Fixture("gavel_throughputs.json"));
+  k80.gavel_worker = "k80";
+  k80.format = TraceFormat::kGavel;
+  Trace slow = Read(Fixture("gavel_small.trace"), k80);
+  ASSERT_EQ(slow.jobs.size(), 5u);
+  EXPECT_EQ(slow.jobs[0].work, Duration::Seconds(2400));  // 6,000 steps at 2.5 steps/s
+}
+
+// Given Gavel's older 9-field lines (no working_directory), expect the same reading.
+TEST_F(TraceTest, GavelOlderLayoutWithoutWorkingDirectoryReads) {
+  std::string path = TempPath("old.trace");
+  WriteText(path, "Transformer (batch size 32)\tpython3 train.py\t-step\t1\t800\t1\t1\tNone\t12.5\r\n");
+  Trace trace = Read(path, GavelOptions(Fixture("gavel_throughputs.json")));
+  ASSERT_EQ(trace.jobs.size(), 1u);
+  EXPECT_EQ(trace.jobs[0].work, Duration::Seconds(200));
+  EXPECT_EQ(trace.jobs[0].spec.submit, Time::FromMillis(12'500));
+}
+
+// Given malformed Gavel rows, expect each error to name the file, the line and the field; a job
+// type the throughputs lack and a missing throughputs file are errors too.
+TEST_F(TraceTest, GavelBadRowsNameFileLineAndField) {
+  const std::string tput = Fixture("gavel_throughputs.json");
+  auto steps = ReadTrace(Fixture("gavel_bad_steps.trace"), GavelOptions(tput));
+  ASSERT_FALSE(steps.ok());
+  EXPECT_EQ(steps.status().message(),
+            Fixture("gavel_bad_steps.trace") + ":2: total_steps: expected a positive whole number of steps, got 'many'");
+  struct Case {
+    std::string line, where;
+  };
+  const std::string ok = "ResNet-18 (batch size 64)\tcmd\tdir\t--num_steps\t1\t100\t1\t1\t-1\t0\n";
+  std::vector<Case> cases = {
+      {"ResNet-18 (batch size 64)\tcmd\tdir\t--num_steps\t1\t100\t1\t1\n",
+       ":2: row: expected 10 tab-separated fields"},
+      {"ResNet-18 (batch size 64)\tcmd\tdir\t--num_steps\t1\t100\t0\t1\t-1\t0\n", ":2: scale_factor: "},
+      {"ResNet-18 (batch size 64)\tcmd\tdir\t--num_steps\t1\t100\t1\t1\t-1\t-7\n", ":2: arrival_time: must not be negative"},
+      {"ResNet-18 (batch size 64)\tcmd\tdir\t--num_steps\tmaybe\t100\t1\t1\t-1\t0\n", ":2: needs_data_dir: "},
+      {"ResNet-18 (batch size 64)\tcmd\tdir\t--num_steps\t1\t100\t1\t0\t-1\t0\n", ":2: priority_weight: "},
+      {"ResNet-18 (batch size 64)\tcmd\tdir\t--num_steps\t1\t100\t1\t1\tsoon\t0\n", ":2: SLO: "},
+      {"ResNet-18 (batch size 64)\tcmd\tdir\t--num_steps\t1\t100\t8\t1\t-1\t0\n",
+       ":2: job_type: has no throughput for scale factor 8 on worker type v100"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::string path = TempPath("bad" + std::to_string(i) + ".trace");
+    WriteText(path, ok + cases[i].line);
+    auto trace = ReadTrace(path, GavelOptions(tput));
+    ASSERT_FALSE(trace.ok()) << cases[i].line;
+    EXPECT_NE(trace.status().message().find(path + cases[i].where), std::string::npos) << trace.status().message();
+  }
+  auto no_tput = ReadTrace(Fixture("gavel_small.trace"), {});
+  ASSERT_FALSE(no_tput.ok());
+  EXPECT_NE(no_tput.status().message().find("--gavel-throughputs"), std::string::npos) << no_tput.status().message();
+  TraceOptions bad_worker = GavelOptions(tput);
+  bad_worker.gavel_worker = "a100";
+  auto worker = ReadTrace(Fixture("gavel_small.trace"), bad_worker);
+  ASSERT_FALSE(worker.ok());
+  EXPECT_NE(worker.status().message().find("no worker type 'a100' (the file has: k80, v100)"), std::string::npos)
+      << worker.status().message();
+}
+
 // ---- Detection, names, files ----
 
 // Given one file of each format and no format named, expect each detected from its first line.
@@ -536,7 +711,7 @@ TEST_F(TraceTest, MissingFileIsNotFound) {
 // to be an error listing the names.
 TEST_F(TraceTest, FormatNamesRoundTrip) {
   for (TraceFormat f : {TraceFormat::kAuto, TraceFormat::kPhilly, TraceFormat::kAlibaba2023, TraceFormat::kCsv,
-                        TraceFormat::kTiresias, TraceFormat::kJsonl}) {
+                        TraceFormat::kTiresias, TraceFormat::kJsonl, TraceFormat::kGavel}) {
     auto parsed = ParseTraceFormat(TraceFormatName(f));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, f);
