@@ -134,4 +134,43 @@ grep -q "another controller" "$WORK/second.err" || { show "$WORK/second"; fail "
 perm="$(stat -c %a "$SERVER_DIR/state.db")"
 [[ "$perm" == 600 ]] || fail "state.db has mode $perm, expected 600"
 echo "ok: a second controller is refused; state.db is private"
+
+# 7. Tokens and the audit log from the CLI: a viewer made with a TTL reads but cannot submit;
+#    once revoked it is refused; each of those shows in `gpufleet audit`.
+run "$WORK/mk" "$GPUFLEET" token create --role viewer --subject vic --team vision --ttl 1h
+expect_rc "$WORK/mk" 0 "token create --role viewer"
+VIEWER="$(head -n1 "$WORK/mk.out")"
+VIEWER_ID="$(grep -o 'token [0-9a-f]\{12\}' "$WORK/mk.err" | head -n1 | cut -d' ' -f2)"
+[[ -n "$VIEWER_ID" ]] || { show "$WORK/mk"; fail "token create did not name the token's id"; }
+GPUFLEET_TOKEN="$VIEWER" run "$WORK/vq" "$GPUFLEET" queue
+expect_rc "$WORK/vq" 0 "a viewer reads the queue"
+GPUFLEET_TOKEN="$VIEWER" run "$WORK/vs" "$GPUFLEET" submit "$WORK/whoami.yaml"
+[[ "$RC" == 3 ]] || { show "$WORK/vs"; fail "a viewer's submit should be refused (exit 3), got $RC"; }
+run "$WORK/tl" "$GPUFLEET" token list
+grep -q "$VIEWER_ID.*viewer.*vision" "$WORK/tl.out" || { show "$WORK/tl"; fail "token list does not show the viewer token"; }
+! grep -q "gf_user_" "$WORK/tl.out" || fail "token list printed a secret"
+run "$WORK/rv" "$GPUFLEET" token revoke "$VIEWER_ID"
+expect_rc "$WORK/rv" 0 "token revoke"
+GPUFLEET_TOKEN="$VIEWER" run "$WORK/vq2" "$GPUFLEET" queue
+[[ "$RC" == 3 ]] || { show "$WORK/vq2"; fail "a revoked token should be refused (exit 3), got $RC"; }
+run "$WORK/audit" "$GPUFLEET" audit -o jsonl --limit 100000
+expect_rc "$WORK/audit" 0 "gpufleet audit"
+"$PYTHON" - "$WORK/audit.out" "$VIEWER_ID" <<'PY' || fail "the audit log lacks a record it should have (see above)"
+import json, sys
+records = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def has(**want):
+    return any(all(r.get(k) == v for k, v in want.items()) for r in records)
+checks = [
+    dict(verb="token.create", outcome="allowed", subject="admin", reason="a viewer token for vic, team vision"),
+    dict(verb="job.submit", subject="vic", role="viewer", team="vision", source="127.0.0.1", outcome="denied"),
+    dict(verb="token.revoke", object="token " + sys.argv[2], outcome="allowed"),
+    dict(verb="auth.login", outcome="denied"),
+    dict(verb="node.register", outcome="allowed", role="join"),
+]
+missing = [c for c in checks if not has(**c)]
+for c in missing:
+    print("missing:", c, file=sys.stderr)
+sys.exit(1 if missing else 0)
+PY
+echo "ok: token create/list/revoke and the audit log from the CLI"
 echo PASS

@@ -83,6 +83,7 @@ const std::vector<Command>& Commands() {
       {"pool", SetupPoolCommand},
       {"history", SetupHistoryCommand},
       {"token", SetupTokenCommand},
+      {"audit", SetupAuditCommand},
       {"drain", SetupDrainCommand},
       {"undrain", SetupUndrainCommand},
       {"policies", SetupPolicies},

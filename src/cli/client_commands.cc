@@ -1271,28 +1271,78 @@ std::function<int()> SetupToken(CLI::App& app) {
     std::string role = "user";
     std::string team;
     std::string subject;
+    std::string ttl;
     bool join = false;
     std::string output = "table";
+    std::string id;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* token = app.add_subcommand("token", "Manage API tokens (admin)");
+  CLI::App* token = app.add_subcommand("token", "Make, list and revoke API tokens (admins; team-admins for their team)");
   token->require_subcommand(1);
-  CLI::App* sub = token->add_subcommand("create", "Create a token and print it (it is shown only this once)");
-  sub->add_option("--role", a->role, "user or admin")->check(CLI::IsMember({"user", "admin"}))->capture_default_str();
-  sub->add_option("--team", a->team, "Limit the token to submitting for this team");
-  sub->add_option("--subject", a->subject, "Who the token is for (a user name; shown in audit records)");
-  sub->add_flag("--join", a->join, "A join token, for agents to register nodes with");
-  AddOutputFlag(sub, a->output);
-  AddConnectionFlags(sub, a->conn);
-  SetFooter(sub, R"(  gpufleet token create --subject alice --team vision
+  CLI::App* create = token->add_subcommand("create", "Create a token and print it (it is shown only this once)");
+  create->add_option("--role", a->role, "admin, team-admin, user, viewer or metrics (docs/security.md)")
+      ->check(CLI::IsMember({"admin", "team-admin", "user", "viewer", "metrics"}))
+      ->capture_default_str();
+  create->add_option("--team", a->team, "The team the token acts for (team-admins: always their own)");
+  create->add_option("--subject", a->subject, "Who the token is for (a user name; shown in audit records)");
+  create->add_option("--ttl", a->ttl, "Expire the token after this long (e.g. 30d, 12h); default: never");
+  create->add_flag("--join", a->join, "A join token, for agents to register nodes with (admins)");
+  AddOutputFlag(create, a->output);
+  AddConnectionFlags(create, a->conn);
+  SetFooter(create, R"(  gpufleet token create --subject alice --team vision --ttl 90d
+  gpufleet token create --role team-admin --subject carol --team vision
   gpufleet token create --role admin --subject ops
-  gpufleet token create --join        # then: gpufleet agent --join-token TOKEN ...)");
-  token->footer(std::string("Examples:\n  gpufleet token create --subject alice --team vision\n") + kExitCodes);
-  return [a]() {
+  gpufleet token create --join > join.token   # then: gpufleet agent --join-token-file join.token ...)");
+  CLI::App* list = token->add_subcommand("list", "List tokens: id, kind, subject, role, team, created, expiry, last use");
+  AddOutputFlag(list, a->output);
+  AddConnectionFlags(list, a->conn);
+  SetFooter(list, "  gpufleet token list\n  gpufleet token list -o json");
+  CLI::App* revoke = token->add_subcommand("revoke", "Revoke a token: it is refused from now on");
+  revoke->add_option("id", a->id, "The token's id as 'gpufleet token list' shows it (8 or more hex digits)")->required();
+  AddConnectionFlags(revoke, a->conn);
+  SetFooter(revoke, "  gpufleet token revoke 4f9c0d2e8a7b");
+  token->footer(std::string("Examples:\n  gpufleet token create --subject alice --team vision\n  gpufleet token list\n"
+                            "  gpufleet token revoke 4f9c0d2e8a7b\n") +
+                kExitCodes);
+  return [a, create, list, revoke]() {
+    if (list->parsed()) {
+      const std::string cmd = "token list";
+      auto client = Connect(cmd, a->conn);
+      if (!client) return kExitUsage;
+      ApiResult r = client->Get("/v1/tokens");
+      if (!r.ok()) return Report(cmd, r);
+      if (a->output == "json") {
+        PrintJson(r.body);
+        return kExitOk;
+      }
+      Table t({"ID", "KIND", "SUBJECT", "ROLE", "TEAM", "CREATED", "EXPIRES", "LAST USED", "STATE"});
+      for (const auto& k : r.body.value("tokens", json::array())) {
+        int64_t expires = IntField(k, "expires_ms");
+        int64_t used = IntField(k, "last_used_ms");
+        bool expired = expires > 0 && expires <= NowMs();
+        t.Add({StrField(k, "id"), StrField(k, "kind"), StrField(k, "subject"), StrField(k, "role"), StrField(k, "team"),
+               Ago(IntField(k, "created_ms")), expires > 0 ? Iso(expires) : "never", used > 0 ? Ago(used) : "never",
+               k.value("revoked", false) ? "revoked" : expired ? "expired" : "active"});
+      }
+      t.Print();
+      return kExitOk;
+    }
+    if (revoke->parsed()) {
+      const std::string cmd = "token revoke";
+      auto client = Connect(cmd, a->conn);
+      if (!client) return kExitUsage;
+      ApiResult r = client->Post("/v1/tokens/" + a->id + "/revoke", json::object());
+      if (!r.ok()) return Report(cmd, r);
+      std::printf("revoked token %s (%s of %s)\n", StrField(r.body, "id").c_str(), StrField(r.body, "role").c_str(),
+                  StrField(r.body, "subject").c_str());
+      return kExitOk;
+    }
+    (void)create;
     const std::string cmd = "token create";
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
     json body = {{"kind", a->join ? "join" : "user"}, {"role", a->role}, {"subject", a->subject}, {"team", a->team}};
+    if (!a->ttl.empty()) body["ttl"] = a->ttl;
     ApiResult r = client->Post("/v1/tokens", body);
     if (!r.ok()) return Report(cmd, r);
     if (a->output == "json") {
@@ -1300,9 +1350,74 @@ std::function<int()> SetupToken(CLI::App& app) {
       return kExitOk;
     }
     std::printf("%s\n", StrField(r.body, "token").c_str());
-    std::fprintf(stderr, "created a %s token%s%s; it is shown only this once\n", a->join ? "join" : a->role.c_str(),
+    std::fprintf(stderr, "created a %s token %s%s%s%s; it is shown only this once\n",
+                 a->join ? "join" : StrField(r.body, "role").c_str(), StrField(r.body, "id").c_str(),
                  a->subject.empty() ? "" : (" for " + a->subject).c_str(),
-                 a->team.empty() ? "" : (" (team " + a->team + ")").c_str());
+                 StrField(r.body, "team").empty() ? "" : (" (team " + StrField(r.body, "team") + ")").c_str(),
+                 IntField(r.body, "expires_ms") > 0 ? (", expires " + Iso(IntField(r.body, "expires_ms"))).c_str() : "");
+    return kExitOk;
+  };
+}
+
+std::function<int()> SetupAudit(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string since;
+    std::string subject;
+    std::string verb;
+    int limit = 100;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("audit", "The audit log: who changed what, and what was refused (admin)");
+  sub->add_option("--since", a->since, "Only records of the last DURATION (e.g. 1d, 30m)");
+  sub->add_option("--subject", a->subject, "Only this token subject's records");
+  sub->add_option("--verb", a->verb, "Only this verb (job.submit), or a family ending in '.' (job.)");
+  sub->add_option("--limit", a->limit, "At most this many records, oldest first")->check(CLI::Range(1, 1000000));
+  sub->add_option("-o,--output", a->output, "table, json or jsonl")->check(CLI::IsMember({"table", "json", "jsonl"}))
+      ->capture_default_str();
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet audit --since 1d
+  gpufleet audit --verb job. --subject alice
+  gpufleet audit --verb auth.login -o jsonl     # failed logins, one JSON object a line)");
+  return [a]() {
+    const std::string cmd = "audit";
+    std::map<std::string, std::string> q;
+    if (!a->since.empty()) {
+      auto d = ParseDuration(a->since);
+      if (!d || *d <= Duration::Zero()) return Fail(cmd, kExitUsage, "--since wants a duration like 1d or 30m");
+      q["since_ms"] = std::to_string(NowMs() - d->millis());
+    }
+    if (!a->subject.empty()) q["subject"] = a->subject;
+    if (!a->verb.empty()) q["verb"] = a->verb;
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    json records = json::array();
+    int64_t cursor = 0;
+    while (static_cast<int64_t>(records.size()) < a->limit) {
+      q["limit"] = std::to_string(std::min<int64_t>(1000, a->limit - static_cast<int64_t>(records.size())));
+      if (cursor > 0) q["cursor"] = std::to_string(cursor);
+      ApiResult r = client->Get("/v1/audit", q);
+      if (!r.ok()) return Report(cmd, r);
+      for (const auto& rec : r.body.value("records", json::array())) records.push_back(rec);
+      cursor = IntField(r.body, "next_cursor");
+      if (cursor <= 0) break;
+    }
+    if (a->output == "json") {
+      PrintJson(json{{"records", records}});
+      return kExitOk;
+    }
+    if (a->output == "jsonl") {
+      for (const auto& rec : records) std::printf("%s\n", rec.dump().c_str());
+      return kExitOk;
+    }
+    Table t({"TIME", "SUBJECT", "ROLE", "SOURCE", "VERB", "OBJECT", "OUTCOME", "WHY"});
+    for (const auto& rec : records) {
+      t.Add({Iso(IntField(rec, "at_ms")), StrField(rec, "subject").empty() ? "-" : StrField(rec, "subject"),
+             StrField(rec, "role").empty() ? "-" : StrField(rec, "role"), StrField(rec, "source"), StrField(rec, "verb"),
+             StrField(rec, "object"), StrField(rec, "outcome"), StrField(rec, "reason")});
+    }
+    t.Print(140);
     return kExitOk;
   };
 }
@@ -1342,6 +1457,7 @@ std::function<int()> SetupNodesCommand(CLI::App& app) { return SetupNodes(app); 
 std::function<int()> SetupPoolCommand(CLI::App& app) { return SetupPool(app); }
 std::function<int()> SetupHistoryCommand(CLI::App& app) { return SetupHistory(app); }
 std::function<int()> SetupTokenCommand(CLI::App& app) { return SetupToken(app); }
+std::function<int()> SetupAuditCommand(CLI::App& app) { return SetupAudit(app); }
 std::function<int()> SetupDrainCommand(CLI::App& app) { return SetupDrainLike(app, true); }
 std::function<int()> SetupCostCommand(CLI::App& app) { return SetupCost(app); }
 std::function<int()> SetupBudgetCommand(CLI::App& app) { return SetupBudget(app); }

@@ -30,6 +30,7 @@ std::function<int()> SetupNodesCommand(CLI::App& app);
 std::function<int()> SetupPoolCommand(CLI::App& app);
 std::function<int()> SetupHistoryCommand(CLI::App& app);
 std::function<int()> SetupTokenCommand(CLI::App& app);
+std::function<int()> SetupAuditCommand(CLI::App& app);
 std::function<int()> SetupCostCommand(CLI::App& app);
 std::function<int()> SetupBudgetCommand(CLI::App& app);
 std::function<int()> SetupDrainCommand(CLI::App& app);

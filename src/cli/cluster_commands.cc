@@ -113,6 +113,7 @@ struct ControllerFlags {
   std::string pool;  // pool file: autoscaling with a provider
   std::string agent_listen;  // default: the API's host, its port + 1
   std::string user_map;      // --job-user-map FILE
+  std::string audit_export;  // --audit-export FILE
 };
 
 void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
@@ -133,6 +134,8 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
   sub->add_option("--agent-listen", f.agent_listen,
                   "Address agents connect to: their own listener, so user traffic cannot starve heartbeats "
                   "(server default: the --listen host, its port + 1; dev default: any free port)");
+  sub->add_option("--audit-export", f.audit_export,
+                  "Append every audit record to this file as a JSON line, for a log shipper (docs/security.md)");
   sub->add_option("--job-user-map", f.user_map,
                   "YAML mapping token subjects and teams to the Unix users their jobs run as "
                   "(subjects: {alice: alice}, teams: {vision: gf-vision}); see docs/security.md")
@@ -277,6 +280,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   so.agent_port = agent_listen.second;
   so.data_dir = f.data_dir;
   so.user_map = std::move(user_map);
+  so.audit_export = f.audit_export;
   c->server = std::make_unique<controller::ApiServer>(*c->engine, *c->store, *c->auth, c->clock, so);
   GF_RETURN_IF_ERROR(c->server->Start());
   controller::Engine* engine = c->engine.get();
