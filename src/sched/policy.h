@@ -101,11 +101,12 @@ class QueuePolicy {
   // True when ranks depend on other jobs (team usage): the scheduler re-ranks the whole queue
   // each pass instead of keeping it sorted.
   virtual bool RanksDependOnUsage() const { return false; }
-  // True when a running job's rank changes continuously with the service it gets, at instants
-  // NextRankChange cannot name (srtf: the remaining estimate shrinks as the job runs). The
-  // scheduler then re-ranks the running jobs at each pass before it looks for victims, so that
-  // "the worst-ranked running job is the easiest victim" holds with live ranks.
-  virtual bool RanksMoveWithService() const { return false; }
+  // True when this running job's rank changes continuously with the service it gets, at
+  // instants NextRankChange cannot name (srtf: a job's remaining estimate shrinks as it runs).
+  // The scheduler then re-ranks such running jobs at each pass before it looks for victims, so
+  // that "the worst-ranked running job is the easiest victim" holds with live ranks. Asked when
+  // the job starts; the answer must not change while it runs.
+  virtual bool RankMovesWithService(const JobView& job) const { return false; }
   // True when starting `job` now should reset its LAS service (a starving job was promoted).
   virtual bool ResetsServiceOnStart(const JobView& job, const QueueContext& ctx) const { return false; }
   virtual BackfillMode DefaultBackfill() const { return BackfillMode::kEasy; }

@@ -99,6 +99,7 @@ struct Scheduler::JobState {
   JobView v;
   RankKey rank;
   bool ranked = false;    // `rank` holds a computed rank (for LiveRank)
+  bool moving = false;    // running, with a rank that moves with service (RefreshRunningRanks)
   int shape = 0;
   bool in_queue = false;  // in pending_sorted_ and by_shape_
   RankKey set_rank;       // the rank it is filed under there
@@ -290,6 +291,8 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
   running_.emplace(j.rank, j.v.seq, &j);
   ++running_version_;
   if (j.spec.duration_estimate) ++running_with_estimate_;
+  j.moving = policies_.queue->RankMovesWithService(j.v);
+  if (j.moving) ++running_moving_;
   ScheduleTimer(j, ctx);
   j.cost_rate = CostRate(j.placement);
   if (j.cost_rate > 0) {
@@ -497,6 +500,8 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
   running_.erase({j.rank, j.v.seq, &j});
   ++running_version_;
   if (j.spec.duration_estimate) --running_with_estimate_;
+  if (j.moving) --running_moving_;
+  j.moving = false;
   stopping_.insert(&j);
   j.v.phase = JobPhase::kStopping;
   j.requeue_after_stop = reason != PreemptReason::kCancelled && reason != PreemptReason::kMaxCost;
@@ -519,6 +524,8 @@ void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
     running_.erase({j.rank, j.v.seq, &j});
     ++running_version_;
     if (j.spec.duration_estimate) --running_with_estimate_;
+    if (j.moving) --running_moving_;
+    j.moving = false;
   } else {
     stopping_.erase(&j);
   }
@@ -770,24 +777,25 @@ std::vector<Scheduler::JobState*> Scheduler::OrderedPending(const QueueContext& 
   return out;
 }
 
-// Re-ranks every running job at `ctx.now`. Ranks that only improve (srtf's remaining time
-// shrinks) cannot give a job that found no victims new ones, so only a rank that got worse counts
-// as a change of the running set for the "try again" rule.
+// Re-ranks at `ctx.now` the running jobs whose ranks move with service. Ranks that only improve
+// (srtf's remaining time shrinks) cannot give a job that found no victims new ones, so only a
+// rank that got worse counts as a change of the running set for the "try again" rule.
 void Scheduler::RefreshRunningRanks(const QueueContext& ctx) {
-  // Moves the set's nodes (no allocation); the order rarely changes between passes, so each
-  // node goes back at the end in constant time.
-  std::set<std::tuple<RankKey, int64_t, JobState*>> fresh;
+  std::vector<JobState*> moving;
+  moving.reserve(static_cast<size_t>(running_moving_));
+  for (const auto& [rank, seq, j] : running_) {
+    if (j->moving) moving.push_back(j);
+  }
   bool worse = false;
-  while (!running_.empty()) {
-    auto node = running_.extract(running_.begin());
-    JobState* j = std::get<2>(node.value());
+  for (JobState* j : moving) {
+    // Moves the set's node (no allocation).
+    auto node = running_.extract({j->rank, j->v.seq, j});
     RankKey r = LiveRank(*j, ctx);
-    if (std::get<0>(node.value()) < r) worse = true;
+    if (j->rank < r) worse = true;
     j->rank = r;
     std::get<0>(node.value()) = r;
-    fresh.insert(fresh.end(), std::move(node));
+    running_.insert(std::move(node));
   }
-  running_.swap(fresh);
   if (worse) ++running_version_;
 }
 
@@ -1055,7 +1063,7 @@ void Scheduler::Pass() {
   std::optional<Reservation> res;
   int attempts = 0;
   const bool preemptive = opt.preemption && policies_.queue->Preempts();
-  if (preemptive && policies_.queue->RanksMoveWithService() && !running_.empty()) RefreshRunningRanks(ctx);
+  if (preemptive && running_moving_ > 0) RefreshRunningRanks(ctx);
 
   // Static ranks in a full pass: merge the per-shape queues by rank. A shape that died drops out
   // of the merge, so a pass visits the jobs that start plus about one job per shape, not the

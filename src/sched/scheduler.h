@@ -183,6 +183,7 @@ class Scheduler {
   std::set<std::tuple<RankKey, int64_t, JobState*>> running_;  // running jobs by rank
   std::unordered_set<JobState*> stopping_;                       // asked to stop, not yet gone
   int64_t running_with_estimate_ = 0;
+  int64_t running_moving_ = 0;   // running jobs whose rank moves with service (re-ranked per pass)
   int64_t running_version_ = 0;  // bumped whenever the running set or a running rank changes
   std::map<std::string, TeamUsage> teams_;
   struct TeamMoney {

@@ -21,7 +21,9 @@ class SjfPolicy : public QueuePolicy {
   bool MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const override;
   bool Preempts() const override { return remaining_; }
   // A running job's remaining estimate shrinks as it runs, and no timer marks that.
-  bool RanksMoveWithService() const override { return remaining_; }
+  bool RankMovesWithService(const JobView& job) const override {
+    return remaining_ && job.spec->duration_estimate.has_value();
+  }
   PreemptReason PreemptionReason() const override { return PreemptReason::kPriority; }
   BackfillMode DefaultBackfill() const override {
     return remaining_ ? BackfillMode::kGreedy : BackfillMode::kEasy;
