@@ -936,9 +936,11 @@ Result<TraceJob> ConvertJsonObject(const RowContext& ctx, const Json& obj, int64
                       row.Millis("submit", /*allow_iso=*/true, kNoMinimum,
                                  "expected seconds since the epoch or an ISO-8601 datetime"));
   if (!submit) return ctx.BadNoValue("submit", "is required (seconds since the epoch)");
-  if (*submit < 0) return ctx.Bad("submit", kNegativeTime, Shown(row.At("submit")));
-  GF_RETURN_IF_ERROR(forms.Check(ctx, "submit", Shown(row.At("submit")),
-                                 row.At("submit").is_string() ? TimeForm::kDatetime : TimeForm::kSeconds));
+  const Json& submit_value = row.At("submit");
+  const std::string submit_text = submit_value.is_string() ? submit_value.get<std::string>() : Shown(submit_value);
+  if (*submit < 0) return ctx.Bad("submit", kNegativeTime, submit_text);
+  GF_RETURN_IF_ERROR(forms.Check(ctx, "submit", submit_text,
+                                 submit_value.is_string() ? TimeForm::kDatetime : TimeForm::kSeconds));
   spec.submit = Time::FromMillis(*submit);
   GF_ASSIGN_OR_RETURN(std::optional<int64_t> work,
                       row.Millis("work", /*allow_iso=*/false, 0, "expected a non-negative number of seconds"));
