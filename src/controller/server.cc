@@ -388,7 +388,8 @@ void ApiServer::Routes() {
         return httplib::Server::HandlerResponse::Handled;
       }
       auto t = authn(req, res);
-      if (t && t->kind == api::TokenKind::kUser && options_.token_rate_per_s > 0) {
+      // Tenants' tokens are rate limited; admins (operators, their automation) are not.
+      if (t && t->kind == api::TokenKind::kUser && t->role != "admin" && options_.token_rate_per_s > 0) {
         // A token bucket per user token: bursts up to token_burst, then token_rate_per_s.
         Time now = clock_.Now();
         std::lock_guard<std::mutex> lock(rate_mu_);

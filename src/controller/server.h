@@ -65,7 +65,7 @@ struct ServerOptions {
   int max_page = 1000;  // largest page of a listing (limit); follow next_cursor for more
   std::string audit_export;  // when set: every audit record is appended here as a JSON line
   // Requests per second a user token may make, with bursts up to `token_burst`; more are 429
-  // with Retry-After. 0: no limit. Agents are not limited (their listener is their own).
+  // with Retry-After. 0: no limit. Admin and agent tokens are not limited.
   double token_rate_per_s = 50;
   int token_burst = 200;
   // A part's log is kept up to this size; the rest is dropped behind a marker line saying how
