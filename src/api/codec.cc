@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/nesting.h"
+
 namespace gpufleet::api {
 namespace {
 
@@ -599,6 +601,9 @@ json ToJson(const AuditRecord& a) {
 Result<AuditRecord> AuditRecordFromJson(const json& j) { return Decode(j, &DecodeAuditRecord); }
 
 Result<json> ParseJson(std::string_view text) {
+  // nlohmann's tree, and every dump or walk of it, recurses once per level.
+  Status depth = CheckNestingDepth(text, NestingSyntax::kJson);
+  if (!depth.ok()) return Status::InvalidArgument("invalid JSON: " + depth.message());
   try {
     return json::parse(text);
   } catch (const std::exception& e) {  // json::parse_error says where: "at line 1, column 9"

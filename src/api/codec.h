@@ -56,7 +56,8 @@ Result<TokenRecord> TokenRecordFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const AuditRecord& a);
 Result<AuditRecord> AuditRecordFromJson(const nlohmann::json& j);
 
-// Parses JSON text; a syntax error is InvalidArgument with the byte offset.
+// Parses JSON text; a syntax error is InvalidArgument with the byte offset, and text nested
+// deeper than kMaxNestingDepth (common/nesting.h) is InvalidArgument before it is parsed.
 Result<nlohmann::json> ParseJson(std::string_view text);
 // Compact JSON text. Never throws: bytes that are not valid UTF-8 (from a process's output, say)
 // become U+FFFD, which is the only case where a string does not come back byte for byte.

@@ -390,6 +390,21 @@ TEST_F(CodecTest, ParseJsonReportsSyntaxErrors) {
   EXPECT_EQ((*good)["id"], 1);
 }
 
+TEST_F(CodecTest, ParseJsonRefusesDeepNestingBeforeParsing) {
+  // Given a submit body nesting 100,000 arrays (which would overflow the stack in the parser or
+  // in any dump of the result), expect InvalidArgument naming the depth and where it is crossed.
+  const std::string body = "{\"job\": " + std::string(100'000, '[') + std::string(100'000, ']') + "}";
+  auto deep = ParseJson(body);
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(deep.status().message(), "invalid JSON: nesting deeper than 64 levels at line 1, column 72");
+  // Given objects nested to the limit, expect them parsed.
+  std::string ok;
+  for (int i = 0; i < 64; ++i) ok += "{\"a\":";
+  ok += "1" + std::string(64, '}');
+  EXPECT_TRUE(ParseJson(ok).ok());
+}
+
 TEST_F(CodecTest, DumpJsonReplacesInvalidUtf8InsteadOfThrowing) {
   // Given a reason holding bytes that are not UTF-8 (a process's raw output), expect DumpJson to
   // produce valid JSON with a replacement character rather than throw.

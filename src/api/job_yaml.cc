@@ -1,5 +1,6 @@
 #include "api/job_yaml.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -9,7 +10,9 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 
+#include "common/nesting.h"
 #include "common/strings.h"
 
 namespace gpufleet::api {
@@ -67,11 +70,15 @@ class Reader {
     return Status::Ok();
   }
 
+  // Every text field goes through here, so none can carry a NUL byte ("\0" in YAML, "\u0000" in
+  // JSON): argv, the environment and paths end at the first NUL in the C strings the agent
+  // passes to exec, so what ran would differ from what was shown and checked.
   Result<std::string> String(const YAML::Node& n, const std::string& field) const {
     if (!n.IsScalar()) return Error(n, field, "must be a single value, not a list or mapping");
     if (n.Scalar().size() > kMaxTextField) {
       return Error(n, field, "is longer than " + std::to_string(kMaxTextField) + " characters");
     }
+    if (n.Scalar().find('\0') != std::string::npos) return Error(n, field, "must not contain a NUL byte");
     return n.Scalar();
   }
 
@@ -126,6 +133,7 @@ class Reader {
     for (auto it = n.begin(); it != n.end(); ++it) {
       if (!it->first.IsScalar() || it->first.Scalar().empty()) return Error(it->first, field, "keys must be non-empty names");
       std::string key = it->first.Scalar();
+      if (key.find('\0') != std::string::npos) return Error(it->first, field, "a key contains a NUL byte");
       GF_ASSIGN_OR_RETURN(std::string v, String(it->second, field + "." + key));
       if (!out.emplace(key, v).second) return Error(it->first, field + "." + key, "given twice");
     }
@@ -142,6 +150,17 @@ bool ValidName(const std::string& s) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
   }
   return true;
+}
+
+// What gpufleet sets in the environment of every part of a job (engine.cc, agent.cc): a job
+// that set them itself would see its GPUs, rendezvous or rank silently replaced, or, where a
+// launcher kept the job's value, run on GPUs or ranks it was not given.
+const std::vector<std::string> kReservedEnv = {"CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT",
+                                               "WORLD_SIZE",           "RANK",        "LOCAL_RANK",
+                                               "NODE_RANK",            "NNODES",      "NPROC_PER_NODE"};
+
+bool ReservedEnvName(const std::string& s) {
+  return StartsWith(s, "GPUFLEET_") || std::find(kReservedEnv.begin(), kReservedEnv.end(), s) != kReservedEnv.end();
 }
 
 bool ValidEnvName(const std::string& s) {
@@ -299,10 +318,17 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
     }
   }
   if (auto n = doc["env"]) {
+    // Only names the user wrote are checked: an array's GPUFLEET_* variables are added later.
     GF_ASSIGN_OR_RETURN(out.env, r.StringMap(n, "env"));
-    for (const auto& [k, v] : out.env) {
-      if (!ValidEnvName(k)) return r.Error(n, "env." + k, "is not a valid environment variable name");
-      if (StartsWith(k, "GPUFLEET_")) return r.Error(n, "env." + k, "names starting with GPUFLEET_ are set by gpufleet");
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const std::string k = it->first.Scalar();
+      if (k.find('=') != std::string::npos) {
+        return r.Error(it->first, "env." + k, "must not contain '=' (the environment holds NAME=value)");
+      }
+      if (!ValidEnvName(k)) return r.Error(it->first, "env." + k, "is not a valid environment variable name");
+      if (ReservedEnvName(k)) {
+        return r.Error(it->first, "env." + k, "is set by gpufleet for each part and cannot be overridden");
+      }
     }
   }
   if (auto n = doc["user"]) {
@@ -421,6 +447,38 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
   return Status::Ok();
 }
 
+// Takes yaml-cpp's parse events and keeps nothing.
+class IgnoreEvents : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// yaml-cpp's LoadAll never returns on some malformed text (",", or "\"a\" b\n? x": a document
+// that starts with a token its parser does not consume, jbeder/yaml-cpp#1040, fixed after 0.8):
+// it adds empty documents until memory runs out. This pass counts the documents with a bounded
+// loop and builds nothing, so LoadAll only ever sees text whose documents come to an end.
+// Throws what the parser throws.
+Status CheckDocumentsEnd(const std::string& text, const std::string& source) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  IgnoreEvents events;
+  for (int docs = 0; parser.HandleNextDocument(events);) {
+    if (++docs > kMaxArrayJobs) {
+      return Status::InvalidArgument(source + ": holds more than " + std::to_string(kMaxArrayJobs) +
+                                     " YAML documents, or text that yaml-cpp reads as endless empty ones");
+    }
+  }
+  return Status::Ok();
+}
+
 JobRequest Expand(const JobRequest& base, const std::map<std::string, std::string>& params, int index) {
   JobRequest j = base;
   j.array_params = params;
@@ -499,8 +557,12 @@ Result<int64_t> ParseDollars(std::string_view text) {
 Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseOptions& options) {
   const model::GpuCatalog& catalog = options.catalog ? *options.catalog : model::GpuCatalog::BuiltIn();
   Reader r(options.source);
+  // yaml-cpp parses recursively: bound the depth first (a job nests about 5 levels).
+  Status depth = CheckNestingDepth(text, NestingSyntax::kYaml);
+  if (!depth.ok()) return Status::InvalidArgument(options.source + ": " + depth.message());
   std::vector<YAML::Node> docs;
   try {
+    GF_RETURN_IF_ERROR(CheckDocumentsEnd(std::string(text), options.source));
     docs = YAML::LoadAll(std::string(text));
   } catch (const YAML::Exception& e) {
     std::string where = options.source;

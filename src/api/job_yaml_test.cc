@@ -133,6 +133,67 @@ TEST(JobYamlTest, ErrorsNameLineColumnAndField) {
   EXPECT_NE(ErrorOf("").find("holds no job"), std::string::npos);
 }
 
+TEST(JobYamlTest, DeeplyNestedJobIsRefusedBeforeParsing) {
+  // Given job files nesting 100,000 levels (flow lists, compact "- " lists, JSON), expect
+  // InvalidArgument naming the depth and the place, not a crash in the recursive YAML parser.
+  const std::string flow = "run: x\nenv: " + std::string(100'000, '[') + "\n";
+  EXPECT_EQ(ErrorOf(flow), "job.yaml: nesting deeper than 64 levels at line 2, column 69");
+  std::string dashes = "run: x\nenv:\n";
+  for (int i = 0; i < 100'000; ++i) dashes += "- ";
+  EXPECT_EQ(ErrorOf(dashes + "x\n"), "job.yaml: nesting deeper than 64 levels at line 3, column 127");
+  const std::string json = R"({"run": "x", "env": )" + std::string(100'000, '{') + std::string(100'000, '}') + "}";
+  EXPECT_EQ(ErrorOf(json), "job.yaml: nesting deeper than 64 levels at line 1, column 84");
+}
+
+TEST(JobYamlTest, TextYamlCppWouldReadForeverIsRefused) {
+  // Given text on which yaml-cpp's LoadAll adds empty documents forever (a stray ',' where a
+  // document starts; a scalar, another, then "? x"), expect an error, soon, not a controller
+  // thread spinning until memory runs out.
+  for (const char* text : {",", "run: x\n---\n, y\n", "\"a\" b\n? x\n: y\n", R"({"run": "x"},)"}) {
+    EXPECT_NE(ErrorOf(text).find("job.yaml: holds more than 10000 YAML documents, or text that yaml-cpp reads as endless"),
+              std::string::npos)
+        << text;
+  }
+}
+
+TEST(JobYamlTest, NulBytesAreRefusedNamingTheField) {
+  // Given a NUL byte (YAML "\0", JSON "\u0000") in argv, the environment, the name,
+  // team, user or workdir, expect the field named: exec would cut the value at the NUL.
+  EXPECT_NE(ErrorOf(R"(run: [python3, "a\0b"])").find("job.yaml:1:16: run[1]: must not contain a NUL byte"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"(run: "echo \0")").find("run: must not contain a NUL byte"), std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nenv: {A: \"1\\0\"}\n").find("job.yaml:2:10: env.A: must not contain a NUL byte"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nenv: {\"A\\0B\": 1}\n").find("job.yaml:2:7: env: a key contains a NUL byte"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"run": "x", "name": "a\u0000b"})").find("name: must not contain a NUL byte"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nteam: \"a\\0b\"\n").find("job.yaml:2:7: team: must not contain a NUL byte"),
+            std::string::npos);
+  // A raw NUL byte is refused with the text (yaml-cpp would garble what follows it).
+  EXPECT_EQ(ErrorOf(std::string("run: x\nteam: a\0b\n", 17)),
+            "job.yaml: a NUL byte at line 2, column 8 (YAML text cannot hold one)");
+  EXPECT_NE(ErrorOf("run: x\nuser: \"root\\0\"\n").find("user: must not contain a NUL byte"), std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nworkdir: \"/tmp\\0/x\"\n").find("workdir: must not contain a NUL byte"),
+            std::string::npos);
+}
+
+TEST(JobYamlTest, EnvCannotOverrideWhatGpufleetSets) {
+  // Given an env key that gpufleet sets for every part, expect it refused at its line and column.
+  for (const char* key : {"CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
+                          "NODE_RANK", "NNODES", "NPROC_PER_NODE", "GPUFLEET_JOB_ID", "GPUFLEET_ANYTHING"}) {
+    EXPECT_EQ(ErrorOf("name: j\nrun: x\nenv:\n  BATCH: '1'\n  " + std::string(key) + ": '0'\n"),
+              "job.yaml:5:3: env." + std::string(key) + ": is set by gpufleet for each part and cannot be overridden");
+  }
+  // Given keys that are empty or hold '=', expect them refused too.
+  EXPECT_NE(ErrorOf("run: x\nenv: {\"\": 1}\n").find("env: keys must be non-empty names"), std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nenv: {\"A=B\": 1}\n").find("env.A=B: must not contain '='"), std::string::npos);
+  // Given names that merely resemble reserved ones, expect them kept.
+  auto ok = Parse("run: x\nenv: {RANKING: '1', MY_RANK: '2', NCCL_DEBUG: INFO, CUDA_LAUNCH_BLOCKING: '1'}\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ((*ok)[0].env.at("MY_RANK"), "2");
+}
+
 TEST(JobYamlTest, ArrayExpandsCartesianProduct) {
   auto r = Parse(R"(
 name: sweep-lr{{lr}}-b{{batch}}

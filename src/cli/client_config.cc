@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+
+#include "common/nesting.h"
 
 namespace gpufleet::cli {
 
@@ -20,8 +23,15 @@ Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std:
   ClientConfig c;
   std::string path = ClientConfigPath();
   if (std::filesystem::exists(path)) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Status::InvalidArgument(path + ": cannot read the file");
+    std::stringstream text;
+    text << in.rdbuf();
+    // yaml-cpp parses recursively: bound the depth before it does.
+    Status depth = CheckNestingDepth(text.str(), NestingSyntax::kYaml);
+    if (!depth.ok()) return Status::InvalidArgument(path + ": " + depth.message());
     try {
-      YAML::Node n = YAML::LoadFile(path);
+      YAML::Node n = YAML::Load(text.str());
       if (n && !n.IsMap()) return Status::InvalidArgument(path + ": expected 'server:' and 'token:' lines");
       if (n["server"]) c.server = n["server"].as<std::string>();
       if (n["token"]) c.token = n["token"].as<std::string>();

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
+#include "common/nesting.h"
 #include "common/strings.h"
 #include "cost/offer.h"
 
@@ -361,6 +362,9 @@ Result<PoolConfig> ParsePoolConfig(const std::string& yaml, const std::string& s
                                    const model::GpuCatalog& catalog,
                                    const std::map<std::string, std::string>& substitutions,
                                    const cost::OfferTable* offers) {
+  // yaml-cpp parses recursively: bound the depth before it does.
+  Status depth = CheckNestingDepth(yaml, NestingSyntax::kYaml);
+  if (!depth.ok()) return Status::InvalidArgument(source + ": " + depth.message());
   try {
     return Parser(source, catalog, offers).Parse(YAML::Load(yaml), substitutions);
   } catch (const YAML::Exception& e) {

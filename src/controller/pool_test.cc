@@ -280,6 +280,15 @@ TEST(PoolConfigTest, ErrorsNameTheLineAndField) {
   EXPECT_EQ(ok->idle_gpu_util_below, 10);
 }
 
+TEST(PoolConfigTest, DeeplyNestedFileIsRefusedBeforeParsing) {
+  // Given a pool file nesting 100,000 flow mappings, expect InvalidArgument naming the depth, not
+  // a crash in the recursive YAML parser.
+  auto r = ParsePoolConfig("provider: {kind: static}\noffers: " + std::string(100'000, '{') + "\n", "pool.yaml",
+                           model::GpuCatalog::BuiltIn());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "pool.yaml: nesting deeper than 64 levels at line 2, column 72");
+}
+
 TEST(PoolConfigTest, AgentCommandPlaceholdersOfTheServerAreFilledIn) {
   auto r = ParsePoolConfig(
       "provider:\n  kind: local\n  state_dir: /tmp/gf-pool-test\n  agent_command: ['{gpufleet}', agent, --server, '{server}',"

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/nesting.h"
 #include "common/strings.h"
 
 namespace gpufleet::cost {
@@ -161,6 +162,9 @@ class Reader {
 
 Result<CostJob> ParseCostJobYaml(const std::string& yaml, const std::string& source_name,
                                  const model::GpuCatalog& gpus) {
+  // yaml-cpp parses recursively: bound the depth before it does.
+  Status depth = CheckNestingDepth(yaml, NestingSyntax::kYaml);
+  if (!depth.ok()) return Status::InvalidArgument(source_name + ": " + depth.message());
   try {
     return Reader(source_name, gpus).Read(YAML::Load(yaml));
   } catch (const YAML::Exception& e) {

@@ -78,5 +78,14 @@ TEST_F(JobYamlTest, ErrorsNameFileLineAndField) {
   EXPECT_NE(yaml.status().message().find("invalid YAML"), std::string::npos);
 }
 
+TEST_F(JobYamlTest, DeeplyNestedFileIsRefusedBeforeParsing) {
+  // Given a job file nesting 100,000 flow lists, expect InvalidArgument naming the depth and
+  // where it is crossed, not a crash in the recursive YAML parser.
+  auto j = Parse("estimate: 10h\nregions: " + std::string(100'000, '[') + "\n");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(j.status().message(), "job.yaml: nesting deeper than 64 levels at line 2, column 73");
+}
+
 }  // namespace
 }  // namespace gpufleet::cost

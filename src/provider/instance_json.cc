@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/nesting.h"
+
 namespace gpufleet::provider {
 namespace {
 
@@ -91,6 +93,9 @@ Result<Instance> FromObject(const json& j, const InstanceRequest* request) {
 }
 
 Result<json> Parse(const std::string& text) {
+  // What a provider script prints: bound its depth before nlohmann's recursive tree sees it.
+  Status depth = CheckNestingDepth(text, NestingSyntax::kJson);
+  if (!depth.ok()) return Status::InvalidArgument("not JSON: " + depth.message());
   try {
     return json::parse(text);
   } catch (const json::exception& e) {

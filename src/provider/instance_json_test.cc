@@ -55,6 +55,15 @@ TEST(InstanceJsonTest, BadInstancesSayWhatIsWrong) {
   EXPECT_THAT(InstancesFromJson("oops").status().message(), HasSubstr("not JSON"));
 }
 
+TEST(InstanceJsonTest, DeeplyNestedScriptOutputIsRefusedBeforeParsing) {
+  // Given a provider script that prints 100,000 nested arrays, expect an error naming the depth
+  // rather than a stack overflow in the JSON parser.
+  EXPECT_EQ(InstancesFromJson(std::string(100'000, '[')).status().message(),
+            "not JSON: nesting deeper than 64 levels at line 1, column 65");
+  EXPECT_THAT(InstanceFromJson(R"({"id": "i", "labels": )" + std::string(100'000, '{'), nullptr).status().message(),
+              HasSubstr("nesting deeper than 64 levels"));
+}
+
 TEST(InstanceJsonTest, InstanceRoundTrips) {
   Instance in;
   in.id = "i-9";

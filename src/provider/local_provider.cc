@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/nesting.h"
 #include "model/types.h"
 #include "provider/instance_json.h"
 #include "provider/process.h"
@@ -64,7 +65,10 @@ json RecordToJson(const Record& r) {
   return j;
 }
 
+// The state files are gpufleet's own, but they sit on disk: a damaged or planted one must not
+// take the controller down in nlohmann's recursive parser.
 Result<Record> RecordFromJson(const std::string& text) {
+  GF_RETURN_IF_ERROR(CheckNestingDepth(text, NestingSyntax::kJson).WithContext("bad instance record"));
   try {
     json j = json::parse(text);
     Record r;
@@ -413,6 +417,7 @@ class LocalProvider : public Provider {
     fs::path path = dir_ / "counters.json";
     if (!fs::exists(path)) return Status::Ok();
     GF_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+    GF_RETURN_IF_ERROR(CheckNestingDepth(text, NestingSyntax::kJson).WithContext(path.string()));
     try {
       json j = json::parse(text);
       next_seq_ = j.at("next_seq").get<uint64_t>();

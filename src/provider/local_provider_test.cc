@@ -380,6 +380,23 @@ TEST_F(LocalProviderTest, APlannedInterruptionSurvivesARestart) {
   EXPECT_THAT(Kinds(second.Poll(kT0 + Duration::Seconds(80))), ElementsAre(ProviderEventKind::kInterrupted));
 }
 
+TEST_F(LocalProviderTest, DeeplyNestedStateFilesAreRefusedNotParsed) {
+  // Given an instance record, then a counters file, nesting 100,000 arrays in the state
+  // directory, expect opening the provider to fail naming the file and the depth, not to crash.
+  fs::create_directories(dir_ / "instances");
+  const fs::path record = dir_ / "instances" / "deep.json";
+  std::ofstream(record) << std::string(100'000, '[');
+  auto opened = OpenLocalProvider(config_);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_THAT(opened.status().message(), HasSubstr("deep.json: bad instance record: nesting deeper than 64 levels"));
+  fs::remove(record);
+  std::ofstream(dir_ / "counters.json") << "{\"next_seq\": " << std::string(100'000, '[');
+  opened = OpenLocalProvider(config_);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_THAT(opened.status().message(), HasSubstr("counters.json: nesting deeper than 64 levels at line 1, column 77"));
+  fs::remove(dir_ / "counters.json");
+}
+
 TEST(LocalProviderConfigTest, UnknownPlaceholderIsRejected) {
   EXPECT_THAT(CheckAgentCommand({"agent", "--name", "{nmae}"}).message(), HasSubstr("{nmae}"));
   EXPECT_TRUE(CheckAgentCommand({"sh", "-c", "echo '{\"json\": 1}' {name}"}).ok());

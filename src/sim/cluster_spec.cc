@@ -11,6 +11,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/nesting.h"
 #include "common/strings.h"
 #include "common/time.h"
 
@@ -606,6 +607,9 @@ int64_t ClusterSpec::total_gpus() const {
 
 Result<ClusterSpec> ParseClusterSpec(const std::string& yaml, const std::string& source_name,
                                      const model::GpuCatalog& catalog) {
+  // yaml-cpp parses recursively: bound the depth before it does.
+  Status depth = CheckNestingDepth(yaml, NestingSyntax::kYaml);
+  if (!depth.ok()) return Status::InvalidArgument(source_name + ": " + depth.message());
   try {
     YAML::Node root = YAML::Load(yaml);
     return SpecParser(source_name, catalog).Parse(root);

@@ -211,6 +211,18 @@ struct ErrorCase {
   std::string want;  // a substring of the message, starting "spec.yaml:LINE: "
 };
 
+TEST_F(ClusterSpecTest, DeeplyNestedSpecIsRefusedBeforeParsing) {
+  // Given a spec nesting 100,000 block lists, or 100 mappings by indentation, expect
+  // InvalidArgument naming the depth and where it is crossed, not a crash in the recursive YAML
+  // parser.
+  std::string dashes;
+  for (int i = 0; i < 100'000; ++i) dashes += "- ";
+  EXPECT_EQ(ErrorOf({"nodes:", dashes + "x"}), "spec.yaml: nesting deeper than 64 levels at line 2, column 127");
+  std::vector<std::string> lines;
+  for (int i = 0; i < 100; ++i) lines.push_back(std::string(i, ' ') + "nodes:");
+  EXPECT_EQ(ErrorOf(lines), "spec.yaml: nesting deeper than 64 levels at line 65, column 65");
+}
+
 TEST_F(ClusterSpecTest, InvalidSpecsAreErrorsNamingLineAndField) {
   // Given each kind of mistake, expect an error naming the file, the 1-based line, the field and
   // the fault.
