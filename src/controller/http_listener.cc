@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <string_view>
 
 #include "common/strings.h"
 
@@ -99,6 +101,11 @@ struct HttpListener::Conn : public httplib::Stream {
   bool failed = false;       // a deadline or the body cap was hit: the connection ends
   bool timed_out = false;
   bool answered_413 = false;
+  // The head as read (bounded), and whether it declares no body: without Content-Length and
+  // Transfer-Encoding a request has none (RFC 9112 6.3), so the body reads end at once instead of
+  // waiting for a hang-up (cpp-httplib reads a POST without either until end of stream).
+  std::string head;
+  bool no_body = false;
 
   char buf[4096];
   size_t pos = 0, len = 0;
@@ -113,6 +120,21 @@ struct HttpListener::Conn : public httplib::Stream {
     max_body = l.max_body_bytes;
     write_timeout = l.write_timeout;
     failed = timed_out = answered_413 = false;
+    head.clear();
+    no_body = false;
+  }
+
+  static bool HasHeader(const std::string& head, std::string_view name) {
+    // name is lower case, with its colon; matched at the start of a line, case-insensitively.
+    for (size_t at = head.find('\n'); at != std::string::npos; at = head.find('\n', at + 1)) {
+      if (head.size() - at - 1 < name.size()) break;
+      bool same = true;
+      for (size_t i = 0; i < name.size() && same; ++i) {
+        same = std::tolower(static_cast<unsigned char>(head[at + 1 + i])) == name[i];
+      }
+      if (same) return true;
+    }
+    return false;
   }
 
   bool Buffered() const { return pos < len; }
@@ -141,13 +163,18 @@ struct HttpListener::Conn : public httplib::Stream {
     size_t i = 0;
     for (; !head_done && i < n; ++i) {
       last4 = (last4 << 8) | static_cast<unsigned char>(p[i]);
-      if (last4 == 0x0d0a0d0a) head_done = true;
+      if (head.size() < 64 * 1024) head.push_back(p[i]);
+      if (last4 == 0x0d0a0d0a) {
+        head_done = true;
+        no_body = !HasHeader(head, "content-length:") && !HasHeader(head, "transfer-encoding:");
+      }
     }
     body_bytes += n - i;
   }
 
   ssize_t read(char* ptr, size_t size) override {
     if (failed) return -1;
+    if (head_done && no_body) return 0;  // the end of this request's (absent) body
     if (!Buffered()) {
       SteadyTime deadline = head_done ? body_deadline : std::min(head_deadline, body_deadline);
       if (!WaitFor(POLLIN, deadline)) {

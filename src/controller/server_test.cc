@@ -223,6 +223,31 @@ TEST_F(ServerTest, UnauthenticatedBodyIsRefusedBeforeItIsRead) {
   EXPECT_NE(answer.find(" 401 "), std::string::npos) << answer;
 }
 
+TEST_F(ServerTest, APostWithoutABodyIsAnsweredWithoutWaitingForOne) {
+  // Given POST .../cancel as curl -X POST sends it (no Content-Length, no Transfer-Encoding) on a
+  // connection it keeps open, expect the cancel answered, and a second request on the same
+  // connection answered too: the server must not read the absent body until the client hangs up.
+  auto sub = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "nb"})");
+  ASSERT_EQ(sub->status, 201) << sub->body;
+  int64_t id = Body(sub)["jobs"][0]["id"].get<int64_t>();
+  int fd = Connect(server_->port());
+  ASSERT_GE(fd, 0);
+  std::string both = "POST /v1/jobs/" + std::to_string(id) + "/cancel HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                     alice_ + "\r\n\r\nGET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::send(fd, both.data(), both.size(), MSG_NOSIGNAL), static_cast<ssize_t>(both.size()));
+  std::string answer;  // both answers: read until the server closes (the second asked it to)
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) answer.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  size_t first = answer.find("HTTP/1.1 202 ");
+  ASSERT_NE(first, std::string::npos) << answer;
+  EXPECT_NE(answer.find("HTTP/1.1 200 ", first + 1), std::string::npos) << answer;
+  auto rec = store_.GetJob(JobId(id));
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  EXPECT_TRUE((*rec)->state == api::JobState::kCancelled || (*rec)->state == api::JobState::kStopping)
+      << static_cast<int>((*rec)->state);
+}
+
 TEST_F(ServerTest, OversizedBodiesAre413DeclaredOrChunked) {
   // Given bodies over the 64 KB limit, declared or chunked, expect 413 and nothing stored.
   std::string big(100 * 1024, 'x');
