@@ -764,9 +764,20 @@ void Pool::Stop() {
 }
 
 std::vector<PoolInstance> Pool::Instances() const {
+  // A booting instance whose node has registered since the last tick reads as up (or draining)
+  // now: the listing must not call a node that already runs jobs "booting".
+  std::map<std::string, api::NodeState> live;
+  for (const NodeStatus& n : engine_.Nodes()) live[n.record.name] = n.record.state;
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<PoolInstance> out;
-  for (const auto& [name, e] : entries_) out.push_back(e.info);
+  for (const auto& [name, e] : entries_) {
+    out.push_back(e.info);
+    auto node = live.find(name);
+    if (e.info.state == "booting" && node != live.end()) {
+      if (node->second == api::NodeState::kUp) out.back().state = "up";
+      if (node->second == api::NodeState::kDraining) out.back().state = "draining";
+    }
+  }
   return out;
 }
 

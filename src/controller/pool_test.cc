@@ -100,6 +100,7 @@ TEST_F(PoolTest, RentsForThePendingJobOnceAndReleasesTheNodeWhenIdle) {
   EXPECT_EQ(pool.Instances()[0].for_jobs, std::vector<JobId>{job});
 
   RegisterNode(name);
+  EXPECT_EQ(pool.Instances()[0].state, "up");  // at once, not at the next tick
   pool.Tick();
   EXPECT_EQ(pool.Instances()[0].state, "up");
   ASSERT_TRUE(engine_->Cancel(job, "test").get().ok());
