@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -178,9 +180,16 @@ Result<std::string> CgroupTree::OwnDir() {
   return (fs::path(mount.mount_point) / rel).lexically_normal().string();
 }
 
-Result<std::string> CgroupTree::AutoRoot(std::string_view name) {
+Result<std::string> CgroupTree::AutoRoot(std::string_view name, std::string_view instance) {
   GF_ASSIGN_OR_RETURN(std::string own, OwnDir());
   std::string leaf = name.empty() ? "default" : CgroupNameForKey(name);
+  if (!instance.empty()) {
+    uint32_t h = 2166136261u;  // FNV-1a: stable across builds and machines
+    for (char c : instance) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08x", h);
+    leaf += std::string("-") + hex;
+  }
   return (fs::path(own) / "gpufleet" / leaf).lexically_normal().string();
 }
 

@@ -54,9 +54,12 @@ class CgroupTree {
   static Result<std::string> OwnDir();
 
   // The directory the launcher uses when no root is configured:
-  // <cgroup2 mount><own cgroup>/gpufleet/<name>, with `name` passed through CgroupNameForKey
-  // ("default" when empty).
-  static Result<std::string> AutoRoot(std::string_view name);
+  // <cgroup2 mount><own cgroup>/gpufleet/<name>-<8 hex digits>, with `name` passed through
+  // CgroupNameForKey ("default" when empty) and the digits a hash of `instance` (the agent's
+  // state directory; no suffix when empty). Two agents of one name on one machine (two clusters,
+  // two tests) get apart directories, so neither takes the other's parts for its own leftovers;
+  // one agent restarted on its state directory finds its own again.
+  static Result<std::string> AutoRoot(std::string_view name, std::string_view instance = {});
 
   // Creates `root` (and missing parents) and tries to turn on the memory and cpu controllers in
   // cgroup.subtree_control of every directory from `enable_from` (root itself or an ancestor;

@@ -582,7 +582,11 @@ ProcessLauncher::ProcessLauncher(LauncherOptions options) : options_(std::move(o
   std::string root = options_.cgroup_root, enable_from;
   if (root.empty()) {
     auto own = CgroupTree::OwnDir();
-    auto automatic = CgroupTree::AutoRoot(options_.name);
+    std::error_code ec;
+    std::string instance = options_.state_dir.empty()
+                               ? std::string()
+                               : fs::weakly_canonical(fs::absolute(options_.state_dir, ec), ec).string();
+    auto automatic = CgroupTree::AutoRoot(options_.name, instance);
     if (!own.ok() || !automatic.ok()) {
       cgroup_note_ = "cgroups unavailable (" + (own.ok() ? automatic.status() : own.status()).message() +
                      "): " + kGroupsOnly;

@@ -121,6 +121,11 @@ class ProcessLauncherTest : public ::testing::Test {
   // Most tests are not about users, so the fixture's launcher may run jobs as the test's own
   // user, root included; the tests about users make launchers of their own. A launcher made
   // with another `suffix` gets a cgroup root of its own.
+  // The cgroup root a launcher made by Options() picks for itself.
+  std::string AutoRootFor(const std::string& name) const {
+    return CgroupTree::AutoRoot(name, std::filesystem::weakly_canonical(dir_ / "state").string()).value();
+  }
+
   LauncherOptions Options(const std::string& suffix = "") const {
     LauncherOptions o;
     o.allow_root = true;
@@ -428,7 +433,7 @@ TEST_F(ProcessLauncherTest, DestructorKillsWhatIsStillRunning) {
   std::string root;
   {
     ProcessLauncher launcher(Options("-gone"));
-    if (UsesCgroups(launcher)) root = CgroupTree::AutoRoot(name_ + "-gone").value();
+    if (UsesCgroups(launcher)) root = AutoRootFor(name_ + "-gone");
     auto r = launcher.Launch(Spec("long", {"sleep", "100"}));
     ASSERT_TRUE(r.ok());
     pid = *r;
@@ -567,7 +572,7 @@ TEST_F(ProcessLauncherTest, JobRunsInACgroupOfItsOwn) {
   if (!UsesCgroups(launcher_)) GTEST_SKIP() << launcher_.CgroupNote();
   auto mount = FindCgroup2Mount(ReadFile("/proc/self/mountinfo"));
   ASSERT_TRUE(mount.ok());
-  const std::string dir = CgroupTree::AutoRoot(name_).value() + "/job-42.a1.p0_0";
+  const std::string dir = AutoRootFor(name_) + "/job-42.a1.p0_0";
   fs::path ready = dir_ / "cgroup";
   LaunchSpec spec = Shell("job-42.a1.p0#0", "sed -n 's/^0:://p' /proc/self/cgroup > " +
                                                 ready.string() + "; exec sleep 100");
@@ -689,7 +694,7 @@ TEST_F(ProcessLauncherTest, KillLeftoversKillsAStrayCgroupAndSparesItsOwnParts) 
   if (!UsesCgroups(launcher_)) GTEST_SKIP() << launcher_.CgroupNote();
   auto mine = launcher_.Launch(Spec("mine", {"sleep", "100"}));
   ASSERT_TRUE(mine.ok());
-  const std::string stray = CgroupTree::AutoRoot(name_).value() + "/stray";
+  const std::string stray = AutoRootFor(name_) + "/stray";
   ASSERT_EQ(mkdir(stray.c_str(), 0755), 0);
   pid_t child = fork();
   ASSERT_GE(child, 0);
@@ -715,6 +720,23 @@ TEST_F(ProcessLauncherTest, KillLeftoversKillsAStrayCgroupAndSparesItsOwnParts) 
   ASSERT_EQ(launcher_.List().size(), 1u);
   EXPECT_EQ(kill(*mine, 0), 0);
   EXPECT_TRUE(launcher_.KillLeftovers().empty());
+}
+
+TEST_F(ProcessLauncherTest, TwoAgentsOfOneNameOnOneMachineLeaveEachOthersPartsAlone) {
+  // Given two launchers with the same node name but their own state directories (two clusters
+  // on one machine), expect apart cgroup roots, and the second's KillLeftovers, run at its start,
+  // to spare the first's running part.
+  if (!UsesCgroups(launcher_)) GTEST_SKIP() << launcher_.CgroupNote();
+  auto mine = launcher_.Launch(Spec("mine", {"sleep", "100"}));
+  ASSERT_TRUE(mine.ok());
+  LauncherOptions other = Options();
+  other.state_dir = (dir_ / "other-state").string();
+  ProcessLauncher second(other);
+  ASSERT_TRUE(UsesCgroups(second)) << second.CgroupNote();
+  EXPECT_THAT(second.CgroupNote(), Not(HasSubstr(AutoRootFor(name_) + ":")));
+  EXPECT_TRUE(second.KillLeftovers().empty());
+  EXPECT_EQ(kill(*mine, 0), 0);
+  ASSERT_EQ(launcher_.List().size(), 1u);
 }
 
 TEST_F(ProcessLauncherTest, KillLeftoversKillsThePartsOfAnAgentThatExecedAgain) {
@@ -778,7 +800,7 @@ TEST_F(ProcessLauncherTest, CgroupNoteSaysWhatContainsTheParts) {
   EXPECT_THAT(ProcessLauncher(off).CgroupNote(), HasSubstr("contained by their process groups only"));
   const std::string note = launcher_.CgroupNote();
   if (UsesCgroups(launcher_)) {
-    EXPECT_THAT(note, HasSubstr(CgroupTree::AutoRoot(name_).value() + ": parts are contained"));
+    EXPECT_THAT(note, HasSubstr(AutoRootFor(name_) + ": parts are contained"));
     EXPECT_THAT(note, HasSubstr("limits"));
   } else {
     EXPECT_THAT(note, HasSubstr("cgroups unavailable ("));
