@@ -23,8 +23,13 @@ using nlohmann::json;
 
 namespace {
 
-std::unique_ptr<httplib::Client> MakeClient(const std::string& server, Duration read_timeout) {
+std::unique_ptr<httplib::Client> MakeClient(const std::string& server, const std::string& ca_cert,
+                                            Duration read_timeout) {
   auto c = std::make_unique<httplib::Client>(server);
+  if (server.rfind("https://", 0) == 0) {
+    if (!ca_cert.empty()) c->set_ca_cert_path(ca_cert);
+    c->enable_server_certificate_verification(true);
+  }
   c->set_connection_timeout(2, 0);
   c->set_read_timeout(static_cast<time_t>(read_timeout.millis() / 1000 + 5), 0);
   c->set_write_timeout(10, 0);
@@ -136,7 +141,7 @@ Status Agent::Register() {
     }
     req.version = "0.1.0";
   }
-  auto http = MakeClient(options_.server, Duration::Seconds(10));
+  auto http = MakeClient(options_.server, options_.ca_cert, Duration::Seconds(10));
   std::string token;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -350,7 +355,7 @@ void Agent::CommandLoop(const std::atomic<bool>& stop) {
   httplib::Client* http;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    poll_client_ = MakeClient(options_.server, options_.poll_wait);
+    poll_client_ = MakeClient(options_.server, options_.ca_cert, options_.poll_wait);
     http = poll_client_.get();
   }
   for (;;) {
@@ -567,7 +572,7 @@ bool Agent::UploadLog(PartRun& run, bool all) {
   if (token_.empty()) return false;
   struct stat sb;
   if (::stat(run.log_path.c_str(), &sb) != 0) return true;
-  auto http = MakeClient(options_.server, Duration::Seconds(10));
+  auto http = MakeClient(options_.server, options_.ca_cert, Duration::Seconds(10));
   httplib::Headers h = {{"Authorization", "Bearer " + token_}};
   for (int round = 0; round < (all ? 64 : 1) && run.uploaded < sb.st_size; ++round) {
     std::ifstream f(run.log_path, std::ios::binary);
@@ -694,7 +699,7 @@ void Agent::Tick(bool heartbeat_due) {
   hb.notice = notice_;
   token = token_;
   lock.unlock();
-  auto http = MakeClient(options_.server, Duration::Seconds(10));
+  auto http = MakeClient(options_.server, options_.ca_cert, Duration::Seconds(10));
   httplib::Headers h = {{"Authorization", "Bearer " + token}};
   auto res = http->Post("/v1/agents/heartbeat", h, api::ToJson(hb).dump(), "application/json");
   if (!res) return;

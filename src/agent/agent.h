@@ -53,6 +53,9 @@ namespace gpufleet::agent {
 
 struct AgentOptions {
   std::string server = "http://127.0.0.1:8470";
+  // With an https:// server: the CA certificate (PEM) the controller's certificate must chain to,
+  // and no other (a pinned CA). Empty: the system's trusted CAs.
+  std::string ca_cert;
   std::string join_token;
   std::string name;                     // default: the host name
   std::string address = "127.0.0.1";    // how other nodes reach this one (MASTER_ADDR)

@@ -31,6 +31,10 @@ ApiClient::ApiClient(ClientConfig config) : config_(std::move(config)) {
   while (!config_.server.empty() && config_.server.back() == '/') config_.server.pop_back();
   if (!CheckServer().empty()) return;
   http_ = std::make_unique<httplib::Client>(config_.server);
+  if (StartsWith(config_.server, "https://")) {
+    if (!config_.ca_cert.empty()) http_->set_ca_cert_path(config_.ca_cert);
+    http_->enable_server_certificate_verification(true);
+  }
   http_->set_connection_timeout(kConnectTimeoutS, 0);
   http_->set_read_timeout(kReadTimeoutS, 0);
   http_->set_write_timeout(30, 0);
@@ -70,8 +74,16 @@ ApiResult ApiClient::Send(bool post, const std::string& target, const std::strin
     httplib::Result res = post ? http_->Post(target.c_str(), body, "application/json") : http_->Get(target.c_str());
     ApiResult r;
     if (!res) {
-      r.error = "cannot reach the controller at " + config_.server + " (" + httplib::to_string(res.error()) +
-                "): is it running? start one with 'gpufleet dev'";
+      if (res.error() == httplib::Error::SSLServerVerification || res.error() == httplib::Error::SSLConnection) {
+        r.error = "cannot reach the controller at " + config_.server + " (" + httplib::to_string(res.error()) +
+                  "): its certificate is not one this client trusts" +
+                  (config_.ca_cert.empty() ? std::string("; set ca_cert: in ") + config_.source +
+                                                 " (or GPUFLEET_CA_CERT) to the CA that signed it"
+                                           : " (ca_cert " + config_.ca_cert + "), or it does not name the host");
+      } else {
+        r.error = "cannot reach the controller at " + config_.server + " (" + httplib::to_string(res.error()) +
+                  "): is it running? start one with 'gpufleet dev'";
+      }
       r.exit_code = kExitUnreachable;
     } else {
       r = Decode(res->status, res->body);

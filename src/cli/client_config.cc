@@ -35,6 +35,7 @@ Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std:
       if (n && !n.IsMap()) return Status::InvalidArgument(path + ": expected 'server:' and 'token:' lines");
       if (n["server"]) c.server = n["server"].as<std::string>();
       if (n["token"]) c.token = n["token"].as<std::string>();
+      if (n["ca_cert"]) c.ca_cert = n["ca_cert"].as<std::string>();
       c.source = path;
     } catch (const YAML::Exception& e) {
       return Status::InvalidArgument(path + ": " + e.what());
@@ -42,13 +43,15 @@ Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std:
   }
   if (const char* s = std::getenv("GPUFLEET_SERVER"); s && *s) c.server = s;
   if (const char* t = std::getenv("GPUFLEET_TOKEN"); t && *t) c.token = t;
+  if (const char* a = std::getenv("GPUFLEET_CA_CERT"); a && *a) c.ca_cert = a;
   if (!server_flag.empty()) c.server = server_flag;
   if (!token_flag.empty()) c.token = token_flag;
   if (c.source.empty()) c.source = "flags/environment (no " + path + ")";
   return c;
 }
 
-Status WriteClientConfig(const std::string& path, const std::string& server, const std::string& token) {
+Status WriteClientConfig(const std::string& path, const std::string& server, const std::string& token,
+                         const std::string& ca_cert) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   std::string tmp = path + ".tmp";
@@ -58,6 +61,7 @@ Status WriteClientConfig(const std::string& path, const std::string& server, con
     f << "# Written by gpufleet; the CLI reads the controller's address and your token here.\n";
     f << "server: " << server << "\n";
     f << "token: " << token << "\n";
+    if (!ca_cert.empty()) f << "ca_cert: " << ca_cert << "\n";
     if (!f) return Status::Unavailable("cannot write " + tmp);
   }
   ::chmod(tmp.c_str(), 0600);

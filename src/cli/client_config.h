@@ -15,6 +15,9 @@ namespace gpufleet::cli {
 struct ClientConfig {
   std::string server = "http://127.0.0.1:8470";
   std::string token;
+  // With an https:// server: the CA certificate (PEM) to trust for it, and no other; empty: the
+  // system's trusted CAs. `ca_cert:` in the file, or GPUFLEET_CA_CERT.
+  std::string ca_cert;
   std::string source;  // where the values came from, for error messages
 };
 
@@ -22,6 +25,7 @@ std::string ClientConfigPath();
 // Reads the file (if any) and the environment; `server`/`token` flags override when non-empty.
 Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std::string& token_flag);
 // Writes the file (mode 0600, parent directories made), replacing it atomically.
-Status WriteClientConfig(const std::string& path, const std::string& server, const std::string& token);
+Status WriteClientConfig(const std::string& path, const std::string& server, const std::string& token,
+                         const std::string& ca_cert = "");
 
 }  // namespace gpufleet::cli

@@ -31,6 +31,7 @@
 #include "controller/engine.h"
 #include "controller/pool.h"
 #include "controller/server.h"
+#include "controller/tls.h"
 #include "provider/provider.h"
 #include "sched/policy/registry.h"
 #include "store/state_store.h"
@@ -114,6 +115,9 @@ struct ControllerFlags {
   std::string agent_listen;  // default: the API's host, its port + 1
   std::string user_map;      // --job-user-map FILE
   std::string audit_export;  // --audit-export FILE
+  std::string tls_cert, tls_key;  // --tls-cert, --tls-key
+  bool insecure = false;          // --insecure: plain HTTP on a non-loopback address
+  std::string ca_cert;            // the CA clients and agents pin (dev --tls: the one it makes)
 };
 
 void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
@@ -140,6 +144,12 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
                   "YAML mapping token subjects and teams to the Unix users their jobs run as "
                   "(subjects: {alice: alice}, teams: {vision: gf-vision}); see docs/security.md")
       ->check(CLI::ExistingFile);
+  sub->add_option("--tls-cert", f.tls_cert,
+                  "Serve HTTPS with this certificate chain (PEM, leaf first), on the API and the agent listener")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--tls-key", f.tls_key, "The private key (PEM) of --tls-cert")->check(CLI::ExistingFile);
+  sub->add_flag("--insecure", f.insecure,
+                "Allow plain HTTP on an address other hosts can reach (tokens then cross the network in clear text)");
   sub->add_option("--checkpoint-root", f.checkpoint_root,
                   "Default GPUFLEET_CHECKPOINT_DIR parent (a shared filesystem on real clusters); "
                   "default <data-dir>/checkpoints");
@@ -160,7 +170,9 @@ struct Controller {
   std::optional<UniqueFd> lock_fd;  // <data-dir>/controller.lock, held while running
 
   ~Controller() { Stop(); }
-  std::string AgentUrl() const { return "http://127.0.0.1:" + std::to_string(server->agent_port()); }
+  bool tls = false;
+  std::string Scheme() const { return tls ? "https://" : "http://"; }
+  std::string AgentUrl() const { return Scheme() + "127.0.0.1:" + std::to_string(server->agent_port()); }
   void Stop() {
     if (pool) pool->Stop();
     if (pool_thread.joinable()) pool_thread.join();
@@ -247,6 +259,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
       {"join_token_file", f.data_dir + "/join.token"},
       {"gpufleet", "gpufleet"},
       {"data_dir", f.data_dir},
+      {"ca_cert_file", f.ca_cert},
   };
   // Offers of a pool file may come from the price catalog (catalog: {...}); read it only then.
   std::optional<cost::OfferTable> offer_catalog;
@@ -281,6 +294,10 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   so.data_dir = f.data_dir;
   so.user_map = std::move(user_map);
   so.audit_export = f.audit_export;
+  so.tls_cert = f.tls_cert;
+  so.tls_key = f.tls_key;
+  so.insecure = f.insecure;
+  c->tls = !f.tls_cert.empty();
   c->server = std::make_unique<controller::ApiServer>(*c->engine, *c->store, *c->auth, c->clock, so);
   GF_RETURN_IF_ERROR(c->server->Start());
   controller::Engine* engine = c->engine.get();
@@ -289,7 +306,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     std::error_code path_ec;
     std::string self = std::filesystem::read_symlink("/proc/self/exe", path_ec).string();
     const std::string host = agent_listen.first == "0.0.0.0" ? "127.0.0.1" : agent_listen.first;
-    subs["server"] = "http://" + host + ":" + std::to_string(c->server->agent_port());
+    subs["server"] = c->Scheme() + host + ":" + std::to_string(c->server->agent_port());
     subs["gpufleet"] = self.empty() ? "gpufleet" : self;
     GF_ASSIGN_OR_RETURN(controller::PoolConfig pc,
                         controller::LoadPoolConfig(f.pool, model::GpuCatalog::BuiltIn(), subs, offers));
@@ -390,9 +407,13 @@ std::function<int()> SetupServerCommand(CLI::App& app) {
   sub->footer(R"(The first start makes an admin token and a join token in the data directory
 (admin.token, join.token; mode 0600). Give the join token to agents:
 
+Listening on an address other hosts can reach needs TLS (--tls-cert, --tls-key), or --insecure.
+
 Examples:
-  gpufleet server --data-dir /var/lib/gpufleet --listen 0.0.0.0:8470
-  gpufleet agent --server http://controller:8470 --join-token-file /etc/gpufleet/join.token
+  gpufleet server --data-dir /var/lib/gpufleet --listen 0.0.0.0:8470 \
+      --tls-cert /etc/gpufleet/server.pem --tls-key /etc/gpufleet/server.key
+  gpufleet agent --server https://controller:8471 --ca-cert /etc/gpufleet/ca.pem \
+      --join-token-file /etc/gpufleet/join.token
   GPUFLEET_TOKEN=$(cat /var/lib/gpufleet/admin.token) gpufleet queue)");
   return [f]() {
     BlockStopSignals();
@@ -402,9 +423,9 @@ Examples:
                                                        "addresses with --listen HOST:PORT and --agent-listen HOST:PORT"));
     }
     std::fprintf(stderr,
-                 "gpufleet server: serving on http://%s, agents on port %d (data %s; tokens in admin.token, "
+                 "gpufleet server: serving on %s%s, agents on port %d (data %s; tokens in admin.token, "
                  "join.token)\n",
-                 f->listen.c_str(), (*c)->server->agent_port(), f->data_dir.c_str());
+                 (*c)->Scheme().c_str(), f->listen.c_str(), (*c)->server->agent_port(), f->data_dir.c_str());
     int sig = WaitForSignal();
     std::fprintf(stderr, "gpufleet server: signal %d, stopping (jobs keep running on their agents)\n", sig);
     (*c)->Stop();
@@ -430,6 +451,9 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
   auto f = std::make_shared<Flags>();
   f->o.data_dir = DefaultDataDir("agent");
   sub->add_option("--server", f->o.server, "The controller's URL")->capture_default_str();
+  sub->add_option("--ca-cert", f->o.ca_cert,
+                  "With an https:// --server: trust only this CA certificate (PEM) for it (default: the system's "
+                  "CAs)");
   sub->add_option("--join-token", f->join_token_argv)->group("");  // refused with a hint, see below
   sub->add_option("--join-token-file", f->join_token_file,
                   "File holding the join token (or set GPUFLEET_JOIN_TOKEN); never on the command line, where "
@@ -558,6 +582,7 @@ std::function<int()> SetupDevCommand(CLI::App& app) {
     std::string job_user;
     bool allow_root_jobs = false;
     std::string cpus, memory;
+    bool tls = false;
   };
   auto f = std::make_shared<Flags>();
   f->c.data_dir = DefaultDataDir("dev");
@@ -573,6 +598,9 @@ std::function<int()> SetupDevCommand(CLI::App& app) {
   sub->add_option("--job-user", f->job_user,
                   "Unix user that runs the jobs (default: nobody when run as root, else you)");
   sub->add_flag("--allow-root-jobs", f->allow_root_jobs, "Let jobs run as root (refused otherwise)");
+  sub->add_flag("--tls", f->tls,
+                "Serve HTTPS: make a local CA and a certificate for 127.0.0.1 in <data-dir>/tls (kept across "
+                "restarts), and pin that CA in the CLI config and the agents");
   AddNodeResourceFlags(sub, f->cpus, f->memory);
   sub->footer(R"(Starts the controller on 127.0.0.1, the agents (node dev-1, dev-2, ...), and writes the
 CLI config with an admin token, so the client commands work at once. Ctrl-C stops it all.
@@ -580,20 +608,32 @@ CLI config with an admin token, so the client commands work at once. Ctrl-C stop
 Examples:
   gpufleet dev
   gpufleet dev --agents 2 --fake-gpus 4xA100 --policy las
+  gpufleet dev --tls          # HTTPS with a local CA in <data-dir>/tls that the CLI config pins
   gpufleet run --gpus 1 -- python3 -c 'print("hello")'   # in another terminal)");
   return [f]() {
     BlockStopSignals();
     spdlog::set_level(spdlog::level::warn);
+    if (f->tls) {
+      if (!f->c.tls_cert.empty() || !f->c.tls_key.empty()) {
+        return Fail("dev", Status::InvalidArgument("--tls makes its own certificate; drop --tls-cert/--tls-key, "
+                                                   "or drop --tls to serve yours"));
+      }
+      auto certs = controller::EnsureDevCertificates(f->c.data_dir + "/tls");
+      if (!certs.ok()) return Fail("dev", certs.status());
+      f->c.tls_cert = certs->cert_file;
+      f->c.tls_key = certs->key_file;
+      f->c.ca_cert = certs->ca_file;
+    }
     auto c = StartController(f->c, f->port);
     if (!c.ok()) {
       return Fail("dev", WithListenHint(c.status(), "is another gpufleet dev running? Stop it (Ctrl-C), or pick "
                                                     "another port with --port N (--port 0: any free port)"));
     }
     int port = (*c)->server->port();
-    std::string url = "http://127.0.0.1:" + std::to_string(port);
+    std::string url = (*c)->Scheme() + "127.0.0.1:" + std::to_string(port);
     std::string agent_url = (*c)->AgentUrl();
     std::string config = f->config.empty() ? ClientConfigPath() : f->config;
-    if (Status st = WriteClientConfig(config, url, (*c)->admin_token); !st.ok()) return Fail("dev", st);
+    if (Status st = WriteClientConfig(config, url, (*c)->admin_token, f->c.ca_cert); !st.ok()) return Fail("dev", st);
 
     std::atomic<bool> stop{false};
     std::vector<std::unique_ptr<agent::Agent>> agents;
@@ -604,6 +644,7 @@ Examples:
       if (!probe.ok()) return Fail("dev", probe.status());
       agent::AgentOptions o;
       o.server = agent_url;
+      o.ca_cert = f->c.ca_cert;
       o.join_token = (*c)->join_token;
       o.name = name;
       o.data_dir = f->c.data_dir + "/agents/" + name;
@@ -630,6 +671,7 @@ Examples:
                 f->fake_gpus.c_str());
     std::printf("  data:   %s (state.db, logs/, agents/)\n", f->c.data_dir.c_str());
     std::printf("  config: %s (admin token; the CLI reads it)\n", config.c_str());
+    if (f->tls) std::printf("  tls:    %s (the CA the config and the agents trust)\n", f->c.ca_cert.c_str());
     const std::string cli = CliName();
     std::printf("Try, in another terminal:\n");
     std::printf("  %s run --gpus 1 -- sh -c 'echo hello from job $GPUFLEET_JOB_ID on GPUs $CUDA_VISIBLE_DEVICES'\n",

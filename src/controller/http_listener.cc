@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
@@ -98,6 +99,8 @@ struct HttpListener::Conn : public httplib::Stream {
   size_t body_bytes = 0;     // read after the head
   size_t max_body = 0;
   Duration write_timeout;
+  SSL* ssl = nullptr;        // with TLS: the session over fd
+  bool handshaken = false;
   bool failed = false;       // a deadline or the body cap was hit: the connection ends
   bool timed_out = false;
   bool answered_413 = false;
@@ -137,7 +140,8 @@ struct HttpListener::Conn : public httplib::Stream {
     return false;
   }
 
-  bool Buffered() const { return pos < len; }
+  // Bytes read but not yet handed out, here or (decrypted) inside TLS.
+  bool Buffered() const { return pos < len || (ssl != nullptr && SSL_pending(ssl) > 0); }
 
   bool WaitFor(short events, SteadyTime deadline) const {
     for (;;) {
@@ -172,22 +176,56 @@ struct HttpListener::Conn : public httplib::Stream {
     body_bytes += n - i;
   }
 
+  // Runs one TLS call (SSL_read, SSL_write, SSL_accept) until it is done, waiting for the socket
+  // as it asks, up to `deadline`. Its result: > 0 done, 0 the peer closed, < 0 failed.
+  template <typename Call>
+  int TlsCall(Call call, SteadyTime deadline) {
+    for (;;) {
+      ERR_clear_error();
+      int n = call();
+      if (n > 0) return n;
+      int e = SSL_get_error(ssl, n);
+      if (e == SSL_ERROR_ZERO_RETURN) return 0;
+      short want = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+      if (want == 0) {
+        ERR_clear_error();
+        return -1;
+      }
+      if (!WaitFor(want, deadline)) {
+        timed_out = true;
+        return -1;
+      }
+    }
+  }
+
+  // The TLS handshake of a new connection, within the head's deadline.
+  bool Handshake(const ListenerLimits& l) {
+    handshaken = TlsCall([this] { return SSL_accept(ssl); }, SteadyNow() + Ms(l.header_timeout)) > 0;
+    return handshaken;
+  }
+
   ssize_t read(char* ptr, size_t size) override {
     if (failed) return -1;
     if (head_done && no_body) return 0;  // the end of this request's (absent) body
     if (!Buffered()) {
       SteadyTime deadline = head_done ? body_deadline : std::min(head_deadline, body_deadline);
-      if (!WaitFor(POLLIN, deadline)) {
-        failed = timed_out = true;
-        return -1;
-      }
       ssize_t n;
-      do {
-        n = ::recv(fd, buf, sizeof buf, 0);
-      } while (n < 0 && errno == EINTR);
-      if (n <= 0) {
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return read(ptr, size);
-        return n;
+      if (ssl != nullptr) {
+        n = TlsCall([this] { return SSL_read(ssl, buf, sizeof buf); }, deadline);
+        if (n < 0) failed = true;
+        if (n <= 0) return n;
+      } else {
+        if (!WaitFor(POLLIN, deadline)) {
+          failed = timed_out = true;
+          return -1;
+        }
+        do {
+          n = ::recv(fd, buf, sizeof buf, 0);
+        } while (n < 0 && errno == EINTR);
+        if (n <= 0) {
+          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return read(ptr, size);
+          return n;
+        }
       }
       pos = 0;
       len = static_cast<size_t>(n);
@@ -203,8 +241,7 @@ struct HttpListener::Conn : public httplib::Stream {
                            std::to_string(max_body) + " bytes\"}}\n";
         std::string out = "HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nConnection: close\r\n"
                           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-        ssize_t unused = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
-        (void)unused;
+        Send(out.data(), out.size());
       }
       return -1;
     }
@@ -213,14 +250,28 @@ struct HttpListener::Conn : public httplib::Stream {
     return static_cast<ssize_t>(n);
   }
 
-  ssize_t write(const char* ptr, size_t size) override {
-    if (failed) return static_cast<ssize_t>(size);  // the answer was given (413) or nobody listens
-    if (!is_writable()) return -1;
+  ssize_t Send(const char* ptr, size_t size) {
+    if (ssl != nullptr) {
+      if (size == 0) return 0;
+      int n = TlsCall([&] { return SSL_write(ssl, ptr, static_cast<int>(std::min<size_t>(size, 1 << 30))); },
+                      SteadyNow() + Ms(write_timeout));
+      return n > 0 ? n : -1;
+    }
+    if (!WaitFor(POLLOUT, SteadyNow() + Ms(write_timeout))) return -1;
     ssize_t n;
     do {
       n = ::send(fd, ptr, size, MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
     return n;
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (failed) return static_cast<ssize_t>(size);  // the answer was given (413) or nobody listens
+    return Send(ptr, size);
+  }
+
+  ~Conn() override {
+    if (ssl != nullptr) SSL_free(ssl);
   }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
@@ -370,17 +421,33 @@ void HttpListener::Accept() {
     std::lock_guard<std::mutex> lock(mu_);
     if (static_cast<int>(conns_.size()) >= limits_.max_connections) {
       ++refused_;
-      RefuseAndClose(fd, "the server has too many connections; retry shortly");
+      if (tls_) {
+        ::close(fd);  // no plain-text answer on a TLS port
+      } else {
+        RefuseAndClose(fd, "the server has too many connections; retry shortly");
+      }
       continue;
     }
     if (conns_by_client_[client] >= limits_.max_connections_per_client) {
       ++refused_;
-      RefuseAndClose(fd, "too many connections from your address; retry shortly");
+      if (tls_) {
+        ::close(fd);  // no plain-text answer on a TLS port
+      } else {
+        RefuseAndClose(fd, "too many connections from your address; retry shortly");
+      }
       continue;
     }
     int yes = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
     auto c = std::make_unique<Conn>();
+    if (tls_) {
+      c->ssl = SSL_new(tls_.get());
+      if (c->ssl == nullptr || SSL_set_fd(c->ssl, fd) != 1) {
+        ERR_clear_error();
+        ::close(fd);
+        continue;
+      }
+    }
     c->fd = fd;
     c->client = client;
     c->client_port = port;
@@ -442,6 +509,12 @@ void HttpListener::WorkerLoop() {
 }
 
 void HttpListener::Serve(Conn* c) {
+  if (c->ssl != nullptr && !c->handshaken && !c->Handshake(limits_)) {
+    // Not TLS (plain HTTP to a TLS port), a certificate the client refused, or too slow.
+    spdlog::debug("{} listener: TLS handshake with {} failed", name_, c->client);
+    Finish(c, false);
+    return;
+  }
   bool keep;
   // Serve what is already buffered (pipelined requests) before handing the socket back to epoll.
   // A hang-up reads as end of stream: process_request fails and the connection closes.
@@ -458,7 +531,10 @@ void HttpListener::Serve(Conn* c) {
     bool ok = routes_.Serve(*c, last, closed);
     if (c->timed_out) timed_out_.fetch_add(1);
     keep = ok && !closed && !last && !c->failed && !tl_close_after;
-    if (!keep && (tl_close_after || c->answered_413)) Linger(c->fd);
+    if (!keep && (tl_close_after || c->answered_413)) {
+      if (c->ssl != nullptr) SSL_shutdown(c->ssl);  // close_notify, best effort
+      Linger(c->fd);
+    }
   } while (keep && c->Buffered());
   Finish(c, keep);
 }

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <httplib.h>
+#include <openssl/ssl.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -74,6 +75,9 @@ class HttpListener {
 
   // Binds host:port (port 0: any free port). The error names the address.
   Status Bind(const std::string& host, int port);
+  // Serves TLS with this context (before Start): every connection begins with a handshake, within
+  // header_timeout; one that fails is closed.
+  void SetTls(std::shared_ptr<SSL_CTX> context) { tls_ = std::move(context); }
   int port() const { return port_; }
   // Serves on background threads until Stop.
   Status Start();
@@ -102,6 +106,7 @@ class HttpListener {
 
   RouteTable& routes_;
   const ListenerLimits limits_;
+  std::shared_ptr<SSL_CTX> tls_;
   const std::string name_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;

@@ -18,6 +18,7 @@
 #include "api/job_yaml.h"
 #include "common/strings.h"
 #include "controller/rbac.h"
+#include "controller/tls.h"
 
 namespace gpufleet::controller {
 
@@ -102,8 +103,6 @@ json JobSummary(const api::JobRecord& r) {
   if (r.placement) o["placement"] = api::ToJson(*r.placement);
   return o;
 }
-
-bool IsAdmin(const api::TokenRecord& t) { return t.kind == api::TokenKind::kUser && t.role == "admin"; }
 
 // Who is calling, and how far the verb reaches for them.
 struct Caller {
@@ -226,6 +225,20 @@ Status ApiServer::Start() {
   ul.max_body_bytes = al.max_body_bytes = options_.max_body_bytes;
   user_listener_ = std::make_unique<HttpListener>(*user_routes_, ul, "api");
   agent_listener_ = std::make_unique<HttpListener>(*agent_routes_, al, "agent");
+  if (!options_.tls_cert.empty() || !options_.tls_key.empty()) {
+    GF_ASSIGN_OR_RETURN(SslContext tls, MakeServerTlsContext(options_.tls_cert, options_.tls_key));
+    user_listener_->SetTls(tls);
+    agent_listener_->SetTls(tls);
+  } else if (!options_.insecure) {
+    // Tokens travel in every request: in clear text only where nobody else can listen.
+    for (const std::string& host : {options_.host, options_.agent_host}) {
+      if (!IsLoopbackHost(host)) {
+        return Status::InvalidArgument("listening on " + host +
+                                       " without TLS would send tokens in clear text over the network: give "
+                                       "--tls-cert and --tls-key (docs/security.md), or --insecure to accept that");
+      }
+    }
+  }
   if (Status st = user_listener_->Bind(options_.host, options_.port); !st.ok()) {
     return Status::Unavailable(st.message() + " (in use? pick another port for the API)");
   }

@@ -53,6 +53,10 @@ struct ServerOptions {
   std::string agent_host = "127.0.0.1";
   int agent_port = 8471;  // 0: any free port (see agent_port())
   std::string data_dir;  // logs live in <data_dir>/logs
+  // TLS on both listeners (PEM files; see tls.h). Without them, only loopback addresses may be
+  // bound, unless `insecure`.
+  std::string tls_cert, tls_key;
+  bool insecure = false;
   size_t max_body_bytes = 8 << 20;
   ListenerLimits user_limits;
   ListenerLimits agent_limits;

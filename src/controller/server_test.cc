@@ -17,6 +17,7 @@
 #include "api/codec.h"
 #include "controller/auth.h"
 #include "controller/rbac.h"
+#include "controller/tls.h"
 #include "testing/memory_store.h"
 
 namespace gpufleet::controller {
@@ -681,6 +682,153 @@ TEST_F(LimitedServerTest, ALogIsCutAtItsCapWithAMarker) {
   EXPECT_NE(text.str().find("this log is cut at 16 bytes"), std::string::npos) << text.str();
   EXPECT_EQ(text.str().find("XYZ"), std::string::npos);
   EXPECT_EQ(text.str().find("second-chunk"), std::string::npos);
+}
+
+// TLS: the listeners serve HTTPS with the dev CA's certificate.
+class TlsServerTest : public ServerTest {
+ protected:
+  void Configure(ServerOptions& so) override {
+    auto certs = EnsureDevCertificates((dir_ / "tls").string());
+    ASSERT_TRUE(certs.ok()) << certs.status().message();
+    certs_ = *certs;
+    so.tls_cert = certs_.cert_file;
+    so.tls_key = certs_.key_file;
+  }
+  // An HTTPS client of the API (or the agent listener) that trusts `ca` alone; empty: the
+  // system's CAs.
+  std::unique_ptr<httplib::Client> Https(const std::string& ca, bool agent_port = false) {
+    auto c = std::make_unique<httplib::Client>("https://127.0.0.1:" +
+                                               std::to_string(agent_port ? server_->agent_port() : server_->port()));
+    if (!ca.empty()) c->set_ca_cert_path(ca);
+    c->enable_server_certificate_verification(true);
+    c->set_read_timeout(30, 0);
+    return c;
+  }
+  DevCertificates certs_;
+};
+
+TEST_F(TlsServerTest, ClientsThatPinTheCaTalkHttpsOnBothListeners) {
+  // Given clients trusting the dev CA, expect the API to answer a user (health, queue, a submit
+  // with a body) and the agent listener to register a node.
+  auto api = Https(certs_.ca_file);
+  httplib::Headers alice{{"Authorization", "Bearer " + alice_}};
+  auto health = api->Get("/v1/health");
+  ASSERT_TRUE(health) << httplib::to_string(health.error());
+  EXPECT_EQ(health->status, 200);
+  auto sub = api->Post("/v1/jobs", alice, std::string(kJob) + R"("request_id": "tls"})", "application/json");
+  ASSERT_TRUE(sub);
+  EXPECT_EQ(sub->status, 201) << sub->body;
+  auto queue = api->Get("/v1/queue", alice);
+  ASSERT_TRUE(queue);
+  EXPECT_EQ(queue->status, 200);
+  auto agents = Https(certs_.ca_file, true);
+  auto reg = agents->Post("/v1/agents/register", {{"Authorization", "Bearer " + join_}}, RegisterBody("node-tls"),
+                          "application/json");
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(reg->status, 200) << reg->body;
+}
+
+TEST_F(TlsServerTest, ACertificateFromAnotherCaOrPlainHttpGetsNoAnswer) {
+  // Given a client that trusts another CA (another dev cluster's) or only the system's, expect
+  // the handshake refused by the client; given plain HTTP on the TLS port, expect no HTTP answer
+  // and nothing stored; the server still serves a trusting client afterwards.
+  auto other = EnsureDevCertificates((dir_ / "other-tls").string());
+  ASSERT_TRUE(other.ok());
+  auto wrong = Https(other->ca_file)->Post("/v1/jobs", {{"Authorization", "Bearer " + alice_}},
+                                           std::string(kJob) + R"("request_id": "w"})", "application/json");
+  EXPECT_FALSE(wrong);
+  EXPECT_EQ(wrong.error(), httplib::Error::SSLServerVerification);
+  auto system = Https("")->Get("/v1/health");
+  EXPECT_FALSE(system);
+  auto plain = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "p"})");
+  EXPECT_FALSE(plain && plain->status == 201);
+  EXPECT_EQ(StoredJobs(), 0u);
+  auto ok = Https(certs_.ca_file)->Get("/v1/health");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST(TlsTest, DevCertificatesAreKeptWhileValidAndTheCaOutlivesAServerCertificate) {
+  // Given a dev CA made once, expect a second call to reuse every file; asked for another host,
+  // expect a new server certificate for it, signed by the same CA (clients keep their pin); the
+  // keys are private to their owner.
+  auto dir = std::filesystem::temp_directory_path() / ("gf-tls-test-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  auto first = EnsureDevCertificates(dir.string());
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  const std::string ca = read(first->ca_file), cert = read(first->cert_file);
+  EXPECT_NE(ca.find("BEGIN CERTIFICATE"), std::string::npos);
+  for (const std::string& key : {first->key_file, (dir / "ca.key").string()}) {
+    auto perms = std::filesystem::status(key).permissions();
+    EXPECT_EQ(perms & (std::filesystem::perms::group_all | std::filesystem::perms::others_all),
+              std::filesystem::perms::none)
+        << key;
+  }
+  auto again = EnsureDevCertificates(dir.string());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(read(again->ca_file), ca);
+  EXPECT_EQ(read(again->cert_file), cert);
+  auto wider = EnsureDevCertificates(dir.string(), {"127.0.0.1", "gpu-controller.internal"});
+  ASSERT_TRUE(wider.ok());
+  EXPECT_EQ(read(wider->ca_file), ca);
+  EXPECT_NE(read(wider->cert_file), cert);
+  EXPECT_TRUE(MakeServerTlsContext(wider->cert_file, wider->key_file).ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TlsTest, BadCertificateFilesAreRefusedWithTheFileNamed) {
+  // Given a missing file, a file that is not PEM, and a key of another certificate, expect
+  // errors naming the flag and the file.
+  auto dir = std::filesystem::temp_directory_path() / ("gf-tls-bad-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto a = EnsureDevCertificates((dir / "a").string());
+  auto b = EnsureDevCertificates((dir / "b").string());
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto missing = MakeServerTlsContext((dir / "none.pem").string(), a->key_file);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("--tls-cert " + (dir / "none.pem").string()), std::string::npos);
+  std::ofstream((dir / "junk.pem").string()) << "not a certificate\n";
+  auto junk = MakeServerTlsContext((dir / "junk.pem").string(), a->key_file);
+  ASSERT_FALSE(junk.ok());
+  EXPECT_NE(junk.status().message().find("not a PEM certificate"), std::string::npos) << junk.status().message();
+  auto mismatch = MakeServerTlsContext(a->cert_file, b->key_file);
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.status().message().find("is not the key of the certificate"), std::string::npos)
+      << mismatch.status().message();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TlsTest, PlainHttpIsRefusedOnAddressesOthersCanReach) {
+  // Given a non-loopback listen address and no TLS, expect Start to refuse before binding, naming
+  // --tls-cert and --insecure; loopback addresses are recognised as such.
+  EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
+  EXPECT_TRUE(IsLoopbackHost("127.3.2.1"));
+  EXPECT_TRUE(IsLoopbackHost("::1"));
+  EXPECT_TRUE(IsLoopbackHost("localhost"));
+  EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
+  EXPECT_FALSE(IsLoopbackHost("10.0.0.5"));
+  EXPECT_FALSE(IsLoopbackHost("::"));
+  WallClock clock;
+  testing::MemoryStore store;
+  Authenticator auth(store);
+  EngineOptions eo;
+  eo.checkpoint_root = "/tmp";
+  Engine engine(clock, store, eo);
+  ServerOptions so;
+  so.host = "0.0.0.0";
+  so.port = 0;
+  so.agent_port = 0;
+  ApiServer server(engine, store, auth, clock, so);
+  Status st = server.Start();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("--insecure"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("--tls-cert"), std::string::npos) << st.message();
 }
 
 }  // namespace
