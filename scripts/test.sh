@@ -2,7 +2,7 @@
 # The whole check, as CI runs it: install dependencies, build, run every test.
 #
 # Environment: BUILD_DIR (default build), CTEST_JOBS (default 2), and what scripts/build.sh reads;
-# GPUFLEET_WERROR=ON makes a warning fail the check (off by default). Extra arguments go to ctest,
+# GPUFLEET_WERROR (default ON: a compiler warning fails the check). Extra arguments go to ctest,
 # e.g. `bash scripts/test.sh -L integration`, or `-L unit` for the quick unit tests (`slow` ones
 # are left out).
 set -euo pipefail
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
 export BUILD_DIR
-export GPUFLEET_WERROR="${GPUFLEET_WERROR:-OFF}"
+export GPUFLEET_WERROR="${GPUFLEET_WERROR:-ON}"
 
 bash scripts/setup.sh
 bash scripts/build.sh

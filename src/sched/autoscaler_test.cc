@@ -20,10 +20,10 @@ class AutoscalerTest : public ::testing::Test {
   AutoscalerTest() {
     input_.now = now_;
     input_.offers = {
-        {"h100-od-a", "H100", 8, Market::kOnDemand, 30'000'000, Duration::Minutes(5), "a"},
-        {"h100-spot-a", "H100", 8, Market::kSpot, 10'000'000, Duration::Minutes(5), "a"},
-        {"h100-od-b", "H100", 8, Market::kOnDemand, 28'000'000, Duration::Minutes(5), "b"},
-        {"a100-od-a", "A100", 8, Market::kOnDemand, 20'000'000, Duration::Minutes(5), "a"},
+        {"h100-od-a", "H100", 8, Market::kOnDemand, 30'000'000, Duration::Minutes(5), "a", 1.0, 0, {}},
+        {"h100-spot-a", "H100", 8, Market::kSpot, 10'000'000, Duration::Minutes(5), "a", 1.0, 0, {}},
+        {"h100-od-b", "H100", 8, Market::kOnDemand, 28'000'000, Duration::Minutes(5), "b", 1.0, 0, {}},
+        {"a100-od-a", "A100", 8, Market::kOnDemand, 20'000'000, Duration::Minutes(5), "a", 1.0, 0, {}},
     };
   }
 
@@ -425,8 +425,8 @@ TEST(AutoscalerCostTest, FasterGpuWinsWhenItFinishesTheWorkForLess) {
   ScaleInput in;
   in.now = Time::FromSeconds(1000);
   in.offers = {
-      {"a100", "A100", 8, model::Market::kOnDemand, 20'000'000, Duration::Minutes(5), "a", 1.0, 0},
-      {"h100", "H100", 8, model::Market::kOnDemand, 30'000'000, Duration::Minutes(5), "a", 2.0, 0},
+      {"a100", "A100", 8, model::Market::kOnDemand, 20'000'000, Duration::Minutes(5), "a", 1.0, 0, {}},
+      {"h100", "H100", 8, model::Market::kOnDemand, 30'000'000, Duration::Minutes(5), "a", 2.0, 0, {}},
   };
   PendingJob j;
   j.id = JobId(1);
@@ -446,8 +446,8 @@ TEST(AutoscalerCostTest, FrequentSpotInterruptionsCostMoreThanTheyHaveToOffer) {
   ScaleInput in;
   in.now = Time::FromSeconds(1000);
   in.offers = {
-      {"od", "H100", 8, model::Market::kOnDemand, 30'000'000, Duration::Minutes(5), "a", 1.0, 0},
-      {"spot", "H100", 8, model::Market::kSpot, 10'000'000, Duration::Minutes(5), "a", 1.0, 2.0},
+      {"od", "H100", 8, model::Market::kOnDemand, 30'000'000, Duration::Minutes(5), "a", 1.0, 0, {}},
+      {"spot", "H100", 8, model::Market::kSpot, 10'000'000, Duration::Minutes(5), "a", 1.0, 2.0, {}},
   };
   PendingJob j;
   j.id = JobId(1);
