@@ -163,7 +163,9 @@ class SpecParser {
     }
     Fields fields;
     for (auto it = node.begin(); it != node.end(); ++it) {
-      const YAML::Node& key = it->first;
+      // By value: `it->first` lives in a proxy that dies with this statement (yaml-cpp's
+      // iterator dereferences to a temporary pair).
+      const YAML::Node key = it->first;
       if (!key.IsScalar() || key.Scalar().empty()) {
         return Error(key, path, "keys must be non-empty strings, got " + Describe(key));
       }

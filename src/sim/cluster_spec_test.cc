@@ -73,6 +73,21 @@ TEST_F(ClusterSpecTest, AutoscaleSectionNeedsNoFixedNodes) {
   EXPECT_EQ(r->autoscale.spot_notice, Duration::Seconds(30));
 }
 
+// Found by fuzz/cluster_spec_fuzz: the map reader kept a reference to a key that yaml-cpp's
+// iterator hands out in a temporary, so every key was read after its lifetime (ASan:
+// stack-use-after-scope). The errors that name a key's line are where it showed.
+TEST_F(ClusterSpecTest, KeyErrorsNameTheKeysLine) {
+  EXPECT_NE(ErrorOf({"node_types:", "  - name: a", "    gpu: H100", "    ? [x, y]", "    : 1"})
+                .find("spec.yaml:4: node_types[0]: keys must be non-empty strings"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"node_types:", "  - name: a", "    gpu: H100", "    gpus: 8", "    cuont: 1"})
+                .find("spec.yaml:5: node_types[0]: unknown key 'cuont'; did you mean 'count'?"),
+            std::string::npos);
+  Result<ClusterSpec> r = Parse({"node_types:", "  - {name: a, gpu: H100, gpus: 8, count: 2, price_per_hour: 1}"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->nodes.size(), 2u);
+}
+
 TEST_F(ClusterSpecTest, BadAutoscaleSettingsAreErrorsNamingTheField) {
   EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9, boot_dela: 3m}"})
                 .find("spec.yaml:3: autoscale.offers[0]: unknown key 'boot_dela'; did you mean 'boot_delay'?"),
