@@ -1,5 +1,9 @@
 #include "api/agent_protocol.h"
 
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
 #include "api/codec.h"
 
 namespace gpufleet::api {
@@ -31,11 +35,49 @@ Result<T> Decode(const char* what, F body) {
   }
 }
 
+// An integer that fits T, else a json error (which Decode turns into InvalidArgument).
+// nlohmann's own get<int64_t>() casts a float such as 4e70 to the integer type, which is
+// undefined behaviour when it does not fit, and get<int>() wraps a large integer silently.
+template <typename T>
+T IntOf(const json& v) {
+  static_assert(std::is_integral_v<T> && std::is_signed_v<T>);
+  if (!v.is_number_integer()) {
+    throw json::type_error::create(302, std::string("type must be an integer, but is ") + v.type_name(), &v);
+  }
+  bool fits;
+  if (v.is_number_unsigned()) {
+    fits = v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  } else {
+    const int64_t x = v.get<int64_t>();
+    fits = x >= std::numeric_limits<T>::min() && x <= std::numeric_limits<T>::max();
+  }
+  if (!fits) throw json::out_of_range::create(406, "integer " + v.dump() + " is out of range", &v);
+  return static_cast<T>(v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>()) : v.get<int64_t>());
+}
+
+// v as T; integers go through IntOf.
+template <typename T>
+T As(const json& v) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return IntOf<T>(v);
+  } else {
+    return v.get<T>();
+  }
+}
+
 template <typename T>
 T Opt(const json& j, const char* key, T fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  return it->get<T>();
+  return As<T>(*it);
+}
+
+std::vector<int> IntsOf(const json& v) {
+  if (!v.is_array()) throw json::type_error::create(302, std::string("type must be array, but is ") + v.type_name(), &v);
+  std::vector<int> out;
+  out.reserve(v.size());
+  for (const json& e : v) out.push_back(IntOf<int>(e));
+  return out;
 }
 
 }  // namespace
@@ -45,9 +87,9 @@ json ToJson(const PartKey& k) { return {{"job", k.job.value()}, {"attempt", k.at
 Result<PartKey> PartKeyFromJson(const json& j) {
   return Decode<PartKey>("part key", [&] {
     PartKey k;
-    k.job = JobId(j.at("job").get<int64_t>());
-    k.attempt = j.at("attempt").get<int>();
-    k.part = j.at("part").get<int>();
+    k.job = JobId(As<int64_t>(j.at("job")));
+    k.attempt = As<int>(j.at("attempt"));
+    k.part = As<int>(j.at("part"));
     return k;
   });
 }
@@ -111,11 +153,11 @@ json ToJson(const RegisterReply& r) {
 Result<RegisterReply> RegisterReplyFromJson(const json& j) {
   return Decode<RegisterReply>("register reply", [&] {
     RegisterReply r;
-    r.node = NodeId(j.at("node_id").get<int64_t>());
+    r.node = NodeId(As<int64_t>(j.at("node_id")));
     r.token = j.at("token").get<std::string>();
     r.epoch = j.at("epoch").get<std::string>();
-    r.heartbeat_interval = Duration::Millis(j.at("heartbeat_interval_ms").get<int64_t>());
-    r.lost_after = Duration::Millis(j.at("lost_after_ms").get<int64_t>());
+    r.heartbeat_interval = Duration::Millis(As<int64_t>(j.at("heartbeat_interval_ms")));
+    r.lost_after = Duration::Millis(As<int64_t>(j.at("lost_after_ms")));
     return r;
   });
 }
@@ -135,9 +177,9 @@ Result<PartEvent> PartEventFromJson(const json& j) {
   PartEvent e;
   std::string kind;
   GF_RETURN_IF_ERROR(Decode<int>("event", [&] {
-                       e.seq = j.at("seq").get<int64_t>();
+                       e.seq = As<int64_t>(j.at("seq"));
                        kind = j.at("kind").get<std::string>();
-                       e.at = Time::FromMillis(j.at("at_ms").get<int64_t>());
+                       e.at = Time::FromMillis(As<int64_t>(j.at("at_ms")));
                        e.exit_code = Opt<int>(j, "exit_code", 0);
                        e.signal = Opt<int>(j, "signal", 0);
                        e.stopped = Opt<bool>(j, "stopped", false);
@@ -226,7 +268,7 @@ json ToJson(const HeartbeatReply& r) {
 Result<HeartbeatReply> HeartbeatReplyFromJson(const json& j) {
   return Decode<HeartbeatReply>("heartbeat reply", [&] {
     HeartbeatReply r;
-    r.acked = j.at("acked").get<int64_t>();
+    r.acked = As<int64_t>(j.at("acked"));
     r.epoch = j.at("epoch").get<std::string>();
     r.reregister = Opt<bool>(j, "reregister", false);
     r.notice_acked = Opt<bool>(j, "notice_acked", false);
@@ -265,7 +307,7 @@ Result<Command> CommandFromJson(const json& j) {
   Command c;
   std::string type;
   GF_RETURN_IF_ERROR(Decode<int>("command", [&] {
-                       c.seq = j.at("seq").get<int64_t>();
+                       c.seq = As<int64_t>(j.at("seq"));
                        type = j.at("type").get<std::string>();
                        return 0;
                      }).status());
@@ -279,7 +321,7 @@ Result<Command> CommandFromJson(const json& j) {
                          s.workdir = Opt<std::string>(j, "workdir", "");
                          s.env = j.at("env").get<std::map<std::string, std::string>>();
                          s.user = Opt<std::string>(j, "user", "");
-                         s.gpus = j.at("gpus").get<std::vector<int>>();
+                         s.gpus = IntsOf(j.at("gpus"));
                          s.processes = Opt<int>(j, "processes", 1);
                          s.rank_base = Opt<int>(j, "rank_base", 0);
                          s.stop_signal = Opt<int>(j, "stop_signal", 15);

@@ -1,0 +1,100 @@
+#include "api/agent_protocol.h"
+
+#include <limits>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace gpufleet::api {
+namespace {
+
+using json = nlohmann::json;
+
+PartEvent SampleEvent() {
+  PartEvent e;
+  e.seq = 5;
+  e.key = PartKey{JobId(42), 2, 1};
+  e.kind = PartEventKind::kExited;
+  e.at = Time::FromMillis(1'700'000'000'123);
+  e.exit_code = 143;
+  e.signal = 15;
+  e.stopped = true;
+  e.message = "stopped";
+  return e;
+}
+
+json SampleStart() {
+  return json{{"seq", 7},       {"type", "start"}, {"key", ToJson(PartKey{JobId(42), 2, 1})},
+              {"argv", {"sh"}}, {"env", json::object()}, {"gpus", {0, 1}}, {"processes", 2}};
+}
+
+template <typename R>
+void ExpectError(const R& r, const std::string& part) {
+  ASSERT_FALSE(r.ok()) << "expected an error containing: " << part;
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find(part), std::string::npos) << r.status().message() << "\n  lacks: " << part;
+}
+
+TEST(AgentProtocolTest, EventsAndCommandsRoundTrip) {
+  const json event = ToJson(SampleEvent());
+  Result<PartEvent> e = PartEventFromJson(event);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(ToJson(*e), event);
+  Result<Command> c = CommandFromJson(SampleStart());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->start.has_value());
+  EXPECT_EQ(c->start->gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(c->start->processes, 2);
+}
+
+// Found by fuzz/agent_protocol_fuzz: a float too large for the integer field ("at_ms": 4e70)
+// reached nlohmann's float-to-integer cast, which is undefined behaviour (UBSan:
+// float-cast-overflow), and a large integer in an int field wrapped. Given either, in any
+// integer field, expect InvalidArgument instead.
+TEST(AgentProtocolTest, IntegerFieldsRefuseFloatsAndIntegersThatDoNotFit) {
+  json event = ToJson(SampleEvent());
+  event["at_ms"] = 4.3e70;
+  ExpectError(PartEventFromJson(event), "type must be an integer, but is number");
+  event = ToJson(SampleEvent());
+  event["seq"] = 1.5;
+  ExpectError(PartEventFromJson(event), "type must be an integer");
+  event = ToJson(SampleEvent());
+  event["exit_code"] = int64_t{1} << 40;
+  ExpectError(PartEventFromJson(event), "integer 1099511627776 is out of range");
+  event = ToJson(SampleEvent());
+  event["key"]["part"] = std::numeric_limits<uint64_t>::max();
+  ExpectError(PartEventFromJson(event), "is out of range");
+
+  json heartbeat = {{"events", {ToJson(SampleEvent())}}, {"gpus", {{{"util_pct", 1e300}}}}};
+  ExpectError(HeartbeatFromJson(heartbeat), "type must be an integer");
+
+  json start = SampleStart();
+  start["gpus"] = {0, 1e20};
+  ExpectError(CommandFromJson(start), "type must be an integer");
+  start = SampleStart();
+  start["gpus"] = {{"0", 1}};
+  ExpectError(CommandFromJson(start), "type must be array");
+  start = SampleStart();
+  start["grace_ms"] = -1e19;
+  ExpectError(CommandFromJson(start), "type must be an integer");
+  start = SampleStart();
+  start["processes"] = int64_t{3'000'000'000};
+  ExpectError(CommandFromJson(start), "is out of range");
+
+  json reply = {{"node_id", 3}, {"token", "t"}, {"epoch", "e"}, {"heartbeat_interval_ms", 9.9e99},
+                {"lost_after_ms", 1000}};
+  ExpectError(RegisterReplyFromJson(reply), "type must be an integer");
+}
+
+TEST(AgentProtocolTest, IntegersAtTheEdgesOfTheirFieldsAreKept) {
+  json event = ToJson(SampleEvent());
+  event["seq"] = std::numeric_limits<int64_t>::max();
+  event["exit_code"] = std::numeric_limits<int>::min();
+  Result<PartEvent> e = PartEventFromJson(event);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->seq, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(e->exit_code, std::numeric_limits<int>::min());
+}
+
+}  // namespace
+}  // namespace gpufleet::api
