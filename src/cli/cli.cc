@@ -74,6 +74,7 @@ const std::vector<Command>& Commands() {
       {"run", SetupRunCommand},
       {"cost", SetupCostCommand},
       {"budget", SetupBudgetCommand},
+      {"quota", SetupQuotaCommand},
       {"queue", SetupQueueCommand},
       {"status", SetupStatusCommand},
       {"logs", SetupLogsCommand},

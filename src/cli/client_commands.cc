@@ -1198,6 +1198,110 @@ Without --period the budget counts from now: spend before it does not count.)");
   };
 }
 
+// --- quota ----------------------------------------------------------------------------------
+
+std::function<int()> SetupQuota(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string output = "table";
+    std::string team;
+    std::optional<int64_t> gpus, max_running, max_pending;
+    std::string model;
+    bool borrow = false, no_borrow = false, clear = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "quota", "Show team quotas and limits, or set a team's (admin): guaranteed GPUs, borrowing, job limits");
+  sub->add_option("team", a->team, "The team to show or set (default: every team you may see)");
+  sub->add_option("--gpus", a->gpus, "GPUs guaranteed to the team (of --model, else of any model); 0 removes it")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
+  sub->add_option("--model", a->model, "With --gpus: the GPU model they are of (H100, A100-80GB, ...)");
+  auto* borrow = sub->add_flag("--borrow", a->borrow, "The team may use idle GPUs beyond its quota (the default)");
+  sub->add_flag("--no-borrow", a->no_borrow, "The team never holds more than its quota")->excludes(borrow);
+  sub->add_option("--max-running", a->max_running, "Jobs of the team running at once (0: no limit)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
+  sub->add_option("--max-pending", a->max_pending,
+                  "Jobs of the team waiting at once; submits past it are refused (0: no limit)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
+  sub->add_flag("--clear", a->clear, "Start from no quota and no limits (alone: removes them)");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet quota                                      # every team's quota, limits and use
+  gpufleet quota vision --gpus 32 --model H100 --borrow   # 32 H100s guaranteed, may borrow idle GPUs
+  gpufleet quota vision --gpus 8 --no-borrow           # never more than 8 GPUs of any model
+  gpufleet quota nlp --max-running 20 --max-pending 1000
+  gpufleet quota nlp --clear                           # no quota, no limits
+Quotas order fair-share (--policy fair-share) and what a reclaim gives back; with --no-borrow a team's
+jobs wait ('gpufleet explain' says why) rather than go past its quota. Changes add to the team's
+current quota; --clear starts afresh.)");
+  return [a]() {
+    const std::string cmd = "quota";
+    const bool set = a->gpus || a->max_running || a->max_pending || a->borrow || a->no_borrow || a->clear;
+    if (!a->model.empty() && !a->gpus) return Fail(cmd, kExitUsage, "--model needs --gpus (how many of them)");
+    if (set && a->team.empty()) return Fail(cmd, kExitUsage, "name the team to set, e.g. gpufleet quota vision --gpus 8");
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    if (set) {
+      json body = json::object();
+      if (a->gpus) body["gpus"] = *a->gpus;
+      if (!a->model.empty()) body["model"] = a->model;
+      if (a->borrow || a->no_borrow) body["borrow"] = a->borrow;
+      if (a->max_running) body["max_running_jobs"] = *a->max_running;
+      if (a->max_pending) body["max_pending_jobs"] = *a->max_pending;
+      if (a->clear) body["clear"] = true;
+      ApiResult r = client->Post("/v1/teams/" + a->team + "/quota", body);
+      if (!r.ok()) return Report(cmd, r);
+      if (a->output == "json") {
+        PrintJson(r.body);
+        return kExitOk;
+      }
+    }
+    ApiResult r = client->Get("/v1/quotas");
+    if (!r.ok()) return Report(cmd, r);
+    json teams = json::array();
+    for (const auto& t : r.body.value("teams", json::array())) {
+      if (a->team.empty() || StrField(t, "team") == a->team) teams.push_back(t);
+    }
+    if (a->output == "json") {
+      PrintJson(json{{"teams", teams}});
+      return kExitOk;
+    }
+    auto number = [](double v) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, v == static_cast<int64_t>(v) ? "%.0f" : "%.2f", v);
+      return std::string(buf);
+    };
+    auto of = [](int64_t n, int64_t limit) {
+      return std::to_string(n) + (limit > 0 ? "/" + std::to_string(limit) : std::string());
+    };
+    Table t({"TEAM", "GUARANTEED GPUS", "BORROW", "GPUS IN USE", "RUNNING", "PENDING"});
+    for (const auto& team : teams) {
+      std::string q;
+      if (IntField(team, "gpus") > 0) q = std::to_string(IntField(team, "gpus")) + " any";
+      const json model_gpus = team.value("model_gpus", json::object());
+      for (const auto& [m, g] : model_gpus.items()) {
+        q += (q.empty() ? "" : ", ") + std::to_string(g.get<int64_t>()) + " " + m;
+      }
+      std::string used = number(team.value("used_gpus", 0.0));
+      std::string by;
+      const json by_model = team.value("used_gpus_by_model", json::object());
+      for (const auto& [m, g] : by_model.items()) {
+        by += (by.empty() ? "" : ", ") + number(g.get<double>()) + " " + m;
+      }
+      if (!by.empty()) used += " (" + by + ")";
+      t.Add({StrField(team, "team"), q.empty() ? "-" : q, team.value("borrow", true) ? "yes" : "no", used,
+             of(IntField(team, "running_jobs"), IntField(team, "max_running_jobs")),
+             of(IntField(team, "pending_jobs"), IntField(team, "max_pending_jobs"))});
+    }
+    if (teams.empty()) {
+      std::printf("no team has a quota or jobs%s\n", a->team.empty() ? "" : (" (team " + a->team + ")").c_str());
+      return kExitOk;
+    }
+    t.Print();
+    return kExitOk;
+  };
+}
+
 // --- pool -----------------------------------------------------------------------------------
 
 std::function<int()> SetupPool(CLI::App& app) {
@@ -1461,6 +1565,7 @@ std::function<int()> SetupAuditCommand(CLI::App& app) { return SetupAudit(app); 
 std::function<int()> SetupDrainCommand(CLI::App& app) { return SetupDrainLike(app, true); }
 std::function<int()> SetupCostCommand(CLI::App& app) { return SetupCost(app); }
 std::function<int()> SetupBudgetCommand(CLI::App& app) { return SetupBudget(app); }
+std::function<int()> SetupQuotaCommand(CLI::App& app) { return SetupQuota(app); }
 std::function<int()> SetupUndrainCommand(CLI::App& app) { return SetupDrainLike(app, false); }
 
 }  // namespace gpufleet::cli

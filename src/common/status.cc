@@ -11,6 +11,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kFailedPrecondition: return "failed precondition";
     case StatusCode::kUnavailable: return "unavailable";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kResourceExhausted: return "resource exhausted";
   }
   return "unknown";
 }

@@ -22,6 +22,7 @@ enum class StatusCode {
   kFailedPrecondition,
   kUnavailable,  // an environmental failure that may pass (file busy, peer away)
   kInternal,
+  kResourceExhausted,  // a limit is reached (a team's quota of waiting jobs); may pass later
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -38,6 +39,7 @@ class [[nodiscard]] Status {
   }
   static Status Unavailable(std::string msg) { return {StatusCode::kUnavailable, std::move(msg)}; }
   static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
+  static Status ResourceExhausted(std::string msg) { return {StatusCode::kResourceExhausted, std::move(msg)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

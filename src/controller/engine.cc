@@ -106,6 +106,28 @@ Status Engine::Recover() {
     }
     nodes_[n.id.value()] = std::move(st);
   }
+  // Team quotas and limits.
+  GF_ASSIGN_OR_RETURN(auto saved_quotas, store_.GetMeta("quotas"));
+  if (saved_quotas) {
+    auto j = nlohmann::json::parse(*saved_quotas, nullptr, false);
+    if (j.is_object()) {
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        if (!it->is_object()) continue;
+        sched::TeamQuota q;
+        q.gpus = it->value("gpus", int64_t{0});
+        if (auto m = it->find("model_gpus"); m != it->end() && m->is_object()) {
+          for (auto mm = m->begin(); mm != m->end(); ++mm) {
+            if (mm->is_number_integer()) q.model_gpus[mm.key()] = mm->get<int64_t>();
+          }
+        }
+        q.borrow = it->value("borrow", true);
+        q.max_running_jobs = it->value("max_running_jobs", int64_t{0});
+        q.max_pending_jobs = it->value("max_pending_jobs", int64_t{0});
+        quotas_[it.key()] = q;
+        scheduler_->SetTeamQuota(it.key(), q);
+      }
+    }
+  }
   // Team budgets.
   GF_ASSIGN_OR_RETURN(auto saved, store_.GetMeta("budgets"));
   if (saved) {
@@ -377,6 +399,54 @@ std::future<Status> Engine::SetBudget(std::string team, sched::TeamBudget budget
   return f;
 }
 
+std::future<Status> Engine::SetQuota(std::string team, sched::TeamQuota quota) {
+  QuotaReq r{std::move(team), std::move(quota), {}, {}};
+  auto f = r.done.get_future();
+  Enqueue(std::move(r));
+  return f;
+}
+
+Status Engine::SaveQuotas() {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [team, q] : quotas_) {
+    j[team] = {{"gpus", q.gpus},
+               {"model_gpus", q.model_gpus},
+               {"borrow", q.borrow},
+               {"max_running_jobs", q.max_running_jobs},
+               {"max_pending_jobs", q.max_pending_jobs}};
+  }
+  return store_.SetMeta("quotas", j.dump());
+}
+
+void Engine::ApplyQuota(QuotaReq& r) {
+  auto before = quotas_;
+  if (r.quota.empty()) {
+    quotas_.erase(r.team);
+  } else {
+    quotas_[r.team] = r.quota;
+  }
+  Status st = SaveQuotas();
+  if (!st.ok()) {
+    quotas_ = before;  // nothing changes when it cannot be stored
+    r.result = st;
+    return;
+  }
+  scheduler_->SetTeamQuota(r.team, r.quota);
+  events_.push_back(sched::Timer{});  // a new pass: the quota may free or hold jobs
+  r.result = Status::Ok();
+}
+
+std::vector<Engine::TeamQuotaView> Engine::Quotas() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TeamQuotaView> out;
+  for (const std::string& team : scheduler_->Teams()) {
+    TeamQuotaView v{team, scheduler_->QuotaOf(team), scheduler_->LoadOf(team)};
+    if (v.quota.empty() && v.load.running_jobs == 0 && v.load.pending_jobs == 0) continue;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 Status Engine::SaveBudgets() {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [team, b] : budgets_) {
@@ -490,17 +560,29 @@ bool Engine::Step() {
   // 1. Submissions: one transaction for all of them.
   std::vector<store::Submission> subs;
   std::vector<SubmitReq*> sub_reqs;
+  std::map<std::string, int64_t> admitted;  // jobs per team admitted in this batch so far
   for (auto& r : batch) {
     if (auto* s = std::get_if<SubmitReq>(&r)) {
-      std::string never;
+      std::string never, full;
+      std::map<std::string, int64_t> adding;
+      for (const api::JobRequest& j : s->jobs) ++adding[j.spec.team];
       {
         std::lock_guard<std::mutex> lock(mu_);
         for (size_t i = 0; i < s->jobs.size() && never.empty(); ++i) never = NeverFitsLocked(s->jobs[i]);
+        // Admission: a team may not queue more jobs than its pending-job limit.
+        for (const auto& [team, n] : adding) {
+          if (full.empty()) full = scheduler_->AdmissionBlock(team, admitted[team] + n);
+        }
       }
       if (!never.empty()) {
         s->result = Result<SubmitReply>(Status::InvalidArgument(never));
         continue;
       }
+      if (!full.empty()) {
+        s->result = Result<SubmitReply>(Status::ResourceExhausted(full));
+        continue;
+      }
+      for (const auto& [team, n] : adding) admitted[team] += n;
       store::Submission sub;
       sub.request_id = s->request_id;
       for (size_t i = 0; i < s->jobs.size(); ++i) {
@@ -567,6 +649,7 @@ bool Engine::Step() {
             if constexpr (std::is_same_v<T, RegisterReq>) ApplyRegister(req);
             if constexpr (std::is_same_v<T, HeartbeatReq>) ApplyHeartbeat(req);
             if constexpr (std::is_same_v<T, BudgetReq>) ApplyBudget(req);
+            if constexpr (std::is_same_v<T, QuotaReq>) ApplyQuota(req);
           },
           r);
     }

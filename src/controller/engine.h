@@ -116,8 +116,18 @@ class Engine {
   // Sets a team's budget (persisted; replaces any earlier one). A budget with every limit 0
   // removes it.
   std::future<Status> SetBudget(std::string team, sched::TeamBudget budget);
+  // Sets a team's quota and limits (persisted; replaces any earlier ones; an empty quota removes
+  // them). Enforced by the scheduler at once; the pending-job limit by Submit (ResourceExhausted).
+  std::future<Status> SetQuota(std::string team, sched::TeamQuota quota);
 
   // --- Reads (any thread). ---
+  struct TeamQuotaView {
+    std::string team;
+    sched::TeamQuota quota;
+    sched::TeamLoad load;
+  };
+  // Every team with a quota or jobs waiting or running.
+  std::vector<TeamQuotaView> Quotas() const;
   struct TeamCost {
     std::string team;
     sched::TeamSpend spend;
@@ -260,7 +270,14 @@ class Engine {
     std::promise<Status> done;
     std::optional<Status> result;
   };
-  using Request = std::variant<SubmitReq, CancelReq, DrainReq, RegisterReq, HeartbeatReq, BudgetReq, ReleaseReq>;
+  struct QuotaReq {
+    std::string team;
+    sched::TeamQuota quota;
+    std::promise<Status> done;
+    std::optional<Status> result;
+  };
+  using Request =
+      std::variant<SubmitReq, CancelReq, DrainReq, RegisterReq, HeartbeatReq, BudgetReq, ReleaseReq, QuotaReq>;
 
   class Sink;
   friend class Sink;
@@ -275,6 +292,8 @@ class Engine {
   void ApplyRegister(RegisterReq& r);
   void ApplyHeartbeat(HeartbeatReq& r);
   void ApplyBudget(BudgetReq& r);
+  void ApplyQuota(QuotaReq& r);
+  Status SaveQuotas();
   Status SaveBudgets();
   int64_t FinishedSpend(const std::string& team, Time since);
   void ApplyNotice(NodeId node, NodeState& n, const api::SpotNotice& notice);
@@ -313,6 +332,7 @@ class Engine {
   std::vector<std::pair<NodeId, api::Command>> commands_;  // to publish after the commit
   std::set<int> ports_in_use_;
   std::map<std::string, sched::TeamBudget> budgets_;
+  std::map<std::string, sched::TeamQuota> quotas_;  // set through the API (persisted)
   std::map<std::string, int> node_size_hints_;
   int next_port_ = 0;
   Counters counters_;

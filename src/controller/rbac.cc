@@ -43,6 +43,8 @@ const char* VerbName(Verb v) {
     case Verb::kCostRead: return "read costs";
     case Verb::kPoolRead: return "read the pool";
     case Verb::kBudgetSet: return "set budgets";
+    case Verb::kQuotaSet: return "set quotas";
+    case Verb::kQuotaRead: return "read quotas";
     case Verb::kTokenCreate: return "create tokens";
     case Verb::kTokenRead: return "list tokens";
     case Verb::kTokenRevoke: return "revoke tokens";
@@ -66,6 +68,8 @@ const char* AuditVerb(Verb v) {
     case Verb::kCostRead: return "cost.read";
     case Verb::kPoolRead: return "pool.read";
     case Verb::kBudgetSet: return "budget.set";
+    case Verb::kQuotaSet: return "quota.set";
+    case Verb::kQuotaRead: return "quota.read";
     case Verb::kTokenCreate: return "token.create";
     case Verb::kTokenRead: return "token.read";
     case Verb::kTokenRevoke: return "token.revoke";
@@ -82,6 +86,7 @@ bool Mutates(Verb v) {
     case Verb::kJobCancel:
     case Verb::kNodeDrain:
     case Verb::kBudgetSet:
+    case Verb::kQuotaSet:
     case Verb::kTokenCreate:
     case Verb::kTokenRevoke:
     case Verb::kAgentRegister:
@@ -122,6 +127,7 @@ Scope ScopeOf(Role role, Verb verb) {
         case Verb::kJobCancel:
         case Verb::kJobLogs:
         case Verb::kCostRead:
+        case Verb::kQuotaRead:
         case Verb::kTokenCreate:
         case Verb::kTokenRead:
         case Verb::kTokenRevoke:
@@ -140,6 +146,7 @@ Scope ScopeOf(Role role, Verb verb) {
         case Verb::kJobCancel:
         case Verb::kJobLogs:
         case Verb::kCostRead:
+        case Verb::kQuotaRead:
           return Scope::kOwnTeam;
         default:
           return Scope::kNone;
@@ -153,6 +160,7 @@ Scope ScopeOf(Role role, Verb verb) {
           return Scope::kAll;
         case Verb::kJobLogs:
         case Verb::kCostRead:
+        case Verb::kQuotaRead:
           return Scope::kOwnTeam;
         default:
           return Scope::kNone;
@@ -189,6 +197,8 @@ const std::vector<RouteRule>& ApiRoutes() {
       {"GET", "/v1/cost", "/v1/cost", Verb::kCostRead, false},
       {"GET", "/v1/pool", "/v1/pool", Verb::kPoolRead, false},
       {"POST", R"(/v1/teams/([A-Za-z0-9._-]+)/budget)", "/v1/teams/vision/budget", Verb::kBudgetSet, false},
+      {"POST", R"(/v1/teams/([A-Za-z0-9._-]+)/quota)", "/v1/teams/vision/quota", Verb::kQuotaSet, false},
+      {"GET", "/v1/quotas", "/v1/quotas", Verb::kQuotaRead, false},
       {"POST", "/v1/tokens", "/v1/tokens", Verb::kTokenCreate, false},
       {"GET", "/v1/tokens", "/v1/tokens", Verb::kTokenRead, false},
       {"POST", R"(/v1/tokens/([0-9a-f]{1,64})/revoke)", "/v1/tokens/0123456789ab/revoke", Verb::kTokenRevoke, false},

@@ -31,6 +31,8 @@ enum class Verb {
   kCostRead,      // other teams' job costs hidden below admin
   kPoolRead,
   kBudgetSet,
+  kQuotaSet,
+  kQuotaRead,     // non-admins: their own team's quota and load
   kTokenCreate,   // team-admins: tokens of their team, roles up to their own
   kTokenRead,
   kTokenRevoke,

@@ -35,6 +35,7 @@ int HttpCode(StatusCode c) {
     case StatusCode::kFailedPrecondition: return 409;
     case StatusCode::kUnavailable: return 503;
     case StatusCode::kInternal: return 500;
+    case StatusCode::kResourceExhausted: return 429;
   }
   return 500;
 }
@@ -974,6 +975,93 @@ void ApiServer::Routes() {
                      {"since_ms", b.since.millis()},
                      {"stop_running", b.stop_running},
                      {"period", CalendarPeriodName(b.period)}});
+  });
+
+  // --- Quotas ---
+  auto quota_json = [](const std::string& team, const sched::TeamQuota& q, const sched::TeamLoad& l) {
+    json models = json::object();
+    for (const auto& [m, g] : q.model_gpus) models[m] = g;
+    json used = json::object();
+    for (const auto& [m, milli] : l.model_used_milli) used[m] = static_cast<double>(milli) / model::kMilliGpuPerGpu;
+    return json{{"team", team},
+                {"gpus", q.gpus},
+                {"model_gpus", models},
+                {"borrow", q.borrow},
+                {"max_running_jobs", q.max_running_jobs},
+                {"max_pending_jobs", q.max_pending_jobs},
+                {"running_jobs", l.running_jobs},
+                {"pending_jobs", l.pending_jobs},
+                {"used_gpus", static_cast<double>(l.used_milli) / model::kMilliGpuPerGpu},
+                {"used_gpus_by_model", used}};
+  };
+  user_routes_->Get("/v1/quotas", [this, authz, quota_json](const Request& req, Response& res) {
+    auto who = authz(req, res, Verb::kQuotaRead);
+    if (!who) return;
+    json teams = json::array();
+    for (const auto& v : engine_.Quotas()) {
+      if (who->Reaches(v.team)) teams.push_back(quota_json(v.team, v.quota, v.load));
+    }
+    Reply(res, 200, {{"teams", teams}});
+  });
+  user_routes_->Post(R"(/v1/teams/([A-Za-z0-9._-]+)/quota)", [this, authz, quota_json](const Request& req,
+                                                                                      Response& res) {
+    if (!authz(req, res, Verb::kQuotaSet)) return;
+    const std::string team = req.matches[1].str();
+    auto body = api::ParseJson(req.body);
+    const char* shape =
+        "body: expected {\"gpus\": N, \"model\": \"H100\", \"borrow\": bool, \"max_running_jobs\": N, "
+        "\"max_pending_jobs\": N, \"clear\": bool}";
+    if (!body.ok() || !body->is_object()) return Error(res, 400, shape);
+    // Changes apply to the team's current quota; "clear" starts from none.
+    sched::TeamQuota q;
+    bool clear = false;
+    if (auto c = body->find("clear"); c != body->end()) {
+      if (!c->is_boolean()) return Error(res, 400, "clear: expected true or false");
+      clear = c->get<bool>();
+    }
+    if (!clear) {
+      for (const auto& v : engine_.Quotas()) {
+        if (v.team == team) q = v.quota;
+      }
+    }
+    std::optional<int64_t> gpus;
+    std::string model_name;
+    for (auto it = body->begin(); it != body->end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "gpus" || k == "max_running_jobs" || k == "max_pending_jobs") {
+        if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 100000000) {
+          return Error(res, 400, k + ": expected a whole number from 0 (0: none)");
+        }
+        int64_t n = it->get<int64_t>();
+        if (k == "gpus") gpus = n;
+        if (k == "max_running_jobs") q.max_running_jobs = n;
+        if (k == "max_pending_jobs") q.max_pending_jobs = n;
+      } else if (k == "model") {
+        const model::GpuModel* m = it->is_string() ? model::GpuCatalog::BuiltIn().Find(it->get<std::string>()) : nullptr;
+        if (m == nullptr) {
+          return Error(res, 400, "model: expected a GPU model of the catalog, like H100, A100-80GB, L4 or T4; got " + it->dump());
+        }
+        model_name = m->name;
+      } else if (k == "borrow") {
+        if (!it->is_boolean()) return Error(res, 400, "borrow: expected true or false");
+        q.borrow = it->get<bool>();
+      } else if (k != "clear") {
+        return Error(res, 400, "unknown field '" + k + "'; " + shape);
+      }
+    }
+    if (!model_name.empty() && !gpus) return Error(res, 400, "model: give gpus too (the GPUs of that model guaranteed)");
+    if (gpus) {
+      if (model_name.empty()) {
+        q.gpus = *gpus;
+      } else if (*gpus == 0) {
+        q.model_gpus.erase(model_name);
+      } else {
+        q.model_gpus[model_name] = *gpus;
+      }
+    }
+    Status st = engine_.SetQuota(team, q).get();
+    if (!st.ok()) return Error(res, st);
+    Reply(res, 200, quota_json(team, q, sched::TeamLoad{}));
   });
 
   // --- Tokens ---

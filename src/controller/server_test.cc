@@ -412,6 +412,68 @@ TEST_F(ServerTest, IdleAndSlowSocketsAndLongPollsDoNotStarveAgentsOrOtherClients
   for (auto& t : polls) t.join();
 }
 
+TEST_F(ServerTest, QuotasAreSetByAdminsSeenByTheirTeamAndLimitSubmits) {
+  // Given an admin setting vision's quota (2 H100s, no borrowing, 2 waiting jobs at most), expect
+  // it stored and reported with the team's load; alice (vision) sees vision's only, bob (nlp)
+  // none of it, and neither may set one; bad fields are 400 and change nothing; the third
+  // waiting job is refused with 429 and not stored, nlp's is taken; after a restart of the
+  // engine on the same store the quota is still there.
+  auto set = Call("POST", "/v1/teams/vision/quota", admin_,
+                  R"({"gpus": 2, "model": "h100", "borrow": false, "max_pending_jobs": 2})");
+  ASSERT_EQ(set->status, 200) << set->body;
+  EXPECT_EQ(Body(set)["model_gpus"]["H100"], 2);
+  auto more = Call("POST", "/v1/teams/vision/quota", admin_, R"({"max_running_jobs": 5})");
+  ASSERT_EQ(more->status, 200) << more->body;
+  EXPECT_EQ(Body(more)["model_gpus"]["H100"], 2) << "a change keeps the rest of the quota";
+  for (const char* bad : {R"({"gpus": -1})", R"({"model": "H999", "gpus": 1})", R"({"model": "H100"})",
+                          R"({"borrow": "no"})", R"({"gpu": 3})", "[1]"}) {
+    auto r = Call("POST", "/v1/teams/vision/quota", admin_, bad);
+    EXPECT_EQ(r->status, 400) << bad << " -> " << r->body;
+  }
+  EXPECT_EQ(Call("POST", "/v1/teams/vision/quota", alice_, R"({"gpus": 100})")->status, 403);
+  for (int i = 0; i < 2; ++i) {
+    auto ok = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "q)" + std::to_string(i) + "\"}");
+    ASSERT_EQ(ok->status, 201) << ok->body;
+  }
+  auto full = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "q2"})");
+  EXPECT_EQ(full->status, 429) << full->body;
+  EXPECT_NE(full->body.find("team vision has 2 job(s) waiting and may have at most 2"), std::string::npos) << full->body;
+  EXPECT_EQ(StoredJobs(), 2u);
+  auto nlp = Call("POST", "/v1/jobs", bob_, R"({"job": {"name": "n", "team": "nlp", "resources": {"gpus": 1}, "run": ["true"]}})");
+  EXPECT_EQ(nlp->status, 201) << nlp->body;
+
+  auto mine = Call("GET", "/v1/quotas", alice_);
+  ASSERT_EQ(mine->status, 200);
+  ASSERT_EQ(Body(mine)["teams"].size(), 1u) << mine->body;
+  EXPECT_EQ(Body(mine)["teams"][0]["team"], "vision");
+  EXPECT_EQ(Body(mine)["teams"][0]["pending_jobs"], 2);
+  EXPECT_EQ(Body(mine)["teams"][0]["max_running_jobs"], 5);
+  EXPECT_EQ(Body(mine)["teams"][0]["borrow"], false);
+  auto others = Call("GET", "/v1/quotas", bob_);
+  ASSERT_EQ(others->status, 200);
+  EXPECT_EQ(others->body.find("vision"), std::string::npos) << others->body;
+  auto all = Call("GET", "/v1/quotas", admin_);
+  EXPECT_NE(all->body.find("vision"), std::string::npos);
+
+  EngineOptions eo;
+  eo.checkpoint_root = (dir_ / "ckpt2").string();
+  Engine again(clock_, store_, eo);
+  ASSERT_TRUE(again.Recover().ok());
+  bool found = false;
+  for (const auto& v : again.Quotas()) {
+    if (v.team != "vision") continue;
+    found = true;
+    EXPECT_EQ(v.quota.model_gpus.at("H100"), 2);
+    EXPECT_FALSE(v.quota.borrow);
+    EXPECT_EQ(v.quota.max_pending_jobs, 2);
+    EXPECT_EQ(v.quota.max_running_jobs, 5);
+  }
+  EXPECT_TRUE(found);
+  auto cleared = Call("POST", "/v1/teams/vision/quota", admin_, R"({"clear": true})");
+  ASSERT_EQ(cleared->status, 200) << cleared->body;
+  EXPECT_EQ(Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "q3"})")->status, 201);
+}
+
 TEST_F(ServerTest, AUserCannotTouchAnotherTeamsJobs) {
   // Given alice's (vision) job, expect bob (nlp) to be refused its cancel and logs, to see it
   // without command or environment, and to be refused vision's costs; the job stays as it was.

@@ -116,7 +116,7 @@ struct Scheduler::JobState {
   int64_t cost_rate = 0;                 // micro-dollars per hour while it holds GPUs
   int64_t accrued_micros = 0;            // cost of its runs that have ended
   std::string budget_block;              // why its team's budget kept it waiting (for Explain)
-  enum class Outcome { kNotReached, kWait, kInfeasible, kHeldByReservation, kAwaitingVictims, kBudget };
+  enum class Outcome { kNotReached, kWait, kInfeasible, kHeldByReservation, kAwaitingVictims, kBudget, kQuota };
   Outcome outcome = Outcome::kNotReached;
   JobId outcome_job;
   Time outcome_time;
@@ -155,8 +155,108 @@ bool Scheduler::StaticRanks() const {
 }
 
 void Scheduler::SetTeamQuota(const std::string& team, int64_t gpus) {
-  teams_[team].quota_milli = gpus * model::kMilliGpuPerGpu;
+  TeamQuota q = QuotaOf(team);
+  q.gpus = gpus;
+  SetTeamQuota(team, q);
+}
+
+void Scheduler::SetTeamQuota(const std::string& team, const TeamQuota& quota) {
+  int64_t total = quota.gpus;
+  for (const auto& [m, g] : quota.model_gpus) total += g;
+  teams_[team].quota_milli = total * model::kMilliGpuPerGpu;
+  books_[team].quota = quota;
+  RecountLimits();
   full_pass_ = true;
+}
+
+void Scheduler::RecountLimits() {
+  any_limits_ = false;
+  for (const auto& [team, b] : books_) {
+    const TeamQuota& q = b.quota;
+    any_limits_ = any_limits_ || q.max_running_jobs > 0 || (!q.borrow && (q.gpus > 0 || !q.model_gpus.empty()));
+  }
+}
+
+TeamQuota Scheduler::QuotaOf(const std::string& team) const {
+  auto it = books_.find(team);
+  return it == books_.end() ? TeamQuota{} : it->second.quota;
+}
+
+TeamLoad Scheduler::LoadOf(const std::string& team) const {
+  auto it = books_.find(team);
+  return it == books_.end() ? TeamLoad{} : it->second.load;
+}
+
+std::vector<std::string> Scheduler::Teams() const {
+  std::vector<std::string> out;
+  for (const auto& [team, b] : books_) out.push_back(team);
+  return out;
+}
+
+std::string Scheduler::AdmissionBlock(const std::string& team, int64_t jobs) const {
+  auto it = books_.find(team);
+  if (it == books_.end() || it->second.quota.max_pending_jobs <= 0) return "";
+  const int64_t limit = it->second.quota.max_pending_jobs, pending = it->second.load.pending_jobs;
+  if (pending + jobs <= limit) return "";
+  return "team " + team + " has " + std::to_string(pending) + " job(s) waiting and may have at most " +
+         std::to_string(limit) + (jobs > 1 ? " (this submit adds " + std::to_string(jobs) + ")" : std::string()) +
+         "; wait for some to start or cancel some (an admin raises the limit with gpufleet quota " + team +
+         " --max-pending N)";
+}
+
+std::string Scheduler::QuotaBlock(const JobState& j, const Placement* placement) const {
+  auto it = books_.find(j.spec.team);
+  if (it == books_.end()) return "";
+  const TeamQuota& q = it->second.quota;
+  const TeamLoad& l = it->second.load;
+  const std::string& team = j.spec.team;
+  if (q.max_running_jobs > 0 && l.running_jobs >= q.max_running_jobs) {
+    return "team " + team + " runs " + std::to_string(l.running_jobs) + " job(s), its limit (max running jobs " +
+           std::to_string(q.max_running_jobs) + ")";
+  }
+  if (q.borrow || (q.gpus == 0 && q.model_gpus.empty())) return "";
+  const int64_t need = GpuMilliOf(j.spec);
+  auto gpus = [](int64_t milli) {
+    return milli % model::kMilliGpuPerGpu == 0 ? std::to_string(milli / model::kMilliGpuPerGpu)
+                                               : std::to_string(milli / 1000.0).substr(0, 5);
+  };
+  auto over = [&](const std::string& what, int64_t used, int64_t limit_gpus) {
+    return "team " + team + " is over its " + what + "quota, borrowing not allowed: " + gpus(used) + " of " +
+           std::to_string(limit_gpus) + " GPU(s) in use, this job needs " + gpus(need);
+  };
+  // Room under a model's own quota, else under the any-model quota.
+  auto room = [&](const std::string& model, std::string* why) {
+    if (auto m = q.model_gpus.find(model); m != q.model_gpus.end()) {
+      int64_t used = 0;
+      if (auto u = l.model_used_milli.find(model); u != l.model_used_milli.end()) used = u->second;
+      if (used + need <= m->second * model::kMilliGpuPerGpu) return true;
+      if (why) *why = over(model + " ", used, m->second);
+      return false;
+    }
+    int64_t used = l.used_milli;
+    for (const auto& [m, g] : q.model_gpus) {
+      if (auto u = l.model_used_milli.find(m); u != l.model_used_milli.end()) used -= u->second;
+    }
+    if (q.gpus > 0 && used + need <= q.gpus * model::kMilliGpuPerGpu) return true;
+    if (why) {
+      *why = q.gpus > 0 ? over("", used, q.gpus)
+                        : "team " + team + " has no quota for " + model + " GPUs, borrowing not allowed";
+    }
+    return false;
+  };
+  std::string why;
+  if (placement != nullptr) return room(placement->gpu_model, &why) ? "" : why;
+  // Before placement: held only if no model the job may use has room.
+  std::vector<std::string> models = j.spec.gpu_models;
+  if (models.empty()) {
+    if (q.gpus > 0) return room("", &why) ? "" : why;  // any model
+    for (const auto& [m, g] : q.model_gpus) models.push_back(m);
+  }
+  for (const std::string& m : models) {
+    if (room(m, models.size() == 1 ? &why : nullptr)) return "";
+  }
+  if (why.empty()) why = "team " + team + " is over its quota for every GPU model this job may use, borrowing not allowed";
+  return why;
 }
 
 QueueContext Scheduler::Context() const {
@@ -212,6 +312,7 @@ void Scheduler::Enqueue(JobState& j) {
   j.v.phase = JobPhase::kPending;
   j.outcome = JobState::Outcome::kNotReached;
   ++pending_count_;
+  ++books_[j.spec.team].load.pending_jobs;
   CountShape(j, +1);
   QueueContext ctx = Context();
   j.rank = LiveRank(j, ctx);
@@ -233,6 +334,7 @@ void Scheduler::Dequeue(JobState& j) {
     j.in_queue = false;
   }
   --pending_count_;
+  --books_[j.spec.team].load.pending_jobs;
   CountShape(j, -1);
 }
 
@@ -287,6 +389,12 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
   j.v.started_at = started;
   j.v.last_checkpoint = started;
   teams_[j.spec.team].used_milli += GpuMilliOf(j.spec);
+  {
+    TeamLoad& load = books_[j.spec.team].load;
+    ++load.running_jobs;
+    load.used_milli += GpuMilliOf(j.spec);
+    load.model_used_milli[j.placement.gpu_model] += GpuMilliOf(j.spec);
+  }
   j.rank = LiveRank(j, ctx);
   running_.emplace(j.rank, j.v.seq, &j);
   ++running_version_;
@@ -376,6 +484,9 @@ void Scheduler::SetNodeSizeHint(const std::string& gpu_model, int gpus) {
 std::string Scheduler::BudgetHold(JobId id) const {
   const JobState* j = FindJob(id);
   if (!j || j->v.phase != JobPhase::kPending) return "";
+  if (any_limits_) {
+    if (std::string q = QuotaBlock(*j, nullptr); !q.empty()) return q;
+  }
   return BudgetBlock(*j, 0, clock_.Now());
 }
 
@@ -531,6 +642,14 @@ void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
   }
   view_.Release(j.placement);
   teams_[j.spec.team].used_milli -= GpuMilliOf(j.spec);
+  {
+    TeamLoad& load = books_[j.spec.team].load;
+    --load.running_jobs;
+    load.used_milli -= GpuMilliOf(j.spec);
+    if ((load.model_used_milli[j.placement.gpu_model] -= GpuMilliOf(j.spec)) == 0) {
+      load.model_used_milli.erase(j.placement.gpu_model);
+    }
+  }
   Accrue(j, now);
   Duration run = now - j.v.started_at;
   j.v.attained_gpu_ms = j.v.AttainedAt(now);
@@ -1138,6 +1257,14 @@ void Scheduler::Pass() {
       continue;
     }
 
+    if (any_limits_) {
+      // The team's limits hold it whatever the capacity: it neither starts nor preempts.
+      j->budget_block = QuotaBlock(*j, nullptr);
+      if (!j->budget_block.empty()) {
+        j->outcome = JobState::Outcome::kQuota;
+        continue;
+      }
+    }
     PlaceResult r;
     r.kind = PlaceResult::Kind::kWait;
     bool placed = false;
@@ -1179,6 +1306,13 @@ void Scheduler::Pass() {
         }
       } else {
         held = true;
+      }
+    }
+    if (placed && any_limits_) {
+      j->budget_block = QuotaBlock(*j, &r.placement);
+      if (!j->budget_block.empty()) {
+        j->outcome = JobState::Outcome::kQuota;
+        continue;
       }
     }
     if (placed && !money_.empty()) {
@@ -1318,6 +1452,10 @@ Explanation Scheduler::Explain(JobId id) const {
     case JobState::Outcome::kBudget:
       e.reasons.push_back("budget: " + j->budget_block);
       e.placement = PlaceResult::Kind::kWait;  // it fits, but may not start
+      break;
+    case JobState::Outcome::kQuota:
+      e.reasons.push_back("quota: " + j->budget_block);
+      e.placement = PlaceResult::Kind::kWait;  // it may fit, but may not start
       break;
     default:
       break;

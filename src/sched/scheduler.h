@@ -38,6 +38,28 @@
 
 namespace gpufleet::sched {
 
+// A team's share of the cluster and its admission limits. Guaranteed GPUs (any model, and per
+// model) order fair-share and are what a reclaim gives back; with `borrow` off the team never holds
+// more than them. Zero means none, for each limit.
+struct TeamQuota {
+  int64_t gpus = 0;                            // guaranteed GPUs of any model
+  std::map<std::string, int64_t> model_gpus;   // guaranteed GPUs per GPU model (catalog names)
+  bool borrow = true;                          // may use GPUs beyond its quota that others leave idle
+  int64_t max_running_jobs = 0;                // jobs of the team running at once
+  int64_t max_pending_jobs = 0;                // jobs waiting at once (enforced at submit)
+  bool empty() const {
+    return gpus == 0 && model_gpus.empty() && borrow && max_running_jobs == 0 && max_pending_jobs == 0;
+  }
+};
+
+// What a team holds and has waiting now.
+struct TeamLoad {
+  int64_t running_jobs = 0;
+  int64_t pending_jobs = 0;
+  int64_t used_milli = 0;                          // GPUs held by its running jobs (milli-GPUs)
+  std::map<std::string, int64_t> model_used_milli;  // ... per GPU model
+};
+
 // Money limits of a team (micro-dollars). Spend is what the team's jobs cost since `since`: each
 // running job pays its share of its nodes' prices (model::NodeSpec::price_micros_per_hour: its
 // GPUs over the node's) until its GPUs are released.
@@ -102,12 +124,20 @@ class Scheduler {
   std::optional<Time> NextWakeup() const;
 
   Explanation Explain(JobId job) const;
-  // Why a pending job may not start whatever the capacity (its team's hard budget is spent);
-  // empty when nothing but capacity holds it. The autoscaler does not rent for held jobs.
+  // Why a pending job may not start whatever the capacity (its team's hard budget is spent, or
+  // its quota or running-job limit is reached); empty when nothing but capacity holds it. The autoscaler does not rent for held jobs.
   std::string BudgetHold(JobId job) const;
 
-  // Team quotas for fair-share (whole GPUs).
+  // Team quotas for fair-share (whole GPUs of any model); the other limits stay.
   void SetTeamQuota(const std::string& team, int64_t gpus);
+  // A team's quota and limits, replacing earlier ones (an empty quota removes them).
+  void SetTeamQuota(const std::string& team, const TeamQuota& quota);
+  TeamQuota QuotaOf(const std::string& team) const;
+  TeamLoad LoadOf(const std::string& team) const;
+  // Teams that have a quota or have had jobs, by name.
+  std::vector<std::string> Teams() const;
+  // Why `team` may not queue `jobs` more jobs now (its pending-job limit), or empty.
+  std::string AdmissionBlock(const std::string& team, int64_t jobs) const;
   // Money: a team's budget (replacing any earlier one), its spend now, and a job's cost so far
   // (all its runs, the current one up to now). A job's own max_cost_micros (JobSpec) stops it
   // for good when reached.
@@ -193,6 +223,15 @@ class Scheduler {
     int64_t rate = 0;           // micro-dollars per hour of the team's jobs holding GPUs
   };
   std::map<std::string, TeamMoney> money_;
+  struct TeamBooks {
+    TeamQuota quota;
+    TeamLoad load;
+  };
+  std::map<std::string, TeamBooks> books_;  // per team: quota, limits and load
+  bool any_limits_ = false;                 // some team has a limit that holds jobs (not only borrow)
+  // Why the team's quota or limits keep `j` waiting; with a placement, judged on its GPU model.
+  std::string QuotaBlock(const JobState& j, const model::Placement* placement) const;
+  void RecountLimits();
   std::map<std::string, int> node_size_hints_;  // model -> GPUs per node of nodes that may come
   int64_t priced_running_ = 0;  // running or stopping jobs that cost something
   std::unordered_map<std::string, int> shapes_;

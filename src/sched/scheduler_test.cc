@@ -469,5 +469,93 @@ TEST(BudgetTest, UnpricedNodesCostNothingAndNeverWakeTheScheduler) {
   EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 0);
 }
 
+TEST(SchedulerQuotaTest, WithoutBorrowingATeamNeverHoldsMoreThanItsQuotaAndOthersGoOn) {
+  // Given one 8-GPU node, team a with 4 guaranteed GPUs and no borrowing, expect a's jobs to run up
+  // to 4 GPUs while the rest of a's wait with the reason, team b's job behind them to start on
+  // the idle GPUs (strict fifo included), and a's next job to start when one of a's finishes.
+  SchedulerHarness h("fifo");
+  h.AddNode(MakeNode("n0", "A100", 8));
+  TeamQuota q;
+  q.gpus = 4;
+  q.borrow = false;
+  h.sched().SetTeamQuota("a", q);
+  JobId a1 = h.Submit(MakeJob(2, 0, "a"));
+  JobId a2 = h.Submit(MakeJob(2, 0, "a"));
+  JobId a3 = h.Submit(MakeJob(2, 0, "a"));
+  JobId b1 = h.Submit(MakeJob(3, 0, "b"));
+  EXPECT_EQ(h.Phase(a1), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(a2), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(a3), JobPhase::kPending);
+  EXPECT_EQ(h.Phase(b1), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().LoadOf("a").used_milli, 4000);
+  EXPECT_EQ(h.sched().LoadOf("a").model_used_milli.at("A100"), 4000);
+  EXPECT_EQ(h.sched().LoadOf("a").pending_jobs, 1);
+  Explanation e = h.sched().Explain(a3);
+  bool said = false;
+  for (const auto& r : e.reasons) said |= r.find("quota: team a is over its quota, borrowing not allowed") == 0;
+  EXPECT_TRUE(said) << (e.reasons.empty() ? "" : e.reasons[0]);
+  EXPECT_NE(h.sched().BudgetHold(a3).find("borrowing not allowed"), std::string::npos);
+  h.Finish(a1);
+  EXPECT_EQ(h.Phase(a3), JobPhase::kRunning);
+  EXPECT_TRUE(h.sched().BudgetHold(a3).empty());
+}
+
+TEST(SchedulerQuotaTest, BorrowingTeamsUseIdleGpusAndModelQuotasCountTheirModelOnly) {
+  // Given an H100 node and an A100 node, team a with 2 H100s guaranteed and no borrowing, expect
+  // a 2-GPU H100 job to run, a second H100 job to wait on the H100 quota, and a job that may run
+  // anywhere to wait too (a has no A100 quota); team c (borrowing, 1 GPU guaranteed) takes 4.
+  SchedulerHarness h("fifo");
+  h.AddNode(MakeNode("h", "H100", 4));
+  h.AddNode(MakeNode("x", "A100", 4));
+  TeamQuota a;
+  a.model_gpus["H100"] = 2;
+  a.borrow = false;
+  h.sched().SetTeamQuota("a", a);
+  TeamQuota c;
+  c.gpus = 1;
+  h.sched().SetTeamQuota("c", c);
+  model::JobSpec h100 = MakeJob(2, 0, "a");
+  h100.gpu_models = {"H100"};
+  JobId first = h.Submit(h100);
+  JobId second = h.Submit(h100);
+  JobId anywhere = h.Submit(MakeJob(1, 0, "a"));
+  JobId borrow = h.Submit(MakeJob(4, 0, "c"));
+  EXPECT_EQ(h.Phase(first), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(second), JobPhase::kPending);
+  EXPECT_NE(h.sched().BudgetHold(second).find("over its H100 quota"), std::string::npos) << h.sched().BudgetHold(second);
+  EXPECT_EQ(h.Phase(anywhere), JobPhase::kPending);
+  EXPECT_EQ(h.Phase(borrow), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().QuotaOf("c").gpus, 1);
+}
+
+TEST(SchedulerQuotaTest, RunningAndPendingJobLimitsHoldAndRefuse) {
+  // Given team a limited to 2 running and 3 pending jobs, expect the third job to wait with the
+  // reason while b's runs, AdmissionBlock to refuse what would pass 3 waiting, and an empty
+  // quota to lift every limit.
+  SchedulerHarness h("fifo");
+  h.AddNode(MakeNode("n0", "A100", 8));
+  TeamQuota q;
+  q.max_running_jobs = 2;
+  q.max_pending_jobs = 3;
+  h.sched().SetTeamQuota("a", q);
+  JobId a1 = h.Submit(MakeJob(1, 0, "a"));
+  JobId a2 = h.Submit(MakeJob(1, 0, "a"));
+  JobId a3 = h.Submit(MakeJob(1, 0, "a"));
+  JobId b1 = h.Submit(MakeJob(1, 0, "b"));
+  EXPECT_EQ(h.Phase(a1), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(a2), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(a3), JobPhase::kPending);
+  EXPECT_EQ(h.Phase(b1), JobPhase::kRunning);
+  EXPECT_NE(h.sched().BudgetHold(a3).find("runs 2 job(s), its limit"), std::string::npos);
+  EXPECT_TRUE(h.sched().AdmissionBlock("a", 2).empty());
+  EXPECT_NE(h.sched().AdmissionBlock("a", 3).find("team a has 1 job(s) waiting and may have at most 3"),
+            std::string::npos);
+  EXPECT_TRUE(h.sched().AdmissionBlock("b", 100).empty());
+  h.sched().SetTeamQuota("a", TeamQuota{});
+  h.Timer();
+  EXPECT_EQ(h.Phase(a3), JobPhase::kRunning);
+  EXPECT_TRUE(h.sched().AdmissionBlock("a", 1000).empty());
+}
+
 }  // namespace
 }  // namespace gpufleet::sched
