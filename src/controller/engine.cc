@@ -342,29 +342,30 @@ void Engine::Enqueue(Request r) {
   inbox_cv_.notify_one();
 }
 
-std::future<Result<SubmitReply>> Engine::Submit(std::string request_id, std::vector<api::JobRequest> jobs) {
-  SubmitReq r{std::move(request_id), std::move(jobs), {}, {}};
+std::future<Result<SubmitReply>> Engine::Submit(std::string request_id, std::vector<api::JobRequest> jobs,
+                                                std::optional<api::AuditRecord> audit) {
+  SubmitReq r{std::move(request_id), std::move(jobs), std::move(audit), {}, {}};
   auto f = r.done.get_future();
   Enqueue(std::move(r));
   return f;
 }
 
-std::future<Status> Engine::Cancel(JobId job, std::string by) {
-  CancelReq r{job, std::move(by), {}, {}};
+std::future<Status> Engine::Cancel(JobId job, std::string by, std::optional<api::AuditRecord> audit) {
+  CancelReq r{job, std::move(by), std::move(audit), {}, {}};
   auto f = r.done.get_future();
   Enqueue(std::move(r));
   return f;
 }
 
-std::future<Status> Engine::Drain(const std::string& node, bool drain) {
-  DrainReq r{node, drain, false, {}, {}};
+std::future<Status> Engine::Drain(const std::string& node, bool drain, std::optional<api::AuditRecord> audit) {
+  DrainReq r{node, drain, false, std::move(audit), {}, {}};
   auto f = r.done.get_future();
   Enqueue(std::move(r));
   return f;
 }
 
 std::future<Status> Engine::HoldUntilRegistered(const std::string& node) {
-  DrainReq r{node, true, true, {}, {}};
+  DrainReq r{node, true, true, std::nullopt, {}, {}};
   auto f = r.done.get_future();
   Enqueue(std::move(r));
   return f;
@@ -392,15 +393,17 @@ std::future<Result<api::HeartbeatReply>> Engine::Heartbeat(NodeId node, api::Hea
   return f;
 }
 
-std::future<Status> Engine::SetBudget(std::string team, sched::TeamBudget budget) {
-  BudgetReq r{std::move(team), budget, {}, {}};
+std::future<Status> Engine::SetBudget(std::string team, sched::TeamBudget budget,
+                                     std::optional<api::AuditRecord> audit) {
+  BudgetReq r{std::move(team), budget, std::move(audit), {}, {}};
   auto f = r.done.get_future();
   Enqueue(std::move(r));
   return f;
 }
 
-std::future<Status> Engine::SetQuota(std::string team, sched::TeamQuota quota) {
-  QuotaReq r{std::move(team), std::move(quota), {}, {}};
+std::future<Status> Engine::SetQuota(std::string team, sched::TeamQuota quota,
+                                    std::optional<api::AuditRecord> audit) {
+  QuotaReq r{std::move(team), std::move(quota), std::move(audit), {}, {}};
   auto f = r.done.get_future();
   Enqueue(std::move(r));
   return f;
@@ -425,6 +428,7 @@ void Engine::ApplyQuota(QuotaReq& r) {
   } else {
     quotas_[r.team] = r.quota;
   }
+  if (r.audit) store_.AttachAudit({*r.audit});  // commits with the quota, or not at all
   Status st = SaveQuotas();
   if (!st.ok()) {
     quotas_ = before;  // nothing changes when it cannot be stored
@@ -468,6 +472,7 @@ void Engine::ApplyBudget(BudgetReq& r) {
   } else {
     budgets_[r.team] = r.budget;
   }
+  if (r.audit) store_.AttachAudit({*r.audit});  // commits with the budget, or not at all
   Status st = SaveBudgets();
   if (!st.ok()) {
     budgets_ = before;  // nothing changes when it cannot be stored
@@ -585,6 +590,7 @@ bool Engine::Step() {
       for (const auto& [team, n] : adding) admitted[team] += n;
       store::Submission sub;
       sub.request_id = s->request_id;
+      sub.audit = s->audit;
       for (size_t i = 0; i < s->jobs.size(); ++i) {
         api::JobRecord rec;
         rec.request = s->jobs[i];
@@ -610,6 +616,7 @@ bool Engine::Step() {
 
   std::vector<store::JobUpdate> updates;
   std::vector<std::pair<NodeId, api::Command>> commands;
+  std::vector<api::AuditRecord> step_audit;
   bool did = !batch.empty();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -663,18 +670,27 @@ bool Engine::Step() {
     RunScheduler();
     updates.swap(updates_);
     commands.swap(commands_);
+    step_audit.swap(step_audit_);
   }
 
-  // 4. The transitions, in one transaction, before anyone hears of them.
+  // 4. The transitions, in one transaction, before anyone hears of them; the cancels asked for
+  // in this step are recorded with them.
   if (!updates.empty()) {
+    if (!step_audit.empty()) store_.AttachAudit(step_audit);
     Status st = store_.Update(updates);
-    for (int attempt = 0; !st.ok() && attempt < 3; ++attempt) st = store_.Update(updates);
+    for (int attempt = 0; !st.ok() && attempt < 3; ++attempt) {
+      if (!step_audit.empty()) store_.AttachAudit(step_audit);
+      st = store_.Update(updates);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     counters_.store_ok = st.ok();
     if (!st.ok()) {
       ++counters_.store_errors;
       spdlog::error("store: {} (job transitions of this step are not durable)", st.message());
     }
+  } else if (!step_audit.empty()) {
+    // A cancel that changed no record yet (the stop is under way): its record alone.
+    if (Status st = store_.AppendAudit(step_audit); !st.ok()) spdlog::error("audit: {}", st.message());
   }
   // 5. Commands to the agents, then the answers.
   if (!commands.empty()) {
@@ -798,6 +814,7 @@ void Engine::ApplyCancel(CancelReq& r) {
       events_.push_back(sched::JobCancelled{job.rec.id});
       break;
   }
+  if (r.audit) step_audit_.push_back(*r.audit);
   r.result = Status::Ok();
 }
 
@@ -819,6 +836,7 @@ void Engine::ApplyDrain(DrainReq& r) {
     return;
   }
   n.rec.state = r.drain ? api::NodeState::kDraining : api::NodeState::kUp;
+  if (r.audit) store_.AttachAudit({*r.audit});  // commits with the node's new state, or not at all
   auto st = store_.UpsertNode(n.rec);
   // An undrained node whose agent has not registered since takes work once it has.
   if (r.drain || !n.awaiting_agent) events_.push_back(sched::NodeDrained{n.rec.id, r.drain});

@@ -94,9 +94,13 @@ class Engine {
   // is refused with the reason (InvalidArgument) and nothing of the request is stored; a node
   // count alone does not refuse one (more nodes may join). Without nodes, or with a pool that may
   // rent them (SetNodeSizeHints), every job is taken.
-  std::future<Result<SubmitReply>> Submit(std::string request_id, std::vector<api::JobRequest> jobs);
-  std::future<Status> Cancel(JobId job, std::string by);
-  std::future<Status> Drain(const std::string& node, bool drain);
+  // Changes made for an API request take its audit record (`audit`, outcome "allowed"): it is
+  // written in the transaction that makes the change durable, or not at all. A submit's record
+  // gets the ids of the jobs it made and is not written for a repeated request id.
+  std::future<Result<SubmitReply>> Submit(std::string request_id, std::vector<api::JobRequest> jobs,
+                                          std::optional<api::AuditRecord> audit = std::nullopt);
+  std::future<Status> Cancel(JobId job, std::string by, std::optional<api::AuditRecord> audit = std::nullopt);
+  std::future<Status> Drain(const std::string& node, bool drain, std::optional<api::AuditRecord> audit = std::nullopt);
   // The node's agent is going away (it stops its jobs): nothing new lands there until the agent
   // registers again. Held in memory only, as every node recovered at a restart is held.
   std::future<Status> HoldUntilRegistered(const std::string& node);
@@ -115,10 +119,12 @@ class Engine {
 
   // Sets a team's budget (persisted; replaces any earlier one). A budget with every limit 0
   // removes it.
-  std::future<Status> SetBudget(std::string team, sched::TeamBudget budget);
+  std::future<Status> SetBudget(std::string team, sched::TeamBudget budget,
+                                std::optional<api::AuditRecord> audit = std::nullopt);
   // Sets a team's quota and limits (persisted; replaces any earlier ones; an empty quota removes
   // them). Enforced by the scheduler at once; the pending-job limit by Submit (ResourceExhausted).
-  std::future<Status> SetQuota(std::string team, sched::TeamQuota quota);
+  std::future<Status> SetQuota(std::string team, sched::TeamQuota quota,
+                               std::optional<api::AuditRecord> audit = std::nullopt);
 
   // --- Reads (any thread). ---
   struct TeamQuotaView {
@@ -228,12 +234,14 @@ class Engine {
   struct SubmitReq {
     std::string request_id;
     std::vector<api::JobRequest> jobs;
+    std::optional<api::AuditRecord> audit;
     std::promise<Result<SubmitReply>> done;
     std::optional<Result<SubmitReply>> result;
   };
   struct CancelReq {
     JobId job;
     std::string by;
+    std::optional<api::AuditRecord> audit;
     std::promise<Status> done;
     std::optional<Status> result;
   };
@@ -241,6 +249,7 @@ class Engine {
     std::string node;
     bool drain;
     bool until_registered = false;  // HoldUntilRegistered: in memory, until the agent registers
+    std::optional<api::AuditRecord> audit;
     std::promise<Status> done;
     std::optional<Status> result;
   };
@@ -267,12 +276,14 @@ class Engine {
   struct BudgetReq {
     std::string team;
     sched::TeamBudget budget;
+    std::optional<api::AuditRecord> audit;
     std::promise<Status> done;
     std::optional<Status> result;
   };
   struct QuotaReq {
     std::string team;
     sched::TeamQuota quota;
+    std::optional<api::AuditRecord> audit;
     std::promise<Status> done;
     std::optional<Status> result;
   };
@@ -333,6 +344,7 @@ class Engine {
   std::set<int> ports_in_use_;
   std::map<std::string, sched::TeamBudget> budgets_;
   std::map<std::string, sched::TeamQuota> quotas_;  // set through the API (persisted)
+  std::vector<api::AuditRecord> step_audit_;  // of this step's cancels: written with its transitions
   std::map<std::string, int> node_size_hints_;
   int next_port_ = 0;
   Counters counters_;

@@ -394,6 +394,25 @@ Pool::Pool(PoolConfig config, std::unique_ptr<provider::Provider> provider, Engi
 
 Pool::~Pool() { Stop(); }
 
+namespace {
+
+// The audit record of an autoscaling decision: the controller acts, no token.
+api::AuditRecord PoolAudit(Time now, const std::string& verb, const std::string& instance, const std::string& offer,
+                           const std::string& reason) {
+  api::AuditRecord a;
+  a.at = now;
+  a.subject = "autoscaler";
+  a.role = "controller";
+  a.source = "controller";
+  a.verb = verb;
+  a.object = "instance " + instance + " (" + offer + ")";
+  a.outcome = "allowed";
+  a.reason = reason;
+  return a;
+}
+
+}  // namespace
+
 Status Pool::Save() {
   nlohmann::json all = nlohmann::json::array();
   {
@@ -560,7 +579,9 @@ void Pool::Rent(const sched::Rent& rent, Time now) {
       std::lock_guard<std::mutex> lock(mu_);
       entries_[e.info.name] = e;
     }
-    // On record before the provider hears of it: a crash from here on cannot leak it.
+    // On record before the provider hears of it: a crash from here on cannot leak it. The
+    // audit record commits with it.
+    store_.AttachAudit({PoolAudit(now, "pool.rent", e.info.name, offer.name, rent.reason)});
     Status st = Save();
     if (!st.ok()) {
       spdlog::error("pool: cannot record instance {} ({}); not renting", e.info.name, st.message());
@@ -701,6 +722,7 @@ void Pool::Tick() {
   }
   sched::ScalePlan plan = scaler_.Decide(in);
   bool changed = false;
+  std::vector<api::AuditRecord> released;
   for (const sched::Release& r : plan.releases) {
     auto it = name_of.find(r.node.value());
     if (it == name_of.end()) continue;
@@ -732,12 +754,15 @@ void Pool::Tick() {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
+      auto e = entries_.find(name);
+      if (e != entries_.end()) released.push_back(PoolAudit(now, "pool.release", name, e->second.info.offer, r.reason));
       entries_.erase(name);
     }
     idle_since_.erase(name);
     changed = true;
   }
   if (changed) {
+    if (!released.empty()) store_.AttachAudit(released);  // committed with the pool's new record
     Status st = Save();
     if (!st.ok()) spdlog::error("pool: save: {}", st.message());
   }

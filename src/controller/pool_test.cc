@@ -133,6 +133,14 @@ TEST_F(PoolTest, ReleasesAnIdleNodeAndDeletesItsInstance) {
   pool.Tick();
   EXPECT_EQ(provider_->deleted, std::vector<std::string>{id});
   EXPECT_TRUE(pool.Instances().empty());
+  // Both decisions are in the audit log, as the autoscaler's.
+  auto log = store_.ListAudit({});
+  ASSERT_TRUE(log.ok());
+  std::vector<std::string> verbs;
+  for (const auto& a : *log) {
+    if (a.subject == "autoscaler" && a.object.find(name) != std::string::npos) verbs.push_back(a.verb);
+  }
+  EXPECT_EQ(verbs, (std::vector<std::string>{"pool.rent", "pool.release"}));
   EXPECT_EQ(NodeStateOf(name), api::NodeState::kGone);
 }
 

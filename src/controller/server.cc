@@ -254,6 +254,13 @@ Status ApiServer::Start() {
   return Status::Ok();
 }
 
+api::AuditRecord ApiServer::Allowed(const httplib::Request& req, const std::string& reason) const {
+  api::AuditRecord a = AuditFor(req, FindRoute(req.method, req.path, false));
+  a.outcome = "allowed";
+  a.reason = reason;
+  return a;
+}
+
 api::AuditRecord ApiServer::AuditFor(const httplib::Request& req, const RouteRule* rule) const {
   api::AuditRecord a;
   a.at = clock_.Now();
@@ -550,8 +557,11 @@ void ApiServer::Routes() {
     }
     std::vector<json> asked;
     for (const auto& j : *jobs) asked.push_back(api::ToJobJson(j));
-    auto reply = engine_.Submit(scoped_id, std::move(*jobs)).get();
+    api::AuditRecord audit = Allowed(req, std::to_string(jobs->size()) + " job(s)");
+    audit.request_id = request_id;
+    auto reply = engine_.Submit(scoped_id, std::move(*jobs), audit).get();
     if (!reply.ok()) return Error(res, reply.status());
+    if (reply->created) tl_audited = true;  // recorded with the jobs
     if (!reply->created) {
       // A retry must ask for the same jobs; an id reused for other jobs is a client bug that
       // would otherwise be answered with the earlier jobs as if they were these.
@@ -643,8 +653,9 @@ void ApiServer::Routes() {
                                    "; your token may cancel only team " + who->team + "'s jobs");
       }
     }
-    Status st = engine_.Cancel(*id, who->token.subject).get();
+    Status st = engine_.Cancel(*id, who->token.subject, Allowed(req, "cancel requested")).get();
     if (!st.ok()) return Error(res, st);
+    tl_audited = true;  // recorded with the job's transition
     Reply(res, 202, {{"id", id->value()}, {"cancel_requested", true}});
   });
 
@@ -833,8 +844,9 @@ void ApiServer::Routes() {
   auto drain = [this, authz](bool on) {
     return [this, authz, on](const Request& req, Response& res) {
       if (!authz(req, res, Verb::kNodeDrain)) return;
-      Status st = engine_.Drain(req.matches[1].str(), on).get();
+      Status st = engine_.Drain(req.matches[1].str(), on, Allowed(req, on ? "drained" : "undrained")).get();
       if (!st.ok()) return Error(res, st);
+      tl_audited = true;  // recorded with the node's state
       Reply(res, 200, {{"node", req.matches[1].str()}, {"state", on ? "draining" : "up"}});
     };
   };
@@ -966,8 +978,9 @@ void ApiServer::Routes() {
     if (b.soft_micros > 0 && b.hard_micros > 0 && b.soft_micros > b.hard_micros) {
       return Error(res, 400, "soft: must not be above hard");
     }
-    Status st = engine_.SetBudget(req.matches[1].str(), b).get();
+    Status st = engine_.SetBudget(req.matches[1].str(), b, Allowed(req, "budget set: " + req.body.substr(0, 200))).get();
     if (!st.ok()) return Error(res, st);
+    tl_audited = true;  // recorded with the budget
     Reply(res, 200, {{"team", req.matches[1].str()},
                      {"hard_micros", b.hard_micros},
                      {"soft_micros", b.soft_micros},
@@ -1059,8 +1072,9 @@ void ApiServer::Routes() {
         q.model_gpus[model_name] = *gpus;
       }
     }
-    Status st = engine_.SetQuota(team, q).get();
+    Status st = engine_.SetQuota(team, q, Allowed(req, "quota set: " + req.body.substr(0, 200))).get();
     if (!st.ok()) return Error(res, st);
+    tl_audited = true;  // recorded with the quota
     Reply(res, 200, quota_json(team, q, sched::TeamLoad{}));
   });
 

@@ -686,6 +686,46 @@ TEST_F(ServerTest, ATokenAndItsAuditRecordCommitTogether) {
   EXPECT_EQ(log.back().outcome, "failed");
 }
 
+TEST_F(ServerTest, ChangesTheEngineCommitsAndTheirAuditRecordsCommitTogether) {
+  // Given a submit, a budget, a quota and a drain that the engine makes durable, expect one
+  // "allowed" record each, written with the change (the submit's names the job id the store
+  // gave); given a store that fails the next write, expect a submit and a budget to fail with
+  // nothing stored and only a "failed" record of each attempt.
+  RegisterNode("node-q");
+  size_t before = AuditLog(store_).size();
+  auto sub = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "aud"})");
+  ASSERT_EQ(sub->status, 201) << sub->body;
+  const std::string id = std::to_string(Body(sub)["jobs"][0]["id"].get<int64_t>());
+  ASSERT_EQ(Call("POST", "/v1/teams/vision/budget", admin_, R"({"hard": 10})")->status, 200);
+  ASSERT_EQ(Call("POST", "/v1/teams/vision/quota", admin_, R"({"gpus": 4})")->status, 200);
+  ASSERT_EQ(Call("POST", "/v1/nodes/node-q/drain", admin_)->status, 200);
+  auto log = AuditLog(store_);
+  ASSERT_EQ(log.size(), before + 4);
+  EXPECT_EQ(log[before].verb, "job.submit");
+  EXPECT_EQ(log[before].object, "job " + id);
+  EXPECT_EQ(log[before].request_id, "aud");
+  EXPECT_EQ(log[before].outcome, "allowed");
+  EXPECT_EQ(log[before].subject, "alice");
+  EXPECT_EQ(log[before + 1].verb, "budget.set");
+  EXPECT_EQ(log[before + 2].verb, "quota.set");
+  EXPECT_EQ(log[before + 3].verb, "node.drain");
+  EXPECT_EQ(log[before + 3].object, "node node-q");
+
+  size_t jobs = StoredJobs();
+  store_.FailNextWrite(Status::Unavailable("disk full"));
+  auto failed = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "aud2"})");
+  EXPECT_EQ(failed->status, 503) << failed->body;
+  EXPECT_EQ(StoredJobs(), jobs);
+  store_.FailNextWrite(Status::Unavailable("disk full"));
+  EXPECT_EQ(Call("POST", "/v1/teams/nlp/budget", admin_, R"({"hard": 10})")->status, 503);
+  log = AuditLog(store_);
+  ASSERT_EQ(log.size(), before + 6);
+  EXPECT_EQ(log[before + 4].verb, "job.submit");
+  EXPECT_EQ(log[before + 4].outcome, "failed");
+  EXPECT_EQ(log[before + 5].verb, "budget.set");
+  EXPECT_EQ(log[before + 5].outcome, "failed");
+}
+
 TEST_F(ServerTest, AdminsReadTheAuditLogWithFilters) {
   // Given some changes, expect GET /v1/audit to list them for an admin, filtered by subject and
   // verb prefix, and to refuse a user.

@@ -195,6 +195,12 @@ class SqliteStore : public StateStore {
           out.ids.push_back(job.id);
           ids.push_back(job.id.value());
         }
+        if (sub.audit) {
+          std::string names;
+          for (const JobId& id : out.ids) names += (names.empty() ? "" : ",") + std::to_string(id.value());
+          sub.audit->object = (out.ids.size() == 1 ? "job " : "jobs ") + names;
+          audit.push_back(*sub.audit);
+        }
         GF_RETURN_IF_ERROR(Run(Prepare("INSERT INTO requests (request_id, job_ids) VALUES (?1, ?2)")
                                    .Bind(1, sub.request_id)
                                    .Bind(2, api::DumpJson(ids)),

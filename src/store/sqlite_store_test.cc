@@ -57,7 +57,7 @@ api::JobRecord MakeJob(const std::string& team, int64_t submitted_ms, int array_
 
 Submission MakeSubmission(const std::string& request_id, int jobs = 1, const std::string& team = "nlp",
                           int64_t submitted_ms = 1000) {
-  Submission s{request_id, {}};
+  Submission s{request_id, {}, std::nullopt};
   for (int i = 0; i < jobs; ++i) s.jobs.push_back(MakeJob(team, submitted_ms, jobs > 1 ? i : -1));
   return s;
 }
@@ -200,7 +200,7 @@ TEST_P(StateStoreTest, BadSubmissionFailsTheWholeBatch) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(r.status().message(), "submission 1")) << r.status().message();
-  auto empty = store_->Submit({MakeSubmission("good"), Submission{"no-jobs", {}}});
+  auto empty = store_->Submit({MakeSubmission("good"), Submission{"no-jobs", {}, std::nullopt}});
   ASSERT_FALSE(empty.ok());
   EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(ListOk({}).empty());

@@ -19,6 +19,9 @@ namespace gpufleet::store {
 struct Submission {
   std::string request_id;          // non-empty; idempotency key
   std::vector<api::JobRecord> jobs;  // ids are assigned by the store
+  // Written with the jobs, in their transaction, naming the ids they got ("job 4", "jobs 4,5");
+  // not written when the request id was seen before (nothing is created then).
+  std::optional<api::AuditRecord> audit;
 };
 struct SubmitOutcome {
   std::vector<JobId> ids;  // in the order of the submission's jobs

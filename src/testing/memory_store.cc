@@ -103,6 +103,14 @@ Result<std::vector<store::SubmitOutcome>> MemoryStore::Submit(std::vector<store:
       jobs_[job.id.value()] = std::move(job);
     }
     requests_[sub.request_id] = out.ids;
+    if (sub.audit) {
+      std::string names;
+      for (const JobId& id : out.ids) names += (names.empty() ? "" : ",") + std::to_string(id.value());
+      api::AuditRecord a = *sub.audit;
+      a.object = (out.ids.size() == 1 ? "job " : "jobs ") + names;
+      a.seq = static_cast<int64_t>(audit_.size()) + 1;
+      audit_.push_back(std::move(a));
+    }
     outcomes.push_back(std::move(out));
   }
   return outcomes;
