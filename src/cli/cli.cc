@@ -42,7 +42,9 @@ std::function<int()> SetupPolicies(CLI::App& app) {
       std::printf("%-11s %s\n", p.name.c_str(), p.help.c_str());
       if (!p.options.empty()) std::printf("%-11s   options: %s\n", "", p.options.c_str());
     }
-    std::printf("\nEvery policy also takes: backfill=off|easy|greedy preempt=true|false min_run=DURATION\n  max_preempt_attempts=N hot=C quota.TEAM=GPUS\n");
+    std::printf("\nEvery policy also takes: backfill=off|easy|greedy preempt=true|false min_run=DURATION\n"
+                "  max_preempt_attempts=N hot=C quota.TEAM=GPUS victims=least-work-lost|worst-rank fit=best|first\n"
+                "(docs/policies.md says what each does, and which replay a published simulator's rules)\n");
     return 0;
   };
 }

@@ -44,6 +44,26 @@ TEST_F(FifoTest, RanksBySubmitTimeOnly) {
   EXPECT_EQ(policy_.Rank(l, ctx_), (RankKey{{20'000, 0, 0}}));
 }
 
+TEST_F(FifoTest, OrderGpusRanksTheFewestGpusFirstThenBySubmitTime) {
+  // Given order=gpus (Tiresias' sjf) and a full 4-GPU node, expect the waiting jobs to start
+  // smallest first once it frees (a 1-GPU job submitted last before two 2-GPU jobs, those in
+  // submit order), with greedy backfill taking what fits.
+  FifoPolicy by_gpus(true);
+  model::JobSpec big = MakeJob(8, 10, "a"), small = MakeJob(1, 20, "b");
+  EXPECT_LT(by_gpus.Rank(View(small, 2), ctx_), by_gpus.Rank(View(big, 1), ctx_));
+  EXPECT_EQ(by_gpus.Rank(View(small, 2), ctx_), (RankKey{{1000, 20'000, 0}}));
+  SchedulerHarness h("fifo", {"order=gpus", "backfill=greedy"});
+  h.AddNode(MakeNode("n0", "A100", 4));
+  JobId busy = h.Submit(MakeJob(4, 0));
+  JobId two_a = h.Submit(MakeJob(2, 1));
+  JobId two_b = h.Submit(MakeJob(2, 2));
+  JobId three = h.Submit(MakeJob(3, 3));
+  JobId one = h.Submit(MakeJob(1, 4));
+  EXPECT_EQ(h.sched().QueueOrder(), Ids({one, two_a, two_b, three}));
+  h.Finish(busy);
+  EXPECT_EQ(h.Started(), (std::vector<int64_t>{busy.value(), one.value(), two_a.value()}));
+}
+
 TEST_F(FifoTest, RequeuedJobKeepsItsRank) {
   // Given a job that ran, was stopped and requeued later, expect the same rank as when it was
   // first submitted, at any time.

@@ -12,8 +12,8 @@ namespace gpufleet::sched {
 
 const std::vector<PolicyInfo>& PolicyTable() {
   static const std::vector<PolicyInfo> table = {
-      {"fifo", "first come, first served in strict order (no backfill)", ""},
-      {"backfill", "FIFO with EASY backfill: later jobs start if they do not delay the head", ""},
+      {"fifo", "first come, first served in strict order (no backfill)", "order=submit|gpus"},
+      {"backfill", "FIFO with EASY backfill: later jobs start if they do not delay the head", "order=submit|gpus"},
       {"priority", "priority classes, optional aging, preempts lower classes", "aging=DURATION"},
       {"fair-share", "guaranteed GPU quotas per team; borrow idle GPUs; reclaim only borrowed ones",
        "quota.TEAM=GPUS"},
@@ -69,6 +69,7 @@ Result<PolicyConfig> MakePolicies(const std::string& name, const std::map<std::s
   std::optional<bool> preempt;
   PriorityOptions prio;
   LasOptions las;
+  bool fewest_gpus_first = false;
   for (const auto& [k, v] : options) {
     if (k == "backfill") {
       if (v == "off" || v == "none") backfill = BackfillMode::kOff;
@@ -118,6 +119,9 @@ Result<PolicyConfig> MakePolicies(const std::string& name, const std::map<std::s
       auto n = ParseInt(v);
       if (!n || *n < 0) return Status::InvalidArgument("starve must be a whole factor >= 0, got '" + v + "'");
       las.starve_factor = *n;
+    } else if (k == "order" && (name == "fifo" || name == "backfill")) {
+      if (v != "submit" && v != "gpus") return Status::InvalidArgument("order must be submit or gpus, got '" + v + "'");
+      fewest_gpus_first = v == "gpus";
     } else if (k == "order" && name == "las") {
       if (v == "submit") {
         las.order = LasOrder::kSubmit;
@@ -135,10 +139,10 @@ Result<PolicyConfig> MakePolicies(const std::string& name, const std::map<std::s
     }
   }
   if (name == "fifo") {
-    cfg.policies.queue = std::make_unique<FifoPolicy>();
+    cfg.policies.queue = std::make_unique<FifoPolicy>(fewest_gpus_first);
     cfg.policies.options.backfill = BackfillMode::kOff;
   } else if (name == "backfill") {
-    cfg.policies.queue = std::make_unique<FifoPolicy>();
+    cfg.policies.queue = std::make_unique<FifoPolicy>(fewest_gpus_first);
     cfg.policies.options.backfill = BackfillMode::kEasy;
   } else if (name == "priority") {
     cfg.policies.queue = std::make_unique<PriorityPolicy>(prio);

@@ -74,7 +74,7 @@ TEST_F(RegistryTest, UnknownOptionErrorListsTheCommonAndThePolicysOptions) {
   Status fifo = BuildError("fifo", {{"thresholds", "1,2"}});
   EXPECT_EQ(fifo.message(),
             "unknown option 'thresholds' for policy fifo (known: backfill, preempt, max_preempt_attempts, "
-            "min_run, victims, hot, fit, quota.TEAM)");
+            "min_run, victims, hot, fit, quota.TEAM, order=submit|gpus)");
   Status prio = BuildError("priority", {{"x", "1"}});
   EXPECT_TRUE(Contains(prio.message(), "aging=DURATION")) << prio.message();
 }
@@ -82,7 +82,7 @@ TEST_F(RegistryTest, UnknownOptionErrorListsTheCommonAndThePolicysOptions) {
 TEST_F(RegistryTest, ParityOptionsReachThePoliciesAndBadValuesAreNamed) {
   // Given the options that reproduce Tiresias' simulator (victims=worst-rank, fit=first,
   // order=entry for las), expect each applied and named in the policy's name where it shows;
-  // given a bad value or order= for a policy without queues, expect an error naming it.
+  // given a bad value, or order= for a policy that has no such choice, expect an error naming it.
   PolicyConfig tiresias = Build("las", {{"victims", "worst-rank"}, {"fit", "first"}, {"order", "entry"}});
   EXPECT_EQ(tiresias.policies.options.victims, VictimOrder::kWorstRank);
   EXPECT_EQ(tiresias.policies.Name(), "las+greedy/topology:first-fit");
@@ -93,7 +93,8 @@ TEST_F(RegistryTest, ParityOptionsReachThePoliciesAndBadValuesAreNamed) {
             "victims must be least-work-lost or worst-rank, got 'oldest'");
   EXPECT_EQ(BuildError("fifo", {{"fit", "worst"}}).message(), "fit must be best or first, got 'worst'");
   EXPECT_EQ(BuildError("las", {{"order", "random"}}).message(), "order must be submit or entry, got 'random'");
-  EXPECT_TRUE(Contains(BuildError("fifo", {{"order", "entry"}}).message(), "unknown option 'order' for policy fifo"));
+  EXPECT_EQ(BuildError("fifo", {{"order", "entry"}}).message(), "order must be submit or gpus, got 'entry'");
+  EXPECT_TRUE(Contains(BuildError("sjf", {{"order", "gpus"}}).message(), "unknown option 'order' for policy sjf"));
 }
 
 TEST_F(RegistryTest, BackfillOptionOverridesThePolicyDefault) {
