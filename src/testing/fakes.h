@@ -4,6 +4,8 @@
 // decisions in order. MakeNode / MakeJob: terse builders for hand-made clusters and traces.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,15 +15,16 @@
 
 namespace gpufleet::testing {
 
+// Thread-safe: a test advances it while a controller's threads (Engine::Run) read it.
 class FakeClock : public sched::Clock {
  public:
-  explicit FakeClock(Time start = Time::FromSeconds(1'000'000)) : now_(start) {}
-  Time Now() const override { return now_; }
-  void Set(Time t) { now_ = t; }
-  void Advance(Duration d) { now_ += d; }
+  explicit FakeClock(Time start = Time::FromSeconds(1'000'000)) : now_ms_(start.millis()) {}
+  Time Now() const override { return Time::FromMillis(now_ms_.load()); }
+  void Set(Time t) { now_ms_.store(t.millis()); }
+  void Advance(Duration d) { now_ms_.fetch_add(d.millis()); }
 
  private:
-  Time now_;
+  std::atomic<int64_t> now_ms_;
 };
 
 class RecordingSink : public sched::ActionSink {
