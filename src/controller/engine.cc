@@ -674,21 +674,53 @@ bool Engine::Step() {
   }
 
   // 4. The transitions, in one transaction, before anyone hears of them; the cancels asked for
-  // in this step are recorded with them.
+  // in this step are recorded with them. What an earlier failed commit left goes first.
+  if (!unsaved_updates_.empty()) {
+    updates.insert(updates.begin(), std::make_move_iterator(unsaved_updates_.begin()),
+                   std::make_move_iterator(unsaved_updates_.end()));
+    unsaved_updates_.clear();
+    commands.insert(commands.begin(), std::make_move_iterator(held_commands_.begin()),
+                    std::make_move_iterator(held_commands_.end()));
+    held_commands_.clear();
+  }
+  Status committed = Status::Ok();
   if (!updates.empty()) {
     if (!step_audit.empty()) store_.AttachAudit(step_audit);
-    Status st = store_.Update(updates);
-    for (int attempt = 0; !st.ok() && attempt < 3; ++attempt) {
+    committed = store_.Update(updates);
+    for (int attempt = 0; !committed.ok() && attempt < 3; ++attempt) {
       if (!step_audit.empty()) store_.AttachAudit(step_audit);
-      st = store_.Update(updates);
+      committed = store_.Update(updates);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    counters_.store_ok = st.ok();
-    if (!st.ok()) {
+    counters_.store_ok = committed.ok();
+    if (!committed.ok()) {
       ++counters_.store_errors;
-      spdlog::error("store: {} (job transitions of this step are not durable)", st.message());
+      spdlog::error("store: {}; holding {} transition(s) and {} command(s) until the store takes them",
+                    committed.message(), updates.size(), commands.size());
     }
-  } else if (!step_audit.empty()) {
+  }
+  if (!committed.ok()) {
+    // Nothing of this step goes out: no agent may start what the disk does not say.
+    unsaved_updates_ = std::move(updates);
+    held_commands_ = std::move(commands);
+    commands.clear();
+    for (auto& r : batch) {
+      std::visit(
+          [&](auto& req) {
+            using T = std::decay_t<decltype(req)>;
+            // A cancel's change is among the held transitions: its caller hears so. (A submit's
+            // jobs were committed in step 1; agents' reports are applied and their transitions
+            // held, and drains, budgets and registrations wrote their own records.)
+            if constexpr (std::is_same_v<T, CancelReq>) {
+              if (req.result && req.result->ok()) {
+                req.result = Status::Unavailable("the controller's store could not record this change (" +
+                                                 committed.message() + "); retry");
+              }
+            }
+          },
+          r);
+    }
+  } else if (!step_audit.empty() && updates.empty()) {
     // A cancel that changed no record yet (the stop is under way): its record alone.
     if (Status st = store_.AppendAudit(step_audit); !st.ok()) spdlog::error("audit: {}", st.message());
   }

@@ -11,7 +11,10 @@
 //   4. the resulting transitions are committed in one transaction;
 //   5. only then are commands published to the agents and the callers answered.
 // So an agent never runs a job whose start is not on disk, and a restarted controller finds
-// every job it ever answered for.
+// every job it ever answered for. When step 4 fails (after retries), the step stops there: its
+// commands are held with its transitions, a cancel asked in it is answered Unavailable (503),
+// and every later step first commits what is held, publishing the held commands only once it is
+// on disk.
 //
 // Reads (job records, history, lists) go to the store; queue order, explanations and node state
 // come from memory under a lock.
@@ -345,6 +348,9 @@ class Engine {
   std::map<std::string, sched::TeamBudget> budgets_;
   std::map<std::string, sched::TeamQuota> quotas_;  // set through the API (persisted)
   std::vector<api::AuditRecord> step_audit_;  // of this step's cancels: written with its transitions
+  // Transitions a failed commit left, and the commands that wait for them (engine thread only).
+  std::vector<store::JobUpdate> unsaved_updates_;
+  std::vector<std::pair<NodeId, api::Command>> held_commands_;
   std::map<std::string, int> node_size_hints_;
   int next_port_ = 0;
   Counters counters_;

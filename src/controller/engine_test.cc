@@ -148,6 +148,31 @@ TEST_F(EngineTest, JobRunsThroughItsLifecycle) {
   EXPECT_EQ(StateOf(k), JobState::kStarting);
 }
 
+TEST_F(EngineTest, AFailedCommitHoldsTheStepsCommandsUntilTheStoreTakesIt) {
+  // Given a running job, a waiting one, and a store that fails every write of the next step,
+  // expect a cancel of the running job to be answered 503, no stop command to reach the agent and
+  // the disk to still say running; at the next step the held transition commits and only then
+  // does the stop command go out.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 8);
+  JobId running = Submit(*e, "resources: {gpus: 8}\nrun: x\n");
+  ASSERT_EQ(Commands(*e, a).size(), 1u);
+  Beat(*e, a, {Started(running, 1, 0)}, {{running, 1, 0}});
+  ASSERT_EQ(StateOf(running), JobState::kRunning);
+  store_.FailNextWrites(4, Status::Unavailable("disk full"));
+  auto cancel = e->Cancel(running, "test");
+  e->Step();
+  Status st = cancel.get();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_TRUE(Commands(*e, a).empty()) << "a stop went out that the disk does not record";
+  EXPECT_EQ(StateOf(running), JobState::kRunning);
+  e->Step();
+  EXPECT_EQ(StateOf(running), JobState::kStopping);
+  auto cmds = Commands(*e, a);
+  ASSERT_EQ(cmds.size(), 1u);
+  EXPECT_TRUE(cmds[0].stop.has_value());
+}
+
 TEST_F(EngineTest, SubmitIsIdempotentPerRequestId) {
   auto e = MakeEngine();
   JobId j1 = Submit(*e, "run: x\n", "req-1");

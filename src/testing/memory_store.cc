@@ -17,7 +17,20 @@ void MemoryStore::FailNextWrite(Status error) {
   next_write_failure_ = std::move(error);
 }
 
-Status MemoryStore::TakeFailure() { return std::exchange(next_write_failure_, Status::Ok()); }
+void MemoryStore::FailNextWrites(int count, Status error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  next_write_failure_ = std::move(error);
+  failures_left_ = count;
+}
+
+Status MemoryStore::TakeFailure() {
+  if (failures_left_ > 1) {
+    --failures_left_;
+    return next_write_failure_;
+  }
+  failures_left_ = 0;
+  return std::exchange(next_write_failure_, Status::Ok());
+}
 
 Status MemoryStore::BeginWrite() {
   Status failure = TakeFailure();

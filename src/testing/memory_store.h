@@ -45,6 +45,8 @@ class MemoryStore : public store::StateStore {
   // The next write call (Submit, Update, UpsertNode, PutToken, SetMeta) returns `error` and
   // changes nothing; later calls behave normally.
   void FailNextWrite(Status error);
+  // The next `count` writes fail with `error` (a store that stays broken for a while).
+  void FailNextWrites(int count, Status error);
 
  private:
   // The injected failure, consumed; OK when none is pending. Needs mu_ held.
@@ -65,6 +67,7 @@ class MemoryStore : public store::StateStore {
   std::map<std::string, api::TokenRecord> tokens_;  // by hash
   std::map<std::string, std::string> meta_;
   Status next_write_failure_;
+  int failures_left_ = 0;  // FailNextWrites: how many more writes fail with next_write_failure_
   std::vector<api::AuditRecord> audit_;
   std::map<std::thread::id, std::vector<api::AuditRecord>> attached_;
 };
