@@ -59,3 +59,17 @@ expect_same() {
     fail "$3: $(basename "$1") differs between runs (cmp: $(cmp "$1" "$2" 2>&1 || true))"
   fi
 }
+
+# wait_for_while PID LOG WHAT CMD...: polls CMD (every 0.1 s, up to 30 s) until it succeeds;
+# fails, printing LOG, if process PID (a dev cluster, a server) exits first or time runs out.
+wait_for_while() {
+  local pid="$1" log="$2" what="$3" i
+  shift 3
+  for ((i = 0; i < 300; i++)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; fail "the process $pid exited while waiting for $what"; }
+    sleep 0.1
+  done
+  cat "$log" >&2
+  fail "timed out waiting for $what"
+}

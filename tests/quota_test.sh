@@ -17,17 +17,7 @@ cd "$WORK"
   --job-user "$(id -un)" --allow-root-jobs >"$WORK/dev.log" 2>&1 &
 DEV_PID=$!
 trap 'kill $DEV_PID 2>/dev/null; wait $DEV_PID 2>/dev/null; rm -rf "$WORK"' EXIT
-wait_for() {
-  local what="$1" i
-  shift
-  for ((i = 0; i < 300; i++)); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    kill -0 "$DEV_PID" 2>/dev/null || { cat "$WORK/dev.log" >&2; fail "gpufleet dev exited while waiting for $what"; }
-    sleep 0.1
-  done
-  cat "$WORK/dev.log" >&2
-  fail "timed out waiting for $what"
-}
+wait_for() { wait_for_while "$DEV_PID" "$WORK/dev.log" "$@"; }
 state_of() { "$GPUFLEET" status "$1" -o json | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["state"])'; }
 is_running() { [[ "$(state_of "$1")" == running ]]; }
 wait_for "node dev-1" sh -c "'$GPUFLEET' nodes -o json | grep -q '\"state\": \"up\"'"

@@ -30,17 +30,7 @@ stop_dev() {
   fi
 }
 trap 'stop_dev; rm -rf "$WORK"' EXIT
-wait_for() {
-  local what="$1" i
-  shift
-  for ((i = 0; i < 300; i++)); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    kill -0 "$DEV_PID" 2>/dev/null || { cat "$WORK/dev.log" >&2; fail "gpufleet dev exited while waiting for $what"; }
-    sleep 0.1
-  done
-  cat "$WORK/dev.log" >&2
-  fail "timed out waiting for $what"
-}
+wait_for() { wait_for_while "$DEV_PID" "$WORK/dev.log" "$@"; }
 node_up() { "$GPUFLEET" nodes -o json | grep -q '"state": "up"'; }
 job_count() { "$GPUFLEET" history -o json | "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
 
