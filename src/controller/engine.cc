@@ -380,7 +380,12 @@ std::future<Status> Engine::Release(std::string node, bool only_if_idle, std::st
 
 std::future<Result<api::RegisterReply>> Engine::Register(api::RegisterRequest request, std::string token_hash,
                                                          bool by_join_token) {
-  RegisterReq r{std::move(request), std::move(token_hash), by_join_token, {}, {}};
+  return Register(std::move(request), std::move(token_hash), by_join_token, std::nullopt);
+}
+
+std::future<Result<api::RegisterReply>> Engine::Register(api::RegisterRequest request, std::string token_hash,
+                                                         bool by_join_token, std::optional<api::AuditRecord> audit) {
+  RegisterReq r{std::move(request), std::move(token_hash), by_join_token, std::move(audit), {}, {}};
   auto f = r.done.get_future();
   Enqueue(std::move(r));
   return f;
@@ -961,6 +966,7 @@ void Engine::ApplyRegister(RegisterReq& r) {
   rec.state = before == api::NodeState::kDraining ? api::NodeState::kDraining : api::NodeState::kUp;
   if (known == node_by_name_.end()) rec.registered = now;
   rec.last_heartbeat = now;
+  if (r.audit) store_.AttachAudit({*r.audit});  // commits with the node's record, or not at all
   auto id = store_.UpsertNode(rec);
   if (!id.ok()) {
     r.result = id.status();

@@ -112,6 +112,8 @@ class Engine {
   // that belongs to a live node (up or draining, heard from within lost_after) is refused: a join
   // token cannot take over a node; the node's own agent re-registers with its agent token.
   std::future<Result<api::RegisterReply>> Register(api::RegisterRequest request, std::string token_hash,
+                                                   bool by_join_token, std::optional<api::AuditRecord> audit);
+  std::future<Result<api::RegisterReply>> Register(api::RegisterRequest request, std::string token_hash,
                                                    bool by_join_token = false);
   std::future<Result<api::HeartbeatReply>> Heartbeat(NodeId node, api::Heartbeat heartbeat);
 
@@ -260,6 +262,7 @@ class Engine {
     api::RegisterRequest req;
     std::string token_hash;
     bool by_join_token = false;
+    std::optional<api::AuditRecord> audit;
     std::promise<Result<api::RegisterReply>> done;
     std::optional<Result<api::RegisterReply>> result;
   };

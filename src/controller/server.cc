@@ -254,8 +254,8 @@ Status ApiServer::Start() {
   return Status::Ok();
 }
 
-api::AuditRecord ApiServer::Allowed(const httplib::Request& req, const std::string& reason) const {
-  api::AuditRecord a = AuditFor(req, FindRoute(req.method, req.path, false));
+api::AuditRecord ApiServer::Allowed(const httplib::Request& req, const std::string& reason, bool agents) const {
+  api::AuditRecord a = AuditFor(req, FindRoute(req.method, req.path, agents));
   a.outcome = "allowed";
   a.reason = reason;
   return a;
@@ -1238,8 +1238,12 @@ void ApiServer::Routes() {
       }
     }
     std::string secret = NewToken(api::TokenKind::kAgent);
-    auto reply = engine_.Register(std::move(*r), Sha256Hex(secret), t->kind == api::TokenKind::kJoin).get();
+    api::AuditRecord audit = Allowed(req, "registered " + r->name, /*agents=*/true);
+    audit.object = "node " + r->name;
+    auto reply =
+        engine_.Register(std::move(*r), Sha256Hex(secret), t->kind == api::TokenKind::kJoin, audit).get();
     if (!reply.ok()) return Error(res, reply.status());
+    tl_audited = true;  // recorded with the node's record
     reply->token = secret;
     Reply(res, 200, api::ToJson(*reply));
   });

@@ -96,7 +96,7 @@ class ApiServer {
   // An audit record of this request (caller, source, verb, object), outcome unset.
   api::AuditRecord AuditFor(const httplib::Request& req, const RouteRule* rule) const;
   // The record of a change this request makes, for the engine to write with the change.
-  api::AuditRecord Allowed(const httplib::Request& req, const std::string& reason) const;
+  api::AuditRecord Allowed(const httplib::Request& req, const std::string& reason, bool agents = false) const;
   // Records the answer to a change or a refusal, unless the handler recorded it with the change.
   void AuditAnswer(const httplib::Request& req, const httplib::Response& res, bool agents);
   void ExportAudit();

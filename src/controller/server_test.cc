@@ -669,6 +669,15 @@ TEST_F(ServerTest, EveryChangeAndEveryRefusalLeavesExactlyOneAuditRecord) {
   ASSERT_EQ(log.size(), before + 1);
   EXPECT_EQ(log.back().verb, "node.register");
   EXPECT_EQ(log.back().role, "join");
+  EXPECT_EQ(log.back().object, "node audit-node-2");
+  // ... committed with the node's record: a failed write leaves only the failed attempt.
+  before = log.size();
+  store_.FailNextWrite(Status::Unavailable("disk full"));
+  auto r = Call("POST", "/v1/agents/register", join_, RegisterBody("audit-node-3"), true);
+  EXPECT_EQ(r->status, 503) << r->body;
+  log = AuditLog(store_);
+  ASSERT_EQ(log.size(), before + 1);
+  EXPECT_EQ(log.back().outcome, "failed");
 }
 
 TEST_F(ServerTest, ATokenAndItsAuditRecordCommitTogether) {
