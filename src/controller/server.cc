@@ -773,9 +773,12 @@ void ApiServer::Routes() {
         std::unique_lock<std::mutex> lock(logs_mu_);
         logs_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200)));
       }
-      any = read(list);
+      // The state first, then the bytes: an attempt seen over has had its log uploaded (agents
+      // report an exit only after its log), so a read after that sees all of it. The other
+      // order loses output that arrives between the read and the state.
       auto again = store_.GetJob(*id);
       if (again.ok() && *again) finished = api::IsTerminal((*again)->state) || *attempt != (*again)->attempt;
+      any = read(list);
     }
     {
       std::lock_guard<std::mutex> lock(logs_mu_);
