@@ -211,8 +211,8 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   ::chmod((options_.data_dir + "/work").c_str(), 0711);
   // What an earlier run of this agent left running (it was killed, or the machine rebooted into
   // it): the controller has given that work away, so it must not go on.
-  for (const auto& what : Launcher()->KillLeftovers()) spdlog::warn("killed a leftover of an earlier run: {}", what);
-  spdlog::info("{}", Launcher()->CgroupNote());
+  for (const auto& what : launcher_->KillLeftovers()) spdlog::warn("killed a leftover of an earlier run: {}", what);
+  spdlog::info("{}", launcher_->CgroupNote());
   {
     std::string saved = ReadFirstLine(TokenPath(options_));
     std::lock_guard<std::mutex> lock(mu_);
@@ -297,7 +297,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
         waiting_events = !events_.empty();
         for (const auto& [key, run] : runs_) waiting_events = waiting_events || !run.exited || run.held_exit;
       }
-      const bool parts_left = !Launcher()->List().empty();
+      const bool parts_left = !launcher_->List().empty();
       Time now = WallNow();
       if (!parts_left && acked_deadline == Time::Max()) acked_deadline = now + Duration::Seconds(5);
       if (!parts_left && (!waiting_events || gave_up || now >= acked_deadline)) break;
@@ -468,7 +468,7 @@ void Agent::StartPart(const api::StartPart& s) {
     // The part's request, shared by its processes (one cgroup each: split it evenly).
     ls.cpu_milli = s.cpu_milli / procs;
     ls.memory_limit_mib = s.mem_mib / procs;
-    auto pid = Launcher()->Launch(ls);
+    auto pid = launcher_->Launch(ls);
     if (!pid.ok()) {
       error = pid.status().message();
       break;
@@ -491,7 +491,7 @@ void Agent::StartPart(const api::StartPart& s) {
       runs_[s.key] = std::move(run);
       lock.unlock();
       for (const auto& k : keys) {
-        if (Status st = Launcher()->Stop(k, SIGKILL, Duration::Zero(), WallNow()); !st.ok()) {
+        if (Status st = launcher_->Stop(k, SIGKILL, Duration::Zero(), WallNow()); !st.ok()) {
           spdlog::warn("{}: {}", k, st.message());  // it exited already: its exit reports it
         }
       }
@@ -546,7 +546,7 @@ void Agent::StopPart(const api::StopPart& s) {
   spdlog::info("{}: stopping with signal {} ({}), grace {}", s.key.ToString(), s.signal, s.reason,
                FormatDuration(s.grace));
   for (const auto& k : keys) {
-    if (Status st = Launcher()->Stop(k, s.signal, s.grace, WallNow()); !st.ok()) {
+    if (Status st = launcher_->Stop(k, s.signal, s.grace, WallNow()); !st.ok()) {
       spdlog::warn("{}: {}", k, st.message());  // it exited already: its exit reports it
     }
   }
@@ -606,7 +606,7 @@ bool Agent::UploadLog(PartRun& run, bool all) {
 
 void Agent::Tick(bool heartbeat_due) {
   // Reap exits; a part has exited when all its processes have.
-  std::vector<Exit> exits = Launcher()->Poll(WallNow());
+  std::vector<Exit> exits = launcher_->Poll(WallNow());
   std::unique_lock<std::mutex> lock(mu_);
   std::vector<api::PartEvent> finished;
   for (const auto& x : exits) {

@@ -127,20 +127,9 @@ class Agent {
   void PushEvent(api::PartEvent e);
   std::vector<api::PartKey> RunningKeys() const;
 
-  // The launcher is single-threaded, and the command thread (Launch, Stop) and the main loop
-  // (Poll, List) both use it: every call goes through Launcher(), which holds launcher_mu_ for
-  // the call. launcher_mu_ is a leaf: nothing else is locked while it is held.
-  struct LockedLauncher {
-    std::unique_lock<std::mutex> lock;
-    ProcessLauncher* launcher;
-    ProcessLauncher* operator->() const { return launcher; }
-  };
-  LockedLauncher Launcher() { return {std::unique_lock<std::mutex>(launcher_mu_), launcher_.get()}; }
-
   AgentOptions options_;
   std::unique_ptr<GpuProbe> probe_;
-  std::mutex launcher_mu_;
-  std::unique_ptr<ProcessLauncher> launcher_;  // only through Launcher() once Run has begun
+  std::unique_ptr<ProcessLauncher> launcher_;
   model::NodeSpec spec_;
   std::vector<api::GpuInfo> gpus_;
 
