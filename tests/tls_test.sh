@@ -52,9 +52,9 @@ expect_rc "$WORK/run" 0 "gpufleet run over TLS"
 grep -q hello-over-tls "$WORK/run.out" || { show "$WORK/run"; fail "the job's output did not come back over TLS"; }
 
 # curl: with the CA answered; without it refused by curl (exit 60); plain HTTP gets no answer.
-curl -sf --cacert "$CA" "$SERVER/v1/health" | grep -q '"status":"ok"' || fail "curl --cacert got no health answer"
+curl -sf --max-time 20 --cacert "$CA" "$SERVER/v1/health" | grep -q '"status":"ok"' || fail "curl --cacert got no health answer"
 RC=0
-curl -s "$SERVER/v1/health" >/dev/null 2>&1 || RC=$?
+curl -s --max-time 20 "$SERVER/v1/health" >/dev/null 2>&1 || RC=$?
 [[ "$RC" == 60 ]] || fail "curl without the CA: exit $RC, expected 60 (certificate not trusted)"
 BEFORE="$(job_count)"
 [[ "$BEFORE" =~ ^[1-9][0-9]*$ ]] || fail "gpufleet history -o json lists '$BEFORE' jobs, expected the job run above"
