@@ -29,17 +29,7 @@ start_dev() {
     --config "$GPUFLEET_CONFIG" --job-user "$(id -un)" --allow-root-jobs "$@") >>"$WORK/dev.log" 2>&1 &
   DEV_PID=$!
 }
-wait_for() {
-  local what="$1" i
-  shift
-  for ((i = 0; i < 300; i++)); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    kill -0 "$DEV_PID" 2>/dev/null || { tail -n 30 "$WORK/dev.log" >&2; fail "gpufleet dev exited while waiting for $what"; }
-    sleep 0.1
-  done
-  tail -n 30 "$WORK/dev.log" >&2
-  fail "timed out waiting for $what"
-}
+wait_for() { wait_for_while "$DEV_PID" "$WORK/dev.log" "$@"; }
 node_is() {
   "$GPUFLEET" nodes -o json | "$PYTHON" -c '
 import json, sys

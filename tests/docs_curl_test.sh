@@ -34,17 +34,7 @@ trap 'stop_dev; rm -rf "$WORK"' EXIT
   --pool "$ROOT/examples/pools/local.yaml" --job-user "$(id -un)" --allow-root-jobs) >"$WORK/dev.log" 2>&1 &
 DEV_PID=$!
 
-wait_for() {
-  local what="$1" i
-  shift
-  for ((i = 0; i < 300; i++)); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    kill -0 "$DEV_PID" 2>/dev/null || { cat "$WORK/dev.log" >&2; fail "gpufleet dev exited while waiting for $what"; }
-    sleep 0.1
-  done
-  cat "$WORK/dev.log" >&2
-  fail "timed out waiting for $what"
-}
+wait_for() { wait_for_while "$DEV_PID" "$WORK/dev.log" "$@"; }
 node_up() { "$GPUFLEET" nodes -o json | grep -q '"state": "up"'; }
 wait_for "the dev cluster's config" test -s "$HOME/.config/gpufleet/config.yaml"
 wait_for "node dev-1" node_up

@@ -33,17 +33,7 @@ stop_dev() {
   fi
 }
 trap 'stop_dev; rm -rf "$WORK"' EXIT
-wait_for() {
-  local what="$1" i
-  shift
-  for ((i = 0; i < 300; i++)); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    kill -0 "$DEV_PID" 2>/dev/null || { tail -n 30 "$WORK/dev.out" >&2; fail "gpufleet dev exited while waiting for $what"; }
-    sleep 0.1
-  done
-  tail -n 30 "$WORK/dev.out" >&2
-  fail "timed out waiting for $what"
-}
+wait_for() { wait_for_while "$DEV_PID" "$WORK/dev.out" "$@"; }
 # dev DIR [FLAGS]: starts gpufleet dev (from $WORK, jobs as this user) with PATH as it is now.
 dev() {
   local dir="$1"
