@@ -372,6 +372,9 @@ int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const Log
       return Report(cmd, j);
     }
     int current = static_cast<int>(IntField(j.body, "attempt"));
+    // Waiting for the start, the attempt has not been read yet: read it even if the job ended
+    // meanwhile (a quick job can start and end between two polls).
+    const bool unread = not_started;
     not_started = current == 0;
     if (current > 0 && current < attempt) {
       printer.Flush();
@@ -387,6 +390,7 @@ int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const Log
       std::fflush(stdout);
       continue;
     }
+    if (unread && current > 0) continue;
     if (IsTerminalState(StrField(j.body, "state"))) break;
   }
   printer.Flush();
