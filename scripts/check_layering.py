@@ -34,11 +34,12 @@ ALLOWED = {
     "api": {"common", "model", "api"},
     "store": {"common", "model", "api", "store"},
     "cost": {"common", "model", "cost"},
+    "obs": {"common", "obs"},
     "plan": {"common", "model", "sched", "sim", "cost", "plan"},
-    "agent": {"common", "model", "api", "agent"},
+    "agent": {"common", "model", "api", "obs", "agent"},
     "provider": {"common", "model", "provider"},
-    "controller": {"common", "model", "sched", "api", "store", "cost", "provider", "controller"},
-    "cli": {"common", "model", "sched", "sim", "api", "store", "cost", "agent", "provider", "controller", "plan", "cli"},
+    "controller": {"common", "model", "sched", "api", "store", "cost", "provider", "obs", "controller"},
+    "cli": {"common", "model", "sched", "sim", "api", "store", "cost", "agent", "provider", "controller", "plan", "obs", "cli"},
 }
 # Files directly in src/.
 TOP_LEVEL_ALLOWED = {"main.cc": {"cli"}}

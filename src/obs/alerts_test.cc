@@ -1,0 +1,238 @@
+#include "obs/alerts.h"
+
+#include <gtest/gtest.h>
+
+namespace gpufleet::obs {
+namespace {
+
+// Each rule on a fake timeline: the condition holds, the alert is pending until the rule's
+// `for`, fires once, and resolves once the condition stops.
+class AlertsTest : public ::testing::Test {
+ protected:
+  Time t0 = Time::FromSeconds(1'700'000'000);
+  Time At(Duration d) const { return t0 + d; }
+  static GpuState Gpu(int util, int64_t mem, int temp, int64_t job = 0) {
+    return GpuState{"n1", 3, "GPU-x", util, mem, temp, job, job ? "vision" : ""};
+  }
+  static const Alert* Find(const std::vector<Alert>& alerts, const std::string& name) {
+    for (const Alert& a : alerts) {
+      if (a.name == name) return &a;
+    }
+    return nullptr;
+  }
+};
+
+TEST_F(AlertsTest, AllocatedIdleGpuIsPendingThenFiresAfterFifteenMinutesThenResolves) {
+  AlertEngine e{AlertRules{}};
+  AlertInput in;
+  in.gpus = {Gpu(2, 1000, 40, 12)};
+  EXPECT_TRUE(e.Evaluate(At(Duration::Zero()), in).empty());
+  ASSERT_NE(Find(e.Alerts(), "GpuAllocatedIdle"), nullptr);
+  EXPECT_EQ(Find(e.Alerts(), "GpuAllocatedIdle")->state, AlertState::kPending);
+  EXPECT_TRUE(e.Evaluate(At(Duration::Minutes(14)), in).empty());
+  auto changed = e.Evaluate(At(Duration::Minutes(15)), in);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].name, "GpuAllocatedIdle");
+  EXPECT_EQ(changed[0].state, AlertState::kFiring);
+  EXPECT_EQ(changed[0].labels.at("job_id"), "12");
+  EXPECT_EQ(changed[0].labels.at("node"), "n1");
+  EXPECT_EQ(changed[0].started, At(Duration::Zero()));
+  EXPECT_NE(changed[0].message.find("held by job 12"), std::string::npos) << changed[0].message;
+  // Busy again: resolved.
+  in.gpus = {Gpu(90, 1000, 40, 12)};
+  changed = e.Evaluate(At(Duration::Minutes(16)), in);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].state, AlertState::kResolved);
+  EXPECT_EQ(changed[0].resolved, At(Duration::Minutes(16)));
+  // Resolved alerts stay visible for keep_resolved, then go.
+  EXPECT_EQ(e.Alerts().size(), 1u);
+  e.Evaluate(At(Duration::Minutes(16) + Duration::Hours(1) + Duration::Seconds(1)), in);
+  EXPECT_TRUE(e.Alerts().empty());
+}
+
+TEST_F(AlertsTest, IdleGpuWithoutAJobIsNoAlertAndAPendingAlertThatStopsIsDropped) {
+  AlertEngine e{AlertRules{}};
+  AlertInput in;
+  in.gpus = {Gpu(0, 0, 30, 0)};
+  e.Evaluate(At(Duration::Zero()), in);
+  e.Evaluate(At(Duration::Hours(1)), in);
+  EXPECT_TRUE(e.Alerts().empty());
+  in.gpus = {Gpu(0, 0, 30, 5)};
+  e.Evaluate(At(Duration::Hours(1)), in);
+  EXPECT_EQ(e.Alerts().size(), 1u);
+  in.gpus = {Gpu(50, 0, 30, 5)};
+  EXPECT_TRUE(e.Evaluate(At(Duration::Hours(1) + Duration::Minutes(1)), in).empty());  // never fired: nothing to resolve
+  EXPECT_TRUE(e.Alerts().empty());
+}
+
+TEST_F(AlertsTest, HotGpuFiresAfterTwoMinutesOverTheLimit) {
+  AlertEngine e{AlertRules{}};
+  AlertInput in;
+  in.gpus = {Gpu(100, 1000, 80, 1)};  // at the limit: not over it
+  e.Evaluate(At(Duration::Zero()), in);
+  EXPECT_EQ(Find(e.Alerts(), "GpuHot"), nullptr);
+  in.gpus = {Gpu(100, 1000, 86, 1)};
+  e.Evaluate(At(Duration::Seconds(10)), in);
+  EXPECT_TRUE(e.Evaluate(At(Duration::Seconds(129)), in).empty());
+  auto changed = e.Evaluate(At(Duration::Seconds(130)), in);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].name, "GpuHot");
+  EXPECT_EQ(changed[0].severity, "critical");
+  EXPECT_NE(changed[0].message.find("86 °C (limit 80 °C)"), std::string::npos) << changed[0].message;
+  in.gpus = {Gpu(100, 1000, 70, 1)};
+  changed = e.Evaluate(At(Duration::Seconds(140)), in);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].state, AlertState::kResolved);
+}
+
+TEST_F(AlertsTest, MemorySwingFiresOnTheThirdJumpWithinTenMinutes) {
+  AlertEngine e{AlertRules{}};
+  AlertInput in;
+  int64_t low = 20000, high = 70000;
+  std::vector<Alert> fired;
+  // A sample every 15 s; the memory jumps up or down every minute.
+  for (int i = 0; i <= 4 * 4; ++i) {
+    bool up = (i / 4) % 2 == 1;
+    in.gpus = {Gpu(90, up ? high : low, 60, 7)};
+    auto changed = e.Evaluate(At(Duration::Seconds(15 * i)), in);
+    fired.insert(fired.end(), changed.begin(), changed.end());
+    if (!fired.empty()) break;
+  }
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired[0].name, "GpuMemorySwing");
+  // Jumps at 60 s, 120 s and 180 s: it fires at the third.
+  EXPECT_EQ(fired[0].fired, At(Duration::Seconds(180)));
+  EXPECT_NE(fired[0].message.find("3 times"), std::string::npos) << fired[0].message;
+}
+
+TEST_F(AlertsTest, SteadyGrowthAndSmallGpusAreNoSwing) {
+  AlertEngine e{AlertRules{}};
+  AlertInput in;
+  for (int i = 0; i < 60; ++i) {
+    in.gpus = {Gpu(90, 10000 + 100 * i, 60, 7)};  // +1% a step
+    e.Evaluate(At(Duration::Seconds(15 * i)), in);
+  }
+  for (int i = 60; i < 120; ++i) {  // a new job: jumps of 0 <-> 800 MiB, under the 1 GiB floor
+    in.gpus = {Gpu(90, (i / 4) % 2 ? 800 : 0, 60, 8)};
+    e.Evaluate(At(Duration::Seconds(15 * i)), in);
+  }
+  EXPECT_EQ(Find(e.Alerts(), "GpuMemorySwing"), nullptr);
+}
+
+TEST_F(AlertsTest, SilentNodeAndSpotNoticeFireAtOnce) {
+  AlertEngine e{AlertRules{}};
+  AlertInput in;
+  in.nodes = {NodeState{"n1", Duration::Seconds(29), false, std::nullopt, ""},
+              NodeState{"n2", Duration::Seconds(2), false, At(Duration::Minutes(2)), "terminate"}};
+  auto changed = e.Evaluate(At(Duration::Zero()), in);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].name, "SpotNotice");
+  EXPECT_EQ(changed[0].labels.at("node"), "n2");
+  in.nodes[0].since_heartbeat = Duration::Seconds(31);
+  changed = e.Evaluate(At(Duration::Seconds(2)), in);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].name, "NodeSilent");
+  EXPECT_EQ(changed[0].severity, "critical");
+  in.nodes[0].since_heartbeat = Duration::Seconds(1);
+  in.nodes[1].gone = true;  // released: its notice no longer matters
+  changed = e.Evaluate(At(Duration::Seconds(4)), in);
+  EXPECT_EQ(changed.size(), 2u);
+  for (const Alert& a : changed) EXPECT_EQ(a.state, AlertState::kResolved) << a.name;
+}
+
+TEST_F(AlertsTest, StalledJobNeedsNoProgressNoOutputAndIdleGpusForItsTimeout) {
+  AlertEngine e{AlertRules{}};
+  JobActivity job{12, "train", "vision", Duration::Minutes(10), At(Duration::Zero()), std::nullopt, std::nullopt, std::nullopt};
+  AlertInput in;
+  in.jobs = {job};
+  in.gpus = {Gpu(95, 1000, 50, 12)};
+  e.Evaluate(At(Duration::Zero()), in);
+  // The GPU was busy until minute 3, output until minute 5, progress until minute 7.
+  in.gpus = {Gpu(95, 1000, 50, 12)};
+  e.Evaluate(At(Duration::Minutes(3)), in);
+  in.gpus = {Gpu(0, 1000, 50, 12)};
+  in.jobs[0].last_output = At(Duration::Minutes(5));
+  in.jobs[0].last_progress = At(Duration::Minutes(7));
+  in.jobs[0].step = 1200;
+  EXPECT_TRUE(e.Evaluate(At(Duration::Minutes(16)), in).empty()) << "7 + 10 > 16";
+  auto changed = e.Evaluate(At(Duration::Minutes(17)), in);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].name, "JobStalled");
+  EXPECT_EQ(changed[0].labels.at("job_id"), "12");
+  EXPECT_NE(changed[0].message.find("last step 1200"), std::string::npos) << changed[0].message;
+  // A restart (a new attempt start) clears it.
+  in.jobs[0] = job;
+  in.jobs[0].started = At(Duration::Minutes(18));
+  changed = e.Evaluate(At(Duration::Minutes(18)), in);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].state, AlertState::kResolved);
+}
+
+TEST_F(AlertsTest, JobWithoutStallTimeoutIsNotWatched) {
+  AlertEngine e{AlertRules{}};
+  AlertInput in;
+  in.jobs = {JobActivity{12, "", "", Duration::Zero(), At(Duration::Zero()), std::nullopt, std::nullopt, std::nullopt}};
+  e.Evaluate(At(Duration::Hours(5)), in);
+  EXPECT_EQ(Find(e.Alerts(), "JobStalled"), nullptr);
+}
+
+TEST_F(AlertsTest, BudgetAndQueueWait) {
+  AlertEngine e{AlertRules{}};
+  AlertInput in;
+  in.teams = {TeamMoney{"vision", 79.99, 100}, TeamMoney{"nlp", 5, 0}};
+  in.oldest_pending_job = 14;
+  in.oldest_pending_wait = Duration::Hours(1);
+  EXPECT_TRUE(e.Evaluate(At(Duration::Zero()), in).empty());
+  in.teams[0].spend_dollars = 85;
+  in.oldest_pending_wait = Duration::Hours(1) + Duration::Minutes(20);
+  auto changed = e.Evaluate(At(Duration::Minutes(1)), in);
+  ASSERT_EQ(changed.size(), 2u);
+  const Alert* budget = Find(changed, "BudgetNearlySpent");
+  ASSERT_NE(budget, nullptr);
+  EXPECT_EQ(budget->message, "team vision spent $85.00 of its $100.00 budget (85%)");
+  const Alert* wait = Find(changed, "QueueWaitOverSlo");
+  ASSERT_NE(wait, nullptr);
+  EXPECT_NE(wait->message.find("job 14 has waited 1h20m"), std::string::npos) << wait->message;
+}
+
+TEST_F(AlertsTest, SettingsChangeThresholdsAndDisableRules) {
+  AlertRules r;
+  ASSERT_TRUE(SetAlertRule(r, "hot_temp_c", "85").ok());
+  ASSERT_TRUE(SetAlertRule(r, "hot_for", "30s").ok());
+  ASSERT_TRUE(SetAlertRule(r, "disabled", "GpuAllocatedIdle, NodeSilent").ok());
+  EXPECT_EQ(r.hot_temp_c, 85);
+  EXPECT_EQ(r.hot_for, Duration::Seconds(30));
+  AlertEngine e{r};
+  AlertInput in;
+  in.gpus = {Gpu(0, 0, 84, 3)};
+  in.nodes = {NodeState{"n1", Duration::Minutes(5), false, std::nullopt, ""}};
+  e.Evaluate(At(Duration::Zero()), in);
+  e.Evaluate(At(Duration::Hours(1)), in);
+  EXPECT_TRUE(e.Alerts().empty());
+  in.gpus = {Gpu(0, 0, 86, 3)};
+  e.Evaluate(At(Duration::Hours(1)), in);
+  EXPECT_EQ(e.Evaluate(At(Duration::Hours(1) + Duration::Seconds(30)), in).size(), 1u);
+
+  Status st = SetAlertRule(r, "hot_temp", "85");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("unknown alert setting 'hot_temp'"), std::string::npos);
+  EXPECT_NE(SetAlertRule(r, "hot_for", "soon").message().find("hot_for: expected a duration"), std::string::npos);
+  EXPECT_NE(SetAlertRule(r, "swing_fraction", "1.5").message().find("fraction"), std::string::npos);
+  EXPECT_NE(SetAlertRule(r, "disabled", "GpuWarm").message().find("unknown rule 'GpuWarm'"), std::string::npos);
+  EXPECT_FALSE(SetAlertRule(r, "idle_util_pct", "101").ok());
+}
+
+TEST_F(AlertsTest, DisabledEngineRaisesNothing) {
+  AlertRules r;
+  r.enabled = false;
+  AlertEngine e{r};
+  AlertInput in;
+  in.gpus = {Gpu(0, 0, 120, 3)};
+  in.nodes = {NodeState{"n1", Duration::Hours(1), false, At(Duration::Zero()), "terminate"}};
+  e.Evaluate(At(Duration::Zero()), in);
+  e.Evaluate(At(Duration::Hours(1)), in);
+  EXPECT_TRUE(e.Alerts().empty());
+}
+
+}  // namespace
+}  // namespace gpufleet::obs
