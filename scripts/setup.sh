@@ -18,7 +18,16 @@ PACKAGES=(
   # End-to-end tests: a real 2-node PyTorch DDP job (gloo backend, for /usr/bin/python3), curl for
   # the API examples, sqlite3 to inspect the store.
   python3-torch curl sqlite3 procps
+  # Observability tests: promtool, a real Prometheus and Alertmanager.
+  prometheus prometheus-alertmanager
+  # The web dashboard's browser test (tests/web_ui_test.sh): headless Chromium.
+  chromium
 )
+# ... driven from node by npm's packages (tests/web). A node installed another way brings its own
+# npm (NodeSource's nodejs does), which Debian's npm would conflict with: only add it when absent.
+if ! command -v npm >/dev/null 2>&1; then
+  PACKAGES+=(npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -65,7 +65,13 @@
   // --- Formatting ------------------------------------------------------------------------------
 
   const money = new Intl.NumberFormat('en-US', {style: 'currency', currency: 'USD'});
-  const fmtMoney = (micros) => money.format((Number(micros) || 0) / 1e6);
+  // Amounts below a cent (a budget's soft limit of $0.001) say so instead of "$0.00".
+  const fmtMoney = (micros) => {
+    const n = Number(micros) || 0;
+    return n > 0 && n < 5000 ? '< $0.01' : money.format(n / 1e6);
+  };
+  // API messages start in lower case ("job 12 does not exist"); shown alone, they read as sentences.
+  const sentence = (text) => (text ? text.charAt(0).toUpperCase() + text.slice(1) : text);
 
   // API times are integer milliseconds ("_ms" fields); alerts give ISO-8601 strings. Both here.
   function toMillis(v) {
@@ -87,7 +93,8 @@
     if (ms === null || ms === undefined || !Number.isFinite(ms)) return '—';
     const s = Math.max(0, Math.round(ms / 1000));
     if (s < 60) return `${s} s`;
-    if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+    if (s < 600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+    if (s < 3600) return `${Math.floor(s / 60)} min`;
     if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
     return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
   }
@@ -171,7 +178,7 @@
     const e = err instanceof ApiError ? err : new ApiError(0, 'error', String(err && err.message || err));
     return h('div', {class: 'error', role: 'alert'},
       what ? h('strong', {}, `${what}: `) : null,
-      e.message,
+      what ? e.message : sentence(e.message),
       e.status ? h('span', {class: 'error-code'}, ` (HTTP ${e.status} ${e.code})`) : null);
   }
 
@@ -290,7 +297,7 @@
   // --- Line chart (the job page's GPU utilisation) ---------------------------------------------
 
   // series: [{label, color, points: [[t_ms, value], ...]}]; y from 0 to 100.
-  function lineChart(series, {width = 640, height = 170, unit = '%'} = {}) {
+  function lineChart(series, {width = 640, height = 140, unit = '%'} = {}) {
     const pad = {l: 36, r: 8, t: 8, b: 20};
     const all = series.flatMap((s) => s.points);
     const root = svg('svg', {viewBox: `0 0 ${width} ${height}`, class: 'chart', role: 'img',
@@ -611,7 +618,7 @@
       h('div', {class: 'job-head'}, h('a', {href: '#/jobs', class: 'back'}, '← Jobs'), title, badge, actions),
       notice,
       h('div', {class: 'columns'},
-        h('div', {class: 'col-main'}, summary.el, chart.el, logs.el),
+        h('div', {class: 'col-main'}, summary.el, logs.el, chart.el),
         h('div', {class: 'col-side'}, placement.el, explain.el, history.el)));
 
     const controller = new AbortController();  // stops the log follower when the page goes
@@ -654,18 +661,20 @@
     function renderSummary(cost) {
       const file = job.job_file || {};
       const run = Array.isArray(file.run) ? file.run.join(' ') : file.run;
+      // Two pairs to a row; the long ones (reason, command) take a row of their own.
       const kv = [
-        ['Name', job.name], ['Team', job.team], ['Priority', String(job.priority)],
+        ['Team', job.team], ['Priority', String(job.priority)],
         ['GPUs', `${fmtGpus(job)}${job.gpu_type && job.gpu_type.length ? ` (${job.gpu_type.join(' or ')})` : ''}`],
         ['Attempt', String(job.attempt)],
         ['Submitted', `${fmtTime(job.submitted_ms)} (${fmtAgo(job.submitted_ms)})`],
         ['Updated', `${fmtTime(job.updated_ms)} (${fmtAgo(job.updated_ms)})`],
-        ['Reason', job.reason || '—'],
-        job.exit_code !== undefined ? ['Exit code', String(job.exit_code)] : null,
         ['Cost', cost],
-        run ? ['Command', h('code', {class: 'cmd'}, run)] : null,
+        ['Exit code', job.exit_code !== undefined ? String(job.exit_code) : '—'],
+        ['Reason', job.reason || '—', true],
+        run ? ['Command', h('code', {class: 'cmd'}, run), true] : null,
       ].filter(Boolean);
-      summary.show(h('dl', {class: 'kv'}, kv.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
+      summary.show(h('dl', {class: 'kv'}, kv.map(([k, v, wide]) =>
+        [h('dt', {class: wide ? 'kv-row' : null}, k), h('dd', {class: wide ? 'kv-wide' : null}, v)])),
         job.hidden ? h('p', {class: 'muted small'}, job.hidden) : null);
     }
 
@@ -708,7 +717,7 @@
       }
       const series = [...samples.entries()].map(([label, pts], i) =>
         ({label, color: SERIES_COLORS[i % SERIES_COLORS.length], points: pts.map((p) => [p[0], p[1]]), last: pts[pts.length - 1]}));
-      chart.show(lineChart(series), h('div', {class: 'chart-legend'}, series.map((s) => {
+      chart.show(lineChart(series, {width: Math.max(320, chart.body.clientWidth - 24)}), h('div', {class: 'chart-legend'}, series.map((s) => {
         const sw = h('span', {class: 'swatch'});
         sw.style.background = s.color;
         return h('span', {class: 'legend-item'}, sw, `${s.label}: ${s.last[1]} %, ${s.last[2]} °C`);
@@ -879,29 +888,48 @@
 
   function nodesPage(root) {
     const list = panel('Nodes', {id: 'nodes', cls: 'wide'});
-    replace(root, list.el);
-    async function refresh(signal) {
-      let r;
+    const notice = h('div', {id: 'nodes-notice'});
+    replace(root, notice, list.el);
+    let page = null;
+
+    // Drain and undrain are admin actions: another token's 403 shows as the API words it.
+    async function drain(name, on) {
       try {
-        r = await api('/nodes', {signal});
+        await api(`/nodes/${encodeURIComponent(name)}/${on ? 'drain' : 'undrain'}`, {method: 'POST'});
+        replace(notice, h('div', {class: 'info'}, on ? `${name} is draining: it takes no new jobs; its jobs go on.`
+          : `${name} takes jobs again.`));
       } catch (e) {
-        if (e.name !== 'AbortError') list.fail(e, 'Nodes');
-        throw e;
+        replace(notice, errorBox(e, on ? `Drain ${name}` : `Undrain ${name}`));
       }
-      const nodes = r.nodes || [];
+      page.kick();
+    }
+
+    async function refresh(signal) {
+      // The queue's placements say which job holds which GPU.
+      const [r, q] = await Promise.all([settle(api('/nodes', {signal})), settle(api('/queue', {signal}))]);
+      if (r.error) {
+        if (r.error.name !== 'AbortError') list.fail(r.error, 'Nodes');
+        throw r.error;
+      }
+      const owners = gpuOwners(q.value ? q.value.jobs.filter((j) => j.state !== 'pending') : []);
+      const nodes = r.value.nodes || [];
       if (!nodes.length) return list.show(h('p', {class: 'muted empty'}, 'No nodes have joined yet.'));
       list.show(h('div', {class: 'node-cards'}, nodes.map((n) => {
         const labels = Object.entries(n.labels || {});
         const gpuRows = (n.telemetry || []).map((s, g) => ({g, ...s}));
+        const canDrain = n.state === 'up' || n.state === 'draining';
         return h('article', {class: 'node-card', 'data-node': n.name},
           h('div', {class: 'node-head'},
             h('h3', {}, h('span', {class: `dot node-${n.state}`}), n.name),
             h('span', {class: `badge node-state node-${n.state}`}, n.notice ? 'reclaiming' : n.state),
-            h('span', {class: 'muted small'}, `${n.gpus_used} / ${n.gpus} ${n.gpu_model} in use · ${n.market} · ${n.address || 'no address'}` +
-              ` · heard from ${fmtAgo(n.last_heartbeat_ms)}`)),
+            h('span', {class: 'muted small'}, `${n.gpus_used} / ${n.gpus} ${n.gpu_model} in use · ${n.market}` +
+              ` · heard from ${fmtAgo(n.last_heartbeat_ms)}`),
+            canDrain ? h('button', {type: 'button', class: 'small-button', 'data-action': n.state === 'up' ? 'drain' : 'undrain',
+              onclick: () => drain(n.name, n.state === 'up')}, n.state === 'up' ? 'Drain' : 'Undrain') : null),
           n.notice ? h('div', {class: 'error small'},
             `Spot notice: the provider will ${n.notice.action} this node ${fmtAgo(n.notice.time_ms)} (${fmtTime(n.notice.time_ms)}).`) : null,
-          labels.length ? h('div', {class: 'chips'}, labels.map(([k, v]) => h('span', {class: 'chip'}, `${k}=${v}`))) : null,
+          h('div', {class: 'chips'}, h('span', {class: 'chip'}, n.address || 'no address'),
+            labels.map(([k, v]) => h('span', {class: 'chip'}, `${k}=${v}`))),
           table([
             {title: 'GPU', cell: (s) => String(s.g)},
             {title: 'Utilisation', cls: 'bar-cell', cell: (s) => meter(s.util_pct, 100, `${s.util_pct} %`, utilColor(s.util_pct))},
@@ -912,12 +940,17 @@
             }},
             {title: 'Memory used', cell: (s) => fmtMib(s.mem_used_mib)},
             {title: 'Power', cell: (s) => `${s.power_w} W`},
+            {title: 'Job', cell: (s) => {
+              const j = owners.get(`${n.id}:${s.g}`);
+              return j === undefined ? h('span', {class: 'muted'}, 'idle') : jobLink(j);
+            }},
           ], gpuRows, {empty: 'No telemetry yet.'}),
-          h('div', {class: 'small'}, 'Jobs: ',
-            (n.jobs || []).length ? (n.jobs || []).map((j, i) => [i ? ', ' : '', jobLink(j)]) : h('span', {class: 'muted'}, 'none')));
+          (n.jobs || []).length ? h('div', {class: 'small node-jobs'}, 'Jobs: ',
+            n.jobs.map((j, i) => [i ? ', ' : '', jobLink(j)])) : null);
       })));
     }
-    return {refresh, interval: REFRESH_MS};
+    page = {refresh, interval: REFRESH_MS};
+    return page;
   }
 
   function meter(value, max, label, color) {
@@ -1002,7 +1035,7 @@
         if (e.name === 'AbortError') throw e;
         if (e.status === 404) {
           pool.show(h('div', {class: 'info', id: 'no-pool'},
-            h('strong', {}, 'No pool. '), e.message,
+            h('strong', {}, 'No pool. '), `${sentence(e.message)}.`,
             h('p', {class: 'small'}, 'Without a pool the cluster is the nodes whose agents joined; ' +
               'with one, the controller rents and releases nodes from a provider as the queue needs them.')));
           return;
