@@ -290,6 +290,10 @@ class Exposition:
                 names |= {base, base + "_sum", base + "_count"}
             elif kind == "counter" and not base.endswith("_total"):
                 names.add(base + "_total")  # OpenMetrics names a counter without its suffix
+            else:
+                # A declared family without samples yet (no alert firing, no pool, no budget): it
+                # is exported, it has nothing to count now.
+                names.add(base)
         return names
 
     def check(self, name, labels, extra_names, strict_labels):

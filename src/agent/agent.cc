@@ -15,7 +15,11 @@
 #include <fstream>
 #include <thread>
 
+#include "agent/progress.h"
 #include "api/codec.h"
+#include "common/strings.h"
+#include "obs/dcgm.h"
+#include "obs/exposition.h"
 
 namespace gpufleet::agent {
 
@@ -123,7 +127,87 @@ Agent::Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe)
   launcher_ = std::make_unique<ProcessLauncher>(lo);
 }
 
-Agent::~Agent() = default;
+Agent::~Agent() {
+  if (metrics_server_) {
+    metrics_server_->stop();
+    if (metrics_thread_.joinable()) metrics_thread_.join();
+  }
+}
+
+void Agent::SampleGpus() {
+  Result<std::vector<GpuSample>> samples = Status::Unavailable("");
+  {
+    std::lock_guard<std::mutex> probe(probe_mu_);
+    samples = probe_->Sample();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  last_sample_at_ = WallNow();
+  if (samples.ok()) {
+    last_samples_ = std::move(*samples);
+  } else {
+    last_samples_.clear();
+  }
+}
+
+std::string Agent::MetricsText() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<obs::DcgmGpu> gpus;
+  for (size_t i = 0; i < last_samples_.size() && i < gpus_.size(); ++i) {
+    const GpuSample& s = last_samples_[i];
+    obs::DcgmGpu g{options_.name, gpus_[i].index, gpus_[i].uuid, gpus_[i].name, s.util_pct, s.mem_used_mib,
+                   gpus_[i].memory_mib, s.temperature_c, static_cast<double>(s.power_w), 0, ""};
+    for (const auto& [key, run] : runs_) {
+      if (run.exited) continue;
+      if (std::find(run.start.gpus.begin(), run.start.gpus.end(), gpus_[i].index) != run.start.gpus.end()) {
+        g.job_id = run.job_id;
+        g.team = run.team;
+      }
+    }
+    gpus.push_back(std::move(g));
+  }
+  obs::Exposition e;
+  obs::WriteDcgmSeries(e, gpus);
+  int running = 0;
+  for (const auto& [key, run] : runs_) running += run.exited ? 0 : 1;
+  e.Family("gpufleet_agent_parts_running", "gauge", "Job parts this agent runs now.");
+  e.Sample({{"Hostname", options_.name}}, running);
+  e.Family("gpufleet_agent_registered", "gauge", "1 while the agent is registered with its controller.");
+  e.Sample({{"Hostname", options_.name}}, registered_ ? 1 : 0);
+  e.Family("gpufleet_agent_heartbeats_total", "counter", "Heartbeats sent, by result.");
+  e.Sample({{"Hostname", options_.name}, {"result", "ok"}}, static_cast<double>(heartbeats_ok_));
+  e.Sample({{"Hostname", options_.name}, {"result", "failed"}}, static_cast<double>(heartbeats_failed_));
+  e.Family("gpufleet_agent_last_contact_seconds", "gauge", "Unix time of the last answer from the controller.");
+  e.Sample({{"Hostname", options_.name}}, static_cast<double>(last_contact_.millis()) / 1000.0);
+  return e.Text();
+}
+
+Status Agent::StartMetricsServer() {
+  auto colon = options_.metrics_listen.rfind(':');
+  auto port = colon == std::string::npos ? std::nullopt : ParseInt(options_.metrics_listen.substr(colon + 1));
+  if (!port || *port < 0 || *port > 65535) {
+    return Status::InvalidArgument("--metrics-listen: expected HOST:PORT such as 127.0.0.1:9400, got '" +
+                                   options_.metrics_listen + "'");
+  }
+  std::string host = options_.metrics_listen.substr(0, colon);
+  if (!host.empty() && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  bool loopback = host == "localhost" || host == "::1" || host.starts_with("127.");
+  if (!loopback && !options_.metrics_remote) {
+    return Status::InvalidArgument("--metrics-listen " + options_.metrics_listen +
+                                   ": the agent's metrics need no token, so they are served on a loopback address "
+                                   "only; add --metrics-remote to serve them on " + host +
+                                   " (a private network your Prometheus reaches)");
+  }
+  metrics_server_ = std::make_unique<httplib::Server>();
+  metrics_server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(MetricsText(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  if (!metrics_server_->bind_to_port(host, static_cast<int>(*port))) {
+    return Status::Unavailable("--metrics-listen " + options_.metrics_listen + ": cannot listen there (in use?)");
+  }
+  metrics_thread_ = std::thread([this] { metrics_server_->listen_after_bind(); });
+  spdlog::info("serving metrics on http://{}/metrics", options_.metrics_listen);
+  return Status::Ok();
+}
 
 Status Agent::Register() {
   api::RegisterRequest req;
@@ -224,6 +308,8 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
     notice_poller_ = std::move(*poller);
   }
 
+  if (!options_.metrics_listen.empty()) GF_RETURN_IF_ERROR(StartMetricsServer());
+
   // First registration: a refusal (bad token, bad spec) is fatal; an absent controller is not.
   Time started = WallNow();
   last_contact_ = started;
@@ -252,6 +338,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
       std::lock_guard<std::mutex> lock(mu_);
       has_events = !events_.empty() || (notice_ && !notice_acked_);
     }
+    if (!options_.metrics_listen.empty() && now - last_sample_at_ >= options_.metrics_interval) SampleGpus();
     Tick(due || has_events);
     if (due || has_events) last_beat = now;
     {
@@ -322,6 +409,10 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   if (notices.joinable()) {
     notice_poller_->Cancel();
     notices.join();
+  }
+  if (metrics_server_) {
+    metrics_server_->stop();
+    metrics_thread_.join();
   }
   return gave_up ? Status::Unavailable("the controller was unreachable for too long") : Status::Ok();
 }
@@ -446,10 +537,16 @@ void Agent::StartPart(const api::StartPart& s) {
                                           : s.workdir;
   std::string ckpt;
   if (auto it = s.env.find("GPUFLEET_CHECKPOINT_DIR"); it != s.env.end()) ckpt = it->second;
+  if (auto it = s.env.find("GPUFLEET_JOB_ID"); it != s.env.end()) run.job_id = ParseInt(it->second).value_or(0);
+  if (auto it = s.env.find("GPUFLEET_TEAM"); it != s.env.end()) run.team = it->second;
+  // Where the part reports progress (the watchdog): a directory of its own, writable by its user.
+  std::string progress_dir = options_.data_dir + "/work/progress/" + s.key.ToString();
+  run.progress_path = progress_dir + "/progress";
   lock.unlock();
   auto owner = JobOwner(s.user.empty() ? options_.job_user : s.user);
   if (!ckpt.empty()) MakeJobDir(ckpt, owner);
   if (s.workdir.empty()) MakeJobDir(workdir, owner);
+  MakeJobDir(progress_dir, owner);
   int procs = std::max(1, s.processes);
   std::string error;
   std::vector<std::string> keys;
@@ -459,6 +556,7 @@ void Agent::StartPart(const api::StartPart& s) {
     ls.argv = s.argv;
     ls.workdir = workdir;
     ls.env = s.env;
+    ls.env["GPUFLEET_PROGRESS"] = run.progress_path;
     if (procs > 1) {
       ls.env["RANK"] = std::to_string(s.rank_base + i);
       ls.env["LOCAL_RANK"] = std::to_string(i);
@@ -688,12 +786,24 @@ void Agent::Tick(bool heartbeat_due) {
     }
   }
   api::Heartbeat hb;
-  auto samples = probe_->Sample();
-  if (samples.ok()) {
-    for (const auto& s : *samples) hb.gpus.push_back({s.util_pct, s.mem_used_mib, s.temperature_c, s.power_w});
-  }
+  // With metrics served, the GPUs are sampled every metrics_interval already: report the last
+  // sample (sampling again would advance fake telemetry twice as fast).
+  if (options_.metrics_listen.empty() || last_sample_at_ == Time()) SampleGpus();
   std::string token;
   lock.lock();
+  for (const auto& s : last_samples_) hb.gpus.push_back({s.util_pct, s.mem_used_mib, s.temperature_c, s.power_w});
+  for (const auto& [key, run] : runs_) {
+    if (run.exited) continue;
+    api::PartActivity a;
+    a.key = key;
+    a.last_output = LastWritten(run.log_path);
+    if (auto p = ReadProgressFile(run.progress_path)) {
+      a.progress_at = p->written;
+      a.step = p->progress.step;
+      a.loss = p->progress.loss;
+    }
+    if (a.last_output || a.progress_at) hb.activity.push_back(std::move(a));
+  }
   hb.events.assign(events_.begin(), events_.end());
   hb.running = RunningKeys();
   hb.notice = notice_;
@@ -702,6 +812,10 @@ void Agent::Tick(bool heartbeat_due) {
   auto http = MakeClient(options_.server, options_.ca_cert, Duration::Seconds(10));
   httplib::Headers h = {{"Authorization", "Bearer " + token}};
   auto res = http->Post("/v1/agents/heartbeat", h, api::ToJson(hb).dump(), "application/json");
+  {
+    std::lock_guard<std::mutex> count(mu_);
+    ++(res && res->status == 200 ? heartbeats_ok_ : heartbeats_failed_);
+  }
   if (!res) return;
   if (res->status == 401 || res->status == 409) {
     lock.lock();

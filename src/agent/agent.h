@@ -36,6 +36,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/gpu_probe.h"
@@ -47,6 +48,7 @@
 
 namespace httplib {
 class Client;
+class Server;
 }
 
 namespace gpufleet::agent {
@@ -74,6 +76,11 @@ struct AgentOptions {
   std::vector<std::string> workdir_roots;  // empty: DefaultWorkdirRoots(data_dir)
   std::optional<Duration> fence_after;     // unset: the controller's lost-after; zero: never fence
   std::string cgroup_root;                 // empty: found under the agent's own cgroup; "off": none
+  // GET /metrics (DCGM-exporter GPU series and the agent's own) on this host:port; empty: off.
+  // Unauthenticated: a loopback address unless metrics_remote.
+  std::string metrics_listen;
+  bool metrics_remote = false;
+  Duration metrics_interval = Duration::Seconds(1);  // GPU sampling while metrics are served
 };
 
 // Where job working directories may be: <data_dir>/work, /home, /srv, /mnt, /data, /scratch,
@@ -111,6 +118,9 @@ class Agent {
     // only when its log is complete or marked incomplete.
     std::optional<api::PartEvent> held_exit;
     Time held_since;
+    std::string progress_path;  // GPUFLEET_PROGRESS
+    int64_t job_id = 0;
+    std::string team;
   };
 
   Status Register();
@@ -126,6 +136,11 @@ class Agent {
   bool UploadLog(PartRun& run, bool all);
   void PushEvent(api::PartEvent e);
   std::vector<api::PartKey> RunningKeys() const;
+  // Samples the GPUs into last_samples_ (caller does not hold mu_).
+  void SampleGpus();
+  // The /metrics text: DCGM series of the last sample, labelled with the jobs holding the GPUs.
+  std::string MetricsText() const;
+  Status StartMetricsServer();
 
   AgentOptions options_;
   std::unique_ptr<GpuProbe> probe_;
@@ -152,6 +167,12 @@ class Agent {
   Duration lost_after_ = Duration::Seconds(30);  // the controller's, from registration
   bool fenced_ = false;                          // jobs stopped for lack of contact
   bool quit_commands_ = false;                   // the command thread may end
+  std::mutex probe_mu_;                          // the probe is used by one thread at a time
+  std::vector<GpuSample> last_samples_;          // under mu_
+  Time last_sample_at_;
+  int64_t heartbeats_ok_ = 0, heartbeats_failed_ = 0;  // under mu_
+  std::unique_ptr<httplib::Server> metrics_server_;
+  std::thread metrics_thread_;
 };
 
 }  // namespace gpufleet::agent

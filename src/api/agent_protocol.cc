@@ -226,6 +226,18 @@ json ToJson(const Heartbeat& h) {
   for (const auto& e : h.events) events.push_back(ToJson(e));
   json o = {{"gpus", gpus}, {"events", events}, {"running", KeysToJson(h.running)}};
   if (h.notice) o["notice"] = ToJson(*h.notice);
+  if (!h.activity.empty()) {
+    json act = json::array();
+    for (const auto& a : h.activity) {
+      json x = {{"key", ToJson(a.key)}};
+      if (a.last_output) x["last_output_ms"] = a.last_output->millis();
+      if (a.progress_at) x["progress_ms"] = a.progress_at->millis();
+      if (a.step) x["step"] = *a.step;
+      if (a.loss) x["loss"] = *a.loss;
+      act.push_back(std::move(x));
+    }
+    o["activity"] = std::move(act);
+  }
   return o;
 }
 
@@ -255,6 +267,24 @@ Result<Heartbeat> HeartbeatFromJson(const json& j) {
   if (auto it = j.find("notice"); it != j.end() && !it->is_null()) {
     GF_ASSIGN_OR_RETURN(SpotNotice n, SpotNoticeFromJson(*it));
     h.notice = std::move(n);
+  }
+  if (auto it = j.find("activity"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) return Status::InvalidArgument("heartbeat.activity: expected an array");
+    for (const auto& x : *it) {
+      if (!x.is_object() || !x.contains("key")) return Status::InvalidArgument("heartbeat.activity: each entry needs a key");
+      PartActivity a;
+      GF_ASSIGN_OR_RETURN(a.key, PartKeyFromJson(x.at("key")));
+      auto time = [&](const char* field) -> std::optional<Time> {
+        auto f = x.find(field);
+        if (f == x.end() || !f->is_number_integer()) return std::nullopt;
+        return Time::FromMillis(f->get<int64_t>());
+      };
+      a.last_output = time("last_output_ms");
+      a.progress_at = time("progress_ms");
+      if (auto f = x.find("step"); f != x.end() && f->is_number_integer()) a.step = f->get<int64_t>();
+      if (auto f = x.find("loss"); f != x.end() && f->is_number()) a.loss = f->get<double>();
+      h.activity.push_back(std::move(a));
+    }
   }
   return h;
 }

@@ -75,8 +75,19 @@ struct SpotNotice {
   Time time;           // when the provider acts
 };
 
+// What a running part did lately, for the stalled-job watchdog: when its log last grew, and its
+// last progress report (the GPUFLEET_PROGRESS file: when it was written, the step and loss in it).
+struct PartActivity {
+  PartKey key;
+  std::optional<Time> last_output;
+  std::optional<Time> progress_at;
+  std::optional<int64_t> step;
+  std::optional<double> loss;
+};
+
 struct Heartbeat {
   std::vector<GpuSampleReport> gpus;
+  std::vector<PartActivity> activity;  // running parts with output or progress
   std::vector<PartEvent> events;  // not yet acknowledged, oldest first
   std::vector<PartKey> running;   // every part running now
   std::optional<SpotNotice> notice;  // absent: none (and from agents that do not poll for one)

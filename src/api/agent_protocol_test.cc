@@ -47,6 +47,33 @@ TEST(AgentProtocolTest, EventsAndCommandsRoundTrip) {
   EXPECT_EQ(c->start->processes, 2);
 }
 
+TEST(AgentProtocolTest, HeartbeatActivityRoundTripsAndIsOptional) {
+  Heartbeat hb;
+  PartActivity a;
+  a.key = PartKey{JobId(42), 2, 1};
+  a.last_output = Time::FromMillis(1'700'000'000'000);
+  a.progress_at = Time::FromMillis(1'700'000'001'000);
+  a.step = 1200;
+  a.loss = 0.4312;
+  hb.activity = {a, PartActivity{PartKey{JobId(43), 1, 0}, Time::FromMillis(5), std::nullopt, std::nullopt, std::nullopt}};
+  auto back = HeartbeatFromJson(ToJson(hb));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->activity.size(), 2u);
+  EXPECT_EQ(back->activity[0].key, a.key);
+  EXPECT_EQ(back->activity[0].last_output, a.last_output);
+  EXPECT_EQ(back->activity[0].progress_at, a.progress_at);
+  EXPECT_EQ(back->activity[0].step, 1200);
+  EXPECT_DOUBLE_EQ(*back->activity[0].loss, 0.4312);
+  EXPECT_FALSE(back->activity[1].progress_at);
+  EXPECT_FALSE(back->activity[1].step);
+  // Older agents send none.
+  auto none = HeartbeatFromJson(json{{"gpus", json::array()}, {"events", json::array()}, {"running", json::array()}});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->activity.empty());
+  ExpectError(HeartbeatFromJson(json{{"activity", 3}}), "heartbeat.activity: expected an array");
+  ExpectError(HeartbeatFromJson(json{{"activity", {json::object()}}}), "each entry needs a key");
+}
+
 // Found by fuzz/agent_protocol_fuzz: a float too large for the integer field ("at_ms": 4e70)
 // reached nlohmann's float-to-integer cast, which is undefined behaviour (UBSan:
 // float-cast-overflow), and a large integer in an int field wrapped. Given either, in any

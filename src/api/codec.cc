@@ -319,6 +319,13 @@ Result<JobRequest> DecodeJobRequest(const json& j, const std::string& path) {
   r.process_per_gpu = f.Bool("process_per_gpu");
   r.checkpoint = f.Object("checkpoint", &DecodeCheckpointPolicy);
   r.restart = f.Object("restart", &DecodeRestartPolicy);
+  if (const json* v = f.OptionalValue("watchdog")) {  // added later: optional
+    if (!v->is_object()) return Status::InvalidArgument(path + ".watchdog: must be an object");
+    Fields w(*v, path + ".watchdog");
+    r.watchdog.stall_timeout = w.DurationMs("stall_timeout_ms");
+    r.watchdog.restart_on_stall = w.Bool("restart_on_stall");
+    if (!w.ok()) return w.status();
+  }
   r.profile = f.String("profile");
   r.estimate_model = f.String("estimate_model");
   r.deadline = f.OptionalDurationMs("deadline_ms");
@@ -508,6 +515,7 @@ json ToJson(const JobRequest& r) {
       {"process_per_gpu", r.process_per_gpu},
       {"checkpoint", ToJson(r.checkpoint)},
       {"restart", ToJson(r.restart)},
+      {"watchdog", {{"stall_timeout_ms", r.watchdog.stall_timeout.millis()}, {"restart_on_stall", r.watchdog.restart_on_stall}}},
       {"profile", r.profile},
       {"estimate_model", r.estimate_model},
       {"deadline_ms", OptionalMillis(r.deadline)},

@@ -70,6 +70,8 @@ JobRequest SampleRequest() {
   r.restart.on_preemption = false;
   r.restart.max_restarts_on_errors = 2;
   r.restart.recover_on_exit_codes = {75, 137};
+  r.watchdog.stall_timeout = Duration::Minutes(15);
+  r.watchdog.restart_on_stall = true;
   r.profile = "compute";
   r.estimate_model = "A100";
   r.deadline = Duration::Hours(24);
@@ -174,8 +176,8 @@ TEST_F(CodecTest, StructSizesMatchTheFieldsTheCodecKnows) {
   EXPECT_EQ(sizeof(model::Placement), 56u);
   EXPECT_EQ(sizeof(CheckpointPolicy), 48u);
   EXPECT_EQ(sizeof(RestartPolicy), 32u);
-  EXPECT_EQ(sizeof(JobRequest), 616u);
-  EXPECT_EQ(sizeof(JobRecord), 808u);
+  EXPECT_EQ(sizeof(JobRequest), 632u);
+  EXPECT_EQ(sizeof(JobRecord), 824u);
   EXPECT_EQ(sizeof(Transition), 48u);
   EXPECT_EQ(sizeof(GpuInfo), 80u);
   EXPECT_EQ(sizeof(NodeRecord), 296u);
@@ -223,6 +225,8 @@ TEST_F(CodecTest, DecodedJobRecordHasTheOriginalValues) {
   EXPECT_EQ(back->request.env, SampleRequest().env);
   EXPECT_EQ(back->request.checkpoint.signal, SIGUSR1);
   EXPECT_EQ(back->request.restart.recover_on_exit_codes, (std::vector<int>{75, 137}));
+  EXPECT_EQ(back->request.watchdog.stall_timeout, Duration::Minutes(15));
+  EXPECT_TRUE(back->request.watchdog.restart_on_stall);
   EXPECT_EQ(back->request.deadline, Duration::Hours(24));
   EXPECT_EQ(back->request.max_cost_micros, 300'500'000);
   EXPECT_EQ(back->request.regions, SampleRequest().regions);

@@ -27,6 +27,14 @@ struct RestartPolicy {
   std::vector<int> recover_on_exit_codes;   // exit codes that always requeue (not counted)
 };
 
+// The stalled-job watchdog (docs/observability.md): a job that made no progress (its
+// GPUFLEET_PROGRESS file), wrote no output and kept its GPUs idle for stall_timeout is flagged
+// (the JobStalled alert) and, with restart_on_stall, stopped and requeued from its checkpoint.
+struct WatchdogPolicy {
+  Duration stall_timeout;        // zero: not watched
+  bool restart_on_stall = false;  // on_stall: restart (else: alert)
+};
+
 struct JobRequest {
   model::JobSpec spec;  // name, team, priority, gang shape, models, cpus, memory, market, ...
   // The command: `run: "python train.py"` becomes {"/bin/sh", "-c", "python train.py"};
@@ -38,6 +46,7 @@ struct JobRequest {
   bool process_per_gpu = false;  // start one process per GPU with RANK / LOCAL_RANK set
   CheckpointPolicy checkpoint;
   RestartPolicy restart;
+  WatchdogPolicy watchdog;
   // Cost (src/cost/): how runtime scales across GPU models, and the limits offer selection and
   // budgets honour. Money in micro-dollars; 0 = no limit.
   std::string profile = "balanced";  // compute | memory | balanced

@@ -174,7 +174,7 @@ bool ValidEnvName(const std::string& s) {
 const std::vector<std::string> kTopFields = {
     "name",     "team",        "priority", "resources",       "run",      "workdir", "env",
     "user",     "process_per_gpu", "market", "estimate",      "profile",  "deadline", "max_hourly_cost",
-    "max_cost", "regions",     "constraints", "checkpoint",   "restart",  "array"};
+    "max_cost", "regions",     "constraints", "checkpoint",   "restart",  "array", "watchdog"};
 
 struct ArrayAxis {
   std::string name;
@@ -425,6 +425,25 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
       }
     }
   }
+  if (auto wd = doc["watchdog"]) {
+    GF_RETURN_IF_ERROR(r.Fields(wd, "watchdog", {"stall_timeout", "on_stall"}));
+    if (auto n = wd["stall_timeout"]) {
+      GF_ASSIGN_OR_RETURN(out.watchdog.stall_timeout, r.Dur(n, "watchdog.stall_timeout", false));
+      if (out.watchdog.stall_timeout < Duration::Seconds(10)) {
+        return r.Error(n, "watchdog.stall_timeout", "must be at least 10s (the watchdog checks every few seconds)");
+      }
+    }
+    if (auto n = wd["on_stall"]) {
+      GF_ASSIGN_OR_RETURN(std::string v, r.String(n, "watchdog.on_stall"));
+      if (v != "alert" && v != "restart") {
+        return r.Error(n, "watchdog.on_stall", "must be alert or restart, got '" + v + "'");
+      }
+      out.watchdog.restart_on_stall = v == "restart";
+    }
+    if (out.watchdog.restart_on_stall && out.watchdog.stall_timeout <= Duration::Zero()) {
+      return r.Error(wd, "watchdog", "on_stall: restart needs a stall_timeout");
+    }
+  }
   if (auto n = doc["array"]) {
     if (!n.IsMap() || n.size() == 0) {
       return r.Error(n, "array", "must map parameter names to lists of values, e.g. array: {lr: [0.1, 0.01]}");
@@ -673,6 +692,10 @@ nlohmann::json ToJobJson(const JobRequest& j) {
   rs["max_restarts_on_errors"] = j.restart.max_restarts_on_errors;
   if (!j.restart.recover_on_exit_codes.empty()) rs["recover_on_exit_codes"] = j.restart.recover_on_exit_codes;
   o["restart"] = rs;
+  if (j.watchdog.stall_timeout > Duration::Zero()) {
+    o["watchdog"] = {{"stall_timeout", std::to_string(j.watchdog.stall_timeout.millis()) + "ms"},
+                     {"on_stall", j.watchdog.restart_on_stall ? "restart" : "alert"}};
+  }
   return o;
 }
 

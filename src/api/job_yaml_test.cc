@@ -72,6 +72,30 @@ restart: {on_preemption: false, max_restarts_on_errors: 2, recover_on_exit_codes
   EXPECT_EQ(j.restart.recover_on_exit_codes, (std::vector<int>{75}));
 }
 
+TEST(JobYamlTest, WatchdogSettingsAndTheirErrors) {
+  auto r = Parse("run: x\nwatchdog: {stall_timeout: 15m, on_stall: restart}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ((*r)[0].watchdog.stall_timeout, Duration::Minutes(15));
+  EXPECT_TRUE((*r)[0].watchdog.restart_on_stall);
+  // Written back and read again: the same.
+  auto again = Parse(ToJobJson((*r)[0]).dump());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ((*again)[0].watchdog.stall_timeout, Duration::Minutes(15));
+  EXPECT_TRUE((*again)[0].watchdog.restart_on_stall);
+  r = Parse("run: x\nwatchdog: {stall_timeout: 1h}\n");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE((*r)[0].watchdog.restart_on_stall) << "on_stall defaults to alert";
+  EXPECT_EQ(Parse("run: x\n")->front().watchdog.stall_timeout, Duration::Zero()) << "not watched by default";
+  EXPECT_NE(ErrorOf("run: x\nwatchdog: {stall_timeout: 5s}\n").find("job.yaml:2:27: watchdog.stall_timeout: must be at least 10s"),
+            std::string::npos)
+      << ErrorOf("run: x\nwatchdog: {stall_timeout: 5s}\n");
+  EXPECT_NE(ErrorOf("run: x\nwatchdog: {stall_timeout: 1h, on_stall: kill}\n").find("must be alert or restart, got 'kill'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nwatchdog: {on_stall: restart}\n").find("on_stall: restart needs a stall_timeout"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nwatchdog: {timeout: 1h}\n").find("timeout"), std::string::npos);
+}
+
 TEST(JobYamlTest, DefaultsAndArgvList) {
   auto r = Parse("run: [python3, -c, 'print(1)']\n");
   ASSERT_TRUE(r.ok()) << r.status().message();

@@ -20,7 +20,7 @@ namespace gpufleet::cli {
 
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kVersion = kGpufleetVersion;
 
 std::function<int()> SetupPolicies(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("policies", "List the scheduling policies and their options");
@@ -77,6 +77,7 @@ const std::vector<Command>& Commands() {
       {"cost", SetupCostCommand},
       {"budget", SetupBudgetCommand},
       {"quota", SetupQuotaCommand},
+      {"alerts", SetupAlertsCommand},
       {"queue", SetupQueueCommand},
       {"status", SetupStatusCommand},
       {"logs", SetupLogsCommand},

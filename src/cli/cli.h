@@ -5,6 +5,9 @@
 
 namespace gpufleet::cli {
 
+// The version `gpufleet version` prints and /metrics reports (gpufleet_build_info).
+inline constexpr const char* kGpufleetVersion = "0.1.0";
+
 int Main(int argc, char** argv);
 
 }  // namespace gpufleet::cli

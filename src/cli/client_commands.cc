@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <cctype>
 #include <chrono>
 #include <cstdint>
@@ -476,6 +477,8 @@ std::function<int()> SetupRun(CLI::App& app) {
     std::string workdir;
     std::string checkpoint_dir;
     int max_restarts = 0;
+    std::string stall_timeout;
+    std::string on_stall;
     bool process_per_gpu = false;
     bool follow = false;
     std::string request_id;
@@ -499,6 +502,11 @@ std::function<int()> SetupRun(CLI::App& app) {
   sub->add_option("--workdir", a->workdir, "Working directory on the node (default: one the agent makes)");
   sub->add_option("--checkpoint-dir", a->checkpoint_dir, "GPUFLEET_CHECKPOINT_DIR for the job");
   a->restarts_opt = sub->add_option("--max-restarts", a->max_restarts, "Requeue after a non-zero exit this many times");
+  sub->add_option("--stall-timeout", a->stall_timeout,
+                  "Watchdog: flag the job when it made no progress (GPUFLEET_PROGRESS), wrote no output and kept "
+                  "its GPUs idle this long, e.g. 15m (docs/observability.md)");
+  sub->add_option("--on-stall", a->on_stall, "With --stall-timeout: alert (default) or restart from its checkpoint")
+      ->check(CLI::IsMember({"alert", "restart"}));
   sub->add_flag("--process-per-gpu", a->process_per_gpu, "Start one process per GPU with RANK and LOCAL_RANK");
   sub->add_flag("-f,--follow", a->follow, "Stream the job's logs until it ends; exit 0 if it succeeded, else 1");
   sub->add_option("--request-id", a->request_id, "Idempotency key (default: random)");
@@ -543,6 +551,11 @@ With -f the exit code is the job's outcome: 0 if it succeeded, 1 if it failed or
     if (!a->checkpoint_dir.empty()) job["checkpoint"] = {{"dir", a->checkpoint_dir}};
     if (a->restarts_opt->count()) job["restart"] = {{"max_restarts_on_errors", a->max_restarts}};
     if (a->process_per_gpu) job["process_per_gpu"] = true;
+    if (!a->on_stall.empty() && a->stall_timeout.empty()) return Fail(cmd, kExitUsage, "--on-stall needs --stall-timeout");
+    if (!a->stall_timeout.empty()) {
+      job["watchdog"] = {{"stall_timeout", a->stall_timeout}};
+      if (!a->on_stall.empty()) job["watchdog"]["on_stall"] = a->on_stall;
+    }
     api::JobParseOptions opts;
     opts.source = "gpufleet run";
     auto jobs = api::ParseJobs(job.dump(), opts);
@@ -718,6 +731,23 @@ std::function<int()> SetupStatus(CLI::App& app) {
       line(IsTerminalState(state) ? "ran on:" : "placement:", PlacementText(j["placement"], NodeNames(*client)));
     }
     if (j.contains("exit_code") && j["exit_code"].is_number()) line("exit code:", j["exit_code"].dump());
+    if (j.contains("activity") && j["activity"].is_object()) {
+      const json& act = j["activity"];
+      if (act.contains("step")) {
+        std::string p = "step " + act["step"].dump();
+        if (act.contains("loss") && act["loss"].is_number()) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%.4g", act["loss"].get<double>());
+          p += ", loss " + std::string(buf);
+        }
+        if (act.contains("progress_at")) p += " at " + StrField(act, "progress_at");
+        line("progress:", p);
+      }
+      if (act.contains("stall_timeout_ms")) {
+        line("watchdog:", "stall_timeout " + FormatDuration(Duration::Millis(IntField(act, "stall_timeout_ms"))) +
+                              ", on_stall " + StrField(act, "on_stall"));
+      }
+    }
     std::printf("\nhistory:\n");
     Table t({"  TIME", "FROM", "TO", "REASON"});
     for (const auto& h : j.value("history", json::array())) {
@@ -1306,6 +1336,60 @@ current quota; --clear starts afresh.)");
   };
 }
 
+// --- alerts ---------------------------------------------------------------------------------
+
+std::function<int()> SetupAlerts(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string output = "table";
+    bool all = false;
+    std::string name;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "alerts", "Show the controller's alerts: idle or hot GPUs, silent nodes, stalled jobs, budgets, queue wait");
+  sub->add_flag("--all", a->all, "Also show pending alerts and those resolved within the last hour");
+  sub->add_option("--name", a->name, "Only this rule (GpuHot, JobStalled, ...)");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet alerts                 # what is firing now
+  gpufleet alerts --all           # and what is pending (not yet past its rule's 'for') or resolved
+  gpufleet alerts --name JobStalled -o json
+Rules and their settings: docs/observability.md (change them with 'gpufleet server --alert-rules FILE').
+Firing alerts also go to the webhooks given with --alert-webhook, and show in /metrics as gpufleet_alert.)");
+  return [a]() {
+    const std::string cmd = "alerts";
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    ApiResult r = client->Get("/v1/alerts");
+    if (!r.ok()) return Report(cmd, r);
+    json alerts = json::array();
+    for (const auto& al : r.body.value("alerts", json::array())) {
+      if (!a->name.empty() && StrField(al, "name") != a->name) continue;
+      if (!a->all && StrField(al, "state") != "firing") continue;
+      alerts.push_back(al);
+    }
+    if (a->output == "json") {
+      PrintJson(json{{"alerts", alerts}});
+      return kExitOk;
+    }
+    if (alerts.empty()) {
+      std::printf("no %salerts%s\n", a->all ? "" : "firing ", a->name.empty() ? "" : (" named " + a->name).c_str());
+      if (!r.body.value("enabled", true)) std::printf("(the alert rules are turned off: enabled: false)\n");
+      return kExitOk;
+    }
+    Table t({"STATE", "SEVERITY", "ALERT", "SINCE", "MESSAGE"});
+    for (const auto& al : alerts) {
+      std::string since = al.contains("fired_at") && al["fired_at"].is_string() ? StrField(al, "fired_at")
+                                                                               : StrField(al, "started_at");
+      if (StrField(al, "state") == "resolved" && al["resolved_at"].is_string()) since = StrField(al, "resolved_at");
+      t.Add({StrField(al, "state"), StrField(al, "severity"), StrField(al, "name"), since, StrField(al, "message")});
+    }
+    t.Print(std::numeric_limits<size_t>::max());  // the message is the point: never cut it
+    return kExitOk;
+  };
+}
+
 // --- pool -----------------------------------------------------------------------------------
 
 std::function<int()> SetupPool(CLI::App& app) {
@@ -1570,6 +1654,7 @@ std::function<int()> SetupDrainCommand(CLI::App& app) { return SetupDrainLike(ap
 std::function<int()> SetupCostCommand(CLI::App& app) { return SetupCost(app); }
 std::function<int()> SetupBudgetCommand(CLI::App& app) { return SetupBudget(app); }
 std::function<int()> SetupQuotaCommand(CLI::App& app) { return SetupQuota(app); }
+std::function<int()> SetupAlertsCommand(CLI::App& app) { return SetupAlerts(app); }
 std::function<int()> SetupUndrainCommand(CLI::App& app) { return SetupDrainLike(app, false); }
 
 }  // namespace gpufleet::cli

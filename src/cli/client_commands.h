@@ -34,6 +34,7 @@ std::function<int()> SetupAuditCommand(CLI::App& app);
 std::function<int()> SetupCostCommand(CLI::App& app);
 std::function<int()> SetupBudgetCommand(CLI::App& app);
 std::function<int()> SetupQuotaCommand(CLI::App& app);
+std::function<int()> SetupAlertsCommand(CLI::App& app);
 std::function<int()> SetupDrainCommand(CLI::App& app);
 std::function<int()> SetupUndrainCommand(CLI::App& app);
 

@@ -27,8 +27,10 @@
 #include "cli/cost_commands.h"
 #include "common/fd.h"
 #include "common/strings.h"
+#include "cli/cli.h"
 #include "controller/auth.h"
 #include "controller/engine.h"
+#include "controller/monitor.h"
 #include "controller/pool.h"
 #include "controller/server.h"
 #include "controller/tls.h"
@@ -118,6 +120,11 @@ struct ControllerFlags {
   std::string tls_cert, tls_key;  // --tls-cert, --tls-key
   bool insecure = false;          // --insecure: plain HTTP on a non-loopback address
   std::string ca_cert;            // the CA clients and agents pin (dev --tls: the one it makes)
+  std::string alert_rules;                  // --alert-rules FILE
+  std::vector<std::string> alert_webhooks;  // --alert-webhook URL
+  std::string alert_interval = "5s";
+  bool metrics_open = false;                // --metrics-open
+  int thermal_limit = 85, thermal_resume = 75;
 };
 
 void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
@@ -153,6 +160,25 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
   sub->add_option("--checkpoint-root", f.checkpoint_root,
                   "Default GPUFLEET_CHECKPOINT_DIR parent (a shared filesystem on real clusters); "
                   "default <data-dir>/checkpoints");
+  sub->add_option("--alert-rules", f.alert_rules,
+                  "YAML file changing the alert rules' settings (hot_temp_c: 85, idle_for: 30m, disabled: [...]); "
+                  "see docs/observability.md")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--alert-webhook", f.alert_webhooks,
+                  "Send alerts here (repeatable): an Alertmanager (http://am:9093/api/v2/alerts) or any receiver "
+                  "of Alertmanager's webhook JSON");
+  sub->add_option("--alert-interval", f.alert_interval, "How often the alert rules and the watchdog run")
+      ->capture_default_str();
+  sub->add_option("--thermal-limit", f.thermal_limit,
+                  "A GPU this hot (°C) takes no new work until it cools to --thermal-resume (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 150));
+  sub->add_option("--thermal-resume", f.thermal_resume, "The temperature (°C) a hot GPU must cool to")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 150));
+  sub->add_flag("--metrics-open", f.metrics_open,
+                "Serve GET /metrics without a token (a Prometheus on this host); only with a loopback --listen. "
+                "Otherwise scrape with a token of role metrics");
 }
 
 // A running controller: store, engine thread, HTTP server.
@@ -165,6 +191,7 @@ struct Controller {
   std::thread engine_thread;
   std::unique_ptr<controller::Pool> pool;
   std::thread pool_thread;
+  std::unique_ptr<controller::Monitor> monitor;
   std::string admin_token;  // set when this start made it
   std::string join_token;
   std::optional<UniqueFd> lock_fd;  // <data-dir>/controller.lock, held while running
@@ -174,6 +201,7 @@ struct Controller {
   std::string Scheme() const { return tls ? "https://" : "http://"; }
   std::string AgentUrl() const { return Scheme() + "127.0.0.1:" + std::to_string(server->agent_port()); }
   void Stop() {
+    if (monitor) monitor->Stop();
     if (pool) pool->Stop();
     if (pool_thread.joinable()) pool_thread.join();
     // Agents hold long polls; answer them now, or stopping the server waits them out.
@@ -231,6 +259,26 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   }
   GF_ASSIGN_OR_RETURN(auto opts, sched::ParsePolicyOptions(f.policy_opts));
   GF_RETURN_IF_ERROR(sched::MakePolicies(f.policy, opts).status());
+  controller::MonitorOptions mo;
+  if (!f.alert_rules.empty()) {
+    GF_ASSIGN_OR_RETURN(mo.rules, controller::LoadAlertRules(f.alert_rules));
+  }
+  auto alert_interval = ParseDuration(f.alert_interval);
+  if (!alert_interval || *alert_interval < Duration::Seconds(1)) {
+    return Status::InvalidArgument("--alert-interval: expected a duration of at least 1s, like 5s");
+  }
+  mo.interval = *alert_interval;
+  for (const std::string& url : f.alert_webhooks) {
+    if (!url.starts_with("http://") && !url.starts_with("https://")) {
+      return Status::InvalidArgument("--alert-webhook " + url + ": expected an http:// or https:// URL");
+    }
+  }
+  mo.webhooks = f.alert_webhooks;
+  if (f.metrics_open && !controller::IsLoopbackHost(listen.first)) {
+    return Status::InvalidArgument("--metrics-open serves metrics without a token, so only on a loopback --listen; "
+                                   "on " + listen.first + " scrape with a token of role metrics "
+                                   "(gpufleet token create --role metrics)");
+  }
 
   GF_ASSIGN_OR_RETURN(c->store, store::OpenSqliteStore(f.data_dir + "/state.db"));
   c->auth = std::make_unique<controller::Authenticator>(*c->store);
@@ -253,6 +301,12 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   eo.lost_after = *lost;
   eo.checkpoint_root = f.checkpoint_root.empty() ? f.data_dir + "/checkpoints" : f.checkpoint_root;
   eo.master_port_base = f.master_port_base;
+  if (f.thermal_limit > 0 && f.thermal_resume >= f.thermal_limit) {
+    return Status::InvalidArgument("--thermal-resume (" + std::to_string(f.thermal_resume) +
+                                   ") must be below --thermal-limit (" + std::to_string(f.thermal_limit) + ")");
+  }
+  eo.thermal_limit_c = f.thermal_limit;
+  eo.thermal_resume_c = f.thermal_resume;
   c->engine = std::make_unique<controller::Engine>(c->clock, *c->store, eo);
   std::map<std::string, std::string> subs = {
       {"server", "http://127.0.0.1:0"},  // filled in below, once the API has its port
@@ -297,9 +351,16 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   so.tls_cert = f.tls_cert;
   so.tls_key = f.tls_key;
   so.insecure = f.insecure;
+  so.metrics_open = f.metrics_open;
+  so.version = kGpufleetVersion;
   c->tls = !f.tls_cert.empty();
   c->server = std::make_unique<controller::ApiServer>(*c->engine, *c->store, *c->auth, c->clock, so);
   GF_RETURN_IF_ERROR(c->server->Start());
+  mo.external_url = c->Scheme() + (listen.first == "0.0.0.0" ? "127.0.0.1" : listen.first) + ":" +
+                    std::to_string(c->server->port());
+  c->monitor = std::make_unique<controller::Monitor>(*c->engine, c->clock, std::move(mo));
+  c->server->SetMonitor(c->monitor.get());
+  c->monitor->Start();
   controller::Engine* engine = c->engine.get();
   c->engine_thread = std::thread([engine] { engine->Run(); });
   if (!f.pool.empty()) {
@@ -494,6 +555,11 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
   sub->add_option("--cgroup-root", f->o.cgroup_root,
                   "cgroup v2 directory for the job parts (default: found under the agent's own cgroup; off: "
                   "process groups only)");
+  sub->add_option("--metrics-listen", f->o.metrics_listen,
+                  "Serve GET /metrics (DCGM-exporter GPU series, sampled every second) on HOST:PORT, e.g. "
+                  "127.0.0.1:9400 (docs/observability.md)");
+  sub->add_flag("--metrics-remote", f->o.metrics_remote,
+                "Let --metrics-listen use a non-loopback address (its metrics need no token)");
   sub->footer(R"(Examples:
   gpufleet agent --server http://controller:8470 --join-token-file join.token
   gpufleet agent --server http://127.0.0.1:8470 --join-token $(cat ~/.local/share/gpufleet/server/join.token) \

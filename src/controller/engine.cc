@@ -73,6 +73,7 @@ Engine::Engine(const sched::Clock& clock, store::StateStore& store, EngineOption
     config = sched::MakePolicies("backfill", {});
   }
   sink_ = std::make_unique<Sink>(*this);
+  view_.SetThermalLimits(options_.thermal_limit_c, options_.thermal_resume_c);
   scheduler_ = std::make_unique<sched::Scheduler>(clock_, view_, std::move(config->policies), *sink_);
   for (const auto& [team, gpus] : config->team_quota_gpus) scheduler_->SetTeamQuota(team, gpus);
 }
@@ -163,6 +164,7 @@ Status Engine::Recover() {
   for (auto& rec : jobs) {
     Job job;
     job.rec = rec;
+    job.attempt_started = now;  // the watchdog gives a recovered job a full timeout
     bool placed = rec.placement && (rec.state == JobState::kStarting || rec.state == JobState::kRunning ||
                                     rec.state == JobState::kStopping);
     bool nodes_ok = placed;
@@ -414,6 +416,58 @@ std::future<Status> Engine::SetQuota(std::string team, sched::TeamQuota quota,
   return f;
 }
 
+std::future<Status> Engine::Restart(JobId job, std::string reason) {
+  RestartReq r{job, std::move(reason), {}, {}};
+  auto f = r.done.get_future();
+  Enqueue(std::move(r));
+  return f;
+}
+
+void Engine::ApplyRestart(RestartReq& r) {
+  auto it = jobs_.find(r.job.value());
+  if (it == jobs_.end() || (it->second.rec.state != JobState::kRunning && it->second.rec.state != JobState::kStarting)) {
+    r.result = Status::FailedPrecondition("job " + std::to_string(r.job.value()) + " is not running");
+    return;
+  }
+  Job& job = it->second;
+  if (job.stop_requested || job.failing || job.cancel_requested || job.restart_requested) {
+    r.result = Status::FailedPrecondition("job " + std::to_string(r.job.value()) + " is already stopping");
+    return;
+  }
+  job.restart_requested = true;
+  job.restart_text = r.reason;
+  Transition(job, JobState::kStopping, r.reason);
+  SendStop(job, r.reason);
+  MaybeFinishAttempt(job);
+  r.result = Status::Ok();
+}
+
+std::vector<Engine::JobWatch> Engine::RunningJobs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<JobWatch> out;
+  for (const auto& [id, job] : jobs_) {
+    if (job.rec.state != JobState::kRunning && job.rec.state != JobState::kStarting) continue;
+    JobWatch w;
+    w.id = job.rec.id;
+    w.name = job.rec.request.spec.name;
+    w.team = job.rec.request.spec.team;
+    w.started = job.attempt_started;
+    w.watchdog = job.rec.request.watchdog;
+    w.last_output = job.last_output;
+    w.progress_at = job.progress_at;
+    w.step = job.step;
+    w.loss = job.loss;
+    if (job.rec.placement) w.parts = job.rec.placement->parts;
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+Engine::Stats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
 Status Engine::SaveQuotas() {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [team, q] : quotas_) {
@@ -616,7 +670,9 @@ bool Engine::Step() {
   Result<std::vector<store::SubmitOutcome>> outcomes = std::vector<store::SubmitOutcome>{};
   if (!subs.empty()) {
     sub_copy = subs;
+    auto t0 = std::chrono::steady_clock::now();
     outcomes = store_.Submit(std::move(subs));
+    commit_seconds_.Record(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
 
   std::vector<store::JobUpdate> updates;
@@ -662,6 +718,7 @@ bool Engine::Step() {
             if constexpr (std::is_same_v<T, HeartbeatReq>) ApplyHeartbeat(req);
             if constexpr (std::is_same_v<T, BudgetReq>) ApplyBudget(req);
             if constexpr (std::is_same_v<T, QuotaReq>) ApplyQuota(req);
+            if constexpr (std::is_same_v<T, RestartReq>) ApplyRestart(req);
           },
           r);
     }
@@ -691,7 +748,9 @@ bool Engine::Step() {
   Status committed = Status::Ok();
   if (!updates.empty()) {
     if (!step_audit.empty()) store_.AttachAudit(step_audit);
+    auto t0 = std::chrono::steady_clock::now();
     committed = store_.Update(updates);
+    commit_seconds_.Record(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     for (int attempt = 0; !committed.ok() && attempt < 3; ++attempt) {
       if (!step_audit.empty()) store_.AttachAudit(step_audit);
       committed = store_.Update(updates);
@@ -757,7 +816,9 @@ void Engine::RunScheduler() {
   for (int round = 0; round < 100 && !events_.empty(); ++round) {
     std::vector<sched::Event> ev;
     ev.swap(events_);
+    auto t0 = std::chrono::steady_clock::now();
     Status st = scheduler_->HandleAll(ev);
+    pass_seconds_.Record(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (!st.ok() && st.code() != StatusCode::kNotFound) spdlog::warn("scheduler: {}", st.message());
   }
 }
@@ -1104,6 +1165,23 @@ void Engine::ApplyHeartbeat(HeartbeatReq& r) {
                    jt->second.rec.placement->parts[key.part].node == r.node;
     if (!current) KillStray(r.node, key, "not a current part of its job");
   }
+  for (const auto& a : r.hb.activity) {
+    // Only a current part on this node speaks for its job.
+    auto jt = jobs_.find(a.key.job.value());
+    if (jt == jobs_.end() || jt->second.rec.attempt != a.key.attempt) continue;
+    auto pn = part_nodes_.find(a.key);
+    if (pn == part_nodes_.end() || pn->second != r.node.value()) continue;
+    Job& job = jt->second;
+    auto later = [](std::optional<Time>& have, const std::optional<Time>& got) {
+      if (got && (!have || *got > *have)) have = got;
+    };
+    later(job.last_output, a.last_output);
+    if (a.progress_at && (!job.progress_at || *a.progress_at >= *job.progress_at)) {
+      job.progress_at = a.progress_at;
+      if (a.step) job.step = a.step;
+      if (a.loss) job.loss = a.loss;
+    }
+  }
   if (r.hb.notice) {
     ApplyNotice(r.node, n, *r.hb.notice);
     reply.notice_acked = true;
@@ -1124,6 +1202,7 @@ void Engine::ApplyNotice(NodeId node, NodeState& n, const api::SpotNotice& notic
                n.rec.name, notice.action, FormatIso8601(notice.time),
                left > Duration::Zero() ? "in " + FormatDuration(left) : "now");
   n.rec.state = api::NodeState::kDraining;
+  ++stats_.spot_interruptions;
   auto st = store_.UpsertNode(n.rec);
   if (!st.ok()) spdlog::error("store: {}", st.status().message());
   events_.push_back(sched::NodeReclaimed{node});
@@ -1155,7 +1234,7 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
       return;
     case api::PartEventKind::kExited: {
       if (part.exited) return;
-      if (e.stopped && !job.stop_requested && !job.failing) {
+      if (e.stopped && !job.stop_requested && !job.failing && !job.restart_requested) {
         // Its agent stopped the part on its own: it is shutting down (or fenced itself). The
         // node is leaving, not the job failing: stop the other parts and requeue the job, as for
         // a lost node, and place nothing new there until the agent registers again.
@@ -1180,7 +1259,7 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
       part.message = e.message;
       part.stopped = e.stopped;
       bool failed = e.exit_code != 0 || e.signal != 0;
-      if (failed && !job.stop_requested && !job.failing) {
+      if (failed && !job.stop_requested && !job.failing && !job.restart_requested) {
         job.failing = true;
         std::string what = FailureText(part, e.key.part, job.parts.size());
         job.rec.exit_code = e.exit_code;
@@ -1239,6 +1318,14 @@ void Engine::MaybeFinishAttempt(Job& job) {
     Transition(job, JobState::kPreempted, why);
     Transition(job, JobState::kPending, "requeued");
     job.stop_requested = false;
+    return;
+  }
+  if (job.restart_requested && !job.cancel_requested) {
+    // The watchdog's restart: back to the queue, whatever the stop's exit code.
+    job.restart_requested = false;
+    job.failing = false;
+    events_.push_back(sched::JobFailed{id, true});
+    Transition(job, JobState::kPending, "requeued: " + job.restart_text);
     return;
   }
   if (!failed) {
@@ -1330,6 +1417,9 @@ void Engine::OnStart(JobId id, const model::Placement& placement) {
   Job& job = it->second;
   ++counters_.starts;
   job.rec.attempt += 1;
+  job.attempt_started = clock_.Now();
+  job.last_output.reset();
+  job.progress_at.reset();
   job.rec.placement = placement;
   job.parts.assign(placement.parts.size(), Part{});
   job.stop_requested = false;
@@ -1393,6 +1483,7 @@ void Engine::OnPreempt(JobId id, sched::PreemptReason reason) {
   auto it = jobs_.find(id.value());
   if (it == jobs_.end()) return;
   Job& job = it->second;
+  if (reason != sched::PreemptReason::kCancelled) ++stats_.preemptions[sched::PreemptReasonName(reason)];
   job.stop_requested = true;
   job.stop_reason = reason;
   if (reason == sched::PreemptReason::kReclaimed) ++job.spot_reclaims;
@@ -1428,6 +1519,8 @@ void Engine::Transition(Job& job, JobState to, std::string reason) {
   job.rec.state = to;
   job.rec.reason = std::move(reason);
   job.rec.updated = t.at;
+  if (to == JobState::kPending && t.from != JobState::kPending) ++stats_.requeues;
+  if (api::IsTerminal(to)) ++stats_.finished[{api::JobStateName(to), job.rec.request.spec.team}];
   if (api::IsTerminal(to)) {
     part_nodes_.erase(part_nodes_.lower_bound(api::PartKey{job.rec.id, 0, 0}),
                       part_nodes_.lower_bound(api::PartKey{JobId(job.rec.id.value() + 1), 0, 0}));

@@ -37,6 +37,7 @@
 #include "api/records.h"
 #include "common/status.h"
 #include "model/gpu_catalog.h"
+#include "obs/exposition.h"
 #include "sched/autoscaler.h"
 #include "sched/clock.h"
 #include "sched/cluster_view.h"
@@ -55,6 +56,10 @@ struct EngineOptions {
   int master_port_base = 29500;                  // MASTER_PORT for gangs: base .. base+span-1
   int master_port_span = 1000;
   std::string epoch;                             // boot id; empty: made from the clock
+  // A GPU at or over thermal_limit_c takes no new work until it cools to thermal_resume_c
+  // (ClusterView::SetThermalLimits); 0: off.
+  int thermal_limit_c = 85;
+  int thermal_resume_c = 75;
 };
 
 // What `gpufleet nodes` shows.
@@ -122,6 +127,10 @@ class Engine {
   // holds GPUs there, so that a release decided a moment ago cannot kill a job started since.
   std::future<Status> Release(std::string node, bool only_if_idle, std::string reason);
 
+  // Stops a running job and requeues it (from its checkpoint), saying why: the stalled-job
+  // watchdog's restart. FailedPrecondition when the job is not running or already stopping.
+  std::future<Status> Restart(JobId job, std::string reason);
+
   // Sets a team's budget (persisted; replaces any earlier one). A budget with every limit 0
   // removes it.
   std::future<Status> SetBudget(std::string team, sched::TeamBudget budget,
@@ -158,6 +167,31 @@ class Engine {
   };
   ScalingView ScalingSnapshot() const;
   std::vector<QueueEntry> Queue() const;  // running first, then pending in queue order
+  // Running (and starting) jobs with what the watchdog and the metrics need.
+  struct JobWatch {
+    JobId id;
+    std::string name;
+    std::string team;
+    Time started;  // this attempt's start (or the controller's start, for a recovered job)
+    api::WatchdogPolicy watchdog;
+    std::optional<Time> last_output;
+    std::optional<Time> progress_at;
+    std::optional<int64_t> step;
+    std::optional<double> loss;
+    std::vector<model::NodeAssignment> parts;
+  };
+  std::vector<JobWatch> RunningJobs() const;
+  // Counts since this controller started, for /metrics.
+  struct Stats {
+    std::map<std::string, int64_t> preemptions;  // by reason (cancels are not preemptions)
+    int64_t requeues = 0;                        // a run that ended and went back to the queue
+    int64_t spot_interruptions = 0;
+    std::map<std::pair<std::string, std::string>, int64_t> finished;  // (state, team) -> jobs
+  };
+  Stats stats() const;
+  // Scheduling passes and store commits, in seconds.
+  const obs::Histogram& pass_seconds() const { return pass_seconds_; }
+  const obs::Histogram& commit_seconds() const { return commit_seconds_; }
   std::vector<NodeStatus> Nodes() const;
   std::optional<NodeId> NodeByName(const std::string& name) const;
   // Whether `token_hash` is the node's current agent token: a token replaced by a later
@@ -220,6 +254,14 @@ class Engine {
     int master_port = 0;
     int spot_reclaims = 0;  // runs stopped by a spot interruption (since this controller started)
     std::string stop_text;  // why it stopped, when its agent stopped it (not the scheduler)
+    bool restart_requested = false;  // Restart: requeue once its parts have stopped
+    std::string restart_text;
+    Time attempt_started;
+    // Reported by its agents (the watchdog): the latest over its parts.
+    std::optional<Time> last_output;
+    std::optional<Time> progress_at;
+    std::optional<int64_t> step;
+    std::optional<double> loss;
   };
   struct NodeState {
     api::NodeRecord rec;
@@ -293,8 +335,14 @@ class Engine {
     std::promise<Status> done;
     std::optional<Status> result;
   };
-  using Request =
-      std::variant<SubmitReq, CancelReq, DrainReq, RegisterReq, HeartbeatReq, BudgetReq, ReleaseReq, QuotaReq>;
+  struct RestartReq {
+    JobId job;
+    std::string reason;
+    std::promise<Status> done;
+    std::optional<Status> result;
+  };
+  using Request = std::variant<SubmitReq, CancelReq, DrainReq, RegisterReq, HeartbeatReq, BudgetReq, ReleaseReq,
+                               QuotaReq, RestartReq>;
 
   class Sink;
   friend class Sink;
@@ -310,6 +358,7 @@ class Engine {
   void ApplyHeartbeat(HeartbeatReq& r);
   void ApplyBudget(BudgetReq& r);
   void ApplyQuota(QuotaReq& r);
+  void ApplyRestart(RestartReq& r);
   Status SaveQuotas();
   Status SaveBudgets();
   int64_t FinishedSpend(const std::string& team, Time since);
@@ -357,6 +406,9 @@ class Engine {
   std::map<std::string, int> node_size_hints_;
   int next_port_ = 0;
   Counters counters_;
+  Stats stats_;
+  obs::Histogram pass_seconds_{obs::Histogram::LatencyBuckets()};
+  obs::Histogram commit_seconds_{obs::Histogram::LatencyBuckets()};
 
   // Inbox.
   std::mutex inbox_mu_;

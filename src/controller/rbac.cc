@@ -51,6 +51,9 @@ const char* VerbName(Verb v) {
     case Verb::kAuditRead: return "read the audit log";
     case Verb::kAgentRegister: return "register nodes";
     case Verb::kAgentReport: return "report as an agent";
+    case Verb::kMetricsRead: return "read metrics";
+    case Verb::kAlertRead: return "read alerts";
+    case Verb::kWebUi: return "load the dashboard";
   }
   return "?";
 }
@@ -76,6 +79,9 @@ const char* AuditVerb(Verb v) {
     case Verb::kAuditRead: return "audit.read";
     case Verb::kAgentRegister: return "node.register";
     case Verb::kAgentReport: return "agent.report";
+    case Verb::kMetricsRead: return "metrics.read";
+    case Verb::kAlertRead: return "alert.read";
+    case Verb::kWebUi: return "ui.load";
   }
   return "?";
 }
@@ -112,7 +118,8 @@ std::optional<Role> RoleOf(const api::TokenRecord& token) {
 std::string TeamOf(const api::TokenRecord& token) { return token.team.empty() ? "default" : token.team; }
 
 Scope ScopeOf(Role role, Verb verb) {
-  if (verb == Verb::kHealth) return Scope::kAll;
+  if (verb == Verb::kHealth || verb == Verb::kWebUi) return Scope::kAll;
+  if (verb == Verb::kMetricsRead) return role == Role::kAdmin || role == Role::kMetrics ? Scope::kAll : Scope::kNone;
   switch (role) {
     case Role::kAdmin:
       return verb == Verb::kAgentRegister || verb == Verb::kAgentReport ? Scope::kNone : Scope::kAll;
@@ -122,6 +129,7 @@ Scope ScopeOf(Role role, Verb verb) {
         case Verb::kQueueRead:
         case Verb::kNodeRead:
         case Verb::kPoolRead:
+        case Verb::kAlertRead:
           return Scope::kAll;
         case Verb::kJobSubmit:
         case Verb::kJobCancel:
@@ -141,6 +149,7 @@ Scope ScopeOf(Role role, Verb verb) {
         case Verb::kQueueRead:
         case Verb::kNodeRead:
         case Verb::kPoolRead:
+        case Verb::kAlertRead:
           return Scope::kAll;
         case Verb::kJobSubmit:
         case Verb::kJobCancel:
@@ -157,6 +166,7 @@ Scope ScopeOf(Role role, Verb verb) {
         case Verb::kQueueRead:
         case Verb::kNodeRead:
         case Verb::kPoolRead:
+        case Verb::kAlertRead:
           return Scope::kAll;
         case Verb::kJobLogs:
         case Verb::kCostRead:
@@ -166,7 +176,7 @@ Scope ScopeOf(Role role, Verb verb) {
           return Scope::kNone;
       }
     case Role::kMetrics:
-      return Scope::kNone;  // the metrics endpoint only
+      return Scope::kNone;  // the metrics endpoint only (above)
     case Role::kAgent:
       return verb == Verb::kAgentRegister || verb == Verb::kAgentReport ? Scope::kOwnTeam : Scope::kNone;
     case Role::kJoin:
@@ -203,6 +213,10 @@ const std::vector<RouteRule>& ApiRoutes() {
       {"GET", "/v1/tokens", "/v1/tokens", Verb::kTokenRead, false},
       {"POST", R"(/v1/tokens/([0-9a-f]{1,64})/revoke)", "/v1/tokens/0123456789ab/revoke", Verb::kTokenRevoke, false},
       {"GET", "/v1/audit", "/v1/audit", Verb::kAuditRead, false},
+      {"GET", "/v1/alerts", "/v1/alerts", Verb::kAlertRead, false},
+      {"GET", "/metrics", "/metrics", Verb::kMetricsRead, false},
+      {"GET", "/", "/", Verb::kWebUi, false},
+      {"GET", R"(/ui/[A-Za-z0-9._/-]*)", "/ui/app.js", Verb::kWebUi, false},
       {"GET", "/v1/health", "/v1/health", Verb::kHealth, true},
       {"POST", "/v1/agents/register", "/v1/agents/register", Verb::kAgentRegister, true},
       {"POST", "/v1/agents/heartbeat", "/v1/agents/heartbeat", Verb::kAgentReport, true},

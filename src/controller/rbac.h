@@ -39,6 +39,9 @@ enum class Verb {
   kAuditRead,
   kAgentRegister,
   kAgentReport,   // heartbeats, commands, logs of the agent's own node
+  kMetricsRead,   // GET /metrics: admins and metrics tokens
+  kAlertRead,     // GET /v1/alerts
+  kWebUi,         // the dashboard's static files: anyone (they hold no data; it calls the API with a token)
 };
 enum class Scope { kNone, kOwnTeam, kAll };
 

@@ -1,6 +1,8 @@
 #include "controller/server.h"
 
+#include "controller/monitor.h"
 #include "controller/pool.h"
+#include "controller/webui.h"
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
@@ -55,6 +57,20 @@ const char* ErrorCode(int http) {
     case 503: return "unavailable";
     default: return "internal";
   }
+}
+
+// The route a request matched, as a low-cardinality label: "/v1/jobs/{id}/logs".
+std::string RouteLabel(const RouteRule* rule) {
+  if (rule == nullptr) return "unmatched";
+  std::string r = rule->pattern;
+  auto replace = [&](const std::string& from, const std::string& to) {
+    for (size_t at = r.find(from); at != std::string::npos; at = r.find(from, at + to.size())) r.replace(at, from.size(), to);
+  };
+  replace(R"((\d+))", "{id}");
+  replace("([A-Za-z0-9._-]+)", "{name}");
+  replace("([0-9a-f]{1,64})", "{token}");
+  replace("[A-Za-z0-9._/-]*", "*");
+  return r;
 }
 
 void Reply(httplib::Response& res, int code, const json& body) {
@@ -402,6 +418,11 @@ void ApiServer::Routes() {
       // Deny by default: only routes in the table (rbac.h) are served, each to the roles that
       // hold its verb.
       const RouteRule* rule = FindRoute(req.method, req.path, agents);
+      // The dashboard's files hold no data; a Prometheus on this host may scrape without a token
+      // when the operator said so (--metrics-open, loopback only).
+      if (rule != nullptr && (rule->verb == Verb::kWebUi || (rule->verb == Verb::kMetricsRead && options_.metrics_open))) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
       if (rule == nullptr) {
         CloseAfterResponse();
         Error(res, 404, agents ? "no such route on the agent listener (agents use only /v1/agents/*)"
@@ -442,8 +463,14 @@ void ApiServer::Routes() {
   };
   user_routes_->set_pre_routing_handler(gate(false));
   agent_routes_->set_pre_routing_handler(gate(true));
-  user_routes_->set_post_routing_handler([this](const Request& req, Response& res) { AuditAnswer(req, res, false); });
-  agent_routes_->set_post_routing_handler([this](const Request& req, Response& res) { AuditAnswer(req, res, true); });
+  user_routes_->set_post_routing_handler([this](const Request& req, Response& res) {
+    api_metrics_.requests.Add({RouteLabel(FindRoute(req.method, req.path, false)), req.method, std::to_string(res.status)});
+    AuditAnswer(req, res, false);
+  });
+  agent_routes_->set_post_routing_handler([this](const Request& req, Response& res) {
+    api_metrics_.requests.Add({RouteLabel(FindRoute(req.method, req.path, true)), req.method, std::to_string(res.status)});
+    AuditAnswer(req, res, true);
+  });
   // Authorization of a user route: the caller with the scope its role has for the verb, or an
   // answered 401/403 and nullopt.
   auto authz = [authn](const Request& req, Response& res, Verb verb) -> std::optional<Caller> {
@@ -484,8 +511,58 @@ void ApiServer::Routes() {
   user_routes_->Get("/v1/health", health);
   agent_routes_->Get("/v1/health", health);
 
+  // --- Metrics, alerts and the dashboard (docs/observability.md, docs/dashboard.md) ---
+  user_routes_->Get("/metrics", [this, authz](const Request& req, Response& res) {
+    if (!options_.metrics_open && !authz(req, res, Verb::kMetricsRead)) return;
+    MetricsSources src;
+    src.engine = &engine_;
+    src.monitor = monitor_.load();
+    src.pool = pool_.load();
+    src.api = &api_metrics_;
+    src.version = options_.version;
+    src.now = clock_.Now();
+    res.status = 200;
+    res.set_content(ControllerMetricsText(src), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  user_routes_->Get("/v1/alerts", [this, authz](const Request& req, Response& res) {
+    if (!authz(req, res, Verb::kAlertRead)) return;
+    const Monitor* monitor = monitor_.load();
+    json list = json::array();
+    if (monitor != nullptr) {
+      for (const obs::Alert& a : monitor->Alerts()) {
+        json o = {{"name", a.name},
+                  {"state", obs::AlertStateName(a.state)},
+                  {"severity", a.severity},
+                  {"labels", a.labels},
+                  {"message", a.message},
+                  {"started_at", FormatIso8601(a.started)},
+                  {"fired_at", a.fired ? json(FormatIso8601(*a.fired)) : json(nullptr)},
+                  {"resolved_at", a.resolved ? json(FormatIso8601(*a.resolved)) : json(nullptr)}};
+        list.push_back(std::move(o));
+      }
+    }
+    Reply(res, 200, {{"alerts", list}, {"enabled", monitor != nullptr && monitor->rules().enabled}});
+  });
+  auto web = [](const Request& req, Response& res) {
+    const WebAsset* asset = FindWebAsset(req.path);
+    if (asset == nullptr) return Error(res, 404, "no such file of the dashboard: " + req.path);
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'");
+    res.set_content(std::string(asset->body), std::string(asset->content_type));
+  };
+  user_routes_->Get("/", web);
+  user_routes_->Get(R"(/ui/[A-Za-z0-9._/-]*)", web);
+
   // --- Jobs ---
   user_routes_->Post("/v1/jobs", [this, authz](const Request& req, Response& res) {
+    // Submit latency, however the request ends.
+    struct Timer {
+      obs::Histogram& h;
+      std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+      ~Timer() { h.Record(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()); }
+    } timer{api_metrics_.submit_seconds};
     auto who = authz(req, res, Verb::kJobSubmit);
     if (!who) return;
     auto body = api::ParseJson(req.body);
@@ -637,6 +714,20 @@ void ApiServer::Routes() {
       o["hidden"] = "the job belongs to team " + (*rec)->request.spec.team + ": its command, environment and logs are not shown";
     }
     o["history"] = h;
+    // A running job's activity, as the watchdog sees it.
+    for (const auto& w : engine_.RunningJobs()) {
+      if (w.id != *id) continue;
+      json act = {{"attempt_started", FormatIso8601(w.started)}};
+      if (w.progress_at) act["progress_at"] = FormatIso8601(*w.progress_at);
+      if (w.step) act["step"] = *w.step;
+      if (w.loss) act["loss"] = *w.loss;
+      if (w.last_output) act["last_output_at"] = FormatIso8601(*w.last_output);
+      if (w.watchdog.stall_timeout > Duration::Zero()) {
+        act["stall_timeout_ms"] = w.watchdog.stall_timeout.millis();
+        act["on_stall"] = w.watchdog.restart_on_stall ? "restart" : "alert";
+      }
+      o["activity"] = act;
+    }
     Reply(res, 200, o);
   });
 

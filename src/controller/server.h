@@ -26,11 +26,13 @@
 #include "controller/auth.h"
 #include "controller/engine.h"
 #include "controller/http_listener.h"
+#include "controller/metrics.h"
 #include "controller/rbac.h"
 #include "store/state_store.h"
 
 namespace gpufleet::controller {
 
+class Monitor;
 class Pool;
 
 // Which Unix user runs a caller's jobs on the agents: by token subject first, then by team; no
@@ -75,6 +77,9 @@ struct ServerOptions {
   // A part's log is kept up to this size; the rest is dropped behind a marker line saying how
   // much, so a job that writes gigabytes cannot fill the controller's disk.
   int64_t max_log_bytes_per_part = int64_t{256} << 20;
+  // GET /metrics without a token (for a Prometheus on this host); only with a loopback --listen.
+  bool metrics_open = false;
+  std::string version;  // gpufleet_build_info
 };
 
 class ApiServer {
@@ -89,6 +94,8 @@ class ApiServer {
   int agent_port() const { return agent_port_; }
   // Serves GET /v1/pool from this pool (the instances it rented); without one the route says so.
   void SetPool(const Pool* pool) { pool_ = pool; }
+  // Serves GET /v1/alerts and the alert series of /metrics from this monitor.
+  void SetMonitor(const Monitor* monitor) { monitor_ = monitor; }
 
  private:
   void Routes();
@@ -113,6 +120,8 @@ class ApiServer {
   int port_ = 0;
   int agent_port_ = 0;
   std::atomic<const Pool*> pool_{nullptr};
+  std::atomic<const Monitor*> monitor_{nullptr};
+  ApiMetrics api_metrics_;
   std::atomic<int> user_long_polls_{0};
   std::mutex polls_mu_;
   std::map<std::string, int> long_polls_by_client_;  // under polls_mu_

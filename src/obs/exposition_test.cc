@@ -1,4 +1,5 @@
 #include "obs/exposition.h"
+#include "obs/dcgm.h"
 
 #include <gtest/gtest.h>
 
@@ -80,6 +81,27 @@ TEST(CounterVecTest, CountsPerLabelSet) {
   Exposition e;
   c.Write(e, "gpufleet_api_requests_total", "Requests.");
   EXPECT_NE(e.Text().find("gpufleet_api_requests_total{route=\"/v1/jobs\",code=\"404\"} 3\n"), std::string::npos);
+}
+
+TEST(DcgmTest, SeriesCarryTheDcgmExporterLabelsAndJobLabelsWhenAllocated) {
+  Exposition e;
+  WriteDcgmSeries(e, {DcgmGpu{"n1", 0, "GPU-a", "NVIDIA H100 80GB HBM3", 97, 70000, 81559, 71, 650.5, 12, "vision"},
+                      DcgmGpu{"n1", 1, "GPU-b", "NVIDIA H100 80GB HBM3", 0, 0, 81559, 30, 50, 0, ""}});
+  const std::string& t = e.Text();
+  EXPECT_NE(t.find("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"), std::string::npos);
+  EXPECT_NE(t.find("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a\",device=\"nvidia0\",modelName=\"NVIDIA H100 80GB "
+                   "HBM3\",Hostname=\"n1\",job_id=\"12\",team=\"vision\"} 97\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("DCGM_FI_DEV_FB_FREE{gpu=\"0\",UUID=\"GPU-a\",device=\"nvidia0\",modelName=\"NVIDIA H100 80GB "
+                   "HBM3\",Hostname=\"n1\",job_id=\"12\",team=\"vision\"} 11559\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("DCGM_FI_DEV_POWER_USAGE{gpu=\"1\",UUID=\"GPU-b\",device=\"nvidia1\",modelName=\"NVIDIA H100 80GB "
+                   "HBM3\",Hostname=\"n1\"} 50\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-a\",device=\"nvidia0\",modelName=\"NVIDIA H100 80GB "
+                   "HBM3\",Hostname=\"n1\",job_id=\"12\",team=\"vision\"} 650.5\n"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -68,6 +68,8 @@ void ClusterView::AssignFrom(const ClusterView& o) {
     a.health = b.health;
     a.free_milli = b.free_milli;  // same size: no allocation
     a.temp_c = b.temp_c;
+    a.held_milli = b.held_milli;
+    a.hot = b.hot;
     a.free_whole = b.free_whole;
     a.free_cpu_milli = b.free_cpu_milli;
     a.free_mem_mib = b.free_mem_mib;
@@ -97,6 +99,10 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
   int pos = IndexOf(id);
   if (pos >= 0) {
     Node& n = nodes_[pos];
+    // A re-registered node starts cool: its telemetry will say again what is hot.
+    Account(n, -1);
+    for (size_t g = 0; g < n.hot.size(); ++g) Unhold(n, g);
+    Account(n, +1);
     // Keep existing allocations when the node is re-registered with the same shape.
     bool same_shape = n.spec.gpus == spec.gpus && n.spec.gpu_model == spec.gpu_model;
     if (!same_shape) {
@@ -114,6 +120,8 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
       int old_model = n.model;
       n.free_milli.assign(spec.gpus, model::kMilliGpuPerGpu);
       n.temp_c.assign(spec.gpus, 0);
+      n.held_milli.assign(spec.gpus, 0);
+      n.hot.assign(spec.gpus, 0);
       n.free_whole = spec.gpus;
       n.model = spec.gpus > 0 ? InternModel(spec.gpu_model) : -1;
       if (old_model >= 0) {
@@ -147,6 +155,8 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
   n.model = spec.gpus > 0 ? InternModel(spec.gpu_model) : -1;
   n.free_milli.assign(spec.gpus, model::kMilliGpuPerGpu);
   n.temp_c.assign(spec.gpus, 0);
+  n.held_milli.assign(spec.gpus, 0);
+  n.hot.assign(spec.gpus, 0);
   n.free_whole = spec.gpus;
   n.free_cpu_milli = spec.cpu_milli;
   n.free_mem_mib = spec.mem_mib;
@@ -185,7 +195,45 @@ Status ClusterView::SetTemperatures(NodeId id, const std::vector<int>& temperatu
   for (size_t i = 0; i < temperature_c.size(); ++i) {
     n.temp_c[i] = static_cast<int16_t>(std::clamp(temperature_c[i], -100, 300));
   }
+  if (hot_c_ > 0) {
+    Account(n, -1);
+    for (size_t i = 0; i < n.temp_c.size(); ++i) {
+      if (!n.hot[i] && n.temp_c[i] >= hot_c_) Hold(n, i);
+      else if (n.hot[i] && n.temp_c[i] <= resume_c_) Unhold(n, i);
+    }
+    Account(n, +1);
+  }
   return Status::Ok();
+}
+
+void ClusterView::SetThermalLimits(int hot_c, int resume_c) {
+  hot_c_ = hot_c;
+  resume_c_ = std::min(resume_c, hot_c);
+  for (Node& n : nodes_) {
+    Account(n, -1);
+    for (size_t i = 0; i < n.temp_c.size(); ++i) {
+      bool hot = hot_c_ > 0 && (n.hot[i] ? n.temp_c[i] > resume_c_ : n.temp_c[i] >= hot_c_);
+      if (hot && !n.hot[i]) Hold(n, i);
+      if (!hot && n.hot[i]) Unhold(n, i);
+    }
+    Account(n, +1);
+  }
+}
+
+void ClusterView::Hold(Node& n, size_t g) {
+  if (n.hot[g]) return;
+  n.hot[g] = 1;
+  if (n.free_milli[g] == model::kMilliGpuPerGpu) --n.free_whole;
+  n.held_milli[g] = n.free_milli[g];
+  n.free_milli[g] = 0;
+}
+
+void ClusterView::Unhold(Node& n, size_t g) {
+  if (!n.hot[g]) return;
+  n.hot[g] = 0;
+  n.free_milli[g] += n.held_milli[g];
+  n.held_milli[g] = 0;
+  if (n.free_milli[g] == model::kMilliGpuPerGpu) ++n.free_whole;
 }
 
 bool ClusterView::CanAllocate(const model::Placement& p) const {
@@ -223,6 +271,12 @@ void ClusterView::Release(const model::Placement& p) {
     Node& n = nodes_[pos];
     Account(n, -1);
     for (int g : part.gpus) {
+      if (n.hot[g]) {
+        // Too hot for new work: what the job gives back is withheld until the GPU cools.
+        n.held_milli[g] += static_cast<int32_t>(part.gpu_milli);
+        CHECK(n.held_milli[g] <= model::kMilliGpuPerGpu) << "double release on " << n.spec.name;
+        continue;
+      }
       n.free_milli[g] += static_cast<int32_t>(part.gpu_milli);
       CHECK(n.free_milli[g] <= model::kMilliGpuPerGpu) << "double release on " << n.spec.name;
       if (n.free_milli[g] == model::kMilliGpuPerGpu) ++n.free_whole;

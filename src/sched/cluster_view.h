@@ -29,6 +29,11 @@ class ClusterView {
     NodeHealth health = NodeHealth::kUp;
     std::vector<int32_t> free_milli;  // per GPU: milli-GPU not allocated
     std::vector<int16_t> temp_c;      // per GPU: last reported temperature
+    // Thermal hold (SetThermalLimits): per GPU, the milli-GPU withheld from new work while it is
+    // too hot, and whether it is (a GPU turns hot at the limit and cool again at the resume
+    // temperature, so one hovering at the limit does not flap).
+    std::vector<int32_t> held_milli;
+    std::vector<uint8_t> hot;
     int free_whole = 0;               // GPUs with nothing allocated
     int64_t free_cpu_milli = 0;
     int64_t free_mem_mib = 0;
@@ -45,6 +50,11 @@ class ClusterView {
   Status UpsertNode(NodeId id, model::NodeSpec spec);
   Status SetHealth(NodeId id, NodeHealth health);
   Status SetTemperatures(NodeId id, const std::vector<int>& temperature_c);
+  // A GPU at or over `hot_c` takes no new work (its free capacity is withheld) until it cools to
+  // `resume_c` or below; work already on it runs on. 0: off (the default; the simulator's).
+  void SetThermalLimits(int hot_c, int resume_c);
+  int thermal_limit() const { return hot_c_; }
+  int thermal_resume() const { return resume_c_; }
 
   // Books or frees the resources of a placement. Allocate CHECKs that they are free.
   bool CanAllocate(const model::Placement& p) const;
@@ -78,6 +88,12 @@ class ClusterView {
  private:
   void Account(const Node& n, int sign);
   int InternModel(const std::string& name);
+  // Turns GPU g of n hot (withholding its free capacity) or cool (giving it back). Caller has
+  // taken n out of the books (Account -1) and puts it back after.
+  static void Hold(Node& n, size_t g);
+  static void Unhold(Node& n, size_t g);
+  int hot_c_ = 0;
+  int resume_c_ = 0;
 
   std::vector<Node> nodes_;
   std::unordered_map<int64_t, int> index_;  // NodeId -> position

@@ -360,5 +360,53 @@ TEST_F(ClusterViewDeathTest, ReleasingTwiceIsABug) {
   EXPECT_DEATH(view_.Release(p), "double release");
 }
 
+TEST_F(ClusterViewTest, HotGpuIsWithheldUntilItCoolsPastTheResumeTemperature) {
+  AddThreeNodes();
+  view_.SetThermalLimits(85, 75);
+  std::vector<int> temps(4, 40);
+  temps[2] = 85;  // at the limit: hot
+  ASSERT_TRUE(view_.SetTemperatures(NodeId(1), temps).ok());
+  const ClusterView::Node* h = view_.Find(NodeId(1));
+  EXPECT_EQ(h->free_whole, 3);
+  EXPECT_EQ(h->free_milli[2], 0);
+  EXPECT_EQ(view_.FreeWholeGpus(h100_), 3);
+  EXPECT_FALSE(view_.CanAllocate(On(NodeId(1), {2})));
+  // A job already on a GPU that turns hot runs on; what it gives back stays withheld.
+  view_.Allocate(On(NodeId(1), {3}));
+  temps[3] = 90;
+  ASSERT_TRUE(view_.SetTemperatures(NodeId(1), temps).ok());
+  view_.Release(On(NodeId(1), {3}));
+  EXPECT_EQ(view_.FreeWholeGpus(h100_), 2);
+  // Cooler but above the resume temperature: still hot (no flapping at the limit).
+  temps[2] = 80;
+  temps[3] = 76;
+  ASSERT_TRUE(view_.SetTemperatures(NodeId(1), temps).ok());
+  EXPECT_EQ(view_.FreeWholeGpus(h100_), 2);
+  temps[2] = 75;
+  ASSERT_TRUE(view_.SetTemperatures(NodeId(1), temps).ok());
+  EXPECT_EQ(view_.FreeWholeGpus(h100_), 3);
+  EXPECT_TRUE(view_.CanAllocate(On(NodeId(1), {2})));
+  temps[3] = 30;
+  ASSERT_TRUE(view_.SetTemperatures(NodeId(1), temps).ok());
+  EXPECT_EQ(view_.FreeWholeGpus(h100_), 4);
+  EXPECT_EQ(view_.FreeMilli(h100_), 4000);
+}
+
+TEST_F(ClusterViewTest, ThermalLimitsOffByDefaultAndTurningThemOffFreesHeldGpus) {
+  AddThreeNodes();
+  std::vector<int> temps(4, 99);
+  ASSERT_TRUE(view_.SetTemperatures(NodeId(1), temps).ok());
+  EXPECT_EQ(view_.FreeWholeGpus(h100_), 4) << "the simulator never holds a GPU for heat";
+  view_.SetThermalLimits(85, 75);
+  EXPECT_EQ(view_.FreeWholeGpus(h100_), 0);
+  view_.SetThermalLimits(0, 0);
+  EXPECT_EQ(view_.FreeWholeGpus(h100_), 4);
+  // A node that registers again starts cool.
+  view_.SetThermalLimits(85, 75);
+  EXPECT_EQ(view_.FreeWholeGpus(h100_), 0);
+  ASSERT_TRUE(view_.UpsertNode(NodeId(1), MakeNode("h0", "H100", 4)).ok());
+  EXPECT_EQ(view_.FreeWholeGpus(h100_), 4);
+}
+
 }  // namespace
 }  // namespace gpufleet::sched

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "common/check.h"
+#include "common/strings.h"
 
 namespace gpufleet::sched {
 
@@ -837,7 +838,11 @@ Status Scheduler::Apply(const Event& e) {
     return view_.SetHealth(ev->node, ev->drained ? NodeHealth::kDraining : NodeHealth::kUp);
   }
   if (const auto* ev = std::get_if<GpuTelemetry>(&e)) {
-    return view_.SetTemperatures(ev->node, ev->temperature_c);
+    // A GPU that cooled below the thermal resume temperature takes work again.
+    const int64_t free_before = view_.FreeMilliAll();
+    Status st = view_.SetTemperatures(ev->node, ev->temperature_c);
+    if (view_.FreeMilliAll() > free_before) full_pass_ = true;
+    return st;
   }
   if (std::holds_alternative<Timer>(e)) {
     QueueContext ctx = Context();
@@ -1462,6 +1467,21 @@ Explanation Scheduler::Explain(JobId id) const {
   }
   if (r.kind == PlaceResult::Kind::kWait) {
     e.reasons.push_back(r.reason);
+    if (view_.thermal_limit() > 0) {
+      std::vector<std::string> hot;
+      int count = 0;
+      for (const auto& n : view_.nodes()) {
+        for (size_t g = 0; g < n.hot.size(); ++g) {
+          if (!n.hot[g]) continue;
+          if (++count <= 4) hot.push_back(n.spec.name + " GPU " + std::to_string(g) + " (" + std::to_string(n.temp_c[g]) + " °C)");
+        }
+      }
+      if (count > 0) {
+        e.reasons.push_back(std::to_string(count) + " GPU(s) at or over the " + std::to_string(view_.thermal_limit()) +
+                            " °C limit take no new work until they cool to " + std::to_string(view_.thermal_resume()) +
+                            " °C: " + Join(hot, ", ") + (count > 4 ? ", ..." : ""));
+      }
+    }
   } else if (j->outcome == JobState::Outcome::kNotReached || j->outcome == JobState::Outcome::kWait) {
     e.reasons.push_back("fits now: starts at the next scheduling pass");
   }

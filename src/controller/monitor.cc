@@ -1,0 +1,353 @@
+#include "controller/monitor.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "common/strings.h"
+
+namespace gpufleet::controller {
+namespace {
+
+std::string Fingerprint(const obs::Alert& a) {
+  // FNV-1a of the alert's identity, as 16 hex digits (Alertmanager's webhook carries one).
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const std::string& s) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+    h ^= 0xff;
+    h *= 1099511628211ull;
+  };
+  mix(a.name);
+  for (const auto& [k, v] : a.labels) {
+    mix(k);
+    mix(v);
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string Summary(const obs::Alert& a) {
+  if (a.name == "GpuAllocatedIdle") return "A GPU held by a job is idle";
+  if (a.name == "GpuHot") return "A GPU is over its temperature limit";
+  if (a.name == "GpuMemorySwing") return "A GPU's memory use keeps swinging";
+  if (a.name == "NodeSilent") return "A node stopped reporting";
+  if (a.name == "JobStalled") return "A job stopped making progress";
+  if (a.name == "SpotNotice") return "A spot node is being reclaimed";
+  if (a.name == "BudgetNearlySpent") return "A team has nearly spent its budget";
+  if (a.name == "QueueWaitOverSlo") return "Jobs wait longer than the queue-wait SLO";
+  return a.name;
+}
+
+}  // namespace
+
+Result<obs::AlertRules> LoadAlertRules(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound(path + ": cannot read the alert rules file");
+  std::stringstream text;
+  text << in.rdbuf();
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(text.str());
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                                   ": " + e.msg);
+  }
+  obs::AlertRules rules;
+  if (doc.IsNull()) return rules;
+  if (!doc.IsMap()) return Status::InvalidArgument(path + ": expected settings such as 'hot_temp_c: 85', one per line");
+  for (const auto& kv : doc) {
+    std::string key = kv.first.as<std::string>("");
+    std::string where = path + ":" + std::to_string(kv.first.Mark().line + 1) + ":" + std::to_string(kv.first.Mark().column + 1);
+    std::string value;
+    if (kv.second.IsSequence()) {
+      std::vector<std::string> items;
+      for (const auto& item : kv.second) {
+        if (!item.IsScalar()) return Status::InvalidArgument(where + ": " + key + ": expected a list of names");
+        items.push_back(item.Scalar());
+      }
+      value = Join(items, ",");
+    } else if (kv.second.IsScalar()) {
+      value = kv.second.Scalar();
+    } else {
+      return Status::InvalidArgument(where + ": " + key + ": expected a value");
+    }
+    if (Status st = obs::SetAlertRule(rules, key, value); !st.ok()) return Status::InvalidArgument(where + ": " + st.message());
+  }
+  return rules;
+}
+
+nlohmann::json AlertmanagerAlert(const obs::Alert& a, const std::string& generator_url) {
+  nlohmann::json labels = {{"alertname", a.name}, {"severity", a.severity}, {"source", "gpufleet"}};
+  for (const auto& [k, v] : a.labels) labels[k] = v;
+  nlohmann::json j = {{"labels", labels},
+                      {"annotations", {{"summary", Summary(a)}, {"description", a.message}}},
+                      {"startsAt", FormatIso8601(a.fired.value_or(a.started))}};
+  if (a.resolved) j["endsAt"] = FormatIso8601(*a.resolved);
+  if (!generator_url.empty()) j["generatorURL"] = generator_url;
+  return j;
+}
+
+Monitor::Monitor(Engine& engine, const sched::Clock& clock, MonitorOptions options)
+    : engine_(engine), clock_(clock), options_(std::move(options)), alerts_(options_.rules) {}
+
+Monitor::~Monitor() { Stop(); }
+
+obs::AlertInput Monitor::Snapshot(Time now) const {
+  obs::AlertInput in;
+  std::vector<Engine::JobWatch> running = engine_.RunningJobs();
+  std::map<std::pair<int64_t, int>, const Engine::JobWatch*> holder;  // (node, gpu) -> job
+  for (const auto& j : running) {
+    for (const auto& part : j.parts) {
+      for (int g : part.gpus) holder[{part.node.value(), g}] = &j;
+    }
+    obs::JobActivity a;
+    a.job_id = j.id.value();
+    a.name = j.name;
+    a.team = j.team;
+    a.stall_timeout = j.watchdog.stall_timeout;
+    a.started = j.started;
+    a.last_progress = j.progress_at;
+    a.last_output = j.last_output;
+    a.step = j.step;
+    in.jobs.push_back(std::move(a));
+  }
+  for (const NodeStatus& n : engine_.Nodes()) {
+    const api::NodeRecord& r = n.record;
+    obs::NodeState ns;
+    ns.name = r.name;
+    ns.gone = r.state == api::NodeState::kGone || r.state == api::NodeState::kLost;
+    ns.since_heartbeat = now - r.last_heartbeat;
+    if (n.notice) {
+      ns.spot_notice_at = n.notice->time;
+      ns.spot_action = n.notice->action;
+    }
+    in.nodes.push_back(ns);
+    if (ns.gone) continue;
+    for (size_t g = 0; g < n.telemetry.size(); ++g) {
+      const api::GpuSampleReport& t = n.telemetry[g];
+      obs::GpuState gs;
+      gs.node = r.name;
+      gs.gpu = g < r.gpus.size() ? r.gpus[g].index : static_cast<int>(g);
+      gs.uuid = g < r.gpus.size() ? r.gpus[g].uuid : "";
+      gs.util_pct = t.util_pct;
+      gs.mem_used_mib = t.mem_used_mib;
+      gs.temperature_c = t.temperature_c;
+      if (auto h = holder.find({r.id.value(), gs.gpu}); h != holder.end()) {
+        gs.job_id = h->second->id.value();
+        gs.team = h->second->team;
+      }
+      in.gpus.push_back(std::move(gs));
+    }
+  }
+  for (const auto& t : engine_.TeamCosts()) {
+    obs::TeamMoney m;
+    m.team = t.team;
+    m.spend_dollars = static_cast<double>(t.spend.spent_micros) / 1e6;
+    if (t.budget) {
+      int64_t limit = t.budget->hard_micros > 0 ? t.budget->hard_micros : t.budget->soft_micros;
+      m.budget_dollars = static_cast<double>(limit) / 1e6;
+    }
+    in.teams.push_back(std::move(m));
+  }
+  for (const QueueEntry& q : engine_.Queue()) {
+    if (q.job.state != api::JobState::kPending) continue;
+    Duration wait = now - q.job.submitted;
+    if (!in.oldest_pending_job || wait > in.oldest_pending_wait) {
+      in.oldest_pending_job = q.job.id.value();
+      in.oldest_pending_wait = wait;
+    }
+  }
+  return in;
+}
+
+void Monitor::EvaluateOnce() {
+  Time now = clock_.Now();
+  obs::AlertInput in = Snapshot(now);
+  std::vector<obs::Alert> changed, all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    changed = alerts_.Evaluate(now, in);
+    all = alerts_.Alerts();
+    current_ = all;
+  }
+  for (const obs::Alert& a : changed) {
+    if (a.state == obs::AlertState::kFiring) {
+      spdlog::warn("alert {} firing: {}", a.name, a.message);
+    } else if (a.state == obs::AlertState::kResolved) {
+      spdlog::info("alert {} resolved: {}", a.name, a.message);
+    }
+  }
+  // Restarts asked for at earlier evaluations that the engine has answered since.
+  for (auto it = restarting_.begin(); it != restarting_.end();) {
+    if (it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      ++it;
+      continue;
+    }
+    Status st = it->second.get();
+    if (st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++restarts_;
+      spdlog::warn("job {} restarted by the watchdog", it->first);
+    } else {
+      spdlog::warn("watchdog: cannot restart job {}: {}", it->first, st.message());
+    }
+    it = restarting_.erase(it);
+  }
+  // The watchdog's restarts: asked for, not waited for (the engine answers at its next step).
+  std::vector<Engine::JobWatch> running;
+  for (const obs::Alert& a : changed) {
+    if (a.name != "JobStalled" || a.state != obs::AlertState::kFiring) continue;
+    auto id = ParseInt(a.labels.count("job_id") ? a.labels.at("job_id") : "");
+    if (!id) continue;
+    if (running.empty()) running = engine_.RunningJobs();
+    bool restart = false;
+    for (const auto& j : running) {
+      if (j.id.value() == *id) restart = j.watchdog.restart_on_stall;
+    }
+    if (!restart) continue;
+    restarting_.emplace_back(*id, engine_.Restart(JobId(*id), "stalled: " + a.message +
+                                                                  "; restarting from its checkpoint (watchdog.on_stall: restart)"));
+  }
+  Notify(changed, all);
+}
+
+bool Monitor::Post(const std::string& url, const std::string& body) {
+  // scheme://host[:port] and the path.
+  auto scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return false;
+  auto path_start = url.find('/', scheme_end + 3);
+  std::string base = path_start == std::string::npos ? url : url.substr(0, path_start);
+  std::string path = path_start == std::string::npos ? "/" : url.substr(path_start);
+  httplib::Client c(base);
+  time_t secs = static_cast<time_t>(options_.webhook_timeout.seconds());
+  c.set_connection_timeout(secs, 0);
+  c.set_read_timeout(secs, 0);
+  c.set_write_timeout(secs, 0);
+  auto res = c.Post(path, body, "application/json");
+  bool ok = res && res->status >= 200 && res->status < 300;
+  if (!ok) {
+    spdlog::warn("alert webhook {}: {}", url,
+                 res ? "HTTP " + std::to_string(res->status) : std::string(httplib::to_string(res.error())));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ++(ok ? sent_ok_ : sent_failed_);
+  return ok;
+}
+
+void Monitor::Notify(const std::vector<obs::Alert>& changed, const std::vector<obs::Alert>& all) {
+  if (options_.webhooks.empty()) return;
+  std::string generator = options_.external_url.empty() ? "" : options_.external_url + "/#/alerts";
+  std::vector<Outgoing> out;
+  for (const std::string& url : options_.webhooks) {
+    if (url.ends_with("/api/v2/alerts")) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const obs::Alert& a : all) {
+        if (a.state == obs::AlertState::kFiring) list.push_back(AlertmanagerAlert(a, generator));
+      }
+      for (const obs::Alert& a : changed) {
+        if (a.state == obs::AlertState::kResolved) list.push_back(AlertmanagerAlert(a, generator));
+      }
+      if (!list.empty()) out.push_back({url, list.dump()});
+      continue;
+    }
+    if (changed.empty()) continue;
+    nlohmann::json alerts = nlohmann::json::array();
+    bool any_firing = false;
+    nlohmann::json common_labels;
+    for (const obs::Alert& a : changed) {
+      nlohmann::json j = AlertmanagerAlert(a, generator);
+      j["status"] = a.state == obs::AlertState::kResolved ? "resolved" : "firing";
+      j["fingerprint"] = Fingerprint(a);
+      if (!j.contains("endsAt")) j["endsAt"] = "0001-01-01T00:00:00Z";
+      any_firing = any_firing || a.state == obs::AlertState::kFiring;
+      alerts.push_back(std::move(j));
+    }
+    nlohmann::json payload = {{"version", "4"},
+                              {"groupKey", "{}:{source=\"gpufleet\"}"},
+                              {"truncatedAlerts", 0},
+                              {"status", any_firing ? "firing" : "resolved"},
+                              {"receiver", "gpufleet"},
+                              {"groupLabels", {{"source", "gpufleet"}}},
+                              {"commonLabels", {{"source", "gpufleet"}}},
+                              {"commonAnnotations", nlohmann::json::object()},
+                              {"externalURL", options_.external_url},
+                              {"alerts", alerts}};
+    out.push_back({url, payload.dump()});
+  }
+  std::deque<Outgoing> retry;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    retry.swap(retry_);
+  }
+  std::deque<Outgoing> failed;
+  for (Outgoing& o : retry) {
+    if (!Post(o.url, o.body)) failed.push_back(std::move(o));
+  }
+  for (Outgoing& o : out) {
+    bool alertmanager = o.url.ends_with("/api/v2/alerts");
+    // An Alertmanager gets the whole state again next time: no need to keep this one.
+    if (!Post(o.url, o.body) && !alertmanager) failed.push_back(std::move(o));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Outgoing& o : failed) retry_.push_back(std::move(o));
+  while (retry_.size() > 100) retry_.pop_front();
+}
+
+std::vector<obs::Alert> Monitor::Alerts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return current_;
+}
+
+void Monitor::WriteMetrics(obs::Exposition& e) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  e.Family("gpufleet_alert", "gauge", "Active alerts of the controller's alert engine (1 per alert), as Prometheus' ALERTS.");
+  std::map<std::string, int> by_state{{"pending", 0}, {"firing", 0}, {"resolved", 0}};
+  for (const obs::Alert& a : current_) {
+    ++by_state[obs::AlertStateName(a.state)];
+    if (a.state == obs::AlertState::kResolved) continue;
+    obs::Labels l{{"alertname", a.name}, {"alertstate", obs::AlertStateName(a.state)}, {"severity", a.severity}};
+    for (const auto& [k, v] : a.labels) {
+      if (obs::Exposition::ValidLabelName(k) && k != "alertname" && k != "alertstate" && k != "severity") l.emplace_back(k, v);
+    }
+    e.Sample(l, 1);
+  }
+  e.Family("gpufleet_alerts", "gauge", "Alerts by state (resolved: within the last keep_resolved).");
+  for (const auto& [state, n] : by_state) e.Sample({{"state", state}}, n);
+  e.Family("gpufleet_alert_notifications_total", "counter", "Webhook deliveries by result.");
+  e.Sample({{"result", "ok"}}, static_cast<double>(sent_ok_));
+  e.Sample({{"result", "failed"}}, static_cast<double>(sent_failed_));
+  e.Family("gpufleet_watchdog_restarts_total", "counter", "Stalled jobs the watchdog restarted.");
+  e.Sample({}, static_cast<double>(restarts_));
+}
+
+void Monitor::Start() {
+  thread_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(wake_mu_);
+    while (!stopping_) {
+      lock.unlock();
+      EvaluateOnce();
+      lock.lock();
+      wake_.wait_for(lock, std::chrono::milliseconds(options_.interval.millis()), [this] { return stopping_; });
+    }
+  });
+}
+
+void Monitor::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace gpufleet::controller

@@ -1,0 +1,95 @@
+// Monitor: the controller's alert engine and stalled-job watchdog at work.
+//
+// Every `interval` it takes a snapshot of the engine (nodes with their GPU telemetry, running
+// jobs with their progress and output times, team spend, the queue), evaluates the alert rules
+// (obs/alerts.h) at the clock's now, restarts the stalled jobs that ask for it (watchdog.on_stall:
+// restart), and tells the webhooks what fired and resolved:
+//   - a URL ending in /api/v2/alerts is an Alertmanager: it gets every active alert at each
+//     evaluation (Alertmanager forgets alerts that are not repeated), and resolved ones once,
+//     with their endsAt, in its API's JSON;
+//   - any other URL is a receiver of Alertmanager's webhook format (version 4): it gets one POST
+//     per evaluation that changed something, with the alerts that fired or resolved.
+// A delivery that fails is tried again at the next evaluations (up to 100 messages are kept).
+//
+// Tests call EvaluateOnce on a fake clock; `gpufleet server` runs Start.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller/engine.h"
+#include "obs/alerts.h"
+#include "obs/exposition.h"
+#include "sched/clock.h"
+
+namespace gpufleet::controller {
+
+struct MonitorOptions {
+  obs::AlertRules rules;
+  Duration interval = Duration::Seconds(5);
+  std::vector<std::string> webhooks;  // http(s)://host:port/path
+  std::string external_url;           // the controller's URL, for generatorURL
+  Duration webhook_timeout = Duration::Seconds(3);
+};
+
+// Reads an alert rules file: YAML mapping of the settings in obs::SetAlertRule, e.g.
+//   hot_temp_c: 85
+//   idle_for: 30m
+//   disabled: [QueueWaitOverSlo]
+// Errors name the file, line and setting.
+Result<obs::AlertRules> LoadAlertRules(const std::string& path);
+
+// The Alertmanager JSON of an alert (labels with alertname and severity; annotations summary and
+// description; startsAt; endsAt once resolved). Exposed for tests.
+nlohmann::json AlertmanagerAlert(const obs::Alert& a, const std::string& generator_url);
+
+class Monitor {
+ public:
+  Monitor(Engine& engine, const sched::Clock& clock, MonitorOptions options);
+  ~Monitor();
+  Monitor(const Monitor&) = delete;
+  Monitor& operator=(const Monitor&) = delete;
+
+  // One evaluation at the clock's now. The watchdog's restarts are handed to the engine, which
+  // carries them out at its next step; the evaluation does not wait for them.
+  void EvaluateOnce();
+  void Start();
+  void Stop();
+
+  std::vector<obs::Alert> Alerts() const;
+  const obs::AlertRules& rules() const { return options_.rules; }
+  // gpufleet_alert{alertname, alertstate, severity, ...} and gpufleet_alerts{state}, webhook
+  // deliveries and watchdog restarts.
+  void WriteMetrics(obs::Exposition& e) const;
+
+ private:
+  obs::AlertInput Snapshot(Time now) const;
+  void Notify(const std::vector<obs::Alert>& changed, const std::vector<obs::Alert>& all);
+  bool Post(const std::string& url, const std::string& body);
+
+  Engine& engine_;
+  const sched::Clock& clock_;
+  MonitorOptions options_;
+  mutable std::mutex mu_;
+  obs::AlertEngine alerts_;  // under mu_
+  std::vector<obs::Alert> current_;
+  struct Outgoing {
+    std::string url;
+    std::string body;
+  };
+  std::deque<Outgoing> retry_;  // under mu_ (evaluation thread only)
+  std::vector<std::pair<int64_t, std::future<Status>>> restarting_;  // evaluation thread only
+  int64_t sent_ok_ = 0, sent_failed_ = 0, restarts_ = 0;
+  std::thread thread_;
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+};
+
+}  // namespace gpufleet::controller

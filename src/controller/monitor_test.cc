@@ -1,0 +1,338 @@
+// The monitor (alerts, watchdog, webhooks), the engine's watchdog inputs and restarts, thermal
+// holds and the /metrics text, on a fake clock and an in-memory store.
+#include "controller/monitor.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <fstream>
+#include <thread>
+
+#include "api/job_yaml.h"
+#include "controller/metrics.h"
+#include "testing/fakes.h"
+#include "testing/memory_store.h"
+
+namespace gpufleet::controller {
+namespace {
+
+using api::JobState;
+
+class MonitorTest : public ::testing::Test {
+ protected:
+  MonitorTest() { clock_.Set(Time::FromSeconds(1'000'000)); }
+
+  std::unique_ptr<Engine> MakeEngine() {
+    EngineOptions o;
+    o.policy = "fifo";
+    o.lost_after = Duration::Hours(10);  // no node is lost while the fake clock jumps
+    o.checkpoint_root = "/ckpt";
+    o.epoch = "e1";
+    auto e = std::make_unique<Engine>(clock_, store_, o);
+    EXPECT_TRUE(e->Recover().ok());
+    return e;
+  }
+
+  JobId Submit(Engine& e, const std::string& yaml) {
+    auto jobs = api::ParseJobs(yaml);
+    EXPECT_TRUE(jobs.ok()) << jobs.status().message();
+    auto f = e.Submit("r" + std::to_string(++rid_), *jobs);
+    e.Step();
+    auto r = f.get();
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? r->ids[0] : JobId();
+  }
+
+  NodeId Register(Engine& e, const std::string& name, int gpus) {
+    api::RegisterRequest req;
+    req.name = name;
+    req.address = "10.0.0.1";
+    req.spec.gpu_model = "H100";
+    req.spec.gpus = gpus;
+    for (int g = 0; g < gpus; ++g) req.gpus.push_back({g, "GPU-" + name + "-" + std::to_string(g), "NVIDIA H100 80GB HBM3", 81559});
+    auto f = e.Register(req, "hash-" + name);
+    e.Step();
+    auto r = f.get();
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? r->node : NodeId();
+  }
+
+  void Beat(Engine& e, NodeId node, std::vector<api::GpuSampleReport> gpus, std::vector<api::PartEvent> events = {},
+            std::vector<api::PartActivity> activity = {}, std::vector<api::PartKey> running = {}) {
+    api::Heartbeat hb;
+    for (auto& ev : events) {
+      ev.seq = ++seq_;
+      ev.at = clock_.Now();
+    }
+    hb.gpus = std::move(gpus);
+    hb.events = std::move(events);
+    hb.activity = std::move(activity);
+    hb.running = std::move(running);
+    auto f = e.Heartbeat(node, hb);
+    e.Step();
+    ASSERT_TRUE(f.get().ok());
+  }
+
+  static api::PartEvent Event(JobId j, int attempt, api::PartEventKind kind, int code = 0, bool stopped = false) {
+    api::PartEvent e;
+    e.key = {j, attempt, 0};
+    e.kind = kind;
+    e.exit_code = code;
+    e.stopped = stopped;
+    return e;
+  }
+
+  static std::vector<api::GpuSampleReport> Gpus(int n, int util, int temp = 40, int64_t mem = 1000) {
+    return std::vector<api::GpuSampleReport>(n, api::GpuSampleReport{util, mem, temp, 300});
+  }
+
+  JobState StateOf(JobId id) {
+    auto r = store_.GetJob(id);
+    return (r.ok() && *r) ? (*r)->state : JobState::kPending;
+  }
+
+  testing::FakeClock clock_;
+  testing::MemoryStore store_;
+  int rid_ = 0;
+  int64_t seq_ = 0;
+};
+
+TEST_F(MonitorTest, StalledJobIsFlaggedAndRestartedFromItsCheckpoint) {
+  auto e = MakeEngine();
+  NodeId n = Register(*e, "node-a", 2);
+  JobId id = Submit(*e, "name: train\nresources: {gpus: 1}\nrun: python3 train.py\n"
+                        "watchdog: {stall_timeout: 10m, on_stall: restart}\n");
+  ASSERT_EQ(StateOf(id), JobState::kStarting);
+  Beat(*e, n, Gpus(2, 0), {Event(id, 1, api::PartEventKind::kStarted)}, {}, {{id, 1, 0}});
+  ASSERT_EQ(StateOf(id), JobState::kRunning);
+
+  MonitorOptions mo;
+  mo.rules.disabled = {"NodeSilent", "GpuAllocatedIdle"};  // the fake clock jumps between heartbeats
+  Monitor m(*e, clock_, mo);
+  // Progress at minute 2 (step 50): the 10-minute timeout counts from there.
+  clock_.Advance(Duration::Minutes(2));
+  api::PartActivity act;
+  act.key = {id, 1, 0};
+  act.progress_at = clock_.Now();
+  act.step = 50;
+  act.loss = 0.7;
+  Beat(*e, n, Gpus(2, 0), {}, {act}, {{id, 1, 0}});
+  auto watch = e->RunningJobs();
+  ASSERT_EQ(watch.size(), 1u);
+  EXPECT_EQ(watch[0].step, 50);
+  EXPECT_EQ(watch[0].progress_at, clock_.Now());
+  m.EvaluateOnce();
+  clock_.Advance(Duration::Minutes(9));
+  m.EvaluateOnce();
+  EXPECT_TRUE(m.Alerts().empty());
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+
+  // Minute 12: no progress, no output, GPU idle for 10 minutes: flagged and restarted.
+  clock_.Advance(Duration::Minutes(1));
+  m.EvaluateOnce();
+  auto alerts = m.Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].name, "JobStalled");
+  EXPECT_EQ(alerts[0].state, obs::AlertState::kFiring);
+  EXPECT_NE(alerts[0].message.find("last step 50"), std::string::npos) << alerts[0].message;
+  e->Step();  // the engine takes the restart
+  EXPECT_EQ(StateOf(id), JobState::kStopping);
+  // The agent stops the part (it exits 0 on SIGTERM): requeued, not succeeded; then started again.
+  Beat(*e, n, Gpus(2, 0), {Event(id, 1, api::PartEventKind::kExited, 0, true)});
+  auto rec = store_.GetJob(id);
+  ASSERT_TRUE(rec.ok() && *rec);
+  EXPECT_EQ((*rec)->attempt, 2) << (*rec)->reason;
+  EXPECT_EQ((*rec)->state, JobState::kStarting);
+  auto history = store_.History(id);
+  ASSERT_TRUE(history.ok());
+  bool requeued = false;
+  for (const auto& t : *history) {
+    if (t.to == JobState::kPending && t.reason.find("requeued: stalled") != std::string::npos) requeued = true;
+  }
+  EXPECT_TRUE(requeued);
+  EXPECT_EQ(e->stats().requeues, 1);
+  // The new attempt has a fresh timeout: the alert resolves.
+  m.EvaluateOnce();
+  alerts = m.Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].state, obs::AlertState::kResolved);
+  obs::Exposition ex;
+  m.WriteMetrics(ex);
+  EXPECT_NE(ex.Text().find("gpufleet_watchdog_restarts_total 1\n"), std::string::npos) << ex.Text();
+}
+
+TEST_F(MonitorTest, OutputOrBusyGpusKeepAJobAlive) {
+  auto e = MakeEngine();
+  NodeId n = Register(*e, "node-a", 1);
+  JobId id = Submit(*e, "name: train\nresources: {gpus: 1}\nrun: x\nwatchdog: {stall_timeout: 5m}\n");
+  Beat(*e, n, Gpus(1, 0), {Event(id, 1, api::PartEventKind::kStarted)}, {}, {{id, 1, 0}});
+  MonitorOptions mo;
+  mo.rules.disabled = {"GpuAllocatedIdle"};
+  Monitor m(*e, clock_, mo);
+  for (int minute = 1; minute <= 20; ++minute) {
+    clock_.Advance(Duration::Minutes(1));
+    api::PartActivity act;
+    act.key = {id, 1, 0};
+    if (minute <= 10) act.last_output = clock_.Now();  // writes output for 10 minutes
+    Beat(*e, n, Gpus(1, minute > 10 && minute <= 14 ? 80 : 0), {}, {act}, {{id, 1, 0}});  // then the GPU works 4
+    m.EvaluateOnce();
+    bool stalled = !m.Alerts().empty();
+    EXPECT_EQ(stalled, minute >= 19) << "minute " << minute;  // idle since minute 14, + 5
+  }
+  EXPECT_EQ(StateOf(id), JobState::kRunning) << "on_stall: alert only flags";
+}
+
+TEST_F(MonitorTest, WebhookGetsAlertmanagerWebhookJsonWhenAnAlertFiresAndResolves) {
+  httplib::Server receiver;
+  std::mutex mu;
+  std::vector<nlohmann::json> got;
+  receiver.Post("/hook", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu);
+    got.push_back(nlohmann::json::parse(req.body));
+    res.status = 200;
+  });
+  int port = receiver.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread t([&] { receiver.listen_after_bind(); });
+
+  auto e = MakeEngine();
+  NodeId n = Register(*e, "node-a", 2);
+  MonitorOptions mo;
+  mo.webhooks = {"http://127.0.0.1:" + std::to_string(port) + "/hook"};
+  mo.external_url = "http://127.0.0.1:8470";
+  Monitor m(*e, clock_, mo);
+  auto hot = Gpus(2, 50);
+  hot[1].temperature_c = 91;
+  Beat(*e, n, hot);
+  m.EvaluateOnce();
+  clock_.Advance(Duration::Minutes(2));
+  Beat(*e, n, hot);
+  m.EvaluateOnce();  // GpuHot fires after 2 minutes
+  clock_.Advance(Duration::Seconds(30));
+  Beat(*e, n, Gpus(2, 50, 60));
+  m.EvaluateOnce();  // and resolves
+  receiver.stop();
+  t.join();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0]["version"], "4");
+  EXPECT_EQ(got[0]["status"], "firing");
+  ASSERT_EQ(got[0]["alerts"].size(), 1u);
+  const auto& a = got[0]["alerts"][0];
+  EXPECT_EQ(a["status"], "firing");
+  EXPECT_EQ(a["labels"]["alertname"], "GpuHot");
+  EXPECT_EQ(a["labels"]["severity"], "critical");
+  EXPECT_EQ(a["labels"]["node"], "node-a");
+  EXPECT_EQ(a["labels"]["gpu"], "1");
+  EXPECT_EQ(a["labels"]["UUID"], "GPU-node-a-1");
+  EXPECT_EQ(a["startsAt"], FormatIso8601(Time::FromSeconds(1'000'000) + Duration::Minutes(2)));
+  EXPECT_NE(a["annotations"]["description"].get<std::string>().find("91 °C"), std::string::npos);
+  EXPECT_EQ(got[1]["status"], "resolved");
+  EXPECT_EQ(got[1]["alerts"][0]["endsAt"], FormatIso8601(Time::FromSeconds(1'000'000) + Duration::Seconds(150)));
+  obs::Exposition ex;
+  m.WriteMetrics(ex);
+  EXPECT_NE(ex.Text().find("gpufleet_alert_notifications_total{result=\"ok\"} 2\n"), std::string::npos) << ex.Text();
+}
+
+TEST_F(MonitorTest, FailedDeliveriesAreRetriedAndCounted) {
+  auto e = MakeEngine();
+  NodeId n = Register(*e, "node-a", 1);
+  MonitorOptions mo;
+  // A port nothing listens on: bind one, then close it.
+  int port;
+  {
+    httplib::Server s;
+    port = s.bind_to_any_port("127.0.0.1");
+  }
+  mo.webhooks = {"http://127.0.0.1:" + std::to_string(port) + "/hook"};
+  mo.webhook_timeout = Duration::Seconds(1);
+  Monitor m(*e, clock_, mo);
+  clock_.Advance(Duration::Seconds(1));
+  // A silent node fires at once.
+  clock_.Advance(Duration::Minutes(1));
+  m.EvaluateOnce();
+  m.EvaluateOnce();
+  obs::Exposition ex;
+  m.WriteMetrics(ex);
+  EXPECT_NE(ex.Text().find("gpufleet_alert_notifications_total{result=\"failed\"} 2\n"), std::string::npos) << ex.Text();
+  (void)n;
+}
+
+TEST_F(MonitorTest, HotGpuTakesNoNewWorkUntilItCoolsAndExplainSaysWhy) {
+  auto e = MakeEngine();  // thermal limit 85 °C, resume at 75 °C
+  NodeId n = Register(*e, "node-a", 1);
+  auto hot = Gpus(1, 0, 90);
+  Beat(*e, n, hot);
+  JobId id = Submit(*e, "name: a\nresources: {gpus: 1}\nrun: x\n");
+  EXPECT_EQ(StateOf(id), JobState::kPending);
+  auto why = e->Explain(id);
+  ASSERT_TRUE(why.ok());
+  std::string text;
+  for (const auto& r : why->reasons) text += r + "\n";
+  EXPECT_NE(text.find("1 GPU(s) at or over the 85 °C limit take no new work until they cool to 75 °C: node-a GPU 0 (90 °C)"),
+            std::string::npos)
+      << text;
+  Beat(*e, n, Gpus(1, 0, 80));  // cooler, but not cool enough (hysteresis)
+  EXPECT_EQ(StateOf(id), JobState::kPending);
+  Beat(*e, n, Gpus(1, 0, 75));
+  EXPECT_EQ(StateOf(id), JobState::kStarting);
+}
+
+TEST_F(MonitorTest, MetricsTextHasDcgmAndClusterSeriesWithJobLabels) {
+  auto e = MakeEngine();
+  NodeId n = Register(*e, "node-a", 2);
+  JobId id = Submit(*e, "name: a\nteam: vision\nresources: {gpus: 1}\nrun: x\n");
+  Submit(*e, "name: b\nteam: nlp\nresources: {gpus: 2}\nrun: x\n");  // waits: one GPU is taken
+  auto gpus = Gpus(2, 3, 50, 2048);
+  Beat(*e, n, gpus, {Event(id, 1, api::PartEventKind::kStarted)}, {}, {{id, 1, 0}});
+  clock_.Advance(Duration::Seconds(90));
+  ApiMetrics api;
+  api.requests.Add({"/v1/jobs", "POST", "200"});
+  MetricsSources src;
+  src.engine = e.get();
+  src.api = &api;
+  src.version = "1.2.3";
+  src.now = clock_.Now();
+  std::string t = ControllerMetricsText(src);
+  EXPECT_NE(t.find("gpufleet_build_info{version=\"1.2.3\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("gpufleet_jobs{state=\"running\",team=\"vision\"} 1\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("gpufleet_jobs{state=\"pending\",team=\"nlp\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("gpufleet_queue_length 1\n"), std::string::npos);
+  EXPECT_NE(t.find("gpufleet_queue_oldest_wait_seconds 90\n"), std::string::npos);
+  EXPECT_NE(t.find("gpufleet_gpus{model=\"H100\"} 2\n"), std::string::npos);
+  EXPECT_NE(t.find("gpufleet_gpus_allocated{model=\"H100\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("gpufleet_gpus_allocated_idle{model=\"H100\"} 1\n"), std::string::npos) << "3% < 5%";
+  EXPECT_NE(t.find("gpufleet_nodes{state=\"up\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("gpufleet_node_heartbeat_age_seconds{node=\"node-a\"} 90\n"), std::string::npos);
+  EXPECT_NE(t.find("DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-node-a-0\",device=\"nvidia0\",modelName=\"NVIDIA H100 "
+                   "80GB HBM3\",Hostname=\"node-a\",job_id=\"" + std::to_string(id.value()) + "\",team=\"vision\"} 2048\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("DCGM_FI_DEV_GPU_TEMP{gpu=\"1\",UUID=\"GPU-node-a-1\",device=\"nvidia1\",modelName=\"NVIDIA H100 "
+                   "80GB HBM3\",Hostname=\"node-a\"} 50\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("gpufleet_api_requests_total{route=\"/v1/jobs\",method=\"POST\",code=\"200\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("# TYPE gpufleet_scheduler_pass_duration_seconds histogram\n"), std::string::npos);
+  EXPECT_NE(t.find("gpufleet_store_commit_duration_seconds_count "), std::string::npos);
+  EXPECT_NE(t.find("gpufleet_job_last_activity_age_seconds{job_id=\"" + std::to_string(id.value()) + "\",team=\"vision\"} 90\n"),
+            std::string::npos);
+}
+
+TEST(AlertRulesFileTest, SettingsAndErrorsWithTheirLine) {
+  std::string dir = ::testing::TempDir();
+  std::string good = dir + "/rules.yaml", bad = dir + "/bad.yaml";
+  { std::ofstream(good) << "hot_temp_c: 88\nidle_for: 30m\ndisabled: [QueueWaitOverSlo, NodeSilent]\n"; }
+  auto r = LoadAlertRules(good);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->hot_temp_c, 88);
+  EXPECT_EQ(r->idle_for, Duration::Minutes(30));
+  EXPECT_EQ(r->disabled, (std::vector<std::string>{"QueueWaitOverSlo", "NodeSilent"}));
+  { std::ofstream(bad) << "hot_temp_c: 88\nidle_for: later\n"; }
+  r = LoadAlertRules(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("bad.yaml:2:1: idle_for: expected a duration"), std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(LoadAlertRules(dir + "/none.yaml").status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gpufleet::controller

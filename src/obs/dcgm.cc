@@ -1,0 +1,39 @@
+#include "obs/dcgm.h"
+
+#include <algorithm>
+
+namespace gpufleet::obs {
+
+void WriteDcgmSeries(Exposition& e, const std::vector<DcgmGpu>& gpus) {
+  auto labels = [](const DcgmGpu& g) {
+    Labels l{{"gpu", std::to_string(g.gpu)},
+             {"UUID", g.uuid},
+             {"device", "nvidia" + std::to_string(g.gpu)},
+             {"modelName", g.model_name},
+             {"Hostname", g.hostname}};
+    if (g.job_id != 0) {
+      l.emplace_back("job_id", std::to_string(g.job_id));
+      l.emplace_back("team", g.team);
+    }
+    return l;
+  };
+  struct Field {
+    const char* name;
+    const char* help;
+    double (*value)(const DcgmGpu&);
+  };
+  static const Field fields[] = {
+      {"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", [](const DcgmGpu& g) { return double(g.util_pct); }},
+      {"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", [](const DcgmGpu& g) { return double(g.fb_used_mib); }},
+      {"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).",
+       [](const DcgmGpu& g) { return double(std::max<int64_t>(0, g.fb_total_mib - g.fb_used_mib)); }},
+      {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", [](const DcgmGpu& g) { return double(g.temperature_c); }},
+      {"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", [](const DcgmGpu& g) { return g.power_w; }},
+  };
+  for (const Field& f : fields) {
+    e.Family(f.name, "gauge", f.help);
+    for (const DcgmGpu& g : gpus) e.Sample(labels(g), f.value(g));
+  }
+}
+
+}  // namespace gpufleet::obs
