@@ -30,9 +30,12 @@ void WriteDcgmSeries(Exposition& e, const std::vector<DcgmGpu>& gpus) {
       {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", [](const DcgmGpu& g) { return double(g.temperature_c); }},
       {"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", [](const DcgmGpu& g) { return g.power_w; }},
   };
+  std::vector<std::string> rendered;
+  rendered.reserve(gpus.size());
+  for (const DcgmGpu& g : gpus) rendered.push_back(Exposition::RenderLabels(labels(g)));
   for (const Field& f : fields) {
     e.Family(f.name, "gauge", f.help);
-    for (const DcgmGpu& g : gpus) e.Sample(labels(g), f.value(g));
+    for (size_t i = 0; i < gpus.size(); ++i) e.SampleRendered(rendered[i], f.value(gpus[i]));
   }
 }
 

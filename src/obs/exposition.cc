@@ -71,22 +71,37 @@ void Exposition::Family(std::string_view name, std::string_view type, std::strin
   out_ += '\n';
 }
 
-void Exposition::Sample(const Labels& labels, double value, std::string_view suffix) {
-  CHECK(!family_.empty());
-  out_ += family_;
-  out_ += suffix;
+std::string Exposition::RenderLabels(const Labels& labels) {
+  std::string out;
   bool first = true;
   for (const auto& [k, v] : labels) {
     if (v.empty()) continue;
     CHECK(ValidLabelName(k));
-    out_ += first ? '{' : ',';
+    out += first ? '{' : ',';
     first = false;
-    out_ += k;
-    out_ += "=\"";
-    out_ += EscapeLabelValue(v);
-    out_ += '"';
+    out += k;
+    out += "=\"";
+    out += EscapeLabelValue(v);
+    out += '"';
   }
-  if (!first) out_ += '}';
+  if (!first) out += '}';
+  return out;
+}
+
+void Exposition::Sample(const Labels& labels, double value, std::string_view suffix) {
+  CHECK(!family_.empty());
+  out_ += family_;
+  out_ += suffix;
+  out_ += RenderLabels(labels);
+  out_ += ' ';
+  out_ += FormatValue(value);
+  out_ += '\n';
+}
+
+void Exposition::SampleRendered(std::string_view rendered_labels, double value) {
+  CHECK(!family_.empty());
+  out_ += family_;
+  out_ += rendered_labels;
   out_ += ' ';
   out_ += FormatValue(value);
   out_ += '\n';

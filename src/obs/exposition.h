@@ -41,6 +41,10 @@ class Exposition {
   // A sample of the current family; `suffix` for histogram parts ("_bucket", "_sum", "_count").
   // Labels with an empty value are left out, as Prometheus treats them as absent.
   void Sample(const Labels& labels, double value, std::string_view suffix = {});
+  // The same with the labels rendered once by RenderLabels ("{a=\"1\"}" or ""), for series
+  // that several families share.
+  void SampleRendered(std::string_view rendered_labels, double value);
+  static std::string RenderLabels(const Labels& labels);
   const std::string& Text() const { return out_; }
 
   static bool ValidName(std::string_view name);
