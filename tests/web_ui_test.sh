@@ -45,21 +45,23 @@ fi
 # --- The cluster -----------------------------------------------------------------------------
 # Heartbeats every second, so telemetry and the GPU chart move while the test watches.
 cluster_start_server --heartbeat 1s
-# Telemetry to replay, one line per heartbeat: busy GPUs that warm up, an idle one.
+# Telemetry to replay, one line per heartbeat (a second). gpu-a: GPU 0 is the coolest when the
+# jobs are placed (placement prefers cool GPUs), so the test's job lands there; it then gets busy
+# and warm, while the other three idle. gpu-b: both GPUs busy (the other team's job); GPU 0 runs
+# past the hot-GPU limit (80 °C) after half a minute, an alert where the controller has them.
 "$PYTHON" - "$WORK/gpu-a.txt" "$WORK/gpu-b.txt" <<'PY'
 import math, sys
+ramp = lambda t, lo, hi, t0, t1: lo + (hi - lo) * min(1.0, max(0.0, (t - t0) / (t1 - t0)))
 with open(sys.argv[1], "w") as f:
     for t in range(900):
-        w = lambda base, amp, k: int(max(0, min(100, base + amp * math.sin(t / 7.0 + k))))
+        busy = int(ramp(t, 0, 1, 12, 16) * (88 + 9 * math.sin(t / 3.0)))
         f.write("; ".join([
-            f"gpu=0 {w(88, 10, 0)} 61000 {min(84, 45 + t)} 640",
-            f"gpu=1 {w(72, 20, 1)} 52000 {min(78, 44 + t)} 590",
-            f"gpu=2 {w(35, 25, 2)} 20000 {min(63, 40 + t // 2)} 310",
-            "gpu=3 0 0 34 70"]) + "\n")
+            f"gpu=0 {busy} {int(ramp(t, 500, 61000, 12, 16))} {int(ramp(t, 30, 71, 12, 40))} {int(ramp(t, 60, 640, 12, 16))}",
+            "gpu=1 2 900 36 75", "gpu=2 0 0 35 70", "gpu=3 0 0 34 70"]) + "\n")
 with open(sys.argv[2], "w") as f:
     for t in range(900):
         u = int(max(0, min(100, 95 + 5 * math.sin(t / 5.0))))
-        f.write(f"gpu=0 {u} 78000 {min(91, 60 + t)} 390; gpu=1 {u} 77000 {min(88, 58 + t)} 385\n")
+        f.write(f"gpu=0 {u} 78000 {int(ramp(t, 62, 86, 10, 34))} 390; gpu=1 {u - 3} 77000 {int(ramp(t, 58, 74, 0, 20))} 385\n")
 PY
 AGENT_GPUS=4xH100 cluster_start_agent gpu-a --fake-telemetry "$WORK/gpu-a.txt" --price-per-hour 24 \
   --label zone=a
@@ -69,8 +71,14 @@ AGENT_GPUS=2xA100-80GB cluster_start_agent gpu-b --fake-telemetry "$WORK/gpu-b.t
 cd "$WORK"
 submitted() { grep -o 'job [0-9]*' "$1" | head -1 | cut -d' ' -f2; }
 MARKER="gpufleet-web-ui-test: step 1 of 600, loss 2.303"
-"$GPUFLEET" run --gpus 1 --gpu-type H100 --team vision --name resnet-demo -- \
-  sh -c "echo '$MARKER'; exec sleep 600" >"$WORK/job.out" 2>&1 || { cat "$WORK/job.out" >&2; fail "gpufleet run"; }
+# The known line first, then a line a second, so the page has output to follow as it arrives.
+cat >"$WORK/train.sh" <<EOF
+echo '$MARKER'
+i=1
+while [ \$i -lt 600 ]; do sleep 1; i=\$((i + 1)); echo "gpufleet-web-ui-test: step \$i of 600"; done
+EOF
+"$GPUFLEET" run --gpus 1 --gpu-type H100 --team vision --name resnet-demo -- sh train.sh \
+  >"$WORK/job.out" 2>&1 || { cat "$WORK/job.out" >&2; fail "gpufleet run"; }
 JOB="$(submitted "$WORK/job.out")"
 [[ -n "$JOB" ]] || { cat "$WORK/job.out" >&2; fail "gpufleet run printed no job id"; }
 WATCH_JOBS+=("$JOB")

@@ -120,14 +120,33 @@ async function main() {
         document.querySelectorAll('#heatmap-util .heat-cell[data-gpu]:not(.heat-stale)').length === 6 &&
         document.querySelectorAll('#heatmap-temp .heat-cell[data-gpu]:not(.heat-stale)').length === 6);
       await page.waitForSelector(`#running-jobs tr[data-job="${JOB}"]`);
-      // The job's GPU is marked with its id in the heat-map.
-      await page.waitForFunction((j) => [...document.querySelectorAll('#heatmap-util .heat-job')]
-        .some((a) => a.textContent === `#${j}`), {}, JOB);
+      // The job's GPU is marked with its id in the heat-map, and follows the telemetry the agent
+      // replays: idle at first, then busy.
+      await page.waitForFunction((j) => [...document.querySelectorAll('#heatmap-util .heat-cell')]
+        .some((c) => c.querySelector('.heat-job') && c.querySelector('.heat-job').textContent === `#${j}` &&
+          parseInt(c.querySelector('.heat-value').textContent, 10) >= 50), {}, JOB);
       await page.waitForSelector('#queue tr[data-job]');
       await page.waitForSelector('#spend .spend[data-team="vision"] .bar-fill');
       await page.waitForFunction(() => document.querySelector('#stat-running .stat-value').textContent === '2');
       await page.waitForFunction(() => document.querySelector('#alerts .panel-body').children.length > 0);
       await shot('overview');
+    });
+
+    await stepDo('the nodes page shows both nodes with their GPUs', async () => {
+      await page.click('#nav a[data-page="nodes"]');
+      await page.waitForFunction(() => document.querySelectorAll('.node-card').length === 2);
+      await page.waitForFunction(() => document.querySelectorAll('.node-card[data-node="gpu-a"] tbody tr').length === 4);
+      await page.waitForFunction((j) => [...document.querySelectorAll('.node-card[data-node="gpu-a"] tbody a')]
+        .some((a) => a.textContent === `#${j}`), {}, JOB);
+      await waitText('.node-card[data-node="gpu-b"]', 'spot');
+      await shot('nodes');
+    });
+
+    await stepDo('Drain and Undrain on the nodes page change the node\'s state', async () => {
+      await page.click('.node-card[data-node="gpu-b"] button[data-action="drain"]');
+      await waitText('.node-card[data-node="gpu-b"] .node-state', 'draining');
+      await page.click('.node-card[data-node="gpu-b"] button[data-action="undrain"]');
+      await waitText('.node-card[data-node="gpu-b"] .node-state', 'up');
     });
 
     await stepDo('the jobs page filters by name and state', async () => {
@@ -150,12 +169,21 @@ async function main() {
       await waitText('#job-state', 'running');
       await waitText('#job-placement', 'gpu-a');
       await waitText('#job-log', MARKER);
+      // The job prints a line a second: the page follows its output as it comes.
+      const lines = await page.$eval('#job-log pre', (el) => el.textContent.split('\n').length);
+      await page.waitForFunction((n) => document.querySelector('#job-log pre').textContent.split('\n').length > n,
+        {}, lines);
       await page.waitForSelector('#job-explain li');
       await page.waitForSelector('#job-history tbody tr');
       // Two samples or more: a line, not a dot.
       await page.waitForFunction(() => [...document.querySelectorAll('#job-gpus path.chart-line')]
         .some((p) => p.getAttribute('d').includes('L')));
       await waitText('#job-title', 'resnet-demo');
+      if (SHOTS) {
+        // For the picture only: enough samples (3 s apart) to draw a curve.
+        await page.waitForFunction(() => [...document.querySelectorAll('#job-gpus path.chart-line')]
+          .some((p) => p.getAttribute('d').split('L').length >= 8), {timeout: 60000});
+      }
       await shot('job');
     });
 
@@ -167,21 +195,6 @@ async function main() {
       await page.waitForFunction(() => !document.querySelector('#cancel-job'));
       await waitText('#job-history', 'cancelled');
       await page.waitForSelector('#job-log .log-end');
-    });
-
-    await stepDo('the nodes page shows both nodes with their GPUs', async () => {
-      await page.click('#nav a[data-page="nodes"]');
-      await page.waitForFunction(() => document.querySelectorAll('.node-card').length === 2);
-      await page.waitForFunction(() => document.querySelectorAll('.node-card[data-node="gpu-a"] tbody tr').length === 4);
-      await waitText('.node-card[data-node="gpu-b"]', 'spot');
-      await shot('nodes');
-    });
-
-    await stepDo('Drain and Undrain on the nodes page change the node\'s state', async () => {
-      await page.click('.node-card[data-node="gpu-b"] button[data-action="drain"]');
-      await waitText('.node-card[data-node="gpu-b"] .node-state', 'draining');
-      await page.click('.node-card[data-node="gpu-b"] button[data-action="undrain"]');
-      await waitText('.node-card[data-node="gpu-b"] .node-state', 'up');
     });
 
     await stepDo('the teams page shows budgets and quotas', async () => {

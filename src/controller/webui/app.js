@@ -297,13 +297,14 @@
   // --- Line chart (the job page's GPU utilisation) ---------------------------------------------
 
   // series: [{label, color, points: [[t_ms, value], ...]}]; y from 0 to 100.
-  function lineChart(series, {width = 640, height = 140, unit = '%'} = {}) {
+  function lineChart(series, {width = 640, height = 120, unit = '%'} = {}) {
     const pad = {l: 36, r: 8, t: 8, b: 20};
     const all = series.flatMap((s) => s.points);
     const root = svg('svg', {viewBox: `0 0 ${width} ${height}`, class: 'chart', role: 'img',
       'aria-label': 'GPU utilisation over time'});
     const t1 = all.length ? Math.max(...all.map((p) => p[0])) : Date.now();
-    const t0 = Math.min(all.length ? Math.min(...all.map((p) => p[0])) : t1, t1 - 60000);
+    // From the first sample to the last, but at least 20 s, so a new page's line is not a dot.
+    const t0 = Math.min(all.length ? Math.min(...all.map((p) => p[0])) : t1, t1 - 20000);
     const x = (t) => pad.l + ((t - t0) / Math.max(1, t1 - t0)) * (width - pad.l - pad.r);
     const y = (v) => pad.t + (1 - clamp(v, 0, 100) / 100) * (height - pad.t - pad.b);
     for (const v of [0, 25, 50, 75, 100]) {
@@ -458,6 +459,8 @@
         alerts.show(h('p', {class: 'muted'}, 'This controller does not serve alerts.'));
       } else if (al.error) {
         alerts.fail(al.error, 'Alerts');
+      } else if (al.value.enabled === false) {
+        alerts.show(h('p', {class: 'muted'}, 'The alert engine is turned off on this controller.'));
       } else {
         alerts.show(alertList(al.value.alerts || []));
       }
@@ -474,7 +477,7 @@
       const b = t.budget || null;
       const limit = b ? (b.hard_micros || b.soft_micros || 0) : 0;
       const cls = t.over_hard ? 'over-hard' : t.over_soft ? 'over-soft' : 'ok';
-      const fill = h('span', {class: `bar-fill ${cls}`});
+      const fill = h('span', {class: `bar-fill ${cls}${t.spent_micros > 0 ? ' some' : ''}`});
       const bar = h('div', {class: 'bar', title: limit ? `${Math.round((100 * t.spent_micros) / limit)} % of the budget` : ''}, fill);
       fill.style.width = `${limit ? clamp((100 * t.spent_micros) / limit, 0, 100) : 0}%`;
       if (b && b.soft_micros && b.hard_micros) {
@@ -661,7 +664,7 @@
     function renderSummary(cost) {
       const file = job.job_file || {};
       const run = Array.isArray(file.run) ? file.run.join(' ') : file.run;
-      // Two pairs to a row; the long ones (reason, command) take a row of their own.
+      // Two pairs to a row; the command takes a row of its own.
       const kv = [
         ['Team', job.team], ['Priority', String(job.priority)],
         ['GPUs', `${fmtGpus(job)}${job.gpu_type && job.gpu_type.length ? ` (${job.gpu_type.join(' or ')})` : ''}`],
@@ -669,8 +672,7 @@
         ['Submitted', `${fmtTime(job.submitted_ms)} (${fmtAgo(job.submitted_ms)})`],
         ['Updated', `${fmtTime(job.updated_ms)} (${fmtAgo(job.updated_ms)})`],
         ['Cost', cost],
-        ['Exit code', job.exit_code !== undefined ? String(job.exit_code) : '—'],
-        ['Reason', job.reason || '—', true],
+        ['Reason', `${job.reason || '—'}${job.exit_code !== undefined ? ` (exit code ${job.exit_code})` : ''}`],
         run ? ['Command', h('code', {class: 'cmd'}, run), true] : null,
       ].filter(Boolean);
       summary.show(h('dl', {class: 'kv'}, kv.map(([k, v, wide]) =>
@@ -842,6 +844,11 @@
         if (!attempt && !parts.length) {
           // Not started: the route answers at once; ask again once the job has an attempt.
           if (job && job.attempt) { restartLogs(); return; }
+          if (job && TERMINAL.has(job.state)) {
+            replace(box, h('p', {class: 'muted empty'}, `The job is ${job.state} and never started: it has no output.`));
+            logDone = true;
+            return;
+          }
           await pause(JOB_REFRESH_MS, mine.signal);
           continue;
         }
@@ -1089,9 +1096,11 @@
     document.getElementById('logout').hidden = !loggedIn;
     refreshStatus.textContent = '';
     if (parts[0] === 'login') {
-      if (loggedIn) sessionStorage.removeItem(TOKEN_KEY);
-      document.getElementById('nav').hidden = true;
-      document.getElementById('logout').hidden = true;
+      if (loggedIn) {
+        // Back to the form while logged in (the browser's Back button): stay logged in.
+        location.replace(query.get('next') ? `#${query.get('next')}` : '#/');
+        return;
+      }
       mount('login', loginPage, {query});
       return;
     }
