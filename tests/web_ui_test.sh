@@ -5,7 +5,8 @@
 # (tests/web/ui_test.js) to refuse a bad token, log in with the admin token, show the nodes × GPUs
 # heat-map and the running job, the job's page with the known log line and a GPU chart, cancel the
 # job from that page, show the nodes, teams and pool pages (the pool's "none" as a message), and
-# log out — with no JavaScript error on the way.
+# log out; a viewer's token to be told, in the API's words, that it may not cancel a job — with no
+# JavaScript error on the way.
 #
 # Exits 77 (skipped) when node (18 or newer), npm or Chromium is missing: scripts/setup.sh
 # installs them. Installs tests/web's pinned npm packages (`npm ci`) when they are missing or
@@ -84,17 +85,23 @@ JOB="$(submitted "$WORK/job.out")"
 WATCH_JOBS+=("$JOB")
 "$GPUFLEET" run --gpus 2 --gpu-type A100-80GB --team nlp --name llm-finetune -- sleep 600 >"$WORK/nlp.out" 2>&1 ||
   { cat "$WORK/nlp.out" >&2; fail "gpufleet run (nlp)"; }
+OTHER_JOB="$(submitted "$WORK/nlp.out")"
 "$GPUFLEET" run --gpus 4 --gpu-type H100 --team nlp --name llm-pretrain -- sleep 600 >"$WORK/wait.out" 2>&1 ||
   { cat "$WORK/wait.out" >&2; fail "gpufleet run (the job that waits)"; }
 "$GPUFLEET" budget vision --hard 500 --soft 400 --period monthly >/dev/null || fail "gpufleet budget vision"
 "$GPUFLEET" budget nlp --hard 2000 --soft 0.001 >/dev/null || fail "gpufleet budget nlp"
 "$GPUFLEET" quota nlp --gpus 2 --model A100-80GB --max-pending 20 >/dev/null || fail "gpufleet quota nlp"
+VIEWER="$("$GPUFLEET" token create --role viewer --subject carol | grep -o 'gf_user_[0-9a-f]*' | head -1)"
+[[ -n "$VIEWER" ]] || fail "gpufleet token create --role viewer printed no token"
 wait_until "job $JOB runs" 60 job_state_is "$JOB" running
+wait_until "job $OTHER_JOB runs" 60 job_state_is "$OTHER_JOB" running
 
 # --- The browser -----------------------------------------------------------------------------
 start=$SECONDS
-UI_URL="$URL" UI_TOKEN="$TOKEN" UI_JOB="$JOB" UI_MARKER="$MARKER" CHROMIUM="$CHROMIUM" \
-  GPUFLEET_SCREENSHOTS="${GPUFLEET_SCREENSHOTS:-}" node "$WEB/ui_test.js" || fail "the dashboard test (ui_test.js) failed"
+UI_URL="$URL" UI_TOKEN="$TOKEN" UI_VIEWER_TOKEN="$VIEWER" UI_JOB="$JOB" UI_OTHER_JOB="$OTHER_JOB" UI_MARKER="$MARKER" \
+  CHROMIUM="$CHROMIUM" GPUFLEET_SCREENSHOTS="${GPUFLEET_SCREENSHOTS:-}" node "$WEB/ui_test.js" ||
+  fail "the dashboard test (ui_test.js) failed"
 job_state_is "$JOB" cancelled || fail "job $JOB is $(job_field "$JOB" "j['state']") after the page cancelled it"
+job_state_is "$OTHER_JOB" running || fail "job $OTHER_JOB is $(job_field "$OTHER_JOB" "j['state']") after a viewer's cancel"
 echo "the browser steps took $((SECONDS - start)) s"
 echo PASS

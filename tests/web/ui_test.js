@@ -2,7 +2,9 @@
 // it. tests/web_ui_test.sh starts the cluster and runs this with:
 //   UI_URL      the controller, http://127.0.0.1:PORT
 //   UI_TOKEN    an admin token
+//   UI_VIEWER_TOKEN  a token of role viewer
 //   UI_JOB      a running job whose output has UI_MARKER in it
+//   UI_OTHER_JOB  another running job, which the viewer tries to cancel
 //   CHROMIUM    the browser (default /usr/bin/chromium)
 //   GPUFLEET_SCREENSHOTS  a folder: write dashboard-*.png there at 1366x768 (optional)
 //
@@ -15,7 +17,9 @@ const puppeteer = require('puppeteer-core');
 
 const URL = need('UI_URL');
 const TOKEN = need('UI_TOKEN');
+const VIEWER_TOKEN = need('UI_VIEWER_TOKEN');
 const JOB = need('UI_JOB');
+const OTHER_JOB = need('UI_OTHER_JOB');
 const MARKER = need('UI_MARKER');
 const SHOTS = process.env.GPUFLEET_SCREENSHOTS || '';
 const WAIT_MS = 30000;
@@ -217,6 +221,32 @@ async function main() {
       if (stored !== null) throw new Error('the token is still in sessionStorage');
       await page.goto(`${URL}/#/nodes`, {waitUntil: 'domcontentloaded'});
       await page.waitForSelector('#login-token');
+    });
+
+    await stepDo('a viewer\'s Cancel is refused with the API\'s reason', async () => {
+      // A viewer without a team may not read team nlp's costs or cancel its job.
+      expected = [[`/v1/jobs/${OTHER_JOB}/cancel`, 403], ['/v1/cost', 403]];
+      await page.type('#login-token', VIEWER_TOKEN);
+      await page.click('#login-submit');
+      // Logging in returns to the page that asked for it.
+      await page.waitForSelector('.node-card');
+      await page.goto(`${URL}/#/jobs/${OTHER_JOB}`, {waitUntil: 'domcontentloaded'});
+      await waitText('#job-state', 'running');
+      await page.click('#cancel-job');
+      await page.click('#cancel-confirm');
+      await waitText('#job-notice .error', 'may not cancel jobs');
+      await waitText('#job-state', 'running');
+      await waitText('#job-summary', 'not visible to this token');
+      expected = [];
+    });
+
+    await stepDo('a viewer sees the overview and the teams page', async () => {
+      await page.click('#nav a[data-page="overview"]');
+      await page.waitForSelector(`#running-jobs tr[data-job="${OTHER_JOB}"]`);
+      await page.waitForSelector('#heatmap-util .heat-cell[data-gpu]');
+      await page.click('#nav a[data-page="teams"]');
+      await page.waitForSelector('#budgets .panel-body > *');
+      await page.waitForSelector('#quotas .panel-body > *');
     });
   } finally {
     await browser.close();

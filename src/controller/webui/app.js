@@ -629,6 +629,7 @@
     let names = new Map();
     const samples = new Map();  // "node:gpu" -> [[t, util], ...]
     let confirming = false;
+    let costHidden = false;  // the token may not read this job's team's costs
     let logAttempt = null;  // the attempt the follower reads; null: the job's current one
     let pinnedAttempt = null;  // an older attempt the user picked
 
@@ -775,14 +776,18 @@
       badge.textContent = job.state;
       badge.className = `badge state-${job.state}`;
       renderActions();
-      let cost = '—';
-      try {
-        const c = await api(`/cost?team=${encodeURIComponent(job.team)}&since_ms=${job.submitted_ms}`, {signal});
-        const mine = (c.jobs || []).find((x) => x.id === job.id);
-        cost = fmtMoney(mine ? mine.cost_micros : 0);
-      } catch (e) {
-        if (e.name === 'AbortError') throw e;
-        cost = e.status === 403 ? 'not visible to this token' : '—';
+      let cost = costHidden ? 'not visible to this token' : '—';
+      if (!costHidden) {
+        try {
+          const c = await api(`/cost?team=${encodeURIComponent(job.team)}&since_ms=${job.submitted_ms}`, {signal});
+          const mine = (c.jobs || []).find((x) => x.id === job.id);
+          cost = fmtMoney(mine ? mine.cost_micros : 0);
+        } catch (e) {
+          if (e.name === 'AbortError') throw e;
+          // Another team's costs: the answer will not change, so the page stops asking.
+          if (e.status === 403) costHidden = true;
+          cost = e.status === 403 ? 'not visible to this token' : '—';
+        }
       }
       renderSummary(cost);
       renderPlacement();
