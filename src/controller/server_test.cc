@@ -412,6 +412,28 @@ TEST_F(ServerTest, IdleAndSlowSocketsAndLongPollsDoNotStarveAgentsOrOtherClients
   for (auto& t : polls) t.join();
 }
 
+TEST_F(ServerTest, DashboardFilesNeedNoTokenAndHoldNoData) {
+  // Given no token, expect the dashboard's page and script with their types and a strict CSP,
+  // and no file outside its one folder; the data behind it still needs a token.
+  auto page = Call("GET", "/", "");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(page->body.find("/ui/app.js"), std::string::npos);
+  EXPECT_NE(page->get_header_value("Content-Security-Policy").find("default-src 'self'"), std::string::npos);
+  auto script = Call("GET", "/ui/app.js", "");
+  ASSERT_TRUE(script);
+  EXPECT_EQ(script->status, 200);
+  EXPECT_EQ(script->get_header_value("Content-Type"), "text/javascript; charset=utf-8");
+  for (const char* path : {"/ui/nothing.js", "/ui/../state.db", "/ui/sub/app.js"}) {
+    auto r = Call("GET", path, "");
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 404) << path;
+  }
+  EXPECT_EQ(Call("GET", "/v1/alerts", "")->status, 401);
+  EXPECT_EQ(Call("GET", "/metrics", "")->status, 401);
+}
+
 TEST_F(ServerTest, QuotasAreSetByAdminsSeenByTheirTeamAndLimitSubmits) {
   // Given an admin setting vision's quota (2 H100s, no borrowing, 2 waiting jobs at most), expect
   // it stored and reported with the team's load; alice (vision) sees vision's only, bob (nlp)
