@@ -67,7 +67,7 @@ void BM_AlertEvaluate800Gpus(benchmark::State& state) {
   for (const auto& g : Gpus(100, 8)) {
     in.gpus.push_back({g.hostname, g.gpu, g.uuid, g.util_pct, g.fb_used_mib, g.temperature_c, g.job_id, g.team});
   }
-  for (int n = 0; n < 100; ++n) in.nodes.push_back({"node-" + std::to_string(n), Duration::Seconds(2), false, {}, ""});
+  for (int n = 0; n < 100; ++n) in.nodes.push_back({"node-" + std::to_string(n), Duration::Seconds(2), false, false, {}, ""});
   for (int j = 0; j < 100; ++j) {
     in.jobs.push_back({1000 + j, "train", "vision", Duration::Minutes(10), Time::FromSeconds(0), {}, {}, {}});
   }

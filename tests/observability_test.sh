@@ -84,15 +84,16 @@ AGENT_METRICS_PORT="$(free_port)"
 AGENT_GPUS=2xH100 cluster_start_agent node-1 --fake-telemetry "$WORK/telemetry.txt" \
   --metrics-listen "127.0.0.1:$AGENT_METRICS_PORT"
 
-# A job that reports progress once, then hangs; its second attempt finishes.
-cat >"$WORK/hang.yaml" <<'YAML'
+# A job that reports progress each second until the test lets it hang (the file $WORK/hang-now),
+# then hangs; its second attempt finishes.
+cat >"$WORK/hang.yaml" <<YAML
 name: hang
 resources: {gpus: 1}
 watchdog: {stall_timeout: 10s, on_stall: restart}
 run: |
-  if [ "$GPUFLEET_ATTEMPT" -ge 2 ]; then echo "attempt $GPUFLEET_ATTEMPT resumes"; exit 0; fi
-  echo "attempt $GPUFLEET_ATTEMPT starts"
-  echo "step=7 loss=0.25" > "$GPUFLEET_PROGRESS"
+  if [ "\$GPUFLEET_ATTEMPT" -ge 2 ]; then echo "attempt \$GPUFLEET_ATTEMPT resumes"; exit 0; fi
+  echo "attempt \$GPUFLEET_ATTEMPT starts"
+  while [ ! -e "$WORK/hang-now" ]; do echo "step=7 loss=0.25" > "\$GPUFLEET_PROGRESS"; sleep 1; done
   exec sleep 600
 YAML
 HANG="$("$GPUFLEET" submit "$WORK/hang.yaml" | grep -o 'job [0-9]*' | head -1 | cut -d' ' -f2)"
@@ -213,7 +214,11 @@ expect_contains "$WORK/explain.out" "limit take no new work until they cool to 7
 "$GPUFLEET" cancel "$BIG" >/dev/null
 
 # --- The watchdog: no progress, no output, an idle GPU for 10 s -> flagged and restarted.
-wait_until "the watchdog flags job $HANG" 60 alert_firing JobStalled
+[[ "$(job_field "$HANG" "j['state']")" == running && "$(job_field "$HANG" "j['attempt']")" == 1 ]] ||
+  fail "job $HANG stopped while it was still reporting progress"
+touch "$WORK/hang-now"
+alert_seen() { "$GPUFLEET" alerts --all -o json | grep -q "\"name\": \"$1\""; }
+wait_until "the watchdog flags job $HANG" 60 alert_seen JobStalled
 wait_until "job $HANG's second attempt runs and succeeds" 60 job_state_is "$HANG" succeeded
 job_history "$HANG" >"$WORK/history"
 expect_contains "$WORK/history" "requeued: stalled: job $HANG (hang) made no progress" "the history says why it was restarted"

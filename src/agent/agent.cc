@@ -205,6 +205,8 @@ Status Agent::StartMetricsServer() {
     return Status::Unavailable("--metrics-listen " + options_.metrics_listen + ": cannot listen there (in use?)");
   }
   metrics_thread_ = std::thread([this] { metrics_server_->listen_after_bind(); });
+  // stop() does nothing before the server runs: wait, so that a quick shutdown can stop it.
+  while (!metrics_server_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   spdlog::info("serving metrics on http://{}/metrics", options_.metrics_listen);
   return Status::Ok();
 }
@@ -312,7 +314,10 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
 
   // First registration: a refusal (bad token, bad spec) is fatal; an absent controller is not.
   Time started = WallNow();
-  last_contact_ = started;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_contact_ = started;
+  }
   while (!stop) {
     Status st = Register();
     if (st.ok()) break;
@@ -770,6 +775,8 @@ void Agent::Tick(bool heartbeat_due) {
       if (e.key == it->first) reported = false;
     }
     if (done && reported) {
+      std::error_code ec;
+      std::filesystem::remove_all(std::filesystem::path(it->second.progress_path).parent_path(), ec);
       it = runs_.erase(it);
     } else {
       ++it;
@@ -792,18 +799,26 @@ void Agent::Tick(bool heartbeat_due) {
   std::string token;
   lock.lock();
   for (const auto& s : last_samples_) hb.gpus.push_back({s.util_pct, s.mem_used_mib, s.temperature_c, s.power_w});
+  std::vector<std::pair<api::PartKey, std::pair<std::string, std::string>>> watched;  // log, progress
   for (const auto& [key, run] : runs_) {
-    if (run.exited) continue;
+    if (!run.exited) watched.push_back({key, {run.log_path, run.progress_path}});
+  }
+  lock.unlock();
+  // Ages by this node's clock, so that the controller's clock can turn them into times.
+  const Time sent = WallNow();
+  auto age = [&](Time t) { return std::max(Duration::Zero(), sent - t); };
+  for (const auto& [key, paths] : watched) {
     api::PartActivity a;
     a.key = key;
-    a.last_output = LastWritten(run.log_path);
-    if (auto p = ReadProgressFile(run.progress_path)) {
-      a.progress_at = p->written;
+    if (auto t = LastWritten(paths.first)) a.output_age = age(*t);
+    if (auto p = ReadProgressFile(paths.second)) {
+      a.progress_age = age(p->written);
       a.step = p->progress.step;
       a.loss = p->progress.loss;
     }
-    if (a.last_output || a.progress_at) hb.activity.push_back(std::move(a));
+    if (a.output_age || a.progress_age) hb.activity.push_back(std::move(a));
   }
+  lock.lock();
   hb.events.assign(events_.begin(), events_.end());
   hb.running = RunningKeys();
   hb.notice = notice_;

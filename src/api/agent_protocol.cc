@@ -230,8 +230,8 @@ json ToJson(const Heartbeat& h) {
     json act = json::array();
     for (const auto& a : h.activity) {
       json x = {{"key", ToJson(a.key)}};
-      if (a.last_output) x["last_output_ms"] = a.last_output->millis();
-      if (a.progress_at) x["progress_ms"] = a.progress_at->millis();
+      if (a.output_age) x["output_age_ms"] = a.output_age->millis();
+      if (a.progress_age) x["progress_age_ms"] = a.progress_age->millis();
       if (a.step) x["step"] = *a.step;
       if (a.loss) x["loss"] = *a.loss;
       act.push_back(std::move(x));
@@ -274,13 +274,19 @@ Result<Heartbeat> HeartbeatFromJson(const json& j) {
       if (!x.is_object() || !x.contains("key")) return Status::InvalidArgument("heartbeat.activity: each entry needs a key");
       PartActivity a;
       GF_ASSIGN_OR_RETURN(a.key, PartKeyFromJson(x.at("key")));
-      auto time = [&](const char* field) -> std::optional<Time> {
+      // An age: a whole number of milliseconds, 0 .. 10 years (anything else is ignored).
+      auto age = [&](const char* field) -> std::optional<Duration> {
         auto f = x.find(field);
         if (f == x.end() || !f->is_number_integer()) return std::nullopt;
-        return Time::FromMillis(f->get<int64_t>());
+        constexpr uint64_t kMax = uint64_t{10} * 365 * 24 * 3600 * 1000;
+        if (f->is_number_unsigned()) {
+          uint64_t ms = f->get<uint64_t>();
+          return ms > kMax ? std::nullopt : std::optional<Duration>(Duration::Millis(static_cast<int64_t>(ms)));
+        }
+        return std::nullopt;  // a negative integer
       };
-      a.last_output = time("last_output_ms");
-      a.progress_at = time("progress_ms");
+      a.output_age = age("output_age_ms");
+      a.progress_age = age("progress_age_ms");
       if (auto f = x.find("step"); f != x.end() && f->is_number_integer()) a.step = f->get<int64_t>();
       if (auto f = x.find("loss"); f != x.end() && f->is_number()) a.loss = f->get<double>();
       h.activity.push_back(std::move(a));

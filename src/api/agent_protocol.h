@@ -75,12 +75,14 @@ struct SpotNotice {
   Time time;           // when the provider acts
 };
 
-// What a running part did lately, for the stalled-job watchdog: when its log last grew, and its
-// last progress report (the GPUFLEET_PROGRESS file: when it was written, the step and loss in it).
+// What a running part did lately, for the stalled-job watchdog: how long ago its log last grew,
+// and its last progress report (the GPUFLEET_PROGRESS file: how long ago it was written, the step
+// and loss in it). Ages, not times: the controller subtracts them from its own clock, so a node
+// whose clock is off cannot make a job look stalled or alive.
 struct PartActivity {
   PartKey key;
-  std::optional<Time> last_output;
-  std::optional<Time> progress_at;
+  std::optional<Duration> output_age;
+  std::optional<Duration> progress_age;
   std::optional<int64_t> step;
   std::optional<double> loss;
 };

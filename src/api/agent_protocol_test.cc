@@ -51,20 +51,26 @@ TEST(AgentProtocolTest, HeartbeatActivityRoundTripsAndIsOptional) {
   Heartbeat hb;
   PartActivity a;
   a.key = PartKey{JobId(42), 2, 1};
-  a.last_output = Time::FromMillis(1'700'000'000'000);
-  a.progress_at = Time::FromMillis(1'700'000'001'000);
+  a.output_age = Duration::Seconds(90);
+  a.progress_age = Duration::Millis(1500);
   a.step = 1200;
   a.loss = 0.4312;
-  hb.activity = {a, PartActivity{PartKey{JobId(43), 1, 0}, Time::FromMillis(5), std::nullopt, std::nullopt, std::nullopt}};
-  auto back = HeartbeatFromJson(ToJson(hb));
+  hb.activity = {a, PartActivity{PartKey{JobId(43), 1, 0}, Duration::Millis(5), std::nullopt, std::nullopt, std::nullopt}};
+  // Through text, as it travels (a parsed non-negative number is nlohmann's unsigned kind).
+  auto back = HeartbeatFromJson(json::parse(ToJson(hb).dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   ASSERT_EQ(back->activity.size(), 2u);
   EXPECT_EQ(back->activity[0].key, a.key);
-  EXPECT_EQ(back->activity[0].last_output, a.last_output);
-  EXPECT_EQ(back->activity[0].progress_at, a.progress_at);
+  EXPECT_EQ(back->activity[0].output_age, a.output_age);
+  EXPECT_EQ(back->activity[0].progress_age, a.progress_age);
   EXPECT_EQ(back->activity[0].step, 1200);
   EXPECT_DOUBLE_EQ(*back->activity[0].loss, 0.4312);
-  EXPECT_FALSE(back->activity[1].progress_at);
+  EXPECT_FALSE(back->activity[1].progress_age);
+  // A negative or absurd age is ignored, not trusted.
+  auto odd = HeartbeatFromJson(json{{"activity", {{{"key", ToJson(a.key)}, {"output_age_ms", -5}, {"progress_age_ms", 1e300}}}}});
+  ASSERT_TRUE(odd.ok()) << odd.status().ToString();
+  EXPECT_FALSE(odd->activity[0].output_age);
+  EXPECT_FALSE(odd->activity[0].progress_age);
   EXPECT_FALSE(back->activity[1].step);
   // Older agents send none.
   auto none = HeartbeatFromJson(json{{"gpus", json::array()}, {"events", json::array()}, {"running", json::array()}});

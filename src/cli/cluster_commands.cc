@@ -124,7 +124,7 @@ struct ControllerFlags {
   std::vector<std::string> alert_webhooks;  // --alert-webhook URL
   std::string alert_interval = "5s";
   bool metrics_open = false;                // --metrics-open
-  int thermal_limit = 85, thermal_resume = 75;
+  int thermal_limit = 85, thermal_resume = -1;  // resume: -1 = the limit - 10
 };
 
 void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
@@ -173,8 +173,8 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
                   "A GPU this hot (°C) takes no new work until it cools to --thermal-resume (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(0, 150));
-  sub->add_option("--thermal-resume", f.thermal_resume, "The temperature (°C) a hot GPU must cool to")
-      ->capture_default_str()
+  sub->add_option("--thermal-resume", f.thermal_resume,
+                  "The temperature (°C) a hot GPU must cool to (default: --thermal-limit - 10)")
       ->check(CLI::Range(0, 150));
   sub->add_flag("--metrics-open", f.metrics_open,
                 "Serve GET /metrics without a token (a Prometheus on this host); only with a loopback --listen. "
@@ -301,12 +301,13 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   eo.lost_after = *lost;
   eo.checkpoint_root = f.checkpoint_root.empty() ? f.data_dir + "/checkpoints" : f.checkpoint_root;
   eo.master_port_base = f.master_port_base;
-  if (f.thermal_limit > 0 && f.thermal_resume >= f.thermal_limit) {
-    return Status::InvalidArgument("--thermal-resume (" + std::to_string(f.thermal_resume) +
-                                   ") must be below --thermal-limit (" + std::to_string(f.thermal_limit) + ")");
+  const int resume = f.thermal_resume >= 0 ? f.thermal_resume : std::max(0, f.thermal_limit - 10);
+  if (f.thermal_limit > 0 && resume >= f.thermal_limit) {
+    return Status::InvalidArgument("--thermal-resume (" + std::to_string(resume) + ") must be below --thermal-limit (" +
+                                   std::to_string(f.thermal_limit) + ")");
   }
   eo.thermal_limit_c = f.thermal_limit;
-  eo.thermal_resume_c = f.thermal_resume;
+  eo.thermal_resume_c = resume;
   c->engine = std::make_unique<controller::Engine>(c->clock, *c->store, eo);
   std::map<std::string, std::string> subs = {
       {"server", "http://127.0.0.1:0"},  // filled in below, once the API has its port

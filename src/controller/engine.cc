@@ -434,6 +434,11 @@ void Engine::ApplyRestart(RestartReq& r) {
     r.result = Status::FailedPrecondition("job " + std::to_string(r.job.value()) + " is already stopping");
     return;
   }
+  if (job.stall_restarts >= kMaxStallRestarts) {
+    r.result = Status::ResourceExhausted("job " + std::to_string(r.job.value()) + " was restarted for stalling " +
+                                         std::to_string(job.stall_restarts) + " times already; it is only flagged now");
+    return;
+  }
   job.restart_requested = true;
   job.restart_text = r.reason;
   Transition(job, JobState::kStopping, r.reason);
@@ -1172,14 +1177,19 @@ void Engine::ApplyHeartbeat(HeartbeatReq& r) {
     auto pn = part_nodes_.find(a.key);
     if (pn == part_nodes_.end() || pn->second != r.node.value()) continue;
     Job& job = jt->second;
-    auto later = [](std::optional<Time>& have, const std::optional<Time>& got) {
-      if (got && (!have || *got > *have)) have = got;
-    };
-    later(job.last_output, a.last_output);
-    if (a.progress_at && (!job.progress_at || *a.progress_at >= *job.progress_at)) {
-      job.progress_at = a.progress_at;
-      if (a.step) job.step = a.step;
-      if (a.loss) job.loss = a.loss;
+    // Ages by the node's clock become times by ours.
+    const Time now = clock_.Now();
+    if (a.output_age) {
+      Time t = now - *a.output_age;
+      if (!job.last_output || t > *job.last_output) job.last_output = t;
+    }
+    if (a.progress_age) {
+      Time t = now - *a.progress_age;
+      if (!job.progress_at || t >= *job.progress_at) {
+        job.progress_at = t;
+        if (a.step) job.step = a.step;
+        if (a.loss) job.loss = a.loss;
+      }
     }
   }
   if (r.hb.notice) {
@@ -1295,6 +1305,8 @@ void Engine::MaybeFinishAttempt(Job& job) {
   const Part* failed = failed_index >= 0 ? &job.parts[failed_index] : nullptr;
   const api::RestartPolicy& rp = job.rec.request.restart;
   if (job.stop_requested && !job.failing) {
+    job.restart_requested = false;  // the scheduler's stop (preemption, node loss) decides
+    job.restart_text.clear();
     events_.push_back(sched::JobStopped{id});
     if (job.cancel_requested) {
       Transition(job, JobState::kCancelled, "cancelled; its processes have stopped");
@@ -1320,10 +1332,18 @@ void Engine::MaybeFinishAttempt(Job& job) {
     job.stop_requested = false;
     return;
   }
-  if (job.restart_requested && !job.cancel_requested) {
-    // The watchdog's restart: back to the queue, whatever the stop's exit code.
+  if (job.restart_requested) {
+    // The watchdog's restart: back to the queue, whatever the stop's exit code; a cancel asked
+    // for meanwhile wins.
     job.restart_requested = false;
     job.failing = false;
+    if (job.cancel_requested) {
+      events_.push_back(sched::JobFailed{id, false});
+      Transition(job, JobState::kCancelled, "cancelled; its processes have stopped");
+      jobs_.erase(id.value());
+      return;
+    }
+    ++job.stall_restarts;
     events_.push_back(sched::JobFailed{id, true});
     Transition(job, JobState::kPending, "requeued: " + job.restart_text);
     return;
@@ -1420,6 +1440,8 @@ void Engine::OnStart(JobId id, const model::Placement& placement) {
   job.attempt_started = clock_.Now();
   job.last_output.reset();
   job.progress_at.reset();
+  job.restart_requested = false;  // a restart overtaken by a preemption or node loss is done
+  job.restart_text.clear();
   job.rec.placement = placement;
   job.parts.assign(placement.parts.size(), Part{});
   job.stop_requested = false;

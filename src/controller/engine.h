@@ -128,7 +128,10 @@ class Engine {
   std::future<Status> Release(std::string node, bool only_if_idle, std::string reason);
 
   // Stops a running job and requeues it (from its checkpoint), saying why: the stalled-job
-  // watchdog's restart. FailedPrecondition when the job is not running or already stopping.
+  // watchdog's restart. FailedPrecondition when the job is not running or already stopping;
+  // ResourceExhausted once it was restarted kMaxStallRestarts times (a job that hangs every time
+  // is flagged, not restarted forever).
+  static constexpr int kMaxStallRestarts = 3;
   std::future<Status> Restart(JobId job, std::string reason);
 
   // Sets a team's budget (persisted; replaces any earlier one). A budget with every limit 0
@@ -256,6 +259,7 @@ class Engine {
     std::string stop_text;  // why it stopped, when its agent stopped it (not the scheduler)
     bool restart_requested = false;  // Restart: requeue once its parts have stopped
     std::string restart_text;
+    int stall_restarts = 0;  // by the watchdog, since this controller started
     Time attempt_started;
     // Reported by its agents (the watchdog): the latest over its parts.
     std::optional<Time> last_output;

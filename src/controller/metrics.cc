@@ -26,7 +26,7 @@ std::string ControllerMetricsText(const MetricsSources& s) {
     ++jobs[{api::JobStateName(q.job.state), q.job.request.spec.team}];
     if (q.job.state == api::JobState::kPending) {
       ++pending;
-      oldest = std::max(oldest, (now - q.job.submitted).seconds_f());
+      oldest = std::max(oldest, (now - q.job.updated).seconds_f());  // since it last became pending
     }
   }
   e.Family("gpufleet_jobs", "gauge", "Unfinished jobs by state and team.");

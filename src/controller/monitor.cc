@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "common/strings.h"
@@ -124,14 +125,15 @@ obs::AlertInput Monitor::Snapshot(Time now) const {
     const api::NodeRecord& r = n.record;
     obs::NodeState ns;
     ns.name = r.name;
-    ns.gone = r.state == api::NodeState::kGone || r.state == api::NodeState::kLost;
+    ns.gone = r.state == api::NodeState::kGone;
+    ns.lost = r.state == api::NodeState::kLost;
     ns.since_heartbeat = now - r.last_heartbeat;
     if (n.notice) {
       ns.spot_notice_at = n.notice->time;
       ns.spot_action = n.notice->action;
     }
     in.nodes.push_back(ns);
-    if (ns.gone) continue;
+    if (ns.gone || ns.lost) continue;  // its telemetry is stale
     for (size_t g = 0; g < n.telemetry.size(); ++g) {
       const api::GpuSampleReport& t = n.telemetry[g];
       obs::GpuState gs;
@@ -160,7 +162,7 @@ obs::AlertInput Monitor::Snapshot(Time now) const {
   }
   for (const QueueEntry& q : engine_.Queue()) {
     if (q.job.state != api::JobState::kPending) continue;
-    Duration wait = now - q.job.submitted;
+    Duration wait = now - q.job.updated;  // since it last became pending (submitted or requeued)
     if (!in.oldest_pending_job || wait > in.oldest_pending_wait) {
       in.oldest_pending_job = q.job.id.value();
       in.oldest_pending_wait = wait;
@@ -283,23 +285,37 @@ void Monitor::Notify(const std::vector<obs::Alert>& changed, const std::vector<o
                               {"alerts", alerts}};
     out.push_back({url, payload.dump()});
   }
-  std::deque<Outgoing> retry;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    retry.swap(retry_);
+    std::lock_guard<std::mutex> lock(send_mu_);
+    for (Outgoing& o : out) outbox_.push_back(std::move(o));
+    while (outbox_.size() > kMaxQueued) outbox_.pop_front();  // the oldest go first
   }
-  std::deque<Outgoing> failed;
-  for (Outgoing& o : retry) {
-    if (!Post(o.url, o.body)) failed.push_back(std::move(o));
+  if (sender_.joinable()) {
+    send_cv_.notify_all();
+  } else {
+    Deliver();  // no sender thread (tests): deliver now
   }
-  for (Outgoing& o : out) {
-    bool alertmanager = o.url.ends_with("/api/v2/alerts");
-    // An Alertmanager gets the whole state again next time: no need to keep this one.
-    if (!Post(o.url, o.body) && !alertmanager) failed.push_back(std::move(o));
+}
+
+void Monitor::Deliver() {
+  std::deque<Outgoing> batch;
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    batch.swap(outbox_);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  for (Outgoing& o : failed) retry_.push_back(std::move(o));
-  while (retry_.size() > 100) retry_.pop_front();
+  // In order; after a failure, the rest for that URL waits for the next round, so that a receiver
+  // that is down costs one timeout per round, not one per message.
+  std::set<std::string> down;
+  std::deque<Outgoing> kept;
+  for (Outgoing& o : batch) {
+    if (down.count(o.url) || !Post(o.url, o.body)) {
+      down.insert(o.url);
+      kept.push_back(std::move(o));
+    }
+  }
+  std::lock_guard<std::mutex> lock(send_mu_);
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) outbox_.push_front(std::move(*it));
+  while (outbox_.size() > kMaxQueued) outbox_.pop_front();
 }
 
 std::vector<obs::Alert> Monitor::Alerts() const {
@@ -330,6 +346,19 @@ void Monitor::WriteMetrics(obs::Exposition& e) const {
 }
 
 void Monitor::Start() {
+  if (!options_.webhooks.empty()) {
+    // Deliveries on a thread of their own: a slow or dead receiver never holds up the rules or
+    // the watchdog. What failed is tried again at the next evaluation's round.
+    sender_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(wake_mu_);
+      while (!stopping_) {
+        lock.unlock();
+        Deliver();
+        lock.lock();
+        send_cv_.wait_for(lock, std::chrono::milliseconds(options_.interval.millis()), [this] { return stopping_; });
+      }
+    });
+  }
   thread_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(wake_mu_);
     while (!stopping_) {
@@ -347,7 +376,9 @@ void Monitor::Stop() {
     stopping_ = true;
   }
   wake_.notify_all();
+  send_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (sender_.joinable()) sender_.join();
 }
 
 }  // namespace gpufleet::controller

@@ -9,7 +9,9 @@
 //     with their endsAt, in its API's JSON;
 //   - any other URL is a receiver of Alertmanager's webhook format (version 4): it gets one POST
 //     per evaluation that changed something, with the alerts that fired or resolved.
-// A delivery that fails is tried again at the next evaluations (up to 100 messages are kept).
+// Deliveries run on a thread of their own (a dead receiver does not hold up the rules or the
+// watchdog); a delivery that fails is tried again at the next rounds (up to 100 messages are
+// kept, the oldest dropped first).
 //
 // Tests call EvaluateOnce on a fake clock; `gpufleet server` runs Start.
 #pragma once
@@ -83,7 +85,12 @@ class Monitor {
     std::string url;
     std::string body;
   };
-  std::deque<Outgoing> retry_;  // under mu_ (evaluation thread only)
+  static constexpr size_t kMaxQueued = 100;
+  void Deliver();  // posts what is queued, in order; keeps what failed for the next round
+  std::mutex send_mu_;
+  std::deque<Outgoing> outbox_;  // under send_mu_
+  std::condition_variable send_cv_;  // waits with wake_mu_
+  std::thread sender_;
   std::vector<std::pair<int64_t, std::future<Status>>> restarting_;  // evaluation thread only
   int64_t sent_ok_ = 0, sent_failed_ = 0, restarts_ = 0;
   std::thread thread_;

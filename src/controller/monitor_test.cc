@@ -113,7 +113,7 @@ TEST_F(MonitorTest, StalledJobIsFlaggedAndRestartedFromItsCheckpoint) {
   clock_.Advance(Duration::Minutes(2));
   api::PartActivity act;
   act.key = {id, 1, 0};
-  act.progress_at = clock_.Now();
+  act.progress_age = Duration::Zero();
   act.step = 50;
   act.loss = 0.7;
   Beat(*e, n, Gpus(2, 0), {}, {act}, {{id, 1, 0}});
@@ -173,7 +173,7 @@ TEST_F(MonitorTest, OutputOrBusyGpusKeepAJobAlive) {
     clock_.Advance(Duration::Minutes(1));
     api::PartActivity act;
     act.key = {id, 1, 0};
-    if (minute <= 10) act.last_output = clock_.Now();  // writes output for 10 minutes
+    if (minute <= 10) act.output_age = Duration::Seconds(3);  // writes output for 10 minutes
     Beat(*e, n, Gpus(1, minute > 10 && minute <= 14 ? 80 : 0), {}, {act}, {{id, 1, 0}});  // then the GPU works 4
     m.EvaluateOnce();
     bool stalled = !m.Alerts().empty();

@@ -525,11 +525,17 @@ void ApiServer::Routes() {
     res.set_content(ControllerMetricsText(src), "text/plain; version=0.0.4; charset=utf-8");
   });
   user_routes_->Get("/v1/alerts", [this, authz](const Request& req, Response& res) {
-    if (!authz(req, res, Verb::kAlertRead)) return;
+    auto who = authz(req, res, Verb::kAlertRead);
+    if (!who) return;
     const Monitor* monitor = monitor_.load();
     json list = json::array();
     if (monitor != nullptr) {
       for (const obs::Alert& a : monitor->Alerts()) {
+        // Money is a team's own: another team's budget alert names its spend.
+        auto team = a.labels.find("team");
+        if (a.name == "BudgetNearlySpent" && !who->admin() && (team == a.labels.end() || team->second != who->team)) {
+          continue;
+        }
         json o = {{"name", a.name},
                   {"state", obs::AlertStateName(a.state)},
                   {"severity", a.severity},
@@ -714,8 +720,9 @@ void ApiServer::Routes() {
       o["hidden"] = "the job belongs to team " + (*rec)->request.spec.team + ": its command, environment and logs are not shown";
     }
     o["history"] = h;
-    // A running job's activity, as the watchdog sees it.
-    for (const auto& w : engine_.RunningJobs()) {
+    // A running job's activity, as the watchdog sees it (its team's, like its command).
+    const bool visible = who->admin() || (*rec)->request.spec.team == who->team;
+    for (const auto& w : visible ? engine_.RunningJobs() : std::vector<Engine::JobWatch>{}) {
       if (w.id != *id) continue;
       json act = {{"attempt_started", FormatIso8601(w.started)}};
       if (w.progress_at) act["progress_at"] = FormatIso8601(*w.progress_at);

@@ -143,7 +143,7 @@ void AlertEngine::Conditions(Time now, const AlertInput& in, std::vector<Conditi
     if (On("GpuHot") && g.temperature_c > r.hot_temp_c) {
       out.push_back({"GpuHot", "critical", GpuLabels(g),
                      GpuText(g) + " is at " + std::to_string(g.temperature_c) + " °C (limit " +
-                         std::to_string(r.hot_temp_c) + " °C); it takes no new work until it cools",
+                         std::to_string(r.hot_temp_c) + " °C)",
                      r.hot_for});
     }
     // Memory swings: one history per GPU, restarted when its job changes.
@@ -183,7 +183,8 @@ void AlertEngine::Conditions(Time now, const AlertInput& in, std::vector<Conditi
     if (On("NodeSilent") && n.since_heartbeat >= r.silent_after) {
       out.push_back({"NodeSilent", "critical", {{"node", n.name}},
                      "node " + n.name + " has not reported for " + FormatDuration(n.since_heartbeat) +
-                         "; its jobs are requeued when it is declared lost",
+                         (n.lost ? "; it was declared lost and its jobs were requeued"
+                                 : "; its jobs are requeued when it is declared lost"),
                      Duration::Zero()});
     }
     if (On("SpotNotice") && n.spot_notice_at) {

@@ -73,7 +73,8 @@ struct GpuState {
 struct NodeState {
   std::string name;
   Duration since_heartbeat;
-  bool gone = false;  // released or lost and removed: no alert
+  bool gone = false;  // released (left the cluster): no alert
+  bool lost = false;  // declared lost: its jobs were requeued
   std::optional<Time> spot_notice_at;  // when the provider takes it back
   std::string spot_action;
 };

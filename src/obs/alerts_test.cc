@@ -1,4 +1,5 @@
 #include "obs/alerts.h"
+#include "obs/history.h"
 
 #include <gtest/gtest.h>
 
@@ -78,7 +79,7 @@ TEST_F(AlertsTest, HotGpuFiresAfterTwoMinutesOverTheLimit) {
   ASSERT_EQ(changed.size(), 1u);
   EXPECT_EQ(changed[0].name, "GpuHot");
   EXPECT_EQ(changed[0].severity, "critical");
-  EXPECT_NE(changed[0].message.find("86 °C (limit 80 °C)"), std::string::npos) << changed[0].message;
+  EXPECT_EQ(changed[0].message, "GPU 3 of node n1 is at 86 °C (limit 80 °C)");
   in.gpus = {Gpu(100, 1000, 70, 1)};
   changed = e.Evaluate(At(Duration::Seconds(140)), in);
   ASSERT_EQ(changed.size(), 1u);
@@ -122,8 +123,8 @@ TEST_F(AlertsTest, SteadyGrowthAndSmallGpusAreNoSwing) {
 TEST_F(AlertsTest, SilentNodeAndSpotNoticeFireAtOnce) {
   AlertEngine e{AlertRules{}};
   AlertInput in;
-  in.nodes = {NodeState{"n1", Duration::Seconds(29), false, std::nullopt, ""},
-              NodeState{"n2", Duration::Seconds(2), false, At(Duration::Minutes(2)), "terminate"}};
+  in.nodes = {NodeState{"n1", Duration::Seconds(29), false, false, std::nullopt, ""},
+              NodeState{"n2", Duration::Seconds(2), false, false, At(Duration::Minutes(2)), "terminate"}};
   auto changed = e.Evaluate(At(Duration::Zero()), in);
   ASSERT_EQ(changed.size(), 1u);
   EXPECT_EQ(changed[0].name, "SpotNotice");
@@ -133,7 +134,16 @@ TEST_F(AlertsTest, SilentNodeAndSpotNoticeFireAtOnce) {
   ASSERT_EQ(changed.size(), 1u);
   EXPECT_EQ(changed[0].name, "NodeSilent");
   EXPECT_EQ(changed[0].severity, "critical");
+  // Declared lost: still silent, and the message says its jobs moved.
+  in.nodes[0].since_heartbeat = Duration::Seconds(40);
+  in.nodes[0].lost = true;
+  EXPECT_TRUE(e.Evaluate(At(Duration::Seconds(3)), in).empty());
+  const Alert* silent = Find(e.Alerts(), "NodeSilent");
+  ASSERT_NE(silent, nullptr);
+  EXPECT_EQ(silent->state, AlertState::kFiring);
+  EXPECT_NE(silent->message.find("declared lost and its jobs were requeued"), std::string::npos) << silent->message;
   in.nodes[0].since_heartbeat = Duration::Seconds(1);
+  in.nodes[0].lost = false;
   in.nodes[1].gone = true;  // released: its notice no longer matters
   changed = e.Evaluate(At(Duration::Seconds(4)), in);
   EXPECT_EQ(changed.size(), 2u);
@@ -205,7 +215,7 @@ TEST_F(AlertsTest, SettingsChangeThresholdsAndDisableRules) {
   AlertEngine e{r};
   AlertInput in;
   in.gpus = {Gpu(0, 0, 84, 3)};
-  in.nodes = {NodeState{"n1", Duration::Minutes(5), false, std::nullopt, ""}};
+  in.nodes = {NodeState{"n1", Duration::Minutes(5), false, false, std::nullopt, ""}};
   e.Evaluate(At(Duration::Zero()), in);
   e.Evaluate(At(Duration::Hours(1)), in);
   EXPECT_TRUE(e.Alerts().empty());
@@ -228,10 +238,33 @@ TEST_F(AlertsTest, DisabledEngineRaisesNothing) {
   AlertEngine e{r};
   AlertInput in;
   in.gpus = {Gpu(0, 0, 120, 3)};
-  in.nodes = {NodeState{"n1", Duration::Hours(1), false, At(Duration::Zero()), "terminate"}};
+  in.nodes = {NodeState{"n1", Duration::Hours(1), false, false, At(Duration::Zero()), "terminate"}};
   e.Evaluate(At(Duration::Zero()), in);
   e.Evaluate(At(Duration::Hours(1)), in);
   EXPECT_TRUE(e.Alerts().empty());
+}
+
+TEST(TelemetryHistoryTest, KeepsPointsSpacedAndBoundedPerGpu) {
+  TelemetryHistory h(Duration::Seconds(15), 4);
+  Time t0 = Time::FromSeconds(1'000);
+  for (int i = 0; i < 12; ++i) {  // every 5 s: one in three is kept
+    h.Record("n1", 0, GpuPoint{t0 + Duration::Seconds(5 * i), static_cast<int16_t>(i), 40, 300, 1000});
+  }
+  h.Record("n1", 1, GpuPoint{t0, 99, 80, 600, 2000});
+  auto pts = h.Range("n1", 0, Time::Epoch(), Time::Max());
+  ASSERT_EQ(pts.size(), 4u);
+  EXPECT_EQ(pts[0].util_pct, 0);
+  EXPECT_EQ(pts[3].util_pct, 9);
+  EXPECT_EQ(h.Range("n1", 0, t0 + Duration::Seconds(15), t0 + Duration::Seconds(30)).size(), 2u);
+  // The ring holds 4: a fifth drops the oldest.
+  h.Record("n1", 0, GpuPoint{t0 + Duration::Seconds(60), 12, 40, 300, 1000});
+  pts = h.Range("n1", 0, Time::Epoch(), Time::Max());
+  ASSERT_EQ(pts.size(), 4u);
+  EXPECT_EQ(pts.front().util_pct, 3);
+  EXPECT_EQ(h.Range("n1", 1, Time::Epoch(), Time::Max()).size(), 1u);
+  h.Forget("n1");
+  EXPECT_TRUE(h.Range("n1", 1, Time::Epoch(), Time::Max()).empty());
+  EXPECT_TRUE(h.Range("n2", 0, Time::Epoch(), Time::Max()).empty());
 }
 
 }  // namespace

@@ -99,12 +99,15 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
   int pos = IndexOf(id);
   if (pos >= 0) {
     Node& n = nodes_[pos];
-    // A re-registered node starts cool: its telemetry will say again what is hot.
-    Account(n, -1);
-    for (size_t g = 0; g < n.hot.size(); ++g) Unhold(n, g);
-    Account(n, +1);
     // Keep existing allocations when the node is re-registered with the same shape.
     bool same_shape = n.spec.gpus == spec.gpus && n.spec.gpu_model == spec.gpu_model;
+    if (!same_shape) {
+      // Other GPUs: what was hot about the old ones no longer applies (their temperatures are
+      // reset below). The same GPUs stay held until their telemetry says they cooled.
+      Account(n, -1);
+      for (size_t g = 0; g < n.hot.size(); ++g) Unhold(n, g);
+      Account(n, +1);
+    }
     if (!same_shape) {
       bool busy = n.free_whole != n.spec.gpus || n.free_cpu_milli != n.spec.cpu_milli ||
                   n.free_mem_mib != n.spec.mem_mib;

@@ -401,11 +401,14 @@ TEST_F(ClusterViewTest, ThermalLimitsOffByDefaultAndTurningThemOffFreesHeldGpus)
   EXPECT_EQ(view_.FreeWholeGpus(h100_), 0);
   view_.SetThermalLimits(0, 0);
   EXPECT_EQ(view_.FreeWholeGpus(h100_), 4);
-  // A node that registers again starts cool.
+  // A node that registers again with the same GPUs keeps them held until they cool; with other
+  // GPUs it starts afresh.
   view_.SetThermalLimits(85, 75);
   EXPECT_EQ(view_.FreeWholeGpus(h100_), 0);
   ASSERT_TRUE(view_.UpsertNode(NodeId(1), MakeNode("h0", "H100", 4)).ok());
-  EXPECT_EQ(view_.FreeWholeGpus(h100_), 4);
+  EXPECT_EQ(view_.FreeWholeGpus(h100_), 0);
+  ASSERT_TRUE(view_.UpsertNode(NodeId(1), MakeNode("h0", "H100", 2)).ok());
+  EXPECT_EQ(view_.FreeWholeGpus(h100_), 2);
 }
 
 }  // namespace
