@@ -140,6 +140,14 @@ promtool_check "$WORK/agent.prom" "the agent's /metrics"
 grep -E "^DCGM_FI_DEV_GPU_UTIL\\{gpu=\"0\",.*Hostname=\"node-1\",job_id=\"$HANG\",team=\"default\"\\} 0\$" "$WORK/agent.prom" >/dev/null ||
   { cat "$WORK/agent.prom" >&2; fail "the agent's GPU 0 series names its job"; }
 
+# The controller's record of the job's GPUs over its run (the dashboard's job chart).
+gpus_recorded() {
+  api GET "/v1/jobs/$HANG/gpus" |
+    json_get "[[s['node'], s['gpu'], s['points'][0][2]] for s in j['series'] if s['points']][:1]" |
+    grep -qF '[["node-1", 0, 20000]]'
+}
+wait_until "GET /v1/jobs/$HANG/gpus has its GPU's samples" 20 gpus_recorded
+
 # --- A real Prometheus scrapes both, with the shipped rules.
 PROM_PORT="$(free_port)"
 printf '%s' "$METRICS_TOKEN" >"$WORK/metrics.token"

@@ -102,7 +102,7 @@ Monitor::Monitor(Engine& engine, const sched::Clock& clock, MonitorOptions optio
 
 Monitor::~Monitor() { Stop(); }
 
-obs::AlertInput Monitor::Snapshot(Time now) const {
+obs::AlertInput Monitor::Snapshot(Time now) {
   obs::AlertInput in;
   std::vector<Engine::JobWatch> running = engine_.RunningJobs();
   std::map<std::pair<int64_t, int>, const Engine::JobWatch*> holder;  // (node, gpu) -> job
@@ -133,6 +133,7 @@ obs::AlertInput Monitor::Snapshot(Time now) const {
       ns.spot_action = n.notice->action;
     }
     in.nodes.push_back(ns);
+    if (ns.gone) history_.Forget(r.name);
     if (ns.gone || ns.lost) continue;  // its telemetry is stale
     for (size_t g = 0; g < n.telemetry.size(); ++g) {
       const api::GpuSampleReport& t = n.telemetry[g];
@@ -147,6 +148,9 @@ obs::AlertInput Monitor::Snapshot(Time now) const {
         gs.job_id = h->second->id.value();
         gs.team = h->second->team;
       }
+      history_.Record(r.name, gs.gpu,
+                      obs::GpuPoint{now, static_cast<int16_t>(t.util_pct), static_cast<int16_t>(t.temperature_c), t.power_w,
+                                    t.mem_used_mib});
       in.gpus.push_back(std::move(gs));
     }
   }

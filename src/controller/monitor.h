@@ -28,6 +28,7 @@
 #include "controller/engine.h"
 #include "obs/alerts.h"
 #include "obs/exposition.h"
+#include "obs/history.h"
 #include "sched/clock.h"
 
 namespace gpufleet::controller {
@@ -65,13 +66,16 @@ class Monitor {
   void Stop();
 
   std::vector<obs::Alert> Alerts() const;
+  // Every GPU's recent samples, one point per 15 s for the last 3 hours (recorded at each
+  // evaluation): what a job page charts over the job's run.
+  const obs::TelemetryHistory& history() const { return history_; }
   const obs::AlertRules& rules() const { return options_.rules; }
   // gpufleet_alert{alertname, alertstate, severity, ...} and gpufleet_alerts{state}, webhook
   // deliveries and watchdog restarts.
   void WriteMetrics(obs::Exposition& e) const;
 
  private:
-  obs::AlertInput Snapshot(Time now) const;
+  obs::AlertInput Snapshot(Time now);  // also records the GPUs' samples in history_
   void Notify(const std::vector<obs::Alert>& changed, const std::vector<obs::Alert>& all);
   bool Post(const std::string& url, const std::string& body);
 
@@ -80,6 +84,7 @@ class Monitor {
   MonitorOptions options_;
   mutable std::mutex mu_;
   obs::AlertEngine alerts_;  // under mu_
+  obs::TelemetryHistory history_;
   std::vector<obs::Alert> current_;
   struct Outgoing {
     std::string url;

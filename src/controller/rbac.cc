@@ -200,6 +200,7 @@ const std::vector<RouteRule>& ApiRoutes() {
       {"POST", R"(/v1/jobs/(\d+)/cancel)", "/v1/jobs/1/cancel", Verb::kJobCancel, false},
       {"GET", R"(/v1/jobs/(\d+)/explain)", "/v1/jobs/1/explain", Verb::kJobRead, false},
       {"GET", R"(/v1/jobs/(\d+)/logs)", "/v1/jobs/1/logs", Verb::kJobLogs, false},
+      {"GET", R"(/v1/jobs/(\d+)/gpus)", "/v1/jobs/1/gpus", Verb::kJobRead, false},
       {"GET", "/v1/queue", "/v1/queue", Verb::kQueueRead, false},
       {"GET", "/v1/nodes", "/v1/nodes", Verb::kNodeRead, false},
       {"POST", R"(/v1/nodes/([A-Za-z0-9._-]+)/drain)", "/v1/nodes/n1/drain", Verb::kNodeDrain, false},

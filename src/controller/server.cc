@@ -738,6 +738,51 @@ void ApiServer::Routes() {
     Reply(res, 200, o);
   });
 
+  // The job's GPUs over its current (or last) run, from the monitor's history: one series per GPU.
+  user_routes_->Get(R"(/v1/jobs/(\d+)/gpus)", [this, authz](const Request& req, Response& res) {
+    if (!authz(req, res, Verb::kJobRead)) return;
+    auto id = PathJob(req);
+    if (!id.ok()) return Error(res, id.status());
+    auto rec = store_.GetJob(*id);
+    if (!rec.ok()) return Error(res, rec.status());
+    if (!*rec) return Error(res, 404, "job " + std::to_string(id->value()) + " does not exist");
+    auto hist = store_.History(*id);
+    if (!hist.ok()) return Error(res, hist.status());
+    const api::JobRecord& r = **rec;
+    json series = json::array();
+    const Monitor* monitor = monitor_.load();
+    Time from = Time::Max();
+    for (const auto& t : *hist) {
+      if (t.to == api::JobState::kStarting) from = t.at;  // the last placement
+    }
+    Time to = api::IsTerminal(r.state) ? r.updated : clock_.Now();
+    if (monitor != nullptr && r.placement && from != Time::Max()) {
+      std::map<int64_t, std::string> names;
+      for (const NodeStatus& n : engine_.Nodes()) names[n.record.id.value()] = n.record.name;
+      for (const auto& part : r.placement->parts) {
+        auto name = names.find(part.node.value());
+        if (name == names.end()) continue;
+        for (int g : part.gpus) {
+          json points = json::array();
+          // From one point before the start: the record has a point per spacing, so a run shorter
+          // than that still gets one.
+          for (const obs::GpuPoint& p : monitor->history().Range(name->second, g, from - monitor->history().spacing(), to)) {
+            points.push_back({p.at.millis(), p.util_pct, p.mem_used_mib, p.temperature_c, p.power_w});
+          }
+          series.push_back({{"node", name->second}, {"gpu", g}, {"points", std::move(points)}});
+        }
+      }
+    }
+    json o = {{"job", id->value()},
+              {"fields", {"at_ms", "util_pct", "mem_used_mib", "temperature_c", "power_w"}},
+              {"series", std::move(series)}};
+    if (monitor != nullptr) {
+      o["spacing_ms"] = monitor->history().spacing().millis();
+      o["span_ms"] = monitor->history().span().millis();
+    }
+    Reply(res, 200, o);
+  });
+
   user_routes_->Post(R"(/v1/jobs/(\d+)/cancel)", [this, authz](const Request& req, Response& res) {
     auto who = authz(req, res, Verb::kJobCancel);
     if (!who) return;

@@ -17,7 +17,7 @@
   const JOB_REFRESH_MS = 3000;
   const LOG_WAIT_MS = 5000;
   const LOG_KEEP_CHARS = 2000000;
-  const CHART_SAMPLES = 120;
+  const CHART_SAMPLES = 900;  // a 3-hour record at 15 s, and live samples after it
   const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
   const JOB_STATES = ['pending', 'starting', 'running', 'stopping', 'succeeded', 'failed', 'cancelled', 'preempted'];
   const SERIES_COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf', '#8c564b', '#e377c2'];
@@ -609,7 +609,7 @@
     const notice = h('div', {id: 'job-notice'});
     const summary = panel('Job', {id: 'job-summary'});
     const placement = panel('Placement', {id: 'job-placement'});
-    const chart = panel('GPU utilisation (sampled while this page is open)', {id: 'job-gpus'});
+    const chart = panel('GPU utilisation over this run', {id: 'job-gpus'});
     const explain = panel('Explain', {id: 'job-explain'});
     const history = panel('History', {id: 'job-history'});
     const attemptSelect = h('select', {id: 'log-attempt', 'aria-label': 'Attempt', hidden: true});
@@ -627,7 +627,8 @@
     const controller = new AbortController();  // stops the log follower when the page goes
     let job = null;
     let names = new Map();
-    const samples = new Map();  // "node:gpu" -> [[t, util], ...]
+    const samples = new Map();  // "node GPU g" -> [[t, util, temp], ...]
+    let seededAttempt = null;  // the attempt whose recorded GPU history is in samples
     let confirming = false;
     let costHidden = false;  // the token may not read this job's team's costs
     let logAttempt = null;  // the attempt the follower reads; null: the job's current one
@@ -694,6 +695,24 @@
         : h('p', {class: 'muted empty'}, job.state === 'pending' ? 'Not placed yet.' : 'No placement.'));
       if (job.placement && job.placement.gpu_model) {
         placement.body.prepend(h('p', {class: 'small'}, `GPU model: ${job.placement.gpu_model}`));
+      }
+    }
+
+    // The controller's record of this run's GPUs (a point per 15 s), so the chart starts at the
+    // run's start and not when the page was opened.
+    async function seedGpus(signal) {
+      seededAttempt = job.attempt;
+      let r;
+      try {
+        r = await api(`/jobs/${id}/gpus`, {signal});
+      } catch (e) {
+        if (e.name === 'AbortError') throw e;
+        return;  // an older controller: live samples only
+      }
+      samples.clear();
+      for (const s of r.series || []) {
+        if (!(s.points || []).length) continue;
+        samples.set(`${s.node} GPU ${s.gpu}`, s.points.map((p) => [p[0], p[1], p[3]]).slice(-CHART_SAMPLES));
       }
     }
 
@@ -794,6 +813,7 @@
       renderExplain(ex);
       renderHistory();
       renderAttempts();
+      if (job.attempt && seededAttempt !== job.attempt) await seedGpus(signal);
       if (nodes.value) sampleGpus(nodes.value.nodes);
       else chart.fail(nodes.error, 'Nodes');
       if (job.hidden) {
