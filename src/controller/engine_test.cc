@@ -1,4 +1,5 @@
 #include "controller/engine.h"
+#include "controller/engine_fixture_test.h"
 
 #include <gtest/gtest.h>
 
@@ -11,109 +12,7 @@ namespace {
 
 using api::JobState;
 
-class EngineTest : public ::testing::Test {
- protected:
-  EngineTest() { clock_.Set(Time::FromSeconds(1'000'000)); }
-
-  std::unique_ptr<Engine> MakeEngine(const std::string& policy = "fifo") {
-    EngineOptions o;
-    o.policy = policy;
-    o.lost_after = Duration::Seconds(30);
-    o.checkpoint_root = "/ckpt";
-    o.epoch = "e1";
-    auto e = std::make_unique<Engine>(clock_, store_, o);
-    EXPECT_TRUE(e->Recover().ok());
-    return e;
-  }
-
-  api::JobRequest Job(const std::string& yaml) {
-    auto r = api::ParseJobs(yaml);
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    return (*r)[0];
-  }
-
-  JobId Submit(Engine& e, const std::string& yaml, const std::string& rid = "") {
-    auto f = e.Submit(rid.empty() ? "r" + std::to_string(++rid_) : rid, {Job(yaml)});
-    e.Step();
-    auto r = f.get();
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    return r.ok() ? r->ids[0] : JobId();
-  }
-
-  NodeId Register(Engine& e, const std::string& name, int gpus, std::vector<api::PartKey> running = {},
-                  int64_t cpu_milli = 0, int64_t mem_mib = 0) {
-    api::RegisterRequest req;
-    req.name = name;
-    req.address = "10.0.0." + std::to_string(name.back() - 'a' + 1);
-    req.spec.gpu_model = "H100";
-    req.spec.gpus = gpus;
-    req.spec.cpu_milli = cpu_milli;
-    req.spec.mem_mib = mem_mib;
-    req.running = std::move(running);
-    auto f = e.Register(req, "hash-" + name);
-    e.Step();
-    auto r = f.get();
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    return r.ok() ? r->node : NodeId();
-  }
-
-  api::HeartbeatReply Beat(Engine& e, NodeId node, std::vector<api::PartEvent> events = {},
-                           std::vector<api::PartKey> running = {}) {
-    api::Heartbeat hb;
-    for (auto& ev : events) {
-      ev.seq = ++seq_;
-      ev.at = clock_.Now();
-    }
-    hb.events = std::move(events);
-    hb.running = std::move(running);
-    auto f = e.Heartbeat(node, hb);
-    e.Step();
-    auto r = f.get();
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    return r.ok() ? *r : api::HeartbeatReply{};
-  }
-
-  static api::PartEvent Started(JobId j, int attempt, int part) {
-    api::PartEvent e;
-    e.key = {j, attempt, part};
-    e.kind = api::PartEventKind::kStarted;
-    return e;
-  }
-  static api::PartEvent Exited(JobId j, int attempt, int part, int code, bool stopped = false) {
-    api::PartEvent e;
-    e.key = {j, attempt, part};
-    e.kind = api::PartEventKind::kExited;
-    e.exit_code = code;
-    e.stopped = stopped;
-    return e;
-  }
-
-  std::vector<api::Command> Commands(Engine& e, NodeId node) {
-    auto batch = e.PollCommands(node, acked_[node.value()], Duration::Zero());
-    if (!batch.commands.empty()) acked_[node.value()] = batch.commands.back().seq;
-    return batch.commands;
-  }
-
-  JobState StateOf(JobId id) {
-    auto r = store_.GetJob(id);
-    EXPECT_TRUE(r.ok() && *r);
-    return (r.ok() && *r) ? (*r)->state : JobState::kPending;
-  }
-
-  std::vector<JobState> StatesOf(JobId id) {
-    std::vector<JobState> out;
-    auto h = store_.History(id);
-    EXPECT_TRUE(h.ok());
-    for (const auto& t : *h) out.push_back(t.to);
-    return out;
-  }
-
-  testing::FakeClock clock_;
-  testing::MemoryStore store_;
-  int rid_ = 0;
-  int64_t seq_ = 0;
-  std::map<int64_t, int64_t> acked_;
-};
+using EngineTest = EngineFixture;
 
 TEST_F(EngineTest, JobRunsThroughItsLifecycle) {
   auto e = MakeEngine();

@@ -8,69 +8,28 @@
 #include <fstream>
 #include <thread>
 
-#include "api/job_yaml.h"
+#include "controller/engine_fixture_test.h"
 #include "controller/metrics.h"
-#include "testing/fakes.h"
-#include "testing/memory_store.h"
 
 namespace gpufleet::controller {
 namespace {
 
 using api::JobState;
 
-class MonitorTest : public ::testing::Test {
+class MonitorTest : public EngineFixture {
  protected:
-  MonitorTest() { clock_.Set(Time::FromSeconds(1'000'000)); }
-
   std::unique_ptr<Engine> MakeEngine() {
-    EngineOptions o;
-    o.policy = "fifo";
-    o.lost_after = Duration::Hours(10);  // no node is lost while the fake clock jumps
-    o.checkpoint_root = "/ckpt";
-    o.epoch = "e1";
-    auto e = std::make_unique<Engine>(clock_, store_, o);
-    EXPECT_TRUE(e->Recover().ok());
-    return e;
-  }
-
-  JobId Submit(Engine& e, const std::string& yaml) {
-    auto jobs = api::ParseJobs(yaml);
-    EXPECT_TRUE(jobs.ok()) << jobs.status().message();
-    auto f = e.Submit("r" + std::to_string(++rid_), *jobs);
-    e.Step();
-    auto r = f.get();
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    return r.ok() ? r->ids[0] : JobId();
-  }
-
-  NodeId Register(Engine& e, const std::string& name, int gpus) {
-    api::RegisterRequest req;
-    req.name = name;
-    req.address = "10.0.0.1";
-    req.spec.gpu_model = "H100";
-    req.spec.gpus = gpus;
-    for (int g = 0; g < gpus; ++g) req.gpus.push_back({g, "GPU-" + name + "-" + std::to_string(g), "NVIDIA H100 80GB HBM3", 81559});
-    auto f = e.Register(req, "hash-" + name);
-    e.Step();
-    auto r = f.get();
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    return r.ok() ? r->node : NodeId();
+    return EngineFixture::MakeEngine("fifo", Duration::Hours(10));  // no node is lost while the clock jumps
   }
 
   void Beat(Engine& e, NodeId node, std::vector<api::GpuSampleReport> gpus, std::vector<api::PartEvent> events = {},
             std::vector<api::PartActivity> activity = {}, std::vector<api::PartKey> running = {}) {
     api::Heartbeat hb;
-    for (auto& ev : events) {
-      ev.seq = ++seq_;
-      ev.at = clock_.Now();
-    }
     hb.gpus = std::move(gpus);
     hb.events = std::move(events);
     hb.activity = std::move(activity);
     hb.running = std::move(running);
-    auto f = e.Heartbeat(node, hb);
-    e.Step();
-    ASSERT_TRUE(f.get().ok());
+    BeatWith(e, node, std::move(hb));
   }
 
   static api::PartEvent Event(JobId j, int attempt, api::PartEventKind kind, int code = 0, bool stopped = false) {
@@ -85,16 +44,6 @@ class MonitorTest : public ::testing::Test {
   static std::vector<api::GpuSampleReport> Gpus(int n, int util, int temp = 40, int64_t mem = 1000) {
     return std::vector<api::GpuSampleReport>(n, api::GpuSampleReport{util, mem, temp, 300});
   }
-
-  JobState StateOf(JobId id) {
-    auto r = store_.GetJob(id);
-    return (r.ok() && *r) ? (*r)->state : JobState::kPending;
-  }
-
-  testing::FakeClock clock_;
-  testing::MemoryStore store_;
-  int rid_ = 0;
-  int64_t seq_ = 0;
 };
 
 TEST_F(MonitorTest, StalledJobIsFlaggedAndRestartedFromItsCheckpoint) {

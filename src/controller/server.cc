@@ -102,6 +102,19 @@ Result<JobId> PathJob(const httplib::Request& req) {
   return JobId(*n);
 }
 
+// The job a route names, with its transitions; NotFound when there is none.
+struct JobAndHistory {
+  api::JobRecord record;
+  std::vector<api::Transition> history;
+};
+Result<JobAndHistory> LoadJob(store::StateStore& store, const httplib::Request& req) {
+  GF_ASSIGN_OR_RETURN(JobId id, PathJob(req));
+  GF_ASSIGN_OR_RETURN(auto rec, store.GetJob(id));
+  if (!rec) return Status::NotFound("job " + std::to_string(id.value()) + " does not exist");
+  GF_ASSIGN_OR_RETURN(auto hist, store.History(id));
+  return JobAndHistory{std::move(*rec), std::move(hist)};
+}
+
 json JobSummary(const api::JobRecord& r) {
   const auto& s = r.request.spec;
   json o = {{"id", r.id.value()},
@@ -702,28 +715,25 @@ void ApiServer::Routes() {
   user_routes_->Get(R"(/v1/jobs/(\d+))", [this, authz](const Request& req, Response& res) {
     auto who = authz(req, res, Verb::kJobRead);
     if (!who) return;
-    auto id = PathJob(req);
-    if (!id.ok()) return Error(res, id.status());
-    auto rec = store_.GetJob(*id);
-    if (!rec.ok()) return Error(res, rec.status());
-    if (!*rec) return Error(res, 404, "job " + std::to_string(id->value()) + " does not exist");
-    auto hist = store_.History(*id);
-    if (!hist.ok()) return Error(res, hist.status());
+    auto loaded = LoadJob(store_, req);
+    if (!loaded.ok()) return Error(res, loaded.status());
+    const api::JobRecord& rec = loaded->record;
     json h = json::array();
-    for (const auto& t : *hist) h.push_back(api::ToJson(t));
-    json o = JobSummary(**rec);
-    // Another team's job: its state and history, not its command, environment or directories.
-    if (who->admin() || (*rec)->request.spec.team == who->team) {
-      o["record"] = api::ToJson(**rec);
-      o["job_file"] = api::ToJobJson((*rec)->request);
+    for (const auto& t : loaded->history) h.push_back(api::ToJson(t));
+    json o = JobSummary(rec);
+    // Another team's job: its state and history, not its command, environment, directories or
+    // activity.
+    const bool visible = who->admin() || rec.request.spec.team == who->team;
+    if (visible) {
+      o["record"] = api::ToJson(rec);
+      o["job_file"] = api::ToJobJson(rec.request);
     } else {
-      o["hidden"] = "the job belongs to team " + (*rec)->request.spec.team + ": its command, environment and logs are not shown";
+      o["hidden"] = "the job belongs to team " + rec.request.spec.team + ": its command, environment and logs are not shown";
     }
     o["history"] = h;
-    // A running job's activity, as the watchdog sees it (its team's, like its command).
-    const bool visible = who->admin() || (*rec)->request.spec.team == who->team;
+    // A running job's activity, as the watchdog sees it.
     for (const auto& w : visible ? engine_.RunningJobs() : std::vector<Engine::JobWatch>{}) {
-      if (w.id != *id) continue;
+      if (w.id != rec.id) continue;
       json act = {{"attempt_started", FormatIso8601(w.started)}};
       if (w.progress_at) act["progress_at"] = FormatIso8601(*w.progress_at);
       if (w.step) act["step"] = *w.step;
@@ -741,18 +751,13 @@ void ApiServer::Routes() {
   // The job's GPUs over its current (or last) run, from the monitor's history: one series per GPU.
   user_routes_->Get(R"(/v1/jobs/(\d+)/gpus)", [this, authz](const Request& req, Response& res) {
     if (!authz(req, res, Verb::kJobRead)) return;
-    auto id = PathJob(req);
-    if (!id.ok()) return Error(res, id.status());
-    auto rec = store_.GetJob(*id);
-    if (!rec.ok()) return Error(res, rec.status());
-    if (!*rec) return Error(res, 404, "job " + std::to_string(id->value()) + " does not exist");
-    auto hist = store_.History(*id);
-    if (!hist.ok()) return Error(res, hist.status());
-    const api::JobRecord& r = **rec;
+    auto loaded = LoadJob(store_, req);
+    if (!loaded.ok()) return Error(res, loaded.status());
+    const api::JobRecord& r = loaded->record;
     json series = json::array();
     const Monitor* monitor = monitor_.load();
     Time from = Time::Max();
-    for (const auto& t : *hist) {
+    for (const auto& t : loaded->history) {
       if (t.to == api::JobState::kStarting) from = t.at;  // the last placement
     }
     Time to = api::IsTerminal(r.state) ? r.updated : clock_.Now();
@@ -773,7 +778,7 @@ void ApiServer::Routes() {
         }
       }
     }
-    json o = {{"job", id->value()},
+    json o = {{"job", r.id.value()},
               {"fields", {"at_ms", "util_pct", "mem_used_mib", "temperature_c", "power_w"}},
               {"series", std::move(series)}};
     if (monitor != nullptr) {
