@@ -827,9 +827,22 @@ void Agent::Tick(bool heartbeat_due) {
   auto http = MakeClient(options_.server, options_.ca_cert, Duration::Seconds(10));
   httplib::Headers h = {{"Authorization", "Bearer " + token}};
   auto res = http->Post("/v1/agents/heartbeat", h, api::ToJson(hb).dump(), "application/json");
+  int64_t failed_in_a_row;
   {
     std::lock_guard<std::mutex> count(mu_);
     ++(res && res->status == 200 ? heartbeats_ok_ : heartbeats_failed_);
+    failed_in_a_row = res && res->status == 200 ? 0 : failed_in_a_row_ + 1;
+    failed_in_a_row_ = failed_in_a_row;
+  }
+  // Say why heartbeats fail (the first, then every tenth), so a node that goes quiet can be told
+  // from one whose controller is away.
+  if (failed_in_a_row == 1 || failed_in_a_row % 10 == 0) {
+    if (!res) {
+      spdlog::warn("heartbeat to {} failed ({} in a row): {}", options_.server, failed_in_a_row,
+                   httplib::to_string(res.error()));
+    } else if (res->status != 200) {
+      spdlog::warn("heartbeat to {} answered HTTP {} ({} in a row)", options_.server, res->status, failed_in_a_row);
+    }
   }
   if (!res) return;
   if (res->status == 401 || res->status == 409) {

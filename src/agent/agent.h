@@ -170,7 +170,7 @@ class Agent {
   std::mutex probe_mu_;                          // the probe is used by one thread at a time
   std::vector<GpuSample> last_samples_;          // under mu_
   Time last_sample_at_;
-  int64_t heartbeats_ok_ = 0, heartbeats_failed_ = 0;  // under mu_
+  int64_t heartbeats_ok_ = 0, heartbeats_failed_ = 0, failed_in_a_row_ = 0;  // under mu_
   std::unique_ptr<httplib::Server> metrics_server_;
   std::thread metrics_thread_;
 };
