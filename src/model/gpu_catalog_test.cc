@@ -24,19 +24,20 @@ class GpuCatalogTest : public ::testing::Test {
 };
 
 TEST_F(GpuCatalogTest, ShippedTableHasOneModelPerGpuName) {
-  // Given the shipped spec table, whose H100, V100 and A100-80GB have two rows each, expect every
+  // Given the shipped spec table, whose V100 and A100-80GB have two rows each, expect every
   // canonical name once and the common models present.
   std::set<std::string> names;
   for (const GpuModel& m : catalog_.models()) {
     EXPECT_TRUE(names.insert(m.name).second) << "duplicate " << m.name;
   }
-  for (const char* name : {"T4", "V100", "A100", "A100-80GB", "L4", "H100", "H200", "MI300X"}) {
+  for (const char* name : {"T4", "V100", "A100", "A100-80GB", "L4", "H100", "H100-PCIe", "H100-NVL", "H200",
+                           "MI300X"}) {
     EXPECT_TRUE(names.count(name)) << name;
   }
 }
 
 TEST_F(GpuCatalogTest, FirstRowOfANameIsCanonical) {
-  // Given H100 SXM5 listed before H100 PCIe (and likewise for V100 and A100-80GB), expect the
+  // Given V100 SXM2 listed before V100 PCIe (and likewise for A100-80GB), expect the
   // first row's figures.
   const GpuModel* h100 = catalog_.Find("H100");
   ASSERT_NE(h100, nullptr);
@@ -46,6 +47,25 @@ TEST_F(GpuCatalogTest, FirstRowOfANameIsCanonical) {
   EXPECT_EQ(catalog_.Find("V100")->variant, "SXM2 16GB");
   ASSERT_NE(catalog_.Find("A100-80GB"), nullptr);
   EXPECT_EQ(catalog_.Find("A100-80GB")->variant, "SXM4 80GB");
+}
+
+TEST_F(GpuCatalogTest, H100PcieAndNvlAreModelsOfTheirOwn) {
+  // Given the PCIe and NVL H100 cards, which are slower than the SXM5 part "H100" names, expect
+  // each under its own name with its datasheet figures, and the SXM aliases still finding H100.
+  const GpuModel* pcie = catalog_.Find("h100_pcie");
+  ASSERT_NE(pcie, nullptr);
+  EXPECT_EQ(pcie->name, "H100-PCIe");
+  EXPECT_DOUBLE_EQ(pcie->mem_bw_gbs, 2000);
+  EXPECT_DOUBLE_EQ(pcie->fp16_tflops, 756.5);
+  const GpuModel* nvl = catalog_.Find("H100 NVL");
+  ASSERT_NE(nvl, nullptr);
+  EXPECT_EQ(nvl->name, "H100-NVL");
+  EXPECT_EQ(nvl->mem_mib, 94 * 1024);
+  for (const char* alias : {"H100", "H100-SXM", "H100-MEGA"}) {
+    ASSERT_NE(catalog_.Find(alias), nullptr) << alias;
+    EXPECT_EQ(catalog_.Find(alias)->name, "H100") << alias;
+  }
+  EXPECT_EQ(GpuCatalog::BuiltIn().Find("H100-PCIe")->fp16_tflops, 756.5);
 }
 
 TEST_F(GpuCatalogTest, FindsByAliasIgnoringCaseSpacesAndUnderscores) {
