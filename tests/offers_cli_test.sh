@@ -63,12 +63,15 @@ expect_rc "$WORK/badgpu" 2 "an unknown GPU"
 expect_contains "$WORK/badgpu.err" "unknown GPU model 'Z80'" "an unknown GPU is named"
 
 # --- select: spot rework decides the market ---------------------------------------------------
+# The clouds without published interruption rates (0.02/h each); AWS's advisor puts p4de in its
+# "<5%" bucket, at which even 200 h without checkpoints pays off on spot.
 cat >"$WORK/nockpt.yaml" <<'YAML'
 name: pretrain-no-checkpoints
 resources: {gpus: 8, gpu_type: [A100-80GB]}
 estimate: "200h on A100"
 profile: compute
 regions: ["us-*"]
+clouds: [gcp, azure, lambda]
 YAML
 cat >"$WORK/ckpt.yaml" <<'YAML'
 name: pretrain-checkpoints
@@ -76,6 +79,7 @@ resources: {gpus: 8, gpu_type: [A100-80GB]}
 estimate: "200h on A100"
 profile: compute
 regions: ["us-*"]
+clouds: [gcp, azure, lambda]
 checkpoint: {interval: 30m}
 YAML
 run "$WORK/nockpt" "$GPUFLEET" select "$WORK/nockpt.yaml" --catalog "$CATALOG" -o json
@@ -130,5 +134,108 @@ expect_rc "$WORK/help" 0 "gpufleet select --help"
 expect_contains "$WORK/help.out" "Examples:" "select --help has examples"
 run "$WORK/ohelp" "$GPUFLEET" offers --help
 expect_contains "$WORK/ohelp.out" "gpufleet offers --gpu H100 --count 8" "offers --help has examples"
+
+# --- known rows of the shipped catalog --------------------------------------------------------
+# GPU names the raw catalogs got wrong or left ambiguous, the g2 shapes one L4 fits, the outlier
+# flag and the catalog's date. GPUFLEET_TODAY fixes "today" so that the age is stable.
+export GPUFLEET_TODAY=2026-12-04
+run "$WORK/all" "$GPUFLEET" offers --catalog "$CATALOG" --limit 0 --include-suspect -o json
+expect_rc "$WORK/all" 0 "gpufleet offers --limit 0 -o json"
+"$PYTHON" - "$WORK/all.out" <<'PY' || fail "the shipped catalog's known rows are wrong"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["prices_as_of"] == "2026-05-20" and d["catalog_age_days"] == 198, (d["prices_as_of"], d["catalog_age_days"])
+assert d["catalog_age"] == "prices as of 2026-05-20 (198 days old)", d["catalog_age"]
+rows = {}
+for o in d["offers"]:
+    rows.setdefault((o["cloud"], o["instance_type"], o["zone"] or o["region"]), o)
+def row(cloud, itype, where):
+    assert (cloud, itype, where) in rows, ("missing", cloud, itype, where)
+    return rows[(cloud, itype, where)]
+# AWS p4de is 8 x A100 80GB ("640 GB HBM2e"); p3dn is 8 x V100 32GB.
+p4de = row("aws", "p4de.24xlarge", "us-east-1")
+assert (p4de["gpu"], p4de["gpus"], p4de["gpu_mem_mib"], p4de["on_demand_usd_per_hour"]) == ("A100-80GB", 8, 81920, 27.44705), p4de
+assert not [o for o in d["offers"] if o["instance_type"] == "p4de.24xlarge" and o["gpu"] != "A100-80GB"]
+assert row("aws", "p3dn.24xlarge", "us-east-1")["gpu"] == "V100-32GB"
+assert row("aws", "p4d.24xlarge", "us-east-1")["gpu"] == "A100"
+# Azure's NC H100 v5 shapes carry the 94 GB H100 NVL; ND96isr_H100_v5 stays the SXM part.
+assert row("azure", "Standard_NC40ads_H100_v5", "eastus")["gpu"] == "H100-NVL"
+nc80 = row("azure", "Standard_NC80adis_H100_v5", "eastus")
+assert (nc80["gpu"], nc80["gpus"], nc80["gpu_mem_mib"]) == ("H100-NVL", 2, 96256), nc80
+assert row("azure", "Standard_ND96isr_H100_v5", "eastus")["gpu"] == "H100"
+# PCIe and NVL cards named as such get their own models.
+pcie = row("lambda", "gpu_1x_h100_pcie", "us-east-1")
+assert (pcie["gpu"], pcie["on_demand_usd_per_hour"]) == ("H100-PCIe", 3.29), pcie
+assert row("lambda", "gpu_1x_h100_sxm5", "us-east-1")["gpu"] == "H100"
+assert row("vast", "1x-H100_NVL-32-65536", "Bulgaria, BG, EU")["gpu"] == "H100-NVL"
+assert all(o["gpu"] == "H100" for o in d["offers"] if "H100_SXM" in o["instance_type"])
+# Every 1-GPU g2 shape is an offer; g2-standard-4 is the cheapest 1 x L4 machine in us-central1-a.
+for t in ("g2-standard-4", "g2-standard-8", "g2-standard-12", "g2-standard-16", "g2-standard-32"):
+    o = row("gcp", t, "us-central1-a")
+    assert (o["gpu"], o["gpus"]) == ("L4", 1), o
+g2_4 = row("gcp", "g2-standard-4", "us-central1-a")
+assert (g2_4["vcpus"], g2_4["mem_mib"]) == (4, 16384), g2_4
+l4 = [o for o in d["offers"] if o["gpu"] == "L4" and o["gpus"] == 1 and o["zone"] == "us-central1-a" and o["market"] == "on-demand"]
+assert min(l4, key=lambda o: o["usd_per_hour"])["instance_type"] == "g2-standard-4", l4
+# Spot outliers: p4de at 90 % off is flagged in the field and the flags; a usual discount is not.
+spot = {(o["instance_type"], o["zone"] or o["region"]): o for o in d["offers"] if o["market"] == "spot"}
+for where in ("eu-central-1", "ap-northeast-1"):
+    o = spot[("p4de.24xlarge", where)]
+    assert o["spot_outlier"] and "spot-outlier" in o["flags"], o
+assert not spot[("p4d.24xlarge", "us-east-1")]["spot_outlier"]
+assert spot[("a3-highgpu-8g", "europe-north1-c")]["spot_outlier"]
+assert any(w["kind"].startswith("spot price outlier") for w in d["warnings"])
+PY
+
+# The table says the date and age, marks outliers and explains the mark (golden output).
+run "$WORK/golden" "$GPUFLEET" offers --catalog "$CATALOG" -q --gpu A100-80GB --count 8 --cloud aws --limit 0
+expect_rc "$WORK/golden" 0 "gpufleet offers --gpu A100-80GB --cloud aws"
+diff -u "$SRC/tests/data/cli/offers_aws_a100_80gb.golden" "$WORK/golden.out" >&2 ||
+  fail "gpufleet offers output differs from tests/data/cli/offers_aws_a100_80gb.golden"
+
+# A catalog without the date says its age is unknown; a bad GPUFLEET_TODAY is refused.
+awk '!/^#/ && n++ < 5' "$CATALOG" >"$WORK/undated.csv"
+run "$WORK/undated" "$GPUFLEET" offers --catalog "$WORK/undated.csv" -q --limit 1
+expect_rc "$WORK/undated" 0 "gpufleet offers on an undated catalog"
+expect_contains "$WORK/undated.out" "prices as of: age unknown" "an undated catalog says so"
+run "$WORK/undatedj" "$GPUFLEET" offers --catalog "$WORK/undated.csv" --limit 1 -o json
+"$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["prices_as_of"] is None and d["catalog_age_days"] is None, d' \
+  "$WORK/undatedj.out" || fail "an undated catalog's JSON age is not null"
+GPUFLEET_TODAY=yesterday run "$WORK/badtoday" "$GPUFLEET" offers --catalog "$CATALOG" -q --limit 1
+expect_rc "$WORK/badtoday" 2 "a malformed GPUFLEET_TODAY"
+expect_contains "$WORK/badtoday.err" "GPUFLEET_TODAY must be a date YYYY-MM-DD, got 'yesterday'" "the bad date is named"
+
+# select ranks outliers after the other offers unless told to trust them.
+cat >"$WORK/p4de.yaml" <<'YAML'
+resources: {gpus: 8, gpu_type: [A100-80GB]}
+estimate: "10h on A100"
+profile: compute
+checkpoint: {interval: 30m}
+market: spot
+clouds: [aws]
+YAML
+run "$WORK/ranked" "$GPUFLEET" select "$WORK/p4de.yaml" --catalog "$CATALOG" -o json --limit 10
+expect_rc "$WORK/ranked" 0 "gpufleet select (spot outliers)"
+run "$WORK/trusted" "$GPUFLEET" select "$WORK/p4de.yaml" --catalog "$CATALOG" -o json --limit 10 --trust-spot-outliers
+expect_rc "$WORK/trusted" 0 "gpufleet select --trust-spot-outliers"
+"$PYTHON" - "$WORK/ranked.out" "$WORK/trusted.out" <<'PY' || fail "select does not rank spot outliers last"
+import json, sys
+ranked, trusted = (json.load(open(p)) for p in sys.argv[1:3])
+r = ranked["ranked"]
+flags = [c["spot_outlier"] for c in r]
+assert flags == sorted(flags), flags          # every outlier after every other offer
+assert not r[0]["spot_outlier"] and r[0]["region"] in ("us-east-1", "us-west-2"), r[0]
+assert r[-1]["spot_outlier"] and r[-1]["ranked_last_as_spot_outlier"], r[-1]
+assert not ranked["cheapest_hourly"]["spot_outlier"], ranked["cheapest_hourly"]
+t = trusted["ranked"]
+assert t[0]["spot_outlier"] and not t[0]["ranked_last_as_spot_outlier"], t[0]
+assert t[0]["expected_cost_usd"] < r[0]["expected_cost_usd"]
+assert ranked["prices_as_of"] == "2026-05-20"
+PY
+run "$WORK/rankedtxt" "$GPUFLEET" select "$WORK/p4de.yaml" --catalog "$CATALOG" -q --limit 10
+expect_contains "$WORK/rankedtxt.out" "prices as of 2026-05-20 (198 days old)" "select says the catalog's age"
+expect_contains "$WORK/rankedtxt.out" "! spot-outlier:" "select explains the outlier mark"
+run "$WORK/shelp" "$GPUFLEET" select --help
+expect_contains "$WORK/shelp.out" "--trust-spot-outliers" "select --help names the trust flag"
 
 echo "PASS: gpufleet offers and select on the shipped catalog"

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -43,6 +44,32 @@ std::string CatalogPath(const std::string& flag) {
   return std::string(GPUFLEET_DATA_DIR) + "/catalog/offers.csv";
 }
 
+// Today as days since 1970-01-01 (UTC): $GPUFLEET_TODAY (YYYY-MM-DD) when set, so that tests and
+// reproducible reports can fix the date, else the system clock.
+Result<int64_t> Today() {
+  if (const char* env = std::getenv("GPUFLEET_TODAY"); env != nullptr && *env != '\0') {
+    auto day = cost::ParseIsoDate(env);
+    if (!day) return Status::InvalidArgument(std::string("GPUFLEET_TODAY must be a date YYYY-MM-DD, got '") + env + "'");
+    return *day;
+  }
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(now).count() / 86'400);
+}
+
+// The catalog's date and age for -o json: prices_as_of (null when unknown), catalog_age_days
+// (null when unknown) and the line the table prints.
+void AddAgeJson(json& out, const cost::OfferTable& t, int64_t today) {
+  auto age = cost::CatalogAgeDays(t.prices_as_of, today);
+  out["prices_as_of"] = t.prices_as_of.empty() ? json(nullptr) : json(t.prices_as_of);
+  out["catalog_age_days"] = age ? json(*age) : json(nullptr);
+  out["catalog_age"] = cost::CatalogAgeLine(t.prices_as_of, today);
+}
+
+constexpr const char* kOutlierLegend =
+    "spot-outlier: a spot discount far beyond the usual for that GPU on that cloud (under half the median "
+    "spot/on-demand share, or 85% off or more); no capacity signal, so check before relying on it "
+    "(docs/cost.md)";
+
 double Usd(MicroUsd v) { return static_cast<double>(v) / static_cast<double>(cost::kMicroUsdPerUsd); }
 
 std::string Fixed(double v, int decimals) {
@@ -55,6 +82,7 @@ std::string FlagCodes(const Offer& o, model::Market m) {
   std::vector<std::string> f;
   if (m == model::Market::kSpot && o.has(cost::kSpotEstimated)) f.push_back("spot-estimated");
   if (m == model::Market::kSpot && o.has(cost::kHazardDefault)) f.push_back("hazard-default");
+  if (m == model::Market::kSpot && o.has(cost::kSpotOutlier)) f.push_back("spot-outlier");
   if (m == model::Market::kOnDemand && o.has(cost::kSuspectPrice)) f.push_back("suspect-price");
   if (m == model::Market::kOnDemand && o.has(cost::kSpotAtOrAboveOnDemand)) f.push_back("spot-dropped");
   return Join(f, ",");
@@ -80,7 +108,9 @@ json OfferJson(const Offer& o) {
   if (o.has(cost::kSpotAtOrAboveOnDemand)) flags.push_back("spot-dropped");
   if (o.has(cost::kHazardDefault)) flags.push_back("hazard-default");
   if (o.has(cost::kGpuMemFromSpecs)) flags.push_back("gpu-mem-from-specs");
+  if (o.has(cost::kSpotOutlier)) flags.push_back("spot-outlier");
   j["flags"] = flags;
+  j["spot_outlier"] = o.has(cost::kSpotOutlier);
   return j;
 }
 
@@ -155,6 +185,8 @@ int RunOffers(const OffersArgs& a) {
     if (m == nullptr) return OffersFail("unknown GPU model '" + a.gpu + "'");
     gpu = m->name;
   }
+  auto today = Today();
+  if (!today.ok()) return OffersFail(today.status().message());
   std::string path;
   auto table = LoadCatalog(a.catalog, path);
   if (!table.ok()) {
@@ -198,7 +230,11 @@ int RunOffers(const OffersArgs& a) {
   if (a.limit > 0 && rows.size() > static_cast<size_t>(a.limit)) rows.resize(a.limit);
 
   if (a.output == "json") {
-    json out = {{"catalog", path}, {"matching", total}, {"shown", rows.size()}, {"suspect_hidden", suspect_hidden}};
+    json out = {{"catalog", path}};
+    AddAgeJson(out, *table, *today);
+    out["matching"] = total;
+    out["shown"] = rows.size();
+    out["suspect_hidden"] = suspect_hidden;
     json arr = json::array();
     for (const Row& r : rows) {
       json j = OfferJson(*r.offer);
@@ -213,6 +249,7 @@ int RunOffers(const OffersArgs& a) {
     return 0;
   }
   if (!a.quiet) std::fprintf(stderr, "%s\n", WarningSummary(path, *table).c_str());
+  std::printf("%s\n", cost::CatalogAgeLine(table->prices_as_of, *today).c_str());
   if (rows.empty()) {
     std::printf("no offers match%s\n", suspect_hidden > 0 ? " (suspect prices hidden; --include-suspect shows them)" : "");
     return 0;
@@ -236,6 +273,10 @@ int RunOffers(const OffersArgs& a) {
                                     " with suspect fallback prices hidden (--include-suspect)")
                                        .c_str()
                                  : "");
+  if (std::any_of(rows.begin(), rows.end(),
+                  [](const Row& r) { return r.market == model::Market::kSpot && r.offer->has(cost::kSpotOutlier); })) {
+    std::printf("%s\n", kOutlierLegend);
+  }
   return 0;
 }
 
@@ -247,6 +288,7 @@ struct SelectArgs {
   std::string catalog;
   int limit = 5;
   bool include_suspect = false;
+  bool trust_spot_outliers = false;
   bool quiet = false;
 };
 
@@ -265,6 +307,7 @@ json CandidateJson(const Candidate& c) {
   j["expected_cost_usd"] = Usd(c.expected_cost);
   j["idle_gpus_per_node"] = c.idle_gpus_per_node;
   j["meets_deadline"] = c.meets_deadline;
+  j["ranked_last_as_spot_outlier"] = c.untrusted_outlier;
   return j;
 }
 
@@ -278,6 +321,9 @@ int RunSelect(const SelectArgs& a) {
   auto job = cost::LoadCostJobYaml(a.job, model::GpuCatalog::BuiltIn());
   if (!job.ok()) return SelectFail(job.status().message(), 1);
   job->allow_suspect_prices = a.include_suspect;
+  job->trust_spot_outliers = a.trust_spot_outliers;
+  auto today = Today();
+  if (!today.ok()) return SelectFail(today.status().message(), 2);
   std::string path;
   auto table = LoadCatalog(a.catalog, path);
   if (!table.ok()) return SelectFail(table.status().message(), 1);
@@ -299,6 +345,7 @@ int RunSelect(const SelectArgs& a) {
                   {"checkpoint_interval_hours", job->checkpoint_interval.hours_f()},
                   {"market", model::MarketPreferenceName(job->market)}};
     out["catalog"] = path;
+    AddAgeJson(out, *table, *today);
     out["feasible"] = sel->ranked.size();
     json ranked = json::array();
     for (size_t i = 0; i < shown; ++i) ranked.push_back(CandidateJson(sel->ranked[i]));
@@ -324,17 +371,27 @@ int RunSelect(const SelectArgs& a) {
               model::MarketPreferenceName(job->market),
               job->deadline ? (", deadline " + FormatDuration(*job->deadline)).c_str() : "",
               job->max_hourly_cost ? (", max " + cost::FormatUsd(*job->max_hourly_cost) + "/h").c_str() : "");
+  std::printf("%s\n", cost::CatalogAgeLine(table->prices_as_of, *today).c_str());
+  bool outlier_shown = false;
   if (!sel->ranked.empty()) {
     std::printf("\n%-4s %-58s %7s %8s %10s %10s %9s %11s\n", "RANK", "OFFER", "SPEED", "WALL", "$/H", "COMPUTE",
                 "REWORK", "EXPECTED");
     for (size_t i = 0; i < shown; ++i) {
       const Candidate& c = sel->ranked[i];
-      std::printf("%-4zu %-58s %6.2fx %8s %10s %10s %9s %11s\n", i + 1, c.Describe().substr(0, 58).c_str(), c.speed,
+      const bool outlier = c.market == model::Market::kSpot && c.offer.has(cost::kSpotOutlier);
+      outlier_shown = outlier_shown || outlier;
+      std::string rank = std::to_string(i + 1) + (outlier ? "!" : "");
+      std::printf("%-4s %-58s %6.2fx %8s %10s %10s %9s %11s\n", rank.c_str(), c.Describe().substr(0, 58).c_str(), c.speed,
                   FormatDuration(c.expected_wall).c_str(), cost::FormatUsd(c.price_per_hour).c_str(),
                   cost::FormatUsd(c.compute_cost).c_str(), cost::FormatUsd(c.rework_cost + c.restart_cost).c_str(),
                   cost::FormatUsd(c.expected_cost).c_str());
     }
     std::printf("(%zu of %zu feasible offers)\n", shown, sel->ranked.size());
+    if (outlier_shown) {
+      std::printf("! %s; ranked after every other offer%s\n", kOutlierLegend,
+                  a.trust_spot_outliers ? " unless --trust-spot-outliers (given: ranked by cost)"
+                                        : " (--trust-spot-outliers ranks them by cost)");
+    }
   }
   std::printf("\n%s\n", sel->reason.c_str());
   if (!sel->rejected.empty()) {
@@ -364,7 +421,11 @@ std::function<int()> SetupOffersCommand(CLI::App& app) {
   sub->add_flag("-q,--quiet", args->quiet, "Do not print the catalog summary on stderr");
   sub->footer(R"(Prices are USD per instance-hour from data/catalog/offers.csv (docs/cost.md). INT/H is the
 expected spot interruptions per hour. FLAGS: spot-estimated (AWS spot = on-demand x advisor
-savings), hazard-default (no interruption data for that cloud), suspect-price.
+savings), hazard-default (no interruption data for that cloud), suspect-price, spot-outlier (a
+spot discount far beyond the usual for that GPU and cloud: under half the median spot/on-demand
+share, or 85% off or more; no capacity signal; `select` ranks it last). The first line gives the
+catalog's date and age, e.g. prices as of 2026-05-20 (198 days old), from its '# prices_as_of:'
+line; set GPUFLEET_TODAY=YYYY-MM-DD to fix the current date for reproducible output.
 
 Examples:
   gpufleet offers --gpu H100 --count 8
@@ -382,6 +443,10 @@ std::function<int()> SetupSelectCommand(CLI::App& app) {
   sub->add_option("--limit", args->limit, "Candidates to show")->capture_default_str();
   sub->add_option("--catalog", args->catalog, kCatalogHelp);
   sub->add_flag("--include-suspect", args->include_suspect, "Also consider prices flagged as likely fallback values");
+  sub->add_flag("--trust-spot-outliers", args->trust_spot_outliers,
+                "Rank spot prices flagged spot-outlier (a discount far beyond the usual for that GPU and cloud, "
+                "no capacity signal) by expected cost like any other; by default they rank after every other "
+                "offer");
   sub->add_flag("-q,--quiet", args->quiet, "Do not print the catalog summary on stderr");
   sub->footer(R"(The job file (other keys are ignored):
   resources: {gpus: 8, nodes: 1, gpu_type: [H100, A100-80GB]}  # gpus per node
@@ -394,7 +459,8 @@ std::function<int()> SetupSelectCommand(CLI::App& app) {
   regions: ["europe-*"]            # globs on region or zone
   constraints: {geo: eu}           # offer labels: cloud, region, zone, geo
 Expected cost = $/h x (runtime on that GPU + expected spot rework and restarts); see docs/cost.md.
-Exit status 3 when no offer fits.
+Spot prices flagged spot-outlier (see `gpufleet offers --help`) rank after every other offer and
+are marked '!' unless --trust-spot-outliers. Exit status 3 when no offer fits.
 
 Examples:
   gpufleet select job.yaml

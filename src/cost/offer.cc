@@ -1,5 +1,6 @@
 #include "cost/offer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -82,6 +83,43 @@ double DefaultSpotHazardPerHour(std::string_view cloud) {
   // instances in us-east-1 in 2020 (data/catalog/SOURCE.md); see docs/cost.md.
   (void)cloud;
   return 0.02;
+}
+
+std::optional<int64_t> ParseIsoDate(std::string_view s) {
+  if (s.size() != 10 || s[4] != '-' || s[7] != '-') return std::nullopt;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) {
+    if (s[i] < '0' || s[i] > '9') return std::nullopt;
+  }
+  auto digits = [&](size_t at, size_t n) {
+    int64_t v = 0;
+    for (size_t i = at; i < at + n; ++i) v = v * 10 + (s[i] - '0');
+    return v;
+  };
+  int64_t y = digits(0, 4), m = digits(5, 2), d = digits(8, 2);
+  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  if (m < 1 || m > 12 || d < 1 || d > kDays[m - 1] + (m == 2 && leap ? 1 : 0)) return std::nullopt;
+  // Days from civil (H. Hinnant's algorithm): eras of 400 years starting in March.
+  y -= m <= 2 ? 1 : 0;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+std::optional<int64_t> CatalogAgeDays(const std::string& prices_as_of, int64_t today) {
+  auto day = ParseIsoDate(prices_as_of);
+  if (!day) return std::nullopt;
+  return today - *day;
+}
+
+std::string CatalogAgeLine(const std::string& prices_as_of, int64_t today) {
+  auto age = CatalogAgeDays(prices_as_of, today);
+  if (!age) return "prices as of: age unknown (the catalog has no '# prices_as_of:' line)";
+  std::string when = "prices as of " + prices_as_of;
+  if (*age < 0) return when + " (dated after today)";
+  return when + " (" + std::to_string(*age) + (*age == 1 ? " day old)" : " days old)");
 }
 
 namespace {
@@ -186,6 +224,25 @@ model::Labels Offer::labels() const {
 Result<OfferTable> ParseOffersCsv(std::string_view text, const std::string& source_name,
                                   const model::GpuCatalog& gpus, const LoadOptions& options) {
   size_t pos = 0;
+  int64_t line = 1;  // of the header, once the leading comments are skipped
+  OfferTable table;
+  // Leading comment lines; "# prices_as_of: YYYY-MM-DD" dates the catalog.
+  while (pos < text.size() && text[pos] == '#') {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view comment = Trim(text.substr(pos + 1, end - pos - 1));
+    constexpr std::string_view kAsOf = "prices_as_of:";
+    if (StartsWith(comment, kAsOf)) {
+      std::string date(Trim(comment.substr(kAsOf.size())));
+      if (!ParseIsoDate(date)) {
+        return Status::InvalidArgument(source_name + ":" + std::to_string(line) +
+                                       ": prices_as_of: expected a date YYYY-MM-DD, got '" + date + "'");
+      }
+      table.prices_as_of = date;
+    }
+    pos = end + 1;
+    ++line;
+  }
   std::vector<std::string> header, f;
   if (!NextRecord(text, pos, header)) return Status::InvalidArgument(source_name + ": empty file");
   std::map<std::string, size_t> col;
@@ -193,13 +250,13 @@ Result<OfferTable> ParseOffersCsv(std::string_view text, const std::string& sour
   static const char* kRequired[] = {"cloud", "region", "instance_type", "accelerator", "gpu_count",
                                     "ondemand_usd_h", "spot_usd_h"};
   for (const char* c : kRequired) {
-    if (!col.count(c)) return Status::InvalidArgument(source_name + ":1: missing column '" + c + "'");
+    if (!col.count(c)) {
+      return Status::InvalidArgument(source_name + ":" + std::to_string(line) + ": missing column '" + c + "'");
+    }
   }
 
-  OfferTable table;
   Warnings warn;
   std::vector<MicroUsd> gpu_part;  // on-demand minus host part, per kept offer (for the suspect rule)
-  int64_t line = 1;
   while (NextRecord(text, pos, f)) {
     ++line;
     if (f.size() == 1 && Trim(f[0]).empty()) continue;
@@ -328,6 +385,42 @@ Result<OfferTable> ParseOffersCsv(std::string_view text, const std::string& sour
                o.cloud + " " + o.instance_type + " " + o.region + " " + FormatUsd(*o.on_demand_per_hour) +
                    "/h vs " + FormatUsd(d) + "/h");
     }
+  }
+  // Spot outliers: a share of on-demand (spot / on-demand) far under the median share of the same
+  // cloud and GPU model, or a discount past the fixed bound (LoadOptions says why both).
+  auto share = [](const Offer& o) {
+    return static_cast<double>(*o.spot_per_hour) / static_cast<double>(*o.on_demand_per_hour);
+  };
+  std::map<std::pair<std::string, std::string>, std::vector<double>> shares;
+  for (const Offer& o : table.offers) {
+    if (o.spot_per_hour && o.on_demand_per_hour) shares[{o.cloud, o.gpu}].push_back(share(o));
+  }
+  std::map<std::pair<std::string, std::string>, double> median;
+  for (auto& [key, v] : shares) {
+    if (static_cast<int>(v.size()) < options.spot_outlier_min_group) continue;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    median[key] = n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  }
+  for (Offer& o : table.offers) {
+    if (!o.spot_per_hour || !o.on_demand_per_hour) continue;
+    const double s = share(o);
+    auto m = median.find({o.cloud, o.gpu});
+    const bool far_below_median = m != median.end() && s < options.spot_outlier_median_ratio * m->second;
+    const bool past_bound = 1.0 - s >= options.spot_outlier_max_discount - 1e-9;
+    if (!far_below_median && !past_bound) continue;
+    o.flags |= kSpotOutlier;
+    char pct[64];
+    std::snprintf(pct, sizeof pct, " (%.0f%% off", (1.0 - s) * 100);
+    std::string detail = pct;
+    if (m != median.end()) {
+      std::snprintf(pct, sizeof pct, "; median %.0f%% off", (1.0 - m->second) * 100);
+      detail += pct;
+    }
+    warn.Add("spot price outlier (discount far beyond the usual for its GPU and cloud; ranked last by select)",
+             o.cloud + " " + o.instance_type + " " + (o.zone.empty() ? o.region : o.zone) + " spot " +
+                 FormatUsd(*o.spot_per_hour) + "/h vs on-demand " + FormatUsd(*o.on_demand_per_hour) + "/h" +
+                 detail + ")");
   }
   table.warnings = warn.Take();
   return table;

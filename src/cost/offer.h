@@ -37,6 +37,9 @@ enum OfferFlag : uint32_t {
   kSpotAtOrAboveOnDemand = 1u << 2,  // the quoted spot price was >= on-demand: spot dropped
   kHazardDefault = 1u << 3,      // no interruption data: the cloud's documented default is used
   kGpuMemFromSpecs = 1u << 4,    // the catalog row gave no GPU memory: taken from the spec table
+  kSpotOutlier = 1u << 5,        // spot discount far beyond the usual for this GPU on this cloud
+                                 // (LoadOptions): likely one zone's leftover or a stale estimate,
+                                 // with no capacity signal; `select` ranks it last unless trusted
 };
 
 struct Offer {
@@ -76,23 +79,46 @@ struct OfferTable {
   std::vector<Offer> offers;
   std::vector<LoadWarning> warnings;  // in the order first seen
   int64_t rows_read = 0;
+  // "YYYY-MM-DD" from the catalog's leading "# prices_as_of: YYYY-MM-DD" line; empty when the
+  // catalog has none (its age is unknown).
+  std::string prices_as_of;
 };
 
 struct LoadOptions {
   // An on-demand GPU price (total minus the host VM part) below this share of the dearest region's
   // price for the same cloud and instance type is flagged kSuspectPrice.
   double suspect_price_ratio = 0.5;
+  // The spot outlier rule. A spot price's share of its on-demand price (spot / on-demand) is
+  // compared with the median share of the spot offers of the same cloud and GPU model; it is an
+  // outlier when it is under `spot_outlier_median_ratio` times that median (a 90 % discount where
+  // that cloud's usual is 67 %), or, whatever the median, when its discount is at least
+  // `spot_outlier_max_discount` (the bound catches a group whose outliers are the majority).
+  // The median needs `spot_outlier_min_group` offers; smaller groups use the bound alone.
+  double spot_outlier_median_ratio = 0.5;
+  double spot_outlier_max_discount = 0.85;
+  int spot_outlier_min_group = 3;
 };
 
 // Reads the offer CSV (header: cloud,region,zone,instance_type,accelerator,gpu_count,gpu_mem_mib,
 // vcpus,ram_gib,ondemand_usd_h,host_usd_h,spot_usd_h,spot_kind,aws_interruption_bucket; columns
-// found by name, extra columns ignored). Rows with a GPU the catalog does not know, a fractional
+// found by name, extra columns ignored). Lines before the header that start with '#' are comments;
+// "# prices_as_of: YYYY-MM-DD" among them dates the prices (a malformed date is an error). Rows with a GPU the catalog does not know, a fractional
 // GPU count or no price are kept out and counted in `warnings`. A malformed number is an error
 // naming file, line and column.
 Result<OfferTable> LoadOffersCsv(const std::string& path, const model::GpuCatalog& gpus,
                                  const LoadOptions& options = {});
 Result<OfferTable> ParseOffersCsv(std::string_view text, const std::string& source_name,
                                   const model::GpuCatalog& gpus, const LoadOptions& options = {});
+
+// Days since 1970-01-01 of a "YYYY-MM-DD" date (proleptic Gregorian); nullopt unless the text is
+// exactly that shape and a real date.
+std::optional<int64_t> ParseIsoDate(std::string_view s);
+// "prices as of 2026-05-20 (198 days old)", "... (dated after today)", or "prices as of: age
+// unknown (the catalog has no '# prices_as_of:' line)" when `prices_as_of` is empty. `today` is
+// days since 1970-01-01 (the caller's clock).
+std::string CatalogAgeLine(const std::string& prices_as_of, int64_t today);
+// Whole days from `prices_as_of` to `today`; nullopt when the date is missing or malformed.
+std::optional<int64_t> CatalogAgeDays(const std::string& prices_as_of, int64_t today);
 
 // The spot interruption model (docs/cost.md, "Spot interruptions"). AWS Spot Advisor bucket 0..4
 // ("<5%" .. ">20%" of instances interrupted over the trailing month) -> a rate per hour:

@@ -164,6 +164,82 @@ TEST_F(OfferTest, MalformedNumbersNameFileLineAndColumn) {
   EXPECT_NE(missing.status().message().find("x.csv:1: missing column"), std::string::npos);
 }
 
+TEST_F(OfferTest, ReadsThePricesAsOfLineAndSaysTheAge) {
+  // Given a catalog that opens with comment lines, one of them "# prices_as_of: 2026-05-20", expect
+  // the date kept, error lines still counted from the top of the file, and the age line computed
+  // against the given day; a catalog without the line says its age is unknown.
+  auto t = ParseOffersCsv(std::string("# gpu offers\n# prices_as_of: 2026-05-20\n") + kHeader +
+                              "aws,us-east-1,,p4d,A100,8,,96,1152,32.77,,,,\n",
+                          "dated.csv", gpus_);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->prices_as_of, "2026-05-20");
+  ASSERT_EQ(t->offers.size(), 1u);
+  const int64_t dec4 = *ParseIsoDate("2026-12-04");
+  EXPECT_EQ(CatalogAgeDays(t->prices_as_of, dec4), 198);
+  EXPECT_EQ(CatalogAgeLine(t->prices_as_of, dec4), "prices as of 2026-05-20 (198 days old)");
+  EXPECT_EQ(CatalogAgeLine(t->prices_as_of, *ParseIsoDate("2026-05-21")), "prices as of 2026-05-20 (1 day old)");
+  EXPECT_EQ(CatalogAgeLine(t->prices_as_of, *ParseIsoDate("2026-05-19")),
+            "prices as of 2026-05-20 (dated after today)");
+
+  auto undated = Parse("aws,us-east-1,,p4d,A100,8,,96,1152,32.77,,,,\n");
+  ASSERT_TRUE(undated.ok());
+  EXPECT_EQ(undated->prices_as_of, "");
+  EXPECT_FALSE(CatalogAgeDays(undated->prices_as_of, dec4).has_value());
+  EXPECT_EQ(CatalogAgeLine(undated->prices_as_of, dec4),
+            "prices as of: age unknown (the catalog has no '# prices_as_of:' line)");
+
+  auto bad_row = ParseOffersCsv(std::string("# prices_as_of: 2026-05-20\n") + kHeader +
+                                    "aws,us-east-2,,p4d,A100,8,,96,1152,cheap,,,,\n",
+                                "dated.csv", gpus_);
+  ASSERT_FALSE(bad_row.ok());
+  EXPECT_EQ(bad_row.status().message(), "dated.csv:3: ondemand_usd_h: expected USD per hour, got 'cheap'");
+  auto bad_date = ParseOffersCsv(std::string("# prices_as_of: 2026-02-30\n") + kHeader, "dated.csv", gpus_);
+  ASSERT_FALSE(bad_date.ok());
+  EXPECT_EQ(bad_date.status().message(), "dated.csv:1: prices_as_of: expected a date YYYY-MM-DD, got '2026-02-30'");
+}
+
+TEST_F(OfferTest, ParsesIsoDatesAsDaysSinceTheEpoch) {
+  // Given dates around the epoch and leap days, expect exact day numbers and junk refused.
+  EXPECT_EQ(ParseIsoDate("1970-01-01"), 0);
+  EXPECT_EQ(ParseIsoDate("2000-03-01"), 11017);
+  EXPECT_EQ(*ParseIsoDate("2024-03-01") - *ParseIsoDate("2024-02-28"), 2);
+  EXPECT_EQ(*ParseIsoDate("2025-03-01") - *ParseIsoDate("2025-02-28"), 1);
+  EXPECT_FALSE(ParseIsoDate("2025-02-29").has_value());
+  EXPECT_FALSE(ParseIsoDate("2026-13-01").has_value());
+  EXPECT_FALSE(ParseIsoDate("2026-5-20").has_value());
+  EXPECT_FALSE(ParseIsoDate("20260520").has_value());
+}
+
+TEST_F(OfferTest, FlagsSpotPricesFarBeyondTheUsualDiscount) {
+  // Given four spot offers of one cloud and GPU at about 40 % of on-demand (60 % off, the median)
+  // and one at 18 % (82 % off: under the 85 % bound but under half the median share), expect only
+  // that one flagged; given a group of two whose spot prices are both 90 % off, expect both
+  // flagged by the fixed 85 % bound although no median exists; a 70 %-off price in another cloud
+  // stays unflagged.
+  auto t = Parse(
+      "gcp,us-east1,us-east1-b,a3,H100,8,,208,1872,100,,40,quoted,\n"
+      "gcp,us-east4,us-east4-a,a3,H100,8,,208,1872,100,,40,quoted,\n"
+      "gcp,us-west1,us-west1-a,a3,H100,8,,208,1872,100,,40,quoted,\n"
+      "gcp,europe-west4,europe-west4-a,a3,H100,8,,208,1872,100,,39,quoted,\n"
+      "gcp,europe-north1,europe-north1-c,a3,H100,8,,208,1872,100,,18,quoted,\n"
+      "aws,eu-central-1,,p4de,A100,8,,96,1152,34.29122,,3.429122,estimated,0\n"
+      "aws,ap-northeast-1,,p4de,A100,8,,96,1152,37.6223,,3.762230,estimated,0\n"
+      "azure,eastus,,ND,H100,8,,96,1900,100,,30,quoted,\n");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->offers.size(), 8u);
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(t->offers[i].has(kSpotOutlier)) << i;
+  EXPECT_TRUE(t->offers[4].has(kSpotOutlier));
+  EXPECT_TRUE(t->offers[5].has(kSpotOutlier));
+  EXPECT_TRUE(t->offers[6].has(kSpotOutlier));
+  EXPECT_FALSE(t->offers[7].has(kSpotOutlier));
+  // The price itself is kept: the flag ranks it, it does not hide it.
+  EXPECT_EQ(t->offers[4].spot_per_hour, 18 * kMicroUsdPerUsd);
+  const LoadWarning* w = Warning(*t, "spot price outlier");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->count, 3);
+  EXPECT_EQ(w->example, "gcp a3 europe-north1-c spot $18.00/h vs on-demand $100.00/h (82% off; median 60% off)");
+}
+
 TEST_F(OfferTest, GeoLabelsFollowRegionNamesAcrossClouds) {
   // Given region names in each cloud's style, expect the geo label users constrain on.
   auto geo = [](std::string cloud, std::string region) {

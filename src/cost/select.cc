@@ -17,10 +17,11 @@ MicroUsd Times(MicroUsd price_per_hour, double hours) {
 
 Duration HoursToDuration(double hours) { return Duration::Millis(std::llround(hours * 3'600'000.0)); }
 
-// Order: expected cost, expected wall time, $/h, then names (deterministic).
+// Order: untrusted spot outliers last, then expected cost, expected wall time, $/h, then names
+// (deterministic).
 bool Better(const Candidate& a, const Candidate& b) {
   auto key = [](const Candidate& c) {
-    return std::make_tuple(c.expected_cost, c.expected_wall, c.price_per_hour, std::cref(c.offer.cloud),
+    return std::make_tuple(c.untrusted_outlier, c.expected_cost, c.expected_wall, c.price_per_hour, std::cref(c.offer.cloud),
                            std::cref(c.offer.region), std::cref(c.offer.zone), std::cref(c.offer.instance_type),
                            static_cast<int>(c.market));
   };
@@ -28,6 +29,7 @@ bool Better(const Candidate& a, const Candidate& b) {
 }
 
 bool CheaperPerHour(const Candidate& a, const Candidate& b) {
+  if (a.untrusted_outlier != b.untrusted_outlier) return b.untrusted_outlier;
   if (a.price_per_hour != b.price_per_hour) return a.price_per_hour < b.price_per_hour;
   return Better(a, b);
 }
@@ -148,6 +150,7 @@ Result<Selection> SelectOffers(const OfferTable& table, const CostJob& job, cons
       Candidate c;
       c.offer = o;
       c.market = m;
+      c.untrusted_outlier = m == model::Market::kSpot && o.has(kSpotOutlier) && !job.trust_spot_outliers;
       c.price_per_hour = *price * job.nodes;
       if (job.max_hourly_cost && c.price_per_hour > *job.max_hourly_cost) {
         reject("over max_hourly_cost");
@@ -188,6 +191,7 @@ Result<Selection> SelectOffers(const OfferTable& table, const CostJob& job, cons
   }
   const Candidate& w = sel.ranked.front();
   sel.reason = "cheapest expected cost: " + Summary(w) + ", " + Speed(w.speed) + " the " + ref->name + "'s speed";
+  if (w.untrusted_outlier) sel.reason += " (only spot-outlier prices are left: check the capacity)";
   if (sel.cheapest_hourly) {
     const Candidate& h = *sel.cheapest_hourly;
     sel.saving_vs_cheapest_hourly = h.expected_cost - w.expected_cost;

@@ -11,7 +11,9 @@
 // and ranks by expected cost. It also reports what the "cheapest $/h" rule (what a price-only
 // ranking such as SkyPilot's picks) would have chosen and what that would cost.
 //
-// Design: a pure function of the offer table and the job; no clock, no I/O. Ties break by
+// Design: a pure function of the offer table and the job; no clock, no I/O. Spot prices the loader
+// flagged as outliers (kSpotOutlier: a discount far beyond the usual, with no capacity signal) rank
+// after every other candidate unless the job trusts them; within each part, ties break by
 // expected wall time, then $/h, then (cloud, region, zone, instance type, market) in string order,
 // so the ranking is deterministic. Money is integer micro-dollars: the one product of a price and
 // an expected duration is rounded once per term, never accumulated in floating point.
@@ -49,6 +51,7 @@ struct CostJob {
   std::vector<std::string> clouds;              // empty = any
   model::Labels constraints;                    // offer labels required (geo=eu, cloud=gcp, ...)
   bool allow_suspect_prices = false;            // offers flagged kSuspectPrice are skipped unless set
+  bool trust_spot_outliers = false;             // rank kSpotOutlier spot prices like any other
 };
 
 struct Candidate {
@@ -65,16 +68,20 @@ struct Candidate {
   MicroUsd expected_cost = 0;   // the sum: what the ranking uses
   int idle_gpus_per_node = 0;   // GPUs paid for but unused (instance larger than the node part)
   bool meets_deadline = true;
+  // A spot price flagged kSpotOutlier that the job does not trust: ranked after all others.
+  bool untrusted_outlier = false;
 
   // "2 x gcp a3-highgpu-8g (H100) spot europe-west4-a"
   std::string Describe() const;
 };
 
 struct Selection {
-  std::vector<Candidate> ranked;  // feasible candidates, cheapest expected cost first
+  // Feasible candidates, cheapest expected cost first; untrusted spot outliers after all others.
+  std::vector<Candidate> ranked;
   // What the cheapest-$/h rule would choose among offers passing the same static filters (GPU,
   // shape, region, cloud, constraints, market, hourly cap; not the deadline, which that rule cannot
-  // judge without a runtime model). nullopt when nothing passes them.
+  // judge without a runtime model), untrusted spot outliers last as above. nullopt when nothing
+  // passes them.
   std::optional<Candidate> cheapest_hourly;
   // cheapest_hourly's expected cost minus the winner's: >= 0 unless the cheapest-$/h pick misses
   // the deadline (then it may be cheaper but is not feasible). 0 when either is missing.

@@ -240,6 +240,36 @@ TEST_F(SelectTest, HourlyCapMarketGpuTypeAndSuspectPricesFilter) {
   EXPECT_EQ(t.rejected.at("GPU model not allowed"), 1);
 }
 
+TEST_F(SelectTest, SpotOutliersRankAfterOtherOffersUnlessTrusted) {
+  // Given a spot price flagged as an outlier at $1/h, a normal spot price at $3/h and on-demand at
+  // $6/h for a checkpointing job, expect the outlier ranked last (and not the cheapest-$/h pick)
+  // although it is cheapest, and first once the job trusts outliers.
+  Offer outlier = MakeOffer("a", "us-east1", "one-zone", "REF", 1, 10 * kUsd, 1 * kUsd, 0.001);
+  outlier.flags |= kSpotOutlier;
+  std::vector<Offer> offers = {outlier, MakeOffer("a", "us-east1", "usual", "REF", 1, 9 * kUsd, 3 * kUsd, 0.001),
+                               MakeOffer("b", "us-east1", "od", "REF", 1, 6 * kUsd)};
+  CostJob job = Job(1, Duration::Hours(1));
+  job.checkpoint_interval = Duration::Minutes(10);
+  Selection s = Select(offers, job);
+  ASSERT_EQ(s.ranked.size(), 5u);
+  EXPECT_EQ(s.ranked[0].offer.instance_type, "usual");
+  EXPECT_EQ(s.ranked[0].market, model::Market::kSpot);
+  EXPECT_EQ(s.ranked.back().offer.instance_type, "one-zone");
+  EXPECT_EQ(s.ranked.back().market, model::Market::kSpot);
+  EXPECT_TRUE(s.ranked.back().untrusted_outlier);
+  // The outlier's on-demand price is an ordinary price and ranks as usual.
+  EXPECT_FALSE(s.ranked[3].untrusted_outlier);
+  ASSERT_TRUE(s.cheapest_hourly.has_value());
+  EXPECT_EQ(s.cheapest_hourly->offer.instance_type, "usual");
+  EXPECT_GE(s.saving_vs_cheapest_hourly, 0);
+
+  job.trust_spot_outliers = true;
+  Selection t = Select(offers, job);
+  EXPECT_EQ(t.ranked[0].offer.instance_type, "one-zone");
+  EXPECT_FALSE(t.ranked[0].untrusted_outlier);
+  EXPECT_EQ(t.cheapest_hourly->offer.instance_type, "one-zone");
+}
+
 TEST_F(SelectTest, RejectsJobsThatCannotBeCosted) {
   // Given an unknown reference GPU or no runtime, expect InvalidArgument naming the field.
   OfferTable t;
