@@ -117,6 +117,12 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
   std::set<NodeId> released;
   for (const PoolNode* n : nodes) {
     if (n->state != PoolNodeState::kBooting) continue;
+    if (n->budget_spent && n->managed) {
+      released.insert(n->id);
+      plan.releases.push_back({n->id, "the hard budget of the team it is billed to is spent", true});
+      for (JobId j : n->for_jobs) rented_for_.erase(j);
+      continue;
+    }
     const Time deadline = n->booting_since + options_.boot_timeout;
     if (now <= deadline) {
       wake_at(deadline + Duration::Millis(1));
@@ -244,7 +250,7 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
         if (!NodeFits(job, *n, fallen_back)) continue;
         auto f = free_gpus.find(n->id);
         const bool booting_free = f != free_gpus.end() && f->second == n->spec.gpus;
-        const bool idle_up = n->state == PoolNodeState::kUp && n->idle_since && !kept.count(n->id);
+        const bool idle_up = n->state == PoolNodeState::kUp && n->idle_since && !kept.count(n->id) && !n->budget_spent;
         if (booting_free || idle_up) gang_zones[ZoneOf(n->spec)].push_back(n->id);
       }
       for (auto& [zone, ids] : gang_zones) {
@@ -338,7 +344,7 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
   std::vector<const PoolNode*> idle;
   for (const PoolNode* n : nodes) {
     if (!n->managed || n->state != PoolNodeState::kUp || !n->idle_since || kept.count(n->id)) continue;
-    const Time due = *n->idle_since + options_.idle_duration;
+    const Time due = n->budget_spent ? *n->idle_since : *n->idle_since + options_.idle_duration;
     if (now < due) {
       wake_at(due);
       continue;
@@ -358,8 +364,12 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
       release_held_by_rate = true;
       break;
     }
-    plan.releases.push_back({n->id, "idle for " + FormatDuration(now - *n->idle_since) + " (idle_duration " +
-                                        FormatDuration(options_.idle_duration) + ")"});
+    if (n->budget_spent) {
+      plan.releases.push_back({n->id, "idle, and the hard budget of the team it is billed to is spent", true});
+    } else {
+      plan.releases.push_back({n->id, "idle for " + FormatDuration(now - *n->idle_since) + " (idle_duration " +
+                                          FormatDuration(options_.idle_duration) + ")"});
+    }
     release_history_.push_back({now, 1});
     ++releases_in_window;
     --pool_nodes;

@@ -39,7 +39,9 @@
 //     are still considered. A gang larger than the rate itself goes when the window is empty.
 //  5. An up node idle (no job and GPU utilisation under the caller's threshold) for
 //     `idle_duration` is released, longest idle first (then dearest, then id), while the pool
-//     stays at or above `min_nodes` and within `max_releases_per_minute` (SuspendRate).
+//     stays at or above `min_nodes` and within `max_releases_per_minute` (SuspendRate). A node
+//     whose team's hard budget is spent (PoolNode::budget_spent) goes as soon as it is idle, and
+//     at once while booting: every minute of it would be billed over the budget.
 //
 // A rent's `for_jobs` lists every job it is meant for (the first one chose the offer).
 // Output order is deterministic: rents in job order, releases boot timeouts first (by node id),
@@ -102,6 +104,9 @@ struct PoolNode {
   std::string offer;                   // RentableOffer::name it came from; empty if not rented
   std::vector<JobId> for_jobs;         // kBooting: the jobs it was rented for
   bool managed = true;                 // false: hand-registered, never released
+  // The team this node is billed to has been stopped by its hard budget (TeamSpend::hard_stop):
+  // released as soon as it is idle (no idle_duration wait) or, while booting, at once.
+  bool budget_spent = false;
 };
 
 struct PoolLimits {
@@ -139,6 +144,7 @@ struct Rent {
 struct Release {
   NodeId node;
   std::string reason;
+  bool budget = false;  // released because its team's hard budget is spent
 };
 // A job the autoscaler would rent for but may not now, and why.
 struct Hold {

@@ -313,6 +313,38 @@ TEST_F(AutoscalerTest, IdleReleaseWaitsForIdleDuration) {
   EXPECT_EQ(plan.next_wakeup, now_ + Duration::Minutes(1));
 }
 
+TEST_F(AutoscalerTest, NodesOfATeamWhoseHardBudgetIsSpentGoAtOnce) {
+  // Given idle_duration 10 min, expect a node idle for 1 minute whose team's hard budget is spent
+  // released now (and counted as a budget release), a booting one of that team released before
+  // it boots (no offer backoff: nothing is wrong with the offer), a busy one kept until its job
+  // stops, and another team's node idle for 1 minute kept.
+  options_.idle_duration = Duration::Minutes(10);
+  Autoscaler scaler(options_);
+  PoolNode idle = IdleNode(1, Duration::Minutes(1));
+  idle.budget_spent = true;
+  PoolNode booting = Node(2, PoolNodeState::kBooting);
+  booting.booting_since = now_ - Duration::Minutes(1);
+  booting.budget_spent = true;
+  ASSERT_FALSE(input_.offers.empty());
+  booting.offer = input_.offers[0].name;
+  PoolNode busy = Node(3, PoolNodeState::kUp);
+  busy.budget_spent = true;
+  input_.nodes = {idle, booting, busy, IdleNode(4, Duration::Minutes(1))};
+  ScalePlan plan = scaler.Decide(input_);
+  EXPECT_EQ(ReleasedIds(plan), (std::vector<int64_t>{2, 1}));
+  for (const Release& r : plan.releases) {
+    EXPECT_TRUE(r.budget);
+    EXPECT_NE(r.reason.find("hard budget"), std::string::npos) << r.reason;
+  }
+  // The offer was not marked failed: a pending job may still be rented for with it.
+  input_.nodes.clear();
+  input_.offers.resize(1);
+  input_.pending = {Job(7, 1)};
+  ScalePlan again = scaler.Decide(input_);
+  ASSERT_EQ(again.rents.size(), 1u);
+  EXPECT_EQ(again.rents[0].offer, 0);
+}
+
 TEST_F(AutoscalerTest, IdleReleaseNeverGoesBelowMinNodes) {
   // Given min_nodes 2 and three nodes idle long enough, expect only the longest idle released.
   Autoscaler scaler(options_);

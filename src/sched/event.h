@@ -14,6 +14,9 @@ struct JobSubmitted {
   JobId job;
   model::JobSpec spec;
   int64_t accrued_micros = 0;  // what earlier runs cost (a job requeued before a restart)
+  // How long the job may take to exit once asked to stop (its checkpoint grace): a hard budget
+  // stops it this long early, so that spend ends at the budget (docs/cost.md#the-stop-lead).
+  Duration stop_grace = Duration::Zero();
 };
 // A job that is already running in the world, learned when the controller restarts: it takes
 // its GPUs at once, without a Start decision. `started_at` is when its current run began.
@@ -23,6 +26,7 @@ struct JobRestored {
   model::Placement placement;
   Time started_at;
   int64_t accrued_micros = 0;  // what its runs cost before `started_at`
+  Duration stop_grace = Duration::Zero();  // as JobSubmitted::stop_grace
 };
 // The job's processes ended successfully.
 struct JobFinished {

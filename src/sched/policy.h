@@ -155,6 +155,9 @@ struct SchedulerOptions {
   VictimOrder victims = VictimOrder::kLeastWorkLost;
   // Split a job asking more GPUs than any node has into a gang of full nodes.
   bool split_large_jobs = true;
+  // How long after its jobs are stopped a rented node charged to a team (Scheduler::ChargeNode)
+  // takes to be released and stop billing: part of the hard budget's stop lead.
+  Duration budget_release_lead;
 };
 
 struct Policies {

@@ -116,6 +116,8 @@ struct Scheduler::JobState {
   // What the last pass concluded for this pending job (for Explain).
   int64_t cost_rate = 0;                 // micro-dollars per hour while it holds GPUs
   int64_t accrued_micros = 0;            // cost of its runs that have ended
+  Duration stop_grace;                   // how long it may take to exit once asked to stop
+  std::vector<std::pair<std::string, int64_t>> charged_parts;  // (charged node, part rate) while it holds GPUs
   std::string budget_block;              // why its team's budget kept it waiting (for Explain)
   enum class Outcome { kNotReached, kWait, kInfeasible, kHeldByReservation, kAwaitingVictims, kBudget, kQuota };
   Outcome outcome = Outcome::kNotReached;
@@ -408,6 +410,8 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
     money_[j.spec.team].rate += j.cost_rate;
     ++priced_running_;
   }
+  if (j.stop_grace > Duration::Zero()) ++graced_running_;
+  ChargeParts(j, +1, clock_.Now());
 }
 
 // Stops every running job with a part on `node` (a gang cannot run with a part missing).
@@ -425,6 +429,24 @@ void Scheduler::StopJobsOnNode(NodeId node, PreemptReason reason) {
 }
 
 // ---- Money -----------------------------------------------------------------------------------
+
+// What starting `j` on `p` adds to its team's cost per hour: its parts on nodes charged to its
+// own team move from the charge to the job and add nothing.
+int64_t Scheduler::AddedRate(const JobState& j, const Placement& p) const {
+  int64_t rate = 0;
+  for (const auto& part : p.parts) {
+    const ClusterView::Node* n = view_.Find(part.node);
+    if (!n) continue;
+    int64_t r = model::PartCostRate(n->spec, part);
+    if (!charges_.empty()) {
+      if (auto it = charges_.find(n->spec.name); it != charges_.end() && it->second.team == j.spec.team) {
+        r = std::max<int64_t>(0, r - it->second.rate);
+      }
+    }
+    rate += r;
+  }
+  return rate;
+}
 
 int64_t Scheduler::CostRate(const Placement& p) const {
   int64_t rate = 0;
@@ -458,7 +480,9 @@ void Scheduler::SetTeamBudget(const std::string& team, const TeamBudget& budget)
   // as the part of the current runs since `since`; finished runs before a new period drop out.
   if (budget.since != m.budget.since || !m.has_budget) {
     m.spent_closed = static_cast<__int128>(std::max<int64_t>(0, budget.carried_micros)) * kMsPerHour;
+    m.idle_closed = 0;
   }
+  m.hard_stopped = false;
   m.budget = budget;
   m.has_budget = budget.hard_micros > 0 || budget.soft_micros > 0 || budget.max_rate_micros > 0;
   (void)now;
@@ -473,6 +497,8 @@ void Scheduler::RollBudgetPeriods(Time now) {
     // Runs still going count from the new start (SpentExact); finished ones drop out.
     m.budget.since = start;
     m.spent_closed = 0;
+    m.idle_closed = 0;
+    m.hard_stopped = false;
     full_pass_ = true;
   }
 }
@@ -488,6 +514,8 @@ std::string Scheduler::BudgetHold(JobId id) const {
   if (any_limits_) {
     if (std::string q = QuotaBlock(*j, nullptr); !q.empty()) return q;
   }
+  // The last pass judged it with its placement's cost (a stop lead needs the rate).
+  if (j->outcome == JobState::Outcome::kBudget && !j->budget_block.empty()) return j->budget_block;
   return BudgetBlock(*j, 0, clock_.Now());
 }
 
@@ -499,8 +527,18 @@ TeamSpend Scheduler::SpendOf(const std::string& team) const {
   __int128 spent = SpentExact(team);
   s.spent_micros = MicrosOf(spent);
   s.rate_micros = m.rate;
+  __int128 idle = m.idle_closed;
+  const Time now = clock_.Now();
+  for (const auto& [name, c] : charges_) {
+    if (c.team != team) continue;
+    const Time from = std::max(c.from, m.budget.since);
+    if (now > from) idle += static_cast<__int128>(c.rate) * (now - from).millis();
+  }
+  s.rented_idle_micros = MicrosOf(idle);
+  s.rented_idle_rate_micros = m.idle_rate;
   s.over_soft = m.budget.soft_micros > 0 && s.spent_micros >= m.budget.soft_micros;
   s.over_hard = m.budget.hard_micros > 0 && s.spent_micros >= m.budget.hard_micros;
+  s.hard_stop = HardStopReached(team);
   return s;
 }
 
@@ -518,7 +556,128 @@ __int128 Scheduler::SpentExact(const std::string& team) const {
   };
   for (const auto& [rank, seq, j] : running_) add(j);
   for (const JobState* j : stopping_) add(j);
+  if (m.charges > 0) {
+    for (const auto& [name, c] : charges_) {
+      if (c.team != team || c.rate == 0) continue;
+      const Time from = std::max(c.from, m.budget.since);
+      if (now > from) spent += static_cast<__int128>(c.rate) * (now - from).millis();
+    }
+  }
   return spent;
+}
+
+// ---- Rented nodes charged whole to a team ------------------------------------------------------
+
+void Scheduler::Recharge(Charge& c, int64_t jobs_delta, Time now) {
+  TeamMoney& m = money_[c.team];
+  const Time from = std::max(c.from, m.budget.since);
+  if (now > from && c.rate > 0) {
+    const __int128 add = static_cast<__int128>(c.rate) * (now - from).millis();
+    m.spent_closed += add;
+    m.idle_closed += add;
+  }
+  c.from = std::max(c.from, now);
+  m.rate -= c.rate;
+  m.idle_rate -= c.rate;
+  c.jobs_rate += jobs_delta;
+  c.rate = std::max<int64_t>(0, c.price - c.jobs_rate);
+  m.rate += c.rate;
+  m.idle_rate += c.rate;
+}
+
+void Scheduler::ChargeParts(JobState& j, int sign, Time now) {
+  if (sign < 0) {
+    for (const auto& [name, rate] : j.charged_parts) {
+      if (auto it = charges_.find(name); it != charges_.end()) Recharge(it->second, -rate, now);
+    }
+    j.charged_parts.clear();
+    return;
+  }
+  if (charges_.empty()) return;
+  for (const auto& part : j.placement.parts) {
+    const ClusterView::Node* n = view_.Find(part.node);
+    if (!n) continue;
+    auto it = charges_.find(n->spec.name);
+    if (it == charges_.end()) continue;
+    const int64_t rate = model::PartCostRate(n->spec, part);
+    j.charged_parts.emplace_back(n->spec.name, rate);
+    Recharge(it->second, rate, now);
+  }
+}
+
+void Scheduler::ChargeNode(const std::string& node_name, const std::string& team, int64_t price_micros_per_hour,
+                           Time since) {
+  const Time now = clock_.Now();
+  if (charges_.count(node_name)) EndNodeCharge(node_name);
+  Charge c;
+  c.team = team;
+  c.price = std::max<int64_t>(0, price_micros_per_hour);
+  c.from = since;
+  // Jobs already on the node (a controller that restarts finds them running) pay their share.
+  auto scan = [&](JobState* j) {
+    bool listed = false;
+    for (const auto& [name, rate] : j->charged_parts) listed = listed || name == node_name;
+    for (const auto& part : j->placement.parts) {
+      const ClusterView::Node* n = view_.Find(part.node);
+      if (!n || n->spec.name != node_name) continue;
+      const int64_t rate = model::PartCostRate(n->spec, part);
+      c.jobs_rate += rate;
+      if (!listed) j->charged_parts.emplace_back(node_name, rate);
+    }
+  };
+  for (const auto& [rank, seq, j] : running_) scan(j);
+  for (JobState* j : stopping_) scan(j);
+  c.rate = std::max<int64_t>(0, c.price - c.jobs_rate);
+  TeamMoney& m = money_[team];
+  m.rate += c.rate;
+  m.idle_rate += c.rate;
+  ++m.charges;
+  charges_.emplace(node_name, std::move(c));
+  (void)now;
+  full_pass_ = true;
+}
+
+void Scheduler::EndNodeCharge(const std::string& node_name) {
+  auto it = charges_.find(node_name);
+  if (it == charges_.end()) return;
+  Charge& c = it->second;
+  Recharge(c, 0, clock_.Now());
+  TeamMoney& m = money_[c.team];
+  m.rate -= c.rate;
+  m.idle_rate -= c.rate;
+  --m.charges;
+  charges_.erase(it);
+}
+
+std::string Scheduler::ChargedTeam(const std::string& node_name) const {
+  auto it = charges_.find(node_name);
+  return it == charges_.end() ? std::string() : it->second.team;
+}
+
+// What the team spends between a stop decision and the end of its cost: its cost per hour over
+// the longest stop grace of its running jobs (and of a job about to start), plus the release
+// lead when rented nodes are charged to it (they bill until released).
+__int128 Scheduler::StopLeadSpend(const std::string& team, int64_t extra_rate, Duration extra_grace) const {
+  auto it = money_.find(team);
+  if (it == money_.end()) return 0;
+  const TeamMoney& m = it->second;
+  Duration lead = extra_grace;
+  if (graced_running_ > 0) {
+    for (const auto& [rank, seq, j] : running_) {
+      if (j->spec.team == team) lead = std::max(lead, j->stop_grace);
+    }
+  }
+  if (m.charges > 0) lead = lead + policies_.options.budget_release_lead;
+  if (lead <= Duration::Zero()) return 0;
+  return static_cast<__int128>(std::max<int64_t>(0, m.rate + extra_rate)) * lead.millis();
+}
+
+bool Scheduler::HardStopReached(const std::string& team) const {
+  auto it = money_.find(team);
+  if (it == money_.end() || it->second.budget.hard_micros <= 0) return false;
+  if (it->second.hard_stopped) return true;
+  return SpentExact(team) + StopLeadSpend(team, 0, Duration::Zero()) >=
+         static_cast<__int128>(it->second.budget.hard_micros) * kMsPerHour;
 }
 
 int64_t Scheduler::CostOf(JobId id) const {
@@ -538,10 +697,17 @@ std::string Scheduler::BudgetBlock(const JobState& j, int64_t rate, Time now) co
            std::to_string(micros % 100'000 / 10'000);
   };
   if (m.budget.hard_micros > 0) {
-    TeamSpend s = SpendOf(j.spec.team);
-    if (s.spent_micros >= m.budget.hard_micros) {
-      return "team " + j.spec.team + " has reached its hard budget: spent " + usd(s.spent_micros) + " of " +
+    const __int128 spent = SpentExact(j.spec.team);
+    const int64_t spent_micros = MicrosOf(spent);
+    if (spent_micros >= m.budget.hard_micros) {
+      return "team " + j.spec.team + " has reached its hard budget: spent " + usd(spent_micros) + " of " +
              usd(m.budget.hard_micros) + " since " + FormatIso8601(m.budget.since);
+    }
+    const __int128 lead = StopLeadSpend(j.spec.team, rate, j.stop_grace);
+    if (lead > 0 && spent + lead >= static_cast<__int128>(m.budget.hard_micros) * kMsPerHour) {
+      return "team " + j.spec.team + " is within its stop lead of its hard budget: spent " + usd(spent_micros) +
+             " of " + usd(m.budget.hard_micros) + ", and stopping (grace and node release) could add " +
+             usd(MicrosOf(lead));
     }
   }
   if (m.budget.max_rate_micros > 0 && rate > 0 && m.rate + rate > m.budget.max_rate_micros) {
@@ -554,7 +720,7 @@ std::string Scheduler::BudgetBlock(const JobState& j, int64_t rate, Time now) co
 
 // The earliest instant a team's spend reaches its hard limit, or a job's cost its max_cost.
 std::optional<Time> Scheduler::NextBudgetDeadline(Time now) const {
-  if (priced_running_ == 0) return std::nullopt;
+  if (priced_running_ == 0 && charges_.empty()) return std::nullopt;
   std::optional<Time> t;
   auto consider = [&](Time at) {
     if (!t || at < *t) t = at;
@@ -566,10 +732,20 @@ std::optional<Time> Scheduler::NextBudgetDeadline(Time now) const {
     if (j->cost_rate > 0) running_rate[j->spec.team] += j->cost_rate;
   }
   for (const auto& [team, m] : money_) {
-    if (m.budget.hard_micros <= 0 || !m.budget.stop_running || m.rate <= 0 || !running_rate.count(team)) continue;
-    __int128 left = static_cast<__int128>(m.budget.hard_micros) * kMsPerHour - SpentExact(team);
+    const bool runs = running_rate.count(team) > 0;
+    if (m.budget.hard_micros <= 0 || m.rate <= 0 || (!runs && m.charges == 0)) continue;
+    if (!m.budget.stop_running && m.charges == 0) continue;
+    if (m.hard_stopped) {
+      if (runs && m.budget.stop_running) consider(now);
+      continue;
+    }
+    // Stop early by the stop lead, so that spend ends at the budget (docs/cost.md).
+    __int128 left = static_cast<__int128>(m.budget.hard_micros) * kMsPerHour - SpentExact(team) -
+                    StopLeadSpend(team, 0, Duration::Zero());
     if (left <= 0) {
-      consider(now);
+      // Running jobs are stopped now; a team with only charged nodes has its nodes released by
+      // the autoscaler (TeamSpend::hard_stop), which needs no further wake-up.
+      if (runs && m.budget.stop_running) consider(now);
       continue;
     }
     // ceil(left / rate) ms from now.
@@ -586,15 +762,15 @@ std::optional<Time> Scheduler::NextBudgetDeadline(Time now) const {
 }
 
 void Scheduler::EnforceBudgets(Time now) {
-  if (priced_running_ == 0) return;
+  if (priced_running_ == 0 && charges_.empty()) return;
   std::vector<std::pair<JobState*, PreemptReason>> stop;
   std::set<std::string> over;
-  for (const auto& [team, m] : money_) {
-    if (m.budget.hard_micros > 0 && m.budget.stop_running &&
-        SpentExact(team) >= static_cast<__int128>(m.budget.hard_micros) * kMsPerHour) {
-      over.insert(team);
-    }
+  for (auto& [team, m] : money_) {
+    if (m.budget.hard_micros <= 0 || !HardStopReached(team)) continue;
+    m.hard_stopped = true;  // until a new budget or period
+    if (m.budget.stop_running) over.insert(team);
   }
+  if (priced_running_ == 0) return;
   for (const auto& [rank, seq, j] : running_) {
     if (j->cost_rate <= 0) continue;
     if (j->spec.max_cost_micros > 0 && CostOf(j->v.id) >= j->spec.max_cost_micros) {
@@ -652,6 +828,8 @@ void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
     }
   }
   Accrue(j, now);
+  ChargeParts(j, -1, now);
+  if (j.stop_grace > Duration::Zero()) --graced_running_;
   Duration run = now - j.v.started_at;
   j.v.attained_gpu_ms = j.v.AttainedAt(now);
   j.v.las_service_gpu_ms = j.v.LasServiceAt(now);
@@ -734,6 +912,7 @@ Status Scheduler::Apply(const Event& e) {
     j->v.queued_since = now;
     j->v.rank_class_since = now;
     j->accrued_micros = ev->accrued_micros;
+    j->stop_grace = std::max(Duration::Zero(), ev->stop_grace);
     j->shape = ShapeId(j->spec);
     teams_.try_emplace(j->spec.team);
     JobState& ref = *j;
@@ -760,6 +939,7 @@ Status Scheduler::Apply(const Event& e) {
     j->v.rank_class_since = ev->started_at;
     j->shape = ShapeId(j->spec);
     j->accrued_micros = ev->accrued_micros;
+    j->stop_grace = std::max(Duration::Zero(), ev->stop_grace);
     JobState& ref = *j;
     jobs_.emplace(ev->job.value(), std::move(j));
     teams_.try_emplace(ref.spec.team);
@@ -1321,7 +1501,7 @@ void Scheduler::Pass() {
       }
     }
     if (placed && !money_.empty()) {
-      j->budget_block = BudgetBlock(*j, CostRate(r.placement), ctx.now);
+      j->budget_block = BudgetBlock(*j, AddedRate(*j, r.placement), ctx.now);
       if (!j->budget_block.empty()) {
         j->outcome = JobState::Outcome::kBudget;
         continue;

@@ -62,11 +62,17 @@ struct TeamLoad {
 
 // Money limits of a team (micro-dollars). Spend is what the team's jobs cost since `since`: each
 // running job pays its share of its nodes' prices (model::NodeSpec::price_micros_per_hour: its
-// GPUs over the node's) until its GPUs are released.
+// GPUs over the node's) until its GPUs are released; a team also pays the rest of each rented
+// node charged to it (Scheduler::ChargeNode), so its spend is what the cloud bills for it.
 struct TeamBudget {
   Time since;                    // the budget period's start; spend before it does not count
   int64_t hard_micros = 0;       // 0: none. No new starts once reached; running jobs are stopped
-                                 // (and requeued) at the instant spend reaches it when stop_running
+                                 // (and requeued) when stop_running, early by the stop lead:
+                                 // when spend plus the team's cost per hour over the lead (the
+                                 // longest stop grace of its running jobs, plus
+                                 // SchedulerOptions::budget_release_lead if nodes are charged
+                                 // to it) reaches the budget. Jobs that exit within their grace
+                                 // and nodes released within the release lead end at the budget.
   int64_t soft_micros = 0;       // 0: none. Only reported (an alert), never enforced
   int64_t max_rate_micros = 0;   // 0: none. A job starts only if the team's running cost per hour,
                                  // its own included, stays within this
@@ -81,9 +87,16 @@ struct TeamBudget {
 };
 struct TeamSpend {
   int64_t spent_micros = 0;      // since the budget's `since` (all time without a budget)
-  int64_t rate_micros = 0;       // per hour, of the team's jobs holding GPUs now
+  int64_t rate_micros = 0;       // per hour, of the team's jobs holding GPUs and its charged nodes now
+  // Of spent_micros: rented nodes charged to the team while GPUs there held no job (booting,
+  // idle GPUs, the idle tail before release).
+  int64_t rented_idle_micros = 0;
+  int64_t rented_idle_rate_micros = 0;  // ... per hour now
   bool over_soft = false;
   bool over_hard = false;
+  // The hard budget has stopped the team (spend plus the stop lead reached it): its jobs do not
+  // start and nodes charged to it should be released as soon as they are idle.
+  bool hard_stop = false;
 };
 
 // The answer to "why is my job not running?".
@@ -147,6 +160,17 @@ class Scheduler {
   void SetNodeSizeHint(const std::string& gpu_model, int gpus);
   TeamSpend SpendOf(const std::string& team) const;
   int64_t CostOf(JobId job) const;
+  // Whole-node billing of a rented node (docs/cost.md#rented-nodes). The cloud bills an instance
+  // from its rent to its release, whatever runs on it. From `since` until EndNodeCharge, `team`
+  // pays the node's price per hour less what the jobs running there pay for their GPUs (their
+  // own teams pay that share): its boot, its idle GPUs and its idle tail. So teams' spend adds
+  // up to the bill and a hard budget caps it. The node is named as in NodeSpec::name and need
+  // not have joined yet. A second charge of the same node replaces the first.
+  void ChargeNode(const std::string& node_name, const std::string& team, int64_t price_micros_per_hour,
+                  Time since);
+  void EndNodeCharge(const std::string& node_name);  // now
+  // The team a node is charged to, or empty.
+  std::string ChargedTeam(const std::string& node_name) const;
 
   // Read access for reports, the API and tests.
   std::optional<JobPhase> PhaseOf(JobId job) const;
@@ -172,6 +196,7 @@ class Scheduler {
   void StartJob(JobState& j, model::Placement placement);
   void BecomeRunning(JobState& j, model::Placement placement, Time started, const QueueContext& ctx);
   int64_t CostRate(const model::Placement& p) const;
+  int64_t AddedRate(const JobState& j, const model::Placement& p) const;
   __int128 SpentExact(const std::string& team) const;
   void Accrue(JobState& j, Time now);
   // Why the team's budget keeps `j` from starting now with `rate` per hour; empty if it may.
@@ -220,9 +245,29 @@ class Scheduler {
     TeamBudget budget;
     bool has_budget = false;
     __int128 spent_closed = 0;  // micro-dollar-milliseconds per hour of finished runs (since budget.since)
-    int64_t rate = 0;           // micro-dollars per hour of the team's jobs holding GPUs
+    __int128 idle_closed = 0;   // ... of which charged nodes' idle part
+    int64_t rate = 0;           // micro-dollars per hour of the team's jobs holding GPUs and charges
+    int64_t idle_rate = 0;      // ... of which charges
+    int charges = 0;            // nodes charged to the team
+    bool hard_stopped = false;  // the hard budget stopped the team (until a new budget or period)
   };
   std::map<std::string, TeamMoney> money_;
+  struct Charge {
+    std::string team;
+    int64_t price = 0;      // the node's whole price per hour
+    int64_t jobs_rate = 0;  // what jobs running there pay for their GPUs now
+    int64_t rate = 0;       // what the team pays now: price - jobs_rate, at least 0
+    Time from;              // when `rate` took effect
+  };
+  std::map<std::string, Charge> charges_;  // by node name
+  // Books a charge's cost up to now and moves its rate by `jobs_delta` (a run starting there
+  // adds its part's cost, one ending takes it away).
+  void Recharge(Charge& c, int64_t jobs_delta, Time now);
+  // Runs' parts on charged nodes: (node name, part rate), kept per job while it holds GPUs.
+  void ChargeParts(JobState& j, int sign, Time now);
+  // The spend the team will add between a stop decision and its end (docs/cost.md).
+  __int128 StopLeadSpend(const std::string& team, int64_t extra_rate, Duration extra_grace) const;
+  bool HardStopReached(const std::string& team) const;
   struct TeamBooks {
     TeamQuota quota;
     TeamLoad load;
@@ -234,6 +279,7 @@ class Scheduler {
   void RecountLimits();
   std::map<std::string, int> node_size_hints_;  // model -> GPUs per node of nodes that may come
   int64_t priced_running_ = 0;  // running or stopping jobs that cost something
+  int64_t graced_running_ = 0;  // ... that have a stop grace
   std::unordered_map<std::string, int> shapes_;
   std::vector<int64_t> shape_pending_;      // pending jobs per shape
   std::vector<int64_t> shape_pending_est_;  // ... of which have a duration estimate

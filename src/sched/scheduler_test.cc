@@ -456,6 +456,152 @@ TEST(BudgetTest, JobStopsForGoodAtItsMaxCost) {
   EXPECT_FALSE(h.sched().NextWakeup().has_value());
 }
 
+TEST(BudgetTest, ARentedNodeIsBilledWholeToItsTeamFromRentToRelease) {
+  // Given an 8-GPU node at $8/h rented for team a at 0 s, booting for 5 minutes, a 1-GPU job of
+  // team a on it from 300 s to 1200 s and the node released at 1800 s, expect team a to pay the
+  // whole bill, $8/h x 30 min = $4.00: the job $0.25 (1 GPU of 8 for 15 min), the rest ($3.75:
+  // the boot, the 7 idle GPUs, the idle tail) as rented-idle cost. Nothing is added after the
+  // release.
+  testing::SchedulerHarness h("fifo");
+  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(0));
+  EXPECT_EQ(h.sched().ChargedTeam("r0"), "a");
+  h.AdvanceTo(300);
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 666'666);  // $8/h x 300 s while booting
+  EXPECT_EQ(h.sched().SpendOf("a").rate_micros, 8'000'000);
+  h.AddNode(PricedNode("r0", 8, 8));
+  JobId j = h.Submit(testing::MakeJob(1, 300, "a"));
+  ASSERT_EQ(h.Phase(j), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().SpendOf("a").rate_micros, 8'000'000);          // $1 job + $7 idle
+  EXPECT_EQ(h.sched().SpendOf("a").rented_idle_rate_micros, 7'000'000);
+  h.AdvanceTo(1200);
+  h.Finish(j);
+  EXPECT_EQ(h.sched().CostOf(j), 0);  // finished jobs are forgotten; their cost is in spend
+  h.AdvanceTo(1800);
+  h.sched().EndNodeCharge("r0");
+  EXPECT_EQ(h.sched().ChargedTeam("r0"), "");
+  TeamSpend s = h.sched().SpendOf("a");
+  EXPECT_EQ(s.spent_micros, 4'000'000);
+  EXPECT_EQ(s.rented_idle_micros, 3'750'000);
+  EXPECT_EQ(s.rate_micros, 0);
+  h.clock().Set(Time::FromSeconds(3600));
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 4'000'000);
+}
+
+TEST(BudgetTest, AnotherTeamsJobOnARentedNodePaysItsOwnShare) {
+  // Given an 8-GPU $8/h node charged to team a and a 2-GPU job of team b on it for one hour,
+  // expect b to pay $2 (its GPUs' share) and a the other $6: together the node's bill.
+  testing::SchedulerHarness h("fifo");
+  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(0));
+  h.AddNode(PricedNode("r0", 8, 8));
+  JobId j = h.Submit(testing::MakeJob(2, 0, "b"));
+  ASSERT_EQ(h.Phase(j), JobPhase::kRunning);
+  h.clock().Set(Time::FromSeconds(3600));
+  EXPECT_EQ(h.sched().SpendOf("b").spent_micros, 2'000'000);
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 6'000'000);
+  EXPECT_EQ(h.sched().SpendOf("a").rented_idle_micros, 6'000'000);
+}
+
+TEST(BudgetTest, AHardBudgetCapsTheWholeBillOfARentedNode) {
+  // Given team a's $2 hard budget and a 1-GPU job on an 8-GPU $8/h node rented for a, expect the
+  // job stopped at 900 s ($8/h x 15 min = $2), not after 2 hours as its own $1/h share would
+  // allow, and the team marked hard-stopped so that the pool releases the node.
+  testing::SchedulerHarness h("fifo");
+  TeamBudget b;
+  b.hard_micros = 2'000'000;
+  h.sched().SetTeamBudget("a", b);
+  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(0));
+  h.AddNode(PricedNode("r0", 8, 8));
+  JobId j = h.Submit(testing::MakeJob(1, 0, "a"));
+  ASSERT_EQ(h.Phase(j), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().NextWakeup(), Time::FromSeconds(900));
+  EXPECT_FALSE(h.sched().SpendOf("a").hard_stop);
+  h.AdvanceTo(900);
+  EXPECT_EQ(h.Phase(j), JobPhase::kStopping);
+  EXPECT_EQ(h.sink().actions.back().reason, PreemptReason::kBudget);
+  h.Stopped(j);
+  TeamSpend s = h.sched().SpendOf("a");
+  EXPECT_EQ(s.spent_micros, 2'000'000);
+  EXPECT_TRUE(s.hard_stop);
+  h.sched().EndNodeCharge("r0");  // the pool released it
+  h.clock().Set(Time::FromSeconds(7200));
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 2'000'000);
+}
+
+TEST(BudgetTest, AnIdleRentedNodeWakesTheSchedulerWhenItsTeamsBudgetRunsOut) {
+  // Given only an idle $8/h node charged to team a with $1 left, expect a wake-up at 450 s, when
+  // the team becomes hard-stopped, and none after it.
+  testing::SchedulerHarness h("fifo");
+  TeamBudget b;
+  b.hard_micros = 1'000'000;
+  h.sched().SetTeamBudget("a", b);
+  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(0));
+  EXPECT_EQ(h.sched().NextWakeup(), Time::FromSeconds(450));
+  h.AdvanceTo(450);
+  EXPECT_TRUE(h.sched().SpendOf("a").hard_stop);
+  EXPECT_FALSE(h.sched().NextWakeup().has_value());
+}
+
+TEST(BudgetTest, TheStopLeadEndsSpendAtTheBudgetWhenJobsUseTheirWholeGrace) {
+  // Given team a's $2 hard budget, an 8-GPU job at $8/h with a 30 s stop grace, expect it asked
+  // to stop at 870 s ($8/h x 30 s = $0.0667 early), so that if it exits only when its grace runs
+  // out (900 s) the team has spent exactly $2.
+  testing::SchedulerHarness h("fifo");
+  h.AddNode(PricedNode("n0", 8, 8));
+  TeamBudget b;
+  b.hard_micros = 2'000'000;
+  h.sched().SetTeamBudget("a", b);
+  JobId j = h.Submit(testing::MakeJob(8, 0, "a"), Duration::Seconds(30));
+  ASSERT_EQ(h.Phase(j), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().NextWakeup(), Time::FromSeconds(870));
+  h.AdvanceTo(870);
+  EXPECT_EQ(h.Phase(j), JobPhase::kStopping);
+  h.clock().Set(Time::FromSeconds(900));
+  h.Stopped(j);
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 2'000'000);
+  EXPECT_TRUE(h.sched().SpendOf("a").over_hard);
+}
+
+TEST(BudgetTest, TheStopLeadCountsTheReleaseOfRentedNodes) {
+  // Given a release lead of 60 s, a $8/h node rented for team a ($2 hard budget) and a full-node
+  // job with a 30 s grace, expect the stop at 810 s (90 s early): the job exits at 840 s, the
+  // node is released at 900 s, and the bill is exactly $2.
+  testing::SchedulerHarness h("fifo", {}, Duration::Seconds(60));
+  TeamBudget b;
+  b.hard_micros = 2'000'000;
+  h.sched().SetTeamBudget("a", b);
+  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(0));
+  h.AddNode(PricedNode("r0", 8, 8));
+  JobId j = h.Submit(testing::MakeJob(8, 0, "a"), Duration::Seconds(30));
+  ASSERT_EQ(h.Phase(j), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().NextWakeup(), Time::FromSeconds(810));
+  h.AdvanceTo(810);
+  EXPECT_EQ(h.Phase(j), JobPhase::kStopping);
+  EXPECT_TRUE(h.sched().SpendOf("a").hard_stop);
+  h.clock().Set(Time::FromSeconds(840));
+  h.Stopped(j);
+  h.clock().Set(Time::FromSeconds(900));
+  h.sched().EndNodeCharge("r0");
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 2'000'000);
+}
+
+TEST(BudgetTest, AJobDoesNotStartWhenItsStopLeadWouldOvershootTheBudget) {
+  // Given team a with $0.05 left of a $2 budget, expect an $8/h job with a 30 s grace (which
+  // could spend $0.0667 after a stop) held, saying so, and a job without a grace started.
+  testing::SchedulerHarness h("fifo");
+  h.AddNode(PricedNode("n0", 8, 8));
+  TeamBudget b;
+  b.hard_micros = 2'000'000;
+  b.carried_micros = 1'950'000;
+  h.sched().SetTeamBudget("a", b);
+  JobId graced = h.Submit(testing::MakeJob(8, 0, "a"), Duration::Seconds(30));
+  EXPECT_EQ(h.Phase(graced), JobPhase::kPending);
+  EXPECT_NE(h.sched().BudgetHold(graced).find("within its stop lead of its hard budget"), std::string::npos)
+      << h.sched().BudgetHold(graced);
+  ASSERT_TRUE(h.sched().Handle(JobCancelled{graced}).ok());
+  JobId plain = h.Submit(testing::MakeJob(8, 0, "a"));
+  EXPECT_EQ(h.Phase(plain), JobPhase::kRunning);
+}
+
 TEST(BudgetTest, UnpricedNodesCostNothingAndNeverWakeTheScheduler) {
   testing::SchedulerHarness h("fifo");
   h.AddNode(testing::MakeNode("n0", "H100", 8));

@@ -171,6 +171,20 @@ Json SummaryJson(const Summary& s) {
   j["nodes_rented"] = s.nodes_rented;
   j["nodes_released"] = s.nodes_released;
   j["boot_timeouts"] = s.boot_timeouts;
+  j["budget_releases"] = s.budget_releases;
+  Json budgets = Json::object();
+  for (const auto& [team, b] : s.budgets) {
+    Json bj;
+    bj["spent_usd"] = Round3(static_cast<double>(b.spent_micros) / 1e6);
+    bj["rented_idle_usd"] = Round3(static_cast<double>(b.rented_idle_micros) / 1e6);
+    if (b.soft_micros > 0) bj["soft_budget_usd"] = Round3(static_cast<double>(b.soft_micros) / 1e6);
+    if (b.hard_micros > 0) bj["hard_budget_usd"] = Round3(static_cast<double>(b.hard_micros) / 1e6);
+    bj["soft_reached"] = b.soft_reached ? Json(FormatIso8601(*b.soft_reached)) : Json(nullptr);
+    bj["hard_stopped"] = b.hard_stopped ? Json(FormatIso8601(*b.hard_stopped)) : Json(nullptr);
+    bj["held_jobs"] = b.held_jobs;
+    budgets[team] = std::move(bj);
+  }
+  j["budgets"] = std::move(budgets);
   Json markets = Json::object();
   for (const auto& [m, usd] : s.cost_by_market_usd) markets[m] = Round3(usd);
   j["cost_by_market_usd"] = std::move(markets);
@@ -360,6 +374,8 @@ Summary Summarize(const SimResult& r) {
   s.nodes_rented = r.nodes_rented;
   s.nodes_released = r.nodes_released;
   s.boot_timeouts = r.boot_timeouts;
+  s.budget_releases = r.budget_releases;
+  s.budgets = r.budgets;
   s.queue_s = ComputePercentiles(std::move(queue));
   s.slowdown = ComputePercentiles(std::move(slowdown));
   s.makespan_s = (r.end - r.start).seconds_f();
@@ -429,6 +445,24 @@ std::string FormatSummaryText(const Summary& s) {
   if (s.nodes_rented > 0) {
     line("autoscaling", Int(s.nodes_rented) + " nodes rented, " + Int(s.nodes_released) + " released" +
                             (s.boot_timeouts > 0 ? " (" + Int(s.boot_timeouts) + " past the boot timeout)" : ""));
+  }
+  if (!s.budgets.empty()) {
+    for (const auto& [team, b] : s.budgets) {
+      auto usd = [](int64_t micros) { return Dollars(static_cast<double>(micros) / 1e6); };
+      std::string text = "spent " + usd(b.spent_micros);
+      if (b.rented_idle_micros > 0) text += " (rented nodes idle " + usd(b.rented_idle_micros) + ")";
+      if (b.soft_micros > 0) {
+        text += "; soft " + usd(b.soft_micros) +
+                (b.soft_reached ? " reached at " + FormatIso8601(*b.soft_reached) : std::string(" not reached"));
+      }
+      if (b.hard_micros > 0) {
+        text += "; hard " + usd(b.hard_micros) +
+                (b.hard_stopped ? " stopped the team at " + FormatIso8601(*b.hard_stopped) : std::string(" not reached"));
+      }
+      if (b.held_jobs > 0) text += "; " + Int(b.held_jobs) + " jobs held at the end";
+      line("budget " + team, text);
+    }
+    if (s.budget_releases > 0) line("budget releases", Int(s.budget_releases) + " rented nodes released when a hard budget was spent");
   }
   if (!s.never_ran.empty()) out += FormatNeverRan(s.never_ran);
   if (s.teams.empty()) return out;

@@ -50,6 +50,18 @@ struct SeriesPoint {
   int64_t running_jobs = 0;
 };
 
+// A team's money over a run: its spend (its jobs' share of node prices plus the idle part of
+// rented nodes billed to it), its budgets, and when they were reached.
+struct TeamBudgetRecord {
+  int64_t spent_micros = 0;
+  int64_t rented_idle_micros = 0;      // of spent: rented nodes billed to the team while idle
+  int64_t soft_micros = 0;             // 0: none
+  int64_t hard_micros = 0;             // 0: none
+  std::optional<Time> soft_reached;    // when spend reached the soft budget
+  std::optional<Time> hard_stopped;    // when the hard budget stopped the team (spend + stop lead)
+  int64_t held_jobs = 0;               // jobs left waiting at the end because of the budget
+};
+
 struct SimResult {
   std::string policy;      // e.g. "las" or "fifo+easy"
   std::string trace;       // file name
@@ -68,6 +80,9 @@ struct SimResult {
   int64_t nodes_rented = 0;        // by the autoscaler
   int64_t nodes_released = 0;      // idle, or past the boot timeout
   int64_t boot_timeouts = 0;
+  int64_t budget_releases = 0;     // rented nodes released because their team's hard budget was spent
+  // Teams with a budget or billed for rented nodes (key: team).
+  std::map<std::string, TeamBudgetRecord> budgets;
   // What the nodes cost while they were up (micro-dollars; nodes without a price cost nothing),
   // in all and by market ("on-demand", "spot", "reserved").
   int64_t cost_micros = 0;
@@ -122,6 +137,8 @@ struct Summary {
   int64_t nodes_rented = 0;
   int64_t nodes_released = 0;
   int64_t boot_timeouts = 0;
+  int64_t budget_releases = 0;
+  std::map<std::string, TeamBudgetRecord> budgets;
 };
 
 // Percentiles use the nearest-rank method: pN is the smallest value such that at least N % of

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <queue>
 #include <random>
+#include <set>
 #include <tuple>
 #include <map>
 #include <memory>
@@ -69,6 +70,7 @@ struct SimNode {
   int jobs = 0;       // runs holding GPUs on it
   Time idle_since;
   bool billed = false;
+  std::string charged_team;  // rented: billed whole to this team (Scheduler::ChargeNode)
   int64_t epoch = 0;  // bumped when it goes away, so its stale events are ignored
 };
 
@@ -88,6 +90,8 @@ class World : public sched::ActionSink {
   void Bill(size_t n, bool on);
   std::string NeverRanReason(const sched::Scheduler& sched, const sched::ClusterView& view, size_t i) const;
   void NodeIdleChange(size_t n, int delta);
+  void WatchBudgets(const sched::Scheduler& sched);
+  bool AllPendingHeld(const sched::Scheduler& sched) const;
   void ScheduleInterruption(size_t n);
   // One autoscaler decision at `now`: rents become booting nodes, releases go away.
   Status Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at);
@@ -141,6 +145,8 @@ class World : public sched::ActionSink {
   std::vector<sched::RentableOffer> offers_;
   std::map<std::string, int> rented_per_offer_;  // node names: <offer>-<k>
   std::vector<sched::Event> side_events_;        // node events raised outside the batch loop
+  std::map<std::string, Time> soft_reached_;     // team -> when its spend reached its soft budget
+  std::map<std::string, Time> hard_stopped_;     // team -> when its hard budget stopped it
 };
 
 // Why job `i`, which never started, did not: asked of the placement policy on the cluster as the
@@ -164,6 +170,42 @@ void World::Bill(size_t n, bool on) {
   if (node.billed == on) return;
   node.billed = on;
   NodeRate(n, on ? +1 : -1);
+  // A rented node is billed whole, its idle part to the team it was rented for.
+  if (sched_ && !node.charged_team.empty()) {
+    if (on) {
+      sched_->ChargeNode(node.spec.name, node.charged_team, node.spec.price_micros_per_hour, clock_.now);
+    } else {
+      sched_->EndNodeCharge(node.spec.name);
+    }
+  }
+}
+
+// Notes when each team's spend reaches its soft budget (the exact instant, from its cost per hour
+// since the last event) and when its hard budget stops it.
+void World::WatchBudgets(const sched::Scheduler& sched) {
+  for (const auto& [team, m] : cluster_.team_money) {
+    const bool want_soft = m.soft_micros > 0 && !soft_reached_.count(team);
+    const bool want_hard = m.hard_micros > 0 && !hard_stopped_.count(team);
+    if (!want_soft && !want_hard) continue;
+    sched::TeamSpend s = sched.SpendOf(team);
+    if (want_soft && s.spent_micros >= m.soft_micros) {
+      Time at = clock_.now;
+      if (s.rate_micros > 0) {
+        const __int128 over_ms = static_cast<__int128>(s.spent_micros - m.soft_micros) * 3'600'000 / s.rate_micros;
+        at = clock_.now - Duration::Millis(static_cast<int64_t>(over_ms));
+      }
+      soft_reached_[team] = at;
+    }
+    if (want_hard && (s.hard_stop || s.over_hard)) hard_stopped_[team] = clock_.now;
+  }
+}
+
+bool World::AllPendingHeld(const sched::Scheduler& sched) const {
+  if (sched.pending_count() == 0 || cluster_.team_money.empty()) return false;
+  for (JobId id : sched.QueueOrder()) {
+    if (sched.BudgetHold(id).empty()) return false;
+  }
+  return true;
 }
 
 void World::NodeIdleChange(size_t n, int delta) {
@@ -185,7 +227,10 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
   in.offers = offers_;
   in.limits = cluster_.autoscale.limits;
   if (sched.pending_count() > 0) {
+    const bool holds = !cluster_.team_money.empty() || !cluster_.team_quota_gpus.empty();
     for (JobId id : sched.QueueOrder()) {
+      // A job its team's budget or quota holds rents nothing (as in the live pool).
+      if (holds && !sched.BudgetHold(id).empty()) continue;
       const SimJob& j = jobs_[static_cast<size_t>(id.value())];
       sched::PendingJob p;
       p.id = id;
@@ -201,10 +246,16 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
       in.pending.push_back(std::move(p));
     }
   }
+  std::map<std::string, bool> stopped;  // team -> its hard budget has stopped it
   for (size_t n = 0; n < nodes_.size(); ++n) {
     const SimNode& node = nodes_[n];
     if (!node.rented || node.state == SimNode::State::kGone) continue;
     sched::PoolNode p;
+    if (!node.charged_team.empty()) {
+      auto [it, fresh] = stopped.try_emplace(node.charged_team, false);
+      if (fresh) it->second = sched.SpendOf(node.charged_team).hard_stop;
+      p.budget_spent = it->second;
+    }
     p.id = NodeId(static_cast<int64_t>(n));
     p.spec = node.spec;
     p.offer = offers_[static_cast<size_t>(node.offer)].name;
@@ -225,7 +276,8 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
     if (node.state == SimNode::State::kUp) {
       side_events_.push_back(sched::NodeDown{r.node});
     }
-    if (node.state == SimNode::State::kBooting) ++result_.boot_timeouts;
+    if (node.state == SimNode::State::kBooting && !r.budget) ++result_.boot_timeouts;
+    if (r.budget) ++result_.budget_releases;
     node.state = SimNode::State::kGone;
     ++node.epoch;
     Bill(n, false);
@@ -243,6 +295,9 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
       node.hazard = offer.interruptions_per_hour;
       node.booting_since = now;
       node.for_jobs = r.for_jobs;
+      if (!r.for_jobs.empty()) {
+        node.charged_team = jobs_[static_cast<size_t>(r.for_jobs.front().value())].spec.team;
+      }
       nodes_.push_back(std::move(node));
       const size_t n = nodes_.size() - 1;
       Bill(n, true);
@@ -459,6 +514,7 @@ Result<SimResult> World::Run() {
     for (int m = 0; m < 3; ++m) node_cost_acc_[m] += static_cast<__int128>(node_rate_[m]) * dt;
     last_t = t;
     clock_.now = t;
+    WatchBudgets(sched);
     batch.clear();
     bool sample = false;
     bool scale_due = false;
@@ -622,6 +678,12 @@ Result<SimResult> World::Run() {
     if (o_.progress && ++progress_tick % 4096 == 0) o_.progress(finished_, total);
     // Nothing left but failures, repairs or timers with no job in the system: done.
     if (remaining_arrivals == 0 && running_ == 0 && sched.pending_count() == 0 && sched.stopping_count() == 0) break;
+    // Only jobs held by budgets are left: nothing will let them start (budgets do not roll over
+    // in a replay), so the run ends rather than bill idle nodes for nothing.
+    if (remaining_arrivals == 0 && running_ == 0 && sched.running_count() == 0 && sched.stopping_count() == 0 &&
+        AllPendingHeld(sched)) {
+      break;
+    }
     if (remaining_arrivals == 0 && running_ == 0 && sched.running_count() == 0 && sched.stopping_count() == 0 &&
         !sched.NextWakeup()) {
       // Only pending jobs that can never start are left (infeasible, or no capacity returns).
@@ -642,6 +704,7 @@ Result<SimResult> World::Run() {
     if (rec.finish) result_.end = std::max(result_.end, *rec.finish);
   }
   result_.scheduling_passes = sched.stats().passes;
+  std::map<std::string, int64_t> tail_by_team;
   // Rented nodes still there at the end would be released after idle_duration (booting ones
   // after they boot): bill that tail too, so an autoscaled run is not cheaper for stopping early.
   for (size_t n = 0; n < nodes_.size(); ++n) {
@@ -657,6 +720,36 @@ Result<SimResult> World::Run() {
     }
     const int64_t tail_ms = std::max<int64_t>(0, (until - clock_.now).millis());
     node_cost_acc_[static_cast<int>(node.spec.market)] += static_cast<__int128>(node.spec.price_micros_per_hour) * tail_ms;
+    if (!node.charged_team.empty()) {
+      tail_by_team[node.charged_team] +=
+          static_cast<int64_t>(static_cast<__int128>(node.spec.price_micros_per_hour) * tail_ms / 3'600'000);
+    }
+  }
+  WatchBudgets(sched);
+  // Teams' money: those with a budget, and those billed for rented nodes.
+  std::set<std::string> money_teams;
+  for (const auto& [team, m] : cluster_.team_money) money_teams.insert(team);
+  for (const SimNode& node : nodes_) {
+    if (!node.charged_team.empty()) money_teams.insert(node.charged_team);
+  }
+  for (const std::string& team : money_teams) {
+    sched::TeamSpend spend = sched.SpendOf(team);
+    TeamBudgetRecord& b = result_.budgets[team];
+    b.spent_micros = spend.spent_micros + tail_by_team[team];
+    b.rented_idle_micros = spend.rented_idle_micros + tail_by_team[team];
+    if (auto it = cluster_.team_money.find(team); it != cluster_.team_money.end()) {
+      b.soft_micros = it->second.soft_micros;
+      b.hard_micros = it->second.hard_micros;
+    }
+    if (auto it = soft_reached_.find(team); it != soft_reached_.end()) b.soft_reached = it->second;
+    if (auto it = hard_stopped_.find(team); it != hard_stopped_.end()) b.hard_stopped = it->second;
+  }
+  if (sched.pending_count() > 0) {
+    for (JobId id : sched.QueueOrder()) {
+      const std::string& team = jobs_[static_cast<size_t>(id.value())].spec.team;
+      auto it = result_.budgets.find(team);
+      if (it != result_.budgets.end() && it->second.hard_stopped) ++it->second.held_jobs;
+    }
   }
   // Node cost: what was paid for the nodes while they were up, by market.
   for (int m = 0; m < 3; ++m) {

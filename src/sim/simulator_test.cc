@@ -468,6 +468,41 @@ TEST_F(SimulatorTest, AutoscalerRentsForTheQueueAndReleasesIdleNodes) {
   EXPECT_NE(FormatSummaryText(s).find("2 nodes rented, 1 released"), std::string::npos) << FormatSummaryText(s);
 }
 
+TEST_F(SimulatorTest, ABudgetCapsTheWholeBillOfRentedNodesAndTheRunEndsWhenOnlyHeldJobsAreLeft) {
+  // Given an empty pool renting 8 x A100 at $8/h (5-minute boot) and team t with a $1 soft and
+  // a $2 hard budget, a 1-GPU job of 2 hours: the team pays the whole node from its rent, so the
+  // soft budget is reached at 450 s and the hard one at 900 s (not after 2 hours of the job's
+  // own $1/h). The job is stopped, the node released at once, and the run ends there with the
+  // job held: the bill is exactly $2, of which the job's GPU $0.17 (10 min) and idle $1.83.
+  ClusterSpec c = Pool({Offer("od", model::Market::kOnDemand, 8)});
+  c.team_money["t"].hard_micros = 2'000'000;
+  c.team_money["t"].soft_micros = 1'000'000;
+  SimOptions o;
+  o.policy = "fifo";
+  auto r = Run({Job("A", 0, 1, 7200)}, c, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(StartS(r->jobs[0]), 300);
+  EXPECT_FALSE(r->jobs[0].finish.has_value());
+  EXPECT_EQ(r->cost_micros, 2'000'000);
+  EXPECT_EQ(r->jobs[0].cost_micros, 166'666);  // $8/h x 1/8 x 600 s
+  EXPECT_EQ(r->budget_releases, 1);
+  EXPECT_EQ(r->end, Time::FromSeconds(900));
+  const TeamBudgetRecord& b = r->budgets.at("t");
+  EXPECT_EQ(b.spent_micros, 2'000'000);
+  EXPECT_EQ(b.rented_idle_micros, 1'833'333);
+  EXPECT_EQ(b.soft_reached, Time::FromSeconds(450));
+  EXPECT_EQ(b.hard_stopped, Time::FromSeconds(900));
+  EXPECT_EQ(b.held_jobs, 1);
+  Summary s = Summarize(*r);
+  const std::string text = FormatSummaryText(s);
+  EXPECT_NE(text.find("budget t          spent $2.00 (rented nodes idle $1.83); soft $1.00 reached at "
+                      "1970-01-01T00:07:30Z; hard $2.00 stopped the team at 1970-01-01T00:15:00Z; 1 jobs held "
+                      "at the end"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(SummaryToJson(s).find("\"soft_reached\": \"1970-01-01T00:07:30Z\""), std::string::npos) << SummaryToJson(s);
+}
+
 TEST_F(SimulatorTest, GangLargerThanANodeRentsAllItsNodesAtOnce) {
   // A 16-GPU job on a pool of 8-GPU offers becomes 2 x 8 and gets both nodes in one rent.
   SimOptions o;

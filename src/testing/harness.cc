@@ -4,11 +4,13 @@
 
 namespace gpufleet::testing {
 
-SchedulerHarness::SchedulerHarness(const std::string& policy, std::vector<std::string> options) {
+SchedulerHarness::SchedulerHarness(const std::string& policy, std::vector<std::string> options,
+                                   Duration budget_release_lead) {
   auto opts = sched::ParsePolicyOptions(options);
   CHECK(opts.ok()) << opts.status().ToString();
   auto cfg = sched::MakePolicies(policy, *opts);
   CHECK(cfg.ok()) << cfg.status().ToString();
+  cfg->policies.options.budget_release_lead = budget_release_lead;
   auto quotas = cfg->team_quota_gpus;
   sched_ = std::make_unique<sched::Scheduler>(clock_, view_, std::move(cfg->policies), sink_);
   for (const auto& [team, gpus] : quotas) sched_->SetTeamQuota(team, gpus);
@@ -21,10 +23,12 @@ NodeId SchedulerHarness::AddNode(const model::NodeSpec& spec) {
   return id;
 }
 
-JobId SchedulerHarness::Submit(model::JobSpec spec) {
+JobId SchedulerHarness::Submit(model::JobSpec spec, Duration stop_grace) {
   JobId id(next_job_++);
   if (spec.submit == Time::Epoch()) spec.submit = clock_.Now();
-  Status s = sched_->Handle(sched::JobSubmitted{id, std::move(spec)});
+  sched::JobSubmitted e{id, std::move(spec)};
+  e.stop_grace = stop_grace;
+  Status s = sched_->Handle(e);
   CHECK(s.ok()) << s.ToString();
   return id;
 }

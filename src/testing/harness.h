@@ -15,11 +15,13 @@ namespace gpufleet::testing {
 class SchedulerHarness {
  public:
   // `policy` and `options` as on the simulator's command line ("las", {"backfill=easy"}).
-  explicit SchedulerHarness(const std::string& policy, std::vector<std::string> options = {});
+  // `budget_release_lead`: SchedulerOptions::budget_release_lead.
+  explicit SchedulerHarness(const std::string& policy, std::vector<std::string> options = {},
+                            Duration budget_release_lead = Duration::Zero());
 
   NodeId AddNode(const model::NodeSpec& spec);
   // Submits at the clock's current time unless the spec says otherwise (submit != epoch).
-  JobId Submit(model::JobSpec spec);
+  JobId Submit(model::JobSpec spec, Duration stop_grace = Duration::Zero());
   void Finish(JobId id);
   void Stopped(JobId id);  // the world confirms a preempted job is gone
   // Confirms every job that was asked to stop and has not yet been confirmed.
