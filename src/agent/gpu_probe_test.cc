@@ -190,7 +190,7 @@ TEST(CatalogModelForDriverNameTest, MapsDriverNamesToCatalogModels) {
   };
   const Case cases[] = {
       {"NVIDIA H100 80GB HBM3", 81559, "H100"},
-      {"NVIDIA H100 PCIe", 81559, "H100"},
+      {"NVIDIA H100 PCIe", 81559, "H100-PCIe"},  // its own model since the spec table names it
       {"NVIDIA H100 NVL", 95830, "H100-NVL"},
       {"NVIDIA H200", 143771, "H200"},
       {"NVIDIA H800", 81559, "H800"},
