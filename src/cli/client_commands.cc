@@ -1144,8 +1144,11 @@ std::function<int()> SetupCost(CLI::App& app) {
   SetFooter(sub, R"(  gpufleet cost
   gpufleet cost --team vision --since 7d -o json
 A job pays its GPUs' share of its nodes' prices while it holds them (agents give their node's price
-with --price-per-hour). SPENT counts from the budget period's start; RATE is what the team's jobs
-cost per hour now.)");
+with --price-per-hour). A node the pool rented is billed whole, from its rent to its release: the
+team it was rented for pays what its jobs do not use (RENTED IDLE: booting, idle GPUs, the idle
+tail). SPENT counts from the budget period's start and includes RENTED IDLE; RATE is what the
+team costs per hour now. A hard budget stops the team early by its jobs' stop grace (and the
+pool's release lead) so that the bill ends at the budget; see docs/cost.md.)");
   return [a]() {
     const std::string cmd = "cost";
     std::map<std::string, std::string> query;
@@ -1163,17 +1166,19 @@ cost per hour now.)");
       PrintJson(r.body);
       return kExitOk;
     }
-    Table t({"TEAM", "JOBS COST", "SPENT", "RATE", "BUDGET", "SOFT", "MAX/H", "STATUS"});
+    Table t({"TEAM", "JOBS COST", "RENTED IDLE", "SPENT", "RATE", "BUDGET", "SOFT", "MAX/H", "STATUS"});
     for (const auto& team : r.body.value("teams", json::array())) {
       const json b = team.value("budget", json::object());
-      std::string status = team.value("over_hard", false) ? "over hard budget: held"
+      std::string status = team.value("over_hard", false)   ? "over hard budget: held"
+                           : team.value("hard_stop", false) ? "hard budget reached: stopped"
                            : team.value("over_soft", false) ? "over soft budget"
                                                             : "ok";
       auto limit = [&](const char* k) {
         int64_t v = b.value(k, int64_t{0});
         return v > 0 ? Usd(v) : std::string("-");
       };
-      t.Add({StrField(team, "team"), Usd(IntField(team, "jobs_cost_micros")), Usd(IntField(team, "spent_micros")),
+      t.Add({StrField(team, "team"), Usd(IntField(team, "jobs_cost_micros")),
+             Usd(IntField(team, "rented_idle_micros")), Usd(IntField(team, "spent_micros")),
              Usd(IntField(team, "rate_micros_per_hour")) + "/h", limit("hard_micros"), limit("soft_micros"),
              limit("max_rate_micros"), status});
     }

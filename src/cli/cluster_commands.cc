@@ -123,6 +123,7 @@ struct ControllerFlags {
   std::string alert_rules;                  // --alert-rules FILE
   std::vector<std::string> alert_webhooks;  // --alert-webhook URL
   std::string alert_interval = "5s";
+  std::string budget_release_lead = "30s";
   bool metrics_open = false;                // --metrics-open
   int thermal_limit = 85, thermal_resume = -1;  // resume: -1 = the limit - 10
 };
@@ -176,6 +177,11 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
   sub->add_option("--thermal-resume", f.thermal_resume,
                   "The temperature (°C) a hot GPU must cool to (default: --thermal-limit - 10)")
       ->check(CLI::Range(0, 150));
+  sub->add_option("--budget-release-lead", f.budget_release_lead,
+                  "How long the pool takes to release a rented node once its jobs stopped: a hard budget stops "
+                  "a team this much earlier when nodes are billed to it, so the bill ends at the budget "
+                  "(docs/cost.md)")
+      ->capture_default_str();
   sub->add_flag("--metrics-open", f.metrics_open,
                 "Serve GET /metrics without a token (a Prometheus on this host); only with a loopback --listen. "
                 "Otherwise scrape with a token of role metrics");
@@ -307,6 +313,12 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
                                    std::to_string(f.thermal_limit) + ")");
   }
   eo.thermal_limit_c = f.thermal_limit;
+  auto release_lead = ParseDuration(f.budget_release_lead);
+  if (!release_lead || *release_lead < Duration::Zero()) {
+    return Status::InvalidArgument("--budget-release-lead wants a duration such as 30s or 2m, got '" +
+                                   f.budget_release_lead + "'");
+  }
+  eo.budget_release_lead = *release_lead;
   eo.thermal_resume_c = resume;
   c->engine = std::make_unique<controller::Engine>(c->clock, *c->store, eo);
   std::map<std::string, std::string> subs = {

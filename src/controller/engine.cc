@@ -72,6 +72,7 @@ Engine::Engine(const sched::Clock& clock, store::StateStore& store, EngineOption
     spdlog::error("policy {}: {}; using backfill", options_.policy, config.status().message());
     config = sched::MakePolicies("backfill", {});
   }
+  config->policies.options.budget_release_lead = options_.budget_release_lead;
   sink_ = std::make_unique<Sink>(*this);
   view_.SetThermalLimits(options_.thermal_limit_c, options_.thermal_resume_c);
   scheduler_ = std::make_unique<sched::Scheduler>(clock_, view_, std::move(config->policies), *sink_);
@@ -192,7 +193,8 @@ Status Engine::Recover() {
       }
       // The record's cost was written at its last transition (this run's start, or its stop):
       // the run is counted on from there.
-      restored.push_back(sched::JobRestored{rec.id, rec.request.spec, *rec.placement, rec.updated, rec.cost_micros});
+      restored.push_back(sched::JobRestored{rec.id, rec.request.spec, *rec.placement, rec.updated, rec.cost_micros,
+                                            rec.request.checkpoint.grace});
       jobs_[rec.id.value()] = std::move(job);
     } else {
       if (placed) {
@@ -372,6 +374,12 @@ std::future<Status> Engine::HoldUntilRegistered(const std::string& node) {
   Enqueue(std::move(r));
   return f;
 }
+
+void Engine::ChargeNode(std::string node, std::string team, int64_t price_micros_per_hour, Time since) {
+  Enqueue(ChargeReq{std::move(node), std::move(team), price_micros_per_hour, since, false});
+}
+
+void Engine::EndNodeCharge(std::string node) { Enqueue(ChargeReq{std::move(node), {}, 0, {}, true}); }
 
 std::future<Status> Engine::Release(std::string node, bool only_if_idle, std::string reason) {
   ReleaseReq r{std::move(node), only_if_idle, std::move(reason), {}, {}};
@@ -604,7 +612,7 @@ std::vector<Engine::TeamCost> Engine::TeamCosts() const {
     } else {
       // Without a budget, spend counts from the beginning: the records know what the scheduler
       // (since this controller started) does not.
-      c.spend.spent_micros = std::max(c.spend.spent_micros, all_time[team]);
+      c.spend.spent_micros = std::max(c.spend.spent_micros, all_time[team] + c.spend.rented_idle_micros);
     }
     out.push_back(std::move(c));
   }
@@ -704,7 +712,8 @@ bool Engine::Step() {
             Job job;
             job.rec = sub_copy[i].jobs[k];
             job.rec.id = o.ids[k];
-            events_.push_back(sched::JobSubmitted{job.rec.id, job.rec.request.spec});
+            events_.push_back(
+                sched::JobSubmitted{job.rec.id, job.rec.request.spec, 0, job.rec.request.checkpoint.grace});
             jobs_[o.ids[k].value()] = std::move(job);
             ++counters_.submits;
           }
@@ -724,6 +733,14 @@ bool Engine::Step() {
             if constexpr (std::is_same_v<T, BudgetReq>) ApplyBudget(req);
             if constexpr (std::is_same_v<T, QuotaReq>) ApplyQuota(req);
             if constexpr (std::is_same_v<T, RestartReq>) ApplyRestart(req);
+            if constexpr (std::is_same_v<T, ChargeReq>) {
+              if (req.end) {
+                scheduler_->EndNodeCharge(req.node);
+              } else {
+                scheduler_->ChargeNode(req.node, req.team, req.price_micros_per_hour, req.since);
+              }
+              did = true;
+            }
           },
           r);
     }
@@ -806,10 +823,13 @@ bool Engine::Step() {
   for (auto& r : batch) {
     std::visit(
         [](auto& req) {
-          if (req.result) {
-            req.done.set_value(std::move(*req.result));
-          } else {
-            req.done.set_value(Status::Internal("the request was not processed"));
+          using T = std::decay_t<decltype(req)>;
+          if constexpr (!std::is_same_v<T, ChargeReq>) {
+            if (req.result) {
+              req.done.set_value(std::move(*req.result));
+            } else {
+              req.done.set_value(Status::Internal("the request was not processed"));
+            }
           }
         },
         r);
@@ -1648,6 +1668,7 @@ std::vector<sched::PendingJob> Engine::PendingLocked() const {
     }
     sched::PendingJob p;
     p.id = id;
+    p.team = spec.team;
     p.gpus_per_node = spec.fractional() ? 1 : spec.gpus_per_node;
     p.nodes = spec.nodes;
     p.gpu_models = spec.gpu_models;
@@ -1685,7 +1706,11 @@ std::vector<NodeStatus> Engine::Nodes() const {
 
 Engine::ScalingView Engine::ScalingSnapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return {PendingLocked(), NodesLocked()};
+  ScalingView v{PendingLocked(), NodesLocked(), {}};
+  for (const auto& [team, b] : budgets_) {
+    if (b.hard_micros > 0 && scheduler_->SpendOf(team).hard_stop) v.hard_stopped_teams.insert(team);
+  }
+  return v;
 }
 
 std::vector<NodeStatus> Engine::NodesLocked() const {

@@ -60,6 +60,9 @@ struct EngineOptions {
   // (ClusterView::SetThermalLimits); 0: off.
   int thermal_limit_c = 85;
   int thermal_resume_c = 75;
+  // How long the pool takes to release a rented node once its jobs stopped: hard budgets stop a
+  // team this much earlier when nodes are billed to it (sched::SchedulerOptions).
+  Duration budget_release_lead = Duration::Seconds(30);
 };
 
 // What `gpufleet nodes` shows.
@@ -126,6 +129,10 @@ class Engine {
   // and the scheduler forgets it. With only_if_idle, refuses (FailedPrecondition) while any job
   // holds GPUs there, so that a release decided a moment ago cannot kill a job started since.
   std::future<Status> Release(std::string node, bool only_if_idle, std::string reason);
+  // Bills a rented node whole to `team` from `since` (sched::Scheduler::ChargeNode), until
+  // EndNodeCharge: the pool calls these when it rents and when the instance is gone.
+  void ChargeNode(std::string node, std::string team, int64_t price_micros_per_hour, Time since);
+  void EndNodeCharge(std::string node);
 
   // Stops a running job and requeues it (from its checkpoint), saying why: the stalled-job
   // watchdog's restart. FailedPrecondition when the job is not running or already stopping;
@@ -167,6 +174,7 @@ class Engine {
   struct ScalingView {
     std::vector<sched::PendingJob> pending;
     std::vector<NodeStatus> nodes;
+    std::set<std::string> hard_stopped_teams;  // teams a hard budget has stopped (TeamSpend::hard_stop)
   };
   ScalingView ScalingSnapshot() const;
   std::vector<QueueEntry> Queue() const;  // running first, then pending in queue order
@@ -345,8 +353,15 @@ class Engine {
     std::promise<Status> done;
     std::optional<Status> result;
   };
+  struct ChargeReq {
+    std::string node;
+    std::string team;
+    int64_t price_micros_per_hour = 0;
+    Time since;
+    bool end = false;
+  };
   using Request = std::variant<SubmitReq, CancelReq, DrainReq, RegisterReq, HeartbeatReq, BudgetReq, ReleaseReq,
-                               QuotaReq, RestartReq>;
+                               QuotaReq, RestartReq, ChargeReq>;
 
   class Sink;
   friend class Sink;

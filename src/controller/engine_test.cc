@@ -208,8 +208,10 @@ TEST_F(EngineTest, PartThatFailsWhenItsPeerVanishesDoesNotFailTheJob) {
 }
 
 TEST_F(EngineTest, HardBudgetStopsTheTeamsJobsAndRecordsTheirCost) {
-  // An 8-GPU node at $8/h; team a has $2: its 8-GPU job is stopped with its checkpoint signal
-  // after 15 minutes and waits; its record holds what it cost; the budget survives a restart.
+  // An 8-GPU node at $8/h; team a has $2: its 8-GPU job (stop grace 30 s, the default) is
+  // stopped with its checkpoint signal at 870 s, its grace early, so that when it exits as its
+  // grace runs out (900 s) the team has spent exactly $2. It waits; its record holds what it
+  // cost; the budget survives a restart.
   auto e = MakeEngine();
   api::RegisterRequest req;
   req.name = "node-a";
@@ -228,13 +230,13 @@ TEST_F(EngineTest, HardBudgetStopsTheTeamsJobsAndRecordsTheirCost) {
   JobId j = Submit(*e, "team: a\nresources: {gpus: 8}\nrun: x\n");
   Commands(*e, a);
   Beat(*e, a, {Started(j, 1, 0)});
-  // The node keeps beating; the job runs until the budget is spent at exactly 15 minutes.
-  for (int i = 0; i < 44; ++i) {
+  // The node keeps beating; the job runs until $2 less 30 s of its cost is spent (870 s).
+  for (int i = 0; i < 43; ++i) {
     clock_.Advance(Duration::Seconds(20));
     Beat(*e, a);
   }
-  EXPECT_EQ(StateOf(j), JobState::kRunning);  // 880 s
-  clock_.Advance(Duration::Seconds(20));      // 900 s
+  EXPECT_EQ(StateOf(j), JobState::kRunning);  // 860 s
+  clock_.Advance(Duration::Seconds(10));      // 870 s
   Beat(*e, a);
   EXPECT_EQ(StateOf(j), JobState::kStopping);
   auto hist = store_.History(j);
@@ -242,6 +244,7 @@ TEST_F(EngineTest, HardBudgetStopsTheTeamsJobsAndRecordsTheirCost) {
   auto cmds = Commands(*e, a);
   ASSERT_EQ(cmds.size(), 1u);
   ASSERT_TRUE(cmds[0].stop);
+  clock_.Advance(Duration::Seconds(30));  // it uses its whole grace
   Beat(*e, a, {Exited(j, 1, 0, 0, true)});
   EXPECT_EQ(StateOf(j), JobState::kPending);
   auto rec = store_.GetJob(j);

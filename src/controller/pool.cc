@@ -347,6 +347,7 @@ nlohmann::json EntryJson(const PoolInstance& i) {
   std::vector<int64_t> jobs;
   for (JobId id : i.for_jobs) jobs.push_back(id.value());
   j["for_jobs"] = jobs;
+  if (!i.team.empty()) j["team"] = i.team;
   return j;
 }
 
@@ -427,6 +428,7 @@ Status Pool::Save() {
 
 Status Pool::Start() {
   const Time now = clock_.Now();
+  started_ = now;
   GF_ASSIGN_OR_RETURN(std::optional<std::string> saved, store_.GetMeta(kMetaKey));
   if (saved) {
     nlohmann::json doc = nlohmann::json::parse(*saved, nullptr, false);
@@ -441,6 +443,7 @@ Status Pool::Start() {
       e.info.state = j.value("state", "booting");
       e.info.created = Time::FromMillis(j.value("created_ms", int64_t{0}));
       for (int64_t id : j.value("for_jobs", std::vector<int64_t>{})) e.info.for_jobs.push_back(JobId(id));
+      e.info.team = j.value("team", "");
       for (size_t o = 0; o < config_.offers.size(); ++o) {
         if (config_.offers[o].name == e.info.offer) e.offer = static_cast<int>(o);
       }
@@ -450,7 +453,33 @@ Status Pool::Start() {
   }
   spdlog::info("pool: provider {}, {} offers, {} instances on record", provider_->Kind(), config_.offers.size(),
                entries_.size());
-  return Reconcile(now);
+  Status st = Reconcile(now);
+  SyncCharges();
+  return st;
+}
+
+void Pool::SyncCharges() {
+  std::vector<std::tuple<std::string, std::string, int64_t, Time>> add;
+  std::vector<std::string> end;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, e] : entries_) {
+      if (e.info.team.empty() || e.offer < 0 || charged_.count(name)) continue;
+      add.emplace_back(name, e.info.team, config_.offers[static_cast<size_t>(e.offer)].price_micros_per_hour,
+                       std::max(e.info.created, started_));
+    }
+    for (const std::string& name : charged_) {
+      if (!entries_.count(name)) end.push_back(name);
+    }
+  }
+  for (auto& [name, team, price, since] : add) {
+    engine_.ChargeNode(name, team, price, since);
+    charged_.insert(name);
+  }
+  for (const std::string& name : end) {
+    engine_.EndNodeCharge(name);
+    charged_.erase(name);
+  }
 }
 
 // The provider's List is the truth: adopt what we know, delete what we do not, forget what is gone.
@@ -550,7 +579,7 @@ void Pool::HandleProviderEvents(Time now) {
   }
 }
 
-void Pool::Rent(const sched::Rent& rent, Time now) {
+void Pool::Rent(const sched::Rent& rent, const std::string& team, Time now) {
   const sched::RentableOffer& offer = config_.offers[static_cast<size_t>(rent.offer)];
   std::vector<std::pair<std::string, std::string>> made;  // (name, provider id) of this rent
   // A gang is all or nothing: when one member cannot be created, the others are deleted.
@@ -574,6 +603,7 @@ void Pool::Rent(const sched::Rent& rent, Time now) {
     e.info.state = "creating";
     e.info.created = now;
     e.info.for_jobs = rent.for_jobs;
+    e.info.team = team;
     e.info.note = rent.reason;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -634,7 +664,10 @@ void Pool::Tick() {
     Status st = Reconcile(now);
     if (!st.ok()) spdlog::warn("pool: reconcile: {}", st.message());
   }
-  if (config_.offers.empty()) return;
+  if (config_.offers.empty()) {
+    SyncCharges();
+    return;
+  }
 
   // The autoscaler's view: pending jobs, and the rented nodes as booting, up or draining.
   sched::ScaleInput in;
@@ -644,6 +677,8 @@ void Pool::Tick() {
   in.limits = config_.limits;
   Engine::ScalingView view = engine_.ScalingSnapshot();
   in.pending = std::move(view.pending);
+  std::map<int64_t, std::string> team_of;
+  for (const sched::PendingJob& j : in.pending) team_of[j.id.value()] = j.team;
   std::map<std::string, const NodeStatus*> by_name;
   std::vector<NodeStatus> nodes = std::move(view.nodes);
   for (const NodeStatus& n : nodes) by_name[n.record.name] = &n;
@@ -692,6 +727,7 @@ void Pool::Tick() {
         p.spec.labels = config_.offer_labels[static_cast<size_t>(e.offer)];
       }
       p.spec.name = name;
+      p.budget_spent = !e.info.team.empty() && view.hard_stopped_teams.count(e.info.team) > 0;
       auto node = by_name.find(name);
       const bool registered = node != by_name.end() && (node->second->record.state == api::NodeState::kUp ||
                                                         node->second->record.state == api::NodeState::kDraining);
@@ -769,7 +805,11 @@ void Pool::Tick() {
   for (const sched::Hold& h : plan.held) {
     spdlog::debug("pool: job {} not rented for: {}", h.job.value(), h.reason);
   }
-  for (const sched::Rent& r : plan.rents) Rent(r, now);
+  for (const sched::Rent& r : plan.rents) {
+    const std::string team = r.for_jobs.empty() ? std::string() : team_of[r.for_jobs.front().value()];
+    Rent(r, team, now);
+  }
+  SyncCharges();
 }
 
 void Pool::Run() {

@@ -34,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,7 @@ struct PoolInstance {
   std::string state;        // creating, booting, up, draining, releasing
   Time created;
   std::vector<JobId> for_jobs;
+  std::string team;         // billed for the whole instance: the team of the job it was rented for
   std::optional<Time> idle_since;
   std::string note;         // the last thing that happened to it
 };
@@ -130,7 +132,10 @@ class Pool {
   Status Reconcile(Time now);
   void HandleProviderEvents(Time now);
   void ReleaseNode(const std::string& name, const std::string& reason, Time now);
-  void Rent(const sched::Rent& rent, Time now);
+  void Rent(const sched::Rent& rent, const std::string& team, Time now);
+  // Tells the engine which instances are billed to which team (Engine::ChargeNode): new ones
+  // from their creation (or this controller's start), gone ones end.
+  void SyncCharges();
 
   PoolConfig config_;
   std::unique_ptr<provider::Provider> provider_;
@@ -144,6 +149,8 @@ class Pool {
   mutable std::mutex mu_;              // guards entries_ for Instances()
   std::map<std::string, Entry> entries_;  // by name
   std::map<std::string, Time> idle_since_;
+  std::set<std::string> charged_;  // instance names the engine bills to a team
+  Time started_;                   // when Start ran: charges of older instances count from here
 
   std::mutex run_mu_;
   std::condition_variable run_cv_;

@@ -38,8 +38,8 @@ class PoolTest : public ::testing::Test {
     runner_.join();
   }
 
-  Pool& MakePool() {
-    auto config = ParsePoolConfig(kPoolYaml, "pool.yaml", model::GpuCatalog::BuiltIn());
+  Pool& MakePool(const char* yaml = kPoolYaml) {
+    auto config = ParsePoolConfig(yaml, "pool.yaml", model::GpuCatalog::BuiltIn());
     EXPECT_TRUE(config.ok()) << config.status().message();
     auto owned = std::make_unique<testing::FakeProvider>();
     provider_ = owned.get();
@@ -113,6 +113,61 @@ TEST_F(PoolTest, RentsForThePendingJobOnceAndReleasesTheNodeWhenIdle) {
   // stays `stopping` on it, and the pool must keep the node.
   pool.Tick();
   EXPECT_TRUE(provider_->deleted.empty()) << "released a node that still holds a stopping job";
+}
+
+TEST_F(PoolTest, ARentedNodeIsBilledWholeToItsTeamAndItsHardBudgetEndsTheBill) {
+  // Given team a with a $10 hard budget and a pending 1-GPU job, the pool rents an 8-GPU $30/h
+  // node for it, billed whole to team a from the rent: after 10 minutes of boot a has spent $5,
+  // all of it rented-idle. The budget is reached at 20 minutes; the release lead (30 s, the
+  // engine's default) makes the team stop at 1170 s, when the booting node is released at once:
+  // the bill ends at $9.75, within the budget, and nothing more is rented for the held job.
+  // (The node never registers; a boot timeout of an hour keeps it booting meanwhile.)
+  Pool& pool = MakePool(R"(provider: {kind: static}
+offers:
+  - {name: h100, gpu: H100, gpus: 8, price_per_hour: 30, boot_estimate: 2m, zone: a}
+idle_duration: 10m
+boot_timeout: 1h
+reconcile_interval: 1h
+)");
+  ASSERT_TRUE(pool.Start().ok());
+  sched::TeamBudget b;
+  b.since = clock_.Now();
+  b.hard_micros = 10'000'000;
+  ASSERT_TRUE(engine_->SetBudget("a", b).get().ok());
+  const Time t0 = clock_.Now();
+  Submit("name: train\nteam: a\nrun: sleep 100\nresources: {gpus: 1}\n");
+  pool.Tick();
+  ASSERT_EQ(provider_->created.size(), 1u);
+  ASSERT_EQ(pool.Instances().size(), 1u);
+  EXPECT_EQ(pool.Instances()[0].team, "a");
+  auto spend = [&] {
+    (void)engine_->Cancel(JobId(999'999), "sync").get();  // the engine has applied the pool's requests
+    for (const auto& c : engine_->TeamCosts()) {
+      if (c.team == "a") return c.spend;
+    }
+    return sched::TeamSpend{};
+  };
+  clock_.Set(t0 + Duration::Minutes(10));
+  pool.Tick();
+  EXPECT_EQ(spend().spent_micros, 5'000'000);
+  EXPECT_EQ(spend().rented_idle_micros, 5'000'000);
+  EXPECT_EQ(spend().rate_micros, 30'000'000);
+  clock_.Set(t0 + Duration::Seconds(1169));
+  pool.Tick();
+  EXPECT_TRUE(provider_->deleted.empty());
+  EXPECT_FALSE(spend().hard_stop);
+  clock_.Set(t0 + Duration::Seconds(1170));
+  pool.Tick();
+  EXPECT_EQ(provider_->deleted.size(), 1u);
+  EXPECT_TRUE(pool.Instances().empty());
+  sched::TeamSpend s = spend();
+  EXPECT_TRUE(s.hard_stop);
+  EXPECT_EQ(s.spent_micros, 9'750'000);
+  EXPECT_EQ(s.rate_micros, 0);
+  clock_.Set(t0 + Duration::Hours(1));
+  pool.Tick();
+  EXPECT_EQ(provider_->created.size(), 1u);  // the held job rents nothing
+  EXPECT_EQ(spend().spent_micros, 9'750'000);
 }
 
 TEST_F(PoolTest, ReleasesAnIdleNodeAndDeletesItsInstance) {

@@ -1045,8 +1045,11 @@ void ApiServer::Routes() {
                 {"jobs_cost_micros", by_team[t.team]},
                 {"spent_micros", t.spend.spent_micros},
                 {"rate_micros_per_hour", t.spend.rate_micros},
+                {"rented_idle_micros", t.spend.rented_idle_micros},
+                {"rented_idle_rate_micros_per_hour", t.spend.rented_idle_rate_micros},
                 {"over_soft", t.spend.over_soft},
-                {"over_hard", t.spend.over_hard}};
+                {"over_hard", t.spend.over_hard},
+                {"hard_stop", t.spend.hard_stop}};
       if (t.budget) {
         // A rolling budget counts from the start of the current period.
         Time since = t.budget->period == CalendarPeriod::kNone

@@ -81,6 +81,7 @@ struct RentableOffer {
 // A job the scheduler could not place, as the autoscaler needs to see it.
 struct PendingJob {
   JobId id;
+  std::string team;  // not used by the policy: the caller bills a rented node to it
   int gpus_per_node = 1;
   int nodes = 1;
   std::vector<std::string> gpu_models;  // ordered any-of, first preferred; empty = any

@@ -642,6 +642,9 @@ void Scheduler::EndNodeCharge(const std::string& node_name) {
   if (it == charges_.end()) return;
   Charge& c = it->second;
   Recharge(c, 0, clock_.Now());
+  // A node released because its team reached its stop point keeps the team stopped: without the
+  // node its stop lead shrinks, and the team must not look under budget and rent again.
+  if (HardStopReached(c.team)) money_[c.team].hard_stopped = true;
   TeamMoney& m = money_[c.team];
   m.rate -= c.rate;
   m.idle_rate -= c.rate;
@@ -704,6 +707,11 @@ std::string Scheduler::BudgetBlock(const JobState& j, int64_t rate, Time now) co
              usd(m.budget.hard_micros) + " since " + FormatIso8601(m.budget.since);
     }
     const __int128 lead = StopLeadSpend(j.spec.team, rate, j.stop_grace);
+    if (m.hard_stopped) {
+      return "team " + j.spec.team + " was stopped by its hard budget (spent " + usd(spent_micros) + " of " +
+             usd(m.budget.hard_micros) + ", the rest kept for stopping and releasing nodes); a new budget or "
+             "period lets it run";
+    }
     if (lead > 0 && spent + lead >= static_cast<__int128>(m.budget.hard_micros) * kMsPerHour) {
       return "team " + j.spec.team + " is within its stop lead of its hard budget: spent " + usd(spent_micros) +
              " of " + usd(m.budget.hard_micros) + ", and stopping (grace and node release) could add " +

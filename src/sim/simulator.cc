@@ -234,6 +234,7 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
       const SimJob& j = jobs_[static_cast<size_t>(id.value())];
       sched::PendingJob p;
       p.id = id;
+      p.team = j.spec.team;
       p.gpus_per_node = j.spec.fractional() ? 1 : j.spec.gpus_per_node;
       p.nodes = j.spec.nodes;
       p.gpu_models = j.spec.gpu_models;
