@@ -17,6 +17,11 @@
 #      runs; restarted on the same data directory and pool it adopts the instance (no second
 #      rent, the job keeps attempt 1), and once the job ends the node is released and nothing is
 #      left: no instance record, no agent process.
+#   6. A team's budget stops a rented node's bill: team gamma ($0.15 hard budget) runs a 1-GPU
+#      job that only an 8-GPU $36/h node can take; the node is billed whole to gamma (its 7 idle
+#      GPUs as rented-idle cost), so the team is stopped after about 13 s (its stop lead: the
+#      job's 1 s grace and the server's 1 s release lead), the job is stopped and held, the node
+#      released at once, and gamma's bill stops growing (rate 0) near its budget.
 #
 # Usage: pool_local_test.sh GPUFLEET_BINARY REPO_ROOT
 GPUFLEET="$1"
@@ -56,13 +61,14 @@ provider:
 offers:
   - {name: spot, gpu: H100, gpus: 1, market: spot, price_per_hour: 1, boot_estimate: 1s, zone: a}
   - {name: od, gpu: H100, gpus: 1, market: on-demand, price_per_hour: 3, boot_estimate: 1s, zone: a}
+  - {name: big, gpu: H100, gpus: 8, market: on-demand, price_per_hour: 36, boot_estimate: 1s, zone: b}
 idle_duration: 3s
 boot_timeout: 60s
 reconcile_interval: 2s
 spot_fallback_after_preemptions: 1
 EOF
 
-cluster_start_server --heartbeat 200ms --lost-after 10s --pool "$WORK/pool.yaml"
+cluster_start_server --heartbeat 200ms --lost-after 10s --budget-release-lead 1s --pool "$WORK/pool.yaml"
 
 pool_json() { api GET /v1/pool; }
 pool_count() { pool_json | json_get "len(j['instances'])"; }
@@ -158,7 +164,7 @@ wait "$SERVER_PID" 2>/dev/null || true
 SERVER_PID=""
 PORT="${URL##*:}"
 setsid "$GPUFLEET" server --data-dir "$SERVER_DIR" --listen "127.0.0.1:$PORT" --agent-listen "${AGENT_URL#http://}" \
-  --heartbeat 200ms --lost-after 10s --pool "$WORK/pool.yaml" </dev/null >>"$SERVER_DIR/server.log" 2>&1 &
+  --heartbeat 200ms --lost-after 10s --budget-release-lead 1s --pool "$WORK/pool.yaml" </dev/null >>"$SERVER_DIR/server.log" 2>&1 &
 SERVER_PID=$!
 wait_until "the restarted server answers" 30 curl -sf "$URL/v1/health"
 wait_until "the restarted pool adopts $BETA_NODE" 30 pool_has "[\"$BETA_NODE\"]"
@@ -170,4 +176,49 @@ wait_until "no instance, record or agent is left after the restart" 30 nothing_l
 RENTS="$(grep -c "pool: rented" "$SERVER_DIR/server.log")"
 [[ "$RENTS" == 3 ]] || fail "expected 3 rentals in all (spot, on-demand, beta's), server.log has $RENTS"
 echo "step 5: after kill -9 and restart, $BETA_NODE was adopted, released when idle; nothing leaked"
+
+# --- 6. a team's budget stops a rented node's bill -----------------------------------------------
+NOW_MS="$("$PYTHON" -c 'import time; print(int(time.time() * 1000))')"
+api POST /v1/teams/gamma/budget "{\"hard\": 0.15, \"since_ms\": $NOW_MS}" >/dev/null
+cat >"$WORK/gamma.yaml" <<EOF
+name: gamma-job
+team: gamma
+resources: {gpus: 1}
+constraints: {zone: b}
+checkpoint: {signal: SIGTERM, grace: 1s}
+run: |
+  touch $MARK/gamma.started
+  trap 'exit 0' TERM
+  while :; do sleep 0.1 & wait \$!; done
+EOF
+GAMMA="$(submit_job "$WORK/gamma.yaml")"
+WATCH_JOBS+=("$GAMMA")
+gamma() { api GET /v1/cost | json_get "[t for t in j['teams'] if t['team'] == 'gamma'][0]$1"; }
+big_rented() { [[ "$(pool_json | json_get "[i['offer'] for i in j['instances']]")" == '["big"]' ]]; }
+wait_until "the pool rents the 8-GPU node for job $GAMMA" 30 big_rented
+BIG="$(pool_json | json_get "j['instances'][0]['name']")"
+[[ "$(pool_json | json_get "j['instances'][0]['team']")" == gamma ]] || fail "$BIG should be billed to gamma: $(pool_json)"
+wait_until "job $GAMMA runs on $BIG" 30 test -f "$MARK/gamma.started"
+[[ "$(gamma "['rate_micros_per_hour']")" == 36000000 ]] || fail "gamma should pay the whole node, \$36/h: $(api GET /v1/cost)"
+hard_stopped() { [[ "$(gamma "['hard_stop']")" == true ]]; }
+not_billed() { [[ "$(gamma "['rate_micros_per_hour']")" == 0 ]]; }
+wait_until "team gamma's hard budget stops it" 60 hard_stopped
+wait_until "$BIG is released" 30 node_is "$BIG" gone
+wait_until "nothing is billed to gamma any more" 30 not_billed
+SPENT="$(gamma "['spent_micros']")"
+IDLE="$(gamma "['rented_idle_micros']")"
+# The stop lead keeps the bill at the budget when the job exits within its grace and the pool
+# releases within the lead; a loaded machine may be a few seconds late ($0.01/s), not minutes.
+(( SPENT >= 100000 && SPENT <= 250000 )) || fail "gamma should have spent about \$0.15, spent $SPENT micro-USD"
+(( IDLE > SPENT / 2 )) || fail "most of gamma's bill should be the node's 7 idle GPUs: idle $IDLE of $SPENT"
+job_state_is "$GAMMA" pending || fail "job $GAMMA should be held, is $(job_field "$GAMMA" "j['state']")"
+"$GPUFLEET" explain "$GAMMA" </dev/null | grep -q "team gamma was stopped by its hard budget" ||
+  fail "explain should name the budget: $("$GPUFLEET" explain "$GAMMA" </dev/null)"
+"$GPUFLEET" cost --team gamma </dev/null | grep -E "^gamma " | grep -q "hard budget reached: stopped" ||
+  fail "gpufleet cost should show gamma stopped: $("$GPUFLEET" cost --team gamma </dev/null)"
+grep -q "pool: releasing $BIG: .*hard budget" "$SERVER_DIR/server.log" || fail "server.log should say why $BIG went"
+[[ "$(pool_count)" == 0 ]] || fail "nothing should be rented for the held job: $(pool_json)"
+"$GPUFLEET" cancel "$GAMMA" </dev/null >/dev/null
+wait_until "no instance, record or agent is left" 30 nothing_left
+echo "step 6: gamma's \$0.15 budget stopped its job and released the 8-GPU node $BIG; spent $SPENT micro-USD ($IDLE rented-idle)"
 echo PASS

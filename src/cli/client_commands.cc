@@ -1410,7 +1410,8 @@ std::function<int()> SetupPool(CLI::App& app) {
   gpufleet pool -o json
 The controller rents instances when it runs with --pool FILE (docs/providers.md). STATE: creating
 (the provider call is under way), booting (its agent has not registered), up, draining. FOR JOBS:
-the jobs the instance was rented for. IDLE FOR: how long an up node has had no job; it is released
+the jobs the instance was rented for. BILLED TO: the team of the first of them, which pays what jobs
+on the instance do not (see gpufleet cost). IDLE FOR: how long an up node has had no job; it is released
 after the pool's idle_duration. A controller without a pool answers 'no pool' (exit code 1).)");
   return [a]() {
     const std::string cmd = "pool";
@@ -1442,7 +1443,7 @@ after the pool's idle_duration. A controller without a pool answers 'no pool' (e
       return kExitOk;
     }
     const int64_t now = NowMs();
-    Table t({"NAME", "STATE", "OFFER", "AGE", "IDLE FOR", "FOR JOBS", "NOTE"});
+    Table t({"NAME", "STATE", "OFFER", "AGE", "IDLE FOR", "FOR JOBS", "BILLED TO", "NOTE"});
     for (const auto& i : instances) {
       std::vector<std::string> jobs;
       for (const auto& j : i.value("for_jobs", json::array())) {
@@ -1453,7 +1454,7 @@ after the pool's idle_duration. A controller without a pool answers 'no pool' (e
       std::string note = StrField(i, "note");
       t.Add({StrField(i, "name"), StrField(i, "state"), StrField(i, "offer"), created > 0 ? Span(now - created) : "-",
              idle_since > 0 ? Span(now - idle_since) : "-", jobs.empty() ? "-" : Join(jobs, ","),
-             note.empty() ? "-" : note});
+             StrField(i, "team").empty() ? "-" : StrField(i, "team"), note.empty() ? "-" : note});
     }
     t.Print();
     return kExitOk;

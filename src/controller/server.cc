@@ -1079,7 +1079,7 @@ void ApiServer::Routes() {
       for (JobId id : i.for_jobs) jobs.push_back(id.value());
       json o = {{"name", i.name},         {"provider_id", i.provider_id}, {"offer", i.offer},
                 {"state", i.state},       {"created_ms", i.created.millis()}, {"for_jobs", jobs},
-                {"note", i.note}};
+                {"team", i.team},         {"note", i.note}};
       if (i.idle_since) o["idle_since_ms"] = i.idle_since->millis();
       list.push_back(std::move(o));
     }
