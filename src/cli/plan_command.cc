@@ -66,6 +66,7 @@ struct PlanArgs {
   bool no_verify = false;
   bool no_baselines = false;
   bool single_gpu_nodes = false;
+  std::string spot_capacity = "measured";
   std::string policy = "fifo";
   std::string boot_delay = "3m";
   std::string idle_release = "10m";
@@ -252,7 +253,13 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
   if (!r.verification.empty()) {
     line("Verification: the history replayed on each cluster (" + o.verify.policy + ", " +
          FormatDuration(o.verify.boot_delay) + " boot, idle nodes released after " +
-         FormatDuration(o.verify.idle_duration) + ", spot interruptions at the catalog's rate):");
+         FormatDuration(o.verify.idle_duration) + ", spot interruptions at the catalog's rate" +
+         (o.verify.spot_capacity.empty() ? std::string(", spot capacity always there")
+                                         : std::string(", spot capacity as measured (out of capacity ") +
+                                               std::to_string(static_cast<int>(std::lround(
+                                                   100 * cost::SpotCapacityFor(o.verify.spot_capacity, 8).unavailable_fraction))) +
+                                               "% of the time for 8-GPU nodes)") +
+         "):");
     line("  " + Pad("cluster", 31) + Pad("reserved", 9, true) + Pad("rented", 8, true) + Pad("cost", 12, true) +
          Pad("reserved", 12, true) + Pad("on-demand", 12, true) + Pad("spot", 12, true) + Pad("P95 wait", 10, true) +
          Pad("util", 8, true) + Pad("vs on-dem", 10, true));
@@ -510,6 +517,9 @@ int Run(const PlanArgs& a) {
   o.verify.enabled = !a.no_verify;
   o.verify.baselines = !a.no_baselines;
   o.verify.single_gpu_nodes = a.single_gpu_nodes;
+  if (a.spot_capacity != "measured" && a.spot_capacity != "always" && !a.spot_capacity.ends_with(".csv")) {
+    return Fail(kExitUsage, "--spot-capacity: expected measured, always or a table FILE.csv, got '" + a.spot_capacity + "'");
+  }
   o.verify.policy = a.policy;
   auto boot = ParseSpan(a.boot_delay);
   if (!boot) return Fail(kExitUsage, "--boot-delay: expected a duration such as 3m, got '" + a.boot_delay + "'");
@@ -528,6 +538,20 @@ int Run(const PlanArgs& a) {
   const std::string catalog_path = CatalogPath(a.catalog);
   auto offers = cost::LoadOffersCsv(catalog_path, *gpus);
   if (!offers.ok()) return Fail(kExitFailed, offers.status().message());
+  if (a.spot_capacity != "always") {
+    // The measured table beside the catalog, else the shipped one.
+    std::string path = a.spot_capacity;
+    if (path == "measured") {
+      path = std::filesystem::path(catalog_path).parent_path().string() + "/spot_availability.csv";
+      std::error_code ec;
+      if (!std::filesystem::exists(path, ec)) path = std::string(GPUFLEET_DATA_DIR) + "/catalog/spot_availability.csv";
+    }
+    auto capacity = cost::LoadSpotCapacity(path);
+    if (!capacity.ok()) {
+      return Fail(kExitFailed, capacity.status().message() + " (--spot-capacity always replays without it)");
+    }
+    o.verify.spot_capacity = std::move(*capacity);
+  }
   auto trace = sim::ReadTrace(a.trace, topts);
   if (!trace.ok()) return Fail(kExitFailed, trace.status().message());
   if (trace->bad_rows_skipped > 0) {
@@ -631,6 +655,11 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_flag("--no-baselines", args->no_baselines, "Simulate the plan only, not the baselines");
   sub->add_flag("--single-gpu-nodes", args->single_gpu_nodes,
                 "In the replay, also rent one-GPU instances for one-GPU jobs (slower to simulate)");
+  sub->add_option("--spot-capacity", args->spot_capacity,
+                  "Spot capacity in the replay: measured (data/catalog/spot_availability.csv: spot offers go "
+                  "without capacity for periods of the measured length, and rents then take the next offer), "
+                  "always (spot is always there), or a table FILE.csv of the same columns")
+      ->capture_default_str();
   sub->add_option("--policy", args->policy, "Queue policy of the replay")->capture_default_str();
   sub->add_option("--boot-delay", args->boot_delay, "Time from renting a node to its being up, in the replay")->capture_default_str();
   sub->add_option("--idle-release", args->idle_release, "Rented nodes idle this long are released, in the replay")->capture_default_str();

@@ -73,6 +73,11 @@ void AddOfferOfSize(sim::ClusterSpec& c, const std::string& gpu_model, const Gpu
   o.node = Node(o.name, gpu_model, gpus, market, *price);
   o.boot_delay = v.boot_delay;
   o.interruptions_per_hour = spot ? prices.spot_interruptions_per_hour : 0;
+  if (spot && !v.spot_capacity.empty()) {
+    const cost::SpotCapacity& cap = cost::SpotCapacityFor(v.spot_capacity, gpus);
+    o.capacity_available = cap.mean_available;
+    o.capacity_outage = cap.mean_outage;
+  }
   c.autoscale.offers.push_back(std::move(o));
 }
 

@@ -38,6 +38,7 @@
 #include "common/status.h"
 #include "common/time.h"
 #include "cost/offer.h"
+#include "cost/spot_capacity.h"
 #include "model/gpu_catalog.h"
 #include "plan/demand.h"
 #include "plan/forecast.h"
@@ -66,6 +67,10 @@ struct VerifyOptions {
   // where there is one): the autoscaler rents a whole node per job, so without them a one-GPU job
   // rents an 8-GPU node that later jobs keep busy, and burst capacity is hardly ever released.
   bool single_gpu_nodes = false;
+  // Spot capacity in the replay (cost/spot_capacity.h): a spot offer alternates between having
+  // capacity and not, with the measured means for its node size; a rent without capacity tries
+  // the next offer. Empty: spot capacity is always there.
+  std::vector<cost::SpotCapacity> spot_capacity;
 };
 
 struct PlannerOptions {

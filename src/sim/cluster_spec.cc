@@ -35,7 +35,7 @@ const std::vector<std::string> kAutoscaleKeys = {
     "max_releases_per_minute", "spot_fallback_after_preemptions", "spot_fallback_after_wait", "spot_notice"};
 const std::vector<std::string> kOfferKeys = {
     "name", "gpu", "gpus", "cpus", "memory_gib", "nvlink", "market", "labels", "price_per_hour", "boot_delay",
-    "interruptions_per_hour", "zone"};
+    "interruptions_per_hour", "zone", "capacity_available", "capacity_outage"};
 const std::vector<std::string> kTeamKeys = {"quota_gpus", "budget", "soft_budget", "max_hourly_cost"};
 
 // The candidate closest to `word` (case-insensitively) if it is a plausible typo or a shortened
@@ -384,6 +384,17 @@ class SpecParser {
     if (const Entry* hazard = f.Get("interruptions_per_hour")) {
       GF_ASSIGN_OR_RETURN(offer.interruptions_per_hour,
                           ReadHazard(*hazard, Sub(path, "interruptions_per_hour"), n.market));
+    }
+    const Entry* available = f.Get("capacity_available");
+    const Entry* outage = f.Get("capacity_outage");
+    if ((available == nullptr) != (outage == nullptr)) {
+      return Error(node, path, "capacity_available and capacity_outage go together (mean periods with and without "
+                               "capacity, e.g. 104m and 74m)");
+    }
+    if (available) {
+      GF_ASSIGN_OR_RETURN(offer.capacity_available,
+                          ReadDurationField(*available, Sub(path, "capacity_available"), false));
+      GF_ASSIGN_OR_RETURN(offer.capacity_outage, ReadDurationField(*outage, Sub(path, "capacity_outage"), false));
     }
     n.name = offer.name + "-0";
     if (Status s = n.Validate(); !s.ok()) return Error(node, path, s.message());

@@ -64,6 +64,12 @@ struct AutoscaleOffer {
   model::NodeSpec node;            // template: GPUs, market, price, labels (zone)
   Duration boot_delay = Duration::Minutes(3);  // rent to up (billed from the rent)
   double interruptions_per_hour = 0;           // spot: expected interruptions per node-hour
+  // Capacity: the offer alternates between having capacity and not (a seeded two-state process
+  // with exponential periods of these means; data/catalog/spot_availability.csv has measured
+  // ones). A rent while it has none fails, and the autoscaler tries the next offer. Zero
+  // capacity_outage: always available.
+  Duration capacity_available = Duration::Zero();
+  Duration capacity_outage = Duration::Zero();
 };
 
 struct AutoscaleSpec {

@@ -49,7 +49,8 @@ TEST_F(ClusterSpecTest, AutoscaleSectionNeedsNoFixedNodes) {
       "autoscale:",
       "  offers:",
       "    - {name: h100-spot, gpu: h100, gpus: 8, market: spot, price_per_hour: 30,",
-      "       boot_delay: 3m, interruptions_per_hour: 0.05, zone: us-east-1a}",
+      "       boot_delay: 3m, interruptions_per_hour: 0.05, zone: us-east-1a,",
+      "       capacity_available: 104m, capacity_outage: 74m}",
       "    - {name: h100-od, gpu: H100, gpus: 8, price_per_hour: 98.32}",
       "  max_nodes: 16",
       "  idle_duration: 5m",
@@ -66,6 +67,9 @@ TEST_F(ClusterSpecTest, AutoscaleSectionNeedsNoFixedNodes) {
   EXPECT_EQ(spot.node.labels.at("zone"), "us-east-1a");
   EXPECT_EQ(spot.boot_delay, Duration::Minutes(3));
   EXPECT_DOUBLE_EQ(spot.interruptions_per_hour, 0.05);
+  EXPECT_EQ(spot.capacity_available, Duration::Minutes(104));
+  EXPECT_EQ(spot.capacity_outage, Duration::Minutes(74));
+  EXPECT_EQ(r->autoscale.offers[1].capacity_outage, Duration::Zero());  // always available
   EXPECT_EQ(r->autoscale.offers[1].boot_delay, Duration::Minutes(3));  // the default
   EXPECT_EQ(r->autoscale.limits.max_nodes, 16);
   EXPECT_EQ(r->autoscale.options.idle_duration, Duration::Minutes(5));
@@ -94,6 +98,9 @@ TEST_F(ClusterSpecTest, BadAutoscaleSettingsAreErrorsNamingTheField) {
             std::string::npos);
   EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9, interruptions_per_hour: 1}"})
                 .find("autoscale.offers[0].interruptions_per_hour: only spot nodes are interrupted"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9, capacity_outage: 1h}"})
+                .find("autoscale.offers[0]: capacity_available and capacity_outage go together"),
             std::string::npos);
   EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9, boot_delay: 1h}"})
                 .find("autoscale.offers[0].boot_delay: is longer than autoscale.boot_timeout (15m00s)"),

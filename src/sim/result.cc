@@ -172,6 +172,7 @@ Json SummaryJson(const Summary& s) {
   j["nodes_released"] = s.nodes_released;
   j["boot_timeouts"] = s.boot_timeouts;
   j["budget_releases"] = s.budget_releases;
+  j["capacity_misses"] = s.capacity_misses;
   Json budgets = Json::object();
   for (const auto& [team, b] : s.budgets) {
     Json bj;
@@ -375,6 +376,7 @@ Summary Summarize(const SimResult& r) {
   s.nodes_released = r.nodes_released;
   s.boot_timeouts = r.boot_timeouts;
   s.budget_releases = r.budget_releases;
+  s.capacity_misses = r.capacity_misses;
   s.budgets = r.budgets;
   s.queue_s = ComputePercentiles(std::move(queue));
   s.slowdown = ComputePercentiles(std::move(slowdown));
@@ -441,6 +443,9 @@ std::string FormatSummaryText(const Summary& s) {
   if (s.spot_interruptions > 0) {
     line("interruptions", Int(s.spot_interruptions) + " spot nodes taken back, " + Int(s.reclaims) +
                               " job runs stopped (not counted as preemptions)");
+  }
+  if (s.capacity_misses > 0) {
+    line("no capacity", Int(s.capacity_misses) + " rents found their offer out of capacity; the next offer was tried");
   }
   if (s.nodes_rented > 0) {
     line("autoscaling", Int(s.nodes_rented) + " nodes rented, " + Int(s.nodes_released) + " released" +

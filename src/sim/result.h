@@ -81,6 +81,7 @@ struct SimResult {
   int64_t nodes_released = 0;      // idle, or past the boot timeout
   int64_t boot_timeouts = 0;
   int64_t budget_releases = 0;     // rented nodes released because their team's hard budget was spent
+  int64_t capacity_misses = 0;     // rents that found the offer out of capacity (the next offer was tried)
   // Teams with a budget or billed for rented nodes (key: team).
   std::map<std::string, TeamBudgetRecord> budgets;
   // What the nodes cost while they were up (micro-dollars; nodes without a price cost nothing),
@@ -138,6 +139,7 @@ struct Summary {
   int64_t nodes_released = 0;
   int64_t boot_timeouts = 0;
   int64_t budget_releases = 0;
+  int64_t capacity_misses = 0;
   std::map<std::string, TeamBudgetRecord> budgets;
 };
 

@@ -91,6 +91,14 @@ class World : public sched::ActionSink {
   std::string NeverRanReason(const sched::Scheduler& sched, const sched::ClusterView& view, size_t i) const;
   void NodeIdleChange(size_t n, int delta);
   void WatchBudgets(const sched::Scheduler& sched);
+  bool HasCapacity(size_t offer, Time now);
+  struct Capacity {
+    bool started = false;
+    bool available = true;
+    Time until;
+    std::mt19937_64 rng;
+  };
+  std::vector<Capacity> capacity_;  // per autoscale offer
   bool AllPendingHeld(const sched::Scheduler& sched) const;
   void ScheduleInterruption(size_t n);
   // One autoscaler decision at `now`: rents become booting nodes, releases go away.
@@ -208,6 +216,34 @@ bool World::AllPendingHeld(const sched::Scheduler& sched) const {
   return true;
 }
 
+// Whether offer `o` has capacity at `now`: a two-state process per offer (exponential periods with
+// and without capacity), seeded from the run's seed and the offer's index, apart from the other
+// random draws so that turning it on changes nothing else. Asked at non-decreasing times.
+bool World::HasCapacity(size_t o, Time now) {
+  const AutoscaleOffer& offer = cluster_.autoscale.offers[o];
+  if (offer.capacity_outage <= Duration::Zero() || offer.capacity_available <= Duration::Zero()) return true;
+  if (capacity_.size() <= o) capacity_.resize(cluster_.autoscale.offers.size());
+  Capacity& c = capacity_[o];
+  auto period = [&](bool available) {
+    const double mean_h = (available ? offer.capacity_available : offer.capacity_outage).seconds_f() / 3600.0;
+    const double u = std::generate_canonical<double, 53>(c.rng);
+    return Duration::Millis(static_cast<int64_t>(-std::log(1.0 - u) * mean_h * 3.6e6) + 1);
+  };
+  if (!c.started) {
+    c.started = true;
+    c.rng.seed(o_.seed * 0x9E3779B97F4A7C15ULL + o + 1);
+    const double a = offer.capacity_available.seconds_f();
+    const double share = a / (a + offer.capacity_outage.seconds_f());
+    c.available = std::generate_canonical<double, 53>(c.rng) < share;
+    c.until = now + period(c.available);
+  }
+  while (now >= c.until) {
+    c.available = !c.available;
+    c.until = c.until + period(c.available);
+  }
+  return c.available;
+}
+
 void World::NodeIdleChange(size_t n, int delta) {
   SimNode& node = nodes_[n];
   node.jobs += delta;
@@ -286,6 +322,17 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
   }
   for (const sched::Rent& r : plan.rents) {
     const AutoscaleOffer& offer = cluster_.autoscale.offers[static_cast<size_t>(r.offer)];
+    if (!HasCapacity(static_cast<size_t>(r.offer), now)) {
+      // The cloud says no: the autoscaler avoids the offer for its backoff and the jobs try the
+      // next one at once.
+      scaler_->ReportRentFailed(offer.name, now);
+      ++result_.capacity_misses;
+      if (!scale_at || *scale_at > now + Duration::Millis(1)) {
+        scale_at = now + Duration::Millis(1);
+        Push(*scale_at, Kind::kScale, 0);
+      }
+      continue;
+    }
     for (int k = 0; k < r.count; ++k) {
       SimNode node;
       node.spec = offer.node;

@@ -503,6 +503,35 @@ TEST_F(SimulatorTest, ABudgetCapsTheWholeBillOfRentedNodesAndTheRunEndsWhenOnlyH
   EXPECT_NE(SummaryToJson(s).find("\"soft_reached\": \"1970-01-01T00:07:30Z\""), std::string::npos) << SummaryToJson(s);
 }
 
+TEST_F(SimulatorTest, ASpotOfferOutOfCapacityFallsBackToOnDemand) {
+  // Given a $2/h spot offer that almost never has capacity (1 minute with, 1000 hours without, on
+  // average) and a $8/h on-demand one, a job of any market tries spot, finds no capacity and runs
+  // on on-demand at once (same boot); the same run without the capacity model takes spot.
+  std::vector<AutoscaleOffer> offers = {Offer("spot", model::Market::kSpot, 2), Offer("od", model::Market::kOnDemand, 8)};
+  SimOptions o;
+  o.policy = "fifo";
+  auto always = Run({Job("A", 0, 8, 3600)}, Pool(offers), o);
+  ASSERT_TRUE(always.ok()) << always.status().ToString();
+  EXPECT_EQ(always->jobs[0].cost_micros, 2'000'000);  // an hour on spot
+  EXPECT_EQ(always->capacity_misses, 0);
+  offers[0].capacity_available = Duration::Minutes(1);
+  offers[0].capacity_outage = Duration::Hours(1000);
+  auto scarce = Run({Job("A", 0, 8, 3600)}, Pool(offers), o);
+  ASSERT_TRUE(scarce.ok()) << scarce.status().ToString();
+  EXPECT_EQ(scarce->capacity_misses, 1);
+  EXPECT_EQ(StartS(scarce->jobs[0]), 300);
+  EXPECT_EQ(scarce->jobs[0].cost_micros, 8'000'000);  // an hour on on-demand
+  EXPECT_NE(FormatSummaryText(Summarize(*scarce)).find("1 rents found their offer out of capacity"), std::string::npos);
+  // A spot-only job waits for capacity instead (the offer is avoided for the backoff, then tried
+  // again), and never rents on-demand.
+  TraceJob spot_only = Job("S", 0, 8, 600);
+  spot_only.spec.market = model::MarketPreference::kSpot;
+  auto waits = Run({spot_only}, Pool(offers), o);
+  ASSERT_TRUE(waits.ok()) << waits.status().ToString();
+  EXPECT_GE(waits->capacity_misses, 1);
+  for (const auto& [market, micros] : waits->cost_by_market_micros) EXPECT_NE(market, "on-demand");
+}
+
 TEST_F(SimulatorTest, GangLargerThanANodeRentsAllItsNodesAtOnce) {
   // A 16-GPU job on a pool of 8-GPU offers becomes 2 x 8 and gets both nodes in one rent.
   SimOptions o;
