@@ -38,7 +38,7 @@ class Reader {
       GF_RETURN_IF_ERROR(CheckKeys(root, {"kind"}));
     } else if (c.kind == "local") {
       GF_RETURN_IF_ERROR(CheckKeys(root, {"kind", "state_dir", "agent_command", "boot_delay", "stop_grace",
-                                          "notice_port", "notice_lead", "interruptions"}));
+                                          "notice_port", "notice_lead", "interruptions", "spot_capacity"}));
       GF_RETURN_IF_ERROR(ReadLocal(root, c.local));
     } else {
       GF_RETURN_IF_ERROR(CheckKeys(root, {"kind", "create", "delete", "list", "timeout", "env"}));
@@ -79,6 +79,20 @@ class Reader {
         return Error(n, "notice_port", "must be a port number (0 for any free port), got '" + s + "'");
       }
       l.notice_port = static_cast<int>(*port);
+    }
+    if (const YAML::Node cap = root["spot_capacity"]) {
+      if (!cap.IsMap()) {
+        return Error(cap, "spot_capacity", "must be a mapping {available: 104m, outage: 74m}, got " + Describe(cap));
+      }
+      GF_RETURN_IF_ERROR(CheckKeys(cap, {"available", "outage"}, "spot_capacity."));
+      if (!cap["available"] || !cap["outage"]) {
+        return Error(cap, "spot_capacity", "needs both available and outage (mean periods with and without capacity)");
+      }
+      GF_ASSIGN_OR_RETURN(l.capacity_available, ReadDuration(cap["available"], "spot_capacity.available"));
+      GF_ASSIGN_OR_RETURN(l.capacity_outage, ReadDuration(cap["outage"], "spot_capacity.outage"));
+      if (l.capacity_available <= Duration::Zero() || l.capacity_outage <= Duration::Zero()) {
+        return Error(cap, "spot_capacity", "available and outage must be positive durations");
+      }
     }
     if (const YAML::Node in = root["interruptions"]) {
       if (!in.IsMap()) return Error(in, "interruptions", "must be a mapping, got " + Describe(in));

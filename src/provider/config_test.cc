@@ -37,6 +37,7 @@ interruptions:
   schedule:
     - {after: 30s, instance: node-1}
     - {after: 1m, instance: 0}
+spot_capacity: {available: 104m, outage: 74m}
 )");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->kind, "local");
@@ -53,6 +54,8 @@ interruptions:
   EXPECT_EQ(c->local.schedule[0].after, Duration::Seconds(30));
   EXPECT_EQ(c->local.schedule[0].instance, "node-1");
   EXPECT_EQ(c->local.schedule[1].instance, "0");
+  EXPECT_EQ(c->local.capacity_available, Duration::Minutes(104));
+  EXPECT_EQ(c->local.capacity_outage, Duration::Minutes(74));
 }
 
 TEST(ProviderConfigTest, LocalDefaults) {

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/nesting.h"
+#include "model/capacity.h"
 #include "model/types.h"
 #include "provider/instance_json.h"
 #include "provider/process.h"
@@ -185,6 +186,17 @@ class LocalProvider : public Provider {
     auto market = model::ParseMarket(request.market);
     if (!market.ok()) return market.status().WithContext("create " + request.name);
     if (request.gpus < 0) return Status::InvalidArgument("create " + request.name + ": gpus must not be negative");
+    if (*market == model::Market::kSpot && config_.capacity_outage > Duration::Zero()) {
+      auto [it, fresh] = capacity_.try_emplace(request.offer);
+      if (fresh) {
+        it->second = model::CapacityProcess(config_.capacity_available, config_.capacity_outage,
+                                            config_.seed ^ StableHash("capacity:" + request.offer));
+      }
+      if (!it->second.Available(now)) {
+        return Status::ResourceExhausted("create " + request.name + ": no spot capacity for offer " + request.offer +
+                                         " now (emulated by the local provider's spot_capacity)");
+      }
+    }
     for (const auto& [id, r] : records_) {
       if (r.instance.name == request.name && r.instance.state != kTerminated) {
         return Status::AlreadyExists("create " + request.name + ": instance " + id + " has this name");
@@ -452,6 +464,7 @@ class LocalProvider : public Provider {
   const LocalConfig config_;
   fs::path dir_;
   std::map<std::string, Record> records_;
+  std::map<std::string, model::CapacityProcess> capacity_;  // by offer
   uint64_t next_seq_ = 1;
   int64_t next_spot_index_ = 0;
 

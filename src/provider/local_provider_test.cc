@@ -195,6 +195,36 @@ TEST_F(LocalProviderTest, DeleteOfABootingInstanceForgetsItAtOnce) {
   EXPECT_TRUE(p.Delete("i-unknown", kT0).ok());
 }
 
+TEST_F(LocalProviderTest, EmulatedSpotCapacityRefusesSomeSpotCreatesAndNeverOnDemand) {
+  // Given spot capacity half of the time (1 h with, 1 h without, on average), expect some spot
+  // creates over a day refused with ResourceExhausted and others accepted, the same answers from
+  // a second provider with the same seed, and every on-demand create accepted.
+  config_.boot_delay = Duration::Hours(100);  // nothing boots: only the create answers matter
+  config_.capacity_available = Duration::Hours(1);
+  config_.capacity_outage = Duration::Hours(1);
+  auto answers = [&](Provider& p, const std::string& prefix) {
+    std::string out;
+    for (int i = 0; i < 48; ++i) {
+      auto in = p.Create(Request(prefix + std::to_string(i)), kT0 + Duration::Minutes(30 * i));
+      if (!in.ok()) {
+        EXPECT_EQ(in.status().code(), StatusCode::kResourceExhausted) << in.status().ToString();
+        EXPECT_NE(in.status().message().find("no spot capacity for offer local spot"), std::string::npos);
+      }
+      out += in.ok() ? '+' : '-';
+    }
+    return out;
+  };
+  const std::string first = answers(Open(), "a");
+  EXPECT_NE(first.find('+'), std::string::npos) << first;
+  EXPECT_NE(first.find('-'), std::string::npos) << first;
+  config_.state_dir = (dir_ / "second").string();
+  EXPECT_EQ(answers(Open(), "b"), first);
+  Provider& p = Open();
+  for (int i = 0; i < 48; ++i) {
+    EXPECT_TRUE(p.Create(Request("od" + std::to_string(i), "on-demand"), kT0 + Duration::Minutes(30 * i)).ok());
+  }
+}
+
 TEST_F(LocalProviderTest, ANewProviderOnTheSameStateDirectoryListsTheSameInstances) {
   // Given one running and one booting instance, expect a provider opened after the first is
   // gone to list both as they were, the agent still running, and fresh ids for new instances.

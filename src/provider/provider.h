@@ -136,6 +136,11 @@ struct LocalConfig {
   double interruptions_per_hour = 0;  // per running spot instance; 0: none by hazard
   uint64_t seed = 1;
   std::vector<ScheduledInterruption> schedule;
+  // Emulated spot capacity (model::CapacityProcess per offer, seeded by `seed` and the offer's
+  // name): a spot create while the offer has none fails with ResourceExhausted, as a cloud's
+  // "insufficient capacity" does. Zero: spot capacity is always there.
+  Duration capacity_available = Duration::Zero();
+  Duration capacity_outage = Duration::Zero();
 };
 
 struct ExecConfig {

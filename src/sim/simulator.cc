@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 
+#include "model/capacity.h"
 #include "sched/autoscaler.h"
 #include "sched/policy/registry.h"
 #include "sched/scheduler.h"
@@ -92,13 +93,7 @@ class World : public sched::ActionSink {
   void NodeIdleChange(size_t n, int delta);
   void WatchBudgets(const sched::Scheduler& sched);
   bool HasCapacity(size_t offer, Time now);
-  struct Capacity {
-    bool started = false;
-    bool available = true;
-    Time until;
-    std::mt19937_64 rng;
-  };
-  std::vector<Capacity> capacity_;  // per autoscale offer
+  std::vector<model::CapacityProcess> capacity_;  // per autoscale offer
   bool AllPendingHeld(const sched::Scheduler& sched) const;
   void ScheduleInterruption(size_t n);
   // One autoscaler decision at `now`: rents become booting nodes, releases go away.
@@ -216,32 +211,16 @@ bool World::AllPendingHeld(const sched::Scheduler& sched) const {
   return true;
 }
 
-// Whether offer `o` has capacity at `now`: a two-state process per offer (exponential periods with
-// and without capacity), seeded from the run's seed and the offer's index, apart from the other
-// random draws so that turning it on changes nothing else. Asked at non-decreasing times.
+// Whether offer `o` has capacity at `now` (model::CapacityProcess), seeded from the run's seed and
+// the offer's index, apart from the other random draws so that turning it on changes nothing else.
 bool World::HasCapacity(size_t o, Time now) {
-  const AutoscaleOffer& offer = cluster_.autoscale.offers[o];
-  if (offer.capacity_outage <= Duration::Zero() || offer.capacity_available <= Duration::Zero()) return true;
-  if (capacity_.size() <= o) capacity_.resize(cluster_.autoscale.offers.size());
-  Capacity& c = capacity_[o];
-  auto period = [&](bool available) {
-    const double mean_h = (available ? offer.capacity_available : offer.capacity_outage).seconds_f() / 3600.0;
-    const double u = std::generate_canonical<double, 53>(c.rng);
-    return Duration::Millis(static_cast<int64_t>(-std::log(1.0 - u) * mean_h * 3.6e6) + 1);
-  };
-  if (!c.started) {
-    c.started = true;
-    c.rng.seed(o_.seed * 0x9E3779B97F4A7C15ULL + o + 1);
-    const double a = offer.capacity_available.seconds_f();
-    const double share = a / (a + offer.capacity_outage.seconds_f());
-    c.available = std::generate_canonical<double, 53>(c.rng) < share;
-    c.until = now + period(c.available);
+  if (capacity_.size() <= o) {
+    for (size_t k = capacity_.size(); k < cluster_.autoscale.offers.size(); ++k) {
+      const AutoscaleOffer& a = cluster_.autoscale.offers[k];
+      capacity_.emplace_back(a.capacity_available, a.capacity_outage, o_.seed * 0x9E3779B97F4A7C15ULL + k + 1);
+    }
   }
-  while (now >= c.until) {
-    c.available = !c.available;
-    c.until = c.until + period(c.available);
-  }
-  return c.available;
+  return capacity_[o].Available(now);
 }
 
 void World::NodeIdleChange(size_t n, int delta) {
