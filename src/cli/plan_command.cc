@@ -66,7 +66,7 @@ struct PlanArgs {
   bool no_verify = false;
   bool no_baselines = false;
   bool single_gpu_nodes = false;
-  std::string spot_capacity = "measured";
+  std::string spot_capacity = "always";
   std::string policy = "fifo";
   std::string boot_delay = "3m";
   std::string idle_release = "10m";
@@ -656,9 +656,10 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_flag("--single-gpu-nodes", args->single_gpu_nodes,
                 "In the replay, also rent one-GPU instances for one-GPU jobs (slower to simulate)");
   sub->add_option("--spot-capacity", args->spot_capacity,
-                  "Spot capacity in the replay: measured (data/catalog/spot_availability.csv: spot offers go "
-                  "without capacity for periods of the measured length, and rents then take the next offer), "
-                  "always (spot is always there), or a table FILE.csv of the same columns")
+                  "Spot capacity in the replay: always (spot is there whenever rented, as the optimiser "
+                  "assumes), measured (data/catalog/spot_availability.csv: spot offers go without capacity "
+                  "for periods of the measured length; rents then take the next offer, spot-only jobs wait), "
+                  "or a table FILE.csv of the same columns")
       ->capture_default_str();
   sub->add_option("--policy", args->policy, "Queue policy of the replay")->capture_default_str();
   sub->add_option("--boot-delay", args->boot_delay, "Time from renting a node to its being up, in the replay")->capture_default_str();
