@@ -146,7 +146,12 @@ class Parser {
         matched_without_price = true;
         continue;
       }
-      if (!best || *row.price(market) < *best->price(market)) best = &row;
+      // A spot price flagged as an outlier (cost/offer.h: far beyond the usual discount, often a
+      // zone with no capacity behind it) is taken only when nothing else matches.
+      auto key = [&](const cost::Offer& o) {
+        return std::make_pair(market == model::Market::kSpot && o.has(cost::kSpotOutlier), *o.price(market));
+      };
+      if (!best || key(row) < key(*best)) best = &row;
     }
     if (!best) {
       std::string what = cloud + " " + region + (zone.empty() ? "" : " " + zone) + " " +
@@ -167,6 +172,11 @@ class Parser {
     }
     for (const auto& other : c.offers) {
       if (other.name == o.name) return Error(n["name"] ? n["name"] : n, path + ".name", "'" + o.name + "' names another offer");
+    }
+    if (market == model::Market::kSpot && best->has(cost::kSpotOutlier)) {
+      spdlog::warn("{}:{}: {} {} spot at ${}/h is an outlier in the catalog (far beyond the usual discount); "
+                   "its capacity may not be there", source_, q.Mark().line + 1, best->cloud, best->instance_type,
+                   static_cast<double>(*best->price(market)) / 1e6);
     }
     o.gpu_model = best->gpu;
     o.gpus_per_node = best->gpus;

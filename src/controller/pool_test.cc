@@ -375,6 +375,34 @@ TEST(PoolConfigTest, AgentCommandPlaceholdersOfTheServerAreFilledIn) {
 namespace gpufleet::controller {
 namespace {
 
+TEST(PoolConfigTest, ACatalogSpotOfferSkipsOutlierPricesWhenAnotherRowMatches) {
+  // Given two 8 x H100 spot rows in one region, the cheaper one 90 % off on-demand (an outlier in
+  // the catalog's rule), expect the pool to take the other: an outlier price often has no
+  // capacity behind it. Alone, the outlier is still taken (with a warning in the log).
+  const auto& gpus = model::GpuCatalog::BuiltIn();
+  const std::string header =
+      "cloud,region,zone,instance_type,accelerator,gpu_count,gpu_mem_mib,vcpus,ram_gib,ondemand_usd_h,host_usd_h,"
+      "spot_usd_h,spot_kind,aws_interruption_bucket\n";
+  auto table = cost::ParseOffersCsv(header +
+                                        "gcp,r1,r1-a,odd-8g,H100,8,,208,1872,100,,10,quoted,\n"
+                                        "gcp,r1,r1-b,usual-8g,H100,8,,208,1872,100,,40,quoted,\n",
+                                    "t.csv", gpus);
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  ASSERT_TRUE(table->offers[0].has(cost::kSpotOutlier));
+  const std::string yaml =
+      "provider: {kind: static}\n"
+      "offers:\n"
+      "  - catalog: {cloud: gcp, region: r1, gpu: H100, gpus: 8, market: spot}\n";
+  auto r = ParsePoolConfig(yaml, "pool.yaml", gpus, {}, &*table);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->offers[0].price_micros_per_hour, 40'000'000);
+  EXPECT_EQ(r->offer_labels[0].at("instance_type"), "usual-8g");
+  table->offers.erase(table->offers.begin() + 1);
+  auto alone = ParsePoolConfig(yaml, "pool.yaml", gpus, {}, &*table);
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  EXPECT_EQ(alone->offers[0].price_micros_per_hour, 10'000'000);
+}
+
 TEST(PoolConfigTest, OffersFromTheShippedCatalog) {
   // The cheapest matching row of the shipped catalog gives GPU, count, price and, for spot, the
   // interruption rate; an offer that matches nothing says how to list what exists.
