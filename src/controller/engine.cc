@@ -204,7 +204,7 @@ Status Engine::Recover() {
       } else {
         jobs_[rec.id.value()] = std::move(job);
       }
-      restored.push_back(sched::JobSubmitted{rec.id, rec.request.spec, rec.cost_micros});
+      restored.push_back(sched::JobSubmitted{rec.id, rec.request.spec, rec.cost_micros, rec.request.checkpoint.grace});
     }
   }
   Status st = scheduler_->HandleAll(restored);

@@ -352,24 +352,29 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
     idle.push_back(n);
   }
   std::sort(idle.begin(), idle.end(), [](const PoolNode* a, const PoolNode* b) {
-    return std::make_tuple(*a->idle_since, -a->spec.price_micros_per_hour, a->id) <
-           std::make_tuple(*b->idle_since, -b->spec.price_micros_per_hour, b->id);
+    return std::make_tuple(!a->budget_spent, *a->idle_since, -a->spec.price_micros_per_hour, a->id) <
+           std::make_tuple(!b->budget_spent, *b->idle_since, -b->spec.price_micros_per_hour, b->id);
   });
   int releases_in_window = 0;
   for (const Event& e : release_history_) releases_in_window += e.nodes;
   bool release_held_by_rate = false;
   for (const PoolNode* n : idle) {
+    // A node billed to a stopped team goes whatever min_nodes and the release rate say: every
+    // minute of it would be billed over that team's budget.
+    if (n->budget_spent) {
+      plan.releases.push_back({n->id, "idle, and the hard budget of the team it is billed to is spent", true});
+      release_history_.push_back({now, 1});
+      ++releases_in_window;
+      --pool_nodes;
+      continue;
+    }
     if (pool_nodes - 1 < in.limits.min_nodes) break;
     if (options_.max_releases_per_minute > 0 && releases_in_window + 1 > options_.max_releases_per_minute) {
       release_held_by_rate = true;
       break;
     }
-    if (n->budget_spent) {
-      plan.releases.push_back({n->id, "idle, and the hard budget of the team it is billed to is spent", true});
-    } else {
-      plan.releases.push_back({n->id, "idle for " + FormatDuration(now - *n->idle_since) + " (idle_duration " +
-                                          FormatDuration(options_.idle_duration) + ")"});
-    }
+    plan.releases.push_back({n->id, "idle for " + FormatDuration(now - *n->idle_since) + " (idle_duration " +
+                                        FormatDuration(options_.idle_duration) + ")"});
     release_history_.push_back({now, 1});
     ++releases_in_window;
     --pool_nodes;

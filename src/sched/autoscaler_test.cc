@@ -317,7 +317,7 @@ TEST_F(AutoscalerTest, NodesOfATeamWhoseHardBudgetIsSpentGoAtOnce) {
   // Given idle_duration 10 min, expect a node idle for 1 minute whose team's hard budget is spent
   // released now (and counted as a budget release), a booting one of that team released before
   // it boots (no offer backoff: nothing is wrong with the offer), a busy one kept until its job
-  // stops, and another team's node idle for 1 minute kept.
+  // stops, and another team's node idle for 1 minute kept; min_nodes does not keep them.
   options_.idle_duration = Duration::Minutes(10);
   Autoscaler scaler(options_);
   PoolNode idle = IdleNode(1, Duration::Minutes(1));
@@ -330,6 +330,7 @@ TEST_F(AutoscalerTest, NodesOfATeamWhoseHardBudgetIsSpentGoAtOnce) {
   PoolNode busy = Node(3, PoolNodeState::kUp);
   busy.budget_spent = true;
   input_.nodes = {idle, booting, busy, IdleNode(4, Duration::Minutes(1))};
+  input_.limits.min_nodes = 4;  // not held by min_nodes: every minute would be over the budget
   ScalePlan plan = scaler.Decide(input_);
   EXPECT_EQ(ReleasedIds(plan), (std::vector<int64_t>{2, 1}));
   for (const Release& r : plan.releases) {

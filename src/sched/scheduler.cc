@@ -119,6 +119,7 @@ struct Scheduler::JobState {
   Duration stop_grace;                   // how long it may take to exit once asked to stop
   std::vector<std::pair<std::string, int64_t>> charged_parts;  // (charged node, part rate) while it holds GPUs
   std::string budget_block;              // why its team's budget kept it waiting (for Explain)
+  int64_t budget_rate = 0;               // the cost per hour it would have added then
   enum class Outcome { kNotReached, kWait, kInfeasible, kHeldByReservation, kAwaitingVictims, kBudget, kQuota };
   Outcome outcome = Outcome::kNotReached;
   JobId outcome_job;
@@ -482,7 +483,12 @@ void Scheduler::SetTeamBudget(const std::string& team, const TeamBudget& budget)
     m.spent_closed = static_cast<__int128>(std::max<int64_t>(0, budget.carried_micros)) * kMsPerHour;
     m.idle_closed = 0;
   }
-  m.hard_stopped = false;
+  // A team the hard budget stopped stays stopped under the same budget (re-set with another soft
+  // limit, or by a restarted controller); a new period, a new start or a larger limit lets it go.
+  if (budget.since != m.budget.since || budget.period != m.budget.period || budget.hard_micros > m.budget.hard_micros ||
+      budget.hard_micros == 0) {
+    m.hard_stopped = false;
+  }
   m.budget = budget;
   m.has_budget = budget.hard_micros > 0 || budget.soft_micros > 0 || budget.max_rate_micros > 0;
   (void)now;
@@ -514,9 +520,9 @@ std::string Scheduler::BudgetHold(JobId id) const {
   if (any_limits_) {
     if (std::string q = QuotaBlock(*j, nullptr); !q.empty()) return q;
   }
-  // The last pass judged it with its placement's cost (a stop lead needs the rate).
-  if (j->outcome == JobState::Outcome::kBudget && !j->budget_block.empty()) return j->budget_block;
-  return BudgetBlock(*j, 0, clock_.Now());
+  // Judged afresh, with the cost per hour its placement had at the last pass (the stop lead needs
+  // it): a reason kept from that pass may be stale (a new period, a larger budget).
+  return BudgetBlock(*j, j->outcome == JobState::Outcome::kBudget ? j->budget_rate : 0, clock_.Now());
 }
 
 TeamSpend Scheduler::SpendOf(const std::string& team) const {
@@ -594,6 +600,7 @@ void Scheduler::ChargeParts(JobState& j, int sign, Time now) {
     return;
   }
   if (charges_.empty()) return;
+  std::vector<std::pair<std::string, int64_t>> moves;  // nodes of stopped teams this job now uses
   for (const auto& part : j.placement.parts) {
     const ClusterView::Node* n = view_.Find(part.node);
     if (!n) continue;
@@ -602,12 +609,19 @@ void Scheduler::ChargeParts(JobState& j, int sign, Time now) {
     const int64_t rate = model::PartCostRate(n->spec, part);
     j.charged_parts.emplace_back(n->spec.name, rate);
     Recharge(it->second, rate, now);
+    if (it->second.team != j.spec.team && money_[it->second.team].hard_stopped) {
+      moves.emplace_back(n->spec.name, it->second.price);
+    }
   }
+  // A stopped team does not pay for a node another team's job has started on (see
+  // MoveChargesOfStoppedTeams).
+  for (const auto& [name, price] : moves) ChargeNode(name, j.spec.team, price, now);
 }
 
 void Scheduler::ChargeNode(const std::string& node_name, const std::string& team, int64_t price_micros_per_hour,
                            Time since) {
   const Time now = clock_.Now();
+  RollBudgetPeriods(now);
   if (charges_.count(node_name)) EndNodeCharge(node_name);
   Charge c;
   c.team = team;
@@ -640,6 +654,7 @@ void Scheduler::ChargeNode(const std::string& node_name, const std::string& team
 void Scheduler::EndNodeCharge(const std::string& node_name) {
   auto it = charges_.find(node_name);
   if (it == charges_.end()) return;
+  RollBudgetPeriods(clock_.Now());
   Charge& c = it->second;
   Recharge(c, 0, clock_.Now());
   // A node released because its team reached its stop point keeps the team stopped: without the
@@ -650,6 +665,32 @@ void Scheduler::EndNodeCharge(const std::string& node_name) {
   m.idle_rate -= c.rate;
   --m.charges;
   charges_.erase(it);
+}
+
+// A node billed to a team its hard budget stopped, that jobs of other teams still use, is billed to
+// the team of one of those jobs from now on: the stopped team's nodes go when idle, and this one
+// cannot while others work there.
+void Scheduler::MoveChargesOfStoppedTeams() {
+  std::vector<std::pair<std::string, std::string>> moves;  // node, new team
+  for (const auto& [name, c] : charges_) {
+    if (c.jobs_rate <= 0) continue;
+    auto m = money_.find(c.team);
+    if (m == money_.end() || !m->second.hard_stopped) continue;
+    for (const auto& [rank, seq, j] : running_) {
+      if (j->spec.team == c.team) continue;
+      bool here = false;
+      for (const auto& [node, rate] : j->charged_parts) here = here || node == name;
+      if (here) {
+        moves.emplace_back(name, j->spec.team);
+        break;
+      }
+    }
+  }
+  const Time now = clock_.Now();
+  for (const auto& [name, team] : moves) {
+    const int64_t price = charges_.at(name).price;
+    ChargeNode(name, team, price, now);
+  }
 }
 
 std::string Scheduler::ChargedTeam(const std::string& node_name) const {
@@ -706,12 +747,12 @@ std::string Scheduler::BudgetBlock(const JobState& j, int64_t rate, Time now) co
       return "team " + j.spec.team + " has reached its hard budget: spent " + usd(spent_micros) + " of " +
              usd(m.budget.hard_micros) + " since " + FormatIso8601(m.budget.since);
     }
-    const __int128 lead = StopLeadSpend(j.spec.team, rate, j.stop_grace);
     if (m.hard_stopped) {
       return "team " + j.spec.team + " was stopped by its hard budget (spent " + usd(spent_micros) + " of " +
              usd(m.budget.hard_micros) + ", the rest kept for stopping and releasing nodes); a new budget or "
              "period lets it run";
     }
+    const __int128 lead = StopLeadSpend(j.spec.team, rate, j.stop_grace);
     if (lead > 0 && spent + lead >= static_cast<__int128>(m.budget.hard_micros) * kMsPerHour) {
       return "team " + j.spec.team + " is within its stop lead of its hard budget: spent " + usd(spent_micros) +
              " of " + usd(m.budget.hard_micros) + ", and stopping (grace and node release) could add " +
@@ -779,6 +820,7 @@ void Scheduler::EnforceBudgets(Time now) {
     if (m.budget.stop_running) over.insert(team);
   }
   if (priced_running_ == 0) return;
+  MoveChargesOfStoppedTeams();
   for (const auto& [rank, seq, j] : running_) {
     if (j->cost_rate <= 0) continue;
     if (j->spec.max_cost_micros > 0 && CostOf(j->v.id) >= j->spec.max_cost_micros) {
@@ -1509,7 +1551,8 @@ void Scheduler::Pass() {
       }
     }
     if (placed && !money_.empty()) {
-      j->budget_block = BudgetBlock(*j, AddedRate(*j, r.placement), ctx.now);
+      j->budget_rate = AddedRate(*j, r.placement);
+      j->budget_block = BudgetBlock(*j, j->budget_rate, ctx.now);
       if (!j->budget_block.empty()) {
         j->outcome = JobState::Outcome::kBudget;
         continue;

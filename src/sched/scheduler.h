@@ -268,6 +268,7 @@ class Scheduler {
   // The spend the team will add between a stop decision and its end (docs/cost.md).
   __int128 StopLeadSpend(const std::string& team, int64_t extra_rate, Duration extra_grace) const;
   bool HardStopReached(const std::string& team) const;
+  void MoveChargesOfStoppedTeams();
   struct TeamBooks {
     TeamQuota quota;
     TeamLoad load;

@@ -602,6 +602,52 @@ TEST(BudgetTest, AJobDoesNotStartWhenItsStopLeadWouldOvershootTheBudget) {
   EXPECT_EQ(h.Phase(plain), JobPhase::kRunning);
 }
 
+TEST(BudgetTest, AStoppedTeamStopsPayingForItsNodeWhenAnotherTeamWorksThere) {
+  // Given team a's $1 hard budget and an 8-GPU $8/h node charged to a, with team b's 2-GPU job on
+  // it: a is stopped at 600 s ($2/h from b leaves $6/h for a: $1 after 10 minutes); from then the
+  // node is billed to b, which keeps working there, and a's spend stays at $1.
+  testing::SchedulerHarness h("fifo");
+  TeamBudget b;
+  b.hard_micros = 1'000'000;
+  h.sched().SetTeamBudget("a", b);
+  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(0));
+  h.AddNode(PricedNode("r0", 8, 8));
+  JobId j = h.Submit(testing::MakeJob(2, 0, "b"));
+  ASSERT_EQ(h.Phase(j), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().NextWakeup(), Time::FromSeconds(600));
+  h.AdvanceTo(600);
+  EXPECT_TRUE(h.sched().SpendOf("a").hard_stop);
+  EXPECT_EQ(h.sched().ChargedTeam("r0"), "b");
+  h.clock().Set(Time::FromSeconds(4200));
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 1'000'000);
+  EXPECT_EQ(h.sched().SpendOf("b").spent_micros, 8'333'333);  // $2/h for 70 min + $6/h for 60 min
+}
+
+TEST(BudgetTest, AStoppedTeamStaysStoppedUnderTheSameBudgetAndGoesOnWithALargerOne) {
+  // Given team a stopped by its $2 hard budget, expect re-setting the same budget (a new soft
+  // limit) to keep it stopped, and a larger hard limit to let its held job start.
+  testing::SchedulerHarness h("fifo", {}, Duration::Seconds(60));
+  h.AddNode(PricedNode("n0", 8, 8));
+  TeamBudget b;
+  b.hard_micros = 2'000'000;
+  h.sched().SetTeamBudget("a", b);
+  h.sched().ChargeNode("r9", "a", 8'000'000, Time::FromSeconds(0));  // a booting node billed to a
+  h.AdvanceTo(840);  // $8/h x (840 + 60) s = $2: stopped
+  EXPECT_TRUE(h.sched().SpendOf("a").hard_stop);
+  h.sched().EndNodeCharge("r9");  // released; $1.87 spent, but a stays stopped
+  EXPECT_TRUE(h.sched().SpendOf("a").hard_stop);
+  b.soft_micros = 1'000'000;
+  h.sched().SetTeamBudget("a", b);
+  JobId j = h.Submit(testing::MakeJob(1, 840, "a"));
+  EXPECT_EQ(h.Phase(j), JobPhase::kPending);
+  EXPECT_NE(h.sched().BudgetHold(j).find("was stopped by its hard budget"), std::string::npos) << h.sched().BudgetHold(j);
+  b.hard_micros = 3'000'000;
+  h.sched().SetTeamBudget("a", b);
+  h.Timer();
+  EXPECT_EQ(h.Phase(j), JobPhase::kRunning);
+  EXPECT_TRUE(h.sched().BudgetHold(j).empty());
+}
+
 TEST(BudgetTest, UnpricedNodesCostNothingAndNeverWakeTheScheduler) {
   testing::SchedulerHarness h("fifo");
   h.AddNode(testing::MakeNode("n0", "H100", 8));
