@@ -2,8 +2,9 @@
 # Given the shipped catalog (data/catalog/offers.csv), expect `gpufleet offers` to list only what
 # the filters ask for, cheapest first, with suspect fallback prices hidden unless asked for, and
 # `gpufleet select` to rank by expected cost to complete: a job without checkpoints is steered off
-# spot where interruptions would cost more than spot saves, a checkpointing one onto it; errors in
-# the job file name file, line and field.
+# spot where interruptions would cost more than spot saves, a checkpointing one onto it, and to say
+# for each candidate the GPU speed it used (step times, MLPerf table, datasheet); errors in the job
+# file name file, line and field.
 #
 # Usage: offers_cli_test.sh PATH/TO/gpufleet SOURCE_DIR
 source "$(dirname "$0")/lib.sh"
@@ -237,5 +238,82 @@ expect_contains "$WORK/rankedtxt.out" "prices as of 2026-05-20 (198 days old)" "
 expect_contains "$WORK/rankedtxt.out" "! spot-outlier:" "select explains the outlier mark"
 run "$WORK/shelp" "$GPUFLEET" select --help
 expect_contains "$WORK/shelp.out" "--trust-spot-outliers" "select --help names the trust flag"
+
+# --- select: which GPU speed it used ------------------------------------------------------------
+# Measured MLPerf ratios (data/gpu_speeds.csv) where both GPUs have rows, the job's own step times
+# over them, the datasheet for GPUs the table lacks; every candidate says which.
+cat >"$WORK/speeds.yaml" <<'YAML'
+resources: {gpus: 8, gpu_type: [A100, H100, L4, B200]}
+estimate: "10h on A100"
+workload: training-vision
+profile: compute
+checkpoint: {interval: 30m}
+market: on-demand
+clouds: [gcp]
+regions: [us-central1]
+YAML
+run "$WORK/tbl" "$GPUFLEET" select "$WORK/speeds.yaml" --catalog "$CATALOG" -o json --limit 20
+expect_rc "$WORK/tbl" 0 "gpufleet select (speed table)"
+run "$WORK/meas" "$GPUFLEET" select "$WORK/speeds.yaml" --catalog "$CATALOG" -o json --limit 20 \
+  --step-time A100=0.42s --step-time H100=230ms
+expect_rc "$WORK/meas" 0 "gpufleet select --step-time"
+"$PYTHON" - "$WORK/tbl.out" "$WORK/meas.out" <<'PY' || fail "select does not say which GPU speed it used"
+import json, sys
+tbl, meas = (json.load(open(p)) for p in sys.argv[1:3])
+assert tbl["job"]["workload"] == "training-vision" and tbl["job"]["step_time_seconds"] == {}, tbl["job"]
+assert tbl["speeds"].endswith("data/gpu_speeds.csv"), tbl["speeds"]
+def by_gpu(d):
+    out = {}
+    for c in d["ranked"]:
+        out.setdefault(c["gpu"], (c["speed_vs_reference"], c["speed_source"], c["speed_confidence"]))
+    return out
+t = by_gpu(tbl)
+assert t["H100"] == (1.846, "mlperf:training-vision", "medium"), t["H100"]   # ResNet-50, Training v3.0
+assert t["L4"] == (0.283, "mlperf:default", "low"), t["L4"]                  # no training-vision row
+assert t["A100"] == (1.0, "mlperf:training-vision", "high"), t["A100"]
+assert t["B200"][1] == "datasheet" and t["B200"][2] is None and t["B200"][0] > 5, t["B200"]
+m = by_gpu(meas)
+assert meas["job"]["step_time_seconds"] == {"A100": 0.42, "H100": 0.23}, meas["job"]
+assert m["H100"] == (round(0.42 / 0.23, 3), "measured", None), m["H100"]
+assert m["A100"][1] == "measured" and m["L4"][1] == "mlperf:default", m
+for d in (tbl, meas):
+    for c in d["ranked"]:
+        assert abs(c["runtime_hours"] - 10 / c["speed_vs_reference"]) < 0.01, c
+PY
+
+# The table with the speed and its source (golden output).
+cp "$WORK/speeds.yaml" "$WORK/speeds-step.yaml"
+printf 'step_time: {A100: 0.42s, H100: 0.23s}\n' >>"$WORK/speeds-step.yaml"
+(cd "$WORK" && "$GPUFLEET" select speeds-step.yaml --catalog "$CATALOG" -q --limit 10) >"$WORK/sgolden.out" 2>"$WORK/sgolden.err" ||
+  fail "gpufleet select (golden) failed: $(cat "$WORK/sgolden.err")"
+diff -u "$SRC/tests/data/cli/select_speeds.golden" "$WORK/sgolden.out" >&2 ||
+  fail "gpufleet select output differs from tests/data/cli/select_speeds.golden"
+
+# Unknown workload classes and bad step times are refused, naming what is known or wrong.
+printf 'resources: {gpus: 1}\nestimate: 1h on A100\nworkload: training-nlp\n' >"$WORK/badclass.yaml"
+run "$WORK/badclass" "$GPUFLEET" select "$WORK/badclass.yaml" --catalog "$CATALOG" -q
+expect_rc "$WORK/badclass" 1 "an unknown workload class"
+expect_contains "$WORK/badclass.err" \
+  "badclass.yaml:3: workload: unknown workload class 'training-nlp'; known: default, inference-vision, training-recsys, training-vision" \
+  "the known classes are listed"
+run "$WORK/badstep" "$GPUFLEET" select "$WORK/speeds.yaml" --catalog "$CATALOG" -q --step-time H100
+expect_rc "$WORK/badstep" 2 "--step-time without a duration"
+expect_contains "$WORK/badstep.err" "--step-time must read MODEL=DURATION such as H100=0.23s, got 'H100'" "the bad flag is named"
+run "$WORK/badgpustep" "$GPUFLEET" select "$WORK/speeds.yaml" --catalog "$CATALOG" -q --step-time Z80=1s
+expect_contains "$WORK/badgpustep.err" "--step-time: unknown GPU model 'Z80'" "an unknown step-time GPU is named"
+printf 'gpu,workload_class,ratio_vs_a100\nA100,default,1\nH100,default,fast\n' >"$WORK/badspeeds.csv"
+run "$WORK/badspeeds" "$GPUFLEET" select "$WORK/speeds.yaml" --catalog "$CATALOG" -q --speeds "$WORK/badspeeds.csv"
+expect_rc "$WORK/badspeeds" 1 "a bad speed table"
+expect_contains "$WORK/badspeeds.err" "badspeeds.csv:3: ratio_vs_a100 must be a positive number, got 'fast'" "the table error says where"
+# Found from outside the source tree too: $GPUFLEET_SPEEDS, else the source tree the binary came from.
+if (cd / && GPUFLEET_SPEEDS="$WORK/badspeeds.csv" "$GPUFLEET" select "$WORK/speeds.yaml" --catalog "$CATALOG" -q) \
+  >/dev/null 2>"$WORK/envspeeds.err"; then
+  fail "GPUFLEET_SPEEDS was not read"
+fi
+expect_contains "$WORK/envspeeds.err" "badspeeds.csv:3:" "GPUFLEET_SPEEDS names the table"
+(cd / && "$GPUFLEET" select "$WORK/speeds.yaml" --catalog "$CATALOG" -o json) >"$WORK/fromroot.out" ||
+  fail "select run from / does not find the speed table"
+"$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["speeds"].endswith("/data/gpu_speeds.csv") and d["ranked"][0]["speed_source"], d["speeds"]' \
+  "$WORK/fromroot.out" || fail "select run from / used no speed table"
 
 echo "PASS: gpufleet offers and select on the shipped catalog"

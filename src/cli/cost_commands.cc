@@ -16,6 +16,7 @@
 #include "cost/job_yaml.h"
 #include "cost/offer.h"
 #include "cost/select.h"
+#include "model/gpu_speeds.h"
 
 #ifndef GPUFLEET_DATA_DIR
 #define GPUFLEET_DATA_DIR "data"
@@ -286,11 +287,33 @@ struct SelectArgs {
   std::string job;
   std::string output = "text";
   std::string catalog;
+  std::string speeds;                   // --speeds: the GPU speed table
+  std::vector<std::string> step_times;  // --step-time MODEL=DURATION, repeatable
   int limit = 5;
   bool include_suspect = false;
   bool trust_spot_outliers = false;
   bool quiet = false;
 };
+
+// --step-time values ("H100=0.23s") into the job's step times; they replace the job file's for
+// the same model.
+Status AddStepTimes(const std::vector<std::string>& flags, cost::CostJob& job) {
+  for (const std::string& f : flags) {
+    const size_t eq = f.find('=');
+    const std::string want = "--step-time must read MODEL=DURATION such as H100=0.23s, got '" + f + "'";
+    if (eq == std::string::npos) return Status::InvalidArgument(want);
+    const std::string name(Trim(std::string_view(f).substr(0, eq)));
+    const model::GpuModel* m = model::GpuCatalog::BuiltIn().Find(name);
+    if (m == nullptr) return Status::InvalidArgument("--step-time: unknown GPU model '" + name + "'");
+    auto seconds = model::ParseStepSeconds(std::string_view(f).substr(eq + 1));
+    if (!seconds) return Status::InvalidArgument(want);
+    job.speed_overrides.step_seconds[m->name] = *seconds;
+  }
+  return Status::Ok();
+}
+
+// "1.90x mlperf:default"
+std::string SpeedWithSource(const Candidate& c) { return Fixed(c.speed, 2) + "x " + c.speed_source; }
 
 json CandidateJson(const Candidate& c) {
   json j = OfferJson(c.offer);
@@ -298,6 +321,8 @@ json CandidateJson(const Candidate& c) {
   j["instances"] = c.offer.price(c.market) ? c.price_per_hour / *c.offer.price(c.market) : 0;
   j["usd_per_hour"] = Usd(c.price_per_hour);
   j["speed_vs_reference"] = std::round(c.speed * 1000) / 1000;
+  j["speed_source"] = c.speed_source;
+  j["speed_confidence"] = c.speed_confidence.empty() ? json(nullptr) : json(c.speed_confidence);
   j["runtime_hours"] = std::round(c.runtime.hours_f() * 1000) / 1000;
   j["expected_wall_hours"] = std::round(c.expected_wall.hours_f() * 1000) / 1000;
   j["expected_interruptions"] = std::round(c.expected_interruptions * 1000) / 1000;
@@ -318,8 +343,12 @@ int SelectFail(const std::string& msg, int code) {
 
 int RunSelect(const SelectArgs& a) {
   if (a.output != "text" && a.output != "json") return SelectFail("-o must be text or json, got '" + a.output + "'", 2);
-  auto job = cost::LoadCostJobYaml(a.job, model::GpuCatalog::BuiltIn());
+  const std::string speeds_path = a.speeds.empty() ? model::GpuSpeeds::DefaultPath() : a.speeds;
+  auto speeds = model::GpuSpeeds::LoadCsv(speeds_path, model::GpuCatalog::BuiltIn());
+  if (!speeds.ok()) return SelectFail(speeds.status().message(), 1);
+  auto job = cost::LoadCostJobYaml(a.job, model::GpuCatalog::BuiltIn(), &*speeds);
   if (!job.ok()) return SelectFail(job.status().message(), 1);
+  if (Status s = AddStepTimes(a.step_times, *job); !s.ok()) return SelectFail(s.message(), 2);
   job->allow_suspect_prices = a.include_suspect;
   job->trust_spot_outliers = a.trust_spot_outliers;
   auto today = Today();
@@ -327,7 +356,7 @@ int RunSelect(const SelectArgs& a) {
   std::string path;
   auto table = LoadCatalog(a.catalog, path);
   if (!table.ok()) return SelectFail(table.status().message(), 1);
-  auto sel = cost::SelectOffers(*table, *job, model::GpuCatalog::BuiltIn());
+  auto sel = cost::SelectOffers(*table, *job, model::GpuCatalog::BuiltIn(), *speeds);
   if (!sel.ok()) return SelectFail(a.job + ": " + sel.status().message(), 1);
 
   const char* profile = job->profile == model::Boundness::kCompute  ? "compute"
@@ -342,9 +371,12 @@ int RunSelect(const SelectArgs& a) {
                   {"reference_gpu", job->reference_gpu},
                   {"reference_runtime_hours", job->reference_runtime.hours_f()},
                   {"profile", profile},
+                  {"workload", job->workload_class},
+                  {"step_time_seconds", job->speed_overrides.step_seconds},
                   {"checkpoint_interval_hours", job->checkpoint_interval.hours_f()},
                   {"market", model::MarketPreferenceName(job->market)}};
     out["catalog"] = path;
+    out["speeds"] = speeds_path;
     AddAgeJson(out, *table, *today);
     out["feasible"] = sel->ranked.size();
     json ranked = json::array();
@@ -361,27 +393,38 @@ int RunSelect(const SelectArgs& a) {
     return sel->ranked.empty() ? 3 : 0;
   }
 
-  if (!a.quiet) std::fprintf(stderr, "%s\n", WarningSummary(path, *table).c_str());
-  std::printf("job %s: %d node(s) x %d GPU(s), %s on %s, %s profile, %s, market %s%s%s\n", a.job.c_str(), job->nodes,
-              job->gpus_per_node, FormatDuration(job->reference_runtime).c_str(), job->reference_gpu.c_str(),
-              profile,
+  if (!a.quiet) {
+    std::fprintf(stderr, "%s\n", WarningSummary(path, *table).c_str());
+    std::fprintf(stderr, "speeds %s: %zu rows\n", speeds_path.c_str(), speeds->rows().size());
+  }
+  std::vector<std::string> steps;
+  for (const auto& [gpu, seconds] : job->speed_overrides.step_seconds) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", seconds);
+    steps.push_back(gpu + " " + buf + "s");
+  }
+  std::printf("job %s: %d node(s) x %d GPU(s), %s on %s, workload %s, %s profile, %s, market %s%s%s\n", a.job.c_str(),
+              job->nodes, job->gpus_per_node, FormatDuration(job->reference_runtime).c_str(),
+              job->reference_gpu.c_str(), job->workload_class.c_str(), profile,
               job->checkpoint_interval > Duration::Zero()
                   ? ("checkpoint every " + FormatDuration(job->checkpoint_interval)).c_str()
                   : "no checkpoints",
               model::MarketPreferenceName(job->market),
               job->deadline ? (", deadline " + FormatDuration(*job->deadline)).c_str() : "",
               job->max_hourly_cost ? (", max " + cost::FormatUsd(*job->max_hourly_cost) + "/h").c_str() : "");
+  if (!steps.empty()) std::printf("measured step times: %s\n", Join(steps, ", ").c_str());
   std::printf("%s\n", cost::CatalogAgeLine(table->prices_as_of, *today).c_str());
   bool outlier_shown = false;
   if (!sel->ranked.empty()) {
-    std::printf("\n%-4s %-58s %7s %8s %10s %10s %9s %11s\n", "RANK", "OFFER", "SPEED", "WALL", "$/H", "COMPUTE",
+    std::printf("\n%-4s %-58s %-28s %8s %10s %10s %9s %11s\n", "RANK", "OFFER", "SPEED", "WALL", "$/H", "COMPUTE",
                 "REWORK", "EXPECTED");
     for (size_t i = 0; i < shown; ++i) {
       const Candidate& c = sel->ranked[i];
       const bool outlier = c.market == model::Market::kSpot && c.offer.has(cost::kSpotOutlier);
       outlier_shown = outlier_shown || outlier;
       std::string rank = std::to_string(i + 1) + (outlier ? "!" : "");
-      std::printf("%-4s %-58s %6.2fx %8s %10s %10s %9s %11s\n", rank.c_str(), c.Describe().substr(0, 58).c_str(), c.speed,
+      std::printf("%-4s %-58s %-28s %8s %10s %10s %9s %11s\n", rank.c_str(), c.Describe().substr(0, 58).c_str(),
+                  SpeedWithSource(c).c_str(),
                   FormatDuration(c.expected_wall).c_str(), cost::FormatUsd(c.price_per_hour).c_str(),
                   cost::FormatUsd(c.compute_cost).c_str(), cost::FormatUsd(c.rework_cost + c.restart_cost).c_str(),
                   cost::FormatUsd(c.expected_cost).c_str());
@@ -442,6 +485,12 @@ std::function<int()> SetupSelectCommand(CLI::App& app) {
   sub->add_option("-o,--output", args->output, "text or json")->capture_default_str();
   sub->add_option("--limit", args->limit, "Candidates to show")->capture_default_str();
   sub->add_option("--catalog", args->catalog, kCatalogHelp);
+  sub->add_option("--speeds", args->speeds,
+                  "GPU speed table CSV (default: $GPUFLEET_SPEEDS, else ./data/gpu_speeds.csv, else the one in the "
+                  "source tree this binary was built from)");
+  sub->add_option("--step-time", args->step_times,
+                  "Measured time per step of this job on a GPU model, MODEL=DURATION (H100=0.23s, A100=420ms); "
+                  "repeatable; overrides the job file's step_time for that model");
   sub->add_flag("--include-suspect", args->include_suspect, "Also consider prices flagged as likely fallback values");
   sub->add_flag("--trust-spot-outliers", args->trust_spot_outliers,
                 "Rank spot prices flagged spot-outlier (a discount far beyond the usual for that GPU and cloud, "
@@ -451,7 +500,9 @@ std::function<int()> SetupSelectCommand(CLI::App& app) {
   sub->footer(R"(The job file (other keys are ignored):
   resources: {gpus: 8, nodes: 1, gpu_type: [H100, A100-80GB]}  # gpus per node
   estimate: "10h on A100"          # runtime on a reference GPU
-  profile: compute                 # compute | memory | balanced
+  profile: compute                 # compute | memory | balanced (datasheet speeds only)
+  workload: training-vision        # speed table class; default: default
+  step_time: {A100: 0.42s, H100: 0.23s}   # measured time per step on each GPU model
   checkpoint: {interval: 30m, restart_overhead: 5m}
   market: any                      # spot | on-demand | any
   deadline: 24h
@@ -459,12 +510,18 @@ std::function<int()> SetupSelectCommand(CLI::App& app) {
   regions: ["europe-*"]            # globs on region or zone
   constraints: {geo: eu}           # offer labels: cloud, region, zone, geo
 Expected cost = $/h x (runtime on that GPU + expected spot rework and restarts); see docs/cost.md.
+SPEED is the offer's GPU over the reference GPU and where that came from: measured (the job's
+step times on both), measured+<table> (step times on the offer's GPU and others, the reference's
+estimated through the table), mlperf:<class> (data/gpu_speeds.csv, MLPerf ratios; a GPU without
+the class uses its default row), datasheet (TFLOPS and bandwidth ratios with the profile, for
+GPUs the table lacks).
 Spot prices flagged spot-outlier (see `gpufleet offers --help`) rank after every other offer and
 are marked '!' unless --trust-spot-outliers. Exit status 3 when no offer fits.
 
 Examples:
   gpufleet select job.yaml
-  gpufleet select job.yaml -o json --limit 10)");
+  gpufleet select job.yaml -o json --limit 10
+  gpufleet select job.yaml --step-time A100=0.42s --step-time H100=0.23s)");
   return [args]() { return RunSelect(*args); };
 }
 

@@ -21,7 +21,8 @@ std::string Describe(const YAML::Node& n) {
 
 class Reader {
  public:
-  Reader(const std::string& source, const model::GpuCatalog& gpus) : source_(source), gpus_(gpus) {}
+  Reader(const std::string& source, const model::GpuCatalog& gpus, const model::GpuSpeeds* speeds)
+      : source_(source), gpus_(gpus), speeds_(speeds) {}
 
   Result<CostJob> Read(const YAML::Node& root) {
     if (!root.IsDefined() || root.IsNull()) return Status::InvalidArgument(source_ + ":1: the job file is empty");
@@ -52,6 +53,27 @@ class Reader {
       auto b = model::ParseBoundness(s);
       if (!b.ok()) return Error(p, "profile", "must be compute, memory or balanced, got '" + s + "'");
       job.profile = *b;
+    }
+    if (const YAML::Node w = root["workload"]) {
+      GF_ASSIGN_OR_RETURN(job.workload_class, ReadScalar(w, "workload"));
+      if (job.workload_class.empty()) return Error(w, "workload", "must name a workload class");
+      if (speeds_ != nullptr) {
+        if (Status s = speeds_->CheckClass(job.workload_class); !s.ok()) return Error(w, "workload", s.message());
+      }
+    }
+    if (const YAML::Node st = root["step_time"]) {
+      if (!st.IsMap()) return Error(st, "step_time", "must be a mapping of GPU: seconds per step such as {A100: 0.42s}, got " + Describe(st));
+      for (auto it = st.begin(); it != st.end(); ++it) {
+        const std::string name = it->first.Scalar();
+        const model::GpuModel* m = gpus_.Find(name);
+        if (m == nullptr) return Error(it->first, "step_time", "unknown GPU model '" + name + "'");
+        GF_ASSIGN_OR_RETURN(std::string v, ReadScalar(it->second, "step_time." + name));
+        auto seconds = model::ParseStepSeconds(v);
+        if (!seconds) {
+          return Error(it->second, "step_time." + name, "must be a positive time per step such as 0.42s or 420ms, got '" + v + "'");
+        }
+        job.speed_overrides.step_seconds[m->name] = *seconds;
+      }
     }
     if (const YAML::Node c = root["checkpoint"]) {
       if (!c.IsMap()) return Error(c, "checkpoint", "must be a mapping such as {interval: 30m}, got " + Describe(c));
@@ -156,28 +178,30 @@ class Reader {
 
   std::string source_;
   const model::GpuCatalog& gpus_;
+  const model::GpuSpeeds* speeds_;  // nullable
 };
 
 }  // namespace
 
 Result<CostJob> ParseCostJobYaml(const std::string& yaml, const std::string& source_name,
-                                 const model::GpuCatalog& gpus) {
+                                 const model::GpuCatalog& gpus, const model::GpuSpeeds* speeds) {
   // yaml-cpp parses recursively: bound the depth before it does.
   Status depth = CheckNestingDepth(yaml, NestingSyntax::kYaml);
   if (!depth.ok()) return Status::InvalidArgument(source_name + ": " + depth.message());
   try {
-    return Reader(source_name, gpus).Read(YAML::Load(yaml));
+    return Reader(source_name, gpus, speeds).Read(YAML::Load(yaml));
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(source_name + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
   }
 }
 
-Result<CostJob> LoadCostJobYaml(const std::string& path, const model::GpuCatalog& gpus) {
+Result<CostJob> LoadCostJobYaml(const std::string& path, const model::GpuCatalog& gpus,
+                                const model::GpuSpeeds* speeds) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound("cannot read " + path);
   std::ostringstream ss;
   ss << in.rdbuf();
-  return ParseCostJobYaml(ss.str(), path, gpus);
+  return ParseCostJobYaml(ss.str(), path, gpus, speeds);
 }
 
 }  // namespace gpufleet::cost

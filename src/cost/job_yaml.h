@@ -2,7 +2,9 @@
 // full job schema lives in src/api/job_yaml.h). Shape:
 //   resources: {gpus: 8, nodes: 1, gpu_type: [H100, A100-80GB]}   # gpus per node; gpu_type any-of
 //   estimate: "10h on A100"            # runtime on a reference GPU
-//   profile: compute                   # compute | memory | balanced (default)
+//   profile: compute                   # compute | memory | balanced (default); datasheet speeds only
+//   workload: training-vision          # a class of data/gpu_speeds.csv; default: default
+//   step_time: {A100: 0.42s, H100: 0.23s}   # measured time per step on each GPU model
 //   checkpoint: {interval: 30m, restart_overhead: 5m}   # no interval: never checkpoints
 //   market: any                        # spot | on-demand | any (default)
 //   deadline: 24h                      # on the expected wall time
@@ -21,11 +23,14 @@
 #include "common/status.h"
 #include "cost/select.h"
 #include "model/gpu_catalog.h"
+#include "model/gpu_speeds.h"
 
 namespace gpufleet::cost {
 
+// `speeds`, when given, checks `workload:` against its classes here, so that the error has a line.
 Result<CostJob> ParseCostJobYaml(const std::string& yaml, const std::string& source_name,
-                                 const model::GpuCatalog& gpus);
-Result<CostJob> LoadCostJobYaml(const std::string& path, const model::GpuCatalog& gpus);
+                                 const model::GpuCatalog& gpus, const model::GpuSpeeds* speeds = nullptr);
+Result<CostJob> LoadCostJobYaml(const std::string& path, const model::GpuCatalog& gpus,
+                                const model::GpuSpeeds* speeds = nullptr);
 
 }  // namespace gpufleet::cost

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace gpufleet::cost {
 namespace {
 
@@ -76,6 +78,47 @@ TEST_F(JobYamlTest, ErrorsNameFileLineAndField) {
   auto yaml = Parse("resources: {gpus: 1\n");
   ASSERT_FALSE(yaml.ok());
   EXPECT_NE(yaml.status().message().find("invalid YAML"), std::string::npos);
+}
+
+TEST_F(JobYamlTest, ReadsWorkloadClassAndStepTimes) {
+  // Given a workload class and step times in several units under any GPU name, expect the class
+  // kept and the step times in seconds under canonical names; without them, default and none.
+  auto j = Parse(R"(resources: {gpus: 8}
+estimate: "10h on A100"
+workload: training-vision
+step_time: {a100: 0.42s, H100-SXM: 230ms, L4: 2}
+)");
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ(j->workload_class, "training-vision");
+  EXPECT_EQ(j->speed_overrides.step_seconds,
+            (std::map<std::string, double>{{"A100", 0.42}, {"H100", 0.23}, {"L4", 2.0}}));
+  auto plain = Parse("resources: {gpus: 1}\nestimate: 1h on A100\n");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->workload_class, "default");
+  EXPECT_TRUE(plain->speed_overrides.step_seconds.empty());
+}
+
+TEST_F(JobYamlTest, BadWorkloadOrStepTimeSaysWhere) {
+  // Given the shipped speed table, an unknown class is refused with the known ones; a step time
+  // on an unknown GPU or not a time names its line.
+  auto speeds = model::GpuSpeeds::LoadCsv(std::string(GPUFLEET_SOURCE_DIR) + "/data/gpu_speeds.csv", gpus_);
+  ASSERT_TRUE(speeds.ok()) << speeds.status().ToString();
+  const std::string head = "resources: {gpus: 1}\nestimate: 1h on A100\n";
+  auto cls = ParseCostJobYaml(head + "workload: training-nlp\n", "job.yaml", gpus_, &*speeds);
+  ASSERT_FALSE(cls.ok());
+  EXPECT_EQ(cls.status().message(),
+            "job.yaml:3: workload: unknown workload class 'training-nlp'; known: default, inference-vision, "
+            "training-recsys, training-vision");
+  auto gpu = Parse(head + "step_time:\n  A100: 0.4s\n  Z80: 0.2s\n");
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_EQ(gpu.status().message(), "job.yaml:5: step_time: unknown GPU model 'Z80'");
+  auto bad = Parse(head + "step_time: {H100: fast}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "job.yaml:3: step_time.H100: must be a positive time per step such as 0.42s or 420ms, got 'fast'");
+  auto list = Parse(head + "step_time: [0.4s]\n");
+  ASSERT_FALSE(list.ok());
+  EXPECT_NE(list.status().message().find("job.yaml:3: step_time: must be a mapping"), std::string::npos);
 }
 
 TEST_F(JobYamlTest, DeeplyNestedFileIsRefusedBeforeParsing) {

@@ -85,7 +85,8 @@ SpotEstimate ExpectedSpotTime(Duration runtime, double hazard_per_hour, Duration
   return e;
 }
 
-Result<Selection> SelectOffers(const OfferTable& table, const CostJob& job, const model::GpuCatalog& gpus) {
+Result<Selection> SelectOffers(const OfferTable& table, const CostJob& job, const model::GpuCatalog& gpus,
+                               const model::GpuSpeeds& speeds) {
   if (job.gpus_per_node < 1) return Status::InvalidArgument("resources.gpus must be at least 1");
   if (job.nodes < 1) return Status::InvalidArgument("resources.nodes must be at least 1");
   if (job.reference_runtime <= Duration::Zero()) {
@@ -99,6 +100,18 @@ Result<Selection> SelectOffers(const OfferTable& table, const CostJob& job, cons
     if (m == nullptr) return Status::InvalidArgument("resources.gpu_type: unknown GPU model '" + g + "'");
     allowed.push_back(m->name);
   }
+  if (Status s = speeds.CheckClass(job.workload_class); !s.ok()) return Status::InvalidArgument("workload: " + s.message());
+  for (const auto& [gpu, seconds] : job.speed_overrides.step_seconds) {
+    if (gpus.Find(gpu) == nullptr) return Status::InvalidArgument("step_time: unknown GPU model '" + gpu + "'");
+    if (!(seconds > 0) || !std::isfinite(seconds)) {
+      return Status::InvalidArgument("step_time: " + gpu + " must be a positive number of seconds");
+    }
+  }
+  model::SpeedQuery speed_query;
+  speed_query.reference = ref->name;
+  speed_query.workload_class = job.workload_class;
+  speed_query.profile = job.profile;
+  speed_query.overrides = &job.speed_overrides;
 
   Selection sel;
   std::vector<Candidate> passing;  // static filters passed (deadline not yet applied)
@@ -157,7 +170,11 @@ Result<Selection> SelectOffers(const OfferTable& table, const CostJob& job, cons
         continue;
       }
       c.idle_gpus_per_node = o.gpus - job.gpus_per_node;
-      c.speed = gpus.RelativeSpeed(ref->name, o.gpu, job.profile);
+      speed_query.target = o.gpu;
+      const model::SpeedEstimate speed = speeds.Lookup(speed_query, gpus);
+      c.speed = speed.ratio;
+      c.speed_source = speed.source;
+      c.speed_confidence = speed.confidence;
       const double run_h = job.reference_runtime.hours_f() / c.speed;
       c.runtime = HoursToDuration(run_h);
       const double hazard = m == model::Market::kSpot ? o.spot_hazard_per_hour * job.nodes : 0.0;
@@ -190,7 +207,7 @@ Result<Selection> SelectOffers(const OfferTable& table, const CostJob& job, cons
     return sel;
   }
   const Candidate& w = sel.ranked.front();
-  sel.reason = "cheapest expected cost: " + Summary(w) + ", " + Speed(w.speed) + " the " + ref->name + "'s speed";
+  sel.reason = "cheapest expected cost: " + Summary(w) + ", " + Speed(w.speed) + " the " + ref->name + "'s speed (" + w.speed_source + ")";
   if (w.untrusted_outlier) sel.reason += " (only spot-outlier prices are left: check the capacity)";
   if (sel.cheapest_hourly) {
     const Candidate& h = *sel.cheapest_hourly;

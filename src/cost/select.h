@@ -1,9 +1,12 @@
 // Offer selection by expected cost to complete.
 //
-// A job says how long it runs on a reference GPU ("10h on A100") and whether it is compute- or
-// memory-bound. For every offer that can hold the job (its GPU model, GPUs per node, region,
-// constraints, market, hourly cap), the selector estimates
-//   runtime   = reference runtime / RelativeSpeed(reference GPU -> offer GPU, profile)
+// A job says how long it runs on a reference GPU ("10h on A100"), its workload class and, where
+// it has them, its measured step times per GPU model. For every offer that can hold the job (its
+// GPU model, GPUs per node, region, constraints, market, hourly cap), the selector estimates
+//   runtime   = reference runtime / speed(reference GPU -> offer GPU)
+//               with speed from model::GpuSpeeds::Lookup: the job's step times (`measured`), else
+//               the MLPerf table for the class (`mlperf:<class>`), else the datasheet model with
+//               the job's profile (`datasheet`); each candidate says which
 //   wall time = runtime on on-demand; on spot, the expected time to finish under Poisson
 //               interruptions at rate nodes x hazard, with work lost back to the last checkpoint
 //               and a restart overhead after each interruption (docs/cost.md has the formula)
@@ -30,6 +33,7 @@
 #include "common/time.h"
 #include "cost/offer.h"
 #include "model/gpu_catalog.h"
+#include "model/gpu_speeds.h"
 #include "model/types.h"
 
 namespace gpufleet::cost {
@@ -41,7 +45,11 @@ struct CostJob {
   std::vector<std::string> gpu_types;  // allowed GPU models (any name the catalog knows); empty = any
   std::string reference_gpu;           // the GPU the estimate was measured on
   Duration reference_runtime;          // > 0
-  model::Boundness profile = model::Boundness::kBalanced;
+  model::Boundness profile = model::Boundness::kBalanced;  // for the datasheet fallback only
+  std::string workload_class = model::kDefaultWorkloadClass;  // a class of the speed table
+  // Measured speeds that override the table: the job's step times per GPU model, and the hook
+  // for a node burn-in's measured speed (model::SpeedOverrides::burn_in_vs_a100; empty today).
+  model::SpeedOverrides speed_overrides;
   Duration checkpoint_interval;        // zero: never checkpoints (an interruption loses everything)
   Duration restart_overhead = Duration::Minutes(5);  // per interruption: reboot, reload, warm up
   model::MarketPreference market = model::MarketPreference::kAny;
@@ -59,6 +67,8 @@ struct Candidate {
   model::Market market = model::Market::kOnDemand;
   MicroUsd price_per_hour = 0;  // for the whole job: instance price x nodes
   double speed = 1;             // relative to the reference GPU
+  std::string speed_source;     // "measured", "mlperf:<class>", "datasheet", ... (model::SpeedEstimate)
+  std::string speed_confidence; // the speed table's confidence; empty when no table row was used
   Duration runtime;             // uninterrupted compute time on this GPU
   Duration expected_wall;       // runtime + expected lost work + expected restarts
   double expected_interruptions = 0;
@@ -103,8 +113,10 @@ struct SpotEstimate {
 SpotEstimate ExpectedSpotTime(Duration runtime, double hazard_per_hour, Duration checkpoint_interval,
                               Duration restart);
 
-// Ranks the offers for `job`. InvalidArgument when the job itself is wrong (no GPUs, no runtime,
-// an unknown reference GPU or GPU type); an empty `ranked` with `rejected` filled when nothing fits.
-Result<Selection> SelectOffers(const OfferTable& table, const CostJob& job, const model::GpuCatalog& gpus);
+// Ranks the offers for `job`, with speeds from `speeds` (an empty table: datasheet speeds only).
+// InvalidArgument when the job itself is wrong (no GPUs, no runtime, an unknown reference GPU, GPU
+// type or workload class); an empty `ranked` with `rejected` filled when nothing fits.
+Result<Selection> SelectOffers(const OfferTable& table, const CostJob& job, const model::GpuCatalog& gpus,
+                               const model::GpuSpeeds& speeds);
 
 }  // namespace gpufleet::cost

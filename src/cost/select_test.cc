@@ -23,6 +23,7 @@ model::GpuCatalog TestGpus() {
   model::GpuCatalog c;
   c.Add(Gpu("REF", 40960, 1000, 100));
   c.Add(Gpu("FAST", 81920, 1000, 200));
+  c.Add(Gpu("OTHER", 40960, 500, 100));  // not in the speed table below
   return c;
 }
 
@@ -56,11 +57,12 @@ class SelectTest : public ::testing::Test {
   Selection Select(const std::vector<Offer>& offers, const CostJob& job) {
     OfferTable t;
     t.offers = offers;
-    auto s = SelectOffers(t, job, gpus_);
+    auto s = SelectOffers(t, job, gpus_, speeds_);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? *s : Selection{};
   }
   model::GpuCatalog gpus_ = TestGpus();
+  model::GpuSpeeds speeds_;  // empty: datasheet speeds, unless a test loads a table
 };
 
 TEST_F(SelectTest, FasterGpuWinsOnCostToCompleteDespiteHigherHourlyPrice) {
@@ -275,14 +277,107 @@ TEST_F(SelectTest, RejectsJobsThatCannotBeCosted) {
   OfferTable t;
   CostJob job = Job(1, Duration::Hours(1));
   job.reference_gpu = "Z80";
-  auto s = SelectOffers(t, job, gpus_);
+  auto s = SelectOffers(t, job, gpus_, speeds_);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("estimate: unknown GPU model 'Z80'"), std::string::npos);
   job = Job(1, Duration::Zero());
-  EXPECT_FALSE(SelectOffers(t, job, gpus_).ok());
+  EXPECT_FALSE(SelectOffers(t, job, gpus_, speeds_).ok());
   job = Job(1, Duration::Hours(1));
   job.gpu_types = {"nope"};
-  EXPECT_FALSE(SelectOffers(t, job, gpus_).ok());
+  EXPECT_FALSE(SelectOffers(t, job, gpus_, speeds_).ok());
+}
+
+// A measured table for the test GPUs: FAST does 1.5 REFs' worth of work by default (the datasheet
+// says 2x compute-bound) and 1.25 on training-vision; OTHER has no row.
+class SelectSpeedTest : public SelectTest {
+ protected:
+  void SetUp() override {
+    auto speeds = model::GpuSpeeds::ParseCsv(
+        "gpu,workload_class,ratio_vs_a100,confidence,benchmark\n"
+        "REF,default,1.000,high,(baseline)\n"
+        "FAST,default,1.5,medium,geomean\n"
+        "FAST,training-vision,1.25,medium,ResNet-50\n",
+        "speeds.csv", gpus_);
+    ASSERT_TRUE(speeds.ok()) << speeds.status().ToString();
+    speeds_ = std::move(speeds).value();
+  }
+
+  const Candidate& Find(const Selection& s, const std::string& gpu) {
+    for (const Candidate& c : s.ranked) {
+      if (c.offer.gpu == gpu) return c;
+    }
+    ADD_FAILURE() << "no candidate on " << gpu;
+    return s.ranked.front();
+  }
+
+  std::vector<Offer> offers_ = {MakeOffer("a", "us-east1", "ref-1", "REF", 1, 6 * kUsd),
+                                MakeOffer("b", "us-east1", "fast-1", "FAST", 1, 10 * kUsd),
+                                MakeOffer("c", "us-east1", "other-1", "OTHER", 1, 7 * kUsd)};
+};
+
+TEST_F(SelectSpeedTest, MeasuredTableReplacesTheDatasheetAndChangesTheWinner) {
+  // Given a 10 h compute-bound job on REF, REF at $6/h and FAST at $10/h, expect FAST at the
+  // table's 1.5x (6 h 40 m, $66.67) to lose to REF ($60), where the datasheet's 2x made it win;
+  // OTHER ($7/h, no row: datasheet 1.0x) costs $70.
+  Selection s = Select(offers_, Job(1, Duration::Hours(10)));
+  const Candidate& fast = Find(s, "FAST");
+  EXPECT_DOUBLE_EQ(fast.speed, 1.5);
+  EXPECT_EQ(fast.speed_source, "mlperf:default");
+  EXPECT_EQ(fast.speed_confidence, "medium");
+  EXPECT_EQ(fast.expected_cost, 66'666'667);
+  EXPECT_EQ(Find(s, "REF").speed_source, "mlperf:default");
+  EXPECT_EQ(s.ranked[0].offer.gpu, "REF");
+  EXPECT_NE(s.reason.find("(mlperf:default)"), std::string::npos) << s.reason;
+}
+
+TEST_F(SelectSpeedTest, WorkloadClassPicksItsRow) {
+  // Given workload training-vision, expect FAST at 1.25x: 8 h, $80.
+  CostJob job = Job(1, Duration::Hours(10));
+  job.workload_class = "training-vision";
+  Selection s = Select(offers_, job);
+  const Candidate& fast = Find(s, "FAST");
+  EXPECT_DOUBLE_EQ(fast.speed, 1.25);
+  EXPECT_EQ(fast.speed_source, "mlperf:training-vision");
+  EXPECT_EQ(fast.expected_cost, 80 * kUsd);
+}
+
+TEST_F(SelectSpeedTest, StepTimesOverrideTheTable) {
+  // Given step times of 0.42 s on REF and 0.23 s on FAST, expect FAST at 0.42 / 0.23 = 1.826x,
+  // measured: 10 h / 1.826 = 5 h 28 m 34 s, $54.76, and FAST wins again.
+  CostJob job = Job(1, Duration::Hours(10));
+  job.speed_overrides.step_seconds = {{"REF", 0.42}, {"FAST", 0.23}};
+  Selection s = Select(offers_, job);
+  const Candidate& fast = Find(s, "FAST");
+  EXPECT_DOUBLE_EQ(fast.speed, 0.42 / 0.23);
+  EXPECT_EQ(fast.speed_source, "measured");
+  EXPECT_TRUE(fast.speed_confidence.empty());
+  EXPECT_EQ(fast.runtime, Duration::Millis(std::llround(10 * 3'600'000.0 * 0.23 / 0.42)));
+  EXPECT_EQ(s.ranked[0].offer.gpu, "FAST");
+}
+
+TEST_F(SelectSpeedTest, GpuWithoutRowFallsBackToTheDatasheet) {
+  // Given OTHER, absent from the table, with REF's TFLOPS and half its bandwidth, expect the
+  // datasheet model: 1.0x compute-bound, 0.5x memory-bound.
+  EXPECT_EQ(Find(Select(offers_, Job(1, Duration::Hours(10))), "OTHER").speed_source, "datasheet");
+  EXPECT_DOUBLE_EQ(Find(Select(offers_, Job(1, Duration::Hours(10))), "OTHER").speed, 1.0);
+  Selection s = Select(offers_, Job(1, Duration::Hours(10), model::Boundness::kMemory));
+  const Candidate& mem = Find(s, "OTHER");
+  EXPECT_DOUBLE_EQ(mem.speed, 0.5);
+  EXPECT_EQ(mem.speed_source, "datasheet");
+}
+
+TEST_F(SelectSpeedTest, UnknownWorkloadClassOrStepTimeGpuIsAnError) {
+  OfferTable t;
+  CostJob job = Job(1, Duration::Hours(1));
+  job.workload_class = "training-nlp";
+  auto s = SelectOffers(t, job, gpus_, speeds_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(), "workload: unknown workload class 'training-nlp'; known: default, training-vision");
+  job = Job(1, Duration::Hours(1));
+  job.speed_overrides.step_seconds = {{"Z80", 0.5}};
+  s = SelectOffers(t, job, gpus_, speeds_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(), "step_time: unknown GPU model 'Z80'");
 }
 
 }  // namespace
