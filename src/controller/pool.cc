@@ -14,6 +14,7 @@
 #include "common/nesting.h"
 #include "common/strings.h"
 #include "cost/offer.h"
+#include "model/gpu_speeds.h"
 
 namespace gpufleet::controller {
 namespace {
@@ -206,9 +207,21 @@ class Parser {
     }
     if (!o.zone.empty()) labels[model::kLabelZone] = o.zone;
     // Throughput relative to the first offer's GPU (the reference cancels out in the ranking):
-    // a faster GPU at a higher price can finish the work for less.
+    // a faster GPU at a higher price can finish the work for less. The pool does not know the
+    // workload, so the speed table's default class (measured MLPerf ratios, data/gpu_speeds.csv)
+    // where both GPUs have rows, else the datasheet model (model::GpuSpeeds::Lookup).
     if (!c.offers.empty()) {
-      const double speed = catalog_.RelativeSpeed(c.offers.front().gpu_model, o.gpu_model, model::Boundness::kBalanced);
+      const Result<model::GpuSpeeds>& shipped = model::GpuSpeeds::Shipped();
+      static const bool warned = [&] {
+        if (!shipped.ok()) spdlog::warn("pool offers use datasheet GPU speeds: {}", shipped.status().message());
+        return true;
+      }();
+      (void)warned;
+      static const model::GpuSpeeds kDatasheetOnly;
+      model::SpeedQuery q;
+      q.reference = c.offers.front().gpu_model;
+      q.target = o.gpu_model;
+      const double speed = (shipped.ok() ? *shipped : kDatasheetOnly).Lookup(q, catalog_).ratio;
       if (speed > 0) o.speed = speed;
     }
     c.offers.push_back(std::move(o));

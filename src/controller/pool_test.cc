@@ -454,5 +454,23 @@ TEST(PoolConfigTest, OffersFromTheShippedCatalog) {
   EXPECT_FALSE(no_table.ok());
 }
 
+TEST(PoolConfigTest, OfferSpeedsComeFromTheMeasuredTableElseTheDatasheet) {
+  // Given offers on A100, H100 and T4, expect speeds relative to the first offer's A100: the
+  // H100's measured MLPerf default ratio 1.899 (data/gpu_speeds.csv), not the datasheet's; the
+  // T4, which the table lacks, the datasheet's balanced ratio.
+  const auto& gpus = model::GpuCatalog::BuiltIn();
+  auto r = ParsePoolConfig(
+      "provider: {kind: static}\noffers:\n"
+      "  - {name: a, gpu: A100, gpus: 8, price_per_hour: 16}\n"
+      "  - {name: h, gpu: H100, gpus: 8, price_per_hour: 24}\n"
+      "  - {name: t, gpu: T4, gpus: 4, price_per_hour: 2}\n",
+      "pool.yaml", gpus);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->offers.size(), 3u);
+  EXPECT_DOUBLE_EQ(r->offers[0].speed, 1.0);
+  EXPECT_NEAR(r->offers[1].speed, 1.899, 1e-9);
+  EXPECT_DOUBLE_EQ(r->offers[2].speed, gpus.RelativeSpeed("A100", "T4", model::Boundness::kBalanced));
+}
+
 }  // namespace
 }  // namespace gpufleet::controller
