@@ -8,25 +8,11 @@
 #include <sstream>
 
 #include "common/strings.h"
+#include "model/csv.h"
 
 namespace gpufleet::cost {
 
 namespace {
-
-std::vector<std::string> Fields(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : line) {
-    if (c == ',') {
-      out.push_back(cur);
-      cur.clear();
-    } else if (c != '\r') {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
 
 std::optional<double> Number(const std::string& s) {
   if (s.empty()) return std::nullopt;
@@ -39,23 +25,22 @@ std::optional<double> Number(const std::string& s) {
 }  // namespace
 
 Result<std::vector<SpotCapacity>> ParseSpotCapacity(std::string_view text, const std::string& source) {
+  // Comment lines ('#') are not CSV: drop them, keeping the line count for error messages.
+  std::string body;
   std::istringstream in{std::string(text)};
-  std::string line;
-  int line_no = 0;
+  for (std::string line; std::getline(in, line);) body += (line.empty() || line[0] == '#' ? std::string() : line) + "\n";
+  GF_ASSIGN_OR_RETURN(std::vector<model::CsvRecord> records, model::ParseCsv(body, source));
   std::map<std::string, size_t> col;
   std::vector<SpotCapacity> out;
   const char* kNeeded[] = {"gpu", "gpus_per_node", "zone", "unavailable_fraction", "markov_mean_outage_minutes",
                            "markov_mean_available_minutes"};
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> f = Fields(line);
+  for (const model::CsvRecord& r : records) {
+    const std::vector<std::string>& f = r.fields;
+    const std::string where = source + ":" + std::to_string(r.line);
     if (col.empty()) {
       for (size_t i = 0; i < f.size(); ++i) col[f[i]] = i;
       for (const char* k : kNeeded) {
-        if (!col.count(k)) {
-          return Status::InvalidArgument(source + ":" + std::to_string(line_no) + ": the header has no column '" + k + "'");
-        }
+        if (!col.count(k)) return Status::InvalidArgument(where + ": the header has no column '" + k + "'");
       }
       continue;
     }
@@ -69,8 +54,8 @@ Result<std::vector<SpotCapacity>> ParseSpotCapacity(std::string_view text, const
     if (at("gpus_per_node") != "all") {
       std::optional<double> g = Number(at("gpus_per_node"));
       if (!g || *g < 1 || *g > 64 || *g != std::floor(*g)) {
-        return Status::InvalidArgument(source + ":" + std::to_string(line_no) + ": gpus_per_node must be a whole "
-                                       "number from 1 to 64 or 'all', got '" + at("gpus_per_node") + "'");
+        return Status::InvalidArgument(where + ": gpus_per_node must be a whole number from 1 to 64 or 'all', got '" +
+                                       at("gpus_per_node") + "'");
       }
       c.gpus_per_node = static_cast<int>(*g);
     }
@@ -78,7 +63,7 @@ Result<std::vector<SpotCapacity>> ParseSpotCapacity(std::string_view text, const
     std::optional<double> available = Number(at("markov_mean_available_minutes"));
     std::optional<double> fraction = Number(at("unavailable_fraction"));
     if (!outage || !available || *outage <= 0 || *available <= 0 || !fraction || *fraction < 0 || *fraction > 1) {
-      return Status::InvalidArgument(source + ":" + std::to_string(line_no) +
+      return Status::InvalidArgument(where +
                                      ": markov_mean_outage_minutes and markov_mean_available_minutes must be "
                                      "positive and unavailable_fraction within 0..1");
     }
