@@ -35,11 +35,12 @@ ALLOWED = {
     "store": {"common", "model", "api", "store"},
     "cost": {"common", "model", "cost"},
     "obs": {"common", "obs"},
+    "node": {"common", "model", "node"},
     "plan": {"common", "model", "sched", "sim", "cost", "plan"},
-    "agent": {"common", "model", "api", "obs", "agent"},
+    "agent": {"common", "model", "api", "obs", "node", "agent"},
     "provider": {"common", "model", "provider"},
-    "controller": {"common", "model", "sched", "api", "store", "cost", "provider", "obs", "controller"},
-    "cli": {"common", "model", "sched", "sim", "api", "store", "cost", "agent", "provider", "controller", "plan", "obs", "cli"},
+    "controller": {"common", "model", "sched", "api", "store", "cost", "provider", "obs", "node", "controller"},
+    "cli": {"common", "model", "sched", "sim", "api", "store", "cost", "agent", "provider", "controller", "plan", "obs", "node", "cli"},
 }
 # Files directly in src/.
 TOP_LEVEL_ALLOWED = {"main.cc": {"cli"}}
