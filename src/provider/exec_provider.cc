@@ -4,7 +4,7 @@
 
 #include "common/strings.h"
 #include "provider/instance_json.h"
-#include "provider/process.h"
+#include "common/process.h"
 
 namespace gpufleet::provider {
 namespace {

@@ -13,7 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "provider/process.h"
+#include "common/process.h"
 
 namespace gpufleet::provider {
 namespace {

@@ -21,7 +21,7 @@
 #include "model/capacity.h"
 #include "model/types.h"
 #include "provider/instance_json.h"
-#include "provider/process.h"
+#include "common/process.h"
 
 namespace gpufleet::provider {
 namespace {

@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "provider/process.h"
+#include "common/process.h"
 
 namespace gpufleet::provider {
 namespace {

@@ -1,4 +1,4 @@
-#include "provider/process.h"
+#include "common/process.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,7 +19,7 @@
 
 extern char** environ;
 
-namespace gpufleet::provider {
+namespace gpufleet {
 namespace {
 
 std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
@@ -267,4 +267,4 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, const Com
   return result;
 }
 
-}  // namespace gpufleet::provider
+}  // namespace gpufleet

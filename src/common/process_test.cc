@@ -1,6 +1,6 @@
 // Tests of the process helpers with real processes (sh, sleep, cat). Waits for a process to end
 // poll with a 10 s bound; nothing asserts on elapsed time.
-#include "provider/process.h"
+#include "common/process.h"
 
 #include <signal.h>
 #include <time.h>
@@ -14,7 +14,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace gpufleet::provider {
+namespace gpufleet {
 namespace {
 
 namespace fs = std::filesystem;
@@ -125,4 +125,4 @@ TEST_F(ProcessTest, CommandThatIgnoresItsStdinDoesNotKillTheCaller) {
 }
 
 }  // namespace
-}  // namespace gpufleet::provider
+}  // namespace gpufleet

@@ -1,6 +1,6 @@
-// The provider folder's door to processes: detached instances (local provider) and scripts run
-// to completion (exec provider). Plain functions; safe to call from any thread, but a process
-// belongs to whoever started it.
+// Child processes: detached ones that may outlive us (the local provider's instances) and
+// commands run to completion (the exec provider's scripts, the burn-in suite). Plain functions;
+// safe to call from any thread, but a process belongs to whoever started it.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include "common/status.h"
 #include "common/time.h"
 
-namespace gpufleet::provider {
+namespace gpufleet {
 
 // A process that may outlive its parent. `start_ticks` (field 22 of /proc/PID/stat) tells a
 // recorded pid apart from a later process that got the same number.
@@ -58,4 +58,4 @@ struct CommandResult {
 // start the command.
 Result<CommandResult> RunCommand(const std::vector<std::string>& argv, const CommandOptions& options);
 
-}  // namespace gpufleet::provider
+}  // namespace gpufleet
