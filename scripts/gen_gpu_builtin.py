@@ -5,7 +5,8 @@ spec table data/gpu_specs.csv.
 The rules match GpuCatalog::LoadCsv (src/model/gpu_catalog.cc): the first row of a `gpu` name is
 the canonical model and later rows of that name only add aliases; aliases are the
 `catalog_names` before '(' split on '/'; memory_gb becomes MiB (x1024); fp16 is the dense tensor
-figure, else fp32; empty cells are 0; an empty interconnect is "none". model_test checks that
+figure, else fp32; empty cells are 0; an empty interconnect is "none"; compute_capability is
+copied as written (empty for non-NVIDIA rows and tables without the column). model_test checks that
 the built-in catalog and LoadCsv agree on every model, so a stale file fails the tests.
 
 Usage (from anywhere; standard library only):
@@ -17,6 +18,7 @@ import argparse
 import csv
 import math
 import pathlib
+import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -39,6 +41,13 @@ def number(row, column, line):
     if value < 0:
         sys.exit(f"{line}: {column} must not be negative, got {text!r}")
     return value
+
+
+def compute_capability(row, line):
+    text = (row.get("compute_capability") or "").strip()
+    if text and not re.fullmatch(r"[0-9]+\.[0-9]+", text):
+        sys.exit(f"{line}: compute_capability must look like 8.0, got {text!r}")
+    return text
 
 
 def aliases_of(row):
@@ -76,6 +85,7 @@ def load_models(csv_path):
                 "bf16_tflops": number(row, "bf16_tensor_tflops_dense", line),
                 "interconnect": (row.get("gpu_interconnect") or "").strip() or "none",
                 "interconnect_bw_gbs": number(row, "gpu_interconnect_bw_gbs", line),
+                "compute_capability": compute_capability(row, line),
             }
             by_name[normalize(name)] = model
             models.append(model)
@@ -114,7 +124,8 @@ def render(models, csv_rel):
             f"       .fp16_tflops = {cpp_double(m['fp16_tflops'])},",
             f"       .bf16_tflops = {cpp_double(m['bf16_tflops'])},",
             f"       .interconnect = {cpp_string(m['interconnect'])},",
-            f"       .interconnect_bw_gbs = {cpp_double(m['interconnect_bw_gbs'])}}},",
+            f"       .interconnect_bw_gbs = {cpp_double(m['interconnect_bw_gbs'])},",
+            f"       .compute_capability = {cpp_string(m['compute_capability'])}}},",
         ]
     out += ["  };", "}", "", "}  // namespace gpufleet::model", ""]
     return "\n".join(out)

@@ -35,7 +35,8 @@ std::string NormalizeName(std::string_view name) {
 // Column positions of the fields LoadCsv reads; -1 for an optional column that is absent.
 struct Columns {
   int gpu = -1, variant = -1, catalog_names = -1, memory_gb = -1, memory_bw_gbs = -1,
-      fp32_tflops = -1, fp16_tensor = -1, bf16_tensor = -1, interconnect = -1, interconnect_bw = -1;
+      fp32_tflops = -1, fp16_tensor = -1, bf16_tensor = -1, interconnect = -1, interconnect_bw = -1,
+      compute_capability = -1;
 };
 
 Result<Columns> FindColumns(const CsvRecord& header, const std::string& path) {
@@ -56,6 +57,7 @@ Result<Columns> FindColumns(const CsvRecord& header, const std::string& path) {
       {"bf16_tensor_tflops_dense", &cols.bf16_tensor, false},
       {"gpu_interconnect", &cols.interconnect, false},
       {"gpu_interconnect_bw_gbs", &cols.interconnect_bw, false},
+      {"compute_capability", &cols.compute_capability, false},
   };
   for (const Want& w : wants) {
     for (size_t i = 0; i < header.fields.size(); ++i) {
@@ -82,6 +84,17 @@ std::vector<std::string> AliasesFromCatalogNames(std::string_view cell) {
     if (!name.empty()) out.emplace_back(name);
   }
   return out;
+}
+
+// "8.0", "10.3": digits, one dot, digits. The loader checks only the shape; node/environments
+// compares capabilities numerically.
+bool IsComputeCapability(std::string_view s) {
+  const size_t dot = s.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot + 1 == s.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i != dot && (s[i] < '0' || s[i] > '9')) return false;
+  }
+  return true;
 }
 
 // Turns one data row into a model. Empty numeric cells read as 0.
@@ -121,6 +134,11 @@ Result<GpuModel> RowToModel(const CsvRecord& row, const Columns& cols, const std
   if (m.interconnect.empty()) m.interconnect = "none";
   GF_ASSIGN_OR_RETURN(m.interconnect_bw_gbs,
                       number(cols.interconnect_bw, "gpu_interconnect_bw_gbs"));
+  m.compute_capability = cell(cols.compute_capability);
+  if (!m.compute_capability.empty() && !IsComputeCapability(m.compute_capability)) {
+    return Status::InvalidArgument(where() + "compute_capability must look like 8.0, got '" +
+                                   m.compute_capability + "'");
+  }
   return m;
 }
 

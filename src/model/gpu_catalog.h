@@ -26,6 +26,9 @@ struct GpuModel {
   double bf16_tflops = 0;  // dense; 0 where the model has no bf16
   std::string interconnect;  // "NVLink4", "none"
   double interconnect_bw_gbs = 0;
+  // NVIDIA compute capability, "major.minor" as NVIDIA's CUDA GPUs page writes it ("8.0" A100,
+  // "7.5" T4): which kernel builds (sm_80, ...) the GPU can run. Empty for other vendors.
+  std::string compute_capability;
 };
 
 // Which resource a job's speed follows when it moves between GPU models.

@@ -193,12 +193,29 @@ TEST_F(GpuCatalogTest, BuiltInAgreesWithTheShippedTable) {
     EXPECT_DOUBLE_EQ(got->bf16_tflops, want.bf16_tflops) << want.name;
     EXPECT_EQ(got->interconnect, want.interconnect) << want.name;
     EXPECT_DOUBLE_EQ(got->interconnect_bw_gbs, want.interconnect_bw_gbs) << want.name;
+    EXPECT_EQ(got->compute_capability, want.compute_capability) << want.name;
   }
   // The figures the scheduler leans on most, spelled out.
   EXPECT_DOUBLE_EQ(built_in.Find("H100")->fp16_tflops, 989.5);
   EXPECT_DOUBLE_EQ(built_in.Find("A100")->mem_bw_gbs, 1555);
   EXPECT_EQ(built_in.Find("T4")->mem_mib, 16 * 1024);
   EXPECT_EQ(built_in.Find("V100M32")->name, "V100-32GB");
+}
+
+TEST_F(GpuCatalogTest, NvidiaModelsCarryTheirComputeCapability) {
+  // Given the compute_capability column (NVIDIA's CUDA GPUs page), expect each NVIDIA model's
+  // capability in both the loaded and the compiled-in catalog, and none for other vendors.
+  const std::pair<const char*, const char*> cases[] = {
+      {"A100", "8.0"}, {"T4", "7.5"},   {"V100", "7.0"},  {"A10G", "8.6"}, {"L4", "8.9"},
+      {"H100", "9.0"}, {"B200", "10.0"}, {"B300", "10.3"}, {"K80", "3.7"}, {"P4", "6.1"},
+  };
+  for (const auto& [gpu, cc] : cases) {
+    ASSERT_NE(catalog_.Find(gpu), nullptr) << gpu;
+    EXPECT_EQ(catalog_.Find(gpu)->compute_capability, cc) << gpu;
+    EXPECT_EQ(GpuCatalog::BuiltIn().Find(gpu)->compute_capability, cc) << gpu;
+  }
+  EXPECT_EQ(catalog_.Find("MI300X")->compute_capability, "");
+  EXPECT_EQ(catalog_.Find("tpu-v5p")->compute_capability, "");
 }
 
 TEST(GpuCatalogCsvTest, ReadsQuotedFieldsCrlfAndColumnsInAnyOrder) {
