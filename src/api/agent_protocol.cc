@@ -116,8 +116,12 @@ Result<std::vector<PartKey>> KeysFromJson(const json& j, const char* key) {
 json ToJson(const RegisterRequest& r) {
   json gpus = json::array();
   for (const auto& g : r.gpus) gpus.push_back(ToJson(g));
-  return {{"name", r.name}, {"address", r.address}, {"spec", ToJson(r.spec)},
-          {"gpus", gpus},   {"running", KeysToJson(r.running)}, {"version", r.version}};
+  json o = {{"name", r.name}, {"address", r.address}, {"spec", ToJson(r.spec)},
+            {"gpus", gpus},   {"running", KeysToJson(r.running)}, {"version", r.version}};
+  if (!r.driver_version.empty()) o["driver_version"] = r.driver_version;
+  if (!r.cuda_version.empty()) o["cuda_version"] = r.cuda_version;
+  if (!r.environments_ready.empty()) o["environments_ready"] = r.environments_ready;
+  return o;
 }
 
 Result<RegisterRequest> RegisterRequestFromJson(const json& j) {
@@ -127,6 +131,9 @@ Result<RegisterRequest> RegisterRequestFromJson(const json& j) {
                 r.name = j.at("name").get<std::string>();
                 r.address = Opt<std::string>(j, "address", "");
                 r.version = Opt<std::string>(j, "version", "");
+                r.driver_version = Opt<std::string>(j, "driver_version", "");
+                r.cuda_version = Opt<std::string>(j, "cuda_version", "");
+                r.environments_ready = Opt<std::vector<std::string>>(j, "environments_ready", {});
                 return 0;
               }).status();
   GF_RETURN_IF_ERROR(st);
@@ -147,7 +154,8 @@ json ToJson(const RegisterReply& r) {
           {"token", r.token},
           {"epoch", r.epoch},
           {"heartbeat_interval_ms", r.heartbeat_interval.millis()},
-          {"lost_after_ms", r.lost_after.millis()}};
+          {"lost_after_ms", r.lost_after.millis()},
+          {"run_burn_in", r.run_burn_in}};
 }
 
 Result<RegisterReply> RegisterReplyFromJson(const json& j) {
@@ -158,6 +166,7 @@ Result<RegisterReply> RegisterReplyFromJson(const json& j) {
     r.epoch = j.at("epoch").get<std::string>();
     r.heartbeat_interval = Duration::Millis(As<int64_t>(j.at("heartbeat_interval_ms")));
     r.lost_after = Duration::Millis(As<int64_t>(j.at("lost_after_ms")));
+    r.run_burn_in = Opt<bool>(j, "run_burn_in", false);
     return r;
   });
 }
@@ -170,6 +179,10 @@ json ToJson(const PartEvent& e) {
     o["stopped"] = e.stopped;
   }
   if (!e.message.empty()) o["message"] = e.message;
+  if (e.environment_took) {
+    o["environment_took_ms"] = e.environment_took->millis();
+    o["environment_warm"] = e.environment_warm;
+  }
   return o;
 }
 
@@ -184,6 +197,10 @@ Result<PartEvent> PartEventFromJson(const json& j) {
                        e.signal = Opt<int>(j, "signal", 0);
                        e.stopped = Opt<bool>(j, "stopped", false);
                        e.message = Opt<std::string>(j, "message", "");
+                       if (j.contains("environment_took_ms")) {
+                         e.environment_took = Duration::Millis(As<int64_t>(j.at("environment_took_ms")));
+                         e.environment_warm = Opt<bool>(j, "environment_warm", false);
+                       }
                        return 0;
                      }).status());
   if (kind == "started") {
@@ -226,6 +243,8 @@ json ToJson(const Heartbeat& h) {
   for (const auto& e : h.events) events.push_back(ToJson(e));
   json o = {{"gpus", gpus}, {"events", events}, {"running", KeysToJson(h.running)}};
   if (h.notice) o["notice"] = ToJson(*h.notice);
+  if (h.burn_in) o["burn_in"] = ToJson(*h.burn_in);
+  if (h.environments_ready) o["environments_ready"] = *h.environments_ready;
   if (!h.activity.empty()) {
     json act = json::array();
     for (const auto& a : h.activity) {
@@ -268,6 +287,16 @@ Result<Heartbeat> HeartbeatFromJson(const json& j) {
     GF_ASSIGN_OR_RETURN(SpotNotice n, SpotNoticeFromJson(*it));
     h.notice = std::move(n);
   }
+  if (auto it = j.find("burn_in"); it != j.end() && !it->is_null()) {
+    GF_ASSIGN_OR_RETURN(model::BurnInReport b, BurnInReportFromJson(*it));
+    h.burn_in = std::move(b);
+  }
+  if (auto it = j.find("environments_ready"); it != j.end() && !it->is_null()) {
+    GF_ASSIGN_OR_RETURN(auto names, Decode<std::vector<std::string>>("heartbeat.environments_ready", [&] {
+                          return it->get<std::vector<std::string>>();
+                        }));
+    h.environments_ready = std::move(names);
+  }
   if (auto it = j.find("activity"); it != j.end() && !it->is_null()) {
     if (!it->is_array()) return Status::InvalidArgument("heartbeat.activity: expected an array");
     for (const auto& x : *it) {
@@ -298,6 +327,8 @@ Result<Heartbeat> HeartbeatFromJson(const json& j) {
 json ToJson(const HeartbeatReply& r) {
   json o = {{"acked", r.acked}, {"epoch", r.epoch}, {"reregister", r.reregister}};
   if (r.notice_acked) o["notice_acked"] = true;
+  if (r.burn_in_acked) o["burn_in_acked"] = true;
+  if (r.run_burn_in) o["run_burn_in"] = true;
   return o;
 }
 
@@ -308,6 +339,8 @@ Result<HeartbeatReply> HeartbeatReplyFromJson(const json& j) {
     r.epoch = j.at("epoch").get<std::string>();
     r.reregister = Opt<bool>(j, "reregister", false);
     r.notice_acked = Opt<bool>(j, "notice_acked", false);
+    r.burn_in_acked = Opt<bool>(j, "burn_in_acked", false);
+    r.run_burn_in = Opt<bool>(j, "run_burn_in", false);
     return r;
   });
 }
@@ -329,6 +362,7 @@ json ToJson(const Command& c) {
     o["grace_ms"] = s.grace.millis();
     if (s.cpu_milli > 0) o["cpu_milli"] = s.cpu_milli;
     if (s.mem_mib > 0) o["mem_mib"] = s.mem_mib;
+    if (!s.environment.empty()) o["environment"] = s.environment;
   } else if (c.stop) {
     o["type"] = "stop";
     o["key"] = ToJson(c.stop->key);
@@ -364,6 +398,7 @@ Result<Command> CommandFromJson(const json& j) {
                          s.grace = Duration::Millis(Opt<int64_t>(j, "grace_ms", 30000));
                          s.cpu_milli = Opt<int64_t>(j, "cpu_milli", 0);
                          s.mem_mib = Opt<int64_t>(j, "mem_mib", 0);
+                         s.environment = Opt<std::string>(j, "environment", "");
                          return 0;
                        }).status());
     if (s.cpu_milli < 0 || s.mem_mib < 0) {
@@ -405,6 +440,108 @@ Result<CommandBatch> CommandBatchFromJson(const json& j) {
     }
   }
   return b;
+}
+
+json ToJson(const model::BurnInReport& r) {
+  json tests = json::array();
+  for (const auto& m : r.tests) {
+    json t = {{"name", m.name}, {"gpu", m.gpu}};
+    if (!m.skipped.empty()) t["skipped"] = m.skipped;
+    if (!m.error.empty()) t["error"] = m.error;
+    if (m.skipped.empty() && m.error.empty()) {
+      t["value"] = m.value;
+      t["unit"] = m.unit;
+      t["ok"] = m.ok;
+      if (m.reference > 0) {
+        t["reference"] = m.reference;
+        t["basis"] = m.basis;
+      }
+    }
+    tests.push_back(std::move(t));
+  }
+  json health = json::array();
+  for (const auto& h : r.health) {
+    json x = {{"index", h.index}};
+    auto put = [&](const char* key, int64_t v) {
+      if (v >= 0) x[key] = v;
+    };
+    put("ecc_uncorrected", h.ecc_uncorrected);
+    put("retired_pages", h.retired_pages);
+    if (h.retirement_pending) x["retirement_pending"] = true;
+    if (!h.xid_errors.empty()) x["xid_errors"] = h.xid_errors;
+    put("pcie_gen", h.pcie_gen);
+    put("pcie_width", h.pcie_width);
+    put("pcie_max_gen", h.pcie_max_gen);
+    put("pcie_max_width", h.pcie_max_width);
+    put("nvlink_active", h.nvlink_active);
+    put("nvlink_total", h.nvlink_total);
+    put("max_temperature_c", h.max_temperature_c);
+    put("max_power_w", h.max_power_w);
+    put("min_sm_clock_mhz", h.min_sm_clock_mhz);
+    put("max_sm_clock_mhz", h.max_sm_clock_mhz);
+    if (!h.throttle_reasons.empty()) x["throttle_reasons"] = h.throttle_reasons;
+    health.push_back(std::move(x));
+  }
+  return {{"at_ms", r.at.millis()},   {"took_ms", r.took.millis()}, {"gpu_model", r.gpu_model},
+          {"gpus", r.gpus},           {"path", r.path},             {"torch", r.torch},
+          {"backend", r.backend},     {"timed_out", r.timed_out},   {"tests", std::move(tests)},
+          {"health", std::move(health)}, {"passed", r.passed},     {"problems", r.problems},
+          {"speed_ratio", r.speed_ratio}, {"threshold", r.threshold}};
+}
+
+Result<model::BurnInReport> BurnInReportFromJson(const json& j) {
+  if (!j.is_object()) return Status::InvalidArgument("burn_in: expected a JSON object");
+  return Decode<model::BurnInReport>("burn_in", [&] {
+    model::BurnInReport r;
+    r.at = Time::FromMillis(Opt<int64_t>(j, "at_ms", 0));
+    r.took = Duration::Millis(Opt<int64_t>(j, "took_ms", 0));
+    r.gpu_model = Opt<std::string>(j, "gpu_model", "");
+    r.gpus = Opt<int>(j, "gpus", 0);
+    r.path = Opt<std::string>(j, "path", "");
+    r.torch = Opt<std::string>(j, "torch", "");
+    r.backend = Opt<std::string>(j, "backend", "");
+    r.timed_out = Opt<bool>(j, "timed_out", false);
+    for (const auto& t : j.at("tests")) {
+      model::BurnInMeasurement m;
+      m.name = t.at("name").get<std::string>();
+      m.gpu = Opt<int>(t, "gpu", -1);
+      m.skipped = Opt<std::string>(t, "skipped", "");
+      m.error = Opt<std::string>(t, "error", "");
+      m.value = Opt<double>(t, "value", 0);
+      m.unit = Opt<std::string>(t, "unit", "");
+      m.ok = Opt<bool>(t, "ok", true);
+      m.reference = Opt<double>(t, "reference", 0);
+      m.basis = Opt<std::string>(t, "basis", "");
+      r.tests.push_back(std::move(m));
+    }
+    if (auto it = j.find("health"); it != j.end() && it->is_array()) {
+      for (const auto& x : *it) {
+        model::GpuHealth h;
+        h.index = As<int>(x.at("index"));
+        h.ecc_uncorrected = Opt<int64_t>(x, "ecc_uncorrected", -1);
+        h.retired_pages = Opt<int64_t>(x, "retired_pages", -1);
+        h.retirement_pending = Opt<bool>(x, "retirement_pending", false);
+        h.xid_errors = Opt<std::vector<int>>(x, "xid_errors", {});
+        h.pcie_gen = Opt<int>(x, "pcie_gen", -1);
+        h.pcie_width = Opt<int>(x, "pcie_width", -1);
+        h.pcie_max_gen = Opt<int>(x, "pcie_max_gen", -1);
+        h.pcie_max_width = Opt<int>(x, "pcie_max_width", -1);
+        h.nvlink_active = Opt<int>(x, "nvlink_active", -1);
+        h.nvlink_total = Opt<int>(x, "nvlink_total", -1);
+        h.max_temperature_c = Opt<int>(x, "max_temperature_c", -1);
+        h.max_power_w = Opt<int>(x, "max_power_w", -1);
+        h.min_sm_clock_mhz = Opt<int>(x, "min_sm_clock_mhz", -1);
+        h.max_sm_clock_mhz = Opt<int>(x, "max_sm_clock_mhz", -1);
+        h.throttle_reasons = Opt<std::vector<std::string>>(x, "throttle_reasons", {});
+        r.health.push_back(std::move(h));
+      }
+    }
+    r.passed = Opt<bool>(j, "passed", false);
+    r.problems = Opt<std::vector<std::string>>(j, "problems", {});
+    r.speed_ratio = Opt<double>(j, "speed_ratio", 0);
+    r.threshold = Opt<double>(j, "threshold", 0);
+    return r;
+  });
 }
 
 }  // namespace gpufleet::api

@@ -38,6 +38,9 @@ struct RegisterRequest {
   std::vector<GpuInfo> gpus;
   std::vector<PartKey> running;  // parts still running from before (agent restart or reconnect)
   std::string version;
+  std::string driver_version;   // NVIDIA driver ("550.54.15"); empty: none
+  std::string cuda_version;     // the highest CUDA the driver supports ("12.4")
+  std::vector<std::string> environments_ready;  // prepared environments (warm starts)
 };
 struct RegisterReply {
   NodeId node;
@@ -45,6 +48,7 @@ struct RegisterReply {
   std::string epoch;  // changes when the controller restarts: resend everything, re-poll from 0
   Duration heartbeat_interval = Duration::Seconds(5);
   Duration lost_after = Duration::Seconds(30);
+  bool run_burn_in = false;  // run the acceptance burn-in now and report it (Heartbeat::burn_in)
 };
 
 struct GpuSampleReport {
@@ -64,6 +68,10 @@ struct PartEvent {
   Time at;
   int exit_code = 0;  // kExited: the exit code, or 128 + signal
   int signal = 0;     // kExited: the signal that ended it, 0 if none
+  // kStarted: how long preparing the part's environment took before its process started, and
+  // whether it was ready already (a warm start). Absent for parts without an environment.
+  std::optional<Duration> environment_took;
+  bool environment_warm = false;
   bool stopped = false;  // kExited: after a stop the controller asked for
   std::string message;   // "exec python3: No such file or directory", ...
 };
@@ -93,12 +101,16 @@ struct Heartbeat {
   std::vector<PartEvent> events;  // not yet acknowledged, oldest first
   std::vector<PartKey> running;   // every part running now
   std::optional<SpotNotice> notice;  // absent: none (and from agents that do not poll for one)
+  std::optional<model::BurnInReport> burn_in;  // a finished burn-in, until acknowledged
+  std::optional<std::vector<std::string>> environments_ready;  // when the prepared set changed
 };
 struct HeartbeatReply {
   int64_t acked = 0;  // events with seq <= acked are recorded; drop them
   std::string epoch;
   bool reregister = false;  // the controller does not know this node (restart, or it was lost)
   bool notice_acked = false;  // the heartbeat's notice is recorded
+  bool burn_in_acked = false;  // the heartbeat's burn-in report is recorded
+  bool run_burn_in = false;    // an operator asked for a (new) burn-in
 };
 
 // A command to an agent.
@@ -117,6 +129,9 @@ struct StartPart {
   // node can enforce them. 0: no limit.
   int64_t cpu_milli = 0;
   int64_t mem_mib = 0;
+  // The environment (data/environments.yaml) to run in; the agent prepares it first unless it is
+  // ready on the node (a warm start). Empty: the node's own software.
+  std::string environment;
 };
 struct StopPart {
   PartKey key;
@@ -143,6 +158,7 @@ nlohmann::json ToJson(const Heartbeat& h);
 nlohmann::json ToJson(const HeartbeatReply& r);
 nlohmann::json ToJson(const Command& c);
 nlohmann::json ToJson(const CommandBatch& b);
+nlohmann::json ToJson(const model::BurnInReport& r);
 
 Result<PartKey> PartKeyFromJson(const nlohmann::json& j);
 Result<RegisterRequest> RegisterRequestFromJson(const nlohmann::json& j);
@@ -153,5 +169,6 @@ Result<Heartbeat> HeartbeatFromJson(const nlohmann::json& j);
 Result<HeartbeatReply> HeartbeatReplyFromJson(const nlohmann::json& j);
 Result<Command> CommandFromJson(const nlohmann::json& j);
 Result<CommandBatch> CommandBatchFromJson(const nlohmann::json& j);
+Result<model::BurnInReport> BurnInReportFromJson(const nlohmann::json& j);
 
 }  // namespace gpufleet::api

@@ -1,5 +1,7 @@
 #include "api/codec.h"
 
+#include "api/agent_protocol.h"
+
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -375,6 +377,9 @@ Result<GpuInfo> DecodeGpuInfo(const json& j, const std::string& path) {
   g.uuid = f.String("uuid");
   g.name = f.String("name");
   g.memory_mib = f.Int64("memory_mib");
+  if (const json* cc = f.OptionalValue("compute_capability"); cc && cc->is_string()) {
+    g.compute_capability = cc->get<std::string>();
+  }
   if (!f.ok()) return f.status();
   return g;
 }
@@ -390,7 +395,25 @@ Result<NodeRecord> DecodeNodeRecord(const json& j, const std::string& path) {
   n.state = f.Enum("state", &ParseNodeState, NodeState::kUp);
   n.registered = f.TimeMs("registered_ms");
   n.last_heartbeat = f.TimeMs("last_heartbeat_ms");
+  auto opt_string = [&](const char* key) -> std::string {
+    const json* v = f.OptionalValue(key);
+    return v && v->is_string() ? v->get<std::string>() : std::string();
+  };
+  n.driver_version = opt_string("driver_version");
+  n.cuda_version = opt_string("cuda_version");
+  n.acceptance = opt_string("acceptance");
+  n.acceptance_reason = opt_string("acceptance_reason");
+  if (const json* v = f.OptionalValue("environments_ready"); v && v->is_array()) {
+    for (const auto& e : *v) {
+      if (e.is_string()) n.environments_ready.push_back(e.get<std::string>());
+    }
+  }
   if (!f.ok()) return f.status();
+  if (const json* v = f.OptionalValue("burn_in"); v && v->is_object()) {
+    auto b = BurnInReportFromJson(*v);
+    if (!b.ok()) return Status::InvalidArgument(path + ".burn_in: " + b.status().message());
+    n.burn_in = std::move(*b);
+  }
   return n;
 }
 
@@ -554,13 +577,17 @@ json ToJson(const Transition& t) {
 }
 
 json ToJson(const GpuInfo& g) {
-  return json{{"index", g.index}, {"uuid", g.uuid}, {"name", g.name}, {"memory_mib", g.memory_mib}};
+  return json{{"index", g.index},
+              {"uuid", g.uuid},
+              {"name", g.name},
+              {"memory_mib", g.memory_mib},
+              {"compute_capability", g.compute_capability}};
 }
 
 json ToJson(const NodeRecord& n) {
   json gpus = json::array();
   for (const auto& g : n.gpus) gpus.push_back(ToJson(g));
-  return json{
+  json o{
       {"id", n.id.value()},
       {"name", n.name},
       {"spec", ToJson(n.spec)},
@@ -570,6 +597,13 @@ json ToJson(const NodeRecord& n) {
       {"registered_ms", n.registered.millis()},
       {"last_heartbeat_ms", n.last_heartbeat.millis()},
   };
+  o["driver_version"] = n.driver_version;
+  o["cuda_version"] = n.cuda_version;
+  o["environments_ready"] = n.environments_ready;
+  o["acceptance"] = n.acceptance;
+  o["acceptance_reason"] = n.acceptance_reason;
+  o["burn_in"] = n.burn_in ? ToJson(*n.burn_in) : json(nullptr);
+  return o;
 }
 
 json ToJson(const TokenRecord& t) {

@@ -10,6 +10,7 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "common/time.h"
+#include "model/burn_in.h"
 #include "model/types.h"
 
 namespace gpufleet::api {
@@ -56,6 +57,7 @@ struct GpuInfo {
   std::string uuid;
   std::string name;     // as the driver reports it
   int64_t memory_mib = 0;
+  std::string compute_capability{};  // "9.0"; empty when unknown
 };
 
 struct NodeRecord {
@@ -67,6 +69,16 @@ struct NodeRecord {
   NodeState state = NodeState::kUp;
   Time registered;
   Time last_heartbeat;
+  // What the agent reports about its software (docs/nodes.md): the NVIDIA driver, the highest
+  // CUDA it supports, and the environments (data/environments.yaml) prepared on the node.
+  std::string driver_version;
+  std::string cuda_version;
+  std::vector<std::string> environments_ready;
+  // Acceptance: "" (no burn-in asked), "checking" (takes no work until its burn-in is judged),
+  // "passed", or "quarantined" (failed; takes no work; `reason` says why).
+  std::string acceptance;
+  std::string acceptance_reason;
+  std::optional<model::BurnInReport> burn_in;  // the last check's report, judged
 };
 
 // One entry of the audit log: who asked for which change, from where, and what came of it.
