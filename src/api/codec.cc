@@ -246,6 +246,7 @@ Result<model::JobSpec> DecodeJobSpec(const json& j, const std::string& path) {
   if (const json* v = f.OptionalValue("max_cost_micros")) {  // added later: optional
     s.max_cost_micros = v->is_number_integer() ? v->get<int64_t>() : 0;
   }
+  if (const json* v = f.OptionalValue("environment"); v && v->is_string()) s.environment = v->get<std::string>();
   if (!f.ok()) return f.status();
   return s;
 }
@@ -265,6 +266,18 @@ Result<model::NodeSpec> DecodeNodeSpec(const json& j, const std::string& path) {
   if (const json* v = f.OptionalValue("price_micros_per_hour")) {
     s.price_micros_per_hour = v->is_number_integer() ? v->get<int64_t>() : 0;
   }
+  // Optional: from agents and records older than environment presets.
+  auto names = [&](const char* key) {
+    std::vector<std::string> out;
+    if (const json* v = f.OptionalValue(key); v && v->is_array()) {
+      for (const auto& e : *v) {
+        if (e.is_string()) out.push_back(e.get<std::string>());
+      }
+    }
+    return out;
+  };
+  s.environments = names("environments");
+  s.warm_environments = names("warm_environments");
   if (!f.ok()) return f.status();
   return s;
 }
@@ -483,6 +496,7 @@ json ToJson(const model::JobSpec& s) {
       {"constraints", s.constraints},
       {"market", model::MarketPreferenceName(s.market)},
       {"max_cost_micros", s.max_cost_micros},
+      {"environment", s.environment},
   };
 }
 
@@ -497,6 +511,8 @@ json ToJson(const model::NodeSpec& s) {
       {"labels", s.labels},
       {"market", model::MarketName(s.market)},
       {"price_micros_per_hour", s.price_micros_per_hour},
+      {"environments", s.environments},
+      {"warm_environments", s.warm_environments},
   };
 }
 

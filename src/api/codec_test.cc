@@ -31,6 +31,7 @@ model::JobSpec SampleSpec() {
   s.constraints = {{"region", "eu"}, {"gdpr", "true"}};
   s.market = model::MarketPreference::kOnDemand;
   s.max_cost_micros = 250000000;
+  s.environment = "pytorch-2.5-cu124";
   return s;
 }
 
@@ -45,6 +46,8 @@ model::NodeSpec SampleNodeSpec() {
   n.labels = {{"zone", "eu-1a"}, {"rack", "r7"}};
   n.market = model::Market::kSpot;
   n.price_micros_per_hour = 32770000;
+  n.environments = {"pytorch-2.5-cu124", "pytorch-2.7-cpu"};
+  n.warm_environments = {"pytorch-2.5-cu124"};
   return n;
 }
 
@@ -223,17 +226,17 @@ TEST_F(CodecTest, StructSizesMatchTheFieldsTheCodecKnows) {
   // new field changes the size, and must be added to codec.cc (both directions) and to the
   // samples above before this size is updated. Sizes are those of libstdc++ on x86-64.
 #if defined(__GLIBCXX__) && defined(__x86_64__)
-  EXPECT_EQ(sizeof(model::JobSpec), 224u);
-  EXPECT_EQ(sizeof(model::NodeSpec), 176u);
+  EXPECT_EQ(sizeof(model::JobSpec), 256u);
+  EXPECT_EQ(sizeof(model::NodeSpec), 224u);
   EXPECT_EQ(sizeof(model::NodeAssignment), 56u);
   EXPECT_EQ(sizeof(model::Placement), 56u);
   EXPECT_EQ(sizeof(CheckpointPolicy), 48u);
   EXPECT_EQ(sizeof(RestartPolicy), 32u);
-  EXPECT_EQ(sizeof(JobRequest), 632u);
-  EXPECT_EQ(sizeof(JobRecord), 824u);
+  EXPECT_EQ(sizeof(JobRequest), 664u);
+  EXPECT_EQ(sizeof(JobRecord), 856u);
   EXPECT_EQ(sizeof(Transition), 48u);
   EXPECT_EQ(sizeof(GpuInfo), 112u);
-  EXPECT_EQ(sizeof(NodeRecord), 712u);
+  EXPECT_EQ(sizeof(NodeRecord), 760u);
   EXPECT_EQ(sizeof(TokenRecord), 184u);  // + expires, last_used (both encoded, optional)
 #endif
 }

@@ -1,5 +1,7 @@
 #include "model/types.h"
 
+#include <algorithm>
+
 #include <set>
 
 namespace gpufleet::model {
@@ -117,6 +119,14 @@ void SplitToFit(JobSpec& spec, int largest_gpus_per_node) {
   while (g % n != 0) ++n;
   spec.nodes = n;
   spec.gpus_per_node = g / n;
+}
+
+bool NodeSpec::Supports(const std::string& environment) const {
+  return std::find(environments.begin(), environments.end(), environment) != environments.end();
+}
+
+bool NodeSpec::Warm(const std::string& environment) const {
+  return std::find(warm_environments.begin(), warm_environments.end(), environment) != warm_environments.end();
 }
 
 }  // namespace gpufleet::model

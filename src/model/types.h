@@ -52,6 +52,15 @@ struct NodeSpec {
   // What the node costs per hour while it is up, in micro-dollars (reserved capacity amortised
   // over its term); 0 when unknown. Jobs are charged their share of it (see docs/cost.md).
   int64_t price_micros_per_hour = 0;
+  // The environments (data/environments.yaml) this node can run — its driver and GPU
+  // architecture support them — and those of them already prepared on it (warm starts). Set by
+  // the controller from what the agent reports; a job naming an environment is placed only where
+  // it is supported, preferring nodes where it is warm.
+  std::vector<std::string> environments{};
+  std::vector<std::string> warm_environments{};
+
+  bool Supports(const std::string& environment) const;
+  bool Warm(const std::string& environment) const;
 
   // Checks counts and the NVLink map; the message names the field.
   Status Validate() const;
@@ -78,6 +87,8 @@ struct JobSpec {
   // Stop the job for good once its cost (its share of its nodes' prices, all runs) reaches
   // this many micro-dollars; 0: no limit.
   int64_t max_cost_micros = 0;
+  // The software environment the job runs in (data/environments.yaml); empty: the node's own.
+  std::string environment{};
 
   int total_gpus() const { return gpus_per_node * nodes; }
   bool fractional() const { return gpu_milli < kMilliGpuPerGpu; }

@@ -296,6 +296,7 @@ int Scheduler::ShapeId(const JobSpec& s) {
   for (const auto& m : s.gpu_models) key += m + ",";
   key += "/";
   for (const auto& [k, v] : s.constraints) key += k + "=" + v + ",";
+  key += "/" + s.environment;
   auto [it, inserted] = shapes_.emplace(key, static_cast<int>(shapes_.size()));
   return it->second;
 }

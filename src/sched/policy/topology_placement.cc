@@ -29,7 +29,7 @@ bool LabelsOk(const JobSpec& job, const Node& n) {
     auto it = n.spec.labels.find(k);
     if (it == n.spec.labels.end() || it->second != v) return false;
   }
-  return true;
+  return job.environment.empty() || n.spec.Supports(job.environment);
 }
 
 // Could this node ever hold one part of the job (ignoring what runs on it now)?
@@ -40,7 +40,7 @@ bool StaticallyFits(const JobSpec& job, const Node& n) {
 
 bool TrivialJob(const JobSpec& job) {
   return job.constraints.empty() && job.market == MarketPreference::kAny && job.cpu_milli == 0 &&
-         job.mem_mib == 0;
+         job.mem_mib == 0 && job.environment.empty();
 }
 
 // Which capacity to use first, lower first. A job that may run on spot takes spot first (the
@@ -73,12 +73,13 @@ struct Choice {
   int split = 0;
   int hot = 0;
   int market = 0;
+  int cold = 0;  // 1 when the job's environment is not prepared on the node yet (no warm start)
   int leftover = 0;
 };
 
 bool Better(const Choice& a, const Choice& b) {
-  return std::tie(a.split, a.hot, a.market, a.leftover, a.pos) <
-         std::tie(b.split, b.hot, b.market, b.leftover, b.pos);
+  return std::tie(a.split, a.hot, a.market, a.cold, a.leftover, a.pos) <
+         std::tie(b.split, b.hot, b.market, b.cold, b.leftover, b.pos);
 }
 
 class Placer {
@@ -99,6 +100,11 @@ class Placer {
       return false;
     }
     return TrivialJob(job_) || (LabelsOk(job_, n) && MarketOk(job_, n));
+  }
+
+  // Whether the job would start cold on the node: it names an environment not prepared there.
+  int Cold(int pos) const {
+    return !job_.environment.empty() && !view_.nodes()[pos].spec.Warm(job_.environment) ? 1 : 0;
   }
 
   // Picks GPUs on one node for a whole-GPU part; fills the choice's score.
@@ -186,6 +192,7 @@ class Placer {
       if (!Eligible(pos)) continue;
       Choice c = job_.fractional() ? ChooseSlice(pos) : ChooseGpus(pos);
       c.market = MarketRank(job_.market, view_.nodes()[pos].spec.market);
+      c.cold = Cold(pos);
       if (!best || Better(c, *best)) best = std::move(c);
       if (best->split == 0 && best->hot == 0 && best->leftover == 0 && best->market <= best_market) break;
     }
@@ -200,6 +207,7 @@ class Placer {
       if (!Eligible(pos)) continue;
       cands.push_back(ChooseGpus(pos));
       cands.back().market = MarketRank(job_.market, view_.nodes()[pos].spec.market);
+      cands.back().cold = Cold(pos);
     }
     if (static_cast<int>(cands.size()) < n) return std::nullopt;
     std::sort(cands.begin(), cands.end(), Better);
@@ -267,6 +275,7 @@ class Placer {
       what += ", labels " + Join(kv, ",");
     }
     if (job_.market != MarketPreference::kAny) what += std::string(", market ") + model::MarketPreferenceName(job_.market);
+    if (!job_.environment.empty()) what += ", environment " + job_.environment;
     if (job_.cpu_milli || job_.mem_mib) {
       what += ", " + std::to_string(job_.cpu_milli / 1000) + " CPUs and " + std::to_string(job_.mem_mib) + " MiB";
     }

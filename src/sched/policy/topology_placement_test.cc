@@ -548,5 +548,41 @@ TEST_F(TopologyPlacementTest, NameIsTopology) {
   EXPECT_EQ(placement_.Name(), "topology");
 }
 
+TEST_F(TopologyPlacementTest, AnEnvironmentGoesOnlyWhereTheNodeSupportsItAndPrefersWarmNodes) {
+  // Given three A100 nodes: n0 cannot run pytorch-2.5-cu124 (driver too old), n1 can, n2 can and
+  // has it prepared; expect the job on n2 (a warm start), then with n2 full on n1, never on n0.
+  model::NodeSpec old = MakeNode("n0", "A100", 8);
+  old.environments = {"pytorch-2.1-cu118"};
+  model::NodeSpec cold = MakeNode("n1", "A100", 8);
+  cold.environments = {"pytorch-2.5-cu124", "pytorch-2.1-cu118"};
+  model::NodeSpec warm = cold;
+  warm.name = "n2";
+  warm.warm_environments = {"pytorch-2.5-cu124"};
+  NodeId n0 = Add(old);
+  NodeId n1 = Add(cold);
+  NodeId n2 = Add(warm);
+  JobSpec job = MakeJob(4);
+  job.environment = "pytorch-2.5-cu124";
+  EXPECT_EQ(Only(Place(job)).node, n2) << "warm first, though n0 and n1 come earlier";
+  Use(n2, {0, 1, 2, 3, 4, 5});
+  EXPECT_EQ(Only(Place(job)).node, n1) << "then a node that supports it, cold";
+  Use(n1, {0, 1, 2, 3, 4, 5});
+  PlaceResult r = Place(job, /*explain=*/true);
+  EXPECT_NE(r.kind, Kind::kPlaced) << "n0 has 8 free GPUs but cannot run the environment";
+  // A job without an environment still goes anywhere.
+  EXPECT_EQ(Only(Place(MakeJob(8))).node, n0);
+}
+
+TEST_F(TopologyPlacementTest, AnEnvironmentNoNodeSupportsIsNeverPlacedAndSaysSo) {
+  model::NodeSpec n = MakeNode("n0", "V100", 8);
+  n.environments = {"pytorch-2.5-cu124"};
+  Add(n);
+  JobSpec job = MakeJob(2);
+  job.environment = "pytorch-2.7-cu128";
+  PlaceResult r = Place(job, /*explain=*/true);
+  EXPECT_EQ(r.kind, Kind::kInfeasible);
+  EXPECT_NE(r.reason.find("environment pytorch-2.7-cu128"), std::string::npos) << r.reason;
+}
+
 }  // namespace
 }  // namespace gpufleet::sched
