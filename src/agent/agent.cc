@@ -305,7 +305,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
     if (!saved.empty()) token_ = saved;
   }
   if (!options_.spot_notice_url.empty()) {
-    auto poller = SpotNoticePoller::Create(options_.spot_notice_url);
+    auto poller = SpotNoticePoller::Create(options_.spot_notice_url, options_.spot_notice_format);
     if (!poller.ok()) return Status::InvalidArgument("spot notice URL: " + poller.status().message());
     notice_poller_ = std::move(*poller);
   }

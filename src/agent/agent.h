@@ -70,6 +70,7 @@ struct AgentOptions {
   Duration poll_wait = Duration::Seconds(20);
   Duration max_disconnected = Duration::Zero();  // zero: keep trying forever
   std::string spot_notice_url;                    // empty: never poll (the default)
+  SpotNoticeFormat spot_notice_format = SpotNoticeFormat::kAws;  // what the URL answers (spot_notice.h)
   Duration spot_notice_interval = Duration::Seconds(5);
   std::string job_user;          // empty: nobody when the agent runs as root, else the agent's own user
   bool allow_root_jobs = false;  // run a part as uid 0 (refused otherwise)

@@ -518,6 +518,7 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
     std::string max_disconnected = "0";
     double price = 0;
     std::string spot_notice_interval = "5s";
+    std::string spot_notice_format = "aws";
     std::string join_token_argv;  // refused: a secret on the command line shows in `ps`
     std::string fence_after = "auto";
     std::string cpus, memory;
@@ -550,7 +551,11 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
                   "Stop jobs and exit when the controller is unreachable this long (0: never)")
       ->capture_default_str();
   sub->add_option("--spot-notice-url", f->o.spot_notice_url,
-                  "Poll this spot interruption notice endpoint (AWS instance-action format; off when not set)");
+                  "Poll this spot interruption notice endpoint (off when not set)");
+  sub->add_option("--spot-notice-format", f->spot_notice_format,
+                  "What --spot-notice-url answers: aws (instance-action, IMDSv2), gcp (instance/preempted) or "
+                  "azure (Scheduled Events)")
+      ->capture_default_str();
   sub->add_option("--spot-notice-interval", f->spot_notice_interval, "How often to poll --spot-notice-url")
       ->capture_default_str();
   sub->add_option("--job-user", f->o.job_user,
@@ -624,6 +629,9 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
       return Fail("agent", Status::InvalidArgument("--spot-notice-interval: expected a duration like 5s"));
     }
     f->o.spot_notice_interval = *sni;
+    auto snf = agent::ParseSpotNoticeFormat(f->spot_notice_format);
+    if (!snf.ok()) return Fail("agent", Status::InvalidArgument("--spot-notice-format: " + snf.status().message()));
+    f->o.spot_notice_format = *snf;
     std::string name = f->o.name;
     if (name.empty()) {
       char host[256] = {0};
