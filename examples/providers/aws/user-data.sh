@@ -1,0 +1,60 @@
+#!/bin/bash
+# gpufleet node bootstrap for EC2 (user data; create.sh fills in the @...@ values, shell-quoted).
+# Runs once as root at first boot: installs gpufleet if the AMI lacks it, writes the join token
+# (mode 0600, never on a command line) and starts the agent as a systemd service that polls EC2's
+# spot notice with IMDSv2.
+set -euo pipefail
+GPUFLEET_SERVER=@SERVER@
+JOIN_TOKEN=@JOIN_TOKEN@
+NODE_NAME=@NAME@
+MARKET=@MARKET@
+PRICE_PER_HOUR=@PRICE_PER_HOUR@
+LABELS=(@LABELS@)
+INSTALL_URL=@INSTALL_URL@
+NOTICE_URL=http://169.254.169.254/latest/meta-data/spot/instance-action
+NOTICE_FORMAT=aws
+
+if ! command -v gpufleet >/dev/null 2>&1; then
+  if [[ -z "$INSTALL_URL" ]]; then
+    echo "gpufleet is not on this image and GPUFLEET_INSTALL_URL was not set" >&2
+    exit 1
+  fi
+  curl -fsSL --retry 5 -o /usr/local/bin/gpufleet "$INSTALL_URL"
+  chmod 0755 /usr/local/bin/gpufleet
+fi
+install -d -m 0700 /etc/gpufleet /var/lib/gpufleet
+umask 077
+printf '%s\n' "$JOIN_TOKEN" >/etc/gpufleet/join.token
+# Jobs run as unprivileged users: keep them away from the metadata service, which serves this
+# user data (the join token) and the instance role's credentials. The agent runs as root.
+if command -v iptables >/dev/null 2>&1; then
+  iptables -C OUTPUT -d 169.254.169.254 -m owner ! --uid-owner 0 -j REJECT 2>/dev/null ||
+    iptables -A OUTPUT -d 169.254.169.254 -m owner ! --uid-owner 0 -j REJECT
+fi
+args=(agent --server "$GPUFLEET_SERVER" --join-token-file /etc/gpufleet/join.token --name "$NODE_NAME"
+      --data-dir /var/lib/gpufleet --market "$MARKET" --price-per-hour "$PRICE_PER_HOUR"
+      --spot-notice-url "$NOTICE_URL" --spot-notice-format "$NOTICE_FORMAT")
+for l in "${LABELS[@]}"; do args+=(--label "$l"); done
+{
+  echo '#!/bin/bash'
+  printf 'exec'
+  printf ' %q' "$(command -v gpufleet)" "${args[@]}"
+  echo
+} >/etc/gpufleet/agent.sh
+chmod 0700 /etc/gpufleet/agent.sh
+cat >/etc/systemd/system/gpufleet-agent.service <<'UNIT'
+[Unit]
+Description=gpufleet agent
+After=network-online.target
+Wants=network-online.target
+[Service]
+ExecStart=/etc/gpufleet/agent.sh
+Restart=always
+RestartSec=5
+KillMode=mixed
+TimeoutStopSec=120
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl daemon-reload
+systemctl enable --now gpufleet-agent.service
