@@ -51,6 +51,23 @@ struct nvmlPciInfo_t {
   char busId[32];  // NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE
 };
 static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout");
+using nvmlEventSet_t = struct nvmlEventSet_st*;
+struct nvmlEventData_t {  // nvmlEventData_t
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;  // the XID for XID events
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+constexpr unsigned long long kNvmlEventTypeXidCriticalError = 0x8;
+constexpr int kNvmlMemoryErrorUncorrected = 1;  // nvmlMemoryErrorType_t
+constexpr int kNvmlVolatileEcc = 0;             // nvmlEccCounterType_t
+constexpr int kNvmlClockSm = 1;                 // nvmlClockType_t NVML_CLOCK_SM
+constexpr unsigned kNvmlSystemDriverVersionBufferSize = 80;
+// nvmlClocksThrottleReasons bits (nvml.h), with the names the burn-in report uses.
+constexpr std::pair<unsigned long long, const char*> kThrottleReasons[] = {
+    {0x4, "sw_power_cap"}, {0x8, "hw_slowdown"}, {0x20, "sw_thermal"}, {0x40, "hw_thermal"}, {0x80, "hw_power_brake"},
+};
 
 constexpr const char* kNvmlNotFound =
     "NVML not found (libnvidia-ml.so.1): no NVIDIA driver on this machine; use --fake-gpus "
@@ -73,6 +90,23 @@ struct NvmlProbe::Api {
   nvmlReturn_t (*DeviceGetNvLinkState)(nvmlDevice_t, unsigned int, int*);
   nvmlReturn_t (*DeviceGetNvLinkRemotePciInfo)(nvmlDevice_t, unsigned int, nvmlPciInfo_t*);
   nvmlReturn_t (*DeviceGetPciInfo)(nvmlDevice_t, nvmlPciInfo_t*);
+  // Optional (older drivers lack some; what is missing is reported as unknown).
+  nvmlReturn_t (*SystemGetDriverVersion)(char*, unsigned int);
+  nvmlReturn_t (*SystemGetCudaDriverVersion)(int*);
+  nvmlReturn_t (*DeviceGetCudaComputeCapability)(nvmlDevice_t, int*, int*);
+  nvmlReturn_t (*DeviceGetTotalEccErrors)(nvmlDevice_t, int, int, unsigned long long*);
+  nvmlReturn_t (*DeviceGetRetiredPagesPendingStatus)(nvmlDevice_t, int*);
+  nvmlReturn_t (*DeviceGetRemappedRows)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*);
+  nvmlReturn_t (*DeviceGetCurrPcieLinkGeneration)(nvmlDevice_t, unsigned int*);
+  nvmlReturn_t (*DeviceGetCurrPcieLinkWidth)(nvmlDevice_t, unsigned int*);
+  nvmlReturn_t (*DeviceGetMaxPcieLinkGeneration)(nvmlDevice_t, unsigned int*);
+  nvmlReturn_t (*DeviceGetMaxPcieLinkWidth)(nvmlDevice_t, unsigned int*);
+  nvmlReturn_t (*DeviceGetClockInfo)(nvmlDevice_t, int, unsigned int*);
+  nvmlReturn_t (*DeviceGetCurrentClocksThrottleReasons)(nvmlDevice_t, unsigned long long*);
+  nvmlReturn_t (*EventSetCreate)(nvmlEventSet_t*);
+  nvmlReturn_t (*DeviceRegisterEvents)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
+  nvmlReturn_t (*EventSetWait)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
+  nvmlReturn_t (*EventSetFree)(nvmlEventSet_t);
 
   std::string Error(const char* call, nvmlReturn_t rc) const {
     const char* text = ErrorString ? ErrorString(rc) : nullptr;
@@ -114,6 +148,22 @@ Result<std::unique_ptr<NvmlProbe>> NvmlProbe::Open(const std::string& library) {
   resolve(api->DeviceGetNvLinkState, "nvmlDeviceGetNvLinkState", true);
   resolve(api->DeviceGetNvLinkRemotePciInfo, "nvmlDeviceGetNvLinkRemotePciInfo_v2", true);
   resolve(api->DeviceGetPciInfo, "nvmlDeviceGetPciInfo_v3", true);
+  resolve(api->SystemGetDriverVersion, "nvmlSystemGetDriverVersion", false);
+  resolve(api->SystemGetCudaDriverVersion, "nvmlSystemGetCudaDriverVersion_v2", false);
+  resolve(api->DeviceGetCudaComputeCapability, "nvmlDeviceGetCudaComputeCapability", false);
+  resolve(api->DeviceGetTotalEccErrors, "nvmlDeviceGetTotalEccErrors", false);
+  resolve(api->DeviceGetRetiredPagesPendingStatus, "nvmlDeviceGetRetiredPagesPendingStatus", false);
+  resolve(api->DeviceGetRemappedRows, "nvmlDeviceGetRemappedRows", false);
+  resolve(api->DeviceGetCurrPcieLinkGeneration, "nvmlDeviceGetCurrPcieLinkGeneration", false);
+  resolve(api->DeviceGetCurrPcieLinkWidth, "nvmlDeviceGetCurrPcieLinkWidth", false);
+  resolve(api->DeviceGetMaxPcieLinkGeneration, "nvmlDeviceGetMaxPcieLinkGeneration", false);
+  resolve(api->DeviceGetMaxPcieLinkWidth, "nvmlDeviceGetMaxPcieLinkWidth", false);
+  resolve(api->DeviceGetClockInfo, "nvmlDeviceGetClockInfo", false);
+  resolve(api->DeviceGetCurrentClocksThrottleReasons, "nvmlDeviceGetCurrentClocksThrottleReasons", false);
+  resolve(api->EventSetCreate, "nvmlEventSetCreate", false);
+  resolve(api->DeviceRegisterEvents, "nvmlDeviceRegisterEvents", false);
+  resolve(api->EventSetWait, "nvmlEventSetWait_v2", false);
+  resolve(api->EventSetFree, "nvmlEventSetFree", false);
   if (!missing.empty()) {
     dlclose(handle);
     return Status::Unavailable("NVML library " + library + " lacks " + missing +
@@ -128,11 +178,133 @@ Result<std::unique_ptr<NvmlProbe>> NvmlProbe::Open(const std::string& library) {
 }
 
 NvmlProbe::NvmlProbe(void* handle, std::unique_ptr<Api> api)
-    : handle_(handle), api_(std::move(api)) {}
+    : handle_(handle), api_(std::move(api)) {
+  // Critical XIDs from now on, for the burn-in: registered on every GPU that supports it.
+  const Api& a = *api_;
+  if (!a.EventSetCreate || !a.DeviceRegisterEvents || !a.EventSetWait || !a.EventSetFree) return;
+  nvmlEventSet_t set = nullptr;
+  if (a.EventSetCreate(&set) != kNvmlSuccess) return;
+  unsigned count = 0;
+  bool any = false;
+  if (a.DeviceGetCount(&count) == kNvmlSuccess) {
+    for (unsigned i = 0; i < count; ++i) {
+      nvmlDevice_t h = nullptr;
+      if (a.DeviceGetHandleByIndex(i, &h) != kNvmlSuccess) continue;
+      any |= a.DeviceRegisterEvents(h, kNvmlEventTypeXidCriticalError, set) == kNvmlSuccess;
+    }
+  }
+  if (any) {
+    xid_events_ = set;
+  } else {
+    a.EventSetFree(set);
+  }
+}
 
 NvmlProbe::~NvmlProbe() {
+  if (xid_events_) api_->EventSetFree(static_cast<nvmlEventSet_t>(xid_events_));
   api_->Shutdown();
   dlclose(handle_);
+}
+
+DriverInfo NvmlProbe::Driver() {
+  const Api& a = *api_;
+  DriverInfo d;
+  char version[kNvmlSystemDriverVersionBufferSize] = {};
+  if (a.SystemGetDriverVersion && a.SystemGetDriverVersion(version, sizeof version) == kNvmlSuccess) {
+    d.driver_version = version;
+  }
+  int cuda = 0;  // 12040 for CUDA 12.4
+  if (a.SystemGetCudaDriverVersion && a.SystemGetCudaDriverVersion(&cuda) == kNvmlSuccess && cuda > 0) {
+    d.cuda_version = std::to_string(cuda / 1000) + "." + std::to_string((cuda % 1000) / 10);
+  }
+  return d;
+}
+
+Result<std::vector<model::GpuHealth>> NvmlProbe::Health() {
+  const Api& a = *api_;
+  unsigned count = 0;
+  if (nvmlReturn_t rc = a.DeviceGetCount(&count); rc != kNvmlSuccess) {
+    return Status::Unavailable(a.Error("nvmlDeviceGetCount_v2", rc));
+  }
+  std::vector<model::GpuHealth> out(count);
+  for (unsigned i = 0; i < count; ++i) {
+    model::GpuHealth& g = out[i];
+    g.index = static_cast<int>(i);
+    nvmlDevice_t h = nullptr;
+    if (auto rc = a.DeviceGetHandleByIndex(i, &h); rc != kNvmlSuccess) {
+      return Status::Unavailable("GPU " + std::to_string(i) + ": " + a.Error("nvmlDeviceGetHandleByIndex_v2", rc));
+    }
+    unsigned long long ecc = 0;
+    if (a.DeviceGetTotalEccErrors &&
+        a.DeviceGetTotalEccErrors(h, kNvmlMemoryErrorUncorrected, kNvmlVolatileEcc, &ecc) == kNvmlSuccess) {
+      g.ecc_uncorrected = static_cast<int64_t>(ecc);
+    }
+    unsigned corr = 0, unc = 0, pending = 0, failed = 0;
+    if (a.DeviceGetRemappedRows && a.DeviceGetRemappedRows(h, &corr, &unc, &pending, &failed) == kNvmlSuccess) {
+      g.retired_pages = static_cast<int64_t>(corr) + unc;  // Ampere and later remap rows
+      g.retirement_pending = pending != 0 || failed != 0;
+    } else if (int state = 0; a.DeviceGetRetiredPagesPendingStatus &&
+                              a.DeviceGetRetiredPagesPendingStatus(h, &state) == kNvmlSuccess) {
+      g.retirement_pending = state == kNvmlFeatureEnabled;  // Volta and earlier retire pages
+    }
+    auto read = [&](auto fn, int& field) {
+      unsigned v = 0;
+      if (fn && fn(h, &v) == kNvmlSuccess) field = static_cast<int>(v);
+    };
+    read(a.DeviceGetCurrPcieLinkGeneration, g.pcie_gen);
+    read(a.DeviceGetCurrPcieLinkWidth, g.pcie_width);
+    read(a.DeviceGetMaxPcieLinkGeneration, g.pcie_max_gen);
+    read(a.DeviceGetMaxPcieLinkWidth, g.pcie_max_width);
+    unsigned mhz = 0;
+    if (a.DeviceGetClockInfo && a.DeviceGetClockInfo(h, kNvmlClockSm, &mhz) == kNvmlSuccess) {
+      g.min_sm_clock_mhz = g.max_sm_clock_mhz = static_cast<int>(mhz);
+    }
+    unsigned long long reasons = 0;
+    if (a.DeviceGetCurrentClocksThrottleReasons && a.DeviceGetCurrentClocksThrottleReasons(h, &reasons) == kNvmlSuccess) {
+      for (const auto& [bit, name] : kThrottleReasons) {
+        if (reasons & bit) g.throttle_reasons.push_back(name);
+      }
+    }
+    unsigned temp = 0;
+    if (a.DeviceGetTemperature(h, kNvmlTemperatureGpu, &temp) == kNvmlSuccess) g.max_temperature_c = static_cast<int>(temp);
+    unsigned mw = 0;
+    if (a.DeviceGetPowerUsage(h, &mw) == kNvmlSuccess) g.max_power_w = static_cast<int>(mw / 1000);
+    int active = 0, total = 0;
+    for (unsigned link = 0; link < kNvmlNvLinkMaxLinks; ++link) {
+      int state = 0;
+      nvmlReturn_t rc = a.DeviceGetNvLinkState(h, link, &state);
+      if (rc == kNvmlErrorNotSupported || rc == kNvmlErrorInvalidArgument) break;
+      ++total;
+      if (rc == kNvmlSuccess && state == kNvmlFeatureEnabled) ++active;
+    }
+    if (total > 0) {
+      g.nvlink_total = total;
+      g.nvlink_active = active;
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<int, int>> NvmlProbe::TakeXids() {
+  std::vector<std::pair<int, int>> out;
+  if (!xid_events_) return out;
+  const Api& a = *api_;
+  // Map handles back to indices.
+  std::map<nvmlDevice_t, int> index;
+  unsigned count = 0;
+  if (a.DeviceGetCount(&count) == kNvmlSuccess) {
+    for (unsigned i = 0; i < count; ++i) {
+      nvmlDevice_t h = nullptr;
+      if (a.DeviceGetHandleByIndex(i, &h) == kNvmlSuccess) index[h] = static_cast<int>(i);
+    }
+  }
+  for (int n = 0; n < 1000; ++n) {  // drain what is queued; a zero timeout does not block
+    nvmlEventData_t data{};
+    if (a.EventSetWait(static_cast<nvmlEventSet_t>(xid_events_), &data, 0) != kNvmlSuccess) break;
+    auto it = index.find(data.device);
+    out.emplace_back(it == index.end() ? -1 : it->second, static_cast<int>(data.eventData));
+  }
+  return out;
 }
 
 namespace {
@@ -180,6 +352,11 @@ Result<std::vector<GpuDevice>> NvmlProbe::Devices() {
       return fail("nvmlDeviceGetPciInfo_v3", rc);
     }
     index_of_pci[KeyOf(pci)] = static_cast<int>(i);
+    int major = 0, minor = 0;
+    if (a.DeviceGetCudaComputeCapability &&
+        a.DeviceGetCudaComputeCapability(handles[i], &major, &minor) == kNvmlSuccess && major > 0) {
+      d.compute_capability = std::to_string(major) + "." + std::to_string(minor);
+    }
   }
 
   std::vector<std::set<int>> peers(count);
@@ -539,6 +716,7 @@ Result<std::unique_ptr<FakeGpuProbe>> FakeGpuProbe::Create(const FakeGpuOptions&
     d.uuid = "GPU-fake-" + options.node + "-" + std::to_string(i);
     d.name = m->name;
     d.memory_mib = m->mem_mib;
+    d.compute_capability = m->compute_capability;
     memory[i] = m->mem_mib;
     if (nvlink) {
       for (int j = 0; j < *count; ++j) {
@@ -555,7 +733,96 @@ Result<std::unique_ptr<FakeGpuProbe>> FakeGpuProbe::Create(const FakeGpuOptions&
     text << in.rdbuf();
     GF_ASSIGN_OR_RETURN(steps, ParseFakeTelemetry(text.str(), options.telemetry_path, memory));
   }
-  return std::unique_ptr<FakeGpuProbe>(new FakeGpuProbe(std::move(devices), std::move(steps)));
+  DriverInfo driver{"550.54.15", "12.4"};
+  if (!options.driver.empty()) {
+    auto parts = Split(options.driver, '/');
+    if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
+      return Status::InvalidArgument("--fake-driver '" + options.driver +
+                                     "': expected DRIVER/CUDA, for example 525.60.13/12.0");
+    }
+    driver = {parts[0], parts[1]};
+  }
+  GF_ASSIGN_OR_RETURN(FakeFaults faults, ParseFakeFaults(options.faults, *count, nvlink));
+  auto probe = std::unique_ptr<FakeGpuProbe>(new FakeGpuProbe(std::move(devices), std::move(steps)));
+  probe->driver_ = std::move(driver);
+  probe->faults_ = std::move(faults);
+  return probe;
+}
+
+Result<FakeFaults> ParseFakeFaults(const std::string& text, int gpus, bool nvlink) {
+  FakeFaults f;
+  for (int i = 0; i < gpus; ++i) {
+    model::GpuHealth h;
+    h.index = i;
+    h.ecc_uncorrected = 0;
+    h.retired_pages = 0;
+    h.pcie_gen = h.pcie_max_gen = 4;
+    h.pcie_width = h.pcie_max_width = 16;
+    if (nvlink) h.nvlink_active = h.nvlink_total = 18;
+    f.health.push_back(h);
+  }
+  for (const std::string& raw : Split(text, ';')) {
+    std::string entry(Trim(raw));
+    if (entry.empty()) continue;
+    auto bad = [&](const std::string& why) {
+      return Status::InvalidArgument("--fake-faults '" + entry + "': " + why);
+    };
+    int gpu = -1;
+    std::vector<std::pair<std::string, std::string>> kv;
+    for (const std::string& word : Split(entry, ' ')) {
+      if (word.empty()) continue;
+      size_t eq = word.find('=');
+      if (eq == std::string::npos || eq == 0) return bad("expected KEY=VALUE, got '" + word + "'");
+      kv.emplace_back(word.substr(0, eq), word.substr(eq + 1));
+    }
+    for (const auto& [k, v] : kv) {
+      if (k == "slow") {
+        char* end = nullptr;
+        double x = std::strtod(v.c_str(), &end);
+        if (end == v.c_str() || *end != '\0' || !(x >= 1)) return bad("slow must be a number >= 1, got '" + v + "'");
+        f.slowdown = x;
+      } else if (k == "gpu") {
+        auto n = ParseInt(v);
+        if (!n) return bad("gpu must be a GPU index, got '" + v + "'");
+        if (*n < 0 || *n >= gpus) {
+          return bad("GPU " + v + " does not exist (the node has " + std::to_string(gpus) + ")");
+        }
+        gpu = static_cast<int>(*n);
+      }
+    }
+    for (const auto& [k, v] : kv) {
+      if (k == "slow" || k == "gpu") continue;
+      if (gpu < 0) return bad("'" + k + "' needs gpu=I first");
+      model::GpuHealth& h = f.health[gpu];
+      if (k == "throttle") {
+        h.throttle_reasons.push_back(v);
+        continue;
+      }
+      auto n = ParseInt(v);
+      if (!n || *n < 0) return bad(k + " must be a whole number >= 0, got '" + v + "'");
+      const int x = static_cast<int>(*n);
+      if (k == "ecc") {
+        h.ecc_uncorrected = *n;
+      } else if (k == "retire_pending") {
+        h.retirement_pending = x != 0;
+      } else if (k == "pcie_width") {
+        h.pcie_width = x;
+      } else if (k == "pcie_gen") {
+        h.pcie_gen = x;
+      } else if (k == "xid") {
+        f.xids.emplace_back(gpu, x);
+      } else if (k == "nvlink_down") {
+        if (h.nvlink_total < 0) return bad("GPU " + std::to_string(gpu) + " has no NVLink");
+        h.nvlink_active = std::max(0, h.nvlink_total - x);
+      } else if (k == "temp") {
+        h.max_temperature_c = x;
+      } else {
+        return bad("unknown key '" + k + "' (known: gpu, ecc, retire_pending, pcie_width, pcie_gen, xid, nvlink_down, "
+                   "throttle, temp, slow)");
+      }
+    }
+  }
+  return f;
 }
 
 Result<std::vector<GpuSample>> FakeGpuProbe::Sample() {

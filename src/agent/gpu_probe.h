@@ -13,9 +13,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
+#include "model/burn_in.h"
 #include "model/gpu_catalog.h"
 #include "model/types.h"
 
@@ -27,6 +29,14 @@ struct GpuDevice {
   std::string name;           // the driver's name: "NVIDIA H100 80GB HBM3", "Tesla T4"
   int64_t memory_mib = 0;     // total memory
   std::vector<int> nvlink_peers;  // indices of the GPUs it reaches over active NVLinks, ascending
+  std::string compute_capability{};  // "9.0"; empty when unknown
+};
+
+// The NVIDIA driver's versions: "550.54.15" and the highest CUDA it supports, "12.4". Empty when
+// there is no driver (or it does not say).
+struct DriverInfo {
+  std::string driver_version{};
+  std::string cuda_version{};
 };
 
 struct GpuSample {
@@ -43,6 +53,16 @@ class GpuProbe {
   virtual Result<std::vector<GpuDevice>> Devices() = 0;
   // One sample per GPU, in index order.
   virtual Result<std::vector<GpuSample>> Sample() = 0;
+  virtual DriverInfo Driver() { return {}; }
+  // Per GPU, in index order: the health figures the burn-in judges (ECC errors, retirements and
+  // remaps, the PCIe link as trained and at most, NVLinks up, SM clock, throttle reasons,
+  // temperature, power; model::GpuHealth). A figure the GPU does not report stays -1.
+  virtual Result<std::vector<model::GpuHealth>> Health() { return std::vector<model::GpuHealth>{}; }
+  // Critical XID errors since the last call (or since the probe opened), as (GPU index, XID).
+  virtual std::vector<std::pair<int, int>> TakeXids() { return {}; }
+  // For fake GPUs with a declared `slow=F` fault: the burn-in suite divides its figures by F, as a
+  // degraded node would measure. 1 for real GPUs.
+  virtual double SuiteSlowdown() const { return 1.0; }
 };
 
 // NVML through dlopen. Open loads the library and calls nvmlInit_v2; the destructor shuts NVML
@@ -59,6 +79,9 @@ class NvmlProbe : public GpuProbe {
 
   Result<std::vector<GpuDevice>> Devices() override;
   Result<std::vector<GpuSample>> Sample() override;
+  DriverInfo Driver() override;
+  Result<std::vector<model::GpuHealth>> Health() override;
+  std::vector<std::pair<int, int>> TakeXids() override;
 
   struct Api;  // the resolved NVML entry points
 
@@ -66,6 +89,7 @@ class NvmlProbe : public GpuProbe {
   NvmlProbe(void* handle, std::unique_ptr<Api> api);
   void* handle_;
   std::unique_ptr<Api> api_;
+  void* xid_events_ = nullptr;  // nvmlEventSet_t watching critical XIDs; null when unsupported
 };
 
 // Fake GPUs.
@@ -88,11 +112,33 @@ class NvmlProbe : public GpuProbe {
 //     gpu=0 90 1000 70 500             # GPU 0 busy, the others idle
 // GPUs a line does not cover are idle (0%, 0 MiB, 30 C, 50 W). With no file every GPU is idle.
 // Limits: util 0..100, memory 0..the GPU's memory, temperature -40..150, power 0..5000.
+//
+// Driver (--fake-driver): "550.54.15/12.4" by default, so fake nodes run today's environments.
+// Faults (--fake-faults), for burn-in drills: entries separated by ';', each "gpu=I KEY=VALUE..."
+// for one GPU or "slow=F" for the node:
+//     gpu=1 ecc=3              # 3 uncorrected ECC errors on GPU 1
+//     gpu=0 pcie_width=8       # the link trained at x8 (of x16)
+//     gpu=2 throttle=hw_thermal temp=93
+//     gpu=0 xid=79             # a critical XID during the check
+//     gpu=3 nvlink_down=2 retire_pending=1
+//     slow=10                  # the burn-in suite measures 10x less than it would
+// Without faults every GPU is healthy: 0 ECC errors, PCIe gen 4 x16, every NVLink up.
 struct FakeGpuOptions {
   std::string spec{};            // "8xH100"
   std::string node = "node";     // for the uuids
   std::string telemetry_path{};  // empty = idle
+  std::string driver{};          // "DRIVER/CUDA"; empty = 550.54.15/12.4
+  std::string faults{};          // see above; empty = healthy
 };
+
+// Parses --fake-faults for `gpus` GPUs into per-GPU health (defaults filled) and the slowdown.
+// Errors name the entry: "--fake-faults 'gpu=9 ecc=1': GPU 9 does not exist (the node has 8)".
+struct FakeFaults {
+  std::vector<model::GpuHealth> health;
+  std::vector<std::pair<int, int>> xids;
+  double slowdown = 1.0;
+};
+Result<FakeFaults> ParseFakeFaults(const std::string& text, int gpus, bool nvlink);
 
 // One line of a telemetry file, already expanded to every GPU.
 using TelemetryStep = std::vector<GpuSample>;
@@ -112,10 +158,16 @@ class FakeGpuProbe : public GpuProbe {
 
   Result<std::vector<GpuDevice>> Devices() override { return devices_; }
   Result<std::vector<GpuSample>> Sample() override;
+  DriverInfo Driver() override { return driver_; }
+  Result<std::vector<model::GpuHealth>> Health() override { return faults_.health; }
+  std::vector<std::pair<int, int>> TakeXids() override { return faults_.xids; }
+  double SuiteSlowdown() const override { return faults_.slowdown; }
 
  private:
   FakeGpuProbe(std::vector<GpuDevice> devices, std::vector<TelemetryStep> steps)
       : devices_(std::move(devices)), steps_(std::move(steps)) {}
+  DriverInfo driver_;
+  FakeFaults faults_;
   std::vector<GpuDevice> devices_;
   std::vector<TelemetryStep> steps_;  // empty = idle
   size_t next_ = 0;

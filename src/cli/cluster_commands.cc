@@ -34,6 +34,8 @@
 #include "controller/pool.h"
 #include "controller/server.h"
 #include "controller/tls.h"
+#include "node/burn_in.h"
+#include "node/environments.h"
 #include "provider/provider.h"
 #include "sched/policy/registry.h"
 #include "store/state_store.h"
@@ -126,6 +128,9 @@ struct ControllerFlags {
   std::string budget_release_lead = "30s";
   bool metrics_open = false;                // --metrics-open
   int thermal_limit = 85, thermal_resume = -1;  // resume: -1 = the limit - 10
+  std::string burn_in = "off";              // --burn-in off|required
+  double burn_in_threshold = node::kDefaultThreshold;
+  std::string environments;                 // --environments FILE (default: the shipped table)
 };
 
 void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
@@ -182,6 +187,19 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
                   "a team this much earlier when nodes are billed to it, so the bill ends at the budget "
                   "(docs/cost.md)")
       ->capture_default_str();
+  sub->add_option("--burn-in", f.burn_in,
+                  "Acceptance burn-in for nodes that join: 'required' (each node runs `gpufleet node check` when it "
+                  "registers and takes no work until it passes; a failing node is quarantined) or 'off' (only pools "
+                  "with burn_in: true and `gpufleet node check NODE` ask for it); see docs/nodes.md")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "required"}));
+  sub->add_option("--burn-in-threshold", f.burn_in_threshold,
+                  "Share of its reference each burn-in test must reach (datasheet x achievable, or the fleet's median)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
+  sub->add_option("--environments", f.environments,
+                  "Environment presets jobs may name with environment: (default: the shipped data/environments.yaml)")
+      ->check(CLI::ExistingFile);
   sub->add_flag("--metrics-open", f.metrics_open,
                 "Serve GET /metrics without a token (a Prometheus on this host); only with a loopback --listen. "
                 "Otherwise scrape with a token of role metrics");
@@ -320,6 +338,18 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   }
   eo.budget_release_lead = *release_lead;
   eo.thermal_resume_c = resume;
+  eo.burn_in_required = f.burn_in == "required";
+  eo.burn_in_threshold = f.burn_in_threshold;
+  {
+    auto table = f.environments.empty() ? node::EnvironmentTable::LoadDefault()
+                                        : node::EnvironmentTable::Load(f.environments);
+    if (!table.ok()) {
+      if (!f.environments.empty()) return table.status();
+      spdlog::warn("no environment presets ({}); jobs naming an environment will be refused", table.status().message());
+    } else {
+      eo.environments = std::make_shared<const node::EnvironmentTable>(std::move(*table));
+    }
+  }
   c->engine = std::make_unique<controller::Engine>(c->clock, *c->store, eo);
   std::map<std::string, std::string> subs = {
       {"server", "http://127.0.0.1:0"},  // filled in below, once the API has its port

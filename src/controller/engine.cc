@@ -251,9 +251,18 @@ std::string MemText(int64_t mib) {
 }  // namespace
 
 std::string Engine::NeverFitsLocked(const api::JobRequest& job) const {
+  const model::JobSpec& spec = job.spec;
+  // An environment must be one of the presets, whatever the nodes.
+  if (!spec.environment.empty()) {
+    if (!options_.environments) {
+      return "job '" + spec.name + "' names environment '" + spec.environment +
+             "' but this controller has no environment presets (gpufleet server --environments FILE)";
+    }
+    auto env = options_.environments->Resolve(spec.environment);
+    if (!env.ok()) return "job '" + spec.name + "': " + env.status().message();
+  }
   // With a pool, what it may rent decides (it holds jobs no offer fits); nodes may be on the way.
   if (!node_size_hints_.empty()) return "";
-  const model::JobSpec& spec = job.spec;
   std::vector<const api::NodeRecord*> nodes;
   for (const auto& [id, n] : nodes_) {
     if (n.rec.state != api::NodeState::kGone) nodes.push_back(&n.rec);
@@ -312,6 +321,24 @@ std::string Engine::NeverFitsLocked(const api::JobRequest& job) const {
     return intro + "no node that has its GPUs carries the labels " + Join(kv, ",") + advice;
   }
   nodes = std::move(next);
+  if (!spec.environment.empty() && options_.environments) {
+    next = keep([&](const model::NodeSpec& n) { return n.Supports(spec.environment); });
+    if (next.empty()) {
+      // Say why for each node (up to a few): the driver or GPU architecture that rules it out.
+      const node::Environment* env = options_.environments->Find(spec.environment);
+      std::vector<std::string> why;
+      for (const auto* n : nodes) {
+        if (why.size() == 3) {
+          why.push_back("...");
+          break;
+        }
+        why.push_back(n->name + ": " + (env ? node::EnvironmentTable::WhyNot(*env, FactsOf(*n)) : std::string("?")));
+      }
+      return intro + "no node that has its GPUs can run environment " + spec.environment + " (" + Join(why, "; ") +
+             "); pick an environment these nodes support (gpufleet nodes NODE lists them), or upgrade the driver";
+    }
+    nodes = std::move(next);
+  }
   // CPUs and memory: name the best node there is (gpufleet agent --cpus/--memory declare them).
   auto largest = [&](auto field) {
     const api::NodeRecord* best = nodes.front();
@@ -362,14 +389,78 @@ std::future<Status> Engine::Cancel(JobId job, std::string by, std::optional<api:
 }
 
 std::future<Status> Engine::Drain(const std::string& node, bool drain, std::optional<api::AuditRecord> audit) {
-  DrainReq r{node, drain, false, std::move(audit), {}, {}};
+  DrainReq r{node, drain, false, std::move(audit), {}, {}, false};
   auto f = r.done.get_future();
   Enqueue(std::move(r));
   return f;
 }
 
+std::future<Status> Engine::CheckNode(const std::string& node, std::optional<api::AuditRecord> audit) {
+  DrainReq r{node, true, false, std::move(audit), {}, {}, true};
+  auto f = r.done.get_future();
+  Enqueue(std::move(r));
+  return f;
+}
+
+void Engine::RequireBurnIn(const std::string& node) {
+  std::lock_guard<std::mutex> lock(burn_in_mu_);
+  burn_in_names_.insert(node);
+}
+
+bool Engine::TakesWork(const NodeState& n) {
+  return n.rec.state == api::NodeState::kUp && !n.awaiting_agent && n.rec.acceptance != "checking" &&
+         n.rec.acceptance != "quarantined";
+}
+
+node::NodeFacts Engine::FactsOf(const api::NodeRecord& rec) const {
+  node::NodeFacts f;
+  f.driver_version = rec.driver_version;
+  f.cuda_version = rec.cuda_version;
+  for (const auto& g : rec.gpus) f.compute_capabilities.push_back(g.compute_capability);
+  return f;
+}
+
+void Engine::SetEnvironments(model::NodeSpec& spec, const api::NodeRecord& rec) const {
+  spec.environments.clear();
+  spec.warm_environments.clear();
+  if (!options_.environments) return;
+  spec.environments = options_.environments->Supported(FactsOf(rec));
+  for (const auto& e : rec.environments_ready) {
+    if (spec.Supports(e)) spec.warm_environments.push_back(e);
+  }
+}
+
+void Engine::ApplyBurnIn(NodeId id, NodeState& n, model::BurnInReport report) {
+  node::JudgeOptions o;
+  o.threshold = options_.burn_in_threshold;
+  o.gpu = catalog_.Find(n.rec.spec.gpu_model);
+  std::vector<const model::BurnInReport*> peers;
+  for (const auto& [other_id, other] : nodes_) {
+    if (other_id == id.value() || other.rec.acceptance != "passed" || !other.rec.burn_in) continue;
+    const model::BurnInReport& b = *other.rec.burn_in;
+    if (b.passed && b.path == report.path && other.rec.spec.gpu_model == n.rec.spec.gpu_model) peers.push_back(&b);
+  }
+  o.fleet = node::FleetMedians(peers);
+  report.gpu_model = n.rec.spec.gpu_model;
+  report.gpus = n.rec.spec.gpus;
+  node::Judge(report, o);
+  const bool before = TakesWork(n);
+  n.rec.acceptance = report.passed ? "passed" : "quarantined";
+  n.rec.acceptance_reason = report.passed ? "" : node::Summary(report);
+  if (report.passed) {
+    spdlog::info("node {}: burn-in {}", n.rec.name, node::Summary(report));
+  } else {
+    spdlog::warn("node {} quarantined: burn-in {}", n.rec.name, node::Summary(report));
+  }
+  n.rec.burn_in = std::move(report);
+  if (auto st = store_.UpsertNode(n.rec); !st.ok()) {
+    spdlog::error("node {}: storing its burn-in: {}", n.rec.name, st.status().ToString());
+  }
+  if (TakesWork(n) != before) events_.push_back(sched::NodeDrained{id, !TakesWork(n)});
+}
+
 std::future<Status> Engine::HoldUntilRegistered(const std::string& node) {
-  DrainReq r{node, true, true, std::nullopt, {}, {}};
+  DrainReq r{node, true, true, std::nullopt, {}, {}, false};
   auto f = r.done.get_future();
   Enqueue(std::move(r));
   return f;
@@ -958,11 +1049,38 @@ void Engine::ApplyDrain(DrainReq& r) {
     r.result = Status::Ok();
     return;
   }
+  if (r.check) {
+    for (const auto& [jid, job] : jobs_) {
+      if (!job.rec.placement || (job.rec.state != JobState::kStarting && job.rec.state != JobState::kRunning &&
+                                 job.rec.state != JobState::kStopping)) {
+        continue;
+      }
+      for (const auto& part : job.rec.placement->parts) {
+        if (part.node == n.rec.id) {
+          r.result = Status::FailedPrecondition("node '" + r.node + "' runs job " + std::to_string(jid) +
+                                                "; a burn-in would disturb it: drain the node first (gpufleet drain " +
+                                                r.node + ") and check it once its jobs are gone");
+          return;
+        }
+      }
+    }
+    const bool before = TakesWork(n);
+    n.rec.acceptance = "checking";
+    n.rec.acceptance_reason = "burn-in asked for by an operator";
+    n.run_burn_in = true;
+    if (r.audit) store_.AttachAudit({*r.audit});
+    auto st = store_.UpsertNode(n.rec);
+    if (before) events_.push_back(sched::NodeDrained{n.rec.id, true});
+    r.result = st.ok() ? Status::Ok() : st.status();
+    return;
+  }
+  const bool before = TakesWork(n);
   n.rec.state = r.drain ? api::NodeState::kDraining : api::NodeState::kUp;
   if (r.audit) store_.AttachAudit({*r.audit});  // commits with the node's new state, or not at all
   auto st = store_.UpsertNode(n.rec);
-  // An undrained node whose agent has not registered since takes work once it has.
-  if (r.drain || !n.awaiting_agent) events_.push_back(sched::NodeDrained{n.rec.id, r.drain});
+  // An undrained node whose agent has not registered since, or that has not passed its burn-in,
+  // takes work once it has.
+  if (r.drain || TakesWork(n) != before) events_.push_back(sched::NodeDrained{n.rec.id, !TakesWork(n)});
   r.result = st.ok() ? Status::Ok() : st.status();
 }
 
@@ -1045,9 +1163,28 @@ void Engine::ApplyRegister(RegisterReq& r) {
     }
   }
   rec.name = req.name;
-  rec.spec = spec;
   rec.gpus = req.gpus;
+  rec.driver_version = req.driver_version;
+  rec.cuda_version = req.cuda_version;
+  rec.environments_ready = req.environments_ready;
+  SetEnvironments(spec, rec);
+  rec.spec = spec;
   rec.address = req.address.empty() ? "127.0.0.1" : req.address;
+  // Acceptance: a node that must pass a burn-in and has not (or was quarantined) takes no work
+  // until a new result is judged. A node that passed keeps its pass across agent restarts.
+  bool run_burn_in = false;
+  {
+    bool required = options_.burn_in_required;
+    {
+      std::lock_guard<std::mutex> lock(burn_in_mu_);
+      required = required || burn_in_names_.count(req.name) > 0;
+    }
+    if (rec.acceptance == "checking" || (required && rec.acceptance != "passed" && rec.acceptance != "quarantined")) {
+      rec.acceptance = "checking";
+      rec.acceptance_reason = "acceptance burn-in running";
+      run_burn_in = true;
+    }
+  }
   // A drained node stays drained when its agent comes back (a restart must not undo a drain).
   rec.state = before == api::NodeState::kDraining ? api::NodeState::kDraining : api::NodeState::kUp;
   if (known == node_by_name_.end()) rec.registered = now;
@@ -1096,8 +1233,9 @@ void Engine::ApplyRegister(RegisterReq& r) {
   node_by_name_[req.name] = id->value();
   const bool held = n.awaiting_agent;
   n.awaiting_agent = false;
+  n.run_burn_in = false;  // the reply asks for it
   events_.push_back(sched::NodeUp{*id, spec});
-  if (rec.state == api::NodeState::kDraining) {
+  if (!TakesWork(n)) {
     events_.push_back(sched::NodeDrained{*id, true});
   } else if (held) {
     events_.push_back(sched::NodeDrained{*id, false});  // its agent is back: it takes work again
@@ -1150,6 +1288,7 @@ void Engine::ApplyRegister(RegisterReq& r) {
   reply.epoch = options_.epoch;
   reply.heartbeat_interval = options_.heartbeat_interval;
   reply.lost_after = options_.lost_after;
+  reply.run_burn_in = run_burn_in;
   r.result = std::move(reply);
 }
 
@@ -1215,6 +1354,20 @@ void Engine::ApplyHeartbeat(HeartbeatReq& r) {
   if (r.hb.notice) {
     ApplyNotice(r.node, n, *r.hb.notice);
     reply.notice_acked = true;
+  }
+  if (r.hb.burn_in) {
+    if (n.rec.acceptance == "checking" && !n.run_burn_in) ApplyBurnIn(r.node, n, std::move(*r.hb.burn_in));
+    reply.burn_in_acked = true;  // a report nobody waits for (or an old one) is dropped
+  }
+  if (n.run_burn_in) {
+    reply.run_burn_in = true;
+    n.run_burn_in = false;
+  }
+  if (r.hb.environments_ready && *r.hb.environments_ready != n.rec.environments_ready) {
+    n.rec.environments_ready = *r.hb.environments_ready;
+    SetEnvironments(n.rec.spec, n.rec);
+    if (auto st = store_.UpsertNode(n.rec); !st.ok()) spdlog::error("node {}: {}", n.rec.name, st.status().ToString());
+    events_.push_back(sched::NodeUp{r.node, n.rec.spec});
   }
   r.result = reply;
 }

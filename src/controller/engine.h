@@ -37,6 +37,8 @@
 #include "api/records.h"
 #include "common/status.h"
 #include "model/gpu_catalog.h"
+#include "node/burn_in.h"
+#include "node/environments.h"
 #include "obs/exposition.h"
 #include "sched/autoscaler.h"
 #include "sched/clock.h"
@@ -63,6 +65,15 @@ struct EngineOptions {
   // How long the pool takes to release a rented node once its jobs stopped: hard budgets stop a
   // team this much earlier when nodes are billed to it (sched::SchedulerOptions).
   Duration budget_release_lead = Duration::Seconds(30);
+  // Acceptance burn-in (docs/nodes.md): with burn_in_required every node that registers runs the
+  // suite and takes no work until it passes; otherwise only nodes a pool asks for
+  // (Engine::RequireBurnIn) and nodes an operator re-checks. A test passes at burn_in_threshold
+  // of its reference.
+  bool burn_in_required = false;
+  double burn_in_threshold = node::kDefaultThreshold;
+  // The environment presets jobs may name (data/environments.yaml); null: none, and a job that
+  // names one is refused.
+  std::shared_ptr<const node::EnvironmentTable> environments;
 };
 
 // What `gpufleet nodes` shows.
@@ -115,6 +126,13 @@ class Engine {
   // The node's agent is going away (it stops its jobs): nothing new lands there until the agent
   // registers again. Held in memory only, as every node recovered at a restart is held.
   std::future<Status> HoldUntilRegistered(const std::string& node);
+  // Runs the acceptance burn-in on a registered node again: it takes no work until the new
+  // result is judged (its agent is told in its next heartbeat). FailedPrecondition while jobs
+  // run there (drain it first) or when the node is not up.
+  std::future<Status> CheckNode(const std::string& node, std::optional<api::AuditRecord> audit = std::nullopt);
+  // The node of this name must pass a burn-in when it registers (a pool with burn_in: true
+  // calls this when it rents the machine). Any thread.
+  void RequireBurnIn(const std::string& node);
   // Registers (or re-registers) a node. `token_hash` is the hash of the new agent token the
   // reply carries; every older agent token of the node is revoked. With `by_join_token`, a name
   // that belongs to a live node (up or draining, heard from within lost_after) is refused: a join
@@ -284,7 +302,17 @@ class Engine {
     // Takes no new work until its agent registers: recovered at a restart (its agent may be
     // gone), or its agent is shutting down. Its running jobs go on.
     bool awaiting_agent = false;
+    bool run_burn_in = false;  // tell the agent (next heartbeat) to run the burn-in
   };
+  // Whether a node may take new work: up (not draining), its agent there, and accepted (no
+  // burn-in pending or failed).
+  static bool TakesWork(const NodeState& n);
+  // Applies a finished burn-in: judges it against the datasheet and the fleet, stores it, and
+  // passes or quarantines the node.
+  void ApplyBurnIn(NodeId id, NodeState& n, model::BurnInReport report);
+  // The node's spec with the environments its driver and GPUs support and those prepared on it.
+  void SetEnvironments(model::NodeSpec& spec, const api::NodeRecord& rec) const;
+  node::NodeFacts FactsOf(const api::NodeRecord& rec) const;
   struct Outbox {
     std::deque<api::Command> commands;
     int64_t next_seq = 1;
@@ -311,6 +339,7 @@ class Engine {
     std::optional<api::AuditRecord> audit;
     std::promise<Status> done;
     std::optional<Status> result;
+    bool check = false;  // CheckNode: run the burn-in again
   };
   struct RegisterReq {
     api::RegisterRequest req;
@@ -402,6 +431,8 @@ class Engine {
   store::StateStore& store_;
   EngineOptions options_;
   const model::GpuCatalog& catalog_;
+  mutable std::mutex burn_in_mu_;
+  std::set<std::string> burn_in_names_;  // nodes that must pass a burn-in (RequireBurnIn)
 
   // Engine state, guarded by mu_ (written only by the engine thread).
   mutable std::mutex mu_;

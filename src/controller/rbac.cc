@@ -205,6 +205,7 @@ const std::vector<RouteRule>& ApiRoutes() {
       {"GET", "/v1/nodes", "/v1/nodes", Verb::kNodeRead, false},
       {"POST", R"(/v1/nodes/([A-Za-z0-9._-]+)/drain)", "/v1/nodes/n1/drain", Verb::kNodeDrain, false},
       {"POST", R"(/v1/nodes/([A-Za-z0-9._-]+)/undrain)", "/v1/nodes/n1/undrain", Verb::kNodeDrain, false},
+      {"POST", R"(/v1/nodes/([A-Za-z0-9._-]+)/check)", "/v1/nodes/n1/check", Verb::kNodeDrain, false},
       {"GET", "/v1/cost", "/v1/cost", Verb::kCostRead, false},
       {"GET", "/v1/pool", "/v1/pool", Verb::kPoolRead, false},
       {"POST", R"(/v1/teams/([A-Za-z0-9._-]+)/budget)", "/v1/teams/vision/budget", Verb::kBudgetSet, false},

@@ -298,6 +298,9 @@ api::AuditRecord ApiServer::AuditFor(const httplib::Request& req, const RouteRul
   if (rule && rule->verb == Verb::kNodeDrain && req.path.size() > 8 && req.path.substr(req.path.size() - 8) == "/undrain") {
     a.verb = "node.undrain";
   }
+  if (rule && rule->verb == Verb::kNodeDrain && req.path.size() > 6 && req.path.substr(req.path.size() - 6) == "/check") {
+    a.verb = "node.check";
+  }
   a.object = req.method + " " + req.path;
   if (req.matches.size() > 1) {
     std::string what = req.matches[1].str();
@@ -986,7 +989,14 @@ void ApiServer::Routes() {
                       {"labels", n.record.spec.labels},
                       {"last_heartbeat_ms", n.record.last_heartbeat.millis()},
                       {"telemetry", tel},
-                      {"jobs", jobs}});
+                      {"jobs", jobs},
+                      {"acceptance", n.record.acceptance},
+                      {"acceptance_reason", n.record.acceptance_reason},
+                      {"driver_version", n.record.driver_version},
+                      {"cuda_version", n.record.cuda_version},
+                      {"environments", n.record.spec.environments},
+                      {"environments_ready", n.record.spec.warm_environments},
+                      {"burn_in", n.record.burn_in ? api::ToJson(*n.record.burn_in) : json(nullptr)}});
       if (n.notice) list.back()["notice"] = api::ToJson(*n.notice);
     }
     Reply(res, 200, {{"nodes", list}});
@@ -1003,6 +1013,13 @@ void ApiServer::Routes() {
   };
   user_routes_->Post(R"(/v1/nodes/([A-Za-z0-9._-]+)/drain)", drain(true));
   user_routes_->Post(R"(/v1/nodes/([A-Za-z0-9._-]+)/undrain)", drain(false));
+  user_routes_->Post(R"(/v1/nodes/([A-Za-z0-9._-]+)/check)", [this, authz](const Request& req, Response& res) {
+    if (!authz(req, res, Verb::kNodeDrain)) return;
+    Status st = engine_.CheckNode(req.matches[1].str(), Allowed(req, "burn-in asked for")).get();
+    if (!st.ok()) return Error(res, st);
+    tl_audited = true;  // recorded with the node's acceptance
+    Reply(res, 202, {{"node", req.matches[1].str()}, {"acceptance", "checking"}});
+  });
 
   // --- Money ---
   user_routes_->Get("/v1/cost", [this, authz](const Request& req, Response& res) {
