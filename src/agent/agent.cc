@@ -128,6 +128,7 @@ Agent::Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe)
 }
 
 Agent::~Agent() {
+  if (burn_in_thread_.joinable()) burn_in_thread_.join();
   if (metrics_server_) {
     metrics_server_->stop();
     if (metrics_thread_.joinable()) metrics_thread_.join();
@@ -211,11 +212,82 @@ Status Agent::StartMetricsServer() {
   return Status::Ok();
 }
 
+namespace {
+
+// The agent's probe for a second thread: every call under the agent's probe lock.
+class LockedProbe : public GpuProbe {
+ public:
+  LockedProbe(GpuProbe& probe, std::mutex& mu) : probe_(probe), mu_(mu) {}
+  Result<std::vector<GpuDevice>> Devices() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return probe_.Devices();
+  }
+  Result<std::vector<GpuSample>> Sample() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return probe_.Sample();
+  }
+  DriverInfo Driver() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return probe_.Driver();
+  }
+  Result<std::vector<model::GpuHealth>> Health() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return probe_.Health();
+  }
+  std::vector<std::pair<int, int>> TakeXids() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return probe_.TakeXids();
+  }
+  double SuiteSlowdown() const override { return probe_.SuiteSlowdown(); }
+
+ private:
+  GpuProbe& probe_;
+  std::mutex& mu_;
+};
+
+}  // namespace
+
+void Agent::StartBurnIn() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (burn_in_running_) return;
+    burn_in_running_ = true;
+    burn_in_report_.reset();
+  }
+  if (burn_in_thread_.joinable()) burn_in_thread_.join();
+  spdlog::info("running the acceptance burn-in (time limit {})", FormatDuration(options_.burn_in.time_limit));
+  burn_in_thread_ = std::thread([this] {
+    LockedProbe probe(*probe_, probe_mu_);
+    auto r = RunNodeCheck(probe, options_.burn_in);
+    model::BurnInReport report;
+    if (r.ok()) {
+      report = std::move(*r);
+    } else {
+      // A suite that cannot run is a failed check, not a pass: the node is quarantined with the
+      // reason, and an operator fixes the node and checks it again.
+      spdlog::error("burn-in could not run: {}", r.status().message());
+      report.path = "cpu";
+      model::BurnInMeasurement m;
+      m.name = "suite";
+      m.error = r.status().message();
+      report.tests.push_back(m);
+    }
+    report.at = WallNow();
+    spdlog::info("burn-in finished in {}: {} tests", FormatDuration(report.took), report.tests.size());
+    std::lock_guard<std::mutex> lock(mu_);
+    burn_in_report_ = std::move(report);
+    burn_in_running_ = false;
+    wake_.notify_all();
+  });
+}
+
 Status Agent::Register() {
   api::RegisterRequest req;
   {
     std::lock_guard<std::mutex> lock(mu_);
     req.name = options_.name;
+    req.driver_version = driver_version_;
+    req.cuda_version = cuda_version_;
     req.address = options_.address;
     req.spec = spec_;
     req.gpus = gpus_;
@@ -258,7 +330,7 @@ Status Agent::Register() {
   auto reply = api::RegisterReplyFromJson(*body);
   if (!reply.ok()) return reply.status();
   WritePrivate(TokenPath(options_), reply->token);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   token_ = reply->token;
   if (epoch_ != reply->epoch) after_ = 0;
   epoch_ = reply->epoch;
@@ -270,6 +342,9 @@ Status Agent::Register() {
   last_contact_ = WallNow();
   spdlog::info("registered as {} (node {}) with {}", options_.name, reply->node.value(), options_.server);
   wake_.notify_all();
+  const bool burn_in = reply->run_burn_in && !burn_in_running_ && !burn_in_report_;
+  lock.unlock();
+  if (burn_in) StartBurnIn();
   return Status::Ok();
 }
 
@@ -287,7 +362,13 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   HostResources host = ProbeHostResources();
   spec_.cpu_milli = options_.cpu_milli > 0 ? options_.cpu_milli : host.cpu_milli;
   spec_.mem_mib = options_.mem_mib > 0 ? options_.mem_mib : host.mem_mib;
-  for (const auto& d : *devices) gpus_.push_back({d.index, d.uuid, d.name, d.memory_mib});
+  for (const auto& d : *devices) gpus_.push_back({d.index, d.uuid, d.name, d.memory_mib, d.compute_capability});
+  {
+    std::lock_guard<std::mutex> probe(probe_mu_);
+    DriverInfo driver = probe_->Driver();
+    driver_version_ = driver.driver_version;
+    cuda_version_ = driver.cuda_version;
+  }
   std::error_code ec;
   std::filesystem::create_directories(options_.data_dir, ec);
   ::chmod(options_.data_dir.c_str(), 0711);
@@ -822,6 +903,7 @@ void Agent::Tick(bool heartbeat_due) {
   hb.events.assign(events_.begin(), events_.end());
   hb.running = RunningKeys();
   hb.notice = notice_;
+  hb.burn_in = burn_in_report_;
   token = token_;
   lock.unlock();
   auto http = MakeClient(options_.server, options_.ca_cert, Duration::Seconds(10));
@@ -860,6 +942,12 @@ void Agent::Tick(bool heartbeat_due) {
   fenced_ = false;
   while (!events_.empty() && events_.front().seq <= reply->acked) events_.pop_front();
   if (reply->notice_acked && hb.notice) notice_acked_ = true;
+  if (reply->burn_in_acked && hb.burn_in) burn_in_report_.reset();
+  if (reply->run_burn_in && !burn_in_running_) {
+    lock.unlock();
+    StartBurnIn();
+    lock.lock();
+  }
   if (reply->reregister) registered_ = false;
   if (reply->epoch != epoch_) {
     epoch_ = reply->epoch;

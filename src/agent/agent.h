@@ -41,6 +41,7 @@
 
 #include "agent/gpu_probe.h"
 #include "agent/launcher.h"
+#include "agent/node_check.h"
 #include "agent/spot_notice.h"
 #include "api/agent_protocol.h"
 #include "common/status.h"
@@ -82,6 +83,8 @@ struct AgentOptions {
   std::string metrics_listen;
   bool metrics_remote = false;
   Duration metrics_interval = Duration::Seconds(1);  // GPU sampling while metrics are served
+  // The acceptance burn-in, run when the controller asks (docs/nodes.md).
+  NodeCheckOptions burn_in;
 };
 
 // Where job working directories may be: <data_dir>/work, /home, /srv, /mnt, /data, /scratch,
@@ -142,6 +145,9 @@ class Agent {
   // The /metrics text: DCGM series of the last sample, labelled with the jobs holding the GPUs.
   std::string MetricsText() const;
   Status StartMetricsServer();
+  // Starts the burn-in on a thread of its own unless one runs; its report goes out with the
+  // heartbeats until the controller acknowledges it.
+  void StartBurnIn();
 
   AgentOptions options_;
   std::unique_ptr<GpuProbe> probe_;
@@ -174,6 +180,10 @@ class Agent {
   int64_t heartbeats_ok_ = 0, heartbeats_failed_ = 0, failed_in_a_row_ = 0;  // under mu_
   std::unique_ptr<httplib::Server> metrics_server_;
   std::thread metrics_thread_;
+  std::thread burn_in_thread_;
+  bool burn_in_running_ = false;                        // under mu_
+  std::optional<model::BurnInReport> burn_in_report_;   // under mu_: sent until acknowledged
+  std::string driver_version_, cuda_version_;
 };
 
 }  // namespace gpufleet::agent

@@ -12,6 +12,7 @@
 #include "cli/client_commands.h"
 #include "cli/cluster_commands.h"
 #include "cli/cost_commands.h"
+#include "cli/environment_commands.h"
 #include "cli/plan_command.h"
 #include "cli/sim_command.h"
 #include "sched/policy/registry.h"
@@ -72,6 +73,7 @@ const std::vector<Command>& Commands() {
       {"plan", SetupPlanCommand},
       {"offers", SetupOffersCommand},
       {"select", SetupSelectCommand},
+      {"environments", SetupEnvironmentsCommand},
       {"submit", SetupSubmitCommand},
       {"run", SetupRunCommand},
       {"cost", SetupCostCommand},
@@ -84,6 +86,7 @@ const std::vector<Command>& Commands() {
       {"cancel", SetupCancelCommand},
       {"explain", SetupExplainCommand},
       {"nodes", SetupNodesCommand},
+      {"node", SetupNodeCommand},
       {"pool", SetupPoolCommand},
       {"history", SetupHistoryCommand},
       {"token", SetupTokenCommand},

@@ -27,6 +27,7 @@ std::function<int()> SetupLogsCommand(CLI::App& app);
 std::function<int()> SetupCancelCommand(CLI::App& app);
 std::function<int()> SetupExplainCommand(CLI::App& app);
 std::function<int()> SetupNodesCommand(CLI::App& app);
+std::function<int()> SetupNodeCommand(CLI::App& app);
 std::function<int()> SetupPoolCommand(CLI::App& app);
 std::function<int()> SetupHistoryCommand(CLI::App& app);
 std::function<int()> SetupTokenCommand(CLI::App& app);

@@ -485,12 +485,15 @@ Status WithListenHint(Status st, const std::string& hint) {
 }
 
 Result<std::unique_ptr<agent::GpuProbe>> MakeProbe(const std::string& fake, const std::string& telemetry,
-                                                   const std::string& nvml, const std::string& node) {
+                                                   const std::string& nvml, const std::string& node,
+                                                   const std::string& faults = "", const std::string& driver = "") {
   if (!fake.empty()) {
     agent::FakeGpuOptions o;
     o.spec = fake;
     o.node = node;
     o.telemetry_path = telemetry;
+    o.faults = faults;
+    o.driver = driver;
     GF_ASSIGN_OR_RETURN(auto p, agent::FakeGpuProbe::Create(o, model::GpuCatalog::BuiltIn()));
     return std::unique_ptr<agent::GpuProbe>(std::move(p));
   }
@@ -542,7 +545,8 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
   struct Flags {
     agent::AgentOptions o;
     std::string join_token_file;
-    std::string fake_gpus, fake_telemetry, nvml;
+    std::string fake_gpus, fake_telemetry, nvml, fake_faults, fake_driver;
+    std::string burn_in_time_limit = "170s";
     std::vector<std::string> labels;
     std::string market = "on-demand";
     std::string max_disconnected = "0";
@@ -569,7 +573,22 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
   sub->add_option("--data-dir", f->o.data_dir, "Job logs and working directories")->capture_default_str();
   sub->add_option("--fake-gpus", f->fake_gpus, "Pretend to have GPUs, e.g. 8xH100-80GB (machines without GPUs)");
   sub->add_option("--fake-telemetry", f->fake_telemetry, "With --fake-gpus: telemetry lines to replay");
+  sub->add_option("--fake-faults", f->fake_faults,
+                  "With --fake-gpus: faults the burn-in finds, e.g. 'gpu=1 ecc=3; slow=10' (drills; docs/nodes.md)");
+  sub->add_option("--fake-driver", f->fake_driver,
+                  "With --fake-gpus: the driver to report, DRIVER/CUDA (default 550.54.15/12.4)");
   sub->add_option("--nvml-library", f->nvml, "Path of libnvidia-ml.so.1 if not on the loader path");
+  {
+    const char* env_python = std::getenv("GPUFLEET_BURNIN_PYTHON");
+    f->o.burn_in.python = env_python && *env_python ? env_python : "python3";
+  }
+  sub->add_option("--burn-in-python", f->o.burn_in.python,
+                  "Interpreter with PyTorch for the acceptance burn-in (default: $GPUFLEET_BURNIN_PYTHON, else python3)")
+      ->capture_default_str();
+  sub->add_option("--burn-in-time-limit", f->burn_in_time_limit, "The burn-in stops starting tests after this long")
+      ->capture_default_str();
+  sub->add_flag("--burn-in-quick", f->o.burn_in.quick,
+                "Smallest burn-in sizes (a smoke test; for tests and laptops, not for accepting real nodes)");
   sub->add_option("--label", f->labels, "Node label k=v (repeatable): region, zone, rack, gdpr=true, ...");
   sub->add_option("--market", f->market, "on-demand, spot or reserved")->capture_default_str();
   sub->add_option("--price-per-hour", f->price,
@@ -668,7 +687,13 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
       ::gethostname(host, sizeof host - 1);
       name = host;
     }
-    auto probe = MakeProbe(f->fake_gpus, f->fake_telemetry, f->nvml, name);
+    auto burn_in_limit = ParseDuration(f->burn_in_time_limit);
+    if (!burn_in_limit || *burn_in_limit <= Duration::Zero()) {
+      return Fail("agent", Status::InvalidArgument("--burn-in-time-limit wants a duration such as 170s or 3m, got '" +
+                                                   f->burn_in_time_limit + "'"));
+    }
+    f->o.burn_in.time_limit = *burn_in_limit;
+    auto probe = MakeProbe(f->fake_gpus, f->fake_telemetry, f->nvml, name, f->fake_faults, f->fake_driver);
     if (!probe.ok()) return Fail("agent", probe.status());
     BlockStopSignals();
     std::atomic<bool> stop{false};
