@@ -174,7 +174,8 @@ bool ValidEnvName(const std::string& s) {
 const std::vector<std::string> kTopFields = {
     "name",     "team",        "priority", "resources",       "run",      "workdir", "env",
     "user",     "process_per_gpu", "market", "estimate",      "profile",  "deadline", "max_hourly_cost",
-    "max_cost", "regions",     "constraints", "checkpoint",   "restart",  "array", "watchdog"};
+    "max_cost", "regions",     "constraints", "checkpoint",   "restart",  "array", "watchdog",
+    "environment"};
 
 struct ArrayAxis {
   std::string name;
@@ -329,6 +330,17 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
       if (ReservedEnvName(k)) {
         return r.Error(it->first, "env." + k, "is set by gpufleet for each part and cannot be overridden");
       }
+    }
+  }
+  if (auto n = doc["environment"]) {
+    // Only the shape is checked here: whether the name is one of the presets is the
+    // controller's to say (its table, not this client's, decides where the job can run).
+    GF_ASSIGN_OR_RETURN(spec.environment, r.String(n, "environment"));
+    if (!ValidName(spec.environment)) {
+      return r.Error(n, "environment",
+                     "must name an environment preset such as pytorch-2.5-cu124 (`gpufleet environments` lists "
+                     "them; leave the field out to use the node's own software), got '" +
+                         spec.environment + "'");
     }
   }
   if (auto n = doc["user"]) {
@@ -661,6 +673,7 @@ nlohmann::json ToJobJson(const JobRequest& j) {
   }
   if (!env.empty()) o["env"] = env;
   if (!j.user.empty()) o["user"] = j.user;
+  if (!s.environment.empty()) o["environment"] = s.environment;
   if (j.process_per_gpu) o["process_per_gpu"] = true;
   o["market"] = model::MarketPreferenceName(s.market);
   if (s.duration_estimate) {

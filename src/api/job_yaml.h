@@ -15,6 +15,8 @@
 //   workdir: /data/runs            # default: a directory the agent makes for the job
 //   env: {BATCH: "256"}
 //   user: alice                    # run as this user (agent runs as root)
+//   environment: pytorch-2.5-cu124 # a preset of data/environments.yaml (`gpufleet environments`):
+//                                  # placed only on nodes whose driver and GPUs can run it
 //   process_per_gpu: false         # true: one process per GPU with RANK and LOCAL_RANK
 //   market: any                    # any | spot | on-demand (on-demand never lands on spot)
 //   estimate: 10h on A100          # expected runtime (on a GPU model; default the reference)

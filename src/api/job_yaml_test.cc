@@ -96,6 +96,37 @@ TEST(JobYamlTest, WatchdogSettingsAndTheirErrors) {
   EXPECT_NE(ErrorOf("run: x\nwatchdog: {timeout: 1h}\n").find("timeout"), std::string::npos);
 }
 
+TEST(JobYamlTest, EnvironmentNamesAPresetAndSurvivesTheRoundTrip) {
+  // Given `environment: pytorch-2.5-cu124`, expect it in spec.environment and in the JSON the CLI
+  // sends (and the server compares for a repeated request id); given none, expect it empty.
+  auto r = Parse("run: x\nenvironment: pytorch-2.5-cu124\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ((*r)[0].spec.environment, "pytorch-2.5-cu124");
+  EXPECT_EQ(ToJobJson((*r)[0]).at("environment"), "pytorch-2.5-cu124");
+  auto again = Parse(ToJobJson((*r)[0]).dump());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ((*again)[0].spec.environment, "pytorch-2.5-cu124");
+  auto none = Parse("run: x\n");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ((*none)[0].spec.environment, "");
+  EXPECT_FALSE(ToJobJson((*none)[0]).contains("environment"));
+  // Every element of an array gets it.
+  auto sweep = Parse("run: x\nenvironment: pytorch-2.7-cu128\narray: {seed: [1, 2]}\n");
+  ASSERT_TRUE(sweep.ok()) << sweep.status().message();
+  EXPECT_EQ((*sweep)[1].spec.environment, "pytorch-2.7-cu128");
+  // Given anything but a name, expect file:line:column and the field.
+  EXPECT_EQ(ErrorOf("run: x\nenvironment: [pytorch-2.5-cu124]\n"),
+            "job.yaml:2:14: environment: must be a single value, not a list or mapping");
+  EXPECT_EQ(ErrorOf("run: x\nenvironment: {name: pytorch-2.5-cu124}\n"),
+            "job.yaml:2:14: environment: must be a single value, not a list or mapping");
+  EXPECT_NE(ErrorOf("run: x\nenvironment: 'pytorch 2.5'\n")
+                .find("job.yaml:2:14: environment: must name an environment preset such as pytorch-2.5-cu124"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nenvironment: ''\n").find("job.yaml:2:14: environment: must name"), std::string::npos);
+  EXPECT_EQ(ErrorOf("run: x\nenviroment: pytorch-2.5-cu124\n"),
+            "job.yaml:2:1: enviroment: unknown field (did you mean 'environment'?)");
+}
+
 TEST(JobYamlTest, DefaultsAndArgvList) {
   auto r = Parse("run: [python3, -c, 'print(1)']\n");
   ASSERT_TRUE(r.ok()) << r.status().message();

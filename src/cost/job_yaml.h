@@ -12,6 +12,9 @@
 //   regions: ["europe-*", us-east-1]   # globs on region or zone
 //   clouds: [gcp, aws]
 //   constraints: {geo: eu}             # offer labels: cloud, region, zone, geo
+// `environment:` (a PyTorch preset) is ignored like the other keys: it narrows the nodes a job
+// may run on by driver and GPU architecture, which the scheduler checks; an offer costs the same
+// whatever software runs on it.
 // Errors name the file, the line and the field: "job.yaml:3: resources.gpus: must be a positive
 // integer, got 'eight'".
 //

@@ -46,6 +46,21 @@ constraints: {geo: eu}
   EXPECT_EQ(j->constraints.at("geo"), "eu");
 }
 
+TEST_F(JobYamlTest, AcceptsTheSubmitFileWithAnEnvironment) {
+  // Given a file `gpufleet submit` accepts, naming an environment preset, expect `select` to read
+  // its cost fields and not to refuse the environment key.
+  auto j = Parse(R"(name: finetune
+run: python3 train.py
+environment: pytorch-2.5-cu124
+resources: {gpus: 8, gpu_type: [H100]}
+estimate: "10h on A100"
+)");
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ(j->gpus_per_node, 8);
+  EXPECT_EQ(j->gpu_types, (std::vector<std::string>{"H100"}));
+  EXPECT_EQ(j->reference_runtime, Duration::Hours(10));
+}
+
 TEST_F(JobYamlTest, DefaultsWhenOptionalFieldsAreAbsent) {
   // Given only resources and estimate, expect one node, balanced, no checkpoints, any market.
   auto j = Parse("resources:\n  gpus: 1\nestimate: 2h on T4\n");
