@@ -1789,6 +1789,24 @@ Result<sched::Explanation> Engine::Explain(JobId job) const {
       std::find(e.reasons.begin(), e.reasons.end(), "fits now: starts at the next scheduling pass") == e.reasons.end()) {
     e.placement = sched::PlaceResult::Kind::kWait;
   }
+  // Nodes that take no work for lack of acceptance, and (for a job naming an environment) nodes
+  // that cannot run it: say which and why, as the scheduler sees them only as unavailable.
+  const model::JobSpec& spec = jobs_.at(job.value()).rec.request.spec;
+  const node::Environment* env =
+      !spec.environment.empty() && options_.environments ? options_.environments->Find(spec.environment) : nullptr;
+  for (const auto& [id, n] : nodes_) {
+    if (n.rec.state == api::NodeState::kGone || n.rec.state == api::NodeState::kLost) continue;
+    if (n.rec.acceptance == "quarantined") {
+      e.reasons.push_back("node " + n.rec.name + " is quarantined (burn-in " + n.rec.acceptance_reason +
+                          "); 'gpufleet node check " + n.rec.name + "' runs it again once fixed");
+    } else if (n.rec.acceptance == "checking") {
+      e.reasons.push_back("node " + n.rec.name + " is running its acceptance burn-in and takes work once it passes");
+    }
+    if (env && n.rec.spec.gpus > 0 && !n.rec.spec.Supports(spec.environment)) {
+      e.reasons.push_back("node " + n.rec.name + " cannot run environment " + spec.environment + ": " +
+                          node::EnvironmentTable::WhyNot(*env, FactsOf(n.rec)));
+    }
+  }
   return e;
 }
 

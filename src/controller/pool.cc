@@ -24,7 +24,7 @@ constexpr const char* kMetaKey = "pool.instances";
 const std::vector<std::string> kPoolKeys = {
     "provider", "offers", "min_nodes", "max_nodes", "max_gpus", "idle_duration", "idle_gpu_util_below",
     "boot_timeout", "max_rents_per_minute", "max_releases_per_minute", "spot_fallback_after_preemptions",
-    "spot_fallback_after_wait", "reconcile_interval", "name_prefix", "failed_offer_backoff"};
+    "spot_fallback_after_wait", "reconcile_interval", "name_prefix", "failed_offer_backoff", "burn_in"};
 const std::vector<std::string> kOfferKeys = {"name", "gpu", "gpus", "market", "price_per_hour", "boot_estimate",
                                              "zone", "interruptions_per_hour", "labels", "catalog"};
 const std::vector<std::string> kCatalogKeys = {"cloud", "region", "zone", "instance_type", "gpu", "gpus", "market"};
@@ -334,6 +334,12 @@ class Parser {
     GF_RETURN_IF_ERROR(dur_key("failed_offer_backoff", c.options.failed_offer_backoff));
     GF_RETURN_IF_ERROR(dur_key("spot_fallback_after_wait", c.options.spot_fallback_after_wait));
     GF_RETURN_IF_ERROR(dur_key("reconcile_interval", c.reconcile_interval));
+    if (const YAML::Node b = root["burn_in"]) {
+      if (!b.IsScalar() || (b.Scalar() != "true" && b.Scalar() != "false")) {
+        return Error(b, "burn_in", "must be true or false");
+      }
+      c.burn_in = b.Scalar() == "true";
+    }
     if (c.limits.max_nodes > 0 && c.limits.min_nodes > c.limits.max_nodes) {
       return Error(root["min_nodes"], "min_nodes", "is larger than max_nodes");
     }
@@ -654,6 +660,7 @@ void Pool::Rent(const sched::Rent& rent, const std::string& team, Time now) {
     req.price_micros_per_hour = offer.price_micros_per_hour;
     req.zone = offer.zone;
     req.labels = config_.offer_labels[static_cast<size_t>(rent.offer)];
+    if (config_.burn_in) engine_.RequireBurnIn(e.info.name);
     Result<provider::Instance> inst = provider_->Create(req, now);
     if (!inst.ok()) {
       spdlog::warn("pool: create {} ({}): {}", e.info.name, offer.name, inst.status().message());
@@ -708,6 +715,7 @@ void Pool::Tick() {
   // A node that registered once and is now lost or gone is not booting: its machine is given
   // back (the engine has already requeued what ran there) without blaming its offer.
   std::vector<std::pair<std::string, std::string>> dead;  // (name, provider id)
+  std::vector<std::pair<std::string, std::string>> quarantined;  // (name, why)
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [name, e] : entries_) {
@@ -715,7 +723,28 @@ void Pool::Tick() {
       if (node == by_name.end()) continue;
       const api::NodeState st = node->second->record.state;
       if (st == api::NodeState::kLost || st == api::NodeState::kGone) dead.emplace_back(name, e.info.provider_id);
+      if ((st == api::NodeState::kUp || st == api::NodeState::kDraining) &&
+          node->second->record.acceptance == "quarantined") {
+        quarantined.emplace_back(name, node->second->record.acceptance_reason);
+      }
     }
+  }
+  // A rented node that failed its burn-in is given back, and its offer avoided for a while: the
+  // same offer tends to hand out the same bad hardware (a host, a rack) again soon.
+  for (const auto& [name, why] : quarantined) {
+    std::string offer;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = entries_.find(name);
+      if (it != entries_.end()) {
+        offer = it->second.info.offer;
+        it->second.info.note = "quarantined: " + why;
+      }
+    }
+    spdlog::warn("pool: node {} failed its burn-in; releasing it and avoiding offer {} for {}: {}", name, offer,
+                 FormatDuration(config_.options.failed_offer_backoff), why);
+    if (!offer.empty()) scaler_.ReportRentFailed(offer, now);
+    ReleaseNode(name, "quarantined by its burn-in: " + why, now);
   }
   for (const auto& [name, id] : dead) {
     spdlog::warn("pool: node {} is {}; deleting its instance", name, api::NodeStateName(by_name[name]->record.state));
@@ -763,6 +792,15 @@ void Pool::Tick() {
         p.spec = ns.record.spec;
         const bool draining = ns.record.state == api::NodeState::kDraining || ns.notice.has_value();
         p.state = draining ? sched::PoolNodeState::kDraining : sched::PoolNodeState::kUp;
+        if (!draining && ns.record.acceptance == "checking") {
+          // Still being accepted: capacity on its way, like a booting node (it may yet fail).
+          p.state = sched::PoolNodeState::kBooting;
+          p.for_jobs = e.info.for_jobs;
+          e.info.state = "checking";
+          name_of[p.id.value()] = name;
+          in.nodes.push_back(std::move(p));
+          continue;
+        }
         bool idle = !draining && ns.jobs.empty();
         for (const auto& g : ns.telemetry) idle = idle && g.util_pct < config_.idle_gpu_util_below;
         if (idle) {

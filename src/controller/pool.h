@@ -60,6 +60,9 @@ struct PoolConfig {
   Duration reconcile_interval = Duration::Seconds(60);
   Duration tick = Duration::Seconds(1);
   std::string name_prefix = "gf";                       // instance names: <prefix>-<offer>-<n>
+  // Every rented node must pass the acceptance burn-in before it takes work (docs/nodes.md); one
+  // that fails is released at once and its offer avoided for failed_offer_backoff.
+  bool burn_in = false;
 };
 
 // Reads a pool file (docs/providers.md has the reference):
@@ -81,6 +84,7 @@ struct PoolConfig {
 //   spot_fallback_after_wait: 30m
 //   reconcile_interval: 1m
 //   name_prefix: gf
+//   burn_in: true            # rented nodes must pass the acceptance burn-in (docs/nodes.md)
 // `substitutions` replace {key} anywhere under provider: (the server fills in {server},
 // {join_token_file}, {gpufleet} and {data_dir}). `offers` is the price catalog that `catalog:`
 // offers are taken from (null: such offers are an error). Errors name the file, line and field.

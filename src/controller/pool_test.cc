@@ -303,6 +303,75 @@ TEST_F(PoolTest, ANodeThatWasUpAndIsGoneHasItsInstanceDeletedAndTheJobRentsAgain
   EXPECT_EQ(provider_->created[1], "gf-h100-1");
 }
 
+TEST_F(PoolTest, ARentedNodeThatFailsItsBurnInIsReleasedAndItsOfferAvoided) {
+  // Given a pool with burn_in: true and two offers, a job rents the cheaper one; its node
+  // registers and is asked to run the burn-in (it takes no work meanwhile: the pool counts it as
+  // booting and rents nothing more); its report shows ECC errors, so the node is quarantined, the
+  // pool releases it and deletes its instance, and rents the other offer for the job.
+  Pool& pool = MakePool(R"(provider: {kind: static}
+offers:
+  - {name: cheap, gpu: H100, gpus: 8, price_per_hour: 20, boot_estimate: 2m, zone: a}
+  - {name: dear, gpu: H100, gpus: 8, price_per_hour: 30, boot_estimate: 2m, zone: b}
+idle_duration: 10m
+reconcile_interval: 1h
+burn_in: true
+)");
+  ASSERT_TRUE(pool.Start().ok());
+  JobId job = Submit("name: train\nrun: sleep 100\nresources: {gpus: 8}\n");
+  pool.Tick();
+  ASSERT_EQ(provider_->created.size(), 1u);
+  const std::string name = provider_->created[0];
+  EXPECT_EQ(name, "gf-cheap-0");
+  api::RegisterRequest req;
+  req.name = name;
+  req.address = "127.0.0.1";
+  req.spec.gpu_model = "H100";
+  req.spec.gpus = 8;
+  auto reg = engine_->Register(req, "hash-" + name).get();
+  ASSERT_TRUE(reg.ok()) << reg.status().message();
+  EXPECT_TRUE(reg->run_burn_in) << "the pool asked for a burn-in of what it rents";
+  pool.Tick();
+  EXPECT_EQ(provider_->created.size(), 1u) << "a node being checked is capacity on its way";
+  ASSERT_EQ(pool.Instances().size(), 1u);
+  EXPECT_EQ(pool.Instances()[0].state, "checking");
+  EXPECT_EQ(engine_->Queue().front().job.state, api::JobState::kPending) << "no work before the verdict";
+
+  api::Heartbeat hb;
+  model::BurnInReport report;
+  report.path = "cuda";
+  model::BurnInMeasurement m;
+  m.name = "matmul_bf16";
+  m.gpu = 0;
+  m.value = 700;
+  m.unit = "TFLOPS";
+  report.tests = {m};
+  model::GpuHealth h;
+  h.index = 0;
+  h.ecc_uncorrected = 4;
+  report.health = {h};
+  hb.burn_in = report;
+  auto beat = engine_->Heartbeat(reg->node, hb).get();
+  ASSERT_TRUE(beat.ok());
+  EXPECT_TRUE(beat->burn_in_acked);
+  bool quarantined = false;
+  for (const NodeStatus& n : engine_->Nodes()) {
+    if (n.record.name == name) {
+      quarantined = n.record.acceptance == "quarantined";
+      EXPECT_NE(n.record.acceptance_reason.find("GPU 0: 4 uncorrected ECC errors"), std::string::npos)
+          << n.record.acceptance_reason;
+    }
+  }
+  EXPECT_TRUE(quarantined);
+  pool.Tick();
+  EXPECT_EQ(NodeStateOf(name), api::NodeState::kGone) << "out of the cluster at once";
+  pool.Tick();
+  EXPECT_EQ(provider_->deleted.size(), 1u) << "the quarantined node's instance is given back";
+  ASSERT_EQ(provider_->created.size(), 2u) << "the job rents again";
+  EXPECT_EQ(provider_->created[1].rfind("gf-dear-", 0), 0u) << "not the offer that handed out a bad node: "
+                                                            << provider_->created[1];
+  (void)job;
+}
+
 TEST_F(PoolTest, AFailedCreateLeavesNothingBehind) {
   Pool& pool = MakePool();
   ASSERT_TRUE(pool.Start().ok());
