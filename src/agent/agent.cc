@@ -17,7 +17,9 @@
 
 #include "agent/progress.h"
 #include "api/codec.h"
+#include "common/process.h"
 #include "common/strings.h"
+#include "node/environments.h"
 #include "obs/dcgm.h"
 #include "obs/exposition.h"
 
@@ -117,6 +119,8 @@ Agent::Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe)
   }
   if (options_.job_user.empty() && ::geteuid() == 0) options_.job_user = "nobody";
   if (options_.workdir_roots.empty()) options_.workdir_roots = DefaultWorkdirRoots(options_.data_dir);
+  if (options_.environments_dir.empty()) options_.environments_dir = options_.data_dir + "/envs";
+  if (options_.env_python.empty()) options_.env_python = options_.burn_in.python;
   LauncherOptions lo;
   lo.default_user = options_.job_user;
   lo.allow_root = options_.allow_root_jobs;
@@ -214,6 +218,8 @@ Status Agent::StartMetricsServer() {
 
 namespace {
 
+bool s_environments_dir_empty(const AgentOptions& o) { return o.environments_dir.empty(); }
+
 // The agent's probe for a second thread: every call under the agent's probe lock.
 class LockedProbe : public GpuProbe {
  public:
@@ -281,13 +287,74 @@ void Agent::StartBurnIn() {
   });
 }
 
+std::vector<std::string> Agent::ReadyEnvironments() const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.environments_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name[0] == '.') continue;  // .NAME.tmp: being prepared
+    if (std::filesystem::exists(entry.path() / "bin" / "python", ec)) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<Duration> Agent::PrepareEnvironment(const std::string& name) {
+  std::lock_guard<std::mutex> one(env_mu_);
+  const auto started = std::chrono::steady_clock::now();
+  const std::filesystem::path dir = std::filesystem::path(options_.environments_dir) / name;
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "bin" / "python", ec)) return Duration::Zero();
+  auto table = options_.environments_file.empty() ? node::EnvironmentTable::LoadDefault()
+                                                  : node::EnvironmentTable::Load(options_.environments_file);
+  if (!table.ok()) return table.status();
+  GF_ASSIGN_OR_RETURN(const node::Environment* env, table->Resolve(name));
+  const std::filesystem::path tmp = std::filesystem::path(options_.environments_dir) / ("." + name + ".tmp");
+  std::filesystem::remove_all(tmp, ec);
+  std::filesystem::create_directories(options_.environments_dir, ec);
+  spdlog::info("preparing environment {} in {}", name, dir.string());
+  // A virtual environment that sees the system's packages (a node image's CUDA libraries and
+  // drivers' Python bindings), with the preset's PyTorch build installed into it.
+  CommandOptions co;
+  co.timeout = Duration::Minutes(30);
+  auto made = RunCommand({options_.env_python, "-m", "venv", "--system-site-packages", tmp.string()}, co);
+  if (!made.ok()) return made.status();
+  if (!made->ok()) {
+    return Status::Unavailable("environment " + name + ": " + options_.env_python + " -m venv " +
+                               made->Describe(co.timeout) + ": " + made->stderr_text.substr(0, 400));
+  }
+  std::vector<std::string> pip = Split(env->pip, ' ');
+  pip.erase(std::remove(pip.begin(), pip.end(), std::string()), pip.end());
+  if (!pip.empty() && pip[0] == "pip") {
+    std::vector<std::string> argv = {(tmp / "bin" / "python").string(), "-m"};
+    argv.insert(argv.end(), pip.begin(), pip.end());
+    auto installed = RunCommand(argv, co);
+    if (!installed.ok()) return installed.status();
+    if (!installed->ok()) {
+      std::filesystem::remove_all(tmp, ec);
+      std::string err = installed->stderr_text;
+      if (err.size() > 400) err = err.substr(err.size() - 400);
+      return Status::Unavailable("environment " + name + ": '" + env->pip + "' " + installed->Describe(co.timeout) +
+                                 ": " + err);
+    }
+  }
+  std::filesystem::rename(tmp, dir, ec);
+  if (ec) return Status::Unavailable("environment " + name + ": " + ec.message());
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  spdlog::info("environment {} ready in {} ms", name, took.count());
+  return Duration::Millis(took.count());
+}
+
 Status Agent::Register() {
   api::RegisterRequest req;
+  const std::vector<std::string> ready = ReadyEnvironments();
   {
     std::lock_guard<std::mutex> lock(mu_);
     req.name = options_.name;
     req.driver_version = driver_version_;
     req.cuda_version = cuda_version_;
+    req.environments_ready = ready;
+    envs_reported_ = ready;
     req.address = options_.address;
     req.spec = spec_;
     req.gpus = gpus_;
@@ -379,6 +446,11 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   // What an earlier run of this agent left running (it was killed, or the machine rebooted into
   // it): the controller has given that work away, so it must not go on.
   for (const auto& what : launcher_->KillLeftovers()) spdlog::warn("killed a leftover of an earlier run: {}", what);
+  // Pre-warmed environments (a pool's prewarm:): ready before the node takes work.
+  for (const auto& env : options_.prewarm) {
+    auto took = PrepareEnvironment(env);
+    if (!took.ok()) spdlog::error("prewarm {}: {}", env, took.status().message());
+  }
   spdlog::info("{}", launcher_->CgroupNote());
   {
     std::string saved = ReadFirstLine(TokenPath(options_));
@@ -636,6 +708,20 @@ void Agent::StartPart(const api::StartPart& s) {
   int procs = std::max(1, s.processes);
   std::string error;
   std::vector<std::string> keys;
+  std::optional<Duration> env_took;
+  bool env_warm = false;
+  std::string env_bin;
+  if (!s.environment.empty()) {
+    auto took = PrepareEnvironment(s.environment);
+    if (!took.ok()) {
+      error = "environment " + s.environment + ": " + took.status().message();
+      procs = 0;
+    } else {
+      env_took = *took;
+      env_warm = *took == Duration::Zero();
+      env_bin = options_.environments_dir + "/" + s.environment + "/bin";
+    }
+  }
   for (int i = 0; i < procs; ++i) {
     LaunchSpec ls;
     ls.key = ProcKey(s.key, i);
@@ -643,6 +729,13 @@ void Agent::StartPart(const api::StartPart& s) {
     ls.workdir = workdir;
     ls.env = s.env;
     ls.env["GPUFLEET_PROGRESS"] = run.progress_path;
+    if (!env_bin.empty()) {
+      // The environment's python first on PATH, as `source bin/activate` would.
+      auto path = ls.env.find("PATH");
+      ls.env["PATH"] = env_bin + ":" + (path != ls.env.end() ? path->second : std::string("/usr/local/bin:/usr/bin:/bin"));
+      ls.env["VIRTUAL_ENV"] = std::filesystem::path(env_bin).parent_path().string();
+      ls.env["GPUFLEET_ENVIRONMENT"] = s.environment;
+    }
     if (procs > 1) {
       ls.env["RANK"] = std::to_string(s.rank_base + i);
       ls.env["LOCAL_RANK"] = std::to_string(i);
@@ -700,6 +793,8 @@ void Agent::StartPart(const api::StartPart& s) {
   e.key = s.key;
   e.kind = api::PartEventKind::kStarted;
   e.at = WallNow();
+  e.environment_took = env_took;
+  e.environment_warm = env_warm;
   PushEvent(e);
 }
 
@@ -906,6 +1001,15 @@ void Agent::Tick(bool heartbeat_due) {
   hb.burn_in = burn_in_report_;
   token = token_;
   lock.unlock();
+  if (!s_environments_dir_empty(options_)) {
+    std::vector<std::string> ready = ReadyEnvironments();
+    lock.lock();
+    if (ready != envs_reported_) {
+      hb.environments_ready = ready;
+      envs_reported_ = ready;  // resent with the next change, or at re-registration
+    }
+    lock.unlock();
+  }
   auto http = MakeClient(options_.server, options_.ca_cert, Duration::Seconds(10));
   httplib::Headers h = {{"Authorization", "Bearer " + token}};
   auto res = http->Post("/v1/agents/heartbeat", h, api::ToJson(hb).dump(), "application/json");

@@ -85,6 +85,13 @@ struct AgentOptions {
   Duration metrics_interval = Duration::Seconds(1);  // GPU sampling while metrics are served
   // The acceptance burn-in, run when the controller asks (docs/nodes.md).
   NodeCheckOptions burn_in;
+  // Prepared environments (warm starts, docs/nodes.md): one virtual environment per preset
+  // under environments_dir (default <data_dir>/envs), made on first use from the preset's pip
+  // line with env_python (default: burn_in.python), or ahead of time for `prewarm`.
+  std::string environments_dir;
+  std::string environments_file;  // the presets; empty: the shipped data/environments.yaml
+  std::string env_python;
+  std::vector<std::string> prewarm;
 };
 
 // Where job working directories may be: <data_dir>/work, /home, /srv, /mnt, /data, /scratch,
@@ -148,6 +155,9 @@ class Agent {
   // Starts the burn-in on a thread of its own unless one runs; its report goes out with the
   // heartbeats until the controller acknowledges it.
   void StartBurnIn();
+  // Makes the environment ready (a venv under environments_dir) unless it is; the time it took.
+  Result<Duration> PrepareEnvironment(const std::string& name);
+  std::vector<std::string> ReadyEnvironments() const;
 
   AgentOptions options_;
   std::unique_ptr<GpuProbe> probe_;
@@ -184,6 +194,8 @@ class Agent {
   bool burn_in_running_ = false;                        // under mu_
   std::optional<model::BurnInReport> burn_in_report_;   // under mu_: sent until acknowledged
   std::string driver_version_, cuda_version_;
+  std::mutex env_mu_;                     // one environment is prepared at a time
+  std::vector<std::string> envs_reported_;  // under mu_: what the controller last heard
 };
 
 }  // namespace gpufleet::agent

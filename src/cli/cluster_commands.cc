@@ -587,6 +587,13 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--burn-in-time-limit", f->burn_in_time_limit, "The burn-in stops starting tests after this long")
       ->capture_default_str();
+  sub->add_option("--environments-dir", f->o.environments_dir,
+                  "Prepared environments (one virtual environment per preset) live here; default <data-dir>/envs");
+  sub->add_option("--environments", f->o.environments_file,
+                  "Environment presets (default: the shipped data/environments.yaml); the controller's must match")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--prewarm", f->o.prewarm,
+                  "Prepare these environments before taking work (repeatable), so the first jobs start warm");
   sub->add_flag("--burn-in-quick", f->o.burn_in.quick,
                 "Smallest burn-in sizes (a smoke test; for tests and laptops, not for accepting real nodes)");
   sub->add_option("--label", f->labels, "Node label k=v (repeatable): region, zone, rack, gdpr=true, ...");

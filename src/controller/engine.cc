@@ -1405,10 +1405,25 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
     case api::PartEventKind::kStarted: {
       if (part.started) return;
       part.started = true;
+      part.environment_took = e.environment_took;
+      part.environment_warm = e.environment_warm;
       bool all = std::all_of(job.parts.begin(), job.parts.end(), [](const Part& p) { return p.started; });
       if (all && job.rec.state == JobState::kStarting) {
-        Transition(job, JobState::kRunning,
-                   job.parts.size() == 1 ? "process started" : "all " + std::to_string(job.parts.size()) + " parts started");
+        std::string why = job.parts.size() == 1 ? "process started" : "all " + std::to_string(job.parts.size()) + " parts started";
+        // The start-up's environment step: warm (prepared on the node already) or how long it took.
+        std::optional<Duration> slowest;
+        bool all_warm = true;
+        for (const Part& p : job.parts) {
+          if (!p.environment_took) continue;
+          all_warm = all_warm && p.environment_warm;
+          if (!slowest || *p.environment_took > *slowest) slowest = p.environment_took;
+        }
+        if (slowest) {
+          const std::string& env = job.rec.request.spec.environment;
+          why += all_warm ? "; environment " + env + " was ready (warm start)"
+                          : "; environment " + env + " prepared in " + FormatDuration(*slowest) + " (cold start)";
+        }
+        Transition(job, JobState::kRunning, why);
       }
       return;
     }
@@ -1647,6 +1662,7 @@ void Engine::OnStart(JobId id, const model::Placement& placement) {
     s.stop_signal = req.checkpoint.signal;
     s.grace = req.checkpoint.grace;
     s.cpu_milli = spec.cpu_milli;
+    s.environment = spec.environment;
     s.mem_mib = spec.mem_mib;
     s.env = req.env;
     auto& env = s.env;

@@ -269,6 +269,9 @@ class Engine {
     int exit_code = 0;     // -1: lost with its node or agent
     int signal = 0;
     std::string message;
+    // The part's environment: how long preparing it took on its node, and whether it was ready.
+    std::optional<Duration> environment_took;
+    bool environment_warm = false;
   };
 
  private:
