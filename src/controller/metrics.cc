@@ -103,6 +103,11 @@ std::string ControllerMetricsText(const MetricsSources& s) {
     if (n.record.state == api::NodeState::kGone) continue;
     e.Sample({{"node", n.record.name}}, n.notice ? 1 : 0);
   }
+  e.Family("gpufleet_node_quarantined", "gauge", "1 while the node is quarantined by its acceptance burn-in.");
+  for (const NodeStatus& n : nodes) {
+    if (n.record.state == api::NodeState::kGone) continue;
+    e.Sample({{"node", n.record.name}}, n.record.acceptance == "quarantined" ? 1 : 0);
+  }
 
   // Running jobs: the watchdog's view.
   e.Family("gpufleet_job_last_activity_age_seconds", "gauge",

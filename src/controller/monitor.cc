@@ -43,6 +43,7 @@ std::string Summary(const obs::Alert& a) {
   if (a.name == "NodeSilent") return "A node stopped reporting";
   if (a.name == "JobStalled") return "A job stopped making progress";
   if (a.name == "SpotNotice") return "A spot node is being reclaimed";
+  if (a.name == "NodeQuarantined") return "A node failed its acceptance burn-in";
   if (a.name == "BudgetNearlySpent") return "A team has nearly spent its budget";
   if (a.name == "QueueWaitOverSlo") return "Jobs wait longer than the queue-wait SLO";
   return a.name;
@@ -132,6 +133,7 @@ obs::AlertInput Monitor::Snapshot(Time now) {
       ns.spot_notice_at = n.notice->time;
       ns.spot_action = n.notice->action;
     }
+    if (r.acceptance == "quarantined") ns.quarantined = r.acceptance_reason;
     in.nodes.push_back(ns);
     if (ns.gone) history_.Forget(r.name);
     if (ns.gone || ns.lost) continue;  // its telemetry is stale

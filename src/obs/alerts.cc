@@ -37,7 +37,8 @@ std::map<std::string, std::string> GpuLabels(const GpuState& g) {
 
 const std::vector<std::string>& AlertRuleNames() {
   static const std::vector<std::string> names = {"GpuAllocatedIdle", "GpuHot",      "GpuMemorySwing",    "NodeSilent",
-                                                 "JobStalled",       "SpotNotice",  "BudgetNearlySpent", "QueueWaitOverSlo"};
+                                                 "JobStalled",       "SpotNotice",  "BudgetNearlySpent", "QueueWaitOverSlo",
+                                                 "NodeQuarantined"};
   return names;
 }
 
@@ -192,6 +193,11 @@ void AlertEngine::Conditions(Time now, const AlertInput& in, std::vector<Conditi
                      "the provider will " + (n.spot_action.empty() ? std::string("terminate") : n.spot_action) +
                          " node " + n.name + " at " + FormatIso8601(*n.spot_notice_at) +
                          "; its jobs checkpoint and move",
+                     Duration::Zero()});
+    }
+    if (On("NodeQuarantined") && !n.quarantined.empty()) {
+      out.push_back({"NodeQuarantined", "warning", {{"node", n.name}},
+                     "node " + n.name + " failed its acceptance burn-in and takes no work: " + n.quarantined,
                      Duration::Zero()});
     }
   }

@@ -16,6 +16,7 @@
 //   JobStalled         a job with a stall_timeout made no progress, wrote no output and kept its
 //                      GPUs under idle_util_pct for that long (the watchdog)
 //   SpotNotice         the provider announced it takes a node back
+//   NodeQuarantined    a node failed its acceptance burn-in and takes no work (docs/nodes.md)
 //   BudgetNearlySpent  a team spent budget_fraction of its budget
 //   QueueWaitOverSlo   the oldest waiting job has waited longer than queue_wait_slo
 //
@@ -77,6 +78,7 @@ struct NodeState {
   bool lost = false;  // declared lost: its jobs were requeued
   std::optional<Time> spot_notice_at;  // when the provider takes it back
   std::string spot_action;
+  std::string quarantined{};  // non-empty: the node failed its burn-in, and why
 };
 struct JobActivity {
   int64_t job_id = 0;

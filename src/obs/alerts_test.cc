@@ -232,6 +232,20 @@ TEST_F(AlertsTest, SettingsChangeThresholdsAndDisableRules) {
   EXPECT_FALSE(SetAlertRule(r, "idle_util_pct", "101").ok());
 }
 
+TEST_F(AlertsTest, AQuarantinedNodeFiresUntilItPasses) {
+  AlertEngine e{AlertRules{}};
+  AlertInput in;
+  NodeState n{"n1", Duration::Seconds(1), false, false, std::nullopt, "", "failed: GPU 1: 3 uncorrected ECC errors"};
+  in.nodes = {n};
+  auto changed = e.Evaluate(At(Duration::Zero()), in);
+  ASSERT_EQ(e.Alerts().size(), 1u);
+  EXPECT_EQ(e.Alerts()[0].name, "NodeQuarantined");
+  EXPECT_NE(e.Alerts()[0].message.find("GPU 1: 3 uncorrected ECC errors"), std::string::npos) << e.Alerts()[0].message;
+  in.nodes[0].quarantined.clear();
+  e.Evaluate(At(Duration::Minutes(1)), in);
+  EXPECT_EQ(e.Alerts()[0].state, AlertState::kResolved);
+}
+
 TEST_F(AlertsTest, DisabledEngineRaisesNothing) {
   AlertRules r;
   r.enabled = false;
