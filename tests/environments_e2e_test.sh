@@ -85,6 +85,10 @@ SECOND="$(submit_job "$WORK/cu124.yaml")"
 WATCH_JOBS+=("$SECOND")
 wait_until "job $SECOND succeeds" 60 job_state_is "$SECOND" succeeded
 job_history "$SECOND" | grep -q "environment test-cu124 was ready (warm start)" || fail "history of $SECOND: $(job_history "$SECOND")"
+# /metrics: two starts with an environment, one of them warm (0 s).
+api GET /metrics >"$WORK/metrics"
+grep -q '^gpufleet_job_environment_seconds_count 2$' "$WORK/metrics" || fail "metrics: $(grep environment "$WORK/metrics")"
+grep -q '^gpufleet_job_environment_seconds_bucket{le="0"} 1$' "$WORK/metrics" || fail "metrics: $(grep environment "$WORK/metrics")"
 
 # 4. Prewarm: a new node has it before any job.
 AGENT_GPUS=1xA100 cluster_start_agent node-warm "${ENV_FLAGS[@]}" --prewarm test-cu124

@@ -1407,6 +1407,7 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
       part.started = true;
       part.environment_took = e.environment_took;
       part.environment_warm = e.environment_warm;
+      if (e.environment_took) environment_seconds_.Record(e.environment_took->seconds_f());
       bool all = std::all_of(job.parts.begin(), job.parts.end(), [](const Part& p) { return p.started; });
       if (all && job.rec.state == JobState::kStarting) {
         std::string why = job.parts.size() == 1 ? "process started" : "all " + std::to_string(job.parts.size()) + " parts started";

@@ -221,6 +221,9 @@ class Engine {
   // Scheduling passes and store commits, in seconds.
   const obs::Histogram& pass_seconds() const { return pass_seconds_; }
   const obs::Histogram& commit_seconds() const { return commit_seconds_; }
+  // Per started part that names an environment: how long preparing it took on its node (0: it
+  // was ready, a warm start).
+  const obs::Histogram& environment_seconds() const { return environment_seconds_; }
   std::vector<NodeStatus> Nodes() const;
   std::optional<NodeId> NodeByName(const std::string& name) const;
   // Whether `token_hash` is the node's current agent token: a token replaced by a later
@@ -462,6 +465,7 @@ class Engine {
   Stats stats_;
   obs::Histogram pass_seconds_{obs::Histogram::LatencyBuckets()};
   obs::Histogram commit_seconds_{obs::Histogram::LatencyBuckets()};
+  obs::Histogram environment_seconds_{{0, 1, 5, 15, 30, 60, 120, 300, 600, 1800}};
 
   // Inbox.
   std::mutex inbox_mu_;

@@ -132,6 +132,8 @@ std::string ControllerMetricsText(const MetricsSources& s) {
   // Scheduler, store, API.
   engine.pass_seconds().Write(e, "gpufleet_scheduler_pass_duration_seconds", "Time of one scheduling pass.");
   engine.commit_seconds().Write(e, "gpufleet_store_commit_duration_seconds", "Time of one store transaction.");
+  engine.environment_seconds().Write(e, "gpufleet_job_environment_seconds",
+                                     "Per started part with an environment: time to prepare it on its node (0: warm start).");
   if (s.api) {
     s.api->submit_seconds.Write(e, "gpufleet_submit_duration_seconds",
                                 "Time to answer POST /v1/jobs (durable submission), in seconds.");
