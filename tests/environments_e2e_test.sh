@@ -8,7 +8,9 @@
 #     history says it was a cold start and how long preparing took;
 #   - the node then reports the environment prepared (`gpufleet nodes NODE`), and the next job
 #     starts warm;
-#   - an agent started with --prewarm has the environment before any job asks for it.
+#   - an agent started with --prewarm has the environment before any job asks for it;
+#   - a gang with `network: verified` all-reduces between its nodes before its processes start
+#     (its log shows the measured bandwidth).
 #
 # Usage: environments_e2e_test.sh GPUFLEET_BINARY REPO_ROOT
 GPUFLEET="$1"
@@ -34,7 +36,7 @@ environments:
     pip: pip --version
 YEOF
 cluster_start_server --heartbeat 200ms --environments "$WORK/envs.yaml"
-ENV_FLAGS=(--environments "$WORK/envs.yaml" --burn-in-python "$ENV_PYTHON")
+ENV_FLAGS=(--environments "$WORK/envs.yaml" --burn-in-python "$ENV_PYTHON" --burn-in-quick)
 AGENT_GPUS=1xA100 cluster_start_agent node-old "${ENV_FLAGS[@]}" --fake-driver 525.60.13/12.0
 AGENT_GPUS=1xA100 cluster_start_agent node-new "${ENV_FLAGS[@]}"
 
@@ -93,5 +95,21 @@ grep -q '^gpufleet_job_environment_seconds_bucket{le="0"} 1$' "$WORK/metrics" ||
 # 4. Prewarm: a new node has it before any job.
 AGENT_GPUS=1xA100 cluster_start_agent node-warm "${ENV_FLAGS[@]}" --prewarm test-cu124
 wait_until "node-warm reports test-cu124 prepared" 30 has_ready node-warm test-cu124
+
+# 5. A gang that asks for a verified network (needs PyTorch for the all-reduce).
+if "$ENV_PYTHON" -c 'import torch' 2>/dev/null; then
+  cat >"$WORK/gang.yaml" <<YEOF
+name: verified-gang
+network: verified
+resources: {gpus: 1, nodes: 2}
+run: echo "rank \$NODE_RANK of \$NNODES started"
+YEOF
+  GANG="$(submit_job "$WORK/gang.yaml")"
+  WATCH_JOBS+=("$GANG")
+  wait_until "gang $GANG succeeds" 120 job_state_is "$GANG" succeeded
+  "$GPUFLEET" logs "$GANG" </dev/null >"$WORK/gang.log" 2>&1 || true
+  grep -q 'gpufleet: network check: .*"busbw_gbs"' "$WORK/gang.log" || fail "gang log: $(cat "$WORK/gang.log")"
+  grep -q "rank 1 of 2 started" "$WORK/gang.log" || fail "gang log: $(cat "$WORK/gang.log")"
+fi
 
 echo PASS

@@ -722,6 +722,37 @@ void Agent::StartPart(const api::StartPart& s) {
       env_bin = options_.environments_dir + "/" + s.environment + "/bin";
     }
   }
+  if (error.empty() && s.verify_network) {
+    // The gang's nodes all-reduce with each other before the job's processes start: a gang whose
+    // nodes cannot reach each other (a firewall, a wrong --address) fails here with the reason
+    // instead of hanging in its own rendezvous. The result goes to the part's log.
+    auto get = [&](const char* k) {
+      auto it = s.env.find(k);
+      return it == s.env.end() ? std::string() : it->second;
+    };
+    std::vector<std::string> argv = {options_.burn_in.python,
+                                     options_.burn_in.suite.empty() ? DefaultBurnInSuite() : options_.burn_in.suite,
+                                     "allreduce", "--rank", get("NODE_RANK"), "--world-size", get("NNODES"),
+                                     "--master-addr", get("MASTER_ADDR"), "--master-port", get("MASTER_PORT"),
+                                     "--backend", s.gpus.empty() || driver_version_.empty() ? "gloo" : "auto",
+                                     "--time-limit", "120"};
+    if (options_.burn_in.quick) argv.push_back("--quick");
+    CommandOptions co;
+    co.timeout = Duration::Seconds(150);
+    if (!s.gpus.empty()) co.env["CUDA_VISIBLE_DEVICES"] = get("CUDA_VISIBLE_DEVICES");
+    auto check = RunCommand(argv, co);
+    std::ofstream log(run.log_path, std::ios::app);
+    if (!check.ok() || !check->ok()) {
+      std::string why = !check.ok() ? check.status().message()
+                                     : check->Describe(co.timeout) + ": " +
+                                           check->stderr_text.substr(0, std::min<size_t>(check->stderr_text.size(), 400));
+      error = "network check between the gang's nodes failed: " + why;
+      procs = 0;
+    } else {
+      log << "gpufleet: network check: " << check->stdout_text;
+      spdlog::info("{}: network check: {}", s.key.ToString(), check->stdout_text);
+    }
+  }
   for (int i = 0; i < procs; ++i) {
     LaunchSpec ls;
     ls.key = ProcKey(s.key, i);

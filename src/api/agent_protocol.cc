@@ -363,6 +363,7 @@ json ToJson(const Command& c) {
     if (s.cpu_milli > 0) o["cpu_milli"] = s.cpu_milli;
     if (s.mem_mib > 0) o["mem_mib"] = s.mem_mib;
     if (!s.environment.empty()) o["environment"] = s.environment;
+    if (s.verify_network) o["verify_network"] = true;
   } else if (c.stop) {
     o["type"] = "stop";
     o["key"] = ToJson(c.stop->key);
@@ -399,6 +400,7 @@ Result<Command> CommandFromJson(const json& j) {
                          s.cpu_milli = Opt<int64_t>(j, "cpu_milli", 0);
                          s.mem_mib = Opt<int64_t>(j, "mem_mib", 0);
                          s.environment = Opt<std::string>(j, "environment", "");
+                         s.verify_network = Opt<bool>(j, "verify_network", false);
                          return 0;
                        }).status());
     if (s.cpu_milli < 0 || s.mem_mib < 0) {

@@ -132,6 +132,9 @@ struct StartPart {
   // The environment (data/environments.yaml) to run in; the agent prepares it first unless it is
   // ready on the node (a warm start). Empty: the node's own software.
   std::string environment;
+  // Run the all-reduce check between the gang's nodes (rank NODE_RANK of NNODES, at MASTER_ADDR
+  // and MASTER_PORT) before the processes start.
+  bool verify_network = false;
 };
 struct StopPart {
   PartKey key;

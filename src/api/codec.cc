@@ -332,6 +332,7 @@ Result<JobRequest> DecodeJobRequest(const json& j, const std::string& path) {
   r.env = f.StringMap("env");
   r.user = f.String("user");
   r.process_per_gpu = f.Bool("process_per_gpu");
+  if (const json* v = f.OptionalValue("verify_network"); v && v->is_boolean()) r.verify_network = v->get<bool>();
   r.checkpoint = f.Object("checkpoint", &DecodeCheckpointPolicy);
   r.restart = f.Object("restart", &DecodeRestartPolicy);
   if (const json* v = f.OptionalValue("watchdog")) {  // added later: optional
@@ -552,6 +553,7 @@ json ToJson(const JobRequest& r) {
       {"env", r.env},
       {"user", r.user},
       {"process_per_gpu", r.process_per_gpu},
+      {"verify_network", r.verify_network},
       {"checkpoint", ToJson(r.checkpoint)},
       {"restart", ToJson(r.restart)},
       {"watchdog", {{"stall_timeout_ms", r.watchdog.stall_timeout.millis()}, {"restart_on_stall", r.watchdog.restart_on_stall}}},

@@ -67,6 +67,7 @@ JobRequest SampleRequest() {
   r.env = {{"NCCL_DEBUG", "INFO"}, {"EMPTY", ""}};
   r.user = "alice";
   r.process_per_gpu = true;
+  r.verify_network = true;
   r.checkpoint.dir = "/ckpt/7";
   r.checkpoint.signal = SIGUSR1;
   r.checkpoint.grace = Duration::Seconds(90);

@@ -44,6 +44,10 @@ struct JobRequest {
   std::map<std::string, std::string> env;
   std::string user;     // run as this user (agent must be root); empty: the agent's user
   bool process_per_gpu = false;  // start one process per GPU with RANK / LOCAL_RANK set
+  // `network: verified`: before a gang's processes start, its nodes run an all-reduce between
+  // them (scripts/burnin.py allreduce); a gang whose nodes cannot reach each other fails to start
+  // with the reason instead of hanging in its own rendezvous (docs/nodes.md).
+  bool verify_network = false;
   CheckpointPolicy checkpoint;
   RestartPolicy restart;
   WatchdogPolicy watchdog;

@@ -175,7 +175,7 @@ const std::vector<std::string> kTopFields = {
     "name",     "team",        "priority", "resources",       "run",      "workdir", "env",
     "user",     "process_per_gpu", "market", "estimate",      "profile",  "deadline", "max_hourly_cost",
     "max_cost", "regions",     "constraints", "checkpoint",   "restart",  "array", "watchdog",
-    "environment"};
+    "environment", "network"};
 
 struct ArrayAxis {
   std::string name;
@@ -349,6 +349,13 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
   }
   if (auto n = doc["process_per_gpu"]) {
     GF_ASSIGN_OR_RETURN(out.process_per_gpu, r.Bool(n, "process_per_gpu"));
+  }
+  if (auto n = doc["network"]) {
+    GF_ASSIGN_OR_RETURN(std::string s, r.String(n, "network"));
+    if (s != "verified" && s != "any") {
+      return r.Error(n, "network", "must be verified (check the gang's nodes reach each other first) or any, got '" + s + "'");
+    }
+    out.verify_network = s == "verified";
   }
   if (auto n = doc["market"]) {
     GF_ASSIGN_OR_RETURN(std::string s, r.String(n, "market"));
@@ -675,6 +682,7 @@ nlohmann::json ToJobJson(const JobRequest& j) {
   if (!j.user.empty()) o["user"] = j.user;
   if (!s.environment.empty()) o["environment"] = s.environment;
   if (j.process_per_gpu) o["process_per_gpu"] = true;
+  if (j.verify_network) o["network"] = "verified";
   o["market"] = model::MarketPreferenceName(s.market);
   if (s.duration_estimate) {
     std::string e = std::to_string(s.duration_estimate->millis() / 1000) + "s";

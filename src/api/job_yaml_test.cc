@@ -96,6 +96,21 @@ TEST(JobYamlTest, WatchdogSettingsAndTheirErrors) {
   EXPECT_NE(ErrorOf("run: x\nwatchdog: {timeout: 1h}\n").find("timeout"), std::string::npos);
 }
 
+TEST(JobYamlTest, NetworkVerifiedAsksForTheGangCheckAndSurvivesTheRoundTrip) {
+  auto r = Parse("run: x\nnetwork: verified\nresources: {gpus: 1, nodes: 2}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE((*r)[0].verify_network);
+  EXPECT_EQ(ToJobJson((*r)[0]).at("network"), "verified");
+  auto again = Parse(ToJobJson((*r)[0]).dump());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE((*again)[0].verify_network);
+  auto any = Parse("run: x\nnetwork: any\n");
+  ASSERT_TRUE(any.ok());
+  EXPECT_FALSE((*any)[0].verify_network);
+  EXPECT_NE(ErrorOf("run: x\nnetwork: fast\n").find("job.yaml:2:10: network: must be verified"), std::string::npos)
+      << ErrorOf("run: x\nnetwork: fast\n");
+}
+
 TEST(JobYamlTest, EnvironmentNamesAPresetAndSurvivesTheRoundTrip) {
   // Given `environment: pytorch-2.5-cu124`, expect it in spec.environment and in the JSON the CLI
   // sends (and the server compares for a repeated request id); given none, expect it empty.

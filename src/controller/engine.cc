@@ -1664,6 +1664,7 @@ void Engine::OnStart(JobId id, const model::Placement& placement) {
     s.grace = req.checkpoint.grace;
     s.cpu_milli = spec.cpu_milli;
     s.environment = spec.environment;
+    s.verify_network = req.verify_network && placement.parts.size() > 1;
     s.mem_mib = spec.mem_mib;
     s.env = req.env;
     auto& env = s.env;
