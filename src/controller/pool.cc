@@ -712,6 +712,23 @@ void Pool::Tick() {
   std::map<std::string, const NodeStatus*> by_name;
   std::vector<NodeStatus> nodes = std::move(view.nodes);
   for (const NodeStatus& n : nodes) by_name[n.record.name] = &n;
+  // Measured speed: where nodes of a GPU model passed a burn-in on their GPUs, their median matmul
+  // against the datasheet reference scales that model's offers (a model whose rented nodes run
+  // at 0.8x of what its datasheet promises is worth 0.8x in the cost-to-finish ranking).
+  {
+    std::map<std::string, std::vector<double>> measured;
+    for (const NodeStatus& n : nodes) {
+      const auto& b = n.record.burn_in;
+      if (b && b->passed && b->path == "cuda" && b->speed_ratio > 0) measured[n.record.spec.gpu_model].push_back(b->speed_ratio);
+    }
+    for (auto& o : in.offers) {
+      auto it = measured.find(o.gpu_model);
+      if (it == measured.end()) continue;
+      std::vector<double> v = it->second;
+      std::sort(v.begin(), v.end());
+      o.speed *= v[v.size() / 2];
+    }
+  }
   // A node that registered once and is now lost or gone is not booting: its machine is given
   // back (the engine has already requeued what ran there) without blaming its offer.
   std::vector<std::pair<std::string, std::string>> dead;  // (name, provider id)

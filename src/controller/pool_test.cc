@@ -372,6 +372,59 @@ burn_in: true
   (void)job;
 }
 
+TEST_F(PoolTest, BurnInSpeedOfRentedNodesScalesTheirOffers) {
+  // Given an A100 offer at $10/h and an H100 one at $18/h (1.9x an A100 by the speed table: the
+  // H100 finishes the work for less), and an H100 node already in the cluster (busy) whose
+  // burn-in passed at 0.90x its datasheet matmul reference: the H100 is then worth 1.71 A100s,
+  // $18/1.71 > $10, so the pool rents the A100 for a new 8-GPU job.
+  EngineOptions o;
+  o.policy = "fifo";
+  o.lost_after = Duration::Hours(100);
+  o.epoch = "e2";
+  o.burn_in_required = true;
+  pool_.reset();
+  engine_->Stop();
+  runner_.join();
+  engine_ = std::make_unique<Engine>(clock_, store_, o);
+  ASSERT_TRUE(engine_->Recover().ok());
+  runner_ = std::thread([this] { engine_->Run(); });
+  Pool& pool = MakePool(R"(provider: {kind: static}
+offers:
+  - {name: a100, gpu: A100, gpus: 8, price_per_hour: 10, boot_estimate: 2m, zone: a}
+  - {name: h100, gpu: H100, gpus: 8, price_per_hour: 18, boot_estimate: 2m, zone: a}
+idle_duration: 10m
+reconcile_interval: 1h
+)");
+  ASSERT_TRUE(pool.Start().ok());
+  api::RegisterRequest req;
+  req.name = "h100-owned";
+  req.address = "127.0.0.1";
+  req.spec.gpu_model = "H100";
+  req.spec.gpus = 8;
+  auto reg = engine_->Register(req, "hash-owned").get();
+  ASSERT_TRUE(reg.ok() && reg->run_burn_in);
+  api::Heartbeat hb;
+  model::BurnInReport report;
+  report.path = "cuda";
+  for (int g = 0; g < 8; ++g) {
+    model::BurnInMeasurement m;
+    m.name = "matmul_bf16";
+    m.gpu = g;
+    m.unit = "TFLOPS";
+    m.value = model::GpuCatalog::BuiltIn().Find("H100")->bf16_tflops * 0.60 * 0.90;
+    report.tests.push_back(m);
+  }
+  hb.burn_in = report;
+  ASSERT_TRUE(engine_->Heartbeat(reg->node, hb).get().ok());
+  Submit("name: busy\nrun: sleep 100\nresources: {gpus: 8}\n");  // takes the owned H100
+  pool.Tick();
+  EXPECT_TRUE(provider_->created.empty()) << "the first job fits the owned node";
+  Submit("name: next\nrun: sleep 100\nresources: {gpus: 8}\n");
+  pool.Tick();
+  ASSERT_EQ(provider_->created.size(), 1u);
+  EXPECT_EQ(provider_->created[0].rfind("gf-a100-", 0), 0u) << provider_->created[0];
+}
+
 TEST_F(PoolTest, AFailedCreateLeavesNothingBehind) {
   Pool& pool = MakePool();
   ASSERT_TRUE(pool.Start().ok());

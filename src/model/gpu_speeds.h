@@ -44,10 +44,11 @@ struct SpeedRow {
 struct SpeedOverrides {
   // Seconds per step of the job on each GPU model (job YAML `step_time:`, `select --step-time`).
   std::map<std::string, double> step_seconds;
-  // Hook for node burn-in (not built yet): a measured speed vs one A100 for a GPU model, e.g. a
+  // Hook for node burn-in, unused so far (the pool scales its offers by the burn-in's speed_ratio
+  // instead, docs/nodes.md): a measured speed vs one A100 for a GPU model, e.g. a
   // burn-in benchmark's result for the node a caller is about to price. An entry takes the place
   // of every table row of that model, and the source names it ("burn-in", or
-  // "burn-in+mlperf:<class>" when the other GPU comes from the table). Empty today.
+  // "burn-in+mlperf:<class>" when the other GPU comes from the table).
   std::map<std::string, double> burn_in_vs_a100;
 };
 
