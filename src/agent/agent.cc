@@ -253,7 +253,11 @@ class LockedProbe : public GpuProbe {
 
 }  // namespace
 
-void Agent::StartBurnIn() {
+bool Agent::WantsBurnIn(int64_t request) const {
+  return !burn_in_running_ && !(burn_in_report_ && burn_in_report_->request == request);
+}
+
+void Agent::StartBurnIn(int64_t request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (burn_in_running_) return;
@@ -262,7 +266,7 @@ void Agent::StartBurnIn() {
   }
   if (burn_in_thread_.joinable()) burn_in_thread_.join();
   spdlog::info("running the acceptance burn-in (time limit {})", FormatDuration(options_.burn_in.time_limit));
-  burn_in_thread_ = std::thread([this] {
+  burn_in_thread_ = std::thread([this, request] {
     LockedProbe probe(*probe_, probe_mu_);
     auto r = RunNodeCheck(probe, options_.burn_in);
     model::BurnInReport report;
@@ -279,6 +283,7 @@ void Agent::StartBurnIn() {
       report.tests.push_back(m);
     }
     report.at = WallNow();
+    report.request = request;
     spdlog::info("burn-in finished in {}: {} tests", FormatDuration(report.took), report.tests.size());
     std::lock_guard<std::mutex> lock(mu_);
     burn_in_report_ = std::move(report);
@@ -338,6 +343,7 @@ Result<Duration> Agent::PrepareEnvironment(const std::string& name) {
                                  ": " + err);
     }
   }
+  std::filesystem::remove_all(dir, ec);  // a broken one (its python gone after an upgrade)
   std::filesystem::rename(tmp, dir, ec);
   if (ec) return Status::Unavailable("environment " + name + ": " + ec.message());
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
@@ -409,9 +415,9 @@ Status Agent::Register() {
   last_contact_ = WallNow();
   spdlog::info("registered as {} (node {}) with {}", options_.name, reply->node.value(), options_.server);
   wake_.notify_all();
-  const bool burn_in = reply->run_burn_in && !burn_in_running_ && !burn_in_report_;
+  const bool burn_in = reply->run_burn_in && WantsBurnIn(reply->burn_in_request);
   lock.unlock();
-  if (burn_in) StartBurnIn();
+  if (burn_in) StartBurnIn(reply->burn_in_request);
   return Status::Ok();
 }
 
@@ -1035,10 +1041,7 @@ void Agent::Tick(bool heartbeat_due) {
   if (!s_environments_dir_empty(options_)) {
     std::vector<std::string> ready = ReadyEnvironments();
     lock.lock();
-    if (ready != envs_reported_) {
-      hb.environments_ready = ready;
-      envs_reported_ = ready;  // resent with the next change, or at re-registration
-    }
+    if (ready != envs_reported_) hb.environments_ready = ready;  // until a reply says it was heard
     lock.unlock();
   }
   auto http = MakeClient(options_.server, options_.ca_cert, Duration::Seconds(10));
@@ -1077,10 +1080,14 @@ void Agent::Tick(bool heartbeat_due) {
   fenced_ = false;
   while (!events_.empty() && events_.front().seq <= reply->acked) events_.pop_front();
   if (reply->notice_acked && hb.notice) notice_acked_ = true;
-  if (reply->burn_in_acked && hb.burn_in) burn_in_report_.reset();
-  if (reply->run_burn_in && !burn_in_running_) {
+  if (reply->burn_in_acked && hb.burn_in && burn_in_report_ && burn_in_report_->request == hb.burn_in->request &&
+      burn_in_report_->at == hb.burn_in->at) {
+    burn_in_report_.reset();
+  }
+  if (hb.environments_ready) envs_reported_ = *hb.environments_ready;  // heard
+  if (reply->run_burn_in && WantsBurnIn(reply->burn_in_request)) {
     lock.unlock();
-    StartBurnIn();
+    StartBurnIn(reply->burn_in_request);
     lock.lock();
   }
   if (reply->reregister) registered_ = false;

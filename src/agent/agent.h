@@ -154,7 +154,9 @@ class Agent {
   Status StartMetricsServer();
   // Starts the burn-in on a thread of its own unless one runs; its report goes out with the
   // heartbeats until the controller acknowledges it.
-  void StartBurnIn();
+  void StartBurnIn(int64_t request);
+  // Whether a reply's burn-in request needs a new run (not running; not holding its report).
+  bool WantsBurnIn(int64_t request) const;
   // Makes the environment ready (a venv under environments_dir) unless it is; the time it took.
   Result<Duration> PrepareEnvironment(const std::string& name);
   std::vector<std::string> ReadyEnvironments() const;

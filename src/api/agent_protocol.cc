@@ -155,7 +155,8 @@ json ToJson(const RegisterReply& r) {
           {"epoch", r.epoch},
           {"heartbeat_interval_ms", r.heartbeat_interval.millis()},
           {"lost_after_ms", r.lost_after.millis()},
-          {"run_burn_in", r.run_burn_in}};
+          {"run_burn_in", r.run_burn_in},
+          {"burn_in_request", r.burn_in_request}};
 }
 
 Result<RegisterReply> RegisterReplyFromJson(const json& j) {
@@ -167,6 +168,7 @@ Result<RegisterReply> RegisterReplyFromJson(const json& j) {
     r.heartbeat_interval = Duration::Millis(As<int64_t>(j.at("heartbeat_interval_ms")));
     r.lost_after = Duration::Millis(As<int64_t>(j.at("lost_after_ms")));
     r.run_burn_in = Opt<bool>(j, "run_burn_in", false);
+    r.burn_in_request = Opt<int64_t>(j, "burn_in_request", 0);
     return r;
   });
 }
@@ -328,7 +330,10 @@ json ToJson(const HeartbeatReply& r) {
   json o = {{"acked", r.acked}, {"epoch", r.epoch}, {"reregister", r.reregister}};
   if (r.notice_acked) o["notice_acked"] = true;
   if (r.burn_in_acked) o["burn_in_acked"] = true;
-  if (r.run_burn_in) o["run_burn_in"] = true;
+  if (r.run_burn_in) {
+    o["run_burn_in"] = true;
+    o["burn_in_request"] = r.burn_in_request;
+  }
   return o;
 }
 
@@ -341,6 +346,7 @@ Result<HeartbeatReply> HeartbeatReplyFromJson(const json& j) {
     r.notice_acked = Opt<bool>(j, "notice_acked", false);
     r.burn_in_acked = Opt<bool>(j, "burn_in_acked", false);
     r.run_burn_in = Opt<bool>(j, "run_burn_in", false);
+    r.burn_in_request = Opt<int64_t>(j, "burn_in_request", 0);
     return r;
   });
 }
@@ -484,7 +490,8 @@ json ToJson(const model::BurnInReport& r) {
     if (!h.throttle_reasons.empty()) x["throttle_reasons"] = h.throttle_reasons;
     health.push_back(std::move(x));
   }
-  return {{"at_ms", r.at.millis()},   {"took_ms", r.took.millis()}, {"gpu_model", r.gpu_model},
+  return {{"request", r.request},
+          {"at_ms", r.at.millis()},   {"took_ms", r.took.millis()}, {"gpu_model", r.gpu_model},
           {"gpus", r.gpus},           {"path", r.path},             {"torch", r.torch},
           {"backend", r.backend},     {"timed_out", r.timed_out},   {"tests", std::move(tests)},
           {"health", std::move(health)}, {"passed", r.passed},     {"problems", r.problems},
@@ -495,6 +502,7 @@ Result<model::BurnInReport> BurnInReportFromJson(const json& j) {
   if (!j.is_object()) return Status::InvalidArgument("burn_in: expected a JSON object");
   return Decode<model::BurnInReport>("burn_in", [&] {
     model::BurnInReport r;
+    r.request = Opt<int64_t>(j, "request", 0);
     r.at = Time::FromMillis(Opt<int64_t>(j, "at_ms", 0));
     r.took = Duration::Millis(Opt<int64_t>(j, "took_ms", 0));
     r.gpu_model = Opt<std::string>(j, "gpu_model", "");

@@ -49,6 +49,7 @@ struct RegisterReply {
   Duration heartbeat_interval = Duration::Seconds(5);
   Duration lost_after = Duration::Seconds(30);
   bool run_burn_in = false;  // run the acceptance burn-in now and report it (Heartbeat::burn_in)
+  int64_t burn_in_request = 0;  // its id: the report carries it back (BurnInReport::request)
 };
 
 struct GpuSampleReport {
@@ -110,7 +111,8 @@ struct HeartbeatReply {
   bool reregister = false;  // the controller does not know this node (restart, or it was lost)
   bool notice_acked = false;  // the heartbeat's notice is recorded
   bool burn_in_acked = false;  // the heartbeat's burn-in report is recorded
-  bool run_burn_in = false;    // an operator asked for a (new) burn-in
+  bool run_burn_in = false;    // a burn-in is wanted (repeated until its report arrives)
+  int64_t burn_in_request = 0;  // which one: the agent starts it unless it runs or holds this one
 };
 
 // A command to an agent.

@@ -116,6 +116,7 @@ NodeRecord SampleNode() {
   n.acceptance = "quarantined";
   n.acceptance_reason = "failed: GPU 1: 3 uncorrected ECC errors";
   model::BurnInReport b;
+  b.request = 7;
   b.at = Time::FromMillis(3'000);
   b.took = Duration::Seconds(95);
   b.gpu_model = "H100";
@@ -237,7 +238,7 @@ TEST_F(CodecTest, StructSizesMatchTheFieldsTheCodecKnows) {
   EXPECT_EQ(sizeof(JobRecord), 856u);
   EXPECT_EQ(sizeof(Transition), 48u);
   EXPECT_EQ(sizeof(GpuInfo), 112u);
-  EXPECT_EQ(sizeof(NodeRecord), 760u);
+  EXPECT_EQ(sizeof(NodeRecord), 768u);
   EXPECT_EQ(sizeof(TokenRecord), 184u);  // + expires, last_used (both encoded, optional)
 #endif
 }

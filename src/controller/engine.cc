@@ -1067,7 +1067,7 @@ void Engine::ApplyDrain(DrainReq& r) {
     const bool before = TakesWork(n);
     n.rec.acceptance = "checking";
     n.rec.acceptance_reason = "burn-in asked for by an operator";
-    n.run_burn_in = true;
+    n.burn_in_request = ++next_burn_in_request_;
     if (r.audit) store_.AttachAudit({*r.audit});
     auto st = store_.UpsertNode(n.rec);
     if (before) events_.push_back(sched::NodeDrained{n.rec.id, true});
@@ -1180,9 +1180,15 @@ void Engine::ApplyRegister(RegisterReq& r) {
       required = required || burn_in_names_.count(req.name) > 0;
     }
     if (rec.acceptance == "checking" || (required && rec.acceptance != "passed" && rec.acceptance != "quarantined")) {
-      rec.acceptance = "checking";
-      rec.acceptance_reason = "acceptance burn-in running";
-      run_burn_in = true;
+      if (!req.running.empty() && rec.acceptance != "checking") {
+        // Jobs run there (burn-in turned on for a fleet already at work): the suite would share
+        // their GPUs. Check it later: `gpufleet node check` once drained.
+        spdlog::warn("node {}: burn-in deferred, {} part(s) run there", req.name, req.running.size());
+      } else {
+        rec.acceptance = "checking";
+        rec.acceptance_reason = "acceptance burn-in running";
+        run_burn_in = true;
+      }
     }
   }
   // A drained node stays drained when its agent comes back (a restart must not undo a drain).
@@ -1233,7 +1239,7 @@ void Engine::ApplyRegister(RegisterReq& r) {
   node_by_name_[req.name] = id->value();
   const bool held = n.awaiting_agent;
   n.awaiting_agent = false;
-  n.run_burn_in = false;  // the reply asks for it
+  n.burn_in_request = run_burn_in ? ++next_burn_in_request_ : 0;
   events_.push_back(sched::NodeUp{*id, spec});
   if (!TakesWork(n)) {
     events_.push_back(sched::NodeDrained{*id, true});
@@ -1289,6 +1295,7 @@ void Engine::ApplyRegister(RegisterReq& r) {
   reply.heartbeat_interval = options_.heartbeat_interval;
   reply.lost_after = options_.lost_after;
   reply.run_burn_in = run_burn_in;
+  reply.burn_in_request = n.burn_in_request;
   r.result = std::move(reply);
 }
 
@@ -1356,12 +1363,17 @@ void Engine::ApplyHeartbeat(HeartbeatReq& r) {
     reply.notice_acked = true;
   }
   if (r.hb.burn_in) {
-    if (n.rec.acceptance == "checking" && !n.run_burn_in) ApplyBurnIn(r.node, n, std::move(*r.hb.burn_in));
-    reply.burn_in_acked = true;  // a report nobody waits for (or an old one) is dropped
+    // Only the answer to the burn-in the node owes counts; an older or unasked report is
+    // acknowledged and dropped.
+    if (n.rec.acceptance == "checking" && n.burn_in_request != 0 && r.hb.burn_in->request == n.burn_in_request) {
+      n.burn_in_request = 0;
+      ApplyBurnIn(r.node, n, std::move(*r.hb.burn_in));
+    }
+    reply.burn_in_acked = true;
   }
-  if (n.run_burn_in) {
+  if (n.rec.acceptance == "checking" && n.burn_in_request != 0) {
     reply.run_burn_in = true;
-    n.run_burn_in = false;
+    reply.burn_in_request = n.burn_in_request;
   }
   if (r.hb.environments_ready && *r.hb.environments_ready != n.rec.environments_ready) {
     n.rec.environments_ready = *r.hb.environments_ready;

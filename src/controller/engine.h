@@ -308,7 +308,9 @@ class Engine {
     // Takes no new work until its agent registers: recovered at a restart (its agent may be
     // gone), or its agent is shutting down. Its running jobs go on.
     bool awaiting_agent = false;
-    bool run_burn_in = false;  // tell the agent (next heartbeat) to run the burn-in
+    // The burn-in the node owes (0: none): asked in every heartbeat reply until a report that
+    // answers it arrives, so a lost reply cannot leave the node checking for ever.
+    int64_t burn_in_request = 0;
   };
   // Whether a node may take new work: up (not draining), its agent there, and accepted (no
   // burn-in pending or failed).
@@ -439,6 +441,7 @@ class Engine {
   const model::GpuCatalog& catalog_;
   mutable std::mutex burn_in_mu_;
   std::set<std::string> burn_in_names_;  // nodes that must pass a burn-in (RequireBurnIn)
+  int64_t next_burn_in_request_ = 0;
 
   // Engine state, guarded by mu_ (written only by the engine thread).
   mutable std::mutex mu_;

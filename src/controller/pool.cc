@@ -477,6 +477,7 @@ Status Pool::Start() {
         if (config_.offers[o].name == e.info.offer) e.offer = static_cast<int>(o);
       }
       if (e.info.name.empty()) continue;
+      if (config_.burn_in) engine_.RequireBurnIn(e.info.name);  // one that has not registered yet still owes it
       entries_[e.info.name] = std::move(e);
     }
   }

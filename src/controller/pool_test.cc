@@ -339,6 +339,7 @@ burn_in: true
   api::Heartbeat hb;
   model::BurnInReport report;
   report.path = "cuda";
+  report.request = reg->burn_in_request;
   model::BurnInMeasurement m;
   m.name = "matmul_bf16";
   m.gpu = 0;
@@ -406,6 +407,7 @@ reconcile_interval: 1h
   api::Heartbeat hb;
   model::BurnInReport report;
   report.path = "cuda";
+  report.request = reg->burn_in_request;
   for (int g = 0; g < 8; ++g) {
     model::BurnInMeasurement m;
     m.name = "matmul_bf16";
@@ -423,6 +425,52 @@ reconcile_interval: 1h
   pool.Tick();
   ASSERT_EQ(provider_->created.size(), 1u);
   EXPECT_EQ(provider_->created[0].rfind("gf-a100-", 0), 0u) << provider_->created[0];
+}
+
+TEST_F(PoolTest, ABurnInRequestIsRepeatedUntilItsOwnReportArrives) {
+  // Given a node checked again by an operator: every heartbeat reply asks for the burn-in (a lost
+  // reply cannot leave the node checking for ever); a report that answers another request (an
+  // old one, a check by hand) is acknowledged and dropped; the one that answers it decides.
+  RegisterNode("n1");
+  NodeId id;
+  for (const NodeStatus& n : engine_->Nodes()) id = n.record.id;
+  ASSERT_TRUE(engine_->CheckNode("n1").get().ok());
+  auto first = engine_->Heartbeat(id, api::Heartbeat{}).get();
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(first->run_burn_in);
+  const int64_t request = first->burn_in_request;
+  EXPECT_GT(request, 0);
+  auto again = engine_->Heartbeat(id, api::Heartbeat{}).get();
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->run_burn_in) << "asked again: the first reply may have been lost";
+  EXPECT_EQ(again->burn_in_request, request);
+
+  model::BurnInReport stale;
+  stale.path = "cuda";
+  stale.request = request - 1;
+  model::BurnInMeasurement m;
+  m.name = "matmul_bf16";
+  m.gpu = 0;
+  m.value = 700;
+  m.unit = "TFLOPS";
+  stale.tests = {m};
+  api::Heartbeat hb;
+  hb.burn_in = stale;
+  auto dropped = engine_->Heartbeat(id, hb).get();
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_TRUE(dropped->burn_in_acked);
+  EXPECT_TRUE(dropped->run_burn_in) << "an old report does not answer the request";
+  auto acceptance = [&] {
+    for (const NodeStatus& n : engine_->Nodes()) return n.record.acceptance;
+    return std::string();
+  };
+  EXPECT_EQ(acceptance(), "checking");
+
+  hb.burn_in->request = request;
+  auto answered = engine_->Heartbeat(id, hb).get();
+  ASSERT_TRUE(answered.ok());
+  EXPECT_FALSE(answered->run_burn_in);
+  EXPECT_EQ(acceptance(), "passed");
 }
 
 TEST_F(PoolTest, AFailedCreateLeavesNothingBehind) {

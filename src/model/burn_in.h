@@ -50,6 +50,7 @@ struct GpuHealth {
 };
 
 struct BurnInReport {
+  int64_t request = 0;      // the controller's request this answers (0: a check by hand)
   Time at;                  // when the check finished
   Duration took;            // how long it ran
   std::string gpu_model;    // canonical catalog name ("H100"); empty for a CPU-only node
