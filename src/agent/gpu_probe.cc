@@ -749,6 +749,16 @@ Result<std::unique_ptr<FakeGpuProbe>> FakeGpuProbe::Create(const FakeGpuOptions&
   return probe;
 }
 
+Result<std::unique_ptr<GpuProbe>> OpenProbe(const FakeGpuOptions& options, const std::string& nvml_library,
+                                            const model::GpuCatalog& catalog) {
+  if (!options.spec.empty()) {
+    GF_ASSIGN_OR_RETURN(auto p, FakeGpuProbe::Create(options, catalog));
+    return std::unique_ptr<GpuProbe>(std::move(p));
+  }
+  GF_ASSIGN_OR_RETURN(auto p, NvmlProbe::Open(nvml_library.empty() ? NvmlProbe::kDefaultLibrary : nvml_library));
+  return std::unique_ptr<GpuProbe>(std::move(p));
+}
+
 Result<FakeFaults> ParseFakeFaults(const std::string& text, int gpus, bool nvlink) {
   FakeFaults f;
   for (int i = 0; i < gpus; ++i) {

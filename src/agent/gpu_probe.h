@@ -140,6 +140,12 @@ struct FakeFaults {
 };
 Result<FakeFaults> ParseFakeFaults(const std::string& text, int gpus, bool nvlink);
 
+// The probe a command asked for: fake GPUs when options.spec is set (the other options apply),
+// else NVML from `nvml_library` (empty: the default library). One place for `gpufleet agent` and
+// `gpufleet node check`.
+Result<std::unique_ptr<GpuProbe>> OpenProbe(const FakeGpuOptions& options, const std::string& nvml_library,
+                                            const model::GpuCatalog& catalog);
+
 // One line of a telemetry file, already expanded to every GPU.
 using TelemetryStep = std::vector<GpuSample>;
 

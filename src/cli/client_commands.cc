@@ -1146,27 +1146,17 @@ them against the fleet's passed nodes. What is measured and the thresholds: docs
       }
     }
     // This machine.
-    std::unique_ptr<agent::GpuProbe> probe;
-    if (!a->fake_gpus.empty()) {
-      agent::FakeGpuOptions o;
-      o.spec = a->fake_gpus;
-      o.node = "local";
-      o.faults = a->fake_faults;
-      o.driver = a->fake_driver;
-      auto p = agent::FakeGpuProbe::Create(o, model::GpuCatalog::BuiltIn());
-      if (!p.ok()) {
-        std::fprintf(stderr, "gpufleet %s: %s\n", cmd.c_str(), p.status().message().c_str());
-        return kExitUsage;
-      }
-      probe = std::move(*p);
-    } else {
-      auto p = agent::NvmlProbe::Open(a->nvml.empty() ? agent::NvmlProbe::kDefaultLibrary : a->nvml);
-      if (!p.ok()) {
-        std::fprintf(stderr, "gpufleet %s: %s\n", cmd.c_str(), p.status().message().c_str());
-        return kExitUsage;
-      }
-      probe = std::move(*p);
+    agent::FakeGpuOptions fake;
+    fake.spec = a->fake_gpus;
+    fake.node = "local";
+    fake.faults = a->fake_faults;
+    fake.driver = a->fake_driver;
+    auto opened = agent::OpenProbe(fake, a->nvml, model::GpuCatalog::BuiltIn());
+    if (!opened.ok()) {
+      std::fprintf(stderr, "gpufleet %s: %s\n", cmd.c_str(), opened.status().message().c_str());
+      return kExitUsage;
     }
+    std::unique_ptr<agent::GpuProbe> probe = std::move(*opened);
     agent::NodeCheckOptions o;
     const char* env_python = std::getenv("GPUFLEET_BURNIN_PYTHON");
     o.python = !a->python.empty() ? a->python : (env_python && *env_python ? env_python : "python3");

@@ -487,18 +487,13 @@ Status WithListenHint(Status st, const std::string& hint) {
 Result<std::unique_ptr<agent::GpuProbe>> MakeProbe(const std::string& fake, const std::string& telemetry,
                                                    const std::string& nvml, const std::string& node,
                                                    const std::string& faults = "", const std::string& driver = "") {
-  if (!fake.empty()) {
-    agent::FakeGpuOptions o;
-    o.spec = fake;
-    o.node = node;
-    o.telemetry_path = telemetry;
-    o.faults = faults;
-    o.driver = driver;
-    GF_ASSIGN_OR_RETURN(auto p, agent::FakeGpuProbe::Create(o, model::GpuCatalog::BuiltIn()));
-    return std::unique_ptr<agent::GpuProbe>(std::move(p));
-  }
-  GF_ASSIGN_OR_RETURN(auto p, agent::NvmlProbe::Open(nvml.empty() ? "libnvidia-ml.so.1" : nvml));
-  return std::unique_ptr<agent::GpuProbe>(std::move(p));
+  agent::FakeGpuOptions o;
+  o.spec = fake;
+  o.node = node;
+  o.telemetry_path = telemetry;
+  o.faults = faults;
+  o.driver = driver;
+  return agent::OpenProbe(o, nvml, model::GpuCatalog::BuiltIn());
 }
 
 }  // namespace

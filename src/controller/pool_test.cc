@@ -56,14 +56,16 @@ class PoolTest : public ::testing::Test {
     return r.ok() ? r->ids[0] : JobId();
   }
 
-  void RegisterNode(const std::string& name) {
+  // Registers an 8 x H100 node as its agent would; the reply (its id, a burn-in request).
+  api::RegisterReply RegisterNode(const std::string& name) {
     api::RegisterRequest req;
     req.name = name;
     req.address = "127.0.0.1";
     req.spec.gpu_model = "H100";
     req.spec.gpus = 8;
     auto r = engine_->Register(req, "hash-" + name).get();
-    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? *r : api::RegisterReply{};
   }
 
   std::optional<api::NodeState> NodeStateOf(const std::string& name) {
@@ -322,14 +324,8 @@ burn_in: true
   ASSERT_EQ(provider_->created.size(), 1u);
   const std::string name = provider_->created[0];
   EXPECT_EQ(name, "gf-cheap-0");
-  api::RegisterRequest req;
-  req.name = name;
-  req.address = "127.0.0.1";
-  req.spec.gpu_model = "H100";
-  req.spec.gpus = 8;
-  auto reg = engine_->Register(req, "hash-" + name).get();
-  ASSERT_TRUE(reg.ok()) << reg.status().message();
-  EXPECT_TRUE(reg->run_burn_in) << "the pool asked for a burn-in of what it rents";
+  const api::RegisterReply reg = RegisterNode(name);
+  EXPECT_TRUE(reg.run_burn_in) << "the pool asked for a burn-in of what it rents";
   pool.Tick();
   EXPECT_EQ(provider_->created.size(), 1u) << "a node being checked is capacity on its way";
   ASSERT_EQ(pool.Instances().size(), 1u);
@@ -339,7 +335,7 @@ burn_in: true
   api::Heartbeat hb;
   model::BurnInReport report;
   report.path = "cuda";
-  report.request = reg->burn_in_request;
+  report.request = reg.burn_in_request;
   model::BurnInMeasurement m;
   m.name = "matmul_bf16";
   m.gpu = 0;
@@ -351,7 +347,7 @@ burn_in: true
   h.ecc_uncorrected = 4;
   report.health = {h};
   hb.burn_in = report;
-  auto beat = engine_->Heartbeat(reg->node, hb).get();
+  auto beat = engine_->Heartbeat(reg.node, hb).get();
   ASSERT_TRUE(beat.ok());
   EXPECT_TRUE(beat->burn_in_acked);
   bool quarantined = false;
@@ -397,17 +393,12 @@ idle_duration: 10m
 reconcile_interval: 1h
 )");
   ASSERT_TRUE(pool.Start().ok());
-  api::RegisterRequest req;
-  req.name = "h100-owned";
-  req.address = "127.0.0.1";
-  req.spec.gpu_model = "H100";
-  req.spec.gpus = 8;
-  auto reg = engine_->Register(req, "hash-owned").get();
-  ASSERT_TRUE(reg.ok() && reg->run_burn_in);
+  const api::RegisterReply reg = RegisterNode("h100-owned");
+  ASSERT_TRUE(reg.run_burn_in);
   api::Heartbeat hb;
   model::BurnInReport report;
   report.path = "cuda";
-  report.request = reg->burn_in_request;
+  report.request = reg.burn_in_request;
   for (int g = 0; g < 8; ++g) {
     model::BurnInMeasurement m;
     m.name = "matmul_bf16";
@@ -417,7 +408,7 @@ reconcile_interval: 1h
     report.tests.push_back(m);
   }
   hb.burn_in = report;
-  ASSERT_TRUE(engine_->Heartbeat(reg->node, hb).get().ok());
+  ASSERT_TRUE(engine_->Heartbeat(reg.node, hb).get().ok());
   Submit("name: busy\nrun: sleep 100\nresources: {gpus: 8}\n");  // takes the owned H100
   pool.Tick();
   EXPECT_TRUE(provider_->created.empty()) << "the first job fits the owned node";
@@ -431,9 +422,7 @@ TEST_F(PoolTest, ABurnInRequestIsRepeatedUntilItsOwnReportArrives) {
   // Given a node checked again by an operator: every heartbeat reply asks for the burn-in (a lost
   // reply cannot leave the node checking for ever); a report that answers another request (an
   // old one, a check by hand) is acknowledged and dropped; the one that answers it decides.
-  RegisterNode("n1");
-  NodeId id;
-  for (const NodeStatus& n : engine_->Nodes()) id = n.record.id;
+  const NodeId id = RegisterNode("n1").node;
   ASSERT_TRUE(engine_->CheckNode("n1").get().ok());
   auto first = engine_->Heartbeat(id, api::Heartbeat{}).get();
   ASSERT_TRUE(first.ok());
