@@ -9,6 +9,9 @@ set -euo pipefail
 PACKAGES=(
   # Toolchain.
   build-essential cmake ninja-build ccache pkg-config git python3
+  # clang++ for the thread-safety analysis of the annotated locks (scripts/check_thread_safety.py)
+  # and the ThreadSanitizer runs.
+  clang
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev
   # Libraries: YAML cluster specs, JSON, the CLI, formatting and logging.

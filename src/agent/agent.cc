@@ -142,10 +142,10 @@ Agent::~Agent() {
 void Agent::SampleGpus() {
   Result<std::vector<GpuSample>> samples = Status::Unavailable("");
   {
-    std::lock_guard<std::mutex> probe(probe_mu_);
+    MutexLock probe(probe_mu_);
     samples = probe_->Sample();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   last_sample_at_ = WallNow();
   if (samples.ok()) {
     last_samples_ = std::move(*samples);
@@ -155,7 +155,7 @@ void Agent::SampleGpus() {
 }
 
 std::string Agent::MetricsText() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<obs::DcgmGpu> gpus;
   for (size_t i = 0; i < last_samples_.size() && i < gpus_.size(); ++i) {
     const GpuSample& s = last_samples_[i];
@@ -223,32 +223,32 @@ bool s_environments_dir_empty(const AgentOptions& o) { return o.environments_dir
 // The agent's probe for a second thread: every call under the agent's probe lock.
 class LockedProbe : public GpuProbe {
  public:
-  LockedProbe(GpuProbe& probe, std::mutex& mu) : probe_(probe), mu_(mu) {}
+  LockedProbe(GpuProbe& probe, Mutex& mu) : probe_(probe), mu_(mu) {}
   Result<std::vector<GpuDevice>> Devices() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return probe_.Devices();
   }
   Result<std::vector<GpuSample>> Sample() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return probe_.Sample();
   }
   DriverInfo Driver() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return probe_.Driver();
   }
   Result<std::vector<model::GpuHealth>> Health() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return probe_.Health();
   }
   std::vector<std::pair<int, int>> TakeXids() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return probe_.TakeXids();
   }
   double SuiteSlowdown() const override { return probe_.SuiteSlowdown(); }
 
  private:
   GpuProbe& probe_;
-  std::mutex& mu_;
+  Mutex& mu_;
 };
 
 }  // namespace
@@ -259,7 +259,7 @@ bool Agent::WantsBurnIn(int64_t request) const {
 
 void Agent::StartBurnIn(int64_t request) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (burn_in_running_) return;
     burn_in_running_ = true;
     burn_in_report_.reset();
@@ -285,10 +285,10 @@ void Agent::StartBurnIn(int64_t request) {
     report.at = WallNow();
     report.request = request;
     spdlog::info("burn-in finished in {}: {} tests", FormatDuration(report.took), report.tests.size());
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     burn_in_report_ = std::move(report);
     burn_in_running_ = false;
-    wake_.notify_all();
+    wake_.NotifyAll();
   });
 }
 
@@ -305,7 +305,7 @@ std::vector<std::string> Agent::ReadyEnvironments() const {
 }
 
 Result<Duration> Agent::PrepareEnvironment(const std::string& name) {
-  std::lock_guard<std::mutex> one(env_mu_);
+  MutexLock one(env_mu_);
   const auto started = std::chrono::steady_clock::now();
   const std::filesystem::path dir = std::filesystem::path(options_.environments_dir) / name;
   std::error_code ec;
@@ -355,7 +355,7 @@ Status Agent::Register() {
   api::RegisterRequest req;
   const std::vector<std::string> ready = ReadyEnvironments();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     req.name = options_.name;
     req.driver_version = driver_version_;
     req.cuda_version = cuda_version_;
@@ -375,7 +375,7 @@ Status Agent::Register() {
   auto http = MakeClient(options_.server, options_.ca_cert, Duration::Seconds(10));
   std::string token;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     token = token_.empty() ? options_.join_token : token_;
   }
   httplib::Headers h = {{"Authorization", "Bearer " + token}};
@@ -403,7 +403,7 @@ Status Agent::Register() {
   auto reply = api::RegisterReplyFromJson(*body);
   if (!reply.ok()) return reply.status();
   WritePrivate(TokenPath(options_), reply->token);
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   token_ = reply->token;
   if (epoch_ != reply->epoch) after_ = 0;
   epoch_ = reply->epoch;
@@ -414,9 +414,9 @@ Status Agent::Register() {
   notice_acked_ = false;  // a restarted controller hears of a notice again at once
   last_contact_ = WallNow();
   spdlog::info("registered as {} (node {}) with {}", options_.name, reply->node.value(), options_.server);
-  wake_.notify_all();
+  wake_.NotifyAll();
   const bool burn_in = reply->run_burn_in && WantsBurnIn(reply->burn_in_request);
-  lock.unlock();
+  lock.Unlock();
   if (burn_in) StartBurnIn(reply->burn_in_request);
   return Status::Ok();
 }
@@ -437,7 +437,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   spec_.mem_mib = options_.mem_mib > 0 ? options_.mem_mib : host.mem_mib;
   for (const auto& d : *devices) gpus_.push_back({d.index, d.uuid, d.name, d.memory_mib, d.compute_capability});
   {
-    std::lock_guard<std::mutex> probe(probe_mu_);
+    MutexLock probe(probe_mu_);
     DriverInfo driver = probe_->Driver();
     driver_version_ = driver.driver_version;
     cuda_version_ = driver.cuda_version;
@@ -460,7 +460,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   spdlog::info("{}", launcher_->CgroupNote());
   {
     std::string saved = ReadFirstLine(TokenPath(options_));
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!saved.empty()) token_ = saved;
   }
   if (!options_.spot_notice_url.empty()) {
@@ -474,7 +474,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   // First registration: a refusal (bad token, bad spec) is fatal; an absent controller is not.
   Time started = WallNow();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     last_contact_ = started;
   }
   while (!stop) {
@@ -485,8 +485,8 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
       return Status::Unavailable("gave up: " + st.message());
     }
     spdlog::warn("{}; retrying", st.message());
-    std::unique_lock<std::mutex> lock(mu_);
-    wake_.wait_for(lock, std::chrono::seconds(1), [&] { return stop.load(); });
+    MutexLock lock(mu_);
+    wake_.WaitFor(mu_, std::chrono::seconds(1), [&] { return stop.load(); });
   }
 
   std::thread commands([&] { CommandLoop(stop); });
@@ -496,10 +496,11 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   bool gave_up = false;
   while (!stop) {
     Time now = WallNow();
-    bool due = now - last_beat >= heartbeat_interval_;
+    bool due;
     bool has_events;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
+      due = now - last_beat >= heartbeat_interval_;
       has_events = !events_.empty() || (notice_ && !notice_acked_);
     }
     if (!options_.metrics_listen.empty() && now - last_sample_at_ >= options_.metrics_interval) SampleGpus();
@@ -509,7 +510,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
       Duration silent;
       bool fence = false;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         Duration window = options_.fence_after ? *options_.fence_after : lost_after_;
         silent = now - last_contact_;
         fence = !fenced_ && window > Duration::Zero() && silent > window && !RunningKeys().empty();
@@ -518,7 +519,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
       if (fence) Fence(silent);
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (options_.max_disconnected > Duration::Zero() && now - last_contact_ > options_.max_disconnected) {
         spdlog::error("the controller has been unreachable for {}; stopping all jobs and exiting",
                       FormatDuration(now - last_contact_));
@@ -526,8 +527,8 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
         break;
       }
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    wake_.wait_for(lock, std::chrono::milliseconds(100));
+    MutexLock lock(mu_);
+    wake_.WaitFor(mu_, std::chrono::milliseconds(100));
   }
   // Parts die with the agent (their shims watch the thread that launched them), so stop them
   // properly first, with their checkpoint signal and grace, whatever the reason for stopping.
@@ -544,7 +545,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
     for (;;) {
       bool waiting_events;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         waiting_events = !events_.empty();
         for (const auto& [key, run] : runs_) waiting_events = waiting_events || !run.exited || run.held_exit;
       }
@@ -554,18 +555,18 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
       if (!parts_left && (!waiting_events || gave_up || now >= acked_deadline)) break;
       if (parts_left && now >= parts_deadline) break;
       Tick(waiting_events);
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait_for(lock, std::chrono::milliseconds(50));
+      MutexLock lock(mu_);
+      wake_.WaitFor(mu_, std::chrono::milliseconds(50));
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    wake_.notify_all();
+    MutexLock lock(mu_);
+    wake_.NotifyAll();
   }
   // Only now may the command thread (the one that launched the parts) end. Cut its long poll
   // short, then wait for it.
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     quit_commands_ = true;
     if (poll_client_) poll_client_->stop();
   }
@@ -584,7 +585,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
 void Agent::Fence(Duration silent) {
   size_t running;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     running = RunningKeys().size();
   }
   spdlog::error("no word from the controller for {}: it has declared this node lost and requeued its jobs; "
@@ -596,7 +597,7 @@ void Agent::Fence(Duration silent) {
 void Agent::StopAll(const std::string& why) {
   std::vector<api::StopPart> stops;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [key, run] : runs_) {
       if (run.exited) continue;
       if (run.message.empty()) run.message = why;
@@ -609,7 +610,7 @@ void Agent::StopAll(const std::string& why) {
 void Agent::CommandLoop(const std::atomic<bool>& stop) {
   httplib::Client* http;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     poll_client_ = MakeClient(options_.server, options_.ca_cert, options_.poll_wait);
     http = poll_client_.get();
   }
@@ -617,11 +618,11 @@ void Agent::CommandLoop(const std::atomic<bool>& stop) {
     std::string token;
     int64_t after;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (quit_commands_) break;
       if (!registered_ || stop) {
         // Stopping: no new work; this thread stays until the parts it launched have stopped.
-        wake_.wait_for(lock, std::chrono::milliseconds(200));
+        wake_.WaitFor(mu_, std::chrono::milliseconds(200));
         continue;
       }
       token = token_;
@@ -633,11 +634,11 @@ void Agent::CommandLoop(const std::atomic<bool>& stop) {
     auto res = http->Get(path.c_str(), h);
     if (!res || res->status != 200) {
       if (res && (res->status == 401 || res->status == 409)) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         registered_ = false;  // the heartbeat loop re-registers
       }
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait_for(lock, std::chrono::milliseconds(500), [&] { return stop.load(); });
+      MutexLock lock(mu_);
+      wake_.WaitFor(mu_, std::chrono::milliseconds(500), [&] { return stop.load(); });
       continue;
     }
     auto body = api::ParseJson(res->body);
@@ -648,7 +649,7 @@ void Agent::CommandLoop(const std::atomic<bool>& stop) {
       continue;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       last_contact_ = WallNow();
       fenced_ = false;
       if (batch->epoch != epoch_) {
@@ -660,7 +661,7 @@ void Agent::CommandLoop(const std::atomic<bool>& stop) {
     }
     for (const auto& c : batch->commands) {
       Apply(c);
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       after_ = std::max(after_, c.seq);
     }
   }
@@ -671,17 +672,17 @@ void Agent::NoticeLoop(const std::atomic<bool>& stop) {
                FormatDuration(options_.spot_notice_interval));
   while (!stop) {
     std::optional<api::SpotNotice> notice = notice_poller_->Poll();
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (notice) {
       // A notice does not go away; one is all the controller needs.
       spdlog::warn("spot interruption notice: the provider will {} this node at {}", notice->action,
                    FormatIso8601(notice->time));
       notice_ = std::move(notice);
       notice_acked_ = false;
-      wake_.notify_all();  // a heartbeat now
+      wake_.NotifyAll();  // a heartbeat now
       return;
     }
-    wake_.wait_for(lock, std::chrono::milliseconds(options_.spot_notice_interval.millis()),
+    wake_.WaitFor(mu_, std::chrono::milliseconds(options_.spot_notice_interval.millis()),
                    [&] { return stop.load(); });
   }
 }
@@ -692,7 +693,7 @@ void Agent::Apply(const api::Command& c) {
 }
 
 void Agent::StartPart(const api::StartPart& s) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!seen_.insert(s.key).second) return;  // started (or refused) before: start at most once
   PartRun run;
   run.start = s;
@@ -706,7 +707,7 @@ void Agent::StartPart(const api::StartPart& s) {
   // Where the part reports progress (the watchdog): a directory of its own, writable by its user.
   std::string progress_dir = options_.data_dir + "/work/progress/" + s.key.ToString();
   run.progress_path = progress_dir + "/progress";
-  lock.unlock();
+  lock.Unlock();
   auto owner = JobOwner(s.user.empty() ? options_.job_user : s.user);
   if (!ckpt.empty()) MakeJobDir(ckpt, owner);
   if (s.workdir.empty()) MakeJobDir(workdir, owner);
@@ -789,7 +790,7 @@ void Agent::StartPart(const api::StartPart& s) {
     }
     keys.push_back(ls.key);
   }
-  lock.lock();
+  lock.Lock();
   run.proc_keys = keys;
   run.procs_left = static_cast<int>(keys.size());
   if (!error.empty()) {
@@ -803,7 +804,7 @@ void Agent::StartPart(const api::StartPart& s) {
     if (!keys.empty()) {
       // Some processes of the part started: stop them; their exits report the part.
       runs_[s.key] = std::move(run);
-      lock.unlock();
+      lock.Unlock();
       for (const auto& k : keys) {
         if (Status st = launcher_->Stop(k, SIGKILL, Duration::Zero(), WallNow()); !st.ok()) {
           spdlog::warn("{}: {}", k, st.message());  // it exited already: its exit reports it
@@ -820,12 +821,12 @@ void Agent::StartPart(const api::StartPart& s) {
     e.at = WallNow();
     e.exit_code = 127;
     e.message = stored.message;
-    lock.unlock();
+    lock.Unlock();
     PushEvent(e);
     return;
   }
   runs_[s.key] = std::move(run);
-  lock.unlock();
+  lock.Unlock();
   api::PartEvent e;
   e.key = s.key;
   e.kind = api::PartEventKind::kStarted;
@@ -836,13 +837,13 @@ void Agent::StartPart(const api::StartPart& s) {
 }
 
 void Agent::StopPart(const api::StopPart& s) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = runs_.find(s.key);
   if (it == runs_.end()) {
     // Never ran here: refuse a later start and say it is not running, so the controller's
     // bookkeeping of the part ends.
     bool fresh = seen_.insert(s.key).second;
-    lock.unlock();
+    lock.Unlock();
     if (fresh) {
       api::PartEvent e;
       e.key = s.key;
@@ -858,7 +859,7 @@ void Agent::StopPart(const api::StopPart& s) {
   if (it->second.exited) return;
   it->second.stopped = true;
   std::vector<std::string> keys = it->second.proc_keys;
-  lock.unlock();
+  lock.Unlock();
   spdlog::info("{}: stopping with signal {} ({}), grace {}", s.key.ToString(), s.signal, s.reason,
                FormatDuration(s.grace));
   for (const auto& k : keys) {
@@ -869,10 +870,10 @@ void Agent::StopPart(const api::StopPart& s) {
 }
 
 void Agent::PushEvent(api::PartEvent e) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   e.seq = next_event_seq_++;
   events_.push_back(std::move(e));
-  wake_.notify_all();
+  wake_.NotifyAll();
 }
 
 std::vector<api::PartKey> Agent::RunningKeys() const {
@@ -923,11 +924,17 @@ bool Agent::UploadLog(PartRun& run, bool all) {
 void Agent::Tick(bool heartbeat_due) {
   // Reap exits; a part has exited when all its processes have.
   std::vector<Exit> exits = launcher_->Poll(WallNow());
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
+  // A process can end before StartPart, on the command thread, has recorded it in its run (a
+  // job that exits at once): such an exit waits here until the run names it.
+  exits.insert(exits.begin(), unclaimed_exits_.begin(), unclaimed_exits_.end());
+  unclaimed_exits_.clear();
   std::vector<api::PartEvent> finished;
   for (const auto& x : exits) {
+    bool claimed = false;
     for (auto& [key, run] : runs_) {
       if (std::find(run.proc_keys.begin(), run.proc_keys.end(), x.key) == run.proc_keys.end()) continue;
+      claimed = true;
       if (!x.success() && run.exit_code == 0 && run.signal == 0) {
         run.exit_code = x.signal ? 128 + x.signal : x.exit_code;
         run.signal = x.signal;
@@ -949,6 +956,7 @@ void Agent::Tick(bool heartbeat_due) {
         finished.push_back(e);
       }
     }
+    if (!claimed) unclaimed_exits_.push_back(x);
   }
   // Logs: new bytes of every part; all of a finished part's before its exit is reported.
   for (auto& [key, run] : runs_) {
@@ -997,7 +1005,7 @@ void Agent::Tick(bool heartbeat_due) {
   }
   if (!heartbeat_due && events_.empty()) return;
   bool need_register = !registered_;
-  lock.unlock();
+  lock.Unlock();
   if (need_register) {
     Status st = Register();
     if (!st.ok()) {
@@ -1010,13 +1018,13 @@ void Agent::Tick(bool heartbeat_due) {
   // sample (sampling again would advance fake telemetry twice as fast).
   if (options_.metrics_listen.empty() || last_sample_at_ == Time()) SampleGpus();
   std::string token;
-  lock.lock();
+  lock.Lock();
   for (const auto& s : last_samples_) hb.gpus.push_back({s.util_pct, s.mem_used_mib, s.temperature_c, s.power_w});
   std::vector<std::pair<api::PartKey, std::pair<std::string, std::string>>> watched;  // log, progress
   for (const auto& [key, run] : runs_) {
     if (!run.exited) watched.push_back({key, {run.log_path, run.progress_path}});
   }
-  lock.unlock();
+  lock.Unlock();
   // Ages by this node's clock, so that the controller's clock can turn them into times.
   const Time sent = WallNow();
   auto age = [&](Time t) { return std::max(Duration::Zero(), sent - t); };
@@ -1031,25 +1039,25 @@ void Agent::Tick(bool heartbeat_due) {
     }
     if (a.output_age || a.progress_age) hb.activity.push_back(std::move(a));
   }
-  lock.lock();
+  lock.Lock();
   hb.events.assign(events_.begin(), events_.end());
   hb.running = RunningKeys();
   hb.notice = notice_;
   hb.burn_in = burn_in_report_;
   token = token_;
-  lock.unlock();
+  lock.Unlock();
   if (!s_environments_dir_empty(options_)) {
     std::vector<std::string> ready = ReadyEnvironments();
-    lock.lock();
+    lock.Lock();
     if (ready != envs_reported_) hb.environments_ready = ready;  // until a reply says it was heard
-    lock.unlock();
+    lock.Unlock();
   }
   auto http = MakeClient(options_.server, options_.ca_cert, Duration::Seconds(10));
   httplib::Headers h = {{"Authorization", "Bearer " + token}};
   auto res = http->Post("/v1/agents/heartbeat", h, api::ToJson(hb).dump(), "application/json");
   int64_t failed_in_a_row;
   {
-    std::lock_guard<std::mutex> count(mu_);
+    MutexLock count(mu_);
     ++(res && res->status == 200 ? heartbeats_ok_ : heartbeats_failed_);
     failed_in_a_row = res && res->status == 200 ? 0 : failed_in_a_row_ + 1;
     failed_in_a_row_ = failed_in_a_row;
@@ -1066,7 +1074,7 @@ void Agent::Tick(bool heartbeat_due) {
   }
   if (!res) return;
   if (res->status == 401 || res->status == 409) {
-    lock.lock();
+    lock.Lock();
     registered_ = false;
     return;
   }
@@ -1075,7 +1083,7 @@ void Agent::Tick(bool heartbeat_due) {
   if (!body.ok()) return;
   auto reply = api::HeartbeatReplyFromJson(*body);
   if (!reply.ok()) return;
-  lock.lock();
+  lock.Lock();
   last_contact_ = WallNow();
   fenced_ = false;
   while (!events_.empty() && events_.front().seq <= reply->acked) events_.pop_front();
@@ -1086,9 +1094,9 @@ void Agent::Tick(bool heartbeat_due) {
   }
   if (hb.environments_ready) envs_reported_ = *hb.environments_ready;  // heard
   if (reply->run_burn_in && WantsBurnIn(reply->burn_in_request)) {
-    lock.unlock();
+    lock.Unlock();
     StartBurnIn(reply->burn_in_request);
-    lock.lock();
+    lock.Lock();
   }
   if (reply->reregister) registered_ = false;
   if (reply->epoch != epoch_) {

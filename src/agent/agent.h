@@ -28,11 +28,9 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -44,6 +42,7 @@
 #include "agent/node_check.h"
 #include "agent/spot_notice.h"
 #include "api/agent_protocol.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "model/types.h"
 
@@ -144,9 +143,9 @@ class Agent {
   void StartPart(const api::StartPart& s);
   void StopPart(const api::StopPart& s);
   void Tick(bool heartbeat_due);
-  bool UploadLog(PartRun& run, bool all);
+  bool UploadLog(PartRun& run, bool all) GF_REQUIRES(mu_);
   void PushEvent(api::PartEvent e);
-  std::vector<api::PartKey> RunningKeys() const;
+  std::vector<api::PartKey> RunningKeys() const GF_REQUIRES(mu_);
   // Samples the GPUs into last_samples_ (caller does not hold mu_).
   void SampleGpus();
   // The /metrics text: DCGM series of the last sample, labelled with the jobs holding the GPUs.
@@ -156,7 +155,7 @@ class Agent {
   // heartbeats until the controller acknowledges it.
   void StartBurnIn(int64_t request);
   // Whether a reply's burn-in request needs a new run (not running; not holding its report).
-  bool WantsBurnIn(int64_t request) const;
+  bool WantsBurnIn(int64_t request) const GF_REQUIRES(mu_);
   // Makes the environment ready (a venv under environments_dir) unless it is; the time it took.
   Result<Duration> PrepareEnvironment(const std::string& name);
   std::vector<std::string> ReadyEnvironments() const;
@@ -167,37 +166,44 @@ class Agent {
   model::NodeSpec spec_;
   std::vector<api::GpuInfo> gpus_;
 
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::string token_;
-  std::string epoch_;
-  bool registered_ = false;
-  int64_t after_ = 0;
-  int64_t next_event_seq_ = 1;
-  std::deque<api::PartEvent> events_;
-  std::map<api::PartKey, PartRun> runs_;
-  std::set<api::PartKey> seen_;  // every key ever started or refused here: started at most once
-  Duration heartbeat_interval_ = Duration::Seconds(5);
-  Time last_contact_;
-  std::unique_ptr<httplib::Client> poll_client_;  // the command thread's; stop() cuts its poll
-  std::unique_ptr<SpotNoticePoller> notice_poller_;
-  std::optional<api::SpotNotice> notice_;  // the provider takes this node back
-  bool notice_acked_ = false;
-  Duration lost_after_ = Duration::Seconds(30);  // the controller's, from registration
-  bool fenced_ = false;                          // jobs stopped for lack of contact
-  bool quit_commands_ = false;                   // the command thread may end
-  std::mutex probe_mu_;                          // the probe is used by one thread at a time
-  std::vector<GpuSample> last_samples_;          // under mu_
-  Time last_sample_at_;
-  int64_t heartbeats_ok_ = 0, heartbeats_failed_ = 0, failed_in_a_row_ = 0;  // under mu_
+  // Lock order: env_mu_, then probe_mu_, then mu_. Under mu_ the agent does no I/O except
+  // UploadLog's log uploads. The launcher's own lock is a leaf, taken under none of these.
+  mutable Mutex mu_;
+  CondVar wake_;
+  std::string token_ GF_GUARDED_BY(mu_);
+  std::string epoch_ GF_GUARDED_BY(mu_);
+  bool registered_ GF_GUARDED_BY(mu_) = false;
+  int64_t after_ GF_GUARDED_BY(mu_) = 0;
+  int64_t next_event_seq_ GF_GUARDED_BY(mu_) = 1;
+  std::deque<api::PartEvent> events_ GF_GUARDED_BY(mu_);
+  std::map<api::PartKey, PartRun> runs_ GF_GUARDED_BY(mu_);
+  // Reaped before StartPart (on the command thread) recorded the process in its run: kept by
+  // Tick until the run names it.
+  std::vector<Exit> unclaimed_exits_ GF_GUARDED_BY(mu_);
+  std::set<api::PartKey> seen_ GF_GUARDED_BY(mu_);  // every key ever started or refused here: started at most once
+  Duration heartbeat_interval_ GF_GUARDED_BY(mu_) = Duration::Seconds(5);
+  Time last_contact_ GF_GUARDED_BY(mu_);
+  std::unique_ptr<httplib::Client> poll_client_ GF_GUARDED_BY(mu_);  // the command thread's; stop() cuts its poll
+  std::unique_ptr<SpotNoticePoller> notice_poller_;  // set before the threads start
+  std::optional<api::SpotNotice> notice_ GF_GUARDED_BY(mu_);  // the provider takes this node back
+  bool notice_acked_ GF_GUARDED_BY(mu_) = false;
+  Duration lost_after_ GF_GUARDED_BY(mu_) = Duration::Seconds(30);  // the controller's, from registration
+  bool fenced_ GF_GUARDED_BY(mu_) = false;                          // jobs stopped for lack of contact
+  bool quit_commands_ GF_GUARDED_BY(mu_) = false;                   // the command thread may end
+  Mutex probe_mu_ GF_ACQUIRED_AFTER(env_mu_);  // the probe is used by one thread at a time
+  std::vector<GpuSample> last_samples_ GF_GUARDED_BY(mu_);
+  Time last_sample_at_;  // the main loop's
+  int64_t heartbeats_ok_ GF_GUARDED_BY(mu_) = 0;
+  int64_t heartbeats_failed_ GF_GUARDED_BY(mu_) = 0;
+  int64_t failed_in_a_row_ GF_GUARDED_BY(mu_) = 0;
   std::unique_ptr<httplib::Server> metrics_server_;
   std::thread metrics_thread_;
   std::thread burn_in_thread_;
-  bool burn_in_running_ = false;                        // under mu_
-  std::optional<model::BurnInReport> burn_in_report_;   // under mu_: sent until acknowledged
-  std::string driver_version_, cuda_version_;
-  std::mutex env_mu_;                     // one environment is prepared at a time
-  std::vector<std::string> envs_reported_;  // under mu_: what the controller last heard
+  bool burn_in_running_ GF_GUARDED_BY(mu_) = false;
+  std::optional<model::BurnInReport> burn_in_report_ GF_GUARDED_BY(mu_);  // sent until acknowledged
+  std::string driver_version_, cuda_version_;  // set before the threads start
+  Mutex env_mu_;                                // one environment is prepared at a time
+  std::vector<std::string> envs_reported_ GF_GUARDED_BY(mu_);  // what the controller last heard
 };
 
 }  // namespace gpufleet::agent

@@ -605,6 +605,7 @@ ProcessLauncher::ProcessLauncher(LauncherOptions options) : options_(std::move(o
 }
 
 ProcessLauncher::~ProcessLauncher() {
+  MutexLock lock(mu_);
   std::vector<std::string> dirs = cgroups_to_remove_;
   for (auto& [key, part] : parts_) {
     KillPart(part);
@@ -631,9 +632,22 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
     return Status::InvalidArgument("launch " + spec.key + ": a log path is required");
   }
   GF_RETURN_IF_ERROR(ValidateStrings(spec));
-  if (parts_.count(spec.key)) {
-    return Status::AlreadyExists("launch " + spec.key + ": a part with this key is running");
+  {
+    MutexLock lock(mu_);
+    if (parts_.count(spec.key) || !launching_.insert(spec.key).second) {
+      return Status::AlreadyExists("launch " + spec.key + ": a part with this key is running");
+    }
   }
+  // The key is reserved until this function returns; the table is locked again only to record
+  // the part, so that Poll and Stop of other parts go on while this one forks and execs.
+  struct Unreserve {
+    ProcessLauncher* self;
+    const std::string& key;
+    ~Unreserve() {
+      MutexLock lock(self->mu_);
+      self->launching_.erase(key);
+    }
+  } unreserve{this, spec.key};
   const std::string& user = spec.user.empty() ? options_.default_user : spec.user;
   GF_ASSIGN_OR_RETURN(RunAs run, ResolveUser(spec.key, user, options_.allow_root));
   GF_ASSIGN_OR_RETURN(std::string workdir, CheckWorkdir(spec, options_.workdir_roots));
@@ -683,10 +697,7 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
 
   // The part's cgroup, removed again on every error from here until the part is recorded.
   std::string cgroup;
-  auto drop_cgroup = [&] {
-    if (cgroup.empty()) return;
-    if (!RemoveCgroup(cgroup).ok()) cgroups_to_remove_.push_back(cgroup);
-  };
+  auto drop_cgroup = [&] { DropCgroup(cgroup); };
   if (cgroups_) {
     GF_ASSIGN_OR_RETURN(cgroup, cgroups_->CreatePart(spec.key, CgroupLimits{spec.memory_limit_mib,
                                                                             spec.cpu_milli}));
@@ -769,7 +780,6 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
   Part part;
   part.key = spec.key;
   part.pid = pid;
-  part.seq = next_seq_++;
   part.cgroup = cgroup;
   if (!options_.state_dir.empty()) {
     PartRecord record;
@@ -790,8 +800,17 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
     }
     part.record = path;
   }
+  MutexLock lock(mu_);
+  part.seq = next_seq_++;
   parts_.emplace(spec.key, std::move(part));
   return static_cast<int>(pid);
+}
+
+void ProcessLauncher::DropCgroup(const std::string& cgroup) {
+  if (cgroup.empty()) return;
+  if (RemoveCgroup(cgroup).ok()) return;
+  MutexLock lock(mu_);
+  cgroups_to_remove_.push_back(cgroup);
 }
 
 void ProcessLauncher::KillPart(const Part& part) {
@@ -811,6 +830,11 @@ void ProcessLauncher::RetryCgroupRemovals() {
 }
 
 Status ProcessLauncher::Signal(const std::string& key, int sig) {
+  MutexLock lock(mu_);
+  return SignalLocked(key, sig);
+}
+
+Status ProcessLauncher::SignalLocked(const std::string& key, int sig) {
   auto it = parts_.find(key);
   if (it == parts_.end()) return Status::NotFound("no running part " + key);
   const Part& part = it->second;
@@ -824,16 +848,18 @@ Status ProcessLauncher::Signal(const std::string& key, int sig) {
 }
 
 Status ProcessLauncher::Stop(const std::string& key, int sig, Duration grace, Time now) {
+  MutexLock lock(mu_);
   auto it = parts_.find(key);
   if (it == parts_.end()) return Status::NotFound("no running part " + key);
   Part& part = it->second;
   part.stopping = true;
   Time deadline = now + grace;
   if (!part.kill_at || deadline < *part.kill_at) part.kill_at = deadline;
-  return Signal(key, sig);
+  return SignalLocked(key, sig);
 }
 
 std::vector<Exit> ProcessLauncher::Poll(Time now) {
+  MutexLock lock(mu_);
   std::vector<const Part*> order;
   for (const auto& [key, part] : parts_) order.push_back(&part);
   std::sort(order.begin(), order.end(), [](const Part* a, const Part* b) { return a->seq < b->seq; });
@@ -882,11 +908,13 @@ std::vector<Exit> ProcessLauncher::Poll(Time now) {
 }
 
 std::vector<Running> ProcessLauncher::List() const {
+  MutexLock lock(mu_);
   std::vector<Running> out;
   for (const auto& [key, part] : parts_) {
     out.push_back(Running{part.key, part.pid, part.stopping, part.kill_at});
   }
   std::sort(out.begin(), out.end(), [this](const Running& a, const Running& b) {
+    mu_.AssertHeld();
     return parts_.at(a.key).seq < parts_.at(b.key).seq;
   });
   return out;
@@ -894,11 +922,16 @@ std::vector<Running> ProcessLauncher::List() const {
 
 std::vector<std::string> ProcessLauncher::KillLeftovers() {
   std::vector<std::string> killed;
-  std::set<std::string> ours(cgroups_to_remove_.begin(), cgroups_to_remove_.end());
-  std::set<std::string> our_records;
-  for (const auto& [key, part] : parts_) {
-    if (!part.cgroup.empty()) ours.insert(part.cgroup);
-    if (!part.record.empty()) our_records.insert(part.record);
+  std::set<std::string> ours, our_records;
+  {
+    // What this launcher runs now, taken under the lock; the slow part (waiting for killed
+    // processes to go) runs without it.
+    MutexLock lock(mu_);
+    ours.insert(cgroups_to_remove_.begin(), cgroups_to_remove_.end());
+    for (const auto& [key, part] : parts_) {
+      if (!part.cgroup.empty()) ours.insert(part.cgroup);
+      if (!part.record.empty()) our_records.insert(part.record);
+    }
   }
   auto join_pids = [](const std::vector<int>& pids) {
     std::string s;

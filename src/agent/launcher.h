@@ -44,7 +44,10 @@
 // the process are left alone. The destructor kills and reaps every part still running and
 // removes their cgroups.
 //
-// Thread-safety: not thread-safe; calls must not overlap (one owning thread, or a mutex). The
+// Thread-safety: thread-safe; the agent launches and stops from its command thread while its main
+// loop polls. An internal lock guards the table of parts; Launch holds it only to reserve the key
+// and to record the part, not across the fork and exec, so a slow exec does not hold up Poll. A
+// part is not in List or Poll until Launch has returned its pid. The
 // thread that calls Launch must outlive the parts it launched: the kernel's parent-death signal
 // follows the thread that forked the shim, not the process, so a launching thread that exits
 // kills its parts. Launch is safe to call in a multithreaded process: between fork and exec the
@@ -55,9 +58,11 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/time.h"
 
@@ -146,25 +151,25 @@ class ProcessLauncher {
   // record or cgroup cannot be made; fork failed) and InvalidArgument for a failure in the
   // shim or the job before exec, with what failed: "exec python3: No such file or directory",
   // "chdir /data/run: Permission denied".
-  Result<int> Launch(const LaunchSpec& spec);
+  Result<int> Launch(const LaunchSpec& spec) GF_EXCLUDES(mu_);
 
   // Sends `sig` to the part's process group and to every other process in its cgroup (each
   // process once). The shim ignores the usual stop signals, so the part's pid stays until Poll
   // reaps it. NotFound for an unknown key.
-  Status Signal(const std::string& key, int sig);
+  Status Signal(const std::string& key, int sig) GF_EXCLUDES(mu_);
 
   // Signals the part now; if it is still running at `now + grace`, Poll SIGKILLs its cgroup and
   // group. A second Stop sends its signal again and keeps the earlier deadline when that is
   // sooner. NotFound for an unknown key.
-  Status Stop(const std::string& key, int sig, Duration grace, Time now);
+  Status Stop(const std::string& key, int sig, Duration grace, Time now) GF_EXCLUDES(mu_);
 
   // Reaps the parts that have ended (without blocking) and kills whatever they left in their
   // cgroup and group, then SIGKILLs the parts whose stop deadline is at or before `now`.
   // Returns the ended parts in launch order.
-  std::vector<Exit> Poll(Time now);
+  std::vector<Exit> Poll(Time now) GF_EXCLUDES(mu_);
 
   // The parts not yet reaped, in launch order.
-  std::vector<Running> List() const;
+  std::vector<Running> List() const GF_EXCLUDES(mu_);
 
   // For an agent that starts again after a crash: SIGKILLs and removes every cgroup under this
   // launcher's cgroup root that holds a part this launcher did not start, and every process
@@ -172,7 +177,7 @@ class ProcessLauncher {
   // (so a reused pid is never hit). Records and cgroups of parts that are gone are removed
   // quietly. Returns one line per thing killed. Blocks briefly (bounded) while killed cgroups
   // empty out.
-  std::vector<std::string> KillLeftovers();
+  std::vector<std::string> KillLeftovers() GF_EXCLUDES(mu_);
 
   // Whether parts are contained by cgroups and whether limits are enforced, and why not:
   // "cgroup v2 at /sys/fs/cgroup/unified/gpufleet/dev-1: parts are contained; memory/cpu limits
@@ -190,15 +195,22 @@ class ProcessLauncher {
     std::string cgroup;  // the part's cgroup directory; empty without cgroups
     std::string record;  // the state record's path; empty without a state_dir
   };
-  void KillPart(const Part& part);
-  void RetryCgroupRemovals();
+  static void KillPart(const Part& part);
+  void RetryCgroupRemovals() GF_REQUIRES(mu_);
+  Status SignalLocked(const std::string& key, int sig) GF_REQUIRES(mu_);
+  // Removes the cgroup of a part that did not start, or keeps it for a later try.
+  void DropCgroup(const std::string& cgroup) GF_EXCLUDES(mu_);
 
-  LauncherOptions options_;
+  // Set in the constructor and not changed after: read without the lock.
+  const LauncherOptions options_;
   std::unique_ptr<CgroupTree> cgroups_;  // null when parts are not put in cgroups
   std::string cgroup_note_;
-  std::map<std::string, Part> parts_;
-  std::vector<std::string> cgroups_to_remove_;  // of reaped parts, still busy at the time
-  uint64_t next_seq_ = 0;
+
+  mutable Mutex mu_;
+  std::map<std::string, Part> parts_ GF_GUARDED_BY(mu_);
+  std::set<std::string> launching_ GF_GUARDED_BY(mu_);  // keys whose Launch is under way
+  std::vector<std::string> cgroups_to_remove_ GF_GUARDED_BY(mu_);  // of reaped parts, still busy at the time
+  uint64_t next_seq_ GF_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gpufleet::agent

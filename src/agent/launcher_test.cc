@@ -12,7 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <sstream>
 
@@ -188,6 +190,56 @@ TEST_F(ProcessLauncherTest, ReportsExitCodes) {
   EXPECT_EQ(by_key["bad"].signal, 0);
   EXPECT_FALSE(by_key["bad"].success());
   EXPECT_EQ(by_key["bad"].Describe(), "exited with code 3");
+  EXPECT_TRUE(launcher_.List().empty());
+}
+
+TEST_F(ProcessLauncherTest, LaunchesOnOneThreadWhileAnotherPollsAndLists) {
+  // Given one thread launching (and stopping every third part) while this one polls and lists,
+  // as the agent's command thread and main loop do, expect every part's exit exactly once with
+  // its own code, and nothing left. Run under TSan (scripts/sanitize.sh --tsan) this also checks
+  // that the two threads share no unguarded state.
+  constexpr int kParts = 24;
+  std::atomic<bool> launched_all{false}, polled_all{false};
+  std::vector<std::string> errors;
+  std::thread launcher_thread([&] {
+    for (int i = 0; i < kParts; ++i) {
+      std::string key = "p" + std::to_string(i);
+      auto pid = launcher_.Launch(Shell(key, i % 3 == 0 ? "sleep 30" : "exit " + std::to_string(i)));
+      if (!pid.ok()) errors.push_back(key + ": " + pid.status().message());
+      if (i % 3 == 0) {
+        Status st = launcher_.Stop(key, SIGTERM, Duration::Seconds(5), Time::FromSeconds(0));
+        if (!st.ok()) errors.push_back(key + ": " + st.message());
+      }
+    }
+    launched_all = true;
+    // The launching thread outlives its parts (their parent-death signal follows it).
+    while (!polled_all) ShortNap();
+  });
+  std::map<std::string, std::vector<Exit>> by_key;
+  size_t seen = 0;
+  for (int i = 0; i < 4000 && seen < kParts; ++i) {
+    for (Exit& e : launcher_.Poll(Time::FromSeconds(1))) {
+      by_key[e.key].push_back(std::move(e));
+      ++seen;
+    }
+    (void)launcher_.List();
+    if (seen < kParts) ShortNap();
+  }
+  polled_all = true;
+  launcher_thread.join();
+  EXPECT_TRUE(launched_all);
+  EXPECT_THAT(errors, ::testing::IsEmpty());
+  ASSERT_EQ(by_key.size(), static_cast<size_t>(kParts));
+  for (int i = 0; i < kParts; ++i) {
+    const auto& exits = by_key["p" + std::to_string(i)];
+    ASSERT_EQ(exits.size(), 1u) << "p" << i;
+    if (i % 3 == 0) {
+      EXPECT_TRUE(exits[0].stopped) << "p" << i;
+      EXPECT_EQ(exits[0].signal, SIGTERM) << "p" << i;
+    } else {
+      EXPECT_EQ(exits[0].exit_code, i) << "p" << i;
+    }
+  }
   EXPECT_TRUE(launcher_.List().empty());
 }
 
