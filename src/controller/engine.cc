@@ -16,8 +16,15 @@ using api::JobState;
 class Engine::Sink : public sched::ActionSink {
  public:
   explicit Sink(Engine& e) : e_(e) {}
-  void Start(JobId job, const model::Placement& placement) override { e_.OnStart(job, placement); }
-  void Preempt(JobId job, sched::PreemptReason reason) override { e_.OnPreempt(job, reason); }
+  // The scheduler calls its sink only from HandleAll, which the engine runs with mu_ held.
+  void Start(JobId job, const model::Placement& placement) override {
+    e_.mu_.AssertHeld();
+    e_.OnStart(job, placement);
+  }
+  void Preempt(JobId job, sched::PreemptReason reason) override {
+    e_.mu_.AssertHeld();
+    e_.OnPreempt(job, reason);
+  }
 
  private:
   Engine& e_;
@@ -82,7 +89,7 @@ Engine::Engine(const sched::Clock& clock, store::StateStore& store, EngineOption
 Engine::~Engine() = default;
 
 void Engine::SetNodeSizeHints(const std::map<std::string, int>& gpus_by_model) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [m, gpus] : gpus_by_model) {
     scheduler_->SetNodeSizeHint(m, gpus);
     node_size_hints_[m] = std::max(node_size_hints_[m], gpus);
@@ -90,7 +97,7 @@ void Engine::SetNodeSizeHints(const std::map<std::string, int>& gpus_by_model) {
 }
 
 Status Engine::Recover() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Time now = clock_.Now();
   GF_ASSIGN_OR_RETURN(auto nodes, store_.ListNodes());
   for (auto& n : nodes) {
@@ -367,10 +374,10 @@ std::string Engine::NeverFitsLocked(const api::JobRequest& job) const {
 
 void Engine::Enqueue(Request r) {
   {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    MutexLock lock(inbox_mu_);
     inbox_.push_back(std::move(r));
   }
-  inbox_cv_.notify_one();
+  inbox_cv_.NotifyOne();
 }
 
 std::future<Result<SubmitReply>> Engine::Submit(std::string request_id, std::vector<api::JobRequest> jobs,
@@ -403,7 +410,7 @@ std::future<Status> Engine::CheckNode(const std::string& node, std::optional<api
 }
 
 void Engine::RequireBurnIn(const std::string& node) {
-  std::lock_guard<std::mutex> lock(burn_in_mu_);
+  MutexLock lock(burn_in_mu_);
   burn_in_names_.insert(node);
 }
 
@@ -547,7 +554,7 @@ void Engine::ApplyRestart(RestartReq& r) {
 }
 
 std::vector<Engine::JobWatch> Engine::RunningJobs() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<JobWatch> out;
   for (const auto& [id, job] : jobs_) {
     if (job.rec.state != JobState::kRunning && job.rec.state != JobState::kStarting) continue;
@@ -568,7 +575,7 @@ std::vector<Engine::JobWatch> Engine::RunningJobs() const {
 }
 
 Engine::Stats Engine::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 
@@ -604,7 +611,7 @@ void Engine::ApplyQuota(QuotaReq& r) {
 }
 
 std::vector<Engine::TeamQuotaView> Engine::Quotas() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<TeamQuotaView> out;
   for (const std::string& team : scheduler_->Teams()) {
     TeamQuotaView v{team, scheduler_->QuotaOf(team), scheduler_->LoadOf(team)};
@@ -682,7 +689,7 @@ std::vector<Engine::TeamCost> Engine::TeamCosts() const {
   } else {
     spdlog::warn("team costs: cannot read the jobs' costs: {}", all.status().message());
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::set<std::string> teams;
   std::map<std::string, int64_t> all_time;  // what each team's jobs cost, all runs, live ones to now
   for (const auto& [team, b] : budgets_) teams.insert(team);
@@ -711,7 +718,7 @@ std::vector<Engine::TeamCost> Engine::TeamCosts() const {
 }
 
 std::map<int64_t, int64_t> Engine::LiveJobCosts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::map<int64_t, int64_t> out;
   for (const auto& [id, job] : jobs_) out[id] = scheduler_->CostOf(job.rec.id);
   return out;
@@ -721,7 +728,7 @@ bool Engine::Step() {
   Time now = clock_.Now();
   std::vector<Request> batch;
   {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    MutexLock lock(inbox_mu_);
     batch.swap(inbox_);
   }
 
@@ -735,7 +742,7 @@ bool Engine::Step() {
       std::map<std::string, int64_t> adding;
       for (const api::JobRequest& j : s->jobs) ++adding[j.spec.team];
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         for (size_t i = 0; i < s->jobs.size() && never.empty(); ++i) never = NeverFitsLocked(s->jobs[i]);
         // Admission: a team may not queue more jobs than its pending-job limit.
         for (const auto& [team, n] : adding) {
@@ -784,7 +791,7 @@ bool Engine::Step() {
   std::vector<api::AuditRecord> step_audit;
   bool did = !batch.empty();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++counters_.steps;
     if (!sub_reqs.empty()) {
       counters_.store_ok = outcomes.ok();
@@ -815,6 +822,7 @@ bool Engine::Step() {
     for (auto& r : batch) {
       std::visit(
           [&](auto& req) {
+            mu_.AssertHeld();  // std::visit runs it here, within the lock above
             using T = std::decay_t<decltype(req)>;
             if constexpr (std::is_same_v<T, CancelReq>) ApplyCancel(req);
             if constexpr (std::is_same_v<T, DrainReq>) ApplyDrain(req);
@@ -868,7 +876,7 @@ bool Engine::Step() {
       if (!step_audit.empty()) store_.AttachAudit(step_audit);
       committed = store_.Update(updates);
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     counters_.store_ok = committed.ok();
     if (!committed.ok()) {
       ++counters_.store_errors;
@@ -903,13 +911,13 @@ bool Engine::Step() {
   }
   // 5. Commands to the agents, then the answers.
   if (!commands.empty()) {
-    std::lock_guard<std::mutex> lock(out_mu_);
+    MutexLock lock(out_mu_);
     for (auto& [node, cmd] : commands) {
       Outbox& box = outboxes_[node.value()];
       cmd.seq = box.next_seq++;
       box.commands.push_back(std::move(cmd));
     }
-    out_cv_.notify_all();
+    out_cv_.NotifyAll();
   }
   for (auto& r : batch) {
     std::visit(
@@ -940,7 +948,7 @@ void Engine::RunScheduler() {
 }
 
 std::optional<Time> Engine::NextDeadline() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::optional<Time> t = scheduler_->NextWakeup();
   for (const auto& [id, n] : nodes_) {
     if (n.rec.state != api::NodeState::kUp && n.rec.state != api::NodeState::kDraining) continue;
@@ -953,12 +961,12 @@ std::optional<Time> Engine::NextDeadline() const {
 void Engine::Run() {
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(inbox_mu_);
+      MutexLock lock(inbox_mu_);
       if (stopping_) return;
     }
     Step();
     std::optional<Time> deadline = NextDeadline();
-    std::unique_lock<std::mutex> lock(inbox_mu_);
+    MutexLock lock(inbox_mu_);
     if (stopping_) return;
     if (!inbox_.empty()) continue;
     Duration wait = Duration::Seconds(1);
@@ -967,30 +975,32 @@ void Engine::Run() {
       if (until < wait) wait = until;
     }
     if (wait <= Duration::Zero()) continue;
-    inbox_cv_.wait_for(lock, std::chrono::milliseconds(wait.millis()),
-                       [&] { return stopping_ || !inbox_.empty(); });
+    inbox_cv_.WaitFor(inbox_mu_, std::chrono::milliseconds(wait.millis()), [&] {
+      inbox_mu_.AssertHeld();
+      return stopping_ || !inbox_.empty();
+    });
   }
 }
 
 void Engine::Stop() {
   {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    MutexLock lock(inbox_mu_);
     stopping_ = true;
   }
-  inbox_cv_.notify_all();
-  out_cv_.notify_all();
+  inbox_cv_.NotifyAll();
+  WakePollers();
 }
 
 void Engine::ReleasePollers() {
   {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    MutexLock lock(inbox_mu_);
     pollers_released_ = true;
   }
-  out_cv_.notify_all();
+  WakePollers();
 }
 
 Engine::Counters Engine::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return counters_;
 }
 
@@ -1176,7 +1186,7 @@ void Engine::ApplyRegister(RegisterReq& r) {
   {
     bool required = options_.burn_in_required;
     {
-      std::lock_guard<std::mutex> lock(burn_in_mu_);
+      MutexLock lock(burn_in_mu_);
       required = required || burn_in_names_.count(req.name) > 0;
     }
     if (rec.acceptance == "checking" || (required && rec.acceptance != "passed" && rec.acceptance != "quarantined")) {
@@ -1800,7 +1810,7 @@ int Engine::NextMasterPort() {
 // --- Reads ----------------------------------------------------------------------------------
 
 Result<sched::Explanation> Engine::Explain(JobId job) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!jobs_.count(job.value())) return Status::NotFound("job " + std::to_string(job.value()) + " is not pending or running");
   sched::Explanation e = scheduler_->Explain(job);
   if (e.phase != sched::JobPhase::kPending) return e;
@@ -1841,7 +1851,7 @@ Result<sched::Explanation> Engine::Explain(JobId job) const {
 }
 
 std::vector<sched::PendingJob> Engine::PendingForScaling() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return PendingLocked();
 }
 
@@ -1884,7 +1894,7 @@ std::vector<sched::PendingJob> Engine::PendingLocked() const {
 }
 
 std::vector<QueueEntry> Engine::Queue() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<QueueEntry> out;
   for (const auto& [id, job] : jobs_) {
     if (job.rec.state == JobState::kStarting || job.rec.state == JobState::kRunning ||
@@ -1901,12 +1911,12 @@ std::vector<QueueEntry> Engine::Queue() const {
 }
 
 std::vector<NodeStatus> Engine::Nodes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return NodesLocked();
 }
 
 Engine::ScalingView Engine::ScalingSnapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ScalingView v{PendingLocked(), NodesLocked(), {}};
   for (const auto& [team, b] : budgets_) {
     if (b.hard_micros > 0 && scheduler_->SpendOf(team).hard_stop) v.hard_stopped_teams.insert(team);
@@ -1934,35 +1944,43 @@ std::vector<NodeStatus> Engine::NodesLocked() const {
 }
 
 bool Engine::IsCurrentAgentToken(NodeId node, const std::string& token_hash) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(node.value());
   if (it == nodes_.end()) return false;
   return it->second.token_hash.empty() || it->second.token_hash == token_hash;
 }
 
 bool Engine::PartOnNode(NodeId node, const api::PartKey& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = part_nodes_.find(key);
   return it != part_nodes_.end() && it->second == node.value();
 }
 
 std::optional<NodeId> Engine::NodeByName(const std::string& name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = node_by_name_.find(name);
   if (it == node_by_name_.end()) return std::nullopt;
   return NodeId(it->second);
 }
 
+void Engine::WakePollers() {
+  // A poller checks stopping_ and pollers_released_ with out_mu_ held and keeps holding it until
+  // it waits: taking out_mu_ here means it either saw the change or is waiting for this notify.
+  { MutexLock lock(out_mu_); }
+  out_cv_.NotifyAll();
+}
+
 api::CommandBatch Engine::PollCommands(NodeId node, int64_t after, Duration wait) {
-  std::unique_lock<std::mutex> lock(out_mu_);
+  MutexLock lock(out_mu_);
   auto ready = [&] {
+    out_mu_.AssertHeld();
     Outbox& box = outboxes_[node.value()];
     while (!box.commands.empty() && box.commands.front().seq <= after) box.commands.pop_front();
     return !box.commands.empty();
   };
   if (!ready() && wait > Duration::Zero()) {
-    out_cv_.wait_for(lock, std::chrono::milliseconds(wait.millis()), [&] {
-      std::lock_guard<std::mutex> g(inbox_mu_);
+    out_cv_.WaitFor(out_mu_, std::chrono::milliseconds(wait.millis()), [&] {
+      MutexLock g(inbox_mu_);
       return stopping_ || pollers_released_ || ready();
     });
   }

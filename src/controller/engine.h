@@ -20,13 +20,11 @@
 // come from memory under a lock.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -35,6 +33,7 @@
 
 #include "api/agent_protocol.h"
 #include "api/records.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "model/gpu_catalog.h"
 #include "node/burn_in.h"
@@ -238,20 +237,20 @@ class Engine {
 
   // Waits (up to `wait`) for commands for `node` after `after`; returns at once when there are
   // some. Commands stay until a later call acknowledges them with a larger `after`.
-  api::CommandBatch PollCommands(NodeId node, int64_t after, Duration wait);
+  api::CommandBatch PollCommands(NodeId node, int64_t after, Duration wait) GF_EXCLUDES(out_mu_, inbox_mu_);
 
   // --- The engine thread. ---
   // Processes everything in the inbox and everything due at the clock's now. Returns whether it
   // did anything.
-  bool Step();
+  bool Step() GF_EXCLUDES(mu_, inbox_mu_, out_mu_);
   // When the next step is due without new input (a scheduler timer, a heartbeat deadline).
-  std::optional<Time> NextDeadline() const;
+  std::optional<Time> NextDeadline() const GF_EXCLUDES(mu_);
   // Steps until Stop(); waits on the inbox and deadlines in between.
-  void Run();
-  void Stop();
+  void Run() GF_EXCLUDES(mu_, inbox_mu_, out_mu_);
+  void Stop() GF_EXCLUDES(inbox_mu_, out_mu_);
   // Long polls (PollCommands) answer at once from now on: call before stopping the HTTP server,
   // which waits for the requests in flight.
-  void ReleasePollers();
+  void ReleasePollers() GF_EXCLUDES(inbox_mu_, out_mu_);
 
   // Called after every step with the number of jobs in each state (for metrics and tests).
   struct Counters {
@@ -317,7 +316,7 @@ class Engine {
   static bool TakesWork(const NodeState& n);
   // Applies a finished burn-in: judges it against the datasheet and the fleet, stores it, and
   // passes or quarantines the node.
-  void ApplyBurnIn(NodeId id, NodeState& n, model::BurnInReport report);
+  void ApplyBurnIn(NodeId id, NodeState& n, model::BurnInReport report) GF_REQUIRES(mu_);
   // The node's spec with the environments its driver and GPUs support and those prepared on it.
   void SetEnvironments(model::NodeSpec& spec, const api::NodeRecord& rec) const;
   node::NodeFacts FactsOf(const api::NodeRecord& rec) const;
@@ -403,84 +402,96 @@ class Engine {
   class Sink;
   friend class Sink;
 
-  void Enqueue(Request r);
+  void Enqueue(Request r) GF_EXCLUDES(inbox_mu_);
+  // Wakes the long polls (PollCommands) to see stopping_ or pollers_released_.
+  void WakePollers() GF_EXCLUDES(out_mu_);
   // Why no known node could ever hold a part of `job`; empty when one could (or none is known).
-  std::string NeverFitsLocked(const api::JobRequest& job) const;
+  std::string NeverFitsLocked(const api::JobRequest& job) const GF_REQUIRES(mu_);
   // Step helpers; all run on the engine thread with mu_ held.
-  void ApplyCancel(CancelReq& r);
-  void ApplyDrain(DrainReq& r);
-  void ApplyRelease(ReleaseReq& r);
-  void ApplyRegister(RegisterReq& r);
-  void ApplyHeartbeat(HeartbeatReq& r);
-  void ApplyBudget(BudgetReq& r);
-  void ApplyQuota(QuotaReq& r);
-  void ApplyRestart(RestartReq& r);
-  Status SaveQuotas();
-  Status SaveBudgets();
+  void ApplyCancel(CancelReq& r) GF_REQUIRES(mu_);
+  void ApplyDrain(DrainReq& r) GF_REQUIRES(mu_);
+  void ApplyRelease(ReleaseReq& r) GF_REQUIRES(mu_);
+  void ApplyRegister(RegisterReq& r) GF_REQUIRES(mu_);
+  void ApplyHeartbeat(HeartbeatReq& r) GF_REQUIRES(mu_);
+  void ApplyBudget(BudgetReq& r) GF_REQUIRES(mu_);
+  void ApplyQuota(QuotaReq& r) GF_REQUIRES(mu_);
+  void ApplyRestart(RestartReq& r) GF_REQUIRES(mu_);
+  Status SaveQuotas() GF_REQUIRES(mu_);
+  Status SaveBudgets() GF_REQUIRES(mu_);
   int64_t FinishedSpend(const std::string& team, Time since);
-  void ApplyNotice(NodeId node, NodeState& n, const api::SpotNotice& notice);
-  void ApplyPartEvent(NodeId node, const api::PartEvent& e);
-  void CheckHeartbeats(Time now);
-  void LosePartsOn(NodeId node, const std::string& why);
-  std::vector<NodeStatus> NodesLocked() const;
-  std::vector<sched::PendingJob> PendingLocked() const;
-  void OnStart(JobId id, const model::Placement& placement);
-  void OnPreempt(JobId id, sched::PreemptReason reason);
-  void MaybeFinishAttempt(Job& job);
-  void Transition(Job& job, api::JobState to, std::string reason);
-  void SendStop(Job& job, const std::string& reason);
-  void SendCommand(NodeId node, api::Command cmd);
-  void KillStray(NodeId node, const api::PartKey& key, const std::string& reason);
-  std::string PlacementText(const model::Placement& p) const;
-  int NextMasterPort();
-  void RunScheduler();
+  void ApplyNotice(NodeId node, NodeState& n, const api::SpotNotice& notice) GF_REQUIRES(mu_);
+  void ApplyPartEvent(NodeId node, const api::PartEvent& e) GF_REQUIRES(mu_);
+  void CheckHeartbeats(Time now) GF_REQUIRES(mu_);
+  void LosePartsOn(NodeId node, const std::string& why) GF_REQUIRES(mu_);
+  std::vector<NodeStatus> NodesLocked() const GF_REQUIRES(mu_);
+  std::vector<sched::PendingJob> PendingLocked() const GF_REQUIRES(mu_);
+  // The scheduler's decisions: it calls them (through sink_) only from HandleAll, which the
+  // engine runs with mu_ held.
+  void OnStart(JobId id, const model::Placement& placement) GF_REQUIRES(mu_);
+  void OnPreempt(JobId id, sched::PreemptReason reason) GF_REQUIRES(mu_);
+  void MaybeFinishAttempt(Job& job) GF_REQUIRES(mu_);
+  void Transition(Job& job, api::JobState to, std::string reason) GF_REQUIRES(mu_);
+  void SendStop(Job& job, const std::string& reason) GF_REQUIRES(mu_);
+  void SendCommand(NodeId node, api::Command cmd) GF_REQUIRES(mu_);
+  void KillStray(NodeId node, const api::PartKey& key, const std::string& reason) GF_REQUIRES(mu_);
+  std::string PlacementText(const model::Placement& p) const GF_REQUIRES(mu_);
+  int NextMasterPort() GF_REQUIRES(mu_);
+  void RunScheduler() GF_REQUIRES(mu_);
 
   const sched::Clock& clock_;
   store::StateStore& store_;
-  EngineOptions options_;
+  EngineOptions options_;  // set in the constructor and not changed after: read without a lock
   const model::GpuCatalog& catalog_;
-  mutable std::mutex burn_in_mu_;
-  std::set<std::string> burn_in_names_;  // nodes that must pass a burn-in (RequireBurnIn)
-  int64_t next_burn_in_request_ = 0;
+
+  // Lock order: out_mu_, then inbox_mu_ (PollCommands); mu_, then burn_in_mu_ (ApplyRegister).
+  // Each is held only for short work on memory, except mu_, which the engine thread holds over
+  // a step's scheduling and the store writes of its Apply* helpers.
 
   // Engine state, guarded by mu_ (written only by the engine thread).
-  mutable std::mutex mu_;
-  sched::ClusterView view_;
-  std::unique_ptr<Sink> sink_;
-  std::unique_ptr<sched::Scheduler> scheduler_;
-  std::map<int64_t, Job> jobs_;  // unfinished jobs
-  std::map<int64_t, NodeState> nodes_;
-  std::map<std::string, int64_t> node_by_name_;
-  std::map<api::PartKey, int64_t> part_nodes_;  // parts of unfinished jobs -> node id
-  std::vector<sched::Event> events_;          // for the scheduler, this step
-  std::vector<store::JobUpdate> updates_;     // for the store, this step
-  std::vector<std::pair<NodeId, api::Command>> commands_;  // to publish after the commit
-  std::set<int> ports_in_use_;
-  std::map<std::string, sched::TeamBudget> budgets_;
-  std::map<std::string, sched::TeamQuota> quotas_;  // set through the API (persisted)
-  std::vector<api::AuditRecord> step_audit_;  // of this step's cancels: written with its transitions
-  // Transitions a failed commit left, and the commands that wait for them (engine thread only).
+  mutable Mutex mu_;
+  sched::ClusterView view_ GF_GUARDED_BY(mu_);
+  std::unique_ptr<Sink> sink_;  // set in the constructor; the scheduler calls it under mu_
+  std::unique_ptr<sched::Scheduler> scheduler_ GF_PT_GUARDED_BY(mu_);  // set in the constructor
+  std::map<int64_t, Job> jobs_ GF_GUARDED_BY(mu_);  // unfinished jobs
+  std::map<int64_t, NodeState> nodes_ GF_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> node_by_name_ GF_GUARDED_BY(mu_);
+  std::map<api::PartKey, int64_t> part_nodes_ GF_GUARDED_BY(mu_);  // parts of unfinished jobs -> node id
+  std::vector<sched::Event> events_ GF_GUARDED_BY(mu_);             // for the scheduler, this step
+  std::vector<store::JobUpdate> updates_ GF_GUARDED_BY(mu_);        // for the store, this step
+  std::vector<std::pair<NodeId, api::Command>> commands_ GF_GUARDED_BY(mu_);  // to publish after the commit
+  std::set<int> ports_in_use_ GF_GUARDED_BY(mu_);
+  std::map<std::string, sched::TeamBudget> budgets_ GF_GUARDED_BY(mu_);
+  std::map<std::string, sched::TeamQuota> quotas_ GF_GUARDED_BY(mu_);  // set through the API (persisted)
+  std::vector<api::AuditRecord> step_audit_ GF_GUARDED_BY(mu_);  // of this step's cancels: written with its transitions
+  std::map<std::string, int> node_size_hints_ GF_GUARDED_BY(mu_);
+  int next_port_ GF_GUARDED_BY(mu_) = 0;
+  int64_t next_burn_in_request_ GF_GUARDED_BY(mu_) = 0;
+  Counters counters_ GF_GUARDED_BY(mu_);
+  Stats stats_ GF_GUARDED_BY(mu_);
+  // Transitions a failed commit left, and the commands that wait for them. The engine thread's
+  // alone (Step, outside mu_): no other thread reads them, so no lock guards them.
   std::vector<store::JobUpdate> unsaved_updates_;
   std::vector<std::pair<NodeId, api::Command>> held_commands_;
-  std::map<std::string, int> node_size_hints_;
-  int next_port_ = 0;
-  Counters counters_;
-  Stats stats_;
+  // Thread-safe themselves (obs::Histogram has its own lock).
   obs::Histogram pass_seconds_{obs::Histogram::LatencyBuckets()};
   obs::Histogram commit_seconds_{obs::Histogram::LatencyBuckets()};
   obs::Histogram environment_seconds_{{0, 1, 5, 15, 30, 60, 120, 300, 600, 1800}};
 
+  // Nodes that must pass a burn-in (RequireBurnIn, from the pool's thread).
+  mutable Mutex burn_in_mu_ GF_ACQUIRED_AFTER(mu_);
+  std::set<std::string> burn_in_names_ GF_GUARDED_BY(burn_in_mu_);
+
   // Inbox.
-  std::mutex inbox_mu_;
-  std::condition_variable inbox_cv_;
-  std::vector<Request> inbox_;
-  bool stopping_ = false;
-  bool pollers_released_ = false;
+  Mutex inbox_mu_ GF_ACQUIRED_AFTER(out_mu_);
+  CondVar inbox_cv_;
+  std::vector<Request> inbox_ GF_GUARDED_BY(inbox_mu_);
+  bool stopping_ GF_GUARDED_BY(inbox_mu_) = false;
+  bool pollers_released_ GF_GUARDED_BY(inbox_mu_) = false;
 
   // Agent command queues.
-  mutable std::mutex out_mu_;
-  std::condition_variable out_cv_;
-  std::map<int64_t, Outbox> outboxes_;
+  mutable Mutex out_mu_;
+  CondVar out_cv_;
+  std::map<int64_t, Outbox> outboxes_ GF_GUARDED_BY(out_mu_);
 };
 
 }  // namespace gpufleet::controller
