@@ -38,7 +38,7 @@ Result<api::TokenRecord> Authenticator::Check(std::string_view token, Time now) 
   std::string hash = Sha256Hex(token);
   std::optional<api::TokenRecord> rec;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = cache_.find(hash);
     if (it != cache_.end()) rec = it->second;
   }
@@ -46,7 +46,7 @@ Result<api::TokenRecord> Authenticator::Check(std::string_view token, Time now) 
     GF_ASSIGN_OR_RETURN(auto found, store_.FindToken(hash));
     if (!found) return Status::NotFound("unknown token");
     rec = *found;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     cache_[hash] = *rec;
   }
   if (rec->revoked) return Status::NotFound("the token was revoked");
@@ -58,7 +58,7 @@ Result<api::TokenRecord> Authenticator::Check(std::string_view token, Time now) 
     if (!fresh) return Status::NotFound("unknown token");
     fresh->last_used = now;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       cache_[hash] = *fresh;
     }
     if (fresh->revoked) return Status::NotFound("the token was revoked");
@@ -74,7 +74,7 @@ Status Authenticator::Revoke(const std::string& hash) {
   if (!found) return Status::NotFound("no token " + hash.substr(0, 12));
   found->revoked = true;
   GF_RETURN_IF_ERROR(store_.PutToken(*found));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   cache_[hash] = *found;
   return Status::Ok();
 }
@@ -91,7 +91,7 @@ Result<std::string> Authenticator::Create(api::TokenKind kind, std::string subje
   rec.created = now;
   rec.expires = expires;
   GF_RETURN_IF_ERROR(store_.PutToken(rec));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   cache_[rec.hash] = rec;
   return secret;
 }

@@ -6,13 +6,13 @@
 //   gf_agent_<32 hex>  given to an agent at registration; names its node
 #pragma once
 
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "api/records.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "store/state_store.h"
 
@@ -39,8 +39,8 @@ class Authenticator {
 
  private:
   store::StateStore& store_;
-  std::mutex mu_;
-  std::unordered_map<std::string, api::TokenRecord> cache_;
+  Mutex mu_;  // not held across a store call
+  std::unordered_map<std::string, api::TokenRecord> cache_ GF_GUARDED_BY(mu_);
 };
 
 }  // namespace gpufleet::controller

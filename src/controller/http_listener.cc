@@ -341,7 +341,7 @@ Status HttpListener::Start() {
 
 void HttpListener::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_ || epoll_fd_ < 0) {
       stopping_ = true;
       if (epoll_fd_ < 0 && listen_fd_ >= 0) {
@@ -360,15 +360,18 @@ void HttpListener::Stop() {
   ssize_t unused = ::write(wake_fd_, &one, sizeof one);
   (void)unused;
   if (acceptor_.joinable()) acceptor_.join();
-  std::unique_lock<std::mutex> lock(mu_);
-  work_cv_.notify_all();
-  idle_cv_.wait(lock, [&] { return workers_ == 0; });
+  MutexLock lock(mu_);
+  work_cv_.NotifyAll();
+  idle_cv_.Wait(mu_, [&] {
+    mu_.AssertHeld();
+    return workers_ == 0;
+  });
   // What is left is idle or waiting: nobody serves it now.
   for (auto& [fd, c] : conns_) ::close(fd);
   conns_.clear();
   ready_.clear();
   waiting_.clear();
-  lock.unlock();
+  lock.Unlock();
   ::close(listen_fd_);
   ::close(epoll_fd_);
   ::close(wake_fd_);
@@ -376,7 +379,7 @@ void HttpListener::Stop() {
 }
 
 HttpListener::Stats HttpListener::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return Stats{static_cast<int>(conns_.size()), workers_, refused_, timed_out_.load()};
 }
 
@@ -386,7 +389,7 @@ void HttpListener::AcceptLoop() {
   for (;;) {
     int n = ::epoll_wait(epoll_fd_, events, 64, 1000);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) return;
     }
     for (int i = 0; i < n; ++i) {
@@ -394,7 +397,7 @@ void HttpListener::AcceptLoop() {
       if (fd == listen_fd_) {
         Accept();
       } else if (fd != wake_fd_) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         auto it = conns_.find(fd);
         if (it != conns_.end()) Ready(it->second.get());
       }
@@ -418,7 +421,7 @@ void HttpListener::Accept() {
     }
     int port = 0;
     std::string client = PeerAddress(ss, &port);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (static_cast<int>(conns_.size()) >= limits_.max_connections) {
       ++refused_;
       if (tls_) {
@@ -479,7 +482,7 @@ void HttpListener::Dispatch(Conn* c) {
   c->active = true;
   ++active_by_client_[c->client];
   ready_.push_back(c);
-  work_cv_.notify_one();
+  work_cv_.NotifyOne();
   // Every ready connection should have a worker on its way: idle ones, or a new one.
   if (static_cast<int>(ready_.size()) > idle_workers_ && workers_ < limits_.max_workers) {
     ++workers_;
@@ -488,24 +491,27 @@ void HttpListener::Dispatch(Conn* c) {
 }
 
 void HttpListener::WorkerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     if (ready_.empty()) {
       if (stopping_) break;
       ++idle_workers_;
-      bool got = work_cv_.wait_for(lock, std::chrono::seconds(30), [&] { return !ready_.empty() || stopping_; });
+      bool got = work_cv_.WaitFor(mu_, std::chrono::seconds(30), [&] {
+        mu_.AssertHeld();
+        return !ready_.empty() || stopping_;
+      });
       --idle_workers_;
       if (!got && workers_ > limits_.min_workers) break;  // idle too long: shrink
       continue;
     }
     Conn* c = ready_.front();
     ready_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     Serve(c);
-    lock.lock();
+    lock.Lock();
   }
   --workers_;
-  idle_cv_.notify_all();
+  idle_cv_.NotifyAll();
 }
 
 void HttpListener::Serve(Conn* c) {
@@ -524,7 +530,7 @@ void HttpListener::Serve(Conn* c) {
     ++c->requests;
     bool last = c->requests >= limits_.keep_alive_max_requests;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) last = true;
     }
     bool closed = false;
@@ -540,7 +546,7 @@ void HttpListener::Serve(Conn* c) {
 }
 
 void HttpListener::Finish(Conn* c, bool keep) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   c->active = false;
   if (--active_by_client_[c->client] <= 0) active_by_client_.erase(c->client);
   // Its client may have a request waiting for this slot.
@@ -574,7 +580,7 @@ void HttpListener::CloseConn(Conn* c) {
 }
 
 void HttpListener::SweepIdle() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto cutoff = SteadyNow() - Ms(limits_.idle_timeout);
   std::vector<Conn*> old;
   for (auto& [fd, c] : conns_) {

@@ -25,15 +25,14 @@
 #include <openssl/ssl.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/time.h"
 
@@ -82,7 +81,7 @@ class HttpListener {
   // Serves on background threads until Stop.
   Status Start();
   // Stops accepting, closes idle connections, waits for the requests being served.
-  void Stop();
+  void Stop() GF_EXCLUDES(mu_);
 
   struct Stats {
     int connections = 0;
@@ -90,19 +89,19 @@ class HttpListener {
     int64_t refused_connections = 0;  // over a connection cap
     int64_t timed_out_requests = 0;   // head or body not in time
   };
-  Stats stats() const;
+  Stats stats() const GF_EXCLUDES(mu_);
 
  private:
   struct Conn;
-  void AcceptLoop();
-  void Accept();
-  void Ready(Conn* c);
-  void Dispatch(Conn* c);
-  void WorkerLoop();
-  void Serve(Conn* c);
-  void Finish(Conn* c, bool keep);
-  void CloseConn(Conn* c);
-  void SweepIdle();
+  void AcceptLoop() GF_EXCLUDES(mu_);
+  void Accept() GF_EXCLUDES(mu_);
+  void Ready(Conn* c) GF_REQUIRES(mu_);
+  void Dispatch(Conn* c) GF_REQUIRES(mu_);
+  void WorkerLoop() GF_EXCLUDES(mu_);
+  void Serve(Conn* c) GF_EXCLUDES(mu_);
+  void Finish(Conn* c, bool keep) GF_EXCLUDES(mu_);
+  void CloseConn(Conn* c) GF_REQUIRES(mu_);
+  void SweepIdle() GF_EXCLUDES(mu_);
 
   RouteTable& routes_;
   const ListenerLimits limits_;
@@ -114,19 +113,22 @@ class HttpListener {
   int port_ = 0;
   std::thread acceptor_;
 
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;
-  std::condition_variable idle_cv_;
-  bool stopping_ = false;
-  std::map<int, std::unique_ptr<Conn>> conns_;       // by fd
-  std::map<std::string, int> conns_by_client_;
-  std::map<std::string, int> active_by_client_;
-  std::map<std::string, std::deque<Conn*>> waiting_;  // ready, over the per-client active cap
-  std::deque<Conn*> ready_;                          // for the workers
-  int workers_ = 0;
-  int idle_workers_ = 0;
+  // Guards the connection table and the work queues, and a Conn's `active` and `idle_since`. Not
+  // held while a request is read or served; held while a refused connection gets its short 503
+  // on a non-blocking socket.
+  mutable Mutex mu_;
+  CondVar work_cv_;
+  CondVar idle_cv_;
+  bool stopping_ GF_GUARDED_BY(mu_) = false;
+  std::map<int, std::unique_ptr<Conn>> conns_ GF_GUARDED_BY(mu_);  // by fd
+  std::map<std::string, int> conns_by_client_ GF_GUARDED_BY(mu_);
+  std::map<std::string, int> active_by_client_ GF_GUARDED_BY(mu_);
+  std::map<std::string, std::deque<Conn*>> waiting_ GF_GUARDED_BY(mu_);  // ready, over the per-client active cap
+  std::deque<Conn*> ready_ GF_GUARDED_BY(mu_);                           // for the workers
+  int workers_ GF_GUARDED_BY(mu_) = 0;
+  int idle_workers_ GF_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;
-  int64_t refused_ = 0;
+  int64_t refused_ GF_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> timed_out_{0};
   std::atomic<bool> stop_flag_{false};  // stopping_, readable without mu_
 };

@@ -182,7 +182,7 @@ void Monitor::EvaluateOnce() {
   obs::AlertInput in = Snapshot(now);
   std::vector<obs::Alert> changed, all;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     changed = alerts_.Evaluate(now, in);
     all = alerts_.Alerts();
     current_ = all;
@@ -202,7 +202,7 @@ void Monitor::EvaluateOnce() {
     }
     Status st = it->second.get();
     if (st.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       ++restarts_;
       spdlog::warn("job {} restarted by the watchdog", it->first);
     } else {
@@ -246,7 +246,7 @@ bool Monitor::Post(const std::string& url, const std::string& body) {
     spdlog::warn("alert webhook {}: {}", url,
                  res ? "HTTP " + std::to_string(res->status) : std::string(httplib::to_string(res.error())));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++(ok ? sent_ok_ : sent_failed_);
   return ok;
 }
@@ -292,12 +292,12 @@ void Monitor::Notify(const std::vector<obs::Alert>& changed, const std::vector<o
     out.push_back({url, payload.dump()});
   }
   {
-    std::lock_guard<std::mutex> lock(send_mu_);
+    MutexLock lock(send_mu_);
     for (Outgoing& o : out) outbox_.push_back(std::move(o));
     while (outbox_.size() > kMaxQueued) outbox_.pop_front();  // the oldest go first
   }
   if (sender_.joinable()) {
-    send_cv_.notify_all();
+    send_cv_.NotifyAll();
   } else {
     Deliver();  // no sender thread (tests): deliver now
   }
@@ -306,7 +306,7 @@ void Monitor::Notify(const std::vector<obs::Alert>& changed, const std::vector<o
 void Monitor::Deliver() {
   std::deque<Outgoing> batch;
   {
-    std::lock_guard<std::mutex> lock(send_mu_);
+    MutexLock lock(send_mu_);
     batch.swap(outbox_);
   }
   // In order; after a failure, the rest for that URL waits for the next round, so that a receiver
@@ -319,18 +319,18 @@ void Monitor::Deliver() {
       kept.push_back(std::move(o));
     }
   }
-  std::lock_guard<std::mutex> lock(send_mu_);
+  MutexLock lock(send_mu_);
   for (auto it = kept.rbegin(); it != kept.rend(); ++it) outbox_.push_front(std::move(*it));
   while (outbox_.size() > kMaxQueued) outbox_.pop_front();
 }
 
 std::vector<obs::Alert> Monitor::Alerts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return current_;
 }
 
 void Monitor::WriteMetrics(obs::Exposition& e) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   e.Family("gpufleet_alert", "gauge", "Active alerts of the controller's alert engine (1 per alert), as Prometheus' ALERTS.");
   std::map<std::string, int> by_state{{"pending", 0}, {"firing", 0}, {"resolved", 0}};
   for (const obs::Alert& a : current_) {
@@ -356,33 +356,39 @@ void Monitor::Start() {
     // Deliveries on a thread of their own: a slow or dead receiver never holds up the rules or
     // the watchdog. What failed is tried again at the next evaluation's round.
     sender_ = std::thread([this] {
-      std::unique_lock<std::mutex> lock(wake_mu_);
+      MutexLock lock(wake_mu_);
       while (!stopping_) {
-        lock.unlock();
+        lock.Unlock();
         Deliver();
-        lock.lock();
-        send_cv_.wait_for(lock, std::chrono::milliseconds(options_.interval.millis()), [this] { return stopping_; });
+        lock.Lock();
+        send_cv_.WaitFor(wake_mu_, std::chrono::milliseconds(options_.interval.millis()), [this] {
+          wake_mu_.AssertHeld();
+          return stopping_;
+        });
       }
     });
   }
   thread_ = std::thread([this] {
-    std::unique_lock<std::mutex> lock(wake_mu_);
+    MutexLock lock(wake_mu_);
     while (!stopping_) {
-      lock.unlock();
+      lock.Unlock();
       EvaluateOnce();
-      lock.lock();
-      wake_.wait_for(lock, std::chrono::milliseconds(options_.interval.millis()), [this] { return stopping_; });
+      lock.Lock();
+      wake_.WaitFor(wake_mu_, std::chrono::milliseconds(options_.interval.millis()), [this] {
+        wake_mu_.AssertHeld();
+        return stopping_;
+      });
     }
   });
 }
 
 void Monitor::Stop() {
   {
-    std::lock_guard<std::mutex> lock(wake_mu_);
+    MutexLock lock(wake_mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
-  send_cv_.notify_all();
+  wake_.NotifyAll();
+  send_cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
   if (sender_.joinable()) sender_.join();
 }

@@ -17,14 +17,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <future>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "controller/engine.h"
 #include "obs/alerts.h"
 #include "obs/exposition.h"
@@ -61,9 +60,9 @@ class Monitor {
 
   // One evaluation at the clock's now. The watchdog's restarts are handed to the engine, which
   // carries them out at its next step; the evaluation does not wait for them.
-  void EvaluateOnce();
+  void EvaluateOnce() GF_EXCLUDES(mu_, send_mu_);
   void Start();
-  void Stop();
+  void Stop() GF_EXCLUDES(wake_mu_);
 
   std::vector<obs::Alert> Alerts() const;
   // Every GPU's recent samples, one point per 15 s for the last 3 hours (recorded at each
@@ -77,31 +76,35 @@ class Monitor {
  private:
   obs::AlertInput Snapshot(Time now);  // also records the GPUs' samples in history_
   void Notify(const std::vector<obs::Alert>& changed, const std::vector<obs::Alert>& all);
-  bool Post(const std::string& url, const std::string& body);
+  bool Post(const std::string& url, const std::string& body) GF_EXCLUDES(mu_);
 
   Engine& engine_;
   const sched::Clock& clock_;
   MonitorOptions options_;
-  mutable std::mutex mu_;
-  obs::AlertEngine alerts_;  // under mu_
-  obs::TelemetryHistory history_;
-  std::vector<obs::Alert> current_;
+  // Lock order: wake_mu_ and send_mu_ are leaves; none is held across a webhook post or an
+  // engine call.
+  mutable Mutex mu_;
+  obs::AlertEngine alerts_ GF_GUARDED_BY(mu_);
+  obs::TelemetryHistory history_;  // thread-safe itself
+  std::vector<obs::Alert> current_ GF_GUARDED_BY(mu_);
   struct Outgoing {
     std::string url;
     std::string body;
   };
   static constexpr size_t kMaxQueued = 100;
-  void Deliver();  // posts what is queued, in order; keeps what failed for the next round
-  std::mutex send_mu_;
-  std::deque<Outgoing> outbox_;  // under send_mu_
-  std::condition_variable send_cv_;  // waits with wake_mu_
+  void Deliver() GF_EXCLUDES(send_mu_, mu_);  // posts what is queued, in order; keeps what failed for the next round
+  Mutex send_mu_;
+  std::deque<Outgoing> outbox_ GF_GUARDED_BY(send_mu_);
+  CondVar send_cv_;  // waits with wake_mu_
   std::thread sender_;
   std::vector<std::pair<int64_t, std::future<Status>>> restarting_;  // evaluation thread only
-  int64_t sent_ok_ = 0, sent_failed_ = 0, restarts_ = 0;
+  int64_t sent_ok_ GF_GUARDED_BY(mu_) = 0;
+  int64_t sent_failed_ GF_GUARDED_BY(mu_) = 0;
+  int64_t restarts_ GF_GUARDED_BY(mu_) = 0;
   std::thread thread_;
-  std::mutex wake_mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
+  Mutex wake_mu_;
+  CondVar wake_;
+  bool stopping_ GF_GUARDED_BY(wake_mu_) = false;
 };
 
 }  // namespace gpufleet::controller

@@ -446,7 +446,7 @@ api::AuditRecord PoolAudit(Time now, const std::string& verb, const std::string&
 Status Pool::Save() {
   nlohmann::json all = nlohmann::json::array();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [name, e] : entries_) all.push_back(EntryJson(e.info));
   }
   nlohmann::json doc;
@@ -463,7 +463,7 @@ Status Pool::Start() {
     nlohmann::json doc = nlohmann::json::parse(*saved, nullptr, false);
     if (doc.is_discarded() || !doc.is_object()) return Status::Internal("pool: the stored instance table is not JSON");
     next_serial_ = doc.value("next_serial", int64_t{0});
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& j : doc.value("instances", nlohmann::json::array())) {
       Entry e;
       e.info.name = j.value("name", "");
@@ -481,8 +481,13 @@ Status Pool::Start() {
       entries_[e.info.name] = std::move(e);
     }
   }
+  size_t on_record = 0;
+  {
+    MutexLock lock(mu_);
+    on_record = entries_.size();
+  }
   spdlog::info("pool: provider {}, {} offers, {} instances on record", provider_->Kind(), config_.offers.size(),
-               entries_.size());
+               on_record);
   Status st = Reconcile(now);
   SyncCharges();
   return st;
@@ -492,7 +497,7 @@ void Pool::SyncCharges() {
   std::vector<std::tuple<std::string, std::string, int64_t, Time>> add;
   std::vector<std::string> end;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [name, e] : entries_) {
       if (e.info.team.empty() || e.offer < 0 || charged_.count(name)) continue;
       add.emplace_back(name, e.info.team, config_.offers[static_cast<size_t>(e.offer)].price_micros_per_hour,
@@ -522,10 +527,10 @@ Status Pool::Reconcile(Time now) {
   bool changed = false;
   for (const provider::Instance& inst : listed) {
     if (inst.name.rfind(prefix, 0) != 0) continue;  // not ours: another pool's or hand-made
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = entries_.find(inst.name);
     if (it == entries_.end()) {
-      lock.unlock();
+      lock.Unlock();
       // Rented by us (the prefix says so) but not on record: a create whose answer was lost, or
       // an instance of an older table. Nothing can use it: delete it.
       spdlog::warn("pool: instance {} ({}) is not on record; deleting it", inst.name, inst.id);
@@ -534,7 +539,7 @@ Status Pool::Reconcile(Time now) {
       continue;
     }
     if (inst.state == provider::kTerminated) {
-      lock.unlock();
+      lock.Unlock();
       gone.push_back(inst.name);
       // Ended while we were away (interrupted, died): acknowledge it to the provider.
       (void)provider_->Delete(inst.id, now);
@@ -547,7 +552,7 @@ Status Pool::Reconcile(Time now) {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [name, e] : entries_) {
       if (seen.count(name)) continue;
       // A create never answered (no id) that is not listed either: the provider has nothing.
@@ -556,7 +561,7 @@ Status Pool::Reconcile(Time now) {
   }
   for (const std::string& name : gone) {
     ReleaseNode(name, "the provider no longer has its instance", now);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     entries_.erase(name);
     changed = true;
   }
@@ -577,7 +582,7 @@ void Pool::HandleProviderEvents(Time now) {
       case provider::ProviderEventKind::kStarted:
       case provider::ProviderEventKind::kSpotNotice: {
         // A notice reaches the scheduler through the node's agent, which polls the notice URL.
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         auto it = entries_.find(e.name);
         if (it != entries_.end()) it->second.info.note = provider::ProviderEventKindName(e.kind);
         break;
@@ -591,7 +596,7 @@ void Pool::HandleProviderEvents(Time now) {
         if (e.kind != provider::ProviderEventKind::kTerminated) (void)provider_->Delete(e.instance_id, now);
         bool erased = false;
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(mu_);
           auto it = entries_.find(e.name);
           if (it != entries_.end()) {
             scaler_.ReportNodeGone(it->second.info.for_jobs);
@@ -620,7 +625,7 @@ void Pool::Rent(const sched::Rent& rent, const std::string& team, Time now) {
         spdlog::error("pool: delete {} ({}) of a failed gang rent: {}; reconciliation retries", name, id, st.message());
         continue;
       }
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       entries_.erase(name);
     }
     (void)Save();
@@ -636,7 +641,7 @@ void Pool::Rent(const sched::Rent& rent, const std::string& team, Time now) {
     e.info.team = team;
     e.info.note = rent.reason;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       entries_[e.info.name] = e;
     }
     // On record before the provider hears of it: a crash from here on cannot leak it. The
@@ -646,7 +651,7 @@ void Pool::Rent(const sched::Rent& rent, const std::string& team, Time now) {
     if (!st.ok()) {
       spdlog::error("pool: cannot record instance {} ({}); not renting", e.info.name, st.message());
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         entries_.erase(e.info.name);
       }
       undo();
@@ -667,7 +672,7 @@ void Pool::Rent(const sched::Rent& rent, const std::string& team, Time now) {
       spdlog::warn("pool: create {} ({}): {}", e.info.name, offer.name, inst.status().message());
       scaler_.ReportRentFailed(offer.name, now);
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         entries_.erase(e.info.name);
       }
       undo();
@@ -677,7 +682,7 @@ void Pool::Rent(const sched::Rent& rent, const std::string& team, Time now) {
     spdlog::info("pool: rented {} ({}, ${}/h) for {} job(s): {}", e.info.name, offer.name,
                  DollarsText(offer.price_micros_per_hour), rent.for_jobs.size(), rent.reason);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto it = entries_.find(e.info.name);
       if (it != entries_.end()) {
         it->second.info.provider_id = inst->id;
@@ -735,7 +740,7 @@ void Pool::Tick() {
   std::vector<std::pair<std::string, std::string>> dead;  // (name, provider id)
   std::vector<std::pair<std::string, std::string>> quarantined;  // (name, why)
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [name, e] : entries_) {
       auto node = by_name.find(name);
       if (node == by_name.end()) continue;
@@ -752,7 +757,7 @@ void Pool::Tick() {
   for (const auto& [name, why] : quarantined) {
     std::string offer;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto it = entries_.find(name);
       if (it != entries_.end()) {
         offer = it->second.info.offer;
@@ -771,7 +776,7 @@ void Pool::Tick() {
       spdlog::error("pool: delete {} ({}): {}; reconciliation retries", name, id, st.message());
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = entries_.find(name);
     if (it != entries_.end()) {
       scaler_.ReportNodeGone(it->second.info.for_jobs);
@@ -782,7 +787,7 @@ void Pool::Tick() {
   std::map<int64_t, std::string> name_of;  // PoolNode id -> instance name
   int64_t synthetic = int64_t{1} << 40;     // ids for instances with no node yet
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [name, e] : entries_) {
       sched::PoolNode p;
       p.offer = e.info.offer;
@@ -844,7 +849,7 @@ void Pool::Tick() {
     const std::string name = it->second;
     std::string provider_id;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto e = entries_.find(name);
       if (e == entries_.end()) continue;
       provider_id = e->second.info.provider_id;
@@ -868,7 +873,7 @@ void Pool::Tick() {
       }
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto e = entries_.find(name);
       if (e != entries_.end()) released.push_back(PoolAudit(now, "pool.release", name, e->second.info.offer, r.reason));
       entries_.erase(name);
@@ -892,19 +897,22 @@ void Pool::Tick() {
 }
 
 void Pool::Run() {
-  std::unique_lock<std::mutex> lock(run_mu_);
+  MutexLock lock(run_mu_);
   while (!stopping_) {
-    lock.unlock();
+    lock.Unlock();
     Tick();
-    lock.lock();
-    run_cv_.wait_for(lock, std::chrono::milliseconds(config_.tick.millis()), [this] { return stopping_; });
+    lock.Lock();
+    run_cv_.WaitFor(run_mu_, std::chrono::milliseconds(config_.tick.millis()), [this] {
+      run_mu_.AssertHeld();
+      return stopping_;
+    });
   }
 }
 
 void Pool::Stop() {
-  std::lock_guard<std::mutex> lock(run_mu_);
+  MutexLock lock(run_mu_);
   stopping_ = true;
-  run_cv_.notify_all();
+  run_cv_.NotifyAll();
 }
 
 std::vector<PoolInstance> Pool::Instances() const {
@@ -912,7 +920,7 @@ std::vector<PoolInstance> Pool::Instances() const {
   // now: the listing must not call a node that already runs jobs "booting".
   std::map<std::string, api::NodeState> live;
   for (const NodeStatus& n : engine_.Nodes()) live[n.record.name] = n.record.state;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<PoolInstance> out;
   for (const auto& [name, e] : entries_) {
     out.push_back(e.info);

@@ -29,15 +29,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/time.h"
 #include "controller/engine.h"
@@ -120,10 +119,10 @@ class Pool {
   // One round: provider events, reconciliation when due, one autoscaler decision, its actions.
   void Tick();
   // Ticks every `tick` on its own thread until Stop.
-  void Run();
-  void Stop();
+  void Run() GF_EXCLUDES(run_mu_);
+  void Stop() GF_EXCLUDES(run_mu_);
 
-  std::vector<PoolInstance> Instances() const;
+  std::vector<PoolInstance> Instances() const GF_EXCLUDES(mu_);
   const PoolConfig& config() const { return config_; }
 
  private:
@@ -132,7 +131,7 @@ class Pool {
     int offer = -1;
   };
 
-  Status Save();
+  Status Save() GF_EXCLUDES(mu_);
   Status Reconcile(Time now);
   void HandleProviderEvents(Time now);
   void ReleaseNode(const std::string& name, const std::string& reason, Time now);
@@ -150,15 +149,17 @@ class Pool {
   Time last_reconcile_;
   int64_t next_serial_ = 0;
 
-  mutable std::mutex mu_;              // guards entries_ for Instances()
-  std::map<std::string, Entry> entries_;  // by name
+  // entries_ is read by Instances() (any thread); the rest is the ticking thread's alone.
+  // Neither lock is held across a provider, store or engine call that waits.
+  mutable Mutex mu_;
+  std::map<std::string, Entry> entries_ GF_GUARDED_BY(mu_);  // by name
   std::map<std::string, Time> idle_since_;
   std::set<std::string> charged_;  // instance names the engine bills to a team
   Time started_;                   // when Start ran: charges of older instances count from here
 
-  std::mutex run_mu_;
-  std::condition_variable run_cv_;
-  bool stopping_ = false;
+  Mutex run_mu_;
+  CondVar run_cv_;
+  bool stopping_ GF_GUARDED_BY(run_mu_) = false;
 };
 
 }  // namespace gpufleet::controller

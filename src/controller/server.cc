@@ -366,9 +366,9 @@ void ApiServer::ExportAudit() {
     auto j = api::ParseJson(last);
     if (j.ok() && j->is_object()) after = j->value("seq", int64_t{0});
   }
-  std::unique_lock<std::mutex> lock(export_mu_);
+  MutexLock lock(export_mu_);
   while (!stopping_) {
-    lock.unlock();
+    lock.Unlock();
     store::AuditFilter f;
     f.after_seq = after;
     f.limit = 1000;
@@ -380,18 +380,18 @@ void ApiServer::ExportAudit() {
       if (out) after = records->back().seq;
       else spdlog::error("audit export: cannot write {}", options_.audit_export);
     }
-    lock.lock();
+    lock.Lock();
     if (records.ok() && records->size() == 1000) continue;
-    export_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_.load(); });
+    export_cv_.WaitFor(export_mu_, std::chrono::seconds(1), [&] { return stopping_.load(); });
   }
 }
 
 void ApiServer::Stop() {
   stopping_ = true;
-  logs_cv_.notify_all();
+  logs_cv_.NotifyAll();
   {
-    std::lock_guard<std::mutex> lock(export_mu_);
-    export_cv_.notify_all();
+    MutexLock lock(export_mu_);
+    export_cv_.NotifyAll();
   }
   if (exporter_.joinable()) exporter_.join();
   if (user_listener_) user_listener_->Stop();
@@ -450,7 +450,7 @@ void ApiServer::Routes() {
       if (t && t->kind == api::TokenKind::kUser && t->role != "admin" && options_.token_rate_per_s > 0) {
         // A token bucket per user token: bursts up to token_burst, then token_rate_per_s.
         Time now = clock_.Now();
-        std::lock_guard<std::mutex> lock(rate_mu_);
+        MutexLock lock(rate_mu_);
         if (buckets_.size() > 100000) buckets_.clear();  // bounded; a reset only forgives
         auto [it, fresh] = buckets_.try_emplace(t->hash, Bucket{static_cast<double>(options_.token_burst), now});
         Bucket& b = it->second;
@@ -897,7 +897,7 @@ void ApiServer::Routes() {
     // Long-polls are capped: past the cap the answer comes at once and the client asks again.
     bool may_wait = false;
     if (*wait_ms > 0 && !any && !finished) {
-      std::lock_guard<std::mutex> lock(polls_mu_);
+      MutexLock lock(polls_mu_);
       int& mine = long_polls_by_client_[req.remote_addr];
       if (user_long_polls_ < options_.max_user_long_polls && mine < options_.max_long_polls_per_client) {
         ++user_long_polls_;
@@ -914,15 +914,16 @@ void ApiServer::Routes() {
       bool on;
       ~Release() {
         if (!on) return;
-        std::lock_guard<std::mutex> lock(self->polls_mu_);
+        MutexLock lock(self->polls_mu_);
         --self->user_long_polls_;
         if (--self->long_polls_by_client_[client] <= 0) self->long_polls_by_client_.erase(client);
       }
     } release{this, req.remote_addr, may_wait};
     while (!any && !finished && !stopping_ && std::chrono::steady_clock::now() < deadline) {
       {
-        std::unique_lock<std::mutex> lock(logs_mu_);
-        logs_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200)));
+        MutexLock lock(logs_mu_);
+        const auto now = std::chrono::steady_clock::now();
+        logs_cv_.WaitFor(logs_mu_, std::min(deadline, now + std::chrono::milliseconds(200)) - now);
       }
       // The state first, then the bytes: an attempt seen over has had its log uploaded (agents
       // report an exit only after its log), so a read after that sees all of it. The other
@@ -932,7 +933,7 @@ void ApiServer::Routes() {
       any = read(list);
     }
     {
-      std::lock_guard<std::mutex> lock(logs_mu_);
+      MutexLock lock(logs_mu_);
       for (int p = 0; p < parts; ++p) {
         if (incomplete_logs_.count(LogPath(id->value(), static_cast<int>(*attempt), p))) {
           list[p]["incomplete"] = true;
@@ -1458,7 +1459,7 @@ void ApiServer::Routes() {
                                  std::to_string(*part) + " is not placed on this node");
     }
     std::string path = LogPath(*job, static_cast<int>(*attempt), static_cast<int>(*part));
-    std::lock_guard<std::mutex> lock(logs_mu_);
+    MutexLock lock(logs_mu_);
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
     int64_t size = 0;
@@ -1485,7 +1486,7 @@ void ApiServer::Routes() {
       if (!f) incomplete_logs_.insert(path);
       int64_t offered = *offset + static_cast<int64_t>(req.body.size());
       cut_logs_[path] = offered;
-      logs_cv_.notify_all();
+      logs_cv_.NotifyAll();
       return Reply(res, 200, {{"size", offered}, {"cut", true}});
     }
     if (skip < static_cast<int64_t>(req.body.size())) {
@@ -1503,7 +1504,7 @@ void ApiServer::Routes() {
       incomplete_logs_.erase(path);
       size += static_cast<int64_t>(req.body.size()) - skip;
     }
-    logs_cv_.notify_all();
+    logs_cv_.NotifyAll();
     Reply(res, 200, {{"size", size}});
   });
 }

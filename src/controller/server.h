@@ -14,14 +14,13 @@
 
 #include <atomic>
 
-#include <condition_variable>
 #include <memory>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "controller/auth.h"
 #include "controller/engine.h"
@@ -123,22 +122,24 @@ class ApiServer {
   std::atomic<const Monitor*> monitor_{nullptr};
   ApiMetrics api_metrics_;
   std::atomic<int> user_long_polls_{0};
-  std::mutex polls_mu_;
-  std::map<std::string, int> long_polls_by_client_;  // under polls_mu_
+  // Each lock is a leaf: none is taken while holding another. logs_mu_ is held across a log
+  // chunk's write to disk, so that chunks of one part land in order.
+  Mutex polls_mu_;
+  std::map<std::string, int> long_polls_by_client_ GF_GUARDED_BY(polls_mu_);
   std::atomic<bool> stopping_{false};
-  std::mutex logs_mu_;
-  std::condition_variable logs_cv_;
-  std::set<std::string> incomplete_logs_;  // log files a write to failed (disk full); under logs_mu_
+  Mutex logs_mu_;
+  CondVar logs_cv_;
+  std::set<std::string> incomplete_logs_ GF_GUARDED_BY(logs_mu_);  // log files a write to failed (disk full)
   std::thread exporter_;
-  std::mutex rate_mu_;
+  Mutex rate_mu_;
   struct Bucket {
     double tokens = 0;
     Time last;
   };
-  std::map<std::string, Bucket> buckets_;  // by token hash; under rate_mu_
-  std::map<std::string, int64_t> cut_logs_;  // log path -> bytes offered in all, once cut; under logs_mu_
-  std::mutex export_mu_;
-  std::condition_variable export_cv_;
+  std::map<std::string, Bucket> buckets_ GF_GUARDED_BY(rate_mu_);  // by token hash
+  std::map<std::string, int64_t> cut_logs_ GF_GUARDED_BY(logs_mu_);  // log path -> bytes offered in all, once cut
+  Mutex export_mu_;  // the exporter waits on export_cv_ with it (stopping_ is what it waits for)
+  CondVar export_cv_;
 };
 
 }  // namespace gpufleet::controller

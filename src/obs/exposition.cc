@@ -118,14 +118,14 @@ std::vector<double> Histogram::LatencyBuckets() {
 
 void Histogram::Record(double value) {
   size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++counts_[i];
   sum_ += value;
   ++count_;
 }
 
 Histogram::Snapshot Histogram::Read() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return {bounds_, counts_, sum_, count_};
 }
 
@@ -146,12 +146,12 @@ CounterVec::CounterVec(std::vector<std::string> label_names) : names_(std::move(
 
 void CounterVec::Add(const std::vector<std::string>& values, double n) {
   CHECK(values.size() == names_.size());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   values_[values] += n;
 }
 
 double CounterVec::Value(const std::vector<std::string>& values) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = values_.find(values);
   return it == values_.end() ? 0 : it->second;
 }
@@ -159,7 +159,7 @@ double CounterVec::Value(const std::vector<std::string>& values) const {
 void CounterVec::Write(Exposition& e, std::string_view name, std::string_view help) const {
   std::map<std::vector<std::string>, double> copy;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     copy = values_;
   }
   e.Family(name, "counter", help);

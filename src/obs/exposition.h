@@ -23,12 +23,13 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace gpufleet::obs {
 
@@ -78,11 +79,11 @@ class Histogram {
   Snapshot Read() const;
 
  private:
-  mutable std::mutex mu_;
-  std::vector<double> bounds_;
-  std::vector<uint64_t> counts_;
-  double sum_ = 0;
-  uint64_t count_ = 0;
+  mutable Mutex mu_;
+  std::vector<double> bounds_;  // set in the constructor and not changed after: read without mu_
+  std::vector<uint64_t> counts_ GF_GUARDED_BY(mu_);
+  double sum_ GF_GUARDED_BY(mu_) = 0;
+  uint64_t count_ GF_GUARDED_BY(mu_) = 0;
 };
 
 // Counters keyed by the values of fixed label names ({route, method, code} -> n).
@@ -95,9 +96,9 @@ class CounterVec {
   void Write(Exposition& e, std::string_view name, std::string_view help) const;
 
  private:
-  mutable std::mutex mu_;
-  std::vector<std::string> names_;
-  std::map<std::vector<std::string>, double> values_;
+  mutable Mutex mu_;
+  std::vector<std::string> names_;  // set in the constructor and not changed after: read without mu_
+  std::map<std::vector<std::string>, double> values_ GF_GUARDED_BY(mu_);
 };
 
 }  // namespace gpufleet::obs

@@ -6,7 +6,7 @@
 namespace gpufleet::obs {
 
 void TelemetryHistory::Record(const std::string& node, int gpu, const GpuPoint& p) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto& ring = rings_[{node, gpu}];
   if (!ring.empty() && p.at - ring.back().at < spacing_) return;
   ring.push_back(p);
@@ -14,7 +14,7 @@ void TelemetryHistory::Record(const std::string& node, int gpu, const GpuPoint& 
 }
 
 std::vector<GpuPoint> TelemetryHistory::Range(const std::string& node, int gpu, Time from, Time to) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<GpuPoint> out;
   auto it = rings_.find({node, gpu});
   if (it == rings_.end()) return out;
@@ -25,7 +25,7 @@ std::vector<GpuPoint> TelemetryHistory::Range(const std::string& node, int gpu, 
 }
 
 void TelemetryHistory::Forget(const std::string& node) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = rings_.lower_bound({node, INT32_MIN}); it != rings_.end() && it->first.first == node;) {
     it = rings_.erase(it);
   }

@@ -11,11 +11,11 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/time.h"
 
 namespace gpufleet::obs {
@@ -44,8 +44,8 @@ class TelemetryHistory {
  private:
   Duration spacing_;
   size_t capacity_;
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, std::deque<GpuPoint>> rings_;
+  mutable Mutex mu_;
+  std::map<std::pair<std::string, int>, std::deque<GpuPoint>> rings_ GF_GUARDED_BY(mu_);
 };
 
 }  // namespace gpufleet::obs

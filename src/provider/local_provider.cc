@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -17,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/mutex.h"
 #include "common/nesting.h"
 #include "model/capacity.h"
 #include "model/types.h"
@@ -381,7 +381,7 @@ class LocalProvider : public Provider {
     // Second precision: the agent's reader (and AWS) use "2026-12-02T15:04:05Z".
     Time when = Time::FromSeconds(r.reclaim_at->seconds());
     json body = {{"action", "terminate"}, {"time", FormatIso8601(when)}};
-    std::lock_guard<std::mutex> lock(notices_mu_);
+    MutexLock lock(notices_mu_);
     notices_[r.instance.id] = body.dump();
   }
 
@@ -392,7 +392,7 @@ class LocalProvider : public Provider {
     server_ = std::make_unique<httplib::Server>();
     server_->Get(R"(/([^/]+)/latest/meta-data/spot/instance-action)",
                  [this](const httplib::Request& req, httplib::Response& res) {
-                   std::lock_guard<std::mutex> lock(notices_mu_);
+                   MutexLock lock(notices_mu_);
                    auto it = notices_.find(req.matches[1].str());
                    if (it == notices_.end()) {
                      res.status = 404;
@@ -452,7 +452,7 @@ class LocalProvider : public Provider {
   Status Remove(const std::string& id) {
     records_.erase(id);
     {
-      std::lock_guard<std::mutex> lock(notices_mu_);
+      MutexLock lock(notices_mu_);
       notices_.erase(id);
     }
     std::error_code ec;
@@ -471,8 +471,9 @@ class LocalProvider : public Provider {
   int port_ = 0;
   std::unique_ptr<httplib::Server> server_;
   std::thread server_thread_;
-  std::mutex notices_mu_;
-  std::map<std::string, std::string> notices_;  // instance id -> instance-action body
+  // The notice endpoint's thread reads notices_; everything else is the caller's (one thread).
+  Mutex notices_mu_;
+  std::map<std::string, std::string> notices_ GF_GUARDED_BY(notices_mu_);  // instance id -> instance-action body
 };
 
 }  // namespace

@@ -9,7 +9,8 @@
 // record's id. Ids come from AUTOINCREMENT tables, so an id is never handed out twice, even if
 // rows are someday deleted.
 //
-// Thread-safety: one connection, one mutex around every call.
+// Thread-safety: one connection, one mutex (mu_) around every call. Audit records attached for a
+// thread's next write wait under attach_mu_, a leaf lock taken before mu_, never under it.
 #include <sqlite3.h>
 
 #include <cstdlib>
@@ -17,7 +18,6 @@
 #include <memory>
 #include <optional>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <string>
 #include <unordered_map>
@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "api/codec.h"
+#include "common/mutex.h"
 #include "store/state_store.h"
 
 namespace gpufleet::store {
@@ -146,7 +147,7 @@ class SqliteStore : public StateStore {
 
   // Pragmas, then the schema migrations.
   Status Init() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (int rc = sqlite3_busy_timeout(db_, kBusyTimeoutMs); rc != SQLITE_OK) return Error("busy_timeout", rc);
     // journal_mode answers with the mode in force; anything but wal (a read-only directory, a
     // file system without shared memory) would lose the durability we promise.
@@ -172,9 +173,10 @@ class SqliteStore : public StateStore {
                                        submissions[i].request_id + "): no jobs");
       }
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     std::vector<SubmitOutcome> outcomes;
     Status s = InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
       outcomes.clear();
       GF_ASSIGN_OR_RETURN(int64_t next_id, NextId("jobs"));
       for (Submission& sub : submissions) {
@@ -215,8 +217,9 @@ class SqliteStore : public StateStore {
 
   Status Update(const std::vector<JobUpdate>& updates) override {
     std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
       for (const JobUpdate& u : updates) {
         const api::JobRecord& job = u.job;
         Stmt st = Prepare(
@@ -241,7 +244,7 @@ class SqliteStore : public StateStore {
   }
 
   Result<std::optional<api::JobRecord>> GetJob(JobId id) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Stmt st = Prepare("SELECT id, record FROM jobs WHERE id = ?1");
     st.Bind(1, id.value());
     int rc = st.Step();
@@ -252,7 +255,7 @@ class SqliteStore : public StateStore {
   }
 
   Result<std::vector<api::JobRecord>> ListJobs(const JobFilter& filter) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     // One statement per ordering; unset filters are bound as NULL and match everything.
     constexpr const char* kWhere =
         "SELECT id, record FROM jobs WHERE (?1 IS NULL OR team = ?1) AND (?2 IS NULL OR submitted_ms >= ?2) "
@@ -290,7 +293,7 @@ class SqliteStore : public StateStore {
   }
 
   Result<std::vector<api::Transition>> History(JobId id) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Stmt st = Prepare(
         "SELECT at_ms, from_state, to_state, reason FROM transitions WHERE job_id = ?1 ORDER BY seq");
     st.Bind(1, id.value());
@@ -316,9 +319,10 @@ class SqliteStore : public StateStore {
   Result<NodeId> UpsertNode(const api::NodeRecord& node) override {
     std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
     if (node.name.empty()) return Status::InvalidArgument("node name must not be empty");
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     NodeId id;
     Status s = InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
       Stmt find = Prepare("SELECT id FROM nodes WHERE name = ?1");
       find.Bind(1, node.name);
       int rc = find.Step();
@@ -345,7 +349,7 @@ class SqliteStore : public StateStore {
   }
 
   Result<std::vector<api::NodeRecord>> ListNodes() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Stmt st = Prepare("SELECT id, record FROM nodes ORDER BY id");
     std::vector<api::NodeRecord> out;
     int rc;
@@ -364,8 +368,9 @@ class SqliteStore : public StateStore {
   Status PutToken(const api::TokenRecord& token) override {
     std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
     if (token.hash.empty()) return Status::InvalidArgument("token hash must not be empty");
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
       Stmt st = Prepare("INSERT OR REPLACE INTO tokens (hash, record) VALUES (?1, ?2)");
       st.Bind(1, token.hash).Bind(2, api::DumpJson(api::ToJson(token)));
       return Run(st, "put token");
@@ -373,21 +378,21 @@ class SqliteStore : public StateStore {
   }
 
   void AttachAudit(std::vector<api::AuditRecord> records) override {
-    std::lock_guard<std::mutex> lock(attach_mu_);
+    MutexLock lock(attach_mu_);
     auto& mine = attached_[std::this_thread::get_id()];
     for (auto& r : records) mine.push_back(std::move(r));
   }
 
   Status AppendAudit(const std::vector<api::AuditRecord>& records) override {
     std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     std::vector<api::AuditRecord> all = std::move(audit);
     all.insert(all.end(), records.begin(), records.end());
     return InTransaction([&]() -> Status { return Status::Ok(); }, all);
   }
 
   Result<std::vector<api::AuditRecord>> ListAudit(const AuditFilter& filter) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Stmt st = Prepare(
         "SELECT seq, record FROM audit WHERE seq > ?1 AND (?2 IS NULL OR at_ms >= ?2) AND (?3 IS NULL OR subject = ?3) "
         "AND (?4 IS NULL OR verb = ?4 OR (substr(?4, -1) = '.' AND substr(verb, 1, length(?4)) = ?4)) "
@@ -424,7 +429,7 @@ class SqliteStore : public StateStore {
   }
 
   Result<std::optional<api::TokenRecord>> FindToken(const std::string& hash) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Stmt st = Prepare("SELECT record FROM tokens WHERE hash = ?1");
     st.Bind(1, hash);
     int rc = st.Step();
@@ -435,7 +440,7 @@ class SqliteStore : public StateStore {
   }
 
   Status TouchToken(const std::string& hash, Time when) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Stmt st = Prepare("UPDATE tokens SET record = json_set(record, '$.last_used_ms', ?2) WHERE hash = ?1");
     st.Bind(1, hash).Bind(2, when.millis());
     GF_RETURN_IF_ERROR(Run(st, "touch token"));
@@ -444,7 +449,7 @@ class SqliteStore : public StateStore {
   }
 
   Result<std::vector<api::TokenRecord>> ListTokens() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Stmt st = Prepare("SELECT record FROM tokens ORDER BY hash");
     std::vector<api::TokenRecord> out;
     int rc;
@@ -457,7 +462,7 @@ class SqliteStore : public StateStore {
   }
 
   Result<std::optional<std::string>> GetMeta(const std::string& key) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return GetMetaLocked(key);
   }
 
@@ -466,14 +471,19 @@ class SqliteStore : public StateStore {
     if (key == kSchemaVersionKey) {
       return Status::InvalidArgument("meta key schema_version is managed by the store");
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    return InTransaction([&]() -> Status { return SetMetaLocked(key, value); }, audit);
+    MutexLock lock(mu_);
+    return InTransaction(
+        [&]() -> Status {
+          mu_.AssertHeld();  // InTransaction runs it with mu_ held
+          return SetMetaLocked(key, value);
+        },
+        audit);
   }
 
  private:
   // Errors: the path, what we were doing, and SQLite's words. Busy, full or unreadable files may
   // pass (Unavailable); a damaged file will not (Internal).
-  Status Error(const std::string& what, int rc) const {
+  Status Error(const std::string& what, int rc) const GF_REQUIRES(mu_) {
     std::string msg = path_ + ": " + what + ": " + sqlite3_errstr(rc);
     const char* detail = sqlite3_errmsg(db_);
     if (detail != nullptr && std::string(detail) != sqlite3_errstr(rc)) msg += " (" + std::string(detail) + ")";
@@ -495,7 +505,7 @@ class SqliteStore : public StateStore {
 
   // The statement for `sql`, prepared once per connection. A statement that fails to prepare (a
   // busy or damaged file) is returned empty and reports the error from Step().
-  Stmt Prepare(const std::string& sql) {
+  Stmt Prepare(const std::string& sql) GF_REQUIRES(mu_) {
     auto it = cache_.find(sql);
     if (it == cache_.end()) {
       sqlite3_stmt* stmt = nullptr;
@@ -511,14 +521,14 @@ class SqliteStore : public StateStore {
   }
 
   // Runs a statement that returns no rows.
-  Status Run(Stmt& st, const std::string& what) {
+  Status Run(Stmt& st, const std::string& what) GF_REQUIRES(mu_) {
     int rc = st.Step();
     if (rc != SQLITE_DONE && rc != SQLITE_ROW) return Error(what, rc);
     return Status::Ok();
   }
 
   // Runs statements without parameters (pragmas, DDL, BEGIN/COMMIT); `what` names them in errors.
-  Status Exec(const std::string& sql, const std::string& what = "") {
+  Status Exec(const std::string& sql, const std::string& what = "") GF_REQUIRES(mu_) {
     char* err = nullptr;
     int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
     sqlite3_free(err);  // sqlite3_errmsg has the same text
@@ -527,7 +537,7 @@ class SqliteStore : public StateStore {
   }
 
   // The single text value of a one-row query.
-  Result<std::string> QueryText(const std::string& sql) {
+  Result<std::string> QueryText(const std::string& sql) GF_REQUIRES(mu_) {
     sqlite3_stmt* stmt = nullptr;
     int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr);
     if (rc != SQLITE_OK) return Error(sql, rc);
@@ -547,7 +557,7 @@ class SqliteStore : public StateStore {
   // transaction cannot fail half-way on a lock upgrade); rolls back when it fails.
   // `audit`: records written in the same transaction (the writer's attached ones).
   template <typename F>
-  Status InTransaction(F body, const std::vector<api::AuditRecord>& audit = {}) {
+  Status InTransaction(F body, const std::vector<api::AuditRecord>& audit = {}) GF_REQUIRES(mu_) {
     GF_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
     Status s = body();
     if (s.ok() && !audit.empty()) s = InsertAudit(audit);
@@ -556,11 +566,12 @@ class SqliteStore : public StateStore {
     return s;
   }
 
-  Status Migrate() {
+  Status Migrate() GF_REQUIRES(mu_) {
     // Version 0 is a database without the meta table (a new file).
     GF_ASSIGN_OR_RETURN(std::string has_meta,
                         QueryText("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"));
     return InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
       int version = 0;
       if (has_meta != "0") {
         GF_ASSIGN_OR_RETURN(std::optional<std::string> v, GetMetaLocked(kSchemaVersionKey));
@@ -586,7 +597,7 @@ class SqliteStore : public StateStore {
     });
   }
 
-  Result<std::optional<std::string>> GetMetaLocked(const std::string& key) {
+  Result<std::optional<std::string>> GetMetaLocked(const std::string& key) GF_REQUIRES(mu_) {
     Stmt st = Prepare("SELECT value FROM meta WHERE key = ?1");
     st.Bind(1, key);
     int rc = st.Step();
@@ -594,8 +605,8 @@ class SqliteStore : public StateStore {
     if (rc != SQLITE_ROW) return Error("get meta " + key, rc);
     return std::optional<std::string>(st.Text(0));
   }
-  std::vector<api::AuditRecord> TakeAttached() {
-    std::lock_guard<std::mutex> lock(attach_mu_);
+  std::vector<api::AuditRecord> TakeAttached() GF_EXCLUDES(attach_mu_, mu_) {
+    MutexLock lock(attach_mu_);
     auto it = attached_.find(std::this_thread::get_id());
     if (it == attached_.end()) return {};
     std::vector<api::AuditRecord> out = std::move(it->second);
@@ -603,7 +614,7 @@ class SqliteStore : public StateStore {
     return out;
   }
 
-  Status InsertAudit(const std::vector<api::AuditRecord>& records) {
+  Status InsertAudit(const std::vector<api::AuditRecord>& records) GF_REQUIRES(mu_) {
     for (const api::AuditRecord& a : records) {
       Stmt st = Prepare("INSERT INTO audit (at_ms, subject, verb, record) VALUES (?1, ?2, ?3, ?4)");
       st.Bind(1, a.at.millis()).Bind(2, a.subject).Bind(3, a.verb).Bind(4, api::DumpJson(api::ToJson(a)));
@@ -612,14 +623,14 @@ class SqliteStore : public StateStore {
     return Status::Ok();
   }
 
-  Status SetMetaLocked(const std::string& key, const std::string& value) {
+  Status SetMetaLocked(const std::string& key, const std::string& value) GF_REQUIRES(mu_) {
     Stmt st = Prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)");
     st.Bind(1, key).Bind(2, value);
     return Run(st, "set meta " + key);
   }
 
   // The next id of an AUTOINCREMENT table: one past the largest ever used.
-  Result<int64_t> NextId(const std::string& table) {
+  Result<int64_t> NextId(const std::string& table) GF_REQUIRES(mu_) {
     Stmt st = Prepare("SELECT seq FROM sqlite_sequence WHERE name = ?1");
     st.Bind(1, table);
     int rc = st.Step();
@@ -629,7 +640,7 @@ class SqliteStore : public StateStore {
   }
 
   // The ids an earlier submission of `request_id` got, if any.
-  Result<std::optional<std::vector<JobId>>> FindRequest(const std::string& request_id) {
+  Result<std::optional<std::vector<JobId>>> FindRequest(const std::string& request_id) GF_REQUIRES(mu_) {
     Stmt st = Prepare("SELECT job_ids FROM requests WHERE request_id = ?1");
     st.Bind(1, request_id);
     int rc = st.Step();
@@ -646,7 +657,7 @@ class SqliteStore : public StateStore {
     return std::optional<std::vector<JobId>>(std::move(out));
   }
 
-  Status InsertJob(const api::JobRecord& job) {
+  Status InsertJob(const api::JobRecord& job) GF_REQUIRES(mu_) {
     Stmt st = Prepare(
         "INSERT INTO jobs (id, request_id, array_index, team, state, submitted_ms, updated_ms, record) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
@@ -661,7 +672,7 @@ class SqliteStore : public StateStore {
     return Run(st, "insert job " + std::to_string(job.id.value()));
   }
 
-  Status AppendTransition(JobId id, const api::Transition& t) {
+  Status AppendTransition(JobId id, const api::Transition& t) GF_REQUIRES(mu_) {
     Stmt st = Prepare(
         "INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) "
         "VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM transitions WHERE job_id = ?1), ?2, ?3, ?4, ?5)");
@@ -697,11 +708,11 @@ class SqliteStore : public StateStore {
   }
 
   const std::string path_;
-  sqlite3* const db_;
-  std::mutex mu_;
-  std::mutex attach_mu_;
-  std::map<std::thread::id, std::vector<api::AuditRecord>> attached_;  // under attach_mu_
-  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+  sqlite3* const db_;  // the connection: used only with mu_ held
+  Mutex mu_;
+  Mutex attach_mu_;
+  std::map<std::thread::id, std::vector<api::AuditRecord>> attached_ GF_GUARDED_BY(attach_mu_);
+  std::unordered_map<std::string, sqlite3_stmt*> cache_ GF_GUARDED_BY(mu_);  // prepared statements of the connection
 };
 
 }  // namespace

@@ -13,12 +13,12 @@ constexpr const char* kSchemaVersionKey = "schema_version";
 MemoryStore::MemoryStore() { meta_[kSchemaVersionKey] = "2"; }  // as the SQLite store's
 
 void MemoryStore::FailNextWrite(Status error) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   next_write_failure_ = std::move(error);
 }
 
 void MemoryStore::FailNextWrites(int count, Status error) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   next_write_failure_ = std::move(error);
   failures_left_ = count;
 }
@@ -47,18 +47,18 @@ Status MemoryStore::BeginWrite() {
 }
 
 void MemoryStore::DropAttached() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   attached_.erase(std::this_thread::get_id());
 }
 
 void MemoryStore::AttachAudit(std::vector<api::AuditRecord> records) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto& mine = attached_[std::this_thread::get_id()];
   for (auto& r : records) mine.push_back(std::move(r));
 }
 
 Status MemoryStore::AppendAudit(const std::vector<api::AuditRecord>& records) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   GF_RETURN_IF_ERROR(BeginWrite());
   for (auto a : records) {
     a.seq = static_cast<int64_t>(audit_.size()) + 1;
@@ -68,7 +68,7 @@ Status MemoryStore::AppendAudit(const std::vector<api::AuditRecord>& records) {
 }
 
 Result<std::vector<api::AuditRecord>> MemoryStore::ListAudit(const store::AuditFilter& filter) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<api::AuditRecord> out;
   for (const auto& a : audit_) {
     if (a.seq <= filter.after_seq) continue;
@@ -97,7 +97,7 @@ Result<std::vector<store::SubmitOutcome>> MemoryStore::Submit(std::vector<store:
                                      submissions[i].request_id + "): no jobs");
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   GF_RETURN_IF_ERROR(BeginWrite());
   std::vector<store::SubmitOutcome> outcomes;
   for (store::Submission& sub : submissions) {
@@ -130,7 +130,7 @@ Result<std::vector<store::SubmitOutcome>> MemoryStore::Submit(std::vector<store:
 }
 
 Status MemoryStore::Update(const std::vector<store::JobUpdate>& updates) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   GF_RETURN_IF_ERROR(BeginWrite());
   // All or nothing: check every id before changing anything.
   for (const store::JobUpdate& u : updates) {
@@ -146,14 +146,14 @@ Status MemoryStore::Update(const std::vector<store::JobUpdate>& updates) {
 }
 
 Result<std::optional<api::JobRecord>> MemoryStore::GetJob(JobId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(id.value());
   if (it == jobs_.end()) return std::optional<api::JobRecord>();
   return std::optional<api::JobRecord>(it->second);
 }
 
 Result<std::vector<api::JobRecord>> MemoryStore::ListJobs(const store::JobFilter& filter) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto matches = [&](const api::JobRecord& job) {
     if (filter.team && job.request.spec.team != *filter.team) return false;
     if (filter.since && job.submitted < *filter.since) return false;
@@ -175,7 +175,7 @@ Result<std::vector<api::JobRecord>> MemoryStore::ListJobs(const store::JobFilter
 }
 
 Result<std::vector<api::Transition>> MemoryStore::History(JobId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = transitions_.find(id.value());
   if (it == transitions_.end()) return std::vector<api::Transition>();
   return it->second;
@@ -186,7 +186,7 @@ Result<NodeId> MemoryStore::UpsertNode(const api::NodeRecord& node) {
     DropAttached();
     return Status::InvalidArgument("node name must not be empty");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   GF_RETURN_IF_ERROR(BeginWrite());
   api::NodeRecord stored = node;
   auto it = nodes_.find(node.name);
@@ -196,7 +196,7 @@ Result<NodeId> MemoryStore::UpsertNode(const api::NodeRecord& node) {
 }
 
 Result<std::vector<api::NodeRecord>> MemoryStore::ListNodes() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<api::NodeRecord> out;
   for (const auto& [name, node] : nodes_) out.push_back(node);
   std::sort(out.begin(), out.end(), [](const api::NodeRecord& a, const api::NodeRecord& b) { return a.id < b.id; });
@@ -204,7 +204,7 @@ Result<std::vector<api::NodeRecord>> MemoryStore::ListNodes() {
 }
 
 Status MemoryStore::TouchToken(const std::string& hash, Time when) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = tokens_.find(hash);
   if (it == tokens_.end()) return Status::NotFound("no token " + hash.substr(0, 12));
   it->second.last_used = when;
@@ -216,28 +216,28 @@ Status MemoryStore::PutToken(const api::TokenRecord& token) {
     DropAttached();
     return Status::InvalidArgument("token hash must not be empty");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   GF_RETURN_IF_ERROR(BeginWrite());
   tokens_[token.hash] = token;
   return Status::Ok();
 }
 
 Result<std::optional<api::TokenRecord>> MemoryStore::FindToken(const std::string& hash) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = tokens_.find(hash);
   if (it == tokens_.end()) return std::optional<api::TokenRecord>();
   return std::optional<api::TokenRecord>(it->second);
 }
 
 Result<std::vector<api::TokenRecord>> MemoryStore::ListTokens() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<api::TokenRecord> out;
   for (const auto& [hash, token] : tokens_) out.push_back(token);
   return out;
 }
 
 Result<std::optional<std::string>> MemoryStore::GetMeta(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = meta_.find(key);
   if (it == meta_.end()) return std::optional<std::string>();
   return std::optional<std::string>(it->second);
@@ -248,7 +248,7 @@ Status MemoryStore::SetMeta(const std::string& key, const std::string& value) {
     DropAttached();
     return Status::InvalidArgument("meta key schema_version is managed by the store");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   GF_RETURN_IF_ERROR(BeginWrite());
   meta_[key] = value;
   return Status::Ok();

@@ -12,11 +12,11 @@
 #include <cstdint>
 #include <map>
 #include <thread>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "store/state_store.h"
 
 namespace gpufleet::testing {
@@ -50,26 +50,26 @@ class MemoryStore : public store::StateStore {
 
  private:
   // The injected failure, consumed; OK when none is pending. Needs mu_ held.
-  Status TakeFailure();
+  Status TakeFailure() GF_REQUIRES(mu_);
   // Starts a write: the injected failure (the attached audit records are dropped with it), or
   // the attached audit records appended. Needs mu_ held.
-  Status BeginWrite();
+  Status BeginWrite() GF_REQUIRES(mu_);
   // A write refused before it began: this thread's attached records go with it.
-  void DropAttached();
+  void DropAttached() GF_EXCLUDES(mu_);
 
-  std::mutex mu_;
-  int64_t next_job_id_ = 1;
-  int64_t next_node_id_ = 1;
-  std::map<int64_t, api::JobRecord> jobs_;
-  std::map<int64_t, std::vector<api::Transition>> transitions_;
-  std::map<std::string, std::vector<JobId>> requests_;
-  std::map<std::string, api::NodeRecord> nodes_;  // by name
-  std::map<std::string, api::TokenRecord> tokens_;  // by hash
-  std::map<std::string, std::string> meta_;
-  Status next_write_failure_;
-  int failures_left_ = 0;  // FailNextWrites: how many more writes fail with next_write_failure_
-  std::vector<api::AuditRecord> audit_;
-  std::map<std::thread::id, std::vector<api::AuditRecord>> attached_;
+  Mutex mu_;
+  int64_t next_job_id_ GF_GUARDED_BY(mu_) = 1;
+  int64_t next_node_id_ GF_GUARDED_BY(mu_) = 1;
+  std::map<int64_t, api::JobRecord> jobs_ GF_GUARDED_BY(mu_);
+  std::map<int64_t, std::vector<api::Transition>> transitions_ GF_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<JobId>> requests_ GF_GUARDED_BY(mu_);
+  std::map<std::string, api::NodeRecord> nodes_ GF_GUARDED_BY(mu_);  // by name
+  std::map<std::string, api::TokenRecord> tokens_ GF_GUARDED_BY(mu_);  // by hash
+  std::map<std::string, std::string> meta_ GF_GUARDED_BY(mu_);
+  Status next_write_failure_ GF_GUARDED_BY(mu_);
+  int failures_left_ GF_GUARDED_BY(mu_) = 0;  // FailNextWrites: how many more writes fail with next_write_failure_
+  std::vector<api::AuditRecord> audit_ GF_GUARDED_BY(mu_);
+  std::map<std::thread::id, std::vector<api::AuditRecord>> attached_ GF_GUARDED_BY(mu_);
 };
 
 }  // namespace gpufleet::testing
