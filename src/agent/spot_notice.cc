@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "api/codec.h"
+#include "common/iso_time.h"
 
 namespace gpufleet::agent {
 namespace {
@@ -52,8 +53,9 @@ Result<Time> ParseRfc1123(const std::string& text) {
       tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60) {
     return Status::InvalidArgument("'" + text + "' is not a date like Mon, 19 Sep 2016 18:29:47 GMT");
   }
-  tm.tm_year -= 1900;
-  return Time::FromMillis(static_cast<int64_t>(::timegm(&tm)) * 1000);
+  auto days = DaysFromCivil(tm.tm_year, tm.tm_mon + 1, tm.tm_mday);
+  if (!days) return Status::InvalidArgument("'" + text + "' is not a date that exists");
+  return Time::FromSeconds(*days * 86400 + tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec);
 }
 
 Result<std::optional<api::SpotNotice>> ParseScheduledEvents(const std::string& body, Time now) {
@@ -91,18 +93,15 @@ Result<api::SpotNotice> ParseInstanceAction(const std::string& body) {
   }
   if (time == j->end() || !time->is_string()) return Status::InvalidArgument("instance-action: no \"time\"");
   std::string t = time->get<std::string>();
-  std::tm tm{};
-  char z = 0;
-  int n = std::sscanf(t.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                      &tm.tm_min, &tm.tm_sec, &z);
-  if (n != 7 || z != 'Z' || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31) {
-    return Status::InvalidArgument("instance-action: time '" + t + "' is not like 2026-12-02T15:04:05Z");
+  auto when = ReadIsoTime(t, {.require_time = true, .require_zone = true});
+  if (!when.ok()) return when.status().WithContext("instance-action: time");
+  if (t.back() != 'Z') {
+    // AWS writes this time in UTC; an offset means the document is not AWS's.
+    return Status::InvalidArgument("instance-action: time '" + t + "' is not in UTC like 2026-12-02T15:04:05Z");
   }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
   api::SpotNotice notice;
   notice.action = action->get<std::string>();
-  notice.time = Time::FromMillis(static_cast<int64_t>(::timegm(&tm)) * 1000);
+  notice.time = *when;
   return notice;
 }
 

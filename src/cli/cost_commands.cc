@@ -49,7 +49,7 @@ std::string CatalogPath(const std::string& flag) {
 // reproducible reports can fix the date, else the system clock.
 Result<int64_t> Today() {
   if (const char* env = std::getenv("GPUFLEET_TODAY"); env != nullptr && *env != '\0') {
-    auto day = cost::ParseIsoDate(env);
+    auto day = ParseIsoDate(env);
     if (!day) return Status::InvalidArgument(std::string("GPUFLEET_TODAY must be a date YYYY-MM-DD, got '") + env + "'");
     return *day;
   }

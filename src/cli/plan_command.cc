@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/progress.h"
+#include "common/iso_time.h"
 #include "common/strings.h"
 #include "cost/offer.h"
 #include "plan/planner.h"
@@ -95,33 +96,9 @@ std::optional<Duration> ParseSpan(const std::string& s) {
   return ParseDuration(t);
 }
 
-// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
-int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
-  y -= m <= 2;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const int64_t yoe = y - era * 400;
-  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
-}
-
-// "2017-09-18", "2017-09-18T06:00", "2017-09-18T06:00:00Z" or "2017-09-18 06:00:00", all UTC.
-std::optional<Time> ParseUtc(const std::string& s) {
-  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, n = 0;
-  const char* p = s.c_str();
-  if (std::sscanf(p, "%4d-%2d-%2d%n", &y, &mo, &d, &n) != 3 || n != 10) return std::nullopt;
-  std::string rest = s.substr(10);
-  if (!rest.empty()) {
-    if (rest[0] != 'T' && rest[0] != ' ') return std::nullopt;
-    int m = 0;
-    int got = std::sscanf(rest.c_str() + 1, "%2d:%2d%n:%2d%n", &h, &mi, &m, &sec, &m);
-    if (got < 2) return std::nullopt;
-    std::string tail = rest.substr(1 + static_cast<size_t>(m));
-    if (!tail.empty() && tail != "Z") return std::nullopt;
-  }
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 59) return std::nullopt;
-  return Time::FromSeconds(DaysFromCivil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec);
-}
+// "2017-09-18", "2017-09-18T06:00", "2017-09-18T06:00:00Z" or "2017-09-18 06:00:00" (UTC
+// unless a zone is given): common/iso_time.h.
+std::optional<Time> ParseUtc(const std::string& s) { return ParseIsoTime(Trim(s)); }
 
 std::string CatalogPath(const std::string& flag) {
   if (!flag.empty()) return flag;

@@ -85,28 +85,6 @@ double DefaultSpotHazardPerHour(std::string_view cloud) {
   return 0.02;
 }
 
-std::optional<int64_t> ParseIsoDate(std::string_view s) {
-  if (s.size() != 10 || s[4] != '-' || s[7] != '-') return std::nullopt;
-  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) {
-    if (s[i] < '0' || s[i] > '9') return std::nullopt;
-  }
-  auto digits = [&](size_t at, size_t n) {
-    int64_t v = 0;
-    for (size_t i = at; i < at + n; ++i) v = v * 10 + (s[i] - '0');
-    return v;
-  };
-  int64_t y = digits(0, 4), m = digits(5, 2), d = digits(8, 2);
-  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-  if (m < 1 || m > 12 || d < 1 || d > kDays[m - 1] + (m == 2 && leap ? 1 : 0)) return std::nullopt;
-  // Days from civil (H. Hinnant's algorithm): eras of 400 years starting in March.
-  y -= m <= 2 ? 1 : 0;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const int64_t yoe = y - era * 400;
-  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
-}
 
 std::optional<int64_t> CatalogAgeDays(const std::string& prices_as_of, int64_t today) {
   auto day = ParseIsoDate(prices_as_of);

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/iso_time.h"  // ParseIsoDate: days since 1970-01-01, as CatalogAgeLine takes them
 #include "common/status.h"
 #include "model/gpu_catalog.h"
 #include "model/types.h"
@@ -110,9 +111,6 @@ Result<OfferTable> LoadOffersCsv(const std::string& path, const model::GpuCatalo
 Result<OfferTable> ParseOffersCsv(std::string_view text, const std::string& source_name,
                                   const model::GpuCatalog& gpus, const LoadOptions& options = {});
 
-// Days since 1970-01-01 of a "YYYY-MM-DD" date (proleptic Gregorian); nullopt unless the text is
-// exactly that shape and a real date.
-std::optional<int64_t> ParseIsoDate(std::string_view s);
 // "prices as of 2026-05-20 (198 days old)", "... (dated after today)", or "prices as of: age
 // unknown (the catalog has no '# prices_as_of:' line)" when `prices_as_of` is empty. `today` is
 // days since 1970-01-01 (the caller's clock).

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/iso_time.h"
 #include "common/nesting.h"
 
 namespace gpufleet::provider {
@@ -34,7 +35,8 @@ Status ReadTime(const json& j, const char* key, std::optional<Time>& into) {
     return Status::Ok();
   }
   if (!it->is_string()) return Status::InvalidArgument(std::string("\"") + key + "\" must be an ISO-8601 time");
-  auto t = ParseIso8601(it->get<std::string>());
+  // AWS's LaunchTime and the like: a time with its zone ("2026-12-02T15:04:05.250Z", "+01:00").
+  auto t = ReadIsoTime(it->get<std::string>(), {.require_time = true, .require_zone = true});
   if (!t.ok()) return t.status().WithContext(std::string("\"") + key + "\"");
   into = *t;
   return Status::Ok();
@@ -119,43 +121,6 @@ std::string FormatPricePerHour(int64_t micros) {
     s += "." + f;
   }
   return s;
-}
-
-Result<Time> ParseIso8601(const std::string& text) {
-  int y, mo, d, h, mi, s, consumed = 0;
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &s, &consumed) != 6 ||
-      mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60) {
-    return Status::InvalidArgument("'" + text + "' is not a time like 2026-12-02T15:04:05Z");
-  }
-  std::string rest = text.substr(static_cast<size_t>(consumed));
-  int64_t millis = 0;
-  if (!rest.empty() && rest[0] == '.') {
-    size_t i = 1;
-    int64_t scale = 100;
-    for (; i < rest.size() && std::isdigit(static_cast<unsigned char>(rest[i])); ++i) {
-      millis += (rest[i] - '0') * scale;
-      scale /= 10;
-    }
-    rest = rest.substr(i);
-  }
-  int64_t offset_s = 0;
-  int oh = 0, om = 0;
-  if (rest == "Z") {
-  } else if ((rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') &&
-              std::sscanf(rest.c_str() + 1, "%2d:%2d", &oh, &om) == 2)) {
-    offset_s = (oh * 3600 + om * 60) * (rest[0] == '+' ? 1 : -1);
-  } else {
-    return Status::InvalidArgument("'" + text + "' has no time zone (end it with Z or +00:00)");
-  }
-  std::tm tm{};
-  tm.tm_year = y - 1900;
-  tm.tm_mon = mo - 1;
-  tm.tm_mday = d;
-  tm.tm_hour = h;
-  tm.tm_min = mi;
-  tm.tm_sec = s;
-  int64_t secs = static_cast<int64_t>(::timegm(&tm)) - offset_s;
-  return Time::FromMillis(secs * 1000 + millis);
 }
 
 std::string RequestToJson(const InstanceRequest& r) {

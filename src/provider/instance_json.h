@@ -23,8 +23,4 @@ std::string InstanceToJson(const Instance& instance);
 // Dollars per hour, exact and short: 2100000 -> "2.1", 3000000 -> "3".
 std::string FormatPricePerHour(int64_t micros);
 
-// "2026-12-02T15:04:05Z", "2026-12-02T15:04:05.250Z" or with an offset "+01:00" (AWS's
-// LaunchTime); digits past milliseconds are dropped.
-Result<Time> ParseIso8601(const std::string& text);
-
 }  // namespace gpufleet::provider

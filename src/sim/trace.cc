@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/iso_time.h"
 #include "common/nesting.h"
 #include "common/strings.h"
 
@@ -91,94 +92,6 @@ std::optional<int64_t> ParseCount(std::string_view s) {
     s = s.substr(0, dot);
   }
   return ParseInt(s);
-}
-
-// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
-int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
-  y -= m <= 2 ? 1 : 0;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const int64_t yoe = y - era * 400;
-  const int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
-}
-
-int DaysInMonth(int64_t y, int64_t m) {
-  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-  return m == 2 && leap ? 29 : kDays[m - 1];
-}
-
-// Reads exactly `n` digits at `pos`.
-std::optional<int64_t> Digits(std::string_view s, size_t pos, size_t n) {
-  if (pos + n > s.size()) return std::nullopt;
-  int64_t v = 0;
-  for (size_t i = pos; i < pos + n; ++i) {
-    if (!IsDigit(s[i])) return std::nullopt;
-    v = v * 10 + (s[i] - '0');
-  }
-  return v;
-}
-
-bool LooksLikeIsoDate(std::string_view s) {
-  return s.size() >= 10 && IsDigit(s[0]) && IsDigit(s[1]) && IsDigit(s[2]) && IsDigit(s[3]) &&
-         s[4] == '-';
-}
-
-// "YYYY-MM-DD", "YYYY-MM-DD HH:MM[:SS[.fff]]", with 'T' instead of the space, and an optional
-// "Z", "+HH:MM", "+HHMM" or "+HH" suffix. No suffix means UTC.
-std::optional<Time> ParseIsoTime(std::string_view s) {
-  auto year = Digits(s, 0, 4);
-  auto month = Digits(s, 5, 2);
-  auto day = Digits(s, 8, 2);
-  if (!year || !month || !day || s[4] != '-' || s[7] != '-') return std::nullopt;
-  if (*month < 1 || *month > 12 || *day < 1 || *day > DaysInMonth(*year, *month)) return std::nullopt;
-  int64_t ms = DaysFromCivil(*year, *month, *day) * 86'400'000;
-  size_t i = 10;
-  if (i < s.size() && (s[i] == ' ' || s[i] == 'T' || s[i] == 't')) {
-    auto hour = Digits(s, i + 1, 2);
-    auto minute = Digits(s, i + 4, 2);
-    if (!hour || !minute || s[i + 3] != ':' || *hour > 23 || *minute > 59) return std::nullopt;
-    ms += (*hour * 3600 + *minute * 60) * 1000;
-    i += 6;
-    if (i < s.size() && s[i] == ':') {
-      auto second = Digits(s, i + 1, 2);
-      if (!second || *second > 59) return std::nullopt;
-      ms += *second * 1000;
-      i += 3;
-      if (i < s.size() && (s[i] == '.' || s[i] == ',')) {
-        ++i;
-        size_t start = i;
-        int64_t frac = 0;
-        while (i < s.size() && IsDigit(s[i])) {
-          if (i - start < 3) frac = frac * 10 + (s[i] - '0');
-          ++i;
-        }
-        if (i == start) return std::nullopt;
-        for (size_t k = std::min<size_t>(i - start, 3); k < 3; ++k) frac *= 10;
-        ms += frac;
-      }
-    }
-  }
-  if (i < s.size()) {
-    if ((s[i] == 'Z' || s[i] == 'z') && i + 1 == s.size()) return Time::FromMillis(ms);
-    if (s[i] != '+' && s[i] != '-') return std::nullopt;
-    int64_t sign = s[i] == '+' ? 1 : -1;
-    auto oh = Digits(s, i + 1, 2);
-    if (!oh) return std::nullopt;
-    int64_t om = 0;
-    size_t end = i + 3;
-    if (end < s.size()) {
-      if (s[end] == ':') ++end;
-      auto mm = Digits(s, end, 2);
-      if (!mm) return std::nullopt;
-      om = *mm;
-      end += 2;
-    }
-    if (end != s.size() || *oh > 23 || om > 59) return std::nullopt;
-    ms -= sign * (*oh * 3600 + om * 60) * 1000;
-  }
-  return Time::FromMillis(ms);
 }
 
 // What is wrong with a time value that did not parse.
