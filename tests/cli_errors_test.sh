@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bad input to `gpufleet`: expect a non-zero exit status and a message that says what is wrong
-# and where, before any simulation runs. Exit status 1 is a bad input, 2 a bad command line.
+# and where, before any simulation runs. Exit status 2 is bad input: the command line or a file
+# or value given (src/cli/exit_codes.h).
 #
 # Usage: cli_errors_test.sh PATH/TO/gpufleet SOURCE_DIR CASE
 #   CASE: missing_trace | bad_columns | unknown_policy | malformed_row | skip_bad_rows |
@@ -25,35 +26,35 @@ expect_no_report() {
 
 case "$CASE" in
   missing_trace)
-    # Given a trace path that does not exist, expect exit 1 and the path in the message.
+    # Given a trace path that does not exist, expect exit 2 and the path in the message.
     missing="$WORK/no such dir/trace.csv"
     run "$R" "$GPUFLEET" sim --trace "$missing" --cluster-gpus 8
-    expect_rc "$R" 1 "missing trace file"
+    expect_rc "$R" 2 "missing trace file"
     expect_contains "$R.err" "$missing" "missing trace file"
     expect_no_report "missing trace file"
     ;;
 
   bad_columns)
-    # Given a column map with an unknown field, expect exit 1 and the field named.
+    # Given a column map with an unknown field, expect exit 2 and the field named.
     run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "id=name,submit=arrive,duration=secs,gpus=ngpu,colour=group" \
       --cluster-gpus 8
-    expect_rc "$R" 1 "--columns with an unknown field"
+    expect_rc "$R" 2 "--columns with an unknown field"
     expect_contains "$R.err" "colour" "--columns with an unknown field"
     expect_no_report "--columns with an unknown field"
     # Given a map that points a field at a column the file lacks, expect the column and field named.
     run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "id=name,submit=arrived_at,duration=secs,gpus=ngpu" \
       --cluster-gpus 8
-    expect_rc "$R" 1 "--columns naming a missing column"
+    expect_rc "$R" 2 "--columns naming a missing column"
     expect_contains "$R.err" "arrived_at" "--columns naming a missing column"
     expect_contains "$R.err" "submit" "--columns naming a missing column"
     # Given a map without a required field, expect that field named.
     run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "id=name,submit=arrive,duration=secs" --cluster-gpus 8
-    expect_rc "$R" 1 "--columns without gpus"
+    expect_rc "$R" 2 "--columns without gpus"
     expect_contains "$R.err" "gpus" "--columns without gpus"
     ;;
 
   unknown_policy)
-    # Given an unknown policy, expect exit 1 and every known policy listed (as `policies` names them).
+    # Given an unknown policy, expect exit 2 and every known policy listed (as `policies` names them).
     run "$WORK/p" "$GPUFLEET" policies -o json
     expect_rc "$WORK/p" 0 "gpufleet policies -o json"
     names=$("$PYTHON" -c 'import json,sys; print(" ".join(p["name"] for p in json.load(open(sys.argv[1]))))' "$WORK/p.out") ||
@@ -62,7 +63,7 @@ case "$CASE" in
     for flags in "--policy round-robin" "--compare fifo,round-robin"; do
       # shellcheck disable=SC2086 # flags is two words on purpose
       run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS" --cluster-gpus 8 $flags
-      expect_rc "$R" 1 "unknown policy ($flags)"
+      expect_rc "$R" 2 "unknown policy ($flags)"
       expect_contains "$R.err" "round-robin" "unknown policy ($flags)"
       for name in $names; do
         expect_contains "$R.err" "$name" "unknown policy ($flags) lists the known ones"
@@ -72,9 +73,9 @@ case "$CASE" in
     ;;
 
   malformed_row)
-    # Given a CSV whose 4th line has a duration of 'sixty', expect exit 1 naming file:line and the value.
+    # Given a CSV whose 4th line has a duration of 'sixty', expect exit 2 naming file:line and the value.
     run "$R" "$GPUFLEET" sim --trace "$BAD_ROW" --columns "$COLUMNS" --cluster-gpus 8
-    expect_rc "$R" 1 "malformed CSV row"
+    expect_rc "$R" 2 "malformed CSV row"
     expect_contains "$R.err" "bad_row.csv:4:" "malformed CSV row"
     expect_contains "$R.err" "sixty" "malformed CSV row"
     expect_no_report "malformed CSV row"
@@ -90,9 +91,9 @@ case "$CASE" in
     ;;
 
   no_cluster)
-    # Given neither --cluster nor --cluster-gpus, expect exit 1 and a hint at both.
+    # Given neither --cluster nor --cluster-gpus, expect exit 2 and a hint at both.
     run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS"
-    expect_rc "$R" 1 "no cluster"
+    expect_rc "$R" 2 "no cluster"
     expect_contains "$R.err" "--cluster" "no cluster"
     expect_contains "$R.err" "--cluster-gpus" "no cluster"
     expect_no_report "no cluster"

@@ -134,7 +134,7 @@ printf 'name,arrive,secs,ngpu,group\na,100,10,1,x\nb,2017-10-09T07:01:55Z,10,1,x
 for bad in negative mixed; do
   run "$WORK/$bad" "$GPUFLEET" sim --trace "$WORK/$bad.csv" --columns "$COLUMNS" --cluster-gpus 8 --no-progress \
     --jobs-out "$WORK/$bad-jobs.csv"
-  expect_rc "$WORK/$bad" 1 "a $bad submit time"
+  expect_rc "$WORK/$bad" 2 "a $bad submit time"
   expect_contains "$WORK/$bad.err" "$bad.csv:3: arrive: " "a $bad submit time"
   [[ ! -s "$WORK/$bad.out" && ! -e "$WORK/$bad-jobs.csv" ]] || fail "a $bad submit time: a report or jobs CSV was written"
 done

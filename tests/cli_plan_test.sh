@@ -82,9 +82,9 @@ bad gpu "unknown GPU model 'V1OO'" --gpu V1OO
 bad from "--from" --from 2024-13-01
 bad unknown_flag "--reserve" --reserve 3
 
-# A trace that is not there is a failed run (1), not a usage error, and names the file.
+# A trace that is not there is bad input (2), like a bad flag, and names the file.
 run "$WORK/missing" "$GPUFLEET" plan --trace "$WORK/nope.jsonl" --catalog "$WORK/offers.csv" --no-progress
-expect_rc "$WORK/missing" 1 "gpufleet plan with a missing trace"
+expect_rc "$WORK/missing" 2 "gpufleet plan with a missing trace"
 expect_contains "$WORK/missing.err" "nope.jsonl" "gpufleet plan with a missing trace"
 
 echo "PASS: gpufleet plan (json, text, plots, bad flags)"

@@ -130,9 +130,9 @@ expect_error runnable "--runnable needs the node" --runnable
 expect_error output "-o must be table or json, got 'yaml'" -o yaml
 expect_error both "excludes" --driver 550.54.15 --gpu A100 --cc 8.0
 
-# A table that cannot be read is exit 1 (the command ran and failed), naming the file.
+# A table that is not there is bad input (exit 2), naming the file.
 run "$WORK/missing" "$GPUFLEET" environments --environments "$WORK/nope.yaml"
-expect_rc "$WORK/missing" 1 "gpufleet environments --environments (missing file)"
+expect_rc "$WORK/missing" 2 "gpufleet environments --environments (missing file)"
 expect_contains "$WORK/missing.err" "$WORK/nope.yaml" "the missing table is named"
 
 # --- help teaches -----------------------------------------------------------------------------------

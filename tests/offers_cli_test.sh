@@ -127,7 +127,7 @@ expect_contains "$WORK/none.out" "over max_hourly_cost" "the rejections are list
 # Errors name file, line and field.
 printf 'name: x\nresources:\n  gpus: eight\nestimate: 10h on A100\n' >"$WORK/bad.yaml"
 run "$WORK/bad" "$GPUFLEET" select "$WORK/bad.yaml" --catalog "$CATALOG"
-expect_rc "$WORK/bad" 1 "a bad job file"
+expect_rc "$WORK/bad" 2 "a bad job file"
 expect_contains "$WORK/bad.err" "bad.yaml:3: resources.gpus: must be a positive integer, got 'eight'" "the error says where"
 
 run "$WORK/help" "$GPUFLEET" select --help
@@ -292,7 +292,7 @@ diff -u "$SRC/tests/data/cli/select_speeds.golden" "$WORK/sgolden.out" >&2 ||
 # Unknown workload classes and bad step times are refused, naming what is known or wrong.
 printf 'resources: {gpus: 1}\nestimate: 1h on A100\nworkload: training-nlp\n' >"$WORK/badclass.yaml"
 run "$WORK/badclass" "$GPUFLEET" select "$WORK/badclass.yaml" --catalog "$CATALOG" -q
-expect_rc "$WORK/badclass" 1 "an unknown workload class"
+expect_rc "$WORK/badclass" 2 "an unknown workload class"
 expect_contains "$WORK/badclass.err" \
   "badclass.yaml:3: workload: unknown workload class 'training-nlp'; known: default, inference-vision, training-recsys, training-vision" \
   "the known classes are listed"
@@ -303,7 +303,7 @@ run "$WORK/badgpustep" "$GPUFLEET" select "$WORK/speeds.yaml" --catalog "$CATALO
 expect_contains "$WORK/badgpustep.err" "--step-time: unknown GPU model 'Z80'" "an unknown step-time GPU is named"
 printf 'gpu,workload_class,ratio_vs_a100\nA100,default,1\nH100,default,fast\n' >"$WORK/badspeeds.csv"
 run "$WORK/badspeeds" "$GPUFLEET" select "$WORK/speeds.yaml" --catalog "$CATALOG" -q --speeds "$WORK/badspeeds.csv"
-expect_rc "$WORK/badspeeds" 1 "a bad speed table"
+expect_rc "$WORK/badspeeds" 2 "a bad speed table"
 expect_contains "$WORK/badspeeds.err" "badspeeds.csv:3: ratio_vs_a100 must be a positive number, got 'fast'" "the table error says where"
 # Found from outside the source tree too: $GPUFLEET_SPEEDS, else the source tree the binary came from.
 if (cd / && GPUFLEET_SPEEDS="$WORK/badspeeds.csv" "$GPUFLEET" select "$WORK/speeds.yaml" --catalog "$CATALOG" -q) \

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/client_config.h"
+#include "cli/exit_codes.h"
 
 namespace httplib {
 class Client;
@@ -27,10 +28,6 @@ class Client;
 
 namespace gpufleet::cli {
 
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailed = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitUnreachable = 3;
 
 // The outcome of one API call: the decoded body of a 2xx answer, or an error message and the
 // exit code it maps to.

@@ -25,6 +25,7 @@
 #include "api/job_yaml.h"
 #include "cli/client_config.h"
 #include "cli/cost_commands.h"
+#include "cli/exit_codes.h"
 #include "common/fd.h"
 #include "common/strings.h"
 #include "cli/cli.h"
@@ -444,7 +445,7 @@ std::string CliName() {
 
 int Fail(const char* cmd, const Status& st) {
   std::fprintf(stderr, "gpufleet %s: %s\n", cmd, st.message().c_str());
-  return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
+  return ExitCodeFor(st);
 }
 
 // --cpus and --memory of `agent` and `dev`: what jobs may ask of a node besides GPUs. Empty: what

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cli/exit_codes.h"
 #include "common/strings.h"
 #include "cost/job_yaml.h"
 #include "cost/offer.h"
@@ -169,7 +170,7 @@ struct Row {
 
 int OffersFail(const std::string& msg) {
   std::fprintf(stderr, "gpufleet offers: %s\n", msg.c_str());
-  return 2;
+  return kExitUsage;
 }
 
 int RunOffers(const OffersArgs& a) {
@@ -192,7 +193,7 @@ int RunOffers(const OffersArgs& a) {
   auto table = LoadCatalog(a.catalog, path);
   if (!table.ok()) {
     std::fprintf(stderr, "gpufleet offers: %s\n", table.status().message().c_str());
-    return 1;
+    return ExitCodeFor(table.status());
   }
 
   std::vector<Row> rows;
@@ -345,9 +346,9 @@ int RunSelect(const SelectArgs& a) {
   if (a.output != "text" && a.output != "json") return SelectFail("-o must be text or json, got '" + a.output + "'", 2);
   const std::string speeds_path = a.speeds.empty() ? model::GpuSpeeds::DefaultPath() : a.speeds;
   auto speeds = model::GpuSpeeds::LoadCsv(speeds_path, model::GpuCatalog::BuiltIn());
-  if (!speeds.ok()) return SelectFail(speeds.status().message(), 1);
+  if (!speeds.ok()) return SelectFail(speeds.status().message(), ExitCodeFor(speeds.status()));
   auto job = cost::LoadCostJobYaml(a.job, model::GpuCatalog::BuiltIn(), &*speeds);
-  if (!job.ok()) return SelectFail(job.status().message(), 1);
+  if (!job.ok()) return SelectFail(job.status().message(), ExitCodeFor(job.status()));
   if (Status s = AddStepTimes(a.step_times, *job); !s.ok()) return SelectFail(s.message(), 2);
   job->allow_suspect_prices = a.include_suspect;
   job->trust_spot_outliers = a.trust_spot_outliers;
@@ -355,9 +356,9 @@ int RunSelect(const SelectArgs& a) {
   if (!today.ok()) return SelectFail(today.status().message(), 2);
   std::string path;
   auto table = LoadCatalog(a.catalog, path);
-  if (!table.ok()) return SelectFail(table.status().message(), 1);
+  if (!table.ok()) return SelectFail(table.status().message(), ExitCodeFor(table.status()));
   auto sel = cost::SelectOffers(*table, *job, model::GpuCatalog::BuiltIn(), *speeds);
-  if (!sel.ok()) return SelectFail(a.job + ": " + sel.status().message(), 1);
+  if (!sel.ok()) return SelectFail(a.job + ": " + sel.status().message(), ExitCodeFor(sel.status()));
 
   const char* profile = job->profile == model::Boundness::kCompute  ? "compute"
                         : job->profile == model::Boundness::kMemory ? "memory"

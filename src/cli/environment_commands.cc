@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/exit_codes.h"
 #include "common/strings.h"
 #include "model/gpu_catalog.h"
 #include "node/environments.h"
@@ -110,7 +111,7 @@ int RunEnvironments(const EnvironmentsArgs& a) {
 
   const std::string source = a.environments.empty() ? node::EnvironmentTable::DefaultPath() : a.environments;
   auto table = a.environments.empty() ? node::EnvironmentTable::LoadDefault() : node::EnvironmentTable::Load(source);
-  if (!table.ok()) return Fail(table.status().message(), 1);
+  if (!table.ok()) return Fail(table.status().message(), ExitCodeFor(table.status()));
 
   struct Row {
     const node::Environment* env;
@@ -212,8 +213,8 @@ places it only on nodes that can run it, by this rule (src/node/environments.h):
 RUNS says "yes" or the first reason not, naming the fix. The table is newest first, so the first
 runnable row is the newest PyTorch the node can take. A node's figures:
   nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv
-Exit status 2 for a bad flag (an unknown GPU, a version that is not one), 1 if the table cannot
-be read.
+Exit status 2 for bad input: a bad flag (an unknown GPU, a version that is not one) or a table
+that is missing or malformed.
 
 Examples:
   gpufleet environments

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/exit_codes.h"
 #include "cli/progress.h"
 #include "common/iso_time.h"
 #include "common/strings.h"
@@ -32,9 +33,6 @@ namespace gpufleet::cli {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
 
 struct PlanArgs {
   std::string trace;
@@ -82,6 +80,11 @@ struct PlanArgs {
 int Fail(int code, const std::string& msg) {
   std::fprintf(stderr, "gpufleet plan: %s\n", msg.c_str());
   return code;
+}
+// A failure with its status: 2 when an input was wrong (a bad or missing file), 1 otherwise.
+int Fail(const Status& status, const std::string& suffix = "") {
+  std::fprintf(stderr, "gpufleet plan: %s%s\n", status.message().c_str(), suffix.c_str());
+  return ExitCodeFor(status);
 }
 
 // Durations with weeks: "1w", "2w3d" is not needed; "1w" or anything ParseDuration reads.
@@ -386,7 +389,7 @@ int Run(const PlanArgs& a) {
 
   std::unique_ptr<model::GpuCatalog> loaded;
   auto loaded_catalog = GpuCatalogFromFlag(a.gpu_specs, loaded);
-  if (!loaded_catalog.ok()) return Fail(kExitFailed, loaded_catalog.status().message());
+  if (!loaded_catalog.ok()) return Fail(loaded_catalog.status());
   const model::GpuCatalog* gpus = *loaded_catalog;
   for (const auto& g : Split(a.gpus, ',')) {
     std::string name(Trim(g));
@@ -514,7 +517,7 @@ int Run(const PlanArgs& a) {
   // Inputs.
   const std::string catalog_path = CatalogPath(a.catalog);
   auto offers = cost::LoadOffersCsv(catalog_path, *gpus);
-  if (!offers.ok()) return Fail(kExitFailed, offers.status().message());
+  if (!offers.ok()) return Fail(offers.status());
   if (a.spot_capacity != "always") {
     // The measured table beside the catalog, else the shipped one.
     std::string path = a.spot_capacity;
@@ -525,17 +528,17 @@ int Run(const PlanArgs& a) {
     }
     auto capacity = cost::LoadSpotCapacity(path);
     if (!capacity.ok()) {
-      return Fail(kExitFailed, capacity.status().message() + " (--spot-capacity always replays without it)");
+      return Fail(capacity.status(), " (--spot-capacity always replays without it)");
     }
     o.verify.spot_capacity = std::move(*capacity);
   }
   auto trace = sim::ReadTrace(a.trace, topts);
-  if (!trace.ok()) return Fail(kExitFailed, trace.status().message());
+  if (!trace.ok()) return Fail(trace.status());
   if (trace->bad_rows_skipped > 0) {
     std::fprintf(stderr, "gpufleet plan: skipped %lld bad row(s)\n", static_cast<long long>(trace->bad_rows_skipped));
   }
   for (const auto& w : trace->warnings) std::fprintf(stderr, "gpufleet plan: %s\n", w.c_str());
-  if (trace->jobs.empty()) return Fail(kExitFailed, a.trace + ": no jobs to plan from");
+  if (trace->jobs.empty()) return Fail(kExitUsage, a.trace + ": no jobs to plan from");
 
   // Plan and verify.
   bool show = !a.no_progress && (a.progress || StderrIsTerminal());
@@ -548,14 +551,14 @@ int Run(const PlanArgs& a) {
   };
   auto report = plan::RunPlanner(trace->jobs, *offers, *gpus, o);
   if (bar) bar->Finish();
-  if (!report.ok()) return Fail(kExitFailed, report.status().message());
+  if (!report.ok()) return Fail(report.status());
 
   if (!a.plots.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(a.plots, ec);
     if (ec) return Fail(kExitFailed, "--plots: cannot create " + a.plots + ": " + ec.message());
     auto charts = plan::RenderPlannerCharts(*report);
-    if (!charts.ok()) return Fail(kExitFailed, charts.status().message());
+    if (!charts.ok()) return Fail(charts.status());
     for (const auto& [name, svg] : *charts) {
       const std::string path = (std::filesystem::path(a.plots) / name).string();
       Status s = WriteFile(path, svg);
@@ -597,7 +600,7 @@ Examples:
   gpufleet plan --trace jobs.csv --columns submit=ts,duration=secs,gpus=n --default-gpu A100 \
                 --basis upper --no-verify
 
-Exit codes: 0 done, 1 the inputs could not be read or no plan meets the SLO, 2 a bad flag.
+Exit codes: 0 done, 1 an output could not be written, 2 a bad flag or an input that cannot be used (the trace, the catalog, --gpu-specs, --spot-capacity FILE).
 docs/planning.md explains the model, its limits and the results on the Philly trace.)");
   sub->add_option("--trace", args->trace, "Job history: any trace `gpufleet sim` reads (Philly, Alibaba 2023, Tiresias, CSV with --columns, JSON Lines)")
       ->required();

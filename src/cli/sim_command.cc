@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cli/exit_codes.h"
 #include "cli/progress.h"
 #include "common/strings.h"
 #include "sched/policy/registry.h"
@@ -56,9 +57,15 @@ struct SimArgs {
   bool no_progress = false;
 };
 
+// Bad input (the command line, the trace, the cluster file): exit 2, nothing written.
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "gpufleet sim: %s\n", msg.c_str());
-  return 1;
+  return kExitUsage;
+}
+// A failure with its status: 2 when the input was wrong, 1 when writing or running failed.
+int Fail(const Status& status, const std::string& prefix = "") {
+  std::fprintf(stderr, "gpufleet sim: %s%s\n", prefix.c_str(), status.message().c_str());
+  return ExitCodeFor(status);
 }
 
 Status WriteFile(const std::string& path, const std::string& text) {
@@ -81,20 +88,20 @@ std::string PerPolicyPath(const std::string& path, const std::string& policy) {
 int Run(const SimArgs& a) {
   // Inputs, each checked before any work starts.
   auto trace_options = TraceOptionsFromFlags(a.format, a.columns, a.skip_bad_rows, a.max_jobs);
-  if (!trace_options.ok()) return Fail(trace_options.status().message());
-  if (Status g = ApplyGavelFlags(a.gavel_throughputs, a.gavel_worker, *trace_options); !g.ok()) return Fail(g.message());
+  if (!trace_options.ok()) return Fail(trace_options.status());
+  if (Status g = ApplyGavelFlags(a.gavel_throughputs, a.gavel_worker, *trace_options); !g.ok()) return Fail(g);
   const sim::TraceOptions& topts = *trace_options;
 
   std::unique_ptr<model::GpuCatalog> loaded;
   auto loaded_catalog = GpuCatalogFromFlag(a.gpu_specs, loaded);
-  if (!loaded_catalog.ok()) return Fail(loaded_catalog.status().message());
+  if (!loaded_catalog.ok()) return Fail(loaded_catalog.status());
   const model::GpuCatalog* catalog = *loaded_catalog;
 
   sim::ClusterSpec cluster;
   if (!a.cluster.empty() && a.cluster_gpus > 0) return Fail("give either --cluster or --cluster-gpus, not both");
   if (!a.cluster.empty()) {
     auto c = sim::LoadClusterSpec(a.cluster, *catalog);
-    if (!c.ok()) return Fail(c.status().message());
+    if (!c.ok()) return Fail(c.status());
     cluster = std::move(*c);
   } else if (a.cluster_gpus > 0) {
     const model::GpuModel* m = catalog->Find(a.gpu);
@@ -154,11 +161,11 @@ int Run(const SimArgs& a) {
   // Reject bad policy names and options before reading a large trace.
   for (const auto& p : policies) {
     auto cfg = sched::MakePolicies(p, base.policy_options);
-    if (!cfg.ok()) return Fail(cfg.status().message());
+    if (!cfg.ok()) return Fail(cfg.status());
   }
 
   auto trace = sim::ReadTrace(a.trace, topts);
-  if (!trace.ok()) return Fail(trace.status().message());
+  if (!trace.ok()) return Fail(trace.status());
   if (trace->bad_rows_skipped > 0) {
     std::fprintf(stderr, "gpufleet sim: skipped %lld bad row(s)\n", static_cast<long long>(trace->bad_rows_skipped));
   }
@@ -198,7 +205,7 @@ int Run(const SimArgs& a) {
   std::vector<sim::Summary> summaries;
   std::vector<const sim::SimResult*> runs;
   for (size_t i = 0; i < results.size(); ++i) {
-    if (!results[i].ok()) return Fail(policies[i] + ": " + results[i].status().message());
+    if (!results[i].ok()) return Fail(results[i].status(), policies[i] + ": ");
     results[i]->trace = a.trace;
     summaries.push_back(sim::Summarize(*results[i]));
     runs.push_back(&*results[i]);
@@ -215,19 +222,19 @@ int Run(const SimArgs& a) {
     if (!a.jobs_out.empty()) {
       std::string p = many ? PerPolicyPath(a.jobs_out, policies[i]) : a.jobs_out;
       Status s = sim::WriteJobsCsv(p, *runs[i]);
-      if (!s.ok()) return Fail(s.message());
+      if (!s.ok()) return Fail(s);
       std::fprintf(stderr, "wrote %s\n", p.c_str());
     }
     if (!a.series_out.empty()) {
       std::string p = many ? PerPolicyPath(a.series_out, policies[i]) : a.series_out;
       Status s = sim::WriteSeriesCsv(p, *runs[i]);
-      if (!s.ok()) return Fail(s.message());
+      if (!s.ok()) return Fail(s);
       std::fprintf(stderr, "wrote %s\n", p.c_str());
     }
   }
   if (!a.plot.empty()) {
     Status s = WriteFile(a.plot, sim::RenderSvgPlot(runs));
-    if (!s.ok()) return Fail(s.message());
+    if (!s.ok()) return Fail(s);
     std::fprintf(stderr, "wrote %s\n", a.plot.c_str());
   }
 
