@@ -369,6 +369,10 @@ Result<JobRecord> DecodeJobRecord(const json& j, const std::string& path) {
   r.placement = f.OptionalObject("placement", &DecodePlacement);
   r.exit_code = f.OptionalInt("exit_code");
   if (const json* v = f.OptionalValue("cost_micros")) r.cost_micros = v->is_number_integer() ? v->get<int64_t>() : 0;
+  if (const json* v = f.OptionalValue("stop_intent")) {  // added later: optional
+    if (!v->is_string()) return Status::InvalidArgument(Join(path, "stop_intent") + ": must be a string");
+    r.stop_intent = v->get<std::string>();
+  }
   if (!f.ok()) return f.status();
   return r;
 }
@@ -582,6 +586,7 @@ json ToJson(const JobRecord& r) {
       {"placement", r.placement ? ToJson(*r.placement) : json(nullptr)},
       {"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
       {"cost_micros", r.cost_micros},
+      {"stop_intent", r.stop_intent},
   };
 }
 

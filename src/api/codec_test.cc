@@ -101,6 +101,7 @@ JobRecord SampleJob() {
   j.placement = SamplePlacement();
   j.exit_code = 137;
   j.cost_micros = 12345678;
+  j.stop_intent = "max-cost";
   return j;
 }
 
@@ -235,7 +236,7 @@ TEST_F(CodecTest, StructSizesMatchTheFieldsTheCodecKnows) {
   EXPECT_EQ(sizeof(CheckpointPolicy), 48u);
   EXPECT_EQ(sizeof(RestartPolicy), 32u);
   EXPECT_EQ(sizeof(JobRequest), 664u);
-  EXPECT_EQ(sizeof(JobRecord), 856u);
+  EXPECT_EQ(sizeof(JobRecord), 888u);  // + stop_intent (optional when decoding)
   EXPECT_EQ(sizeof(Transition), 48u);
   EXPECT_EQ(sizeof(GpuInfo), 112u);
   EXPECT_EQ(sizeof(NodeRecord), 768u);

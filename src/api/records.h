@@ -46,6 +46,11 @@ struct JobRecord {
   std::optional<model::Placement> placement;  // current or last placement
   std::optional<int> exit_code;               // of the last run that ended
   int64_t cost_micros = 0;  // its share of its nodes' prices so far, all runs (micro-dollars)
+  // While `stopping`: what the stop is for, so that a restarted controller ends it as it was
+  // meant to end. A preemption reason's name ("priority", "cancelled", "max-cost", "budget",
+  // "node-failure", ...: sched::PreemptReasonName), "failing" (a part failed; the others are
+  // being stopped) or "restart" (the watchdog restarts it). Empty in every other state.
+  std::string stop_intent;
 };
 
 enum class NodeState { kUp, kDraining, kLost, kGone };

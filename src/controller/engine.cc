@@ -193,10 +193,9 @@ Status Engine::Recover() {
       for (auto& p : job.parts) p.started = rec.state != JobState::kStarting;
       job.master_port = 0;
       if (rec.state == JobState::kStopping) {
-        // The stop was asked for before the restart; ask again (agents ignore repeats).
-        job.stop_requested = true;
-        job.cancel_requested = rec.reason == ReasonText(sched::PreemptReason::kCancelled);
-        job.stop_reason = job.cancel_requested ? sched::PreemptReason::kCancelled : sched::PreemptReason::kPriority;
+        // The stop was asked for before the restart; ask again (agents ignore repeats) and end
+        // it as it was meant to end.
+        RestoreStopIntent(job);
       }
       // The record's cost was written at its last transition (this run's start, or its stop):
       // the run is counted on from there.
@@ -1754,6 +1753,7 @@ void Engine::Transition(Job& job, JobState to, std::string reason) {
   job.rec.state = to;
   job.rec.reason = std::move(reason);
   job.rec.updated = t.at;
+  job.rec.stop_intent = to == JobState::kStopping ? StopIntent(job) : std::string();
   if (to == JobState::kPending && t.from != JobState::kPending) ++stats_.requeues;
   if (api::IsTerminal(to)) ++stats_.finished[{api::JobStateName(to), job.rec.request.spec.team}];
   if (api::IsTerminal(to)) {
@@ -1762,6 +1762,38 @@ void Engine::Transition(Job& job, JobState to, std::string reason) {
   }
   if (scheduler_->PhaseOf(job.rec.id)) job.rec.cost_micros = scheduler_->CostOf(job.rec.id);
   updates_.push_back({job.rec, std::move(t)});
+}
+
+std::string Engine::StopIntent(const Job& job) {
+  // In the order MaybeFinishAttempt decides in.
+  if (job.stop_requested && !job.failing) {
+    return sched::PreemptReasonName(job.cancel_requested ? sched::PreemptReason::kCancelled : job.stop_reason);
+  }
+  if (job.restart_requested) return "restart";
+  if (job.failing) return "failing";
+  return "";
+}
+
+void Engine::RestoreStopIntent(Job& job) {
+  const std::string& intent = job.rec.stop_intent;
+  if (intent == "restart") {
+    job.restart_requested = true;
+    job.restart_text = job.rec.reason;  // the watchdog's words, for the requeue's history line
+    return;
+  }
+  if (intent == "failing") {
+    job.failing = true;
+    return;
+  }
+  job.stop_requested = true;
+  // A record written before stop intents were kept has none: requeue it (no work is lost).
+  job.stop_reason = sched::PreemptReason::kPriority;
+  for (auto r : {sched::PreemptReason::kPriority, sched::PreemptReason::kQuotaReclaim, sched::PreemptReason::kService,
+                 sched::PreemptReason::kNodeFailure, sched::PreemptReason::kCancelled,
+                 sched::PreemptReason::kReclaimed, sched::PreemptReason::kBudget, sched::PreemptReason::kMaxCost}) {
+    if (intent == sched::PreemptReasonName(r)) job.stop_reason = r;
+  }
+  job.cancel_requested = job.stop_reason == sched::PreemptReason::kCancelled;
 }
 
 void Engine::SendStop(Job& job, const std::string& reason) {

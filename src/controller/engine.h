@@ -432,6 +432,10 @@ class Engine {
   void MaybeFinishAttempt(Job& job) GF_REQUIRES(mu_);
   void Transition(Job& job, api::JobState to, std::string reason) GF_REQUIRES(mu_);
   void SendStop(Job& job, const std::string& reason) GF_REQUIRES(mu_);
+  // What a stop is for (api::JobRecord::stop_intent), from the job's flags; and the flags back
+  // from a recovered record's intent.
+  static std::string StopIntent(const Job& job);
+  static void RestoreStopIntent(Job& job);
   void SendCommand(NodeId node, api::Command cmd) GF_REQUIRES(mu_);
   void KillStray(NodeId node, const api::PartKey& key, const std::string& reason) GF_REQUIRES(mu_);
   std::string PlacementText(const model::Placement& p) const GF_REQUIRES(mu_);

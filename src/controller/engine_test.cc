@@ -389,6 +389,52 @@ TEST_F(EngineTest, RestartRecoversQueueAndRunningJobs) {
   EXPECT_EQ(StateOf(pending), JobState::kStarting);
 }
 
+TEST_F(EngineTest, AStopThatACrashInterruptsEndsAsItWasMeant) {
+  // Given a job stopped for reaching its max_cost and another cancelled, both still `stopping`
+  // when the controller restarts, expect the new controller to end each as the old one meant to
+  // (the max_cost job failed, not requeued; the cancelled one cancelled), from the records'
+  // stop intent and not from their reason text.
+  NodeId a, b;
+  JobId capped, cancelled;
+  {
+    auto e = MakeEngine();
+    api::RegisterRequest req;
+    req.name = "node-a";
+    req.spec.gpu_model = "H100";
+    req.spec.gpus = 8;
+    req.spec.price_micros_per_hour = 8'000'000;
+    auto rf = e->Register(req, "hash-node-a");
+    e->Step();
+    a = rf.get()->node;
+    b = Register(*e, "node-b", 1);
+    capped = Submit(*e, "resources: {gpus: 8}\nrun: x\nmax_cost: $1\n");
+    cancelled = Submit(*e, "resources: {gpus: 1}\nrun: y\n");
+    Beat(*e, a, {Started(capped, 1, 0)});
+    Beat(*e, b, {Started(cancelled, 1, 0)});
+    for (int i = 0; i < 60 && StateOf(capped) == JobState::kRunning; ++i) {
+      clock_.Advance(Duration::Seconds(10));
+      Beat(*e, a);
+      Beat(*e, b);
+    }
+    ASSERT_EQ(StateOf(capped), JobState::kStopping);
+    EXPECT_EQ((*store_.GetJob(capped))->stop_intent, "max-cost");
+    auto f = e->Cancel(cancelled, "alice");
+    e->Step();
+    ASSERT_TRUE(f.get().ok());
+    ASSERT_EQ(StateOf(cancelled), JobState::kStopping);
+    EXPECT_EQ((*store_.GetJob(cancelled))->stop_intent, "cancelled");
+  }
+  auto e = MakeEngine();
+  Register(*e, "node-a", 8, {{capped, 1, 0}});
+  Register(*e, "node-b", 1, {{cancelled, 1, 0}});
+  Beat(*e, a, {Exited(capped, 1, 0, 0, true)});
+  Beat(*e, b, {Exited(cancelled, 1, 0, 0, true)});
+  EXPECT_EQ(StateOf(capped), JobState::kFailed);
+  EXPECT_NE((*store_.GetJob(capped))->reason.find("max_cost"), std::string::npos) << (*store_.GetJob(capped))->reason;
+  EXPECT_EQ(StateOf(cancelled), JobState::kCancelled);
+  EXPECT_EQ((*store_.GetJob(capped))->stop_intent, "");  // kept only while stopping
+}
+
 TEST_F(EngineTest, BadRegistrationChangesNothing) {
   auto e = MakeEngine();
   api::RegisterRequest req;
