@@ -253,7 +253,7 @@ TEST(GpuCatalogCsvTest, MalformedTablesAreErrorsNamingFileAndLine) {
        "bad_number.csv:3: ", "memory_gb must be a non-negative number, got 'forty'"},
       {"bad_field_count.csv",
        "bad_field_count.csv:3: ", "expected 7 fields as in the header, got 8"},
-      {"unterminated_quote.csv", "unterminated_quote.csv:4: ", "quoted field is not closed"},
+      {"unterminated_quote.csv", "unterminated_quote.csv:4: ", "unterminated quoted field"},
       {"missing_column.csv", "missing_column.csv:1: ", "lacks the column 'memory_bw_gbs'"},
       {"empty_name.csv", "empty_name.csv:3: ", "gpu must not be empty"},
   };
