@@ -18,6 +18,7 @@
 #include "common/iso_time.h"
 #include "common/nesting.h"
 #include "common/strings.h"
+#include "model/csv.h"
 
 // Design notes.
 // - Every CSV-shaped format (Philly, Tiresias, generic CSV) goes through one column-mapped reader;
@@ -258,107 +259,10 @@ Status ValidateJob(const RowContext& ctx, const model::JobSpec& spec) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// CSV records: RFC 4180 quoting ("a, b" and "say ""hi"""), CRLF or LF, blank lines skipped.
-// Unquoted fields are trimmed.
+// CSV records come from model::CsvReader (model/csv.h) with unquoted fields trimmed, as
+// hand-edited traces write "a, b".
 
-class CsvReader {
- public:
-  CsvReader(std::string_view data, const std::string& path) : data_(data), path_(path) {
-    if (data_.substr(0, 3) == "\xEF\xBB\xBF") data_.remove_prefix(3);  // UTF-8 byte order mark
-  }
-
-  // Reads the next record into fields(); false at the end of the data.
-  Result<bool> Next() {
-    SkipBlankLines();
-    if (pos_ >= data_.size()) return false;
-    record_line_ = line_;
-    count_ = 0;
-    while (true) {
-      std::string& field = NextSlot();
-      if (pos_ < data_.size() && data_[pos_] == '"') {
-        GF_RETURN_IF_ERROR(ReadQuoted(field));
-      } else {
-        size_t end = pos_;
-        while (end < data_.size() && data_[end] != ',' && data_[end] != '\n') ++end;
-        std::string_view raw = Trim(data_.substr(pos_, end - pos_));  // also drops a CR
-        field.assign(raw.data(), raw.size());
-        pos_ = end;
-      }
-      if (pos_ >= data_.size()) break;
-      if (data_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      // data_[pos_] == '\n'
-      ++pos_;
-      ++line_;
-      break;
-    }
-    return true;
-  }
-
-  size_t size() const { return count_; }
-  const std::string& field(size_t i) const { return fields_[i]; }
-  int64_t line() const { return record_line_; }
-  std::vector<std::string> Fields() const {
-    return std::vector<std::string>(fields_.begin(), fields_.begin() + static_cast<std::ptrdiff_t>(count_));
-  }
-
- private:
-  std::string& NextSlot() {
-    if (count_ == fields_.size()) fields_.emplace_back();
-    return fields_[count_++];
-  }
-
-  void SkipBlankLines() {
-    while (pos_ < data_.size()) {
-      size_t end = data_.find('\n', pos_);
-      if (end == std::string_view::npos) end = data_.size();
-      if (!Trim(data_.substr(pos_, end - pos_)).empty()) return;
-      pos_ = end < data_.size() ? end + 1 : end;
-      if (end < data_.size()) ++line_;
-    }
-  }
-
-  Status ReadQuoted(std::string& field) {
-    int64_t start_line = line_;
-    field.clear();
-    ++pos_;  // opening quote
-    while (true) {
-      if (pos_ >= data_.size()) {
-        return Status::InvalidArgument(path_ + ":" + std::to_string(start_line) +
-                                       ": unterminated quoted field");
-      }
-      char c = data_[pos_++];
-      if (c == '"') {
-        if (pos_ < data_.size() && data_[pos_] == '"') {
-          field += '"';
-          ++pos_;
-          continue;
-        }
-        break;
-      }
-      if (c == '\n') ++line_;
-      field += c;
-    }
-    while (pos_ < data_.size() && (data_[pos_] == ' ' || data_[pos_] == '\t' || data_[pos_] == '\r')) {
-      ++pos_;
-    }
-    if (pos_ < data_.size() && data_[pos_] != ',' && data_[pos_] != '\n') {
-      return Status::InvalidArgument(path_ + ":" + std::to_string(line_) +
-                                     ": unexpected text after a closing quote");
-    }
-    return Status::Ok();
-  }
-
-  std::string_view data_;
-  const std::string& path_;
-  size_t pos_ = 0;
-  int64_t line_ = 1;
-  int64_t record_line_ = 1;
-  std::vector<std::string> fields_;
-  size_t count_ = 0;
-};
+using model::CsvReader;
 
 // ---------------------------------------------------------------------------------------------
 // Formats and their headers.
@@ -926,13 +830,42 @@ Result<TraceJob> ConvertJsonObject(const RowContext& ctx, const Json& obj, int64
   return job;
 }
 
-Result<TraceJob> ConvertJsonLine(const RowContext& ctx, std::string_view line, int64_t row_number,
-                                 TimeForms& forms) {
+// nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 8: syntax error while
+// parsing value - invalid literal; last read: '"id": x'" -> "JSON syntax error while parsing value:
+// invalid literal; last read: '"id": x'". The position is dropped: it counts within the parsed
+// text, and the caller says where that lies in the file.
+std::string CleanJsonParseError(std::string_view what) {
+  if (StartsWith(what, "[json.exception.")) {
+    size_t close = what.find("] ");
+    if (close != std::string_view::npos) what.remove_prefix(close + 2);
+  }
+  if (StartsWith(what, "parse error")) {
+    size_t colon = what.find(": ");
+    if (colon != std::string_view::npos) what.remove_prefix(colon + 2);
+  }
+  std::string out(what);
+  if (StartsWith(out, "syntax error")) {
+    size_t dash = out.find(" - ");
+    if (dash != std::string::npos) out.replace(dash, 3, ": ");
+    out = "JSON " + out;
+  }
+  return out;
+}
+
+// `first_column` is the 1-based column of line[0] in the file's line (after spaces and a byte
+// order mark), so that a syntax error names FILE:LINE:COLUMN.
+Result<TraceJob> ConvertJsonLine(const RowContext& ctx, std::string_view line, size_t first_column,
+                                 int64_t row_number, TimeForms& forms) {
   // nlohmann's parser and the walks after it recurse once per level: bound it per line first.
   Status depth = CheckNestingDepth(line, NestingSyntax::kJson);
   if (!depth.ok()) return ctx.BadNoValue("json", depth.message());
   try {
     return ConvertJsonObject(ctx, Json::parse(line.begin(), line.end()), row_number, forms);
+  } catch (const Json::parse_error& e) {
+    // e.byte is the 1-based offset in `line` of the byte the parser stopped at.
+    const size_t column = first_column + (e.byte > 0 ? e.byte - 1 : 0);
+    return Status::InvalidArgument(ctx.path + ":" + std::to_string(ctx.line) + ":" + std::to_string(column) +
+                                   ": " + CleanJsonParseError(e.what()));
   } catch (const Json::exception& e) {
     return ctx.BadNoValue("json", e.what());
   }
@@ -948,15 +881,20 @@ Result<Trace> ReadJsonl(const std::string& path, std::string_view data, const Tr
   while (pos < data.size()) {
     size_t end = data.find('\n', pos);
     if (end == std::string_view::npos) end = data.size();
+    size_t line_start = pos;
     std::string_view line = Trim(data.substr(pos, end - pos));
     pos = end + 1;
     ++line_number;
-    if (line_number == 1 && StartsWith(line, "\xEF\xBB\xBF")) line.remove_prefix(3);
+    if (line_number == 1 && StartsWith(line, "\xEF\xBB\xBF")) {
+      line.remove_prefix(3);
+      line_start += 3;  // a byte order mark takes no column
+    }
     if (line.empty()) continue;
     ++row_number;
     RowContext ctx{path, line_number};
     forms.StartRow();
-    auto job = ConvertJsonLine(ctx, line, row_number, forms);
+    const size_t first_column = static_cast<size_t>(line.data() - data.data()) - line_start + 1;
+    auto job = ConvertJsonLine(ctx, line, first_column, row_number, forms);
     if (!job.ok()) {
       GF_RETURN_IF_ERROR(sink.Add(job.status()));
       continue;
@@ -1288,7 +1226,7 @@ Result<Trace> ReadTrace(const std::string& path, const TraceOptions& options) {
   } else if (format == TraceFormat::kGavel) {
     trace = ReadGavel(path, data, options, expected_rows);
   } else {
-    CsvReader reader(data, path);
+    CsvReader reader(data, path, model::CsvOptions{.trim = true});
     GF_ASSIGN_OR_RETURN(bool has_header, reader.Next());
     if (!has_header) return Status::InvalidArgument(path + ": empty trace (no header line)");
     std::vector<std::string> header = reader.Fields();

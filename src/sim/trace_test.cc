@@ -330,6 +330,36 @@ TEST_F(TraceTest, RepeatedIdIsBadRow) {
   EXPECT_EQ(trace.status().message(), path + ":4: id: repeats the id of line 2, got 'j1'");
 }
 
+// Given a row whose quoted name spans two lines, then a bad row, expect the error to name the
+// bad row's physical line (4), not its record number (3).
+TEST_F(TraceTest, CsvRowLinesArePhysicalAfterAQuotedNewline) {
+  std::string path = TempPath("quoted_newline.csv");
+  WriteText(path, "job,t,d,g,title\nj1,0,10,1,\"two\nlines\"\nj2,0,ten,1,x\n");
+  TraceOptions options;
+  options.columns = {{"id", "job"}, {"submit", "t"}, {"duration", "d"}, {"gpus", "g"}, {"name", "title"}};
+  auto trace = ReadTrace(path, options);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_EQ(trace.status().message(), path + ":4: d: expected a number of seconds, got 'ten'");
+  options.skip_bad_rows = true;
+  Trace read = Read(path, options);
+  ASSERT_EQ(read.jobs.size(), 1u);
+  EXPECT_EQ(read.jobs[0].spec.name, "two\nlines");
+}
+
+// Given "a, b" style rows with spaces around fields, also around a quoted one, expect the
+// spaces dropped outside quotes and kept inside.
+TEST_F(TraceTest, CsvFieldsAreTrimmedOutsideQuotes) {
+  std::string path = TempPath("spaced.csv");
+  WriteText(path, "job , t, d ,g, title\n j1 , 5 ,10, 2 ,  \" big \"  \n");
+  TraceOptions options;
+  options.columns = {{"id", "job"}, {"submit", "t"}, {"duration", "d"}, {"gpus", "g"}, {"name", "title"}};
+  Trace trace = Read(path, options);
+  ASSERT_EQ(trace.jobs.size(), 1u);
+  EXPECT_EQ(trace.jobs[0].id, "j1");
+  EXPECT_EQ(trace.jobs[0].spec.gpus_per_node, 2);
+  EXPECT_EQ(trace.jobs[0].spec.name, " big ");
+}
+
 // ---- ParseColumnMap ----
 
 // Given "id=job, submit=submitted_at", expect a two-entry map with spaces trimmed.
@@ -411,9 +441,23 @@ TEST_F(TraceTest, JsonlMalformedLineIsBadRow) {
   EXPECT_EQ(trace.jobs.size(), 1u);
   EXPECT_EQ(trace.bad_rows_skipped, 2);
   ASSERT_EQ(trace.warnings.size(), 2u);
-  EXPECT_NE(trace.warnings[0].find(":2: json:"), std::string::npos) << trace.warnings[0];
+  EXPECT_EQ(trace.warnings[0], path + ":2:7: JSON syntax error while parsing value: unexpected end of input; "
+                                "expected '[', '{', or a literal");
   EXPECT_NE(trace.warnings[1].find(":3: json: expected one JSON object per line"), std::string::npos)
       << trace.warnings[1];
+}
+
+// Given a JSON syntax error on an indented line, expect FILE:LINE:COLUMN with the column counted
+// in the file's line, and nlohmann's message without its exception name and inner position.
+TEST_F(TraceTest, JsonlSyntaxErrorNamesLineAndColumn) {
+  std::string path = TempPath("syntax.jsonl");
+  WriteText(path, "{\"id\":\"a\",\"submit\":0,\"work\":1,\"gpus\":1}\n  {\"id\": x}\n");
+  TraceOptions options;
+  options.format = TraceFormat::kJsonl;
+  auto trace = ReadTrace(path, options);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_EQ(trace.status().message(),
+            path + ":2:10: JSON syntax error while parsing value: invalid literal; last read: '\"id\": x'");
 }
 
 // Given a line nesting 100,000 arrays (which would overflow the stack in the JSON parser), expect
