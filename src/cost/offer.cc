@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "common/strings.h"
+#include "model/csv.h"
 
 namespace gpufleet::cost {
 
@@ -137,40 +138,6 @@ std::string Geo(const std::string& cloud, const std::string& region) {
   return "";
 }
 
-// One CSV record, RFC 4180 quoting ("a,""b""" -> a,"b"). Returns false at end of input.
-bool NextRecord(std::string_view text, size_t& pos, std::vector<std::string>& fields) {
-  fields.clear();
-  if (pos >= text.size()) return false;
-  std::string field;
-  bool quoted = false;
-  while (pos < text.size()) {
-    char c = text[pos++];
-    if (quoted) {
-      if (c == '"') {
-        if (pos < text.size() && text[pos] == '"') {
-          field += '"';
-          ++pos;
-        } else {
-          quoted = false;
-        }
-      } else {
-        field += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields.push_back(std::move(field));
-      field.clear();
-    } else if (c == '\n') {
-      break;
-    } else if (c != '\r') {
-      field += c;
-    }
-  }
-  fields.push_back(std::move(field));
-  return true;
-}
-
 class Warnings {
  public:
   void Add(const std::string& kind, const std::string& example) {
@@ -199,51 +166,62 @@ model::Labels Offer::labels() const {
   return l;
 }
 
+namespace {
+
+// A comment line of the catalog; "# prices_as_of: YYYY-MM-DD" dates it.
+Status ReadCatalogComment(std::string_view comment, const std::string& where, OfferTable& table) {
+  comment = Trim(comment);
+  constexpr std::string_view kAsOf = "prices_as_of:";
+  if (!StartsWith(comment, kAsOf)) return Status::Ok();
+  std::string date(Trim(comment.substr(kAsOf.size())));
+  if (!ParseIsoDate(date)) {
+    return Status::InvalidArgument(where + ": prices_as_of: expected a date YYYY-MM-DD, got '" + date + "'");
+  }
+  table.prices_as_of = date;
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<OfferTable> ParseOffersCsv(std::string_view text, const std::string& source_name,
                                   const model::GpuCatalog& gpus, const LoadOptions& options) {
-  size_t pos = 0;
-  int64_t line = 1;  // of the header, once the leading comments are skipped
   OfferTable table;
-  // Leading comment lines; "# prices_as_of: YYYY-MM-DD" dates the catalog.
-  while (pos < text.size() && text[pos] == '#') {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view comment = Trim(text.substr(pos + 1, end - pos - 1));
-    constexpr std::string_view kAsOf = "prices_as_of:";
-    if (StartsWith(comment, kAsOf)) {
-      std::string date(Trim(comment.substr(kAsOf.size())));
-      if (!ParseIsoDate(date)) {
-        return Status::InvalidArgument(source_name + ":" + std::to_string(line) +
-                                       ": prices_as_of: expected a date YYYY-MM-DD, got '" + date + "'");
-      }
-      table.prices_as_of = date;
+  // Fields trimmed as hand-edited catalogs write "a, b"; '#' lines are comments, and one before
+  // the header may date the catalog.
+  model::CsvReader reader(text, source_name,
+                          model::CsvOptions{.trim = true, .comments = model::CsvComments::kReturn});
+  auto where_now = [&] { return source_name + ":" + std::to_string(reader.line()); };
+  std::vector<std::string> header;
+  while (header.empty()) {
+    GF_ASSIGN_OR_RETURN(bool more, reader.Next());
+    if (!more) return Status::InvalidArgument(source_name + ": empty file");
+    if (reader.comment()) {
+      GF_RETURN_IF_ERROR(ReadCatalogComment(reader.field(0), where_now(), table));
+    } else {
+      header = reader.Fields();
     }
-    pos = end + 1;
-    ++line;
   }
-  std::vector<std::string> header, f;
-  if (!NextRecord(text, pos, header)) return Status::InvalidArgument(source_name + ": empty file");
   std::map<std::string, size_t> col;
-  for (size_t i = 0; i < header.size(); ++i) col[std::string(Trim(header[i]))] = i;
+  for (size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
   static const char* kRequired[] = {"cloud", "region", "instance_type", "accelerator", "gpu_count",
                                     "ondemand_usd_h", "spot_usd_h"};
   for (const char* c : kRequired) {
-    if (!col.count(c)) {
-      return Status::InvalidArgument(source_name + ":" + std::to_string(line) + ": missing column '" + c + "'");
-    }
+    if (!col.count(c)) return Status::InvalidArgument(where_now() + ": missing column '" + c + "'");
   }
 
   Warnings warn;
   std::vector<MicroUsd> gpu_part;  // on-demand minus host part, per kept offer (for the suspect rule)
-  while (NextRecord(text, pos, f)) {
-    ++line;
-    if (f.size() == 1 && Trim(f[0]).empty()) continue;
+  while (true) {
+    GF_ASSIGN_OR_RETURN(bool more, reader.Next());
+    if (!more) break;
+    if (reader.comment()) continue;  // only the comments before the header date the catalog
+    if (reader.size() == 1 && reader.field(0).empty()) continue;
     ++table.rows_read;
     auto get = [&](const char* name) -> std::string {
       auto it = col.find(name);
-      return it == col.end() || it->second >= f.size() ? std::string() : std::string(Trim(f[it->second]));
+      return it == col.end() || it->second >= reader.size() ? std::string() : reader.field(it->second);
     };
-    std::string where = source_name + ":" + std::to_string(line);
+    std::string where = where_now();
     auto bad = [&](const char* column, const std::string& value, const char* want) {
       return Status::InvalidArgument(where + ": " + column + ": expected " + want + ", got '" + value + "'");
     };

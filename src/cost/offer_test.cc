@@ -164,6 +164,30 @@ TEST_F(OfferTest, MalformedNumbersNameFileLineAndColumn) {
   EXPECT_NE(missing.status().message().find("x.csv:1: missing column"), std::string::npos);
 }
 
+TEST_F(OfferTest, UnterminatedQuoteIsAnErrorAndLinesStayPhysicalAfterQuotedNewlines) {
+  // Given a quoted instance type holding a line break, expect the bad price on the next row named
+  // by its line in the file (4, not 3); given a quote never closed, expect an error naming the
+  // line it opens on instead of the rest of the file read as one field.
+  auto spanning = Parse("aws,us-east-1,,\"p4d\nlarge\",A100,8,,96,1152,32.77,,,,\n"
+                        "aws,us-east-2,,p4d,A100,8,,96,1152,cheap,,,,\n");
+  ASSERT_FALSE(spanning.ok());
+  EXPECT_EQ(spanning.status().message(), "fixture.csv:4: ondemand_usd_h: expected USD per hour, got 'cheap'");
+  auto open = Parse("aws,us-east-1,,p4d,A100,8,,96,1152,32.77,,,,\n"
+                    "aws,\"us-east-2,,p4d,A100,8,,96,1152,32.77,,,,\n"
+                    "aws,us-west-2,,p4d,A100,8,,96,1152,32.77,,,,\n");
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.status().message(),
+            "fixture.csv:3: unterminated quoted field (no closing '\"' before the end of the file)");
+}
+
+TEST_F(OfferTest, CommentLinesAfterTheHeaderAreSkipped) {
+  // Given a '#' line among the rows, expect it skipped, not read as an offer with no GPU count.
+  auto t = Parse("# AWS\naws,us-east-1,,p4d,A100,8,,96,1152,32.77,,,,\n# end\n");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->rows_read, 1);
+  EXPECT_EQ(t->offers.size(), 1u);
+}
+
 TEST_F(OfferTest, ReadsThePricesAsOfLineAndSaysTheAge) {
   // Given a catalog that opens with comment lines, one of them "# prices_as_of: 2026-05-20", expect
   // the date kept, error lines still counted from the top of the file, and the age line computed

@@ -25,11 +25,9 @@ std::optional<double> Number(const std::string& s) {
 }  // namespace
 
 Result<std::vector<SpotCapacity>> ParseSpotCapacity(std::string_view text, const std::string& source) {
-  // Comment lines ('#') are not CSV: drop them, keeping the line count for error messages.
-  std::string body;
-  std::istringstream in{std::string(text)};
-  for (std::string line; std::getline(in, line);) body += (line.empty() || line[0] == '#' ? std::string() : line) + "\n";
-  GF_ASSIGN_OR_RETURN(std::vector<model::CsvRecord> records, model::ParseCsv(body, source));
+  // '#' lines are comments; errors still name the file's own lines.
+  GF_ASSIGN_OR_RETURN(std::vector<model::CsvRecord> records,
+                      model::ParseCsv(text, source, model::CsvOptions{.comments = model::CsvComments::kSkip}));
   std::map<std::string, size_t> col;
   std::vector<SpotCapacity> out;
   const char* kNeeded[] = {"gpu", "gpus_per_node", "zone", "unavailable_fraction", "markov_mean_outage_minutes",

@@ -1,5 +1,7 @@
 #include "cost/spot_capacity.h"
 
+#include <string>
+
 #include <gtest/gtest.h>
 
 namespace gpufleet::cost {
@@ -40,6 +42,25 @@ TEST(SpotCapacityTest, BadTablesAreErrorsNamingFileAndLine) {
                    "gpu,gpus_per_node,zone,unavailable_fraction,markov_mean_outage_minutes,markov_mean_available_minutes\n",
                    "t.csv")
                    .ok());
+}
+
+TEST(SpotCapacityTest, CommentLinesAreSkippedButNotInsideAQuotedField) {
+  // Given comment lines and a quoted note whose second line starts with '#', expect the note one
+  // field (not a comment that breaks the row) and a later bad row named by its line in the file.
+  const std::string text =
+      "# measured 2020\n"
+      "gpu,gpus_per_node,zone,unavailable_fraction,markov_mean_outage_minutes,markov_mean_available_minutes,note\n"
+      "all,1,all,0.325,107.0,221.0,\"two\n# lines\"\n"
+      "# between rows\n"
+      "all,8,all,0.5,-3,61,\n";
+  auto bad = ParseSpotCapacity(text, "t.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("t.csv:6: markov_mean_outage_minutes"), std::string::npos)
+      << bad.status().message();
+  auto t = ParseSpotCapacity(text.substr(0, text.rfind("all,8")), "t.csv");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->size(), 1u);
+  EXPECT_EQ(t->front().mean_outage, Duration::Minutes(107));
 }
 
 TEST(SpotCapacityTest, TheShippedTableLoads) {
