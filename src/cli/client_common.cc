@@ -1,0 +1,365 @@
+#include "cli/client_common.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <limits>
+#include <cctype>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/gpu_probe.h"
+#include "agent/node_check.h"
+#include "api/agent_protocol.h"
+#include "api/codec.h"
+#include "api/job_yaml.h"
+#include "cli/client.h"
+#include "common/strings.h"
+#include "common/time.h"
+#include "model/gpu_catalog.h"
+#include "node/burn_in.h"
+
+namespace gpufleet::cli::client {
+
+namespace {
+
+// Prints log data; for several parts, whole lines prefixed with "[part N] ".
+class LogPrinter {
+ public:
+  void Write(int part, const std::string& data, bool prefix) {
+    if (!prefix) {
+      std::fwrite(data.data(), 1, data.size(), stdout);
+      std::fflush(stdout);
+      return;
+    }
+    if (static_cast<size_t>(part) >= pending_.size()) pending_.resize(part + 1);
+    std::string& buf = pending_[part];
+    buf += data;
+    size_t start = 0;
+    for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
+      std::printf("[part %d] %.*s\n", part, static_cast<int>(nl - start), buf.data() + start);
+    }
+    buf.erase(0, start);
+    std::fflush(stdout);
+  }
+  // Prints what is left of unfinished lines.
+  void Flush() {
+    for (size_t p = 0; p < pending_.size(); ++p) {
+      if (!pending_[p].empty()) std::printf("[part %zu] %s\n", p, pending_[p].c_str());
+      pending_[p].clear();
+    }
+    std::fflush(stdout);
+  }
+
+ private:
+  std::vector<std::string> pending_;
+};
+
+}  // namespace
+
+// --- Shared plumbing ------------------------------------------------------------------------
+
+
+void AddConnectionFlags(CLI::App* sub, Connection& c) {
+  sub->add_option("--server", c.server, "Controller URL, e.g. http://127.0.0.1:8470");
+  sub->add_option("--token", c.token, "Bearer token");
+}
+
+void AddOutputFlag(CLI::App* sub, std::string& output) {
+  sub->add_option("-o,--output", output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+}
+
+void SetFooter(CLI::App* sub, const std::string& examples) {
+  sub->footer("Examples:\n" + examples + "\n" + kExitCodes);
+}
+
+int Fail(const std::string& cmd, int code, const std::string& message) {
+  std::fprintf(stderr, "gpufleet %s: %s\n", cmd.c_str(), message.c_str());
+  return code;
+}
+
+int Report(const std::string& cmd, const ApiResult& r) { return Fail(cmd, r.exit_code, r.error); }
+
+// A client for the configured controller, or nullptr after printing why not (exit code 2).
+std::unique_ptr<ApiClient> Connect(const std::string& cmd, const Connection& c) {
+  auto config = LoadClientConfig(c.server, c.token);
+  if (!config.ok()) {
+    Fail(cmd, kExitUsage, config.status().message());
+    return nullptr;
+  }
+  auto client = std::make_unique<ApiClient>(*config);
+  if (std::string bad = client->CheckServer(); !bad.empty()) {
+    Fail(cmd, kExitUsage, bad);
+    return nullptr;
+  }
+  return client;
+}
+
+std::optional<int64_t> ParseJobId(const std::string& s) {
+  std::string_view v = Trim(s);
+  if (StartsWith(v, "job-")) v.remove_prefix(4);
+  auto n = ParseInt(v);
+  if (!n || *n < 0) return std::nullopt;
+  return *n;
+}
+
+void PrintJson(const json& j) {
+  std::printf("%s\n", j.dump(2, ' ', false, json::error_handler_t::replace).c_str());
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Span(int64_t ms) {
+  if (ms < 1000) return "0s";
+  return FormatDuration(Duration::Seconds(ms / 1000));
+}
+
+// "3m ago"; "-" for no time.
+std::string Ago(int64_t at_ms) {
+  if (at_ms <= 0) return "-";
+  int64_t d = NowMs() - at_ms;
+  if (d < 1000) return "just now";
+  return Span(d) + " ago";
+}
+
+std::string Iso(int64_t at_ms) { return FormatIso8601(Time::FromMillis(at_ms)); }
+
+int64_t IntField(const json& j, const char* key, int64_t fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<int64_t>() : fallback;
+}
+
+std::string StrField(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool IsTerminalState(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
+
+// "2x4 H100", "1 A100|H100", "0.5 any", "cpu".
+std::string GpuText(const json& j) {
+  std::string count;
+  const json& g = j.value("gpus", json(1));
+  int64_t nodes = IntField(j, "nodes", 1);
+  // A whole number may arrive as 2.0: only a real fraction is a GPU slice.
+  if (g.is_number_float() && g.get<double>() != static_cast<double>(static_cast<int64_t>(g.get<double>()))) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", g.get<double>());
+    count = buf;
+  } else {
+    int64_t per = g.is_number() ? static_cast<int64_t>(g.get<double>()) : 1;
+    if (per == 0) return nodes > 1 ? std::to_string(nodes) + "x cpu" : "cpu";
+    count = nodes > 1 ? std::to_string(nodes) + "x" + std::to_string(per) : std::to_string(per);
+  }
+  std::string model;
+  if (j.contains("placement") && j["placement"].is_object()) model = StrField(j["placement"], "gpu_model");
+  if (model.empty() && j.contains("gpu_type") && j["gpu_type"].is_array() && !j["gpu_type"].empty()) {
+    std::vector<std::string> names;
+    for (const auto& m : j["gpu_type"]) names.push_back(m.get<std::string>());
+    model = Join(names, "|");
+  }
+  return count + " " + (model.empty() ? "any" : model);
+}
+
+
+std::string RandomRequestId() {
+  unsigned char bytes[12] = {};
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  bool ok = fd >= 0 && ::read(fd, bytes, sizeof bytes) == static_cast<ssize_t>(sizeof bytes);
+  if (fd >= 0) ::close(fd);
+  if (!ok) {
+    // Not expected on Linux; the time and pid still make collisions unlikely.
+    uint64_t v = static_cast<uint64_t>(NowMs()) ^ (static_cast<uint64_t>(::getpid()) << 40);
+    for (size_t i = 0; i < sizeof bytes; ++i) bytes[i] = static_cast<unsigned char>(v >> ((i % 8) * 8));
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string id = "cli-";
+  for (unsigned char b : bytes) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
+}
+
+// Submits a POST /v1/jobs body (retrying transient failures: the request id makes it safe) and
+// prints what was created. Returns the exit code; `ids` gets the job ids.
+
+SubmitOutcome PostJobs(ApiClient& client, const std::string& cmd, const json& body, const std::string& output) {
+  SubmitOutcome out;
+  ApiResult r = client.Post("/v1/jobs", body, {.retries = kSubmitRetries});
+  if (!r.ok()) {
+    out.exit_code = Report(cmd, r);
+    return out;
+  }
+  const json& jobs = r.body.value("jobs", json::array());
+  for (const auto& j : jobs) out.ids.push_back(IntField(j, "id"));
+  if (output == "json") {
+    PrintJson(r.body);
+    return out;
+  }
+  bool created = r.body.value("created", true);
+  std::string verb = created ? "submitted" : "already submitted (request " + StrField(r.body, "request_id") + ")";
+  if (jobs.size() <= 20) {
+    for (const auto& j : jobs) {
+      std::printf("%s job %lld (%s)\n", verb.c_str(), static_cast<long long>(IntField(j, "id")),
+                  StrField(j, "name").c_str());
+    }
+  } else {
+    std::printf("%s %zu jobs: %lld (%s) .. %lld (%s)\n", verb.c_str(), jobs.size(),
+                static_cast<long long>(IntField(jobs.front(), "id")), StrField(jobs.front(), "name").c_str(),
+                static_cast<long long>(IntField(jobs.back(), "id")), StrField(jobs.back(), "name").c_str());
+  }
+  return out;
+}
+
+// After a submit: a job the cluster as it is can never run (a gang of more nodes than it has)
+// waits until such nodes join. Say so, and why, unless a pool may rent them. One explanation per
+// distinct shape, so a sweep of a thousand jobs asks once.
+void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
+                         const std::vector<api::JobRequest>& jobs) {
+  std::vector<std::string> shapes_seen;
+  std::optional<bool> has_pool;
+  for (size_t i = 0; i < ids.size() && i < jobs.size(); ++i) {
+    const model::JobSpec& s = jobs[i].spec;
+    std::string shape = std::to_string(s.gpus_per_node) + "/" + std::to_string(s.gpu_milli) + "/" +
+                        std::to_string(s.nodes) + "/" + Join(s.gpu_models, ",") + "/" + std::to_string(s.cpu_milli) +
+                        "/" + std::to_string(s.mem_mib) + "/" + model::MarketPreferenceName(s.market);
+    for (const auto& [k, v] : s.constraints) shape += "/" + k + "=" + v;
+    if (std::find(shapes_seen.begin(), shapes_seen.end(), shape) != shapes_seen.end()) continue;
+    shapes_seen.push_back(shape);
+    ApiResult e = client.Get("/v1/jobs/" + std::to_string(ids[i]) + "/explain");
+    if (!e.ok() || e.body.value("ever", true)) continue;
+    if (!has_pool) has_pool = client.Get("/v1/pool").ok();
+    if (*has_pool) continue;  // the pool rents nodes for it
+    std::vector<std::string> why;
+    for (const auto& r : e.body.value("reasons", json::array())) {
+      if (r.is_string() && StartsWith(r.get<std::string>(), "infeasible: ")) why.push_back(r.get<std::string>().substr(12));
+    }
+    std::fprintf(stderr,
+                 "warning: job %lld cannot run on this cluster as it is%s%s; it waits until such nodes join (this "
+                 "controller has no pool to rent them). 'gpufleet cancel %lld' drops it\n",
+                 static_cast<long long>(ids[i]), why.empty() ? "" : ": ", Join(why, "; ").c_str(),
+                 static_cast<long long>(ids[i]));
+  }
+}
+
+// --- Logs -----------------------------------------------------------------------------------
+
+
+
+int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const LogOptions& opts) {
+  const std::string path = "/v1/jobs/" + std::to_string(job) + "/logs";
+  const std::string job_path = "/v1/jobs/" + std::to_string(job);
+  int attempt = opts.attempt > 0 ? opts.attempt : (opts.follow ? 1 : 0);
+  std::vector<int64_t> offsets;
+  LogPrinter printer;
+  const ApiClientOptions retry{.retries = opts.follow ? kSubmitRetries : 0};
+  // Following a job that has not started yet: long-poll its attempt 0 (no output), which the
+  // controller answers when the job starts, instead of asking for an attempt it does not have.
+  bool not_started = false;
+  for (;;) {
+    std::map<std::string, std::string> q;
+    if (not_started) {
+      q["attempt"] = "0";
+    } else if (attempt > 0) {
+      q["attempt"] = std::to_string(attempt);
+    }
+    if (!offsets.empty() && !not_started) {
+      std::vector<std::string> o;
+      for (int64_t v : offsets) o.push_back(std::to_string(v));
+      q["offsets"] = Join(o, ",");
+    }
+    q["wait_ms"] = opts.follow ? std::to_string(kLogsWaitMs) : "0";
+    ApiResult r = client.Get(path, q, retry);
+    if (!r.ok()) {
+      printer.Flush();
+      return Report(cmd, r);
+    }
+    if (!not_started) {
+      int got = static_cast<int>(IntField(r.body, "attempt"));
+      if (attempt == 0 && got > 0) attempt = got;
+      const json& parts = r.body.value("parts", json::array());
+      if (offsets.size() < parts.size()) offsets.resize(parts.size(), 0);
+      bool any = false;
+      bool prefix = parts.size() > 1 && opts.part < 0;
+      for (const auto& p : parts) {
+        int idx = static_cast<int>(IntField(p, "part"));
+        std::string data = StrField(p, "data");
+        if (data.empty() || idx < 0 || static_cast<size_t>(idx) >= offsets.size()) continue;
+        any = true;
+        offsets[idx] += static_cast<int64_t>(data.size());
+        if (opts.part < 0 || opts.part == idx) printer.Write(idx, data, prefix);
+      }
+      if (any) continue;  // read on: replies come in chunks
+      if (!opts.follow) break;
+      if (!r.body.value("finished", false)) continue;
+    }
+    // This attempt is over and fully read (or the job has not begun it). Go on with the next
+    // one, or stop when the job ended.
+    if (opts.attempt > 0 && !not_started) break;
+    ApiResult j = client.Get(job_path, {}, retry);
+    if (!j.ok()) {
+      printer.Flush();
+      return Report(cmd, j);
+    }
+    int current = static_cast<int>(IntField(j.body, "attempt"));
+    // Waiting for the start, the attempt has not been read yet: read it even if the job ended
+    // meanwhile (a quick job can start and end between two polls).
+    const bool unread = not_started;
+    not_started = current == 0;
+    if (current > 0 && current < attempt) {
+      printer.Flush();
+      return Fail(cmd, kExitFailed, "job " + std::to_string(job) + " is at attempt " + std::to_string(current) +
+                                        "; attempt " + std::to_string(attempt) + " has not begun");
+    }
+    if (current > attempt) {
+      // The next attempt, not the current one: each is printed whole, however fast they went.
+      printer.Flush();
+      attempt += 1;
+      offsets.clear();
+      std::printf("--- attempt %d ---\n", attempt);
+      std::fflush(stdout);
+      continue;
+    }
+    if (unread && current > 0) continue;
+    if (IsTerminalState(StrField(j.body, "state"))) break;
+  }
+  printer.Flush();
+  return kExitOk;
+}
+
+// Jobs that name no working directory run in the one they were submitted from, as with sbatch
+// (on a cluster without a shared filesystem, give `workdir` explicitly).
+std::string CurrentDir() {
+  std::error_code ec;
+  std::string cwd = std::filesystem::current_path(ec).string();
+  return ec ? std::string() : cwd;
+}
+
+// --- submit ---------------------------------------------------------------------------------
+
+std::string Usd(int64_t micros) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "$%lld.%02lld", static_cast<long long>(micros / 1000000),
+                static_cast<long long>(micros % 1000000 / 10000));
+  return buf;
+}
+
+
+}  // namespace gpufleet::cli::client

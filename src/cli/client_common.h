@@ -1,0 +1,130 @@
+// The plumbing the client commands share (client_commands.cc, job_commands.cc,
+// node_commands.cc, admin_commands.cc): connection flags, the API client, error reporting with
+// the exit codes of cli/exit_codes.h, tables, times and log streaming. Private to src/cli/.
+//
+// Thread-safety: the functions print to stdout/stderr; call them from one thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "api/job_request.h"
+#include "cli/client.h"
+
+namespace gpufleet::cli::client {
+
+using nlohmann::json;
+
+inline constexpr int kTableWidth = 100;
+inline constexpr int kSubmitRetries = 3;
+// The server's long-poll wakes on new log data but not on a job's end, so a silent job that
+// ends is noticed at the next poll: keep the wait short.
+inline constexpr int kLogsWaitMs = 1000;
+
+inline constexpr const char* kExitCodes =
+    "\nThe server and token come from --server/--token, else GPUFLEET_SERVER/GPUFLEET_TOKEN, else\n"
+    "~/.config/gpufleet/config.yaml (or $GPUFLEET_CONFIG), which 'gpufleet dev' writes.\n\n"
+    "Exit codes: 0 ok; 1 the operation failed (job failed, not found); 2 usage error or bad input;\n"
+    "3 cannot reach the controller or the token was refused.";
+
+struct Connection {
+  std::string server;
+  std::string token;
+};
+
+void AddConnectionFlags(CLI::App* sub, Connection& c);
+void AddOutputFlag(CLI::App* sub, std::string& output);
+// "Examples:" and the examples, then where the server and token come from and the exit codes.
+void SetFooter(CLI::App* sub, const std::string& examples);
+
+// Prints "gpufleet CMD: MESSAGE" on stderr and returns `code`.
+int Fail(const std::string& cmd, int code, const std::string& message);
+// Fail with an API result's message and exit code.
+int Report(const std::string& cmd, const ApiResult& r);
+// A client for the configured controller, or nullptr after printing why not (exit code 2).
+std::unique_ptr<ApiClient> Connect(const std::string& cmd, const Connection& c);
+
+// "42" or "job-42".
+std::optional<int64_t> ParseJobId(const std::string& s);
+void PrintJson(const json& j);
+int64_t NowMs();
+std::string Span(int64_t ms);       // "3m", "0s" under a second
+std::string Ago(int64_t at_ms);     // "3m ago"; "-" for no time
+std::string Iso(int64_t at_ms);
+std::string Usd(int64_t micros);    // "$1.25"
+int64_t IntField(const json& j, const char* key, int64_t fallback = 0);
+std::string StrField(const json& j, const char* key);
+bool IsTerminalState(const std::string& s);
+// "2x4 H100", "1 A100|H100", "0.5 any", "cpu".
+std::string GpuText(const json& j);
+
+// Fixed-width columns sized to their content; the last column is cut to keep rows within `width`.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> headers) : rows_{std::move(headers)} {}
+  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+
+  void Print(size_t width = kTableWidth) const {
+    size_t cols = rows_[0].size();
+    std::vector<size_t> w(cols, 0);
+    for (const auto& r : rows_) {
+      for (size_t c = 0; c + 1 < cols && c < r.size(); ++c) w[c] = std::max(w[c], r[c].size());
+    }
+    size_t start = 0;
+    for (size_t c = 0; c + 1 < cols; ++c) start += w[c] + 2;
+    size_t last = width > start + 12 ? width - start : 12;
+    for (const auto& r : rows_) {
+      std::string line;
+      for (size_t c = 0; c < cols; ++c) {
+        std::string cell = c < r.size() ? r[c] : "";
+        if (c + 1 < cols) {
+          cell.resize(w[c] + 2, ' ');
+        } else if (cell.size() > last) {
+          cell = cell.substr(0, last - 3) + "...";
+        }
+        line += cell;
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      std::printf("%s\n", line.c_str());
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// A fresh idempotency key for a submit ("cli-" and 24 hex digits).
+std::string RandomRequestId();
+
+// Submits a POST /v1/jobs body (retrying transient failures: the request id makes it safe) and
+// prints what was created. Returns the exit code; `ids` gets the job ids.
+struct SubmitOutcome {
+  int exit_code = kExitOk;
+  std::vector<int64_t> ids;
+};
+SubmitOutcome PostJobs(ApiClient& client, const std::string& cmd, const json& body, const std::string& output);
+// After a submit: says which of the jobs the cluster as it is can never run, and why.
+void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
+                         const std::vector<api::JobRequest>& jobs);
+
+struct LogOptions {
+  bool follow = false;
+  // 0: the current one; when following, every attempt from the first, one after another (a job
+  // that restarts quickly must not skip one).
+  int attempt = 0;
+  int part = -1;    // -1: every part
+};
+// Prints a job's logs (following them with opts.follow); returns the exit code.
+int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const LogOptions& opts);
+
+// The directory a job that names none runs in: the one it was submitted from.
+std::string CurrentDir();
+
+}  // namespace gpufleet::cli::client

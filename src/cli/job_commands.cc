@@ -1,0 +1,705 @@
+#include "cli/client_commands.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <limits>
+#include <cctype>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/gpu_probe.h"
+#include "agent/node_check.h"
+#include "api/agent_protocol.h"
+#include "api/codec.h"
+#include "api/job_yaml.h"
+#include "cli/client.h"
+#include "cli/client_common.h"
+#include "common/strings.h"
+#include "common/time.h"
+#include "model/gpu_catalog.h"
+#include "node/burn_in.h"
+
+// The job commands: submit, run, queue, status, logs, cancel, explain, history.
+
+namespace gpufleet::cli {
+
+namespace {
+
+using namespace client;  // NOLINT(build/namespaces): the shared plumbing of the client commands
+
+std::function<int()> SetupSubmit(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string file;
+    std::string request_id;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("submit", "Submit the jobs of a job file (YAML) to the controller");
+  sub->add_option("file", a->file, "Job file (schema: docs/api.md#job-file); several jobs as YAML documents")
+      ->required();
+  sub->add_option("--request-id", a->request_id,
+                  "Idempotency key: submitting again with the same id creates nothing new (default: random)");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet submit train.yaml
+  gpufleet submit sweep.yaml --request-id sweep-2024-06-01   # safe to repeat
+  gpufleet submit train.yaml -o json
+The file is checked here first; an error names file:line:column and the field.)");
+  return [a]() {
+    const std::string cmd = "submit";
+    std::ifstream f(a->file, std::ios::binary);
+    if (!f) return Fail(cmd, kExitUsage, "cannot read " + a->file);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string text = ss.str();
+    api::JobParseOptions opts;
+    opts.source = a->file;
+    auto jobs = api::ParseJobs(text, opts);
+    if (!jobs.ok()) return Fail(cmd, kExitUsage, jobs.status().message());
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    std::string source = a->file.substr(a->file.find_last_of('/') + 1);
+    json body = {{"request_id", a->request_id.empty() ? RandomRequestId() : a->request_id},
+                 {"yaml", text},
+                 {"source", source},
+                 {"default_workdir", CurrentDir()}};
+    SubmitOutcome out = PostJobs(*client, cmd, body, a->output);
+    if (out.exit_code == kExitOk) WarnIfNeverRunnable(*client, out.ids, *jobs);
+    return out.exit_code;
+  };
+}
+
+// --- run ------------------------------------------------------------------------------------
+
+// A job name from the command: its program's base name, in the characters names allow.
+std::string NameFromCommand(const std::vector<std::string>& argv) {
+  std::string prog = argv.empty() ? "job" : argv[0].substr(argv[0].find_last_of('/') + 1);
+  std::string name;
+  for (char c : prog) {
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    name += ok ? c : '-';
+  }
+  return name.empty() || name[0] == '.' ? "job" : name;
+}
+
+std::function<int()> SetupRun(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string gpus;
+    int nodes = 1;
+    std::vector<std::string> gpu_types;
+    std::string name;
+    std::string team;
+    int priority = 0;
+    std::vector<std::string> env;
+    std::string workdir;
+    std::string checkpoint_dir;
+    int max_restarts = 0;
+    std::string stall_timeout;
+    std::string on_stall;
+    bool process_per_gpu = false;
+    bool follow = false;
+    std::string request_id;
+    std::string output = "table";
+    std::vector<std::string> command;
+    CLI::Option* nodes_opt = nullptr;
+    CLI::Option* priority_opt = nullptr;
+    CLI::Option* restarts_opt = nullptr;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("run", "Run a command as a job: gpufleet run [flags] -- CMD ARGS...");
+  sub->add_option("--gpus", a->gpus, "GPUs per node (default 1; 0 for CPU only; 0.5 for half a GPU)");
+  a->nodes_opt = sub->add_option("--nodes", a->nodes, "Nodes: more than 1 makes a gang that starts all at once");
+  sub->add_option("--gpu-type", a->gpu_types, "Acceptable GPU model, first preferred (repeat or comma-separate)")
+      ->allow_extra_args(false)
+      ->delimiter(',');
+  sub->add_option("--name", a->name, "Job name (default: the program's name)");
+  sub->add_option("--team", a->team, "Team (default: your token's team, else default)");
+  a->priority_opt = sub->add_option("--priority", a->priority, "Priority, -1000..1000; larger runs first");
+  sub->add_option("--env", a->env, "Environment variable K=V (repeat for more)")->allow_extra_args(false);
+  sub->add_option("--workdir", a->workdir, "Working directory on the node (default: one the agent makes)");
+  sub->add_option("--checkpoint-dir", a->checkpoint_dir, "GPUFLEET_CHECKPOINT_DIR for the job");
+  a->restarts_opt = sub->add_option("--max-restarts", a->max_restarts, "Requeue after a non-zero exit this many times");
+  sub->add_option("--stall-timeout", a->stall_timeout,
+                  "Watchdog: flag the job when it made no progress (GPUFLEET_PROGRESS), wrote no output and kept "
+                  "its GPUs idle this long, e.g. 15m (docs/observability.md)");
+  sub->add_option("--on-stall", a->on_stall, "With --stall-timeout: alert (default) or restart from its checkpoint")
+      ->check(CLI::IsMember({"alert", "restart"}));
+  sub->add_flag("--process-per-gpu", a->process_per_gpu, "Start one process per GPU with RANK and LOCAL_RANK");
+  sub->add_flag("-f,--follow", a->follow, "Stream the job's logs until it ends; exit 0 if it succeeded, else 1");
+  sub->add_option("--request-id", a->request_id, "Idempotency key (default: random)");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  sub->add_option("command", a->command, "The command and its arguments, after --")->required();
+  SetFooter(sub, R"(  gpufleet run -- nvidia-smi
+  gpufleet run --gpus 8 --nodes 2 --gpu-type H100 --name llama-ft -- torchrun train.py --epochs 3
+  gpufleet run --gpus 0.5 --env BATCH=64 -f -- python3 eval.py
+  gpufleet run -f -- sh -c 'echo hello; exit 0'
+With -f the exit code is the job's outcome: 0 if it succeeded, 1 if it failed or was cancelled.)");
+  return [a]() {
+    const std::string cmd = "run";
+    json job = json::object();
+    job["name"] = a->name.empty() ? NameFromCommand(a->command) : a->name;
+    if (!a->team.empty()) job["team"] = a->team;
+    if (a->priority_opt->count()) job["priority"] = a->priority;
+    json res = json::object();
+    if (!a->gpus.empty()) {
+      if (auto n = ParseInt(a->gpus)) {
+        res["gpus"] = *n;
+      } else if (auto d = ParseDouble(a->gpus)) {
+        res["gpus"] = *d;
+      } else {
+        return Fail(cmd, kExitUsage, "--gpus must be a number (4, or 0.5 for half a GPU), got '" + a->gpus + "'");
+      }
+    }
+    if (a->nodes_opt->count()) res["nodes"] = a->nodes;
+    if (!a->gpu_types.empty()) res["gpu_type"] = a->gpu_types;
+    if (!res.empty()) job["resources"] = res;
+    job["run"] = a->command;
+    if (!a->env.empty()) {
+      json env = json::object();
+      for (const auto& kv : a->env) {
+        size_t eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0) return Fail(cmd, kExitUsage, "--env wants K=V, got '" + kv + "'");
+        env[kv.substr(0, eq)] = kv.substr(eq + 1);
+      }
+      job["env"] = env;
+    }
+    if (!a->workdir.empty()) job["workdir"] = a->workdir;
+    if (!a->checkpoint_dir.empty()) job["checkpoint"] = {{"dir", a->checkpoint_dir}};
+    if (a->restarts_opt->count()) job["restart"] = {{"max_restarts_on_errors", a->max_restarts}};
+    if (a->process_per_gpu) job["process_per_gpu"] = true;
+    if (!a->on_stall.empty() && a->stall_timeout.empty()) return Fail(cmd, kExitUsage, "--on-stall needs --stall-timeout");
+    if (!a->stall_timeout.empty()) {
+      job["watchdog"] = {{"stall_timeout", a->stall_timeout}};
+      if (!a->on_stall.empty()) job["watchdog"]["on_stall"] = a->on_stall;
+    }
+    api::JobParseOptions opts;
+    opts.source = "gpufleet run";
+    auto jobs = api::ParseJobs(job.dump(), opts);
+    if (!jobs.ok()) return Fail(cmd, kExitUsage, jobs.status().message());
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    json body = {{"request_id", a->request_id.empty() ? RandomRequestId() : a->request_id},
+                 {"job", api::ToJobJson(jobs->front())},
+                 {"default_workdir", CurrentDir()}};
+    SubmitOutcome s = PostJobs(*client, cmd, body, a->follow ? "table" : a->output);
+    if (s.exit_code == kExitOk) WarnIfNeverRunnable(*client, s.ids, *jobs);
+    if (s.exit_code != kExitOk || !a->follow || s.ids.empty()) return s.exit_code;
+    std::fflush(stdout);
+    int64_t id = s.ids.front();
+    int rc = StreamLogs(*client, cmd, id, {.follow = true});
+    if (rc != kExitOk) return rc;
+    ApiResult j = client->Get("/v1/jobs/" + std::to_string(id), {}, {.retries = kSubmitRetries});
+    if (!j.ok()) return Report(cmd, j);
+    std::string state = StrField(j.body, "state");
+    std::fprintf(stderr, "job %lld %s: %s\n", static_cast<long long>(id), state.c_str(),
+                 StrField(j.body, "reason").c_str());
+    return state == "succeeded" ? kExitOk : kExitFailed;
+  };
+}
+
+// --- queue ----------------------------------------------------------------------------------
+
+std::function<int()> SetupQueue(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("queue", "Show running and pending jobs, pending ones in queue order");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet queue
+  gpufleet queue -o json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["jobs"]))')");
+  return [a]() {
+    const std::string cmd = "queue";
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    ApiResult r = client->Get("/v1/queue");
+    if (!r.ok()) return Report(cmd, r);
+    if (a->output == "json") {
+      PrintJson(r.body);
+      return kExitOk;
+    }
+    const json& jobs = r.body.value("jobs", json::array());
+    if (jobs.empty()) {
+      std::printf("no jobs running or pending\n");
+      return kExitOk;
+    }
+    Table t({"ID", "NAME", "TEAM", "STATE", "GPUS", "POSITION", "AGE/RUNTIME", "REASON"});
+    for (const auto& j : jobs) {
+      int64_t pos = IntField(j, "position");
+      std::string state = StrField(j, "state");
+      // Pending: how long it has waited; otherwise how long since it entered its state.
+      std::string age = state == "pending" ? Span(NowMs() - IntField(j, "submitted_ms"))
+                                           : Span(NowMs() - IntField(j, "updated_ms"));
+      t.Add({std::to_string(IntField(j, "id")), StrField(j, "name"), StrField(j, "team"), state, GpuText(j),
+             pos > 0 ? std::to_string(pos) : "-", age, StrField(j, "reason")});
+    }
+    t.Print();
+    return kExitOk;
+  };
+}
+
+// --- status ---------------------------------------------------------------------------------
+
+std::string CommandText(const json& run) {
+  if (run.is_string()) return run.get<std::string>();
+  std::vector<std::string> words;
+  if (run.is_array()) {
+    for (const auto& w : run) {
+      std::string s = w.is_string() ? w.get<std::string>() : w.dump();
+      bool plain = !s.empty() && s.find_first_of(" \t\n'\"\\$`;&|<>*?()") == std::string::npos;
+      if (plain) {
+        words.push_back(s);
+      } else {
+        std::string q = "'";
+        for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        words.push_back(q + "'");
+      }
+    }
+  }
+  return Join(words, " ");
+}
+
+// Node id -> name, from GET /v1/nodes (empty when that fails: ids are shown instead).
+std::map<int64_t, std::string> NodeNames(ApiClient& client) {
+  std::map<int64_t, std::string> names;
+  ApiResult r = client.Get("/v1/nodes");
+  if (!r.ok()) return names;
+  for (const auto& n : r.body.value("nodes", json::array())) names[IntField(n, "id")] = StrField(n, "name");
+  return names;
+}
+
+std::string PlacementText(const json& placement, const std::map<int64_t, std::string>& names) {
+  std::vector<std::string> parts;
+  int rank = 0;
+  for (const auto& p : placement.value("parts", json::array())) {
+    int64_t node = IntField(p, "node");
+    auto it = names.find(node);
+    std::string where = it != names.end() ? it->second : "node " + std::to_string(node);
+    std::vector<std::string> gpus;
+    for (const auto& g : p.value("gpus", json::array())) gpus.push_back(std::to_string(g.get<int64_t>()));
+    std::string part = where + (gpus.empty() ? "" : " GPUs " + Join(gpus, ","));
+    int64_t milli = IntField(p, "gpu_milli", 1000);
+    if (milli < 1000) part += " (" + std::to_string(milli) + " milli-GPU)";
+    parts.push_back(placement.value("parts", json::array()).size() > 1 ? "part " + std::to_string(rank) + ": " + part
+                                                                       : part);
+    ++rank;
+  }
+  std::string model = StrField(placement, "gpu_model");
+  return Join(parts, "; ") + (model.empty() ? "" : " [" + model + "]");
+}
+
+std::function<int()> SetupStatus(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string job;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("status", "Show a job: state, resources, placement and its full history");
+  sub->add_option("job", a->job, "Job id")->required();
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet status 12
+  gpufleet status 12 -o json)");
+  return [a]() {
+    const std::string cmd = "status";
+    auto id = ParseJobId(a->job);
+    if (!id) return Fail(cmd, kExitUsage, "JOB must be a job number, got '" + a->job + "'");
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    ApiResult r = client->Get("/v1/jobs/" + std::to_string(*id));
+    if (!r.ok()) return Report(cmd, r);
+    const json& j = r.body;
+    if (a->output == "json") {
+      PrintJson(j);
+      return kExitOk;
+    }
+    auto line = [](const char* key, const std::string& value) {
+      std::printf("  %-11s %s\n", key, value.c_str());
+    };
+    std::printf("job %lld (%s)\n", static_cast<long long>(IntField(j, "id")), StrField(j, "name").c_str());
+    line("team:", StrField(j, "team"));
+    std::string state = StrField(j, "state");
+    std::string reason = StrField(j, "reason");
+    line("state:", state + (reason.empty() ? "" : " (" + reason + ")"));
+    line("priority:", std::to_string(IntField(j, "priority")));
+    int64_t nodes = IntField(j, "nodes", 1);
+    std::string gpus = GpuText(json{{"gpus", j.value("gpus", json(1))},
+                                    {"gpu_type", j.value("gpu_type", json::array())},
+                                    {"placement", j.value("placement", json())}});
+    std::string res = gpus == "cpu" ? "no GPU" : gpus + " GPU" + (gpus.rfind("1 ", 0) == 0 ? "" : "s");
+    if (nodes > 1) res = std::to_string(nodes) + " nodes x " + res + " each";
+    if (j.contains("job_file") && j["job_file"].is_object()) {
+      const json& f = j["job_file"];
+      const json& rr = f.value("resources", json::object());
+      if (rr.contains("cpus")) res += ", " + rr["cpus"].dump() + " CPUs";
+      if (rr.contains("memory")) res += ", " + StrField(rr, "memory") + " memory";
+      line("resources:", res);
+      if (f.contains("run")) line("command:", CommandText(f["run"]));
+    } else {
+      line("resources:", res);
+    }
+    line("submitted:", Iso(IntField(j, "submitted_ms")) + " (" + Ago(IntField(j, "submitted_ms")) + ")");
+    line("attempt:", std::to_string(IntField(j, "attempt")));
+    if (j.contains("placement") && j["placement"].is_object()) {
+      line(IsTerminalState(state) ? "ran on:" : "placement:", PlacementText(j["placement"], NodeNames(*client)));
+    }
+    if (j.contains("exit_code") && j["exit_code"].is_number()) line("exit code:", j["exit_code"].dump());
+    if (j.contains("activity") && j["activity"].is_object()) {
+      const json& act = j["activity"];
+      if (act.contains("step")) {
+        std::string p = "step " + act["step"].dump();
+        if (act.contains("loss") && act["loss"].is_number()) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%.4g", act["loss"].get<double>());
+          p += ", loss " + std::string(buf);
+        }
+        if (act.contains("progress_at")) p += " at " + StrField(act, "progress_at");
+        line("progress:", p);
+      }
+      if (act.contains("stall_timeout_ms")) {
+        line("watchdog:", "stall_timeout " + FormatDuration(Duration::Millis(IntField(act, "stall_timeout_ms"))) +
+                              ", on_stall " + StrField(act, "on_stall"));
+      }
+    }
+    std::printf("\nhistory:\n");
+    Table t({"  TIME", "FROM", "TO", "REASON"});
+    for (const auto& h : j.value("history", json::array())) {
+      t.Add({"  " + Iso(IntField(h, "at_ms")), StrField(h, "from"), StrField(h, "to"), StrField(h, "reason")});
+    }
+    t.Print();
+    return kExitOk;
+  };
+}
+
+// --- logs -----------------------------------------------------------------------------------
+
+std::function<int()> SetupLogs(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string job;
+    bool follow = false;
+    int attempt = 0;
+    int part = -1;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("logs", "Print a job's output (stdout and stderr of every node)");
+  sub->add_option("job", a->job, "Job id")->required();
+  sub->add_flag("-f,--follow", a->follow,
+                "Keep printing until the job ends, across restarts (prints '--- attempt N ---')");
+  sub->add_option("--attempt", a->attempt, "Show this attempt (1 is the first run; default: the latest)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--part", a->part, "Only this part of a gang (node rank, from 0)")->check(CLI::NonNegativeNumber);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet logs 12
+  gpufleet logs -f 12              # follow until the job ends
+  gpufleet logs --attempt 1 12     # the run before a restart
+  gpufleet logs --part 1 12        # node rank 1 of a gang (else lines read '[part N] ...'))");
+  return [a]() {
+    const std::string cmd = "logs";
+    auto id = ParseJobId(a->job);
+    if (!id) return Fail(cmd, kExitUsage, "JOB must be a job number, got '" + a->job + "'");
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    return StreamLogs(*client, cmd, *id, {.follow = a->follow, .attempt = a->attempt, .part = a->part});
+  };
+}
+
+// --- cancel ---------------------------------------------------------------------------------
+
+std::function<int()> SetupCancel(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::vector<std::string> jobs;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("cancel", "Cancel jobs: pending ones leave the queue, running ones are stopped");
+  sub->add_option("jobs", a->jobs, "Job ids")->required();
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet cancel 12
+  gpufleet cancel 12 13 14
+A running job gets its checkpoint signal (default SIGTERM), a grace period, then SIGKILL.)");
+  return [a]() {
+    const std::string cmd = "cancel";
+    std::vector<int64_t> ids;
+    for (const auto& s : a->jobs) {
+      auto id = ParseJobId(s);
+      if (!id) return Fail(cmd, kExitUsage, "JOB must be a job number, got '" + s + "'");
+      ids.push_back(*id);
+    }
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    int rc = kExitOk;
+    for (int64_t id : ids) {
+      ApiResult r = client->Post("/v1/jobs/" + std::to_string(id) + "/cancel", json::object());
+      if (!r.ok()) {
+        rc = std::max(rc, Report(cmd, r));
+        if (r.exit_code == kExitUnreachable) return rc;
+        continue;
+      }
+      std::printf("cancel requested for job %lld\n", static_cast<long long>(id));
+    }
+    return rc;
+  };
+}
+
+// --- explain --------------------------------------------------------------------------------
+
+std::function<int()> SetupExplain(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string job;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("explain", "Say why a job is not running: queue position, what it waits for");
+  sub->add_option("job", a->job, "Job id")->required();
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet explain 12
+  gpufleet explain 12 -o json)");
+  return [a]() {
+    const std::string cmd = "explain";
+    auto id = ParseJobId(a->job);
+    if (!id) return Fail(cmd, kExitUsage, "JOB must be a job number, got '" + a->job + "'");
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    ApiResult r = client->Get("/v1/jobs/" + std::to_string(*id) + "/explain");
+    if (!r.ok()) return Report(cmd, r);
+    const json& e = r.body;
+    if (a->output == "json") {
+      PrintJson(e);
+      return kExitOk;
+    }
+    std::string phase = e.contains("phase") ? StrField(e, "phase") : StrField(e, "state");
+    std::printf("job %lld is %s", static_cast<long long>(*id), phase.c_str());
+    if (IntField(e, "position") > 0) {
+      std::printf(": number %lld of %lld in the queue", static_cast<long long>(IntField(e, "position")),
+                  static_cast<long long>(IntField(e, "queue_length")));
+    }
+    std::printf("\n");
+    if (e.contains("can_start_now")) {
+      std::printf("  can start now:   %s\n", e.value("can_start_now", false) ? "yes" : "no");
+      std::printf("  can ever run:    %s\n",
+                  e.value("ever", true) ? "yes" : "no: it asks for more than this cluster has, even when empty");
+      if (e.contains("earliest_start_ms")) {
+        int64_t at = IntField(e, "earliest_start_ms");
+        int64_t in = at - NowMs();
+        std::printf("  earliest start:  %s (%s)\n", Iso(at).c_str(), in > 0 ? ("in " + Span(in)).c_str() : "now");
+      } else if (phase == "pending" && e.value("ever", true)) {
+        std::printf("  earliest start:  unknown (running jobs give no runtime estimates)\n");
+      }
+    }
+    const json& reasons = e.value("reasons", json::array());
+    if (!reasons.empty()) {
+      std::printf("why:\n");
+      for (const auto& s : reasons) std::printf("  - %s\n", s.is_string() ? s.get<std::string>().c_str() : s.dump().c_str());
+    }
+    return kExitOk;
+  };
+}
+
+// --- nodes ----------------------------------------------------------------------------------
+
+// A burn-in report (api::ToJson(model::BurnInReport)) as tables: each test against its
+// reference, then each GPU's health, then the verdict.
+int64_t RuntimeMs(const json& history, int64_t now_ms) {
+  int64_t total = 0, since = -1;
+  for (const auto& h : history) {
+    int64_t at = IntField(h, "at_ms");
+    if (StrField(h, "to") == "running" && since < 0) since = at;
+    if (StrField(h, "from") == "running" && StrField(h, "to") != "running" && since >= 0) {
+      total += at - since;
+      since = -1;
+    }
+  }
+  if (since >= 0) total += now_ms - since;
+  return total;
+}
+
+// How long a job held its GPUs, from its transitions: the time spent starting, running or
+// stopping, over all attempts (a fast job can go from starting straight to succeeded).
+int64_t HeldMs(const json& history, int64_t now_ms) {
+  auto holds = [](const std::string& state) { return state == "starting" || state == "running" || state == "stopping"; };
+  int64_t total = 0, since = -1;
+  for (const auto& h : history) {
+    int64_t at = IntField(h, "at_ms");
+    const bool from = holds(StrField(h, "from")), to = holds(StrField(h, "to"));
+    if (to && !from) since = at;
+    if (from && !to && since >= 0) {
+      total += at - since;
+      since = -1;
+    }
+  }
+  if (since >= 0) total += now_ms - since;
+  return total;
+}
+
+std::function<int()> SetupHistory(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string team;
+    int limit = 20;
+    bool limit_given = false;
+    std::string state;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("history", "Show recent jobs, finished and current, newest first");
+  sub->add_option("--team", a->team, "Only this team's jobs");
+  auto* limit_opt = sub->add_option("--limit", a->limit, "At most this many jobs (newest first; -o jsonl: all)")
+                       ->check(CLI::Range(1, 100000))
+                       ->capture_default_str();
+  sub->add_option("--state", a->state,
+                  "Only jobs in these states, comma-separated (pending, starting, running, stopping, succeeded, "
+                  "failed, cancelled, preempted)");
+  sub->add_option("-o,--output", a->output,
+                  "table, json, or jsonl: one line per finished job that ran, in the trace format `gpufleet sim` "
+                  "and `gpufleet plan` read (submit time, GPUs, work = time it held its GPUs, all attempts)")
+      ->check(CLI::IsMember({"table", "json", "jsonl"}))
+      ->capture_default_str();
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet history
+  gpufleet history --team vision --limit 50
+  gpufleet history --state failed,cancelled -o json
+  gpufleet history -o jsonl > jobs.jsonl   # then: gpufleet plan --trace jobs.jsonl ...)");
+  return [a, limit_opt]() {
+    a->limit_given = limit_opt->count() > 0;
+    const std::string cmd = "history";
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    // A trace wants the whole history, not the last screenful.
+    const int64_t limit = a->output == "jsonl" && !a->limit_given ? INT64_MAX : a->limit;
+    // Pages of at most 1000 (the controller's largest), newest first, until `limit` jobs.
+    constexpr int64_t kPage = 1000;
+    json jobs = json::array();
+    int64_t cursor = 0;
+    for (int64_t seen = 0; seen < limit;) {
+      std::map<std::string, std::string> q = {{"limit", std::to_string(std::min(kPage, limit - seen))}};
+      if (cursor > 0) q["cursor"] = std::to_string(cursor);
+      if (!a->team.empty()) q["team"] = a->team;
+      if (!a->state.empty()) q["state"] = a->state;
+      ApiResult r = client->Get("/v1/jobs", q);
+      if (!r.ok()) return Report(cmd, r);
+      const json& page = r.body.value("jobs", json::array());
+      for (const auto& j : page) jobs.push_back(j);
+      seen += std::min(kPage, limit - seen);
+      cursor = IntField(r.body, "next_cursor");
+      if (cursor <= 0) break;
+    }
+    std::stable_sort(jobs.begin(), jobs.end(),
+                     [](const json& x, const json& y) { return IntField(x, "id") > IntField(y, "id"); });
+    // Runtimes come from each job's transitions; a long listing skips them rather than make
+    // hundreds of requests.
+    int64_t now = NowMs();
+    if (a->output == "jsonl") {
+      // The cluster's own history as a trace: each job that ran, with the time it held its GPUs
+      // (all attempts) as its work, oldest first.
+      std::reverse(jobs.begin(), jobs.end());
+      for (const auto& j : jobs) {
+        // Finished jobs only: a running one's work is not known yet.
+        if (IntField(j, "attempt") == 0 || !IsTerminalState(StrField(j, "state"))) continue;
+        ApiResult d = client->Get("/v1/jobs/" + std::to_string(IntField(j, "id")));
+        if (!d.ok()) return Report(cmd, d);
+        const int64_t work_ms = HeldMs(d.body.value("history", json::array()), now);
+        if (work_ms <= 0) continue;
+        nlohmann::ordered_json o;
+        o["id"] = std::to_string(IntField(j, "id"));
+        if (!StrField(j, "name").empty()) o["name"] = StrField(j, "name");
+        if (!StrField(j, "team").empty()) o["team"] = StrField(j, "team");
+        if (IntField(j, "priority") != 0) o["priority"] = IntField(j, "priority");
+        o["submit"] = static_cast<double>(IntField(j, "submitted_ms")) / 1000.0;
+        o["work"] = static_cast<double>(work_ms) / 1000.0;
+        const json& g = j.value("gpus", json(1));
+        const int64_t nodes = IntField(j, "nodes", 1);
+        if (g.is_number_float() && g.get<double>() < 1.0) {
+          o["gpus"] = 1;
+          o["gpu_milli"] = static_cast<int64_t>(g.get<double>() * 1000.0 + 0.5);
+        } else if (nodes > 1) {
+          o["gpus_per_node"] = g.is_number() ? static_cast<int64_t>(g.get<double>()) : 1;
+          o["nodes"] = nodes;
+        } else {
+          o["gpus"] = g.is_number() ? static_cast<int64_t>(g.get<double>()) : 1;
+        }
+        if (j.contains("gpu_type") && j["gpu_type"].is_array() && !j["gpu_type"].empty()) {
+          o["gpu_models"] = j["gpu_type"];
+        } else if (std::string ran_on = j.contains("placement") && j["placement"].is_object()
+                                            ? StrField(j["placement"], "gpu_model")
+                                            : "";
+                   !ran_on.empty()) {
+          // A job that named no model: the one it ran on, which is the GPU its work was measured
+          // on (the planner's --gpu keeps only the jobs of its model).
+          o["gpu_models"] = json::array({ran_on});
+        }
+        std::printf("%s\n", o.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+      }
+      return kExitOk;
+    }
+    if (jobs.size() <= 200) {
+      for (auto& j : jobs) {
+        if (IntField(j, "attempt") == 0) {
+          j["runtime_ms"] = 0;
+          continue;
+        }
+        ApiResult d = client->Get("/v1/jobs/" + std::to_string(IntField(j, "id")));
+        if (d.ok()) j["runtime_ms"] = RuntimeMs(d.body.value("history", json::array()), now);
+      }
+    }
+    if (a->output == "json") {
+      PrintJson({{"jobs", jobs}});
+      return kExitOk;
+    }
+    if (jobs.empty()) {
+      std::printf("no jobs\n");
+      return kExitOk;
+    }
+    Table t({"ID", "NAME", "TEAM", "STATE", "GPUS", "SUBMITTED", "RUNTIME", "OUTCOME"});
+    for (const auto& j : jobs) {
+      std::string state = StrField(j, "state");
+      std::string outcome = "-";
+      if (IsTerminalState(state) || state == "preempted") {
+        outcome = StrField(j, "reason");
+        if (j.contains("exit_code") && j["exit_code"].is_number() && outcome.find("code") == std::string::npos) {
+          outcome = "exit " + j["exit_code"].dump() + (outcome.empty() ? "" : ": " + outcome);
+        }
+      }
+      t.Add({std::to_string(IntField(j, "id")), StrField(j, "name"), StrField(j, "team"), state, GpuText(j),
+             Ago(IntField(j, "submitted_ms")), j.contains("runtime_ms") ? Span(IntField(j, "runtime_ms")) : "?",
+             outcome});
+    }
+    t.Print();
+    return kExitOk;
+  };
+}
+
+// --- cost, budget ---------------------------------------------------------------------------
+
+}  // namespace
+
+std::function<int()> SetupSubmitCommand(CLI::App& app) { return SetupSubmit(app); }
+std::function<int()> SetupRunCommand(CLI::App& app) { return SetupRun(app); }
+std::function<int()> SetupQueueCommand(CLI::App& app) { return SetupQueue(app); }
+std::function<int()> SetupStatusCommand(CLI::App& app) { return SetupStatus(app); }
+std::function<int()> SetupLogsCommand(CLI::App& app) { return SetupLogs(app); }
+std::function<int()> SetupCancelCommand(CLI::App& app) { return SetupCancel(app); }
+std::function<int()> SetupExplainCommand(CLI::App& app) { return SetupExplain(app); }
+std::function<int()> SetupHistoryCommand(CLI::App& app) { return SetupHistory(app); }
+
+}  // namespace gpufleet::cli

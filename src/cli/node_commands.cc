@@ -1,0 +1,444 @@
+#include "cli/client_commands.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <limits>
+#include <cctype>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/gpu_probe.h"
+#include "agent/node_check.h"
+#include "api/agent_protocol.h"
+#include "api/codec.h"
+#include "api/job_yaml.h"
+#include "cli/client.h"
+#include "cli/client_common.h"
+#include "common/strings.h"
+#include "common/time.h"
+#include "model/gpu_catalog.h"
+#include "node/burn_in.h"
+
+// The node commands: nodes, node (check), drain, undrain, pool.
+
+namespace gpufleet::cli {
+
+namespace {
+
+using namespace client;  // NOLINT(build/namespaces): the shared plumbing of the client commands
+
+void PrintBurnIn(const json& b) {
+  const double threshold = b.value("threshold", 0.0);
+  std::printf("burn-in: %s path, torch %s, %s, %s%s\n", StrField(b, "path").c_str(),
+              StrField(b, "torch").empty() ? "?" : StrField(b, "torch").c_str(),
+              StrField(b, "backend").empty() ? "-" : StrField(b, "backend").c_str(),
+              Span(IntField(b, "took_ms")).c_str(), b.value("timed_out", false) ? " (hit its time limit)" : "");
+  Table t({"TEST", "GPU", "MEASURED", "REFERENCE", "SHARE", "OK", "BASIS"});
+  char buf[64];
+  for (const auto& m : b.value("tests", json::array())) {
+    const int64_t gpu = m.value("gpu", int64_t{-1});
+    const std::string g = gpu >= 0 ? std::to_string(gpu) : "all";
+    if (m.contains("skipped")) {
+      t.Add({StrField(m, "name"), g, "-", "-", "-", "-", "skipped: " + StrField(m, "skipped")});
+      continue;
+    }
+    if (m.contains("error")) {
+      t.Add({StrField(m, "name"), g, "-", "-", "-", "no", "error: " + StrField(m, "error")});
+      continue;
+    }
+    const std::string unit = StrField(m, "unit");
+    const double v = m.value("value", 0.0), ref = m.value("reference", 0.0);
+    std::snprintf(buf, sizeof buf, "%.4g %s", v, unit.c_str());
+    std::string measured = buf, reference = "-", share = "-";
+    if (ref > 0) {
+      std::snprintf(buf, sizeof buf, "%.4g %s", ref, unit.c_str());
+      reference = buf;
+      std::snprintf(buf, sizeof buf, "%.0f%%", 100 * v / ref);
+      share = buf;
+    }
+    t.Add({StrField(m, "name"), g, measured, reference, share, m.value("ok", true) ? "yes" : "NO",
+           ref > 0 ? StrField(m, "basis") : "no reference yet: recorded"});
+  }
+  t.Print();
+  const json& health = b.value("health", json::array());
+  if (!health.empty()) {
+    std::printf("\n");
+    Table h({"GPU", "ECC", "RETIRED", "PCIE", "NVLINK", "MAX TEMP", "MAX POWER", "SM CLOCK", "THROTTLE", "XID"});
+    auto num = [](const json& x, const char* k, const char* suffix = "") {
+      return x.contains(k) ? std::to_string(x.value(k, int64_t{0})) + suffix : std::string("-");
+    };
+    for (const auto& x : health) {
+      std::string pcie = "-";
+      if (x.contains("pcie_width")) {
+        pcie = "gen" + num(x, "pcie_gen") + " x" + num(x, "pcie_width") + " (max gen" + num(x, "pcie_max_gen") + " x" +
+               num(x, "pcie_max_width") + ")";
+      }
+      std::string nvlink = x.contains("nvlink_total") ? num(x, "nvlink_active") + "/" + num(x, "nvlink_total") : "-";
+      std::vector<std::string> throttle, xid;
+      for (const auto& r : x.value("throttle_reasons", json::array())) throttle.push_back(r.get<std::string>());
+      for (const auto& r : x.value("xid_errors", json::array())) xid.push_back(std::to_string(r.get<int64_t>()));
+      std::string clock = x.contains("min_sm_clock_mhz") ? num(x, "min_sm_clock_mhz") + "-" + num(x, "max_sm_clock_mhz") + " MHz" : "-";
+      h.Add({num(x, "index"), num(x, "ecc_uncorrected"),
+             num(x, "retired_pages") + (x.value("retirement_pending", false) ? " (pending)" : ""), pcie, nvlink,
+             num(x, "max_temperature_c", " C"), num(x, "max_power_w", " W"), clock,
+             throttle.empty() ? "-" : Join(throttle, ","), xid.empty() ? "-" : Join(xid, ",")});
+    }
+    h.Print();
+  }
+  std::snprintf(buf, sizeof buf, "%.0f%%", threshold * 100);
+  int judged = 0;
+  for (const auto& m : b.value("tests", json::array())) judged += m.value("reference", 0.0) > 0 ? 1 : 0;
+  if (b.value("passed", false) && judged == 0) {
+    std::printf("\nPASSED: health clean; no reference for these figures yet (no datasheet on the %s path): the "
+                "controller judges them against its fleet's passed nodes\n", StrField(b, "path").c_str());
+  } else if (b.value("passed", false)) {
+    std::printf("\nPASSED (each judged test reached %s of its reference)\n", buf);
+  } else {
+    std::printf("\nFAILED (threshold %s):\n", buf);
+    for (const auto& p : b.value("problems", json::array())) std::printf("  - %s\n", p.get<std::string>().c_str());
+  }
+}
+
+void PrintNodeDetail(const json& n) {
+  std::printf("node %s (%s): %s", StrField(n, "name").c_str(), StrField(n, "address").c_str(), StrField(n, "state").c_str());
+  const std::string acceptance = StrField(n, "acceptance");
+  if (!acceptance.empty()) std::printf(", acceptance %s", acceptance.c_str());
+  std::printf("\n  GPUs:         %lld x %s (%lld in use)\n", static_cast<long long>(IntField(n, "gpus")),
+              StrField(n, "gpu_model").c_str(), static_cast<long long>(IntField(n, "gpus_used")));
+  std::printf("  market:       %s\n", StrField(n, "market").c_str());
+  std::printf("  driver:       %s (CUDA %s)\n", StrField(n, "driver_version").empty() ? "none reported" : StrField(n, "driver_version").c_str(),
+              StrField(n, "cuda_version").empty() ? "-" : StrField(n, "cuda_version").c_str());
+  std::vector<std::string> envs, ready;
+  for (const auto& e : n.value("environments", json::array())) envs.push_back(e.get<std::string>());
+  for (const auto& e : n.value("environments_ready", json::array())) ready.push_back(e.get<std::string>());
+  std::printf("  environments: %s\n", envs.empty() ? "none (no presets, or no driver reported)" : Join(envs, ", ").c_str());
+  std::printf("  prepared:     %s\n", ready.empty() ? "none (jobs here start cold)" : Join(ready, ", ").c_str());
+  if (!StrField(n, "acceptance_reason").empty()) std::printf("  why:          %s\n", StrField(n, "acceptance_reason").c_str());
+  if (n.contains("burn_in") && n["burn_in"].is_object()) {
+    std::printf("\n");
+    PrintBurnIn(n["burn_in"]);
+  } else {
+    std::printf("  burn-in:      never run ('gpufleet node check %s' runs it)\n", StrField(n, "name").c_str());
+  }
+}
+
+std::function<int()> SetupNodes(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string output = "table";
+    std::string node;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("nodes", "Show the nodes: state, GPUs in use, telemetry, jobs; one node in detail");
+  sub->add_option("node", a->node, "One node in detail: its software, environments and burn-in result");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet nodes
+  gpufleet nodes -o json
+  gpufleet nodes gpu-node-07          # driver, environments, the burn-in's figures and verdict
+UTIL%, TEMP and POWER are averages over the node's GPUs from its last heartbeat. STATE reclaiming: the
+provider sent a spot interruption notice; the node drains and its jobs were requeued. STATE checking:
+the node runs its acceptance burn-in and takes no work until it passes; quarantined: it failed (see
+'gpufleet nodes NODE' for why; 'gpufleet node check NODE' runs it again). docs/nodes.md)");
+  return [a]() {
+    const std::string cmd = "nodes";
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    ApiResult r = client->Get("/v1/nodes");
+    if (!r.ok()) return Report(cmd, r);
+    if (!a->node.empty()) {
+      for (const auto& n : r.body.value("nodes", json::array())) {
+        if (StrField(n, "name") != a->node) continue;
+        if (a->output == "json") {
+          PrintJson(n);
+        } else {
+          PrintNodeDetail(n);
+        }
+        return kExitOk;
+      }
+      std::fprintf(stderr, "gpufleet nodes: no node named '%s' (gpufleet nodes lists them)\n", a->node.c_str());
+      return kExitFailed;
+    }
+    if (a->output == "json") {
+      PrintJson(r.body);
+      return kExitOk;
+    }
+    const json& nodes = r.body.value("nodes", json::array());
+    if (nodes.empty()) {
+      std::printf("no nodes have registered; start agents with 'gpufleet agent' (or 'gpufleet dev')\n");
+      return kExitOk;
+    }
+    Table t({"NAME", "STATE", "GPUS", "UTIL%", "TEMP", "POWER", "LAST SEEN", "JOBS"});
+    for (const auto& n : nodes) {
+      const json& tel = n.value("telemetry", json::array());
+      std::string util = "-", temp = "-", power = "-";
+      if (!tel.empty()) {
+        int64_t u = 0, c = 0, w = 0;
+        for (const auto& g : tel) {
+          u += IntField(g, "util_pct");
+          c += IntField(g, "temperature_c");
+          w += IntField(g, "power_w");
+        }
+        int64_t k = static_cast<int64_t>(tel.size());
+        util = std::to_string((u + k / 2) / k);
+        temp = std::to_string((c + k / 2) / k) + "C";
+        power = std::to_string((w + k / 2) / k) + "W";
+      }
+      std::vector<std::string> jobs;
+      for (const auto& j : n.value("jobs", json::array())) jobs.push_back(std::to_string(j.get<int64_t>()));
+      std::string model = StrField(n, "gpu_model");
+      // A spot interruption notice: the node drains until the provider takes it back.
+      std::string state = StrField(n, "state");
+      if (state == "draining" && n.contains("notice")) state = "reclaiming";
+      // Acceptance: a node running its burn-in, or one that failed it, takes no work.
+      const std::string acceptance = StrField(n, "acceptance");
+      if (state == "up" && (acceptance == "checking" || acceptance == "quarantined")) state = acceptance;
+      t.Add({StrField(n, "name"), state,
+             std::to_string(IntField(n, "gpus_used")) + "/" + std::to_string(IntField(n, "gpus")) +
+                 (model.empty() ? "" : " " + model),
+             util, temp, power, Ago(IntField(n, "last_heartbeat_ms")), jobs.empty() ? "-" : Join(jobs, ",")});
+    }
+    t.Print();
+    return kExitOk;
+  };
+}
+
+
+// --- node check ------------------------------------------------------------------------------
+
+std::function<int()> SetupNode(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string output = "table";
+    std::string node;
+    std::string fake_gpus, fake_faults, fake_driver, nvml;
+    std::string python, suite, time_limit = "170s", device = "auto";
+    double threshold = node::kDefaultThreshold;
+    bool quick = false, wait = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* node_app = app.add_subcommand("node", "Node lifecycle: acceptance burn-in (node check)");
+  node_app->require_subcommand(1);
+  CLI::App* sub = node_app->add_subcommand(
+      "check", "Burn in a node: GPU health, matmul, memory and host-link bandwidth, all-reduce; pass or fail");
+  sub->add_option("node", a->node,
+                  "A registered node to check again through the controller (it takes no work until the new result "
+                  "is judged). Without it: check this machine now and print the result");
+  sub->add_option("--fake-gpus", a->fake_gpus, "Check fake GPUs (COUNTxMODEL) instead of the real ones");
+  sub->add_option("--fake-faults", a->fake_faults,
+                  "With --fake-gpus: faults to pretend, e.g. 'gpu=1 ecc=3; slow=10' (docs/nodes.md)");
+  sub->add_option("--fake-driver", a->fake_driver, "With --fake-gpus: DRIVER/CUDA, e.g. 525.60.13/12.0");
+  sub->add_option("--nvml-library", a->nvml, "Path of libnvidia-ml.so.1 if not on the loader path");
+  sub->add_option("--python", a->python,
+                  "Interpreter with PyTorch for the suite (default: $GPUFLEET_BURNIN_PYTHON, else python3)");
+  sub->add_option("--suite", a->suite, "The suite script (default: scripts/burnin.py, or $GPUFLEET_BURNIN_SUITE)");
+  sub->add_option("--time-limit", a->time_limit, "Stop starting tests after this long")->capture_default_str();
+  sub->add_option("--device", a->device, "auto (CUDA when there are GPUs), cuda or cpu")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
+  sub->add_flag("--quick", a->quick, "Smallest sizes: a smoke test of the suite, not a verdict on the node");
+  sub->add_option("--threshold", a->threshold, "Share of its reference each test must reach")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
+  sub->add_flag("--wait", a->wait, "With NODE: wait for the result and print it");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet node check                         # this machine's GPUs, about 3 minutes
+  gpufleet node check --quick -o json          # a smoke test, as JSON
+  gpufleet node check --fake-gpus 2xT4 --device cpu --python /usr/bin/python3   # no GPU: the CPU/gloo path
+  gpufleet node check gpu-node-07 --wait       # ask a registered node to run it again (admin)
+Exit status: 0 passed, 1 failed (the reasons are printed), 2 bad usage or the suite could not run.
+Without a GPU datasheet reference (the CPU path) tests are recorded, not judged: the controller judges
+them against the fleet's passed nodes. What is measured and the thresholds: docs/nodes.md.)");
+  return [a]() {
+    const std::string cmd = "node check";
+    if (!a->node.empty()) {
+      auto client = Connect(cmd, a->conn);
+      if (!client) return kExitUsage;
+      ApiResult r = client->Post("/v1/nodes/" + a->node + "/check", json::object());
+      if (!r.ok()) return Report(cmd, r);
+      if (!a->wait) {
+        std::printf("node %s is running its burn-in; 'gpufleet nodes %s' shows the result when it is in\n",
+                    a->node.c_str(), a->node.c_str());
+        return kExitOk;
+      }
+      for (;;) {
+        ApiResult n = client->Get("/v1/nodes");
+        if (!n.ok()) return Report(cmd, n);
+        for (const auto& x : n.body.value("nodes", json::array())) {
+          if (StrField(x, "name") != a->node || StrField(x, "acceptance") == "checking") continue;
+          if (a->output == "json") {
+            PrintJson(x);
+          } else {
+            PrintNodeDetail(x);
+          }
+          return StrField(x, "acceptance") == "passed" ? kExitOk : kExitFailed;
+        }
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
+    }
+    // This machine.
+    agent::FakeGpuOptions fake;
+    fake.spec = a->fake_gpus;
+    fake.node = "local";
+    fake.faults = a->fake_faults;
+    fake.driver = a->fake_driver;
+    auto opened = agent::OpenProbe(fake, a->nvml, model::GpuCatalog::BuiltIn());
+    if (!opened.ok()) {
+      std::fprintf(stderr, "gpufleet %s: %s\n", cmd.c_str(), opened.status().message().c_str());
+      return kExitUsage;
+    }
+    std::unique_ptr<agent::GpuProbe> probe = std::move(*opened);
+    agent::NodeCheckOptions o;
+    const char* env_python = std::getenv("GPUFLEET_BURNIN_PYTHON");
+    o.python = !a->python.empty() ? a->python : (env_python && *env_python ? env_python : "python3");
+    o.suite = a->suite;
+    o.quick = a->quick;
+    o.device = a->device;
+    auto limit = ParseDuration(a->time_limit);
+    if (!limit || *limit <= Duration::Zero()) {
+      std::fprintf(stderr, "gpufleet %s: --time-limit wants a duration such as 170s or 3m, got '%s'\n", cmd.c_str(),
+                   a->time_limit.c_str());
+      return kExitUsage;
+    }
+    o.time_limit = *limit;
+    if (a->output != "json") std::fprintf(stderr, "running the burn-in (up to %s) ...\n", a->time_limit.c_str());
+    auto report = agent::RunNodeCheck(*probe, o);
+    if (!report.ok()) {
+      std::fprintf(stderr, "gpufleet %s: %s\n", cmd.c_str(), report.status().message().c_str());
+      return kExitUsage;
+    }
+    report->at = Time::FromMillis(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count());
+    auto devices = probe->Devices();
+    if (devices.ok() && !devices->empty()) {
+      auto m = agent::CatalogModelForDriverName((*devices)[0].name, (*devices)[0].memory_mib, model::GpuCatalog::BuiltIn());
+      if (m.ok()) report->gpu_model = *m;
+    }
+    node::JudgeOptions jo;
+    jo.threshold = a->threshold;
+    jo.gpu = model::GpuCatalog::BuiltIn().Find(report->gpu_model);
+    node::Judge(*report, jo);
+    if (a->output == "json") {
+      PrintJson(api::ToJson(*report));
+    } else {
+      std::printf("%s: %d x %s\n", "node check", report->gpus, report->gpu_model.empty() ? "no GPU" : report->gpu_model.c_str());
+      PrintBurnIn(api::ToJson(*report));
+    }
+    return report->passed ? kExitOk : kExitFailed;
+  };
+}
+
+// --- history --------------------------------------------------------------------------------
+
+// Time spent running, over every attempt, from the transitions.
+std::function<int()> SetupPool(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("pool", "Show the autoscaling pool: its provider, offers and rented instances");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet pool
+  gpufleet pool -o json
+The controller rents instances when it runs with --pool FILE (docs/providers.md). STATE: creating
+(the provider call is under way), booting (its agent has not registered), up, draining. FOR JOBS:
+the jobs the instance was rented for. BILLED TO: the team of the first of them, which pays what jobs
+on the instance do not (see gpufleet cost). IDLE FOR: how long an up node has had no job; it is released
+after the pool's idle_duration. A controller without a pool answers 'no pool' (exit code 1).)");
+  return [a]() {
+    const std::string cmd = "pool";
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    ApiResult r = client->Get("/v1/pool");
+    if (!r.ok()) return Report(cmd, r);
+    if (a->output == "json") {
+      PrintJson(r.body);
+      return kExitOk;
+    }
+    const json& offers = r.body.value("offers", json::array());
+    const json& instances = r.body.value("instances", json::array());
+    std::printf("provider: %s\n\n", StrField(r.body, "provider").c_str());
+    if (offers.empty()) {
+      std::printf("no offers: the pool rents nothing\n");
+    } else {
+      Table t({"OFFER", "GPU", "GPUS", "MARKET", "$/H", "ZONE"});
+      for (const auto& o : offers) {
+        std::string zone = StrField(o, "zone");
+        t.Add({StrField(o, "name"), StrField(o, "gpu"), std::to_string(IntField(o, "gpus")), StrField(o, "market"),
+               Usd(IntField(o, "price_micros_per_hour")), zone.empty() ? "-" : zone});
+      }
+      t.Print();
+    }
+    std::printf("\n");
+    if (instances.empty()) {
+      std::printf("no instances rented\n");
+      return kExitOk;
+    }
+    const int64_t now = NowMs();
+    Table t({"NAME", "STATE", "OFFER", "AGE", "IDLE FOR", "FOR JOBS", "BILLED TO", "NOTE"});
+    for (const auto& i : instances) {
+      std::vector<std::string> jobs;
+      for (const auto& j : i.value("for_jobs", json::array())) {
+        if (j.is_number()) jobs.push_back(std::to_string(j.get<int64_t>()));
+      }
+      const int64_t created = IntField(i, "created_ms");
+      const int64_t idle_since = IntField(i, "idle_since_ms");
+      std::string note = StrField(i, "note");
+      t.Add({StrField(i, "name"), StrField(i, "state"), StrField(i, "offer"), created > 0 ? Span(now - created) : "-",
+             idle_since > 0 ? Span(now - idle_since) : "-", jobs.empty() ? "-" : Join(jobs, ","),
+             StrField(i, "team").empty() ? "-" : StrField(i, "team"), note.empty() ? "-" : note});
+    }
+    t.Print();
+    return kExitOk;
+  };
+}
+
+// --- token, drain, undrain ------------------------------------------------------------------
+
+std::function<int()> SetupDrainLike(CLI::App& app, bool drain) {
+  struct Args {
+    Connection conn;
+    std::string node;
+  };
+  auto a = std::make_shared<Args>();
+  const std::string name = drain ? "drain" : "undrain";
+  CLI::App* sub = app.add_subcommand(
+      name, drain ? "Stop placing new jobs on a node; running jobs finish (admin)" : "Let a drained node take jobs again (admin)");
+  sub->add_option("node", a->node, "Node name, as 'gpufleet nodes' shows it")->required();
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, "  gpufleet " + name + " gpu-node-07");
+  return [a, name]() {
+    auto client = Connect(name, a->conn);
+    if (!client) return kExitUsage;
+    ApiResult r = client->Post("/v1/nodes/" + a->node + "/" + name, json::object());
+    if (!r.ok()) return Report(name, r);
+    std::printf("node %s is %s\n", a->node.c_str(), StrField(r.body, "state").c_str());
+    return kExitOk;
+  };
+}
+
+}  // namespace
+
+std::function<int()> SetupNodesCommand(CLI::App& app) { return SetupNodes(app); }
+std::function<int()> SetupNodeCommand(CLI::App& app) { return SetupNode(app); }
+std::function<int()> SetupPoolCommand(CLI::App& app) { return SetupPool(app); }
+std::function<int()> SetupDrainCommand(CLI::App& app) { return SetupDrainLike(app, true); }
+std::function<int()> SetupUndrainCommand(CLI::App& app) { return SetupDrainLike(app, false); }
+
+}  // namespace gpufleet::cli
