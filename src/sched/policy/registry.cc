@@ -1,5 +1,7 @@
 #include "sched/policy/registry.h"
 
+#include <algorithm>
+
 #include "common/strings.h"
 #include "sched/policy/fair_share.h"
 #include "sched/policy/fifo.h"
@@ -10,17 +12,92 @@
 
 namespace gpufleet::sched {
 
+namespace {
+
+Result<bool> FifoOrderGpus(const PolicyOptions& own) {
+  auto it = own.find("order");
+  if (it == own.end()) return false;
+  if (it->second != "submit" && it->second != "gpus") {
+    return Status::InvalidArgument("order must be submit or gpus, got '" + it->second + "'");
+  }
+  return it->second == "gpus";
+}
+
+Result<std::unique_ptr<QueuePolicy>> MakeFifo(const PolicyOptions& own) {
+  GF_ASSIGN_OR_RETURN(bool fewest_gpus_first, FifoOrderGpus(own));
+  return std::unique_ptr<QueuePolicy>(std::make_unique<FifoPolicy>(fewest_gpus_first));
+}
+
+Result<std::unique_ptr<QueuePolicy>> MakePriority(const PolicyOptions& own) {
+  PriorityOptions prio;
+  if (auto it = own.find("aging"); it != own.end()) {
+    auto d = ParseDuration(it->second);
+    if (!d) return Status::InvalidArgument("aging must be a duration such as 30m or 2h, got '" + it->second + "'");
+    prio.aging = *d;
+  }
+  if (auto it = own.find("preempt"); it != own.end()) prio.preempt = it->second == "true";
+  return std::unique_ptr<QueuePolicy>(std::make_unique<PriorityPolicy>(prio));
+}
+
+Result<std::unique_ptr<QueuePolicy>> MakeFairShare(const PolicyOptions&) {
+  return std::unique_ptr<QueuePolicy>(std::make_unique<FairSharePolicy>());
+}
+
+Result<std::unique_ptr<QueuePolicy>> MakeLas(const PolicyOptions& own) {
+  LasOptions las;
+  if (auto it = own.find("thresholds"); it != own.end()) {
+    las.thresholds_gpu_s.clear();
+    for (const auto& t : Split(it->second, ',')) {
+      auto n = ParseInt(t);
+      if (!n || *n <= 0 || (!las.thresholds_gpu_s.empty() && *n <= las.thresholds_gpu_s.back())) {
+        return Status::InvalidArgument("thresholds must be increasing positive GPU-seconds, got '" + it->second + "'");
+      }
+      las.thresholds_gpu_s.push_back(*n);
+    }
+  }
+  if (auto it = own.find("starve"); it != own.end()) {
+    auto n = ParseInt(it->second);
+    if (!n || *n < 0) return Status::InvalidArgument("starve must be a whole factor >= 0, got '" + it->second + "'");
+    las.starve_factor = *n;
+  }
+  if (auto it = own.find("order"); it != own.end()) {
+    if (it->second == "submit") {
+      las.order = LasOrder::kSubmit;
+    } else if (it->second == "entry") {
+      las.order = LasOrder::kEntry;
+    } else {
+      return Status::InvalidArgument("order must be submit or entry, got '" + it->second + "'");
+    }
+  }
+  return std::unique_ptr<QueuePolicy>(std::make_unique<LasPolicy>(las));
+}
+
+Result<std::unique_ptr<QueuePolicy>> MakeSjf(const PolicyOptions&) {
+  return std::unique_ptr<QueuePolicy>(std::make_unique<SjfPolicy>(false));
+}
+
+Result<std::unique_ptr<QueuePolicy>> MakeSrtf(const PolicyOptions&) {
+  return std::unique_ptr<QueuePolicy>(std::make_unique<SjfPolicy>(true));
+}
+
+}  // namespace
+
 const std::vector<PolicyInfo>& PolicyTable() {
   static const std::vector<PolicyInfo> table = {
-      {"fifo", "first come, first served in strict order (no backfill)", "order=submit|gpus"},
-      {"backfill", "FIFO with EASY backfill: later jobs start if they do not delay the head", "order=submit|gpus"},
-      {"priority", "priority classes, optional aging, preempts lower classes", "aging=DURATION"},
+      {"fifo", "first come, first served in strict order (no backfill)", "order=submit|gpus", {"order"}, &MakeFifo,
+       BackfillMode::kOff},
+      {"backfill", "FIFO with EASY backfill: later jobs start if they do not delay the head", "order=submit|gpus",
+       {"order"}, &MakeFifo, BackfillMode::kEasy},
+      {"priority", "priority classes, optional aging, preempts lower classes", "aging=DURATION", {"aging"},
+       &MakePriority, std::nullopt},
       {"fair-share", "guaranteed GPU quotas per team; borrow idle GPUs; reclaim only borrowed ones",
-       "quota.TEAM=GPUS"},
+       "quota.TEAM=GPUS", {}, &MakeFairShare, std::nullopt},
       {"las", "Tiresias 2D least-attained-service: no estimates needed, preemptive",
-       "thresholds=GPU_S,GPU_S,... starve=FACTOR order=submit|entry"},
-      {"sjf", "shortest job first by estimate (oracle baseline)", ""},
-      {"srtf", "shortest remaining time first by estimate, preemptive (oracle baseline)", ""},
+       "thresholds=GPU_S,GPU_S,... starve=FACTOR order=submit|entry", {"thresholds", "starve", "order"}, &MakeLas,
+       std::nullopt},
+      {"sjf", "shortest job first by estimate (oracle baseline)", "", {}, &MakeSjf, std::nullopt},
+      {"srtf", "shortest remaining time first by estimate, preemptive (oracle baseline)", "", {}, &MakeSrtf,
+       std::nullopt},
   };
   return table;
 }
@@ -63,13 +140,20 @@ Result<std::map<std::string, std::string>> ParsePolicyOptions(const std::vector<
 }
 
 Result<PolicyConfig> MakePolicies(const std::string& name, const std::map<std::string, std::string>& options) {
+  const PolicyInfo* info = nullptr;
+  for (const auto& row : PolicyTable()) {
+    if (row.name == name) info = &row;
+  }
+  if (info == nullptr) {
+    std::vector<std::string> names;
+    for (const auto& row : PolicyTable()) names.push_back(row.name);
+    return Status::InvalidArgument("unknown policy '" + name + "' (known: " + Join(names, ", ") + ")");
+  }
   PolicyConfig cfg;
   std::map<std::string, std::string> placement_opts;
   std::optional<BackfillMode> backfill;
   std::optional<bool> preempt;
-  PriorityOptions prio;
-  LasOptions las;
-  bool fewest_gpus_first = false;
+  PolicyOptions own;
   for (const auto& [k, v] : options) {
     if (k == "backfill") {
       if (v == "off" || v == "none") backfill = BackfillMode::kOff;
@@ -79,7 +163,7 @@ Result<PolicyConfig> MakePolicies(const std::string& name, const std::map<std::s
     } else if (k == "preempt") {
       GF_ASSIGN_OR_RETURN(bool b, ParseBool(k, v));
       preempt = b;
-      prio.preempt = b;
+      own[k] = b ? "true" : "false";  // the priority policy's own preemption of lower classes too
     } else if (k == "max_preempt_attempts") {
       auto n = ParseInt(v);
       if (!n || *n < 0 || *n > 100000) return Status::InvalidArgument("max_preempt_attempts must be 0..100000, got '" + v + "'");
@@ -102,62 +186,16 @@ Result<PolicyConfig> MakePolicies(const std::string& name, const std::map<std::s
       auto n = ParseInt(v);
       if (!n || *n < 0) return Status::InvalidArgument(k + " must be a whole number of GPUs, got '" + v + "'");
       cfg.team_quota_gpus[k.substr(6)] = *n;
-    } else if (k == "aging" && name == "priority") {
-      auto d = ParseDuration(v);
-      if (!d) return Status::InvalidArgument("aging must be a duration such as 30m or 2h, got '" + v + "'");
-      prio.aging = *d;
-    } else if (k == "thresholds" && name == "las") {
-      las.thresholds_gpu_s.clear();
-      for (const auto& t : Split(v, ',')) {
-        auto n = ParseInt(t);
-        if (!n || *n <= 0 || (!las.thresholds_gpu_s.empty() && *n <= las.thresholds_gpu_s.back())) {
-          return Status::InvalidArgument("thresholds must be increasing positive GPU-seconds, got '" + v + "'");
-        }
-        las.thresholds_gpu_s.push_back(*n);
-      }
-    } else if (k == "starve" && name == "las") {
-      auto n = ParseInt(v);
-      if (!n || *n < 0) return Status::InvalidArgument("starve must be a whole factor >= 0, got '" + v + "'");
-      las.starve_factor = *n;
-    } else if (k == "order" && (name == "fifo" || name == "backfill")) {
-      if (v != "submit" && v != "gpus") return Status::InvalidArgument("order must be submit or gpus, got '" + v + "'");
-      fewest_gpus_first = v == "gpus";
-    } else if (k == "order" && name == "las") {
-      if (v == "submit") {
-        las.order = LasOrder::kSubmit;
-      } else if (v == "entry") {
-        las.order = LasOrder::kEntry;
-      } else {
-        return Status::InvalidArgument("order must be submit or entry, got '" + v + "'");
-      }
+    } else if (std::find(info->own_keys.begin(), info->own_keys.end(), k) != info->own_keys.end()) {
+      own[k] = v;
     } else {
       std::string known = "backfill, preempt, max_preempt_attempts, min_run, victims, hot, fit, quota.TEAM";
-      for (const auto& info : PolicyTable()) {
-        if (info.name == name && !info.options.empty()) known += ", " + info.options;
-      }
+      if (!info->options.empty()) known += ", " + info->options;
       return Status::InvalidArgument("unknown option '" + k + "' for policy " + name + " (known: " + known + ")");
     }
   }
-  if (name == "fifo") {
-    cfg.policies.queue = std::make_unique<FifoPolicy>(fewest_gpus_first);
-    cfg.policies.options.backfill = BackfillMode::kOff;
-  } else if (name == "backfill") {
-    cfg.policies.queue = std::make_unique<FifoPolicy>(fewest_gpus_first);
-    cfg.policies.options.backfill = BackfillMode::kEasy;
-  } else if (name == "priority") {
-    cfg.policies.queue = std::make_unique<PriorityPolicy>(prio);
-  } else if (name == "fair-share") {
-    cfg.policies.queue = std::make_unique<FairSharePolicy>();
-  } else if (name == "las") {
-    cfg.policies.queue = std::make_unique<LasPolicy>(las);
-  } else if (name == "sjf" || name == "srtf") {
-    cfg.policies.queue = std::make_unique<SjfPolicy>(name == "srtf");
-  } else {
-    std::vector<std::string> names;
-    for (const auto& info : PolicyTable()) names.push_back(info.name);
-    return Status::InvalidArgument("unknown policy '" + name + "' (known: " + Join(names, ", ") + ")");
-  }
-  if (name != "fifo" && name != "backfill") cfg.policies.options.backfill = cfg.policies.queue->DefaultBackfill();
+  GF_ASSIGN_OR_RETURN(cfg.policies.queue, info->make(own));
+  cfg.policies.options.backfill = info->backfill ? *info->backfill : cfg.policies.queue->DefaultBackfill();
   if (backfill) cfg.policies.options.backfill = *backfill;
   if (preempt) cfg.policies.options.preemption = *preempt;
   GF_ASSIGN_OR_RETURN(cfg.policies.placement, MakeTopologyPlacement(placement_opts));

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,10 +13,23 @@
 
 namespace gpufleet::sched {
 
+// What one policy owns of the options: the keys only it takes (aging, thresholds, ...), read by
+// its factory; the options every policy takes are read by MakePolicies.
+using PolicyOptions = std::map<std::string, std::string>;
+
 struct PolicyInfo {
   std::string name;
   std::string help;     // one line
   std::string options;  // "aging=DURATION preempt=BOOL"
+  // The keys of `options` this policy reads itself ("aging"), passed to `make`; any other key
+  // that is not one every policy takes is an error naming the known ones.
+  std::vector<std::string> own_keys;
+  // Builds the queue policy from its own options (only those in own_keys); errors name the bad
+  // value. Never null.
+  Result<std::unique_ptr<QueuePolicy>> (*make)(const PolicyOptions& own) = nullptr;
+  // The backfill the policy runs with unless backfill= says otherwise; unset: the queue
+  // policy's DefaultBackfill().
+  std::optional<BackfillMode> backfill;
 };
 
 // Every queue policy, in the order `--help` lists them.
