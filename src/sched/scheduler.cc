@@ -1,6 +1,7 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <limits>
 #include <queue>
 #include <tuple>
 
@@ -113,6 +114,11 @@ struct Scheduler::JobState {
   int64_t preempt_failed_at = -1;
   // Nodes this job will start on once its victims have stopped; other jobs keep off them.
   std::vector<int> claim;    // running_version_ when a preemption attempt last failed
+  // While it holds GPUs: the node positions of its parts with GPUs, its GPU model's index and
+  // its milli-GPUs (what a preemption search reads of each candidate).
+  std::vector<int> part_pos;
+  int model_index = -1;
+  int64_t held_milli = 0;
   // What the last pass concluded for this pending job (for Explain).
   int64_t cost_rate = 0;                 // micro-dollars per hour while it holds GPUs
   int64_t accrued_micros = 0;            // cost of its runs that have ended
@@ -371,6 +377,7 @@ void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
     j.rank = LiveRank(j, ctx);
     running_.emplace(j.rank, j.v.seq, &j);
     ++running_version_;
+    for (int pos : j.part_pos) RefileNode(pos);
   } else {
     j.rank = LiveRank(j, ctx);
   }
@@ -406,6 +413,13 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
   if (j.spec.duration_estimate) ++running_with_estimate_;
   j.moving = policies_.queue->RankMovesWithService(j.v);
   if (j.moving) ++running_moving_;
+  j.model_index = view_.ModelIndex(j.placement.gpu_model);
+  j.held_milli = j.placement.total_gpu_milli();
+  j.part_pos.clear();
+  for (const auto& part : j.placement.parts) {
+    if (!part.gpus.empty()) j.part_pos.push_back(view_.IndexOf(part.node));
+  }
+  AddHolder(j);
   ScheduleTimer(j, ctx);
   j.cost_rate = CostRate(j.placement);
   if (j.cost_rate > 0) {
@@ -414,6 +428,80 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
   }
   if (j.stop_grace > Duration::Zero()) ++graced_running_;
   ChargeParts(j, +1, clock_.Now());
+}
+
+// ---- Holders: which jobs hold GPUs on each node ----------------------------------------------
+
+void Scheduler::AddHolder(JobState& j) {
+  for (int pos : j.part_pos) {
+    if (holders_.size() <= static_cast<size_t>(pos)) {
+      holders_.resize(pos + 1);
+      holder_key_.resize(pos + 1);
+      holder_filed_.resize(pos + 1, 0);
+    }
+    holders_[pos].push_back(&j);
+    RefileNode(pos);
+  }
+}
+
+void Scheduler::RemoveHolder(JobState& j) {
+  for (int pos : j.part_pos) {
+    auto& list = holders_[pos];
+    list.erase(std::find(list.begin(), list.end(), &j));
+    RefileNode(pos);
+  }
+  j.part_pos.clear();
+}
+
+// Files node `pos` under the best (lowest) rank of its holders. A stopping holder gives up its
+// GPUs to nobody, so it counts as the best rank; a holder whose rank moves with service is left
+// out (its rank is not kept current here; the search checks every holder's live rank anyway).
+void Scheduler::RefileNode(int pos) {
+  const int model = view_.nodes()[pos].model;
+  if (model < 0) return;
+  if (holders_by_model_.size() <= static_cast<size_t>(model)) holders_by_model_.resize(model + 1);
+  auto& filed = holders_by_model_[model];
+  if (holder_filed_[pos]) {
+    filed.erase({holder_key_[pos], pos});
+    holder_filed_[pos] = 0;
+  }
+  if (holders_[pos].empty()) return;
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  RankKey best{{kMax, kMax, kMax}};
+  for (const JobState* h : holders_[pos]) {
+    if (h->v.phase != JobPhase::kRunning) {
+      best = RankKey{{kMin, kMin, kMin}};
+      break;
+    }
+    if (!h->moving) best = std::min(best, h->rank);
+  }
+  holder_key_[pos] = best;
+  holder_filed_[pos] = 1;
+  filed.emplace(best, pos);
+}
+
+bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const {
+  const int g = w.spec.gpus_per_node;
+  int64_t ready = 0;
+  for (int m : models) ready += view_.NodesWithFreeWhole(m, g);
+  if (ready >= w.spec.nodes) return true;
+  for (int m : models) {
+    if (holders_by_model_.size() <= static_cast<size_t>(m)) continue;
+    const auto& filed = holders_by_model_[m];
+    for (auto it = filed.rbegin(); it != filed.rend() && w.rank < it->first; ++it) {
+      const int pos = it->second;
+      if (!view_.nodes()[pos].schedulable()) continue;
+      bool all = true;
+      for (const JobState* h : holders_[pos]) {
+        all = h->v.phase == JobPhase::kRunning && w.rank < h->rank && !h->preempted_for &&
+              ctx.now - h->v.started_at >= policies_.options.min_run_before_preempt &&
+              policies_.queue->MayPreempt(w.v, h->v, ctx);
+        if (!all) break;
+      }
+      if (all && ++ready >= w.spec.nodes) return true;
+    }
+  }
+  return false;
 }
 
 // Stops every running job with a part on `node` (a gang cannot run with a part missing).
@@ -843,6 +931,7 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
   j.moving = false;
   stopping_.insert(&j);
   j.v.phase = JobPhase::kStopping;
+  for (int pos : j.part_pos) RefileNode(pos);
   j.requeue_after_stop = reason != PreemptReason::kCancelled && reason != PreemptReason::kMaxCost;
   const bool by_policy = reason == PreemptReason::kPriority || reason == PreemptReason::kQuotaReclaim ||
                          reason == PreemptReason::kService;
@@ -869,6 +958,7 @@ void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
     stopping_.erase(&j);
   }
   view_.Release(j.placement);
+  RemoveHolder(j);
   teams_[j.spec.team].used_milli -= GpuMilliOf(j.spec);
   {
     TeamLoad& load = books_[j.spec.team].load;
@@ -1199,8 +1289,10 @@ std::optional<Time> Scheduler::EarliestStart(const JobState& j, std::vector<char
     return std::tie(a.first, a.second->v.seq) < std::tie(b.first, b.second->v.seq);
   });
   std::vector<int> models = AllowedModels(j.spec, view_);
-  ClusterView& whatif = scratch_;
-  whatif.AssignFrom(view_);
+  // A trial on the view itself, undone before returning (so this stays const to callers).
+  ClusterView& whatif = view_;
+  whatif.StartTrial();
+  std::optional<Time> start;
   int64_t need = j.spec.total_gpu_milli();
   for (size_t i = 0; i < releases.size(); ++i) {
     whatif.Release(releases[i].second->placement);
@@ -1213,11 +1305,13 @@ std::optional<Time> Scheduler::EarliestStart(const JobState& j, std::vector<char
         nodes_out->assign(view_.nodes().size(), 0);
         for (const auto& part : r.placement.parts) (*nodes_out)[view_.IndexOf(part.node)] = 1;
       }
-      return std::max(releases[i].first, now);
+      start = std::max(releases[i].first, now);
+      break;
     }
-    if (r.kind == PlaceResult::Kind::kInfeasible) return std::nullopt;
+    if (r.kind == PlaceResult::Kind::kInfeasible) break;
   }
-  return std::nullopt;
+  whatif.EndTrial();
+  return start;
 }
 
 std::optional<Scheduler::Reservation> Scheduler::MakeReservation(const JobState& head) const {
@@ -1245,16 +1339,25 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   std::vector<JobState*> candidates;
   int64_t candidate_milli = 0;
   const bool static_ranks = StaticRanks();
+  const bool whole = !w.spec.fractional();
+  std::vector<char> model_ok(view_.models().size(), 0);
+  for (int m : models) model_ok[m] = 1;
+  if (static_ranks && whole) {
+    // A job that needs whole nodes: if no node can be emptied for it, the search below would
+    // release every candidate and still find too few nodes with enough free GPUs.
+    bool whole_nodes = true;
+    for (int m : models) whole_nodes = whole_nodes && w.spec.gpus_per_node == view_.MaxGpusPerNode(m);
+    if (whole_nodes && !NodesMayBeFreed(w, models, ctx)) return false;
+  }
   for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
     JobState* r = std::get<2>(*it);
     if (static_ranks && !(w.rank < r->rank)) break;  // sorted: nobody further can be displaced
     if (r->preempted_for) continue;
     if (ctx.now - r->v.started_at < policies_.options.min_run_before_preempt) continue;
-    int m = view_.ModelIndex(r->placement.gpu_model);
-    if (std::find(models.begin(), models.end(), m) == models.end()) continue;
+    if (r->model_index < 0 || !model_ok[r->model_index]) continue;
     if (!policies_.queue->MayPreempt(w.v, r->v, ctx)) continue;
     candidates.push_back(r);
-    candidate_milli += r->placement.total_gpu_milli();
+    candidate_milli += r->held_milli;
   }
   if (candidates.empty() || free + candidate_milli < need) return false;
   if (policies_.options.victims == VictimOrder::kWorstRank) {
@@ -1274,8 +1377,9 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     std::sort(keyed.begin(), keyed.end());
     for (size_t i = 0; i < keyed.size(); ++i) candidates[i] = std::get<3>(keyed[i]);
   }
-  ClusterView& whatif = scratch_;
-  whatif.AssignFrom(view_);
+  // A trial on the view itself; every path below ends it before anything else changes the view.
+  ClusterView& whatif = view_;
+  whatif.StartTrial();
   std::vector<JobState*> chosen;
   bool fits = false;
   // Usage as it will be once the chosen victims are gone, so that a policy whose answer depends
@@ -1288,17 +1392,12 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   po.excluded = claimed;  // nodes promised to other jobs whose victims are stopping
   // A cheap necessary condition before asking the placement policy: enough nodes of the job's
   // models with enough whole GPUs free (kept up to date as victims are released).
-  const bool whole = !w.spec.fractional();
-  std::vector<char> model_ok(view_.models().size(), 0);
-  for (int m : models) model_ok[m] = 1;
   auto node_ready = [&](const ClusterView::Node& n) {
     return n.model >= 0 && model_ok[n.model] && n.schedulable() && n.free_whole >= w.spec.gpus_per_node;
   };
-  int ready = 0;
+  int64_t ready = 0;
   if (whole) {
-    for (int m : models) {
-      for (int pos : view_.NodesOfModel(m)) ready += node_ready(view_.nodes()[pos]) ? 1 : 0;
-    }
+    for (int m : models) ready += view_.NodesWithFreeWhole(m, w.spec.gpus_per_node);
   }
   for (JobState* c : candidates) {
     if (!static_ranks) {
@@ -1313,7 +1412,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       for (const auto& part : c->placement.parts) ready += node_ready(*whatif.Find(part.node)) ? 1 : 0;
     }
     chosen.push_back(c);
-    free += c->placement.total_gpu_milli();
+    free += c->held_milli;
     if (free < need) continue;
     if (whole && ready < w.spec.nodes) continue;
     ++stats_.placement_calls;
@@ -1322,7 +1421,10 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       break;
     }
   }
-  if (!fits) return false;
+  if (!fits) {
+    whatif.EndTrial();
+    return false;
+  }
   // Drop victims that turn out not to be needed, most costly first.
   for (size_t i = chosen.size(); i-- > 0;) {
     whatif.Allocate(chosen[i]->placement);
@@ -1333,10 +1435,14 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       whatif.Release(chosen[i]->placement);
     }
   }
-  if (chosen.empty()) return false;
+  if (chosen.empty()) {
+    whatif.EndTrial();
+    return false;
+  }
   // Claim the nodes the job will start on, so that jobs after it in the queue do not take the
   // GPUs its victims give up (they would be preempted in turn, and so on).
   PlaceResult target = policies_.placement->Place(w.spec, whatif, po);
+  whatif.EndTrial();
   CHECK(target.kind == PlaceResult::Kind::kPlaced) << "victims chosen but the job does not fit";
   w.claim.clear();
   for (const auto& part : target.placement.parts) w.claim.push_back(view_.IndexOf(part.node));

@@ -229,7 +229,19 @@ class Scheduler {
   Policies policies_;
   ActionSink& sink_;
 
-  mutable ClusterView scratch_;  // what-if copy of view_, reused to avoid allocations
+  // Jobs holding GPUs per node position, and per GPU model the nodes with holders filed under
+  // the best rank among them (a stopping holder counts as the best): a preemption search for a
+  // whole-node job looks only at nodes whose every holder it may outrank.
+  std::vector<std::vector<JobState*>> holders_;
+  std::vector<RankKey> holder_key_;  // per node position: the key it is filed under
+  std::vector<char> holder_filed_;
+  std::vector<std::set<std::pair<RankKey, int>>> holders_by_model_;
+  void AddHolder(JobState& j);
+  void RemoveHolder(JobState& j);
+  void RefileNode(int pos);
+  // False when no node could give a whole-node job `w` enough GPUs, even with every job it may
+  // preempt stopped: the preemption search would fail.
+  bool NodesMayBeFreed(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const;
   std::unordered_map<int64_t, std::unique_ptr<JobState>> jobs_;
   // Pending jobs sorted by (rank, seq) for policies whose ranks do not depend on usage.
   std::set<std::tuple<RankKey, int64_t, JobState*>> pending_sorted_;
