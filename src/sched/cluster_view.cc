@@ -54,7 +54,7 @@ int ClusterView::IndexOf(NodeId id) const {
 
 // Adds (sign=+1) or removes (sign=-1) a node's free GPUs from the per-model totals; only
 // schedulable nodes count.
-void ClusterView::Account(const Node& n, int sign) {
+void ClusterView::Account(const Node& n, int sign, bool index) {
   int64_t gpus_milli = static_cast<int64_t>(n.spec.gpus) * model::kMilliGpuPerGpu;
   if (n.health != NodeHealth::kDown) online_milli_ += sign * gpus_milli;
   if (n.model < 0 || !n.schedulable()) return;
@@ -63,7 +63,20 @@ void ClusterView::Account(const Node& n, int sign) {
   for (int32_t f : n.free_milli) milli += f;
   free_whole_by_model_[n.model] += sign * n.free_whole;
   free_milli_by_model_[n.model] += sign * milli;
-  Index(n, sign);
+  if (index) Index(n, sign);
+}
+
+void ClusterView::Reindex(const Node& n, int old_free_whole) {
+  if (n.model < 0 || !n.schedulable() || n.free_whole == old_free_whole) return;
+  const int pos = static_cast<int>(&n - nodes_.data());
+  auto& index = by_free_whole_[n.model];
+  auto node = index.extract({old_free_whole, pos});
+  node.value().first = n.free_whole;
+  index.insert(std::move(node));
+  std::vector<int64_t>& count = free_count_[n.model];
+  --count[old_free_whole];
+  if (count.size() <= static_cast<size_t>(n.free_whole)) count.resize(n.free_whole + 1, 0);
+  ++count[n.free_whole];
 }
 
 void ClusterView::Index(const Node& n, int sign) {
@@ -132,13 +145,13 @@ void ClusterView::EndTrial() {
   for (size_t i = journal_size_; i-- > 0;) {
     const Saved& s = journal_[i];
     Node& n = nodes_[s.pos];
-    Index(n, -1);
+    const int free_whole = n.free_whole;
     n.free_milli = s.free_milli;
     n.held_milli = s.held_milli;
     n.free_whole = s.free_whole;
     n.free_cpu_milli = s.free_cpu_milli;
     n.free_mem_mib = s.free_mem_mib;
-    Index(n, +1);
+    Reindex(n, free_whole);
     journaled_[s.pos] = 0;
   }
   journal_size_ = 0;
@@ -339,14 +352,16 @@ void ClusterView::Allocate(const model::Placement& p) {
     const int pos = IndexOf(part.node);
     Journal(pos);
     Node& n = nodes_[pos];
-    Account(n, -1);
+    const int free_whole = n.free_whole;
+    Account(n, -1, false);
     for (int g : part.gpus) {
       if (n.free_milli[g] == model::kMilliGpuPerGpu) --n.free_whole;
       n.free_milli[g] -= static_cast<int32_t>(part.gpu_milli);
     }
     n.free_cpu_milli -= part.cpu_milli;
     n.free_mem_mib -= part.mem_mib;
-    Account(n, +1);
+    Account(n, +1, false);
+    Reindex(n, free_whole);
   }
 }
 
@@ -356,7 +371,8 @@ void ClusterView::Release(const model::Placement& p) {
     CHECK(pos >= 0) << "release on unknown node " << part.node;
     Journal(pos);
     Node& n = nodes_[pos];
-    Account(n, -1);
+    const int free_whole = n.free_whole;
+    Account(n, -1, false);
     for (int g : part.gpus) {
       if (n.hot[g]) {
         // Too hot for new work: what the job gives back is withheld until the GPU cools.
@@ -370,7 +386,8 @@ void ClusterView::Release(const model::Placement& p) {
     }
     n.free_cpu_milli += part.cpu_milli;
     n.free_mem_mib += part.mem_mib;
-    Account(n, +1);
+    Account(n, +1, false);
+    Reindex(n, free_whole);
   }
 }
 

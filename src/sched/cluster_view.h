@@ -101,8 +101,9 @@ class ClusterView {
   const std::string& group_name(int g) const { return groups_[g]; }
 
  private:
-  void Account(const Node& n, int sign);
+  void Account(const Node& n, int sign, bool index = true);
   void Index(const Node& n, int sign);      // by_free_whole_ and free_count_ (schedulable nodes)
+  void Reindex(const Node& n, int old_free_whole);
   void CountTraits(const Node& n, int sign);  // what UniformModel reads
   void Journal(int pos);                    // saves node `pos` before a trial changes it
   void GrowModels();

@@ -119,6 +119,8 @@ struct Scheduler::JobState {
   std::vector<int> part_pos;
   int model_index = -1;
   int64_t held_milli = 0;
+  int group = -1;         // its (team, shape) queue in by_group_, when filed there
+  RankKey group_key;      // the StaticRank it is filed under
   // What the last pass concluded for this pending job (for Explain).
   int64_t cost_rate = 0;                 // micro-dollars per hour while it holds GPUs
   int64_t accrued_micros = 0;            // cost of its runs that have ended
@@ -323,6 +325,7 @@ void Scheduler::Enqueue(JobState& j) {
   j.v.phase = JobPhase::kPending;
   j.outcome = JobState::Outcome::kNotReached;
   ++pending_count_;
+  if (j.preempt_failed_at == failed_version_) ++failed_count_;
   ++books_[j.spec.team].load.pending_jobs;
   CountShape(j, +1);
   QueueContext ctx = Context();
@@ -334,7 +337,26 @@ void Scheduler::Enqueue(JobState& j) {
   if (by_shape_.size() <= static_cast<size_t>(j.shape)) by_shape_.resize(j.shape + 1);
   by_shape_[j.shape].emplace(j.set_rank, j.v.seq, &j);
   j.in_queue = true;
+  File(j);
   ScheduleTimer(j, ctx);
+}
+
+void Scheduler::File(JobState& j) {
+  std::optional<RankKey> key = policies_.queue->StaticRank(j.v);
+  if (!key) return;
+  if (j.group < 0) {
+    auto [it, added] = group_ids_.try_emplace({j.spec.team, j.shape}, static_cast<int>(by_group_.size()));
+    if (added) by_group_.emplace_back();
+    j.group = it->second;
+  }
+  j.group_key = *key;
+  by_group_[j.group].emplace(j.group_key, j.v.seq, &j);
+  ++grouped_pending_;
+}
+
+void Scheduler::Unfile(JobState& j) {
+  if (j.group < 0) return;
+  if (by_group_[j.group].erase({j.group_key, j.v.seq, &j}) > 0) --grouped_pending_;
 }
 
 void Scheduler::Dequeue(JobState& j) {
@@ -342,9 +364,11 @@ void Scheduler::Dequeue(JobState& j) {
   if (j.in_queue) {
     pending_sorted_.erase({j.set_rank, j.v.seq, &j});
     by_shape_[j.shape].erase({j.set_rank, j.v.seq, &j});
+    Unfile(j);
     j.in_queue = false;
   }
   --pending_count_;
+  if (j.preempt_failed_at == failed_version_) --failed_count_;
   --books_[j.spec.team].load.pending_jobs;
   CountShape(j, -1);
 }
@@ -372,6 +396,8 @@ void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
     j.set_rank = j.rank;
     pending_sorted_.emplace(j.set_rank, j.v.seq, &j);
     by_shape_[j.shape].emplace(j.set_rank, j.v.seq, &j);
+    Unfile(j);
+    File(j);
   } else if (j.v.phase == JobPhase::kRunning) {
     running_.erase({j.rank, j.v.seq, &j});
     j.rank = LiveRank(j, ctx);
@@ -1498,10 +1524,13 @@ void Scheduler::Pass() {
   arrivals_.clear();
   const bool full = full_pass_;
   full_pass_ = false;
+  // Usage-dependent ranks with a static part: merge the (team, shape) queues by live rank (the
+  // usage at the start of the pass, as a full re-sort would rank them) instead of re-sorting.
+  const bool group_merge = full && !static_ranks && grouped_pending_ == pending_count_;
   if (full) {
     order.clear();
     blocked_head = nullptr;
-    if (!static_ranks) order = OrderedPending(ctx);
+    if (!static_ranks && !group_merge) order = OrderedPending(ctx);
   } else if (order.empty()) {
     return;
   }
@@ -1540,8 +1569,43 @@ void Scheduler::Pass() {
       }
     }
   }
+  using GroupHead = std::tuple<RankKey, int64_t, JobState*>;
+  std::priority_queue<GroupHead, std::vector<GroupHead>, std::greater<GroupHead>> group_heads;
+  std::map<std::string, TeamUsage> usage_at_start;
+  QueueContext rank_ctx = ctx;
+  auto push_group_head = [&](JobState* h) {
+    h->rank = LiveRank(*h, rank_ctx);
+    group_heads.emplace(h->rank, h->v.seq, h);
+  };
+  if (group_merge) {
+    usage_at_start = teams_;
+    rank_ctx.teams = &usage_at_start;
+    for (const auto& queue : by_group_) {
+      if (!queue.empty()) push_group_head(std::get<2>(*queue.begin()));
+    }
+  }
   size_t order_pos = 0;
   auto next = [&]() -> JobState* {
+    if (group_merge) {
+      // Only the job being looked at leaves its queue during a pass, so a head pushed earlier
+      // is still there when it comes out.
+      while (!group_heads.empty()) {
+        JobState* j = std::get<2>(group_heads.top());
+        group_heads.pop();
+        // A job of a dead shape behind the blocked head (or in greedy mode) that may not
+        // preempt would only note that it waits: once no job may preempt any more, its whole
+        // queue drops out; a job that already failed a search at this running set is passed.
+        const bool idle = dead[j->shape] && (blocked_head != nullptr || opt.backfill == BackfillMode::kGreedy);
+        if (idle && (!preemptive || attempts >= opt.max_preemption_attempts)) continue;
+        const auto& queue = by_group_[j->group];
+        auto it = queue.find({j->group_key, j->v.seq, j});
+        CHECK(it != queue.end()) << "a queue head left its queue during a pass";
+        if (auto succ = std::next(it); succ != queue.end()) push_group_head(std::get<2>(*succ));
+        if (idle && j->preempt_failed_at == running_version_) continue;
+        return j;
+      }
+      return nullptr;
+    }
     if (!merge) return order_pos < order.size() ? order[order_pos++] : nullptr;
     while (!heads.empty()) {
       auto [rank, seq, sh] = heads.top();
@@ -1582,7 +1646,20 @@ void Scheduler::Pass() {
     return &mask;
   };
 
+  // Jobs not looked at yet that may still look for victims: those whose last search did not
+  // fail at the running set's current version (all of them once it has changed in this pass).
+  const int64_t version_at_start = running_version_;
+  const int64_t failed_at_start = failed_version_ == running_version_ ? failed_count_ : 0;
+  const int64_t pending_at_start = static_cast<int64_t>(pending_count_);
+  int64_t visited = 0, failed_visited = 0;
+  auto may_search_later = [&]() {
+    const int64_t unvisited = pending_at_start - visited;
+    return unvisited - (running_version_ == version_at_start ? failed_at_start - failed_visited : 0) > 0;
+  };
+
   while (JobState* j = next()) {
+    ++visited;
+    if (j->preempt_failed_at == version_at_start && running_version_ == version_at_start) ++failed_visited;
     if (opt.backfill == BackfillMode::kOff && blocked_head) break;  // strict order: all wait behind it
     const bool free_none = view_.FreeMilliAll() == 0;
     // Static ranks: if the job may not displace the worst-ranked running job, it may displace
@@ -1596,6 +1673,10 @@ void Scheduler::Pass() {
     if (!can_preempt && (free_none || dead_live >= live_shapes_)) {
       // Nothing more can start; with static ranks nobody further may preempt either.
       if (static_ranks || attempts >= opt.max_preemption_attempts) break;
+      // With usage-dependent ranks a later job may still preempt, unless none can search (no
+      // preemption, nothing running, or every one left failed at this running set): then the
+      // rest of the walk would do nothing.
+      if (!preemptive || running_.empty() || !may_search_later()) break;
       continue;
     }
 
@@ -1689,6 +1770,11 @@ void Scheduler::Pass() {
     if (can_preempt) {
       ++attempts;
       j->preempt_failed_at = running_version_;
+      if (failed_version_ != running_version_) {
+        failed_version_ = running_version_;
+        failed_count_ = 0;
+      }
+      ++failed_count_;
       if (TryPreempt(*j, ctx, claimed.empty() ? nullptr : &claimed)) {
         add_claim(*j);
         j->outcome = JobState::Outcome::kAwaitingVictims;

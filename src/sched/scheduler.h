@@ -247,6 +247,17 @@ class Scheduler {
   std::set<std::tuple<RankKey, int64_t, JobState*>> pending_sorted_;
   std::vector<std::set<std::tuple<RankKey, int64_t, JobState*>>> by_shape_;  // the same, per shape
   size_t pending_count_ = 0;
+  // Pending jobs per (team, shape) in StaticRank order, when the queue policy gives one: a full
+  // pass merges these queues' heads by live rank (QueuePolicy::StaticRank).
+  std::vector<std::set<std::tuple<RankKey, int64_t, JobState*>>> by_group_;
+  std::map<std::pair<std::string, int>, int> group_ids_;
+  size_t grouped_pending_ = 0;
+  // Pending jobs whose preemption search failed while the running set was at failed_version_
+  // (they may not search again until it changes): lets a pass stop once only they are left.
+  int64_t failed_version_ = -1;
+  int64_t failed_count_ = 0;
+  void File(JobState& j);
+  void Unfile(JobState& j);
   std::set<std::tuple<RankKey, int64_t, JobState*>> running_;  // running jobs by rank
   std::unordered_set<JobState*> stopping_;                       // asked to stop, not yet gone
   int64_t running_with_estimate_ = 0;
