@@ -18,11 +18,21 @@ int ClusterView::InternModel(const std::string& name) {
     if (models_[i] == name) return static_cast<int>(i);
   }
   models_.push_back(name);
+  GrowModels();
+  return static_cast<int>(models_.size() - 1);
+}
+
+void ClusterView::GrowModels() {
   nodes_by_model_.emplace_back();
   free_whole_by_model_.push_back(0);
   free_milli_by_model_.push_back(0);
   max_gpus_by_model_.push_back(0);
-  return static_cast<int>(models_.size() - 1);
+  by_free_whole_.emplace_back();
+  free_count_.emplace_back();
+  market_nodes_.push_back({0, 0, 0});
+  nvlink_nodes_.push_back(0);
+  warm_gpus_.push_back(0);
+  unsorted_.push_back(0);
 }
 
 int ClusterView::ModelIndex(const std::string& name) const {
@@ -44,7 +54,7 @@ int ClusterView::IndexOf(NodeId id) const {
 
 // Adds (sign=+1) or removes (sign=-1) a node's free GPUs from the per-model totals; only
 // schedulable nodes count.
-void ClusterView::Account(const Node& n, int sign) {
+void ClusterView::Account(const Node& n, int sign, bool index) {
   int64_t gpus_milli = static_cast<int64_t>(n.spec.gpus) * model::kMilliGpuPerGpu;
   if (n.health != NodeHealth::kDown) online_milli_ += sign * gpus_milli;
   if (n.model < 0 || !n.schedulable()) return;
@@ -53,36 +63,108 @@ void ClusterView::Account(const Node& n, int sign) {
   for (int32_t f : n.free_milli) milli += f;
   free_whole_by_model_[n.model] += sign * n.free_whole;
   free_milli_by_model_[n.model] += sign * milli;
+  if (index) Index(n, sign);
 }
 
-void ClusterView::AssignFrom(const ClusterView& o) {
-  if (this == &o) return;
-  if (structure_version_ != o.structure_version_ || nodes_.size() != o.nodes_.size() ||
-      models_.size() != o.models_.size() || groups_.size() != o.groups_.size()) {
-    *this = o;
-    return;
+void ClusterView::Reindex(const Node& n, int old_free_whole) {
+  if (n.model < 0 || !n.schedulable() || n.free_whole == old_free_whole) return;
+  const int pos = static_cast<int>(&n - nodes_.data());
+  auto& index = by_free_whole_[n.model];
+  auto node = index.extract({old_free_whole, pos});
+  node.value().first = n.free_whole;
+  index.insert(std::move(node));
+  std::vector<int64_t>& count = free_count_[n.model];
+  --count[old_free_whole];
+  if (count.size() <= static_cast<size_t>(n.free_whole)) count.resize(n.free_whole + 1, 0);
+  ++count[n.free_whole];
+}
+
+void ClusterView::Index(const Node& n, int sign) {
+  if (n.model < 0 || !n.schedulable()) return;
+  const int pos = static_cast<int>(&n - nodes_.data());
+  std::vector<int64_t>& count = free_count_[n.model];
+  if (sign > 0) {
+    by_free_whole_[n.model].emplace(n.free_whole, pos);
+    if (count.size() <= static_cast<size_t>(n.free_whole)) count.resize(n.free_whole + 1, 0);
+    ++count[n.free_whole];
+  } else {
+    by_free_whole_[n.model].erase({n.free_whole, pos});
+    --count[n.free_whole];
   }
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    Node& a = nodes_[i];
-    const Node& b = o.nodes_[i];
-    a.health = b.health;
-    a.free_milli = b.free_milli;  // same size: no allocation
-    a.temp_c = b.temp_c;
-    a.held_milli = b.held_milli;
-    a.hot = b.hot;
-    a.free_whole = b.free_whole;
-    a.free_cpu_milli = b.free_cpu_milli;
-    a.free_mem_mib = b.free_mem_mib;
+}
+
+void ClusterView::CountTraits(const Node& n, int sign) {
+  if (n.model < 0) return;
+  market_nodes_[n.model][static_cast<int>(n.spec.market)] += sign;
+  if (!n.spec.nvlink_domain.empty()) nvlink_nodes_[n.model] += sign;
+  int64_t warm = 0;
+  for (int16_t t : n.temp_c) warm += t != 0 ? 1 : 0;
+  warm_gpus_[n.model] += sign * warm;
+}
+
+int64_t ClusterView::NodesWithFreeWhole(int model, int gpus) const {
+  const std::vector<int64_t>& count = free_count_[model];
+  int64_t total = 0;
+  for (size_t f = static_cast<size_t>(std::max(gpus, 0)); f < count.size(); ++f) total += count[f];
+  return total;
+}
+
+bool ClusterView::UniformModel(int model) const {
+  int markets = 0;
+  for (int64_t c : market_nodes_[model]) markets += c > 0 ? 1 : 0;
+  return markets <= 1 && nvlink_nodes_[model] == 0 && warm_gpus_[model] == 0 && !unsorted_[model];
+}
+
+void ClusterView::StartTrial() {
+  CHECK(!in_trial_) << "trials do not nest";
+  in_trial_ = true;
+  journal_size_ = 0;
+  if (journaled_.size() < nodes_.size()) journaled_.resize(nodes_.size(), 0);
+  saved_free_whole_by_model_ = free_whole_by_model_;
+  saved_free_milli_by_model_ = free_milli_by_model_;
+  saved_schedulable_milli_ = schedulable_milli_;
+  saved_online_milli_ = online_milli_;
+}
+
+void ClusterView::Journal(int pos) {
+  if (!in_trial_ || journaled_[pos]) return;
+  journaled_[pos] = 1;
+  if (journal_size_ == journal_.size()) journal_.emplace_back();
+  Saved& s = journal_[journal_size_++];
+  const Node& n = nodes_[pos];
+  s.pos = pos;
+  s.free_milli = n.free_milli;  // reuses the entry's buffer
+  s.held_milli = n.held_milli;
+  s.free_whole = n.free_whole;
+  s.free_cpu_milli = n.free_cpu_milli;
+  s.free_mem_mib = n.free_mem_mib;
+}
+
+void ClusterView::EndTrial() {
+  CHECK(in_trial_) << "no trial to end";
+  for (size_t i = journal_size_; i-- > 0;) {
+    const Saved& s = journal_[i];
+    Node& n = nodes_[s.pos];
+    const int free_whole = n.free_whole;
+    n.free_milli = s.free_milli;
+    n.held_milli = s.held_milli;
+    n.free_whole = s.free_whole;
+    n.free_cpu_milli = s.free_cpu_milli;
+    n.free_mem_mib = s.free_mem_mib;
+    Reindex(n, free_whole);
+    journaled_[s.pos] = 0;
   }
-  free_whole_by_model_ = o.free_whole_by_model_;
-  free_milli_by_model_ = o.free_milli_by_model_;
-  schedulable_milli_ = o.schedulable_milli_;
-  online_milli_ = o.online_milli_;
+  journal_size_ = 0;
+  free_whole_by_model_ = saved_free_whole_by_model_;
+  free_milli_by_model_ = saved_free_milli_by_model_;
+  schedulable_milli_ = saved_schedulable_milli_;
+  online_milli_ = saved_online_milli_;
+  in_trial_ = false;
 }
 
 Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
   GF_RETURN_IF_ERROR(spec.Validate());
-  ++structure_version_;
+  CHECK(!in_trial_) << "nodes change during a trial";
   market_mask_ |= 1 << static_cast<int>(spec.market);
   std::string zone = spec.labels.count(model::kLabelZone) ? spec.labels.at(model::kLabelZone) : "";
   std::string rack = spec.labels.count(model::kLabelRack) ? spec.labels.at(model::kLabelRack) : "";
@@ -117,6 +199,7 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
       }
     }
     Account(n, -1);
+    CountTraits(n, -1);
     int64_t used_cpu = n.spec.cpu_milli - n.free_cpu_milli;
     int64_t used_mem = n.spec.mem_mib - n.free_mem_mib;
     if (!same_shape) {
@@ -137,6 +220,7 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
       }
     }
     if (spec.cpu_milli < used_cpu || spec.mem_mib < used_mem) {
+      CountTraits(n, +1);
       Account(n, +1);
       return Status::FailedPrecondition("node " + spec.name + " shrank below the CPUs or memory its jobs hold");
     }
@@ -146,9 +230,13 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
     n.spec = std::move(spec);
     if (n.model >= 0) {
       auto& list = nodes_by_model_[n.model];
-      if (std::find(list.begin(), list.end(), pos) == list.end()) list.push_back(pos);
+      if (std::find(list.begin(), list.end(), pos) == list.end()) {
+        if (!list.empty() && list.back() > pos) unsorted_[n.model] = 1;
+        list.push_back(pos);
+      }
       max_gpus_by_model_[n.model] = std::max(max_gpus_by_model_[n.model], n.spec.gpus);
     }
+    CountTraits(n, +1);
     Account(n, +1);
     return Status::Ok();
   }
@@ -172,11 +260,13 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
     max_gpus_by_model_[n.model] = std::max(max_gpus_by_model_[n.model], n.spec.gpus);
   }
   nodes_.push_back(std::move(n));
+  CountTraits(nodes_.back(), +1);
   Account(nodes_.back(), +1);
   return Status::Ok();
 }
 
 Status ClusterView::SetHealth(NodeId id, NodeHealth health) {
+  CHECK(!in_trial_) << "health changes during a trial";
   int pos = IndexOf(id);
   if (pos < 0) return Status::NotFound("unknown node " + std::to_string(id.value()));
   Node& n = nodes_[pos];
@@ -195,9 +285,12 @@ Status ClusterView::SetTemperatures(NodeId id, const std::vector<int>& temperatu
                                    " GPUs but telemetry reports " +
                                    std::to_string(temperature_c.size()));
   }
+  CHECK(!in_trial_) << "telemetry during a trial";
+  CountTraits(n, -1);
   for (size_t i = 0; i < temperature_c.size(); ++i) {
     n.temp_c[i] = static_cast<int16_t>(std::clamp(temperature_c[i], -100, 300));
   }
+  CountTraits(n, +1);
   if (hot_c_ > 0) {
     Account(n, -1);
     for (size_t i = 0; i < n.temp_c.size(); ++i) {
@@ -210,6 +303,7 @@ Status ClusterView::SetTemperatures(NodeId id, const std::vector<int>& temperatu
 }
 
 void ClusterView::SetThermalLimits(int hot_c, int resume_c) {
+  CHECK(!in_trial_) << "thermal limits change during a trial";
   hot_c_ = hot_c;
   resume_c_ = std::min(resume_c, hot_c);
   for (Node& n : nodes_) {
@@ -255,15 +349,19 @@ bool ClusterView::CanAllocate(const model::Placement& p) const {
 void ClusterView::Allocate(const model::Placement& p) {
   CHECK(CanAllocate(p)) << "allocation of busy or unknown resources";
   for (const auto& part : p.parts) {
-    Node& n = nodes_[IndexOf(part.node)];
-    Account(n, -1);
+    const int pos = IndexOf(part.node);
+    Journal(pos);
+    Node& n = nodes_[pos];
+    const int free_whole = n.free_whole;
+    Account(n, -1, false);
     for (int g : part.gpus) {
       if (n.free_milli[g] == model::kMilliGpuPerGpu) --n.free_whole;
       n.free_milli[g] -= static_cast<int32_t>(part.gpu_milli);
     }
     n.free_cpu_milli -= part.cpu_milli;
     n.free_mem_mib -= part.mem_mib;
-    Account(n, +1);
+    Account(n, +1, false);
+    Reindex(n, free_whole);
   }
 }
 
@@ -271,8 +369,10 @@ void ClusterView::Release(const model::Placement& p) {
   for (const auto& part : p.parts) {
     int pos = IndexOf(part.node);
     CHECK(pos >= 0) << "release on unknown node " << part.node;
+    Journal(pos);
     Node& n = nodes_[pos];
-    Account(n, -1);
+    const int free_whole = n.free_whole;
+    Account(n, -1, false);
     for (int g : part.gpus) {
       if (n.hot[g]) {
         // Too hot for new work: what the job gives back is withheld until the GPU cools.
@@ -286,7 +386,8 @@ void ClusterView::Release(const model::Placement& p) {
     }
     n.free_cpu_milli += part.cpu_milli;
     n.free_mem_mib += part.mem_mib;
-    Account(n, +1);
+    Account(n, +1, false);
+    Reindex(n, free_whole);
   }
 }
 

@@ -2,12 +2,17 @@
 // run hot — with per-model counts of free GPUs so that a pass rejects jobs that cannot fit in
 // O(1) instead of rescanning every node.
 //
-// A ClusterView is a value: copying it gives a what-if world (used to find a job's earliest
-// start and the smallest set of preemption victims). Not thread-safe; the scheduler owns it.
+// A ClusterView is a value: copying it gives a what-if world. The scheduler's what-ifs (a job's
+// earliest start, the smallest set of preemption victims) use a trial instead (StartTrial), which
+// undoes its changes and so costs what it touches, not the size of the cluster.
+// Not thread-safe; the scheduler owns it.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <set>
 #include <string>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -42,9 +47,11 @@ class ClusterView {
     bool schedulable() const { return health == NodeHealth::kUp; }
   };
 
-  // Makes this view equal to `other`. When both have the same nodes (the common case for a
-  // scratch what-if copy), only the free-capacity state is copied, without allocating.
-  void AssignFrom(const ClusterView& other);
+  // A trial: Allocate and Release between StartTrial and EndTrial are undone by EndTrial, which
+  // puts every node they touched and every count back exactly as it was. Other changes are not
+  // allowed during a trial; trials do not nest.
+  void StartTrial();
+  void EndTrial();
 
   // Adds a node or, for a known id, replaces its spec (allocations are kept if they still fit).
   Status UpsertNode(NodeId id, model::NodeSpec spec);
@@ -80,13 +87,26 @@ class ClusterView {
   // GPUs on nodes that are up or draining (capacity that exists now).
   int64_t OnlineMilli() const { return online_milli_; }
   int MaxGpusPerNode(int model) const { return max_gpus_by_model_[model]; }
+  // Schedulable nodes of a model ordered by (whole free GPUs, position): best fit in O(log n).
+  const std::set<std::pair<int, int>>& ByFreeWhole(int model) const { return by_free_whole_[model]; }
+  // Schedulable nodes of a model with at least `gpus` whole GPUs free.
+  int64_t NodesWithFreeWhole(int model, int gpus) const;
+  // True when the nodes of a model differ in nothing a whole-GPU placement ranks them by except
+  // their free GPUs and position: one market, no NVLink domains, no temperature reported, and
+  // NodesOfModel in position order.
+  bool UniformModel(int model) const;
   // Bit (1 << Market) for every market a node has ever been seen in.
   int market_mask() const { return market_mask_; }
   int group_count() const { return static_cast<int>(groups_.size()); }
   const std::string& group_name(int g) const { return groups_[g]; }
 
  private:
-  void Account(const Node& n, int sign);
+  void Account(const Node& n, int sign, bool index = true);
+  void Index(const Node& n, int sign);      // by_free_whole_ and free_count_ (schedulable nodes)
+  void Reindex(const Node& n, int old_free_whole);
+  void CountTraits(const Node& n, int sign);  // what UniformModel reads
+  void Journal(int pos);                    // saves node `pos` before a trial changes it
+  void GrowModels();
   int InternModel(const std::string& name);
   // Turns GPU g of n hot (withholding its free capacity) or cool (giving it back). Caller has
   // taken n out of the books (Account -1) and puts it back after.
@@ -103,7 +123,31 @@ class ClusterView {
   std::vector<int64_t> free_milli_by_model_;
   std::vector<int> max_gpus_by_model_;
   int market_mask_ = 0;
-  int64_t structure_version_ = 0;  // bumped when nodes are added or change their spec
+  std::vector<std::set<std::pair<int, int>>> by_free_whole_;  // per model: (free_whole, position)
+  std::vector<std::vector<int64_t>> free_count_;            // per model, per free_whole: nodes
+  // Per model, what UniformModel reads: nodes per market, nodes with NVLink domains, GPUs with a
+  // reported temperature, and whether a node list is out of position order.
+  std::vector<std::array<int64_t, 3>> market_nodes_;
+  std::vector<int64_t> nvlink_nodes_;
+  std::vector<int64_t> warm_gpus_;
+  std::vector<char> unsorted_;
+  // Trial state: saved nodes (entries [0, journal_size_) are live; the rest keep their buffers).
+  struct Saved {
+    int pos = -1;
+    std::vector<int32_t> free_milli;
+    std::vector<int32_t> held_milli;
+    int free_whole = 0;
+    int64_t free_cpu_milli = 0;
+    int64_t free_mem_mib = 0;
+  };
+  bool in_trial_ = false;
+  std::vector<Saved> journal_;
+  size_t journal_size_ = 0;
+  std::vector<char> journaled_;  // per node position
+  std::vector<int64_t> saved_free_whole_by_model_;
+  std::vector<int64_t> saved_free_milli_by_model_;
+  int64_t saved_schedulable_milli_ = 0;
+  int64_t saved_online_milli_ = 0;
   int64_t schedulable_milli_ = 0;
   int64_t online_milli_ = 0;
   std::vector<std::string> groups_;

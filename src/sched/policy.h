@@ -101,6 +101,13 @@ class QueuePolicy {
   // True when ranks depend on other jobs (team usage): the scheduler re-ranks the whole queue
   // each pass instead of keeping it sorted.
   virtual bool RanksDependOnUsage() const { return false; }
+  // For ranks that depend on usage: the part of the job's rank that usage never changes, when
+  // usage moves all pending jobs of one team and one size together (for two of them, Rank(a) <
+  // Rank(b) exactly when StaticRank(a) < StaticRank(b), at any usage). The scheduler then keeps
+  // one queue per team and job shape in this order and merges their heads by live rank, instead
+  // of ranking and sorting the whole queue at each pass; a job's rank (and rank_class_since) is
+  // then brought up to date only when the pass reaches its queue's head. nullopt: no such part.
+  virtual std::optional<RankKey> StaticRank(const JobView& job) const { return std::nullopt; }
   // True when this running job's rank changes continuously with the service it gets, at
   // instants NextRankChange cannot name (srtf: a job's remaining estimate shrinks as it runs).
   // The scheduler then re-ranks such running jobs at each pass before it looks for victims, so

@@ -1,6 +1,7 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <limits>
 #include <queue>
 #include <tuple>
 
@@ -113,6 +114,13 @@ struct Scheduler::JobState {
   int64_t preempt_failed_at = -1;
   // Nodes this job will start on once its victims have stopped; other jobs keep off them.
   std::vector<int> claim;    // running_version_ when a preemption attempt last failed
+  // While it holds GPUs: the node positions of its parts with GPUs, its GPU model's index and
+  // its milli-GPUs (what a preemption search reads of each candidate).
+  std::vector<int> part_pos;
+  int model_index = -1;
+  int64_t held_milli = 0;
+  int group = -1;         // its (team, shape) queue in by_group_, when filed there
+  RankKey group_key;      // the StaticRank it is filed under
   // What the last pass concluded for this pending job (for Explain).
   int64_t cost_rate = 0;                 // micro-dollars per hour while it holds GPUs
   int64_t accrued_micros = 0;            // cost of its runs that have ended
@@ -317,6 +325,7 @@ void Scheduler::Enqueue(JobState& j) {
   j.v.phase = JobPhase::kPending;
   j.outcome = JobState::Outcome::kNotReached;
   ++pending_count_;
+  if (j.preempt_failed_at == failed_version_) ++failed_count_;
   ++books_[j.spec.team].load.pending_jobs;
   CountShape(j, +1);
   QueueContext ctx = Context();
@@ -328,7 +337,26 @@ void Scheduler::Enqueue(JobState& j) {
   if (by_shape_.size() <= static_cast<size_t>(j.shape)) by_shape_.resize(j.shape + 1);
   by_shape_[j.shape].emplace(j.set_rank, j.v.seq, &j);
   j.in_queue = true;
+  File(j);
   ScheduleTimer(j, ctx);
+}
+
+void Scheduler::File(JobState& j) {
+  std::optional<RankKey> key = policies_.queue->StaticRank(j.v);
+  if (!key) return;
+  if (j.group < 0) {
+    auto [it, added] = group_ids_.try_emplace({j.spec.team, j.shape}, static_cast<int>(by_group_.size()));
+    if (added) by_group_.emplace_back();
+    j.group = it->second;
+  }
+  j.group_key = *key;
+  by_group_[j.group].emplace(j.group_key, j.v.seq, &j);
+  ++grouped_pending_;
+}
+
+void Scheduler::Unfile(JobState& j) {
+  if (j.group < 0) return;
+  if (by_group_[j.group].erase({j.group_key, j.v.seq, &j}) > 0) --grouped_pending_;
 }
 
 void Scheduler::Dequeue(JobState& j) {
@@ -336,9 +364,11 @@ void Scheduler::Dequeue(JobState& j) {
   if (j.in_queue) {
     pending_sorted_.erase({j.set_rank, j.v.seq, &j});
     by_shape_[j.shape].erase({j.set_rank, j.v.seq, &j});
+    Unfile(j);
     j.in_queue = false;
   }
   --pending_count_;
+  if (j.preempt_failed_at == failed_version_) --failed_count_;
   --books_[j.spec.team].load.pending_jobs;
   CountShape(j, -1);
 }
@@ -366,11 +396,14 @@ void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
     j.set_rank = j.rank;
     pending_sorted_.emplace(j.set_rank, j.v.seq, &j);
     by_shape_[j.shape].emplace(j.set_rank, j.v.seq, &j);
+    Unfile(j);
+    File(j);
   } else if (j.v.phase == JobPhase::kRunning) {
     running_.erase({j.rank, j.v.seq, &j});
     j.rank = LiveRank(j, ctx);
     running_.emplace(j.rank, j.v.seq, &j);
     ++running_version_;
+    for (int pos : j.part_pos) RefileNode(pos);
   } else {
     j.rank = LiveRank(j, ctx);
   }
@@ -406,6 +439,13 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
   if (j.spec.duration_estimate) ++running_with_estimate_;
   j.moving = policies_.queue->RankMovesWithService(j.v);
   if (j.moving) ++running_moving_;
+  j.model_index = view_.ModelIndex(j.placement.gpu_model);
+  j.held_milli = j.placement.total_gpu_milli();
+  j.part_pos.clear();
+  for (const auto& part : j.placement.parts) {
+    if (!part.gpus.empty()) j.part_pos.push_back(view_.IndexOf(part.node));
+  }
+  AddHolder(j);
   ScheduleTimer(j, ctx);
   j.cost_rate = CostRate(j.placement);
   if (j.cost_rate > 0) {
@@ -414,6 +454,80 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
   }
   if (j.stop_grace > Duration::Zero()) ++graced_running_;
   ChargeParts(j, +1, clock_.Now());
+}
+
+// ---- Holders: which jobs hold GPUs on each node ----------------------------------------------
+
+void Scheduler::AddHolder(JobState& j) {
+  for (int pos : j.part_pos) {
+    if (holders_.size() <= static_cast<size_t>(pos)) {
+      holders_.resize(pos + 1);
+      holder_key_.resize(pos + 1);
+      holder_filed_.resize(pos + 1, 0);
+    }
+    holders_[pos].push_back(&j);
+    RefileNode(pos);
+  }
+}
+
+void Scheduler::RemoveHolder(JobState& j) {
+  for (int pos : j.part_pos) {
+    auto& list = holders_[pos];
+    list.erase(std::find(list.begin(), list.end(), &j));
+    RefileNode(pos);
+  }
+  j.part_pos.clear();
+}
+
+// Files node `pos` under the best (lowest) rank of its holders. A stopping holder gives up its
+// GPUs to nobody, so it counts as the best rank; a holder whose rank moves with service is left
+// out (its rank is not kept current here; the search checks every holder's live rank anyway).
+void Scheduler::RefileNode(int pos) {
+  const int model = view_.nodes()[pos].model;
+  if (model < 0) return;
+  if (holders_by_model_.size() <= static_cast<size_t>(model)) holders_by_model_.resize(model + 1);
+  auto& filed = holders_by_model_[model];
+  if (holder_filed_[pos]) {
+    filed.erase({holder_key_[pos], pos});
+    holder_filed_[pos] = 0;
+  }
+  if (holders_[pos].empty()) return;
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  RankKey best{{kMax, kMax, kMax}};
+  for (const JobState* h : holders_[pos]) {
+    if (h->v.phase != JobPhase::kRunning) {
+      best = RankKey{{kMin, kMin, kMin}};
+      break;
+    }
+    if (!h->moving) best = std::min(best, h->rank);
+  }
+  holder_key_[pos] = best;
+  holder_filed_[pos] = 1;
+  filed.emplace(best, pos);
+}
+
+bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const {
+  const int g = w.spec.gpus_per_node;
+  int64_t ready = 0;
+  for (int m : models) ready += view_.NodesWithFreeWhole(m, g);
+  if (ready >= w.spec.nodes) return true;
+  for (int m : models) {
+    if (holders_by_model_.size() <= static_cast<size_t>(m)) continue;
+    const auto& filed = holders_by_model_[m];
+    for (auto it = filed.rbegin(); it != filed.rend() && w.rank < it->first; ++it) {
+      const int pos = it->second;
+      if (!view_.nodes()[pos].schedulable()) continue;
+      bool all = true;
+      for (const JobState* h : holders_[pos]) {
+        all = h->v.phase == JobPhase::kRunning && w.rank < h->rank && !h->preempted_for &&
+              ctx.now - h->v.started_at >= policies_.options.min_run_before_preempt &&
+              policies_.queue->MayPreempt(w.v, h->v, ctx);
+        if (!all) break;
+      }
+      if (all && ++ready >= w.spec.nodes) return true;
+    }
+  }
+  return false;
 }
 
 // Stops every running job with a part on `node` (a gang cannot run with a part missing).
@@ -843,6 +957,7 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
   j.moving = false;
   stopping_.insert(&j);
   j.v.phase = JobPhase::kStopping;
+  for (int pos : j.part_pos) RefileNode(pos);
   j.requeue_after_stop = reason != PreemptReason::kCancelled && reason != PreemptReason::kMaxCost;
   const bool by_policy = reason == PreemptReason::kPriority || reason == PreemptReason::kQuotaReclaim ||
                          reason == PreemptReason::kService;
@@ -869,6 +984,7 @@ void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
     stopping_.erase(&j);
   }
   view_.Release(j.placement);
+  RemoveHolder(j);
   teams_[j.spec.team].used_milli -= GpuMilliOf(j.spec);
   {
     TeamLoad& load = books_[j.spec.team].load;
@@ -1199,8 +1315,10 @@ std::optional<Time> Scheduler::EarliestStart(const JobState& j, std::vector<char
     return std::tie(a.first, a.second->v.seq) < std::tie(b.first, b.second->v.seq);
   });
   std::vector<int> models = AllowedModels(j.spec, view_);
-  ClusterView& whatif = scratch_;
-  whatif.AssignFrom(view_);
+  // A trial on the view itself, undone before returning (so this stays const to callers).
+  ClusterView& whatif = view_;
+  whatif.StartTrial();
+  std::optional<Time> start;
   int64_t need = j.spec.total_gpu_milli();
   for (size_t i = 0; i < releases.size(); ++i) {
     whatif.Release(releases[i].second->placement);
@@ -1213,11 +1331,13 @@ std::optional<Time> Scheduler::EarliestStart(const JobState& j, std::vector<char
         nodes_out->assign(view_.nodes().size(), 0);
         for (const auto& part : r.placement.parts) (*nodes_out)[view_.IndexOf(part.node)] = 1;
       }
-      return std::max(releases[i].first, now);
+      start = std::max(releases[i].first, now);
+      break;
     }
-    if (r.kind == PlaceResult::Kind::kInfeasible) return std::nullopt;
+    if (r.kind == PlaceResult::Kind::kInfeasible) break;
   }
-  return std::nullopt;
+  whatif.EndTrial();
+  return start;
 }
 
 std::optional<Scheduler::Reservation> Scheduler::MakeReservation(const JobState& head) const {
@@ -1245,16 +1365,25 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   std::vector<JobState*> candidates;
   int64_t candidate_milli = 0;
   const bool static_ranks = StaticRanks();
+  const bool whole = !w.spec.fractional();
+  std::vector<char> model_ok(view_.models().size(), 0);
+  for (int m : models) model_ok[m] = 1;
+  if (static_ranks && whole) {
+    // A job that needs whole nodes: if no node can be emptied for it, the search below would
+    // release every candidate and still find too few nodes with enough free GPUs.
+    bool whole_nodes = true;
+    for (int m : models) whole_nodes = whole_nodes && w.spec.gpus_per_node == view_.MaxGpusPerNode(m);
+    if (whole_nodes && !NodesMayBeFreed(w, models, ctx)) return false;
+  }
   for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
     JobState* r = std::get<2>(*it);
     if (static_ranks && !(w.rank < r->rank)) break;  // sorted: nobody further can be displaced
     if (r->preempted_for) continue;
     if (ctx.now - r->v.started_at < policies_.options.min_run_before_preempt) continue;
-    int m = view_.ModelIndex(r->placement.gpu_model);
-    if (std::find(models.begin(), models.end(), m) == models.end()) continue;
+    if (r->model_index < 0 || !model_ok[r->model_index]) continue;
     if (!policies_.queue->MayPreempt(w.v, r->v, ctx)) continue;
     candidates.push_back(r);
-    candidate_milli += r->placement.total_gpu_milli();
+    candidate_milli += r->held_milli;
   }
   if (candidates.empty() || free + candidate_milli < need) return false;
   if (policies_.options.victims == VictimOrder::kWorstRank) {
@@ -1274,8 +1403,9 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     std::sort(keyed.begin(), keyed.end());
     for (size_t i = 0; i < keyed.size(); ++i) candidates[i] = std::get<3>(keyed[i]);
   }
-  ClusterView& whatif = scratch_;
-  whatif.AssignFrom(view_);
+  // A trial on the view itself; every path below ends it before anything else changes the view.
+  ClusterView& whatif = view_;
+  whatif.StartTrial();
   std::vector<JobState*> chosen;
   bool fits = false;
   // Usage as it will be once the chosen victims are gone, so that a policy whose answer depends
@@ -1288,17 +1418,12 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   po.excluded = claimed;  // nodes promised to other jobs whose victims are stopping
   // A cheap necessary condition before asking the placement policy: enough nodes of the job's
   // models with enough whole GPUs free (kept up to date as victims are released).
-  const bool whole = !w.spec.fractional();
-  std::vector<char> model_ok(view_.models().size(), 0);
-  for (int m : models) model_ok[m] = 1;
   auto node_ready = [&](const ClusterView::Node& n) {
     return n.model >= 0 && model_ok[n.model] && n.schedulable() && n.free_whole >= w.spec.gpus_per_node;
   };
-  int ready = 0;
+  int64_t ready = 0;
   if (whole) {
-    for (int m : models) {
-      for (int pos : view_.NodesOfModel(m)) ready += node_ready(view_.nodes()[pos]) ? 1 : 0;
-    }
+    for (int m : models) ready += view_.NodesWithFreeWhole(m, w.spec.gpus_per_node);
   }
   for (JobState* c : candidates) {
     if (!static_ranks) {
@@ -1313,7 +1438,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       for (const auto& part : c->placement.parts) ready += node_ready(*whatif.Find(part.node)) ? 1 : 0;
     }
     chosen.push_back(c);
-    free += c->placement.total_gpu_milli();
+    free += c->held_milli;
     if (free < need) continue;
     if (whole && ready < w.spec.nodes) continue;
     ++stats_.placement_calls;
@@ -1322,7 +1447,10 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       break;
     }
   }
-  if (!fits) return false;
+  if (!fits) {
+    whatif.EndTrial();
+    return false;
+  }
   // Drop victims that turn out not to be needed, most costly first.
   for (size_t i = chosen.size(); i-- > 0;) {
     whatif.Allocate(chosen[i]->placement);
@@ -1333,10 +1461,14 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       whatif.Release(chosen[i]->placement);
     }
   }
-  if (chosen.empty()) return false;
+  if (chosen.empty()) {
+    whatif.EndTrial();
+    return false;
+  }
   // Claim the nodes the job will start on, so that jobs after it in the queue do not take the
   // GPUs its victims give up (they would be preempted in turn, and so on).
   PlaceResult target = policies_.placement->Place(w.spec, whatif, po);
+  whatif.EndTrial();
   CHECK(target.kind == PlaceResult::Kind::kPlaced) << "victims chosen but the job does not fit";
   w.claim.clear();
   for (const auto& part : target.placement.parts) w.claim.push_back(view_.IndexOf(part.node));
@@ -1392,10 +1524,13 @@ void Scheduler::Pass() {
   arrivals_.clear();
   const bool full = full_pass_;
   full_pass_ = false;
+  // Usage-dependent ranks with a static part: merge the (team, shape) queues by live rank (the
+  // usage at the start of the pass, as a full re-sort would rank them) instead of re-sorting.
+  const bool group_merge = full && !static_ranks && grouped_pending_ == pending_count_;
   if (full) {
     order.clear();
     blocked_head = nullptr;
-    if (!static_ranks) order = OrderedPending(ctx);
+    if (!static_ranks && !group_merge) order = OrderedPending(ctx);
   } else if (order.empty()) {
     return;
   }
@@ -1434,8 +1569,43 @@ void Scheduler::Pass() {
       }
     }
   }
+  using GroupHead = std::tuple<RankKey, int64_t, JobState*>;
+  std::priority_queue<GroupHead, std::vector<GroupHead>, std::greater<GroupHead>> group_heads;
+  std::map<std::string, TeamUsage> usage_at_start;
+  QueueContext rank_ctx = ctx;
+  auto push_group_head = [&](JobState* h) {
+    h->rank = LiveRank(*h, rank_ctx);
+    group_heads.emplace(h->rank, h->v.seq, h);
+  };
+  if (group_merge) {
+    usage_at_start = teams_;
+    rank_ctx.teams = &usage_at_start;
+    for (const auto& queue : by_group_) {
+      if (!queue.empty()) push_group_head(std::get<2>(*queue.begin()));
+    }
+  }
   size_t order_pos = 0;
   auto next = [&]() -> JobState* {
+    if (group_merge) {
+      // Only the job being looked at leaves its queue during a pass, so a head pushed earlier
+      // is still there when it comes out.
+      while (!group_heads.empty()) {
+        JobState* j = std::get<2>(group_heads.top());
+        group_heads.pop();
+        // A job of a dead shape behind the blocked head (or in greedy mode) that may not
+        // preempt would only note that it waits: once no job may preempt any more, its whole
+        // queue drops out; a job that already failed a search at this running set is passed.
+        const bool idle = dead[j->shape] && (blocked_head != nullptr || opt.backfill == BackfillMode::kGreedy);
+        if (idle && (!preemptive || attempts >= opt.max_preemption_attempts)) continue;
+        const auto& queue = by_group_[j->group];
+        auto it = queue.find({j->group_key, j->v.seq, j});
+        CHECK(it != queue.end()) << "a queue head left its queue during a pass";
+        if (auto succ = std::next(it); succ != queue.end()) push_group_head(std::get<2>(*succ));
+        if (idle && j->preempt_failed_at == running_version_) continue;
+        return j;
+      }
+      return nullptr;
+    }
     if (!merge) return order_pos < order.size() ? order[order_pos++] : nullptr;
     while (!heads.empty()) {
       auto [rank, seq, sh] = heads.top();
@@ -1476,7 +1646,20 @@ void Scheduler::Pass() {
     return &mask;
   };
 
+  // Jobs not looked at yet that may still look for victims: those whose last search did not
+  // fail at the running set's current version (all of them once it has changed in this pass).
+  const int64_t version_at_start = running_version_;
+  const int64_t failed_at_start = failed_version_ == running_version_ ? failed_count_ : 0;
+  const int64_t pending_at_start = static_cast<int64_t>(pending_count_);
+  int64_t visited = 0, failed_visited = 0;
+  auto may_search_later = [&]() {
+    const int64_t unvisited = pending_at_start - visited;
+    return unvisited - (running_version_ == version_at_start ? failed_at_start - failed_visited : 0) > 0;
+  };
+
   while (JobState* j = next()) {
+    ++visited;
+    if (j->preempt_failed_at == version_at_start && running_version_ == version_at_start) ++failed_visited;
     if (opt.backfill == BackfillMode::kOff && blocked_head) break;  // strict order: all wait behind it
     const bool free_none = view_.FreeMilliAll() == 0;
     // Static ranks: if the job may not displace the worst-ranked running job, it may displace
@@ -1490,6 +1673,10 @@ void Scheduler::Pass() {
     if (!can_preempt && (free_none || dead_live >= live_shapes_)) {
       // Nothing more can start; with static ranks nobody further may preempt either.
       if (static_ranks || attempts >= opt.max_preemption_attempts) break;
+      // With usage-dependent ranks a later job may still preempt, unless none can search (no
+      // preemption, nothing running, or every one left failed at this running set): then the
+      // rest of the walk would do nothing.
+      if (!preemptive || running_.empty() || !may_search_later()) break;
       continue;
     }
 
@@ -1583,6 +1770,11 @@ void Scheduler::Pass() {
     if (can_preempt) {
       ++attempts;
       j->preempt_failed_at = running_version_;
+      if (failed_version_ != running_version_) {
+        failed_version_ = running_version_;
+        failed_count_ = 0;
+      }
+      ++failed_count_;
       if (TryPreempt(*j, ctx, claimed.empty() ? nullptr : &claimed)) {
         add_claim(*j);
         j->outcome = JobState::Outcome::kAwaitingVictims;

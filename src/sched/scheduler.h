@@ -229,12 +229,35 @@ class Scheduler {
   Policies policies_;
   ActionSink& sink_;
 
-  mutable ClusterView scratch_;  // what-if copy of view_, reused to avoid allocations
+  // Jobs holding GPUs per node position, and per GPU model the nodes with holders filed under
+  // the best rank among them (a stopping holder counts as the best): a preemption search for a
+  // whole-node job looks only at nodes whose every holder it may outrank.
+  std::vector<std::vector<JobState*>> holders_;
+  std::vector<RankKey> holder_key_;  // per node position: the key it is filed under
+  std::vector<char> holder_filed_;
+  std::vector<std::set<std::pair<RankKey, int>>> holders_by_model_;
+  void AddHolder(JobState& j);
+  void RemoveHolder(JobState& j);
+  void RefileNode(int pos);
+  // False when no node could give a whole-node job `w` enough GPUs, even with every job it may
+  // preempt stopped: the preemption search would fail.
+  bool NodesMayBeFreed(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const;
   std::unordered_map<int64_t, std::unique_ptr<JobState>> jobs_;
   // Pending jobs sorted by (rank, seq) for policies whose ranks do not depend on usage.
   std::set<std::tuple<RankKey, int64_t, JobState*>> pending_sorted_;
   std::vector<std::set<std::tuple<RankKey, int64_t, JobState*>>> by_shape_;  // the same, per shape
   size_t pending_count_ = 0;
+  // Pending jobs per (team, shape) in StaticRank order, when the queue policy gives one: a full
+  // pass merges these queues' heads by live rank (QueuePolicy::StaticRank).
+  std::vector<std::set<std::tuple<RankKey, int64_t, JobState*>>> by_group_;
+  std::map<std::pair<std::string, int>, int> group_ids_;
+  size_t grouped_pending_ = 0;
+  // Pending jobs whose preemption search failed while the running set was at failed_version_
+  // (they may not search again until it changes): lets a pass stop once only they are left.
+  int64_t failed_version_ = -1;
+  int64_t failed_count_ = 0;
+  void File(JobState& j);
+  void Unfile(JobState& j);
   std::set<std::tuple<RankKey, int64_t, JobState*>> running_;  // running jobs by rank
   std::unordered_set<JobState*> stopping_;                       // asked to stop, not yet gone
   int64_t running_with_estimate_ = 0;

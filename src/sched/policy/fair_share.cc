@@ -18,6 +18,11 @@ int64_t UsagePermille(const TeamUsage& u) {
   return u.used_milli * 1000 / u.quota_milli;
 }
 
+int64_t PrioritySubmit(const JobView& job) {
+  int64_t prio_submit = -static_cast<int64_t>(job.spec->priority);
+  return prio_submit * (int64_t{1} << 42) + job.spec->submit.millis();
+}
+
 }  // namespace
 
 RankKey FairSharePolicy::Rank(const JobView& job, const QueueContext& ctx) const {
@@ -27,8 +32,11 @@ RankKey FairSharePolicy::Rank(const JobView& job, const QueueContext& ctx) const
   int64_t others = job.phase == JobPhase::kPending ? u.used_milli : u.used_milli - demand;
   bool within = u.quota_milli > 0 && others + demand <= u.quota_milli;
   int64_t tier = within ? 0 : 1;
-  int64_t prio_submit = -static_cast<int64_t>(job.spec->priority);
-  return RankKey{{tier, UsagePermille(u), prio_submit * (int64_t{1} << 42) + job.spec->submit.millis()}};
+  return RankKey{{tier, UsagePermille(u), PrioritySubmit(job)}};
+}
+
+std::optional<RankKey> FairSharePolicy::StaticRank(const JobView& job) const {
+  return RankKey{{0, 0, PrioritySubmit(job)}};
 }
 
 bool FairSharePolicy::MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const {

@@ -10,7 +10,7 @@
 //    stays at or above its quota afterwards — only borrowed capacity is taken back, never a
 //    team's own quota.
 // Ranks depend on usage, so the scheduler re-ranks the queue at every pass (using the usage at
-// the start of the pass). Tie-break: submission order. Default backfill: EASY.
+// the start of the pass; one queue per team and job size, merged by team share). Tie-break: submission order. Default backfill: EASY.
 #pragma once
 
 #include "sched/policy.h"
@@ -25,6 +25,8 @@ class FairSharePolicy : public QueuePolicy {
   bool Preempts() const override { return true; }
   PreemptReason PreemptionReason() const override { return PreemptReason::kQuotaReclaim; }
   bool RanksDependOnUsage() const override { return true; }
+  // Usage sets a job's tier and its team's share; the rest (priority, submission) is static.
+  std::optional<RankKey> StaticRank(const JobView& job) const override;
   std::string DescribeRank(const JobView& job, const QueueContext& ctx) const override;
 };
 

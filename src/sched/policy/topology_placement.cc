@@ -1,6 +1,7 @@
 #include "sched/policy/topology_placement.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -186,6 +187,21 @@ class Placer {
 
   // Best node for a one-part job; stops early at a perfect fit.
   std::optional<Choice> PlaceOne(int model) const {
+    if (!first_fit_ && !job_.fractional() && TrivialJob(job_) && view_.UniformModel(model)) {
+      // Nodes of this model differ only in free GPUs and position, so the best fit is the first
+      // node in (free GPUs, position) order with enough free, the one the scan below would pick.
+      const auto& by_free = view_.ByFreeWhole(model);
+      for (auto it = by_free.lower_bound({job_.gpus_per_node, std::numeric_limits<int>::min()}); it != by_free.end();
+           ++it) {
+        const int pos = it->second;
+        if (po_.excluded && !po_.excluded->empty() && (*po_.excluded)[pos]) continue;
+        Choice c = ChooseGpus(pos);
+        c.market = MarketRank(job_.market, view_.nodes()[pos].spec.market);
+        c.cold = Cold(pos);
+        return c;
+      }
+      return std::nullopt;
+    }
     std::optional<Choice> best;
     const int best_market = BestMarketRank(job_.market, view_.market_mask());
     for (int pos : view_.NodesOfModel(model)) {
@@ -202,6 +218,42 @@ class Placer {
   // A gang: all parts in one rack if possible, else one zone, else the fewest racks.
   std::optional<std::vector<Choice>> PlaceGang(int model) const {
     const int n = job_.nodes;
+    if (!first_fit_ && !job_.fractional() && TrivialJob(job_) && view_.UniformModel(model)) {
+      // Nodes of this model differ only in free GPUs and position: the candidates in the order
+      // the scan below sorts them are the nodes with enough free GPUs in (free GPUs, position)
+      // order. Count them per rack group and take the tightest group that holds the gang, as
+      // the scan does; if no group holds it, the scan below spans zones and racks.
+      const auto& by_free = view_.ByFreeWhole(model);
+      const auto from = by_free.lower_bound({job_.gpus_per_node, std::numeric_limits<int>::min()});
+      std::vector<int> per_group(view_.group_count(), 0);
+      int total = 0;
+      for (auto it = from; it != by_free.end(); ++it) {
+        if (po_.excluded && !po_.excluded->empty() && (*po_.excluded)[it->second]) continue;
+        ++per_group[view_.nodes()[it->second].group];
+        ++total;
+      }
+      if (total < n) return std::nullopt;
+      int best = -1;
+      for (int g = 0; g < view_.group_count(); ++g) {
+        if (per_group[g] < n) continue;
+        if (best < 0 || per_group[g] < per_group[best] ||
+            (per_group[g] == per_group[best] && view_.group_name(g) < view_.group_name(best))) {
+          best = g;
+        }
+      }
+      if (best >= 0) {
+        std::vector<Choice> out;
+        for (auto it = from; it != by_free.end() && static_cast<int>(out.size()) < n; ++it) {
+          const int pos = it->second;
+          if (po_.excluded && !po_.excluded->empty() && (*po_.excluded)[pos]) continue;
+          if (view_.nodes()[pos].group != best) continue;
+          out.push_back(ChooseGpus(pos));
+          out.back().market = MarketRank(job_.market, view_.nodes()[pos].spec.market);
+          out.back().cold = Cold(pos);
+        }
+        return out;
+      }
+    }
     std::vector<Choice> cands;
     for (int pos : view_.NodesOfModel(model)) {
       if (!Eligible(pos)) continue;

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Given the bundled Philly trace (82,247 jobs) on 480 GPUs, expect every policy to make exactly
+# the decisions recorded in tests/data/philly_reference.sha256: the SHA-256 of each run's per-job
+# CSV (starts, finishes, preemptions, GPU model of every job). The references were computed
+# before the scheduler core was made faster; a speed-up that changes any decision (a tie broken
+# another way, a victim chosen differently) changes a hash.
+#
+# Runs: each policy of `gpufleet policies` with its default options, and fair-share with three
+# team quotas of 100 GPUs (the three teams with the most GPU time in the trace), the setting
+# under which fair-share ranks move with usage and reclaims happen.
+#
+# Usage: philly_reference_test.sh PATH/TO/gpufleet SOURCE_DIR
+source "$(dirname "$0")/lib.sh"
+
+GPUFLEET="${1:?usage: philly_reference_test.sh GPUFLEET SOURCE_DIR}"
+SRC="${2:?usage: philly_reference_test.sh GPUFLEET SOURCE_DIR}"
+TRACE="$SRC/data/traces/philly/philly.csv"
+REFERENCE="$SRC/tests/data/philly_reference.sha256"
+[[ -f "$TRACE" ]] || fail "missing bundled trace $TRACE"
+[[ -f "$REFERENCE" ]] || fail "missing reference hashes $REFERENCE"
+
+# name -> policy arguments
+declare -A RUNS=(
+  [fifo]="--policy fifo"
+  [backfill]="--policy backfill"
+  [priority]="--policy priority"
+  [fair-share]="--policy fair-share"
+  [las]="--policy las"
+  [sjf]="--policy sjf"
+  [srtf]="--policy srtf"
+  [fair-share-quotas]="--policy fair-share --policy-opt quota.ee9e8c=100,quota.7f04ca=100,quota.b436b2=100"
+)
+
+# Every policy the binary offers has a reference run.
+run "$WORK/policies" "$GPUFLEET" policies
+expect_rc "$WORK/policies" 0 "gpufleet policies"
+for p in $(awk '/^[a-z]/ { print $1 }' "$WORK/policies.out"); do
+  [[ -n "${RUNS[$p]:-}" ]] || fail "policy $p has no reference run in this test"
+done
+
+failures=()
+for name in $(printf '%s\n' "${!RUNS[@]}" | sort); do
+  want=$(awk -v n="$name" '$2 == n { print $1 }' "$REFERENCE")
+  [[ -n "$want" ]] || fail "no reference hash for $name in $REFERENCE"
+  # shellcheck disable=SC2086
+  run "$WORK/$name" "$GPUFLEET" sim --trace "$TRACE" --cluster-gpus 480 ${RUNS[$name]} --no-progress \
+    --jobs-out "$WORK/$name.csv"
+  expect_rc "$WORK/$name" 0 "gpufleet sim ${RUNS[$name]}"
+  got=$(sha256sum "$WORK/$name.csv" | awk '{ print $1 }')
+  [[ "$got" == "$want" ]] || failures+=("$name: per-job CSV sha256 $got, reference $want")
+done
+((${#failures[@]} == 0)) || fail "decisions differ from the reference: ${failures[*]}"
+
+echo "PASS: Philly on 480 GPUs gives the reference per-job output under all ${#RUNS[@]} runs"
