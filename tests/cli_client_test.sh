@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Given a one-machine cluster (`gpufleet dev`, one agent with two fake H100s), expect the client
-# commands to work as a user and a script would use them: a bad job file is refused before any
-# network with file:line and the field (exit 2); `run` jobs succeed or fail with their exit code
-# shown by `status`; `logs` prints their output; the -o json listings parse and carry their
-# fields; `cancel` stops a running job; `explain` says when a job can never fit; a wrong token and
-# a stopped controller exit 3 with a message that says what to do; `pool` on a controller without
-# a pool exits 1 saying how to start one.
+# commands to work as a user and a script would use them: a bad job file or client config is
+# refused before any network with file:line and the field (exit 2); `run` jobs succeed or fail
+# with their exit code shown by `status`; `logs` prints their output; the -o json listings parse
+# and carry their fields; `cancel` stops a running job; `explain` says when a job can never fit;
+# a wrong token and a stopped controller exit 3 with a message that says what to do; `pool` on a
+# controller without a pool exits 1 saying how to start one.
 #
 # Usage: cli_client_test.sh PATH/TO/gpufleet
 source "$(dirname "$0")/lib.sh"
@@ -77,6 +77,13 @@ run "$WORK/bad" "$GPUFLEET" submit "$WORK/bad.yaml"
 expect_rc "$WORK/bad" 2 "submit of a job file with an unknown field"
 expect_contains "$WORK/bad.err" "bad.yaml:4" "the error names file:line"
 expect_contains "$WORK/bad.err" "gpu_typo" "the error names the field"
+
+# --- a client config with a bad value is refused, naming file:line:column and the key ----------
+printf 'token: x\nserver:\n  host: 127.0.0.1\n' >"$WORK/cfg2.yaml"
+GPUFLEET_CONFIG="$WORK/cfg2.yaml" run "$WORK/cfg2" "$GPUFLEET" nodes
+expect_rc "$WORK/cfg2" 2 "a client config whose server is a mapping"
+expect_contains "$WORK/cfg2.err" "cfg2.yaml:3:3: server: must be a single value, got a mapping" \
+  "the error points at the value"
 
 # A good file submits; the same request id twice creates the jobs once.
 cat >"$WORK/ok.yaml" <<'YAML'

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/nesting.h"
+#include "common/source_location.h"
 #include "common/strings.h"
 
 namespace gpufleet::api {
@@ -597,7 +598,7 @@ Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseO
   Reader r(options.source);
   // yaml-cpp parses recursively: bound the depth first (a job nests about 5 levels).
   Status depth = CheckNestingDepth(text, NestingSyntax::kYaml);
-  if (!depth.ok()) return Status::InvalidArgument(options.source + ": " + depth.message());
+  if (!depth.ok()) return InSource(options.source, depth);
   std::vector<YAML::Node> docs;
   try {
     GF_RETURN_IF_ERROR(CheckDocumentsEnd(std::string(text), options.source));

@@ -207,12 +207,12 @@ TEST(JobYamlTest, DeeplyNestedJobIsRefusedBeforeParsing) {
   // Given job files nesting 100,000 levels (flow lists, compact "- " lists, JSON), expect
   // InvalidArgument naming the depth and the place, not a crash in the recursive YAML parser.
   const std::string flow = "run: x\nenv: " + std::string(100'000, '[') + "\n";
-  EXPECT_EQ(ErrorOf(flow), "job.yaml: nesting deeper than 64 levels at line 2, column 69");
+  EXPECT_EQ(ErrorOf(flow), "job.yaml:2:69: nesting deeper than 64 levels");
   std::string dashes = "run: x\nenv:\n";
   for (int i = 0; i < 100'000; ++i) dashes += "- ";
-  EXPECT_EQ(ErrorOf(dashes + "x\n"), "job.yaml: nesting deeper than 64 levels at line 3, column 127");
+  EXPECT_EQ(ErrorOf(dashes + "x\n"), "job.yaml:3:127: nesting deeper than 64 levels");
   const std::string json = R"({"run": "x", "env": )" + std::string(100'000, '{') + std::string(100'000, '}') + "}";
-  EXPECT_EQ(ErrorOf(json), "job.yaml: nesting deeper than 64 levels at line 1, column 84");
+  EXPECT_EQ(ErrorOf(json), "job.yaml:1:84: nesting deeper than 64 levels");
 }
 
 TEST(JobYamlTest, TextYamlCppWouldReadForeverIsRefused) {
@@ -242,7 +242,7 @@ TEST(JobYamlTest, NulBytesAreRefusedNamingTheField) {
             std::string::npos);
   // A raw NUL byte is refused with the text (yaml-cpp would garble what follows it).
   EXPECT_EQ(ErrorOf(std::string("run: x\nteam: a\0b\n", 17)),
-            "job.yaml: a NUL byte at line 2, column 8 (YAML text cannot hold one)");
+            "job.yaml:2:8: a NUL byte (YAML text cannot hold one)");
   EXPECT_NE(ErrorOf("run: x\nuser: \"root\\0\"\n").find("user: must not contain a NUL byte"), std::string::npos);
   EXPECT_NE(ErrorOf("run: x\nworkdir: \"/tmp\\0/x\"\n").find("workdir: must not contain a NUL byte"),
             std::string::npos);

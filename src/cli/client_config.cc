@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/nesting.h"
+#include "common/source_location.h"
 
 namespace gpufleet::cli {
 
@@ -29,17 +30,28 @@ Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std:
     text << in.rdbuf();
     // yaml-cpp parses recursively: bound the depth before it does.
     Status depth = CheckNestingDepth(text.str(), NestingSyntax::kYaml);
-    if (!depth.ok()) return Status::InvalidArgument(path + ": " + depth.message());
+    if (!depth.ok()) return InSource(path, depth);
+    YAML::Node doc;
     try {
-      YAML::Node n = YAML::Load(text.str());
-      if (n && !n.IsMap()) return Status::InvalidArgument(path + ": expected 'server:' and 'token:' lines");
-      if (n["server"]) c.server = n["server"].as<std::string>();
-      if (n["token"]) c.token = n["token"].as<std::string>();
-      if (n["ca_cert"]) c.ca_cert = n["ca_cert"].as<std::string>();
-      c.source = path;
+      doc = YAML::Load(text.str());
     } catch (const YAML::Exception& e) {
-      return Status::InvalidArgument(path + ": " + e.what());
+      return Status::InvalidArgument(SourcePrefixAt(path, e.mark) + "invalid YAML: " + e.msg);
     }
+    const YAML::Node& n = doc;
+    if (!n.IsMap()) {  // an empty file too: its node has no position, so point at the start
+      return Status::InvalidArgument((n.Mark().is_null() ? SourcePrefix(path, 1, 1) : SourcePrefixAt(path, n.Mark())) +
+                                     "expected 'server:' and 'token:' lines");
+    }
+    for (auto [key, out] : {std::pair{"server", &c.server}, {"token", &c.token}, {"ca_cert", &c.ca_cert}}) {
+      const YAML::Node v = n[key];
+      if (!v) continue;
+      if (!v.IsScalar()) {
+        return Status::InvalidArgument(SourcePrefixAt(path, v.Mark()) + key + ": must be a single value, got " +
+                                       (v.IsSequence() ? "a list" : v.IsMap() ? "a mapping" : "nothing"));
+      }
+      *out = v.Scalar();
+    }
+    c.source = path;
   }
   if (const char* s = std::getenv("GPUFLEET_SERVER"); s && *s) c.server = s;
   if (const char* t = std::getenv("GPUFLEET_TOKEN"); t && *t) c.token = t;

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/source_location.h"
 #include "common/strings.h"
 
 namespace gpufleet::controller {
@@ -60,29 +61,47 @@ Result<obs::AlertRules> LoadAlertRules(const std::string& path) {
   try {
     doc = YAML::Load(text.str());
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                                   ": " + e.msg);
+    return Status::InvalidArgument(SourcePrefixAt(path, e.mark) + e.msg);
   }
   obs::AlertRules rules;
   if (doc.IsNull()) return rules;
-  if (!doc.IsMap()) return Status::InvalidArgument(path + ": expected settings such as 'hot_temp_c: 85', one per line");
+  if (!doc.IsMap()) {
+    return Status::InvalidArgument(SourcePrefixAt(path, doc.Mark()) +
+                                   "expected settings such as 'hot_temp_c: 85', one per line");
+  }
   for (const auto& kv : doc) {
     std::string key = kv.first.as<std::string>("");
-    std::string where = path + ":" + std::to_string(kv.first.Mark().line + 1) + ":" + std::to_string(kv.first.Mark().column + 1);
+    // Errors point at the value that is wrong, or at the key of an unknown setting.
     std::string value;
     if (kv.second.IsSequence()) {
       std::vector<std::string> items;
       for (const auto& item : kv.second) {
-        if (!item.IsScalar()) return Status::InvalidArgument(where + ": " + key + ": expected a list of names");
+        if (!item.IsScalar()) {
+          return Status::InvalidArgument(SourcePrefixAt(path, item.Mark()) + key + ": expected a list of names");
+        }
         items.push_back(item.Scalar());
       }
       value = Join(items, ",");
     } else if (kv.second.IsScalar()) {
       value = kv.second.Scalar();
     } else {
-      return Status::InvalidArgument(where + ": " + key + ": expected a value");
+      return Status::InvalidArgument(SourcePrefixAt(path, kv.second.Mark()) + key + ": expected a value");
     }
-    if (Status st = obs::SetAlertRule(rules, key, value); !st.ok()) return Status::InvalidArgument(where + ": " + st.message());
+    if (Status st = obs::SetAlertRule(rules, key, value); !st.ok()) {
+      YAML::Mark at = kv.second.Mark();
+      if (StartsWith(st.message(), "unknown alert setting")) {  // SetAlertRule's word for a key it does not know
+        at = kv.first.Mark();
+      } else if (kv.second.IsSequence()) {
+        for (const auto& item : kv.second) {  // the entry that is wrong, if one alone is
+          obs::AlertRules scratch;
+          if (!obs::SetAlertRule(scratch, key, item.Scalar()).ok()) {
+            at = item.Mark();
+            break;
+          }
+        }
+      }
+      return Status::InvalidArgument(SourcePrefixAt(path, at) + st.message());
+    }
   }
   return rules;
 }

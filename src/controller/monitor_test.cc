@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
+#include "common/strings.h"
 #include "controller/engine_fixture_test.h"
 #include "controller/metrics.h"
 
@@ -278,9 +281,26 @@ TEST(AlertRulesFileTest, SettingsAndErrorsWithTheirLine) {
   { std::ofstream(bad) << "hot_temp_c: 88\nidle_for: later\n"; }
   r = LoadAlertRules(bad);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("bad.yaml:2:1: idle_for: expected a duration"), std::string::npos)
+  EXPECT_NE(r.status().message().find("bad.yaml:2:11: idle_for: expected a duration"), std::string::npos)
       << r.status().message();
   EXPECT_EQ(LoadAlertRules(dir + "/none.yaml").status().code(), StatusCode::kNotFound);
+}
+
+TEST(AlertRulesFileTest, ErrorsPointAtTheBadValueOrTheUnknownKey) {
+  // Given a bad value, expect the line and column of the value, not of its key; given an unknown
+  // rule in a list, that entry's; given an unknown setting, its key's.
+  const std::string path = ::testing::TempDir() + "/ar.yaml";
+  auto error_of = [&](const std::string& text) {
+    { std::ofstream(path) << text; }
+    auto r = LoadAlertRules(path);
+    EXPECT_FALSE(r.ok()) << text;
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_EQ(error_of("hot_temp_c: hot\n"), path + ":1:13: hot_temp_c: expected a whole number 0..150, got 'hot'");
+  EXPECT_EQ(error_of("idle_for: 30m\ndisabled: [NodeSilent, NodeQuiet]\n"),
+            path + ":2:24: disabled: unknown rule 'NodeQuiet'; rules: " + Join(obs::AlertRuleNames(), ", "));
+  EXPECT_EQ(error_of("idle_for: 30m\n  # the GPU limit\nhot_temp: 90\n").rfind(path + ":3:1: unknown alert setting 'hot_temp'", 0),
+            0u);
 }
 
 }  // namespace

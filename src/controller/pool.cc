@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/nesting.h"
+#include "common/source_location.h"
 #include "common/strings.h"
 #include "cost/offer.h"
 #include "model/gpu_speeds.h"
@@ -29,16 +30,16 @@ const std::vector<std::string> kOfferKeys = {"name", "gpu", "gpus", "market", "p
                                              "zone", "interruptions_per_hour", "labels", "catalog"};
 const std::vector<std::string> kCatalogKeys = {"cloud", "region", "zone", "instance_type", "gpu", "gpus", "market"};
 
-// Reads one pool file; every error names the source, line and field.
+// Reads one pool file; every error names the source, line, column and field.
 class Parser {
  public:
   Parser(const std::string& source, const model::GpuCatalog& catalog, const cost::OfferTable* offers)
       : source_(source), catalog_(catalog), offers_(offers) {}
 
+  // "pool.yaml:LINE:COL: field: what", at the node that is wrong: a bad value's own position, an
+  // unknown key's key, the enclosing mapping for a missing key.
   Status Error(const YAML::Node& at, const std::string& field, const std::string& what) const {
-    const YAML::Mark m = at.Mark();
-    const int line = m.is_null() ? 1 : m.line + 1;
-    return Status::InvalidArgument(source_ + ":" + std::to_string(line) + ": " + field + ": " + what);
+    return Status::InvalidArgument(SourcePrefixAt(source_, at.Mark()) + field + ": " + what);
   }
 
   Status CheckKeys(const YAML::Node& map, const std::string& path, const std::vector<std::string>& keys) const {
@@ -175,8 +176,8 @@ class Parser {
       if (other.name == o.name) return Error(n["name"] ? n["name"] : n, path + ".name", "'" + o.name + "' names another offer");
     }
     if (market == model::Market::kSpot && best->has(cost::kSpotOutlier)) {
-      spdlog::warn("{}:{}: {} {} spot at ${}/h is an outlier in the catalog (far beyond the usual discount); "
-                   "its capacity may not be there", source_, q.Mark().line + 1, best->cloud, best->instance_type,
+      spdlog::warn("{}{} {} spot at ${}/h is an outlier in the catalog (far beyond the usual discount); "
+                   "its capacity may not be there", SourcePrefixAt(source_, q.Mark()), best->cloud, best->instance_type,
                    static_cast<double>(*best->price(market)) / 1e6);
     }
     o.gpu_model = best->gpu;
@@ -269,13 +270,17 @@ class Parser {
   }
 
   Result<PoolConfig> Parse(YAML::Node root, const std::map<std::string, std::string>& subs) const {
-    if (!root.IsDefined() || root.IsNull()) return Status::InvalidArgument(source_ + ":1: the pool file is empty");
+    if (!root.IsDefined() || root.IsNull()) {
+      return Status::InvalidArgument(SourcePrefix(source_, 1, 1) + "the pool file is empty");
+    }
     GF_RETURN_IF_ERROR(CheckKeys(root, "", kPoolKeys));
     PoolConfig c;
     if (!root["provider"]) return Error(root, "provider", "is required, e.g. {kind: local, ...}");
-    YAML::Node prov = YAML::Clone(root["provider"]);
     // The server's own values ({server}, {join_token_file}, {gpufleet}, {data_dir}) anywhere in
-    // the provider's settings; the provider's per-instance placeholders ({name}, ...) stay.
+    // the provider's settings; the provider's per-instance placeholders ({name}, ...) stay. In
+    // place, not in a YAML::Clone: a clone's nodes lose their positions, and the provider's errors
+    // would all point at 1:1.
+    YAML::Node prov = root["provider"];
     std::function<void(YAML::Node)> substitute = [&](YAML::Node n) {
       if (n.IsScalar()) {
         std::string text = n.Scalar();
@@ -394,12 +399,11 @@ Result<PoolConfig> ParsePoolConfig(const std::string& yaml, const std::string& s
                                    const cost::OfferTable* offers) {
   // yaml-cpp parses recursively: bound the depth before it does.
   Status depth = CheckNestingDepth(yaml, NestingSyntax::kYaml);
-  if (!depth.ok()) return Status::InvalidArgument(source + ": " + depth.message());
+  if (!depth.ok()) return InSource(source, depth);
   try {
     return Parser(source, catalog, offers).Parse(YAML::Load(yaml), substitutions);
   } catch (const YAML::Exception& e) {
-    const int line = e.mark.is_null() ? 1 : e.mark.line + 1;
-    return Status::InvalidArgument(source + ":" + std::to_string(line) + ": invalid YAML: " + e.msg);
+    return Status::InvalidArgument(SourcePrefixAt(source, e.mark) + "invalid YAML: " + e.msg);
   }
 }
 

@@ -481,12 +481,12 @@ TEST(PoolConfigTest, ErrorsNameTheLineAndField) {
     EXPECT_FALSE(r.ok()) << yaml;
     return r.ok() ? std::string() : r.status().message();
   };
-  EXPECT_NE(bad("provider: {kind: static}\nofers: []\n").find("pool.yaml:2: ofers: unknown key; did you mean 'offers'?"),
+  EXPECT_NE(bad("provider: {kind: static}\nofers: []\n").find("pool.yaml:2:1: ofers: unknown key; did you mean 'offers'?"),
             std::string::npos);
   EXPECT_NE(bad("provider: {kind: local, state_dir: /tmp/x, agent_command: [a]}\n").find("offers: must be a non-empty list"),
             std::string::npos);
   EXPECT_NE(bad("provider: {kind: static}\noffers:\n  - {name: a, gpu: H999, gpus: 8, price_per_hour: 1}\n")
-                .find("pool.yaml:3: offers[0].gpu: unknown GPU model 'H999'"),
+                .find("pool.yaml:3:20: offers[0].gpu: unknown GPU model 'H999'"),
             std::string::npos);
   EXPECT_NE(bad("provider: {kind: static}\nidle_duration: soon\n").find("idle_duration: must be a duration"),
             std::string::npos);
@@ -503,13 +503,32 @@ TEST(PoolConfigTest, ErrorsNameTheLineAndField) {
   EXPECT_EQ(ok->idle_gpu_util_below, 10);
 }
 
+TEST(PoolConfigTest, ErrorsPointAtTheBadValueEvenInTheProviderSection) {
+  // Given a bad value at the top level and one in the provider section (whose server placeholders
+  // are filled in first), expect each error at its value's line and column.
+  EXPECT_EQ(ParsePoolConfig("provider: {kind: static}\nmax_nodes: lots\n", "pool.yaml", model::GpuCatalog::BuiltIn())
+                .status()
+                .message(),
+            "pool.yaml:2:12: max_nodes: must be an integer from 0 to 100000, got 'lots'");
+  auto r = ParsePoolConfig(
+      "provider:\n  kind: local\n  state_dir: '{data_dir}/pool'\n  agent_command: [a]\n  boot_delay: soon\n"
+      "offers:\n  - {name: a, gpu: H100, gpus: 8, price_per_hour: 1}\n",
+      "pool.yaml", model::GpuCatalog::BuiltIn(), {{"data_dir", "/var/lib/gpufleet"}});
+  EXPECT_EQ(r.status().message(),
+            "pool.yaml:5:15: provider.boot_delay: must be a duration such as 500ms, 30s or 2m, got 'soon'");
+  r = ParsePoolConfig("provider:\n  kind: local\n  state_dir: /x\n  agent_command: [a]\n  notice_leed: 5s\n",
+                      "pool.yaml", model::GpuCatalog::BuiltIn());
+  EXPECT_EQ(r.status().message().rfind("pool.yaml:5:3: provider.notice_leed: unknown field", 0), 0u)
+      << r.status().message();
+}
+
 TEST(PoolConfigTest, DeeplyNestedFileIsRefusedBeforeParsing) {
   // Given a pool file nesting 100,000 flow mappings, expect InvalidArgument naming the depth, not
   // a crash in the recursive YAML parser.
   auto r = ParsePoolConfig("provider: {kind: static}\noffers: " + std::string(100'000, '{') + "\n", "pool.yaml",
                            model::GpuCatalog::BuiltIn());
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "pool.yaml: nesting deeper than 64 levels at line 2, column 72");
+  EXPECT_EQ(r.status().message(), "pool.yaml:2:72: nesting deeper than 64 levels");
 }
 
 TEST(PoolConfigTest, AgentCommandPlaceholdersOfTheServerAreFilledIn) {
@@ -597,7 +616,7 @@ TEST(PoolConfigTest, OffersFromTheShippedCatalog) {
       "provider: {kind: static}\noffers:\n  - catalog: {cloud: aws, region: mars-1, instance_type: p4d.24xlarge}\n",
       "pool.yaml", gpus, {}, &*table);
   ASSERT_FALSE(none.ok());
-  EXPECT_NE(none.status().message().find("pool.yaml:3: offers[0].catalog: no catalog offer matches aws mars-1 "
+  EXPECT_NE(none.status().message().find("pool.yaml:3:14: offers[0].catalog: no catalog offer matches aws mars-1 "
                                          "p4d.24xlarge; list them with: gpufleet offers --cloud aws"),
             std::string::npos)
       << none.status().message();

@@ -18,6 +18,7 @@
 
 #include "api/codec.h"
 #include "api/job_yaml.h"
+#include "common/source_location.h"
 #include "common/strings.h"
 #include "controller/rbac.h"
 #include "controller/tls.h"
@@ -206,31 +207,32 @@ Result<UserMap> LoadUserMap(const std::string& path) {
   text << in.rdbuf();
   if (text.str().size() > (1 << 20)) return Status::InvalidArgument(path + ": a user map is at most 1 MiB");
   UserMap m;
+  // "users.yaml:LINE:COL: ...", at the node that is wrong: an unknown key's key, a bad value's value.
+  auto error = [&](const YAML::Node& at, const std::string& what) {
+    // An empty file's node has no position: point at its start.
+    return Status::InvalidArgument((at.Mark().is_null() ? SourcePrefix(path, 1, 1) : SourcePrefixAt(path, at.Mark())) +
+                                   what);
+  };
   try {
     YAML::Node doc = YAML::Load(text.str());
-    if (!doc.IsMap()) return Status::InvalidArgument(path + ": expected 'subjects:' and/or 'teams:' maps");
+    if (!doc.IsMap()) return error(doc, "expected 'subjects:' and/or 'teams:' maps");
     for (auto it = doc.begin(); it != doc.end(); ++it) {
       std::string key = it->first.as<std::string>();
       if (key != "subjects" && key != "teams") {
-        return Status::InvalidArgument(path + ":" + std::to_string(it->first.Mark().line + 1) + ": unknown key '" +
-                                       key + "' (expected subjects, teams)");
+        return error(it->first, key + ": unknown key (expected subjects, teams)");
       }
-      if (!it->second.IsMap()) {
-        return Status::InvalidArgument(path + ":" + std::to_string(it->second.Mark().line + 1) + ": " + key +
-                                       " must map names to Unix users");
-      }
+      if (!it->second.IsMap()) return error(it->second, key + ": must map names to Unix users");
       auto& dst = key == "subjects" ? m.subjects : m.teams;
       for (auto e = it->second.begin(); e != it->second.end(); ++e) {
         std::string user = e->second.IsScalar() ? e->second.as<std::string>() : "";
         if (user.empty() || user == "root" || user == "0" || user.find('\0') != std::string::npos) {
-          return Status::InvalidArgument(path + ":" + std::to_string(e->second.Mark().line + 1) + ": " + key + "." +
-                                         e->first.as<std::string>() + " must name a Unix user other than root");
+          return error(e->second, key + "." + e->first.as<std::string>() + ": must name a Unix user other than root");
         }
         dst[e->first.as<std::string>()] = user;
       }
     }
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+    return Status::InvalidArgument(SourcePrefixAt(path, e.mark) + e.msg);
   }
   return m;
 }

@@ -964,5 +964,28 @@ TEST(TlsTest, PlainHttpIsRefusedOnAddressesOthersCanReach) {
   EXPECT_NE(st.message().find("--tls-cert"), std::string::npos) << st.message();
 }
 
+TEST(UserMapFileTest, ErrorsNameFileLineAndColumnOfTheEntry) {
+  // Given a user map whose entry maps to root, expect the line and column of that value; given an
+  // unknown top-level key, its key's; given an empty file, its start.
+  const std::string path = ::testing::TempDir() + "/users.yaml";
+  auto error_of = [&](const std::string& text) {
+    { std::ofstream(path) << text; }
+    Result<UserMap> m = LoadUserMap(path);
+    EXPECT_FALSE(m.ok()) << text;
+    return m.ok() ? std::string() : m.status().message();
+  };
+  EXPECT_EQ(error_of("subjects:\n  alice: alice\n  bob: root\n"),
+            path + ":3:8: subjects.bob: must name a Unix user other than root");
+  EXPECT_EQ(error_of("teams: {vision: gf-vision}\ngroups: {a: b}\n"),
+            path + ":2:1: groups: unknown key (expected subjects, teams)");
+  EXPECT_EQ(error_of("subjects: [alice]\n"), path + ":1:11: subjects: must map names to Unix users");
+  EXPECT_EQ(error_of(""), path + ":1:1: expected 'subjects:' and/or 'teams:' maps");
+  { std::ofstream(path) << "subjects: {alice: alice}\nteams: {vision: gf-vision}\n"; }
+  Result<UserMap> good = LoadUserMap(path);
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  EXPECT_EQ(good->For("alice", "vision"), "alice");
+  EXPECT_EQ(good->For("carol", "vision"), "gf-vision");
+}
+
 }  // namespace
 }  // namespace gpufleet::controller

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/nesting.h"
+#include "common/source_location.h"
 #include "common/strings.h"
 
 namespace gpufleet::cost {
@@ -187,7 +188,7 @@ Result<CostJob> ParseCostJobYaml(const std::string& yaml, const std::string& sou
                                  const model::GpuCatalog& gpus, const model::GpuSpeeds* speeds) {
   // yaml-cpp parses recursively: bound the depth before it does.
   Status depth = CheckNestingDepth(yaml, NestingSyntax::kYaml);
-  if (!depth.ok()) return Status::InvalidArgument(source_name + ": " + depth.message());
+  if (!depth.ok()) return InSource(source_name, depth);
   try {
     return Reader(source_name, gpus, speeds).Read(YAML::Load(yaml));
   } catch (const YAML::Exception& e) {

@@ -142,7 +142,7 @@ TEST_F(JobYamlTest, DeeplyNestedFileIsRefusedBeforeParsing) {
   auto j = Parse("estimate: 10h\nregions: " + std::string(100'000, '[') + "\n");
   ASSERT_FALSE(j.ok());
   EXPECT_EQ(j.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(j.status().message(), "job.yaml: nesting deeper than 64 levels at line 2, column 73");
+  EXPECT_EQ(j.status().message(), "job.yaml:2:73: nesting deeper than 64 levels");
 }
 
 }  // namespace

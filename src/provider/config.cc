@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "common/source_location.h"
 #include "common/strings.h"
 #include "provider/local_provider.h"
 #include "provider/provider.h"
@@ -159,13 +160,12 @@ class Reader {
     return Status::Ok();
   }
 
+  // "<where>:LINE:COL: <prefix><field>: msg", at the node that is wrong: a bad value's own
+  // position, an unknown field's key, the provider mapping for a missing field.
   Status Error(const YAML::Node& at, const std::string& field, const std::string& msg) const {
-    const YAML::Mark mark = at.Mark();
-    const int line = mark.is_null() ? 1 : mark.line + 1;
     std::string path = field.empty() ? (prefix_.empty() ? "" : prefix_.substr(0, prefix_.size() - 1)) : prefix_ + field;
     if (!path.empty() && path.back() == '.') path.pop_back();
-    return Status::InvalidArgument(where_ + ":" + std::to_string(line) + ": " + (path.empty() ? "" : path + ": ") +
-                                   msg);
+    return Status::InvalidArgument(SourcePrefixAt(where_, at.Mark()) + (path.empty() ? "" : path + ": ") + msg);
   }
 
   Result<std::string> Scalar(const YAML::Node& n, const std::string& field) const {
@@ -190,7 +190,7 @@ class Reader {
       GF_ASSIGN_OR_RETURN(std::string a, Scalar(n[i], field + "[" + std::to_string(i) + "]"));
       argv.push_back(std::move(a));
     }
-    if (argv[0].empty()) return Error(n, field, "must name a program first");
+    if (argv[0].empty()) return Error(n[0], field, "must name a program first");
     return argv;
   }
 
@@ -222,7 +222,7 @@ Result<ProviderConfig> ParseProviderConfig(const YAML::Node& node, const std::st
   try {
     return Reader(where, field_prefix).Read(node);
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(where + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+    return Status::InvalidArgument(SourcePrefixAt(where, e.mark) + e.msg);
   }
 }
 

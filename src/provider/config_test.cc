@@ -84,13 +84,13 @@ env: {AWS_PROFILE: fleet}
 }
 
 TEST(ProviderConfigTest, ErrorsNameTheFileLineAndField) {
-  EXPECT_THAT(ErrorOf("state_dir: /x"), HasSubstr("cluster.yaml:1: kind: is required"));
+  EXPECT_THAT(ErrorOf("state_dir: /x"), HasSubstr("cluster.yaml:1:1: kind: is required"));
   EXPECT_THAT(ErrorOf("kind: aws"), HasSubstr("kind: must be one of static, local, exec, got 'aws'"));
   EXPECT_THAT(ErrorOf("kind: local\nagent_command: [a]"), HasSubstr("state_dir: is required"));
   EXPECT_THAT(ErrorOf("kind: local\nstate_dir: /x"), HasSubstr("agent_command: is required"));
   EXPECT_THAT(ErrorOf("kind: local\nstate_dir: /x\nagent_command: a"), HasSubstr("agent_command: must be a non-empty list"));
   EXPECT_THAT(ErrorOf("kind: local\nstate_dir: /x\nagent_command: [a]\nboot_delay: soon"),
-              HasSubstr("cluster.yaml:4: boot_delay: must be a duration such as 500ms, 30s or 2m, got 'soon'"));
+              HasSubstr("cluster.yaml:4:13: boot_delay: must be a duration such as 500ms, 30s or 2m, got 'soon'"));
   EXPECT_THAT(ErrorOf("kind: local\nstate_dir: /x\nagent_command: [a, '{nmae}']"),
               HasSubstr("agent_command: unknown placeholder {nmae}"));
   EXPECT_THAT(ErrorOf("kind: local\nstate_dir: /x\nagent_command: [a]\nnotice_port: 70000"),
@@ -101,7 +101,7 @@ TEST(ProviderConfigTest, ErrorsNameTheFileLineAndField) {
               HasSubstr("interruptions.per_hour: must be a rate"));
   EXPECT_THAT(ErrorOf("kind: local\nstate_dir: /x\nagent_command: [a]\ninterruptions:\n  schedule:\n"
                       "    - {instance: a}\n"),
-              HasSubstr("cluster.yaml:6: interruptions.schedule[0].after: is required"));
+              HasSubstr("cluster.yaml:6:7: interruptions.schedule[0].after: is required"));
   EXPECT_THAT(ErrorOf("kind: exec\ncreate: [a]\nlist: [c]"), HasSubstr("delete: is required"));
   EXPECT_THAT(ErrorOf("kind: exec\ncreate: [a]\ndelete: [b]\nlist: [c]\ntimeout: 0s"),
               HasSubstr("timeout: must be positive"));
@@ -109,9 +109,22 @@ TEST(ProviderConfigTest, ErrorsNameTheFileLineAndField) {
   EXPECT_THAT(ErrorOf("[a, b]"), HasSubstr("must be a mapping"));
 }
 
+TEST(ProviderConfigTest, ErrorsPointAtTheBadValueOrTheUnknownKey) {
+  // Given a bad value inside a flow mapping, expect the line and column of the value itself;
+  // given an unknown field, the position of its key; given a bad list entry, that entry's.
+  const std::string local = "kind: local\nstate_dir: /x\nagent_command: [a]\n";
+  EXPECT_EQ(ErrorOf(local + "interruptions: {per_hour: -1}"),
+            "cluster.yaml:4:27: interruptions.per_hour: must be a rate per hour of each spot instance (0.5, 0 for "
+            "none), got '-1'");
+  EXPECT_THAT(ErrorOf(local + "interruptions: {per_hour: 1, sed: 4}"),
+              HasSubstr("cluster.yaml:4:30: interruptions.sed: unknown field (did you mean 'seed'?)"));
+  EXPECT_THAT(ErrorOf("kind: exec\ncreate: [a, [b]]\ndelete: [b]\nlist: [c]"),
+              HasSubstr("cluster.yaml:2:13: create[1]: must be a single value, got a list"));
+}
+
 TEST(ProviderConfigTest, FieldPrefixLeadsEveryPath) {
   EXPECT_THAT(ErrorOf("kind: local\nstate_dir: /x\nagent_command: [a]\nboot_delay: x", "provider."),
-              HasSubstr("cluster.yaml:4: provider.boot_delay: must be a duration"));
+              HasSubstr("cluster.yaml:4:13: provider.boot_delay: must be a duration"));
 }
 
 TEST(ProviderTest, StaticPoolsCannotRentAndListNothing) {

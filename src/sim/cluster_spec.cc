@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/nesting.h"
+#include "common/source_location.h"
 #include "common/strings.h"
 #include "common/time.h"
 
@@ -95,7 +96,7 @@ class Fields {
   std::vector<std::pair<std::string, Entry>> order_;
 };
 
-// Reads one spec; every error carries the source name, the 1-based line and the field path.
+// Reads one spec; every error carries the source name, the 1-based line and column and the field path.
 class SpecParser {
  public:
   SpecParser(const std::string& source, const model::GpuCatalog& catalog)
@@ -103,9 +104,8 @@ class SpecParser {
 
   Result<ClusterSpec> Parse(const YAML::Node& root) {
     if (!root.IsDefined() || root.IsNull()) {
-      return Status::InvalidArgument(source_ +
-                                     ":1: the cluster spec is empty; expected a mapping "
-                                     "with node_types");
+      return Status::InvalidArgument(SourcePrefix(source_, 1, 1) +
+                                     "the cluster spec is empty; expected a mapping with node_types");
     }
     if (!root.IsMap()) {
       return Error(root, "",
@@ -145,11 +145,10 @@ class SpecParser {
   }
 
  private:
+  // "spec.yaml:LINE:COL: path: msg", at the node that is wrong: a bad value's own position, an
+  // unknown key's key, the enclosing mapping for a missing key.
   Status Error(const YAML::Node& at, const std::string& path, const std::string& msg) const {
-    const YAML::Mark mark = at.Mark();
-    const int line = mark.is_null() ? 1 : mark.line + 1;
-    return Status::InvalidArgument(source_ + ":" + std::to_string(line) + ": " +
-                                   (path.empty() ? "" : path + ": ") + msg);
+    return Status::InvalidArgument(SourcePrefixAt(source_, at.Mark()) + (path.empty() ? "" : path + ": ") + msg);
   }
 
   static std::string Sub(const std::string& path, const std::string& key) {
@@ -323,7 +322,9 @@ class SpecParser {
     if (notice) a.spot_notice = *notice;
     for (size_t i = 0; i < a.offers.size(); ++i) {
       if (a.offers[i].boot_delay > a.options.boot_timeout) {
-        return Error(offers->value[i], "autoscale.offers[" + std::to_string(i) + "].boot_delay",
+        const YAML::Node offer = offers->value[i];
+        const YAML::Node delay = offer["boot_delay"];  // absent: the default is too long
+        return Error(delay.IsDefined() ? delay : offer, "autoscale.offers[" + std::to_string(i) + "].boot_delay",
                      "is longer than autoscale.boot_timeout (" + FormatDuration(a.options.boot_timeout) +
                          "): every rent of it would time out");
       }
@@ -622,16 +623,16 @@ Result<ClusterSpec> ParseClusterSpec(const std::string& yaml, const std::string&
                                      const model::GpuCatalog& catalog) {
   // yaml-cpp parses recursively: bound the depth before it does.
   Status depth = CheckNestingDepth(yaml, NestingSyntax::kYaml);
-  if (!depth.ok()) return Status::InvalidArgument(source_name + ": " + depth.message());
+  if (!depth.ok()) return InSource(source_name, depth);
   try {
     YAML::Node root = YAML::Load(yaml);
     return SpecParser(source_name, catalog).Parse(root);
   } catch (const YAML::Exception& e) {
-    const int line = e.mark.is_null() ? 1 : e.mark.line + 1;
-    return Status::InvalidArgument(source_name + ":" + std::to_string(line) +
-                                   ": invalid YAML: " + e.msg);
+    return Status::InvalidArgument(SourcePrefixAt(source_name, e.mark) + "invalid YAML: " + e.msg);
   } catch (const std::exception& e) {
-    return Status::InvalidArgument(source_name + ": cannot read the cluster spec: " + e.what());
+    // Not a parse error (yaml-cpp's own failures carry a position and are caught above): the
+    // file's start is the best place to point at.
+    return Status::InvalidArgument(SourcePrefix(source_name, 1, 1) + "cannot read the cluster spec: " + e.what());
   }
 }
 

@@ -36,7 +36,7 @@ TEST_F(ClusterSpecTest, NodePrices) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->nodes[1].price_micros_per_hour, 98'320'000);
   EXPECT_NE(ErrorOf({"node_types:", "  - {name: a, gpu: H100, gpus: 8, count: 1, price_per_hour: -3}"})
-                .find("spec.yaml:2: node_types[0].price_per_hour: must be dollars per node-hour"),
+                .find("spec.yaml:2:61: node_types[0].price_per_hour: must be dollars per node-hour"),
             std::string::npos);
   // Homogeneous clusters: a short last node pays for the GPUs it has.
   ClusterSpec h = HomogeneousCluster(12, "A100", 8, 8'000'000);
@@ -82,10 +82,10 @@ TEST_F(ClusterSpecTest, AutoscaleSectionNeedsNoFixedNodes) {
 // stack-use-after-scope). The errors that name a key's line are where it showed.
 TEST_F(ClusterSpecTest, KeyErrorsNameTheKeysLine) {
   EXPECT_NE(ErrorOf({"node_types:", "  - name: a", "    gpu: H100", "    ? [x, y]", "    : 1"})
-                .find("spec.yaml:4: node_types[0]: keys must be non-empty strings"),
+                .find("spec.yaml:4:7: node_types[0]: keys must be non-empty strings"),
             std::string::npos);
   EXPECT_NE(ErrorOf({"node_types:", "  - name: a", "    gpu: H100", "    gpus: 8", "    cuont: 1"})
-                .find("spec.yaml:5: node_types[0]: unknown key 'cuont'; did you mean 'count'?"),
+                .find("spec.yaml:5:5: node_types[0]: unknown key 'cuont'; did you mean 'count'?"),
             std::string::npos);
   Result<ClusterSpec> r = Parse({"node_types:", "  - {name: a, gpu: H100, gpus: 8, count: 2, price_per_hour: 1}"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -94,7 +94,7 @@ TEST_F(ClusterSpecTest, KeyErrorsNameTheKeysLine) {
 
 TEST_F(ClusterSpecTest, BadAutoscaleSettingsAreErrorsNamingTheField) {
   EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9, boot_dela: 3m}"})
-                .find("spec.yaml:3: autoscale.offers[0]: unknown key 'boot_dela'; did you mean 'boot_delay'?"),
+                .find("spec.yaml:3:56: autoscale.offers[0]: unknown key 'boot_dela'; did you mean 'boot_delay'?"),
             std::string::npos);
   EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9, interruptions_per_hour: 1}"})
                 .find("autoscale.offers[0].interruptions_per_hour: only spot nodes are interrupted"),
@@ -112,7 +112,7 @@ TEST_F(ClusterSpecTest, BadAutoscaleSettingsAreErrorsNamingTheField) {
             std::string::npos);
   EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9}",
                      "  idle_duration: soon"})
-                .find("spec.yaml:4: autoscale.idle_duration: must be a duration such as 90s"),
+                .find("spec.yaml:4:18: autoscale.idle_duration: must be a duration such as 90s"),
             std::string::npos);
   EXPECT_NE(ErrorOf({"node_types:", "  - {name: a, gpu: H100, gpus: 8, count: 1}", "autoscale:", "  offers:",
                      "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9}"})
@@ -121,6 +121,23 @@ TEST_F(ClusterSpecTest, BadAutoscaleSettingsAreErrorsNamingTheField) {
   EXPECT_NE(ErrorOf({"node_types:", "  - {name: a, gpu: H100, gpus: 8, count: 1, interruptions_per_hour: 2}"})
                 .find("node_types[0].interruptions_per_hour: only spot nodes are interrupted"),
             std::string::npos);
+}
+
+TEST_F(ClusterSpecTest, ErrorsNameTheColumnOfTheValueThatIsWrong) {
+  // Given an offer's boot_delay longer than the boot timeout, expect the line and column of that
+  // value; given the default boot_delay too long for a short boot_timeout, the offer's.
+  const std::vector<std::string> offer = {"autoscale:",           "  offers:",         "    - name: a",
+                                          "      gpu: H100",      "      gpus: 8",    "      price_per_hour: 9"};
+  std::vector<std::string> lines = offer;
+  lines.push_back("      boot_delay: 1h");
+  EXPECT_TRUE(StartsWith(ErrorOf(lines),
+                         "spec.yaml:7:19: autoscale.offers[0].boot_delay: is longer than autoscale.boot_timeout"))
+      << ErrorOf(lines);
+  lines = offer;
+  lines.push_back("  boot_timeout: 1m");
+  EXPECT_TRUE(StartsWith(ErrorOf(lines),
+                         "spec.yaml:3:7: autoscale.offers[0].boot_delay: is longer than autoscale.boot_timeout"))
+      << ErrorOf(lines);
 }
 
 TEST_F(ClusterSpecTest, ParsesAFullSpec) {
@@ -230,7 +247,7 @@ TEST_F(ClusterSpecTest, RackLabelWithoutRacksIsKept) {
 struct ErrorCase {
   const char* what;
   std::vector<std::string> yaml;
-  std::string want;  // a substring of the message, starting "spec.yaml:LINE: "
+  std::string want;  // the start of the message, "spec.yaml:LINE:COL: ..."
 };
 
 TEST_F(ClusterSpecTest, DeeplyNestedSpecIsRefusedBeforeParsing) {
@@ -239,133 +256,134 @@ TEST_F(ClusterSpecTest, DeeplyNestedSpecIsRefusedBeforeParsing) {
   // parser.
   std::string dashes;
   for (int i = 0; i < 100'000; ++i) dashes += "- ";
-  EXPECT_EQ(ErrorOf({"nodes:", dashes + "x"}), "spec.yaml: nesting deeper than 64 levels at line 2, column 127");
+  EXPECT_EQ(ErrorOf({"nodes:", dashes + "x"}), "spec.yaml:2:127: nesting deeper than 64 levels");
   std::vector<std::string> lines;
   for (int i = 0; i < 100; ++i) lines.push_back(std::string(i, ' ') + "nodes:");
-  EXPECT_EQ(ErrorOf(lines), "spec.yaml: nesting deeper than 64 levels at line 65, column 65");
+  EXPECT_EQ(ErrorOf(lines), "spec.yaml:65:65: nesting deeper than 64 levels");
 }
 
 TEST_F(ClusterSpecTest, InvalidSpecsAreErrorsNamingLineAndField) {
-  // Given each kind of mistake, expect an error naming the file, the 1-based line, the field and
-  // the fault.
+  // Given each kind of mistake, expect an error naming the file, the 1-based line and column (of
+  // a bad value itself, an unknown key's key, the mapping that lacks a required key), the field
+  // and the fault.
   const std::vector<ErrorCase> cases = {
       {"not a number",
        {"node_types:", "  - name: a", "    gpu: H100", "    gpus: eight", "    count: 1"},
-       "spec.yaml:4: node_types[0].gpus: must be a positive integer, got 'eight'"},
+       "spec.yaml:4:11: node_types[0].gpus: must be a positive integer, got 'eight'"},
       {"too many gpus",
        {"node_types:", "  - name: a", "    gpu: H100", "    gpus: 65", "    count: 1"},
-       "spec.yaml:4: node_types[0].gpus: must be between 1 and 64, got 65"},
+       "spec.yaml:4:11: node_types[0].gpus: must be between 1 and 64, got 65"},
       {"zero gpus with a model",
        {"node_types:", "  - name: a", "    gpu: H100", "    gpus: 0", "    count: 1"},
-       "spec.yaml:4: node_types[0].gpus: must be between 1 and 64, got 0"},
+       "spec.yaml:4:11: node_types[0].gpus: must be between 1 and 64, got 0"},
       {"gpus without a model",
        {"node_types:", "  - name: a", "    gpus: 4", "    count: 1"},
-       "spec.yaml:2: node_types[0].gpu: is required when gpus > 0"},
+       "spec.yaml:2:5: node_types[0].gpu: is required when gpus > 0"},
       {"gpus as a list",
        {"node_types:", "  - name: a", "    gpu: H100", "    gpus: [8]", "    count: 1"},
-       "spec.yaml:4: node_types[0].gpus: must be a positive integer, got a list"},
+       "spec.yaml:4:11: node_types[0].gpus: must be a positive integer, got a list"},
       {"count zero",
        {"node_types:", "  - name: a", "    gpu: H100", "    gpus: 8", "    count: 0"},
-       "spec.yaml:5: node_types[0].count: must be between 1 and 100000, got 0"},
+       "spec.yaml:5:12: node_types[0].count: must be between 1 and 100000, got 0"},
       {"count missing",
        {"node_types:", "  - name: a", "    gpu: H100", "    gpus: 8"},
-       "spec.yaml:2: node_types[0].count: is required"},
+       "spec.yaml:2:5: node_types[0].count: is required"},
       {"name missing",
        {"node_types:", "  - gpu: H100", "    gpus: 8", "    count: 1"},
-       "spec.yaml:2: node_types[0].name: is required"},
+       "spec.yaml:2:5: node_types[0].name: is required"},
       {"bad name",
        {"node_types:", "  - name: my nodes", "    gpu: H100", "    gpus: 8", "    count: 1"},
-       "spec.yaml:2: node_types[0].name: must be letters, digits"},
+       "spec.yaml:2:11: node_types[0].name: must be letters, digits"},
       {"duplicate type name",
        {"node_types:", "  - {name: a, gpu: T4, gpus: 1, count: 1}",
         "  - {name: a, gpu: T4, gpus: 1, count: 1}"},
-       "spec.yaml:3: node_types[1].name: 'a' is already the name of node_types[0]"},
+       "spec.yaml:3:12: node_types[1].name: 'a' is already the name of node_types[0]"},
       {"unknown top-level key",
        {"node_type:", "  - {name: a, gpu: T4, gpus: 1, count: 1}"},
-       "spec.yaml:1: unknown key 'node_type'; did you mean 'node_types'? Valid keys: node_types, "
+       "spec.yaml:1:1: unknown key 'node_type'; did you mean 'node_types'? Valid keys: node_types, "
        "teams"},
       {"unknown node key",
        {"node_types:", "  - name: a", "    gpu: T4", "    gpus: 1", "    count: 1",
         "    memory_gb: 16"},
-       "spec.yaml:6: node_types[0]: unknown key 'memory_gb'; did you mean 'memory_gib'? Valid "
+       "spec.yaml:6:5: node_types[0]: unknown key 'memory_gb'; did you mean 'memory_gib'? Valid "
        "keys: name,"},
       {"duplicate key",
        {"node_types:", "  - name: a", "    gpu: T4", "    gpus: 1", "    count: 1", "    count: 2"},
-       "spec.yaml:6: node_types[0].count: duplicate key"},
+       "spec.yaml:6:5: node_types[0].count: duplicate key"},
       {"unknown gpu",
        {"node_types:", "  - name: a", "    gpu: H1000", "    gpus: 8", "    count: 1"},
-       "spec.yaml:3: node_types[0].gpu: unknown GPU model 'H1000'; did you mean 'H100'? Known "
+       "spec.yaml:3:10: node_types[0].gpu: unknown GPU model 'H1000'; did you mean 'H100'? Known "
        "models "
        "include T4, V100,"},
       {"nvlink does not add up",
        {"node_types:", "  - name: a", "    gpu: H100", "    gpus: 8", "    count: 1",
         "    nvlink: [4, 2]"},
-       "spec.yaml:6: node_types[0].nvlink: domain sizes must add up to the node's 8 GPUs, got 6"},
+       "spec.yaml:6:13: node_types[0].nvlink: domain sizes must add up to the node's 8 GPUs, got 6"},
       {"nvlink entry not a number",
        {"node_types:", "  - name: a", "    gpu: H100", "    gpus: 8", "    count: 1",
         "    nvlink: [4, x]"},
-       "spec.yaml:6: node_types[0].nvlink[1]: must be a positive integer, got 'x'"},
+       "spec.yaml:6:17: node_types[0].nvlink[1]: must be a positive integer, got 'x'"},
       {"more racks than nodes",
        {"node_types:", "  - name: a", "    gpu: H100", "    gpus: 8", "    count: 2",
         "    racks: 3"},
-       "spec.yaml:6: node_types[0].racks: must be between 1 and 2, got 3"},
+       "spec.yaml:6:12: node_types[0].racks: must be between 1 and 2, got 3"},
       {"racks and a rack label",
        {"node_types:", "  - name: a", "    gpu: H100", "    gpus: 8", "    count: 2",
         "    racks: 2", "    labels: {rack: r9}"},
-       "spec.yaml:6: node_types[0].racks: conflicts with labels.rack"},
+       "spec.yaml:6:12: node_types[0].racks: conflicts with labels.rack"},
       {"unknown market",
        {"node_types:", "  - name: a", "    gpu: T4", "    gpus: 1", "    count: 1",
         "    market: cheap"},
-       "spec.yaml:6: node_types[0].market: unknown market 'cheap'"},
+       "spec.yaml:6:13: node_types[0].market: unknown market 'cheap'"},
       {"unknown key without a near miss",
        {"node_types:", "  - {name: a, gpu: T4, gpus: 1, count: 1, colour: red}"},
-       "spec.yaml:2: node_types[0]: unknown key 'colour'. Valid keys: name, gpu, gpus, count, "
+       "spec.yaml:2:43: node_types[0]: unknown key 'colour'. Valid keys: name, gpu, gpus, count, "
        "cpus, "
        "memory_gib, nvlink, racks, market, labels"},
       {"unknown gpu without a near miss",
        {"node_types:", "  - {name: a, gpu: Gaudi3, gpus: 8, count: 1}"},
-       "spec.yaml:2: node_types[0].gpu: unknown GPU model 'Gaudi3'. Known models include T4, "
+       "spec.yaml:2:20: node_types[0].gpu: unknown GPU model 'Gaudi3'. Known models include T4, "
        "V100,"},
       {"label that is a mapping",
        {"node_types:", "  - name: a", "    gpu: T4", "    gpus: 1", "    count: 1",
         "    labels:", "      region: {name: x}"},
-       "spec.yaml:7: node_types[0].labels.region: must be a string, got a mapping"},
+       "spec.yaml:7:15: node_types[0].labels.region: must be a string, got a mapping"},
       {"labels that are a list",
        {"node_types:", "  - name: a", "    gpu: T4", "    gpus: 1", "    count: 1",
         "    labels: [a, b]"},
-       "spec.yaml:6: node_types[0].labels: must be a mapping, got a list"},
+       "spec.yaml:6:13: node_types[0].labels: must be a mapping, got a list"},
       {"fractional memory that is not positive",
        {"node_types:", "  - name: a", "    gpu: T4", "    gpus: 1", "    count: 1",
         "    memory_gib: -1"},
-       "spec.yaml:6: node_types[0].memory_gib: must be a positive number, got '-1'"},
+       "spec.yaml:6:17: node_types[0].memory_gib: must be a positive number, got '-1'"},
       {"cpu-only without cpus",
        {"node_types:", "  - name: a", "    count: 1", "    memory_gib: 64"},
-       "spec.yaml:2: node_types[0].cpus: is required for a CPU-only node type"},
+       "spec.yaml:2:5: node_types[0].cpus: is required for a CPU-only node type"},
       {"empty node list",
        {"node_types: []"},
-       "spec.yaml:1: node_types: must be a non-empty list of node types, got a list"},
+       "spec.yaml:1:13: node_types: must be a non-empty list of node types, got a list"},
       {"node_types missing",
        {"teams: {a: {quota_gpus: 1}}"},
-       "spec.yaml:1: node_types is required"},
-      {"empty document", {"# nothing here"}, "spec.yaml:1: the cluster spec is empty"},
+       "spec.yaml:1:1: node_types is required"},
+      {"empty document", {"# nothing here"}, "spec.yaml:1:1: the cluster spec is empty"},
       {"not a mapping",
        {"- a", "- b"},
-       "spec.yaml:1: the cluster spec must be a mapping with node_types, got a list"},
+       "spec.yaml:1:1: the cluster spec must be a mapping with node_types, got a list"},
       {"team with unknown key",
        {"node_types:", "  - {name: a, gpu: T4, gpus: 4, count: 1}",
         "teams:", "  vision:", "    quota: 4"},
-       "spec.yaml:5: teams.vision: unknown key 'quota'; did you mean 'quota_gpus'?"},
+       "spec.yaml:5:5: teams.vision: unknown key 'quota'; did you mean 'quota_gpus'?"},
       {"negative team quota",
        {"node_types:", "  - {name: a, gpu: T4, gpus: 4, count: 1}",
         "teams:", "  vision: {quota_gpus: -1}"},
-       "spec.yaml:4: teams.vision.quota_gpus: must be between 0 and 1000000, got -1"},
+       "spec.yaml:4:24: teams.vision.quota_gpus: must be between 0 and 1000000, got -1"},
       {"quotas above the cluster",
        {"node_types:", "  - {name: a, gpu: T4, gpus: 4, count: 1}",
         "teams:", "  vision: {quota_gpus: 3}", "  nlp: {quota_gpus: 2}"},
-       "spec.yaml:4: teams: quotas add up to 5 GPUs but the cluster has only 4"},
+       "spec.yaml:4:3: teams: quotas add up to 5 GPUs but the cluster has only 4"},
       {"yaml syntax error",
        {"node_types:", "  - name: a", "    gpu: [T4", "    gpus: 1"},
-       "spec.yaml:4: invalid YAML: "},
+       "spec.yaml:4:9: invalid YAML: end of sequence flow not found"},
   };
   for (const ErrorCase& c : cases) {
     const std::string message = ErrorOf(c.yaml);
@@ -392,7 +410,7 @@ TEST(LoadClusterSpecTest, ErrorsNameTheFilePath) {
   }
   Result<ClusterSpec> r = LoadClusterSpec(path, model::GpuCatalog::BuiltIn());
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find(path + ":2: node_types[0].gpus: must be a positive integer"),
+  EXPECT_NE(r.status().message().find(path + ":2:30: node_types[0].gpus: must be a positive integer"),
             std::string::npos)
       << r.status().message();
   std::filesystem::remove(path);
