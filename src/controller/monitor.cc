@@ -316,6 +316,9 @@ void Monitor::Notify(const std::vector<obs::Alert>& changed, const std::vector<o
     while (outbox_.size() > kMaxQueued) outbox_.pop_front();  // the oldest go first
   }
   if (sender_.joinable()) {
+    // Through wake_mu_, which the sender holds from testing its predicate until it waits: a
+    // notification between the two would be lost, and the alert would wait for the next round.
+    { MutexLock lock(wake_mu_); }
     send_cv_.NotifyAll();
   } else {
     Deliver();  // no sender thread (tests): deliver now
@@ -373,16 +376,27 @@ void Monitor::WriteMetrics(obs::Exposition& e) const {
 void Monitor::Start() {
   if (!options_.webhooks.empty()) {
     // Deliveries on a thread of their own: a slow or dead receiver never holds up the rules or
-    // the watchdog. What failed is tried again at the next evaluation's round.
+    // the watchdog. New alerts go out as soon as Notify queues them; after a failed post what is
+    // left waits for the next round (one interval), so that a receiver that is down is not
+    // hammered with retries. Lock order: wake_mu_, then send_mu_ (the predicate reads the outbox).
     sender_ = std::thread([this] {
+      auto failed_posts = [this] {
+        MutexLock stats_lock(mu_);
+        return sent_failed_;
+      };
       MutexLock lock(wake_mu_);
       while (!stopping_) {
         lock.Unlock();
+        const int64_t failed_before = failed_posts();
         Deliver();
+        const bool failed = failed_posts() > failed_before;
         lock.Lock();
-        send_cv_.WaitFor(wake_mu_, std::chrono::milliseconds(options_.interval.millis()), [this] {
+        send_cv_.WaitFor(wake_mu_, std::chrono::milliseconds(options_.interval.millis()), [this, failed] {
           wake_mu_.AssertHeld();
-          return stopping_;
+          if (stopping_) return true;
+          if (failed) return false;
+          MutexLock outbox_lock(send_mu_);
+          return !outbox_.empty();
         });
       }
     });

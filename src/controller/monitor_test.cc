@@ -209,6 +209,48 @@ TEST_F(MonitorTest, FailedDeliveriesAreRetriedAndCounted) {
   (void)n;
 }
 
+TEST_F(MonitorTest, RunningMonitorSendsAWebhookAtOnceNotAtTheNextInterval) {
+  // Given a started monitor that evaluates once an hour and a node silent for two minutes, expect
+  // the NodeSilent webhook as soon as the first evaluation fires it: the sender thread wakes for
+  // a queued alert instead of sleeping out its interval.
+  httplib::Server receiver;
+  std::mutex mu;
+  std::condition_variable arrived;
+  int got = 0;
+  receiver.Post("/hook", [&](const httplib::Request&, httplib::Response& res) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++got;
+    }
+    arrived.notify_all();
+    res.status = 200;
+  });
+  int port = receiver.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread t([&] { receiver.listen_after_bind(); });
+
+  auto e = MakeEngine();
+  Register(*e, "node-a", 1);
+  clock_.Advance(Duration::Minutes(2));
+  MonitorOptions mo;
+  mo.interval = Duration::Hours(1);
+  mo.webhooks = {"http://127.0.0.1:" + std::to_string(port) + "/hook"};
+  Monitor m(*e, clock_, mo);
+  m.Start();
+  bool delivered;
+  {
+    // A bound for a slow machine, far below the hour the old sender slept.
+    std::unique_lock<std::mutex> lock(mu);
+    delivered = arrived.wait_for(lock, std::chrono::seconds(60), [&] { return got > 0; });
+  }
+  m.Stop();
+  receiver.stop();
+  t.join();
+  EXPECT_TRUE(delivered);
+  ASSERT_FALSE(m.Alerts().empty());
+  EXPECT_EQ(m.Alerts()[0].name, "NodeSilent");
+}
+
 TEST_F(MonitorTest, HotGpuTakesNoNewWorkUntilItCoolsAndExplainSaysWhy) {
   auto e = MakeEngine();  // thermal limit 85 °C, resume at 75 °C
   NodeId n = Register(*e, "node-a", 1);
