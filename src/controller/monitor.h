@@ -81,8 +81,8 @@ class Monitor {
   Engine& engine_;
   const sched::Clock& clock_;
   MonitorOptions options_;
-  // Lock order: wake_mu_ and send_mu_ are leaves; none is held across a webhook post or an
-  // engine call.
+  // Lock order: wake_mu_, then send_mu_ (Notify signals the sender under wake_mu_); none is
+  // held across a webhook post or an engine call.
   mutable Mutex mu_;
   obs::AlertEngine alerts_ GF_GUARDED_BY(mu_);
   obs::TelemetryHistory history_;  // thread-safe itself

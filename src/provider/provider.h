@@ -163,7 +163,7 @@ std::vector<std::string> ProviderKinds();
 Result<std::unique_ptr<Provider>> MakeProvider(const ProviderConfig& config);
 
 // Reads a provider mapping ({kind: local, state_dir: ..., ...}). Errors say where and what:
-// "<where>:<line>: <field_prefix><field>: <what>". Unknown fields are errors (with a hint).
+// "<where>:<line>:<col>: <field_prefix><field>: <what>". Unknown fields are errors (with a hint).
 Result<ProviderConfig> ParseProviderConfig(const YAML::Node& node, const std::string& where,
                                            const std::string& field_prefix = "");
 
