@@ -49,7 +49,7 @@ class EngineFixture : public ::testing::Test {
 
   // Registers an H100 node; its GPUs are named "GPU-<name>-<i>" (NVIDIA H100 80GB HBM3).
   NodeId Register(Engine& e, const std::string& name, int gpus, std::vector<api::PartKey> running = {},
-                  int64_t cpu_milli = 0, int64_t mem_mib = 0) {
+                  int64_t cpu_milli = 0, int64_t mem_mib = 0, int64_t price_micros_per_hour = 0) {
     api::RegisterRequest req;
     req.name = name;
     req.address = "10.0.0." + std::to_string(name.back() - 'a' + 1);
@@ -57,6 +57,7 @@ class EngineFixture : public ::testing::Test {
     req.spec.gpus = gpus;
     req.spec.cpu_milli = cpu_milli;
     req.spec.mem_mib = mem_mib;
+    req.spec.price_micros_per_hour = price_micros_per_hour;
     for (int g = 0; g < gpus; ++g) {
       req.gpus.push_back({g, "GPU-" + name + "-" + std::to_string(g), "NVIDIA H100 80GB HBM3", 81559});
     }

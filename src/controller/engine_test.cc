@@ -398,14 +398,7 @@ TEST_F(EngineTest, AStopThatACrashInterruptsEndsAsItWasMeant) {
   JobId capped, cancelled;
   {
     auto e = MakeEngine();
-    api::RegisterRequest req;
-    req.name = "node-a";
-    req.spec.gpu_model = "H100";
-    req.spec.gpus = 8;
-    req.spec.price_micros_per_hour = 8'000'000;
-    auto rf = e->Register(req, "hash-node-a");
-    e->Step();
-    a = rf.get()->node;
+    a = Register(*e, "node-a", 8, {}, 0, 0, /*price_micros_per_hour=*/8'000'000);
     b = Register(*e, "node-b", 1);
     capped = Submit(*e, "resources: {gpus: 8}\nrun: x\nmax_cost: $1\n");
     cancelled = Submit(*e, "resources: {gpus: 1}\nrun: y\n");
