@@ -102,7 +102,7 @@ struct LoadOptions {
 
 // Reads the offer CSV (header: cloud,region,zone,instance_type,accelerator,gpu_count,gpu_mem_mib,
 // vcpus,ram_gib,ondemand_usd_h,host_usd_h,spot_usd_h,spot_kind,aws_interruption_bucket; columns
-// found by name, extra columns ignored). Lines before the header that start with '#' are comments;
+// found by name, extra columns ignored). Lines that start with '#' are comments (skipped anywhere);
 // "# prices_as_of: YYYY-MM-DD" among them dates the prices (a malformed date is an error). Rows with a GPU the catalog does not know, a fractional
 // GPU count or no price are kept out and counted in `warnings`. A malformed number is an error
 // naming file, line and column.
