@@ -128,7 +128,16 @@ expect_contains "$WORK/none.out" "over max_hourly_cost" "the rejections are list
 printf 'name: x\nresources:\n  gpus: eight\nestimate: 10h on A100\n' >"$WORK/bad.yaml"
 run "$WORK/bad" "$GPUFLEET" select "$WORK/bad.yaml" --catalog "$CATALOG"
 expect_rc "$WORK/bad" 2 "a bad job file"
-expect_contains "$WORK/bad.err" "bad.yaml:3: resources.gpus: must be a positive integer, got 'eight'" "the error says where"
+expect_contains "$WORK/bad.err" "bad.yaml:3:9: resources.gpus: must be a number, got 'eight'" "the error says where"
+# select reads the job file with submit's schema: a misspelt field is an error, not ignored.
+printf 'resources: {gpus: 1}\nestimate: 1h on A100\nregion: [us-*]\n' >"$WORK/typo.yaml"
+run "$WORK/typo" "$GPUFLEET" select "$WORK/typo.yaml" --catalog "$CATALOG" -q
+expect_rc "$WORK/typo" 2 "a misspelt job field"
+expect_contains "$WORK/typo.err" "typo.yaml:3:1: region: unknown field (did you mean 'regions'?)" "select suggests the field"
+printf 'resources: {gpus: 1}\nrun: python3 train.py\n' >"$WORK/noest.yaml"
+run "$WORK/noest" "$GPUFLEET" select "$WORK/noest.yaml" --catalog "$CATALOG" -q
+expect_rc "$WORK/noest" 2 "a job without an estimate"
+expect_contains "$WORK/noest.err" "noest.yaml:1:1: estimate: missing" "select asks for the estimate"
 
 run "$WORK/help" "$GPUFLEET" select --help
 expect_rc "$WORK/help" 0 "gpufleet select --help"
@@ -294,7 +303,7 @@ printf 'resources: {gpus: 1}\nestimate: 1h on A100\nworkload: training-nlp\n' >"
 run "$WORK/badclass" "$GPUFLEET" select "$WORK/badclass.yaml" --catalog "$CATALOG" -q
 expect_rc "$WORK/badclass" 2 "an unknown workload class"
 expect_contains "$WORK/badclass.err" \
-  "badclass.yaml:3: workload: unknown workload class 'training-nlp'; known: default, inference-vision, training-recsys, training-vision" \
+  "badclass.yaml:3:11: workload: unknown workload class 'training-nlp'; known: default, inference-vision, training-recsys, training-vision" \
   "the known classes are listed"
 run "$WORK/badstep" "$GPUFLEET" select "$WORK/speeds.yaml" --catalog "$CATALOG" -q --step-time H100
 expect_rc "$WORK/badstep" 2 "--step-time without a duration"

@@ -1,6 +1,7 @@
 #include "api/codec.h"
 
 #include "api/agent_protocol.h"
+#include "api/job_summary.h"
 
 #include <cstdint>
 #include <limits>
@@ -342,15 +343,67 @@ Result<JobRequest> DecodeJobRequest(const json& j, const std::string& path) {
     r.watchdog.restart_on_stall = w.Bool("restart_on_stall");
     if (!w.ok()) return w.status();
   }
-  r.profile = f.String("profile");
-  r.estimate_model = f.String("estimate_model");
-  r.deadline = f.OptionalDurationMs("deadline_ms");
-  r.max_hourly_cost_micros = f.Int64("max_hourly_cost_micros");
-  r.max_cost_micros = f.Int64("max_cost_micros");
-  r.regions = f.Strings("regions");
+  // The cost hints sit beside the other request fields (a record's shape since the first
+  // version); workload, step_seconds, clouds and restart_overhead_ms were added later.
+  model::JobCostHints& c = r.cost;
+  c.profile = f.Enum("profile", &model::ParseBoundness, model::Boundness::kBalanced);
+  c.estimate_model = f.String("estimate_model");
+  c.deadline = f.OptionalDurationMs("deadline_ms");
+  c.max_hourly_cost_micros = f.Int64("max_hourly_cost_micros");
+  c.regions = f.Strings("regions");
+  if (const json* v = f.OptionalValue("workload"); v && v->is_string()) c.workload = v->get<std::string>();
+  if (const json* v = f.OptionalValue("clouds"); v && v->is_array()) c.clouds = f.Strings("clouds");
+  if (const json* v = f.OptionalValue("step_seconds")) {
+    if (!v->is_object()) return Status::InvalidArgument(path + ".step_seconds: must be an object of numbers");
+    for (const auto& [model, seconds] : v->items()) {
+      if (!seconds.is_number() || !(seconds.get<double>() > 0)) {
+        return Status::InvalidArgument(path + ".step_seconds." + model + ": must be a positive number, got " +
+                                       Describe(seconds));
+      }
+      c.step_seconds[model] = seconds.get<double>();
+    }
+  }
+  if (f.OptionalValue("restart_overhead_ms") != nullptr) c.restart_overhead = f.DurationMs("restart_overhead_ms");
+  // Records written before max_cost moved into the spec carry it here only.
+  if (r.spec.max_cost_micros == 0) {
+    if (const json* v = f.OptionalValue("max_cost_micros"); v && v->is_number_integer()) {
+      r.spec.max_cost_micros = v->get<int64_t>();
+    }
+  }
   r.array_params = f.StringMap("array_params");
   if (!f.ok()) return f.status();
   return r;
+}
+
+Result<JobSummary> DecodeJobSummary(const json& j, const std::string& path) {
+  Fields f(j, path);
+  JobSummary s;
+  s.id = JobId(f.Int64("id"));
+  s.name = f.String("name");
+  s.team = f.String("team");
+  s.priority = f.Int("priority");
+  s.state = f.Enum("state", &ParseJobState, JobState::kPending);
+  s.reason = f.String("reason");
+  // Whole GPUs per node, or a slice of one GPU as a fraction below 1.
+  if (const json* g = f.OptionalValue("gpus"); g == nullptr || !g->is_number() || g->get<double>() < 0) {
+    return Status::InvalidArgument(Join(path, "gpus") + ": expected a number of GPUs, got " +
+                                   (g == nullptr ? std::string("nothing") : Describe(*g)));
+  } else if (g->is_number_float() && g->get<double>() < 1 && g->get<double>() > 0) {
+    s.gpus_per_node = 1;
+    s.gpu_milli = static_cast<int64_t>(g->get<double>() * 1000.0 + 0.5);
+  } else {
+    s.gpus_per_node = static_cast<int>(g->get<double>());
+  }
+  s.nodes = f.Int("nodes");
+  s.gpu_models = f.Strings("gpu_type");
+  s.submitted = f.TimeMs("submitted_ms");
+  s.updated = f.TimeMs("updated_ms");
+  s.attempt = f.Int("attempt");
+  s.exit_code = f.OptionalInt("exit_code");
+  s.placement = f.OptionalObject("placement", &DecodePlacement);
+  if (const json* p = f.OptionalValue("position"); p != nullptr && !p->is_null()) s.position = f.Int64("position");
+  if (!f.ok()) return f.status();
+  return s;
 }
 
 Result<JobRecord> DecodeJobRecord(const json& j, const std::string& path) {
@@ -561,14 +614,57 @@ json ToJson(const JobRequest& r) {
       {"checkpoint", ToJson(r.checkpoint)},
       {"restart", ToJson(r.restart)},
       {"watchdog", {{"stall_timeout_ms", r.watchdog.stall_timeout.millis()}, {"restart_on_stall", r.watchdog.restart_on_stall}}},
-      {"profile", r.profile},
-      {"estimate_model", r.estimate_model},
-      {"deadline_ms", OptionalMillis(r.deadline)},
-      {"max_hourly_cost_micros", r.max_hourly_cost_micros},
-      {"max_cost_micros", r.max_cost_micros},
-      {"regions", r.regions},
+      {"profile", model::BoundnessName(r.cost.profile)},
+      {"estimate_model", r.cost.estimate_model},
+      {"deadline_ms", OptionalMillis(r.cost.deadline)},
+      {"max_hourly_cost_micros", r.cost.max_hourly_cost_micros},
+      {"regions", r.cost.regions},
+      {"workload", r.cost.workload},
+      {"step_seconds", r.cost.step_seconds},
+      {"clouds", r.cost.clouds},
+      {"restart_overhead_ms", r.cost.restart_overhead.millis()},
       {"array_params", r.array_params},
   };
+}
+
+JobSummary SummaryOf(const JobRecord& r) {
+  const model::JobSpec& s = r.request.spec;
+  JobSummary o;
+  o.id = r.id;
+  o.name = s.name;
+  o.team = s.team;
+  o.priority = s.priority;
+  o.state = r.state;
+  o.reason = r.reason;
+  o.gpus_per_node = s.gpus_per_node;
+  o.gpu_milli = s.gpu_milli;
+  o.nodes = s.nodes;
+  o.gpu_models = s.gpu_models;
+  o.submitted = r.submitted;
+  o.updated = r.updated;
+  o.attempt = r.attempt;
+  o.exit_code = r.exit_code;
+  o.placement = r.placement;
+  return o;
+}
+
+json ToJson(const JobSummary& s) {
+  json o = {{"id", s.id.value()},
+            {"name", s.name},
+            {"team", s.team},
+            {"priority", s.priority},
+            {"state", JobStateName(s.state)},
+            {"reason", s.reason},
+            {"gpus", s.fractional() ? json(static_cast<double>(s.gpu_milli) / 1000.0) : json(s.gpus_per_node)},
+            {"nodes", s.nodes},
+            {"gpu_type", s.gpu_models},
+            {"submitted_ms", s.submitted.millis()},
+            {"updated_ms", s.updated.millis()},
+            {"attempt", s.attempt}};
+  if (s.exit_code) o["exit_code"] = *s.exit_code;
+  if (s.placement) o["placement"] = ToJson(*s.placement);
+  if (s.position) o["position"] = *s.position;
+  return o;
 }
 
 json ToJson(const JobRecord& r) {
@@ -652,6 +748,7 @@ Result<CheckpointPolicy> CheckpointPolicyFromJson(const json& j) { return Decode
 Result<RestartPolicy> RestartPolicyFromJson(const json& j) { return Decode(j, &DecodeRestartPolicy); }
 Result<JobRequest> JobRequestFromJson(const json& j) { return Decode(j, &DecodeJobRequest); }
 Result<JobRecord> JobRecordFromJson(const json& j) { return Decode(j, &DecodeJobRecord); }
+Result<JobSummary> JobSummaryFromJson(const json& j) { return Decode(j, &DecodeJobSummary); }
 Result<Transition> TransitionFromJson(const json& j) { return Decode(j, &DecodeTransition); }
 Result<GpuInfo> GpuInfoFromJson(const json& j) { return Decode(j, &DecodeGpuInfo); }
 Result<NodeRecord> NodeRecordFromJson(const json& j) { return Decode(j, &DecodeNodeRecord); }

@@ -76,12 +76,16 @@ JobRequest SampleRequest() {
   r.restart.recover_on_exit_codes = {75, 137};
   r.watchdog.stall_timeout = Duration::Minutes(15);
   r.watchdog.restart_on_stall = true;
-  r.profile = "compute";
-  r.estimate_model = "A100";
-  r.deadline = Duration::Hours(24);
-  r.max_hourly_cost_micros = 40'000'000;
-  r.max_cost_micros = 300'500'000;
-  r.regions = {"europe-*", "us-east1"};
+  r.cost.profile = model::Boundness::kCompute;
+  r.cost.estimate_model = "A100";
+  r.cost.deadline = Duration::Hours(24);
+  r.cost.max_hourly_cost_micros = 40'000'000;
+  r.spec.max_cost_micros = 300'500'000;
+  r.cost.regions = {"europe-*", "us-east1"};
+  r.cost.workload = "training-vision";
+  r.cost.step_seconds = {{"A100", 0.42}, {"H100", 0.23}};
+  r.cost.clouds = {"gcp", "aws"};
+  r.cost.restart_overhead = Duration::Minutes(3);
   r.array_params = {{"lr", "0.1"}, {"batch", "64"}};
   return r;
 }
@@ -235,8 +239,9 @@ TEST_F(CodecTest, StructSizesMatchTheFieldsTheCodecKnows) {
   EXPECT_EQ(sizeof(model::Placement), 56u);
   EXPECT_EQ(sizeof(CheckpointPolicy), 48u);
   EXPECT_EQ(sizeof(RestartPolicy), 32u);
-  EXPECT_EQ(sizeof(JobRequest), 664u);
-  EXPECT_EQ(sizeof(JobRecord), 888u);  // + stop_intent (optional when decoding)
+  EXPECT_EQ(sizeof(model::JobCostHints), 200u);
+  EXPECT_EQ(sizeof(JobRequest), 744u);  // the cost hints in one struct, max_cost only in spec
+  EXPECT_EQ(sizeof(JobRecord), 968u);  // + stop_intent (optional when decoding)
   EXPECT_EQ(sizeof(Transition), 48u);
   EXPECT_EQ(sizeof(GpuInfo), 112u);
   EXPECT_EQ(sizeof(NodeRecord), 768u);
@@ -286,9 +291,8 @@ TEST_F(CodecTest, DecodedJobRecordHasTheOriginalValues) {
   EXPECT_EQ(back->request.restart.recover_on_exit_codes, (std::vector<int>{75, 137}));
   EXPECT_EQ(back->request.watchdog.stall_timeout, Duration::Minutes(15));
   EXPECT_TRUE(back->request.watchdog.restart_on_stall);
-  EXPECT_EQ(back->request.deadline, Duration::Hours(24));
-  EXPECT_EQ(back->request.max_cost_micros, 300'500'000);
-  EXPECT_EQ(back->request.regions, SampleRequest().regions);
+  EXPECT_EQ(back->request.cost, SampleRequest().cost);
+  EXPECT_EQ(back->request.spec.max_cost_micros, 300'500'000);
   EXPECT_EQ(back->request.array_params, SampleRequest().array_params);
   ASSERT_TRUE(back->placement.has_value());
   ASSERT_EQ(back->placement->parts.size(), 2u);
@@ -333,6 +337,29 @@ TEST_F(CodecTest, OptionalFieldsMayBeAbsent) {
   EXPECT_FALSE(back->placement.has_value());
   EXPECT_FALSE(back->exit_code.has_value());
   EXPECT_FALSE(back->request.spec.duration_estimate.has_value());
+}
+
+TEST_F(CodecTest, RecordsFromBeforeTheCostHintsKeepTheirLimits) {
+  // Given a record as versions before the one job schema wrote it (max_cost beside the request's
+  // other fields and not in its spec; no workload, step times, clouds or restart overhead),
+  // expect the job's max_cost enforced from the old field and the later hints at their defaults.
+  json j = ToJson(SampleJob());
+  j["request"]["spec"].erase("max_cost_micros");
+  j["request"]["max_cost_micros"] = 300'500'000;
+  for (const char* key : {"workload", "step_seconds", "clouds", "restart_overhead_ms"}) j["request"].erase(key);
+  auto back = JobRecordFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->request.spec.max_cost_micros, 300'500'000);
+  EXPECT_TRUE(back->request.cost.workload.empty());
+  EXPECT_TRUE(back->request.cost.step_seconds.empty());
+  EXPECT_TRUE(back->request.cost.clouds.empty());
+  EXPECT_EQ(back->request.cost.restart_overhead, model::JobCostHints{}.restart_overhead);
+  EXPECT_EQ(back->request.cost.regions, SampleRequest().cost.regions);
+  // And a record that has both keeps the spec's.
+  j["request"]["spec"]["max_cost_micros"] = 7;
+  auto both = JobRecordFromJson(j);
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  EXPECT_EQ(both->request.spec.max_cost_micros, 7);
 }
 
 TEST_F(CodecTest, UnknownFieldsAreIgnored) {

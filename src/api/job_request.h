@@ -1,7 +1,7 @@
 // JobRequest: everything a user asks for when submitting a job — the scheduler's JobSpec plus
 // what the agents need to run it (command, working directory, environment, checkpoint and
 // restart policies). One schema for the job YAML file and the JSON API body; one validator
-// (job_yaml.h) for both.
+// (job_yaml.h) for both, which `submit`, POST /v1/jobs and `select` all use.
 #pragma once
 
 #include <csignal>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/time.h"
+#include "model/job_cost_hints.h"
 #include "model/types.h"
 
 namespace gpufleet::api {
@@ -51,14 +52,9 @@ struct JobRequest {
   CheckpointPolicy checkpoint;
   RestartPolicy restart;
   WatchdogPolicy watchdog;
-  // Cost (src/cost/): how runtime scales across GPU models, and the limits offer selection and
-  // budgets honour. Money in micro-dollars; 0 = no limit.
-  std::string profile = "balanced";  // compute | memory | balanced
-  std::string estimate_model;        // the GPU model the estimate is for ("10h on A100"); empty: reference
-  std::optional<Duration> deadline;  // finish within this long after submission
-  int64_t max_hourly_cost_micros = 0;
-  int64_t max_cost_micros = 0;
-  std::vector<std::string> regions;  // glob patterns ("europe-*"); empty: any
+  // Cost (src/cost/, docs/cost.md): the estimate's GPU, speed hints, deadline, hourly cap,
+  // regions and clouds. The whole-job cap, max_cost, is the scheduler's and lives in spec.
+  model::JobCostHints cost;
   // Array jobs: the parameter values of this element ({"lr": "0.1"}); empty for plain jobs.
   std::map<std::string, std::string> array_params;
 };

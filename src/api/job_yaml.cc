@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -176,7 +178,7 @@ const std::vector<std::string> kTopFields = {
     "name",     "team",        "priority", "resources",       "run",      "workdir", "env",
     "user",     "process_per_gpu", "market", "estimate",      "profile",  "deadline", "max_hourly_cost",
     "max_cost", "regions",     "constraints", "checkpoint",   "restart",  "array", "watchdog",
-    "environment", "network"};
+    "environment", "network", "workload", "step_time", "clouds"};
 
 struct ArrayAxis {
   std::string name;
@@ -213,8 +215,8 @@ std::string EnvKey(const std::string& param) {
 }
 
 // Parses one document into a request plus its array axes (not yet expanded).
-Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog& catalog, JobRequest& out,
-                std::vector<ArrayAxis>& axes) {
+Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog& catalog,
+                const JobParseOptions& options, JobRequest& out, std::vector<ArrayAxis>& axes) {
   GF_RETURN_IF_ERROR(r.Fields(doc, "", kTopFields));
   model::JobSpec& spec = out.spec;
   spec.name = "job";
@@ -310,7 +312,7 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
       GF_ASSIGN_OR_RETURN(out.argv, r.StringList(n, "run", false));
       if (out.argv.empty() || out.argv[0].empty()) return r.Error(n, "run", "must name a program");
     }
-  } else {
+  } else if (options.require_run) {
     return r.Error(doc, "run", "missing: say what to run, e.g. run: python3 train.py");
   }
   if (auto n = doc["workdir"]) {
@@ -373,41 +375,84 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
       std::string model(Trim(s.substr(on + 4)));
       const model::GpuModel* m = catalog.Find(model);
       if (!m) return r.Error(n, "estimate", "unknown GPU model '" + model + "' (write e.g. '10h on A100')");
-      out.estimate_model = m->name;
+      out.cost.estimate_model = m->name;
     }
     auto d = ParseDuration(Trim(dur));
     if (!d || *d <= Duration::Zero() || *d > Duration::Hours(24 * 366)) {
       return r.Error(n, "estimate", "must be a positive duration, optionally with a GPU model: '10h' or '10h on A100'; got '" + s + "'");
     }
     spec.duration_estimate = *d;
+  } else if (options.require_estimate) {
+    return r.Error(doc, "estimate", "missing: say how long the job runs on one GPU model, e.g. estimate: 10h on A100");
   }
   if (auto n = doc["profile"]) {
-    GF_ASSIGN_OR_RETURN(out.profile, r.String(n, "profile"));
-    if (out.profile != "compute" && out.profile != "memory" && out.profile != "balanced") {
-      return r.Error(n, "profile", "must be compute, memory or balanced, got '" + out.profile + "'");
+    GF_ASSIGN_OR_RETURN(std::string p, r.String(n, "profile"));
+    auto b = model::ParseBoundness(p);
+    if (!b.ok() || p != Trim(p) || p != ToLower(p)) {
+      return r.Error(n, "profile", "must be compute, memory or balanced, got '" + p + "'");
+    }
+    out.cost.profile = *b;
+  }
+  if (auto n = doc["workload"]) {
+    GF_ASSIGN_OR_RETURN(out.cost.workload, r.String(n, "workload"));
+    if (!ValidName(out.cost.workload)) {
+      return r.Error(n, "workload", "must name a workload class such as training-vision, got '" + out.cost.workload + "'");
+    }
+    if (options.speeds != nullptr) {
+      if (Status known = options.speeds->CheckClass(out.cost.workload); !known.ok()) {
+        return r.Error(n, "workload", known.message());
+      }
+    }
+  }
+  if (auto st = doc["step_time"]) {
+    if (!st.IsMap()) return r.Error(st, "step_time", "must be a mapping of GPU: time per step such as {A100: 0.42s}");
+    for (auto it = st.begin(); it != st.end(); ++it) {
+      GF_ASSIGN_OR_RETURN(std::string name, r.String(it->first, "step_time"));
+      const model::GpuModel* m = catalog.Find(name);
+      if (m == nullptr) return r.Error(it->first, "step_time", "unknown GPU model '" + name + "'");
+      GF_ASSIGN_OR_RETURN(std::string v, r.String(it->second, "step_time." + name));
+      auto seconds = model::ParseStepSeconds(v);
+      if (!seconds) {
+        return r.Error(it->second, "step_time." + name,
+                       "must be a positive time per step such as 0.42s or 420ms, got '" + v + "'");
+      }
+      if (!out.cost.step_seconds.emplace(m->name, *seconds).second) {
+        return r.Error(it->first, "step_time." + name, "names " + m->name + " twice");
+      }
     }
   }
   if (auto n = doc["deadline"]) {
     GF_ASSIGN_OR_RETURN(Duration d, r.Dur(n, "deadline", false));
-    out.deadline = d;
+    out.cost.deadline = d;
   }
-  for (const char* key : {"max_hourly_cost", "max_cost"}) {
-    if (auto n = doc[key]) {
-      GF_ASSIGN_OR_RETURN(std::string s, r.String(n, key));
-      auto v = ParseDollars(s);
-      if (!v.ok()) return r.Error(n, key, v.status().message());
-      (std::strcmp(key, "max_cost") == 0 ? out.max_cost_micros : out.max_hourly_cost_micros) = *v;
-      if (std::strcmp(key, "max_cost") == 0) spec.max_cost_micros = *v;
-    }
+  if (auto n = doc["max_hourly_cost"]) {
+    GF_ASSIGN_OR_RETURN(std::string s, r.String(n, "max_hourly_cost"));
+    auto v = ParseDollars(s);
+    if (!v.ok()) return r.Error(n, "max_hourly_cost", v.status().message());
+    out.cost.max_hourly_cost_micros = *v;
+  }
+  if (auto n = doc["max_cost"]) {
+    GF_ASSIGN_OR_RETURN(std::string s, r.String(n, "max_cost"));
+    auto v = ParseDollars(s);
+    if (!v.ok()) return r.Error(n, "max_cost", v.status().message());
+    spec.max_cost_micros = *v;
   }
   if (auto n = doc["regions"]) {
-    GF_ASSIGN_OR_RETURN(out.regions, r.StringList(n, "regions", true));
+    GF_ASSIGN_OR_RETURN(out.cost.regions, r.StringList(n, "regions", true));
+  }
+  if (auto n = doc["clouds"]) {
+    GF_ASSIGN_OR_RETURN(out.cost.clouds, r.StringList(n, "clouds", true));
+    for (size_t i = 0; i < out.cost.clouds.size(); ++i) {
+      if (!ValidName(out.cost.clouds[i])) {
+        return r.Error(n.IsSequence() ? n[i] : n, "clouds", "must name a cloud such as aws or gcp, got '" + out.cost.clouds[i] + "'");
+      }
+    }
   }
   if (auto n = doc["constraints"]) {
     GF_ASSIGN_OR_RETURN(spec.constraints, r.StringMap(n, "constraints"));
   }
   if (auto ck = doc["checkpoint"]) {
-    GF_RETURN_IF_ERROR(r.Fields(ck, "checkpoint", {"dir", "signal", "grace", "interval"}));
+    GF_RETURN_IF_ERROR(r.Fields(ck, "checkpoint", {"dir", "signal", "grace", "interval", "restart_overhead"}));
     if (auto n = ck["dir"]) {
       GF_ASSIGN_OR_RETURN(out.checkpoint.dir, r.String(n, "checkpoint.dir"));
       if (!out.checkpoint.dir.empty() && out.checkpoint.dir[0] != '/') {
@@ -426,6 +471,9 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
     }
     if (auto n = ck["interval"]) {
       GF_ASSIGN_OR_RETURN(spec.checkpoint_interval, r.Dur(n, "checkpoint.interval", true));
+    }
+    if (auto n = ck["restart_overhead"]) {
+      GF_ASSIGN_OR_RETURN(out.cost.restart_overhead, r.Dur(n, "checkpoint.restart_overhead", true));
     }
   }
   if (auto rs = doc["restart"]) {
@@ -614,7 +662,7 @@ Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseO
     JobRequest base;
     std::vector<ArrayAxis> axes;
     try {
-      GF_RETURN_IF_ERROR(ParseOne(r, doc, catalog, base, axes));
+      GF_RETURN_IF_ERROR(ParseOne(r, doc, catalog, options, base, axes));
     } catch (const YAML::Exception& e) {
       return r.Error(doc, "", std::string("cannot read: ") + e.what());
     }
@@ -650,6 +698,16 @@ Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseO
   if (out.empty()) return Status::InvalidArgument(options.source + ": holds no job (is the file empty?)");
   return out;
 }
+
+namespace {
+// Seconds per step as ParseStepSeconds reads them back exactly: "0.42s".
+std::string FormatSeconds(double seconds) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.15g", seconds);
+  if (std::strtod(buf, nullptr) != seconds) std::snprintf(buf, sizeof buf, "%.17g", seconds);
+  return std::string(buf) + "s";
+}
+}  // namespace
 
 nlohmann::json ToJobJson(const JobRequest& j) {
   using nlohmann::json;
@@ -688,26 +746,37 @@ nlohmann::json ToJobJson(const JobRequest& j) {
   if (s.duration_estimate) {
     std::string e = std::to_string(s.duration_estimate->millis() / 1000) + "s";
     if (s.duration_estimate->millis() % 1000) e = std::to_string(s.duration_estimate->millis()) + "ms";
-    if (!j.estimate_model.empty()) e += " on " + j.estimate_model;
+    if (!j.cost.estimate_model.empty()) e += " on " + j.cost.estimate_model;
     o["estimate"] = e;
   }
-  if (j.profile != "balanced") o["profile"] = j.profile;
-  if (j.deadline) o["deadline"] = std::to_string(j.deadline->millis()) + "ms";
+  const model::JobCostHints& c = j.cost;
+  if (c.profile != model::Boundness::kBalanced) o["profile"] = model::BoundnessName(c.profile);
+  if (!c.workload.empty()) o["workload"] = c.workload;
+  if (!c.step_seconds.empty()) {
+    json steps;
+    for (const auto& [gpu, seconds] : c.step_seconds) steps[gpu] = FormatSeconds(seconds);
+    o["step_time"] = steps;
+  }
+  if (c.deadline) o["deadline"] = std::to_string(c.deadline->millis()) + "ms";
   auto dollars = [](int64_t micros) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%lld.%06lld", static_cast<long long>(micros / 1000000),
                   static_cast<long long>(micros % 1000000));
     return std::string(buf);
   };
-  if (j.max_hourly_cost_micros) o["max_hourly_cost"] = dollars(j.max_hourly_cost_micros);
-  if (j.max_cost_micros) o["max_cost"] = dollars(j.max_cost_micros);
-  if (!j.regions.empty()) o["regions"] = j.regions;
+  if (c.max_hourly_cost_micros) o["max_hourly_cost"] = dollars(c.max_hourly_cost_micros);
+  if (s.max_cost_micros) o["max_cost"] = dollars(s.max_cost_micros);
+  if (!c.regions.empty()) o["regions"] = c.regions;
+  if (!c.clouds.empty()) o["clouds"] = c.clouds;
   if (!s.constraints.empty()) o["constraints"] = s.constraints;
   json ck;
   if (!j.checkpoint.dir.empty()) ck["dir"] = j.checkpoint.dir;
   ck["signal"] = SignalName(j.checkpoint.signal);
   ck["grace"] = std::to_string(j.checkpoint.grace.millis()) + "ms";
   if (s.checkpoint_interval > Duration::Zero()) ck["interval"] = std::to_string(s.checkpoint_interval.millis()) + "ms";
+  if (c.restart_overhead != model::JobCostHints{}.restart_overhead) {
+    ck["restart_overhead"] = std::to_string(c.restart_overhead.millis()) + "ms";
+  }
   o["checkpoint"] = ck;
   json rs;
   rs["on_preemption"] = j.restart.on_preemption;

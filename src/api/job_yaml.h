@@ -19,14 +19,17 @@
 //                                  # placed only on nodes whose driver and GPUs can run it
 //   process_per_gpu: false         # true: one process per GPU with RANK and LOCAL_RANK
 //   market: any                    # any | spot | on-demand (on-demand never lands on spot)
-//   estimate: 10h on A100          # expected runtime (on a GPU model; default the reference)
+//   estimate: 10h on A100          # expected runtime (on a GPU model; default the reference, A100)
 //   profile: compute               # compute | memory | balanced: how speed scales across GPUs
+//   workload: training-vision      # a class of data/gpu_speeds.csv (`select` ranks with its speeds)
+//   step_time: {A100: 0.42s, H100: 0.23s}   # measured time per step: overrides the speed tables
 //   deadline: 24h                  # finish within this long after submission
 //   max_hourly_cost: 40            # dollars per hour
 //   max_cost: 300                  # dollars for the whole job
-//   regions: ["europe-*"]          # where it may run (globs)
+//   regions: ["europe-*"]          # where it may run (globs on region or zone)
+//   clouds: [gcp, aws]             # which clouds `select` and the pool may rent it on
 //   constraints: {gdpr: "true"}    # node labels required
-//   checkpoint: {dir: /ckpt, signal: SIGTERM, grace: 60s, interval: 30m}
+//   checkpoint: {dir: /ckpt, signal: SIGTERM, grace: 60s, interval: 30m, restart_overhead: 5m}
 //   restart: {on_preemption: true, max_restarts_on_errors: 2, recover_on_exit_codes: [75]}
 //   array:                         # a sweep: one job per combination (cartesian product)
 //     lr: [0.1, 0.01]
@@ -46,6 +49,7 @@
 #include "api/job_request.h"
 #include "common/status.h"
 #include "model/gpu_catalog.h"
+#include "model/gpu_speeds.h"
 
 namespace gpufleet::api {
 
@@ -54,6 +58,11 @@ inline constexpr int kMaxArrayJobs = 10000;
 struct JobParseOptions {
   std::string source = "job.yaml";  // named in errors: "job.yaml:7:3: resources.gpus: ..."
   const model::GpuCatalog* catalog = nullptr;  // nullptr: the built-in catalog
+  // `select` prices a job that has no command yet, but cannot price one without an estimate.
+  bool require_run = true;
+  bool require_estimate = false;
+  // When given, `workload:` must be one of its classes; otherwise only its shape is checked.
+  const model::GpuSpeeds* speeds = nullptr;
 };
 
 // Parses every job of `text` (YAML or JSON), expanding arrays. Errors name source:line:column and

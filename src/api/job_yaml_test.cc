@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace gpufleet::api {
 namespace {
 
@@ -56,12 +58,12 @@ restart: {on_preemption: false, max_restarts_on_errors: 2, recover_on_exit_codes
   EXPECT_EQ(j.env.at("BATCH"), "256");
   EXPECT_EQ(j.spec.market, model::MarketPreference::kOnDemand);
   EXPECT_EQ(j.spec.duration_estimate, Duration::Hours(10));
-  EXPECT_EQ(j.estimate_model, "A100");
-  EXPECT_EQ(j.profile, "compute");
-  EXPECT_EQ(j.deadline, Duration::Hours(24));
-  EXPECT_EQ(j.max_hourly_cost_micros, 40'000'000);
-  EXPECT_EQ(j.max_cost_micros, 300'500'000);
-  EXPECT_EQ(j.regions, (std::vector<std::string>{"europe-*"}));
+  EXPECT_EQ(j.cost.estimate_model, "A100");
+  EXPECT_EQ(j.cost.profile, model::Boundness::kCompute);
+  EXPECT_EQ(j.cost.deadline, Duration::Hours(24));
+  EXPECT_EQ(j.cost.max_hourly_cost_micros, 40'000'000);
+  EXPECT_EQ(j.spec.max_cost_micros, 300'500'000);
+  EXPECT_EQ(j.cost.regions, (std::vector<std::string>{"europe-*"}));
   EXPECT_EQ(j.spec.constraints.at("gdpr"), "true");
   EXPECT_EQ(j.checkpoint.dir, "/ckpt");
   EXPECT_EQ(j.checkpoint.signal, SIGUSR1);
@@ -329,7 +331,81 @@ restart: {max_restarts_on_errors: 1, recover_on_exit_codes: [75, 76]}
   EXPECT_EQ(ToJobJson((*again)[0]), ToJobJson((*r)[0]));
   EXPECT_EQ((*again)[0].spec.duration_estimate, Duration::Minutes(90));
   EXPECT_EQ((*again)[0].spec.cpu_milli, 1500);
-  EXPECT_EQ((*again)[0].max_hourly_cost_micros, 1'250'000);
+  EXPECT_EQ((*again)[0].cost.max_hourly_cost_micros, 1'250'000);
+}
+
+TEST(JobYamlTest, CostHintsAreReadAndSurviveTheRoundTrip) {
+  // Given the fields `select` prices with (workload, step times in several units under any GPU
+  // name, clouds, restart overhead), expect them in the request's cost hints under canonical
+  // names, and the same hints after ToJobJson and back.
+  auto r = Parse(R"(run: python3 train.py
+resources: {gpus: 8}
+estimate: "10h on a100"
+workload: training-vision
+step_time: {a100: 0.42s, H100-SXM: 230ms, L4: 2}
+clouds: [gcp, aws]
+checkpoint: {interval: 30m, restart_overhead: 3m}
+)");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const model::JobCostHints& c = (*r)[0].cost;
+  EXPECT_EQ(c.estimate_model, "A100");
+  EXPECT_EQ(c.workload, "training-vision");
+  EXPECT_EQ(c.step_seconds, (std::map<std::string, double>{{"A100", 0.42}, {"H100", 0.23}, {"L4", 2.0}}));
+  EXPECT_EQ(c.clouds, (std::vector<std::string>{"gcp", "aws"}));
+  EXPECT_EQ(c.restart_overhead, Duration::Minutes(3));
+  auto again = Parse(ToJobJson((*r)[0]).dump());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ((*again)[0].cost, c);
+}
+
+TEST(JobYamlTest, BadCostHintsSayWhere) {
+  // Given the shipped speed table, an unknown class is refused with the known ones; a step time
+  // on an unknown GPU or not a time names its line and column.
+  auto speeds = model::GpuSpeeds::LoadCsv(std::string(GPUFLEET_SOURCE_DIR) + "/data/gpu_speeds.csv",
+                                          model::GpuCatalog::BuiltIn());
+  ASSERT_TRUE(speeds.ok()) << speeds.status().ToString();
+  JobParseOptions opts;
+  opts.speeds = &*speeds;
+  const std::string head = "run: x\nestimate: 1h on A100\n";
+  auto cls = ParseJobs(head + "workload: training-nlp\n", opts);
+  ASSERT_FALSE(cls.ok());
+  EXPECT_EQ(cls.status().message(),
+            "job.yaml:3:11: workload: unknown workload class 'training-nlp'; known: default, inference-vision, "
+            "training-recsys, training-vision");
+  auto gpu = Parse(head + "step_time:\n  A100: 0.4s\n  Z80: 0.2s\n");
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_EQ(gpu.status().message(), "job.yaml:5:3: step_time: unknown GPU model 'Z80'");
+  auto bad = Parse(head + "step_time: {H100: fast}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "job.yaml:3:19: step_time.H100: must be a positive time per step such as 0.42s or 420ms, got 'fast'");
+  auto list = Parse(head + "step_time: [0.4s]\n");
+  ASSERT_FALSE(list.ok());
+  EXPECT_NE(list.status().message().find("job.yaml:3:12: step_time: must be a mapping"), std::string::npos)
+      << list.status().message();
+  auto overhead = Parse(head + "checkpoint: {restart_overhead: soon}\n");
+  ASSERT_FALSE(overhead.ok());
+  EXPECT_NE(overhead.status().message().find("checkpoint.restart_overhead: must be a duration"), std::string::npos)
+      << overhead.status().message();
+}
+
+TEST(JobYamlTest, SelectsOptionsDropTheCommandAndRequireAnEstimate) {
+  // Given require_run off and require_estimate on (what `select` asks), expect a job without a
+  // command to parse and one without an estimate to be refused at the job's line.
+  JobParseOptions opts;
+  opts.require_run = false;
+  opts.require_estimate = true;
+  auto priced = ParseJobs("resources: {gpus: 2}\nestimate: 3h on H100\n", opts);
+  ASSERT_TRUE(priced.ok()) << priced.status().message();
+  EXPECT_TRUE((*priced)[0].argv.empty());
+  auto no_estimate = ParseJobs("resources: {gpus: 2}\n", opts);
+  ASSERT_FALSE(no_estimate.ok());
+  EXPECT_EQ(no_estimate.status().message().rfind("job.yaml:1:1: estimate: missing", 0), 0u)
+      << no_estimate.status().message();
+  // The defaults stay as `submit` needs them.
+  auto no_run = Parse("resources: {gpus: 2}\nestimate: 3h on H100\n");
+  ASSERT_FALSE(no_run.ok());
+  EXPECT_NE(no_run.status().message().find("run: missing"), std::string::npos);
 }
 
 TEST(JobYamlTest, Units) {

@@ -7,14 +7,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "cli/exit_codes.h"
 #include "common/strings.h"
-#include "cost/job_yaml.h"
+#include "api/job_yaml.h"
+#include "cost/cost_job.h"
 #include "cost/offer.h"
 #include "cost/select.h"
 #include "model/gpu_speeds.h"
@@ -337,6 +340,30 @@ json CandidateJson(const Candidate& c) {
   return j;
 }
 
+// The job file read by the one job schema (api/job_yaml.h), as `submit` reads it, except that a
+// command may be missing and an estimate may not; then its cost view.
+Result<cost::CostJob> ReadCostJob(const std::string& file, const model::GpuSpeeds& speeds) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Status::NotFound("cannot read " + file);
+  std::ostringstream text;
+  text << in.rdbuf();
+  api::JobParseOptions opts;
+  opts.source = file;
+  opts.require_run = false;
+  opts.require_estimate = true;
+  opts.speeds = &speeds;
+  auto jobs = api::ParseJobs(text.str(), opts);
+  if (!jobs.ok()) return jobs.status();
+  if (jobs->size() != 1) {
+    return Status::InvalidArgument(file + ": holds " + std::to_string(jobs->size()) +
+                                   " jobs; select prices one (keep one document, without array:)");
+  }
+  const api::JobRequest& j = jobs->front();
+  auto job = cost::CostJobFor(j.spec, j.cost, model::GpuCatalog::BuiltIn());
+  if (!job.ok()) return Status::InvalidArgument(file + ": " + job.status().message());
+  return job;
+}
+
 int SelectFail(const std::string& msg, int code) {
   std::fprintf(stderr, "gpufleet select: %s\n", msg.c_str());
   return code;
@@ -347,7 +374,7 @@ int RunSelect(const SelectArgs& a) {
   const std::string speeds_path = a.speeds.empty() ? model::GpuSpeeds::DefaultPath() : a.speeds;
   auto speeds = model::GpuSpeeds::LoadCsv(speeds_path, model::GpuCatalog::BuiltIn());
   if (!speeds.ok()) return SelectFail(speeds.status().message(), ExitCodeFor(speeds.status()));
-  auto job = cost::LoadCostJobYaml(a.job, model::GpuCatalog::BuiltIn(), &*speeds);
+  auto job = ReadCostJob(a.job, *speeds);
   if (!job.ok()) return SelectFail(job.status().message(), ExitCodeFor(job.status()));
   if (Status s = AddStepTimes(a.step_times, *job); !s.ok()) return SelectFail(s.message(), 2);
   job->allow_suspect_prices = a.include_suspect;

@@ -169,6 +169,15 @@ Result<Boundness> ParseBoundness(const std::string& s) {
                                  "' (expected compute, memory or balanced)");
 }
 
+const char* BoundnessName(Boundness b) {
+  switch (b) {
+    case Boundness::kCompute: return "compute";
+    case Boundness::kMemory: return "memory";
+    case Boundness::kBalanced: return "balanced";
+  }
+  return "balanced";
+}
+
 Result<GpuCatalog> GpuCatalog::LoadCsv(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound(path + ": cannot open the GPU spec table");

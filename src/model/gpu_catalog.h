@@ -38,6 +38,8 @@ enum class Boundness {
   kBalanced,  // geometric mean of the two (the default: most training sits between)
 };
 Result<Boundness> ParseBoundness(const std::string& s);
+// "compute", "memory", "balanced": what ParseBoundness reads.
+const char* BoundnessName(Boundness b);
 
 class GpuCatalog {
  public:
