@@ -384,6 +384,7 @@ Result<JobSummary> DecodeJobSummary(const json& j, const std::string& path) {
   s.priority = f.Int("priority");
   s.state = f.Enum("state", &ParseJobState, JobState::kPending);
   s.reason = f.String("reason");
+  if (!f.ok()) return f.status();
   // Whole GPUs per node, or a slice of one GPU as a fraction below 1.
   if (const json* g = f.OptionalValue("gpus"); g == nullptr || !g->is_number() || g->get<double>() < 0) {
     return Status::InvalidArgument(Join(path, "gpus") + ": expected a number of GPUs, got " +

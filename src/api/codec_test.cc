@@ -1,4 +1,5 @@
 #include "api/codec.h"
+#include "api/job_summary.h"
 
 #include <csignal>
 #include <string>
@@ -360,6 +361,51 @@ TEST_F(CodecTest, RecordsFromBeforeTheCostHintsKeepTheirLimits) {
   auto both = JobRecordFromJson(j);
   ASSERT_TRUE(both.ok()) << both.status().ToString();
   EXPECT_EQ(both->request.spec.max_cost_micros, 7);
+}
+
+TEST_F(CodecTest, JobSummaryRoundTripsAndKeepsSlices) {
+  // Given the summary of a full record with a queue position, expect the wire shape listings
+  // document and the same summary back; a GPU slice travels as a fraction and comes back in
+  // milli-GPU; a summary of the wrong shape names the field.
+  JobSummary s = SummaryOf(SampleJob());
+  s.position = 3;
+  const json j = ToJson(s);
+  // The sample's spec is a slice (every field differs from its default).
+  EXPECT_EQ(j["gpus"], static_cast<double>(SampleJob().request.spec.gpu_milli) / 1000.0);
+  EXPECT_EQ(j["state"], "running");
+  EXPECT_EQ(j["position"], 3);
+  auto back = JobSummaryFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(ToJson(*back), j);
+  EXPECT_EQ(back->placement->parts.size(), 2u);
+
+  JobRecord slice = SampleJob();
+  slice.request.spec.nodes = 1;
+  slice.request.spec.gpus_per_node = 1;
+  slice.request.spec.gpu_milli = 250;
+  const json sj = ToJson(SummaryOf(slice));
+  EXPECT_EQ(sj["gpus"], 0.25);
+  EXPECT_FALSE(sj.contains("position"));
+  auto sb = JobSummaryFromJson(sj);
+  ASSERT_TRUE(sb.ok()) << sb.status().ToString();
+  EXPECT_EQ(sb->gpu_milli, 250);
+  EXPECT_TRUE(sb->fractional());
+  // Whole GPUs on several nodes: a count, and not a slice.
+  JobRecord gang = SampleJob();
+  gang.request.spec.gpu_milli = model::kMilliGpuPerGpu;
+  gang.request.spec.gpus_per_node = 4;
+  gang.request.spec.nodes = 2;
+  auto gb = JobSummaryFromJson(ToJson(SummaryOf(gang)));
+  ASSERT_TRUE(gb.ok()) << gb.status().ToString();
+  EXPECT_EQ(gb->gpus_per_node, 4);
+  EXPECT_EQ(gb->nodes, 2);
+  EXPECT_FALSE(gb->fractional());
+
+  json bad = j;
+  bad["state"] = "sleeping";
+  auto b = JobSummaryFromJson(bad);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message().rfind("state: ", 0), 0u) << b.status().message();
 }
 
 TEST_F(CodecTest, UnknownFieldsAreIgnored) {

@@ -153,28 +153,45 @@ std::string StrField(const json& j, const char* key) {
 bool IsTerminalState(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
 
 // "2x4 H100", "1 A100|H100", "0.5 any", "cpu".
-std::string GpuText(const json& j) {
+std::string GpuText(const api::JobSummary& j) {
   std::string count;
-  const json& g = j.value("gpus", json(1));
-  int64_t nodes = IntField(j, "nodes", 1);
-  // A whole number may arrive as 2.0: only a real fraction is a GPU slice.
-  if (g.is_number_float() && g.get<double>() != static_cast<double>(static_cast<int64_t>(g.get<double>()))) {
+  if (j.fractional()) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", g.get<double>());
+    std::snprintf(buf, sizeof buf, "%g", static_cast<double>(j.gpu_milli) / 1000.0);
     count = buf;
   } else {
-    int64_t per = g.is_number() ? static_cast<int64_t>(g.get<double>()) : 1;
-    if (per == 0) return nodes > 1 ? std::to_string(nodes) + "x cpu" : "cpu";
-    count = nodes > 1 ? std::to_string(nodes) + "x" + std::to_string(per) : std::to_string(per);
+    if (j.gpus_per_node == 0) return j.nodes > 1 ? std::to_string(j.nodes) + "x cpu" : "cpu";
+    count = j.nodes > 1 ? std::to_string(j.nodes) + "x" + std::to_string(j.gpus_per_node)
+                        : std::to_string(j.gpus_per_node);
   }
-  std::string model;
-  if (j.contains("placement") && j["placement"].is_object()) model = StrField(j["placement"], "gpu_model");
-  if (model.empty() && j.contains("gpu_type") && j["gpu_type"].is_array() && !j["gpu_type"].empty()) {
-    std::vector<std::string> names;
-    for (const auto& m : j["gpu_type"]) names.push_back(m.get<std::string>());
-    model = Join(names, "|");
-  }
+  std::string model = j.placement ? j.placement->gpu_model : "";
+  if (model.empty()) model = Join(j.gpu_models, "|");
   return count + " " + (model.empty() ? "any" : model);
+}
+
+Result<std::vector<api::JobSummary>> DecodeJobList(const json& body) {
+  std::vector<api::JobSummary> out;
+  if (!body.contains("jobs") || !body["jobs"].is_array()) return Status::InvalidArgument("jobs: expected a list");
+  const json& list = body["jobs"];
+  for (size_t i = 0; i < list.size(); ++i) {
+    auto j = api::JobSummaryFromJson(list[i]);
+    if (!j.ok()) return Status::InvalidArgument("jobs[" + std::to_string(i) + "]: " + j.status().message());
+    out.push_back(std::move(*j));
+  }
+  return out;
+}
+
+Result<std::vector<api::Transition>> DecodeHistory(const json& job) {
+  std::vector<api::Transition> out;
+  if (!job.contains("history")) return out;
+  if (!job["history"].is_array()) return Status::InvalidArgument("history: expected a list");
+  const json& list = job["history"];
+  for (size_t i = 0; i < list.size(); ++i) {
+    auto t = api::TransitionFromJson(list[i]);
+    if (!t.ok()) return Status::InvalidArgument("history[" + std::to_string(i) + "]: " + t.status().message());
+    out.push_back(std::move(*t));
+  }
+  return out;
 }
 
 

@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "api/job_request.h"
+#include "api/job_summary.h"
+#include "api/records.h"
 #include "cli/client.h"
 
 namespace gpufleet::cli::client {
@@ -63,7 +65,11 @@ int64_t IntField(const json& j, const char* key, int64_t fallback = 0);
 std::string StrField(const json& j, const char* key);
 bool IsTerminalState(const std::string& s);
 // "2x4 H100", "1 A100|H100", "0.5 any", "cpu".
-std::string GpuText(const json& j);
+std::string GpuText(const api::JobSummary& j);
+// The controller's job listings and a job's transitions, decoded with the codec; an answer of
+// the wrong shape is InvalidArgument naming the field ("jobs[3].state: ...").
+Result<std::vector<api::JobSummary>> DecodeJobList(const json& body);
+Result<std::vector<api::Transition>> DecodeHistory(const json& job);
 
 // Fixed-width columns sized to their content; the last column is cut to keep rows within `width`.
 class Table {

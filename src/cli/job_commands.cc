@@ -23,13 +23,16 @@
 #include "agent/node_check.h"
 #include "api/agent_protocol.h"
 #include "api/codec.h"
+#include "api/job_summary.h"
 #include "api/job_yaml.h"
 #include "cli/client.h"
 #include "cli/client_common.h"
 #include "common/strings.h"
 #include "common/time.h"
 #include "model/gpu_catalog.h"
+#include "model/gpu_speeds.h"
 #include "node/burn_in.h"
+#include "sim/trace.h"
 
 // The job commands: submit, run, queue, status, logs, cancel, explain, history.
 
@@ -67,6 +70,8 @@ The file is checked here first; an error names file:line:column and the field.)"
     std::string text = ss.str();
     api::JobParseOptions opts;
     opts.source = a->file;
+    // A workload class is checked against the shipped speed table where there is one.
+    if (const auto& speeds = model::GpuSpeeds::Shipped(); speeds.ok()) opts.speeds = &*speeds;
     auto jobs = api::ParseJobs(text, opts);
     if (!jobs.ok()) return Fail(cmd, kExitUsage, jobs.status().message());
     auto client = Connect(cmd, a->conn);
@@ -205,10 +210,11 @@ With -f the exit code is the job's outcome: 0 if it succeeded, 1 if it failed or
     if (rc != kExitOk) return rc;
     ApiResult j = client->Get("/v1/jobs/" + std::to_string(id), {}, {.retries = kSubmitRetries});
     if (!j.ok()) return Report(cmd, j);
-    std::string state = StrField(j.body, "state");
-    std::fprintf(stderr, "job %lld %s: %s\n", static_cast<long long>(id), state.c_str(),
-                 StrField(j.body, "reason").c_str());
-    return state == "succeeded" ? kExitOk : kExitFailed;
+    auto done = api::JobSummaryFromJson(j.body);
+    if (!done.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + done.status().message());
+    std::fprintf(stderr, "job %lld %s: %s\n", static_cast<long long>(id), api::JobStateName(done->state),
+                 done->reason.c_str());
+    return done->state == api::JobState::kSucceeded ? kExitOk : kExitFailed;
   };
 }
 
@@ -235,20 +241,20 @@ std::function<int()> SetupQueue(CLI::App& app) {
       PrintJson(r.body);
       return kExitOk;
     }
-    const json& jobs = r.body.value("jobs", json::array());
-    if (jobs.empty()) {
+    auto jobs = DecodeJobList(r.body);
+    if (!jobs.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + jobs.status().message());
+    if (jobs->empty()) {
       std::printf("no jobs running or pending\n");
       return kExitOk;
     }
     Table t({"ID", "NAME", "TEAM", "STATE", "GPUS", "POSITION", "AGE/RUNTIME", "REASON"});
-    for (const auto& j : jobs) {
-      int64_t pos = IntField(j, "position");
-      std::string state = StrField(j, "state");
+    for (const api::JobSummary& j : *jobs) {
+      const int64_t pos = j.position.value_or(0);
       // Pending: how long it has waited; otherwise how long since it entered its state.
-      std::string age = state == "pending" ? Span(NowMs() - IntField(j, "submitted_ms"))
-                                           : Span(NowMs() - IntField(j, "updated_ms"));
-      t.Add({std::to_string(IntField(j, "id")), StrField(j, "name"), StrField(j, "team"), state, GpuText(j),
-             pos > 0 ? std::to_string(pos) : "-", age, StrField(j, "reason")});
+      std::string age = j.state == api::JobState::kPending ? Span(NowMs() - j.submitted.millis())
+                                                           : Span(NowMs() - j.updated.millis());
+      t.Add({std::to_string(j.id.value()), j.name, j.team, api::JobStateName(j.state), GpuText(j),
+             pos > 0 ? std::to_string(pos) : "-", age, j.reason});
     }
     t.Print();
     return kExitOk;
@@ -285,24 +291,20 @@ std::map<int64_t, std::string> NodeNames(ApiClient& client) {
   return names;
 }
 
-std::string PlacementText(const json& placement, const std::map<int64_t, std::string>& names) {
+std::string PlacementText(const model::Placement& placement, const std::map<int64_t, std::string>& names) {
   std::vector<std::string> parts;
   int rank = 0;
-  for (const auto& p : placement.value("parts", json::array())) {
-    int64_t node = IntField(p, "node");
-    auto it = names.find(node);
-    std::string where = it != names.end() ? it->second : "node " + std::to_string(node);
+  for (const model::NodeAssignment& p : placement.parts) {
+    auto it = names.find(p.node.value());
+    std::string where = it != names.end() ? it->second : "node " + std::to_string(p.node.value());
     std::vector<std::string> gpus;
-    for (const auto& g : p.value("gpus", json::array())) gpus.push_back(std::to_string(g.get<int64_t>()));
+    for (int g : p.gpus) gpus.push_back(std::to_string(g));
     std::string part = where + (gpus.empty() ? "" : " GPUs " + Join(gpus, ","));
-    int64_t milli = IntField(p, "gpu_milli", 1000);
-    if (milli < 1000) part += " (" + std::to_string(milli) + " milli-GPU)";
-    parts.push_back(placement.value("parts", json::array()).size() > 1 ? "part " + std::to_string(rank) + ": " + part
-                                                                       : part);
+    if (p.gpu_milli < model::kMilliGpuPerGpu) part += " (" + std::to_string(p.gpu_milli) + " milli-GPU)";
+    parts.push_back(placement.parts.size() > 1 ? "part " + std::to_string(rank) + ": " + part : part);
     ++rank;
   }
-  std::string model = StrField(placement, "gpu_model");
-  return Join(parts, "; ") + (model.empty() ? "" : " [" + model + "]");
+  return Join(parts, "; ") + (placement.gpu_model.empty() ? "" : " [" + placement.gpu_model + "]");
 }
 
 std::function<int()> SetupStatus(CLI::App& app) {
@@ -334,18 +336,20 @@ std::function<int()> SetupStatus(CLI::App& app) {
     auto line = [](const char* key, const std::string& value) {
       std::printf("  %-11s %s\n", key, value.c_str());
     };
-    std::printf("job %lld (%s)\n", static_cast<long long>(IntField(j, "id")), StrField(j, "name").c_str());
-    line("team:", StrField(j, "team"));
-    std::string state = StrField(j, "state");
-    std::string reason = StrField(j, "reason");
-    line("state:", state + (reason.empty() ? "" : " (" + reason + ")"));
-    line("priority:", std::to_string(IntField(j, "priority")));
-    int64_t nodes = IntField(j, "nodes", 1);
-    std::string gpus = GpuText(json{{"gpus", j.value("gpus", json(1))},
-                                    {"gpu_type", j.value("gpu_type", json::array())},
-                                    {"placement", j.value("placement", json())}});
+    auto job = api::JobSummaryFromJson(j);
+    if (!job.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + job.status().message());
+    auto history = DecodeHistory(j);
+    if (!history.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + history.status().message());
+    std::printf("job %lld (%s)\n", static_cast<long long>(job->id.value()), job->name.c_str());
+    line("team:", job->team);
+    const std::string state = api::JobStateName(job->state);
+    line("state:", state + (job->reason.empty() ? "" : " (" + job->reason + ")"));
+    line("priority:", std::to_string(job->priority));
+    api::JobSummary per_node = *job;
+    per_node.nodes = 1;  // "2 nodes x 4 H100 GPUs each"
+    std::string gpus = GpuText(per_node);
     std::string res = gpus == "cpu" ? "no GPU" : gpus + " GPU" + (gpus.rfind("1 ", 0) == 0 ? "" : "s");
-    if (nodes > 1) res = std::to_string(nodes) + " nodes x " + res + " each";
+    if (job->nodes > 1) res = std::to_string(job->nodes) + " nodes x " + res + " each";
     if (j.contains("job_file") && j["job_file"].is_object()) {
       const json& f = j["job_file"];
       const json& rr = f.value("resources", json::object());
@@ -356,12 +360,12 @@ std::function<int()> SetupStatus(CLI::App& app) {
     } else {
       line("resources:", res);
     }
-    line("submitted:", Iso(IntField(j, "submitted_ms")) + " (" + Ago(IntField(j, "submitted_ms")) + ")");
-    line("attempt:", std::to_string(IntField(j, "attempt")));
-    if (j.contains("placement") && j["placement"].is_object()) {
-      line(IsTerminalState(state) ? "ran on:" : "placement:", PlacementText(j["placement"], NodeNames(*client)));
+    line("submitted:", Iso(job->submitted.millis()) + " (" + Ago(job->submitted.millis()) + ")");
+    line("attempt:", std::to_string(job->attempt));
+    if (job->placement) {
+      line(IsTerminalState(state) ? "ran on:" : "placement:", PlacementText(*job->placement, NodeNames(*client)));
     }
-    if (j.contains("exit_code") && j["exit_code"].is_number()) line("exit code:", j["exit_code"].dump());
+    if (job->exit_code) line("exit code:", std::to_string(*job->exit_code));
     if (j.contains("activity") && j["activity"].is_object()) {
       const json& act = j["activity"];
       if (act.contains("step")) {
@@ -381,8 +385,8 @@ std::function<int()> SetupStatus(CLI::App& app) {
     }
     std::printf("\nhistory:\n");
     Table t({"  TIME", "FROM", "TO", "REASON"});
-    for (const auto& h : j.value("history", json::array())) {
-      t.Add({"  " + Iso(IntField(h, "at_ms")), StrField(h, "from"), StrField(h, "to"), StrField(h, "reason")});
+    for (const api::Transition& h : *history) {
+      t.Add({"  " + Iso(h.at.millis()), api::JobStateName(h.from), api::JobStateName(h.to), h.reason});
     }
     t.Print();
     return kExitOk;
@@ -520,12 +524,12 @@ std::function<int()> SetupExplain(CLI::App& app) {
 
 // A burn-in report (api::ToJson(model::BurnInReport)) as tables: each test against its
 // reference, then each GPU's health, then the verdict.
-int64_t RuntimeMs(const json& history, int64_t now_ms) {
+int64_t RuntimeMs(const std::vector<api::Transition>& history, int64_t now_ms) {
   int64_t total = 0, since = -1;
-  for (const auto& h : history) {
-    int64_t at = IntField(h, "at_ms");
-    if (StrField(h, "to") == "running" && since < 0) since = at;
-    if (StrField(h, "from") == "running" && StrField(h, "to") != "running" && since >= 0) {
+  for (const api::Transition& h : history) {
+    const int64_t at = h.at.millis();
+    if (h.to == api::JobState::kRunning && since < 0) since = at;
+    if (h.from == api::JobState::kRunning && h.to != api::JobState::kRunning && since >= 0) {
       total += at - since;
       since = -1;
     }
@@ -536,12 +540,14 @@ int64_t RuntimeMs(const json& history, int64_t now_ms) {
 
 // How long a job held its GPUs, from its transitions: the time spent starting, running or
 // stopping, over all attempts (a fast job can go from starting straight to succeeded).
-int64_t HeldMs(const json& history, int64_t now_ms) {
-  auto holds = [](const std::string& state) { return state == "starting" || state == "running" || state == "stopping"; };
+int64_t HeldMs(const std::vector<api::Transition>& history, int64_t now_ms) {
+  auto holds = [](api::JobState s) {
+    return s == api::JobState::kStarting || s == api::JobState::kRunning || s == api::JobState::kStopping;
+  };
   int64_t total = 0, since = -1;
-  for (const auto& h : history) {
-    int64_t at = IntField(h, "at_ms");
-    const bool from = holds(StrField(h, "from")), to = holds(StrField(h, "to"));
+  for (const api::Transition& h : history) {
+    const int64_t at = h.at.millis();
+    const bool from = holds(h.from), to = holds(h.to);
     if (to && !from) since = at;
     if (from && !to && since >= 0) {
       total += at - since;
@@ -550,6 +556,37 @@ int64_t HeldMs(const json& history, int64_t now_ms) {
   }
   if (since >= 0) total += now_ms - since;
   return total;
+}
+
+// The cluster's own history as a trace job: its shape from the record where the caller may see
+// it (CPUs, memory, estimate, checkpoints, constraints too), else from the summary; the time it
+// held its GPUs as its work; a job that named no GPU model gets the one it ran on, which is the
+// GPU its work was measured on (the planner's --gpu keeps only the jobs of its model).
+sim::TraceJob TraceJobOf(const api::JobSummary& j, const json& detail, int64_t work_ms) {
+  sim::TraceJob t;
+  t.id = std::to_string(j.id.value());
+  bool from_record = false;
+  if (detail.contains("record")) {
+    if (auto rec = api::JobRecordFromJson(detail["record"]); rec.ok()) {
+      t.spec = rec->request.spec;
+      from_record = true;
+    }
+  }
+  if (!from_record) {
+    t.spec.gpus_per_node = j.gpus_per_node;
+    t.spec.gpu_milli = j.gpu_milli;
+    t.spec.nodes = j.nodes;
+    t.spec.gpu_models = j.gpu_models;
+  }
+  t.spec.name = j.name;
+  t.spec.team = j.team;
+  t.spec.priority = j.priority;
+  t.spec.submit = j.submitted;
+  if (t.spec.gpu_models.empty() && j.placement && !j.placement->gpu_model.empty()) {
+    t.spec.gpu_models = {j.placement->gpu_model};
+  }
+  t.work = Duration::Millis(work_ms);
+  return t;
 }
 
 std::function<int()> SetupHistory(CLI::App& app) {
@@ -589,7 +626,7 @@ std::function<int()> SetupHistory(CLI::App& app) {
     const int64_t limit = a->output == "jsonl" && !a->limit_given ? INT64_MAX : a->limit;
     // Pages of at most 1000 (the controller's largest), newest first, until `limit` jobs.
     constexpr int64_t kPage = 1000;
-    json jobs = json::array();
+    std::vector<api::JobSummary> jobs;
     int64_t cursor = 0;
     for (int64_t seen = 0; seen < limit;) {
       std::map<std::string, std::string> q = {{"limit", std::to_string(std::min(kPage, limit - seen))}};
@@ -598,14 +635,15 @@ std::function<int()> SetupHistory(CLI::App& app) {
       if (!a->state.empty()) q["state"] = a->state;
       ApiResult r = client->Get("/v1/jobs", q);
       if (!r.ok()) return Report(cmd, r);
-      const json& page = r.body.value("jobs", json::array());
-      for (const auto& j : page) jobs.push_back(j);
+      auto page = DecodeJobList(r.body);
+      if (!page.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + page.status().message());
+      for (auto& j : *page) jobs.push_back(std::move(j));
       seen += std::min(kPage, limit - seen);
       cursor = IntField(r.body, "next_cursor");
       if (cursor <= 0) break;
     }
     std::stable_sort(jobs.begin(), jobs.end(),
-                     [](const json& x, const json& y) { return IntField(x, "id") > IntField(y, "id"); });
+                     [](const api::JobSummary& x, const api::JobSummary& y) { return x.id.value() > y.id.value(); });
     // Runtimes come from each job's transitions; a long listing skips them rather than make
     // hundreds of requests.
     int64_t now = NowMs();
@@ -613,57 +651,39 @@ std::function<int()> SetupHistory(CLI::App& app) {
       // The cluster's own history as a trace: each job that ran, with the time it held its GPUs
       // (all attempts) as its work, oldest first.
       std::reverse(jobs.begin(), jobs.end());
-      for (const auto& j : jobs) {
+      for (const api::JobSummary& j : jobs) {
         // Finished jobs only: a running one's work is not known yet.
-        if (IntField(j, "attempt") == 0 || !IsTerminalState(StrField(j, "state"))) continue;
-        ApiResult d = client->Get("/v1/jobs/" + std::to_string(IntField(j, "id")));
+        if (j.attempt == 0 || !IsTerminalState(api::JobStateName(j.state))) continue;
+        ApiResult d = client->Get("/v1/jobs/" + std::to_string(j.id.value()));
         if (!d.ok()) return Report(cmd, d);
-        const int64_t work_ms = HeldMs(d.body.value("history", json::array()), now);
+        auto history = DecodeHistory(d.body);
+        if (!history.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + history.status().message());
+        const int64_t work_ms = HeldMs(*history, now);
         if (work_ms <= 0) continue;
-        nlohmann::ordered_json o;
-        o["id"] = std::to_string(IntField(j, "id"));
-        if (!StrField(j, "name").empty()) o["name"] = StrField(j, "name");
-        if (!StrField(j, "team").empty()) o["team"] = StrField(j, "team");
-        if (IntField(j, "priority") != 0) o["priority"] = IntField(j, "priority");
-        o["submit"] = static_cast<double>(IntField(j, "submitted_ms")) / 1000.0;
-        o["work"] = static_cast<double>(work_ms) / 1000.0;
-        const json& g = j.value("gpus", json(1));
-        const int64_t nodes = IntField(j, "nodes", 1);
-        if (g.is_number_float() && g.get<double>() < 1.0) {
-          o["gpus"] = 1;
-          o["gpu_milli"] = static_cast<int64_t>(g.get<double>() * 1000.0 + 0.5);
-        } else if (nodes > 1) {
-          o["gpus_per_node"] = g.is_number() ? static_cast<int64_t>(g.get<double>()) : 1;
-          o["nodes"] = nodes;
-        } else {
-          o["gpus"] = g.is_number() ? static_cast<int64_t>(g.get<double>()) : 1;
-        }
-        if (j.contains("gpu_type") && j["gpu_type"].is_array() && !j["gpu_type"].empty()) {
-          o["gpu_models"] = j["gpu_type"];
-        } else if (std::string ran_on = j.contains("placement") && j["placement"].is_object()
-                                            ? StrField(j["placement"], "gpu_model")
-                                            : "";
-                   !ran_on.empty()) {
-          // A job that named no model: the one it ran on, which is the GPU its work was measured
-          // on (the planner's --gpu keeps only the jobs of its model).
-          o["gpu_models"] = json::array({ran_on});
-        }
-        std::printf("%s\n", o.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+        std::printf("%s\n", sim::TraceJsonLine(TraceJobOf(j, d.body, work_ms)).c_str());
       }
       return kExitOk;
     }
+    std::vector<std::optional<int64_t>> runtimes(jobs.size());
     if (jobs.size() <= 200) {
-      for (auto& j : jobs) {
-        if (IntField(j, "attempt") == 0) {
-          j["runtime_ms"] = 0;
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        if (jobs[i].attempt == 0) {
+          runtimes[i] = 0;
           continue;
         }
-        ApiResult d = client->Get("/v1/jobs/" + std::to_string(IntField(j, "id")));
-        if (d.ok()) j["runtime_ms"] = RuntimeMs(d.body.value("history", json::array()), now);
+        ApiResult d = client->Get("/v1/jobs/" + std::to_string(jobs[i].id.value()));
+        if (!d.ok()) continue;
+        if (auto history = DecodeHistory(d.body); history.ok()) runtimes[i] = RuntimeMs(*history, now);
       }
     }
     if (a->output == "json") {
-      PrintJson({{"jobs", jobs}});
+      json list = json::array();
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        json o = api::ToJson(jobs[i]);
+        if (runtimes[i]) o["runtime_ms"] = *runtimes[i];
+        list.push_back(std::move(o));
+      }
+      PrintJson({{"jobs", list}});
       return kExitOk;
     }
     if (jobs.empty()) {
@@ -671,18 +691,18 @@ std::function<int()> SetupHistory(CLI::App& app) {
       return kExitOk;
     }
     Table t({"ID", "NAME", "TEAM", "STATE", "GPUS", "SUBMITTED", "RUNTIME", "OUTCOME"});
-    for (const auto& j : jobs) {
-      std::string state = StrField(j, "state");
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const api::JobSummary& j = jobs[i];
+      const std::string state = api::JobStateName(j.state);
       std::string outcome = "-";
-      if (IsTerminalState(state) || state == "preempted") {
-        outcome = StrField(j, "reason");
-        if (j.contains("exit_code") && j["exit_code"].is_number() && outcome.find("code") == std::string::npos) {
-          outcome = "exit " + j["exit_code"].dump() + (outcome.empty() ? "" : ": " + outcome);
+      if (IsTerminalState(state) || j.state == api::JobState::kPreempted) {
+        outcome = j.reason;
+        if (j.exit_code && outcome.find("code") == std::string::npos) {
+          outcome = "exit " + std::to_string(*j.exit_code) + (outcome.empty() ? "" : ": " + outcome);
         }
       }
-      t.Add({std::to_string(IntField(j, "id")), StrField(j, "name"), StrField(j, "team"), state, GpuText(j),
-             Ago(IntField(j, "submitted_ms")), j.contains("runtime_ms") ? Span(IntField(j, "runtime_ms")) : "?",
-             outcome});
+      t.Add({std::to_string(j.id.value()), j.name, j.team, state, GpuText(j), Ago(j.submitted.millis()),
+             runtimes[i] ? Span(*runtimes[i]) : "?", outcome});
     }
     t.Print();
     return kExitOk;

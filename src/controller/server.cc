@@ -17,11 +17,13 @@
 #include <sstream>
 
 #include "api/codec.h"
+#include "api/job_summary.h"
 #include "api/job_yaml.h"
 #include "common/source_location.h"
 #include "common/strings.h"
 #include "controller/rbac.h"
 #include "controller/tls.h"
+#include "model/gpu_speeds.h"
 
 namespace gpufleet::controller {
 
@@ -114,25 +116,6 @@ Result<JobAndHistory> LoadJob(store::StateStore& store, const httplib::Request& 
   if (!rec) return Status::NotFound("job " + std::to_string(id.value()) + " does not exist");
   GF_ASSIGN_OR_RETURN(auto hist, store.History(id));
   return JobAndHistory{std::move(*rec), std::move(hist)};
-}
-
-json JobSummary(const api::JobRecord& r) {
-  const auto& s = r.request.spec;
-  json o = {{"id", r.id.value()},
-            {"name", s.name},
-            {"team", s.team},
-            {"priority", s.priority},
-            {"state", api::JobStateName(r.state)},
-            {"reason", r.reason},
-            {"gpus", s.fractional() ? json(static_cast<double>(s.gpu_milli) / 1000.0) : json(s.gpus_per_node)},
-            {"nodes", s.nodes},
-            {"gpu_type", s.gpu_models},
-            {"submitted_ms", r.submitted.millis()},
-            {"updated_ms", r.updated.millis()},
-            {"attempt", r.attempt}};
-  if (r.exit_code) o["exit_code"] = *r.exit_code;
-  if (r.placement) o["placement"] = api::ToJson(*r.placement);
-  return o;
 }
 
 // Who is calling, and how far the verb reaches for them.
@@ -622,6 +605,8 @@ void ApiServer::Routes() {
     } else {
       return Error(res, 400, "body: give the job as 'job' (an object) or 'yaml' (the file's text)");
     }
+    // A workload class is checked against the shipped speed table where there is one.
+    if (const auto& speeds = model::GpuSpeeds::Shipped(); speeds.ok()) opts.speeds = &*speeds;
     auto jobs = api::ParseJobs(text, opts);
     if (!jobs.ok()) return Error(res, jobs.status());
     // The client's directory, for jobs that name none (the CLI sends its current directory).
@@ -709,7 +694,7 @@ void ApiServer::Routes() {
     json list = json::array();
     for (const auto& j : *jobs) {
       if (!states.empty() && std::find(states.begin(), states.end(), j.state) == states.end()) continue;
-      list.push_back(JobSummary(j));
+      list.push_back(api::ToJson(api::SummaryOf(j)));
     }
     json out = {{"jobs", list}};
     // A full page may have more behind it: the next page starts below its last id.
@@ -725,7 +710,7 @@ void ApiServer::Routes() {
     const api::JobRecord& rec = loaded->record;
     json h = json::array();
     for (const auto& t : loaded->history) h.push_back(api::ToJson(t));
-    json o = JobSummary(rec);
+    json o = api::ToJson(api::SummaryOf(rec));
     // Another team's job: its state and history, not its command, environment, directories or
     // activity.
     const bool visible = who->admin() || rec.request.spec.team == who->team;
@@ -958,9 +943,9 @@ void ApiServer::Routes() {
     size_t from = static_cast<size_t>(std::min<int64_t>(*cursor, static_cast<int64_t>(queue.size())));
     size_t to = std::min(queue.size(), from + static_cast<size_t>(*limit));
     for (size_t i = from; i < to; ++i) {
-      json o = JobSummary(queue[i].job);
-      o["position"] = queue[i].position;
-      list.push_back(o);
+      api::JobSummary o = api::SummaryOf(queue[i].job);
+      o.position = queue[i].position;
+      list.push_back(api::ToJson(o));
     }
     json out = {{"jobs", list}, {"total", queue.size()}};
     if (to < queue.size()) out["next_cursor"] = to;

@@ -1258,40 +1258,39 @@ Result<Trace> ReadTrace(const std::string& path, const TraceOptions& options) {
   return trace;
 }
 
+std::string TraceJsonLine(const TraceJob& job) {
+  const model::JobSpec& spec = job.spec;
+  nlohmann::ordered_json obj;
+  obj["id"] = job.id;
+  if (!spec.name.empty()) obj["name"] = spec.name;
+  if (!spec.team.empty()) obj["team"] = spec.team;
+  if (spec.priority != 0) obj["priority"] = spec.priority;
+  obj["submit"] = SecondsJson(spec.submit.millis());
+  obj["work"] = SecondsJson(job.work.millis());
+  if (spec.nodes == 1) {
+    obj["gpus"] = spec.gpus_per_node;
+  } else {
+    obj["gpus_per_node"] = spec.gpus_per_node;
+    obj["nodes"] = spec.nodes;
+  }
+  if (spec.gpu_milli != model::kMilliGpuPerGpu) obj["gpu_milli"] = spec.gpu_milli;
+  if (!spec.gpu_models.empty()) obj["gpu_models"] = spec.gpu_models;
+  if (spec.cpu_milli != 0) obj["cpus"] = SecondsJson(spec.cpu_milli);
+  if (spec.mem_mib != 0) obj["memory_mib"] = spec.mem_mib;
+  if (spec.duration_estimate) obj["estimate"] = SecondsJson(spec.duration_estimate->millis());
+  if (spec.checkpoint_interval != Duration::Zero()) {
+    obj["checkpoint_interval"] = SecondsJson(spec.checkpoint_interval.millis());
+  }
+  if (!spec.constraints.empty()) obj["constraints"] = spec.constraints;
+  if (spec.market != model::MarketPreference::kAny) obj["market"] = model::MarketPreferenceName(spec.market);
+  // Invalid UTF-8 in a name is replaced, not thrown on.
+  return obj.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 Status WriteJsonl(const std::string& path, const std::vector<TraceJob>& jobs) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return Status::Unavailable("cannot write " + path + ": " + std::strerror(errno));
-  try {
-    for (const TraceJob& job : jobs) {
-      const model::JobSpec& spec = job.spec;
-      nlohmann::ordered_json obj;
-      obj["id"] = job.id;
-      if (!spec.name.empty()) obj["name"] = spec.name;
-      if (!spec.team.empty()) obj["team"] = spec.team;
-      if (spec.priority != 0) obj["priority"] = spec.priority;
-      obj["submit"] = SecondsJson(spec.submit.millis());
-      obj["work"] = SecondsJson(job.work.millis());
-      if (spec.nodes == 1) {
-        obj["gpus"] = spec.gpus_per_node;
-      } else {
-        obj["gpus_per_node"] = spec.gpus_per_node;
-        obj["nodes"] = spec.nodes;
-      }
-      if (spec.gpu_milli != model::kMilliGpuPerGpu) obj["gpu_milli"] = spec.gpu_milli;
-      if (!spec.gpu_models.empty()) obj["gpu_models"] = spec.gpu_models;
-      if (spec.cpu_milli != 0) obj["cpus"] = SecondsJson(spec.cpu_milli);
-      if (spec.mem_mib != 0) obj["memory_mib"] = spec.mem_mib;
-      if (spec.duration_estimate) obj["estimate"] = SecondsJson(spec.duration_estimate->millis());
-      if (spec.checkpoint_interval != Duration::Zero()) {
-        obj["checkpoint_interval"] = SecondsJson(spec.checkpoint_interval.millis());
-      }
-      if (!spec.constraints.empty()) obj["constraints"] = spec.constraints;
-      if (spec.market != model::MarketPreference::kAny) obj["market"] = model::MarketPreferenceName(spec.market);
-      out << obj.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
-    }
-  } catch (const nlohmann::ordered_json::exception& e) {
-    return Status::Internal("writing " + path + ": " + e.what());
-  }
+  for (const TraceJob& job : jobs) out << TraceJsonLine(job) << '\n';
   out.flush();
   if (!out) return Status::Unavailable("cannot write " + path);
   return Status::Ok();

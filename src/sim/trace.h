@@ -71,6 +71,11 @@ Result<Trace> ReadTrace(const std::string& path, const TraceOptions& options);
 // Parses "--columns id=job,submit=submitted_at,..." into a field map; unknown fields are errors.
 Result<std::map<std::string, std::string>> ParseColumnMap(const std::string& spec);
 
+// One job as a line of gpufleet's own JSON Lines format (no newline): what kJsonl reads back.
+// The one writer of the format: WriteJsonl, and `gpufleet history -o jsonl` for a live
+// cluster's history, both use it.
+std::string TraceJsonLine(const TraceJob& job);
+
 // Writes jobs as JSON Lines in gpufleet's own format (one object per line, the format that
 // kJsonl reads back), for tiling traces and for tests.
 Status WriteJsonl(const std::string& path, const std::vector<TraceJob>& jobs);
