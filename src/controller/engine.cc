@@ -1720,7 +1720,6 @@ void Engine::OnPreempt(JobId id, sched::PreemptReason reason) {
   if (reason != sched::PreemptReason::kCancelled) ++stats_.preemptions[sched::PreemptReasonName(reason)];
   job.stop_requested = true;
   job.stop_reason = reason;
-  if (reason == sched::PreemptReason::kReclaimed) ++job.spot_reclaims;
   if (reason == sched::PreemptReason::kCancelled) job.cancel_requested = true;
   if (job.failing) {
     // Already stopping after a failure; the outcome stays a failure (or a cancel).
@@ -1888,41 +1887,9 @@ std::vector<sched::PendingJob> Engine::PendingForScaling() const {
 }
 
 std::vector<sched::PendingJob> Engine::PendingLocked() const {
-  std::vector<sched::PendingJob> out;
-  for (JobId id : scheduler_->QueueOrder()) {
-    auto it = jobs_.find(id.value());
-    if (it == jobs_.end() || !scheduler_->BudgetHold(id).empty()) continue;
-    model::JobSpec spec = it->second.rec.request.spec;
-    if (!spec.fractional() && spec.nodes == 1) {
-      // The shape the scheduler gave it: split to fit the largest node of its models.
-      int largest = 0;
-      for (size_t m = 0; m < view_.models().size(); ++m) {
-        const std::string& name = view_.models()[m];
-        if (spec.gpu_models.empty() || std::find(spec.gpu_models.begin(), spec.gpu_models.end(), name) != spec.gpu_models.end()) {
-          largest = std::max(largest, view_.MaxGpusPerNode(static_cast<int>(m)));
-        }
-      }
-      for (const auto& [name, gpus] : node_size_hints_) {
-        if (spec.gpu_models.empty() || std::find(spec.gpu_models.begin(), spec.gpu_models.end(), name) != spec.gpu_models.end()) {
-          largest = std::max(largest, gpus);
-        }
-      }
-      model::SplitToFit(spec, largest);
-    }
-    sched::PendingJob p;
-    p.id = id;
-    p.team = spec.team;
-    p.gpus_per_node = spec.fractional() ? 1 : spec.gpus_per_node;
-    p.nodes = spec.nodes;
-    p.gpu_models = spec.gpu_models;
-    p.market = spec.market;
-    p.queued_since = it->second.rec.updated;
-    p.spot_preemptions = it->second.spot_reclaims;
-    if (spec.checkpoint_interval > Duration::Zero()) p.checkpoint_interval = spec.checkpoint_interval;
-    p.constraints = spec.constraints;
-    out.push_back(std::move(p));
-  }
-  return out;
+  // The scheduler's own view, as the simulator's autoscaler gets it. The live pool has no
+  // restart-overhead estimate of its own (the simulator's is --restart-overhead).
+  return scheduler_->ScalingQueue(Duration::Zero());
 }
 
 std::vector<QueueEntry> Engine::Queue() const {

@@ -286,7 +286,6 @@ class Engine {
     sched::PreemptReason stop_reason = sched::PreemptReason::kPriority;
     bool failing = false;  // a part failed; the others are being stopped
     int master_port = 0;
-    int spot_reclaims = 0;  // runs stopped by a spot interruption (since this controller started)
     std::string stop_text;  // why it stopped, when its agent stopped it (not the scheduler)
     bool restart_requested = false;  // Restart: requeue once its parts have stopped
     std::string restart_text;

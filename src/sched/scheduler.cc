@@ -112,6 +112,7 @@ struct Scheduler::JobState {
   int victims_stopping = 0;          // preempted jobs that make room for this one
   std::optional<JobId> preempted_for;
   int64_t preempt_failed_at = -1;
+  int spot_reclaims = 0;  // runs cut short because its spot node was reclaimed
   // Nodes this job will start on once its victims have stopped; other jobs keep off them.
   std::vector<int> claim;    // running_version_ when a preemption attempt last failed
   // While it holds GPUs: the node positions of its parts with GPUs, its GPU model's index and
@@ -640,6 +641,30 @@ std::string Scheduler::BudgetHold(JobId id) const {
   return BudgetBlock(*j, j->outcome == JobState::Outcome::kBudget ? j->budget_rate : 0, clock_.Now());
 }
 
+std::vector<PendingJob> Scheduler::ScalingQueue(Duration restart_overhead) const {
+  std::vector<PendingJob> out;
+  const bool holds = any_limits_ || !money_.empty();
+  for (JobId id : QueueOrder()) {
+    const JobState* j = FindJob(id);
+    if (j == nullptr || (holds && !BudgetHold(id).empty())) continue;
+    const JobSpec& spec = j->spec;
+    PendingJob p;
+    p.id = id;
+    p.team = spec.team;
+    p.gpus_per_node = spec.fractional() ? 1 : spec.gpus_per_node;
+    p.nodes = spec.nodes;
+    p.gpu_models = spec.gpu_models;
+    p.market = spec.market;
+    p.queued_since = j->v.queued_since;
+    p.spot_preemptions = j->spot_reclaims;
+    if (spec.checkpoint_interval > Duration::Zero()) p.checkpoint_interval = spec.checkpoint_interval;
+    p.restart_overhead = restart_overhead;
+    p.constraints = spec.constraints;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 TeamSpend Scheduler::SpendOf(const std::string& team) const {
   TeamSpend s;
   auto it = money_.find(team);
@@ -959,6 +984,7 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
   j.v.phase = JobPhase::kStopping;
   for (int pos : j.part_pos) RefileNode(pos);
   j.requeue_after_stop = reason != PreemptReason::kCancelled && reason != PreemptReason::kMaxCost;
+  if (reason == PreemptReason::kReclaimed) ++j.spot_reclaims;
   const bool by_policy = reason == PreemptReason::kPriority || reason == PreemptReason::kQuotaReclaim ||
                          reason == PreemptReason::kService;
   j.count_as_preemption = by_policy;

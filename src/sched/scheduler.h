@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "sched/action_sink.h"
+#include "sched/autoscaler.h"
 #include "sched/clock.h"
 #include "sched/cluster_view.h"
 #include "sched/event.h"
@@ -140,6 +141,13 @@ class Scheduler {
   // Why a pending job may not start whatever the capacity (its team's hard budget is spent, or
   // its quota or running-job limit is reached); empty when nothing but capacity holds it. The autoscaler does not rent for held jobs.
   std::string BudgetHold(JobId job) const;
+  // The queue as the autoscaler sees it, for both worlds (the live pool and the simulator build
+  // ScaleInput::pending from this and nothing else): pending jobs in queue order, in the shape
+  // this scheduler will place them (split to fit, as admitted), without the jobs a budget or quota
+  // holds (they rent nothing). `restart_overhead` is the world's estimate of what each
+  // interruption costs on top of the lost work; a job that gives no checkpoint interval is
+  // assumed to lose half of PendingJob's default on each.
+  std::vector<PendingJob> ScalingQueue(Duration restart_overhead) const;
 
   // Team quotas for fair-share (whole GPUs of any model); the other limits stay.
   void SetTeamQuota(const std::string& team, int64_t gpus);

@@ -749,5 +749,48 @@ TEST(SchedulerQuotaTest, RunningAndPendingJobLimitsHoldAndRefuse) {
   EXPECT_TRUE(h.sched().AdmissionBlock("a", 1000).empty());
 }
 
+TEST(ScalingQueueTest, IsTheQueueInTheShapeTheSchedulerPlacesWithoutHeldJobs) {
+  // Given 8-GPU H100 nodes and a hint that 8-GPU nodes may come, a 16-GPU job queues split as
+  // 2 x 8 (the shape placement will use), a budget-held job of a spent team is left out, a job
+  // whose spot node was reclaimed counts the reclaim and keeps its requeue time, and a job with
+  // no checkpoint interval gets the default.
+  testing::SchedulerHarness h("fifo");
+  NodeId n0 = h.AddNode(PricedNode("n0", 8, 8));
+  h.sched().SetNodeSizeHint("H100", 8);
+  TeamBudget spent;
+  spent.hard_micros = 1;
+  spent.carried_micros = 1;
+  h.sched().SetTeamBudget("broke", spent);
+  model::JobSpec small = testing::MakeJob(8, 0, "a");
+  small.checkpoint_interval = Duration::Minutes(10);
+  JobId running = h.Submit(small);
+  ASSERT_EQ(h.Phase(running), JobPhase::kRunning);
+  JobId big = h.Submit(testing::MakeJob(16, 0, "a"));
+  JobId held = h.Submit(testing::MakeJob(1, 0, "broke"));
+  h.AdvanceTo(60);
+  ASSERT_TRUE(h.sched().Handle(NodeReclaimed{n0}).ok());
+  h.AdvanceTo(90);
+  h.Stopped(running);
+
+  std::vector<PendingJob> q = h.sched().ScalingQueue(Duration::Minutes(4));
+  std::vector<int64_t> ids;
+  for (const PendingJob& p : q) ids.push_back(p.id.value());
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), held.value()), 0);
+  ASSERT_EQ(q.size(), 2u);
+  const PendingJob& first = q[0].id == big ? q[0] : q[1];
+  const PendingJob& again = q[0].id == running ? q[0] : q[1];
+  EXPECT_EQ(first.id, big);
+  EXPECT_EQ(first.gpus_per_node, 8);
+  EXPECT_EQ(first.nodes, 2);
+  EXPECT_EQ(first.spot_preemptions, 0);
+  EXPECT_EQ(first.checkpoint_interval, PendingJob{}.checkpoint_interval);
+  EXPECT_EQ(first.restart_overhead, Duration::Minutes(4));
+  EXPECT_EQ(again.id, running);
+  EXPECT_EQ(again.spot_preemptions, 1);
+  EXPECT_EQ(again.checkpoint_interval, Duration::Minutes(10));
+  EXPECT_EQ(again.queued_since, Time::FromSeconds(90));
+  EXPECT_EQ(again.team, "a");
+}
+
 }  // namespace
 }  // namespace gpufleet::sched

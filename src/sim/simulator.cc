@@ -55,7 +55,6 @@ struct SimJob {
   int64_t cost_rate = 0;       // micro-dollars per hour of the current run's share of its nodes
   std::vector<int64_t> nodes;  // nodes of the current run
   model::JobSpec spec;         // as submitted (canonical GPU names, split to fit)
-  int spot_reclaims = 0;       // runs cut short by a spot interruption
 };
 
 // A node of the simulated cluster: the cluster spec's, or rented by the autoscaler.
@@ -241,27 +240,8 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
   in.now = now;
   in.offers = offers_;
   in.limits = cluster_.autoscale.limits;
-  if (sched.pending_count() > 0) {
-    const bool holds = !cluster_.team_money.empty() || !cluster_.team_quota_gpus.empty();
-    for (JobId id : sched.QueueOrder()) {
-      // A job its team's budget or quota holds rents nothing (as in the live pool).
-      if (holds && !sched.BudgetHold(id).empty()) continue;
-      const SimJob& j = jobs_[static_cast<size_t>(id.value())];
-      sched::PendingJob p;
-      p.id = id;
-      p.team = j.spec.team;
-      p.gpus_per_node = j.spec.fractional() ? 1 : j.spec.gpus_per_node;
-      p.nodes = j.spec.nodes;
-      p.gpu_models = j.spec.gpu_models;
-      p.market = j.spec.market;
-      p.queued_since = j.pending_since;
-      p.spot_preemptions = j.spot_reclaims;
-      p.checkpoint_interval = j.spec.checkpoint_interval;
-      p.restart_overhead = o_.restart_overhead;
-      p.constraints = j.spec.constraints;
-      in.pending.push_back(std::move(p));
-    }
-  }
+  // The scheduler's own view, as the live pool gets it: held jobs rent nothing.
+  if (sched.pending_count() > 0) in.pending = sched.ScalingQueue(o_.restart_overhead);
   std::map<std::string, bool> stopped;  // team -> its hard budget has stopped it
   for (size_t n = 0; n < nodes_.size(); ++n) {
     const SimNode& node = nodes_[n];
@@ -415,7 +395,6 @@ void World::Preempt(JobId id, PreemptReason reason) {
   } else if (reason != PreemptReason::kCancelled) {
     ++rec.preemptions;
   }
-  if (reason == PreemptReason::kReclaimed) ++j.spot_reclaims;
   for (int64_t n : j.nodes) NodeIdleChange(static_cast<size_t>(n), -1);
   j.nodes.clear();
   busy_milli_ -= milli;
