@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -383,6 +384,15 @@ void ApiServer::Stop() {
   if (agent_listener_) agent_listener_->Stop();
 }
 
+// The checks every route starts with, made once by Routes() and handed to each group of routes:
+// authn answers 401 or gives the token; authz also answers 403 or gives the caller with its
+// scope; agent gives the node of an agent token.
+struct ApiServer::Guards {
+  std::function<std::optional<api::TokenRecord>(const httplib::Request&, httplib::Response&)> authn;
+  std::function<std::optional<Caller>(const httplib::Request&, httplib::Response&, Verb)> authz;
+  std::function<std::optional<NodeId>(const httplib::Request&, httplib::Response&)> agent;
+};
+
 void ApiServer::Routes() {
   using httplib::Request;
   using httplib::Response;
@@ -512,6 +522,24 @@ void ApiServer::Routes() {
   user_routes_->Get("/v1/health", health);
   agent_routes_->Get("/v1/health", health);
 
+  const Guards guards{authn, authz, agent};
+  ObservabilityRoutes(guards);
+  JobRoutes(guards);
+  JobDetailRoutes(guards);
+  NodeRoutes(guards);
+  MoneyRoutes(guards);
+  QuotaRoutes(guards);
+  TokenRoutes(guards);
+  AuditRoutes(guards);
+  AgentRoutes(guards);
+}
+
+void ApiServer::ObservabilityRoutes(const Guards& g) {
+  using httplib::Request;
+  using httplib::Response;
+  [[maybe_unused]] const auto& authn = g.authn;
+  [[maybe_unused]] const auto& authz = g.authz;
+  [[maybe_unused]] const auto& agent = g.agent;
   // --- Metrics, alerts and the dashboard (docs/observability.md, docs/dashboard.md) ---
   user_routes_->Get("/metrics", [this, authz](const Request& req, Response& res) {
     if (!options_.metrics_open && !authz(req, res, Verb::kMetricsRead)) return;
@@ -561,7 +589,14 @@ void ApiServer::Routes() {
   };
   user_routes_->Get("/", web);
   user_routes_->Get(R"(/ui/[A-Za-z0-9._/-]*)", web);
+}
 
+void ApiServer::JobRoutes(const Guards& g) {
+  using httplib::Request;
+  using httplib::Response;
+  [[maybe_unused]] const auto& authn = g.authn;
+  [[maybe_unused]] const auto& authz = g.authz;
+  [[maybe_unused]] const auto& agent = g.agent;
   // --- Jobs ---
   user_routes_->Post("/v1/jobs", [this, authz](const Request& req, Response& res) {
     // Submit latency, however the request ends.
@@ -737,7 +772,13 @@ void ApiServer::Routes() {
     }
     Reply(res, 200, o);
   });
+}
 
+// A job's GPUs, cancel, explain and logs, and the queue.
+void ApiServer::JobDetailRoutes(const Guards& g) {
+  using httplib::Request;
+  using httplib::Response;
+  [[maybe_unused]] const auto& authz = g.authz;
   // The job's GPUs over its current (or last) run, from the monitor's history: one series per GPU.
   user_routes_->Get(R"(/v1/jobs/(\d+)/gpus)", [this, authz](const Request& req, Response& res) {
     if (!authz(req, res, Verb::kJobRead)) return;
@@ -951,7 +992,14 @@ void ApiServer::Routes() {
     if (to < queue.size()) out["next_cursor"] = to;
     Reply(res, 200, out);
   });
+}
 
+void ApiServer::NodeRoutes(const Guards& g) {
+  using httplib::Request;
+  using httplib::Response;
+  [[maybe_unused]] const auto& authn = g.authn;
+  [[maybe_unused]] const auto& authz = g.authz;
+  [[maybe_unused]] const auto& agent = g.agent;
   // --- Nodes ---
   user_routes_->Get("/v1/nodes", [this, authz](const Request& req, Response& res) {
     if (!authz(req, res, Verb::kNodeRead)) return;
@@ -1008,7 +1056,14 @@ void ApiServer::Routes() {
     tl_audited = true;  // recorded with the node's acceptance
     Reply(res, 202, {{"node", req.matches[1].str()}, {"acceptance", "checking"}});
   });
+}
 
+void ApiServer::MoneyRoutes(const Guards& g) {
+  using httplib::Request;
+  using httplib::Response;
+  [[maybe_unused]] const auto& authn = g.authn;
+  [[maybe_unused]] const auto& authz = g.authz;
+  [[maybe_unused]] const auto& agent = g.agent;
   // --- Money ---
   user_routes_->Get("/v1/cost", [this, authz](const Request& req, Response& res) {
     auto who = authz(req, res, Verb::kCostRead);
@@ -1148,7 +1203,14 @@ void ApiServer::Routes() {
                      {"stop_running", b.stop_running},
                      {"period", CalendarPeriodName(b.period)}});
   });
+}
 
+void ApiServer::QuotaRoutes(const Guards& g) {
+  using httplib::Request;
+  using httplib::Response;
+  [[maybe_unused]] const auto& authn = g.authn;
+  [[maybe_unused]] const auto& authz = g.authz;
+  [[maybe_unused]] const auto& agent = g.agent;
   // --- Quotas ---
   auto quota_json = [](const std::string& team, const sched::TeamQuota& q, const sched::TeamLoad& l) {
     json models = json::object();
@@ -1236,7 +1298,14 @@ void ApiServer::Routes() {
     tl_audited = true;  // recorded with the quota
     Reply(res, 200, quota_json(team, q, sched::TeamLoad{}));
   });
+}
 
+void ApiServer::TokenRoutes(const Guards& g) {
+  using httplib::Request;
+  using httplib::Response;
+  [[maybe_unused]] const auto& authn = g.authn;
+  [[maybe_unused]] const auto& authz = g.authz;
+  [[maybe_unused]] const auto& agent = g.agent;
   // --- Tokens ---
   user_routes_->Post("/v1/tokens", [this, authz](const Request& req, Response& res) {
     auto who = authz(req, res, Verb::kTokenCreate);
@@ -1351,7 +1420,14 @@ void ApiServer::Routes() {
     found[0].revoked = true;
     Reply(res, 200, token_json(found[0]));
   });
+}
 
+void ApiServer::AuditRoutes(const Guards& g) {
+  using httplib::Request;
+  using httplib::Response;
+  [[maybe_unused]] const auto& authn = g.authn;
+  [[maybe_unused]] const auto& authz = g.authz;
+  [[maybe_unused]] const auto& agent = g.agent;
   // --- Audit ---
   user_routes_->Get("/v1/audit", [this, authz](const Request& req, Response& res) {
     if (!authz(req, res, Verb::kAuditRead)) return;
@@ -1375,7 +1451,14 @@ void ApiServer::Routes() {
     if (static_cast<int64_t>(records->size()) == f.limit) out["next_cursor"] = records->back().seq;
     Reply(res, 200, out);
   });
+}
 
+void ApiServer::AgentRoutes(const Guards& g) {
+  using httplib::Request;
+  using httplib::Response;
+  [[maybe_unused]] const auto& authn = g.authn;
+  [[maybe_unused]] const auto& authz = g.authz;
+  [[maybe_unused]] const auto& agent = g.agent;
   // --- Agents ---
   agent_routes_->Post("/v1/agents/register", [this, authn](const Request& req, Response& res) {
     auto t = authn(req, res);

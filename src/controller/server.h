@@ -97,7 +97,18 @@ class ApiServer {
   void SetMonitor(const Monitor* monitor) { monitor_ = monitor; }
 
  private:
+  // Installs every route: the gates and checks first, then each group (docs/api.md's sections).
   void Routes();
+  struct Guards;
+  void ObservabilityRoutes(const Guards& g);  // /metrics, /v1/alerts, the dashboard
+  void JobRoutes(const Guards& g);            // submit, list and read jobs
+  void JobDetailRoutes(const Guards& g);      // a job's GPUs, cancel, explain, logs; /v1/queue
+  void NodeRoutes(const Guards& g);           // /v1/nodes...
+  void MoneyRoutes(const Guards& g);          // /v1/cost, budgets, /v1/pool
+  void QuotaRoutes(const Guards& g);          // /v1/teams/*/quota
+  void TokenRoutes(const Guards& g);          // /v1/tokens...
+  void AuditRoutes(const Guards& g);          // /v1/audit
+  void AgentRoutes(const Guards& g);          // /v1/agents/* on the agent listener
   std::string LogPath(int64_t job, int attempt, int part) const;
   // An audit record of this request (caller, source, verb, object), outcome unset.
   api::AuditRecord AuditFor(const httplib::Request& req, const RouteRule* rule) const;
