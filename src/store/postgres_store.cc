@@ -568,15 +568,34 @@ class PostgresStore : public StateStore {
     return Status::Internal(where_ + ": stored " + where + " does not decode: " + s.message());
   }
 
+  // Whether a failed statement failed because the connection is gone. libpq may still call the
+  // connection OK after the server closed it (a restart): an error of libpq's own (no SQLSTATE)
+  // or a connection or shutdown SQLSTATE says so too.
+  bool ConnectionLost(const PGresult* r) const GF_REQUIRES(mu_) {
+    if (PQstatus(conn_) != CONNECTION_OK) return true;
+    const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+    if (state == nullptr) return true;
+    const std::string code = state;
+    return code.rfind("08", 0) == 0 || code == "57P01" || code == "57P02" || code == "57P03";
+  }
+
   // The connection, re-established if the server dropped it.
   Status Connected() GF_REQUIRES(mu_) {
     if (PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
+    return Reconnect();
+  }
+
+  Status Reconnect() GF_REQUIRES(mu_) {
     PQreset(conn_);
     prepared_.clear();
     if (PQstatus(conn_) != CONNECTION_OK) {
       return Status::Unavailable(where_ + ": connection lost and not re-established: " + Trim(PQerrorMessage(conn_)));
     }
-    return SetUpSession();
+    // A connection lost again during the setup is reported, not chased.
+    in_transaction_ = true;
+    Status s = SetUpSession();
+    in_transaction_ = false;
+    return s;
   }
 
   // Durability settings of a new connection. synchronous_commit `off` would answer before the
@@ -594,13 +613,34 @@ class PostgresStore : public StateStore {
     return Status::Ok();
   }
 
+  // Runs `exec` (one round trip) and checks its result. Outside a transaction a statement that
+  // found the connection dropped (the server restarted since the last call) is sent once more on a
+  // new connection: nothing of it ran. Inside one it is not: the transaction is gone with the
+  // connection, and the caller must start over.
+  template <typename F>
+  Result<PgResult> Execute(F exec, const std::string& what) GF_REQUIRES(mu_) {
+    if (!in_transaction_) GF_RETURN_IF_ERROR(Connected());
+    for (int attempt = 0;; ++attempt) {
+      PgResult r = exec();
+      ExecStatusType st = r != nullptr ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+      if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
+      if (attempt == 0 && !in_transaction_ && ConnectionLost(r.get())) {
+        GF_RETURN_IF_ERROR(Reconnect());
+        continue;
+      }
+      return Error(what, r.get());
+    }
+  }
+
   // A statement without parameters through the simple protocol (several statements allowed:
   // migrations, BEGIN/COMMIT).
   Result<PgResult> Simple(const std::string& sql, const std::string& what) GF_REQUIRES(mu_) {
-    PgResult r(PQexec(conn_, sql.c_str()));
-    ExecStatusType st = r != nullptr ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return Error(what, r.get());
-    return r;
+    return Execute(
+        [&]() {
+          mu_.AssertHeld();  // Execute runs it with mu_ held
+          return PgResult(PQexec(conn_, sql.c_str()));
+        },
+        what);
   }
 
   Status Exec(const std::string& sql, const std::string& what) GF_REQUIRES(mu_) {
@@ -610,18 +650,21 @@ class PostgresStore : public StateStore {
 
   // A statement with parameters, prepared once per connection.
   Result<PgResult> Query(const std::string& sql, const Params& params, const std::string& what) GF_REQUIRES(mu_) {
-    auto it = prepared_.find(sql);
-    if (it == prepared_.end()) {
-      const std::string name = "gf" + std::to_string(prepared_.size() + 1);
-      PgResult r(PQprepare(conn_, name.c_str(), sql.c_str(), params.size(), nullptr));
-      if (r == nullptr || PQresultStatus(r.get()) != PGRES_COMMAND_OK) return Error(what, r.get());
-      it = prepared_.emplace(sql, name).first;
-    }
     const std::vector<const char*> values = params.Pointers();
-    PgResult r(PQexecPrepared(conn_, it->second.c_str(), params.size(), values.data(), nullptr, nullptr, 0));
-    ExecStatusType st = r != nullptr ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return Error(what, r.get());
-    return r;
+    return Execute(
+        [&]() {
+          mu_.AssertHeld();  // Execute runs it with mu_ held
+          auto it = prepared_.find(sql);
+          if (it == prepared_.end()) {
+            const std::string name = "gf" + std::to_string(prepared_.size() + 1);
+            PgResult r(PQprepare(conn_, name.c_str(), sql.c_str(), params.size(), nullptr));
+            if (r == nullptr || PQresultStatus(r.get()) != PGRES_COMMAND_OK) return r;
+            it = prepared_.emplace(sql, name).first;
+          }
+          return PgResult(
+              PQexecPrepared(conn_, it->second.c_str(), params.size(), values.data(), nullptr, nullptr, 0));
+        },
+        what);
   }
 
   // A statement whose rows, if any, are not needed.
@@ -639,8 +682,8 @@ class PostgresStore : public StateStore {
   // leaves the outcome unknown: that is Unavailable, and the caller retries.
   template <typename F>
   Status InTransaction(F body) GF_REQUIRES(mu_) {
-    GF_RETURN_IF_ERROR(Connected());
     GF_RETURN_IF_ERROR(Exec("BEGIN", "begin a transaction"));
+    in_transaction_ = true;
     Status s = body();
     if (s.ok()) {
       auto commit = Simple("COMMIT", "commit");
@@ -654,6 +697,7 @@ class PostgresStore : public StateStore {
     if (!s.ok() && PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) != PQTRANS_IDLE) {
       (void)Simple("ROLLBACK", "roll back");
     }
+    in_transaction_ = false;
     return s;
   }
 
@@ -691,7 +735,6 @@ class PostgresStore : public StateStore {
   }
 
   Result<std::optional<std::string>> GetMetaLocked(const std::string& key) GF_REQUIRES(mu_) {
-    GF_RETURN_IF_ERROR(Connected());
     GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT value FROM meta WHERE key = $1", Params().Add(key), "get meta " + key));
     if (PQntuples(r.get()) == 0) return std::optional<std::string>();
     return std::optional<std::string>(Text(r, 0, 0));
@@ -788,6 +831,9 @@ class PostgresStore : public StateStore {
   Mutex attach_mu_;
   std::map<std::thread::id, std::vector<api::AuditRecord>> attached_ GF_GUARDED_BY(attach_mu_);
   std::unordered_map<std::string, std::string> prepared_ GF_GUARDED_BY(mu_);  // SQL -> statement name
+  // Between BEGIN and COMMIT/ROLLBACK (or setting up a new connection): a lost connection is not
+  // replaced behind the caller's back.
+  bool in_transaction_ GF_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

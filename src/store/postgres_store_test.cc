@@ -123,8 +123,9 @@ TEST_F(PostgresStoreTest, DamagedRecordIsReportedNotThrown) {
 }
 
 TEST_F(PostgresStoreTest, ServerCrashLosesNoCommitAndTheStoreReconnects) {
-  // Given batches committed, then the server killed (immediate stop: no shutdown checkpoint),
-  // expect writes and reads to fail with Unavailable while it is down; after it restarts,
+  // Given batches committed, then the server killed (immediate stop: no shutdown checkpoint) and
+  // restarted between two calls, expect the next read to succeed on a new connection. Killed
+  // again, expect writes and reads to fail with Unavailable while it is down; after it restarts,
   // expect the same store object to work again and to hold every committed job exactly once,
   // with ids going on from where they were.
   auto opened = OpenPostgresStore(url_);
@@ -138,6 +139,14 @@ TEST_F(PostgresStoreTest, ServerCrashLosesNoCommitAndTheStoreReconnects) {
     committed.insert("single-" + id);
     committed.insert("array-" + id);
   }
+  ASSERT_TRUE(server_->Kill().ok());
+  Status back = server_->Restart();
+  ASSERT_TRUE(back.ok()) << back.ToString();
+  auto read_after = store->GetJob(JobId(40));
+  ASSERT_TRUE(read_after.ok()) << read_after.status().ToString();
+  ASSERT_TRUE(read_after->has_value());
+  EXPECT_EQ((*read_after)->request_id, "array-9");
+
   ASSERT_TRUE(server_->Kill().ok());
   auto down = store->Submit({MakeSubmission("while-down")});
   ASSERT_FALSE(down.ok());
