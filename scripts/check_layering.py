@@ -13,6 +13,7 @@ Rules, by the first folder under src/ (src/sched/policy/ belongs to sched):
   - a file may include headers of the modules in ALLOWED[module];
   - tests (*_test.cc) may also include testing/ (the fakes every test shares);
   - src/main.cc may include cli/ only;
+  - the database clients' headers (libpq-fe.h, sqlite3.h) belong to store/ (EXTERNAL_OWNERS);
   - a folder with no rule is itself a violation: add its rule here when you add the folder.
 
 Prints each violation as FILE:LINE: message and exits 1 when there is any; exits 0 when clean and
@@ -41,6 +42,12 @@ ALLOWED = {
     "provider": {"common", "model", "provider"},
     "controller": {"common", "model", "sched", "api", "store", "cost", "provider", "obs", "node", "controller"},
     "cli": {"common", "model", "sched", "sim", "api", "store", "cost", "agent", "provider", "controller", "plan", "obs", "node", "cli"},
+}
+# Headers of outside libraries that only one folder may include: the database clients belong to
+# the store, so no other folder grows its own SQL.
+EXTERNAL_OWNERS = {
+    "libpq-fe.h": {"store"},
+    "sqlite3.h": {"store"},
 }
 # Files directly in src/.
 TOP_LEVEL_ALLOWED = {"main.cc": {"cli"}}
@@ -159,6 +166,12 @@ def check_file(path, rel, modules):
         if not m:
             continue
         target = m.group(2).strip()
+        owners = EXTERNAL_OWNERS.get(target)
+        if owners is not None and module not in owners:
+            who = "src/%s/" % module if module else "src/%s" % rel
+            yield number, ("%s may not include <%s>: only %s may use that library" %
+                           (who, target, ", ".join("src/%s/" % o for o in sorted(owners))))
+            continue
         if "/" not in target:
             continue  # "foo.h": a header of the same folder
         first = target.split("/", 1)[0]

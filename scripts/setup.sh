@@ -16,8 +16,11 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # Libraries: YAML cluster specs, JSON, the CLI, formatting and logging.
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
-  # The state store, the HTTP API, TLS, and the capacity planner's LP/MILP solver.
-  libsqlite3-dev libcpp-httplib-dev libssl-dev coinor-libcbc-dev coinor-libclp-dev
+  # The state store (SQLite, PostgreSQL's libpq), the HTTP API, TLS, and the capacity planner's
+  # LP/MILP solver.
+  libsqlite3-dev libpq-dev libcpp-httplib-dev libssl-dev coinor-libcbc-dev coinor-libclp-dev
+  # The PostgreSQL store's tests and benchmark start a throwaway server (initdb, pg_ctl).
+  postgresql
   # End-to-end tests: a real 2-node PyTorch DDP job (gloo backend, for /usr/bin/python3), curl for
   # the API examples, sqlite3 to inspect the store.
   python3-torch curl sqlite3 procps

@@ -82,6 +82,10 @@ expect_violation testing/fakes2.cc 1 'may not include "sim/local.h"' <<'CC'
 #include "sim/local.h"
 CC
 # Fakes are for tests: production code of sched may not include them.
+expect_violation cli/db.cc 2 'may not include <libpq-fe.h>: only src/store/' <<'CC'
+#include "sim/local.h"
+#include <libpq-fe.h>
+CC
 expect_violation sched/policy/fair_share.cc 1 'may not include "testing/fakes.h"' <<'CC'
 #include "testing/fakes.h"
 CC

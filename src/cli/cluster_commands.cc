@@ -109,6 +109,7 @@ Result<std::pair<std::string, int>> ParseListen(const std::string& listen) {
 // Options shared by `server` and `dev`.
 struct ControllerFlags {
   std::string data_dir;
+  std::string store;  // --store sqlite:PATH | postgresql://...; empty: sqlite:<data-dir>/state.db
   std::string listen = "127.0.0.1:8470";
   std::string policy = "backfill";
   std::vector<std::string> policy_opts;
@@ -237,8 +238,32 @@ struct Controller {
   }
 };
 
+// Where the state lives: --store, or SQLite in the data directory.
+Result<store::StoreLocation> StoreFlag(const ControllerFlags& f) {
+  if (f.store.empty()) return store::StoreLocation{store::StoreLocation::Engine::kSqlite, f.data_dir + "/state.db"};
+  auto where = store::ParseStoreLocation(f.store);
+  if (!where.ok()) return Status::InvalidArgument("--store '" + f.store + "': " + where.status().message());
+  return where;
+}
+
+// Opens the store, with what to do about the likely failures.
+Result<std::unique_ptr<store::StateStore>> OpenStoreFlag(const store::StoreLocation& where) {
+  auto opened = store::OpenStore(where);
+  if (opened.ok()) return opened;
+  const Status& st = opened.status();
+  if (where.engine != store::StoreLocation::Engine::kPostgres) return st;
+  const std::string flag = "--store " + store::Redacted(where);
+  if (st.code() == StatusCode::kUnavailable) {
+    return Status::Unavailable(flag + ": " + st.message() +
+                               "; is PostgreSQL running there, and do the URL's host, port, database, user and "
+                               "password match it? (docs/operations.md: setting up PostgreSQL)");
+  }
+  return st.WithContext(flag);
+}
+
 Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, int port_override) {
   auto c = std::make_unique<Controller>();
+  GF_ASSIGN_OR_RETURN(const store::StoreLocation store_location, StoreFlag(f));
   // Everything the controller writes (state.db, logs, tokens) is private to its user.
   ::umask(077);
   std::error_code ec;
@@ -305,7 +330,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
                                    "(gpufleet token create --role metrics)");
   }
 
-  GF_ASSIGN_OR_RETURN(c->store, store::OpenSqliteStore(f.data_dir + "/state.db"));
+  GF_ASSIGN_OR_RETURN(c->store, OpenStoreFlag(store_location));
   c->auth = std::make_unique<controller::Authenticator>(*c->store);
   // First start: make an admin token and a join token, readable only by this user.
   GF_ASSIGN_OR_RETURN(auto tokens, c->store->ListTokens());
@@ -506,6 +531,9 @@ std::function<int()> SetupServerCommand(CLI::App& app) {
   AddControllerFlags(sub, *f);
   sub->add_option("--listen", f->listen, "Address to serve the API on; 0.0.0.0:PORT for all interfaces")
       ->capture_default_str();
+  sub->add_option("--store", f->store,
+                  "Where the state lives: sqlite:PATH, or a PostgreSQL URL postgresql://USER@HOST:PORT/DB "
+                  "(default: sqlite:<data-dir>/state.db); the schema is created or migrated at start");
 
   sub->footer(R"(The first start makes an admin token and a join token in the data directory
 (admin.token, join.token; mode 0600). Give the join token to agents:
@@ -515,6 +543,8 @@ Listening on an address other hosts can reach needs TLS (--tls-cert, --tls-key),
 Examples:
   gpufleet server --data-dir /var/lib/gpufleet --listen 0.0.0.0:8470 \
       --tls-cert /etc/gpufleet/server.pem --tls-key /etc/gpufleet/server.key
+  PGPASSFILE=/etc/gpufleet/pgpass gpufleet server --data-dir /var/lib/gpufleet \
+      --store postgresql://gpufleet@db.example:5432/gpufleet?sslmode=verify-full
   gpufleet agent --server https://controller:8471 --ca-cert /etc/gpufleet/ca.pem \
       --join-token-file /etc/gpufleet/join.token
   GPUFLEET_TOKEN=$(cat /var/lib/gpufleet/admin.token) gpufleet queue)");
@@ -527,8 +557,9 @@ Examples:
     }
     std::fprintf(stderr,
                  "gpufleet server: serving on %s%s, agents on port %d (data %s; tokens in admin.token, "
-                 "join.token)\n",
-                 (*c)->Scheme().c_str(), f->listen.c_str(), (*c)->server->agent_port(), f->data_dir.c_str());
+                 "join.token; store %s)\n",
+                 (*c)->Scheme().c_str(), f->listen.c_str(), (*c)->server->agent_port(), f->data_dir.c_str(),
+                 store::Redacted(*StoreFlag(*f)).c_str());
     int sig = WaitForSignal();
     std::fprintf(stderr, "gpufleet server: signal %d, stopping (jobs keep running on their agents)\n", sig);
     (*c)->Stop();

@@ -1,6 +1,6 @@
 // StateStore: the controller's durable state. A call that returns Ok has committed: its data
-// survives a kill -9 of the process (SQLite WAL with synchronous=FULL, or the in-memory fake in
-// src/testing/ for unit tests).
+// survives a kill -9 of the process (SQLite WAL with synchronous=FULL; PostgreSQL with fsync on and
+// synchronous_commit on; the in-memory fake in src/testing/ for unit tests keeps nothing).
 //
 // Thread-safety: implementations are safe to call from several threads; writes are serialised.
 #pragma once
@@ -103,5 +103,24 @@ class StateStore {
 // Opens (creating if needed) a SQLite database at `path` in WAL mode with synchronous=FULL and
 // migrates its schema. The error names the path and what went wrong.
 Result<std::unique_ptr<StateStore>> OpenSqliteStore(const std::string& path);
+
+// Connects to PostgreSQL with a libpq URL (postgresql://USER:PASSWORD@HOST:PORT/DB?sslmode=...,
+// or postgresql:///DB?host=/socket/dir) and migrates the schema (tables in the first schema of
+// the search path). A URL libpq cannot parse is InvalidArgument; a server that cannot be reached
+// is Unavailable; a server with fsync off is FailedPrecondition. Messages never show the password.
+Result<std::unique_ptr<StateStore>> OpenPostgresStore(const std::string& url);
+
+// Where the state lives, as `gpufleet server --store` names it: "sqlite:PATH" or a PostgreSQL URL
+// ("postgresql://..." or "postgres://...").
+struct StoreLocation {
+  enum class Engine { kSqlite, kPostgres };
+  Engine engine = Engine::kSqlite;
+  std::string target;  // the SQLite path, or the whole URL
+};
+// InvalidArgument, saying what is accepted, for anything else (the caller names the flag).
+Result<StoreLocation> ParseStoreLocation(const std::string& text);
+// The location fit to print: a URL's password is replaced by "***".
+std::string Redacted(const StoreLocation& where);
+Result<std::unique_ptr<StateStore>> OpenStore(const StoreLocation& where);
 
 }  // namespace gpufleet::store

@@ -1,0 +1,867 @@
+// StateStore on PostgreSQL (libpq).
+//
+// Durability: every write is one transaction, and a call returns Ok only after COMMIT succeeded
+// with synchronous_commit at least `on` (the session raises it from `off`) on a server that runs
+// with fsync on (a server with fsync=off is refused at open): the same promise as the SQLite
+// store's WAL with synchronous=FULL. Submissions are batched into one transaction by the caller
+// (group commit), and a batch costs a fixed number of round trips, whatever its size.
+//
+// Layout: the same tables and columns as the SQLite store (records as JSON text beside the
+// columns the store filters on). Ids come from the `counters` table, updated in the writing
+// transaction, so a rolled-back write spends no id (a sequence would) and ids stay dense and
+// ascending as in SQLite.
+//
+// Connections: one connection, one mutex (mu_) around every call, as in the SQLite store. A
+// connection the server dropped (a restart, a terminated backend) is re-established at the start
+// of the next call; a call that meets a dropped connection fails with Unavailable, and a commit
+// whose answer was lost is reported as Unavailable too (the caller retries; submissions are
+// idempotent by request id).
+//
+// Thread-safety: audit records attached for a thread's next write wait under attach_mu_, a leaf
+// lock taken before mu_, never under it.
+#include <libpq-fe.h>
+
+#include <cstdlib>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "api/codec.h"
+#include "common/mutex.h"
+#include "store/state_store.h"
+
+namespace gpufleet::store {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kSchemaVersion = 2;
+constexpr const char* kSchemaVersionKey = "schema_version";
+// Taken for the migration's transaction, so that two controllers starting on one empty database
+// do not both create the schema.
+constexpr const char* kMigrationLockKey = "7405061288415019";
+
+// Migrations: kMigrations[v] takes a database at schema version v to v + 1. The versions are the
+// SQLite store's: the same tables at the same version, in each engine's SQL.
+constexpr const char* kMigrations[] = {
+    // 0 -> 1: the first schema.
+    R"sql(
+CREATE TABLE IF NOT EXISTS meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+-- The last id handed out, per table (jobs, nodes, audit).
+CREATE TABLE counters (
+  name  TEXT PRIMARY KEY,
+  value BIGINT NOT NULL
+);
+INSERT INTO counters (name, value) VALUES ('jobs', 0), ('nodes', 0);
+CREATE TABLE jobs (
+  id           BIGINT PRIMARY KEY,
+  request_id   TEXT NOT NULL,
+  array_index  INTEGER NOT NULL,
+  team         TEXT NOT NULL,
+  state        TEXT NOT NULL,
+  submitted_ms BIGINT NOT NULL,
+  updated_ms   BIGINT NOT NULL,
+  record       TEXT NOT NULL
+);
+CREATE INDEX jobs_by_team ON jobs (team, id);
+CREATE INDEX jobs_by_state ON jobs (state, id);
+CREATE INDEX jobs_by_submitted ON jobs (submitted_ms);
+CREATE TABLE requests (
+  request_id TEXT PRIMARY KEY,
+  job_ids    TEXT NOT NULL  -- JSON array of the request's job ids, in submission order
+);
+CREATE TABLE transitions (
+  job_id     BIGINT NOT NULL REFERENCES jobs (id),
+  seq        INTEGER NOT NULL,
+  at_ms      BIGINT NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state   TEXT NOT NULL,
+  reason     TEXT NOT NULL,
+  PRIMARY KEY (job_id, seq)
+);
+CREATE TABLE nodes (
+  id     BIGINT PRIMARY KEY,
+  name   TEXT NOT NULL UNIQUE,
+  record TEXT NOT NULL
+);
+CREATE TABLE tokens (
+  hash   TEXT PRIMARY KEY,
+  record TEXT NOT NULL
+);
+)sql",
+    // 1 -> 2: the audit log, append-only.
+    R"sql(
+INSERT INTO counters (name, value) VALUES ('audit', 0);
+CREATE TABLE audit (
+  seq     BIGINT PRIMARY KEY,
+  at_ms   BIGINT NOT NULL,
+  subject TEXT NOT NULL,
+  verb    TEXT NOT NULL,
+  record  TEXT NOT NULL
+);
+CREATE INDEX audit_by_time ON audit (at_ms);
+CREATE FUNCTION audit_append_only() RETURNS trigger LANGUAGE plpgsql AS
+  $$ BEGIN RAISE EXCEPTION 'the audit log is append-only'; END $$;
+CREATE TRIGGER audit_no_change BEFORE UPDATE OR DELETE ON audit
+  FOR EACH ROW EXECUTE FUNCTION audit_append_only();
+CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON audit
+  FOR EACH STATEMENT EXECUTE FUNCTION audit_append_only();
+)sql",
+};
+static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
+
+// Statement parameters, sent as text; nullopt is SQL NULL.
+class Params {
+ public:
+  Params& Add(int64_t v) {
+    values_.push_back(std::to_string(v));
+    return *this;
+  }
+  Params& Add(std::string v) {
+    values_.push_back(std::move(v));
+    return *this;
+  }
+  Params& Add(const char* v) { return Add(std::string(v)); }
+  Params& Add(bool v) { return Add(std::string(v ? "true" : "false")); }
+  Params& AddNull() {
+    values_.push_back(std::nullopt);
+    return *this;
+  }
+  template <typename T>
+  Params& AddOptional(const std::optional<T>& v) {
+    return v ? Add(*v) : AddNull();
+  }
+
+  int size() const { return static_cast<int>(values_.size()); }
+  // Pointers into this object, valid while it lives and is not changed.
+  std::vector<const char*> Pointers() const {
+    std::vector<const char*> out;
+    for (const auto& v : values_) out.push_back(v ? v->c_str() : nullptr);
+    return out;
+  }
+
+ private:
+  std::vector<std::optional<std::string>> values_;
+};
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// What to call the server in messages: user@host:port/database, never the password.
+std::string Describe(PGconn* conn) {
+  std::string host = PQhost(conn) != nullptr ? PQhost(conn) : "";
+  std::string out = std::string(PQuser(conn) != nullptr ? PQuser(conn) : "") + "@" +
+                    (host.empty() ? "localhost" : host) + ":" + (PQport(conn) != nullptr ? PQport(conn) : "") + "/" +
+                    (PQdb(conn) != nullptr ? PQdb(conn) : "");
+  return "PostgreSQL " + out;
+}
+
+class PostgresStore : public StateStore {
+ public:
+  explicit PostgresStore(PGconn* conn) : where_(Describe(conn)), conn_(conn) {}
+  ~PostgresStore() override { PQfinish(conn_); }
+
+  // Session settings and the server's durability, then the schema migrations.
+  Status Init() {
+    MutexLock lock(mu_);
+    GF_RETURN_IF_ERROR(SetUpSession());
+    return Migrate();
+  }
+
+  Result<std::vector<SubmitOutcome>> Submit(std::vector<Submission> submissions) override {
+    std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
+    for (size_t i = 0; i < submissions.size(); ++i) {
+      if (submissions[i].request_id.empty()) {
+        return Status::InvalidArgument("submission " + std::to_string(i) + ": empty request id");
+      }
+      if (submissions[i].jobs.empty()) {
+        return Status::InvalidArgument("submission " + std::to_string(i) + " (request " +
+                                       submissions[i].request_id + "): no jobs");
+      }
+    }
+    MutexLock lock(mu_);
+    std::vector<SubmitOutcome> outcomes;
+    Status s = InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
+      outcomes.clear();
+      std::vector<api::AuditRecord> all_audit = audit;
+      // The request ids stored before this batch, in one query.
+      json asked = json::array();
+      for (const Submission& sub : submissions) asked.push_back(sub.request_id);
+      GF_ASSIGN_OR_RETURN(
+          PgResult found,
+          Query("SELECT request_id, job_ids FROM requests WHERE request_id IN "
+                "(SELECT jsonb_array_elements_text($1::jsonb))",
+                Params().Add(api::DumpJson(asked)), "find request ids"));
+      std::map<std::string, std::vector<JobId>> known;
+      for (int row = 0; row < PQntuples(found.get()); ++row) {
+        GF_ASSIGN_OR_RETURN(std::vector<JobId> ids, DecodeIds(Text(found, row, 0), Text(found, row, 1)));
+        known[Text(found, row, 0)] = std::move(ids);
+      }
+      // Ids for the new jobs, taken in one step.
+      int64_t new_jobs = 0;
+      {
+        std::map<std::string, bool> seen;
+        for (const Submission& sub : submissions) {
+          if (known.count(sub.request_id) != 0 || seen[sub.request_id]) continue;
+          seen[sub.request_id] = true;
+          new_jobs += static_cast<int64_t>(sub.jobs.size());
+        }
+      }
+      int64_t next_id = 0;
+      if (new_jobs > 0) {
+        GF_ASSIGN_OR_RETURN(next_id, TakeIds("jobs", new_jobs));
+      }
+      json job_rows = json::array();
+      json transition_rows = json::array();
+      json request_rows = json::array();
+      for (Submission& sub : submissions) {
+        if (auto it = known.find(sub.request_id); it != known.end()) {
+          outcomes.push_back({it->second, false});
+          continue;
+        }
+        SubmitOutcome out;
+        json ids = json::array();
+        for (api::JobRecord& job : sub.jobs) {
+          job.id = JobId(next_id++);
+          job.request_id = sub.request_id;
+          job.reason = "submitted";
+          job_rows.push_back(JobRow(job));
+          transition_rows.push_back({{"job_id", job.id.value()},
+                                     {"at_ms", job.submitted.millis()},
+                                     {"from_state", api::JobStateName(api::JobState::kPending)},
+                                     {"to_state", api::JobStateName(api::JobState::kPending)},
+                                     {"reason", "submitted"}});
+          out.ids.push_back(job.id);
+          ids.push_back(job.id.value());
+        }
+        if (sub.audit) {
+          std::string names;
+          for (const JobId& id : out.ids) names += (names.empty() ? "" : ",") + std::to_string(id.value());
+          sub.audit->object = (out.ids.size() == 1 ? "job " : "jobs ") + names;
+          all_audit.push_back(*sub.audit);
+        }
+        request_rows.push_back({{"request_id", sub.request_id}, {"job_ids", api::DumpJson(ids)}});
+        known[sub.request_id] = out.ids;
+        outcomes.push_back(std::move(out));
+      }
+      if (!job_rows.empty()) {
+        GF_RETURN_IF_ERROR(
+            Run("INSERT INTO jobs (id, request_id, array_index, team, state, submitted_ms, updated_ms, record) "
+                "SELECT id, request_id, array_index, team, state, submitted_ms, updated_ms, record "
+                "FROM jsonb_to_recordset($1::jsonb) AS r(id BIGINT, request_id TEXT, array_index INTEGER, team TEXT, "
+                "state TEXT, submitted_ms BIGINT, updated_ms BIGINT, record TEXT)",
+                Params().Add(api::DumpJson(job_rows)), "insert jobs"));
+        GF_RETURN_IF_ERROR(
+            Run("INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) "
+                "SELECT job_id, 1, at_ms, from_state, to_state, reason FROM jsonb_to_recordset($1::jsonb) "
+                "AS r(job_id BIGINT, at_ms BIGINT, from_state TEXT, to_state TEXT, reason TEXT)",
+                Params().Add(api::DumpJson(transition_rows)), "insert submitted transitions"));
+        GF_RETURN_IF_ERROR(Run("INSERT INTO requests (request_id, job_ids) SELECT request_id, job_ids "
+                               "FROM jsonb_to_recordset($1::jsonb) AS r(request_id TEXT, job_ids TEXT)",
+                               Params().Add(api::DumpJson(request_rows)), "insert request ids"));
+      }
+      return InsertAudit(all_audit);
+    });
+    if (!s.ok()) return s;
+    return outcomes;
+  }
+
+  Status Update(const std::vector<JobUpdate>& updates) override {
+    std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
+    MutexLock lock(mu_);
+    return InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
+      for (const JobUpdate& u : updates) {
+        const api::JobRecord& job = u.job;
+        const std::string id = std::to_string(job.id.value());
+        GF_ASSIGN_OR_RETURN(
+            PgResult r,
+            Query("UPDATE jobs SET request_id = $2, array_index = $3, team = $4, state = $5, submitted_ms = $6, "
+                  "updated_ms = $7, record = $8 WHERE id = $1",
+                  Params()
+                      .Add(job.id.value())
+                      .Add(job.request_id)
+                      .Add(int64_t{job.array_index})
+                      .Add(job.request.spec.team)
+                      .Add(std::string(api::JobStateName(job.state)))
+                      .Add(job.submitted.millis())
+                      .Add(job.updated.millis())
+                      .Add(api::DumpJson(api::ToJson(job))),
+                  "update job " + id));
+        if (std::string(PQcmdTuples(r.get())) == "0") return Status::NotFound("update: no job " + id);
+        GF_RETURN_IF_ERROR(Run(
+            "INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) "
+            "VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM transitions WHERE job_id = $1), $2, $3, $4, $5)",
+            Params()
+                .Add(job.id.value())
+                .Add(u.transition.at.millis())
+                .Add(std::string(api::JobStateName(u.transition.from)))
+                .Add(std::string(api::JobStateName(u.transition.to)))
+                .Add(u.transition.reason),
+            "append transition of job " + id));
+      }
+      return InsertAudit(audit);
+    });
+  }
+
+  Result<std::optional<api::JobRecord>> GetJob(JobId id) override {
+    MutexLock lock(mu_);
+    GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT id, record FROM jobs WHERE id = $1", Params().Add(id.value()),
+                                          "get job " + std::to_string(id.value())));
+    if (PQntuples(r.get()) == 0) return std::optional<api::JobRecord>();
+    GF_ASSIGN_OR_RETURN(api::JobRecord job, JobFromRow(r, 0));
+    return std::optional<api::JobRecord>(std::move(job));
+  }
+
+  Result<std::vector<api::JobRecord>> ListJobs(const JobFilter& filter) override {
+    MutexLock lock(mu_);
+    // One statement per ordering; unset filters are bound as NULL and match everything.
+    constexpr const char* kWhere =
+        "SELECT id, record FROM jobs WHERE ($1::text IS NULL OR team = $1) "
+        "AND ($2::bigint IS NULL OR submitted_ms >= $2) AND ($3::boolean OR state NOT IN ($4, $5, $6)) "
+        "AND ($8::bigint IS NULL OR id < $8) ";
+    const std::string sql = std::string(kWhere) + (filter.limit > 0 ? "ORDER BY id DESC LIMIT $7::bigint"
+                                                                    : "AND $7::bigint IS NULL ORDER BY id ASC");
+    Params p;
+    p.AddOptional(filter.team);
+    if (filter.since) {
+      p.Add(filter.since->millis());
+    } else {
+      p.AddNull();
+    }
+    p.Add(filter.include_terminal)
+        .Add(std::string(api::JobStateName(api::JobState::kSucceeded)))
+        .Add(std::string(api::JobStateName(api::JobState::kFailed)))
+        .Add(std::string(api::JobStateName(api::JobState::kCancelled)));
+    if (filter.limit > 0) {
+      p.Add(filter.limit);
+    } else {
+      p.AddNull();
+    }
+    if (filter.before) {
+      p.Add(filter.before->value());
+    } else {
+      p.AddNull();
+    }
+    GF_ASSIGN_OR_RETURN(PgResult r, Query(sql, p, "list jobs"));
+    std::vector<api::JobRecord> jobs;
+    for (int row = 0; row < PQntuples(r.get()); ++row) {
+      GF_ASSIGN_OR_RETURN(api::JobRecord job, JobFromRow(r, row));
+      jobs.push_back(std::move(job));
+    }
+    return jobs;
+  }
+
+  Result<std::vector<api::Transition>> History(JobId id) override {
+    MutexLock lock(mu_);
+    GF_ASSIGN_OR_RETURN(
+        PgResult r,
+        Query("SELECT at_ms, from_state, to_state, reason FROM transitions WHERE job_id = $1 ORDER BY seq",
+              Params().Add(id.value()), "history of job " + std::to_string(id.value())));
+    std::vector<api::Transition> out;
+    for (int row = 0; row < PQntuples(r.get()); ++row) {
+      const std::string where = where_ + ": job " + std::to_string(id.value()) + " transition";
+      api::Transition t;
+      t.at = Time::FromMillis(Int(r, row, 0));
+      auto from = api::ParseJobState(Text(r, row, 1));
+      if (!from.ok()) return Status::Internal(where + ": " + from.status().message());
+      auto to = api::ParseJobState(Text(r, row, 2));
+      if (!to.ok()) return Status::Internal(where + ": " + to.status().message());
+      t.from = *from;
+      t.to = *to;
+      t.reason = Text(r, row, 3);
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+  Result<NodeId> UpsertNode(const api::NodeRecord& node) override {
+    std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
+    if (node.name.empty()) return Status::InvalidArgument("node name must not be empty");
+    MutexLock lock(mu_);
+    NodeId id;
+    Status s = InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
+      GF_ASSIGN_OR_RETURN(PgResult found, Query("SELECT id FROM nodes WHERE name = $1 FOR UPDATE",
+                                                Params().Add(node.name), "find node " + node.name));
+      api::NodeRecord stored = node;
+      if (PQntuples(found.get()) > 0) {
+        stored.id = NodeId(Int(found, 0, 0));
+        GF_RETURN_IF_ERROR(Run("UPDATE nodes SET record = $2 WHERE id = $1",
+                               Params().Add(stored.id.value()).Add(api::DumpJson(api::ToJson(stored))),
+                               "update node " + node.name));
+      } else {
+        GF_ASSIGN_OR_RETURN(int64_t next, TakeIds("nodes", 1));
+        stored.id = NodeId(next);
+        GF_RETURN_IF_ERROR(
+            Run("INSERT INTO nodes (id, name, record) VALUES ($1, $2, $3)",
+                Params().Add(stored.id.value()).Add(node.name).Add(api::DumpJson(api::ToJson(stored))),
+                "insert node " + node.name));
+      }
+      id = stored.id;
+      return InsertAudit(audit);
+    });
+    if (!s.ok()) return s;
+    return id;
+  }
+
+  Result<std::vector<api::NodeRecord>> ListNodes() override {
+    MutexLock lock(mu_);
+    GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT id, record FROM nodes ORDER BY id", Params(), "list nodes"));
+    std::vector<api::NodeRecord> out;
+    for (int row = 0; row < PQntuples(r.get()); ++row) {
+      const std::string where = "node " + std::to_string(Int(r, row, 0));
+      GF_ASSIGN_OR_RETURN(json j, ParseColumn(Text(r, row, 1), where));
+      auto node = api::NodeRecordFromJson(j);
+      if (!node.ok()) return Corrupt(where, node.status());
+      node->id = NodeId(Int(r, row, 0));
+      out.push_back(std::move(node).value());
+    }
+    return out;
+  }
+
+  Status PutToken(const api::TokenRecord& token) override {
+    std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
+    if (token.hash.empty()) return Status::InvalidArgument("token hash must not be empty");
+    MutexLock lock(mu_);
+    return InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
+      GF_RETURN_IF_ERROR(Run("INSERT INTO tokens (hash, record) VALUES ($1, $2) "
+                             "ON CONFLICT (hash) DO UPDATE SET record = EXCLUDED.record",
+                             Params().Add(token.hash).Add(api::DumpJson(api::ToJson(token))), "put token"));
+      return InsertAudit(audit);
+    });
+  }
+
+  Result<std::optional<api::TokenRecord>> FindToken(const std::string& hash) override {
+    MutexLock lock(mu_);
+    GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT record FROM tokens WHERE hash = $1", Params().Add(hash),
+                                          "find token"));
+    if (PQntuples(r.get()) == 0) return std::optional<api::TokenRecord>();
+    GF_ASSIGN_OR_RETURN(api::TokenRecord token, TokenFromText(Text(r, 0, 0)));
+    return std::optional<api::TokenRecord>(std::move(token));
+  }
+
+  Status TouchToken(const std::string& hash, Time when) override {
+    MutexLock lock(mu_);
+    GF_ASSIGN_OR_RETURN(
+        PgResult r,
+        Query("UPDATE tokens SET record = jsonb_set(record::jsonb, '{last_used_ms}', to_jsonb($2::bigint))::text "
+              "WHERE hash = $1",
+              Params().Add(hash).Add(when.millis()), "touch token"));
+    if (std::string(PQcmdTuples(r.get())) == "0") return Status::NotFound("no token " + hash.substr(0, 12));
+    return Status::Ok();
+  }
+
+  Result<std::vector<api::TokenRecord>> ListTokens() override {
+    MutexLock lock(mu_);
+    // COLLATE "C": byte order, as SQLite's, whatever the database's locale.
+    GF_ASSIGN_OR_RETURN(PgResult r,
+                        Query("SELECT record FROM tokens ORDER BY hash COLLATE \"C\"", Params(), "list tokens"));
+    std::vector<api::TokenRecord> out;
+    for (int row = 0; row < PQntuples(r.get()); ++row) {
+      GF_ASSIGN_OR_RETURN(api::TokenRecord token, TokenFromText(Text(r, row, 0)));
+      out.push_back(std::move(token));
+    }
+    return out;
+  }
+
+  Result<std::optional<std::string>> GetMeta(const std::string& key) override {
+    MutexLock lock(mu_);
+    return GetMetaLocked(key);
+  }
+
+  Status SetMeta(const std::string& key, const std::string& value) override {
+    std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
+    if (key == kSchemaVersionKey) {
+      return Status::InvalidArgument("meta key schema_version is managed by the store");
+    }
+    MutexLock lock(mu_);
+    return InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
+      GF_RETURN_IF_ERROR(SetMetaLocked(key, value));
+      return InsertAudit(audit);
+    });
+  }
+
+  void AttachAudit(std::vector<api::AuditRecord> records) override {
+    MutexLock lock(attach_mu_);
+    auto& mine = attached_[std::this_thread::get_id()];
+    for (auto& r : records) mine.push_back(std::move(r));
+  }
+
+  Status AppendAudit(const std::vector<api::AuditRecord>& records) override {
+    std::vector<api::AuditRecord> all = TakeAttached();  // dropped if this write fails
+    all.insert(all.end(), records.begin(), records.end());
+    MutexLock lock(mu_);
+    return InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
+      return InsertAudit(all);
+    });
+  }
+
+  Result<std::vector<api::AuditRecord>> ListAudit(const AuditFilter& filter) override {
+    MutexLock lock(mu_);
+    Params p;
+    p.Add(filter.after_seq);
+    if (filter.since) {
+      p.Add(filter.since->millis());
+    } else {
+      p.AddNull();
+    }
+    p.AddOptional(filter.subject).AddOptional(filter.verb).Add(filter.limit > 0 ? filter.limit : int64_t{1} << 62);
+    GF_ASSIGN_OR_RETURN(
+        PgResult r,
+        Query("SELECT seq, record FROM audit WHERE seq > $1 AND ($2::bigint IS NULL OR at_ms >= $2) "
+              "AND ($3::text IS NULL OR subject = $3) "
+              "AND ($4::text IS NULL OR verb = $4 OR (right($4, 1) = '.' AND left(verb, length($4)) = $4)) "
+              "ORDER BY seq LIMIT $5::bigint",
+              p, "list audit records"));
+    std::vector<api::AuditRecord> out;
+    for (int row = 0; row < PQntuples(r.get()); ++row) {
+      const std::string where = "audit record " + std::to_string(Int(r, row, 0));
+      GF_ASSIGN_OR_RETURN(json j, ParseColumn(Text(r, row, 1), where));
+      auto a = api::AuditRecordFromJson(j);
+      if (!a.ok()) return Corrupt(where, a.status());
+      a->seq = Int(r, row, 0);
+      out.push_back(std::move(a).value());
+    }
+    return out;
+  }
+
+ private:
+  // Errors: the server, what we were doing, and PostgreSQL's words. A lost connection, a server
+  // shutting down or out of resources, a lock timeout or a serialization failure may pass
+  // (Unavailable); anything else will not (Internal).
+  Status Error(const std::string& what, const PGresult* r) const GF_REQUIRES(mu_) {
+    std::string detail = r != nullptr ? Trim(PQresultErrorMessage(r)) : "";
+    if (detail.empty()) detail = Trim(PQerrorMessage(conn_));
+    const std::string msg = where_ + ": " + what + ": " + detail;
+    const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+    if (PQstatus(conn_) != CONNECTION_OK || state == nullptr) return Status::Unavailable(msg);
+    const std::string cls = std::string(state).substr(0, 2);
+    // 08 connection exception, 40 transaction rollback (serialization, deadlock), 53 insufficient
+    // resources, 55 lock not available, 57 operator intervention (shutdown, cancel), 58 I/O.
+    if (cls == "08" || cls == "40" || cls == "53" || cls == "55" || cls == "57" || cls == "58") {
+      return Status::Unavailable(msg);
+    }
+    return Status::Internal(msg);
+  }
+  Status Corrupt(const std::string& where, const Status& s) const {
+    return Status::Internal(where_ + ": stored " + where + " does not decode: " + s.message());
+  }
+
+  // Whether a failed statement failed because the connection is gone. libpq may still call the
+  // connection OK after the server closed it (a restart): an error of libpq's own (no SQLSTATE)
+  // or a connection or shutdown SQLSTATE says so too.
+  bool ConnectionLost(const PGresult* r) const GF_REQUIRES(mu_) {
+    if (PQstatus(conn_) != CONNECTION_OK) return true;
+    const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+    if (state == nullptr) return true;
+    const std::string code = state;
+    return code.rfind("08", 0) == 0 || code == "57P01" || code == "57P02" || code == "57P03";
+  }
+
+  // The connection, re-established if the server dropped it.
+  Status Connected() GF_REQUIRES(mu_) {
+    if (PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
+    return Reconnect();
+  }
+
+  Status Reconnect() GF_REQUIRES(mu_) {
+    PQreset(conn_);
+    prepared_.clear();
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      return Status::Unavailable(where_ + ": connection lost and not re-established: " + Trim(PQerrorMessage(conn_)));
+    }
+    // A connection lost again during the setup is reported, not chased.
+    in_transaction_ = true;
+    Status s = SetUpSession();
+    in_transaction_ = false;
+    return s;
+  }
+
+  // Durability settings of a new connection. synchronous_commit `off` would answer before the
+  // commit is on disk; the other levels (local, remote_write, on, remote_apply) all flush locally
+  // first, so an operator's choice among them stays.
+  Status SetUpSession() GF_REQUIRES(mu_) {
+    GF_ASSIGN_OR_RETURN(PgResult fsync, Simple("SHOW fsync", "read the fsync setting"));
+    if (Text(fsync, 0, 0) != "on") {
+      return Status::FailedPrecondition(where_ + ": the server runs with fsync = " + Text(fsync, 0, 0) +
+                                        ", so a commit it reports may be lost in a crash; set fsync = on in "
+                                        "postgresql.conf");
+    }
+    GF_ASSIGN_OR_RETURN(PgResult sync, Simple("SHOW synchronous_commit", "read synchronous_commit"));
+    if (Text(sync, 0, 0) == "off") return Exec("SET synchronous_commit = on", "set synchronous_commit");
+    return Status::Ok();
+  }
+
+  // Runs `exec` (one round trip) and checks its result. Outside a transaction a statement that
+  // found the connection dropped (the server restarted since the last call) is sent once more on a
+  // new connection: nothing of it ran. Inside one it is not: the transaction is gone with the
+  // connection, and the caller must start over.
+  template <typename F>
+  Result<PgResult> Execute(F exec, const std::string& what) GF_REQUIRES(mu_) {
+    if (!in_transaction_) GF_RETURN_IF_ERROR(Connected());
+    for (int attempt = 0;; ++attempt) {
+      PgResult r = exec();
+      ExecStatusType st = r != nullptr ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+      if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
+      if (attempt == 0 && !in_transaction_ && ConnectionLost(r.get())) {
+        GF_RETURN_IF_ERROR(Reconnect());
+        continue;
+      }
+      return Error(what, r.get());
+    }
+  }
+
+  // A statement without parameters through the simple protocol (several statements allowed:
+  // migrations, BEGIN/COMMIT).
+  Result<PgResult> Simple(const std::string& sql, const std::string& what) GF_REQUIRES(mu_) {
+    return Execute(
+        [&]() {
+          mu_.AssertHeld();  // Execute runs it with mu_ held
+          return PgResult(PQexec(conn_, sql.c_str()));
+        },
+        what);
+  }
+
+  Status Exec(const std::string& sql, const std::string& what) GF_REQUIRES(mu_) {
+    GF_ASSIGN_OR_RETURN(PgResult r, Simple(sql, what));
+    return Status::Ok();
+  }
+
+  // A statement with parameters, prepared once per connection.
+  Result<PgResult> Query(const std::string& sql, const Params& params, const std::string& what) GF_REQUIRES(mu_) {
+    const std::vector<const char*> values = params.Pointers();
+    return Execute(
+        [&]() {
+          mu_.AssertHeld();  // Execute runs it with mu_ held
+          auto it = prepared_.find(sql);
+          if (it == prepared_.end()) {
+            const std::string name = "gf" + std::to_string(prepared_.size() + 1);
+            PgResult r(PQprepare(conn_, name.c_str(), sql.c_str(), params.size(), nullptr));
+            if (r == nullptr || PQresultStatus(r.get()) != PGRES_COMMAND_OK) return r;
+            it = prepared_.emplace(sql, name).first;
+          }
+          return PgResult(
+              PQexecPrepared(conn_, it->second.c_str(), params.size(), values.data(), nullptr, nullptr, 0));
+        },
+        what);
+  }
+
+  // A statement whose rows, if any, are not needed.
+  Status Run(const std::string& sql, const Params& params, const std::string& what) GF_REQUIRES(mu_) {
+    GF_ASSIGN_OR_RETURN(PgResult r, Query(sql, params, what));
+    return Status::Ok();
+  }
+
+  static std::string Text(const PgResult& r, int row, int col) {
+    return std::string(PQgetvalue(r.get(), row, col), static_cast<size_t>(PQgetlength(r.get(), row, col)));
+  }
+  static int64_t Int(const PgResult& r, int row, int col) { return std::strtoll(PQgetvalue(r.get(), row, col), nullptr, 10); }
+
+  // Runs `body` between BEGIN and COMMIT, rolling back when it fails. A COMMIT that gets no answer
+  // leaves the outcome unknown: that is Unavailable, and the caller retries.
+  template <typename F>
+  Status InTransaction(F body) GF_REQUIRES(mu_) {
+    GF_RETURN_IF_ERROR(Exec("BEGIN", "begin a transaction"));
+    in_transaction_ = true;
+    Status s = body();
+    if (s.ok()) {
+      auto commit = Simple("COMMIT", "commit");
+      if (!commit.ok()) {
+        s = commit.status();
+      } else if (std::string(PQcmdStatus(commit->get())) != "COMMIT") {
+        // The server answers ROLLBACK to the COMMIT of a transaction that had failed.
+        s = Status::Internal(where_ + ": commit: the transaction was rolled back");
+      }
+    }
+    if (!s.ok() && PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) != PQTRANS_IDLE) {
+      (void)Simple("ROLLBACK", "roll back");
+    }
+    in_transaction_ = false;
+    return s;
+  }
+
+  Status Migrate() GF_REQUIRES(mu_) {
+    return InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
+      GF_RETURN_IF_ERROR(Run("SELECT pg_advisory_xact_lock($1::bigint)", Params().Add(kMigrationLockKey),
+                             "take the migration lock"));
+      // Version 0 is a database without the meta table (a new database).
+      GF_ASSIGN_OR_RETURN(PgResult has_meta,
+                          Query("SELECT to_regclass('meta') IS NOT NULL", Params(), "look for the meta table"));
+      int version = 0;
+      if (Text(has_meta, 0, 0) == "t") {
+        GF_ASSIGN_OR_RETURN(std::optional<std::string> v, GetMetaLocked(kSchemaVersionKey));
+        if (v) {
+          char* end = nullptr;
+          long parsed = std::strtol(v->c_str(), &end, 10);
+          if (v->empty() || *end != '\0' || parsed < 0) {
+            return Status::Internal(where_ + ": schema_version '" + *v + "' is not a number");
+          }
+          version = static_cast<int>(parsed);
+        }
+      }
+      if (version > kSchemaVersion) {
+        return Status::FailedPrecondition(where_ + ": database schema version " + std::to_string(version) +
+                                          " is newer than this gpufleet knows (" +
+                                          std::to_string(kSchemaVersion) + "); upgrade gpufleet to open it");
+      }
+      for (int v = version; v < kSchemaVersion; ++v) {
+        GF_RETURN_IF_ERROR(Exec(kMigrations[v], "migrate schema to version " + std::to_string(v + 1)));
+        GF_RETURN_IF_ERROR(SetMetaLocked(kSchemaVersionKey, std::to_string(v + 1)));
+      }
+      return Status::Ok();
+    });
+  }
+
+  Result<std::optional<std::string>> GetMetaLocked(const std::string& key) GF_REQUIRES(mu_) {
+    GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT value FROM meta WHERE key = $1", Params().Add(key), "get meta " + key));
+    if (PQntuples(r.get()) == 0) return std::optional<std::string>();
+    return std::optional<std::string>(Text(r, 0, 0));
+  }
+
+  Status SetMetaLocked(const std::string& key, const std::string& value) GF_REQUIRES(mu_) {
+    return Run("INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+               Params().Add(key).Add(value), "set meta " + key);
+  }
+
+  // Takes `count` ids of a table's counter in the current transaction; returns the first.
+  Result<int64_t> TakeIds(const std::string& table, int64_t count) GF_REQUIRES(mu_) {
+    GF_ASSIGN_OR_RETURN(PgResult r, Query("UPDATE counters SET value = value + $2 WHERE name = $1 RETURNING value",
+                                          Params().Add(table).Add(count), "take ids of " + table));
+    if (PQntuples(r.get()) != 1) return Status::Internal(where_ + ": no id counter for " + table);
+    return Int(r, 0, 0) - count + 1;
+  }
+
+  std::vector<api::AuditRecord> TakeAttached() GF_EXCLUDES(attach_mu_, mu_) {
+    MutexLock lock(attach_mu_);
+    auto it = attached_.find(std::this_thread::get_id());
+    if (it == attached_.end()) return {};
+    std::vector<api::AuditRecord> out = std::move(it->second);
+    attached_.erase(it);
+    return out;
+  }
+
+  Status InsertAudit(const std::vector<api::AuditRecord>& records) GF_REQUIRES(mu_) {
+    if (records.empty()) return Status::Ok();
+    GF_ASSIGN_OR_RETURN(int64_t seq, TakeIds("audit", static_cast<int64_t>(records.size())));
+    json rows = json::array();
+    for (const api::AuditRecord& a : records) {
+      rows.push_back({{"seq", seq++},
+                      {"at_ms", a.at.millis()},
+                      {"subject", a.subject},
+                      {"verb", a.verb},
+                      {"record", api::DumpJson(api::ToJson(a))}});
+    }
+    return Run("INSERT INTO audit (seq, at_ms, subject, verb, record) SELECT seq, at_ms, subject, verb, record "
+               "FROM jsonb_to_recordset($1::jsonb) AS r(seq BIGINT, at_ms BIGINT, subject TEXT, verb TEXT, record TEXT)",
+               Params().Add(api::DumpJson(rows)), "append audit records");
+  }
+
+  static json JobRow(const api::JobRecord& job) {
+    return {{"id", job.id.value()},
+            {"request_id", job.request_id},
+            {"array_index", job.array_index},
+            {"team", job.request.spec.team},
+            {"state", api::JobStateName(job.state)},
+            {"submitted_ms", job.submitted.millis()},
+            {"updated_ms", job.updated.millis()},
+            {"record", api::DumpJson(api::ToJson(job))}};
+  }
+
+  Result<json> ParseColumn(const std::string& text, const std::string& where) const {
+    auto j = api::ParseJson(text);
+    if (!j.ok()) return Corrupt(where, j.status());
+    return std::move(j).value();
+  }
+
+  // The job ids stored with a request id.
+  Result<std::vector<JobId>> DecodeIds(const std::string& request_id, const std::string& text) const {
+    const std::string where = "request " + request_id;
+    GF_ASSIGN_OR_RETURN(json ids, ParseColumn(text, where));
+    std::vector<JobId> out;
+    if (!ids.is_array()) return Status::Internal(where_ + ": " + where + ": job ids are not an array");
+    for (const json& id : ids) {
+      if (!id.is_number_integer()) return Status::Internal(where_ + ": " + where + ": job id is not an integer");
+      out.push_back(JobId(id.get<int64_t>()));
+    }
+    return out;
+  }
+
+  // A job from a row of (id, record).
+  Result<api::JobRecord> JobFromRow(const PgResult& r, int row) const {
+    const std::string where = "job " + std::to_string(Int(r, row, 0));
+    GF_ASSIGN_OR_RETURN(json j, ParseColumn(Text(r, row, 1), where));
+    auto job = api::JobRecordFromJson(j);
+    if (!job.ok()) return Corrupt(where, job.status());
+    job->id = JobId(Int(r, row, 0));
+    return std::move(job).value();
+  }
+
+  Result<api::TokenRecord> TokenFromText(const std::string& text) const {
+    GF_ASSIGN_OR_RETURN(json j, ParseColumn(text, "token"));
+    auto token = api::TokenRecordFromJson(j);
+    if (!token.ok()) return Corrupt("token", token.status());
+    return std::move(token).value();
+  }
+
+  const std::string where_;  // "PostgreSQL user@host:port/db", for messages
+  PGconn* const conn_;       // the connection: used only with mu_ held
+  Mutex mu_;
+  Mutex attach_mu_;
+  std::map<std::thread::id, std::vector<api::AuditRecord>> attached_ GF_GUARDED_BY(attach_mu_);
+  std::unordered_map<std::string, std::string> prepared_ GF_GUARDED_BY(mu_);  // SQL -> statement name
+  // Between BEGIN and COMMIT/ROLLBACK (or setting up a new connection): a lost connection is not
+  // replaced behind the caller's back.
+  bool in_transaction_ GF_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<StateStore>> OpenPostgresStore(const std::string& url) {
+  // Check the URL first, so that a typo is told apart from a server that cannot be reached.
+  char* parse_error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(url.c_str(), &parse_error);
+  if (options == nullptr) {
+    std::string msg = parse_error != nullptr ? Trim(parse_error) : "out of memory";
+    PQfreemem(parse_error);
+    return Status::InvalidArgument("not a PostgreSQL connection URL: " + msg);
+  }
+  PQconninfoFree(options);
+  // Defaults first: what the URL says wins. Without a connect timeout libpq would wait forever for
+  // a host that drops packets.
+  const char* keys[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
+  const char* values[] = {"10", "gpufleet", url.c_str(), nullptr};
+  PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+  if (conn == nullptr) return Status::Unavailable("cannot connect to PostgreSQL: out of memory");
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::string msg = Describe(conn) + ": cannot connect: " + Trim(PQerrorMessage(conn));
+    PQfinish(conn);
+    return Status::Unavailable(msg);
+  }
+  auto store = std::make_unique<PostgresStore>(conn);
+  GF_RETURN_IF_ERROR(store->Init());
+  return std::unique_ptr<StateStore>(std::move(store));
+}
+
+}  // namespace gpufleet::store

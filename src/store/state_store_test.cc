@@ -1,0 +1,440 @@
+// The behaviour every StateStore shares, run over the in-memory fake, SQLite and PostgreSQL.
+#include <algorithm>
+#include <memory>
+#include <ostream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "store/state_store.h"
+#include "store/store_fixture_test.h"
+#include "testing/memory_store.h"
+
+namespace gpufleet::store {
+namespace {
+
+// Behaviour shared by every StateStore: the in-memory fake, SQLite and PostgreSQL. One suite, so
+// that the three cannot drift apart.
+
+enum class StoreKind { kMemory, kSqlite, kPostgres };
+void PrintTo(StoreKind kind, std::ostream* os) {
+  *os << (kind == StoreKind::kMemory ? "memory" : kind == StoreKind::kSqlite ? "sqlite" : "postgres");
+}
+
+class StateStoreTest : public ::testing::TestWithParam<StoreKind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == StoreKind::kPostgres) {
+      auto url = FreshPostgresSchema();
+      ASSERT_TRUE(url.ok()) << "the PostgreSQL tests need a PostgreSQL server and could not start one: "
+                            << url.status().ToString();
+      postgres_url_ = *url;
+    }
+    Open();
+  }
+
+  void Open() {
+    Result<std::unique_ptr<StateStore>> s = std::unique_ptr<StateStore>();
+    switch (GetParam()) {
+      case StoreKind::kMemory:
+        store_ = std::make_unique<testing::MemoryStore>();
+        return;
+      case StoreKind::kSqlite:
+        s = OpenSqliteStore(db_path());
+        break;
+      case StoreKind::kPostgres:
+        s = OpenPostgresStore(postgres_url_);
+        break;
+    }
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s).value();
+  }
+  // Closes and opens the database again; a no-op for the fake, which has nothing to reopen.
+  void Reopen() {
+    if (GetParam() == StoreKind::kMemory) return;
+    store_.reset();
+    Open();
+  }
+  std::string db_path() const { return dir_.path() + "/state.db"; }
+
+  std::vector<SubmitOutcome> SubmitOk(std::vector<Submission> subs) {
+    auto r = store_->Submit(std::move(subs));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : std::vector<SubmitOutcome>{};
+  }
+  api::JobRecord GetOk(JobId id) {
+    auto r = store_->GetJob(id);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r.ok() && r->has_value()) << "no job " << id;
+    return r.ok() && r->has_value() ? **r : api::JobRecord{};
+  }
+  std::vector<api::JobRecord> ListOk(const JobFilter& filter) {
+    auto r = store_->ListJobs(filter);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : std::vector<api::JobRecord>{};
+  }
+  std::vector<api::Transition> HistoryOk(JobId id) {
+    auto r = store_->History(id);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : std::vector<api::Transition>{};
+  }
+
+  TempDir dir_;
+  std::string postgres_url_;
+  std::unique_ptr<StateStore> store_;
+};
+
+TEST_P(StateStoreTest, IdsAscendFromOneAndAreNeverReusedAcrossReopen) {
+  // Given a batch of three submissions (the middle one an array of two), expect ids 1..4 in
+  // submission order; after a reopen, expect the next submission to get 5.
+  auto out = SubmitOk({MakeSubmission("a"), MakeSubmission("b", 2), MakeSubmission("c")});
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(Ids(out[0].ids), (std::vector<int64_t>{1}));
+  EXPECT_EQ(Ids(out[1].ids), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(Ids(out[2].ids), (std::vector<int64_t>{4}));
+  EXPECT_TRUE(out[0].created && out[1].created && out[2].created);
+  Reopen();
+  auto more = SubmitOk({MakeSubmission("d")});
+  ASSERT_EQ(more.size(), 1u);
+  EXPECT_EQ(Ids(more[0].ids), (std::vector<int64_t>{5}));
+}
+
+TEST_P(StateStoreTest, ResubmittedRequestIdGetsTheEarlierIds) {
+  // Given a request submitted twice (the second time with other content), and another request
+  // twice within one batch, expect the earlier ids with created=false and no new jobs.
+  auto first = SubmitOk({MakeSubmission("req-1", 2)});
+  auto again = SubmitOk({MakeSubmission("req-1", 3, "vision")});
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_FALSE(again[0].created);
+  EXPECT_EQ(Ids(again[0].ids), Ids(first[0].ids));
+
+  auto batch = SubmitOk({MakeSubmission("req-2"), MakeSubmission("req-2"), MakeSubmission("req-1")});
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_TRUE(batch[0].created);
+  EXPECT_FALSE(batch[1].created);
+  EXPECT_EQ(Ids(batch[1].ids), Ids(batch[0].ids));
+  EXPECT_FALSE(batch[2].created);
+  EXPECT_EQ(Ids(batch[2].ids), Ids(first[0].ids));
+  EXPECT_EQ(ListOk({}).size(), 3u);
+  Reopen();
+  auto after_reopen = SubmitOk({MakeSubmission("req-2")});
+  EXPECT_FALSE(after_reopen[0].created);
+  EXPECT_EQ(Ids(after_reopen[0].ids), Ids(batch[0].ids));
+}
+
+TEST_P(StateStoreTest, SubmitStoresTheRecordAndASubmittedTransition) {
+  // Given an array submission, expect each job stored with its id, the request id, its index and
+  // its request, and a history of one pending -> pending "submitted" transition at submission.
+  auto out = SubmitOk({MakeSubmission("sweep", 2, "nlp", 7000)});
+  ASSERT_EQ(out[0].ids.size(), 2u);
+  api::JobRecord job = GetOk(out[0].ids[1]);
+  EXPECT_EQ(job.id, out[0].ids[1]);
+  EXPECT_EQ(job.request_id, "sweep");
+  EXPECT_EQ(job.array_index, 1);
+  EXPECT_EQ(job.state, api::JobState::kPending);
+  EXPECT_EQ(job.reason, "submitted");
+  EXPECT_EQ(job.submitted, Time::FromMillis(7000));
+  EXPECT_EQ(job.request.spec.team, "nlp");
+  EXPECT_EQ(job.request.argv, (std::vector<std::string>{"python", "train.py"}));
+  auto history = HistoryOk(job.id);
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0].at, Time::FromMillis(7000));
+  EXPECT_EQ(history[0].from, api::JobState::kPending);
+  EXPECT_EQ(history[0].to, api::JobState::kPending);
+  EXPECT_EQ(history[0].reason, "submitted");
+
+  auto missing = store_->GetJob(JobId(99));
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->has_value());
+  EXPECT_TRUE(HistoryOk(JobId(99)).empty());
+}
+
+TEST_P(StateStoreTest, BadSubmissionFailsTheWholeBatch) {
+  // Given a batch with a good submission and one without a request id (or without jobs), expect
+  // InvalidArgument and nothing stored, not even the good one.
+  auto r = store_->Submit({MakeSubmission("good"), MakeSubmission("")});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(r.status().message(), "submission 1")) << r.status().message();
+  auto empty = store_->Submit({MakeSubmission("good"), Submission{"no-jobs", {}, std::nullopt}});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ListOk({}).empty());
+  // The ids were not spent either.
+  EXPECT_EQ(Ids(SubmitOk({MakeSubmission("good")})[0].ids), (std::vector<int64_t>{1}));
+}
+
+TEST_P(StateStoreTest, UpdateWritesRecordsAndAppendsHistoryInOrder) {
+  // Given a job that starts and then succeeds (two updates, the first covering two jobs), expect
+  // the latest record and the transitions oldest first.
+  auto ids = SubmitOk({MakeSubmission("a"), MakeSubmission("b")});
+  api::JobRecord a = GetOk(ids[0].ids[0]);
+  api::JobRecord b = GetOk(ids[1].ids[0]);
+  a.state = api::JobState::kStarting;
+  a.reason = "placed on node-a gpus 0-1";
+  a.attempt = 1;
+  a.updated = Time::FromMillis(2000);
+  a.placement = model::Placement{"H100", {{NodeId(1), {0, 1}, 1000, 0, 0}}};
+  b.state = api::JobState::kCancelled;
+  b.reason = "cancelled by alice";
+  ASSERT_TRUE(store_
+                  ->Update({{a, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kStarting, a.reason}},
+                            {b, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kCancelled, b.reason}}})
+                  .ok());
+  a.state = api::JobState::kSucceeded;
+  a.exit_code = 0;
+  a.reason = "exit code 0";
+  ASSERT_TRUE(
+      store_->Update({{a, {Time::FromMillis(3000), api::JobState::kStarting, api::JobState::kSucceeded, a.reason}}})
+          .ok());
+  Reopen();
+  api::JobRecord stored = GetOk(a.id);
+  EXPECT_EQ(stored.state, api::JobState::kSucceeded);
+  EXPECT_EQ(stored.attempt, 1);
+  EXPECT_EQ(stored.exit_code, 0);
+  ASSERT_TRUE(stored.placement.has_value());
+  EXPECT_EQ(stored.placement->parts[0].gpus, (std::vector<int>{0, 1}));
+  auto history = HistoryOk(a.id);
+  ASSERT_EQ(history.size(), 3u);
+  EXPECT_EQ(history[0].reason, "submitted");
+  EXPECT_EQ(history[1].to, api::JobState::kStarting);
+  EXPECT_EQ(history[1].reason, "placed on node-a gpus 0-1");
+  EXPECT_EQ(history[2].from, api::JobState::kStarting);
+  EXPECT_EQ(history[2].to, api::JobState::kSucceeded);
+  EXPECT_EQ(history[2].at, Time::FromMillis(3000));
+  EXPECT_EQ(HistoryOk(b.id).size(), 2u);
+  EXPECT_EQ(GetOk(b.id).state, api::JobState::kCancelled);
+}
+
+TEST_P(StateStoreTest, UpdateOfAnUnknownJobChangesNothing) {
+  // Given a batch updating a known job and an unknown one, expect NotFound and the known job and
+  // its history untouched.
+  auto ids = SubmitOk({MakeSubmission("a")});
+  api::JobRecord a = GetOk(ids[0].ids[0]);
+  a.state = api::JobState::kRunning;
+  api::JobRecord ghost = a;
+  ghost.id = JobId(42);
+  Status s = store_->Update({{a, {Time::FromMillis(5), api::JobState::kPending, api::JobState::kRunning, "x"}},
+                             {ghost, {Time::FromMillis(5), api::JobState::kPending, api::JobState::kRunning, "x"}}});
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "42")) << s.message();
+  EXPECT_EQ(GetOk(a.id).state, api::JobState::kPending);
+  EXPECT_EQ(HistoryOk(a.id).size(), 1u);
+  EXPECT_FALSE(store_->GetJob(JobId(42))->has_value());
+}
+
+TEST_P(StateStoreTest, ListJobsHonoursTeamSinceTerminalAndLimit) {
+  // Given jobs of two teams submitted at different times, one of them finished, expect each
+  // filter to select the right ones: oldest first without a limit, newest first with one.
+  auto out = SubmitOk({MakeSubmission("1", 1, "nlp", 1000), MakeSubmission("2", 1, "vision", 2000),
+                       MakeSubmission("3", 1, "nlp", 3000), MakeSubmission("4", 1, "nlp", 4000)});
+  api::JobRecord third = GetOk(out[2].ids[0]);
+  third.state = api::JobState::kFailed;
+  ASSERT_TRUE(
+      store_->Update({{third, {Time::FromMillis(3500), api::JobState::kPending, api::JobState::kFailed, "exit 1"}}})
+          .ok());
+  Reopen();
+  EXPECT_EQ(Ids(ListOk({})), (std::vector<int64_t>{1, 2, 3, 4}));
+  JobFilter nlp;
+  nlp.team = "nlp";
+  EXPECT_EQ(Ids(ListOk(nlp)), (std::vector<int64_t>{1, 3, 4}));
+  JobFilter live;
+  live.include_terminal = false;
+  EXPECT_EQ(Ids(ListOk(live)), (std::vector<int64_t>{1, 2, 4}));
+  JobFilter since;
+  since.since = Time::FromMillis(2000);
+  EXPECT_EQ(Ids(ListOk(since)), (std::vector<int64_t>{2, 3, 4}));
+  JobFilter newest;
+  newest.limit = 2;
+  EXPECT_EQ(Ids(ListOk(newest)), (std::vector<int64_t>{4, 3}));
+  JobFilter all;
+  all.team = "nlp";
+  all.include_terminal = false;
+  all.since = Time::FromMillis(1000);
+  all.limit = 5;
+  EXPECT_EQ(Ids(ListOk(all)), (std::vector<int64_t>{4, 1}));
+  JobFilter nobody;
+  nobody.team = "robotics";
+  EXPECT_TRUE(ListOk(nobody).empty());
+}
+
+TEST_P(StateStoreTest, UpsertNodeKeepsTheIdOfAName) {
+  // Given two nodes registered and the first registering again with new details (and a wrong id),
+  // expect it to keep its id and get the new details.
+  api::NodeRecord a;
+  a.name = "node-a";
+  a.spec.name = "node-a";
+  a.spec.gpus = 8;
+  a.spec.gpu_model = "H100";
+  a.gpus = {{0, "GPU-a0", "NVIDIA H100", 81'559}};
+  a.address = "10.0.0.1";
+  auto id_a = store_->UpsertNode(a);
+  ASSERT_TRUE(id_a.ok()) << id_a.status().ToString();
+  api::NodeRecord b = a;
+  b.name = "node-b";
+  auto id_b = store_->UpsertNode(b);
+  ASSERT_TRUE(id_b.ok());
+  EXPECT_EQ(*id_a, NodeId(1));
+  EXPECT_EQ(*id_b, NodeId(2));
+  a.id = NodeId(77);
+  a.address = "10.0.0.9";
+  a.state = api::NodeState::kDraining;
+  auto again = store_->UpsertNode(a);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, NodeId(1));
+  Reopen();
+  auto nodes = store_->ListNodes();
+  ASSERT_TRUE(nodes.ok()) << nodes.status().ToString();
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[0].id, NodeId(1));
+  EXPECT_EQ((*nodes)[0].name, "node-a");
+  EXPECT_EQ((*nodes)[0].address, "10.0.0.9");
+  EXPECT_EQ((*nodes)[0].state, api::NodeState::kDraining);
+  EXPECT_EQ((*nodes)[0].gpus.size(), 1u);
+  EXPECT_EQ((*nodes)[1].id, NodeId(2));
+  api::NodeRecord unnamed;
+  EXPECT_EQ(store_->UpsertNode(unnamed).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(StateStoreTest, TokensArePutFoundReplacedAndListed) {
+  // Given two tokens and one replaced (revoked) by hash, expect lookups by hash to see the latest
+  // and the list to hold both, ordered by hash.
+  api::TokenRecord user{"bbbb", api::TokenKind::kUser, "alice", "user", "nlp", Time::FromMillis(1), false, std::nullopt, std::nullopt};
+  api::TokenRecord agent{"aaaa", api::TokenKind::kAgent, "node-a", "agent", "", Time::FromMillis(2), false, std::nullopt, std::nullopt};
+  ASSERT_TRUE(store_->PutToken(user).ok());
+  ASSERT_TRUE(store_->PutToken(agent).ok());
+  user.revoked = true;
+  ASSERT_TRUE(store_->PutToken(user).ok());
+  Reopen();
+  auto found = store_->FindToken("bbbb");
+  ASSERT_TRUE(found.ok() && found->has_value());
+  EXPECT_TRUE((*found)->revoked);
+  EXPECT_EQ((*found)->subject, "alice");
+  EXPECT_EQ((*found)->team, "nlp");
+  auto none = store_->FindToken("cccc");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  auto all = store_->ListTokens();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].hash, "aaaa");
+  EXPECT_EQ((*all)[0].kind, api::TokenKind::kAgent);
+  EXPECT_EQ((*all)[1].hash, "bbbb");
+  EXPECT_EQ(store_->PutToken(api::TokenRecord{}).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(StateStoreTest, MetaHoldsSettingsAndTheSchemaVersion) {
+  // Given settings written and overwritten, expect the latest values back; expect the schema
+  // version to read 2 and to be off limits to callers.
+  ASSERT_TRUE(store_->SetMeta("cluster_id", "c-1").ok());
+  ASSERT_TRUE(store_->SetMeta("cluster_id", "c-2").ok());
+  ASSERT_TRUE(store_->SetMeta("next_master_port", "29500").ok());
+  Reopen();
+  auto id = store_->GetMeta("cluster_id");
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(*id, std::optional<std::string>("c-2"));
+  EXPECT_EQ(*store_->GetMeta("next_master_port"), std::optional<std::string>("29500"));
+  EXPECT_EQ(*store_->GetMeta("absent"), std::nullopt);
+  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("2"));
+  EXPECT_EQ(store_->SetMeta("schema_version", "7").code(), StatusCode::kInvalidArgument);
+}
+
+
+TEST_P(StateStoreTest, AuditRecordsCommitWithTheirChangeOrNotAtAll) {
+  // Given a record attached to a token write, expect both stored; given one attached to a write
+  // that fails validation, expect neither stored and the record not carried to the next write.
+  store_->AttachAudit({Audit("alice", "token.create", 10)});
+  api::TokenRecord t;
+  t.hash = "abc";
+  t.subject = "alice";
+  t.role = "user";
+  ASSERT_TRUE(store_->PutToken(t).ok());
+  store_->AttachAudit({Audit("bob", "token.create", 20)});
+  api::TokenRecord bad;  // no hash: refused
+  EXPECT_FALSE(store_->PutToken(bad).ok());
+  ASSERT_TRUE(store_->SetMeta("k", "v").ok());
+  ASSERT_TRUE(store_->AppendAudit({Audit("carol", "auth.login", 30)}).ok());
+  Reopen();
+  auto log = store_->ListAudit({});
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  ASSERT_EQ(log->size(), 2u);
+  EXPECT_EQ((*log)[0].subject, "alice");
+  EXPECT_EQ((*log)[0].seq, 1);
+  EXPECT_EQ((*log)[1].subject, "carol");
+  EXPECT_EQ((*log)[1].verb, "auth.login");
+  EXPECT_EQ((*log)[0].request_id, "r");
+}
+
+TEST_P(StateStoreTest, AuditFiltersBySubjectVerbPrefixTimeAndCursor) {
+  // Given four records, expect the filters to pick the matching ones, oldest first.
+  ASSERT_TRUE(store_->AppendAudit({Audit("a", "job.submit", 1), Audit("b", "job.cancel", 2),
+                                   Audit("a", "token.create", 3), Audit("a", "job.cancel", 4)})
+                  .ok());
+  AuditFilter f;
+  f.subject = "a";
+  f.verb = "job.";
+  auto r = store_->ListAudit(f);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].at.millis(), 1);
+  EXPECT_EQ((*r)[1].at.millis(), 4);
+  AuditFilter g;
+  g.since = Time::FromMillis(2);
+  g.limit = 2;
+  auto page = store_->ListAudit(g);
+  ASSERT_EQ(page->size(), 2u);
+  g.after_seq = page->back().seq;
+  auto next = store_->ListAudit(g);
+  ASSERT_EQ(next->size(), 1u);
+  EXPECT_EQ(next->front().at.millis(), 4);
+  AuditFilter exact;
+  exact.verb = "job";
+  EXPECT_TRUE(store_->ListAudit(exact)->empty()) << "a verb without a trailing dot matches exactly";
+}
+
+TEST_P(StateStoreTest, ConcurrentSubmitsGetDistinctAscendingIds) {
+  // Given four threads each submitting 25 requests, expect 100 distinct ids, 1..100, and each
+  // thread's ids ascending in its own order.
+  constexpr int kThreads = 4;
+  constexpr int kEach = 25;
+  std::vector<std::vector<int64_t>> seen(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        auto r = store_->Submit({MakeSubmission("t" + std::to_string(t) + "-" + std::to_string(i))});
+        if (r.ok()) seen[t].push_back((*r)[0].ids[0].value());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::set<int64_t> all;
+  for (const auto& ids : seen) {
+    EXPECT_EQ(ids.size(), static_cast<size_t>(kEach));
+    EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+    all.insert(ids.begin(), ids.end());
+  }
+  ASSERT_EQ(all.size(), static_cast<size_t>(kThreads * kEach));
+  EXPECT_EQ(*all.begin(), 1);
+  EXPECT_EQ(*all.rbegin(), kThreads * kEach);
+}
+
+// The PostgreSQL instances (".../Postgres") run in one process, so that they share one server:
+// src/store/CMakeLists.txt registers them with ctest as the single test store_test.postgres.
+INSTANTIATE_TEST_SUITE_P(Stores, StateStoreTest,
+                         ::testing::Values(StoreKind::kMemory, StoreKind::kSqlite, StoreKind::kPostgres),
+                         [](const ::testing::TestParamInfo<StoreKind>& info) {
+                           switch (info.param) {
+                             case StoreKind::kMemory: return "Memory";
+                             case StoreKind::kSqlite: return "Sqlite";
+                             case StoreKind::kPostgres: return "Postgres";
+                           }
+                           return "Unknown";
+                         });
+
+
+}  // namespace
+}  // namespace gpufleet::store

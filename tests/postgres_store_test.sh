@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Given `gpufleet server --store`, expect a value that is neither sqlite:PATH nor a PostgreSQL URL
+# to be refused with exit 2, naming the flag and the value; a PostgreSQL that is not there to be
+# refused with libpq's reason and what to check, without showing the password; and, on a
+# throwaway PostgreSQL, a job submitted before a restart of the controller to be there after it
+# with its history, the data directory holding no state.db.
+#
+# Usage: postgres_store_test.sh PATH/TO/gpufleet PATH/TO/gpufleet-test-postgres
+GPUFLEET="${1:?usage: postgres_store_test.sh GPUFLEET GPUFLEET_TEST_POSTGRES}"
+PG_TOOL="${2:?usage: postgres_store_test.sh GPUFLEET GPUFLEET_TEST_POSTGRES}"
+source "$(dirname "$0")/cluster_lib.sh"
+
+run "$WORK/scheme" "$GPUFLEET" server --data-dir "$WORK/d1" --listen 127.0.0.1:0 --store mysql://db/gpufleet
+expect_rc "$WORK/scheme" 2 "--store with another scheme"
+expect_contains "$WORK/scheme.err" "--store 'mysql://db/gpufleet'" "the refusal names the flag and value"
+expect_contains "$WORK/scheme.err" "sqlite:PATH" "the refusal says what is accepted"
+
+run "$WORK/param" "$GPUFLEET" server --data-dir "$WORK/d2" --listen 127.0.0.1:0 \
+  --store "postgresql://gf:s3cret@db/gpufleet?no_such_setting=1"
+expect_rc "$WORK/param" 2 "--store with a URL libpq cannot parse"
+expect_contains "$WORK/param.err" "no_such_setting" "libpq's reason"
+grep -q s3cret "$WORK/param.err" && fail "the refusal shows the password: $(cat "$WORK/param.err")"
+
+run "$WORK/gone" "$GPUFLEET" server --data-dir "$WORK/d3" --listen 127.0.0.1:0 \
+  --store "postgresql://gf:s3cret@/gpufleet?host=$WORK/no-server-here"
+expect_rc "$WORK/gone" 1 "--store naming a PostgreSQL that is not running"
+expect_contains "$WORK/gone.err" "cannot connect" "the refusal says what failed"
+expect_contains "$WORK/gone.err" "is PostgreSQL running there" "the refusal says what to check"
+expect_contains "$WORK/gone.err" "gf:***@" "the URL is shown with the password hidden"
+grep -q s3cret "$WORK/gone.err" && fail "the refusal shows the password: $(cat "$WORK/gone.err")"
+
+# A server of our own, stopped when its stdin (this script's coprocess pipe) closes: closed on
+# exit before cluster_cleanup, which waits for every child.
+coproc PG { exec "$PG_TOOL" 2>"$WORK/pg.err"; }
+PG_TOOL_PID=$PG_PID
+stop_pg() {
+  exec {PG[1]}>&- 2>/dev/null || true
+  wait "$PG_TOOL_PID" 2>/dev/null || true
+}
+trap 'rc=$?; stop_pg; (exit $rc); cluster_cleanup' EXIT
+read -r -t 120 PG_URL <&"${PG[0]}" || fail "could not start PostgreSQL: $(cat "$WORK/pg.err")"
+
+cluster_start_server --store "$PG_URL"
+id="$(api POST /v1/jobs '{"request_id": "pg-1", "job": {"name": "kept", "resources": {"gpus": 1}, "run": "true"}}' |
+  json_get "j['jobs'][0]['id']")"
+[[ "$id" == 1 ]] || fail "the first job got id '$id'"
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null || true
+SERVER_PID=""
+[[ ! -e "$SERVER_DIR/state.db" ]] || fail "the controller wrote state.db although --store names PostgreSQL"
+
+cluster_start_server --store "$PG_URL"
+job="$(api GET /v1/jobs/1)"
+[[ "$(echo "$job" | json_get "j['name']")" == kept ]] || fail "job 1 after the restart: $job"
+[[ "$(echo "$job" | json_get "j['state']")" == pending ]] || fail "job 1 after the restart: $job"
+again="$(api POST /v1/jobs '{"request_id": "pg-1", "job": {"name": "kept", "resources": {"gpus": 1}, "run": "true"}}')"
+[[ "$(echo "$again" | json_get "j['created']")" == false ]] || fail "the request id was forgotten: $again"
+
+echo "PASS: --store refuses bad values and absent servers clearly; PostgreSQL keeps jobs across a restart"
