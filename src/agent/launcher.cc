@@ -22,6 +22,7 @@
 #include <system_error>
 
 #include "agent/cgroup.h"
+#include "common/exec_child.h"
 #include "common/fd.h"
 
 extern char** environ;
@@ -140,15 +141,6 @@ int g_shim_kill_fd = -1;
 
 void OnParentDeath(int) { ShimKillPartAndExit(); }
 
-void ResetSignalDispositions() {
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);  // glibc's own: EINVAL
-  }
-}
-
 // The shim ignores every signal that would end or stop it, so that what the agent sends to the
 // group for a graceful stop reaches only the job; it keeps SIGCHLD and SIGCONT, and the fault
 // signals of its own code, at their defaults.
@@ -162,13 +154,6 @@ bool ShimIgnores(int sig) {
   }
 }
 
-void CloseRange(int lo, int hi) {
-  if (lo > hi) return;
-  if (close_range(static_cast<unsigned>(lo), static_cast<unsigned>(hi), 0) < 0) {
-    for (int fd = lo; fd <= hi && fd < 65536; ++fd) close(fd);
-  }
-}
-
 // Closes every descriptor from 3 up except those in `keep` (n of them, -1 for none).
 void CloseAllAbove2Except(int* keep, int n) {
   for (int i = 1; i < n; ++i) {  // insertion sort; n is 3
@@ -177,30 +162,20 @@ void CloseAllAbove2Except(int* keep, int n) {
   int lo = 3;
   for (int i = 0; i < n; ++i) {
     if (keep[i] < lo) continue;
-    CloseRange(lo, keep[i] - 1);
+    exec_child::CloseRange(lo, keep[i] - 1);
     lo = keep[i] + 1;
   }
-  CloseRange(lo, 0x7fffffff);
+  exec_child::CloseRange(lo, 0x7fffffff);
 }
 
 // The job: runs in the shim's child until exec.
 [[noreturn]] void RunJob(const ChildPlan& p) {
   // Default dispositions and an empty mask: neither the agent's nor the shim's signal handling
   // may leak into the job (an ignored SIGPIPE or SIGTERM would change how it dies).
-  ResetSignalDispositions();
-  sigset_t empty;
-  sigemptyset(&empty);
-  sigprocmask(SIG_SETMASK, &empty, nullptr);
-
-  // Keep only 0..2 (set up by the shim) and the error pipe, moved to 3 (dup2 clears FD_CLOEXEC;
-  // set it again).
-  int err_fd = p.err_fd;
-  if (err_fd != 3) {
-    if (dup2(err_fd, 3) < 0) ChildFail(err_fd, Stage::kStdio);
-    err_fd = 3;
-  }
-  if (fcntl(err_fd, F_SETFD, FD_CLOEXEC) < 0) ChildFail(err_fd, Stage::kStdio);
-  CloseRange(4, 0x7fffffff);
+  exec_child::ResetSignals();
+  // Keep only 0..2 (set up by the shim) and the error pipe, on 3.
+  const int err_fd = exec_child::KeepOnlyStdioAndReport(p.err_fd);
+  if (err_fd < 0) ChildFail(p.err_fd, Stage::kStdio);
   if (p.switch_user) {
     if (setgroups(p.groups.size(), p.groups.data()) < 0) ChildFail(err_fd, Stage::kSetgroups);
     if (setgid(p.gid) < 0) ChildFail(err_fd, Stage::kSetgid);
@@ -217,7 +192,7 @@ void CloseAllAbove2Except(int* keep, int n) {
 // The shim: runs in the agent's child for as long as the job runs. Launch forks it with every
 // signal blocked.
 [[noreturn]] void RunShim(const ChildPlan& p) {
-  ResetSignalDispositions();
+  exec_child::ResetDispositions();
   if (setsid() < 0) ChildFail(p.err_fd, Stage::kSetsid);
   if (p.cgroup_join_fd >= 0 && write(p.cgroup_join_fd, "0", 1) != 1) {
     ChildFail(p.err_fd, Stage::kCgroup);

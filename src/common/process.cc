@@ -15,6 +15,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "common/exec_child.h"
 #include "common/fd.h"
 
 extern char** environ;
@@ -53,31 +54,16 @@ struct ExecPlan {
 // empty mask, the given stdio, every other descriptor closed except the CLOEXEC error pipe.
 [[noreturn]] void ExecChild(const ExecPlan& plan, bool new_session, int in_fd, int out_fd, int err_fd,
                             int report_fd) {
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
-  }
-  sigset_t empty;
-  sigemptyset(&empty);
-  sigprocmask(SIG_SETMASK, &empty, nullptr);
+  exec_child::ResetSignals();
   int e = 0;
   if (new_session ? setsid() < 0 : setpgid(0, 0) < 0) {
     e = errno;
   } else if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
     e = errno;
+  } else if (int fd = exec_child::KeepOnlyStdioAndReport(report_fd); fd < 0) {
+    _exit(127);  // no way left to report
   } else {
-    // Keep only 0..2 and the report pipe (moved to 3; dup2 clears FD_CLOEXEC, so set it again):
-    // an instance must not hold the controller's sockets and pipes open.
-    if (report_fd != 3) {
-      if (dup2(report_fd, 3) < 0) _exit(127);
-      report_fd = 3;
-    }
-    fcntl(report_fd, F_SETFD, FD_CLOEXEC);
-    if (close_range(4, ~0U, 0) < 0) {
-      for (int fd = 4; fd < 65536; ++fd) close(fd);
-    }
+    report_fd = fd;
     environ = const_cast<char**>(plan.envp.data());
     execvp(plan.argv[0], plan.argv.data());
     e = errno;

@@ -2,6 +2,7 @@
 // poll with a 10 s bound; nothing asserts on elapsed time.
 #include "common/process.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -122,6 +123,31 @@ TEST_F(ProcessTest, CommandThatIgnoresItsStdinDoesNotKillTheCaller) {
   auto r = RunCommand({"sh", "-c", "exit 5"}, options);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->exit_code, 5);
+}
+
+TEST_F(ProcessTest, CommandStartsWithDefaultSignalsAndOnlyItsOwnDescriptors) {
+  // Given a caller that ignores SIGUSR1, blocks SIGUSR2 and holds an open descriptor without
+  // CLOEXEC, expect the command to see no ignored or blocked signal and no descriptor beyond
+  // 0..2 and the one its own `ls` opens (exec_child: the steps every forked child takes).
+  struct sigaction ign = {}, old_usr1 = {};
+  ign.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGUSR1, &ign, &old_usr1), 0);
+  sigset_t block, old_mask;
+  sigemptyset(&block);
+  sigaddset(&block, SIGUSR2);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &block, &old_mask), 0);
+  const int leaked = dup(1);
+  ASSERT_GE(leaked, 0);
+  auto r = RunCommand({"/bin/sh", "-c", "grep -E '^Sig(Ign|Blk):' /proc/self/status; ls /proc/self/fd | wc -l"}, {});
+  close(leaked);
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  sigaction(SIGUSR1, &old_usr1, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->ok()) << r->stderr_text;
+  EXPECT_THAT(r->stdout_text, HasSubstr("SigBlk:\t0000000000000000"));
+  EXPECT_THAT(r->stdout_text, HasSubstr("SigIgn:\t0000000000000000"));
+  // grep and the shell are gone by then: ls sees 0, 1, 2 and the directory it reads.
+  EXPECT_THAT(r->stdout_text, HasSubstr("\n4\n"));
 }
 
 }  // namespace
