@@ -57,13 +57,14 @@ struct PlanArgs {
   std::string max_wait = "24h";
   std::string horizon = "1w";
   std::string basis = "mean";
-  double spot_share = 0.5;
+  double spot_share = 1.0;
   std::string checkpoint_interval = "30m";
   std::string restart_overhead = "5m";
   std::string frontier = "1h,2h,4h,8h,24h";
   double time_limit_s = 60;
   bool no_verify = false;
   bool no_baselines = false;
+  bool no_neighbours = false;
   bool single_gpu_nodes = false;
   std::string spot_capacity = "always";
   std::string policy = "fifo";
@@ -154,7 +155,7 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
        (r.jobs_outside_window > 0 ? " (" + std::to_string(r.jobs_outside_window) + " outside the window left out)" : ""));
   line("SLO: " + Pct(o.plan.slo_quantile) + " of GPU-hours wait at most " + FormatDuration(o.plan.slo_wait) +
        ", none over " + FormatDuration(o.plan.max_wait) + "; spot for up to " + Pct(o.plan.spot_max_share) +
-       " of the work; reserved " + TermName(o.term) + " at " + Printf("%.2f", ratio) + " x on-demand; " +
+       " of the work (the optimiser chooses the share); reserved " + TermName(o.term) + " at " + Printf("%.2f", ratio) + " x on-demand; " +
        std::to_string(r.gpus_per_node) + "-GPU nodes" +
        (o.clouds.empty() ? "" : " from " + Join(o.clouds, ", ")) + (o.regions.empty() ? "" : " in " + Join(o.regions, ", ")));
   line("");
@@ -210,7 +211,23 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
   }
   line("  expected cost " + Dollars(Usd(r.plan.total_cost)) + ", LP lower bound " + Dollars(Usd(r.plan.lp_bound)) +
        ", gap " + Printf("%.2f %%", r.plan.gap * 100) +
-       (r.plan.proven_optimal ? " (proven optimal)" : " (solver time limit: best plan found)"));
+       (r.plan.proven_optimal ? " (proven optimal)" : " (solver time limit: best plan found)") + ", spot share " +
+       Pct(r.spot_share));
+  if (r.spot_shares.size() > 1) {
+    std::string tried;
+    for (const auto& s : r.spot_shares) {
+      if (!tried.empty()) tried += ", ";
+      tried += Pct(s.share) + " ";
+      if (!s.plan.ok()) {
+        tried += "cannot meet the SLO";
+        continue;
+      }
+      int64_t gpus = 0;
+      for (const auto& m : s.plan->models) gpus += m.reserved_gpus;
+      tried += Dollars(Usd(s.plan->total_cost)) + " (" + std::to_string(gpus) + " reserved GPUs)";
+    }
+    line("  spot shares tried: " + tried);
+  }
   line("");
 
   if (!r.frontier.empty()) {
@@ -231,6 +248,7 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
   }
 
   if (!r.verification.empty()) {
+    const std::string q = Printf("P%.3g", o.plan.slo_quantile * 100);
     line("Verification: the history replayed on each cluster (" + o.verify.policy + ", " +
          FormatDuration(o.verify.boot_delay) + " boot, idle nodes released after " +
          FormatDuration(o.verify.idle_duration) + ", spot interruptions at the catalog's rate" +
@@ -241,21 +259,47 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
                                                "% of the time for 8-GPU nodes)") +
          "):");
     line("  " + Pad("cluster", 31) + Pad("reserved", 9, true) + Pad("rented", 8, true) + Pad("cost", 12, true) +
-         Pad("reserved", 12, true) + Pad("on-demand", 12, true) + Pad("spot", 12, true) + Pad("P95 wait", 10, true) +
-         Pad("util", 8, true) + Pad("vs on-dem", 10, true));
-    for (const auto& s : r.verification) {
-      line("  " + Pad(s.name, 31) + Pad(std::to_string(s.reserved_nodes), 9, true) +
+         Pad("reserved", 12, true) + Pad("on-demand", 12, true) + Pad("spot", 12, true) + Pad(q + " wait", 10, true) +
+         Pad("SLO", 7, true) + Pad("util", 8, true) + Pad("vs on-dem", 10, true));
+    for (size_t i = 0; i < r.verification.size(); ++i) {
+      const auto& s = r.verification[i];
+      const bool rec = r.recommended && *r.recommended == i;
+      line((rec ? "* " : "  ") + Pad(s.name, 31) + Pad(std::to_string(s.reserved_nodes), 9, true) +
            Pad(std::to_string(s.summary.nodes_rented), 8, true) + Pad(Dollars(s.summary.cost_usd), 12, true) +
            Pad(Dollars(MarketCost(s.summary, "reserved")), 12, true) +
            Pad(Dollars(MarketCost(s.summary, "on-demand")), 12, true) +
-           Pad(Dollars(MarketCost(s.summary, "spot")), 12, true) + Pad(Hours(s.summary.queue_s.p95), 10, true) +
-           Pad(Pct(s.summary.utilisation), 8, true) +
+           Pad(Dollars(MarketCost(s.summary, "spot")), 12, true) + Pad(Hours(s.slo_wait_s), 10, true) +
+           Pad(s.meets_slo ? "met" : "missed", 7, true) + Pad(Pct(s.summary.utilisation), 8, true) +
            Pad(s.cost_ratio_to_on_demand > 0 ? Printf("%.2fx", s.cost_ratio_to_on_demand) : "-", 10, true));
     }
     const auto& p = r.verification.front();
     line("  plan: " + std::to_string(p.summary.finished) + "/" + std::to_string(p.summary.jobs) + " jobs finished, " +
          Pct(p.spot_job_share) + " of jobs allowed on spot, " + std::to_string(p.summary.spot_interruptions) +
-         " spot interruptions; P95 wait is over jobs, the SLO over GPU-hours");
+         " spot interruptions; the wait is over jobs, the optimiser's SLO over GPU-hours");
+    line("");
+    if (!r.recommended) {
+      line("Recommendation: none of the replayed clusters meets the SLO (" + q + " wait at most " +
+           FormatDuration(o.plan.slo_wait) + " with every job run); loosen the SLO or allow more capacity.");
+    } else {
+      const auto& rec = r.verification[*r.recommended];
+      line("Recommendation (*): " + rec.name + ", the cheapest replay that meets the SLO: " +
+           Dollars(rec.summary.cost_usd) + ", " + q + " wait " + Hours(rec.slo_wait_s) + ", " +
+           std::to_string(rec.reserved_nodes) + " reserved nodes, " + Pct(rec.spot_job_share) + " of jobs on spot.");
+      for (const auto& s : r.verification) {
+        if (s.kind != plan::ScenarioKind::kBaseline) continue;
+        const double saved = s.summary.cost_usd - rec.summary.cost_usd;
+        std::string verdict;
+        if (&s == &rec) {
+          verdict = "is the recommendation";
+        } else if (saved >= 0) {
+          verdict = "saves " + Dollars(saved) + " (" + Pct(s.summary.cost_usd > 0 ? saved / s.summary.cost_usd : 0) +
+                    " of its cost)" + (s.meets_slo ? "" : "; it also misses the SLO");
+        } else {
+          verdict = "costs " + Dollars(-saved) + " more, but that baseline misses the SLO";
+        }
+        line("  vs " + Pad(s.name + ":", 32) + verdict);
+      }
+    }
   }
   return out;
 }
@@ -343,6 +387,21 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
   }
   j["models"] = models;
   j["plan"] = PlanJson(r.plan);
+  j["plan"]["spot_share"] = r.spot_share;
+  json shares = json::array();
+  for (const auto& s : r.spot_shares) {
+    json sj = {{"share", s.share}};
+    if (s.plan.ok()) {
+      sj.update(PlanJson(*s.plan));
+      int64_t gpus = 0;
+      for (const auto& m : s.plan->models) gpus += m.reserved_gpus;
+      sj["reserved_gpus"] = gpus;
+    } else {
+      sj["error"] = s.plan.status().message();
+    }
+    shares.push_back(sj);
+  }
+  j["spot_shares"] = shares;
   json frontier = json::array();
   for (const auto& p : r.frontier) {
     json pj = {{"slo_wait_s", p.slo_wait.seconds_f()}};
@@ -358,14 +417,37 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
   }
   j["frontier"] = frontier;
   json ver = json::array();
-  for (const auto& s : r.verification) {
+  for (size_t i = 0; i < r.verification.size(); ++i) {
+    const auto& s = r.verification[i];
     ver.push_back({{"name", s.name},
+                   {"kind", s.kind == plan::ScenarioKind::kBaseline ? "baseline" : "candidate"},
+                   {"recommended", r.recommended && *r.recommended == i},
                    {"reserved_nodes", s.reserved_nodes},
+                   {"spot_share", s.spot_share},
                    {"spot_job_share", s.spot_job_share},
+                   {"slo_wait_s", s.slo_wait_s},
+                   {"meets_slo", s.meets_slo},
                    {"cost_ratio_to_on_demand", s.cost_ratio_to_on_demand},
                    {"summary", SummaryJson(s.summary)}});
   }
   j["verification"] = ver;
+  json rec = nullptr;
+  if (r.recommended) {
+    const auto& best = r.verification[*r.recommended];
+    json vs = json::array();
+    for (const auto& s : r.verification) {
+      if (s.kind != plan::ScenarioKind::kBaseline) continue;
+      const double saved = s.summary.cost_usd - best.summary.cost_usd;
+      vs.push_back({{"name", s.name},
+                    {"cost_usd", s.summary.cost_usd},
+                    {"meets_slo", s.meets_slo},
+                    {"saving_usd", saved},
+                    {"saving_share", s.summary.cost_usd > 0 ? saved / s.summary.cost_usd : 0.0}});
+    }
+    rec = {{"name", best.name}, {"cost_usd", best.summary.cost_usd}, {"slo_wait_s", best.slo_wait_s},
+           {"reserved_nodes", best.reserved_nodes}, {"spot_job_share", best.spot_job_share}, {"vs_baselines", vs}};
+  }
+  j["recommendation"] = rec;
   return j;
 }
 
@@ -496,6 +578,7 @@ int Run(const PlanArgs& a) {
 
   o.verify.enabled = !a.no_verify;
   o.verify.baselines = !a.no_baselines;
+  o.verify.neighbours = !a.no_neighbours;
   o.verify.single_gpu_nodes = a.single_gpu_nodes;
   if (a.spot_capacity != "measured" && a.spot_capacity != "always" && !a.spot_capacity.ends_with(".csv")) {
     return Fail(kExitUsage, "--spot-capacity: expected measured, always or a table FILE.csv, got '" + a.spot_capacity + "'");
@@ -582,10 +665,15 @@ std::function<int()> SetupPlanCommand(CLI::App& app) {
   1. Demand: the trace's jobs as GPU-hours per hour and GPU model (as if each started on arrival).
   2. Forecast: an hour-of-week shape plus a trend, backtested on held-back history (WAPE, MAPE).
   3. Optimise: reserved nodes (paid every hour), on-demand and spot burst, least expected cost with
-     the SLO met; a MILP (CBC), with its LP bound and gap reported.
+     the SLO met; a MILP (CBC), with its LP bound and gap reported. The spot share is chosen with
+     the reservation: one MILP per share 0, 0.25, ... up to the --spot-share cap.
   4. Verify: replay the history on the planned cluster (reserved nodes + autoscaled on-demand and
-     spot with boot delays and interruptions) and on three baselines: all on-demand, all reserved
-     for the peak, all spot with on-demand fallback. Costs are compared over the same replay.
+     spot with boot delays and interruptions), on its neighbours (reserved +-1 and +-2 nodes, the
+     adjacent spot shares) and on three baselines: all on-demand, all reserved for the peak, all
+     spot with on-demand fallback. Costs are compared over the same replay.
+  5. Recommend: the cheapest replay whose wait at the SLO quantile meets the SLO (marked *), and
+     by how much it beats each baseline. It may be a neighbour or a baseline: the optimiser's
+     fluid model is checked, not trusted.
 
 Examples:
   # The Philly trace on AWS p3.16xlarge (8 x V100) in us-east-1, P95 wait under an hour
@@ -624,7 +712,9 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_option("--max-wait", args->max_wait, "No work waits longer than this")->capture_default_str();
   sub->add_option("--horizon", args->horizon, "Planning window forecast from the end of the history (1w, 2w, 72h)")->capture_default_str();
   sub->add_option("--basis", args->basis, "Plan on the forecast's mean (expected cost) or its upper band (cautious)")->capture_default_str();
-  sub->add_option("--spot-share", args->spot_share, "Share of the work that may run on spot (tolerates preemption), 0..1")
+  sub->add_option("--spot-share", args->spot_share,
+                  "Cap on the share of the work that may run on spot, 0..1: a risk limit; the optimiser chooses "
+                  "the share from 0 up to it in steps of 0.25 (0 = no spot)")
       ->capture_default_str();
   sub->add_option("--checkpoint-interval", args->checkpoint_interval, "How often jobs checkpoint: the work redone after a spot interruption")
       ->capture_default_str();
@@ -632,7 +722,9 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_option("--frontier", args->frontier, "SLO waits of the cost-vs-SLO curve, or 'none'")->capture_default_str();
   sub->add_option("--time-limit", args->time_limit_s, "Seconds the MILP solver may take per plan")->capture_default_str();
   sub->add_flag("--no-verify", args->no_verify, "Skip the simulation check");
-  sub->add_flag("--no-baselines", args->no_baselines, "Simulate the plan only, not the baselines");
+  sub->add_flag("--no-baselines", args->no_baselines, "Replay the plan and its neighbours only, not the baselines");
+  sub->add_flag("--no-neighbours", args->no_neighbours,
+                "Replay the optimiser's plan only, not its neighbours (reserved +-1 and +-2 nodes, the adjacent spot shares)");
   sub->add_flag("--single-gpu-nodes", args->single_gpu_nodes,
                 "In the replay, also rent one-GPU instances for one-GPU jobs (slower to simulate)");
   sub->add_option("--spot-capacity", args->spot_capacity,
