@@ -42,6 +42,10 @@ assert m["gpu_model"] == "V100", m["gpu_model"]
 assert m["plan"]["reserved_nodes"] >= 1 and m["plan"]["reserved_gpus"] == 8 * m["plan"]["reserved_nodes"], m["plan"]
 assert m["prices_usd_per_gpu_hour"]["on_demand"] == 3.06, m["prices_usd_per_gpu_hour"]
 assert m["forecast"]["backtest"]["wape"] < 0.01, m["forecast"]["backtest"]
+methods = {x["method"]: x for x in m["forecast"]["methods"]}
+assert len(methods) == 6 and [k for k, x in methods.items() if x["naive"]] == ["naive-4w-mean", "naive-last-week"], methods
+assert m["forecast"]["backtest"]["wape"] == min(x["wape"] for x in methods.values()), m["forecast"]
+assert m["forecast"]["method"] in methods and m["forecast"]["backtest"]["folds"] == 1, m["forecast"]
 assert r["plan"]["cost_usd"] >= r["plan"]["lp_bound_usd"] > 0, r["plan"]
 assert [p["slo_wait_s"] for p in r["frontier"]] == [3600, 14400, 86400], r["frontier"]
 assert [s["share"] for s in r["spot_shares"]] == [0, 0.25, 0.5], r["spot_shares"]
@@ -77,7 +81,7 @@ done
 # The text report carries the same sections.
 run "$WORK/text" "${PLAN[@]}" --no-baselines
 expect_rc "$WORK/text" 0 "gpufleet plan (text)"
-for s in "WAPE" "LP lower bound" "Cost against the SLO wait" "Verification" "reserved" "spot shares tried" \
+for s in "WAPE by method" "naive-last-week" "LP lower bound" "Cost against the SLO wait" "Verification" "reserved" "spot shares tried" \
          "Recommendation (*)"; do
   expect_contains "$WORK/text.out" "$s" "gpufleet plan text report"
 done
@@ -91,6 +95,7 @@ bad() {  # bad NAME TEXT ARGS...
   expect_contains "$WORK/$name.err" "$text" "gpufleet plan $*"
 }
 bad quantile "--slo-quantile" --slo-quantile 1.5
+bad band "--band-quantile" --band-quantile 1
 bad term "--reserved-term must be 1y or 3y" --reserved-term 2y
 bad ratio "--reserved-ratio" --reserved-ratio 1.2
 bad wait "--slo-p95-wait" --slo-p95-wait soon

@@ -57,6 +57,7 @@ struct PlanArgs {
   std::string max_wait = "24h";
   std::string horizon = "1w";
   std::string basis = "mean";
+  double band_quantile = 0.9;
   double spot_share = 1.0;
   std::string checkpoint_interval = "30m";
   std::string restart_overhead = "5m";
@@ -160,11 +161,11 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
        (o.clouds.empty() ? "" : " from " + Join(o.clouds, ", ")) + (o.regions.empty() ? "" : " in " + Join(o.regions, ", ")));
   line("");
 
-  line("Forecast (hour-of-week levels + linear trend) of the " + std::to_string(r.horizon_hours) + " h from " +
-       FormatIso8601(r.forecast_start) + "; backtest on held-back history:");
+  line("Forecast of the " + std::to_string(r.horizon_hours) + " h from " + FormatIso8601(r.forecast_start) +
+       " by the method with the least WAPE in rolling-origin cross-validation on the history:");
   line("  " + Pad("model", 10) + Pad("history GPU-h", 15, true) + Pad("peak GPUs", 11, true) +
-       Pad("planned GPU-h", 15, true) + Pad("WAPE", 10, true) + Pad("MAPE", 12, true) + Pad("bias", 10, true) +
-       "  backtest");
+       Pad("planned GPU-h", 15, true) + Pad("method", 17, true) + Pad("WAPE", 10, true) + Pad("MAPE", 12, true) +
+       Pad("bias", 10, true) + "  cross-validation");
   for (const auto& m : r.models) {
     double planned = 0;
     for (double v : m.planned_demand) planned += v;
@@ -173,11 +174,22 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
       wape = Pct(m.backtest->wape);
       mape = m.backtest->mape ? Pct(*m.backtest->mape) : "-";
       bias = Printf("%+.1f %%", m.backtest->bias * 100);
-      bt = "fit " + std::to_string(m.backtest_train_hours) + " h, tested on " + std::to_string(m.backtest_test_hours) + " h";
+      bt = std::to_string(m.backtest_folds) + " folds of " + std::to_string(m.backtest_test_hours) +
+           " h, the last fitted on " + std::to_string(m.backtest_train_hours) + " h";
     }
     line("  " + Pad(m.gpu_model, 10) + Pad(Printf("%.0f", m.history_gpu_hours), 15, true) +
          Pad(Printf("%.0f", m.peak_gpu_hours_per_hour), 11, true) + Pad(Printf("%.0f", planned), 15, true) +
-         Pad(wape, 10, true) + Pad(mape, 12, true) + Pad(bias, 10, true) + "  " + bt);
+         Pad(plan::ForecastMethodName(m.forecast_method), 17, true) + Pad(wape, 10, true) + Pad(mape, 12, true) +
+         Pad(bias, 10, true) + "  " + bt);
+  }
+  for (const auto& m : r.models) {
+    if (m.forecast_candidates.empty()) continue;
+    std::string all;
+    for (const auto& c : m.forecast_candidates) {
+      if (!all.empty()) all += ", ";
+      all += plan::ForecastMethodName(c.method) + " " + Pct(c.error.wape);
+    }
+    line("  " + m.gpu_model + " WAPE by method: " + all);
   }
   line("  (WAPE weighs hours by demand: plan on it. MAPE counts non-zero hours only.)");
   line("");
@@ -346,7 +358,8 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
                   {"gpus_per_node", r.gpus_per_node},
                   {"regions", o.regions},
                   {"clouds", o.clouds},
-                  {"basis", o.basis == plan::PlanBasis::kForecastUpper ? "upper" : "mean"}};
+                  {"basis", o.basis == plan::PlanBasis::kForecastUpper ? "upper" : "mean"},
+                  {"band_quantile", o.forecast.band_quantile}};
   json models = json::array();
   for (const auto& m : r.models) {
     json mj;
@@ -363,13 +376,24 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
       bt = {{"wape", m.backtest->wape},
             {"mape", m.backtest->mape ? json(*m.backtest->mape) : json(nullptr)},
             {"bias", m.backtest->bias},
+            {"folds", m.backtest_folds},
             {"train_hours", m.backtest_train_hours},
             {"test_hours", m.backtest_test_hours}};
+    }
+    json methods = json::array();
+    for (const auto& c : m.forecast_candidates) {
+      methods.push_back({{"method", plan::ForecastMethodName(c.method)},
+                         {"naive", plan::IsNaive(c.method)},
+                         {"wape", c.error.wape},
+                         {"mape", c.error.mape ? json(*c.error.mape) : json(nullptr)},
+                         {"bias", c.error.bias}});
     }
     mj["forecast"] = {{"history_gpu_hours", m.history_gpu_hours},
                       {"peak_gpus", m.peak_gpu_hours_per_hour},
                       {"planned_gpu_hours_per_hour", m.planned_demand},
-                      {"backtest", bt}};
+                      {"method", plan::ForecastMethodName(m.forecast_method)},
+                      {"backtest", bt},
+                      {"methods", methods}};
     double od = 0, sp = 0;
     for (double v : m.plan.on_demand) od += v;
     for (double v : m.plan.spot) sp += v;
@@ -549,6 +573,11 @@ int Run(const PlanArgs& a) {
   } else {
     return Fail(kExitUsage, "--basis must be mean or upper, got '" + a.basis + "'");
   }
+  if (!(a.band_quantile > 0 && a.band_quantile < 1)) {
+    return Fail(kExitUsage, "--band-quantile must be in (0, 1) (0.9: plan on the 90th percentile), got " +
+                                Printf("%g", a.band_quantile));
+  }
+  o.forecast.band_quantile = a.band_quantile;
   if (!(a.spot_share >= 0 && a.spot_share <= 1)) {
     return Fail(kExitUsage, "--spot-share must be in [0, 1] (0 = no spot), got " + Printf("%g", a.spot_share));
   }
@@ -663,7 +692,9 @@ std::function<int()> SetupPlanCommand(CLI::App& app) {
       "plan", "From job history, the cheapest reserved / on-demand / spot mix that meets a queueing SLO");
   sub->footer(R"(How it works:
   1. Demand: the trace's jobs as GPU-hours per hour and GPU model (as if each started on arrival).
-  2. Forecast: an hour-of-week shape plus a trend, backtested on held-back history (WAPE, MAPE).
+  2. Forecast: six methods (hour-of-week shape with trend or mean, level shift, level decay, and the
+     naive same-hour-last-week and four-week mean) cross-validated over rolling origins; the one
+     with the least WAPE forecasts, every method's WAPE is reported.
   3. Optimise: reserved nodes (paid every hour), on-demand and spot burst, least expected cost with
      the SLO met; a MILP (CBC), with its LP bound and gap reported. The spot share is chosen with
      the reservation: one MILP per share 0, 0.25, ... up to the --spot-share cap.
@@ -712,6 +743,10 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_option("--max-wait", args->max_wait, "No work waits longer than this")->capture_default_str();
   sub->add_option("--horizon", args->horizon, "Planning window forecast from the end of the history (1w, 2w, 72h)")->capture_default_str();
   sub->add_option("--basis", args->basis, "Plan on the forecast's mean (expected cost) or its upper band (cautious)")->capture_default_str();
+  sub->add_option("--band-quantile", args->band_quantile,
+                  "The upper band: this quantile of the cross-validation's out-of-sample errors above the "
+                  "forecast, so --basis upper plans on this quantile of demand")
+      ->capture_default_str();
   sub->add_option("--spot-share", args->spot_share,
                   "Cap on the share of the work that may run on spot, 0..1: a risk limit; the optimiser chooses "
                   "the share from 0 up to it in steps of 0.25 (0 = no spot)")

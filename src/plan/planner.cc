@@ -598,6 +598,9 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
     m.backtest = f.backtest;
     m.backtest_train_hours = f.train_hours;
     m.backtest_test_hours = f.test_hours;
+    m.backtest_folds = f.folds;
+    m.forecast_method = f.method;
+    m.forecast_candidates = f.candidates;
     for (double v : series->second) {
       m.history_gpu_hours += v;
       m.peak_gpu_hours_per_hour = std::max(m.peak_gpu_hours_per_hour, v);

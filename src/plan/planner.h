@@ -3,7 +3,9 @@
 // analytic parts (demand.h -> forecast.h -> prices.h -> optimizer.h) and the simulator:
 //
 //   1. Demand: GPU-hours per hour and GPU model from the history (BuildDemand).
-//   2. Forecast: the next `horizon_hours` per model, with the backtest's WAPE/MAPE.
+//   2. Forecast: the next `horizon_hours` per model by the method that wins rolling-origin
+//      cross-validation against the others and two naive baselines (forecast.h), with every
+//      method's WAPE.
 //   3. Prices: per GPU-hour from the catalog, restricted to the clouds and regions asked for and to offers
 //      whose instance has `gpus_per_node` GPUs, so that reserved, on-demand and spot nodes all
 //      have the shape the plan counts in.
@@ -117,8 +119,11 @@ struct ModelReport {
   std::string gpu_model;
   GpuPrices prices;                        // per GPU-hour
   std::optional<GpuPrices> single_gpu_prices;  // of one-GPU instances, for rented burst nodes
-  std::optional<ForecastError> backtest;   // none with a single week of history
-  int64_t backtest_train_hours = 0, backtest_test_hours = 0;
+  std::optional<ForecastError> backtest;   // the chosen method's, cross-validated; none with one week
+  int64_t backtest_train_hours = 0, backtest_test_hours = 0;  // the longest fit; each fold's test
+  int backtest_folds = 0;
+  ForecastMethod forecast_method = ForecastMethod::kSeasonalTrend;  // chosen by cross-validation
+  std::vector<MethodError> forecast_candidates;  // every method's cross-validated error
   double history_gpu_hours = 0;            // demand over the whole history
   double peak_gpu_hours_per_hour = 0;      // its busiest hour
   int max_job_gpus = 0;                    // the largest job of this model
