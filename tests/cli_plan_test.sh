@@ -41,6 +41,7 @@ m = r["models"][0]
 assert m["gpu_model"] == "V100", m["gpu_model"]
 assert m["plan"]["reserved_nodes"] >= 1 and m["plan"]["reserved_gpus"] == 8 * m["plan"]["reserved_nodes"], m["plan"]
 assert m["prices_usd_per_gpu_hour"]["on_demand"] == 3.06, m["prices_usd_per_gpu_hour"]
+assert r["location"] == {"cloud": "aws", "region": "us-east-1", "places_priced": 1}, r["location"]
 assert m["forecast"]["backtest"]["wape"] < 0.01, m["forecast"]["backtest"]
 methods = {x["method"]: x for x in m["forecast"]["methods"]}
 assert len(methods) == 6 and [k for k, x in methods.items() if x["naive"]] == ["naive-4w-mean", "naive-last-week"], methods
@@ -85,6 +86,25 @@ for s in "WAPE by method" "naive-last-week" "LP lower bound" "Cost against the S
          "Recommendation (*)"; do
   expect_contains "$WORK/text.out" "$s" "gpufleet plan text report"
 done
+
+# Without --region both regions are planned and every price comes from the cheaper plan's one;
+# --compare-clouds lists it per cloud.
+run "$WORK/clouds" "$GPUFLEET" plan --trace "$WORK/jobs.jsonl" --catalog "$WORK/offers.csv" --default-gpu V100 \
+  --frontier none --no-verify --compare-clouds --no-progress -o json
+expect_rc "$WORK/clouds" 0 "gpufleet plan --compare-clouds"
+"$PYTHON" - "$WORK/clouds.out" <<'PY' || { show "$WORK/clouds"; fail "gpufleet plan --compare-clouds: unexpected report"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["location"] == {"cloud": "aws", "region": "us-east-1", "places_priced": 2}, r["location"]
+p = r["models"][0]["prices_usd_per_gpu_hour"]
+assert p["on_demand_offer"].startswith("aws us-east-1 ") and p["spot_offer"].startswith("aws us-east-1 "), p
+assert [(c["cloud"], c["region"], c["chosen"]) for c in r["clouds"]] == [("aws", "us-east-1", True)], r["clouds"]
+PY
+run "$WORK/clouds_text" "$GPUFLEET" plan --trace "$WORK/jobs.jsonl" --catalog "$WORK/offers.csv" --default-gpu V100 \
+  --frontier none --no-verify --compare-clouds --no-progress
+expect_rc "$WORK/clouds_text" 0 "gpufleet plan --compare-clouds (text)"
+expect_contains "$WORK/clouds_text.out" "The plan per cloud" "gpufleet plan --compare-clouds (text)"
+expect_contains "$WORK/clouds_text.out" "all from aws us-east-1" "gpufleet plan --compare-clouds (text)"
 
 # Bad flags: exit 2, naming the flag.
 bad() {  # bad NAME TEXT ARGS...

@@ -66,6 +66,7 @@ struct PlanArgs {
   bool no_verify = false;
   bool no_baselines = false;
   bool no_neighbours = false;
+  bool compare_clouds = false;
   bool single_gpu_nodes = false;
   std::string spot_capacity = "always";
   std::string policy = "fifo";
@@ -146,6 +147,23 @@ std::string TermName(plan::ReservedTerm t) { return t == plan::ReservedTerm::kOn
 
 // ------------------------------------------------------------------ the report
 
+// Per cloud, the index of its region with the cheapest plan (a region that cannot meet the SLO
+// only where none of the cloud's can), in cloud order.
+std::vector<size_t> CheapestPerCloud(const plan::PlannerReport& r) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < r.locations.size(); ++i) {
+    const auto& l = r.locations[i];
+    auto same = std::find_if(out.begin(), out.end(), [&](size_t j) { return r.locations[j].cloud == l.cloud; });
+    if (same == out.end()) {
+      out.push_back(i);
+      continue;
+    }
+    const auto& best = r.locations[*same];
+    if (l.plan.ok() && (!best.plan.ok() || l.plan->total_cost < best.plan->total_cost)) *same = i;
+  }
+  return out;
+}
+
 std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const plan::PlannerReport& r) {
   std::string out;
   auto line = [&](const std::string& s) { out += s + "\n"; };
@@ -194,7 +212,10 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
   line("  (WAPE weighs hours by demand: plan on it. MAPE counts non-zero hours only.)");
   line("");
 
-  line("Prices per GPU-hour:");
+  const auto& place = r.locations.at(r.location);
+  line("Prices per GPU-hour, all from " + place.cloud + " " + place.region + " (the cheapest plan of " +
+       std::to_string(r.locations.size()) + " cloud region" + (r.locations.size() == 1 ? "" : "s") +
+       " that price every model):");
   for (const auto& m : r.models) {
     std::string s = "  " + Pad(m.gpu_model, 10) + "reserved " + cost::FormatUsd(m.prices.reserved, 3) +
                     "  on-demand " + cost::FormatUsd(*m.prices.on_demand, 3) + " (" + m.prices.on_demand_offer + ")";
@@ -205,6 +226,34 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
     line(s);
   }
   line("");
+
+  if (a.compare_clouds) {
+    line("The plan per cloud (the optimiser's expected cost over the window at each cloud's cheapest region;");
+    line("only the chosen place is replayed):");
+    line("  " + Pad("cloud", 10) + Pad("region", 22) + Pad("on-demand", 11, true) + Pad("spot", 9, true) +
+         Pad("reserved", 10, true) + Pad("spot share", 12, true) + Pad("reserved GPUs", 15, true) +
+         Pad("cost", 12, true) + Pad("vs chosen", 11, true));
+    for (const auto& c : CheapestPerCloud(r)) {
+      const auto& l = r.locations[c];
+      const auto& p0 = l.prices.front();
+      std::string row = "  " + Pad(l.cloud, 10) + Pad(l.region, 22) +
+                        Pad(cost::FormatUsd(*p0.on_demand, 3), 11, true) +
+                        Pad(p0.spot ? cost::FormatUsd(*p0.spot, 3) : "-", 9, true) +
+                        Pad(cost::FormatUsd(p0.reserved, 3), 10, true);
+      if (!l.plan.ok()) {
+        line(row + "  cannot meet the SLO");
+        continue;
+      }
+      int64_t gpus = 0;
+      for (const auto& m : l.plan->models) gpus += m.reserved_gpus;
+      const double chosen = Usd(r.locations[r.location].plan->total_cost);
+      line(row + Pad(Pct(l.spot_share), 12, true) + Pad(std::to_string(gpus), 15, true) +
+           Pad(Dollars(Usd(l.plan->total_cost)), 12, true) +
+           Pad(chosen > 0 ? Printf("%.2fx", Usd(l.plan->total_cost) / chosen) : "-", 11, true));
+    }
+    if (r.models.size() > 1) line("  (prices shown are the first model's)");
+    line("");
+  }
 
   line("Plan for the " + std::to_string(r.horizon_hours) + " h window (" +
        (o.basis == plan::PlanBasis::kForecastUpper ? "forecast upper band" : "forecast mean") + "):");
@@ -408,6 +457,34 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
                   {"on_demand_cost_usd", Usd(m.plan.on_demand_cost)},
                   {"spot_cost_usd", Usd(m.plan.spot_cost)}};
     models.push_back(mj);
+  }
+  const auto& place = r.locations.at(r.location);
+  j["location"] = {{"cloud", place.cloud}, {"region", place.region}, {"places_priced", r.locations.size()}};
+  if (a.compare_clouds) {
+    json clouds = json::array();
+    for (size_t c : CheapestPerCloud(r)) {
+      const auto& l = r.locations[c];
+      json cj = {{"cloud", l.cloud}, {"region", l.region}, {"chosen", c == r.location}};
+      json prices = json::array();
+      for (const auto& p : l.prices) {
+        prices.push_back({{"gpu_model", p.gpu_model},
+                          {"reserved", Usd(p.reserved)},
+                          {"on_demand", p.on_demand ? json(Usd(*p.on_demand)) : json(nullptr)},
+                          {"spot", p.spot ? json(Usd(*p.spot)) : json(nullptr)}});
+      }
+      cj["prices_usd_per_gpu_hour"] = prices;
+      if (l.plan.ok()) {
+        int64_t gpus = 0;
+        for (const auto& m : l.plan->models) gpus += m.reserved_gpus;
+        cj["cost_usd"] = Usd(l.plan->total_cost);
+        cj["spot_share"] = l.spot_share;
+        cj["reserved_gpus"] = gpus;
+      } else {
+        cj["error"] = l.plan.status().message();
+      }
+      clouds.push_back(cj);
+    }
+    j["clouds"] = clouds;
   }
   j["models"] = models;
   j["plan"] = PlanJson(r.plan);
@@ -695,14 +772,16 @@ std::function<int()> SetupPlanCommand(CLI::App& app) {
   2. Forecast: six methods (hour-of-week shape with trend or mean, level shift, level decay, and the
      naive same-hour-last-week and four-week mean) cross-validated over rolling origins; the one
      with the least WAPE forecasts, every method's WAPE is reported.
-  3. Optimise: reserved nodes (paid every hour), on-demand and spot burst, least expected cost with
+  3. Prices: on-demand, spot and reserved from one cloud and region, the one whose plan is cheapest
+     among those --cloud/--region allow (--compare-clouds shows each cloud's best).
+  4. Optimise: reserved nodes (paid every hour), on-demand and spot burst, least expected cost with
      the SLO met; a MILP (CBC), with its LP bound and gap reported. The spot share is chosen with
      the reservation: one MILP per share 0, 0.25, ... up to the --spot-share cap.
-  4. Verify: replay the history on the planned cluster (reserved nodes + autoscaled on-demand and
+  5. Verify: replay the history on the planned cluster (reserved nodes + autoscaled on-demand and
      spot with boot delays and interruptions), on its neighbours (reserved +-1 and +-2 nodes, the
      adjacent spot shares) and on three baselines: all on-demand, all reserved for the peak, all
      spot with on-demand fallback. Costs are compared over the same replay.
-  5. Recommend: the cheapest replay whose wait at the SLO quantile meets the SLO (marked *), and
+  6. Recommend: the cheapest replay whose wait at the SLO quantile meets the SLO (marked *), and
      by how much it beats each baseline. It may be a neighbour or a baseline: the optimiser's
      fluid model is checked, not trusted.
 
@@ -758,6 +837,8 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_option("--time-limit", args->time_limit_s, "Seconds the MILP solver may take per plan")->capture_default_str();
   sub->add_flag("--no-verify", args->no_verify, "Skip the simulation check");
   sub->add_flag("--no-baselines", args->no_baselines, "Replay the plan and its neighbours only, not the baselines");
+  sub->add_flag("--compare-clouds", args->compare_clouds,
+                "Also show the plan at each cloud's cheapest region (the optimiser's cost; only the chosen place is replayed)");
   sub->add_flag("--no-neighbours", args->no_neighbours,
                 "Replay the optimiser's plan only, not its neighbours (reserved +-1 and +-2 nodes, the adjacent spot shares)");
   sub->add_flag("--single-gpu-nodes", args->single_gpu_nodes,

@@ -277,6 +277,52 @@ std::vector<Candidate> Candidates(const PlannerReport& r, size_t best, bool neig
   return out;
 }
 
+// The optimiser's options for split inputs: the split says which work may use spot.
+PlanOptions SplitPlanOptions(const PlannerOptions& o) {
+  PlanOptions p = o.plan;
+  p.spot_max_share = 1.0;
+  return p;
+}
+
+// The spot share and the reservation, jointly: one MILP per share of the grid, the cheapest wins
+// (ties, within the solver's rounding: the smaller share, the less exposed to spot). A share the
+// SLO cannot be met at is kept as a failed option; other solver errors stop the plan.
+struct Optimised {
+  std::vector<SpotShareOption> shares;
+  std::vector<SplitInputs> splits;  // per share
+  std::optional<size_t> best;       // none: no share meets the SLO
+};
+
+Result<Optimised> Optimise(const std::vector<ModelReport>& models, const PlannerOptions& o) {
+  const bool any_spot =
+      std::any_of(models.begin(), models.end(), [](const ModelReport& m) { return m.prices.spot.has_value(); });
+  const PlanOptions popts = SplitPlanOptions(o);
+  Optimised out;
+  for (double share : SpotShareGrid(any_spot ? o.plan.spot_max_share : 0)) {
+    SplitInputs split = SplitBySpotShare(models, share, o.gpus_per_node);
+    Result<Plan> solved = SolvePlan(split.inputs, popts);
+    if (!solved.ok() && solved.status().code() != StatusCode::kFailedPrecondition) return solved.status();
+    if (solved.ok()) {
+      solved = MergeParts(*solved, split, models);
+      if (!out.best || Cheaper(solved->total_cost, out.shares[*out.best].plan->total_cost)) out.best = out.shares.size();
+    }
+    out.shares.push_back(SpotShareOption{share, std::move(solved)});
+    out.splits.push_back(std::move(split));
+  }
+  return out;
+}
+
+bool SamePrices(const std::vector<GpuPrices>& a, const std::vector<GpuPrices>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].reserved != b[i].reserved || a[i].on_demand != b[i].on_demand || a[i].spot != b[i].spot ||
+        a[i].spot_interruptions_per_hour != b[i].spot_interruptions_per_hour) {
+      return false;
+    }
+  }
+  return true;
+}
+
 sim::ClusterSpec CandidateCluster(const std::vector<ModelReport>& models, const std::vector<int64_t>& reserved_nodes,
                                   int gpus_per_node, const VerifyOptions& verify, bool with_spot) {
   sim::ClusterSpec c;
@@ -587,13 +633,6 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
       }
       return prices.status();
     }
-    m.prices = *prices;
-    if (o.verify.single_gpu_nodes && o.gpus_per_node > 1) {
-      PlannerOptions single = o;
-      single.gpus_per_node = 1;
-      Result<GpuPrices> small = PricesFromCatalog(FilterOffers(offers, single), name, o.term, o.ratios);
-      if (small.ok()) m.single_gpu_prices = *small;
-    }
     const ModelForecast& f = forecast.models.at(name);
     m.backtest = f.backtest;
     m.backtest_train_hours = f.train_hours;
@@ -611,29 +650,75 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
     report.models.push_back(std::move(m));
   }
 
-  // The spot share and the reservation, jointly: one MILP per share of the grid, the cheapest wins
-  // (ties, within the solver's rounding: the smaller share, the less exposed to spot). A share the SLO cannot be met at is
-  // skipped; other solver errors stop the plan.
-  const bool any_spot = std::any_of(report.models.begin(), report.models.end(),
-                                    [](const ModelReport& m) { return m.prices.spot.has_value(); });
-  PlanOptions popts = o.plan;
-  popts.spot_max_share = 1.0;  // the split says which work may use spot
-  std::vector<SplitInputs> splits;
-  std::optional<size_t> best;
-  for (double share : SpotShareGrid(any_spot ? o.plan.spot_max_share : 0)) {
-    SplitInputs split = SplitBySpotShare(report.models, share, o.gpus_per_node);
-    Result<Plan> solved = SolvePlan(split.inputs, popts);
-    if (!solved.ok() && solved.status().code() != StatusCode::kFailedPrecondition) return solved.status();
-    if (solved.ok()) {
-      solved = MergeParts(*solved, split, report.models);
-      if (!best || Cheaper(solved->total_cost, report.spot_shares[*best].plan->total_cost)) {
-        best = report.spot_shares.size();
+  // Prices from one (cloud, region) per plan: every place that prices every model is planned, and
+  // the one whose plan costs least is chosen (ties: the first by cloud and region name).
+  std::vector<LocationOption> places;
+  for (const PriceLocation& where : PriceLocations(priced)) {
+    const cost::OfferTable here = OffersAt(priced, where);
+    LocationOption place{where.cloud, where.region, {}, Status::Internal("not planned"), 0};
+    bool all = true;
+    for (const ModelReport& m : report.models) {
+      Result<GpuPrices> p = PricesFromCatalog(here, m.gpu_model, o.term, o.ratios);
+      if (!p.ok()) {
+        if (p.status().code() != StatusCode::kNotFound) return p.status();
+        all = false;
+        break;
+      }
+      p->cloud = where.cloud;
+      p->region = where.region;
+      place.prices.push_back(*p);
+    }
+    if (all) places.push_back(std::move(place));
+  }
+  if (places.empty()) {
+    return Status::NotFound("no single cloud and region of the catalog prices every model planned " + Where(o) +
+                            " (plan the models one at a time with --gpu)");
+  }
+  std::optional<size_t> chosen;
+  for (size_t i = 0; i < places.size(); ++i) {
+    LocationOption& place = places[i];
+    std::optional<size_t> same;  // an earlier place with the same prices: the same plan
+    for (size_t j = 0; j < i && !same; ++j) {
+      if (SamePrices(places[j].prices, place.prices)) same = j;
+    }
+    if (same) {
+      place.plan = places[*same].plan;
+      place.spot_share = places[*same].spot_share;
+    } else {
+      std::vector<ModelReport> priced_models = report.models;
+      for (size_t k = 0; k < priced_models.size(); ++k) priced_models[k].prices = place.prices[k];
+      GF_ASSIGN_OR_RETURN(Optimised opt, Optimise(priced_models, o));
+      if (opt.best) {
+        place.plan = *opt.shares[*opt.best].plan;
+        place.spot_share = opt.shares[*opt.best].share;
+      } else {
+        place.plan = opt.shares.back().plan.status();
       }
     }
-    report.spot_shares.push_back(SpotShareOption{share, std::move(solved)});
-    splits.push_back(std::move(split));
+    if (place.plan.ok() && (!chosen || Cheaper(place.plan->total_cost, places[*chosen].plan->total_cost))) chosen = i;
   }
-  if (!best) return report.spot_shares.back().plan.status();
+  if (!chosen) return places.front().plan.status();
+  const PriceLocation where{places[*chosen].cloud, places[*chosen].region};
+  for (size_t k = 0; k < report.models.size(); ++k) {
+    ModelReport& m = report.models[k];
+    m.prices = places[*chosen].prices[k];
+    if (o.verify.single_gpu_nodes && o.gpus_per_node > 1) {
+      PlannerOptions single = o;
+      single.gpus_per_node = 1;
+      Result<GpuPrices> small = PricesFromCatalog(OffersAt(FilterOffers(offers, single), where), m.gpu_model, o.term,
+                                                  o.ratios);
+      if (small.ok()) m.single_gpu_prices = *small;
+    }
+  }
+  report.location = *chosen;
+  report.locations = std::move(places);
+
+  // The spot share and the reservation at the chosen place.
+  GF_ASSIGN_OR_RETURN(Optimised opt, Optimise(report.models, o));
+  const std::vector<SplitInputs>& splits = opt.splits;
+  const std::optional<size_t> best = opt.best;
+  if (!best) return opt.shares.back().plan.status();
+  report.spot_shares = std::move(opt.shares);
   report.spot_share = report.spot_shares[*best].share;
   report.plan = *report.spot_shares[*best].plan;
   for (size_t i = 0; i < report.models.size(); ++i) {
@@ -642,6 +727,7 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
   }
   if (!o.frontier_waits.empty()) {
     const SplitInputs& split = splits[*best];
+    const PlanOptions popts = SplitPlanOptions(o);
     for (FrontierPoint& point : SolveFrontier(split.inputs, popts, o.frontier_waits)) {
       if (point.plan.ok()) point.plan = MergeParts(*point.plan, split, report.models);
       report.frontier.push_back(std::move(point));

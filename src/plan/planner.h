@@ -8,7 +8,8 @@
 //      method's WAPE.
 //   3. Prices: per GPU-hour from the catalog, restricted to the clouds and regions asked for and to offers
 //      whose instance has `gpus_per_node` GPUs, so that reserved, on-demand and spot nodes all
-//      have the shape the plan counts in.
+//      have the shape the plan counts in; and from one (cloud, region) for all markets: each place
+//      that prices every model is optimised (step 4) and the cheapest plan's place is chosen.
 //   4. Optimise: the spot share and the reservation jointly. For each spot share on a grid of
 //      kSpotShareStep from 0 up to the cap `plan.spot_max_share` (a risk limit, not a target),
 //      SolvePlan on the forecast (mean, or its upper band) with that share of the work
@@ -138,6 +139,15 @@ struct SpotShareOption {
   Result<Plan> plan;
 };
 
+// One (cloud, region) that prices every planned model, and the optimiser's plan there (the
+// cheapest over the spot shares), or why there is none.
+struct LocationOption {
+  std::string cloud, region;
+  std::vector<GpuPrices> prices;  // per model, in report order
+  Result<Plan> plan;
+  double spot_share = 0;
+};
+
 enum class ScenarioKind {
   kCandidate,  // the optimiser's plan or one of its neighbours
   kBaseline,   // a simple alternative a buyer could choose without a planner
@@ -172,6 +182,10 @@ struct PlannerReport {
   int64_t jobs_outside_window = 0;  // submitted before `from` or at or after `to`
   int gpus_per_node = 0;
   std::vector<ModelReport> models;
+  // Every place priced, and the chosen one (the cheapest plan): all of the plan's prices come
+  // from it.
+  std::vector<LocationOption> locations;
+  size_t location = 0;
   Plan plan;                  // the optimiser's choice: totals, LP bound, gap
   double spot_share = 0;      // the spot share of that plan
   std::vector<SpotShareOption> spot_shares;  // every share tried, ascending

@@ -332,6 +332,51 @@ TEST(PlannerRecommendationTest, NoRecommendationWhenNoReplayMeetsTheSlo) {
   EXPECT_FALSE(r->recommended.has_value());
 }
 
+TEST(PlannerPricesTest, EveryMarketIsPricedFromOnePlaceTheCheapestPlan) {
+  // Given a cloud with cheap on-demand and no spot ("lam") and one with dear on-demand and cheap
+  // spot (aws us-east-1 and a dearer eu-west-2), expect the prices of each place never mixed: the
+  // plan's on-demand, spot and reserved all from the place whose plan costs least, every place
+  // planned, and the chosen one no dearer than any other.
+  cost::OfferTable t = Catalog();
+  cost::Offer lam;
+  lam.cloud = "lam";
+  lam.region = "us-south-1";
+  lam.instance_type = "gpu_8x_v100";
+  lam.gpu = "V100";
+  lam.gpus = 8;
+  lam.on_demand_per_hour = 8 * 2'500'000;  // $2.50 per GPU-hour, under AWS's $3.06, no spot
+  t.offers.push_back(lam);
+  PlannerOptions o = Options();
+  o.regions.clear();
+  o.verify.enabled = false;
+  auto r = RunPlanner(BaseAndBursts(2), t, model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->locations.size(), 3u);
+  EXPECT_EQ(r->locations[0].cloud, "aws");
+  EXPECT_EQ(r->locations[0].region, "eu-west-2");
+  const LocationOption& chosen = r->locations.at(r->location);
+  const GpuPrices& p = r->models[0].prices;
+  EXPECT_EQ(p.cloud, chosen.cloud);
+  EXPECT_EQ(p.region, chosen.region);
+  EXPECT_EQ(p.on_demand_offer.rfind(chosen.cloud + " " + chosen.region + " ", 0), 0u) << p.on_demand_offer;
+  if (p.spot) {
+    EXPECT_EQ(p.spot_offer.rfind(chosen.cloud + " " + chosen.region + " ", 0), 0u) << p.spot_offer;
+  }
+  for (const LocationOption& l : r->locations) {
+    ASSERT_TRUE(l.plan.ok()) << l.cloud << " " << l.region;
+    EXPECT_LE(chosen.plan->total_cost, l.plan->total_cost) << l.cloud << " " << l.region;
+  }
+  EXPECT_EQ(r->plan.total_cost, chosen.plan->total_cost);
+  // Without spot the cheap on-demand cloud wins; with it, the spot cloud's plan is cheaper.
+  EXPECT_EQ(chosen.cloud, "aws");
+  o.plan.spot_max_share = 0;
+  r = RunPlanner(BaseAndBursts(2), t, model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->locations.at(r->location).cloud, "lam");
+  EXPECT_EQ(r->models[0].prices.on_demand, 2'500'000);
+  EXPECT_FALSE(r->models[0].prices.spot.has_value());
+}
+
 TEST_F(PlannerTest, ChartsRenderDemandCostAndNoFrontierWithoutWaits) {
   // Given a report without frontier waits, expect the demand and cost charts only.
   auto charts = RenderPlannerCharts(*report_);
