@@ -26,7 +26,7 @@ assert best["meets_slo"] and best["slo_wait_s"] <= 3600, best
 baselines = [s for s in r["verification"] if s["kind"] == "baseline"]
 assert len(baselines) == 3, list(v)
 for s in r["verification"]:
-    if s["meets_slo"]:
+    if s["meets_slo"] and s["within_caps"]:
         assert best["summary"]["cost_usd"] <= s["summary"]["cost_usd"], (rec["name"], s["name"])
     assert s["summary"]["finished"] == s["summary"]["jobs"], s["name"]
 assert [s["share"] for s in r["spot_shares"]] == [0, 0.25, 0.5, 0.75, 1.0], r["spot_shares"]

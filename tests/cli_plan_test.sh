@@ -60,7 +60,7 @@ best = v[rec["name"]]
 assert best["recommended"] and best["meets_slo"] and best["slo_wait_s"] <= 3600, best
 for s in r["verification"]:
     assert s["recommended"] == (s["name"] == rec["name"]), s["name"]
-    if s["meets_slo"]:
+    if s["meets_slo"] and s["within_caps"]:
         assert best["summary"]["cost_usd"] <= s["summary"]["cost_usd"], (rec["name"], s["name"])
 assert [b["name"] for b in rec["vs_baselines"]] == ["all on-demand", "all reserved (peak)", "all spot (on-demand fallback)"]
 for b in rec["vs_baselines"]:

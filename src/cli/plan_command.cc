@@ -214,8 +214,8 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
 
   const auto& place = r.locations.at(r.location);
   line("Prices per GPU-hour, all from " + place.cloud + " " + place.region + " (the cheapest plan of " +
-       std::to_string(r.locations.size()) + " cloud region" + (r.locations.size() == 1 ? "" : "s") +
-       " that price every model):");
+       std::to_string(r.locations.size()) + " cloud region" +
+       (r.locations.size() == 1 ? " that prices" : "s that price") + " every model):");
   for (const auto& m : r.models) {
     std::string s = "  " + Pad(m.gpu_model, 10) + "reserved " + cost::FormatUsd(m.prices.reserved, 3) +
                     "  on-demand " + cost::FormatUsd(*m.prices.on_demand, 3) + " (" + m.prices.on_demand_offer + ")";
@@ -330,17 +330,21 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
            Pad(Dollars(MarketCost(s.summary, "reserved")), 12, true) +
            Pad(Dollars(MarketCost(s.summary, "on-demand")), 12, true) +
            Pad(Dollars(MarketCost(s.summary, "spot")), 12, true) + Pad(Hours(s.slo_wait_s), 10, true) +
-           Pad(s.meets_slo ? "met" : "missed", 7, true) + Pad(Pct(s.summary.utilisation), 8, true) +
+           Pad(std::string(s.meets_slo ? "met" : "missed") + (s.within_caps ? "" : "+"), 7, true) + Pad(Pct(s.summary.utilisation), 8, true) +
            Pad(s.cost_ratio_to_on_demand > 0 ? Printf("%.2fx", s.cost_ratio_to_on_demand) : "-", 10, true));
     }
     const auto& p = r.verification.front();
     line("  plan: " + std::to_string(p.summary.finished) + "/" + std::to_string(p.summary.jobs) + " jobs finished, " +
          Pct(p.spot_job_share) + " of jobs allowed on spot, " + std::to_string(p.summary.spot_interruptions) +
          " spot interruptions; the wait is over jobs, the optimiser's SLO over GPU-hours");
+    if (std::any_of(r.verification.begin(), r.verification.end(), [](const auto& s) { return !s.within_caps; })) {
+      line("  +: uses spot beyond the --spot-share cap (" + Pct(o.plan.spot_max_share) + "): shown, never recommended");
+    }
     line("");
     if (!r.recommended) {
       line("Recommendation: none of the replayed clusters meets the SLO (" + q + " wait at most " +
-           FormatDuration(o.plan.slo_wait) + " with every job run); loosen the SLO or allow more capacity.");
+           FormatDuration(o.plan.slo_wait) + " with every job run) within the --spot-share cap; loosen the SLO "
+           "or allow more capacity.");
     } else {
       const auto& rec = r.verification[*r.recommended];
       line("Recommendation (*): " + rec.name + ", the cheapest replay that meets the SLO: " +
@@ -355,6 +359,8 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
         } else if (saved >= 0) {
           verdict = "saves " + Dollars(saved) + " (" + Pct(s.summary.cost_usd > 0 ? saved / s.summary.cost_usd : 0) +
                     " of its cost)" + (s.meets_slo ? "" : "; it also misses the SLO");
+        } else if (!s.within_caps) {
+          verdict = "costs " + Dollars(-saved) + " more, but that baseline uses spot beyond the --spot-share cap";
         } else {
           verdict = "costs " + Dollars(-saved) + " more, but that baseline misses the SLO";
         }
@@ -528,6 +534,7 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
                    {"spot_job_share", s.spot_job_share},
                    {"slo_wait_s", s.slo_wait_s},
                    {"meets_slo", s.meets_slo},
+                   {"within_caps", s.within_caps},
                    {"cost_ratio_to_on_demand", s.cost_ratio_to_on_demand},
                    {"summary", SummaryJson(s.summary)}});
   }
@@ -542,6 +549,7 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
       vs.push_back({{"name", s.name},
                     {"cost_usd", s.summary.cost_usd},
                     {"meets_slo", s.meets_slo},
+                    {"within_caps", s.within_caps},
                     {"saving_usd", saved},
                     {"saving_share", s.summary.cost_usd > 0 ? saved / s.summary.cost_usd : 0.0}});
     }
@@ -804,7 +812,8 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
       ->required();
   AddTraceFlags(sub, args->format, args->columns, args->skip_bad_rows, args->max_jobs);
   sub->add_option("--catalog", args->catalog, "Offer catalog CSV (default: $GPUFLEET_CATALOG, else data/catalog/offers.csv)");
-  sub->add_option("--region", args->regions, "Price only from offers in this region (repeatable or comma-separated; default: all)");
+  sub->add_option("--region", args->regions, "Price only from offers in this region (repeatable or comma-separated; default: all). "
+                  "Each plan is priced from one cloud and region: the one, among those allowed, whose plan is cheapest");
   sub->add_option("--cloud", args->clouds, "Price only from this cloud's offers: aws, gcp, azure, ... (repeatable or comma-separated)");
   sub->add_option("--from", args->from, "Plan from (and replay) only jobs submitted at or after this UTC date, e.g. 2017-09-18");
   sub->add_option("--to", args->to, "... and before this UTC date; demand is counted up to it");

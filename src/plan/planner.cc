@@ -481,6 +481,8 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const model::GpuCatalog& c
   }
   for (std::thread& t : pool) t.join();
 
+  const double cap = any_spot ? o.plan.spot_max_share : 0;
+  for (Run& r : runs) r.scenario.within_caps = r.scenario.spot_job_share == 0 || r.scenario.spot_share <= cap + 1e-9;
   double on_demand_cost = 0;
   for (size_t i = 0; i < runs.size(); ++i) {
     if (!errors[i].ok()) return errors[i].WithContext("simulating " + runs[i].scenario.name);
@@ -490,10 +492,11 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const model::GpuCatalog& c
     if (on_demand_cost > 0) r.scenario.cost_ratio_to_on_demand = r.scenario.summary.cost_usd / on_demand_cost;
     report.verification.push_back(std::move(r.scenario));
   }
-  // The cheapest replay that meets the SLO; a tie goes to the earlier one (the plan first).
+  // The cheapest replay that meets the SLO within the caps; a tie goes to the earlier one (the
+  // plan first).
   for (size_t i = 0; i < report.verification.size(); ++i) {
     const Scenario& s = report.verification[i];
-    if (!s.meets_slo) continue;
+    if (!s.meets_slo || !s.within_caps) continue;
     if (!report.recommended || s.summary.cost_usd < report.verification[*report.recommended].summary.cost_usd) {
       report.recommended = i;
     }

@@ -29,8 +29,9 @@
 //                        largest job), nothing rented;
 //        all spot        autoscaled spot for every job, falling back to on-demand after the
 //                        autoscaler's spot_fallback rules.
-//      The recommendation is the cheapest replay, candidate or baseline, that meets the SLO: the
-//      replayed wait at the SLO quantile (over jobs) at most the SLO wait, and every job run. The
+//      The recommendation is the cheapest replay, candidate or baseline, that meets the SLO (the
+//      replayed wait at the SLO quantile over jobs at most the SLO wait, and every job run) and
+//      keeps to the spot-share cap (so all spot is a baseline to beat only where spot is allowed). The
 //      simulated numbers are what a plan is judged by; the optimiser's cost and bound are for the
 //      forecast window and a fluid model, which is why its optimum alone is not trusted.
 //
@@ -170,6 +171,9 @@ struct Scenario {
   // every job started.
   double slo_wait_s = 0;
   bool meets_slo = false;
+  // Whether it keeps to the caps the user set: its spot share at most plan.spot_max_share (a risk
+  // limit). A replay outside them is shown, never recommended.
+  bool within_caps = true;
 };
 
 struct PlannerReport {
@@ -192,8 +196,8 @@ struct PlannerReport {
   std::vector<FrontierPoint> frontier;
   // The plan first, then its neighbours, then the baselines; empty if not verified.
   std::vector<Scenario> verification;
-  // Into `verification`: the cheapest replay that meets the SLO; none when none does (or not
-  // verified).
+  // Into `verification`: the cheapest replay that meets the SLO within the caps; none when none
+  // does (or not verified).
   std::optional<size_t> recommended;
 };
 

@@ -243,13 +243,14 @@ void ExpectNeverBeatenByABaseline(const PlannerReport& r) {
   for (const Scenario& s : r.verification) {
     if (s.kind != ScenarioKind::kBaseline) continue;
     ++baselines;
-    if (s.meets_slo) {
+    if (s.meets_slo && s.within_caps) {
       EXPECT_LE(rec.summary.cost_usd, s.summary.cost_usd) << rec.name << " vs " << s.name;
     }
   }
   EXPECT_EQ(baselines, 3);
+  EXPECT_TRUE(rec.within_caps) << rec.name;
   for (const Scenario& s : r.verification) {
-    if (s.meets_slo) {
+    if (s.meets_slo && s.within_caps) {
       EXPECT_LE(rec.summary.cost_usd, s.summary.cost_usd) << rec.name << " vs " << s.name;
     }
     EXPECT_EQ(s.meets_slo, s.summary.never_ran.empty() && s.slo_wait_s <= 3600) << s.name;
@@ -313,6 +314,25 @@ TEST(PlannerRecommendationTest, NoSpotChosenWhenSpotCostsMoreThanOnDemand) {
   EXPECT_DOUBLE_EQ(r->spot_share, 0.0);
   EXPECT_EQ(r->models[0].reserved_nodes, 2);
   EXPECT_DOUBLE_EQ(r->verification.front().spot_job_share, 0.0);
+  ExpectNeverBeatenByABaseline(*r);
+}
+
+TEST(PlannerRecommendationTest, AllSpotIsNeverRecommendedWhenSpotIsNotAllowed) {
+  // Given no spot allowed (--spot-share 0), expect the all-spot baseline replayed and cheaper, but
+  // outside the caps, and a recommendation without spot.
+  PlannerOptions o = Options();
+  o.plan.spot_max_share = 0;
+  o.verify.neighbours = false;
+  auto r = RunPlanner(BaseAndBursts(2), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Scenario* spot = Find(*r, "all spot (on-demand fallback)");
+  ASSERT_NE(spot, nullptr);
+  EXPECT_FALSE(spot->within_caps);
+  ASSERT_TRUE(r->recommended.has_value());
+  const Scenario& rec = r->verification[*r->recommended];
+  EXPECT_LT(spot->summary.cost_usd, rec.summary.cost_usd);
+  EXPECT_EQ(rec.spot_job_share, 0.0);
+  EXPECT_EQ(rec.summary.cost_by_market_usd.count("spot"), 0u);
   ExpectNeverBeatenByABaseline(*r);
 }
 
