@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Given a two-week JSON Lines trace (a steady base of two 8-GPU jobs every hour, weekday bursts of
-# two more) and a one-instance catalog, expect `gpufleet plan -o json` to reserve whole nodes,
-# to replay the history on exactly those nodes and on three baselines, the plan cheaper than all
-# on-demand, SVG charts that parse as XML; and bad flags to fail with exit 2 and say which flag.
+# two more) and a one-instance catalog, expect `gpufleet plan -o json` (spot capped at half the
+# work) to try the spot shares 0, 25 % and 50 %, reserve whole nodes, replay the history on
+# exactly those nodes, on the plan's neighbours and on three baselines, and recommend the cheapest
+# replay that meets the SLO, never dearer than a baseline that meets it; SVG charts that parse as
+# XML; and bad flags to fail with exit 2 and say which flag.
 #
 # Usage: cli_plan_test.sh PATH/TO/gpufleet
 source "$(dirname "$0")/lib.sh"
@@ -30,7 +32,7 @@ CSV
 PLAN=("$GPUFLEET" plan --trace "$WORK/jobs.jsonl" --catalog "$WORK/offers.csv" --default-gpu V100 --region us-east-1
       --frontier 1h,4h,24h --threads 2 --no-progress)
 
-run "$WORK/plan" "${PLAN[@]}" -o json --plots "$WORK/plots"
+run "$WORK/plan" "${PLAN[@]}" --spot-share 0.5 -o json --plots "$WORK/plots"
 expect_rc "$WORK/plan" 0 "gpufleet plan -o json"
 "$PYTHON" - "$WORK/plan.out" <<'PY' || { show "$WORK/plan"; fail "gpufleet plan -o json: unexpected report"; }
 import json, sys
@@ -39,11 +41,30 @@ m = r["models"][0]
 assert m["gpu_model"] == "V100", m["gpu_model"]
 assert m["plan"]["reserved_nodes"] >= 1 and m["plan"]["reserved_gpus"] == 8 * m["plan"]["reserved_nodes"], m["plan"]
 assert m["prices_usd_per_gpu_hour"]["on_demand"] == 3.06, m["prices_usd_per_gpu_hour"]
+assert r["location"] == {"cloud": "aws", "region": "us-east-1", "places_priced": 1}, r["location"]
 assert m["forecast"]["backtest"]["wape"] < 0.01, m["forecast"]["backtest"]
+methods = {x["method"]: x for x in m["forecast"]["methods"]}
+assert len(methods) == 6 and [k for k, x in methods.items() if x["naive"]] == ["naive-4w-mean", "naive-last-week"], methods
+assert m["forecast"]["backtest"]["wape"] == min(x["wape"] for x in methods.values()), m["forecast"]
+assert m["forecast"]["method"] in methods and m["forecast"]["backtest"]["folds"] == 1, m["forecast"]
 assert r["plan"]["cost_usd"] >= r["plan"]["lp_bound_usd"] > 0, r["plan"]
 assert [p["slo_wait_s"] for p in r["frontier"]] == [3600, 14400, 86400], r["frontier"]
+assert [s["share"] for s in r["spot_shares"]] == [0, 0.25, 0.5], r["spot_shares"]
+assert r["plan"]["spot_share"] == 0.5, r["plan"]
 v = {s["name"]: s for s in r["verification"]}
-assert list(v) == ["plan", "all on-demand", "all reserved (peak)", "all spot (on-demand fallback)"], list(v)
+assert list(v)[0] == "plan" and "plan, reserved +1" in v, list(v)
+assert [s["name"] for s in r["verification"] if s["kind"] == "baseline"] == [
+    "all on-demand", "all reserved (peak)", "all spot (on-demand fallback)"], list(v)
+rec = r["recommendation"]
+best = v[rec["name"]]
+assert best["recommended"] and best["meets_slo"] and best["slo_wait_s"] <= 3600, best
+for s in r["verification"]:
+    assert s["recommended"] == (s["name"] == rec["name"]), s["name"]
+    if s["meets_slo"] and s["within_caps"]:
+        assert best["summary"]["cost_usd"] <= s["summary"]["cost_usd"], (rec["name"], s["name"])
+assert [b["name"] for b in rec["vs_baselines"]] == ["all on-demand", "all reserved (peak)", "all spot (on-demand fallback)"]
+for b in rec["vs_baselines"]:
+    assert abs(b["saving_usd"] - (b["cost_usd"] - best["summary"]["cost_usd"])) < 1e-6, b
 plan = v["plan"]
 assert plan["reserved_nodes"] == m["plan"]["reserved_nodes"], (plan["reserved_nodes"], m["plan"])
 assert plan["summary"]["cost_by_market_usd"]["reserved"] > 0, plan["summary"]
@@ -61,9 +82,29 @@ done
 # The text report carries the same sections.
 run "$WORK/text" "${PLAN[@]}" --no-baselines
 expect_rc "$WORK/text" 0 "gpufleet plan (text)"
-for s in "WAPE" "LP lower bound" "Cost against the SLO wait" "Verification" "reserved"; do
+for s in "WAPE by method" "naive-last-week" "LP lower bound" "Cost against the SLO wait" "Verification" "reserved" "spot shares tried" \
+         "Recommendation (*)"; do
   expect_contains "$WORK/text.out" "$s" "gpufleet plan text report"
 done
+
+# Without --region both regions are planned and every price comes from the cheaper plan's one;
+# --compare-clouds lists it per cloud.
+run "$WORK/clouds" "$GPUFLEET" plan --trace "$WORK/jobs.jsonl" --catalog "$WORK/offers.csv" --default-gpu V100 \
+  --frontier none --no-verify --compare-clouds --no-progress -o json
+expect_rc "$WORK/clouds" 0 "gpufleet plan --compare-clouds"
+"$PYTHON" - "$WORK/clouds.out" <<'PY' || { show "$WORK/clouds"; fail "gpufleet plan --compare-clouds: unexpected report"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["location"] == {"cloud": "aws", "region": "us-east-1", "places_priced": 2}, r["location"]
+p = r["models"][0]["prices_usd_per_gpu_hour"]
+assert p["on_demand_offer"].startswith("aws us-east-1 ") and p["spot_offer"].startswith("aws us-east-1 "), p
+assert [(c["cloud"], c["region"], c["chosen"]) for c in r["clouds"]] == [("aws", "us-east-1", True)], r["clouds"]
+PY
+run "$WORK/clouds_text" "$GPUFLEET" plan --trace "$WORK/jobs.jsonl" --catalog "$WORK/offers.csv" --default-gpu V100 \
+  --frontier none --no-verify --compare-clouds --no-progress
+expect_rc "$WORK/clouds_text" 0 "gpufleet plan --compare-clouds (text)"
+expect_contains "$WORK/clouds_text.out" "The plan per cloud" "gpufleet plan --compare-clouds (text)"
+expect_contains "$WORK/clouds_text.out" "all from aws us-east-1" "gpufleet plan --compare-clouds (text)"
 
 # Bad flags: exit 2, naming the flag.
 bad() {  # bad NAME TEXT ARGS...
@@ -74,6 +115,7 @@ bad() {  # bad NAME TEXT ARGS...
   expect_contains "$WORK/$name.err" "$text" "gpufleet plan $*"
 }
 bad quantile "--slo-quantile" --slo-quantile 1.5
+bad band "--band-quantile" --band-quantile 1
 bad term "--reserved-term must be 1y or 3y" --reserved-term 2y
 bad ratio "--reserved-ratio" --reserved-ratio 1.2
 bad wait "--slo-p95-wait" --slo-p95-wait soon

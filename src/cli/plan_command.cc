@@ -57,13 +57,16 @@ struct PlanArgs {
   std::string max_wait = "24h";
   std::string horizon = "1w";
   std::string basis = "mean";
-  double spot_share = 0.5;
+  double band_quantile = 0.9;
+  double spot_share = 1.0;
   std::string checkpoint_interval = "30m";
   std::string restart_overhead = "5m";
   std::string frontier = "1h,2h,4h,8h,24h";
   double time_limit_s = 60;
   bool no_verify = false;
   bool no_baselines = false;
+  bool no_neighbours = false;
+  bool compare_clouds = false;
   bool single_gpu_nodes = false;
   std::string spot_capacity = "always";
   std::string policy = "fifo";
@@ -144,6 +147,23 @@ std::string TermName(plan::ReservedTerm t) { return t == plan::ReservedTerm::kOn
 
 // ------------------------------------------------------------------ the report
 
+// Per cloud, the index of its region with the cheapest plan (a region that cannot meet the SLO
+// only where none of the cloud's can), in cloud order.
+std::vector<size_t> CheapestPerCloud(const plan::PlannerReport& r) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < r.locations.size(); ++i) {
+    const auto& l = r.locations[i];
+    auto same = std::find_if(out.begin(), out.end(), [&](size_t j) { return r.locations[j].cloud == l.cloud; });
+    if (same == out.end()) {
+      out.push_back(i);
+      continue;
+    }
+    const auto& best = r.locations[*same];
+    if (l.plan.ok() && (!best.plan.ok() || l.plan->total_cost < best.plan->total_cost)) *same = i;
+  }
+  return out;
+}
+
 std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const plan::PlannerReport& r) {
   std::string out;
   auto line = [&](const std::string& s) { out += s + "\n"; };
@@ -154,16 +174,16 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
        (r.jobs_outside_window > 0 ? " (" + std::to_string(r.jobs_outside_window) + " outside the window left out)" : ""));
   line("SLO: " + Pct(o.plan.slo_quantile) + " of GPU-hours wait at most " + FormatDuration(o.plan.slo_wait) +
        ", none over " + FormatDuration(o.plan.max_wait) + "; spot for up to " + Pct(o.plan.spot_max_share) +
-       " of the work; reserved " + TermName(o.term) + " at " + Printf("%.2f", ratio) + " x on-demand; " +
+       " of the work (the optimiser chooses the share); reserved " + TermName(o.term) + " at " + Printf("%.2f", ratio) + " x on-demand; " +
        std::to_string(r.gpus_per_node) + "-GPU nodes" +
        (o.clouds.empty() ? "" : " from " + Join(o.clouds, ", ")) + (o.regions.empty() ? "" : " in " + Join(o.regions, ", ")));
   line("");
 
-  line("Forecast (hour-of-week levels + linear trend) of the " + std::to_string(r.horizon_hours) + " h from " +
-       FormatIso8601(r.forecast_start) + "; backtest on held-back history:");
+  line("Forecast of the " + std::to_string(r.horizon_hours) + " h from " + FormatIso8601(r.forecast_start) +
+       " by the method with the least WAPE in rolling-origin cross-validation on the history:");
   line("  " + Pad("model", 10) + Pad("history GPU-h", 15, true) + Pad("peak GPUs", 11, true) +
-       Pad("planned GPU-h", 15, true) + Pad("WAPE", 10, true) + Pad("MAPE", 12, true) + Pad("bias", 10, true) +
-       "  backtest");
+       Pad("planned GPU-h", 15, true) + Pad("method", 17, true) + Pad("WAPE", 10, true) + Pad("MAPE", 12, true) +
+       Pad("bias", 10, true) + "  cross-validation");
   for (const auto& m : r.models) {
     double planned = 0;
     for (double v : m.planned_demand) planned += v;
@@ -172,16 +192,30 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
       wape = Pct(m.backtest->wape);
       mape = m.backtest->mape ? Pct(*m.backtest->mape) : "-";
       bias = Printf("%+.1f %%", m.backtest->bias * 100);
-      bt = "fit " + std::to_string(m.backtest_train_hours) + " h, tested on " + std::to_string(m.backtest_test_hours) + " h";
+      bt = std::to_string(m.backtest_folds) + " folds of " + std::to_string(m.backtest_test_hours) +
+           " h, the last fitted on " + std::to_string(m.backtest_train_hours) + " h";
     }
     line("  " + Pad(m.gpu_model, 10) + Pad(Printf("%.0f", m.history_gpu_hours), 15, true) +
          Pad(Printf("%.0f", m.peak_gpu_hours_per_hour), 11, true) + Pad(Printf("%.0f", planned), 15, true) +
-         Pad(wape, 10, true) + Pad(mape, 12, true) + Pad(bias, 10, true) + "  " + bt);
+         Pad(plan::ForecastMethodName(m.forecast_method), 17, true) + Pad(wape, 10, true) + Pad(mape, 12, true) +
+         Pad(bias, 10, true) + "  " + bt);
+  }
+  for (const auto& m : r.models) {
+    if (m.forecast_candidates.empty()) continue;
+    std::string all;
+    for (const auto& c : m.forecast_candidates) {
+      if (!all.empty()) all += ", ";
+      all += plan::ForecastMethodName(c.method) + " " + Pct(c.error.wape);
+    }
+    line("  " + m.gpu_model + " WAPE by method: " + all);
   }
   line("  (WAPE weighs hours by demand: plan on it. MAPE counts non-zero hours only.)");
   line("");
 
-  line("Prices per GPU-hour:");
+  const auto& place = r.locations.at(r.location);
+  line("Prices per GPU-hour, all from " + place.cloud + " " + place.region + " (the cheapest plan of " +
+       std::to_string(r.locations.size()) + " cloud region" +
+       (r.locations.size() == 1 ? " that prices" : "s that price") + " every model):");
   for (const auto& m : r.models) {
     std::string s = "  " + Pad(m.gpu_model, 10) + "reserved " + cost::FormatUsd(m.prices.reserved, 3) +
                     "  on-demand " + cost::FormatUsd(*m.prices.on_demand, 3) + " (" + m.prices.on_demand_offer + ")";
@@ -192,6 +226,34 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
     line(s);
   }
   line("");
+
+  if (a.compare_clouds) {
+    line("The plan per cloud (the optimiser's expected cost over the window at each cloud's cheapest region;");
+    line("only the chosen place is replayed):");
+    line("  " + Pad("cloud", 10) + Pad("region", 22) + Pad("on-demand", 11, true) + Pad("spot", 9, true) +
+         Pad("reserved", 10, true) + Pad("spot share", 12, true) + Pad("reserved GPUs", 15, true) +
+         Pad("cost", 12, true) + Pad("vs chosen", 11, true));
+    for (const auto& c : CheapestPerCloud(r)) {
+      const auto& l = r.locations[c];
+      const auto& p0 = l.prices.front();
+      std::string row = "  " + Pad(l.cloud, 10) + Pad(l.region, 22) +
+                        Pad(cost::FormatUsd(*p0.on_demand, 3), 11, true) +
+                        Pad(p0.spot ? cost::FormatUsd(*p0.spot, 3) : "-", 9, true) +
+                        Pad(cost::FormatUsd(p0.reserved, 3), 10, true);
+      if (!l.plan.ok()) {
+        line(row + "  cannot meet the SLO");
+        continue;
+      }
+      int64_t gpus = 0;
+      for (const auto& m : l.plan->models) gpus += m.reserved_gpus;
+      const double chosen = Usd(r.locations[r.location].plan->total_cost);
+      line(row + Pad(Pct(l.spot_share), 12, true) + Pad(std::to_string(gpus), 15, true) +
+           Pad(Dollars(Usd(l.plan->total_cost)), 12, true) +
+           Pad(chosen > 0 ? Printf("%.2fx", Usd(l.plan->total_cost) / chosen) : "-", 11, true));
+    }
+    if (r.models.size() > 1) line("  (prices shown are the first model's)");
+    line("");
+  }
 
   line("Plan for the " + std::to_string(r.horizon_hours) + " h window (" +
        (o.basis == plan::PlanBasis::kForecastUpper ? "forecast upper band" : "forecast mean") + "):");
@@ -210,7 +272,23 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
   }
   line("  expected cost " + Dollars(Usd(r.plan.total_cost)) + ", LP lower bound " + Dollars(Usd(r.plan.lp_bound)) +
        ", gap " + Printf("%.2f %%", r.plan.gap * 100) +
-       (r.plan.proven_optimal ? " (proven optimal)" : " (solver time limit: best plan found)"));
+       (r.plan.proven_optimal ? " (proven optimal)" : " (solver time limit: best plan found)") + ", spot share " +
+       Pct(r.spot_share));
+  if (r.spot_shares.size() > 1) {
+    std::string tried;
+    for (const auto& s : r.spot_shares) {
+      if (!tried.empty()) tried += ", ";
+      tried += Pct(s.share) + " ";
+      if (!s.plan.ok()) {
+        tried += "cannot meet the SLO";
+        continue;
+      }
+      int64_t gpus = 0;
+      for (const auto& m : s.plan->models) gpus += m.reserved_gpus;
+      tried += Dollars(Usd(s.plan->total_cost)) + " (" + std::to_string(gpus) + " reserved GPUs)";
+    }
+    line("  spot shares tried: " + tried);
+  }
   line("");
 
   if (!r.frontier.empty()) {
@@ -231,6 +309,7 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
   }
 
   if (!r.verification.empty()) {
+    const std::string q = Printf("P%.3g", o.plan.slo_quantile * 100);
     line("Verification: the history replayed on each cluster (" + o.verify.policy + ", " +
          FormatDuration(o.verify.boot_delay) + " boot, idle nodes released after " +
          FormatDuration(o.verify.idle_duration) + ", spot interruptions at the catalog's rate" +
@@ -241,21 +320,53 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
                                                "% of the time for 8-GPU nodes)") +
          "):");
     line("  " + Pad("cluster", 31) + Pad("reserved", 9, true) + Pad("rented", 8, true) + Pad("cost", 12, true) +
-         Pad("reserved", 12, true) + Pad("on-demand", 12, true) + Pad("spot", 12, true) + Pad("P95 wait", 10, true) +
-         Pad("util", 8, true) + Pad("vs on-dem", 10, true));
-    for (const auto& s : r.verification) {
-      line("  " + Pad(s.name, 31) + Pad(std::to_string(s.reserved_nodes), 9, true) +
+         Pad("reserved", 12, true) + Pad("on-demand", 12, true) + Pad("spot", 12, true) + Pad(q + " wait", 10, true) +
+         Pad("SLO", 7, true) + Pad("util", 8, true) + Pad("vs on-dem", 10, true));
+    for (size_t i = 0; i < r.verification.size(); ++i) {
+      const auto& s = r.verification[i];
+      const bool rec = r.recommended && *r.recommended == i;
+      line((rec ? "* " : "  ") + Pad(s.name, 31) + Pad(std::to_string(s.reserved_nodes), 9, true) +
            Pad(std::to_string(s.summary.nodes_rented), 8, true) + Pad(Dollars(s.summary.cost_usd), 12, true) +
            Pad(Dollars(MarketCost(s.summary, "reserved")), 12, true) +
            Pad(Dollars(MarketCost(s.summary, "on-demand")), 12, true) +
-           Pad(Dollars(MarketCost(s.summary, "spot")), 12, true) + Pad(Hours(s.summary.queue_s.p95), 10, true) +
-           Pad(Pct(s.summary.utilisation), 8, true) +
+           Pad(Dollars(MarketCost(s.summary, "spot")), 12, true) + Pad(Hours(s.slo_wait_s), 10, true) +
+           Pad(std::string(s.meets_slo ? "met" : "missed") + (s.within_caps ? "" : "+"), 7, true) + Pad(Pct(s.summary.utilisation), 8, true) +
            Pad(s.cost_ratio_to_on_demand > 0 ? Printf("%.2fx", s.cost_ratio_to_on_demand) : "-", 10, true));
     }
     const auto& p = r.verification.front();
     line("  plan: " + std::to_string(p.summary.finished) + "/" + std::to_string(p.summary.jobs) + " jobs finished, " +
          Pct(p.spot_job_share) + " of jobs allowed on spot, " + std::to_string(p.summary.spot_interruptions) +
-         " spot interruptions; P95 wait is over jobs, the SLO over GPU-hours");
+         " spot interruptions; the wait is over jobs, the optimiser's SLO over GPU-hours");
+    if (std::any_of(r.verification.begin(), r.verification.end(), [](const auto& s) { return !s.within_caps; })) {
+      line("  +: uses spot beyond the --spot-share cap (" + Pct(o.plan.spot_max_share) + "): shown, never recommended");
+    }
+    line("");
+    if (!r.recommended) {
+      line("Recommendation: none of the replayed clusters meets the SLO (" + q + " wait at most " +
+           FormatDuration(o.plan.slo_wait) + " with every job run) within the --spot-share cap; loosen the SLO "
+           "or allow more capacity.");
+    } else {
+      const auto& rec = r.verification[*r.recommended];
+      line("Recommendation (*): " + rec.name + ", the cheapest replay that meets the SLO: " +
+           Dollars(rec.summary.cost_usd) + ", " + q + " wait " + Hours(rec.slo_wait_s) + ", " +
+           std::to_string(rec.reserved_nodes) + " reserved nodes, " + Pct(rec.spot_job_share) + " of jobs on spot.");
+      for (const auto& s : r.verification) {
+        if (s.kind != plan::ScenarioKind::kBaseline) continue;
+        const double saved = s.summary.cost_usd - rec.summary.cost_usd;
+        std::string verdict;
+        if (&s == &rec) {
+          verdict = "is the recommendation";
+        } else if (saved >= 0) {
+          verdict = "saves " + Dollars(saved) + " (" + Pct(s.summary.cost_usd > 0 ? saved / s.summary.cost_usd : 0) +
+                    " of its cost)" + (s.meets_slo ? "" : "; it also misses the SLO");
+        } else if (!s.within_caps) {
+          verdict = "costs " + Dollars(-saved) + " more, but that baseline uses spot beyond the --spot-share cap";
+        } else {
+          verdict = "costs " + Dollars(-saved) + " more, but that baseline misses the SLO";
+        }
+        line("  vs " + Pad(s.name + ":", 32) + verdict);
+      }
+    }
   }
   return out;
 }
@@ -302,7 +413,8 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
                   {"gpus_per_node", r.gpus_per_node},
                   {"regions", o.regions},
                   {"clouds", o.clouds},
-                  {"basis", o.basis == plan::PlanBasis::kForecastUpper ? "upper" : "mean"}};
+                  {"basis", o.basis == plan::PlanBasis::kForecastUpper ? "upper" : "mean"},
+                  {"band_quantile", o.forecast.band_quantile}};
   json models = json::array();
   for (const auto& m : r.models) {
     json mj;
@@ -319,13 +431,24 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
       bt = {{"wape", m.backtest->wape},
             {"mape", m.backtest->mape ? json(*m.backtest->mape) : json(nullptr)},
             {"bias", m.backtest->bias},
+            {"folds", m.backtest_folds},
             {"train_hours", m.backtest_train_hours},
             {"test_hours", m.backtest_test_hours}};
+    }
+    json methods = json::array();
+    for (const auto& c : m.forecast_candidates) {
+      methods.push_back({{"method", plan::ForecastMethodName(c.method)},
+                         {"naive", plan::IsNaive(c.method)},
+                         {"wape", c.error.wape},
+                         {"mape", c.error.mape ? json(*c.error.mape) : json(nullptr)},
+                         {"bias", c.error.bias}});
     }
     mj["forecast"] = {{"history_gpu_hours", m.history_gpu_hours},
                       {"peak_gpus", m.peak_gpu_hours_per_hour},
                       {"planned_gpu_hours_per_hour", m.planned_demand},
-                      {"backtest", bt}};
+                      {"method", plan::ForecastMethodName(m.forecast_method)},
+                      {"backtest", bt},
+                      {"methods", methods}};
     double od = 0, sp = 0;
     for (double v : m.plan.on_demand) od += v;
     for (double v : m.plan.spot) sp += v;
@@ -341,8 +464,51 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
                   {"spot_cost_usd", Usd(m.plan.spot_cost)}};
     models.push_back(mj);
   }
+  const auto& place = r.locations.at(r.location);
+  j["location"] = {{"cloud", place.cloud}, {"region", place.region}, {"places_priced", r.locations.size()}};
+  if (a.compare_clouds) {
+    json clouds = json::array();
+    for (size_t c : CheapestPerCloud(r)) {
+      const auto& l = r.locations[c];
+      json cj = {{"cloud", l.cloud}, {"region", l.region}, {"chosen", c == r.location}};
+      json prices = json::array();
+      for (const auto& p : l.prices) {
+        prices.push_back({{"gpu_model", p.gpu_model},
+                          {"reserved", Usd(p.reserved)},
+                          {"on_demand", p.on_demand ? json(Usd(*p.on_demand)) : json(nullptr)},
+                          {"spot", p.spot ? json(Usd(*p.spot)) : json(nullptr)}});
+      }
+      cj["prices_usd_per_gpu_hour"] = prices;
+      if (l.plan.ok()) {
+        int64_t gpus = 0;
+        for (const auto& m : l.plan->models) gpus += m.reserved_gpus;
+        cj["cost_usd"] = Usd(l.plan->total_cost);
+        cj["spot_share"] = l.spot_share;
+        cj["reserved_gpus"] = gpus;
+      } else {
+        cj["error"] = l.plan.status().message();
+      }
+      clouds.push_back(cj);
+    }
+    j["clouds"] = clouds;
+  }
   j["models"] = models;
   j["plan"] = PlanJson(r.plan);
+  j["plan"]["spot_share"] = r.spot_share;
+  json shares = json::array();
+  for (const auto& s : r.spot_shares) {
+    json sj = {{"share", s.share}};
+    if (s.plan.ok()) {
+      sj.update(PlanJson(*s.plan));
+      int64_t gpus = 0;
+      for (const auto& m : s.plan->models) gpus += m.reserved_gpus;
+      sj["reserved_gpus"] = gpus;
+    } else {
+      sj["error"] = s.plan.status().message();
+    }
+    shares.push_back(sj);
+  }
+  j["spot_shares"] = shares;
   json frontier = json::array();
   for (const auto& p : r.frontier) {
     json pj = {{"slo_wait_s", p.slo_wait.seconds_f()}};
@@ -358,14 +524,39 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
   }
   j["frontier"] = frontier;
   json ver = json::array();
-  for (const auto& s : r.verification) {
+  for (size_t i = 0; i < r.verification.size(); ++i) {
+    const auto& s = r.verification[i];
     ver.push_back({{"name", s.name},
+                   {"kind", s.kind == plan::ScenarioKind::kBaseline ? "baseline" : "candidate"},
+                   {"recommended", r.recommended && *r.recommended == i},
                    {"reserved_nodes", s.reserved_nodes},
+                   {"spot_share", s.spot_share},
                    {"spot_job_share", s.spot_job_share},
+                   {"slo_wait_s", s.slo_wait_s},
+                   {"meets_slo", s.meets_slo},
+                   {"within_caps", s.within_caps},
                    {"cost_ratio_to_on_demand", s.cost_ratio_to_on_demand},
                    {"summary", SummaryJson(s.summary)}});
   }
   j["verification"] = ver;
+  json rec = nullptr;
+  if (r.recommended) {
+    const auto& best = r.verification[*r.recommended];
+    json vs = json::array();
+    for (const auto& s : r.verification) {
+      if (s.kind != plan::ScenarioKind::kBaseline) continue;
+      const double saved = s.summary.cost_usd - best.summary.cost_usd;
+      vs.push_back({{"name", s.name},
+                    {"cost_usd", s.summary.cost_usd},
+                    {"meets_slo", s.meets_slo},
+                    {"within_caps", s.within_caps},
+                    {"saving_usd", saved},
+                    {"saving_share", s.summary.cost_usd > 0 ? saved / s.summary.cost_usd : 0.0}});
+    }
+    rec = {{"name", best.name}, {"cost_usd", best.summary.cost_usd}, {"slo_wait_s", best.slo_wait_s},
+           {"reserved_nodes", best.reserved_nodes}, {"spot_job_share", best.spot_job_share}, {"vs_baselines", vs}};
+  }
+  j["recommendation"] = rec;
   return j;
 }
 
@@ -467,6 +658,11 @@ int Run(const PlanArgs& a) {
   } else {
     return Fail(kExitUsage, "--basis must be mean or upper, got '" + a.basis + "'");
   }
+  if (!(a.band_quantile > 0 && a.band_quantile < 1)) {
+    return Fail(kExitUsage, "--band-quantile must be in (0, 1) (0.9: plan on the 90th percentile), got " +
+                                Printf("%g", a.band_quantile));
+  }
+  o.forecast.band_quantile = a.band_quantile;
   if (!(a.spot_share >= 0 && a.spot_share <= 1)) {
     return Fail(kExitUsage, "--spot-share must be in [0, 1] (0 = no spot), got " + Printf("%g", a.spot_share));
   }
@@ -496,6 +692,7 @@ int Run(const PlanArgs& a) {
 
   o.verify.enabled = !a.no_verify;
   o.verify.baselines = !a.no_baselines;
+  o.verify.neighbours = !a.no_neighbours;
   o.verify.single_gpu_nodes = a.single_gpu_nodes;
   if (a.spot_capacity != "measured" && a.spot_capacity != "always" && !a.spot_capacity.ends_with(".csv")) {
     return Fail(kExitUsage, "--spot-capacity: expected measured, always or a table FILE.csv, got '" + a.spot_capacity + "'");
@@ -580,12 +777,21 @@ std::function<int()> SetupPlanCommand(CLI::App& app) {
       "plan", "From job history, the cheapest reserved / on-demand / spot mix that meets a queueing SLO");
   sub->footer(R"(How it works:
   1. Demand: the trace's jobs as GPU-hours per hour and GPU model (as if each started on arrival).
-  2. Forecast: an hour-of-week shape plus a trend, backtested on held-back history (WAPE, MAPE).
-  3. Optimise: reserved nodes (paid every hour), on-demand and spot burst, least expected cost with
-     the SLO met; a MILP (CBC), with its LP bound and gap reported.
-  4. Verify: replay the history on the planned cluster (reserved nodes + autoscaled on-demand and
-     spot with boot delays and interruptions) and on three baselines: all on-demand, all reserved
-     for the peak, all spot with on-demand fallback. Costs are compared over the same replay.
+  2. Forecast: six methods (hour-of-week shape with trend or mean, level shift, level decay, and the
+     naive same-hour-last-week and four-week mean) cross-validated over rolling origins; the one
+     with the least WAPE forecasts, every method's WAPE is reported.
+  3. Prices: on-demand, spot and reserved from one cloud and region, the one whose plan is cheapest
+     among those --cloud/--region allow (--compare-clouds shows each cloud's best).
+  4. Optimise: reserved nodes (paid every hour), on-demand and spot burst, least expected cost with
+     the SLO met; a MILP (CBC), with its LP bound and gap reported. The spot share is chosen with
+     the reservation: one MILP per share 0, 0.25, ... up to the --spot-share cap.
+  5. Verify: replay the history on the planned cluster (reserved nodes + autoscaled on-demand and
+     spot with boot delays and interruptions), on its neighbours (reserved +-1 and +-2 nodes, the
+     adjacent spot shares) and on three baselines: all on-demand, all reserved for the peak, all
+     spot with on-demand fallback. Costs are compared over the same replay.
+  6. Recommend: the cheapest replay whose wait at the SLO quantile meets the SLO (marked *), and
+     by how much it beats each baseline. It may be a neighbour or a baseline: the optimiser's
+     fluid model is checked, not trusted.
 
 Examples:
   # The Philly trace on AWS p3.16xlarge (8 x V100) in us-east-1, P95 wait under an hour
@@ -606,7 +812,8 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
       ->required();
   AddTraceFlags(sub, args->format, args->columns, args->skip_bad_rows, args->max_jobs);
   sub->add_option("--catalog", args->catalog, "Offer catalog CSV (default: $GPUFLEET_CATALOG, else data/catalog/offers.csv)");
-  sub->add_option("--region", args->regions, "Price only from offers in this region (repeatable or comma-separated; default: all)");
+  sub->add_option("--region", args->regions, "Price only from offers in this region (repeatable or comma-separated; default: all). "
+                  "Each plan is priced from one cloud and region: the one, among those allowed, whose plan is cheapest");
   sub->add_option("--cloud", args->clouds, "Price only from this cloud's offers: aws, gcp, azure, ... (repeatable or comma-separated)");
   sub->add_option("--from", args->from, "Plan from (and replay) only jobs submitted at or after this UTC date, e.g. 2017-09-18");
   sub->add_option("--to", args->to, "... and before this UTC date; demand is counted up to it");
@@ -624,7 +831,13 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_option("--max-wait", args->max_wait, "No work waits longer than this")->capture_default_str();
   sub->add_option("--horizon", args->horizon, "Planning window forecast from the end of the history (1w, 2w, 72h)")->capture_default_str();
   sub->add_option("--basis", args->basis, "Plan on the forecast's mean (expected cost) or its upper band (cautious)")->capture_default_str();
-  sub->add_option("--spot-share", args->spot_share, "Share of the work that may run on spot (tolerates preemption), 0..1")
+  sub->add_option("--band-quantile", args->band_quantile,
+                  "The upper band: this quantile of the cross-validation's out-of-sample errors above the "
+                  "forecast, so --basis upper plans on this quantile of demand")
+      ->capture_default_str();
+  sub->add_option("--spot-share", args->spot_share,
+                  "Cap on the share of the work that may run on spot, 0..1: a risk limit; the optimiser chooses "
+                  "the share from 0 up to it in steps of 0.25 (0 = no spot)")
       ->capture_default_str();
   sub->add_option("--checkpoint-interval", args->checkpoint_interval, "How often jobs checkpoint: the work redone after a spot interruption")
       ->capture_default_str();
@@ -632,7 +845,11 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_option("--frontier", args->frontier, "SLO waits of the cost-vs-SLO curve, or 'none'")->capture_default_str();
   sub->add_option("--time-limit", args->time_limit_s, "Seconds the MILP solver may take per plan")->capture_default_str();
   sub->add_flag("--no-verify", args->no_verify, "Skip the simulation check");
-  sub->add_flag("--no-baselines", args->no_baselines, "Simulate the plan only, not the baselines");
+  sub->add_flag("--no-baselines", args->no_baselines, "Replay the plan and its neighbours only, not the baselines");
+  sub->add_flag("--compare-clouds", args->compare_clouds,
+                "Also show the plan at each cloud's cheapest region (the optimiser's cost; only the chosen place is replayed)");
+  sub->add_flag("--no-neighbours", args->no_neighbours,
+                "Replay the optimiser's plan only, not its neighbours (reserved +-1 and +-2 nodes, the adjacent spot shares)");
   sub->add_flag("--single-gpu-nodes", args->single_gpu_nodes,
                 "In the replay, also rent one-GPU instances for one-GPU jobs (slower to simulate)");
   sub->add_option("--spot-capacity", args->spot_capacity,

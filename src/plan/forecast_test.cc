@@ -37,7 +37,8 @@ TEST(ForecastTest, PeriodicSeriesIsForecastWithoutError) {
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   const ModelForecast& m = f->models.at("A100");
   ASSERT_TRUE(m.backtest.has_value());
-  EXPECT_EQ(m.test_hours, 168);  // 20 % of 840 is 168
+  EXPECT_EQ(m.test_hours, 168);  // a week per fold
+  EXPECT_EQ(m.folds, 4);
   EXPECT_LT(m.backtest->wape, 1e-9);
   ASSERT_TRUE(m.backtest->mape.has_value());
   EXPECT_LT(*m.backtest->mape, 1e-9);
@@ -61,9 +62,10 @@ TEST(ForecastTest, LinearTrendIsExtrapolated) {
   const int64_t last = 4 * 168 - 1;
   const double want = Weekly(HourOfWeek(f->start + Duration::Hours(last))) + 0.01 * (6 * 168 + last);
   EXPECT_NEAR(m.mean[last], want, 1e-6);
+  EXPECT_EQ(m.method, ForecastMethod::kSeasonalTrend);
   // Without the trend term the same history is forecast at its mean level: a visible miss.
   ForecastOptions flat;
-  flat.with_trend = false;
+  flat.methods = {ForecastMethod::kSeasonalMean};
   auto g = ForecastDemand(d, 4 * 168, flat);
   ASSERT_TRUE(g.ok());
   EXPECT_GT(g->models.at("A100").backtest->wape, 0.05);
@@ -124,6 +126,66 @@ TEST(ForecastTest, ShortHistoriesAreErrorsOrDocumentedFallbacks) {
   o.holdout_hours = 100;
   EXPECT_FALSE(ForecastDemand(Series(200, kMonday, [](int64_t, int) { return 1.0; }), 24, o).ok());
   EXPECT_FALSE(ForecastDemand(Series(400, kMonday, [](int64_t, int) { return 1.0; }), 0).ok());
+}
+
+TEST(ForecastTest, NaiveBaselinesRepeatLastWeekOrAverageTheLastFour) {
+  // Given five weeks whose level is the week's number (1..5), expect naive-last-week to forecast
+  // 5 and naive-4w-mean (5+4+3+2)/4 = 3.5 for every hour of the next two weeks.
+  DemandSeries d = Series(5 * 168, kMonday, [](int64_t i, int) { return static_cast<double>(i / 168 + 1); });
+  const std::vector<double>& y = d.gpu_hours.at("A100");
+  auto last = ForecastWith(ForecastMethod::kNaiveLastWeek, y, kMonday, 2 * 168);
+  auto four = ForecastWith(ForecastMethod::kNaiveFourWeekMean, y, kMonday, 2 * 168);
+  ASSERT_TRUE(last.ok() && four.ok());
+  for (size_t i = 0; i < 2 * 168; ++i) {
+    EXPECT_DOUBLE_EQ((*last)[i], 5.0);
+    EXPECT_DOUBLE_EQ((*four)[i], 3.5);
+  }
+  EXPECT_TRUE(IsNaive(ForecastMethod::kNaiveLastWeek));
+  EXPECT_FALSE(IsNaive(ForecastMethod::kLevelDecay));
+  EXPECT_EQ(ForecastMethodName(ForecastMethod::kNaiveFourWeekMean), "naive-4w-mean");
+}
+
+TEST(ForecastTest, LevelShiftIsForecastAtTheNewLevel) {
+  // Given six weeks of the weekly shape whose level doubles at the start of week four, expect the
+  // level-shift method chosen by cross-validation over beating the whole-history seasonal mean,
+  // and the next week forecast at twice the shape.
+  DemandSeries d = Series(6 * 168, kMonday, [](int64_t i, int how) { return Weekly(how) * (i < 3 * 168 ? 1 : 2); });
+  auto f = ForecastDemand(d, 168);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const ModelForecast& m = f->models.at("A100");
+  EXPECT_EQ(m.candidates.size(), kForecastMethods.size());
+  double seasonal_mean = 0, naive = 0;
+  for (const MethodError& c : m.candidates) {
+    if (c.method == ForecastMethod::kSeasonalMean) seasonal_mean = c.error.wape;
+    if (c.method == ForecastMethod::kNaiveLastWeek) naive = c.error.wape;
+  }
+  EXPECT_LT(m.backtest->wape, seasonal_mean);
+  EXPECT_LE(m.backtest->wape, naive + 1e-9);
+  EXPECT_EQ(m.method, ForecastMethod::kLevelShift);
+  for (int64_t i = 0; i < 168; ++i) {
+    EXPECT_NEAR(m.mean[i], 2 * Weekly(HourOfWeek(f->start + Duration::Hours(i))), 1e-9) << i;
+  }
+}
+
+TEST(ForecastTest, DecayingLoadIsForecastToKeepFallingBelowTheNaiveBaseline) {
+  // Given eight weeks of the weekly shape whose level falls by 10 % a week, expect a method that
+  // beats the naive last-week baseline in cross-validation (which over-forecasts by ~10 %), and a
+  // forecast below last week's level.
+  DemandSeries d = Series(8 * 168, kMonday, [](int64_t i, int how) { return Weekly(how) * std::pow(0.9, i / 168); });
+  auto f = ForecastDemand(d, 168);
+  ASSERT_TRUE(f.ok());
+  const ModelForecast& m = f->models.at("A100");
+  double naive = 0;
+  for (const MethodError& c : m.candidates) {
+    if (c.method == ForecastMethod::kNaiveLastWeek) naive = c.error.wape;
+  }
+  EXPECT_GT(naive, 0.09);
+  EXPECT_LT(m.backtest->wape, naive / 2);
+  EXPECT_FALSE(IsNaive(m.method));
+  const double last_week = std::pow(0.9, 7);
+  for (int64_t i = 0; i < 168; ++i) {
+    EXPECT_LT(m.mean[i], last_week * Weekly(HourOfWeek(f->start + Duration::Hours(i))) + 1e-9) << i;
+  }
 }
 
 TEST(ForecastTest, ForecastNeverGoesNegative) {

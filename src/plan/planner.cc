@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -133,10 +134,213 @@ Status ValidateOptions(const PlannerOptions& o) {
   return Status::Ok();
 }
 
-// One verification run's inputs: the cluster and the jobs as that cluster sees them.
+// The optimiser's input for one spot share: per model, the spot-tolerant share of the demand
+// (spot allowed for all of it) and the rest (no spot), each with its own reservation; `parts`
+// holds each model's inputs [first, last).
+//
+// Why split: the optimiser's spot row bounds spot by a share of the work queued in an hour
+// (backlog included), so a plan that lets everything wait one hour could run it all on spot while
+// meeting a one-hour SLO. The replay lets only a fixed share of the jobs use spot; the optimiser
+// is given the same split.
+struct SplitInputs {
+  std::vector<ModelInput> inputs;
+  std::vector<std::pair<size_t, size_t>> parts;
+};
+
+SplitInputs SplitBySpotShare(const std::vector<ModelReport>& models, double share, int gpus_per_node) {
+  SplitInputs s;
+  for (const ModelReport& m : models) {
+    const size_t first = s.inputs.size();
+    auto add = [&](const std::string& label, double weight, bool spot) {
+      ModelInput in;
+      in.gpu_model = m.gpu_model + label;
+      for (double v : m.planned_demand) in.demand.push_back(v * weight);
+      in.prices = m.prices;
+      if (!spot) in.prices.spot.reset();
+      in.reserve_multiple = gpus_per_node;
+      s.inputs.push_back(std::move(in));
+    };
+    if (!m.prices.spot || share <= 0) {
+      add("", 1.0, false);
+    } else if (share >= 1) {
+      add("", 1.0, true);
+    } else {
+      add(" (no spot)", 1.0 - share, false);
+      add(" (spot-tolerant)", share, true);
+    }
+    s.parts.emplace_back(first, s.inputs.size());
+  }
+  return s;
+}
+
+// The plan of a split, summed back per model.
+Plan MergeParts(const Plan& split, const SplitInputs& s, const std::vector<ModelReport>& models) {
+  Plan p = split;
+  p.models.clear();
+  for (size_t i = 0; i < models.size(); ++i) {
+    ModelPlan sum;
+    sum.gpu_model = models[i].gpu_model;
+    const size_t hours = static_cast<size_t>(split.hours);
+    sum.reserved_used.assign(hours, 0);
+    sum.on_demand.assign(hours, 0);
+    sum.spot.assign(hours, 0);
+    sum.backlog.assign(hours, 0);
+    double used = 0;
+    for (size_t k = s.parts[i].first; k < s.parts[i].second; ++k) {
+      const ModelPlan& part = split.models[k];
+      sum.reserved_gpus += part.reserved_gpus;
+      for (size_t h = 0; h < hours; ++h) {
+        sum.reserved_used[h] += part.reserved_used[h];
+        sum.on_demand[h] += part.on_demand[h];
+        sum.spot[h] += part.spot[h];
+        sum.backlog[h] += part.backlog[h];
+        used += part.reserved_used[h];
+      }
+      sum.late_gpu_hours += part.late_gpu_hours;
+      sum.spot_rework = std::max(sum.spot_rework, part.spot_rework);
+      sum.reserved_cost += part.reserved_cost;
+      sum.on_demand_cost += part.on_demand_cost;
+      sum.spot_cost += part.spot_cost;
+    }
+    if (sum.reserved_gpus > 0) {
+      sum.reserved_utilisation = used / static_cast<double>(sum.reserved_gpus * split.hours);
+    }
+    p.models.push_back(std::move(sum));
+  }
+  return p;
+}
+
+// 0, kSpotShareStep, ... below `cap`, and `cap`.
+std::vector<double> SpotShareGrid(double cap) {
+  std::vector<double> out;
+  for (int i = 0;; ++i) {
+    const double share = i * kSpotShareStep;
+    if (share >= cap - 1e-9) break;
+    out.push_back(share);
+  }
+  out.push_back(std::clamp(cap, 0.0, 1.0));
+  return out;
+}
+
+// Cheaper by more than rounding: a cent, or a millionth of the cost.
+bool Cheaper(cost::MicroUsd a, cost::MicroUsd b) {
+  const cost::MicroUsd margin = std::max<cost::MicroUsd>(cost::kMicroUsdPerUsd / 100, b / 1'000'000);
+  return a < b - margin;
+}
+
+std::string SharePct(double share) { return std::to_string(static_cast<int>(std::lround(share * 100))) + " %"; }
+
+// A plan to replay: reserved nodes per model (in report order) and the share of jobs on spot.
+struct Candidate {
+  std::string name;
+  std::vector<int64_t> reserved_nodes;
+  double share = 0;
+};
+
+std::vector<int64_t> NodesOf(const Plan& p, int gpus_per_node) {
+  std::vector<int64_t> out;
+  for (const ModelPlan& m : p.models) out.push_back(m.reserved_gpus / gpus_per_node);
+  return out;
+}
+
+// The optimiser's plan, then its neighbours: reserved -2..+2 nodes of every model at its share,
+// and the plans of the adjacent spot shares. Duplicates (a model at 0 cannot go lower) are dropped.
+std::vector<Candidate> Candidates(const PlannerReport& r, size_t best, bool neighbours) {
+  const int n = r.gpus_per_node;
+  std::vector<Candidate> out;
+  auto add = [&](Candidate c) {
+    for (const Candidate& x : out) {
+      if (x.reserved_nodes == c.reserved_nodes && std::fabs(x.share - c.share) < 1e-9) return;
+    }
+    out.push_back(std::move(c));
+  };
+  const SpotShareOption& chosen = r.spot_shares[best];
+  const std::vector<int64_t> nodes = NodesOf(*chosen.plan, n);
+  add({kPlanScenario, nodes, chosen.share});
+  if (!neighbours) return out;
+  for (int delta : {-1, 1, -2, 2}) {
+    Candidate c{std::string(kPlanScenario) + ", reserved " + (delta > 0 ? "+" : "") + std::to_string(delta), nodes,
+                chosen.share};
+    bool moved = false;
+    for (int64_t& k : c.reserved_nodes) {
+      const int64_t next = std::max<int64_t>(0, k + delta);
+      moved = moved || next != k;
+      k = next;
+    }
+    if (moved) add(std::move(c));
+  }
+  for (size_t i : {best - 1, best + 1}) {
+    if (i >= r.spot_shares.size() || !r.spot_shares[i].plan.ok()) continue;  // best - 1 wraps past 0
+    const SpotShareOption& s = r.spot_shares[i];
+    add({std::string(kPlanScenario) + " at spot share " + SharePct(s.share), NodesOf(*s.plan, n), s.share});
+  }
+  return out;
+}
+
+// The optimiser's options for split inputs: the split says which work may use spot.
+PlanOptions SplitPlanOptions(const PlannerOptions& o) {
+  PlanOptions p = o.plan;
+  p.spot_max_share = 1.0;
+  return p;
+}
+
+// The spot share and the reservation, jointly: one MILP per share of the grid, the cheapest wins
+// (ties, within the solver's rounding: the smaller share, the less exposed to spot). A share the
+// SLO cannot be met at is kept as a failed option; other solver errors stop the plan.
+struct Optimised {
+  std::vector<SpotShareOption> shares;
+  std::vector<SplitInputs> splits;  // per share
+  std::optional<size_t> best;       // none: no share meets the SLO
+};
+
+Result<Optimised> Optimise(const std::vector<ModelReport>& models, const PlannerOptions& o) {
+  const bool any_spot =
+      std::any_of(models.begin(), models.end(), [](const ModelReport& m) { return m.prices.spot.has_value(); });
+  const PlanOptions popts = SplitPlanOptions(o);
+  Optimised out;
+  for (double share : SpotShareGrid(any_spot ? o.plan.spot_max_share : 0)) {
+    SplitInputs split = SplitBySpotShare(models, share, o.gpus_per_node);
+    Result<Plan> solved = SolvePlan(split.inputs, popts);
+    if (!solved.ok() && solved.status().code() != StatusCode::kFailedPrecondition) return solved.status();
+    if (solved.ok()) {
+      solved = MergeParts(*solved, split, models);
+      if (!out.best || Cheaper(solved->total_cost, out.shares[*out.best].plan->total_cost)) out.best = out.shares.size();
+    }
+    out.shares.push_back(SpotShareOption{share, std::move(solved)});
+    out.splits.push_back(std::move(split));
+  }
+  return out;
+}
+
+bool SamePrices(const std::vector<GpuPrices>& a, const std::vector<GpuPrices>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].reserved != b[i].reserved || a[i].on_demand != b[i].on_demand || a[i].spot != b[i].spot ||
+        a[i].spot_interruptions_per_hour != b[i].spot_interruptions_per_hour) {
+      return false;
+    }
+  }
+  return true;
+}
+
+sim::ClusterSpec CandidateCluster(const std::vector<ModelReport>& models, const std::vector<int64_t>& reserved_nodes,
+                                  int gpus_per_node, const VerifyOptions& verify, bool with_spot) {
+  sim::ClusterSpec c;
+  for (size_t i = 0; i < models.size(); ++i) {
+    const ModelReport& m = models[i];
+    AddReservedNodes(c, m, reserved_nodes[i], gpus_per_node);
+    if (m.prices.on_demand) AddOffer(c, m, model::Market::kOnDemand, gpus_per_node, verify);
+    if (with_spot && m.prices.spot) AddOffer(c, m, model::Market::kSpot, gpus_per_node, verify);
+  }
+  SetPoolOptions(c, verify);
+  return c;
+}
+
+// One verification run's inputs: the cluster and the jobs as that cluster sees them (shared
+// between runs that mark the same jobs for spot: a long history is large).
 struct Run {
   Scenario scenario;
-  std::vector<sim::TraceJob> jobs;
+  const std::vector<sim::TraceJob>* jobs = nullptr;
 };
 
 // Marks the jobs that may use spot (a share, picked by a hash of the id) and the rest on-demand.
@@ -160,46 +364,66 @@ std::vector<sim::TraceJob> WithSpotShare(const std::vector<sim::TraceJob>& jobs,
 }
 
 Status Verify(const std::vector<sim::TraceJob>& jobs, const model::GpuCatalog& catalog,
-              const std::string& reference, const PlannerOptions& o, PlannerReport& report) {
+              const std::string& reference, const PlannerOptions& o, size_t best, PlannerReport& report) {
   const int n = o.gpus_per_node;
   const bool any_spot = std::any_of(report.models.begin(), report.models.end(),
                                     [](const ModelReport& m) { return m.prices.spot.has_value(); });
+  std::deque<std::vector<sim::TraceJob>> job_sets;  // stable addresses
+  std::map<std::pair<int64_t, bool>, std::pair<const std::vector<sim::TraceJob>*, double>> marked;
+  auto jobs_for = [&](double share, bool spot_only, double& actual) {
+    const std::pair<int64_t, bool> key{std::llround(share * 1e6), spot_only};
+    auto it = marked.find(key);
+    if (it == marked.end()) {
+      double a = 0;
+      job_sets.push_back(WithSpotShare(jobs, share, spot_only, a));
+      it = marked.emplace(key, std::make_pair(&job_sets.back(), a)).first;
+    }
+    actual = it->second.second;
+    return it->second.first;
+  };
+
   std::vector<Run> runs;
-  {
+  for (const Candidate& c : Candidates(report, best, o.verify.neighbours)) {
     Run r;
-    r.scenario.name = kPlanScenario;
-    r.scenario.cluster = PlannedCluster(report.models, n, o.verify, o.plan.spot_max_share > 0);
-    r.jobs = WithSpotShare(jobs, o.plan.spot_max_share > 0 && any_spot ? o.plan.spot_max_share : 0,
-                           /*spot_only=*/true, r.scenario.spot_job_share);
+    r.scenario.name = c.name;
+    r.scenario.kind = ScenarioKind::kCandidate;
+    r.scenario.spot_share = c.share;
+    const bool spot = c.share > 0 && any_spot;
+    r.scenario.cluster = CandidateCluster(report.models, c.reserved_nodes, n, o.verify, spot);
+    r.jobs = jobs_for(spot ? c.share : 0, /*spot_only=*/true, r.scenario.spot_job_share);
     runs.push_back(std::move(r));
   }
   if (o.verify.baselines) {
     Run od;
     od.scenario.name = kOnDemandScenario;
+    od.scenario.kind = ScenarioKind::kBaseline;
     for (const ModelReport& m : report.models) AddOffer(od.scenario.cluster, m, model::Market::kOnDemand, n, o.verify);
     SetPoolOptions(od.scenario.cluster, o.verify);
-    od.jobs = jobs;
+    od.jobs = &jobs;
     runs.push_back(std::move(od));
 
     Run peak;
     peak.scenario.name = kPeakScenario;
+    peak.scenario.kind = ScenarioKind::kBaseline;
     for (const ModelReport& m : report.models) {
       const int64_t gpus = std::max<int64_t>(static_cast<int64_t>(std::ceil(m.peak_gpu_hours_per_hour - 1e-9)),
                                              m.max_job_gpus);
       AddReservedNodes(peak.scenario.cluster, m, CeilDiv(std::max<int64_t>(gpus, 1), n), n);
     }
-    peak.jobs = jobs;
+    peak.jobs = &jobs;
     runs.push_back(std::move(peak));
 
     if (any_spot) {
       Run spot;
       spot.scenario.name = kSpotScenario;
+      spot.scenario.kind = ScenarioKind::kBaseline;
+      spot.scenario.spot_share = 1.0;
       for (const ModelReport& m : report.models) {
         if (m.prices.spot) AddOffer(spot.scenario.cluster, m, model::Market::kSpot, n, o.verify);
         AddOffer(spot.scenario.cluster, m, model::Market::kOnDemand, n, o.verify);
       }
       SetPoolOptions(spot.scenario.cluster, o.verify);
-      spot.jobs = WithSpotShare(jobs, 1.0, /*spot_only=*/false, spot.scenario.spot_job_share);
+      spot.jobs = jobs_for(1.0, /*spot_only=*/false, spot.scenario.spot_job_share);
       runs.push_back(std::move(spot));
     }
   }
@@ -216,10 +440,12 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const model::GpuCatalog& c
   base.restart_overhead = o.plan.restart_overhead;
   base.seed = o.verify.seed;
 
-  std::vector<Result<sim::SimResult>> results(runs.size(), Status::Internal("not run"));
+  // Each worker keeps only the summary and the SLO wait of its run: whole results of a dozen
+  // replays of a long history would not fit in memory together.
+  std::vector<Status> errors(runs.size(), Status::Ok());
   std::vector<int64_t> done(runs.size(), 0);
   int64_t total = 0;
-  for (const Run& r : runs) total += static_cast<int64_t>(r.jobs.size());
+  for (const Run& r : runs) total += static_cast<int64_t>(r.jobs->size());
   std::mutex mu;
   auto run_one = [&](size_t i) {
     sim::SimOptions so = base;
@@ -232,7 +458,16 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const model::GpuCatalog& c
         o.progress(sum, total);
       };
     }
-    results[i] = sim::Simulate(runs[i].jobs, runs[i].scenario.cluster, so, catalog);
+    Result<sim::SimResult> result = sim::Simulate(*runs[i].jobs, runs[i].scenario.cluster, so, catalog);
+    if (!result.ok()) {
+      errors[i] = result.status();
+      return;
+    }
+    Scenario& s = runs[i].scenario;
+    s.summary = sim::Summarize(*result);
+    s.summary.policy = s.name;
+    s.slo_wait_s = ReplayedWait(*result, o.plan.slo_quantile);
+    s.meets_slo = s.summary.never_ran.empty() && s.slo_wait_s <= o.plan.slo_wait.seconds_f();
   };
   size_t workers = o.verify.threads > 0 ? static_cast<size_t>(o.verify.threads)
                                         : std::max<unsigned>(1, std::thread::hardware_concurrency());
@@ -246,16 +481,25 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const model::GpuCatalog& c
   }
   for (std::thread& t : pool) t.join();
 
+  const double cap = any_spot ? o.plan.spot_max_share : 0;
+  for (Run& r : runs) r.scenario.within_caps = r.scenario.spot_job_share == 0 || r.scenario.spot_share <= cap + 1e-9;
   double on_demand_cost = 0;
   for (size_t i = 0; i < runs.size(); ++i) {
-    if (!results[i].ok()) return results[i].status().WithContext("simulating " + runs[i].scenario.name);
-    runs[i].scenario.summary = sim::Summarize(*results[i]);
-    runs[i].scenario.summary.policy = runs[i].scenario.name;
+    if (!errors[i].ok()) return errors[i].WithContext("simulating " + runs[i].scenario.name);
     if (runs[i].scenario.name == kOnDemandScenario) on_demand_cost = runs[i].scenario.summary.cost_usd;
   }
   for (Run& r : runs) {
     if (on_demand_cost > 0) r.scenario.cost_ratio_to_on_demand = r.scenario.summary.cost_usd / on_demand_cost;
     report.verification.push_back(std::move(r.scenario));
+  }
+  // The cheapest replay that meets the SLO within the caps; a tie goes to the earlier one (the
+  // plan first).
+  for (size_t i = 0; i < report.verification.size(); ++i) {
+    const Scenario& s = report.verification[i];
+    if (!s.meets_slo || !s.within_caps) continue;
+    if (!report.recommended || s.summary.cost_usd < report.verification[*report.recommended].summary.cost_usd) {
+      report.recommended = i;
+    }
   }
   return Status::Ok();
 }
@@ -264,14 +508,21 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const model::GpuCatalog& c
 
 sim::ClusterSpec PlannedCluster(const std::vector<ModelReport>& models, int gpus_per_node, const VerifyOptions& verify,
                                 bool with_spot) {
-  sim::ClusterSpec c;
-  for (const ModelReport& m : models) {
-    AddReservedNodes(c, m, m.reserved_nodes, gpus_per_node);
-    if (m.prices.on_demand) AddOffer(c, m, model::Market::kOnDemand, gpus_per_node, verify);
-    if (with_spot && m.prices.spot) AddOffer(c, m, model::Market::kSpot, gpus_per_node, verify);
+  std::vector<int64_t> nodes;
+  for (const ModelReport& m : models) nodes.push_back(m.reserved_nodes);
+  return CandidateCluster(models, nodes, gpus_per_node, verify, with_spot);
+}
+
+double ReplayedWait(const sim::SimResult& result, double quantile) {
+  std::vector<int64_t> waits;
+  for (const sim::JobRecord& j : result.jobs) {
+    if (j.first_start) waits.push_back(j.queued.millis());
   }
-  SetPoolOptions(c, verify);
-  return c;
+  if (waits.empty()) return 0;
+  std::sort(waits.begin(), waits.end());
+  const double rank = std::ceil(std::clamp(quantile, 0.0, 1.0) * static_cast<double>(waits.size()));
+  const size_t i = static_cast<size_t>(std::max(1.0, rank)) - 1;
+  return static_cast<double>(waits[std::min(i, waits.size() - 1)]) / 1000.0;
 }
 
 Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, const cost::OfferTable& offers,
@@ -385,17 +636,13 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
       }
       return prices.status();
     }
-    m.prices = *prices;
-    if (o.verify.single_gpu_nodes && o.gpus_per_node > 1) {
-      PlannerOptions single = o;
-      single.gpus_per_node = 1;
-      Result<GpuPrices> small = PricesFromCatalog(FilterOffers(offers, single), name, o.term, o.ratios);
-      if (small.ok()) m.single_gpu_prices = *small;
-    }
     const ModelForecast& f = forecast.models.at(name);
     m.backtest = f.backtest;
     m.backtest_train_hours = f.train_hours;
     m.backtest_test_hours = f.test_hours;
+    m.backtest_folds = f.folds;
+    m.forecast_method = f.method;
+    m.forecast_candidates = f.candidates;
     for (double v : series->second) {
       m.history_gpu_hours += v;
       m.peak_gpu_hours_per_hour = std::max(m.peak_gpu_hours_per_hour, v);
@@ -406,87 +653,91 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
     report.models.push_back(std::move(m));
   }
 
-  // The optimiser's spot row bounds spot by a share of the work queued in an hour (backlog
-  // included), so a plan that lets everything wait one hour could run it all on spot while
-  // meeting a one-hour SLO. The replay lets only a fixed share of the jobs use spot; the
-  // optimiser is given the same split: per model, the spot-tolerant share of the demand (spot
-  // allowed for all of it) and the rest (no spot), each with its own reservation.
-  const double share = o.plan.spot_max_share;
-  PlanOptions popts = o.plan;
-  popts.spot_max_share = 1.0;
-  std::vector<ModelInput> inputs;
-  std::vector<std::pair<size_t, size_t>> parts;  // per model: its inputs [first, last)
-  for (const ModelReport& m : report.models) {
-    const size_t first = inputs.size();
-    auto add = [&](const std::string& label, double weight, bool spot) {
-      ModelInput in;
-      in.gpu_model = m.gpu_model + label;
-      for (double v : m.planned_demand) in.demand.push_back(v * weight);
-      in.prices = m.prices;
-      if (!spot) in.prices.spot.reset();
-      in.reserve_multiple = o.gpus_per_node;
-      inputs.push_back(std::move(in));
-    };
-    if (!m.prices.spot || share <= 0) {
-      add("", 1.0, false);
-    } else if (share >= 1) {
-      add("", 1.0, true);
-    } else {
-      add(" (no spot)", 1.0 - share, false);
-      add(" (spot-tolerant)", share, true);
+  // Prices from one (cloud, region) per plan: every place that prices every model is planned, and
+  // the one whose plan costs least is chosen (ties: the first by cloud and region name).
+  std::vector<LocationOption> places;
+  for (const PriceLocation& where : PriceLocations(priced)) {
+    const cost::OfferTable here = OffersAt(priced, where);
+    LocationOption place{where.cloud, where.region, {}, Status::Internal("not planned"), 0};
+    bool all = true;
+    for (const ModelReport& m : report.models) {
+      Result<GpuPrices> p = PricesFromCatalog(here, m.gpu_model, o.term, o.ratios);
+      if (!p.ok()) {
+        if (p.status().code() != StatusCode::kNotFound) return p.status();
+        all = false;
+        break;
+      }
+      p->cloud = where.cloud;
+      p->region = where.region;
+      place.prices.push_back(*p);
     }
-    parts.emplace_back(first, inputs.size());
+    if (all) places.push_back(std::move(place));
   }
-  auto merge = [&](const Plan& split) {
-    Plan p = split;
-    p.models.clear();
-    for (size_t i = 0; i < report.models.size(); ++i) {
-      ModelPlan sum;
-      sum.gpu_model = report.models[i].gpu_model;
-      const size_t hours = static_cast<size_t>(split.hours);
-      sum.reserved_used.assign(hours, 0);
-      sum.on_demand.assign(hours, 0);
-      sum.spot.assign(hours, 0);
-      sum.backlog.assign(hours, 0);
-      double used = 0;
-      for (size_t k = parts[i].first; k < parts[i].second; ++k) {
-        const ModelPlan& part = split.models[k];
-        sum.reserved_gpus += part.reserved_gpus;
-        for (size_t h = 0; h < hours; ++h) {
-          sum.reserved_used[h] += part.reserved_used[h];
-          sum.on_demand[h] += part.on_demand[h];
-          sum.spot[h] += part.spot[h];
-          sum.backlog[h] += part.backlog[h];
-          used += part.reserved_used[h];
-        }
-        sum.late_gpu_hours += part.late_gpu_hours;
-        sum.spot_rework = std::max(sum.spot_rework, part.spot_rework);
-        sum.reserved_cost += part.reserved_cost;
-        sum.on_demand_cost += part.on_demand_cost;
-        sum.spot_cost += part.spot_cost;
-      }
-      if (sum.reserved_gpus > 0) {
-        sum.reserved_utilisation = used / static_cast<double>(sum.reserved_gpus * split.hours);
-      }
-      p.models.push_back(std::move(sum));
+  if (places.empty()) {
+    return Status::NotFound("no single cloud and region of the catalog prices every model planned " + Where(o) +
+                            " (plan the models one at a time with --gpu)");
+  }
+  std::optional<size_t> chosen;
+  for (size_t i = 0; i < places.size(); ++i) {
+    LocationOption& place = places[i];
+    std::optional<size_t> same;  // an earlier place with the same prices: the same plan
+    for (size_t j = 0; j < i && !same; ++j) {
+      if (SamePrices(places[j].prices, place.prices)) same = j;
     }
-    return p;
-  };
+    if (same) {
+      place.plan = places[*same].plan;
+      place.spot_share = places[*same].spot_share;
+    } else {
+      std::vector<ModelReport> priced_models = report.models;
+      for (size_t k = 0; k < priced_models.size(); ++k) priced_models[k].prices = place.prices[k];
+      GF_ASSIGN_OR_RETURN(Optimised opt, Optimise(priced_models, o));
+      if (opt.best) {
+        place.plan = *opt.shares[*opt.best].plan;
+        place.spot_share = opt.shares[*opt.best].share;
+      } else {
+        place.plan = opt.shares.back().plan.status();
+      }
+    }
+    if (place.plan.ok() && (!chosen || Cheaper(place.plan->total_cost, places[*chosen].plan->total_cost))) chosen = i;
+  }
+  if (!chosen) return places.front().plan.status();
+  const PriceLocation where{places[*chosen].cloud, places[*chosen].region};
+  for (size_t k = 0; k < report.models.size(); ++k) {
+    ModelReport& m = report.models[k];
+    m.prices = places[*chosen].prices[k];
+    if (o.verify.single_gpu_nodes && o.gpus_per_node > 1) {
+      PlannerOptions single = o;
+      single.gpus_per_node = 1;
+      Result<GpuPrices> small = PricesFromCatalog(OffersAt(FilterOffers(offers, single), where), m.gpu_model, o.term,
+                                                  o.ratios);
+      if (small.ok()) m.single_gpu_prices = *small;
+    }
+  }
+  report.location = *chosen;
+  report.locations = std::move(places);
 
-  GF_ASSIGN_OR_RETURN(Plan split, SolvePlan(inputs, popts));
-  report.plan = merge(split);
+  // The spot share and the reservation at the chosen place.
+  GF_ASSIGN_OR_RETURN(Optimised opt, Optimise(report.models, o));
+  const std::vector<SplitInputs>& splits = opt.splits;
+  const std::optional<size_t> best = opt.best;
+  if (!best) return opt.shares.back().plan.status();
+  report.spot_shares = std::move(opt.shares);
+  report.spot_share = report.spot_shares[*best].share;
+  report.plan = *report.spot_shares[*best].plan;
   for (size_t i = 0; i < report.models.size(); ++i) {
     report.models[i].plan = report.plan.models[i];
     report.models[i].reserved_nodes = report.plan.models[i].reserved_gpus / o.gpus_per_node;
   }
   if (!o.frontier_waits.empty()) {
-    for (FrontierPoint& point : SolveFrontier(inputs, popts, o.frontier_waits)) {
-      if (point.plan.ok()) point.plan = merge(*point.plan);
+    const SplitInputs& split = splits[*best];
+    const PlanOptions popts = SplitPlanOptions(o);
+    for (FrontierPoint& point : SolveFrontier(split.inputs, popts, o.frontier_waits)) {
+      if (point.plan.ok()) point.plan = MergeParts(*point.plan, split, report.models);
       report.frontier.push_back(std::move(point));
     }
   }
 
-  if (o.verify.enabled) GF_RETURN_IF_ERROR(Verify(jobs, catalog, reference, o, report));
+  if (o.verify.enabled) GF_RETURN_IF_ERROR(Verify(jobs, catalog, reference, o, *best, report));
   return report;
 }
 

@@ -3,26 +3,37 @@
 // analytic parts (demand.h -> forecast.h -> prices.h -> optimizer.h) and the simulator:
 //
 //   1. Demand: GPU-hours per hour and GPU model from the history (BuildDemand).
-//   2. Forecast: the next `horizon_hours` per model, with the backtest's WAPE/MAPE.
+//   2. Forecast: the next `horizon_hours` per model by the method that wins rolling-origin
+//      cross-validation against the others and two naive baselines (forecast.h), with every
+//      method's WAPE.
 //   3. Prices: per GPU-hour from the catalog, restricted to the clouds and regions asked for and to offers
 //      whose instance has `gpus_per_node` GPUs, so that reserved, on-demand and spot nodes all
-//      have the shape the plan counts in.
-//   4. Optimise: SolvePlan on the forecast (mean, or its upper band), reserving whole nodes; the
-//      frontier re-solves it for other SLO waits.
-//   5. Verify: sim::Simulate replays the history on clusters built from the plan and from three
-//      baselines, in parallel threads:
-//        plan            the reserved GPUs as fixed nodes (market reserved, priced at the
-//                        reserved rate per node), plus autoscaled on-demand and spot offers;
-//                        only a `spot_max_share` of the jobs (chosen by a hash of their id, so
-//                        the same jobs every run) may use spot, the rest run on reserved or
-//                        on-demand nodes;
+//      have the shape the plan counts in; and from one (cloud, region) for all markets: each place
+//      that prices every model is optimised (step 4) and the cheapest plan's place is chosen.
+//   4. Optimise: the spot share and the reservation jointly. For each spot share on a grid of
+//      kSpotShareStep from 0 up to the cap `plan.spot_max_share` (a risk limit, not a target),
+//      SolvePlan on the forecast (mean, or its upper band) with that share of the work
+//      spot-tolerant; the cheapest plan wins (ties: the smaller share). The frontier re-solves the
+//      winner's share for other SLO waits.
+//   5. Verify: sim::Simulate replays the history on candidate clusters, in parallel threads:
+//        plan            the optimiser's choice: its reserved GPUs as fixed nodes (market reserved,
+//                        priced at the reserved rate per node), plus autoscaled on-demand and spot
+//                        offers; only its spot share of the jobs (chosen by a hash of their id, so
+//                        the same jobs every run) may use spot, and those only spot; the rest run
+//                        on reserved or on-demand nodes;
+//        neighbours      the same with reserved +-1 and +-2 nodes of every model, and the plans of
+//                        the adjacent spot shares of the grid (each with its own reservation);
+//      and the baselines:
 //        all on-demand   autoscaled on-demand nodes only;
 //        all reserved    fixed reserved nodes enough for the history's peak hour (and its
 //                        largest job), nothing rented;
 //        all spot        autoscaled spot for every job, falling back to on-demand after the
 //                        autoscaler's spot_fallback rules.
-//      The simulated numbers (P95 wait, utilisation, cost by market) are what the plan is judged
-//      by; the optimiser's cost and bound are for the forecast window and a fluid model.
+//      The recommendation is the cheapest replay, candidate or baseline, that meets the SLO (the
+//      replayed wait at the SLO quantile over jobs at most the SLO wait, and every job run) and
+//      keeps to the spot-share cap (so all spot is a baseline to beat only where spot is allowed). The
+//      simulated numbers are what a plan is judged by; the optimiser's cost and bound are for the
+//      forecast window and a fluid model, which is why its optimum alone is not trusted.
 //
 // Thread-safety: RunPlanner is reentrant; it starts its own worker threads for the simulations
 // and joins them before returning. `progress` is called from those threads, one call at a time.
@@ -50,6 +61,9 @@
 
 namespace gpufleet::plan {
 
+// Spot shares the optimiser tries: 0, this step, twice it, ... below the cap, and the cap.
+inline constexpr double kSpotShareStep = 0.25;
+
 enum class PlanBasis {
   kForecastMean,   // expected cost: plan on the forecast
   kForecastUpper,  // cautious: plan on the forecast's upper band
@@ -63,6 +77,8 @@ struct VerifyOptions {
   uint64_t seed = 1;                              // spot interruptions
   int threads = 0;                                // 0: one per hardware thread
   bool baselines = true;
+  // Also replay the plan's neighbours (reserved +-1 and +-2 nodes, the adjacent spot shares).
+  bool neighbours = true;
   // Also rent one-GPU instances (priced from the catalog's cheapest one-GPU offer of the model,
   // where there is one): the autoscaler rents a whole node per job, so without them a one-GPU job
   // rents an 8-GPU node that later jobs keep busy, and burst capacity is hardly ever released.
@@ -92,7 +108,9 @@ struct PlannerOptions {
   std::optional<Time> from;
   std::optional<Time> to;
   int gpus_per_node = 8;             // reserved blocks and rented nodes
-  PlanOptions plan;                  // SLO, spot share, checkpoint interval, solver time limit
+  // SLO, checkpoint interval, solver time limit; spot_max_share is the cap of the spot share the
+  // optimiser may choose (0: no spot).
+  PlanOptions plan;
   std::vector<Duration> frontier_waits;  // SLO waits of the cost-vs-SLO curve; empty: none
   VerifyOptions verify;
   // Called with (simulated jobs done, total) over all the verification runs.
@@ -103,8 +121,11 @@ struct ModelReport {
   std::string gpu_model;
   GpuPrices prices;                        // per GPU-hour
   std::optional<GpuPrices> single_gpu_prices;  // of one-GPU instances, for rented burst nodes
-  std::optional<ForecastError> backtest;   // none with a single week of history
-  int64_t backtest_train_hours = 0, backtest_test_hours = 0;
+  std::optional<ForecastError> backtest;   // the chosen method's, cross-validated; none with one week
+  int64_t backtest_train_hours = 0, backtest_test_hours = 0;  // the longest fit; each fold's test
+  int backtest_folds = 0;
+  ForecastMethod forecast_method = ForecastMethod::kSeasonalTrend;  // chosen by cross-validation
+  std::vector<MethodError> forecast_candidates;  // every method's cross-validated error
   double history_gpu_hours = 0;            // demand over the whole history
   double peak_gpu_hours_per_hour = 0;      // its busiest hour
   int max_job_gpus = 0;                    // the largest job of this model
@@ -113,14 +134,46 @@ struct ModelReport {
   int64_t reserved_nodes = 0;              // plan.reserved_gpus / gpus_per_node
 };
 
+// One spot share the optimiser tried, and its plan (per model), or why there is none.
+struct SpotShareOption {
+  double share = 0;
+  Result<Plan> plan;
+};
+
+// One (cloud, region) that prices every planned model, and the optimiser's plan there (the
+// cheapest over the spot shares), or why there is none.
+struct LocationOption {
+  std::string cloud, region;
+  std::vector<GpuPrices> prices;  // per model, in report order
+  Result<Plan> plan;
+  double spot_share = 0;
+};
+
+enum class ScenarioKind {
+  kCandidate,  // the optimiser's plan or one of its neighbours
+  kBaseline,   // a simple alternative a buyer could choose without a planner
+};
+
 // One replay of the history on one cluster.
 struct Scenario {
-  std::string name;  // "plan", "all on-demand", "all reserved (peak)", "all spot (on-demand fallback)"
+  // "plan", "plan, reserved +1", "plan at spot share 50 %", "all on-demand", "all reserved (peak)",
+  // "all spot (on-demand fallback)"
+  std::string name;
+  ScenarioKind kind = ScenarioKind::kCandidate;
   sim::ClusterSpec cluster;
   int64_t reserved_nodes = 0;       // fixed nodes with market reserved
+  double spot_share = 0;            // planned share of the work on spot (candidates)
   double spot_job_share = 0;        // of the jobs allowed to use spot
   sim::Summary summary;
   double cost_ratio_to_on_demand = 0;  // summary.cost_usd / the all-on-demand run's; 0 without it
+  // The replayed queueing wait at the SLO quantile over the jobs that started (nearest rank, as
+  // sim::Summary's percentiles), and whether the SLO is met: that wait at most the SLO wait and
+  // every job started.
+  double slo_wait_s = 0;
+  bool meets_slo = false;
+  // Whether it keeps to the caps the user set: its spot share at most plan.spot_max_share (a risk
+  // limit). A replay outside them is shown, never recommended.
+  bool within_caps = true;
 };
 
 struct PlannerReport {
@@ -133,9 +186,19 @@ struct PlannerReport {
   int64_t jobs_outside_window = 0;  // submitted before `from` or at or after `to`
   int gpus_per_node = 0;
   std::vector<ModelReport> models;
-  Plan plan;                  // totals, LP bound, gap
+  // Every place priced, and the chosen one (the cheapest plan): all of the plan's prices come
+  // from it.
+  std::vector<LocationOption> locations;
+  size_t location = 0;
+  Plan plan;                  // the optimiser's choice: totals, LP bound, gap
+  double spot_share = 0;      // the spot share of that plan
+  std::vector<SpotShareOption> spot_shares;  // every share tried, ascending
   std::vector<FrontierPoint> frontier;
-  std::vector<Scenario> verification;  // the plan first, then the baselines; empty if not verified
+  // The plan first, then its neighbours, then the baselines; empty if not verified.
+  std::vector<Scenario> verification;
+  // Into `verification`: the cheapest replay that meets the SLO within the caps; none when none
+  // does (or not verified).
+  std::optional<size_t> recommended;
 };
 
 // InvalidArgument for bad options or a history under one week; NotFound for a model the catalog
@@ -144,10 +207,13 @@ struct PlannerReport {
 Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& jobs, const cost::OfferTable& offers,
                                  const model::GpuCatalog& catalog, const PlannerOptions& options);
 
-// The clusters of the replay, for tests and for other front ends. `spot_share` is the share of
-// jobs allowed on spot in the planned cluster.
+// The clusters of the replay, for tests and for other front ends: each model's `reserved_nodes`
+// as fixed reserved nodes, its on-demand offer, and its spot offer when `with_spot`.
 sim::ClusterSpec PlannedCluster(const std::vector<ModelReport>& models, int gpus_per_node,
                                 const VerifyOptions& verify, bool with_spot);
+
+// The replayed wait (seconds) at `quantile` of the jobs that started, nearest rank; 0 if none.
+double ReplayedWait(const sim::SimResult& result, double quantile);
 
 // Charts of a report as (file name, SVG): demand-<model>.svg (forecast and its band against the
 // planned reserved capacity over the horizon), cost-by-market.svg (simulated cost of the plan and

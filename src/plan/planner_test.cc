@@ -181,7 +181,9 @@ TEST_F(PlannerTest, VerificationSimulatesThePlannedReservation) {
 TEST_F(PlannerTest, PlanCostsLessThanAllOnDemandAndBaselinesAreComputed) {
   // Given reserved at 63 % of on-demand and a base that keeps it busy, expect the plan's simulated
   // cost under the all-on-demand run's, and every baseline run to completion.
-  ASSERT_EQ(report_->verification.size(), 4u);
+  int baselines = 0;
+  for (const Scenario& s : report_->verification) baselines += s.kind == ScenarioKind::kBaseline;
+  EXPECT_EQ(baselines, 3);
   const Scenario* plan = Find(*report_, "plan");
   const Scenario* od = Find(*report_, "all on-demand");
   const Scenario* peak = Find(*report_, "all reserved (peak)");
@@ -202,6 +204,197 @@ TEST_F(PlannerTest, PlanCostsLessThanAllOnDemandAndBaselinesAreComputed) {
     EXPECT_EQ(s.summary.finished, s.summary.jobs) << s.name;
     EXPECT_GT(s.summary.cost_usd, 0) << s.name;
   }
+}
+
+TEST_F(PlannerTest, OptimiserTriesEverySpotShareUpToTheCapAndKeepsTheCheapest) {
+  // Given a cap of 50 % and spot at 17 % of on-demand, expect the shares 0, 25 % and 50 % tried,
+  // each a plan, costs falling as spot takes more of the work, and the cap chosen.
+  ASSERT_EQ(report_->spot_shares.size(), 3u);
+  EXPECT_DOUBLE_EQ(report_->spot_shares[0].share, 0.0);
+  EXPECT_DOUBLE_EQ(report_->spot_shares[1].share, 0.25);
+  EXPECT_DOUBLE_EQ(report_->spot_shares[2].share, 0.5);
+  for (const SpotShareOption& s : report_->spot_shares) ASSERT_TRUE(s.plan.ok()) << s.share;
+  EXPECT_GT(report_->spot_shares[0].plan->total_cost, report_->spot_shares[2].plan->total_cost);
+  EXPECT_DOUBLE_EQ(report_->spot_share, 0.5);
+  EXPECT_EQ(report_->plan.total_cost, report_->spot_shares[2].plan->total_cost);
+}
+
+TEST_F(PlannerTest, NeighboursOfThePlanAreReplayed) {
+  // Given a plan of one reserved node at spot share 50 %, expect replays with 2 and 3 nodes, with
+  // none (-1 and -2 both clamp to 0, replayed once), and the plan of the adjacent share (25 %).
+  std::vector<std::string> names;
+  for (const Scenario& s : report_->verification) {
+    if (s.kind == ScenarioKind::kCandidate) names.push_back(s.name);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"plan", "plan, reserved -1", "plan, reserved +1", "plan, reserved +2",
+                                             "plan at spot share 25 %"}));
+  EXPECT_EQ(Find(*report_, "plan, reserved -1")->reserved_nodes, 0);
+  EXPECT_EQ(Find(*report_, "plan, reserved +2")->reserved_nodes, 3);
+  EXPECT_DOUBLE_EQ(Find(*report_, "plan at spot share 25 %")->spot_share, 0.25);
+}
+
+// The property the recommendation exists for: it meets the SLO, and no replayed baseline that
+// meets the SLO is cheaper.
+void ExpectNeverBeatenByABaseline(const PlannerReport& r) {
+  ASSERT_TRUE(r.recommended.has_value());
+  const Scenario& rec = r.verification.at(*r.recommended);
+  EXPECT_TRUE(rec.meets_slo) << rec.name;
+  int baselines = 0;
+  for (const Scenario& s : r.verification) {
+    if (s.kind != ScenarioKind::kBaseline) continue;
+    ++baselines;
+    if (s.meets_slo && s.within_caps) {
+      EXPECT_LE(rec.summary.cost_usd, s.summary.cost_usd) << rec.name << " vs " << s.name;
+    }
+  }
+  EXPECT_EQ(baselines, 3);
+  EXPECT_TRUE(rec.within_caps) << rec.name;
+  for (const Scenario& s : r.verification) {
+    if (s.meets_slo && s.within_caps) {
+      EXPECT_LE(rec.summary.cost_usd, s.summary.cost_usd) << rec.name << " vs " << s.name;
+    }
+    EXPECT_EQ(s.meets_slo, s.summary.never_ran.empty() && s.slo_wait_s <= 3600) << s.name;
+  }
+}
+
+TEST_F(PlannerTest, RecommendationIsNeverDearerThanABaselineThatMeetsTheSlo) {
+  // Given the steady base with weekday bursts, expect a recommendation that meets the SLO and
+  // costs no more than any replay that also meets it.
+  ExpectNeverBeatenByABaseline(*report_);
+}
+
+// `weeks` of one- and four-GPU jobs of random length (seeded), arriving mostly in working hours,
+// at a rate that halves from the first week to the last: the shape of Philly's decline.
+std::vector<sim::TraceJob> DecliningSmallJobs(int weeks) {
+  std::vector<sim::TraceJob> jobs;
+  uint64_t x = 42;
+  auto next = [&]() {  // xorshift64: the same history every run
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  const int hours = weeks * kHoursPerWeek;
+  for (int h = 0; h < hours; ++h) {
+    const int day = (h / 24) % 7, hour = h % 24;
+    const double busy = day < 5 && hour >= 8 && hour < 20 ? 1.0 : 0.3;
+    const double rate = 6 * busy * (1.0 - 0.5 * h / hours);
+    const int n = static_cast<int>(rate) + (static_cast<double>(next() % 1000) / 1000 < rate - static_cast<int>(rate));
+    for (int i = 0; i < n; ++i) {
+      const int gpus = next() % 5 == 0 ? 4 : 1;
+      const Duration work = Duration::Minutes(10 + static_cast<int64_t>(next() % 300));
+      jobs.push_back(Job("j" + std::to_string(h) + "-" + std::to_string(i),
+                         kMonday + Duration::Hours(h) + Duration::Minutes(static_cast<int64_t>(next() % 60)), gpus, work));
+    }
+  }
+  return jobs;
+}
+
+TEST(PlannerRecommendationTest, NeverDearerThanABaselineOnADecliningHistoryWithFullSpot) {
+  // Given three weeks of small jobs whose rate halves, and spot allowed for all the work (the
+  // command's default cap), expect a recommendation that no SLO-meeting baseline undercuts.
+  PlannerOptions o = Options();
+  o.plan.spot_max_share = 1.0;
+  auto r = RunPlanner(DecliningSmallJobs(3), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->spot_shares.size(), 5u);
+  ExpectNeverBeatenByABaseline(*r);
+}
+
+TEST(PlannerRecommendationTest, NoSpotChosenWhenSpotCostsMoreThanOnDemand) {
+  // Given spot dearer than on-demand, expect the optimiser to choose no spot (a tie in the
+  // optimiser goes to the smaller share) and a recommendation that meets the SLO.
+  cost::OfferTable t;
+  t.offers.push_back(V100Offer("us-east-1", 8, 24.48, 30.0));
+  PlannerOptions o = Options();
+  o.plan.spot_max_share = 1.0;
+  o.verify.neighbours = false;
+  auto r = RunPlanner(BaseAndBursts(2), t, model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_DOUBLE_EQ(r->spot_share, 0.0);
+  EXPECT_EQ(r->models[0].reserved_nodes, 2);
+  EXPECT_DOUBLE_EQ(r->verification.front().spot_job_share, 0.0);
+  ExpectNeverBeatenByABaseline(*r);
+}
+
+TEST(PlannerRecommendationTest, AllSpotIsNeverRecommendedWhenSpotIsNotAllowed) {
+  // Given no spot allowed (--spot-share 0), expect the all-spot baseline replayed and cheaper, but
+  // outside the caps, and a recommendation without spot.
+  PlannerOptions o = Options();
+  o.plan.spot_max_share = 0;
+  o.verify.neighbours = false;
+  auto r = RunPlanner(BaseAndBursts(2), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Scenario* spot = Find(*r, "all spot (on-demand fallback)");
+  ASSERT_NE(spot, nullptr);
+  EXPECT_FALSE(spot->within_caps);
+  ASSERT_TRUE(r->recommended.has_value());
+  const Scenario& rec = r->verification[*r->recommended];
+  EXPECT_LT(spot->summary.cost_usd, rec.summary.cost_usd);
+  EXPECT_EQ(rec.spot_job_share, 0.0);
+  EXPECT_EQ(rec.summary.cost_by_market_usd.count("spot"), 0u);
+  ExpectNeverBeatenByABaseline(*r);
+}
+
+TEST(PlannerRecommendationTest, NoRecommendationWhenNoReplayMeetsTheSlo) {
+  // Given an SLO of zero wait and three-minute boots, expect no replay that rents to meet it and
+  // no recommendation unless one reserves enough to never rent.
+  PlannerOptions o = Options();
+  o.plan.slo_wait = Duration::Zero();
+  o.plan.slo_quantile = 1.0;
+  o.verify.baselines = false;
+  o.verify.neighbours = false;
+  auto r = RunPlanner(BaseAndBursts(2), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->verification.size(), 1u);
+  EXPECT_FALSE(r->verification[0].meets_slo);
+  EXPECT_GT(r->verification[0].slo_wait_s, 0);
+  EXPECT_FALSE(r->recommended.has_value());
+}
+
+TEST(PlannerPricesTest, EveryMarketIsPricedFromOnePlaceTheCheapestPlan) {
+  // Given a cloud with cheap on-demand and no spot ("lam") and one with dear on-demand and cheap
+  // spot (aws us-east-1 and a dearer eu-west-2), expect the prices of each place never mixed: the
+  // plan's on-demand, spot and reserved all from the place whose plan costs least, every place
+  // planned, and the chosen one no dearer than any other.
+  cost::OfferTable t = Catalog();
+  cost::Offer lam;
+  lam.cloud = "lam";
+  lam.region = "us-south-1";
+  lam.instance_type = "gpu_8x_v100";
+  lam.gpu = "V100";
+  lam.gpus = 8;
+  lam.on_demand_per_hour = 8 * 2'500'000;  // $2.50 per GPU-hour, under AWS's $3.06, no spot
+  t.offers.push_back(lam);
+  PlannerOptions o = Options();
+  o.regions.clear();
+  o.verify.enabled = false;
+  auto r = RunPlanner(BaseAndBursts(2), t, model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->locations.size(), 3u);
+  EXPECT_EQ(r->locations[0].cloud, "aws");
+  EXPECT_EQ(r->locations[0].region, "eu-west-2");
+  const LocationOption& chosen = r->locations.at(r->location);
+  const GpuPrices& p = r->models[0].prices;
+  EXPECT_EQ(p.cloud, chosen.cloud);
+  EXPECT_EQ(p.region, chosen.region);
+  EXPECT_EQ(p.on_demand_offer.rfind(chosen.cloud + " " + chosen.region + " ", 0), 0u) << p.on_demand_offer;
+  if (p.spot) {
+    EXPECT_EQ(p.spot_offer.rfind(chosen.cloud + " " + chosen.region + " ", 0), 0u) << p.spot_offer;
+  }
+  for (const LocationOption& l : r->locations) {
+    ASSERT_TRUE(l.plan.ok()) << l.cloud << " " << l.region;
+    EXPECT_LE(chosen.plan->total_cost, l.plan->total_cost) << l.cloud << " " << l.region;
+  }
+  EXPECT_EQ(r->plan.total_cost, chosen.plan->total_cost);
+  // Without spot the cheap on-demand cloud wins; with it, the spot cloud's plan is cheaper.
+  EXPECT_EQ(chosen.cloud, "aws");
+  o.plan.spot_max_share = 0;
+  r = RunPlanner(BaseAndBursts(2), t, model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->locations.at(r->location).cloud, "lam");
+  EXPECT_EQ(r->models[0].prices.on_demand, 2'500'000);
+  EXPECT_FALSE(r->models[0].prices.spot.has_value());
 }
 
 TEST_F(PlannerTest, ChartsRenderDemandCostAndNoFrontierWithoutWaits) {

@@ -1,5 +1,6 @@
 #include "plan/prices.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace gpufleet::plan {
@@ -15,6 +16,27 @@ std::string Describe(const cost::Offer& o) {
 cost::MicroUsd PerGpu(cost::MicroUsd instance_price, int gpus) { return (instance_price + gpus / 2) / gpus; }
 
 }  // namespace
+
+std::vector<PriceLocation> PriceLocations(const cost::OfferTable& offers) {
+  std::vector<PriceLocation> out;
+  for (const cost::Offer& o : offers.offers) {
+    PriceLocation l{o.cloud, o.region};
+    if (std::find(out.begin(), out.end(), l) == out.end()) out.push_back(std::move(l));
+  }
+  std::sort(out.begin(), out.end(), [](const PriceLocation& a, const PriceLocation& b) {
+    return a.cloud != b.cloud ? a.cloud < b.cloud : a.region < b.region;
+  });
+  return out;
+}
+
+cost::OfferTable OffersAt(const cost::OfferTable& offers, const PriceLocation& where) {
+  cost::OfferTable t;
+  t.rows_read = offers.rows_read;
+  for (const cost::Offer& o : offers.offers) {
+    if (o.cloud == where.cloud && o.region == where.region) t.offers.push_back(o);
+  }
+  return t;
+}
 
 Result<GpuPrices> PricesFromCatalog(const cost::OfferTable& offers, const std::string& gpu_model,
                                     ReservedTerm term, const ReservedRatios& ratios) {

@@ -12,11 +12,16 @@
 // 0.45); AWS Savings Plans and Azure reservations for GPU instances publish discounts of the same
 // order (about 30-45 % and 50-65 %). Set your own contract's ratio where you have one.
 //
+// One place per plan: a buyer pays one cloud in one region, so the planner prices every market of a
+// plan line from offers of a single (cloud, region) (PriceLocations, OffersAt); taking the cheapest
+// on-demand of one cloud and the cheapest spot of another prices a fleet nobody can buy.
+//
 // Thread-safety: free functions over values; no shared state.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "cost/offer.h"
@@ -32,6 +37,7 @@ struct ReservedRatios {
 
 struct GpuPrices {
   std::string gpu_model;
+  std::string cloud, region;                  // where every price comes from, when one place
   cost::MicroUsd reserved = 0;                // per GPU-hour, paid every hour of the term
   std::optional<cost::MicroUsd> on_demand;    // per GPU-hour; none: not offered
   std::optional<cost::MicroUsd> spot;         // per GPU-hour; none: not offered
@@ -39,6 +45,17 @@ struct GpuPrices {
   std::string on_demand_offer;                // "aws us-east-1 p4d.24xlarge", for reports
   std::string spot_offer;
 };
+
+// A cloud and one of its regions.
+struct PriceLocation {
+  std::string cloud;
+  std::string region;
+  bool operator==(const PriceLocation&) const = default;
+};
+// Every (cloud, region) of the table, sorted by cloud, then region.
+std::vector<PriceLocation> PriceLocations(const cost::OfferTable& offers);
+// The offers of the table at one place.
+cost::OfferTable OffersAt(const cost::OfferTable& offers, const PriceLocation& where);
 
 // NotFound when the table has no offer of `gpu_model` (canonical name) with an on-demand price;
 // InvalidArgument for a ratio outside (0, 1].

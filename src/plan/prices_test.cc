@@ -63,6 +63,32 @@ TEST(PricesTest, UnknownModelAndBadRatioAreErrors) {
             StatusCode::kInvalidArgument);
 }
 
+TEST(PricesTest, LocationsAreEachCloudRegionOnceAndOffersAtKeepsOnlyOne) {
+  // Given offers in aws r1 (two), gcp r1 and aws r0, expect the places aws r0, aws r1, gcp r1 in
+  // that order, and the prices at aws r1 from its two offers only: on-demand and spot never taken
+  // from another place.
+  cost::OfferTable t;
+  t.offers = {MakeOffer("aws", "p4d", "A100", 8, 32'000'000, 16'000'000, 0.05),
+              MakeOffer("gcp", "a2", "A100", 1, 2'000'000, 500'000, 0.1),
+              MakeOffer("aws", "p4de", "A100", 8, 40'000'000, 8'000'000, 0.02)};
+  cost::Offer other = MakeOffer("aws", "p4d", "A100", 8, 24'000'000, std::nullopt);
+  other.region = "r0";
+  t.offers.push_back(other);
+  const std::vector<PriceLocation> places = PriceLocations(t);
+  ASSERT_EQ(places.size(), 3u);
+  EXPECT_EQ(places[0], (PriceLocation{"aws", "r0"}));
+  EXPECT_EQ(places[1], (PriceLocation{"aws", "r1"}));
+  EXPECT_EQ(places[2], (PriceLocation{"gcp", "r1"}));
+  const cost::OfferTable aws = OffersAt(t, places[1]);
+  ASSERT_EQ(aws.offers.size(), 2u);
+  auto p = PricesFromCatalog(aws, "A100", ReservedTerm::kOneYear);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->on_demand, 4'000'000);
+  EXPECT_EQ(p->spot, 1'000'000);
+  EXPECT_DOUBLE_EQ(p->spot_interruptions_per_hour, 0.02);
+  EXPECT_TRUE(OffersAt(t, PriceLocation{"azure", "r1"}).offers.empty());
+}
+
 TEST(PricesTest, ShippedCatalogPricesTheCommonModels) {
   // Given the shipped offer catalog, expect A100 and H100 priced with on-demand above reserved
   // and spot below on-demand.
