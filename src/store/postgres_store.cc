@@ -672,8 +672,11 @@ class PostgresStore : public StateStore {
                                         "postgresql.conf");
     }
     GF_ASSIGN_OR_RETURN(PgResult sync, Simple("SHOW synchronous_commit", "read synchronous_commit"));
-    if (Text(sync, 0, 0) == "off") return Exec("SET synchronous_commit = on", "set synchronous_commit");
-    return Status::Ok();
+    if (Text(sync, 0, 0) == "off") GF_RETURN_IF_ERROR(Exec("SET synchronous_commit = on", "set synchronous_commit"));
+    // A transaction of this store sends its statements back to back. One left open by a client
+    // that stopped (a leader paused by SIGSTOP in the middle of a write) would hold the leader
+    // row's lock and keep a standby from taking the lapsed lease; the server ends it instead.
+    return Exec("SET idle_in_transaction_session_timeout = '5s'", "set idle_in_transaction_session_timeout");
   }
 
   // Runs `exec` (one round trip) and checks its result. Outside a transaction a statement that
