@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Given two `gpufleet server --leader-lease 3s` on one throwaway PostgreSQL, expect the first to
+# Given --leader-lease with a SQLite store or below 300ms, expect exit 2 saying why. Given two
+# `gpufleet server --leader-lease 3s` on one throwaway PostgreSQL, expect the first to
 # lead and the second to stand by, answering 503 that names the leader; after kill -9 of the
 # leader, expect the standby to take over within a bounded time with the state of the store (a job
 # submitted before, the request id remembered) and to accept new jobs. Then, with a third
@@ -12,6 +13,15 @@ PG_TOOL="${2:?usage: leader_takeover_test.sh GPUFLEET GPUFLEET_TEST_POSTGRES}"
 source "$(dirname "$0")/cluster_lib.sh"
 
 LEASE=3s
+
+run "$WORK/sqlite" "$GPUFLEET" server --data-dir "$WORK/d1" --listen 127.0.0.1:0 --leader-lease "$LEASE"
+expect_rc "$WORK/sqlite" 2 "--leader-lease with the SQLite store"
+expect_contains "$WORK/sqlite.err" "only a PostgreSQL --store" "the refusal says why"
+run "$WORK/short" "$GPUFLEET" server --data-dir "$WORK/d2" --listen 127.0.0.1:0 --leader-lease 10ms \
+  --store "postgresql:///postgres?host=$WORK/no-server-here"
+expect_rc "$WORK/short" 2 "--leader-lease below 300ms"
+expect_contains "$WORK/short.err" "at least 300ms" "the refusal says the least lease"
+
 OTHER_PIDS=()
 coproc PG { exec "$PG_TOOL" 2>"$WORK/pg.err"; }
 PG_TOOL_PID=$PG_PID
