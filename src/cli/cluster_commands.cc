@@ -239,11 +239,13 @@ struct Controller {
 
   ~Controller() { Stop(); }
 
-  // Renews the leader lease every third of its length. A controller that finds the lease taken
-  // by another, or cannot renew it for a whole lease (the database unreachable), stops at once
-  // with kExitLostLeadership: its writes are refused by then anyway (the fencing token), and a
-  // supervisor restarts it as a standby. Agents keep their jobs running meanwhile.
-  void KeepLease(const std::string& holder, Duration lease) GF_EXCLUDES(lease_mu) {
+  // Renews the leader lease (taken with `token`) every third of its length. A controller that
+  // finds the lease taken by another, or held again under a newer token (another led meanwhile,
+  // so this one's memory is stale), or cannot renew it for a whole lease (the database
+  // unreachable), stops at once with kExitLostLeadership: its writes are refused by then anyway
+  // (the fencing token), and a supervisor restarts it as a standby. Agents keep their jobs running
+  // meanwhile.
+  void KeepLease(const std::string& holder, Duration lease, int64_t token) GF_EXCLUDES(lease_mu) {
     auto renewed = std::chrono::steady_clock::now();
     MutexLock lock(lease_mu);
     while (!lease_stop) {
@@ -255,15 +257,15 @@ struct Controller {
       lock.Unlock();
       auto l = store->AcquireLeadership(holder, lease);
       lock.Lock();
-      if (l.ok() && l->held) {
+      if (l.ok() && l->held && l->token == token) {
         renewed = std::chrono::steady_clock::now();
         continue;
       }
       if (l.ok()) {
         std::fprintf(stderr,
-                     "gpufleet server: lost the leadership: %s holds the leader lease now (token %lld); stopping, "
-                     "to be restarted as a standby\n",
-                     l->holder.c_str(), static_cast<long long>(l->token));
+                     "gpufleet server: lost the leadership: %s holds the leader lease now (token %lld, this "
+                     "controller led with %lld); stopping, to be restarted as a standby\n",
+                     l->holder.c_str(), static_cast<long long>(l->token), static_cast<long long>(token));
         std::fflush(stderr);
         std::_Exit(kExitLostLeadership);
       }
@@ -345,11 +347,11 @@ class StandbyAnswer {
 // --leader-lease: waits until this controller holds the leader lease, answering every request on
 // the API's address with 503 "not the leader; the leader is URL" (and the header
 // X-Gpufleet-Leader) meanwhile. Asks for the lease every third of its length, as the leader
-// renews it. Returns true once it leads, false when a stop signal came first.
-Result<bool> WaitForLeadership(store::StateStore& st, const std::string& holder, Duration lease,
+// renews it. Returns the fencing token once it leads, 0 when a stop signal came first.
+Result<int64_t> WaitForLeadership(store::StateStore& st, const std::string& holder, Duration lease,
                                const std::pair<std::string, int>& listen, const ControllerFlags& f) {
   GF_ASSIGN_OR_RETURN(store::Leadership first, st.AcquireLeadership(holder, lease));
-  if (first.held) return true;
+  if (first.held) return first.token;
   auto answer = std::make_shared<StandbyAnswer>();
   answer->SetLeader(first.holder);
   controller::RouteTable routes;
@@ -384,7 +386,7 @@ Result<bool> WaitForLeadership(store::StateStore& st, const std::string& holder,
     timespec pause{static_cast<time_t>(every_ms / 1000), static_cast<long>((every_ms % 1000) * 1000000)};
     if (sigtimedwait(&stop_signals, nullptr, &pause) > 0) {
       standby.Stop();
-      return false;
+      return int64_t{0};
     }
     auto l = st.AcquireLeadership(holder, lease);
     if (!l.ok()) {
@@ -395,7 +397,7 @@ Result<bool> WaitForLeadership(store::StateStore& st, const std::string& holder,
       standby.Stop();
       std::fprintf(stderr, "gpufleet server: took the leader lease (token %lld); taking over\n",
                    static_cast<long long>(l->token));
-      return true;
+      return l->token;
     }
     answer->SetLeader(l->holder);
   }
@@ -495,10 +497,11 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
 
   GF_ASSIGN_OR_RETURN(c->store, OpenStoreFlag(store_location));
   const std::string holder = HolderUrl(f, listen);
+  int64_t token = 0;
   if (lease) {
     // Nothing is written before this controller leads: a standby only reads the lease.
-    GF_ASSIGN_OR_RETURN(bool leading, WaitForLeadership(*c->store, holder, *lease, listen, f));
-    if (!leading) return std::unique_ptr<Controller>();
+    GF_ASSIGN_OR_RETURN(token, WaitForLeadership(*c->store, holder, *lease, listen, f));
+    if (token == 0) return std::unique_ptr<Controller>();
   }
   c->auth = std::make_unique<controller::Authenticator>(*c->store);
   // First start: make an admin token and a join token, readable only by this user.
@@ -618,7 +621,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   }
   if (lease) {
     Controller* self = c.get();
-    c->lease_thread = std::thread([self, holder, lease] { self->KeepLease(holder, *lease); });
+    c->lease_thread = std::thread([self, holder, lease, token] { self->KeepLease(holder, *lease, token); });
   }
   return c;
 }
