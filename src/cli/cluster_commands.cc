@@ -2,13 +2,16 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <cmath>
@@ -27,10 +30,13 @@
 #include "cli/cost_commands.h"
 #include "cli/exit_codes.h"
 #include "common/fd.h"
+#include "common/mutex.h"
+#include "common/time.h"
 #include "common/strings.h"
 #include "cli/cli.h"
 #include "controller/auth.h"
 #include "controller/engine.h"
+#include "controller/http_listener.h"
 #include "controller/monitor.h"
 #include "controller/pool.h"
 #include "controller/server.h"
@@ -110,6 +116,7 @@ Result<std::pair<std::string, int>> ParseListen(const std::string& listen) {
 struct ControllerFlags {
   std::string data_dir;
   std::string store;  // --store sqlite:PATH | postgresql://...; empty: sqlite:<data-dir>/state.db
+  std::string leader_lease;  // --leader-lease DURATION (server, PostgreSQL): empty: the only controller
   std::string listen = "127.0.0.1:8470";
   std::string policy = "backfill";
   std::vector<std::string> policy_opts;
@@ -207,6 +214,9 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
                 "Otherwise scrape with a token of role metrics");
 }
 
+// Exit status of a controller that lost the leader lease: a supervisor restarts it, as a standby.
+constexpr int kExitLostLeadership = 75;
+
 // A running controller: store, engine thread, HTTP server.
 struct Controller {
   WallClock clock;
@@ -221,12 +231,68 @@ struct Controller {
   std::string admin_token;  // set when this start made it
   std::string join_token;
   std::optional<UniqueFd> lock_fd;  // <data-dir>/controller.lock, held while running
+  // --leader-lease: the thread renewing the lease, told to stop through lease_stop.
+  std::thread lease_thread;
+  Mutex lease_mu;
+  CondVar lease_cv;
+  bool lease_stop GF_GUARDED_BY(lease_mu) = false;
 
   ~Controller() { Stop(); }
+
+  // Renews the leader lease (taken with `token`) every third of its length. A controller that
+  // finds the lease taken by another, or held again under a newer token (another led meanwhile,
+  // so this one's memory is stale), or cannot renew it for a whole lease (the database
+  // unreachable), stops at once with kExitLostLeadership: its writes are refused by then anyway
+  // (the fencing token), and a supervisor restarts it as a standby. Agents keep their jobs running
+  // meanwhile.
+  void KeepLease(const std::string& holder, Duration lease, int64_t token) GF_EXCLUDES(lease_mu) {
+    auto renewed = std::chrono::steady_clock::now();
+    MutexLock lock(lease_mu);
+    while (!lease_stop) {
+      lease_cv.WaitFor(lease_mu, std::chrono::milliseconds(std::max<int64_t>(lease.millis() / 3, 1)), [&] {
+        lease_mu.AssertHeld();  // WaitFor checks it with lease_mu held
+        return lease_stop;
+      });
+      if (lease_stop) break;
+      lock.Unlock();
+      auto l = store->AcquireLeadership(holder, lease);
+      lock.Lock();
+      if (l.ok() && l->held && l->token == token) {
+        renewed = std::chrono::steady_clock::now();
+        continue;
+      }
+      if (l.ok()) {
+        std::fprintf(stderr,
+                     "gpufleet server: lost the leadership: %s holds the leader lease now (token %lld, this "
+                     "controller led with %lld); stopping, to be restarted as a standby\n",
+                     l->holder.c_str(), static_cast<long long>(l->token), static_cast<long long>(token));
+        std::fflush(stderr);
+        std::_Exit(kExitLostLeadership);
+      }
+      const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                                renewed);
+      spdlog::warn("cannot renew the leader lease: {}", l.status().message());
+      if (since.count() >= lease.millis()) {
+        std::fprintf(stderr,
+                     "gpufleet server: could not renew the leader lease for %s (its whole length): %s; stopping, "
+                     "to be restarted as a standby\n",
+                     FormatDuration(Duration::Millis(since.count())).c_str(), l.status().message().c_str());
+        std::fflush(stderr);
+        std::_Exit(kExitLostLeadership);
+      }
+    }
+  }
+
   bool tls = false;
   std::string Scheme() const { return tls ? "https://" : "http://"; }
   std::string AgentUrl() const { return Scheme() + "127.0.0.1:" + std::to_string(server->agent_port()); }
-  void Stop() {
+  void Stop() GF_EXCLUDES(lease_mu) {
+    {
+      MutexLock lock(lease_mu);
+      lease_stop = true;
+      lease_cv.NotifyAll();
+    }
+    if (lease_thread.joinable()) lease_thread.join();
     if (monitor) monitor->Stop();
     if (pool) pool->Stop();
     if (pool_thread.joinable()) pool_thread.join();
@@ -259,6 +325,92 @@ Result<std::unique_ptr<store::StateStore>> OpenStoreFlag(const store::StoreLocat
                                "password match it? (docs/operations.md: setting up PostgreSQL)");
   }
   return st.WithContext(flag);
+}
+
+// What the standby answers while another controller leads. Thread-safe.
+class StandbyAnswer {
+ public:
+  void SetLeader(const std::string& leader) GF_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    leader_ = leader;
+  }
+  std::string Leader() const GF_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return leader_;
+  }
+
+ private:
+  mutable Mutex mu_;
+  std::string leader_ GF_GUARDED_BY(mu_);
+};
+
+// --leader-lease: waits until this controller holds the leader lease, answering every request on
+// the API's address with 503 "not the leader; the leader is URL" (and the header
+// X-Gpufleet-Leader) meanwhile. Asks for the lease every third of its length, as the leader
+// renews it. Returns the fencing token once it leads, 0 when a stop signal came first.
+Result<int64_t> WaitForLeadership(store::StateStore& st, const std::string& holder, Duration lease,
+                               const std::pair<std::string, int>& listen, const ControllerFlags& f) {
+  GF_ASSIGN_OR_RETURN(store::Leadership first, st.AcquireLeadership(holder, lease));
+  if (first.held) return first.token;
+  auto answer = std::make_shared<StandbyAnswer>();
+  answer->SetLeader(first.holder);
+  controller::RouteTable routes;
+  routes.set_pre_routing_handler([answer](const httplib::Request&, httplib::Response& res) {
+    const std::string leader = answer->Leader();
+    res.status = 503;
+    res.set_header("Retry-After", "1");
+    res.set_header("X-Gpufleet-Leader", leader);
+    nlohmann::json body = {{"error",
+                            {{"code", "unavailable"},
+                             {"message", "not the leader; the leader is " + (leader.empty() ? "unknown" : leader)}}}};
+    res.set_content(body.dump(), "application/json");
+    controller::CloseAfterResponse();
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  controller::HttpListener standby(routes, controller::ListenerLimits{}, "standby API");
+  if (!f.tls_cert.empty()) {
+    GF_ASSIGN_OR_RETURN(controller::SslContext tls, controller::MakeServerTlsContext(f.tls_cert, f.tls_key));
+    standby.SetTls(tls);
+  }
+  GF_RETURN_IF_ERROR(standby.Bind(listen.first, listen.second));
+  GF_RETURN_IF_ERROR(standby.Start());
+  std::fprintf(stderr, "gpufleet server: standing by on %s:%d; the leader is %s (token %lld)\n",
+               listen.first.c_str(), standby.port(), first.holder.c_str(), static_cast<long long>(first.token));
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  const int64_t every_ms = std::max<int64_t>(lease.millis() / 3, 1);
+  for (;;) {
+    // The pause between asks doubles as the wait for a stop signal.
+    timespec pause{static_cast<time_t>(every_ms / 1000), static_cast<long>((every_ms % 1000) * 1000000)};
+    if (sigtimedwait(&stop_signals, nullptr, &pause) > 0) {
+      standby.Stop();
+      return int64_t{0};
+    }
+    auto l = st.AcquireLeadership(holder, lease);
+    if (!l.ok()) {
+      spdlog::warn("standby: cannot read the leader lease: {}", l.status().message());
+      continue;
+    }
+    if (l->held) {
+      standby.Stop();
+      std::fprintf(stderr, "gpufleet server: took the leader lease (token %lld); taking over\n",
+                   static_cast<long long>(l->token));
+      return l->token;
+    }
+    answer->SetLeader(l->holder);
+  }
+}
+
+// The name a leader gives itself in the lease: the URL other controllers and clients can show.
+std::string HolderUrl(const ControllerFlags& f, const std::pair<std::string, int>& listen) {
+  std::string host = listen.first;
+  if (host == "0.0.0.0") {
+    char name[256] = {};
+    host = ::gethostname(name, sizeof(name) - 1) == 0 ? name : "localhost";
+  }
+  return std::string(f.tls_cert.empty() ? "http://" : "https://") + host + ":" + std::to_string(listen.second);
 }
 
 Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, int port_override) {
@@ -330,7 +482,27 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
                                    "(gpufleet token create --role metrics)");
   }
 
+  std::optional<Duration> lease;
+  if (!f.leader_lease.empty()) {
+    lease = ParseDuration(f.leader_lease);
+    if (!lease || *lease < Duration::Millis(300)) {
+      return Status::InvalidArgument("--leader-lease: expected a duration of at least 300ms, like 10s, got '" +
+                                     f.leader_lease + "'");
+    }
+    if (store_location.engine != store::StoreLocation::Engine::kPostgres) {
+      return Status::InvalidArgument("--leader-lease: several controllers share only a PostgreSQL --store; a SQLite "
+                                     "store has one controller, which always leads");
+    }
+  }
+
   GF_ASSIGN_OR_RETURN(c->store, OpenStoreFlag(store_location));
+  const std::string holder = HolderUrl(f, listen);
+  int64_t token = 0;
+  if (lease) {
+    // Nothing is written before this controller leads: a standby only reads the lease.
+    GF_ASSIGN_OR_RETURN(token, WaitForLeadership(*c->store, holder, *lease, listen, f));
+    if (token == 0) return std::unique_ptr<Controller>();
+  }
   c->auth = std::make_unique<controller::Authenticator>(*c->store);
   // First start: make an admin token and a join token, readable only by this user.
   GF_ASSIGN_OR_RETURN(auto tokens, c->store->ListTokens());
@@ -447,6 +619,10 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     controller::Pool* pool = c->pool.get();
     c->pool_thread = std::thread([pool] { pool->Run(); });
   }
+  if (lease) {
+    Controller* self = c.get();
+    c->lease_thread = std::thread([self, holder, lease, token] { self->KeepLease(holder, *lease, token); });
+  }
   return c;
 }
 
@@ -534,6 +710,10 @@ std::function<int()> SetupServerCommand(CLI::App& app) {
   sub->add_option("--store", f->store,
                   "Where the state lives: sqlite:PATH, or a PostgreSQL URL postgresql://USER@HOST:PORT/DB "
                   "(default: sqlite:<data-dir>/state.db); the schema is created or migrated at start");
+  sub->add_option("--leader-lease", f->leader_lease,
+                  "Several controllers on one PostgreSQL --store: lead while holding the leader lease of this "
+                  "length (e.g. 10s), renewed every third of it; until then stand by, answering 503 with the "
+                  "leader's URL; exit with status 75 when the lease is lost (docs/operations.md)");
 
   sub->footer(R"(The first start makes an admin token and a join token in the data directory
 (admin.token, join.token; mode 0600). Give the join token to agents:
@@ -554,6 +734,10 @@ Examples:
     if (!c.ok()) {
       return Fail("server", WithListenHint(c.status(), "is another controller running? Stop it, or pick other "
                                                        "addresses with --listen HOST:PORT and --agent-listen HOST:PORT"));
+    }
+    if (*c == nullptr) {
+      std::fprintf(stderr, "gpufleet server: stopped by a signal while standing by\n");
+      return 0;
     }
     std::fprintf(stderr,
                  "gpufleet server: serving on %s%s, agents on port %d (data %s; tokens in admin.token, "

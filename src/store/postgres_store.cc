@@ -17,6 +17,12 @@
 // whose answer was lost is reported as Unavailable too (the caller retries; submissions are
 // idempotent by request id).
 //
+// Leadership: the `leader` row holds the lease (holder, fencing token, expiry by the server's
+// now()). Taking and renewing are one conditional UPDATE each, so two controllers racing for a
+// lapsed lease cannot both win. A store that has held a token locks the row FOR SHARE in every
+// write transaction, in BEGIN's round trip, and compares the token: a standby's UPDATE that takes
+// the lease waits for that transaction, and a write that starts after it sees the new token.
+//
 // Thread-safety: audit records attached for a thread's next write wait under attach_mu_, a leaf
 // lock taken before mu_, never under it.
 #include <libpq-fe.h>
@@ -41,7 +47,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 constexpr const char* kSchemaVersionKey = "schema_version";
 // Taken for the migration's transaction, so that two controllers starting on one empty database
 // do not both create the schema.
@@ -115,6 +121,18 @@ CREATE TRIGGER audit_no_change BEFORE UPDATE OR DELETE ON audit
   FOR EACH ROW EXECUTE FUNCTION audit_append_only();
 CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON audit
   FOR EACH STATEMENT EXECUTE FUNCTION audit_append_only();
+)sql",
+    // 2 -> 3: the leader lease. One row: who holds it, the fencing token (incremented at each
+    // change of holder), since when and until when, by the database's clock.
+    R"sql(
+CREATE TABLE leader (
+  id         INTEGER PRIMARY KEY CHECK (id = 1),
+  holder     TEXT NOT NULL,
+  token      BIGINT NOT NULL,
+  since      TIMESTAMPTZ NOT NULL,
+  expires_at TIMESTAMPTZ NOT NULL
+);
+INSERT INTO leader (id, holder, token, since, expires_at) VALUES (1, '', 0, '-infinity', '-infinity');
 )sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
@@ -461,13 +479,18 @@ class PostgresStore : public StateStore {
 
   Status TouchToken(const std::string& hash, Time when) override {
     MutexLock lock(mu_);
-    GF_ASSIGN_OR_RETURN(
-        PgResult r,
-        Query("UPDATE tokens SET record = jsonb_set(record::jsonb, '{last_used_ms}', to_jsonb($2::bigint))::text "
-              "WHERE hash = $1",
-              Params().Add(hash).Add(when.millis()), "touch token"));
-    if (std::string(PQcmdTuples(r.get())) == "0") return Status::NotFound("no token " + hash.substr(0, 12));
-    return Status::Ok();
+    auto touch = [&]() -> Status {
+      mu_.AssertHeld();  // run with mu_ held
+      GF_ASSIGN_OR_RETURN(
+          PgResult r,
+          Query("UPDATE tokens SET record = jsonb_set(record::jsonb, '{last_used_ms}', to_jsonb($2::bigint))::text "
+                "WHERE hash = $1",
+                Params().Add(hash).Add(when.millis()), "touch token"));
+      if (std::string(PQcmdTuples(r.get())) == "0") return Status::NotFound("no token " + hash.substr(0, 12));
+      return Status::Ok();
+    };
+    // A fenced store checks its token in a transaction; an unfenced one needs no transaction.
+    return fencing_token_ ? InTransaction(touch) : touch();
   }
 
   Result<std::vector<api::TokenRecord>> ListTokens() override {
@@ -499,6 +522,46 @@ class PostgresStore : public StateStore {
       GF_RETURN_IF_ERROR(SetMetaLocked(key, value));
       return InsertAudit(audit);
     });
+  }
+
+  Result<Leadership> AcquireLeadership(const std::string& holder, Duration lease) override {
+    if (lease <= Duration::Zero()) return Status::InvalidArgument("leader lease must be positive");
+    // Milliseconds left, never negative (a lapsed lease, or the '-infinity' of a new database).
+    constexpr const char* kReturning =
+        " RETURNING token, holder, (extract(epoch FROM GREATEST(expires_at, now()) - now()) * 1000)::bigint";
+    MutexLock lock(mu_);
+    auto answer = [](const PgResult& r, bool held) {
+      return Leadership{held, Int(r, 0, 0), Text(r, 0, 1), Duration::Millis(Int(r, 0, 2))};
+    };
+    if (fencing_token_) {
+      // Renew: only while the token is still ours.
+      GF_ASSIGN_OR_RETURN(
+          PgResult renewed,
+          Query(std::string("UPDATE leader SET holder = $2, expires_at = now() + $3::bigint * interval '1 millisecond' "
+                            "WHERE id = 1 AND token = $1") +
+                    kReturning,
+                Params().Add(*fencing_token_).Add(holder).Add(lease.millis()), "renew the leader lease"));
+      if (PQntuples(renewed.get()) == 1) return answer(renewed, true);
+    }
+    // Take: only a lapsed lease, with the next token.
+    GF_ASSIGN_OR_RETURN(
+        PgResult taken,
+        Query(std::string("UPDATE leader SET token = token + 1, holder = $1, since = now(), "
+                          "expires_at = now() + $2::bigint * interval '1 millisecond' "
+                          "WHERE id = 1 AND expires_at <= now()") +
+                  kReturning,
+              Params().Add(holder).Add(lease.millis()), "take the leader lease"));
+    if (PQntuples(taken.get()) == 1) {
+      fencing_token_ = Int(taken, 0, 0);
+      return answer(taken, true);
+    }
+    // Another holds a live lease. A token this store held stays, so that its writes keep failing.
+    GF_ASSIGN_OR_RETURN(PgResult current,
+                        Query("SELECT token, holder, (extract(epoch FROM GREATEST(expires_at, now()) - now()) * "
+                              "1000)::bigint FROM leader WHERE id = 1",
+                              Params(), "read the leader lease"));
+    if (PQntuples(current.get()) != 1) return Status::Internal(where_ + ": the leader table has no row");
+    return answer(current, false);
   }
 
   void AttachAudit(std::vector<api::AuditRecord> records) override {
@@ -609,8 +672,11 @@ class PostgresStore : public StateStore {
                                         "postgresql.conf");
     }
     GF_ASSIGN_OR_RETURN(PgResult sync, Simple("SHOW synchronous_commit", "read synchronous_commit"));
-    if (Text(sync, 0, 0) == "off") return Exec("SET synchronous_commit = on", "set synchronous_commit");
-    return Status::Ok();
+    if (Text(sync, 0, 0) == "off") GF_RETURN_IF_ERROR(Exec("SET synchronous_commit = on", "set synchronous_commit"));
+    // A transaction of this store sends its statements back to back. One left open by a client
+    // that stopped (a leader paused by SIGSTOP in the middle of a write) would hold the leader
+    // row's lock and keep a standby from taking the lapsed lease; the server ends it instead.
+    return Exec("SET idle_in_transaction_session_timeout = '5s'", "set idle_in_transaction_session_timeout");
   }
 
   // Runs `exec` (one round trip) and checks its result. Outside a transaction a statement that
@@ -680,11 +746,29 @@ class PostgresStore : public StateStore {
 
   // Runs `body` between BEGIN and COMMIT, rolling back when it fails. A COMMIT that gets no answer
   // leaves the outcome unknown: that is Unavailable, and the caller retries.
+  //
+  // A fenced store (one that has held a leader token) locks the leader row FOR SHARE in BEGIN's
+  // round trip and fails with Unavailable, before `body` runs, when its token was superseded.
   template <typename F>
   Status InTransaction(F body) GF_REQUIRES(mu_) {
-    GF_RETURN_IF_ERROR(Exec("BEGIN", "begin a transaction"));
-    in_transaction_ = true;
-    Status s = body();
+    Status s = Status::Ok();
+    if (!fencing_token_) {
+      GF_RETURN_IF_ERROR(Exec("BEGIN", "begin a transaction"));
+      in_transaction_ = true;
+    } else {
+      auto begun = Simple("BEGIN; SELECT token FROM leader WHERE id = 1 FOR SHARE",
+                          "begin a transaction and check the leader token");
+      in_transaction_ = true;
+      if (!begun.ok()) {
+        s = begun.status();
+      } else if (PQntuples(begun->get()) != 1) {
+        s = Status::Internal(where_ + ": the leader table has no row");
+      } else if (const int64_t current = Int(*begun, 0, 0); current != *fencing_token_) {
+        s = Status::Unavailable(where_ + ": lost the leadership: token " + std::to_string(*fencing_token_) +
+                                " superseded by " + std::to_string(current) + "; this controller may not write");
+      }
+    }
+    if (s.ok()) s = body();
     if (s.ok()) {
       auto commit = Simple("COMMIT", "commit");
       if (!commit.ok()) {
@@ -834,6 +918,8 @@ class PostgresStore : public StateStore {
   // Between BEGIN and COMMIT/ROLLBACK (or setting up a new connection): a lost connection is not
   // replaced behind the caller's back.
   bool in_transaction_ GF_GUARDED_BY(mu_) = false;
+  // The leader token this store took last, if any: from then on every write checks it.
+  std::optional<int64_t> fencing_token_ GF_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -40,14 +40,14 @@ class PostgresStoreTest : public ::testing::Test {
 };
 
 TEST_F(PostgresStoreTest, NewDatabaseHasSchemaVersionAndReadableColumns) {
-  // Given a new schema with one job, expect schema version 2 in meta, and the job's columns,
+  // Given a new schema with one job, expect schema version 3 in meta, and the job's columns,
   // JSON record, request and transition readable with plain SQL.
   {
     auto store = OpenPostgresStore(url_);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
-  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "2");
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "3");
   EXPECT_EQ(Sql("SELECT team || ',' || state || ',' || submitted_ms || ',' || request_id FROM jobs"),
             "nlp,pending,1234,r");
   EXPECT_EQ(Sql("SELECT record::jsonb #>> '{request,spec,team}' FROM jobs WHERE id = 1"), "nlp");
@@ -76,16 +76,16 @@ TEST_F(PostgresStoreTest, TheAuditLogIsAppendOnly) {
 }
 
 TEST_F(PostgresStoreTest, NewerSchemaVersionIsRefused) {
-  // Given a database written by a newer gpufleet (schema version 3), expect opening it to fail
+  // Given a database written by a newer gpufleet (schema version 4), expect opening it to fail
   // with FailedPrecondition naming both versions, and the database left as it was.
   { ASSERT_TRUE(OpenPostgresStore(url_).ok()); }
-  Sql("UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+  Sql("UPDATE meta SET value = '4' WHERE key = 'schema_version'");
   auto store = OpenPostgresStore(url_);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(Contains(store.status().message(), "schema version 3 is newer than this gpufleet knows (2)"))
+  EXPECT_TRUE(Contains(store.status().message(), "schema version 4 is newer than this gpufleet knows (3)"))
       << store.status().message();
-  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "3");
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
 }
 
 TEST_F(PostgresStoreTest, UrlLibpqCannotParseIsInvalidArgument) {
@@ -169,6 +169,156 @@ TEST_F(PostgresStoreTest, ServerCrashLosesNoCommitAndTheStoreReconnects) {
   }
   EXPECT_EQ(per_request.count("while-down"), 0u);
   EXPECT_EQ(jobs->size(), 41u);
+}
+
+// The leader lease (issue scenario: a leader paused past its lease, e.g. by SIGSTOP, resumes and
+// writes after a standby took over). Time is driven by SQL: a lease is made to lapse by setting
+// its expiry into the past, by the database's clock, instead of waiting for it.
+class PostgresLeaderTest : public PostgresStoreTest {
+ protected:
+  std::unique_ptr<StateStore> Open() {
+    auto store = OpenPostgresStore(url_);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+  Leadership Acquire(StateStore& store, const std::string& holder, Duration lease = Duration::Minutes(10)) {
+    auto l = store.AcquireLeadership(holder, lease);
+    EXPECT_TRUE(l.ok()) << holder << ": " << l.status().ToString();
+    return l.ok() ? *l : Leadership{};
+  }
+  // The lease lapses now, as it would had its holder stopped renewing for its whole length.
+  void Lapse() { Sql("UPDATE leader SET expires_at = now() - interval '1 millisecond'"); }
+  // Everything a write can change, as plain SQL sees it.
+  std::string Dump() {
+    return Sql("SELECT (SELECT count(*) FROM jobs) || '/' || (SELECT count(*) FROM transitions) || '/' || "
+               "(SELECT count(*) FROM requests) || '/' || (SELECT count(*) FROM nodes) || '/' || "
+               "(SELECT count(*) FROM tokens) || '/' || (SELECT count(*) FROM meta) || '/' || "
+               "(SELECT count(*) FROM audit) || '/' || (SELECT string_agg(state || ':' || updated_ms, ',' "
+               "ORDER BY id) FROM jobs) || '/' || (SELECT string_agg(name || '=' || value, ',' ORDER BY name) FROM counters) || "
+               "'/' || (SELECT string_agg(record, ',' ORDER BY hash) FROM tokens)");
+  }
+};
+
+TEST_F(PostgresLeaderTest, OnlyOneOfTwoStoresHoldsTheLease) {
+  // Given two stores on one database asking for the lease, expect the first to hold it with token
+  // 1 and the second to be told who holds it, with the same token and a live lease; asked again,
+  // expect the same answers. The lease is in the leader row, readable with SQL.
+  auto a = Open();
+  auto b = Open();
+  ASSERT_TRUE(a && b);
+  Leadership la = Acquire(*a, "http://127.0.0.1:8001");
+  Leadership lb = Acquire(*b, "http://127.0.0.1:8002");
+  EXPECT_TRUE(la.held);
+  EXPECT_EQ(la.token, 1);
+  EXPECT_FALSE(lb.held);
+  EXPECT_EQ(lb.token, 1);
+  EXPECT_EQ(lb.holder, "http://127.0.0.1:8001");
+  EXPECT_GT(lb.expires_in, Duration::Minutes(9));
+  EXPECT_TRUE(Acquire(*a, "http://127.0.0.1:8001").held);
+  EXPECT_FALSE(Acquire(*b, "http://127.0.0.1:8002").held);
+  EXPECT_EQ(Sql("SELECT holder || ',' || token || ',' || (expires_at > now()) FROM leader"),
+            "http://127.0.0.1:8001,1,true");
+}
+
+TEST_F(PostgresLeaderTest, LapsedLeaseGoesToTheOtherWithALargerToken) {
+  // Given A leading and then not renewing until its lease lapsed (by the database's clock), expect
+  // B to take the lease with token 2, and A, asking afterwards, to be told B holds it.
+  auto a = Open();
+  auto b = Open();
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(Acquire(*a, "a").held);
+  ASSERT_FALSE(Acquire(*b, "b").held);
+  Lapse();
+  Leadership lb = Acquire(*b, "b");
+  EXPECT_TRUE(lb.held);
+  EXPECT_EQ(lb.token, 2);
+  Leadership la = Acquire(*a, "a");
+  EXPECT_FALSE(la.held);
+  EXPECT_EQ(la.token, 2);
+  EXPECT_EQ(la.holder, "b");
+  // A lapsed lease nobody took is renewed by its holder with the same token.
+  Lapse();
+  Leadership again = Acquire(*b, "b");
+  EXPECT_TRUE(again.held);
+  EXPECT_EQ(again.token, 2);
+}
+
+TEST_F(PostgresLeaderTest, ShortLeaseLapsesByTheDatabasesClock) {
+  // Given A holding a 1 ms lease and not renewing, expect B to take it once the database's clock
+  // has passed the expiry: B asks until it holds the lease, a bounded number of times, each after
+  // the database itself waited (pg_sleep), so no clock of this process is involved.
+  auto a = Open();
+  auto b = Open();
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(Acquire(*a, "a", Duration::Millis(1)).held);
+  bool taken = false;
+  for (int i = 0; i < 100 && !taken; ++i) {
+    Sql("SELECT pg_sleep(0.01)");
+    taken = Acquire(*b, "b").held;
+  }
+  EXPECT_TRUE(taken);
+  EXPECT_EQ(Sql("SELECT holder || ',' || token FROM leader"), "b,2");
+}
+
+TEST_F(PostgresLeaderTest, OldLeaderThatResumesAfterATakeoverCannotWrite) {
+  // The issue's scenario. Given A leading and writing (a job, a node, a token), then paused past
+  // its lease while B took over, expect every write A attempts on resuming -- submit, update,
+  // node, token, touch, setting, audit -- to fail with Unavailable naming both tokens, and the
+  // database to be exactly as B left it. B's writes succeed, and A, asking for the lease, is told
+  // B holds it.
+  auto a = Open();
+  auto b = Open();
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(Acquire(*a, "a").held);
+  auto submitted = a->Submit({MakeSubmission("before")});
+  ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+  api::NodeRecord node;
+  node.name = "node-a";
+  ASSERT_TRUE(a->UpsertNode(node).ok());
+  api::TokenRecord token{"aaaa", api::TokenKind::kAgent, "node-a", "agent", "", Time::FromMillis(2), false,
+                         std::nullopt, std::nullopt};
+  ASSERT_TRUE(a->PutToken(token).ok());
+  ASSERT_TRUE(a->TouchToken("aaaa", Time::FromMillis(5)).ok());
+
+  Lapse();  // A is paused and does not renew
+  ASSERT_TRUE(Acquire(*b, "b").held);
+  auto b_submitted = b->Submit({MakeSubmission("by-b")});
+  ASSERT_TRUE(b_submitted.ok()) << b_submitted.status().ToString();
+  const std::string before = Dump();
+  ASSERT_TRUE(Contains(before, "jobs=2,")) << before;
+
+  // A resumes and writes as if it still led.
+  api::JobRecord job = (*a->GetJob(JobId(1))).value();
+  job.state = api::JobState::kCancelled;
+  job.updated = Time::FromMillis(9999);
+  std::vector<Status> refused;
+  refused.push_back(a->Submit({MakeSubmission("after")}).status());
+  refused.push_back(a->Update({{job, {Time::FromMillis(9999), api::JobState::kPending, api::JobState::kCancelled,
+                                      "cancelled"}}}));
+  node.name = "node-b";
+  refused.push_back(a->UpsertNode(node).status());
+  token.revoked = true;
+  refused.push_back(a->PutToken(token));
+  refused.push_back(a->TouchToken("aaaa", Time::FromMillis(7777)));
+  refused.push_back(a->SetMeta("cluster_id", "a"));
+  refused.push_back(a->AppendAudit({Audit("a", "job.submit", 1)}));
+  a->AttachAudit({Audit("a", "job.cancel", 2)});
+  refused.push_back(a->Submit({MakeSubmission("after-with-audit")}).status());
+  for (size_t i = 0; i < refused.size(); ++i) {
+    EXPECT_EQ(refused[i].code(), StatusCode::kUnavailable) << "write " << i << ": " << refused[i].ToString();
+    EXPECT_TRUE(Contains(refused[i].message(), "lost the leadership: token 1 superseded by 2"))
+        << "write " << i << ": " << refused[i].message();
+  }
+  EXPECT_EQ(Dump(), before);
+  // A may still read, and learns who leads.
+  EXPECT_TRUE(a->GetJob(JobId(2)).ok());
+  Leadership la = Acquire(*a, "a");
+  EXPECT_FALSE(la.held);
+  EXPECT_EQ(la.holder, "b");
+  EXPECT_EQ(a->Submit({MakeSubmission("still-after")}).status().code(), StatusCode::kUnavailable);
+  // B goes on writing.
+  EXPECT_TRUE(b->SetMeta("cluster_id", "b").ok());
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'cluster_id'"), "b");
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr const char* kSchemaVersionKey = "schema_version";
 
@@ -93,6 +93,11 @@ CREATE TABLE audit (
 CREATE INDEX audit_by_time ON audit (at_ms);
 CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+)sql",
+    // 2 -> 3: the leader lease, a table in PostgreSQL. A SQLite database has one controller, which
+    // always leads: nothing to store (the version moves so that both engines keep one numbering).
+    R"sql(
+SELECT 1;
 )sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
@@ -464,6 +469,12 @@ class SqliteStore : public StateStore {
   Result<std::optional<std::string>> GetMeta(const std::string& key) override {
     MutexLock lock(mu_);
     return GetMetaLocked(key);
+  }
+
+  // One controller on one file: it always leads, and its writes need no fencing.
+  Result<Leadership> AcquireLeadership(const std::string& holder, Duration lease) override {
+    if (lease <= Duration::Zero()) return Status::InvalidArgument("leader lease must be positive");
+    return Leadership{true, 1, holder, lease};
   }
 
   Status SetMeta(const std::string& key, const std::string& value) override {

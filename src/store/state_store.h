@@ -12,6 +12,7 @@
 
 #include "api/records.h"
 #include "common/status.h"
+#include "common/time.h"
 
 namespace gpufleet::store {
 
@@ -49,6 +50,14 @@ struct AuditFilter {
   std::optional<std::string> verb;      // exact, or a prefix ending in '.' ("job.")
   int64_t after_seq = 0;                // the next page: records after this seq
   int64_t limit = 1000;
+};
+
+// The leader lease, as AcquireLeadership found it.
+struct Leadership {
+  bool held = false;    // this store holds the lease now; its writes are fenced by `token`
+  int64_t token = 0;    // the current fencing token (0: nobody has led yet)
+  std::string holder;   // who holds (or last held) the lease, as its leader named itself
+  Duration expires_in;  // until the lease lapses, by the database's clock; zero when lapsed
 };
 
 class StateStore {
@@ -98,6 +107,22 @@ class StateStore {
   // to the store: it can be read, and setting it is InvalidArgument.
   virtual Result<std::optional<std::string>> GetMeta(const std::string& key) = 0;
   virtual Status SetMeta(const std::string& key, const std::string& value) = 0;
+
+  // Leadership among controllers sharing one store. Takes the leader lease for `holder` (a name
+  // the standbys can show, such as the leader's URL) when nobody holds it or it has lapsed, or
+  // renews it when this store holds it; either way it then runs until `lease` from now by the
+  // database's clock (never the controllers'). Each change of holder increments the fencing
+  // token. A renewal keeps the token, even after the lease lapsed if nobody took it meanwhile.
+  // When another holds a live lease, answers held=false with that holder.
+  //
+  // Fencing: once this store has held a token, every write (Submit, Update, UpsertNode, PutToken,
+  // TouchToken, SetMeta, AppendAudit) checks, inside its own transaction, that the token is still
+  // the current one, and otherwise fails with Unavailable ("lost the leadership: token N superseded
+  // by M") and changes nothing. A store that never asked writes unfenced.
+  //
+  // Stores with one controller (SQLite, the in-memory fake) always lead: held, token 1.
+  // InvalidArgument when `lease` is not positive.
+  virtual Result<Leadership> AcquireLeadership(const std::string& holder, Duration lease) = 0;
 };
 
 // Opens (creating if needed) a SQLite database at `path` in WAL mode with synchronous=FULL and

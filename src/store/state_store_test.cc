@@ -328,7 +328,7 @@ TEST_P(StateStoreTest, TokensArePutFoundReplacedAndListed) {
 
 TEST_P(StateStoreTest, MetaHoldsSettingsAndTheSchemaVersion) {
   // Given settings written and overwritten, expect the latest values back; expect the schema
-  // version to read 2 and to be off limits to callers.
+  // version to read 3 and to be off limits to callers.
   ASSERT_TRUE(store_->SetMeta("cluster_id", "c-1").ok());
   ASSERT_TRUE(store_->SetMeta("cluster_id", "c-2").ok());
   ASSERT_TRUE(store_->SetMeta("next_master_port", "29500").ok());
@@ -338,7 +338,7 @@ TEST_P(StateStoreTest, MetaHoldsSettingsAndTheSchemaVersion) {
   EXPECT_EQ(*id, std::optional<std::string>("c-2"));
   EXPECT_EQ(*store_->GetMeta("next_master_port"), std::optional<std::string>("29500"));
   EXPECT_EQ(*store_->GetMeta("absent"), std::nullopt);
-  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("2"));
+  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("3"));
   EXPECT_EQ(store_->SetMeta("schema_version", "7").code(), StatusCode::kInvalidArgument);
 }
 
@@ -420,6 +420,28 @@ TEST_P(StateStoreTest, ConcurrentSubmitsGetDistinctAscendingIds) {
   ASSERT_EQ(all.size(), static_cast<size_t>(kThreads * kEach));
   EXPECT_EQ(*all.begin(), 1);
   EXPECT_EQ(*all.rbegin(), kThreads * kEach);
+}
+
+TEST_P(StateStoreTest, LeaderThatRenewsKeepsItsTokenAndWrites) {
+  // Given a store that takes the leader lease and renews it, expect it to hold the lease each
+  // time with the same token, and its writes to succeed; a lease that is not positive is refused.
+  auto first = store_->AcquireLeadership("http://127.0.0.1:1", Duration::Minutes(1));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_TRUE(first->held);
+  EXPECT_GT(first->token, 0);
+  EXPECT_EQ(first->holder, "http://127.0.0.1:1");
+  EXPECT_GT(first->expires_in, Duration::Zero());
+  SubmitOk({MakeSubmission("a")});
+  for (int i = 0; i < 3; ++i) {
+    auto again = store_->AcquireLeadership("http://127.0.0.1:1", Duration::Minutes(1));
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_TRUE(again->held);
+    EXPECT_EQ(again->token, first->token);
+  }
+  SubmitOk({MakeSubmission("b")});
+  ASSERT_TRUE(store_->SetMeta("cluster_id", "c-1").ok());
+  EXPECT_EQ(ListOk({}).size(), 2u);
+  EXPECT_EQ(store_->AcquireLeadership("x", Duration::Zero()).status().code(), StatusCode::kInvalidArgument);
 }
 
 // The PostgreSQL instances (".../Postgres") run in one process, so that they share one server:

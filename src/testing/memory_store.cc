@@ -10,7 +10,7 @@ constexpr const char* kSchemaVersionKey = "schema_version";
 
 }  // namespace
 
-MemoryStore::MemoryStore() { meta_[kSchemaVersionKey] = "2"; }  // as the SQLite store's
+MemoryStore::MemoryStore() { meta_[kSchemaVersionKey] = "3"; }  // as the SQLite store's
 
 void MemoryStore::FailNextWrite(Status error) {
   MutexLock lock(mu_);
@@ -252,6 +252,11 @@ Status MemoryStore::SetMeta(const std::string& key, const std::string& value) {
   GF_RETURN_IF_ERROR(BeginWrite());
   meta_[key] = value;
   return Status::Ok();
+}
+
+Result<store::Leadership> MemoryStore::AcquireLeadership(const std::string& holder, Duration lease) {
+  if (lease <= Duration::Zero()) return Status::InvalidArgument("leader lease must be positive");
+  return store::Leadership{true, 1, holder, lease};
 }
 
 }  // namespace gpufleet::testing

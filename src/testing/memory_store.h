@@ -38,6 +38,8 @@ class MemoryStore : public store::StateStore {
   Result<std::vector<api::TokenRecord>> ListTokens() override;
   Result<std::optional<std::string>> GetMeta(const std::string& key) override;
   Status SetMeta(const std::string& key, const std::string& value) override;
+  // Always the leader (one process): held, token 1.
+  Result<store::Leadership> AcquireLeadership(const std::string& holder, Duration lease) override;
   void AttachAudit(std::vector<api::AuditRecord> records) override;
   Status AppendAudit(const std::vector<api::AuditRecord>& records) override;
   Result<std::vector<api::AuditRecord>> ListAudit(const store::AuditFilter& filter) override;
