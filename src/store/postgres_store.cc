@@ -40,6 +40,7 @@
 
 #include "api/codec.h"
 #include "common/mutex.h"
+#include "store/schema_version.h"
 #include "store/state_store.h"
 
 namespace gpufleet::store {
@@ -796,20 +797,9 @@ class PostgresStore : public StateStore {
       int version = 0;
       if (Text(has_meta, 0, 0) == "t") {
         GF_ASSIGN_OR_RETURN(std::optional<std::string> v, GetMetaLocked(kSchemaVersionKey));
-        if (v) {
-          char* end = nullptr;
-          long parsed = std::strtol(v->c_str(), &end, 10);
-          if (v->empty() || *end != '\0' || parsed < 0) {
-            return Status::Internal(where_ + ": schema_version '" + *v + "' is not a number");
-          }
-          version = static_cast<int>(parsed);
-        }
+        GF_ASSIGN_OR_RETURN(version, ParseSchemaVersion(v, where_));
       }
-      if (version > kSchemaVersion) {
-        return Status::FailedPrecondition(where_ + ": database schema version " + std::to_string(version) +
-                                          " is newer than this gpufleet knows (" +
-                                          std::to_string(kSchemaVersion) + "); upgrade gpufleet to open it");
-      }
+      GF_RETURN_IF_ERROR(CheckSchemaVersion(version, kSchemaVersion, where_));
       for (int v = version; v < kSchemaVersion; ++v) {
         GF_RETURN_IF_ERROR(Exec(kMigrations[v], "migrate schema to version " + std::to_string(v + 1)));
         GF_RETURN_IF_ERROR(SetMetaLocked(kSchemaVersionKey, std::to_string(v + 1)));
