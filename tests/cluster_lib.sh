@@ -146,10 +146,14 @@ cluster_start_agent() {
 
 # cluster_lose_agent NAME: the machine vanishes. The job processes it runs die with it (each part is
 # a process group that the agent leads from outside: kill every child's group), then the agent.
+# The agent is frozen first: a vanished machine reports nothing, so it must not see its parts die
+# and report their exits in the moment between the two kills (on a loaded machine that moment is
+# long enough for a heartbeat).
 cluster_lose_agent() {
   local name="$1"
   local pid="${AGENT_PID[$name]}"
   [[ -n "$pid" ]] || fail "no agent named $name"
+  kill -STOP "$pid" 2>/dev/null || true
   local child pgid
   for child in $(pgrep -P "$pid" || true); do
     pgid="$(ps -o pgid= -p "$child" | tr -d ' ' || true)"
