@@ -86,94 +86,20 @@ void Autoscaler::ReportNodeGone(const std::vector<JobId>& jobs) {
   for (JobId j : jobs) rented_for_.erase(j);
 }
 
-ScalePlan Autoscaler::Decide(const ScaleInput& in) {
-  const Time now = in.now;
+// What one Decide works with: the input, the plan it builds, and the pool as the plan changes it.
+struct Autoscaler::Round {
+  const ScaleInput& in;
+  const Time now;
   ScalePlan plan;
   std::optional<Time> wake;
-  auto wake_at = [&wake](Time t) {
-    if (!wake || t < *wake) wake = t;
-  };
-
-  // Forget what no longer matters: rate-limit events older than the window, expired rents and
-  // offer back-offs.
-  for (auto* h : {&rent_history_, &release_history_}) {
-    while (!h->empty() && h->front().at + kRateWindow <= now) h->pop_front();
-  }
-  for (auto it = rented_for_.begin(); it != rented_for_.end();) {
-    it = it->second.at + options_.boot_timeout <= now ? rented_for_.erase(it) : std::next(it);
-  }
-  for (auto it = failed_until_.begin(); it != failed_until_.end();) {
-    it = it->second <= now ? failed_until_.erase(it) : std::next(it);
-  }
-
-  // Nodes in id order, so that every walk below is independent of the caller's order.
-  std::vector<const PoolNode*> nodes;
-  nodes.reserve(in.nodes.size());
-  for (const PoolNode& n : in.nodes) nodes.push_back(&n);
-  std::sort(nodes.begin(), nodes.end(),
-            [](const PoolNode* a, const PoolNode* b) { return a->id < b->id; });
-
-  // 1. Boot timeouts.
+  std::vector<const PoolNode*> nodes;  // in id order, so that every walk is independent of the caller's
   std::set<NodeId> released;
-  for (const PoolNode* n : nodes) {
-    if (n->state != PoolNodeState::kBooting) continue;
-    if (n->budget_spent && n->managed) {
-      released.insert(n->id);
-      plan.releases.push_back({n->id, "the hard budget of the team it is billed to is spent", true});
-      for (JobId j : n->for_jobs) rented_for_.erase(j);
-      continue;
-    }
-    const Time deadline = n->booting_since + options_.boot_timeout;
-    if (now <= deadline) {
-      wake_at(deadline + Duration::Millis(1));
-      continue;
-    }
-    released.insert(n->id);
-    plan.releases.push_back(
-        {n->id, "booting for " + FormatDuration(now - n->booting_since) + ", past the boot timeout of " +
-                    FormatDuration(options_.boot_timeout) +
-                    (n->offer.empty() ? std::string() : "; offer " + n->offer + " is avoided for " +
-                                                            FormatDuration(options_.failed_offer_backoff))});
-    if (!n->offer.empty()) failed_until_[n->offer] = now + options_.failed_offer_backoff;
-    for (JobId j : n->for_jobs) rented_for_.erase(j);
-  }
-
-  // Pool size after the releases above; rents add to it.
-  int pool_nodes = 0;
+  int pool_nodes = 0;  // after the releases so far; rents add to it
   int64_t pool_gpus = 0;
-  for (const PoolNode* n : nodes) {
-    if (released.count(n->id)) continue;
-    ++pool_nodes;
-    pool_gpus += n->spec.gpus;
-  }
-
-  // 2. Coverage by booting capacity. A booting node's GPUs are claimed by the pending jobs it was
-  // rented for: a gang member takes the whole node, a one-node job its GPUs. What is left of a
-  // node may cover other one-node jobs (packing), and a node nobody claims may cover a gang.
   std::set<int64_t> pending_ids;
   std::map<int64_t, const PendingJob*> pending_by_id;
-  for (const PendingJob& j : in.pending) {
-    pending_ids.insert(j.id.value());
-    pending_by_id[j.id.value()] = &j;
-  }
-  // A job rented for that is no longer pending was placed: its rent has done its work.
-  for (auto it = rented_for_.begin(); it != rented_for_.end();) {
-    it = pending_ids.count(it->first.value()) ? std::next(it) : rented_for_.erase(it);
-  }
   std::map<NodeId, int> free_gpus;  // booting, not released nodes -> GPUs not claimed
   std::set<int64_t> covered;
-  for (const PoolNode* n : nodes) {
-    if (n->state != PoolNodeState::kBooting || released.count(n->id)) continue;
-    int free = n->spec.gpus;
-    for (JobId j : n->for_jobs) {
-      auto p = pending_by_id.find(j.value());
-      if (p == pending_by_id.end()) continue;
-      covered.insert(j.value());
-      rented_for_.erase(j);  // seen booting: from now on the node itself covers the job
-      free -= p->second->nodes == 1 ? p->second->gpus_per_node : n->spec.gpus;
-    }
-    free_gpus[n->id] = std::max(0, free);
-  }
   // Nodes rented in this Decide for one-node jobs, with the GPUs the job leaves free.
   struct Fresh {
     size_t rent = 0;
@@ -184,169 +110,276 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
   // Nodes a gang will use: booting ones lose their free GPUs, idle up ones are kept from release.
   std::set<NodeId> kept;
   std::map<std::string, std::vector<NodeId>> gang_zones;  // the current gang's usable nodes
-  auto claim = [&](const std::vector<NodeId>& ids, JobId job) {
-    for (NodeId id : ids) {
-      auto f = free_gpus.find(id);
-      if (f != free_gpus.end()) {
-        f->second = 0;
-      } else {
-        kept.insert(id);
-        kept_for_[id] = {job, now + options_.boot_timeout};
-      }
+  int rents_in_window = 0;
+  bool held_by_rate = false;
+
+  void WakeAt(Time t) {
+    if (!wake || t < *wake) wake = t;
+  }
+};
+
+ScalePlan Autoscaler::Decide(const ScaleInput& in) {
+  Round r{in, in.now, {}, {}, {}, {}, 0, 0, {}, {}, {}, {}, {}, {}, {}, 0, false};
+  Forget(r.now);
+  r.nodes.reserve(in.nodes.size());
+  for (const PoolNode& n : in.nodes) r.nodes.push_back(&n);
+  std::sort(r.nodes.begin(), r.nodes.end(), [](const PoolNode* a, const PoolNode* b) { return a->id < b->id; });
+
+  ReleaseBootTimeouts(r);
+  CountCoverage(r);
+  for (const Event& e : rent_history_) r.rents_in_window += e.nodes;
+  for (const PendingJob& job : in.pending) {
+    if (r.covered.count(job.id.value()) || rented_for_.count(job.id)) continue;
+    const bool fallen_back = FallenBack(job, options_, r.now);
+    if (!fallen_back && job.market == model::MarketPreference::kAny &&
+        options_.spot_fallback_after_wait < Duration::Max()) {
+      r.WakeAt(job.queued_since + options_.spot_fallback_after_wait);
     }
-  };
+    if (CoverWithPool(r, job, fallen_back)) continue;
+    RentFor(r, job, fallen_back);
+  }
+  if (r.held_by_rate && !rent_history_.empty()) r.WakeAt(rent_history_.front().at + kRateWindow);
+  ReleaseIdle(r);
+  r.plan.next_wakeup = r.wake;
+  return std::move(r.plan);
+}
+
+// Forgets what no longer matters: rate-limit events older than the window, expired rents and
+// offer back-offs.
+void Autoscaler::Forget(Time now) {
+  for (auto* h : {&rent_history_, &release_history_}) {
+    while (!h->empty() && h->front().at + kRateWindow <= now) h->pop_front();
+  }
+  for (auto it = rented_for_.begin(); it != rented_for_.end();) {
+    it = it->second.at + options_.boot_timeout <= now ? rented_for_.erase(it) : std::next(it);
+  }
+  for (auto it = failed_until_.begin(); it != failed_until_.end();) {
+    it = it->second <= now ? failed_until_.erase(it) : std::next(it);
+  }
+}
+
+// 1. Boot timeouts (and booting nodes of a stopped team), then the pool's size without them.
+void Autoscaler::ReleaseBootTimeouts(Round& r) {
+  const Time now = r.now;
+  for (const PoolNode* n : r.nodes) {
+    if (n->state != PoolNodeState::kBooting) continue;
+    if (n->budget_spent && n->managed) {
+      r.released.insert(n->id);
+      r.plan.releases.push_back({n->id, "the hard budget of the team it is billed to is spent", true});
+      for (JobId j : n->for_jobs) rented_for_.erase(j);
+      continue;
+    }
+    const Time deadline = n->booting_since + options_.boot_timeout;
+    if (now <= deadline) {
+      r.WakeAt(deadline + Duration::Millis(1));
+      continue;
+    }
+    r.released.insert(n->id);
+    r.plan.releases.push_back(
+        {n->id, "booting for " + FormatDuration(now - n->booting_since) + ", past the boot timeout of " +
+                    FormatDuration(options_.boot_timeout) +
+                    (n->offer.empty() ? std::string() : "; offer " + n->offer + " is avoided for " +
+                                                            FormatDuration(options_.failed_offer_backoff))});
+    if (!n->offer.empty()) failed_until_[n->offer] = now + options_.failed_offer_backoff;
+    for (JobId j : n->for_jobs) rented_for_.erase(j);
+  }
+  for (const PoolNode* n : r.nodes) {
+    if (r.released.count(n->id)) continue;
+    ++r.pool_nodes;
+    r.pool_gpus += n->spec.gpus;
+  }
+}
+
+// 2. Coverage by booting capacity. A booting node's GPUs are claimed by the pending jobs it was
+// rented for: a gang member takes the whole node, a one-node job its GPUs. What is left of a node
+// may cover other one-node jobs (packing), and a node nobody claims may cover a gang.
+void Autoscaler::CountCoverage(Round& r) {
+  for (const PendingJob& j : r.in.pending) {
+    r.pending_ids.insert(j.id.value());
+    r.pending_by_id[j.id.value()] = &j;
+  }
+  // A job rented for that is no longer pending was placed: its rent has done its work.
+  for (auto it = rented_for_.begin(); it != rented_for_.end();) {
+    it = r.pending_ids.count(it->first.value()) ? std::next(it) : rented_for_.erase(it);
+  }
+  for (const PoolNode* n : r.nodes) {
+    if (n->state != PoolNodeState::kBooting || r.released.count(n->id)) continue;
+    int free = n->spec.gpus;
+    for (JobId j : n->for_jobs) {
+      auto p = r.pending_by_id.find(j.value());
+      if (p == r.pending_by_id.end()) continue;
+      r.covered.insert(j.value());
+      rented_for_.erase(j);  // seen booting: from now on the node itself covers the job
+      free -= p->second->nodes == 1 ? p->second->gpus_per_node : n->spec.gpus;
+    }
+    r.free_gpus[n->id] = std::max(0, free);
+  }
   // Idle nodes kept for a pending gang by an earlier Decide stay kept while it waits.
   for (auto it = kept_for_.begin(); it != kept_for_.end();) {
-    if (it->second.until <= now || !pending_ids.count(it->second.job.value())) {
+    if (it->second.until <= r.now || !r.pending_ids.count(it->second.job.value())) {
       it = kept_for_.erase(it);
     } else {
-      kept.insert(it->first);
+      r.kept.insert(it->first);
       ++it;
     }
   }
-  int rents_in_window = 0;
-  for (const Event& e : rent_history_) rents_in_window += e.nodes;
-  bool held_by_rate = false;
+}
 
-  for (const PendingJob& job : in.pending) {
-    if (covered.count(job.id.value())) continue;
-    if (rented_for_.count(job.id)) continue;
-    const bool fallen_back = FallenBack(job, options_, now);
-    if (!fallen_back && job.market == model::MarketPreference::kAny &&
-        options_.spot_fallback_after_wait < Duration::Max()) {
-      wake_at(job.queued_since + options_.spot_fallback_after_wait);
-    }
-    bool covered_now = false;
-    if (job.nodes == 1) {
-      // The booting node with the fewest free GPUs that still holds the job (best fit).
-      const PoolNode* fit = nullptr;
-      for (const PoolNode* n : nodes) {
-        auto f = free_gpus.find(n->id);
-        if (f == free_gpus.end() || f->second < job.gpus_per_node || !NodeFits(job, *n, fallen_back)) continue;
-        if (!fit || f->second < free_gpus[fit->id]) fit = n;
-      }
-      if (fit) {
-        free_gpus[fit->id] -= job.gpus_per_node;
-        covered_now = true;
-      } else {
-        for (Fresh& f : fresh) {
-          const RentableOffer& o = in.offers[static_cast<size_t>(f.offer)];
-          if (f.free < job.gpus_per_node || ModelRank(job, o.gpu_model) < 0 ||
-              !MarketAllowed(job, o.market, fallen_back) || !LabelsOk(job, o.labels)) {
-            continue;
-          }
-          f.free -= job.gpus_per_node;
-          plan.rents[f.rent].for_jobs.push_back(job.id);
-          rented_for_[job.id] = {now, o.name};
-          covered_now = true;
-          break;
-        }
-      }
+// Booting nodes lose their free GPUs to `job`; idle up nodes are kept for it.
+void Autoscaler::Claim(Round& r, const std::vector<NodeId>& ids, JobId job) {
+  for (NodeId id : ids) {
+    auto f = r.free_gpus.find(id);
+    if (f != r.free_gpus.end()) {
+      f->second = 0;
     } else {
-      // Untouched booting nodes and idle up nodes that fit, by zone: enough in one zone cover a
-      // gang; fewer are kept for it and only the rest is rented (step 3).
-      gang_zones.clear();
-      for (const PoolNode* n : nodes) {
-        if (!NodeFits(job, *n, fallen_back)) continue;
-        auto f = free_gpus.find(n->id);
-        const bool booting_free = f != free_gpus.end() && f->second == n->spec.gpus;
-        const bool idle_up = n->state == PoolNodeState::kUp && n->idle_since && !kept.count(n->id) && !n->budget_spent;
-        if (booting_free || idle_up) gang_zones[ZoneOf(n->spec)].push_back(n->id);
-      }
-      for (auto& [zone, ids] : gang_zones) {
-        if (static_cast<int>(ids.size()) < job.nodes) continue;
-        ids.resize(static_cast<size_t>(job.nodes));
-        claim(ids, job.id);
+      r.kept.insert(id);
+      kept_for_[id] = {job, r.now + options_.boot_timeout};
+    }
+  }
+}
+
+// Whether nodes the pool already has or this plan rents cover `job`: a one-node job the booting
+// node it fits best, or spare GPUs of a node rented in this plan; a gang enough untouched booting
+// or idle up nodes in one zone (fewer are kept for it in gang_zones, and RentFor rents the rest).
+bool Autoscaler::CoverWithPool(Round& r, const PendingJob& job, bool fallen_back) {
+  bool covered_now = false;
+  if (job.nodes == 1) {
+    // The booting node with the fewest free GPUs that still holds the job (best fit).
+    const PoolNode* fit = nullptr;
+    for (const PoolNode* n : r.nodes) {
+      auto f = r.free_gpus.find(n->id);
+      if (f == r.free_gpus.end() || f->second < job.gpus_per_node || !NodeFits(job, *n, fallen_back)) continue;
+      if (!fit || f->second < r.free_gpus[fit->id]) fit = n;
+    }
+    if (fit) {
+      r.free_gpus[fit->id] -= job.gpus_per_node;
+      covered_now = true;
+    } else {
+      for (Round::Fresh& f : r.fresh) {
+        const RentableOffer& o = r.in.offers[static_cast<size_t>(f.offer)];
+        if (f.free < job.gpus_per_node || ModelRank(job, o.gpu_model) < 0 ||
+            !MarketAllowed(job, o.market, fallen_back) || !LabelsOk(job, o.labels)) {
+          continue;
+        }
+        f.free -= job.gpus_per_node;
+        r.plan.rents[f.rent].for_jobs.push_back(job.id);
+        rented_for_[job.id] = {r.now, o.name};
         covered_now = true;
         break;
       }
     }
-    if (covered_now) continue;
-
-    // 3. The cheapest allowed offer.
-    int best = -1;
-    std::tuple<int64_t, int, Duration, std::string, std::string> best_key;
-    bool any_shape = false;
-    for (int i = 0; i < static_cast<int>(in.offers.size()); ++i) {
-      const RentableOffer& o = in.offers[i];
-      const int model_rank = ModelRank(job, o.gpu_model);
-      if (model_rank < 0 || o.gpus_per_node < job.gpus_per_node) continue;
-      if (!MarketAllowed(job, o.market, fallen_back) || !LabelsOk(job, o.labels)) continue;
-      any_shape = true;
-      if (failed_until_.count(o.name)) continue;
-      // A gang rents only what the nodes kept for it in the offer's zone do not cover.
-      const int have = job.nodes > 1 && gang_zones.count(o.zone) ? static_cast<int>(gang_zones[o.zone].size()) : 0;
-      const int count = job.nodes - std::min(have, job.nodes - 1);
-      auto key = std::make_tuple(ExpectedCost(job, o) * count / job.nodes, model_rank, o.boot_estimate,
-                                 o.zone, o.name);
-      if (best < 0 || key < best_key) {
-        best = i;
-        best_key = std::move(key);
-      }
+  } else {
+    // Untouched booting nodes and idle up nodes that fit, by zone: enough in one zone cover a
+    // gang; fewer are kept for it and only the rest is rented (step 3).
+    r.gang_zones.clear();
+    for (const PoolNode* n : r.nodes) {
+      if (!NodeFits(job, *n, fallen_back)) continue;
+      auto f = r.free_gpus.find(n->id);
+      const bool booting_free = f != r.free_gpus.end() && f->second == n->spec.gpus;
+      const bool idle_up = n->state == PoolNodeState::kUp && n->idle_since && !r.kept.count(n->id) && !n->budget_spent;
+      if (booting_free || idle_up) r.gang_zones[ZoneOf(n->spec)].push_back(n->id);
     }
-    if (best < 0) {
-      plan.held.push_back({job.id, any_shape ? "every offer that fits failed recently"
-                                             : "no offer has the GPU model, GPUs per node, market and labels it needs"});
-      continue;
+    for (auto& [zone, ids] : r.gang_zones) {
+      if (static_cast<int>(ids.size()) < job.nodes) continue;
+      ids.resize(static_cast<size_t>(job.nodes));
+      Claim(r, ids, job.id);
+      covered_now = true;
+      break;
     }
-    const RentableOffer& o = in.offers[best];
-    std::vector<NodeId> reuse;
-    if (job.nodes > 1 && gang_zones.count(o.zone)) {
-      reuse = gang_zones[o.zone];
-      if (static_cast<int>(reuse.size()) > job.nodes - 1) reuse.resize(static_cast<size_t>(job.nodes - 1));
-    }
-    const int count = job.nodes - static_cast<int>(reuse.size());
-
-    // 4. Limits.
-    const int64_t gpus = static_cast<int64_t>(o.gpus_per_node) * count;
-    if (in.limits.max_nodes > 0 && pool_nodes + count > in.limits.max_nodes) {
-      plan.held.push_back({job.id, "the pool would exceed max_nodes " +
-                                       std::to_string(in.limits.max_nodes) + " (" +
-                                       std::to_string(pool_nodes) + " now, the gang needs " +
-                                       std::to_string(count) + " more)"});
-      continue;
-    }
-    if (in.limits.max_gpus > 0 && pool_gpus + gpus > in.limits.max_gpus) {
-      plan.held.push_back({job.id, "the pool would exceed max_gpus " + std::to_string(in.limits.max_gpus) +
-                                       " (" + std::to_string(pool_gpus) + " now, " + o.name + " adds " +
-                                       std::to_string(gpus) + ")"});
-      continue;
-    }
-    const int rate = options_.max_rents_per_minute;
-    if (rate > 0 && rents_in_window > 0 && rents_in_window + count > rate) {
-      plan.held.push_back({job.id, "rent rate: " + std::to_string(rents_in_window) +
-                                       " nodes rented in the last minute, limit " + std::to_string(rate)});
-      held_by_rate = true;
-      continue;
-    }
-
-    const int64_t expected = std::get<0>(best_key);
-    std::string why = FormatDuration(now - job.queued_since) + " pending; lowest expected cost: " +
-                      std::to_string(o.price_micros_per_hour * count) + " micro-USD/h for " +
-                      std::to_string(count) + " node(s), " + std::to_string(expected) +
-                      " micro-USD per hour of work";
-    if (!reuse.empty()) why += "; " + std::to_string(reuse.size()) + " idle or booting node(s) kept for the gang";
-    if (fallen_back && job.market != model::MarketPreference::kOnDemand) why += "; fell back from spot";
-    claim(reuse, job.id);
-    plan.rents.push_back({best, count, o.zone, {job.id}, std::move(why), expected});
-    if (job.nodes == 1 && o.gpus_per_node > job.gpus_per_node) {
-      fresh.push_back({plan.rents.size() - 1, best, o.gpus_per_node - job.gpus_per_node});
-    }
-    rent_history_.push_back({now, count});
-    rents_in_window += count;
-    rented_for_[job.id] = {now, o.name};
-    pool_nodes += count;
-    pool_gpus += gpus;
   }
-  if (held_by_rate && !rent_history_.empty()) wake_at(rent_history_.front().at + kRateWindow);
+  return covered_now;
+}
 
-  // 5. Idle releases.
+// 3. The cheapest allowed offer for `job`, and 4. the pool's limits and rent rate; a rent, or the
+// job held with the reason.
+void Autoscaler::RentFor(Round& r, const PendingJob& job, bool fallen_back) {
+  const Time now = r.now;
+  // 3. The cheapest allowed offer.
+  int best = -1;
+  std::tuple<int64_t, int, Duration, std::string, std::string> best_key;
+  bool any_shape = false;
+  for (int i = 0; i < static_cast<int>(r.in.offers.size()); ++i) {
+    const RentableOffer& o = r.in.offers[i];
+    const int model_rank = ModelRank(job, o.gpu_model);
+    if (model_rank < 0 || o.gpus_per_node < job.gpus_per_node) continue;
+    if (!MarketAllowed(job, o.market, fallen_back) || !LabelsOk(job, o.labels)) continue;
+    any_shape = true;
+    if (failed_until_.count(o.name)) continue;
+    // A gang rents only what the nodes kept for it in the offer's zone do not cover.
+    const int have = job.nodes > 1 && r.gang_zones.count(o.zone) ? static_cast<int>(r.gang_zones[o.zone].size()) : 0;
+    const int count = job.nodes - std::min(have, job.nodes - 1);
+    auto key = std::make_tuple(ExpectedCost(job, o) * count / job.nodes, model_rank, o.boot_estimate,
+                               o.zone, o.name);
+    if (best < 0 || key < best_key) {
+      best = i;
+      best_key = std::move(key);
+    }
+  }
+  if (best < 0) {
+    r.plan.held.push_back({job.id, any_shape ? "every offer that fits failed recently"
+                                           : "no offer has the GPU model, GPUs per node, market and labels it needs"});
+    return;
+  }
+  const RentableOffer& o = r.in.offers[best];
+  std::vector<NodeId> reuse;
+  if (job.nodes > 1 && r.gang_zones.count(o.zone)) {
+    reuse = r.gang_zones[o.zone];
+    if (static_cast<int>(reuse.size()) > job.nodes - 1) reuse.resize(static_cast<size_t>(job.nodes - 1));
+  }
+  const int count = job.nodes - static_cast<int>(reuse.size());
+
+  // 4. Limits.
+  const int64_t gpus = static_cast<int64_t>(o.gpus_per_node) * count;
+  if (r.in.limits.max_nodes > 0 && r.pool_nodes + count > r.in.limits.max_nodes) {
+    r.plan.held.push_back({job.id, "the pool would exceed max_nodes " +
+                                     std::to_string(r.in.limits.max_nodes) + " (" +
+                                     std::to_string(r.pool_nodes) + " now, the gang needs " +
+                                     std::to_string(count) + " more)"});
+    return;
+  }
+  if (r.in.limits.max_gpus > 0 && r.pool_gpus + gpus > r.in.limits.max_gpus) {
+    r.plan.held.push_back({job.id, "the pool would exceed max_gpus " + std::to_string(r.in.limits.max_gpus) +
+                                     " (" + std::to_string(r.pool_gpus) + " now, " + o.name + " adds " +
+                                     std::to_string(gpus) + ")"});
+    return;
+  }
+  const int rate = options_.max_rents_per_minute;
+  if (rate > 0 && r.rents_in_window > 0 && r.rents_in_window + count > rate) {
+    r.plan.held.push_back({job.id, "rent rate: " + std::to_string(r.rents_in_window) +
+                                     " nodes rented in the last minute, limit " + std::to_string(rate)});
+    r.held_by_rate = true;
+    return;
+  }
+
+  const int64_t expected = std::get<0>(best_key);
+  std::string why = FormatDuration(now - job.queued_since) + " pending; lowest expected cost: " +
+                    std::to_string(o.price_micros_per_hour * count) + " micro-USD/h for " +
+                    std::to_string(count) + " node(s), " + std::to_string(expected) +
+                    " micro-USD per hour of work";
+  if (!reuse.empty()) why += "; " + std::to_string(reuse.size()) + " idle or booting node(s) kept for the gang";
+  if (fallen_back && job.market != model::MarketPreference::kOnDemand) why += "; fell back from spot";
+  Claim(r, reuse, job.id);
+  r.plan.rents.push_back({best, count, o.zone, {job.id}, std::move(why), expected});
+  if (job.nodes == 1 && o.gpus_per_node > job.gpus_per_node) {
+    r.fresh.push_back({r.plan.rents.size() - 1, best, o.gpus_per_node - job.gpus_per_node});
+  }
+  rent_history_.push_back({now, count});
+  r.rents_in_window += count;
+  rented_for_[job.id] = {now, o.name};
+  r.pool_nodes += count;
+  r.pool_gpus += gpus;
+}
+
+// 5. Idle releases: managed up nodes idle for idle_duration, longest idle first, never below
+// min_nodes; a stopped team's idle nodes at once.
+void Autoscaler::ReleaseIdle(Round& r) {
+  const Time now = r.now;
   std::vector<const PoolNode*> idle;
-  for (const PoolNode* n : nodes) {
-    if (!n->managed || n->state != PoolNodeState::kUp || !n->idle_since || kept.count(n->id)) continue;
+  for (const PoolNode* n : r.nodes) {
+    if (!n->managed || n->state != PoolNodeState::kUp || !n->idle_since || r.kept.count(n->id)) continue;
     const Time due = n->budget_spent ? *n->idle_since : *n->idle_since + options_.idle_duration;
     if (now < due) {
-      wake_at(due);
+      r.WakeAt(due);
       continue;
     }
     idle.push_back(n);
@@ -362,28 +395,26 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
     // A node billed to a stopped team goes whatever min_nodes and the release rate say: every
     // minute of it would be billed over that team's budget.
     if (n->budget_spent) {
-      plan.releases.push_back({n->id, "idle, and the hard budget of the team it is billed to is spent", true});
+      r.plan.releases.push_back({n->id, "idle, and the hard budget of the team it is billed to is spent", true});
       release_history_.push_back({now, 1});
       ++releases_in_window;
-      --pool_nodes;
+      --r.pool_nodes;
       continue;
     }
-    if (pool_nodes - 1 < in.limits.min_nodes) break;
+    if (r.pool_nodes - 1 < r.in.limits.min_nodes) break;
     if (options_.max_releases_per_minute > 0 && releases_in_window + 1 > options_.max_releases_per_minute) {
       release_held_by_rate = true;
       break;
     }
-    plan.releases.push_back({n->id, "idle for " + FormatDuration(now - *n->idle_since) + " (idle_duration " +
+    r.plan.releases.push_back({n->id, "idle for " + FormatDuration(now - *n->idle_since) + " (idle_duration " +
                                         FormatDuration(options_.idle_duration) + ")"});
     release_history_.push_back({now, 1});
     ++releases_in_window;
-    --pool_nodes;
+    --r.pool_nodes;
   }
   if (release_held_by_rate && !release_history_.empty()) {
-    wake_at(release_history_.front().at + kRateWindow);
+    r.WakeAt(release_history_.front().at + kRateWindow);
   }
-  plan.next_wakeup = wake;
-  return plan;
 }
 
 }  // namespace gpufleet::sched

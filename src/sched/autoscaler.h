@@ -187,6 +187,16 @@ class Autoscaler {
     std::string offer;
   };
 
+  // Decide's steps, in order, on the working state of one call (autoscaler.cc).
+  struct Round;
+  void Forget(Time now);
+  void ReleaseBootTimeouts(Round& r);
+  void CountCoverage(Round& r);
+  bool CoverWithPool(Round& r, const PendingJob& job, bool fallen_back);
+  void RentFor(Round& r, const PendingJob& job, bool fallen_back);
+  void ReleaseIdle(Round& r);
+  void Claim(Round& r, const std::vector<NodeId>& ids, JobId job);
+
   AutoscalerOptions options_;
   std::deque<Event> rent_history_;
   std::deque<Event> release_history_;
