@@ -86,7 +86,10 @@ expect_contains "$WORK/r3.out" "prepared:     test-cu124" "nodes NODE lists it"
 SECOND="$(submit_job "$WORK/cu124.yaml")"
 WATCH_JOBS+=("$SECOND")
 wait_until "job $SECOND succeeds" 60 job_state_is "$SECOND" succeeded
-job_history "$SECOND" | grep -q "environment test-cu124 was ready (warm start)" || fail "history of $SECOND: $(job_history "$SECOND")"
+# Through a file, as above: `grep -q` stops reading at its match, and the writer's next line would
+# then fail the pipeline with a broken pipe.
+job_history "$SECOND" >"$WORK/h2"
+grep -q "environment test-cu124 was ready (warm start)" "$WORK/h2" || fail "history of $SECOND: $(cat "$WORK/h2")"
 # /metrics: two starts with an environment, one of them warm (0 s).
 api GET /metrics >"$WORK/metrics"
 grep -q '^gpufleet_job_environment_seconds_count 2$' "$WORK/metrics" || fail "metrics: $(grep environment "$WORK/metrics")"
