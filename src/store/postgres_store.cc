@@ -205,15 +205,7 @@ class PostgresStore : public StateStore {
 
   Result<std::vector<SubmitOutcome>> Submit(std::vector<Submission> submissions) override {
     std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
-    for (size_t i = 0; i < submissions.size(); ++i) {
-      if (submissions[i].request_id.empty()) {
-        return Status::InvalidArgument("submission " + std::to_string(i) + ": empty request id");
-      }
-      if (submissions[i].jobs.empty()) {
-        return Status::InvalidArgument("submission " + std::to_string(i) + " (request " +
-                                       submissions[i].request_id + "): no jobs");
-      }
-    }
+    GF_RETURN_IF_ERROR(CheckSubmissions(submissions));
     MutexLock lock(mu_);
     std::vector<SubmitOutcome> outcomes;
     Status s = InTransaction([&]() -> Status {

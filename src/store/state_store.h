@@ -24,6 +24,10 @@ struct Submission {
   // not written when the request id was seen before (nothing is created then).
   std::optional<api::AuditRecord> audit;
 };
+// InvalidArgument, naming the submission, when one has an empty request id or no jobs: what every
+// StateStore refuses before it writes anything.
+Status CheckSubmissions(const std::vector<Submission>& submissions);
+
 struct SubmitOutcome {
   std::vector<JobId> ids;  // in the order of the submission's jobs
   bool created = true;     // false: the request id was seen before; ids are the earlier ones

@@ -86,16 +86,9 @@ Result<std::vector<api::AuditRecord>> MemoryStore::ListAudit(const store::AuditF
 }
 
 Result<std::vector<store::SubmitOutcome>> MemoryStore::Submit(std::vector<store::Submission> submissions) {
-  for (size_t i = 0; i < submissions.size(); ++i) {
-    if (submissions[i].request_id.empty()) {
-      DropAttached();
-      return Status::InvalidArgument("submission " + std::to_string(i) + ": empty request id");
-    }
-    if (submissions[i].jobs.empty()) {
-      DropAttached();
-      return Status::InvalidArgument("submission " + std::to_string(i) + " (request " +
-                                     submissions[i].request_id + "): no jobs");
-    }
+  if (Status bad = store::CheckSubmissions(submissions); !bad.ok()) {
+    DropAttached();
+    return bad;
   }
   MutexLock lock(mu_);
   GF_RETURN_IF_ERROR(BeginWrite());
