@@ -52,9 +52,8 @@ struct SimJob {
   double speed = 1.0;
   Time pending_since;
   Duration overhead_due;       // restart overhead for the next run
-  int64_t cost_rate = 0;       // micro-dollars per hour of the current run's share of its nodes
   std::vector<int64_t> nodes;  // nodes of the current run
-  model::JobSpec spec;         // as submitted (canonical GPU names, split to fit)
+  model::JobSpec spec;         // as submitted (canonical GPU names); the scheduler splits it to fit
 };
 
 // A node of the simulated cluster: the cluster spec's, or rented by the autoscaler.
@@ -105,17 +104,10 @@ class World : public sched::ActionSink {
     double hours = -std::log(1.0 - u) * mean_hours;
     return Duration::Millis(static_cast<int64_t>(hours * 3.6e6) + 1);
   }
-  // A job pays each of its nodes' price times its share of that node (model::PartCostRate).
-  int64_t CostRate(const model::Placement& p) const {
-    int64_t rate = 0;
-    for (const auto& part : p.parts) {
-      rate += model::PartCostRate(nodes_[static_cast<size_t>(part.node.value())].spec, part);
-    }
-    return rate;
-  }
-  void Charge(JobRecord& rec, const SimJob& j, Duration wall) {
-    rec.cost_micros += static_cast<int64_t>(static_cast<__int128>(j.cost_rate) * wall.millis() / 3'600'000);
-  }
+  // A job's cost is the scheduler's (Scheduler::CostOf: its share of each node's price, every
+  // run up to now), as the live engine reports it; asked when a run ends, before the scheduler
+  // hears of the end.
+  void Charge(JobRecord& rec, size_t i) const { rec.cost_micros = sched_->CostOf(JobId(static_cast<int64_t>(i))); }
   void NodeRate(size_t n, int sign) {
     const model::NodeSpec& spec = nodes_[n].spec;
     node_rate_[static_cast<int>(spec.market)] += sign * spec.price_micros_per_hour;
@@ -158,7 +150,9 @@ std::string World::NeverRanReason(const sched::Scheduler& sched, const sched::Cl
   if (!hold.empty()) return "held: " + hold;
   sched::PlaceOptions po;
   po.explain = true;
-  sched::PlaceResult r = sched.policies().placement->Place(jobs_[i].spec, view, po);
+  const sched::JobView* admitted = sched.ViewOf(JobId(static_cast<int64_t>(i)));
+  const model::JobSpec& spec = admitted && admitted->spec ? *admitted->spec : jobs_[i].spec;
+  sched::PlaceResult r = sched.policies().placement->Place(spec, view, po);
   switch (r.kind) {
     case sched::PlaceResult::Kind::kInfeasible: return "can never run: " + r.reason;
     case sched::PlaceResult::Kind::kWait: return "waiting when the run ended: " + r.reason;
@@ -340,7 +334,6 @@ void World::Start(JobId id, const model::Placement& p) {
   ++j.epoch;
   busy_milli_ += p.total_gpu_milli();
   ++running_;
-  j.cost_rate = CostRate(p);
   j.nodes.clear();
   for (const auto& part : p.parts) {
     const int64_t n = part.node.value();
@@ -386,7 +379,7 @@ void World::Preempt(JobId id, PreemptReason reason) {
   rec.run_gpu_ms += run_gpu_ms;
   rec.overhead_gpu_ms += overhead_gpu_ms;
   rec.lost_gpu_ms += run_gpu_ms - overhead_gpu_ms - saved_gpu_ms;
-  Charge(rec, j, wall);
+  Charge(rec, i);
   // A spot reclaim is the provider's doing, not a scheduling decision: it is counted apart.
   if (reason == PreemptReason::kNodeFailure) {
     ++rec.failures;
@@ -455,6 +448,10 @@ Result<SimResult> World::Run() {
   auto quotas = opts->team_quota_gpus;
   sched::Scheduler sched(clock_, view, std::move(opts->policies), *this);
   sched_ = &sched;
+  // Split against every node the pool may have, rented ones included, so that a job submitted
+  // to an empty autoscaled pool, or while the largest nodes are down, is not left larger than
+  // any node: the scheduler splits at admission, as it does live.
+  for (const auto& [model_name, gpus] : largest) sched.SetNodeSizeHint(model_name, gpus);
   for (const auto& [team, gpus] : cluster_.team_quota_gpus) sched.SetTeamQuota(team, gpus);
   for (const auto& [team, m] : cluster_.team_money) {
     sched::TeamBudget b;
@@ -542,18 +539,6 @@ Result<SimResult> World::Run() {
           spec.gpu_models = std::move(names);
           if (o_.estimates == Estimates::kOracle) spec.duration_estimate = trace_[e.index].work;
           if (spec.checkpoint_interval <= Duration::Zero()) spec.checkpoint_interval = o_.checkpoint_interval;
-          {
-            // Split against every node the pool may have, rented ones included, so that a job
-            // submitted to an empty autoscaled pool is not left larger than any node.
-            int fit = 0;
-            for (const auto& [model_name, gpus] : largest) {
-              if (spec.gpu_models.empty() ||
-                  std::find(spec.gpu_models.begin(), spec.gpu_models.end(), model_name) != spec.gpu_models.end()) {
-                fit = std::max(fit, gpus);
-              }
-            }
-            model::SplitToFit(spec, fit);
-          }
           jobs_[e.index].spec = spec;
           jobs_[e.index].pending_since = t;
           batch.push_back(sched::JobSubmitted{JobId(e.index), std::move(spec)});
@@ -568,7 +553,7 @@ Result<SimResult> World::Run() {
           rec.run_gpu_ms += (t - j.run_start).millis() * milli / 1000;
           // The last run pays its restart overhead too.
           rec.overhead_gpu_ms += std::min(t - j.run_start, j.overhead_due).millis() * milli / 1000;
-          Charge(rec, j, t - j.run_start);
+          Charge(rec, static_cast<size_t>(e.index));
           rec.finish = t;
           j.running = false;
           j.done = j.work;
