@@ -2,6 +2,8 @@
 
 #include "api/agent_protocol.h"
 #include "api/job_summary.h"
+#include "api/node_summary.h"
+#include "api/token_summary.h"
 
 #include <cstdint>
 #include <limits>
@@ -524,6 +526,86 @@ Result<AuditRecord> DecodeAuditRecord(const json& j, const std::string& path) {
   return a;
 }
 
+Result<GpuSampleReport> DecodeGpuSample(const json& j, const std::string& path) {
+  Fields f(j, path);
+  GpuSampleReport g;
+  g.util_pct = f.Int("util_pct");
+  g.mem_used_mib = f.Int64("mem_used_mib");
+  g.temperature_c = f.Int("temperature_c");
+  g.power_w = f.Int("power_w");
+  if (!f.ok()) return f.status();
+  return g;
+}
+
+// The agent protocol's decoders, with the field's path in front of their errors.
+template <typename T>
+Result<T> WithPath(Result<T> r, const std::string& path) {
+  if (r.ok()) return r;
+  return Status::InvalidArgument(path + ": " + r.status().message());
+}
+Result<model::BurnInReport> DecodeBurnIn(const json& j, const std::string& path) {
+  return WithPath(BurnInReportFromJson(j), path);
+}
+Result<SpotNotice> DecodeNotice(const json& j, const std::string& path) {
+  return WithPath(SpotNoticeFromJson(j), path);
+}
+
+Result<NodeSummary> DecodeNodeSummary(const json& j, const std::string& path) {
+  Fields f(j, path);
+  NodeSummary n;
+  n.id = NodeId(f.Int64("id"));
+  n.name = f.String("name");
+  n.state = f.Enum("state", &ParseNodeState, NodeState::kUp);
+  n.gpu_model = f.String("gpu_model");
+  n.gpus = f.Int("gpus");
+  n.gpus_used = f.Int("gpus_used");
+  n.address = f.String("address");
+  n.market = f.Enum("market", &model::ParseMarket, model::Market::kOnDemand);
+  n.labels = f.StringMap("labels");
+  n.last_heartbeat = f.TimeMs("last_heartbeat_ms");
+  n.telemetry = f.Objects("telemetry", &DecodeGpuSample);
+  for (int64_t id : [&] {
+         std::vector<int64_t> ids;
+         const json* v = f.OptionalValue("jobs");
+         if (v == nullptr) return ids;
+         if (!v->is_array()) {
+           ids.push_back(-1);
+           return ids;
+         }
+         for (const auto& x : *v) ids.push_back(x.is_number_integer() ? x.get<int64_t>() : -1);
+         return ids;
+       }()) {
+    if (id < 0) return Status::InvalidArgument(Join(path, "jobs") + ": expected an array of job ids");
+    n.jobs.push_back(JobId(id));
+  }
+  n.acceptance = f.String("acceptance");
+  n.acceptance_reason = f.String("acceptance_reason");
+  n.driver_version = f.String("driver_version");
+  n.cuda_version = f.String("cuda_version");
+  n.environments = f.Strings("environments");
+  n.environments_ready = f.Strings("environments_ready");
+  n.burn_in = f.OptionalObject("burn_in", &DecodeBurnIn);
+  n.notice = f.OptionalObject("notice", &DecodeNotice);
+  if (!f.ok()) return f.status();
+  return n;
+}
+
+Result<TokenSummary> DecodeTokenSummary(const json& j, const std::string& path) {
+  Fields f(j, path);
+  TokenSummary t;
+  t.id = f.String("id");
+  t.kind = f.Enum("kind", &ParseTokenKind, TokenKind::kUser);
+  t.subject = f.String("subject");
+  t.role = f.String("role");
+  t.team = f.String("team");
+  t.created = f.TimeMs("created_ms");
+  t.revoked = f.Bool("revoked");
+  if (auto v = f.OptionalDurationMs("expires_ms")) t.expires = Time::FromMillis(v->millis());
+  if (auto v = f.OptionalDurationMs("last_used_ms")) t.last_used = Time::FromMillis(v->millis());
+  if (!f.ok()) return f.status();
+  return t;
+}
+
 // The decoders above do not throw; this is the last line in case a library call does.
 template <typename T>
 Result<T> Decode(const json& j, Result<T> (*decode)(const json&, const std::string&)) {
@@ -754,6 +836,87 @@ Result<Transition> TransitionFromJson(const json& j) { return Decode(j, &DecodeT
 Result<GpuInfo> GpuInfoFromJson(const json& j) { return Decode(j, &DecodeGpuInfo); }
 Result<NodeRecord> NodeRecordFromJson(const json& j) { return Decode(j, &DecodeNodeRecord); }
 Result<TokenRecord> TokenRecordFromJson(const json& j) { return Decode(j, &DecodeTokenRecord); }
+
+NodeSummary SummaryOf(const NodeRecord& r) {
+  NodeSummary n;
+  n.id = r.id;
+  n.name = r.name;
+  n.state = r.state;
+  n.gpu_model = r.spec.gpu_model;
+  n.gpus = r.spec.gpus;
+  n.address = r.address;
+  n.market = r.spec.market;
+  n.labels = r.spec.labels;
+  n.last_heartbeat = r.last_heartbeat;
+  n.acceptance = r.acceptance;
+  n.acceptance_reason = r.acceptance_reason;
+  n.driver_version = r.driver_version;
+  n.cuda_version = r.cuda_version;
+  n.environments = r.spec.environments;
+  n.environments_ready = r.spec.warm_environments;
+  n.burn_in = r.burn_in;
+  return n;
+}
+
+json ToJson(const NodeSummary& n) {
+  json tel = json::array();
+  for (const auto& g : n.telemetry) {
+    tel.push_back({{"util_pct", g.util_pct},
+                   {"mem_used_mib", g.mem_used_mib},
+                   {"temperature_c", g.temperature_c},
+                   {"power_w", g.power_w}});
+  }
+  json jobs = json::array();
+  for (JobId j : n.jobs) jobs.push_back(j.value());
+  json o = {{"id", n.id.value()},
+            {"name", n.name},
+            {"state", NodeStateName(n.state)},
+            {"gpu_model", n.gpu_model},
+            {"gpus", n.gpus},
+            {"gpus_used", n.gpus_used},
+            {"address", n.address},
+            {"market", model::MarketName(n.market)},
+            {"labels", n.labels},
+            {"last_heartbeat_ms", n.last_heartbeat.millis()},
+            {"telemetry", tel},
+            {"jobs", jobs},
+            {"acceptance", n.acceptance},
+            {"acceptance_reason", n.acceptance_reason},
+            {"driver_version", n.driver_version},
+            {"cuda_version", n.cuda_version},
+            {"environments", n.environments},
+            {"environments_ready", n.environments_ready},
+            {"burn_in", n.burn_in ? ToJson(*n.burn_in) : json(nullptr)}};
+  if (n.notice) o["notice"] = ToJson(*n.notice);
+  return o;
+}
+
+Result<NodeSummary> NodeSummaryFromJson(const json& j) { return Decode(j, &DecodeNodeSummary); }
+
+TokenSummary SummaryOf(const TokenRecord& r) {
+  TokenSummary t;
+  t.id = r.Id();
+  t.kind = r.kind;
+  t.subject = r.subject;
+  t.role = r.role;
+  t.team = r.team;
+  t.created = r.created;
+  t.revoked = r.revoked;
+  t.expires = r.expires;
+  t.last_used = r.last_used;
+  return t;
+}
+
+json ToJson(const TokenSummary& t) {
+  json o = {{"id", t.id},     {"kind", TokenKindName(t.kind)}, {"subject", t.subject},
+            {"role", t.role}, {"team", t.team},                {"created_ms", t.created.millis()},
+            {"revoked", t.revoked}};
+  if (t.expires) o["expires_ms"] = t.expires->millis();
+  if (t.last_used) o["last_used_ms"] = t.last_used->millis();
+  return o;
+}
+
+Result<TokenSummary> TokenSummaryFromJson(const json& j) { return Decode(j, &DecodeTokenSummary); }
 
 json ToJson(const AuditRecord& a) {
   return json{{"seq", a.seq},         {"at_ms", a.at.millis()}, {"subject", a.subject}, {"role", a.role},

@@ -1,5 +1,7 @@
 #include "api/codec.h"
 #include "api/job_summary.h"
+#include "api/node_summary.h"
+#include "api/token_summary.h"
 
 #include <csignal>
 #include <string>
@@ -513,6 +515,86 @@ TEST_F(CodecTest, NonObjectsAreRejectedWithoutThrowing) {
   j = ToJson(SampleNode());
   j["gpus"][0] = "gpu0";
   ExpectError(NodeRecordFromJson(j), "gpus[0]: expected an object");
+}
+
+TEST_F(CodecTest, NodeSummaryRoundTripsWithWhatTheControllerAdds) {
+  // Given the summary of a full node record plus what the controller knows live (GPUs in use,
+  // telemetry, jobs, a spot notice), expect the wire shape GET /v1/nodes documents and the same
+  // summary back; a node of the wrong shape names the field.
+  NodeSummary n = SummaryOf(SampleNode());
+  n.gpus_used = 3;
+  n.telemetry = {{87, 40'000, 71, 520}, {12, 1'024, 45, 90}};
+  n.jobs = {JobId(42), JobId(43)};
+  n.notice = SpotNotice{"terminate", Time::FromMillis(9'000)};
+  const json j = ToJson(n);
+  EXPECT_EQ(j["state"], NodeStateName(SampleNode().state));
+  EXPECT_EQ(j["market"], "spot");
+  EXPECT_EQ(j["gpu_model"], "H100");
+  EXPECT_EQ(j["gpus"], 4);
+  EXPECT_EQ(j["environments_ready"], json::array({"pytorch-2.5-cu124"}));
+  EXPECT_EQ(j["jobs"], json::array({42, 43}));
+  EXPECT_EQ(j["telemetry"][0]["temperature_c"], 71);
+  EXPECT_TRUE(j["burn_in"].is_object());
+  auto back = NodeSummaryFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(ToJson(*back), j);
+  EXPECT_EQ(back->burn_in->tests.size(), SampleNode().burn_in->tests.size());
+  EXPECT_EQ(back->notice->action, "terminate");
+  EXPECT_EQ(back->market, model::Market::kSpot);
+
+  // Never burnt in, no notice: "burn_in" is null and "notice" absent, and both decode as absent.
+  NodeRecord plain = SampleNode();
+  plain.burn_in.reset();
+  const json pj = ToJson(SummaryOf(plain));
+  EXPECT_TRUE(pj["burn_in"].is_null());
+  EXPECT_FALSE(pj.contains("notice"));
+  auto pb = NodeSummaryFromJson(pj);
+  ASSERT_TRUE(pb.ok()) << pb.status().ToString();
+  EXPECT_FALSE(pb->burn_in.has_value());
+  EXPECT_FALSE(pb->notice.has_value());
+
+  json bad = j;
+  bad["telemetry"][1]["power_w"] = "lots";
+  auto b = NodeSummaryFromJson(bad);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message().rfind("telemetry[1].power_w: ", 0), 0u) << b.status().message();
+  bad = j;
+  bad["jobs"] = json::array({42, "x"});
+  b = NodeSummaryFromJson(bad);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message().rfind("jobs: ", 0), 0u) << b.status().message();
+  bad = j;
+  bad["burn_in"] = json::array();
+  b = NodeSummaryFromJson(bad);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message().rfind("burn_in: ", 0), 0u) << b.status().message();
+}
+
+TEST_F(CodecTest, TokenSummaryShowsTheShortIdAndNeverTheHash) {
+  // Given a token record, expect its summary to carry the 12-digit id and not the hash, to
+  // round-trip, and to leave out the times it does not have.
+  TokenRecord t;
+  t.hash = std::string(64, 'a');
+  t.kind = TokenKind::kUser;
+  t.subject = "alice";
+  t.role = "team-admin";
+  t.team = "vision";
+  t.created = Time::FromMillis(1'000);
+  t.expires = Time::FromMillis(5'000);
+  const json j = ToJson(SummaryOf(t));
+  EXPECT_EQ(j["id"], std::string(12, 'a'));
+  EXPECT_EQ(j.dump().find(std::string(13, 'a')), std::string::npos) << j.dump();
+  EXPECT_EQ(j["expires_ms"], 5'000);
+  EXPECT_FALSE(j.contains("last_used_ms"));
+  auto back = TokenSummaryFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(ToJson(*back), j);
+  EXPECT_FALSE(back->last_used.has_value());
+  json bad = j;
+  bad["kind"] = "magic";
+  auto b = TokenSummaryFromJson(bad);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message().rfind("kind: ", 0), 0u) << b.status().message();
 }
 
 TEST_F(CodecTest, ParseJsonReportsSyntaxErrors) {

@@ -24,6 +24,7 @@
 #include "api/agent_protocol.h"
 #include "api/codec.h"
 #include "api/job_yaml.h"
+#include "api/token_summary.h"
 #include "cli/client.h"
 #include "cli/client_common.h"
 #include "common/strings.h"
@@ -358,14 +359,16 @@ std::function<int()> SetupToken(CLI::App& app) {
         PrintJson(r.body);
         return kExitOk;
       }
+      auto tokens = DecodeList(r.body, "tokens", &api::TokenSummaryFromJson);
+      if (!tokens.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + tokens.status().message());
       Table t({"ID", "KIND", "SUBJECT", "ROLE", "TEAM", "CREATED", "EXPIRES", "LAST USED", "STATE"});
-      for (const auto& k : r.body.value("tokens", json::array())) {
-        int64_t expires = IntField(k, "expires_ms");
-        int64_t used = IntField(k, "last_used_ms");
-        bool expired = expires > 0 && expires <= NowMs();
-        t.Add({StrField(k, "id"), StrField(k, "kind"), StrField(k, "subject"), StrField(k, "role"), StrField(k, "team"),
-               Ago(IntField(k, "created_ms")), expires > 0 ? Iso(expires) : "never", used > 0 ? Ago(used) : "never",
-               k.value("revoked", false) ? "revoked" : expired ? "expired" : "active"});
+      for (const api::TokenSummary& k : *tokens) {
+        const int64_t expires = k.expires ? k.expires->millis() : 0;
+        const int64_t used = k.last_used ? k.last_used->millis() : 0;
+        const bool expired = expires > 0 && expires <= NowMs();
+        t.Add({k.id, api::TokenKindName(k.kind), k.subject, k.role, k.team, Ago(k.created.millis()),
+               expires > 0 ? Iso(expires) : "never", used > 0 ? Ago(used) : "never",
+               k.revoked ? "revoked" : expired ? "expired" : "active"});
       }
       t.Print();
       return kExitOk;
@@ -376,8 +379,9 @@ std::function<int()> SetupToken(CLI::App& app) {
       if (!client) return kExitUsage;
       ApiResult r = client->Post("/v1/tokens/" + a->id + "/revoke", json::object());
       if (!r.ok()) return Report(cmd, r);
-      std::printf("revoked token %s (%s of %s)\n", StrField(r.body, "id").c_str(), StrField(r.body, "role").c_str(),
-                  StrField(r.body, "subject").c_str());
+      auto token = api::TokenSummaryFromJson(r.body);
+      if (!token.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + token.status().message());
+      std::printf("revoked token %s (%s of %s)\n", token->id.c_str(), token->role.c_str(), token->subject.c_str());
       return kExitOk;
     }
     (void)create;
@@ -435,30 +439,34 @@ std::function<int()> SetupAudit(CLI::App& app) {
     if (!a->verb.empty()) q["verb"] = a->verb;
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
-    json records = json::array();
+    std::vector<api::AuditRecord> records;
     int64_t cursor = 0;
     while (static_cast<int64_t>(records.size()) < a->limit) {
       q["limit"] = std::to_string(std::min<int64_t>(1000, a->limit - static_cast<int64_t>(records.size())));
       if (cursor > 0) q["cursor"] = std::to_string(cursor);
       ApiResult r = client->Get("/v1/audit", q);
       if (!r.ok()) return Report(cmd, r);
-      for (const auto& rec : r.body.value("records", json::array())) records.push_back(rec);
+      auto page = DecodeAuditList(r.body);
+      if (!page.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + page.status().message());
+      for (auto& rec : *page) records.push_back(std::move(rec));
       cursor = IntField(r.body, "next_cursor");
       if (cursor <= 0) break;
     }
     if (a->output == "json") {
-      PrintJson(json{{"records", records}});
+      json list = json::array();
+      for (const auto& rec : records) list.push_back(api::ToJson(rec));
+      PrintJson(json{{"records", list}});
       return kExitOk;
     }
     if (a->output == "jsonl") {
-      for (const auto& rec : records) std::printf("%s\n", rec.dump().c_str());
+      for (const auto& rec : records) std::printf("%s\n", api::ToJson(rec).dump().c_str());
       return kExitOk;
     }
+    auto dash = [](const std::string& v) { return v.empty() ? std::string("-") : v; };
     Table t({"TIME", "SUBJECT", "ROLE", "SOURCE", "VERB", "OBJECT", "OUTCOME", "WHY"});
-    for (const auto& rec : records) {
-      t.Add({Iso(IntField(rec, "at_ms")), StrField(rec, "subject").empty() ? "-" : StrField(rec, "subject"),
-             StrField(rec, "role").empty() ? "-" : StrField(rec, "role"), StrField(rec, "source"), StrField(rec, "verb"),
-             StrField(rec, "object"), StrField(rec, "outcome"), StrField(rec, "reason")});
+    for (const api::AuditRecord& rec : records) {
+      t.Add({Iso(rec.at.millis()), dash(rec.subject), dash(rec.role), rec.source, rec.verb, rec.object, rec.outcome,
+             rec.reason});
     }
     t.Print(140);
     return kExitOk;

@@ -170,30 +170,20 @@ std::string GpuText(const api::JobSummary& j) {
 }
 
 Result<std::vector<api::JobSummary>> DecodeJobList(const json& body) {
-  std::vector<api::JobSummary> out;
-  if (!body.contains("jobs") || !body["jobs"].is_array()) return Status::InvalidArgument("jobs: expected a list");
-  const json& list = body["jobs"];
-  for (size_t i = 0; i < list.size(); ++i) {
-    auto j = api::JobSummaryFromJson(list[i]);
-    if (!j.ok()) return Status::InvalidArgument("jobs[" + std::to_string(i) + "]: " + j.status().message());
-    out.push_back(std::move(*j));
-  }
-  return out;
+  return DecodeList(body, "jobs", &api::JobSummaryFromJson);
 }
 
 Result<std::vector<api::Transition>> DecodeHistory(const json& job) {
-  std::vector<api::Transition> out;
-  if (!job.contains("history")) return out;
-  if (!job["history"].is_array()) return Status::InvalidArgument("history: expected a list");
-  const json& list = job["history"];
-  for (size_t i = 0; i < list.size(); ++i) {
-    auto t = api::TransitionFromJson(list[i]);
-    if (!t.ok()) return Status::InvalidArgument("history[" + std::to_string(i) + "]: " + t.status().message());
-    out.push_back(std::move(*t));
-  }
-  return out;
+  return DecodeList(job, "history", &api::TransitionFromJson, /*optional=*/true);
 }
 
+Result<std::vector<api::NodeSummary>> DecodeNodeList(const json& body) {
+  return DecodeList(body, "nodes", &api::NodeSummaryFromJson);
+}
+
+Result<std::vector<api::AuditRecord>> DecodeAuditList(const json& body) {
+  return DecodeList(body, "records", &api::AuditRecordFromJson);
+}
 
 std::string RandomRequestId() {
   unsigned char bytes[12] = {};

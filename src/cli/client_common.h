@@ -15,8 +15,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "api/codec.h"
 #include "api/job_request.h"
 #include "api/job_summary.h"
+#include "api/node_summary.h"
 #include "api/records.h"
 #include "cli/client.h"
 
@@ -66,10 +68,31 @@ std::string StrField(const json& j, const char* key);
 bool IsTerminalState(const std::string& s);
 // "2x4 H100", "1 A100|H100", "0.5 any", "cpu".
 std::string GpuText(const api::JobSummary& j);
-// The controller's job listings and a job's transitions, decoded with the codec; an answer of
-// the wrong shape is InvalidArgument naming the field ("jobs[3].state: ...").
+// A list in the controller's answer (`body[key]`), each element decoded with the codec's
+// `decode`; an answer of the wrong shape is InvalidArgument naming the field ("jobs[3].state:
+// ..."). A missing list is an error unless `optional`.
+template <typename T>
+Result<std::vector<T>> DecodeList(const json& body, const char* key, Result<T> (*decode)(const json&),
+                                  bool optional = false) {
+  std::vector<T> out;
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) {
+    if (optional) return out;
+    return Status::InvalidArgument(std::string(key) + ": expected a list, got nothing");
+  }
+  if (!it->is_array()) return Status::InvalidArgument(std::string(key) + ": expected a list");
+  for (size_t i = 0; i < it->size(); ++i) {
+    auto v = decode((*it)[i]);
+    if (!v.ok()) return Status::InvalidArgument(std::string(key) + "[" + std::to_string(i) + "]: " + v.status().message());
+    out.push_back(std::move(*v));
+  }
+  return out;
+}
+// The controller's job listings, a job's transitions, its nodes and audit records.
 Result<std::vector<api::JobSummary>> DecodeJobList(const json& body);
 Result<std::vector<api::Transition>> DecodeHistory(const json& job);
+Result<std::vector<api::NodeSummary>> DecodeNodeList(const json& body);
+Result<std::vector<api::AuditRecord>> DecodeAuditList(const json& body);
 
 // Fixed-width columns sized to their content; the last column is cut to keep rows within `width`.
 class Table {

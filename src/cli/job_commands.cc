@@ -287,7 +287,9 @@ std::map<int64_t, std::string> NodeNames(ApiClient& client) {
   std::map<int64_t, std::string> names;
   ApiResult r = client.Get("/v1/nodes");
   if (!r.ok()) return names;
-  for (const auto& n : r.body.value("nodes", json::array())) names[IntField(n, "id")] = StrField(n, "name");
+  auto nodes = DecodeNodeList(r.body);
+  if (!nodes.ok()) return names;
+  for (const api::NodeSummary& n : *nodes) names[n.id.value()] = n.name;
   return names;
 }
 

@@ -39,98 +39,88 @@ namespace {
 
 using namespace client;  // NOLINT(build/namespaces): the shared plumbing of the client commands
 
-void PrintBurnIn(const json& b) {
-  const double threshold = b.value("threshold", 0.0);
-  std::printf("burn-in: %s path, torch %s, %s, %s%s\n", StrField(b, "path").c_str(),
-              StrField(b, "torch").empty() ? "?" : StrField(b, "torch").c_str(),
-              StrField(b, "backend").empty() ? "-" : StrField(b, "backend").c_str(),
-              Span(IntField(b, "took_ms")).c_str(), b.value("timed_out", false) ? " (hit its time limit)" : "");
+void PrintBurnIn(const model::BurnInReport& b) {
+  std::printf("burn-in: %s path, torch %s, %s, %s%s\n", b.path.c_str(), b.torch.empty() ? "?" : b.torch.c_str(),
+              b.backend.empty() ? "-" : b.backend.c_str(), Span(b.took.millis()).c_str(),
+              b.timed_out ? " (hit its time limit)" : "");
   Table t({"TEST", "GPU", "MEASURED", "REFERENCE", "SHARE", "OK", "BASIS"});
   char buf[64];
-  for (const auto& m : b.value("tests", json::array())) {
-    const int64_t gpu = m.value("gpu", int64_t{-1});
-    const std::string g = gpu >= 0 ? std::to_string(gpu) : "all";
-    if (m.contains("skipped")) {
-      t.Add({StrField(m, "name"), g, "-", "-", "-", "-", "skipped: " + StrField(m, "skipped")});
+  for (const model::BurnInMeasurement& m : b.tests) {
+    const std::string g = m.gpu >= 0 ? std::to_string(m.gpu) : "all";
+    if (!m.skipped.empty()) {
+      t.Add({m.name, g, "-", "-", "-", "-", "skipped: " + m.skipped});
       continue;
     }
-    if (m.contains("error")) {
-      t.Add({StrField(m, "name"), g, "-", "-", "-", "no", "error: " + StrField(m, "error")});
+    if (!m.error.empty()) {
+      t.Add({m.name, g, "-", "-", "-", "no", "error: " + m.error});
       continue;
     }
-    const std::string unit = StrField(m, "unit");
-    const double v = m.value("value", 0.0), ref = m.value("reference", 0.0);
-    std::snprintf(buf, sizeof buf, "%.4g %s", v, unit.c_str());
+    std::snprintf(buf, sizeof buf, "%.4g %s", m.value, m.unit.c_str());
     std::string measured = buf, reference = "-", share = "-";
-    if (ref > 0) {
-      std::snprintf(buf, sizeof buf, "%.4g %s", ref, unit.c_str());
+    if (m.reference > 0) {
+      std::snprintf(buf, sizeof buf, "%.4g %s", m.reference, m.unit.c_str());
       reference = buf;
-      std::snprintf(buf, sizeof buf, "%.0f%%", 100 * v / ref);
+      std::snprintf(buf, sizeof buf, "%.0f%%", 100 * m.value / m.reference);
       share = buf;
     }
-    t.Add({StrField(m, "name"), g, measured, reference, share, m.value("ok", true) ? "yes" : "NO",
-           ref > 0 ? StrField(m, "basis") : "no reference yet: recorded"});
+    t.Add({m.name, g, measured, reference, share, m.ok ? "yes" : "NO",
+           m.reference > 0 ? m.basis : "no reference yet: recorded"});
   }
   t.Print();
-  const json& health = b.value("health", json::array());
-  if (!health.empty()) {
+  if (!b.health.empty()) {
     std::printf("\n");
     Table h({"GPU", "ECC", "RETIRED", "PCIE", "NVLINK", "MAX TEMP", "MAX POWER", "SM CLOCK", "THROTTLE", "XID"});
-    auto num = [](const json& x, const char* k, const char* suffix = "") {
-      return x.contains(k) ? std::to_string(x.value(k, int64_t{0})) + suffix : std::string("-");
-    };
-    for (const auto& x : health) {
+    // -1: not known on this GPU or driver.
+    auto num = [](int64_t v, const char* suffix = "") { return v >= 0 ? std::to_string(v) + suffix : std::string("-"); };
+    for (const model::GpuHealth& x : b.health) {
       std::string pcie = "-";
-      if (x.contains("pcie_width")) {
-        pcie = "gen" + num(x, "pcie_gen") + " x" + num(x, "pcie_width") + " (max gen" + num(x, "pcie_max_gen") + " x" +
-               num(x, "pcie_max_width") + ")";
+      if (x.pcie_width >= 0) {
+        pcie = "gen" + num(x.pcie_gen) + " x" + num(x.pcie_width) + " (max gen" + num(x.pcie_max_gen) + " x" +
+               num(x.pcie_max_width) + ")";
       }
-      std::string nvlink = x.contains("nvlink_total") ? num(x, "nvlink_active") + "/" + num(x, "nvlink_total") : "-";
-      std::vector<std::string> throttle, xid;
-      for (const auto& r : x.value("throttle_reasons", json::array())) throttle.push_back(r.get<std::string>());
-      for (const auto& r : x.value("xid_errors", json::array())) xid.push_back(std::to_string(r.get<int64_t>()));
-      std::string clock = x.contains("min_sm_clock_mhz") ? num(x, "min_sm_clock_mhz") + "-" + num(x, "max_sm_clock_mhz") + " MHz" : "-";
-      h.Add({num(x, "index"), num(x, "ecc_uncorrected"),
-             num(x, "retired_pages") + (x.value("retirement_pending", false) ? " (pending)" : ""), pcie, nvlink,
-             num(x, "max_temperature_c", " C"), num(x, "max_power_w", " W"), clock,
-             throttle.empty() ? "-" : Join(throttle, ","), xid.empty() ? "-" : Join(xid, ",")});
+      std::string nvlink = x.nvlink_total >= 0 ? num(x.nvlink_active) + "/" + num(x.nvlink_total) : "-";
+      std::vector<std::string> xid;
+      for (int e : x.xid_errors) xid.push_back(std::to_string(e));
+      std::string clock =
+          x.min_sm_clock_mhz >= 0 ? num(x.min_sm_clock_mhz) + "-" + num(x.max_sm_clock_mhz) + " MHz" : "-";
+      h.Add({std::to_string(x.index), num(x.ecc_uncorrected),
+             num(x.retired_pages) + (x.retirement_pending ? " (pending)" : ""), pcie, nvlink,
+             num(x.max_temperature_c, " C"), num(x.max_power_w, " W"), clock,
+             x.throttle_reasons.empty() ? "-" : Join(x.throttle_reasons, ","), xid.empty() ? "-" : Join(xid, ",")});
     }
     h.Print();
   }
-  std::snprintf(buf, sizeof buf, "%.0f%%", threshold * 100);
+  std::snprintf(buf, sizeof buf, "%.0f%%", b.threshold * 100);
   int judged = 0;
-  for (const auto& m : b.value("tests", json::array())) judged += m.value("reference", 0.0) > 0 ? 1 : 0;
-  if (b.value("passed", false) && judged == 0) {
+  for (const model::BurnInMeasurement& m : b.tests) judged += m.reference > 0 ? 1 : 0;
+  if (b.passed && judged == 0) {
     std::printf("\nPASSED: health clean; no reference for these figures yet (no datasheet on the %s path): the "
-                "controller judges them against its fleet's passed nodes\n", StrField(b, "path").c_str());
-  } else if (b.value("passed", false)) {
+                "controller judges them against its fleet's passed nodes\n", b.path.c_str());
+  } else if (b.passed) {
     std::printf("\nPASSED (each judged test reached %s of its reference)\n", buf);
   } else {
     std::printf("\nFAILED (threshold %s):\n", buf);
-    for (const auto& p : b.value("problems", json::array())) std::printf("  - %s\n", p.get<std::string>().c_str());
+    for (const std::string& p : b.problems) std::printf("  - %s\n", p.c_str());
   }
 }
 
-void PrintNodeDetail(const json& n) {
-  std::printf("node %s (%s): %s", StrField(n, "name").c_str(), StrField(n, "address").c_str(), StrField(n, "state").c_str());
-  const std::string acceptance = StrField(n, "acceptance");
-  if (!acceptance.empty()) std::printf(", acceptance %s", acceptance.c_str());
-  std::printf("\n  GPUs:         %lld x %s (%lld in use)\n", static_cast<long long>(IntField(n, "gpus")),
-              StrField(n, "gpu_model").c_str(), static_cast<long long>(IntField(n, "gpus_used")));
-  std::printf("  market:       %s\n", StrField(n, "market").c_str());
-  std::printf("  driver:       %s (CUDA %s)\n", StrField(n, "driver_version").empty() ? "none reported" : StrField(n, "driver_version").c_str(),
-              StrField(n, "cuda_version").empty() ? "-" : StrField(n, "cuda_version").c_str());
-  std::vector<std::string> envs, ready;
-  for (const auto& e : n.value("environments", json::array())) envs.push_back(e.get<std::string>());
-  for (const auto& e : n.value("environments_ready", json::array())) ready.push_back(e.get<std::string>());
-  std::printf("  environments: %s\n", envs.empty() ? "none (no presets, or no driver reported)" : Join(envs, ", ").c_str());
-  std::printf("  prepared:     %s\n", ready.empty() ? "none (jobs here start cold)" : Join(ready, ", ").c_str());
-  if (!StrField(n, "acceptance_reason").empty()) std::printf("  why:          %s\n", StrField(n, "acceptance_reason").c_str());
-  if (n.contains("burn_in") && n["burn_in"].is_object()) {
+void PrintNodeDetail(const api::NodeSummary& n) {
+  std::printf("node %s (%s): %s", n.name.c_str(), n.address.c_str(), api::NodeStateName(n.state));
+  if (!n.acceptance.empty()) std::printf(", acceptance %s", n.acceptance.c_str());
+  std::printf("\n  GPUs:         %d x %s (%d in use)\n", n.gpus, n.gpu_model.c_str(), n.gpus_used);
+  std::printf("  market:       %s\n", model::MarketName(n.market));
+  std::printf("  driver:       %s (CUDA %s)\n", n.driver_version.empty() ? "none reported" : n.driver_version.c_str(),
+              n.cuda_version.empty() ? "-" : n.cuda_version.c_str());
+  std::printf("  environments: %s\n",
+              n.environments.empty() ? "none (no presets, or no driver reported)" : Join(n.environments, ", ").c_str());
+  std::printf("  prepared:     %s\n",
+              n.environments_ready.empty() ? "none (jobs here start cold)" : Join(n.environments_ready, ", ").c_str());
+  if (!n.acceptance_reason.empty()) std::printf("  why:          %s\n", n.acceptance_reason.c_str());
+  if (n.burn_in) {
     std::printf("\n");
-    PrintBurnIn(n["burn_in"]);
+    PrintBurnIn(*n.burn_in);
   } else {
-    std::printf("  burn-in:      never run ('gpufleet node check %s' runs it)\n", StrField(n, "name").c_str());
+    std::printf("  burn-in:      never run ('gpufleet node check %s' runs it)\n", n.name.c_str());
   }
 }
 
@@ -158,11 +148,13 @@ the node runs its acceptance burn-in and takes no work until it passes; quaranti
     if (!client) return kExitUsage;
     ApiResult r = client->Get("/v1/nodes");
     if (!r.ok()) return Report(cmd, r);
+    auto nodes = DecodeNodeList(r.body);
+    if (!nodes.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + nodes.status().message());
     if (!a->node.empty()) {
-      for (const auto& n : r.body.value("nodes", json::array())) {
-        if (StrField(n, "name") != a->node) continue;
+      for (const api::NodeSummary& n : *nodes) {
+        if (n.name != a->node) continue;
         if (a->output == "json") {
-          PrintJson(n);
+          PrintJson(api::ToJson(n));
         } else {
           PrintNodeDetail(n);
         }
@@ -175,40 +167,37 @@ the node runs its acceptance burn-in and takes no work until it passes; quaranti
       PrintJson(r.body);
       return kExitOk;
     }
-    const json& nodes = r.body.value("nodes", json::array());
-    if (nodes.empty()) {
+    if (nodes->empty()) {
       std::printf("no nodes have registered; start agents with 'gpufleet agent' (or 'gpufleet dev')\n");
       return kExitOk;
     }
     Table t({"NAME", "STATE", "GPUS", "UTIL%", "TEMP", "POWER", "LAST SEEN", "JOBS"});
-    for (const auto& n : nodes) {
-      const json& tel = n.value("telemetry", json::array());
+    for (const api::NodeSummary& n : *nodes) {
       std::string util = "-", temp = "-", power = "-";
-      if (!tel.empty()) {
+      if (!n.telemetry.empty()) {
         int64_t u = 0, c = 0, w = 0;
-        for (const auto& g : tel) {
-          u += IntField(g, "util_pct");
-          c += IntField(g, "temperature_c");
-          w += IntField(g, "power_w");
+        for (const api::GpuSampleReport& g : n.telemetry) {
+          u += g.util_pct;
+          c += g.temperature_c;
+          w += g.power_w;
         }
-        int64_t k = static_cast<int64_t>(tel.size());
+        int64_t k = static_cast<int64_t>(n.telemetry.size());
         util = std::to_string((u + k / 2) / k);
         temp = std::to_string((c + k / 2) / k) + "C";
         power = std::to_string((w + k / 2) / k) + "W";
       }
       std::vector<std::string> jobs;
-      for (const auto& j : n.value("jobs", json::array())) jobs.push_back(std::to_string(j.get<int64_t>()));
-      std::string model = StrField(n, "gpu_model");
+      for (JobId j : n.jobs) jobs.push_back(std::to_string(j.value()));
       // A spot interruption notice: the node drains until the provider takes it back.
-      std::string state = StrField(n, "state");
-      if (state == "draining" && n.contains("notice")) state = "reclaiming";
+      std::string state = api::NodeStateName(n.state);
+      if (n.state == api::NodeState::kDraining && n.notice) state = "reclaiming";
       // Acceptance: a node running its burn-in, or one that failed it, takes no work.
-      const std::string acceptance = StrField(n, "acceptance");
-      if (state == "up" && (acceptance == "checking" || acceptance == "quarantined")) state = acceptance;
-      t.Add({StrField(n, "name"), state,
-             std::to_string(IntField(n, "gpus_used")) + "/" + std::to_string(IntField(n, "gpus")) +
-                 (model.empty() ? "" : " " + model),
-             util, temp, power, Ago(IntField(n, "last_heartbeat_ms")), jobs.empty() ? "-" : Join(jobs, ",")});
+      if (n.state == api::NodeState::kUp && (n.acceptance == "checking" || n.acceptance == "quarantined")) {
+        state = n.acceptance;
+      }
+      t.Add({n.name, state,
+             std::to_string(n.gpus_used) + "/" + std::to_string(n.gpus) + (n.gpu_model.empty() ? "" : " " + n.gpu_model),
+             util, temp, power, Ago(n.last_heartbeat.millis()), jobs.empty() ? "-" : Join(jobs, ",")});
     }
     t.Print();
     return kExitOk;
@@ -277,14 +266,16 @@ them against the fleet's passed nodes. What is measured and the thresholds: docs
       for (;;) {
         ApiResult n = client->Get("/v1/nodes");
         if (!n.ok()) return Report(cmd, n);
-        for (const auto& x : n.body.value("nodes", json::array())) {
-          if (StrField(x, "name") != a->node || StrField(x, "acceptance") == "checking") continue;
+        auto nodes = DecodeNodeList(n.body);
+        if (!nodes.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + nodes.status().message());
+        for (const api::NodeSummary& x : *nodes) {
+          if (x.name != a->node || x.acceptance == "checking") continue;
           if (a->output == "json") {
-            PrintJson(x);
+            PrintJson(api::ToJson(x));
           } else {
             PrintNodeDetail(x);
           }
-          return StrField(x, "acceptance") == "passed" ? kExitOk : kExitFailed;
+          return x.acceptance == "passed" ? kExitOk : kExitFailed;
         }
         std::this_thread::sleep_for(std::chrono::seconds(1));
       }
@@ -336,7 +327,7 @@ them against the fleet's passed nodes. What is measured and the thresholds: docs
       PrintJson(api::ToJson(*report));
     } else {
       std::printf("%s: %d x %s\n", "node check", report->gpus, report->gpu_model.empty() ? "no GPU" : report->gpu_model.c_str());
-      PrintBurnIn(api::ToJson(*report));
+      PrintBurnIn(*report);
     }
     return report->passed ? kExitOk : kExitFailed;
   };

@@ -20,6 +20,8 @@
 #include "api/codec.h"
 #include "api/job_summary.h"
 #include "api/job_yaml.h"
+#include "api/node_summary.h"
+#include "api/token_summary.h"
 #include "common/source_location.h"
 #include "common/strings.h"
 #include "controller/rbac.h"
@@ -1005,35 +1007,12 @@ void ApiServer::NodeRoutes(const Guards& g) {
     if (!authz(req, res, Verb::kNodeRead)) return;
     json list = json::array();
     for (const auto& n : engine_.Nodes()) {
-      json tel = json::array();
-      for (const auto& g : n.telemetry) {
-        tel.push_back({{"util_pct", g.util_pct},
-                       {"mem_used_mib", g.mem_used_mib},
-                       {"temperature_c", g.temperature_c},
-                       {"power_w", g.power_w}});
-      }
-      json jobs = json::array();
-      for (JobId j : n.jobs) jobs.push_back(j.value());
-      list.push_back({{"id", n.record.id.value()},
-                      {"name", n.record.name},
-                      {"state", api::NodeStateName(n.record.state)},
-                      {"gpu_model", n.record.spec.gpu_model},
-                      {"gpus", n.record.spec.gpus},
-                      {"gpus_used", n.gpus_used},
-                      {"address", n.record.address},
-                      {"market", model::MarketName(n.record.spec.market)},
-                      {"labels", n.record.spec.labels},
-                      {"last_heartbeat_ms", n.record.last_heartbeat.millis()},
-                      {"telemetry", tel},
-                      {"jobs", jobs},
-                      {"acceptance", n.record.acceptance},
-                      {"acceptance_reason", n.record.acceptance_reason},
-                      {"driver_version", n.record.driver_version},
-                      {"cuda_version", n.record.cuda_version},
-                      {"environments", n.record.spec.environments},
-                      {"environments_ready", n.record.spec.warm_environments},
-                      {"burn_in", n.record.burn_in ? api::ToJson(*n.record.burn_in) : json(nullptr)}});
-      if (n.notice) list.back()["notice"] = api::ToJson(*n.notice);
+      api::NodeSummary summary = api::SummaryOf(n.record);
+      summary.gpus_used = n.gpus_used;
+      summary.telemetry = n.telemetry;
+      summary.jobs = n.jobs;
+      summary.notice = n.notice;
+      list.push_back(api::ToJson(summary));
     }
     Reply(res, 200, {{"nodes", list}});
   });
@@ -1363,18 +1342,7 @@ void ApiServer::TokenRoutes(const Guards& g) {
   });
 
   // Tokens as people see them: never the secret, nor the whole hash.
-  auto token_json = [](const api::TokenRecord& t) {
-    json o = {{"id", t.Id()},
-              {"kind", api::TokenKindName(t.kind)},
-              {"subject", t.subject},
-              {"role", t.role},
-              {"team", t.team},
-              {"created_ms", t.created.millis()},
-              {"revoked", t.revoked}};
-    if (t.expires) o["expires_ms"] = t.expires->millis();
-    if (t.last_used) o["last_used_ms"] = t.last_used->millis();
-    return o;
-  };
+  auto token_json = [](const api::TokenRecord& t) { return api::ToJson(api::SummaryOf(t)); };
   // Whether the caller may see (and revoke) this token: admins every token, team-admins their
   // team's user tokens.
   auto token_visible = [](const Caller& who, const api::TokenRecord& t) {
