@@ -86,6 +86,16 @@ class World : public sched::ActionSink {
 
  private:
   bool Autoscaling() const { return !cluster_.autoscale.offers.empty(); }
+  // The steps of Run, in order.
+  void BuildNodes(std::map<std::string, int>& largest);
+  void Configure(sched::Scheduler& sched, const std::map<std::string, int>& largest,
+                 const std::map<std::string, int64_t>& policy_quotas);
+  Result<Duration> Begin(sched::Scheduler& sched, Time first);
+  void Arrive(size_t i, Time t, std::vector<sched::Event>& batch);
+  void Finish(size_t i, int64_t epoch, Time t, std::vector<sched::Event>& batch);
+  void NodeEvent(const Ev& e, Time t, bool work_left, std::vector<sched::Event>& batch);
+  bool Done(const sched::Scheduler& sched, int64_t remaining_arrivals) const;
+  void Report(const sched::Scheduler& sched, const sched::ClusterView& view, Time first);
   void Bill(size_t n, bool on);
   std::string NeverRanReason(const sched::Scheduler& sched, const sched::ClusterView& view, size_t i) const;
   void NodeIdleChange(size_t n, int delta);
@@ -399,8 +409,9 @@ void World::Preempt(JobId id, PreemptReason reason) {
   Push(now, Kind::kStopped, static_cast<int64_t>(i));
 }
 
-Result<SimResult> World::Run() {
-  if (cluster_.nodes.empty() && !Autoscaling()) return Status::InvalidArgument("the cluster has no nodes");
+// The nodes of the cluster spec and, when autoscaling, the offers it may rent; `largest` gets the
+// largest node each GPU model can have.
+void World::BuildNodes(std::map<std::string, int>& largest) {
   reference_ = o_.reference_gpu;
   if (reference_.empty()) {
     for (const auto& n : cluster_.nodes) {
@@ -417,8 +428,6 @@ Result<SimResult> World::Run() {
     node.hazard = n < cluster_.interruptions_per_hour.size() ? cluster_.interruptions_per_hour[n] : 0;
     nodes_.push_back(std::move(node));
   }
-  // The largest node each GPU model can have, for splitting jobs larger than a node.
-  std::map<std::string, int> largest;
   for (const auto& n : cluster_.nodes) largest[n.gpu_model] = std::max(largest[n.gpu_model], n.gpus);
   if (Autoscaling()) {
     scaler_ = std::make_unique<sched::Autoscaler>(cluster_.autoscale.options);
@@ -440,14 +449,11 @@ Result<SimResult> World::Run() {
       largest[a.node.gpu_model] = std::max(largest[a.node.gpu_model], a.node.gpus);
     }
   }
-  auto opts = sched::MakePolicies(o_.policy, o_.policy_options);
-  if (!opts.ok()) return opts.status();
-  result_.policy = opts->policies.Name();
-  result_.cluster_gpus = cluster_.total_gpus();
-  sched::ClusterView view;
-  auto quotas = opts->team_quota_gpus;
-  sched::Scheduler sched(clock_, view, std::move(opts->policies), *this);
-  sched_ = &sched;
+}
+
+// What the scheduler is told before the first event: node sizes that may come, quotas, budgets.
+void World::Configure(sched::Scheduler& sched, const std::map<std::string, int>& largest,
+                      const std::map<std::string, int64_t>& policy_quotas) {
   // Split against every node the pool may have, rented ones included, so that a job submitted
   // to an empty autoscaled pool, or while the largest nodes are down, is not left larger than
   // any node: the scheduler splits at admission, as it does live.
@@ -461,10 +467,12 @@ Result<SimResult> World::Run() {
     b.max_rate_micros = m.max_hourly_micros;
     sched.SetTeamBudget(team, b);
   }
-  for (const auto& [team, gpus] : quotas) sched.SetTeamQuota(team, gpus);
+  for (const auto& [team, gpus] : policy_quotas) sched.SetTeamQuota(team, gpus);
+}
 
-  if (trace_.empty()) return Status::InvalidArgument("the trace has no jobs");
-  const Time first = trace_.front().spec.submit;
+// The cluster's nodes come up at the first submission; every job's arrival is queued (load factor
+// applied) and its record started. Returns the sampling step.
+Result<Duration> World::Begin(sched::Scheduler& sched, Time first) {
   clock_.now = first;
   for (size_t n = 0; n < cluster_.nodes.size(); ++n) {
     GF_RETURN_IF_ERROR(sched.Handle(sched::NodeUp{NodeId(static_cast<int64_t>(n)), cluster_.nodes[n]}));
@@ -500,195 +508,154 @@ Result<SimResult> World::Run() {
     step = std::max(Duration::Seconds(60), (last_submit - first) / 2000);
   }
   Push(first, Kind::kSample, 0);
+  return step;
+}
 
-  const int64_t total = static_cast<int64_t>(trace_.size());
-  int64_t remaining_arrivals = total;
-  std::optional<Time> timer_at;
-  std::optional<Time> scale_at;
-  std::vector<sched::Event> batch;
-  int64_t progress_tick = 0;
-  Time last_t = first;
-  while (!queue_.empty()) {
-    const Time t = queue_.top().t;
-    // Integrate busy and online GPU time exactly over the interval since the last event.
-    int64_t dt = (t - last_t).millis();
-    result_.busy_gpu_ms += busy_milli_ * dt / model::kMilliGpuPerGpu;
-    result_.online_gpu_ms += view.OnlineMilli() * dt / model::kMilliGpuPerGpu;
-    for (int m = 0; m < 3; ++m) node_cost_acc_[m] += static_cast<__int128>(node_rate_[m]) * dt;
-    last_t = t;
-    clock_.now = t;
-    WatchBudgets(sched);
-    batch.clear();
-    bool sample = false;
-    bool scale_due = false;
-    while (!queue_.empty() && queue_.top().t == t) {
-      Ev e = queue_.top();
-      queue_.pop();
-      switch (e.kind) {
-        case Kind::kArrival: {
-          model::JobSpec spec = trace_[e.index].spec;
-          spec.submit = t;
-          // Traces name GPUs their own way (Alibaba's V100M16): use the catalog's names, as
-          // the cluster spec does.
-          std::vector<std::string> names;
-          for (const std::string& m : spec.gpu_models) {
-            const model::GpuModel* g = catalog_.Find(m);
-            std::string name = g ? g->name : m;
-            if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-          }
-          spec.gpu_models = std::move(names);
-          if (o_.estimates == Estimates::kOracle) spec.duration_estimate = trace_[e.index].work;
-          if (spec.checkpoint_interval <= Duration::Zero()) spec.checkpoint_interval = o_.checkpoint_interval;
-          jobs_[e.index].spec = spec;
-          jobs_[e.index].pending_since = t;
-          batch.push_back(sched::JobSubmitted{JobId(e.index), std::move(spec)});
-          --remaining_arrivals;
-          break;
-        }
-        case Kind::kFinish: {
-          SimJob& j = jobs_[e.index];
-          if (!j.running || e.epoch != j.epoch) break;  // stale: the job was stopped
-          JobRecord& rec = result_.jobs[e.index];
-          int64_t milli = trace_[e.index].spec.total_gpu_milli();
-          rec.run_gpu_ms += (t - j.run_start).millis() * milli / 1000;
-          // The last run pays its restart overhead too.
-          rec.overhead_gpu_ms += std::min(t - j.run_start, j.overhead_due).millis() * milli / 1000;
-          Charge(rec, static_cast<size_t>(e.index));
-          rec.finish = t;
-          j.running = false;
-          j.done = j.work;
-          for (int64_t n : j.nodes) NodeIdleChange(static_cast<size_t>(n), -1);
-          j.nodes.clear();
-          busy_milli_ -= milli;
-          --running_;
-          ++finished_;
-          batch.push_back(sched::JobFinished{JobId(e.index)});
-          break;
-        }
-        case Kind::kStopped:
-          batch.push_back(sched::JobStopped{JobId(e.index)});
-          break;
-        case Kind::kNodeFail: {
-          SimNode& node = nodes_[static_cast<size_t>(e.index)];
-          if (node.state != SimNode::State::kUp && node.state != SimNode::State::kDraining) break;
-          if (node.rented && e.epoch != node.epoch) break;  // a failure meant for an earlier life
-          ++result_.node_failures;
-          batch.push_back(sched::NodeDown{NodeId(e.index)});
-          ++node.epoch;
-          Bill(static_cast<size_t>(e.index), false);
-          if (node.rented) {
-            // A rented node that fails is gone: its instance is deleted (as the live pool does),
-            // and the autoscaler rents again for the jobs it held.
-            node.state = SimNode::State::kGone;
-          } else {
-            node.state = SimNode::State::kDown;
-            Push(t + o_.repair_time, Kind::kNodeRepair, e.index);
-          }
-          break;
-        }
-        case Kind::kNodeRepair: {
-          SimNode& node = nodes_[static_cast<size_t>(e.index)];
-          batch.push_back(sched::NodeUp{NodeId(e.index), node.spec});
-          node.state = SimNode::State::kUp;
-          node.idle_since = t;
-          Bill(static_cast<size_t>(e.index), true);
-          if (o_.node_mtbf_hours > 0 && (remaining_arrivals > 0 || running_ > 0 || sched.pending_count() > 0)) {
-            Push(t + ExpGap(o_.node_mtbf_hours), Kind::kNodeFail, e.index);
-          }
-          ScheduleInterruption(static_cast<size_t>(e.index));
-          break;
-        }
-        case Kind::kNodeBoot: {
-          SimNode& node = nodes_[static_cast<size_t>(e.index)];
-          if (node.state != SimNode::State::kBooting) break;  // released while booting
-          node.state = SimNode::State::kUp;
-          node.for_jobs.clear();
-          node.idle_since = t;
-          batch.push_back(sched::NodeUp{NodeId(e.index), node.spec});
-          // Rented nodes fail like fixed ones, counted from when they come up.
-          if (o_.node_mtbf_hours > 0) Push(t + ExpGap(o_.node_mtbf_hours), Kind::kNodeFail, e.index, node.epoch);
-          ScheduleInterruption(static_cast<size_t>(e.index));
-          break;
-        }
-        case Kind::kSpotNotice: {
-          SimNode& node = nodes_[static_cast<size_t>(e.index)];
-          if (e.epoch != node.epoch || node.state != SimNode::State::kUp) break;
-          ++result_.spot_interruptions;
-          node.state = SimNode::State::kDraining;
-          batch.push_back(sched::NodeReclaimed{NodeId(e.index)});
-          Push(t + cluster_.autoscale.spot_notice, Kind::kNodeGone, e.index, node.epoch);
-          break;
-        }
-        case Kind::kNodeGone: {
-          SimNode& node = nodes_[static_cast<size_t>(e.index)];
-          if (e.epoch != node.epoch || node.state != SimNode::State::kDraining) break;
-          batch.push_back(sched::NodeDown{NodeId(e.index)});
-          ++node.epoch;
-          Bill(static_cast<size_t>(e.index), false);
-          if (node.rented) {
-            node.state = SimNode::State::kGone;
-          } else {
-            node.state = SimNode::State::kDown;  // the cloud refills the fixed spot fleet
-            Push(t + o_.repair_time, Kind::kNodeRepair, e.index);
-          }
-          break;
-        }
-        case Kind::kScale:
-          if (scale_at && *scale_at == t) scale_at.reset();
-          scale_due = true;
-          break;
-        case Kind::kTimer:
-          if (timer_at && *timer_at == t) timer_at.reset();
-          batch.push_back(sched::Timer{});
-          break;
-        case Kind::kSample:
-          sample = true;
-          break;
+// Job `i` arrives at `t`: its spec as the scheduler gets it (catalog GPU names, estimates, the
+// default checkpoint interval).
+void World::Arrive(size_t i, Time t, std::vector<sched::Event>& batch) {
+  model::JobSpec spec = trace_[i].spec;
+  spec.submit = t;
+  // Traces name GPUs their own way (Alibaba's V100M16): use the catalog's names, as
+  // the cluster spec does.
+  std::vector<std::string> names;
+  for (const std::string& m : spec.gpu_models) {
+    const model::GpuModel* g = catalog_.Find(m);
+    std::string name = g ? g->name : m;
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  spec.gpu_models = std::move(names);
+  if (o_.estimates == Estimates::kOracle) spec.duration_estimate = trace_[i].work;
+  if (spec.checkpoint_interval <= Duration::Zero()) spec.checkpoint_interval = o_.checkpoint_interval;
+  jobs_[i].spec = spec;
+  jobs_[i].pending_since = t;
+  batch.push_back(sched::JobSubmitted{JobId(static_cast<int64_t>(i)), std::move(spec)});
+}
+
+// Job `i`'s run `epoch` ends at `t` with its work done.
+void World::Finish(size_t i, int64_t epoch, Time t, std::vector<sched::Event>& batch) {
+  SimJob& j = jobs_[i];
+  if (!j.running || epoch != j.epoch) return;  // stale: the job was stopped
+  JobRecord& rec = result_.jobs[i];
+  int64_t milli = trace_[i].spec.total_gpu_milli();
+  rec.run_gpu_ms += (t - j.run_start).millis() * milli / 1000;
+  // The last run pays its restart overhead too.
+  rec.overhead_gpu_ms += std::min(t - j.run_start, j.overhead_due).millis() * milli / 1000;
+  Charge(rec, i);
+  rec.finish = t;
+  j.running = false;
+  j.done = j.work;
+  for (int64_t n : j.nodes) NodeIdleChange(static_cast<size_t>(n), -1);
+  j.nodes.clear();
+  busy_milli_ -= milli;
+  --running_;
+  ++finished_;
+  batch.push_back(sched::JobFinished{JobId(static_cast<int64_t>(i))});
+}
+
+// A node event at `t`: a failure, a repair, a rented node booting, a spot notice, or a reclaimed
+// node going away. `work_left`: jobs are still to come, running or pending (a repair arms the
+// next failure only then).
+void World::NodeEvent(const Ev& e, Time t, bool work_left, std::vector<sched::Event>& batch) {
+  switch (e.kind) {
+    case Kind::kNodeFail: {
+      SimNode& node = nodes_[static_cast<size_t>(e.index)];
+      if (node.state != SimNode::State::kUp && node.state != SimNode::State::kDraining) break;
+      if (node.rented && e.epoch != node.epoch) break;  // a failure meant for an earlier life
+      ++result_.node_failures;
+      batch.push_back(sched::NodeDown{NodeId(e.index)});
+      ++node.epoch;
+      Bill(static_cast<size_t>(e.index), false);
+      if (node.rented) {
+        // A rented node that fails is gone: its instance is deleted (as the live pool does),
+        // and the autoscaler rents again for the jobs it held.
+        node.state = SimNode::State::kGone;
+      } else {
+        node.state = SimNode::State::kDown;
+        Push(t + o_.repair_time, Kind::kNodeRepair, e.index);
       }
-    }
-    if (!batch.empty()) {
-      Status s = sched.HandleAll(batch);
-      if (!s.ok() && s.code() != StatusCode::kNotFound) return s.WithContext("at " + FormatIso8601(t));
-    }
-    if (Autoscaling() && (!batch.empty() || scale_due)) {
-      Status s = Autoscale(sched, scale_at);
-      if (!s.ok()) return s.WithContext("autoscaling at " + FormatIso8601(t));
-    }
-    if (std::optional<Time> wake = sched.NextWakeup()) {
-      if (!timer_at || *wake < *timer_at) {
-        timer_at = std::max(*wake, t);
-        Push(*timer_at, Kind::kTimer, 0);
-      }
-    }
-    if (sample) {
-      result_.series.push_back(SeriesPoint{t, busy_milli_, view.OnlineMilli(),
-                                           static_cast<int64_t>(sched.pending_count()), running_});
-      // Keep sampling while anything is left to happen.
-      if (remaining_arrivals > 0 || running_ > 0) Push(t + step, Kind::kSample, 0);
-    }
-    if (o_.progress && ++progress_tick % 4096 == 0) o_.progress(finished_, total);
-    // Nothing left but failures, repairs or timers with no job in the system: done.
-    if (remaining_arrivals == 0 && running_ == 0 && sched.pending_count() == 0 && sched.stopping_count() == 0) break;
-    // Only jobs held by budgets are left: nothing will let them start (budgets do not roll over
-    // in a replay), so the run ends rather than bill idle nodes for nothing.
-    if (remaining_arrivals == 0 && running_ == 0 && sched.running_count() == 0 && sched.stopping_count() == 0 &&
-        AllPendingHeld(sched)) {
       break;
     }
-    if (remaining_arrivals == 0 && running_ == 0 && sched.running_count() == 0 && sched.stopping_count() == 0 &&
-        !sched.NextWakeup()) {
-      // Only pending jobs that can never start are left (infeasible, or no capacity returns).
-      bool only_failures = true;
-      auto copy = queue_;
-      while (!copy.empty()) {
-        Kind k = copy.top().kind;
-        copy.pop();
-        if (k != Kind::kSample && k != Kind::kNodeFail && k != Kind::kSpotNotice) only_failures = false;
+    case Kind::kNodeRepair: {
+      SimNode& node = nodes_[static_cast<size_t>(e.index)];
+      batch.push_back(sched::NodeUp{NodeId(e.index), node.spec});
+      node.state = SimNode::State::kUp;
+      node.idle_since = t;
+      Bill(static_cast<size_t>(e.index), true);
+      if (o_.node_mtbf_hours > 0 && work_left) {
+        Push(t + ExpGap(o_.node_mtbf_hours), Kind::kNodeFail, e.index);
       }
-      if (only_failures) break;
+      ScheduleInterruption(static_cast<size_t>(e.index));
+      break;
     }
+    case Kind::kNodeBoot: {
+      SimNode& node = nodes_[static_cast<size_t>(e.index)];
+      if (node.state != SimNode::State::kBooting) break;  // released while booting
+      node.state = SimNode::State::kUp;
+      node.for_jobs.clear();
+      node.idle_since = t;
+      batch.push_back(sched::NodeUp{NodeId(e.index), node.spec});
+      // Rented nodes fail like fixed ones, counted from when they come up.
+      if (o_.node_mtbf_hours > 0) Push(t + ExpGap(o_.node_mtbf_hours), Kind::kNodeFail, e.index, node.epoch);
+      ScheduleInterruption(static_cast<size_t>(e.index));
+      break;
+    }
+    case Kind::kSpotNotice: {
+      SimNode& node = nodes_[static_cast<size_t>(e.index)];
+      if (e.epoch != node.epoch || node.state != SimNode::State::kUp) break;
+      ++result_.spot_interruptions;
+      node.state = SimNode::State::kDraining;
+      batch.push_back(sched::NodeReclaimed{NodeId(e.index)});
+      Push(t + cluster_.autoscale.spot_notice, Kind::kNodeGone, e.index, node.epoch);
+      break;
+    }
+    case Kind::kNodeGone: {
+      SimNode& node = nodes_[static_cast<size_t>(e.index)];
+      if (e.epoch != node.epoch || node.state != SimNode::State::kDraining) break;
+      batch.push_back(sched::NodeDown{NodeId(e.index)});
+      ++node.epoch;
+      Bill(static_cast<size_t>(e.index), false);
+      if (node.rented) {
+        node.state = SimNode::State::kGone;
+      } else {
+        node.state = SimNode::State::kDown;  // the cloud refills the fixed spot fleet
+        Push(t + o_.repair_time, Kind::kNodeRepair, e.index);
+      }
+      break;
+    }
+    default:
+      break;
   }
-  if (o_.progress) o_.progress(finished_, total);
+}
+
+// Whether nothing that is left can change the outcome, so the run ends here.
+bool World::Done(const sched::Scheduler& sched, int64_t remaining_arrivals) const {
+  // Nothing left but failures, repairs or timers with no job in the system: done.
+  if (remaining_arrivals == 0 && running_ == 0 && sched.pending_count() == 0 && sched.stopping_count() == 0) return true;
+  // Only jobs held by budgets are left: nothing will let them start (budgets do not roll over
+  // in a replay), so the run ends rather than bill idle nodes for nothing.
+  if (remaining_arrivals == 0 && running_ == 0 && sched.running_count() == 0 && sched.stopping_count() == 0 &&
+      AllPendingHeld(sched)) {
+    return true;
+  }
+  if (remaining_arrivals == 0 && running_ == 0 && sched.running_count() == 0 && sched.stopping_count() == 0 &&
+      !sched.NextWakeup()) {
+    // Only pending jobs that can never start are left (infeasible, or no capacity returns).
+    bool only_failures = true;
+    auto copy = queue_;
+    while (!copy.empty()) {
+      Kind k = copy.top().kind;
+      copy.pop();
+      if (k != Kind::kSample && k != Kind::kNodeFail && k != Kind::kSpotNotice) only_failures = false;
+    }
+    if (only_failures) return true;
+  }
+  return false;
+}
+
+// The run's totals once its loop has ended: its span, rented nodes' idle tails, teams' money,
+// node cost by market, the last sample, and why jobs that never started did not.
+void World::Report(const sched::Scheduler& sched, const sched::ClusterView& view, Time first) {
   result_.start = first;
   result_.end = clock_.now;
   for (const auto& rec : result_.jobs) {
@@ -758,6 +725,104 @@ Result<SimResult> World::Run() {
     if (!rec.finish && !jobs_[i].running) rec.queued += result_.end - jobs_[i].pending_since;
     if (!rec.first_start) rec.never_ran = NeverRanReason(sched, view, i);
   }
+}
+
+Result<SimResult> World::Run() {
+  if (cluster_.nodes.empty() && !Autoscaling()) return Status::InvalidArgument("the cluster has no nodes");
+  std::map<std::string, int> largest;
+  BuildNodes(largest);
+  auto opts = sched::MakePolicies(o_.policy, o_.policy_options);
+  if (!opts.ok()) return opts.status();
+  result_.policy = opts->policies.Name();
+  result_.cluster_gpus = cluster_.total_gpus();
+  sched::ClusterView view;
+  auto quotas = opts->team_quota_gpus;
+  sched::Scheduler sched(clock_, view, std::move(opts->policies), *this);
+  sched_ = &sched;
+  Configure(sched, largest, quotas);
+  if (trace_.empty()) return Status::InvalidArgument("the trace has no jobs");
+  const Time first = trace_.front().spec.submit;
+  GF_ASSIGN_OR_RETURN(const Duration step, Begin(sched, first));
+
+  const int64_t total = static_cast<int64_t>(trace_.size());
+  int64_t remaining_arrivals = total;
+  std::optional<Time> timer_at;
+  std::optional<Time> scale_at;
+  std::vector<sched::Event> batch;
+  int64_t progress_tick = 0;
+  Time last_t = first;
+  while (!queue_.empty()) {
+    const Time t = queue_.top().t;
+    // Integrate busy and online GPU time exactly over the interval since the last event.
+    int64_t dt = (t - last_t).millis();
+    result_.busy_gpu_ms += busy_milli_ * dt / model::kMilliGpuPerGpu;
+    result_.online_gpu_ms += view.OnlineMilli() * dt / model::kMilliGpuPerGpu;
+    for (int m = 0; m < 3; ++m) node_cost_acc_[m] += static_cast<__int128>(node_rate_[m]) * dt;
+    last_t = t;
+    clock_.now = t;
+    WatchBudgets(sched);
+    batch.clear();
+    bool sample = false;
+    bool scale_due = false;
+    while (!queue_.empty() && queue_.top().t == t) {
+      Ev e = queue_.top();
+      queue_.pop();
+      switch (e.kind) {
+        case Kind::kArrival:
+          Arrive(static_cast<size_t>(e.index), t, batch);
+          --remaining_arrivals;
+          break;
+        case Kind::kFinish:
+          Finish(static_cast<size_t>(e.index), e.epoch, t, batch);
+          break;
+        case Kind::kStopped:
+          batch.push_back(sched::JobStopped{JobId(e.index)});
+          break;
+        case Kind::kNodeFail:
+        case Kind::kNodeRepair:
+        case Kind::kNodeBoot:
+        case Kind::kSpotNotice:
+        case Kind::kNodeGone:
+          NodeEvent(e, t, remaining_arrivals > 0 || running_ > 0 || sched.pending_count() > 0, batch);
+          break;
+        case Kind::kScale:
+          if (scale_at && *scale_at == t) scale_at.reset();
+          scale_due = true;
+          break;
+        case Kind::kTimer:
+          if (timer_at && *timer_at == t) timer_at.reset();
+          batch.push_back(sched::Timer{});
+          break;
+        case Kind::kSample:
+          sample = true;
+          break;
+      }
+    }
+    if (!batch.empty()) {
+      Status s = sched.HandleAll(batch);
+      if (!s.ok() && s.code() != StatusCode::kNotFound) return s.WithContext("at " + FormatIso8601(t));
+    }
+    if (Autoscaling() && (!batch.empty() || scale_due)) {
+      Status s = Autoscale(sched, scale_at);
+      if (!s.ok()) return s.WithContext("autoscaling at " + FormatIso8601(t));
+    }
+    if (std::optional<Time> wake = sched.NextWakeup()) {
+      if (!timer_at || *wake < *timer_at) {
+        timer_at = std::max(*wake, t);
+        Push(*timer_at, Kind::kTimer, 0);
+      }
+    }
+    if (sample) {
+      result_.series.push_back(SeriesPoint{t, busy_milli_, view.OnlineMilli(),
+                                           static_cast<int64_t>(sched.pending_count()), running_});
+      // Keep sampling while anything is left to happen.
+      if (remaining_arrivals > 0 || running_ > 0) Push(t + step, Kind::kSample, 0);
+    }
+    if (o_.progress && ++progress_tick % 4096 == 0) o_.progress(finished_, total);
+    if (Done(sched, remaining_arrivals)) break;
+  }
+  if (o_.progress) o_.progress(finished_, total);
+  Report(sched, view, first);
   sched_ = nullptr;
   return std::move(result_);
 }
