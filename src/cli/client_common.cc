@@ -4,31 +4,21 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <limits>
-#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "agent/gpu_probe.h"
-#include "agent/node_check.h"
-#include "api/agent_protocol.h"
 #include "api/codec.h"
 #include "api/job_yaml.h"
 #include "cli/client.h"
 #include "common/strings.h"
 #include "common/time.h"
-#include "model/gpu_catalog.h"
-#include "node/burn_in.h"
 
 namespace gpufleet::cli::client {
 

@@ -1,27 +1,18 @@
 #include "cli/client_commands.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <limits>
 #include <cctype>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "agent/gpu_probe.h"
-#include "agent/node_check.h"
-#include "api/agent_protocol.h"
 #include "api/codec.h"
 #include "api/job_summary.h"
 #include "api/job_yaml.h"
@@ -29,9 +20,7 @@
 #include "cli/client_common.h"
 #include "common/strings.h"
 #include "common/time.h"
-#include "model/gpu_catalog.h"
 #include "model/gpu_speeds.h"
-#include "node/burn_in.h"
 #include "sim/trace.h"
 
 // The job commands: submit, run, queue, status, logs, cancel, explain, history.

@@ -1,20 +1,11 @@
 #include "cli/client_commands.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <limits>
-#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <map>
 #include <memory>
-#include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,7 +14,6 @@
 #include "agent/node_check.h"
 #include "api/agent_protocol.h"
 #include "api/codec.h"
-#include "api/job_yaml.h"
 #include "cli/client.h"
 #include "cli/client_common.h"
 #include "common/strings.h"
