@@ -88,11 +88,18 @@ void Autoscaler::ReportNodeGone(const std::vector<JobId>& jobs) {
 
 // What one Decide works with: the input, the plan it builds, and the pool as the plan changes it.
 struct Autoscaler::Round {
+  // The pool's nodes in id order, so that every walk is independent of the caller's order.
+  explicit Round(const ScaleInput& input) : in(input), now(input.now) {
+    nodes.reserve(in.nodes.size());
+    for (const PoolNode& n : in.nodes) nodes.push_back(&n);
+    std::sort(nodes.begin(), nodes.end(), [](const PoolNode* a, const PoolNode* b) { return a->id < b->id; });
+  }
+
   const ScaleInput& in;
   const Time now;
   ScalePlan plan;
   std::optional<Time> wake;
-  std::vector<const PoolNode*> nodes;  // in id order, so that every walk is independent of the caller's
+  std::vector<const PoolNode*> nodes;  // in id order
   std::set<NodeId> released;
   int pool_nodes = 0;  // after the releases so far; rents add to it
   int64_t pool_gpus = 0;
@@ -119,11 +126,8 @@ struct Autoscaler::Round {
 };
 
 ScalePlan Autoscaler::Decide(const ScaleInput& in) {
-  Round r{in, in.now, {}, {}, {}, {}, 0, 0, {}, {}, {}, {}, {}, {}, {}, 0, false};
+  Round r(in);
   Forget(r.now);
-  r.nodes.reserve(in.nodes.size());
-  for (const PoolNode& n : in.nodes) r.nodes.push_back(&n);
-  std::sort(r.nodes.begin(), r.nodes.end(), [](const PoolNode* a, const PoolNode* b) { return a->id < b->id; });
 
   ReleaseBootTimeouts(r);
   CountCoverage(r);
