@@ -408,7 +408,13 @@ void ApiServer::Routes() {
     }
     auto rec = auth_.Check(*token, clock_.Now());
     if (!rec.ok()) {
-      Error(res, 401, "invalid token: " + rec.status().message());
+      // Unknown, revoked or expired: 401. A store that cannot be read says nothing about the
+      // token: 503, so that clients retry instead of asking for a new token.
+      if (rec.status().code() == StatusCode::kNotFound) {
+        Error(res, 401, "invalid token: " + rec.status().message());
+      } else {
+        Error(res, rec.status().WithContext("cannot check the token now"));
+      }
       return std::nullopt;
     }
     return *rec;

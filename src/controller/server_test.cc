@@ -531,6 +531,24 @@ TEST_F(ServerTest, AJobWithoutATeamIsItsSubmittersTeams) {
   EXPECT_EQ((*rec)->request.spec.team, "nlp");
 }
 
+TEST_F(ServerTest, AStoreThatCannotCheckATokenGets503Not401) {
+  // Given a store that cannot be read when a token is first checked (the database unreachable),
+  // expect 503 saying the token could not be checked, not 401 (which would send the user for a
+  // new token); once the store answers, the same token works, and an unknown one is still 401.
+  store_.FailNextTokenReads(1, Status::Unavailable("connection lost"));
+  auto r = Call("GET", "/v1/jobs", alice_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_NE(r->body.find("cannot check the token now"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("connection lost"), std::string::npos) << r->body;
+  r = Call("GET", "/v1/jobs", alice_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = Call("GET", "/v1/jobs", "gf_user_0123456789abcdef0123456789abcdef");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401) << r->body;
+}
+
 TEST_F(ServerTest, TokensCanBeListedRevokedAndExpire) {
   // Given an admin, expect a team-admin token for vision to make vision user tokens but no admin
   // token and nothing for nlp; the list to show ids and never secrets; a revoked token and an

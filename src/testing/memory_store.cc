@@ -215,8 +215,18 @@ Status MemoryStore::PutToken(const api::TokenRecord& token) {
   return Status::Ok();
 }
 
+void MemoryStore::FailNextTokenReads(int count, Status error) {
+  MutexLock lock(mu_);
+  token_read_failures_left_ = count;
+  token_read_failure_ = std::move(error);
+}
+
 Result<std::optional<api::TokenRecord>> MemoryStore::FindToken(const std::string& hash) {
   MutexLock lock(mu_);
+  if (token_read_failures_left_ > 0) {
+    --token_read_failures_left_;
+    return token_read_failure_;
+  }
   auto it = tokens_.find(hash);
   if (it == tokens_.end()) return std::optional<api::TokenRecord>();
   return std::optional<api::TokenRecord>(it->second);

@@ -49,6 +49,8 @@ class MemoryStore : public store::StateStore {
   void FailNextWrite(Status error);
   // The next `count` writes fail with `error` (a store that stays broken for a while).
   void FailNextWrites(int count, Status error);
+  // The next `count` token lookups (FindToken) fail with `error`: a store that cannot be read.
+  void FailNextTokenReads(int count, Status error);
 
  private:
   // The injected failure, consumed; OK when none is pending. Needs mu_ held.
@@ -70,6 +72,8 @@ class MemoryStore : public store::StateStore {
   std::map<std::string, std::string> meta_ GF_GUARDED_BY(mu_);
   Status next_write_failure_ GF_GUARDED_BY(mu_);
   int failures_left_ GF_GUARDED_BY(mu_) = 0;  // FailNextWrites: how many more writes fail with next_write_failure_
+  Status token_read_failure_ GF_GUARDED_BY(mu_);
+  int token_read_failures_left_ GF_GUARDED_BY(mu_) = 0;
   std::vector<api::AuditRecord> audit_ GF_GUARDED_BY(mu_);
   std::map<std::thread::id, std::vector<api::AuditRecord>> attached_ GF_GUARDED_BY(mu_);
 };
