@@ -9,6 +9,9 @@ answered submission to LOG_DIR/client-<c>.log:
     <request id> <http status> <job id> <created true|false> <attempts>
 
 and the run ends with a JSON summary on stdout. Exit status 0 when every submission got a 2xx.
+
+--url may list several controllers (URL1,URL2,...): a client that gets no answer or a 5xx from
+one goes to the leader a 503 names (X-Gpufleet-Leader) when it is in the list, else to the next.
 """
 import argparse
 import http.client
@@ -32,7 +35,7 @@ def main():
     ap.add_argument("--job", default='{"name": "storm", "resources": {"gpus": 1}, "run": "true"}')
     args = ap.parse_args()
 
-    u = urllib.parse.urlparse(args.url)
+    urls = [urllib.parse.urlparse(x) for x in args.url.split(",")]
     token = open(args.token_file).read().strip()
     headers = {"Authorization": "Bearer " + token, "Content-Type": "application/json"}
     job = json.loads(args.job)
@@ -44,6 +47,7 @@ def main():
 
     def client(c):
         conn = None
+        at = 0  # index in urls of the controller this client talks to
         log = open(os.path.join(args.log_dir, "client-%d.log" % c), "a", buffering=1)
         mine = range(c, args.requests, args.clients)
         for n, _ in enumerate(mine):
@@ -55,16 +59,26 @@ def main():
                 status, reply = 0, None
                 try:
                     if conn is None:
-                        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+                        conn = http.client.HTTPConnection(urls[at].hostname, urls[at].port, timeout=30)
                     conn.request("POST", "/v1/jobs", body=body, headers=headers)
                     r = conn.getresponse()
                     data = r.read()
                     status = r.status
+                    leader = r.getheader("X-Gpufleet-Leader", "")
                     reply = json.loads(data) if data else None
                 except (OSError, http.client.HTTPException, ValueError):
                     if conn is not None:
                         conn.close()
                     conn = None
+                    leader = ""
+                if status == 0 or status >= 500:
+                    named = [i for i, x in enumerate(urls) if leader and x.geturl() == leader]
+                    nxt = named[0] if named else (at + 1) % len(urls)
+                    if nxt != at:
+                        at = nxt
+                        if conn is not None:
+                            conn.close()
+                        conn = None
                 if 200 <= status < 300:
                     created = bool(reply.get("created"))
                     job_id = reply["jobs"][0]["id"]
