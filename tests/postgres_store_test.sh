@@ -56,4 +56,28 @@ job="$(api GET /v1/jobs/1)"
 again="$(api POST /v1/jobs '{"request_id": "pg-1", "job": {"name": "kept", "resources": {"gpus": 1}, "run": "true"}}')"
 [[ "$(echo "$again" | json_get "j['created']")" == false ]] || fail "the request id was forgotten: $again"
 
-echo "PASS: --store refuses bad values and absent servers clearly; PostgreSQL keeps jobs across a restart"
+# gpufleet backup while the controller runs: a checked dump; never over an existing file.
+"$GPUFLEET" backup --store "$PG_URL" "$WORK/state.dump" -o json >"$WORK/backup.json" 2>"$WORK/backup.err" ||
+  fail "gpufleet backup of the PostgreSQL store: $(cat "$WORK/backup.err")"
+[[ "$(json_get "j['method']" <"$WORK/backup.json")" == "pg_dump (custom format)" ]] || fail "backup: $(cat "$WORK/backup.json")"
+[[ "$(json_get "j['tables'] > 3 and j['bytes'] > 0" <"$WORK/backup.json")" == true ]] || fail "backup: $(cat "$WORK/backup.json")"
+run "$WORK/again" "$GPUFLEET" backup --store "$PG_URL" "$WORK/state.dump"
+expect_rc "$WORK/again" 2 "a backup onto an existing file"
+expect_contains "$WORK/again.err" "never overwrites" "the refusal says why"
+
+# ... and of a SQLite controller's data directory, while it runs.
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null || true
+SERVER_PID=""
+SERVER_DIR="$WORK/sqlite-server"
+cluster_start_server
+api POST /v1/jobs '{"request_id": "lite-1", "job": {"name": "lite", "resources": {"gpus": 1}, "run": "true"}}' >/dev/null
+"$GPUFLEET" backup --data-dir "$SERVER_DIR" "$WORK/state-copy.db" >"$WORK/backup.out" 2>"$WORK/backup.err" ||
+  fail "gpufleet backup of the SQLite store: $(cat "$WORK/backup.err")"
+expect_contains "$WORK/backup.out" "1 jobs" "the backup counts the copied jobs"
+expect_contains "$WORK/backup.out" "checked" "the backup says the copy was checked"
+run "$WORK/nostore" "$GPUFLEET" backup "$WORK/x.db"
+expect_rc "$WORK/nostore" 2 "a backup without --data-dir or --store"
+expect_contains "$WORK/nostore.err" "--data-dir" "the refusal says what to give"
+
+echo "PASS: --store refuses bad values and absent servers clearly; PostgreSQL keeps jobs across a restart; gpufleet backup copies both stores while they run"

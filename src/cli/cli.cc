@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/backup_command.h"
 #include "cli/client_commands.h"
 #include "cli/cluster_commands.h"
 #include "cli/cost_commands.h"
@@ -91,6 +92,7 @@ const std::vector<Command>& Commands() {
       {"history", SetupHistoryCommand},
       {"token", SetupTokenCommand},
       {"audit", SetupAuditCommand},
+      {"backup", SetupBackupCommand},
       {"drain", SetupDrainCommand},
       {"undrain", SetupUndrainCommand},
       {"policies", SetupPolicies},

@@ -10,43 +10,21 @@
 #include <utility>
 
 #include "common/process.h"
+#include "store/backup.h"
 
 namespace gpufleet::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-bool IsProgram(const fs::path& p) { return access(p.c_str(), X_OK) == 0; }
-
-// The folder of initdb, pg_ctl and postgres, or an error saying where it looked.
+// The folder of initdb, pg_ctl and postgres (where initdb is), or an error saying where it looked.
 Result<std::string> FindBinDir() {
-  if (const char* env = std::getenv("GPUFLEET_PG_BINDIR"); env != nullptr && *env != '\0') {
-    if (IsProgram(fs::path(env) / "initdb")) return std::string(env);
-    return Status::FailedPrecondition(std::string("GPUFLEET_PG_BINDIR=") + env + " holds no initdb");
+  auto initdb = store::FindPostgresProgram("initdb");
+  if (!initdb.ok()) {
+    return Status::FailedPrecondition("PostgreSQL's server programs were not found: " + initdb.status().message() +
+                                      " (the server programs are in Debian's postgresql package)");
   }
-  // Debian: /usr/lib/postgresql/VERSION/bin; the newest version wins.
-  std::vector<std::pair<int, std::string>> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/usr/lib/postgresql", ec)) {
-    const fs::path bin = entry.path() / "bin";
-    if (!IsProgram(bin / "initdb")) continue;
-    found.emplace_back(std::atoi(entry.path().filename().c_str()), bin.string());
-  }
-  if (!found.empty()) return std::max_element(found.begin(), found.end())->second;
-  if (const char* path = std::getenv("PATH"); path != nullptr) {
-    std::string rest = path;
-    for (size_t start = 0; start <= rest.size();) {
-      size_t end = rest.find(':', start);
-      if (end == std::string::npos) end = rest.size();
-      const std::string dir = rest.substr(start, end - start);
-      if (!dir.empty() && IsProgram(fs::path(dir) / "initdb")) return dir;
-      start = end + 1;
-    }
-  }
-  return Status::FailedPrecondition(
-      "PostgreSQL's server programs were not found (looked for initdb in $GPUFLEET_PG_BINDIR, "
-      "/usr/lib/postgresql/*/bin and PATH); install Debian's postgresql package (scripts/setup.sh does) "
-      "or set GPUFLEET_PG_BINDIR");
+  return fs::path(*initdb).parent_path().string();
 }
 
 std::string Tail(const std::string& text, size_t max = 2000) {

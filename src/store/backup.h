@@ -1,0 +1,37 @@
+// Backups of a store while a controller may be writing to it (`gpufleet backup`).
+//
+// SQLite: SQLite's online backup API copies the database page by page into a new file; the copy
+// is one consistent snapshot even while the controller commits (docs/operations.md). PostgreSQL:
+// pg_dump in its custom format (one consistent snapshot; restore with pg_restore). Either way the
+// copy is checked before the call returns: the SQLite copy passes `PRAGMA integrity_check` and
+// its jobs are counted; the dump is listed by `pg_restore --list`.
+//
+// Thread-safety: the functions are safe to call from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "store/state_store.h"
+
+namespace gpufleet::store {
+
+struct BackupReport {
+  std::string method;       // "SQLite online backup", "pg_dump (custom format)"
+  int64_t bytes = 0;        // the copy's size
+  int64_t jobs = -1;        // jobs in the copy; -1 when not counted (a dump)
+  int64_t tables = -1;      // tables whose data the dump holds; -1 for SQLite
+  int schema_version = 0;   // the copy's schema version; 0 when not read (a dump)
+};
+
+// Copies the store at `where` to `dest`, a new file: an existing `dest` is refused
+// (FailedPrecondition) and left alone, and a failed copy leaves no file behind.
+Result<BackupReport> BackupStore(const StoreLocation& where, const std::string& dest);
+
+// The path of a PostgreSQL client program (pg_dump, pg_restore): in $GPUFLEET_PG_BINDIR, else the
+// newest /usr/lib/postgresql/*/bin (Debian's packages), else on PATH. NotFound saying where it
+// looked and which package installs it.
+Result<std::string> FindPostgresProgram(const std::string& name);
+
+}  // namespace gpufleet::store

@@ -1,0 +1,134 @@
+// BackupStore: SQLite's online backup and pg_dump, each restored and read back as a store.
+#include "store/backup.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/process.h"
+#include "store/state_store.h"
+#include "store/store_fixture_test.h"
+
+namespace gpufleet::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+class BackupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("gf-backup-test-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+TEST_F(BackupTest, SqliteCopyWhileOpenIsAConsistentStoreWithEveryJob) {
+  // Given a SQLite store that is open (as a running controller holds it) with 3 jobs, expect the
+  // backup to report 3 jobs and schema version, and the copy to open as a store with the jobs.
+  auto live = OpenSqliteStore(Path("state.db"));
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  ASSERT_TRUE((*live)->Submit({MakeSubmission("a", 2), MakeSubmission("b", 1)}).ok());
+  auto r = BackupStore({StoreLocation::Engine::kSqlite, Path("state.db")}, Path("copy.db"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->method, "SQLite online backup");
+  EXPECT_EQ(r->jobs, 3);
+  EXPECT_GT(r->schema_version, 0);
+  EXPECT_GT(r->bytes, 0);
+  EXPECT_EQ(r->bytes, static_cast<int64_t>(fs::file_size(Path("copy.db"))));
+  auto copy = OpenSqliteStore(Path("copy.db"));
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  auto jobs = (*copy)->ListJobs({});
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ(jobs->size(), 3u);
+  // The live store goes on; the copy does not follow it.
+  ASSERT_TRUE((*live)->Submit({MakeSubmission("c", 1)}).ok());
+  EXPECT_EQ((*copy)->ListJobs({})->size(), 3u);
+}
+
+TEST_F(BackupTest, RefusesToOverwriteAndLeavesNothingWhenItFails) {
+  // Given an existing destination, expect FailedPrecondition and the file untouched; given a
+  // source that is missing or not a gpufleet store, expect an error naming it and no copy.
+  { std::ofstream(Path("taken.db")) << "keep me"; }
+  auto live = OpenSqliteStore(Path("state.db"));
+  ASSERT_TRUE(live.ok());
+  auto r = BackupStore({StoreLocation::Engine::kSqlite, Path("state.db")}, Path("taken.db"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("never overwrites"), std::string::npos) << r.status().message();
+  std::ifstream in(Path("taken.db"));
+  std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, "keep me");
+
+  r = BackupStore({StoreLocation::Engine::kSqlite, Path("missing.db")}, Path("out1.db"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("missing.db"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(fs::exists(Path("out1.db")));
+  EXPECT_FALSE(fs::exists(Path("missing.db")));  // a backup creates no source
+
+  { std::ofstream(Path("other.db")); }  // an empty file: SQLite opens it as an empty database
+  r = BackupStore({StoreLocation::Engine::kSqlite, Path("other.db")}, Path("out2.db"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("holds no gpufleet state"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(fs::exists(Path("out2.db")));
+}
+
+class PostgresBackupTest : public BackupTest {};
+
+TEST_F(PostgresBackupTest, DumpRestoresIntoANewDatabaseWithEveryJob) {
+  // Given a PostgreSQL store with 3 jobs, expect pg_dump's copy to be listed back (its tables
+  // counted), and, restored with pg_restore into a new database, to open as a store with the jobs.
+  auto server = SharedPostgres();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto url = FreshPostgresSchema();
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  {
+    auto live = OpenPostgresStore(*url);
+    ASSERT_TRUE(live.ok()) << live.status().ToString();
+    ASSERT_TRUE((*live)->Submit({MakeSubmission("a", 2), MakeSubmission("b", 1)}).ok());
+  }
+  auto r = BackupStore({StoreLocation::Engine::kPostgres, *url}, Path("state.dump"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->method, "pg_dump (custom format)");
+  EXPECT_GT(r->tables, 3);
+  EXPECT_GT(r->bytes, 0);
+
+  // One statement a call: CREATE DATABASE may not run inside the transaction psql -c makes of several.
+  ASSERT_TRUE((*server)->Psql("DROP DATABASE IF EXISTS restored").ok());
+  auto created = (*server)->Psql("CREATE DATABASE restored");
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  std::string restored = *url;
+  const std::string from = "///postgres?";
+  ASSERT_NE(restored.find(from), std::string::npos) << restored;
+  restored.replace(restored.find(from), from.size(), "///restored?");
+  auto pg_restore = FindPostgresProgram("pg_restore");
+  ASSERT_TRUE(pg_restore.ok()) << pg_restore.status().ToString();
+  auto done = RunCommand({*pg_restore, "--no-owner", "--dbname=" + restored, Path("state.dump")}, {});
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  ASSERT_TRUE(done->ok()) << done->stderr_text;
+  auto copy = OpenPostgresStore(restored);
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  auto jobs = (*copy)->ListJobs({});
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  EXPECT_EQ(jobs->size(), 3u);
+}
+
+TEST_F(PostgresBackupTest, AnUnreachableServerIsUnavailableAndLeavesNoFile) {
+  auto r = BackupStore({StoreLocation::Engine::kPostgres, "postgresql:///postgres?host=" + Path("no-server")},
+                       Path("none.dump"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("pg_dump"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(fs::exists(Path("none.dump")));
+}
+
+}  // namespace
+}  // namespace gpufleet::store
