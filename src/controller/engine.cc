@@ -1918,7 +1918,7 @@ Engine::ScalingView Engine::ScalingSnapshot() const {
   MutexLock lock(mu_);
   ScalingView v{PendingLocked(), NodesLocked(), {}};
   for (const auto& [team, b] : budgets_) {
-    if (b.hard_micros > 0 && scheduler_->SpendOf(team).hard_stop) v.hard_stopped_teams.insert(team);
+    if (b.hard_micros > 0 && scheduler_->HardStopReached(team)) v.hard_stopped_teams.insert(team);
   }
   return v;
 }

@@ -915,12 +915,18 @@ std::optional<Time> Scheduler::NextBudgetDeadline(Time now) const {
     if (!t || at < *t) t = at;
   };
   // Only teams with running priced jobs have a deadline: jobs already stopping cannot be
-  // stopped again (their cost still counts until their GPUs are free).
+  // stopped again (their cost still counts until their GPUs are free). Teams without a hard
+  // budget have none (a replay that charges rented nodes to teams but sets no budgets).
+  bool any_hard = false;
+  for (const auto& [team, m] : money_) any_hard = any_hard || m.budget.hard_micros > 0;
   std::map<std::string, int64_t> running_rate;
-  for (const auto& [rank, seq, j] : running_) {
-    if (j->cost_rate > 0) running_rate[j->spec.team] += j->cost_rate;
+  if (any_hard) {
+    for (const auto& [rank, seq, j] : running_) {
+      if (j->cost_rate > 0) running_rate[j->spec.team] += j->cost_rate;
+    }
   }
   for (const auto& [team, m] : money_) {
+    if (!any_hard) break;
     const bool runs = running_rate.count(team) > 0;
     if (m.budget.hard_micros <= 0 || m.rate <= 0 || (!runs && m.charges == 0)) continue;
     if (!m.budget.stop_running && m.charges == 0) continue;

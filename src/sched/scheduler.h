@@ -167,6 +167,10 @@ class Scheduler {
   // jobs larger than any node are split to fit them even before one exists.
   void SetNodeSizeHint(const std::string& gpu_model, int gpus);
   TeamSpend SpendOf(const std::string& team) const;
+  // SpendOf(team).hard_stop without the rest: whether the team's hard budget (less its stop lead)
+  // is spent. False at once for a team without a hard budget (most teams, and every team of a
+  // replay without budgets), where SpendOf sums every running job.
+  bool HardStopReached(const std::string& team) const;
   int64_t CostOf(JobId job) const;
   // Whole-node billing of a rented node (docs/cost.md#rented-nodes). The cloud bills an instance
   // from its rent to its release, whatever runs on it. From `since` until EndNodeCharge, `team`
@@ -298,7 +302,6 @@ class Scheduler {
   void ChargeParts(JobState& j, int sign, Time now);
   // The spend the team will add between a stop decision and its end (docs/cost.md).
   __int128 StopLeadSpend(const std::string& team, int64_t extra_rate, Duration extra_grace) const;
-  bool HardStopReached(const std::string& team) const;
   void MoveChargesOfStoppedTeams();
   struct TeamBooks {
     TeamQuota quota;

@@ -253,7 +253,7 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
     sched::PoolNode p;
     if (!node.charged_team.empty()) {
       auto [it, fresh] = stopped.try_emplace(node.charged_team, false);
-      if (fresh) it->second = sched.SpendOf(node.charged_team).hard_stop;
+      if (fresh) it->second = sched.HardStopReached(node.charged_team);
       p.budget_spent = it->second;
     }
     p.id = NodeId(static_cast<int64_t>(n));
