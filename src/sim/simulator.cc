@@ -145,6 +145,7 @@ class World : public sched::ActionSink {
   int64_t finished_ = 0;
   sched::Scheduler* sched_ = nullptr;
   std::vector<SimNode> nodes_;
+  std::vector<size_t> rented_live_;  // indices in nodes_ of rented nodes, in renting order; gone ones pruned lazily
   std::unique_ptr<sched::Autoscaler> scaler_;
   std::vector<sched::RentableOffer> offers_;
   std::map<std::string, int> rented_per_offer_;  // node names: <offer>-<k>
@@ -247,9 +248,13 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
   // The scheduler's own view, as the live pool gets it: held jobs rent nothing.
   if (sched.pending_count() > 0) in.pending = sched.ScalingQueue(o_.restart_overhead);
   std::map<std::string, bool> stopped;  // team -> its hard budget has stopped it
-  for (size_t n = 0; n < nodes_.size(); ++n) {
+  // Rented nodes that are gone leave the list here, whatever took them (release, failure,
+  // reclaim): a long replay rents thousands, of which a few hundred are there at once.
+  rented_live_.erase(std::remove_if(rented_live_.begin(), rented_live_.end(),
+                                    [&](size_t n) { return nodes_[n].state == SimNode::State::kGone; }),
+                     rented_live_.end());
+  for (size_t n : rented_live_) {
     const SimNode& node = nodes_[n];
-    if (!node.rented || node.state == SimNode::State::kGone) continue;
     sched::PoolNode p;
     if (!node.charged_team.empty()) {
       auto [it, fresh] = stopped.try_emplace(node.charged_team, false);
@@ -311,6 +316,7 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
       }
       nodes_.push_back(std::move(node));
       const size_t n = nodes_.size() - 1;
+      rented_live_.push_back(n);
       Bill(n, true);
       Push(now + offer.boot_delay, Kind::kNodeBoot, static_cast<int64_t>(n), 0);
       ++result_.nodes_rented;
