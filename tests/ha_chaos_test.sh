@@ -13,6 +13,7 @@
 #    (what a network partition between it and the database looks like to both sides). Expect:
 #    it refuses writes meanwhile, steps down within its lease (exit 75, saying why), and the
 #    standby takes over with every job; healed and started again, the old leader stands by.
+# After each, scripts/store_consistency.py finds every job in one state with a monotone history.
 #
 # Usage: ha_chaos_test.sh GPUFLEET GPUFLEET_TEST_POSTGRES SOURCE_DIR
 GPUFLEET="${1:?usage: ha_chaos_test.sh GPUFLEET GPUFLEET_TEST_POSTGRES SOURCE_DIR}"
@@ -101,6 +102,8 @@ grep -q '"no_answer_attempts": 0,' "$WORK/clients.out" &&
 wait_until "the probe submission is answered after the restart" 60 submitted "$URL" during-outage
 "$PYTHON" "$SRC/tests/storm_check.py" "$URL" "$SERVER_DIR/admin.token" "$WORK/logs" "$WORK/logs-at-cut" \
   "$REQUESTS" --long "$long" "$LONG_PID" long-1 --extra during-outage || fail "the store after PostgreSQL's crash"
+"$PYTHON" "$SRC/scripts/store_consistency.py" "$URL" "$SERVER_DIR/admin.token" --logs "$WORK/logs" ||
+  fail "the store is not consistent after PostgreSQL's crash"
 echo "PostgreSQL crash under load: $BEFORE of $REQUESTS answered before it; the rest after it restarted; $(cat "$WORK/clients.out")"
 JOBS_STORED=$((REQUESTS + 2))
 
@@ -144,6 +147,10 @@ URL="$B_URL"
 count="$(api GET '/v1/jobs?limit=1000' | json_get "j['total'] if 'total' in j else len(j['jobs'])")"
 [[ "$count" == "$JOBS_STORED" ]] || fail "the new leader sees $count jobs, expected $JOBS_STORED"
 [[ "$(submit_status "$B_URL" after-cut)" == 201 ]] || fail "the new leader refused a submission: $(cat "$WORK/submit_body")"
+
+printf '%s\n' "$TOKEN" >"$WORK/token"
+"$PYTHON" "$SRC/scripts/store_consistency.py" "$B_URL" "$WORK/token" --logs "$WORK/logs" ||
+  fail "the store is not consistent after the takeover"
 
 # Healed, the old leader comes back as a standby naming B.
 pg "sql ALTER ROLE ctl_a LOGIN" >/dev/null

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Checks a controller's store for consistency through its API, after chaos or a soak run.
+
+For every job (all pages of GET /v1/jobs, then GET /v1/jobs/ID for its record and history):
+  - its state is a known one, and exactly the state its last transition went to;
+  - its history is a chain: the first transition starts at pending, each one starts where the one
+    before ended, times never go back, and nothing leaves a terminal state (succeeded, failed,
+    cancelled);
+  - its record says the same state as the job, and a job listed in a terminal state is still in it;
+  - a request id names at most the jobs of one submission (one job, or one array's tasks with
+    distinct array indices): no submission was stored twice.
+With --logs DIR (tests/submit_storm_client.py's client logs), every answered submission exists,
+with the job id its answer named.
+
+Usage: store_consistency.py URL TOKEN_FILE [--logs DIR] [--json]
+Exit status 0 when every check holds; 1 with the first problems listed otherwise.
+"""
+import argparse
+import glob
+import http.client
+import json
+import os
+import sys
+import urllib.parse
+
+STATES = {"pending", "starting", "running", "stopping", "succeeded", "failed", "cancelled", "preempted"}
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("url")
+    ap.add_argument("token_file")
+    ap.add_argument("--logs", help="the storm clients' log directory: answered submissions to find")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    args = ap.parse_args()
+    u = urllib.parse.urlparse(args.url)
+    hdr = {"Authorization": "Bearer " + open(args.token_file).read().strip()}
+
+    def get(path):
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+        conn.request("GET", path, headers=hdr)
+        r = conn.getresponse()
+        body = r.read()
+        conn.close()
+        if r.status != 200:
+            sys.exit("FAIL: GET %s: HTTP %d %s" % (path, r.status, body[:300]))
+        return json.loads(body)
+
+    listed, cursor = [], None
+    while True:
+        page = get("/v1/jobs?limit=1000" + ("&cursor=%d" % cursor if cursor else ""))
+        listed += page["jobs"]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
+
+    problems = []
+    by_request = {}
+    states = {}
+    ids = set()
+    for j in listed:
+        jid = j["id"]
+        if jid in ids:
+            problems.append("job %d is listed twice" % jid)
+            continue
+        ids.add(jid)
+        full = get("/v1/jobs/%d" % jid)
+        state = full["state"]
+        states[state] = states.get(state, 0) + 1
+        if state not in STATES:
+            problems.append("job %d: unknown state %r" % (jid, state))
+        # (The listing came earlier: a job may have moved on since; only a terminal state stays.)
+        if j["state"] in TERMINAL and state != j["state"]:
+            problems.append("job %d: listed as %s, read as %s" % (jid, j["state"], state))
+        rec = full.get("record")
+        if rec is not None:
+            if rec["state"] != state:
+                problems.append("job %d: record says %s, the job %s" % (jid, rec["state"], state))
+            key = rec["request_id"]
+            by_request.setdefault(key, []).append((jid, rec.get("array_index", 0)))
+        hist = full.get("history", [])
+        if not hist:
+            problems.append("job %d: no history" % jid)
+            continue
+        if hist[0]["from"] != "pending":
+            problems.append("job %d: its history starts from %s, not pending" % (jid, hist[0]["from"]))
+        for a, b in zip(hist, hist[1:]):
+            if b["from"] != a["to"]:
+                problems.append("job %d: %s -> %s is followed by %s -> %s" % (jid, a["from"], a["to"], b["from"], b["to"]))
+            if b["at_ms"] < a["at_ms"]:
+                problems.append("job %d: a transition at %d follows one at %d" % (jid, b["at_ms"], a["at_ms"]))
+            if a["to"] in TERMINAL:
+                problems.append("job %d: leaves terminal state %s (%s)" % (jid, a["to"], b["reason"]))
+        if hist[-1]["to"] != state:
+            problems.append("job %d: state %s but its last transition went to %s" % (jid, state, hist[-1]["to"]))
+
+    for key, jobs in by_request.items():
+        indices = [i for _, i in jobs]
+        if len(set(indices)) != len(indices):
+            problems.append("request %s was stored more than once: jobs %s" % (key, sorted(j for j, _ in jobs)))
+
+    answered = 0
+    if args.logs:
+        stored = {}
+        for key, jobs in by_request.items():
+            stored.setdefault(key.split("/", 2)[-1], set()).update(j for j, _ in jobs)
+        for f in glob.glob(os.path.join(args.logs, "client-*.log")):
+            for line in open(f):
+                parts = line.split()
+                if len(parts) != 5:
+                    continue
+                rid, status, job = parts[0], int(parts[1]), int(parts[2])
+                if not 200 <= status < 300:
+                    continue
+                answered += 1
+                if job not in stored.get(rid, set()):
+                    problems.append("submission %s was answered with job %d, which the store does not hold under it" % (rid, job))
+
+    summary = {"jobs": len(ids), "states": states, "requests": len(by_request), "answered_checked": answered,
+               "problems": len(problems)}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print("%d jobs (%s), %d requests, %d answered submissions checked: %s" % (
+            len(ids), ", ".join("%d %s" % (n, s) for s, n in sorted(states.items())), len(by_request), answered,
+            "consistent" if not problems else "%d problems" % len(problems)))
+    if problems:
+        for p in problems[:20]:
+            print("FAIL: " + p, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
