@@ -491,10 +491,9 @@ Result<NodeRecord> DecodeNodeRecord(const json& j, const std::string& path) {
   return n;
 }
 
-Result<TokenRecord> DecodeTokenRecord(const json& j, const std::string& path) {
-  Fields f(j, path);
-  TokenRecord t;
-  t.hash = f.String("hash");
+// The fields a token record and its summary share (TokenRecord, TokenSummary).
+template <typename Token>
+void DecodeTokenFields(Fields& f, Token& t) {
   t.kind = f.Enum("kind", &ParseTokenKind, TokenKind::kUser);
   t.subject = f.String("subject");
   t.role = f.String("role");
@@ -504,6 +503,13 @@ Result<TokenRecord> DecodeTokenRecord(const json& j, const std::string& path) {
   // Added later: optional.
   if (auto v = f.OptionalDurationMs("expires_ms")) t.expires = Time::FromMillis(v->millis());
   if (auto v = f.OptionalDurationMs("last_used_ms")) t.last_used = Time::FromMillis(v->millis());
+}
+
+Result<TokenRecord> DecodeTokenRecord(const json& j, const std::string& path) {
+  Fields f(j, path);
+  TokenRecord t;
+  t.hash = f.String("hash");
+  DecodeTokenFields(f, t);
   if (!f.ok()) return f.status();
   return t;
 }
@@ -594,14 +600,7 @@ Result<TokenSummary> DecodeTokenSummary(const json& j, const std::string& path) 
   Fields f(j, path);
   TokenSummary t;
   t.id = f.String("id");
-  t.kind = f.Enum("kind", &ParseTokenKind, TokenKind::kUser);
-  t.subject = f.String("subject");
-  t.role = f.String("role");
-  t.team = f.String("team");
-  t.created = f.TimeMs("created_ms");
-  t.revoked = f.Bool("revoked");
-  if (auto v = f.OptionalDurationMs("expires_ms")) t.expires = Time::FromMillis(v->millis());
-  if (auto v = f.OptionalDurationMs("last_used_ms")) t.last_used = Time::FromMillis(v->millis());
+  DecodeTokenFields(f, t);
   if (!f.ok()) return f.status();
   return t;
 }

@@ -94,6 +94,7 @@ class World : public sched::ActionSink {
   void Arrive(size_t i, Time t, std::vector<sched::Event>& batch);
   void Finish(size_t i, int64_t epoch, Time t, std::vector<sched::Event>& batch);
   void NodeEvent(const Ev& e, Time t, bool work_left, std::vector<sched::Event>& batch);
+  void NodeLost(size_t n, Time t, std::vector<sched::Event>& batch);
   bool Done(const sched::Scheduler& sched, int64_t remaining_arrivals) const;
   void Report(const sched::Scheduler& sched, const sched::ClusterView& view, Time first);
   void Bill(size_t n, bool on);
@@ -569,17 +570,7 @@ void World::NodeEvent(const Ev& e, Time t, bool work_left, std::vector<sched::Ev
       if (node.state != SimNode::State::kUp && node.state != SimNode::State::kDraining) break;
       if (node.rented && e.epoch != node.epoch) break;  // a failure meant for an earlier life
       ++result_.node_failures;
-      batch.push_back(sched::NodeDown{NodeId(e.index)});
-      ++node.epoch;
-      Bill(static_cast<size_t>(e.index), false);
-      if (node.rented) {
-        // A rented node that fails is gone: its instance is deleted (as the live pool does),
-        // and the autoscaler rents again for the jobs it held.
-        node.state = SimNode::State::kGone;
-      } else {
-        node.state = SimNode::State::kDown;
-        Push(t + o_.repair_time, Kind::kNodeRepair, e.index);
-      }
+      NodeLost(static_cast<size_t>(e.index), t, batch);
       break;
     }
     case Kind::kNodeRepair: {
@@ -618,19 +609,28 @@ void World::NodeEvent(const Ev& e, Time t, bool work_left, std::vector<sched::Ev
     case Kind::kNodeGone: {
       SimNode& node = nodes_[static_cast<size_t>(e.index)];
       if (e.epoch != node.epoch || node.state != SimNode::State::kDraining) break;
-      batch.push_back(sched::NodeDown{NodeId(e.index)});
-      ++node.epoch;
-      Bill(static_cast<size_t>(e.index), false);
-      if (node.rented) {
-        node.state = SimNode::State::kGone;
-      } else {
-        node.state = SimNode::State::kDown;  // the cloud refills the fixed spot fleet
-        Push(t + o_.repair_time, Kind::kNodeRepair, e.index);
-      }
+      NodeLost(static_cast<size_t>(e.index), t, batch);
       break;
     }
     default:
       break;
+  }
+}
+
+// Node `n` goes away at `t` (a failure, or the end of a spot notice): the scheduler hears NodeDown
+// and its bill stops. A rented node is gone for good (its instance is deleted, as the live pool
+// does, and the autoscaler rents again for its jobs); a fixed one is repaired, or refilled by the
+// cloud for a fixed spot fleet, after the repair time.
+void World::NodeLost(size_t n, Time t, std::vector<sched::Event>& batch) {
+  SimNode& node = nodes_[n];
+  batch.push_back(sched::NodeDown{NodeId(static_cast<int64_t>(n))});
+  ++node.epoch;
+  Bill(n, false);
+  if (node.rented) {
+    node.state = SimNode::State::kGone;
+  } else {
+    node.state = SimNode::State::kDown;
+    Push(t + o_.repair_time, Kind::kNodeRepair, static_cast<int64_t>(n));
   }
 }
 
