@@ -167,6 +167,12 @@ Status Engine::Recover() {
   store::JobFilter filter;
   filter.include_terminal = false;
   GF_ASSIGN_OR_RETURN(auto jobs, store_.ListJobs(filter));
+  // What the scheduler had learned about each job: its service, runs and rank instants. A job
+  // without it (never changed since its submission, or stored before schema version 4) has the
+  // memory its record gives: queued since its last transition, nothing run.
+  GF_ASSIGN_OR_RETURN(auto stored_memory, store_.ListJobMemory());
+  std::map<int64_t, model::JobMemory> memory;
+  for (auto& m : stored_memory) memory[m.job.value()] = m.memory;
   std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   std::vector<sched::Event> restored;
   for (auto& rec : jobs) {
@@ -198,9 +204,18 @@ Status Engine::Recover() {
         RestoreStopIntent(job);
       }
       // The record's cost was written at its last transition (this run's start, or its stop):
-      // the run is counted on from there.
-      restored.push_back(sched::JobRestored{rec.id, rec.request.spec, *rec.placement, rec.updated, rec.cost_micros,
-                                            rec.request.checkpoint.grace});
+      // the run is counted on from there. With the scheduler's memory of the run, from its
+      // start on the cost of the runs before it, as the old controller counted.
+      sched::JobRestored back{rec.id, rec.request.spec, *rec.placement, rec.updated, rec.cost_micros,
+                              rec.request.checkpoint.grace};
+      if (auto m = memory.find(rec.id.value()); m != memory.end()) {
+        back.memory = m->second;
+        if (m->second.run_started_at != Time() && m->second.run_started_at <= rec.updated) {
+          back.started_at = m->second.run_started_at;
+          back.accrued_micros = m->second.accrued_micros;
+        }
+      }
+      restored.push_back(std::move(back));
       jobs_[rec.id.value()] = std::move(job);
     } else {
       if (placed) {
@@ -210,7 +225,19 @@ Status Engine::Recover() {
       } else {
         jobs_[rec.id.value()] = std::move(job);
       }
-      restored.push_back(sched::JobSubmitted{rec.id, rec.request.spec, rec.cost_micros, rec.request.checkpoint.grace});
+      sched::JobSubmitted back{rec.id, rec.request.spec, rec.cost_micros, rec.request.checkpoint.grace};
+      if (auto m = memory.find(rec.id.value()); m != memory.end()) {
+        back.memory = m->second;
+        back.memory->run_started_at = Time();
+        back.memory->last_checkpoint = Time();
+      } else {
+        back.memory.emplace();
+        back.memory->queued_since = rec.updated;
+        back.memory->rank_class_since = rec.updated;
+      }
+      back.memory->accrued_micros = rec.cost_micros;
+      if (placed) back.memory->queued_since = now;  // requeued just now (its nodes were lost)
+      restored.push_back(std::move(back));
     }
   }
   Status st = scheduler_->HandleAll(restored);
@@ -233,8 +260,23 @@ Status Engine::Recover() {
   RunScheduler();
   auto updates = std::move(updates_);
   updates_.clear();
+  AttachMemory(updates);
   if (!updates.empty()) GF_RETURN_IF_ERROR(store_.Update(updates));
   return Status::Ok();
+}
+
+void Engine::AttachMemory(std::vector<store::JobUpdate>& updates) const {
+  for (store::JobUpdate& u : updates) u.memory = scheduler_->MemoryOf(u.job.id);
+}
+
+std::vector<store::JobMemoryRecord> Engine::TakeChangedMemory(const std::vector<store::JobUpdate>& updates) {
+  for (const store::JobUpdate& u : updates) memory_changed_.erase(u.job.id.value());
+  std::vector<store::JobMemoryRecord> out;
+  for (int64_t id : memory_changed_) {
+    if (auto m = scheduler_->MemoryOf(JobId(id))) out.push_back({JobId(id), *m});
+  }
+  memory_changed_.clear();
+  return out;
 }
 
 namespace {
@@ -786,6 +828,7 @@ bool Engine::Step() {
   }
 
   std::vector<store::JobUpdate> updates;
+  std::vector<store::JobMemoryRecord> changed_memory;
   std::vector<std::pair<NodeId, api::Command>> commands;
   std::vector<api::AuditRecord> step_audit;
   bool did = !batch.empty();
@@ -846,6 +889,7 @@ bool Engine::Step() {
     CheckHeartbeats(now);
     if (events_.size() != before) did = true;
     if (auto wake = scheduler_->NextWakeup(); wake && *wake <= now) {
+      for (JobId id : scheduler_->RerankedAt(now)) memory_changed_.insert(id.value());
       events_.push_back(sched::Timer{});
       did = true;
     }
@@ -853,6 +897,8 @@ bool Engine::Step() {
     updates.swap(updates_);
     commands.swap(commands_);
     step_audit.swap(step_audit_);
+    AttachMemory(updates);
+    changed_memory = TakeChangedMemory(updates);
   }
 
   // 4. The transitions, in one transaction, before anyone hears of them; the cancels asked for
@@ -907,6 +953,15 @@ bool Engine::Step() {
   } else if (!step_audit.empty() && updates.empty()) {
     // A cancel that changed no record yet (the stop is under way): its record alone.
     if (Status st = store_.AppendAudit(step_audit); !st.ok()) spdlog::error("audit: {}", st.message());
+  }
+  // The scheduler's memory that changed without a transition. Nobody waits on it: a failed
+  // write is tried again with the next step's.
+  if (!changed_memory.empty()) {
+    if (Status st = store_.SaveJobMemory(changed_memory); !st.ok()) {
+      spdlog::warn("store: scheduler memory of {} job(s) not saved: {}", changed_memory.size(), st.message());
+      MutexLock lock(mu_);
+      for (const auto& m : changed_memory) memory_changed_.insert(m.job.value());
+    }
   }
   // 5. Commands to the agents, then the answers.
   if (!commands.empty()) {
@@ -1451,6 +1506,7 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
     }
     case api::PartEventKind::kCheckpointed:
       events_.push_back(sched::JobCheckpointed{job.rec.id});
+      memory_changed_.insert(job.rec.id.value());
       return;
     case api::PartEventKind::kExited: {
       if (part.exited) return;

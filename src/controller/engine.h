@@ -440,6 +440,12 @@ class Engine {
   std::string PlacementText(const model::Placement& p) const GF_REQUIRES(mu_);
   int NextMasterPort() GF_REQUIRES(mu_);
   void RunScheduler() GF_REQUIRES(mu_);
+  // Gives each update the scheduler's memory of its job as it is now, so that the store keeps
+  // it in the transaction of the transition that moved it.
+  void AttachMemory(std::vector<store::JobUpdate>& updates) const GF_REQUIRES(mu_);
+  // The memory of the jobs in memory_changed_ that `updates` does not carry; clears the set.
+  std::vector<store::JobMemoryRecord> TakeChangedMemory(const std::vector<store::JobUpdate>& updates)
+      GF_REQUIRES(mu_);
 
   const sched::Clock& clock_;
   store::StateStore& store_;
@@ -461,6 +467,9 @@ class Engine {
   std::map<api::PartKey, int64_t> part_nodes_ GF_GUARDED_BY(mu_);  // parts of unfinished jobs -> node id
   std::vector<sched::Event> events_ GF_GUARDED_BY(mu_);             // for the scheduler, this step
   std::vector<store::JobUpdate> updates_ GF_GUARDED_BY(mu_);        // for the store, this step
+  // Jobs whose scheduler memory changed this step without a transition (a checkpoint, a re-rank
+  // on a timer): saved after the step's transitions (store::StateStore::SaveJobMemory).
+  std::set<int64_t> memory_changed_ GF_GUARDED_BY(mu_);
   std::vector<std::pair<NodeId, api::Command>> commands_ GF_GUARDED_BY(mu_);  // to publish after the commit
   std::set<int> ports_in_use_ GF_GUARDED_BY(mu_);
   std::map<std::string, sched::TeamBudget> budgets_ GF_GUARDED_BY(mu_);

@@ -389,6 +389,151 @@ TEST_F(EngineTest, RestartRecoversQueueAndRunningJobs) {
   EXPECT_EQ(StateOf(pending), JobState::kStarting);
 }
 
+// Restart equivalence: two controllers get the same history on the same clock; one of them is
+// replaced, midway, by a new controller on its store (a takeover). From then on both must rank
+// the queue and decide alike.
+class RestartEquivalenceTest : public EngineFixture {
+ protected:
+  void Start(const std::string& policy, std::map<std::string, std::string> policy_options) {
+    options_.policy = policy;
+    options_.policy_options = std::move(policy_options);
+    options_.checkpoint_root = "/ckpt";
+    options_.epoch = "e1";
+    options_.lost_after = Duration::Seconds(3600);
+    kept_ = std::make_unique<Engine>(clock_, kept_store_, options_);
+    ASSERT_TRUE(kept_->Recover().ok());
+    restarted_ = std::make_unique<Engine>(clock_, store_, options_);
+    ASSERT_TRUE(restarted_->Recover().ok());
+  }
+  // The controller on store_ stops and a new one takes over; its agents register again with what
+  // they run.
+  void Restart(const std::map<std::string, std::pair<int, std::vector<api::PartKey>>>& agents) {
+    restarted_.reset();
+    restarted_ = std::make_unique<Engine>(clock_, store_, options_);
+    ASSERT_TRUE(restarted_->Recover().ok());
+    for (const auto& [name, what] : agents) Register(*restarted_, name, what.first, what.second);
+  }
+  // Does the same to both controllers; both must answer the same.
+  template <typename F>
+  auto Both(F f) {
+    auto a = f(*kept_);
+    auto b = f(*restarted_);
+    EXPECT_EQ(a, b);
+    return a;
+  }
+  void BothBeat(NodeId node, std::vector<api::PartEvent> events = {}) {
+    Beat(*kept_, node, events);
+    Beat(*restarted_, node, events);
+  }
+  // Running jobs, then pending ones in queue order, with their states in each store.
+  std::vector<std::pair<JobId, api::JobState>> Queue(Engine& e, testing::MemoryStore& store) {
+    std::vector<std::pair<JobId, api::JobState>> out;
+    for (const QueueEntry& q : e.Queue()) {
+      auto rec = store.GetJob(q.job.id);
+      out.emplace_back(q.job.id, rec.ok() && *rec ? (*rec)->state : api::JobState::kFailed);
+    }
+    return out;
+  }
+  // Expects both controllers to hold the same queue and to explain each job alike (the words
+  // include the service a job attained and its team's use).
+  void ExpectSameQueue() {
+    auto kept = Queue(*kept_, kept_store_);
+    EXPECT_EQ(kept, Queue(*restarted_, store_));
+    for (const auto& [id, state] : kept) {
+      auto a = kept_->Explain(id);
+      auto b = restarted_->Explain(id);
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_EQ(a->reasons, b->reasons) << "job " << id.value();
+    }
+  }
+  static api::PartEvent Checkpointed(JobId j, int attempt, int part) {
+    api::PartEvent e;
+    e.key = {j, attempt, part};
+    e.kind = api::PartEventKind::kCheckpointed;
+    return e;
+  }
+
+  EngineOptions options_;
+  testing::MemoryStore kept_store_;
+  std::unique_ptr<Engine> kept_;
+  std::unique_ptr<Engine> restarted_;
+};
+
+TEST_F(RestartEquivalenceTest, LeastAttainedServiceSurvivesATakeover) {
+  // Given `las` with one threshold at 100 GPU-seconds on a one-GPU node: job 1 runs 200 s and is
+  // preempted by job 2 for its attained service; job 3 arrives while job 2 runs. Expect a
+  // controller that takes over then to rank job 3 (queue 1) before job 1 (queue 2, 200 GPU-s),
+  // and to demote and preempt job 2 at the same instant as the controller that kept running:
+  // job 2's service counts from when it was placed, not from when its agent confirmed.
+  Start("las", {{"thresholds", "100"}});
+  NodeId a = Both([&](Engine& e) { return Register(e, "node-a", 1); });
+  JobId first = Both([&](Engine& e) { return Submit(e, "resources: {gpus: 1}\nrun: a\n"); });
+  clock_.Advance(Duration::Seconds(1));
+  BothBeat(a, {Started(first, 1, 0)});
+  clock_.Advance(Duration::Seconds(199));
+  BothBeat(a);  // first crosses the threshold: queue 2
+  JobId second = Both([&](Engine& e) { return Submit(e, "resources: {gpus: 1}\nrun: b\n"); });
+  clock_.Advance(Duration::Seconds(1));
+  BothBeat(a, {Exited(first, 1, 0, 0, /*stopped=*/true)});  // preempted; second is placed
+  const Time second_placed = clock_.Now();
+  clock_.Advance(Duration::Seconds(1));
+  BothBeat(a, {Started(second, 1, 0)});
+  clock_.Advance(Duration::Seconds(20));
+  JobId third = Both([&](Engine& e) { return Submit(e, "resources: {gpus: 1}\nrun: c\n"); });
+  ASSERT_EQ(Queue(*kept_, kept_store_),
+            (std::vector<std::pair<JobId, api::JobState>>{
+                {second, api::JobState::kRunning}, {third, api::JobState::kPending}, {first, api::JobState::kPending}}));
+
+  clock_.Advance(Duration::Seconds(10));
+  Restart({{"node-a", {1, {{second, 1, 0}}}}});
+  ExpectSameQueue();
+
+  // At 100 GPU-seconds of service second drops to queue 2, and third preempts it.
+  clock_.Set(second_placed + Duration::Seconds(100));
+  BothBeat(a);
+  ExpectSameQueue();
+  EXPECT_EQ(StateOf(second), api::JobState::kStopping);
+  clock_.Advance(Duration::Seconds(1));
+  BothBeat(a, {Exited(second, 1, 0, 0, /*stopped=*/true)});
+  ExpectSameQueue();
+  EXPECT_EQ(StateOf(third), api::JobState::kStarting);
+}
+
+TEST_F(RestartEquivalenceTest, FairShareReclaimPicksTheSameVictimAfterATakeover) {
+  // Given `fair-share` with one guaranteed GPU per team on a two-GPU node, team b running two
+  // jobs (one borrowed), the older of which checkpointed lately: expect a controller that took
+  // over to rank the queue alike and, when team a claims its GPU, to reclaim the job that loses
+  // the least work (the one that checkpointed), as the controller that kept running does.
+  Start("fair-share", {{"quota.a", "1"}, {"quota.b", "1"}});
+  NodeId a = Both([&](Engine& e) { return Register(e, "node-a", 2); });
+  JobId x = Both([&](Engine& e) { return Submit(e, "team: b\nresources: {gpus: 1}\nrun: x\n"); });
+  clock_.Advance(Duration::Seconds(1));
+  BothBeat(a, {Started(x, 1, 0)});
+  clock_.Advance(Duration::Seconds(10));
+  JobId y = Both([&](Engine& e) { return Submit(e, "team: b\nresources: {gpus: 1}\nrun: y\n"); });
+  clock_.Advance(Duration::Seconds(1));
+  BothBeat(a, {Started(y, 1, 0)});
+  clock_.Advance(Duration::Seconds(100));
+  BothBeat(a, {Checkpointed(x, 1, 0)});
+  clock_.Advance(Duration::Seconds(5));
+  JobId waiting_b = Both([&](Engine& e) { return Submit(e, "team: b\nresources: {gpus: 1}\nrun: w\n"); });
+
+  clock_.Advance(Duration::Seconds(5));
+  Restart({{"node-a", {2, {{x, 1, 0}, {y, 1, 0}}}}});
+  ExpectSameQueue();
+
+  clock_.Advance(Duration::Seconds(10));
+  JobId z = Both([&](Engine& e) { return Submit(e, "team: a\nresources: {gpus: 1}\nrun: z\n"); });
+  ExpectSameQueue();
+  EXPECT_EQ(StateOf(x), api::JobState::kStopping);
+  EXPECT_EQ(StateOf(y), api::JobState::kRunning);
+  clock_.Advance(Duration::Seconds(1));
+  BothBeat(a, {Exited(x, 1, 0, 0, /*stopped=*/true)});
+  ExpectSameQueue();
+  EXPECT_EQ(StateOf(z), api::JobState::kStarting);
+  EXPECT_EQ(StateOf(waiting_b), api::JobState::kPending);
+}
+
 TEST_F(EngineTest, AStopThatACrashInterruptsEndsAsItWasMeant) {
   // Given a job stopped for reaching its max_cost and another cancelled, both still `stopping`
   // when the controller restarts, expect the new controller to end each as the old one meant to

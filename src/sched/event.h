@@ -2,10 +2,12 @@
 // from API calls, agent heartbeats and timers; the simulator from its event queue.
 #pragma once
 
+#include <optional>
 #include <variant>
 #include <vector>
 
 #include "common/ids.h"
+#include "model/job_memory.h"
 #include "model/types.h"
 
 namespace gpufleet::sched {
@@ -17,6 +19,9 @@ struct JobSubmitted {
   // How long the job may take to exit once asked to stop (its checkpoint grace): a hard budget
   // stops it this long early, so that spend ends at the budget (docs/cost.md#the-stop-lead).
   Duration stop_grace = Duration::Zero();
+  // What an earlier scheduler learned about the job (a restart): its service, runs and rank
+  // instants. Without it the job starts afresh, queued now.
+  std::optional<model::JobMemory> memory = std::nullopt;
 };
 // A job that is already running in the world, learned when the controller restarts: it takes
 // its GPUs at once, without a Start decision. `started_at` is when its current run began.
@@ -27,6 +32,9 @@ struct JobRestored {
   Time started_at;
   int64_t accrued_micros = 0;  // what its runs cost before `started_at`
   Duration stop_grace = Duration::Zero();  // as JobSubmitted::stop_grace
+  // As JobSubmitted::memory; its run_started_at and accrued_micros are not read (`started_at`
+  // and `accrued_micros` above say them), its last_checkpoint is when later than `started_at`.
+  std::optional<model::JobMemory> memory = std::nullopt;
 };
 // The job's processes ended successfully.
 struct JobFinished {

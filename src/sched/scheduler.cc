@@ -1054,6 +1054,55 @@ void Scheduler::Erase(JobState& j) {
   jobs_.erase(j.v.id.value());
 }
 
+// ---- Memory across restarts ------------------------------------------------------------------
+
+// Takes back what an earlier scheduler learned (JobSubmitted/JobRestored::memory), before the job
+// is queued or runs. The rank class it had then counts as this job's last rank, so that a class
+// that changed while no scheduler looked (a demotion or promotion due during a restart) moves
+// rank_class_since to now, as the next look of a live scheduler would have.
+void Scheduler::Remember(JobState& j, const model::JobMemory& m) {
+  j.v.attained_gpu_ms = m.attained_gpu_ms;
+  j.v.las_service_gpu_ms = m.las_service_gpu_ms;
+  j.v.run_time = m.run_time;
+  j.v.last_run = m.last_run;
+  j.v.preemptions = static_cast<int>(m.preemptions);
+  j.v.queued_since = m.queued_since;
+  j.v.rank_class_since = m.rank_class_since;
+  j.spot_reclaims = static_cast<int>(m.spot_reclaims);
+  j.rank = RankKey{{m.rank_class, 0, 0}};
+  j.ranked = true;
+}
+
+std::optional<model::JobMemory> Scheduler::MemoryOf(JobId id) const {
+  const JobState* j = FindJob(id);
+  if (!j) return std::nullopt;
+  model::JobMemory m;
+  m.attained_gpu_ms = j->v.attained_gpu_ms;
+  m.las_service_gpu_ms = j->v.las_service_gpu_ms;
+  m.run_time = j->v.run_time;
+  m.last_run = j->v.last_run;
+  m.preemptions = j->v.preemptions;
+  m.spot_reclaims = j->spot_reclaims;
+  m.queued_since = j->v.queued_since;
+  m.rank_class_since = j->v.rank_class_since;
+  m.rank_class = j->ranked ? j->rank.k[0] : 0;
+  if (j->v.phase != JobPhase::kPending) {
+    m.run_started_at = j->v.started_at;
+    m.last_checkpoint = j->v.last_checkpoint;
+  }
+  m.accrued_micros = j->accrued_micros;
+  return m;
+}
+
+std::vector<JobId> Scheduler::RerankedAt(Time now) const {
+  std::vector<JobId> out;
+  for (const auto& [at, seq, id] : timers_) {
+    if (at > now) break;
+    out.push_back(JobId(id));
+  }
+  return out;
+}
+
 // ---- Events ----------------------------------------------------------------------------------
 
 Status Scheduler::Handle(const Event& event) {
@@ -1113,6 +1162,7 @@ Status Scheduler::Apply(const Event& e) {
     j->accrued_micros = ev->accrued_micros;
     j->stop_grace = std::max(Duration::Zero(), ev->stop_grace);
     j->shape = ShapeId(j->spec);
+    if (ev->memory) Remember(*j, *ev->memory);
     teams_.try_emplace(j->spec.team);
     JobState& ref = *j;
     jobs_.emplace(ev->job.value(), std::move(j));
@@ -1139,10 +1189,12 @@ Status Scheduler::Apply(const Event& e) {
     j->shape = ShapeId(j->spec);
     j->accrued_micros = ev->accrued_micros;
     j->stop_grace = std::max(Duration::Zero(), ev->stop_grace);
+    if (ev->memory) Remember(*j, *ev->memory);
     JobState& ref = *j;
     jobs_.emplace(ev->job.value(), std::move(j));
     teams_.try_emplace(ref.spec.team);
     BecomeRunning(ref, ev->placement, ev->started_at, Context());
+    if (ev->memory) ref.v.last_checkpoint = std::max(ref.v.last_checkpoint, ev->memory->last_checkpoint);
     return Status::Ok();
   }
   if (const auto* ev = std::get_if<JobFinished>(&e)) {

@@ -196,6 +196,12 @@ class Scheduler {
   const Policies& policies() const { return policies_; }
   // Pending jobs in queue order (ids), as the next pass would see them.
   std::vector<JobId> QueueOrder() const;
+  // What the scheduler has learned about a job (model::JobMemory), to hand back in
+  // JobSubmitted/JobRestored after a restart; nullopt for an unknown job. It changes when the job
+  // starts, stops, is requeued or checkpoints, and when a Timer re-ranks it (RerankedAt).
+  std::optional<model::JobMemory> MemoryOf(JobId job) const;
+  // The jobs a Timer delivered at `now` would re-rank (their rank class may change silently).
+  std::vector<JobId> RerankedAt(Time now) const;
 
  private:
   struct JobState;
@@ -220,6 +226,7 @@ class Scheduler {
   void StopJobsOnNode(NodeId node, PreemptReason reason);
   void ReleaseAndRequeue(JobState& j, bool requeue);
   void Erase(JobState& j);
+  void Remember(JobState& j, const model::JobMemory& m);
   bool TryPreempt(JobState& waiting, const QueueContext& ctx, const std::vector<char>* claimed);
   std::optional<Reservation> MakeReservation(const JobState& head) const;
   std::optional<Time> EarliestStart(const JobState& j, std::vector<char>* nodes_out) const;

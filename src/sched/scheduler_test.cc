@@ -38,6 +38,45 @@ TEST(SchedulerTest, StrictFifoHeadBlocksJobsBehindIt) {
   EXPECT_EQ(h.Started(), (std::vector<int64_t>{busy.value(), head.value(), small.value()}));
 }
 
+TEST(SchedulerTest, MemoryHandedBackRanksTheQueueAsBefore) {
+  // Given `las` with one threshold at 100 GPU-seconds on a one-GPU node: job 1 runs 200 s and is
+  // preempted by job 2, and job 3 arrives while job 2 runs. Expect a new scheduler, given job 2
+  // as running and jobs 1 and 3 as pending with what the first one remembers of each (MemoryOf),
+  // to rank job 3 before job 1 as the first does, and to remember the same. Without the memory,
+  // job 1's service would be forgotten and it would rank first.
+  SchedulerHarness h("las", {"thresholds=100"});
+  h.AddNode(MakeNode("n0", "A100", 1));
+  JobId first = h.Submit(MakeJob(1));
+  h.AdvanceTo(200);
+  JobId second = h.Submit(MakeJob(1));
+  h.StopAllPreempted();
+  ASSERT_EQ(h.Phase(second), JobPhase::kRunning);
+  h.AdvanceTo(220);
+  JobId third = h.Submit(MakeJob(1));
+  ASSERT_EQ(h.sched().QueueOrder(), (std::vector<JobId>{third, first}));
+
+  SchedulerHarness again("las", {"thresholds=100"});
+  again.AddNode(MakeNode("n0", "A100", 1));
+  again.clock().Set(h.clock().Now());
+  std::vector<Event> events;
+  for (JobId id : {first, second, third}) {
+    const JobView* v = h.sched().ViewOf(id);
+    std::optional<model::JobMemory> m = h.sched().MemoryOf(id);
+    ASSERT_TRUE(v && m);
+    if (v->phase == JobPhase::kRunning) {
+      events.push_back(JobRestored{id, *v->spec, *h.sched().PlacementOf(id), m->run_started_at, m->accrued_micros,
+                                   Duration::Zero(), m});
+    } else {
+      events.push_back(JobSubmitted{id, *v->spec, m->accrued_micros, Duration::Zero(), m});
+    }
+  }
+  ASSERT_TRUE(again.sched().HandleAll(events).ok());
+  EXPECT_EQ(again.sched().QueueOrder(), h.sched().QueueOrder());
+  for (JobId id : {first, second, third}) EXPECT_EQ(again.sched().MemoryOf(id), h.sched().MemoryOf(id)) << id;
+  EXPECT_EQ(h.sched().MemoryOf(first)->las_service_gpu_ms, 200'000);
+  EXPECT_EQ(h.sched().MemoryOf(JobId(99)), std::nullopt);
+}
+
 TEST(SchedulerTest, EasyBackfillShortJobFillsHoleWithoutDelayingHead) {
   // Given a busy job ending at t=100 and a head job that needs the whole node, expect a job
   // that ends by t=100 to backfill and one that would run past t=100 to wait although a GPU

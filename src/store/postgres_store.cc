@@ -48,7 +48,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 constexpr const char* kSchemaVersionKey = "schema_version";
 // Taken for the migration's transaction, so that two controllers starting on one empty database
 // do not both create the schema.
@@ -134,6 +134,25 @@ CREATE TABLE leader (
   expires_at TIMESTAMPTZ NOT NULL
 );
 INSERT INTO leader (id, holder, token, since, expires_at) VALUES (1, '', 0, '-infinity', '-infinity');
+)sql",
+    // 3 -> 4: the scheduler's memory of each unfinished job (model::JobMemory), so that a
+    // controller that takes over ranks the queue as the one before it. Jobs stored before have none.
+    R"sql(
+CREATE TABLE job_memory (
+  job_id              BIGINT PRIMARY KEY REFERENCES jobs (id),
+  attained_gpu_ms     BIGINT NOT NULL,
+  las_service_gpu_ms  BIGINT NOT NULL,
+  run_time_ms         BIGINT NOT NULL,
+  last_run_ms         BIGINT NOT NULL,
+  preemptions         BIGINT NOT NULL,
+  spot_reclaims       BIGINT NOT NULL,
+  queued_since_ms     BIGINT NOT NULL,
+  rank_class_since_ms BIGINT NOT NULL,
+  rank_class          BIGINT NOT NULL,
+  run_started_ms      BIGINT NOT NULL,
+  last_checkpoint_ms  BIGINT NOT NULL,
+  accrued_micros      BIGINT NOT NULL
+);
 )sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
@@ -327,9 +346,60 @@ class PostgresStore : public StateStore {
                 .Add(std::string(api::JobStateName(u.transition.to)))
                 .Add(u.transition.reason),
             "append transition of job " + id));
+        if (api::IsTerminal(job.state)) {
+          GF_RETURN_IF_ERROR(Run("DELETE FROM job_memory WHERE job_id = $1", Params().Add(job.id.value()),
+                                 "forget the memory of job " + id));
+        } else if (u.memory) {
+          GF_RETURN_IF_ERROR(PutMemory({job.id, *u.memory}));
+        }
       }
       return InsertAudit(audit);
     });
+  }
+
+  Status SaveJobMemory(const std::vector<JobMemoryRecord>& memory) override {
+    MutexLock lock(mu_);
+    return InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
+      for (const JobMemoryRecord& m : memory) {
+        const std::string id = std::to_string(m.job.value());
+        GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT 1 FROM jobs WHERE id = $1", Params().Add(m.job.value()),
+                                              "find job " + id));
+        if (PQntuples(r.get()) == 0) return Status::NotFound("save memory: no job " + id);
+        GF_RETURN_IF_ERROR(PutMemory(m));
+      }
+      return Status::Ok();
+    });
+  }
+
+  Result<std::vector<JobMemoryRecord>> ListJobMemory() override {
+    MutexLock lock(mu_);
+    GF_ASSIGN_OR_RETURN(
+        PgResult r,
+        Query("SELECT job_id, attained_gpu_ms, las_service_gpu_ms, run_time_ms, last_run_ms, preemptions, "
+              "spot_reclaims, queued_since_ms, rank_class_since_ms, rank_class, run_started_ms, last_checkpoint_ms, "
+              "accrued_micros FROM job_memory ORDER BY job_id",
+              Params(), "list job memory"));
+    std::vector<JobMemoryRecord> out;
+    for (int row = 0; row < PQntuples(r.get()); ++row) {
+      JobMemoryRecord rec;
+      rec.job = JobId(Int(r, row, 0));
+      model::JobMemory& m = rec.memory;
+      m.attained_gpu_ms = Int(r, row, 1);
+      m.las_service_gpu_ms = Int(r, row, 2);
+      m.run_time = Duration::Millis(Int(r, row, 3));
+      m.last_run = Duration::Millis(Int(r, row, 4));
+      m.preemptions = Int(r, row, 5);
+      m.spot_reclaims = Int(r, row, 6);
+      m.queued_since = Time::FromMillis(Int(r, row, 7));
+      m.rank_class_since = Time::FromMillis(Int(r, row, 8));
+      m.rank_class = Int(r, row, 9);
+      m.run_started_at = Time::FromMillis(Int(r, row, 10));
+      m.last_checkpoint = Time::FromMillis(Int(r, row, 11));
+      m.accrued_micros = Int(r, row, 12);
+      out.push_back(rec);
+    }
+    return out;
   }
 
   Result<std::optional<api::JobRecord>> GetJob(JobId id) override {
@@ -853,6 +923,36 @@ class PostgresStore : public StateStore {
             {"submitted_ms", job.submitted.millis()},
             {"updated_ms", job.updated.millis()},
             {"record", api::DumpJson(api::ToJson(job))}};
+  }
+
+  Status PutMemory(const JobMemoryRecord& r) GF_REQUIRES(mu_) {
+    const model::JobMemory& m = r.memory;
+    return Run(
+        "INSERT INTO job_memory (job_id, attained_gpu_ms, las_service_gpu_ms, run_time_ms, last_run_ms, preemptions, "
+        "spot_reclaims, queued_since_ms, rank_class_since_ms, rank_class, run_started_ms, last_checkpoint_ms, "
+        "accrued_micros) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
+        "ON CONFLICT (job_id) DO UPDATE SET attained_gpu_ms = EXCLUDED.attained_gpu_ms, "
+        "las_service_gpu_ms = EXCLUDED.las_service_gpu_ms, run_time_ms = EXCLUDED.run_time_ms, "
+        "last_run_ms = EXCLUDED.last_run_ms, preemptions = EXCLUDED.preemptions, "
+        "spot_reclaims = EXCLUDED.spot_reclaims, queued_since_ms = EXCLUDED.queued_since_ms, "
+        "rank_class_since_ms = EXCLUDED.rank_class_since_ms, rank_class = EXCLUDED.rank_class, "
+        "run_started_ms = EXCLUDED.run_started_ms, last_checkpoint_ms = EXCLUDED.last_checkpoint_ms, "
+        "accrued_micros = EXCLUDED.accrued_micros",
+        Params()
+            .Add(r.job.value())
+            .Add(m.attained_gpu_ms)
+            .Add(m.las_service_gpu_ms)
+            .Add(m.run_time.millis())
+            .Add(m.last_run.millis())
+            .Add(m.preemptions)
+            .Add(m.spot_reclaims)
+            .Add(m.queued_since.millis())
+            .Add(m.rank_class_since.millis())
+            .Add(m.rank_class)
+            .Add(m.run_started_at.millis())
+            .Add(m.last_checkpoint.millis())
+            .Add(m.accrued_micros),
+        "save the memory of job " + std::to_string(r.job.value()));
   }
 
   Result<json> ParseColumn(const std::string& text, const std::string& where) const {

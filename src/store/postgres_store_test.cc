@@ -40,14 +40,14 @@ class PostgresStoreTest : public ::testing::Test {
 };
 
 TEST_F(PostgresStoreTest, NewDatabaseHasSchemaVersionAndReadableColumns) {
-  // Given a new schema with one job, expect schema version 3 in meta, and the job's columns,
+  // Given a new schema with one job, expect schema version 4 in meta, and the job's columns,
   // JSON record, request and transition readable with plain SQL.
   {
     auto store = OpenPostgresStore(url_);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
-  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "3");
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
   EXPECT_EQ(Sql("SELECT team || ',' || state || ',' || submitted_ms || ',' || request_id FROM jobs"),
             "nlp,pending,1234,r");
   EXPECT_EQ(Sql("SELECT record::jsonb #>> '{request,spec,team}' FROM jobs WHERE id = 1"), "nlp");
@@ -76,16 +76,41 @@ TEST_F(PostgresStoreTest, TheAuditLogIsAppendOnly) {
 }
 
 TEST_F(PostgresStoreTest, NewerSchemaVersionIsRefused) {
-  // Given a database written by a newer gpufleet (schema version 4), expect opening it to fail
+  // Given a database written by a newer gpufleet (schema version 5), expect opening it to fail
   // with FailedPrecondition naming both versions, and the database left as it was.
   { ASSERT_TRUE(OpenPostgresStore(url_).ok()); }
-  Sql("UPDATE meta SET value = '4' WHERE key = 'schema_version'");
+  Sql("UPDATE meta SET value = '5' WHERE key = 'schema_version'");
   auto store = OpenPostgresStore(url_);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(Contains(store.status().message(), "schema version 4 is newer than this gpufleet knows (3)"))
+  EXPECT_TRUE(Contains(store.status().message(), "schema version 5 is newer than this gpufleet knows (4)"))
       << store.status().message();
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
+}
+
+TEST_F(PostgresStoreTest, SchemaThreeMigratesToFourAndItsJobsHaveNoMemory) {
+  // Given a database at schema version 3 (before the scheduler's memory was stored) with a job,
+  // expect opening it to migrate to version 4, the job to load unchanged with no memory, and
+  // memory to be stored for it from then on.
+  {
+    auto store = OpenPostgresStore(url_);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
+  }
+  // Version 3 is version 4 without the job_memory table.
+  Sql("DROP TABLE job_memory; UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+  auto store = OpenPostgresStore(url_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
+  auto jobs = (*store)->ListJobs({});
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].request.spec.team, "nlp");
+  EXPECT_TRUE((*store)->ListJobMemory()->empty());
+  model::JobMemory m;
+  m.las_service_gpu_ms = 9'000'000;
+  ASSERT_TRUE((*store)->SaveJobMemory({{JobId(1), m}}).ok());
+  EXPECT_EQ(Sql("SELECT las_service_gpu_ms FROM job_memory WHERE job_id = 1"), "9000000");
 }
 
 TEST_F(PostgresStoreTest, UrlLibpqCannotParseIsInvalidArgument) {
@@ -193,7 +218,8 @@ class PostgresLeaderTest : public PostgresStoreTest {
     return Sql("SELECT (SELECT count(*) FROM jobs) || '/' || (SELECT count(*) FROM transitions) || '/' || "
                "(SELECT count(*) FROM requests) || '/' || (SELECT count(*) FROM nodes) || '/' || "
                "(SELECT count(*) FROM tokens) || '/' || (SELECT count(*) FROM meta) || '/' || "
-               "(SELECT count(*) FROM audit) || '/' || (SELECT string_agg(state || ':' || updated_ms, ',' "
+               "(SELECT count(*) FROM audit) || '/' || (SELECT count(*) FROM job_memory) || '/' || "
+               "(SELECT string_agg(state || ':' || updated_ms, ',' "
                "ORDER BY id) FROM jobs) || '/' || (SELECT string_agg(name || '=' || value, ',' ORDER BY name) FROM counters) || "
                "'/' || (SELECT string_agg(record, ',' ORDER BY hash) FROM tokens)");
   }
@@ -263,9 +289,9 @@ TEST_F(PostgresLeaderTest, ShortLeaseLapsesByTheDatabasesClock) {
 TEST_F(PostgresLeaderTest, OldLeaderThatResumesAfterATakeoverCannotWrite) {
   // The scenario. Given A leading and writing (a job, a node, a token), then paused past
   // its lease while B took over, expect every write A attempts on resuming -- submit, update,
-  // node, token, touch, setting, audit -- to fail with Unavailable naming both tokens, and the
-  // database to be exactly as B left it. B's writes succeed, and A, asking for the lease, is told
-  // B holds it.
+  // scheduler memory, node, token, touch, setting, audit -- to fail with Unavailable naming both
+  // tokens, and the database to be exactly as B left it. B's writes succeed, and A, asking for
+  // the lease, is told B holds it.
   auto a = Open();
   auto b = Open();
   ASSERT_TRUE(a && b);
@@ -295,6 +321,12 @@ TEST_F(PostgresLeaderTest, OldLeaderThatResumesAfterATakeoverCannotWrite) {
   refused.push_back(a->Submit({MakeSubmission("after")}).status());
   refused.push_back(a->Update({{job, {Time::FromMillis(9999), api::JobState::kPending, api::JobState::kCancelled,
                                       "cancelled"}}}));
+  api::JobRecord running = job;
+  running.state = api::JobState::kRunning;
+  JobUpdate with_memory{running, {Time::FromMillis(9999), api::JobState::kPending, api::JobState::kRunning, "ok"}};
+  with_memory.memory = model::JobMemory{};
+  refused.push_back(a->Update({with_memory}));
+  refused.push_back(a->SaveJobMemory({{JobId(1), model::JobMemory{}}}));
   node.name = "node-b";
   refused.push_back(a->UpsertNode(node).status());
   token.revoked = true;

@@ -34,7 +34,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr const char* kSchemaVersionKey = "schema_version";
 
@@ -99,6 +99,25 @@ CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit BEGIN SELECT RAISE(ABORT, 
     // always leads: nothing to store (the version moves so that both engines keep one numbering).
     R"sql(
 SELECT 1;
+)sql",
+    // 3 -> 4: the scheduler's memory of each unfinished job (model::JobMemory), so that a
+    // restarted controller ranks the queue as the one before it. Jobs stored before have none.
+    R"sql(
+CREATE TABLE job_memory (
+  job_id              INTEGER PRIMARY KEY REFERENCES jobs (id),
+  attained_gpu_ms     INTEGER NOT NULL,
+  las_service_gpu_ms  INTEGER NOT NULL,
+  run_time_ms         INTEGER NOT NULL,
+  last_run_ms         INTEGER NOT NULL,
+  preemptions         INTEGER NOT NULL,
+  spot_reclaims       INTEGER NOT NULL,
+  queued_since_ms     INTEGER NOT NULL,
+  rank_class_since_ms INTEGER NOT NULL,
+  rank_class          INTEGER NOT NULL,
+  run_started_ms      INTEGER NOT NULL,
+  last_checkpoint_ms  INTEGER NOT NULL,
+  accrued_micros      INTEGER NOT NULL
+);
 )sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
@@ -236,9 +255,62 @@ class SqliteStore : public StateStore {
           return Status::NotFound("update: no job " + std::to_string(job.id.value()));
         }
         GF_RETURN_IF_ERROR(AppendTransition(job.id, u.transition));
+        if (api::IsTerminal(job.state)) {
+          Stmt del = Prepare("DELETE FROM job_memory WHERE job_id = ?1");
+          del.Bind(1, job.id.value());
+          GF_RETURN_IF_ERROR(Run(del, "forget the memory of job " + std::to_string(job.id.value())));
+        } else if (u.memory) {
+          GF_RETURN_IF_ERROR(PutMemory({job.id, *u.memory}));
+        }
       }
       return Status::Ok();
     }, audit);
+  }
+
+  Status SaveJobMemory(const std::vector<JobMemoryRecord>& memory) override {
+    MutexLock lock(mu_);
+    return InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
+      for (const JobMemoryRecord& m : memory) {
+        Stmt find = Prepare("SELECT 1 FROM jobs WHERE id = ?1");
+        find.Bind(1, m.job.value());
+        int rc = find.Step();
+        if (rc == SQLITE_DONE) return Status::NotFound("save memory: no job " + std::to_string(m.job.value()));
+        if (rc != SQLITE_ROW) return Error("find job " + std::to_string(m.job.value()), rc);
+        GF_RETURN_IF_ERROR(PutMemory(m));
+      }
+      return Status::Ok();
+    });
+  }
+
+  Result<std::vector<JobMemoryRecord>> ListJobMemory() override {
+    MutexLock lock(mu_);
+    Stmt st = Prepare(
+        "SELECT job_id, attained_gpu_ms, las_service_gpu_ms, run_time_ms, last_run_ms, preemptions, spot_reclaims, "
+        "queued_since_ms, rank_class_since_ms, rank_class, run_started_ms, last_checkpoint_ms, accrued_micros "
+        "FROM job_memory ORDER BY job_id");
+    std::vector<JobMemoryRecord> out;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      JobMemoryRecord r;
+      r.job = JobId(st.Int(0));
+      model::JobMemory& m = r.memory;
+      m.attained_gpu_ms = st.Int(1);
+      m.las_service_gpu_ms = st.Int(2);
+      m.run_time = Duration::Millis(st.Int(3));
+      m.last_run = Duration::Millis(st.Int(4));
+      m.preemptions = st.Int(5);
+      m.spot_reclaims = st.Int(6);
+      m.queued_since = Time::FromMillis(st.Int(7));
+      m.rank_class_since = Time::FromMillis(st.Int(8));
+      m.rank_class = st.Int(9);
+      m.run_started_at = Time::FromMillis(st.Int(10));
+      m.last_checkpoint = Time::FromMillis(st.Int(11));
+      m.accrued_micros = st.Int(12);
+      out.push_back(r);
+    }
+    if (rc != SQLITE_DONE) return Error("list job memory", rc);
+    return out;
   }
 
   Result<std::optional<api::JobRecord>> GetJob(JobId id) override {
@@ -675,6 +747,28 @@ class SqliteStore : public StateStore {
         .Bind(4, std::string(api::JobStateName(t.to)))
         .Bind(5, t.reason);
     return Run(st, "append transition of job " + std::to_string(id.value()));
+  }
+
+  Status PutMemory(const JobMemoryRecord& r) GF_REQUIRES(mu_) {
+    const model::JobMemory& m = r.memory;
+    Stmt st = Prepare(
+        "INSERT OR REPLACE INTO job_memory (job_id, attained_gpu_ms, las_service_gpu_ms, run_time_ms, last_run_ms, "
+        "preemptions, spot_reclaims, queued_since_ms, rank_class_since_ms, rank_class, run_started_ms, "
+        "last_checkpoint_ms, accrued_micros) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+    st.Bind(1, r.job.value())
+        .Bind(2, m.attained_gpu_ms)
+        .Bind(3, m.las_service_gpu_ms)
+        .Bind(4, m.run_time.millis())
+        .Bind(5, m.last_run.millis())
+        .Bind(6, m.preemptions)
+        .Bind(7, m.spot_reclaims)
+        .Bind(8, m.queued_since.millis())
+        .Bind(9, m.rank_class_since.millis())
+        .Bind(10, m.rank_class)
+        .Bind(11, m.run_started_at.millis())
+        .Bind(12, m.last_checkpoint.millis())
+        .Bind(13, m.accrued_micros);
+    return Run(st, "save the memory of job " + std::to_string(r.job.value()));
   }
 
   Result<json> ParseColumn(const std::string& text, const std::string& where) {

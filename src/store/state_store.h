@@ -13,6 +13,7 @@
 #include "api/records.h"
 #include "common/status.h"
 #include "common/time.h"
+#include "model/job_memory.h"
 
 namespace gpufleet::store {
 
@@ -38,6 +39,16 @@ struct SubmitOutcome {
 struct JobUpdate {
   api::JobRecord job;
   api::Transition transition;
+  // What the scheduler remembers of the job after this change, stored in the same transaction
+  // (nullopt keeps what is stored). A job that reaches a terminal state loses its memory.
+  std::optional<model::JobMemory> memory = std::nullopt;
+};
+
+// The scheduler's memory of one unfinished job (model::JobMemory), as stored.
+struct JobMemoryRecord {
+  JobId job;
+  model::JobMemory memory;
+  bool operator==(const JobMemoryRecord&) const = default;
 };
 
 struct JobFilter {
@@ -86,6 +97,13 @@ class StateStore {
   // Writes the new records and appends the transitions, all in one transaction. A job id that is
   // not stored fails the whole batch (NotFound) and nothing changes.
   virtual Status Update(const std::vector<JobUpdate>& updates) = 0;
+  // The scheduler's memory of jobs whose records did not change (a checkpoint, a re-rank on a
+  // timer), in one transaction; replaces what is stored. A job id that is not stored fails the
+  // whole batch (NotFound) and nothing changes.
+  virtual Status SaveJobMemory(const std::vector<JobMemoryRecord>& memory) = 0;
+  // Every stored memory, by job id. A job without one (submitted and never changed since, or
+  // stored before schema version 4) is absent: its record says all there is.
+  virtual Result<std::vector<JobMemoryRecord>> ListJobMemory() = 0;
 
   virtual Result<std::optional<api::JobRecord>> GetJob(JobId id) = 0;
   // The matching jobs oldest first (by id) without a limit; with one, the newest `limit` of them,
@@ -119,8 +137,8 @@ class StateStore {
   // token. A renewal keeps the token, even after the lease lapsed if nobody took it meanwhile.
   // When another holds a live lease, answers held=false with that holder.
   //
-  // Fencing: once this store has held a token, every write (Submit, Update, UpsertNode, PutToken,
-  // TouchToken, SetMeta, AppendAudit) checks, inside its own transaction, that the token is still
+  // Fencing: once this store has held a token, every write (Submit, Update, SaveJobMemory,
+  // UpsertNode, PutToken, TouchToken, SetMeta, AppendAudit) checks, inside its own transaction, that the token is still
   // the current one, and otherwise fails with Unavailable ("lost the leadership: token N superseded
   // by M") and changes nothing. A store that never asked writes unfenced.
   //

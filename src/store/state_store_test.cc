@@ -226,6 +226,68 @@ TEST_P(StateStoreTest, UpdateOfAnUnknownJobChangesNothing) {
   EXPECT_FALSE(store_->GetJob(JobId(42))->has_value());
 }
 
+model::JobMemory SampleMemory(int64_t base) {
+  model::JobMemory m;
+  m.attained_gpu_ms = base + 1;
+  m.las_service_gpu_ms = base + 2;
+  m.run_time = Duration::Millis(base + 3);
+  m.last_run = Duration::Millis(base + 4);
+  m.preemptions = 5;
+  m.spot_reclaims = 6;
+  m.queued_since = Time::FromMillis(1'700'000'000'000 + base + 7);
+  m.rank_class_since = Time::FromMillis(1'700'000'000'000 + base + 8);
+  m.rank_class = 2;
+  m.run_started_at = Time::FromMillis(1'700'000'000'000 + base + 9);
+  m.last_checkpoint = Time::FromMillis(1'700'000'000'000 + base + 10);
+  m.accrued_micros = (int64_t{1} << 40) + base;
+  return m;
+}
+
+TEST_P(StateStoreTest, SchedulerMemoryIsStoredWithItsTransitionAndDroppedWhenTheJobEnds) {
+  // Given two jobs, one updated with the scheduler's memory and one without, then the memory of
+  // the first saved alone, expect only the first's memory back (after a reopen), the later value
+  // replacing the earlier; an update without memory keeps it; a batch naming an unknown job
+  // stores no memory at all; and the memory is gone once the job has ended.
+  auto ids = SubmitOk({MakeSubmission("a"), MakeSubmission("b")});
+  api::JobRecord a = GetOk(ids[0].ids[0]);
+  api::JobRecord b = GetOk(ids[1].ids[0]);
+  EXPECT_TRUE(store_->ListJobMemory()->empty());
+  a.state = api::JobState::kStarting;
+  b.state = api::JobState::kStarting;
+  JobUpdate ua{a, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kStarting, "placed"}};
+  ua.memory = SampleMemory(100);
+  JobUpdate ub_plain{b, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kStarting, "placed"}};
+  ASSERT_TRUE(store_->Update({ua, ub_plain}).ok());
+  Reopen();
+  auto memory = store_->ListJobMemory();
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+  EXPECT_EQ(*memory, (std::vector<JobMemoryRecord>{{a.id, SampleMemory(100)}}));
+
+  ASSERT_TRUE(store_->SaveJobMemory({{a.id, SampleMemory(200)}}).ok());
+  a.state = api::JobState::kRunning;
+  ASSERT_TRUE(
+      store_->Update({{a, {Time::FromMillis(3000), api::JobState::kStarting, api::JobState::kRunning, "ok"}}}).ok());
+  Reopen();
+  EXPECT_EQ(*store_->ListJobMemory(), (std::vector<JobMemoryRecord>{{a.id, SampleMemory(200)}}));
+
+  Status s = store_->SaveJobMemory({{b.id, SampleMemory(300)}, {JobId(42), SampleMemory(400)}});
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  api::JobRecord ghost = b;
+  ghost.id = JobId(42);
+  JobUpdate ub{b, {Time::FromMillis(4000), api::JobState::kStarting, api::JobState::kRunning, "ok"}};
+  ub.memory = SampleMemory(500);
+  s = store_->Update({ub, {ghost, {Time::FromMillis(4000), api::JobState::kStarting, api::JobState::kRunning, "ok"}}});
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_EQ(*store_->ListJobMemory(), (std::vector<JobMemoryRecord>{{a.id, SampleMemory(200)}}));
+
+  a.state = api::JobState::kSucceeded;
+  JobUpdate done{a, {Time::FromMillis(5000), api::JobState::kRunning, api::JobState::kSucceeded, "exit code 0"}};
+  done.memory = SampleMemory(600);  // a finished job has nothing to remember
+  ASSERT_TRUE(store_->Update({done}).ok());
+  Reopen();
+  EXPECT_TRUE(store_->ListJobMemory()->empty());
+}
+
 TEST_P(StateStoreTest, ListJobsHonoursTeamSinceTerminalAndLimit) {
   // Given jobs of two teams submitted at different times, one of them finished, expect each
   // filter to select the right ones: oldest first without a limit, newest first with one.
@@ -328,7 +390,7 @@ TEST_P(StateStoreTest, TokensArePutFoundReplacedAndListed) {
 
 TEST_P(StateStoreTest, MetaHoldsSettingsAndTheSchemaVersion) {
   // Given settings written and overwritten, expect the latest values back; expect the schema
-  // version to read 3 and to be off limits to callers.
+  // version to read 4 and to be off limits to callers.
   ASSERT_TRUE(store_->SetMeta("cluster_id", "c-1").ok());
   ASSERT_TRUE(store_->SetMeta("cluster_id", "c-2").ok());
   ASSERT_TRUE(store_->SetMeta("next_master_port", "29500").ok());
@@ -338,7 +400,7 @@ TEST_P(StateStoreTest, MetaHoldsSettingsAndTheSchemaVersion) {
   EXPECT_EQ(*id, std::optional<std::string>("c-2"));
   EXPECT_EQ(*store_->GetMeta("next_master_port"), std::optional<std::string>("29500"));
   EXPECT_EQ(*store_->GetMeta("absent"), std::nullopt);
-  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("3"));
+  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("4"));
   EXPECT_EQ(store_->SetMeta("schema_version", "7").code(), StatusCode::kInvalidArgument);
 }
 

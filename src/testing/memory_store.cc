@@ -10,7 +10,7 @@ constexpr const char* kSchemaVersionKey = "schema_version";
 
 }  // namespace
 
-MemoryStore::MemoryStore() { meta_[kSchemaVersionKey] = "3"; }  // as the SQLite store's
+MemoryStore::MemoryStore() { meta_[kSchemaVersionKey] = "4"; }  // as the SQLite store's
 
 void MemoryStore::FailNextWrite(Status error) {
   MutexLock lock(mu_);
@@ -134,8 +134,30 @@ Status MemoryStore::Update(const std::vector<store::JobUpdate>& updates) {
   for (const store::JobUpdate& u : updates) {
     jobs_[u.job.id.value()] = u.job;
     transitions_[u.job.id.value()].push_back(u.transition);
+    if (api::IsTerminal(u.job.state)) {
+      memory_.erase(u.job.id.value());
+    } else if (u.memory) {
+      memory_[u.job.id.value()] = *u.memory;
+    }
   }
   return Status::Ok();
+}
+
+Status MemoryStore::SaveJobMemory(const std::vector<store::JobMemoryRecord>& memory) {
+  MutexLock lock(mu_);
+  GF_RETURN_IF_ERROR(BeginWrite());
+  for (const store::JobMemoryRecord& m : memory) {
+    if (!jobs_.contains(m.job.value())) return Status::NotFound("save memory: no job " + std::to_string(m.job.value()));
+  }
+  for (const store::JobMemoryRecord& m : memory) memory_[m.job.value()] = m.memory;
+  return Status::Ok();
+}
+
+Result<std::vector<store::JobMemoryRecord>> MemoryStore::ListJobMemory() {
+  MutexLock lock(mu_);
+  std::vector<store::JobMemoryRecord> out;
+  for (const auto& [id, m] : memory_) out.push_back({JobId(id), m});
+  return out;
 }
 
 Result<std::optional<api::JobRecord>> MemoryStore::GetJob(JobId id) {

@@ -27,6 +27,8 @@ class MemoryStore : public store::StateStore {
 
   Result<std::vector<store::SubmitOutcome>> Submit(std::vector<store::Submission> submissions) override;
   Status Update(const std::vector<store::JobUpdate>& updates) override;
+  Status SaveJobMemory(const std::vector<store::JobMemoryRecord>& memory) override;
+  Result<std::vector<store::JobMemoryRecord>> ListJobMemory() override;
   Result<std::optional<api::JobRecord>> GetJob(JobId id) override;
   Result<std::vector<api::JobRecord>> ListJobs(const store::JobFilter& filter) override;
   Result<std::vector<api::Transition>> History(JobId id) override;
@@ -44,7 +46,7 @@ class MemoryStore : public store::StateStore {
   Status AppendAudit(const std::vector<api::AuditRecord>& records) override;
   Result<std::vector<api::AuditRecord>> ListAudit(const store::AuditFilter& filter) override;
 
-  // The next write call (Submit, Update, UpsertNode, PutToken, SetMeta) returns `error` and
+  // The next write call (Submit, Update, SaveJobMemory, UpsertNode, PutToken, SetMeta) returns `error` and
   // changes nothing; later calls behave normally.
   void FailNextWrite(Status error);
   // The next `count` writes fail with `error` (a store that stays broken for a while).
@@ -67,6 +69,7 @@ class MemoryStore : public store::StateStore {
   std::map<int64_t, api::JobRecord> jobs_ GF_GUARDED_BY(mu_);
   std::map<int64_t, std::vector<api::Transition>> transitions_ GF_GUARDED_BY(mu_);
   std::map<std::string, std::vector<JobId>> requests_ GF_GUARDED_BY(mu_);
+  std::map<int64_t, model::JobMemory> memory_ GF_GUARDED_BY(mu_);  // by job id
   std::map<std::string, api::NodeRecord> nodes_ GF_GUARDED_BY(mu_);  // by name
   std::map<std::string, api::TokenRecord> tokens_ GF_GUARDED_BY(mu_);  // by hash
   std::map<std::string, std::string> meta_ GF_GUARDED_BY(mu_);
