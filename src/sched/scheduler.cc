@@ -1575,7 +1575,7 @@ std::optional<Scheduler::Reservation> Scheduler::MakeReservation(const JobState&
 
 bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vector<char>* claimed) {
   std::vector<int> models = AllowedModels(w.spec, view_);
-  if (models.empty()) return false;
+  if (models.empty() || !policies_.queue->MayPreemptSomeone(w.v, ctx)) return false;
   const int64_t need = w.spec.total_gpu_milli();
   int64_t free = FreeMilliFor(models, view_);
   std::vector<JobState*> candidates;
@@ -1595,18 +1595,24 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     return !r->preempted_for && ctx.now - r->v.started_at >= policies_.options.min_run_before_preempt &&
            r->model_index >= 0 && model_ok[r->model_index] && policies_.queue->MayPreempt(w.v, r->v, ctx);
   };
-  // With static ranks and least-work-lost victims, the candidates come from the victim index in
-  // the order they are stopped, as far as the search needs them: the classes behind the waiting
-  // job's, plus the jobs of its own class ranked behind it (and the index's aside jobs).
+  // With least-work-lost victims, the candidates come from the victim index in the order they
+  // are stopped, as far as the search needs them. With static ranks only jobs ranked behind the
+  // waiting one are candidates: the classes behind its own, plus the jobs of its own class ranked
+  // behind it (and the index's aside jobs); otherwise every running job is.
   std::optional<VictimStream> stream;
-  if (static_ranks && victim_index_) {
+  if (victim_index_) {
     stream.emplace(ctx.now);
-    const int64_t cls = w.rank.k[0];
-    constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
-    auto own = running_.lower_bound({w.rank, kMax, nullptr});  // the first job ranked behind w
-    auto own_end = cls == kMax ? running_.end() : running_.lower_bound({RankKey{{cls + 1, kMin, kMin}}, kMin, nullptr});
-    for (; own != own_end; ++own) stream->AddJob(std::get<2>(*own));
-    for (auto c = victim_index_->by_class.upper_bound(cls); c != victim_index_->by_class.end(); ++c) {
+    auto first_class = victim_index_->by_class.begin();
+    if (static_ranks) {
+      const int64_t cls = w.rank.k[0];
+      constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+      auto own = running_.lower_bound({w.rank, kMax, nullptr});  // the first job ranked behind w
+      auto own_end =
+          cls == kMax ? running_.end() : running_.lower_bound({RankKey{{cls + 1, kMin, kMin}}, kMin, nullptr});
+      for (; own != own_end; ++own) stream->AddJob(std::get<2>(*own));
+      first_class = victim_index_->by_class.upper_bound(cls);
+    }
+    for (auto c = first_class; c != victim_index_->by_class.end(); ++c) {
       for (const auto& [interval, filed] : c->second.by_interval) stream->AddFiled(filed, interval);
       for (const auto& [seq, j] : c->second.aside) stream->AddJob(j);
     }
