@@ -185,16 +185,17 @@ class Scheduler::VictimStream {
   // The regular jobs of one interval, in order at `now_`.
   void AddFiled(const VictimIndex::Filed& filed, int64_t interval) {
     if (filed.empty()) return;
-    if (interval <= 0) {
-      AddRun(filed.rbegin(), filed.rend());
-      return;
-    }
-    const int64_t cut = ((now_.millis() % interval) + interval) % interval;
-    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-    auto above = filed.upper_bound({cut, kMax, kMax, nullptr});
-    // Phases at or below the cut (least work at risk first), then the rest from the top.
     Run run;
-    run.parts = {{It(above), filed.rend()}, {filed.rbegin(), It(above)}};
+    run.interval = interval;
+    if (interval <= 0) {
+      run.parts = {{filed.rbegin(), filed.rend()}};
+    } else {
+      run.cut = ((now_.millis() % interval) + interval) % interval;
+      constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+      auto above = filed.upper_bound({run.cut, kMax, kMax, nullptr});
+      // Phases at or below the cut (least work at risk first), then the rest from the top.
+      run.parts = {{It(above), filed.rend()}, {filed.rbegin(), It(above)}};
+    }
     Push(std::move(run));
   }
   // A job outside the filed runs (sorted by Finish).
@@ -226,9 +227,7 @@ class Scheduler::VictimStream {
     } else {
       Run& r = runs_[static_cast<size_t>(h.run)];
       ++r.parts[r.part].first;
-      if (Load(r, h)) {
-        h.key = KeyOf(*h.job, now_);
-      } else {
+      if (!Load(r, h)) {
         heads_.erase(heads_.begin() + static_cast<long>(best));
       }
     }
@@ -240,30 +239,31 @@ class Scheduler::VictimStream {
   struct Run {
     std::vector<std::pair<It, It>> parts;
     size_t part = 0;
+    int64_t interval = 0;
+    int64_t cut = 0;  // now mod interval
   };
   struct Head {
     Key key;
     JobState* job = nullptr;
     int run = -1;  // index into runs_; -1: extra_
   };
-  void AddRun(It begin, It end) {
-    Run run;
-    run.parts = {{begin, end}};
-    Push(std::move(run));
-  }
   void Push(Run run) {
     Head h;
     if (!Load(run, h)) return;
-    h.key = KeyOf(*h.job, now_);
     h.run = static_cast<int>(runs_.size());
     runs_.push_back(std::move(run));
     heads_.push_back(h);
   }
   // Points `h` at the run's current job, moving past finished parts; false at the run's end.
-  static bool Load(Run& r, Head& h) {
+  // The key comes from where the job is filed: what WorkAtRisk gives for a job filed there.
+  bool Load(Run& r, Head& h) const {
     while (r.part < r.parts.size() && r.parts[r.part].first == r.parts[r.part].second) ++r.part;
     if (r.part == r.parts.size()) return false;
-    h.job = std::get<3>(*r.parts[r.part].first);
+    const auto& [phase, neg_priority, seq, job] = *r.parts[r.part].first;
+    int64_t risk = now_.millis() - phase;
+    if (r.interval > 0) risk = phase <= r.cut ? r.cut - phase : r.cut - phase + r.interval;
+    h.job = job;
+    h.key = Key{Duration::Millis(risk), static_cast<int>(-neg_priority), -seq};
     return true;
   }
 
