@@ -161,8 +161,8 @@ struct Scheduler::Reservation {
 //  - A job with an interval that has reported a checkpoint of its own mixes both; such jobs are
 //    kept aside and a search sorts them.
 // Within one phase, filing by (-priority, seq) and reading backwards gives the lowest priority,
-// then the newest, first. Each first rank component (the queue class) has its own index, so a
-// search for a waiting job reads only the classes behind the job's.
+// then the newest, first. Each first rank component (the queue class) has its own index, so
+// with static ranks a search for a waiting job reads only the classes behind the job's.
 struct Scheduler::VictimIndex {
   using Entry = std::tuple<int64_t, int64_t, int64_t, JobState*>;  // phase, -priority, seq, job
   using Filed = std::set<Entry>;
