@@ -91,6 +91,10 @@ class QueuePolicy {
   virtual bool MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const {
     return false;
   }
+  // False when MayPreempt(waiting, r, ctx) is false for every running job r (whatever else of
+  // the usage changes, save that of teams other than the waiting job's): a preemption search
+  // then ends before it looks at anyone.
+  virtual bool MayPreemptSomeone(const JobView& waiting, const QueueContext& ctx) const { return Preempts(); }
   virtual PreemptReason PreemptionReason() const { return PreemptReason::kPriority; }
   // False when MayPreempt is always false: a pass then never looks for victims.
   virtual bool Preempts() const { return false; }

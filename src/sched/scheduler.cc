@@ -120,6 +120,12 @@ struct Scheduler::JobState {
   std::vector<int> part_pos;
   int model_index = -1;
   int64_t held_milli = 0;
+  // Where it is filed in victim_index_ while running.
+  bool victim_filed = false;
+  bool victim_aside = false;
+  int64_t victim_class = 0;
+  int64_t victim_interval = 0;
+  int64_t victim_phase = 0;
   int group = -1;         // its (team, shape) queue in by_group_, when filed there
   RankKey group_key;      // the StaticRank it is filed under
   // What the last pass concluded for this pending job (for Explain).
@@ -141,9 +147,185 @@ struct Scheduler::Reservation {
   std::vector<char> nodes;  // node positions held for the job
 };
 
+// ---- Victims in the order a search stops them -------------------------------------------------
+//
+// A least-work-lost search stops victims in the order (work at risk now, priority, newest first);
+// sorting every candidate at each search costs O(running log running), and most searches need
+// only the first few. This index keeps running jobs in that order instead:
+//  - A job with a checkpoint interval I that has reported no checkpoint since it started has
+//    (now - start) mod I at risk (JobView::WorkAtRisk). The jobs of one interval keep one cyclic
+//    order, cut at now mod I: each is filed once, under its start's phase (start mod I), and read
+//    in descending phase from now mod I down, then from the top down to just above it.
+//  - A job without an interval has now minus its last checkpoint (or start) at risk: filed under
+//    that instant, read latest first.
+//  - A job with an interval that has reported a checkpoint of its own mixes both; such jobs are
+//    kept aside and a search sorts them.
+// Within one phase, filing by (-priority, seq) and reading backwards gives the lowest priority,
+// then the newest, first. Each first rank component (the queue class) has its own index, so
+// with static ranks a search for a waiting job reads only the classes behind the job's.
+struct Scheduler::VictimIndex {
+  using Entry = std::tuple<int64_t, int64_t, int64_t, JobState*>;  // phase, -priority, seq, job
+  using Filed = std::set<Entry>;
+  struct Class {
+    std::map<int64_t, Filed> by_interval;            // checkpoint interval (ms; 0: none) -> jobs
+    std::set<std::pair<int64_t, JobState*>> aside;  // (seq, job)
+  };
+  std::map<int64_t, Class> by_class;
+};
+
+// The candidates of one search in the order the search stops them: several runs, each already in
+// that order, merged by the order's key.
+class Scheduler::VictimStream {
+ public:
+  using Key = std::tuple<Duration, int, int64_t>;
+  static Key KeyOf(const JobState& j, Time now) { return {j.v.WorkAtRisk(now), j.spec.priority, -j.v.seq}; }
+
+  explicit VictimStream(Time now) : now_(now) {}
+
+  // The regular jobs of one interval, in order at `now_`.
+  void AddFiled(const VictimIndex::Filed& filed, int64_t interval) {
+    if (filed.empty()) return;
+    Run run;
+    run.interval = interval;
+    if (interval <= 0) {
+      run.parts = {{filed.rbegin(), filed.rend()}};
+    } else {
+      run.cut = ((now_.millis() % interval) + interval) % interval;
+      constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+      auto above = filed.upper_bound({run.cut, kMax, kMax, nullptr});
+      // Phases at or below the cut (least work at risk first), then the rest from the top.
+      run.parts = {{It(above), filed.rend()}, {filed.rbegin(), It(above)}};
+    }
+    Push(std::move(run));
+  }
+  // A job outside the filed runs (sorted by Finish).
+  void AddJob(JobState* j) { extra_.emplace_back(KeyOf(*j, now_), j->v.seq, j); }
+  // Call once after the Add calls.
+  void Finish() {
+    std::sort(extra_.begin(), extra_.end());
+    if (!extra_.empty()) {
+      heads_.push_back(Head{std::get<0>(extra_[0]), std::get<2>(extra_[0]), -1});
+    }
+  }
+
+  // The next job in order; nullptr at the end.
+  JobState* Next() {
+    if (heads_.empty()) return nullptr;
+    size_t best = 0;
+    for (size_t i = 1; i < heads_.size(); ++i) {
+      if (heads_[i].key < heads_[best].key) best = i;
+    }
+    Head& h = heads_[best];
+    JobState* out = h.job;
+    if (h.run < 0) {
+      if (++extra_pos_ < extra_.size()) {
+        h.key = std::get<0>(extra_[extra_pos_]);
+        h.job = std::get<2>(extra_[extra_pos_]);
+      } else {
+        heads_.erase(heads_.begin() + static_cast<long>(best));
+      }
+    } else {
+      Run& r = runs_[static_cast<size_t>(h.run)];
+      ++r.parts[r.part].first;
+      if (!Load(r, h)) {
+        heads_.erase(heads_.begin() + static_cast<long>(best));
+      }
+    }
+    return out;
+  }
+
+ private:
+  using It = VictimIndex::Filed::const_reverse_iterator;
+  struct Run {
+    std::vector<std::pair<It, It>> parts;
+    size_t part = 0;
+    int64_t interval = 0;
+    int64_t cut = 0;  // now mod interval
+  };
+  struct Head {
+    Key key;
+    JobState* job = nullptr;
+    int run = -1;  // index into runs_; -1: extra_
+  };
+  void Push(Run run) {
+    Head h;
+    if (!Load(run, h)) return;
+    h.run = static_cast<int>(runs_.size());
+    runs_.push_back(std::move(run));
+    heads_.push_back(h);
+  }
+  // Points `h` at the run's current job, moving past finished parts; false at the run's end.
+  // The key comes from where the job is filed: what WorkAtRisk gives for a job filed there.
+  bool Load(Run& r, Head& h) const {
+    while (r.part < r.parts.size() && r.parts[r.part].first == r.parts[r.part].second) ++r.part;
+    if (r.part == r.parts.size()) return false;
+    const auto& [phase, neg_priority, seq, job] = *r.parts[r.part].first;
+    int64_t risk = now_.millis() - phase;
+    if (r.interval > 0) risk = phase <= r.cut ? r.cut - phase : r.cut - phase + r.interval;
+    h.job = job;
+    h.key = Key{Duration::Millis(risk), static_cast<int>(-neg_priority), -seq};
+    return true;
+  }
+
+  Time now_;
+  std::vector<Run> runs_;
+  std::vector<Head> heads_;
+  std::vector<std::tuple<Key, int64_t, JobState*>> extra_;
+  size_t extra_pos_ = 0;
+};
+
 Scheduler::Scheduler(const Clock& clock, ClusterView& view, Policies policies, ActionSink& sink)
     : clock_(clock), view_(view), policies_(std::move(policies)), sink_(sink) {
   CHECK(policies_.queue != nullptr && policies_.placement != nullptr) << "policies incomplete";
+  if (policies_.options.preemption && policies_.queue->Preempts() &&
+      policies_.options.victims == VictimOrder::kLeastWorkLost) {
+    victim_index_ = std::make_unique<VictimIndex>();
+  }
+}
+
+void Scheduler::AddRunning(JobState& j) {
+  running_.emplace(j.rank, j.v.seq, &j);
+  IndexVictim(j);
+}
+
+void Scheduler::RemoveRunning(JobState& j) {
+  running_.erase({j.rank, j.v.seq, &j});
+  UnindexVictim(j);
+}
+
+void Scheduler::IndexVictim(JobState& j) {
+  if (!victim_index_) return;
+  VictimIndex::Class& c = victim_index_->by_class[j.rank.k[0]];
+  const int64_t interval = std::max<int64_t>(0, j.spec.checkpoint_interval.millis());
+  const int64_t start = j.v.started_at.millis();
+  const int64_t checkpoint = j.v.last_checkpoint.millis();
+  j.victim_class = j.rank.k[0];
+  j.victim_interval = interval;
+  j.victim_aside = interval > 0 && checkpoint > start;
+  if (j.victim_aside) {
+    c.aside.emplace(j.v.seq, &j);
+  } else {
+    j.victim_phase = interval > 0 ? ((start % interval) + interval) % interval : std::max(start, checkpoint);
+    c.by_interval[interval].emplace(j.victim_phase, -static_cast<int64_t>(j.spec.priority), j.v.seq, &j);
+  }
+  j.victim_filed = true;
+}
+
+void Scheduler::UnindexVictim(JobState& j) {
+  if (!j.victim_filed) return;
+  j.victim_filed = false;
+  auto cls = victim_index_->by_class.find(j.victim_class);
+  CHECK(cls != victim_index_->by_class.end()) << "victim index lost a class";
+  VictimIndex::Class& c = cls->second;
+  if (j.victim_aside) {
+    c.aside.erase({j.v.seq, &j});
+  } else {
+    auto filed = c.by_interval.find(j.victim_interval);
+    CHECK(filed != c.by_interval.end()) << "victim index lost an interval";
+    filed->second.erase({j.victim_phase, -static_cast<int64_t>(j.spec.priority), j.v.seq, &j});
+    if (filed->second.empty()) c.by_interval.erase(filed);
+  }
+  if (c.by_interval.empty() && c.aside.empty()) victim_index_->by_class.erase(cls);
 }
 
 Scheduler::~Scheduler() = default;
@@ -400,9 +582,9 @@ void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
     Unfile(j);
     File(j);
   } else if (j.v.phase == JobPhase::kRunning) {
-    running_.erase({j.rank, j.v.seq, &j});
+    RemoveRunning(j);
     j.rank = LiveRank(j, ctx);
-    running_.emplace(j.rank, j.v.seq, &j);
+    AddRunning(j);
     ++running_version_;
     for (int pos : j.part_pos) RefileNode(pos);
   } else {
@@ -435,7 +617,7 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
     load.model_used_milli[j.placement.gpu_model] += GpuMilliOf(j.spec);
   }
   j.rank = LiveRank(j, ctx);
-  running_.emplace(j.rank, j.v.seq, &j);
+  AddRunning(j);
   ++running_version_;
   if (j.spec.duration_estimate) ++running_with_estimate_;
   j.moving = policies_.queue->RankMovesWithService(j.v);
@@ -981,7 +1163,7 @@ void Scheduler::EnforceBudgets(Time now) {
 
 void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
   CHECK(j.v.phase == JobPhase::kRunning);
-  running_.erase({j.rank, j.v.seq, &j});
+  RemoveRunning(j);
   ++running_version_;
   if (j.spec.duration_estimate) --running_with_estimate_;
   if (j.moving) --running_moving_;
@@ -1007,7 +1189,7 @@ void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
   CHECK(j.v.phase != JobPhase::kPending);
   Time now = clock_.Now();
   if (j.v.phase == JobPhase::kRunning) {
-    running_.erase({j.rank, j.v.seq, &j});
+    RemoveRunning(j);
     ++running_version_;
     if (j.spec.duration_estimate) --running_with_estimate_;
     if (j.moving) --running_moving_;
@@ -1239,7 +1421,12 @@ Status Scheduler::Apply(const Event& e) {
   if (const auto* ev = std::get_if<JobCheckpointed>(&e)) {
     JobState* j = FindJob(ev->job);
     if (!j) return Status::NotFound("checkpointed job " + std::to_string(ev->job.value()) + " is unknown");
-    if (j->v.phase != JobPhase::kPending) j->v.last_checkpoint = now;
+    if (j->v.phase != JobPhase::kPending) {
+      // Filed under the checkpoint it had (running jobs only; a stopping one is no victim).
+      UnindexVictim(*j);
+      j->v.last_checkpoint = now;
+      if (j->v.phase == JobPhase::kRunning) IndexVictim(*j);
+    }
     return Status::Ok();
   }
   if (const auto* ev = std::get_if<NodeUp>(&e)) {
@@ -1347,9 +1534,12 @@ void Scheduler::RefreshRunningRanks(const QueueContext& ctx) {
     auto node = running_.extract({j->rank, j->v.seq, j});
     RankKey r = LiveRank(*j, ctx);
     if (j->rank < r) worse = true;
+    const bool new_class = r.k[0] != j->rank.k[0];
+    if (new_class) UnindexVictim(*j);
     j->rank = r;
     std::get<0>(node.value()) = r;
     running_.insert(std::move(node));
+    if (new_class) IndexVictim(*j);
   }
   if (worse) ++running_version_;
 }
@@ -1443,7 +1633,7 @@ std::optional<Scheduler::Reservation> Scheduler::MakeReservation(const JobState&
 
 bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vector<char>* claimed) {
   std::vector<int> models = AllowedModels(w.spec, view_);
-  if (models.empty()) return false;
+  if (models.empty() || !policies_.queue->MayPreemptSomeone(w.v, ctx)) return false;
   const int64_t need = w.spec.total_gpu_milli();
   int64_t free = FreeMilliFor(models, view_);
   std::vector<JobState*> candidates;
@@ -1459,18 +1649,60 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     for (int m : models) whole_nodes = whole_nodes && w.spec.gpus_per_node == view_.MaxGpusPerNode(m);
     if (whole_nodes && !NodesMayBeFreed(w, models, ctx)) return false;
   }
-  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
-    JobState* r = std::get<2>(*it);
-    if (static_ranks && !(w.rank < r->rank)) break;  // sorted: nobody further can be displaced
-    if (r->preempted_for) continue;
-    if (ctx.now - r->v.started_at < policies_.options.min_run_before_preempt) continue;
-    if (r->model_index < 0 || !model_ok[r->model_index]) continue;
-    if (!policies_.queue->MayPreempt(w.v, r->v, ctx)) continue;
-    candidates.push_back(r);
-    candidate_milli += r->held_milli;
+  auto may_stop = [&](const JobState* r) {
+    return !r->preempted_for && ctx.now - r->v.started_at >= policies_.options.min_run_before_preempt &&
+           r->model_index >= 0 && model_ok[r->model_index] && policies_.queue->MayPreempt(w.v, r->v, ctx);
+  };
+  // With least-work-lost victims, the candidates come from the victim index in the order they
+  // are stopped, as far as the search needs them. With static ranks only jobs ranked behind the
+  // waiting one are candidates: the classes behind its own, plus the jobs of its own class ranked
+  // behind it (and the index's aside jobs); otherwise every running job is.
+  std::optional<VictimStream> stream;
+  if (victim_index_) {
+    stream.emplace(ctx.now);
+    auto first_class = victim_index_->by_class.begin();
+    if (static_ranks) {
+      const int64_t cls = w.rank.k[0];
+      constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+      auto own = running_.lower_bound({w.rank, kMax, nullptr});  // the first job ranked behind w
+      auto own_end =
+          cls == kMax ? running_.end() : running_.lower_bound({RankKey{{cls + 1, kMin, kMin}}, kMin, nullptr});
+      for (; own != own_end; ++own) stream->AddJob(std::get<2>(*own));
+      first_class = victim_index_->by_class.upper_bound(cls);
+    }
+    for (auto c = first_class; c != victim_index_->by_class.end(); ++c) {
+      for (const auto& [interval, filed] : c->second.by_interval) stream->AddFiled(filed, interval);
+      for (const auto& [seq, j] : c->second.aside) stream->AddJob(j);
+    }
+    stream->Finish();
+  }
+  auto next_candidate = [&]() -> JobState* {
+    while (JobState* r = stream->Next()) {
+      if (may_stop(r)) return r;
+    }
+    return nullptr;
+  };
+  if (stream) {
+    // Enough candidates to cover the need, or the search fails as the full list would.
+    while (candidates.empty() || free + candidate_milli < need) {
+      JobState* r = next_candidate();
+      if (!r) return false;
+      candidates.push_back(r);
+      candidate_milli += r->held_milli;
+    }
+  } else {
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+      JobState* r = std::get<2>(*it);
+      if (static_ranks && !(w.rank < r->rank)) break;  // sorted: nobody further can be displaced
+      if (!may_stop(r)) continue;
+      candidates.push_back(r);
+      candidate_milli += r->held_milli;
+    }
   }
   if (candidates.empty() || free + candidate_milli < need) return false;
-  if (policies_.options.victims == VictimOrder::kWorstRank) {
+  if (stream) {
+    // Already in order.
+  } else if (policies_.options.victims == VictimOrder::kWorstRank) {
     // The back of the queue first (its live rank), then the newest: what Tiresias stops.
     std::vector<std::tuple<RankKey, int64_t, JobState*>> keyed;
     keyed.reserve(candidates.size());
@@ -1509,7 +1741,9 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   if (whole) {
     for (int m : models) ready += view_.NodesWithFreeWhole(m, w.spec.gpus_per_node);
   }
-  for (JobState* c : candidates) {
+  for (size_t next = 0;; ++next) {
+    JobState* c = next < candidates.size() ? candidates[next] : stream ? next_candidate() : nullptr;
+    if (!c) break;
     if (!static_ranks) {
       if (!policies_.queue->MayPreempt(w.v, c->v, ctx_after)) continue;
       teams_after[c->spec.team].used_milli -= c->placement.total_gpu_milli();

@@ -278,6 +278,15 @@ class Scheduler {
   void File(JobState& j);
   void Unfile(JobState& j);
   std::set<std::tuple<RankKey, int64_t, JobState*>> running_;  // running jobs by rank
+  void AddRunning(JobState& j);
+  void RemoveRunning(JobState& j);
+  // Running jobs in the order a least-work-lost preemption search stops them, per first rank
+  // component (VictimIndex in scheduler.cc); null unless the policy preempts with that order.
+  struct VictimIndex;
+  std::unique_ptr<VictimIndex> victim_index_;
+  void IndexVictim(JobState& j);
+  void UnindexVictim(JobState& j);
+  class VictimStream;
   std::unordered_set<JobState*> stopping_;                       // asked to stop, not yet gone
   int64_t running_with_estimate_ = 0;
   int64_t running_moving_ = 0;   // running jobs whose rank moves with service (re-ranked per pass)

@@ -255,6 +255,37 @@ TEST(SchedulerTest, PreemptionPicksTheVictimThatLosesLeastWork) {
   EXPECT_EQ(h.sched().ViewOf(late)->preemptions, 1);
 }
 
+TEST(SchedulerTest, VictimsStopInOrderOfWorkLostAcrossCheckpointCycles) {
+  // Given five low-priority 8-GPU jobs at t=27m, one per node: A, B and E checkpoint every 10
+  // minutes from their starts at 0, 5m and 9m (7, 2 and 8 minutes at risk); C never checkpoints
+  // (started at 6m: 21 minutes); D checkpoints every 10 minutes from 1m but reported a checkpoint
+  // of its own at 26m (1 minute). Expect high-priority 8-GPU jobs submitted one after another
+  // to preempt D, B, A, E, C in that order.
+  SchedulerHarness h("priority");
+  for (const char* name : {"a", "b", "c", "d", "e"}) h.AddNode(MakeNode(name, "A100", 8));
+  model::JobSpec every10 = MakeJob(8);
+  every10.checkpoint_interval = Duration::Minutes(10);
+  JobId a = h.Submit(every10);
+  h.clock().Set(Time::FromSeconds(60));
+  JobId d = h.Submit(every10);
+  h.clock().Set(Time::FromSeconds(5 * 60));
+  JobId b = h.Submit(every10);
+  h.clock().Set(Time::FromSeconds(6 * 60));
+  JobId c = h.Submit(MakeJob(8));
+  h.clock().Set(Time::FromSeconds(9 * 60));
+  JobId e = h.Submit(every10);
+  h.clock().Set(Time::FromSeconds(26 * 60));
+  ASSERT_TRUE(h.sched().Handle(JobCheckpointed{d}).ok());
+  h.clock().Set(Time::FromSeconds(27 * 60));
+  model::JobSpec high = MakeJob(8);
+  high.priority = 10;
+  for (int i = 0; i < 5; ++i) {
+    h.Submit(high);
+    h.StopAllPreempted();
+  }
+  EXPECT_EQ(h.sink().Preempted(), (std::vector<int64_t>{d.value(), b.value(), a.value(), e.value(), c.value()}));
+}
+
 TEST(SchedulerTest, WorstRankVictimsStopTheBackOfTheQueueFirst) {
   // Given the same two low jobs, the earlier now of class 0 and the later of class 1, and
   // victims=worst-rank, expect the urgent job to preempt the class-0 job (the worst-ranked)

@@ -39,13 +39,24 @@ std::optional<RankKey> FairSharePolicy::StaticRank(const JobView& job) const {
   return RankKey{{0, 0, PrioritySubmit(job)}};
 }
 
+namespace {
+
+bool WithinQuota(const JobView& waiting, const QueueContext& ctx) {
+  TeamUsage w = UsageOf(waiting.spec->team, ctx);
+  return w.quota_milli > 0 && w.used_milli + waiting.spec->total_gpu_milli() <= w.quota_milli;
+}
+
+}  // namespace
+
 bool FairSharePolicy::MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const {
   if (waiting.spec->team == running.spec->team) return false;
-  TeamUsage w = UsageOf(waiting.spec->team, ctx);
   TeamUsage r = UsageOf(running.spec->team, ctx);
-  bool waiting_within = w.quota_milli > 0 && w.used_milli + waiting.spec->total_gpu_milli() <= w.quota_milli;
   bool only_borrowed = r.used_milli - running.spec->total_gpu_milli() >= r.quota_milli;
-  return waiting_within && only_borrowed;
+  return WithinQuota(waiting, ctx) && only_borrowed;
+}
+
+bool FairSharePolicy::MayPreemptSomeone(const JobView& waiting, const QueueContext& ctx) const {
+  return WithinQuota(waiting, ctx);
 }
 
 std::string FairSharePolicy::DescribeRank(const JobView& job, const QueueContext& ctx) const {

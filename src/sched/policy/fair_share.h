@@ -22,6 +22,8 @@ class FairSharePolicy : public QueuePolicy {
   std::string Name() const override { return "fair-share"; }
   RankKey Rank(const JobView& job, const QueueContext& ctx) const override;
   bool MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const override;
+  // Only a job that fits within its team's unused quota reclaims.
+  bool MayPreemptSomeone(const JobView& waiting, const QueueContext& ctx) const override;
   bool Preempts() const override { return true; }
   PreemptReason PreemptionReason() const override { return PreemptReason::kQuotaReclaim; }
   bool RanksDependOnUsage() const override { return true; }

@@ -129,6 +129,17 @@ TEST_F(FairShareTest, MayPreemptOnlyBorrowedCapacityOfAnotherTeam) {
   EXPECT_TRUE(policy_.RanksDependOnUsage());
 }
 
+TEST_F(FairShareTest, OnlyAJobWithinItsTeamsUnusedQuotaMayPreemptSomeone) {
+  // Given a using 4 of 8 and c without quota, expect a 4-GPU job of a may preempt someone, and
+  // a 5-GPU job of a (it would overrun the quota) or any job of c may preempt nobody.
+  SetTeam("a", 4, 8);
+  SetTeam("c", 4, 0);
+  model::JobSpec fits = MakeJob(4, 0, "a"), over = MakeJob(5, 0, "a"), c_wait = MakeJob(1, 0, "c");
+  EXPECT_TRUE(policy_.MayPreemptSomeone(View(fits, 1), Ctx()));
+  EXPECT_FALSE(policy_.MayPreemptSomeone(View(over, 2), Ctx()));
+  EXPECT_FALSE(policy_.MayPreemptSomeone(View(c_wait, 3), Ctx()));
+}
+
 TEST_F(FairShareTest, TeamWithoutQuotaNeverPreemptsButCanBePreempted) {
   // Given team c without quota running 4 GPUs, expect a within-quota job of a may preempt it,
   // and c's waiting job may preempt nobody.

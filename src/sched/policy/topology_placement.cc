@@ -255,11 +255,22 @@ class Placer {
       }
     }
     std::vector<Choice> cands;
-    for (int pos : view_.NodesOfModel(model)) {
-      if (!Eligible(pos)) continue;
+    auto consider = [&](int pos) {
+      if (!Eligible(pos)) return;
       cands.push_back(ChooseGpus(pos));
       cands.back().market = MarketRank(job_.market, view_.nodes()[pos].spec.market);
       cands.back().cold = Cold(pos);
+    };
+    if (!job_.fractional()) {
+      // Only schedulable nodes with enough whole GPUs free are eligible: read them from the
+      // free-GPU index instead of every node (the sort below orders them the same either way).
+      const auto& by_free = view_.ByFreeWhole(model);
+      for (auto it = by_free.lower_bound({job_.gpus_per_node, std::numeric_limits<int>::min()}); it != by_free.end();
+           ++it) {
+        consider(it->second);
+      }
+    } else {
+      for (int pos : view_.NodesOfModel(model)) consider(pos);
     }
     if (static_cast<int>(cands.size()) < n) return std::nullopt;
     std::sort(cands.begin(), cands.end(), Better);
@@ -310,12 +321,19 @@ class Placer {
       return "needs " + std::to_string(job_.gpus_per_node) + " GPUs per node but the largest " + name +
              " node has " + std::to_string(view_.MaxGpusPerNode(model));
     }
+    // Counts until enough nodes are found: only a shortfall is reported.
     int count = 0;
     if (TrivialJob(job_)) {
       if (job_.nodes == 1) return "";
-      for (int pos : view_.NodesOfModel(model)) count += view_.nodes()[pos].spec.gpus >= job_.gpus_per_node;
+      for (int pos : view_.NodesOfModel(model)) {
+        count += view_.nodes()[pos].spec.gpus >= job_.gpus_per_node;
+        if (count >= job_.nodes) return "";
+      }
     } else {
-      for (int pos : view_.NodesOfModel(model)) count += StaticallyFits(job_, view_.nodes()[pos]);
+      for (int pos : view_.NodesOfModel(model)) {
+        count += StaticallyFits(job_, view_.nodes()[pos]);
+        if (count >= job_.nodes) return "";
+      }
     }
     if (count >= job_.nodes) return "";
     if (!po_.explain) return "x";
