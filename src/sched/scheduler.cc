@@ -1376,7 +1376,12 @@ Status Scheduler::Apply(const Event& e) {
     jobs_.emplace(ev->job.value(), std::move(j));
     teams_.try_emplace(ref.spec.team);
     BecomeRunning(ref, ev->placement, ev->started_at, Context());
-    if (ev->memory) ref.v.last_checkpoint = std::max(ref.v.last_checkpoint, ev->memory->last_checkpoint);
+    if (ev->memory && ev->memory->last_checkpoint > ref.v.last_checkpoint) {
+      // Filed again under the checkpoint it had, as JobCheckpointed does.
+      UnindexVictim(ref);
+      ref.v.last_checkpoint = ev->memory->last_checkpoint;
+      if (ref.v.phase == JobPhase::kRunning) IndexVictim(ref);
+    }
     return Status::Ok();
   }
   if (const auto* ev = std::get_if<JobFinished>(&e)) {
