@@ -34,7 +34,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr const char* kSchemaVersionKey = "schema_version";
 
@@ -97,6 +97,10 @@ CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit BEGIN SELECT RAISE(ABORT, 
 )sql",
     // 2 -> 3: the leader lease, a table in PostgreSQL. A SQLite database has one controller, which
     // always leads: nothing to store (the version moves so that both engines keep one numbering).
+    R"sql(
+SELECT 1;
+)sql",
+    // 3 -> 4: the leader's agent URL, a column of PostgreSQL's leader table; nothing here.
     R"sql(
 SELECT 1;
 )sql",
@@ -465,10 +469,11 @@ class SqliteStore : public StateStore {
   }
 
   // One controller on one file: it always leads, and its writes need no fencing.
-  Result<Leadership> AcquireLeadership(const std::string& holder, Duration lease) override {
+  Result<Leadership> AcquireLeadership(const LeaderAddress& self, Duration lease) override {
     if (lease <= Duration::Zero()) return Status::InvalidArgument("leader lease must be positive");
-    return Leadership{true, 1, holder, lease};
+    return Leadership{true, 1, self.url, lease, self.agent_url, Time()};
   }
+  Status ReleaseLeadership(const LeaderAddress&) override { return Status::Ok(); }
 
   Status SetMeta(const std::string& key, const std::string& value) override {
     std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails

@@ -57,7 +57,7 @@ class SqliteStoreTest : public ::testing::Test {
 };
 
 TEST_F(SqliteStoreTest, NewDatabaseUsesWalAndReadableColumns) {
-  // Given a new database with one job, expect the file in WAL mode, schema version 3 in meta, and
+  // Given a new database with one job, expect the file in WAL mode, schema version 4 in meta, and
   // the job's columns and JSON record readable with plain SQL.
   {
     auto store = OpenSqliteStore(db_path());
@@ -65,7 +65,7 @@ TEST_F(SqliteStoreTest, NewDatabaseUsesWalAndReadableColumns) {
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
   EXPECT_EQ(RawQuery("PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "3");
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
   EXPECT_EQ(RawQuery("SELECT team || ',' || state || ',' || submitted_ms || ',' || request_id FROM jobs"),
             "nlp,pending,1234,r");
   EXPECT_EQ(RawQuery("SELECT json_extract(record, '$.request.spec.team') FROM jobs WHERE id = 1"), "nlp");
@@ -95,17 +95,17 @@ TEST_F(SqliteStoreTest, TheAuditLogIsAppendOnly) {
 }
 
 TEST_F(SqliteStoreTest, NewerSchemaVersionIsRefused) {
-  // Given a database written by a newer gpufleet (schema version 4), expect opening it to fail
+  // Given a database written by a newer gpufleet (schema version 5), expect opening it to fail
   // with FailedPrecondition naming the path and both versions, and the file left as it was.
   { ASSERT_TRUE(OpenSqliteStore(db_path()).ok()); }
-  RawExec("UPDATE meta SET value = '4' WHERE key = 'schema_version'");
+  RawExec("UPDATE meta SET value = '5' WHERE key = 'schema_version'");
   auto store = OpenSqliteStore(db_path());
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
   const std::string& msg = store.status().message();
   EXPECT_TRUE(Contains(msg, db_path())) << msg;
-  EXPECT_TRUE(Contains(msg, "schema version 4 is newer than this gpufleet knows (3)")) << msg;
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
+  EXPECT_TRUE(Contains(msg, "schema version 5 is newer than this gpufleet knows (4)")) << msg;
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
 }
 
 TEST_F(SqliteStoreTest, FileThatIsNotADatabaseIsAnError) {

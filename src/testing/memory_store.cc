@@ -247,9 +247,11 @@ Status MemoryStore::SetMeta(const std::string& key, const std::string& value) {
   return Status::Ok();
 }
 
-Result<store::Leadership> MemoryStore::AcquireLeadership(const std::string& holder, Duration lease) {
+Result<store::Leadership> MemoryStore::AcquireLeadership(const store::LeaderAddress& self, Duration lease) {
   if (lease <= Duration::Zero()) return Status::InvalidArgument("leader lease must be positive");
-  return store::Leadership{true, 1, holder, lease};
+  return store::Leadership{true, 1, self.url, lease, self.agent_url, Time()};
 }
+
+Status MemoryStore::ReleaseLeadership(const store::LeaderAddress&) { return Status::Ok(); }
 
 }  // namespace gpufleet::testing
