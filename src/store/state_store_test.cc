@@ -328,7 +328,7 @@ TEST_P(StateStoreTest, TokensArePutFoundReplacedAndListed) {
 
 TEST_P(StateStoreTest, MetaHoldsSettingsAndTheSchemaVersion) {
   // Given settings written and overwritten, expect the latest values back; expect the schema
-  // version to read 3 and to be off limits to callers.
+  // version to read 4 and to be off limits to callers.
   ASSERT_TRUE(store_->SetMeta("cluster_id", "c-1").ok());
   ASSERT_TRUE(store_->SetMeta("cluster_id", "c-2").ok());
   ASSERT_TRUE(store_->SetMeta("next_master_port", "29500").ok());
@@ -338,7 +338,7 @@ TEST_P(StateStoreTest, MetaHoldsSettingsAndTheSchemaVersion) {
   EXPECT_EQ(*id, std::optional<std::string>("c-2"));
   EXPECT_EQ(*store_->GetMeta("next_master_port"), std::optional<std::string>("29500"));
   EXPECT_EQ(*store_->GetMeta("absent"), std::nullopt);
-  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("3"));
+  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("4"));
   EXPECT_EQ(store_->SetMeta("schema_version", "7").code(), StatusCode::kInvalidArgument);
 }
 
