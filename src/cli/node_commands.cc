@@ -433,9 +433,10 @@ std::function<int()> SetupControllers(CLI::App& app) {
   SetFooter(sub, R"(  gpufleet controllers --server http://c1:8470,http://c2:8470
   GPUFLEET_SERVER=http://c1:8470,http://c2:8470 gpufleet controllers -o json
 Each controller on the list is asked (GET /v1/leader, no token needed) and answers for itself:
-ROLE leader or standby (unreachable when it does not answer), SINCE when it took that role, TOKEN
-the fencing token of the lease as it last read it, LEADER who holds the lease, STORE whether its
-store answers and its schema version (docs/operations.md). Exit code 3 when none answers.)");
+ROLE leader or standby (unreachable when it does not answer), TOKEN the fencing token of the lease
+as it last read it, STORE whether its store answers (ok, with the schema version, or down), SINCE
+when it took its role, LEADER who holds the lease (docs/operations.md). Why a controller or its
+store did not answer is printed below the table. Exit code 3 when none answers.)");
   return [a]() {
     const std::string cmd = "controllers";
     auto client = Connect(cmd, a->conn);
@@ -458,23 +459,27 @@ store answers and its schema version (docs/operations.md). Exit code 3 when none
     if (a->output == "json") {
       PrintJson(json{{"controllers", out}});
     } else {
-      Table t({"CONTROLLER", "ROLE", "SINCE", "TOKEN", "LEADER", "STORE"});
+      Table t({"CONTROLLER", "ROLE", "TOKEN", "STORE", "SINCE", "LEADER"});
+      std::vector<std::string> notes;  // why a controller or its store did not answer
       for (const auto& c : out) {
         if (!c.value("reachable", false)) {
-          t.Add({StrField(c, "asked"), "unreachable", "-", "-", "-", StrField(c, "error")});
+          t.Add({StrField(c, "asked"), "unreachable", "-", "-", "-", "-"});
+          notes.push_back(StrField(c, "asked") + ": " + StrField(c, "error"));
           continue;
         }
         const json& leader = c.value("leader", json::object());
         const json& store = c.value("store", json::object());
-        std::string health = store.value("reachable", false)
-                                 ? store.value("engine", std::string("?")) + " ok, schema " +
-                                       std::to_string(store.value("schema_version", int64_t{0}))
-                                 : store.value("engine", std::string("?")) + " unreachable: " +
-                                       store.value("error", std::string());
-        t.Add({StrField(c, "asked"), StrField(c, "role"), StrField(c, "since"), std::to_string(IntField(leader, "token")),
-               StrField(leader, "url"), health});
+        std::string health = "down";
+        if (store.value("reachable", false)) {
+          health = "ok, v" + std::to_string(store.value("schema_version", int64_t{0}));
+        } else {
+          notes.push_back(StrField(c, "asked") + ": its store: " + StrField(store, "error"));
+        }
+        t.Add({StrField(c, "asked"), StrField(c, "role"), std::to_string(IntField(leader, "token")), health,
+               StrField(c, "since"), StrField(leader, "url")});
       }
       t.Print();
+      for (const auto& n : notes) std::printf("%s\n", n.c_str());
     }
     if (answered == 0) {
       std::fprintf(stderr, "gpufleet %s: no controller answered\n", cmd.c_str());
