@@ -108,9 +108,11 @@ read -r JOB_PID JOB_ATTEMPT <"$PIDS/keeper"
 left="$(curl -s "$B_URL/v1/leader" | json_get "j['leader']['lease_left_ms']")"
 (( left > 60000 )) || fail "A's lease as B reads it has $left ms left, expected more than a minute"
 kill -TERM "$A_PID"
+term_at=$SECONDS
 wait_until "A stopped" 30 bash -c "! kill -0 $A_PID 2>/dev/null"
 grep -q "released the leader lease" "$WORK/A/server.log" || fail "A's log: $(cat "$WORK/A/server.log")"
 wait_until "B leads after A's release" 30 health_is "$B_URL" 200
+echo "takeover after SIGTERM: $((SECONDS - term_at)) s (the leader's lease 120s)"
 grep -q "took the leader lease (token 2)" "$WORK/B/server.log" || fail "B's log: $(cat "$WORK/B/server.log")"
 URL="$B_URL"
 wait_until "the agent reports to B" 30 bash -c "grep -q 'registered as n1 .* with $B_AGENT_URL' '$WORK/agent/agent.log'"
@@ -119,7 +121,9 @@ job_state_is "$JOB" running || fail "job $JOB on B: $(job_json "$JOB")"
 
 # kill -9 of B: C takes over, and the agent follows with the job untouched.
 _kill_tree_groups "$B_PID"
+killed_at=$SECONDS
 wait_until "C leads after kill -9 of B" 30 health_is "$C_URL" 200
+echo "takeover after kill -9: $((SECONDS - killed_at)) s (the leader's lease 2s)"
 URL="$C_URL"
 wait_until "the agent reports to C" 30 bash -c "grep -q 'registered as n1 .* with $C_AGENT_URL' '$WORK/agent/agent.log'"
 wait_until "node n1 is up on C" 30 node_is n1 up
