@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Agents and the CLI follow the leader over a list of controllers (docs/operations.md). Three
-# controllers A, B, C share one throwaway PostgreSQL; A leads with a long lease (120s), B and C
-# stand by with short ones (2s), so that they ask for the lease often.
+# controllers A, B, C share one throwaway PostgreSQL; A leads with a long lease (120s), B stands
+# by with a short one (2s), so that it asks for the lease often; C (2s) starts once B leads, so
+# that B is the one standby when A steps down.
 #   - The CLI, given the standby first and the leader second, submits through the standby to the
-#     leader; `gpufleet controllers` shows one leader and the standbys with one token; a standby's
-#     agent listener names the leader's agent URL.
+#     leader; `gpufleet controllers` shows the leader, the standby with the same token, and C (not
+#     started yet) unreachable; a standby's agent listener names the leader's agent URL.
 #   - An agent given every agent URL (a standby's first) registers with the leader and runs the job.
 #   - SIGTERM of A: it releases its lease, and B leads while A's lease had more than a minute
 #     left, which only the release allows; the agent reports to B, the job keeps its process.
@@ -53,9 +54,7 @@ role_of() { curl -s "$1/v1/leader" | json_get "j['role']"; }
 start_controller A 120s
 wait_until "A leads" 30 health_is "$A_URL" 200
 start_controller B 2s
-start_controller C 2s
 wait_until "B stands by" 30 health_is "$B_URL" 503
-wait_until "C stands by" 30 health_is "$C_URL" 503
 TOKEN="$(cat "$WORK/A/admin.token")"
 JOIN_TOKEN_FILE="$WORK/A/join.token"
 export GPUFLEET_CONFIG="$WORK/cli-config.yaml"
@@ -70,8 +69,9 @@ grep -qi "^X-Gpufleet-Leader: $A_AGENT_URL" <<<"$headers" || fail "B's agent lis
 # Who leads, asked of each controller (standbys answer too).
 "$GPUFLEET" controllers --server "$A_URL,$B_URL,$C_URL" -o json >"$WORK/controllers.json" ||
   fail "gpufleet controllers: $(cat "$WORK/controllers.json")"
-roles="$(json_get "','.join(c['role'] + ':' + str(c['leader']['token']) for c in j['controllers'])" <"$WORK/controllers.json")"
-[[ "$roles" == "leader:1,standby:1,standby:1" ]] || fail "roles and tokens: $roles; $(cat "$WORK/controllers.json")"
+roles="$(json_get "','.join(c.get('role', 'unreachable') + ':' + str(c.get('leader', {}).get('token', '-'))
+                           for c in j['controllers'])" <"$WORK/controllers.json")"
+[[ "$roles" == "leader:1,standby:1,unreachable:-" ]] || fail "roles and tokens: $roles; $(cat "$WORK/controllers.json")"
 store="$(json_get "str(j['controllers'][1]['store']['reachable']) + ':' + str(j['controllers'][1]['store']['schema_version'])" \
   <"$WORK/controllers.json")"
 [[ "$store" == "True:4" ]] || fail "B's store health: $store"
@@ -119,7 +119,9 @@ wait_until "the agent reports to B" 30 bash -c "grep -q 'registered as n1 .* wit
 wait_until "node n1 is up on B" 30 node_is n1 up
 job_state_is "$JOB" running || fail "job $JOB on B: $(job_json "$JOB")"
 
-# kill -9 of B: C takes over, and the agent follows with the job untouched.
+# kill -9 of B: C, standing by, takes over, and the agent follows with the job untouched.
+start_controller C 2s
+wait_until "C stands by" 30 health_is "$C_URL" 503
 _kill_tree_groups "$B_PID"
 killed_at=$SECONDS
 wait_until "C leads after kill -9 of B" 30 health_is "$C_URL" 200
