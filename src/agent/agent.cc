@@ -121,6 +121,10 @@ Agent::Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe)
   if (options_.workdir_roots.empty()) options_.workdir_roots = DefaultWorkdirRoots(options_.data_dir);
   if (options_.environments_dir.empty()) options_.environments_dir = options_.data_dir + "/envs";
   if (options_.env_python.empty()) options_.env_python = options_.burn_in.python;
+  if (auto list = api::ControllerList::Parse(options_.server); list.ok()) {
+    MutexLock lock(mu_);
+    controllers_ = std::move(*list);
+  }
   LauncherOptions lo;
   lo.default_user = options_.job_user;
   lo.allow_root = options_.allow_root_jobs;
@@ -351,6 +355,38 @@ Result<Duration> Agent::PrepareEnvironment(const std::string& name) {
   return Duration::Millis(took.count());
 }
 
+struct Agent::Sent {
+  httplib::Result res;
+  std::string server;
+};
+
+std::string Agent::CurrentServer() const {
+  MutexLock lock(mu_);
+  return controllers_->Current();
+}
+
+Agent::Sent Agent::SendToLeader(const std::function<httplib::Result(httplib::Client&)>& send) {
+  int max_tries;
+  {
+    MutexLock lock(mu_);
+    max_tries = controllers_->MaxTries();
+  }
+  for (int tried = 1;; ++tried) {
+    Sent sent{httplib::Result(nullptr, httplib::Error::Unknown), CurrentServer()};
+    auto http = MakeClient(sent.server, options_.ca_cert, Duration::Seconds(10));
+    sent.res = send(*http);
+    const bool standby = sent.res && sent.res->status == 503 && sent.res->has_header(api::kLeaderHeader);
+    if ((sent.res && !standby) || tried >= max_tries) return sent;
+    MutexLock lock(mu_);
+    if (!controllers_->Redirect(sent.server, standby ? sent.res->get_header_value(api::kLeaderHeader) : "")) {
+      return sent;
+    }
+    spdlog::info("{} {}; trying {}", sent.server,
+                 standby ? "stands by" : "cannot be reached (" + httplib::to_string(sent.res.error()) + ")",
+                 controllers_->Current());
+  }
+}
+
 Status Agent::Register() {
   api::RegisterRequest req;
   const std::vector<std::string> ready = ReadyEnvironments();
@@ -372,22 +408,27 @@ Status Agent::Register() {
     }
     req.version = "0.1.0";
   }
-  auto http = MakeClient(options_.server, options_.ca_cert, Duration::Seconds(10));
   std::string token;
   {
     MutexLock lock(mu_);
     token = token_.empty() ? options_.join_token : token_;
   }
-  httplib::Headers h = {{"Authorization", "Bearer " + token}};
-  auto res = http->Post("/v1/agents/register", h, api::ToJson(req).dump(), "application/json");
-  if (!res) return Status::Unavailable("cannot reach the controller at " + options_.server);
-  if ((res->status == 401 || res->status == 403) && token != options_.join_token) {
+  const std::string request = api::ToJson(req).dump();
+  auto post = [&](const std::string& bearer) {
+    return SendToLeader([&](httplib::Client& http) {
+      return http.Post("/v1/agents/register", httplib::Headers{{"Authorization", "Bearer " + bearer}}, request,
+                       "application/json");
+    });
+  };
+  Sent sent = post(token);
+  if (!sent.res) return Status::Unavailable("cannot reach the controller at " + options_.server);
+  if ((sent.res->status == 401 || sent.res->status == 403) && token != options_.join_token) {
     // The controller forgot or replaced this agent's token (a new store), or the token is another
     // node's (a renamed agent): join again.
-    h = {{"Authorization", "Bearer " + options_.join_token}};
-    res = http->Post("/v1/agents/register", h, api::ToJson(req).dump(), "application/json");
-    if (!res) return Status::Unavailable("cannot reach the controller at " + options_.server);
+    sent = post(options_.join_token);
+    if (!sent.res) return Status::Unavailable("cannot reach the controller at " + options_.server);
   }
+  const httplib::Result& res = sent.res;
   if (res->status != 200) {
     std::string msg = res->body;
     auto j = api::ParseJson(res->body);
@@ -413,7 +454,7 @@ Status Agent::Register() {
   registered_ = true;
   notice_acked_ = false;  // a restarted controller hears of a notice again at once
   last_contact_ = WallNow();
-  spdlog::info("registered as {} (node {}) with {}", options_.name, reply->node.value(), options_.server);
+  spdlog::info("registered as {} (node {}) with {}", options_.name, reply->node.value(), sent.server);
   wake_.NotifyAll();
   const bool burn_in = reply->run_burn_in && WantsBurnIn(reply->burn_in_request);
   lock.Unlock();
@@ -422,6 +463,9 @@ Status Agent::Register() {
 }
 
 Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
+  if (auto list = api::ControllerList::Parse(options_.server); !list.ok()) {
+    return Status::InvalidArgument("--server: " + list.status().message());
+  }
   // The node as the probe sees it.
   auto devices = probe_->Devices();
   if (!devices.ok()) return devices.status();
@@ -608,18 +652,20 @@ void Agent::StopAll(const std::string& why) {
 }
 
 void Agent::CommandLoop(const std::atomic<bool>& stop) {
-  httplib::Client* http;
-  {
-    MutexLock lock(mu_);
-    poll_client_ = MakeClient(options_.server, options_.ca_cert, options_.poll_wait);
-    http = poll_client_.get();
-  }
+  httplib::Client* http = nullptr;
+  std::string server;  // the URL poll_client_ talks to
   for (;;) {
     std::string token;
     int64_t after;
     {
       MutexLock lock(mu_);
       if (quit_commands_) break;
+      if (!http || server != controllers_->Current()) {
+        // The agent follows another controller now: poll that one.
+        server = controllers_->Current();
+        poll_client_ = MakeClient(server, options_.ca_cert, options_.poll_wait);
+        http = poll_client_.get();
+      }
       if (!registered_ || stop) {
         // Stopping: no new work; this thread stays until the parts it launched have stopped.
         wake_.WaitFor(mu_, std::chrono::milliseconds(200));
@@ -636,6 +682,11 @@ void Agent::CommandLoop(const std::atomic<bool>& stop) {
       if (res && (res->status == 401 || res->status == 409)) {
         MutexLock lock(mu_);
         registered_ = false;  // the heartbeat loop re-registers
+      }
+      if (!res || (res->status == 503 && res->has_header(api::kLeaderHeader))) {
+        // Not the leader (any more): the next poll goes where the list points now.
+        MutexLock lock(mu_);
+        controllers_->Redirect(server, res ? res->get_header_value(api::kLeaderHeader) : "");
       }
       MutexLock lock(mu_);
       wake_.WaitFor(mu_, std::chrono::milliseconds(500), [&] { return stop.load(); });
@@ -889,7 +940,8 @@ bool Agent::UploadLog(PartRun& run, bool all) {
   if (token_.empty()) return false;
   struct stat sb;
   if (::stat(run.log_path.c_str(), &sb) != 0) return true;
-  auto http = MakeClient(options_.server, options_.ca_cert, Duration::Seconds(10));
+  const std::string server = controllers_->Current();
+  auto http = MakeClient(server, options_.ca_cert, Duration::Seconds(10));
   httplib::Headers h = {{"Authorization", "Bearer " + token_}};
   for (int round = 0; round < (all ? 64 : 1) && run.uploaded < sb.st_size; ++round) {
     std::ifstream f(run.log_path, std::ios::binary);
@@ -902,7 +954,11 @@ bool Agent::UploadLog(PartRun& run, bool all) {
                        "&attempt=" + std::to_string(run.start.key.attempt) +
                        "&part=" + std::to_string(run.start.key.part) + "&offset=" + std::to_string(run.uploaded);
     auto res = http->Post(path.c_str(), h, chunk, "application/octet-stream");
-    if (!res) return false;
+    if (!res || (res->status == 503 && res->has_header(api::kLeaderHeader))) {
+      // Not the leader: the next upload (and heartbeat) goes where the list points now.
+      controllers_->Redirect(server, res ? res->get_header_value(api::kLeaderHeader) : "");
+      return false;
+    }
     auto body = api::ParseJson(res->body);
     if ((res->status == 200 || res->status == 409) && body.ok() && body->contains("size") &&
         (*body)["size"].is_number_integer()) {
@@ -1052,9 +1108,12 @@ void Agent::Tick(bool heartbeat_due) {
     if (ready != envs_reported_) hb.environments_ready = ready;  // until a reply says it was heard
     lock.Unlock();
   }
-  auto http = MakeClient(options_.server, options_.ca_cert, Duration::Seconds(10));
-  httplib::Headers h = {{"Authorization", "Bearer " + token}};
-  auto res = http->Post("/v1/agents/heartbeat", h, api::ToJson(hb).dump(), "application/json");
+  const std::string beat = api::ToJson(hb).dump();
+  Sent answer = SendToLeader([&](httplib::Client& http) {
+    return http.Post("/v1/agents/heartbeat", httplib::Headers{{"Authorization", "Bearer " + token}}, beat,
+                     "application/json");
+  });
+  const httplib::Result& res = answer.res;
   int64_t failed_in_a_row;
   {
     MutexLock count(mu_);
@@ -1066,10 +1125,10 @@ void Agent::Tick(bool heartbeat_due) {
   // from one whose controller is away.
   if (failed_in_a_row == 1 || failed_in_a_row % 10 == 0) {
     if (!res) {
-      spdlog::warn("heartbeat to {} failed ({} in a row): {}", options_.server, failed_in_a_row,
+      spdlog::warn("heartbeat to {} failed ({} in a row): {}", answer.server, failed_in_a_row,
                    httplib::to_string(res.error()));
     } else if (res->status != 200) {
-      spdlog::warn("heartbeat to {} answered HTTP {} ({} in a row)", options_.server, res->status, failed_in_a_row);
+      spdlog::warn("heartbeat to {} answered HTTP {} ({} in a row)", answer.server, res->status, failed_in_a_row);
     }
   }
   if (!res) return;

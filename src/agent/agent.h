@@ -29,6 +29,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,18 +43,23 @@
 #include "agent/node_check.h"
 #include "agent/spot_notice.h"
 #include "api/agent_protocol.h"
+#include "api/controller_list.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "model/types.h"
 
 namespace httplib {
 class Client;
+class Result;
 class Server;
 }
 
 namespace gpufleet::agent {
 
 struct AgentOptions {
+  // The controller's agent URL, or several controllers' on one store, comma-separated: the agent
+  // follows the leader among them (api/controller_list.h), re-registering with a new leader as
+  // after a controller restart.
   std::string server = "http://127.0.0.1:8470";
   // With an https:// server: the CA certificate (PEM) the controller's certificate must chain to,
   // and no other (a pinned CA). Empty: the system's trusted CAs.
@@ -133,6 +139,13 @@ class Agent {
     std::string team;
   };
 
+  // One request to the controller the agent follows: on a connection failure or a standby's 503,
+  // again to the leader the standby names or to the next URL, each about once. `send` makes the
+  // request on the client it is given. The answer (or the last failure) and the URL it came from.
+  struct Sent;  // {httplib::Result res; std::string server;}
+  Sent SendToLeader(const std::function<httplib::Result(httplib::Client&)>& send) GF_EXCLUDES(mu_);
+  // The controller URL requests go to now.
+  std::string CurrentServer() const GF_EXCLUDES(mu_);
   Status Register();
   void Fence(Duration silent);
   // Stops every running part with its checkpoint signal, saying `why` in its exit.
@@ -184,6 +197,9 @@ class Agent {
   Duration heartbeat_interval_ GF_GUARDED_BY(mu_) = Duration::Seconds(5);
   Time last_contact_ GF_GUARDED_BY(mu_);
   std::unique_ptr<httplib::Client> poll_client_ GF_GUARDED_BY(mu_);  // the command thread's; stop() cuts its poll
+  // The controllers (options_.server) and the one followed now; unset when the option is not a
+  // valid list (Run says so).
+  std::optional<api::ControllerList> controllers_ GF_GUARDED_BY(mu_);
   std::unique_ptr<SpotNoticePoller> notice_poller_;  // set before the threads start
   std::optional<api::SpotNotice> notice_ GF_GUARDED_BY(mu_);  // the provider takes this node back
   bool notice_acked_ GF_GUARDED_BY(mu_) = false;

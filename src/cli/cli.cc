@@ -89,6 +89,7 @@ const std::vector<Command>& Commands() {
       {"nodes", SetupNodesCommand},
       {"node", SetupNodeCommand},
       {"pool", SetupPoolCommand},
+      {"controllers", SetupControllersCommand},
       {"history", SetupHistoryCommand},
       {"token", SetupTokenCommand},
       {"audit", SetupAuditCommand},

@@ -28,27 +28,37 @@ int ExitCodeForHttp(int http_status) {
 }
 
 ApiClient::ApiClient(ClientConfig config) : config_(std::move(config)) {
-  while (!config_.server.empty() && config_.server.back() == '/') config_.server.pop_back();
-  if (!CheckServer().empty()) return;
-  http_ = std::make_unique<httplib::Client>(config_.server);
-  if (StartsWith(config_.server, "https://")) {
-    if (!config_.ca_cert.empty()) http_->set_ca_cert_path(config_.ca_cert);
-    http_->enable_server_certificate_verification(true);
+  auto list = api::ControllerList::Parse(config_.server);
+  if (list.ok()) {
+    controllers_ = std::move(*list);
+  } else {
+    bad_server_ = list.status().message() + " (from " + config_.source + ")";
   }
-  http_->set_connection_timeout(kConnectTimeoutS, 0);
-  http_->set_read_timeout(kReadTimeoutS, 0);
-  http_->set_write_timeout(30, 0);
-  http_->set_keep_alive(true);
-  http_->set_tcp_nodelay(true);
-  if (!config_.token.empty()) http_->set_bearer_token_auth(config_.token);
 }
 
 ApiClient::~ApiClient() = default;
 
-std::string ApiClient::CheckServer() const {
-  if (StartsWith(config_.server, "http://") || StartsWith(config_.server, "https://")) return "";
-  return "the server URL '" + config_.server + "' (from " + config_.source +
-         ") must start with http:// or https://, e.g. http://127.0.0.1:8470";
+std::string ApiClient::CheckServer() const { return bad_server_; }
+
+std::vector<std::string> ApiClient::servers() const {
+  return controllers_ ? controllers_->urls() : std::vector<std::string>{config_.server};
+}
+
+httplib::Client& ApiClient::ClientFor(const std::string& server) {
+  auto& http = http_[server];
+  if (http) return *http;
+  http = std::make_unique<httplib::Client>(server);
+  if (StartsWith(server, "https://")) {
+    if (!config_.ca_cert.empty()) http->set_ca_cert_path(config_.ca_cert);
+    http->enable_server_certificate_verification(true);
+  }
+  http->set_connection_timeout(kConnectTimeoutS, 0);
+  http->set_read_timeout(kReadTimeoutS, 0);
+  http->set_write_timeout(30, 0);
+  http->set_keep_alive(true);
+  http->set_tcp_nodelay(true);
+  if (!config_.token.empty()) http->set_bearer_token_auth(config_.token);
+  return *http;
 }
 
 ApiResult ApiClient::Get(const std::string& path, const std::map<std::string, std::string>& query,
@@ -71,22 +81,41 @@ ApiResult ApiClient::Send(bool post, const std::string& target, const std::strin
   }
   int backoff_ms = options.first_backoff_ms;
   for (int attempt = 0;; ++attempt) {
-    httplib::Result res = post ? http_->Post(target.c_str(), body, "application/json") : http_->Get(target.c_str());
     ApiResult r;
-    if (!res) {
-      if (res.error() == httplib::Error::SSLServerVerification || res.error() == httplib::Error::SSLConnection) {
-        r.error = "cannot reach the controller at " + config_.server + " (" + httplib::to_string(res.error()) +
-                  "): its certificate is not one this client trusts" +
-                  (config_.ca_cert.empty() ? std::string("; set ca_cert: in ") + config_.source +
-                                                 " (or GPUFLEET_CA_CERT) to the CA that signed it"
-                                           : " (ca_cert " + config_.ca_cert + "), or it does not name the host");
+    // One try: the current controller, then the leader a standby names or the next URL.
+    for (int sent = 1;; ++sent) {
+      const std::string server = controllers_->Current();
+      httplib::Client& http = ClientFor(server);
+      httplib::Result res = post ? http.Post(target.c_str(), body, "application/json") : http.Get(target.c_str());
+      std::string leader;
+      const bool standby = res && res->status == 503 && res->has_header(api::kLeaderHeader);
+      if (standby) leader = res->get_header_value(api::kLeaderHeader);
+      if (!res) {
+        r = ApiResult();
+        if (res.error() == httplib::Error::SSLServerVerification || res.error() == httplib::Error::SSLConnection) {
+          r.error = "cannot reach the controller at " + server + " (" + httplib::to_string(res.error()) +
+                    "): its certificate is not one this client trusts" +
+                    (config_.ca_cert.empty() ? std::string("; set ca_cert: in ") + config_.source +
+                                                   " (or GPUFLEET_CA_CERT) to the CA that signed it"
+                                             : " (ca_cert " + config_.ca_cert + "), or it does not name the host");
+        } else if (controllers_->urls().size() > 1) {
+          r.error = "cannot reach any of the controllers " + controllers_->Joined() + " (last: " + server + ", " +
+                    httplib::to_string(res.error()) + "): is one of them running?";
+        } else {
+          r.error = "cannot reach the controller at " + server + " (" + httplib::to_string(res.error()) +
+                    "): is it running? start one with 'gpufleet dev'";
+        }
+        r.exit_code = kExitUnreachable;
       } else {
-        r.error = "cannot reach the controller at " + config_.server + " (" + httplib::to_string(res.error()) +
-                  "): is it running? start one with 'gpufleet dev'";
+        r = Decode(server, res->status, res->body);
       }
-      r.exit_code = kExitUnreachable;
-    } else {
-      r = Decode(res->status, res->body);
+      // A request that may have reached a controller (the answer was lost) is sent elsewhere only
+      // when it is safe to repeat.
+      const bool not_sent = !res && (res.error() == httplib::Error::Connection ||
+                                     res.error() == httplib::Error::ConnectionTimeout);
+      const bool elsewhere = standby || not_sent || (!res && options.retries > 0);
+      if (!elsewhere || sent >= controllers_->MaxTries()) break;
+      if (!controllers_->Redirect(server, leader)) break;
     }
     if (r.ok() || !Transient(r) || attempt >= options.retries) return r;
     std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
@@ -94,7 +123,7 @@ ApiResult ApiClient::Send(bool post, const std::string& target, const std::strin
   }
 }
 
-ApiResult ApiClient::Decode(int status, const std::string& body) const {
+ApiResult ApiClient::Decode(const std::string& server, int status, const std::string& body) const {
   ApiResult r;
   r.http_status = status;
   auto parsed = api::ParseJson(body);
@@ -102,7 +131,7 @@ ApiResult ApiClient::Decode(int status, const std::string& body) const {
   r.exit_code = ExitCodeForHttp(status);
   if (r.exit_code == kExitOk) {
     if (!parsed.ok()) {
-      r.error = "the controller at " + config_.server + " sent a reply that is not JSON: " + parsed.status().message();
+      r.error = "the controller at " + server + " sent a reply that is not JSON: " + parsed.status().message();
       r.exit_code = kExitFailed;
     }
     return r;

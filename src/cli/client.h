@@ -10,15 +10,23 @@
 // Requests that are safe to repeat (reads, and submits carrying a request id) may ask for
 // retries: connection errors and 5xx answers are retried with exponential backoff.
 //
+// `server` may list several controllers ("URL1,URL2"): a request that cannot reach one, or is
+// answered 503 by a standby, goes to the leader the standby names or to the next URL at once
+// (api/controller_list.h), and the client keeps to the URL that answered. Any request may follow
+// a standby: the standby did nothing with it.
+//
 // Thread-safety: one ApiClient per thread.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "api/controller_list.h"
 #include "cli/client_config.h"
 #include "cli/exit_codes.h"
 
@@ -46,7 +54,7 @@ struct ApiClientOptions {
 
 class ApiClient {
  public:
-  // `config.server` is a URL such as http://127.0.0.1:8470.
+  // `config.server` is a URL such as http://127.0.0.1:8470, or several separated by commas.
   explicit ApiClient(ClientConfig config);
   ~ApiClient();
   ApiClient(const ApiClient&) = delete;
@@ -54,7 +62,10 @@ class ApiClient {
 
   // A server URL that is not http:// or https://: an error message, else empty.
   std::string CheckServer() const;
-  const std::string& server() const { return config_.server; }
+  // The controller requests go to now (the one that answered last).
+  std::string server() const { return controllers_ ? controllers_->Current() : config_.server; }
+  // Every controller URL given.
+  std::vector<std::string> servers() const;
 
   // `path` starts with /v1; query values are URL-encoded here.
   ApiResult Get(const std::string& path, const std::map<std::string, std::string>& query = {},
@@ -63,10 +74,13 @@ class ApiClient {
 
  private:
   ApiResult Send(bool post, const std::string& target, const std::string& body, const ApiClientOptions& options);
-  ApiResult Decode(int status, const std::string& body) const;
+  ApiResult Decode(const std::string& server, int status, const std::string& body) const;
+  httplib::Client& ClientFor(const std::string& server);
 
   ClientConfig config_;
-  std::unique_ptr<httplib::Client> http_;
+  std::optional<api::ControllerList> controllers_;  // unset when config_.server is not a valid list
+  std::string bad_server_;                           // why, then
+  std::map<std::string, std::unique_ptr<httplib::Client>> http_;  // by URL, made on first use
 };
 
 // Maps an HTTP status to the CLI's exit code (2xx: 0).

@@ -4,6 +4,7 @@
 //   logs [-f] JOB            cancel JOB...                  explain JOB    nodes
 //   history                  token create                   drain NODE     undrain NODE
 //   cost                     budget TEAM                    pool
+//   controllers
 //
 // Each takes --server and --token (else GPUFLEET_SERVER / GPUFLEET_TOKEN, else the config file,
 // see client_config.h); listings and shows take -o table|json. Exit codes (client.h): 0 ok,
@@ -29,6 +30,7 @@ std::function<int()> SetupExplainCommand(CLI::App& app);
 std::function<int()> SetupNodesCommand(CLI::App& app);
 std::function<int()> SetupNodeCommand(CLI::App& app);
 std::function<int()> SetupPoolCommand(CLI::App& app);
+std::function<int()> SetupControllersCommand(CLI::App& app);
 std::function<int()> SetupHistoryCommand(CLI::App& app);
 std::function<int()> SetupTokenCommand(CLI::App& app);
 std::function<int()> SetupAuditCommand(CLI::App& app);

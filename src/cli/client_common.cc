@@ -62,7 +62,9 @@ class LogPrinter {
 
 
 void AddConnectionFlags(CLI::App* sub, Connection& c) {
-  sub->add_option("--server", c.server, "Controller URL, e.g. http://127.0.0.1:8470");
+  sub->add_option("--server", c.server,
+                  "Controller URL, e.g. http://127.0.0.1:8470; several controllers on one store: URL1,URL2,... "
+                  "(the CLI follows the leader among them)");
   sub->add_option("--token", c.token, "Bearer token");
 }
 

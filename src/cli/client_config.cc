@@ -45,6 +45,17 @@ Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std:
     for (auto [key, out] : {std::pair{"server", &c.server}, {"token", &c.token}, {"ca_cert", &c.ca_cert}}) {
       const YAML::Node v = n[key];
       if (!v) continue;
+      if (out == &c.server && v.IsSequence()) {  // several controllers, as a list
+        std::string joined;
+        for (const auto& item : v) {
+          if (!item.IsScalar()) {
+            return Status::InvalidArgument(SourcePrefixAt(path, item.Mark()) + "server: each entry must be a URL");
+          }
+          joined += (joined.empty() ? "" : ",") + item.Scalar();
+        }
+        *out = joined;
+        continue;
+      }
       if (!v.IsScalar()) {
         return Status::InvalidArgument(SourcePrefixAt(path, v.Mark()) + key + ": must be a single value, got " +
                                        (v.IsSequence() ? "a list" : v.IsMap() ? "a mapping" : "nothing"));

@@ -4,6 +4,10 @@
 //
 //   server: http://127.0.0.1:8470
 //   token: gf_user_0123...
+//
+// With several controllers on one store (docs/operations.md), `server` lists them all, comma-
+// separated in the flag and the environment ("http://c1:8470,http://c2:8470"), or as that string
+// or a YAML list in the file; the client follows the leader among them (client.h).
 #pragma once
 
 #include <string>
@@ -13,7 +17,7 @@
 namespace gpufleet::cli {
 
 struct ClientConfig {
-  std::string server = "http://127.0.0.1:8470";
+  std::string server = "http://127.0.0.1:8470";  // one URL, or several separated by commas
   std::string token;
   // With an https:// server: the CA certificate (PEM) to trust for it, and no other; empty: the
   // system's trusted CAs. `ca_cert:` in the file, or GPUFLEET_CA_CERT.

@@ -25,6 +25,7 @@
 
 #include "agent/agent.h"
 #include "agent/gpu_probe.h"
+#include "api/controller_list.h"
 #include "api/job_yaml.h"
 #include "cli/client_config.h"
 #include "cli/cost_commands.h"
@@ -217,6 +218,84 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
 // Exit status of a controller that lost the leader lease: a supervisor restarts it, as a standby.
 constexpr int kExitLostLeadership = 75;
 
+// What GET /v1/leader says about this controller: its role, the lease as it last read it, and
+// whether the store answered. Written by the thread that asks for the lease, read by the
+// listeners. Thread-safe.
+class LeaderState {
+ public:
+  LeaderState(store::LeaderAddress self, std::optional<Duration> lease, std::string engine, store::StateStore& st)
+      : self_(std::move(self)), lease_(lease), engine_(std::move(engine)), store_(st) {}
+
+  void SetAgentUrl(const std::string& agent_url) GF_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    self_.agent_url = agent_url;
+  }
+  store::LeaderAddress Self() const GF_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return self_;
+  }
+  // The answer of the last ask for the lease (the role follows from it).
+  void Saw(const Result<store::Leadership>& l) GF_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    if (!l.ok()) {
+      store_error_ = l.status().message();
+      return;
+    }
+    store_error_.clear();
+    const bool was_leader = lease_seen_ && lease_seen_->held;
+    if (!lease_seen_ || was_leader != l->held) role_since_ = WallNow();
+    lease_seen_ = *l;
+  }
+  // The leader's URLs, as the lease last said (empty: unknown).
+  store::LeaderAddress Leader() const GF_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    if (!lease_seen_) return {};
+    return {lease_seen_->holder, lease_seen_->agent_url};
+  }
+
+  nlohmann::json Json() const GF_EXCLUDES(mu_) {
+    // The store's health now: a read of its schema version (outside the lock: it may wait).
+    auto version = store_.GetMeta("schema_version");
+    MutexLock lock(mu_);
+    const bool leads = !lease_ || (lease_seen_ && lease_seen_->held);
+    nlohmann::json j = {{"url", self_.url},
+                        {"agent_url", self_.agent_url},
+                        {"role", leads ? "leader" : "standby"},
+                        {"since", FormatIso8601(role_since_)},
+                        {"lease_ms", lease_ ? lease_->millis() : 0}};
+    if (lease_seen_) {
+      j["leader"] = {{"url", lease_seen_->holder},
+                     {"agent_url", lease_seen_->agent_url},
+                     {"token", lease_seen_->token},
+                     {"since", lease_seen_->since > Time::Epoch() ? FormatIso8601(lease_seen_->since) : ""},
+                     {"lease_left_ms", lease_seen_->expires_in.millis()}};
+    } else {
+      j["leader"] = {{"url", self_.url}, {"agent_url", self_.agent_url}, {"token", 1}, {"since", FormatIso8601(role_since_)},
+                     {"lease_left_ms", 0}};
+    }
+    nlohmann::json health = {{"engine", engine_}, {"reachable", version.ok()}};
+    if (version.ok()) {
+      auto n = ParseInt(version->value_or("0"));
+      health["schema_version"] = n ? *n : 0;
+    } else {
+      health["error"] = version.status().message();
+    }
+    if (version.ok() && !store_error_.empty()) health["lease_error"] = store_error_;
+    j["store"] = std::move(health);
+    return j;
+  }
+
+ private:
+  mutable Mutex mu_;
+  store::LeaderAddress self_ GF_GUARDED_BY(mu_);
+  const std::optional<Duration> lease_;  // unset: the only controller, which always leads
+  const std::string engine_;
+  store::StateStore& store_;
+  std::optional<store::Leadership> lease_seen_ GF_GUARDED_BY(mu_);
+  std::string store_error_ GF_GUARDED_BY(mu_);
+  Time role_since_ GF_GUARDED_BY(mu_) = WallNow();
+};
+
 // A running controller: store, engine thread, HTTP server.
 struct Controller {
   WallClock clock;
@@ -231,6 +310,8 @@ struct Controller {
   std::string admin_token;  // set when this start made it
   std::string join_token;
   std::optional<UniqueFd> lock_fd;  // <data-dir>/controller.lock, held while running
+  std::shared_ptr<LeaderState> leader;  // GET /v1/leader
+  std::optional<Duration> lease;        // --leader-lease
   // --leader-lease: the thread renewing the lease, told to stop through lease_stop.
   std::thread lease_thread;
   Mutex lease_mu;
@@ -245,7 +326,7 @@ struct Controller {
   // unreachable), stops at once with kExitLostLeadership: its writes are refused by then anyway
   // (the fencing token), and a supervisor restarts it as a standby. Agents keep their jobs running
   // meanwhile.
-  void KeepLease(const std::string& holder, Duration lease, int64_t token) GF_EXCLUDES(lease_mu) {
+  void KeepLease(Duration lease, int64_t token) GF_EXCLUDES(lease_mu) {
     auto renewed = std::chrono::steady_clock::now();
     MutexLock lock(lease_mu);
     while (!lease_stop) {
@@ -255,7 +336,8 @@ struct Controller {
       });
       if (lease_stop) break;
       lock.Unlock();
-      auto l = store->AcquireLeadership(holder, lease);
+      auto l = store->AcquireLeadership(leader->Self(), lease);
+      leader->Saw(l);
       lock.Lock();
       if (l.ok() && l->held && l->token == token) {
         renewed = std::chrono::steady_clock::now();
@@ -301,6 +383,18 @@ struct Controller {
     if (server) server->Stop();
     if (engine) engine->Stop();
     if (engine_thread.joinable()) engine_thread.join();
+    // Nothing writes any more: give the lease up, so that a standby leads at its next ask rather
+    // than after the lease.
+    if (lease && store && leader) {
+      Status released = store->ReleaseLeadership(leader->Self());
+      if (released.ok()) {
+        std::fprintf(stderr, "gpufleet server: released the leader lease\n");
+      } else {
+        spdlog::warn("could not release the leader lease (a standby takes over once it lapses): {}",
+                     released.message());
+      }
+      lease.reset();
+    }
   }
 };
 
@@ -327,55 +421,66 @@ Result<std::unique_ptr<store::StateStore>> OpenStoreFlag(const store::StoreLocat
   return st.WithContext(flag);
 }
 
-// What the standby answers while another controller leads. Thread-safe.
-class StandbyAnswer {
- public:
-  void SetLeader(const std::string& leader) GF_EXCLUDES(mu_) {
-    MutexLock lock(mu_);
-    leader_ = leader;
+// The 503 of a standby: "not the leader; the leader is URL", with that URL in X-Gpufleet-Leader
+// (on the agent listener, the leader's agent URL), and GET /v1/leader answered (200) on the API's.
+httplib::Server::HandlerResponse StandbyReply(const httplib::Request& req, httplib::Response& res,
+                                              const LeaderState& state, const std::string& leader, bool agents) {
+  if (!agents && req.method == "GET" && req.path == "/v1/leader") {
+    res.status = 200;
+    res.set_content(state.Json().dump(), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
   }
-  std::string Leader() const GF_EXCLUDES(mu_) {
-    MutexLock lock(mu_);
-    return leader_;
-  }
-
- private:
-  mutable Mutex mu_;
-  std::string leader_ GF_GUARDED_BY(mu_);
-};
+  res.status = 503;
+  res.set_header("Retry-After", "1");
+  res.set_header(api::kLeaderHeader, leader);
+  nlohmann::json body = {{"error",
+                          {{"code", "unavailable"},
+                           {"message", "not the leader; the leader is " + (leader.empty() ? "unknown" : leader)}}}};
+  res.set_content(body.dump(), "application/json");
+  controller::CloseAfterResponse();
+  return httplib::Server::HandlerResponse::Handled;
+}
 
 // --leader-lease: waits until this controller holds the leader lease, answering every request on
 // the API's address with 503 "not the leader; the leader is URL" (and the header
-// X-Gpufleet-Leader) meanwhile. Asks for the lease every third of its length, as the leader
-// renews it. Returns the fencing token once it leads, 0 when a stop signal came first.
-Result<int64_t> WaitForLeadership(store::StateStore& st, const std::string& holder, Duration lease,
-                               const std::pair<std::string, int>& listen, const ControllerFlags& f) {
-  GF_ASSIGN_OR_RETURN(store::Leadership first, st.AcquireLeadership(holder, lease));
-  if (first.held) return first.token;
-  auto answer = std::make_shared<StandbyAnswer>();
-  answer->SetLeader(first.holder);
+// X-Gpufleet-Leader) meanwhile, and every request on the agent address likewise with the leader's
+// agent URL, so that agents given several controllers find the leader. Asks for the lease every
+// third of its length, as the leader renews it. Returns the fencing token once it leads, 0 when a
+// stop signal came first.
+Result<int64_t> WaitForLeadership(store::StateStore& st, LeaderState& state, Duration lease,
+                                  const std::pair<std::string, int>& listen,
+                                  const std::pair<std::string, int>& agent_listen, const ControllerFlags& f) {
+  auto first = st.AcquireLeadership(state.Self(), lease);
+  state.Saw(first);
+  if (!first.ok()) return first.status();
+  if (first->held) return first->token;
   controller::RouteTable routes;
-  routes.set_pre_routing_handler([answer](const httplib::Request&, httplib::Response& res) {
-    const std::string leader = answer->Leader();
-    res.status = 503;
-    res.set_header("Retry-After", "1");
-    res.set_header("X-Gpufleet-Leader", leader);
-    nlohmann::json body = {{"error",
-                            {{"code", "unavailable"},
-                             {"message", "not the leader; the leader is " + (leader.empty() ? "unknown" : leader)}}}};
-    res.set_content(body.dump(), "application/json");
-    controller::CloseAfterResponse();
-    return httplib::Server::HandlerResponse::Handled;
+  routes.set_pre_routing_handler([&state](const httplib::Request& req, httplib::Response& res) {
+    return StandbyReply(req, res, state, state.Leader().url, false);
+  });
+  controller::RouteTable agent_routes;
+  agent_routes.set_pre_routing_handler([&state](const httplib::Request& req, httplib::Response& res) {
+    return StandbyReply(req, res, state, state.Leader().agent_url, true);
   });
   controller::HttpListener standby(routes, controller::ListenerLimits{}, "standby API");
+  controller::HttpListener agent_standby(agent_routes, controller::ListenerLimits{}, "standby agent API");
   if (!f.tls_cert.empty()) {
     GF_ASSIGN_OR_RETURN(controller::SslContext tls, controller::MakeServerTlsContext(f.tls_cert, f.tls_key));
     standby.SetTls(tls);
+    GF_ASSIGN_OR_RETURN(controller::SslContext agent_tls, controller::MakeServerTlsContext(f.tls_cert, f.tls_key));
+    agent_standby.SetTls(agent_tls);
   }
   GF_RETURN_IF_ERROR(standby.Bind(listen.first, listen.second));
+  GF_RETURN_IF_ERROR(agent_standby.Bind(agent_listen.first, agent_listen.second));
   GF_RETURN_IF_ERROR(standby.Start());
-  std::fprintf(stderr, "gpufleet server: standing by on %s:%d; the leader is %s (token %lld)\n",
-               listen.first.c_str(), standby.port(), first.holder.c_str(), static_cast<long long>(first.token));
+  GF_RETURN_IF_ERROR(agent_standby.Start());
+  auto stop_listeners = [&] {
+    standby.Stop();
+    agent_standby.Stop();
+  };
+  std::fprintf(stderr, "gpufleet server: standing by on %s:%d (agents %s:%d); the leader is %s (token %lld)\n",
+               listen.first.c_str(), standby.port(), agent_listen.first.c_str(), agent_standby.port(),
+               first->holder.c_str(), static_cast<long long>(first->token));
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
@@ -385,32 +490,38 @@ Result<int64_t> WaitForLeadership(store::StateStore& st, const std::string& hold
     // The pause between asks doubles as the wait for a stop signal.
     timespec pause{static_cast<time_t>(every_ms / 1000), static_cast<long>((every_ms % 1000) * 1000000)};
     if (sigtimedwait(&stop_signals, nullptr, &pause) > 0) {
-      standby.Stop();
+      stop_listeners();
       return int64_t{0};
     }
-    auto l = st.AcquireLeadership(holder, lease);
+    auto l = st.AcquireLeadership(state.Self(), lease);
+    state.Saw(l);
     if (!l.ok()) {
       spdlog::warn("standby: cannot read the leader lease: {}", l.status().message());
       continue;
     }
     if (l->held) {
-      standby.Stop();
+      stop_listeners();
       std::fprintf(stderr, "gpufleet server: took the leader lease (token %lld); taking over\n",
                    static_cast<long long>(l->token));
       return l->token;
     }
-    answer->SetLeader(l->holder);
   }
 }
 
-// The name a leader gives itself in the lease: the URL other controllers and clients can show.
-std::string HolderUrl(const ControllerFlags& f, const std::pair<std::string, int>& listen) {
-  std::string host = listen.first;
-  if (host == "0.0.0.0") {
-    char name[256] = {};
-    host = ::gethostname(name, sizeof(name) - 1) == 0 ? name : "localhost";
-  }
-  return std::string(f.tls_cert.empty() ? "http://" : "https://") + host + ":" + std::to_string(listen.second);
+// The name a controller gives itself in the lease: the URLs other controllers, clients and agents
+// can reach it at (0.0.0.0 shown as the host name).
+store::LeaderAddress SelfAddress(const ControllerFlags& f, const std::pair<std::string, int>& listen,
+                                 const std::pair<std::string, int>& agent_listen) {
+  auto url = [&](const std::pair<std::string, int>& where) {
+    std::string host = where.first;
+    if (host == "0.0.0.0") {
+      char name[256] = {};
+      host = ::gethostname(name, sizeof(name) - 1) == 0 ? name : "localhost";
+    }
+    return std::string(f.tls_cert.empty() ? "http://" : "https://") + host + ":" + std::to_string(where.second);
+  };
+  // A port of 0 is known only once the listener is bound: advertised from the first renewal on.
+  return {url(listen), agent_listen.second == 0 ? "" : url(agent_listen)};
 }
 
 Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, int port_override) {
@@ -496,12 +607,15 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   }
 
   GF_ASSIGN_OR_RETURN(c->store, OpenStoreFlag(store_location));
-  const std::string holder = HolderUrl(f, listen);
+  c->leader = std::make_shared<LeaderState>(
+      SelfAddress(f, listen, agent_listen), lease,
+      store_location.engine == store::StoreLocation::Engine::kPostgres ? "postgresql" : "sqlite", *c->store);
   int64_t token = 0;
   if (lease) {
     // Nothing is written before this controller leads: a standby only reads the lease.
-    GF_ASSIGN_OR_RETURN(token, WaitForLeadership(*c->store, holder, *lease, listen, f));
+    GF_ASSIGN_OR_RETURN(token, WaitForLeadership(*c->store, *c->leader, *lease, listen, agent_listen, f));
     if (token == 0) return std::unique_ptr<Controller>();
+    c->lease = lease;  // from now on Stop releases it
   }
   c->auth = std::make_unique<controller::Authenticator>(*c->store);
   // First start: make an admin token and a join token, readable only by this user.
@@ -594,6 +708,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   so.insecure = f.insecure;
   so.metrics_open = f.metrics_open;
   so.version = kGpufleetVersion;
+  so.leader_info = [state = c->leader] { return state->Json(); };
   c->tls = !f.tls_cert.empty();
   c->server = std::make_unique<controller::ApiServer>(*c->engine, *c->store, *c->auth, c->clock, so);
   GF_RETURN_IF_ERROR(c->server->Start());
@@ -619,9 +734,13 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     controller::Pool* pool = c->pool.get();
     c->pool_thread = std::thread([pool] { pool->Run(); });
   }
+  if (agent_listen.second == 0) {
+    const std::string host = agent_listen.first == "0.0.0.0" ? "127.0.0.1" : agent_listen.first;
+    c->leader->SetAgentUrl(c->Scheme() + host + ":" + std::to_string(c->server->agent_port()));
+  }
   if (lease) {
     Controller* self = c.get();
-    c->lease_thread = std::thread([self, holder, lease, token] { self->KeepLease(holder, *lease, token); });
+    c->lease_thread = std::thread([self, lease, token] { self->KeepLease(*lease, token); });
   }
   return c;
 }
@@ -770,7 +889,10 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
   };
   auto f = std::make_shared<Flags>();
   f->o.data_dir = DefaultDataDir("agent");
-  sub->add_option("--server", f->o.server, "The controller's URL")->capture_default_str();
+  sub->add_option("--server", f->o.server,
+                  "The controller's agent URL; several controllers on one store: URL1,URL2,... (the agent follows "
+                  "the leader among them and keeps its jobs running while none answers)")
+      ->capture_default_str();
   sub->add_option("--ca-cert", f->o.ca_cert,
                   "With an https:// --server: trust only this CA certificate (PEM) for it (default: the system's "
                   "CAs)");

@@ -418,7 +418,79 @@ std::function<int()> SetupDrainLike(CLI::App& app, bool drain) {
 
 std::function<int()> SetupNodesCommand(CLI::App& app) { return SetupNodes(app); }
 std::function<int()> SetupNodeCommand(CLI::App& app) { return SetupNode(app); }
+// `gpufleet controllers`: asks each controller given (--server URL1,URL2,...) who it is and who
+// leads, through GET /v1/leader, which standbys answer too.
+std::function<int()> SetupControllers(CLI::App& app) {
+  struct Args {
+    Connection conn;
+    std::string output = "table";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("controllers", "Show each controller given: leader or standby, since when, the "
+                                                    "fencing token, and the store's health");
+  AddOutputFlag(sub, a->output);
+  AddConnectionFlags(sub, a->conn);
+  SetFooter(sub, R"(  gpufleet controllers --server http://c1:8470,http://c2:8470
+  GPUFLEET_SERVER=http://c1:8470,http://c2:8470 gpufleet controllers -o json
+Each controller on the list is asked (GET /v1/leader, no token needed) and answers for itself:
+ROLE leader or standby (unreachable when it does not answer), TOKEN the fencing token of the lease
+as it last read it, STORE whether its store answers (ok, with the schema version, or down), SINCE
+when it took its role, LEADER who holds the lease (docs/operations.md). Why a controller or its
+store did not answer is printed below the table. Exit code 3 when none answers.)");
+  return [a]() {
+    const std::string cmd = "controllers";
+    auto client = Connect(cmd, a->conn);
+    if (!client) return kExitUsage;
+    auto config = LoadClientConfig(a->conn.server, a->conn.token);
+    json out = json::array();
+    int answered = 0;
+    for (const std::string& url : client->servers()) {
+      ClientConfig one = *config;
+      one.server = url;
+      ApiClient ask(one);
+      ApiResult r = ask.Get("/v1/leader");
+      json entry = r.ok() && r.body.is_object() ? r.body : json::object();
+      entry["asked"] = url;
+      entry["reachable"] = r.ok();
+      if (!r.ok()) entry["error"] = r.error;
+      if (r.ok()) ++answered;
+      out.push_back(std::move(entry));
+    }
+    if (a->output == "json") {
+      PrintJson(json{{"controllers", out}});
+    } else {
+      Table t({"CONTROLLER", "ROLE", "TOKEN", "STORE", "SINCE", "LEADER"});
+      std::vector<std::string> notes;  // why a controller or its store did not answer
+      for (const auto& c : out) {
+        if (!c.value("reachable", false)) {
+          t.Add({StrField(c, "asked"), "unreachable", "-", "-", "-", "-"});
+          notes.push_back(StrField(c, "asked") + ": " + StrField(c, "error"));
+          continue;
+        }
+        const json& leader = c.value("leader", json::object());
+        const json& store = c.value("store", json::object());
+        std::string health = "down";
+        if (store.value("reachable", false)) {
+          health = "ok, v" + std::to_string(store.value("schema_version", int64_t{0}));
+        } else {
+          notes.push_back(StrField(c, "asked") + ": its store: " + StrField(store, "error"));
+        }
+        t.Add({StrField(c, "asked"), StrField(c, "role"), std::to_string(IntField(leader, "token")), health,
+               StrField(c, "since"), StrField(leader, "url")});
+      }
+      t.Print();
+      for (const auto& n : notes) std::printf("%s\n", n.c_str());
+    }
+    if (answered == 0) {
+      std::fprintf(stderr, "gpufleet %s: no controller answered\n", cmd.c_str());
+      return kExitUnreachable;
+    }
+    return kExitOk;
+  };
+}
+
 std::function<int()> SetupPoolCommand(CLI::App& app) { return SetupPool(app); }
+std::function<int()> SetupControllersCommand(CLI::App& app) { return SetupControllers(app); }
 std::function<int()> SetupDrainCommand(CLI::App& app) { return SetupDrainLike(app, true); }
 std::function<int()> SetupUndrainCommand(CLI::App& app) { return SetupDrainLike(app, false); }
 

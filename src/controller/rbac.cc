@@ -194,6 +194,7 @@ bool MayMakeRole(Role role, Role made) {
 const std::vector<RouteRule>& ApiRoutes() {
   static const std::vector<RouteRule> routes = {
       {"GET", "/v1/health", "/v1/health", Verb::kHealth, false},
+      {"GET", "/v1/leader", "/v1/leader", Verb::kHealth, false},
       {"POST", "/v1/jobs", "/v1/jobs", Verb::kJobSubmit, false},
       {"GET", "/v1/jobs", "/v1/jobs", Verb::kJobRead, false},
       {"GET", R"(/v1/jobs/(\d+))", "/v1/jobs/1", Verb::kJobRead, false},

@@ -425,7 +425,10 @@ void ApiServer::Routes() {
   auto gate = [this, authn](bool agents) {
     return [this, authn, agents](const Request& req, Response& res) {
       tl_audited = false;
-      if (req.path == "/v1/health") return httplib::Server::HandlerResponse::Unhandled;
+      // Health and who leads: for load balancers and clients before they hold a token.
+      if (req.path == "/v1/health" || (!agents && req.path == "/v1/leader")) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
       if (req.has_header("Content-Length")) {
         auto n = ParseInt(req.get_header_value("Content-Length"));
         if (!n || *n < 0 || static_cast<size_t>(*n) > options_.max_body_bytes) {
@@ -529,6 +532,9 @@ void ApiServer::Routes() {
   };
   user_routes_->Get("/v1/health", health);
   agent_routes_->Get("/v1/health", health);
+  user_routes_->Get("/v1/leader", [this](const Request&, Response& res) {
+    Reply(res, 200, options_.leader_info ? options_.leader_info() : json{{"role", "leader"}});
+  });
 
   const Guards guards{authn, authz, agent};
   ObservabilityRoutes(guards);

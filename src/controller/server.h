@@ -13,12 +13,15 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 
 #include <memory>
 #include <map>
 #include <set>
 #include <string>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "common/mutex.h"
 #include "common/status.h"
@@ -79,6 +82,9 @@ struct ServerOptions {
   // GET /metrics without a token (for a Prometheus on this host); only with a loopback --listen.
   bool metrics_open = false;
   std::string version;  // gpufleet_build_info
+  // Answers GET /v1/leader (docs/api.md): this controller's role among those sharing its store,
+  // the lease, the store's health. Unset: {"role": "leader"} of the only controller.
+  std::function<nlohmann::json()> leader_info;
 };
 
 class ApiServer {

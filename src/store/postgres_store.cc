@@ -48,7 +48,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 constexpr const char* kSchemaVersionKey = "schema_version";
 // Taken for the migration's transaction, so that two controllers starting on one empty database
 // do not both create the schema.
@@ -153,6 +153,10 @@ CREATE TABLE job_memory (
   last_checkpoint_ms  BIGINT NOT NULL,
   accrued_micros      BIGINT NOT NULL
 );
+)sql",
+    // 4 -> 5: the leader's agent listener, so that a standby can point agents at it.
+    R"sql(
+ALTER TABLE leader ADD COLUMN agent_url TEXT NOT NULL DEFAULT '';
 )sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
@@ -587,44 +591,60 @@ class PostgresStore : public StateStore {
     });
   }
 
-  Result<Leadership> AcquireLeadership(const std::string& holder, Duration lease) override {
+  Result<Leadership> AcquireLeadership(const LeaderAddress& self, Duration lease) override {
     if (lease <= Duration::Zero()) return Status::InvalidArgument("leader lease must be positive");
-    // Milliseconds left, never negative (a lapsed lease, or the '-infinity' of a new database).
-    constexpr const char* kReturning =
-        " RETURNING token, holder, (extract(epoch FROM GREATEST(expires_at, now()) - now()) * 1000)::bigint";
+    // Milliseconds left, never negative (a lapsed lease, or the '-infinity' of a new database);
+    // since as Unix milliseconds, 0 before anyone led.
+    constexpr const char* kColumns =
+        " token, holder, (extract(epoch FROM GREATEST(expires_at, now()) - now()) * 1000)::bigint, agent_url, "
+        "(extract(epoch FROM GREATEST(since, 'epoch'::timestamptz)) * 1000)::bigint";
     MutexLock lock(mu_);
     auto answer = [](const PgResult& r, bool held) {
-      return Leadership{held, Int(r, 0, 0), Text(r, 0, 1), Duration::Millis(Int(r, 0, 2))};
+      return Leadership{held, Int(r, 0, 0), Text(r, 0, 1), Duration::Millis(Int(r, 0, 2)), Text(r, 0, 3),
+                        Time::FromMillis(Int(r, 0, 4))};
     };
     if (fencing_token_) {
       // Renew: only while the token is still ours.
       GF_ASSIGN_OR_RETURN(
           PgResult renewed,
-          Query(std::string("UPDATE leader SET holder = $2, expires_at = now() + $3::bigint * interval '1 millisecond' "
-                            "WHERE id = 1 AND token = $1") +
-                    kReturning,
-                Params().Add(*fencing_token_).Add(holder).Add(lease.millis()), "renew the leader lease"));
+          Query(std::string("UPDATE leader SET holder = $2, agent_url = $4, "
+                            "expires_at = now() + $3::bigint * interval '1 millisecond' "
+                            "WHERE id = 1 AND token = $1 RETURNING") +
+                    kColumns,
+                Params().Add(*fencing_token_).Add(self.url).Add(lease.millis()).Add(self.agent_url),
+                "renew the leader lease"));
       if (PQntuples(renewed.get()) == 1) return answer(renewed, true);
     }
     // Take: only a lapsed lease, with the next token.
     GF_ASSIGN_OR_RETURN(
         PgResult taken,
-        Query(std::string("UPDATE leader SET token = token + 1, holder = $1, since = now(), "
+        Query(std::string("UPDATE leader SET token = token + 1, holder = $1, agent_url = $3, since = now(), "
                           "expires_at = now() + $2::bigint * interval '1 millisecond' "
-                          "WHERE id = 1 AND expires_at <= now()") +
-                  kReturning,
-              Params().Add(holder).Add(lease.millis()), "take the leader lease"));
+                          "WHERE id = 1 AND expires_at <= now() RETURNING") +
+                  kColumns,
+              Params().Add(self.url).Add(lease.millis()).Add(self.agent_url), "take the leader lease"));
     if (PQntuples(taken.get()) == 1) {
       fencing_token_ = Int(taken, 0, 0);
       return answer(taken, true);
     }
     // Another holds a live lease. A token this store held stays, so that its writes keep failing.
-    GF_ASSIGN_OR_RETURN(PgResult current,
-                        Query("SELECT token, holder, (extract(epoch FROM GREATEST(expires_at, now()) - now()) * "
-                              "1000)::bigint FROM leader WHERE id = 1",
-                              Params(), "read the leader lease"));
+    GF_ASSIGN_OR_RETURN(PgResult current, Query(std::string("SELECT") + kColumns + " FROM leader WHERE id = 1",
+                                                Params(), "read the leader lease"));
     if (PQntuples(current.get()) != 1) return Status::Internal(where_ + ": the leader table has no row");
     return answer(current, false);
+  }
+
+  Status ReleaseLeadership(const LeaderAddress& self) override {
+    MutexLock lock(mu_);
+    if (!fencing_token_) return Status::Ok();
+    // One statement: a standby that takes the lease meanwhile gets a new token, and this matches
+    // no row.
+    GF_ASSIGN_OR_RETURN(PgResult released,
+                        Query("UPDATE leader SET expires_at = '-infinity' "
+                              "WHERE id = 1 AND token = $1 AND holder = $2 AND expires_at > now() RETURNING token",
+                              Params().Add(*fencing_token_).Add(self.url), "release the leader lease"));
+    (void)released;
+    return Status::Ok();
   }
 
   void AttachAudit(std::vector<api::AuditRecord> records) override {

@@ -40,14 +40,14 @@ class PostgresStoreTest : public ::testing::Test {
 };
 
 TEST_F(PostgresStoreTest, NewDatabaseHasSchemaVersionAndReadableColumns) {
-  // Given a new schema with one job, expect schema version 4 in meta, and the job's columns,
+  // Given a new schema with one job, expect schema version 5 in meta, and the job's columns,
   // JSON record, request and transition readable with plain SQL.
   {
     auto store = OpenPostgresStore(url_);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
-  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
   EXPECT_EQ(Sql("SELECT team || ',' || state || ',' || submitted_ms || ',' || request_id FROM jobs"),
             "nlp,pending,1234,r");
   EXPECT_EQ(Sql("SELECT record::jsonb #>> '{request,spec,team}' FROM jobs WHERE id = 1"), "nlp");
@@ -79,29 +79,29 @@ TEST_F(PostgresStoreTest, NewerSchemaVersionIsRefused) {
   // Given a database written by a newer gpufleet (schema version 5), expect opening it to fail
   // with FailedPrecondition naming both versions, and the database left as it was.
   { ASSERT_TRUE(OpenPostgresStore(url_).ok()); }
-  Sql("UPDATE meta SET value = '5' WHERE key = 'schema_version'");
+  Sql("UPDATE meta SET value = '6' WHERE key = 'schema_version'");
   auto store = OpenPostgresStore(url_);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(Contains(store.status().message(), "schema version 5 is newer than this gpufleet knows (4)"))
+  EXPECT_TRUE(Contains(store.status().message(), "schema version 6 is newer than this gpufleet knows (5)"))
       << store.status().message();
-  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
 }
 
-TEST_F(PostgresStoreTest, SchemaThreeMigratesToFourAndItsJobsHaveNoMemory) {
+TEST_F(PostgresStoreTest, SchemaThreeMigratesToTheLatestAndItsJobsHaveNoMemory) {
   // Given a database at schema version 3 (before the scheduler's memory was stored) with a job,
-  // expect opening it to migrate to version 4, the job to load unchanged with no memory, and
+  // expect opening it to migrate to version 5, the job to load unchanged with no memory, and
   // memory to be stored for it from then on.
   {
     auto store = OpenPostgresStore(url_);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
-  // Version 3 is version 4 without the job_memory table.
-  Sql("DROP TABLE job_memory; UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+  // Version 3 is version 5 without the job_memory table and the leader's agent_url.
+  Sql("DROP TABLE job_memory; ALTER TABLE leader DROP COLUMN agent_url; UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   auto store = OpenPostgresStore(url_);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
   auto jobs = (*store)->ListJobs({});
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 1u);
@@ -207,7 +207,7 @@ class PostgresLeaderTest : public PostgresStoreTest {
     return store.ok() ? std::move(store).value() : nullptr;
   }
   Leadership Acquire(StateStore& store, const std::string& holder, Duration lease = Duration::Minutes(10)) {
-    auto l = store.AcquireLeadership(holder, lease);
+    auto l = store.AcquireLeadership({holder, holder + "/agents"}, lease);
     EXPECT_TRUE(l.ok()) << holder << ": " << l.status().ToString();
     return l.ok() ? *l : Leadership{};
   }
@@ -267,6 +267,30 @@ TEST_F(PostgresLeaderTest, LapsedLeaseGoesToTheOtherWithALargerToken) {
   Leadership again = Acquire(*b, "b");
   EXPECT_TRUE(again.held);
   EXPECT_EQ(again.token, 2);
+}
+
+TEST_F(PostgresLeaderTest, ReleasedLeaseGoesToTheStandbyAtOnce) {
+  // Given A leading with a long lease and B standing by, expect A's release to let B take the
+  // lease at its next ask with token 2, advertising its agent URL and since when it leads; a
+  // release by A afterwards changes nothing (B keeps its lease), and A's writes stay fenced.
+  auto a = Open();
+  auto b = Open();
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(Acquire(*a, "a").held);
+  Leadership standby = Acquire(*b, "b");
+  ASSERT_FALSE(standby.held);
+  EXPECT_EQ(standby.agent_url, "a/agents");
+  EXPECT_GT(standby.since, Time::Epoch());
+  ASSERT_TRUE(a->ReleaseLeadership({"a", "a/agents"}).ok());
+  Leadership lb = Acquire(*b, "b");
+  EXPECT_TRUE(lb.held);
+  EXPECT_EQ(lb.token, 2);
+  EXPECT_EQ(lb.agent_url, "b/agents");
+  EXPECT_GE(lb.since, standby.since);
+  ASSERT_TRUE(a->ReleaseLeadership({"a", "a/agents"}).ok());
+  EXPECT_EQ(Sql("SELECT holder || ',' || token || ',' || agent_url || ',' || (expires_at > now()) FROM leader"),
+            "b,2,b/agents,true");
+  EXPECT_EQ(a->SetMeta("k", "v").code(), StatusCode::kUnavailable);
 }
 
 TEST_F(PostgresLeaderTest, ShortLeaseLapsesByTheDatabasesClock) {

@@ -34,7 +34,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr const char* kSchemaVersionKey = "schema_version";
 
@@ -118,6 +118,10 @@ CREATE TABLE job_memory (
   last_checkpoint_ms  INTEGER NOT NULL,
   accrued_micros      INTEGER NOT NULL
 );
+)sql",
+    // 4 -> 5: the leader's agent URL, a column of PostgreSQL's leader table; nothing here.
+    R"sql(
+SELECT 1;
 )sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
@@ -537,10 +541,11 @@ class SqliteStore : public StateStore {
   }
 
   // One controller on one file: it always leads, and its writes need no fencing.
-  Result<Leadership> AcquireLeadership(const std::string& holder, Duration lease) override {
+  Result<Leadership> AcquireLeadership(const LeaderAddress& self, Duration lease) override {
     if (lease <= Duration::Zero()) return Status::InvalidArgument("leader lease must be positive");
-    return Leadership{true, 1, holder, lease};
+    return Leadership{true, 1, self.url, lease, self.agent_url, Time()};
   }
+  Status ReleaseLeadership(const LeaderAddress&) override { return Status::Ok(); }
 
   Status SetMeta(const std::string& key, const std::string& value) override {
     std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails

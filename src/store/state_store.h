@@ -67,12 +67,20 @@ struct AuditFilter {
   int64_t limit = 1000;
 };
 
+// How a controller names itself in the leader lease: the URLs clients and agents reach it at.
+struct LeaderAddress {
+  std::string url;        // the API's (people, scripts, the CLI)
+  std::string agent_url;  // the agent listener's; empty: not advertised
+};
+
 // The leader lease, as AcquireLeadership found it.
 struct Leadership {
-  bool held = false;    // this store holds the lease now; its writes are fenced by `token`
-  int64_t token = 0;    // the current fencing token (0: nobody has led yet)
-  std::string holder;   // who holds (or last held) the lease, as its leader named itself
-  Duration expires_in;  // until the lease lapses, by the database's clock; zero when lapsed
+  bool held = false;      // this store holds the lease now; its writes are fenced by `token`
+  int64_t token = 0;      // the current fencing token (0: nobody has led yet)
+  std::string holder;     // who holds (or last held) the lease, as its leader named itself (its URL)
+  Duration expires_in;    // until the lease lapses, by the database's clock; zero when lapsed
+  std::string agent_url;  // the holder's agent listener, as it advertised it (empty: unknown)
+  Time since;             // when the holder took the lease, by the database's clock (zero: never)
 };
 
 class StateStore {
@@ -144,7 +152,14 @@ class StateStore {
   //
   // Stores with one controller (SQLite, the in-memory fake) always lead: held, token 1.
   // InvalidArgument when `lease` is not positive.
-  virtual Result<Leadership> AcquireLeadership(const std::string& holder, Duration lease) = 0;
+  virtual Result<Leadership> AcquireLeadership(const LeaderAddress& self, Duration lease) = 0;
+
+  // Gives the lease up at once (a leader stopping cleanly), so that a standby takes it at its
+  // next ask instead of waiting the lease out: expires it only while this store still holds it
+  // under its token and as `self`, in one conditional statement. The fencing token is kept, so
+  // that writes after the release still check it. Ok, changing nothing, when this store does not
+  // hold the lease (never took it, or another took it meanwhile).
+  virtual Status ReleaseLeadership(const LeaderAddress& self) = 0;
 };
 
 // Opens (creating if needed) a SQLite database at `path` in WAL mode with synchronous=FULL and

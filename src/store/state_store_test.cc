@@ -400,7 +400,7 @@ TEST_P(StateStoreTest, MetaHoldsSettingsAndTheSchemaVersion) {
   EXPECT_EQ(*id, std::optional<std::string>("c-2"));
   EXPECT_EQ(*store_->GetMeta("next_master_port"), std::optional<std::string>("29500"));
   EXPECT_EQ(*store_->GetMeta("absent"), std::nullopt);
-  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("4"));
+  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("5"));
   EXPECT_EQ(store_->SetMeta("schema_version", "7").code(), StatusCode::kInvalidArgument);
 }
 
@@ -487,15 +487,16 @@ TEST_P(StateStoreTest, ConcurrentSubmitsGetDistinctAscendingIds) {
 TEST_P(StateStoreTest, LeaderThatRenewsKeepsItsTokenAndWrites) {
   // Given a store that takes the leader lease and renews it, expect it to hold the lease each
   // time with the same token, and its writes to succeed; a lease that is not positive is refused.
-  auto first = store_->AcquireLeadership("http://127.0.0.1:1", Duration::Minutes(1));
+  auto first = store_->AcquireLeadership({"http://127.0.0.1:1", "http://127.0.0.1:2"}, Duration::Minutes(1));
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_TRUE(first->held);
   EXPECT_GT(first->token, 0);
   EXPECT_EQ(first->holder, "http://127.0.0.1:1");
+  EXPECT_EQ(first->agent_url, "http://127.0.0.1:2");
   EXPECT_GT(first->expires_in, Duration::Zero());
   SubmitOk({MakeSubmission("a")});
   for (int i = 0; i < 3; ++i) {
-    auto again = store_->AcquireLeadership("http://127.0.0.1:1", Duration::Minutes(1));
+    auto again = store_->AcquireLeadership({"http://127.0.0.1:1", "http://127.0.0.1:2"}, Duration::Minutes(1));
     ASSERT_TRUE(again.ok()) << again.status().ToString();
     EXPECT_TRUE(again->held);
     EXPECT_EQ(again->token, first->token);
@@ -503,7 +504,22 @@ TEST_P(StateStoreTest, LeaderThatRenewsKeepsItsTokenAndWrites) {
   SubmitOk({MakeSubmission("b")});
   ASSERT_TRUE(store_->SetMeta("cluster_id", "c-1").ok());
   EXPECT_EQ(ListOk({}).size(), 2u);
-  EXPECT_EQ(store_->AcquireLeadership("x", Duration::Zero()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->AcquireLeadership({"x", ""}, Duration::Zero()).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(StateStoreTest, ReleasedLeaderMayTakeTheLeaseAgain) {
+  // Given a leader that releases its lease, expect the release to succeed and the same store to
+  // hold the lease again when it asks (with one controller, as SQLite, releasing changes nothing).
+  const LeaderAddress self{"http://127.0.0.1:1", "http://127.0.0.1:2"};
+  ASSERT_TRUE(store_->ReleaseLeadership(self).ok());  // never held: nothing to give up
+  auto first = store_->AcquireLeadership(self, Duration::Minutes(1));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(store_->ReleaseLeadership(self).ok());
+  auto again = store_->AcquireLeadership(self, Duration::Minutes(1));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->held);
+  EXPECT_GE(again->token, first->token);
+  SubmitOk({MakeSubmission("after-release")});
 }
 
 // The PostgreSQL instances (".../Postgres") run in one process, so that they share one server:

@@ -10,7 +10,7 @@ constexpr const char* kSchemaVersionKey = "schema_version";
 
 }  // namespace
 
-MemoryStore::MemoryStore() { meta_[kSchemaVersionKey] = "4"; }  // as the SQLite store's
+MemoryStore::MemoryStore() { meta_[kSchemaVersionKey] = "5"; }  // as the SQLite store's
 
 void MemoryStore::FailNextWrite(Status error) {
   MutexLock lock(mu_);
@@ -279,9 +279,11 @@ Status MemoryStore::SetMeta(const std::string& key, const std::string& value) {
   return Status::Ok();
 }
 
-Result<store::Leadership> MemoryStore::AcquireLeadership(const std::string& holder, Duration lease) {
+Result<store::Leadership> MemoryStore::AcquireLeadership(const store::LeaderAddress& self, Duration lease) {
   if (lease <= Duration::Zero()) return Status::InvalidArgument("leader lease must be positive");
-  return store::Leadership{true, 1, holder, lease};
+  return store::Leadership{true, 1, self.url, lease, self.agent_url, Time()};
 }
+
+Status MemoryStore::ReleaseLeadership(const store::LeaderAddress&) { return Status::Ok(); }
 
 }  // namespace gpufleet::testing

@@ -41,7 +41,8 @@ class MemoryStore : public store::StateStore {
   Result<std::optional<std::string>> GetMeta(const std::string& key) override;
   Status SetMeta(const std::string& key, const std::string& value) override;
   // Always the leader (one process): held, token 1.
-  Result<store::Leadership> AcquireLeadership(const std::string& holder, Duration lease) override;
+  Result<store::Leadership> AcquireLeadership(const store::LeaderAddress& self, Duration lease) override;
+  Status ReleaseLeadership(const store::LeaderAddress& self) override;
   void AttachAudit(std::vector<api::AuditRecord> records) override;
   Status AppendAudit(const std::vector<api::AuditRecord>& records) override;
   Result<std::vector<api::AuditRecord>> ListAudit(const store::AuditFilter& filter) override;

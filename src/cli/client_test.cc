@@ -1,0 +1,143 @@
+#include "cli/client.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+namespace gpufleet::cli {
+namespace {
+
+// A controller on 127.0.0.1: the leader answers {"served_by": NAME}; a standby answers 503 naming
+// `leader` in X-Gpufleet-Leader, as `gpufleet server --leader-lease` does. Counts what it was sent.
+class FakeController {
+ public:
+  FakeController(std::string name, std::optional<std::string> leader) : name_(std::move(name)) {
+    auto handle = [this, leader](const httplib::Request&, httplib::Response& res) {
+      ++requests_;
+      if (leader) {
+        res.status = 503;
+        res.set_header("X-Gpufleet-Leader", *leader);
+        res.set_content(R"({"error": {"code": "unavailable", "message": "not the leader; the leader is )" + *leader +
+                            R"("}})",
+                        "application/json");
+        return;
+      }
+      res.set_content(R"({"served_by": ")" + name_ + R"("})", "application/json");
+    };
+    server_.Get("/v1/jobs", handle);
+    server_.Post("/v1/jobs", handle);
+    port_ = server_.bind_to_any_port("127.0.0.1");  // listening from here: connections wait in the backlog
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~FakeController() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int requests() const { return requests_; }
+
+ private:
+  std::string name_;
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::atomic<int> requests_{0};
+};
+
+// A URL nothing listens on: a port that was bound, never listened on, and let go (connections
+// to it are refused at once).
+std::string DeadUrl() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  return "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+}
+
+ApiClient ClientFor(const std::string& servers) {
+  ClientConfig config;
+  config.server = servers;
+  config.source = "test";
+  return ApiClient(config);
+}
+
+TEST(ApiClientTest, StandbyFirstSendsToTheLeaderItNamesAndRemembersIt) {
+  // Given the standby first on the list and the leader second, expect a submit to reach the
+  // leader through the standby's 503, and the next request to go straight to the leader.
+  FakeController leader("leader", std::nullopt);
+  FakeController standby("standby", leader.url());
+  ApiClient client = ClientFor(standby.url() + "," + leader.url());
+  ApiResult r = client.Post("/v1/jobs", nlohmann::json::object());
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.body["served_by"], "leader");
+  EXPECT_EQ(client.server(), leader.url());
+  ASSERT_TRUE(client.Get("/v1/jobs").ok());
+  EXPECT_EQ(standby.requests(), 1);
+  EXPECT_EQ(leader.requests(), 2);
+}
+
+TEST(ApiClientTest, UnreachableControllerIsSkippedForTheNext) {
+  // Given a controller that cannot be reached first, expect the request to be served by the next.
+  FakeController leader("leader", std::nullopt);
+  ApiClient client = ClientFor(DeadUrl() + "," + leader.url());
+  ApiResult r = client.Get("/v1/jobs");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.body["served_by"], "leader");
+  EXPECT_EQ(client.server(), leader.url());
+}
+
+TEST(ApiClientTest, LeaderNamedOutsideTheListIsFollowed) {
+  // Given one URL, a standby naming a leader the client was not given, expect the leader to serve.
+  FakeController leader("leader", std::nullopt);
+  FakeController standby("standby", leader.url());
+  ApiClient client = ClientFor(standby.url());
+  ApiResult r = client.Get("/v1/jobs");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.body["served_by"], "leader");
+}
+
+TEST(ApiClientTest, OnlyStandbysAnswer503AfterEachWasTriedOnce) {
+  // Given two standbys naming a leader that cannot be reached, expect the standby's 503 (exit 1,
+  // its message) once each URL and the named leader were tried, each once: no loop.
+  const std::string gone = DeadUrl();
+  FakeController a("a", gone);
+  FakeController b("b", gone);
+  ApiClient client = ClientFor(a.url() + "," + b.url());
+  ApiResult r = client.Get("/v1/jobs");
+  EXPECT_EQ(r.http_status, 503);
+  EXPECT_EQ(r.exit_code, kExitFailed);
+  EXPECT_NE(r.error.find("not the leader"), std::string::npos) << r.error;
+  EXPECT_EQ(a.requests(), 1);
+  EXPECT_EQ(b.requests(), 1);
+}
+
+TEST(ApiClientTest, NoControllerReachableSaysWhichWereTried) {
+  // Given two URLs nothing listens on, expect exit 3 and a message naming both.
+  const std::string a = DeadUrl(), b = DeadUrl();
+  ApiClient client = ClientFor(a + "," + b);
+  ApiResult r = client.Get("/v1/jobs");
+  EXPECT_EQ(r.exit_code, kExitUnreachable);
+  EXPECT_NE(r.error.find(a + "," + b), std::string::npos) << r.error;
+}
+
+TEST(ApiClientTest, EntryThatIsNotAUrlIsAUsageError) {
+  // Given a list with an entry without a scheme, expect CheckServer to name it.
+  ApiClient client = ClientFor("http://127.0.0.1:1,controller:8470");
+  EXPECT_NE(client.CheckServer().find("'controller:8470'"), std::string::npos) << client.CheckServer();
+  EXPECT_EQ(client.Get("/v1/jobs").exit_code, kExitUsage);
+}
+
+}  // namespace
+}  // namespace gpufleet::cli
