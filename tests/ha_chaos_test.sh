@@ -13,6 +13,10 @@
 #    (what a network partition between it and the database looks like to both sides). Expect:
 #    it refuses writes meanwhile, steps down within its lease (exit 75, saying why), and the
 #    standby takes over with every job; healed and started again, the old leader stands by.
+# 3. The leader is killed under load. An agent and 32 clients given both controllers' URLs; the
+#    agent runs a long job; the clients submit 640 jobs; a third of the way in the leader gets
+#    kill -9. Expect: the standby leads, every submission is answered and stored exactly once
+#    (the store grows by exactly 640), and the long job runs on in the same process, attempt 1.
 # After each, scripts/store_consistency.py finds every job in one state with a monotone history.
 #
 # Usage: ha_chaos_test.sh GPUFLEET GPUFLEET_TEST_POSTGRES SOURCE_DIR
@@ -126,6 +130,7 @@ start_controller() {
   OTHER_PIDS+=("$!")
   eval "${name}_PID=$!"
   eval "${name}_URL=http://127.0.0.1:$port"
+  eval "${name}_AGENT_URL=http://127.0.0.1:$agent_port"
 }
 start_controller A ctl_a
 wait_until "A leads" 30 answers "$A_URL" 200
@@ -158,4 +163,46 @@ start_controller A2 ctl_a
 wait_until "the healed controller stands by" 30 answers "$A2_URL" 503
 expect_contains "$WORK/last_body" "the leader is $B_URL" "the healed controller names the new leader"
 
-echo "PASS: PostgreSQL crashed under load without a lost or doubled job; a leader cut off from the database stepped down and the standby took over"
+# ---- 3. kill -9 of the leader during a 32-client storm, with a job running -------------------------
+# B leads, A2 stands by. An agent and 32 clients are given both controllers and follow the leader.
+URL="$B_URL"
+AGENT_URL="$B_AGENT_URL,$A2_AGENT_URL"
+printf 'server: [%s, %s]\ntoken: %s\n' "$B_URL" "$A2_URL" "$TOKEN" >"$GPUFLEET_CONFIG"
+AGENT_GPUS=2xH100 cluster_start_agent ha-node
+long2="$(api POST /v1/jobs "{\"request_id\": \"long-2\", \"job\": {\"name\": \"long-2\", \"resources\": {\"gpus\": 1},
+  \"run\": \"echo \$\$ > $WORK/long-2.pid.tmp && mv $WORK/long-2.pid.tmp $WORK/long-2.pid && exec sleep 1000\"}}" |
+  json_get "j['jobs'][0]['id']")"
+WATCH_JOBS+=("$long2")
+wait_until "the second long job runs" 30 test -s "$WORK/long-2.pid"
+wait_until "the second long job is running" 30 job_state_is "$long2" running
+LONG2_PID="$(cat "$WORK/long-2.pid")"
+# job_count URL: the jobs in the store (all pages), as the consistency check counts them.
+job_count() { "$PYTHON" "$SRC/scripts/store_consistency.py" "$1" "$WORK/token" --json | json_get "j['jobs']"; }
+BEFORE_STORM="$(job_count "$B_URL")"
+mkdir -p "$WORK/logs3"
+"$PYTHON" "$SRC/tests/submit_storm_client.py" --url "$B_URL,$A2_URL" --token-file "$WORK/token" \
+  --clients 32 --requests 640 --prefix ha --log-dir "$WORK/logs3" --deadline 200 \
+  >"$WORK/clients3.out" 2>"$WORK/clients3.err" &
+CLIENTS_PID=$!
+storm_answered_at_least() { [[ "$(cat "$WORK"/logs3/client-*.log 2>/dev/null | wc -l)" -ge "$1" ]]; }
+wait_until "a third of the 32 clients' submissions are answered" 120 storm_answered_at_least 213
+_kill_tree_groups "$B_PID"
+killed_at=$SECONDS
+RC=0
+wait "$CLIENTS_PID" || RC=$?
+CLIENTS_PID=""
+[[ "$RC" == 0 ]] || fail "the 32 clients did not get every submission answered: $(cat "$WORK/clients3.out" "$WORK/clients3.err")"
+wait_until "A2 leads" 30 answers "$A2_URL" 200
+echo "kill -9 of the leader under 32 clients: A2 leads $((SECONDS - killed_at)) s later; $(cat "$WORK/clients3.out")"
+URL="$A2_URL"
+AFTER_STORM="$(job_count "$A2_URL")"
+[[ "$AFTER_STORM" == $((BEFORE_STORM + 640)) ]] ||
+  fail "the store holds $AFTER_STORM jobs after the storm, expected $BEFORE_STORM + 640"
+"$PYTHON" "$SRC/scripts/store_consistency.py" "$A2_URL" "$WORK/token" --logs "$WORK/logs3" ||
+  fail "the store is not consistent after the takeover under the storm"
+wait_until "the agent reports to the new leader" 30 job_state_is "$long2" running
+[[ "$(job_field "$long2" "j['attempt']")" == 1 ]] || fail "the long job was restarted: attempt $(job_field "$long2" "j['attempt']")"
+[[ "$(cat "$WORK/long-2.pid")" == "$LONG2_PID" ]] || fail "the long job runs in a new process"
+kill -0 "$LONG2_PID" 2>/dev/null || fail "the long job's process $LONG2_PID is gone"
+
+echo "PASS: PostgreSQL crashed under load without a lost or doubled job; a leader cut off from the database stepped down and the standby took over; a leader killed under 32 clients was replaced with every answered submission stored once and the running job undisturbed"
