@@ -616,6 +616,11 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     GF_ASSIGN_OR_RETURN(token, WaitForLeadership(*c->store, *c->leader, *lease, listen, agent_listen, f));
     if (token == 0) return std::unique_ptr<Controller>();
     c->lease = lease;  // from now on Stop releases it
+    // Renewed from now on, while the state is rebuilt: rebuilding a large store takes longer than
+    // a short lease, and a lease that lapsed meanwhile would pass to a standby that rebuilds in
+    // turn and loses it the same way (controllers taking the lease from each other for ever).
+    Controller* self = c.get();
+    c->lease_thread = std::thread([self, lease, token] { self->KeepLease(*lease, token); });
   }
   c->auth = std::make_unique<controller::Authenticator>(*c->store);
   // First start: make an admin token and a join token, readable only by this user.
@@ -737,10 +742,6 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   if (agent_listen.second == 0) {
     const std::string host = agent_listen.first == "0.0.0.0" ? "127.0.0.1" : agent_listen.first;
     c->leader->SetAgentUrl(c->Scheme() + host + ":" + std::to_string(c->server->agent_port()));
-  }
-  if (lease) {
-    Controller* self = c.get();
-    c->lease_thread = std::thread([self, lease, token] { self->KeepLease(*lease, token); });
   }
   return c;
 }
