@@ -11,7 +11,8 @@
 // transaction, so a rolled-back write spends no id (a sequence would) and ids stay dense and
 // ascending as in SQLite.
 //
-// Connections: one connection, one mutex (mu_) around every call, as in the SQLite store. A
+// Connections: one connection, one mutex (mu_) around every call, as in the SQLite store; the
+// leader lease alone has a second connection (see AcquireLeadership). A
 // connection the server dropped (a restart, a terminated backend) is re-established at the start
 // of the next call; a call that meets a dropped connection fails with Unavailable, and a commit
 // whose answer was lost is reported as Unavailable too (the caller retries; submissions are
@@ -27,6 +28,7 @@
 // lock taken before mu_, never under it.
 #include <libpq-fe.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <iterator>
 #include <map>
@@ -214,15 +216,24 @@ std::string Describe(PGconn* conn) {
   return "PostgreSQL " + out;
 }
 
+// A new connection to `url`, its URL checked first.
+Result<PGconn*> ConnectPostgres(const std::string& url);
+
 class PostgresStore : public StateStore {
  public:
-  explicit PostgresStore(PGconn* conn) : where_(Describe(conn)), conn_(conn) {}
+  PostgresStore(PGconn* conn, std::string url) : url_(std::move(url)), where_(Describe(conn)), conn_(conn) {}
   ~PostgresStore() override { PQfinish(conn_); }
+
+  // Session settings and the server's durability.
+  Status SetUp() {
+    MutexLock lock(mu_);
+    return SetUpSession();
+  }
 
   // Session settings and the server's durability, then the schema migrations.
   Status Init() {
+    GF_RETURN_IF_ERROR(SetUp());
     MutexLock lock(mu_);
-    GF_RETURN_IF_ERROR(SetUpSession());
     return Migrate();
   }
 
@@ -416,7 +427,6 @@ class PostgresStore : public StateStore {
   }
 
   Result<std::vector<api::JobRecord>> ListJobs(const JobFilter& filter) override {
-    MutexLock lock(mu_);
     // One statement per ordering; unset filters are bound as NULL and match everything.
     constexpr const char* kWhere =
         "SELECT id, record FROM jobs WHERE ($1::text IS NULL OR team = $1) "
@@ -445,8 +455,15 @@ class PostgresStore : public StateStore {
     } else {
       p.AddNull();
     }
-    GF_ASSIGN_OR_RETURN(PgResult r, Query(sql, p, "list jobs"));
+    // The rows are decoded after the connection is free again: tens of thousands of records take
+    // seconds, and other calls wait meanwhile.
+    PgResult r;
+    {
+      MutexLock lock(mu_);
+      GF_ASSIGN_OR_RETURN(r, Query(sql, p, "list jobs"));
+    }
     std::vector<api::JobRecord> jobs;
+    jobs.reserve(static_cast<size_t>(PQntuples(r.get())));
     for (int row = 0; row < PQntuples(r.get()); ++row) {
       GF_ASSIGN_OR_RETURN(api::JobRecord job, JobFromRow(r, row));
       jobs.push_back(std::move(job));
@@ -557,7 +574,7 @@ class PostgresStore : public StateStore {
       return Status::Ok();
     };
     // A fenced store checks its token in a transaction; an unfenced one needs no transaction.
-    return fencing_token_ ? InTransaction(touch) : touch();
+    return fence_.load() != 0 ? InTransaction(touch) : touch();
   }
 
   Result<std::vector<api::TokenRecord>> ListTokens() override {
@@ -591,8 +608,34 @@ class PostgresStore : public StateStore {
     });
   }
 
+  // The lease is taken and renewed on a connection of its own, so that a renewal never waits for
+  // the store's other calls (a rebuild reading every unfinished job, a large group commit): a
+  // leader whose renewal queued behind them for a whole lease would lose it to a standby that
+  // rebuilds in turn, and so on for ever.
   Result<Leadership> AcquireLeadership(const LeaderAddress& self, Duration lease) override {
     if (lease <= Duration::Zero()) return Status::InvalidArgument("leader lease must be positive");
+    MutexLock lock(lease_mu_);
+    if (lease_session_ == nullptr) {
+      GF_ASSIGN_OR_RETURN(PGconn * conn, ConnectPostgres(url_));
+      auto session = std::make_unique<PostgresStore>(conn, url_);
+      GF_RETURN_IF_ERROR(session->SetUp());
+      lease_session_ = std::move(session);
+    }
+    GF_ASSIGN_OR_RETURN(Leadership l, lease_session_->AcquireOnThisConnection(self, lease));
+    // The token this store's writes check: the last one taken, kept when another takes the lease,
+    // so that they keep failing.
+    fence_.store(lease_session_->fence_.load());
+    return l;
+  }
+
+  Status ReleaseLeadership(const LeaderAddress& self) override {
+    MutexLock lock(lease_mu_);
+    if (lease_session_ == nullptr) return Status::Ok();
+    return lease_session_->ReleaseOnThisConnection(self);
+  }
+
+ private:
+  Result<Leadership> AcquireOnThisConnection(const LeaderAddress& self, Duration lease) {
     // Milliseconds left, never negative (a lapsed lease, or the '-infinity' of a new database);
     // since as Unix milliseconds, 0 before anyone led.
     constexpr const char* kColumns =
@@ -603,7 +646,7 @@ class PostgresStore : public StateStore {
       return Leadership{held, Int(r, 0, 0), Text(r, 0, 1), Duration::Millis(Int(r, 0, 2)), Text(r, 0, 3),
                         Time::FromMillis(Int(r, 0, 4))};
     };
-    if (fencing_token_) {
+    if (const int64_t token = fence_.load(); token != 0) {
       // Renew: only while the token is still ours.
       GF_ASSIGN_OR_RETURN(
           PgResult renewed,
@@ -611,7 +654,7 @@ class PostgresStore : public StateStore {
                             "expires_at = now() + $3::bigint * interval '1 millisecond' "
                             "WHERE id = 1 AND token = $1 RETURNING") +
                     kColumns,
-                Params().Add(*fencing_token_).Add(self.url).Add(lease.millis()).Add(self.agent_url),
+                Params().Add(token).Add(self.url).Add(lease.millis()).Add(self.agent_url),
                 "renew the leader lease"));
       if (PQntuples(renewed.get()) == 1) return answer(renewed, true);
     }
@@ -624,7 +667,7 @@ class PostgresStore : public StateStore {
                   kColumns,
               Params().Add(self.url).Add(lease.millis()).Add(self.agent_url), "take the leader lease"));
     if (PQntuples(taken.get()) == 1) {
-      fencing_token_ = Int(taken, 0, 0);
+      fence_.store(Int(taken, 0, 0));
       return answer(taken, true);
     }
     // Another holds a live lease. A token this store held stays, so that its writes keep failing.
@@ -634,18 +677,21 @@ class PostgresStore : public StateStore {
     return answer(current, false);
   }
 
-  Status ReleaseLeadership(const LeaderAddress& self) override {
+  Status ReleaseOnThisConnection(const LeaderAddress& self) {
     MutexLock lock(mu_);
-    if (!fencing_token_) return Status::Ok();
+    const int64_t token = fence_.load();
+    if (token == 0) return Status::Ok();
     // One statement: a standby that takes the lease meanwhile gets a new token, and this matches
     // no row.
     GF_ASSIGN_OR_RETURN(PgResult released,
                         Query("UPDATE leader SET expires_at = '-infinity' "
                               "WHERE id = 1 AND token = $1 AND holder = $2 AND expires_at > now() RETURNING token",
-                              Params().Add(*fencing_token_).Add(self.url), "release the leader lease"));
+                              Params().Add(token).Add(self.url), "release the leader lease"));
     (void)released;
     return Status::Ok();
   }
+
+ public:
 
   void AttachAudit(std::vector<api::AuditRecord> records) override {
     MutexLock lock(attach_mu_);
@@ -835,7 +881,8 @@ class PostgresStore : public StateStore {
   template <typename F>
   Status InTransaction(F body) GF_REQUIRES(mu_) {
     Status s = Status::Ok();
-    if (!fencing_token_) {
+    const int64_t fence = fence_.load();
+    if (fence == 0) {
       GF_RETURN_IF_ERROR(Exec("BEGIN", "begin a transaction"));
       in_transaction_ = true;
     } else {
@@ -846,8 +893,8 @@ class PostgresStore : public StateStore {
         s = begun.status();
       } else if (PQntuples(begun->get()) != 1) {
         s = Status::Internal(where_ + ": the leader table has no row");
-      } else if (const int64_t current = Int(*begun, 0, 0); current != *fencing_token_) {
-        s = Status::Unavailable(where_ + ": lost the leadership: token " + std::to_string(*fencing_token_) +
+      } else if (const int64_t current = Int(*begun, 0, 0); current != fence) {
+        s = Status::Unavailable(where_ + ": lost the leadership: token " + std::to_string(fence) +
                                 " superseded by " + std::to_string(current) + "; this controller may not write");
       }
     }
@@ -1011,6 +1058,7 @@ class PostgresStore : public StateStore {
     return std::move(token).value();
   }
 
+  const std::string url_;    // to open the lease's own connection
   const std::string where_;  // "PostgreSQL user@host:port/db", for messages
   PGconn* const conn_;       // the connection: used only with mu_ held
   Mutex mu_;
@@ -1020,13 +1068,15 @@ class PostgresStore : public StateStore {
   // Between BEGIN and COMMIT/ROLLBACK (or setting up a new connection): a lost connection is not
   // replaced behind the caller's back.
   bool in_transaction_ GF_GUARDED_BY(mu_) = false;
-  // The leader token this store took last, if any: from then on every write checks it.
-  std::optional<int64_t> fencing_token_ GF_GUARDED_BY(mu_);
+  // The leader token this store took last (0: none): from then on every write checks it. Set by
+  // the lease's session and read by writes, which hold different locks.
+  std::atomic<int64_t> fence_{0};
+  // The connection that takes and renews the lease, opened at the first ask.
+  Mutex lease_mu_;
+  std::unique_ptr<PostgresStore> lease_session_ GF_GUARDED_BY(lease_mu_);
 };
 
-}  // namespace
-
-Result<std::unique_ptr<StateStore>> OpenPostgresStore(const std::string& url) {
+Result<PGconn*> ConnectPostgres(const std::string& url) {
   // Check the URL first, so that a typo is told apart from a server that cannot be reached.
   char* parse_error = nullptr;
   PQconninfoOption* options = PQconninfoParse(url.c_str(), &parse_error);
@@ -1047,7 +1097,14 @@ Result<std::unique_ptr<StateStore>> OpenPostgresStore(const std::string& url) {
     PQfinish(conn);
     return Status::Unavailable(msg);
   }
-  auto store = std::make_unique<PostgresStore>(conn);
+  return conn;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<StateStore>> OpenPostgresStore(const std::string& url) {
+  GF_ASSIGN_OR_RETURN(PGconn * conn, ConnectPostgres(url));
+  auto store = std::make_unique<PostgresStore>(conn, url);
   GF_RETURN_IF_ERROR(store->Init());
   return std::unique_ptr<StateStore>(std::move(store));
 }

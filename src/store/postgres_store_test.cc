@@ -1,9 +1,13 @@
 // PostgreSQL only: schema, refusals, errors, a server crash. The behaviour every store shares is
 // in state_store_test.cc. All of these share the process's server (store_fixture_test.h).
+#include <libpq-fe.h>
+
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -291,6 +295,57 @@ TEST_F(PostgresLeaderTest, ReleasedLeaseGoesToTheStandbyAtOnce) {
   EXPECT_EQ(Sql("SELECT holder || ',' || token || ',' || agent_url || ',' || (expires_at > now()) FROM leader"),
             "b,2,b/agents,true");
   EXPECT_EQ(a->SetMeta("k", "v").code(), StatusCode::kUnavailable);
+}
+
+TEST_F(PostgresLeaderTest, RenewalDoesNotWaitForTheStoresOtherCalls) {
+  // Given a leader whose store is busy with a call that cannot finish (listing jobs while another
+  // client holds the jobs table locked, as a rebuild reading every unfinished job keeps it busy
+  // for seconds), expect the lease to be renewed meanwhile with the same token, the call still
+  // waiting; and once the lock is gone, the call to finish and a write to pass the fence.
+  auto a = Open();
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(a->Submit({MakeSubmission("one")}).ok());
+  Leadership first = Acquire(*a, "a");
+  ASSERT_TRUE(first.held);
+  PGconn* locker = PQconnectdb(url_.c_str());
+  ASSERT_EQ(PQstatus(locker), CONNECTION_OK) << PQerrorMessage(locker);
+  auto exec = [&](const std::string& sql) {
+    PGresult* r = PQexec(locker, sql.c_str());
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+    std::string first_value = ok && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+    EXPECT_TRUE(ok) << sql << ": " << PQresultErrorMessage(r);
+    PQclear(r);
+    return first_value;
+  };
+  // Were the renewal to wait for the listing, the server would end the lock after a while and the
+  // checks below would fail rather than hang.
+  exec("SET idle_in_transaction_session_timeout = '20s'");
+  exec("BEGIN; LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE");
+  std::atomic<bool> listed = false;
+  Result<std::vector<api::JobRecord>> jobs = std::vector<api::JobRecord>{};
+  std::thread lister([&] {
+    jobs = a->ListJobs({});
+    listed = true;
+  });
+  // The listing waits for the lock on the server (its backend waits on a lock of the jobs
+  // table): asked a bounded number of times, each after the database itself waited.
+  bool waiting = false;
+  for (int i = 0; i < 3000 && !waiting; ++i) {
+    waiting = exec("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '" + schema_ +
+                   ".jobs'::regclass") != "0";
+    if (!waiting) exec("SELECT pg_sleep(0.01)");
+  }
+  ASSERT_TRUE(waiting) << "the listing never waited for the lock";
+  Leadership renewed = Acquire(*a, "a");
+  EXPECT_TRUE(renewed.held);
+  EXPECT_EQ(renewed.token, first.token);
+  EXPECT_FALSE(listed) << "the listing finished while the table was locked";
+  exec("COMMIT");
+  lister.join();
+  PQfinish(locker);
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  EXPECT_EQ(jobs->size(), 1u);
+  EXPECT_TRUE(a->SetMeta("k", "v").ok());
 }
 
 TEST_F(PostgresLeaderTest, ShortLeaseLapsesByTheDatabasesClock) {
