@@ -164,6 +164,7 @@ Status Engine::Recover() {
   events_.clear();
   GF_RETURN_IF_ERROR(scheduler_->HandleAll(ev));
 
+  GF_ASSIGN_OR_RETURN(ended_cost_, store_.EndedCostByTeam());
   store::JobFilter filter;
   filter.include_terminal = false;
   GF_ASSIGN_OR_RETURN(auto jobs, store_.ListJobs(filter));
@@ -721,25 +722,18 @@ int64_t Engine::FinishedSpend(const std::string& team, Time since) {
 }
 
 std::vector<Engine::TeamCost> Engine::TeamCosts() const {
-  // Every job's recorded cost, also of jobs that ended (before a restart too): a team without a
-  // budget whose jobs have all finished still spent money. Read before the lock: the store is
-  // not the engine's state.
-  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> recorded;  // team, (job id, cost)
-  if (auto all = store_.ListJobs(store::JobFilter{}); all.ok()) {
-    for (const api::JobRecord& j : *all) recorded.push_back({j.request.spec.team, {j.id.value(), j.cost_micros}});
-  } else {
-    spdlog::warn("team costs: cannot read the jobs' costs: {}", all.status().message());
-  }
+  // Every job's cost, also of jobs that ended (before a restart too): a team without a budget
+  // whose jobs have all finished still spent money.
   MutexLock lock(mu_);
   std::set<std::string> teams;
-  std::map<std::string, int64_t> all_time;  // what each team's jobs cost, all runs, live ones to now
+  std::map<std::string, int64_t> all_time = ended_cost_;  // all runs of every job, live ones to now
   for (const auto& [team, b] : budgets_) teams.insert(team);
-  for (const auto& [id, job] : jobs_) teams.insert(job.rec.request.spec.team);
-  for (const auto& [team, job] : recorded) {
-    int64_t cost = job.second;
-    if (jobs_.count(job.first)) cost = std::max(cost, scheduler_->CostOf(JobId(job.first)));
-    all_time[team] += cost;
+  for (const auto& [team, cost] : ended_cost_) {
     if (cost > 0) teams.insert(team);
+  }
+  for (const auto& [id, job] : jobs_) {
+    teams.insert(job.rec.request.spec.team);
+    all_time[job.rec.request.spec.team] += std::max(job.rec.cost_micros, scheduler_->CostOf(job.rec.id));
   }
   std::vector<TeamCost> out;
   for (const auto& team : teams) {
@@ -1816,6 +1810,7 @@ void Engine::Transition(Job& job, JobState to, std::string reason) {
                       part_nodes_.lower_bound(api::PartKey{JobId(job.rec.id.value() + 1), 0, 0}));
   }
   if (scheduler_->PhaseOf(job.rec.id)) job.rec.cost_micros = scheduler_->CostOf(job.rec.id);
+  if (api::IsTerminal(to) && job.rec.cost_micros != 0) ended_cost_[job.rec.request.spec.team] += job.rec.cost_micros;
   updates_.push_back({job.rec, std::move(t)});
 }
 

@@ -474,6 +474,9 @@ class Engine {
   std::set<int> ports_in_use_ GF_GUARDED_BY(mu_);
   std::map<std::string, sched::TeamBudget> budgets_ GF_GUARDED_BY(mu_);
   std::map<std::string, sched::TeamQuota> quotas_ GF_GUARDED_BY(mu_);  // set through the API (persisted)
+  // What each team's ended jobs cost: summed by the store at Recover, then added to as jobs end,
+  // so that TeamCosts (each metrics scrape, each alert round) reads no job records.
+  std::map<std::string, int64_t> ended_cost_ GF_GUARDED_BY(mu_);
   std::vector<api::AuditRecord> step_audit_ GF_GUARDED_BY(mu_);  // of this step's cancels: written with its transitions
   std::map<std::string, int> node_size_hints_ GF_GUARDED_BY(mu_);
   int next_port_ GF_GUARDED_BY(mu_) = 0;

@@ -471,6 +471,22 @@ class PostgresStore : public StateStore {
     return jobs;
   }
 
+  Result<std::map<std::string, int64_t>> EndedCostByTeam() override {
+    MutexLock lock(mu_);
+    GF_ASSIGN_OR_RETURN(
+        PgResult r,
+        Query("SELECT team, total FROM (SELECT team, SUM((record::jsonb ->> 'cost_micros')::bigint) AS total "
+              "FROM jobs WHERE state IN ($1, $2, $3) GROUP BY team) AS t WHERE total != 0 ORDER BY team",
+              Params()
+                  .Add(std::string(api::JobStateName(api::JobState::kSucceeded)))
+                  .Add(std::string(api::JobStateName(api::JobState::kFailed)))
+                  .Add(std::string(api::JobStateName(api::JobState::kCancelled))),
+              "sum the cost of ended jobs"));
+    std::map<std::string, int64_t> out;
+    for (int row = 0; row < PQntuples(r.get()); ++row) out[Text(r, row, 0)] = Int(r, row, 1);
+    return out;
+  }
+
   Result<std::vector<api::Transition>> History(JobId id) override {
     MutexLock lock(mu_);
     GF_ASSIGN_OR_RETURN(

@@ -366,6 +366,21 @@ class SqliteStore : public StateStore {
     return jobs;
   }
 
+  Result<std::map<std::string, int64_t>> EndedCostByTeam() override {
+    MutexLock lock(mu_);
+    Stmt st = Prepare(
+        "SELECT team, total FROM (SELECT team, SUM(json_extract(record, '$.cost_micros')) AS total FROM jobs "
+        "WHERE state IN (?1, ?2, ?3) GROUP BY team) WHERE total != 0 ORDER BY team");
+    st.Bind(1, std::string(api::JobStateName(api::JobState::kSucceeded)))
+        .Bind(2, std::string(api::JobStateName(api::JobState::kFailed)))
+        .Bind(3, std::string(api::JobStateName(api::JobState::kCancelled)));
+    std::map<std::string, int64_t> out;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) out[st.Text(0)] = st.Int(1);
+    if (rc != SQLITE_DONE) return Error("sum the cost of ended jobs", rc);
+    return out;
+  }
+
   Result<std::vector<api::Transition>> History(JobId id) override {
     MutexLock lock(mu_);
     Stmt st = Prepare(

@@ -5,6 +5,7 @@
 // Thread-safety: implementations are safe to call from several threads; writes are serialised.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -119,6 +120,10 @@ class StateStore {
   virtual Result<std::vector<api::JobRecord>> ListJobs(const JobFilter& filter) = 0;
   // Every transition of the job, oldest first.
   virtual Result<std::vector<api::Transition>> History(JobId id) = 0;
+  // What the jobs that ended (succeeded, failed, cancelled) cost, summed per team (teams whose
+  // ended jobs cost nothing are absent): summed where the data lives, without reading the records
+  // out, so that a store of millions of ended jobs answers at once.
+  virtual Result<std::map<std::string, int64_t>> EndedCostByTeam() = 0;
 
   // Nodes: keyed by name; a new name gets the next id (ignored in `node.id`); an existing name
   // keeps its id. Returns the id.

@@ -323,6 +323,31 @@ TEST_P(StateStoreTest, ListJobsHonoursTeamSinceTerminalAndLimit) {
   EXPECT_TRUE(ListOk(nobody).empty());
 }
 
+TEST_P(StateStoreTest, EndedCostByTeamSumsOnlyJobsThatEnded) {
+  // Given jobs of three teams with costs, some ended (succeeded, failed, cancelled) and one still
+  // running with a cost, expect the sums per team of the ended ones only; a team whose ended jobs
+  // cost nothing is absent; the sums survive reopening.
+  auto out = SubmitOk({MakeSubmission("1", 1, "nlp"), MakeSubmission("2", 1, "nlp"), MakeSubmission("3", 1, "vision"),
+                       MakeSubmission("4", 1, "nlp"), MakeSubmission("5", 1, "free"), MakeSubmission("6", 1, "vision")});
+  EXPECT_TRUE(store_->EndedCostByTeam()->empty());
+  const std::pair<int, std::pair<api::JobState, int64_t>> ends[] = {
+      {0, {api::JobState::kSucceeded, 1'500'000}}, {1, {api::JobState::kFailed, 250}},
+      {2, {api::JobState::kCancelled, 7}},         {3, {api::JobState::kRunning, 1'000'000'000}},
+      {4, {api::JobState::kSucceeded, 0}},         {5, {api::JobState::kSucceeded, 4'000'000'000'000}}};
+  std::vector<JobUpdate> updates;
+  for (const auto& [index, end] : ends) {
+    api::JobRecord job = GetOk(out[index].ids[0]);
+    job.state = end.first;
+    job.cost_micros = end.second;
+    updates.push_back({job, {Time::FromMillis(5000), api::JobState::kPending, end.first, "end"}});
+  }
+  ASSERT_TRUE(store_->Update(updates).ok());
+  const std::map<std::string, int64_t> want = {{"nlp", 1'500'250}, {"vision", 4'000'000'000'007}};
+  EXPECT_EQ(*store_->EndedCostByTeam(), want);
+  Reopen();
+  EXPECT_EQ(*store_->EndedCostByTeam(), want);
+}
+
 TEST_P(StateStoreTest, UpsertNodeKeepsTheIdOfAName) {
   // Given two nodes registered and the first registering again with new details (and a wrong id),
   // expect it to keep its id and get the new details.

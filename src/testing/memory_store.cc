@@ -189,6 +189,15 @@ Result<std::vector<api::JobRecord>> MemoryStore::ListJobs(const store::JobFilter
   return out;
 }
 
+Result<std::map<std::string, int64_t>> MemoryStore::EndedCostByTeam() {
+  MutexLock lock(mu_);
+  std::map<std::string, int64_t> out;
+  for (const auto& [id, job] : jobs_) {
+    if (api::IsTerminal(job.state) && job.cost_micros != 0) out[job.request.spec.team] += job.cost_micros;
+  }
+  return out;
+}
+
 Result<std::vector<api::Transition>> MemoryStore::History(JobId id) {
   MutexLock lock(mu_);
   auto it = transitions_.find(id.value());

@@ -31,6 +31,7 @@ class MemoryStore : public store::StateStore {
   Result<std::vector<store::JobMemoryRecord>> ListJobMemory() override;
   Result<std::optional<api::JobRecord>> GetJob(JobId id) override;
   Result<std::vector<api::JobRecord>> ListJobs(const store::JobFilter& filter) override;
+  Result<std::map<std::string, int64_t>> EndedCostByTeam() override;
   Result<std::vector<api::Transition>> History(JobId id) override;
   Result<NodeId> UpsertNode(const api::NodeRecord& node) override;
   Result<std::vector<api::NodeRecord>> ListNodes() override;
