@@ -53,7 +53,8 @@
 
 namespace gpufleet::api {
 
-inline constexpr int kMaxArrayJobs = 10000;
+// The most jobs one submission may hold (the elements of its arrays, the documents of its file).
+inline constexpr int kMaxArrayJobs = 100000;
 
 struct JobParseOptions {
   std::string source = "job.yaml";  // named in errors: "job.yaml:7:3: resources.gpus: ..."

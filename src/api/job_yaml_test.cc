@@ -222,7 +222,8 @@ TEST(JobYamlTest, TextYamlCppWouldReadForeverIsRefused) {
   // document starts; a scalar, another, then "? x"), expect an error, soon, not a controller
   // thread spinning until memory runs out.
   for (const char* text : {",", "run: x\n---\n, y\n", "\"a\" b\n? x\n: y\n", R"({"run": "x"},)"}) {
-    EXPECT_NE(ErrorOf(text).find("job.yaml: holds more than 10000 YAML documents, or text that yaml-cpp reads as endless"),
+    EXPECT_NE(ErrorOf(text).find("job.yaml: holds more than " + std::to_string(kMaxArrayJobs) +
+                                 " YAML documents, or text that yaml-cpp reads as endless"),
               std::string::npos)
         << text;
   }
@@ -293,11 +294,12 @@ array:
 
 TEST(JobYamlTest, ArrayLimits) {
   EXPECT_NE(ErrorOf("run: x\narray: {a: []}\n").find("needs at least one value"), std::string::npos);
+  // 400 x 300 = 120,000 jobs: more than the limit of 100,000.
   std::string big = "run: x\narray:\n  a: [" ;
-  for (int i = 0; i < 200; ++i) big += std::to_string(i) + (i < 199 ? "," : "]\n");
+  for (int i = 0; i < 400; ++i) big += std::to_string(i) + (i < 399 ? "," : "]\n");
   big += "  b: [";
-  for (int i = 0; i < 200; ++i) big += std::to_string(i) + (i < 199 ? "," : "]\n");
-  EXPECT_NE(ErrorOf(big).find("expands to more than 10000 jobs"), std::string::npos);
+  for (int i = 0; i < 300; ++i) big += std::to_string(i) + (i < 299 ? "," : "]\n");
+  EXPECT_NE(ErrorOf(big).find("expands to more than 100000 jobs"), std::string::npos);
 }
 
 TEST(JobYamlTest, SeveralDocuments) {

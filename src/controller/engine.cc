@@ -1960,6 +1960,45 @@ std::vector<QueueEntry> Engine::Queue() const {
   return out;
 }
 
+std::pair<std::vector<QueueEntry>, size_t> Engine::QueuePage(size_t from, size_t limit) const {
+  MutexLock lock(mu_);
+  std::vector<QueueEntry> out;
+  size_t index = 0;
+  auto take = [&](const api::JobRecord& rec, int position) {
+    if (index >= from && out.size() < limit) out.push_back({rec, position});
+    ++index;
+  };
+  for (const auto& [id, job] : jobs_) {
+    if (job.rec.state == JobState::kStarting || job.rec.state == JobState::kRunning ||
+        job.rec.state == JobState::kStopping) {
+      take(job.rec, 0);
+    }
+  }
+  int pos = 0;
+  for (JobId id : scheduler_->QueueOrder()) {
+    auto it = jobs_.find(id.value());
+    if (it != jobs_.end()) take(it->second.rec, ++pos);
+  }
+  return {std::move(out), index};
+}
+
+Engine::QueueCounts Engine::CountQueue() const {
+  MutexLock lock(mu_);
+  QueueCounts c;
+  for (const auto& [id, job] : jobs_) {
+    const api::JobRecord& rec = job.rec;
+    ++c.by_state_team[{std::string(api::JobStateName(rec.state)), rec.request.spec.team}];
+    if (rec.state != JobState::kPending) continue;
+    ++c.pending;
+    // The earliest wins; of equal instants, the lowest id (jobs_ is in id order).
+    if (!c.oldest_pending || rec.updated < c.oldest_pending_since) {
+      c.oldest_pending = rec.id;
+      c.oldest_pending_since = rec.updated;
+    }
+  }
+  return c;
+}
+
 std::vector<NodeStatus> Engine::Nodes() const {
   MutexLock lock(mu_);
   return NodesLocked();

@@ -195,6 +195,17 @@ class Engine {
   };
   ScalingView ScalingSnapshot() const;
   std::vector<QueueEntry> Queue() const;  // running first, then pending in queue order
+  // One page of Queue(): entries [from, from + limit), copied alone, and the queue's length.
+  std::pair<std::vector<QueueEntry>, size_t> QueuePage(size_t from, size_t limit) const;
+  // What metrics and alerts need of the unfinished jobs, counted without copying any: jobs by
+  // (state, team), and the pending job that has waited longest (since it last became pending).
+  struct QueueCounts {
+    std::map<std::pair<std::string, std::string>, int64_t> by_state_team;
+    int64_t pending = 0;
+    std::optional<JobId> oldest_pending;
+    Time oldest_pending_since;
+  };
+  QueueCounts CountQueue() const;
   // Running (and starting) jobs with what the watchdog and the metrics need.
   struct JobWatch {
     JobId id;

@@ -18,19 +18,13 @@ std::string ControllerMetricsText(const MetricsSources& s) {
   e.Sample({{"version", s.version}}, 1);
 
   // Jobs and the queue.
-  std::vector<QueueEntry> queue = engine.Queue();
-  std::map<std::pair<std::string, std::string>, int> jobs;
-  int pending = 0;
-  double oldest = 0;
-  for (const QueueEntry& q : queue) {
-    ++jobs[{api::JobStateName(q.job.state), q.job.request.spec.team}];
-    if (q.job.state == api::JobState::kPending) {
-      ++pending;
-      oldest = std::max(oldest, (now - q.job.updated).seconds_f());  // since it last became pending
-    }
-  }
+  // Counted by the engine: copying every queued job for a scrape would cost seconds at 100k.
+  const Engine::QueueCounts queue = engine.CountQueue();
+  const double pending = static_cast<double>(queue.pending);
+  // Since the longest-waiting job last became pending.
+  const double oldest = queue.oldest_pending ? std::max(0.0, (now - queue.oldest_pending_since).seconds_f()) : 0;
   e.Family("gpufleet_jobs", "gauge", "Unfinished jobs by state and team.");
-  for (const auto& [k, n] : jobs) e.Sample({{"state", k.first}, {"team", k.second}}, n);
+  for (const auto& [k, n] : queue.by_state_team) e.Sample({{"state", k.first}, {"team", k.second}}, static_cast<double>(n));
   Engine::Stats stats = engine.stats();
   e.Family("gpufleet_jobs_finished_total", "counter", "Jobs that ended since the controller started, by state and team.");
   for (const auto& [k, n] : stats.finished) e.Sample({{"state", k.first}, {"team", k.second}}, static_cast<double>(n));

@@ -185,13 +185,9 @@ obs::AlertInput Monitor::Snapshot(Time now) {
     }
     in.teams.push_back(std::move(m));
   }
-  for (const QueueEntry& q : engine_.Queue()) {
-    if (q.job.state != api::JobState::kPending) continue;
-    Duration wait = now - q.job.updated;  // since it last became pending (submitted or requeued)
-    if (!in.oldest_pending_job || wait > in.oldest_pending_wait) {
-      in.oldest_pending_job = q.job.id.value();
-      in.oldest_pending_wait = wait;
-    }
+  if (Engine::QueueCounts q = engine_.CountQueue(); q.oldest_pending) {
+    in.oldest_pending_job = q.oldest_pending->value();
+    in.oldest_pending_wait = now - q.oldest_pending_since;  // since it last became pending
   }
   return in;
 }

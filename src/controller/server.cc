@@ -993,17 +993,17 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
     if (!limit.ok()) return Error(res, limit.status());
     if (!cursor.ok()) return Error(res, cursor.status());
     // The cursor is an index into the queue as it stands: running jobs, then pending ones.
-    std::vector<QueueEntry> queue = engine_.Queue();
+    // Only the page is copied out of the engine.
+    auto [page, total] = engine_.QueuePage(static_cast<size_t>(*cursor), static_cast<size_t>(*limit));
     json list = json::array();
-    size_t from = static_cast<size_t>(std::min<int64_t>(*cursor, static_cast<int64_t>(queue.size())));
-    size_t to = std::min(queue.size(), from + static_cast<size_t>(*limit));
-    for (size_t i = from; i < to; ++i) {
-      api::JobSummary o = api::SummaryOf(queue[i].job);
-      o.position = queue[i].position;
+    for (const QueueEntry& q : page) {
+      api::JobSummary o = api::SummaryOf(q.job);
+      o.position = q.position;
       list.push_back(api::ToJson(o));
     }
-    json out = {{"jobs", list}, {"total", queue.size()}};
-    if (to < queue.size()) out["next_cursor"] = to;
+    const size_t to = std::min(total, static_cast<size_t>(*cursor) + page.size());
+    json out = {{"jobs", list}, {"total", total}};
+    if (to < total) out["next_cursor"] = to;
     Reply(res, 200, out);
   });
 }
