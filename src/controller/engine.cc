@@ -796,12 +796,13 @@ bool Engine::Step() {
       store::Submission sub;
       sub.request_id = s->request_id;
       sub.audit = s->audit;
+      sub.jobs.reserve(s->jobs.size());
       for (size_t i = 0; i < s->jobs.size(); ++i) {
         api::JobRecord rec;
-        rec.request = s->jobs[i];
+        rec.request = std::move(s->jobs[i]);
         rec.request.spec.submit = now;
         rec.request_id = s->request_id;
-        rec.array_index = s->jobs.size() > 1 || !s->jobs[i].array_params.empty() ? static_cast<int>(i) : -1;
+        rec.array_index = s->jobs.size() > 1 || !rec.request.array_params.empty() ? static_cast<int>(i) : -1;
         rec.state = JobState::kPending;
         rec.reason = "submitted";
         rec.submitted = now;
@@ -840,11 +841,12 @@ bool Engine::Step() {
           SubmitReply reply;
           reply.ids = o.ids;
           reply.created = o.created;
+          reply.names.reserve(o.ids.size());
           for (size_t k = 0; k < o.ids.size() && k < sub_copy[i].jobs.size(); ++k) {
             reply.names.push_back(sub_copy[i].jobs[k].request.spec.name);
             if (!o.created) continue;
             Job job;
-            job.rec = sub_copy[i].jobs[k];
+            job.rec = std::move(sub_copy[i].jobs[k]);
             job.rec.id = o.ids[k];
             events_.push_back(
                 sched::JobSubmitted{job.rec.id, job.rec.request.spec, 0, job.rec.request.checkpoint.grace});
