@@ -145,6 +145,29 @@ double MarketCost(const sim::Summary& s, const std::string& market) {
 
 std::string TermName(plan::ReservedTerm t) { return t == plan::ReservedTerm::kOneYear ? "1y" : "3y"; }
 
+// How reserved capacity is priced, for the report's header: the catalog's 1-year price where it
+// has one (unless a ratio was given), else the ratio.
+std::string ReservedPricing(const plan::PlannerOptions& o) {
+  const bool one_year = o.term == plan::ReservedTerm::kOneYear;
+  const std::string ratio = Printf("%.2f", one_year ? o.ratios.one_year : o.ratios.three_year) + " x on-demand";
+  if (one_year && o.ratios.catalog_one_year) return "reserved 1y at the catalog's price where published, else " + ratio;
+  return "reserved " + TermName(o.term) + " at " + ratio;
+}
+
+// "reserved $2.047 (catalog (AWS 1-year no-upfront): aws us-east-1 p4d.24xlarge)"
+std::string ReservedText(const plan::GpuPrices& p) {
+  std::string s = "reserved " + cost::FormatUsd(p.reserved, 3) + " (" + plan::ReservedSourceText(p);
+  if (p.reserved_source == plan::ReservedSource::kCatalog) s += ": " + p.reserved_offer;
+  return s + ")";
+}
+
+json ReservedJson(const plan::GpuPrices& p) {
+  return {{"source", plan::ReservedSourceText(p)},
+          {"from_catalog", p.reserved_source == plan::ReservedSource::kCatalog},
+          {"ratio_to_on_demand", p.reserved_ratio},
+          {"offer", p.reserved_source == plan::ReservedSource::kCatalog ? json(p.reserved_offer) : json(nullptr)}};
+}
+
 // ------------------------------------------------------------------ the report
 
 // Per cloud, the index of its region with the cheapest plan (a region that cannot meet the SLO
@@ -167,14 +190,13 @@ std::vector<size_t> CheapestPerCloud(const plan::PlannerReport& r) {
 std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const plan::PlannerReport& r) {
   std::string out;
   auto line = [&](const std::string& s) { out += s + "\n"; };
-  const double ratio = o.term == plan::ReservedTerm::kOneYear ? o.ratios.one_year : o.ratios.three_year;
   line("gpufleet plan: " + a.trace + ", " + std::to_string(r.jobs) + " jobs over " +
        std::to_string(r.history_hours) + " h from " + FormatIso8601(r.history_start) +
        (r.jobs_left_out > 0 ? " (" + std::to_string(r.jobs_left_out) + " of other GPU models left out)" : "") +
        (r.jobs_outside_window > 0 ? " (" + std::to_string(r.jobs_outside_window) + " outside the window left out)" : ""));
   line("SLO: " + Pct(o.plan.slo_quantile) + " of GPU-hours wait at most " + FormatDuration(o.plan.slo_wait) +
        ", none over " + FormatDuration(o.plan.max_wait) + "; spot for up to " + Pct(o.plan.spot_max_share) +
-       " of the work (the optimiser chooses the share); reserved " + TermName(o.term) + " at " + Printf("%.2f", ratio) + " x on-demand; " +
+       " of the work (the optimiser chooses the share); " + ReservedPricing(o) + "; " +
        std::to_string(r.gpus_per_node) + "-GPU nodes" +
        (o.clouds.empty() ? "" : " from " + Join(o.clouds, ", ")) + (o.regions.empty() ? "" : " in " + Join(o.regions, ", ")));
   line("");
@@ -217,8 +239,7 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
        std::to_string(r.locations.size()) + " cloud region" +
        (r.locations.size() == 1 ? " that prices" : "s that price") + " every model):");
   for (const auto& m : r.models) {
-    std::string s = "  " + Pad(m.gpu_model, 10) + "reserved " + cost::FormatUsd(m.prices.reserved, 3) +
-                    "  on-demand " + cost::FormatUsd(*m.prices.on_demand, 3) + " (" + m.prices.on_demand_offer + ")";
+    std::string s = "  " + Pad(m.gpu_model, 10) + ReservedText(m.prices) + "  on-demand " + cost::FormatUsd(*m.prices.on_demand, 3) + " (" + m.prices.on_demand_offer + ")";
     if (m.prices.spot) {
       s += "  spot " + cost::FormatUsd(*m.prices.spot, 3) + " (" + m.prices.spot_offer + ", " +
            Printf("%.4f", m.prices.spot_interruptions_per_hour) + " interruptions/h)";
@@ -410,6 +431,9 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
                   {"checkpoint_interval_s", o.plan.checkpoint_interval.seconds_f()},
                   {"reserved_term", TermName(o.term)},
                   {"reserved_ratio", o.term == plan::ReservedTerm::kOneYear ? o.ratios.one_year : o.ratios.three_year},
+                  {"reserved_prices", o.term == plan::ReservedTerm::kOneYear && o.ratios.catalog_one_year
+                                          ? "catalog where published, else ratio"
+                                          : "ratio"},
                   {"gpus_per_node", r.gpus_per_node},
                   {"regions", o.regions},
                   {"clouds", o.clouds},
@@ -425,7 +449,8 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
         {"spot", m.prices.spot ? json(Usd(*m.prices.spot)) : json(nullptr)},
         {"spot_interruptions_per_hour", m.prices.spot_interruptions_per_hour},
         {"on_demand_offer", m.prices.on_demand_offer},
-        {"spot_offer", m.prices.spot_offer}};
+        {"spot_offer", m.prices.spot_offer},
+        {"reserved_price", ReservedJson(m.prices)}};
     json bt = nullptr;
     if (m.backtest) {
       bt = {{"wape", m.backtest->wape},
@@ -476,7 +501,8 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
         prices.push_back({{"gpu_model", p.gpu_model},
                           {"reserved", Usd(p.reserved)},
                           {"on_demand", p.on_demand ? json(Usd(*p.on_demand)) : json(nullptr)},
-                          {"spot", p.spot ? json(Usd(*p.spot)) : json(nullptr)}});
+                          {"spot", p.spot ? json(Usd(*p.spot)) : json(nullptr)},
+                          {"reserved_price", ReservedJson(p)}});
       }
       cj["prices_usd_per_gpu_hour"] = prices;
       if (l.plan.ok()) {
@@ -633,6 +659,7 @@ int Run(const PlanArgs& a) {
                                   Printf("%g", a.reserved_ratio));
     }
     (o.term == plan::ReservedTerm::kOneYear ? o.ratios.one_year : o.ratios.three_year) = a.reserved_ratio;
+    o.ratios.catalog_one_year = false;  // the buyer's own contract beats the list price
   }
 
   auto slo = ParseSpan(a.slo_wait);
@@ -781,7 +808,9 @@ std::function<int()> SetupPlanCommand(CLI::App& app) {
      naive same-hour-last-week and four-week mean) cross-validated over rolling origins; the one
      with the least WAPE forecasts, every method's WAPE is reported.
   3. Prices: on-demand, spot and reserved from one cloud and region, the one whose plan is cheapest
-     among those --cloud/--region allow (--compare-clouds shows each cloud's best).
+     among those --cloud/--region allow (--compare-clouds shows each cloud's best). Reserved 1y is
+     the catalog's published price where it has one (AWS 1-year no-upfront); elsewhere, for 3y,
+     and with --reserved-ratio, it is on-demand x a ratio. The report says which, per model.
   4. Optimise: reserved nodes (paid every hour), on-demand and spot burst, least expected cost with
      the SLO met; a MILP (CBC), with its LP bound and gap reported. The spot share is chosen with
      the reservation: one MILP per share 0, 0.25, ... up to the --spot-share cap.
@@ -823,8 +852,13 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_option("--default-gpu", args->default_gpu, "GPU model of jobs whose trace names none (Philly, Tiresias)")->capture_default_str();
   sub->add_option("--reference-gpu", args->reference_gpu, "GPU model the trace's run times were measured on (default: --default-gpu)");
   sub->add_option("--gpu-specs", args->gpu_specs, "GPU spec CSV to use instead of the built-in table");
-  sub->add_option("--reserved-term", args->reserved_term, "Reservation term: 1y (0.63 x on-demand) or 3y (0.45 x)")->capture_default_str();
-  sub->add_option("--reserved-ratio", args->reserved_ratio, "Reserved price as a share of on-demand, overriding the term's default (e.g. 0.55)");
+  sub->add_option("--reserved-term", args->reserved_term,
+                  "Reservation term: 1y (the catalog's published 1-year price where it has one: AWS no-upfront; "
+                  "else 0.63 x on-demand) or 3y (0.45 x on-demand)")
+      ->capture_default_str();
+  sub->add_option("--reserved-ratio", args->reserved_ratio,
+                  "Reserved price as a share of on-demand for every offer, e.g. your contract's 0.55: overrides the "
+                  "term's default ratio and the catalog's reserved prices");
   sub->add_option("--slo-p95-wait,--slo-wait", args->slo_wait, "The SLO: at most this queueing wait for the --slo-quantile of the work")
       ->capture_default_str();
   sub->add_option("--slo-quantile", args->slo_quantile, "Share of GPU-hours that must meet the SLO wait (1 = all)")->capture_default_str();

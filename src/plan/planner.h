@@ -10,6 +10,8 @@
 //      whose instance has `gpus_per_node` GPUs, so that reserved, on-demand and spot nodes all
 //      have the shape the plan counts in; and from one (cloud, region) for all markets: each place
 //      that prices every model is optimised (step 4) and the cheapest plan's place is chosen.
+//      Reserved: the catalog's 1-year price where the place has one, else a ratio of on-demand
+//      (prices.h).
 //   4. Optimise: the spot share and the reservation jointly. For each spot share on a grid of
 //      kSpotShareStep from 0 up to the cap `plan.spot_max_share` (a risk limit, not a target),
 //      SolvePlan on the forecast (mean, or its upper band) with that share of the work

@@ -519,5 +519,39 @@ TEST(PlannedClusterTest, ReservedNodesAndOffersFollowThePlan) {
   EXPECT_EQ(PlannedCluster({m}, 8, v, /*with_spot=*/true).autoscale.offers.size(), 2u);
 }
 
+TEST(PlannerPricesTest, CatalogReservedPricesTheReservationWhereTheOfferHasOne) {
+  // Given us-east-1's p3.16xlarge with a published 1-year price of $15.12/h ($1.89 per GPU, not
+  // the ratio's $1.9278), expect the plan's reserved price from the catalog, its reservation costed
+  // at it, and the replay's reserved nodes priced at it; given --reserved-ratio's override, the
+  // ratio.
+  cost::OfferTable t = Catalog();
+  for (cost::Offer& offer : t.offers) {
+    if (offer.region == "us-east-1" && offer.gpus == 8) offer.reserved_1y_per_hour = 15'120'000;
+  }
+  PlannerOptions o = Options();
+  o.verify.baselines = false;
+  o.verify.neighbours = false;
+  auto r = RunPlanner(BaseAndBursts(2), t, model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ModelReport& m = r->models.at(0);
+  EXPECT_EQ(m.prices.reserved, 1'890'000);
+  EXPECT_EQ(m.prices.reserved_source, ReservedSource::kCatalog);
+  EXPECT_EQ(m.prices.reserved_offer, "aws us-east-1 p3.16xlarge");
+  ASSERT_GT(m.plan.reserved_gpus, 0);
+  EXPECT_EQ(m.plan.reserved_cost, m.plan.reserved_gpus * 1'890'000 * r->horizon_hours);
+  const sim::ClusterSpec c = PlannedCluster(r->models, 8, o.verify, false);
+  for (const model::NodeSpec& n : c.nodes) {
+    if (n.market == model::Market::kReserved) {
+      EXPECT_EQ(n.price_micros_per_hour, 8 * 1'890'000);
+    }
+  }
+  o.ratios.catalog_one_year = false;
+  o.verify.enabled = false;
+  auto own = RunPlanner(BaseAndBursts(2), t, model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  EXPECT_EQ(own->models.at(0).prices.reserved_source, ReservedSource::kRatio);
+  EXPECT_EQ(own->models.at(0).prices.reserved, 1'927'800);  // $24.48 / 8 x 0.63
+}
+
 }  // namespace
 }  // namespace gpufleet::plan
