@@ -5,7 +5,8 @@
 # exactly those nodes, on the plan's neighbours and on three baselines, and recommend the cheapest
 # replay that meets the SLO, never dearer than a baseline that meets it; SVG charts that parse as
 # XML; reserved priced from the catalog's 1-year price where the offer has one, else a ratio, and
-# said so; and bad flags to fail with exit 2 and say which flag.
+# said so; --no-spot-teams kept off spot in the plan and the replay, and a team the trace lacks
+# refused; and bad flags to fail with exit 2 and say which flag.
 #
 # Usage: cli_plan_test.sh PATH/TO/gpufleet
 source "$(dirname "$0")/lib.sh"
@@ -161,6 +162,47 @@ check_reserved res_old 1.9278 "ratio 0.63 of on-demand" false
 reserved res_text "$WORK/reserved.csv"
 expect_contains "$WORK/res_text.out" "reserved 1y at the catalog's price where published, else 0.63 x on-demand" "plan text: how reserved is priced"
 expect_contains "$WORK/res_text.out" "reserved \$1.890 (catalog (AWS 1-year no-upfront): aws us-east-1 p3.16xlarge)" "plan text: the reserved price's source"
+
+# --no-spot-teams: the same history with the base-a jobs in team "prod" and the rest in "research";
+# prod is kept off spot in the plan and in every replay, and reported; a team the trace does not
+# name is bad input that lists the trace's teams.
+"$PYTHON" - "$WORK/jobs.jsonl" "$WORK/teams.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[2], "w") as out:
+    for line in open(sys.argv[1]):
+        j = json.loads(line)
+        j["team"] = "prod" if j["id"].startswith("base-a-") else "research"
+        out.write(json.dumps(j) + "\n")
+PY
+TEAMS=("$GPUFLEET" plan --trace "$WORK/teams.jsonl" --catalog "$WORK/offers.csv" --default-gpu V100 --region us-east-1
+       --frontier none --threads 2 --no-progress --spot-share 1)
+run "$WORK/teams" "${TEAMS[@]}" --no-spot-teams prod --no-neighbours -o json
+expect_rc "$WORK/teams" 0 "gpufleet plan --no-spot-teams prod"
+"$PYTHON" - "$WORK/teams.out" <<'PY' || { show "$WORK/teams"; fail "gpufleet plan --no-spot-teams: unexpected report"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+ns = r["no_spot"]
+# prod: 8 GPUs every hour of two weeks = 336 jobs, 2,688 of 6,016 GPU-hours.
+assert ns["teams"] == ["prod"] and ns["team_jobs"] == 336 and ns["marked_jobs"] == 0, ns
+assert abs(ns["team_gpu_hours"] - 2688) < 1e-6 and abs(ns["team_share_of_demand"] - 2688 / 6016) < 1e-9, ns
+assert r["options"]["no_spot_teams"] == ["prod"], r["options"]
+m = r["models"][0]
+planned = sum(m["forecast"]["planned_gpu_hours_per_hour"])
+assert m["plan"]["spot_gpu_hours"] <= planned * (1 - 2688 / 6016) + 1e-6, (m["plan"], planned)
+assert m["plan"]["reserved_gpus"] >= 8, m["plan"]
+v = {s["name"]: s for s in r["verification"]}
+# Every replay leaves prod's 336 of the 752 jobs off spot, the all-spot baseline included.
+assert abs(v["all spot (on-demand fallback)"]["spot_job_share"] - 416 / 752) < 1e-9, v["all spot (on-demand fallback)"]
+assert all(s["spot_job_share"] <= 416 / 752 + 1e-9 for s in r["verification"]), r["verification"]
+PY
+run "$WORK/teams_text" "${TEAMS[@]}" --no-spot-teams prod --no-verify
+expect_rc "$WORK/teams_text" 0 "gpufleet plan --no-spot-teams prod (text)"
+expect_contains "$WORK/teams_text.out" "Kept off spot (reserved and on-demand only, in the plan and the replay): team prod, 336 jobs, 2688 GPU-h = 44.7 % of the demand" \
+  "gpufleet plan --no-spot-teams (text)"
+run "$WORK/teams_bad" "${TEAMS[@]}" --no-spot-teams prod,prdo --no-verify
+expect_rc "$WORK/teams_bad" 2 "gpufleet plan --no-spot-teams with a team the trace does not name"
+expect_contains "$WORK/teams_bad.err" "gpufleet plan: --no-spot-teams: team 'prdo' does not occur in the history (its teams: prod, research)" \
+  "gpufleet plan --no-spot-teams with a team the trace does not name"
 
 # A trace that is not there is bad input (2), like a bad flag, and names the file.
 run "$WORK/missing" "$GPUFLEET" plan --trace "$WORK/nope.jsonl" --catalog "$WORK/offers.csv" --no-progress

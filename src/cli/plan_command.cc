@@ -43,6 +43,7 @@ struct PlanArgs {
   std::string catalog;
   std::vector<std::string> regions;
   std::vector<std::string> clouds;
+  std::vector<std::string> no_spot_teams;
   std::string from;
   std::string to;
   int gpus_per_node = 8;
@@ -168,6 +169,20 @@ json ReservedJson(const plan::GpuPrices& p) {
           {"offer", p.reserved_source == plan::ReservedSource::kCatalog ? json(p.reserved_offer) : json(nullptr)}};
 }
 
+// The no-spot demand over every planned model: (teams', all kept off spot, all).
+struct NoSpotDemand {
+  double teams = 0, all = 0, total = 0;
+};
+NoSpotDemand NoSpot(const plan::PlannerReport& r) {
+  NoSpotDemand d;
+  for (const auto& m : r.models) {
+    d.teams += m.no_spot_team_gpu_hours;
+    d.all += m.no_spot_gpu_hours;
+    d.total += m.history_gpu_hours;
+  }
+  return d;
+}
+
 // ------------------------------------------------------------------ the report
 
 // Per cloud, the index of its region with the cheapest plan (a region that cannot meet the SLO
@@ -199,6 +214,19 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
        " of the work (the optimiser chooses the share); " + ReservedPricing(o) + "; " +
        std::to_string(r.gpus_per_node) + "-GPU nodes" +
        (o.clouds.empty() ? "" : " from " + Join(o.clouds, ", ")) + (o.regions.empty() ? "" : " in " + Join(o.regions, ", ")));
+  const NoSpotDemand ns = NoSpot(r);
+  if (!r.no_spot_teams.empty()) {
+    line("Kept off spot (reserved and on-demand only, in the plan and the replay): team" +
+         std::string(r.no_spot_teams.size() > 1 ? "s " : " ") + Join(r.no_spot_teams, ", ") + ", " +
+         std::to_string(r.no_spot_team_jobs) + " jobs, " + Printf("%.0f", ns.teams) + " GPU-h = " +
+         Pct(ns.total > 0 ? ns.teams / ns.total : 0) + " of the demand");
+  }
+  if (r.marked_no_spot_jobs > 0) {
+    line("Kept off spot as the history marks them (market on-demand): " + std::to_string(r.marked_no_spot_jobs) +
+         " jobs, " + Printf("%.0f", ns.all - ns.teams) + " GPU-h = " +
+         Pct(ns.total > 0 ? (ns.all - ns.teams) / ns.total : 0) + " of the demand");
+  }
+  if (ns.all > 0) line("  (the spot share below is of the rest of the work)");
   line("");
 
   line("Forecast of the " + std::to_string(r.horizon_hours) + " h from " + FormatIso8601(r.forecast_start) +
@@ -434,6 +462,7 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
                   {"reserved_prices", o.term == plan::ReservedTerm::kOneYear && o.ratios.catalog_one_year
                                           ? "catalog where published, else ratio"
                                           : "ratio"},
+                  {"no_spot_teams", o.no_spot_teams},
                   {"gpus_per_node", r.gpus_per_node},
                   {"regions", o.regions},
                   {"clouds", o.clouds},
@@ -469,6 +498,8 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
                          {"bias", c.error.bias}});
     }
     mj["forecast"] = {{"history_gpu_hours", m.history_gpu_hours},
+                      {"no_spot_gpu_hours", m.no_spot_gpu_hours},
+                      {"no_spot_team_gpu_hours", m.no_spot_team_gpu_hours},
                       {"peak_gpus", m.peak_gpu_hours_per_hour},
                       {"planned_gpu_hours_per_hour", m.planned_demand},
                       {"method", plan::ForecastMethodName(m.forecast_method)},
@@ -518,6 +549,14 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
     }
     j["clouds"] = clouds;
   }
+  const NoSpotDemand ns = NoSpot(r);
+  j["no_spot"] = {{"teams", r.no_spot_teams},
+                  {"team_jobs", r.no_spot_team_jobs},
+                  {"team_gpu_hours", ns.teams},
+                  {"team_share_of_demand", ns.total > 0 ? ns.teams / ns.total : 0.0},
+                  {"marked_jobs", r.marked_no_spot_jobs},
+                  {"gpu_hours", ns.all},
+                  {"share_of_demand", ns.total > 0 ? ns.all / ns.total : 0.0}};
   j["models"] = models;
   j["plan"] = PlanJson(r.plan);
   j["plan"]["spot_share"] = r.spot_share;
@@ -660,6 +699,15 @@ int Run(const PlanArgs& a) {
     }
     (o.term == plan::ReservedTerm::kOneYear ? o.ratios.one_year : o.ratios.three_year) = a.reserved_ratio;
     o.ratios.catalog_one_year = false;  // the buyer's own contract beats the list price
+  }
+  for (const auto& t : a.no_spot_teams) {
+    for (const auto& part : Split(t, ',')) {
+      std::string name(Trim(part));
+      if (name.empty()) continue;
+      if (std::find(o.no_spot_teams.begin(), o.no_spot_teams.end(), name) == o.no_spot_teams.end()) {
+        o.no_spot_teams.push_back(name);
+      }
+    }
   }
 
   auto slo = ParseSpan(a.slo_wait);
@@ -813,7 +861,8 @@ std::function<int()> SetupPlanCommand(CLI::App& app) {
      and with --reserved-ratio, it is on-demand x a ratio. The report says which, per model.
   4. Optimise: reserved nodes (paid every hour), on-demand and spot burst, least expected cost with
      the SLO met; a MILP (CBC), with its LP bound and gap reported. The spot share is chosen with
-     the reservation: one MILP per share 0, 0.25, ... up to the --spot-share cap.
+     the reservation: one MILP per share 0, 0.25, ... up to the --spot-share cap, of the work
+     that may use spot (not the --no-spot-teams' jobs, nor jobs the trace marks on-demand).
   5. Verify: replay the history on the planned cluster (reserved nodes + autoscaled on-demand and
      spot with boot delays and interruptions), on its neighbours (reserved +-1 and +-2 nodes, the
      adjacent spot shares) and on three baselines: all on-demand, all reserved for the peak, all
@@ -830,6 +879,10 @@ Examples:
   # Three-year reservations at your contract's 50 % discount, no spot, JSON for a notebook
   gpufleet plan --trace jobs.jsonl --gpu A100 --reserved-term 3y --reserved-ratio 0.5 \
                 --spot-share 0 -o json > plan.json
+
+  # Keep two teams' jobs off spot (the trace's team column names them)
+  gpufleet plan --trace data/traces/philly/philly.csv --gpu V100 --region us-east-1 \
+                --no-spot-teams 11cb48,6214e9
 
   # Only the optimiser, no simulation; a cautious plan on the forecast's upper band
   gpufleet plan --trace jobs.csv --columns submit=ts,duration=secs,gpus=n --default-gpu A100 \
@@ -859,6 +912,9 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_option("--reserved-ratio", args->reserved_ratio,
                   "Reserved price as a share of on-demand for every offer, e.g. your contract's 0.55: overrides the "
                   "term's default ratio and the catalog's reserved prices");
+  sub->add_option("--no-spot-teams", args->no_spot_teams,
+                  "Teams whose jobs may not use spot (comma-separated or repeatable; each must occur in the trace): "
+                  "their demand is served by reserved and on-demand only, in the plan and the replay");
   sub->add_option("--slo-p95-wait,--slo-wait", args->slo_wait, "The SLO: at most this queueing wait for the --slo-quantile of the work")
       ->capture_default_str();
   sub->add_option("--slo-quantile", args->slo_quantile, "Share of GPU-hours that must meet the SLO wait (1 = all)")->capture_default_str();
