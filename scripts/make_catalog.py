@@ -16,9 +16,13 @@ What it does (data/catalog/SOURCE.md says why):
     are fixed by the GPU and count; one L4 goes on any of g2-standard-4/8/12/16/32, so each is an
     offer; T4/V100/P100/P4 attach to n1-standard-(8 x GPUs)); the host part is kept in host_usd_h
     so that the loader can judge the GPU part on its own;
-  * AWS: on-demand per region from the vantage table; spot estimated as
+  * AWS: on-demand and the 1-year reserved price (no upfront, effective hourly rate; blank where the
+    table has none) per region from the vantage table; spot estimated as
     on-demand x (1 - savings%) from the Spot Advisor (Linux), with its interruption bucket; where
-    the SkyPilot sample has per-zone spot prices (p5/p5en/p6), those zone rows replace the region row;
+    the SkyPilot sample has per-zone spot prices (p5/p5en/p6), those zone rows replace the region row
+    and take the region's reserved price from the vantage table;
+  * reserved_1y_usd_h is AWS's only: the other sources publish no reserved or committed-use price,
+    so it is blank there and the planner prices their reservations with a ratio (docs/planning.md);
   * Azure, Lambda, Nebius, OCI, Vast: copied, columns renamed. Vast's SpotPrice 0.00 means "none".
   * GPU names are made exact where the source's name is ambiguous (refine_accelerator): an A100
     with 80 GB per GPU is A100-80GB (AWS p4de, Vast), a V100 with 32 GB is V100-32GB (AWS p3dn),
@@ -39,6 +43,7 @@ from decimal import Decimal, ROUND_HALF_EVEN
 HEADER = [
     "cloud", "region", "zone", "instance_type", "accelerator", "gpu_count", "gpu_mem_mib", "vcpus",
     "ram_gib", "ondemand_usd_h", "host_usd_h", "spot_usd_h", "spot_kind", "aws_interruption_bucket",
+    "reserved_1y_usd_h",
 ]
 
 # The date of the newest snapshot in the raw collection (anycloud-sh/catalog @ 62ff0a98, 2026-05-20);
@@ -163,7 +168,7 @@ def gcp(src):
                 "accelerator": acc, "gpu_count": str(count), "gpu_mem_mib": gpu_mem_mib(r["GpuInfo"], "1"),
                 "vcpus": num(host["vCPUs"]), "ram_gib": num(host["MemoryGiB"]), "ondemand_usd_h": od,
                 "host_usd_h": host["Price"], "spot_usd_h": spot, "spot_kind": "quoted" if spot else "",
-                "aws_interruption_bucket": "",
+                "aws_interruption_bucket": "", "reserved_1y_usd_h": "",
             })
     print("gcp: %d offers, %d accelerator rows without a host VM in their zone" % (len(out), missing_host),
           file=sys.stderr)
@@ -191,6 +196,7 @@ def simple(src, rel, cloud, spot_zero_is_none=False):
             "gpu_mem_mib": mem, "vcpus": num(r["vCPUs"]),
             "ram_gib": num(r["MemoryGiB"]), "ondemand_usd_h": price(r["Price"]), "host_usd_h": "",
             "spot_usd_h": spot, "spot_kind": "quoted" if spot else "", "aws_interruption_bucket": "",
+            "reserved_1y_usd_h": "",
         })
     print("%s: %d offers" % (cloud, len(out)), file=sys.stderr)
     return out
@@ -204,6 +210,8 @@ def aws(src):
             advisor[(r["Region"], r["InstanceType"])] = r
     sample = read(os.path.join(src, "aws", "aws_skypilot_v8_p5_p6_sample.csv"))
     sampled = {(r["InstanceType"], r["Region"]) for r in sample}
+    # A reservation is bought per region, so the sample's zone rows take their region's price.
+    reserved = {(r["InstanceType"], r["Region"]): price(r["ReservedUSDPerHour"]) for r in vantage if r["Region"]}
     out = []
     for r in vantage:
         model = r["GpuModel"]
@@ -226,6 +234,7 @@ def aws(src):
             "accelerator": acc, "gpu_count": num(r["GpuCount"]), "gpu_mem_mib": "", "vcpus": num(r["vCPUs"]),
             "ram_gib": num(ram.group(1)) if ram else "", "ondemand_usd_h": r["OnDemandUSDPerHour"],
             "host_usd_h": "", "spot_usd_h": spot, "spot_kind": kind, "aws_interruption_bucket": bucket,
+            "reserved_1y_usd_h": price(r["ReservedUSDPerHour"]),
         })
     for r in sample:
         adv = advisor.get((r["Region"], r["InstanceType"]))
@@ -236,6 +245,7 @@ def aws(src):
             "vcpus": num(r["vCPUs"]), "ram_gib": num(r["MemoryGiB"]), "ondemand_usd_h": price(r["Price"]),
             "host_usd_h": "", "spot_usd_h": spot, "spot_kind": "quoted" if spot else "",
             "aws_interruption_bucket": adv["InterruptionRangeIndex"] if adv else "",
+            "reserved_1y_usd_h": reserved.get((r["InstanceType"], r["Region"]), ""),
         })
     print("aws: %d offers (%d per-zone rows from the SkyPilot sample)" % (len(out), len(sample)), file=sys.stderr)
     return out

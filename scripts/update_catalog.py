@@ -4,8 +4,8 @@
 Usage: scripts/update_catalog.py --from DIR [--out CSV] [--prices-as-of YYYY-MM-DD] [--keep CSV]
   --from DIR        a folder of JSON files as the clouds publish them (any names, any subfolders;
                     each file is recognised by its shape):
-                      AWS    the Price List bulk offer file for AmazonEC2 (`products` + `terms.OnDemand`),
-                             the whole file or a regional one;
+                      AWS    the Price List bulk offer file for AmazonEC2 (`products` + `terms.OnDemand`,
+                             and `terms.Reserved` where present), the whole file or a regional one;
                              `aws ec2 describe-spot-price-history --output json` (`SpotPriceHistory`),
                              one file per region;
                              optional: the Spot Advisor feed spot-advisor-data.json (`spot_advisor`),
@@ -30,14 +30,17 @@ What it does:
     capacity "Used" Compute Instance with an hourly OnDemand price, for the GPU families in
     AWS_FAMILIES. Where spot history has prices for the type in that region, one row per
     availability zone instead, with the zone's latest Linux/UNIX spot price (`quoted`). The Spot
-    Advisor feed, if given, adds the interruption bucket.
+    Advisor feed, if given, adds the interruption bucket. reserved_1y_usd_h is the SKU's Reserved
+    term of 1yr, standard offering class, No Upfront (its hourly rate; the shape make_catalog.py's
+    vantage source gives); blank where the file has no such term.
   * GCP: the billing catalog prices a GPU VM in parts, per region: vCPU-hours and GiB-hours of its
     family (A2/A3/A4/G2/N1 "Instance Core"/"Instance Ram") plus GPU-hours ("Nvidia L4 GPU ...").
     Each machine shape of GCP_SHAPES is priced as vCPUs x core + GiB x ram + GPUs x gpu, for
     on-demand and for spot (usageType Preemptible); host_usd_h is the core + ram part. Zone is
-    empty: the catalog prices regions. Commitment SKUs are ignored.
+    empty: the catalog prices regions. Commitment SKUs are ignored (reserved_1y_usd_h blank).
   * Azure: `Consumption` items of Virtual Machines in hours, Linux (no "Windows" in productName),
-    not Low Priority; meterName with "Spot" is the spot price. Shapes (GPU, count, vCPUs, RAM)
+    not Low Priority; meterName with "Spot" is the spot price (Reservation items ignored:
+    reserved_1y_usd_h blank). Shapes (GPU, count, vCPUs, RAM)
     come from AZURE_SHAPES, as the price API does not give them.
 Shapes it does not know are counted on stderr, never guessed. A file that is not JSON, or not in
 one of these shapes, stops the run with its name and line.
@@ -54,6 +57,7 @@ from decimal import Decimal
 HEADER = [
     "cloud", "region", "zone", "instance_type", "accelerator", "gpu_count", "gpu_mem_mib", "vcpus",
     "ram_gib", "ondemand_usd_h", "host_usd_h", "spot_usd_h", "spot_kind", "aws_interruption_bucket",
+    "reserved_1y_usd_h",
 ]
 
 # EC2 family -> GPU (canonical gpufleet names; the price list gives the count, vCPUs and memory but
@@ -174,6 +178,7 @@ def aws(offers, spots, advisors, dates, unknown):
     for path, d in offers:
         dates.append(date_of(d.get("publicationDate")))
         terms = d["terms"].get("OnDemand", {})
+        reserved_terms = d["terms"].get("Reserved", {})
         for sku, p in d["products"].items():
             a = p.get("attributes", {})
             if p.get("productFamily") != "Compute Instance":
@@ -195,8 +200,18 @@ def aws(offers, spots, advisors, dates, unknown):
                         price = Decimal(dim["pricePerUnit"]["USD"])
             if price is None or price == 0:
                 continue
+            reserved = None
+            for term in reserved_terms.get(sku, {}).values():
+                t = term.get("termAttributes", {})
+                if (t.get("LeaseContractLength"), t.get("OfferingClass"), t.get("PurchaseOption")) != \
+                        ("1yr", "standard", "No Upfront"):
+                    continue
+                for dim in term.get("priceDimensions", {}).values():
+                    if dim.get("unit") == "Hrs" and "USD" in dim.get("pricePerUnit", {}):
+                        reserved = Decimal(dim["pricePerUnit"]["USD"])
             ram = re.match(r"([0-9.,]+)", a.get("memory", ""))
-            od[(itype, region)] = (price, a.get("vcpu", ""), ram.group(1).replace(",", "") if ram else "", gpus)
+            od[(itype, region)] = (price, a.get("vcpu", ""), ram.group(1).replace(",", "") if ram else "", gpus,
+                                   num(reserved) if reserved else "")
     latest = {}  # (type, zone) -> (timestamp, price)
     for path, d in spots:
         for i, e in enumerate(d["SpotPriceHistory"]):
@@ -220,10 +235,10 @@ def aws(offers, spots, advisors, dates, unknown):
             for itype, v in oses.get("Linux", {}).items():
                 bucket[(itype, region)] = str(v.get("r", ""))
     out = []
-    for (itype, region), (price, vcpus, ram, gpus) in od.items():
+    for (itype, region), (price, vcpus, ram, gpus, reserved) in od.items():
         base = dict(cloud="aws", region=region, instance_type=itype, accelerator=AWS_FAMILIES[itype.split(".")[0]],
                     gpu_count=num(gpus), vcpus=num(vcpus) if vcpus else "", ram_gib=num(ram) if ram else "",
-                    ondemand_usd_h=num(price))
+                    ondemand_usd_h=num(price), reserved_1y_usd_h=reserved)
         b = bucket.get((itype, region), "")
         spot_zones = zones.get((itype, region))
         if not spot_zones:

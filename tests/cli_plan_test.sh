@@ -4,7 +4,9 @@
 # work) to try the spot shares 0, 25 % and 50 %, reserve whole nodes, replay the history on
 # exactly those nodes, on the plan's neighbours and on three baselines, and recommend the cheapest
 # replay that meets the SLO, never dearer than a baseline that meets it; SVG charts that parse as
-# XML; and bad flags to fail with exit 2 and say which flag.
+# XML; reserved priced from the catalog's 1-year price where the offer has one, else a ratio, and
+# said so; --no-spot-teams kept off spot in the plan and the replay, and a team the trace lacks
+# refused; and bad flags to fail with exit 2 and say which flag.
 #
 # Usage: cli_plan_test.sh PATH/TO/gpufleet
 source "$(dirname "$0")/lib.sh"
@@ -123,6 +125,84 @@ bad share "--spot-share" --spot-share -0.1
 bad gpu "unknown GPU model 'V1OO'" --gpu V1OO
 bad from "--from" --from 2024-13-01
 bad unknown_flag "--reserve" --reserve 3
+
+# Reserved prices: the catalog's 1-year price where the offer has one (here $15.12/h for 8 GPUs,
+# $1.89 per GPU-hour), named as such; the ratio for 3 years, with --reserved-ratio, and for the
+# catalog above, which has no reserved column at all (written before it existed).
+{ head -1 "$WORK/offers.csv" | sed 's/$/,reserved_1y_usd_h/'
+  echo "aws,us-east-1,,p3.16xlarge,V100,8,,64,488,24.48,,4.1616,estimated,4,15.12"
+  echo "aws,eu-west-2,,p3.16xlarge,V100,8,,64,488,28.712,,24.11808,estimated,4,"; } >"$WORK/reserved.csv"
+reserved() {  # reserved NAME CATALOG ARGS... -> NAME.out
+  local name="$1" catalog="$2"
+  shift 2
+  run "$WORK/$name" "$GPUFLEET" plan --trace "$WORK/jobs.jsonl" --catalog "$catalog" --default-gpu V100 \
+    --region us-east-1 --frontier none --no-verify --no-progress "$@"
+  expect_rc "$WORK/$name" 0 "gpufleet plan $*"
+}
+check_reserved() {  # check_reserved NAME USD_PER_GPU_HOUR SOURCE FROM_CATALOG
+  "$PYTHON" - "$WORK/$1.out" "$2" "$3" "$4" <<'PY' || { show "$WORK/$1"; fail "gpufleet plan: reserved price of $1"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["models"][0]["prices_usd_per_gpu_hour"]
+want, source, from_catalog = float(sys.argv[2]), sys.argv[3], sys.argv[4] == "true"
+assert abs(p["reserved"] - want) < 1e-9, p
+assert p["reserved_price"]["source"] == source and p["reserved_price"]["from_catalog"] == from_catalog, p
+assert abs(p["reserved_price"]["ratio_to_on_demand"] - want / p["on_demand"]) < 1e-6, p
+assert (p["reserved_price"]["offer"] == "aws us-east-1 p3.16xlarge") == from_catalog, p
+PY
+}
+reserved res_catalog "$WORK/reserved.csv" -o json
+check_reserved res_catalog 1.89 "catalog (AWS 1-year no-upfront)" true
+reserved res_3y "$WORK/reserved.csv" --reserved-term 3y -o json
+check_reserved res_3y 1.377 "ratio 0.45 of on-demand" false
+reserved res_own "$WORK/reserved.csv" --reserved-ratio 0.6 -o json
+check_reserved res_own 1.836 "ratio 0.60 of on-demand" false
+reserved res_old "$WORK/offers.csv" -o json
+check_reserved res_old 1.9278 "ratio 0.63 of on-demand" false
+reserved res_text "$WORK/reserved.csv"
+expect_contains "$WORK/res_text.out" "reserved 1y at the catalog's price where published, else 0.63 x on-demand" "plan text: how reserved is priced"
+expect_contains "$WORK/res_text.out" "reserved \$1.890 (catalog (AWS 1-year no-upfront): aws us-east-1 p3.16xlarge)" "plan text: the reserved price's source"
+
+# --no-spot-teams: the same history with the base-a jobs in team "prod" and the rest in "research";
+# prod is kept off spot in the plan and in every replay, and reported; a team the trace does not
+# name is bad input that lists the trace's teams.
+"$PYTHON" - "$WORK/jobs.jsonl" "$WORK/teams.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[2], "w") as out:
+    for line in open(sys.argv[1]):
+        j = json.loads(line)
+        j["team"] = "prod" if j["id"].startswith("base-a-") else "research"
+        out.write(json.dumps(j) + "\n")
+PY
+TEAMS=("$GPUFLEET" plan --trace "$WORK/teams.jsonl" --catalog "$WORK/offers.csv" --default-gpu V100 --region us-east-1
+       --frontier none --threads 2 --no-progress --spot-share 1)
+run "$WORK/teams" "${TEAMS[@]}" --no-spot-teams prod --no-neighbours -o json
+expect_rc "$WORK/teams" 0 "gpufleet plan --no-spot-teams prod"
+"$PYTHON" - "$WORK/teams.out" <<'PY' || { show "$WORK/teams"; fail "gpufleet plan --no-spot-teams: unexpected report"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+ns = r["no_spot"]
+# prod: 8 GPUs every hour of two weeks = 336 jobs, 2,688 of 6,016 GPU-hours.
+assert ns["teams"] == ["prod"] and ns["team_jobs"] == 336 and ns["marked_jobs"] == 0, ns
+assert abs(ns["team_gpu_hours"] - 2688) < 1e-6 and abs(ns["team_share_of_demand"] - 2688 / 6016) < 1e-9, ns
+assert r["options"]["no_spot_teams"] == ["prod"], r["options"]
+m = r["models"][0]
+planned = sum(m["forecast"]["planned_gpu_hours_per_hour"])
+assert m["plan"]["spot_gpu_hours"] <= planned * (1 - 2688 / 6016) + 1e-6, (m["plan"], planned)
+assert m["plan"]["reserved_gpus"] >= 8, m["plan"]
+v = {s["name"]: s for s in r["verification"]}
+# Every replay leaves prod's 336 of the 752 jobs off spot, the all-spot baseline included.
+assert abs(v["all spot (on-demand fallback)"]["spot_job_share"] - 416 / 752) < 1e-9, v["all spot (on-demand fallback)"]
+assert all(s["spot_job_share"] <= 416 / 752 + 1e-9 for s in r["verification"]), r["verification"]
+PY
+run "$WORK/teams_text" "${TEAMS[@]}" --no-spot-teams prod --no-verify
+expect_rc "$WORK/teams_text" 0 "gpufleet plan --no-spot-teams prod (text)"
+expect_contains "$WORK/teams_text.out" "Kept off spot (reserved and on-demand only, in the plan and the replay): team prod, 336 jobs, 2688 GPU-h = 44.7 % of the demand" \
+  "gpufleet plan --no-spot-teams (text)"
+run "$WORK/teams_bad" "${TEAMS[@]}" --no-spot-teams prod,prdo --no-verify
+expect_rc "$WORK/teams_bad" 2 "gpufleet plan --no-spot-teams with a team the trace does not name"
+expect_contains "$WORK/teams_bad.err" "gpufleet plan: --no-spot-teams: team 'prdo' does not occur in the history (its teams: prod, research)" \
+  "gpufleet plan --no-spot-teams with a team the trace does not name"
 
 # A trace that is not there is bad input (2), like a bad flag, and names the file.
 run "$WORK/missing" "$GPUFLEET" plan --trace "$WORK/nope.jsonl" --catalog "$WORK/offers.csv" --no-progress

@@ -3,8 +3,9 @@
 # Price List offer file, describe-spot-price-history output and the Spot Advisor feed, a GCP Cloud
 # Billing skus page, an Azure Retail Prices page), expect scripts/update_catalog.py to write the
 # exact rows of expected_offers.csv, byte for byte on every run, stamped with the files' newest
-# date unless told another; Windows, reserved, Low Priority, commitment and workstation prices left
-# out; rows of other clouds kept from an old catalog when asked; a broken file named with its line;
+# date unless told another; the 1-year standard no-upfront reserved rate in reserved_1y_usd_h (the
+# other reserved terms and the capacity-reservation SKU left out); Windows, Low Priority,
+# commitment and workstation prices left out; rows of other clouds kept from an old catalog when asked; a broken file named with its line;
 # and gpufleet to read the result.
 #
 # Usage: update_catalog_test.sh PATH/TO/gpufleet SOURCE_DIR
@@ -34,7 +35,7 @@ printf '# prices_as_of: 2026-01-01\ncloud,region,zone,instance_type,accelerator,
 run "$WORK/keep" "$PYTHON" "$SCRIPT" --from "$DATA" --out "$WORK/kept.csv" --keep "$WORK/old.csv"
 expect_rc "$WORK/keep" 0 "update_catalog.py --keep"
 expect_contains "$WORK/kept.csv" "lambda,us-east-1,,gpu_1x_h100_pcie,H100-PCIe,1,81920,26,200,3.29,,,," "--keep carries lambda"
-if grep -q ",99,,,,$" "$WORK/kept.csv"; then fail "--keep carried a row of a cloud the files cover"; fi
+if grep -q "^aws,us-east-1,,p4d.24xlarge,A100,8,,96,1152,99," "$WORK/kept.csv"; then fail "--keep carried a row of a cloud the files cover"; fi
 
 # A file that is not JSON is named with its line.
 mkdir -p "$WORK/broken"
@@ -58,5 +59,9 @@ assert got[("azure", "Standard_NC40ads_H100_v5", "eastus", "on-demand")]["gpu"] 
 assert got[("gcp", "g2-standard-4", "us-central1", "on-demand")]["usd_per_hour"] == 0.706824
 assert not d["warnings"] or all(not w["kind"].startswith("unknown GPU") for w in d["warnings"]), d["warnings"]
 PY
+# The reserved column holds the 1-year standard no-upfront rate, not the all-upfront, 3-year or
+# convertible terms the fixture also carries.
+grep -q "^aws,us-east-1,,p4d.24xlarge,A100,8,,96,1152,21.96,,,,,13.921$" "$WORK/a.csv" ||
+  fail "update_catalog.py does not write p4d's 1-year no-upfront rate as reserved_1y_usd_h"
 
 echo "PASS: update_catalog.py rebuilds the catalog from the clouds' price files"

@@ -43,6 +43,7 @@ struct PlanArgs {
   std::string catalog;
   std::vector<std::string> regions;
   std::vector<std::string> clouds;
+  std::vector<std::string> no_spot_teams;
   std::string from;
   std::string to;
   int gpus_per_node = 8;
@@ -145,6 +146,43 @@ double MarketCost(const sim::Summary& s, const std::string& market) {
 
 std::string TermName(plan::ReservedTerm t) { return t == plan::ReservedTerm::kOneYear ? "1y" : "3y"; }
 
+// How reserved capacity is priced, for the report's header: the catalog's 1-year price where it
+// has one (unless a ratio was given), else the ratio.
+std::string ReservedPricing(const plan::PlannerOptions& o) {
+  const bool one_year = o.term == plan::ReservedTerm::kOneYear;
+  const std::string ratio = Printf("%.2f", one_year ? o.ratios.one_year : o.ratios.three_year) + " x on-demand";
+  if (one_year && o.ratios.catalog_one_year) return "reserved 1y at the catalog's price where published, else " + ratio;
+  return "reserved " + TermName(o.term) + " at " + ratio;
+}
+
+// "reserved $2.047 (catalog (AWS 1-year no-upfront): aws us-east-1 p4d.24xlarge)"
+std::string ReservedText(const plan::GpuPrices& p) {
+  std::string s = "reserved " + cost::FormatUsd(p.reserved, 3) + " (" + plan::ReservedSourceText(p);
+  if (p.reserved_source == plan::ReservedSource::kCatalog) s += ": " + p.reserved_offer;
+  return s + ")";
+}
+
+json ReservedJson(const plan::GpuPrices& p) {
+  return {{"source", plan::ReservedSourceText(p)},
+          {"from_catalog", p.reserved_source == plan::ReservedSource::kCatalog},
+          {"ratio_to_on_demand", p.reserved_ratio},
+          {"offer", p.reserved_source == plan::ReservedSource::kCatalog ? json(p.reserved_offer) : json(nullptr)}};
+}
+
+// The no-spot demand over every planned model: (teams', all kept off spot, all).
+struct NoSpotDemand {
+  double teams = 0, all = 0, total = 0;
+};
+NoSpotDemand NoSpot(const plan::PlannerReport& r) {
+  NoSpotDemand d;
+  for (const auto& m : r.models) {
+    d.teams += m.no_spot_team_gpu_hours;
+    d.all += m.no_spot_gpu_hours;
+    d.total += m.history_gpu_hours;
+  }
+  return d;
+}
+
 // ------------------------------------------------------------------ the report
 
 // Per cloud, the index of its region with the cheapest plan (a region that cannot meet the SLO
@@ -167,16 +205,28 @@ std::vector<size_t> CheapestPerCloud(const plan::PlannerReport& r) {
 std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const plan::PlannerReport& r) {
   std::string out;
   auto line = [&](const std::string& s) { out += s + "\n"; };
-  const double ratio = o.term == plan::ReservedTerm::kOneYear ? o.ratios.one_year : o.ratios.three_year;
   line("gpufleet plan: " + a.trace + ", " + std::to_string(r.jobs) + " jobs over " +
        std::to_string(r.history_hours) + " h from " + FormatIso8601(r.history_start) +
        (r.jobs_left_out > 0 ? " (" + std::to_string(r.jobs_left_out) + " of other GPU models left out)" : "") +
        (r.jobs_outside_window > 0 ? " (" + std::to_string(r.jobs_outside_window) + " outside the window left out)" : ""));
   line("SLO: " + Pct(o.plan.slo_quantile) + " of GPU-hours wait at most " + FormatDuration(o.plan.slo_wait) +
        ", none over " + FormatDuration(o.plan.max_wait) + "; spot for up to " + Pct(o.plan.spot_max_share) +
-       " of the work (the optimiser chooses the share); reserved " + TermName(o.term) + " at " + Printf("%.2f", ratio) + " x on-demand; " +
+       " of the work (the optimiser chooses the share); " + ReservedPricing(o) + "; " +
        std::to_string(r.gpus_per_node) + "-GPU nodes" +
        (o.clouds.empty() ? "" : " from " + Join(o.clouds, ", ")) + (o.regions.empty() ? "" : " in " + Join(o.regions, ", ")));
+  const NoSpotDemand ns = NoSpot(r);
+  if (!r.no_spot_teams.empty()) {
+    line("Kept off spot (reserved and on-demand only, in the plan and the replay): team" +
+         std::string(r.no_spot_teams.size() > 1 ? "s " : " ") + Join(r.no_spot_teams, ", ") + ", " +
+         std::to_string(r.no_spot_team_jobs) + " jobs, " + Printf("%.0f", ns.teams) + " GPU-h = " +
+         Pct(ns.total > 0 ? ns.teams / ns.total : 0) + " of the demand");
+  }
+  if (r.marked_no_spot_jobs > 0) {
+    line("Kept off spot as the history marks them (market on-demand): " + std::to_string(r.marked_no_spot_jobs) +
+         " jobs, " + Printf("%.0f", ns.all - ns.teams) + " GPU-h = " +
+         Pct(ns.total > 0 ? (ns.all - ns.teams) / ns.total : 0) + " of the demand");
+  }
+  if (ns.all > 0) line("  (the spot share below is of the rest of the work)");
   line("");
 
   line("Forecast of the " + std::to_string(r.horizon_hours) + " h from " + FormatIso8601(r.forecast_start) +
@@ -217,8 +267,7 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
        std::to_string(r.locations.size()) + " cloud region" +
        (r.locations.size() == 1 ? " that prices" : "s that price") + " every model):");
   for (const auto& m : r.models) {
-    std::string s = "  " + Pad(m.gpu_model, 10) + "reserved " + cost::FormatUsd(m.prices.reserved, 3) +
-                    "  on-demand " + cost::FormatUsd(*m.prices.on_demand, 3) + " (" + m.prices.on_demand_offer + ")";
+    std::string s = "  " + Pad(m.gpu_model, 10) + ReservedText(m.prices) + "  on-demand " + cost::FormatUsd(*m.prices.on_demand, 3) + " (" + m.prices.on_demand_offer + ")";
     if (m.prices.spot) {
       s += "  spot " + cost::FormatUsd(*m.prices.spot, 3) + " (" + m.prices.spot_offer + ", " +
            Printf("%.4f", m.prices.spot_interruptions_per_hour) + " interruptions/h)";
@@ -410,6 +459,10 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
                   {"checkpoint_interval_s", o.plan.checkpoint_interval.seconds_f()},
                   {"reserved_term", TermName(o.term)},
                   {"reserved_ratio", o.term == plan::ReservedTerm::kOneYear ? o.ratios.one_year : o.ratios.three_year},
+                  {"reserved_prices", o.term == plan::ReservedTerm::kOneYear && o.ratios.catalog_one_year
+                                          ? "catalog where published, else ratio"
+                                          : "ratio"},
+                  {"no_spot_teams", o.no_spot_teams},
                   {"gpus_per_node", r.gpus_per_node},
                   {"regions", o.regions},
                   {"clouds", o.clouds},
@@ -425,7 +478,8 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
         {"spot", m.prices.spot ? json(Usd(*m.prices.spot)) : json(nullptr)},
         {"spot_interruptions_per_hour", m.prices.spot_interruptions_per_hour},
         {"on_demand_offer", m.prices.on_demand_offer},
-        {"spot_offer", m.prices.spot_offer}};
+        {"spot_offer", m.prices.spot_offer},
+        {"reserved_price", ReservedJson(m.prices)}};
     json bt = nullptr;
     if (m.backtest) {
       bt = {{"wape", m.backtest->wape},
@@ -444,6 +498,8 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
                          {"bias", c.error.bias}});
     }
     mj["forecast"] = {{"history_gpu_hours", m.history_gpu_hours},
+                      {"no_spot_gpu_hours", m.no_spot_gpu_hours},
+                      {"no_spot_team_gpu_hours", m.no_spot_team_gpu_hours},
                       {"peak_gpus", m.peak_gpu_hours_per_hour},
                       {"planned_gpu_hours_per_hour", m.planned_demand},
                       {"method", plan::ForecastMethodName(m.forecast_method)},
@@ -476,7 +532,8 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
         prices.push_back({{"gpu_model", p.gpu_model},
                           {"reserved", Usd(p.reserved)},
                           {"on_demand", p.on_demand ? json(Usd(*p.on_demand)) : json(nullptr)},
-                          {"spot", p.spot ? json(Usd(*p.spot)) : json(nullptr)}});
+                          {"spot", p.spot ? json(Usd(*p.spot)) : json(nullptr)},
+                          {"reserved_price", ReservedJson(p)}});
       }
       cj["prices_usd_per_gpu_hour"] = prices;
       if (l.plan.ok()) {
@@ -492,6 +549,14 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
     }
     j["clouds"] = clouds;
   }
+  const NoSpotDemand ns = NoSpot(r);
+  j["no_spot"] = {{"teams", r.no_spot_teams},
+                  {"team_jobs", r.no_spot_team_jobs},
+                  {"team_gpu_hours", ns.teams},
+                  {"team_share_of_demand", ns.total > 0 ? ns.teams / ns.total : 0.0},
+                  {"marked_jobs", r.marked_no_spot_jobs},
+                  {"gpu_hours", ns.all},
+                  {"share_of_demand", ns.total > 0 ? ns.all / ns.total : 0.0}};
   j["models"] = models;
   j["plan"] = PlanJson(r.plan);
   j["plan"]["spot_share"] = r.spot_share;
@@ -633,6 +698,16 @@ int Run(const PlanArgs& a) {
                                   Printf("%g", a.reserved_ratio));
     }
     (o.term == plan::ReservedTerm::kOneYear ? o.ratios.one_year : o.ratios.three_year) = a.reserved_ratio;
+    o.ratios.catalog_one_year = false;  // the buyer's own contract beats the list price
+  }
+  for (const auto& t : a.no_spot_teams) {
+    for (const auto& part : Split(t, ',')) {
+      std::string name(Trim(part));
+      if (name.empty()) continue;
+      if (std::find(o.no_spot_teams.begin(), o.no_spot_teams.end(), name) == o.no_spot_teams.end()) {
+        o.no_spot_teams.push_back(name);
+      }
+    }
   }
 
   auto slo = ParseSpan(a.slo_wait);
@@ -781,10 +856,13 @@ std::function<int()> SetupPlanCommand(CLI::App& app) {
      naive same-hour-last-week and four-week mean) cross-validated over rolling origins; the one
      with the least WAPE forecasts, every method's WAPE is reported.
   3. Prices: on-demand, spot and reserved from one cloud and region, the one whose plan is cheapest
-     among those --cloud/--region allow (--compare-clouds shows each cloud's best).
+     among those --cloud/--region allow (--compare-clouds shows each cloud's best). Reserved 1y is
+     the catalog's published price where it has one (AWS 1-year no-upfront); elsewhere, for 3y,
+     and with --reserved-ratio, it is on-demand x a ratio. The report says which, per model.
   4. Optimise: reserved nodes (paid every hour), on-demand and spot burst, least expected cost with
      the SLO met; a MILP (CBC), with its LP bound and gap reported. The spot share is chosen with
-     the reservation: one MILP per share 0, 0.25, ... up to the --spot-share cap.
+     the reservation: one MILP per share 0, 0.25, ... up to the --spot-share cap, of the work
+     that may use spot (not the --no-spot-teams' jobs, nor jobs the trace marks on-demand).
   5. Verify: replay the history on the planned cluster (reserved nodes + autoscaled on-demand and
      spot with boot delays and interruptions), on its neighbours (reserved +-1 and +-2 nodes, the
      adjacent spot shares) and on three baselines: all on-demand, all reserved for the peak, all
@@ -801,6 +879,10 @@ Examples:
   # Three-year reservations at your contract's 50 % discount, no spot, JSON for a notebook
   gpufleet plan --trace jobs.jsonl --gpu A100 --reserved-term 3y --reserved-ratio 0.5 \
                 --spot-share 0 -o json > plan.json
+
+  # Keep two teams' jobs off spot (the trace's team column names them)
+  gpufleet plan --trace data/traces/philly/philly.csv --gpu V100 --region us-east-1 \
+                --no-spot-teams 11cb48,6214e9
 
   # Only the optimiser, no simulation; a cautious plan on the forecast's upper band
   gpufleet plan --trace jobs.csv --columns submit=ts,duration=secs,gpus=n --default-gpu A100 \
@@ -823,8 +905,16 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_option("--default-gpu", args->default_gpu, "GPU model of jobs whose trace names none (Philly, Tiresias)")->capture_default_str();
   sub->add_option("--reference-gpu", args->reference_gpu, "GPU model the trace's run times were measured on (default: --default-gpu)");
   sub->add_option("--gpu-specs", args->gpu_specs, "GPU spec CSV to use instead of the built-in table");
-  sub->add_option("--reserved-term", args->reserved_term, "Reservation term: 1y (0.63 x on-demand) or 3y (0.45 x)")->capture_default_str();
-  sub->add_option("--reserved-ratio", args->reserved_ratio, "Reserved price as a share of on-demand, overriding the term's default (e.g. 0.55)");
+  sub->add_option("--reserved-term", args->reserved_term,
+                  "Reservation term: 1y (the catalog's published 1-year price where it has one: AWS no-upfront; "
+                  "else 0.63 x on-demand) or 3y (0.45 x on-demand)")
+      ->capture_default_str();
+  sub->add_option("--reserved-ratio", args->reserved_ratio,
+                  "Reserved price as a share of on-demand for every offer, e.g. your contract's 0.55: overrides the "
+                  "term's default ratio and the catalog's reserved prices");
+  sub->add_option("--no-spot-teams", args->no_spot_teams,
+                  "Teams whose jobs may not use spot (comma-separated or repeatable; each must occur in the trace): "
+                  "their demand is served by reserved and on-demand only, in the plan and the replay");
   sub->add_option("--slo-p95-wait,--slo-wait", args->slo_wait, "The SLO: at most this queueing wait for the --slo-quantile of the work")
       ->capture_default_str();
   sub->add_option("--slo-quantile", args->slo_quantile, "Share of GPU-hours that must meet the SLO wait (1 = all)")->capture_default_str();

@@ -287,6 +287,13 @@ Result<OfferTable> ParseOffersCsv(std::string_view text, const std::string& sour
       if (!v) return bad("spot_usd_h", spot_s, "USD per hour");
       if (*v > 0) o.spot_per_hour = *v;
     }
+    // Optional: catalogs written before the column existed have none.
+    std::string reserved_s = get("reserved_1y_usd_h");
+    if (!reserved_s.empty()) {
+      auto v = ParseUsd(reserved_s);
+      if (!v) return bad("reserved_1y_usd_h", reserved_s, "USD per hour");
+      if (*v > 0) o.reserved_1y_per_hour = *v;
+    }
     if (o.spot_per_hour && o.on_demand_per_hour && *o.spot_per_hour >= *o.on_demand_per_hour) {
       o.spot_per_hour.reset();
       o.flags |= kSpotAtOrAboveOnDemand;

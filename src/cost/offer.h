@@ -55,6 +55,9 @@ struct Offer {
   int64_t mem_mib = 0;        // host RAM
   std::optional<MicroUsd> on_demand_per_hour;  // per instance
   std::optional<MicroUsd> spot_per_hour;       // per instance; only when spot is really offered
+  // Per instance: the effective hourly rate of a 1-year reservation as the cloud publishes it (AWS:
+  // standard, no upfront); none where the catalog has none (data/catalog/SOURCE.md).
+  std::optional<MicroUsd> reserved_1y_per_hour;
   // Expected spot interruptions per running instance-hour (a Poisson rate); 0 without spot.
   double spot_hazard_per_hour = 0;
   std::string hazard_source;  // "aws advisor <5%", "default for gcp"
@@ -101,8 +104,9 @@ struct LoadOptions {
 };
 
 // Reads the offer CSV (header: cloud,region,zone,instance_type,accelerator,gpu_count,gpu_mem_mib,
-// vcpus,ram_gib,ondemand_usd_h,host_usd_h,spot_usd_h,spot_kind,aws_interruption_bucket; columns
-// found by name, extra columns ignored). Lines that start with '#' are comments (skipped anywhere);
+// vcpus,ram_gib,ondemand_usd_h,host_usd_h,spot_usd_h,spot_kind,aws_interruption_bucket,
+// reserved_1y_usd_h; columns found by name, extra columns ignored; reserved_1y_usd_h may be absent,
+// as in catalogs written before it was added). Lines that start with '#' are comments (skipped anywhere);
 // "# prices_as_of: YYYY-MM-DD" among them dates the prices (a malformed date is an error). Rows with a GPU the catalog does not know, a fractional
 // GPU count or no price are kept out and counted in `warnings`. A malformed number is an error
 // naming file, line and column.

@@ -164,6 +164,30 @@ TEST_F(OfferTest, MalformedNumbersNameFileLineAndColumn) {
   EXPECT_NE(missing.status().message().find("x.csv:1: missing column"), std::string::npos);
 }
 
+TEST_F(OfferTest, ReadsTheReservedPriceColumnWhereTheCatalogHasIt) {
+  // Given the current header with reserved_1y_usd_h last, expect a row's 1-year price in exact
+  // micro-dollars, a blank cell as no price, and a malformed one as an error naming line and
+  // column; given the header of older catalogs without the column, expect the rows to load with
+  // no reserved price.
+  const std::string header = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) + ",reserved_1y_usd_h\n";
+  auto t = ParseOffersCsv(header +
+                              "aws,us-east-1,,p4d,A100,8,,96,1152,21.957642,,7.246022,estimated,2,13.921094\n"
+                              "aws,us-east-1,,p3,A100,8,,64,488,24.48,,,,,\n",
+                          "new.csv", gpus_);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->offers.size(), 2u);
+  EXPECT_EQ(t->offers[0].reserved_1y_per_hour, 13'921'094);
+  EXPECT_EQ(t->offers[0].spot_per_hour, 7'246'022);
+  EXPECT_FALSE(t->offers[1].reserved_1y_per_hour.has_value());
+  auto bad = ParseOffersCsv(header + "aws,us-east-1,,p4d,A100,8,,96,1152,21.95,,,,,about 14\n", "new.csv", gpus_);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "new.csv:2: reserved_1y_usd_h: expected USD per hour, got 'about 14'");
+  auto old = Parse("aws,us-east-1,,p4d,A100,8,,96,1152,21.95,,,,\n");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  ASSERT_EQ(old->offers.size(), 1u);
+  EXPECT_FALSE(old->offers[0].reserved_1y_per_hour.has_value());
+}
+
 TEST_F(OfferTest, UnterminatedQuoteIsAnErrorAndLinesStayPhysicalAfterQuotedNewlines) {
   // Given a quoted instance type holding a line break, expect the bad price on the next row named
   // by its line in the file (4, not 3); given a quote never closed, expect an error naming the

@@ -160,13 +160,18 @@ SplitInputs SplitBySpotShare(const std::vector<ModelReport>& models, double shar
       in.reserve_multiple = gpus_per_node;
       s.inputs.push_back(std::move(in));
     };
-    if (!m.prices.spot || share <= 0) {
+    // The share is of the work that may use spot; the rest of the demand, in the history's
+    // proportion, never does.
+    const double pinned =
+        m.history_gpu_hours > 0 ? std::clamp(m.no_spot_gpu_hours / m.history_gpu_hours, 0.0, 1.0) : 0.0;
+    const double tolerant = share * (1.0 - pinned);
+    if (!m.prices.spot || share <= 0 || pinned >= 1) {
       add("", 1.0, false);
-    } else if (share >= 1) {
+    } else if (share >= 1 && pinned <= 0) {
       add("", 1.0, true);
     } else {
-      add(" (no spot)", 1.0 - share, false);
-      add(" (spot-tolerant)", share, true);
+      add(" (no spot)", 1.0 - tolerant, false);
+      add(" (spot-tolerant)", tolerant, true);
     }
     s.parts.emplace_back(first, s.inputs.size());
   }
@@ -550,8 +555,31 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
     if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) allowed.push_back(name);
   }
 
+  // No-spot teams: each must be one of the history's, or the flag is mistyped.
+  std::set<std::string> teams;
+  for (const sim::TraceJob& j : all_jobs) {
+    if (!j.spec.team.empty()) teams.insert(j.spec.team);
+  }
+  for (const std::string& t : o.no_spot_teams) {
+    if (teams.count(t) > 0) continue;
+    constexpr size_t kListed = 40;  // Philly has 15 teams; a trace of users may have thousands
+    std::vector<std::string> present;
+    for (const std::string& name : teams) {
+      if (present.size() == kListed) break;
+      present.push_back(name);
+    }
+    std::string listed = present.empty() ? "none: the history names no team" : Join(present, ", ");
+    if (teams.size() > kListed) listed += " and " + std::to_string(teams.size() - kListed) + " more";
+    return Status::InvalidArgument("--no-spot-teams: team '" + t + "' does not occur in the history (its teams: " +
+                                   listed + ")");
+  }
+  const std::set<std::string> no_spot(o.no_spot_teams.begin(), o.no_spot_teams.end());
+
   // Jobs: each with its model named, those of models not planned for left out.
   PlannerReport report;
+  report.no_spot_teams = o.no_spot_teams;
+  // Jobs that may not use spot, for their share of the demand: the teams', the history's marked.
+  std::vector<sim::TraceJob> team_jobs, marked_jobs;
   report.jobs = static_cast<int64_t>(all_jobs.size());
   report.gpus_per_node = o.gpus_per_node;
   std::vector<sim::TraceJob> jobs;
@@ -578,6 +606,15 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
     }
     sim::TraceJob copy = j;
     copy.spec.gpu_models = {first};  // planned per model: the replay keeps each job on it
+    if (no_spot.count(copy.spec.team) > 0) {
+      // The replay's own way to keep a job off spot: reserved or on-demand nodes only.
+      copy.spec.market = model::MarketPreference::kOnDemand;
+      ++report.no_spot_team_jobs;
+      team_jobs.push_back(copy);
+    } else if (copy.spec.market == model::MarketPreference::kOnDemand) {
+      ++report.marked_no_spot_jobs;
+      marked_jobs.push_back(copy);
+    }
     int gpus = static_cast<int>(CeilDiv(copy.spec.total_gpu_milli(), model::kMilliGpuPerGpu));
     max_job_gpus[first] = std::max(max_job_gpus[first], gpus);
     jobs.push_back(std::move(copy));
@@ -611,6 +648,21 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
     return Status::InvalidArgument("the history spans " + std::to_string(demand.hours) +
                                    " hours; the forecast needs at least one week (168 hours) to see every hour of the week");
   }
+  // The demand that may not use spot, over the same window.
+  auto gpu_hours_of = [&](const std::vector<sim::TraceJob>& some) -> Result<std::map<std::string, double>> {
+    std::map<std::string, double> out;
+    if (some.empty()) return out;
+    DemandOptions popts = dopts;
+    popts.start = demand.start;
+    popts.end = demand.start + Duration::Hours(demand.hours);
+    GF_ASSIGN_OR_RETURN(DemandSeries d, BuildDemand(some, popts));
+    for (const auto& [name, series] : d.gpu_hours) {
+      for (double v : series) out[name] += v;
+    }
+    return out;
+  };
+  GF_ASSIGN_OR_RETURN(const auto team_gpu_hours, gpu_hours_of(team_jobs));
+  GF_ASSIGN_OR_RETURN(const auto marked_gpu_hours, gpu_hours_of(marked_jobs));
   GF_ASSIGN_OR_RETURN(Forecast forecast, ForecastDemand(demand, o.horizon_hours, o.forecast));
   report.forecast_start = forecast.start;
   report.horizon_hours = forecast.hours;
@@ -648,6 +700,10 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
       m.peak_gpu_hours_per_hour = std::max(m.peak_gpu_hours_per_hour, v);
     }
     m.max_job_gpus = max_job_gpus[name];
+    if (auto t = team_gpu_hours.find(name); t != team_gpu_hours.end()) m.no_spot_team_gpu_hours = t->second;
+    m.no_spot_gpu_hours = m.no_spot_team_gpu_hours;
+    if (auto k = marked_gpu_hours.find(name); k != marked_gpu_hours.end()) m.no_spot_gpu_hours += k->second;
+    m.no_spot_gpu_hours = std::min(m.no_spot_gpu_hours, m.history_gpu_hours);
     m.planned_demand = o.basis == PlanBasis::kForecastUpper ? f.upper : f.mean;
 
     report.models.push_back(std::move(m));

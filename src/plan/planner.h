@@ -10,17 +10,21 @@
 //      whose instance has `gpus_per_node` GPUs, so that reserved, on-demand and spot nodes all
 //      have the shape the plan counts in; and from one (cloud, region) for all markets: each place
 //      that prices every model is optimised (step 4) and the cheapest plan's place is chosen.
+//      Reserved: the catalog's 1-year price where the place has one, else a ratio of on-demand
+//      (prices.h).
 //   4. Optimise: the spot share and the reservation jointly. For each spot share on a grid of
 //      kSpotShareStep from 0 up to the cap `plan.spot_max_share` (a risk limit, not a target),
 //      SolvePlan on the forecast (mean, or its upper band) with that share of the work
-//      spot-tolerant; the cheapest plan wins (ties: the smaller share). The frontier re-solves the
-//      winner's share for other SLO waits.
+//      spot-tolerant; the cheapest plan wins (ties: the smaller share). The share is of the work
+//      that may use spot: the demand of the no-spot teams and of jobs the history marks on-demand
+//      (in the proportion of the history's demand per model) is kept off spot whatever the share.
+//      The frontier re-solves the winner's share for other SLO waits.
 //   5. Verify: sim::Simulate replays the history on candidate clusters, in parallel threads:
 //        plan            the optimiser's choice: its reserved GPUs as fixed nodes (market reserved,
 //                        priced at the reserved rate per node), plus autoscaled on-demand and spot
 //                        offers; only its spot share of the jobs (chosen by a hash of their id, so
-//                        the same jobs every run) may use spot, and those only spot; the rest run
-//                        on reserved or on-demand nodes;
+//                        the same jobs every run) may use spot, and those only spot; the rest, and
+//                        every job of a no-spot team, run on reserved or on-demand nodes;
 //        neighbours      the same with reserved +-1 and +-2 nodes of every model, and the plans of
 //                        the adjacent spot shares of the grid (each with its own reservation);
 //      and the baselines:
@@ -103,6 +107,10 @@ struct PlannerOptions {
   ReservedRatios ratios;
   std::vector<std::string> regions;  // catalog regions to price from; empty: all
   std::vector<std::string> clouds;   // catalog clouds ("aws", "gcp", ...) to price from; empty: all
+  // Teams whose jobs may not use spot: their demand is served by reserved and on-demand capacity
+  // only, in the optimiser and in the replay (where their jobs ask for market on-demand, as jobs
+  // the history itself marks so do). Each must occur in the history (InvalidArgument otherwise).
+  std::vector<std::string> no_spot_teams;
   // The part of the history to plan from and replay: jobs submitted in [from, to); demand is
   // counted over exactly that window (a trace's ramp-up and its cut-off tail are not demand).
   std::optional<Time> from;
@@ -127,6 +135,10 @@ struct ModelReport {
   ForecastMethod forecast_method = ForecastMethod::kSeasonalTrend;  // chosen by cross-validation
   std::vector<MethodError> forecast_candidates;  // every method's cross-validated error
   double history_gpu_hours = 0;            // demand over the whole history
+  // Of it, the demand that may not use spot (the no-spot teams' and the jobs the history marks
+  // on-demand); the optimiser keeps this share of the planned demand off spot.
+  double no_spot_gpu_hours = 0;
+  double no_spot_team_gpu_hours = 0;       // of which the no-spot teams'
   double peak_gpu_hours_per_hour = 0;      // its busiest hour
   int max_job_gpus = 0;                    // the largest job of this model
   std::vector<double> planned_demand;      // the series the optimiser saw (horizon hours)
@@ -184,6 +196,9 @@ struct PlannerReport {
   int64_t jobs = 0;           // in the history
   int64_t jobs_left_out = 0;  // of models not planned for
   int64_t jobs_outside_window = 0;  // submitted before `from` or at or after `to`
+  std::vector<std::string> no_spot_teams;  // as asked, in the order given
+  int64_t no_spot_team_jobs = 0;    // planned jobs of those teams
+  int64_t marked_no_spot_jobs = 0;  // other planned jobs the history marks market on-demand
   int gpus_per_node = 0;
   std::vector<ModelReport> models;
   // Every place priced, and the chosen one (the cheapest plan): all of the plan's prices come

@@ -519,5 +519,113 @@ TEST(PlannedClusterTest, ReservedNodesAndOffersFollowThePlan) {
   EXPECT_EQ(PlannedCluster({m}, 8, v, /*with_spot=*/true).autoscale.offers.size(), 2u);
 }
 
+// BaseAndBursts with the "base-a" jobs (8 GPUs every hour) in team "prod", the rest in "research".
+std::vector<sim::TraceJob> TwoTeams(int weeks) {
+  std::vector<sim::TraceJob> jobs = BaseAndBursts(weeks);
+  for (sim::TraceJob& j : jobs) j.spec.team = j.id.rfind("base-a-", 0) == 0 ? "prod" : "research";
+  return jobs;
+}
+
+TEST(PlannerNoSpotTest, ATeamKeptOffSpotIsPlannedAndReplayedWithoutSpot) {
+  // Given two weeks where team "prod" runs 8 GPUs every hour (336 of 752 jobs, 2,688 of 6,016
+  // GPU-hours), spot at 17 % of on-demand allowed for all the work, and "prod" kept off spot,
+  // expect the report to count prod's jobs and demand; the optimiser to serve at least prod's share
+  // of the planned demand from reserved and on-demand (so it reserves prod's 8 GPUs); and no
+  // replay to let a prod job on spot: the all-spot baseline allows only the other 416 jobs.
+  PlannerOptions o = Options();
+  o.plan.spot_max_share = 1.0;
+  o.verify.neighbours = false;
+  o.no_spot_teams = {"prod"};
+  auto r = RunPlanner(TwoTeams(2), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->no_spot_teams, std::vector<std::string>{"prod"});
+  EXPECT_EQ(r->no_spot_team_jobs, 336);
+  EXPECT_EQ(r->marked_no_spot_jobs, 0);
+  const ModelReport& m = r->models.at(0);
+  EXPECT_NEAR(m.history_gpu_hours, 6016, 1e-6);
+  EXPECT_NEAR(m.no_spot_team_gpu_hours, 2688, 1e-6);
+  EXPECT_NEAR(m.no_spot_gpu_hours, 2688, 1e-6);
+  double planned = 0, spot = 0, off_spot = 0;
+  for (size_t h = 0; h < m.planned_demand.size(); ++h) {
+    planned += m.planned_demand[h];
+    spot += m.plan.spot[h];
+    off_spot += m.plan.reserved_used[h] + m.plan.on_demand[h];
+  }
+  EXPECT_GE(off_spot, planned * 2688.0 / 6016.0 - 1e-6);
+  EXPECT_LE(spot, planned * (1 - 2688.0 / 6016.0) + 1e-6);
+  EXPECT_GE(m.plan.reserved_gpus, 8);
+  const Scenario* all_spot = Find(*r, "all spot (on-demand fallback)");
+  ASSERT_NE(all_spot, nullptr);
+  EXPECT_DOUBLE_EQ(all_spot->spot_job_share, 416.0 / 752.0);
+  for (const Scenario& s : r->verification) EXPECT_LE(s.spot_job_share, 416.0 / 752.0) << s.name;
+}
+
+TEST(PlannerNoSpotTest, EveryTeamKeptOffSpotMeansNoSpotAnywhere) {
+  // Given both teams kept off spot while spot is cheap and allowed for all the work, expect no
+  // spot in the plan and not a dollar of spot in any replay, the all-spot baseline included.
+  PlannerOptions o = Options();
+  o.plan.spot_max_share = 1.0;
+  o.verify.neighbours = false;
+  o.no_spot_teams = {"prod", "research"};
+  auto r = RunPlanner(TwoTeams(2), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->no_spot_team_jobs, 752);
+  double spot = 0;
+  for (double v : r->models.at(0).plan.spot) spot += v;
+  EXPECT_EQ(spot, 0.0);
+  ASSERT_FALSE(r->verification.empty());
+  for (const Scenario& s : r->verification) {
+    EXPECT_EQ(s.spot_job_share, 0.0) << s.name;
+    auto it = s.summary.cost_by_market_usd.find("spot");
+    EXPECT_TRUE(it == s.summary.cost_by_market_usd.end() || it->second == 0.0) << s.name;
+  }
+}
+
+TEST(PlannerNoSpotTest, ATeamNotInTheHistoryIsAnErrorListingTheTeams) {
+  // Given a no-spot team the history never names, expect InvalidArgument naming it and the
+  // history's teams.
+  PlannerOptions o = Options();
+  o.no_spot_teams = {"prod", "prdo"};
+  auto r = RunPlanner(TwoTeams(2), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(),
+            "--no-spot-teams: team 'prdo' does not occur in the history (its teams: prod, research)");
+}
+
+TEST(PlannerPricesTest, CatalogReservedPricesTheReservationWhereTheOfferHasOne) {
+  // Given us-east-1's p3.16xlarge with a published 1-year price of $15.12/h ($1.89 per GPU, not
+  // the ratio's $1.9278), expect the plan's reserved price from the catalog, its reservation costed
+  // at it, and the replay's reserved nodes priced at it; given --reserved-ratio's override, the
+  // ratio.
+  cost::OfferTable t = Catalog();
+  for (cost::Offer& offer : t.offers) {
+    if (offer.region == "us-east-1" && offer.gpus == 8) offer.reserved_1y_per_hour = 15'120'000;
+  }
+  PlannerOptions o = Options();
+  o.verify.baselines = false;
+  o.verify.neighbours = false;
+  auto r = RunPlanner(BaseAndBursts(2), t, model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ModelReport& m = r->models.at(0);
+  EXPECT_EQ(m.prices.reserved, 1'890'000);
+  EXPECT_EQ(m.prices.reserved_source, ReservedSource::kCatalog);
+  EXPECT_EQ(m.prices.reserved_offer, "aws us-east-1 p3.16xlarge");
+  ASSERT_GT(m.plan.reserved_gpus, 0);
+  EXPECT_EQ(m.plan.reserved_cost, m.plan.reserved_gpus * 1'890'000 * r->horizon_hours);
+  const sim::ClusterSpec c = PlannedCluster(r->models, 8, o.verify, false);
+  for (const model::NodeSpec& n : c.nodes) {
+    if (n.market == model::Market::kReserved) {
+      EXPECT_EQ(n.price_micros_per_hour, 8 * 1'890'000);
+    }
+  }
+  o.ratios.catalog_one_year = false;
+  o.verify.enabled = false;
+  auto own = RunPlanner(BaseAndBursts(2), t, model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  EXPECT_EQ(own->models.at(0).prices.reserved_source, ReservedSource::kRatio);
+  EXPECT_EQ(own->models.at(0).prices.reserved, 1'927'800);  // $24.48 / 8 x 0.63
+}
+
 }  // namespace
 }  // namespace gpufleet::plan

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace gpufleet::plan {
 namespace {
@@ -16,6 +17,17 @@ std::string Describe(const cost::Offer& o) {
 cost::MicroUsd PerGpu(cost::MicroUsd instance_price, int gpus) { return (instance_price + gpus / 2) / gpus; }
 
 }  // namespace
+
+std::string ReservedSourceText(const GpuPrices& p) {
+  if (p.reserved_source == ReservedSource::kCatalog) {
+    // The catalog's column is AWS's standard no-upfront rate (data/catalog/SOURCE.md); another
+    // cloud's, should a catalog carry one, is named by its cloud.
+    return p.reserved_cloud == "aws" ? "catalog (AWS 1-year no-upfront)" : "catalog (" + p.reserved_cloud + " 1-year)";
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "ratio %.2f of on-demand", p.reserved_ratio);
+  return buf;
+}
 
 std::vector<PriceLocation> PriceLocations(const cost::OfferTable& offers) {
   std::vector<PriceLocation> out;
@@ -75,7 +87,26 @@ Result<GpuPrices> PricesFromCatalog(const cost::OfferTable& offers, const std::s
   if (!p.on_demand) {
     return Status::NotFound("no on-demand offer of GPU model '" + gpu_model + "' in the catalog");
   }
-  p.reserved = std::llround(static_cast<double>(*p.on_demand) * ratio);
+  if (term == ReservedTerm::kOneYear && ratios.catalog_one_year) {
+    // The cheapest published 1-year price per GPU; the on-demand price stays the market's cheapest,
+    // which may be another instance type.
+    for (const cost::Offer& o : offers.offers) {
+      if (o.gpu != gpu_model || o.gpus <= 0 || !o.reserved_1y_per_hour) continue;
+      const cost::MicroUsd per_gpu = PerGpu(*o.reserved_1y_per_hour, o.gpus);
+      if (p.reserved_source != ReservedSource::kCatalog || per_gpu < p.reserved) {
+        p.reserved = per_gpu;
+        p.reserved_source = ReservedSource::kCatalog;
+        p.reserved_offer = Describe(o);
+        p.reserved_cloud = o.cloud;
+      }
+    }
+  }
+  if (p.reserved_source == ReservedSource::kCatalog) {
+    p.reserved_ratio = static_cast<double>(p.reserved) / static_cast<double>(*p.on_demand);
+  } else {
+    p.reserved = std::llround(static_cast<double>(*p.on_demand) * ratio);
+    p.reserved_ratio = ratio;
+  }
   return p;
 }
 

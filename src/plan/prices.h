@@ -6,11 +6,15 @@
 // offer it came from. Cheapest per GPU, not per job: the planner buys GPU-hours, and the node
 // shape only matters through ModelInput::reserve_multiple.
 //
-// Reserved: the catalog has no reserved prices, so a reserved GPU-hour is the on-demand price x a
-// ratio. The defaults are Google Cloud's resource-based committed use discounts for GPUs as
-// published on its pricing pages (37 % off for 1 year, 55 % off for 3 years: ratios 0.63 and
-// 0.45); AWS Savings Plans and Azure reservations for GPU instances publish discounts of the same
-// order (about 30-45 % and 50-65 %). Set your own contract's ratio where you have one.
+// Reserved, 1-year term: the catalog's own price where the clouds publish one (the offer CSV's
+// reserved_1y_usd_h: AWS's 1-year standard no-upfront rate, data/catalog/SOURCE.md), the cheapest
+// per GPU among the model's offers that carry one. Elsewhere, for the 3-year term, and whenever the
+// buyer gives a ratio (ReservedRatios::catalog_one_year false), a reserved GPU-hour is the
+// on-demand price x a ratio: the documented fallback. The default ratios are Google Cloud's
+// resource-based committed use discounts for GPUs as published on its pricing pages (37 % off for
+// 1 year, 55 % off for 3 years: ratios 0.63 and 0.45); AWS's published 1-year no-upfront rates are
+// 0.62-0.70 of on-demand for GPU instances, and Azure reservations publish discounts of the same
+// order. Set your own contract's ratio where you have one.
 //
 // One place per plan: a buyer pays one cloud in one region, so the planner prices every market of a
 // plan line from offers of a single (cloud, region) (PriceLocations, OffersAt); taking the cheapest
@@ -33,18 +37,31 @@ enum class ReservedTerm { kOneYear, kThreeYear };
 struct ReservedRatios {
   double one_year = 0.63;
   double three_year = 0.45;
+  // Price a 1-year reservation from the catalog where an offer has a reserved price; false: the
+  // ratio everywhere (a buyer's own contract).
+  bool catalog_one_year = true;
 };
+
+// Where a reserved price comes from.
+enum class ReservedSource { kRatio, kCatalog };
 
 struct GpuPrices {
   std::string gpu_model;
   std::string cloud, region;                  // where every price comes from, when one place
   cost::MicroUsd reserved = 0;                // per GPU-hour, paid every hour of the term
+  ReservedSource reserved_source = ReservedSource::kRatio;
+  double reserved_ratio = 0;                  // reserved / on-demand: the ratio used, or the catalog's
+  std::string reserved_offer;                 // kCatalog: the offer it came from, for reports
+  std::string reserved_cloud;                 // kCatalog: that offer's cloud
   std::optional<cost::MicroUsd> on_demand;    // per GPU-hour; none: not offered
   std::optional<cost::MicroUsd> spot;         // per GPU-hour; none: not offered
   double spot_interruptions_per_hour = 0;     // of the cheapest spot offer
   std::string on_demand_offer;                // "aws us-east-1 p4d.24xlarge", for reports
   std::string spot_offer;
 };
+
+// For reports: "catalog (AWS 1-year no-upfront)" or "ratio 0.63 of on-demand".
+std::string ReservedSourceText(const GpuPrices& prices);
 
 // A cloud and one of its regions.
 struct PriceLocation {

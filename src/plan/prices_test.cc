@@ -42,6 +42,55 @@ TEST(PricesTest, CheapestPerGpuOfferSetsOnDemandAndSpotAndReservedIsARatio) {
   EXPECT_FALSE(h100->spot.has_value());
 }
 
+TEST(PricesTest, OneYearReservedComesFromTheCatalogWhereAnOfferHasIt) {
+  // Given two A100 offers, an 8-GPU one at $32/h with a published 1-year price of $20/h and a
+  // 4-GPU one at $18/h with $9/h, expect on-demand from the first ($4 per GPU) and the 1-year
+  // price per GPU the cheapest published one ($9 / 4 = $2.25, not the ratio's $4 x 0.63 = $2.52),
+  // named as the catalog's AWS price with its offer and its ratio to on-demand; and given the
+  // 3-year term, a ratio ($4 x 0.45) as the fallback, for the catalog publishes no 3-year price.
+  cost::OfferTable t;
+  t.offers = {MakeOffer("aws", "p4d", "A100", 8, 32'000'000, std::nullopt),
+              MakeOffer("aws", "p4half", "A100", 4, 18'000'000, std::nullopt)};
+  t.offers[0].reserved_1y_per_hour = 20'000'000;
+  t.offers[1].reserved_1y_per_hour = 9'000'000;
+  auto p = PricesFromCatalog(t, "A100", ReservedTerm::kOneYear);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->on_demand, 4'000'000);
+  EXPECT_EQ(p->on_demand_offer, "aws r1 p4d");
+  EXPECT_EQ(p->reserved, 2'250'000);
+  EXPECT_EQ(p->reserved_source, ReservedSource::kCatalog);
+  EXPECT_EQ(p->reserved_offer, "aws r1 p4half");
+  EXPECT_DOUBLE_EQ(p->reserved_ratio, 2.25 / 4.0);
+  EXPECT_EQ(ReservedSourceText(*p), "catalog (AWS 1-year no-upfront)");
+  auto three = PricesFromCatalog(t, "A100", ReservedTerm::kThreeYear);
+  ASSERT_TRUE(three.ok());
+  EXPECT_EQ(three->reserved, 1'800'000);
+  EXPECT_EQ(three->reserved_source, ReservedSource::kRatio);
+  EXPECT_EQ(ReservedSourceText(*three), "ratio 0.45 of on-demand");
+}
+
+TEST(PricesTest, AGivenRatioOverridesTheCatalogAndModelsWithoutDataFallBack) {
+  // Given a catalog 1-year price and a buyer's own ratio (catalog_one_year off), expect the ratio;
+  // given a model whose offers publish no reserved price, expect the default ratio.
+  cost::OfferTable t;
+  t.offers = {MakeOffer("aws", "p4d", "A100", 8, 32'000'000, std::nullopt),
+              MakeOffer("aws", "p3", "V100", 8, 24'000'000, std::nullopt)};
+  t.offers[0].reserved_1y_per_hour = 20'000'000;
+  ReservedRatios own;
+  own.one_year = 0.5;
+  own.catalog_one_year = false;
+  auto p = PricesFromCatalog(t, "A100", ReservedTerm::kOneYear, own);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->reserved, 2'000'000);
+  EXPECT_EQ(p->reserved_source, ReservedSource::kRatio);
+  EXPECT_EQ(ReservedSourceText(*p), "ratio 0.50 of on-demand");
+  auto v100 = PricesFromCatalog(t, "V100", ReservedTerm::kOneYear);
+  ASSERT_TRUE(v100.ok());
+  EXPECT_EQ(v100->reserved, 1'890'000);  // $3 x 0.63
+  EXPECT_EQ(v100->reserved_source, ReservedSource::kRatio);
+  EXPECT_TRUE(v100->reserved_offer.empty());
+}
+
 TEST(PricesTest, SuspectPricesAreUsedOnlyWhenNothingElseIs) {
   // Given a suspect $1 offer and a normal $3 one, expect $3; with only the suspect one, $1.
   cost::OfferTable t;
@@ -90,19 +139,33 @@ TEST(PricesTest, LocationsAreEachCloudRegionOnceAndOffersAtKeepsOnlyOne) {
 }
 
 TEST(PricesTest, ShippedCatalogPricesTheCommonModels) {
-  // Given the shipped offer catalog, expect A100 and H100 priced with on-demand above reserved
-  // and spot below on-demand.
+  // Given the shipped offer catalog, expect A100 and H100 priced at every place that offers them
+  // with on-demand above reserved and spot below on-demand, and AWS us-east-1's A100 reservation
+  // at p4d.24xlarge's published 1-year rate ($13.921094 / 8 GPUs, 0.634 of on-demand).
   auto table = cost::LoadOffersCsv(std::string(GPUFLEET_SOURCE_DIR) + "/data/catalog/offers.csv",
                                    model::GpuCatalog::BuiltIn());
   ASSERT_TRUE(table.ok()) << table.status().ToString();
-  for (const char* gpu : {"A100", "H100"}) {
-    auto p = PricesFromCatalog(*table, gpu, ReservedTerm::kOneYear);
-    ASSERT_TRUE(p.ok()) << gpu << ": " << p.status().ToString();
-    EXPECT_GT(*p->on_demand, p->reserved) << gpu;
-    ASSERT_TRUE(p->spot.has_value()) << gpu;
-    EXPECT_LT(*p->spot, *p->on_demand) << gpu;
-    EXPECT_FALSE(p->on_demand_offer.empty());
+  int from_catalog = 0;
+  for (const PriceLocation& where : PriceLocations(*table)) {
+    const cost::OfferTable here = OffersAt(*table, where);
+    for (const char* gpu : {"A100", "H100"}) {
+      auto p = PricesFromCatalog(here, gpu, ReservedTerm::kOneYear);
+      if (!p.ok()) continue;  // not offered here
+      const std::string what = std::string(gpu) + " at " + where.cloud + " " + where.region;
+      EXPECT_GT(*p->on_demand, p->reserved) << what;
+      if (p->spot) {
+        EXPECT_LT(*p->spot, *p->on_demand) << what;
+      }
+      EXPECT_FALSE(p->on_demand_offer.empty()) << what;
+      if (p->reserved_source == ReservedSource::kCatalog) ++from_catalog;
+    }
   }
+  EXPECT_GT(from_catalog, 0);
+  auto us_east = PricesFromCatalog(OffersAt(*table, PriceLocation{"aws", "us-east-1"}), "A100", ReservedTerm::kOneYear);
+  ASSERT_TRUE(us_east.ok()) << us_east.status().ToString();
+  EXPECT_EQ(us_east->reserved, 1'740'137);
+  EXPECT_EQ(us_east->reserved_source, ReservedSource::kCatalog);
+  EXPECT_EQ(us_east->reserved_offer, "aws us-east-1 p4d.24xlarge");
 }
 
 }  // namespace
