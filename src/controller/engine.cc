@@ -595,25 +595,41 @@ void Engine::ApplyRestart(RestartReq& r) {
   r.result = Status::Ok();
 }
 
+namespace {
+bool Watched(const api::JobRecord& rec) {
+  return rec.state == api::JobState::kRunning || rec.state == api::JobState::kStarting;
+}
+}  // namespace
+
+std::optional<Engine::JobWatch> Engine::WatchOf(JobId id) const {
+  MutexLock lock(mu_);
+  auto it = jobs_.find(id.value());
+  if (it == jobs_.end() || !Watched(it->second.rec)) return std::nullopt;
+  return WatchLocked(it->second);
+}
+
 std::vector<Engine::JobWatch> Engine::RunningJobs() const {
   MutexLock lock(mu_);
   std::vector<JobWatch> out;
   for (const auto& [id, job] : jobs_) {
-    if (job.rec.state != JobState::kRunning && job.rec.state != JobState::kStarting) continue;
-    JobWatch w;
-    w.id = job.rec.id;
-    w.name = job.rec.request.spec.name;
-    w.team = job.rec.request.spec.team;
-    w.started = job.attempt_started;
-    w.watchdog = job.rec.request.watchdog;
-    w.last_output = job.last_output;
-    w.progress_at = job.progress_at;
-    w.step = job.step;
-    w.loss = job.loss;
-    if (job.rec.placement) w.parts = job.rec.placement->parts;
-    out.push_back(std::move(w));
+    if (Watched(job.rec)) out.push_back(WatchLocked(job));
   }
   return out;
+}
+
+Engine::JobWatch Engine::WatchLocked(const Job& job) const {
+  JobWatch w;
+  w.id = job.rec.id;
+  w.name = job.rec.request.spec.name;
+  w.team = job.rec.request.spec.team;
+  w.started = job.attempt_started;
+  w.watchdog = job.rec.request.watchdog;
+  w.last_output = job.last_output;
+  w.progress_at = job.progress_at;
+  w.step = job.step;
+  w.loss = job.loss;
+  if (job.rec.placement) w.parts = job.rec.placement->parts;
+  return w;
 }
 
 Engine::Stats Engine::stats() const {

@@ -220,6 +220,8 @@ class Engine {
     std::vector<model::NodeAssignment> parts;
   };
   std::vector<JobWatch> RunningJobs() const;
+  // One job's activity, if it is starting or running: a lookup, not a walk of every job.
+  std::optional<JobWatch> WatchOf(JobId job) const;
   // Counts since this controller started, for /metrics.
   struct Stats {
     std::map<std::string, int64_t> preemptions;  // by reason (cancels are not preemptions)
@@ -434,6 +436,7 @@ class Engine {
   void CheckHeartbeats(Time now) GF_REQUIRES(mu_);
   void LosePartsOn(NodeId node, const std::string& why) GF_REQUIRES(mu_);
   std::vector<NodeStatus> NodesLocked() const GF_REQUIRES(mu_);
+  JobWatch WatchLocked(const Job& job) const GF_REQUIRES(mu_);
   std::vector<sched::PendingJob> PendingLocked() const GF_REQUIRES(mu_);
   // The scheduler's decisions: it calls them (through sink_) only from HandleAll, which the
   // engine runs with mu_ held.

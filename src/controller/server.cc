@@ -771,8 +771,8 @@ void ApiServer::JobRoutes(const Guards& g) {
     }
     o["history"] = h;
     // A running job's activity, as the watchdog sees it.
-    for (const auto& w : visible ? engine_.RunningJobs() : std::vector<Engine::JobWatch>{}) {
-      if (w.id != rec.id) continue;
+    if (std::optional<Engine::JobWatch> watch = visible ? engine_.WatchOf(rec.id) : std::nullopt) {
+      const Engine::JobWatch& w = *watch;
       json act = {{"attempt_started", FormatIso8601(w.started)}};
       if (w.progress_at) act["progress_at"] = FormatIso8601(*w.progress_at);
       if (w.step) act["step"] = *w.step;
