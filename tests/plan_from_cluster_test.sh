@@ -7,12 +7,20 @@
 #     plan's offers);
 #   - the `history -o jsonl` export of the same jobs to plan the same with --trace;
 #   - a second --apply to refuse to replace the file (exit 2, file unchanged) unless --force;
+#   - `plan --help` to teach --from-cluster and --apply with an example of each;
 #   - under a week of history without --since, no finished jobs, an unreachable controller and a
 #     refused token to fail with the fix in the message (exit 2, 2, 3, 3) and write nothing.
 #
 # Usage: plan_from_cluster_test.sh PATH/TO/gpufleet
 GPUFLEET="${1:?usage: plan_from_cluster_test.sh GPUFLEET}"
 source "$(dirname "$0")/cluster_lib.sh"
+
+# --- plan --help teaches both flags ----------------------------------------------------------
+run "$WORK/help" "$GPUFLEET" plan --help
+expect_rc "$WORK/help" 0 "plan --help"
+for text in --from-cluster --since --apply --force --pool-provider "--apply pool.yaml" "gpufleet server --pool pool.yaml"; do
+  expect_contains "$WORK/help.out" "$text" "plan --help teaches $text"
+done
 
 cluster_start_server
 AGENT_GPUS=8xH100 cluster_start_agent node-a
