@@ -314,7 +314,9 @@ Result<std::string> PoolFileText(const plan::PlannerReport& r, const plan::Plann
     po.place = place_of(po.gpu, po.gpus, po.market);
     offers.push_back(std::move(po));
   }
-  for (const auto& [gpu, count] : reserved) {
+  for (const auto& entry : reserved) {
+    // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+    const std::string& gpu = entry.first;
     const bool has_od = std::any_of(offers.begin(), offers.end(), [&](const PoolOffer& p) {
       return p.gpu == gpu && p.market == model::Market::kOnDemand && p.gpus == r.gpus_per_node;
     });
