@@ -18,10 +18,10 @@
 #include "api/job_yaml.h"
 #include "cli/client.h"
 #include "cli/client_common.h"
+#include "cli/cluster_history.h"
 #include "common/strings.h"
 #include "common/time.h"
 #include "model/gpu_speeds.h"
-#include "sim/trace.h"
 
 // The job commands: submit, run, queue, status, logs, cancel, explain, history.
 
@@ -529,57 +529,6 @@ int64_t RuntimeMs(const std::vector<api::Transition>& history, int64_t now_ms) {
   return total;
 }
 
-// How long a job held its GPUs, from its transitions: the time spent starting, running or
-// stopping, over all attempts (a fast job can go from starting straight to succeeded).
-int64_t HeldMs(const std::vector<api::Transition>& history, int64_t now_ms) {
-  auto holds = [](api::JobState s) {
-    return s == api::JobState::kStarting || s == api::JobState::kRunning || s == api::JobState::kStopping;
-  };
-  int64_t total = 0, since = -1;
-  for (const api::Transition& h : history) {
-    const int64_t at = h.at.millis();
-    const bool from = holds(h.from), to = holds(h.to);
-    if (to && !from) since = at;
-    if (from && !to && since >= 0) {
-      total += at - since;
-      since = -1;
-    }
-  }
-  if (since >= 0) total += now_ms - since;
-  return total;
-}
-
-// The cluster's own history as a trace job: its shape from the record where the caller may see
-// it (CPUs, memory, estimate, checkpoints, constraints too), else from the summary; the time it
-// held its GPUs as its work; a job that named no GPU model gets the one it ran on, which is the
-// GPU its work was measured on (the planner's --gpu keeps only the jobs of its model).
-sim::TraceJob TraceJobOf(const api::JobSummary& j, const json& detail, int64_t work_ms) {
-  sim::TraceJob t;
-  t.id = std::to_string(j.id.value());
-  bool from_record = false;
-  if (detail.contains("record")) {
-    if (auto rec = api::JobRecordFromJson(detail["record"]); rec.ok()) {
-      t.spec = rec->request.spec;
-      from_record = true;
-    }
-  }
-  if (!from_record) {
-    t.spec.gpus_per_node = j.gpus_per_node;
-    t.spec.gpu_milli = j.gpu_milli;
-    t.spec.nodes = j.nodes;
-    t.spec.gpu_models = j.gpu_models;
-  }
-  t.spec.name = j.name;
-  t.spec.team = j.team;
-  t.spec.priority = j.priority;
-  t.spec.submit = j.submitted;
-  if (t.spec.gpu_models.empty() && j.placement && !j.placement->gpu_model.empty()) {
-    t.spec.gpu_models = {j.placement->gpu_model};
-  }
-  t.work = Duration::Millis(work_ms);
-  return t;
-}
-
 std::function<int()> SetupHistory(CLI::App& app) {
   struct Args {
     Connection conn;
@@ -614,45 +563,21 @@ std::function<int()> SetupHistory(CLI::App& app) {
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
     // A trace wants the whole history, not the last screenful.
-    const int64_t limit = a->output == "jsonl" && !a->limit_given ? INT64_MAX : a->limit;
-    // Pages of at most 1000 (the controller's largest), newest first, until `limit` jobs.
-    constexpr int64_t kPage = 1000;
-    std::vector<api::JobSummary> jobs;
-    int64_t cursor = 0;
-    for (int64_t seen = 0; seen < limit;) {
-      std::map<std::string, std::string> q = {{"limit", std::to_string(std::min(kPage, limit - seen))}};
-      if (cursor > 0) q["cursor"] = std::to_string(cursor);
-      if (!a->team.empty()) q["team"] = a->team;
-      if (!a->state.empty()) q["state"] = a->state;
-      ApiResult r = client->Get("/v1/jobs", q);
-      if (!r.ok()) return Report(cmd, r);
-      auto page = DecodeJobList(r.body);
-      if (!page.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + page.status().message());
-      for (auto& j : *page) jobs.push_back(std::move(j));
-      seen += std::min(kPage, limit - seen);
-      cursor = IntField(r.body, "next_cursor");
-      if (cursor <= 0) break;
-    }
-    std::stable_sort(jobs.begin(), jobs.end(),
-                     [](const api::JobSummary& x, const api::JobSummary& y) { return x.id.value() > y.id.value(); });
+    JobListQuery query;
+    query.team = a->team;
+    query.state = a->state;
+    query.limit = a->output == "jsonl" && !a->limit_given ? INT64_MAX : a->limit;
+    auto listed = ListJobs(*client, query);
+    if (!listed.ok()) return Report(cmd, listed.error);
+    const std::vector<api::JobSummary>& jobs = listed.value;
     // Runtimes come from each job's transitions; a long listing skips them rather than make
     // hundreds of requests.
     int64_t now = NowMs();
     if (a->output == "jsonl") {
-      // The cluster's own history as a trace: each job that ran, with the time it held its GPUs
-      // (all attempts) as its work, oldest first.
-      std::reverse(jobs.begin(), jobs.end());
-      for (const api::JobSummary& j : jobs) {
-        // Finished jobs only: a running one's work is not known yet.
-        if (j.attempt == 0 || !IsTerminalState(api::JobStateName(j.state))) continue;
-        ApiResult d = client->Get("/v1/jobs/" + std::to_string(j.id.value()));
-        if (!d.ok()) return Report(cmd, d);
-        auto history = DecodeHistory(d.body);
-        if (!history.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + history.status().message());
-        const int64_t work_ms = HeldMs(*history, now);
-        if (work_ms <= 0) continue;
-        std::printf("%s\n", sim::TraceJsonLine(TraceJobOf(j, d.body, work_ms)).c_str());
-      }
+      // The cluster's own history as a trace (cluster_history.h), oldest first.
+      auto lines = TraceLinesOf(*client, jobs, now);
+      if (!lines.ok()) return Report(cmd, lines.error);
+      for (const std::string& line : lines.value) std::printf("%s\n", line.c_str());
       return kExitOk;
     }
     std::vector<std::optional<int64_t>> runtimes(jobs.size());

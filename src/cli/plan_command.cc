@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/exit_codes.h"
+#include "cli/plan_cluster.h"
 #include "cli/progress.h"
 #include "common/iso_time.h"
 #include "common/strings.h"
@@ -79,6 +80,7 @@ struct PlanArgs {
   std::string plots;
   bool progress = false;
   bool no_progress = false;
+  PlanClusterArgs cluster;  // --from-cluster, --apply: plan_cluster.h
 };
 
 int Fail(int code, const std::string& msg) {
@@ -636,8 +638,10 @@ Status WriteFile(const std::string& path, const std::string& text) {
 
 // ------------------------------------------------------------------ the command
 
-int Run(const PlanArgs& a) {
+int Run(const PlanArgs& args) {
   // Flags first, all of them, before reading a large trace: a wrong value is exit code 2.
+  if (int rc = CheckPlanClusterFlags(args.cluster, !args.trace.empty()); rc != 0) return rc;
+  PlanArgs a = args;  // with --from-cluster, `trace` names the cluster in the report
   plan::PlannerOptions o;
   auto trace_options = TraceOptionsFromFlags(a.format, a.columns, a.skip_bad_rows, a.max_jobs);
   if (!trace_options.ok()) return Fail(kExitUsage, trace_options.status().message());
@@ -804,7 +808,17 @@ int Run(const PlanArgs& a) {
     }
     o.verify.spot_capacity = std::move(*capacity);
   }
-  auto trace = sim::ReadTrace(a.trace, topts);
+  Result<sim::Trace> trace = Status::Unavailable("no history read");
+  if (a.cluster.from_cluster) {
+    ClusterHistory history = ReadClusterHistory(a.cluster, o.from.has_value());
+    if (history.exit_code != 0) return history.exit_code;
+    if (!o.from) o.from = history.from;
+    if (!o.to) o.to = history.to;
+    a.trace = history.source;
+    trace = std::move(history.trace);
+  } else {
+    trace = sim::ReadTrace(a.trace, topts);
+  }
   if (!trace.ok()) return Fail(trace.status());
   if (trace->bad_rows_skipped > 0) {
     std::fprintf(stderr, "gpufleet plan: skipped %lld bad row(s)\n", static_cast<long long>(trace->bad_rows_skipped));
@@ -841,6 +855,10 @@ int Run(const PlanArgs& a) {
 
   std::string out = a.output == "json" ? FormatJson(a, o, *report).dump(2) + "\n" : FormatText(a, o, *report);
   std::fwrite(out.data(), 1, out.size(), stdout);
+  if (!a.cluster.apply.empty()) {
+    std::fflush(stdout);
+    return ApplyPlan(a.cluster, *report, o, a.trace);
+  }
   return 0;
 }
 
@@ -888,10 +906,17 @@ Examples:
   gpufleet plan --trace jobs.csv --columns submit=ts,duration=secs,gpus=n --default-gpu A100 \
                 --basis upper --no-verify
 
-Exit codes: 0 done, 1 an output could not be written, 2 a bad flag or an input that cannot be used (the trace, the catalog, --gpu-specs, --spot-capacity FILE).
+  # The live cluster's last four weeks (the controller 'gpufleet history' talks to), and the
+  # recommendation written as a pool file, then run
+  gpufleet plan --from-cluster --since 4w --cloud aws --region us-east-1 --apply pool.yaml
+  gpufleet server --pool pool.yaml
+
+Exit codes: 0 done, 1 an output could not be written (or --apply found no plan that meets the SLO), 2 a bad flag or an input that cannot be used (the trace, the cluster's history, the catalog, --gpu-specs, --spot-capacity FILE, an --apply FILE that exists without --force), 3 --from-cluster cannot reach the controller or its token was refused.
 docs/planning.md explains the model, its limits and the results on the Philly trace.)");
-  sub->add_option("--trace", args->trace, "Job history: any trace `gpufleet sim` reads (Philly, Alibaba 2023, Tiresias, CSV with --columns, JSON Lines)")
-      ->required();
+  sub->add_option("--trace", args->trace,
+                  "Job history: any trace `gpufleet sim` reads (Philly, Alibaba 2023, Tiresias, CSV with --columns, "
+                  "JSON Lines); or --from-cluster");
+  AddPlanClusterFlags(sub, args->cluster);
   AddTraceFlags(sub, args->format, args->columns, args->skip_bad_rows, args->max_jobs);
   sub->add_option("--catalog", args->catalog, "Offer catalog CSV (default: $GPUFLEET_CATALOG, else data/catalog/offers.csv)");
   sub->add_option("--region", args->regions, "Price only from offers in this region (repeatable or comma-separated; default: all). "
