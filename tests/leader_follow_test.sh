@@ -10,7 +10,8 @@
 #   - SIGTERM of A: it releases its lease, and B leads while A's lease had more than a minute
 #     left, which only the release allows; the agent reports to B, the job keeps its process.
 #   - kill -9 of B: C takes over; the agent re-registers with C, the job still the same process and
-#     attempt, and the CLI, given all three URLs, submits through the list to C.
+#     attempt, and the CLI, given all three URLs, submits through the list to C and remembers C
+#     for its next command.
 #
 # Usage: leader_follow_test.sh PATH/TO/gpufleet PATH/TO/gpufleet-test-postgres
 GPUFLEET="${1:?usage: leader_follow_test.sh GPUFLEET GPUFLEET_TEST_POSTGRES}"
@@ -139,5 +140,7 @@ kill -0 "$JOB_PID" 2>/dev/null || fail "the job's process $JOB_PID is gone"
 id="$(GPUFLEET_SERVER="$A_URL,$B_URL,$C_URL" "$GPUFLEET" submit "$WORK/keeper.yaml" -o json </dev/null |
   json_get "j['jobs'][0]['id']")" || fail "submit through a list with two controllers gone"
 [[ "$id" == $((JOB + 1)) ]] || fail "the second job got id '$id'"
+# ... and remembers C for the next command given that list.
+grep -qx "$C_URL" "$XDG_CACHE_HOME"/gpufleet/leader-* || fail "the remembered leaders: $(cat "$XDG_CACHE_HOME"/gpufleet/leader-*)"
 
 echo "PASS: the CLI and an agent follow the leader across SIGTERM (released lease) and kill -9 of leaders; the job kept its process"

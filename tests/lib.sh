@@ -10,6 +10,8 @@ PYTHON="${PYTHON:-python3}"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/gpufleet-test.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
+# The CLI remembers which of several controllers leads under $XDG_CACHE_HOME: the test's own.
+export XDG_CACHE_HOME="$WORK/.cache"
 
 fail() {
   echo "FAIL: $*" >&2

@@ -64,4 +64,12 @@ bool ControllerList::Redirect(const std::string& from, std::string_view leader) 
   return current_ != from;
 }
 
+bool ControllerList::StartAt(std::string_view url) {
+  auto it = std::find(urls_.begin(), urls_.end(), Normalized(url));
+  if (it == urls_.end()) return false;
+  cursor_ = static_cast<size_t>(it - urls_.begin());
+  current_ = *it;
+  return true;
+}
+
 }  // namespace gpufleet::api

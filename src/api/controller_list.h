@@ -40,6 +40,10 @@ class ControllerList {
   // (false with one URL that cannot be reached).
   bool Redirect(const std::string& from, std::string_view leader);
 
+  // Starts at `url` (normalised as Parse does) when it is one of the listed URLs: the leader a
+  // client remembered from an earlier run. Returns false, changing nothing, for any other URL.
+  bool StartAt(std::string_view url);
+
  private:
   explicit ControllerList(std::vector<std::string> urls);
 

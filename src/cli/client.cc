@@ -2,7 +2,13 @@
 
 #include <httplib.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "api/codec.h"
@@ -18,6 +24,18 @@ constexpr int kConnectTimeoutS = 5;
 
 bool Transient(const ApiResult& r) { return r.http_status == 0 || r.http_status >= 500; }
 
+// 64-bit FNV-1a: a file name for a list of URLs that is the same in every build.
+std::string ListKey(const std::string& joined) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : joined) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
 }  // namespace
 
 int ExitCodeForHttp(int http_status) {
@@ -31,6 +49,12 @@ ApiClient::ApiClient(ClientConfig config) : config_(std::move(config)) {
   auto list = api::ControllerList::Parse(config_.server);
   if (list.ok()) {
     controllers_ = std::move(*list);
+    if (controllers_->urls().size() > 1 && !config_.leader_memory_dir.empty()) {
+      memory_path_ = config_.leader_memory_dir + "/leader-" + ListKey(controllers_->Joined());
+      std::ifstream in(memory_path_);
+      std::string url;
+      if (in && std::getline(in, url) && controllers_->StartAt(url)) remembered_ = controllers_->Current();
+    }
   } else {
     bad_server_ = list.status().message() + " (from " + config_.source + ")";
   }
@@ -39,6 +63,30 @@ ApiClient::ApiClient(ClientConfig config) : config_(std::move(config)) {
 ApiClient::~ApiClient() = default;
 
 std::string ApiClient::CheckServer() const { return bad_server_; }
+
+void ApiClient::Remember(const std::string& server) {
+  if (memory_path_.empty() || server == remembered_) return;
+  // A cache: a failure to write it costs the next command a detour, nothing else.
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::path(memory_path_).parent_path();
+  if (std::filesystem::create_directories(dir, ec)) ::chmod(dir.c_str(), 0700);
+  const std::string tmp = memory_path_ + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << server << "\n";
+    if (!out) {
+      std::filesystem::remove(tmp, ec);
+      return;
+    }
+  }
+  ::chmod(tmp.c_str(), 0600);
+  std::filesystem::rename(tmp, memory_path_, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    return;
+  }
+  remembered_ = server;
+}
 
 std::vector<std::string> ApiClient::servers() const {
   return controllers_ ? controllers_->urls() : std::vector<std::string>{config_.server};
@@ -108,6 +156,7 @@ ApiResult ApiClient::Send(bool post, const std::string& target, const std::strin
         r.exit_code = kExitUnreachable;
       } else {
         r = Decode(server, res->status, res->body);
+        if (!standby) Remember(server);
       }
       // A request that may have reached a controller (the answer was lost) is sent elsewhere only
       // when it is safe to repeat.

@@ -13,7 +13,11 @@
 // `server` may list several controllers ("URL1,URL2"): a request that cannot reach one, or is
 // answered 503 by a standby, goes to the leader the standby names or to the next URL at once
 // (api/controller_list.h), and the client keeps to the URL that answered. Any request may follow
-// a standby: the standby did nothing with it.
+// a standby: the standby did nothing with it. With `leader_memory_dir` set, the URL that answered
+// is also written there (a file per list, named by a hash of it) and the next client given the
+// same list starts at it: a later command goes straight to the leader instead of through a
+// standby's 503 or a dead controller's connection timeout. A remembered URL that stands by by now
+// names the new leader as any standby does.
 //
 // Thread-safety: one ApiClient per thread.
 #pragma once
@@ -76,10 +80,14 @@ class ApiClient {
   ApiResult Send(bool post, const std::string& target, const std::string& body, const ApiClientOptions& options);
   ApiResult Decode(const std::string& server, int status, const std::string& body) const;
   httplib::Client& ClientFor(const std::string& server);
+  // Writes `server` as the one that answered, when it differs from what is remembered.
+  void Remember(const std::string& server);
 
   ClientConfig config_;
   std::optional<api::ControllerList> controllers_;  // unset when config_.server is not a valid list
   std::string bad_server_;                           // why, then
+  std::string memory_path_;  // the file remembering the leader of this list; empty: none
+  std::string remembered_;   // what it holds
   std::map<std::string, std::unique_ptr<httplib::Client>> http_;  // by URL, made on first use
 };
 

@@ -20,6 +20,12 @@ std::string ClientConfigPath() {
   return std::string(home && *home ? home : "/root") + "/.config/gpufleet/config.yaml";
 }
 
+std::string LeaderMemoryDir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/gpufleet";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/gpufleet";
+  return "";
+}
+
 Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std::string& token_flag) {
   ClientConfig c;
   std::string path = ClientConfigPath();
@@ -70,6 +76,7 @@ Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std:
   if (!server_flag.empty()) c.server = server_flag;
   if (!token_flag.empty()) c.token = token_flag;
   if (c.source.empty()) c.source = "flags/environment (no " + path + ")";
+  c.leader_memory_dir = LeaderMemoryDir();
   return c;
 }
 

@@ -7,7 +7,8 @@
 //
 // With several controllers on one store (docs/operations.md), `server` lists them all, comma-
 // separated in the flag and the environment ("http://c1:8470,http://c2:8470"), or as that string
-// or a YAML list in the file; the client follows the leader among them (client.h).
+// or a YAML list in the file; the client follows the leader among them (client.h) and remembers
+// the one that answered for the next command, in $XDG_CACHE_HOME/gpufleet (else ~/.cache/gpufleet).
 #pragma once
 
 #include <string>
@@ -23,7 +24,13 @@ struct ClientConfig {
   // system's trusted CAs. `ca_cert:` in the file, or GPUFLEET_CA_CERT.
   std::string ca_cert;
   std::string source;  // where the values came from, for error messages
+  // Where the client remembers which of several controllers answered last, one small file per
+  // list of URLs; empty: it does not remember between commands.
+  std::string leader_memory_dir;
 };
+
+// $XDG_CACHE_HOME/gpufleet, else $HOME/.cache/gpufleet; empty without either.
+std::string LeaderMemoryDir();
 
 std::string ClientConfigPath();
 // Reads the file (if any) and the environment; `server`/`token` flags override when non-empty.

@@ -8,7 +8,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -19,9 +23,14 @@ namespace {
 // `leader` in X-Gpufleet-Leader, as `gpufleet server --leader-lease` does. Counts what it was sent.
 class FakeController {
  public:
-  FakeController(std::string name, std::optional<std::string> leader) : name_(std::move(name)) {
-    auto handle = [this, leader](const httplib::Request&, httplib::Response& res) {
+  FakeController(std::string name, std::optional<std::string> leader) : name_(std::move(name)), leader_(leader) {
+    auto handle = [this](const httplib::Request&, httplib::Response& res) {
       ++requests_;
+      std::optional<std::string> leader;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        leader = leader_;
+      }
       if (leader) {
         res.status = 503;
         res.set_header("X-Gpufleet-Leader", *leader);
@@ -43,9 +52,21 @@ class FakeController {
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   int requests() const { return requests_; }
+  // From now on: the leader.
+  void Lead() {
+    std::lock_guard<std::mutex> lock(mu_);
+    leader_.reset();
+  }
+  // From now on: a standby naming `leader`.
+  void StandBy(const std::string& leader) {
+    std::lock_guard<std::mutex> lock(mu_);
+    leader_ = leader;
+  }
 
  private:
   std::string name_;
+  std::mutex mu_;
+  std::optional<std::string> leader_;
   httplib::Server server_;
   int port_ = 0;
   std::thread thread_;
@@ -86,6 +107,84 @@ TEST(ApiClientTest, StandbyFirstSendsToTheLeaderItNamesAndRemembersIt) {
   ASSERT_TRUE(client.Get("/v1/jobs").ok());
   EXPECT_EQ(standby.requests(), 1);
   EXPECT_EQ(leader.requests(), 2);
+}
+
+// A directory for one test's remembered leaders, removed after it.
+class LeaderMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gpufleet-leader-memory.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  ApiClient Client(const std::string& servers) const {
+    ClientConfig config;
+    config.server = servers;
+    config.source = "test";
+    config.leader_memory_dir = dir_ + "/cache/gpufleet";
+    return ApiClient(config);
+  }
+  std::string dir_;
+};
+
+TEST_F(LeaderMemoryTest, TheNextClientGoesStraightToTheLeaderTheLastOneFound) {
+  // Given a standby first on the list, expect the first client to reach the leader through the
+  // standby, and a second client (the next command) given the same list to send to the leader
+  // without asking the standby again.
+  FakeController leader("leader", std::nullopt);
+  FakeController standby("standby", leader.url());
+  const std::string list = standby.url() + "," + leader.url();
+  {
+    ApiClient first = Client(list);
+    ASSERT_TRUE(first.Post("/v1/jobs", nlohmann::json::object()).ok());
+  }
+  EXPECT_EQ(standby.requests(), 1);
+  ApiClient second = Client(list);
+  EXPECT_EQ(second.server(), leader.url());
+  ApiResult r = second.Get("/v1/jobs");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.body["served_by"], "leader");
+  EXPECT_EQ(standby.requests(), 1);
+  EXPECT_EQ(leader.requests(), 2);
+  // The file is the user's alone.
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ + "/cache/gpufleet")) {
+    EXPECT_EQ(entry.status().permissions() & std::filesystem::perms::group_all, std::filesystem::perms::none);
+    EXPECT_EQ(entry.status().permissions() & std::filesystem::perms::others_all, std::filesystem::perms::none);
+  }
+}
+
+TEST_F(LeaderMemoryTest, ARememberedLeaderThatStandsByNowSendsToTheNewOne) {
+  // Given a remembered leader that has since become a standby naming another listed controller,
+  // expect the next command served by the new leader and the memory moved to it.
+  FakeController a("a", std::nullopt);
+  FakeController b("b", a.url());
+  const std::string list = b.url() + "," + a.url();
+  ASSERT_TRUE(Client(list).Get("/v1/jobs").ok());
+  EXPECT_EQ(Client(list).server(), a.url());
+  a.StandBy(b.url());  // b took over
+  b.Lead();
+  ApiClient client = Client(list);
+  EXPECT_EQ(client.server(), a.url());
+  ApiResult r = client.Get("/v1/jobs");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.body["served_by"], "b");
+  EXPECT_EQ(Client(list).server(), b.url());
+}
+
+TEST_F(LeaderMemoryTest, OneUrlOrAnUnwritableDirectoryRemembersNothingAndStillWorks) {
+  // Given one URL, expect no memory file; given a directory that cannot be made (a file is in the
+  // way), expect requests to be served all the same.
+  FakeController leader("leader", std::nullopt);
+  ASSERT_TRUE(Client(leader.url()).Get("/v1/jobs").ok());
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/cache"));
+  std::filesystem::create_directories(dir_ + "/cache");
+  { std::ofstream(dir_ + "/cache/gpufleet") << "not a directory\n"; }
+  FakeController standby("standby", leader.url());
+  ApiClient client = Client(standby.url() + "," + leader.url());
+  ApiResult r = client.Get("/v1/jobs");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.body["served_by"], "leader");
 }
 
 TEST(ApiClientTest, UnreachableControllerIsSkippedForTheNext) {
