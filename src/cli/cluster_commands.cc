@@ -118,6 +118,7 @@ struct ControllerFlags {
   std::string data_dir;
   std::string store;  // --store sqlite:PATH | postgresql://...; empty: sqlite:<data-dir>/state.db
   std::string leader_lease;  // --leader-lease DURATION (server, PostgreSQL): empty: the only controller
+  std::string agent_urls;    // --agent-urls (server): what rented agents are given; empty: our own
   std::string listen = "127.0.0.1:8470";
   std::string policy = "backfill";
   std::vector<std::string> policy_opts;
@@ -606,6 +607,17 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     }
   }
 
+  std::string rented_agent_urls;  // --agent-urls, normalised; empty: this controller's agent URL
+  if (!f.agent_urls.empty()) {
+    if (f.pool.empty()) {
+      return Status::InvalidArgument("--agent-urls: only with --pool; it names the controllers the agents the pool "
+                                     "rents report to");
+    }
+    auto list = api::ControllerList::Parse(f.agent_urls);
+    if (!list.ok()) return Status::InvalidArgument("--agent-urls: " + list.status().message());
+    rented_agent_urls = list->Joined();
+  }
+
   GF_ASSIGN_OR_RETURN(c->store, OpenStoreFlag(store_location));
   c->leader = std::make_shared<LeaderState>(
       SelfAddress(f, listen, agent_listen), lease,
@@ -729,6 +741,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     std::string self = std::filesystem::read_symlink("/proc/self/exe", path_ec).string();
     const std::string host = agent_listen.first == "0.0.0.0" ? "127.0.0.1" : agent_listen.first;
     subs["server"] = c->Scheme() + host + ":" + std::to_string(c->server->agent_port());
+    if (!rented_agent_urls.empty()) subs["server"] = rented_agent_urls;
     subs["gpufleet"] = self.empty() ? "gpufleet" : self;
     GF_ASSIGN_OR_RETURN(controller::PoolConfig pc,
                         controller::LoadPoolConfig(f.pool, model::GpuCatalog::BuiltIn(), subs, offers));
@@ -834,6 +847,10 @@ std::function<int()> SetupServerCommand(CLI::App& app) {
                   "Several controllers on one PostgreSQL --store: lead while holding the leader lease of this "
                   "length (e.g. 10s), renewed every third of it; until then stand by, answering 503 with the "
                   "leader's URL; exit with status 75 when the lease is lost (docs/operations.md)");
+  sub->add_option("--agent-urls", f->agent_urls,
+                  "With --pool: the agent URLs the agents it rents are given (its {server}), comma-separated: "
+                  "every controller's agent listener on this store, as the rented machines reach them, so that "
+                  "they follow a takeover (default: this controller's own)");
 
   sub->footer(R"(The first start makes an admin token and a join token in the data directory
 (admin.token, join.token; mode 0600). Give the join token to agents:
