@@ -39,6 +39,18 @@ TEST(ControllerListTest, UnreachableUrlMovesToTheNextAndWrapsAround) {
   EXPECT_EQ(list.Current(), "http://a");
 }
 
+TEST(ControllerListTest, StartsAtARememberedListedUrlAndGoesOnAfterIt) {
+  // Given a remembered leader that is listed (with a trailing slash), expect the list to start
+  // there and a connection failure to move to the URL after it; an unlisted one changes nothing.
+  ControllerList list = ListOf("http://a,http://b,http://c");
+  EXPECT_FALSE(list.StartAt("http://elsewhere"));
+  EXPECT_EQ(list.Current(), "http://a");
+  EXPECT_TRUE(list.StartAt("http://b/"));
+  EXPECT_EQ(list.Current(), "http://b");
+  EXPECT_TRUE(list.Redirect("http://b", ""));
+  EXPECT_EQ(list.Current(), "http://c");
+}
+
 TEST(ControllerListTest, StandbyNamingTheLeaderSendsThereAndItIsRemembered) {
   // Given a standby that names a listed leader, expect the leader next (skipping the URLs
   // between), and it to stay current for later requests.

@@ -1961,22 +1961,7 @@ std::vector<sched::PendingJob> Engine::PendingLocked() const {
   return scheduler_->ScalingQueue(Duration::Zero());
 }
 
-std::vector<QueueEntry> Engine::Queue() const {
-  MutexLock lock(mu_);
-  std::vector<QueueEntry> out;
-  for (const auto& [id, job] : jobs_) {
-    if (job.rec.state == JobState::kStarting || job.rec.state == JobState::kRunning ||
-        job.rec.state == JobState::kStopping) {
-      out.push_back({job.rec, 0});
-    }
-  }
-  int pos = 0;
-  for (JobId id : scheduler_->QueueOrder()) {
-    auto it = jobs_.find(id.value());
-    if (it != jobs_.end()) out.push_back({it->second.rec, ++pos});
-  }
-  return out;
-}
+std::vector<QueueEntry> Engine::Queue() const { return QueuePage(0, SIZE_MAX).first; }
 
 std::pair<std::vector<QueueEntry>, size_t> Engine::QueuePage(size_t from, size_t limit) const {
   MutexLock lock(mu_);
