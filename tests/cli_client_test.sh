@@ -26,9 +26,13 @@ stop_dev() {
     DEV_PID=""
   fi
 }
-trap 'stop_dev; rm -rf "$WORK"' EXIT
+VAR_TMP_DIR=""  # the agent's folder for jobs' working directories, when it is outside $WORK
+trap 'stop_dev; rm -rf "$WORK" ${VAR_TMP_DIR:+"$VAR_TMP_DIR"}' EXIT
 
-"$GPUFLEET" dev --data-dir "$WORK/data" --port "$PORT" --agents 1 --fake-gpus 2xH100 \
+# The data lives below a private folder, as under a home such as /root (mode 0700).
+mkdir -m 700 "$WORK/private"
+DATA="$WORK/private/data"
+"$GPUFLEET" dev --data-dir "$DATA" --port "$PORT" --agents 1 --fake-gpus 2xH100 \
   --config "$GPUFLEET_CONFIG" >"$WORK/dev.log" 2>&1 &
 DEV_PID=$!
 
@@ -120,6 +124,26 @@ expect_contains "$WORK/hlogs.out" "hello" "logs prints the job's output"
 run "$WORK/follow" "$GPUFLEET" run -f -- sh -c 'echo followed-output'
 expect_rc "$WORK/follow" 0 "run -f of a succeeding job"
 expect_contains "$WORK/follow.out" "followed-output" "run -f streams the logs"
+
+# A job sent to the API with no working directory runs in its agent's (<agent>/work/job-N); when
+# dev runs as root the job runs as nobody, who must be let through every folder above it.
+TOKEN_NOW="$(sed -n 's/^token: //p' "$GPUFLEET_CONFIG")"
+NOWD="$(curl -sS -X POST "$URL/v1/jobs" -H "Authorization: Bearer $TOKEN_NOW" -H 'Content-Type: application/json' \
+  -d '{"request_id": "no-workdir-1", "job": {"name": "nowd", "resources": {"gpus": 1}, "run": "pwd"}}' |
+  "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["id"])')" || fail "POST /v1/jobs without a workdir"
+wait_for "job $NOWD (no workdir) to end" bash -c "\"$GPUFLEET\" status $NOWD -o json | grep -q '\"state\": \"\(succeeded\|failed\)\"'"
+state_is "$NOWD" succeeded || { "$GPUFLEET" status "$NOWD" >&2; ls -ld "$WORK/private" "$DATA" "$DATA/agents" >&2; fail "a job with no workdir"; }
+run "$WORK/nowd" "$GPUFLEET" logs "$NOWD"
+NOWD_DIR="$(head -1 "$WORK/nowd.out")"
+if [[ $EUID == 0 ]]; then
+  # Jobs run as nobody, who cannot pass through $WORK/private: the agent said so and put the
+  # jobs' folders under /var/tmp.
+  [[ "$NOWD_DIR" == /var/tmp/gpufleet-dev-1-*/work/job-$NOWD ]] || { show "$WORK/nowd"; fail "the job ran in $NOWD_DIR"; }
+  VAR_TMP_DIR="${NOWD_DIR%/work/job-*}"
+  expect_contains "$WORK/dev.log" "$WORK/private does not let other users through (mode 0700)" "dev says why"
+else
+  [[ "$NOWD_DIR" == "$DATA/agents/dev-1/work/job-$NOWD" ]] || { show "$WORK/nowd"; fail "the job ran in $NOWD_DIR"; }
+fi
 
 # --- a failing job ----------------------------------------------------------------------------
 run "$WORK/bad_job" "$GPUFLEET" run -- sh -c 'echo failing >&2; exit 7'

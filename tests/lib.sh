@@ -10,6 +10,8 @@ PYTHON="${PYTHON:-python3}"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/gpufleet-test.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
+# Jobs may run as another user (nobody, under a root agent): let them through to their folders.
+chmod 711 "$WORK"
 # The CLI remembers which of several controllers leads under $XDG_CACHE_HOME: the test's own.
 export XDG_CACHE_HOME="$WORK/.cache"
 

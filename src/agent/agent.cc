@@ -52,6 +52,31 @@ std::vector<std::string> DefaultWorkdirRoots(const std::string& data_dir) {
   return {data_dir + "/work", "/home", "/srv", "/mnt", "/data", "/scratch", "/tmp", "/var/tmp"};
 }
 
+std::string DefaultWorkDir(const std::string& data_dir, const std::string& name, bool jobs_as_another_user,
+                           std::string* why) {
+  const std::string own = data_dir + "/work";
+  if (!jobs_as_another_user) return own;
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(data_dir, ec);
+  if (ec) return own;
+  for (std::filesystem::path p = abs.parent_path(); !p.empty(); p = p.parent_path()) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      if (why) *why = p.string() + " does not let other users through (mode " + mode + ")";
+      // One folder per agent data directory: two clusters on one machine may both have a dev-1.
+      uint64_t h = 14695981039346656037ull;
+      for (unsigned char ch : abs.string()) h = (h ^ ch) * 1099511628211ull;
+      char key[9];
+      std::snprintf(key, sizeof key, "%08x", static_cast<unsigned>(h & 0xffffffffu));
+      return "/var/tmp/gpufleet-" + name + "-" + key + "/work";
+    }
+    if (p == p.parent_path()) break;
+  }
+  return own;
+}
+
 namespace {
 
 std::string TokenPath(const AgentOptions& o) { return o.data_dir + "/agent.token"; }
@@ -491,8 +516,30 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   ::chmod(options_.data_dir.c_str(), 0711);
   std::filesystem::create_directories(options_.data_dir + "/logs", ec);
   ::chmod((options_.data_dir + "/logs").c_str(), 0700);
-  std::filesystem::create_directories(options_.data_dir + "/work", ec);
-  ::chmod((options_.data_dir + "/work").c_str(), 0711);
+  if (options_.work_dir.empty()) {
+    const bool another_user = ::geteuid() == 0 && options_.job_user != "root";
+    std::string why;
+    options_.work_dir = DefaultWorkDir(options_.data_dir, options_.name, another_user, &why);
+    if (!why.empty()) {
+      spdlog::warn("jobs run as another user and {}: jobs with no working directory of their own run under {}",
+                   why, options_.work_dir);
+    }
+  }
+  for (const std::filesystem::path& dir : {std::filesystem::path(options_.work_dir).parent_path(),
+                                           std::filesystem::path(options_.work_dir)}) {
+    std::filesystem::create_directories(dir, ec);
+    // In a shared folder such as /var/tmp another user may have made it first: use only ours.
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+      spdlog::error("{} is not a folder of this agent's user; jobs with no working directory of their own run "
+                    "under {} instead", dir.string(), options_.data_dir + "/work");
+      options_.work_dir = options_.data_dir + "/work";
+      std::filesystem::create_directories(options_.work_dir, ec);
+      ::chmod(options_.work_dir.c_str(), 0711);
+      break;
+    }
+    ::chmod(dir.c_str(), 0711);
+  }
   // What an earlier run of this agent left running (it was killed, or the machine rebooted into
   // it): the controller has given that work away, so it must not go on.
   for (const auto& what : launcher_->KillLeftovers()) spdlog::warn("killed a leftover of an earlier run: {}", what);
@@ -749,14 +796,14 @@ void Agent::StartPart(const api::StartPart& s) {
   PartRun run;
   run.start = s;
   run.log_path = options_.data_dir + "/logs/" + s.key.ToString() + ".log";
-  std::string workdir = s.workdir.empty() ? options_.data_dir + "/work/job-" + std::to_string(s.key.job.value())
+  std::string workdir = s.workdir.empty() ? options_.work_dir + "/job-" + std::to_string(s.key.job.value())
                                           : s.workdir;
   std::string ckpt;
   if (auto it = s.env.find("GPUFLEET_CHECKPOINT_DIR"); it != s.env.end()) ckpt = it->second;
   if (auto it = s.env.find("GPUFLEET_JOB_ID"); it != s.env.end()) run.job_id = ParseInt(it->second).value_or(0);
   if (auto it = s.env.find("GPUFLEET_TEAM"); it != s.env.end()) run.team = it->second;
   // Where the part reports progress (the watchdog): a directory of its own, writable by its user.
-  std::string progress_dir = options_.data_dir + "/work/progress/" + s.key.ToString();
+  std::string progress_dir = options_.work_dir + "/progress/" + s.key.ToString();
   run.progress_path = progress_dir + "/progress";
   lock.Unlock();
   auto owner = JobOwner(s.user.empty() ? options_.job_user : s.user);

@@ -81,6 +81,9 @@ struct AgentOptions {
   std::string job_user;          // empty: nobody when the agent runs as root, else the agent's own user
   bool allow_root_jobs = false;  // run a part as uid 0 (refused otherwise)
   std::vector<std::string> workdir_roots;  // empty: DefaultWorkdirRoots(data_dir)
+  // Where jobs with no working directory of their own run (work/job-N) and report progress;
+  // empty: <data_dir>/work, or DefaultWorkDir's fallback when the jobs' user cannot reach it.
+  std::string work_dir;
   std::optional<Duration> fence_after;     // unset: the controller's lost-after; zero: never fence
   std::string cgroup_root;                 // empty: found under the agent's own cgroup; "off": none
   // GET /metrics (DCGM-exporter GPU series and the agent's own) on this host:port; empty: off.
@@ -102,6 +105,14 @@ struct AgentOptions {
 // Where job working directories may be: <data_dir>/work, /home, /srv, /mnt, /data, /scratch,
 // /tmp and /var/tmp.
 std::vector<std::string> DefaultWorkdirRoots(const std::string& data_dir);
+
+// The folder for jobs' default working directories: <data_dir>/work when the jobs run as the
+// agent's own user, or when every folder above data_dir lets other users through (o+x). Else
+// (an agent run as root, its jobs as nobody, its data below a private home such as /root) jobs
+// could not enter it, so /var/tmp/gpufleet-<name>-<hash of data_dir>/work, with `why` saying which
+// folder is closed.
+std::string DefaultWorkDir(const std::string& data_dir, const std::string& name, bool jobs_as_another_user,
+                           std::string* why);
 
 class Agent {
  public:

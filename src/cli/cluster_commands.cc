@@ -1135,6 +1135,15 @@ Examples:
     std::string config = f->config.empty() ? ClientConfigPath() : f->config;
     if (Status st = WriteClientConfig(config, url, (*c)->admin_token, f->c.ca_cert); !st.ok()) return Fail("dev", st);
 
+    // The agents' folders live below this one: jobs running as another user (nobody, when dev runs
+    // as root) must pass through it to their default working directory, <agent>/work/job-N. The
+    // controller's umask would make it private.
+    {
+      const std::string agents_dir = f->c.data_dir + "/agents";
+      std::error_code ec;
+      std::filesystem::create_directories(agents_dir, ec);
+      ::chmod(agents_dir.c_str(), 0711);
+    }
     std::atomic<bool> stop{false};
     std::vector<std::unique_ptr<agent::Agent>> agents;
     std::vector<std::thread> threads;
