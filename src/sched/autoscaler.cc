@@ -54,10 +54,15 @@ bool LabelsOk(const PendingJob& job, const model::Labels& labels) {
   return true;
 }
 
+// A node of `cpu_milli` and `mem_mib` (0: not known) can hold the job's part.
+bool SizeFits(const PendingJob& job, int64_t cpu_milli, int64_t mem_mib) {
+  return (cpu_milli <= 0 || job.cpu_milli <= cpu_milli) && (mem_mib <= 0 || job.mem_mib <= mem_mib);
+}
+
 bool NodeFits(const PendingJob& job, const PoolNode& n, bool fallen_back) {
   return !n.spec.gpu_model.empty() && ModelRank(job, n.spec.gpu_model) >= 0 &&
          n.spec.gpus >= job.gpus_per_node && MarketAllowed(job, n.spec.market, fallen_back) &&
-         LabelsOk(job, n.spec.labels);
+         LabelsOk(job, n.spec.labels) && SizeFits(job, n.spec.cpu_milli, n.spec.mem_mib);
 }
 
 // Expected micro-dollars per hour of the job's reference work on `o` (the header's rule).
@@ -307,6 +312,9 @@ void Autoscaler::RentFor(Round& r, const PendingJob& job, bool fallen_back) {
     const int model_rank = ModelRank(job, o.gpu_model);
     if (model_rank < 0 || o.gpus_per_node < job.gpus_per_node) continue;
     if (!MarketAllowed(job, o.market, fallen_back) || !LabelsOk(job, o.labels)) continue;
+    // A node too small in CPUs or memory would be rented, stay idle and be released, again and
+    // again.
+    if (!SizeFits(job, o.cpu_milli, o.mem_mib)) continue;
     any_shape = true;
     if (failed_until_.count(o.name)) continue;
     // A gang rents only what the nodes kept for it in the offer's zone do not cover.
@@ -321,7 +329,7 @@ void Autoscaler::RentFor(Round& r, const PendingJob& job, bool fallen_back) {
   }
   if (best < 0) {
     r.plan.held.push_back({job.id, any_shape ? "every offer that fits failed recently"
-                                           : "no offer has the GPU model, GPUs per node, market and labels it needs"});
+                                           : "no offer has the GPU model, GPUs per node, CPUs, memory, market and labels it needs"});
     return;
   }
   const RentableOffer& o = r.in.offers[best];

@@ -76,6 +76,8 @@ struct RentableOffer {
   double speed = 1.0;                 // throughput relative to the jobs' reference GPU (> 0)
   double interruptions_per_hour = 0;  // expected spot interruptions per node-hour
   model::Labels labels;               // the labels its nodes will carry (zone, region, ...)
+  int64_t cpu_milli = 0;              // per node; 0: not known, not checked
+  int64_t mem_mib = 0;                // per node; 0: not known, not checked
 };
 
 // A job the scheduler could not place, as the autoscaler needs to see it.
@@ -84,6 +86,8 @@ struct PendingJob {
   std::string team;  // not used by the policy: the caller bills a rented node to it
   int gpus_per_node = 1;
   int nodes = 1;
+  int64_t cpu_milli = 0;  // per node, as placement requires it
+  int64_t mem_mib = 0;    // per node
   std::vector<std::string> gpu_models;  // ordered any-of, first preferred; empty = any
   model::MarketPreference market = model::MarketPreference::kAny;
   Time queued_since;

@@ -101,6 +101,43 @@ TEST_F(AutoscalerTest, HonoursAllowedModelsAndGpusPerNode) {
   EXPECT_EQ(plan.held[0].job, JobId(2));
 }
 
+TEST_F(AutoscalerTest, OffersAndNodesTooSmallInCpusOrMemoryAreNotRentedOrCounted) {
+  // Given H100 offers of 96 CPUs and 1 TiB (the A100 offer's size unknown), expect a job asking
+  // for 120 CPUs per node held with a reason, not rented a node it could never use (which would
+  // be released idle and rented again, forever); a job of 64 CPUs rents as before, and a booting
+  // 96-CPU node covers it but not the larger one.
+  for (int i : {kOdA, kSpotA, kOdB}) {
+    input_.offers[static_cast<size_t>(i)].cpu_milli = 96'000;
+    input_.offers[static_cast<size_t>(i)].mem_mib = 1'048'576;
+  }
+  Autoscaler scaler(options_);
+  PendingJob big = Job(1, 1);
+  big.cpu_milli = 120'000;
+  PendingJob fits = Job(2, 1);
+  fits.cpu_milli = 64'000;
+  PendingJob heavy = Job(3, 1);
+  heavy.mem_mib = 2'000'000;
+  input_.pending = {big, fits, heavy};
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].for_jobs, std::vector<JobId>{JobId(2)});
+  ASSERT_EQ(plan.held.size(), 2u);
+  EXPECT_EQ(plan.held[0].job, JobId(1));
+  EXPECT_NE(plan.held[0].reason.find("CPUs, memory"), std::string::npos) << plan.held[0].reason;
+  EXPECT_EQ(plan.held[1].job, JobId(3));
+
+  // A booting 96-CPU node covers the 64-CPU job, not the 120-CPU one.
+  PoolNode booting = Node(40, PoolNodeState::kBooting);
+  booting.spec.cpu_milli = 96'000;
+  input_.nodes = {booting};
+  input_.pending = {fits};
+  EXPECT_TRUE(Autoscaler(options_).Decide(input_).rents.empty());
+  input_.pending = {big};
+  ScalePlan none = Autoscaler(options_).Decide(input_);
+  EXPECT_TRUE(none.rents.empty());
+  ASSERT_EQ(none.held.size(), 1u);
+}
+
 TEST_F(AutoscalerTest, BootingCapacityPreventsASecondRental) {
   // Given a job with nodes booting for it, expect no rent. Given a rent just decided whose nodes
   // the caller has not reported yet, expect no second rent for the same job.

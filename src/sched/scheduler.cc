@@ -835,6 +835,8 @@ std::vector<PendingJob> Scheduler::ScalingQueue(Duration restart_overhead) const
     p.team = spec.team;
     p.gpus_per_node = spec.fractional() ? 1 : spec.gpus_per_node;
     p.nodes = spec.nodes;
+    p.cpu_milli = spec.cpu_milli;
+    p.mem_mib = spec.mem_mib;
     p.gpu_models = spec.gpu_models;
     p.market = spec.market;
     p.queued_since = j->v.queued_since;

@@ -452,6 +452,8 @@ void World::BuildNodes(std::map<std::string, int>& largest) {
       if (r.speed <= 0) r.speed = 1.0;
       r.interruptions_per_hour = a.interruptions_per_hour;
       r.labels = a.node.labels;
+      r.cpu_milli = a.node.cpu_milli;
+      r.mem_mib = a.node.mem_mib;
       offers_.push_back(std::move(r));
       largest[a.node.gpu_model] = std::max(largest[a.node.gpu_model], a.node.gpus);
     }
