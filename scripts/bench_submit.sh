@@ -170,8 +170,11 @@ if [[ " $PHASES " == *" L "* || " $PHASES " == *" A "* || " $PHASES " == *" B "*
   DATA="$OUT_DIR/dev"
   PORT="$(free_port)"
   URL="http://127.0.0.1:$PORT"
+  # As root, jobs would run as nobody, who may not write the stamps here.
+  DEV_USER_FLAGS=()
+  [[ $EUID == 0 ]] && DEV_USER_FLAGS=(--job-user root --allow-root-jobs)
   "$GF" dev --data-dir "$DATA" --port "$PORT" --agents "$NODES" --fake-gpus "${GPUS_PER_NODE}xH100" \
-    --config "$DATA/config.yaml" >"$OUT_DIR/dev.log" 2>&1 &
+    "${DEV_USER_FLAGS[@]}" --config "$DATA/config.yaml" >"$OUT_DIR/dev.log" 2>&1 &
   SERVER_PID=$!
   wait_health
   for _ in $(seq 1 300); do

@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <pthread.h>
 #include <pwd.h>
+#include <spawn.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -22,7 +23,7 @@
 #include <system_error>
 
 #include "agent/cgroup.h"
-#include "common/exec_child.h"
+#include "agent/shim_protocol.h"
 #include "common/fd.h"
 
 extern char** environ;
@@ -57,202 +58,26 @@ const char* SignalName(int sig) {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The shim and the job. Everything from here to the end of RunJob runs in a forked child of a
-// possibly multithreaded process: async-signal-safe calls only, no allocation, on a ChildPlan
-// filled in before the fork.
+// What the shim reports when it or the job fails before the job's exec (shim_protocol.h).
+using shim::ChildError;
+using shim::Stage;
 
-// What failed before the job's exec; sent to Launch over the CLOEXEC pipe.
-enum class Stage : int {
-  kStdio = 1, kChdir, kSetgroups, kSetgid, kSetuid, kExec, kSetsid, kCgroup, kParentDeath, kFork
-};
-
-struct ChildError {
-  Stage stage;
-  int err;
-};
-
-struct ChildPlan {
-  std::vector<std::string> argv_storage, env_storage;
-  std::vector<char*> argv, envp;
-  const char* workdir = nullptr;
-  bool switch_user = false;
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::vector<gid_t> groups;
-  int log_fd = -1, null_fd = -1, err_fd = -1;
-  // The part's cgroup: cgroup.procs to join (write), to list (read), and cgroup.kill; -1 each
-  // without cgroups (and cgroup.kill on kernels before 5.14).
-  int cgroup_join_fd = -1, cgroup_procs_fd = -1, cgroup_kill_fd = -1;
-  pid_t parent_pid = 0;
-  int parent_death_signal = 0;
-};
-
-// Set in the shim (its own copy of memory) for its parent-death handler.
-int g_shim_procs_fd = -1;
-int g_shim_kill_fd = -1;
-
-[[noreturn]] void ChildFail(int err_fd, Stage stage) {
-  ChildError e{stage, errno};
-  ssize_t unused = write(err_fd, &e, sizeof e);
-  (void)unused;
-  _exit(127);
+// Where gpufleet-shim is: LauncherOptions::shim_path, else next to this executable (the
+// installed layout, and the build's for `gpufleet`), else where the build put it.
+std::string FindShim(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  std::error_code ec;
+  const fs::path self = fs::canonical("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path beside = self.parent_path() / "gpufleet-shim";
+    if (access(beside.c_str(), X_OK) == 0) return beside.string();
+  }
+#ifdef GPUFLEET_SHIM_BUILD_PATH
+  if (access(GPUFLEET_SHIM_BUILD_PATH, X_OK) == 0) return GPUFLEET_SHIM_BUILD_PATH;
+#endif
+  return ec ? std::string("gpufleet-shim") : (self.parent_path() / "gpufleet-shim").string();
 }
 
-// Kills the part from inside its shim and ends the shim: the whole cgroup with one write to
-// cgroup.kill (the kernel signals every member, this shim included, before the write returns);
-// else each pid cgroup.procs lists, re-read until only the shim is left; then the process group,
-// which ends the shim, its leader, too.
-[[noreturn]] void ShimKillPartAndExit() {
-  if (g_shim_kill_fd >= 0) {
-    ssize_t unused = write(g_shim_kill_fd, "1", 1);
-    (void)unused;
-  }
-  if (g_shim_procs_fd >= 0) {
-    const pid_t self = getpid();
-    for (int round = 0; round < 64; ++round) {
-      bool others = false;
-      if (lseek(g_shim_procs_fd, 0, SEEK_SET) < 0) break;
-      char buf[512];
-      long pid = -1;
-      for (ssize_t n; (n = read(g_shim_procs_fd, buf, sizeof buf)) > 0;) {
-        for (ssize_t i = 0; i < n; ++i) {
-          if (buf[i] >= '0' && buf[i] <= '9') {
-            pid = (pid < 0 ? 0 : pid * 10) + (buf[i] - '0');
-          } else if (pid > 0) {
-            if (pid != self) {
-              kill(static_cast<pid_t>(pid), SIGKILL);
-              others = true;
-            }
-            pid = -1;
-          }
-        }
-      }
-      if (pid > 0 && pid != self) {
-        kill(static_cast<pid_t>(pid), SIGKILL);
-        others = true;
-      }
-      if (!others) break;
-    }
-  }
-  kill(0, SIGKILL);
-  _exit(128 + SIGKILL);
-}
-
-void OnParentDeath(int) { ShimKillPartAndExit(); }
-
-// The shim ignores every signal that would end or stop it, so that what the agent sends to the
-// group for a graceful stop reaches only the job; it keeps SIGCHLD and SIGCONT, and the fault
-// signals of its own code, at their defaults.
-bool ShimIgnores(int sig) {
-  switch (sig) {
-    case SIGKILL: case SIGSTOP: case SIGCHLD: case SIGCONT: case SIGSEGV: case SIGBUS:
-    case SIGILL: case SIGFPE: case SIGTRAP: case SIGSYS: case SIGABRT:
-      return false;
-    default:
-      return true;
-  }
-}
-
-// Closes every descriptor from 3 up except those in `keep` (n of them, -1 for none).
-void CloseAllAbove2Except(int* keep, int n) {
-  for (int i = 1; i < n; ++i) {  // insertion sort; n is 3
-    for (int j = i; j > 0 && keep[j - 1] > keep[j]; --j) std::swap(keep[j - 1], keep[j]);
-  }
-  int lo = 3;
-  for (int i = 0; i < n; ++i) {
-    if (keep[i] < lo) continue;
-    exec_child::CloseRange(lo, keep[i] - 1);
-    lo = keep[i] + 1;
-  }
-  exec_child::CloseRange(lo, 0x7fffffff);
-}
-
-// The job: runs in the shim's child until exec.
-[[noreturn]] void RunJob(const ChildPlan& p) {
-  // Default dispositions and an empty mask: neither the agent's nor the shim's signal handling
-  // may leak into the job (an ignored SIGPIPE or SIGTERM would change how it dies).
-  exec_child::ResetSignals();
-  // Keep only 0..2 (set up by the shim) and the error pipe, on 3.
-  const int err_fd = exec_child::KeepOnlyStdioAndReport(p.err_fd);
-  if (err_fd < 0) ChildFail(p.err_fd, Stage::kStdio);
-  if (p.switch_user) {
-    if (setgroups(p.groups.size(), p.groups.data()) < 0) ChildFail(err_fd, Stage::kSetgroups);
-    if (setgid(p.gid) < 0) ChildFail(err_fd, Stage::kSetgid);
-    if (setuid(p.uid) < 0) ChildFail(err_fd, Stage::kSetuid);
-  }
-  // After the switch: a working directory the job's user could not enter itself must not be
-  // handed to it by the agent's privileges (files below it would become reachable).
-  if (p.workdir != nullptr && chdir(p.workdir) < 0) ChildFail(err_fd, Stage::kChdir);
-  environ = const_cast<char**>(p.envp.data());
-  execvp(p.argv[0], p.argv.data());
-  ChildFail(err_fd, Stage::kExec);
-}
-
-// The shim: runs in the agent's child for as long as the job runs. Launch forks it with every
-// signal blocked.
-[[noreturn]] void RunShim(const ChildPlan& p) {
-  exec_child::ResetDispositions();
-  if (setsid() < 0) ChildFail(p.err_fd, Stage::kSetsid);
-  if (p.cgroup_join_fd >= 0 && write(p.cgroup_join_fd, "0", 1) != 1) {
-    ChildFail(p.err_fd, Stage::kCgroup);
-  }
-
-  g_shim_procs_fd = p.cgroup_procs_fd;
-  g_shim_kill_fd = p.cgroup_kill_fd;
-  struct sigaction on_death;
-  std::memset(&on_death, 0, sizeof on_death);
-  on_death.sa_handler = OnParentDeath;
-  sigfillset(&on_death.sa_mask);
-  if (sigaction(p.parent_death_signal, &on_death, nullptr) < 0) {
-    ChildFail(p.err_fd, Stage::kParentDeath);
-  }
-  struct sigaction ign;
-  std::memset(&ign, 0, sizeof ign);
-  ign.sa_handler = SIG_IGN;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != p.parent_death_signal && ShimIgnores(sig)) sigaction(sig, &ign, nullptr);
-  }
-  if (prctl(PR_SET_PDEATHSIG, p.parent_death_signal, 0, 0, 0) < 0) {
-    ChildFail(p.err_fd, Stage::kParentDeath);
-  }
-  // The agent may have died before prctl: then no signal comes, and nobody waits for the part.
-  if (getppid() != p.parent_pid) ShimKillPartAndExit();
-
-  if (dup2(p.null_fd, 0) < 0 || dup2(p.log_fd, 1) < 0 || dup2(p.log_fd, 2) < 0) {
-    ChildFail(p.err_fd, Stage::kStdio);
-  }
-  // The shim never execs, so CLOEXEC does not help here: close the agent's descriptors (its
-  // sockets, its lock files) except the error pipe and the cgroup files the shim still needs.
-  int keep[3] = {p.err_fd, p.cgroup_procs_fd, p.cgroup_kill_fd};
-  CloseAllAbove2Except(keep, 3);
-
-  pid_t job = _Fork();
-  if (job < 0) ChildFail(p.err_fd, Stage::kFork);
-  if (job == 0) RunJob(p);
-  close(p.err_fd);  // the job's copy tells Launch when its exec has happened
-
-  sigset_t empty;
-  sigemptyset(&empty);
-  sigprocmask(SIG_SETMASK, &empty, nullptr);  // a parent-death signal may be handled from here on
-  int status = 0;
-  while (waitpid(job, &status, 0) < 0) {
-    if (errno != EINTR) _exit(127);
-  }
-  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
-  // End the way the job ended, so the agent sees the job's signal. No core dump of the shim.
-  int sig = WTERMSIG(status);
-  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  sigaction(sig, &dfl, nullptr);
-  kill(getpid(), sig);
-  _exit(128 + sig);
-}
-
-// End of the code that runs after fork.
-// ---------------------------------------------------------------------------------------------
 
 std::string DescribeChildError(const ChildError& e, const LaunchSpec& spec, const std::string& user,
                                const std::string& cgroup) {
@@ -549,7 +374,8 @@ std::string Exit::Describe() const {
   return s;
 }
 
-ProcessLauncher::ProcessLauncher(LauncherOptions options) : options_(std::move(options)) {
+ProcessLauncher::ProcessLauncher(LauncherOptions options)
+    : options_(std::move(options)), shim_path_(FindShim(options_.shim_path)) {
   if (options_.cgroup_root == "off") {
     cgroup_note_ = std::string("cgroups off (cgroup root \"off\"): ") + kGroupsOnly;
     return;
@@ -627,31 +453,21 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
   GF_ASSIGN_OR_RETURN(RunAs run, ResolveUser(spec.key, user, options_.allow_root));
   GF_ASSIGN_OR_RETURN(std::string workdir, CheckWorkdir(spec, options_.workdir_roots));
 
-  ChildPlan plan;
-  plan.switch_user = run.switch_user;
-  plan.uid = run.uid;
-  plan.gid = run.gid;
-  plan.groups = run.groups;
   std::map<std::string, std::string> env = BaseEnvironment(run);
   for (const auto& [k, v] : spec.env) env[k] = v;
-  for (const auto& a : spec.argv) plan.argv_storage.push_back(a);
-  for (auto& a : plan.argv_storage) plan.argv.push_back(a.data());
-  plan.argv.push_back(nullptr);
-  for (const auto& [k, v] : env) plan.env_storage.push_back(k + "=" + v);
-  for (auto& e : plan.env_storage) plan.envp.push_back(e.data());
-  plan.envp.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (const auto& [k, v] : env) env_storage.push_back(k + "=" + v);
 
   if (!workdir.empty()) {
     GF_ASSIGN_OR_RETURN(auto created, MakeDirs(workdir));
-    if (plan.switch_user) {
+    if (run.switch_user) {
       for (const auto& dir : created) {
-        if (chown(dir.c_str(), plan.uid, plan.gid) < 0) {
+        if (chown(dir.c_str(), run.uid, run.gid) < 0) {
           return Status::Unavailable("chown " + dir.string() + " to " + run.name + ": " +
                                      ErrnoText(errno));
         }
       }
     }
-    plan.workdir = workdir.c_str();
   }
 
   fs::path log_dir = fs::path(spec.log_path).parent_path();
@@ -692,9 +508,6 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
     return s;
   }
   UniqueFd kill_fd(open_in_cgroup("/cgroup.kill", O_WRONLY));  // kernels before 5.14 lack it
-  plan.cgroup_join_fd = join_fd.get();
-  plan.cgroup_procs_fd = procs_fd.get();
-  plan.cgroup_kill_fd = kill_fd.get();  // -1 on kernels without cgroup.kill
 
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) < 0) {
@@ -709,24 +522,67 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
     drop_cgroup();
     return s;
   }
-  plan.log_fd = log_fd.get();
-  plan.null_fd = null_fd.get();
-  plan.err_fd = err_write.get();
-  plan.parent_pid = getpid();
-  plan.parent_death_signal = SIGRTMAX;
+  // The shim's command line (shim_main.cc) and its descriptors: 0 /dev/null, 1 and 2 the log,
+  // 3 the report pipe, 4 5 6 the cgroup's files. Each is first copied above them all, so that
+  // placing one cannot overwrite another's source.
+  std::string groups;
+  for (gid_t g : run.groups) groups += (groups.empty() ? "" : ",") + std::to_string(g);
+  std::vector<std::string> args = {shim_path_,
+                                   std::to_string(getpid()),
+                                   std::to_string(SIGRTMAX),
+                                   run.switch_user ? "1" : "0",
+                                   std::to_string(run.uid),
+                                   std::to_string(run.gid),
+                                   groups,
+                                   workdir,
+                                   join_fd.get() >= 0 ? "1" : "0",
+                                   procs_fd.get() >= 0 ? "1" : "0",
+                                   kill_fd.get() >= 0 ? "1" : "0",
+                                   "--"};
+  for (const auto& a : spec.argv) args.push_back(a);
+  std::vector<char*> argv_ptrs, envp_ptrs;
+  for (auto& a : args) argv_ptrs.push_back(a.data());
+  argv_ptrs.push_back(nullptr);
+  for (auto& e : env_storage) envp_ptrs.push_back(e.data());
+  envp_ptrs.push_back(nullptr);
 
-  // Every signal blocked across the fork, so none of the agent's handlers runs in the shim
-  // before it has reset them; the shim unblocks once it is set up.
-  sigset_t all, old;
+  const std::pair<int, int> placed[] = {{null_fd.get(), 0}, {log_fd.get(), 1},    {log_fd.get(), 2},
+                                        {err_write.get(), 3}, {join_fd.get(), 4}, {procs_fd.get(), 5},
+                                        {kill_fd.get(), 6}};
+  std::vector<int> high;  // the copies, closed once the shim has its own
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  int spawn_errno = 0;
+  for (const auto& [from, to] : placed) {
+    if (from < 0) continue;
+    const int copy = LiftFd(fcntl(from, F_DUPFD_CLOEXEC, 64));
+    if (copy < 0) {
+      spawn_errno = errno;
+      break;
+    }
+    high.push_back(copy);
+    posix_spawn_file_actions_adddup2(&actions, copy, to);
+  }
+  // Every signal blocked and at its default, so that none of the agent's handlers or ignored
+  // signals reaches the shim; it unblocks once it is set up.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t all;
   sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pid_t pid = fork();
-  if (pid == 0) RunShim(plan);
-  int fork_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (pid < 0) {
+  posix_spawnattr_setsigmask(&attr, &all);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = -1;
+  if (spawn_errno == 0) {
+    spawn_errno = posix_spawn(&pid, shim_path_.c_str(), &actions, &attr, argv_ptrs.data(), envp_ptrs.data());
+  }
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  for (int fd : high) close(fd);
+  if (spawn_errno != 0) {
     drop_cgroup();
-    return Status::Unavailable("fork for " + spec.key + ": " + ErrnoText(fork_errno));
+    return Status::Unavailable("launch " + spec.key + ": cannot start the job shim " + shim_path_ + ": " +
+                               ErrnoText(spawn_errno) + " (it is installed next to gpufleet)");
   }
 
   err_write.Reset();

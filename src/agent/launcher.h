@@ -93,6 +93,9 @@ struct LauncherOptions {
   // cgroup) is kept in this directory from launch until the part is reaped, so that
   // KillLeftovers can find the parts of an agent that died without cleaning up.
   std::string state_dir;
+  // The gpufleet-shim executable that stands between the agent and each part (shim_main.cc);
+  // "" = next to this executable, else where the build put it.
+  std::string shim_path;
 };
 
 struct LaunchSpec {
@@ -203,6 +206,7 @@ class ProcessLauncher {
 
   // Set in the constructor and not changed after: read without the lock.
   const LauncherOptions options_;
+  const std::string shim_path_;  // FindShim(options_.shim_path)
   std::unique_ptr<CgroupTree> cgroups_;  // null when parts are not put in cgroups
   std::string cgroup_note_;
 
