@@ -182,6 +182,8 @@ class Parser {
     }
     o.gpu_model = best->gpu;
     o.gpus_per_node = best->gpus;
+    o.cpu_milli = best->cpu_milli;  // the instance's size: a job asking for more is not rented it
+    o.mem_mib = best->mem_mib;
     o.market = market;
     o.price_micros_per_hour = *best->price(market);
     o.interruptions_per_hour = market == model::Market::kSpot ? best->spot_hazard_per_hour : 0;

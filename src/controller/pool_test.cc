@@ -582,8 +582,8 @@ TEST(PoolConfigTest, ACatalogSpotOfferSkipsOutlierPricesWhenAnotherRowMatches) {
 }
 
 TEST(PoolConfigTest, OffersFromTheShippedCatalog) {
-  // The cheapest matching row of the shipped catalog gives GPU, count, price and, for spot, the
-  // interruption rate; an offer that matches nothing says how to list what exists.
+  // The cheapest matching row of the shipped catalog gives GPU, count, CPUs, memory, price and,
+  // for spot, the interruption rate; an offer that matches nothing says how to list what exists.
   const auto& gpus = model::GpuCatalog::BuiltIn();
   auto table = cost::LoadOffersCsv(std::string(GPUFLEET_SOURCE_DIR) + "/data/catalog/offers.csv", gpus);
   ASSERT_TRUE(table.ok()) << table.status().message();
@@ -605,6 +605,8 @@ TEST(PoolConfigTest, OffersFromTheShippedCatalog) {
   EXPECT_EQ(a.price_micros_per_hour, 7'246'022);  // the catalog's us-east-1 spot estimate
   EXPECT_GT(a.interruptions_per_hour, 0);
   EXPECT_EQ(a.boot_estimate, Duration::Minutes(5));
+  EXPECT_EQ(a.cpu_milli, 96'000);          // p4d.24xlarge: 96 vCPUs, 1,152 GiB, so the autoscaler
+  EXPECT_EQ(a.mem_mib, 1152 * 1024);       // never rents it for a job asking more
   EXPECT_EQ(r->offer_labels[0].at("instance_type"), "p4d.24xlarge");
   const sched::RentableOffer& b = r->offers[1];
   EXPECT_EQ(b.name, "v100-od");
