@@ -226,3 +226,32 @@ dump_job() {
   job_history "$1" >&2 || true
   timeout 20 "$GPUFLEET" logs "$1" </dev/null 2>&1 | tail -n 40 >&2 || true
 }
+
+# A job that must survive a takeover untouched (the HA tests): keeper_submit [DESC] submits a
+# 1-GPU job that appends "PID ATTEMPT" to $KEEPER_LOG at each start and then sleeps; sets JOB
+# (watched on failure). keeper_started waits for its process; sets JOB_PID, JOB_ATTEMPT.
+# keeper_kept fails unless it still runs in that process and attempt, started once.
+KEEPER_LOG="$WORK/pids/keeper"
+KEEPER_YAML="$WORK/keeper.yaml"
+keeper_submit() {
+  mkdir -p "$(dirname "$KEEPER_LOG")"
+  cat >"$KEEPER_YAML" <<XEOF2
+name: keeper
+resources: {gpus: 1}
+run: >-
+  echo "\$\$ \$GPUFLEET_ATTEMPT" >> $KEEPER_LOG && exec sleep 1000
+XEOF2
+  JOB="$("$GPUFLEET" submit "$KEEPER_YAML" -o json </dev/null | json_get "j['jobs'][0]['id']")" ||
+    fail "submit ${1:-the keeper job}"
+  WATCH_JOBS+=("$JOB")
+}
+keeper_started() {
+  wait_until "the job's process started" 30 test -s "$KEEPER_LOG"
+  read -r JOB_PID JOB_ATTEMPT <"$KEEPER_LOG"
+}
+keeper_kept() {
+  job_state_is "$JOB" running || fail "job $JOB: $(job_json "$JOB")"
+  [[ "$(job_field "$JOB" "j['attempt']")" == "$JOB_ATTEMPT" ]] || fail "the attempt changed: $(job_json "$JOB")"
+  [[ "$(wc -l <"$KEEPER_LOG")" == 1 ]] || fail "the job started again: $(cat "$KEEPER_LOG")"
+  kill -0 "$JOB_PID" 2>/dev/null || fail "the job's process $JOB_PID is gone"
+}

@@ -88,21 +88,10 @@ AGENT_PID[n1]=$!
 wait_until "node n1 is up" 30 node_is n1 up
 
 # The CLI submits through the standby (first on its list) to the leader it names.
-PIDS="$WORK/pids"
-mkdir -p "$PIDS"
-cat >"$WORK/keeper.yaml" <<XEOF2
-name: keeper
-resources: {gpus: 1}
-run: >-
-  echo "\$\$ \$GPUFLEET_ATTEMPT" >> $PIDS/keeper && exec sleep 1000
-XEOF2
-JOB="$("$GPUFLEET" submit "$WORK/keeper.yaml" -o json </dev/null | json_get "j['jobs'][0]['id']")" ||
-  fail "submit through the standby"
-WATCH_JOBS+=("$JOB")
+keeper_submit "through the standby"
 URL="$A_URL"
 wait_until "job $JOB runs" 30 job_state_is "$JOB" running
-wait_until "the job's process started" 30 test -s "$PIDS/keeper"
-read -r JOB_PID JOB_ATTEMPT <"$PIDS/keeper"
+keeper_started
 
 # SIGTERM of A: it releases its lease. B asks every 2/3 s; A's lease, renewed every 40 s for
 # 120 s, still has more than a minute left, so B can lead before that only if A released it.
@@ -130,14 +119,11 @@ echo "takeover after kill -9: $((SECONDS - killed_at)) s (the leader's lease 2s)
 URL="$C_URL"
 wait_until "the agent reports to C" 30 bash -c "grep -q 'registered as n1 .* with $C_AGENT_URL' '$WORK/agent/agent.log'"
 wait_until "node n1 is up on C" 30 node_is n1 up
-job_state_is "$JOB" running || fail "job $JOB on C: $(job_json "$JOB")"
-[[ "$(job_field "$JOB" "j['attempt']")" == "$JOB_ATTEMPT" ]] || fail "the attempt changed: $(job_json "$JOB")"
-[[ "$(wc -l <"$PIDS/keeper")" == 1 ]] || fail "the job started again: $(cat "$PIDS/keeper")"
-kill -0 "$JOB_PID" 2>/dev/null || fail "the job's process $JOB_PID is gone"
+keeper_kept
 [[ "$(role_of "$C_URL")" == leader ]] || fail "C's role: $(curl -s "$C_URL/v1/leader")"
 
 # The CLI, given all three (two gone), submits to C.
-id="$(GPUFLEET_SERVER="$A_URL,$B_URL,$C_URL" "$GPUFLEET" submit "$WORK/keeper.yaml" -o json </dev/null |
+id="$(GPUFLEET_SERVER="$A_URL,$B_URL,$C_URL" "$GPUFLEET" submit "$KEEPER_YAML" -o json </dev/null |
   json_get "j['jobs'][0]['id']")" || fail "submit through a list with two controllers gone"
 [[ "$id" == $((JOB + 1)) ]] || fail "the second job got id '$id'"
 # ... and remembers C for the next command given that list.

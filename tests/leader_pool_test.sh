@@ -85,19 +85,9 @@ export GPUFLEET_CONFIG="$WORK/cli-config.yaml"
 printf 'server: [%s, %s]\ntoken: %s\n' "$A_URL" "$B_URL" "$TOKEN" >"$GPUFLEET_CONFIG"
 unset GPUFLEET_SERVER GPUFLEET_TOKEN
 
-PIDS="$WORK/pids"
-mkdir -p "$PIDS"
-cat >"$WORK/keeper.yaml" <<XEOF2
-name: keeper
-resources: {gpus: 1}
-run: >-
-  echo "\$\$ \$GPUFLEET_ATTEMPT" >> $PIDS/keeper && exec sleep 1000
-XEOF2
-JOB="$("$GPUFLEET" submit "$WORK/keeper.yaml" -o json </dev/null | json_get "j['jobs'][0]['id']")" || fail "submit"
-WATCH_JOBS+=("$JOB")
+keeper_submit
 wait_until "job $JOB runs on a rented node" 60 job_state_is "$JOB" running
-wait_until "the job's process started" 30 test -s "$PIDS/keeper"
-read -r JOB_PID JOB_ATTEMPT <"$PIDS/keeper"
+keeper_started
 RENTED="$(pool_names)"
 [[ -n "$RENTED" && "$RENTED" != *,* ]] || fail "A's pool: $(api GET /v1/pool)"
 AGENT="$(pool_agents | head -1)"
@@ -113,10 +103,7 @@ echo "takeover after kill -9: $((SECONDS - killed_at)) s (lease 2s)"
 URL="$B_URL"
 wait_until "the rented agent reports to B" 30 bash -c "grep -q 'registered as .* with $B_AGENT_URL' '$CLOUD'/logs/*.log"
 wait_until "the rented node is up on B" 30 node_is "$RENTED" up
-job_state_is "$JOB" running || fail "job $JOB on B: $(job_json "$JOB")"
-[[ "$(job_field "$JOB" "j['attempt']")" == "$JOB_ATTEMPT" ]] || fail "the attempt changed: $(job_json "$JOB")"
-[[ "$(wc -l <"$PIDS/keeper")" == 1 ]] || fail "the job started again: $(cat "$PIDS/keeper")"
-kill -0 "$JOB_PID" 2>/dev/null || fail "the job's process $JOB_PID is gone"
+keeper_kept
 # B adopted A's instance: the same one, and no second rent.
 [[ "$(pool_names)" == "$RENTED" ]] || fail "B's pool: $(api GET /v1/pool)"
 [[ "$(ls "$CLOUD/instances" | wc -l)" == 1 ]] || fail "the provider's instances: $(ls "$CLOUD/instances")"
