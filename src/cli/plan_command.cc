@@ -211,6 +211,12 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
        std::to_string(r.history_hours) + " h from " + FormatIso8601(r.history_start) +
        (r.jobs_left_out > 0 ? " (" + std::to_string(r.jobs_left_out) + " of other GPU models left out)" : "") +
        (r.jobs_outside_window > 0 ? " (" + std::to_string(r.jobs_outside_window) + " outside the window left out)" : ""));
+  if (r.jobs_too_large > 0) {
+    line("  " + std::to_string(r.jobs_too_large) + " job(s) left out: they ask for more CPUs or memory per node than a " +
+         std::to_string(r.gpus_per_node) + "-GPU node of the plan has (" + std::to_string(plan::kPlannedCpuMilliPerGpu / 1000 * r.gpus_per_node) + " vCPUs, " +
+         std::to_string(plan::kPlannedMemMibPerGpu / 1024 * r.gpus_per_node) + " GiB), so no cluster could run them; the first: " +
+         r.first_too_large);
+  }
   line("SLO: " + Pct(o.plan.slo_quantile) + " of GPU-hours wait at most " + FormatDuration(o.plan.slo_wait) +
        ", none over " + FormatDuration(o.plan.max_wait) + "; spot for up to " + Pct(o.plan.spot_max_share) +
        " of the work (the optimiser chooses the share); " + ReservedPricing(o) + "; " +
@@ -452,6 +458,8 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
   j["jobs"] = r.jobs;
   j["jobs_left_out"] = r.jobs_left_out;
   j["jobs_outside_window"] = r.jobs_outside_window;
+  j["jobs_too_large"] = r.jobs_too_large;
+  if (r.jobs_too_large > 0) j["first_too_large"] = r.first_too_large;
   j["history"] = {{"start", FormatIso8601(r.history_start)}, {"hours", r.history_hours}};
   j["horizon"] = {{"start", FormatIso8601(r.forecast_start)}, {"hours", r.horizon_hours}};
   j["options"] = {{"slo_wait_s", o.plan.slo_wait.seconds_f()},

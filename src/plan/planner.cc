@@ -22,8 +22,14 @@ constexpr const char* kOnDemandScenario = "all on-demand";
 constexpr const char* kPeakScenario = "all reserved (peak)";
 constexpr const char* kSpotScenario = "all spot (on-demand fallback)";
 constexpr const char* kZone = "plan-zone";
-constexpr int64_t kCpuMilliPerGpu = 12 * 1000;
-constexpr int64_t kMemMibPerGpu = 128 * 1024;
+constexpr int64_t kCpuMilliPerGpu = kPlannedCpuMilliPerGpu;
+constexpr int64_t kMemMibPerGpu = kPlannedMemMibPerGpu;
+
+std::string Cpus(int64_t milli) {
+  char out[32];
+  std::snprintf(out, sizeof out, milli % 1000 == 0 ? "%.0f" : "%.1f", static_cast<double>(milli) / 1000);
+  return out;
+}
 
 double Usd(cost::MicroUsd v) { return static_cast<double>(v) / static_cast<double>(cost::kMicroUsdPerUsd); }
 
@@ -604,6 +610,13 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
       ++report.jobs_left_out;
       continue;
     }
+    if (j.spec.cpu_milli > kCpuMilliPerGpu * o.gpus_per_node || j.spec.mem_mib > kMemMibPerGpu * o.gpus_per_node) {
+      if (report.jobs_too_large++ == 0) {
+        report.first_too_large = j.id + " (" + Cpus(j.spec.cpu_milli) + " vCPUs, " +
+                                 std::to_string(j.spec.mem_mib / 1024) + " GiB per node)";
+      }
+      continue;
+    }
     sim::TraceJob copy = j;
     copy.spec.gpu_models = {first};  // planned per model: the replay keeps each job on it
     if (no_spot.count(copy.spec.team) > 0) {
@@ -646,7 +659,7 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
   report.history_hours = demand.hours;
   if (demand.hours < kHoursPerWeek) {
     return Status::InvalidArgument("the history spans " + std::to_string(demand.hours) +
-                                   " hours; the forecast needs at least one week (168 hours) to see every hour of the week");
+                                   (demand.hours == 1 ? " hour" : " hours") + "; the forecast needs at least one week (168 hours) to see every hour of the week");
   }
   // The demand that may not use spot, over the same window.
   auto gpu_hours_of = [&](const std::vector<sim::TraceJob>& some) -> Result<std::map<std::string, double>> {

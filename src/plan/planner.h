@@ -65,6 +65,10 @@
 
 namespace gpufleet::plan {
 
+// The size of a planned node per GPU, in the replays (about AWS's p3/p4d/g4dn shapes).
+inline constexpr int64_t kPlannedCpuMilliPerGpu = 12 * 1000;
+inline constexpr int64_t kPlannedMemMibPerGpu = 128 * 1024;
+
 // Spot shares the optimiser tries: 0, this step, twice it, ... below the cap, and the cap.
 inline constexpr double kSpotShareStep = 0.25;
 
@@ -196,6 +200,10 @@ struct PlannerReport {
   int64_t jobs = 0;           // in the history
   int64_t jobs_left_out = 0;  // of models not planned for
   int64_t jobs_outside_window = 0;  // submitted before `from` or at or after `to`
+  // Jobs asking for more CPUs or memory per node than a planned node has (12 vCPUs and 128 GiB
+  // per GPU): no replay could run them, so they are left out, the first named.
+  int64_t jobs_too_large = 0;
+  std::string first_too_large;  // "ID (120 vCPUs, 64 GiB per node)"
   std::vector<std::string> no_spot_teams;  // as asked, in the order given
   int64_t no_spot_team_jobs = 0;    // planned jobs of those teams
   int64_t marked_no_spot_jobs = 0;  // other planned jobs the history marks market on-demand

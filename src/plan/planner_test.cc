@@ -486,6 +486,30 @@ TEST(PlannerInputTest, JobsOfOtherModelsAreLeftOutAndCounted) {
   EXPECT_EQ(r->models[0].gpu_model, "V100");
 }
 
+TEST(PlannerInputTest, JobsLargerThanAPlannedNodeAreLeftOutNamedAndTheReplayEnds) {
+  // Given two jobs asking for more CPUs (120 on 8-GPU nodes of 96) or memory per node than a
+  // planned node has, and one that fits, expect the two left out, counted and the first named,
+  // and every replayed job to finish (a job no node can hold would wait forever).
+  std::vector<sim::TraceJob> jobs = BaseAndBursts(1);
+  sim::TraceJob cpu = Job("wide-cpu", kMonday + Duration::Hours(30), 8, Duration::Hours(1));
+  cpu.spec.cpu_milli = 120'000;
+  sim::TraceJob mem = Job("wide-mem", kMonday + Duration::Hours(31), 8, Duration::Hours(1));
+  mem.spec.mem_mib = 2'000'000;
+  sim::TraceJob fits = Job("fits", kMonday + Duration::Hours(32), 8, Duration::Hours(1));
+  fits.spec.cpu_milli = 96'000;
+  jobs.insert(jobs.end(), {cpu, mem, fits});
+  PlannerOptions o = Options();
+  o.verify.baselines = false;
+  o.verify.neighbours = false;
+  auto r = RunPlanner(jobs, Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->jobs_too_large, 2);
+  EXPECT_EQ(r->first_too_large, "wide-cpu (120 vCPUs, 0 GiB per node)");
+  ASSERT_FALSE(r->verification.empty());
+  EXPECT_EQ(r->verification[0].summary.finished, r->verification[0].summary.jobs);
+  EXPECT_EQ(r->verification[0].summary.jobs, static_cast<int64_t>(jobs.size()) - 2);
+}
+
 TEST(PlannedClusterTest, ReservedNodesAndOffersFollowThePlan) {
   // Given a model report with 3 reserved nodes, expect 3 fixed reserved nodes at the reserved
   // node price, an on-demand offer, and a spot offer only when spot is wanted.
