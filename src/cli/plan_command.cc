@@ -378,7 +378,7 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
          "):");
     line("  " + Pad("cluster", 31) + Pad("reserved", 9, true) + Pad("rented", 8, true) + Pad("cost", 12, true) +
          Pad("reserved", 12, true) + Pad("on-demand", 12, true) + Pad("spot", 12, true) + Pad(q + " wait", 10, true) +
-         Pad("SLO", 7, true) + Pad("util", 8, true) + Pad("vs on-dem", 10, true));
+         Pad("SLO", 7, true) + Pad("util", 8, true) + Pad("res used", 9, true) + Pad("vs on-dem", 10, true));
     for (size_t i = 0; i < r.verification.size(); ++i) {
       const auto& s = r.verification[i];
       const bool rec = r.recommended && *r.recommended == i;
@@ -388,6 +388,7 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
            Pad(Dollars(MarketCost(s.summary, "on-demand")), 12, true) +
            Pad(Dollars(MarketCost(s.summary, "spot")), 12, true) + Pad(Hours(s.slo_wait_s), 10, true) +
            Pad(std::string(s.meets_slo ? "met" : "missed") + (s.within_caps ? "" : "+"), 7, true) + Pad(Pct(s.summary.utilisation), 8, true) +
+           Pad(s.summary.reserved_utilisation >= 0 ? Pct(s.summary.reserved_utilisation) : "-", 9, true) +
            Pad(s.cost_ratio_to_on_demand > 0 ? Printf("%.2fx", s.cost_ratio_to_on_demand) : "-", 10, true));
     }
     const auto& p = r.verification.front();
@@ -442,6 +443,7 @@ json SummaryJson(const sim::Summary& s) {
                          {"p99", s.queue_s.p99}, {"max", s.queue_s.max}}},
             {"jct_s_p95", s.jct_s.p95},
             {"utilisation", s.utilisation},
+            {"reserved_utilisation", s.reserved_utilisation >= 0 ? json(s.reserved_utilisation) : json(nullptr)},
             {"makespan_s", s.makespan_s},
             {"cost_usd", s.cost_usd},
             {"cost_by_market_usd", s.cost_by_market_usd},

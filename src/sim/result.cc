@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "common/check.h"
+#include "model/types.h"
 
 namespace gpufleet::sim {
 namespace {
@@ -391,6 +392,13 @@ Summary Summarize(const SimResult& r) {
   } else {
     double capacity_ms = static_cast<double>(r.cluster_gpus) * static_cast<double>((r.end - r.start).millis());
     s.utilisation = capacity_ms > 0 ? static_cast<double>(run_gpu_ms) / capacity_ms : 0;
+  }
+  {
+    const int reserved = static_cast<int>(model::Market::kReserved);
+    if (r.paid_gpu_ms_by_market[reserved] > 0) {
+      s.reserved_utilisation = static_cast<double>(r.busy_gpu_ms_by_market[reserved]) /
+                               static_cast<double>(r.paid_gpu_ms_by_market[reserved]);
+    }
   }
   for (const auto& [name, t] : teams) {
     TeamShare& ts = s.teams[name];

@@ -75,6 +75,10 @@ struct SimResult {
   // GPUs held by jobs, and GPUs on nodes that were up. Summaries prefer these to the series.
   int64_t busy_gpu_ms = 0;
   int64_t online_gpu_ms = 0;
+  // The same by market (index: model::Market), over the time each node was paid for (up or
+  // booting): GPUs held by jobs on such nodes, and the nodes' GPUs.
+  int64_t busy_gpu_ms_by_market[3] = {0, 0, 0};
+  int64_t paid_gpu_ms_by_market[3] = {0, 0, 0};
   int64_t node_failures = 0;
   int64_t spot_interruptions = 0;  // spot nodes taken back (notice given)
   int64_t nodes_rented = 0;        // by the autoscaler
@@ -119,6 +123,8 @@ struct Summary {
   Percentiles slowdown;    // jct / work
   double makespan_s = 0;   // last finish - first submit
   double utilisation = 0;  // busy GPU-time / available GPU-time over the makespan, 0..1
+  // Busy GPU-time / paid GPU-time of the reserved nodes, 0..1; -1 without reserved nodes.
+  double reserved_utilisation = -1;
   int64_t preemptions = 0;  // stops ordered by the scheduler
   int64_t failures = 0;     // runs cut by node failures
   int64_t reclaims = 0;     // runs cut by spot reclaims

@@ -53,6 +53,7 @@ struct SimJob {
   Time pending_since;
   Duration overhead_due;       // restart overhead for the next run
   std::vector<int64_t> nodes;  // nodes of the current run
+  int64_t busy_by_market[3] = {0, 0, 0};  // milli-GPUs of the current run, by its nodes' market
   model::JobSpec spec;         // as submitted (canonical GPU names); the scheduler splits it to fit
 };
 
@@ -122,6 +123,7 @@ class World : public sched::ActionSink {
   void NodeRate(size_t n, int sign) {
     const model::NodeSpec& spec = nodes_[n].spec;
     node_rate_[static_cast<int>(spec.market)] += sign * spec.price_micros_per_hour;
+    paid_milli_[static_cast<int>(spec.market)] += sign * int64_t{spec.gpus} * model::kMilliGpuPerGpu;
   }
   Duration CheckpointInterval(size_t i) const {
     Duration own = trace_[i].spec.checkpoint_interval;
@@ -141,6 +143,8 @@ class World : public sched::ActionSink {
   std::string reference_;
   int64_t busy_milli_ = 0;
   int64_t node_rate_[3] = {0, 0, 0};        // micro-dollars per hour of the nodes up, by market
+  int64_t paid_milli_[3] = {0, 0, 0};       // milli-GPUs of those nodes, by market
+  int64_t busy_market_milli_[3] = {0, 0, 0};  // milli-GPUs held by jobs, by their nodes' market
   __int128 node_cost_acc_[3] = {0, 0, 0};   // micro-dollars x ms / h, integrated between events
   int64_t running_ = 0;
   int64_t finished_ = 0;
@@ -354,6 +358,10 @@ void World::Start(JobId id, const model::Placement& p) {
   j.nodes.clear();
   for (const auto& part : p.parts) {
     const int64_t n = part.node.value();
+    const int market = static_cast<int>(nodes_[static_cast<size_t>(n)].spec.market);
+    const int64_t held = static_cast<int64_t>(part.gpus.size()) * part.gpu_milli;
+    j.busy_by_market[market] += held;
+    busy_market_milli_[market] += held;
     if (std::find(j.nodes.begin(), j.nodes.end(), n) == j.nodes.end()) {
       j.nodes.push_back(n);
       NodeIdleChange(static_cast<size_t>(n), +1);
@@ -407,6 +415,10 @@ void World::Preempt(JobId id, PreemptReason reason) {
   }
   for (int64_t n : j.nodes) NodeIdleChange(static_cast<size_t>(n), -1);
   j.nodes.clear();
+  for (int m = 0; m < 3; ++m) {
+    busy_market_milli_[m] -= j.busy_by_market[m];
+    j.busy_by_market[m] = 0;
+  }
   busy_milli_ -= milli;
   --running_;
   j.running = false;
@@ -556,6 +568,10 @@ void World::Finish(size_t i, int64_t epoch, Time t, std::vector<sched::Event>& b
   j.done = j.work;
   for (int64_t n : j.nodes) NodeIdleChange(static_cast<size_t>(n), -1);
   j.nodes.clear();
+  for (int m = 0; m < 3; ++m) {
+    busy_market_milli_[m] -= j.busy_by_market[m];
+    j.busy_by_market[m] = 0;
+  }
   busy_milli_ -= milli;
   --running_;
   ++finished_;
@@ -765,7 +781,11 @@ Result<SimResult> World::Run() {
     int64_t dt = (t - last_t).millis();
     result_.busy_gpu_ms += busy_milli_ * dt / model::kMilliGpuPerGpu;
     result_.online_gpu_ms += view.OnlineMilli() * dt / model::kMilliGpuPerGpu;
-    for (int m = 0; m < 3; ++m) node_cost_acc_[m] += static_cast<__int128>(node_rate_[m]) * dt;
+    for (int m = 0; m < 3; ++m) {
+      node_cost_acc_[m] += static_cast<__int128>(node_rate_[m]) * dt;
+      result_.busy_gpu_ms_by_market[m] += busy_market_milli_[m] * dt / model::kMilliGpuPerGpu;
+      result_.paid_gpu_ms_by_market[m] += paid_milli_[m] * dt / model::kMilliGpuPerGpu;
+    }
     last_t = t;
     clock_.now = t;
     WatchBudgets(sched);

@@ -78,6 +78,39 @@ TEST_F(SimulatorTest, ChargesJobsTheirShareOfNodePrices) {
   EXPECT_NE(SummaryToJson(s).find("\"cost_usd\": 72"), std::string::npos) << SummaryToJson(s);
 }
 
+TEST_F(SimulatorTest, ReservedUtilisationCountsTheReservedNodesAlone) {
+  // Given a reserved 8-GPU node and a spot one, a 4-GPU job for 2 h on the reserved node and,
+  // after it, an 8-GPU job for 1 h on spot, expect the reserved node busy 4 GPUs x 2 h of its
+  // 8 GPUs x 3 h paid (1/3), the spot node 8 x 1 of 8 x 3, and no reserved figure without one.
+  ClusterSpec c = HomogeneousCluster(8, "A100", 8, 16'000'000);
+  c.nodes[0].market = model::Market::kReserved;
+  model::NodeSpec spot = c.nodes[0];
+  spot.name = "spot-0";
+  spot.market = model::Market::kSpot;
+  spot.labels["pool"] = "spot";
+  c.nodes.push_back(spot);
+  TraceJob a = Job("A", 0, 4, 7200);
+  a.spec.market = model::MarketPreference::kOnDemand;  // not spot: the reserved node
+  TraceJob b = Job("B", 7200, 8, 3600);
+  b.spec.constraints["pool"] = "spot";
+  SimOptions o;
+  o.policy = "fifo";
+  auto r = Run({a, b}, c, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const int reserved = static_cast<int>(model::Market::kReserved);
+  const int spot_market = static_cast<int>(model::Market::kSpot);
+  EXPECT_EQ(r->busy_gpu_ms_by_market[reserved], 4 * 2 * 3'600'000);
+  EXPECT_EQ(r->paid_gpu_ms_by_market[reserved], 8 * 3 * 3'600'000);
+  EXPECT_EQ(r->busy_gpu_ms_by_market[spot_market], 8 * 1 * 3'600'000);
+  Summary s = Summarize(*r);
+  EXPECT_DOUBLE_EQ(s.reserved_utilisation, 1.0 / 3.0);
+
+  ClusterSpec plain = HomogeneousCluster(1, "A100", 8, 16'000'000);
+  auto r2 = Run({Job("C", 0, 4, 3600)}, plain, o);
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ(Summarize(*r2).reserved_utilisation, -1);
+}
+
 TEST_F(SimulatorTest, HardBudgetStopsATeamAtItsLimit) {
   // A full 8-GPU node at $8/h and team t's budget of $2: its 1-hour job is stopped after 15
   // minutes and never finishes; team u, without a budget, runs its job to the end.
