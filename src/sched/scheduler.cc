@@ -1774,15 +1774,37 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     whatif.EndTrial();
     return false;
   }
-  // Drop victims that turn out not to be needed, most costly first.
+  // Drop victims that turn out not to be needed, most costly first. The placement policy is
+  // asked only when the necessary conditions above hold without the victim (`free` and `ready`
+  // move with each victim given back, as they moved with each one released); otherwise the job
+  // cannot fit and the victim stays.
   for (size_t i = chosen.size(); i-- > 0;) {
-    whatif.Allocate(chosen[i]->placement);
-    ++stats_.placement_calls;
-    if (policies_.placement->Place(w.spec, whatif, po).kind == PlaceResult::Kind::kPlaced) {
-      chosen.erase(chosen.begin() + static_cast<long>(i));
-    } else {
-      whatif.Release(chosen[i]->placement);
+    const Placement& p = chosen[i]->placement;
+    if (whole) {
+      for (const auto& part : p.parts) ready -= node_ready(*whatif.Find(part.node)) ? 1 : 0;
     }
+    whatif.Allocate(p);
+    if (whole) {
+      for (const auto& part : p.parts) ready += node_ready(*whatif.Find(part.node)) ? 1 : 0;
+    }
+    free -= chosen[i]->held_milli;
+    bool placed = false;
+    if (free >= need && (!whole || ready >= w.spec.nodes)) {
+      ++stats_.placement_calls;
+      placed = policies_.placement->Place(w.spec, whatif, po).kind == PlaceResult::Kind::kPlaced;
+    }
+    if (placed) {
+      chosen.erase(chosen.begin() + static_cast<long>(i));
+      continue;
+    }
+    if (whole) {
+      for (const auto& part : p.parts) ready -= node_ready(*whatif.Find(part.node)) ? 1 : 0;
+    }
+    whatif.Release(p);
+    if (whole) {
+      for (const auto& part : p.parts) ready += node_ready(*whatif.Find(part.node)) ? 1 : 0;
+    }
+    free += chosen[i]->held_milli;
   }
   if (chosen.empty()) {
     whatif.EndTrial();
