@@ -95,6 +95,12 @@ class QueuePolicy {
   // the usage changes, save that of teams other than the waiting job's): a preemption search
   // then ends before it looks at anyone.
   virtual bool MayPreemptSomeone(const JobView& waiting, const QueueContext& ctx) const { return Preempts(); }
+  // True when MayPreempt(waiting, running, ctx) is exactly Rank(waiting, ctx).k[0] <
+  // Rank(running, ctx).k[0]: a waiting job may stop exactly the running jobs of later queue
+  // classes. Then, while ranks are current and the running set does not change, a preemption
+  // search that found no room for one job finds none for a job of the same shape ranked after
+  // it (its candidates are a subset), and a pass counts that search as failed without running it.
+  virtual bool PreemptsByClass() const { return false; }
   virtual PreemptReason PreemptionReason() const { return PreemptReason::kPriority; }
   // False when MayPreempt is always false: a pass then never looks for victims.
   virtual bool Preempts() const { return false; }

@@ -1637,8 +1637,13 @@ std::optional<Scheduler::Reservation> Scheduler::MakeReservation(const JobState&
 }
 
 bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vector<char>* claimed) {
+  search_lacked_room_ = false;
   std::vector<int> models = AllowedModels(w.spec, view_);
-  if (models.empty() || !policies_.queue->MayPreemptSomeone(w.v, ctx)) return false;
+  if (models.empty()) {
+    search_lacked_room_ = true;
+    return false;
+  }
+  if (!policies_.queue->MayPreemptSomeone(w.v, ctx)) return false;
   const int64_t need = w.spec.total_gpu_milli();
   int64_t free = FreeMilliFor(models, view_);
   std::vector<JobState*> candidates;
@@ -1652,7 +1657,10 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     // release every candidate and still find too few nodes with enough free GPUs.
     bool whole_nodes = true;
     for (int m : models) whole_nodes = whole_nodes && w.spec.gpus_per_node == view_.MaxGpusPerNode(m);
-    if (whole_nodes && !NodesMayBeFreed(w, models, ctx)) return false;
+    if (whole_nodes && !NodesMayBeFreed(w, models, ctx)) {
+      search_lacked_room_ = true;
+      return false;
+    }
   }
   auto may_stop = [&](const JobState* r) {
     return !r->preempted_for && ctx.now - r->v.started_at >= policies_.options.min_run_before_preempt &&
@@ -1691,7 +1699,10 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     // Enough candidates to cover the need, or the search fails as the full list would.
     while (candidates.empty() || free + candidate_milli < need) {
       JobState* r = next_candidate();
-      if (!r) return false;
+      if (!r) {
+        search_lacked_room_ = true;
+        return false;
+      }
       candidates.push_back(r);
       candidate_milli += r->held_milli;
     }
@@ -1704,7 +1715,10 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       candidate_milli += r->held_milli;
     }
   }
-  if (candidates.empty() || free + candidate_milli < need) return false;
+  if (candidates.empty() || free + candidate_milli < need) {
+    search_lacked_room_ = true;
+    return false;
+  }
   if (stream) {
     // Already in order.
   } else if (policies_.options.victims == VictimOrder::kWorstRank) {
@@ -1772,6 +1786,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   }
   if (!fits) {
     whatif.EndTrial();
+    search_lacked_room_ = true;
     return false;
   }
   // Drop victims that turn out not to be needed, most costly first. The placement policy is
@@ -1898,6 +1913,13 @@ void Scheduler::Pass() {
   std::optional<Reservation> res;
   int attempts = 0;
   const bool preemptive = opt.preemption && policies_.queue->Preempts();
+  // A search that lacked room is not run again for a job of its shape ranked after it while the
+  // running set stays as it was, when the policy preempts by class and every rank is current
+  // (no rank change is due: ranks move only at the timers' instants).
+  const bool repeat_failures = preemptive && static_ranks && running_moving_ == 0 &&
+                               policies_.queue->PreemptsByClass() &&
+                               (timers_.empty() || std::get<0>(*timers_.begin()) > ctx.now);
+  if (repeat_failures) shape_search_failed_at_.assign(nshapes, -1);
   if (preemptive && running_moving_ > 0) RefreshRunningRanks(ctx);
 
   // Static ranks in a full pass: merge the per-shape queues by rank. A shape that died drops out
@@ -2120,7 +2142,14 @@ void Scheduler::Pass() {
         failed_count_ = 0;
       }
       ++failed_count_;
-      if (TryPreempt(*j, ctx, claimed.empty() ? nullptr : &claimed)) {
+      bool found = false;
+      if (repeat_failures && shape_search_failed_at_[shape] == running_version_) {
+        // A job of this shape ranked ahead found no room at this running set: neither would this.
+      } else {
+        found = TryPreempt(*j, ctx, claimed.empty() ? nullptr : &claimed);
+        if (!found && repeat_failures && search_lacked_room_) shape_search_failed_at_[shape] = running_version_;
+      }
+      if (found) {
         add_claim(*j);
         j->outcome = JobState::Outcome::kAwaitingVictims;
         continue;
