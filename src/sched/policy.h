@@ -58,7 +58,14 @@ struct JobView {
 // A job's place in the queue: lower sorts first. Ties are broken by submission order.
 struct RankKey {
   std::array<int64_t, 3> k{0, 0, 0};
-  auto operator<=>(const RankKey&) const = default;
+  // Lexicographic, as the default would be; spelled out because queues and indexes compare
+  // keys in their hottest loops and the generic array comparison is not inlined as well.
+  constexpr std::strong_ordering operator<=>(const RankKey& o) const {
+    if (k[0] != o.k[0]) return k[0] <=> o.k[0];
+    if (k[1] != o.k[1]) return k[1] <=> o.k[1];
+    return k[2] <=> o.k[2];
+  }
+  constexpr bool operator==(const RankKey& o) const { return k == o.k; }
 };
 
 struct TeamUsage {
