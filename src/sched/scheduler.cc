@@ -1557,17 +1557,22 @@ std::vector<JobId> Scheduler::QueueOrder() const {
 
 namespace {
 
-// Allowed model indices of a job in a view (all models when the job names none).
-std::vector<int> AllowedModels(const JobSpec& s, const ClusterView& view) {
-  std::vector<int> out;
+// Allowed model indices of a job in a view (all models when the job names none), into `out`.
+void AllowedModelsInto(const JobSpec& s, const ClusterView& view, std::vector<int>& out) {
+  out.clear();
   if (s.gpu_models.empty()) {
     for (size_t m = 0; m < view.models().size(); ++m) out.push_back(static_cast<int>(m));
-    return out;
+    return;
   }
   for (const auto& name : s.gpu_models) {
     int m = view.ModelIndex(name);
     if (m >= 0) out.push_back(m);
   }
+}
+
+std::vector<int> AllowedModels(const JobSpec& s, const ClusterView& view) {
+  std::vector<int> out;
+  AllowedModelsInto(s, view, out);
   return out;
 }
 
@@ -1638,7 +1643,9 @@ std::optional<Scheduler::Reservation> Scheduler::MakeReservation(const JobState&
 
 bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vector<char>* claimed) {
   search_lacked_room_ = false;
-  std::vector<int> models = AllowedModels(w.spec, view_);
+  // (Members reused from search to search, so that a search that fails early allocates nothing.)
+  std::vector<int>& models = search_models_;
+  AllowedModelsInto(w.spec, view_, models);
   if (models.empty()) {
     search_lacked_room_ = true;
     return false;
@@ -1646,11 +1653,13 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   if (!policies_.queue->MayPreemptSomeone(w.v, ctx)) return false;
   const int64_t need = w.spec.total_gpu_milli();
   int64_t free = FreeMilliFor(models, view_);
-  std::vector<JobState*> candidates;
+  std::vector<JobState*>& candidates = search_candidates_;
+  candidates.clear();
   int64_t candidate_milli = 0;
   const bool static_ranks = StaticRanks();
   const bool whole = !w.spec.fractional();
-  std::vector<char> model_ok(view_.models().size(), 0);
+  std::vector<char>& model_ok = search_model_ok_;
+  model_ok.assign(view_.models().size(), 0);
   for (int m : models) model_ok[m] = 1;
   if (static_ranks && whole) {
     // A job that needs whole nodes: if no node can be emptied for it, the search below would
@@ -1741,7 +1750,8 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // A trial on the view itself; every path below ends it before anything else changes the view.
   ClusterView& whatif = view_;
   whatif.StartTrial();
-  std::vector<JobState*> chosen;
+  std::vector<JobState*>& chosen = search_chosen_;
+  chosen.clear();
   bool fits = false;
   // Usage as it will be once the chosen victims are gone, so that a policy whose answer depends
   // on usage (fair-share: only borrowed GPUs) judges each further victim after the earlier ones.
@@ -1900,10 +1910,12 @@ void Scheduler::Pass() {
   // so a shape that failed is not placed again. A shape is dead when no job of it can start in
   // this pass any more; when every shape still in the queue is dead, the pass ends.
   const size_t nshapes = shapes_.size();
-  std::vector<char> failed_free(nshapes, 0);  // could not be placed at all
-  std::vector<char> failed_excl(nshapes, 0);  // could not be placed outside the reservation
-  std::vector<char> dead(nshapes, 0);
-  std::vector<char> no_preempt(nshapes, 0);  // a job of this shape could not preempt: later ones cannot
+  // (Members reused from pass to pass, so that a pass allocates nothing for them.)
+  std::vector<char>& failed_free = pass_flags_[0];  // could not be placed at all
+  std::vector<char>& failed_excl = pass_flags_[1];  // could not be placed outside the reservation
+  std::vector<char>& dead = pass_flags_[2];
+  std::vector<char>& no_preempt = pass_flags_[3];  // a job of this shape could not preempt: later ones cannot
+  for (std::vector<char>& flags : pass_flags_) flags.assign(nshapes, 0);
   int64_t dead_live = 0;
   auto mark_dead = [&](int shape) {
     if (dead[shape]) return;
