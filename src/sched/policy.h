@@ -58,7 +58,14 @@ struct JobView {
 // A job's place in the queue: lower sorts first. Ties are broken by submission order.
 struct RankKey {
   std::array<int64_t, 3> k{0, 0, 0};
-  auto operator<=>(const RankKey&) const = default;
+  // Lexicographic, as the default would be; spelled out because queues and indexes compare
+  // keys in their hottest loops and the generic array comparison is not inlined as well.
+  constexpr std::strong_ordering operator<=>(const RankKey& o) const {
+    if (k[0] != o.k[0]) return k[0] <=> o.k[0];
+    if (k[1] != o.k[1]) return k[1] <=> o.k[1];
+    return k[2] <=> o.k[2];
+  }
+  constexpr bool operator==(const RankKey& o) const { return k == o.k; }
 };
 
 struct TeamUsage {
@@ -95,6 +102,12 @@ class QueuePolicy {
   // the usage changes, save that of teams other than the waiting job's): a preemption search
   // then ends before it looks at anyone.
   virtual bool MayPreemptSomeone(const JobView& waiting, const QueueContext& ctx) const { return Preempts(); }
+  // True when MayPreempt(waiting, running, ctx) is exactly Rank(waiting, ctx).k[0] <
+  // Rank(running, ctx).k[0]: a waiting job may stop exactly the running jobs of later queue
+  // classes. Then, while ranks are current and the running set does not change, a preemption
+  // search that found no room for one job finds none for a job of the same shape ranked after
+  // it (its candidates are a subset), and a pass counts that search as failed without running it.
+  virtual bool PreemptsByClass() const { return false; }
   virtual PreemptReason PreemptionReason() const { return PreemptReason::kPriority; }
   // False when MayPreempt is always false: a pass then never looks for victims.
   virtual bool Preempts() const { return false; }

@@ -1559,17 +1559,22 @@ std::vector<JobId> Scheduler::QueueOrder() const {
 
 namespace {
 
-// Allowed model indices of a job in a view (all models when the job names none).
-std::vector<int> AllowedModels(const JobSpec& s, const ClusterView& view) {
-  std::vector<int> out;
+// Allowed model indices of a job in a view (all models when the job names none), into `out`.
+void AllowedModelsInto(const JobSpec& s, const ClusterView& view, std::vector<int>& out) {
+  out.clear();
   if (s.gpu_models.empty()) {
     for (size_t m = 0; m < view.models().size(); ++m) out.push_back(static_cast<int>(m));
-    return out;
+    return;
   }
   for (const auto& name : s.gpu_models) {
     int m = view.ModelIndex(name);
     if (m >= 0) out.push_back(m);
   }
+}
+
+std::vector<int> AllowedModels(const JobSpec& s, const ClusterView& view) {
+  std::vector<int> out;
+  AllowedModelsInto(s, view, out);
   return out;
 }
 
@@ -1639,22 +1644,34 @@ std::optional<Scheduler::Reservation> Scheduler::MakeReservation(const JobState&
 }
 
 bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vector<char>* claimed) {
-  std::vector<int> models = AllowedModels(w.spec, view_);
-  if (models.empty() || !policies_.queue->MayPreemptSomeone(w.v, ctx)) return false;
+  search_lacked_room_ = false;
+  // (Members reused from search to search, so that a search that fails early allocates nothing.)
+  std::vector<int>& models = search_models_;
+  AllowedModelsInto(w.spec, view_, models);
+  if (models.empty()) {
+    search_lacked_room_ = true;
+    return false;
+  }
+  if (!policies_.queue->MayPreemptSomeone(w.v, ctx)) return false;
   const int64_t need = w.spec.total_gpu_milli();
   int64_t free = FreeMilliFor(models, view_);
-  std::vector<JobState*> candidates;
+  std::vector<JobState*>& candidates = search_candidates_;
+  candidates.clear();
   int64_t candidate_milli = 0;
   const bool static_ranks = StaticRanks();
   const bool whole = !w.spec.fractional();
-  std::vector<char> model_ok(view_.models().size(), 0);
+  std::vector<char>& model_ok = search_model_ok_;
+  model_ok.assign(view_.models().size(), 0);
   for (int m : models) model_ok[m] = 1;
   if (static_ranks && whole) {
     // A job that needs whole nodes: if no node can be emptied for it, the search below would
     // release every candidate and still find too few nodes with enough free GPUs.
     bool whole_nodes = true;
     for (int m : models) whole_nodes = whole_nodes && w.spec.gpus_per_node == view_.MaxGpusPerNode(m);
-    if (whole_nodes && !NodesMayBeFreed(w, models, ctx)) return false;
+    if (whole_nodes && !NodesMayBeFreed(w, models, ctx)) {
+      search_lacked_room_ = true;
+      return false;
+    }
   }
   auto may_stop = [&](const JobState* r) {
     return !r->preempted_for && ctx.now - r->v.started_at >= policies_.options.min_run_before_preempt &&
@@ -1693,7 +1710,10 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     // Enough candidates to cover the need, or the search fails as the full list would.
     while (candidates.empty() || free + candidate_milli < need) {
       JobState* r = next_candidate();
-      if (!r) return false;
+      if (!r) {
+        search_lacked_room_ = true;
+        return false;
+      }
       candidates.push_back(r);
       candidate_milli += r->held_milli;
     }
@@ -1706,7 +1726,10 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       candidate_milli += r->held_milli;
     }
   }
-  if (candidates.empty() || free + candidate_milli < need) return false;
+  if (candidates.empty() || free + candidate_milli < need) {
+    search_lacked_room_ = true;
+    return false;
+  }
   if (stream) {
     // Already in order.
   } else if (policies_.options.victims == VictimOrder::kWorstRank) {
@@ -1729,7 +1752,8 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // A trial on the view itself; every path below ends it before anything else changes the view.
   ClusterView& whatif = view_;
   whatif.StartTrial();
-  std::vector<JobState*> chosen;
+  std::vector<JobState*>& chosen = search_chosen_;
+  chosen.clear();
   bool fits = false;
   // Usage as it will be once the chosen victims are gone, so that a policy whose answer depends
   // on usage (fair-share: only borrowed GPUs) judges each further victim after the earlier ones.
@@ -1774,17 +1798,40 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   }
   if (!fits) {
     whatif.EndTrial();
+    search_lacked_room_ = true;
     return false;
   }
-  // Drop victims that turn out not to be needed, most costly first.
+  // Drop victims that turn out not to be needed, most costly first. The placement policy is
+  // asked only when the necessary conditions above hold without the victim (`free` and `ready`
+  // move with each victim given back, as they moved with each one released); otherwise the job
+  // cannot fit and the victim stays.
   for (size_t i = chosen.size(); i-- > 0;) {
-    whatif.Allocate(chosen[i]->placement);
-    ++stats_.placement_calls;
-    if (policies_.placement->Place(w.spec, whatif, po).kind == PlaceResult::Kind::kPlaced) {
-      chosen.erase(chosen.begin() + static_cast<long>(i));
-    } else {
-      whatif.Release(chosen[i]->placement);
+    const Placement& p = chosen[i]->placement;
+    if (whole) {
+      for (const auto& part : p.parts) ready -= node_ready(*whatif.Find(part.node)) ? 1 : 0;
     }
+    whatif.Allocate(p);
+    if (whole) {
+      for (const auto& part : p.parts) ready += node_ready(*whatif.Find(part.node)) ? 1 : 0;
+    }
+    free -= chosen[i]->held_milli;
+    bool placed = false;
+    if (free >= need && (!whole || ready >= w.spec.nodes)) {
+      ++stats_.placement_calls;
+      placed = policies_.placement->Place(w.spec, whatif, po).kind == PlaceResult::Kind::kPlaced;
+    }
+    if (placed) {
+      chosen.erase(chosen.begin() + static_cast<long>(i));
+      continue;
+    }
+    if (whole) {
+      for (const auto& part : p.parts) ready -= node_ready(*whatif.Find(part.node)) ? 1 : 0;
+    }
+    whatif.Release(p);
+    if (whole) {
+      for (const auto& part : p.parts) ready += node_ready(*whatif.Find(part.node)) ? 1 : 0;
+    }
+    free += chosen[i]->held_milli;
   }
   if (chosen.empty()) {
     whatif.EndTrial();
@@ -1865,10 +1912,12 @@ void Scheduler::Pass() {
   // so a shape that failed is not placed again. A shape is dead when no job of it can start in
   // this pass any more; when every shape still in the queue is dead, the pass ends.
   const size_t nshapes = shapes_.size();
-  std::vector<char> failed_free(nshapes, 0);  // could not be placed at all
-  std::vector<char> failed_excl(nshapes, 0);  // could not be placed outside the reservation
-  std::vector<char> dead(nshapes, 0);
-  std::vector<char> no_preempt(nshapes, 0);  // a job of this shape could not preempt: later ones cannot
+  // (Members reused from pass to pass, so that a pass allocates nothing for them.)
+  std::vector<char>& failed_free = pass_flags_[0];  // could not be placed at all
+  std::vector<char>& failed_excl = pass_flags_[1];  // could not be placed outside the reservation
+  std::vector<char>& dead = pass_flags_[2];
+  std::vector<char>& no_preempt = pass_flags_[3];  // a job of this shape could not preempt: later ones cannot
+  for (std::vector<char>& flags : pass_flags_) flags.assign(nshapes, 0);
   int64_t dead_live = 0;
   auto mark_dead = [&](int shape) {
     if (dead[shape]) return;
@@ -1878,6 +1927,13 @@ void Scheduler::Pass() {
   std::optional<Reservation> res;
   int attempts = 0;
   const bool preemptive = opt.preemption && policies_.queue->Preempts();
+  // A search that lacked room is not run again for a job of its shape ranked after it while the
+  // running set stays as it was, when the policy preempts by class and every rank is current
+  // (no rank change is due: ranks move only at the timers' instants).
+  const bool repeat_failures = preemptive && static_ranks && running_moving_ == 0 &&
+                               policies_.queue->PreemptsByClass() &&
+                               (timers_.empty() || std::get<0>(*timers_.begin()) > ctx.now);
+  if (repeat_failures) shape_search_failed_at_.assign(nshapes, -1);
   if (preemptive && running_moving_ > 0) RefreshRunningRanks(ctx);
 
   // Static ranks in a full pass: merge the per-shape queues by rank. A shape that died drops out
@@ -2100,7 +2156,14 @@ void Scheduler::Pass() {
         failed_count_ = 0;
       }
       ++failed_count_;
-      if (TryPreempt(*j, ctx, claimed.empty() ? nullptr : &claimed)) {
+      bool found = false;
+      if (repeat_failures && shape_search_failed_at_[shape] == running_version_) {
+        // A job of this shape ranked ahead found no room at this running set: neither would this.
+      } else {
+        found = TryPreempt(*j, ctx, claimed.empty() ? nullptr : &claimed);
+        if (!found && repeat_failures && search_lacked_room_) shape_search_failed_at_[shape] = running_version_;
+      }
+      if (found) {
         add_claim(*j);
         j->outcome = JobState::Outcome::kAwaitingVictims;
         continue;

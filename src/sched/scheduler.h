@@ -20,6 +20,7 @@
 // Thread-safety: none; one thread owns a Scheduler.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -228,6 +229,18 @@ class Scheduler {
   void Erase(JobState& j);
   void Remember(JobState& j, const model::JobMemory& m);
   bool TryPreempt(JobState& waiting, const QueueContext& ctx, const std::vector<char>* claimed);
+  // Set by a TryPreempt that returned false: it found too few candidates, or none of them, or
+  // all of them released, made room (not some other reason). A job of the same shape ranked
+  // after the waiting one would fail so too (QueuePolicy::PreemptsByClass).
+  bool search_lacked_room_ = false;
+  // Per shape, the running_version_ at which a search of this pass lacked room (Pass).
+  std::vector<int64_t> shape_search_failed_at_;
+  // Buffers a pass and a search reuse instead of allocating each time.
+  std::array<std::vector<char>, 4> pass_flags_;
+  std::vector<int> search_models_;
+  std::vector<char> search_model_ok_;
+  std::vector<JobState*> search_candidates_;
+  std::vector<JobState*> search_chosen_;
   std::optional<Reservation> MakeReservation(const JobState& head) const;
   std::optional<Time> EarliestStart(const JobState& j, std::vector<char>* nodes_out) const;
   QueueContext Context() const;

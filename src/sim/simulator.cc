@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <queue>
 #include <random>
 #include <set>
@@ -34,7 +35,59 @@ struct Ev {
   Kind kind;
   int64_t index;  // job or node index
   int64_t epoch;  // job run number, to ignore stale finishes
-  bool operator>(const Ev& o) const { return std::tie(t, seq) > std::tie(o.t, o.seq); }
+  bool operator>(const Ev& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+// Events by (time, sequence number). Arrivals, known from the start, wait in a sorted list
+// beside a heap of the rest, so that the heap holds only what the run adds (finishes, stops,
+// timers, samples) and stays small; the two are merged in the same order one heap would give.
+class EventQueue {
+ public:
+  void push(const Ev& e) {
+    if (e.kind == Kind::kArrival) {
+      if (arrivals_.size() > next_ && arrivals_.back() > e) unsorted_ = true;
+      arrivals_.push_back(e);
+      return;
+    }
+    heap_.push_back(e);
+    std::push_heap(heap_.begin(), heap_.end(), std::greater<Ev>());
+  }
+  bool empty() const { return next_ == arrivals_.size() && heap_.empty(); }
+  const Ev& top() {
+    Sort();
+    return FromArrivals() ? arrivals_[next_] : heap_.front();
+  }
+  void pop() {
+    Sort();
+    if (FromArrivals()) {
+      ++next_;
+    } else {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<Ev>());
+      heap_.pop_back();
+    }
+  }
+  // Calls f(kind) for every event left, in no particular order.
+  template <class F>
+  void ForEachKind(F f) const {
+    for (size_t i = next_; i < arrivals_.size(); ++i) f(arrivals_[i].kind);
+    for (const Ev& e : heap_) f(e.kind);
+  }
+
+ private:
+  bool FromArrivals() const {
+    if (next_ == arrivals_.size()) return false;
+    return heap_.empty() || heap_.front() > arrivals_[next_];
+  }
+  void Sort() {
+    if (!unsorted_) return;
+    std::sort(arrivals_.begin() + static_cast<long>(next_), arrivals_.end(),
+              [](const Ev& a, const Ev& b) { return b > a; });
+    unsorted_ = false;
+  }
+  std::vector<Ev> arrivals_;
+  size_t next_ = 0;
+  bool unsorted_ = false;
+  std::vector<Ev> heap_;
 };
 
 class SimClock : public sched::Clock {
@@ -135,7 +188,7 @@ class World : public sched::ActionSink {
   const SimOptions& o_;
   const model::GpuCatalog& catalog_;
   std::mt19937_64 rng_;
-  std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> queue_;
+  EventQueue queue_;
   int64_t next_seq_ = 0;
   SimClock clock_;
   std::vector<SimJob> jobs_;
@@ -666,12 +719,9 @@ bool World::Done(const sched::Scheduler& sched, int64_t remaining_arrivals) cons
       !sched.NextWakeup()) {
     // Only pending jobs that can never start are left (infeasible, or no capacity returns).
     bool only_failures = true;
-    auto copy = queue_;
-    while (!copy.empty()) {
-      Kind k = copy.top().kind;
-      copy.pop();
+    queue_.ForEachKind([&](Kind k) {
       if (k != Kind::kSample && k != Kind::kNodeFail && k != Kind::kSpotNotice) only_failures = false;
-    }
+    });
     if (only_failures) return true;
   }
   return false;

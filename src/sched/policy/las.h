@@ -39,6 +39,7 @@ class LasPolicy : public QueuePolicy {
   RankKey Rank(const JobView& job, const QueueContext& ctx) const override;
   bool MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const override;
   bool Preempts() const override { return true; }
+  bool PreemptsByClass() const override { return true; }  // MayPreempt compares QueueOf, Rank's k[0]
   PreemptReason PreemptionReason() const override { return PreemptReason::kService; }
   std::optional<Time> NextRankChange(const JobView& job, const QueueContext& ctx) const override;
   bool ResetsServiceOnStart(const JobView& job, const QueueContext& ctx) const override;

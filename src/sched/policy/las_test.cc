@@ -135,6 +135,28 @@ TEST_F(LasTest, MayPreemptOnlyJobsInAStrictlyLowerPriorityQueue) {
   EXPECT_EQ(las_.DefaultBackfill(), BackfillMode::kGreedy);
 }
 
+TEST_F(LasTest, MayPreemptIsExactlyTheComparisonOfQueueClasses) {
+  // Given waiting and running jobs in every queue (a starving one among the waiting), expect
+  // MayPreempt to say exactly whether the waiting job's rank class is before the running job's,
+  // as PreemptsByClass promises (a pass relies on it to skip repeated searches).
+  ASSERT_TRUE(las_.PreemptsByClass());
+  model::JobSpec one = MakeJob(1), eight = MakeJob(8);
+  QueueContext ctx = Ctx(Sec(10'000));
+  std::vector<JobView> waiting = {Pending(one, 0, 1), Pending(eight, 4000, 2), Pending(one, 8000, 3)};
+  JobView starving = Pending(one, 9000, 4);
+  starving.last_run = Duration::Seconds(100);
+  starving.queued_since = Sec(1000);  // waited 9,000 s > 8 x 100 s: promoted to queue 0
+  waiting.push_back(starving);
+  std::vector<JobView> running = {Running(one, Sec(9000), 0, 5), Running(eight, Sec(9900), 3000, 6),
+                                  Running(one, Sec(0), 0, 7), Running(eight, Sec(9990), 0, 8)};
+  for (const JobView& w : waiting) {
+    for (const JobView& r : running) {
+      const bool by_class = las_.Rank(w, ctx).k[0] < las_.Rank(r, ctx).k[0];
+      EXPECT_EQ(las_.MayPreempt(w, r, ctx), by_class) << "waiting " << w.seq << ", running " << r.seq;
+    }
+  }
+}
+
 TEST_F(LasTest, StarvingJobIsPromotedAfterStarveTimesItsLastRun) {
   // Given a job in queue 2 that last ran 100 s and has waited since 1,000 s, expect it promoted
   // to queue 0 at exactly 1,800 s (8 x 100 s of waiting), with explain words saying so and

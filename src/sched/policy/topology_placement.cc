@@ -1,6 +1,7 @@
 #include "sched/policy/topology_placement.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -67,6 +68,9 @@ int BestMarketRank(MarketPreference job, int mask) {
   return best;
 }
 
+// Nodes with at most this many GPUs choose a part's GPUs without allocating (ChooseGpus).
+constexpr int kSmallNode = 64;
+
 struct Choice {
   int pos = -1;
   std::vector<int> gpus;
@@ -115,6 +119,23 @@ class Placer {
     Choice c;
     c.pos = pos;
     c.leftover = n.free_whole - g;
+    if (n.spec.nvlink_domain.empty() && n.spec.gpus <= kSmallNode) {
+      // One domain: the g coolest free GPUs (by temperature, then index), without the map below.
+      std::array<int, kSmallNode> free{};
+      int count = 0;
+      for (int i = 0; i < n.spec.gpus; ++i) {
+        if (n.free_milli[i] == model::kMilliGpuPerGpu) free[count++] = i;
+      }
+      if (count >= g) {
+        std::sort(free.begin(), free.begin() + count,
+                  [&](int a, int b) { return std::tie(n.temp_c[a], a) < std::tie(n.temp_c[b], b); });
+        std::sort(free.begin(), free.begin() + g);
+        c.gpus.assign(free.begin(), free.begin() + g);
+        for (int i : c.gpus) c.hot += n.temp_c[i] >= hot_c_ ? 1 : 0;
+        if (first_fit_) c.leftover = 0;
+        return c;
+      }
+    }
     // Free GPUs per domain, coolest first.
     std::map<int, std::vector<int>> domains;
     for (int i = 0; i < n.spec.gpus; ++i) {
