@@ -1,5 +1,7 @@
 #include "provider/local_provider.h"
 
+#include <sys/stat.h>
+
 #include <httplib.h>
 #include <signal.h>
 
@@ -167,6 +169,13 @@ class LocalProvider : public Provider {
     fs::create_directories(dir_ / "instances", ec);
     if (!ec) fs::create_directories(dir_ / "logs", ec);
     if (ec) return Status::Unavailable("local provider: create " + dir_.string() + ": " + ec.message());
+    // The emulated machines keep their data below it ({state_dir}/agents/NAME in the examples):
+    // jobs running as another user pass through it, as through a real machine's root. Made
+    // passable, nothing more (its instances/ and logs/ stay private).
+    struct stat st {};
+    if (::stat(dir_.c_str(), &st) == 0 && (st.st_mode & (S_IXGRP | S_IXOTH)) != (S_IXGRP | S_IXOTH)) {
+      ::chmod(dir_.c_str(), (st.st_mode & 07777) | S_IXGRP | S_IXOTH);
+    }
     GF_RETURN_IF_ERROR(LoadCounters());
     for (const auto& entry : fs::directory_iterator(dir_ / "instances", ec)) {
       if (entry.path().extension() != ".json") continue;

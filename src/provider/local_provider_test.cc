@@ -3,6 +3,8 @@
 // loops of at most 10 s). The notice endpoint is read over HTTP on 127.0.0.1.
 #include "provider/local_provider.h"
 
+#include <sys/stat.h>
+
 #include <httplib.h>
 #include <signal.h>
 #include <time.h>
@@ -126,6 +128,18 @@ class LocalProviderTest : public ::testing::Test {
   LocalConfig config_;
   std::vector<std::unique_ptr<Provider>> providers_;
 };
+
+TEST_F(LocalProviderTest, StateDirectoryIsMadePassableItsRecordsStayPrivate) {
+  // Given a state directory made private (0700, as under the controller's umask), expect Open to
+  // let other users through it (the emulated machines' agents keep their jobs' folders below it,
+  // and jobs may run as nobody) and to add no read permission.
+  fs::create_directories(dir_);
+  ASSERT_EQ(::chmod(dir_.c_str(), 0700), 0);
+  Open();
+  struct stat st {};
+  ASSERT_EQ(::stat(dir_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);
+}
 
 TEST_F(LocalProviderTest, AgentStartsOnlyOnceTheBootDelayHasPassed) {
   // Given a 30 s boot delay, expect nothing spawned at 29 s and the agent started at 30 s, with
