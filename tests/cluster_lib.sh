@@ -18,6 +18,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 declare -A AGENT_PID=()
 WATCH_JOBS=()  # job ids whose history and logs a failing test prints
+CLUSTER_LOGS=()  # more log files (or folders of *.log) a failing test prints the last lines of
 SERVER_PID=""
 SERVER_DIR="$WORK/server"
 URL=""
@@ -47,7 +48,11 @@ cluster_cleanup() {
     # On failure, the jobs' histories and the daemons' last words help more than anything else.
     local id
     for id in "${WATCH_JOBS[@]}"; do dump_job "$id"; done
-    for f in "$SERVER_DIR/server.log" "$WORK"/agents/*/agent.log; do
+    local extra=() entry
+    for entry in "${CLUSTER_LOGS[@]}"; do
+      if [[ -d "$entry" ]]; then extra+=("$entry"/*.log); else extra+=("$entry"); fi
+    done
+    for f in "$SERVER_DIR/server.log" "$WORK"/agents/*/agent.log "${extra[@]}"; do
       [[ -f "$f" ]] || continue
       echo "--- last lines of ${f#"$WORK"/}:" >&2
       tail -n 25 "$f" >&2

@@ -28,6 +28,7 @@ stop_all() {
   wait "$PG_TOOL_PID" 2>/dev/null || true
 }
 trap 'rc=$?; stop_all; (exit $rc); cluster_cleanup' EXIT
+CLUSTER_LOGS=("$WORK/A/server.log" "$WORK/B/server.log" "$WORK/C/server.log" "$WORK/agent/agent.log")
 read -r -t 120 PG_URL <&"${PG[0]}" || fail "could not start PostgreSQL: $(cat "$WORK/pg.err")"
 
 # Ports first: every client is given every controller's URLs.

@@ -26,6 +26,7 @@ stop_all() {
   wait "$PG_TOOL_PID" 2>/dev/null || true
 }
 trap 'rc=$?; stop_all; (exit $rc); cluster_cleanup' EXIT
+CLUSTER_LOGS=("$WORK/A/server.log" "$WORK/B/server.log" "$CLOUD/logs")
 read -r -t 120 PG_URL <&"${PG[0]}" || fail "could not start PostgreSQL: $(cat "$WORK/pg.err")"
 
 for name in A B; do
