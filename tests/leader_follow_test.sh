@@ -38,6 +38,20 @@ for name in A B C; do
   eval "${name}_URL=http://127.0.0.1:\$${name}_PORT"
   eval "${name}_AGENT_URL=http://127.0.0.1:\$${name}_AGENT_PORT"
 done
+# C starts late; until then its ports stay bound and closed here, so that connections to them are
+# refused at once and no other process on the machine (a parallel test) can listen on them.
+"$PYTHON" -c '
+import socket, sys, time
+held = []
+for port in sys.argv[1:]:
+    s = socket.socket()
+    s.bind(("127.0.0.1", int(port)))
+    held.append(s)
+print("held", flush=True)
+time.sleep(3600)' "$C_PORT" "$C_AGENT_PORT" >"$WORK/hold.out" 2>&1 &
+HOLD_PID=$!
+OTHER_PIDS+=("$HOLD_PID")
+wait_until "C's ports are held" 10 grep -q held "$WORK/hold.out"
 # start_controller NAME LEASE: a controller on its ports and data directory; sets NAME_PID.
 start_controller() {
   local name="$1" lease="$2" port agent_port
@@ -111,6 +125,8 @@ wait_until "node n1 is up on B" 30 node_is n1 up
 job_state_is "$JOB" running || fail "job $JOB on B: $(job_json "$JOB")"
 
 # kill -9 of B: C, standing by, takes over, and the agent follows with the job untouched.
+kill "$HOLD_PID"
+wait "$HOLD_PID" 2>/dev/null || true
 start_controller C 2s
 wait_until "C stands by" 30 health_is "$C_URL" 503
 _kill_tree_groups "$B_PID"
