@@ -832,9 +832,13 @@ Result<SimResult> World::Run() {
     result_.busy_gpu_ms += busy_milli_ * dt / model::kMilliGpuPerGpu;
     result_.online_gpu_ms += view.OnlineMilli() * dt / model::kMilliGpuPerGpu;
     for (int m = 0; m < 3; ++m) {
-      node_cost_acc_[m] += static_cast<__int128>(node_rate_[m]) * dt;
-      result_.busy_gpu_ms_by_market[m] += busy_market_milli_[m] * dt / model::kMilliGpuPerGpu;
-      result_.paid_gpu_ms_by_market[m] += paid_milli_[m] * dt / model::kMilliGpuPerGpu;
+      int64_t paid_dt = dt;
+      if (m == static_cast<int>(model::Market::kReserved) && o_.reserved_billing_end) {
+        paid_dt = std::clamp<int64_t>((*o_.reserved_billing_end - last_t).millis(), 0, dt);
+      }
+      node_cost_acc_[m] += static_cast<__int128>(node_rate_[m]) * paid_dt;
+      result_.busy_gpu_ms_by_market[m] += busy_market_milli_[m] * paid_dt / model::kMilliGpuPerGpu;
+      result_.paid_gpu_ms_by_market[m] += paid_milli_[m] * paid_dt / model::kMilliGpuPerGpu;
     }
     last_t = t;
     clock_.now = t;
