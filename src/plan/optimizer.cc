@@ -60,6 +60,53 @@ struct Columns {
   int u, o, s, b, l;  // first column of each hourly block
 };
 
+// A substitution resolved to model indices, with its columns (first of each hourly block).
+struct Arc {
+  size_t from = 0, to = 0;
+  double ratio = 1;
+  int mu = 0, mo = 0, ms = 0;
+};
+
+double OnDemandUpper(const ModelInput& m) { return m.prices.on_demand ? kInf : 0; }
+double OnDemandUsd(const ModelInput& m) { return static_cast<double>(m.prices.on_demand.value_or(0)) / kMicro; }
+double SpotUpper(const ModelInput& m, const PlanOptions& o) { return m.prices.spot && o.spot_max_share > 0 ? kInf : 0; }
+double SpotUsd(const ModelInput& m, double rework) {
+  return static_cast<double>(m.prices.spot.value_or(0)) / kMicro * (1 + rework);
+}
+
+Result<std::vector<Arc>> ResolveArcs(const std::vector<ModelInput>& models, const std::vector<Substitution>& subs) {
+  auto index = [&](const std::string& name) -> std::optional<size_t> {
+    for (size_t i = 0; i < models.size(); ++i) {
+      if (models[i].gpu_model == name) return i;
+    }
+    return std::nullopt;
+  };
+  std::vector<Arc> out;
+  for (const Substitution& s : subs) {
+    const std::optional<size_t> from = index(s.from), to = index(s.to);
+    if (!from || !to) {
+      return Status::InvalidArgument("plan: substitution " + s.from + " -> " + s.to + " names a model not planned (" +
+                                     (!from ? s.from : s.to) + ")");
+    }
+    if (*from == *to) return Status::InvalidArgument("plan: substitution " + s.from + " -> " + s.to + " is one model");
+    if (!std::isfinite(s.work_per_gpu_hour) || s.work_per_gpu_hour <= 0) {
+      return Status::InvalidArgument("plan: substitution " + s.from + " -> " + s.to +
+                                     ": work per GPU-hour must be a positive number");
+    }
+    for (const Arc& a : out) {
+      if (a.from == *from && a.to == *to) {
+        return Status::InvalidArgument("plan: substitution " + s.from + " -> " + s.to + " is given twice");
+      }
+    }
+    Arc a;
+    a.from = *from;
+    a.to = *to;
+    a.ratio = s.work_per_gpu_hour;
+    out.push_back(a);
+  }
+  return out;
+}
+
 void Quiet(OsiClpSolverInterface& solver) {
   solver.messageHandler()->setLogLevel(0);
   solver.getModelPtr()->setLogLevel(0);
@@ -143,6 +190,8 @@ Result<Plan> SolvePlan(const std::vector<ModelInput>& models, const PlanOptions&
   std::vector<double> rework(models.size());
   std::vector<std::pair<int, double>> late_sum;  // sum of L over every model
   double total_demand = 0;
+  // Columns first (model by model), then the substitution arcs' columns, then the rows: without
+  // arcs the program is the same, column for column and row for row, as one built model by model.
   for (size_t mi = 0; mi < models.size(); ++mi) {
     const ModelInput& m = models[mi];
     const double mult = m.reserve_multiple;
@@ -157,18 +206,29 @@ Result<Plan> SolvePlan(const std::vector<ModelInput>& models, const PlanOptions&
       k_ub = std::floor(static_cast<double>(*m.max_reserved) / mult);
     }
     c.k = p.AddColumn(k_lb, k_ub, mult * reserved_usd * static_cast<double>(hours), /*integer=*/true);
-    const double od_ub = m.prices.on_demand ? kInf : 0;
-    const double spot_ub = m.prices.spot && options.spot_max_share > 0 ? kInf : 0;
-    const double od_usd = static_cast<double>(m.prices.on_demand.value_or(0)) / kMicro;
-    const double spot_usd = static_cast<double>(m.prices.spot.value_or(0)) / kMicro * (1 + rework[mi]);
     c.u = p.AddBlock(hours, 0, kInf, 0);
-    c.o = p.AddBlock(hours, 0, od_ub, od_usd);
-    c.s = p.AddBlock(hours, 0, spot_ub, spot_usd);
+    c.o = p.AddBlock(hours, 0, OnDemandUpper(m), OnDemandUsd(m));
+    c.s = p.AddBlock(hours, 0, SpotUpper(m, options), SpotUsd(m, rework[mi]));
     c.b = p.AddBlock(hours, 0, kInf, kBacklogPenaltyUsd);
     if (!options.cyclic) p.SetUpper(c.b + static_cast<int>(hours) - 1, 0);  // all work done by the end
     c.l = p.AddBlock(hours, 0, hard_slo ? 0 : kInf, 0);
     cols.push_back(c);
+  }
+  GF_ASSIGN_OR_RETURN(std::vector<Arc> arcs, ResolveArcs(models, options.substitutions));
+  for (Arc& a : arcs) {
+    const ModelInput& to = models[a.to];
+    a.mu = p.AddBlock(hours, 0, kInf, 0);
+    a.mo = p.AddBlock(hours, 0, OnDemandUpper(to), OnDemandUsd(to));
+    // Spot on `to` for work that may use spot: `from` has spot (a no-spot part has none).
+    const bool spot = SpotUpper(models[a.from], options) > 0 && SpotUpper(to, options) > 0;
+    a.ms = p.AddBlock(hours, 0, spot ? kInf : 0, SpotUsd(to, rework[a.to]));
+  }
 
+  for (size_t mi = 0; mi < models.size(); ++mi) {
+    const ModelInput& m = models[mi];
+    const Columns& c = cols[mi];
+    const double mult = m.reserve_multiple;
+    const bool spot_row = SpotUpper(m, options) > 0;
     for (int64_t h = 0; h < hours; ++h) {
       const int hi = static_cast<int>(h);
       const double d = m.demand[static_cast<size_t>(h)];
@@ -180,17 +240,30 @@ Result<Plan> SolvePlan(const std::vector<ModelInput>& models, const PlanOptions&
       } else if (options.cyclic) {
         prev = c.b + static_cast<int>(hours) - 1;
       }
-      // U + O + S + B_h - B_{h-1} = d
+      // U + O + S + r x (MU + MO + MS out) + B_h - B_{h-1} = d
       std::vector<std::pair<int, double>> balance = {{c.u + hi, 1}, {c.o + hi, 1}, {c.s + hi, 1}, {c.b + hi, 1}};
       if (prev) balance.push_back({*prev, -1});
       if (prev && *prev == c.b + hi) balance = {{c.u + hi, 1}, {c.o + hi, 1}, {c.s + hi, 1}};  // one-hour cycle
+      for (const Arc& a : arcs) {
+        if (a.from != mi) continue;
+        balance.push_back({a.mu + hi, a.ratio});
+        balance.push_back({a.mo + hi, a.ratio});
+        balance.push_back({a.ms + hi, a.ratio});
+      }
       p.AddRow(balance, d, d);
-      // U_h <= mult x k
-      p.AddRow({{c.u + hi, 1}, {c.k, -mult}}, -kInf, 0);
-      // S_h - share x B_{h-1} <= share x d
-      if (spot_ub > 0) {
+      // U_h + MU in_h <= mult x k
+      std::vector<std::pair<int, double>> reserved = {{c.u + hi, 1}, {c.k, -mult}};
+      for (const Arc& a : arcs) {
+        if (a.to == mi) reserved.push_back({a.mu + hi, 1});
+      }
+      p.AddRow(reserved, -kInf, 0);
+      // S_h + r x MS out_h - share x B_{h-1} <= share x d
+      if (spot_row) {
         std::vector<std::pair<int, double>> spot = {{c.s + hi, 1}};
         if (prev) spot.push_back({*prev, -options.spot_max_share});
+        for (const Arc& a : arcs) {
+          if (a.from == mi) spot.push_back({a.ms + hi, a.ratio});
+        }
         p.AddRow(spot, -kInf, options.spot_max_share * d);
       }
       // L_h >= B_h - recent arrivals  <=>  B_h - L_h <= recent
@@ -236,6 +309,7 @@ Result<Plan> SolvePlan(const std::vector<ModelInput>& models, const PlanOptions&
   Plan plan;
   plan.hours = hours;
   plan.proven_optimal = mip.isProvenOptimal();
+  auto clean = [](double v) { return std::fabs(v) < 1e-9 ? 0.0 : v; };
   for (size_t mi = 0; mi < models.size(); ++mi) {
     const ModelInput& m = models[mi];
     const Columns& c = cols[mi];
@@ -246,15 +320,32 @@ Result<Plan> SolvePlan(const std::vector<ModelInput>& models, const PlanOptions&
     double used = 0, od = 0, spot = 0;
     for (int64_t h = 0; h < hours; ++h) {
       const int hi = static_cast<int>(h);
-      auto clean = [](double v) { return std::fabs(v) < 1e-9 ? 0.0 : v; };
-      mp.reserved_used.push_back(clean(x[c.u + hi]));
-      mp.on_demand.push_back(clean(x[c.o + hi]));
-      mp.spot.push_back(clean(x[c.s + hi]));
+      double u = clean(x[c.u + hi]), o = clean(x[c.o + hi]), s = clean(x[c.s + hi]);
+      for (const Arc& a : arcs) {
+        if (a.to != mi) continue;
+        const double mu = clean(x[a.mu + hi]), mo = clean(x[a.mo + hi]), ms = clean(x[a.ms + hi]);
+        u += mu;
+        o += mo;
+        s += ms;
+        mp.foreign_gpu_hours += mu + mo + ms;
+      }
+      mp.reserved_used.push_back(u);
+      mp.on_demand.push_back(o);
+      mp.spot.push_back(s);
       mp.backlog.push_back(clean(x[c.b + hi]));
       mp.late_gpu_hours += clean(x[c.l + hi]);
-      used += mp.reserved_used.back();
-      od += mp.on_demand.back();
-      spot += mp.spot.back();
+      used += u;
+      od += o;
+      spot += s;
+    }
+    for (const Arc& a : arcs) {
+      if (a.from != mi) continue;
+      double moved = 0;
+      for (int64_t h = 0; h < hours; ++h) {
+        const int hi = static_cast<int>(h);
+        moved += a.ratio * (clean(x[a.mu + hi]) + clean(x[a.mo + hi]) + clean(x[a.ms + hi]));
+      }
+      if (moved > 0) mp.moved_to.emplace_back(models[a.to].gpu_model, moved);
     }
     mp.reserved_cost = mp.reserved_gpus * m.prices.reserved * hours;
     mp.on_demand_cost = std::llround(od * static_cast<double>(m.prices.on_demand.value_or(0)));

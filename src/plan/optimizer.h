@@ -3,8 +3,8 @@
 // least while the queueing-delay SLO holds. A mixed-integer program solved with COIN-OR CBC; its
 // LP relaxation (CLP) is solved first and reported as a lower bound.
 //
-// Model, per GPU model m (models do not substitute for each other) and hour h = 0..H-1 of the
-// window, with d_h the demand in GPU-hours arriving in hour h (demand.h, forecast.h):
+// Model, per GPU model m and hour h = 0..H-1 of the window, with d_h the demand in GPU-hours
+// arriving in hour h (demand.h, forecast.h):
 //   k_m      integer >= 0    reserved blocks; R_m = reserve_multiple x k_m reserved GPUs
 //   U_h      >= 0            reserved GPU-hours used,   U_h <= R_m
 //   O_h      >= 0            on-demand GPU-hours        (0 where on-demand is not offered)
@@ -27,6 +27,12 @@
 // Cost:       sum_m R_m x reserved x H + sum_h O_h x on_demand + S_h x spot x (1 + rework),
 //             plus 1e-6 $ per backlogged GPU-hour so that idle capacity is not left idle while
 //             work waits (it changes no cost by a cent on any sane window).
+// Substitution (PlanOptions::substitutions): where model a's work may also run on model b, b's
+//             GPUs serve it through their own columns MU/MO/MS_{a->b,h} (b GPU-hours; MU counts
+//             against b's reservation, MO and MS are paid at b's prices, MS only where a's work
+//             may use spot), and a's balance and spot rows count r x (MU + MO + MS), r = the
+//             GPU-hours of a's work that one GPU-hour of b does (the speed ratio b / a). Without
+//             substitutions the program is exactly the one above.
 // Hours are the granularity: work served within the hour it arrives waits zero hours.
 //
 // Thread-safety: free functions over values; each call builds its own solver.
@@ -35,6 +41,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -53,6 +60,12 @@ struct ModelInput {
   std::optional<int64_t> fixed_reserved;  // evaluate this reservation (baselines) instead of choosing
 };
 
+// Work of model `from` that may also run on model `to` (names of ModelInput::gpu_model).
+struct Substitution {
+  std::string from, to;
+  double work_per_gpu_hour = 1;  // GPU-hours of `from`'s work one GPU-hour of `to` does (> 0)
+};
+
 struct PlanOptions {
   Duration slo_wait = Duration::Hours(1);
   double slo_quantile = 0.95;               // in (0, 1]; 1 = every GPU-hour within slo_wait
@@ -62,6 +75,7 @@ struct PlanOptions {
   Duration restart_overhead = Duration::Minutes(5);
   bool cyclic = true;
   double time_limit_s = 60;                 // CBC; the best plan found by then is returned
+  std::vector<Substitution> substitutions;  // none: every model's work runs on its own model
 };
 
 struct ModelPlan {
@@ -73,6 +87,11 @@ struct ModelPlan {
   double spot_rework = 0;
   cost::MicroUsd reserved_cost = 0, on_demand_cost = 0, spot_cost = 0;
   double reserved_utilisation = 0;  // used / paid reserved GPU-hours; 0 without reservation
+  // Substitution: the capacity series and costs above include this model's GPUs serving other
+  // models' work; `foreign_gpu_hours` is that part (GPU-hours of this model). `moved_to`: this
+  // model's work served on another model, in GPU-hours of this model's own work, by model.
+  double foreign_gpu_hours = 0;
+  std::vector<std::pair<std::string, double>> moved_to;
 };
 
 struct Plan {

@@ -249,5 +249,108 @@ TEST(OptimizerTest, NoisyWeekOfThreeModelsServesAllWorkWithinTheSlo) {
   }
 }
 
+
+// V100: reserved $1.00, on-demand $2.00; H100: reserved $2.00, on-demand $4.00, doing 3 V100-hours
+// of work per GPU-hour: per unit of V100 work the H100 is the cheaper reservation.
+std::vector<ModelInput> V100AndH100(double v100_per_hour, int64_t hours) {
+  ModelInput v = A100(std::vector<double>(static_cast<size_t>(hours), v100_per_hour));
+  v.gpu_model = v.prices.gpu_model = "V100";
+  v.prices.reserved = 1'000'000;
+  v.prices.on_demand = 2'000'000;
+  ModelInput h = A100(std::vector<double>(static_cast<size_t>(hours), 0.0));
+  h.gpu_model = h.prices.gpu_model = "H100";
+  h.prices.reserved = 2'000'000;
+  h.prices.on_demand = 4'000'000;
+  return {v, h};
+}
+
+TEST(OptimizerSubstitutionTest, WorkMovesToTheModelCheaperPerUnitOfWork) {
+  // Given 10 V100-hours of work every hour and an H100 that does 3 of them per hour at twice the
+  // price, expect 3 reserved H100s (9 V100-hours for $6) and 1 reserved V100 for the rest ($1):
+  // $7 an hour instead of $10, and the report says which work moved where.
+  PlanOptions o = HardSlo(Duration::Zero(), true);
+  o.substitutions = {{"V100", "H100", 3.0}};
+  auto plan = SolvePlan(V100AndH100(10, 168), o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const ModelPlan& v = plan->models.at(0);
+  const ModelPlan& h = plan->models.at(1);
+  EXPECT_EQ(v.reserved_gpus, 1);
+  EXPECT_EQ(h.reserved_gpus, 3);
+  EXPECT_EQ(plan->total_cost, (1 * 1'000'000 + 3 * 2'000'000) * 168);
+  ASSERT_EQ(v.moved_to.size(), 1u);
+  EXPECT_EQ(v.moved_to[0].first, "H100");
+  EXPECT_NEAR(v.moved_to[0].second, 9.0 * 168, 1e-4);
+  EXPECT_NEAR(h.foreign_gpu_hours, 3.0 * 168, 1e-4);
+  EXPECT_NEAR(Sum(h.reserved_used), 3.0 * 168, 1e-4);  // the H100s' capacity series hold the moved work
+  EXPECT_NEAR(h.reserved_utilisation, 1.0, 1e-6);
+  EXPECT_NEAR(Sum(v.reserved_used), 1.0 * 168, 1e-4);
+  EXPECT_TRUE(h.moved_to.empty());
+}
+
+TEST(OptimizerSubstitutionTest, WithoutSubstitutionEachModelServesItsOwnWork) {
+  // The same models without the substitution: all 10 V100s reserved, no H100, nothing moved; and
+  // the plan equals the V100 planned alone.
+  auto plan = SolvePlan(V100AndH100(10, 168), HardSlo(Duration::Zero(), true));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->models.at(0).reserved_gpus, 10);
+  EXPECT_EQ(plan->models.at(1).reserved_gpus, 0);
+  EXPECT_TRUE(plan->models.at(0).moved_to.empty());
+  EXPECT_EQ(plan->models.at(1).foreign_gpu_hours, 0);
+  auto alone = SolvePlan({V100AndH100(10, 168).front()}, HardSlo(Duration::Zero(), true));
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(plan->total_cost, alone->total_cost);
+}
+
+TEST(OptimizerSubstitutionTest, AMoveThatDoesNotPayIsNotMade) {
+  // An H100 that does only 1.5 V100-hours per hour at twice the price costs more per unit of
+  // work in every market: nothing moves.
+  PlanOptions o = HardSlo(Duration::Zero(), true);
+  o.substitutions = {{"V100", "H100", 1.5}};
+  auto plan = SolvePlan(V100AndH100(10, 168), o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->models.at(0).reserved_gpus, 10);
+  EXPECT_EQ(plan->models.at(1).reserved_gpus, 0);
+  EXPECT_TRUE(plan->models.at(0).moved_to.empty());
+}
+
+TEST(OptimizerSubstitutionTest, WorkThatMayNotUseSpotDoesNotMoveOntoSpot) {
+  // Given an H100 spot price far below everything and V100 work without spot (its input offers
+  // none), the moved work uses H100 reserved or on-demand capacity, never H100 spot; work that
+  // may use spot takes it.
+  std::vector<ModelInput> models = V100AndH100(10, 24);
+  models[1].prices.spot = 100'000;
+  PlanOptions o = HardSlo(Duration::Zero());
+  o.spot_max_share = 1.0;
+  o.substitutions = {{"V100", "H100", 3.0}};
+  auto plan = SolvePlan(models, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_NEAR(Sum(plan->models.at(1).spot), 0, 1e-6);
+  EXPECT_GT(plan->models.at(1).foreign_gpu_hours, 0);
+
+  models[0].prices.spot = 900'000;  // now V100 work may use spot: it goes to the H100's
+  auto with_spot = SolvePlan(models, o);
+  ASSERT_TRUE(with_spot.ok()) << with_spot.status().ToString();
+  EXPECT_NEAR(Sum(with_spot->models.at(1).spot), 10.0 * 24 / 3.0, 1e-4);
+  EXPECT_LT(with_spot->total_cost, plan->total_cost);
+}
+
+TEST(OptimizerSubstitutionTest, BadSubstitutionsAreRefusedNamingThem) {
+  const std::vector<ModelInput> models = V100AndH100(10, 24);
+  auto refused = [&](Substitution s, const std::string& words) {
+    PlanOptions o = HardSlo(Duration::Zero());
+    o.substitutions = {s};
+    if (s.from == "twice") o.substitutions = {{"V100", "H100", 2}, {"V100", "H100", 3}};
+    auto plan = SolvePlan(models, o);
+    ASSERT_FALSE(plan.ok()) << words;
+    EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(plan.status().message().find(words), std::string::npos) << plan.status().ToString();
+  };
+  refused({"V100", "A10G", 2}, "not planned (A10G)");
+  refused({"V100", "V100", 1}, "is one model");
+  refused({"V100", "H100", 0}, "positive number");
+  refused({"V100", "H100", std::nan("")}, "positive number");
+  refused({"twice", "", 1}, "given twice");
+}
+
 }  // namespace
 }  // namespace gpufleet::plan
