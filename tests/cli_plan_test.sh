@@ -6,7 +6,8 @@
 # replay that meets the SLO, never dearer than a baseline that meets it; SVG charts that parse as
 # XML; reserved priced from the catalog's 1-year price where the offer has one, else a ratio, and
 # said so; --no-spot-teams kept off spot in the plan and the replay, and a team the trace lacks
-# refused; and bad flags to fail with exit 2 and say which flag.
+# refused; --substitute V100:A100 planning V100 work on A100s and showing the plan without
+# substitution; and bad flags to fail with exit 2 and say which flag.
 #
 # Usage: cli_plan_test.sh PATH/TO/gpufleet
 source "$(dirname "$0")/lib.sh"
@@ -203,6 +204,52 @@ run "$WORK/teams_bad" "${TEAMS[@]}" --no-spot-teams prod,prdo --no-verify
 expect_rc "$WORK/teams_bad" 2 "gpufleet plan --no-spot-teams with a team the trace does not name"
 expect_contains "$WORK/teams_bad.err" "gpufleet plan: --no-spot-teams: team 'prdo' does not occur in the history (its teams: prod, research)" \
   "gpufleet plan --no-spot-teams with a team the trace does not name"
+
+# --substitute: with an 8 x A100 instance cheaper than the V100 one (AWS p4d.24xlarge against
+# p3.16xlarge), V100 work may move to A100s: the A100 is planned with no work of its own, the
+# moved work is reported (JSON and text), the plan without substitution is shown and replayed,
+# and malformed or unknown pairs are bad input that names the flag.
+cat >"$WORK/offers_a100.csv" <<'CSV'
+cloud,region,zone,instance_type,accelerator,gpu_count,gpu_mem_mib,vcpus,ram_gib,ondemand_usd_h,host_usd_h,spot_usd_h,spot_kind,aws_interruption_bucket
+aws,us-east-1,,p3.16xlarge,V100,8,,64,488,24.48,,4.1616,estimated,4
+aws,us-east-1,,p4d.24xlarge,A100,8,,96,1152,21.957642,,,,
+CSV
+SUB=("$GPUFLEET" plan --trace "$WORK/jobs.jsonl" --catalog "$WORK/offers_a100.csv" --default-gpu V100 --region us-east-1
+     --frontier none --threads 2 --no-progress --spot-share 0)
+run "$WORK/sub" "${SUB[@]}" --substitute V100:A100 -o json
+expect_rc "$WORK/sub" 0 "gpufleet plan --substitute V100:A100"
+"$PYTHON" - "$WORK/sub.out" <<'PY' || { show "$WORK/sub"; fail "gpufleet plan --substitute: unexpected report"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = {x["gpu_model"]: x for x in r["models"]}
+assert list(m) == ["V100", "A100"], list(m)
+assert m["A100"]["forecast"]["history_gpu_hours"] == 0, m["A100"]["forecast"]
+takes = m["A100"]["substitutes_for"]
+assert len(takes) == 1 and takes[0]["from"] == "V100" and takes[0]["work_per_gpu_hour"] > 1.5, takes
+moved = m["V100"]["plan"]["moved_to"]
+assert len(moved) == 1 and moved[0]["to"] == "A100" and moved[0]["gpu_hours_of_work"] > 0, moved
+assert abs(m["A100"]["plan"]["foreign_gpu_hours"] - moved[0]["gpu_hours_of_work"] / takes[0]["work_per_gpu_hour"]) < 1e-3, m["A100"]["plan"]
+assert m["A100"]["plan"]["reserved_gpus"] >= 8, m["A100"]["plan"]
+w = r["plan_without_substitution"]
+assert w["reserved_gpus"] == {"V100": 16, "A100": 0}, w
+assert r["plan"]["cost_usd"] < w["cost_usd"], (r["plan"], w)
+v = {s["name"]: s for s in r["verification"]}
+assert "plan without substitution" in v and v["plan without substitution"]["kind"] == "candidate", list(v)
+rec = v[r["recommendation"]["name"]]
+assert all(rec["summary"]["cost_usd"] <= s["summary"]["cost_usd"] + 1e-6
+           for s in r["verification"] if s["meets_slo"] and s["within_caps"]), r["recommendation"]
+PY
+run "$WORK/sub_text" "${SUB[@]}" --substitute V100:A100 --no-verify
+expect_rc "$WORK/sub_text" 0 "gpufleet plan --substitute (text)"
+expect_contains "$WORK/sub_text.out" "V100 work on A100: " "gpufleet plan --substitute (text): the moved work"
+expect_contains "$WORK/sub_text.out" "without substitution (each model's work on its own GPUs): " \
+  "gpufleet plan --substitute (text): the plan without substitution"
+run "$WORK/sub_bad" "${SUB[@]}" --substitute V100-A100 --no-verify
+expect_rc "$WORK/sub_bad" 2 "gpufleet plan --substitute without a colon"
+expect_contains "$WORK/sub_bad.err" "--substitute: expected FROM:TO" "gpufleet plan --substitute without a colon"
+run "$WORK/sub_unknown" "${SUB[@]}" --substitute V100:Z99 --no-verify
+expect_rc "$WORK/sub_unknown" 2 "gpufleet plan --substitute with an unknown model"
+expect_contains "$WORK/sub_unknown.err" "--substitute: unknown GPU model 'Z99'" "gpufleet plan --substitute with an unknown model"
 
 # A trace that is not there is bad input (2), like a bad flag, and names the file.
 run "$WORK/missing" "$GPUFLEET" plan --trace "$WORK/nope.jsonl" --catalog "$WORK/offers.csv" --no-progress

@@ -45,6 +45,7 @@ struct PlanArgs {
   std::vector<std::string> regions;
   std::vector<std::string> clouds;
   std::vector<std::string> no_spot_teams;
+  std::vector<std::string> substitutes;
   std::string from;
   std::string to;
   int gpus_per_node = 8;
@@ -327,6 +328,22 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
          Pad(Dollars(Usd(m.plan.reserved_cost)), 12, true) + Pad(Dollars(Usd(m.plan.on_demand_cost)), 12, true) +
          Pad(Dollars(Usd(m.plan.spot_cost)), 12, true));
   }
+  for (const auto& m : r.models) {
+    double own = 0;
+    for (double v : m.planned_demand) own += v;
+    for (const auto& [to, gpu_hours] : m.plan.moved_to) {
+      double per = 1;
+      for (const auto& t : r.models) {
+        for (const auto& [from, ratio] : t.substitutes_for) {
+          if (t.gpu_model == to && from == m.gpu_model) per = ratio;
+        }
+      }
+      line("  " + m.gpu_model + " work on " + to + ": " + Printf("%.0f", gpu_hours) + " " + m.gpu_model +
+           " GPU-hours (" + Pct(own > 0 ? gpu_hours / own : 0) + " of its planned work), " +
+           Printf("%.0f", gpu_hours / per) + " " + to + " GPU-hours at " + Printf("%.2f", per) + " " + m.gpu_model +
+           "-hours of work each");
+    }
+  }
   line("  expected cost " + Dollars(Usd(r.plan.total_cost)) + ", LP lower bound " + Dollars(Usd(r.plan.lp_bound)) +
        ", gap " + Printf("%.2f %%", r.plan.gap * 100) +
        (r.plan.proven_optimal ? " (proven optimal)" : " (solver time limit: best plan found)") + ", spot share " +
@@ -345,6 +362,17 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
       tried += Dollars(Usd(s.plan->total_cost)) + " (" + std::to_string(gpus) + " reserved GPUs)";
     }
     line("  spot shares tried: " + tried);
+  }
+  if (r.plan_without_substitution) {
+    const double with = Usd(r.plan.total_cost), without = Usd(r.plan_without_substitution->total_cost);
+    std::string mix;
+    for (const auto& m : r.plan_without_substitution->models) {
+      if (m.reserved_gpus == 0) continue;
+      mix += (mix.empty() ? "" : ", ") + std::to_string(m.reserved_gpus) + " " + m.gpu_model;
+    }
+    line("  without substitution (each model's work on its own GPUs): " + Dollars(without) + " at spot share " +
+         Pct(r.spot_share_without_substitution) + ", reserved " + (mix.empty() ? "none" : mix) +
+         (without > 0 ? "; substitution saves " + Pct((without - with) / without) : ""));
   }
   line("");
 
@@ -529,7 +557,14 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
                   {"late_gpu_hours", m.plan.late_gpu_hours},
                   {"reserved_cost_usd", Usd(m.plan.reserved_cost)},
                   {"on_demand_cost_usd", Usd(m.plan.on_demand_cost)},
-                  {"spot_cost_usd", Usd(m.plan.spot_cost)}};
+                  {"spot_cost_usd", Usd(m.plan.spot_cost)},
+                  {"foreign_gpu_hours", m.plan.foreign_gpu_hours}};
+    json moved = json::array();
+    for (const auto& [to, gpu_hours] : m.plan.moved_to) moved.push_back({{"to", to}, {"gpu_hours_of_work", gpu_hours}});
+    mj["plan"]["moved_to"] = moved;
+    json takes = json::array();
+    for (const auto& [from, ratio] : m.substitutes_for) takes.push_back({{"from", from}, {"work_per_gpu_hour", ratio}});
+    mj["substitutes_for"] = takes;
     models.push_back(mj);
   }
   const auto& place = r.locations.at(r.location);
@@ -572,6 +607,16 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
   j["models"] = models;
   j["plan"] = PlanJson(r.plan);
   j["plan"]["spot_share"] = r.spot_share;
+  if (r.plan_without_substitution) {
+    json w = PlanJson(*r.plan_without_substitution);
+    w["spot_share"] = r.spot_share_without_substitution;
+    json reserved = json::object();
+    for (const auto& m : r.plan_without_substitution->models) reserved[m.gpu_model] = m.reserved_gpus;
+    w["reserved_gpus"] = reserved;
+    j["plan_without_substitution"] = w;
+  } else {
+    j["plan_without_substitution"] = nullptr;
+  }
   json shares = json::array();
   for (const auto& s : r.spot_shares) {
     json sj = {{"share", s.share}};
@@ -713,6 +758,23 @@ int Run(const PlanArgs& args) {
     }
     (o.term == plan::ReservedTerm::kOneYear ? o.ratios.one_year : o.ratios.three_year) = a.reserved_ratio;
     o.ratios.catalog_one_year = false;  // the buyer's own contract beats the list price
+  }
+  for (const auto& spec : a.substitutes) {
+    for (const auto& part : Split(spec, ',')) {
+      const std::string item(Trim(part));
+      if (item.empty()) continue;
+      if (item == "any") {
+        o.substitute_any = true;
+        continue;
+      }
+      const size_t colon = item.find(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == item.size() ||
+          item.find(':', colon + 1) != std::string::npos) {
+        return Fail(kExitUsage, "--substitute: expected FROM:TO (work logged on FROM may run on TO, e.g. V100:H100) "
+                                "or 'any', got '" + item + "'");
+      }
+      o.substitutes.emplace_back(std::string(Trim(item.substr(0, colon))), std::string(Trim(item.substr(colon + 1))));
+    }
   }
   for (const auto& t : a.no_spot_teams) {
     for (const auto& part : Split(t, ',')) {
@@ -891,10 +953,14 @@ std::function<int()> SetupPlanCommand(CLI::App& app) {
      the SLO met; a MILP (CBC), with its LP bound and gap reported. The spot share is chosen with
      the reservation: one MILP per share 0, 0.25, ... up to the --spot-share cap, of the work
      that may use spot (not the --no-spot-teams' jobs, nor jobs the trace marks on-demand).
+     With --substitute FROM:TO, FROM's work may also run on TO's GPUs at the catalog's speed
+     ratio: the plan may reserve A100s for work logged on V100s, and says how much moved.
   5. Verify: replay the history on the planned cluster (reserved nodes + autoscaled on-demand and
-     spot with boot delays and interruptions), on its neighbours (reserved +-1 and +-2 nodes, the
-     adjacent spot shares) and on three baselines: all on-demand, all reserved for the peak, all
-     spot with on-demand fallback. Costs are compared over the same replay.
+     spot with boot delays and interruptions), on its neighbours (reserved +-1 and +-2 nodes, and
+     further while the edge is cheapest; the adjacent spot shares), without substitution where
+     it was asked for, and on three baselines: all on-demand, all reserved for the peak, all
+     spot with on-demand fallback. Costs are compared over the same replay; reservations are
+     paid over the history's window.
   6. Recommend: the cheapest replay whose wait at the SLO quantile meets the SLO (marked *), and
      by how much it beats each baseline. It may be a neighbour or a baseline: the optimiser's
      fluid model is checked, not trusted.
@@ -907,6 +973,10 @@ Examples:
   # Three-year reservations at your contract's 50 % discount, no spot, JSON for a notebook
   gpufleet plan --trace jobs.jsonl --gpu A100 --reserved-term 3y --reserved-ratio 0.5 \
                 --spot-share 0 -o json > plan.json
+
+  # Let the V100 work of the history run on A100s or H100s where that is cheaper per unit of work
+  gpufleet plan --trace data/traces/philly/philly.csv --gpu V100 --region us-east-1 \
+                --substitute V100:A100,V100:H100 --spot-share 0
 
   # Keep two teams' jobs off spot (the trace's team column names them)
   gpufleet plan --trace data/traces/philly/philly.csv --gpu V100 --region us-east-1 \
@@ -947,6 +1017,10 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_option("--reserved-ratio", args->reserved_ratio,
                   "Reserved price as a share of on-demand for every offer, e.g. your contract's 0.55: overrides the "
                   "term's default ratio and the catalog's reserved prices");
+  sub->add_option("--substitute", args->substitutes,
+                  "Work logged on one GPU model may run on another: FROM:TO (repeatable or comma-separated, e.g. "
+                  "V100:A100,V100:H100; TO is planned too) or 'any' (each planned model on every other with at least "
+                  "its memory). The plan may then reserve TO for FROM's work at the catalog's speed ratio");
   sub->add_option("--no-spot-teams", args->no_spot_teams,
                   "Teams whose jobs may not use spot (comma-separated or repeatable; each must occur in the trace): "
                   "their demand is served by reserved and on-demand only, in the plan and the replay");

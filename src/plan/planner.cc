@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "common/strings.h"
 #include "plan/svg.h"
@@ -21,6 +22,7 @@ constexpr const char* kPlanScenario = "plan";
 constexpr const char* kOnDemandScenario = "all on-demand";
 constexpr const char* kPeakScenario = "all reserved (peak)";
 constexpr const char* kSpotScenario = "all spot (on-demand fallback)";
+constexpr const char* kNoSubstitutionScenario = "plan without substitution";
 constexpr const char* kZone = "plan-zone";
 constexpr int64_t kCpuMilliPerGpu = kPlannedCpuMilliPerGpu;
 constexpr int64_t kMemMibPerGpu = kPlannedMemMibPerGpu;
@@ -151,6 +153,9 @@ Status ValidateOptions(const PlannerOptions& o) {
 struct SplitInputs {
   std::vector<ModelInput> inputs;
   std::vector<std::pair<size_t, size_t>> parts;
+  // Substitution between the parts: every part of FROM to every part of TO (a part without spot
+  // takes no spot elsewhere either: the optimiser gives it none).
+  std::vector<Substitution> substitutions;
 };
 
 SplitInputs SplitBySpotShare(const std::vector<ModelReport>& models, double share, int gpus_per_node) {
@@ -181,6 +186,18 @@ SplitInputs SplitBySpotShare(const std::vector<ModelReport>& models, double shar
     }
     s.parts.emplace_back(first, s.inputs.size());
   }
+  for (size_t to = 0; to < models.size(); ++to) {
+    for (const auto& [from_name, ratio] : models[to].substitutes_for) {
+      size_t from = 0;
+      while (from < models.size() && models[from].gpu_model != from_name) ++from;
+      if (from == models.size()) continue;
+      for (size_t p = s.parts[from].first; p < s.parts[from].second; ++p) {
+        for (size_t q = s.parts[to].first; q < s.parts[to].second; ++q) {
+          s.substitutions.push_back({s.inputs[p].gpu_model, s.inputs[q].gpu_model, ratio});
+        }
+      }
+    }
+  }
   return s;
 }
 
@@ -200,6 +217,21 @@ Plan MergeParts(const Plan& split, const SplitInputs& s, const std::vector<Model
     for (size_t k = s.parts[i].first; k < s.parts[i].second; ++k) {
       const ModelPlan& part = split.models[k];
       sum.reserved_gpus += part.reserved_gpus;
+      sum.foreign_gpu_hours += part.foreign_gpu_hours;
+      for (const auto& [part_name, gpu_hours] : part.moved_to) {
+        std::string to = part_name;  // the model whose part it is
+        for (size_t j = 0; j < models.size(); ++j) {
+          for (size_t q = s.parts[j].first; q < s.parts[j].second; ++q) {
+            if (s.inputs[q].gpu_model == part_name) to = models[j].gpu_model;
+          }
+        }
+        auto it = std::find_if(sum.moved_to.begin(), sum.moved_to.end(), [&](const auto& e) { return e.first == to; });
+        if (it == sum.moved_to.end()) {
+          sum.moved_to.emplace_back(to, gpu_hours);
+        } else {
+          it->second += gpu_hours;
+        }
+      }
       for (size_t h = 0; h < hours; ++h) {
         sum.reserved_used[h] += part.reserved_used[h];
         sum.on_demand[h] += part.on_demand[h];
@@ -241,12 +273,36 @@ bool Cheaper(cost::MicroUsd a, cost::MicroUsd b) {
 
 std::string SharePct(double share) { return std::to_string(static_cast<int>(std::lround(share * 100))) + " %"; }
 
-// A plan to replay: reserved nodes per model (in report order) and the share of jobs on spot.
+// A plan to replay: reserved nodes per model (in report order) and the share of jobs on spot;
+// `delta`: the reserved nodes added to every model of the optimiser's plan (a neighbour).
 struct Candidate {
   std::string name;
   std::vector<int64_t> reserved_nodes;
   double share = 0;
+  int delta = 0;
 };
+
+// The optimiser's plan with `delta` reserved nodes more (fewer) of every model; nullopt when no
+// model moves (all at 0 already).
+std::optional<Candidate> ReservedNeighbour(const std::vector<int64_t>& nodes, double share, int delta) {
+  Candidate c{std::string(kPlanScenario) + ", reserved " + (delta > 0 ? "+" : "") + std::to_string(delta), nodes,
+              share, delta};
+  bool moved = false;
+  for (int64_t& k : c.reserved_nodes) {
+    const int64_t next = std::max<int64_t>(0, k + delta);
+    moved = moved || next != k;
+    k = next;
+  }
+  if (!moved) return std::nullopt;
+  return c;
+}
+
+// Whether reserved nodes can run any job at this spot share: at 100 % every job that may use
+// spot runs on spot alone, so only the work kept off spot (no-spot teams, marked jobs) can.
+bool ReservedNodesUseful(const PlannerReport& r, double share) {
+  if (share < 1 - 1e-9) return true;
+  return std::any_of(r.models.begin(), r.models.end(), [](const ModelReport& m) { return m.no_spot_gpu_hours > 0; });
+}
 
 std::vector<int64_t> NodesOf(const Plan& p, int gpus_per_node) {
   std::vector<int64_t> out;
@@ -255,7 +311,9 @@ std::vector<int64_t> NodesOf(const Plan& p, int gpus_per_node) {
 }
 
 // The optimiser's plan, then its neighbours: reserved -2..+2 nodes of every model at its share,
-// and the plans of the adjacent spot shares. Duplicates (a model at 0 cannot go lower) are dropped.
+// and the plans of the adjacent spot shares. Where reserved nodes could run no job (spot share
+// 100 %, nothing kept off spot), the plans two shares away replace the reserved neighbours.
+// Duplicates (a model at 0 cannot go lower) are dropped.
 std::vector<Candidate> Candidates(const PlannerReport& r, size_t best, bool neighbours) {
   const int n = r.gpus_per_node;
   std::vector<Candidate> out;
@@ -269,18 +327,15 @@ std::vector<Candidate> Candidates(const PlannerReport& r, size_t best, bool neig
   const std::vector<int64_t> nodes = NodesOf(*chosen.plan, n);
   add({kPlanScenario, nodes, chosen.share});
   if (!neighbours) return out;
-  for (int delta : {-1, 1, -2, 2}) {
-    Candidate c{std::string(kPlanScenario) + ", reserved " + (delta > 0 ? "+" : "") + std::to_string(delta), nodes,
-                chosen.share};
-    bool moved = false;
-    for (int64_t& k : c.reserved_nodes) {
-      const int64_t next = std::max<int64_t>(0, k + delta);
-      moved = moved || next != k;
-      k = next;
+  const bool reserved = ReservedNodesUseful(r, chosen.share);
+  if (reserved) {
+    for (int delta : {-1, 1, -2, 2}) {
+      if (std::optional<Candidate> c = ReservedNeighbour(nodes, chosen.share, delta)) add(std::move(*c));
     }
-    if (moved) add(std::move(c));
   }
-  for (size_t i : {best - 1, best + 1}) {
+  std::vector<size_t> shares = {best - 1, best + 1};
+  if (!reserved) shares = {best - 1, best + 1, best - 2, best + 2};
+  for (size_t i : shares) {
     if (i >= r.spot_shares.size() || !r.spot_shares[i].plan.ok()) continue;  // best - 1 wraps past 0
     const SpotShareOption& s = r.spot_shares[i];
     add({std::string(kPlanScenario) + " at spot share " + SharePct(s.share), NodesOf(*s.plan, n), s.share});
@@ -288,10 +343,12 @@ std::vector<Candidate> Candidates(const PlannerReport& r, size_t best, bool neig
   return out;
 }
 
-// The optimiser's options for split inputs: the split says which work may use spot.
-PlanOptions SplitPlanOptions(const PlannerOptions& o) {
+// The optimiser's options for split inputs: the split says which work may use spot, and where
+// work may move.
+PlanOptions SplitPlanOptions(const PlannerOptions& o, const SplitInputs& split) {
   PlanOptions p = o.plan;
   p.spot_max_share = 1.0;
+  p.substitutions = split.substitutions;
   return p;
 }
 
@@ -307,11 +364,10 @@ struct Optimised {
 Result<Optimised> Optimise(const std::vector<ModelReport>& models, const PlannerOptions& o) {
   const bool any_spot =
       std::any_of(models.begin(), models.end(), [](const ModelReport& m) { return m.prices.spot.has_value(); });
-  const PlanOptions popts = SplitPlanOptions(o);
   Optimised out;
   for (double share : SpotShareGrid(any_spot ? o.plan.spot_max_share : 0)) {
     SplitInputs split = SplitBySpotShare(models, share, o.gpus_per_node);
-    Result<Plan> solved = SolvePlan(split.inputs, popts);
+    Result<Plan> solved = SolvePlan(split.inputs, SplitPlanOptions(o, split));
     if (!solved.ok() && solved.status().code() != StatusCode::kFailedPrecondition) return solved.status();
     if (solved.ok()) {
       solved = MergeParts(*solved, split, models);
@@ -374,19 +430,22 @@ std::vector<sim::TraceJob> WithSpotShare(const std::vector<sim::TraceJob>& jobs,
   return out;
 }
 
-Status Verify(const std::vector<sim::TraceJob>& jobs, const model::GpuCatalog& catalog,
-              const std::string& reference, const PlannerOptions& o, size_t best, PlannerReport& report) {
+// `pinned_jobs`: with substitution, the jobs kept on their own models (for the plan without
+// substitution); null without.
+Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::TraceJob>* pinned_jobs,
+              const model::GpuCatalog& catalog, const std::string& reference, const PlannerOptions& o, size_t best,
+              PlannerReport& report) {
   const int n = o.gpus_per_node;
   const bool any_spot = std::any_of(report.models.begin(), report.models.end(),
                                     [](const ModelReport& m) { return m.prices.spot.has_value(); });
   std::deque<std::vector<sim::TraceJob>> job_sets;  // stable addresses
-  std::map<std::pair<int64_t, bool>, std::pair<const std::vector<sim::TraceJob>*, double>> marked;
-  auto jobs_for = [&](double share, bool spot_only, double& actual) {
-    const std::pair<int64_t, bool> key{std::llround(share * 1e6), spot_only};
+  std::map<std::tuple<int64_t, bool, bool>, std::pair<const std::vector<sim::TraceJob>*, double>> marked;
+  auto jobs_for = [&](double share, bool spot_only, double& actual, bool pinned = false) {
+    const std::tuple<int64_t, bool, bool> key{std::llround(share * 1e6), spot_only, pinned};
     auto it = marked.find(key);
     if (it == marked.end()) {
       double a = 0;
-      job_sets.push_back(WithSpotShare(jobs, share, spot_only, a));
+      job_sets.push_back(WithSpotShare(pinned ? *pinned_jobs : jobs, share, spot_only, a));
       it = marked.emplace(key, std::make_pair(&job_sets.back(), a)).first;
     }
     actual = it->second.second;
@@ -404,6 +463,17 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const model::GpuCatalog& c
     r.jobs = jobs_for(spot ? c.share : 0, /*spot_only=*/true, r.scenario.spot_job_share);
     runs.push_back(std::move(r));
   }
+  if (pinned_jobs != nullptr && report.plan_without_substitution) {
+    Run r;
+    r.scenario.name = kNoSubstitutionScenario;
+    r.scenario.kind = ScenarioKind::kCandidate;
+    r.scenario.spot_share = report.spot_share_without_substitution;
+    const bool spot = r.scenario.spot_share > 0 && any_spot;
+    r.scenario.cluster =
+        CandidateCluster(report.models, NodesOf(*report.plan_without_substitution, n), n, o.verify, spot);
+    r.jobs = jobs_for(spot ? r.scenario.spot_share : 0, /*spot_only=*/true, r.scenario.spot_job_share, true);
+    runs.push_back(std::move(r));
+  }
   if (o.verify.baselines) {
     Run od;
     od.scenario.name = kOnDemandScenario;
@@ -417,11 +487,12 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const model::GpuCatalog& c
     peak.scenario.name = kPeakScenario;
     peak.scenario.kind = ScenarioKind::kBaseline;
     for (const ModelReport& m : report.models) {
+      if (m.history_gpu_hours <= 0) continue;  // a substitution target: the baseline keeps work on its own model
       const int64_t gpus = std::max<int64_t>(static_cast<int64_t>(std::ceil(m.peak_gpu_hours_per_hour - 1e-9)),
                                              m.max_job_gpus);
       AddReservedNodes(peak.scenario.cluster, m, CeilDiv(std::max<int64_t>(gpus, 1), n), n);
     }
-    peak.jobs = &jobs;
+    peak.jobs = pinned_jobs != nullptr ? pinned_jobs : &jobs;
     runs.push_back(std::move(peak));
 
     if (any_spot) {
@@ -450,68 +521,132 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const model::GpuCatalog& c
   base.checkpoint_interval = o.plan.checkpoint_interval;
   base.restart_overhead = o.plan.restart_overhead;
   base.seed = o.verify.seed;
+  // The reservation is paid over the history's window, as the optimiser pays it over its own: the
+  // jobs that drain after the window run in the next one's (sim::SimOptions).
+  base.reserved_billing_end = report.history_start + Duration::Hours(report.history_hours);
 
   // Each worker keeps only the summary and the SLO wait of its run: whole results of a dozen
-  // replays of a long history would not fit in memory together.
-  std::vector<Status> errors(runs.size(), Status::Ok());
-  std::vector<int64_t> done(runs.size(), 0);
-  int64_t total = 0;
-  for (const Run& r : runs) total += static_cast<int64_t>(r.jobs->size());
+  // replays of a long history would not fit in memory together. Runs go in rounds (the line
+  // search below adds some); progress counts every round's jobs.
   std::mutex mu;
-  auto run_one = [&](size_t i) {
-    sim::SimOptions so = base;
-    if (o.progress) {
-      so.progress = [&, i](int64_t d, int64_t) {
-        std::lock_guard<std::mutex> lock(mu);
-        done[i] = d;
-        int64_t sum = 0;
-        for (int64_t x : done) sum += x;
-        o.progress(sum, total);
-      };
+  int64_t done_before = 0, total = 0;
+  auto execute = [&](std::vector<Run>& batch) -> Status {
+    std::vector<Status> errors(batch.size(), Status::Ok());
+    std::vector<int64_t> done(batch.size(), 0);
+    for (const Run& r : batch) total += static_cast<int64_t>(r.jobs->size());
+    auto run_one = [&](size_t i) {
+      sim::SimOptions so = base;
+      if (o.progress) {
+        so.progress = [&, i](int64_t d, int64_t) {
+          std::lock_guard<std::mutex> lock(mu);
+          done[i] = d;
+          int64_t sum = done_before;
+          for (int64_t x : done) sum += x;
+          o.progress(sum, total);
+        };
+      }
+      Result<sim::SimResult> result = sim::Simulate(*batch[i].jobs, batch[i].scenario.cluster, so, catalog);
+      if (!result.ok()) {
+        errors[i] = result.status();
+        return;
+      }
+      Scenario& sc = batch[i].scenario;
+      sc.summary = sim::Summarize(*result);
+      sc.summary.policy = sc.name;
+      sc.slo_wait_s = ReplayedWait(*result, o.plan.slo_quantile);
+      sc.meets_slo = sc.summary.never_ran.empty() && sc.slo_wait_s <= o.plan.slo_wait.seconds_f();
+    };
+    size_t workers = o.verify.threads > 0 ? static_cast<size_t>(o.verify.threads)
+                                          : std::max<unsigned>(1, std::thread::hardware_concurrency());
+    workers = std::min(workers, batch.size());
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    for (size_t w = 0; w < workers; ++w) {
+      pool.emplace_back([&]() {
+        for (size_t i = next++; i < batch.size(); i = next++) run_one(i);
+      });
     }
-    Result<sim::SimResult> result = sim::Simulate(*runs[i].jobs, runs[i].scenario.cluster, so, catalog);
-    if (!result.ok()) {
-      errors[i] = result.status();
-      return;
+    for (std::thread& t : pool) t.join();
+    for (const Run& r : batch) done_before += static_cast<int64_t>(r.jobs->size());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!errors[i].ok()) return errors[i].WithContext("simulating " + batch[i].scenario.name);
     }
-    Scenario& s = runs[i].scenario;
-    s.summary = sim::Summarize(*result);
-    s.summary.policy = s.name;
-    s.slo_wait_s = ReplayedWait(*result, o.plan.slo_quantile);
-    s.meets_slo = s.summary.never_ran.empty() && s.slo_wait_s <= o.plan.slo_wait.seconds_f();
+    return Status::Ok();
   };
-  size_t workers = o.verify.threads > 0 ? static_cast<size_t>(o.verify.threads)
-                                        : std::max<unsigned>(1, std::thread::hardware_concurrency());
-  workers = std::min(workers, runs.size());
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> pool;
-  for (size_t w = 0; w < workers; ++w) {
-    pool.emplace_back([&]() {
-      for (size_t i = next++; i < runs.size(); i = next++) run_one(i);
-    });
-  }
-  for (std::thread& t : pool) t.join();
+  GF_RETURN_IF_ERROR(execute(runs));
 
   const double cap = any_spot ? o.plan.spot_max_share : 0;
-  for (Run& r : runs) r.scenario.within_caps = r.scenario.spot_job_share == 0 || r.scenario.spot_share <= cap + 1e-9;
+  auto within_caps = [&](const Scenario& sc) { return sc.spot_job_share == 0 || sc.spot_share <= cap + 1e-9; };
+  // The cheapest replay that meets the SLO within the caps; a tie goes to the earlier one (the
+  // plan first).
+  auto cheapest = [&](const std::vector<Run>& all) {
+    std::optional<size_t> rec;
+    for (size_t i = 0; i < all.size(); ++i) {
+      const Scenario& sc = all[i].scenario;
+      if (!sc.meets_slo || !within_caps(sc)) continue;
+      if (!rec || sc.summary.cost_usd < all[*rec].scenario.summary.cost_usd) rec = i;
+    }
+    return rec;
+  };
+  // Line search: while the cheapest replay is the plan moved by the largest reserved step tried,
+  // go on in that direction, two steps a round (at most kLineSearchRounds rounds), so that a
+  // recommendation never sits at the edge of what was replayed.
+  constexpr int kLineSearchRounds = 6;
+  const std::vector<int64_t> planned = NodesOf(*report.spot_shares[best].plan, n);
+  const double planned_share = report.spot_shares[best].share;
+  std::map<std::string, int> deltas;  // candidate name -> its delta
+  std::set<std::vector<int64_t>> tried;  // reserved nodes per model replayed at the planned share
+  for (const Candidate& c : Candidates(report, best, o.verify.neighbours)) {
+    deltas[c.name] = c.delta;
+    if (std::fabs(c.share - planned_share) < 1e-9) tried.insert(c.reserved_nodes);
+  }
+  for (int round = 0; o.verify.neighbours && round < kLineSearchRounds; ++round) {
+    const std::optional<size_t> rec = cheapest(runs);
+    if (!rec) break;
+    auto d = deltas.find(runs[*rec].scenario.name);
+    if (d == deltas.end() || d->second == 0) break;
+    int edge = 0;
+    for (const auto& [name, delta] : deltas) {
+      if ((delta > 0) == (d->second > 0)) edge = d->second > 0 ? std::max(edge, delta) : std::min(edge, delta);
+    }
+    if (d->second != edge) break;
+    const int step = edge > 0 ? 1 : -1;
+    std::vector<Run> more;
+    for (int delta : {edge + step, edge + 2 * step}) {
+      std::optional<Candidate> c = ReservedNeighbour(planned, planned_share, delta);
+      if (!c || !tried.insert(c->reserved_nodes).second) continue;  // every model already at 0
+      Run r;
+      r.scenario.name = c->name;
+      r.scenario.kind = ScenarioKind::kCandidate;
+      r.scenario.spot_share = c->share;
+      const bool spot = c->share > 0 && any_spot;
+      r.scenario.cluster = CandidateCluster(report.models, c->reserved_nodes, n, o.verify, spot);
+      for (const model::NodeSpec& node : r.scenario.cluster.nodes) {
+        if (node.market == model::Market::kReserved) ++r.scenario.reserved_nodes;
+      }
+      r.jobs = jobs_for(spot ? c->share : 0, /*spot_only=*/true, r.scenario.spot_job_share);
+      deltas[c->name] = delta;
+      more.push_back(std::move(r));
+    }
+    if (more.empty()) break;
+    GF_RETURN_IF_ERROR(execute(more));
+    // Keep the candidates together, before the baselines.
+    size_t at = 0;
+    while (at < runs.size() && runs[at].scenario.kind == ScenarioKind::kCandidate) ++at;
+    runs.insert(runs.begin() + static_cast<std::ptrdiff_t>(at), std::make_move_iterator(more.begin()),
+                std::make_move_iterator(more.end()));
+  }
+
   double on_demand_cost = 0;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    if (!errors[i].ok()) return errors[i].WithContext("simulating " + runs[i].scenario.name);
-    if (runs[i].scenario.name == kOnDemandScenario) on_demand_cost = runs[i].scenario.summary.cost_usd;
+  for (Run& r : runs) {
+    r.scenario.within_caps = within_caps(r.scenario);
+    if (r.scenario.name == kOnDemandScenario) on_demand_cost = r.scenario.summary.cost_usd;
   }
   for (Run& r : runs) {
     if (on_demand_cost > 0) r.scenario.cost_ratio_to_on_demand = r.scenario.summary.cost_usd / on_demand_cost;
-    report.verification.push_back(std::move(r.scenario));
   }
-  // The cheapest replay that meets the SLO within the caps; a tie goes to the earlier one (the
-  // plan first).
-  for (size_t i = 0; i < report.verification.size(); ++i) {
-    const Scenario& s = report.verification[i];
-    if (!s.meets_slo || !s.within_caps) continue;
-    if (!report.recommended || s.summary.cost_usd < report.verification[*report.recommended].summary.cost_usd) {
-      report.recommended = i;
-    }
-  }
+  report.recommended = cheapest(runs);
+  for (Run& r : runs) report.verification.push_back(std::move(r.scenario));
   return Status::Ok();
 }
 
@@ -559,6 +694,20 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
   for (const std::string& g : o.gpu_models) {
     GF_ASSIGN_OR_RETURN(std::string name, canonical(g, "GPU models"));
     if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) allowed.push_back(name);
+  }
+
+  // Substitution pairs, canonical, each once.
+  std::vector<std::pair<std::string, std::string>> substitutes;
+  for (const auto& [from_name, to_name] : o.substitutes) {
+    GF_ASSIGN_OR_RETURN(std::string from, canonical(from_name, "--substitute"));
+    GF_ASSIGN_OR_RETURN(std::string to, canonical(to_name, "--substitute"));
+    if (from == to) {
+      return Status::InvalidArgument("--substitute " + from_name + ":" + to_name + ": both sides name " + from +
+                                     "; give FROM:TO of two models");
+    }
+    if (std::find(substitutes.begin(), substitutes.end(), std::make_pair(from, to)) == substitutes.end()) {
+      substitutes.emplace_back(from, to);
+    }
   }
 
   // No-spot teams: each must be one of the history's, or the flag is mistyped.
@@ -680,15 +829,35 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
   report.forecast_start = forecast.start;
   report.horizon_hours = forecast.hours;
 
-  // Prices and demand per model, in a stable order (the allowed list, else by name).
+  // Substitution: FROM must be work the plan has; TO is planned whether the history asks for it
+  // or not (with --substitute any: every allowed model).
+  for (const auto& [from, to] : substitutes) {
+    if (demand.gpu_hours.count(from) == 0) {
+      std::vector<std::string> have;
+      for (const auto& [name, series] : demand.gpu_hours) have.push_back(name);
+      return Status::InvalidArgument("--substitute " + from + ":" + to + ": no planned job of the history runs on " +
+                                     from + " (its planned models: " + Join(have, ", ") + ")");
+    }
+  }
+  auto planned_without_demand = [&](const std::string& name) {
+    if (o.substitute_any) return true;
+    return std::any_of(substitutes.begin(), substitutes.end(), [&](const auto& p) { return p.second == name; });
+  };
+
+  // Prices and demand per model, in a stable order (the allowed list, else by name; then the
+  // substitution targets).
   std::vector<std::string> order = allowed;
   for (const auto& [name, series] : demand.gpu_hours) {
     if (std::find(order.begin(), order.end(), name) == order.end()) order.push_back(name);
   }
+  for (const auto& [from, to] : substitutes) {
+    if (std::find(order.begin(), order.end(), to) == order.end()) order.push_back(to);
+  }
   const cost::OfferTable priced = FilterOffers(offers, o);
   for (const std::string& name : order) {
     auto series = demand.gpu_hours.find(name);
-    if (series == demand.gpu_hours.end()) continue;  // allowed, but the history never asks for it
+    const bool has_demand = series != demand.gpu_hours.end();
+    if (!has_demand && !planned_without_demand(name)) continue;  // allowed, but the history never asks for it
     ModelReport m;
     m.gpu_model = name;
     Result<GpuPrices> prices = PricesFromCatalog(priced, name, o.term, o.ratios);
@@ -700,6 +869,11 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
                                 "` lists them)");
       }
       return prices.status();
+    }
+    if (!has_demand) {  // a substitution target: no work of its own
+      m.planned_demand.assign(static_cast<size_t>(forecast.hours), 0.0);
+      report.models.push_back(std::move(m));
+      continue;
     }
     const ModelForecast& f = forecast.models.at(name);
     m.backtest = f.backtest;
@@ -720,6 +894,35 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
     m.planned_demand = o.basis == PlanBasis::kForecastUpper ? f.upper : f.mean;
 
     report.models.push_back(std::move(m));
+  }
+
+  // Who may take whose work, at the replay's speeds.
+  auto speed = [&](const std::string& m) { return catalog.RelativeSpeed(reference, m, model::Boundness::kBalanced); };
+  std::map<std::string, std::vector<std::string>> runs_on;  // FROM -> the other models its jobs may use
+  for (ModelReport& to : report.models) {
+    for (const ModelReport& from : report.models) {
+      if (from.gpu_model == to.gpu_model || from.history_gpu_hours <= 0) continue;
+      bool allowed_move = std::find(substitutes.begin(), substitutes.end(),
+                                    std::make_pair(from.gpu_model, to.gpu_model)) != substitutes.end();
+      if (!allowed_move && o.substitute_any) {
+        const model::GpuModel* f = catalog.Find(from.gpu_model);
+        const model::GpuModel* t = catalog.Find(to.gpu_model);
+        allowed_move = f != nullptr && t != nullptr && t->mem_mib >= f->mem_mib;
+      }
+      if (!allowed_move) continue;
+      to.substitutes_for.emplace_back(from.gpu_model, speed(to.gpu_model) / speed(from.gpu_model));
+      runs_on[from.gpu_model].push_back(to.gpu_model);
+    }
+  }
+  // The replay's jobs: each may run on its own model and on those that may take its work.
+  std::vector<sim::TraceJob> pinned_jobs;
+  if (!runs_on.empty()) {
+    pinned_jobs = jobs;
+    for (sim::TraceJob& j : jobs) {
+      auto it = runs_on.find(j.spec.gpu_models.front());
+      if (it == runs_on.end()) continue;
+      for (const std::string& to : it->second) j.spec.gpu_models.push_back(to);
+    }
   }
 
   // Prices from one (cloud, region) per plan: every place that prices every model is planned, and
@@ -797,16 +1000,28 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
     report.models[i].plan = report.plan.models[i];
     report.models[i].reserved_nodes = report.plan.models[i].reserved_gpus / o.gpus_per_node;
   }
+  if (!runs_on.empty()) {
+    // The same without substitution, for comparison: every model's work on its own GPUs.
+    std::vector<ModelReport> own = report.models;
+    for (ModelReport& m : own) m.substitutes_for.clear();
+    GF_ASSIGN_OR_RETURN(Optimised alone, Optimise(own, o));
+    if (alone.best) {
+      report.plan_without_substitution = *alone.shares[*alone.best].plan;
+      report.spot_share_without_substitution = alone.shares[*alone.best].share;
+    }
+  }
   if (!o.frontier_waits.empty()) {
     const SplitInputs& split = splits[*best];
-    const PlanOptions popts = SplitPlanOptions(o);
+    const PlanOptions popts = SplitPlanOptions(o, split);
     for (FrontierPoint& point : SolveFrontier(split.inputs, popts, o.frontier_waits)) {
       if (point.plan.ok()) point.plan = MergeParts(*point.plan, split, report.models);
       report.frontier.push_back(std::move(point));
     }
   }
 
-  if (o.verify.enabled) GF_RETURN_IF_ERROR(Verify(jobs, catalog, reference, o, *best, report));
+  if (o.verify.enabled) {
+    GF_RETURN_IF_ERROR(Verify(jobs, runs_on.empty() ? nullptr : &pinned_jobs, catalog, reference, o, *best, report));
+  }
   return report;
 }
 

@@ -27,12 +27,16 @@
 //                        every job of a no-spot team, run on reserved or on-demand nodes;
 //        neighbours      the same with reserved +-1 and +-2 nodes of every model, and the plans of
 //                        the adjacent spot shares of the grid (each with its own reservation);
+//        without substitution   with --substitute: the optimiser's plan with each model's
+//                        work kept on its own GPUs, replayed with each job on its own model;
 //      and the baselines:
 //        all on-demand   autoscaled on-demand nodes only;
 //        all reserved    fixed reserved nodes enough for the history's peak hour (and its
 //                        largest job), nothing rented;
 //        all spot        autoscaled spot for every job, falling back to on-demand after the
 //                        autoscaler's spot_fallback rules.
+//      Reserved nodes are paid over the history's window only (the optimiser pays them over its
+//      window too); the jobs that drain after it run in the next window's time.
 //      The recommendation is the cheapest replay, candidate or baseline, that meets the SLO (the
 //      replayed wait at the SLO quantile over jobs at most the SLO wait, and every job run) and
 //      keeps to the spot-share cap (so all spot is a baseline to beat only where spot is allowed). The
@@ -115,6 +119,14 @@ struct PlannerOptions {
   // only, in the optimiser and in the replay (where their jobs ask for market on-demand, as jobs
   // the history itself marks so do). Each must occur in the history (InvalidArgument otherwise).
   std::vector<std::string> no_spot_teams;
+  // Substitution between GPU models: (FROM, TO), catalog names or aliases: work the history logs
+  // on FROM may also run on TO. TO is planned even where the history never asks for it. The
+  // optimiser may serve FROM's work on TO's GPUs, a TO GPU-hour doing the work of
+  // speed(TO) / speed(FROM) FROM GPU-hours (GpuCatalog::RelativeSpeed, balanced: the speeds the
+  // replay runs at), and the replay lets FROM's jobs run on TO's nodes. With substitute_any,
+  // every planned model's work may run on every other planned model with at least its GPU memory.
+  std::vector<std::pair<std::string, std::string>> substitutes;
+  bool substitute_any = false;
   // The part of the history to plan from and replay: jobs submitted in [from, to); demand is
   // counted over exactly that window (a trace's ramp-up and its cut-off tail are not demand).
   std::optional<Time> from;
@@ -148,6 +160,9 @@ struct ModelReport {
   std::vector<double> planned_demand;      // the series the optimiser saw (horizon hours)
   ModelPlan plan;
   int64_t reserved_nodes = 0;              // plan.reserved_gpus / gpus_per_node
+  // Models whose work this model's GPUs may take (substitution), with the FROM GPU-hours of work
+  // one GPU-hour of this model does.
+  std::vector<std::pair<std::string, double>> substitutes_for;
 };
 
 // One spot share the optimiser tried, and its plan (per model), or why there is none.
@@ -217,6 +232,10 @@ struct PlannerReport {
   double spot_share = 0;      // the spot share of that plan
   std::vector<SpotShareOption> spot_shares;  // every share tried, ascending
   std::vector<FrontierPoint> frontier;
+  // With substitution: the optimiser's plan with every model's work kept on its own model, and
+  // its spot share, for comparison (replayed as "plan without substitution").
+  std::optional<Plan> plan_without_substitution;
+  double spot_share_without_substitution = 0;
   // The plan first, then its neighbours, then the baselines; empty if not verified.
   std::vector<Scenario> verification;
   // Into `verification`: the cheapest replay that meets the SLO within the caps; none when none

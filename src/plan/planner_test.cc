@@ -651,5 +651,114 @@ TEST(PlannerPricesTest, CatalogReservedPricesTheReservationWhereTheOfferHasOne) 
   EXPECT_EQ(own->models.at(0).prices.reserved, 1'927'800);  // $24.48 / 8 x 0.63
 }
 
+
+// The V100 catalog and an 8 x A100 instance in us-east-1 at $21.96 an hour (AWS p4d.24xlarge,
+// cheaper than p3.16xlarge's 8 x V100 at $24.48), for about twice the V100's work per GPU (the
+// built-in catalog's balanced speed ratio): one reserved A100 node ($13.83 an hour at the 1-year
+// ratio) does the work of the history's 16-GPU V100 base, which two V100 nodes ($30.84) would.
+cost::OfferTable CatalogWithA100() {
+  cost::OfferTable t = Catalog();
+  cost::Offer h = V100Offer("us-east-1", 8, 21.957642, 0);
+  h.instance_type = "p4d.24xlarge";
+  h.gpu = "A100";
+  h.spot_per_hour.reset();
+  t.offers.push_back(h);
+  return t;
+}
+
+TEST(PlannerSubstitutionTest, V100WorkIsPlannedOnA100sWhenThatIsCheaperPerUnitOfWork) {
+  // Given a V100 history, no spot, and V100 work allowed on A100 (priced per unit of work below
+  // the V100), expect A100 nodes reserved for the V100 base, the V100 work shown as moved at the
+  // catalog's speed ratio, a dearer plan without substitution beside it, and a replay in which
+  // the planned cluster (A100 reserved nodes) runs every job and meets the SLO.
+  PlannerOptions o = Options();
+  o.plan.spot_max_share = 0;
+  o.substitutes = {{"V100", "A100"}};
+  const model::GpuCatalog& catalog = model::GpuCatalog::BuiltIn();
+  auto r = RunPlanner(BaseAndBursts(2), CatalogWithA100(), catalog, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->models.size(), 2u);
+  const ModelReport& v100 = r->models[0];
+  const ModelReport& a100 = r->models[1];
+  EXPECT_EQ(v100.gpu_model, "V100");
+  EXPECT_EQ(a100.gpu_model, "A100");
+  EXPECT_EQ(a100.history_gpu_hours, 0);
+  const double ratio = catalog.RelativeSpeed("V100", "A100", model::Boundness::kBalanced);
+  ASSERT_GT(ratio, 1.8);
+  ASSERT_EQ(a100.substitutes_for.size(), 1u);
+  EXPECT_EQ(a100.substitutes_for[0].first, "V100");
+  EXPECT_NEAR(a100.substitutes_for[0].second, ratio, 1e-9);
+  EXPECT_TRUE(v100.substitutes_for.empty());  // the A100 has no work of its own to move
+
+  EXPECT_EQ(v100.plan.reserved_gpus, 0);
+  EXPECT_GE(a100.plan.reserved_gpus, 8);
+  ASSERT_EQ(v100.plan.moved_to.size(), 1u);
+  EXPECT_EQ(v100.plan.moved_to[0].first, "A100");
+  double planned = 0;
+  for (double d : v100.planned_demand) planned += d;
+  EXPECT_GT(v100.plan.moved_to[0].second, 0.5 * planned);
+  // The A100 GPU-hours that did it: the moved work over the ratio.
+  EXPECT_NEAR(a100.plan.foreign_gpu_hours, v100.plan.moved_to[0].second / ratio, 1e-3);
+
+  ASSERT_TRUE(r->plan_without_substitution.has_value());
+  EXPECT_EQ(r->plan_without_substitution->models.at(0).reserved_gpus, 16);  // the V100 base
+  EXPECT_EQ(r->plan_without_substitution->models.at(1).reserved_gpus, 0);
+  EXPECT_LT(r->plan.total_cost, r->plan_without_substitution->total_cost);
+
+  const Scenario* plan = Find(*r, "plan");
+  const Scenario* alone = Find(*r, "plan without substitution");
+  ASSERT_NE(plan, nullptr);
+  ASSERT_NE(alone, nullptr);
+  int64_t a100_reserved = 0, v100_reserved = 0;
+  for (const model::NodeSpec& n : plan->cluster.nodes) {
+    if (n.market != model::Market::kReserved) continue;
+    (n.gpu_model == "A100" ? a100_reserved : v100_reserved) += n.gpus;
+  }
+  EXPECT_EQ(a100_reserved, a100.plan.reserved_gpus);
+  EXPECT_EQ(v100_reserved, 0);
+  EXPECT_EQ(plan->summary.finished, plan->summary.jobs);
+  EXPECT_TRUE(plan->meets_slo);
+  EXPECT_LT(plan->summary.cost_usd, alone->summary.cost_usd);
+  ASSERT_TRUE(r->recommended.has_value());
+  const Scenario& rec = r->verification[*r->recommended];
+  for (const Scenario& s : r->verification) {
+    if (s.meets_slo && s.within_caps) {
+      EXPECT_LE(rec.summary.cost_usd, s.summary.cost_usd) << s.name;
+    }
+  }
+}
+
+TEST(PlannerSubstitutionTest, AnySubstitutesOnlyOntoModelsWithAtLeastTheMemory) {
+  // With 'any' and V100 (16 GB), A100 (40 GB) planned: V100 work may go to the A100, and the
+  // A100 (no work of its own) takes none back. The optimiser alone, no replay.
+  PlannerOptions o = Options();
+  o.plan.spot_max_share = 0;
+  o.gpu_models = {"V100", "A100"};
+  o.substitute_any = true;
+  o.verify.enabled = false;
+  auto r = RunPlanner(BaseAndBursts(2), CatalogWithA100(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->models.size(), 2u);
+  ASSERT_EQ(r->models[1].substitutes_for.size(), 1u);
+  EXPECT_EQ(r->models[1].substitutes_for[0].first, "V100");
+  EXPECT_TRUE(r->models[0].substitutes_for.empty());
+  EXPECT_GT(r->models[1].plan.reserved_gpus, 0);
+}
+
+TEST(PlannerSubstitutionTest, BadSubstitutionsSayWhatIsWrong) {
+  PlannerOptions o = Options();
+  o.verify.enabled = false;
+  auto refused = [&](std::pair<std::string, std::string> sub, const std::string& words) {
+    o.substitutes = {sub};
+    auto r = RunPlanner(BaseAndBursts(2), CatalogWithA100(), model::GpuCatalog::BuiltIn(), o);
+    ASSERT_FALSE(r.ok()) << words;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().ToString();
+  };
+  refused({"V100", "Z99"}, "--substitute: unknown GPU model 'Z99'");
+  refused({"V100", "v100"}, "both sides name V100");
+  refused({"H100", "A100"}, "no planned job of the history runs on H100 (its planned models: V100)");
+}
+
 }  // namespace
 }  // namespace gpufleet::plan
