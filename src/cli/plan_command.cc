@@ -279,7 +279,12 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
     std::string s = "  " + Pad(m.gpu_model, 10) + ReservedText(m.prices) + "  on-demand " + cost::FormatUsd(*m.prices.on_demand, 3) + " (" + m.prices.on_demand_offer + ")";
     if (m.prices.spot) {
       s += "  spot " + cost::FormatUsd(*m.prices.spot, 3) + " (" + m.prices.spot_offer + ", " +
-           Printf("%.4f", m.prices.spot_interruptions_per_hour) + " interruptions/h)";
+           Printf("%.4f", m.prices.spot_interruptions_per_hour) + " interruptions/h" +
+           (m.prices.spot_unavailable_fraction > 0
+                ? ", out of capacity " + Pct(m.prices.spot_unavailable_fraction) +
+                      " of the time: that share priced at on-demand"
+                : std::string()) +
+           ")";
     }
     line(s);
   }
@@ -517,6 +522,7 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
         {"on_demand", m.prices.on_demand ? json(Usd(*m.prices.on_demand)) : json(nullptr)},
         {"spot", m.prices.spot ? json(Usd(*m.prices.spot)) : json(nullptr)},
         {"spot_interruptions_per_hour", m.prices.spot_interruptions_per_hour},
+        {"spot_unavailable_fraction", m.prices.spot_unavailable_fraction},
         {"on_demand_offer", m.prices.on_demand_offer},
         {"spot_offer", m.prices.spot_offer},
         {"reserved_price", ReservedJson(m.prices)}};

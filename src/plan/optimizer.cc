@@ -70,8 +70,17 @@ struct Arc {
 double OnDemandUpper(const ModelInput& m) { return m.prices.on_demand ? kInf : 0; }
 double OnDemandUsd(const ModelInput& m) { return static_cast<double>(m.prices.on_demand.value_or(0)) / kMicro; }
 double SpotUpper(const ModelInput& m, const PlanOptions& o) { return m.prices.spot && o.spot_max_share > 0 ? kInf : 0; }
+// Per useful spot GPU-hour: spot with its rework, and where spot is out of capacity part of the
+// time, that part at on-demand (the fallback; at spot where there is no on-demand).
+double SpotMicros(const GpuPrices& p, double rework) {
+  const double spot = static_cast<double>(p.spot.value_or(0)) * (1 + rework);
+  const double u = std::clamp(p.spot_unavailable_fraction, 0.0, 1.0);
+  if (u <= 0) return spot;
+  return (1 - u) * spot + u * (p.on_demand ? static_cast<double>(*p.on_demand) : spot);
+}
 double SpotUsd(const ModelInput& m, double rework) {
-  return static_cast<double>(m.prices.spot.value_or(0)) / kMicro * (1 + rework);
+  if (m.prices.spot_unavailable_fraction <= 0) return static_cast<double>(m.prices.spot.value_or(0)) / kMicro * (1 + rework);
+  return SpotMicros(m.prices, rework) / kMicro;
 }
 
 Result<std::vector<Arc>> ResolveArcs(const std::vector<ModelInput>& models, const std::vector<Substitution>& subs) {
@@ -349,7 +358,9 @@ Result<Plan> SolvePlan(const std::vector<ModelInput>& models, const PlanOptions&
     }
     mp.reserved_cost = mp.reserved_gpus * m.prices.reserved * hours;
     mp.on_demand_cost = std::llround(od * static_cast<double>(m.prices.on_demand.value_or(0)));
-    mp.spot_cost = std::llround(spot * (1 + rework[mi]) * static_cast<double>(m.prices.spot.value_or(0)));
+    mp.spot_cost = m.prices.spot_unavailable_fraction <= 0
+                       ? std::llround(spot * (1 + rework[mi]) * static_cast<double>(m.prices.spot.value_or(0)))
+                       : std::llround(spot * SpotMicros(m.prices, rework[mi]));
     if (mp.reserved_gpus > 0) mp.reserved_utilisation = used / static_cast<double>(mp.reserved_gpus * hours);
     plan.total_cost += mp.reserved_cost + mp.on_demand_cost + mp.spot_cost;
     plan.models.push_back(std::move(mp));

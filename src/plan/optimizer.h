@@ -23,7 +23,10 @@
 //             arrivals (no work waits longer than max_wait).
 // Spot:       S_h <= spot_max_share x (B_{h-1} + d_h): only that share of the work tolerates
 //             preemption. Each useful spot hour costs (1 + rework) spot hours, rework =
-//             interruptions/h x (checkpoint_interval / 2 + restart_overhead) in hours.
+//             interruptions/h x (checkpoint_interval / 2 + restart_overhead) in hours. Where spot
+//             is out of capacity a share u of the time (GpuPrices::spot_unavailable_fraction), a
+//             useful spot hour costs (1 - u) x spot x (1 + rework) + u x on-demand: that share
+//             falls back to on-demand.
 // Cost:       sum_m R_m x reserved x H + sum_h O_h x on_demand + S_h x spot x (1 + rework),
 //             plus 1e-6 $ per backlogged GPU-hour so that idle capacity is not left idle while
 //             work waits (it changes no cost by a cent on any sane window).

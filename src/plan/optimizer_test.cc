@@ -250,6 +250,31 @@ TEST(OptimizerTest, NoisyWeekOfThreeModelsServesAllWorkWithinTheSlo) {
 }
 
 
+TEST(OptimizerTest, SpotOutOfCapacityIsPricedAsItsOnDemandFallback) {
+  // Given 10 GPUs every hour, reserved $0.60, on-demand $1.00 and spot $0.10 with no rework: spot
+  // out of capacity half the time costs 0.5 x 0.10 + 0.5 x 1.00 = $0.55 per useful hour, under
+  // the reservation, so the work goes to spot; out 60 % of the time it costs $0.64 and the
+  // reservation wins. The reported spot cost is the blended one.
+  ModelInput m = A100(std::vector<double>(24, 10.0));
+  m.prices.spot = 100'000;
+  PlanOptions o = HardSlo(Duration::Zero(), true);
+  o.spot_max_share = 1.0;
+  m.prices.spot_unavailable_fraction = 0.5;
+  auto half = SolvePlan({m}, o);
+  ASSERT_TRUE(half.ok()) << half.status().ToString();
+  EXPECT_EQ(half->models[0].reserved_gpus, 0);
+  EXPECT_NEAR(Sum(half->models[0].spot), 240, 1e-6);
+  EXPECT_EQ(half->total_cost, 240 * 550'000);
+  EXPECT_EQ(half->models[0].spot_cost, 240 * 550'000);
+
+  m.prices.spot_unavailable_fraction = 0.6;
+  auto most = SolvePlan({m}, o);
+  ASSERT_TRUE(most.ok()) << most.status().ToString();
+  EXPECT_EQ(most->models[0].reserved_gpus, 10);
+  EXPECT_NEAR(Sum(most->models[0].spot), 0, 1e-6);
+  EXPECT_EQ(most->total_cost, 240 * 600'000);
+}
+
 // V100: reserved $1.00, on-demand $2.00; H100: reserved $2.00, on-demand $4.00, doing 3 V100-hours
 // of work per GPU-hour: per unit of V100 work the H100 is the cheaper reservation.
 std::vector<ModelInput> V100AndH100(double v100_per_hour, int64_t hours) {

@@ -383,7 +383,8 @@ bool SamePrices(const std::vector<GpuPrices>& a, const std::vector<GpuPrices>& b
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].reserved != b[i].reserved || a[i].on_demand != b[i].on_demand || a[i].spot != b[i].spot ||
-        a[i].spot_interruptions_per_hour != b[i].spot_interruptions_per_hour) {
+        a[i].spot_interruptions_per_hour != b[i].spot_interruptions_per_hour ||
+        a[i].spot_unavailable_fraction != b[i].spot_unavailable_fraction) {
       return false;
     }
   }
@@ -452,6 +453,10 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::Tra
     return it->second.first;
   };
 
+  // The plan's spot-tolerant jobs run on spot alone, as the optimiser assumes; where spot runs out
+  // of capacity (--spot-capacity), they fall back to on-demand after the autoscaler's wait, as the
+  // optimiser then prices that share of them.
+  const bool spot_only = o.verify.spot_capacity.empty();
   std::vector<Run> runs;
   for (const Candidate& c : Candidates(report, best, o.verify.neighbours)) {
     Run r;
@@ -460,7 +465,7 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::Tra
     r.scenario.spot_share = c.share;
     const bool spot = c.share > 0 && any_spot;
     r.scenario.cluster = CandidateCluster(report.models, c.reserved_nodes, n, o.verify, spot);
-    r.jobs = jobs_for(spot ? c.share : 0, /*spot_only=*/true, r.scenario.spot_job_share);
+    r.jobs = jobs_for(spot ? c.share : 0, spot_only, r.scenario.spot_job_share);
     runs.push_back(std::move(r));
   }
   if (pinned_jobs != nullptr && report.plan_without_substitution) {
@@ -471,7 +476,7 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::Tra
     const bool spot = r.scenario.spot_share > 0 && any_spot;
     r.scenario.cluster =
         CandidateCluster(report.models, NodesOf(*report.plan_without_substitution, n), n, o.verify, spot);
-    r.jobs = jobs_for(spot ? r.scenario.spot_share : 0, /*spot_only=*/true, r.scenario.spot_job_share, true);
+    r.jobs = jobs_for(spot ? r.scenario.spot_share : 0, spot_only, r.scenario.spot_job_share, true);
     runs.push_back(std::move(r));
   }
   if (o.verify.baselines) {
@@ -624,7 +629,7 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::Tra
       for (const model::NodeSpec& node : r.scenario.cluster.nodes) {
         if (node.market == model::Market::kReserved) ++r.scenario.reserved_nodes;
       }
-      r.jobs = jobs_for(spot ? c->share : 0, /*spot_only=*/true, r.scenario.spot_job_share);
+      r.jobs = jobs_for(spot ? c->share : 0, spot_only, r.scenario.spot_job_share);
       deltas[c->name] = delta;
       more.push_back(std::move(r));
     }
@@ -941,6 +946,11 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
       }
       p->cloud = where.cloud;
       p->region = where.region;
+      if (p->spot && !o.verify.spot_capacity.empty()) {
+        // The optimiser prices the stock-outs the replay has: that share of spot work on on-demand.
+        p->spot_unavailable_fraction =
+            cost::SpotCapacityFor(o.verify.spot_capacity, o.gpus_per_node).unavailable_fraction;
+      }
       place.prices.push_back(*p);
     }
     if (all) places.push_back(std::move(place));

@@ -760,5 +760,44 @@ TEST(PlannerSubstitutionTest, BadSubstitutionsSayWhatIsWrong) {
   refused({"H100", "A100"}, "no planned job of the history runs on H100 (its planned models: V100)");
 }
 
+
+TEST(PlannerSpotCapacityTest, StockOutsArePricedAndThePlansSpotJobsFallBack) {
+  // Given spot out of capacity in two-hour outages half of the time (a table of one row), spot
+  // allowed for all the work: the optimiser prices half of its spot work at on-demand (the report
+  // carries the fraction), and in the replay the plan's spot jobs fall back to on-demand after
+  // the autoscaler's 30-minute wait instead of waiting out each outage, so the plan meets the
+  // one-hour SLO and every job runs.
+  PlannerOptions o = Options();
+  o.plan.spot_max_share = 1.0;
+  o.verify.baselines = false;
+  o.verify.neighbours = false;
+  cost::SpotCapacity cap;
+  cap.gpus_per_node = 8;
+  cap.mean_available = Duration::Hours(2);
+  cap.mean_outage = Duration::Hours(2);
+  cap.unavailable_fraction = 0.5;
+  o.verify.spot_capacity = {cap};
+  auto r = RunPlanner(BaseAndBursts(2), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_DOUBLE_EQ(r->models[0].prices.spot_unavailable_fraction, 0.5);
+  const Scenario* plan = Find(*r, "plan");
+  ASSERT_NE(plan, nullptr);
+  EXPECT_EQ(plan->summary.finished, plan->summary.jobs);
+  EXPECT_TRUE(plan->meets_slo) << plan->slo_wait_s;
+  EXPECT_GT(plan->spot_job_share, 0);
+  // Some of the spot-tolerant work ran on on-demand: the fallback.
+  auto od = plan->summary.cost_by_market_usd.find("on-demand");
+  ASSERT_NE(od, plan->summary.cost_by_market_usd.end());
+  EXPECT_GT(od->second, 0);
+
+  // Without the table the same prices carry no stock-outs.
+  o.verify.spot_capacity.clear();
+  o.verify.enabled = false;
+  auto plain = RunPlanner(BaseAndBursts(2), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->models[0].prices.spot_unavailable_fraction, 0);
+  EXPECT_LT(plain->plan.total_cost, r->plan.total_cost);
+}
+
 }  // namespace
 }  // namespace gpufleet::plan

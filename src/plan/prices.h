@@ -56,6 +56,9 @@ struct GpuPrices {
   std::optional<cost::MicroUsd> on_demand;    // per GPU-hour; none: not offered
   std::optional<cost::MicroUsd> spot;         // per GPU-hour; none: not offered
   double spot_interruptions_per_hour = 0;     // of the cheapest spot offer
+  // Share of the time spot has no capacity (cost/spot_capacity.h; 0: always there). That share of
+  // the spot work is priced at on-demand: it falls back after a wait.
+  double spot_unavailable_fraction = 0;
   std::string on_demand_offer;                // "aws us-east-1 p4d.24xlarge", for reports
   std::string spot_offer;
 };
