@@ -966,7 +966,7 @@ std::function<int()> SetupPlanCommand(CLI::App& app) {
      further while the edge is cheapest; the adjacent spot shares), without substitution where
      it was asked for, and on three baselines: all on-demand, all reserved for the peak, all
      spot with on-demand fallback. Costs are compared over the same replay; reservations are
-     paid over the history's window.
+     paid over the history's window, and after it for the GPUs its last jobs still use.
   6. Recommend: the cheapest replay whose wait at the SLO quantile meets the SLO (marked *), and
      by how much it beats each baseline. It may be a neighbour or a baseline: the optimiser's
      fluid model is checked, not trusted.

@@ -526,8 +526,8 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::Tra
   base.checkpoint_interval = o.plan.checkpoint_interval;
   base.restart_overhead = o.plan.restart_overhead;
   base.seed = o.verify.seed;
-  // The reservation is paid over the history's window, as the optimiser pays it over its own: the
-  // jobs that drain after the window run in the next one's (sim::SimOptions).
+  // The reservation is paid whole over the history's window, as the optimiser pays it over its
+  // own; after it, the reserved GPUs the draining jobs hold (sim::SimOptions).
   base.reserved_billing_end = report.history_start + Duration::Hours(report.history_hours);
 
   // Each worker keeps only the summary and the SLO wait of its run: whole results of a dozen

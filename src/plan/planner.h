@@ -35,8 +35,8 @@
 //                        largest job), nothing rented;
 //        all spot        autoscaled spot for every job, falling back to on-demand after the
 //                        autoscaler's spot_fallback rules.
-//      Reserved nodes are paid over the history's window only (the optimiser pays them over its
-//      window too); the jobs that drain after it run in the next window's time.
+//      Reserved nodes are paid whole over the history's window (the optimiser pays them over its
+//      window too); after it, only the reserved GPUs the draining jobs still hold are paid.
 //      The recommendation is the cheapest replay, candidate or baseline, that meets the SLO (the
 //      replayed wait at the SLO quantile over jobs at most the SLO wait, and every job run) and
 //      keeps to the spot-share cap (so all spot is a baseline to beat only where spot is allowed). The

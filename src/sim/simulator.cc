@@ -107,6 +107,7 @@ struct SimJob {
   Duration overhead_due;       // restart overhead for the next run
   std::vector<int64_t> nodes;  // nodes of the current run
   int64_t busy_by_market[3] = {0, 0, 0};  // milli-GPUs of the current run, by its nodes' market
+  int64_t reserved_rate_milli = 0;         // what its reserved GPUs cost, micro-dollars per hour x 1000
   model::JobSpec spec;         // as submitted (canonical GPU names); the scheduler splits it to fit
 };
 
@@ -198,6 +199,9 @@ class World : public sched::ActionSink {
   int64_t node_rate_[3] = {0, 0, 0};        // micro-dollars per hour of the nodes up, by market
   int64_t paid_milli_[3] = {0, 0, 0};       // milli-GPUs of those nodes, by market
   int64_t busy_market_milli_[3] = {0, 0, 0};  // milli-GPUs held by jobs, by their nodes' market
+  // Micro-dollars per hour x 1000 of the reserved GPUs jobs hold: after reserved_billing_end, the
+  // reserved GPUs still in use are paid (the next window's capacity they take), idle ones not.
+  int64_t busy_reserved_rate_milli_ = 0;
   __int128 node_cost_acc_[3] = {0, 0, 0};   // micro-dollars x ms / h, integrated between events
   int64_t running_ = 0;
   int64_t finished_ = 0;
@@ -415,6 +419,12 @@ void World::Start(JobId id, const model::Placement& p) {
     const int64_t held = static_cast<int64_t>(part.gpus.size()) * part.gpu_milli;
     j.busy_by_market[market] += held;
     busy_market_milli_[market] += held;
+    const model::NodeSpec& spec = nodes_[static_cast<size_t>(n)].spec;
+    if (spec.market == model::Market::kReserved && spec.gpus > 0) {
+      const int64_t rate = held * spec.price_micros_per_hour / spec.gpus;
+      j.reserved_rate_milli += rate;
+      busy_reserved_rate_milli_ += rate;
+    }
     if (std::find(j.nodes.begin(), j.nodes.end(), n) == j.nodes.end()) {
       j.nodes.push_back(n);
       NodeIdleChange(static_cast<size_t>(n), +1);
@@ -472,6 +482,8 @@ void World::Preempt(JobId id, PreemptReason reason) {
     busy_market_milli_[m] -= j.busy_by_market[m];
     j.busy_by_market[m] = 0;
   }
+  busy_reserved_rate_milli_ -= j.reserved_rate_milli;
+  j.reserved_rate_milli = 0;
   busy_milli_ -= milli;
   --running_;
   j.running = false;
@@ -625,6 +637,8 @@ void World::Finish(size_t i, int64_t epoch, Time t, std::vector<sched::Event>& b
     busy_market_milli_[m] -= j.busy_by_market[m];
     j.busy_by_market[m] = 0;
   }
+  busy_reserved_rate_milli_ -= j.reserved_rate_milli;
+  j.reserved_rate_milli = 0;
   busy_milli_ -= milli;
   --running_;
   ++finished_;
@@ -837,6 +851,7 @@ Result<SimResult> World::Run() {
         paid_dt = std::clamp<int64_t>((*o_.reserved_billing_end - last_t).millis(), 0, dt);
       }
       node_cost_acc_[m] += static_cast<__int128>(node_rate_[m]) * paid_dt;
+      if (paid_dt < dt) node_cost_acc_[m] += static_cast<__int128>(busy_reserved_rate_milli_) * (dt - paid_dt) / 1000;
       result_.busy_gpu_ms_by_market[m] += busy_market_milli_[m] * paid_dt / model::kMilliGpuPerGpu;
       result_.paid_gpu_ms_by_market[m] += paid_milli_[m] * paid_dt / model::kMilliGpuPerGpu;
     }

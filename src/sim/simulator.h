@@ -56,10 +56,11 @@ struct SimOptions {
   Duration repair_time = Duration::Hours(1);
   uint64_t seed = 1;
   Duration sample_step = Duration::Zero();  // zero: about 2,000 samples over the arrival span
-  // Fixed nodes of market reserved are paid (and their paid and busy GPU-time counted) up to this
-  // instant only: a capacity plan pays its reservation over its window, and the jobs that drain
-  // after the window run in the next one's (as the first hours of this replay run without the
-  // previous window's tail). None: paid to the end of the run.
+  // Fixed nodes of market reserved are paid whole (and their paid and busy GPU-time counted) up to
+  // this instant only; after it, only the reserved GPUs jobs still hold are paid, at their node's
+  // price per GPU. A capacity plan pays its reservation over its window: the jobs that drain after
+  // it take capacity of the next window (paid), the idle rest is the next window's to use. None:
+  // paid whole to the end of the run.
   std::optional<Time> reserved_billing_end;
   // Called now and then with (jobs finished, jobs total); for progress bars.
   std::function<void(int64_t, int64_t)> progress;

@@ -111,26 +111,27 @@ TEST_F(SimulatorTest, ReservedUtilisationCountsTheReservedNodesAlone) {
   EXPECT_EQ(Summarize(*r2).reserved_utilisation, -1);
 }
 
-TEST_F(SimulatorTest, ReservedNodesArePaidUpToTheBillingEndOnly) {
-  // Given a reserved 8-GPU node at $16/h, one 8-GPU job of 3 h from t = 0, and reserved billing
-  // that ends at 1 h, expect 1 h paid ($16) and 8 GPU-hours busy and paid (utilisation 1): the
-  // job runs on to its end, unpaid after the window. Without the end: 3 h paid.
+TEST_F(SimulatorTest, ReservedNodesArePaidWholeUpToTheBillingEndThenOnlyTheGpusInUse) {
+  // Given a reserved 8-GPU node at $16/h ($2 per GPU-hour), one 4-GPU job of 3 h from t = 0, and
+  // reserved billing that ends at 1 h: the node is paid whole for 1 h ($16), then the job's 4 GPUs
+  // for 2 h ($16), $32 in all; busy and paid GPU-time are counted to the end of billing (4 of 8
+  // GPU-hours). Without the end: the whole node for 3 h, $48.
   ClusterSpec c = HomogeneousCluster(8, "A100", 8, 16'000'000);
   c.nodes[0].market = model::Market::kReserved;
   SimOptions o;
   o.reserved_billing_end = Time::FromSeconds(3600);
-  auto r = Run({Job("A", 0, 8, 3 * 3600)}, c, o);
+  auto r = Run({Job("A", 0, 4, 3 * 3600)}, c, o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const int reserved = static_cast<int>(model::Market::kReserved);
-  EXPECT_EQ(r->cost_micros, 16'000'000);
+  EXPECT_EQ(r->cost_micros, 32'000'000);
   EXPECT_EQ(r->paid_gpu_ms_by_market[reserved], 8 * 3'600'000);
-  EXPECT_EQ(r->busy_gpu_ms_by_market[reserved], 8 * 3'600'000);
-  EXPECT_DOUBLE_EQ(Summarize(*r).reserved_utilisation, 1.0);
+  EXPECT_EQ(r->busy_gpu_ms_by_market[reserved], 4 * 3'600'000);
+  EXPECT_DOUBLE_EQ(Summarize(*r).reserved_utilisation, 0.5);
   ASSERT_TRUE(r->jobs[0].finish.has_value());
   EXPECT_EQ(*r->jobs[0].finish, Time::FromSeconds(3 * 3600));
 
   o.reserved_billing_end.reset();
-  auto whole = Run({Job("A", 0, 8, 3 * 3600)}, c, o);
+  auto whole = Run({Job("A", 0, 4, 3 * 3600)}, c, o);
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
   EXPECT_EQ(whole->cost_micros, 3 * 16'000'000);
 }
