@@ -66,8 +66,7 @@ std::string DefaultWorkDir(const std::string& data_dir, const std::string& name,
       std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
       if (why) *why = p.string() + " does not let other users through (mode " + mode + ")";
       // One folder per agent data directory: two clusters on one machine may both have a dev-1.
-      uint64_t h = 14695981039346656037ull;
-      for (unsigned char ch : abs.string()) h = (h ^ ch) * 1099511628211ull;
+      const uint64_t h = Fnv1a64(abs.string());
       char key[9];
       std::snprintf(key, sizeof key, "%08x", static_cast<unsigned>(h & 0xffffffffu));
       return "/var/tmp/gpufleet-" + name + "-" + key + "/work";

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "common/strings.h"
+
 namespace gpufleet::agent {
 namespace {
 
@@ -184,10 +186,8 @@ Result<std::string> CgroupTree::AutoRoot(std::string_view name, std::string_view
   GF_ASSIGN_OR_RETURN(std::string own, OwnDir());
   std::string leaf = name.empty() ? "default" : CgroupNameForKey(name);
   if (!instance.empty()) {
-    uint32_t h = 2166136261u;  // FNV-1a: stable across builds and machines
-    for (char c : instance) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
     char hex[9];
-    std::snprintf(hex, sizeof hex, "%08x", h);
+    std::snprintf(hex, sizeof hex, "%08x", Fnv1a32(instance));
     leaf += std::string("-") + hex;
   }
   return (fs::path(own) / "gpufleet" / leaf).lexically_normal().string();

@@ -26,13 +26,8 @@ bool Transient(const ApiResult& r) { return r.http_status == 0 || r.http_status 
 
 // 64-bit FNV-1a: a file name for a list of URLs that is the same in every build.
 std::string ListKey(const std::string& joined) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char ch : joined) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
   char out[17];
-  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(Fnv1a64(joined)));
   return out;
 }
 

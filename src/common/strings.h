@@ -26,4 +26,11 @@ bool GlobMatch(std::string_view pattern, std::string_view text);
 // newline (not allowed in XML 1.0) dropped.
 std::string XmlEscape(std::string_view text);
 
+// FNV-1a: hashes that are the same in every build and on every machine (std::hash is not), for
+// file and folder names and seeds derived from text. kFnv1a64Basis is the standard offset basis;
+// a caller whose hashes are already on disk or decide results keeps the basis it used.
+inline constexpr uint64_t kFnv1a64Basis = 14695981039346656037ull;
+uint64_t Fnv1a64(std::string_view s, uint64_t basis = kFnv1a64Basis);
+uint32_t Fnv1a32(std::string_view s);
+
 }  // namespace gpufleet

@@ -153,5 +153,16 @@ TEST(XmlEscapeTest, ReplacesMarkupAndDropsControlCharacters) {
   EXPECT_EQ(XmlEscape(""), "");
 }
 
+TEST(FnvTest, MatchesThePublishedTestVectors) {
+  // The FNV authors' vectors: "" hashes to the offset basis, "a" and "foobar" to known values.
+  EXPECT_EQ(Fnv1a64(""), kFnv1a64Basis);
+  EXPECT_EQ(Fnv1a64("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(Fnv1a64("foobar"), 0x85944171f73967e8ull);
+  EXPECT_EQ(Fnv1a32(""), 0x811c9dc5u);
+  EXPECT_EQ(Fnv1a32("a"), 0xe40c292cu);
+  EXPECT_EQ(Fnv1a32("foobar"), 0xbf9cf968u);
+  EXPECT_NE(Fnv1a64("a", 1), Fnv1a64("a"));  // the basis is part of the hash
+}
+
 }  // namespace
 }  // namespace gpufleet
