@@ -293,10 +293,13 @@ std::optional<Candidate> ReservedNeighbour(const std::vector<int64_t>& nodes, do
 }
 
 // Whether reserved nodes can run any job at this spot share: at 100 % every job that may use
-// spot runs on spot alone, so only the work kept off spot (no-spot teams, marked jobs) can.
-bool ReservedNodesUseful(const PlannerReport& r, double share) {
-  if (share < 1 - 1e-9) return true;
-  return std::any_of(r.models.begin(), r.models.end(), [](const ModelReport& m) { return m.no_spot_gpu_hours > 0; });
+// spot runs on spot alone (`spot_only`: without stock-outs; with them, spot jobs fall back), so
+// only the work kept off spot (no-spot teams, marked jobs, models without a spot price) can.
+bool ReservedNodesUseful(const PlannerReport& r, double share, bool spot_only) {
+  if (share < 1 - 1e-9 || !spot_only) return true;
+  return std::any_of(r.models.begin(), r.models.end(), [](const ModelReport& m) {
+    return m.no_spot_gpu_hours > 0 || (!m.prices.spot && m.history_gpu_hours > 0);
+  });
 }
 
 std::vector<int64_t> NodesOf(const Plan& p, int gpus_per_node) {
@@ -309,7 +312,7 @@ std::vector<int64_t> NodesOf(const Plan& p, int gpus_per_node) {
 // and the plans of the adjacent spot shares. Where reserved nodes could run no job (spot share
 // 100 %, nothing kept off spot), the plans two shares away replace the reserved neighbours.
 // Duplicates (a model at 0 cannot go lower) are dropped.
-std::vector<Candidate> Candidates(const PlannerReport& r, size_t best, bool neighbours) {
+std::vector<Candidate> Candidates(const PlannerReport& r, size_t best, bool neighbours, bool spot_only) {
   const int n = r.gpus_per_node;
   std::vector<Candidate> out;
   auto add = [&](Candidate c) {
@@ -322,7 +325,7 @@ std::vector<Candidate> Candidates(const PlannerReport& r, size_t best, bool neig
   const std::vector<int64_t> nodes = NodesOf(*chosen.plan, n);
   add({kPlanScenario, nodes, chosen.share});
   if (!neighbours) return out;
-  const bool reserved = ReservedNodesUseful(r, chosen.share);
+  const bool reserved = ReservedNodesUseful(r, chosen.share, spot_only);
   if (reserved) {
     for (int delta : {-1, 1, -2, 2}) {
       if (std::optional<Candidate> c = ReservedNeighbour(nodes, chosen.share, delta)) add(std::move(*c));
@@ -409,13 +412,16 @@ struct Run {
 // Marks the jobs that may use spot (a share, picked by a hash of the id) and the rest on-demand.
 // With spot_only the tolerant ones run on spot alone, as the plan's optimiser assumes (its spot
 // share is served by spot, the rest by reserved and on-demand); otherwise they may run anywhere.
+// `spot_models` (the candidates'): only jobs of these models may be tolerant, as the optimiser
+// gives a model without a spot price no spot; null (the baselines): any job.
 std::vector<sim::TraceJob> WithSpotShare(const std::vector<sim::TraceJob>& jobs, double share, bool spot_only,
-                                         double& actual) {
+                                         const std::set<std::string>* spot_models, double& actual) {
   std::vector<sim::TraceJob> out = jobs;
   int64_t tolerant = 0;
   for (sim::TraceJob& j : out) {
     if (j.spec.market == model::MarketPreference::kOnDemand) continue;
-    if (MaySpot(j, share)) {
+    const bool model_has_spot = spot_models == nullptr || spot_models->count(j.spec.gpu_models.front()) > 0;
+    if (model_has_spot && MaySpot(j, share)) {
       ++tolerant;
       if (spot_only) j.spec.market = model::MarketPreference::kSpot;
     } else {
@@ -435,13 +441,20 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::Tra
   const bool any_spot = std::any_of(report.models.begin(), report.models.end(),
                                     [](const ModelReport& m) { return m.prices.spot.has_value(); });
   std::deque<std::vector<sim::TraceJob>> job_sets;  // stable addresses
-  std::map<std::tuple<int64_t, bool, bool>, std::pair<const std::vector<sim::TraceJob>*, double>> marked;
-  auto jobs_for = [&](double share, bool spot_only, double& actual, bool pinned = false) {
-    const std::tuple<int64_t, bool, bool> key{std::llround(share * 1e6), spot_only, pinned};
+  std::set<std::string> spot_models;  // models with a spot price at the chosen place
+  for (const ModelReport& m : report.models) {
+    if (m.prices.spot) spot_models.insert(m.gpu_model);
+  }
+  // Job sets by (share, spot only, pinned, a candidate's): a candidate keeps jobs of models without
+  // spot off it, a baseline does not.
+  std::map<std::tuple<int64_t, bool, bool, bool>, std::pair<const std::vector<sim::TraceJob>*, double>> marked;
+  auto jobs_for = [&](double share, bool spot_only, double& actual, bool pinned = false, bool candidate = true) {
+    const std::tuple<int64_t, bool, bool, bool> key{std::llround(share * 1e6), spot_only, pinned, candidate};
     auto it = marked.find(key);
     if (it == marked.end()) {
       double a = 0;
-      job_sets.push_back(WithSpotShare(pinned ? *pinned_jobs : jobs, share, spot_only, a));
+      job_sets.push_back(
+          WithSpotShare(pinned ? *pinned_jobs : jobs, share, spot_only, candidate ? &spot_models : nullptr, a));
       it = marked.emplace(key, std::make_pair(&job_sets.back(), a)).first;
     }
     actual = it->second.second;
@@ -453,7 +466,7 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::Tra
   // optimiser then prices that share of them.
   const bool spot_only = o.verify.spot_capacity.empty();
   std::vector<Run> runs;
-  for (const Candidate& c : Candidates(report, best, o.verify.neighbours)) {
+  for (const Candidate& c : Candidates(report, best, o.verify.neighbours, spot_only)) {
     Run r;
     r.scenario.name = c.name;
     r.scenario.kind = ScenarioKind::kCandidate;
@@ -505,7 +518,8 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::Tra
         AddOffer(spot.scenario.cluster, m, model::Market::kOnDemand, n, o.verify);
       }
       SetPoolOptions(spot.scenario.cluster, o.verify);
-      spot.jobs = jobs_for(1.0, /*spot_only=*/false, spot.scenario.spot_job_share);
+      spot.jobs = jobs_for(1.0, /*spot_only=*/false, spot.scenario.spot_job_share, /*pinned=*/false,
+                           /*candidate=*/false);
       runs.push_back(std::move(spot));
     }
   }
@@ -522,8 +536,16 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::Tra
   base.restart_overhead = o.plan.restart_overhead;
   base.seed = o.verify.seed;
   // The reservation is paid whole over the history's window, as the optimiser pays it over its
-  // own; after it, the reserved GPUs the draining jobs hold (sim::SimOptions).
-  base.reserved_billing_end = report.history_start + Duration::Hours(report.history_hours);
+  // own; after it, the reserved GPUs the draining jobs hold (sim::SimOptions). The window ends at
+  // --to, else with the hour of the last submission (the demand's window runs on to the last
+  // job's end, which is the replay's end).
+  if (o.to) {
+    base.reserved_billing_end = *o.to;
+  } else {
+    Time last = report.history_start;
+    for (const sim::TraceJob& j : jobs) last = std::max(last, j.spec.submit);
+    base.reserved_billing_end = FloorToHour(last) + Duration::Hours(1);
+  }
 
   // Each worker keeps only the summary and the SLO wait of its run: whole results of a dozen
   // replays of a long history would not fit in memory together. Runs go in rounds (the line
@@ -596,7 +618,7 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::Tra
   const double planned_share = report.spot_shares[best].share;
   std::map<std::string, int> deltas;  // candidate name -> its delta
   std::set<std::vector<int64_t>> tried;  // reserved nodes per model replayed at the planned share
-  for (const Candidate& c : Candidates(report, best, o.verify.neighbours)) {
+  for (const Candidate& c : Candidates(report, best, o.verify.neighbours, spot_only)) {
     deltas[c.name] = c.delta;
     if (std::fabs(c.share - planned_share) < 1e-9) tried.insert(c.reserved_nodes);
   }
@@ -861,6 +883,12 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
     ModelReport m;
     m.gpu_model = name;
     Result<GpuPrices> prices = PricesFromCatalog(priced, name, o.term, o.ratios);
+    if (!prices.ok() && !has_demand && prices.status().code() == StatusCode::kNotFound) {
+      const bool named = std::any_of(substitutes.begin(), substitutes.end(), [&](const auto& p) { return p.second == name; });
+      if (!named) continue;  // --substitute any: a listed model the catalog does not price here is not planned
+      return Status::NotFound("--substitute: the catalog has no on-demand offer of " + name + " " + Where(o) +
+                              " to plan it as a substitute (`gpufleet offers --gpu " + name + "` lists them)");
+    }
     if (!prices.ok()) {
       if (prices.status().code() == StatusCode::kNotFound) {
         return Status::NotFound("the catalog has no on-demand offer of " + name + " " +
@@ -907,7 +935,7 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
       if (!allowed_move && o.substitute_any) {
         const model::GpuModel* f = catalog.Find(from.gpu_model);
         const model::GpuModel* t = catalog.Find(to.gpu_model);
-        allowed_move = f != nullptr && t != nullptr && t->mem_mib >= f->mem_mib;
+        allowed_move = f != nullptr && t != nullptr && f->mem_mib > 0 && t->mem_mib >= f->mem_mib;
       }
       if (!allowed_move) continue;
       to.substitutes_for.emplace_back(from.gpu_model, speed(to.gpu_model) / speed(from.gpu_model));

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 
+#include "common/strings.h"
 #include "model/capacity.h"
 #include "sched/autoscaler.h"
 #include "sched/policy/registry.h"
@@ -278,12 +279,15 @@ bool World::AllPendingHeld(const sched::Scheduler& sched) const {
 }
 
 // Whether offer `o` has capacity at `now` (model::CapacityProcess), seeded from the run's seed and
-// the offer's index, apart from the other random draws so that turning it on changes nothing else.
+// the offer's name (not its place in the list: two clusters that list the same offers in another
+// order see the same outages), apart from the other random draws so that turning it on changes
+// nothing else.
 bool World::HasCapacity(size_t o, Time now) {
   if (capacity_.size() <= o) {
     for (size_t k = capacity_.size(); k < cluster_.autoscale.offers.size(); ++k) {
       const AutoscaleOffer& a = cluster_.autoscale.offers[k];
-      capacity_.emplace_back(a.capacity_available, a.capacity_outage, o_.seed * 0x9E3779B97F4A7C15ULL + k + 1);
+      capacity_.emplace_back(a.capacity_available, a.capacity_outage,
+                             o_.seed * 0x9E3779B97F4A7C15ULL + Fnv1a64(a.name));
     }
   }
   return capacity_[o].Available(now);
