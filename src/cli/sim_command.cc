@@ -164,12 +164,14 @@ int Run(const SimArgs& a) {
     if (!cfg.ok()) return Fail(cfg.status());
   }
 
-  auto trace = sim::ReadTrace(a.trace, topts);
+  // Held compactly: a trace of millions of jobs would otherwise cost more than the replay itself.
+  auto trace = sim::ReadCompactTrace(a.trace, topts);
   if (!trace.ok()) return Fail(trace.status());
-  if (trace->bad_rows_skipped > 0) {
-    std::fprintf(stderr, "gpufleet sim: skipped %lld bad row(s)\n", static_cast<long long>(trace->bad_rows_skipped));
+  if (trace->info.bad_rows_skipped > 0) {
+    std::fprintf(stderr, "gpufleet sim: skipped %lld bad row(s)\n",
+                 static_cast<long long>(trace->info.bad_rows_skipped));
   }
-  for (const auto& w : trace->warnings) std::fprintf(stderr, "gpufleet sim: %s\n", w.c_str());
+  for (const auto& w : trace->info.warnings) std::fprintf(stderr, "gpufleet sim: %s\n", w.c_str());
   if (trace->jobs.empty()) return Fail(a.trace + ": no jobs to simulate");
 
   // Runs, in parallel when comparing (each run is independent and deterministic).
@@ -183,6 +185,8 @@ int Run(const SimArgs& a) {
     auto run_one = [&](size_t i) {
       sim::SimOptions o = base;
       o.policy = policies[i];
+      // Per-job records only for the per-job CSV; the summary is the same without them.
+      o.keep_jobs = !a.jobs_out.empty();
       o.progress = [&, i](int64_t d, int64_t) {
         std::lock_guard<std::mutex> lock(mu);
         done[i] = d;

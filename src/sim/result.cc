@@ -331,46 +331,82 @@ std::string FormatNeverRan(const std::vector<NeverRan>& never) {
 
 }  // namespace
 
+JobTally::JobTally(size_t jobs) : queued_ms(jobs, kNone), jct_ms(jobs, kNone), team(jobs, 0) {}
+
+void JobTally::Add(size_t index, const JobRecord& j) {
+  auto [it, fresh] = team_index_.try_emplace(j.team, static_cast<uint32_t>(team_names.size()));
+  if (fresh) {
+    team_names.push_back(j.team);
+    team_sums.emplace_back();
+  }
+  const uint32_t t = it->second;
+  team[index] = t;
+  team_sums[t].run_gpu_ms += j.run_gpu_ms;
+  team_sums[t].cost_micros += j.cost_micros;
+  ++added;
+  run_gpu_ms += j.run_gpu_ms;
+  lost_gpu_ms += j.lost_gpu_ms;
+  overhead_gpu_ms += j.overhead_gpu_ms;
+  cost_micros += j.cost_micros;
+  preemptions += j.preemptions;
+  failures += j.failures;
+  reclaims += j.reclaims;
+  if (!j.first_start) {
+    never_ran.push_back({index, {j.id, j.never_ran.empty() ? std::string("never started") : j.never_ran}});
+    return;
+  }
+  queued_ms[index] = j.queued.millis();
+  if (!j.finish) return;
+  const Duration jct = *j.finish - j.submit;
+  jct_ms[index] = jct.millis();
+  slowdown.push_back(jct.seconds_f() / std::max(j.work, Duration::Seconds(1)).seconds_f());
+}
+
 Summary Summarize(const SimResult& r) {
+  // Kept records are tallied here, in trace order, as the simulator tallies jobs as they end.
+  JobTally kept;
+  const JobTally* tally = &r.tally;
+  if (r.tally.added == 0) {
+    kept = JobTally(r.jobs.size());
+    for (size_t i = 0; i < r.jobs.size(); ++i) kept.Add(i, r.jobs[i]);
+    tally = &kept;
+  }
+  const JobTally& t = *tally;
+  const size_t n = t.queued_ms.size();
+  CHECK(t.added == static_cast<int64_t>(n)) << "a run's tally misses jobs: " << t.added << " of " << n;
   Summary s;
   s.policy = r.policy;
-  s.jobs = static_cast<int64_t>(r.jobs.size());
-  std::vector<double> jct, queue, slowdown;
-  jct.reserve(r.jobs.size());
-  queue.reserve(r.jobs.size());
-  slowdown.reserve(r.jobs.size());
-  int64_t run_gpu_ms = 0, lost_gpu_ms = 0, overhead_gpu_ms = 0;
+  s.jobs = static_cast<int64_t>(n);
+  // Percentiles sort their values, so these need no particular order; the teams' JCT sums are
+  // floating point and are added in trace order.
+  std::vector<double> jct, queue;
+  std::vector<double> slowdown = t.slowdown;
+  jct.reserve(slowdown.size());
+  queue.reserve(n);
   struct TeamAcc {
-    int64_t jobs = 0, run_gpu_ms = 0, finished = 0, cost_micros = 0;
+    int64_t jobs = 0, finished = 0;
     double jct_sum_s = 0;
   };
-  int64_t job_cost_micros = 0;
-  std::map<std::string, TeamAcc> teams;
-  for (const JobRecord& j : r.jobs) {
-    TeamAcc& t = teams[j.team];
-    ++t.jobs;
-    t.run_gpu_ms += j.run_gpu_ms;
-    t.cost_micros += j.cost_micros;
-    job_cost_micros += j.cost_micros;
-    run_gpu_ms += j.run_gpu_ms;
-    lost_gpu_ms += j.lost_gpu_ms;
-    overhead_gpu_ms += j.overhead_gpu_ms;
-    s.preemptions += j.preemptions;
-    s.failures += j.failures;
-    s.reclaims += j.reclaims;
-    if (!j.first_start) {
-      s.never_ran.push_back({j.id, j.never_ran.empty() ? std::string("never started") : j.never_ran});
-      continue;
-    }
-    queue.push_back(j.queued.seconds_f());
-    if (!j.finish) continue;
-    ++s.finished;
-    double jct_s = (*j.finish - j.submit).seconds_f();
+  std::vector<TeamAcc> team_acc(t.team_names.size());
+  for (size_t i = 0; i < n; ++i) {
+    TeamAcc& a = team_acc[t.team[i]];
+    ++a.jobs;
+    if (t.queued_ms[i] != JobTally::kNone) queue.push_back(Duration::Millis(t.queued_ms[i]).seconds_f());
+    if (t.jct_ms[i] == JobTally::kNone) continue;
+    const double jct_s = Duration::Millis(t.jct_ms[i]).seconds_f();
     jct.push_back(jct_s);
-    slowdown.push_back(jct_s / std::max(j.work, Duration::Seconds(1)).seconds_f());
-    ++t.finished;
-    t.jct_sum_s += jct_s;
+    ++a.finished;
+    a.jct_sum_s += jct_s;
   }
+  s.finished = static_cast<int64_t>(jct.size());
+  std::vector<std::pair<size_t, NeverRan>> never = t.never_ran;
+  std::stable_sort(never.begin(), never.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [index, why] : never) s.never_ran.push_back(std::move(why));
+  const int64_t run_gpu_ms = t.run_gpu_ms, lost_gpu_ms = t.lost_gpu_ms, overhead_gpu_ms = t.overhead_gpu_ms;
+  const int64_t job_cost_micros = t.cost_micros;
+  s.preemptions = t.preemptions;
+  s.failures = t.failures;
+  s.reclaims = t.reclaims;
   s.jct_s = ComputePercentiles(std::move(jct));
   s.spot_interruptions = r.spot_interruptions;
   s.nodes_rented = r.nodes_rented;
@@ -400,13 +436,15 @@ Summary Summarize(const SimResult& r) {
                                static_cast<double>(r.paid_gpu_ms_by_market[reserved]);
     }
   }
-  for (const auto& [name, t] : teams) {
-    TeamShare& ts = s.teams[name];
-    ts.jobs = t.jobs;
-    ts.gpu_hours = static_cast<double>(t.run_gpu_ms) / kMsPerHour;
-    ts.share = run_gpu_ms > 0 ? static_cast<double>(t.run_gpu_ms) / static_cast<double>(run_gpu_ms) : 0;
-    ts.avg_jct_s = t.finished > 0 ? t.jct_sum_s / static_cast<double>(t.finished) : 0;
-    ts.cost_usd = static_cast<double>(t.cost_micros) / 1e6;
+  for (size_t k = 0; k < t.team_names.size(); ++k) {
+    const TeamAcc& a = team_acc[k];
+    const JobTally::TeamSums& sums = t.team_sums[k];
+    TeamShare& ts = s.teams[t.team_names[k]];
+    ts.jobs = a.jobs;
+    ts.gpu_hours = static_cast<double>(sums.run_gpu_ms) / kMsPerHour;
+    ts.share = run_gpu_ms > 0 ? static_cast<double>(sums.run_gpu_ms) / static_cast<double>(run_gpu_ms) : 0;
+    ts.avg_jct_s = a.finished > 0 ? a.jct_sum_s / static_cast<double>(a.finished) : 0;
+    ts.cost_usd = static_cast<double>(sums.cost_micros) / 1e6;
   }
   s.cost_usd = static_cast<double>(r.cost_micros) / 1e6;
   s.job_cost_usd = static_cast<double>(job_cost_micros) / 1e6;

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -42,6 +43,43 @@ struct JobRecord {
   std::string never_ran;
 };
 
+struct NeverRan {
+  std::string id;
+  std::string reason;
+};
+
+// What a summary needs of each job, gathered one job at a time as each ends: the simulator fills
+// it as jobs finish when it keeps no per-job records (SimOptions::keep_jobs = false), and
+// Summarize makes one from SimResult::jobs otherwise, so that both give the same figures to the
+// last bit. Per job it holds 28 bytes (its wait, JCT, slowdown and team); sums are integers.
+struct JobTally {
+  static constexpr int64_t kNone = INT64_MIN;
+  struct TeamSums {
+    int64_t run_gpu_ms = 0;
+    int64_t cost_micros = 0;
+  };
+
+  JobTally() = default;
+  // For `jobs` jobs, indexed in trace order.
+  explicit JobTally(size_t jobs);
+  // Job `index` as it ended (finished, or cut off at the end of the run); each index once.
+  void Add(size_t index, const JobRecord& job);
+
+  std::vector<int64_t> queued_ms;  // by job; kNone: never started
+  std::vector<int64_t> jct_ms;     // by job; kNone: not finished
+  std::vector<uint32_t> team;      // by job: index in team_names
+  std::vector<double> slowdown;    // of finished jobs, in the order they were added
+  std::vector<std::string> team_names;
+  std::vector<TeamSums> team_sums;  // by team index
+  std::vector<std::pair<size_t, NeverRan>> never_ran;  // (job index, why), in the order added
+  int64_t added = 0;
+  int64_t run_gpu_ms = 0, lost_gpu_ms = 0, overhead_gpu_ms = 0, cost_micros = 0;
+  int64_t preemptions = 0, failures = 0, reclaims = 0;
+
+ private:
+  std::unordered_map<std::string, uint32_t> team_index_;
+};
+
 struct SeriesPoint {
   Time t;
   int64_t busy_gpu_milli = 0;
@@ -66,7 +104,9 @@ struct SimResult {
   std::string policy;      // e.g. "las" or "fifo+easy"
   std::string trace;       // file name
   int64_t cluster_gpus = 0;
-  std::vector<JobRecord> jobs;       // in trace order
+  std::vector<JobRecord> jobs;       // in trace order; empty when SimOptions::keep_jobs is false
+  // Filled as jobs end when SimOptions::keep_jobs is false (then Summarize reads it), else empty.
+  JobTally tally;
   std::vector<SeriesPoint> series;   // sampled at a fixed step
   Time start;                        // first submit
   Time end;                          // last finish
@@ -104,11 +144,6 @@ struct TeamShare {
   double share = 0;  // of all GPU-hours used
   double avg_jct_s = 0;
   double cost_usd = 0;  // the team's jobs' share of node prices
-};
-
-struct NeverRan {
-  std::string id;
-  std::string reason;
 };
 
 struct Summary {
@@ -158,6 +193,7 @@ struct Summary {
 // Utilisation is the step integral of the series (each point holds until the next one, the last
 // until `end`) of busy over total GPU capacity; with no usable series it falls back to
 // sum(run_gpu_ms) / (cluster_gpus * makespan).
+// A run made with SimOptions::keep_jobs = false is summarised from its tally, to the same figures.
 Summary Summarize(const SimResult& r);
 // An aligned, human-readable report; teams sorted by GPU-hours, at most 15 of them listed.
 std::string FormatSummaryText(const Summary& s);

@@ -9,6 +9,9 @@
 #include <tuple>
 #include <map>
 #include <memory>
+#include <unordered_map>
+
+#include "common/check.h"
 
 #include "common/strings.h"
 #include "model/capacity.h"
@@ -39,55 +42,49 @@ struct Ev {
   bool operator>(const Ev& o) const { return t != o.t ? t > o.t : seq > o.seq; }
 };
 
-// Events by (time, sequence number). Arrivals, known from the start, wait in a sorted list
-// beside a heap of the rest, so that the heap holds only what the run adds (finishes, stops,
-// timers, samples) and stays small; the two are merged in the same order one heap would give.
+// Events by (time, sequence number). Arrivals, known from the start, are not stored: the k-th in
+// (time, sequence) order is made when it is due, beside a heap of the rest, so that the heap holds
+// only what the run adds (finishes, stops, timers, samples) and stays small, and a long trace
+// costs no event per job; the two are merged in the same order one heap would give.
 class EventQueue {
  public:
+  // `count` arrivals; arrival(k) is the k-th, in (time, sequence) order.
+  void SetArrivals(size_t count, std::function<Ev(size_t)> arrival) {
+    arrival_ = std::move(arrival);
+    count_ = count;
+    next_ = 0;
+    if (count_ > 0) current_ = arrival_(0);
+  }
   void push(const Ev& e) {
-    if (e.kind == Kind::kArrival) {
-      if (arrivals_.size() > next_ && arrivals_.back() > e) unsorted_ = true;
-      arrivals_.push_back(e);
-      return;
-    }
     heap_.push_back(e);
     std::push_heap(heap_.begin(), heap_.end(), std::greater<Ev>());
   }
-  bool empty() const { return next_ == arrivals_.size() && heap_.empty(); }
-  const Ev& top() {
-    Sort();
-    return FromArrivals() ? arrivals_[next_] : heap_.front();
-  }
+  bool empty() const { return next_ == count_ && heap_.empty(); }
+  const Ev& top() const { return FromArrivals() ? current_ : heap_.front(); }
   void pop() {
-    Sort();
     if (FromArrivals()) {
-      ++next_;
+      if (++next_ < count_) current_ = arrival_(next_);
     } else {
       std::pop_heap(heap_.begin(), heap_.end(), std::greater<Ev>());
       heap_.pop_back();
     }
   }
-  // Calls f(kind) for every event left, in no particular order.
+  // Calls f(kind) for each event left, arrivals once for all of them, in no particular order.
   template <class F>
   void ForEachKind(F f) const {
-    for (size_t i = next_; i < arrivals_.size(); ++i) f(arrivals_[i].kind);
+    if (next_ < count_) f(Kind::kArrival);
     for (const Ev& e : heap_) f(e.kind);
   }
 
  private:
   bool FromArrivals() const {
-    if (next_ == arrivals_.size()) return false;
-    return heap_.empty() || heap_.front() > arrivals_[next_];
+    if (next_ == count_) return false;
+    return heap_.empty() || heap_.front() > current_;
   }
-  void Sort() {
-    if (!unsorted_) return;
-    std::sort(arrivals_.begin() + static_cast<long>(next_), arrivals_.end(),
-              [](const Ev& a, const Ev& b) { return b > a; });
-    unsorted_ = false;
-  }
-  std::vector<Ev> arrivals_;
+  std::function<Ev(size_t)> arrival_;
+  size_t count_ = 0;
   size_t next_ = 0;
-  bool unsorted_ = false;
+  Ev current_{};
   std::vector<Ev> heap_;
 };
 
@@ -97,6 +94,25 @@ class SimClock : public sched::Clock {
   Time now;
 };
 
+// What is reported of a job beyond what its trace entry says (id, team, shape, work): kept while
+// it is in the system, made into a JobRecord when it ends.
+struct JobRun {
+  Time submit;
+  std::optional<Time> first_start;
+  std::optional<Time> finish;
+  Duration queued;
+  int32_t preemptions = 0;
+  int32_t failures = 0;
+  int32_t reclaims = 0;
+  int32_t gpu_model = -1;  // of the last placement, in World::gpu_models_; -1: never placed
+  int64_t lost_gpu_ms = 0;
+  int64_t overhead_gpu_ms = 0;
+  int64_t run_gpu_ms = 0;
+  int64_t cost_micros = 0;
+};
+
+// A job in the system (pending or running). Kept small: a long replay can hold a queue of
+// hundreds of thousands; its spec is the trace's and the scheduler's.
 struct SimJob {
   Duration work;               // on the reference GPU
   Duration done;               // reference-GPU work completed and saved
@@ -109,7 +125,7 @@ struct SimJob {
   std::vector<int64_t> nodes;  // nodes of the current run
   int64_t busy_by_market[3] = {0, 0, 0};  // milli-GPUs of the current run, by its nodes' market
   int64_t reserved_rate_milli = 0;         // what its reserved GPUs cost, micro-dollars per hour x 1000
-  model::JobSpec spec;         // as submitted (canonical GPU names); the scheduler splits it to fit
+  JobRun rec;
 };
 
 // A node of the simulated cluster: the cluster spec's, or rented by the autoscaler.
@@ -131,7 +147,7 @@ struct SimNode {
 
 class World : public sched::ActionSink {
  public:
-  World(const std::vector<TraceJob>& trace, const ClusterSpec& cluster, const SimOptions& o,
+  World(const CompactTrace& trace, const ClusterSpec& cluster, const SimOptions& o,
         const model::GpuCatalog& catalog)
       : trace_(trace), cluster_(cluster), o_(o), catalog_(catalog), rng_(o.seed) {}
 
@@ -149,6 +165,28 @@ class World : public sched::ActionSink {
   Result<Duration> Begin(sched::Scheduler& sched, Time first);
   void Arrive(size_t i, Time t, std::vector<sched::Event>& batch);
   void Finish(size_t i, int64_t epoch, Time t, std::vector<sched::Event>& batch);
+  // A job that has arrived and not yet been retired.
+  SimJob& Live(size_t i) {
+    auto it = jobs_.find(i);
+    CHECK(it != jobs_.end()) << "job " << i << " is not in the system";
+    return it->second;
+  }
+  const SimJob& Live(size_t i) const {
+    auto it = jobs_.find(i);
+    CHECK(it != jobs_.end()) << "job " << i << " is not in the system";
+    return it->second;
+  }
+  // Job `i` has ended: its record goes to the result (or its tally) and its state is freed.
+  void Retire(size_t i, std::string never_ran = {});
+  // Job `i`'s spec as the scheduler is given it when it arrives at `t`.
+  model::JobSpec SubmittedSpec(size_t i, Time t) const;
+  int32_t GpuModelIndex(const std::string& name) {
+    for (size_t k = 0; k < gpu_models_.size(); ++k) {
+      if (gpu_models_[k] == name) return static_cast<int32_t>(k);
+    }
+    gpu_models_.push_back(name);
+    return static_cast<int32_t>(gpu_models_.size() - 1);
+  }
   void NodeEvent(const Ev& e, Time t, bool work_left, std::vector<sched::Event>& batch);
   void NodeLost(size_t n, Time t, std::vector<sched::Event>& batch);
   bool Done(const sched::Scheduler& sched, int64_t remaining_arrivals) const;
@@ -174,18 +212,18 @@ class World : public sched::ActionSink {
   // A job's cost is the scheduler's (Scheduler::CostOf: its share of each node's price, every
   // run up to now), as the live engine reports it; asked when a run ends, before the scheduler
   // hears of the end.
-  void Charge(JobRecord& rec, size_t i) const { rec.cost_micros = sched_->CostOf(JobId(static_cast<int64_t>(i))); }
+  void Charge(JobRun& rec, size_t i) const { rec.cost_micros = sched_->CostOf(JobId(static_cast<int64_t>(i))); }
   void NodeRate(size_t n, int sign) {
     const model::NodeSpec& spec = nodes_[n].spec;
     node_rate_[static_cast<int>(spec.market)] += sign * spec.price_micros_per_hour;
     paid_milli_[static_cast<int>(spec.market)] += sign * int64_t{spec.gpus} * model::kMilliGpuPerGpu;
   }
   Duration CheckpointInterval(size_t i) const {
-    Duration own = trace_[i].spec.checkpoint_interval;
+    Duration own = trace_.shape(i).checkpoint_interval;
     return own > Duration::Zero() ? own : o_.checkpoint_interval;
   }
 
-  const std::vector<TraceJob>& trace_;
+  const CompactTrace& trace_;
   const ClusterSpec& cluster_;
   const SimOptions& o_;
   const model::GpuCatalog& catalog_;
@@ -193,7 +231,13 @@ class World : public sched::ActionSink {
   EventQueue queue_;
   int64_t next_seq_ = 0;
   SimClock clock_;
-  std::vector<SimJob> jobs_;
+  // Jobs that have arrived and not been retired: a long replay holds only its queue and the jobs
+  // that are running, not every job it has seen.
+  std::unordered_map<size_t, SimJob> jobs_;
+  std::vector<size_t> ended_;  // finished in this instant's batch, retired after it
+  std::vector<uint32_t> arrival_order_;  // job indices by arrival, when the trace is not sorted
+  Time last_finish_;
+  std::vector<std::string> gpu_models_;  // the models jobs were placed on (JobRun::gpu_model)
   SimResult result_;
   std::string reference_;
   int64_t busy_milli_ = 0;
@@ -225,7 +269,9 @@ std::string World::NeverRanReason(const sched::Scheduler& sched, const sched::Cl
   sched::PlaceOptions po;
   po.explain = true;
   const sched::JobView* admitted = sched.ViewOf(JobId(static_cast<int64_t>(i)));
-  const model::JobSpec& spec = admitted && admitted->spec ? *admitted->spec : jobs_[i].spec;
+  model::JobSpec submitted;
+  if (!admitted || !admitted->spec) submitted = SubmittedSpec(i, Live(i).rec.submit);
+  const model::JobSpec& spec = admitted && admitted->spec ? *admitted->spec : submitted;
   sched::PlaceResult r = sched.policies().placement->Place(spec, view, po);
   switch (r.kind) {
     case sched::PlaceResult::Kind::kInfeasible: return "can never run: " + r.reason;
@@ -378,7 +424,7 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
       node.booting_since = now;
       node.for_jobs = r.for_jobs;
       if (!r.for_jobs.empty()) {
-        node.charged_team = jobs_[static_cast<size_t>(r.for_jobs.front().value())].spec.team;
+        node.charged_team = trace_.shape(static_cast<size_t>(r.for_jobs.front().value())).team;
       }
       nodes_.push_back(std::move(node));
       const size_t n = nodes_.size() - 1;
@@ -403,12 +449,12 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
 
 void World::Start(JobId id, const model::Placement& p) {
   size_t i = static_cast<size_t>(id.value());
-  SimJob& j = jobs_[i];
-  JobRecord& rec = result_.jobs[i];
+  SimJob& j = Live(i);
+  JobRun& rec = j.rec;
   Time now = clock_.now;
   if (!rec.first_start) rec.first_start = now;
   rec.queued += now - j.pending_since;
-  rec.gpu_model = p.gpu_model;
+  rec.gpu_model = GpuModelIndex(p.gpu_model);
   j.running = true;
   j.run_start = now;
   j.speed = catalog_.RelativeSpeed(reference_, p.gpu_model, o_.boundness);
@@ -442,8 +488,8 @@ void World::Start(JobId id, const model::Placement& p) {
 
 void World::Preempt(JobId id, PreemptReason reason) {
   size_t i = static_cast<size_t>(id.value());
-  SimJob& j = jobs_[i];
-  JobRecord& rec = result_.jobs[i];
+  SimJob& j = Live(i);
+  JobRun& rec = j.rec;
   Time now = clock_.now;
   // A job that finished at this very instant, in the same batch as the event that stops it: its
   // JobFinished follows in the batch and ends it.
@@ -462,7 +508,7 @@ void World::Preempt(JobId id, PreemptReason reason) {
   }
   Duration saved_work = Duration::Millis(static_cast<int64_t>(static_cast<double>(saved_wall.millis()) * j.speed));
   j.done = std::min(j.work, j.done + saved_work);
-  int64_t milli = trace_[i].spec.total_gpu_milli();
+  int64_t milli = trace_.shape(i).total_gpu_milli();
   // In GPU-ms, lost is what is left of the run after its overhead and saved work, so the books
   // add up exactly even for GPU slices (run = saved + lost + overhead).
   const int64_t run_gpu_ms = wall.millis() * milli / 1000;
@@ -551,7 +597,7 @@ void World::Configure(sched::Scheduler& sched, const std::map<std::string, int>&
   for (const auto& [team, gpus] : cluster_.team_quota_gpus) sched.SetTeamQuota(team, gpus);
   for (const auto& [team, m] : cluster_.team_money) {
     sched::TeamBudget b;
-    b.since = trace_.empty() ? Time() : trace_.front().spec.submit;
+    b.since = trace_.empty() ? Time() : trace_.submit(0);
     b.hard_micros = m.hard_micros;
     b.soft_micros = m.soft_micros;
     b.max_rate_micros = m.max_hourly_micros;
@@ -572,27 +618,41 @@ Result<Duration> World::Begin(sched::Scheduler& sched, Time first) {
     ScheduleInterruption(n);
   }
 
-  jobs_.resize(trace_.size());
-  result_.jobs.resize(trace_.size());
-  Time last_submit = first;
-  for (size_t i = 0; i < trace_.size(); ++i) {
-    const TraceJob& tj = trace_[i];
-    Duration offset = tj.spec.submit - first;
+  if (o_.keep_jobs) {
+    result_.jobs.resize(trace_.size());
+  } else {
+    result_.tally = JobTally(trace_.size());
+  }
+  // Job i arrives as event number seq0 + i; arrivals are made when due (EventQueue).
+  const int64_t seq0 = next_seq_;
+  next_seq_ += static_cast<int64_t>(trace_.size());
+  auto submit_of = [this, first](size_t i) {
+    Duration offset = trace_.submit(i) - first;
     if (o_.load_factor != 1.0) {
       offset = Duration::Millis(static_cast<int64_t>(static_cast<double>(offset.millis()) / o_.load_factor));
     }
-    Time submit = first + offset;
+    return first + offset;
+  };
+  Time last_submit = first;
+  bool sorted = true;
+  for (size_t i = 0; i < trace_.size(); ++i) {
+    const Time submit = submit_of(i);
+    if (submit < last_submit && i > 0) sorted = false;
     last_submit = std::max(last_submit, submit);
-    jobs_[i].work = std::max(tj.work, Duration::Millis(1));
-    JobRecord& rec = result_.jobs[i];
-    rec.id = tj.id;
-    rec.team = tj.spec.team;
-    rec.gpus = tj.spec.fractional() ? 1 : tj.spec.total_gpus();
-    rec.gpu_milli = tj.spec.total_gpu_milli();
-    rec.submit = submit;
-    rec.work = tj.work;
-    Push(submit, Kind::kArrival, static_cast<int64_t>(i));
   }
+  // A trace read from a file is sorted by submit time; one given by a caller may not be, and then
+  // its arrival order is found once (ties in trace order, as their sequence numbers have it).
+  if (!sorted) {
+    CHECK(trace_.size() <= UINT32_MAX) << "at most 2^32 jobs";
+    arrival_order_.resize(trace_.size());
+    for (size_t i = 0; i < trace_.size(); ++i) arrival_order_[i] = static_cast<uint32_t>(i);
+    std::stable_sort(arrival_order_.begin(), arrival_order_.end(),
+                     [&](uint32_t a, uint32_t b) { return submit_of(a) < submit_of(b); });
+  }
+  queue_.SetArrivals(trace_.size(), [this, seq0, submit_of](size_t k) {
+    const size_t i = arrival_order_.empty() ? k : arrival_order_[k];
+    return Ev{submit_of(i), seq0 + static_cast<int64_t>(i), Kind::kArrival, static_cast<int64_t>(i), 0};
+  });
   Duration step = o_.sample_step;
   if (step <= Duration::Zero()) {
     step = std::max(Duration::Seconds(60), (last_submit - first) / 2000);
@@ -601,10 +661,10 @@ Result<Duration> World::Begin(sched::Scheduler& sched, Time first) {
   return step;
 }
 
-// Job `i` arrives at `t`: its spec as the scheduler gets it (catalog GPU names, estimates, the
-// default checkpoint interval).
-void World::Arrive(size_t i, Time t, std::vector<sched::Event>& batch) {
-  model::JobSpec spec = trace_[i].spec;
+// Job `i` arriving at `t`, as the scheduler gets it: catalog GPU names, estimates, the default
+// checkpoint interval.
+model::JobSpec World::SubmittedSpec(size_t i, Time t) const {
+  model::JobSpec spec = trace_.Spec(i);
   spec.submit = t;
   // Traces name GPUs their own way (Alibaba's V100M16): use the catalog's names, as
   // the cluster spec does.
@@ -615,24 +675,37 @@ void World::Arrive(size_t i, Time t, std::vector<sched::Event>& batch) {
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   }
   spec.gpu_models = std::move(names);
-  if (o_.estimates == Estimates::kOracle) spec.duration_estimate = trace_[i].work;
+  if (o_.estimates == Estimates::kOracle) spec.duration_estimate = trace_.work(i);
   if (spec.checkpoint_interval <= Duration::Zero()) spec.checkpoint_interval = o_.checkpoint_interval;
-  jobs_[i].spec = spec;
-  jobs_[i].pending_since = t;
-  batch.push_back(sched::JobSubmitted{JobId(static_cast<int64_t>(i)), std::move(spec)});
+  return spec;
+}
+
+// Job `i` arrives at `t`.
+void World::Arrive(size_t i, Time t, std::vector<sched::Event>& batch) {
+  auto [it, fresh] = jobs_.try_emplace(i);
+  CHECK(fresh) << "job " << i << " arrived twice";
+  SimJob& j = it->second;
+  j.work = std::max(trace_.work(i), Duration::Millis(1));
+  j.pending_since = t;
+  j.rec.submit = t;
+  batch.push_back(sched::JobSubmitted{JobId(static_cast<int64_t>(i)), SubmittedSpec(i, t)});
 }
 
 // Job `i`'s run `epoch` ends at `t` with its work done.
 void World::Finish(size_t i, int64_t epoch, Time t, std::vector<sched::Event>& batch) {
-  SimJob& j = jobs_[i];
+  auto it = jobs_.find(i);
+  if (it == jobs_.end()) return;  // stale: the job was stopped, and has since finished
+  SimJob& j = it->second;
   if (!j.running || epoch != j.epoch) return;  // stale: the job was stopped
-  JobRecord& rec = result_.jobs[i];
-  int64_t milli = trace_[i].spec.total_gpu_milli();
+  JobRun& rec = j.rec;
+  int64_t milli = trace_.shape(i).total_gpu_milli();
   rec.run_gpu_ms += (t - j.run_start).millis() * milli / 1000;
   // The last run pays its restart overhead too.
   rec.overhead_gpu_ms += std::min(t - j.run_start, j.overhead_due).millis() * milli / 1000;
   Charge(rec, i);
   rec.finish = t;
+  last_finish_ = std::max(last_finish_, t);
+  ended_.push_back(i);
   j.running = false;
   j.done = j.work;
   for (int64_t n : j.nodes) NodeIdleChange(static_cast<size_t>(n), -1);
@@ -749,10 +822,7 @@ bool World::Done(const sched::Scheduler& sched, int64_t remaining_arrivals) cons
 // node cost by market, the last sample, and why jobs that never started did not.
 void World::Report(const sched::Scheduler& sched, const sched::ClusterView& view, Time first) {
   result_.start = first;
-  result_.end = clock_.now;
-  for (const auto& rec : result_.jobs) {
-    if (rec.finish) result_.end = std::max(result_.end, *rec.finish);
-  }
+  result_.end = std::max(clock_.now, last_finish_);
   result_.scheduling_passes = sched.stats().passes;
   std::map<std::string, int64_t> tail_by_team;
   // Rented nodes still there at the end would be released after idle_duration (booting ones
@@ -796,7 +866,7 @@ void World::Report(const sched::Scheduler& sched, const sched::ClusterView& view
   }
   if (sched.pending_count() > 0) {
     for (JobId id : sched.QueueOrder()) {
-      const std::string& team = jobs_[static_cast<size_t>(id.value())].spec.team;
+      const std::string& team = trace_.shape(static_cast<size_t>(id.value())).team;
       auto it = result_.budgets.find(team);
       if (it != result_.budgets.end() && it->second.hard_stopped) ++it->second.held_jobs;
     }
@@ -812,10 +882,49 @@ void World::Report(const sched::Scheduler& sched, const sched::ClusterView& view
   if (result_.series.empty() || result_.series.back().t != result_.end) result_.series.push_back(SeriesPoint{result_.end, busy_milli_, view.OnlineMilli(),
                                        static_cast<int64_t>(sched.pending_count()), running_});
   // Jobs still waiting at the end count their wait so far; those that never started say why.
-  for (size_t i = 0; i < jobs_.size(); ++i) {
-    JobRecord& rec = result_.jobs[i];
-    if (!rec.finish && !jobs_[i].running) rec.queued += result_.end - jobs_[i].pending_since;
-    if (!rec.first_start) rec.never_ran = NeverRanReason(sched, view, i);
+  // Every job has ended now, finished or not.
+  std::vector<size_t> left;
+  left.reserve(jobs_.size());
+  for (const auto& [i, j] : jobs_) left.push_back(i);
+  std::sort(left.begin(), left.end());
+  std::vector<std::string> never_ran(left.size());
+  for (size_t k = 0; k < left.size(); ++k) {
+    SimJob& j = jobs_.at(left[k]);
+    JobRun& rec = j.rec;
+    if (!rec.finish && !j.running) rec.queued += result_.end - j.pending_since;
+    if (!rec.first_start) never_ran[k] = NeverRanReason(sched, view, left[k]);
+  }
+  for (size_t k = 0; k < left.size(); ++k) Retire(left[k], std::move(never_ran[k]));
+}
+
+void World::Retire(size_t i, std::string never_ran) {
+  auto node = jobs_.extract(i);
+  CHECK(!node.empty()) << "job " << i << " retired twice";
+  const JobRun& run = node.mapped().rec;
+  const model::JobSpec& shape = trace_.shape(i);
+  JobRecord rec;
+  rec.id = std::string(trace_.id(i));
+  rec.team = shape.team;
+  rec.gpus = shape.fractional() ? 1 : shape.total_gpus();
+  rec.gpu_milli = shape.total_gpu_milli();
+  rec.submit = run.submit;
+  rec.first_start = run.first_start;
+  rec.finish = run.finish;
+  rec.work = trace_.work(i);
+  rec.queued = run.queued;
+  rec.preemptions = run.preemptions;
+  rec.failures = run.failures;
+  rec.reclaims = run.reclaims;
+  rec.lost_gpu_ms = run.lost_gpu_ms;
+  rec.overhead_gpu_ms = run.overhead_gpu_ms;
+  rec.run_gpu_ms = run.run_gpu_ms;
+  if (run.gpu_model >= 0) rec.gpu_model = gpu_models_[static_cast<size_t>(run.gpu_model)];
+  rec.cost_micros = run.cost_micros;
+  rec.never_ran = std::move(never_ran);
+  if (o_.keep_jobs) {
+    result_.jobs[i] = std::move(rec);
+  } else {
+    result_.tally.Add(i, rec);
   }
 }
 
@@ -833,7 +942,7 @@ Result<SimResult> World::Run() {
   sched_ = &sched;
   Configure(sched, largest, quotas);
   if (trace_.empty()) return Status::InvalidArgument("the trace has no jobs");
-  const Time first = trace_.front().spec.submit;
+  const Time first = trace_.submit(0);
   GF_ASSIGN_OR_RETURN(const Duration step, Begin(sched, first));
 
   const int64_t total = static_cast<int64_t>(trace_.size());
@@ -907,6 +1016,9 @@ Result<SimResult> World::Run() {
       Status s = Autoscale(sched, scale_at);
       if (!s.ok()) return s.WithContext("autoscaling at " + FormatIso8601(t));
     }
+    // Jobs that finished in this instant are done with: the scheduler has heard of it.
+    for (size_t i : ended_) Retire(i);
+    ended_.clear();
     if (std::optional<Time> wake = sched.NextWakeup()) {
       if (!timer_at || *wake < *timer_at) {
         timer_at = std::max(*wake, t);
@@ -930,11 +1042,16 @@ Result<SimResult> World::Run() {
 
 }  // namespace
 
-Result<SimResult> Simulate(const std::vector<TraceJob>& jobs, const ClusterSpec& cluster,
-                           const SimOptions& options, const model::GpuCatalog& catalog) {
+Result<SimResult> Simulate(const CompactTrace& jobs, const ClusterSpec& cluster, const SimOptions& options,
+                           const model::GpuCatalog& catalog) {
   if (options.load_factor <= 0) return Status::InvalidArgument("load factor must be positive");
   World world(jobs, cluster, options, catalog);
   return world.Run();
+}
+
+Result<SimResult> Simulate(const std::vector<TraceJob>& jobs, const ClusterSpec& cluster,
+                           const SimOptions& options, const model::GpuCatalog& catalog) {
+  return Simulate(CompactTrace::Of(jobs), cluster, options, catalog);
 }
 
 }  // namespace gpufleet::sim

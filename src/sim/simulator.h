@@ -64,8 +64,17 @@ struct SimOptions {
   std::optional<Time> reserved_billing_end;
   // Called now and then with (jobs finished, jobs total); for progress bars.
   std::function<void(int64_t, int64_t)> progress;
+  // Keep every job's record in SimResult::jobs (for per-job output and for callers that read
+  // them). False: SimResult::jobs stays empty, each job's state is freed once it has finished,
+  // and SimResult::tally keeps what Summarize needs (28 bytes a job), for the same summary.
+  bool keep_jobs = true;
 };
 
+// Memory: besides the trace, a run holds the jobs in the system (pending or running), the
+// scheduler's state of them, and per job its record (keep_jobs) or its tally entry.
+Result<SimResult> Simulate(const CompactTrace& jobs, const ClusterSpec& cluster, const SimOptions& options,
+                           const model::GpuCatalog& catalog);
+// The same for a trace held as TraceJobs (copied into a CompactTrace first).
 Result<SimResult> Simulate(const std::vector<TraceJob>& jobs, const ClusterSpec& cluster,
                            const SimOptions& options, const model::GpuCatalog& catalog);
 

@@ -729,5 +729,127 @@ TEST_F(SimulatorTest, PhillySliceBooksBalanceWithFailuresOverheadAndAutoscaling)
   EXPECT_NEAR(s.gpu_hours_used, (work + lost + overhead) / 3.6e6, 1e-9);
 }
 
+
+// ---- Runs that keep no per-job records ----
+
+void ExpectSamePercentiles(const Percentiles& a, const Percentiles& b, const std::string& what) {
+  // Bit for bit, not nearly: the printed figures must not move.
+  EXPECT_EQ(a.avg, b.avg) << what;
+  EXPECT_EQ(a.p50, b.p50) << what;
+  EXPECT_EQ(a.p95, b.p95) << what;
+  EXPECT_EQ(a.p99, b.p99) << what;
+  EXPECT_EQ(a.max, b.max) << what;
+}
+
+// Runs `jobs` keeping per-job records and not; expects the second to keep none and both to give
+// the same summary, field by field and byte for byte in every report format.
+void ExpectStreamedSummaryEqualsKept(const std::vector<TraceJob>& jobs, const ClusterSpec& cluster, SimOptions o) {
+  o.keep_jobs = true;
+  auto kept = Simulate(jobs, cluster, o, Catalog());
+  o.keep_jobs = false;
+  auto streamed = Simulate(jobs, cluster, o, Catalog());
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  ASSERT_TRUE(streamed.ok()) << streamed.status().ToString();
+  ASSERT_EQ(kept->jobs.size(), jobs.size());
+  EXPECT_TRUE(streamed->jobs.empty());
+  EXPECT_EQ(streamed->tally.added, static_cast<int64_t>(jobs.size()));
+  Summary a = Summarize(*kept), b = Summarize(*streamed);
+  EXPECT_EQ(a.jobs, b.jobs);
+  EXPECT_EQ(a.finished, b.finished);
+  ASSERT_EQ(a.never_ran.size(), b.never_ran.size());
+  for (size_t i = 0; i < a.never_ran.size(); ++i) {
+    EXPECT_EQ(a.never_ran[i].id, b.never_ran[i].id);
+    EXPECT_EQ(a.never_ran[i].reason, b.never_ran[i].reason);
+  }
+  ExpectSamePercentiles(a.jct_s, b.jct_s, "jct");
+  ExpectSamePercentiles(a.queue_s, b.queue_s, "queue");
+  ExpectSamePercentiles(a.slowdown, b.slowdown, "slowdown");
+  EXPECT_EQ(a.makespan_s, b.makespan_s);
+  EXPECT_EQ(a.utilisation, b.utilisation);
+  EXPECT_EQ(a.preemptions, b.preemptions);
+  EXPECT_EQ(a.failures, b.failures);
+  EXPECT_EQ(a.reclaims, b.reclaims);
+  EXPECT_EQ(a.gpu_hours_used, b.gpu_hours_used);
+  EXPECT_EQ(a.gpu_hours_lost, b.gpu_hours_lost);
+  EXPECT_EQ(a.gpu_hours_overhead, b.gpu_hours_overhead);
+  EXPECT_EQ(a.job_cost_usd, b.job_cost_usd);
+  ASSERT_EQ(a.teams.size(), b.teams.size());
+  for (const auto& [team, t] : a.teams) {
+    const TeamShare& u = b.teams.at(team);
+    EXPECT_EQ(t.jobs, u.jobs) << team;
+    EXPECT_EQ(t.gpu_hours, u.gpu_hours) << team;
+    EXPECT_EQ(t.share, u.share) << team;
+    EXPECT_EQ(t.avg_jct_s, u.avg_jct_s) << team;
+    EXPECT_EQ(t.cost_usd, u.cost_usd) << team;
+  }
+  EXPECT_EQ(SummaryToJson(a), SummaryToJson(b));
+  EXPECT_EQ(FormatSummaryText(a), FormatSummaryText(b));
+  EXPECT_EQ(kept->series.size(), streamed->series.size());
+  EXPECT_EQ(kept->end, streamed->end);
+}
+
+TEST_F(SimulatorTest, StreamedSummaryEqualsTheKeptRecordsSummary) {
+  // Given a small trace of three teams under LAS on 8 GPUs, with preemptions, a job larger than
+  // the cluster (never runs), jobs listed out of submit order and waits of fractions of a second,
+  // expect a run that keeps no per-job records to summarise exactly as one that keeps them.
+  std::vector<TraceJob> jobs;
+  for (int i = 0; i < 60; ++i) {
+    TraceJob j = Job("j" + std::to_string(i), (i * 37) % 500, 1 + i % 4, 30 + (i * 131) % 2000);
+    j.spec.team = i % 3 == 0 ? "a" : i % 3 == 1 ? "b" : "c";
+    j.work = j.work + Duration::Millis(i * 7);
+    jobs.push_back(j);
+  }
+  jobs.push_back(Job("huge", 100, 64, 60));
+  SimOptions o;
+  o.policy = "las";
+  o.restart_overhead = Duration::Seconds(3);
+  ExpectStreamedSummaryEqualsKept(jobs, HomogeneousCluster(8, "A100", 8, 2'000'000), o);
+  o.policy = "fifo";
+  ExpectStreamedSummaryEqualsKept(jobs, HomogeneousCluster(8, "A100", 8, 2'000'000), o);
+}
+
+TEST_F(SimulatorTest, StreamedSummaryEqualsKeptOnPhillyWithFailuresAndAutoscaling) {
+  // Given the first 1,500 Philly jobs on an autoscaled pool with node failures, spot reclaims and
+  // LAS preemptions, expect the same summary with and without per-job records.
+  TraceOptions to;
+  to.max_jobs = 1500;
+  auto trace = ReadTrace(std::string(GPUFLEET_SOURCE_DIR) + "/data/traces/philly/philly.csv", to);
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  ClusterSpec pool = Pool({Offer("spot", model::Market::kSpot, 3, 0.1), Offer("od", model::Market::kOnDemand, 8)});
+  pool.autoscale.limits.max_nodes = 24;
+  SimOptions o;
+  o.policy = "las";
+  o.node_mtbf_hours = 48;
+  o.restart_overhead = Duration::Minutes(2);
+  o.seed = 11;
+  ExpectStreamedSummaryEqualsKept(trace->jobs, pool, o);
+}
+
+TEST_F(SimulatorTest, RecordsAreNotKeptWhenNotAskedFor) {
+  // Given 3 jobs run with keep_jobs false, expect no per-job records, a tally of all 3, and the
+  // summary counting them.
+  SimOptions o;
+  o.keep_jobs = false;
+  auto r = Run({Job("a", 0, 8, 60), Job("b", 0, 8, 60), Job("c", 10, 1, 5)}, HomogeneousCluster(8, "A100"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->jobs.empty());
+  EXPECT_EQ(r->tally.added, 3);
+  EXPECT_EQ(r->tally.jct_ms, (std::vector<int64_t>{60'000, 120'000, 115'000}));
+  Summary s = Summarize(*r);
+  EXPECT_EQ(s.jobs, 3);
+  EXPECT_EQ(s.finished, 3);
+  EXPECT_DOUBLE_EQ(s.jct_s.max, 120.0);
+}
+
+TEST_F(SimulatorTest, JobsListedOutOfSubmitOrderArriveInSubmitOrder) {
+  // Given b (submitted at 0) listed after a (submitted at 10) on a 1-GPU cluster, expect b to run
+  // first and a to wait for it, whichever order the list has.
+  auto r = Run({Job("a", 10, 1, 100), Job("b", 0, 1, 100)}, HomogeneousCluster(1, "A100", 1), SimOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(StartS(r->jobs[1]), 0);
+  EXPECT_EQ(StartS(r->jobs[0]), 100);
+  EXPECT_EQ(r->jobs[0].queued, Duration::Seconds(90));
+}
+
 }  // namespace
 }  // namespace gpufleet::sim

@@ -209,10 +209,15 @@ class TimeForms {
 class JobSink {
  public:
   // `expected_rows` is an upper bound used to reserve space (TraceJob is large; regrowing costs).
-  JobSink(TraceFormat format, bool skip, bool check_ids, size_t expected_rows)
-      : skip_(skip), check_ids_(check_ids) {
+  // With `compact`, jobs go there instead of the trace's vector.
+  JobSink(TraceFormat format, bool skip, bool check_ids, size_t expected_rows, CompactTrace* compact)
+      : skip_(skip), check_ids_(check_ids), compact_(compact) {
     trace_.format = format;
-    trace_.jobs.reserve(expected_rows);
+    if (compact_) {
+      compact_->Reserve(expected_rows);
+    } else {
+      trace_.jobs.reserve(expected_rows);
+    }
   }
 
   // Adds a converted job; a repeated id is a bad row.
@@ -221,7 +226,11 @@ class JobSink {
       auto [it, inserted] = first_line_of_id_.emplace(job.id, ctx.line);
       if (!inserted) return Add(ctx.Bad("id", "repeats the id of line " + std::to_string(it->second), job.id));
     }
-    trace_.jobs.push_back(std::move(job));
+    if (compact_) {
+      compact_->Add(job);
+    } else {
+      trace_.jobs.push_back(std::move(job));
+    }
     return Status::Ok();
   }
 
@@ -240,6 +249,7 @@ class JobSink {
  private:
   bool skip_;
   bool check_ids_;
+  CompactTrace* compact_;
   Trace trace_;
   std::unordered_map<std::string, int64_t> first_line_of_id_;
 };
@@ -459,6 +469,7 @@ struct CsvInput {
   const TraceOptions& options;
   TraceFormat format;
   size_t expected_rows;
+  CompactTrace* compact;  // where the jobs go; null: the trace's vector
 };
 
 Status CheckFieldCount(const RowContext& ctx, const CsvReader& row, size_t expected) {
@@ -472,7 +483,7 @@ Result<Trace> ReadMappedCsv(const CsvInput& in, const std::map<std::string, std:
   CsvReader& reader = in.reader;
   const std::vector<std::string>& header = in.header;
   GF_ASSIGN_OR_RETURN(ColumnPlan plan, PlanColumns(path, header, columns));
-  JobSink sink(in.format, in.options.skip_bad_rows, /*check_ids=*/plan.id.present(), in.expected_rows);
+  JobSink sink(in.format, in.options.skip_bad_rows, /*check_ids=*/plan.id.present(), in.expected_rows, in.compact);
   TimeForms forms;
   int64_t row_number = 0;
   while (true) {
@@ -607,7 +618,7 @@ Result<Trace> ReadAlibaba(const CsvInput& in) {
                      IndexOf(header, "gpu_milli"),     IndexOf(header, "gpu_spec"),
                      IndexOf(header, "qos"),           IndexOf(header, "creation_time"),
                      IndexOf(header, "deletion_time"), IndexOf(header, "scheduled_time")};
-  JobSink sink(in.format, in.options.skip_bad_rows, /*check_ids=*/true, in.expected_rows);
+  JobSink sink(in.format, in.options.skip_bad_rows, /*check_ids=*/true, in.expected_rows, in.compact);
   int64_t cpu_only = 0;
   while (true) {
     GF_ASSIGN_OR_RETURN(bool more, reader.Next());
@@ -872,8 +883,8 @@ Result<TraceJob> ConvertJsonLine(const RowContext& ctx, std::string_view line, s
 }
 
 Result<Trace> ReadJsonl(const std::string& path, std::string_view data, const TraceOptions& options,
-                        size_t expected_rows) {
-  JobSink sink(TraceFormat::kJsonl, options.skip_bad_rows, /*check_ids=*/true, expected_rows);
+                        size_t expected_rows, CompactTrace* compact) {
+  JobSink sink(TraceFormat::kJsonl, options.skip_bad_rows, /*check_ids=*/true, expected_rows, compact);
   TimeForms forms;
   int64_t line_number = 0;
   int64_t row_number = 0;
@@ -1035,13 +1046,13 @@ Result<TraceJob> ConvertGavelRow(const RowContext& ctx, const std::vector<std::s
 }
 
 Result<Trace> ReadGavel(const std::string& path, std::string_view data, const TraceOptions& options,
-                        size_t expected_rows) {
+                        size_t expected_rows, CompactTrace* compact) {
   if (options.gavel_throughputs.empty()) {
     return Status::InvalidArgument(path + ": a Gavel trace counts work in steps; give Gavel's throughputs file "
                                           "(--gavel-throughputs FILE.json) to turn steps into run time");
   }
   GF_ASSIGN_OR_RETURN(GavelRates rates, LoadGavelThroughputs(options.gavel_throughputs, options.gavel_worker));
-  JobSink sink(TraceFormat::kGavel, options.skip_bad_rows, /*check_ids=*/false, expected_rows);
+  JobSink sink(TraceFormat::kGavel, options.skip_bad_rows, /*check_ids=*/false, expected_rows, compact);
   int64_t line_number = 0;
   int64_t row_number = 0;
   size_t pos = 0;
@@ -1195,7 +1206,10 @@ Result<std::map<std::string, std::string>> ParseColumnMap(const std::string& spe
   return out;
 }
 
-Result<Trace> ReadTrace(const std::string& path, const TraceOptions& options) {
+namespace {
+
+// ReadTrace, its jobs into `compact` when given (the returned trace's jobs stay empty).
+Result<Trace> Read(const std::string& path, const TraceOptions& options, CompactTrace* compact) {
   TraceFormat format = options.format;
   if (!options.columns.empty() && format != TraceFormat::kAuto && format != TraceFormat::kCsv) {
     return Status::InvalidArgument(path + ": a column map applies only to the csv format, not " +
@@ -1222,9 +1236,9 @@ Result<Trace> ReadTrace(const std::string& path, const TraceOptions& options) {
 
   Result<Trace> trace = Status::Internal("no reader ran");
   if (format == TraceFormat::kJsonl) {
-    trace = ReadJsonl(path, data, options, expected_rows);
+    trace = ReadJsonl(path, data, options, expected_rows, compact);
   } else if (format == TraceFormat::kGavel) {
-    trace = ReadGavel(path, data, options, expected_rows);
+    trace = ReadGavel(path, data, options, expected_rows, compact);
   } else {
     CsvReader reader(data, path, model::CsvOptions{.trim = true});
     GF_ASSIGN_OR_RETURN(bool has_header, reader.Next());
@@ -1241,7 +1255,7 @@ Result<Trace> ReadTrace(const std::string& path, const TraceOptions& options) {
         return Status::InvalidArgument(Unsupported(path, first_line));
       }
     }
-    CsvInput in{path, reader, header, options, format, expected_rows};
+    CsvInput in{path, reader, header, options, format, expected_rows, compact};
     switch (format) {
       case TraceFormat::kPhilly: trace = ReadMappedCsv(in, PhillyMap()); break;
       case TraceFormat::kTiresias: trace = ReadMappedCsv(in, TiresiasMap()); break;
@@ -1253,9 +1267,26 @@ Result<Trace> ReadTrace(const std::string& path, const TraceOptions& options) {
     }
   }
   if (!trace.ok()) return trace.status();
+  if (compact) {
+    compact->SortBySubmit();
+    if (options.max_jobs > 0) compact->Truncate(options.max_jobs);
+    return trace;
+  }
   SortBySubmit(trace->jobs);
   if (options.max_jobs > 0 && trace->jobs.size() > options.max_jobs) trace->jobs.resize(options.max_jobs);
   return trace;
+}
+
+}  // namespace
+
+Result<Trace> ReadTrace(const std::string& path, const TraceOptions& options) {
+  return Read(path, options, nullptr);
+}
+
+Result<CompactTraceRead> ReadCompactTrace(const std::string& path, const TraceOptions& options) {
+  CompactTraceRead out;
+  GF_ASSIGN_OR_RETURN(out.info, Read(path, options, &out.jobs));
+  return out;
 }
 
 std::string TraceJsonLine(const TraceJob& job) {

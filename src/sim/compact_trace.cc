@@ -1,0 +1,137 @@
+#include "sim/compact_trace.h"
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+
+#include "common/check.h"
+#include "sim/trace.h"
+
+namespace gpufleet::sim {
+namespace {
+
+// Every field of a JobSpec but its submit time. A field added to JobSpec must be added here too
+// (CompactTraceTest.JobSpecHasTheFieldsTheShapeKnows fails until it is).
+bool SameShape(const model::JobSpec& a, const model::JobSpec& b) {
+  return a.name == b.name && a.team == b.team && a.priority == b.priority && a.gpus_per_node == b.gpus_per_node &&
+         a.nodes == b.nodes && a.gpu_milli == b.gpu_milli && a.gpu_models == b.gpu_models &&
+         a.cpu_milli == b.cpu_milli && a.mem_mib == b.mem_mib && a.duration_estimate == b.duration_estimate &&
+         a.checkpoint_interval == b.checkpoint_interval && a.constraints == b.constraints && a.market == b.market &&
+         a.max_cost_micros == b.max_cost_micros && a.environment == b.environment;
+}
+
+uint64_t Mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ULL + (h >> 29); }
+
+// Over the fields that tell real traces' jobs apart; SameShape settles the rest.
+uint64_t ShapeHash(const model::JobSpec& s) {
+  std::hash<std::string_view> str;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  h = Mix(h, str(s.team));
+  h = Mix(h, str(s.name));
+  h = Mix(h, static_cast<uint64_t>(s.gpus_per_node));
+  h = Mix(h, static_cast<uint64_t>(s.nodes));
+  h = Mix(h, static_cast<uint64_t>(s.gpu_milli));
+  h = Mix(h, static_cast<uint64_t>(static_cast<int64_t>(s.priority)));
+  for (const std::string& m : s.gpu_models) h = Mix(h, str(m));
+  return h;
+}
+
+}  // namespace
+
+CompactTrace CompactTrace::Of(const std::vector<TraceJob>& jobs) {
+  CompactTrace t;
+  t.Reserve(jobs.size());
+  for (const TraceJob& j : jobs) t.Add(j);
+  return t;
+}
+
+void CompactTrace::Reserve(size_t jobs) {
+  submit_ms_.reserve(jobs);
+  work_ms_.reserve(jobs);
+  shape_.reserve(jobs);
+  id_end_.reserve(jobs);
+}
+
+uint32_t CompactTrace::ShapeOf(const model::JobSpec& spec) {
+  const uint64_t h = ShapeHash(spec);
+  auto [lo, hi] = shape_by_hash_.equal_range(h);
+  for (auto it = lo; it != hi; ++it) {
+    if (SameShape(shapes_[it->second], spec)) return it->second;
+  }
+  CHECK(shapes_.size() < kShapeMask) << "too many distinct job shapes for a compact trace";
+  const uint32_t index = static_cast<uint32_t>(shapes_.size());
+  shapes_.push_back(spec);
+  shape_by_hash_.emplace(h, index);
+  return index;
+}
+
+void CompactTrace::Add(const TraceJob& job) {
+  model::JobSpec shape = job.spec;
+  shape.submit = Time();
+  const bool name_is_id = !job.id.empty() && shape.name == job.id;
+  if (name_is_id) shape.name.clear();
+  submit_ms_.push_back(job.spec.submit.millis());
+  work_ms_.push_back(job.work.millis());
+  shape_.push_back(ShapeOf(shape) | (name_is_id ? kNameIsId : 0));
+  ids_ += job.id;
+  id_end_.push_back(ids_.size());
+}
+
+std::string_view CompactTrace::id(size_t i) const {
+  const uint64_t begin = i == 0 ? 0 : id_end_[i - 1];
+  return std::string_view(ids_).substr(begin, id_end_[i] - begin);
+}
+
+model::JobSpec CompactTrace::Spec(size_t i) const {
+  model::JobSpec spec = shape(i);
+  spec.submit = submit(i);
+  if (shape_[i] & kNameIsId) spec.name = std::string(id(i));
+  return spec;
+}
+
+TraceJob CompactTrace::Job(size_t i) const {
+  TraceJob job;
+  job.id = std::string(id(i));
+  job.spec = Spec(i);
+  job.work = work(i);
+  return job;
+}
+
+void CompactTrace::SortBySubmit() {
+  if (std::is_sorted(submit_ms_.begin(), submit_ms_.end())) return;
+  std::vector<uint32_t> order(size());
+  CHECK(size() <= UINT32_MAX) << "a compact trace holds at most 2^32 jobs";
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return submit_ms_[a] < submit_ms_[b]; });
+  auto permute = [&](auto& column) {
+    std::remove_reference_t<decltype(column)> out;
+    out.reserve(column.size());
+    for (uint32_t k : order) out.push_back(column[k]);
+    column = std::move(out);
+  };
+  permute(submit_ms_);
+  permute(work_ms_);
+  permute(shape_);
+  std::string ids;
+  ids.reserve(ids_.size());
+  std::vector<uint64_t> ends;
+  ends.reserve(id_end_.size());
+  for (uint32_t k : order) {
+    ids += id(k);
+    ends.push_back(ids.size());
+  }
+  ids_ = std::move(ids);
+  id_end_ = std::move(ends);
+}
+
+void CompactTrace::Truncate(size_t jobs) {
+  if (jobs >= size()) return;
+  submit_ms_.resize(jobs);
+  work_ms_.resize(jobs);
+  shape_.resize(jobs);
+  id_end_.resize(jobs);
+  ids_.resize(jobs == 0 ? 0 : id_end_.back());
+}
+
+}  // namespace gpufleet::sim
