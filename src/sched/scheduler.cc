@@ -340,6 +340,10 @@ const Scheduler::JobState* Scheduler::FindJob(JobId id) const {
   return it == jobs_.end() ? nullptr : it->second.get();
 }
 
+bool Scheduler::RanksCurrent(Time now) const {
+  return timers_.empty() || std::get<0>(*timers_.begin()) > now;
+}
+
 bool Scheduler::StaticRanks() const {
   if (!policies_.queue->RanksDependOnUsage()) return true;
   // Usage-dependent ranks (fair-share) do not move while no team has a quota.
@@ -362,6 +366,7 @@ void Scheduler::SetTeamQuota(const std::string& team, const TeamQuota& quota) {
   books_[team].quota = quota;
   RecountLimits();
   full_pass_ = true;
+  ++search_epoch_;
 }
 
 void Scheduler::RecountLimits() {
@@ -583,7 +588,9 @@ void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
     File(j);
   } else if (j.v.phase == JobPhase::kRunning) {
     RemoveRunning(j);
+    const int64_t from = j.rank.k[0];
     j.rank = LiveRank(j, ctx);
+    NoteClassMove(from, j.rank.k[0]);
     AddRunning(j);
     ++running_version_;
     for (int pos : j.part_pos) RefileNode(pos);
@@ -619,6 +626,7 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
   j.rank = LiveRank(j, ctx);
   AddRunning(j);
   ++running_version_;
+  ++search_epoch_;
   if (j.spec.duration_estimate) ++running_with_estimate_;
   j.moving = policies_.queue->RankMovesWithService(j.v);
   if (j.moving) ++running_moving_;
@@ -694,10 +702,14 @@ bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& model
   int64_t ready = 0;
   for (int m : models) ready += view_.NodesWithFreeWhole(m, g);
   if (ready >= w.spec.nodes) return true;
+  // With preemption by class and current ranks, a node filed in the waiting job's class or an
+  // earlier one has a holder it may not stop: the walk ends at the first such node.
+  const bool by_class = policies_.queue->PreemptsByClass() && RanksCurrent(ctx.now);
   for (int m : models) {
     if (holders_by_model_.size() <= static_cast<size_t>(m)) continue;
     const auto& filed = holders_by_model_[m];
     for (auto it = filed.rbegin(); it != filed.rend() && w.rank < it->first; ++it) {
+      if (by_class && it->first.k[0] <= w.rank.k[0]) break;
       const int pos = it->second;
       if (!view_.nodes()[pos].schedulable()) continue;
       bool all = true;
@@ -791,6 +803,7 @@ void Scheduler::SetTeamBudget(const std::string& team, const TeamBudget& budget)
   m.has_budget = budget.hard_micros > 0 || budget.soft_micros > 0 || budget.max_rate_micros > 0;
   (void)now;
   full_pass_ = true;
+  ++search_epoch_;
 }
 
 void Scheduler::RollBudgetPeriods(Time now) {
@@ -804,12 +817,14 @@ void Scheduler::RollBudgetPeriods(Time now) {
     m.idle_closed = 0;
     m.hard_stopped = false;
     full_pass_ = true;
+    ++search_epoch_;
   }
 }
 
 void Scheduler::SetNodeSizeHint(const std::string& gpu_model, int gpus) {
   int& h = node_size_hints_[gpu_model];
   h = std::max(h, gpus);
+  ++search_epoch_;
 }
 
 std::string Scheduler::BudgetHold(JobId id) const {
@@ -973,6 +988,7 @@ void Scheduler::ChargeNode(const std::string& node_name, const std::string& team
   charges_.emplace(node_name, std::move(c));
   (void)now;
   full_pass_ = true;
+  ++search_epoch_;
 }
 
 void Scheduler::EndNodeCharge(const std::string& node_name) {
@@ -1167,6 +1183,7 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
   CHECK(j.v.phase == JobPhase::kRunning);
   RemoveRunning(j);
   ++running_version_;
+  ++search_epoch_;
   if (j.spec.duration_estimate) --running_with_estimate_;
   if (j.moving) --running_moving_;
   j.moving = false;
@@ -1190,6 +1207,7 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
 void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
   CHECK(j.v.phase != JobPhase::kPending);
   Time now = clock_.Now();
+  ++search_epoch_;  // GPUs freed, and claims may end
   if (j.v.phase == JobPhase::kRunning) {
     RemoveRunning(j);
     ++running_version_;
@@ -1315,6 +1333,9 @@ Status Scheduler::Apply(const Event& e) {
       !std::holds_alternative<GpuTelemetry>(e)) {
     full_pass_ = true;
   }
+  // A timer moves ranks only (NoteClassMove keeps what failed searches need of that); an arrival
+  // adds a waiting job, which gives no search room. Anything else may.
+  if (!std::holds_alternative<JobSubmitted>(e) && !std::holds_alternative<Timer>(e)) ++search_epoch_;
   if (const auto* ev = std::get_if<JobSubmitted>(&e)) {
     if (FindJob(ev->job)) {
       return Status::AlreadyExists("job " + std::to_string(ev->job.value()) + " was already submitted");
@@ -1548,7 +1569,10 @@ void Scheduler::RefreshRunningRanks(const QueueContext& ctx) {
     running_.insert(std::move(node));
     if (new_class) IndexVictim(*j);
   }
-  if (worse) ++running_version_;
+  if (worse) {
+    ++running_version_;
+    ++search_epoch_;
+  }
 }
 
 std::vector<JobId> Scheduler::QueueOrder() const {
@@ -1853,6 +1877,40 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   return !chosen.empty();
 }
 
+// ---- Searches that lacked room ---------------------------------------------------------------
+
+bool Scheduler::SearchKnownToFail(int shape, int64_t cls, Time now) const {
+  if (static_cast<size_t>(shape) >= failed_searches_.size()) return false;
+  const FailedSearch& f = failed_searches_[shape];
+  if (f.epoch != search_epoch_ || f.view_changes != view_.changes() || cls < f.cls) return false;
+  // Candidates that were too young to stop may have come of age since.
+  if (policies_.options.min_run_before_preempt > Duration::Zero() && f.now != now) return false;
+  if (f.demotions != demotions_) {
+    auto gained = class_gained_at_.find(cls);
+    if (gained != class_gained_at_.end() && gained->second > f.demotions) return false;
+  }
+  return true;
+}
+
+void Scheduler::RememberFailedSearch(int shape, int64_t cls, Time now) {
+  if (failed_searches_.size() <= static_cast<size_t>(shape)) failed_searches_.resize(shape + 1);
+  failed_searches_[shape] = FailedSearch{search_epoch_, view_.changes(), demotions_, cls, now};
+}
+
+// A running job moved from class `from` to `to`. With preemption by class it is a new candidate
+// for the waiting jobs of classes from .. to - 1, and for no others; a move to an earlier class
+// only takes a candidate away.
+void Scheduler::NoteClassMove(int64_t from, int64_t to) {
+  if (to <= from || !policies_.queue->PreemptsByClass()) return;
+  constexpr uint64_t kMaxClasses = 64;
+  if (static_cast<uint64_t>(to) - static_cast<uint64_t>(from) > kMaxClasses) {
+    ++search_epoch_;
+    return;
+  }
+  ++demotions_;
+  for (int64_t c = from; c < to; ++c) class_gained_at_[c] = demotions_;
+}
+
 void Scheduler::Pass() {
   ++stats_.passes;
   if (pending_count_ == 0) {
@@ -1931,9 +1989,7 @@ void Scheduler::Pass() {
   // running set stays as it was, when the policy preempts by class and every rank is current
   // (no rank change is due: ranks move only at the timers' instants).
   const bool repeat_failures = preemptive && static_ranks && running_moving_ == 0 &&
-                               policies_.queue->PreemptsByClass() &&
-                               (timers_.empty() || std::get<0>(*timers_.begin()) > ctx.now);
-  if (repeat_failures) shape_search_failed_at_.assign(nshapes, -1);
+                               policies_.queue->PreemptsByClass() && RanksCurrent(ctx.now);
   if (preemptive && running_moving_ > 0) RefreshRunningRanks(ctx);
 
   // Static ranks in a full pass: merge the per-shape queues by rank. A shape that died drops out
@@ -2016,6 +2072,9 @@ void Scheduler::Pass() {
     const JobState* c = FindJob(*stopping->preempted_for);
     if (c && c->v.phase == JobPhase::kPending && c->victims_stopping > 0) add_claim(*c);
   }
+  // Claims keep nodes from searches: failed searches hold only under the claims they saw. (A
+  // claimant that started in the last pass left its nodes claimed to the end of that pass.)
+  if (claimed != claims_at_end_) ++search_epoch_;
   std::vector<char> mask;  // reservation and/or claims, for one job
   auto exclusions = [&](const JobState* j, bool with_reservation) -> const std::vector<char>* {
     bool claims = !claimed.empty() && !claimants.count(j);
@@ -2157,11 +2216,12 @@ void Scheduler::Pass() {
       }
       ++failed_count_;
       bool found = false;
-      if (repeat_failures && shape_search_failed_at_[shape] == running_version_) {
-        // A job of this shape ranked ahead found no room at this running set: neither would this.
+      if (repeat_failures && SearchKnownToFail(shape, j->rank.k[0], ctx.now)) {
+        // A job of this shape and of this class or an earlier one found no room, and nothing
+        // has changed since that could give this one any: it would find none either.
       } else {
         found = TryPreempt(*j, ctx, claimed.empty() ? nullptr : &claimed);
-        if (!found && repeat_failures && search_lacked_room_) shape_search_failed_at_[shape] = running_version_;
+        if (!found && repeat_failures && search_lacked_room_) RememberFailedSearch(shape, j->rank.k[0], ctx.now);
       }
       if (found) {
         add_claim(*j);
@@ -2180,6 +2240,7 @@ void Scheduler::Pass() {
   } else if (full) {
     blocked_head_.reset();
   }
+  claims_at_end_ = std::move(claimed);
 }
 
 // ---- Read access -----------------------------------------------------------------------------
