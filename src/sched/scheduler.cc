@@ -1712,10 +1712,16 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     if (static_ranks) {
       const int64_t cls = w.rank.k[0];
       constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
-      auto own = running_.lower_bound({w.rank, kMax, nullptr});  // the first job ranked behind w
-      auto own_end =
-          cls == kMax ? running_.end() : running_.lower_bound({RankKey{{cls + 1, kMin, kMin}}, kMin, nullptr});
-      for (; own != own_end; ++own) stream->AddJob(std::get<2>(*own));
+      // With preemption by class and current ranks, no job of the waiting job's own class may
+      // be stopped (may_stop would pass over each of them).
+      const bool own_class_stays =
+          policies_.queue->PreemptsByClass() && running_moving_ == 0 && RanksCurrent(ctx.now);
+      if (!own_class_stays) {
+        auto own = running_.lower_bound({w.rank, kMax, nullptr});  // the first job ranked behind w
+        auto own_end =
+            cls == kMax ? running_.end() : running_.lower_bound({RankKey{{cls + 1, kMin, kMin}}, kMin, nullptr});
+        for (; own != own_end; ++own) stream->AddJob(std::get<2>(*own));
+      }
       first_class = victim_index_->by_class.upper_bound(cls);
     }
     for (auto c = first_class; c != victim_index_->by_class.end(); ++c) {
@@ -1829,10 +1835,19 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // asked only when the necessary conditions above hold without the victim (`free` and `ready`
   // move with each victim given back, as they moved with each one released); otherwise the job
   // cannot fit and the victim stays.
+  // The job fits before each step (it did after the last release, and each step keeps a victim
+  // only if it still fits). A victim of a whole-GPU job whose parts are all on nodes without room
+  // for one of the job's parts gives back nothing the placement reads (PlacementPolicy::Place),
+  // so the job still fits without asking.
   for (size_t i = chosen.size(); i-- > 0;) {
     const Placement& p = chosen[i]->placement;
+    bool off_ready_nodes = whole;
     if (whole) {
-      for (const auto& part : p.parts) ready -= node_ready(*whatif.Find(part.node)) ? 1 : 0;
+      for (const auto& part : p.parts) {
+        const bool was_ready = node_ready(*whatif.Find(part.node));
+        ready -= was_ready ? 1 : 0;
+        off_ready_nodes = off_ready_nodes && !was_ready;
+      }
     }
     whatif.Allocate(p);
     if (whole) {
@@ -1841,8 +1856,12 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     free -= chosen[i]->held_milli;
     bool placed = false;
     if (free >= need && (!whole || ready >= w.spec.nodes)) {
-      ++stats_.placement_calls;
-      placed = policies_.placement->Place(w.spec, whatif, po).kind == PlaceResult::Kind::kPlaced;
+      if (off_ready_nodes) {
+        placed = true;
+      } else {
+        ++stats_.placement_calls;
+        placed = policies_.placement->Place(w.spec, whatif, po).kind == PlaceResult::Kind::kPlaced;
+      }
     }
     if (placed) {
       chosen.erase(chosen.begin() + static_cast<long>(i));
