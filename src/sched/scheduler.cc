@@ -1,9 +1,10 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
-#include <queue>
 #include <tuple>
+#include <utility>
 
 #include "common/check.h"
 #include "common/strings.h"
@@ -1596,6 +1597,27 @@ void AllowedModelsInto(const JobSpec& s, const ClusterView& view, std::vector<in
   }
 }
 
+// std::priority_queue with std::greater, on a buffer the scheduler keeps from pass to pass.
+template <typename T>
+class MinHeap {
+ public:
+  explicit MinHeap(std::vector<T>& buffer) : c_(buffer) { c_.clear(); }
+  bool empty() const { return c_.empty(); }
+  const T& top() const { return c_.front(); }
+  template <typename... Args>
+  void emplace(Args&&... args) {
+    c_.emplace_back(std::forward<Args>(args)...);
+    std::push_heap(c_.begin(), c_.end(), std::greater<T>());
+  }
+  void pop() {
+    std::pop_heap(c_.begin(), c_.end(), std::greater<T>());
+    c_.pop_back();
+  }
+
+ private:
+  std::vector<T>& c_;
+};
+
 std::vector<int> AllowedModels(const JobSpec& s, const ClusterView& view) {
   std::vector<int> out;
   AllowedModelsInto(s, view, out);
@@ -2016,7 +2038,7 @@ void Scheduler::Pass() {
   // whole queue. (Dead shapes stay in while the policy may still look for preemption victims.)
   const bool merge = full && static_ranks;
   using Head = std::tuple<RankKey, int64_t, int>;  // rank, seq, shape
-  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  MinHeap<Head> heads(pass_heads_);
   if (merge) {
     for (size_t sh = 0; sh < by_shape_.size(); ++sh) {
       if (!by_shape_[sh].empty()) {
@@ -2026,8 +2048,8 @@ void Scheduler::Pass() {
     }
   }
   using GroupHead = std::tuple<RankKey, int64_t, JobState*>;
-  std::priority_queue<GroupHead, std::vector<GroupHead>, std::greater<GroupHead>> group_heads;
-  std::map<std::string, TeamUsage> usage_at_start;
+  MinHeap<GroupHead> group_heads(pass_group_heads_);
+  std::map<std::string, TeamUsage>& usage_at_start = pass_usage_;
   QueueContext rank_ctx = ctx;
   auto push_group_head = [&](JobState* h) {
     h->rank = LiveRank(*h, rank_ctx);

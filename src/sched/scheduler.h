@@ -27,6 +27,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -265,6 +266,9 @@ class Scheduler {
   std::vector<char> search_model_ok_;
   std::vector<JobState*> search_candidates_;
   std::vector<JobState*> search_chosen_;
+  std::vector<std::tuple<RankKey, int64_t, int>> pass_heads_;             // the shape queues' heads
+  std::vector<std::tuple<RankKey, int64_t, JobState*>> pass_group_heads_;  // the (team, shape) queues' heads
+  std::map<std::string, TeamUsage> pass_usage_;                            // team usage at the pass's start
   std::optional<Reservation> MakeReservation(const JobState& head) const;
   std::optional<Time> EarliestStart(const JobState& j, std::vector<char>* nodes_out) const;
   QueueContext Context() const;
