@@ -332,6 +332,7 @@ class Scheduler {
   class VictimStream;
   std::unordered_set<JobState*> stopping_;                       // asked to stop, not yet gone
   int64_t running_with_estimate_ = 0;
+  int64_t running_with_max_cost_ = 0;  // running jobs with a max_cost_micros of their own
   int64_t running_moving_ = 0;   // running jobs whose rank moves with service (re-ranked per pass)
   int64_t running_version_ = 0;  // bumped whenever the running set or a running rank changes
   std::map<std::string, TeamUsage> teams_;
