@@ -129,6 +129,8 @@ struct Scheduler::JobState {
   int64_t victim_phase = 0;
   int group = -1;         // its (team, shape) queue in by_group_, when filed there
   RankKey group_key;      // the StaticRank it is filed under
+  bool group_filed = false;
+  std::set<std::tuple<RankKey, int64_t, JobState*>>::const_iterator group_at;  // where, while filed
   // What the last pass concluded for this pending job (for Explain).
   int64_t cost_rate = 0;                 // micro-dollars per hour while it holds GPUs
   int64_t accrued_micros = 0;            // cost of its runs that have ended
@@ -541,13 +543,16 @@ void Scheduler::File(JobState& j) {
     j.group = it->second;
   }
   j.group_key = *key;
-  by_group_[j.group].emplace(j.group_key, j.v.seq, &j);
+  j.group_at = by_group_[j.group].emplace(j.group_key, j.v.seq, &j).first;
+  j.group_filed = true;
   ++grouped_pending_;
 }
 
 void Scheduler::Unfile(JobState& j) {
-  if (j.group < 0) return;
-  if (by_group_[j.group].erase({j.group_key, j.v.seq, &j}) > 0) --grouped_pending_;
+  if (j.group < 0 || !j.group_filed) return;
+  by_group_[j.group].erase(j.group_at);
+  j.group_filed = false;
+  --grouped_pending_;
 }
 
 void Scheduler::Dequeue(JobState& j) {
@@ -2080,10 +2085,8 @@ void Scheduler::Pass() {
         // queue drops out; a job that already failed a search at this running set is passed.
         const bool idle = dead[j->shape] && (blocked_head != nullptr || opt.backfill == BackfillMode::kGreedy);
         if (idle && (!preemptive || attempts >= opt.max_preemption_attempts)) continue;
-        const auto& queue = by_group_[j->group];
-        auto it = queue.find({j->group_key, j->v.seq, j});
-        CHECK(it != queue.end()) << "a queue head left its queue during a pass";
-        if (auto succ = std::next(it); succ != queue.end()) push_group_head(std::get<2>(*succ));
+        CHECK(j->group_filed) << "a queue head left its queue during a pass";
+        if (auto succ = std::next(j->group_at); succ != by_group_[j->group].end()) push_group_head(std::get<2>(*succ));
         if (idle && j->preempt_failed_at == running_version_) continue;
         return j;
       }
