@@ -165,6 +165,7 @@ void ClusterView::EndTrial() {
 Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
   GF_RETURN_IF_ERROR(spec.Validate());
   CHECK(!in_trial_) << "nodes change during a trial";
+  ++changes_;
   market_mask_ |= 1 << static_cast<int>(spec.market);
   std::string zone = spec.labels.count(model::kLabelZone) ? spec.labels.at(model::kLabelZone) : "";
   std::string rack = spec.labels.count(model::kLabelRack) ? spec.labels.at(model::kLabelRack) : "";
@@ -267,6 +268,7 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
 
 Status ClusterView::SetHealth(NodeId id, NodeHealth health) {
   CHECK(!in_trial_) << "health changes during a trial";
+  ++changes_;
   int pos = IndexOf(id);
   if (pos < 0) return Status::NotFound("unknown node " + std::to_string(id.value()));
   Node& n = nodes_[pos];
@@ -286,6 +288,7 @@ Status ClusterView::SetTemperatures(NodeId id, const std::vector<int>& temperatu
                                    std::to_string(temperature_c.size()));
   }
   CHECK(!in_trial_) << "telemetry during a trial";
+  ++changes_;
   CountTraits(n, -1);
   for (size_t i = 0; i < temperature_c.size(); ++i) {
     n.temp_c[i] = static_cast<int16_t>(std::clamp(temperature_c[i], -100, 300));
@@ -304,6 +307,7 @@ Status ClusterView::SetTemperatures(NodeId id, const std::vector<int>& temperatu
 
 void ClusterView::SetThermalLimits(int hot_c, int resume_c) {
   CHECK(!in_trial_) << "thermal limits change during a trial";
+  ++changes_;
   hot_c_ = hot_c;
   resume_c_ = std::min(resume_c, hot_c);
   for (Node& n : nodes_) {
@@ -348,6 +352,7 @@ bool ClusterView::CanAllocate(const model::Placement& p) const {
 
 void ClusterView::Allocate(const model::Placement& p) {
   CHECK(CanAllocate(p)) << "allocation of busy or unknown resources";
+  if (!in_trial_) ++changes_;
   for (const auto& part : p.parts) {
     const int pos = IndexOf(part.node);
     Journal(pos);
@@ -366,6 +371,7 @@ void ClusterView::Allocate(const model::Placement& p) {
 }
 
 void ClusterView::Release(const model::Placement& p) {
+  if (!in_trial_) ++changes_;
   for (const auto& part : p.parts) {
     int pos = IndexOf(part.node);
     CHECK(pos >= 0) << "release on unknown node " << part.node;

@@ -52,6 +52,10 @@ class ClusterView {
   // allowed during a trial; trials do not nest.
   void StartTrial();
   void EndTrial();
+  // Counts the changes made outside a trial (allocations, releases, nodes, health, temperatures,
+  // thermal limits): while it stays the same the view is as it was, so an answer read from it
+  // earlier (a placement that failed) still holds.
+  uint64_t changes() const { return changes_; }
 
   // Adds a node or, for a known id, replaces its spec (allocations are kept if they still fit).
   Status UpsertNode(NodeId id, model::NodeSpec spec);
@@ -141,6 +145,7 @@ class ClusterView {
     int64_t free_mem_mib = 0;
   };
   bool in_trial_ = false;
+  uint64_t changes_ = 0;
   std::vector<Saved> journal_;
   size_t journal_size_ = 0;
   std::vector<char> journaled_;  // per node position

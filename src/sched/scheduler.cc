@@ -1,9 +1,10 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
-#include <queue>
 #include <tuple>
+#include <utility>
 
 #include "common/check.h"
 #include "common/strings.h"
@@ -128,6 +129,8 @@ struct Scheduler::JobState {
   int64_t victim_phase = 0;
   int group = -1;         // its (team, shape) queue in by_group_, when filed there
   RankKey group_key;      // the StaticRank it is filed under
+  bool group_filed = false;
+  std::set<std::tuple<RankKey, int64_t, JobState*>>::const_iterator group_at;  // where, while filed
   // What the last pass concluded for this pending job (for Explain).
   int64_t cost_rate = 0;                 // micro-dollars per hour while it holds GPUs
   int64_t accrued_micros = 0;            // cost of its runs that have ended
@@ -285,11 +288,13 @@ Scheduler::Scheduler(const Clock& clock, ClusterView& view, Policies policies, A
 
 void Scheduler::AddRunning(JobState& j) {
   running_.emplace(j.rank, j.v.seq, &j);
+  if (j.spec.max_cost_micros > 0) ++running_with_max_cost_;
   IndexVictim(j);
 }
 
 void Scheduler::RemoveRunning(JobState& j) {
   running_.erase({j.rank, j.v.seq, &j});
+  if (j.spec.max_cost_micros > 0) --running_with_max_cost_;
   UnindexVictim(j);
 }
 
@@ -340,6 +345,10 @@ const Scheduler::JobState* Scheduler::FindJob(JobId id) const {
   return it == jobs_.end() ? nullptr : it->second.get();
 }
 
+bool Scheduler::RanksCurrent(Time now) const {
+  return timers_.empty() || std::get<0>(*timers_.begin()) > now;
+}
+
 bool Scheduler::StaticRanks() const {
   if (!policies_.queue->RanksDependOnUsage()) return true;
   // Usage-dependent ranks (fair-share) do not move while no team has a quota.
@@ -362,6 +371,7 @@ void Scheduler::SetTeamQuota(const std::string& team, const TeamQuota& quota) {
   books_[team].quota = quota;
   RecountLimits();
   full_pass_ = true;
+  ++search_epoch_;
 }
 
 void Scheduler::RecountLimits() {
@@ -533,13 +543,16 @@ void Scheduler::File(JobState& j) {
     j.group = it->second;
   }
   j.group_key = *key;
-  by_group_[j.group].emplace(j.group_key, j.v.seq, &j);
+  j.group_at = by_group_[j.group].emplace(j.group_key, j.v.seq, &j).first;
+  j.group_filed = true;
   ++grouped_pending_;
 }
 
 void Scheduler::Unfile(JobState& j) {
-  if (j.group < 0) return;
-  if (by_group_[j.group].erase({j.group_key, j.v.seq, &j}) > 0) --grouped_pending_;
+  if (j.group < 0 || !j.group_filed) return;
+  by_group_[j.group].erase(j.group_at);
+  j.group_filed = false;
+  --grouped_pending_;
 }
 
 void Scheduler::Dequeue(JobState& j) {
@@ -583,7 +596,9 @@ void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
     File(j);
   } else if (j.v.phase == JobPhase::kRunning) {
     RemoveRunning(j);
+    const int64_t from = j.rank.k[0];
     j.rank = LiveRank(j, ctx);
+    NoteClassMove(from, j.rank.k[0]);
     AddRunning(j);
     ++running_version_;
     for (int pos : j.part_pos) RefileNode(pos);
@@ -619,6 +634,7 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
   j.rank = LiveRank(j, ctx);
   AddRunning(j);
   ++running_version_;
+  ++search_epoch_;
   if (j.spec.duration_estimate) ++running_with_estimate_;
   j.moving = policies_.queue->RankMovesWithService(j.v);
   if (j.moving) ++running_moving_;
@@ -694,10 +710,14 @@ bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& model
   int64_t ready = 0;
   for (int m : models) ready += view_.NodesWithFreeWhole(m, g);
   if (ready >= w.spec.nodes) return true;
+  // With preemption by class and current ranks, a node filed in the waiting job's class or an
+  // earlier one has a holder it may not stop: the walk ends at the first such node.
+  const bool by_class = policies_.queue->PreemptsByClass() && RanksCurrent(ctx.now);
   for (int m : models) {
     if (holders_by_model_.size() <= static_cast<size_t>(m)) continue;
     const auto& filed = holders_by_model_[m];
     for (auto it = filed.rbegin(); it != filed.rend() && w.rank < it->first; ++it) {
+      if (by_class && it->first.k[0] <= w.rank.k[0]) break;
       const int pos = it->second;
       if (!view_.nodes()[pos].schedulable()) continue;
       bool all = true;
@@ -791,6 +811,7 @@ void Scheduler::SetTeamBudget(const std::string& team, const TeamBudget& budget)
   m.has_budget = budget.hard_micros > 0 || budget.soft_micros > 0 || budget.max_rate_micros > 0;
   (void)now;
   full_pass_ = true;
+  ++search_epoch_;
 }
 
 void Scheduler::RollBudgetPeriods(Time now) {
@@ -804,12 +825,14 @@ void Scheduler::RollBudgetPeriods(Time now) {
     m.idle_closed = 0;
     m.hard_stopped = false;
     full_pass_ = true;
+    ++search_epoch_;
   }
 }
 
 void Scheduler::SetNodeSizeHint(const std::string& gpu_model, int gpus) {
   int& h = node_size_hints_[gpu_model];
   h = std::max(h, gpus);
+  ++search_epoch_;
 }
 
 std::string Scheduler::BudgetHold(JobId id) const {
@@ -973,6 +996,7 @@ void Scheduler::ChargeNode(const std::string& node_name, const std::string& team
   charges_.emplace(node_name, std::move(c));
   (void)now;
   full_pass_ = true;
+  ++search_epoch_;
 }
 
 void Scheduler::EndNodeCharge(const std::string& node_name) {
@@ -1131,11 +1155,14 @@ std::optional<Time> Scheduler::NextBudgetDeadline(Time now) const {
     __int128 ms = (left + m.rate - 1) / m.rate;
     consider(now + Duration::Millis(static_cast<int64_t>(std::min<__int128>(ms, Duration::Max().millis()))));
   }
-  for (const auto& [rank, seq, j] : running_) {
-    if (j->spec.max_cost_micros <= 0 || j->cost_rate <= 0) continue;
-    int64_t left = j->spec.max_cost_micros - CostOf(j->v.id);
-    __int128 ms = left <= 0 ? 0 : (static_cast<__int128>(left) * kMsPerHour + j->cost_rate - 1) / j->cost_rate;
-    consider(now + Duration::Millis(static_cast<int64_t>(std::min<__int128>(ms, Duration::Max().millis()))));
+  // Jobs with a max cost of their own (few; none in most replays, where this ran at every event).
+  if (running_with_max_cost_ > 0) {
+    for (const auto& [rank, seq, j] : running_) {
+      if (j->spec.max_cost_micros <= 0 || j->cost_rate <= 0) continue;
+      int64_t left = j->spec.max_cost_micros - CostOf(j->v.id);
+      __int128 ms = left <= 0 ? 0 : (static_cast<__int128>(left) * kMsPerHour + j->cost_rate - 1) / j->cost_rate;
+      consider(now + Duration::Millis(static_cast<int64_t>(std::min<__int128>(ms, Duration::Max().millis()))));
+    }
   }
   return t;
 }
@@ -1167,6 +1194,7 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
   CHECK(j.v.phase == JobPhase::kRunning);
   RemoveRunning(j);
   ++running_version_;
+  ++search_epoch_;
   if (j.spec.duration_estimate) --running_with_estimate_;
   if (j.moving) --running_moving_;
   j.moving = false;
@@ -1190,6 +1218,7 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
 void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
   CHECK(j.v.phase != JobPhase::kPending);
   Time now = clock_.Now();
+  ++search_epoch_;  // GPUs freed, and claims may end
   if (j.v.phase == JobPhase::kRunning) {
     RemoveRunning(j);
     ++running_version_;
@@ -1315,6 +1344,9 @@ Status Scheduler::Apply(const Event& e) {
       !std::holds_alternative<GpuTelemetry>(e)) {
     full_pass_ = true;
   }
+  // A timer moves ranks only (NoteClassMove keeps what failed searches need of that); an arrival
+  // adds a waiting job, which gives no search room. Anything else may.
+  if (!std::holds_alternative<JobSubmitted>(e) && !std::holds_alternative<Timer>(e)) ++search_epoch_;
   if (const auto* ev = std::get_if<JobSubmitted>(&e)) {
     if (FindJob(ev->job)) {
       return Status::AlreadyExists("job " + std::to_string(ev->job.value()) + " was already submitted");
@@ -1548,7 +1580,10 @@ void Scheduler::RefreshRunningRanks(const QueueContext& ctx) {
     running_.insert(std::move(node));
     if (new_class) IndexVictim(*j);
   }
-  if (worse) ++running_version_;
+  if (worse) {
+    ++running_version_;
+    ++search_epoch_;
+  }
 }
 
 std::vector<JobId> Scheduler::QueueOrder() const {
@@ -1571,6 +1606,27 @@ void AllowedModelsInto(const JobSpec& s, const ClusterView& view, std::vector<in
     if (m >= 0) out.push_back(m);
   }
 }
+
+// std::priority_queue with std::greater, on a buffer the scheduler keeps from pass to pass.
+template <typename T>
+class MinHeap {
+ public:
+  explicit MinHeap(std::vector<T>& buffer) : c_(buffer) { c_.clear(); }
+  bool empty() const { return c_.empty(); }
+  const T& top() const { return c_.front(); }
+  template <typename... Args>
+  void emplace(Args&&... args) {
+    c_.emplace_back(std::forward<Args>(args)...);
+    std::push_heap(c_.begin(), c_.end(), std::greater<T>());
+  }
+  void pop() {
+    std::pop_heap(c_.begin(), c_.end(), std::greater<T>());
+    c_.pop_back();
+  }
+
+ private:
+  std::vector<T>& c_;
+};
 
 std::vector<int> AllowedModels(const JobSpec& s, const ClusterView& view) {
   std::vector<int> out;
@@ -1688,10 +1744,16 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     if (static_ranks) {
       const int64_t cls = w.rank.k[0];
       constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
-      auto own = running_.lower_bound({w.rank, kMax, nullptr});  // the first job ranked behind w
-      auto own_end =
-          cls == kMax ? running_.end() : running_.lower_bound({RankKey{{cls + 1, kMin, kMin}}, kMin, nullptr});
-      for (; own != own_end; ++own) stream->AddJob(std::get<2>(*own));
+      // With preemption by class and current ranks, no job of the waiting job's own class may
+      // be stopped (may_stop would pass over each of them).
+      const bool own_class_stays =
+          policies_.queue->PreemptsByClass() && running_moving_ == 0 && RanksCurrent(ctx.now);
+      if (!own_class_stays) {
+        auto own = running_.lower_bound({w.rank, kMax, nullptr});  // the first job ranked behind w
+        auto own_end =
+            cls == kMax ? running_.end() : running_.lower_bound({RankKey{{cls + 1, kMin, kMin}}, kMin, nullptr});
+        for (; own != own_end; ++own) stream->AddJob(std::get<2>(*own));
+      }
       first_class = victim_index_->by_class.upper_bound(cls);
     }
     for (auto c = first_class; c != victim_index_->by_class.end(); ++c) {
@@ -1805,10 +1867,19 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // asked only when the necessary conditions above hold without the victim (`free` and `ready`
   // move with each victim given back, as they moved with each one released); otherwise the job
   // cannot fit and the victim stays.
+  // The job fits before each step (it did after the last release, and each step keeps a victim
+  // only if it still fits). A victim of a whole-GPU job whose parts are all on nodes without room
+  // for one of the job's parts gives back nothing the placement reads (PlacementPolicy::Place),
+  // so the job still fits without asking.
   for (size_t i = chosen.size(); i-- > 0;) {
     const Placement& p = chosen[i]->placement;
+    bool off_ready_nodes = whole;
     if (whole) {
-      for (const auto& part : p.parts) ready -= node_ready(*whatif.Find(part.node)) ? 1 : 0;
+      for (const auto& part : p.parts) {
+        const bool was_ready = node_ready(*whatif.Find(part.node));
+        ready -= was_ready ? 1 : 0;
+        off_ready_nodes = off_ready_nodes && !was_ready;
+      }
     }
     whatif.Allocate(p);
     if (whole) {
@@ -1817,8 +1888,12 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     free -= chosen[i]->held_milli;
     bool placed = false;
     if (free >= need && (!whole || ready >= w.spec.nodes)) {
-      ++stats_.placement_calls;
-      placed = policies_.placement->Place(w.spec, whatif, po).kind == PlaceResult::Kind::kPlaced;
+      if (off_ready_nodes) {
+        placed = true;
+      } else {
+        ++stats_.placement_calls;
+        placed = policies_.placement->Place(w.spec, whatif, po).kind == PlaceResult::Kind::kPlaced;
+      }
     }
     if (placed) {
       chosen.erase(chosen.begin() + static_cast<long>(i));
@@ -1851,6 +1926,40 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     StopRunning(*c, reason);
   }
   return !chosen.empty();
+}
+
+// ---- Searches that lacked room ---------------------------------------------------------------
+
+bool Scheduler::SearchKnownToFail(int shape, int64_t cls, Time now) const {
+  if (static_cast<size_t>(shape) >= failed_searches_.size()) return false;
+  const FailedSearch& f = failed_searches_[shape];
+  if (f.epoch != search_epoch_ || f.view_changes != view_.changes() || cls < f.cls) return false;
+  // Candidates that were too young to stop may have come of age since.
+  if (policies_.options.min_run_before_preempt > Duration::Zero() && f.now != now) return false;
+  if (f.demotions != demotions_) {
+    auto gained = class_gained_at_.find(cls);
+    if (gained != class_gained_at_.end() && gained->second > f.demotions) return false;
+  }
+  return true;
+}
+
+void Scheduler::RememberFailedSearch(int shape, int64_t cls, Time now) {
+  if (failed_searches_.size() <= static_cast<size_t>(shape)) failed_searches_.resize(shape + 1);
+  failed_searches_[shape] = FailedSearch{search_epoch_, view_.changes(), demotions_, cls, now};
+}
+
+// A running job moved from class `from` to `to`. With preemption by class it is a new candidate
+// for the waiting jobs of classes from .. to - 1, and for no others; a move to an earlier class
+// only takes a candidate away.
+void Scheduler::NoteClassMove(int64_t from, int64_t to) {
+  if (to <= from || !policies_.queue->PreemptsByClass()) return;
+  constexpr uint64_t kMaxClasses = 64;
+  if (static_cast<uint64_t>(to) - static_cast<uint64_t>(from) > kMaxClasses) {
+    ++search_epoch_;
+    return;
+  }
+  ++demotions_;
+  for (int64_t c = from; c < to; ++c) class_gained_at_[c] = demotions_;
 }
 
 void Scheduler::Pass() {
@@ -1931,9 +2040,7 @@ void Scheduler::Pass() {
   // running set stays as it was, when the policy preempts by class and every rank is current
   // (no rank change is due: ranks move only at the timers' instants).
   const bool repeat_failures = preemptive && static_ranks && running_moving_ == 0 &&
-                               policies_.queue->PreemptsByClass() &&
-                               (timers_.empty() || std::get<0>(*timers_.begin()) > ctx.now);
-  if (repeat_failures) shape_search_failed_at_.assign(nshapes, -1);
+                               policies_.queue->PreemptsByClass() && RanksCurrent(ctx.now);
   if (preemptive && running_moving_ > 0) RefreshRunningRanks(ctx);
 
   // Static ranks in a full pass: merge the per-shape queues by rank. A shape that died drops out
@@ -1941,7 +2048,7 @@ void Scheduler::Pass() {
   // whole queue. (Dead shapes stay in while the policy may still look for preemption victims.)
   const bool merge = full && static_ranks;
   using Head = std::tuple<RankKey, int64_t, int>;  // rank, seq, shape
-  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  MinHeap<Head> heads(pass_heads_);
   if (merge) {
     for (size_t sh = 0; sh < by_shape_.size(); ++sh) {
       if (!by_shape_[sh].empty()) {
@@ -1951,8 +2058,8 @@ void Scheduler::Pass() {
     }
   }
   using GroupHead = std::tuple<RankKey, int64_t, JobState*>;
-  std::priority_queue<GroupHead, std::vector<GroupHead>, std::greater<GroupHead>> group_heads;
-  std::map<std::string, TeamUsage> usage_at_start;
+  MinHeap<GroupHead> group_heads(pass_group_heads_);
+  std::map<std::string, TeamUsage>& usage_at_start = pass_usage_;
   QueueContext rank_ctx = ctx;
   auto push_group_head = [&](JobState* h) {
     h->rank = LiveRank(*h, rank_ctx);
@@ -1978,10 +2085,8 @@ void Scheduler::Pass() {
         // queue drops out; a job that already failed a search at this running set is passed.
         const bool idle = dead[j->shape] && (blocked_head != nullptr || opt.backfill == BackfillMode::kGreedy);
         if (idle && (!preemptive || attempts >= opt.max_preemption_attempts)) continue;
-        const auto& queue = by_group_[j->group];
-        auto it = queue.find({j->group_key, j->v.seq, j});
-        CHECK(it != queue.end()) << "a queue head left its queue during a pass";
-        if (auto succ = std::next(it); succ != queue.end()) push_group_head(std::get<2>(*succ));
+        CHECK(j->group_filed) << "a queue head left its queue during a pass";
+        if (auto succ = std::next(j->group_at); succ != by_group_[j->group].end()) push_group_head(std::get<2>(*succ));
         if (idle && j->preempt_failed_at == running_version_) continue;
         return j;
       }
@@ -2016,6 +2121,9 @@ void Scheduler::Pass() {
     const JobState* c = FindJob(*stopping->preempted_for);
     if (c && c->v.phase == JobPhase::kPending && c->victims_stopping > 0) add_claim(*c);
   }
+  // Claims keep nodes from searches: failed searches hold only under the claims they saw. (A
+  // claimant that started in the last pass left its nodes claimed to the end of that pass.)
+  if (claimed != claims_at_end_) ++search_epoch_;
   std::vector<char> mask;  // reservation and/or claims, for one job
   auto exclusions = [&](const JobState* j, bool with_reservation) -> const std::vector<char>* {
     bool claims = !claimed.empty() && !claimants.count(j);
@@ -2157,11 +2265,12 @@ void Scheduler::Pass() {
       }
       ++failed_count_;
       bool found = false;
-      if (repeat_failures && shape_search_failed_at_[shape] == running_version_) {
-        // A job of this shape ranked ahead found no room at this running set: neither would this.
+      if (repeat_failures && SearchKnownToFail(shape, j->rank.k[0], ctx.now)) {
+        // A job of this shape and of this class or an earlier one found no room, and nothing
+        // has changed since that could give this one any: it would find none either.
       } else {
         found = TryPreempt(*j, ctx, claimed.empty() ? nullptr : &claimed);
-        if (!found && repeat_failures && search_lacked_room_) shape_search_failed_at_[shape] = running_version_;
+        if (!found && repeat_failures && search_lacked_room_) RememberFailedSearch(shape, j->rank.k[0], ctx.now);
       }
       if (found) {
         add_claim(*j);
@@ -2180,6 +2289,7 @@ void Scheduler::Pass() {
   } else if (full) {
     blocked_head_.reset();
   }
+  claims_at_end_ = std::move(claimed);
 }
 
 // ---- Read access -----------------------------------------------------------------------------

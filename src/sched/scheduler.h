@@ -27,6 +27,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -233,14 +234,41 @@ class Scheduler {
   // all of them released, made room (not some other reason). A job of the same shape ranked
   // after the waiting one would fail so too (QueuePolicy::PreemptsByClass).
   bool search_lacked_room_ = false;
-  // Per shape, the running_version_ at which a search of this pass lacked room (Pass).
-  std::vector<int64_t> shape_search_failed_at_;
+  // Searches that lacked room, remembered across passes when the policy preempts by class
+  // (QueuePolicy::PreemptsByClass) and ranks are current: per shape, the last one and what it
+  // read. A search of that shape by a job of the same class or a later one has a subset of its
+  // candidates, so it fails too while the view, the claims and the running set are unchanged,
+  // save running jobs moved to later classes (demotions), which are new candidates only for the
+  // classes they crossed.
+  struct FailedSearch {
+    int64_t epoch = -1;         // search_epoch_ then
+    uint64_t view_changes = 0;  // view_.changes() then
+    int64_t demotions = 0;      // demotions_ then
+    int64_t cls = 0;            // the waiting job's class (RankKey::k[0])
+    Time now;                   // read only with SchedulerOptions::min_run_before_preempt
+  };
+  std::vector<FailedSearch> failed_searches_;
+  // Bumped by whatever may give a failed search room, save demotions: a start, a stop, a
+  // requeue, an event other than an arrival or a timer, a change of quotas, budgets or claims.
+  int64_t search_epoch_ = 0;
+  int64_t demotions_ = 0;                      // running jobs moved to a later class
+  std::map<int64_t, int64_t> class_gained_at_;  // class -> demotions_ when it last got a candidate
+  // Whether a search of shape `shape` by a job of class `cls` is known to lack room now.
+  bool SearchKnownToFail(int shape, int64_t cls, Time now) const;
+  void RememberFailedSearch(int shape, int64_t cls, Time now);
+  // A running job moved from class `from` to class `to` (a timer re-ranked it).
+  void NoteClassMove(int64_t from, int64_t to);
+  // The claims the last pass ended with: a pass that starts with others forgets failed searches.
+  std::vector<char> claims_at_end_;
   // Buffers a pass and a search reuse instead of allocating each time.
   std::array<std::vector<char>, 4> pass_flags_;
   std::vector<int> search_models_;
   std::vector<char> search_model_ok_;
   std::vector<JobState*> search_candidates_;
   std::vector<JobState*> search_chosen_;
+  std::vector<std::tuple<RankKey, int64_t, int>> pass_heads_;             // the shape queues' heads
+  std::vector<std::tuple<RankKey, int64_t, JobState*>> pass_group_heads_;  // the (team, shape) queues' heads
+  std::map<std::string, TeamUsage> pass_usage_;                            // team usage at the pass's start
   std::optional<Reservation> MakeReservation(const JobState& head) const;
   std::optional<Time> EarliestStart(const JobState& j, std::vector<char>* nodes_out) const;
   QueueContext Context() const;
@@ -251,6 +279,8 @@ class Scheduler {
   void ScheduleTimer(const JobState& j, const QueueContext& ctx);
   std::vector<JobState*> OrderedPending(const QueueContext& ctx) const;
   bool StaticRanks() const;
+  // No timer is due at `now`: every rank that moves with time alone (a LAS class) is current.
+  bool RanksCurrent(Time now) const;
   int ShapeId(const model::JobSpec& spec);
   void CountShape(const JobState& j, int sign);
   JobState* FindJob(JobId id);
@@ -302,6 +332,7 @@ class Scheduler {
   class VictimStream;
   std::unordered_set<JobState*> stopping_;                       // asked to stop, not yet gone
   int64_t running_with_estimate_ = 0;
+  int64_t running_with_max_cost_ = 0;  // running jobs with a max_cost_micros of their own
   int64_t running_moving_ = 0;   // running jobs whose rank moves with service (re-ranked per pass)
   int64_t running_version_ = 0;  // bumped whenever the running set or a running rank changes
   std::map<std::string, TeamUsage> teams_;

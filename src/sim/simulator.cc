@@ -365,6 +365,7 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
   rented_live_.erase(std::remove_if(rented_live_.begin(), rented_live_.end(),
                                     [&](size_t n) { return nodes_[n].state == SimNode::State::kGone; }),
                      rented_live_.end());
+  in.nodes.reserve(rented_live_.size());
   for (size_t n : rented_live_) {
     const SimNode& node = nodes_[n];
     sched::PoolNode p;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "testing/harness.h"
 
 namespace gpufleet::sched {
@@ -364,6 +366,122 @@ TEST_F(LasTest, StarvingJobIsPromotedAheadOfFreshJobsAndItsServiceRestarts) {
   EXPECT_EQ(h.Phase(c), JobPhase::kPending);
   EXPECT_EQ(h.sched().ViewOf(a)->las_service_gpu_ms, 0);
   EXPECT_EQ(h.sched().ViewOf(a)->attained_gpu_ms, 5000);
+}
+
+std::vector<int64_t> Sorted(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// Submits job `id` now as a restarted scheduler would hand it back: with `service_gpu_s` of LAS
+// service from earlier runs, which puts it in LAS queue `queue`.
+JobId SubmitWithService(SchedulerHarness& h, int64_t id, model::JobSpec spec, int64_t service_gpu_s, int64_t queue) {
+  model::JobMemory m;
+  m.las_service_gpu_ms = service_gpu_s * 1000;
+  m.attained_gpu_ms = m.las_service_gpu_ms;
+  m.rank_class = queue;
+  m.queued_since = h.clock().Now();
+  m.rank_class_since = h.clock().Now();
+  spec.submit = h.clock().Now();
+  Status s = h.sched().Handle(JobSubmitted{JobId(id), spec, 0, Duration::Zero(), m});
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return JobId(id);
+}
+
+TEST_F(LasTest, AFailedSearchDoesNotHoldForAJobOfAnEarlierQueue) {
+  // Given thresholds=10,20 and a 2-GPU node running C (queue 3) and A (queue 2), and a 2-GPU job
+  // W1 of queue 2 that finds no room (it may stop C only), expect a fresh 2-GPU job W0 (queue 1),
+  // which may stop both, to preempt C and A at once although a job of its shape just failed.
+  SchedulerHarness h("las", {"thresholds=10,20"});
+  h.AddNode(MakeNode("n0", "A100", 2));
+  JobId c = SubmitWithService(h, 100, MakeJob(1), 20, 2);
+  JobId a = SubmitWithService(h, 101, MakeJob(1), 10, 1);
+  ASSERT_EQ(h.Phase(c), JobPhase::kRunning);
+  ASSERT_EQ(h.Phase(a), JobPhase::kRunning);
+  h.clock().Set(Sec(1));
+  SubmitWithService(h, 102, MakeJob(2), 10, 1);
+  EXPECT_TRUE(h.sink().Preempted().empty());
+  h.clock().Set(Sec(2));
+  JobId w0 = h.Submit(MakeJob(2));
+  EXPECT_EQ(Sorted(h.sink().Preempted()), Sorted({a.value(), c.value()}));
+  h.StopAllPreempted();
+  EXPECT_EQ(h.Phase(w0), JobPhase::kRunning);
+}
+
+TEST_F(LasTest, ADemotionGivesVictimsToTheQueueItCrossed) {
+  // Given thresholds=10,20, a 2-GPU node running C (queue 3) and A (queue 2 until its service
+  // reaches 20 GPU-s at t=10), and a 2-GPU job W of queue 2 that finds no room at t=1, expect
+  // nothing until t=10 and then, on the timer alone, W to preempt both C and A.
+  SchedulerHarness h("las", {"thresholds=10,20"});
+  h.AddNode(MakeNode("n0", "A100", 2));
+  JobId c = SubmitWithService(h, 100, MakeJob(1), 20, 2);
+  JobId a = SubmitWithService(h, 101, MakeJob(1), 10, 1);
+  h.clock().Set(Sec(1));
+  JobId w = SubmitWithService(h, 102, MakeJob(2), 10, 1);
+  EXPECT_EQ(Millis(h.sched().NextWakeup()), 10'000);
+  h.AdvanceTo(9);
+  EXPECT_TRUE(h.sink().Preempted().empty());
+  h.AdvanceTo(10);
+  EXPECT_EQ(Sorted(h.sink().Preempted()), Sorted({a.value(), c.value()}));
+  h.StopAllPreempted();
+  EXPECT_EQ(h.Phase(w), JobPhase::kRunning);
+}
+
+TEST_F(LasTest, AVictimTooYoungToStopBecomesOneWithTime) {
+  // Given thresholds=10,70, min_run=1m and a 1-GPU node running A (queue 2 from t=0, queue 3 at
+  // t=60), and a fresh job B at t=1 that may stop A but for its age, expect no preemption before
+  // t=60 and, at the timer of t=60 (which gives no victims to B's queue by itself), B to preempt
+  // A, now old enough.
+  SchedulerHarness h("las", {"thresholds=10,70", "min_run=1m"});
+  h.AddNode(MakeNode("n0", "A100", 1));
+  JobId a = SubmitWithService(h, 100, MakeJob(1), 10, 1);
+  ASSERT_EQ(h.Phase(a), JobPhase::kRunning);
+  h.clock().Set(Sec(1));
+  JobId b = h.Submit(MakeJob(1));
+  EXPECT_EQ(Millis(h.sched().NextWakeup()), 60'000);
+  h.AdvanceTo(59);
+  EXPECT_TRUE(h.sink().Preempted().empty());
+  h.AdvanceTo(60);
+  EXPECT_EQ(h.sink().Preempted(), (std::vector<int64_t>{a.value()}));
+  h.StopAllPreempted();
+  EXPECT_EQ(h.Phase(b), JobPhase::kRunning);
+}
+
+TEST_F(LasTest, ARunningJobPastItsThresholdIsAVictimBeforeItsTimerIsDelivered) {
+  // Given thresholds=10,20 and a 1-GPU node running A from t=2 (its demotion is due at t=12),
+  // and the scheduler not woken at t=12, expect job B, submitted before A (so ranked ahead of it
+  // in queue 1) and handed over at t=15, to preempt A: A's service puts it in queue 2 already,
+  // though its rank still says queue 1.
+  SchedulerHarness h("las", {"thresholds=10,20"});
+  h.AddNode(MakeNode("n0", "A100", 1));
+  h.clock().Set(Sec(2));
+  JobId a = h.Submit(MakeJob(1));
+  ASSERT_EQ(h.Phase(a), JobPhase::kRunning);
+  ASSERT_EQ(Millis(h.sched().NextWakeup()), 12'000);
+  h.clock().Set(Sec(15));
+  JobId b = h.Submit(MakeJob(1, 1));
+  EXPECT_EQ(h.sink().Preempted(), (std::vector<int64_t>{a.value()}));
+  h.StopAllPreempted();
+  EXPECT_EQ(h.Phase(b), JobPhase::kRunning);
+}
+
+TEST_F(LasTest, AVictimHoldingTheCpusTheJobNeedsIsStopped) {
+  // Given thresholds=10,20 and a 2-GPU node running V (queue 3) on one GPU and all its CPUs, and
+  // a fresh job W of one GPU and one CPU, expect W to preempt V: the GPU left free is of no use
+  // to W while V holds the CPUs, though it has room for W's GPU.
+  SchedulerHarness h("las", {"thresholds=10,20"});
+  h.AddNode(MakeNode("n0", "A100", 2));
+  model::JobSpec hungry = MakeJob(1);
+  hungry.cpu_milli = 96'000;
+  JobId v = SubmitWithService(h, 100, hungry, 20, 2);
+  ASSERT_EQ(h.Phase(v), JobPhase::kRunning);
+  h.clock().Set(Sec(1));
+  model::JobSpec small = MakeJob(1);
+  small.cpu_milli = 1'000;
+  JobId w = h.Submit(small);
+  EXPECT_EQ(h.sink().Preempted(), (std::vector<int64_t>{v.value()}));
+  h.StopAllPreempted();
+  EXPECT_EQ(h.Phase(w), JobPhase::kRunning);
 }
 
 }  // namespace
