@@ -683,6 +683,28 @@ TEST_F(SimulatorTest, NodeFailuresHitRentedNodesToo) {
   EXPECT_EQ(r->jobs[0].preemptions, 0);
 }
 
+// The first 1,500 Philly jobs on a pool of at most 24 rented 8-GPU A100 nodes (spot taken back
+// about every 10 hours, and on-demand), LAS, node failures every 48 h on average, a 2-minute
+// restart overhead, seed 11: a slice where failures, reclaims, preemptions and overhead all occur.
+Result<Trace> PhillySlice() {
+  TraceOptions to;
+  to.max_jobs = 1500;
+  return ReadTrace(std::string(GPUFLEET_SOURCE_DIR) + "/data/traces/philly/philly.csv", to);
+}
+ClusterSpec PhillySlicePool() {
+  ClusterSpec pool = Pool({Offer("spot", model::Market::kSpot, 3, 0.1), Offer("od", model::Market::kOnDemand, 8)});
+  pool.autoscale.limits.max_nodes = 24;
+  return pool;
+}
+SimOptions PhillySliceOptions() {
+  SimOptions o;
+  o.policy = "las";
+  o.node_mtbf_hours = 48;
+  o.restart_overhead = Duration::Minutes(2);
+  o.seed = 11;
+  return o;
+}
+
 // A slice of Philly on an autoscaled pool (spot and on-demand), with node failures, spot
 // reclaims, restart overhead and LAS preemptions: every GPU-millisecond a job held is its work,
 // work it lost, or restart overhead — exactly.
@@ -692,17 +714,10 @@ TEST_F(SimulatorTest, PhillySliceBooksBalanceWithFailuresOverheadAndAutoscaling)
   // taken back about every 10 hours, expect failures, reclaims, preemptions, lost work and
   // overhead all to occur, every job to finish, and per job held = work x GPUs + lost +
   // overhead, exactly.
-  TraceOptions to;
-  to.max_jobs = 1500;
-  auto trace = ReadTrace(std::string(GPUFLEET_SOURCE_DIR) + "/data/traces/philly/philly.csv", to);
+  auto trace = PhillySlice();
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
-  ClusterSpec pool = Pool({Offer("spot", model::Market::kSpot, 3, 0.1), Offer("od", model::Market::kOnDemand, 8)});
-  pool.autoscale.limits.max_nodes = 24;
-  SimOptions o;
-  o.policy = "las";
-  o.node_mtbf_hours = 48;
-  o.restart_overhead = Duration::Minutes(2);
-  o.seed = 11;
+  const ClusterSpec pool = PhillySlicePool();
+  const SimOptions o = PhillySliceOptions();
   auto r = Run(trace->jobs, pool, o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   int64_t work = 0, lost = 0, overhead = 0, held = 0, failures = 0, reclaims = 0, preemptions = 0;
@@ -811,17 +826,10 @@ TEST_F(SimulatorTest, StreamedSummaryEqualsTheKeptRecordsSummary) {
 TEST_F(SimulatorTest, StreamedSummaryEqualsKeptOnPhillyWithFailuresAndAutoscaling) {
   // Given the first 1,500 Philly jobs on an autoscaled pool with node failures, spot reclaims and
   // LAS preemptions, expect the same summary with and without per-job records.
-  TraceOptions to;
-  to.max_jobs = 1500;
-  auto trace = ReadTrace(std::string(GPUFLEET_SOURCE_DIR) + "/data/traces/philly/philly.csv", to);
+  auto trace = PhillySlice();
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
-  ClusterSpec pool = Pool({Offer("spot", model::Market::kSpot, 3, 0.1), Offer("od", model::Market::kOnDemand, 8)});
-  pool.autoscale.limits.max_nodes = 24;
-  SimOptions o;
-  o.policy = "las";
-  o.node_mtbf_hours = 48;
-  o.restart_overhead = Duration::Minutes(2);
-  o.seed = 11;
+  const ClusterSpec pool = PhillySlicePool();
+  const SimOptions o = PhillySliceOptions();
   ExpectStreamedSummaryEqualsKept(trace->jobs, pool, o);
 }
 
