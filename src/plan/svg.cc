@@ -21,9 +21,18 @@ std::string Num(double v) {
   if (!s.empty() && s.back() == '.') s.pop_back();
   return s == "-0" ? "0" : s;
 }
+// Axis and bar labels: as written up to 9,999, then with k and M ("12.5k", "1.23M") rather than
+// the exponent form %g falls to from a million.
 std::string Label(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", std::fabs(v) < 1e-12 ? 0.0 : v);
+  const double a = std::fabs(v);
+  if (a >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.3gM", v / 1e6);
+  } else if (a >= 1e4) {
+    std::snprintf(buf, sizeof buf, "%.3gk", v / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%g", a < 1e-12 ? 0.0 : v);
+  }
   return buf;
 }
 const char* Color(size_t i) { return kPalette[i % (sizeof kPalette / sizeof *kPalette)]; }
@@ -43,12 +52,12 @@ struct Axis {
   double operator()(double v) const { return pixel_lo + (v - lo) / (hi - lo) * (pixel_hi - pixel_lo); }
 };
 
-// The y range, widened to nice ticks and including zero.
-Axis YAxis(double lo, double hi, int height) {
+// The y range, widened to nice ticks and including zero; the plot ends `bottom` above the foot.
+Axis YAxis(double lo, double hi, int height, int bottom = kBottom) {
   lo = std::min(lo, 0.0);
   hi = std::max(hi, lo + 1e-9);
   const double step = NiceStep(lo, hi, 5);
-  return {std::floor(lo / step) * step, std::ceil(hi / step) * step, static_cast<double>(height - kBottom),
+  return {std::floor(lo / step) * step, std::ceil(hi / step) * step, static_cast<double>(height - bottom),
           static_cast<double>(kTop)};
 }
 
@@ -182,8 +191,14 @@ Result<std::string> RenderStackedBarChart(const BarChart& chart) {
     GF_RETURN_IF_ERROR(CheckValues(s, chart.categories.size(), true));
     for (size_t j = 0; j < totals.size(); ++j) totals[j] += s.values[j];
   }
-  const Axis y = YAxis(0, *std::max_element(totals.begin(), totals.end()), chart.height);
-  std::string s = Header(chart.width, chart.height, chart.title);
+  // Category names are written slanted under their bars, so that long ones do not run into each
+  // other; the chart grows downwards by the room they take, the plot keeps its size.
+  size_t longest = 0;
+  for (const std::string& c : chart.categories) longest = std::max(longest, c.size());
+  const int bottom = std::max(kBottom, 24 + static_cast<int>(std::lround(static_cast<double>(longest) * 3.6)));
+  const int height = chart.height + bottom - kBottom;
+  const Axis y = YAxis(0, *std::max_element(totals.begin(), totals.end()), height, bottom);
+  std::string s = Header(chart.width, height, chart.title);
   s += YTicksAndLabel(y, chart.width, chart.y_label);
   const double plot_w = chart.width - kLeft - kRight;
   const double slot = plot_w / static_cast<double>(chart.categories.size());
@@ -201,8 +216,8 @@ Result<std::string> RenderStackedBarChart(const BarChart& chart) {
     }
     s += "<text x=\"" + Num(x0 + bar_w / 2) + "\" y=\"" + Num(y(totals[j]) - 4) + "\" text-anchor=\"middle\">" +
          Label(totals[j]) + "</text>\n";
-    s += "<text x=\"" + Num(x0 + bar_w / 2) + "\" y=\"" + std::to_string(chart.height - kBottom + 16) +
-         "\" text-anchor=\"middle\">" + EscapeXml(chart.categories[j]) + "</text>\n";
+    s += "<text transform=\"translate(" + Num(x0 + bar_w / 2) + "," + std::to_string(height - bottom + 14) +
+         ") rotate(-30)\" text-anchor=\"end\">" + EscapeXml(chart.categories[j]) + "</text>\n";
   }
   s += "<line x1=\"" + std::to_string(kLeft) + "\" x2=\"" + std::to_string(chart.width - kRight) + "\" y1=\"" +
        Num(y(0)) + "\" y2=\"" + Num(y(0)) + "\" stroke=\"black\"/>\n";

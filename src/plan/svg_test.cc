@@ -110,7 +110,23 @@ TEST(SvgTest, StackedBarsShowEachMarketAndTheTotals) {
   size_t rects = 0;
   for (size_t p = svg->find("<rect x="); p != std::string::npos; p = svg->find("<rect x=", p + 1)) ++rects;
   EXPECT_EQ(rects, 9u + 3u);  // 3 bars x 3 parts + 3 legend swatches
+  EXPECT_NE(svg->find("rotate(-30)\" text-anchor=\"end\">all on-demand</text>"), std::string::npos);
   ExpectPythonParses(*svg, "bars");
+}
+
+TEST(SvgTest, LargeTotalsAreWrittenWithKAndMAndLongNamesMakeRoom) {
+  // Given dollar totals in the millions and long category names, expect "1.23M" and "12.5k" (not
+  // 1.23023e+06) and a chart taller than asked by the room the slanted names take.
+  BarChart c;
+  c.categories = {"plan", "all spot (on-demand fallback)"};
+  c.stacks = {{"reserved", {1'230'231, 12'500}}};
+  auto svg = RenderStackedBarChart(c);
+  ASSERT_TRUE(svg.ok()) << svg.status().ToString();
+  EXPECT_EQ(WellFormed(*svg), "");
+  EXPECT_NE(svg->find(">1.23M</text>"), std::string::npos);
+  EXPECT_NE(svg->find(">12.5k</text>"), std::string::npos);
+  EXPECT_EQ(svg->find("e+0"), std::string::npos);
+  EXPECT_EQ(svg->find("height=\"420\""), std::string::npos);
 }
 
 TEST(SvgTest, EmptyOrInconsistentDataIsAnError) {
