@@ -466,7 +466,8 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::Tra
   // optimiser then prices that share of them.
   const bool spot_only = o.verify.spot_capacity.empty();
   std::vector<Run> runs;
-  for (const Candidate& c : Candidates(report, best, o.verify.neighbours, spot_only)) {
+  // A candidate's replay: its reserved nodes, the offers, and its share of the jobs on spot.
+  auto candidate_run = [&](const Candidate& c) {
     Run r;
     r.scenario.name = c.name;
     r.scenario.kind = ScenarioKind::kCandidate;
@@ -474,8 +475,9 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::Tra
     const bool spot = c.share > 0 && any_spot;
     r.scenario.cluster = CandidateCluster(report.models, c.reserved_nodes, n, o.verify, spot);
     r.jobs = jobs_for(spot ? c.share : 0, spot_only, r.scenario.spot_job_share);
-    runs.push_back(std::move(r));
-  }
+    return r;
+  };
+  for (const Candidate& c : Candidates(report, best, o.verify.neighbours, spot_only)) runs.push_back(candidate_run(c));
   if (pinned_jobs != nullptr && report.plan_without_substitution) {
     Run r;
     r.scenario.name = kNoSubstitutionScenario;
@@ -523,11 +525,12 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::Tra
       runs.push_back(std::move(spot));
     }
   }
-  for (Run& r : runs) {
+  auto count_reserved = [](Run& r) {
     for (const model::NodeSpec& node : r.scenario.cluster.nodes) {
       if (node.market == model::Market::kReserved) ++r.scenario.reserved_nodes;
     }
-  }
+  };
+  for (Run& r : runs) count_reserved(r);
 
   sim::SimOptions base;
   base.policy = o.verify.policy;
@@ -637,16 +640,8 @@ Status Verify(const std::vector<sim::TraceJob>& jobs, const std::vector<sim::Tra
     for (int delta : {edge + step, edge + 2 * step}) {
       std::optional<Candidate> c = ReservedNeighbour(planned, planned_share, delta);
       if (!c || !tried.insert(c->reserved_nodes).second) continue;  // every model already at 0
-      Run r;
-      r.scenario.name = c->name;
-      r.scenario.kind = ScenarioKind::kCandidate;
-      r.scenario.spot_share = c->share;
-      const bool spot = c->share > 0 && any_spot;
-      r.scenario.cluster = CandidateCluster(report.models, c->reserved_nodes, n, o.verify, spot);
-      for (const model::NodeSpec& node : r.scenario.cluster.nodes) {
-        if (node.market == model::Market::kReserved) ++r.scenario.reserved_nodes;
-      }
-      r.jobs = jobs_for(spot ? c->share : 0, spot_only, r.scenario.spot_job_share);
+      Run r = candidate_run(*c);
+      count_reserved(r);
       deltas[c->name] = delta;
       more.push_back(std::move(r));
     }
