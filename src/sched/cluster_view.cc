@@ -112,7 +112,17 @@ int64_t ClusterView::NodesWithFreeWhole(int model, int gpus) const {
 bool ClusterView::UniformModel(int model) const {
   int markets = 0;
   for (int64_t c : market_nodes_[model]) markets += c > 0 ? 1 : 0;
-  return markets <= 1 && nvlink_nodes_[model] == 0 && warm_gpus_[model] == 0 && !unsorted_[model];
+  return markets <= 1 && UniformBarMarket(model);
+}
+
+bool ClusterView::UniformBarMarket(int model) const {
+  return nvlink_nodes_[model] == 0 && warm_gpus_[model] == 0 && !unsorted_[model];
+}
+
+int ClusterView::ModelMarketMask(int model) const {
+  int mask = 0;
+  for (size_t m = 0; m < market_nodes_[model].size(); ++m) mask |= market_nodes_[model][m] > 0 ? 1 << m : 0;
+  return mask;
 }
 
 void ClusterView::StartTrial() {

@@ -99,6 +99,10 @@ class ClusterView {
   // their free GPUs and position: one market, no NVLink domains, no temperature reported, and
   // NodesOfModel in position order.
   bool UniformModel(int model) const;
+  // The same but for the market: nodes may differ in free GPUs, position and market.
+  bool UniformBarMarket(int model) const;
+  // Bit (1 << Market) for every market a node of this model is in now.
+  int ModelMarketMask(int model) const;
   // Bit (1 << Market) for every market a node has ever been seen in.
   int market_mask() const { return market_mask_; }
   int group_count() const { return static_cast<int>(groups_.size()); }

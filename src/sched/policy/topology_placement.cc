@@ -208,20 +208,31 @@ class Placer {
 
   // Best node for a one-part job; stops early at a perfect fit.
   std::optional<Choice> PlaceOne(int model) const {
-    if (!first_fit_ && !job_.fractional() && TrivialJob(job_) && view_.UniformModel(model)) {
-      // Nodes of this model differ only in free GPUs and position, so the best fit is the first
-      // node in (free GPUs, position) order with enough free, the one the scan below would pick.
+    if (!first_fit_ && !job_.fractional() && TrivialJob(job_) && view_.UniformBarMarket(model)) {
+      // Nodes of this model differ only in free GPUs, position and market, so the scan below
+      // picks the node of the best market rank that comes first in (free GPUs, position) order
+      // among those with enough free: the first such node of each market in the index. The walk
+      // ends at a node of the best rank this model's markets allow (with one market, the first).
+      const int floor = BestMarketRank(job_.market, view_.ModelMarketMask(model));
       const auto& by_free = view_.ByFreeWhole(model);
+      int best_pos = -1;
+      int best_rank = std::numeric_limits<int>::max();
       for (auto it = by_free.lower_bound({job_.gpus_per_node, std::numeric_limits<int>::min()}); it != by_free.end();
            ++it) {
         const int pos = it->second;
         if (po_.excluded && !po_.excluded->empty() && (*po_.excluded)[pos]) continue;
-        Choice c = ChooseGpus(pos);
-        c.market = MarketRank(job_.market, view_.nodes()[pos].spec.market);
-        c.cold = Cold(pos);
-        return c;
+        const int rank = MarketRank(job_.market, view_.nodes()[pos].spec.market);
+        if (rank < best_rank) {
+          best_rank = rank;
+          best_pos = pos;
+          if (rank <= floor) break;
+        }
       }
-      return std::nullopt;
+      if (best_pos < 0) return std::nullopt;
+      Choice c = ChooseGpus(best_pos);
+      c.market = best_rank;
+      c.cold = Cold(best_pos);
+      return c;
     }
     std::optional<Choice> best;
     const int best_market = BestMarketRank(job_.market, view_.market_mask());

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "testing/fakes.h"
 
 namespace gpufleet::sched {
@@ -270,6 +274,49 @@ TEST_F(TopologyPlacementTest, OnDemandJobsNeverLandOnSpotAndSpotJobsOnlyOnSpot) 
   Use(reserved, {0, 1, 2, 3, 4, 5, 6, 7});
   EXPECT_EQ(Only(Place(od)).node, ondemand);
   EXPECT_EQ(Only(Place(MakeJob(1))).node, ondemand);
+}
+
+TEST_F(TopologyPlacementTest, AnyMarketJobTakesTheTightestNodeOfTheFirstMarketWithRoom) {
+  // Given 24 nodes of one model in three markets, interleaved, with GPUs in use in a fixed
+  // pseudo-random pattern, and a 1..8-GPU job that may use any market: expect the node a full
+  // scan ranks first, as the test computes it: the lowest market rank (spot, reserved,
+  // on-demand) among nodes with room, then the fewest free GPUs, then the earlier node; with
+  // nodes excluded, the same among the rest.
+  const model::Market markets[] = {model::Market::kOnDemand, model::Market::kSpot, model::Market::kReserved};
+  std::vector<NodeId> ids;
+  std::vector<int> free;
+  std::vector<int> rank;
+  uint32_t seed = 12345;
+  for (int i = 0; i < 24; ++i) {
+    model::NodeSpec spec = MakeNode("n" + std::to_string(i), "A100", 8);
+    spec.market = markets[i % 3];
+    ids.push_back(Add(spec));
+    seed = seed * 1103515245u + 12345u;
+    const int used = static_cast<int>((seed >> 16) % 9);
+    std::vector<int> gpus;
+    for (int g = 0; g < used; ++g) gpus.push_back(g);
+    if (!gpus.empty()) Use(ids.back(), gpus);
+    free.push_back(8 - used);
+    rank.push_back(spec.market == model::Market::kSpot ? 0 : spec.market == model::Market::kReserved ? 1 : 2);
+  }
+  std::vector<char> excluded(24, 0);
+  for (int round = 0; round < 2; ++round) {
+    for (int g = 1; g <= 8; ++g) {
+      int want = -1;
+      for (int i = 0; i < 24; ++i) {
+        if (excluded[i] || free[i] < g) continue;
+        if (want < 0 || std::tie(rank[i], free[i], i) < std::tie(rank[want], free[want], want)) want = i;
+      }
+      PlaceResult r = Place(MakeJob(g), false, &excluded);
+      if (want < 0) {
+        EXPECT_EQ(r.kind, Kind::kWait) << g << " GPUs, round " << round;
+      } else {
+        EXPECT_EQ(Only(r).node, ids[static_cast<size_t>(want)]) << g << " GPUs, round " << round;
+      }
+    }
+    // Exclude every spot node and every fourth node, then ask again.
+    for (int i = 0; i < 24; ++i) excluded[i] = rank[i] == 0 || i % 4 == 0 ? 1 : 0;
+  }
 }
 
 TEST_F(TopologyPlacementTest, OnDemandJobOnASpotOnlyClusterIsInfeasible) {
