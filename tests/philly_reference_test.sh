@@ -7,7 +7,9 @@
 #
 # Runs: each policy of `gpufleet policies` with its default options, and fair-share with three
 # team quotas of 100 GPUs (the three teams with the most GPU time in the trace), the setting
-# under which fair-share ranks move with usage and reclaims happen.
+# under which fair-share ranks move with usage and reclaims happen. Then the autoscaled replay
+# (examples/clusters/autoscale-v100.yaml): its per-job CSV and the summary's cost, interruption
+# and autoscaling lines (what the pool rented and released, and when, decides them).
 #
 # Usage: philly_reference_test.sh PATH/TO/gpufleet SOURCE_DIR
 source "$(dirname "$0")/lib.sh"
@@ -49,6 +51,20 @@ for name in $(printf '%s\n' "${!RUNS[@]}" | sort); do
   got=$(sha256sum "$WORK/$name.csv" | awk '{ print $1 }')
   [[ "$got" == "$want" ]] || failures+=("$name: per-job CSV sha256 $got, reference $want")
 done
+
+run "$WORK/autoscaled" "$GPUFLEET" sim --trace "$TRACE" --cluster "$SRC/examples/clusters/autoscale-v100.yaml" \
+  --no-progress --jobs-out "$WORK/autoscaled.csv"
+expect_rc "$WORK/autoscaled" 0 "gpufleet sim --cluster autoscale-v100.yaml"
+for name in autoscaled autoscaled-pool; do
+  want=$(awk -v n="$name" '$2 == n { print $1 }' "$REFERENCE")
+  [[ -n "$want" ]] || fail "no reference hash for $name in $REFERENCE"
+  if [[ "$name" == autoscaled ]]; then
+    got=$(sha256sum "$WORK/autoscaled.csv" | awk '{ print $1 }')
+  else
+    got=$(grep -E '^(cost|cost by market|interruptions|autoscaling) ' "$WORK/autoscaled.out" | sha256sum | awk '{ print $1 }')
+  fi
+  [[ "$got" == "$want" ]] || failures+=("$name: sha256 $got, reference $want")
+done
 ((${#failures[@]} == 0)) || fail "decisions differ from the reference: ${failures[*]}"
 
-echo "PASS: Philly on 480 GPUs gives the reference per-job output under all ${#RUNS[@]} runs"
+echo "PASS: Philly gives the reference output under all ${#RUNS[@]} policy runs and the autoscaled replay"

@@ -97,8 +97,18 @@ struct Autoscaler::Round {
   explicit Round(const ScaleInput& input) : in(input), now(input.now) {
     nodes.reserve(in.nodes.size());
     for (const PoolNode& n : in.nodes) nodes.push_back(&n);
-    std::sort(nodes.begin(), nodes.end(), [](const PoolNode* a, const PoolNode* b) { return a->id < b->id; });
+    auto by_id = [](const PoolNode* a, const PoolNode* b) { return a->id < b->id; };
+    // A caller that lists its nodes in id order (the simulator does) needs no sort.
+    if (!std::is_sorted(nodes.begin(), nodes.end(), by_id)) std::sort(nodes.begin(), nodes.end(), by_id);
   }
+
+  // The pending job with this id, or null.
+  const PendingJob* Pending(int64_t id) const {
+    auto it = std::lower_bound(pending_by_id.begin(), pending_by_id.end(), id,
+                               [](const std::pair<int64_t, const PendingJob*>& e, int64_t v) { return e.first < v; });
+    return it != pending_by_id.end() && it->first == id ? it->second : nullptr;
+  }
+  bool Released(NodeId id) const { return !released.empty() && released.count(id) > 0; }
 
   const ScaleInput& in;
   const Time now;
@@ -108,9 +118,13 @@ struct Autoscaler::Round {
   std::set<NodeId> released;
   int pool_nodes = 0;  // after the releases so far; rents add to it
   int64_t pool_gpus = 0;
-  std::set<int64_t> pending_ids;
-  std::map<int64_t, const PendingJob*> pending_by_id;
-  std::map<NodeId, int> free_gpus;  // booting, not released nodes -> GPUs not claimed
+  std::vector<std::pair<int64_t, const PendingJob*>> pending_by_id;  // sorted by id
+  // Booting, not released nodes -> GPUs not claimed, and the node (in id order, as `nodes`).
+  struct Free {
+    int gpus = 0;
+    const PoolNode* node = nullptr;
+  };
+  std::map<NodeId, Free> free_gpus;
   std::set<int64_t> covered;
   // Nodes rented in this Decide for one-node jobs, with the GPUs the job leaves free.
   struct Fresh {
@@ -193,7 +207,7 @@ void Autoscaler::ReleaseBootTimeouts(Round& r) {
     for (JobId j : n->for_jobs) rented_for_.erase(j);
   }
   for (const PoolNode* n : r.nodes) {
-    if (r.released.count(n->id)) continue;
+    if (r.Released(n->id)) continue;
     ++r.pool_nodes;
     r.pool_gpus += n->spec.gpus;
   }
@@ -203,29 +217,28 @@ void Autoscaler::ReleaseBootTimeouts(Round& r) {
 // rented for: a gang member takes the whole node, a one-node job its GPUs. What is left of a node
 // may cover other one-node jobs (packing), and a node nobody claims may cover a gang.
 void Autoscaler::CountCoverage(Round& r) {
-  for (const PendingJob& j : r.in.pending) {
-    r.pending_ids.insert(j.id.value());
-    r.pending_by_id[j.id.value()] = &j;
-  }
+  r.pending_by_id.reserve(r.in.pending.size());
+  for (const PendingJob& j : r.in.pending) r.pending_by_id.emplace_back(j.id.value(), &j);
+  std::sort(r.pending_by_id.begin(), r.pending_by_id.end());
   // A job rented for that is no longer pending was placed: its rent has done its work.
   for (auto it = rented_for_.begin(); it != rented_for_.end();) {
-    it = r.pending_ids.count(it->first.value()) ? std::next(it) : rented_for_.erase(it);
+    it = r.Pending(it->first.value()) ? std::next(it) : rented_for_.erase(it);
   }
   for (const PoolNode* n : r.nodes) {
-    if (n->state != PoolNodeState::kBooting || r.released.count(n->id)) continue;
+    if (n->state != PoolNodeState::kBooting || r.Released(n->id)) continue;
     int free = n->spec.gpus;
     for (JobId j : n->for_jobs) {
-      auto p = r.pending_by_id.find(j.value());
-      if (p == r.pending_by_id.end()) continue;
+      const PendingJob* p = r.Pending(j.value());
+      if (p == nullptr) continue;
       r.covered.insert(j.value());
       rented_for_.erase(j);  // seen booting: from now on the node itself covers the job
-      free -= p->second->nodes == 1 ? p->second->gpus_per_node : n->spec.gpus;
+      free -= p->nodes == 1 ? p->gpus_per_node : n->spec.gpus;
     }
-    r.free_gpus[n->id] = std::max(0, free);
+    r.free_gpus[n->id] = {std::max(0, free), n};
   }
   // Idle nodes kept for a pending gang by an earlier Decide stay kept while it waits.
   for (auto it = kept_for_.begin(); it != kept_for_.end();) {
-    if (it->second.until <= r.now || !r.pending_ids.count(it->second.job.value())) {
+    if (it->second.until <= r.now || !r.Pending(it->second.job.value())) {
       it = kept_for_.erase(it);
     } else {
       r.kept.insert(it->first);
@@ -239,7 +252,7 @@ void Autoscaler::Claim(Round& r, const std::vector<NodeId>& ids, JobId job) {
   for (NodeId id : ids) {
     auto f = r.free_gpus.find(id);
     if (f != r.free_gpus.end()) {
-      f->second = 0;
+      f->second.gpus = 0;
     } else {
       r.kept.insert(id);
       kept_for_[id] = {job, r.now + options_.boot_timeout};
@@ -253,15 +266,15 @@ void Autoscaler::Claim(Round& r, const std::vector<NodeId>& ids, JobId job) {
 bool Autoscaler::CoverWithPool(Round& r, const PendingJob& job, bool fallen_back) {
   bool covered_now = false;
   if (job.nodes == 1) {
-    // The booting node with the fewest free GPUs that still holds the job (best fit).
-    const PoolNode* fit = nullptr;
-    for (const PoolNode* n : r.nodes) {
-      auto f = r.free_gpus.find(n->id);
-      if (f == r.free_gpus.end() || f->second < job.gpus_per_node || !NodeFits(job, *n, fallen_back)) continue;
-      if (!fit || f->second < r.free_gpus[fit->id]) fit = n;
+    // The booting node with the fewest free GPUs that still holds the job (best fit; the first
+    // in id order of those).
+    Round::Free* fit = nullptr;
+    for (auto& [id, f] : r.free_gpus) {
+      if (f.gpus < job.gpus_per_node || (fit && f.gpus >= fit->gpus) || !NodeFits(job, *f.node, fallen_back)) continue;
+      fit = &f;
     }
     if (fit) {
-      r.free_gpus[fit->id] -= job.gpus_per_node;
+      fit->gpus -= job.gpus_per_node;
       covered_now = true;
     } else {
       for (Round::Fresh& f : r.fresh) {
@@ -284,7 +297,7 @@ bool Autoscaler::CoverWithPool(Round& r, const PendingJob& job, bool fallen_back
     for (const PoolNode* n : r.nodes) {
       if (!NodeFits(job, *n, fallen_back)) continue;
       auto f = r.free_gpus.find(n->id);
-      const bool booting_free = f != r.free_gpus.end() && f->second == n->spec.gpus;
+      const bool booting_free = f != r.free_gpus.end() && f->second.gpus == n->spec.gpus;
       const bool idle_up = n->state == PoolNodeState::kUp && n->idle_since && !r.kept.count(n->id) && !n->budget_spent;
       if (booting_free || idle_up) r.gang_zones[ZoneOf(n->spec)].push_back(n->id);
     }

@@ -848,12 +848,20 @@ std::string Scheduler::BudgetHold(JobId id) const {
 
 std::vector<PendingJob> Scheduler::ScalingQueue(Duration restart_overhead) const {
   std::vector<PendingJob> out;
+  ScalingQueueInto(restart_overhead, out);
+  return out;
+}
+
+void Scheduler::ScalingQueueInto(Duration restart_overhead, std::vector<PendingJob>& out) const {
+  static const Duration kDefaultInterval = PendingJob{}.checkpoint_interval;
+  size_t n = 0;
   const bool holds = any_limits_ || !money_.empty();
   for (JobId id : QueueOrder()) {
     const JobState* j = FindJob(id);
     if (j == nullptr || (holds && !BudgetHold(id).empty())) continue;
     const JobSpec& spec = j->spec;
-    PendingJob p;
+    if (n == out.size()) out.emplace_back();
+    PendingJob& p = out[n++];
     p.id = id;
     p.team = spec.team;
     p.gpus_per_node = spec.fractional() ? 1 : spec.gpus_per_node;
@@ -864,12 +872,11 @@ std::vector<PendingJob> Scheduler::ScalingQueue(Duration restart_overhead) const
     p.market = spec.market;
     p.queued_since = j->v.queued_since;
     p.spot_preemptions = j->spot_reclaims;
-    if (spec.checkpoint_interval > Duration::Zero()) p.checkpoint_interval = spec.checkpoint_interval;
+    p.checkpoint_interval = spec.checkpoint_interval > Duration::Zero() ? spec.checkpoint_interval : kDefaultInterval;
     p.restart_overhead = restart_overhead;
     p.constraints = spec.constraints;
-    out.push_back(std::move(p));
   }
-  return out;
+  out.resize(n);
 }
 
 TeamSpend Scheduler::SpendOf(const std::string& team) const {

@@ -150,6 +150,8 @@ class Scheduler {
   // interruption costs on top of the lost work; a job that gives no checkpoint interval is
   // assumed to lose half of PendingJob's default on each.
   std::vector<PendingJob> ScalingQueue(Duration restart_overhead) const;
+  // The same into `out`, reusing its elements' storage (a caller that asks at every event).
+  void ScalingQueueInto(Duration restart_overhead, std::vector<PendingJob>& out) const;
 
   // Team quotas for fair-share (whole GPUs of any model); the other limits stay.
   void SetTeamQuota(const std::string& team, int64_t gpus);

@@ -255,6 +255,11 @@ class World : public sched::ActionSink {
   std::vector<size_t> rented_live_;  // indices in nodes_ of rented nodes, in renting order; gone ones pruned lazily
   std::unique_ptr<sched::Autoscaler> scaler_;
   std::vector<sched::RentableOffer> offers_;
+  // The autoscaler's input, kept from decision to decision: its offers never change, and
+  // scale_in_.nodes[k] is rented_live_[k] (its spec and offer copied once, when rented; what
+  // changes is updated before each decision).
+  sched::ScaleInput scale_in_;
+  bool any_hard_budget_ = false;  // some team has a hard budget: rented nodes may be budget_spent
   std::map<std::string, int> rented_per_offer_;  // node names: <offer>-<k>
   std::vector<sched::Event> side_events_;        // node events raised outside the batch loop
   std::map<std::string, Time> soft_reached_;     // team -> when its spend reached its soft budget
@@ -353,39 +358,44 @@ void World::ScheduleInterruption(size_t n) {
 
 Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) {
   const Time now = clock_.now;
-  sched::ScaleInput in;
+  sched::ScaleInput& in = scale_in_;
   in.now = now;
-  in.offers = offers_;
-  in.limits = cluster_.autoscale.limits;
   // The scheduler's own view, as the live pool gets it: held jobs rent nothing.
-  if (sched.pending_count() > 0) in.pending = sched.ScalingQueue(o_.restart_overhead);
-  std::map<std::string, bool> stopped;  // team -> its hard budget has stopped it
+  if (sched.pending_count() > 0) {
+    sched.ScalingQueueInto(o_.restart_overhead, in.pending);
+  } else {
+    in.pending.clear();
+  }
   // Rented nodes that are gone leave the list here, whatever took them (release, failure,
   // reclaim): a long replay rents thousands, of which a few hundred are there at once.
-  rented_live_.erase(std::remove_if(rented_live_.begin(), rented_live_.end(),
-                                    [&](size_t n) { return nodes_[n].state == SimNode::State::kGone; }),
-                     rented_live_.end());
-  in.nodes.reserve(rented_live_.size());
-  for (size_t n : rented_live_) {
-    const SimNode& node = nodes_[n];
-    sched::PoolNode p;
-    if (!node.charged_team.empty()) {
+  size_t kept = 0;
+  for (size_t k = 0; k < rented_live_.size(); ++k) {
+    if (nodes_[rented_live_[k]].state == SimNode::State::kGone) continue;
+    if (kept != k) {
+      rented_live_[kept] = rented_live_[k];
+      in.nodes[kept] = std::move(in.nodes[k]);
+    }
+    ++kept;
+  }
+  rented_live_.resize(kept);
+  in.nodes.resize(kept);
+  std::map<std::string, bool> stopped;  // team -> its hard budget has stopped it
+  for (size_t k = 0; k < kept; ++k) {
+    const SimNode& node = nodes_[rented_live_[k]];
+    sched::PoolNode& p = in.nodes[k];
+    if (any_hard_budget_ && !node.charged_team.empty()) {
       auto [it, fresh] = stopped.try_emplace(node.charged_team, false);
       if (fresh) it->second = sched.HardStopReached(node.charged_team);
       p.budget_spent = it->second;
     }
-    p.id = NodeId(static_cast<int64_t>(n));
-    p.spec = node.spec;
-    p.offer = offers_[static_cast<size_t>(node.offer)].name;
-    p.for_jobs = node.for_jobs;
-    p.booting_since = node.booting_since;
+    if (p.for_jobs != node.for_jobs) p.for_jobs = node.for_jobs;
     switch (node.state) {
       case SimNode::State::kBooting: p.state = sched::PoolNodeState::kBooting; break;
       case SimNode::State::kUp: p.state = sched::PoolNodeState::kUp; break;
       default: p.state = sched::PoolNodeState::kDraining; break;
     }
+    p.idle_since.reset();
     if (node.state == SimNode::State::kUp && node.jobs == 0) p.idle_since = node.idle_since;
-    in.nodes.push_back(std::move(p));
   }
   sched::ScalePlan plan = scaler_->Decide(in);
   for (const sched::Release& r : plan.releases) {
@@ -430,6 +440,14 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
       nodes_.push_back(std::move(node));
       const size_t n = nodes_.size() - 1;
       rented_live_.push_back(n);
+      sched::PoolNode p;
+      p.id = NodeId(static_cast<int64_t>(n));
+      p.spec = nodes_[n].spec;
+      p.offer = offer.name;
+      p.for_jobs = nodes_[n].for_jobs;
+      p.booting_since = now;
+      p.state = sched::PoolNodeState::kBooting;
+      scale_in_.nodes.push_back(std::move(p));
       Bill(n, true);
       Push(now + offer.boot_delay, Kind::kNodeBoot, static_cast<int64_t>(n), 0);
       ++result_.nodes_rented;
@@ -585,6 +603,9 @@ void World::BuildNodes(std::map<std::string, int>& largest) {
       offers_.push_back(std::move(r));
       largest[a.node.gpu_model] = std::max(largest[a.node.gpu_model], a.node.gpus);
     }
+    scale_in_.offers = offers_;
+    scale_in_.limits = cluster_.autoscale.limits;
+    for (const auto& [team, m] : cluster_.team_money) any_hard_budget_ = any_hard_budget_ || m.hard_micros > 0;
   }
 }
 
