@@ -125,15 +125,6 @@ std::string XmlEscape(std::string_view text) {
   return out;
 }
 
-uint64_t Fnv1a64(std::string_view s, uint64_t basis) {
-  uint64_t h = basis;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 uint32_t Fnv1a32(std::string_view s) {
   uint32_t h = 2166136261u;
   for (unsigned char c : s) {

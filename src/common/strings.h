@@ -29,8 +29,16 @@ std::string XmlEscape(std::string_view text);
 // FNV-1a: hashes that are the same in every build and on every machine (std::hash is not), for
 // file and folder names and seeds derived from text. kFnv1a64Basis is the standard offset basis;
 // a caller whose hashes are already on disk or decide results keeps the basis it used.
+// Inline: hash tables keyed by short names (team names) call it in hot loops.
 inline constexpr uint64_t kFnv1a64Basis = 14695981039346656037ull;
-uint64_t Fnv1a64(std::string_view s, uint64_t basis = kFnv1a64Basis);
+inline constexpr uint64_t Fnv1a64(std::string_view s, uint64_t basis = kFnv1a64Basis) {
+  uint64_t h = basis;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
 uint32_t Fnv1a32(std::string_view s);
 
 }  // namespace gpufleet

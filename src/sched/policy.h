@@ -13,9 +13,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/ids.h"
+#include "common/strings.h"
 #include "common/time.h"
 #include "model/types.h"
 #include "sched/action_sink.h"
@@ -73,10 +76,20 @@ struct TeamUsage {
   int64_t quota_milli = 0;  // guaranteed share; 0 = no guarantee
 };
 
+// Usage per team name. Hashed, not ordered: a fair-share rank looks its team up for every job
+// it ranks (millions of times in a long replay), and nothing reads the teams in order. The hash
+// is FNV-1a, a few instructions for a short name, and its own type because the standard library
+// walks a table of std::hash<std::string> keys comparing every name while it holds at most 20
+// entries, as a team table usually does.
+struct TeamNameHash {
+  size_t operator()(const std::string& name) const noexcept { return static_cast<size_t>(Fnv1a64(name)); }
+};
+using TeamUsageMap = std::unordered_map<std::string, TeamUsage, TeamNameHash>;
+
 // Everything a queue policy may read besides the job itself.
 struct QueueContext {
   Time now;
-  const std::map<std::string, TeamUsage>* teams = nullptr;
+  const TeamUsageMap* teams = nullptr;
   int64_t cluster_milli = 0;  // schedulable GPU capacity
 };
 
@@ -125,6 +138,11 @@ class QueuePolicy {
   // of ranking and sorting the whole queue at each pass; a job's rank (and rank_class_since) is
   // then brought up to date only when the pass reaches its queue's head. nullopt: no such part.
   virtual std::optional<RankKey> StaticRank(const JobView& job) const { return std::nullopt; }
+  // With StaticRank: true when, for two pending jobs of one team and one shape ranked with one
+  // context, Rank differs only in k[2], which is StaticRank's k[2]. A pass then ranks each
+  // (team, shape) queue's head and reads the rest of that queue's ranks from it (usage is the
+  // same for all of them) instead of asking Rank for every job it walks.
+  virtual bool RanksAlikeInQueue() const { return false; }
   // True when this running job's rank changes continuously with the service it gets, at
   // instants NextRankChange cannot name (srtf: a job's remaining estimate shrinks as it runs).
   // The scheduler then re-ranks such running jobs at each pass before it looks for victims, so

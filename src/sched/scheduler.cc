@@ -1826,7 +1826,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   bool fits = false;
   // Usage as it will be once the chosen victims are gone, so that a policy whose answer depends
   // on usage (fair-share: only borrowed GPUs) judges each further victim after the earlier ones.
-  std::map<std::string, TeamUsage> teams_after;
+  TeamUsageMap teams_after;
   if (!static_ranks) teams_after = teams_;
   QueueContext ctx_after = ctx;
   ctx_after.teams = &teams_after;
@@ -2066,17 +2066,30 @@ void Scheduler::Pass() {
   }
   using GroupHead = std::tuple<RankKey, int64_t, JobState*>;
   MinHeap<GroupHead> group_heads(pass_group_heads_);
-  std::map<std::string, TeamUsage>& usage_at_start = pass_usage_;
+  TeamUsageMap& usage_at_start = pass_usage_;
   QueueContext rank_ctx = ctx;
-  auto push_group_head = [&](JobState* h) {
-    h->rank = LiveRank(*h, rank_ctx);
+  const bool alike_in_queue = group_merge && policies_.queue->RanksAlikeInQueue();
+  // `pred`: the job just taken from h's queue, ranked in this pass with rank_ctx.
+  auto push_group_head = [&](JobState* h, const JobState* pred) {
+    if (pred && alike_in_queue) {
+      // What LiveRank would give (QueuePolicy::RanksAlikeInQueue), without asking the policy.
+      RankKey r{{pred->rank.k[0], pred->rank.k[1], h->group_key.k[2]}};
+      if (h->ranked && r.k[0] != h->rank.k[0]) {
+        h->v.rank_class_since = rank_ctx.now;
+        r = RankOf(*h, rank_ctx);
+      }
+      h->ranked = true;
+      h->rank = r;
+    } else {
+      h->rank = LiveRank(*h, rank_ctx);
+    }
     group_heads.emplace(h->rank, h->v.seq, h);
   };
   if (group_merge) {
     usage_at_start = teams_;
     rank_ctx.teams = &usage_at_start;
     for (const auto& queue : by_group_) {
-      if (!queue.empty()) push_group_head(std::get<2>(*queue.begin()));
+      if (!queue.empty()) push_group_head(std::get<2>(*queue.begin()), nullptr);
     }
   }
   size_t order_pos = 0;
@@ -2093,7 +2106,7 @@ void Scheduler::Pass() {
         const bool idle = dead[j->shape] && (blocked_head != nullptr || opt.backfill == BackfillMode::kGreedy);
         if (idle && (!preemptive || attempts >= opt.max_preemption_attempts)) continue;
         CHECK(j->group_filed) << "a queue head left its queue during a pass";
-        if (auto succ = std::next(j->group_at); succ != by_group_[j->group].end()) push_group_head(std::get<2>(*succ));
+        if (auto succ = std::next(j->group_at); succ != by_group_[j->group].end()) push_group_head(std::get<2>(*succ), j);
         if (idle && j->preempt_failed_at == running_version_) continue;
         return j;
       }

@@ -270,7 +270,7 @@ class Scheduler {
   std::vector<JobState*> search_chosen_;
   std::vector<std::tuple<RankKey, int64_t, int>> pass_heads_;             // the shape queues' heads
   std::vector<std::tuple<RankKey, int64_t, JobState*>> pass_group_heads_;  // the (team, shape) queues' heads
-  std::map<std::string, TeamUsage> pass_usage_;                            // team usage at the pass's start
+  TeamUsageMap pass_usage_;                            // team usage at the pass's start
   std::optional<Reservation> MakeReservation(const JobState& head) const;
   std::optional<Time> EarliestStart(const JobState& j, std::vector<char>* nodes_out) const;
   QueueContext Context() const;
@@ -337,7 +337,7 @@ class Scheduler {
   int64_t running_with_max_cost_ = 0;  // running jobs with a max_cost_micros of their own
   int64_t running_moving_ = 0;   // running jobs whose rank moves with service (re-ranked per pass)
   int64_t running_version_ = 0;  // bumped whenever the running set or a running rank changes
-  std::map<std::string, TeamUsage> teams_;
+  TeamUsageMap teams_;
   struct TeamMoney {
     TeamBudget budget;
     bool has_budget = false;

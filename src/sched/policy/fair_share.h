@@ -29,6 +29,8 @@ class FairSharePolicy : public QueuePolicy {
   bool RanksDependOnUsage() const override { return true; }
   // Usage sets a job's tier and its team's share; the rest (priority, submission) is static.
   std::optional<RankKey> StaticRank(const JobView& job) const override;
+  // Tier and share come from the team's usage and the job's size; k[2] is StaticRank's.
+  bool RanksAlikeInQueue() const override { return true; }
   std::string DescribeRank(const JobView& job, const QueueContext& ctx) const override;
 };
 

@@ -1,6 +1,9 @@
 #include "sched/policy/fair_share.h"
 
 #include <map>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -39,7 +42,7 @@ class FairShareTest : public ::testing::Test {
   }
 
   FairSharePolicy policy_;
-  std::map<std::string, TeamUsage> teams_;
+  TeamUsageMap teams_;
 };
 
 TEST_F(FairShareTest, JobsWithinQuotaRankBeforeBorrowingJobs) {
@@ -96,6 +99,38 @@ TEST_F(FairShareTest, HigherPriorityClassFirstWithinATeamAndTier) {
   model::JobSpec urgent = MakeJob(1, 600, "a");
   urgent.priority = 3;
   EXPECT_LT(policy_.Rank(View(urgent, 1), Ctx()), policy_.Rank(View(plain, 0), Ctx()));
+}
+
+TEST_F(FairShareTest, PendingJobsOfOneTeamAndSizeRankAlikeSaveTheirStaticPart) {
+  // Given teams at, under and over their quota (and one without a quota), and pending jobs of
+  // one team and one size with other priorities and submission times: expect every rank to
+  // differ from another only in k[2], and k[2] to be StaticRank's (what RanksAlikeInQueue
+  // promises, and what a pass reads a queue's ranks by).
+  ASSERT_TRUE(policy_.RanksAlikeInQueue());
+  SetTeam("under", 2, 8);
+  SetTeam("at", 8, 8);
+  SetTeam("over", 12, 8);
+  SetTeam("none", 3, 0);
+  for (const std::string team : {"under", "at", "over", "none", "unknown"}) {
+    for (int gpus : {1, 4, 8}) {
+      std::vector<model::JobSpec> specs;
+      for (int k = 0; k < 6; ++k) {
+        specs.push_back(MakeJob(gpus, 10 * (5 - k), team));
+        specs.back().priority = k % 3 - 1;
+      }
+      std::optional<RankKey> first;
+      for (size_t k = 0; k < specs.size(); ++k) {
+        JobView v = View(specs[k], static_cast<int64_t>(k + 1));
+        RankKey r = policy_.Rank(v, Ctx());
+        std::optional<RankKey> st = policy_.StaticRank(v);
+        ASSERT_TRUE(st.has_value());
+        EXPECT_EQ(r.k[2], st->k[2]) << team << " " << gpus << " job " << k;
+        if (!first) first = r;
+        EXPECT_EQ(r.k[0], first->k[0]) << team << " " << gpus << " job " << k;
+        EXPECT_EQ(r.k[1], first->k[1]) << team << " " << gpus << " job " << k;
+      }
+    }
+  }
 }
 
 TEST_F(FairShareTest, TeamsWithoutQuotaRankLast) {
