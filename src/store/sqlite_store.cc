@@ -203,7 +203,7 @@ class SqliteStore : public StateStore {
       for (Submission& sub : submissions) {
         GF_ASSIGN_OR_RETURN(std::optional<std::vector<JobId>> earlier, FindRequest(sub.request_id));
         if (earlier) {
-          outcomes.push_back({std::move(*earlier), false});
+          outcomes.push_back({std::move(*earlier), false, {}});
           continue;
         }
         SubmitOutcome out;
@@ -233,6 +233,7 @@ class SqliteStore : public StateStore {
       return Status::Ok();
     }, audit);
     if (!s.ok()) return s;
+    for (size_t i = 0; i < outcomes.size(); ++i) outcomes[i].jobs = std::move(submissions[i].jobs);
     return outcomes;
   }
 
@@ -253,7 +254,7 @@ class SqliteStore : public StateStore {
             .Bind(5, std::string(api::JobStateName(job.state)))
             .Bind(6, job.submitted.millis())
             .Bind(7, job.updated.millis())
-            .Bind(8, api::DumpJson(api::ToJson(job)));
+            .Bind(8, api::DumpJobRecord(job));
         GF_RETURN_IF_ERROR(Run(st, "update job " + std::to_string(job.id.value())));
         if (sqlite3_changes(db_) == 0) {
           return Status::NotFound("update: no job " + std::to_string(job.id.value()));
@@ -753,7 +754,7 @@ class SqliteStore : public StateStore {
         .Bind(5, std::string(api::JobStateName(job.state)))
         .Bind(6, job.submitted.millis())
         .Bind(7, job.updated.millis())
-        .Bind(8, api::DumpJson(api::ToJson(job)));
+        .Bind(8, api::DumpJobRecord(job));
     return Run(st, "insert job " + std::to_string(job.id.value()));
   }
 
