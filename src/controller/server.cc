@@ -686,7 +686,8 @@ void ApiServer::JobRoutes(const Guards& g) {
           // A job that names no team is its submitter's team's.
           if (j.spec.team == "default") j.spec.team = who->team;
           if (j.spec.team != who->team) {
-            return Refuse(out, 403, "your token may submit only for team '" + who->team + "', not '" + j.spec.team + "'");
+            return Refuse(out, 403,
+                          "your token may submit only for team '" + who->team + "', not '" + j.spec.team + "'");
           }
         }
       }
