@@ -45,7 +45,7 @@ free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)
 wait_health() {
   for _ in $(seq 1 300); do
     curl -fsS "$URL/v1/health" >/dev/null 2>&1 && [[ -s "$DATA/admin.token" ]] && return 0
-    kill -0 "$SERVER_PID" 2>/dev/null || { echo "the server exited" >&2; return 1; }
+    kill -0 "$SERVER_PID" 2>/dev/null || { echo "the server exited:" >&2; tail -5 "$LOG" >&2; return 1; }
     sleep 0.1
   done
   echo "no answer from $URL" >&2
@@ -70,7 +70,8 @@ for n in $SIZES; do
   mkdir -p "$DATA"
   PORT="$(free_port)"
   URL="http://127.0.0.1:$PORT"
-  "$GF" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" >"$OUT_DIR/$n/server.log" 2>&1 &
+  LOG="$OUT_DIR/$n/server.log"
+  "$GF" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" >"$LOG" 2>&1 &
   SERVER_PID=$!
   wait_health
   "$PY" -c "import json, sys; n = int(sys.argv[1]); print(json.dumps({'job': {'name': 'arr', 'resources': {'gpus': 1}, 'run': 'true', 'array': {'i': list(range(n))}}}))" \
