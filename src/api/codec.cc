@@ -5,6 +5,7 @@
 #include "api/node_summary.h"
 #include "api/token_summary.h"
 
+#include <charconv>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -937,5 +938,296 @@ Result<json> ParseJson(std::string_view text) {
 }
 
 std::string DumpJson(const json& j) { return Dump(j); }
+
+}  // namespace gpufleet::api
+
+namespace gpufleet::api {
+namespace {
+
+// Appends compact JSON text as Dump() writes it. Keys are written by the caller in the order a
+// json object keeps them (std::map: byte-wise ascending).
+class TextWriter {
+ public:
+  explicit TextWriter(std::string& out) : out_(out) {}
+
+  // Opens `{` or `[`, closes `}` or `]`; Key writes `"key":` after a comma when needed.
+  void Open(char c) {
+    Separate();
+    out_ += c;
+    first_ = true;
+  }
+  void Close(char c) {
+    out_ += c;
+    first_ = false;
+  }
+  void Key(std::string_view key) {
+    Separate();
+    out_ += '"';
+    out_ += key;  // the callers' keys are plain ASCII
+    out_ += "\":";
+    first_ = true;  // the value follows without a comma
+  }
+  void String(std::string_view s) {
+    Separate();
+    AppendJsonString(out_, s);
+  }
+  void Int(int64_t v) {
+    Separate();
+    char buf[24];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    out_.append(buf, end);
+  }
+  void Double(double v) {
+    Separate();
+    out_ += Dump(json(v));
+  }
+  void Bool(bool v) {
+    Separate();
+    out_ += v ? "true" : "false";
+  }
+  void Null() {
+    Separate();
+    out_ += "null";
+  }
+  void Strings(const std::vector<std::string>& v) {
+    Open('[');
+    for (const auto& s : v) String(s);
+    Close(']');
+  }
+  void StringMap(const std::map<std::string, std::string>& m) {
+    Open('{');
+    for (const auto& [k, v] : m) {
+      KeyString(k);
+      String(v);
+    }
+    Close('}');
+  }
+  void DoubleMap(const std::map<std::string, double>& m) {
+    Open('{');
+    for (const auto& [k, v] : m) {
+      KeyString(k);
+      Double(v);
+    }
+    Close('}');
+  }
+
+ private:
+  void Separate() {
+    if (!first_) out_ += ',';
+    first_ = false;
+  }
+  // A key from the data (a map's), escaped as a string.
+  void KeyString(const std::string& key) {
+    String(key);
+    out_ += ':';
+    first_ = true;
+  }
+
+  std::string& out_;
+  bool first_ = true;
+};
+
+void WriteSpec(TextWriter& w, const model::JobSpec& s) {
+  w.Open('{');
+  w.Key("checkpoint_interval_ms");
+  w.Int(s.checkpoint_interval.millis());
+  w.Key("constraints");
+  w.StringMap(s.constraints);
+  w.Key("cpu_milli");
+  w.Int(s.cpu_milli);
+  w.Key("duration_estimate_ms");
+  if (s.duration_estimate) {
+    w.Int(s.duration_estimate->millis());
+  } else {
+    w.Null();
+  }
+  w.Key("environment");
+  w.String(s.environment);
+  w.Key("gpu_milli");
+  w.Int(s.gpu_milli);
+  w.Key("gpu_models");
+  w.Strings(s.gpu_models);
+  w.Key("gpus_per_node");
+  w.Int(s.gpus_per_node);
+  w.Key("market");
+  w.String(model::MarketPreferenceName(s.market));
+  w.Key("max_cost_micros");
+  w.Int(s.max_cost_micros);
+  w.Key("mem_mib");
+  w.Int(s.mem_mib);
+  w.Key("name");
+  w.String(s.name);
+  w.Key("nodes");
+  w.Int(s.nodes);
+  w.Key("priority");
+  w.Int(s.priority);
+  w.Key("submit_ms");
+  w.Int(s.submit.millis());
+  w.Key("team");
+  w.String(s.team);
+  w.Close('}');
+}
+
+void WriteRequest(TextWriter& w, const JobRequest& r) {
+  w.Open('{');
+  w.Key("argv");
+  w.Strings(r.argv);
+  w.Key("array_params");
+  w.StringMap(r.array_params);
+  w.Key("checkpoint");
+  w.Open('{');
+  w.Key("dir");
+  w.String(r.checkpoint.dir);
+  w.Key("grace_ms");
+  w.Int(r.checkpoint.grace.millis());
+  w.Key("signal");
+  w.Int(r.checkpoint.signal);
+  w.Close('}');
+  w.Key("clouds");
+  w.Strings(r.cost.clouds);
+  w.Key("deadline_ms");
+  if (r.cost.deadline) {
+    w.Int(r.cost.deadline->millis());
+  } else {
+    w.Null();
+  }
+  w.Key("env");
+  w.StringMap(r.env);
+  w.Key("estimate_model");
+  w.String(r.cost.estimate_model);
+  w.Key("max_hourly_cost_micros");
+  w.Int(r.cost.max_hourly_cost_micros);
+  w.Key("process_per_gpu");
+  w.Bool(r.process_per_gpu);
+  w.Key("profile");
+  w.String(model::BoundnessName(r.cost.profile));
+  w.Key("regions");
+  w.Strings(r.cost.regions);
+  w.Key("restart");
+  w.Open('{');
+  w.Key("max_restarts_on_errors");
+  w.Int(r.restart.max_restarts_on_errors);
+  w.Key("on_preemption");
+  w.Bool(r.restart.on_preemption);
+  w.Key("recover_on_exit_codes");
+  w.Open('[');
+  for (int code : r.restart.recover_on_exit_codes) w.Int(code);
+  w.Close(']');
+  w.Close('}');
+  w.Key("restart_overhead_ms");
+  w.Int(r.cost.restart_overhead.millis());
+  w.Key("spec");
+  WriteSpec(w, r.spec);
+  w.Key("step_seconds");
+  w.DoubleMap(r.cost.step_seconds);
+  w.Key("user");
+  w.String(r.user);
+  w.Key("verify_network");
+  w.Bool(r.verify_network);
+  w.Key("watchdog");
+  w.Open('{');
+  w.Key("restart_on_stall");
+  w.Bool(r.watchdog.restart_on_stall);
+  w.Key("stall_timeout_ms");
+  w.Int(r.watchdog.stall_timeout.millis());
+  w.Close('}');
+  w.Key("workdir");
+  w.String(r.workdir);
+  w.Key("workload");
+  w.String(r.cost.workload);
+  w.Close('}');
+}
+
+void WritePlacement(TextWriter& w, const model::Placement& p) {
+  w.Open('{');
+  w.Key("gpu_model");
+  w.String(p.gpu_model);
+  w.Key("parts");
+  w.Open('[');
+  for (const model::NodeAssignment& a : p.parts) {
+    w.Open('{');
+    w.Key("cpu_milli");
+    w.Int(a.cpu_milli);
+    w.Key("gpu_milli");
+    w.Int(a.gpu_milli);
+    w.Key("gpus");
+    w.Open('[');
+    for (int g : a.gpus) w.Int(g);
+    w.Close(']');
+    w.Key("mem_mib");
+    w.Int(a.mem_mib);
+    w.Key("node");
+    w.Int(a.node.value());
+    w.Close('}');
+  }
+  w.Close(']');
+  w.Close('}');
+}
+
+}  // namespace
+
+void AppendJsonString(std::string& out, std::string_view s) {
+  // Printable ASCII is written as is, escaping only quotes and backslashes; anything else
+  // (control characters, UTF-8, bytes that are not UTF-8) goes through the json library so that
+  // its escapes and replacements are the same.
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f) {
+      out += Dump(json(std::string(s)));
+      return;
+    }
+  }
+  out += '"';
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+}
+
+std::string DumpJobRecord(const JobRecord& r) {
+  std::string out;
+  out.reserve(1024);
+  TextWriter w(out);
+  w.Open('{');
+  w.Key("array_index");
+  w.Int(r.array_index);
+  w.Key("attempt");
+  w.Int(r.attempt);
+  w.Key("cost_micros");
+  w.Int(r.cost_micros);
+  w.Key("error_restarts");
+  w.Int(r.error_restarts);
+  w.Key("exit_code");
+  if (r.exit_code) {
+    w.Int(*r.exit_code);
+  } else {
+    w.Null();
+  }
+  w.Key("id");
+  w.Int(r.id.value());
+  w.Key("placement");
+  if (r.placement) {
+    WritePlacement(w, *r.placement);
+  } else {
+    w.Null();
+  }
+  w.Key("reason");
+  w.String(r.reason);
+  w.Key("request");
+  WriteRequest(w, r.request);
+  w.Key("request_id");
+  w.String(r.request_id);
+  w.Key("state");
+  w.String(JobStateName(r.state));
+  w.Key("stop_intent");
+  w.String(r.stop_intent);
+  w.Key("submitted_ms");
+  w.Int(r.submitted.millis());
+  w.Key("updated_ms");
+  w.Int(r.updated.millis());
+  w.Close('}');
+  return out;
+}
 
 }  // namespace gpufleet::api

@@ -62,5 +62,12 @@ Result<nlohmann::json> ParseJson(std::string_view text);
 // Compact JSON text. Never throws: bytes that are not valid UTF-8 (from a process's output, say)
 // become U+FFFD, which is the only case where a string does not come back byte for byte.
 std::string DumpJson(const nlohmann::json& j);
+// DumpJson(ToJson(job)), byte for byte, written straight into the text without building a json
+// tree: a bulk submission stores 100,000 records in one transaction. Keep it in step with
+// ToJson(const JobRecord&); codec_test compares the two on records that set every field.
+std::string DumpJobRecord(const JobRecord& job);
+// Appends `s` as a JSON string, as DumpJson writes it (escapes, and U+FFFD for bytes that are not
+// UTF-8), for answers written without a json tree.
+void AppendJsonString(std::string& out, std::string_view s);
 
 }  // namespace gpufleet::api

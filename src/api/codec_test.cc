@@ -277,6 +277,52 @@ TEST_F(CodecTest, RequestAndRecordsRoundTrip) {
   ExpectRoundTrip(SampleToken(), TokenRecordFromJson);
 }
 
+TEST_F(CodecTest, DumpJobRecordWritesTheTextOfDumpJsonOfToJson) {
+  // Given a job with every field set, a default one, and jobs whose strings need escapes (quotes,
+  // backslashes, control characters, UTF-8, bytes that are not UTF-8, map keys with quotes),
+  // expect DumpJobRecord to write byte for byte what DumpJson(ToJson(job)) writes.
+  std::vector<JobRecord> jobs = {SampleJob(), JobRecord{}};
+  JobRecord odd = SampleJob();
+  odd.request.spec.name = "a\"b\\c";
+  odd.request.spec.team = "tab\there\nline\x01\x7f";
+  odd.reason = "caf\xc3\xa9 \xe2\x82\xac";
+  constexpr char kNotUtf8[] = "bad \xff\xfe utf-8 and a NUL \0 byte";
+  odd.stop_intent = std::string(kNotUtf8, sizeof kNotUtf8 - 1);
+  odd.request.env = {{"K\"EY", "v\\al"}, {"\xc3\xa9", "\n"}};
+  odd.request.spec.constraints = {{"zone", "\x1f"}};
+  odd.request.cost.step_seconds = {{"A100", 1e-7}, {"H100", 12345.678901234567}, {"L4", 3.0}};
+  odd.request.spec.duration_estimate.reset();
+  odd.request.cost.deadline.reset();
+  odd.placement->parts.clear();
+  odd.exit_code = -1;
+  odd.id = JobId(int64_t{1} << 53);
+  jobs.push_back(odd);
+  JobRecord array_task;
+  array_task.id = JobId(7);
+  array_task.array_index = 99'999;
+  array_task.request.spec.name = "arr-99999";
+  array_task.request.argv = {"/bin/sh", "-c", "true"};
+  array_task.request.env = {{"GPUFLEET_ARRAY_I", "99999"}, {"GPUFLEET_ARRAY_INDEX", "99999"}};
+  array_task.request.array_params = {{"i", "99999"}};
+  jobs.push_back(array_task);
+  for (const JobRecord& job : jobs) {
+    EXPECT_EQ(DumpJobRecord(job), DumpJson(ToJson(job)));
+  }
+}
+
+TEST_F(CodecTest, AppendJsonStringWritesWhatDumpJsonWrites) {
+  // Given plain names, quotes, backslashes, control characters, UTF-8 and bytes that are not
+  // UTF-8, expect each appended as DumpJson writes the string, after what the text held.
+  constexpr char kNul[] = "a\0b";
+  for (const std::string& s : {std::string(), std::string("arr-99999"), std::string("say \"hi\" \\ bye"),
+                                std::string("line\nfeed\ttab\x01\x7f"), std::string("\xc3\xa9t\xc3\xa9"),
+                                std::string("bad \xff byte"), std::string(kNul, sizeof kNul - 1)}) {
+    std::string out = "[";
+    AppendJsonString(out, s);
+    EXPECT_EQ(out, "[" + DumpJson(nlohmann::json(s)));
+  }
+}
+
 TEST_F(CodecTest, DecodedJobRecordHasTheOriginalValues) {
   // Given a sample job encoded and decoded, expect the C++ fields themselves to come back (the
   // round trips above compare encodings).

@@ -548,6 +548,12 @@ class IgnoreEvents : public YAML::EventHandler {
   void OnMapEnd() override {}
 };
 
+// Whether `text` is one JSON object (after any white space), which YAML reads as one document.
+bool IsJsonObject(std::string_view text) {
+  size_t first = text.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && text[first] == '{' && nlohmann::json::accept(text);
+}
+
 // yaml-cpp's LoadAll never returns on some malformed text (",", or "\"a\" b\n? x": a document
 // that starts with a token its parser does not consume, jbeder/yaml-cpp#1040, fixed after 0.8):
 // it adds empty documents until memory runs out. This pass counts the documents with a bounded
@@ -649,7 +655,9 @@ Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseO
   if (!depth.ok()) return InSource(options.source, depth);
   std::vector<YAML::Node> docs;
   try {
-    GF_RETURN_IF_ERROR(CheckDocumentsEnd(std::string(text), options.source));
+    // A JSON object (the API's body) is one document that comes to an end: the counting pass is
+    // for other text, and would parse a 100,000-task array once more.
+    if (!IsJsonObject(text)) GF_RETURN_IF_ERROR(CheckDocumentsEnd(std::string(text), options.source));
     docs = YAML::LoadAll(std::string(text));
   } catch (const YAML::Exception& e) {
     std::string where = options.source;
@@ -669,7 +677,11 @@ Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseO
     if (axes.empty()) {
       out.push_back(std::move(base));
     } else {
-      // Cartesian product, the last axis varying fastest.
+      // Cartesian product, the last axis varying fastest. Room for all of it first: a JobRequest
+      // is copied, not moved, when the vector grows.
+      size_t product = 1;
+      for (const ArrayAxis& axis : axes) product = std::min(product * axis.values.size(), size_t{kMaxArrayJobs} + 1);
+      out.reserve(out.size() + product);
       std::vector<size_t> idx(axes.size(), 0);
       for (int index = 0;; ++index) {
         std::map<std::string, std::string> params;

@@ -90,6 +90,12 @@ void Error(httplib::Response& res, int code, const std::string& message) {
 
 void Error(httplib::Response& res, const Status& st) { Error(res, HttpCode(st.code()), st.message()); }
 
+// Error() for a function that answers with nothing when it refuses.
+std::nullopt_t Refuse(httplib::Response& res, int code, const std::string& message) {
+  Error(res, code, message);
+  return std::nullopt;
+}
+
 Result<int64_t> IntParam(const httplib::Request& req, const std::string& name, int64_t lo, int64_t hi,
                          int64_t fallback) {
   if (!req.has_param(name.c_str())) return fallback;
@@ -656,42 +662,52 @@ void ApiServer::JobRoutes(const Guards& g) {
     }
     // A workload class is checked against the shipped speed table where there is one.
     if (const auto& speeds = model::GpuSpeeds::Shipped(); speeds.ok()) opts.speeds = &*speeds;
-    auto jobs = api::ParseJobs(text, opts);
-    if (!jobs.ok()) return Error(res, jobs.status());
-    // The client's directory, for jobs that name none (the CLI sends its current directory).
-    if (body->contains("default_workdir")) {
-      const json& d = (*body)["default_workdir"];
-      if (!d.is_string() || (!d.get<std::string>().empty() && d.get<std::string>()[0] != '/')) {
-        return Error(res, 400, "default_workdir: expected an absolute path");
+    // The jobs as asked, checked and filled in (workdir, team, user); on a refusal the answer is
+    // written to `out`. Deterministic, so that a retried request id can be checked against the
+    // same jobs by running it again instead of keeping a copy of every job of every request.
+    auto expand = [&](Response& out) -> std::optional<std::vector<api::JobRequest>> {
+      auto jobs = api::ParseJobs(text, opts);
+      if (!jobs.ok()) {
+        Error(out, jobs.status());
+        return std::nullopt;
       }
-      for (auto& j : *jobs) {
-        if (j.workdir.empty()) j.workdir = d.get<std::string>();
-      }
-    }
-    if (!who->admin()) {
-      for (auto& j : *jobs) {
-        // A job that names no team is its submitter's team's.
-        if (j.spec.team == "default") j.spec.team = who->team;
-        if (j.spec.team != who->team) {
-          return Error(res, 403, "your token may submit only for team '" + who->team + "', not '" + j.spec.team + "'");
+      // The client's directory, for jobs that name none (the CLI sends its current directory).
+      if (body->contains("default_workdir")) {
+        const json& d = (*body)["default_workdir"];
+        if (!d.is_string() || (!d.get<std::string>().empty() && d.get<std::string>()[0] != '/')) {
+          return Refuse(out, 400, "default_workdir: expected an absolute path");
+        }
+        for (auto& j : *jobs) {
+          if (j.workdir.empty()) j.workdir = d.get<std::string>();
         }
       }
-    }
-    // Who the job runs as on the agents (docs/security.md): never chosen freely by the caller.
-    for (auto& j : *jobs) {
-      std::string mapped = options_.user_map.For(who->token.subject, who->admin() ? j.spec.team : who->team);
-      if (j.user == "root" || j.user == "0") {
-        return Error(res, 403, "user: jobs cannot ask to run as root");
+      if (!who->admin()) {
+        for (auto& j : *jobs) {
+          // A job that names no team is its submitter's team's.
+          if (j.spec.team == "default") j.spec.team = who->team;
+          if (j.spec.team != who->team) {
+            return Refuse(out, 403,
+                          "your token may submit only for team '" + who->team + "', not '" + j.spec.team + "'");
+          }
+        }
       }
-      if (!j.user.empty() && !who->admin() && j.user != mapped) {
-        return Error(res, 403, "user: your token may not run jobs as '" + j.user + "'" +
-                                   (mapped.empty() ? std::string(" (leave user: out; the agent picks its job user)")
-                                                   : " (your jobs run as '" + mapped + "')"));
+      // Who the job runs as on the agents (docs/security.md): never chosen freely by the caller.
+      for (auto& j : *jobs) {
+        std::string mapped = options_.user_map.For(who->token.subject, who->admin() ? j.spec.team : who->team);
+        if (j.user == "root" || j.user == "0") {
+          return Refuse(out, 403, "user: jobs cannot ask to run as root");
+        }
+        if (!j.user.empty() && !who->admin() && j.user != mapped) {
+          return Refuse(out, 403, "user: your token may not run jobs as '" + j.user + "'" +
+                                     (mapped.empty() ? std::string(" (leave user: out; the agent picks its job user)")
+                                                     : " (your jobs run as '" + mapped + "')"));
+        }
+        if (j.user.empty()) j.user = mapped;
       }
-      if (j.user.empty()) j.user = mapped;
-    }
-    std::vector<json> asked;
-    for (const auto& j : *jobs) asked.push_back(api::ToJobJson(j));
+      return std::move(*jobs);
+    };
+    auto jobs = expand(res);
+    if (!jobs) return;
     api::AuditRecord audit = Allowed(req, std::to_string(jobs->size()) + " job(s)");
     audit.request_id = request_id;
     auto reply = engine_.Submit(scoped_id, std::move(*jobs), audit).get();
@@ -700,21 +716,34 @@ void ApiServer::JobRoutes(const Guards& g) {
     if (!reply->created) {
       // A retry must ask for the same jobs; an id reused for other jobs is a client bug that
       // would otherwise be answered with the earlier jobs as if they were these.
-      bool same = reply->ids.size() == asked.size();
+      Response scratch;
+      auto asked = expand(scratch);
+      bool same = asked && reply->ids.size() == asked->size();
       for (size_t i = 0; same && i < reply->ids.size(); ++i) {
         auto rec = store_.GetJob(reply->ids[i]);
-        same = rec.ok() && *rec && api::ToJobJson((*rec)->request) == asked[i];
+        same = rec.ok() && *rec && api::ToJobJson((*rec)->request) == api::ToJobJson((*asked)[i]);
       }
       if (!same) {
         return Error(res, 409, "request_id '" + request_id +
                                    "' was used before for different jobs; use a new request id for a new submission");
       }
     }
-    json list = json::array();
+    // {"created":...,"jobs":[{"id":...,"name":...},...],"request_id":...}, as Reply would write it,
+    // without a json object per job: an array's answer lists 100,000 of them.
+    std::string answer = reply->created ? R"({"created":true,"jobs":[)" : R"({"created":false,"jobs":[)";
+    answer.reserve(answer.size() + reply->ids.size() * 32 + request_id.size() + 32);
     for (size_t i = 0; i < reply->ids.size(); ++i) {
-      list.push_back({{"id", reply->ids[i].value()}, {"name", i < reply->names.size() ? reply->names[i] : ""}});
+      answer += i == 0 ? R"({"id":)" : R"(,{"id":)";
+      answer += std::to_string(reply->ids[i].value());
+      answer += R"(,"name":)";
+      api::AppendJsonString(answer, i < reply->names.size() ? reply->names[i] : "");
+      answer += '}';
     }
-    Reply(res, reply->created ? 201 : 200, {{"request_id", request_id}, {"created", reply->created}, {"jobs", list}});
+    answer += R"(],"request_id":)";
+    api::AppendJsonString(answer, request_id);
+    answer += "}\n";
+    res.status = reply->created ? 201 : 200;
+    res.set_content(std::move(answer), "application/json");
   });
 
   user_routes_->Get("/v1/jobs", [this, authz](const Request& req, Response& res) {

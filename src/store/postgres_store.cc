@@ -278,7 +278,7 @@ class PostgresStore : public StateStore {
       json request_rows = json::array();
       for (Submission& sub : submissions) {
         if (auto it = known.find(sub.request_id); it != known.end()) {
-          outcomes.push_back({it->second, false});
+          outcomes.push_back({it->second, false, {}});
           continue;
         }
         SubmitOutcome out;
@@ -325,6 +325,7 @@ class PostgresStore : public StateStore {
       return InsertAudit(all_audit);
     });
     if (!s.ok()) return s;
+    for (size_t i = 0; i < outcomes.size(); ++i) outcomes[i].jobs = std::move(submissions[i].jobs);
     return outcomes;
   }
 
@@ -1005,7 +1006,7 @@ class PostgresStore : public StateStore {
             {"state", api::JobStateName(job.state)},
             {"submitted_ms", job.submitted.millis()},
             {"updated_ms", job.updated.millis()},
-            {"record", api::DumpJson(api::ToJson(job))}};
+            {"record", api::DumpJobRecord(job)}};
   }
 
   Status PutMemory(const JobMemoryRecord& r) GF_REQUIRES(mu_) {

@@ -203,7 +203,7 @@ class SqliteStore : public StateStore {
       for (Submission& sub : submissions) {
         GF_ASSIGN_OR_RETURN(std::optional<std::vector<JobId>> earlier, FindRequest(sub.request_id));
         if (earlier) {
-          outcomes.push_back({std::move(*earlier), false});
+          outcomes.push_back({std::move(*earlier), false, {}});
           continue;
         }
         SubmitOutcome out;
@@ -213,8 +213,7 @@ class SqliteStore : public StateStore {
           job.request_id = sub.request_id;
           job.reason = "submitted";
           GF_RETURN_IF_ERROR(InsertJob(job));
-          GF_RETURN_IF_ERROR(AppendTransition(
-              job.id, {job.submitted, api::JobState::kPending, api::JobState::kPending, "submitted"}));
+          GF_RETURN_IF_ERROR(InsertSubmittedTransition(job));
           out.ids.push_back(job.id);
           ids.push_back(job.id.value());
         }
@@ -233,6 +232,7 @@ class SqliteStore : public StateStore {
       return Status::Ok();
     }, audit);
     if (!s.ok()) return s;
+    for (size_t i = 0; i < outcomes.size(); ++i) outcomes[i].jobs = std::move(submissions[i].jobs);
     return outcomes;
   }
 
@@ -253,7 +253,7 @@ class SqliteStore : public StateStore {
             .Bind(5, std::string(api::JobStateName(job.state)))
             .Bind(6, job.submitted.millis())
             .Bind(7, job.updated.millis())
-            .Bind(8, api::DumpJson(api::ToJson(job)));
+            .Bind(8, api::DumpJobRecord(job));
         GF_RETURN_IF_ERROR(Run(st, "update job " + std::to_string(job.id.value())));
         if (sqlite3_changes(db_) == 0) {
           return Status::NotFound("update: no job " + std::to_string(job.id.value()));
@@ -753,7 +753,7 @@ class SqliteStore : public StateStore {
         .Bind(5, std::string(api::JobStateName(job.state)))
         .Bind(6, job.submitted.millis())
         .Bind(7, job.updated.millis())
-        .Bind(8, api::DumpJson(api::ToJson(job)));
+        .Bind(8, api::DumpJobRecord(job));
     return Run(st, "insert job " + std::to_string(job.id.value()));
   }
 
@@ -767,6 +767,18 @@ class SqliteStore : public StateStore {
         .Bind(4, std::string(api::JobStateName(t.to)))
         .Bind(5, t.reason);
     return Run(st, "append transition of job " + std::to_string(id.value()));
+  }
+
+  // A new job's first transition: seq 1 without looking for earlier ones (its id is new), as the
+  // PostgreSQL store writes it.
+  Status InsertSubmittedTransition(const api::JobRecord& job) GF_REQUIRES(mu_) {
+    Stmt st = Prepare(
+        "INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) VALUES (?1, 1, ?2, ?3, ?3, ?4)");
+    st.Bind(1, job.id.value())
+        .Bind(2, job.submitted.millis())
+        .Bind(3, std::string(api::JobStateName(api::JobState::kPending)))
+        .Bind(4, std::string("submitted"));
+    return Run(st, "append the submitted transition of job " + std::to_string(job.id.value()));
   }
 
   Status PutMemory(const JobMemoryRecord& r) GF_REQUIRES(mu_) {

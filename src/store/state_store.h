@@ -33,6 +33,9 @@ Status CheckSubmissions(const std::vector<Submission>& submissions);
 struct SubmitOutcome {
   std::vector<JobId> ids;  // in the order of the submission's jobs
   bool created = true;     // false: the request id was seen before; ids are the earlier ones
+  // The submission's records, handed back so that the caller keeps them without a copy: as
+  // stored (id, request id and reason set) when created, as given otherwise.
+  std::vector<api::JobRecord> jobs;
 };
 
 // A change to one job: its new record (state, attempt, placement, ...) plus the transition that

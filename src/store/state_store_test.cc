@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/codec.h"
 #include "store/state_store.h"
 #include "store/store_fixture_test.h"
 #include "testing/memory_store.h"
@@ -100,6 +101,29 @@ TEST_P(StateStoreTest, IdsAscendFromOneAndAreNeverReusedAcrossReopen) {
   auto more = SubmitOk({MakeSubmission("d")});
   ASSERT_EQ(more.size(), 1u);
   EXPECT_EQ(Ids(more[0].ids), (std::vector<int64_t>{5}));
+}
+
+TEST_P(StateStoreTest, SubmitHandsTheRecordsBackAsStored) {
+  // Given a new request of two jobs and a repeat of an earlier request id, expect the new one's
+  // records back as stored (ids, request id and reason set, the same as GetJob reads) and the
+  // repeat's records back as they were given.
+  SubmitOk({MakeSubmission("seen", 1, "vision")});
+  Submission fresh = MakeSubmission("fresh", 2);
+  fresh.jobs[0].request_id = "something else";
+  fresh.jobs[0].reason = "anything";
+  Submission repeat = MakeSubmission("seen", 3, "nlp", 2000);
+  auto out = SubmitOk({fresh, repeat});
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_EQ(out[0].jobs.size(), 2u);
+  EXPECT_EQ(Ids(out[0].jobs), Ids(out[0].ids));
+  for (const api::JobRecord& job : out[0].jobs) {
+    EXPECT_EQ(job.request_id, "fresh");
+    EXPECT_EQ(job.reason, "submitted");
+    EXPECT_EQ(api::ToJson(job), api::ToJson(GetOk(job.id)));
+  }
+  ASSERT_EQ(out[1].jobs.size(), 3u);
+  EXPECT_FALSE(out[1].created);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(api::ToJson(out[1].jobs[i]), api::ToJson(repeat.jobs[i]));
 }
 
 TEST_P(StateStoreTest, ResubmittedRequestIdGetsTheEarlierIds) {

@@ -95,7 +95,7 @@ Result<std::vector<store::SubmitOutcome>> MemoryStore::Submit(std::vector<store:
   std::vector<store::SubmitOutcome> outcomes;
   for (store::Submission& sub : submissions) {
     if (auto it = requests_.find(sub.request_id); it != requests_.end()) {
-      outcomes.push_back({it->second, false});
+      outcomes.push_back({it->second, false, {}});
       continue;
     }
     store::SubmitOutcome out;
@@ -106,7 +106,7 @@ Result<std::vector<store::SubmitOutcome>> MemoryStore::Submit(std::vector<store:
       transitions_[job.id.value()].push_back(
           {job.submitted, api::JobState::kPending, api::JobState::kPending, "submitted"});
       out.ids.push_back(job.id);
-      jobs_[job.id.value()] = std::move(job);
+      jobs_[job.id.value()] = job;
     }
     requests_[sub.request_id] = out.ids;
     if (sub.audit) {
@@ -119,6 +119,7 @@ Result<std::vector<store::SubmitOutcome>> MemoryStore::Submit(std::vector<store:
     }
     outcomes.push_back(std::move(out));
   }
+  for (size_t i = 0; i < outcomes.size(); ++i) outcomes[i].jobs = std::move(submissions[i].jobs);
   return outcomes;
 }
 

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# bench_bulk.sh — bulk submission: one POST /v1/jobs whose job is an array of N tasks
+# (docs/benchmarks.md, "Bulk submission").
+#
+# For each size a fresh `gpufleet server` on SQLite (a new data directory, WAL, synchronous=FULL)
+# with no agents, so every task stays pending, listens on a free port of 127.0.0.1. One job,
+# `{name: arr, resources: {gpus: 1}, run: "true", array: {i: [0, ..., N-1]}}`, is sent by curl;
+# "answered in" is curl's time from the start of the request to the end of the answer (which
+# lists every task's id and name), and "server CPU" is the server's user + system time
+# (/proc/PID/stat) used between just before the send and just after the answer: on a shared
+# machine the CPU time is the comparable figure. The answer is checked to hold N tasks.
+#
+# Usage: bash scripts/bench_bulk.sh
+# Knobs: BUILD_DIR=build SIZES="1000 10000 100000" NO_BUILD=1 OUT_DIR=/tmp/gpufleet-bench-bulk
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+SIZES="${SIZES:-1000 10000 100000}"
+OUT_DIR="${OUT_DIR:-/tmp/gpufleet-bench-bulk}"
+PY="${PYTHON:-python3}"
+
+if [[ "${NO_BUILD:-0}" != 1 ]]; then
+  if [[ ! -f "$BUILD_DIR/build.ninja" && ! -f "$BUILD_DIR/Makefile" ]]; then
+    cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  fi
+  cmake --build "$BUILD_DIR" --target gpufleet
+fi
+GF="$BUILD_DIR/src/gpufleet"
+
+rm -rf "$OUT_DIR"
+mkdir -p "$OUT_DIR"
+SERVER_PID=""
+stop_server() {
+  if [[ -n "$SERVER_PID" ]]; then
+    kill -TERM "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
+  SERVER_PID=""
+}
+trap stop_server EXIT
+
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+wait_health() {
+  for _ in $(seq 1 300); do
+    curl -fsS "$URL/v1/health" >/dev/null 2>&1 && [[ -s "$DATA/admin.token" ]] && return 0
+    kill -0 "$SERVER_PID" 2>/dev/null || { echo "the server exited:" >&2; tail -5 "$LOG" >&2; return 1; }
+    sleep 0.1
+  done
+  echo "no answer from $URL" >&2
+  return 1
+}
+
+# The process's user + system CPU time in clock ticks (fields 14 and 15 of /proc/PID/stat; the
+# command name in field 2 may hold spaces, so count from its closing parenthesis).
+cpu_ticks() {
+  local stat
+  stat="$(cat "/proc/$1/stat")"
+  stat="${stat##*) }"
+  # shellcheck disable=SC2086
+  set -- $stat
+  echo $(( ${12} + ${13} ))
+}
+TICKS="$(getconf CLK_TCK)"
+
+printf '%-9s  %-15s  %-15s  %s\n' "tasks" "answered in (s)" "server CPU (s)" "tasks/s (wall)"
+for n in $SIZES; do
+  DATA="$OUT_DIR/$n/data"
+  mkdir -p "$DATA"
+  PORT="$(free_port)"
+  URL="http://127.0.0.1:$PORT"
+  LOG="$OUT_DIR/$n/server.log"
+  "$GF" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" >"$LOG" 2>&1 &
+  SERVER_PID=$!
+  wait_health
+  "$PY" -c "import json, sys; n = int(sys.argv[1]); print(json.dumps({'job': {'name': 'arr', 'resources': {'gpus': 1}, 'run': 'true', 'array': {'i': list(range(n))}}}))" \
+    "$n" >"$OUT_DIR/$n/arr.json"
+  before="$(cpu_ticks "$SERVER_PID")"
+  wall="$(curl -sS -o "$OUT_DIR/$n/out.json" -w '%{http_code} %{time_total}' \
+    -H "Authorization: Bearer $(cat "$DATA/admin.token")" -H 'Content-Type: application/json' \
+    --data-binary @"$OUT_DIR/$n/arr.json" "$URL/v1/jobs")"
+  after="$(cpu_ticks "$SERVER_PID")"
+  code="${wall% *}"
+  wall="${wall#* }"
+  if [[ "$code" != 201 ]]; then
+    echo "size $n: HTTP $code: $(head -c 300 "$OUT_DIR/$n/out.json")" >&2
+    exit 1
+  fi
+  got="$("$PY" -c "import json, sys; print(len(json.load(open(sys.argv[1]))['jobs']))" "$OUT_DIR/$n/out.json")"
+  if [[ "$got" != "$n" ]]; then
+    echo "size $n: the answer lists $got tasks" >&2
+    exit 1
+  fi
+  stop_server
+  "$PY" -c "import sys; n, wall, ticks, hz = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]); \
+print(f'{n:<9}  {wall:<15.3f}  {ticks / hz:<15.2f}  {n / wall:,.0f}')" "$n" "$wall" "$((after - before))" "$TICKS"
+done
