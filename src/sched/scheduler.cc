@@ -1,6 +1,7 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <charconv>
 #include <functional>
 #include <limits>
 #include <tuple>
@@ -490,16 +491,44 @@ RankKey Scheduler::LiveRank(JobState& j, const QueueContext& ctx) const {
 
 int Scheduler::ShapeId(const JobSpec& s) {
   // Jobs of one shape succeed or fail together within a pass; the id lets a pass skip the
-  // placement of a shape that already failed.
-  std::string key = std::to_string(s.gpus_per_node) + "x" + std::to_string(s.nodes) + "/" +
-                    std::to_string(s.gpu_milli) + "/" + std::to_string(s.cpu_milli) + "/" +
-                    std::to_string(s.mem_mib) + "/" + model::MarketPreferenceName(s.market) + "/";
-  for (const auto& m : s.gpu_models) key += m + ",";
-  key += "/";
-  for (const auto& [k, v] : s.constraints) key += k + "=" + v + ",";
-  key += "/" + s.environment;
-  auto [it, inserted] = shapes_.emplace(key, static_cast<int>(shapes_.size()));
-  return it->second;
+  // placement of a shape that already failed. The key is built in a reused buffer and copied
+  // only for a new shape (every submitted job asks: a bulk submission, a long replay).
+  std::string& key = shape_key_;
+  key.clear();
+  auto number = [&key](int64_t v) {
+    char buf[24];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    key.append(buf, end);
+  };
+  number(s.gpus_per_node);
+  key += 'x';
+  number(s.nodes);
+  key += '/';
+  number(s.gpu_milli);
+  key += '/';
+  number(s.cpu_milli);
+  key += '/';
+  number(s.mem_mib);
+  key += '/';
+  key += model::MarketPreferenceName(s.market);
+  key += '/';
+  for (const auto& m : s.gpu_models) {
+    key += m;
+    key += ',';
+  }
+  key += '/';
+  for (const auto& [k, v] : s.constraints) {
+    key += k;
+    key += '=';
+    key += v;
+    key += ',';
+  }
+  key += '/';
+  key += s.environment;
+  if (auto it = shapes_.find(key); it != shapes_.end()) return it->second;
+  const int id = static_cast<int>(shapes_.size());
+  shapes_.emplace(key, id);
+  return id;
 }
 
 void Scheduler::CountShape(const JobState& j, int sign) {

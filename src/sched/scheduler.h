@@ -378,6 +378,7 @@ class Scheduler {
   int64_t priced_running_ = 0;  // running or stopping jobs that cost something
   int64_t graced_running_ = 0;  // ... that have a stop grace
   std::unordered_map<std::string, int> shapes_;
+  std::string shape_key_;  // ShapeId's buffer
   std::vector<int64_t> shape_pending_;      // pending jobs per shape
   std::vector<int64_t> shape_pending_est_;  // ... of which have a duration estimate
   int64_t live_shapes_ = 0;                 // shapes with at least one pending job
