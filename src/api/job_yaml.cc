@@ -681,7 +681,9 @@ Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseO
       // is copied, not moved, when the vector grows.
       size_t product = 1;
       for (const ArrayAxis& axis : axes) product = std::min(product * axis.values.size(), size_t{kMaxArrayJobs} + 1);
-      out.reserve(out.size() + product);
+      // Grown at least twofold, so that a file of many small arrays does not reallocate (and
+      // copy every job so far) at each document.
+      if (out.size() + product > out.capacity()) out.reserve(std::max(out.size() + product, 2 * out.capacity()));
       std::vector<size_t> idx(axes.size(), 0);
       for (int index = 0;; ++index) {
         std::map<std::string, std::string> params;

@@ -857,7 +857,10 @@ bool Engine::Step() {
           reply.ids = o.ids;
           reply.created = o.created;
           reply.names.reserve(o.ids.size());
-          if (o.created) events_.reserve(events_.size() + o.ids.size());
+          // Grown at least twofold: a step may hold many submissions, each reserving its room.
+          if (o.created && events_.size() + o.ids.size() > events_.capacity()) {
+            events_.reserve(std::max(events_.size() + o.ids.size(), 2 * events_.capacity()));
+          }
           for (size_t k = 0; k < o.ids.size() && k < o.jobs.size(); ++k) {
             reply.names.push_back(o.jobs[k].request.spec.name);
             if (!o.created) continue;
