@@ -174,6 +174,30 @@ TEST(JobYamlTest, JsonIsAccepted) {
   EXPECT_EQ((*r)[0].spec.gpu_models, (std::vector<std::string>{"T4"}));
 }
 
+TEST(JobYamlTest, JsonObjectsReadAsTheSameJobsAsTheirYamlFileForm) {
+  // Given JSON objects of unusual layout (tabs and newlines between tokens, escapes, nesting, an
+  // array) read directly, and the same text as the first document of a two-document file (the
+  // path that counts documents before it builds any), expect the same jobs from both.
+  const std::vector<std::string> objects = {
+      "{\t\"name\":\t\"t\",\n\"run\" :\r\n \"echo \\\"a b\\\" \\u00e9\"}",
+      R"({"name": "n", "resources": {"gpus": 1, "gpu_type": ["A100", "H100"]}, "env": {"K": "{x: [y]}"}, "run": "true"})",
+      R"({"name": "s-{{i}}", "run": "echo {{i}}", "array": {"i": [1, 2, 3]}, "constraints": {}})",
+  };
+  for (const std::string& obj : objects) {
+    auto direct = Parse(obj);
+    ASSERT_TRUE(direct.ok()) << obj << ": " << direct.status().message();
+    auto file = Parse(obj + "\n---\nname: other\nrun: x\n");
+    ASSERT_TRUE(file.ok()) << obj << ": " << file.status().message();
+    ASSERT_EQ(file->size(), direct->size() + 1) << obj;
+    for (size_t k = 0; k < direct->size(); ++k) {
+      EXPECT_EQ((*direct)[k].spec.name, (*file)[k].spec.name) << obj;
+      EXPECT_EQ((*direct)[k].argv, (*file)[k].argv) << obj;
+      EXPECT_EQ((*direct)[k].env, (*file)[k].env) << obj;
+      EXPECT_EQ((*direct)[k].spec.gpu_models, (*file)[k].spec.gpu_models) << obj;
+    }
+  }
+}
+
 TEST(JobYamlTest, ErrorsNameLineColumnAndField) {
   EXPECT_EQ(ErrorOf("run: x\nresources:\n  gpus: -4\n"),
             "job.yaml:3:9: resources.gpus: must be from 0 to 1024 per node, got -4");
