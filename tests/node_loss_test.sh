@@ -17,7 +17,9 @@ source "$REPO/tests/cluster_lib.sh"
 PIDS="$WORK/pids"
 mkdir -p "$PIDS"
 
-cluster_start_server --heartbeat 200ms --lost-after 2s
+# Lost after 5 s of silence, not 2: on a loaded machine a live agent's heartbeats can pause for
+# over 2 s, and the surviving node would be declared lost too.
+cluster_start_server --heartbeat 200ms --lost-after 5s
 AGENT_GPUS=2xH100 cluster_start_agent node-a
 AGENT_GPUS=2xH100 cluster_start_agent node-b
 
