@@ -252,12 +252,11 @@ class World : public sched::ActionSink {
   int64_t finished_ = 0;
   sched::Scheduler* sched_ = nullptr;
   std::vector<SimNode> nodes_;
-  std::vector<size_t> rented_live_;  // indices in nodes_ of rented nodes, in renting order; gone ones pruned lazily
   std::unique_ptr<sched::Autoscaler> scaler_;
-  std::vector<sched::RentableOffer> offers_;
-  // The autoscaler's input, kept from decision to decision: its offers never change, and
-  // scale_in_.nodes[k] is rented_live_[k] (its spec and offer copied once, when rented; what
-  // changes is updated before each decision).
+  // The autoscaler's input, kept from decision to decision: its offers (set once, in the order
+  // of cluster_.autoscale.offers) never change; its nodes are the rented nodes in renting order
+  // (PoolNode::id is the index in nodes_), each spec and offer copied once, when rented, what
+  // changes updated before each decision, and gone ones pruned then.
   sched::ScaleInput scale_in_;
   bool any_hard_budget_ = false;  // some team has a hard budget: rented nodes may be budget_spent
   std::map<std::string, int> rented_per_offer_;  // node names: <offer>-<k>
@@ -361,28 +360,14 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
   sched::ScaleInput& in = scale_in_;
   in.now = now;
   // The scheduler's own view, as the live pool gets it: held jobs rent nothing.
-  if (sched.pending_count() > 0) {
-    sched.ScalingQueueInto(o_.restart_overhead, in.pending);
-  } else {
-    in.pending.clear();
-  }
+  sched.ScalingQueueInto(o_.restart_overhead, in.pending);
   // Rented nodes that are gone leave the list here, whatever took them (release, failure,
   // reclaim): a long replay rents thousands, of which a few hundred are there at once.
-  size_t kept = 0;
-  for (size_t k = 0; k < rented_live_.size(); ++k) {
-    if (nodes_[rented_live_[k]].state == SimNode::State::kGone) continue;
-    if (kept != k) {
-      rented_live_[kept] = rented_live_[k];
-      in.nodes[kept] = std::move(in.nodes[k]);
-    }
-    ++kept;
-  }
-  rented_live_.resize(kept);
-  in.nodes.resize(kept);
+  auto node_of = [&](const sched::PoolNode& p) -> const SimNode& { return nodes_[static_cast<size_t>(p.id.value())]; };
+  std::erase_if(in.nodes, [&](const sched::PoolNode& p) { return node_of(p).state == SimNode::State::kGone; });
   std::map<std::string, bool> stopped;  // team -> its hard budget has stopped it
-  for (size_t k = 0; k < kept; ++k) {
-    const SimNode& node = nodes_[rented_live_[k]];
-    sched::PoolNode& p = in.nodes[k];
+  for (sched::PoolNode& p : in.nodes) {
+    const SimNode& node = node_of(p);
     if (any_hard_budget_ && !node.charged_team.empty()) {
       auto [it, fresh] = stopped.try_emplace(node.charged_team, false);
       if (fresh) it->second = sched.HardStopReached(node.charged_team);
@@ -439,7 +424,6 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
       }
       nodes_.push_back(std::move(node));
       const size_t n = nodes_.size() - 1;
-      rented_live_.push_back(n);
       sched::PoolNode p;
       p.id = NodeId(static_cast<int64_t>(n));
       p.spec = nodes_[n].spec;
@@ -600,10 +584,9 @@ void World::BuildNodes(std::map<std::string, int>& largest) {
       r.labels = a.node.labels;
       r.cpu_milli = a.node.cpu_milli;
       r.mem_mib = a.node.mem_mib;
-      offers_.push_back(std::move(r));
+      scale_in_.offers.push_back(std::move(r));
       largest[a.node.gpu_model] = std::max(largest[a.node.gpu_model], a.node.gpus);
     }
-    scale_in_.offers = offers_;
     scale_in_.limits = cluster_.autoscale.limits;
     for (const auto& [team, m] : cluster_.team_money) any_hard_budget_ = any_hard_budget_ || m.hard_micros > 0;
   }
