@@ -108,7 +108,7 @@ struct Autoscaler::Round {
                                [](const std::pair<int64_t, const PendingJob*>& e, int64_t v) { return e.first < v; });
     return it != pending_by_id.end() && it->first == id ? it->second : nullptr;
   }
-  bool Released(NodeId id) const { return !released.empty() && released.count(id) > 0; }
+  bool Released(NodeId id) const { return released.count(id) > 0; }
 
   const ScaleInput& in;
   const Time now;
