@@ -13,6 +13,9 @@
 #   A  $NJOBS jobs from one client, back to back
 #   B  one array (sweep) submission of $NJOBS jobs
 #   C  4 clients x $NJOBS/8 jobs
+#   X  the machine's ceiling: no scheduler, no agent, no shim; one Python process starts the same
+#      job $NJOBS times as fast as it can (`subprocess.Popen`, which uses vfork/posix_spawn) and
+#      the start rate is read from the same stamps. Any job start rate is bounded by this one.
 # submit -> started = the job's own start stamp minus the client's send time (and, as Slurm's
 # figures are taken, minus the time the answer arrived).
 #
@@ -22,7 +25,7 @@
 #
 # Usage: bash scripts/bench_submit.sh
 # Knobs: BUILD_DIR=build NODES=16 GPUS_PER_NODE=8 NJOBS=2000 SUBMITS=4000 LAT_N=20 JOB_SLEEP=1
-#        NO_BUILD=1 (use the binaries already in BUILD_DIR) PHASES="T L A B C" OUT_DIR=/tmp/gpufleet-bench-submit SLURM_PEER_DIR= SLURM_PHASES="L S A B C"
+#        NO_BUILD=1 (use the binaries already in BUILD_DIR) PHASES="T L A B C X" OUT_DIR=/tmp/gpufleet-bench-submit SLURM_PEER_DIR= SLURM_PHASES="L S A B C"
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -33,7 +36,7 @@ NJOBS="${NJOBS:-2000}"
 SUBMITS="${SUBMITS:-4000}"
 LAT_N="${LAT_N:-20}"
 JOB_SLEEP="${JOB_SLEEP:-1}"
-PHASES="${PHASES:-T L A B C}"
+PHASES="${PHASES:-T L A B C X}"
 OUT_DIR="${OUT_DIR:-/tmp/gpufleet-bench-submit}"
 SLURM_PEER_DIR="${SLURM_PEER_DIR:-}"
 SLURM_PHASES="${SLURM_PHASES:-L S A B C}"
@@ -226,6 +229,24 @@ EOF
   stop_server
 fi
 
+# ---- X: the machine's own start rate for this job, with nothing in between ----
+if [[ " $PHASES " == *" X "* ]]; then
+  s="$OUT_DIR/stampsX"
+  mkdir -p "$s"
+  "$PY" - "$NJOBS" "$(job_json "$s" 'x-{i}')" "$OUT_DIR/X.sub" <<'EOF'
+import json, subprocess, sys, time
+n, job, out = int(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+t0 = time.time_ns()
+procs = [subprocess.Popen(["/bin/sh", "-c", job["run"].replace("{i}", str(i))]) for i in range(n)]
+t1 = time.time_ns()
+for p in procs:
+    p.wait()
+open(out, "w").write("spawn %d %d 0 0\n" % (t0, t1))
+EOF
+  wait_stamps "$s" "$NJOBS"
+  analyze X "$OUT_DIR/X.sub" "$s" job
+fi
+
 # ---- Slurm, same machine, same mix ----
 if [[ -n "$SLURM_PEER_DIR" ]]; then
   SLURM_RUN_DIR=/tmp/slurm-peer-run
@@ -255,11 +276,14 @@ for c in (1, 8, 32):
         print("%-44s %-28s %s" % ("submits/s, %d client(s)" % c,
               "%.0f (p50 %.2f ms, p99 %.2f ms)" % (t["submits_per_s"], t["latency_ms"]["p50"], t["latency_ms"]["p99"]),
               "%.1f (p50 %.1f ms, p99 %.1f ms)" % (s["submit_rate_per_s"], s["sbatch_call_ms_p50"], s["sbatch_call_ms_p99"]) if s else ""))
-for p in "LABC":
+for p in "LABCX":
     g, s = load("gpufleet_phase%s.json" % p), load("slurm_phase%s.json" % p)
     if not g:
         continue
     sl = s["submit_to_job_running_s"] if s else None
+    if p == "X":
+        print("%-44s %-28s %s" % ("X: starts/s with no scheduler (the ceiling)", g["job_start_rate_per_s"], ""))
+        continue
     print("%-44s %-28s %s" % ("%s: submit->started p50 / p99" % p,
           "%.0f / %.0f ms" % (g["submit_to_started_ms_from_send"]["p50"], g["submit_to_started_ms_from_send"]["p99"]),
           "%.0f / %.0f ms" % (1000 * sl["p50"], 1000 * sl["p99"]) if sl else ""))

@@ -13,6 +13,52 @@ const char* NodeHealthName(NodeHealth h) {
   return "?";
 }
 
+void FreeGpuIndex::Insert(int count, int pos) {
+  if (counts_.size() <= static_cast<size_t>(count)) {
+    counts_.resize(count + 1, 0);
+    bits_.resize(count + 1);
+  }
+  std::vector<uint64_t>& b = bits_[count];
+  const size_t w = static_cast<size_t>(pos) >> 6;
+  if (b.size() <= w) b.resize(w + 1, 0);
+  b[w] |= uint64_t{1} << (pos & 63);
+  ++counts_[count];
+  ++size_;
+}
+
+void FreeGpuIndex::Erase(int count, int pos) {
+  bits_[count][static_cast<size_t>(pos) >> 6] &= ~(uint64_t{1} << (pos & 63));
+  --counts_[count];
+  --size_;
+}
+
+void FreeGpuIndex::Move(int from, int to, int pos) {
+  Erase(from, pos);
+  Insert(to, pos);
+}
+
+int64_t FreeGpuIndex::CountAtLeast(int count) const {
+  int64_t total = 0;
+  for (size_t c = static_cast<size_t>(std::max(count, 0)); c < counts_.size(); ++c) total += counts_[c];
+  return total;
+}
+
+std::pair<int, int> FreeGpuIndex::Next(int count, int pos) const {
+  for (size_t c = static_cast<size_t>(count); c < counts_.size(); ++c, pos = 0) {
+    if (counts_[c] == 0) continue;
+    const std::vector<uint64_t>& b = bits_[c];
+    size_t w = static_cast<size_t>(pos) >> 6;
+    if (w >= b.size()) continue;
+    uint64_t word = b[w] & (~uint64_t{0} << (pos & 63));
+    for (;;) {
+      if (word) return {static_cast<int>(c), static_cast<int>((w << 6) + __builtin_ctzll(word))};
+      if (++w == b.size()) break;
+      word = b[w];
+    }
+  }
+  return kEnd;
+}
+
 int ClusterView::InternModel(const std::string& name) {
   for (size_t i = 0; i < models_.size(); ++i) {
     if (models_[i] == name) return static_cast<int>(i);
@@ -28,7 +74,6 @@ void ClusterView::GrowModels() {
   free_milli_by_model_.push_back(0);
   max_gpus_by_model_.push_back(0);
   by_free_whole_.emplace_back();
-  free_count_.emplace_back();
   market_nodes_.push_back({0, 0, 0});
   nvlink_nodes_.push_back(0);
   warm_gpus_.push_back(0);
@@ -48,13 +93,16 @@ const ClusterView::Node* ClusterView::Find(NodeId id) const {
 }
 
 int ClusterView::IndexOf(NodeId id) const {
-  auto it = index_.find(id.value());
+  const int64_t v = id.value();
+  if (v >= 0 && static_cast<uint64_t>(v) < dense_index_.size() && dense_index_[v] >= 0) return dense_index_[v];
+  if (index_.empty()) return -1;
+  auto it = index_.find(v);
   return it == index_.end() ? -1 : it->second;
 }
 
 // Adds (sign=+1) or removes (sign=-1) a node's free GPUs from the per-model totals; only
 // schedulable nodes count.
-void ClusterView::Account(const Node& n, int sign, bool index) {
+void ClusterView::Account(const Node& n, int sign) {
   int64_t gpus_milli = static_cast<int64_t>(n.spec.gpus) * model::kMilliGpuPerGpu;
   if (n.health != NodeHealth::kDown) online_milli_ += sign * gpus_milli;
   if (n.model < 0 || !n.schedulable()) return;
@@ -63,33 +111,28 @@ void ClusterView::Account(const Node& n, int sign, bool index) {
   for (int32_t f : n.free_milli) milli += f;
   free_whole_by_model_[n.model] += sign * n.free_whole;
   free_milli_by_model_[n.model] += sign * milli;
-  if (index) Index(n, sign);
+  Index(n, sign);
+}
+
+void ClusterView::Recount(const Node& n, int old_free_whole, int64_t milli_delta) {
+  if (n.model < 0 || !n.schedulable()) return;
+  free_whole_by_model_[n.model] += n.free_whole - old_free_whole;
+  free_milli_by_model_[n.model] += milli_delta;
+  Reindex(n, old_free_whole);
 }
 
 void ClusterView::Reindex(const Node& n, int old_free_whole) {
   if (n.model < 0 || !n.schedulable() || n.free_whole == old_free_whole) return;
-  const int pos = static_cast<int>(&n - nodes_.data());
-  auto& index = by_free_whole_[n.model];
-  auto node = index.extract({old_free_whole, pos});
-  node.value().first = n.free_whole;
-  index.insert(std::move(node));
-  std::vector<int64_t>& count = free_count_[n.model];
-  --count[old_free_whole];
-  if (count.size() <= static_cast<size_t>(n.free_whole)) count.resize(n.free_whole + 1, 0);
-  ++count[n.free_whole];
+  by_free_whole_[n.model].Move(old_free_whole, n.free_whole, static_cast<int>(&n - nodes_.data()));
 }
 
 void ClusterView::Index(const Node& n, int sign) {
   if (n.model < 0 || !n.schedulable()) return;
   const int pos = static_cast<int>(&n - nodes_.data());
-  std::vector<int64_t>& count = free_count_[n.model];
   if (sign > 0) {
-    by_free_whole_[n.model].emplace(n.free_whole, pos);
-    if (count.size() <= static_cast<size_t>(n.free_whole)) count.resize(n.free_whole + 1, 0);
-    ++count[n.free_whole];
+    by_free_whole_[n.model].Insert(n.free_whole, pos);
   } else {
-    by_free_whole_[n.model].erase({n.free_whole, pos});
-    --count[n.free_whole];
+    by_free_whole_[n.model].Erase(n.free_whole, pos);
   }
 }
 
@@ -103,10 +146,7 @@ void ClusterView::CountTraits(const Node& n, int sign) {
 }
 
 int64_t ClusterView::NodesWithFreeWhole(int model, int gpus) const {
-  const std::vector<int64_t>& count = free_count_[model];
-  int64_t total = 0;
-  for (size_t f = static_cast<size_t>(std::max(gpus, 0)); f < count.size(); ++f) total += count[f];
-  return total;
+  return by_free_whole_[model].CountAtLeast(gpus);
 }
 
 bool ClusterView::UniformModel(int model) const {
@@ -265,7 +305,14 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
   n.group = group;
   n.spec = std::move(spec);
   pos = static_cast<int>(nodes_.size());
-  index_[id.value()] = pos;
+  // Ids are dense in practice (the controller's and the simulator's count up from 1); a stray
+  // large one goes to the map instead of growing the vector.
+  if (id.value() >= 0 && id.value() < 4 * static_cast<int64_t>(nodes_.size()) + 4096) {
+    if (dense_index_.size() <= static_cast<uint64_t>(id.value())) dense_index_.resize(id.value() + 1, -1);
+    dense_index_[id.value()] = pos;
+  } else {
+    index_[id.value()] = pos;
+  }
   if (n.model >= 0) {
     nodes_by_model_[n.model].push_back(pos);
     max_gpus_by_model_[n.model] = std::max(max_gpus_by_model_[n.model], n.spec.gpus);
@@ -368,15 +415,13 @@ void ClusterView::Allocate(const model::Placement& p) {
     Journal(pos);
     Node& n = nodes_[pos];
     const int free_whole = n.free_whole;
-    Account(n, -1, false);
     for (int g : part.gpus) {
       if (n.free_milli[g] == model::kMilliGpuPerGpu) --n.free_whole;
       n.free_milli[g] -= static_cast<int32_t>(part.gpu_milli);
     }
     n.free_cpu_milli -= part.cpu_milli;
     n.free_mem_mib -= part.mem_mib;
-    Account(n, +1, false);
-    Reindex(n, free_whole);
+    Recount(n, free_whole, -static_cast<int64_t>(part.gpus.size()) * part.gpu_milli);
   }
 }
 
@@ -388,7 +433,7 @@ void ClusterView::Release(const model::Placement& p) {
     Journal(pos);
     Node& n = nodes_[pos];
     const int free_whole = n.free_whole;
-    Account(n, -1, false);
+    int64_t freed = 0;
     for (int g : part.gpus) {
       if (n.hot[g]) {
         // Too hot for new work: what the job gives back is withheld until the GPU cools.
@@ -397,13 +442,13 @@ void ClusterView::Release(const model::Placement& p) {
         continue;
       }
       n.free_milli[g] += static_cast<int32_t>(part.gpu_milli);
+      freed += part.gpu_milli;
       CHECK(n.free_milli[g] <= model::kMilliGpuPerGpu) << "double release on " << n.spec.name;
       if (n.free_milli[g] == model::kMilliGpuPerGpu) ++n.free_whole;
     }
     n.free_cpu_milli += part.cpu_milli;
     n.free_mem_mib += part.mem_mib;
-    Account(n, +1, false);
-    Reindex(n, free_whole);
+    Recount(n, free_whole, freed);
   }
 }
 

@@ -8,9 +8,9 @@
 // Not thread-safe; the scheduler owns it.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
-#include <set>
 #include <string>
 #include <utility>
 #include <unordered_map>
@@ -24,6 +24,54 @@ namespace gpufleet::sched {
 
 enum class NodeHealth { kUp, kDraining, kDown };
 const char* NodeHealthName(NodeHealth h);
+
+// Node positions keyed by a small count (a node's whole free GPUs): one bitset of positions per
+// count. Walks them in (count, position) order, the order of a std::set<std::pair<int, int>>, but
+// moving a node from one count to another is two bit flips instead of a tree erase and insert
+// (a what-if search moves nodes millions of times in a replay).
+class FreeGpuIndex {
+ public:
+  void Insert(int count, int pos);
+  void Erase(int count, int pos);
+  void Move(int from, int to, int pos);
+  // Nodes filed under `count`, and under `count` or more.
+  int64_t Count(int count) const {
+    return count >= 0 && static_cast<size_t>(count) < counts_.size() ? counts_[count] : 0;
+  }
+  int64_t CountAtLeast(int count) const;
+  bool empty() const { return size_ == 0; }
+
+  // Forward iterator over (count, position) pairs in order.
+  class Iterator {
+   public:
+    const std::pair<int, int>& operator*() const { return cur_; }
+    const std::pair<int, int>* operator->() const { return &cur_; }
+    Iterator& operator++() {
+      cur_ = index_->Next(cur_.first, cur_.second + 1);
+      return *this;
+    }
+    bool operator==(const Iterator& o) const { return cur_ == o.cur_; }
+    bool operator!=(const Iterator& o) const { return cur_ != o.cur_; }
+
+   private:
+    friend class FreeGpuIndex;
+    Iterator(const FreeGpuIndex* index, std::pair<int, int> cur) : index_(index), cur_(cur) {}
+    const FreeGpuIndex* index_;
+    std::pair<int, int> cur_;
+  };
+  // The first node with at least `count` free, and the end.
+  Iterator From(int count) const { return Iterator(this, Next(std::max(count, 0), 0)); }
+  Iterator begin() const { return From(0); }
+  Iterator end() const { return Iterator(this, kEnd); }
+
+ private:
+  static constexpr std::pair<int, int> kEnd{-1, -1};
+  // The first filed (count, position) at or after (count, pos) in order; kEnd if none.
+  std::pair<int, int> Next(int count, int pos) const;
+  std::vector<std::vector<uint64_t>> bits_;  // per count: bit p set when position p is filed there
+  std::vector<int64_t> counts_;              // per count: positions filed
+  int64_t size_ = 0;
+};
 
 class ClusterView {
  public:
@@ -91,8 +139,8 @@ class ClusterView {
   // GPUs on nodes that are up or draining (capacity that exists now).
   int64_t OnlineMilli() const { return online_milli_; }
   int MaxGpusPerNode(int model) const { return max_gpus_by_model_[model]; }
-  // Schedulable nodes of a model ordered by (whole free GPUs, position): best fit in O(log n).
-  const std::set<std::pair<int, int>>& ByFreeWhole(int model) const { return by_free_whole_[model]; }
+  // Schedulable nodes of a model ordered by (whole free GPUs, position): best fit without a scan.
+  const FreeGpuIndex& ByFreeWhole(int model) const { return by_free_whole_[model]; }
   // Schedulable nodes of a model with at least `gpus` whole GPUs free.
   int64_t NodesWithFreeWhole(int model, int gpus) const;
   // True when the nodes of a model differ in nothing a whole-GPU placement ranks them by except
@@ -109,9 +157,12 @@ class ClusterView {
   const std::string& group_name(int g) const { return groups_[g]; }
 
  private:
-  void Account(const Node& n, int sign, bool index = true);
-  void Index(const Node& n, int sign);      // by_free_whole_ and free_count_ (schedulable nodes)
+  void Account(const Node& n, int sign);
+  void Index(const Node& n, int sign);      // by_free_whole_ (schedulable nodes)
   void Reindex(const Node& n, int old_free_whole);
+  // After an allocation or release on schedulable node n: the per-model totals move by its change
+  // of whole free GPUs and by `milli_delta` free milli-GPU, and the index follows.
+  void Recount(const Node& n, int old_free_whole, int64_t milli_delta);
   void CountTraits(const Node& n, int sign);  // what UniformModel reads
   void Journal(int pos);                    // saves node `pos` before a trial changes it
   void GrowModels();
@@ -124,15 +175,16 @@ class ClusterView {
   int resume_c_ = 0;
 
   std::vector<Node> nodes_;
-  std::unordered_map<int64_t, int> index_;  // NodeId -> position
+  // NodeId -> position: small ids (all of them, in practice) in a vector, others in a map.
+  std::vector<int> dense_index_;
+  std::unordered_map<int64_t, int> index_;
   std::vector<std::string> models_;
   std::vector<std::vector<int>> nodes_by_model_;
   std::vector<int64_t> free_whole_by_model_;
   std::vector<int64_t> free_milli_by_model_;
   std::vector<int> max_gpus_by_model_;
   int market_mask_ = 0;
-  std::vector<std::set<std::pair<int, int>>> by_free_whole_;  // per model: (free_whole, position)
-  std::vector<std::vector<int64_t>> free_count_;            // per model, per free_whole: nodes
+  std::vector<FreeGpuIndex> by_free_whole_;  // per model: (free_whole, position)
   // Per model, what UniformModel reads: nodes per market, nodes with NVLink domains, GPUs with a
   // reported temperature, and whether a node list is out of position order.
   std::vector<std::array<int64_t, 3>> market_nodes_;

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+#include <set>
+
 #include "testing/fakes.h"
 
 namespace gpufleet::sched {
@@ -409,6 +413,65 @@ TEST_F(ClusterViewTest, ThermalLimitsOffByDefaultAndTurningThemOffFreesHeldGpus)
   EXPECT_EQ(view_.FreeWholeGpus(h100_), 0);
   ASSERT_TRUE(view_.UpsertNode(NodeId(1), MakeNode("h0", "H100", 2)).ok());
   EXPECT_EQ(view_.FreeWholeGpus(h100_), 2);
+}
+
+// The free-GPU index walks nodes in the order of a std::set of (count, position) pairs, under
+// random inserts, moves and erases across several words of positions and many counts.
+TEST(FreeGpuIndexTest, WalksInTheOrderOfAnOrderedSetOfPairs) {
+  FreeGpuIndex index;
+  std::set<std::pair<int, int>> reference;
+  std::vector<int> filed(300, -1);  // per position: its count, -1 if not filed
+  std::mt19937 rng(7);
+  auto check = [&](int from) {
+    std::vector<std::pair<int, int>> got, want;
+    for (auto it = index.From(from); it != index.end(); ++it) got.push_back(*it);
+    for (auto it = reference.lower_bound({from, -1}); it != reference.end(); ++it) want.push_back(*it);
+    ASSERT_EQ(got, want) << "walk from " << from;
+    int64_t at_least = 0;
+    for (const auto& e : reference) at_least += e.first >= from ? 1 : 0;
+    EXPECT_EQ(index.CountAtLeast(from), at_least);
+  };
+  for (int step = 0; step < 3000; ++step) {
+    const int pos = static_cast<int>(rng() % filed.size());
+    const int count = static_cast<int>(rng() % 17);
+    if (filed[pos] < 0) {
+      index.Insert(count, pos);
+      reference.insert({count, pos});
+      filed[pos] = count;
+    } else if (rng() % 3 == 0) {
+      index.Erase(filed[pos], pos);
+      reference.erase({filed[pos], pos});
+      filed[pos] = -1;
+    } else {
+      index.Move(filed[pos], count, pos);
+      reference.erase({filed[pos], pos});
+      reference.insert({count, pos});
+      filed[pos] = count;
+    }
+    if (step % 97 == 0) {
+      for (int from : {0, 1, 5, 16, 17}) check(from);
+    }
+  }
+  for (int from = 0; from <= 18; ++from) check(from);
+  EXPECT_EQ(index.empty(), reference.empty());
+  EXPECT_EQ(index.Count(3), static_cast<int64_t>(std::count_if(reference.begin(), reference.end(),
+                                                               [](const auto& e) { return e.first == 3; })));
+}
+
+TEST_F(ClusterViewTest, LargeNodeIdsAreFoundBesideSmallOnes) {
+  // Ids far beyond the node count live outside the dense table; both kinds are found.
+  ASSERT_TRUE(view_.UpsertNode(NodeId(3), MakeNode("a0", "A100", 8)).ok());
+  ASSERT_TRUE(view_.UpsertNode(NodeId(int64_t{1} << 40), MakeNode("a1", "A100", 8)).ok());
+  ASSERT_TRUE(view_.UpsertNode(NodeId(5), MakeNode("a2", "A100", 8)).ok());
+  EXPECT_EQ(view_.IndexOf(NodeId(3)), 0);
+  EXPECT_EQ(view_.IndexOf(NodeId(int64_t{1} << 40)), 1);
+  EXPECT_EQ(view_.IndexOf(NodeId(5)), 2);
+  EXPECT_EQ(view_.IndexOf(NodeId(4)), -1);
+  EXPECT_EQ(view_.IndexOf(NodeId(-1)), -1);
+  EXPECT_EQ(view_.IndexOf(NodeId((int64_t{1} << 40) + 1)), -1);
+  view_.Allocate(On(NodeId(int64_t{1} << 40), {0, 1}));
+  EXPECT_EQ(view_.Find(NodeId(int64_t{1} << 40))->free_whole, 6);
+  EXPECT_EQ(view_.NodesWithFreeWhole(view_.ModelIndex("A100"), 7), 2);
 }
 
 }  // namespace

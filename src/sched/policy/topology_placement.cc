@@ -217,7 +217,7 @@ class Placer {
       const auto& by_free = view_.ByFreeWhole(model);
       int best_pos = -1;
       int best_rank = std::numeric_limits<int>::max();
-      for (auto it = by_free.lower_bound({job_.gpus_per_node, std::numeric_limits<int>::min()}); it != by_free.end();
+      for (auto it = by_free.From(job_.gpus_per_node); it != by_free.end();
            ++it) {
         const int pos = it->second;
         if (po_.excluded && !po_.excluded->empty() && (*po_.excluded)[pos]) continue;
@@ -256,7 +256,7 @@ class Placer {
       // order. Count them per rack group and take the tightest group that holds the gang, as
       // the scan does; if no group holds it, the scan below spans zones and racks.
       const auto& by_free = view_.ByFreeWhole(model);
-      const auto from = by_free.lower_bound({job_.gpus_per_node, std::numeric_limits<int>::min()});
+      const auto from = by_free.From(job_.gpus_per_node);
       std::vector<int> per_group(view_.group_count(), 0);
       int total = 0;
       for (auto it = from; it != by_free.end(); ++it) {
@@ -297,7 +297,7 @@ class Placer {
       // Only schedulable nodes with enough whole GPUs free are eligible: read them from the
       // free-GPU index instead of every node (the sort below orders them the same either way).
       const auto& by_free = view_.ByFreeWhole(model);
-      for (auto it = by_free.lower_bound({job_.gpus_per_node, std::numeric_limits<int>::min()}); it != by_free.end();
+      for (auto it = by_free.From(job_.gpus_per_node); it != by_free.end();
            ++it) {
         consider(it->second);
       }
