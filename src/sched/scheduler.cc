@@ -753,7 +753,7 @@ bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& model
       for (const JobState* h : holders_[pos]) {
         all = h->v.phase == JobPhase::kRunning && w.rank < h->rank && !h->preempted_for &&
               ctx.now - h->v.started_at >= policies_.options.min_run_before_preempt &&
-              policies_.queue->MayPreempt(w.v, h->v, ctx);
+              (by_class && running_moving_ == 0 ? w.rank.k[0] < h->rank.k[0] : policies_.queue->MayPreempt(w.v, h->v, ctx));
         if (!all) break;
       }
       if (all && ++ready >= w.spec.nodes) return true;
@@ -1765,9 +1765,14 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       return false;
     }
   }
+  // With preemption by class and current ranks, MayPreempt is a comparison of the ranks' classes
+  // (QueuePolicy::PreemptsByClass): read it from the ranks kept instead of asking the policy.
+  const bool by_class =
+      static_ranks && policies_.queue->PreemptsByClass() && running_moving_ == 0 && RanksCurrent(ctx.now);
   auto may_stop = [&](const JobState* r) {
     return !r->preempted_for && ctx.now - r->v.started_at >= policies_.options.min_run_before_preempt &&
-           r->model_index >= 0 && model_ok[r->model_index] && policies_.queue->MayPreempt(w.v, r->v, ctx);
+           r->model_index >= 0 && model_ok[r->model_index] &&
+           (by_class ? w.rank.k[0] < r->rank.k[0] : policies_.queue->MayPreempt(w.v, r->v, ctx));
   };
   // With least-work-lost victims, the candidates come from the victim index in the order they
   // are stopped, as far as the search needs them. With static ranks only jobs ranked behind the
@@ -1782,8 +1787,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
       // With preemption by class and current ranks, no job of the waiting job's own class may
       // be stopped (may_stop would pass over each of them).
-      const bool own_class_stays =
-          policies_.queue->PreemptsByClass() && running_moving_ == 0 && RanksCurrent(ctx.now);
+      const bool own_class_stays = by_class;
       if (!own_class_stays) {
         auto own = running_.lower_bound({w.rank, kMax, nullptr});  // the first job ranked behind w
         auto own_end =

@@ -185,6 +185,8 @@ class World : public sched::ActionSink {
       if (gpu_models_[k] == name) return static_cast<int32_t>(k);
     }
     gpu_models_.push_back(name);
+    double speed = catalog_.RelativeSpeed(reference_, name, o_.boundness);
+    gpu_model_speed_.push_back(speed > 0 ? speed : 1.0);
     return static_cast<int32_t>(gpu_models_.size() - 1);
   }
   void NodeEvent(const Ev& e, Time t, bool work_left, std::vector<sched::Event>& batch);
@@ -238,6 +240,7 @@ class World : public sched::ActionSink {
   std::vector<uint32_t> arrival_order_;  // job indices by arrival, when the trace is not sorted
   Time last_finish_;
   std::vector<std::string> gpu_models_;  // the models jobs were placed on (JobRun::gpu_model)
+  std::vector<double> gpu_model_speed_;  // per entry of gpu_models_: its speed against reference_
   SimResult result_;
   std::string reference_;
   int64_t busy_milli_ = 0;
@@ -460,8 +463,7 @@ void World::Start(JobId id, const model::Placement& p) {
   rec.gpu_model = GpuModelIndex(p.gpu_model);
   j.running = true;
   j.run_start = now;
-  j.speed = catalog_.RelativeSpeed(reference_, p.gpu_model, o_.boundness);
-  if (j.speed <= 0) j.speed = 1.0;
+  j.speed = gpu_model_speed_[rec.gpu_model];
   ++j.epoch;
   busy_milli_ += p.total_gpu_milli();
   ++running_;
