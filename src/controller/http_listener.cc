@@ -541,8 +541,24 @@ void HttpListener::Serve(Conn* c) {
       if (c->ssl != nullptr) SSL_shutdown(c->ssl);  // close_notify, best effort
       Linger(c->fd);
     }
-  } while (keep && c->Buffered());
+  } while (keep && (c->Buffered() || NextRequestSoon(c)));
   Finish(c, keep);
+}
+
+// A client that sends its next request as soon as it has the answer (one request in flight, the
+// common case of a script or the CLI) is served by the same worker: a short wait on the socket
+// instead of handing it to epoll and waking another thread for it. Not while the client has a
+// connection waiting for a slot, which the wait would hold up.
+bool HttpListener::NextRequestSoon(const Conn* c) {
+  if (limits_.keep_alive_wait <= Duration::Zero()) return false;
+  {
+    MutexLock lock(mu_);
+    if (stopping_ || waiting_.count(c->client) > 0) return false;
+  }
+  pollfd p{c->fd, POLLIN, 0};
+  const int64_t us = limits_.keep_alive_wait.millis() * 1000;
+  timespec wait{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
+  return ::ppoll(&p, 1, &wait, nullptr) > 0 && (p.revents & POLLIN) != 0;
 }
 
 void HttpListener::Finish(Conn* c, bool keep) {

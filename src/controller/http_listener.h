@@ -50,6 +50,9 @@ struct ListenerLimits {
   int min_workers = 4;
   int max_workers = 256;
   int keep_alive_max_requests = 100000;
+  // After answering on a kept-alive connection, how long its worker waits for the next request
+  // before handing the socket back to epoll (0: at once).
+  Duration keep_alive_wait = Duration::Millis(1);
 };
 
 // The routes: an httplib::Server whose handlers the listener calls. Serve is httplib's
@@ -96,6 +99,7 @@ class HttpListener {
   void AcceptLoop() GF_EXCLUDES(mu_);
   void Accept() GF_EXCLUDES(mu_);
   void Ready(Conn* c) GF_REQUIRES(mu_);
+  bool NextRequestSoon(const Conn* c) GF_EXCLUDES(mu_);
   void Dispatch(Conn* c) GF_REQUIRES(mu_);
   void WorkerLoop() GF_EXCLUDES(mu_);
   void Serve(Conn* c) GF_EXCLUDES(mu_);

@@ -835,6 +835,33 @@ TEST_F(LimitedServerTest, ALogIsCutAtItsCapWithAMarker) {
   EXPECT_EQ(text.str().find("second-chunk"), std::string::npos);
 }
 
+// Requests one after another on one kept-alive connection: each answered, whether the worker
+// hands the socket back to epoll at once (wait 0) or waits on it for the next request (a wait far
+// longer than the test, so the second request is always served by the waiting worker).
+class KeepAliveServerTest : public ServerTest, public ::testing::WithParamInterface<int> {
+ protected:
+  void Configure(ServerOptions& so) override { so.user_limits.keep_alive_wait = Duration::Seconds(GetParam()); }
+};
+
+TEST_P(KeepAliveServerTest, RequestsInTurnOnOneConnectionAreEachAnswered) {
+  int fd = Connect(server_->port());
+  ASSERT_GE(fd, 0);
+  const std::string get = "GET /v1/queue HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice_ + "\r\n\r\n";
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(::send(fd, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
+    std::string answer = ReadAll(fd);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 200 ", 0), 0u) << "request " << i << ": " << answer.substr(0, 200);
+  }
+  // A client that hangs up ends the wait: the worker closes the connection and the server stops
+  // without waiting out the rest of it.
+  ::close(fd);
+  auto health = Call("GET", "/v1/health", "");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+INSTANTIATE_TEST_SUITE_P(WaitSeconds, KeepAliveServerTest, ::testing::Values(0, 3600));
+
 // TLS: the listeners serve HTTPS with the dev CA's certificate.
 class TlsServerTest : public ServerTest {
  protected:
