@@ -1911,29 +1911,37 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // only if it still fits). A victim of a whole-GPU job whose parts are all on nodes without room
   // for one of the job's parts gives back nothing the placement reads (PlacementPolicy::Place),
   // so the job still fits without asking.
+  // Neither kind of step needs the view when its answer is known without the placement: a victim
+  // the job cannot do without (too little free without it, or too few nodes with room) stays, and
+  // giving it back and taking it again would leave the view as it was; a victim off the nodes with
+  // room is dropped without being given back on the trial view, whose nodes without room then
+  // keep more free GPUs than they would, yet still too few for a part (the view only loses free
+  // GPUs from here on), so every later answer of the placement, and the claim, are the same.
   for (size_t i = chosen.size(); i-- > 0;) {
     const Placement& p = chosen[i]->placement;
+    const int64_t held = chosen[i]->held_milli;
     bool off_ready_nodes = whole;
     if (whole) {
-      for (const auto& part : p.parts) {
-        const bool was_ready = node_ready(*whatif.Find(part.node));
-        ready -= was_ready ? 1 : 0;
-        off_ready_nodes = off_ready_nodes && !was_ready;
-      }
+      for (const auto& part : p.parts) off_ready_nodes = off_ready_nodes && !node_ready(*whatif.Find(part.node));
+    }
+    if (free - held < need || (off_ready_nodes && ready < w.spec.nodes)) continue;  // it stays
+    if (off_ready_nodes) {
+      free -= held;
+      chosen.erase(chosen.begin() + static_cast<long>(i));
+      continue;
+    }
+    if (whole) {
+      for (const auto& part : p.parts) ready -= node_ready(*whatif.Find(part.node)) ? 1 : 0;
     }
     whatif.Allocate(p);
     if (whole) {
       for (const auto& part : p.parts) ready += node_ready(*whatif.Find(part.node)) ? 1 : 0;
     }
-    free -= chosen[i]->held_milli;
+    free -= held;
     bool placed = false;
     if (free >= need && (!whole || ready >= w.spec.nodes)) {
-      if (off_ready_nodes) {
-        placed = true;
-      } else {
-        ++stats_.placement_calls;
-        placed = policies_.placement->Place(w.spec, whatif, po).kind == PlaceResult::Kind::kPlaced;
-      }
+      ++stats_.placement_calls;
+      placed = policies_.placement->Place(w.spec, whatif, po).kind == PlaceResult::Kind::kPlaced;
     }
     if (placed) {
       chosen.erase(chosen.begin() + static_cast<long>(i));
@@ -1946,7 +1954,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     if (whole) {
       for (const auto& part : p.parts) ready += node_ready(*whatif.Find(part.node)) ? 1 : 0;
     }
-    free += chosen[i]->held_milli;
+    free += held;
   }
   if (chosen.empty()) {
     whatif.EndTrial();
@@ -2210,7 +2218,9 @@ void Scheduler::Pass() {
         preemptive && attempts < opt.max_preemption_attempts && !running_.empty() &&
         j->preempt_failed_at != running_version_ &&
         (!static_ranks || (j->rank < std::get<0>(*running_.rbegin()) &&
-                           policies_.queue->MayPreempt(j->v, std::get<2>(*running_.rbegin())->v, ctx)));
+                           (policies_.queue->PreemptsByClass() && running_moving_ == 0 && RanksCurrent(ctx.now)
+                                ? j->rank.k[0] < std::get<2>(*running_.rbegin())->rank.k[0]
+                                : policies_.queue->MayPreempt(j->v, std::get<2>(*running_.rbegin())->v, ctx))));
     if (!can_preempt) no_preempt[j->shape] = 1;
     if (!can_preempt && (free_none || dead_live >= live_shapes_)) {
       // Nothing more can start; with static ranks nobody further may preempt either.
