@@ -452,6 +452,32 @@ void ClusterView::Release(const model::Placement& p) {
   }
 }
 
+void ClusterView::Reacquire(const model::Placement& p) {
+  if (!in_trial_) ++changes_;
+  for (const auto& part : p.parts) {
+    const int pos = IndexOf(part.node);
+    CHECK(pos >= 0) << "reacquire on unknown node " << part.node;
+    Journal(pos);
+    Node& n = nodes_[pos];
+    const int free_whole = n.free_whole;
+    int64_t taken = 0;
+    for (int g : part.gpus) {
+      if (n.hot[g]) {
+        CHECK(n.held_milli[g] >= part.gpu_milli) << "reacquire of GPUs not released on " << n.spec.name;
+        n.held_milli[g] -= static_cast<int32_t>(part.gpu_milli);
+        continue;
+      }
+      CHECK(n.free_milli[g] >= part.gpu_milli) << "reacquire of GPUs not released on " << n.spec.name;
+      if (n.free_milli[g] == model::kMilliGpuPerGpu) --n.free_whole;
+      n.free_milli[g] -= static_cast<int32_t>(part.gpu_milli);
+      taken += part.gpu_milli;
+    }
+    n.free_cpu_milli -= part.cpu_milli;
+    n.free_mem_mib -= part.mem_mib;
+    Recount(n, free_whole, -taken);
+  }
+}
+
 int64_t ClusterView::FreeMilliAll() const {
   int64_t total = 0;
   for (int64_t f : free_milli_by_model_) total += f;

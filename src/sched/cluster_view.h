@@ -119,6 +119,10 @@ class ClusterView {
   bool CanAllocate(const model::Placement& p) const;
   void Allocate(const model::Placement& p);
   void Release(const model::Placement& p);
+  // Takes back exactly what Release(p) gave, where it went: the share of a GPU held for heat
+  // comes back out of what is held, the rest out of what is free. A what-if's undo step (a GPU
+  // that turned hot cannot be allocated again, so Allocate would refuse it).
+  void Reacquire(const model::Placement& p);
 
   const std::vector<Node>& nodes() const { return nodes_; }
   const Node* Find(NodeId id) const;

@@ -458,6 +458,34 @@ TEST(FreeGpuIndexTest, WalksInTheOrderOfAnOrderedSetOfPairs) {
                                                                [](const auto& e) { return e.first == 3; })));
 }
 
+TEST_F(ClusterViewTest, ReacquireUndoesAReleaseOnAGpuThatTurnedHot) {
+  // Given a job on GPUs 0-1 of a node whose GPU 0 then turns hot, expect a trial release to free
+  // only GPU 1 (GPU 0's share is held), Allocate to refuse taking it back, and Reacquire to put
+  // the node and the counts back as they were before the release.
+  AddThreeNodes();
+  view_.SetThermalLimits(85, 75);
+  Placement p = On(NodeId(0), {0, 1});
+  view_.Allocate(p);
+  ASSERT_TRUE(view_.SetTemperatures(NodeId(0), {90, 40, 40, 40, 40, 40, 40, 40}).ok());
+  const ClusterView before = view_;
+  view_.StartTrial();
+  view_.Release(p);
+  EXPECT_EQ(view_.Find(NodeId(0))->free_whole, 7);
+  EXPECT_EQ(view_.Find(NodeId(0))->held_milli[0], model::kMilliGpuPerGpu);
+  EXPECT_FALSE(view_.CanAllocate(p));
+  view_.Reacquire(p);
+  const ClusterView::Node& n = *view_.Find(NodeId(0));
+  const ClusterView::Node& b = *before.Find(NodeId(0));
+  EXPECT_EQ(n.free_whole, b.free_whole);
+  EXPECT_EQ(n.free_milli, b.free_milli);
+  EXPECT_EQ(n.held_milli, b.held_milli);
+  EXPECT_EQ(view_.FreeWholeGpus(a100_), before.FreeWholeGpus(a100_));
+  EXPECT_EQ(view_.FreeMilli(a100_), before.FreeMilli(a100_));
+  EXPECT_EQ(view_.NodesWithFreeWhole(a100_, 7), before.NodesWithFreeWhole(a100_, 7));
+  view_.EndTrial();
+  EXPECT_EQ(view_.Find(NodeId(0))->free_milli, b.free_milli);
+}
+
 TEST_F(ClusterViewTest, LargeNodeIdsAreFoundBesideSmallOnes) {
   // Ids far beyond the node count live outside the dense table; both kinds are found.
   ASSERT_TRUE(view_.UpsertNode(NodeId(3), MakeNode("a0", "A100", 8)).ok());

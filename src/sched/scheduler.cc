@@ -396,6 +396,7 @@ TeamLoad Scheduler::LoadOf(const std::string& team) const {
 std::vector<std::string> Scheduler::Teams() const {
   std::vector<std::string> out;
   for (const auto& [team, b] : books_) out.push_back(team);
+  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -715,11 +716,11 @@ void Scheduler::RefileNode(int pos) {
   if (model < 0) return;
   if (holders_by_model_.size() <= static_cast<size_t>(model)) holders_by_model_.resize(model + 1);
   auto& filed = holders_by_model_[model];
-  if (holder_filed_[pos]) {
-    filed.erase({holder_key_[pos], pos});
+  if (holders_[pos].empty()) {
+    if (holder_filed_[pos]) filed.erase({holder_key_[pos], pos});
     holder_filed_[pos] = 0;
+    return;
   }
-  if (holders_[pos].empty()) return;
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
   RankKey best{{kMax, kMax, kMax}};
   for (const JobState* h : holders_[pos]) {
@@ -729,9 +730,17 @@ void Scheduler::RefileNode(int pos) {
     }
     if (!h->moving) best = std::min(best, h->rank);
   }
+  if (holder_filed_[pos]) {
+    if (holder_key_[pos] == best) return;  // filed where it belongs
+    // Move the entry to its new key without freeing and allocating a tree node.
+    auto entry = filed.extract({holder_key_[pos], pos});
+    entry.value().first = best;
+    filed.insert(std::move(entry));
+  } else {
+    filed.emplace(best, pos);
+  }
   holder_key_[pos] = best;
   holder_filed_[pos] = 1;
-  filed.emplace(best, pos);
 }
 
 bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const {
@@ -1933,7 +1942,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     if (whole) {
       for (const auto& part : p.parts) ready -= node_ready(*whatif.Find(part.node)) ? 1 : 0;
     }
-    whatif.Allocate(p);
+    whatif.Reacquire(p);  // not Allocate: a part on a GPU that turned hot went to what is held
     if (whole) {
       for (const auto& part : p.parts) ready += node_ready(*whatif.Find(part.node)) ? 1 : 0;
     }

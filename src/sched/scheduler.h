@@ -369,7 +369,8 @@ class Scheduler {
     TeamQuota quota;
     TeamLoad load;
   };
-  std::map<std::string, TeamBooks> books_;  // per team: quota, limits and load
+  // Per team: quota, limits and load (looked up at every enqueue, start and stop; Teams() sorts).
+  std::unordered_map<std::string, TeamBooks, TeamNameHash> books_;
   bool any_limits_ = false;                 // some team has a limit that holds jobs (not only borrow)
   // Why the team's quota or limits keep `j` waiting; with a placement, judged on its GPU model.
   std::string QuotaBlock(const JobState& j, const model::Placement* placement) const;

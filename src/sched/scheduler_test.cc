@@ -323,6 +323,32 @@ TEST(SchedulerTest, PreemptsOnlyAsManyVictimsAsNeeded) {
   EXPECT_EQ(h.Phase(urgent), JobPhase::kRunning);
 }
 
+TEST(SchedulerTest, AVictimOnAGpuThatTurnedHotIsJudgedByWhatItWouldFree) {
+  // Given one 8-GPU node under a thermal limit of 85 C, job 1 on GPUs 0-3 and job 2 (started
+  // later, so the first a search releases) on GPUs 4-7, and GPU 4 at 90 C: a 4-GPU job of a higher
+  // class needs room. Releasing job 2 frees only GPUs 5-7 (GPU 4 is held for heat), so the search
+  // releases job 1 as well, then gives job 2 back: expect job 1 alone preempted and the urgent job
+  // started on GPUs 0-3.
+  SchedulerHarness h("priority");
+  NodeId node = h.AddNode(MakeNode("a", "A100", 8));
+  h.view().SetThermalLimits(85, 75);
+  JobId first = h.Submit(MakeJob(4));
+  h.clock().Set(Time::FromSeconds(60));
+  JobId second = h.Submit(MakeJob(4));
+  ASSERT_EQ(h.Started(), (std::vector<int64_t>{first.value(), second.value()}));
+  ASSERT_EQ(h.sched().PlacementOf(second)->parts[0].gpus, (std::vector<int>{4, 5, 6, 7}));
+  h.clock().Set(Time::FromSeconds(120));
+  ASSERT_TRUE(h.sched().Handle(GpuTelemetry{node, {40, 40, 40, 40, 90, 40, 40, 40}}).ok());
+  model::JobSpec high = MakeJob(4);
+  high.priority = 5;
+  JobId urgent = h.Submit(high);
+  EXPECT_EQ(h.sink().Preempted(), (std::vector<int64_t>{first.value()}));
+  h.StopAllPreempted();
+  ASSERT_EQ(h.Phase(urgent), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().PlacementOf(urgent)->parts[0].gpus, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(h.Phase(second), JobPhase::kRunning);
+}
+
 TEST(SchedulerTest, SamePriorityNeverPreempts) {
   // Given a full node, expect a job of the same class to wait instead of preempting.
   SchedulerHarness h("priority");

@@ -33,6 +33,7 @@ class SchedulerHarness {
   sched::Scheduler& sched() { return *sched_; }
   RecordingSink& sink() { return sink_; }
   FakeClock& clock() { return clock_; }
+  sched::ClusterView& view() { return view_; }
   sched::JobPhase Phase(JobId id) const;
   std::vector<int64_t> Started() const { return sink_.Started(); }
 
