@@ -547,18 +547,26 @@ void HttpListener::Serve(Conn* c) {
 
 // A client that sends its next request as soon as it has the answer (one request in flight, the
 // common case of a script or the CLI) is served by the same worker: a short wait on the socket
-// instead of handing it to epoll and waking another thread for it. Not while the client has a
-// connection waiting for a slot, which the wait would hold up.
+// instead of handing it to epoll and waking another thread for it. Not while other connections
+// wait for a worker, or this client has one waiting for a slot: the wait would hold them up.
+// Stop() ends the wait within 200 ms whatever its length.
 bool HttpListener::NextRequestSoon(const Conn* c) {
   if (limits_.keep_alive_wait <= Duration::Zero()) return false;
   {
     MutexLock lock(mu_);
-    if (stopping_ || waiting_.count(c->client) > 0) return false;
+    if (stopping_ || !ready_.empty() || waiting_.count(c->client) > 0) return false;
   }
-  pollfd p{c->fd, POLLIN, 0};
-  const int64_t us = limits_.keep_alive_wait.millis() * 1000;
-  timespec wait{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
-  return ::ppoll(&p, 1, &wait, nullptr) > 0 && (p.revents & POLLIN) != 0;
+  const auto deadline = SteadyNow() + std::chrono::milliseconds(limits_.keep_alive_wait.millis());
+  for (;;) {
+    if (stop_flag_.load()) return false;
+    const auto left = std::min<std::chrono::nanoseconds>(deadline - SteadyNow(), std::chrono::milliseconds(200));
+    if (left <= std::chrono::nanoseconds::zero()) return false;
+    pollfd p{c->fd, POLLIN, 0};
+    timespec wait{static_cast<time_t>(left.count() / 1000000000), static_cast<long>(left.count() % 1000000000)};
+    const int n = ::ppoll(&p, 1, &wait, nullptr);
+    if (n > 0) return (p.revents & POLLIN) != 0;
+    if (n < 0 && errno != EINTR) return false;
+  }
 }
 
 void HttpListener::Finish(Conn* c, bool keep) {

@@ -846,6 +846,12 @@ class KeepAliveServerTest : public ServerTest, public ::testing::WithParamInterf
 TEST_P(KeepAliveServerTest, RequestsInTurnOnOneConnectionAreEachAnswered) {
   int fd = Connect(server_->port());
   ASSERT_GE(fd, 0);
+  struct Closer {
+    int& fd;
+    ~Closer() {
+      if (fd >= 0) ::close(fd);
+    }
+  } closer{fd};
   const std::string get = "GET /v1/queue HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice_ + "\r\n\r\n";
   for (int i = 0; i < 3; ++i) {
     ASSERT_EQ(::send(fd, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
@@ -855,6 +861,7 @@ TEST_P(KeepAliveServerTest, RequestsInTurnOnOneConnectionAreEachAnswered) {
   // A client that hangs up ends the wait: the worker closes the connection and the server stops
   // without waiting out the rest of it.
   ::close(fd);
+  fd = -1;
   auto health = Call("GET", "/v1/health", "");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
