@@ -299,6 +299,14 @@ std::string MemText(int64_t mib) {
 
 }  // namespace
 
+// Whether two jobs ask for the same things of a node: every field of the spec that NeverFitsLocked
+// reads (all but the name, which only its message names, and those that say nothing of nodes).
+bool Engine::SameNeeds(const model::JobSpec& a, const model::JobSpec& b) {
+  return a.gpus_per_node == b.gpus_per_node && a.nodes == b.nodes && a.gpu_milli == b.gpu_milli &&
+         a.gpu_models == b.gpu_models && a.cpu_milli == b.cpu_milli && a.mem_mib == b.mem_mib &&
+         a.constraints == b.constraints && a.market == b.market && a.environment == b.environment;
+}
+
 std::string Engine::NeverFitsLocked(const api::JobRequest& job) const {
   const model::JobSpec& spec = job.spec;
   // An environment must be one of the presets, whatever the nodes.
@@ -794,7 +802,14 @@ bool Engine::Step() {
       for (const api::JobRequest& j : s->jobs) ++adding[j.spec.team];
       {
         MutexLock lock(mu_);
-        for (size_t i = 0; i < s->jobs.size() && never.empty(); ++i) never = NeverFitsLocked(s->jobs[i]);
+        // The tasks of an array differ in name, command and environment, not in what the check
+        // reads: check a task only when its needs differ from the last one checked.
+        const api::JobRequest* checked = nullptr;
+        for (size_t i = 0; i < s->jobs.size() && never.empty(); ++i) {
+          if (checked && SameNeeds(checked->spec, s->jobs[i].spec)) continue;
+          never = NeverFitsLocked(s->jobs[i]);
+          checked = &s->jobs[i];
+        }
         // Admission: a team may not queue more jobs than its pending-job limit.
         for (const auto& [team, n] : adding) {
           if (full.empty()) full = scheduler_->AdmissionBlock(team, admitted[team] + n);

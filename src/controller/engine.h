@@ -419,6 +419,8 @@ class Engine {
   void WakePollers() GF_EXCLUDES(out_mu_);
   // Why no known node could ever hold a part of `job`; empty when one could (or none is known).
   std::string NeverFitsLocked(const api::JobRequest& job) const GF_REQUIRES(mu_);
+  // Whether NeverFitsLocked answers the same for both (save the job's name in its message).
+  static bool SameNeeds(const model::JobSpec& a, const model::JobSpec& b);
   // Step helpers; all run on the engine thread with mu_ held.
   void ApplyCancel(CancelReq& r) GF_REQUIRES(mu_);
   void ApplyDrain(DrainReq& r) GF_REQUIRES(mu_);

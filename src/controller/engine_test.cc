@@ -699,6 +699,32 @@ TEST_F(EngineTest, JobNoNodeCouldEverHoldIsRefusedWithTheReason) {
   EXPECT_EQ(StateOf(gang), JobState::kPending);
 }
 
+TEST_F(EngineTest, ASubmissionIsRefusedWhenAnyOfItsJobsCouldNeverRun) {
+  // Given one 8-CPU node and a submission of four jobs of which the first three ask the same and
+  // fit, and the last asks 16 CPUs, expect the whole submission refused for the last one (checks
+  // skip only jobs that ask exactly what the last checked one asked), and nothing stored.
+  auto e = MakeEngine();
+  Register(*e, "node-a", 2, {}, 8000, 16384);
+  std::vector<api::JobRequest> jobs;
+  for (int i = 0; i < 3; ++i) jobs.push_back(Job("name: ok-" + std::to_string(i) + "\nresources: {gpus: 1, cpus: 4}\nrun: x\n"));
+  jobs.push_back(Job("name: last\nresources: {gpus: 1, cpus: 16}\nrun: x\n"));
+  auto f = e->Submit("r" + std::to_string(++rid_), jobs);
+  e->Step();
+  auto r = f.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("job 'last' can never run"), std::string::npos) << r.status().message();
+  auto all = store_.ListJobs({});
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->empty());
+  // The same three alone are taken.
+  jobs.pop_back();
+  auto g = e->Submit("r" + std::to_string(++rid_), jobs);
+  e->Step();
+  auto taken = g.get();
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_EQ(taken->ids.size(), 3u);
+}
+
 TEST_F(EngineTest, WithoutNodesOrWithAPoolEveryJobIsTaken) {
   // Given no node yet, expect a job asking 64 CPUs to be taken (nodes may still join); given a
   // pool that may rent nodes, the same after a node registers.
