@@ -427,55 +427,69 @@ void ClusterView::Allocate(const model::Placement& p) {
 
 void ClusterView::Release(const model::Placement& p) {
   if (!in_trial_) ++changes_;
-  for (const auto& part : p.parts) {
-    int pos = IndexOf(part.node);
-    CHECK(pos >= 0) << "release on unknown node " << part.node;
-    Journal(pos);
-    Node& n = nodes_[pos];
-    const int free_whole = n.free_whole;
-    int64_t freed = 0;
-    for (int g : part.gpus) {
-      if (n.hot[g]) {
-        // Too hot for new work: what the job gives back is withheld until the GPU cools.
-        n.held_milli[g] += static_cast<int32_t>(part.gpu_milli);
-        CHECK(n.held_milli[g] <= model::kMilliGpuPerGpu) << "double release on " << n.spec.name;
-        continue;
-      }
-      n.free_milli[g] += static_cast<int32_t>(part.gpu_milli);
-      freed += part.gpu_milli;
-      CHECK(n.free_milli[g] <= model::kMilliGpuPerGpu) << "double release on " << n.spec.name;
-      if (n.free_milli[g] == model::kMilliGpuPerGpu) ++n.free_whole;
+  for (const auto& part : p.parts) ReleaseAt(part);
+}
+
+void ClusterView::ReleasePart(const model::NodeAssignment& part) {
+  if (!in_trial_) ++changes_;
+  ReleaseAt(part);
+}
+
+void ClusterView::ReleaseAt(const model::NodeAssignment& part) {
+  int pos = IndexOf(part.node);
+  CHECK(pos >= 0) << "release on unknown node " << part.node;
+  Journal(pos);
+  Node& n = nodes_[pos];
+  const int free_whole = n.free_whole;
+  int64_t freed = 0;
+  for (int g : part.gpus) {
+    if (n.hot[g]) {
+      // Too hot for new work: what the job gives back is withheld until the GPU cools.
+      n.held_milli[g] += static_cast<int32_t>(part.gpu_milli);
+      CHECK(n.held_milli[g] <= model::kMilliGpuPerGpu) << "double release on " << n.spec.name;
+      continue;
     }
-    n.free_cpu_milli += part.cpu_milli;
-    n.free_mem_mib += part.mem_mib;
-    Recount(n, free_whole, freed);
+    n.free_milli[g] += static_cast<int32_t>(part.gpu_milli);
+    freed += part.gpu_milli;
+    CHECK(n.free_milli[g] <= model::kMilliGpuPerGpu) << "double release on " << n.spec.name;
+    if (n.free_milli[g] == model::kMilliGpuPerGpu) ++n.free_whole;
   }
+  n.free_cpu_milli += part.cpu_milli;
+  n.free_mem_mib += part.mem_mib;
+  Recount(n, free_whole, freed);
 }
 
 void ClusterView::Reacquire(const model::Placement& p) {
   if (!in_trial_) ++changes_;
-  for (const auto& part : p.parts) {
-    const int pos = IndexOf(part.node);
-    CHECK(pos >= 0) << "reacquire on unknown node " << part.node;
-    Journal(pos);
-    Node& n = nodes_[pos];
-    const int free_whole = n.free_whole;
-    int64_t taken = 0;
-    for (int g : part.gpus) {
-      if (n.hot[g]) {
-        CHECK(n.held_milli[g] >= part.gpu_milli) << "reacquire of GPUs not released on " << n.spec.name;
-        n.held_milli[g] -= static_cast<int32_t>(part.gpu_milli);
-        continue;
-      }
-      CHECK(n.free_milli[g] >= part.gpu_milli) << "reacquire of GPUs not released on " << n.spec.name;
-      if (n.free_milli[g] == model::kMilliGpuPerGpu) --n.free_whole;
-      n.free_milli[g] -= static_cast<int32_t>(part.gpu_milli);
-      taken += part.gpu_milli;
+  for (const auto& part : p.parts) ReacquireAt(part);
+}
+
+void ClusterView::ReacquirePart(const model::NodeAssignment& part) {
+  if (!in_trial_) ++changes_;
+  ReacquireAt(part);
+}
+
+void ClusterView::ReacquireAt(const model::NodeAssignment& part) {
+  const int pos = IndexOf(part.node);
+  CHECK(pos >= 0) << "reacquire on unknown node " << part.node;
+  Journal(pos);
+  Node& n = nodes_[pos];
+  const int free_whole = n.free_whole;
+  int64_t taken = 0;
+  for (int g : part.gpus) {
+    if (n.hot[g]) {
+      CHECK(n.held_milli[g] >= part.gpu_milli) << "reacquire of GPUs not released on " << n.spec.name;
+      n.held_milli[g] -= static_cast<int32_t>(part.gpu_milli);
+      continue;
     }
-    n.free_cpu_milli -= part.cpu_milli;
-    n.free_mem_mib -= part.mem_mib;
-    Recount(n, free_whole, -taken);
+    CHECK(n.free_milli[g] >= part.gpu_milli) << "reacquire of GPUs not released on " << n.spec.name;
+    if (n.free_milli[g] == model::kMilliGpuPerGpu) --n.free_whole;
+    n.free_milli[g] -= static_cast<int32_t>(part.gpu_milli);
+    taken += part.gpu_milli;
   }
+  n.free_cpu_milli -= part.cpu_milli;
+  n.free_mem_mib -= part.mem_mib;
+  Recount(n, free_whole, -taken);
 }
 
 int64_t ClusterView::FreeMilliAll() const {

@@ -123,6 +123,9 @@ class ClusterView {
   // comes back out of what is held, the rest out of what is free. A what-if's undo step (a GPU
   // that turned hot cannot be allocated again, so Allocate would refuse it).
   void Reacquire(const model::Placement& p);
+  // The same for one part of a placement (a what-if that frees a job node by node).
+  void ReleasePart(const model::NodeAssignment& part);
+  void ReacquirePart(const model::NodeAssignment& part);
 
   const std::vector<Node>& nodes() const { return nodes_; }
   const Node* Find(NodeId id) const;
@@ -169,6 +172,8 @@ class ClusterView {
   void Recount(const Node& n, int old_free_whole, int64_t milli_delta);
   void CountTraits(const Node& n, int sign);  // what UniformModel reads
   void Journal(int pos);                    // saves node `pos` before a trial changes it
+  void ReleaseAt(const model::NodeAssignment& part);
+  void ReacquireAt(const model::NodeAssignment& part);
   void GrowModels();
   int InternModel(const std::string& name);
   // Turns GPU g of n hot (withholding its free capacity) or cool (giving it back). Caller has

@@ -502,5 +502,37 @@ TEST_F(ClusterViewTest, LargeNodeIdsAreFoundBesideSmallOnes) {
   EXPECT_EQ(view_.NodesWithFreeWhole(view_.ModelIndex("A100"), 7), 2);
 }
 
+TEST_F(ClusterViewTest, ReleasingAPlacementPartByPartEqualsReleasingItWhole) {
+  // Given a two-node job (one GPU of it hot), expect its parts released one by one, in either
+  // order, to leave the nodes and counts as one Release does, and ReacquirePart to undo each.
+  AddThreeNodes();
+  view_.SetThermalLimits(85, 75);
+  Placement p = On(NodeId(0), {0, 1});
+  p.parts.push_back(On(NodeId(2), {2, 3, 4}).parts[0]);
+  view_.Allocate(p);
+  ASSERT_TRUE(view_.SetTemperatures(NodeId(2), {40, 40, 90, 40, 40, 40, 40, 40}).ok());
+  const ClusterView before = view_;
+  ClusterView whole = view_;
+  whole.Release(p);
+  view_.ReleasePart(p.parts[1]);
+  view_.ReleasePart(p.parts[0]);
+  for (NodeId id : {NodeId(0), NodeId(2)}) {
+    EXPECT_EQ(view_.Find(id)->free_whole, whole.Find(id)->free_whole);
+    EXPECT_EQ(view_.Find(id)->free_milli, whole.Find(id)->free_milli);
+    EXPECT_EQ(view_.Find(id)->held_milli, whole.Find(id)->held_milli);
+  }
+  EXPECT_EQ(view_.FreeWholeGpus(a100_), whole.FreeWholeGpus(a100_));
+  EXPECT_EQ(view_.NodesWithFreeWhole(a100_, 8), whole.NodesWithFreeWhole(a100_, 8));
+  EXPECT_EQ(view_.changes(), whole.changes() + 1);  // one change per call outside a trial
+  view_.ReacquirePart(p.parts[0]);
+  view_.ReacquirePart(p.parts[1]);
+  for (NodeId id : {NodeId(0), NodeId(2)}) {
+    EXPECT_EQ(view_.Find(id)->free_whole, before.Find(id)->free_whole);
+    EXPECT_EQ(view_.Find(id)->free_milli, before.Find(id)->free_milli);
+    EXPECT_EQ(view_.Find(id)->held_milli, before.Find(id)->held_milli);
+  }
+  EXPECT_EQ(view_.FreeMilli(a100_), before.FreeMilli(a100_));
+}
+
 }  // namespace
 }  // namespace gpufleet::sched

@@ -168,6 +168,9 @@ struct PlaceOptions {
   bool explain = false;  // build reason strings (costly; only for `explain`)
   // Node positions the job must not use (a reservation's nodes); empty or sized nodes().
   const std::vector<char>* excluded = nullptr;
+  // Only whether the job is placed is wanted: `placement` may be left empty (a what-if asks this
+  // many times and builds the placement once). The kind is the same as without it.
+  bool answer_only = false;
 };
 
 // Chooses GPUs for a job. Answers both "now" (Placed or Wait) and "ever" (Infeasible when no

@@ -105,7 +105,7 @@ struct Scheduler::JobState {
   bool ranked = false;    // `rank` holds a computed rank (for LiveRank)
   bool moving = false;    // running, with a rank that moves with service (RefreshRunningRanks)
   int shape = 0;
-  bool in_queue = false;  // in pending_sorted_ and by_shape_
+  bool in_queue = false;  // in by_shape_
   RankKey set_rank;       // the rank it is filed under there
   Placement placement;
   bool requeue_after_stop = true;
@@ -556,7 +556,6 @@ void Scheduler::Enqueue(JobState& j) {
   // Filed in the sorted queues even when ranks depend on usage: they are used whenever no team
   // has a quota (then such ranks do not change) and for removal otherwise.
   j.set_rank = j.rank;
-  pending_sorted_.emplace(j.set_rank, j.v.seq, &j);
   if (by_shape_.size() <= static_cast<size_t>(j.shape)) by_shape_.resize(j.shape + 1);
   by_shape_[j.shape].emplace(j.set_rank, j.v.seq, &j);
   j.in_queue = true;
@@ -588,7 +587,6 @@ void Scheduler::Unfile(JobState& j) {
 void Scheduler::Dequeue(JobState& j) {
   CHECK(j.v.phase == JobPhase::kPending);
   if (j.in_queue) {
-    pending_sorted_.erase({j.set_rank, j.v.seq, &j});
     by_shape_[j.shape].erase({j.set_rank, j.v.seq, &j});
     Unfile(j);
     j.in_queue = false;
@@ -616,12 +614,12 @@ void Scheduler::ScheduleTimer(const JobState& cj, const QueueContext& ctx) {
 
 void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
   if (j.v.phase == JobPhase::kPending && j.in_queue) {
-    pending_sorted_.erase({j.set_rank, j.v.seq, &j});
-    by_shape_[j.shape].erase({j.set_rank, j.v.seq, &j});
+    // Moves the set's node (no allocation).
+    auto node = by_shape_[j.shape].extract({j.set_rank, j.v.seq, &j});
     j.rank = LiveRank(j, ctx);
     j.set_rank = j.rank;
-    pending_sorted_.emplace(j.set_rank, j.v.seq, &j);
-    by_shape_[j.shape].emplace(j.set_rank, j.v.seq, &j);
+    std::get<0>(node.value()) = j.set_rank;
+    by_shape_[j.shape].insert(std::move(node));
     Unfile(j);
     File(j);
   } else if (j.v.phase == JobPhase::kRunning) {
@@ -1587,7 +1585,11 @@ std::vector<Scheduler::JobState*> Scheduler::OrderedPending(const QueueContext& 
   std::vector<JobState*> out;
   out.reserve(pending_count_);
   if (StaticRanks()) {
-    for (const auto& [rank, seq, j] : pending_sorted_) out.push_back(j);
+    std::vector<std::tuple<RankKey, int64_t, JobState*>> keyed;
+    keyed.reserve(pending_count_);
+    for (const auto& queue : by_shape_) keyed.insert(keyed.end(), queue.begin(), queue.end());
+    std::sort(keyed.begin(), keyed.end());
+    for (const auto& [rank, seq, j] : keyed) out.push_back(j);
     return out;
   }
   std::vector<std::tuple<RankKey, int64_t, JobState*>> keyed;
@@ -1667,6 +1669,26 @@ class MinHeap {
   void pop() {
     std::pop_heap(c_.begin(), c_.end(), std::greater<T>());
     c_.pop_back();
+  }
+  // Adds without keeping the order; Heapify restores it (one O(n) step instead of n pushes).
+  template <typename... Args>
+  void emplace_unordered(Args&&... args) {
+    c_.emplace_back(std::forward<Args>(args)...);
+  }
+  void Heapify() { std::make_heap(c_.begin(), c_.end(), std::greater<T>()); }
+  // pop() then emplace(value), in one pass down the heap.
+  void replace_top(T value) {
+    const size_t n = c_.size();
+    size_t i = 0;
+    for (;;) {
+      size_t child = 2 * i + 1;
+      if (child >= n) break;
+      if (child + 1 < n && c_[child + 1] < c_[child]) ++child;
+      if (!(c_[child] < value)) break;
+      c_[i] = std::move(c_[child]);
+      i = child;
+    }
+    c_[i] = std::move(value);
   }
 
  private:
@@ -1874,10 +1896,93 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   ctx_after.teams = &teams_after;
   PlaceOptions po;
   po.excluded = claimed;  // nodes promised to other jobs whose victims are stopping
+  PlaceOptions ask = po;  // "is it placed?" only; the placement is built once, at the end
+  ask.answer_only = true;
+  // Deferred releases (a whole-GPU job). Whether a whole-GPU job is placed depends only on the
+  // nodes with room for one of its parts (PlacementPolicy::Place), so a victim's part on a node
+  // that stays too small is not released on the view: the node only counts the whole GPUs the
+  // part would free (`extra`). Once the node has room, its deferred parts are released on the view
+  // (in any order: releases add up). A part on a GPU that turned hot, or a slice, is released at
+  // once (it does not free a whole GPU). So every node with room is on the view as a full release
+  // would leave it, and the answers of the placement, and the claim, are the same.
+  std::vector<int>& extra = search_extra_;
+  std::vector<char>& mark = search_mark_;
+  std::vector<int>& touched = search_touched_;
+  std::vector<std::pair<int, const model::NodeAssignment*>>& deferred = search_deferred_;
+  const size_t node_count = view_.nodes().size();
+  if (extra.size() < node_count) {
+    extra.resize(node_count, 0);
+    mark.resize(node_count, 0);
+  }
+  touched.clear();
+  deferred.clear();
   // A cheap necessary condition before asking the placement policy: enough nodes of the job's
   // models with enough whole GPUs free (kept up to date as victims are released).
-  auto node_ready = [&](const ClusterView::Node& n) {
-    return n.model >= 0 && model_ok[n.model] && n.schedulable() && n.free_whole >= w.spec.gpus_per_node;
+  auto ready_at = [&](int pos) {
+    const ClusterView::Node& n = view_.nodes()[pos];
+    return n.model >= 0 && model_ok[n.model] && n.schedulable() && n.free_whole + extra[pos] >= w.spec.gpus_per_node;
+  };
+  auto apply_deferred = [&](int pos) {
+    if (mark[pos] == 2) return;
+    mark[pos] = 2;
+    extra[pos] = 0;
+    for (const auto& [at, part] : deferred) {
+      if (at == pos) whatif.ReleasePart(*part);
+    }
+  };
+  auto release_part = [&](int pos, const model::NodeAssignment& part) {
+    if (mark[pos] == 0) {
+      mark[pos] = 1;
+      touched.push_back(pos);
+    }
+    bool defer = mark[pos] == 1 && (part.gpus.empty() || part.gpu_milli == model::kMilliGpuPerGpu);
+    if (defer) {
+      const ClusterView::Node& n = view_.nodes()[pos];
+      for (int g : part.gpus) defer = defer && !n.hot[g];
+    }
+    if (!defer) {
+      apply_deferred(pos);
+      whatif.ReleasePart(part);
+      return;
+    }
+    extra[pos] += static_cast<int>(part.gpus.size());
+    deferred.emplace_back(pos, &part);
+    if (ready_at(pos)) apply_deferred(pos);
+  };
+  // The give-back steps below only take GPUs back from what a release gave, so a node whose
+  // parts are deferred never gets room again: its count moves, the view stays.
+  auto reacquire_part = [&](int pos, const model::NodeAssignment& part) {
+    if (mark[pos] == 2) {
+      whatif.ReacquirePart(part);
+    } else {
+      extra[pos] -= static_cast<int>(part.gpus.size());
+    }
+  };
+  auto rerelease_part = [&](int pos, const model::NodeAssignment& part) {
+    if (mark[pos] == 2) {
+      whatif.ReleasePart(part);
+    } else {
+      extra[pos] += static_cast<int>(part.gpus.size());
+    }
+  };
+  auto end_trial = [&]() {
+    whatif.EndTrial();
+    for (int pos : touched) {
+      extra[pos] = 0;
+      mark[pos] = 0;
+    }
+  };
+  // Node positions of a victim's parts (the parts of one job are on distinct nodes).
+  // (A running job keeps them when every part has GPUs: JobState::part_pos.)
+  std::vector<int>& own_pos = search_part_pos_;
+  auto positions = [&](const JobState& c) -> const std::vector<int>& {
+    if (c.part_pos.size() == c.placement.parts.size()) return c.part_pos;
+    own_pos.clear();
+    for (const auto& part : c.placement.parts) {
+      own_pos.push_back(view_.IndexOf(part.node));
+      CHECK(own_pos.back() >= 0) << "a running job holds an unknown node " << part.node;
+    }
+    return own_pos;
   };
   int64_t ready = 0;
   if (whole) {
@@ -1891,24 +1996,25 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       teams_after[c->spec.team].used_milli -= c->placement.total_gpu_milli();
     }
     if (whole) {
-      for (const auto& part : c->placement.parts) ready -= node_ready(*whatif.Find(part.node)) ? 1 : 0;
-    }
-    whatif.Release(c->placement);
-    if (whole) {
-      for (const auto& part : c->placement.parts) ready += node_ready(*whatif.Find(part.node)) ? 1 : 0;
+      const std::vector<int>& part_pos = positions(*c);
+      for (int pos : part_pos) ready -= ready_at(pos) ? 1 : 0;
+      for (size_t k = 0; k < part_pos.size(); ++k) release_part(part_pos[k], c->placement.parts[k]);
+      for (int pos : part_pos) ready += ready_at(pos) ? 1 : 0;
+    } else {
+      whatif.Release(c->placement);
     }
     chosen.push_back(c);
     free += c->held_milli;
     if (free < need) continue;
     if (whole && ready < w.spec.nodes) continue;
     ++stats_.placement_calls;
-    if (policies_.placement->Place(w.spec, whatif, po).kind == PlaceResult::Kind::kPlaced) {
+    if (policies_.placement->Place(w.spec, whatif, ask).kind == PlaceResult::Kind::kPlaced) {
       fits = true;
       break;
     }
   }
   if (!fits) {
-    whatif.EndTrial();
+    end_trial();
     search_lacked_room_ = true;
     return false;
   }
@@ -1923,16 +2029,16 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // Neither kind of step needs the view when its answer is known without the placement: a victim
   // the job cannot do without (too little free without it, or too few nodes with room) stays, and
   // giving it back and taking it again would leave the view as it was; a victim off the nodes with
-  // room is dropped without being given back on the trial view, whose nodes without room then
-  // keep more free GPUs than they would, yet still too few for a part (the view only loses free
-  // GPUs from here on), so every later answer of the placement, and the claim, are the same.
+  // room is dropped without being given back, and its nodes keep more free GPUs (or a larger
+  // count) than they would, yet still too few for a part (from here on nodes only lose free
+  // GPUs), so every later answer of the placement, and the claim, are the same.
   for (size_t i = chosen.size(); i-- > 0;) {
     const Placement& p = chosen[i]->placement;
     const int64_t held = chosen[i]->held_milli;
     bool off_ready_nodes = whole;
-    if (whole) {
-      for (const auto& part : p.parts) off_ready_nodes = off_ready_nodes && !node_ready(*whatif.Find(part.node));
-    }
+    static const std::vector<int> kNoPositions;
+    const std::vector<int>& part_pos = whole ? positions(*chosen[i]) : kNoPositions;
+    for (int pos : part_pos) off_ready_nodes = off_ready_nodes && !ready_at(pos);
     if (free - held < need || (off_ready_nodes && ready < w.spec.nodes)) continue;  // it stays
     if (off_ready_nodes) {
       free -= held;
@@ -1940,39 +2046,40 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       continue;
     }
     if (whole) {
-      for (const auto& part : p.parts) ready -= node_ready(*whatif.Find(part.node)) ? 1 : 0;
-    }
-    whatif.Reacquire(p);  // not Allocate: a part on a GPU that turned hot went to what is held
-    if (whole) {
-      for (const auto& part : p.parts) ready += node_ready(*whatif.Find(part.node)) ? 1 : 0;
+      for (int pos : part_pos) ready -= ready_at(pos) ? 1 : 0;
+      // Not Allocate: a part on a GPU that turned hot went to what is held.
+      for (size_t k = 0; k < part_pos.size(); ++k) reacquire_part(part_pos[k], p.parts[k]);
+      for (int pos : part_pos) ready += ready_at(pos) ? 1 : 0;
+    } else {
+      whatif.Reacquire(p);
     }
     free -= held;
     bool placed = false;
     if (free >= need && (!whole || ready >= w.spec.nodes)) {
       ++stats_.placement_calls;
-      placed = policies_.placement->Place(w.spec, whatif, po).kind == PlaceResult::Kind::kPlaced;
+      placed = policies_.placement->Place(w.spec, whatif, ask).kind == PlaceResult::Kind::kPlaced;
     }
     if (placed) {
       chosen.erase(chosen.begin() + static_cast<long>(i));
       continue;
     }
     if (whole) {
-      for (const auto& part : p.parts) ready -= node_ready(*whatif.Find(part.node)) ? 1 : 0;
-    }
-    whatif.Release(p);
-    if (whole) {
-      for (const auto& part : p.parts) ready += node_ready(*whatif.Find(part.node)) ? 1 : 0;
+      for (int pos : part_pos) ready -= ready_at(pos) ? 1 : 0;
+      for (size_t k = 0; k < part_pos.size(); ++k) rerelease_part(part_pos[k], p.parts[k]);
+      for (int pos : part_pos) ready += ready_at(pos) ? 1 : 0;
+    } else {
+      whatif.Release(p);
     }
     free += held;
   }
   if (chosen.empty()) {
-    whatif.EndTrial();
+    end_trial();
     return false;
   }
   // Claim the nodes the job will start on, so that jobs after it in the queue do not take the
   // GPUs its victims give up (they would be preempted in turn, and so on).
   PlaceResult target = policies_.placement->Place(w.spec, whatif, po);
-  whatif.EndTrial();
+  end_trial();
   CHECK(target.kind == PlaceResult::Kind::kPlaced) << "victims chosen but the job does not fit";
   w.claim.clear();
   for (const auto& part : target.placement.parts) w.claim.push_back(view_.IndexOf(part.node));
@@ -2110,9 +2217,10 @@ void Scheduler::Pass() {
     for (size_t sh = 0; sh < by_shape_.size(); ++sh) {
       if (!by_shape_[sh].empty()) {
         const auto& [rank, seq, j] = *by_shape_[sh].begin();
-        heads.emplace(rank, seq, static_cast<int>(sh));
+        heads.emplace_unordered(rank, seq, static_cast<int>(sh));
       }
     }
+    heads.Heapify();
   }
   using GroupHead = std::tuple<RankKey, int64_t, JobState*>;
   MinHeap<GroupHead> group_heads(pass_group_heads_);
@@ -2164,15 +2272,24 @@ void Scheduler::Pass() {
     }
     if (!merge) return order_pos < order.size() ? order[order_pos++] : nullptr;
     while (!heads.empty()) {
-      auto [rank, seq, sh] = heads.top();
-      heads.pop();
+      const auto [rank, seq, sh] = heads.top();
       bool may_preempt = preemptive && attempts < opt.max_preemption_attempts && !no_preempt[sh];
-      if (dead[sh] && !may_preempt) continue;
+      if (dead[sh] && !may_preempt) {
+        heads.pop();
+        continue;
+      }
       auto& set = by_shape_[sh];
       auto it = set.lower_bound({rank, seq, nullptr});
-      if (it == set.end() || std::get<1>(*it) != seq) continue;
+      if (it == set.end() || std::get<1>(*it) != seq) {
+        heads.pop();
+        continue;
+      }
       JobState* j = std::get<2>(*it);
-      if (auto succ = std::next(it); succ != set.end()) heads.emplace(std::get<0>(*succ), std::get<1>(*succ), sh);
+      if (auto succ = std::next(it); succ != set.end()) {
+        heads.replace_top({std::get<0>(*succ), std::get<1>(*succ), sh});
+      } else {
+        heads.pop();
+      }
       return j;
     }
     return nullptr;

@@ -268,6 +268,14 @@ class Scheduler {
   std::vector<char> search_model_ok_;
   std::vector<JobState*> search_candidates_;
   std::vector<JobState*> search_chosen_;
+  // A search for a whole-GPU job defers the release of a victim's part on a node that stays too
+  // small for one of the job's parts (TryPreempt): per node position, the whole GPUs its deferred
+  // parts free and whether its parts are on the view (1: deferred only; 2: on the view).
+  std::vector<int> search_extra_;
+  std::vector<char> search_mark_;
+  std::vector<int> search_touched_;
+  std::vector<int> search_part_pos_;
+  std::vector<std::pair<int, const model::NodeAssignment*>> search_deferred_;
   std::vector<std::tuple<RankKey, int64_t, int>> pass_heads_;             // the shape queues' heads
   std::vector<std::tuple<RankKey, int64_t, JobState*>> pass_group_heads_;  // the (team, shape) queues' heads
   TeamUsageMap pass_usage_;                            // team usage at the pass's start
@@ -307,9 +315,9 @@ class Scheduler {
   // preempt stopped: the preemption search would fail.
   bool NodesMayBeFreed(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const;
   std::unordered_map<int64_t, std::unique_ptr<JobState>> jobs_;
-  // Pending jobs sorted by (rank, seq) for policies whose ranks do not depend on usage.
-  std::set<std::tuple<RankKey, int64_t, JobState*>> pending_sorted_;
-  std::vector<std::set<std::tuple<RankKey, int64_t, JobState*>>> by_shape_;  // the same, per shape
+  // Pending jobs sorted by (rank, seq), one queue per shape (for policies whose ranks do not depend
+  // on usage, a pass merges them; the whole queue in order is their merge).
+  std::vector<std::set<std::tuple<RankKey, int64_t, JobState*>>> by_shape_;
   size_t pending_count_ = 0;
   // Pending jobs per (team, shape) in StaticRank order, when the queue policy gives one: a full
   // pass merges these queues' heads by live rank (QueuePolicy::StaticRank).

@@ -247,6 +247,29 @@ class Placer {
     return best;
   }
 
+  // Whether PlaceOne or PlaceGang would place the job on this model, without choosing GPUs. Both
+  // succeed exactly when enough nodes are eligible (a whole-GPU job's eligible nodes are in the
+  // free-GPU index): PlaceOne takes the best of them, and PlaceGang, when no rack or zone holds
+  // the gang, spans racks with the first `nodes` of them.
+  bool Fits(int model) const {
+    const int n = job_.nodes;
+    if (job_.fractional()) {
+      int count = 0;
+      for (int pos : view_.NodesOfModel(model)) {
+        if (Eligible(pos) && ++count >= n) return true;
+      }
+      return false;
+    }
+    const bool no_exclusions = !po_.excluded || po_.excluded->empty();
+    if (no_exclusions && TrivialJob(job_)) return view_.NodesWithFreeWhole(model, job_.gpus_per_node) >= n;
+    const auto& by_free = view_.ByFreeWhole(model);
+    int count = 0;
+    for (auto it = by_free.From(job_.gpus_per_node); it != by_free.end(); ++it) {
+      if (Eligible(it->second) && ++count >= n) return true;
+    }
+    return false;
+  }
+
   // A gang: all parts in one rack if possible, else one zone, else the fewest racks.
   std::optional<std::vector<Choice>> PlaceGang(int model) const {
     const int n = job_.nodes;
@@ -449,7 +472,12 @@ PlaceResult TopologyPlacement::Place(const JobSpec& job, const ClusterView& view
     }
     ever = true;
     bool enough = job.fractional() ? view.FreeMilli(m) >= need : view.FreeWholeGpus(m) * model::kMilliGpuPerGpu >= need;
-    if (enough) {
+    if (enough && po.answer_only) {
+      if (placer.Fits(m)) {
+        out.kind = PlaceResult::Kind::kPlaced;
+        return out;
+      }
+    } else if (enough) {
       if (job.nodes == 1) {
         if (std::optional<Choice> c = placer.PlaceOne(m)) {
           out.kind = PlaceResult::Kind::kPlaced;

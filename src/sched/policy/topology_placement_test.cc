@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -43,7 +44,13 @@ class TopologyPlacementTest : public ::testing::Test {
     PlaceOptions po;
     po.explain = explain;
     po.excluded = excluded;
-    return placement_.Place(job, view_, po);
+    PlaceResult full = placement_.Place(job, view_, po);
+    // Asking only whether the job is placed must give the same answer, whatever the case.
+    PlaceOptions ask;
+    ask.excluded = excluded;
+    ask.answer_only = true;
+    EXPECT_EQ(placement_.Place(job, view_, ask).kind, full.kind) << "answer_only disagrees";
+    return full;
   }
   // The single part of a placed one-node job.
   static NodeAssignment Only(const PlaceResult& r) {
@@ -629,6 +636,48 @@ TEST_F(TopologyPlacementTest, AnEnvironmentNoNodeSupportsIsNeverPlacedAndSaysSo)
   PlaceResult r = Place(job, /*explain=*/true);
   EXPECT_EQ(r.kind, Kind::kInfeasible);
   EXPECT_NE(r.reason.find("environment pytorch-2.7-cu128"), std::string::npos) << r.reason;
+}
+
+TEST_F(TopologyPlacementTest, AskingOnlyWhetherAJobIsPlacedGivesTheFullAnswersKind) {
+  // Random clusters (two models, racks, a down node, markets), random use and random jobs
+  // (gangs, slices, exclusions): the cheap answer always equals the full one.
+  std::mt19937 rng(11);
+  int placed = 0, waiting = 0;
+  for (int round = 0; round < 40; ++round) {
+    view_ = ClusterView();
+    std::vector<NodeId> ids;
+    const int nodes = 3 + static_cast<int>(rng() % 10);
+    for (int i = 0; i < nodes; ++i) {
+      model::NodeSpec n = MakeNode("n" + std::to_string(i), rng() % 3 == 0 ? "H100" : "A100", rng() % 2 ? 8 : 4);
+      n.labels[model::kLabelZone] = rng() % 2 ? "z1" : "z2";
+      n.labels[model::kLabelRack] = "r" + std::to_string(rng() % 3);
+      if (rng() % 4 == 0) n.market = model::Market::kSpot;
+      ids.push_back(Add(n));
+    }
+    if (rng() % 3 == 0) {
+      ASSERT_TRUE(view_.SetHealth(ids[rng() % ids.size()], NodeHealth::kDown).ok());
+    }
+    for (NodeId id : ids) {
+      const model::NodeSpec& spec = view_.Find(id)->spec;
+      std::vector<int> gpus;
+      for (int g = 0; g < spec.gpus; ++g) {
+        if (rng() % 2) gpus.push_back(g);
+      }
+      if (!gpus.empty() && view_.Find(id)->schedulable()) Use(id, gpus, rng() % 4 == 0 ? 500 : model::kMilliGpuPerGpu);
+    }
+    std::vector<char> excluded(view_.nodes().size(), 0);
+    for (char& e : excluded) e = rng() % 5 == 0 ? 1 : 0;
+    for (int k = 0; k < 25; ++k) {
+      JobSpec job = rng() % 5 == 0 ? Slice(250 * (1 + static_cast<int64_t>(rng() % 4))) : Gang(1 + static_cast<int>(rng() % 3), 1 + static_cast<int>(rng() % 8));
+      if (rng() % 4 == 0) job.gpu_models = {"H100"};
+      if (rng() % 6 == 0) job.market = MarketPreference::kOnDemand;
+      const PlaceResult r = Place(job, false, rng() % 2 ? &excluded : nullptr);  // compares the kinds
+      (r.kind == Kind::kPlaced ? placed : waiting) += 1;
+    }
+  }
+  // Both answers came up often enough for the comparison to mean something.
+  EXPECT_GT(placed, 100);
+  EXPECT_GT(waiting, 100);
 }
 
 }  // namespace
