@@ -113,10 +113,11 @@ struct Scheduler::JobState {
   std::optional<Time> timer;
   int victims_stopping = 0;          // preempted jobs that make room for this one
   std::optional<JobId> preempted_for;
-  int64_t preempt_failed_at = -1;
+  int64_t preempt_failed_at = -1;  // running_version_ when a preemption attempt last failed
   int spot_reclaims = 0;  // runs cut short because its spot node was reclaimed
   // Nodes this job will start on once its victims have stopped; other jobs keep off them.
-  std::vector<int> claim;    // running_version_ when a preemption attempt last failed
+  std::vector<int> claim;
+  mutable int64_t claimant_in_pass = -1;  // the pass (SchedulerStats::passes) that counted it a claimant
   // While it holds GPUs: the node positions of its parts with GPUs, its GPU model's index and
   // its milli-GPUs (what a preemption search reads of each candidate).
   std::vector<int> part_pos;
@@ -184,7 +185,9 @@ class Scheduler::VictimStream {
   using Key = std::tuple<Duration, int, int64_t>;
   static Key KeyOf(const JobState& j, Time now) { return {j.v.WorkAtRisk(now), j.spec.priority, -j.v.seq}; }
 
-  explicit VictimStream(Time now) : now_(now) {}
+  // Buffers the scheduler keeps from search to search (a stream allocates nothing once warm).
+  struct Buffers;
+  VictimStream(Time now, Buffers& buffers);
 
   // The regular jobs of one interval, in order at `now_`.
   void AddFiled(const VictimIndex::Filed& filed, int64_t interval) {
@@ -192,13 +195,16 @@ class Scheduler::VictimStream {
     Run run;
     run.interval = interval;
     if (interval <= 0) {
-      run.parts = {{filed.rbegin(), filed.rend()}};
+      run.parts[0] = {filed.rbegin(), filed.rend()};
+      run.part_count = 1;
     } else {
       run.cut = ((now_.millis() % interval) + interval) % interval;
       constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
       auto above = filed.upper_bound({run.cut, kMax, kMax, nullptr});
       // Phases at or below the cut (least work at risk first), then the rest from the top.
-      run.parts = {{It(above), filed.rend()}, {filed.rbegin(), It(above)}};
+      run.parts[0] = {It(above), filed.rend()};
+      run.parts[1] = {filed.rbegin(), It(above)};
+      run.part_count = 2;
     }
     Push(std::move(run));
   }
@@ -241,7 +247,8 @@ class Scheduler::VictimStream {
  private:
   using It = VictimIndex::Filed::const_reverse_iterator;
   struct Run {
-    std::vector<std::pair<It, It>> parts;
+    std::array<std::pair<It, It>, 2> parts;
+    size_t part_count = 0;
     size_t part = 0;
     int64_t interval = 0;
     int64_t cut = 0;  // now mod interval
@@ -261,8 +268,8 @@ class Scheduler::VictimStream {
   // Points `h` at the run's current job, moving past finished parts; false at the run's end.
   // The key comes from where the job is filed: what WorkAtRisk gives for a job filed there.
   bool Load(Run& r, Head& h) const {
-    while (r.part < r.parts.size() && r.parts[r.part].first == r.parts[r.part].second) ++r.part;
-    if (r.part == r.parts.size()) return false;
+    while (r.part < r.part_count && r.parts[r.part].first == r.parts[r.part].second) ++r.part;
+    if (r.part == r.part_count) return false;
     const auto& [phase, neg_priority, seq, job] = *r.parts[r.part].first;
     int64_t risk = now_.millis() - phase;
     if (r.interval > 0) risk = phase <= r.cut ? r.cut - phase : r.cut - phase + r.interval;
@@ -272,11 +279,29 @@ class Scheduler::VictimStream {
   }
 
   Time now_;
-  std::vector<Run> runs_;
-  std::vector<Head> heads_;
-  std::vector<std::tuple<Key, int64_t, JobState*>> extra_;
+  std::vector<Run>& runs_;
+  std::vector<Head>& heads_;
+  std::vector<std::tuple<Key, int64_t, JobState*>>& extra_;
   size_t extra_pos_ = 0;
+
+ public:
+  struct Buffers {
+    std::vector<Run> runs;
+    std::vector<Head> heads;
+    std::vector<std::tuple<Key, int64_t, JobState*>> extra;
+  };
 };
+
+struct Scheduler::VictimBuffers {
+  VictimStream::Buffers buffers;
+};
+
+Scheduler::VictimStream::VictimStream(Time now, Buffers& buffers)
+    : now_(now), runs_(buffers.runs), heads_(buffers.heads), extra_(buffers.extra) {
+  runs_.clear();
+  heads_.clear();
+  extra_.clear();
+}
 
 Scheduler::Scheduler(const Clock& clock, ClusterView& view, Policies policies, ActionSink& sink)
     : clock_(clock), view_(view), policies_(std::move(policies)), sink_(sink) {
@@ -1811,7 +1836,8 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // behind it (and the index's aside jobs); otherwise every running job is.
   std::optional<VictimStream> stream;
   if (victim_index_) {
-    stream.emplace(ctx.now);
+    if (!victim_buffers_) victim_buffers_ = std::make_unique<VictimBuffers>();
+    stream.emplace(ctx.now, victim_buffers_->buffers);
     auto first_class = victim_index_->by_class.begin();
     if (static_ranks) {
       const int64_t cls = w.rank.k[0];
@@ -2296,11 +2322,13 @@ void Scheduler::Pass() {
   };
 
   // Nodes claimed by jobs whose preemption victims are still stopping: only claimants use them.
-  std::vector<char> claimed;
-  std::unordered_set<const JobState*> claimants;
+  // (Empty while nobody claims; the buffer is reused from pass to pass.)
+  std::vector<char>& claimed = pass_claimed_;
+  claimed.clear();
+  const int64_t pass_number = stats_.passes;
   auto add_claim = [&](const JobState& c) {
     if (claimed.empty()) claimed.assign(view_.nodes().size(), 0);
-    claimants.insert(&c);
+    c.claimant_in_pass = pass_number;
     for (int pos : c.claim) claimed[pos] = 1;
   };
   for (const JobState* stopping : stopping_) {
@@ -2313,7 +2341,7 @@ void Scheduler::Pass() {
   if (claimed != claims_at_end_) ++search_epoch_;
   std::vector<char> mask;  // reservation and/or claims, for one job
   auto exclusions = [&](const JobState* j, bool with_reservation) -> const std::vector<char>* {
-    bool claims = !claimed.empty() && !claimants.count(j);
+    bool claims = !claimed.empty() && j->claimant_in_pass != pass_number;
     if (!claims && !with_reservation) return nullptr;
     if (!claims) return &res->nodes;
     if (!with_reservation) return &claimed;
@@ -2478,7 +2506,7 @@ void Scheduler::Pass() {
   } else if (full) {
     blocked_head_.reset();
   }
-  claims_at_end_ = std::move(claimed);
+  claims_at_end_.swap(claimed);
 }
 
 // ---- Read access -----------------------------------------------------------------------------

@@ -262,6 +262,7 @@ class Scheduler {
   void NoteClassMove(int64_t from, int64_t to);
   // The claims the last pass ended with: a pass that starts with others forgets failed searches.
   std::vector<char> claims_at_end_;
+  std::vector<char> pass_claimed_;  // the claims during a pass (a buffer swapped with claims_at_end_)
   // Buffers a pass and a search reuse instead of allocating each time.
   std::array<std::vector<char>, 4> pass_flags_;
   std::vector<int> search_models_;
@@ -340,6 +341,8 @@ class Scheduler {
   void IndexVictim(JobState& j);
   void UnindexVictim(JobState& j);
   class VictimStream;
+  struct VictimBuffers;  // what a VictimStream reuses from search to search
+  std::unique_ptr<VictimBuffers> victim_buffers_;
   std::unordered_set<JobState*> stopping_;                       // asked to stop, not yet gone
   int64_t running_with_estimate_ = 0;
   int64_t running_with_max_cost_ = 0;  // running jobs with a max_cost_micros of their own

@@ -4,6 +4,7 @@
 #include <array>
 #include <limits>
 #include <map>
+#include <span>
 #include <tuple>
 
 #include "common/strings.h"
@@ -196,10 +197,10 @@ class Placer {
     return c;
   }
 
-  NodeAssignment Assign(const Choice& c) const {
+  NodeAssignment Assign(Choice&& c) const {
     NodeAssignment a;
     a.node = view_.nodes()[c.pos].id;
-    a.gpus = c.gpus;
+    a.gpus = std::move(c.gpus);
     a.gpu_milli = job_.fractional() ? job_.gpu_milli : model::kMilliGpuPerGpu;
     a.cpu_milli = job_.cpu_milli;
     a.mem_mib = job_.mem_mib;
@@ -279,6 +280,8 @@ class Placer {
       // order. Count them per rack group and take the tightest group that holds the gang, as
       // the scan does; if no group holds it, the scan below spans zones and racks.
       const auto& by_free = view_.ByFreeWhole(model);
+      const bool no_exclusions = !po_.excluded || po_.excluded->empty();
+      if (no_exclusions && view_.NodesWithFreeWhole(model, job_.gpus_per_node) < n) return std::nullopt;
       const auto from = by_free.From(job_.gpus_per_node);
       std::vector<int> per_group(view_.group_count(), 0);
       int total = 0;
@@ -442,15 +445,30 @@ class Placer {
 
 PlaceResult TopologyPlacement::Place(const JobSpec& job, const ClusterView& view, const PlaceOptions& po) const {
   PlaceResult out;
-  std::vector<int> models;
+  // The models to try, in order (on the stack for the usual few; Place is asked very often).
+  constexpr size_t kInline = 16;
+  std::array<int, kInline> inline_models;
+  std::vector<int> more_models;
+  size_t model_count = 0;
+  auto add_model = [&](int m) {
+    if (model_count < kInline) {
+      inline_models[model_count] = m;
+    } else {
+      if (more_models.empty()) more_models.assign(inline_models.begin(), inline_models.end());
+      more_models.push_back(m);
+    }
+    ++model_count;
+  };
   if (job.gpu_models.empty()) {
-    for (size_t m = 0; m < view.models().size(); ++m) models.push_back(static_cast<int>(m));
+    for (size_t m = 0; m < view.models().size(); ++m) add_model(static_cast<int>(m));
   } else {
     for (const auto& name : job.gpu_models) {
       int m = view.ModelIndex(name);
-      if (m >= 0) models.push_back(m);
+      if (m >= 0) add_model(m);
     }
   }
+  const std::span<const int> models =
+      model_count > kInline ? std::span<const int>(more_models) : std::span<const int>(inline_models.data(), model_count);
   if (models.empty()) {
     out.kind = PlaceResult::Kind::kInfeasible;
     if (po.explain) {
@@ -482,13 +500,14 @@ PlaceResult TopologyPlacement::Place(const JobSpec& job, const ClusterView& view
         if (std::optional<Choice> c = placer.PlaceOne(m)) {
           out.kind = PlaceResult::Kind::kPlaced;
           out.placement.gpu_model = view.models()[m];
-          out.placement.parts.push_back(placer.Assign(*c));
+          out.placement.parts.push_back(placer.Assign(std::move(*c)));
           return out;
         }
       } else if (auto gang = placer.PlaceGang(m)) {
         out.kind = PlaceResult::Kind::kPlaced;
         out.placement.gpu_model = view.models()[m];
-        for (const Choice& c : *gang) out.placement.parts.push_back(placer.Assign(c));
+        out.placement.parts.reserve(gang->size());
+        for (Choice& c : *gang) out.placement.parts.push_back(placer.Assign(std::move(c)));
         return out;
       }
     }
