@@ -117,7 +117,11 @@ struct Scheduler::JobState {
   int spot_reclaims = 0;  // runs cut short because its spot node was reclaimed
   // Nodes this job will start on once its victims have stopped; other jobs keep off them.
   std::vector<int> claim;
-  mutable int64_t claimant_in_pass = -1;  // the pass (SchedulerStats::passes) that counted it a claimant
+  mutable int64_t claimant_in_pass = -1;
+  // Its team's entries in books_ and teams_, once looked up (entries are never erased, and an
+  // unordered_map keeps its entries in place).
+  TeamBooks* books = nullptr;
+  TeamUsage* usage = nullptr;  // the pass (SchedulerStats::passes) that counted it a claimant
   // While it holds GPUs: the node positions of its parts with GPUs, its GPU model's index and
   // its milli-GPUs (what a preemption search reads of each candidate).
   std::vector<int> part_pos;
@@ -310,6 +314,16 @@ Scheduler::Scheduler(const Clock& clock, ClusterView& view, Policies policies, A
       policies_.options.victims == VictimOrder::kLeastWorkLost) {
     victim_index_ = std::make_unique<VictimIndex>();
   }
+}
+
+Scheduler::TeamBooks& Scheduler::BooksOf(JobState& j) {
+  if (!j.books) j.books = &books_[j.spec.team];
+  return *j.books;
+}
+
+TeamUsage& Scheduler::UsageOf(JobState& j) {
+  if (!j.usage) j.usage = &teams_[j.spec.team];
+  return *j.usage;
 }
 
 void Scheduler::AddRunning(JobState& j) {
@@ -574,7 +588,7 @@ void Scheduler::Enqueue(JobState& j) {
   j.outcome = JobState::Outcome::kNotReached;
   ++pending_count_;
   if (j.preempt_failed_at == failed_version_) ++failed_count_;
-  ++books_[j.spec.team].load.pending_jobs;
+  ++BooksOf(j).load.pending_jobs;
   CountShape(j, +1);
   QueueContext ctx = Context();
   j.rank = LiveRank(j, ctx);
@@ -618,7 +632,7 @@ void Scheduler::Dequeue(JobState& j) {
   }
   --pending_count_;
   if (j.preempt_failed_at == failed_version_) --failed_count_;
-  --books_[j.spec.team].load.pending_jobs;
+  --BooksOf(j).load.pending_jobs;
   CountShape(j, -1);
 }
 
@@ -677,9 +691,9 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
   j.v.phase = JobPhase::kRunning;
   j.v.started_at = started;
   j.v.last_checkpoint = started;
-  teams_[j.spec.team].used_milli += GpuMilliOf(j.spec);
+  UsageOf(j).used_milli += GpuMilliOf(j.spec);
   {
-    TeamLoad& load = books_[j.spec.team].load;
+    TeamLoad& load = BooksOf(j).load;
     ++load.running_jobs;
     load.used_milli += GpuMilliOf(j.spec);
     load.model_used_milli[j.placement.gpu_model] += GpuMilliOf(j.spec);
@@ -1298,9 +1312,9 @@ void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
   }
   view_.Release(j.placement);
   RemoveHolder(j);
-  teams_[j.spec.team].used_milli -= GpuMilliOf(j.spec);
+  UsageOf(j).used_milli -= GpuMilliOf(j.spec);
   {
-    TeamLoad& load = books_[j.spec.team].load;
+    TeamLoad& load = BooksOf(j).load;
     --load.running_jobs;
     load.used_milli -= GpuMilliOf(j.spec);
     if ((load.model_used_milli[j.placement.gpu_model] -= GpuMilliOf(j.spec)) == 0) {
@@ -2361,6 +2375,7 @@ void Scheduler::Pass() {
     return unvisited - (running_version_ == version_at_start ? failed_at_start - failed_visited : 0) > 0;
   };
 
+  PlaceResult r;
   while (JobState* j = next()) {
     ++visited;
     if (j->preempt_failed_at == version_at_start && running_version_ == version_at_start) ++failed_visited;
@@ -2368,13 +2383,14 @@ void Scheduler::Pass() {
     const bool free_none = view_.FreeMilliAll() == 0;
     // Static ranks: if the job may not displace the worst-ranked running job, it may displace
     // nobody (MayPreempt implies a better rank, and the worst job is the easiest victim).
+    const auto* worst = running_.empty() ? nullptr : &*running_.rbegin();  // the worst-ranked running job
     const bool can_preempt =
-        preemptive && attempts < opt.max_preemption_attempts && !running_.empty() &&
+        preemptive && attempts < opt.max_preemption_attempts && worst != nullptr &&
         j->preempt_failed_at != running_version_ &&
-        (!static_ranks || (j->rank < std::get<0>(*running_.rbegin()) &&
+        (!static_ranks || (j->rank < std::get<0>(*worst) &&
                            (policies_.queue->PreemptsByClass() && running_moving_ == 0 && RanksCurrent(ctx.now)
-                                ? j->rank.k[0] < std::get<2>(*running_.rbegin())->rank.k[0]
-                                : policies_.queue->MayPreempt(j->v, std::get<2>(*running_.rbegin())->v, ctx))));
+                                ? j->rank.k[0] < std::get<2>(*worst)->rank.k[0]
+                                : policies_.queue->MayPreempt(j->v, std::get<2>(*worst)->v, ctx))));
     if (!can_preempt) no_preempt[j->shape] = 1;
     if (!can_preempt && (free_none || dead_live >= live_shapes_)) {
       // Nothing more can start; with static ranks nobody further may preempt either.
@@ -2394,8 +2410,7 @@ void Scheduler::Pass() {
         continue;
       }
     }
-    PlaceResult r;
-    r.kind = PlaceResult::Kind::kWait;
+    r.kind = PlaceResult::Kind::kWait;  // (declared before the loop: most visits never place)
     bool placed = false;
     bool held = false;
     const int shape = j->shape;

@@ -382,6 +382,8 @@ class Scheduler {
   };
   // Per team: quota, limits and load (looked up at every enqueue, start and stop; Teams() sorts).
   std::unordered_map<std::string, TeamBooks, TeamNameHash> books_;
+  TeamBooks& BooksOf(JobState& j);  // books_[j's team], looked up once per job
+  TeamUsage& UsageOf(JobState& j);  // teams_[j's team], the same
   bool any_limits_ = false;                 // some team has a limit that holds jobs (not only borrow)
   // Why the team's quota or limits keep `j` waiting; with a placement, judged on its GPU model.
   std::string QuotaBlock(const JobState& j, const model::Placement* placement) const;
