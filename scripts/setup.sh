@@ -19,6 +19,8 @@ PACKAGES=(
   # The state store (SQLite, PostgreSQL's libpq), the HTTP API, TLS, and the capacity planner's
   # LP/MILP solver.
   libsqlite3-dev libpq-dev libcpp-httplib-dev libssl-dev coinor-libcbc-dev coinor-libclp-dev
+  # The memory allocator the gpufleet binary links (tcmalloc_minimal; GPUFLEET_TCMALLOC).
+  libgoogle-perftools-dev
   # The PostgreSQL store's tests and benchmark start a throwaway server (initdb, pg_ctl).
   postgresql
   # End-to-end tests: a real 2-node PyTorch DDP job (gloo backend, for /usr/bin/python3), curl for
