@@ -124,13 +124,21 @@ class Placer {
       // One domain: the g coolest free GPUs (by temperature, then index), without the map below.
       std::array<int, kSmallNode> free{};
       int count = 0;
+      bool warm = false;  // some free GPU reported a temperature
       for (int i = 0; i < n.spec.gpus; ++i) {
-        if (n.free_milli[i] == model::kMilliGpuPerGpu) free[count++] = i;
+        if (n.free_milli[i] == model::kMilliGpuPerGpu) {
+          free[count++] = i;
+          warm = warm || n.temp_c[i] != 0;
+        }
       }
       if (count >= g) {
-        std::sort(free.begin(), free.begin() + count,
-                  [&](int a, int b) { return std::tie(n.temp_c[a], a) < std::tie(n.temp_c[b], b); });
-        std::sort(free.begin(), free.begin() + g);
+        // All at 0 °C (no temperature reported): by temperature, then index, is index order,
+        // the order they were collected in.
+        if (warm) {
+          std::sort(free.begin(), free.begin() + count,
+                    [&](int a, int b) { return std::tie(n.temp_c[a], a) < std::tie(n.temp_c[b], b); });
+          std::sort(free.begin(), free.begin() + g);
+        }
         c.gpus.assign(free.begin(), free.begin() + g);
         for (int i : c.gpus) c.hot += n.temp_c[i] >= hot_c_ ? 1 : 0;
         if (first_fit_) c.leftover = 0;
