@@ -2425,10 +2425,24 @@ void Scheduler::Pass() {
       }
       if (!use_reservation) {
         if (!failed_free[shape]) {
-          ++stats_.placement_calls;
           PlaceOptions po;
           po.excluded = exclusions(j, false);
-          r = policies_.placement->Place(j->spec, view_, po);
+          // A shape that could not be placed on the view as it is now (nothing excluded then or
+          // now) cannot be placed now either: the placement reads only the job's shape and the view.
+          const bool unchanged = po.excluded == nullptr && static_cast<size_t>(shape) < failed_place_.size() &&
+                                 failed_place_[shape].first == view_.changes();
+          if (unchanged) {
+            r.kind = failed_place_[shape].second;
+          } else {
+            ++stats_.placement_calls;
+            r = policies_.placement->Place(j->spec, view_, po);
+            if (r.kind != PlaceResult::Kind::kPlaced && po.excluded == nullptr) {
+              if (failed_place_.size() <= static_cast<size_t>(shape)) {
+                failed_place_.resize(shape + 1, {std::numeric_limits<uint64_t>::max(), PlaceResult::Kind::kWait});
+              }
+              failed_place_[shape] = {view_.changes(), r.kind};
+            }
+          }
           placed = r.kind == PlaceResult::Kind::kPlaced;
           if (!placed) {
             failed_free[shape] = 1;

@@ -262,6 +262,9 @@ class Scheduler {
   void NoteClassMove(int64_t from, int64_t to);
   // The claims the last pass ended with: a pass that starts with others forgets failed searches.
   std::vector<char> claims_at_end_;
+  // Per shape: the view (ClusterView::changes) on which its placement, with nothing excluded,
+  // last failed, and how (wait or never); a pass does not ask again while the view is the same.
+  std::vector<std::pair<uint64_t, PlaceResult::Kind>> failed_place_;
   std::vector<char> pass_claimed_;  // the claims during a pass (a buffer swapped with claims_at_end_)
   // Buffers a pass and a search reuse instead of allocating each time.
   std::array<std::vector<char>, 4> pass_flags_;
