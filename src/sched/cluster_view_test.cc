@@ -534,5 +534,55 @@ TEST_F(ClusterViewTest, ReleasingAPlacementPartByPartEqualsReleasingItWhole) {
   EXPECT_EQ(view_.FreeMilli(a100_), before.FreeMilli(a100_));
 }
 
+TEST_F(ClusterViewTest, EveryChangeOutsideATrialCountsAndATrialLeavesTheCountAndTheNodes) {
+  // A pass trusts an answer read from the view while changes() stays the same: every way of
+  // changing the view must count, and a trial (whole or part by part) must leave no trace.
+  AddThreeNodes();
+  uint64_t last = view_.changes();
+  auto counted = [&](const char* what) {
+    EXPECT_GT(view_.changes(), last) << what << " did not count as a change";
+    last = view_.changes();
+  };
+  Placement p = On(NodeId(0), {0, 1});
+  p.parts.push_back(On(NodeId(2), {4}).parts[0]);
+  view_.Allocate(p);
+  counted("Allocate");
+  view_.Release(p);
+  counted("Release");
+  view_.Allocate(p);
+  counted("Allocate");
+  view_.ReleasePart(p.parts[0]);
+  counted("ReleasePart");
+  view_.ReacquirePart(p.parts[0]);
+  counted("ReacquirePart");
+  view_.Release(p);
+  view_.Reacquire(p);
+  counted("Reacquire");
+  ASSERT_TRUE(view_.SetTemperatures(NodeId(1), {40, 41, 42, 43}).ok());
+  counted("SetTemperatures");
+  view_.SetThermalLimits(85, 75);
+  counted("SetThermalLimits");
+  ASSERT_TRUE(view_.SetHealth(NodeId(1), NodeHealth::kDown).ok());
+  counted("SetHealth");
+  ASSERT_TRUE(view_.UpsertNode(NodeId(3), MakeNode("a2", "A100", 8)).ok());
+  counted("UpsertNode");
+
+  const ClusterView before = view_;
+  view_.StartTrial();
+  view_.ReleasePart(p.parts[1]);
+  view_.ReleasePart(p.parts[0]);
+  view_.ReacquirePart(p.parts[1]);
+  view_.Release(On(NodeId(2), {}));
+  EXPECT_EQ(view_.changes(), last);  // a trial does not count
+  view_.EndTrial();
+  EXPECT_EQ(view_.changes(), last);
+  for (NodeId id : {NodeId(0), NodeId(2)}) {
+    EXPECT_EQ(view_.Find(id)->free_milli, before.Find(id)->free_milli);
+    EXPECT_EQ(view_.Find(id)->free_whole, before.Find(id)->free_whole);
+  }
+  EXPECT_EQ(view_.FreeWholeGpus(a100_), before.FreeWholeGpus(a100_));
+  EXPECT_EQ(view_.NodesWithFreeWhole(a100_, 8), before.NodesWithFreeWhole(a100_, 8));
+}
+
 }  // namespace
 }  // namespace gpufleet::sched

@@ -175,9 +175,10 @@ struct PlaceOptions {
 
 // Chooses GPUs for a job. Answers both "now" (Placed or Wait) and "ever" (Infeasible when no
 // node could hold the job even if the cluster were empty).
-// For a job of whole GPUs, whether it is placed depends only on the nodes that could hold one
-// of its parts now (schedulable, with at least gpus_per_node whole GPUs free): a preemption
-// search relies on this to know that a change on other nodes leaves the answer as it was.
+// For a job of whole GPUs, whether it is placed, and where, depends only on the nodes that could
+// hold one of its parts now (schedulable, with at least gpus_per_node whole GPUs free) and on
+// nothing else the view holds: a preemption search relies on this to know that a change on other
+// nodes leaves the answer, and the nodes it claims, as they were.
 class PlacementPolicy {
  public:
   virtual ~PlacementPolicy() = default;

@@ -117,11 +117,11 @@ struct Scheduler::JobState {
   int spot_reclaims = 0;  // runs cut short because its spot node was reclaimed
   // Nodes this job will start on once its victims have stopped; other jobs keep off them.
   std::vector<int> claim;
-  mutable int64_t claimant_in_pass = -1;
+  mutable int64_t claimant_in_pass = -1;  // the pass (SchedulerStats::passes) that counted it a claimant
   // Its team's entries in books_ and teams_, once looked up (entries are never erased, and an
   // unordered_map keeps its entries in place).
   TeamBooks* books = nullptr;
-  TeamUsage* usage = nullptr;  // the pass (SchedulerStats::passes) that counted it a claimant
+  TeamUsage* usage = nullptr;
   // While it holds GPUs: the node positions of its parts with GPUs, its GPU model's index and
   // its milli-GPUs (what a preemption search reads of each candidate).
   std::vector<int> part_pos;
@@ -552,19 +552,21 @@ int Scheduler::ShapeId(const JobSpec& s) {
   key += '/';
   key += model::MarketPreferenceName(s.market);
   key += '/';
-  for (const auto& m : s.gpu_models) {
-    key += m;
-    key += ',';
-  }
+  // Names are written with their length first, so that no two different lists read alike
+  // (models "A100,H100" and "A100", "H100"; a label value holding '=' or ',').
+  auto text = [&](const std::string& t) {
+    number(static_cast<int64_t>(t.size()));
+    key += ':';
+    key += t;
+  };
+  for (const auto& m : s.gpu_models) text(m);
   key += '/';
   for (const auto& [k, v] : s.constraints) {
-    key += k;
-    key += '=';
-    key += v;
-    key += ',';
+    text(k);
+    text(v);
   }
   key += '/';
-  key += s.environment;
+  text(s.environment);
   if (auto it = shapes_.find(key); it != shapes_.end()) return it->second;
   const int id = static_cast<int>(shapes_.size());
   shapes_.emplace(key, id);
@@ -655,6 +657,7 @@ void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
   if (j.v.phase == JobPhase::kPending && j.in_queue) {
     // Moves the set's node (no allocation).
     auto node = by_shape_[j.shape].extract({j.set_rank, j.v.seq, &j});
+    CHECK(!node.empty()) << "a queued job is missing from its shape's queue";
     j.rank = LiveRank(j, ctx);
     j.set_rank = j.rank;
     std::get<0>(node.value()) = j.set_rank;
@@ -1943,16 +1946,21 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // that stays too small is not released on the view: the node only counts the whole GPUs the
   // part would free (`extra`). Once the node has room, its deferred parts are released on the view
   // (in any order: releases add up). A part on a GPU that turned hot, or a slice, is released at
-  // once (it does not free a whole GPU). So every node with room is on the view as a full release
-  // would leave it, and the answers of the placement, and the claim, are the same.
+  // once (what it frees cannot be told from the part alone: held for heat, or a whole GPU only
+  // with the GPU's other slices gone). So every node with room is on the view as a full release
+  // would leave it, and the answers of the placement, and the claim (PlacementPolicy::Place
+  // reads only nodes with room for a part, for both), are the same.
   std::vector<int>& extra = search_extra_;
   std::vector<char>& mark = search_mark_;
   std::vector<int>& touched = search_touched_;
-  std::vector<std::pair<int, const model::NodeAssignment*>>& deferred = search_deferred_;
+  // Deferred parts, a list per node: first_deferred[pos] and each entry's next (-1 ends it).
+  std::vector<std::pair<const model::NodeAssignment*, int>>& deferred = search_deferred_;
+  std::vector<int>& first_deferred = search_first_deferred_;
   const size_t node_count = view_.nodes().size();
   if (extra.size() < node_count) {
     extra.resize(node_count, 0);
     mark.resize(node_count, 0);
+    first_deferred.resize(node_count, -1);
   }
   touched.clear();
   deferred.clear();
@@ -1966,9 +1974,8 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     if (mark[pos] == 2) return;
     mark[pos] = 2;
     extra[pos] = 0;
-    for (const auto& [at, part] : deferred) {
-      if (at == pos) whatif.ReleasePart(*part);
-    }
+    for (int k = first_deferred[pos]; k >= 0; k = deferred[k].second) whatif.ReleasePart(*deferred[k].first);
+    first_deferred[pos] = -1;
   };
   auto release_part = [&](int pos, const model::NodeAssignment& part) {
     if (mark[pos] == 0) {
@@ -1986,7 +1993,8 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       return;
     }
     extra[pos] += static_cast<int>(part.gpus.size());
-    deferred.emplace_back(pos, &part);
+    deferred.emplace_back(&part, first_deferred[pos]);
+    first_deferred[pos] = static_cast<int>(deferred.size()) - 1;
     if (ready_at(pos)) apply_deferred(pos);
   };
   // The give-back steps below only take GPUs back from what a release gave, so a node whose
@@ -2010,6 +2018,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     for (int pos : touched) {
       extra[pos] = 0;
       mark[pos] = 0;
+      first_deferred[pos] = -1;
     }
   };
   // Node positions of a victim's parts (the parts of one job are on distinct nodes).

@@ -279,7 +279,8 @@ class Scheduler {
   std::vector<char> search_mark_;
   std::vector<int> search_touched_;
   std::vector<int> search_part_pos_;
-  std::vector<std::pair<int, const model::NodeAssignment*>> search_deferred_;
+  std::vector<std::pair<const model::NodeAssignment*, int>> search_deferred_;  // (part, next on its node)
+  std::vector<int> search_first_deferred_;
   std::vector<std::tuple<RankKey, int64_t, int>> pass_heads_;             // the shape queues' heads
   std::vector<std::tuple<RankKey, int64_t, JobState*>> pass_group_heads_;  // the (team, shape) queues' heads
   TeamUsageMap pass_usage_;                            // team usage at the pass's start

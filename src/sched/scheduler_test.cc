@@ -888,5 +888,31 @@ TEST(ScalingQueueTest, IsTheQueueInTheShapeTheSchedulerPlacesWithoutHeldJobs) {
   EXPECT_EQ(again.team, "a");
 }
 
+TEST(SchedulerTest, APassDoesNotAskThePlacementAgainForAShapeThatFailedOnTheSameView) {
+  // Given an 8-GPU node with 6 GPUs busy and a waiting 4-GPU job (greedy backfill: no
+  // reservation), expect a full pass on the same view (a timer) to make no placement call for it,
+  // and a change of the view (a temperature, a node added) to make the pass ask again, and the
+  // job start once it fits.
+  SchedulerHarness h("fifo", {"backfill=greedy"});
+  NodeId n0 = h.AddNode(MakeNode("n0", "A100", 8));
+  JobId busy = h.Submit(MakeJob(6));
+  JobId waiting = h.Submit(MakeJob(4));
+  ASSERT_EQ(h.Phase(busy), JobPhase::kRunning);
+  ASSERT_EQ(h.Phase(waiting), JobPhase::kPending);
+  int64_t calls = h.sched().stats().placement_calls;
+  h.Timer();
+  h.Timer();
+  EXPECT_EQ(h.sched().stats().placement_calls, calls);  // the same view: the failure stands
+  EXPECT_EQ(h.Phase(waiting), JobPhase::kPending);
+  ASSERT_TRUE(h.view().SetTemperatures(n0, {50, 50, 50, 50, 50, 50, 50, 50}).ok());
+  h.Timer();
+  EXPECT_EQ(h.sched().stats().placement_calls, calls + 1);  // asked again, still no room
+  EXPECT_EQ(h.Phase(waiting), JobPhase::kPending);
+  calls = h.sched().stats().placement_calls;
+  h.AddNode(MakeNode("n1", "A100", 4));
+  EXPECT_GT(h.sched().stats().placement_calls, calls);
+  EXPECT_EQ(h.Phase(waiting), JobPhase::kRunning);
+}
+
 }  // namespace
 }  // namespace gpufleet::sched
