@@ -109,6 +109,7 @@ struct HttpListener::Conn : public httplib::Stream {
   // waiting for a hang-up (cpp-httplib reads a POST without either until end of stream).
   std::string head;
   bool no_body = false;
+  std::string held;  // a response head waiting for its body (see write)
 
   char buf[4096];
   size_t pos = 0, len = 0;
@@ -215,17 +216,23 @@ struct HttpListener::Conn : public httplib::Stream {
         if (n < 0) failed = true;
         if (n <= 0) return n;
       } else {
-        if (!WaitFor(POLLIN, deadline)) {
-          failed = timed_out = true;
-          return -1;
-        }
-        do {
+        // The socket is non-blocking: read what is there, and wait only when nothing is (a
+        // request that follows its answer at once is usually there already).
+        for (;;) {
+          if (SteadyNow() >= deadline) {
+            failed = timed_out = true;
+            return -1;
+          }
           n = ::recv(fd, buf, sizeof buf, 0);
-        } while (n < 0 && errno == EINTR);
-        if (n <= 0) {
-          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return read(ptr, size);
-          return n;
+          if (n >= 0) break;
+          if (errno == EINTR) continue;
+          if (errno != EAGAIN && errno != EWOULDBLOCK) return n;
+          if (!WaitFor(POLLIN, deadline)) {
+            failed = timed_out = true;
+            return -1;
+          }
         }
+        if (n == 0) return 0;
       }
       pos = 0;
       len = static_cast<size_t>(n);
@@ -250,24 +257,66 @@ struct HttpListener::Conn : public httplib::Stream {
     return static_cast<ssize_t>(n);
   }
 
+  // Sends all of [ptr, ptr + size) within write_timeout: `size`, or -1 if it could not.
   ssize_t Send(const char* ptr, size_t size) {
-    if (ssl != nullptr) {
-      if (size == 0) return 0;
-      int n = TlsCall([&] { return SSL_write(ssl, ptr, static_cast<int>(std::min<size_t>(size, 1 << 30))); },
-                      SteadyNow() + Ms(write_timeout));
-      return n > 0 ? n : -1;
+    const SteadyTime deadline = SteadyNow() + Ms(write_timeout);
+    size_t done = 0;
+    while (done < size) {
+      if (ssl != nullptr) {
+        // Without SSL_MODE_ENABLE_PARTIAL_WRITE a write that succeeds wrote all it was given.
+        const size_t chunk = std::min<size_t>(size - done, 1 << 30);
+        int n = TlsCall([&] { return SSL_write(ssl, ptr + done, static_cast<int>(chunk)); }, deadline);
+        if (n <= 0) return -1;
+        done += static_cast<size_t>(n);
+        continue;
+      }
+      // The socket is non-blocking: wait for room only when the kernel has none.
+      ssize_t n = ::send(fd, ptr + done, size - done, MSG_NOSIGNAL);
+      if (n >= 0) {
+        done += static_cast<size_t>(n);
+        continue;
+      }
+      if (errno == EINTR) continue;
+      if ((errno != EAGAIN && errno != EWOULDBLOCK) || !WaitFor(POLLOUT, deadline)) return -1;
     }
-    if (!WaitFor(POLLOUT, SteadyNow() + Ms(write_timeout))) return -1;
-    ssize_t n;
-    do {
-      n = ::send(fd, ptr, size, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    return n;
+    return static_cast<ssize_t>(size);
+  }
+
+  // A response's head (status line and headers) that declares its body's length is held back and
+  // sent together with the body's first bytes, in one segment: sent alone, the client wakes for
+  // the head and again for the body, and the server makes two sends. A head without a length
+  // (a chunked stream, 100 Continue) goes out at once. FlushHeld sends a head that no body
+  // followed (HEAD, 204, an empty body).
+  static bool IsHeadWithLength(const char* ptr, size_t size) {
+    std::string_view s(ptr, size);
+    if (!s.starts_with("HTTP/1.") || !s.ends_with("\r\n\r\n")) return false;
+    std::string text(s);
+    return HasHeader(text, "content-length:") && !HasHeader(text, "transfer-encoding:");
   }
 
   ssize_t write(const char* ptr, size_t size) override {
     if (failed) return static_cast<ssize_t>(size);  // the answer was given (413) or nobody listens
-    return Send(ptr, size);
+    if (held.empty() && IsHeadWithLength(ptr, size)) {
+      held.assign(ptr, size);
+      return static_cast<ssize_t>(size);
+    }
+    if (held.empty()) return Send(ptr, size);
+    constexpr size_t kJoinUpTo = 64 * 1024;
+    const size_t first = std::min(size, kJoinUpTo);
+    held.append(ptr, first);
+    ssize_t n = Send(held.data(), held.size());
+    held.clear();
+    if (n < 0) return -1;
+    if (first < size && Send(ptr + first, size - first) < 0) return -1;
+    return static_cast<ssize_t>(size);
+  }
+
+  // After a response: sends a head still held. False if it could not.
+  bool FlushHeld() {
+    if (held.empty()) return true;
+    std::string out = std::move(held);
+    held.clear();
+    return failed || Send(out.data(), out.size()) >= 0;
   }
 
   ~Conn() override {
@@ -535,6 +584,7 @@ void HttpListener::Serve(Conn* c) {
     }
     bool closed = false;
     bool ok = routes_.Serve(*c, last, closed);
+    if (!c->FlushHeld()) ok = false;
     if (c->timed_out) timed_out_.fetch_add(1);
     keep = ok && !closed && !last && !c->failed && !tl_close_after;
     if (!keep && (tl_close_after || c->answered_413)) {

@@ -16,7 +16,9 @@
 //
 // Routing, parsing and the handlers stay cpp-httplib's (RouteTable::Serve calls its protected
 // process_request); a pre-routing handler installed on the routes may reject a request before its
-// body is read (authentication), and should call CloseAfterResponse() when it does.
+// body is read (authentication), and should call CloseAfterResponse() when it does. Handlers set
+// the whole body: cpp-httplib's content providers do not work here (they stop at once, because
+// the routes' own server socket never opens), so no route uses them.
 //
 // Thread-safety: Start/Stop from one thread; stats() from any.
 #pragma once

@@ -16,6 +16,7 @@
 
 #include "api/codec.h"
 #include "controller/auth.h"
+#include "controller/http_listener.h"
 #include "controller/rbac.h"
 #include "controller/tls.h"
 #include "testing/memory_store.h"
@@ -1037,6 +1038,83 @@ TEST(UserMapFileTest, ErrorsNameFileLineAndColumnOfTheEntry) {
   ASSERT_TRUE(good.ok()) << good.status().message();
   EXPECT_EQ(good->For("alice", "vision"), "alice");
   EXPECT_EQ(good->For("carol", "vision"), "gf-vision");
+}
+
+
+// The listener's writes, on routes of its own: a response head that declares its length waits for
+// its body's first bytes and goes out with them; a head with no body after it (HEAD, 204) still
+// goes out when the handler ends; and a body far larger than the socket's buffers arrives whole.
+class ListenerWritesTest : public ::testing::Test {
+ protected:
+  static constexpr size_t kBig = 3'000'000;
+
+  void SetUp() override {
+    big_.resize(kBig);
+    for (size_t i = 0; i < kBig; ++i) big_[i] = static_cast<char>('a' + i % 26);
+    routes_.Get("/big", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(big_, "text/plain");
+    });
+    routes_.Get("/empty", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
+    listener_ = std::make_unique<HttpListener>(routes_, ListenerLimits{}, "test");
+    ASSERT_TRUE(listener_->Bind("127.0.0.1", 0).ok());
+    ASSERT_TRUE(listener_->Start().ok());
+  }
+  void TearDown() override { listener_->Stop(); }
+
+  // Reads one response with a Content-Length (or none, for HEAD) from fd: its head and body.
+  static std::pair<std::string, std::string> ReadResponse(int fd, bool head_only = false) {
+    std::string in;
+    char buf[65536];
+    size_t end = std::string::npos;
+    while ((end = in.find("\r\n\r\n")) == std::string::npos) {
+      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) return {in, ""};
+      in.append(buf, static_cast<size_t>(n));
+    }
+    std::string head = in.substr(0, end + 4);
+    std::string body = in.substr(end + 4);
+    size_t length = 0;
+    if (auto at = head.find("Content-Length: "); at != std::string::npos) length = std::stoul(head.substr(at + 16));
+    if (head_only) length = 0;
+    while (body.size() < length) {
+      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      body.append(buf, static_cast<size_t>(n));
+    }
+    return {head, body};
+  }
+  static bool SendText(int fd, const std::string& text) {
+    return ::send(fd, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size());
+  }
+
+  RouteTable routes_;
+  std::unique_ptr<HttpListener> listener_;
+  std::string big_;
+};
+
+TEST_F(ListenerWritesTest, HeadsAndBodiesOfEveryKindArriveWholeOnOneConnection) {
+  int fd = Connect(listener_->port());
+  ASSERT_GE(fd, 0);
+  // A body of 3 MB: the client reads it slowly enough that the server's sends fill the socket.
+  ASSERT_TRUE(SendText(fd, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto [head, body] = ReadResponse(fd);
+  EXPECT_EQ(head.rfind("HTTP/1.1 200 ", 0), 0u) << head;
+  EXPECT_NE(head.find("Content-Length: 3000000\r\n"), std::string::npos) << head;
+  ASSERT_EQ(body.size(), kBig);
+  EXPECT_TRUE(body == big_) << "the body differs from what the handler set";
+
+  // HEAD: the length of the body, and no body; the connection serves the next request.
+  ASSERT_TRUE(SendText(fd, "HEAD /big HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto [head2, body2] = ReadResponse(fd, /*head_only=*/true);
+  EXPECT_EQ(head2.rfind("HTTP/1.1 200 ", 0), 0u) << head2;
+  EXPECT_EQ(body2, "");
+
+  ASSERT_TRUE(SendText(fd, "GET /empty HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto [head3, body3] = ReadResponse(fd);
+  EXPECT_EQ(head3.rfind("HTTP/1.1 204 ", 0), 0u) << head3;
+  EXPECT_EQ(body3, "");
+
+  ::close(fd);
 }
 
 }  // namespace
