@@ -50,7 +50,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 constexpr const char* kSchemaVersionKey = "schema_version";
 // Taken for the migration's transaction, so that two controllers starting on one empty database
 // do not both create the schema.
@@ -159,6 +159,11 @@ CREATE TABLE job_memory (
     // 4 -> 5: the leader's agent listener, so that a standby can point agents at it.
     R"sql(
 ALTER TABLE leader ADD COLUMN agent_url TEXT NOT NULL DEFAULT '';
+)sql",
+    // 5 -> 6: SQLite's transitions and requests become WITHOUT ROWID tables; PostgreSQL's tables
+    // have no rowid: nothing here.
+    R"sql(
+SELECT 1;
 )sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");

@@ -34,7 +34,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr const char* kSchemaVersionKey = "schema_version";
 
@@ -122,6 +122,32 @@ CREATE TABLE job_memory (
     // 4 -> 5: the leader's agent URL, a column of PostgreSQL's leader table; nothing here.
     R"sql(
 SELECT 1;
+)sql",
+    // 5 -> 6: transitions and requests keyed by their primary key alone (WITHOUT ROWID). A rowid
+    // table with a non-integer or composite key writes each row twice, into the table and into
+    // the key's index: two B-tree pages more in every submit's commit (9 instead of 11), where
+    // each page is a WAL frame written and flushed before the submit is answered.
+    R"sql(
+CREATE TABLE transitions_v6 (
+  job_id     INTEGER NOT NULL REFERENCES jobs (id),
+  seq        INTEGER NOT NULL,
+  at_ms      INTEGER NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state   TEXT NOT NULL,
+  reason     TEXT NOT NULL,
+  PRIMARY KEY (job_id, seq)
+) WITHOUT ROWID;
+INSERT INTO transitions_v6 (job_id, seq, at_ms, from_state, to_state, reason)
+  SELECT job_id, seq, at_ms, from_state, to_state, reason FROM transitions;
+DROP TABLE transitions;
+ALTER TABLE transitions_v6 RENAME TO transitions;
+CREATE TABLE requests_v6 (
+  request_id TEXT PRIMARY KEY,
+  job_ids    TEXT NOT NULL  -- JSON array of the request's job ids, in submission order
+) WITHOUT ROWID;
+INSERT INTO requests_v6 (request_id, job_ids) SELECT request_id, job_ids FROM requests;
+DROP TABLE requests;
+ALTER TABLE requests_v6 RENAME TO requests;
 )sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");

@@ -57,7 +57,7 @@ class SqliteStoreTest : public ::testing::Test {
 };
 
 TEST_F(SqliteStoreTest, NewDatabaseUsesWalAndReadableColumns) {
-  // Given a new database with one job, expect the file in WAL mode, schema version 5 in meta, and
+  // Given a new database with one job, expect the file in WAL mode, schema version 6 in meta, and
   // the job's columns and JSON record readable with plain SQL.
   {
     auto store = OpenSqliteStore(db_path());
@@ -65,7 +65,7 @@ TEST_F(SqliteStoreTest, NewDatabaseUsesWalAndReadableColumns) {
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
   EXPECT_EQ(RawQuery("PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
   EXPECT_EQ(RawQuery("SELECT team || ',' || state || ',' || submitted_ms || ',' || request_id FROM jobs"),
             "nlp,pending,1234,r");
   EXPECT_EQ(RawQuery("SELECT json_extract(record, '$.request.spec.team') FROM jobs WHERE id = 1"), "nlp");
@@ -95,33 +95,34 @@ TEST_F(SqliteStoreTest, TheAuditLogIsAppendOnly) {
 }
 
 TEST_F(SqliteStoreTest, NewerSchemaVersionIsRefused) {
-  // Given a database written by a newer gpufleet (schema version 5), expect opening it to fail
+  // Given a database written by a newer gpufleet (schema version 7), expect opening it to fail
   // with FailedPrecondition naming the path and both versions, and the file left as it was.
   { ASSERT_TRUE(OpenSqliteStore(db_path()).ok()); }
-  RawExec("UPDATE meta SET value = '6' WHERE key = 'schema_version'");
+  RawExec("UPDATE meta SET value = '7' WHERE key = 'schema_version'");
   auto store = OpenSqliteStore(db_path());
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
   const std::string& msg = store.status().message();
   EXPECT_TRUE(Contains(msg, db_path())) << msg;
-  EXPECT_TRUE(Contains(msg, "schema version 6 is newer than this gpufleet knows (5)")) << msg;
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
+  EXPECT_TRUE(Contains(msg, "schema version 7 is newer than this gpufleet knows (6)")) << msg;
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
 }
 
 TEST_F(SqliteStoreTest, SchemaThreeMigratesToTheLatestAndItsJobsHaveNoMemory) {
   // Given a database at schema version 3 (before the scheduler's memory was stored) with a job,
-  // expect opening it to migrate to version 5, the job to load unchanged with no memory, and
+  // expect opening it to migrate to version 6, the job to load unchanged with no memory, and
   // memory to be stored for it from then on.
   {
     auto store = OpenSqliteStore(db_path());
     ASSERT_TRUE(store.ok());
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
-  // Version 3 is version 5 without the job_memory table (4 -> 5 changes nothing in SQLite).
+  // Version 3 is version 6 without the job_memory table (4 -> 5 changes nothing in SQLite, and
+  // 5 -> 6 rebuilds two tables whichever form they have).
   RawExec("DROP TABLE job_memory; UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   auto store = OpenSqliteStore(db_path());
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
   auto jobs = (*store)->ListJobs({});
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 1u);
@@ -131,6 +132,56 @@ TEST_F(SqliteStoreTest, SchemaThreeMigratesToTheLatestAndItsJobsHaveNoMemory) {
   m.las_service_gpu_ms = 9'000'000;
   ASSERT_TRUE((*store)->SaveJobMemory({{JobId(1), m}}).ok());
   EXPECT_EQ(RawQuery("SELECT las_service_gpu_ms FROM job_memory WHERE job_id = 1"), "9000000");
+}
+
+TEST_F(SqliteStoreTest, SchemaFiveMigratesToKeyOnlyTablesKeepingHistoryAndRequests) {
+  // Given a database at schema version 5, whose transitions and requests are rowid tables, with
+  // two requests and a job that changed state, expect opening it to migrate to version 6 with
+  // both tables WITHOUT ROWID, every transition in order, a repeated request id answered with
+  // its stored jobs, and new submits and transitions stored as before.
+  {
+    auto store = OpenSqliteStore(db_path());
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->Submit({MakeSubmission("r1", 2, "nlp", 1000), MakeSubmission("r2", 1, "cv", 2000)}).ok());
+    api::JobRecord job = MakeJob("nlp", 1000);
+    job.id = JobId(1);
+    job.request_id = "r1";
+    job.array_index = 0;
+    job.state = api::JobState::kRunning;
+    job.updated = Time::FromMillis(3000);
+    ASSERT_TRUE((*store)->Update({{job, {Time::FromMillis(3000), api::JobState::kPending, api::JobState::kRunning, "placed"}}}).ok());
+  }
+  // Version 5's tables, as its first migration created them.
+  RawExec(
+      "CREATE TABLE t5 (job_id INTEGER NOT NULL REFERENCES jobs (id), seq INTEGER NOT NULL, at_ms INTEGER NOT NULL, "
+      "from_state TEXT NOT NULL, to_state TEXT NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (job_id, seq));"
+      "INSERT INTO t5 SELECT * FROM transitions; DROP TABLE transitions; ALTER TABLE t5 RENAME TO transitions;"
+      "CREATE TABLE r5 (request_id TEXT PRIMARY KEY, job_ids TEXT NOT NULL);"
+      "INSERT INTO r5 SELECT * FROM requests; DROP TABLE requests; ALTER TABLE r5 RENAME TO requests;"
+      "UPDATE meta SET value = '5' WHERE key = 'schema_version'");
+  ASSERT_EQ(RawQuery("SELECT count(*) FROM sqlite_master WHERE sql LIKE '%WITHOUT ROWID%'"), "0");
+
+  auto store = OpenSqliteStore(db_path());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
+  EXPECT_EQ(RawQuery("SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master WHERE type = 'table' "
+                     "AND sql LIKE '%WITHOUT ROWID%' ORDER BY name)"),
+            "requests,transitions");
+  auto history = (*store)->History(JobId(1));
+  ASSERT_TRUE(history.ok()) << history.status().ToString();
+  ASSERT_EQ(history->size(), 2u);
+  EXPECT_EQ((*history)[0].reason, "submitted");
+  EXPECT_EQ((*history)[1].reason, "placed");
+  EXPECT_EQ((*history)[1].to, api::JobState::kRunning);
+
+  auto again = (*store)->Submit({MakeSubmission("r1", 2, "nlp", 5000), MakeSubmission("r3", 1, "nlp", 5000)});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_EQ(again->size(), 2u);
+  EXPECT_FALSE((*again)[0].created);
+  EXPECT_EQ(Ids((*again)[0].ids), (std::vector<int64_t>{1, 2}));
+  EXPECT_TRUE((*again)[1].created);
+  EXPECT_EQ(Ids((*again)[1].ids), (std::vector<int64_t>{4}));
+  EXPECT_EQ(RawQuery("SELECT count(*) FROM transitions"), "5");
 }
 
 TEST_F(SqliteStoreTest, FileThatIsNotADatabaseIsAnError) {

@@ -449,7 +449,7 @@ TEST_P(StateStoreTest, MetaHoldsSettingsAndTheSchemaVersion) {
   EXPECT_EQ(*id, std::optional<std::string>("c-2"));
   EXPECT_EQ(*store_->GetMeta("next_master_port"), std::optional<std::string>("29500"));
   EXPECT_EQ(*store_->GetMeta("absent"), std::nullopt);
-  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("5"));
+  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("6"));
   EXPECT_EQ(store_->SetMeta("schema_version", "7").code(), StatusCode::kInvalidArgument);
 }
 
