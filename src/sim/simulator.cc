@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <queue>
 #include <random>
@@ -56,8 +57,17 @@ class EventQueue {
     if (count_ > 0) current_ = arrival_(0);
   }
   void push(const Ev& e) {
+    // Sift up in a 4-ary heap (children of i: 4i+1 .. 4i+4): half the levels of a binary heap,
+    // and a node's children share a cache line or two, which is what a large heap's pops pay for.
+    size_t i = heap_.size();
     heap_.push_back(e);
-    std::push_heap(heap_.begin(), heap_.end(), std::greater<Ev>());
+    while (i > 0) {
+      const size_t parent = (i - 1) / kArity;
+      if (!(heap_[parent] > e)) break;
+      heap_[i] = heap_[parent];
+      i = parent;
+    }
+    heap_[i] = e;
   }
   bool empty() const { return next_ == count_ && heap_.empty(); }
   const Ev& top() const { return FromArrivals() ? current_ : heap_.front(); }
@@ -65,8 +75,7 @@ class EventQueue {
     if (FromArrivals()) {
       if (++next_ < count_) current_ = arrival_(next_);
     } else {
-      std::pop_heap(heap_.begin(), heap_.end(), std::greater<Ev>());
-      heap_.pop_back();
+      PopHeap();
     }
   }
   // Calls f(kind) for each event left, arrivals once for all of them, in no particular order.
@@ -77,9 +86,32 @@ class EventQueue {
   }
 
  private:
+  static constexpr size_t kArity = 4;
   bool FromArrivals() const {
     if (next_ == count_) return false;
     return heap_.empty() || heap_.front() > current_;
+  }
+  // Removes the least event: the last one sifts down from the root. Events are totally ordered
+  // by (time, sequence number), so the order of pops does not depend on the heap's shape.
+  void PopHeap() {
+    const Ev last = heap_.back();
+    heap_.pop_back();
+    const size_t n = heap_.size();
+    if (n == 0) return;
+    size_t i = 0;
+    for (;;) {
+      const size_t first = i * kArity + 1;
+      if (first >= n) break;
+      size_t least = first;
+      const size_t end = std::min(first + kArity, n);
+      for (size_t c = first + 1; c < end; ++c) {
+        if (heap_[least] > heap_[c]) least = c;
+      }
+      if (!(last > heap_[least])) break;
+      heap_[i] = heap_[least];
+      i = least;
+    }
+    heap_[i] = last;
   }
   std::function<Ev(size_t)> arrival_;
   size_t count_ = 0;
@@ -167,14 +199,40 @@ class World : public sched::ActionSink {
   void Finish(size_t i, int64_t epoch, Time t, std::vector<sched::Event>& batch);
   // A job that has arrived and not yet been retired.
   SimJob& Live(size_t i) {
-    auto it = jobs_.find(i);
-    CHECK(it != jobs_.end()) << "job " << i << " is not in the system";
-    return it->second;
+    SimJob* j = FindLive(i);
+    CHECK(j != nullptr) << "job " << i << " is not in the system";
+    return *j;
   }
-  const SimJob& Live(size_t i) const {
-    auto it = jobs_.find(i);
-    CHECK(it != jobs_.end()) << "job " << i << " is not in the system";
-    return it->second;
+  const SimJob& Live(size_t i) const { return const_cast<World*>(this)->Live(i); }
+  // Job `i` if it is in the system, else nullptr.
+  SimJob* FindLive(size_t i) {
+    const uint32_t slot = i < slot_of_.size() ? slot_of_[i] : 0;
+    return slot == 0 ? nullptr : &slots_[slot - 1];
+  }
+  // Job `i` enters the system: a fresh state in a free slot.
+  SimJob& AddLive(size_t i) {
+    if (slot_of_.size() <= i) slot_of_.resize(trace_.size() > i ? trace_.size() : i + 1, 0);
+    CHECK(slot_of_[i] == 0) << "job " << i << " arrived twice";
+    uint32_t slot;
+    if (free_slots_.empty()) {
+      CHECK(slots_.size() < UINT32_MAX) << "at most 2^32 - 1 jobs in the system at once";
+      slots_.emplace_back();
+      slot = static_cast<uint32_t>(slots_.size());
+    } else {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+      slots_[slot - 1] = SimJob{};
+    }
+    slot_of_[i] = slot;
+    return slots_[slot - 1];
+  }
+  // Job `i` leaves the system: its state, moved out; its slot is free for the next arrival.
+  SimJob TakeLive(size_t i) {
+    const uint32_t slot = i < slot_of_.size() ? slot_of_[i] : 0;
+    CHECK(slot != 0) << "job " << i << " retired twice";
+    slot_of_[i] = 0;
+    free_slots_.push_back(slot);
+    return std::move(slots_[slot - 1]);
   }
   // Job `i` has ended: its record goes to the result (or its tally) and its state is freed.
   void Retire(size_t i, std::string never_ran = {});
@@ -235,7 +293,12 @@ class World : public sched::ActionSink {
   SimClock clock_;
   // Jobs that have arrived and not been retired: a long replay holds only its queue and the jobs
   // that are running, not every job it has seen.
-  std::unordered_map<size_t, SimJob> jobs_;
+  // Jobs in the system (arrived, not yet retired), by trace index: slot_of_[i] is 1 + the slot of
+  // job i in slots_, or 0. Slots are reused, so memory follows the jobs in the system; a deque
+  // keeps references to a job's state valid while others arrive.
+  std::vector<uint32_t> slot_of_;
+  std::deque<SimJob> slots_;
+  std::vector<uint32_t> free_slots_;
   std::vector<size_t> ended_;  // finished in this instant's batch, retired after it
   std::vector<uint32_t> arrival_order_;  // job indices by arrival, when the trace is not sorted
   Time last_finish_;
@@ -689,9 +752,7 @@ model::JobSpec World::SubmittedSpec(size_t i, Time t) const {
 
 // Job `i` arrives at `t`.
 void World::Arrive(size_t i, Time t, std::vector<sched::Event>& batch) {
-  auto [it, fresh] = jobs_.try_emplace(i);
-  CHECK(fresh) << "job " << i << " arrived twice";
-  SimJob& j = it->second;
+  SimJob& j = AddLive(i);
   j.work = std::max(trace_.work(i), Duration::Millis(1));
   j.pending_since = t;
   j.rec.submit = t;
@@ -700,9 +761,9 @@ void World::Arrive(size_t i, Time t, std::vector<sched::Event>& batch) {
 
 // Job `i`'s run `epoch` ends at `t` with its work done.
 void World::Finish(size_t i, int64_t epoch, Time t, std::vector<sched::Event>& batch) {
-  auto it = jobs_.find(i);
-  if (it == jobs_.end()) return;  // stale: the job was stopped, and has since finished
-  SimJob& j = it->second;
+  SimJob* live = FindLive(i);
+  if (live == nullptr) return;  // stale: the job was stopped, and has since finished
+  SimJob& j = *live;
   if (!j.running || epoch != j.epoch) return;  // stale: the job was stopped
   JobRun& rec = j.rec;
   int64_t milli = trace_.shape(i).total_gpu_milli();
@@ -890,13 +951,14 @@ void World::Report(const sched::Scheduler& sched, const sched::ClusterView& view
                                        static_cast<int64_t>(sched.pending_count()), running_});
   // Jobs still waiting at the end count their wait so far; those that never started say why.
   // Every job has ended now, finished or not.
-  std::vector<size_t> left;
-  left.reserve(jobs_.size());
-  for (const auto& [i, j] : jobs_) left.push_back(i);
-  std::sort(left.begin(), left.end());
+  std::vector<size_t> left;  // by index
+  left.reserve(slots_.size() - free_slots_.size());
+  for (size_t i = 0; i < slot_of_.size(); ++i) {
+    if (slot_of_[i] != 0) left.push_back(i);
+  }
   std::vector<std::string> never_ran(left.size());
   for (size_t k = 0; k < left.size(); ++k) {
-    SimJob& j = jobs_.at(left[k]);
+    SimJob& j = Live(left[k]);
     JobRun& rec = j.rec;
     if (!rec.finish && !j.running) rec.queued += result_.end - j.pending_since;
     if (!rec.first_start) never_ran[k] = NeverRanReason(sched, view, left[k]);
@@ -905,9 +967,8 @@ void World::Report(const sched::Scheduler& sched, const sched::ClusterView& view
 }
 
 void World::Retire(size_t i, std::string never_ran) {
-  auto node = jobs_.extract(i);
-  CHECK(!node.empty()) << "job " << i << " retired twice";
-  const JobRun& run = node.mapped().rec;
+  const SimJob taken = TakeLive(i);
+  const JobRun& run = taken.rec;
   const model::JobSpec& shape = trace_.shape(i);
   JobRecord rec;
   rec.id = std::string(trace_.id(i));
