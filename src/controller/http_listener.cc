@@ -257,13 +257,14 @@ struct HttpListener::Conn : public httplib::Stream {
     return static_cast<ssize_t>(n);
   }
 
-  // Sends all of [ptr, ptr + size) within write_timeout: `size`, or -1 if it could not.
+  // Sends all of [ptr, ptr + size): `size`, or -1 if it could not. write_timeout bounds each
+  // wait for the client to make room (progress restarts it), not the whole of a large body.
   ssize_t Send(const char* ptr, size_t size) {
-    const SteadyTime deadline = SteadyNow() + Ms(write_timeout);
     size_t done = 0;
     while (done < size) {
+      const SteadyTime deadline = SteadyNow() + Ms(write_timeout);
       if (ssl != nullptr) {
-        // Without SSL_MODE_ENABLE_PARTIAL_WRITE a write that succeeds wrote all it was given.
+        // The context allows partial writes (tls.cc): each call may take only part of it.
         const size_t chunk = std::min<size_t>(size - done, 1 << 30);
         int n = TlsCall([&] { return SSL_write(ssl, ptr + done, static_cast<int>(chunk)); }, deadline);
         if (n <= 0) return -1;
@@ -301,12 +302,14 @@ struct HttpListener::Conn : public httplib::Stream {
       return static_cast<ssize_t>(size);
     }
     if (held.empty()) return Send(ptr, size);
+    // The head and up to 64 KB of the body in one buffer, freed once sent (an idle connection
+    // keeps no room for it).
     constexpr size_t kJoinUpTo = 64 * 1024;
     const size_t first = std::min(size, kJoinUpTo);
-    held.append(ptr, first);
-    ssize_t n = Send(held.data(), held.size());
-    held.clear();
-    if (n < 0) return -1;
+    std::string out = std::move(held);
+    held = std::string();
+    out.append(ptr, first);
+    if (Send(out.data(), out.size()) < 0) return -1;
     if (first < size && Send(ptr + first, size - first) < 0) return -1;
     return static_cast<ssize_t>(size);
   }
@@ -315,7 +318,7 @@ struct HttpListener::Conn : public httplib::Stream {
   bool FlushHeld() {
     if (held.empty()) return true;
     std::string out = std::move(held);
-    held.clear();
+    held = std::string();
     return failed || Send(out.data(), out.size()) >= 0;
   }
 

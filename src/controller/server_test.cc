@@ -1055,6 +1055,9 @@ class ListenerWritesTest : public ::testing::Test {
       res.set_content(big_, "text/plain");
     });
     routes_.Get("/empty", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
+    routes_.Get("/small", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("{\"small\":true}\n", "application/json");
+    });
     listener_ = std::make_unique<HttpListener>(routes_, ListenerLimits{}, "test");
     ASSERT_TRUE(listener_->Bind("127.0.0.1", 0).ok());
     ASSERT_TRUE(listener_->Start().ok());
@@ -1095,7 +1098,17 @@ class ListenerWritesTest : public ::testing::Test {
 TEST_F(ListenerWritesTest, HeadsAndBodiesOfEveryKindArriveWholeOnOneConnection) {
   int fd = Connect(listener_->port());
   ASSERT_GE(fd, 0);
-  // A body of 3 MB: the client reads it slowly enough that the server's sends fill the socket.
+  // A small answer: its head and body leave in one send, so the first read has both.
+  ASSERT_TRUE(SendText(fd, "GET /small HTTP/1.1\r\nHost: x\r\n\r\n"));
+  {
+    char first[4096];
+    ssize_t n = ::recv(fd, first, sizeof first, 0);
+    ASSERT_GT(n, 0);
+    std::string got(first, static_cast<size_t>(n));
+    EXPECT_EQ(got.rfind("HTTP/1.1 200 ", 0), 0u) << got;
+    EXPECT_TRUE(got.ends_with("\r\n\r\n{\"small\":true}\n")) << "the first read: " << got;
+  }
+  // A body of 3 MB, larger than the socket's buffers: the server's sends wait for room.
   ASSERT_TRUE(SendText(fd, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"));
   auto [head, body] = ReadResponse(fd);
   EXPECT_EQ(head.rfind("HTTP/1.1 200 ", 0), 0u) << head;

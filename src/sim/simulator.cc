@@ -291,11 +291,10 @@ class World : public sched::ActionSink {
   EventQueue queue_;
   int64_t next_seq_ = 0;
   SimClock clock_;
-  // Jobs that have arrived and not been retired: a long replay holds only its queue and the jobs
-  // that are running, not every job it has seen.
   // Jobs in the system (arrived, not yet retired), by trace index: slot_of_[i] is 1 + the slot of
-  // job i in slots_, or 0. Slots are reused, so memory follows the jobs in the system; a deque
-  // keeps references to a job's state valid while others arrive.
+  // job i in slots_, or 0. A long replay holds the state of the jobs waiting and running only,
+  // not of every job it has seen: slots are reused, and each job of the trace costs its 4-byte
+  // index. A deque keeps references to a job's state valid while others arrive.
   std::vector<uint32_t> slot_of_;
   std::deque<SimJob> slots_;
   std::vector<uint32_t> free_slots_;

@@ -167,6 +167,7 @@ TEST_F(SqliteStoreTest, SchemaFiveMigratesToKeyOnlyTablesKeepingHistoryAndReques
   EXPECT_EQ(RawQuery("SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master WHERE type = 'table' "
                      "AND sql LIKE '%WITHOUT ROWID%' ORDER BY name)"),
             "requests,transitions");
+  EXPECT_EQ(RawQuery("SELECT \"table\" || '.' || \"to\" FROM pragma_foreign_key_list('transitions')"), "jobs.id");
   auto history = (*store)->History(JobId(1));
   ASSERT_TRUE(history.ok()) << history.status().ToString();
   ASSERT_EQ(history->size(), 2u);
