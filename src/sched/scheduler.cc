@@ -811,6 +811,38 @@ bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& model
   return false;
 }
 
+bool Scheduler::NodesMayHaveRoom(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const {
+  const int g = w.spec.gpus_per_node;
+  int64_t ready = 0;
+  for (int m : models) ready += view_.NodesWithFreeWhole(m, g);
+  if (ready >= w.spec.nodes) return true;
+  // Every node with holders is looked at (a holder `w` may not stop leaves the rest of its node
+  // to count), the likeliest first: those filed under the worst-ranked best holder.
+  const bool by_class = policies_.queue->PreemptsByClass() && RanksCurrent(ctx.now);
+  for (int m : models) {
+    if (holders_by_model_.size() <= static_cast<size_t>(m)) continue;
+    const auto& filed = holders_by_model_[m];
+    for (auto it = filed.rbegin(); it != filed.rend(); ++it) {
+      const int pos = it->second;
+      const ClusterView::Node& n = view_.nodes()[pos];
+      if (!n.schedulable() || n.free_whole >= g) continue;  // (the second kind counted above)
+      int room = n.free_whole;
+      for (const JobState* h : holders_[pos]) {
+        const bool may = h->v.phase == JobPhase::kRunning && w.rank < h->rank && !h->preempted_for &&
+                         ctx.now - h->v.started_at >= policies_.options.min_run_before_preempt &&
+                         (by_class && running_moving_ == 0 ? w.rank.k[0] < h->rank.k[0]
+                                                           : policies_.queue->MayPreempt(w.v, h->v, ctx));
+        if (!may) continue;
+        for (const auto& part : h->placement.parts) {
+          if (part.node == n.id) room += static_cast<int>(part.gpus.size());
+        }
+      }
+      if (room >= g && ++ready >= w.spec.nodes) return true;
+    }
+  }
+  return false;
+}
+
 // Stops every running job with a part on `node` (a gang cannot run with a part missing).
 void Scheduler::StopJobsOnNode(NodeId node, PreemptReason reason) {
   std::vector<JobState*> hit;
@@ -1829,11 +1861,12 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   model_ok.assign(view_.models().size(), 0);
   for (int m : models) model_ok[m] = 1;
   if (static_ranks && whole) {
-    // A job that needs whole nodes: if no node can be emptied for it, the search below would
-    // release every candidate and still find too few nodes with enough free GPUs.
+    // If too few nodes can be emptied for a job that needs whole nodes, or given room for a
+    // part of one that needs less, the search below would release every candidate and still
+    // find too few nodes with enough free GPUs.
     bool whole_nodes = true;
     for (int m : models) whole_nodes = whole_nodes && w.spec.gpus_per_node == view_.MaxGpusPerNode(m);
-    if (whole_nodes && !NodesMayBeFreed(w, models, ctx)) {
+    if (whole_nodes ? !NodesMayBeFreed(w, models, ctx) : !NodesMayHaveRoom(w, models, ctx)) {
       search_lacked_room_ = true;
       return false;
     }

@@ -319,6 +319,10 @@ class Scheduler {
   // False when no node could give a whole-node job `w` enough GPUs, even with every job it may
   // preempt stopped: the preemption search would fail.
   bool NodesMayBeFreed(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const;
+  // The same for a whole-GPU job that needs part of a node: false when fewer than its node count
+  // could have its GPUs per node free, each node counting its free GPUs plus those of the
+  // holders `w` may stop (all that a search could release there).
+  bool NodesMayHaveRoom(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const;
   std::unordered_map<int64_t, std::unique_ptr<JobState>> jobs_;
   // Pending jobs sorted by (rank, seq), one queue per shape (for policies whose ranks do not depend
   // on usage, a pass merges them; the whole queue in order is their merge).

@@ -408,6 +408,38 @@ TEST_F(LasTest, AFailedSearchDoesNotHoldForAJobOfAnEarlierQueue) {
   EXPECT_EQ(h.Phase(w0), JobPhase::kRunning);
 }
 
+TEST_F(LasTest, AJobNeedingPartOfANodePreemptsOnlyWhereItsVictimsLeaveItRoom) {
+  // Given thresholds=10,20 and two 4-GPU nodes: one runs A (2 GPUs, queue 2) and C (2 GPUs,
+  // queue 3), the other B (3 GPUs, queue 2) and D (1 GPU, queue 3). A 3-GPU job W of queue 2 may stop C
+  // and D only, which leave 2 GPUs on one node and 1 on the other: expect no preemption. A 3-GPU job W0 of
+  // queue 1 may stop all of them: expect it to preempt on one node only, and start there.
+  SchedulerHarness h("las", {"thresholds=10,20"});
+  h.AddNode(MakeNode("n0", "A100", 4));
+  h.AddNode(MakeNode("n1", "A100", 4));
+  // (B first, then D fills its node; A and C share the other.)
+  JobId b = SubmitWithService(h, 102, MakeJob(3), 15, 2);
+  JobId d = SubmitWithService(h, 103, MakeJob(1), 25, 3);
+  JobId a = SubmitWithService(h, 100, MakeJob(2), 15, 2);
+  JobId c = SubmitWithService(h, 101, MakeJob(2), 40, 3);
+  for (JobId j : {a, b, c, d}) ASSERT_EQ(h.Phase(j), JobPhase::kRunning) << j.value();
+  ASSERT_EQ(h.sched().PlacementOf(b)->parts[0].node, h.sched().PlacementOf(d)->parts[0].node);
+  ASSERT_EQ(h.sched().PlacementOf(a)->parts[0].node, h.sched().PlacementOf(c)->parts[0].node);
+  h.clock().Set(Sec(1));
+  JobId w = SubmitWithService(h, 104, MakeJob(3), 10, 2);
+  EXPECT_TRUE(h.sink().Preempted().empty());
+  EXPECT_EQ(h.Phase(w), JobPhase::kPending);
+  h.clock().Set(Sec(2));
+  JobId w0 = h.Submit(MakeJob(3));
+  std::vector<int64_t> stopped = Sorted(h.sink().Preempted());
+  ASSERT_FALSE(stopped.empty());
+  const bool on_n0 = stopped == Sorted({a.value(), c.value()});
+  const bool on_n1 = stopped == Sorted({b.value(), d.value()});
+  EXPECT_TRUE(on_n0 || on_n1) << "victims on both nodes or too few";
+  h.StopAllPreempted();
+  EXPECT_EQ(h.Phase(w0), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(w), JobPhase::kPending);
+}
+
 TEST_F(LasTest, ADemotionGivesVictimsToTheQueueItCrossed) {
   // Given thresholds=10,20, a 2-GPU node running C (queue 3) and A (queue 2 until its service
   // reaches 20 GPU-s at t=10), and a 2-GPU job W of queue 2 that finds no room at t=1, expect
