@@ -783,6 +783,12 @@ void Scheduler::RefileNode(int pos) {
   holder_filed_[pos] = 1;
 }
 
+bool Scheduler::MayStopHolder(const JobState& w, const JobState& h, bool by_class, const QueueContext& ctx) const {
+  return h.v.phase == JobPhase::kRunning && w.rank < h.rank && !h.preempted_for &&
+         ctx.now - h.v.started_at >= policies_.options.min_run_before_preempt &&
+         (by_class && running_moving_ == 0 ? w.rank.k[0] < h.rank.k[0] : policies_.queue->MayPreempt(w.v, h.v, ctx));
+}
+
 bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const {
   const int g = w.spec.gpus_per_node;
   int64_t ready = 0;
@@ -800,9 +806,7 @@ bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& model
       if (!view_.nodes()[pos].schedulable()) continue;
       bool all = true;
       for (const JobState* h : holders_[pos]) {
-        all = h->v.phase == JobPhase::kRunning && w.rank < h->rank && !h->preempted_for &&
-              ctx.now - h->v.started_at >= policies_.options.min_run_before_preempt &&
-              (by_class && running_moving_ == 0 ? w.rank.k[0] < h->rank.k[0] : policies_.queue->MayPreempt(w.v, h->v, ctx));
+        all = MayStopHolder(w, *h, by_class, ctx);
         if (!all) break;
       }
       if (all && ++ready >= w.spec.nodes) return true;
@@ -828,11 +832,7 @@ bool Scheduler::NodesMayHaveRoom(const JobState& w, const std::vector<int>& mode
       if (!n.schedulable() || n.free_whole >= g) continue;  // (the second kind counted above)
       int room = n.free_whole;
       for (const JobState* h : holders_[pos]) {
-        const bool may = h->v.phase == JobPhase::kRunning && w.rank < h->rank && !h->preempted_for &&
-                         ctx.now - h->v.started_at >= policies_.options.min_run_before_preempt &&
-                         (by_class && running_moving_ == 0 ? w.rank.k[0] < h->rank.k[0]
-                                                           : policies_.queue->MayPreempt(w.v, h->v, ctx));
-        if (!may) continue;
+        if (!MayStopHolder(w, *h, by_class, ctx)) continue;
         for (const auto& part : h->placement.parts) {
           if (part.node == n.id) room += static_cast<int>(part.gpus.size());
         }

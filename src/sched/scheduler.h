@@ -323,6 +323,9 @@ class Scheduler {
   // could have its GPUs per node free, each node counting its free GPUs plus those of the
   // holders `w` may stop (all that a search could release there).
   bool NodesMayHaveRoom(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const;
+  // Whether a search for `w` may stop holder `h` (what both checks above count as stoppable).
+  // `by_class`: preemption by class with current ranks.
+  bool MayStopHolder(const JobState& w, const JobState& h, bool by_class, const QueueContext& ctx) const;
   std::unordered_map<int64_t, std::unique_ptr<JobState>> jobs_;
   // Pending jobs sorted by (rank, seq), one queue per shape (for policies whose ranks do not depend
   // on usage, a pass merges them; the whole queue in order is their merge).
