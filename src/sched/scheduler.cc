@@ -137,6 +137,7 @@ struct Scheduler::JobState {
   RankKey group_key;      // the StaticRank it is filed under
   bool group_filed = false;
   std::set<std::tuple<RankKey, int64_t, JobState*>>::const_iterator group_at;  // where, while filed
+  std::set<std::tuple<RankKey, int64_t, JobState*>>::const_iterator shape_at;  // where, while in_queue
   // What the last pass concluded for this pending job (for Explain).
   int64_t cost_rate = 0;                 // micro-dollars per hour while it holds GPUs
   int64_t accrued_micros = 0;            // cost of its runs that have ended
@@ -386,7 +387,7 @@ const Scheduler::JobState* Scheduler::FindJob(JobId id) const {
 }
 
 bool Scheduler::RanksCurrent(Time now) const {
-  return timers_.empty() || std::get<0>(*timers_.begin()) > now;
+  return timers_.empty() || std::get<0>(timers_.front()) > now;
 }
 
 bool Scheduler::StaticRanks() const {
@@ -598,7 +599,7 @@ void Scheduler::Enqueue(JobState& j) {
   // has a quota (then such ranks do not change) and for removal otherwise.
   j.set_rank = j.rank;
   if (by_shape_.size() <= static_cast<size_t>(j.shape)) by_shape_.resize(j.shape + 1);
-  by_shape_[j.shape].emplace(j.set_rank, j.v.seq, &j);
+  j.shape_at = by_shape_[j.shape].emplace(j.set_rank, j.v.seq, &j).first;
   j.in_queue = true;
   File(j);
   ScheduleTimer(j, ctx);
@@ -628,7 +629,7 @@ void Scheduler::Unfile(JobState& j) {
 void Scheduler::Dequeue(JobState& j) {
   CHECK(j.v.phase == JobPhase::kPending);
   if (j.in_queue) {
-    by_shape_[j.shape].erase({j.set_rank, j.v.seq, &j});
+    by_shape_[j.shape].erase(j.shape_at);
     Unfile(j);
     j.in_queue = false;
   }
@@ -640,28 +641,63 @@ void Scheduler::Dequeue(JobState& j) {
 
 void Scheduler::ScheduleTimer(const JobState& cj, const QueueContext& ctx) {
   JobState& j = const_cast<JobState&>(cj);
-  if (j.timer) {
-    timers_.erase({*j.timer, j.v.seq, j.v.id.value()});
-    j.timer.reset();
-  }
   std::optional<Time> t = policies_.queue->NextRankChange(j.v, ctx);
-  if (t && j.v.phase != JobPhase::kStopping) {
-    // A policy must answer a future instant; a past one is moved just after now so that time
-    // always advances between two timer events of a job.
-    j.timer = std::max(*t, ctx.now + Duration::Millis(1));
-    timers_.emplace(*j.timer, j.v.seq, j.v.id.value());
+  std::optional<Time> at;
+  // A policy must answer a future instant; a past one is moved just after now so that time
+  // always advances between two timer events of a job.
+  if (t && j.v.phase != JobPhase::kStopping) at = std::max(*t, ctx.now + Duration::Millis(1));
+  if (at == j.timer) return;  // the entry in the heap stands
+  DropTimer(j);
+  if (at) SetTimer(j, *at);
+}
+
+bool Scheduler::TimerLive(const TimerEntry& e) const {
+  const JobState* j = FindJob(JobId(std::get<2>(e)));
+  return j && j->timer && *j->timer == std::get<0>(e) && j->v.seq == std::get<1>(e);
+}
+
+void Scheduler::SetTimer(JobState& j, Time at) {
+  CHECK(!j.timer) << "a job's timer set twice";
+  j.timer = at;
+  ++live_timers_;
+  timers_.emplace_back(at, j.v.seq, j.v.id.value());
+  std::push_heap(timers_.begin(), timers_.end(), std::greater<>());
+}
+
+void Scheduler::DropTimer(JobState& j) {
+  if (!j.timer) return;
+  j.timer.reset();
+  --live_timers_;
+  PruneTimers();
+}
+
+Scheduler::TimerEntry Scheduler::PopTimer() {
+  std::pop_heap(timers_.begin(), timers_.end(), std::greater<>());
+  TimerEntry e = timers_.back();
+  timers_.pop_back();
+  return e;
+}
+
+void Scheduler::PruneTimers() {
+  if (timers_.size() > 2 * live_timers_ + 1024) {
+    // Keep the live entries, once each (a timer dropped and set again at the same instant has
+    // two entries). A sorted vector is a min-heap.
+    std::erase_if(timers_, [&](const TimerEntry& e) { return !TimerLive(e); });
+    std::sort(timers_.begin(), timers_.end());
+    timers_.erase(std::unique(timers_.begin(), timers_.end()), timers_.end());
+    return;
   }
+  while (!timers_.empty() && !TimerLive(timers_.front())) PopTimer();
 }
 
 void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
   if (j.v.phase == JobPhase::kPending && j.in_queue) {
     // Moves the set's node (no allocation).
-    auto node = by_shape_[j.shape].extract({j.set_rank, j.v.seq, &j});
-    CHECK(!node.empty()) << "a queued job is missing from its shape's queue";
+    auto node = by_shape_[j.shape].extract(j.shape_at);
     j.rank = LiveRank(j, ctx);
     j.set_rank = j.rank;
     std::get<0>(node.value()) = j.set_rank;
-    by_shape_[j.shape].insert(std::move(node));
+    j.shape_at = by_shape_[j.shape].insert(std::move(node)).position;
     Unfile(j);
     File(j);
   } else if (j.v.phase == JobPhase::kRunning) {
@@ -671,7 +707,10 @@ void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
     NoteClassMove(from, j.rank.k[0]);
     AddRunning(j);
     ++running_version_;
-    for (int pos : j.part_pos) RefileNode(pos);
+    // A node is filed under the ranks of its holders whose ranks do not move (RefileNode).
+    if (!j.moving) {
+      for (int pos : j.part_pos) RefileNode(pos);
+    }
   } else {
     j.rank = LiveRank(j, ctx);
   }
@@ -1323,10 +1362,7 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
   const bool by_policy = reason == PreemptReason::kPriority || reason == PreemptReason::kQuotaReclaim ||
                          reason == PreemptReason::kService;
   j.count_as_preemption = by_policy;
-  if (j.timer) {
-    timers_.erase({*j.timer, j.v.seq, j.v.id.value()});
-    j.timer.reset();
-  }
+  DropTimer(j);
   if (by_policy) ++stats_.preemptions;
   sink_.Preempt(j.v.id, reason);
 }
@@ -1379,7 +1415,7 @@ void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
 }
 
 void Scheduler::Erase(JobState& j) {
-  if (j.timer) timers_.erase({*j.timer, j.v.seq, j.v.id.value()});
+  DropTimer(j);
   if (j.v.phase == JobPhase::kPending) Dequeue(j);
   jobs_.erase(j.v.id.value());
 }
@@ -1426,10 +1462,13 @@ std::optional<model::JobMemory> Scheduler::MemoryOf(JobId id) const {
 
 std::vector<JobId> Scheduler::RerankedAt(Time now) const {
   std::vector<JobId> out;
-  for (const auto& [at, seq, id] : timers_) {
-    if (at > now) break;
-    out.push_back(JobId(id));
+  std::vector<TimerEntry> due;
+  for (const TimerEntry& e : timers_) {
+    if (std::get<0>(e) <= now && TimerLive(e)) due.push_back(e);
   }
+  std::sort(due.begin(), due.end());
+  due.erase(std::unique(due.begin(), due.end()), due.end());
+  for (const auto& [at, seq, id] : due) out.push_back(JobId(id));
   return out;
 }
 
@@ -1622,15 +1661,19 @@ Status Scheduler::Apply(const Event& e) {
     QueueContext ctx = Context();
     // Take the due timers first: a re-rank may ask for a new timer, and one that a policy sets
     // at or before now must wait for the next Timer event rather than loop here.
+    // (The top is live; entries below it may not be, and a live one may come twice.)
     std::vector<int64_t> due;
-    while (!timers_.empty() && std::get<0>(*timers_.begin()) <= now) {
-      due.push_back(std::get<2>(*timers_.begin()));
-      timers_.erase(timers_.begin());
+    while (!timers_.empty() && std::get<0>(timers_.front()) <= now) {
+      const TimerEntry e = PopTimer();
+      if (!TimerLive(e)) continue;
+      FindJob(JobId(std::get<2>(e)))->timer.reset();
+      --live_timers_;
+      due.push_back(std::get<2>(e));
     }
+    PruneTimers();
     for (int64_t id : due) {
       JobState* j = FindJob(JobId(id));
       if (!j) continue;
-      j->timer.reset();
       Rerank(*j, ctx);
     }
     EnforceBudgets(now);
@@ -1641,7 +1684,7 @@ Status Scheduler::Apply(const Event& e) {
 
 std::optional<Time> Scheduler::NextWakeup() const {
   std::optional<Time> t;
-  if (!timers_.empty()) t = std::get<0>(*timers_.begin());
+  if (!timers_.empty()) t = std::get<0>(timers_.front());
   if (auto b = NextBudgetDeadline(clock_.Now()); b && (!t || *b < *t)) t = *b;
   // A budget that rolls over may let held jobs start at the next period's start.
   for (const auto& [team, m] : money_) {
@@ -2293,13 +2336,13 @@ void Scheduler::Pass() {
   // of the merge, so a pass visits the jobs that start plus about one job per shape, not the
   // whole queue. (Dead shapes stay in while the policy may still look for preemption victims.)
   const bool merge = full && static_ranks;
-  using Head = std::tuple<RankKey, int64_t, int>;  // rank, seq, shape
+  using Head = std::tuple<RankKey, int64_t, int, JobState*>;  // rank, seq, shape, job
   MinHeap<Head> heads(pass_heads_);
   if (merge) {
     for (size_t sh = 0; sh < by_shape_.size(); ++sh) {
       if (!by_shape_[sh].empty()) {
         const auto& [rank, seq, j] = *by_shape_[sh].begin();
-        heads.emplace_unordered(rank, seq, static_cast<int>(sh));
+        heads.emplace_unordered(rank, seq, static_cast<int>(sh), j);
       }
     }
     heads.Heapify();
@@ -2354,21 +2397,21 @@ void Scheduler::Pass() {
     }
     if (!merge) return order_pos < order.size() ? order[order_pos++] : nullptr;
     while (!heads.empty()) {
-      const auto [rank, seq, sh] = heads.top();
+      const auto [rank, seq, sh, j] = heads.top();
       bool may_preempt = preemptive && attempts < opt.max_preemption_attempts && !no_preempt[sh];
       if (dead[sh] && !may_preempt) {
         heads.pop();
         continue;
       }
-      auto& set = by_shape_[sh];
-      auto it = set.lower_bound({rank, seq, nullptr});
-      if (it == set.end() || std::get<1>(*it) != seq) {
+      // Only the job being looked at leaves its queue during a pass; a head no longer filed
+      // where it was pushed drops its shape from the merge.
+      if (!j->in_queue || j->set_rank != rank) {
         heads.pop();
         continue;
       }
-      JobState* j = std::get<2>(*it);
-      if (auto succ = std::next(it); succ != set.end()) {
-        heads.replace_top({std::get<0>(*succ), std::get<1>(*succ), sh});
+      auto& set = by_shape_[sh];
+      if (auto succ = std::next(j->shape_at); succ != set.end()) {
+        heads.replace_top({std::get<0>(*succ), std::get<1>(*succ), sh, std::get<2>(*succ)});
       } else {
         heads.pop();
       }

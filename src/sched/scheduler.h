@@ -281,7 +281,7 @@ class Scheduler {
   std::vector<int> search_part_pos_;
   std::vector<std::pair<const model::NodeAssignment*, int>> search_deferred_;  // (part, next on its node)
   std::vector<int> search_first_deferred_;
-  std::vector<std::tuple<RankKey, int64_t, int>> pass_heads_;             // the shape queues' heads
+  std::vector<std::tuple<RankKey, int64_t, int, JobState*>> pass_heads_;           // the shape queues' heads
   std::vector<std::tuple<RankKey, int64_t, JobState*>> pass_group_heads_;  // the (team, shape) queues' heads
   TeamUsageMap pass_usage_;                            // team usage at the pass's start
   std::optional<Reservation> MakeReservation(const JobState& head) const;
@@ -407,8 +407,21 @@ class Scheduler {
   std::vector<int64_t> shape_pending_;      // pending jobs per shape
   std::vector<int64_t> shape_pending_est_;  // ... of which have a duration estimate
   int64_t live_shapes_ = 0;                 // shapes with at least one pending job
-  // (time, seq, job id, version): rank changes to re-evaluate.
-  std::set<std::tuple<Time, int64_t, int64_t>> timers_;
+  // Rank changes to re-evaluate: a min-heap of (time, seq, job id). An entry is live while its
+  // job still has that timer (JobState::timer); an entry whose timer was moved or dropped stays
+  // in the heap until it reaches the top or the heap is compacted, and the top is always live,
+  // so the first entry is the next timer. (A heap entry is pushed and popped without the tree
+  // rebalancing and node allocation of an ordered set; a LAS replay sets and drops a timer at
+  // every start and stop.)
+  using TimerEntry = std::tuple<Time, int64_t, int64_t>;
+  std::vector<TimerEntry> timers_;
+  size_t live_timers_ = 0;  // jobs with a timer
+  bool TimerLive(const TimerEntry& e) const;
+  void SetTimer(JobState& j, Time at);
+  void DropTimer(JobState& j);
+  TimerEntry PopTimer();
+  // Pops dead entries off the top; compacts the heap when most of it is dead.
+  void PruneTimers();
   int64_t next_seq_ = 0;
   // Pass bookkeeping: which jobs arrived since the last pass, whether anything else changed
   // (then the next pass starts from the top of the queue), and the job the last pass left

@@ -479,6 +479,61 @@ TEST_F(LasTest, AVictimTooYoungToStopBecomesOneWithTime) {
   EXPECT_EQ(h.Phase(b), JobPhase::kRunning);
 }
 
+TEST_F(LasTest, TimersOfJobsThatLeftNeitherWakeTheSchedulerNorAreDue) {
+  // Given eight 1-GPU jobs started 10 s apart on an 8-GPU node (demotions due at 3,250 s,
+  // 3,260 s, ...), expect the first three finished out of order to take their timers with
+  // them: the next wake-up is the fourth job's, and at 3,300 s exactly the fourth to sixth are
+  // due, in the order of their timers, each once.
+  SchedulerHarness h("las");
+  h.AddNode(MakeNode("n0", "A100", 8));
+  std::vector<JobId> ids;
+  for (int i = 0; i < 8; ++i) {
+    h.clock().Set(Sec(10 * i));
+    ids.push_back(h.Submit(MakeJob(1)));
+  }
+  ASSERT_EQ(Millis(h.sched().NextWakeup()), 3'250'000);
+  h.clock().Set(Sec(100));
+  h.Finish(ids[0]);
+  h.Finish(ids[2]);
+  EXPECT_EQ(Millis(h.sched().NextWakeup()), 3'260'000);
+  h.Finish(ids[1]);
+  EXPECT_EQ(Millis(h.sched().NextWakeup()), 3'280'000);
+  std::vector<int64_t> due;
+  for (JobId id : h.sched().RerankedAt(Sec(3300))) due.push_back(id.value());
+  EXPECT_EQ(due, (std::vector<int64_t>{ids[3].value(), ids[4].value(), ids[5].value()}));
+  h.AdvanceTo(3300);
+  EXPECT_EQ(las_.QueueOf(*h.sched().ViewOf(ids[5]), Sec(3300)), 1);
+  EXPECT_EQ(Millis(h.sched().NextWakeup()), 3'310'000);  // the seventh job's
+}
+
+TEST_F(LasTest, ThousandsOfTimersSetAndDroppedLeaveTheNextOneExact) {
+  // Given job K running from 0 on a 2-GPU node (its demotion due at 3,250 s) and 3,000 jobs run
+  // one after another beside it for 0.4 s each (each start sets a later demotion timer, each
+  // finish drops it), expect the next wake-up to stay K's throughout, none once K finishes, and
+  // for job J started at 5,000 s wake-ups only for J: at 8,250 s, then at 12,200 s.
+  SchedulerHarness h("las");
+  h.AddNode(MakeNode("n0", "A100", 2));
+  JobId k = h.Submit(MakeJob(1));
+  for (int i = 0; i < 3000; ++i) {
+    h.clock().Set(Sec(i) + Duration::Millis(100));
+    JobId id = h.Submit(MakeJob(1));
+    ASSERT_EQ(h.Phase(id), JobPhase::kRunning);
+    h.clock().Set(Sec(i) + Duration::Millis(500));
+    h.Finish(id);
+    ASSERT_EQ(Millis(h.sched().NextWakeup()), 3'250'000) << "after job " << i;
+  }
+  h.Finish(k);
+  EXPECT_EQ(Millis(h.sched().NextWakeup()), std::nullopt);
+  EXPECT_TRUE(h.sched().RerankedAt(Sec(4000)).empty());
+  h.clock().Set(Sec(5000));
+  JobId j = h.Submit(MakeJob(1));
+  EXPECT_EQ(Millis(h.sched().NextWakeup()), 8'250'000);
+  EXPECT_TRUE(h.sched().RerankedAt(Sec(8249)).empty());
+  h.AdvanceTo(8250);
+  EXPECT_EQ(las_.QueueOf(*h.sched().ViewOf(j), Sec(8250)), 1);
+  EXPECT_EQ(Millis(h.sched().NextWakeup()), 12'200'000);
+}
+
 TEST_F(LasTest, ARunningJobPastItsThresholdIsAVictimBeforeItsTimerIsDelivered) {
   // Given thresholds=10,20 and a 1-GPU node running A from t=2 (its demotion is due at t=12),
   // and the scheduler not woken at t=12, expect job B, submitted before A (so ranked ahead of it
