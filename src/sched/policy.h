@@ -68,7 +68,7 @@ struct RankKey {
     if (k[1] != o.k[1]) return k[1] <=> o.k[1];
     return k[2] <=> o.k[2];
   }
-  constexpr bool operator==(const RankKey& o) const { return k == o.k; }
+  constexpr bool operator==(const RankKey& o) const { return k[0] == o.k[0] && k[1] == o.k[1] && k[2] == o.k[2]; }
 };
 
 struct TeamUsage {

@@ -99,7 +99,8 @@ std::optional<Duration> JobView::RemainingEstimate(Time now) const {
 // ---- Scheduler state -------------------------------------------------------------------------
 
 struct Scheduler::JobState {
-  JobSpec spec;
+  // (What the queues, the passes and the preemption searches read of every job comes first, so
+  // that it shares a few cache lines; the spec, most of it read only at submission, comes last.)
   JobView v;
   RankKey rank;
   bool ranked = false;    // `rank` holds a computed rank (for LiveRank)
@@ -149,6 +150,7 @@ struct Scheduler::JobState {
   Outcome outcome = Outcome::kNotReached;
   JobId outcome_job;
   Time outcome_time;
+  JobSpec spec;
 };
 
 struct Scheduler::Reservation {
@@ -773,16 +775,18 @@ void Scheduler::AddHolder(JobState& j) {
       holder_key_.resize(pos + 1);
       holder_filed_.resize(pos + 1, 0);
     }
+    // A running holder whose rank moves with service leaves a filed node's key as it was.
+    const bool keyed = !j.moving || !holder_filed_[pos] || holders_[pos].empty();
     holders_[pos].push_back(&j);
-    RefileNode(pos);
+    if (keyed) RefileNode(pos);
   }
 }
 
-void Scheduler::RemoveHolder(JobState& j) {
+void Scheduler::RemoveHolder(JobState& j, bool keyed) {
   for (int pos : j.part_pos) {
     auto& list = holders_[pos];
     list.erase(std::find(list.begin(), list.end(), &j));
-    RefileNode(pos);
+    if (keyed || list.empty()) RefileNode(pos);
   }
   j.part_pos.clear();
 }
@@ -1372,6 +1376,9 @@ void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
   CHECK(j.v.phase != JobPhase::kPending);
   Time now = clock_.Now();
   ++search_epoch_;  // GPUs freed, and claims may end
+  // Whether the job counts in its nodes' keys (RefileNode): a stopping one, or one whose rank
+  // does not move with service.
+  const bool keyed = j.v.phase != JobPhase::kRunning || !j.moving;
   if (j.v.phase == JobPhase::kRunning) {
     RemoveRunning(j);
     ++running_version_;
@@ -1382,7 +1389,7 @@ void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
     stopping_.erase(&j);
   }
   view_.Release(j.placement);
-  RemoveHolder(j);
+  RemoveHolder(j, keyed);
   UsageOf(j).used_milli -= GpuMilliOf(j.spec);
   {
     TeamLoad& load = BooksOf(j).load;

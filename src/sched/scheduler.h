@@ -314,7 +314,8 @@ class Scheduler {
   std::vector<char> holder_filed_;
   std::vector<std::set<std::pair<RankKey, int>>> holders_by_model_;
   void AddHolder(JobState& j);
-  void RemoveHolder(JobState& j);
+  // `keyed`: whether `j` counted in its nodes' keys (else only a node left empty is refiled).
+  void RemoveHolder(JobState& j, bool keyed);
   void RefileNode(int pos);
   // False when no node could give a whole-node job `w` enough GPUs, even with every job it may
   // preempt stopped: the preemption search would fail.
