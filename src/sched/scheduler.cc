@@ -867,12 +867,13 @@ bool Scheduler::NodesMayHaveRoom(const JobState& w, const std::vector<int>& mode
   // to count), the likeliest first: those filed under the worst-ranked best holder.
   const bool by_class = policies_.queue->PreemptsByClass() && RanksCurrent(ctx.now);
   for (int m : models) {
-    if (holders_by_model_.size() <= static_cast<size_t>(m)) continue;
+    // A node never has more room than GPUs.
+    if (holders_by_model_.size() <= static_cast<size_t>(m) || view_.MaxGpusPerNode(m) < g) continue;
     const auto& filed = holders_by_model_[m];
     for (auto it = filed.rbegin(); it != filed.rend(); ++it) {
       const int pos = it->second;
       const ClusterView::Node& n = view_.nodes()[pos];
-      if (!n.schedulable() || n.free_whole >= g) continue;  // (the second kind counted above)
+      if (!n.schedulable() || n.free_whole >= g || n.spec.gpus < g) continue;  // (the second kind counted above)
       int room = n.free_whole;
       for (const JobState* h : holders_[pos]) {
         if (!MayStopHolder(w, *h, by_class, ctx)) continue;
@@ -960,6 +961,8 @@ void Scheduler::SetTeamBudget(const std::string& team, const TeamBudget& budget)
       budget.hard_micros == 0) {
     m.hard_stopped = false;
   }
+  hard_budgets_ += (budget.hard_micros > 0 ? 1 : 0) - (m.budget.hard_micros > 0 ? 1 : 0);
+  periodic_budgets_ += (budget.period != CalendarPeriod::kNone ? 1 : 0) - (m.budget.period != CalendarPeriod::kNone ? 1 : 0);
   m.budget = budget;
   m.has_budget = budget.hard_micros > 0 || budget.soft_micros > 0 || budget.max_rate_micros > 0;
   (void)now;
@@ -968,6 +971,7 @@ void Scheduler::SetTeamBudget(const std::string& team, const TeamBudget& budget)
 }
 
 void Scheduler::RollBudgetPeriods(Time now) {
+  if (periodic_budgets_ == 0) return;
   for (auto& [team, m] : money_) {
     if (m.budget.period == CalendarPeriod::kNone) continue;
     const Time start = PeriodStart(now, m.budget.period);
@@ -1285,8 +1289,7 @@ std::optional<Time> Scheduler::NextBudgetDeadline(Time now) const {
   // Only teams with running priced jobs have a deadline: jobs already stopping cannot be
   // stopped again (their cost still counts until their GPUs are free). Teams without a hard
   // budget have none (a replay that charges rented nodes to teams but sets no budgets).
-  bool any_hard = false;
-  for (const auto& [team, m] : money_) any_hard = any_hard || m.budget.hard_micros > 0;
+  const bool any_hard = hard_budgets_ > 0;
   std::map<std::string, int64_t> running_rate;
   if (any_hard) {
     for (const auto& [rank, seq, j] : running_) {
@@ -1338,6 +1341,8 @@ void Scheduler::EnforceBudgets(Time now) {
   }
   if (priced_running_ == 0) return;
   MoveChargesOfStoppedTeams();
+  // Only a job with a cost cap or of a team over its budget is stopped here.
+  if (over.empty() && running_with_max_cost_ == 0) return;
   for (const auto& [rank, seq, j] : running_) {
     if (j->cost_rate <= 0) continue;
     if (j->spec.max_cost_micros > 0 && CostOf(j->v.id) >= j->spec.max_cost_micros) {
@@ -1695,6 +1700,7 @@ std::optional<Time> Scheduler::NextWakeup() const {
   if (auto b = NextBudgetDeadline(clock_.Now()); b && (!t || *b < *t)) t = *b;
   // A budget that rolls over may let held jobs start at the next period's start.
   for (const auto& [team, m] : money_) {
+    if (periodic_budgets_ == 0) break;
     if (!m.has_budget || m.budget.period == CalendarPeriod::kNone) continue;
     // From `since`, not from now: once the boundary has passed, the wake-up is due at once.
     Time next = NextPeriodStart(m.budget.since, m.budget.period);

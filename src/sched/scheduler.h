@@ -372,6 +372,8 @@ class Scheduler {
     bool hard_stopped = false;  // the hard budget stopped the team (until a new budget or period)
   };
   std::map<std::string, TeamMoney> money_;
+  int64_t hard_budgets_ = 0;      // teams in money_ whose budget has a hard limit
+  int64_t periodic_budgets_ = 0;  // ... whose budget renews each calendar period
   struct Charge {
     std::string team;
     int64_t price = 0;      // the node's whole price per hour

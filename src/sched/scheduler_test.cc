@@ -475,6 +475,32 @@ TEST(BudgetTest, DailyBudgetRollsOverAtUtcMidnight) {
   EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 2'000'000);
 }
 
+TEST(BudgetTest, ABudgetReplacedByOneWithoutLimitsNeitherWakesNorStopsTheTeam) {
+  // Given team a's $2 daily hard budget and its full-node job on an $8/h node (a stop due at
+  // 900 s), expect a budget without limits or period set in its place to leave no wake-up and
+  // the job running past 900 s; and a $10 hard budget set at 2,000 s to wake at 4,500 s, when
+  // the team has spent $10.
+  testing::SchedulerHarness h("fifo");
+  h.AddNode(PricedNode("n0", 8, 8));
+  TeamBudget b;
+  b.hard_micros = 2'000'000;
+  b.period = CalendarPeriod::kDay;
+  h.sched().SetTeamBudget("a", b);
+  JobId j = h.Submit(testing::MakeJob(8, 0, "a"));
+  ASSERT_EQ(h.sched().NextWakeup(), Time::FromSeconds(900));
+  h.sched().SetTeamBudget("a", TeamBudget{});
+  EXPECT_FALSE(h.sched().NextWakeup().has_value());
+  h.AdvanceTo(2000);
+  EXPECT_EQ(h.Phase(j), JobPhase::kRunning);
+  TeamBudget ten;
+  ten.hard_micros = 10'000'000;
+  h.sched().SetTeamBudget("a", ten);
+  EXPECT_EQ(h.sched().NextWakeup(), Time::FromSeconds(4500));
+  h.AdvanceTo(4500);
+  EXPECT_EQ(h.Phase(j), JobPhase::kStopping);
+  EXPECT_EQ(h.sink().actions.back().reason, PreemptReason::kBudget);
+}
+
 TEST(BudgetTest, ARolloverMissedByAFewMillisecondsIsDueAtOnce) {
   // A live controller may look a little after midnight: the wake-up must then be due now, not
   // at the next midnight.
