@@ -145,6 +145,7 @@ class Placer {
         return c;
       }
     }
+    if (n.spec.gpus <= kSmallNode) return ChooseAcrossDomains(n, c);
     // Free GPUs per domain, coolest first.
     std::map<int, std::vector<int>> domains;
     for (int i = 0; i < n.spec.gpus; ++i) {
@@ -173,6 +174,52 @@ class Placer {
         for (int i : *list) {
           if (static_cast<int>(c.gpus.size()) < g) c.gpus.push_back(i);
         }
+      }
+      c.split = 1;
+    }
+    std::sort(c.gpus.begin(), c.gpus.end());
+    for (int i : c.gpus) c.hot += n.temp_c[i] >= hot_c_ ? 1 : 0;
+    if (first_fit_) c.leftover = 0;  // node order decides
+    return c;
+  }
+
+  // ChooseGpus on a node with NVLink domains and at most kSmallNode GPUs, on the stack: the same
+  // choice as the map of domains below (domains in id order, each coolest first; the tightest
+  // domain that holds the part, the first such on ties; else the largest domains first, ties in
+  // id order), without allocating per call.
+  Choice ChooseAcrossDomains(const Node& n, Choice& c) const {
+    const int g = job_.gpus_per_node;
+    auto domain = [&](int i) { return n.spec.nvlink_domain.empty() ? 0 : n.spec.nvlink_domain[i]; };
+    std::array<int, kSmallNode> free{};
+    int count = 0;
+    for (int i = 0; i < n.spec.gpus; ++i) {
+      if (n.free_milli[i] == model::kMilliGpuPerGpu) free[count++] = i;
+    }
+    std::sort(free.begin(), free.begin() + count, [&](int a, int b) {
+      return std::make_tuple(domain(a), n.temp_c[a], a) < std::make_tuple(domain(b), n.temp_c[b], b);
+    });
+    // Runs of one domain: [start[k], start[k + 1]).
+    std::array<int, kSmallNode + 1> start{};
+    int runs = 0;
+    for (int k = 0; k < count; ++k) {
+      if (k == 0 || domain(free[k]) != domain(free[k - 1])) start[runs++] = k;
+    }
+    start[runs] = count;
+    auto size = [&](int r) { return start[r + 1] - start[r]; };
+    int best = -1;
+    for (int r = 0; r < runs; ++r) {
+      if (size(r) >= g && (best < 0 || size(r) < size(best))) best = r;
+    }
+    if (best >= 0) {
+      c.gpus.assign(free.begin() + start[best], free.begin() + start[best] + g);
+    } else {
+      std::array<int, kSmallNode> by_size{};
+      for (int r = 0; r < runs; ++r) by_size[r] = r;
+      std::stable_sort(by_size.begin(), by_size.begin() + runs, [&](int a, int b) { return size(a) > size(b); });
+      c.gpus.reserve(g);
+      for (int k = 0; k < runs && static_cast<int>(c.gpus.size()) < g; ++k) {
+        const int r = by_size[k];
+        for (int i = start[r]; i < start[r + 1] && static_cast<int>(c.gpus.size()) < g; ++i) c.gpus.push_back(free[i]);
       }
       c.split = 1;
     }

@@ -119,6 +119,23 @@ TEST_F(TopologyPlacementTest, SpansDomainsOnlyWhenNoDomainHoldsThePart) {
   EXPECT_EQ(a.gpus, (std::vector<int>{0, 1, 2, 3}));
 }
 
+TEST_F(TopologyPlacementTest, DomainsAreTakenInIdOrderOnTiesAndCoolestFirstWithinOne) {
+  // Given a node whose NVLink domains are interleaved, {1,5} (domain 0), {3,4,7} (domain 1) and
+  // {0,2,6} (domain 2), with temperatures 60 20 30 70 40 20 30 50 °C, expect a 2-GPU job in the
+  // tightest domain (0), a 3-GPU job in domain 1 (as tight as domain 2, and first by id), a
+  // 4-GPU job over domain 1 and the coolest GPU of domain 2 (largest domains first, ties by id),
+  // and with GPU 1 busy, a 2-GPU job on the two coolest GPUs of domain 1.
+  model::NodeSpec spec = MakeNode("n0", "A100", 8);
+  spec.nvlink_domain = {2, 0, 2, 1, 1, 0, 2, 1};
+  NodeId n = Add(spec);
+  Temps(n, {60, 20, 30, 70, 40, 20, 30, 50});
+  EXPECT_EQ(Only(Place(MakeJob(2))).gpus, (std::vector<int>{1, 5}));
+  EXPECT_EQ(Only(Place(MakeJob(3))).gpus, (std::vector<int>{3, 4, 7}));
+  EXPECT_EQ(Only(Place(MakeJob(4))).gpus, (std::vector<int>{2, 3, 4, 7}));
+  Use(n, {1});
+  EXPECT_EQ(Only(Place(MakeJob(2))).gpus, (std::vector<int>{4, 7}));
+}
+
 TEST_F(TopologyPlacementTest, BestFitPrefersThePartlyUsedNode) {
   // Given a whole free node first and a node with GPUs 0-3 busy, expect 2- and 4-GPU jobs on the
   // partly used node so the free node stays whole.
