@@ -876,6 +876,7 @@ bool Scheduler::NodesMayHaveRoom(const JobState& w, const std::vector<int>& mode
       if (!n.schedulable() || n.free_whole >= g || n.spec.gpus < g) continue;  // (the second kind counted above)
       int room = n.free_whole;
       for (const JobState* h : holders_[pos]) {
+        if (room >= g) break;
         if (!MayStopHolder(w, *h, by_class, ctx)) continue;
         for (const auto& part : h->placement.parts) {
           if (part.node == n.id) room += static_cast<int>(part.gpus.size());
