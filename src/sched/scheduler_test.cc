@@ -405,6 +405,17 @@ model::NodeSpec PricedNode(const std::string& name, int gpus, int64_t dollars_pe
   return n;
 }
 
+// An $8/h 8-GPU node, team a's $2 daily hard budget and a full-node job of team a, submitted
+// now (it starts at once; the budget stops it 15 minutes later).
+JobId FullNodeJobUnderDailyBudget(testing::SchedulerHarness& h) {
+  h.AddNode(PricedNode("n0", 8, 8));
+  TeamBudget b;
+  b.hard_micros = 2'000'000;
+  b.period = CalendarPeriod::kDay;
+  h.sched().SetTeamBudget("a", b);
+  return h.Submit(testing::MakeJob(8, 0, "a"));
+}
+
 TEST(BudgetTest, HardBudgetStopsTheTeamAtTheInstantItIsReached) {
   // Given an 8-GPU node at $8/h and team a's hard budget of $2, a full-node job of team a runs
   // for exactly 15 minutes: at 900 s it is stopped (reason budget) and requeued; the team's next
@@ -453,12 +464,7 @@ TEST(BudgetTest, DailyBudgetRollsOverAtUtcMidnight) {
   // Given a $2 daily budget on an $8/h node, team a's job is stopped after 15 minutes on day 1,
   // held for the rest of the day, and starts again at midnight, when spend counts from zero.
   testing::SchedulerHarness h("fifo");
-  h.AddNode(PricedNode("n0", 8, 8));
-  TeamBudget b;
-  b.hard_micros = 2'000'000;
-  b.period = CalendarPeriod::kDay;
-  h.sched().SetTeamBudget("a", b);
-  JobId j = h.Submit(testing::MakeJob(8, 0, "a"));
+  JobId j = FullNodeJobUnderDailyBudget(h);
   h.AdvanceTo(900);
   h.Stopped(j);
   EXPECT_EQ(h.Phase(j), JobPhase::kPending);
@@ -481,12 +487,7 @@ TEST(BudgetTest, ABudgetReplacedByOneWithoutLimitsNeitherWakesNorStopsTheTeam) {
   // the job running past 900 s; and a $10 hard budget set at 2,000 s to wake at 4,500 s, when
   // the team has spent $10.
   testing::SchedulerHarness h("fifo");
-  h.AddNode(PricedNode("n0", 8, 8));
-  TeamBudget b;
-  b.hard_micros = 2'000'000;
-  b.period = CalendarPeriod::kDay;
-  h.sched().SetTeamBudget("a", b);
-  JobId j = h.Submit(testing::MakeJob(8, 0, "a"));
+  JobId j = FullNodeJobUnderDailyBudget(h);
   ASSERT_EQ(h.sched().NextWakeup(), Time::FromSeconds(900));
   h.sched().SetTeamBudget("a", TeamBudget{});
   EXPECT_FALSE(h.sched().NextWakeup().has_value());
@@ -505,12 +506,7 @@ TEST(BudgetTest, ARolloverMissedByAFewMillisecondsIsDueAtOnce) {
   // A live controller may look a little after midnight: the wake-up must then be due now, not
   // at the next midnight.
   testing::SchedulerHarness h("fifo");
-  h.AddNode(PricedNode("n0", 8, 8));
-  TeamBudget b;
-  b.hard_micros = 2'000'000;
-  b.period = CalendarPeriod::kDay;
-  h.sched().SetTeamBudget("a", b);
-  JobId j = h.Submit(testing::MakeJob(8, 0, "a"));
+  JobId j = FullNodeJobUnderDailyBudget(h);
   h.AdvanceTo(900);
   h.Stopped(j);
   h.clock().Set(Time::FromMillis(86'400'007));
