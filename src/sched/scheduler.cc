@@ -1762,6 +1762,7 @@ void Scheduler::RefreshRunningRanks(const QueueContext& ctx) {
     ++running_version_;
     ++search_epoch_;
   }
+  running_ranks_at_ = ctx.now;
 }
 
 std::vector<JobId> Scheduler::QueueOrder() const {
@@ -1966,13 +1967,32 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     }
     stream->Finish();
   }
+  // Worst-rank victims are the running set read back to front, when every rank kept there is
+  // the live one: static ranks, no rank change due (RanksCurrent) and the ranks that move with
+  // service refreshed at this instant. Then they are read only as far as the search needs them,
+  // as the victim index is read for least-work-lost victims.
+  const bool walk_running = !stream && policies_.options.victims == VictimOrder::kWorstRank && static_ranks &&
+                            RanksCurrent(ctx.now) && (running_moving_ == 0 || running_ranks_at_ == ctx.now);
+  auto walk = running_.rbegin();
   auto next_candidate = [&]() -> JobState* {
-    while (JobState* r = stream->Next()) {
+    if (stream) {
+      while (JobState* r = stream->Next()) {
+        if (may_stop(r)) return r;
+      }
+      return nullptr;
+    }
+    while (walk != running_.rend()) {
+      JobState* r = std::get<2>(*walk);
+      if (!(w.rank < r->rank)) {  // sorted: nobody further can be displaced
+        walk = running_.rend();
+        break;
+      }
+      ++walk;
       if (may_stop(r)) return r;
     }
     return nullptr;
   };
-  if (stream) {
+  if (stream || walk_running) {
     // Enough candidates to cover the need, or the search fails as the full list would.
     while (candidates.empty() || free + candidate_milli < need) {
       JobState* r = next_candidate();
@@ -1996,17 +2016,24 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     search_lacked_room_ = true;
     return false;
   }
-  if (stream) {
+  if (stream || walk_running) {
     // Already in order.
   } else if (policies_.options.victims == VictimOrder::kWorstRank) {
     // The back of the queue first (its live rank), then the newest: what Tiresias stops.
-    std::vector<std::tuple<RankKey, int64_t, JobState*>> keyed;
+    // The candidates come from the running set back to front, by the ranks kept there; where
+    // those are the live ranks the list is already in this order and the sort is skipped.
+    // (Each seq is unique, so either way gives the one order.)
+    std::vector<std::tuple<RankKey, int64_t, JobState*>>& keyed = search_keyed_;
+    keyed.clear();
     keyed.reserve(candidates.size());
     for (JobState* c : candidates) keyed.emplace_back(RankOf(*c, ctx), c->v.seq, c);
-    std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+    auto worse_first = [](const auto& a, const auto& b) {
       return std::tie(std::get<0>(b), std::get<1>(b)) < std::tie(std::get<0>(a), std::get<1>(a));
-    });
-    for (size_t i = 0; i < keyed.size(); ++i) candidates[i] = std::get<2>(keyed[i]);
+    };
+    if (!std::is_sorted(keyed.begin(), keyed.end(), worse_first)) {
+      std::sort(keyed.begin(), keyed.end(), worse_first);
+      for (size_t i = 0; i < keyed.size(); ++i) candidates[i] = std::get<2>(keyed[i]);
+    }
   } else {
     // Least work lost first, then the least important, then the newest.
     std::vector<std::tuple<Duration, int, int64_t, JobState*>> keyed;
@@ -2128,7 +2155,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     for (int m : models) ready += view_.NodesWithFreeWhole(m, w.spec.gpus_per_node);
   }
   for (size_t next = 0;; ++next) {
-    JobState* c = next < candidates.size() ? candidates[next] : stream ? next_candidate() : nullptr;
+    JobState* c = next < candidates.size() ? candidates[next] : stream || walk_running ? next_candidate() : nullptr;
     if (!c) break;
     if (!static_ranks) {
       if (!policies_.queue->MayPreempt(w.v, c->v, ctx_after)) continue;

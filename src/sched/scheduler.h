@@ -271,6 +271,7 @@ class Scheduler {
   std::vector<int> search_models_;
   std::vector<char> search_model_ok_;
   std::vector<JobState*> search_candidates_;
+  std::vector<std::tuple<RankKey, int64_t, JobState*>> search_keyed_;  // worst-rank candidates, keyed
   std::vector<JobState*> search_chosen_;
   // A search for a whole-GPU job defers the release of a victim's part on a node that stays too
   // small for one of the job's parts (TryPreempt): per node position, the whole GPUs its deferred
@@ -290,6 +291,7 @@ class Scheduler {
   RankKey RankOf(const JobState& j, const QueueContext& ctx) const;
   RankKey LiveRank(JobState& j, const QueueContext& ctx) const;
   void RefreshRunningRanks(const QueueContext& ctx);
+  Time running_ranks_at_ = Time::Max();  // when RefreshRunningRanks last ran
   void Rerank(JobState& j, const QueueContext& ctx);
   void ScheduleTimer(const JobState& j, const QueueContext& ctx);
   std::vector<JobState*> OrderedPending(const QueueContext& ctx) const;

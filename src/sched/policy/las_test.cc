@@ -534,6 +534,22 @@ TEST_F(LasTest, ThousandsOfTimersSetAndDroppedLeaveTheNextOneExact) {
   EXPECT_EQ(Millis(h.sched().NextWakeup()), 12'200'000);
 }
 
+TEST_F(LasTest, WorstRankVictimsAreTheBackOfTheQueue) {
+  // Given thresholds=10,20, victims=worst-rank and four 2-GPU jobs A-D started at 0 on an 8-GPU
+  // node (each in queue 1 from 5 s), expect a new 4-GPU job at 6 s to stop D and C, the back of
+  // queue 1, and then to run.
+  SchedulerHarness h("las", {"thresholds=10,20", "victims=worst-rank"});
+  h.AddNode(MakeNode("n0", "A100", 8));
+  std::vector<JobId> abcd;
+  for (int i = 0; i < 4; ++i) abcd.push_back(h.Submit(MakeJob(2)));
+  h.AdvanceTo(6);
+  JobId w = h.Submit(MakeJob(4));
+  EXPECT_EQ(h.sink().Preempted(), (std::vector<int64_t>{abcd[3].value(), abcd[2].value()}));
+  h.StopAllPreempted();
+  EXPECT_EQ(h.Phase(w), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(abcd[0]), JobPhase::kRunning);
+}
+
 TEST_F(LasTest, ARunningJobPastItsThresholdIsAVictimBeforeItsTimerIsDelivered) {
   // Given thresholds=10,20 and a 1-GPU node running A from t=2 (its demotion is due at t=12),
   // and the scheduler not woken at t=12, expect job B, submitted before A (so ranked ahead of it
