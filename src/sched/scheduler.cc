@@ -832,10 +832,14 @@ bool Scheduler::MayStopHolder(const JobState& w, const JobState& h, bool by_clas
          (by_class && running_moving_ == 0 ? w.rank.k[0] < h.rank.k[0] : policies_.queue->MayPreempt(w.v, h.v, ctx));
 }
 
-bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const {
-  const int g = w.spec.gpus_per_node;
+int64_t Scheduler::NodesWithRoomNow(const JobState& w, const std::vector<int>& models) const {
   int64_t ready = 0;
-  for (int m : models) ready += view_.NodesWithFreeWhole(m, g);
+  for (int m : models) ready += view_.NodesWithFreeWhole(m, w.spec.gpus_per_node);
+  return ready;
+}
+
+bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const {
+  int64_t ready = NodesWithRoomNow(w, models);
   if (ready >= w.spec.nodes) return true;
   // With preemption by class and current ranks, a node filed in the waiting job's class or an
   // earlier one has a holder it may not stop: the walk ends at the first such node.
@@ -860,8 +864,7 @@ bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& model
 
 bool Scheduler::NodesMayHaveRoom(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const {
   const int g = w.spec.gpus_per_node;
-  int64_t ready = 0;
-  for (int m : models) ready += view_.NodesWithFreeWhole(m, g);
+  int64_t ready = NodesWithRoomNow(w, models);
   if (ready >= w.spec.nodes) return true;
   // Every node with holders is looked at (a holder `w` may not stop leaves the rest of its node
   // to count), the likeliest first: those filed under the worst-ranked best holder.
@@ -2150,10 +2153,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     }
     return own_pos;
   };
-  int64_t ready = 0;
-  if (whole) {
-    for (int m : models) ready += view_.NodesWithFreeWhole(m, w.spec.gpus_per_node);
-  }
+  int64_t ready = whole ? NodesWithRoomNow(w, models) : 0;
   for (size_t next = 0;; ++next) {
     JobState* c = next < candidates.size() ? candidates[next] : stream || walk_running ? next_candidate() : nullptr;
     if (!c) break;

@@ -329,6 +329,8 @@ class Scheduler {
   // Whether a search for `w` may stop holder `h` (what both checks above count as stoppable).
   // `by_class`: preemption by class with current ranks.
   bool MayStopHolder(const JobState& w, const JobState& h, bool by_class, const QueueContext& ctx) const;
+  // Schedulable nodes of `models` with `w`'s GPUs per node free now.
+  int64_t NodesWithRoomNow(const JobState& w, const std::vector<int>& models) const;
   std::unordered_map<int64_t, std::unique_ptr<JobState>> jobs_;
   // Pending jobs sorted by (rank, seq), one queue per shape (for policies whose ranks do not depend
   // on usage, a pass merges them; the whole queue in order is their merge).
