@@ -69,8 +69,8 @@ int BestMarketRank(MarketPreference job, int mask) {
   return best;
 }
 
-// Nodes with at most this many GPUs choose a part's GPUs without allocating (ChooseGpus).
-constexpr int kSmallNode = 64;
+// The most GPUs a node may have (NodeSpec::Validate): ChooseGpus works in arrays of this size.
+constexpr int kMaxNodeGpus = 64;
 
 struct Choice {
   int pos = -1;
@@ -120,9 +120,9 @@ class Placer {
     Choice c;
     c.pos = pos;
     c.leftover = n.free_whole - g;
-    if (n.spec.nvlink_domain.empty() && n.spec.gpus <= kSmallNode) {
-      // One domain: the g coolest free GPUs (by temperature, then index), without the map below.
-      std::array<int, kSmallNode> free{};
+    if (n.spec.nvlink_domain.empty()) {
+      // One domain: the g coolest free GPUs (by temperature, then index), without sorting by domain.
+      std::array<int, kMaxNodeGpus> free{};
       int count = 0;
       bool warm = false;  // some free GPU reported a temperature
       for (int i = 0; i < n.spec.gpus; ++i) {
@@ -145,52 +145,21 @@ class Placer {
         return c;
       }
     }
-    if (n.spec.gpus <= kSmallNode) return ChooseAcrossDomains(n, c);
-    // Free GPUs per domain, coolest first.
-    std::map<int, std::vector<int>> domains;
-    for (int i = 0; i < n.spec.gpus; ++i) {
-      if (n.free_milli[i] != model::kMilliGpuPerGpu) continue;
-      int d = n.spec.nvlink_domain.empty() ? 0 : n.spec.nvlink_domain[i];
-      domains[d].push_back(i);
-    }
-    auto cooler = [&](int a, int b) {
-      return std::tie(n.temp_c[a], a) < std::tie(n.temp_c[b], b);
-    };
-    for (auto& [d, list] : domains) std::sort(list.begin(), list.end(), cooler);
-    // Tightest single domain that holds the part.
-    const std::vector<int>* best = nullptr;
-    for (const auto& [d, list] : domains) {
-      if (static_cast<int>(list.size()) >= g && (!best || list.size() < best->size())) best = &list;
-    }
-    if (best) {
-      c.gpus.assign(best->begin(), best->begin() + g);
-    } else {
-      // Span domains, largest first, to cross as few links as possible.
-      std::vector<const std::vector<int>*> by_size;
-      for (const auto& [d, list] : domains) by_size.push_back(&list);
-      std::stable_sort(by_size.begin(), by_size.end(),
-                       [](const auto* a, const auto* b) { return a->size() > b->size(); });
-      for (const auto* list : by_size) {
-        for (int i : *list) {
-          if (static_cast<int>(c.gpus.size()) < g) c.gpus.push_back(i);
-        }
-      }
-      c.split = 1;
-    }
-    std::sort(c.gpus.begin(), c.gpus.end());
-    for (int i : c.gpus) c.hot += n.temp_c[i] >= hot_c_ ? 1 : 0;
-    if (first_fit_) c.leftover = 0;  // node order decides
-    return c;
+    return ChooseAcrossDomains(n, c);
   }
 
-  // ChooseGpus on a node with NVLink domains and at most kSmallNode GPUs, on the stack: the same
-  // choice as the map of domains below (domains in id order, each coolest first; the tightest
-  // domain that holds the part, the first such on ties; else the largest domains first, ties in
-  // id order), without allocating per call.
+  // Whole GPUs on a node with NVLink domains (or too few free GPUs for the shortcut above): the
+  // tightest domain that holds the part, coolest GPUs first, the first domain by id on ties;
+  // else the largest domains first (ties by id), to cross as few links as possible. The free
+  // GPUs are sorted by (domain, temperature, index) and the domains read as runs of that order,
+  // in fixed arrays (a node has at most kMaxNodeGpus GPUs: NodeSpec::Validate), so nothing is
+  // allocated per node looked at.
   Choice ChooseAcrossDomains(const Node& n, Choice& c) const {
     const int g = job_.gpus_per_node;
     auto domain = [&](int i) { return n.spec.nvlink_domain.empty() ? 0 : n.spec.nvlink_domain[i]; };
-    std::array<int, kSmallNode> free{};
+    CHECK(n.spec.gpus <= kMaxNodeGpus) << "node " << n.spec.name << " has more GPUs than a node may";
+    std::array<int, kMaxNodeGpus> free{}, by_size{};
+    std::array<int, kMaxNodeGpus + 1> start{};  // run k is [start[k], start[k + 1])
     int count = 0;
     for (int i = 0; i < n.spec.gpus; ++i) {
       if (n.free_milli[i] == model::kMilliGpuPerGpu) free[count++] = i;
@@ -198,8 +167,6 @@ class Placer {
     std::sort(free.begin(), free.begin() + count, [&](int a, int b) {
       return std::make_tuple(domain(a), n.temp_c[a], a) < std::make_tuple(domain(b), n.temp_c[b], b);
     });
-    // Runs of one domain: [start[k], start[k + 1]).
-    std::array<int, kSmallNode + 1> start{};
     int runs = 0;
     for (int k = 0; k < count; ++k) {
       if (k == 0 || domain(free[k]) != domain(free[k - 1])) start[runs++] = k;
@@ -213,7 +180,6 @@ class Placer {
     if (best >= 0) {
       c.gpus.assign(free.begin() + start[best], free.begin() + start[best] + g);
     } else {
-      std::array<int, kSmallNode> by_size{};
       for (int r = 0; r < runs; ++r) by_size[r] = r;
       std::stable_sort(by_size.begin(), by_size.begin() + runs, [&](int a, int b) { return size(a) > size(b); });
       c.gpus.reserve(g);
