@@ -1478,9 +1478,17 @@ std::optional<model::JobMemory> Scheduler::MemoryOf(JobId id) const {
 
 std::vector<JobId> Scheduler::RerankedAt(Time now) const {
   std::vector<JobId> out;
+  // The entries due form a subtree at the heap's root: walk only it (and its edge).
   std::vector<TimerEntry> due;
-  for (const TimerEntry& e : timers_) {
-    if (std::get<0>(e) <= now && TimerLive(e)) due.push_back(e);
+  std::vector<size_t> stack;
+  if (!timers_.empty()) stack.push_back(0);
+  while (!stack.empty()) {
+    const size_t i = stack.back();
+    stack.pop_back();
+    const TimerEntry& e = timers_[i];
+    if (std::get<0>(e) > now) continue;
+    if (TimerLive(e)) due.push_back(e);
+    for (size_t c = 2 * i + 1; c <= 2 * i + 2 && c < timers_.size(); ++c) stack.push_back(c);
   }
   std::sort(due.begin(), due.end());
   due.erase(std::unique(due.begin(), due.end()), due.end());
