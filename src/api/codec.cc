@@ -1230,4 +1230,48 @@ std::string DumpJobRecord(const JobRecord& r) {
   return out;
 }
 
+std::string DumpArrayTasks(const std::vector<JobRecord>& jobs, size_t begin, size_t end) {
+  std::string out;
+  out.reserve((end - begin) * 128);
+  TextWriter w(out);
+  w.Open('[');
+  for (size_t i = begin; i < end; ++i) {
+    const JobRecord& r = jobs[i];
+    w.Open('{');
+    w.Key("array_index");
+    w.Int(r.array_index);
+    w.Key("name");
+    w.String(r.request.spec.name);
+    w.Key("argv");
+    w.Strings(r.request.argv);
+    w.Key("workdir");
+    w.String(r.request.workdir);
+    w.Key("env");
+    w.StringMap(r.request.env);
+    w.Key("array_params");
+    w.StringMap(r.request.array_params);
+    w.Close('}');
+  }
+  w.Close(']');
+  return out;
+}
+
+Status ApplyArrayTask(const json& element, const std::string& path, JobRecord& job) {
+  Fields f(element, path);
+  int index = f.Int("array_index");
+  std::string name = f.String("name");
+  std::vector<std::string> argv = f.Strings("argv");
+  std::string workdir = f.String("workdir");
+  std::map<std::string, std::string> env = f.StringMap("env");
+  std::map<std::string, std::string> params = f.StringMap("array_params");
+  if (!f.ok()) return f.status();
+  job.array_index = index;
+  job.request.spec.name = std::move(name);
+  job.request.argv = std::move(argv);
+  job.request.workdir = std::move(workdir);
+  job.request.env = std::move(env);
+  job.request.array_params = std::move(params);
+  return Status::Ok();
+}
+
 }  // namespace gpufleet::api

@@ -18,6 +18,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -66,6 +67,11 @@ std::string DumpJson(const nlohmann::json& j);
 // tree: a bulk submission stores 100,000 records in one transaction. Keep it in step with
 // ToJson(const JobRecord&); codec_test compares the two on records that set every field.
 std::string DumpJobRecord(const JobRecord& job);
+// The ArrayTaskFields of each job, a JSON array with one object per job in order (ids are not
+// written: a task's id is its array's first id plus its place). ApplyArrayTask sets a job's
+// fields from one element; a malformed element is InvalidArgument naming `path`.
+std::string DumpArrayTasks(const std::vector<JobRecord>& jobs, size_t begin, size_t end);
+Status ApplyArrayTask(const nlohmann::json& element, const std::string& path, JobRecord& job);
 // Appends `s` as a JSON string, as DumpJson writes it (escapes, and U+FFFD for bytes that are not
 // UTF-8), for answers written without a json tree.
 void AppendJsonString(std::string& out, std::string_view s);

@@ -679,6 +679,81 @@ TEST_F(CodecTest, DumpJsonReplacesInvalidUtf8InsteadOfThrowing) {
   EXPECT_EQ((*back)["reason"], "exit \xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
+TEST_F(CodecTest, ArrayTasksRoundTripTheirOwnFields) {
+  // Given three tasks of one array (one with strings that need escapes and bytes that are not
+  // UTF-8), expect DumpArrayTasks then ApplyArrayTask on a copy of the first task to give back
+  // each task as it was, and a malformed element to be refused with its path, leaving the job as
+  // it was.
+  std::vector<JobRecord> tasks(3, SampleJob());
+  for (int i = 0; i < 3; ++i) {
+    JobRecord& t = tasks[i];
+    t.array_index = i;
+    t.request.spec.name = "sweep-" + std::to_string(i);
+    t.request.argv = {"python", "train.py", "--lr=0." + std::to_string(i)};
+    t.request.workdir = "/runs/" + std::to_string(i);
+    t.request.env["GPUFLEET_ARRAY_INDEX"] = std::to_string(i);
+    t.request.array_params = {{"lr", "0." + std::to_string(i)}};
+  }
+  tasks[2].request.argv.push_back("caf\xc3\xa9 \"quoted\" \\ \x01");
+  tasks[2].request.env["ODD"] = "\xff\xfe";
+  tasks[2].request.workdir.clear();
+  tasks[2].request.array_params.clear();
+  auto text = ParseJson(DumpArrayTasks(tasks, 0, tasks.size()));
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  ASSERT_TRUE(text->is_array());
+  ASSERT_EQ(text->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    JobRecord back = tasks[0];
+    ASSERT_TRUE(ApplyArrayTask((*text)[i], "task", back).ok());
+    back.id = tasks[i].id;
+    // Bytes that are not UTF-8 come back as U+FFFD, as in every stored record.
+    EXPECT_EQ(DumpJson(ToJson(back)), DumpJson(ToJson(tasks[i]))) << "task " << i;
+  }
+  auto part = ParseJson(DumpArrayTasks(tasks, 1, 2));
+  ASSERT_TRUE(part.ok());
+  ASSERT_EQ(part->size(), 1u);
+  EXPECT_EQ((*part)[0]["name"], "sweep-1");
+
+  JobRecord job = tasks[0];
+  json bad = (*text)[1];
+  bad["env"] = {{"K", 3}};
+  Status s = ApplyArrayTask(bad, "job 9 task", job);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("job 9 task.env.K"), std::string::npos) << s.message();
+  EXPECT_EQ(ToJson(job), ToJson(tasks[0]));
+}
+
+TEST(RecordsTest, ArrayTasksShareAllButTheirOwnFields) {
+  // Given tasks that differ only in their id, index, name, command, directory, environment and
+  // parameters, expect them to share the rest, and each to come back unchanged; given one that
+  // also differs in its priority, or its step times, expect not.
+  std::vector<JobRecord> tasks(4);
+  for (int i = 0; i < 4; ++i) {
+    JobRecord& t = tasks[i];
+    t.id = JobId(10 + i);
+    t.array_index = i;
+    t.request.spec.team = "nlp";
+    t.request.spec.name = "sweep-" + std::to_string(i);
+    t.request.argv = {"run", std::to_string(i)};
+    t.request.workdir = "/w/" + std::to_string(i);
+    t.request.env = {{"I", std::to_string(i)}};
+    t.request.array_params = {{"i", std::to_string(i)}};
+    t.request.cost.step_seconds = {{"H100", 0.5}};
+  }
+  const std::vector<JobRecord> given = tasks;
+  EXPECT_TRUE(ShareAllButArrayTaskFields(tasks));
+  EXPECT_TRUE(tasks == given);
+  tasks[3].request.spec.priority = 1;
+  EXPECT_FALSE(ShareAllButArrayTaskFields(tasks));
+  tasks[3].request.spec.priority = 0;
+  tasks[2].request.cost.step_seconds["H100"] = 0.25;
+  EXPECT_FALSE(ShareAllButArrayTaskFields(tasks));
+  tasks[2] = given[2];
+  EXPECT_TRUE(tasks == given);
+  std::vector<JobRecord> none;
+  EXPECT_TRUE(ShareAllButArrayTaskFields(none));
+}
+
 TEST(RecordsTest, EnumNamesParseBack) {
   // Given every enum value, expect its name to parse back to it; and only terminal states to be
   // terminal.

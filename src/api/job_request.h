@@ -20,12 +20,16 @@ struct CheckpointPolicy {
   std::string dir;              // where the job writes checkpoints; default <state>/checkpoints/<job>
   int signal = SIGTERM;         // sent to the process group to ask for a checkpoint and exit
   Duration grace = Duration::Seconds(30);  // then SIGKILL
+
+  bool operator==(const CheckpointPolicy&) const = default;
 };
 
 struct RestartPolicy {
   bool on_preemption = true;                // requeue after preemption or node loss
   int max_restarts_on_errors = 0;           // requeue after a non-zero exit this many times
   std::vector<int> recover_on_exit_codes;   // exit codes that always requeue (not counted)
+
+  bool operator==(const RestartPolicy&) const = default;
 };
 
 // The stalled-job watchdog (docs/observability.md): a job that made no progress (its
@@ -34,6 +38,8 @@ struct RestartPolicy {
 struct WatchdogPolicy {
   Duration stall_timeout;        // zero: not watched
   bool restart_on_stall = false;  // on_stall: restart (else: alert)
+
+  bool operator==(const WatchdogPolicy&) const = default;
 };
 
 struct JobRequest {
@@ -57,6 +63,8 @@ struct JobRequest {
   model::JobCostHints cost;
   // Array jobs: the parameter values of this element ({"lr": "0.1"}); empty for plain jobs.
   std::map<std::string, std::string> array_params;
+
+  bool operator==(const JobRequest&) const = default;
 };
 
 }  // namespace gpufleet::api

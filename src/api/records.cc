@@ -65,4 +65,39 @@ Result<NodeState> ParseNodeState(const std::string& s) { return Parse(kNodeState
 const char* TokenKindName(TokenKind k) { return NameOf(kTokenKinds, k); }
 Result<TokenKind> ParseTokenKind(const std::string& s) { return Parse(kTokenKinds, "token kind", s); }
 
+ArrayTaskFields TakeArrayTaskFields(JobRecord& job) {
+  ArrayTaskFields f;
+  std::swap(f.id, job.id);
+  std::swap(f.array_index, job.array_index);
+  std::swap(f.name, job.request.spec.name);
+  std::swap(f.argv, job.request.argv);
+  std::swap(f.workdir, job.request.workdir);
+  std::swap(f.env, job.request.env);
+  std::swap(f.array_params, job.request.array_params);
+  return f;
+}
+
+void PutArrayTaskFields(JobRecord& job, ArrayTaskFields f) {
+  job.id = f.id;
+  job.array_index = f.array_index;
+  job.request.spec.name = std::move(f.name);
+  job.request.argv = std::move(f.argv);
+  job.request.workdir = std::move(f.workdir);
+  job.request.env = std::move(f.env);
+  job.request.array_params = std::move(f.array_params);
+}
+
+bool ShareAllButArrayTaskFields(std::vector<JobRecord>& jobs) {
+  if (jobs.empty()) return true;
+  ArrayTaskFields first = TakeArrayTaskFields(jobs[0]);
+  bool same = true;
+  for (size_t i = 1; i < jobs.size() && same; ++i) {
+    ArrayTaskFields own = TakeArrayTaskFields(jobs[i]);
+    same = jobs[i] == jobs[0];
+    PutArrayTaskFields(jobs[i], std::move(own));
+  }
+  PutArrayTaskFields(jobs[0], std::move(first));
+  return same;
+}
+
 }  // namespace gpufleet::api

@@ -2,6 +2,7 @@
 // API. Plain values.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,7 +52,29 @@ struct JobRecord {
   // "node-failure", ...: sched::PreemptReasonName), "failing" (a part failed; the others are
   // being stopped) or "restart" (the watchdog restarts it). Empty in every other state.
   std::string stop_intent;
+
+  bool operator==(const JobRecord&) const = default;
 };
+
+// What an array (sweep) submission gives each of its tasks (api::ParseJobs fills these in per
+// element): the id, the index, the name, and the command, directory and environment with the
+// element's parameters substituted. The tasks of one array share everything else, which lets the
+// SQLite store keep an array's tasks once (docs/state.md, "Arrays stored once").
+struct ArrayTaskFields {
+  JobId id;
+  int array_index = -1;
+  std::string name;
+  std::vector<std::string> argv;
+  std::string workdir;
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> array_params;
+};
+// Moves the fields out of `job`, leaving each at its default; PutArrayTaskFields puts them back.
+ArrayTaskFields TakeArrayTaskFields(JobRecord& job);
+void PutArrayTaskFields(JobRecord& job, ArrayTaskFields fields);
+// Whether the jobs differ in nothing but their ArrayTaskFields. The jobs are changed while this
+// runs (each one's fields are moved out and back, without copying) and come back as they were.
+bool ShareAllButArrayTaskFields(std::vector<JobRecord>& jobs);
 
 enum class NodeState { kUp, kDraining, kLost, kGone };
 const char* NodeStateName(NodeState s);

@@ -98,6 +98,8 @@ struct JobSpec {
   }
   // Rejects impossible shapes: zero or negative GPUs, a slice spread over several GPUs, ...
   Status Validate() const;
+
+  bool operator==(const JobSpec&) const = default;
 };
 
 // Where one part of a gang runs.
@@ -107,6 +109,8 @@ struct NodeAssignment {
   int64_t gpu_milli = kMilliGpuPerGpu;  // per GPU; < 1000 only for a GPU slice
   int64_t cpu_milli = 0;
   int64_t mem_mib = 0;
+
+  bool operator==(const NodeAssignment&) const = default;
 };
 
 // What one part of a placement pays per hour on `node`, in micro-dollars: the node's price times
@@ -124,6 +128,8 @@ struct Placement {
   std::vector<NodeAssignment> parts;  // one per gang member, in rank order
 
   int64_t total_gpu_milli() const;
+
+  bool operator==(const Placement&) const = default;
 };
 
 }  // namespace gpufleet::model

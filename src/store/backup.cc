@@ -74,6 +74,13 @@ Result<BackupReport> BackupSqlite(const std::string& source, const std::string& 
   BackupReport r;
   r.method = "SQLite online backup";
   auto jobs = QueryText(to.db, "SELECT count(*) FROM jobs");
+  // Schema 7 and later: the tasks of arrays stored once that have no row of their own yet.
+  if (jobs.ok()) {
+    auto in_arrays = QueryText(to.db,
+                               "SELECT COALESCE(SUM(last_id - first_id + 1), 0) - (SELECT count(*) FROM jobs j "
+                               "JOIN job_arrays a ON j.id BETWEEN a.first_id AND a.last_id) FROM job_arrays");
+    if (in_arrays.ok()) jobs = std::to_string(std::atoll(jobs->c_str()) + std::atoll(in_arrays->c_str()));
+  }
   if (!jobs.ok()) {
     return Status::InvalidArgument(source + " holds no gpufleet state (no jobs table): " + jobs.status().message());
   }

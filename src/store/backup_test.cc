@@ -32,15 +32,21 @@ class BackupTest : public ::testing::Test {
 };
 
 TEST_F(BackupTest, SqliteCopyWhileOpenIsAConsistentStoreWithEveryJob) {
-  // Given a SQLite store that is open (as a running controller holds it) with 3 jobs, expect the
-  // backup to report 3 jobs and schema version, and the copy to open as a store with the jobs.
+  // Given a SQLite store that is open (as a running controller holds it) with 21 jobs (an array
+  // of 20 stored once, one of its tasks since changed, and a plain job), expect the backup to
+  // report 21 jobs and schema version, and the copy to open as a store with the jobs.
   auto live = OpenSqliteStore(Path("state.db"));
   ASSERT_TRUE(live.ok()) << live.status().ToString();
-  ASSERT_TRUE((*live)->Submit({MakeSubmission("a", 2), MakeSubmission("b", 1)}).ok());
+  auto submitted = (*live)->Submit({MakeSubmission("a", 20), MakeSubmission("b", 1)});
+  ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+  api::JobRecord changed = (*submitted)[0].jobs[4];
+  changed.state = api::JobState::kCancelled;
+  ASSERT_TRUE(
+      (*live)->Update({{changed, {Time::FromMillis(5), api::JobState::kPending, api::JobState::kCancelled, "x"}}}).ok());
   auto r = BackupStore({StoreLocation::Engine::kSqlite, Path("state.db")}, Path("copy.db"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->method, "SQLite online backup");
-  EXPECT_EQ(r->jobs, 3);
+  EXPECT_EQ(r->jobs, 21);
   EXPECT_GT(r->schema_version, 0);
   EXPECT_GT(r->bytes, 0);
   EXPECT_EQ(r->bytes, static_cast<int64_t>(fs::file_size(Path("copy.db"))));
@@ -48,10 +54,10 @@ TEST_F(BackupTest, SqliteCopyWhileOpenIsAConsistentStoreWithEveryJob) {
   ASSERT_TRUE(copy.ok()) << copy.status().ToString();
   auto jobs = (*copy)->ListJobs({});
   ASSERT_TRUE(jobs.ok());
-  EXPECT_EQ(jobs->size(), 3u);
+  EXPECT_EQ(jobs->size(), 21u);
   // The live store goes on; the copy does not follow it.
   ASSERT_TRUE((*live)->Submit({MakeSubmission("c", 1)}).ok());
-  EXPECT_EQ((*copy)->ListJobs({})->size(), 3u);
+  EXPECT_EQ((*copy)->ListJobs({})->size(), 21u);
 }
 
 TEST_F(BackupTest, RefusesToOverwriteAndLeavesNothingWhenItFails) {

@@ -50,7 +50,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 constexpr const char* kSchemaVersionKey = "schema_version";
 // Taken for the migration's transaction, so that two controllers starting on one empty database
 // do not both create the schema.
@@ -162,6 +162,11 @@ ALTER TABLE leader ADD COLUMN agent_url TEXT NOT NULL DEFAULT '';
 )sql",
     // 5 -> 6: SQLite's transitions and requests become WITHOUT ROWID tables; PostgreSQL's tables
     // have no rowid: nothing here.
+    R"sql(
+SELECT 1;
+)sql",
+    // 6 -> 7: SQLite keeps a large array's tasks in one row until each one changes; PostgreSQL
+    // stores every task as its own row: nothing here.
     R"sql(
 SELECT 1;
 )sql",

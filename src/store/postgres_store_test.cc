@@ -44,14 +44,14 @@ class PostgresStoreTest : public ::testing::Test {
 };
 
 TEST_F(PostgresStoreTest, NewDatabaseHasSchemaVersionAndReadableColumns) {
-  // Given a new schema with one job, expect schema version 6 in meta, and the job's columns,
+  // Given a new schema with one job, expect schema version 7 in meta, and the job's columns,
   // JSON record, request and transition readable with plain SQL.
   {
     auto store = OpenPostgresStore(url_);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
-  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
   EXPECT_EQ(Sql("SELECT team || ',' || state || ',' || submitted_ms || ',' || request_id FROM jobs"),
             "nlp,pending,1234,r");
   EXPECT_EQ(Sql("SELECT record::jsonb #>> '{request,spec,team}' FROM jobs WHERE id = 1"), "nlp");
@@ -80,33 +80,33 @@ TEST_F(PostgresStoreTest, TheAuditLogIsAppendOnly) {
 }
 
 TEST_F(PostgresStoreTest, NewerSchemaVersionIsRefused) {
-  // Given a database written by a newer gpufleet (schema version 7), expect opening it to fail
+  // Given a database written by a newer gpufleet (schema version 8), expect opening it to fail
   // with FailedPrecondition naming both versions, and the database left as it was.
   { ASSERT_TRUE(OpenPostgresStore(url_).ok()); }
-  Sql("UPDATE meta SET value = '7' WHERE key = 'schema_version'");
+  Sql("UPDATE meta SET value = '8' WHERE key = 'schema_version'");
   auto store = OpenPostgresStore(url_);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(Contains(store.status().message(), "schema version 7 is newer than this gpufleet knows (6)"))
+  EXPECT_TRUE(Contains(store.status().message(), "schema version 8 is newer than this gpufleet knows (7)"))
       << store.status().message();
-  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
 }
 
 TEST_F(PostgresStoreTest, SchemaThreeMigratesToTheLatestAndItsJobsHaveNoMemory) {
   // Given a database at schema version 3 (before the scheduler's memory was stored) with a job,
-  // expect opening it to migrate to version 6, the job to load unchanged with no memory, and
+  // expect opening it to migrate to version 7, the job to load unchanged with no memory, and
   // memory to be stored for it from then on.
   {
     auto store = OpenPostgresStore(url_);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
-  // Version 3 is version 6 without the job_memory table and the leader's agent_url (5 -> 6
-  // changes nothing in PostgreSQL).
+  // Version 3 is version 7 without the job_memory table and the leader's agent_url (5 -> 6 and
+  // 6 -> 7 change nothing in PostgreSQL).
   Sql("DROP TABLE job_memory; ALTER TABLE leader DROP COLUMN agent_url; UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   auto store = OpenPostgresStore(url_);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
   auto jobs = (*store)->ListJobs({});
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 1u);

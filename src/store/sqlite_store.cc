@@ -9,11 +9,22 @@
 // record's id. Ids come from AUTOINCREMENT tables, so an id is never handed out twice, even if
 // rows are someday deleted.
 //
+// Arrays stored once: a submission of at least kMinStoredArray jobs that differ only in what an
+// array gives each task (api::ArrayTaskFields) is written as one row of `job_arrays` (the first
+// task's record, the id range, team and submit time) and its tasks' own fields in chunks of
+// kArrayChunk (`job_array_tasks`), instead of a row, four index entries and a transition per
+// task. A task stays there until its first change (Update, SaveJobMemory), which writes its row
+// in `jobs` and its "submitted" transition; from then on the row is the truth. Every read answers
+// as if each task had had its row from the start: a task is in `jobs` or in its array, never
+// both as far as a reader can tell (the row wins).
+//
 // Thread-safety: one connection, one mutex (mu_) around every call. Audit records attached for a
 // thread's next write wait under attach_mu_, a leaf lock taken before mu_, never under it.
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -34,7 +45,11 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
+// Submissions of at least this many jobs that differ only in their array fields are stored once.
+constexpr size_t kMinStoredArray = 16;
+// Tasks per row of job_array_tasks: a read of one task decodes one chunk.
+constexpr int64_t kArrayChunk = 1024;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr const char* kSchemaVersionKey = "schema_version";
 
@@ -149,6 +164,22 @@ INSERT INTO requests_v6 (request_id, job_ids) SELECT request_id, job_ids FROM re
 DROP TABLE requests;
 ALTER TABLE requests_v6 RENAME TO requests;
 )sql",
+    // 6 -> 7: arrays stored once (see the top of this file).
+    R"sql(
+CREATE TABLE job_arrays (
+  first_id     INTEGER PRIMARY KEY,
+  last_id      INTEGER NOT NULL,
+  team         TEXT NOT NULL,
+  submitted_ms INTEGER NOT NULL,
+  record       TEXT NOT NULL  -- the first task's record: every task's, but for its own fields
+);
+CREATE TABLE job_array_tasks (
+  first_id INTEGER NOT NULL REFERENCES job_arrays (first_id),
+  chunk    INTEGER NOT NULL,  -- tasks first_id + chunk * 1024 and on
+  tasks    TEXT NOT NULL,     -- JSON array: each task's own fields (api::DumpArrayTasks)
+  PRIMARY KEY (first_id, chunk)
+) WITHOUT ROWID;
+)sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
 
@@ -226,6 +257,7 @@ class SqliteStore : public StateStore {
       mu_.AssertHeld();  // InTransaction runs it with mu_ held
       outcomes.clear();
       GF_ASSIGN_OR_RETURN(int64_t next_id, NextId("jobs"));
+      bool stored_array = false;
       for (Submission& sub : submissions) {
         GF_ASSIGN_OR_RETURN(std::optional<std::vector<JobId>> earlier, FindRequest(sub.request_id));
         if (earlier) {
@@ -238,10 +270,17 @@ class SqliteStore : public StateStore {
           job.id = JobId(next_id++);
           job.request_id = sub.request_id;
           job.reason = "submitted";
-          GF_RETURN_IF_ERROR(InsertJob(job));
-          GF_RETURN_IF_ERROR(InsertSubmittedTransition(job));
           out.ids.push_back(job.id);
           ids.push_back(job.id.value());
+        }
+        if (sub.jobs.size() >= kMinStoredArray && api::ShareAllButArrayTaskFields(sub.jobs)) {
+          GF_RETURN_IF_ERROR(InsertArray(sub.jobs));
+          stored_array = true;
+        } else {
+          for (const api::JobRecord& job : sub.jobs) {
+            GF_RETURN_IF_ERROR(InsertJob(job));
+            GF_RETURN_IF_ERROR(InsertSubmittedTransition(job.id, job.submitted));
+          }
         }
         if (sub.audit) {
           std::string names;
@@ -255,6 +294,8 @@ class SqliteStore : public StateStore {
                                "insert request " + sub.request_id));
         outcomes.push_back(std::move(out));
       }
+      // An array's ids are in no row of jobs: the id sequence learns them here.
+      if (stored_array) GF_RETURN_IF_ERROR(SetNextId("jobs", next_id));
       return Status::Ok();
     }, audit);
     if (!s.ok()) return s;
@@ -282,7 +323,11 @@ class SqliteStore : public StateStore {
             .Bind(8, api::DumpJobRecord(job));
         GF_RETURN_IF_ERROR(Run(st, "update job " + std::to_string(job.id.value())));
         if (sqlite3_changes(db_) == 0) {
-          return Status::NotFound("update: no job " + std::to_string(job.id.value()));
+          // A task still stored in its array gets its row now.
+          GF_ASSIGN_OR_RETURN(std::optional<ArraySpan> array, ArrayOf(job.id));
+          if (!array) return Status::NotFound("update: no job " + std::to_string(job.id.value()));
+          GF_RETURN_IF_ERROR(InsertJob(job));
+          GF_RETURN_IF_ERROR(InsertSubmittedTransition(job.id, Time::FromMillis(array->submitted_ms)));
         }
         GF_RETURN_IF_ERROR(AppendTransition(job.id, u.transition));
         if (api::IsTerminal(job.state)) {
@@ -305,8 +350,16 @@ class SqliteStore : public StateStore {
         Stmt find = Prepare("SELECT 1 FROM jobs WHERE id = ?1");
         find.Bind(1, m.job.value());
         int rc = find.Step();
-        if (rc == SQLITE_DONE) return Status::NotFound("save memory: no job " + std::to_string(m.job.value()));
-        if (rc != SQLITE_ROW) return Error("find job " + std::to_string(m.job.value()), rc);
+        if (rc != SQLITE_DONE && rc != SQLITE_ROW) return Error("find job " + std::to_string(m.job.value()), rc);
+        if (rc == SQLITE_DONE) {
+          // A task still stored in its array gets its row first (the memory refers to it).
+          GF_ASSIGN_OR_RETURN(std::optional<ArraySpan> array, ArrayOf(m.job));
+          if (!array) return Status::NotFound("save memory: no job " + std::to_string(m.job.value()));
+          ArrayCache cache;
+          GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(cache, array->first_id, m.job));
+          GF_RETURN_IF_ERROR(InsertJob(task));
+          GF_RETURN_IF_ERROR(InsertSubmittedTransition(task.id, Time::FromMillis(array->submitted_ms)));
+        }
         GF_RETURN_IF_ERROR(PutMemory(m));
       }
       return Status::Ok();
@@ -348,7 +401,13 @@ class SqliteStore : public StateStore {
     Stmt st = Prepare("SELECT id, record FROM jobs WHERE id = ?1");
     st.Bind(1, id.value());
     int rc = st.Step();
-    if (rc == SQLITE_DONE) return std::optional<api::JobRecord>();
+    if (rc == SQLITE_DONE) {
+      GF_ASSIGN_OR_RETURN(std::optional<ArraySpan> array, ArrayOf(id));
+      if (!array) return std::optional<api::JobRecord>();
+      ArrayCache cache;
+      GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(cache, array->first_id, id));
+      return std::optional<api::JobRecord>(std::move(task));
+    }
     if (rc != SQLITE_ROW) return Error("get job " + std::to_string(id.value()), rc);
     GF_ASSIGN_OR_RETURN(api::JobRecord job, JobFromRow(st));
     return std::optional<api::JobRecord>(std::move(job));
@@ -389,7 +448,7 @@ class SqliteStore : public StateStore {
       jobs.push_back(std::move(job));
     }
     if (rc != SQLITE_DONE) return Error("list jobs", rc);
-    return jobs;
+    return WithArrayTasks(filter, std::move(jobs));
   }
 
   Result<std::map<std::string, int64_t>> EndedCostByTeam() override {
@@ -428,6 +487,14 @@ class SqliteStore : public StateStore {
       out.push_back(std::move(t));
     }
     if (rc != SQLITE_DONE) return Error("history of job " + std::to_string(id.value()), rc);
+    if (out.empty()) {
+      // A task still stored in its array has had one transition: its submission.
+      GF_ASSIGN_OR_RETURN(std::optional<ArraySpan> array, ArrayOf(id));
+      if (array) {
+        out.push_back(api::Transition{Time::FromMillis(array->submitted_ms), api::JobState::kPending,
+                                      api::JobState::kPending, "submitted"});
+      }
+    }
     return out;
   }
 
@@ -797,14 +864,181 @@ class SqliteStore : public StateStore {
 
   // A new job's first transition: seq 1 without looking for earlier ones (its id is new), as the
   // PostgreSQL store writes it.
-  Status InsertSubmittedTransition(const api::JobRecord& job) GF_REQUIRES(mu_) {
+  Status InsertSubmittedTransition(JobId id, Time submitted) GF_REQUIRES(mu_) {
     Stmt st = Prepare(
         "INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) VALUES (?1, 1, ?2, ?3, ?3, ?4)");
-    st.Bind(1, job.id.value())
-        .Bind(2, job.submitted.millis())
+    st.Bind(1, id.value())
+        .Bind(2, submitted.millis())
         .Bind(3, std::string(api::JobStateName(api::JobState::kPending)))
         .Bind(4, std::string("submitted"));
-    return Run(st, "append the submitted transition of job " + std::to_string(job.id.value()));
+    return Run(st, "append the submitted transition of job " + std::to_string(id.value()));
+  }
+
+  // Raises the id sequence of an AUTOINCREMENT table so that `next` is the next id it hands out.
+  Status SetNextId(const std::string& table, int64_t next) GF_REQUIRES(mu_) {
+    Stmt up = Prepare("UPDATE sqlite_sequence SET seq = ?2 WHERE name = ?1 AND seq < ?2");
+    up.Bind(1, table).Bind(2, next - 1);
+    GF_RETURN_IF_ERROR(Run(up, "advance the ids of " + table));
+    Stmt add = Prepare(
+        "INSERT INTO sqlite_sequence (name, seq) SELECT ?1, ?2 WHERE NOT EXISTS "
+        "(SELECT 1 FROM sqlite_sequence WHERE name = ?1)");
+    add.Bind(1, table).Bind(2, next - 1);
+    return Run(add, "advance the ids of " + table);
+  }
+
+  // An array's row and its tasks' own fields. The jobs have their ids, in a row from the first.
+  Status InsertArray(const std::vector<api::JobRecord>& jobs) GF_REQUIRES(mu_) {
+    const api::JobRecord& first = jobs.front();
+    const std::string what = "insert the array of jobs " + std::to_string(first.id.value()) + "-" +
+                             std::to_string(jobs.back().id.value());
+    Stmt st = Prepare(
+        "INSERT INTO job_arrays (first_id, last_id, team, submitted_ms, record) VALUES (?1, ?2, ?3, ?4, ?5)");
+    st.Bind(1, first.id.value())
+        .Bind(2, jobs.back().id.value())
+        .Bind(3, first.request.spec.team)
+        .Bind(4, first.submitted.millis())
+        .Bind(5, api::DumpJobRecord(first));
+    GF_RETURN_IF_ERROR(Run(st, what));
+    for (size_t begin = 0, chunk = 0; begin < jobs.size(); begin += kArrayChunk, ++chunk) {
+      size_t end = std::min(jobs.size(), begin + static_cast<size_t>(kArrayChunk));
+      Stmt t = Prepare("INSERT INTO job_array_tasks (first_id, chunk, tasks) VALUES (?1, ?2, ?3)");
+      t.Bind(1, first.id.value()).Bind(2, static_cast<int64_t>(chunk)).Bind(3, api::DumpArrayTasks(jobs, begin, end));
+      GF_RETURN_IF_ERROR(Run(t, what));
+    }
+    return Status::Ok();
+  }
+
+  struct ArraySpan {
+    int64_t first_id = 0;
+    int64_t last_id = 0;
+    int64_t submitted_ms = 0;
+  };
+  // The stored array whose id range holds `id`, if any. (Whether the task has its own row by now
+  // is the caller's to know.)
+  Result<std::optional<ArraySpan>> ArrayOf(JobId id) GF_REQUIRES(mu_) {
+    Stmt st = Prepare(
+        "SELECT first_id, last_id, submitted_ms FROM job_arrays WHERE first_id <= ?1 ORDER BY first_id DESC LIMIT 1");
+    st.Bind(1, id.value());
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return std::optional<ArraySpan>();
+    if (rc != SQLITE_ROW) return Error("find the array of job " + std::to_string(id.value()), rc);
+    ArraySpan a{st.Int(0), st.Int(1), st.Int(2)};
+    if (id.value() > a.last_id) return std::optional<ArraySpan>();
+    return std::optional<ArraySpan>(a);
+  }
+
+  // What ArrayTask decoded last: reading the tasks of one array in order decodes its record once
+  // and each chunk once.
+  struct ArrayCache {
+    int64_t first_id = 0;  // 0: nothing decoded yet
+    api::JobRecord base;
+    int64_t chunk = -1;
+    json tasks;
+  };
+  // The record of task `id` of the array starting at `first_id`, as it was submitted.
+  Result<api::JobRecord> ArrayTask(ArrayCache& cache, int64_t first_id, JobId id) GF_REQUIRES(mu_) {
+    const std::string where = "job " + std::to_string(id.value()) + " (array " + std::to_string(first_id) + ")";
+    if (cache.first_id != first_id) {
+      Stmt st = Prepare("SELECT first_id, record FROM job_arrays WHERE first_id = ?1");
+      st.Bind(1, first_id);
+      int rc = st.Step();
+      if (rc == SQLITE_DONE) return Status::Internal(path_ + ": " + where + ": the array is not stored");
+      if (rc != SQLITE_ROW) return Error("read " + where, rc);
+      GF_ASSIGN_OR_RETURN(cache.base, JobFromRow(st));
+      cache.first_id = first_id;
+      cache.chunk = -1;
+    }
+    const int64_t k = id.value() - first_id;
+    const int64_t chunk = k / kArrayChunk;
+    if (cache.chunk != chunk) {
+      Stmt st = Prepare("SELECT tasks FROM job_array_tasks WHERE first_id = ?1 AND chunk = ?2");
+      st.Bind(1, first_id).Bind(2, chunk);
+      int rc = st.Step();
+      if (rc == SQLITE_DONE) return Status::Internal(path_ + ": " + where + ": its chunk of tasks is not stored");
+      if (rc != SQLITE_ROW) return Error("read " + where, rc);
+      GF_ASSIGN_OR_RETURN(cache.tasks, ParseColumn(st.Text(0), where));
+      if (!cache.tasks.is_array()) return Status::Internal(path_ + ": " + where + ": its tasks are not an array");
+      cache.chunk = chunk;
+    }
+    const size_t i = static_cast<size_t>(k % kArrayChunk);
+    if (i >= cache.tasks.size()) return Status::Internal(path_ + ": " + where + ": missing from its chunk of tasks");
+    api::JobRecord job = cache.base;
+    job.id = id;
+    Status s = api::ApplyArrayTask(cache.tasks[i], "task", job);
+    if (!s.ok()) return Corrupt(where, s);
+    return job;
+  }
+
+  // `jobs` (a ListJobs answer from the jobs table) with the tasks still stored in arrays that
+  // match the filter, in the same order and under the same limit.
+  Result<std::vector<api::JobRecord>> WithArrayTasks(const JobFilter& filter, std::vector<api::JobRecord> jobs)
+      GF_REQUIRES(mu_) {
+    const bool newest_first = filter.limit > 0;
+    Stmt arrays = Prepare(std::string(
+        "SELECT first_id, last_id FROM job_arrays WHERE (?1 IS NULL OR team = ?1) AND (?2 IS NULL OR submitted_ms >= ?2) "
+        "AND (?3 IS NULL OR first_id < ?3) ORDER BY first_id ") + (newest_first ? "DESC" : "ASC"));
+    if (filter.team) {
+      arrays.Bind(1, *filter.team);
+    } else {
+      arrays.BindNull(1);
+    }
+    if (filter.since) {
+      arrays.Bind(2, filter.since->millis());
+    } else {
+      arrays.BindNull(2);
+    }
+    if (filter.before) {
+      arrays.Bind(3, filter.before->value());
+    } else {
+      arrays.BindNull(3);
+    }
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    int rc;
+    while ((rc = arrays.Step()) == SQLITE_ROW) spans.emplace_back(arrays.Int(0), arrays.Int(1));
+    if (rc != SQLITE_DONE) return Error("list arrays", rc);
+    if (spans.empty()) return jobs;
+
+    // The ids of the tasks without a row, in the answer's order; with a limit, no more than it.
+    const int64_t end_id = filter.before ? filter.before->value() : std::numeric_limits<int64_t>::max();
+    std::vector<std::pair<int64_t, int64_t>> tasks;  // (id, first id of its array)
+    for (const auto& [first, last_stored] : spans) {
+      if (newest_first && static_cast<int64_t>(tasks.size()) >= filter.limit) break;
+      const int64_t last = std::min(last_stored, end_id - 1);
+      Stmt rows = Prepare(std::string("SELECT id FROM jobs WHERE id BETWEEN ?1 AND ?2 ORDER BY id ") +
+                          (newest_first ? "DESC" : "ASC"));
+      rows.Bind(1, first).Bind(2, last);
+      std::vector<int64_t> with_row;
+      while ((rc = rows.Step()) == SQLITE_ROW) with_row.push_back(rows.Int(0));
+      if (rc != SQLITE_DONE) return Error("list the tasks of array " + std::to_string(first), rc);
+      size_t r = 0;
+      for (int64_t k = 0; k <= last - first; ++k) {
+        const int64_t id = newest_first ? last - k : first + k;
+        if (r < with_row.size() && with_row[r] == id) {
+          ++r;
+          continue;
+        }
+        tasks.emplace_back(id, first);
+        if (newest_first && static_cast<int64_t>(tasks.size()) >= filter.limit) break;
+      }
+    }
+    // Merge the two lists, both in the answer's order.
+    std::vector<api::JobRecord> out;
+    out.reserve(jobs.size() + tasks.size());
+    ArrayCache cache;
+    auto before = [&](int64_t a, int64_t b) { return newest_first ? a > b : a < b; };
+    size_t j = 0;
+    size_t t = 0;
+    while (j < jobs.size() || t < tasks.size()) {
+      if (newest_first && static_cast<int64_t>(out.size()) >= filter.limit) break;
+      if (t == tasks.size() || (j < jobs.size() && before(jobs[j].id.value(), tasks[t].first))) {
+        out.push_back(std::move(jobs[j++]));
+      } else {
+        GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(cache, tasks[t].second, JobId(tasks[t].first)));
+        out.push_back(std::move(task));
+        ++t;
+      }
+    }
+    return out;
   }
 
   Status PutMemory(const JobMemoryRecord& r) GF_REQUIRES(mu_) {

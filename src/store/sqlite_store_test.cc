@@ -57,7 +57,7 @@ class SqliteStoreTest : public ::testing::Test {
 };
 
 TEST_F(SqliteStoreTest, NewDatabaseUsesWalAndReadableColumns) {
-  // Given a new database with one job, expect the file in WAL mode, schema version 6 in meta, and
+  // Given a new database with one job, expect the file in WAL mode, schema version 7 in meta, and
   // the job's columns and JSON record readable with plain SQL.
   {
     auto store = OpenSqliteStore(db_path());
@@ -65,7 +65,7 @@ TEST_F(SqliteStoreTest, NewDatabaseUsesWalAndReadableColumns) {
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
   EXPECT_EQ(RawQuery("PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
   EXPECT_EQ(RawQuery("SELECT team || ',' || state || ',' || submitted_ms || ',' || request_id FROM jobs"),
             "nlp,pending,1234,r");
   EXPECT_EQ(RawQuery("SELECT json_extract(record, '$.request.spec.team') FROM jobs WHERE id = 1"), "nlp");
@@ -95,34 +95,36 @@ TEST_F(SqliteStoreTest, TheAuditLogIsAppendOnly) {
 }
 
 TEST_F(SqliteStoreTest, NewerSchemaVersionIsRefused) {
-  // Given a database written by a newer gpufleet (schema version 7), expect opening it to fail
+  // Given a database written by a newer gpufleet (schema version 8), expect opening it to fail
   // with FailedPrecondition naming the path and both versions, and the file left as it was.
   { ASSERT_TRUE(OpenSqliteStore(db_path()).ok()); }
-  RawExec("UPDATE meta SET value = '7' WHERE key = 'schema_version'");
+  RawExec("UPDATE meta SET value = '8' WHERE key = 'schema_version'");
   auto store = OpenSqliteStore(db_path());
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
   const std::string& msg = store.status().message();
   EXPECT_TRUE(Contains(msg, db_path())) << msg;
-  EXPECT_TRUE(Contains(msg, "schema version 7 is newer than this gpufleet knows (6)")) << msg;
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
+  EXPECT_TRUE(Contains(msg, "schema version 8 is newer than this gpufleet knows (7)")) << msg;
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
 }
 
 TEST_F(SqliteStoreTest, SchemaThreeMigratesToTheLatestAndItsJobsHaveNoMemory) {
   // Given a database at schema version 3 (before the scheduler's memory was stored) with a job,
-  // expect opening it to migrate to version 6, the job to load unchanged with no memory, and
+  // expect opening it to migrate to version 7, the job to load unchanged with no memory, and
   // memory to be stored for it from then on.
   {
     auto store = OpenSqliteStore(db_path());
     ASSERT_TRUE(store.ok());
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
-  // Version 3 is version 6 without the job_memory table (4 -> 5 changes nothing in SQLite, and
-  // 5 -> 6 rebuilds two tables whichever form they have).
-  RawExec("DROP TABLE job_memory; UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+  // Version 3 is version 7 without the job_memory table and the array tables (4 -> 5 changes
+  // nothing in SQLite, and 5 -> 6 rebuilds two tables whichever form they have).
+  RawExec(
+      "DROP TABLE job_memory; DROP TABLE job_array_tasks; DROP TABLE job_arrays; "
+      "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   auto store = OpenSqliteStore(db_path());
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
   auto jobs = (*store)->ListJobs({});
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 1u);
@@ -136,7 +138,7 @@ TEST_F(SqliteStoreTest, SchemaThreeMigratesToTheLatestAndItsJobsHaveNoMemory) {
 
 TEST_F(SqliteStoreTest, SchemaFiveMigratesToKeyOnlyTablesKeepingHistoryAndRequests) {
   // Given a database at schema version 5, whose transitions and requests are rowid tables, with
-  // two requests and a job that changed state, expect opening it to migrate to version 6 with
+  // two requests and a job that changed state, expect opening it to migrate to version 7 with
   // both tables WITHOUT ROWID, every transition in order, a repeated request id answered with
   // its stored jobs, and new submits and transitions stored as before.
   {
@@ -158,15 +160,16 @@ TEST_F(SqliteStoreTest, SchemaFiveMigratesToKeyOnlyTablesKeepingHistoryAndReques
       "INSERT INTO t5 SELECT * FROM transitions; DROP TABLE transitions; ALTER TABLE t5 RENAME TO transitions;"
       "CREATE TABLE r5 (request_id TEXT PRIMARY KEY, job_ids TEXT NOT NULL);"
       "INSERT INTO r5 SELECT * FROM requests; DROP TABLE requests; ALTER TABLE r5 RENAME TO requests;"
+      "DROP TABLE job_array_tasks; DROP TABLE job_arrays;"
       "UPDATE meta SET value = '5' WHERE key = 'schema_version'");
   ASSERT_EQ(RawQuery("SELECT count(*) FROM sqlite_master WHERE sql LIKE '%WITHOUT ROWID%'"), "0");
 
   auto store = OpenSqliteStore(db_path());
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "6");
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
   EXPECT_EQ(RawQuery("SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master WHERE type = 'table' "
                      "AND sql LIKE '%WITHOUT ROWID%' ORDER BY name)"),
-            "requests,transitions");
+            "job_array_tasks,requests,transitions");
   EXPECT_EQ(RawQuery("SELECT \"table\" || '.' || \"to\" FROM pragma_foreign_key_list('transitions')"), "jobs.id");
   auto history = (*store)->History(JobId(1));
   ASSERT_TRUE(history.ok()) << history.status().ToString();
@@ -223,6 +226,43 @@ TEST_F(SqliteStoreTest, DamagedRecordIsReportedNotThrown) {
   auto good = (*store)->GetJob(JobId(2));
   ASSERT_TRUE(good.ok());
   EXPECT_TRUE(good->has_value());
+}
+
+TEST_F(SqliteStoreTest, AnArrayIsStoredOnceUntilItsTasksChange) {
+  // Given an array of 3,000 tasks, expect one row in job_arrays, three chunks of tasks, no row in
+  // jobs and no transition; once one task changes, expect its row and its two transitions, and
+  // the id sequence to hand out the id after the array. A damaged chunk fails the reads of its
+  // tasks with Internal naming the job, and leaves the other chunks readable.
+  auto store = OpenSqliteStore(db_path());
+  ASSERT_TRUE(store.ok());
+  auto out = (*store)->Submit({MakeSubmission("sweep", 3000, "nlp", 1000)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(RawQuery("SELECT first_id || '-' || last_id || ',' || team || ',' || submitted_ms FROM job_arrays"),
+            "1-3000,nlp,1000");
+  EXPECT_EQ(RawQuery("SELECT count(*) FROM job_array_tasks"), "3");
+  EXPECT_EQ(RawQuery("SELECT count(*) FROM jobs"), "0");
+  EXPECT_EQ(RawQuery("SELECT count(*) FROM transitions"), "0");
+  api::JobRecord task = (*out)[0].jobs[2999];
+  task.state = api::JobState::kRunning;
+  ASSERT_TRUE(
+      (*store)->Update({{task, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kRunning, "ok"}}}).ok());
+  EXPECT_EQ(RawQuery("SELECT id || ',' || state FROM jobs"), "3000,running");
+  EXPECT_EQ(RawQuery("SELECT group_concat(seq || ':' || reason, ' ') FROM transitions WHERE job_id = 3000"),
+            "1:submitted 2:ok");
+  auto next = (*store)->Submit({MakeSubmission("next")});
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ((*next)[0].ids[0], JobId(3001));
+
+  RawExec("UPDATE job_array_tasks SET tasks = '[{\"name\": 1}]' WHERE chunk = 1");
+  auto bad = (*store)->GetJob(JobId(1500));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInternal);
+  EXPECT_TRUE(Contains(bad.status().message(), "job 1500")) << bad.status().message();
+  EXPECT_FALSE((*store)->ListJobs({}).ok());
+  auto good = (*store)->GetJob(JobId(2500));
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  ASSERT_TRUE(good->has_value());
+  EXPECT_EQ((*good)->array_index, 2499);
 }
 
 TEST_F(SqliteStoreTest, KillNineLosesNoCommittedSubmission) {

@@ -347,6 +347,186 @@ TEST_P(StateStoreTest, ListJobsHonoursTeamSinceTerminalAndLimit) {
   EXPECT_TRUE(ListOk(nobody).empty());
 }
 
+// An array of `n` tasks as api::ParseJobs expands one: each task has its own index, name,
+// command, directory, environment and parameters, and shares everything else.
+Submission MakeArray(const std::string& request_id, int n, const std::string& team, int64_t submitted_ms) {
+  Submission s{request_id, {}, std::nullopt};
+  for (int i = 0; i < n; ++i) {
+    api::JobRecord job = MakeJob(team, submitted_ms, i);
+    const std::string v = std::to_string(i);
+    job.request.spec.name = "sweep-" + v;
+    job.request.argv = {"python", "train.py", "--lr", "0." + v};
+    job.request.workdir = "/runs/" + v;
+    job.request.env = {{"GPUFLEET_ARRAY_INDEX", v}, {"GPUFLEET_PARAM_LR", "0." + v}, {"WANDB_MODE", "offline"}};
+    job.request.array_params = {{"lr", "0." + v}};
+    job.request.cost.step_seconds = {{"H100", 0.25}};
+    s.jobs.push_back(std::move(job));
+  }
+  return s;
+}
+
+TEST_P(StateStoreTest, ALargeArrayReadsAsOneJobPerTask) {
+  // Given a plain job, an array of 2,500 tasks (more than one stored chunk) and another plain job
+  // of another team, expect every read to see 2,502 jobs as submitted, before and after a
+  // reopen: each task's record, its one "submitted" transition, and every listing filter and
+  // page; the next submission after a reopen gets the next id.
+  auto out = SubmitOk({MakeSubmission("one", 1, "nlp", 1000), MakeArray("sweep", 2500, "nlp", 2000),
+                       MakeSubmission("two", 1, "vision", 3000)});
+  ASSERT_EQ(out.size(), 3u);
+  ASSERT_EQ(out[1].ids.size(), 2500u);
+  EXPECT_EQ(out[1].ids.front(), JobId(2));
+  EXPECT_EQ(out[1].ids.back(), JobId(2501));
+  EXPECT_EQ(out[2].ids[0], JobId(2502));
+  const std::vector<api::JobRecord> tasks = out[1].jobs;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "as written" : "after a reopen");
+    for (int i : {0, 1, 1023, 1024, 2047, 2048, 2499}) {
+      EXPECT_EQ(api::ToJson(GetOk(tasks[i].id)), api::ToJson(tasks[i])) << "task " << i;
+      auto history = HistoryOk(tasks[i].id);
+      ASSERT_EQ(history.size(), 1u);
+      EXPECT_EQ(history[0].reason, "submitted");
+      EXPECT_EQ(history[0].at, Time::FromMillis(2000));
+    }
+    EXPECT_FALSE(store_->GetJob(JobId(2503))->has_value());
+    EXPECT_TRUE(HistoryOk(JobId(2503)).empty());
+
+    std::vector<api::JobRecord> all = ListOk({});
+    ASSERT_EQ(all.size(), 2502u);
+    for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i].id, JobId(static_cast<int64_t>(i) + 1));
+    EXPECT_EQ(api::ToJson(all[1 + 1500]), api::ToJson(tasks[1500]));
+    JobFilter live;
+    live.include_terminal = false;
+    EXPECT_EQ(ListOk(live).size(), 2502u);
+    JobFilter vision;
+    vision.team = "vision";
+    EXPECT_EQ(Ids(ListOk(vision)), (std::vector<int64_t>{2502}));
+    JobFilter nlp;
+    nlp.team = "nlp";
+    EXPECT_EQ(ListOk(nlp).size(), 2501u);
+    JobFilter late;
+    late.since = Time::FromMillis(2500);
+    EXPECT_EQ(Ids(ListOk(late)), (std::vector<int64_t>{2502}));
+    JobFilter page;
+    page.limit = 3;
+    EXPECT_EQ(Ids(ListOk(page)), (std::vector<int64_t>{2502, 2501, 2500}));
+    page.before = JobId(2500);
+    std::vector<api::JobRecord> next = ListOk(page);
+    EXPECT_EQ(Ids(next), (std::vector<int64_t>{2499, 2498, 2497}));
+    if (next.size() == 3) {
+      EXPECT_EQ(api::ToJson(next[0]), api::ToJson(tasks[2497]));
+    }
+    page.before = JobId(3);
+    EXPECT_EQ(Ids(ListOk(page)), (std::vector<int64_t>{2, 1}));
+    Reopen();
+  }
+  auto more = SubmitOk({MakeSubmission("after")});
+  ASSERT_EQ(more.size(), 1u);
+  EXPECT_EQ(Ids(more[0].ids), (std::vector<int64_t>{2503}));
+  // The same request id again names the array's ids and creates nothing.
+  auto again = SubmitOk({MakeArray("sweep", 2500, "nlp", 9000)});
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_FALSE(again[0].created);
+  EXPECT_EQ(again[0].ids, out[1].ids);
+  EXPECT_EQ(ListOk({}).size(), 2503u);
+}
+
+TEST_P(StateStoreTest, TasksOfALargeArrayChangeOneAtATime) {
+  // Given a 40-task array, one task started, one given the scheduler's memory alone and one
+  // cancelled, expect each changed task read back changed (with its whole history) and every
+  // other task as submitted, each id listed once, after a reopen too; an update naming an id past
+  // the array fails and changes nothing; once every task has ended, no job is live.
+  auto out = SubmitOk({MakeArray("sweep", 40, "nlp", 1000)});
+  ASSERT_EQ(out.size(), 1u);
+  std::vector<api::JobRecord> tasks = out[0].jobs;
+  ASSERT_EQ(tasks.size(), 40u);
+  api::JobRecord started = tasks[7];
+  started.state = api::JobState::kStarting;
+  started.attempt = 1;
+  started.reason = "placed on node-a gpus 0-1";
+  started.placement = model::Placement{"H100", {{NodeId(1), {0, 1}, 1000, 0, 0}}};
+  JobUpdate start{started, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kStarting, started.reason}};
+  start.memory = SampleMemory(10);
+  ASSERT_TRUE(store_->Update({start}).ok());
+  ASSERT_TRUE(store_->SaveJobMemory({{tasks[20].id, SampleMemory(20)}}).ok());
+  api::JobRecord cancelled = tasks[39];
+  cancelled.state = api::JobState::kCancelled;
+  cancelled.reason = "cancelled by alice";
+  ASSERT_TRUE(store_
+                  ->Update({{cancelled,
+                             {Time::FromMillis(3000), api::JobState::kPending, api::JobState::kCancelled, "cancelled"}}})
+                  .ok());
+  api::JobRecord ghost = tasks[0];
+  ghost.id = JobId(41);
+  Status s = store_->Update({{ghost, {Time::FromMillis(4000), api::JobState::kPending, api::JobState::kRunning, "x"}}});
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_EQ(store_->SaveJobMemory({{JobId(41), SampleMemory(41)}}).code(), StatusCode::kNotFound);
+
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "as written" : "after a reopen");
+    EXPECT_EQ(api::ToJson(GetOk(started.id)), api::ToJson(started));
+    auto history = HistoryOk(started.id);
+    ASSERT_EQ(history.size(), 2u);
+    EXPECT_EQ(history[0].reason, "submitted");
+    EXPECT_EQ(history[0].at, Time::FromMillis(1000));
+    EXPECT_EQ(history[1].to, api::JobState::kStarting);
+    EXPECT_EQ(api::ToJson(GetOk(tasks[20].id)), api::ToJson(tasks[20]));
+    EXPECT_EQ(HistoryOk(tasks[20].id).size(), 1u);
+    EXPECT_EQ(GetOk(cancelled.id).state, api::JobState::kCancelled);
+    EXPECT_EQ(api::ToJson(GetOk(tasks[8].id)), api::ToJson(tasks[8]));
+    EXPECT_FALSE(store_->GetJob(JobId(41))->has_value());
+    auto memory = store_->ListJobMemory();
+    ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+    EXPECT_EQ(*memory,
+              (std::vector<JobMemoryRecord>{{started.id, SampleMemory(10)}, {tasks[20].id, SampleMemory(20)}}));
+    std::vector<api::JobRecord> all = ListOk({});
+    ASSERT_EQ(all.size(), 40u);
+    for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i].id, tasks[i].id);
+    EXPECT_EQ(all[7].state, api::JobState::kStarting);
+    JobFilter live;
+    live.include_terminal = false;
+    EXPECT_EQ(ListOk(live).size(), 39u);
+    JobFilter page;
+    page.limit = 2;
+    EXPECT_EQ(Ids(ListOk(page)), (std::vector<int64_t>{40, 39}));
+    EXPECT_EQ(ListOk(page)[0].state, api::JobState::kCancelled);
+    Reopen();
+  }
+
+  std::vector<JobUpdate> end_all;
+  for (const api::JobRecord& listed : ListOk({})) {
+    if (api::IsTerminal(listed.state)) continue;
+    api::JobRecord done = listed;
+    done.state = api::JobState::kCancelled;
+    end_all.push_back({done, {Time::FromMillis(5000), listed.state, api::JobState::kCancelled, "cancelled"}});
+  }
+  EXPECT_EQ(end_all.size(), 39u);
+  ASSERT_TRUE(store_->Update(end_all).ok());
+  Reopen();
+  JobFilter live;
+  live.include_terminal = false;
+  EXPECT_TRUE(ListOk(live).empty());
+  EXPECT_EQ(ListOk({}).size(), 40u);
+  EXPECT_TRUE(store_->ListJobMemory()->empty());
+  EXPECT_EQ(HistoryOk(tasks[3].id).size(), 2u);
+}
+
+TEST_P(StateStoreTest, JobsOfOneSubmissionThatDifferBeyondTheirArrayFieldsAreEachKept) {
+  // Given a submission of 20 jobs whose priorities differ (not an array's tasks), expect each
+  // read back as given.
+  Submission mixed = MakeArray("mixed", 20, "nlp", 1000);
+  for (int i = 0; i < 20; ++i) mixed.jobs[i].request.spec.priority = i % 3;
+  auto out = SubmitOk({mixed});
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].jobs.size(), 20u);
+  Reopen();
+  std::vector<api::JobRecord> all = ListOk({});
+  ASSERT_EQ(all.size(), 20u);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(all[i].request.spec.priority, i % 3);
+    EXPECT_EQ(api::ToJson(all[i]), api::ToJson(out[0].jobs[i]));
+  }
+}
+
 TEST_P(StateStoreTest, EndedCostByTeamSumsOnlyJobsThatEnded) {
   // Given jobs of three teams with costs, some ended (succeeded, failed, cancelled) and one still
   // running with a cost, expect the sums per team of the ended ones only; a team whose ended jobs
@@ -449,7 +629,7 @@ TEST_P(StateStoreTest, MetaHoldsSettingsAndTheSchemaVersion) {
   EXPECT_EQ(*id, std::optional<std::string>("c-2"));
   EXPECT_EQ(*store_->GetMeta("next_master_port"), std::optional<std::string>("29500"));
   EXPECT_EQ(*store_->GetMeta("absent"), std::nullopt);
-  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("6"));
+  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("7"));
   EXPECT_EQ(store_->SetMeta("schema_version", "7").code(), StatusCode::kInvalidArgument);
 }
 
