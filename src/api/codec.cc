@@ -1238,18 +1238,18 @@ std::string DumpArrayTasks(const std::vector<JobRecord>& jobs, size_t begin, siz
   for (size_t i = begin; i < end; ++i) {
     const JobRecord& r = jobs[i];
     w.Open('{');
-    w.Key("array_index");
-    w.Int(r.array_index);
-    w.Key("name");
-    w.String(r.request.spec.name);
     w.Key("argv");
     w.Strings(r.request.argv);
-    w.Key("workdir");
-    w.String(r.request.workdir);
-    w.Key("env");
-    w.StringMap(r.request.env);
+    w.Key("array_index");
+    w.Int(r.array_index);
     w.Key("array_params");
     w.StringMap(r.request.array_params);
+    w.Key("env");
+    w.StringMap(r.request.env);
+    w.Key("name");
+    w.String(r.request.spec.name);
+    w.Key("workdir");
+    w.String(r.request.workdir);
     w.Close('}');
   }
   w.Close(']');

@@ -12,7 +12,7 @@
 // Arrays stored once: a submission of at least kMinStoredArray jobs that differ only in what an
 // array gives each task (api::ArrayTaskFields) is written as one row of `job_arrays` (the first
 // task's record, the id range, team and submit time) and its tasks' own fields in chunks of
-// kArrayChunk (`job_array_tasks`), instead of a row, four index entries and a transition per
+// kArrayChunk (`job_array_tasks`), instead of a row, three index entries and a transition per
 // task. A task stays there until its first change (Update, SaveJobMemory), which writes its row
 // in `jobs` and its "submitted" transition; from then on the row is the truth. Every read answers
 // as if each task had had its row from the start: a task is in `jobs` or in its array, never
@@ -171,7 +171,8 @@ CREATE TABLE job_arrays (
   last_id      INTEGER NOT NULL,
   team         TEXT NOT NULL,
   submitted_ms INTEGER NOT NULL,
-  record       TEXT NOT NULL  -- the first task's record: every task's, but for its own fields
+  record       TEXT NOT NULL,  -- the first task's record: every task's, but for its own fields
+  with_row     INTEGER NOT NULL DEFAULT 0  -- tasks that have their own row in jobs by now
 );
 CREATE TABLE job_array_tasks (
   first_id INTEGER NOT NULL REFERENCES job_arrays (first_id),
@@ -274,6 +275,7 @@ class SqliteStore : public StateStore {
           ids.push_back(job.id.value());
         }
         if (sub.jobs.size() >= kMinStoredArray && api::ShareAllButArrayTaskFields(sub.jobs)) {
+          array_cache_ = ArrayCache{};
           GF_RETURN_IF_ERROR(InsertArray(sub.jobs));
           stored_array = true;
         } else {
@@ -328,6 +330,7 @@ class SqliteStore : public StateStore {
           if (!array) return Status::NotFound("update: no job " + std::to_string(job.id.value()));
           GF_RETURN_IF_ERROR(InsertJob(job));
           GF_RETURN_IF_ERROR(InsertSubmittedTransition(job.id, Time::FromMillis(array->submitted_ms)));
+          GF_RETURN_IF_ERROR(CountRowOfArray(array->first_id));
         }
         GF_RETURN_IF_ERROR(AppendTransition(job.id, u.transition));
         if (api::IsTerminal(job.state)) {
@@ -355,10 +358,10 @@ class SqliteStore : public StateStore {
           // A task still stored in its array gets its row first (the memory refers to it).
           GF_ASSIGN_OR_RETURN(std::optional<ArraySpan> array, ArrayOf(m.job));
           if (!array) return Status::NotFound("save memory: no job " + std::to_string(m.job.value()));
-          ArrayCache cache;
-          GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(cache, array->first_id, m.job));
+          GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(array->first_id, m.job));
           GF_RETURN_IF_ERROR(InsertJob(task));
           GF_RETURN_IF_ERROR(InsertSubmittedTransition(task.id, Time::FromMillis(array->submitted_ms)));
+          GF_RETURN_IF_ERROR(CountRowOfArray(array->first_id));
         }
         GF_RETURN_IF_ERROR(PutMemory(m));
       }
@@ -404,8 +407,7 @@ class SqliteStore : public StateStore {
     if (rc == SQLITE_DONE) {
       GF_ASSIGN_OR_RETURN(std::optional<ArraySpan> array, ArrayOf(id));
       if (!array) return std::optional<api::JobRecord>();
-      ArrayCache cache;
-      GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(cache, array->first_id, id));
+      GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(array->first_id, id));
       return std::optional<api::JobRecord>(std::move(task));
     }
     if (rc != SQLITE_ROW) return Error("get job " + std::to_string(id.value()), rc);
@@ -927,16 +929,17 @@ class SqliteStore : public StateStore {
     return std::optional<ArraySpan>(a);
   }
 
-  // What ArrayTask decoded last: reading the tasks of one array in order decodes its record once
-  // and each chunk once.
-  struct ArrayCache {
-    int64_t first_id = 0;  // 0: nothing decoded yet
-    api::JobRecord base;
-    int64_t chunk = -1;
-    json tasks;
-  };
+  // Counts one more task of the array with its own row; an array whose tasks all have rows is
+  // skipped by listings.
+  Status CountRowOfArray(int64_t first_id) GF_REQUIRES(mu_) {
+    Stmt st = Prepare("UPDATE job_arrays SET with_row = with_row + 1 WHERE first_id = ?1");
+    st.Bind(1, first_id);
+    return Run(st, "count a row of array " + std::to_string(first_id));
+  }
+
   // The record of task `id` of the array starting at `first_id`, as it was submitted.
-  Result<api::JobRecord> ArrayTask(ArrayCache& cache, int64_t first_id, JobId id) GF_REQUIRES(mu_) {
+  Result<api::JobRecord> ArrayTask(int64_t first_id, JobId id) GF_REQUIRES(mu_) {
+    ArrayCache& cache = array_cache_;
     const std::string where = "job " + std::to_string(id.value()) + " (array " + std::to_string(first_id) + ")";
     if (cache.first_id != first_id) {
       Stmt st = Prepare("SELECT first_id, record FROM job_arrays WHERE first_id = ?1");
@@ -944,6 +947,7 @@ class SqliteStore : public StateStore {
       int rc = st.Step();
       if (rc == SQLITE_DONE) return Status::Internal(path_ + ": " + where + ": the array is not stored");
       if (rc != SQLITE_ROW) return Error("read " + where, rc);
+      cache.first_id = 0;
       GF_ASSIGN_OR_RETURN(cache.base, JobFromRow(st));
       cache.first_id = first_id;
       cache.chunk = -1;
@@ -956,6 +960,7 @@ class SqliteStore : public StateStore {
       int rc = st.Step();
       if (rc == SQLITE_DONE) return Status::Internal(path_ + ": " + where + ": its chunk of tasks is not stored");
       if (rc != SQLITE_ROW) return Error("read " + where, rc);
+      cache.chunk = -1;
       GF_ASSIGN_OR_RETURN(cache.tasks, ParseColumn(st.Text(0), where));
       if (!cache.tasks.is_array()) return Status::Internal(path_ + ": " + where + ": its tasks are not an array");
       cache.chunk = chunk;
@@ -974,9 +979,14 @@ class SqliteStore : public StateStore {
   Result<std::vector<api::JobRecord>> WithArrayTasks(const JobFilter& filter, std::vector<api::JobRecord> jobs)
       GF_REQUIRES(mu_) {
     const bool newest_first = filter.limit > 0;
+    // A full page from the jobs table: a task below its last id cannot make the page.
+    const int64_t floor_id =
+        newest_first && static_cast<int64_t>(jobs.size()) >= filter.limit ? jobs.back().id.value() : 0;
     Stmt arrays = Prepare(std::string(
         "SELECT first_id, last_id FROM job_arrays WHERE (?1 IS NULL OR team = ?1) AND (?2 IS NULL OR submitted_ms >= ?2) "
-        "AND (?3 IS NULL OR first_id < ?3) ORDER BY first_id ") + (newest_first ? "DESC" : "ASC"));
+        "AND (?3 IS NULL OR first_id < ?3) AND last_id > ?4 AND with_row <= last_id - first_id "
+        "ORDER BY first_id ") + (newest_first ? "DESC" : "ASC"));
+    arrays.Bind(4, floor_id);
     if (filter.team) {
       arrays.Bind(1, *filter.team);
     } else {
@@ -1004,15 +1014,17 @@ class SqliteStore : public StateStore {
     for (const auto& [first, last_stored] : spans) {
       if (newest_first && static_cast<int64_t>(tasks.size()) >= filter.limit) break;
       const int64_t last = std::min(last_stored, end_id - 1);
+      const int64_t first_wanted = std::max(first, floor_id + 1);
+      if (first_wanted > last) continue;
       Stmt rows = Prepare(std::string("SELECT id FROM jobs WHERE id BETWEEN ?1 AND ?2 ORDER BY id ") +
                           (newest_first ? "DESC" : "ASC"));
-      rows.Bind(1, first).Bind(2, last);
+      rows.Bind(1, first_wanted).Bind(2, last);
       std::vector<int64_t> with_row;
       while ((rc = rows.Step()) == SQLITE_ROW) with_row.push_back(rows.Int(0));
       if (rc != SQLITE_DONE) return Error("list the tasks of array " + std::to_string(first), rc);
       size_t r = 0;
-      for (int64_t k = 0; k <= last - first; ++k) {
-        const int64_t id = newest_first ? last - k : first + k;
+      for (int64_t k = 0; k <= last - first_wanted; ++k) {
+        const int64_t id = newest_first ? last - k : first_wanted + k;
         if (r < with_row.size() && with_row[r] == id) {
           ++r;
           continue;
@@ -1024,7 +1036,6 @@ class SqliteStore : public StateStore {
     // Merge the two lists, both in the answer's order.
     std::vector<api::JobRecord> out;
     out.reserve(jobs.size() + tasks.size());
-    ArrayCache cache;
     auto before = [&](int64_t a, int64_t b) { return newest_first ? a > b : a < b; };
     size_t j = 0;
     size_t t = 0;
@@ -1033,7 +1044,7 @@ class SqliteStore : public StateStore {
       if (t == tasks.size() || (j < jobs.size() && before(jobs[j].id.value(), tasks[t].first))) {
         out.push_back(std::move(jobs[j++]));
       } else {
-        GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(cache, tasks[t].second, JobId(tasks[t].first)));
+        GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(tasks[t].second, JobId(tasks[t].first)));
         out.push_back(std::move(task));
         ++t;
       }
@@ -1092,6 +1103,17 @@ class SqliteStore : public StateStore {
   Mutex attach_mu_;
   std::map<std::thread::id, std::vector<api::AuditRecord>> attached_ GF_GUARDED_BY(attach_mu_);
   std::unordered_map<std::string, sqlite3_stmt*> cache_ GF_GUARDED_BY(mu_);  // prepared statements of the connection
+  // What ArrayTask decoded last: the record of one array and one chunk of its tasks, so that
+  // reading an array's tasks in order (a listing, a retried submit's GetJob of each id) decodes
+  // the record once and each chunk once. Stored arrays never change; Submit forgets the cache
+  // when it stores one (the ids of a rolled-back array may be handed out again).
+  struct ArrayCache {
+    int64_t first_id = 0;  // 0: nothing decoded
+    api::JobRecord base;
+    int64_t chunk = -1;
+    json tasks;
+  };
+  ArrayCache array_cache_ GF_GUARDED_BY(mu_);
 };
 
 }  // namespace

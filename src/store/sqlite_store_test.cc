@@ -230,39 +230,55 @@ TEST_F(SqliteStoreTest, DamagedRecordIsReportedNotThrown) {
 
 TEST_F(SqliteStoreTest, AnArrayIsStoredOnceUntilItsTasksChange) {
   // Given an array of 3,000 tasks, expect one row in job_arrays, three chunks of tasks, no row in
-  // jobs and no transition; once one task changes, expect its row and its two transitions, and
-  // the id sequence to hand out the id after the array. A damaged chunk fails the reads of its
-  // tasks with Internal naming the job, and leaves the other chunks readable.
+  // jobs and no transition, and the next submission (before any task has a row, and again after
+  // a reopen) to get the ids after the array; once one task changes, expect its row, its two
+  // transitions and the array's count of rows. A damaged task fails the reads of it with
+  // Internal naming the job and the field, and leaves the other tasks readable.
   auto store = OpenSqliteStore(db_path());
   ASSERT_TRUE(store.ok());
   auto out = (*store)->Submit({MakeSubmission("sweep", 3000, "nlp", 1000)});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
-  EXPECT_EQ(RawQuery("SELECT first_id || '-' || last_id || ',' || team || ',' || submitted_ms FROM job_arrays"),
-            "1-3000,nlp,1000");
+  EXPECT_EQ(RawQuery("SELECT first_id || '-' || last_id || ',' || team || ',' || submitted_ms || ',' || with_row "
+                     "FROM job_arrays"),
+            "1-3000,nlp,1000,0");
   EXPECT_EQ(RawQuery("SELECT count(*) FROM job_array_tasks"), "3");
   EXPECT_EQ(RawQuery("SELECT count(*) FROM jobs"), "0");
   EXPECT_EQ(RawQuery("SELECT count(*) FROM transitions"), "0");
+  auto next = (*store)->Submit({MakeSubmission("next")});
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ((*next)[0].ids[0], JobId(3001));
+  auto array2 = (*store)->Submit({MakeSubmission("sweep2", 20, "nlp", 2000)});
+  ASSERT_TRUE(array2.ok());
+  EXPECT_EQ((*array2)[0].ids.front(), JobId(3002));
+  store->reset();
+  store = OpenSqliteStore(db_path());
+  ASSERT_TRUE(store.ok());
+  auto after = (*store)->Submit({MakeSubmission("after-reopen")});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ((*after)[0].ids[0], JobId(3022));
+
   api::JobRecord task = (*out)[0].jobs[2999];
   task.state = api::JobState::kRunning;
   ASSERT_TRUE(
       (*store)->Update({{task, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kRunning, "ok"}}}).ok());
-  EXPECT_EQ(RawQuery("SELECT id || ',' || state FROM jobs"), "3000,running");
+  EXPECT_EQ(RawQuery("SELECT id || ',' || state FROM jobs WHERE id = 3000"), "3000,running");
   EXPECT_EQ(RawQuery("SELECT group_concat(seq || ':' || reason, ' ') FROM transitions WHERE job_id = 3000"),
             "1:submitted 2:ok");
-  auto next = (*store)->Submit({MakeSubmission("next")});
-  ASSERT_TRUE(next.ok());
-  EXPECT_EQ((*next)[0].ids[0], JobId(3001));
+  EXPECT_EQ(RawQuery("SELECT with_row FROM job_arrays WHERE first_id = 1"), "1");
 
-  RawExec("UPDATE job_array_tasks SET tasks = '[{\"name\": 1}]' WHERE chunk = 1");
+  RawExec("UPDATE job_array_tasks SET tasks = json_set(tasks, '$[475].name', 1) WHERE first_id = 1 AND chunk = 1");
   auto bad = (*store)->GetJob(JobId(1500));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInternal);
   EXPECT_TRUE(Contains(bad.status().message(), "job 1500")) << bad.status().message();
+  EXPECT_TRUE(Contains(bad.status().message(), "task.name")) << bad.status().message();
   EXPECT_FALSE((*store)->ListJobs({}).ok());
-  auto good = (*store)->GetJob(JobId(2500));
-  ASSERT_TRUE(good.ok()) << good.status().ToString();
-  ASSERT_TRUE(good->has_value());
-  EXPECT_EQ((*good)->array_index, 2499);
+  for (int64_t id : {1025, 1499, 1501, 2500}) {
+    auto good = (*store)->GetJob(JobId(id));
+    ASSERT_TRUE(good.ok()) << good.status().ToString();
+    ASSERT_TRUE(good->has_value());
+    EXPECT_EQ((*good)->array_index, id - 1);
+  }
 }
 
 TEST_F(SqliteStoreTest, KillNineLosesNoCommittedSubmission) {

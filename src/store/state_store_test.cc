@@ -455,11 +455,16 @@ TEST_P(StateStoreTest, TasksOfALargeArrayChangeOneAtATime) {
                   ->Update({{cancelled,
                              {Time::FromMillis(3000), api::JobState::kPending, api::JobState::kCancelled, "cancelled"}}})
                   .ok());
+  // A batch whose last update names an id past the array changes none of its tasks either.
   api::JobRecord ghost = tasks[0];
   ghost.id = JobId(41);
-  Status s = store_->Update({{ghost, {Time::FromMillis(4000), api::JobState::kPending, api::JobState::kRunning, "x"}}});
+  api::JobRecord also = tasks[8];
+  also.state = api::JobState::kRunning;
+  Status s = store_->Update({{also, {Time::FromMillis(4000), api::JobState::kPending, api::JobState::kRunning, "x"}},
+                             {ghost, {Time::FromMillis(4000), api::JobState::kPending, api::JobState::kRunning, "x"}}});
   EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
-  EXPECT_EQ(store_->SaveJobMemory({{JobId(41), SampleMemory(41)}}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->SaveJobMemory({{tasks[9].id, SampleMemory(9)}, {JobId(41), SampleMemory(41)}}).code(),
+            StatusCode::kNotFound);
 
   for (int round = 0; round < 2; ++round) {
     SCOPED_TRACE(round == 0 ? "as written" : "after a reopen");
@@ -473,6 +478,8 @@ TEST_P(StateStoreTest, TasksOfALargeArrayChangeOneAtATime) {
     EXPECT_EQ(HistoryOk(tasks[20].id).size(), 1u);
     EXPECT_EQ(GetOk(cancelled.id).state, api::JobState::kCancelled);
     EXPECT_EQ(api::ToJson(GetOk(tasks[8].id)), api::ToJson(tasks[8]));
+    EXPECT_EQ(HistoryOk(tasks[8].id).size(), 1u);
+    EXPECT_EQ(HistoryOk(tasks[9].id).size(), 1u);
     EXPECT_FALSE(store_->GetJob(JobId(41))->has_value());
     auto memory = store_->ListJobMemory();
     ASSERT_TRUE(memory.ok()) << memory.status().ToString();
@@ -489,6 +496,16 @@ TEST_P(StateStoreTest, TasksOfALargeArrayChangeOneAtATime) {
     page.limit = 2;
     EXPECT_EQ(Ids(ListOk(page)), (std::vector<int64_t>{40, 39}));
     EXPECT_EQ(ListOk(page)[0].state, api::JobState::kCancelled);
+    // A page across a task with its own row, between tasks without: 9, 8 (started), 7.
+    page.limit = 3;
+    page.before = JobId(10);
+    std::vector<api::JobRecord> across = ListOk(page);
+    EXPECT_EQ(Ids(across), (std::vector<int64_t>{9, 8, 7}));
+    if (across.size() == 3) {
+      EXPECT_EQ(across[0].state, api::JobState::kPending);
+      EXPECT_EQ(api::ToJson(across[1]), api::ToJson(started));
+      EXPECT_EQ(api::ToJson(across[2]), api::ToJson(tasks[6]));
+    }
     Reopen();
   }
 
