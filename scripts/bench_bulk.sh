@@ -10,13 +10,18 @@
 # (/proc/PID/stat) used between just before the send and just after the answer: on a shared
 # machine the CPU time is the comparable figure. The answer is checked to hold N tasks.
 #
+# STORE=postgresql runs each size on a fresh PostgreSQL server instead (gpufleet-test-postgres:
+# initdb in a temporary directory, a unix socket, fsync on), as scripts/bench_store.sh does.
+#
 # Usage: bash scripts/bench_bulk.sh
 # Knobs: BUILD_DIR=build SIZES="1000 10000 100000" NO_BUILD=1 OUT_DIR=/tmp/gpufleet-bench-bulk
+#        STORE=sqlite|postgresql
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 SIZES="${SIZES:-1000 10000 100000}"
+STORE="${STORE:-sqlite}"
 OUT_DIR="${OUT_DIR:-/tmp/gpufleet-bench-bulk}"
 PY="${PYTHON:-python3}"
 
@@ -24,13 +29,20 @@ if [[ "${NO_BUILD:-0}" != 1 ]]; then
   if [[ ! -f "$BUILD_DIR/build.ninja" && ! -f "$BUILD_DIR/Makefile" ]]; then
     cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   fi
-  cmake --build "$BUILD_DIR" --target gpufleet
+  cmake --build "$BUILD_DIR" --target gpufleet gpufleet-test-postgres
 fi
 GF="$BUILD_DIR/src/gpufleet"
+PG_TOOL="$BUILD_DIR/src/testing/gpufleet-test-postgres"
+case "$STORE" in
+  sqlite) ;;
+  postgresql) [[ -x "$PG_TOOL" ]] || { echo "bench_bulk.sh: $PG_TOOL not found; build it first" >&2; exit 1; } ;;
+  *) echo "bench_bulk.sh: STORE must be sqlite or postgresql, got '$STORE'" >&2; exit 2 ;;
+esac
 
 rm -rf "$OUT_DIR"
 mkdir -p "$OUT_DIR"
 SERVER_PID=""
+PG_PID=""
 stop_server() {
   if [[ -n "$SERVER_PID" ]]; then
     kill -TERM "$SERVER_PID" 2>/dev/null || true
@@ -38,7 +50,14 @@ stop_server() {
   fi
   SERVER_PID=""
 }
-trap stop_server EXIT
+stop_pg() {
+  if [[ -n "$PG_PID" ]]; then
+    exec {PG[1]}>&- 2>/dev/null || true  # its stdin's end stops it
+    wait "$PG_PID" 2>/dev/null || true
+  fi
+  PG_PID=""
+}
+trap 'stop_server; stop_pg' EXIT
 
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -71,7 +90,14 @@ for n in $SIZES; do
   PORT="$(free_port)"
   URL="http://127.0.0.1:$PORT"
   LOG="$OUT_DIR/$n/server.log"
-  "$GF" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" >"$LOG" 2>&1 &
+  flags=()
+  if [[ "$STORE" == postgresql ]]; then
+    coproc PG { exec "$PG_TOOL"; }
+    PG_PID=$!
+    read -r -t 120 pg_url <&"${PG[0]}" || { echo "could not start PostgreSQL" >&2; exit 1; }
+    flags=(--store "$pg_url")
+  fi
+  "$GF" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" "${flags[@]}" >"$LOG" 2>&1 &
   SERVER_PID=$!
   wait_health
   "$PY" -c "import json, sys; n = int(sys.argv[1]); print(json.dumps({'job': {'name': 'arr', 'resources': {'gpus': 1}, 'run': 'true', 'array': {'i': list(range(n))}}}))" \
@@ -93,6 +119,7 @@ for n in $SIZES; do
     exit 1
   fi
   stop_server
+  stop_pg
   "$PY" -c "import sys; n, wall, ticks, hz = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]); \
 print(f'{n:<9}  {wall:<15.3f}  {ticks / hz:<15.2f}  {n / wall:,.0f}')" "$n" "$wall" "$((after - before))" "$TICKS"
 done

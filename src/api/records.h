@@ -59,7 +59,7 @@ struct JobRecord {
 // What an array (sweep) submission gives each of its tasks (api::ParseJobs fills these in per
 // element): the id, the index, the name, and the command, directory and environment with the
 // element's parameters substituted. The tasks of one array share everything else, which lets the
-// SQLite store keep an array's tasks once (docs/operations.md, "Arrays stored once").
+// stores keep an array's tasks once (docs/operations.md, "Arrays stored once").
 struct ArrayTaskFields {
   JobId id;
   int array_index = -1;

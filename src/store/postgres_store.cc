@@ -44,6 +44,7 @@
 #include "common/mutex.h"
 #include "store/schema_version.h"
 #include "store/state_store.h"
+#include "store/stored_arrays.h"
 
 namespace gpufleet::store {
 namespace {
@@ -165,10 +166,23 @@ ALTER TABLE leader ADD COLUMN agent_url TEXT NOT NULL DEFAULT '';
     R"sql(
 SELECT 1;
 )sql",
-    // 6 -> 7: SQLite keeps a large array's tasks in one row until each one changes; PostgreSQL
-    // stores every task as its own row: nothing here.
+    // 6 -> 7: arrays stored once (store/stored_arrays.h): an array's record and its tasks' own
+    // fields, until each task gets its row in jobs at its first change.
     R"sql(
-SELECT 1;
+CREATE TABLE job_arrays (
+  first_id     BIGINT PRIMARY KEY,
+  last_id      BIGINT NOT NULL,
+  team         TEXT NOT NULL,
+  submitted_ms BIGINT NOT NULL,
+  record       TEXT NOT NULL,  -- the first task's record: every task's, but for its own fields
+  with_row     BIGINT NOT NULL DEFAULT 0  -- tasks that have their own row in jobs by now
+);
+CREATE TABLE job_array_tasks (
+  first_id BIGINT NOT NULL REFERENCES job_arrays (first_id),
+  chunk    BIGINT NOT NULL,  -- tasks first_id + chunk * 1024 and on
+  tasks    TEXT NOT NULL,    -- JSON array: each task's own fields (api::DumpArrayTasks)
+  PRIMARY KEY (first_id, chunk)
+);
 )sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");
@@ -297,14 +311,17 @@ class PostgresStore : public StateStore {
           job.id = JobId(next_id++);
           job.request_id = sub.request_id;
           job.reason = "submitted";
-          job_rows.push_back(JobRow(job));
-          transition_rows.push_back({{"job_id", job.id.value()},
-                                     {"at_ms", job.submitted.millis()},
-                                     {"from_state", api::JobStateName(api::JobState::kPending)},
-                                     {"to_state", api::JobStateName(api::JobState::kPending)},
-                                     {"reason", "submitted"}});
           out.ids.push_back(job.id);
           ids.push_back(job.id.value());
+        }
+        if (StoreAsArray(sub.jobs)) {
+          array_cache_.Forget();
+          GF_RETURN_IF_ERROR(InsertArray(sub.jobs));
+        } else {
+          for (const api::JobRecord& job : sub.jobs) {
+            job_rows.push_back(JobRow(job));
+            transition_rows.push_back(SubmittedTransitionRow(job.id, job.submitted.millis()));
+          }
         }
         if (sub.audit) {
           std::string names;
@@ -316,18 +333,8 @@ class PostgresStore : public StateStore {
         known[sub.request_id] = out.ids;
         outcomes.push_back(std::move(out));
       }
-      if (!job_rows.empty()) {
-        GF_RETURN_IF_ERROR(
-            Run("INSERT INTO jobs (id, request_id, array_index, team, state, submitted_ms, updated_ms, record) "
-                "SELECT id, request_id, array_index, team, state, submitted_ms, updated_ms, record "
-                "FROM jsonb_to_recordset($1::jsonb) AS r(id BIGINT, request_id TEXT, array_index INTEGER, team TEXT, "
-                "state TEXT, submitted_ms BIGINT, updated_ms BIGINT, record TEXT)",
-                Params().Add(api::DumpJson(job_rows)), "insert jobs"));
-        GF_RETURN_IF_ERROR(
-            Run("INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) "
-                "SELECT job_id, 1, at_ms, from_state, to_state, reason FROM jsonb_to_recordset($1::jsonb) "
-                "AS r(job_id BIGINT, at_ms BIGINT, from_state TEXT, to_state TEXT, reason TEXT)",
-                Params().Add(api::DumpJson(transition_rows)), "insert submitted transitions"));
+      GF_RETURN_IF_ERROR(InsertJobRows(job_rows, transition_rows));
+      if (!request_rows.empty()) {
         GF_RETURN_IF_ERROR(Run("INSERT INTO requests (request_id, job_ids) SELECT request_id, job_ids "
                                "FROM jsonb_to_recordset($1::jsonb) AS r(request_id TEXT, job_ids TEXT)",
                                Params().Add(api::DumpJson(request_rows)), "insert request ids"));
@@ -361,7 +368,12 @@ class PostgresStore : public StateStore {
                       .Add(job.updated.millis())
                       .Add(api::DumpJson(api::ToJson(job))),
                   "update job " + id));
-        if (std::string(PQcmdTuples(r.get())) == "0") return Status::NotFound("update: no job " + id);
+        if (std::string(PQcmdTuples(r.get())) == "0") {
+          // A task still stored in its array gets its row now.
+          GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(job.id));
+          if (!array) return Status::NotFound("update: no job " + id);
+          GF_RETURN_IF_ERROR(GiveRow(job, *array));
+        }
         GF_RETURN_IF_ERROR(Run(
             "INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) "
             "VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM transitions WHERE job_id = $1), $2, $3, $4, $5)",
@@ -391,7 +403,13 @@ class PostgresStore : public StateStore {
         const std::string id = std::to_string(m.job.value());
         GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT 1 FROM jobs WHERE id = $1", Params().Add(m.job.value()),
                                               "find job " + id));
-        if (PQntuples(r.get()) == 0) return Status::NotFound("save memory: no job " + id);
+        if (PQntuples(r.get()) == 0) {
+          // A task still stored in its array gets its row first (the memory refers to it).
+          GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(m.job));
+          if (!array) return Status::NotFound("save memory: no job " + id);
+          GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(array->first_id, m.job));
+          GF_RETURN_IF_ERROR(GiveRow(task, *array));
+        }
         GF_RETURN_IF_ERROR(PutMemory(m));
       }
       return Status::Ok();
@@ -432,7 +450,12 @@ class PostgresStore : public StateStore {
     MutexLock lock(mu_);
     GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT id, record FROM jobs WHERE id = $1", Params().Add(id.value()),
                                           "get job " + std::to_string(id.value())));
-    if (PQntuples(r.get()) == 0) return std::optional<api::JobRecord>();
+    if (PQntuples(r.get()) == 0) {
+      GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(id));
+      if (!array) return std::optional<api::JobRecord>();
+      GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(array->first_id, id));
+      return std::optional<api::JobRecord>(std::move(task));
+    }
     GF_ASSIGN_OR_RETURN(api::JobRecord job, JobFromRow(r, 0));
     return std::optional<api::JobRecord>(std::move(job));
   }
@@ -467,11 +490,17 @@ class PostgresStore : public StateStore {
       p.AddNull();
     }
     // The rows are decoded after the connection is free again: tens of thousands of records take
-    // seconds, and other calls wait meanwhile.
+    // seconds, and other calls wait meanwhile. The tasks still stored in arrays are picked under
+    // the same lock as the rows (no task gets its row in between), and read after the decoding
+    // (a stored array never changes).
     PgResult r;
+    std::vector<ArrayTaskRef> tasks;
     {
       MutexLock lock(mu_);
       GF_ASSIGN_OR_RETURN(r, Query(sql, p, "list jobs"));
+      const int rows = PQntuples(r.get());
+      const int64_t floor_id = ArrayListingFloor(filter, static_cast<size_t>(rows), rows > 0 ? Int(r, rows - 1, 0) : 0);
+      GF_ASSIGN_OR_RETURN(tasks, ArrayTasksFor(filter, floor_id));
     }
     std::vector<api::JobRecord> jobs;
     jobs.reserve(static_cast<size_t>(PQntuples(r.get())));
@@ -479,7 +508,12 @@ class PostgresStore : public StateStore {
       GF_ASSIGN_OR_RETURN(api::JobRecord job, JobFromRow(r, row));
       jobs.push_back(std::move(job));
     }
-    return jobs;
+    if (tasks.empty()) return jobs;
+    MutexLock lock(mu_);
+    return MergeArrayTasks(filter, std::move(jobs), tasks, [&](const ArrayTaskRef& t) {
+      mu_.AssertHeld();  // under the lock taken above
+      return ArrayTask(t.first_id, JobId(t.id));
+    });
   }
 
   Result<std::map<std::string, int64_t>> EndedCostByTeam() override {
@@ -517,6 +551,11 @@ class PostgresStore : public StateStore {
       t.to = *to;
       t.reason = Text(r, row, 3);
       out.push_back(std::move(t));
+    }
+    if (out.empty()) {
+      // A task still stored in its array has had one transition: its submission.
+      GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(id));
+      if (array) out.push_back(SubmittedTransition(array->submitted_ms));
     }
     return out;
   }
@@ -1008,6 +1047,140 @@ class PostgresStore : public StateStore {
                Params().Add(api::DumpJson(rows)), "append audit records");
   }
 
+  static json SubmittedTransitionRow(JobId id, int64_t at_ms) {
+    return {{"job_id", id.value()},
+            {"at_ms", at_ms},
+            {"from_state", api::JobStateName(api::JobState::kPending)},
+            {"to_state", api::JobStateName(api::JobState::kPending)},
+            {"reason", "submitted"}};
+  }
+
+  // Job rows (JobRow) and their first transitions (SubmittedTransitionRow), two statements.
+  Status InsertJobRows(const json& job_rows, const json& transition_rows) GF_REQUIRES(mu_) {
+    if (job_rows.empty()) return Status::Ok();
+    GF_RETURN_IF_ERROR(
+        Run("INSERT INTO jobs (id, request_id, array_index, team, state, submitted_ms, updated_ms, record) "
+            "SELECT id, request_id, array_index, team, state, submitted_ms, updated_ms, record "
+            "FROM jsonb_to_recordset($1::jsonb) AS r(id BIGINT, request_id TEXT, array_index INTEGER, team TEXT, "
+            "state TEXT, submitted_ms BIGINT, updated_ms BIGINT, record TEXT)",
+            Params().Add(api::DumpJson(job_rows)), "insert jobs"));
+    return Run("INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) "
+               "SELECT job_id, 1, at_ms, from_state, to_state, reason FROM jsonb_to_recordset($1::jsonb) "
+               "AS r(job_id BIGINT, at_ms BIGINT, from_state TEXT, to_state TEXT, reason TEXT)",
+               Params().Add(api::DumpJson(transition_rows)), "insert submitted transitions");
+  }
+
+  // An array's row and its tasks' own fields. The jobs have their ids, in a row from the first.
+  Status InsertArray(const std::vector<api::JobRecord>& jobs) GF_REQUIRES(mu_) {
+    const api::JobRecord& first = jobs.front();
+    const std::string what = "insert the array of jobs " + std::to_string(first.id.value()) + "-" +
+                             std::to_string(jobs.back().id.value());
+    GF_RETURN_IF_ERROR(Run("INSERT INTO job_arrays (first_id, last_id, team, submitted_ms, record) "
+                           "VALUES ($1, $2, $3, $4, $5)",
+                           Params()
+                               .Add(first.id.value())
+                               .Add(jobs.back().id.value())
+                               .Add(first.request.spec.team)
+                               .Add(first.submitted.millis())
+                               .Add(api::DumpJobRecord(first)),
+                           what));
+    for (int64_t chunk = 0; chunk < ArrayChunks(jobs.size()); ++chunk) {
+      GF_RETURN_IF_ERROR(Run("INSERT INTO job_array_tasks (first_id, chunk, tasks) VALUES ($1, $2, $3)",
+                             Params().Add(first.id.value()).Add(chunk).Add(ArrayChunkText(jobs, chunk)), what));
+    }
+    return Status::Ok();
+  }
+
+  struct StoredArray {
+    int64_t first_id = 0;
+    int64_t last_id = 0;
+    int64_t submitted_ms = 0;
+  };
+  // The stored array whose id range holds `id`, if any. (Whether the task has its own row by now
+  // is the caller's to know.)
+  Result<std::optional<StoredArray>> ArrayOf(JobId id) GF_REQUIRES(mu_) {
+    GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT first_id, last_id, submitted_ms FROM job_arrays WHERE first_id <= $1 "
+                                          "ORDER BY first_id DESC LIMIT 1",
+                                          Params().Add(id.value()),
+                                          "find the array of job " + std::to_string(id.value())));
+    if (PQntuples(r.get()) == 0) return std::optional<StoredArray>();
+    StoredArray a{Int(r, 0, 0), Int(r, 0, 1), Int(r, 0, 2)};
+    if (id.value() > a.last_id) return std::optional<StoredArray>();
+    return std::optional<StoredArray>(a);
+  }
+
+  // Writes the row and the "submitted" transition of a task of `array` that has none yet, and
+  // counts it in the array.
+  Status GiveRow(const api::JobRecord& task, const StoredArray& array) GF_REQUIRES(mu_) {
+    GF_RETURN_IF_ERROR(InsertJobRows(json::array({JobRow(task)}),
+                                     json::array({SubmittedTransitionRow(task.id, array.submitted_ms)})));
+    return Run("UPDATE job_arrays SET with_row = with_row + 1 WHERE first_id = $1", Params().Add(array.first_id),
+               "count a row of array " + std::to_string(array.first_id));
+  }
+
+  // The record of task `id` of the array starting at `first_id`, as it was submitted.
+  Result<api::JobRecord> ArrayTask(int64_t first_id, JobId id) GF_REQUIRES(mu_) {
+    const std::string what = "read job " + std::to_string(id.value()) + " (array " + std::to_string(first_id) + ")";
+    auto read_record = [&]() -> Result<std::string> {
+      mu_.AssertHeld();  // called by this function, under its lock
+      GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT record FROM job_arrays WHERE first_id = $1",
+                                            Params().Add(first_id), what));
+      if (PQntuples(r.get()) == 0) return Status::Internal(where_ + ": " + what + ": the array is not stored");
+      return Text(r, 0, 0);
+    };
+    auto read_chunk = [&](int64_t chunk) -> Result<std::string> {
+      mu_.AssertHeld();  // called by this function, under its lock
+      GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT tasks FROM job_array_tasks WHERE first_id = $1 AND chunk = $2",
+                                            Params().Add(first_id).Add(chunk), what));
+      if (PQntuples(r.get()) == 0) {
+        return Status::Internal(where_ + ": " + what + ": its chunk of tasks is not stored");
+      }
+      return Text(r, 0, 0);
+    };
+    return array_cache_.Task(first_id, id, where_, read_record, read_chunk);
+  }
+
+  // The tasks still stored in arrays that a listing by `filter` shows beside its job rows, in its
+  // order (ArrayTasksToList); `floor_id` from ArrayListingFloor.
+  Result<std::vector<ArrayTaskRef>> ArrayTasksFor(const JobFilter& filter, int64_t floor_id) GF_REQUIRES(mu_) {
+    const bool newest_first = filter.limit > 0;
+    // Arrays whose tasks all have rows, and with a full page of rows those below it, are skipped.
+    Params p;
+    p.AddOptional(filter.team);
+    if (filter.since) {
+      p.Add(filter.since->millis());
+    } else {
+      p.AddNull();
+    }
+    if (filter.before) {
+      p.Add(filter.before->value());
+    } else {
+      p.AddNull();
+    }
+    p.Add(floor_id);
+    GF_ASSIGN_OR_RETURN(
+        PgResult r,
+        Query(std::string("SELECT first_id, last_id FROM job_arrays WHERE ($1::text IS NULL OR team = $1) "
+                          "AND ($2::bigint IS NULL OR submitted_ms >= $2) AND ($3::bigint IS NULL OR first_id < $3) "
+                          "AND last_id >= $4 AND with_row <= last_id - first_id ORDER BY first_id ") +
+                  (newest_first ? "DESC" : "ASC"),
+              p, "list arrays"));
+    std::vector<ArraySpan> spans;
+    for (int row = 0; row < PQntuples(r.get()); ++row) spans.push_back({Int(r, row, 0), Int(r, row, 1)});
+    if (spans.empty()) return std::vector<ArrayTaskRef>();
+    auto ids_with_rows = [&](int64_t lo, int64_t hi) -> Result<std::vector<int64_t>> {
+      mu_.AssertHeld();  // called by this function, under its lock
+      GF_ASSIGN_OR_RETURN(PgResult rows,
+                          Query(std::string("SELECT id FROM jobs WHERE id BETWEEN $1 AND $2 ORDER BY id ") +
+                                    (newest_first ? "DESC" : "ASC"),
+                                Params().Add(lo).Add(hi), "list the tasks of an array"));
+      std::vector<int64_t> ids;
+      for (int row = 0; row < PQntuples(rows.get()); ++row) ids.push_back(Int(rows, row, 0));
+      return ids;
+    };
+    return ArrayTasksToList(filter, floor_id, spans, ids_with_rows);
+  }
+
   static json JobRow(const api::JobRecord& job) {
     return {{"id", job.id.value()},
             {"request_id", job.request_id},
@@ -1088,6 +1261,7 @@ class PostgresStore : public StateStore {
   const std::string url_;    // to open the lease's own connection
   const std::string where_;  // "PostgreSQL user@host:port/db", for messages
   PGconn* const conn_;       // the connection: used only with mu_ held
+  ArrayTaskCache array_cache_ GF_GUARDED_BY(mu_);  // the last array record and chunk read
   Mutex mu_;
   Mutex attach_mu_;
   std::map<std::thread::id, std::vector<api::AuditRecord>> attached_ GF_GUARDED_BY(attach_mu_);

@@ -64,6 +64,32 @@ TEST_F(PostgresStoreTest, NewDatabaseHasSchemaVersionAndReadableColumns) {
   EXPECT_EQ((*again)->ListJobs({})->size(), 1u);
 }
 
+TEST_F(PostgresStoreTest, AnArrayIsStoredOnceUntilItsTasksChange) {
+  // Given an array of 2,000 tasks, expect one row in job_arrays, two chunks of tasks and no row in
+  // jobs; the next submission gets the id after the array; once one task changes, expect its row,
+  // its two transitions and the array's count of rows.
+  auto store = OpenPostgresStore(url_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto out = (*store)->Submit({MakeSubmission("sweep", 2000, "nlp", 1000)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(Sql("SELECT first_id || '-' || last_id || ',' || team || ',' || submitted_ms || ',' || with_row "
+                "FROM job_arrays"),
+            "1-2000,nlp,1000,0");
+  EXPECT_EQ(Sql("SELECT count(*) FROM job_array_tasks"), "2");
+  EXPECT_EQ(Sql("SELECT count(*) FROM jobs"), "0");
+  auto next = (*store)->Submit({MakeSubmission("next")});
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ((*next)[0].ids[0], JobId(2001));
+  api::JobRecord task = (*out)[0].jobs[1500];
+  task.state = api::JobState::kRunning;
+  ASSERT_TRUE(
+      (*store)->Update({{task, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kRunning, "ok"}}}).ok());
+  EXPECT_EQ(Sql("SELECT id || ',' || state FROM jobs WHERE id = 1501"), "1501,running");
+  EXPECT_EQ(Sql("SELECT string_agg(seq || ':' || reason, ' ' ORDER BY seq) FROM transitions WHERE job_id = 1501"),
+            "1:submitted 2:ok");
+  EXPECT_EQ(Sql("SELECT with_row FROM job_arrays"), "1");
+}
+
 TEST_F(PostgresStoreTest, TheAuditLogIsAppendOnly) {
   // Given a stored audit record, expect plain SQL to be unable to change, delete or truncate it.
   {
@@ -101,9 +127,10 @@ TEST_F(PostgresStoreTest, SchemaThreeMigratesToTheLatestAndItsJobsHaveNoMemory) 
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
-  // Version 3 is version 7 without the job_memory table and the leader's agent_url (5 -> 6 and
-  // 6 -> 7 change nothing in PostgreSQL).
-  Sql("DROP TABLE job_memory; ALTER TABLE leader DROP COLUMN agent_url; UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+  // Version 3 is version 7 without the job_memory table, the leader's agent_url and the array
+  // tables (5 -> 6 changes nothing in PostgreSQL).
+  Sql("DROP TABLE job_memory; DROP TABLE job_array_tasks; DROP TABLE job_arrays; ALTER TABLE leader DROP COLUMN agent_url; "
+      "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   auto store = OpenPostgresStore(url_);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "7");

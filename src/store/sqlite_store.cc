@@ -9,14 +9,12 @@
 // record's id. Ids come from AUTOINCREMENT tables, so an id is never handed out twice, even if
 // rows are someday deleted.
 //
-// Arrays stored once: a submission of at least kMinStoredArray jobs that differ only in what an
-// array gives each task (api::ArrayTaskFields) is written as one row of `job_arrays` (the first
-// task's record, the id range, team and submit time) and its tasks' own fields in chunks of
-// kArrayChunk (`job_array_tasks`), instead of a row, three index entries and a transition per
-// task. A task stays there until its first change (Update, SaveJobMemory), which writes its row
-// in `jobs` and its "submitted" transition; from then on the row is the truth. Every read answers
-// as if each task had had its row from the start: a task is in `jobs` or in its array, never
-// both as far as a reader can tell (the row wins).
+// Arrays stored once (store/stored_arrays.h): a submission of at least kMinStoredArray jobs that
+// differ only in what an array gives each task is written as one row of `job_arrays` and its
+// tasks' own fields in chunks (`job_array_tasks`), instead of a row, three index entries and a
+// transition per task. A task stays there until its first change (Update, SaveJobMemory), which
+// writes its row in `jobs` and its "submitted" transition; from then on the row is the truth.
+// Every read answers as if each task had had its row from the start (the row wins).
 //
 // Thread-safety: one connection, one mutex (mu_) around every call. Audit records attached for a
 // thread's next write wait under attach_mu_, a leaf lock taken before mu_, never under it.
@@ -39,6 +37,7 @@
 #include "common/mutex.h"
 #include "store/schema_version.h"
 #include "store/state_store.h"
+#include "store/stored_arrays.h"
 
 namespace gpufleet::store {
 namespace {
@@ -46,10 +45,6 @@ namespace {
 using json = nlohmann::json;
 
 constexpr int kSchemaVersion = 7;
-// Submissions of at least this many jobs that differ only in their array fields are stored once.
-constexpr size_t kMinStoredArray = 16;
-// Tasks per row of job_array_tasks: a read of one task decodes one chunk.
-constexpr int64_t kArrayChunk = 1024;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr const char* kSchemaVersionKey = "schema_version";
 
@@ -274,8 +269,8 @@ class SqliteStore : public StateStore {
           out.ids.push_back(job.id);
           ids.push_back(job.id.value());
         }
-        if (sub.jobs.size() >= kMinStoredArray && api::ShareAllButArrayTaskFields(sub.jobs)) {
-          array_cache_ = ArrayCache{};
+        if (StoreAsArray(sub.jobs)) {
+          array_cache_.Forget();
           GF_RETURN_IF_ERROR(InsertArray(sub.jobs));
           stored_array = true;
         } else {
@@ -326,7 +321,7 @@ class SqliteStore : public StateStore {
         GF_RETURN_IF_ERROR(Run(st, "update job " + std::to_string(job.id.value())));
         if (sqlite3_changes(db_) == 0) {
           // A task still stored in its array gets its row now.
-          GF_ASSIGN_OR_RETURN(std::optional<ArraySpan> array, ArrayOf(job.id));
+          GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(job.id));
           if (!array) return Status::NotFound("update: no job " + std::to_string(job.id.value()));
           GF_RETURN_IF_ERROR(InsertJob(job));
           GF_RETURN_IF_ERROR(InsertSubmittedTransition(job.id, Time::FromMillis(array->submitted_ms)));
@@ -356,7 +351,7 @@ class SqliteStore : public StateStore {
         if (rc != SQLITE_DONE && rc != SQLITE_ROW) return Error("find job " + std::to_string(m.job.value()), rc);
         if (rc == SQLITE_DONE) {
           // A task still stored in its array gets its row first (the memory refers to it).
-          GF_ASSIGN_OR_RETURN(std::optional<ArraySpan> array, ArrayOf(m.job));
+          GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(m.job));
           if (!array) return Status::NotFound("save memory: no job " + std::to_string(m.job.value()));
           GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(array->first_id, m.job));
           GF_RETURN_IF_ERROR(InsertJob(task));
@@ -405,7 +400,7 @@ class SqliteStore : public StateStore {
     st.Bind(1, id.value());
     int rc = st.Step();
     if (rc == SQLITE_DONE) {
-      GF_ASSIGN_OR_RETURN(std::optional<ArraySpan> array, ArrayOf(id));
+      GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(id));
       if (!array) return std::optional<api::JobRecord>();
       GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(array->first_id, id));
       return std::optional<api::JobRecord>(std::move(task));
@@ -491,11 +486,8 @@ class SqliteStore : public StateStore {
     if (rc != SQLITE_DONE) return Error("history of job " + std::to_string(id.value()), rc);
     if (out.empty()) {
       // A task still stored in its array has had one transition: its submission.
-      GF_ASSIGN_OR_RETURN(std::optional<ArraySpan> array, ArrayOf(id));
-      if (array) {
-        out.push_back(api::Transition{Time::FromMillis(array->submitted_ms), api::JobState::kPending,
-                                      api::JobState::kPending, "submitted"});
-      }
+      GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(id));
+      if (array) out.push_back(SubmittedTransition(array->submitted_ms));
     }
     return out;
   }
@@ -901,32 +893,31 @@ class SqliteStore : public StateStore {
         .Bind(4, first.submitted.millis())
         .Bind(5, api::DumpJobRecord(first));
     GF_RETURN_IF_ERROR(Run(st, what));
-    for (size_t begin = 0, chunk = 0; begin < jobs.size(); begin += kArrayChunk, ++chunk) {
-      size_t end = std::min(jobs.size(), begin + static_cast<size_t>(kArrayChunk));
+    for (int64_t chunk = 0; chunk < ArrayChunks(jobs.size()); ++chunk) {
       Stmt t = Prepare("INSERT INTO job_array_tasks (first_id, chunk, tasks) VALUES (?1, ?2, ?3)");
-      t.Bind(1, first.id.value()).Bind(2, static_cast<int64_t>(chunk)).Bind(3, api::DumpArrayTasks(jobs, begin, end));
+      t.Bind(1, first.id.value()).Bind(2, chunk).Bind(3, ArrayChunkText(jobs, chunk));
       GF_RETURN_IF_ERROR(Run(t, what));
     }
     return Status::Ok();
   }
 
-  struct ArraySpan {
+  struct StoredArray {
     int64_t first_id = 0;
     int64_t last_id = 0;
     int64_t submitted_ms = 0;
   };
   // The stored array whose id range holds `id`, if any. (Whether the task has its own row by now
   // is the caller's to know.)
-  Result<std::optional<ArraySpan>> ArrayOf(JobId id) GF_REQUIRES(mu_) {
+  Result<std::optional<StoredArray>> ArrayOf(JobId id) GF_REQUIRES(mu_) {
     Stmt st = Prepare(
         "SELECT first_id, last_id, submitted_ms FROM job_arrays WHERE first_id <= ?1 ORDER BY first_id DESC LIMIT 1");
     st.Bind(1, id.value());
     int rc = st.Step();
-    if (rc == SQLITE_DONE) return std::optional<ArraySpan>();
+    if (rc == SQLITE_DONE) return std::optional<StoredArray>();
     if (rc != SQLITE_ROW) return Error("find the array of job " + std::to_string(id.value()), rc);
-    ArraySpan a{st.Int(0), st.Int(1), st.Int(2)};
-    if (id.value() > a.last_id) return std::optional<ArraySpan>();
-    return std::optional<ArraySpan>(a);
+    StoredArray a{st.Int(0), st.Int(1), st.Int(2)};
+    if (id.value() > a.last_id) return std::optional<StoredArray>();
+    return std::optional<StoredArray>(a);
   }
 
   // Counts one more task of the array with its own row; an array whose tasks all have rows is
@@ -939,39 +930,26 @@ class SqliteStore : public StateStore {
 
   // The record of task `id` of the array starting at `first_id`, as it was submitted.
   Result<api::JobRecord> ArrayTask(int64_t first_id, JobId id) GF_REQUIRES(mu_) {
-    ArrayCache& cache = array_cache_;
-    const std::string where = "job " + std::to_string(id.value()) + " (array " + std::to_string(first_id) + ")";
-    if (cache.first_id != first_id) {
-      Stmt st = Prepare("SELECT first_id, record FROM job_arrays WHERE first_id = ?1");
+    const std::string what = "read job " + std::to_string(id.value()) + " (array " + std::to_string(first_id) + ")";
+    auto read_record = [&]() -> Result<std::string> {
+      mu_.AssertHeld();  // called by this function, under its lock
+      Stmt st = Prepare("SELECT record FROM job_arrays WHERE first_id = ?1");
       st.Bind(1, first_id);
       int rc = st.Step();
-      if (rc == SQLITE_DONE) return Status::Internal(path_ + ": " + where + ": the array is not stored");
-      if (rc != SQLITE_ROW) return Error("read " + where, rc);
-      cache.first_id = 0;
-      GF_ASSIGN_OR_RETURN(cache.base, JobFromRow(st));
-      cache.first_id = first_id;
-      cache.chunk = -1;
-    }
-    const int64_t k = id.value() - first_id;
-    const int64_t chunk = k / kArrayChunk;
-    if (cache.chunk != chunk) {
+      if (rc == SQLITE_DONE) return Status::Internal(path_ + ": " + what + ": the array is not stored");
+      if (rc != SQLITE_ROW) return Error(what, rc);
+      return st.Text(0);
+    };
+    auto read_chunk = [&](int64_t chunk) -> Result<std::string> {
+      mu_.AssertHeld();  // called by this function, under its lock
       Stmt st = Prepare("SELECT tasks FROM job_array_tasks WHERE first_id = ?1 AND chunk = ?2");
       st.Bind(1, first_id).Bind(2, chunk);
       int rc = st.Step();
-      if (rc == SQLITE_DONE) return Status::Internal(path_ + ": " + where + ": its chunk of tasks is not stored");
-      if (rc != SQLITE_ROW) return Error("read " + where, rc);
-      cache.chunk = -1;
-      GF_ASSIGN_OR_RETURN(cache.tasks, ParseColumn(st.Text(0), where));
-      if (!cache.tasks.is_array()) return Status::Internal(path_ + ": " + where + ": its tasks are not an array");
-      cache.chunk = chunk;
-    }
-    const size_t i = static_cast<size_t>(k % kArrayChunk);
-    if (i >= cache.tasks.size()) return Status::Internal(path_ + ": " + where + ": missing from its chunk of tasks");
-    api::JobRecord job = cache.base;
-    job.id = id;
-    Status s = api::ApplyArrayTask(cache.tasks[i], "task", job);
-    if (!s.ok()) return Corrupt(where, s);
-    return job;
+      if (rc == SQLITE_DONE) return Status::Internal(path_ + ": " + what + ": its chunk of tasks is not stored");
+      if (rc != SQLITE_ROW) return Error(what, rc);
+      return st.Text(0);
+    };
+    return array_cache_.Task(first_id, id, path_, read_record, read_chunk);
   }
 
   // `jobs` (a ListJobs answer from the jobs table) with the tasks still stored in arrays that
@@ -979,14 +957,11 @@ class SqliteStore : public StateStore {
   Result<std::vector<api::JobRecord>> WithArrayTasks(const JobFilter& filter, std::vector<api::JobRecord> jobs)
       GF_REQUIRES(mu_) {
     const bool newest_first = filter.limit > 0;
-    // A full page from the jobs table: a task below its last id cannot make the page.
-    const int64_t floor_id =
-        newest_first && static_cast<int64_t>(jobs.size()) >= filter.limit ? jobs.back().id.value() : 0;
+    // Arrays whose tasks all have rows, and with a full page of rows those below it, are skipped.
     Stmt arrays = Prepare(std::string(
         "SELECT first_id, last_id FROM job_arrays WHERE (?1 IS NULL OR team = ?1) AND (?2 IS NULL OR submitted_ms >= ?2) "
-        "AND (?3 IS NULL OR first_id < ?3) AND last_id > ?4 AND with_row <= last_id - first_id "
+        "AND (?3 IS NULL OR first_id < ?3) AND last_id >= ?4 AND with_row <= last_id - first_id "
         "ORDER BY first_id ") + (newest_first ? "DESC" : "ASC"));
-    arrays.Bind(4, floor_id);
     if (filter.team) {
       arrays.Bind(1, *filter.team);
     } else {
@@ -1002,54 +977,29 @@ class SqliteStore : public StateStore {
     } else {
       arrays.BindNull(3);
     }
-    std::vector<std::pair<int64_t, int64_t>> spans;
+    const int64_t floor_id = ArrayListingFloor(filter, jobs.size(), jobs.empty() ? 0 : jobs.back().id.value());
+    arrays.Bind(4, floor_id);
+    std::vector<ArraySpan> spans;
     int rc;
-    while ((rc = arrays.Step()) == SQLITE_ROW) spans.emplace_back(arrays.Int(0), arrays.Int(1));
+    while ((rc = arrays.Step()) == SQLITE_ROW) spans.push_back({arrays.Int(0), arrays.Int(1)});
     if (rc != SQLITE_DONE) return Error("list arrays", rc);
     if (spans.empty()) return jobs;
-
-    // The ids of the tasks without a row, in the answer's order; with a limit, no more than it.
-    const int64_t end_id = filter.before ? filter.before->value() : std::numeric_limits<int64_t>::max();
-    std::vector<std::pair<int64_t, int64_t>> tasks;  // (id, first id of its array)
-    for (const auto& [first, last_stored] : spans) {
-      if (newest_first && static_cast<int64_t>(tasks.size()) >= filter.limit) break;
-      const int64_t last = std::min(last_stored, end_id - 1);
-      const int64_t first_wanted = std::max(first, floor_id + 1);
-      if (first_wanted > last) continue;
+    auto ids_with_rows = [&](int64_t lo, int64_t hi) -> Result<std::vector<int64_t>> {
+      mu_.AssertHeld();  // called by this function, under its lock
       Stmt rows = Prepare(std::string("SELECT id FROM jobs WHERE id BETWEEN ?1 AND ?2 ORDER BY id ") +
                           (newest_first ? "DESC" : "ASC"));
-      rows.Bind(1, first_wanted).Bind(2, last);
-      std::vector<int64_t> with_row;
-      while ((rc = rows.Step()) == SQLITE_ROW) with_row.push_back(rows.Int(0));
-      if (rc != SQLITE_DONE) return Error("list the tasks of array " + std::to_string(first), rc);
-      size_t r = 0;
-      for (int64_t k = 0; k <= last - first_wanted; ++k) {
-        const int64_t id = newest_first ? last - k : first_wanted + k;
-        if (r < with_row.size() && with_row[r] == id) {
-          ++r;
-          continue;
-        }
-        tasks.emplace_back(id, first);
-        if (newest_first && static_cast<int64_t>(tasks.size()) >= filter.limit) break;
-      }
-    }
-    // Merge the two lists, both in the answer's order.
-    std::vector<api::JobRecord> out;
-    out.reserve(jobs.size() + tasks.size());
-    auto before = [&](int64_t a, int64_t b) { return newest_first ? a > b : a < b; };
-    size_t j = 0;
-    size_t t = 0;
-    while (j < jobs.size() || t < tasks.size()) {
-      if (newest_first && static_cast<int64_t>(out.size()) >= filter.limit) break;
-      if (t == tasks.size() || (j < jobs.size() && before(jobs[j].id.value(), tasks[t].first))) {
-        out.push_back(std::move(jobs[j++]));
-      } else {
-        GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(tasks[t].second, JobId(tasks[t].first)));
-        out.push_back(std::move(task));
-        ++t;
-      }
-    }
-    return out;
+      rows.Bind(1, lo).Bind(2, hi);
+      std::vector<int64_t> ids;
+      int step;
+      while ((step = rows.Step()) == SQLITE_ROW) ids.push_back(rows.Int(0));
+      if (step != SQLITE_DONE) return Error("list the tasks of an array", step);
+      return ids;
+    };
+    GF_ASSIGN_OR_RETURN(std::vector<ArrayTaskRef> tasks, ArrayTasksToList(filter, floor_id, spans, ids_with_rows));
+    return MergeArrayTasks(filter, std::move(jobs), tasks, [&](const ArrayTaskRef& t) {
+      mu_.AssertHeld();  // called by this function, under its lock
+      return ArrayTask(t.first_id, JobId(t.id));
+    });
   }
 
   Status PutMemory(const JobMemoryRecord& r) GF_REQUIRES(mu_) {
@@ -1103,17 +1053,7 @@ class SqliteStore : public StateStore {
   Mutex attach_mu_;
   std::map<std::thread::id, std::vector<api::AuditRecord>> attached_ GF_GUARDED_BY(attach_mu_);
   std::unordered_map<std::string, sqlite3_stmt*> cache_ GF_GUARDED_BY(mu_);  // prepared statements of the connection
-  // What ArrayTask decoded last: the record of one array and one chunk of its tasks, so that
-  // reading an array's tasks in order (a listing, a retried submit's GetJob of each id) decodes
-  // the record once and each chunk once. Stored arrays never change; Submit forgets the cache
-  // when it stores one (the ids of a rolled-back array may be handed out again).
-  struct ArrayCache {
-    int64_t first_id = 0;  // 0: nothing decoded
-    api::JobRecord base;
-    int64_t chunk = -1;
-    json tasks;
-  };
-  ArrayCache array_cache_ GF_GUARDED_BY(mu_);
+  ArrayTaskCache array_cache_ GF_GUARDED_BY(mu_);  // the last array record and chunk read
 };
 
 }  // namespace
