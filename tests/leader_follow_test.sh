@@ -90,7 +90,7 @@ roles="$(json_get "','.join(c.get('role', 'unreachable') + ':' + str(c.get('lead
 [[ "$roles" == "leader:1,standby:1,unreachable:-" ]] || fail "roles and tokens: $roles; $(cat "$WORK/controllers.json")"
 store="$(json_get "str(j['controllers'][1]['store']['reachable']) + ':' + str(j['controllers'][1]['store']['schema_version'])" \
   <"$WORK/controllers.json")"
-[[ "$store" == "True:7" ]] || fail "B's store health: $store"
+[[ "$store" == "True:8" ]] || fail "B's store health: $store"
 "$GPUFLEET" controllers --server "$A_URL,$B_URL,$C_URL" >"$WORK/controllers.txt" || fail "controllers table"
 grep -q "standby" "$WORK/controllers.txt" || fail "the table: $(cat "$WORK/controllers.txt")"
 

@@ -4,7 +4,8 @@
 // with synchronous_commit at least `on` (the session raises it from `off`) on a server that runs
 // with fsync on (a server with fsync=off is refused at open): the same promise as the SQLite
 // store's WAL with synchronous=FULL. Submissions are batched into one transaction by the caller
-// (group commit), and a batch costs a fixed number of round trips, whatever its size.
+// (group commit), and a batch costs a fixed number of round trips, whatever its size (plus one
+// per 32,768 tasks of an array stored once).
 //
 // Layout: the same tables and columns as the SQLite store (records as JSON text beside the
 // columns the store filters on). Ids come from the `counters` table, updated in the writing
@@ -51,7 +52,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 constexpr const char* kSchemaVersionKey = "schema_version";
 // Taken for the migration's transaction, so that two controllers starting on one empty database
 // do not both create the schema.
@@ -166,7 +167,11 @@ ALTER TABLE leader ADD COLUMN agent_url TEXT NOT NULL DEFAULT '';
     R"sql(
 SELECT 1;
 )sql",
-    // 6 -> 7: arrays stored once (store/stored_arrays.h): an array's record and its tasks' own
+    // 6 -> 7: nothing here (SQLite's arrays stored once came first; PostgreSQL got its tables at 8).
+    R"sql(
+SELECT 1;
+)sql",
+    // 7 -> 8: arrays stored once (store/stored_arrays.h): an array's record and its tasks' own
     // fields, until each task gets its row in jobs at its first change.
     R"sql(
 CREATE TABLE job_arrays (
@@ -491,16 +496,28 @@ class PostgresStore : public StateStore {
     }
     // The rows are decoded after the connection is free again: tens of thousands of records take
     // seconds, and other calls wait meanwhile. The tasks still stored in arrays are picked under
-    // the same lock as the rows (no task gets its row in between), and read after the decoding
-    // (a stored array never changes).
+    // the same lock as the rows (no task gets its row in between: this controller is the only
+    // writer, the leader lease fences any other), with the texts of their arrays' records and
+    // chunks, and decoded outside it too.
     PgResult r;
     std::vector<ArrayTaskRef> tasks;
+    std::map<int64_t, std::string> records;                      // by first id
+    std::map<std::pair<int64_t, int64_t>, std::string> chunks;  // by (first id, chunk)
     {
       MutexLock lock(mu_);
       GF_ASSIGN_OR_RETURN(r, Query(sql, p, "list jobs"));
       const int rows = PQntuples(r.get());
       const int64_t floor_id = ArrayListingFloor(filter, static_cast<size_t>(rows), rows > 0 ? Int(r, rows - 1, 0) : 0);
       GF_ASSIGN_OR_RETURN(tasks, ArrayTasksFor(filter, floor_id));
+      for (const ArrayTaskRef& t : tasks) {
+        if (!records.count(t.first_id)) {
+          GF_ASSIGN_OR_RETURN(records[t.first_id], ArrayRecordText(t.first_id, JobId(t.id)));
+        }
+        const std::pair<int64_t, int64_t> key{t.first_id, (t.id - t.first_id) / kArrayChunk};
+        if (!chunks.count(key)) {
+          GF_ASSIGN_OR_RETURN(chunks[key], ArrayChunkTextOf(key.first, key.second, JobId(t.id)));
+        }
+      }
     }
     std::vector<api::JobRecord> jobs;
     jobs.reserve(static_cast<size_t>(PQntuples(r.get())));
@@ -509,10 +526,11 @@ class PostgresStore : public StateStore {
       jobs.push_back(std::move(job));
     }
     if (tasks.empty()) return jobs;
-    MutexLock lock(mu_);
+    ArrayTaskCache decoded;
     return MergeArrayTasks(filter, std::move(jobs), tasks, [&](const ArrayTaskRef& t) {
-      mu_.AssertHeld();  // under the lock taken above
-      return ArrayTask(t.first_id, JobId(t.id));
+      return decoded.Task(
+          t.first_id, JobId(t.id), where_, [&]() -> Result<std::string> { return records.at(t.first_id); },
+          [&](int64_t chunk) -> Result<std::string> { return chunks.at({t.first_id, chunk}); });
     });
   }
 
@@ -1084,9 +1102,21 @@ class PostgresStore : public StateStore {
                                .Add(first.submitted.millis())
                                .Add(api::DumpJobRecord(first)),
                            what));
-    for (int64_t chunk = 0; chunk < ArrayChunks(jobs.size()); ++chunk) {
-      GF_RETURN_IF_ERROR(Run("INSERT INTO job_array_tasks (first_id, chunk, tasks) VALUES ($1, $2, $3)",
-                             Params().Add(first.id.value()).Add(chunk).Add(ArrayChunkText(jobs, chunk)), what));
+    // Up to 32 chunks per statement (32,768 tasks), so that a large array adds few round trips.
+    // (One JSON document of every chunk's text, escaped once more, was slower on a local server.)
+    constexpr int64_t kChunksPerStatement = 32;
+    const int64_t chunks = ArrayChunks(jobs.size());
+    for (int64_t begin = 0; begin < chunks; begin += kChunksPerStatement) {
+      const int64_t end = std::min(chunks, begin + kChunksPerStatement);
+      std::string sql = "INSERT INTO job_array_tasks (first_id, chunk, tasks) VALUES ";
+      Params p;
+      p.Add(first.id.value());
+      for (int64_t c = begin; c < end; ++c) {
+        const int64_t n = 2 * (c - begin) + 2;  // the chunk's two parameters: $n and $n+1
+        sql += (c == begin ? "($1, $" : ", ($1, $") + std::to_string(n) + ", $" + std::to_string(n + 1) + ")";
+        p.Add(c).Add(ArrayChunkText(jobs, c));
+      }
+      GF_RETURN_IF_ERROR(Run(sql, p, what));
     }
     return Status::Ok();
   }
@@ -1118,24 +1148,31 @@ class PostgresStore : public StateStore {
                "count a row of array " + std::to_string(array.first_id));
   }
 
+  // The stored texts of an array's record and of one chunk of its tasks; `id` names the task read.
+  Result<std::string> ArrayRecordText(int64_t first_id, JobId id) GF_REQUIRES(mu_) {
+    const std::string what = "read job " + std::to_string(id.value()) + " (array " + std::to_string(first_id) + ")";
+    GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT record FROM job_arrays WHERE first_id = $1", Params().Add(first_id),
+                                          what));
+    if (PQntuples(r.get()) == 0) return Status::Internal(where_ + ": " + what + ": the array is not stored");
+    return Text(r, 0, 0);
+  }
+  Result<std::string> ArrayChunkTextOf(int64_t first_id, int64_t chunk, JobId id) GF_REQUIRES(mu_) {
+    const std::string what = "read job " + std::to_string(id.value()) + " (array " + std::to_string(first_id) + ")";
+    GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT tasks FROM job_array_tasks WHERE first_id = $1 AND chunk = $2",
+                                          Params().Add(first_id).Add(chunk), what));
+    if (PQntuples(r.get()) == 0) return Status::Internal(where_ + ": " + what + ": its chunk of tasks is not stored");
+    return Text(r, 0, 0);
+  }
+
   // The record of task `id` of the array starting at `first_id`, as it was submitted.
   Result<api::JobRecord> ArrayTask(int64_t first_id, JobId id) GF_REQUIRES(mu_) {
-    const std::string what = "read job " + std::to_string(id.value()) + " (array " + std::to_string(first_id) + ")";
     auto read_record = [&]() -> Result<std::string> {
       mu_.AssertHeld();  // called by this function, under its lock
-      GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT record FROM job_arrays WHERE first_id = $1",
-                                            Params().Add(first_id), what));
-      if (PQntuples(r.get()) == 0) return Status::Internal(where_ + ": " + what + ": the array is not stored");
-      return Text(r, 0, 0);
+      return ArrayRecordText(first_id, id);
     };
     auto read_chunk = [&](int64_t chunk) -> Result<std::string> {
       mu_.AssertHeld();  // called by this function, under its lock
-      GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT tasks FROM job_array_tasks WHERE first_id = $1 AND chunk = $2",
-                                            Params().Add(first_id).Add(chunk), what));
-      if (PQntuples(r.get()) == 0) {
-        return Status::Internal(where_ + ": " + what + ": its chunk of tasks is not stored");
-      }
-      return Text(r, 0, 0);
+      return ArrayChunkTextOf(first_id, chunk, id);
     };
     return array_cache_.Task(first_id, id, where_, read_record, read_chunk);
   }

@@ -44,14 +44,14 @@ class PostgresStoreTest : public ::testing::Test {
 };
 
 TEST_F(PostgresStoreTest, NewDatabaseHasSchemaVersionAndReadableColumns) {
-  // Given a new schema with one job, expect schema version 7 in meta, and the job's columns,
+  // Given a new schema with one job, expect schema version 8 in meta, and the job's columns,
   // JSON record, request and transition readable with plain SQL.
   {
     auto store = OpenPostgresStore(url_);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
-  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
   EXPECT_EQ(Sql("SELECT team || ',' || state || ',' || submitted_ms || ',' || request_id FROM jobs"),
             "nlp,pending,1234,r");
   EXPECT_EQ(Sql("SELECT record::jsonb #>> '{request,spec,team}' FROM jobs WHERE id = 1"), "nlp");
@@ -90,6 +90,26 @@ TEST_F(PostgresStoreTest, AnArrayIsStoredOnceUntilItsTasksChange) {
   EXPECT_EQ(Sql("SELECT with_row FROM job_arrays"), "1");
 }
 
+TEST_F(PostgresStoreTest, SchemaSevenWithoutArrayTablesMigratesToEightAndStoresArrays) {
+  // Given a database at schema version 7 as the first PostgreSQL store of version 7 left it
+  // (without the array tables, which came at 8) holding a job, expect opening it to add them:
+  // version 8, the job still listed, and a 20-task array stored once and read back.
+  {
+    auto store = OpenPostgresStore(url_);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
+  }
+  Sql("DROP TABLE job_array_tasks; DROP TABLE job_arrays; UPDATE meta SET value = '7' WHERE key = 'schema_version'");
+  auto store = OpenPostgresStore(url_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
+  ASSERT_TRUE((*store)->Submit({MakeSubmission("sweep", 20, "nlp", 2000)}).ok());
+  EXPECT_EQ(Sql("SELECT count(*) FROM job_arrays"), "1");
+  auto jobs = (*store)->ListJobs({});
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  EXPECT_EQ(jobs->size(), 21u);
+}
+
 TEST_F(PostgresStoreTest, TheAuditLogIsAppendOnly) {
   // Given a stored audit record, expect plain SQL to be unable to change, delete or truncate it.
   {
@@ -106,34 +126,34 @@ TEST_F(PostgresStoreTest, TheAuditLogIsAppendOnly) {
 }
 
 TEST_F(PostgresStoreTest, NewerSchemaVersionIsRefused) {
-  // Given a database written by a newer gpufleet (schema version 8), expect opening it to fail
+  // Given a database written by a newer gpufleet (schema version 9), expect opening it to fail
   // with FailedPrecondition naming both versions, and the database left as it was.
   { ASSERT_TRUE(OpenPostgresStore(url_).ok()); }
-  Sql("UPDATE meta SET value = '8' WHERE key = 'schema_version'");
+  Sql("UPDATE meta SET value = '9' WHERE key = 'schema_version'");
   auto store = OpenPostgresStore(url_);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(Contains(store.status().message(), "schema version 8 is newer than this gpufleet knows (7)"))
+  EXPECT_TRUE(Contains(store.status().message(), "schema version 9 is newer than this gpufleet knows (8)"))
       << store.status().message();
-  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "9");
 }
 
 TEST_F(PostgresStoreTest, SchemaThreeMigratesToTheLatestAndItsJobsHaveNoMemory) {
   // Given a database at schema version 3 (before the scheduler's memory was stored) with a job,
-  // expect opening it to migrate to version 7, the job to load unchanged with no memory, and
+  // expect opening it to migrate to version 8, the job to load unchanged with no memory, and
   // memory to be stored for it from then on.
   {
     auto store = OpenPostgresStore(url_);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
-  // Version 3 is version 7 without the job_memory table, the leader's agent_url and the array
+  // Version 3 is version 8 without the job_memory table, the leader's agent_url and the array
   // tables (5 -> 6 changes nothing in PostgreSQL).
   Sql("DROP TABLE job_memory; DROP TABLE job_array_tasks; DROP TABLE job_arrays; ALTER TABLE leader DROP COLUMN agent_url; "
       "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   auto store = OpenPostgresStore(url_);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
+  EXPECT_EQ(Sql("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
   auto jobs = (*store)->ListJobs({});
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 1u);

@@ -44,7 +44,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr const char* kSchemaVersionKey = "schema_version";
 
@@ -175,6 +175,10 @@ CREATE TABLE job_array_tasks (
   tasks    TEXT NOT NULL,     -- JSON array: each task's own fields (api::DumpArrayTasks)
   PRIMARY KEY (first_id, chunk)
 ) WITHOUT ROWID;
+)sql",
+    // 7 -> 8: PostgreSQL's arrays stored once; SQLite has had them since 7: nothing here.
+    R"sql(
+SELECT 1;
 )sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "one migration per schema version");

@@ -57,7 +57,7 @@ class SqliteStoreTest : public ::testing::Test {
 };
 
 TEST_F(SqliteStoreTest, NewDatabaseUsesWalAndReadableColumns) {
-  // Given a new database with one job, expect the file in WAL mode, schema version 7 in meta, and
+  // Given a new database with one job, expect the file in WAL mode, schema version 8 in meta, and
   // the job's columns and JSON record readable with plain SQL.
   {
     auto store = OpenSqliteStore(db_path());
@@ -65,7 +65,7 @@ TEST_F(SqliteStoreTest, NewDatabaseUsesWalAndReadableColumns) {
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
   EXPECT_EQ(RawQuery("PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
   EXPECT_EQ(RawQuery("SELECT team || ',' || state || ',' || submitted_ms || ',' || request_id FROM jobs"),
             "nlp,pending,1234,r");
   EXPECT_EQ(RawQuery("SELECT json_extract(record, '$.request.spec.team') FROM jobs WHERE id = 1"), "nlp");
@@ -95,36 +95,36 @@ TEST_F(SqliteStoreTest, TheAuditLogIsAppendOnly) {
 }
 
 TEST_F(SqliteStoreTest, NewerSchemaVersionIsRefused) {
-  // Given a database written by a newer gpufleet (schema version 8), expect opening it to fail
+  // Given a database written by a newer gpufleet (schema version 9), expect opening it to fail
   // with FailedPrecondition naming the path and both versions, and the file left as it was.
   { ASSERT_TRUE(OpenSqliteStore(db_path()).ok()); }
-  RawExec("UPDATE meta SET value = '8' WHERE key = 'schema_version'");
+  RawExec("UPDATE meta SET value = '9' WHERE key = 'schema_version'");
   auto store = OpenSqliteStore(db_path());
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
   const std::string& msg = store.status().message();
   EXPECT_TRUE(Contains(msg, db_path())) << msg;
-  EXPECT_TRUE(Contains(msg, "schema version 8 is newer than this gpufleet knows (7)")) << msg;
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
+  EXPECT_TRUE(Contains(msg, "schema version 9 is newer than this gpufleet knows (8)")) << msg;
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "9");
 }
 
 TEST_F(SqliteStoreTest, SchemaThreeMigratesToTheLatestAndItsJobsHaveNoMemory) {
   // Given a database at schema version 3 (before the scheduler's memory was stored) with a job,
-  // expect opening it to migrate to version 7, the job to load unchanged with no memory, and
+  // expect opening it to migrate to version 8, the job to load unchanged with no memory, and
   // memory to be stored for it from then on.
   {
     auto store = OpenSqliteStore(db_path());
     ASSERT_TRUE(store.ok());
     ASSERT_TRUE((*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)}).ok());
   }
-  // Version 3 is version 7 without the job_memory table and the array tables (4 -> 5 changes
+  // Version 3 is version 8 without the job_memory table and the array tables (4 -> 5 changes
   // nothing in SQLite, and 5 -> 6 rebuilds two tables whichever form they have).
   RawExec(
       "DROP TABLE job_memory; DROP TABLE job_array_tasks; DROP TABLE job_arrays; "
       "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   auto store = OpenSqliteStore(db_path());
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
   auto jobs = (*store)->ListJobs({});
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 1u);
@@ -138,7 +138,7 @@ TEST_F(SqliteStoreTest, SchemaThreeMigratesToTheLatestAndItsJobsHaveNoMemory) {
 
 TEST_F(SqliteStoreTest, SchemaFiveMigratesToKeyOnlyTablesKeepingHistoryAndRequests) {
   // Given a database at schema version 5, whose transitions and requests are rowid tables, with
-  // two requests and a job that changed state, expect opening it to migrate to version 7 with
+  // two requests and a job that changed state, expect opening it to migrate to version 8 with
   // both tables WITHOUT ROWID, every transition in order, a repeated request id answered with
   // its stored jobs, and new submits and transitions stored as before.
   {
@@ -166,7 +166,7 @@ TEST_F(SqliteStoreTest, SchemaFiveMigratesToKeyOnlyTablesKeepingHistoryAndReques
 
   auto store = OpenSqliteStore(db_path());
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "7");
+  EXPECT_EQ(RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "8");
   EXPECT_EQ(RawQuery("SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master WHERE type = 'table' "
                      "AND sql LIKE '%WITHOUT ROWID%' ORDER BY name)"),
             "job_array_tasks,requests,transitions");

@@ -646,8 +646,8 @@ TEST_P(StateStoreTest, MetaHoldsSettingsAndTheSchemaVersion) {
   EXPECT_EQ(*id, std::optional<std::string>("c-2"));
   EXPECT_EQ(*store_->GetMeta("next_master_port"), std::optional<std::string>("29500"));
   EXPECT_EQ(*store_->GetMeta("absent"), std::nullopt);
-  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("7"));
-  EXPECT_EQ(store_->SetMeta("schema_version", "7").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(*store_->GetMeta("schema_version"), std::optional<std::string>("8"));
+  EXPECT_EQ(store_->SetMeta("schema_version", "8").code(), StatusCode::kInvalidArgument);
 }
 
 

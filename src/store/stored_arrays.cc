@@ -95,6 +95,7 @@ Result<api::JobRecord> ArrayTaskCache::Task(int64_t first_id, JobId id, const st
     chunk_ = -1;
   }
   const int64_t k = id.value() - first_id;
+  if (k < 0) return Status::Internal(what + ": before its array's first id");
   const int64_t chunk = k / kArrayChunk;
   if (chunk_ != chunk) {
     chunk_ = -1;
@@ -106,7 +107,7 @@ Result<api::JobRecord> ArrayTaskCache::Task(int64_t first_id, JobId id, const st
     chunk_ = chunk;
   }
   const size_t i = static_cast<size_t>(k % kArrayChunk);
-  if (k < 0 || i >= tasks_.size()) return Status::Internal(what + ": missing from its chunk of tasks");
+  if (i >= tasks_.size()) return Status::Internal(what + ": missing from its chunk of tasks");
   api::JobRecord job = base_;
   job.id = id;
   Status s = api::ApplyArrayTask(tasks_[i], "task", job);

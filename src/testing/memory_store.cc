@@ -10,7 +10,7 @@ constexpr const char* kSchemaVersionKey = "schema_version";
 
 }  // namespace
 
-MemoryStore::MemoryStore() { meta_[kSchemaVersionKey] = "7"; }  // as the SQLite store's
+MemoryStore::MemoryStore() { meta_[kSchemaVersionKey] = "8"; }  // as the SQLite store's
 
 void MemoryStore::FailNextWrite(Status error) {
   MutexLock lock(mu_);
