@@ -13,25 +13,11 @@ export GPUFLEET_CONFIG="$WORK/config.yaml"
 unset GPUFLEET_SERVER GPUFLEET_TOKEN
 cd "$WORK"  # jobs default to the submitter's directory: one their agents allow
 
-PORT="$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-DEV_PID=""
-stop_dev() {
-  if [[ -n "$DEV_PID" ]]; then
-    kill "$DEV_PID" 2>/dev/null || true
-    wait "$DEV_PID" 2>/dev/null || true
-    DEV_PID=""
-  fi
-}
-trap 'stop_dev; rm -rf "$WORK"' EXIT
-
-start_dev() {
-  (cd "$WORK" && exec "$GPUFLEET" dev --data-dir "$WORK/data" --port "$PORT" --fake-gpus "$1" --agents 1 \
-    --config "$GPUFLEET_CONFIG" --job-user "$(id -un)" --allow-root-jobs) >>"$WORK/dev.log" 2>&1 &
-  DEV_PID=$!
-}
-wait_for() { wait_for_while "$DEV_PID" "$WORK/dev.log" "$@"; }
+PORT="$(free_local_port)"
+trap 'dev_stop; rm -rf "$WORK"' EXIT
+start_dev() { dev_start "$GPUFLEET" "$WORK/data" "$PORT" --fake-gpus "$1" --agents 1; }
+wait_for() { dev_wait "$@"; }
 job() { "$GPUFLEET" status "$1" -o json; }
-state_is() { [[ "$(job "$1" | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["state"])')" == "$2" ]]; }
 count_in_state() {
   "$GPUFLEET" history --limit 1000 -o json | "$PYTHON" -c '
 import json, sys

@@ -77,3 +77,29 @@ wait_for_while() {
   cat "$log" >&2
   fail "timed out waiting for $what"
 }
+
+# A free TCP port on 127.0.0.1 (the kernel's pick; free when asked).
+free_local_port() {
+  "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# dev_start GPUFLEET DATA_DIR PORT [FLAGS...]: `gpufleet dev` in $WORK (jobs run in the folder
+# they were submitted from), its CLI config at $GPUFLEET_CONFIG, jobs as the current user, its
+# output appended to $WORK/dev.log; DEV_PID is its pid. dev_stop ends it (TERM, then waits);
+# dev_wait WHAT CMD... is wait_for_while on it.
+DEV_PID=""
+dev_start() {
+  local gpufleet="$1" data="$2" port="$3"
+  shift 3
+  (cd "$WORK" && exec "$gpufleet" dev --data-dir "$data" --port "$port" --config "$GPUFLEET_CONFIG" \
+    --job-user "$(id -un)" --allow-root-jobs "$@") >>"$WORK/dev.log" 2>&1 &
+  DEV_PID=$!
+}
+dev_stop() {
+  if [[ -n "$DEV_PID" ]]; then
+    kill "$DEV_PID" 2>/dev/null || true
+    wait "$DEV_PID" 2>/dev/null || true
+    DEV_PID=""
+  fi
+}
+dev_wait() { wait_for_while "$DEV_PID" "$WORK/dev.log" "$@"; }

@@ -474,12 +474,7 @@ class PostgresStore : public StateStore {
     const std::string sql = std::string(kWhere) + (filter.limit > 0 ? "ORDER BY id DESC LIMIT $7::bigint"
                                                                     : "AND $7::bigint IS NULL ORDER BY id ASC");
     Params p;
-    p.AddOptional(filter.team);
-    if (filter.since) {
-      p.Add(filter.since->millis());
-    } else {
-      p.AddNull();
-    }
+    p.AddOptional(filter.team).AddOptional(SinceMillis(filter));
     p.Add(filter.include_terminal)
         .Add(std::string(api::JobStateName(api::JobState::kSucceeded)))
         .Add(std::string(api::JobStateName(api::JobState::kFailed)))
@@ -489,11 +484,7 @@ class PostgresStore : public StateStore {
     } else {
       p.AddNull();
     }
-    if (filter.before) {
-      p.Add(filter.before->value());
-    } else {
-      p.AddNull();
-    }
+    p.AddOptional(BeforeId(filter));
     // The rows are decoded after the connection is free again: tens of thousands of records take
     // seconds, and other calls wait meanwhile. The tasks still stored in arrays are picked under
     // the same lock as the rows (no task gets its row in between: this controller is the only
@@ -1183,18 +1174,7 @@ class PostgresStore : public StateStore {
     const bool newest_first = filter.limit > 0;
     // Arrays whose tasks all have rows, and with a full page of rows those below it, are skipped.
     Params p;
-    p.AddOptional(filter.team);
-    if (filter.since) {
-      p.Add(filter.since->millis());
-    } else {
-      p.AddNull();
-    }
-    if (filter.before) {
-      p.Add(filter.before->value());
-    } else {
-      p.AddNull();
-    }
-    p.Add(floor_id);
+    p.AddOptional(filter.team).AddOptional(SinceMillis(filter)).AddOptional(BeforeId(filter)).Add(floor_id);
     GF_ASSIGN_OR_RETURN(
         PgResult r,
         Query(std::string("SELECT first_id, last_id FROM job_arrays WHERE ($1::text IS NULL OR team = $1) "

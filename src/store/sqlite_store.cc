@@ -209,6 +209,10 @@ class Stmt {
     if (rc_ == SQLITE_OK) rc_ = sqlite3_bind_null(s_, i);
     return *this;
   }
+  template <typename T>
+  Stmt& BindOptional(int i, const std::optional<T>& v) {
+    return v ? Bind(i, *v) : BindNull(i);
+  }
   // SQLITE_ROW, SQLITE_DONE or an error code (of the prepare or the first failed bind, if any).
   int Step() { return rc_ != SQLITE_OK ? rc_ : sqlite3_step(s_); }
 
@@ -422,26 +426,13 @@ class SqliteStore : public StateStore {
         "AND (?3 OR state NOT IN (?4, ?5, ?6)) AND (?8 IS NULL OR id < ?8) ";
     Stmt st = filter.limit > 0 ? Prepare(std::string(kWhere) + "ORDER BY id DESC LIMIT ?7")
                                : Prepare(std::string(kWhere) + "ORDER BY id ASC");
-    if (filter.team) {
-      st.Bind(1, *filter.team);
-    } else {
-      st.BindNull(1);
-    }
-    if (filter.since) {
-      st.Bind(2, filter.since->millis());
-    } else {
-      st.BindNull(2);
-    }
+    st.BindOptional(1, filter.team).BindOptional(2, SinceMillis(filter));
     st.Bind(3, filter.include_terminal ? 1 : 0)
         .Bind(4, std::string(api::JobStateName(api::JobState::kSucceeded)))
         .Bind(5, std::string(api::JobStateName(api::JobState::kFailed)))
         .Bind(6, std::string(api::JobStateName(api::JobState::kCancelled)));
     if (filter.limit > 0) st.Bind(7, filter.limit);
-    if (filter.before) {
-      st.Bind(8, filter.before->value());
-    } else {
-      st.BindNull(8);
-    }
+    st.BindOptional(8, BeforeId(filter));
     std::vector<api::JobRecord> jobs;
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {
@@ -966,21 +957,7 @@ class SqliteStore : public StateStore {
         "SELECT first_id, last_id FROM job_arrays WHERE (?1 IS NULL OR team = ?1) AND (?2 IS NULL OR submitted_ms >= ?2) "
         "AND (?3 IS NULL OR first_id < ?3) AND last_id >= ?4 AND with_row <= last_id - first_id "
         "ORDER BY first_id ") + (newest_first ? "DESC" : "ASC"));
-    if (filter.team) {
-      arrays.Bind(1, *filter.team);
-    } else {
-      arrays.BindNull(1);
-    }
-    if (filter.since) {
-      arrays.Bind(2, filter.since->millis());
-    } else {
-      arrays.BindNull(2);
-    }
-    if (filter.before) {
-      arrays.Bind(3, filter.before->value());
-    } else {
-      arrays.BindNull(3);
-    }
+    arrays.BindOptional(1, filter.team).BindOptional(2, SinceMillis(filter)).BindOptional(3, BeforeId(filter));
     const int64_t floor_id = ArrayListingFloor(filter, jobs.size(), jobs.empty() ? 0 : jobs.back().id.value());
     arrays.Bind(4, floor_id);
     std::vector<ArraySpan> spans;

@@ -17,4 +17,12 @@ Status CheckSubmissions(const std::vector<Submission>& submissions) {
   return Status::Ok();
 }
 
+std::optional<int64_t> SinceMillis(const JobFilter& filter) {
+  return filter.since ? std::optional<int64_t>(filter.since->millis()) : std::nullopt;
+}
+
+std::optional<int64_t> BeforeId(const JobFilter& filter) {
+  return filter.before ? std::optional<int64_t>(filter.before->value()) : std::nullopt;
+}
+
 }  // namespace gpufleet::store

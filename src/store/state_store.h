@@ -63,6 +63,10 @@ struct JobFilter {
   std::optional<JobId> before;  // with a limit: only ids below this one (the next page)
 };
 
+// A filter's bounds as the stores bind them: milliseconds, an id value (nullopt: no bound).
+std::optional<int64_t> SinceMillis(const JobFilter& filter);
+std::optional<int64_t> BeforeId(const JobFilter& filter);
+
 struct AuditFilter {
   std::optional<Time> since;            // at or after
   std::optional<std::string> subject;
