@@ -1185,12 +1185,13 @@ class PostgresStore : public StateStore {
     std::vector<ArraySpan> spans;
     for (int row = 0; row < PQntuples(r.get()); ++row) spans.push_back({Int(r, row, 0), Int(r, row, 1)});
     if (spans.empty()) return std::vector<ArrayTaskRef>();
-    auto ids_with_rows = [&](int64_t lo, int64_t hi) -> Result<std::vector<int64_t>> {
+    auto ids_with_rows = [&](int64_t lo, int64_t hi, int64_t max) -> Result<std::vector<int64_t>> {
       mu_.AssertHeld();  // called by this function, under its lock
       GF_ASSIGN_OR_RETURN(PgResult rows,
                           Query(std::string("SELECT id FROM jobs WHERE id BETWEEN $1 AND $2 ORDER BY id ") +
-                                    (newest_first ? "DESC" : "ASC"),
-                                Params().Add(lo).Add(hi), "list the tasks of an array"));
+                                    (newest_first ? "DESC" : "ASC") + " LIMIT $3::bigint",
+                                Params().Add(lo).Add(hi).AddOptional(max > 0 ? std::optional<int64_t>(max) : std::nullopt),
+                                "list the tasks of an array"));
       std::vector<int64_t> ids;
       for (int row = 0; row < PQntuples(rows.get()); ++row) ids.push_back(Int(rows, row, 0));
       return ids;

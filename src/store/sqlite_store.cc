@@ -965,11 +965,11 @@ class SqliteStore : public StateStore {
     while ((rc = arrays.Step()) == SQLITE_ROW) spans.push_back({arrays.Int(0), arrays.Int(1)});
     if (rc != SQLITE_DONE) return Error("list arrays", rc);
     if (spans.empty()) return jobs;
-    auto ids_with_rows = [&](int64_t lo, int64_t hi) -> Result<std::vector<int64_t>> {
+    auto ids_with_rows = [&](int64_t lo, int64_t hi, int64_t max) -> Result<std::vector<int64_t>> {
       mu_.AssertHeld();  // called by this function, under its lock
       Stmt rows = Prepare(std::string("SELECT id FROM jobs WHERE id BETWEEN ?1 AND ?2 ORDER BY id ") +
-                          (newest_first ? "DESC" : "ASC"));
-      rows.Bind(1, lo).Bind(2, hi);
+                          (newest_first ? "DESC" : "ASC") + " LIMIT ?3");
+      rows.Bind(1, lo).Bind(2, hi).Bind(3, max > 0 ? max : int64_t{-1});  // -1: no limit
       std::vector<int64_t> ids;
       int step;
       while ((step = rows.Step()) == SQLITE_ROW) ids.push_back(rows.Int(0));

@@ -527,6 +527,39 @@ TEST_P(StateStoreTest, TasksOfALargeArrayChangeOneAtATime) {
   EXPECT_EQ(HistoryOk(tasks[3].id).size(), 2u);
 }
 
+TEST_P(StateStoreTest, LivePagesSkipTheEndedTasksOfAnArray) {
+  // Given a 300-task array whose newest 150 tasks were cancelled, expect a page of the 5 newest
+  // live jobs to be the tasks 150..146 (past 150 ended tasks, read in more than one page of
+  // ids), the page before 100 to be 99..95, and every live job to be the first 150 in order.
+  auto out = SubmitOk({MakeArray("sweep", 300, "nlp", 1000)});
+  ASSERT_EQ(out.size(), 1u);
+  std::vector<JobUpdate> cancel;
+  for (size_t i = 150; i < 300; ++i) {
+    api::JobRecord done = out[0].jobs[i];
+    done.state = api::JobState::kCancelled;
+    cancel.push_back({done, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kCancelled, "cancelled"}});
+  }
+  ASSERT_TRUE(store_->Update(cancel).ok());
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "as written" : "after a reopen");
+    JobFilter live;
+    live.include_terminal = false;
+    live.limit = 5;
+    EXPECT_EQ(Ids(ListOk(live)), (std::vector<int64_t>{150, 149, 148, 147, 146}));
+    live.before = JobId(100);
+    EXPECT_EQ(Ids(ListOk(live)), (std::vector<int64_t>{99, 98, 97, 96, 95}));
+    JobFilter all_live;
+    all_live.include_terminal = false;
+    std::vector<api::JobRecord> listed = ListOk(all_live);
+    ASSERT_EQ(listed.size(), 150u);
+    for (size_t i = 0; i < listed.size(); ++i) EXPECT_EQ(listed[i].id, out[0].jobs[i].id);
+    JobFilter newest;
+    newest.limit = 3;
+    EXPECT_EQ(Ids(ListOk(newest)), (std::vector<int64_t>{300, 299, 298}));
+    Reopen();
+  }
+}
+
 TEST_P(StateStoreTest, JobsOfOneSubmissionThatDifferBeyondTheirArrayFieldsAreEachKept) {
   // Given a submission of 20 jobs whose priorities differ (not an array's tasks), expect each
   // read back as given.

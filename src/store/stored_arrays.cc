@@ -32,26 +32,36 @@ int64_t ArrayListingFloor(const JobFilter& filter, size_t rows, int64_t last_row
 
 Result<std::vector<ArrayTaskRef>> ArrayTasksToList(
     const JobFilter& filter, int64_t floor_id, const std::vector<ArraySpan>& spans,
-    const std::function<Result<std::vector<int64_t>>(int64_t lo, int64_t hi)>& ids_with_rows) {
+    const std::function<Result<std::vector<int64_t>>(int64_t lo, int64_t hi, int64_t max)>& ids_with_rows) {
   const bool newest_first = filter.limit > 0;
   const int64_t end_id = filter.before ? filter.before->value() : std::numeric_limits<int64_t>::max();
+  // With a limit, the ids with rows are read a page at a time: a page needs at most `limit` tasks,
+  // however many of the array's tasks have rows.
+  const int64_t page = newest_first ? filter.limit + 64 : 0;
   std::vector<ArrayTaskRef> tasks;
   auto full = [&] { return newest_first && static_cast<int64_t>(tasks.size()) >= filter.limit; };
   for (const ArraySpan& span : spans) {
-    if (full()) break;
     const int64_t lo = std::max(span.first_id, floor_id);
     const int64_t hi = std::min(span.last_id, end_id - 1);
-    if (lo > hi) continue;
-    GF_ASSIGN_OR_RETURN(std::vector<int64_t> with_row, ids_with_rows(lo, hi));
-    size_t r = 0;
-    for (int64_t k = 0; k <= hi - lo && !full(); ++k) {
-      const int64_t id = newest_first ? hi - k : lo + k;
-      if (r < with_row.size() && with_row[r] == id) {
-        ++r;
-        continue;
+    // `next`: the next id to look at, walking in the listing's order.
+    for (int64_t next = newest_first ? hi : lo; !full() && lo <= next && next <= hi;) {
+      GF_ASSIGN_OR_RETURN(std::vector<int64_t> with_row,
+                          newest_first ? ids_with_rows(lo, next, page) : ids_with_rows(next, hi, page));
+      // Known up to the last id read when the page is full, else to the end of the range.
+      const bool more = page > 0 && static_cast<int64_t>(with_row.size()) >= page;
+      const int64_t through = more ? with_row.back() : (newest_first ? lo : hi);
+      size_t r = 0;
+      const int64_t step = newest_first ? -1 : 1;
+      for (int64_t id = next; id != through + step && !full(); id += step) {
+        if (r < with_row.size() && with_row[r] == id) {
+          ++r;
+          continue;
+        }
+        tasks.push_back({id, span.first_id});
       }
-      tasks.push_back({id, span.first_id});
+      next = through + step;
     }
+    if (full()) break;
   }
   return tasks;
 }

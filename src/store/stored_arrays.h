@@ -49,11 +49,12 @@ struct ArrayTaskRef {
 
 // The tasks without rows that a listing by `filter` shows, in its order: of `spans`, the arrays
 // that match the filter's team and time, in the listing's order (oldest first without a limit,
-// newest first with one), the ids from `floor_id` on; `ids_with_rows(lo, hi)` reads the ids in
-// lo..hi that have rows, in the same order. With a limit, no more than it.
+// newest first with one), the ids from `floor_id` on; `ids_with_rows(lo, hi, max)` reads the ids
+// in lo..hi that have rows, in the same order, the first `max` of them (0: all). With a limit,
+// no more than it.
 Result<std::vector<ArrayTaskRef>> ArrayTasksToList(
     const JobFilter& filter, int64_t floor_id, const std::vector<ArraySpan>& spans,
-    const std::function<Result<std::vector<int64_t>>(int64_t lo, int64_t hi)>& ids_with_rows);
+    const std::function<Result<std::vector<int64_t>>(int64_t lo, int64_t hi, int64_t max)>& ids_with_rows);
 // The lowest id a listing's array tasks may have (0: any): with a limit and a full page of job
 // rows (`rows` of them, the last one `last_row_id`), one above the page's last id.
 int64_t ArrayListingFloor(const JobFilter& filter, size_t rows, int64_t last_row_id);
