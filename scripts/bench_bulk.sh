@@ -41,25 +41,9 @@ esac
 
 rm -rf "$OUT_DIR"
 mkdir -p "$OUT_DIR"
-SERVER_PID=""
-PG_PID=""
-stop_server() {
-  if [[ -n "$SERVER_PID" ]]; then
-    kill -TERM "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-  fi
-  SERVER_PID=""
-}
-stop_pg() {
-  if [[ -n "$PG_PID" ]]; then
-    exec {PG[1]}>&- 2>/dev/null || true  # its stdin's end stops it
-    wait "$PG_PID" 2>/dev/null || true
-  fi
-  PG_PID=""
-}
+# shellcheck source=bench_lib.sh
+source "$ROOT/scripts/bench_lib.sh"
 trap 'stop_server; stop_pg' EXIT
-
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 wait_health() {
   for _ in $(seq 1 300); do
@@ -92,10 +76,8 @@ for n in $SIZES; do
   LOG="$OUT_DIR/$n/server.log"
   flags=()
   if [[ "$STORE" == postgresql ]]; then
-    coproc PG { exec "$PG_TOOL"; }
-    PG_PID=$!
-    read -r -t 120 pg_url <&"${PG[0]}" || { echo "could not start PostgreSQL" >&2; exit 1; }
-    flags=(--store "$pg_url")
+    start_pg
+    flags=(--store "$PG_URL")
   fi
   "$GF" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" "${flags[@]}" >"$LOG" 2>&1 &
   SERVER_PID=$!
