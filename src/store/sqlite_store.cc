@@ -20,9 +20,7 @@
 // thread's next write wait under attach_mu_, a leaf lock taken before mu_, never under it.
 #include <sqlite3.h>
 
-#include <algorithm>
 #include <cstdlib>
-#include <limits>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -331,9 +329,7 @@ class SqliteStore : public StateStore {
           // A task still stored in its array gets its row now.
           GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(job.id));
           if (!array) return Status::NotFound("update: no job " + std::to_string(job.id.value()));
-          GF_RETURN_IF_ERROR(InsertJob(job));
-          GF_RETURN_IF_ERROR(InsertSubmittedTransition(job.id, Time::FromMillis(array->submitted_ms)));
-          GF_RETURN_IF_ERROR(CountRowOfArray(array->first_id));
+          GF_RETURN_IF_ERROR(GiveRow(job, *array));
         }
         GF_RETURN_IF_ERROR(AppendTransition(job.id, u.transition));
         if (api::IsTerminal(job.state)) {
@@ -362,9 +358,7 @@ class SqliteStore : public StateStore {
           GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(m.job));
           if (!array) return Status::NotFound("save memory: no job " + std::to_string(m.job.value()));
           GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(array->first_id, m.job));
-          GF_RETURN_IF_ERROR(InsertJob(task));
-          GF_RETURN_IF_ERROR(InsertSubmittedTransition(task.id, Time::FromMillis(array->submitted_ms)));
-          GF_RETURN_IF_ERROR(CountRowOfArray(array->first_id));
+          GF_RETURN_IF_ERROR(GiveRow(task, *array));
         }
         GF_RETURN_IF_ERROR(PutMemory(m));
       }
@@ -915,19 +909,26 @@ class SqliteStore : public StateStore {
     return std::optional<StoredArray>(a);
   }
 
-  // Counts one more task of the array with its own row; an array whose tasks all have rows is
-  // skipped by listings.
-  Status CountRowOfArray(int64_t first_id) GF_REQUIRES(mu_) {
+  // Writes the row and the "submitted" transition of a task of `array` that has none yet, and
+  // counts it in the array (an array whose tasks all have rows is skipped by listings).
+  Status GiveRow(const api::JobRecord& task, const StoredArray& array) GF_REQUIRES(mu_) {
+    GF_RETURN_IF_ERROR(InsertJob(task));
+    GF_RETURN_IF_ERROR(InsertSubmittedTransition(task.id, Time::FromMillis(array.submitted_ms)));
     Stmt st = Prepare("UPDATE job_arrays SET with_row = with_row + 1 WHERE first_id = ?1");
-    st.Bind(1, first_id);
-    return Run(st, "count a row of array " + std::to_string(first_id));
+    st.Bind(1, array.first_id);
+    return Run(st, "count a row of array " + std::to_string(array.first_id));
+  }
+
+  static std::string ReadWhat(int64_t first_id, JobId id) {
+    return "read job " + std::to_string(id.value()) + " (array " + std::to_string(first_id) + ")";
   }
 
   // The record of task `id` of the array starting at `first_id`, as it was submitted.
   Result<api::JobRecord> ArrayTask(int64_t first_id, JobId id) GF_REQUIRES(mu_) {
-    const std::string what = "read job " + std::to_string(id.value()) + " (array " + std::to_string(first_id) + ")";
+    // Read only when the cache lacks the record or the chunk: the words are built then.
     auto read_record = [&]() -> Result<std::string> {
       mu_.AssertHeld();  // called by this function, under its lock
+      const std::string what = ReadWhat(first_id, id);
       Stmt st = Prepare("SELECT record FROM job_arrays WHERE first_id = ?1");
       st.Bind(1, first_id);
       int rc = st.Step();
@@ -937,6 +938,7 @@ class SqliteStore : public StateStore {
     };
     auto read_chunk = [&](int64_t chunk) -> Result<std::string> {
       mu_.AssertHeld();  // called by this function, under its lock
+      const std::string what = ReadWhat(first_id, id);
       Stmt st = Prepare("SELECT tasks FROM job_array_tasks WHERE first_id = ?1 AND chunk = ?2");
       st.Bind(1, first_id).Bind(2, chunk);
       int rc = st.Step();

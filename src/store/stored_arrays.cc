@@ -91,37 +91,40 @@ Result<std::vector<api::JobRecord>> MergeArrayTasks(const JobFilter& filter, std
 Result<api::JobRecord> ArrayTaskCache::Task(int64_t first_id, JobId id, const std::string& where,
                                             const ReadText& read_record,
                                             const std::function<Result<std::string>(int64_t chunk)>& read_chunk) {
-  const std::string what = where + ": job " + std::to_string(id.value()) + " (array " + std::to_string(first_id) + ")";
+  // The error's words, built only when there is an error (this runs once per task listed).
+  auto what = [&] {
+    return where + ": job " + std::to_string(id.value()) + " (array " + std::to_string(first_id) + ")";
+  };
   if (first_id_ != first_id) {
     first_id_ = 0;
     GF_ASSIGN_OR_RETURN(std::string text, read_record());
     auto j = api::ParseJson(text);
-    if (!j.ok()) return Status::Internal(what + ": its array's record does not decode: " + j.status().message());
+    if (!j.ok()) return Status::Internal(what() + ": its array's record does not decode: " + j.status().message());
     auto base = api::JobRecordFromJson(*j);
-    if (!base.ok()) return Status::Internal(what + ": its array's record does not decode: " + base.status().message());
+    if (!base.ok()) return Status::Internal(what() + ": its array's record does not decode: " + base.status().message());
     base_ = std::move(base).value();
     base_.id = JobId(first_id);
     first_id_ = first_id;
     chunk_ = -1;
   }
   const int64_t k = id.value() - first_id;
-  if (k < 0) return Status::Internal(what + ": before its array's first id");
+  if (k < 0) return Status::Internal(what() + ": before its array's first id");
   const int64_t chunk = k / kArrayChunk;
   if (chunk_ != chunk) {
     chunk_ = -1;
     GF_ASSIGN_OR_RETURN(std::string text, read_chunk(chunk));
     auto j = api::ParseJson(text);
-    if (!j.ok()) return Status::Internal(what + ": its chunk of tasks does not decode: " + j.status().message());
-    if (!j->is_array()) return Status::Internal(what + ": its chunk of tasks is not an array");
+    if (!j.ok()) return Status::Internal(what() + ": its chunk of tasks does not decode: " + j.status().message());
+    if (!j->is_array()) return Status::Internal(what() + ": its chunk of tasks is not an array");
     tasks_ = std::move(j).value();
     chunk_ = chunk;
   }
   const size_t i = static_cast<size_t>(k % kArrayChunk);
-  if (i >= tasks_.size()) return Status::Internal(what + ": missing from its chunk of tasks");
+  if (i >= tasks_.size()) return Status::Internal(what() + ": missing from its chunk of tasks");
   api::JobRecord job = base_;
   job.id = id;
   Status s = api::ApplyArrayTask(tasks_[i], "task", job);
-  if (!s.ok()) return Status::Internal(what + ": stored task does not decode: " + s.message());
+  if (!s.ok()) return Status::Internal(what() + ": stored task does not decode: " + s.message());
   return job;
 }
 
