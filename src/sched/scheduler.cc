@@ -98,6 +98,17 @@ std::optional<Duration> JobView::RemainingEstimate(Time now) const {
 
 // ---- Scheduler state -------------------------------------------------------------------------
 
+// The victim index (described below, at VictimStream): filed running jobs.
+struct Scheduler::VictimIndex {
+  using Entry = std::tuple<int64_t, int64_t, int64_t, JobState*>;  // phase, -priority, seq, job
+  using Filed = std::set<Entry>;
+  struct Class {
+    std::map<int64_t, Filed> by_interval;            // checkpoint interval (ms; 0: none) -> jobs
+    std::set<std::pair<int64_t, JobState*>> aside;  // (seq, job)
+  };
+  std::map<int64_t, Class> by_class;
+};
+
 struct Scheduler::JobState {
   // (What the queues, the passes and the preemption searches read of every job comes first, so
   // that it shares a few cache lines; the spec, most of it read only at submission, comes last.)
@@ -128,12 +139,16 @@ struct Scheduler::JobState {
   std::vector<int> part_pos;
   int model_index = -1;
   int64_t held_milli = 0;
-  // Where it is filed in victim_index_ while running.
+  // Where it is filed in running_ while running (an erase needs no search).
+  std::set<std::tuple<RankKey, int64_t, JobState*>>::const_iterator running_at;
+  // Where it is filed in victim_index_ while running: its class, its interval's set (unless
+  // aside) and its entry, so that unfiling it searches nothing.
   bool victim_filed = false;
   bool victim_aside = false;
-  int64_t victim_class = 0;
-  int64_t victim_interval = 0;
-  int64_t victim_phase = 0;
+  std::map<int64_t, VictimIndex::Class>::iterator victim_class_at;
+  std::map<int64_t, VictimIndex::Filed>::iterator victim_filed_at;
+  VictimIndex::Filed::const_iterator victim_entry_at;
+  std::set<std::pair<int64_t, JobState*>>::const_iterator victim_aside_at;
   int group = -1;         // its (team, shape) queue in by_group_, when filed there
   RankKey group_key;      // the StaticRank it is filed under
   bool group_filed = false;
@@ -175,15 +190,6 @@ struct Scheduler::Reservation {
 // Within one phase, filing by (-priority, seq) and reading backwards gives the lowest priority,
 // then the newest, first. Each first rank component (the queue class) has its own index, so
 // with static ranks a search for a waiting job reads only the classes behind the job's.
-struct Scheduler::VictimIndex {
-  using Entry = std::tuple<int64_t, int64_t, int64_t, JobState*>;  // phase, -priority, seq, job
-  using Filed = std::set<Entry>;
-  struct Class {
-    std::map<int64_t, Filed> by_interval;            // checkpoint interval (ms; 0: none) -> jobs
-    std::set<std::pair<int64_t, JobState*>> aside;  // (seq, job)
-  };
-  std::map<int64_t, Class> by_class;
-};
 
 // The candidates of one search in the order the search stops them: several runs, each already in
 // that order, merged by the order's key.
@@ -330,31 +336,42 @@ TeamUsage& Scheduler::UsageOf(JobState& j) {
 }
 
 void Scheduler::AddRunning(JobState& j) {
-  running_.emplace(j.rank, j.v.seq, &j);
+  j.running_at = running_.emplace(j.rank, j.v.seq, &j).first;
   if (j.spec.max_cost_micros > 0) ++running_with_max_cost_;
   IndexVictim(j);
 }
 
 void Scheduler::RemoveRunning(JobState& j) {
-  running_.erase({j.rank, j.v.seq, &j});
+  running_.erase(j.running_at);
   if (j.spec.max_cost_micros > 0) --running_with_max_cost_;
   UnindexVictim(j);
 }
 
+void Scheduler::ChangeRunningRank(JobState& j, const RankKey& rank) {
+  // Moves the set's node (no allocation, no search to find it).
+  auto node = running_.extract(j.running_at);
+  const bool new_class = rank.k[0] != j.rank.k[0];
+  j.rank = rank;
+  std::get<0>(node.value()) = rank;
+  j.running_at = running_.insert(std::move(node)).position;
+  if (new_class && j.victim_filed) MoveVictimClass(j);
+}
+
 void Scheduler::IndexVictim(JobState& j) {
   if (!victim_index_) return;
-  VictimIndex::Class& c = victim_index_->by_class[j.rank.k[0]];
+  j.victim_class_at = victim_index_->by_class.try_emplace(j.rank.k[0]).first;
+  VictimIndex::Class& c = j.victim_class_at->second;
   const int64_t interval = std::max<int64_t>(0, j.spec.checkpoint_interval.millis());
   const int64_t start = j.v.started_at.millis();
   const int64_t checkpoint = j.v.last_checkpoint.millis();
-  j.victim_class = j.rank.k[0];
-  j.victim_interval = interval;
   j.victim_aside = interval > 0 && checkpoint > start;
   if (j.victim_aside) {
-    c.aside.emplace(j.v.seq, &j);
+    j.victim_aside_at = c.aside.emplace(j.v.seq, &j).first;
   } else {
-    j.victim_phase = interval > 0 ? ((start % interval) + interval) % interval : std::max(start, checkpoint);
-    c.by_interval[interval].emplace(j.victim_phase, -static_cast<int64_t>(j.spec.priority), j.v.seq, &j);
+    const int64_t phase = interval > 0 ? ((start % interval) + interval) % interval : std::max(start, checkpoint);
+    j.victim_filed_at = c.by_interval.try_emplace(interval).first;
+    j.victim_entry_at =
+        j.victim_filed_at->second.emplace(phase, -static_cast<int64_t>(j.spec.priority), j.v.seq, &j).first;
   }
   j.victim_filed = true;
 }
@@ -362,18 +379,33 @@ void Scheduler::IndexVictim(JobState& j) {
 void Scheduler::UnindexVictim(JobState& j) {
   if (!j.victim_filed) return;
   j.victim_filed = false;
-  auto cls = victim_index_->by_class.find(j.victim_class);
-  CHECK(cls != victim_index_->by_class.end()) << "victim index lost a class";
-  VictimIndex::Class& c = cls->second;
+  VictimIndex::Class& c = j.victim_class_at->second;
   if (j.victim_aside) {
-    c.aside.erase({j.v.seq, &j});
+    c.aside.erase(j.victim_aside_at);
   } else {
-    auto filed = c.by_interval.find(j.victim_interval);
-    CHECK(filed != c.by_interval.end()) << "victim index lost an interval";
-    filed->second.erase({j.victim_phase, -static_cast<int64_t>(j.spec.priority), j.v.seq, &j});
-    if (filed->second.empty()) c.by_interval.erase(filed);
+    j.victim_filed_at->second.erase(j.victim_entry_at);
+    if (j.victim_filed_at->second.empty()) c.by_interval.erase(j.victim_filed_at);
   }
-  if (c.by_interval.empty() && c.aside.empty()) victim_index_->by_class.erase(cls);
+  if (c.by_interval.empty() && c.aside.empty()) victim_index_->by_class.erase(j.victim_class_at);
+}
+
+void Scheduler::MoveVictimClass(JobState& j) {
+  // The entry keeps its key (phase, priority, seq; or seq aside): its tree node moves to the
+  // same place in the new class's index.
+  auto from = j.victim_class_at;
+  auto to = victim_index_->by_class.try_emplace(j.rank.k[0]).first;
+  if (j.victim_aside) {
+    auto node = from->second.aside.extract(j.victim_aside_at);
+    j.victim_aside_at = to->second.aside.insert(std::move(node)).position;
+  } else {
+    const int64_t interval = j.victim_filed_at->first;
+    auto node = j.victim_filed_at->second.extract(j.victim_entry_at);
+    if (j.victim_filed_at->second.empty()) from->second.by_interval.erase(j.victim_filed_at);
+    j.victim_filed_at = to->second.by_interval.try_emplace(interval).first;
+    j.victim_entry_at = j.victim_filed_at->second.insert(std::move(node)).position;
+  }
+  j.victim_class_at = to;
+  if (from->second.by_interval.empty() && from->second.aside.empty()) victim_index_->by_class.erase(from);
 }
 
 Scheduler::~Scheduler() = default;
@@ -703,11 +735,9 @@ void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
     Unfile(j);
     File(j);
   } else if (j.v.phase == JobPhase::kRunning) {
-    RemoveRunning(j);
     const int64_t from = j.rank.k[0];
-    j.rank = LiveRank(j, ctx);
+    ChangeRunningRank(j, LiveRank(j, ctx));
     NoteClassMove(from, j.rank.k[0]);
-    AddRunning(j);
     ++running_version_;
     // A node is filed under the ranks of its holders whose ranks do not move (RefileNode).
     if (!j.moving) {
@@ -774,6 +804,7 @@ void Scheduler::AddHolder(JobState& j) {
       holders_.resize(pos + 1);
       holder_key_.resize(pos + 1);
       holder_filed_.resize(pos + 1, 0);
+      holder_slot_.resize(pos + 1, 0);
     }
     // A running holder whose rank moves with service leaves a filed node's key as it was.
     const bool keyed = !j.moving || !holder_filed_[pos] || holders_[pos].empty();
@@ -800,7 +831,7 @@ void Scheduler::RefileNode(int pos) {
   if (holders_by_model_.size() <= static_cast<size_t>(model)) holders_by_model_.resize(model + 1);
   auto& filed = holders_by_model_[model];
   if (holders_[pos].empty()) {
-    if (holder_filed_[pos]) filed.erase({holder_key_[pos], pos});
+    if (holder_filed_[pos]) UnfileNode(filed, pos);
     holder_filed_[pos] = 0;
     return;
   }
@@ -814,16 +845,25 @@ void Scheduler::RefileNode(int pos) {
     if (!h->moving) best = std::min(best, h->rank);
   }
   if (holder_filed_[pos]) {
-    if (holder_key_[pos] == best) return;  // filed where it belongs
-    // Move the entry to its new key without freeing and allocating a tree node.
-    auto entry = filed.extract({holder_key_[pos], pos});
-    entry.value().first = best;
-    filed.insert(std::move(entry));
-  } else {
-    filed.emplace(best, pos);
+    if (holder_key_[pos].k[0] == best.k[0]) {  // filed in the class it belongs to
+      holder_key_[pos] = best;
+      return;
+    }
+    UnfileNode(filed, pos);
   }
+  std::vector<int>& bucket = filed[best.k[0]];
+  holder_slot_[pos] = static_cast<int>(bucket.size());
+  bucket.push_back(pos);
   holder_key_[pos] = best;
   holder_filed_[pos] = 1;
+}
+
+void Scheduler::UnfileNode(HolderFile& filed, int pos) {
+  std::vector<int>& bucket = filed.find(holder_key_[pos].k[0])->second;
+  const int slot = holder_slot_[pos];
+  bucket[slot] = bucket.back();
+  holder_slot_[bucket[slot]] = slot;
+  bucket.pop_back();
 }
 
 bool Scheduler::MayStopHolder(const JobState& w, const JobState& h, bool by_class, const QueueContext& ctx) const {
@@ -846,17 +886,20 @@ bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& model
   const bool by_class = policies_.queue->PreemptsByClass() && RanksCurrent(ctx.now);
   for (int m : models) {
     if (holders_by_model_.size() <= static_cast<size_t>(m)) continue;
-    const auto& filed = holders_by_model_[m];
-    for (auto it = filed.rbegin(); it != filed.rend() && w.rank < it->first; ++it) {
-      if (by_class && it->first.k[0] <= w.rank.k[0]) break;
-      const int pos = it->second;
-      if (!view_.nodes()[pos].schedulable()) continue;
-      bool all = true;
-      for (const JobState* h : holders_[pos]) {
-        all = MayStopHolder(w, *h, by_class, ctx);
-        if (!all) break;
+    const HolderFile& filed = holders_by_model_[m];
+    // Classes from the worst down to the waiting job's (a node filed in an earlier class has a
+    // holder ranked before it); in its own class, only nodes filed under a later rank.
+    for (auto cls = filed.rbegin(); cls != filed.rend() && cls->first >= w.rank.k[0]; ++cls) {
+      if (by_class && cls->first == w.rank.k[0]) break;
+      for (const int pos : cls->second) {
+        if (!(w.rank < holder_key_[pos]) || !view_.nodes()[pos].schedulable()) continue;
+        bool all = true;
+        for (const JobState* h : holders_[pos]) {
+          all = MayStopHolder(w, *h, by_class, ctx);
+          if (!all) break;
+        }
+        if (all && ++ready >= w.spec.nodes) return true;
       }
-      if (all && ++ready >= w.spec.nodes) return true;
     }
   }
   return false;
@@ -872,20 +915,20 @@ bool Scheduler::NodesMayHaveRoom(const JobState& w, const std::vector<int>& mode
   for (int m : models) {
     // A node never has more room than GPUs.
     if (holders_by_model_.size() <= static_cast<size_t>(m) || view_.MaxGpusPerNode(m) < g) continue;
-    const auto& filed = holders_by_model_[m];
-    for (auto it = filed.rbegin(); it != filed.rend(); ++it) {
-      const int pos = it->second;
-      const ClusterView::Node& n = view_.nodes()[pos];
-      if (!n.schedulable() || n.free_whole >= g || n.spec.gpus < g) continue;  // (the second kind counted above)
-      int room = n.free_whole;
-      for (const JobState* h : holders_[pos]) {
-        if (room >= g) break;
-        if (!MayStopHolder(w, *h, by_class, ctx)) continue;
-        for (const auto& part : h->placement.parts) {
-          if (part.node == n.id) room += static_cast<int>(part.gpus.size());
+    for (auto cls = holders_by_model_[m].rbegin(); cls != holders_by_model_[m].rend(); ++cls) {
+      for (const int pos : cls->second) {
+        const ClusterView::Node& n = view_.nodes()[pos];
+        if (!n.schedulable() || n.free_whole >= g || n.spec.gpus < g) continue;  // (the second kind counted above)
+        int room = n.free_whole;
+        for (const JobState* h : holders_[pos]) {
+          if (room >= g) break;
+          if (!MayStopHolder(w, *h, by_class, ctx)) continue;
+          for (const auto& part : h->placement.parts) {
+            if (part.node == n.id) room += static_cast<int>(part.gpus.size());
+          }
         }
+        if (room >= g && ++ready >= w.spec.nodes) return true;
       }
-      if (room >= g && ++ready >= w.spec.nodes) return true;
     }
   }
   return false;
@@ -1758,16 +1801,9 @@ void Scheduler::RefreshRunningRanks(const QueueContext& ctx) {
   }
   bool worse = false;
   for (JobState* j : moving) {
-    // Moves the set's node (no allocation).
-    auto node = running_.extract({j->rank, j->v.seq, j});
     RankKey r = LiveRank(*j, ctx);
     if (j->rank < r) worse = true;
-    const bool new_class = r.k[0] != j->rank.k[0];
-    if (new_class) UnindexVictim(*j);
-    j->rank = r;
-    std::get<0>(node.value()) = r;
-    running_.insert(std::move(node));
-    if (new_class) IndexVictim(*j);
+    ChangeRunningRank(*j, r);
   }
   if (worse) {
     ++running_version_;

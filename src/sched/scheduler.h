@@ -314,7 +314,12 @@ class Scheduler {
   std::vector<std::vector<JobState*>> holders_;
   std::vector<RankKey> holder_key_;  // per node position: the key it is filed under
   std::vector<char> holder_filed_;
-  std::vector<std::set<std::pair<RankKey, int>>> holders_by_model_;
+  // Per GPU model, the nodes with holders by the class (RankKey::k[0]) of their key, each class
+  // in no particular order (what reads it asks only whether enough nodes qualify).
+  using HolderFile = std::map<int64_t, std::vector<int>>;
+  std::vector<HolderFile> holders_by_model_;
+  std::vector<int> holder_slot_;  // per node position: its index in its class's list
+  void UnfileNode(HolderFile& filed, int pos);
   void AddHolder(JobState& j);
   // `keyed`: whether `j` counted in its nodes' keys (else only a node left empty is refiled).
   void RemoveHolder(JobState& j, bool keyed);
@@ -356,6 +361,9 @@ class Scheduler {
   std::unique_ptr<VictimIndex> victim_index_;
   void IndexVictim(JobState& j);
   void UnindexVictim(JobState& j);
+  // A running job's rank becomes `rank`: moved in running_, and to its new class's victim index.
+  void ChangeRunningRank(JobState& j, const RankKey& rank);
+  void MoveVictimClass(JobState& j);  // j.rank's class is not the one it is filed under
   class VictimStream;
   struct VictimBuffers;  // what a VictimStream reuses from search to search
   std::unique_ptr<VictimBuffers> victim_buffers_;
