@@ -123,6 +123,7 @@ struct Scheduler::JobState {
   bool requeue_after_stop = true;
   bool count_as_preemption = true;
   std::optional<Time> timer;
+  uint32_t timer_slot = 0;  // while `timer` is set: its slot (Scheduler::timer_job_)
   int victims_stopping = 0;          // preempted jobs that make room for this one
   std::optional<JobId> preempted_for;
   int64_t preempt_failed_at = -1;  // running_version_ when a preemption attempt last failed
@@ -686,22 +687,38 @@ void Scheduler::ScheduleTimer(const JobState& cj, const QueueContext& ctx) {
 }
 
 bool Scheduler::TimerLive(const TimerEntry& e) const {
-  const JobState* j = FindJob(JobId(std::get<2>(e)));
-  return j && j->timer && *j->timer == std::get<0>(e) && j->v.seq == std::get<1>(e);
+  const uint64_t slot = std::get<2>(e) >> 32;
+  return timer_job_[slot] != nullptr && timer_gen_[slot] == static_cast<uint32_t>(std::get<2>(e));
 }
 
 void Scheduler::SetTimer(JobState& j, Time at) {
   CHECK(!j.timer) << "a job's timer set twice";
   j.timer = at;
   ++live_timers_;
-  timers_.emplace_back(at, j.v.seq, j.v.id.value());
+  if (free_timer_slots_.empty()) {
+    free_timer_slots_.push_back(static_cast<uint32_t>(timer_job_.size()));
+    timer_job_.push_back(nullptr);
+    timer_gen_.push_back(0);
+  }
+  j.timer_slot = free_timer_slots_.back();
+  free_timer_slots_.pop_back();
+  timer_job_[j.timer_slot] = &j;
+  timers_.emplace_back(at, j.v.seq, uint64_t{j.timer_slot} << 32 | timer_gen_[j.timer_slot]);
   std::push_heap(timers_.begin(), timers_.end(), std::greater<>());
+}
+
+void Scheduler::ReleaseTimer(JobState& j) {
+  j.timer.reset();
+  --live_timers_;
+  // The slot's entries in the heap are dead from now on (their generation is behind).
+  ++timer_gen_[j.timer_slot];
+  timer_job_[j.timer_slot] = nullptr;
+  free_timer_slots_.push_back(j.timer_slot);
 }
 
 void Scheduler::DropTimer(JobState& j) {
   if (!j.timer) return;
-  j.timer.reset();
-  --live_timers_;
+  ReleaseTimer(j);
   PruneTimers();
 }
 
@@ -1535,7 +1552,7 @@ std::vector<JobId> Scheduler::RerankedAt(Time now) const {
   }
   std::sort(due.begin(), due.end());
   due.erase(std::unique(due.begin(), due.end()), due.end());
-  for (const auto& [at, seq, id] : due) out.push_back(JobId(id));
+  for (const auto& [at, seq, slot] : due) out.push_back(timer_job_[slot >> 32]->v.id);
   return out;
 }
 
@@ -1729,20 +1746,18 @@ Status Scheduler::Apply(const Event& e) {
     // Take the due timers first: a re-rank may ask for a new timer, and one that a policy sets
     // at or before now must wait for the next Timer event rather than loop here.
     // (The top is live; entries below it may not be, and a live one may come twice.)
-    std::vector<int64_t> due;
+    std::vector<JobState*>& due = due_buffer_;
+    due.clear();
     while (!timers_.empty() && std::get<0>(timers_.front()) <= now) {
       const TimerEntry e = PopTimer();
       if (!TimerLive(e)) continue;
-      FindJob(JobId(std::get<2>(e)))->timer.reset();
-      --live_timers_;
-      due.push_back(std::get<2>(e));
+      JobState* j = timer_job_[std::get<2>(e) >> 32];
+      ReleaseTimer(*j);
+      due.push_back(j);
     }
     PruneTimers();
-    for (int64_t id : due) {
-      JobState* j = FindJob(JobId(id));
-      if (!j) continue;
-      Rerank(*j, ctx);
-    }
+    // (A re-rank changes no other job: every job taken above is still there.)
+    for (JobState* j : due) Rerank(*j, ctx);
     EnforceBudgets(now);
     return Status::Ok();
   }

@@ -34,14 +34,27 @@ enum class Kind : uint8_t {
   kScale,       // the autoscaler asked to decide again
 };
 
+// 24 bytes: a long replay's heap holds tens of thousands of events (a preempted run's finish
+// stays until its time comes), and each pop reads a path of them.
 struct Ev {
+  Ev() = default;
+  Ev(Time at, int64_t seq, Kind kind, int64_t index, int64_t epoch)
+      : t(at),
+        seq_kind(static_cast<uint64_t>(seq) << 8 | static_cast<uint8_t>(kind)),
+        index(static_cast<uint32_t>(index)),
+        epoch(static_cast<uint32_t>(epoch)) {
+    CHECK(seq >= 0 && seq < (int64_t{1} << 56)) << "event sequence number out of range: " << seq;
+    CHECK(index >= 0 && index <= int64_t{UINT32_MAX}) << "event index out of range: " << index;
+    CHECK(epoch >= 0 && epoch <= int64_t{UINT32_MAX}) << "event epoch out of range: " << epoch;
+  }
   Time t;
-  int64_t seq;
-  Kind kind;
-  int64_t index;  // job or node index
-  int64_t epoch;  // job run number, to ignore stale finishes
-  bool operator>(const Ev& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+  uint64_t seq_kind = 0;  // sequence number << 8 | kind: orders as the sequence number alone
+  uint32_t index = 0;     // job or node index
+  uint32_t epoch = 0;     // run or node life number, to ignore stale events
+  Kind kind() const { return static_cast<Kind>(seq_kind & 0xff); }
+  bool operator>(const Ev& o) const { return t != o.t ? t > o.t : seq_kind > o.seq_kind; }
 };
+static_assert(sizeof(Ev) == 24);
 
 // Events by (time, sequence number). Arrivals, known from the start, are not stored: the k-th in
 // (time, sequence) order is made when it is due, beside a heap of the rest, so that the heap holds
@@ -82,7 +95,7 @@ class EventQueue {
   template <class F>
   void ForEachKind(F f) const {
     if (next_ < count_) f(Kind::kArrival);
-    for (const Ev& e : heap_) f(e.kind);
+    for (const Ev& e : heap_) f(e.kind());
   }
 
  private:
@@ -793,7 +806,7 @@ void World::Finish(size_t i, int64_t epoch, Time t, std::vector<sched::Event>& b
 // node going away. `work_left`: jobs are still to come, running or pending (a repair arms the
 // next failure only then).
 void World::NodeEvent(const Ev& e, Time t, bool work_left, std::vector<sched::Event>& batch) {
-  switch (e.kind) {
+  switch (e.kind()) {
     case Kind::kNodeFail: {
       SimNode& node = nodes_[static_cast<size_t>(e.index)];
       if (node.state != SimNode::State::kUp && node.state != SimNode::State::kDraining) break;
@@ -1044,7 +1057,7 @@ Result<SimResult> World::Run() {
     while (!queue_.empty() && queue_.top().t == t) {
       Ev e = queue_.top();
       queue_.pop();
-      switch (e.kind) {
+      switch (e.kind()) {
         case Kind::kArrival:
           Arrive(static_cast<size_t>(e.index), t, batch);
           --remaining_arrivals;
