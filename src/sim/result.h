@@ -111,6 +111,9 @@ struct SimResult {
   Time start;                        // first submit
   Time end;                          // last finish
   int64_t scheduling_passes = 0;
+  // Finishes of stopped runs taken out of the event queue as bare instants (SimOptions::
+  // stale_events_min): a measure of the queue's work, not of the schedule.
+  int64_t stale_finishes_moved = 0;
   // Exact integrals over the run, kept by the simulator between events (GPU-milliseconds):
   // GPUs held by jobs, and GPUs on nodes that were up. Summaries prefer these to the series.
   int64_t busy_gpu_ms = 0;

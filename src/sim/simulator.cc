@@ -60,6 +60,12 @@ static_assert(sizeof(Ev) == 24);
 // (time, sequence) order is made when it is due, beside a heap of the rest, so that the heap holds
 // only what the run adds (finishes, stops, timers, samples) and stays small, and a long trace
 // costs no event per job; the two are merged in the same order one heap would give.
+//
+// A run that is stopped leaves its finish in the heap, stale, until its time comes; a preemptive
+// replay leaves tens of thousands there, and the heap outgrows the caches. When most of the heap
+// is stale finishes, they leave it: each becomes a bare instant (its time, in a heap of times),
+// still visited as it was, since an instant is where the run's totals are integrated and budgets
+// are watched, but no longer popped as an event that does nothing.
 class EventQueue {
  public:
   // `count` arrivals; arrival(k) is the k-th, in (time, sequence) order.
@@ -82,7 +88,36 @@ class EventQueue {
     }
     heap_[i] = e;
   }
-  bool empty() const { return next_ == count_ && heap_.empty(); }
+  bool empty() const { return next_ == count_ && heap_.empty() && stale_.empty(); }
+  // The next instant: the first event's time, or a stale finish's if earlier.
+  Time NextTime() const {
+    if (next_ == count_ && heap_.empty()) return stale_.back();
+    const Time t = top().t;
+    return stale_.empty() || t < stale_.back() ? t : stale_.back();
+  }
+  // Whether an event (not a bare instant) is due at `t`, the current instant.
+  bool HasEventAt(Time t) const { return !(next_ == count_ && heap_.empty()) && top().t == t; }
+  // Ends instant `t`: the stale finishes that fell on it are gone.
+  void EndInstant(Time t) {
+    while (!stale_.empty() && stale_.back() == t) stale_.pop_back();
+  }
+  // A finish in the heap turned stale (its run stopped) or a stale one was popped; when stale
+  // ones are most of the heap, `is_stale` picks them out and they become bare instants.
+  template <class IsStale>
+  void StaleFinish(int delta, IsStale is_stale) {
+    stale_in_heap_ += delta;
+    if (stale_in_heap_ < stale_min_ || 2 * stale_in_heap_ < static_cast<int64_t>(heap_.size())) return;
+    auto live_end = std::partition(heap_.begin(), heap_.end(), [&](const Ev& e) { return !is_stale(e); });
+    const size_t old_count = stale_.size();
+    for (auto it = live_end; it != heap_.end(); ++it) stale_.push_back(it->t);
+    std::sort(stale_.begin() + static_cast<long>(old_count), stale_.end(), std::greater<>());
+    std::inplace_merge(stale_.begin(), stale_.begin() + static_cast<long>(old_count), stale_.end(), std::greater<>());
+    moved_out_ += heap_.end() - live_end;
+    heap_.erase(live_end, heap_.end());
+    // A vector sorted by (time, sequence) is a heap.
+    std::sort(heap_.begin(), heap_.end(), [](const Ev& a, const Ev& b) { return b > a; });
+    stale_in_heap_ = 0;
+  }
   const Ev& top() const { return FromArrivals() ? current_ : heap_.front(); }
   void pop() {
     if (FromArrivals()) {
@@ -95,6 +130,7 @@ class EventQueue {
   template <class F>
   void ForEachKind(F f) const {
     if (next_ < count_) f(Kind::kArrival);
+    if (!stale_.empty()) f(Kind::kFinish);
     for (const Ev& e : heap_) f(e.kind());
   }
 
@@ -131,6 +167,11 @@ class EventQueue {
   size_t next_ = 0;
   Ev current_{};
   std::vector<Ev> heap_;
+  std::vector<Time> stale_;     // times of stale finishes taken out of the heap, latest first
+  int64_t stale_in_heap_ = 0;   // stale finishes still in the heap
+ public:
+  int64_t stale_min_ = 1024;    // SimOptions::stale_events_min
+  int64_t moved_out_ = 0;       // stale finishes moved out of the heap so far
 };
 
 class SimClock : public sched::Clock {
@@ -217,6 +258,12 @@ class World : public sched::ActionSink {
     return *j;
   }
   const SimJob& Live(size_t i) const { return const_cast<World*>(this)->Live(i); }
+  // Whether `e` is a finish of a run that has been stopped (Finish ignores it).
+  bool IsStaleFinish(const Ev& e) {
+    if (e.kind() != Kind::kFinish) return false;
+    const SimJob* j = FindLive(e.index);
+    return j == nullptr || !j->running || static_cast<int64_t>(e.epoch) != j->epoch;
+  }
   // Job `i` if it is in the system, else nullptr.
   SimJob* FindLive(size_t i) {
     const uint32_t slot = i < slot_of_.size() ? slot_of_[i] : 0;
@@ -619,7 +666,8 @@ void World::Preempt(JobId id, PreemptReason reason) {
   j.running = false;
   j.overhead_due = o_.restart_overhead;
   j.pending_since = now;
-  ++j.epoch;
+  ++j.epoch;  // the run's finish, in the queue, is stale
+  queue_.StaleFinish(+1, [this](const Ev& e) { return IsStaleFinish(e); });
   Push(now, Kind::kStopped, static_cast<int64_t>(i));
 }
 
@@ -731,6 +779,7 @@ Result<Duration> World::Begin(sched::Scheduler& sched, Time first) {
     std::stable_sort(arrival_order_.begin(), arrival_order_.end(),
                      [&](uint32_t a, uint32_t b) { return submit_of(a) < submit_of(b); });
   }
+  queue_.stale_min_ = std::max<int64_t>(1, o_.stale_events_min);
   queue_.SetArrivals(trace_.size(), [this, seq0, submit_of](size_t k) {
     const size_t i = arrival_order_.empty() ? k : arrival_order_[k];
     return Ev{submit_of(i), seq0 + static_cast<int64_t>(i), Kind::kArrival, static_cast<int64_t>(i), 0};
@@ -774,9 +823,12 @@ void World::Arrive(size_t i, Time t, std::vector<sched::Event>& batch) {
 // Job `i`'s run `epoch` ends at `t` with its work done.
 void World::Finish(size_t i, int64_t epoch, Time t, std::vector<sched::Event>& batch) {
   SimJob* live = FindLive(i);
-  if (live == nullptr) return;  // stale: the job was stopped, and has since finished
+  if (live == nullptr || !live->running || epoch != live->epoch) {
+    // Stale: the job was stopped (and may have finished since).
+    queue_.StaleFinish(-1, [this](const Ev& e) { return IsStaleFinish(e); });
+    return;
+  }
   SimJob& j = *live;
-  if (!j.running || epoch != j.epoch) return;  // stale: the job was stopped
   JobRun& rec = j.rec;
   int64_t milli = trace_.shape(i).total_gpu_milli();
   rec.run_gpu_ms += (t - j.run_start).millis() * milli / 1000;
@@ -1033,7 +1085,7 @@ Result<SimResult> World::Run() {
   int64_t progress_tick = 0;
   Time last_t = first;
   while (!queue_.empty()) {
-    const Time t = queue_.top().t;
+    const Time t = queue_.NextTime();
     // Integrate busy and online GPU time exactly over the interval since the last event.
     int64_t dt = (t - last_t).millis();
     result_.busy_gpu_ms += busy_milli_ * dt / model::kMilliGpuPerGpu;
@@ -1054,7 +1106,7 @@ Result<SimResult> World::Run() {
     batch.clear();
     bool sample = false;
     bool scale_due = false;
-    while (!queue_.empty() && queue_.top().t == t) {
+    while (queue_.HasEventAt(t)) {
       Ev e = queue_.top();
       queue_.pop();
       switch (e.kind()) {
@@ -1088,6 +1140,7 @@ Result<SimResult> World::Run() {
           break;
       }
     }
+    queue_.EndInstant(t);
     if (!batch.empty()) {
       Status s = sched.HandleAll(batch);
       if (!s.ok() && s.code() != StatusCode::kNotFound) return s.WithContext("at " + FormatIso8601(t));
@@ -1115,6 +1168,7 @@ Result<SimResult> World::Run() {
     if (Done(sched, remaining_arrivals)) break;
   }
   if (o_.progress) o_.progress(finished_, total);
+  result_.stale_finishes_moved = queue_.moved_out_;
   Report(sched, view, first);
   sched_ = nullptr;
   return std::move(result_);

@@ -68,6 +68,10 @@ struct SimOptions {
   // them). False: SimResult::jobs stays empty, each job's state is freed once it has finished,
   // and SimResult::tally keeps what Summarize needs (28 bytes a job), for the same summary.
   bool keep_jobs = true;
+  // Stale finishes (of runs that were stopped) leave the event queue for a list of bare
+  // instants once at least this many are in it and they are half of it or more. A tuning
+  // knob: the result is the same for any value (a test replays with 1 and with no limit).
+  int64_t stale_events_min = 1024;
 };
 
 // Memory: besides the trace, a run holds the jobs in the system (pending or running), the
