@@ -758,7 +758,7 @@ void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
     ++running_version_;
     // A node is filed under the ranks of its holders whose ranks do not move (RefileNode).
     if (!j.moving) {
-      for (int pos : j.part_pos) RefileNode(pos);
+      for (int pos : j.part_pos) RefileNode(pos, &j);
     }
   } else {
     j.rank = LiveRank(j, ctx);
@@ -825,7 +825,7 @@ void Scheduler::AddHolder(JobState& j) {
     }
     // A running holder whose rank moves with service leaves a filed node's key as it was.
     const bool keyed = !j.moving || !holder_filed_[pos] || holders_[pos].empty();
-    holders_[pos].push_back(&j);
+    holders_[pos].push_back({&j, HolderKey(j)});
     if (keyed) RefileNode(pos);
   }
 }
@@ -833,7 +833,7 @@ void Scheduler::AddHolder(JobState& j) {
 void Scheduler::RemoveHolder(JobState& j, bool keyed) {
   for (int pos : j.part_pos) {
     auto& list = holders_[pos];
-    list.erase(std::find(list.begin(), list.end(), &j));
+    list.erase(std::find_if(list.begin(), list.end(), [&](const Holder& h) { return h.job == &j; }));
     if (keyed || list.empty()) RefileNode(pos);
   }
   j.part_pos.clear();
@@ -842,7 +842,14 @@ void Scheduler::RemoveHolder(JobState& j, bool keyed) {
 // Files node `pos` under the best (lowest) rank of its holders. A stopping holder gives up its
 // GPUs to nobody, so it counts as the best rank; a holder whose rank moves with service is left
 // out (its rank is not kept current here; the search checks every holder's live rank anyway).
-void Scheduler::RefileNode(int pos) {
+RankKey Scheduler::HolderKey(const JobState& h) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  if (h.v.phase != JobPhase::kRunning) return RankKey{{kMin, kMin, kMin}};
+  if (h.moving) return RankKey{{kMax, kMax, kMax}};
+  return h.rank;
+}
+
+void Scheduler::RefileNode(int pos, const JobState* changed) {
   const int model = view_.nodes()[pos].model;
   if (model < 0) return;
   if (holders_by_model_.size() <= static_cast<size_t>(model)) holders_by_model_.resize(model + 1);
@@ -852,14 +859,11 @@ void Scheduler::RefileNode(int pos) {
     holder_filed_[pos] = 0;
     return;
   }
-  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   RankKey best{{kMax, kMax, kMax}};
-  for (const JobState* h : holders_[pos]) {
-    if (h->v.phase != JobPhase::kRunning) {
-      best = RankKey{{kMin, kMin, kMin}};
-      break;
-    }
-    if (!h->moving) best = std::min(best, h->rank);
+  for (Holder& h : holders_[pos]) {
+    if (h.job == changed) h.key = HolderKey(*changed);
+    best = std::min(best, h.key);
   }
   if (holder_filed_[pos]) {
     if (holder_key_[pos].k[0] == best.k[0]) {  // filed in the class it belongs to
@@ -911,8 +915,8 @@ bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& model
       for (const int pos : cls->second) {
         if (!(w.rank < holder_key_[pos]) || !view_.nodes()[pos].schedulable()) continue;
         bool all = true;
-        for (const JobState* h : holders_[pos]) {
-          all = MayStopHolder(w, *h, by_class, ctx);
+        for (const Holder& h : holders_[pos]) {
+          all = MayStopHolder(w, *h.job, by_class, ctx);
           if (!all) break;
         }
         if (all && ++ready >= w.spec.nodes) return true;
@@ -937,10 +941,10 @@ bool Scheduler::NodesMayHaveRoom(const JobState& w, const std::vector<int>& mode
         const ClusterView::Node& n = view_.nodes()[pos];
         if (!n.schedulable() || n.free_whole >= g || n.spec.gpus < g) continue;  // (the second kind counted above)
         int room = n.free_whole;
-        for (const JobState* h : holders_[pos]) {
+        for (const Holder& h : holders_[pos]) {
           if (room >= g) break;
-          if (!MayStopHolder(w, *h, by_class, ctx)) continue;
-          for (const auto& part : h->placement.parts) {
+          if (!MayStopHolder(w, *h.job, by_class, ctx)) continue;
+          for (const auto& part : h.job->placement.parts) {
             if (part.node == n.id) room += static_cast<int>(part.gpus.size());
           }
         }
@@ -1429,7 +1433,7 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
   j.moving = false;
   stopping_.insert(&j);
   j.v.phase = JobPhase::kStopping;
-  for (int pos : j.part_pos) RefileNode(pos);
+  for (int pos : j.part_pos) RefileNode(pos, &j);
   j.requeue_after_stop = reason != PreemptReason::kCancelled && reason != PreemptReason::kMaxCost;
   if (reason == PreemptReason::kReclaimed) ++j.spot_reclaims;
   const bool by_policy = reason == PreemptReason::kPriority || reason == PreemptReason::kQuotaReclaim ||

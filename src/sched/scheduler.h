@@ -311,7 +311,13 @@ class Scheduler {
   // Jobs holding GPUs per node position, and per GPU model the nodes with holders filed under
   // the best rank among them (a stopping holder counts as the best): a preemption search for a
   // whole-node job looks only at nodes whose every holder it may outrank.
-  std::vector<std::vector<JobState*>> holders_;
+  // Each holder with what it puts in its nodes' keys (HolderKey), kept so that a refile reads
+  // the list instead of every holder.
+  struct Holder {
+    JobState* job;
+    RankKey key;
+  };
+  std::vector<std::vector<Holder>> holders_;
   std::vector<RankKey> holder_key_;  // per node position: the key it is filed under
   std::vector<char> holder_filed_;
   // Per GPU model, the nodes with holders by the class (RankKey::k[0]) of their key, each class
@@ -323,7 +329,11 @@ class Scheduler {
   void AddHolder(JobState& j);
   // `keyed`: whether `j` counted in its nodes' keys (else only a node left empty is refiled).
   void RemoveHolder(JobState& j, bool keyed);
-  void RefileNode(int pos);
+  // `changed`: a holder of the node whose phase or rank changed since it was last filed.
+  void RefileNode(int pos, const JobState* changed = nullptr);
+  // A holder's part of its nodes' keys: the best rank for a stopping one, none (the worst) for a
+  // running one whose rank moves with service, else its rank.
+  static RankKey HolderKey(const JobState& h);
   // False when no node could give a whole-node job `w` enough GPUs, even with every job it may
   // preempt stopped: the preemption search would fail.
   bool NodesMayBeFreed(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const;
