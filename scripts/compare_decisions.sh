@@ -11,13 +11,15 @@
 # Prints one line per run (same / DIFFERENT) and exits 1 if any run differs or fails.
 set -uo pipefail
 
-cd "$(dirname "$0")/.."
 A=${1:?usage: compare_decisions.sh BEFORE_BIN AFTER_BIN}
 B=${2:?usage: compare_decisions.sh BEFORE_BIN AFTER_BIN}
 for bin in "$A" "$B"; do [[ -x $bin ]] || { echo "compare_decisions.sh: $bin is not executable" >&2; exit 2; }; done
+A=$(realpath "$A")
+B=$(realpath "$B")
+cd "$(dirname "$0")/.." || exit 2
 PHILLY=data/traces/philly/philly.csv
-ALIBABA=$(ls data/traces/alibaba-gpu-v2023/openb_pod_list_*.csv | head -1)
-TIRESIAS=$(ls data/traces/tiresias/*.csv | head -1)
+ALIBABA=data/traces/alibaba-gpu-v2023/openb_pod_list_gpuspec33.csv
+TIRESIAS=data/traces/tiresias/60_job.csv
 C=examples/clusters
 limit=()
 [[ -n ${QUICK:-} ]] && limit=(--max-jobs 20000)
