@@ -880,11 +880,15 @@ void Scheduler::RefileNode(int pos, const JobState* changed) {
 }
 
 void Scheduler::UnfileNode(HolderFile& filed, int pos) {
-  std::vector<int>& bucket = filed.find(holder_key_[pos].k[0])->second;
+  auto cls = filed.find(holder_key_[pos].k[0]);
+  std::vector<int>& bucket = cls->second;
   const int slot = holder_slot_[pos];
   bucket[slot] = bucket.back();
   holder_slot_[bucket[slot]] = slot;
   bucket.pop_back();
+  // A class left without nodes goes: with ranks whose class is the job's own (priority with
+  // aging), the classes ever filed would grow with the jobs, and the walks read every one.
+  if (bucket.empty()) filed.erase(cls);
 }
 
 bool Scheduler::MayStopHolder(const JobState& w, const JobState& h, bool by_class, const QueueContext& ctx) const {
