@@ -191,6 +191,7 @@ struct Scheduler::Reservation {
 // Within one phase, filing by (-priority, seq) and reading backwards gives the lowest priority,
 // then the newest, first. Each first rank component (the queue class) has its own index, so
 // with static ranks a search for a waiting job reads only the classes behind the job's.
+// (Scheduler::VictimIndex is defined before JobState, which keeps iterators into it.)
 
 // The candidates of one search in the order the search stops them: several runs, each already in
 // that order, merged by the order's key.
@@ -839,9 +840,6 @@ void Scheduler::RemoveHolder(JobState& j, bool keyed) {
   j.part_pos.clear();
 }
 
-// Files node `pos` under the best (lowest) rank of its holders. A stopping holder gives up its
-// GPUs to nobody, so it counts as the best rank; a holder whose rank moves with service is left
-// out (its rank is not kept current here; the search checks every holder's live rank anyway).
 RankKey Scheduler::HolderKey(const JobState& h) {
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
   if (h.v.phase != JobPhase::kRunning) return RankKey{{kMin, kMin, kMin}};
@@ -849,6 +847,9 @@ RankKey Scheduler::HolderKey(const JobState& h) {
   return h.rank;
 }
 
+// Files node `pos` under the best (lowest) rank of its holders. A stopping holder gives up its
+// GPUs to nobody, so it counts as the best rank; a holder whose rank moves with service is left
+// out (its rank is not kept current here; the search checks every holder's live rank anyway).
 void Scheduler::RefileNode(int pos, const JobState* changed) {
   const int model = view_.nodes()[pos].model;
   if (model < 0) return;

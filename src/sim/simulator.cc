@@ -63,7 +63,7 @@ static_assert(sizeof(Ev) == 24);
 //
 // A run that is stopped leaves its finish in the heap, stale, until its time comes; a preemptive
 // replay leaves tens of thousands there, and the heap outgrows the caches. When most of the heap
-// is stale finishes, they leave it: each becomes a bare instant (its time, in a heap of times),
+// is stale finishes, they leave it: each becomes a bare instant (its time, in a sorted list),
 // still visited as it was, since an instant is where the run's totals are integrated and budgets
 // are watched, but no longer popped as an event that does nothing.
 class EventQueue {
@@ -88,26 +88,30 @@ class EventQueue {
     }
     heap_[i] = e;
   }
-  bool empty() const { return next_ == count_ && heap_.empty() && stale_.empty(); }
+  // Stale finishes leave the heap once at least `min_count` are there and they are half of it
+  // or more; `is_stale` tells them apart.
+  void SetStaleFinishes(int64_t min_count, std::function<bool(const Ev&)> is_stale) {
+    stale_min_ = std::max<int64_t>(1, min_count);
+    is_stale_ = std::move(is_stale);
+  }
+  bool empty() const { return NoEvents() && stale_.empty(); }
   // The next instant: the first event's time, or a stale finish's if earlier.
   Time NextTime() const {
-    if (next_ == count_ && heap_.empty()) return stale_.back();
+    if (NoEvents()) return stale_.back();
     const Time t = top().t;
     return stale_.empty() || t < stale_.back() ? t : stale_.back();
   }
   // Whether an event (not a bare instant) is due at `t`, the current instant.
-  bool HasEventAt(Time t) const { return !(next_ == count_ && heap_.empty()) && top().t == t; }
+  bool HasEventAt(Time t) const { return !NoEvents() && top().t == t; }
   // Ends instant `t`: the stale finishes that fell on it are gone.
   void EndInstant(Time t) {
     while (!stale_.empty() && stale_.back() == t) stale_.pop_back();
   }
-  // A finish in the heap turned stale (its run stopped) or a stale one was popped; when stale
-  // ones are most of the heap, `is_stale` picks them out and they become bare instants.
-  template <class IsStale>
-  void StaleFinish(int delta, IsStale is_stale) {
+  // A finish in the heap turned stale (+1: its run stopped) or a stale one was popped (-1).
+  void StaleFinish(int delta) {
     stale_in_heap_ += delta;
     if (stale_in_heap_ < stale_min_ || 2 * stale_in_heap_ < static_cast<int64_t>(heap_.size())) return;
-    auto live_end = std::partition(heap_.begin(), heap_.end(), [&](const Ev& e) { return !is_stale(e); });
+    auto live_end = std::partition(heap_.begin(), heap_.end(), [&](const Ev& e) { return !is_stale_(e); });
     const size_t old_count = stale_.size();
     for (auto it = live_end; it != heap_.end(); ++it) stale_.push_back(it->t);
     std::sort(stale_.begin() + static_cast<long>(old_count), stale_.end(), std::greater<>());
@@ -118,6 +122,7 @@ class EventQueue {
     std::sort(heap_.begin(), heap_.end(), [](const Ev& a, const Ev& b) { return b > a; });
     stale_in_heap_ = 0;
   }
+  int64_t moved_out() const { return moved_out_; }  // stale finishes moved out of the heap so far
   const Ev& top() const { return FromArrivals() ? current_ : heap_.front(); }
   void pop() {
     if (FromArrivals()) {
@@ -136,6 +141,7 @@ class EventQueue {
 
  private:
   static constexpr size_t kArity = 4;
+  bool NoEvents() const { return next_ == count_ && heap_.empty(); }
   bool FromArrivals() const {
     if (next_ == count_) return false;
     return heap_.empty() || heap_.front() > current_;
@@ -169,9 +175,9 @@ class EventQueue {
   std::vector<Ev> heap_;
   std::vector<Time> stale_;     // times of stale finishes taken out of the heap, latest first
   int64_t stale_in_heap_ = 0;   // stale finishes still in the heap
- public:
   int64_t stale_min_ = 1024;    // SimOptions::stale_events_min
-  int64_t moved_out_ = 0;       // stale finishes moved out of the heap so far
+  std::function<bool(const Ev&)> is_stale_;
+  int64_t moved_out_ = 0;
 };
 
 class SimClock : public sched::Clock {
@@ -667,7 +673,7 @@ void World::Preempt(JobId id, PreemptReason reason) {
   j.overhead_due = o_.restart_overhead;
   j.pending_since = now;
   ++j.epoch;  // the run's finish, in the queue, is stale
-  queue_.StaleFinish(+1, [this](const Ev& e) { return IsStaleFinish(e); });
+  queue_.StaleFinish(+1);
   Push(now, Kind::kStopped, static_cast<int64_t>(i));
 }
 
@@ -779,7 +785,7 @@ Result<Duration> World::Begin(sched::Scheduler& sched, Time first) {
     std::stable_sort(arrival_order_.begin(), arrival_order_.end(),
                      [&](uint32_t a, uint32_t b) { return submit_of(a) < submit_of(b); });
   }
-  queue_.stale_min_ = std::max<int64_t>(1, o_.stale_events_min);
+  queue_.SetStaleFinishes(o_.stale_events_min, [this](const Ev& e) { return IsStaleFinish(e); });
   queue_.SetArrivals(trace_.size(), [this, seq0, submit_of](size_t k) {
     const size_t i = arrival_order_.empty() ? k : arrival_order_[k];
     return Ev{submit_of(i), seq0 + static_cast<int64_t>(i), Kind::kArrival, static_cast<int64_t>(i), 0};
@@ -825,7 +831,7 @@ void World::Finish(size_t i, int64_t epoch, Time t, std::vector<sched::Event>& b
   SimJob* live = FindLive(i);
   if (live == nullptr || !live->running || epoch != live->epoch) {
     // Stale: the job was stopped (and may have finished since).
-    queue_.StaleFinish(-1, [this](const Ev& e) { return IsStaleFinish(e); });
+    queue_.StaleFinish(-1);
     return;
   }
   SimJob& j = *live;
@@ -1168,7 +1174,7 @@ Result<SimResult> World::Run() {
     if (Done(sched, remaining_arrivals)) break;
   }
   if (o_.progress) o_.progress(finished_, total);
-  result_.stale_finishes_moved = queue_.moved_out_;
+  result_.stale_finishes_moved = queue_.moved_out();
   Report(sched, view, first);
   sched_ = nullptr;
   return std::move(result_);
