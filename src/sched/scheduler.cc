@@ -2418,17 +2418,24 @@ void Scheduler::Pass() {
   // Jobs of one shape succeed or fail together within a pass (resources only shrink during it),
   // so a shape that failed is not placed again. A shape is dead when no job of it can start in
   // this pass any more; when every shape still in the queue is dead, the pass ends.
-  const size_t nshapes = shapes_.size();
-  // (Members reused from pass to pass, so that a pass allocates nothing for them.)
-  std::vector<char>& failed_free = pass_flags_[0];  // could not be placed at all
-  std::vector<char>& failed_excl = pass_flags_[1];  // could not be placed outside the reservation
-  std::vector<char>& dead = pass_flags_[2];
-  std::vector<char>& no_preempt = pass_flags_[3];  // a job of this shape could not preempt: later ones cannot
-  for (std::vector<char>& flags : pass_flags_) flags.assign(nshapes, 0);
+  // Per shape: kFailedFree (could not be placed at all), kFailedExcl (could not be placed outside
+  // the reservation), kDead, kNoPreempt (a job of it could not preempt: later ones cannot). The
+  // flags of a shape count only when stamped with this pass (PassFlags), so a pass clears nothing.
+  const int64_t pass_number = stats_.passes;
+  if (pass_flags_.size() < shapes_.size()) pass_flags_.resize(shapes_.size());
+  auto flagged = [&](int shape, uint8_t flag) {
+    const PassFlags& f = pass_flags_[shape];
+    return f.pass == pass_number && (f.bits & flag) != 0;
+  };
+  auto set_flag = [&](int shape, uint8_t flag) {
+    PassFlags& f = pass_flags_[shape];
+    if (f.pass != pass_number) f = PassFlags{pass_number, 0};
+    f.bits |= flag;
+  };
   int64_t dead_live = 0;
   auto mark_dead = [&](int shape) {
-    if (dead[shape]) return;
-    dead[shape] = 1;
+    if (flagged(shape, kDead)) return;
+    set_flag(shape, kDead);
     if (shape_pending_[shape] > 0) ++dead_live;
   };
   std::optional<Reservation> res;
@@ -2495,7 +2502,7 @@ void Scheduler::Pass() {
         // A job of a dead shape behind the blocked head (or in greedy mode) that may not
         // preempt would only note that it waits: once no job may preempt any more, its whole
         // queue drops out; a job that already failed a search at this running set is passed.
-        const bool idle = dead[j->shape] && (blocked_head != nullptr || opt.backfill == BackfillMode::kGreedy);
+        const bool idle = flagged(j->shape, kDead) && (blocked_head != nullptr || opt.backfill == BackfillMode::kGreedy);
         if (idle && (!preemptive || attempts >= opt.max_preemption_attempts)) continue;
         CHECK(j->group_filed) << "a queue head left its queue during a pass";
         if (auto succ = std::next(j->group_at); succ != by_group_[j->group].end()) push_group_head(std::get<2>(*succ), j);
@@ -2507,8 +2514,8 @@ void Scheduler::Pass() {
     if (!merge) return order_pos < order.size() ? order[order_pos++] : nullptr;
     while (!heads.empty()) {
       const auto [rank, seq, sh, j] = heads.top();
-      bool may_preempt = preemptive && attempts < opt.max_preemption_attempts && !no_preempt[sh];
-      if (dead[sh] && !may_preempt) {
+      bool may_preempt = preemptive && attempts < opt.max_preemption_attempts && !flagged(sh, kNoPreempt);
+      if (flagged(sh, kDead) && !may_preempt) {
         heads.pop();
         continue;
       }
@@ -2533,7 +2540,6 @@ void Scheduler::Pass() {
   // (Empty while nobody claims; the buffer is reused from pass to pass.)
   std::vector<char>& claimed = pass_claimed_;
   claimed.clear();
-  const int64_t pass_number = stats_.passes;
   auto add_claim = [&](const JobState& c) {
     if (claimed.empty()) claimed.assign(view_.nodes().size(), 0);
     c.claimant_in_pass = pass_number;
@@ -2585,7 +2591,7 @@ void Scheduler::Pass() {
                            (policies_.queue->PreemptsByClass() && running_moving_ == 0 && RanksCurrent(ctx.now)
                                 ? j->rank.k[0] < std::get<2>(*worst)->rank.k[0]
                                 : policies_.queue->MayPreempt(j->v, std::get<2>(*worst)->v, ctx))));
-    if (!can_preempt) no_preempt[j->shape] = 1;
+    if (!can_preempt) set_flag(j->shape, kNoPreempt);
     if (!can_preempt && (free_none || dead_live >= live_shapes_)) {
       // Nothing more can start; with static ranks nobody further may preempt either.
       if (static_ranks || attempts >= opt.max_preemption_attempts) break;
@@ -2608,7 +2614,7 @@ void Scheduler::Pass() {
     bool placed = false;
     bool held = false;
     const int shape = j->shape;
-    if (!free_none && !dead[shape]) {
+    if (!free_none && !flagged(shape, kDead)) {
       bool use_reservation = false;
       if (blocked_head) {
         // EASY: the job may start only if it cannot delay the blocked head's reservation: it
@@ -2618,7 +2624,7 @@ void Scheduler::Pass() {
         use_reservation = !(est && res->time != Time::Max() && ctx.now + *est <= res->time);
       }
       if (!use_reservation) {
-        if (!failed_free[shape]) {
+        if (!flagged(shape, kFailedFree)) {
           PlaceOptions po;
           po.excluded = exclusions(j, false);
           // A shape that could not be placed on the view as it is now (nothing excluded then or
@@ -2639,19 +2645,18 @@ void Scheduler::Pass() {
           }
           placed = r.kind == PlaceResult::Kind::kPlaced;
           if (!placed) {
-            failed_free[shape] = 1;
-            failed_excl[shape] = 1;
+            set_flag(shape, kFailedFree | kFailedExcl);
             mark_dead(shape);
           }
         }
-      } else if (!failed_excl[shape]) {
+      } else if (!flagged(shape, kFailedExcl)) {
         PlaceOptions po;
         po.excluded = exclusions(j, true);
         ++stats_.placement_calls;
         r = policies_.placement->Place(j->spec, view_, po);
         placed = r.kind == PlaceResult::Kind::kPlaced;
         if (!placed) {
-          failed_excl[shape] = 1;
+          set_flag(shape, kFailedExcl);
           held = r.kind == PlaceResult::Kind::kWait;
           // Jobs of this shape with estimates may still fit in before the reservation.
           if (shape_pending_est_[shape] == 0 || r.kind == PlaceResult::Kind::kInfeasible) mark_dead(shape);
@@ -2717,7 +2722,7 @@ void Scheduler::Pass() {
         j->outcome = JobState::Outcome::kAwaitingVictims;
         continue;
       }
-      no_preempt[j->shape] = 1;  // jobs of this shape further back have no more victims
+      set_flag(j->shape, kNoPreempt);  // jobs of this shape further back have no more victims
     }
     if (opt.backfill != BackfillMode::kGreedy && !blocked_head) {
       blocked_head = j;

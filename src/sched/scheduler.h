@@ -267,7 +267,13 @@ class Scheduler {
   std::vector<std::pair<uint64_t, PlaceResult::Kind>> failed_place_;
   std::vector<char> pass_claimed_;  // the claims during a pass (a buffer swapped with claims_at_end_)
   // Buffers a pass and a search reuse instead of allocating each time.
-  std::array<std::vector<char>, 4> pass_flags_;
+  // What a pass learned of each shape (Pass), stamped with the pass's number (SchedulerStats::passes).
+  struct PassFlags {
+    int64_t pass = -1;
+    uint8_t bits = 0;
+  };
+  static constexpr uint8_t kFailedFree = 1, kFailedExcl = 2, kDead = 4, kNoPreempt = 8;
+  std::vector<PassFlags> pass_flags_;
   std::vector<int> search_models_;
   std::vector<char> search_model_ok_;
   std::vector<JobState*> search_candidates_;
