@@ -10,10 +10,11 @@
 namespace gpufleet::sim {
 namespace {
 
-// Every field of a JobSpec but its submit time. A field added to JobSpec must be added here too
-// (CompactTraceTest.JobSpecHasTheFieldsTheShapeKnows fails until it is).
-bool SameShape(const model::JobSpec& a, const model::JobSpec& b) {
-  return a.name == b.name && a.team == b.team && a.priority == b.priority && a.gpus_per_node == b.gpus_per_node &&
+// Every field of a JobSpec but its submit time, with `b_name` for b's name. A field added to
+// JobSpec must be added here too (CompactTraceTest.JobSpecHasTheFieldsTheShapeKnows fails until
+// it is).
+bool SameShape(const model::JobSpec& a, const model::JobSpec& b, std::string_view b_name) {
+  return a.name == b_name && a.team == b.team && a.priority == b.priority && a.gpus_per_node == b.gpus_per_node &&
          a.nodes == b.nodes && a.gpu_milli == b.gpu_milli && a.gpu_models == b.gpu_models &&
          a.cpu_milli == b.cpu_milli && a.mem_mib == b.mem_mib && a.duration_estimate == b.duration_estimate &&
          a.checkpoint_interval == b.checkpoint_interval && a.constraints == b.constraints && a.market == b.market &&
@@ -22,12 +23,13 @@ bool SameShape(const model::JobSpec& a, const model::JobSpec& b) {
 
 uint64_t Mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ULL + (h >> 29); }
 
-// Over the fields that tell real traces' jobs apart; SameShape settles the rest.
-uint64_t ShapeHash(const model::JobSpec& s) {
+// Over the fields that tell real traces' jobs apart, with `name` for the spec's name; SameShape
+// settles the rest.
+uint64_t ShapeHash(const model::JobSpec& s, std::string_view name) {
   std::hash<std::string_view> str;
   uint64_t h = 0xcbf29ce484222325ULL;
   h = Mix(h, str(s.team));
-  h = Mix(h, str(s.name));
+  h = Mix(h, str(name));
   h = Mix(h, static_cast<uint64_t>(s.gpus_per_node));
   h = Mix(h, static_cast<uint64_t>(s.nodes));
   h = Mix(h, static_cast<uint64_t>(s.gpu_milli));
@@ -52,27 +54,29 @@ void CompactTrace::Reserve(size_t jobs) {
   id_end_.reserve(jobs);
 }
 
-uint32_t CompactTrace::ShapeOf(const model::JobSpec& spec) {
-  const uint64_t h = ShapeHash(spec);
+uint32_t CompactTrace::ShapeOf(const model::JobSpec& spec, bool without_name) {
+  // Looked up as the shape it would be (no submit time; no name when the name is the id), and
+  // copied only when new: a trace has far fewer shapes than jobs.
+  const std::string_view name = without_name ? std::string_view() : std::string_view(spec.name);
+  const uint64_t h = ShapeHash(spec, name);
   auto [lo, hi] = shape_by_hash_.equal_range(h);
   for (auto it = lo; it != hi; ++it) {
-    if (SameShape(shapes_[it->second], spec)) return it->second;
+    if (SameShape(shapes_[it->second], spec, name)) return it->second;
   }
   CHECK(shapes_.size() < kShapeMask) << "too many distinct job shapes for a compact trace";
   const uint32_t index = static_cast<uint32_t>(shapes_.size());
-  shapes_.push_back(spec);
+  model::JobSpec& shape = shapes_.emplace_back(spec);
+  shape.submit = Time();
+  if (without_name) shape.name.clear();
   shape_by_hash_.emplace(h, index);
   return index;
 }
 
 void CompactTrace::Add(const TraceJob& job) {
-  model::JobSpec shape = job.spec;
-  shape.submit = Time();
-  const bool name_is_id = !job.id.empty() && shape.name == job.id;
-  if (name_is_id) shape.name.clear();
+  const bool name_is_id = !job.id.empty() && job.spec.name == job.id;
   submit_ms_.push_back(job.spec.submit.millis());
   work_ms_.push_back(job.work.millis());
-  shape_.push_back(ShapeOf(shape) | (name_is_id ? kNameIsId : 0));
+  shape_.push_back(ShapeOf(job.spec, name_is_id) | (name_is_id ? kNameIsId : 0));
   ids_ += job.id;
   id_end_.push_back(ids_.size());
 }

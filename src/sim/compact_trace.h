@@ -58,7 +58,8 @@ class CompactTrace {
   static constexpr uint32_t kNameIsId = 0x8000'0000u;
   static constexpr uint32_t kShapeMask = 0x7fff'ffffu;
 
-  uint32_t ShapeOf(const model::JobSpec& spec);
+  // The index of `spec`'s shape (its submit time left out, and its name with `without_name`).
+  uint32_t ShapeOf(const model::JobSpec& spec, bool without_name);
 
   std::vector<int64_t> submit_ms_;
   std::vector<int64_t> work_ms_;

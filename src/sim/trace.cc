@@ -221,7 +221,7 @@ class JobSink {
   }
 
   // Adds a converted job; a repeated id is a bad row.
-  Status AddJob(const RowContext& ctx, TraceJob job) {
+  Status AddJob(const RowContext& ctx, TraceJob&& job) {
     if (check_ids_) {
       auto [it, inserted] = first_line_of_id_.emplace(job.id, ctx.line);
       if (!inserted) return Add(ctx.Bad("id", "repeats the id of line " + std::to_string(it->second), job.id));
