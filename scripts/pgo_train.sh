@@ -2,9 +2,10 @@
 # The training replays of the release build (scripts/build_release.sh): runs an instrumented
 # gpufleet over what users replay, so that its profiles cover every policy and the paths their
 # options take: each policy of `gpufleet policies` on the first 20,000 Philly jobs, LAS with the
-# option sets whose searches and ranks differ, fair-share with team quotas, several GPU models
-# and node sizes, the autoscaled pool with failures, and the Alibaba and Tiresias traces. A
-# replay that fails stops the training (a profile of a half-run would mislead the compiler).
+# option sets whose searches and ranks differ, fair-share with team quotas, srtf on 4-GPU nodes
+# with node failures and restart overhead, several GPU models and node sizes, the autoscaled
+# pool, and the Alibaba and Tiresias traces. A replay that fails stops the training (a profile
+# of a half-run would mislead the compiler).
 #
 #   scripts/pgo_train.sh build-release/src/gpufleet
 set -euo pipefail
@@ -15,8 +16,13 @@ PHILLY=data/traces/philly/philly.csv
 C=examples/clusters
 slice=(--max-jobs 20000)
 
+policies=$("$BIN" policies | awk '/^[a-z]/ { print $1 }')
+if [[ -z "$policies" ]]; then
+  echo "pgo_train: $BIN policies listed no policy" >&2
+  exit 1
+fi
 runs=()
-for policy in $("$BIN" policies | awk '/^[a-z]/ { print $1 }'); do
+for policy in $policies; do
   runs+=("--trace $PHILLY --cluster-gpus 480 --policy $policy ${slice[*]}")
 done
 runs+=(
