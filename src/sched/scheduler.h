@@ -20,7 +20,6 @@
 // Thread-safety: none; one thread owns a Scheduler.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -266,7 +265,6 @@ class Scheduler {
   // last failed, and how (wait or never); a pass does not ask again while the view is the same.
   std::vector<std::pair<uint64_t, PlaceResult::Kind>> failed_place_;
   std::vector<char> pass_claimed_;  // the claims during a pass (a buffer swapped with claims_at_end_)
-  // Buffers a pass and a search reuse instead of allocating each time.
   // What a pass learned of each shape (Pass), stamped with the pass's number (SchedulerStats::passes).
   struct PassFlags {
     int64_t pass = -1;
@@ -274,6 +272,7 @@ class Scheduler {
   };
   static constexpr uint8_t kFailedFree = 1, kFailedExcl = 2, kDead = 4, kNoPreempt = 8;
   std::vector<PassFlags> pass_flags_;
+  // Buffers a pass and a search reuse instead of allocating each time.
   std::vector<int> search_models_;
   std::vector<char> search_model_ok_;
   std::vector<JobState*> search_candidates_;
