@@ -393,29 +393,35 @@ class Placer {
     return out;
   }
 
-  // Infeasibility reason for one model, or empty if the job could run on it some day.
+  // Whether the job can never run on this model, whatever runs there now. `count` gets how many
+  // of its nodes could hold one part (counted only as far as the job's node count).
+  bool Never(int model, int& count) const {
+    count = 0;
+    if (!job_.fractional() && view_.MaxGpusPerNode(model) < job_.gpus_per_node) return true;
+    if (TrivialJob(job_)) {
+      if (job_.nodes == 1) return false;
+      for (int pos : view_.NodesOfModel(model)) {
+        count += view_.nodes()[pos].spec.gpus >= job_.gpus_per_node;
+        if (count >= job_.nodes) return false;
+      }
+    } else {
+      for (int pos : view_.NodesOfModel(model)) {
+        count += StaticallyFits(job_, view_.nodes()[pos]);
+        if (count >= job_.nodes) return false;
+      }
+    }
+    return count < job_.nodes;
+  }
+
+  // Why the job can never run on this model (Never), or empty if it could some day.
   std::string NeverReason(int model) const {
+    int count = 0;
+    if (!Never(model, count)) return "";
     const std::string& name = view_.models()[model];
     if (job_.fractional() == false && view_.MaxGpusPerNode(model) < job_.gpus_per_node) {
       return "needs " + std::to_string(job_.gpus_per_node) + " GPUs per node but the largest " + name +
              " node has " + std::to_string(view_.MaxGpusPerNode(model));
     }
-    // Counts until enough nodes are found: only a shortfall is reported.
-    int count = 0;
-    if (TrivialJob(job_)) {
-      if (job_.nodes == 1) return "";
-      for (int pos : view_.NodesOfModel(model)) {
-        count += view_.nodes()[pos].spec.gpus >= job_.gpus_per_node;
-        if (count >= job_.nodes) return "";
-      }
-    } else {
-      for (int pos : view_.NodesOfModel(model)) {
-        count += StaticallyFits(job_, view_.nodes()[pos]);
-        if (count >= job_.nodes) return "";
-      }
-    }
-    if (count >= job_.nodes) return "";
-    if (!po_.explain) return "x";
     std::string what = std::to_string(job_.nodes) + " " + name + " node(s) with " +
                        std::to_string(job_.gpus_per_node) + " GPUs";
     if (!job_.constraints.empty()) {
@@ -504,9 +510,9 @@ PlaceResult TopologyPlacement::Place(const JobSpec& job, const ClusterView& view
   std::vector<std::string> never, wait;
   bool ever = false;
   for (int m : models) {
-    std::string nr = placer.NeverReason(m);
-    if (!nr.empty()) {
-      never.push_back(nr);
+    int possible = 0;
+    if (placer.Never(m, possible)) {
+      if (po.explain) never.push_back(placer.NeverReason(m));
       continue;
     }
     ever = true;
