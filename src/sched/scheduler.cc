@@ -567,10 +567,26 @@ RankKey Scheduler::LiveRank(JobState& j, const QueueContext& ctx) const {
   return r;
 }
 
+size_t Scheduler::PlainShapeHash::operator()(const PlainShape& k) const {
+  // Each field in turn, multiplied in (the fields are small integers).
+  uint64_t h = 0;
+  for (int64_t v : {k.gpus_per_node, k.nodes, k.gpu_milli, k.cpu_milli, k.mem_mib, k.market}) {
+    h = (h ^ static_cast<uint64_t>(v)) * 0x9E3779B97F4A7C15ULL;
+  }
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
 int Scheduler::ShapeId(const JobSpec& s) {
   // Jobs of one shape succeed or fail together within a pass; the id lets a pass skip the
-  // placement of a shape that already failed. The key is built in a reused buffer and copied
-  // only for a new shape (every submitted job asks: a bulk submission, a long replay).
+  // placement of a shape that already failed. Every submitted job asks (a bulk submission, a
+  // long replay), so a job of numbers only is looked up by them; any other key is built in a
+  // reused buffer and copied only for a new shape.
+  if (s.gpu_models.empty() && s.constraints.empty() && s.environment.empty()) {
+    const PlainShape plain{s.gpus_per_node, s.nodes, s.gpu_milli, s.cpu_milli, s.mem_mib, static_cast<int64_t>(s.market)};
+    auto [it, added] = plain_shapes_.try_emplace(plain, shape_count_);
+    if (added) ++shape_count_;
+    return it->second;
+  }
   std::string& key = shape_key_;
   key.clear();
   auto number = [&key](int64_t v) {
@@ -606,7 +622,7 @@ int Scheduler::ShapeId(const JobSpec& s) {
   key += '/';
   text(s.environment);
   if (auto it = shapes_.find(key); it != shapes_.end()) return it->second;
-  const int id = static_cast<int>(shapes_.size());
+  const int id = shape_count_++;
   shapes_.emplace(key, id);
   return id;
 }
@@ -2423,7 +2439,7 @@ void Scheduler::Pass() {
   // the reservation), kDead, kNoPreempt (a job of it could not preempt: later ones cannot). The
   // flags of a shape count only when stamped with this pass (PassFlags), so a pass clears nothing.
   const int64_t pass_number = stats_.passes;
-  if (pass_flags_.size() < shapes_.size()) pass_flags_.resize(shapes_.size());
+  if (pass_flags_.size() < static_cast<size_t>(shape_count_)) pass_flags_.resize(shape_count_);
   auto flagged = [&](int shape, uint8_t flag) {
     const PassFlags& f = pass_flags_[shape];
     return f.pass == pass_number && (f.bits & flag) != 0;
@@ -2442,11 +2458,12 @@ void Scheduler::Pass() {
   std::optional<Reservation> res;
   int attempts = 0;
   const bool preemptive = opt.preemption && policies_.queue->Preempts();
+  const bool preempts_by_class = policies_.queue->PreemptsByClass();
   // A search that lacked room is not run again for a job of its shape ranked after it while the
   // running set stays as it was, when the policy preempts by class and every rank is current
   // (no rank change is due: ranks move only at the timers' instants).
-  const bool repeat_failures = preemptive && static_ranks && running_moving_ == 0 &&
-                               policies_.queue->PreemptsByClass() && RanksCurrent(ctx.now);
+  const bool repeat_failures = preemptive && static_ranks && running_moving_ == 0 && preempts_by_class &&
+                               RanksCurrent(ctx.now);
   if (preemptive && running_moving_ > 0) RefreshRunningRanks(ctx);
 
   // Static ranks in a full pass: merge the per-shape queues by rank. A shape that died drops out
@@ -2514,7 +2531,9 @@ void Scheduler::Pass() {
     }
     if (!merge) return order_pos < order.size() ? order[order_pos++] : nullptr;
     while (!heads.empty()) {
-      const auto [rank, seq, sh, j] = heads.top();
+      const Head& top = heads.top();
+      const int sh = std::get<2>(top);
+      JobState* const j = std::get<3>(top);
       bool may_preempt = preemptive && attempts < opt.max_preemption_attempts && !flagged(sh, kNoPreempt);
       if (flagged(sh, kDead) && !may_preempt) {
         heads.pop();
@@ -2522,7 +2541,7 @@ void Scheduler::Pass() {
       }
       // Only the job being looked at leaves its queue during a pass; a head no longer filed
       // where it was pushed drops its shape from the merge.
-      if (!j->in_queue || j->set_rank != rank) {
+      if (!j->in_queue || j->set_rank != std::get<0>(top)) {
         heads.pop();
         continue;
       }
@@ -2577,6 +2596,14 @@ void Scheduler::Pass() {
   };
 
   PlaceResult r;
+  // Asks the placement policy into `r`: its kind, and its placement when placed (the only parts
+  // a pass reads, so a failed placement moves nothing into `r`).
+  auto place = [&](const JobState& j, const PlaceOptions& po) {
+    ++stats_.placement_calls;
+    PlaceResult got = policies_.placement->Place(j.spec, view_, po);
+    r.kind = got.kind;
+    if (got.kind == PlaceResult::Kind::kPlaced) r.placement = std::move(got.placement);
+  };
   while (JobState* j = next()) {
     ++visited;
     if (j->preempt_failed_at == version_at_start && running_version_ == version_at_start) ++failed_visited;
@@ -2589,7 +2616,7 @@ void Scheduler::Pass() {
         preemptive && attempts < opt.max_preemption_attempts && worst != nullptr &&
         j->preempt_failed_at != running_version_ &&
         (!static_ranks || (j->rank < std::get<0>(*worst) &&
-                           (policies_.queue->PreemptsByClass() && running_moving_ == 0 && RanksCurrent(ctx.now)
+                           (preempts_by_class && running_moving_ == 0 && RanksCurrent(ctx.now)
                                 ? j->rank.k[0] < std::get<2>(*worst)->rank.k[0]
                                 : policies_.queue->MayPreempt(j->v, std::get<2>(*worst)->v, ctx))));
     if (!can_preempt) set_flag(j->shape, kNoPreempt);
@@ -2635,8 +2662,7 @@ void Scheduler::Pass() {
           if (unchanged) {
             r.kind = failed_place_[shape].second;
           } else {
-            ++stats_.placement_calls;
-            r = policies_.placement->Place(j->spec, view_, po);
+            place(*j, po);
             if (r.kind != PlaceResult::Kind::kPlaced && po.excluded == nullptr) {
               if (failed_place_.size() <= static_cast<size_t>(shape)) {
                 failed_place_.resize(shape + 1, {std::numeric_limits<uint64_t>::max(), PlaceResult::Kind::kWait});
@@ -2653,8 +2679,7 @@ void Scheduler::Pass() {
       } else if (!flagged(shape, kFailedExcl)) {
         PlaceOptions po;
         po.excluded = exclusions(j, true);
-        ++stats_.placement_calls;
-        r = policies_.placement->Place(j->spec, view_, po);
+        place(*j, po);
         placed = r.kind == PlaceResult::Kind::kPlaced;
         if (!placed) {
           set_flag(shape, kFailedExcl);

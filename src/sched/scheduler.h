@@ -432,7 +432,18 @@ class Scheduler {
   std::map<std::string, int> node_size_hints_;  // model -> GPUs per node of nodes that may come
   int64_t priced_running_ = 0;  // running or stopping jobs that cost something
   int64_t graced_running_ = 0;  // ... that have a stop grace
+  // Shape ids: a job with no model list, labels or environment (most of a trace) is keyed by
+  // its numbers alone; any other by a text key. Ids count up over both (shape_count_).
+  struct PlainShape {
+    int64_t gpus_per_node, nodes, gpu_milli, cpu_milli, mem_mib, market;
+    bool operator==(const PlainShape&) const = default;
+  };
+  struct PlainShapeHash {
+    size_t operator()(const PlainShape& k) const;
+  };
+  std::unordered_map<PlainShape, int, PlainShapeHash> plain_shapes_;
   std::unordered_map<std::string, int> shapes_;
+  int shape_count_ = 0;
   std::string shape_key_;  // ShapeId's buffer
   std::vector<int64_t> shape_pending_;      // pending jobs per shape
   std::vector<int64_t> shape_pending_est_;  // ... of which have a duration estimate
