@@ -156,6 +156,8 @@ class ClusterView {
   bool UniformModel(int model) const;
   // The same but for the market: nodes may differ in free GPUs, position and market.
   bool UniformBarMarket(int model) const;
+  // NodesOfModel is in position order (nodes of the model joined in the order they are kept).
+  bool NodesInPositionOrder(int model) const { return !unsorted_[model]; }
   // Bit (1 << Market) for every market a node of this model is in now.
   int ModelMarketMask(int model) const;
   // Bit (1 << Market) for every market a node has ever been seen in.

@@ -258,13 +258,39 @@ class Placer {
     }
     std::optional<Choice> best;
     const int best_market = BestMarketRank(job_.market, view_.market_mask());
-    for (int pos : view_.NodesOfModel(model)) {
-      if (!Eligible(pos)) continue;
+    // Looks at one node in the scan; true once nothing later can be better.
+    auto visit = [&](int pos) {
+      if (!Eligible(pos)) return false;
       Choice c = job_.fractional() ? ChooseSlice(pos) : ChooseGpus(pos);
       c.market = MarketRank(job_.market, view_.nodes()[pos].spec.market);
       c.cold = Cold(pos);
       if (!best || Better(c, *best)) best = std::move(c);
-      if (best->split == 0 && best->hot == 0 && best->leftover == 0 && best->market <= best_market) break;
+      return best->split == 0 && best->hot == 0 && best->leftover == 0 && best->market <= best_market;
+    };
+    if (!job_.fractional()) {
+      // A whole-GPU part fits only on a node in the free-GPU index with enough free (Eligible):
+      // none there, none anywhere. A few there, in position order, are what the scan below
+      // would stop at, in the order it would (its list is in position order), without reading
+      // every other node of the model (first fit, or a job with labels, on a busy cluster).
+      const int64_t room = view_.NodesWithFreeWhole(model, job_.gpus_per_node);
+      if (room == 0) return std::nullopt;
+      constexpr int64_t kFew = 16;
+      if (room <= kFew && view_.NodesInPositionOrder(model)) {
+        std::array<int, kFew> few;
+        size_t count = 0;
+        const auto& by_free = view_.ByFreeWhole(model);
+        for (auto it = by_free.From(job_.gpus_per_node); it != by_free.end() && count < few.size(); ++it) {
+          few[count++] = it->second;
+        }
+        std::sort(few.begin(), few.begin() + static_cast<long>(count));
+        for (size_t k = 0; k < count; ++k) {
+          if (visit(few[k])) break;
+        }
+        return best;
+      }
+    }
+    for (int pos : view_.NodesOfModel(model)) {
+      if (visit(pos)) break;
     }
     return best;
   }

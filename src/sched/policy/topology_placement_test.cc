@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -160,6 +161,81 @@ TEST_F(TopologyPlacementTest, FirstFitTakesTheEarliestNodeThatHoldsTheJob) {
   PlaceResult r = first.Place(MakeJob(2), view_, PlaceOptions{});
   EXPECT_EQ(Only(r).node, a);
   EXPECT_EQ(first.Name(), "topology:first-fit");
+}
+
+TEST_F(TopologyPlacementTest, OneNodeJobsFindTheNodeTheScanWouldOnABusyOrIdleCluster) {
+  // Given 24 nodes (labelled in turn zone a and b) filled at random, expect a first-fit job on
+  // the first node in join order with enough free GPUs, and a best-fit job that needs zone a on
+  // the tightest such node of zone a (the earlier on ties), whether few nodes have room (read
+  // from the free-GPU index) or many (read in order): the two ways must agree with the rule.
+  std::vector<NodeId> ids;
+  for (int i = 0; i < 24; ++i) {
+    ids.push_back(Add(MakeNode("n" + std::to_string(i), "A100", 8, {i % 2 == 0 ? "zone=a" : "zone=b"})));
+  }
+  TopologyPlacement first(TopologyPlacementOptions{80, Fit::kFirst});
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    // Free the cluster, then book a random number of GPUs on each node: most full in the early
+    // rounds (few nodes with room), most free in the later ones.
+    for (NodeId id : ids) {
+      const ClusterView::Node* n = view_.Find(id);
+      std::vector<int> busy;
+      for (int g = 0; g < 8; ++g) {
+        if (n->free_milli[g] < model::kMilliGpuPerGpu) busy.push_back(g);
+      }
+      if (!busy.empty()) {
+        Placement p;
+        p.parts.push_back(NodeAssignment{id, busy, model::kMilliGpuPerGpu, 0, 0});
+        view_.Release(p);
+      }
+      const int used = round < 100 ? static_cast<int>(rng() % 9) : static_cast<int>(rng() % 3);
+      std::vector<int> gpus;
+      for (int g = 0; g < used; ++g) gpus.push_back(g);
+      if (!gpus.empty()) Use(id, gpus);
+    }
+    const int want = 1 + static_cast<int>(rng() % 8);
+    std::optional<NodeId> first_expected, best_expected;
+    int best_left = 99;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const int free = view_.Find(ids[i])->free_whole;
+      if (free < want) continue;
+      if (!first_expected) first_expected = ids[i];
+      if (i % 2 == 0 && free - want < best_left) {
+        best_left = free - want;
+        best_expected = ids[i];
+      }
+    }
+    SCOPED_TRACE("round " + std::to_string(round) + ", " + std::to_string(want) + " GPUs");
+    PlaceResult ff = first.Place(MakeJob(want), view_, PlaceOptions{});
+    if (first_expected) {
+      EXPECT_EQ(Only(ff).node, *first_expected);
+    } else {
+      EXPECT_EQ(ff.kind, Kind::kWait);
+    }
+    JobSpec in_a = MakeJob(want);
+    in_a.constraints["zone"] = "a";
+    PlaceResult bf = Place(in_a);
+    if (best_expected) {
+      EXPECT_EQ(Only(bf).node, *best_expected);
+    } else {
+      EXPECT_EQ(bf.kind, Kind::kWait);
+    }
+  }
+}
+
+TEST_F(TopologyPlacementTest, FirstFitFollowsJoinOrderWhenANodeChangedModel) {
+  // Given node x (the first position) joined as an H100 node and later turned into an A100 node,
+  // A100's nodes are in join order n1, n2, x. With n1 full, expect a first-fit job on n2, the
+  // first in that order, not on x, the first by position.
+  NodeId x = Add(MakeNode("x", "H100", 8));
+  NodeId n1 = Add(MakeNode("n1", "A100", 8));
+  NodeId n2 = Add(MakeNode("n2", "A100", 8));
+  ASSERT_TRUE(view_.UpsertNode(x, MakeNode("x", "A100", 8)).ok());
+  const int a100 = view_.ModelIndex("A100");
+  ASSERT_FALSE(view_.NodesInPositionOrder(a100));
+  Use(n1, {0, 1, 2, 3, 4, 5, 6, 7});
+  TopologyPlacement first(TopologyPlacementOptions{80, Fit::kFirst});
+  EXPECT_EQ(Only(first.Place(MakeJob(4), view_, PlaceOptions{})).node, n2);
 }
 
 TEST_F(TopologyPlacementTest, FirstFitGangTakesTheFirstRackThatHoldsIt) {
