@@ -424,7 +424,7 @@ const Scheduler::JobState* Scheduler::FindJob(JobId id) const {
 }
 
 bool Scheduler::RanksCurrent(Time now) const {
-  return timers_.empty() || std::get<0>(timers_.front()) > now;
+  return timers_.empty() || timers_.top().at > now;
 }
 
 bool Scheduler::StaticRanks() const {
@@ -704,59 +704,28 @@ void Scheduler::ScheduleTimer(const JobState& cj, const QueueContext& ctx) {
   if (at) SetTimer(j, *at);
 }
 
-bool Scheduler::TimerLive(const TimerEntry& e) const {
-  const uint64_t slot = std::get<2>(e) >> 32;
-  return timer_job_[slot] != nullptr && timer_gen_[slot] == static_cast<uint32_t>(std::get<2>(e));
-}
-
 void Scheduler::SetTimer(JobState& j, Time at) {
   CHECK(!j.timer) << "a job's timer set twice";
   j.timer = at;
-  ++live_timers_;
   if (free_timer_slots_.empty()) {
     free_timer_slots_.push_back(static_cast<uint32_t>(timer_job_.size()));
     timer_job_.push_back(nullptr);
-    timer_gen_.push_back(0);
   }
   j.timer_slot = free_timer_slots_.back();
   free_timer_slots_.pop_back();
   timer_job_[j.timer_slot] = &j;
-  timers_.emplace_back(at, j.v.seq, uint64_t{j.timer_slot} << 32 | timer_gen_[j.timer_slot]);
-  std::push_heap(timers_.begin(), timers_.end(), std::greater<>());
+  timers_.Push(j.timer_slot, at, j.v.seq);
 }
 
 void Scheduler::ReleaseTimer(JobState& j) {
   j.timer.reset();
-  --live_timers_;
-  // The slot's entries in the heap are dead from now on (their generation is behind).
-  ++timer_gen_[j.timer_slot];
+  timers_.Remove(j.timer_slot);
   timer_job_[j.timer_slot] = nullptr;
   free_timer_slots_.push_back(j.timer_slot);
 }
 
 void Scheduler::DropTimer(JobState& j) {
-  if (!j.timer) return;
-  ReleaseTimer(j);
-  PruneTimers();
-}
-
-Scheduler::TimerEntry Scheduler::PopTimer() {
-  std::pop_heap(timers_.begin(), timers_.end(), std::greater<>());
-  TimerEntry e = timers_.back();
-  timers_.pop_back();
-  return e;
-}
-
-void Scheduler::PruneTimers() {
-  if (timers_.size() > 2 * live_timers_ + 1024) {
-    // Keep the live entries, once each (a timer dropped and set again at the same instant has
-    // two entries). A sorted vector is a min-heap.
-    std::erase_if(timers_, [&](const TimerEntry& e) { return !TimerLive(e); });
-    std::sort(timers_.begin(), timers_.end());
-    timers_.erase(std::unique(timers_.begin(), timers_.end()), timers_.end());
-    return;
-  }
-  while (!timers_.empty() && !TimerLive(timers_.front())) PopTimer();
+  if (j.timer) ReleaseTimer(j);
 }
 
 void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
@@ -1564,21 +1533,7 @@ std::optional<model::JobMemory> Scheduler::MemoryOf(JobId id) const {
 
 std::vector<JobId> Scheduler::RerankedAt(Time now) const {
   std::vector<JobId> out;
-  // The entries due form a subtree at the heap's root: walk only it (and its edge).
-  std::vector<TimerEntry> due;
-  std::vector<size_t> stack;
-  if (!timers_.empty()) stack.push_back(0);
-  while (!stack.empty()) {
-    const size_t i = stack.back();
-    stack.pop_back();
-    const TimerEntry& e = timers_[i];
-    if (std::get<0>(e) > now) continue;
-    if (TimerLive(e)) due.push_back(e);
-    for (size_t c = 2 * i + 1; c <= 2 * i + 2 && c < timers_.size(); ++c) stack.push_back(c);
-  }
-  std::sort(due.begin(), due.end());
-  due.erase(std::unique(due.begin(), due.end()), due.end());
-  for (const auto& [at, seq, slot] : due) out.push_back(timer_job_[slot >> 32]->v.id);
+  for (const TimerHeap::Entry& e : timers_.DueBy(now)) out.push_back(timer_job_[e.slot]->v.id);
   return out;
 }
 
@@ -1771,17 +1726,13 @@ Status Scheduler::Apply(const Event& e) {
     QueueContext ctx = Context();
     // Take the due timers first: a re-rank may ask for a new timer, and one that a policy sets
     // at or before now must wait for the next Timer event rather than loop here.
-    // (The top is live; entries below it may not be, and a live one may come twice.)
     std::vector<JobState*>& due = due_buffer_;
     due.clear();
-    while (!timers_.empty() && std::get<0>(timers_.front()) <= now) {
-      const TimerEntry e = PopTimer();
-      if (!TimerLive(e)) continue;
-      JobState* j = timer_job_[std::get<2>(e) >> 32];
+    while (!timers_.empty() && timers_.top().at <= now) {
+      JobState* j = timer_job_[timers_.top().slot];
       ReleaseTimer(*j);
       due.push_back(j);
     }
-    PruneTimers();
     // (A re-rank changes no other job: every job taken above is still there.)
     for (JobState* j : due) Rerank(*j, ctx);
     EnforceBudgets(now);
@@ -1792,7 +1743,7 @@ Status Scheduler::Apply(const Event& e) {
 
 std::optional<Time> Scheduler::NextWakeup() const {
   std::optional<Time> t;
-  if (!timers_.empty()) t = std::get<0>(timers_.front());
+  if (!timers_.empty()) t = timers_.top().at;
   if (auto b = NextBudgetDeadline(clock_.Now()); b && (!t || *b < *t)) t = *b;
   // A budget that rolls over may let held jobs start at the next period's start.
   for (const auto& [team, m] : money_) {

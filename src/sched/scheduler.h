@@ -37,6 +37,7 @@
 #include "sched/cluster_view.h"
 #include "sched/event.h"
 #include "sched/policy.h"
+#include "sched/timer_heap.h"
 
 namespace gpufleet::sched {
 
@@ -448,28 +449,14 @@ class Scheduler {
   std::vector<int64_t> shape_pending_;      // pending jobs per shape
   std::vector<int64_t> shape_pending_est_;  // ... of which have a duration estimate
   int64_t live_shapes_ = 0;                 // shapes with at least one pending job
-  // Rank changes to re-evaluate: a min-heap of (time, seq, slot << 32 | generation). A job with
-  // a timer holds a slot (timer_job_); an entry is live while its slot's generation is the one
-  // it was pushed with (dropping a timer moves the generation on), so that telling a live entry
-  // from a dead one reads a small table instead of the job. An entry whose timer was dropped stays
-  // in the heap until it reaches the top or the heap is compacted, and the top is always live,
-  // so the first entry is the next timer. (A heap entry is pushed and popped without the tree
-  // rebalancing and node allocation of an ordered set; a LAS replay sets and drops a timer at
-  // every start and stop.)
-  using TimerEntry = std::tuple<Time, int64_t, uint64_t>;
-  std::vector<TimerEntry> timers_;
+  // Rank changes to re-evaluate (TimerHeap): a job with a timer holds a slot, its heap key.
+  TimerHeap timers_;
   std::vector<JobState*> timer_job_;        // per slot: the job holding it, or null
-  std::vector<uint32_t> timer_gen_;         // per slot: the generation of its live entry
   std::vector<uint32_t> free_timer_slots_;
   std::vector<JobState*> due_buffer_;       // the jobs whose timers are due (a Timer event)
-  void ReleaseTimer(JobState& j);           // j's timer is gone (due or dropped)
-  size_t live_timers_ = 0;  // jobs with a timer
-  bool TimerLive(const TimerEntry& e) const;
   void SetTimer(JobState& j, Time at);
+  void ReleaseTimer(JobState& j);           // j's timer is gone (due or dropped)
   void DropTimer(JobState& j);
-  TimerEntry PopTimer();
-  // Pops dead entries off the top; compacts the heap when most of it is dead.
-  void PruneTimers();
   int64_t next_seq_ = 0;
   // Pass bookkeeping: which jobs arrived since the last pass, whether anything else changed
   // (then the next pass starts from the top of the queue), and the job the last pass left

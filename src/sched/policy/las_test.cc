@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <random>
+#include <tuple>
+#include <vector>
 
 #include "testing/harness.h"
 
@@ -504,6 +509,73 @@ TEST_F(LasTest, TimersOfJobsThatLeftNeitherWakeTheSchedulerNorAreDue) {
   h.AdvanceTo(3300);
   EXPECT_EQ(las_.QueueOf(*h.sched().ViewOf(ids[5]), Sec(3300)), 1);
   EXPECT_EQ(Millis(h.sched().NextWakeup()), 3'310'000);  // the seventh job's
+}
+
+TEST_F(LasTest, TimersLeftAfterRandomFinishesComeDueInTimeOrder) {
+  // Given 300 jobs of 1, 2, 4 or 8 GPUs started at random seconds on 300 8-GPU nodes (first
+  // demotions due at 3,250 s of service, so at start + 3,250 / GPUs), and three quarters of them
+  // finished in random order, expect after each finish the next wake-up to be the earliest timer
+  // left, and the jobs due by each of several instants to be the ones left with timers due by
+  // then, in (time, job) order.
+  SchedulerHarness h("las");
+  for (int n = 0; n < 300; ++n) h.AddNode(MakeNode("n" + std::to_string(n), "A100", 8));
+  std::mt19937 rng(11);
+  struct Left {
+    int64_t due_ms;
+    JobId id;
+  };
+  std::vector<Left> left;
+  std::map<int64_t, std::pair<int64_t, int64_t>> thresholds;  // job -> instants of its demotions
+  int64_t now_s = 0;
+  for (int i = 0; i < 300; ++i) {
+    now_s += static_cast<int64_t>(rng() % 10);
+    h.clock().Set(Sec(now_s));
+    const int gpus = 1 << (rng() % 4);
+    JobId id = h.Submit(MakeJob(gpus));
+    ASSERT_EQ(h.Phase(id), JobPhase::kRunning);
+    const int64_t first = now_s * 1000 + (3'250'000 + gpus - 1) / gpus;
+    left.push_back({first, id});
+    thresholds[id.value()] = {first, now_s * 1000 + (7'200'000 + gpus - 1) / gpus};
+  }
+  auto earliest = [&]() -> std::optional<int64_t> {
+    std::optional<int64_t> t;
+    for (const Left& l : left) t = t ? std::min(*t, l.due_ms) : l.due_ms;
+    return t;
+  };
+  ASSERT_EQ(Millis(h.sched().NextWakeup()), earliest());
+  std::shuffle(left.begin(), left.end(), rng);
+  const size_t finish = left.size() * 3 / 4;
+  for (size_t k = 0; k < finish; ++k) {
+    h.Finish(left.back().id);
+    left.pop_back();
+    ASSERT_EQ(Millis(h.sched().NextWakeup()), earliest()) << "after " << k + 1 << " finishes";
+  }
+  std::sort(left.begin(), left.end(), [](const Left& a, const Left& b) {
+    return std::tie(a.due_ms, a.id) < std::tie(b.due_ms, b.id);
+  });
+  for (int64_t at_s : {1000, 2000, 3000, 6000}) {
+    std::vector<int64_t> expected, due;
+    for (const Left& l : left) {
+      if (l.due_ms <= at_s * 1000) expected.push_back(l.id.value());
+    }
+    for (JobId id : h.sched().RerankedAt(Sec(at_s))) due.push_back(id.value());
+    EXPECT_EQ(due, expected) << "due by " << at_s << " s";
+  }
+  // Then, every 5 s, each job left is in the queue its thresholds give, and the next wake-up is
+  // the earliest threshold still ahead.
+  for (int64_t t_s = now_s; t_s <= now_s + 7300; t_s += 5) {
+    h.AdvanceTo(t_s);
+    std::optional<int64_t> next;
+    for (const Left& l : left) {
+      const auto [first, second] = thresholds[l.id.value()];
+      const int queue = t_s * 1000 >= second ? 2 : t_s * 1000 >= first ? 1 : 0;
+      ASSERT_EQ(las_.QueueOf(*h.sched().ViewOf(l.id), Sec(t_s)), queue) << "job " << l.id.value() << " at " << t_s << " s";
+      for (int64_t at : {first, second}) {
+        if (at > t_s * 1000) next = next ? std::min(*next, at) : at;
+      }
+    }
+    ASSERT_EQ(Millis(h.sched().NextWakeup()), next) << "at " << t_s << " s";
+  }
 }
 
 TEST_F(LasTest, ThousandsOfTimersSetAndDroppedLeaveTheNextOneExact) {
