@@ -803,7 +803,10 @@ void Scheduler::BecomeRunning(JobState& j, Placement placement, Time started, co
 // ---- Holders: which jobs hold GPUs on each node ----------------------------------------------
 
 void Scheduler::AddHolder(JobState& j) {
-  for (int pos : j.part_pos) {
+  size_t k = 0;  // j.part_pos[k] is the node of the k-th part with GPUs
+  for (const auto& part : j.placement.parts) {
+    if (part.gpus.empty()) continue;
+    const int pos = j.part_pos[k++];
     if (holders_.size() <= static_cast<size_t>(pos)) {
       holders_.resize(pos + 1);
       holder_key_.resize(pos + 1);
@@ -812,7 +815,8 @@ void Scheduler::AddHolder(JobState& j) {
     }
     // A running holder whose rank moves with service leaves a filed node's key as it was.
     const bool keyed = !j.moving || !holder_filed_[pos] || holders_[pos].empty();
-    holders_[pos].push_back({&j, HolderKey(j)});
+    holders_[pos].push_back(
+        {&j, HolderKey(j), j.v.started_at, static_cast<int>(part.gpus.size()), j.v.phase == JobPhase::kRunning});
     if (keyed) RefileNode(pos);
   }
 }
@@ -849,7 +853,10 @@ void Scheduler::RefileNode(int pos, const JobState* changed) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   RankKey best{{kMax, kMax, kMax}};
   for (Holder& h : holders_[pos]) {
-    if (h.job == changed) h.key = HolderKey(*changed);
+    if (h.job == changed) {
+      h.key = HolderKey(*changed);
+      h.running = changed->v.phase == JobPhase::kRunning;
+    }
     best = std::min(best, h.key);
   }
   if (holder_filed_[pos]) {
@@ -878,10 +885,16 @@ void Scheduler::UnfileNode(HolderFile& filed, int pos) {
   if (bucket.empty()) filed.erase(cls);
 }
 
-bool Scheduler::MayStopHolder(const JobState& w, const JobState& h, bool by_class, const QueueContext& ctx) const {
-  return h.v.phase == JobPhase::kRunning && w.rank < h.rank && !h.preempted_for &&
-         ctx.now - h.v.started_at >= policies_.options.min_run_before_preempt &&
-         (by_class && running_moving_ == 0 ? w.rank.k[0] < h.rank.k[0] : policies_.queue->MayPreempt(w.v, h.v, ctx));
+bool Scheduler::MayStopHolder(const JobState& w, const Holder& holder, bool by_class, const QueueContext& ctx) const {
+  const Duration min_run = policies_.options.min_run_before_preempt;
+  if (by_class && running_moving_ == 0) {
+    // From the holder's record: a running holder is keyed by its rank (no running rank moves
+    // with service), and a running job has no preempted_for (it is set as the job is stopped).
+    return holder.running && w.rank.k[0] < holder.key.k[0] && ctx.now - holder.started >= min_run;
+  }
+  const JobState& h = *holder.job;
+  return h.v.phase == JobPhase::kRunning && w.rank < h.rank && !h.preempted_for && ctx.now - h.v.started_at >= min_run &&
+         policies_.queue->MayPreempt(w.v, h.v, ctx);
 }
 
 int64_t Scheduler::NodesWithRoomNow(const JobState& w, const std::vector<int>& models) const {
@@ -907,7 +920,7 @@ bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& model
         if (!(w.rank < holder_key_[pos]) || !view_.nodes()[pos].schedulable()) continue;
         bool all = true;
         for (const Holder& h : holders_[pos]) {
-          all = MayStopHolder(w, *h.job, by_class, ctx);
+          all = MayStopHolder(w, h, by_class, ctx);
           if (!all) break;
         }
         if (all && ++ready >= w.spec.nodes) return true;
@@ -934,10 +947,7 @@ bool Scheduler::NodesMayHaveRoom(const JobState& w, const std::vector<int>& mode
         int room = n.free_whole;
         for (const Holder& h : holders_[pos]) {
           if (room >= g) break;
-          if (!MayStopHolder(w, *h.job, by_class, ctx)) continue;
-          for (const auto& part : h.job->placement.parts) {
-            if (part.node == n.id) room += static_cast<int>(part.gpus.size());
-          }
+          if (MayStopHolder(w, h, by_class, ctx)) room += h.gpus;
         }
         if (room >= g && ++ready >= w.spec.nodes) return true;
       }

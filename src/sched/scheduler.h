@@ -319,9 +319,14 @@ class Scheduler {
   // whole-node job looks only at nodes whose every holder it may outrank.
   // Each holder with what it puts in its nodes' keys (HolderKey), kept so that a refile reads
   // the list instead of every holder.
+  // A holder also keeps what a search's node checks ask of it (NodesMayHaveRoom,
+  // NodesMayBeFreed), so that they read the list rather than each holder's job.
   struct Holder {
     JobState* job;
     RankKey key;
+    Time started;          // its run's start
+    int gpus = 0;          // GPUs its part holds on the node
+    bool running = false;  // running, not stopping
   };
   std::vector<std::vector<Holder>> holders_;
   std::vector<RankKey> holder_key_;  // per node position: the key it is filed under
@@ -349,7 +354,7 @@ class Scheduler {
   bool NodesMayHaveRoom(const JobState& w, const std::vector<int>& models, const QueueContext& ctx) const;
   // Whether a search for `w` may stop holder `h` (what both checks above count as stoppable).
   // `by_class`: preemption by class with current ranks.
-  bool MayStopHolder(const JobState& w, const JobState& h, bool by_class, const QueueContext& ctx) const;
+  bool MayStopHolder(const JobState& w, const Holder& h, bool by_class, const QueueContext& ctx) const;
   // Schedulable nodes of `models` with `w`'s GPUs per node free now.
   int64_t NodesWithRoomNow(const JobState& w, const std::vector<int>& models) const;
   std::unordered_map<int64_t, std::unique_ptr<JobState>> jobs_;
