@@ -1,6 +1,7 @@
 #include "sched/cluster_view.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace gpufleet::sched {
 
@@ -73,6 +74,7 @@ void ClusterView::GrowModels() {
   free_whole_by_model_.push_back(0);
   free_milli_by_model_.push_back(0);
   max_gpus_by_model_.push_back(0);
+  min_gpus_by_model_.push_back(std::numeric_limits<int>::max());
   by_free_whole_.emplace_back();
   market_nodes_.push_back({0, 0, 0});
   nvlink_nodes_.push_back(0);
@@ -265,9 +267,13 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
         // Leave the old model's books: its node list and its largest node size.
         auto& list = nodes_by_model_[old_model];
         list.erase(std::remove(list.begin(), list.end(), pos), list.end());
-        int largest = 0;
-        for (int other : list) largest = std::max(largest, nodes_[other].spec.gpus);
+        int largest = 0, smallest = std::numeric_limits<int>::max();
+        for (int other : list) {
+          largest = std::max(largest, nodes_[other].spec.gpus);
+          smallest = std::min(smallest, nodes_[other].spec.gpus);
+        }
         max_gpus_by_model_[old_model] = largest;
+        min_gpus_by_model_[old_model] = smallest;
       }
     }
     if (spec.cpu_milli < used_cpu || spec.mem_mib < used_mem) {
@@ -286,6 +292,7 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
         list.push_back(pos);
       }
       max_gpus_by_model_[n.model] = std::max(max_gpus_by_model_[n.model], n.spec.gpus);
+      min_gpus_by_model_[n.model] = std::min(min_gpus_by_model_[n.model], n.spec.gpus);
     }
     CountTraits(n, +1);
     Account(n, +1);
@@ -316,6 +323,7 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
   if (n.model >= 0) {
     nodes_by_model_[n.model].push_back(pos);
     max_gpus_by_model_[n.model] = std::max(max_gpus_by_model_[n.model], n.spec.gpus);
+    min_gpus_by_model_[n.model] = std::min(min_gpus_by_model_[n.model], n.spec.gpus);
   }
   nodes_.push_back(std::move(n));
   CountTraits(nodes_.back(), +1);

@@ -146,6 +146,8 @@ class ClusterView {
   // GPUs on nodes that are up or draining (capacity that exists now).
   int64_t OnlineMilli() const { return online_milli_; }
   int MaxGpusPerNode(int model) const { return max_gpus_by_model_[model]; }
+  // The fewest GPUs a node of the model has (INT_MAX while it has no node).
+  int MinGpusPerNode(int model) const { return min_gpus_by_model_[model]; }
   // Schedulable nodes of a model ordered by (whole free GPUs, position): best fit without a scan.
   const FreeGpuIndex& ByFreeWhole(int model) const { return by_free_whole_[model]; }
   // Schedulable nodes of a model with at least `gpus` whole GPUs free.
@@ -194,6 +196,7 @@ class ClusterView {
   std::vector<int64_t> free_whole_by_model_;
   std::vector<int64_t> free_milli_by_model_;
   std::vector<int> max_gpus_by_model_;
+  std::vector<int> min_gpus_by_model_;
   int market_mask_ = 0;
   std::vector<FreeGpuIndex> by_free_whole_;  // per model: (free_whole, position)
   // Per model, what UniformModel reads: nodes per market, nodes with NVLink domains, GPUs with a

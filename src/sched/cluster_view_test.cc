@@ -59,6 +59,8 @@ TEST_F(ClusterViewTest, NewNodesAddTheirGpusToPerModelCounts) {
   EXPECT_EQ(view_.OnlineMilli(), 20'000);
   EXPECT_EQ(view_.MaxGpusPerNode(a100_), 8);
   EXPECT_EQ(view_.MaxGpusPerNode(h100_), 4);
+  EXPECT_EQ(view_.MinGpusPerNode(a100_), 8);
+  EXPECT_EQ(view_.MinGpusPerNode(h100_), 4);
   ASSERT_EQ(view_.nodes().size(), 3u);
   const ClusterView::Node* h = view_.Find(NodeId(1));
   ASSERT_NE(h, nullptr);
@@ -291,9 +293,17 @@ TEST_F(ClusterViewTest, NodeThatChangesModelLeavesItsOldModel) {
   EXPECT_EQ(view_.FreeWholeGpus(a100_), 8);
   EXPECT_EQ(view_.FreeWholeGpus(h100_), 6);
   EXPECT_EQ(view_.MaxGpusPerNode(h100_), 4);
+  EXPECT_EQ(view_.MinGpusPerNode(h100_), 2);
   // The remaining A100 node has 8 GPUs; a shrunken node must not leave a larger stale maximum.
   ASSERT_TRUE(view_.UpsertNode(NodeId(2), MakeNode("a1", "A100", 2)).ok());
   EXPECT_EQ(view_.MaxGpusPerNode(a100_), 2);
+  EXPECT_EQ(view_.MinGpusPerNode(a100_), 2);
+  // Grown back, no smaller stale minimum is left either; the H100 model keeps its smallest.
+  ASSERT_TRUE(view_.UpsertNode(NodeId(2), MakeNode("a1", "A100", 8)).ok());
+  EXPECT_EQ(view_.MinGpusPerNode(a100_), 8);
+  ASSERT_TRUE(view_.UpsertNode(NodeId(0), MakeNode("a0", "A100", 8)).ok());
+  EXPECT_EQ(view_.MinGpusPerNode(h100_), 4);
+  EXPECT_EQ(view_.MinGpusPerNode(a100_), 8);
 }
 
 TEST_F(ClusterViewTest, GroupsAreZoneAndRack) {

@@ -426,7 +426,12 @@ class Placer {
     if (!job_.fractional() && view_.MaxGpusPerNode(model) < job_.gpus_per_node) return true;
     if (TrivialJob(job_)) {
       if (job_.nodes == 1) return false;
-      for (int pos : view_.NodesOfModel(model)) {
+      const auto& nodes = view_.NodesOfModel(model);
+      if (view_.MinGpusPerNode(model) >= job_.gpus_per_node) {  // every node of the model counts
+        count = static_cast<int>(std::min<size_t>(nodes.size(), static_cast<size_t>(job_.nodes)));
+        return count < job_.nodes;
+      }
+      for (int pos : nodes) {
         count += view_.nodes()[pos].spec.gpus >= job_.gpus_per_node;
         if (count >= job_.nodes) return false;
       }

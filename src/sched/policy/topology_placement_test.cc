@@ -591,6 +591,13 @@ TEST_F(TopologyPlacementTest, GangLargerThanTheClusterIsInfeasible) {
   PlaceResult r = Place(Gang(3, 8), true);
   EXPECT_EQ(r.kind, Kind::kInfeasible);
   EXPECT_EQ(r.reason, "needs 3 A100 node(s) with 8 GPUs but only 2 such node(s) exist");
+  // With a 4-GPU node beside them, the count is of the nodes large enough: a 3x4 gang fits, a
+  // 3x8 one still never does.
+  Add(MakeNode("c", "A100", 4));
+  EXPECT_EQ(Place(Gang(3, 4)).kind, Kind::kPlaced);
+  PlaceResult wide = Place(Gang(3, 8), true);
+  EXPECT_EQ(wide.kind, Kind::kInfeasible);
+  EXPECT_EQ(wide.reason, "needs 3 A100 node(s) with 8 GPUs but only 2 such node(s) exist");
 }
 
 TEST_F(TopologyPlacementTest, TwoHalfGpuSlicesShareOneGpu) {
