@@ -111,23 +111,32 @@ struct Scheduler::VictimIndex {
 };
 
 struct Scheduler::JobState {
+  enum class Outcome { kNotReached, kWait, kInfeasible, kHeldByReservation, kAwaitingVictims, kBudget, kQuota };
   // (What the queues, the passes and the preemption searches read of every job comes first, so
-  // that it shares a few cache lines; the spec, most of it read only at submission, comes last.)
+  // that it shares a few cache lines: the view and the rank, then what a pass reads and writes of
+  // each job it looks at, then what a search reads of each candidate; the spec, most of it read
+  // only at submission, comes last.)
   JobView v;
   RankKey rank;
+  int shape = 0;
+  int victims_stopping = 0;        // preempted jobs that make room for this one
+  int64_t preempt_failed_at = -1;  // running_version_ when a preemption attempt last failed
+  bool in_queue = false;  // in by_shape_
   bool ranked = false;    // `rank` holds a computed rank (for LiveRank)
   bool moving = false;    // running, with a rank that moves with service (RefreshRunningRanks)
-  int shape = 0;
-  bool in_queue = false;  // in by_shape_
-  RankKey set_rank;       // the rank it is filed under there
+  Outcome outcome = Outcome::kNotReached;  // what the last pass concluded (for Explain)
+  RankKey set_rank;       // the rank it is filed under in by_shape_
+  std::optional<JobId> preempted_for;
+  // While it holds GPUs: its milli-GPUs, its GPU model's index and the node positions of its
+  // parts with GPUs (what a preemption search reads of each candidate).
+  int64_t held_milli = 0;
+  int model_index = -1;
+  std::vector<int> part_pos;
   Placement placement;
   bool requeue_after_stop = true;
   bool count_as_preemption = true;
   std::optional<Time> timer;
   uint32_t timer_slot = 0;  // while `timer` is set: its slot (Scheduler::timer_job_)
-  int victims_stopping = 0;          // preempted jobs that make room for this one
-  std::optional<JobId> preempted_for;
-  int64_t preempt_failed_at = -1;  // running_version_ when a preemption attempt last failed
   int spot_reclaims = 0;  // runs cut short because its spot node was reclaimed
   // Nodes this job will start on once its victims have stopped; other jobs keep off them.
   std::vector<int> claim;
@@ -136,11 +145,6 @@ struct Scheduler::JobState {
   // unordered_map keeps its entries in place).
   TeamBooks* books = nullptr;
   TeamUsage* usage = nullptr;
-  // While it holds GPUs: the node positions of its parts with GPUs, its GPU model's index and
-  // its milli-GPUs (what a preemption search reads of each candidate).
-  std::vector<int> part_pos;
-  int model_index = -1;
-  int64_t held_milli = 0;
   // Where it is filed in running_ while running (an erase needs no search).
   std::set<std::tuple<RankKey, int64_t, JobState*>>::const_iterator running_at;
   // Where it is filed in victim_index_ while running: its class, its interval's set (unless
@@ -156,15 +160,13 @@ struct Scheduler::JobState {
   bool group_filed = false;
   std::set<std::tuple<RankKey, int64_t, JobState*>>::const_iterator group_at;  // where, while filed
   std::set<std::tuple<RankKey, int64_t, JobState*>>::const_iterator shape_at;  // where, while in_queue
-  // What the last pass concluded for this pending job (for Explain).
   int64_t cost_rate = 0;                 // micro-dollars per hour while it holds GPUs
   int64_t accrued_micros = 0;            // cost of its runs that have ended
   Duration stop_grace;                   // how long it may take to exit once asked to stop
   std::vector<std::pair<std::string, int64_t>> charged_parts;  // (charged node, part rate) while it holds GPUs
+  // What else the last pass concluded for this pending job (for Explain).
   std::string budget_block;              // why its team's budget kept it waiting (for Explain)
   int64_t budget_rate = 0;               // the cost per hour it would have added then
-  enum class Outcome { kNotReached, kWait, kInfeasible, kHeldByReservation, kAwaitingVictims, kBudget, kQuota };
-  Outcome outcome = Outcome::kNotReached;
   JobId outcome_job;
   Time outcome_time;
   JobSpec spec;
