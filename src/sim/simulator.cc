@@ -1092,19 +1092,22 @@ Result<SimResult> World::Run() {
   Time last_t = first;
   while (!queue_.empty()) {
     const Time t = queue_.NextTime();
-    // Integrate busy and online GPU time exactly over the interval since the last event.
-    int64_t dt = (t - last_t).millis();
-    result_.busy_gpu_ms += busy_milli_ * dt / model::kMilliGpuPerGpu;
-    result_.online_gpu_ms += view.OnlineMilli() * dt / model::kMilliGpuPerGpu;
-    for (int m = 0; m < 3; ++m) {
-      int64_t paid_dt = dt;
-      if (m == static_cast<int>(model::Market::kReserved) && o_.reserved_billing_end) {
-        paid_dt = std::clamp<int64_t>((*o_.reserved_billing_end - last_t).millis(), 0, dt);
+    // Integrate busy and online GPU time exactly over the interval since the last event (none
+    // at a second instant at the same time, as after a preemption's stop).
+    const int64_t dt = (t - last_t).millis();
+    if (dt != 0) {
+      result_.busy_gpu_ms += busy_milli_ * dt / model::kMilliGpuPerGpu;
+      result_.online_gpu_ms += view.OnlineMilli() * dt / model::kMilliGpuPerGpu;
+      for (int m = 0; m < 3; ++m) {
+        int64_t paid_dt = dt;
+        if (m == static_cast<int>(model::Market::kReserved) && o_.reserved_billing_end) {
+          paid_dt = std::clamp<int64_t>((*o_.reserved_billing_end - last_t).millis(), 0, dt);
+        }
+        node_cost_acc_[m] += static_cast<__int128>(node_rate_[m]) * paid_dt;
+        if (paid_dt < dt) node_cost_acc_[m] += static_cast<__int128>(busy_reserved_rate_milli_) * (dt - paid_dt) / 1000;
+        result_.busy_gpu_ms_by_market[m] += busy_market_milli_[m] * paid_dt / model::kMilliGpuPerGpu;
+        result_.paid_gpu_ms_by_market[m] += paid_milli_[m] * paid_dt / model::kMilliGpuPerGpu;
       }
-      node_cost_acc_[m] += static_cast<__int128>(node_rate_[m]) * paid_dt;
-      if (paid_dt < dt) node_cost_acc_[m] += static_cast<__int128>(busy_reserved_rate_milli_) * (dt - paid_dt) / 1000;
-      result_.busy_gpu_ms_by_market[m] += busy_market_milli_[m] * paid_dt / model::kMilliGpuPerGpu;
-      result_.paid_gpu_ms_by_market[m] += paid_milli_[m] * paid_dt / model::kMilliGpuPerGpu;
     }
     last_t = t;
     clock_.now = t;
