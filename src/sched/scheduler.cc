@@ -2558,6 +2558,9 @@ void Scheduler::Pass() {
     return unvisited - (running_version_ == version_at_start ? failed_at_start - failed_visited : 0) > 0;
   };
 
+  // Free GPUs of every model: within a pass only a start changes them (a search's trial puts the
+  // view back, and a stop frees nothing until the job is gone).
+  int64_t free_all = view_.FreeMilliAll();
   PlaceResult r;
   // Asks the placement policy into `r`: its kind, and its placement when placed (the only parts
   // a pass reads, so a failed placement moves nothing into `r`).
@@ -2571,7 +2574,7 @@ void Scheduler::Pass() {
     ++visited;
     if (j->preempt_failed_at == version_at_start && running_version_ == version_at_start) ++failed_visited;
     if (opt.backfill == BackfillMode::kOff && blocked_head) break;  // strict order: all wait behind it
-    const bool free_none = view_.FreeMilliAll() == 0;
+    const bool free_none = free_all == 0;
     // Static ranks: if the job may not displace the worst-ranked running job, it may displace
     // nobody (MayPreempt implies a better rank, and the worst job is the easiest victim).
     const auto* worst = running_.empty() ? nullptr : &*running_.rbegin();  // the worst-ranked running job
@@ -2672,6 +2675,7 @@ void Scheduler::Pass() {
     if (placed) {
       j->claim.clear();
       StartJob(*j, std::move(r.placement));
+      free_all = view_.FreeMilliAll();
       continue;
     }
     if (r.kind == PlaceResult::Kind::kInfeasible) {
