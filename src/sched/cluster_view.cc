@@ -264,7 +264,7 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
       n.free_whole = spec.gpus;
       n.model = spec.gpus > 0 ? InternModel(spec.gpu_model) : -1;
       if (old_model >= 0) {
-        // Leave the old model's books: its node list and its largest node size.
+        // Leave the old model's books: its node list and its largest and smallest node sizes.
         auto& list = nodes_by_model_[old_model];
         list.erase(std::remove(list.begin(), list.end(), pos), list.end());
         int largest = 0, smallest = std::numeric_limits<int>::max();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -303,6 +304,13 @@ TEST_F(ClusterViewTest, NodeThatChangesModelLeavesItsOldModel) {
   EXPECT_EQ(view_.MinGpusPerNode(a100_), 8);
   ASSERT_TRUE(view_.UpsertNode(NodeId(0), MakeNode("a0", "A100", 8)).ok());
   EXPECT_EQ(view_.MinGpusPerNode(h100_), 4);
+  EXPECT_EQ(view_.MinGpusPerNode(a100_), 8);
+  // A model whose last node leaves has no smallest node; a CPU-only node counts for no model.
+  ASSERT_TRUE(view_.UpsertNode(NodeId(1), MakeNode("h0", "A100", 2)).ok());
+  EXPECT_TRUE(view_.NodesOfModel(h100_).empty());
+  EXPECT_EQ(view_.MinGpusPerNode(h100_), std::numeric_limits<int>::max());
+  EXPECT_EQ(view_.MinGpusPerNode(a100_), 2);
+  ASSERT_TRUE(view_.UpsertNode(NodeId(1), MakeNode("h0", "A100", 0)).ok());
   EXPECT_EQ(view_.MinGpusPerNode(a100_), 8);
 }
 

@@ -843,6 +843,15 @@ RankKey Scheduler::HolderKey(const JobState& h) {
 // GPUs to nobody, so it counts as the best rank; a holder whose rank moves with service is left
 // out (its rank is not kept current here; the search checks every holder's live rank anyway).
 void Scheduler::RefileNode(int pos, const JobState* changed) {
+  // The changed holder's record first, whatever the node (its key and phase are read by the
+  // searches' node checks: MayStopHolder).
+  if (changed && static_cast<size_t>(pos) < holders_.size()) {
+    for (Holder& h : holders_[pos]) {
+      if (h.job != changed) continue;
+      h.key = HolderKey(*changed);
+      h.running = changed->v.phase == JobPhase::kRunning;
+    }
+  }
   const int model = view_.nodes()[pos].model;
   if (model < 0) return;
   if (holders_by_model_.size() <= static_cast<size_t>(model)) holders_by_model_.resize(model + 1);
@@ -854,13 +863,7 @@ void Scheduler::RefileNode(int pos, const JobState* changed) {
   }
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   RankKey best{{kMax, kMax, kMax}};
-  for (Holder& h : holders_[pos]) {
-    if (h.job == changed) {
-      h.key = HolderKey(*changed);
-      h.running = changed->v.phase == JobPhase::kRunning;
-    }
-    best = std::min(best, h.key);
-  }
+  for (const Holder& h : holders_[pos]) best = std::min(best, h.key);
   if (holder_filed_[pos]) {
     if (holder_key_[pos].k[0] == best.k[0]) {  // filed in the class it belongs to
       holder_key_[pos] = best;

@@ -320,7 +320,9 @@ class Scheduler {
   // Each holder with what it puts in its nodes' keys (HolderKey), kept so that a refile reads
   // the list instead of every holder.
   // A holder also keeps what a search's node checks ask of it (NodesMayHaveRoom,
-  // NodesMayBeFreed), so that they read the list rather than each holder's job.
+  // NodesMayBeFreed), so that they read the list rather than each holder's job. (A job's parts
+  // are on distinct nodes, as placements make them; a restored job with two parts on one node
+  // has two records there, each counting its own part's GPUs.)
   struct Holder {
     JobState* job;
     RankKey key;

@@ -164,14 +164,19 @@ TEST_F(TopologyPlacementTest, FirstFitTakesTheEarliestNodeThatHoldsTheJob) {
 }
 
 TEST_F(TopologyPlacementTest, OneNodeJobsFindTheNodeTheScanWouldOnABusyOrIdleCluster) {
-  // Given 24 nodes (labelled in turn zone a and b) filled at random, expect a first-fit job on
-  // the first node in join order with enough free GPUs, and a best-fit job that needs zone a on
-  // the tightest such node of zone a (the earlier on ties), whether few nodes have room (read
-  // from the free-GPU index) or many (read in order): the two ways must agree with the rule.
+  // Given 24 nodes (labelled in turn zone a and b; n5 draining, n9 with too few CPUs for the
+  // jobs) filled at random, and some nodes excluded at random, expect a first-fit job on the
+  // first node in join order with enough free GPUs that is not excluded, draining or short of
+  // CPUs, and a best-fit job that needs zone a on the tightest such node of zone a (the earlier
+  // on ties), whether few nodes have room (read from the free-GPU index) or many (read in
+  // order): the two ways must agree with the rule.
   std::vector<NodeId> ids;
   for (int i = 0; i < 24; ++i) {
-    ids.push_back(Add(MakeNode("n" + std::to_string(i), "A100", 8, {i % 2 == 0 ? "zone=a" : "zone=b"})));
+    model::NodeSpec n = MakeNode("n" + std::to_string(i), "A100", 8, {i % 2 == 0 ? "zone=a" : "zone=b"});
+    n.cpu_milli = i == 9 ? 1000 : 64000;
+    ids.push_back(Add(n));
   }
+  ASSERT_TRUE(view_.SetHealth(ids[5], NodeHealth::kDraining).ok());
   TopologyPlacement first(TopologyPlacementOptions{80, Fit::kFirst});
   std::mt19937 rng(7);
   for (int round = 0; round < 200; ++round) {
@@ -194,11 +199,13 @@ TEST_F(TopologyPlacementTest, OneNodeJobsFindTheNodeTheScanWouldOnABusyOrIdleClu
       if (!gpus.empty()) Use(id, gpus);
     }
     const int want = 1 + static_cast<int>(rng() % 8);
+    std::vector<char> excluded(ids.size(), 0);
+    for (size_t i = 0; i < ids.size(); ++i) excluded[i] = rng() % 6 == 0 ? 1 : 0;
     std::optional<NodeId> first_expected, best_expected;
     int best_left = 99;
     for (size_t i = 0; i < ids.size(); ++i) {
       const int free = view_.Find(ids[i])->free_whole;
-      if (free < want) continue;
+      if (free < want || excluded[i] || i == 5 || i == 9) continue;
       if (!first_expected) first_expected = ids[i];
       if (i % 2 == 0 && free - want < best_left) {
         best_left = free - want;
@@ -206,15 +213,19 @@ TEST_F(TopologyPlacementTest, OneNodeJobsFindTheNodeTheScanWouldOnABusyOrIdleClu
       }
     }
     SCOPED_TRACE("round " + std::to_string(round) + ", " + std::to_string(want) + " GPUs");
-    PlaceResult ff = first.Place(MakeJob(want), view_, PlaceOptions{});
+    JobSpec job = MakeJob(want);
+    job.cpu_milli = 2000;
+    PlaceOptions po;
+    po.excluded = &excluded;
+    PlaceResult ff = first.Place(job, view_, po);
     if (first_expected) {
       EXPECT_EQ(Only(ff).node, *first_expected);
     } else {
       EXPECT_EQ(ff.kind, Kind::kWait);
     }
-    JobSpec in_a = MakeJob(want);
+    JobSpec in_a = job;
     in_a.constraints["zone"] = "a";
-    PlaceResult bf = Place(in_a);
+    PlaceResult bf = Place(in_a, false, &excluded);
     if (best_expected) {
       EXPECT_EQ(Only(bf).node, *best_expected);
     } else {
