@@ -83,15 +83,15 @@ echo "job $JOB ended '$(job_field "$JOB" "j['state']")' $((SECONDS - T0))s after
 HISTORY="$(job_history "$JOB")"
 echo "job $JOB history:"
 echo "$HISTORY" | sed 's/^/  /'
-if echo "$HISTORY" | grep -q -- "-> failed"; then
+if grep -q -- "-> failed" <<<"$HISTORY"; then
   fail "job $JOB failed instead of being requeued after the loss of $VICTIM (see its history above: a gang part \
 that exits because its peer vanished, before the node is declared lost, must not fail the job)"
 fi
-echo "$HISTORY" | grep -q -- "-> stopping: .*lost" ||
+grep -q -- "-> stopping: .*lost" <<<"$HISTORY" ||
   fail "job $JOB was not stopped for the node loss (no '-> stopping: ... lost' in its history)"
-echo "$HISTORY" | grep -q -- "stopping -> preempted: .*lost" ||
+grep -q -- "stopping -> preempted: .*lost" <<<"$HISTORY" ||
   fail "job $JOB was not preempted for the node loss (no 'stopping -> preempted: ... lost'): a gang part whose peer vanished must not fail the job"
-echo "$HISTORY" | grep -q -- "preempted -> pending" || fail "job $JOB was not requeued (no 'preempted -> pending')"
+grep -q -- "preempted -> pending" <<<"$HISTORY" || fail "job $JOB was not requeued (no 'preempted -> pending')"
 job_state_is "$JOB" succeeded || fail "job $JOB ended '$(job_field "$JOB" "j['state']")', expected succeeded"
 [[ "$(job_field "$JOB" "j['attempt']")" == 2 ]] || fail "job $JOB should have succeeded as attempt 2"
 mapfile -t NODES2 < <(job_nodes "$JOB")

@@ -74,7 +74,7 @@ EOF
 E="$(submit_yaml etc)"
 wait_until "job $E ends" 60 finished "$E"
 job_state_is "$E" failed || fail "a job with workdir /etc ended '$(job_field "$E" "j['state']")'"
-"$GPUFLEET" logs "$E" </dev/null | grep -q "outside the allowed roots" || fail "the workdir refusal is not in the job's log"
+grep -q "outside the allowed roots" <<<"$("$GPUFLEET" logs "$E" </dev/null)" || fail "the workdir refusal is not in the job's log"
 echo "ok: root refused at submit, /etc refused as a workdir"
 
 # 3. Cancel reaches a process that left the job's session and process group.

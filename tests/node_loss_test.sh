@@ -80,10 +80,10 @@ wait_until "gang $GANG is pending again" 30 job_state_is "$GANG" pending
 HISTORY="$(job_history "$GANG")"
 echo "gang history:"
 echo "$HISTORY" | sed 's/^/  /'
-echo "$HISTORY" | grep -q -- "-> stopping: .*lost" || { fail "gang history lacks 'running -> stopping' for the node loss"; }
-echo "$HISTORY" | grep -q -- "stopping -> preempted: .*lost" || { fail "gang history lacks 'stopping -> preempted' naming the node loss"; }
-echo "$HISTORY" | grep -q -- "preempted -> pending" || { fail "gang history lacks 'preempted -> pending' (requeue)"; }
-if echo "$HISTORY" | grep -q -- "-> failed"; then fail "the gang failed instead of being requeued"; fi
+grep -q -- "-> stopping: .*lost" <<<"$HISTORY" || { fail "gang history lacks 'running -> stopping' for the node loss"; }
+grep -q -- "stopping -> preempted: .*lost" <<<"$HISTORY" || { fail "gang history lacks 'stopping -> preempted' naming the node loss"; }
+grep -q -- "preempted -> pending" <<<"$HISTORY" || { fail "gang history lacks 'preempted -> pending' (requeue)"; }
+if grep -q -- "-> failed" <<<"$HISTORY"; then fail "the gang failed instead of being requeued"; fi
 [[ "$(job_field "$GANG" "j['attempt']")" == 1 ]] || fail "gang should still be at attempt 1 while pending"
 [[ "$(node_state "$SURVIVOR")" == up ]] || fail "node $SURVIVOR should stay up, is '$(node_state "$SURVIVOR")'"
 

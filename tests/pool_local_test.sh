@@ -100,9 +100,9 @@ WATCH_JOBS+=("$JOB")
 wait_until "the pool rents a spot node for job $JOB" 30 pool_has '["gf-spot-0"]'
 [[ "$(pool_json | json_get "j['instances'][0]['for_jobs']")" == "[$JOB]" ]] ||
   fail "gf-spot-0 should be rented for job $JOB: $(pool_json)"
-"$GPUFLEET" pool -o json </dev/null | json_get "[i['name'] for i in j['instances']]" | grep -qF gf-spot-0 ||
+grep -qF gf-spot-0 <<<"$("$GPUFLEET" pool -o json </dev/null | json_get "[i['name'] for i in j['instances']]")" ||
   fail "gpufleet pool -o json should list gf-spot-0: $("$GPUFLEET" pool -o json </dev/null)"
-"$GPUFLEET" pool </dev/null | grep -qE "^gf-spot-0 +(creating|booting|up|draining) +spot " ||
+grep -qE "^gf-spot-0 +(creating|booting|up|draining) +spot " <<<"$("$GPUFLEET" pool </dev/null)" ||
   fail "the gpufleet pool table should name gf-spot-0 and its offer: $("$GPUFLEET" pool </dev/null)"
 wait_until "job $JOB runs" 30 job_state_is "$JOB" running
 [[ "$(job_nodes "$JOB")" == gf-spot-0 ]] || fail "job $JOB should run on gf-spot-0, runs on '$(job_nodes "$JOB")'"
@@ -113,7 +113,7 @@ wait_until "job $JOB saved its counter on the notice" 30 test -s "$CKPT/counter"
 SAVED="$(cat "$CKPT/counter")"
 wait_until "job $JOB succeeds" 60 job_state_is "$JOB" succeeded
 HISTORY="$(job_history "$JOB")"
-echo "$HISTORY" | grep -qF "spot interruption notice" || fail "history does not name the notice: $HISTORY"
+grep -qF "spot interruption notice" <<<"$HISTORY" || fail "history does not name the notice: $HISTORY"
 [[ "$(job_field "$JOB" "j['attempt']")" == 2 ]] || fail "job $JOB should have succeeded as attempt 2: $HISTORY"
 NODE2="$(job_nodes "$JOB")"
 [[ "$NODE2" == gf-od-* ]] || fail "attempt 2 should have run on a rented on-demand node, ran on '$NODE2'"
@@ -153,7 +153,7 @@ BETA_NODE="$(job_nodes "$BETA")"
 [[ "$(pool_count)" == 1 ]] || fail "only beta's job should have a rented node: $(pool_json)"
 [[ "$(pool_json | json_get "j['instances'][0]['for_jobs']")" == "[$BETA]" ]] || fail "rented for: $(pool_json)"
 job_state_is "$HELD" pending || fail "job $HELD of team alpha should be held, is $(job_field "$HELD" "j['state']")"
-"$GPUFLEET" explain "$HELD" </dev/null | grep -q "team alpha has reached its hard budget" ||
+grep -q "team alpha has reached its hard budget" <<<"$("$GPUFLEET" explain "$HELD" </dev/null)" ||
   fail "explain should name the budget: $("$GPUFLEET" explain "$HELD" </dev/null)"
 "$GPUFLEET" cancel "$HELD" </dev/null >/dev/null
 echo "step 4: team alpha's job held by its budget, nothing rented for it; team beta's job runs on $BETA_NODE"
@@ -212,9 +212,9 @@ IDLE="$(gamma "['rented_idle_micros']")"
 (( SPENT >= 100000 && SPENT <= 250000 )) || fail "gamma should have spent about \$0.15, spent $SPENT micro-USD"
 (( IDLE > SPENT / 2 )) || fail "most of gamma's bill should be the node's 7 idle GPUs: idle $IDLE of $SPENT"
 job_state_is "$GAMMA" pending || fail "job $GAMMA should be held, is $(job_field "$GAMMA" "j['state']")"
-"$GPUFLEET" explain "$GAMMA" </dev/null | grep -q "team gamma was stopped by its hard budget" ||
+grep -q "team gamma was stopped by its hard budget" <<<"$("$GPUFLEET" explain "$GAMMA" </dev/null)" ||
   fail "explain should name the budget: $("$GPUFLEET" explain "$GAMMA" </dev/null)"
-"$GPUFLEET" cost --team gamma </dev/null | grep -E "^gamma " | grep -q "hard budget reached: stopped" ||
+grep -E "^gamma " <<<"$("$GPUFLEET" cost --team gamma </dev/null)" | grep -q "hard budget reached: stopped" ||
   fail "gpufleet cost should show gamma stopped: $("$GPUFLEET" cost --team gamma </dev/null)"
 grep -q "pool: releasing $BIG: .*hard budget" "$SERVER_DIR/server.log" || fail "server.log should say why $BIG went"
 [[ "$(pool_count)" == 0 ]] || fail "nothing should be rented for the held job: $(pool_json)"

@@ -106,9 +106,9 @@ HISTORY="$(job_history "$JOB")"
 echo "job history:"
 echo "$HISTORY" | sed 's/^/  /'
 REASON="the provider is reclaiming the node (spot interruption notice)"
-echo "$HISTORY" | grep -qF -- "running -> stopping: stopped: $REASON" || fail "history lacks 'running -> stopping' for the notice"
-echo "$HISTORY" | grep -qF -- "stopping -> preempted: stopped: $REASON" || fail "history lacks 'stopping -> preempted' naming the notice"
-echo "$HISTORY" | grep -qF -- "preempted -> pending" || fail "history lacks 'preempted -> pending' (requeue)"
+grep -qF -- "running -> stopping: stopped: $REASON" <<<"$HISTORY" || fail "history lacks 'running -> stopping' for the notice"
+grep -qF -- "stopping -> preempted: stopped: $REASON" <<<"$HISTORY" || fail "history lacks 'stopping -> preempted' naming the notice"
+grep -qF -- "preempted -> pending" <<<"$HISTORY" || fail "history lacks 'preempted -> pending' (requeue)"
 [[ "$(job_field "$JOB" "j['attempt']")" == 2 ]] || fail "job $JOB should have succeeded as attempt 2"
 [[ "$(job_nodes "$JOB")" == node-2 ]] || fail "attempt 2 should have run on node-2, ran on '$(job_nodes "$JOB")'"
 [[ "$(cat "$MARK/start.a2")" == "$SAVED" ]] ||
