@@ -443,6 +443,10 @@ class Placer {
     }
     return count < job_.nodes;
   }
+  bool Never(int model) const {
+    int count = 0;
+    return Never(model, count);
+  }
 
   // Why the job can never run on this model (Never), or empty if it could some day.
   std::string NeverReason(int model) const {
@@ -541,8 +545,7 @@ PlaceResult TopologyPlacement::Place(const JobSpec& job, const ClusterView& view
   std::vector<std::string> never, wait;
   bool ever = false;
   for (int m : models) {
-    int possible = 0;
-    if (placer.Never(m, possible)) {
+    if (placer.Never(m)) {
       if (po.explain) never.push_back(placer.NeverReason(m));
       continue;
     }
