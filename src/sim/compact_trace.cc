@@ -1,6 +1,7 @@
 #include "sim/compact_trace.h"
 
 #include <algorithm>
+#include <charconv>
 #include <functional>
 #include <numeric>
 
@@ -79,6 +80,24 @@ void CompactTrace::Add(const TraceJob& job) {
   shape_.push_back(ShapeOf(job.spec, name_is_id) | (name_is_id ? kNameIsId : 0));
   ids_ += job.id;
   id_end_.push_back(ids_.size());
+}
+
+void CompactTrace::AppendNumbered(const CompactTrace& other, int64_t first_id) {
+  // Other's shapes are numbered by their first job there; looked up here in that order, the new
+  // ones get the numbers they would have had if its jobs had been added one by one.
+  std::vector<uint32_t> index(other.shapes_.size());
+  for (size_t k = 0; k < other.shapes_.size(); ++k) index[k] = ShapeOf(other.shapes_[k], /*without_name=*/false);
+  Reserve(size() + other.size());
+  submit_ms_.insert(submit_ms_.end(), other.submit_ms_.begin(), other.submit_ms_.end());
+  work_ms_.insert(work_ms_.end(), other.work_ms_.begin(), other.work_ms_.end());
+  char digits[24];
+  for (size_t i = 0; i < other.size(); ++i) {
+    CHECK((other.shape_[i] & kNameIsId) == 0) << "AppendNumbered: job " << other.id(i) << " is named by its id";
+    shape_.push_back(index[other.shape_[i]]);
+    auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), first_id + static_cast<int64_t>(i));
+    ids_.append(digits, end);
+    id_end_.push_back(ids_.size());
+  }
 }
 
 std::string_view CompactTrace::id(size_t i) const {

@@ -32,6 +32,11 @@ class CompactTrace {
 
   void Reserve(size_t jobs);
   void Add(const TraceJob& job);
+  // Adds `other`'s jobs after these, in their order, with the ids first_id, first_id + 1, ...
+  // instead of their own: the rows of a trace without ids read apart (a trace numbers such rows
+  // from 1, so a later part's numbers are known only once the parts before it are read). No job
+  // of `other` may be named by its id (its name would no longer be its id).
+  void AppendNumbered(const CompactTrace& other, int64_t first_id);
 
   size_t size() const { return submit_ms_.size(); }
   bool empty() const { return submit_ms_.empty(); }

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -127,6 +131,110 @@ TEST_F(CompactTraceTest, ReadCompactTraceHoldsWhatReadTraceReads) {
       }
     }
   }
+}
+
+// A Philly-form trace of `rows` random rows: out of time order, some submit times shared, decimals,
+// five teams, GPU counts up to 16, and (as real files have) blank lines, spaces around fields and
+// CRLF line ends here and there. `form` 's' writes submit times as seconds, else as datetimes.
+std::string RandomPhilly(int rows, uint32_t seed, char form = 'd') {
+  std::mt19937 rng(seed);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+  const char* teams[] = {"11cb48", "6214e9", "6c71a0", "b436b2", "ee9e8c"};
+  const int gpus[] = {1, 1, 1, 2, 4, 8, 16};
+  std::string text = "timestamp,duration,num_gpus,gpu_time,cluster\n";
+  char line[160];
+  for (int i = 0; i < rows; ++i) {
+    const int day = 1 + pick(28), hour = pick(24), minute = pick(60), second = pick(3) == 0 ? 0 : pick(60);
+    char submit[40];
+    if (form == 's') {
+      std::snprintf(submit, sizeof(submit), "%d", ((day * 24 + hour) * 60 + minute) * 60 + second);
+    } else {
+      std::snprintf(submit, sizeof(submit), "2017-10-%02d %02d:%02d:%02d", day, hour, minute, second);
+    }
+    const int g = gpus[pick(7)];
+    const double duration = pick(2) == 0 ? pick(100000) : pick(100000) + 0.5;
+    std::snprintf(line, sizeof(line), "%s%s,%.1f,%d,%.1f,%s%s", pick(20) == 0 ? " " : "", submit, duration, g,
+                  duration * g, teams[pick(5)], pick(10) == 0 ? "\r\n" : "\n");
+    text += line;
+    if (pick(50) == 0) text += "\n";
+  }
+  return text;
+}
+
+// Reads `text` as a Philly trace in one pass and with a split allowed: both reads must give the
+// same result, jobs (every field, ids included), notes and errors alike.
+void ExpectSplitReadsAsOne(const std::string& text, const std::string& what, bool skip_bad_rows = false) {
+  const std::string path = ::testing::TempDir() + "/split_trace.csv";
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+  }
+  TraceOptions one;
+  one.skip_bad_rows = skip_bad_rows;
+  one.split_min_bytes = std::numeric_limits<size_t>::max();
+  TraceOptions split = one;
+  split.split_min_bytes = 0;
+  auto a = ReadCompactTrace(path, one);
+  auto b = ReadCompactTrace(path, split);
+  ASSERT_EQ(a.ok(), b.ok()) << what << ": " << a.status().ToString() << " / " << b.status().ToString();
+  if (!a.ok()) {
+    EXPECT_EQ(b.status().ToString(), a.status().ToString()) << what;
+    return;
+  }
+  EXPECT_EQ(b->info.format, a->info.format) << what;
+  EXPECT_EQ(b->info.bad_rows_skipped, a->info.bad_rows_skipped) << what;
+  EXPECT_EQ(b->info.warnings, a->info.warnings) << what;
+  EXPECT_EQ(b->jobs.shapes(), a->jobs.shapes()) << what;
+  ASSERT_EQ(b->jobs.size(), a->jobs.size()) << what;
+  for (size_t i = 0; i < a->jobs.size(); ++i) {
+    ASSERT_EQ(Everything(b->jobs.Job(i)), Everything(a->jobs.Job(i))) << what << ": job " << i;
+  }
+}
+
+TEST_F(CompactTraceTest, TraceReadInHalvesIsTheTraceReadInOnePass) {
+  // Given random Philly-form traces (blank lines, CRLF, spaces, shared submit times, shapes first
+  // seen in the second half), expect a read that may split the text in two to give exactly the
+  // jobs, ids, shapes and notes of a read in one pass.
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    const std::string text = RandomPhilly(3000, seed);
+    ExpectSplitReadsAsOne(text, "seed " + std::to_string(seed));
+  }
+  // Jobs of a shape that the first half never has.
+  std::string text = RandomPhilly(1000, 4);
+  text += "2017-10-02 01:02:03,10.0,3,30.0,newteam\n";
+  ExpectSplitReadsAsOne(text, "a shape only in the second half");
+  ExpectSplitReadsAsOne(RandomPhilly(3000, 5, 's'), "seconds");
+}
+
+TEST_F(CompactTraceTest, TraceWithAnythingIrregularIsReadInOnePass) {
+  // Given traces a split would get wrong if it did not step back (a bad row in either half, when
+  // failing and when skipping; seconds in one half and datetimes in the other; a quoted field),
+  // expect the same error, or the same jobs and warnings, as a read in one pass.
+  const std::string good = RandomPhilly(2000, 7);
+  const size_t mid = good.find('\n', good.size() / 2) + 1;
+  auto with_row_at = [&](size_t at, const std::string& row) { return good.substr(0, at) + row + good.substr(at); };
+  const std::string bad_row = "2017-10-03 00:00:00,abc,1,1.0,11cb48\n";
+  for (bool skip : {false, true}) {
+    const std::string mode = skip ? " (skipping)" : "";
+    ExpectSplitReadsAsOne(with_row_at(mid + good.substr(mid).find('\n') + 1, bad_row), "bad row in the second half" + mode, skip);
+    ExpectSplitReadsAsOne(with_row_at(good.find('\n') + 1, bad_row), "bad row in the first half" + mode, skip);
+    ExpectSplitReadsAsOne(with_row_at(mid, "2017-10-03 00:00:00,1.0,1,1.0\n"), "short row at the split" + mode, skip);
+  }
+  // Datetimes in the first half and seconds in the second, split where the forms change (each
+  // half is of one form on its own): seconds rows are added until the middle falls in the last
+  // datetime row.
+  const std::string seconds = RandomPhilly(4000, 8, 's');
+  std::string mixed = good;
+  if (mixed.back() != '\n') mixed += '\n';
+  const size_t forms_change = mixed.size();
+  for (size_t at = seconds.find('\n') + 1; mixed.find('\n', mixed.size() / 2) + 1 != forms_change;) {
+    ASSERT_LT(at, seconds.size()) << "the seconds rows ran out before the halves met";
+    const size_t end = seconds.find('\n', at) + 1;
+    mixed += seconds.substr(at, end - at);
+    at = end;
+  }
+  ExpectSplitReadsAsOne(mixed, "datetimes, then seconds");
+  ExpectSplitReadsAsOne(with_row_at(mid, "2017-10-03 00:00:00,5.0,1,5.0,\"quoted\"\n"), "a quoted field");
 }
 
 }  // namespace

@@ -48,6 +48,10 @@ struct TraceOptions {
   std::map<std::string, std::string> columns;
   bool skip_bad_rows = false;  // count and skip bad rows instead of failing on the first
   size_t max_jobs = 0;         // 0 = all
+  // A CSV trace of at least this many bytes, read compactly, is read in two halves at once when
+  // the result is sure to be the same (sim/trace.cc, ReadMappedCsvInHalves); smaller ones, and
+  // the rest, in one pass.
+  size_t split_min_bytes = size_t{1} << 18;
   // For kGavel: Gavel's throughputs JSON ({worker type: {"('Model', scale factor)": {"null":
   // steps per second, ...}}}) and the worker type whose column gives a job's work: work =
   // total_steps / throughput of (job_type, scale_factor) alone on that worker type.
