@@ -342,12 +342,14 @@ TeamUsage& Scheduler::UsageOf(JobState& j) {
 
 void Scheduler::AddRunning(JobState& j) {
   j.running_at = running_.emplace(j.rank, j.v.seq, &j).first;
+  ++running_edits_;
   if (j.spec.max_cost_micros > 0) ++running_with_max_cost_;
   IndexVictim(j);
 }
 
 void Scheduler::RemoveRunning(JobState& j) {
   running_.erase(j.running_at);
+  ++running_edits_;
   if (j.spec.max_cost_micros > 0) --running_with_max_cost_;
   UnindexVictim(j);
 }
@@ -359,6 +361,7 @@ void Scheduler::ChangeRunningRank(JobState& j, const RankKey& rank) {
   j.rank = rank;
   std::get<0>(node.value()) = rank;
   j.running_at = running_.insert(std::move(node)).position;
+  ++running_edits_;
   if (new_class && j.victim_filed) MoveVictimClass(j);
 }
 
@@ -885,9 +888,12 @@ void Scheduler::UnfileNode(HolderFile& filed, int pos) {
   bucket[slot] = bucket.back();
   holder_slot_[bucket[slot]] = slot;
   bucket.pop_back();
-  // A class left without nodes goes: with ranks whose class is the job's own (priority with
-  // aging), the classes ever filed would grow with the jobs, and the walks read every one.
-  if (bucket.empty()) filed.erase(cls);
+  // A class left without nodes stays while there are few classes (LAS has a handful, and nodes
+  // move in and out of them at every start and stop: its list keeps its room), and goes
+  // otherwise: with ranks whose class is the job's own (priority with aging), the classes ever
+  // filed would grow with the jobs, and the walks read every one.
+  constexpr size_t kKeptClasses = 64;
+  if (bucket.empty() && filed.size() > kKeptClasses) filed.erase(cls);
 }
 
 bool Scheduler::MayStopHolder(const JobState& w, const Holder& holder, bool by_class, const QueueContext& ctx) const {
@@ -2123,6 +2129,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // reads only nodes with room for a part, for both), are the same.
   std::vector<int>& extra = search_extra_;
   std::vector<char>& mark = search_mark_;
+  std::vector<char>& usable = search_usable_;
   std::vector<int>& touched = search_touched_;
   // Deferred parts, a list per node: first_deferred[pos] and each entry's next (-1 ends it).
   std::vector<std::pair<const model::NodeAssignment*, int>>& deferred = search_deferred_;
@@ -2131,15 +2138,20 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   if (extra.size() < node_count) {
     extra.resize(node_count, 0);
     mark.resize(node_count, 0);
+    usable.resize(node_count, 0);
     first_deferred.resize(node_count, -1);
   }
   touched.clear();
   deferred.clear();
   // A cheap necessary condition before asking the placement policy: enough nodes of the job's
   // models with enough whole GPUs free (kept up to date as victims are released).
+  // Whether a node of the job's models that takes jobs is asked once per node (a trial changes
+  // neither); every node asked is one the search releases a part on (so `touched` resets it).
+  const int gpus_per_node = w.spec.gpus_per_node;
   auto ready_at = [&](int pos) {
     const ClusterView::Node& n = view_.nodes()[pos];
-    return n.model >= 0 && model_ok[n.model] && n.schedulable() && n.free_whole + extra[pos] >= w.spec.gpus_per_node;
+    if (usable[pos] == 0) usable[pos] = n.model >= 0 && model_ok[n.model] && n.schedulable() ? 2 : 1;
+    return usable[pos] == 2 && n.free_whole + extra[pos] >= gpus_per_node;
   };
   auto apply_deferred = [&](int pos) {
     if (mark[pos] == 2) return;
@@ -2148,6 +2160,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     for (int k = first_deferred[pos]; k >= 0; k = deferred[k].second) whatif.ReleasePart(*deferred[k].first);
     first_deferred[pos] = -1;
   };
+  // Returns whether the node is ready (ready_at) afterwards.
   auto release_part = [&](int pos, const model::NodeAssignment& part) {
     if (mark[pos] == 0) {
       mark[pos] = 1;
@@ -2161,12 +2174,14 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     if (!defer) {
       apply_deferred(pos);
       whatif.ReleasePart(part);
-      return;
+      return ready_at(pos);
     }
     extra[pos] += static_cast<int>(part.gpus.size());
     deferred.emplace_back(&part, first_deferred[pos]);
     first_deferred[pos] = static_cast<int>(deferred.size()) - 1;
-    if (ready_at(pos)) apply_deferred(pos);
+    if (!ready_at(pos)) return false;
+    apply_deferred(pos);
+    return ready_at(pos);
   };
   // The give-back steps below only take GPUs back from what a release gave, so a node whose
   // parts are deferred never gets room again: its count moves, the view stays.
@@ -2189,6 +2204,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     for (int pos : touched) {
       extra[pos] = 0;
       mark[pos] = 0;
+      usable[pos] = 0;
       first_deferred[pos] = -1;
     }
   };
@@ -2213,10 +2229,12 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       teams_after[c->spec.team].used_milli -= c->placement.total_gpu_milli();
     }
     if (whole) {
+      // (The parts of one job are on distinct nodes: each node changes once.)
       const std::vector<int>& part_pos = positions(*c);
-      for (int pos : part_pos) ready -= ready_at(pos) ? 1 : 0;
-      for (size_t k = 0; k < part_pos.size(); ++k) release_part(part_pos[k], c->placement.parts[k]);
-      for (int pos : part_pos) ready += ready_at(pos) ? 1 : 0;
+      for (size_t k = 0; k < part_pos.size(); ++k) {
+        const bool before = ready_at(part_pos[k]);
+        ready += static_cast<int>(release_part(part_pos[k], c->placement.parts[k])) - static_cast<int>(before);
+      }
     } else {
       whatif.Release(c->placement);
     }
@@ -2573,6 +2591,10 @@ void Scheduler::Pass() {
     r.kind = got.kind;
     if (got.kind == PlaceResult::Kind::kPlaced) r.placement = std::move(got.placement);
   };
+  // The worst-ranked running job, looked up again only after running_ changed (a start or a stop
+  // in this pass).
+  const std::tuple<RankKey, int64_t, JobState*>* worst = nullptr;
+  uint64_t worst_edits = running_edits_ - 1;
   while (JobState* j = next()) {
     ++visited;
     if (j->preempt_failed_at == version_at_start && running_version_ == version_at_start) ++failed_visited;
@@ -2580,7 +2602,10 @@ void Scheduler::Pass() {
     const bool free_none = free_all == 0;
     // Static ranks: if the job may not displace the worst-ranked running job, it may displace
     // nobody (MayPreempt implies a better rank, and the worst job is the easiest victim).
-    const auto* worst = running_.empty() ? nullptr : &*running_.rbegin();  // the worst-ranked running job
+    if (worst_edits != running_edits_) {
+      worst_edits = running_edits_;
+      worst = running_.empty() ? nullptr : &*running_.rbegin();
+    }
     const bool can_preempt =
         preemptive && attempts < opt.max_preemption_attempts && worst != nullptr &&
         j->preempt_failed_at != running_version_ &&

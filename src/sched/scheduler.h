@@ -284,6 +284,7 @@ class Scheduler {
   // parts free and whether its parts are on the view (1: deferred only; 2: on the view).
   std::vector<int> search_extra_;
   std::vector<char> search_mark_;
+  std::vector<char> search_usable_;  // per node in a search: 0 not asked yet, 1 no, 2 yes
   std::vector<int> search_touched_;
   std::vector<int> search_part_pos_;
   std::vector<std::pair<const model::NodeAssignment*, int>> search_deferred_;  // (part, next on its node)
@@ -376,6 +377,7 @@ class Scheduler {
   void File(JobState& j);
   void Unfile(JobState& j);
   std::set<std::tuple<RankKey, int64_t, JobState*>> running_;  // running jobs by rank
+  uint64_t running_edits_ = 0;  // every insertion, removal or move in running_ (a pass reads its end again after one)
   void AddRunning(JobState& j);
   void RemoveRunning(JobState& j);
   // Running jobs in the order a least-work-lost preemption search stops them, per first rank
