@@ -118,8 +118,7 @@ class EventQueue {
     std::inplace_merge(stale_.begin(), stale_.begin() + static_cast<long>(old_count), stale_.end(), std::greater<>());
     moved_out_ += heap_.end() - live_end;
     heap_.erase(live_end, heap_.end());
-    // A vector sorted by (time, sequence) is a heap.
-    std::sort(heap_.begin(), heap_.end(), [](const Ev& a, const Ev& b) { return b > a; });
+    Heapify();
     stale_in_heap_ = 0;
   }
   int64_t moved_out() const { return moved_out_; }  // stale finishes moved out of the heap so far
@@ -151,9 +150,11 @@ class EventQueue {
   void PopHeap() {
     const Ev last = heap_.back();
     heap_.pop_back();
+    if (!heap_.empty()) SiftDown(0, last);
+  }
+  // Puts `e` at the hole `i` or below, each entry on the way moving up into the hole.
+  void SiftDown(size_t i, const Ev e) {
     const size_t n = heap_.size();
-    if (n == 0) return;
-    size_t i = 0;
     for (;;) {
       const size_t first = i * kArity + 1;
       if (first >= n) break;
@@ -162,11 +163,18 @@ class EventQueue {
       for (size_t c = first + 1; c < end; ++c) {
         if (heap_[least] > heap_[c]) least = c;
       }
-      if (!(last > heap_[least])) break;
+      if (!(e > heap_[least])) break;
       heap_[i] = heap_[least];
       i = least;
     }
-    heap_[i] = last;
+    heap_[i] = e;
+  }
+  // Orders the heap after entries were taken out of it: each parent, the last first, sifts down
+  // (linear time).
+  void Heapify() {
+    const size_t n = heap_.size();
+    if (n < 2) return;
+    for (size_t i = (n - 2) / kArity + 1; i-- > 0;) SiftDown(i, heap_[i]);
   }
   std::function<Ev(size_t)> arrival_;
   size_t count_ = 0;
