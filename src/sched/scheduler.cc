@@ -183,6 +183,25 @@ void Scheduler::PrefetchForVisit(const JobState* j) {
   __builtin_prefetch(&j->spec);
 }
 
+// The same for a running job a preemption search may take as a victim: its view, rank and
+// stopping state (may it be stopped), its GPUs and the nodes of its parts.
+void Scheduler::PrefetchCandidate(const JobState* j) {
+  const char* p = reinterpret_cast<const char*>(j);
+  const char* end = reinterpret_cast<const char*>(&j->part_pos + 1);
+  for (const char* at = p; at < end; at += 64) __builtin_prefetch(at);
+}
+
+// The same for a job whose timer fires: its timer, its view and rank, where it is filed while
+// running, and its spec (the policy ranks it).
+void Scheduler::PrefetchForTimer(const JobState* j) {
+  const char* p = reinterpret_cast<const char*>(j);
+  const char* pass_fields_end = reinterpret_cast<const char*>(&j->held_milli);
+  for (const char* at = p; at < pass_fields_end; at += 64) __builtin_prefetch(at);
+  __builtin_prefetch(&j->timer);
+  __builtin_prefetch(&j->running_at);
+  __builtin_prefetch(&j->spec);
+}
+
 struct Scheduler::Reservation {
   JobId job;
   Time time = Time::Max();  // Max: the earliest start is unknown (running jobs lack estimates)
@@ -304,6 +323,7 @@ class Scheduler::VictimStream {
     if (r.interval > 0) risk = phase <= r.cut ? r.cut - phase : r.cut - phase + r.interval;
     h.job = job;
     h.key = Key{Duration::Millis(risk), static_cast<int>(-neg_priority), -seq};
+    PrefetchCandidate(job);  // read by the search once the stream hands it out
     return true;
   }
 
@@ -1775,7 +1795,11 @@ Status Scheduler::Apply(const Event& e) {
 
 std::optional<Time> Scheduler::NextWakeup() const {
   std::optional<Time> t;
-  if (!timers_.empty()) t = timers_.top().at;
+  if (!timers_.empty()) {
+    t = timers_.top().at;
+    // The job whose timer is due first is re-ranked when it fires (often the next event).
+    PrefetchForTimer(timer_job_[timers_.top().slot]);
+  }
   if (auto b = NextBudgetDeadline(clock_.Now()); b && (!t || *b < *t)) t = *b;
   // A budget that rolls over may let held jobs start at the next period's start.
   for (const auto& [team, m] : money_) {

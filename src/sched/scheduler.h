@@ -341,6 +341,8 @@ class Scheduler {
   std::vector<int> holder_slot_;  // per node position: its index in its class's list
   void UnfileNode(HolderFile& filed, int pos);
   static void PrefetchForVisit(const JobState* j);
+  static void PrefetchCandidate(const JobState* j);
+  static void PrefetchForTimer(const JobState* j);
   void AddHolder(JobState& j);
   // `keyed`: whether `j` counted in its nodes' keys (else only a node left empty is refiled).
   void RemoveHolder(JobState& j, bool keyed);
