@@ -1,6 +1,7 @@
 #include "sim/simulator.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <cmath>
 #include <deque>
 #include <functional>
@@ -94,28 +95,33 @@ class EventQueue {
     stale_min_ = std::max<int64_t>(1, min_count);
     is_stale_ = std::move(is_stale);
   }
-  bool empty() const { return NoEvents() && stale_.empty(); }
+  bool empty() const { return NoEvents() && NoStale(); }
   // The next instant: the first event's time, or a stale finish's if earlier.
   Time NextTime() const {
-    if (NoEvents()) return stale_.back();
+    if (NoEvents()) return FirstStale();
     const Time t = top().t;
-    return stale_.empty() || t < stale_.back() ? t : stale_.back();
+    return NoStale() || t < FirstStale() ? t : FirstStale();
   }
   // Whether an event (not a bare instant) is due at `t`, the current instant.
   bool HasEventAt(Time t) const { return !NoEvents() && top().t == t; }
   // Ends instant `t`: the stale finishes that fell on it are gone.
   void EndInstant(Time t) {
     while (!stale_.empty() && stale_.back() == t) stale_.pop_back();
+    while (!recent_stale_.empty() && recent_stale_.back() == t) recent_stale_.pop_back();
   }
   // A finish in the heap turned stale (+1: its run stopped) or a stale one was popped (-1).
   void StaleFinish(int delta) {
     stale_in_heap_ += delta;
     if (stale_in_heap_ < stale_min_ || 2 * stale_in_heap_ < static_cast<int64_t>(heap_.size())) return;
     auto live_end = std::partition(heap_.begin(), heap_.end(), [&](const Ev& e) { return !is_stale_(e); });
-    const size_t old_count = stale_.size();
-    for (auto it = live_end; it != heap_.end(); ++it) stale_.push_back(it->t);
-    std::sort(stale_.begin() + static_cast<long>(old_count), stale_.end(), std::greater<>());
-    std::inplace_merge(stale_.begin(), stale_.begin() + static_cast<long>(old_count), stale_.end(), std::greater<>());
+    // Into the recent list, which joins the long one once it is an eighth of its size: the long
+    // one holds every stale finish not yet reached (twenty thousand in las-Philly), and merging
+    // each sweep into it would move it all each time.
+    AddSorted(recent_stale_, live_end, heap_.end());
+    if (recent_stale_.size() * 8 >= stale_.size()) {
+      AddSorted(stale_, recent_stale_.begin(), recent_stale_.end());
+      recent_stale_.clear();
+    }
     moved_out_ += heap_.end() - live_end;
     heap_.erase(live_end, heap_.end());
     Heapify();
@@ -134,13 +140,32 @@ class EventQueue {
   template <class F>
   void ForEachKind(F f) const {
     if (next_ < count_) f(Kind::kArrival);
-    if (!stale_.empty()) f(Kind::kFinish);
+    if (!NoStale()) f(Kind::kFinish);
     for (const Ev& e : heap_) f(e.kind());
   }
 
  private:
   static constexpr size_t kArity = 4;
   bool NoEvents() const { return next_ == count_ && heap_.empty(); }
+  bool NoStale() const { return stale_.empty() && recent_stale_.empty(); }
+  Time FirstStale() const {
+    if (stale_.empty()) return recent_stale_.back();
+    return recent_stale_.empty() || stale_.back() < recent_stale_.back() ? stale_.back() : recent_stale_.back();
+  }
+  // Adds the times of [first, last) (events, or times) to `list`, keeping it latest first.
+  template <class It>
+  static void AddSorted(std::vector<Time>& list, It first, It last) {
+    const size_t old_count = list.size();
+    for (It it = first; it != last; ++it) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(*it)>, Time>) {
+        list.push_back(*it);
+      } else {
+        list.push_back(it->t);
+      }
+    }
+    std::sort(list.begin() + static_cast<long>(old_count), list.end(), std::greater<>());
+    std::inplace_merge(list.begin(), list.begin() + static_cast<long>(old_count), list.end(), std::greater<>());
+  }
   bool FromArrivals() const {
     if (next_ == count_) return false;
     return heap_.empty() || heap_.front() > current_;
@@ -182,6 +207,7 @@ class EventQueue {
   Ev current_{};
   std::vector<Ev> heap_;
   std::vector<Time> stale_;     // times of stale finishes taken out of the heap, latest first
+  std::vector<Time> recent_stale_;  // the same, of the sweeps since stale_ last took them in
   int64_t stale_in_heap_ = 0;   // stale finishes still in the heap
   int64_t stale_min_ = 1024;    // SimOptions::stale_events_min
   std::function<bool(const Ev&)> is_stale_;
