@@ -261,6 +261,7 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
       n.temp_c.assign(spec.gpus, 0);
       n.held_milli.assign(spec.gpus, 0);
       n.hot.assign(spec.gpus, 0);
+      n.hot_count = 0;
       n.free_whole = spec.gpus;
       n.model = spec.gpus > 0 ? InternModel(spec.gpu_model) : -1;
       if (old_model >= 0) {
@@ -389,6 +390,7 @@ void ClusterView::SetThermalLimits(int hot_c, int resume_c) {
 void ClusterView::Hold(Node& n, size_t g) {
   if (n.hot[g]) return;
   n.hot[g] = 1;
+  ++n.hot_count;
   if (n.free_milli[g] == model::kMilliGpuPerGpu) --n.free_whole;
   n.held_milli[g] = n.free_milli[g];
   n.free_milli[g] = 0;
@@ -397,6 +399,7 @@ void ClusterView::Hold(Node& n, size_t g) {
 void ClusterView::Unhold(Node& n, size_t g) {
   if (!n.hot[g]) return;
   n.hot[g] = 0;
+  --n.hot_count;
   n.free_milli[g] += n.held_milli[g];
   n.held_milli[g] = 0;
   if (n.free_milli[g] == model::kMilliGpuPerGpu) ++n.free_whole;
@@ -451,7 +454,7 @@ void ClusterView::ReleaseAt(const model::NodeAssignment& part) {
   const int free_whole = n.free_whole;
   int64_t freed = 0;
   for (int g : part.gpus) {
-    if (n.hot[g]) {
+    if (n.hot_count > 0 && n.hot[g]) {
       // Too hot for new work: what the job gives back is withheld until the GPU cools.
       n.held_milli[g] += static_cast<int32_t>(part.gpu_milli);
       CHECK(n.held_milli[g] <= model::kMilliGpuPerGpu) << "double release on " << n.spec.name;
@@ -485,7 +488,7 @@ void ClusterView::ReacquireAt(const model::NodeAssignment& part) {
   const int free_whole = n.free_whole;
   int64_t taken = 0;
   for (int g : part.gpus) {
-    if (n.hot[g]) {
+    if (n.hot_count > 0 && n.hot[g]) {
       CHECK(n.held_milli[g] >= part.gpu_milli) << "reacquire of GPUs not released on " << n.spec.name;
       n.held_milli[g] -= static_cast<int32_t>(part.gpu_milli);
       continue;

@@ -87,6 +87,7 @@ class ClusterView {
     // temperature, so one hovering at the limit does not flap).
     std::vector<int32_t> held_milli;
     std::vector<uint8_t> hot;
+    int hot_count = 0;                // GPUs in a thermal hold (hot set): with none, `hot` need not be read
     int free_whole = 0;               // GPUs with nothing allocated
     int64_t free_cpu_milli = 0;
     int64_t free_mem_mib = 0;

@@ -2204,7 +2204,9 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
     bool defer = mark[pos] == 1 && (part.gpus.empty() || part.gpu_milli == model::kMilliGpuPerGpu);
     if (defer) {
       const ClusterView::Node& n = view_.nodes()[pos];
-      for (int g : part.gpus) defer = defer && !n.hot[g];
+      if (n.hot_count > 0) {
+        for (int g : part.gpus) defer = defer && !n.hot[g];
+      }
     }
     if (!defer) {
       apply_deferred(pos);
