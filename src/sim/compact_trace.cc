@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "common/check.h"
+#include "common/radix_sort.h"
 #include "sim/trace.h"
 
 namespace gpufleet::sim {
@@ -122,11 +123,13 @@ TraceJob CompactTrace::Job(size_t i) const {
 
 void CompactTrace::SortBySubmit() {
   if (std::is_sorted(submit_ms_.begin(), submit_ms_.end())) return;
-  std::vector<uint32_t> order(size());
   CHECK(size() <= UINT32_MAX) << "a compact trace holds at most 2^32 jobs";
-  std::iota(order.begin(), order.end(), 0u);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return submit_ms_[a] < submit_ms_[b]; });
+  // Radix-sorted (stable: ties keep their order) by submit time, each job carrying its position.
+  std::vector<std::pair<uint64_t, uint32_t>> keyed(size());
+  for (size_t i = 0; i < size(); ++i) keyed[i] = {OrderedBits(submit_ms_[i]), static_cast<uint32_t>(i)};
+  RadixSort(keyed, [](const std::pair<uint64_t, uint32_t>& k) { return k.first; });
+  std::vector<uint32_t> order(size());
+  for (size_t i = 0; i < size(); ++i) order[i] = keyed[i].second;
   auto permute = [&](auto& column) {
     std::remove_reference_t<decltype(column)> out;
     out.reserve(column.size());

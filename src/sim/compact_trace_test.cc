@@ -164,7 +164,9 @@ std::string RandomPhilly(int rows, uint32_t seed, char form = 'd') {
 // Reads `text` as a Philly trace in one pass and with a split allowed: both reads must give the
 // same result, jobs (every field, ids included), notes and errors alike.
 void ExpectSplitReadsAsOne(const std::string& text, const std::string& what, bool skip_bad_rows = false) {
-  const std::string path = ::testing::TempDir() + "/split_trace.csv";
+  // (One file per test: ctest runs the tests of this binary at once.)
+  const std::string path =
+      ::testing::TempDir() + "/split_trace_" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".csv";
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << text;
