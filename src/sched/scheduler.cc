@@ -1797,8 +1797,14 @@ std::optional<Time> Scheduler::NextWakeup() const {
   std::optional<Time> t;
   if (!timers_.empty()) {
     t = timers_.top().at;
-    // The job whose timer is due first is re-ranked when it fires (often the next event).
-    PrefetchForTimer(timer_job_[timers_.top().slot]);
+    // The job whose timer is due first is re-ranked when it fires (often the next event); asked
+    // for once per timer (most calls find the same one first).
+    const TimerHeap::Entry& first = timers_.top();
+    if (first.slot != prefetched_timer_slot_ || first.at != prefetched_timer_at_) {
+      prefetched_timer_slot_ = first.slot;
+      prefetched_timer_at_ = first.at;
+      PrefetchForTimer(timer_job_[first.slot]);
+    }
   }
   if (auto b = NextBudgetDeadline(clock_.Now()); b && (!t || *b < *t)) t = *b;
   // A budget that rolls over may let held jobs start at the next period's start.
@@ -2083,6 +2089,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
         break;
       }
       ++walk;
+      if (walk != running_.rend()) PrefetchCandidate(std::get<2>(*walk));  // the next one looked at
       if (may_stop(r)) return r;
     }
     return nullptr;

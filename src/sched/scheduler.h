@@ -343,6 +343,8 @@ class Scheduler {
   static void PrefetchForVisit(const JobState* j);
   static void PrefetchCandidate(const JobState* j);
   static void PrefetchForTimer(const JobState* j);
+  mutable uint32_t prefetched_timer_slot_ = UINT32_MAX;  // the timer NextWakeup last prefetched for
+  mutable Time prefetched_timer_at_;
   void AddHolder(JobState& j);
   // `keyed`: whether `j` counted in its nodes' keys (else only a node left empty is refiled).
   void RemoveHolder(JobState& j, bool keyed);
