@@ -145,8 +145,11 @@ struct Scheduler::JobState {
   // unordered_map keeps its entries in place).
   TeamBooks* books = nullptr;
   TeamUsage* usage = nullptr;
-  // Where it is filed in running_ while running (an erase needs no search).
+  // Where it is filed in running_ while running (an erase needs no search), and whether it waits
+  // there to be filed again under its rank now (at running_unfiled_[running_unfiled_at]).
   std::set<std::tuple<RankKey, int64_t, JobState*>>::const_iterator running_at;
+  bool running_unfiled = false;
+  size_t running_unfiled_at = 0;
   // Where it is filed in victim_index_ while running: its class, its interval's set (unless
   // aside) and its entry, so that unfiling it searches nothing.
   bool victim_filed = false;
@@ -374,6 +377,7 @@ TeamUsage& Scheduler::UsageOf(JobState& j) {
 void Scheduler::AddRunning(JobState& j) {
   j.running_at = running_.emplace(j.rank, j.v.seq, &j).first;
   ++running_edits_;
+  CountRunningClass(j.rank.k[0], +1);
   if (j.spec.max_cost_micros > 0) ++running_with_max_cost_;
   IndexVictim(j);
 }
@@ -381,19 +385,50 @@ void Scheduler::AddRunning(JobState& j) {
 void Scheduler::RemoveRunning(JobState& j) {
   running_.erase(j.running_at);
   ++running_edits_;
+  CountRunningClass(j.rank.k[0], -1);
+  if (j.running_unfiled) {
+    JobState* last = running_unfiled_.back();
+    running_unfiled_[j.running_unfiled_at] = last;
+    last->running_unfiled_at = j.running_unfiled_at;
+    running_unfiled_.pop_back();
+    j.running_unfiled = false;
+  }
   if (j.spec.max_cost_micros > 0) --running_with_max_cost_;
   UnindexVictim(j);
 }
 
 void Scheduler::ChangeRunningRank(JobState& j, const RankKey& rank) {
-  // Moves the set's node (no allocation, no search to find it).
-  auto node = running_.extract(j.running_at);
   const bool new_class = rank.k[0] != j.rank.k[0];
+  if (new_class) {
+    CountRunningClass(j.rank.k[0], -1);
+    CountRunningClass(rank.k[0], +1);
+  }
   j.rank = rank;
-  std::get<0>(node.value()) = rank;
-  j.running_at = running_.insert(std::move(node)).position;
+  if (!j.running_unfiled) {  // filed again in running_ when its order is next read
+    j.running_unfiled = true;
+    j.running_unfiled_at = running_unfiled_.size();
+    running_unfiled_.push_back(&j);
+  }
   ++running_edits_;
   if (new_class && j.victim_filed) MoveVictimClass(j);
+}
+
+void Scheduler::SyncRunning() const {
+  for (JobState* j : running_unfiled_) {
+    // Moves the set's node (no allocation, no search to find it).
+    auto node = running_.extract(j->running_at);
+    std::get<0>(node.value()) = j->rank;
+    j->running_at = running_.insert(std::move(node)).position;
+    j->running_unfiled = false;
+  }
+  if (!running_unfiled_.empty()) ++running_edits_;
+  running_unfiled_.clear();
+}
+
+void Scheduler::CountRunningClass(int64_t cls, int delta) {
+  auto it = running_classes_.try_emplace(cls, 0).first;
+  it->second += delta;
+  if (it->second == 0) running_classes_.erase(it);
 }
 
 void Scheduler::IndexVictim(JobState& j) {
@@ -1000,6 +1035,7 @@ bool Scheduler::NodesMayHaveRoom(const JobState& w, const std::vector<int>& mode
 
 // Stops every running job with a part on `node` (a gang cannot run with a part missing).
 void Scheduler::StopJobsOnNode(NodeId node, PreemptReason reason) {
+  SyncRunning();
   std::vector<JobState*> hit;
   for (const auto& [rank, seq, j] : running_) {
     for (const auto& part : j->placement.parts) {
@@ -1182,6 +1218,7 @@ __int128 Scheduler::SpentExact(const std::string& team) const {
     Time from = std::max(j->v.started_at, m.budget.since);
     if (now > from) spent += static_cast<__int128>(j->cost_rate) * (now - from).millis();
   };
+  SyncRunning();  // (in rank order)
   for (const auto& [rank, seq, j] : running_) add(j);
   for (const JobState* j : stopping_) add(j);
   if (m.charges > 0) {
@@ -1261,6 +1298,7 @@ void Scheduler::ChargeNode(const std::string& node_name, const std::string& team
       if (!listed) j->charged_parts.emplace_back(node_name, rate);
     }
   };
+  SyncRunning();  // (in rank order)
   for (const auto& [rank, seq, j] : running_) scan(j);
   for (JobState* j : stopping_) scan(j);
   c.rate = std::max<int64_t>(0, c.price - c.jobs_rate);
@@ -1299,6 +1337,7 @@ void Scheduler::MoveChargesOfStoppedTeams() {
     if (c.jobs_rate <= 0) continue;
     auto m = money_.find(c.team);
     if (m == money_.end() || !m->second.hard_stopped) continue;
+    SyncRunning();  // (in rank order)
     for (const auto& [rank, seq, j] : running_) {
       if (j->spec.team == c.team) continue;
       bool here = false;
@@ -1330,6 +1369,7 @@ __int128 Scheduler::StopLeadSpend(const std::string& team, int64_t extra_rate, D
   const TeamMoney& m = it->second;
   Duration lead = extra_grace;
   if (graced_running_ > 0) {
+    SyncRunning();  // (in rank order)
     for (const auto& [rank, seq, j] : running_) {
       if (j->spec.team == team) lead = std::max(lead, j->stop_grace);
     }
@@ -1403,6 +1443,7 @@ std::optional<Time> Scheduler::NextBudgetDeadline(Time now) const {
   const bool any_hard = hard_budgets_ > 0;
   std::map<std::string, int64_t> running_rate;
   if (any_hard) {
+    SyncRunning();  // (in rank order)
     for (const auto& [rank, seq, j] : running_) {
       if (j->cost_rate > 0) running_rate[j->spec.team] += j->cost_rate;
     }
@@ -1431,6 +1472,7 @@ std::optional<Time> Scheduler::NextBudgetDeadline(Time now) const {
   }
   // Jobs with a max cost of their own (few; none in most replays, where this ran at every event).
   if (running_with_max_cost_ > 0) {
+    SyncRunning();  // (in rank order)
     for (const auto& [rank, seq, j] : running_) {
       if (j->spec.max_cost_micros <= 0 || j->cost_rate <= 0) continue;
       int64_t left = j->spec.max_cost_micros - CostOf(j->v.id);
@@ -1454,6 +1496,7 @@ void Scheduler::EnforceBudgets(Time now) {
   MoveChargesOfStoppedTeams();
   // Only a job with a cost cap or of a team over its budget is stopped here.
   if (over.empty() && running_with_max_cost_ == 0) return;
+  SyncRunning();  // (in rank order)
   for (const auto& [rank, seq, j] : running_) {
     if (j->cost_rate <= 0) continue;
     if (j->spec.max_cost_micros > 0 && CostOf(j->v.id) >= j->spec.max_cost_micros) {
@@ -1848,6 +1891,7 @@ std::vector<Scheduler::JobState*> Scheduler::OrderedPending(const QueueContext& 
 // (srtf's remaining time shrinks) cannot give a job that found no victims new ones, so only a
 // rank that got worse counts as a change of the running set for the "try again" rule.
 void Scheduler::RefreshRunningRanks(const QueueContext& ctx) {
+  SyncRunning();
   std::vector<JobState*> moving;
   moving.reserve(static_cast<size_t>(running_moving_));
   for (const auto& [rank, seq, j] : running_) {
@@ -1947,6 +1991,7 @@ std::optional<Time> Scheduler::EarliestStart(const JobState& j, std::vector<char
   std::vector<std::pair<Time, const JobState*>> releases;
   for (const JobState* r : stopping_) releases.emplace_back(now, r);
   if (running_with_estimate_ > 0) {
+    SyncRunning();  // (in rank order)
     for (const auto& [rank, seq, r] : running_) {
       std::optional<Duration> left = r->v.RemainingEstimate(now);
       if (left) releases.emplace_back(now + *left, r);
@@ -2055,6 +2100,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
       // be stopped (may_stop would pass over each of them).
       const bool own_class_stays = by_class;
       if (!own_class_stays) {
+        SyncRunning();
         auto own = running_.lower_bound({w.rank, kMax, nullptr});  // the first job ranked behind w
         auto own_end =
             cls == kMax ? running_.end() : running_.lower_bound({RankKey{{cls + 1, kMin, kMin}}, kMin, nullptr});
@@ -2074,6 +2120,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // as the victim index is read for least-work-lost victims.
   const bool walk_running = !stream && policies_.options.victims == VictimOrder::kWorstRank && static_ranks &&
                             RanksCurrent(ctx.now) && (running_moving_ == 0 || running_ranks_at_ == ctx.now);
+  if (!stream) SyncRunning();  // read below, back to front
   auto walk = running_.rbegin();
   auto next_candidate = [&]() -> JobState* {
     if (stream) {
@@ -2648,17 +2695,22 @@ void Scheduler::Pass() {
     const bool free_none = free_all == 0;
     // Static ranks: if the job may not displace the worst-ranked running job, it may displace
     // nobody (MayPreempt implies a better rank, and the worst job is the easiest victim).
-    if (worst_edits != running_edits_) {
-      worst_edits = running_edits_;
-      worst = running_.empty() ? nullptr : &*running_.rbegin();
-    }
-    const bool can_preempt =
-        preemptive && attempts < opt.max_preemption_attempts && worst != nullptr &&
-        j->preempt_failed_at != running_version_ &&
-        (!static_ranks || (j->rank < std::get<0>(*worst) &&
-                           (preempts_by_class && running_moving_ == 0 && RanksCurrent(ctx.now)
-                                ? j->rank.k[0] < std::get<2>(*worst)->rank.k[0]
-                                : policies_.queue->MayPreempt(j->v, std::get<2>(*worst)->v, ctx))));
+    // With preemption by class and current ranks, the worst class is what decides (a job of an
+    // earlier class ranks before every job of it); otherwise the worst job, read from running_.
+    auto may_displace_worst = [&]() {
+      if (!static_ranks) return true;
+      if (preempts_by_class && running_moving_ == 0 && RanksCurrent(ctx.now)) {
+        return j->rank.k[0] < running_classes_.rbegin()->first;
+      }
+      SyncRunning();
+      if (worst_edits != running_edits_) {
+        worst_edits = running_edits_;
+        worst = &*running_.rbegin();
+      }
+      return j->rank < std::get<0>(*worst) && policies_.queue->MayPreempt(j->v, std::get<2>(*worst)->v, ctx);
+    };
+    const bool can_preempt = preemptive && attempts < opt.max_preemption_attempts && !running_.empty() &&
+                             j->preempt_failed_at != running_version_ && may_displace_worst();
     if (!can_preempt) set_flag(j->shape, kNoPreempt);
     if (!can_preempt && (free_none || dead_live >= live_shapes_)) {
       // Nothing more can start; with static ranks nobody further may preempt either.

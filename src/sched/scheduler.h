@@ -381,8 +381,18 @@ class Scheduler {
   int64_t failed_count_ = 0;
   void File(JobState& j);
   void Unfile(JobState& j);
-  std::set<std::tuple<RankKey, int64_t, JobState*>> running_;  // running jobs by rank
-  uint64_t running_edits_ = 0;  // every insertion, removal or move in running_ (a pass reads its end again after one)
+  // Running jobs by rank. A job whose rank changes while it runs is filed again only when
+  // something reads the order (SyncRunning): LAS demotes running jobs at each service threshold,
+  // and with preemption by class what most passes and searches read is the worst class
+  // (running_classes_), not the order. Until then it stays filed under its old rank, which keeps
+  // the tree consistent (every key is still unique and compared as filed).
+  mutable std::set<std::tuple<RankKey, int64_t, JobState*>> running_;
+  mutable std::vector<JobState*> running_unfiled_;  // running jobs filed under an old rank
+  std::map<int64_t, int64_t> running_classes_;      // running jobs per class of their rank now
+  mutable uint64_t running_edits_ = 0;  // every insertion, removal or move in running_ (a pass reads its end again after one)
+  // Files every job of running_unfiled_ under its rank now (before running_'s order is read).
+  void SyncRunning() const;
+  void CountRunningClass(int64_t cls, int delta);
   void AddRunning(JobState& j);
   void RemoveRunning(JobState& j);
   // Running jobs in the order a least-work-lost preemption search stops them, per first rank
