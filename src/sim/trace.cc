@@ -546,7 +546,9 @@ std::optional<Trace> ReadMappedCsvInHalves(const CsvInput& in, const ColumnPlan&
       a.clean = false;
       return;
     }
-    ReadPart(in.path, reader, columns, plan, in.expected_rows / 2 + 1, a);
+    // Room for every row of the file: the second half's jobs are appended here without moving
+    // these (the second half's own columns, about half the trace, are held until then).
+    ReadPart(in.path, reader, columns, plan, in.expected_rows, a);
   });
   {
     CsvReader reader(second, in.path, csv);
