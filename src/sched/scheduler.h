@@ -389,7 +389,9 @@ class Scheduler {
   mutable std::set<std::tuple<RankKey, int64_t, JobState*>> running_;
   mutable std::vector<JobState*> running_unfiled_;  // running jobs filed under an old rank
   std::map<int64_t, int64_t> running_classes_;      // running jobs per class of their rank now
-  mutable uint64_t running_edits_ = 0;  // every insertion, removal or move in running_ (a pass reads its end again after one)
+  // Every insertion or removal in running_, rank change of a running job, or re-filing by
+  // SyncRunning (a pass reads the worst job again after one).
+  mutable uint64_t running_edits_ = 0;
   // Files every job of running_unfiled_ under its rank now (before running_'s order is read).
   void SyncRunning() const;
   void CountRunningClass(int64_t cls, int delta);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -161,9 +162,11 @@ std::string RandomPhilly(int rows, uint32_t seed, char form = 'd') {
   return text;
 }
 
-// Reads `text` as a Philly trace in one pass and with a split allowed: both reads must give the
-// same result, jobs (every field, ids included), notes and errors alike.
-void ExpectSplitReadsAsOne(const std::string& text, const std::string& what, bool skip_bad_rows = false) {
+// Reads `text` as a trace (Philly unless `base` says otherwise) in one pass and with a split
+// allowed: both reads must give the same result, jobs (every field, ids included), notes and
+// errors alike; and the second read must have split the text exactly when `splits` says.
+void ExpectSplitReadsAsOne(const std::string& text, const std::string& what, bool splits, bool skip_bad_rows = false,
+                           const TraceOptions& base = {}) {
   // (One file per test: ctest runs the tests of this binary at once.)
   const std::string path =
       ::testing::TempDir() + "/split_trace_" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".csv";
@@ -171,7 +174,7 @@ void ExpectSplitReadsAsOne(const std::string& text, const std::string& what, boo
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << text;
   }
-  TraceOptions one;
+  TraceOptions one = base;
   one.skip_bad_rows = skip_bad_rows;
   one.split_min_bytes = std::numeric_limits<size_t>::max();
   TraceOptions split = one;
@@ -181,8 +184,11 @@ void ExpectSplitReadsAsOne(const std::string& text, const std::string& what, boo
   ASSERT_EQ(a.ok(), b.ok()) << what << ": " << a.status().ToString() << " / " << b.status().ToString();
   if (!a.ok()) {
     EXPECT_EQ(b.status().ToString(), a.status().ToString()) << what;
+    EXPECT_FALSE(splits) << what << ": the read failed, so it cannot have been split";
     return;
   }
+  EXPECT_FALSE(a->info.read_in_halves) << what;
+  EXPECT_EQ(b->info.read_in_halves, splits) << what;
   EXPECT_EQ(b->info.format, a->info.format) << what;
   EXPECT_EQ(b->info.bad_rows_skipped, a->info.bad_rows_skipped) << what;
   EXPECT_EQ(b->info.warnings, a->info.warnings) << what;
@@ -199,13 +205,25 @@ TEST_F(CompactTraceTest, TraceReadInHalvesIsTheTraceReadInOnePass) {
   // jobs, ids, shapes and notes of a read in one pass.
   for (uint32_t seed : {1u, 2u, 3u}) {
     const std::string text = RandomPhilly(3000, seed);
-    ExpectSplitReadsAsOne(text, "seed " + std::to_string(seed));
+    ExpectSplitReadsAsOne(text, "seed " + std::to_string(seed), /*split=*/true);
   }
   // Jobs of a shape that the first half never has.
   std::string text = RandomPhilly(1000, 4);
   text += "2017-10-02 01:02:03,10.0,3,30.0,newteam\n";
-  ExpectSplitReadsAsOne(text, "a shape only in the second half");
-  ExpectSplitReadsAsOne(RandomPhilly(3000, 5, 's'), "seconds");
+  ExpectSplitReadsAsOne(text, "a shape only in the second half", /*split=*/true);
+  ExpectSplitReadsAsOne(RandomPhilly(3000, 5, 's'), "seconds", /*split=*/true);
+}
+
+// `text` with `row` put where it becomes the first row of a split read's second half: at a line
+// start p such that the first LF at or after the middle of the new text ends the line before p.
+std::string WithRowStartingSecondHalf(const std::string& text, const std::string& row) {
+  for (size_t p = text.find('\n', text.size() / 2 - std::min<size_t>(text.size() / 2, 400)) + 1; p < text.size();
+       p = text.find('\n', p) + 1) {
+    std::string candidate = text.substr(0, p) + row + text.substr(p);
+    if (candidate.find('\n', candidate.size() / 2) + 1 == p) return candidate;
+  }
+  ADD_FAILURE() << "no line start makes the row the second half's first";
+  return text;
 }
 
 TEST_F(CompactTraceTest, TraceWithAnythingIrregularIsReadInOnePass) {
@@ -218,9 +236,15 @@ TEST_F(CompactTraceTest, TraceWithAnythingIrregularIsReadInOnePass) {
   const std::string bad_row = "2017-10-03 00:00:00,abc,1,1.0,11cb48\n";
   for (bool skip : {false, true}) {
     const std::string mode = skip ? " (skipping)" : "";
-    ExpectSplitReadsAsOne(with_row_at(mid + good.substr(mid).find('\n') + 1, bad_row), "bad row in the second half" + mode, skip);
-    ExpectSplitReadsAsOne(with_row_at(good.find('\n') + 1, bad_row), "bad row in the first half" + mode, skip);
-    ExpectSplitReadsAsOne(with_row_at(mid, "2017-10-03 00:00:00,1.0,1,1.0\n"), "short row at the split" + mode, skip);
+    ExpectSplitReadsAsOne(with_row_at(mid + good.substr(mid).find('\n') + 1, bad_row), "bad row in the second half" + mode,
+                          false, skip);
+    ExpectSplitReadsAsOne(with_row_at(good.find('\n') + 1, bad_row), "bad row in the first half" + mode, false, skip);
+    ExpectSplitReadsAsOne(with_row_at(mid, "2017-10-03 00:00:00,1.0,1,1.0\n"), "short row at the split" + mode, false,
+                          skip);
+    // A byte order mark where the second half starts belongs to that row (a reader would drop
+    // one at the start of its text).
+    ExpectSplitReadsAsOne(WithRowStartingSecondHalf(good, "\xEF\xBB\xBF"), "a byte order mark at the split" + mode,
+                          false, skip);
   }
   // Datetimes in the first half and seconds in the second, split where the forms change (each
   // half is of one form on its own): seconds rows are added until the middle falls in the last
@@ -235,8 +259,26 @@ TEST_F(CompactTraceTest, TraceWithAnythingIrregularIsReadInOnePass) {
     mixed += seconds.substr(at, end - at);
     at = end;
   }
-  ExpectSplitReadsAsOne(mixed, "datetimes, then seconds");
-  ExpectSplitReadsAsOne(with_row_at(mid, "2017-10-03 00:00:00,5.0,1,5.0,\"quoted\"\n"), "a quoted field");
+  ExpectSplitReadsAsOne(mixed, "datetimes, then seconds", false);
+  ExpectSplitReadsAsOne(with_row_at(mid, "2017-10-03 00:00:00,5.0,1,5.0,\"quoted\"\n"), "a quoted field", false);
+
+  // A row whose submit and end are of two forms, first in the second half: only a trace's first
+  // good row may be so, and it is not the trace's first.
+  TraceOptions generic;
+  generic.columns = {{"submit", "start"}, {"end", "stop"}, {"gpus", "gpus"}};
+  std::string spans = "start,stop,gpus\n";
+  for (int i = 0; i < 4000; ++i) {
+    char row[96];
+    std::snprintf(row, sizeof(row), "2017-10-%02d 01:%02d:00,2017-10-%02d 03:%02d:00,%d\n", 1 + i % 27, i % 60,
+                  1 + i % 27, i % 60, 1 + i % 4);
+    spans += row;
+  }
+  ExpectSplitReadsAsOne(spans, "generic csv with end times", true, false, generic);
+  for (bool skip : {false, true}) {
+    ExpectSplitReadsAsOne(WithRowStartingSecondHalf(spans, "2017-10-02 00:00:00,1506906000,1\n"),
+                          std::string("a row of two forms first in the second half") + (skip ? " (skipping)" : ""), false,
+                          skip, generic);
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -184,11 +185,15 @@ class TimeForms {
     if (row_form_ == TimeForm::kUnset) {
       row_form_ = form;
       row_example_.assign(Trim(text));
+    } else if (form != row_form_) {
+      mixed_row_ = true;  // allowed only before the trace's form is set (its first good row)
     }
     return Status::Ok();
   }
   // The form the accepted rows set (kUnset before the first).
   TimeForm form() const { return form_; }
+  // Whether a row gave its times in two forms (only a first good row can, and be accepted).
+  bool mixed_row() const { return mixed_row_; }
   // The row was accepted: the first such row sets the trace's form.
   void Accept(int64_t line) {
     if (form_ == TimeForm::kUnset && row_form_ != TimeForm::kUnset) {
@@ -204,6 +209,7 @@ class TimeForms {
   std::string example_;
   TimeForm row_form_ = TimeForm::kUnset;
   std::string row_example_;
+  bool mixed_row_ = false;
 };
 
 // Collects a reader's jobs: keeps ids unique, and counts bad rows when skipping or turns the first
@@ -519,6 +525,9 @@ void ReadPart(const std::string& path, CsvReader& reader, size_t columns, const 
     forms.Accept(ctx.line);
   }
   part.form = forms.form();
+  // A row of two forms passes only as the first good row of what is read; the second half's
+  // first row is not the trace's, so the trace is read again in one pass to judge it.
+  if (forms.mixed_row()) part.clean = false;
 }
 
 // A large trace read in two halves at once (a thread each), when what they give together is known
@@ -536,10 +545,13 @@ std::optional<Trace> ReadMappedCsvInHalves(const CsvInput& in, const ColumnPlan&
   const size_t lf = text.find('\n', text.size() / 2);
   if (lf == std::string_view::npos) return std::nullopt;
   const std::string_view first = text.substr(0, lf + 1), second = text.substr(lf + 1);
+  // A reader drops a byte order mark at the start of its text; one in the middle of the file is
+  // part of its row.
+  if (second.starts_with("\xEF\xBB\xBF")) return std::nullopt;
   const size_t columns = in.header.size();
   const model::CsvOptions csv{.trim = true};
   TracePart a, b;
-  std::thread reader_a([&] {
+  auto read_first = [&] {
     CsvReader reader(first, in.path, csv);
     Result<bool> header = reader.Next();  // as the caller read it
     if (!header.ok() || !*header) {
@@ -549,7 +561,19 @@ std::optional<Trace> ReadMappedCsvInHalves(const CsvInput& in, const ColumnPlan&
     // Room for every row of the file: the second half's jobs are appended here without moving
     // these (the second half's own columns, about half the trace, are held until then).
     ReadPart(in.path, reader, columns, plan, in.expected_rows, a);
-  });
+  };
+  std::thread reader_a;
+  try {
+    reader_a = std::thread(read_first);
+  } catch (const std::system_error&) {
+    return std::nullopt;  // no thread to be had: one pass
+  }
+  struct Joiner {  // joins on every way out, an exception included
+    std::thread& t;
+    ~Joiner() {
+      if (t.joinable()) t.join();
+    }
+  } joiner{reader_a};
   {
     CsvReader reader(second, in.path, csv);
     ReadPart(in.path, reader, columns, plan, in.expected_rows / 2 + 1, b);
@@ -561,6 +585,7 @@ std::optional<Trace> ReadMappedCsvInHalves(const CsvInput& in, const ColumnPlan&
   in.compact->AppendNumbered(b.jobs, a.rows + 1);
   Trace trace;
   trace.format = in.format;
+  trace.read_in_halves = true;
   return trace;
 }
 

@@ -64,6 +64,7 @@ struct Trace {
   std::vector<TraceJob> jobs;               // sorted by submit time, then by position in the file
   int64_t bad_rows_skipped = 0;
   std::vector<std::string> warnings;        // first few bad-row messages when skipping
+  bool read_in_halves = false;              // read by two threads (TraceOptions::split_min_bytes)
 };
 
 // Reads a whole trace. Errors name the file and line: "philly.csv:17: duration: expected a
