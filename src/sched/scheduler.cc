@@ -175,31 +175,34 @@ struct Scheduler::JobState {
   JobSpec spec;
 };
 
+namespace {
+
+// Asks the memory for every cache line of [begin, end).
+void PrefetchRange(const void* begin, const void* end) {
+  for (const char* at = static_cast<const char*>(begin); at < static_cast<const char*>(end); at += 64) {
+    __builtin_prefetch(at);
+  }
+}
+
+}  // namespace
+
 // Asks the memory for what a pass reads of a queued job (its view, rank and pass fields, where
 // it is filed, its spec) before the job's visit: the heads of a merge are known some visits
 // ahead, and each job's state is otherwise a cache miss met at its visit.
 void Scheduler::PrefetchForVisit(const JobState* j) {
-  const char* p = reinterpret_cast<const char*>(j);
-  const char* pass_fields_end = reinterpret_cast<const char*>(&j->held_milli);
-  for (const char* at = p; at < pass_fields_end; at += 64) __builtin_prefetch(at);
+  PrefetchRange(j, &j->held_milli);
   __builtin_prefetch(&j->shape_at);
   __builtin_prefetch(&j->spec);
 }
 
 // The same for a running job a preemption search may take as a victim: its view, rank and
 // stopping state (may it be stopped), its GPUs and the nodes of its parts.
-void Scheduler::PrefetchCandidate(const JobState* j) {
-  const char* p = reinterpret_cast<const char*>(j);
-  const char* end = reinterpret_cast<const char*>(&j->part_pos + 1);
-  for (const char* at = p; at < end; at += 64) __builtin_prefetch(at);
-}
+void Scheduler::PrefetchCandidate(const JobState* j) { PrefetchRange(j, &j->part_pos + 1); }
 
 // The same for a job whose timer fires: its timer, its view and rank, where it is filed while
 // running, and its spec (the policy ranks it).
 void Scheduler::PrefetchForTimer(const JobState* j) {
-  const char* p = reinterpret_cast<const char*>(j);
-  const char* pass_fields_end = reinterpret_cast<const char*>(&j->held_milli);
-  for (const char* at = p; at < pass_fields_end; at += 64) __builtin_prefetch(at);
+  PrefetchRange(j, &j->held_milli);
   __builtin_prefetch(&j->timer);
   __builtin_prefetch(&j->running_at);
   __builtin_prefetch(&j->spec);
