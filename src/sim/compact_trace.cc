@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <functional>
-#include <numeric>
 
 #include "common/check.h"
 #include "common/radix_sort.h"

@@ -1,7 +1,6 @@
 #include "sim/simulator.h"
 
 #include <algorithm>
-#include <type_traits>
 #include <cmath>
 #include <deque>
 #include <functional>
@@ -117,9 +116,13 @@ class EventQueue {
     // Into the recent list, which joins the long one once it is an eighth of its size: the long
     // one holds every stale finish not yet reached (twenty thousand in las-Philly), and merging
     // each sweep into it would move it all each time.
-    AddSorted(recent_stale_, live_end, heap_.end());
+    const size_t recent_before = recent_stale_.size();
+    for (auto it = live_end; it != heap_.end(); ++it) recent_stale_.push_back(it->t);
+    MergeNewTimes(recent_stale_, recent_before);
     if (recent_stale_.size() * 8 >= stale_.size()) {
-      AddSorted(stale_, recent_stale_.begin(), recent_stale_.end());
+      const size_t before = stale_.size();
+      stale_.insert(stale_.end(), recent_stale_.begin(), recent_stale_.end());
+      MergeNewTimes(stale_, before);
       recent_stale_.clear();
     }
     moved_out_ += heap_.end() - live_end;
@@ -152,19 +155,11 @@ class EventQueue {
     if (stale_.empty()) return recent_stale_.back();
     return recent_stale_.empty() || stale_.back() < recent_stale_.back() ? stale_.back() : recent_stale_.back();
   }
-  // Adds the times of [first, last) (events, or times) to `list`, keeping it latest first.
-  template <class It>
-  static void AddSorted(std::vector<Time>& list, It first, It last) {
-    const size_t old_count = list.size();
-    for (It it = first; it != last; ++it) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(*it)>, Time>) {
-        list.push_back(*it);
-      } else {
-        list.push_back(it->t);
-      }
-    }
-    std::sort(list.begin() + static_cast<long>(old_count), list.end(), std::greater<>());
-    std::inplace_merge(list.begin(), list.begin() + static_cast<long>(old_count), list.end(), std::greater<>());
+  // Puts the times appended to `list` after its first `old_count` (a list latest first) in order.
+  static void MergeNewTimes(std::vector<Time>& list, size_t old_count) {
+    const auto middle = list.begin() + static_cast<long>(old_count);
+    std::sort(middle, list.end(), std::greater<>());
+    std::inplace_merge(list.begin(), middle, list.end(), std::greater<>());
   }
   bool FromArrivals() const {
     if (next_ == count_) return false;

@@ -568,17 +568,14 @@ std::optional<Trace> ReadMappedCsvInHalves(const CsvInput& in, const ColumnPlan&
   } catch (const std::system_error&) {
     return std::nullopt;  // no thread to be had: one pass
   }
-  struct Joiner {  // joins on every way out, an exception included
-    std::thread& t;
-    ~Joiner() {
-      if (t.joinable()) t.join();
-    }
-  } joiner{reader_a};
   {
+    struct Joiner {  // joins at the end of this block, or on an exception out of it
+      std::thread& t;
+      ~Joiner() { t.join(); }
+    } joiner{reader_a};
     CsvReader reader(second, in.path, csv);
     ReadPart(in.path, reader, columns, plan, in.expected_rows / 2 + 1, b);
   }
-  reader_a.join();
   if (!a.clean || !b.clean) return std::nullopt;
   if (a.form != TimeForm::kUnset && b.form != TimeForm::kUnset && a.form != b.form) return std::nullopt;
   *in.compact = std::move(a.jobs);
