@@ -889,8 +889,8 @@ void Scheduler::AddHolder(JobState& j) {
     }
     // A running holder whose rank moves with service leaves a filed node's key as it was.
     const bool keyed = !j.moving || !holder_filed_[pos] || holders_[pos].empty();
-    holders_[pos].push_back(
-        {&j, HolderKey(j), j.v.started_at, static_cast<int>(part.gpus.size()), j.v.phase == JobPhase::kRunning});
+    holders_[pos].push_back({&j, HolderKey(j), j.v.started_at, j.v.seq, static_cast<int>(part.gpus.size()),
+                             j.v.phase == JobPhase::kRunning, part.gpu_milli == model::kMilliGpuPerGpu});
     if (keyed) RefileNode(pos);
   }
 }
@@ -2047,6 +2047,108 @@ std::optional<Scheduler::Reservation> Scheduler::MakeReservation(const JobState&
   return res;
 }
 
+// With worst-rank victims, static ranks kept current and preemption by class, a search for a
+// job that needs whole nodes (its GPUs per node are the most a node of its models has) releases
+// running jobs worst first until enough nodes are ready: free with their released parts. Such a
+// node is ready once every holder of its GPUs is released, so it becomes ready when its
+// best-ranked holder is, and the first `nodes` nodes to become ready are those whose best holders
+// rank worst. Read from the nodes' holders, that is the search's outcome without the walk: the
+// victims it keeps are the holders of those nodes (each is needed: without any of them its node
+// has too few GPUs), and every other victim it releases is dropped again, as long as the free
+// GPUs with the kept victims' cover the job (checked here; TryPreempt asks the placement).
+// Whatever this cannot tell the same way (a slice, a hot GPU, a node ready already, two nodes
+// that become ready with one release) leaves the choice to the walk.
+bool Scheduler::WholeNodeVictims(const JobState& w, const std::vector<char>& model_ok, const QueueContext& ctx,
+                                 std::vector<JobState*>& chosen) {
+  const std::vector<int>& models = search_models_;
+  const int g = w.spec.gpus_per_node;
+  const size_t n = static_cast<size_t>(w.spec.nodes);
+  const int64_t cls = w.rank.k[0];
+  auto& found = search_node_keys_;
+  found.clear();
+  // Classes from the worst down to the one after the waiting job's (a node filed in its class or
+  // an earlier one has a holder it may not stop), until enough nodes are found: a node filed in
+  // an earlier class has a best holder ranked before any node's of a later class.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  int64_t below = kMax;  // classes looked at so far: those >= below (kMax: none yet)
+  bool first = true;
+  while (found.size() < n) {
+    std::optional<int64_t> level;
+    for (int m : models) {
+      if (holders_by_model_.size() <= static_cast<size_t>(m)) continue;
+      const HolderFile& filed = holders_by_model_[m];
+      for (auto it = first ? filed.end() : filed.lower_bound(below); it != filed.begin();) {
+        --it;
+        if (it->first <= cls) break;
+        if (it->second.empty()) continue;
+        if (!level || *level < it->first) level = it->first;
+        break;
+      }
+    }
+    if (!level) return false;
+    for (int m : models) {
+      if (holders_by_model_.size() <= static_cast<size_t>(m)) continue;
+      auto bucket = holders_by_model_[m].find(*level);
+      if (bucket == holders_by_model_[m].end()) continue;
+      for (const int pos : bucket->second) {
+        const ClusterView::Node& node = view_.nodes()[pos];
+        if (!node.schedulable() || node.spec.gpus != g) continue;  // never ready
+        int held = 0;
+        bool stoppable = true, sliced = false;
+        RankKey best{{kMax, kMax, kMax}};
+        int64_t best_seq = kMax;
+        for (const Holder& h : holders_[pos]) {
+          if (!MayStopHolder(w, h, /*by_class=*/true, ctx)) {
+            stoppable = false;  // never ready
+            break;
+          }
+          sliced = sliced || !h.whole;
+          held += h.gpus;
+          if (std::tie(h.key, h.seq) < std::tie(best, best_seq)) {
+            best = h.key;
+            best_seq = h.seq;
+          }
+        }
+        if (!stoppable) continue;
+        if (sliced || node.hot_count > 0) return false;
+        if (node.free_whole + held == g) found.emplace_back(best, best_seq, pos);
+      }
+    }
+    below = *level;
+    first = false;
+  }
+  // The worst `n` best holders, and the one after them: if it is the last of them again (a gang
+  // that is the best holder of two nodes), one release readies more nodes than the job needs.
+  const size_t take = std::min(found.size(), n + 1);
+  std::partial_sort(found.begin(), found.begin() + static_cast<long>(take), found.end(),
+                    [](const auto& a, const auto& b) { return a > b; });
+  if (found.size() > n && std::get<0>(found[n]) == std::get<0>(found[n - 1]) &&
+      std::get<1>(found[n]) == std::get<1>(found[n - 1])) {
+    return false;
+  }
+  std::vector<int>& nodes = search_nodes_;
+  nodes.clear();
+  chosen.clear();
+  int64_t kept_milli = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int pos = std::get<2>(found[i]);
+    nodes.push_back(pos);
+    for (const Holder& h : holders_[pos]) {
+      JobState* j = h.job;
+      // The walk passes over a job of a model the waiting one may not use.
+      if (j->model_index < 0 || !model_ok[j->model_index]) return false;
+      if (std::find(chosen.begin(), chosen.end(), j) != chosen.end()) continue;  // a gang on two of them
+      chosen.push_back(j);
+      kept_milli += j->held_milli;
+    }
+  }
+  if (FreeMilliFor(models, view_) + kept_milli < w.spec.total_gpu_milli()) return false;
+  std::sort(chosen.begin(), chosen.end(), [](const JobState* a, const JobState* b) {
+    return std::tie(b->rank, b->v.seq) < std::tie(a->rank, a->v.seq);
+  });
+  return true;
+}
+
 bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vector<char>* claimed) {
   search_lacked_room_ = false;
   // (Members reused from search to search, so that a search that fails early allocates nothing.)
@@ -2067,12 +2169,12 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   std::vector<char>& model_ok = search_model_ok_;
   model_ok.assign(view_.models().size(), 0);
   for (int m : models) model_ok[m] = 1;
+  bool whole_nodes = whole;
+  for (int m : models) whole_nodes = whole_nodes && w.spec.gpus_per_node == view_.MaxGpusPerNode(m);
   if (static_ranks && whole) {
     // If too few nodes can be emptied for a job that needs whole nodes, or given room for a
     // part of one that needs less, the search below would release every candidate and still
     // find too few nodes with enough free GPUs.
-    bool whole_nodes = true;
-    for (int m : models) whole_nodes = whole_nodes && w.spec.gpus_per_node == view_.MaxGpusPerNode(m);
     if (whole_nodes ? !NodesMayBeFreed(w, models, ctx) : !NodesMayHaveRoom(w, models, ctx)) {
       search_lacked_room_ = true;
       return false;
@@ -2082,6 +2184,32 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // (QueuePolicy::PreemptsByClass): read it from the ranks kept instead of asking the policy.
   const bool by_class =
       static_ranks && policies_.queue->PreemptsByClass() && running_moving_ == 0 && RanksCurrent(ctx.now);
+  // Worst-rank victims of a job that needs whole nodes, from the nodes' holders when they tell
+  // (WholeNodeVictims); the placement confirms that the job fits on the view with those nodes
+  // emptied. Where the walk would ask, its view differs only by more room (parts of other
+  // victims on nodes too small for a part of the job, parts without GPUs on the emptied nodes),
+  // so it would fit there too, and give those victims back. If not, the walk decides.
+  if (by_class && whole_nodes && !victim_index_ && policies_.options.victims == VictimOrder::kWorstRank &&
+      NodesWithRoomNow(w, models) == 0 && WholeNodeVictims(w, model_ok, ctx, search_chosen_)) {
+    const std::vector<int>& nodes = search_nodes_;
+    view_.StartTrial();
+    for (const JobState* c : search_chosen_) {
+      size_t k = 0;  // c->part_pos[k] is the node of the k-th part with GPUs
+      for (const auto& part : c->placement.parts) {
+        if (part.gpus.empty()) continue;
+        if (std::find(nodes.begin(), nodes.end(), c->part_pos[k++]) != nodes.end()) view_.ReleasePart(part);
+      }
+    }
+    PlaceOptions po;
+    po.excluded = claimed;
+    ++stats_.placement_calls;
+    PlaceResult target = policies_.placement->Place(w.spec, view_, po);
+    view_.EndTrial();
+    if (target.kind == PlaceResult::Kind::kPlaced) {
+      StopForClaim(w, target.placement, search_chosen_);
+      return true;
+    }
+  }
   auto may_stop = [&](const JobState* r) {
     return !r->preempted_for && ctx.now - r->v.started_at >= policies_.options.min_run_before_preempt &&
            r->model_index >= 0 && model_ok[r->model_index] &&
@@ -2410,15 +2538,19 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   PlaceResult target = policies_.placement->Place(w.spec, whatif, po);
   end_trial();
   CHECK(target.kind == PlaceResult::Kind::kPlaced) << "victims chosen but the job does not fit";
+  StopForClaim(w, target.placement, chosen);
+  return true;
+}
+
+void Scheduler::StopForClaim(JobState& w, const model::Placement& target, const std::vector<JobState*>& chosen) {
   w.claim.clear();
-  for (const auto& part : target.placement.parts) w.claim.push_back(view_.IndexOf(part.node));
+  for (const auto& part : target.parts) w.claim.push_back(view_.IndexOf(part.node));
   PreemptReason reason = policies_.queue->PreemptionReason();
   for (JobState* c : chosen) {
     c->preempted_for = w.v.id;
     ++w.victims_stopping;
     StopRunning(*c, reason);
   }
-  return !chosen.empty();
 }
 
 // ---- Searches that lacked room ---------------------------------------------------------------

@@ -328,8 +328,10 @@ class Scheduler {
     JobState* job;
     RankKey key;
     Time started;          // its run's start
+    int64_t seq = 0;       // the job's (ties between equal keys, as running_ breaks them)
     int gpus = 0;          // GPUs its part holds on the node
     bool running = false;  // running, not stopping
+    bool whole = true;     // its part holds whole GPUs (not a slice)
   };
   std::vector<std::vector<Holder>> holders_;
   std::vector<RankKey> holder_key_;  // per node position: the key it is filed under
@@ -365,6 +367,15 @@ class Scheduler {
   bool MayStopHolder(const JobState& w, const Holder& h, bool by_class, const QueueContext& ctx) const;
   // Schedulable nodes of `models` with `w`'s GPUs per node free now.
   int64_t NodesWithRoomNow(const JobState& w, const std::vector<int>& models) const;
+  // Worst-rank victims of a job that needs whole nodes, read from the nodes' holders instead of
+  // walking the running set (TryPreempt says when the two agree): the nodes in `search_nodes_`,
+  // their holders in `chosen`, worst first. False when it cannot tell; the walk decides then.
+  bool WholeNodeVictims(const JobState& w, const std::vector<char>& model_ok, const QueueContext& ctx,
+                        std::vector<JobState*>& chosen);
+  std::vector<std::tuple<RankKey, int64_t, int>> search_node_keys_;  // (key, seq, node position)
+  std::vector<int> search_nodes_;
+  // Claims the nodes of `target` for `w` and stops `chosen` for it (a search that succeeded).
+  void StopForClaim(JobState& w, const model::Placement& target, const std::vector<JobState*>& chosen);
   std::unordered_map<int64_t, std::unique_ptr<JobState>> jobs_;
   // Pending jobs sorted by (rank, seq), one queue per shape (for policies whose ranks do not depend
   // on usage, a pass merges them; the whole queue in order is their merge).

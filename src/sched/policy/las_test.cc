@@ -620,6 +620,172 @@ TEST_F(LasTest, WorstRankVictimsAreTheBackOfTheQueue) {
   EXPECT_EQ(h.Phase(abcd[0]), JobPhase::kRunning);
 }
 
+// Worst-rank victims as plainly stated: on a copy of the view, release the running jobs a fresh
+// job (queue 0) may stop, worst ranked first, until it fits; then, last released first, take
+// each back and leave it taken if the job still fits. What stays released, worst first, is
+// what the search must stop (nothing when the job fits as things are, or never does).
+std::vector<int64_t> PlainWorstRankVictims(SchedulerHarness& h, const std::vector<JobId>& jobs,
+                                           const model::JobSpec& w) {
+  const Scheduler& s = h.sched();
+  const QueueContext ctx{h.clock().Now(), nullptr, 0};
+  std::vector<std::tuple<RankKey, int64_t, JobId>> order;
+  for (JobId id : jobs) {
+    if (s.PhaseOf(id) != JobPhase::kRunning) continue;
+    const JobView* v = s.ViewOf(id);
+    const RankKey r = s.policies().queue->Rank(*v, ctx);
+    if (r.k[0] > 0) order.emplace_back(r, v->seq, id);
+  }
+  std::sort(order.rbegin(), order.rend());
+  ClusterView copy = s.view();
+  auto fits = [&] { return s.policies().placement->Place(w, copy, {}).kind == PlaceResult::Kind::kPlaced; };
+  if (fits()) return {};
+  std::vector<JobId> chosen;
+  for (const auto& [rank, seq, id] : order) {
+    copy.Release(*s.PlacementOf(id));
+    chosen.push_back(id);
+    if (fits()) break;
+  }
+  if (!fits()) return {};
+  for (size_t i = chosen.size(); i-- > 0;) {
+    copy.Reacquire(*s.PlacementOf(chosen[i]));
+    if (fits()) {
+      chosen.erase(chosen.begin() + static_cast<long>(i));
+    } else {
+      copy.Release(*s.PlacementOf(chosen[i]));
+    }
+  }
+  std::vector<int64_t> out;
+  for (JobId id : chosen) out.push_back(id.value());
+  return out;
+}
+
+TEST_F(LasTest, WorstRankVictimsAreThoseReleasingWorstFirstAndGivingBackWouldStop) {
+  // Given random histories on 8-GPU nodes (and one 4-GPU node) of jobs of half a GPU to 8 GPUs
+  // and 2-node gangs, with random finishes, under victims=worst-rank, expect each fresh job that
+  // arrives to an empty queue to stop exactly the jobs PlainWorstRankVictims names, in its order:
+  // whole-node jobs (read from the nodes' holders) and jobs of part of a node (the walk) alike.
+  int searched = 0, whole_node_searches = 0;
+  for (uint32_t seed = 1; seed <= 200; ++seed) {
+    SchedulerHarness h("las", {"thresholds=200,800,3200", "victims=worst-rank"});
+    for (int i = 0; i < 5; ++i) h.AddNode(MakeNode("n" + std::to_string(i), "A100", 8));
+    h.AddNode(MakeNode("small", "A100", 4));
+    std::mt19937 rng(seed);
+    std::vector<JobId> jobs;
+    int64_t t = 0;
+    for (int step = 0; step < 120; ++step) {
+      t += static_cast<int64_t>(rng() % 90);
+      h.AdvanceTo(t);
+      if (rng() % 4 == 0) {
+        std::vector<JobId> running;
+        for (JobId id : jobs) {
+          if (h.sched().PhaseOf(id) == JobPhase::kRunning) running.push_back(id);
+        }
+        if (!running.empty()) h.Finish(running[rng() % running.size()]);
+        h.StopAllPreempted();
+        continue;
+      }
+      static constexpr int kWidths[] = {0, 1, 1, 2, 2, 4, 8, 8, 16};  // 0: half a GPU
+      const int width = kWidths[rng() % 9];
+      model::JobSpec spec = MakeJob(width == 16 ? 8 : std::max(width, 1));
+      if (width == 16) spec.nodes = 2;
+      if (width == 0) spec.gpu_milli = 500;
+      spec.submit = h.clock().Now();
+      const bool alone = h.sched().pending_count() == 0 && h.sched().stopping_count() == 0;
+      const std::vector<int64_t> expected = alone ? PlainWorstRankVictims(h, jobs, spec) : std::vector<int64_t>{};
+      const size_t before = h.sink().Preempted().size();
+      jobs.push_back(h.Submit(spec));
+      if (alone) {
+        const std::vector<int64_t> all = h.sink().Preempted();
+        const std::vector<int64_t> got(all.begin() + static_cast<long>(before), all.end());
+        EXPECT_EQ(got, expected) << "seed " << seed << ", step " << step << ", " << spec.nodes << " x " << width;
+        if (!expected.empty()) {
+          ++searched;
+          if (width >= 8) ++whole_node_searches;
+        }
+      }
+      h.StopAllPreempted();
+    }
+  }
+  // The histories reach enough searches of both kinds to mean something.
+  EXPECT_GT(searched, 180);
+  EXPECT_GT(whole_node_searches, 140);
+}
+
+// Submits `spec` at second `at` with LAS queue 2's service (thresholds 10,20), running if it fits.
+JobId RunInQueue2(SchedulerHarness& h, int64_t id, model::JobSpec spec, int64_t at) {
+  h.clock().Set(Sec(at));
+  JobId j = SubmitWithService(h, id, std::move(spec), 20, 2);
+  EXPECT_EQ(h.Phase(j), JobPhase::kRunning) << "job " << id;
+  return j;
+}
+
+TEST_F(LasTest, AGangThatIsTheBestHolderOfTwoNodesReadiesBothForAWholeNodeJob) {
+  // Given thresholds=10,20, victims=worst-rank and two 8-GPU nodes, each holding half of a gang G
+  // and a 4-GPU job (A, then B, both ranked behind G in queue 2), expect a fresh 8-GPU job to
+  // stop what releasing B, A and G and giving back what is not needed leaves: G and the job on
+  // the node it takes. (Releasing G readies both nodes at once.)
+  SchedulerHarness h("las", {"thresholds=10,20", "victims=worst-rank"});
+  h.AddNode(MakeNode("n0", "A100", 8));
+  h.AddNode(MakeNode("n1", "A100", 8));
+  model::JobSpec gang = MakeJob(4);
+  gang.nodes = 2;
+  JobId g = RunInQueue2(h, 100, gang, 0);
+  RunInQueue2(h, 101, MakeJob(4), 1);
+  RunInQueue2(h, 102, MakeJob(4), 2);
+  h.clock().Set(Sec(3));
+  model::JobSpec w = MakeJob(8);
+  w.submit = h.clock().Now();
+  const std::vector<int64_t> expected = PlainWorstRankVictims(h, {JobId(100), JobId(101), JobId(102)}, w);
+  ASSERT_EQ(expected.size(), 2u);
+  EXPECT_EQ(expected.back(), g.value());
+  h.Submit(w);
+  EXPECT_EQ(h.sink().Preempted(), expected);
+}
+
+TEST_F(LasTest, AGangHoldingBothNodesAWholeNodeGangNeedsIsStoppedOnce) {
+  // Given thresholds=10,20, victims=worst-rank and two 8-GPU nodes, each holding half of a gang G
+  // and a 4-GPU job (A, then B, ranked behind G in queue 2), expect a fresh gang of two 8-GPU
+  // parts to stop B, A and G, each once, worst first.
+  SchedulerHarness h("las", {"thresholds=10,20", "victims=worst-rank"});
+  h.AddNode(MakeNode("n0", "A100", 8));
+  h.AddNode(MakeNode("n1", "A100", 8));
+  model::JobSpec gang = MakeJob(4);
+  gang.nodes = 2;
+  JobId g = RunInQueue2(h, 100, gang, 0);
+  JobId a = RunInQueue2(h, 101, MakeJob(4), 1);
+  JobId b = RunInQueue2(h, 102, MakeJob(4), 2);
+  h.clock().Set(Sec(3));
+  model::JobSpec w = MakeJob(8);
+  w.nodes = 2;
+  JobId wid = h.Submit(w);
+  EXPECT_EQ(h.sink().Preempted(), (std::vector<int64_t>{b.value(), a.value(), g.value()}));
+  h.StopAllPreempted();
+  EXPECT_EQ(h.Phase(wid), JobPhase::kRunning);
+}
+
+TEST_F(LasTest, WorstRankVictimsOfAWholeNodeJobMayBeSlicesOfOneGpu) {
+  // Given thresholds=10,20, victims=worst-rank and two 8-GPU nodes: Y (8 GPUs) ranked first in
+  // queue 2, then X (6 GPUs) and two half-GPU slices S1, S2 behind it, expect a fresh 8-GPU job
+  // to stop what PlainWorstRankVictims names: the node of X and the slices is emptied first, so
+  // X and both slices, and not Y, however the slices share their GPUs.
+  SchedulerHarness h("las", {"thresholds=10,20", "victims=worst-rank"});
+  h.AddNode(MakeNode("n0", "A100", 8));
+  h.AddNode(MakeNode("n1", "A100", 8));
+  model::JobSpec slice = MakeJob(1);
+  slice.gpu_milli = 500;
+  JobId y = RunInQueue2(h, 100, MakeJob(8), 0);
+  JobId x = RunInQueue2(h, 101, MakeJob(6), 1);
+  JobId s1 = RunInQueue2(h, 102, slice, 2);
+  JobId s2 = RunInQueue2(h, 103, slice, 3);
+  h.clock().Set(Sec(4));
+  model::JobSpec w = MakeJob(8);
+  w.submit = h.clock().Now();
+  const std::vector<int64_t> expected = PlainWorstRankVictims(h, {y, x, s1, s2}, w);
+  EXPECT_EQ(expected, (std::vector<int64_t>{s2.value(), s1.value(), x.value()}));
+  h.Submit(w);
+  EXPECT_EQ(h.sink().Preempted(), expected);
+}
+
 TEST_F(LasTest, ARunningJobPastItsThresholdIsAVictimBeforeItsTimerIsDelivered) {
   // Given thresholds=10,20 and a 1-GPU node running A from t=2 (its demotion is due at t=12),
   // and the scheduler not woken at t=12, expect job B, submitted before A (so ranked ahead of it
