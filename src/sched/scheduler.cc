@@ -886,11 +886,16 @@ void Scheduler::AddHolder(JobState& j) {
       holder_key_.resize(pos + 1);
       holder_filed_.resize(pos + 1, 0);
       holder_slot_.resize(pos + 1, 0);
+      holder_gpus_.resize(pos + 1, 0);
+      holder_slices_.resize(pos + 1, 0);
     }
     // A running holder whose rank moves with service leaves a filed node's key as it was.
     const bool keyed = !j.moving || !holder_filed_[pos] || holders_[pos].empty();
-    holders_[pos].push_back({&j, HolderKey(j), j.v.started_at, j.v.seq, static_cast<int>(part.gpus.size()),
-                             j.v.phase == JobPhase::kRunning, part.gpu_milli == model::kMilliGpuPerGpu});
+    const bool whole = part.gpu_milli == model::kMilliGpuPerGpu;
+    holders_[pos].push_back({&j, HolderKey(j), j.v.started_at, static_cast<int>(part.gpus.size()),
+                             j.v.phase == JobPhase::kRunning, whole});
+    holder_gpus_[pos] += static_cast<int>(part.gpus.size());
+    holder_slices_[pos] += whole ? 0 : 1;
     if (keyed) RefileNode(pos);
   }
 }
@@ -898,7 +903,10 @@ void Scheduler::AddHolder(JobState& j) {
 void Scheduler::RemoveHolder(JobState& j, bool keyed) {
   for (int pos : j.part_pos) {
     auto& list = holders_[pos];
-    list.erase(std::find_if(list.begin(), list.end(), [&](const Holder& h) { return h.job == &j; }));
+    auto h = std::find_if(list.begin(), list.end(), [&](const Holder& h) { return h.job == &j; });
+    holder_gpus_[pos] -= h->gpus;
+    holder_slices_[pos] -= h->whole ? 0 : 1;
+    list.erase(h);
     if (keyed || list.empty()) RefileNode(pos);
   }
   j.part_pos.clear();
@@ -2064,6 +2072,7 @@ bool Scheduler::WholeNodeVictims(const JobState& w, const std::vector<char>& mod
   const int g = w.spec.gpus_per_node;
   const size_t n = static_cast<size_t>(w.spec.nodes);
   const int64_t cls = w.rank.k[0];
+  const bool check_age = policies_.options.min_run_before_preempt > Duration::Zero();
   auto& found = search_node_keys_;
   found.clear();
   // Classes from the worst down to the one after the waiting job's (a node filed in its class or
@@ -2091,47 +2100,35 @@ bool Scheduler::WholeNodeVictims(const JobState& w, const std::vector<char>& mod
       auto bucket = holders_by_model_[m].find(*level);
       if (bucket == holders_by_model_[m].end()) continue;
       for (const int pos : bucket->second) {
+        // Filed in a class after the waiting job's, every holder ranks after it and runs (a
+        // stopping one files its node first of all): the walk may stop each one, if old enough.
         const ClusterView::Node& node = view_.nodes()[pos];
         if (!node.schedulable() || node.spec.gpus != g) continue;  // never ready
-        int held = 0;
-        bool stoppable = true, sliced = false;
-        RankKey best{{kMax, kMax, kMax}};
-        int64_t best_seq = kMax;
-        for (const Holder& h : holders_[pos]) {
-          if (!MayStopHolder(w, h, /*by_class=*/true, ctx)) {
-            stoppable = false;  // never ready
-            break;
-          }
-          sliced = sliced || !h.whole;
-          held += h.gpus;
-          if (std::tie(h.key, h.seq) < std::tie(best, best_seq)) {
-            best = h.key;
-            best_seq = h.seq;
-          }
+        if (check_age) {
+          bool stoppable = true;
+          for (const Holder& h : holders_[pos]) stoppable = stoppable && MayStopHolder(w, h, /*by_class=*/true, ctx);
+          if (!stoppable) continue;  // never ready
         }
-        if (!stoppable) continue;
-        if (sliced || node.hot_count > 0) return false;
-        if (node.free_whole + held == g) found.emplace_back(best, best_seq, pos);
+        if (holder_slices_[pos] > 0 || node.hot_count > 0) return false;
+        if (node.free_whole + holder_gpus_[pos] == g) found.emplace_back(holder_key_[pos], pos);
       }
     }
     below = *level;
     first = false;
   }
-  // The worst `n` best holders, and the one after them: if it is the last of them again (a gang
-  // that is the best holder of two nodes), one release readies more nodes than the job needs.
+  // The `n` nodes whose best holders rank worst, and the one after them: if its best holder
+  // ranks as the last of them (a gang that is the best holder of two nodes, or jobs submitted at
+  // one instant, which the walk tells apart by sequence), the walk decides.
   const size_t take = std::min(found.size(), n + 1);
   std::partial_sort(found.begin(), found.begin() + static_cast<long>(take), found.end(),
-                    [](const auto& a, const auto& b) { return a > b; });
-  if (found.size() > n && std::get<0>(found[n]) == std::get<0>(found[n - 1]) &&
-      std::get<1>(found[n]) == std::get<1>(found[n - 1])) {
-    return false;
-  }
+                    [](const auto& a, const auto& b) { return b.first < a.first; });
+  if (found.size() > n && found[n].first == found[n - 1].first) return false;
   std::vector<int>& nodes = search_nodes_;
   nodes.clear();
   chosen.clear();
   int64_t kept_milli = 0;
   for (size_t i = 0; i < n; ++i) {
-    const int pos = std::get<2>(found[i]);
+    const int pos = found[i].second;
     nodes.push_back(pos);
     for (const Holder& h : holders_[pos]) {
       JobState* j = h.job;

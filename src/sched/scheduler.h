@@ -328,7 +328,6 @@ class Scheduler {
     JobState* job;
     RankKey key;
     Time started;          // its run's start
-    int64_t seq = 0;       // the job's (ties between equal keys, as running_ breaks them)
     int gpus = 0;          // GPUs its part holds on the node
     bool running = false;  // running, not stopping
     bool whole = true;     // its part holds whole GPUs (not a slice)
@@ -341,6 +340,9 @@ class Scheduler {
   using HolderFile = std::map<int64_t, std::vector<int>>;
   std::vector<HolderFile> holders_by_model_;
   std::vector<int> holder_slot_;  // per node position: its index in its class's list
+  // Per node position: the GPUs its holders hold, and how many of them hold a slice.
+  std::vector<int> holder_gpus_;
+  std::vector<int> holder_slices_;
   void UnfileNode(HolderFile& filed, int pos);
   static void PrefetchForVisit(const JobState* j);
   static void PrefetchCandidate(const JobState* j);
@@ -372,7 +374,7 @@ class Scheduler {
   // their holders in `chosen`, worst first. False when it cannot tell; the walk decides then.
   bool WholeNodeVictims(const JobState& w, const std::vector<char>& model_ok, const QueueContext& ctx,
                         std::vector<JobState*>& chosen);
-  std::vector<std::tuple<RankKey, int64_t, int>> search_node_keys_;  // (key, seq, node position)
+  std::vector<std::pair<RankKey, int>> search_node_keys_;  // (node key, node position)
   std::vector<int> search_nodes_;
   // Claims the nodes of `target` for `w` and stops `chosen` for it (a search that succeeded).
   void StopForClaim(JobState& w, const model::Placement& target, const std::vector<JobState*>& chosen);
