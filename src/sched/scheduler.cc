@@ -2064,8 +2064,8 @@ std::optional<Scheduler::Reservation> Scheduler::MakeReservation(const JobState&
 // victims it keeps are the holders of those nodes (each is needed: without any of them its node
 // has too few GPUs), and every other victim it releases is dropped again, as long as the free
 // GPUs with the kept victims' cover the job (checked here; TryPreempt asks the placement).
-// Whatever this cannot tell the same way (a slice, a hot GPU, a node ready already, two nodes
-// that become ready with one release) leaves the choice to the walk.
+// Whatever this cannot tell the same way (a slice, a hot GPU, a node ready already, mostly one
+// release that readies more nodes than the job needs) leaves the choice to the walk.
 bool Scheduler::WholeNodeVictims(const JobState& w, const std::vector<char>& model_ok, const QueueContext& ctx,
                                  std::vector<JobState*>& chosen) {
   const std::vector<int>& models = search_models_;
@@ -2116,20 +2116,33 @@ bool Scheduler::WholeNodeVictims(const JobState& w, const std::vector<char>& mod
     below = *level;
     first = false;
   }
-  // The `n` nodes whose best holders rank worst, and the one after them: if its best holder
-  // ranks as the last of them (a gang that is the best holder of two nodes, or jobs submitted at
-  // one instant, which the walk tells apart by sequence), the walk decides.
+  // The `n` nodes whose best holders rank worst. If the next node's best holder ranks as the last
+  // of them (a gang that is the best holder of two nodes, or jobs submitted at one instant, which
+  // the walk tells apart by sequence), one release readies more nodes than the job needs; the
+  // walk decides then, save for one case: more nodes than the job needs share the worst best
+  // holder, a job G that alone holds each of them. The walk releases G, places the job on some
+  // of them and keeps G only (without it none is ready), whichever the placement takes; the
+  // claim is then read on the view with all of them emptied, as the walk leaves it.
   const size_t take = std::min(found.size(), n + 1);
   std::partial_sort(found.begin(), found.begin() + static_cast<long>(take), found.end(),
                     [](const auto& a, const auto& b) { return b.first < a.first; });
-  if (found.size() > n && found[n].first == found[n - 1].first) return false;
   std::vector<int>& nodes = search_nodes_;
   nodes.clear();
+  if (found.size() > n && found[n].first == found[n - 1].first) {
+    if (!(found[n].first == found[0].first)) return false;
+    const JobState* only = nullptr;
+    for (const auto& [key, pos] : found) {
+      if (!(key == found[0].first)) continue;
+      if (holders_[pos].size() != 1 || (only && holders_[pos].front().job != only)) return false;
+      only = holders_[pos].front().job;
+      nodes.push_back(pos);
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) nodes.push_back(found[i].second);
+  }
   chosen.clear();
   int64_t kept_milli = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const int pos = found[i].second;
-    nodes.push_back(pos);
+  for (const int pos : nodes) {
     for (const Holder& h : holders_[pos]) {
       JobState* j = h.job;
       // The walk passes over a job of a model the waiting one may not use.

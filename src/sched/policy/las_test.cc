@@ -763,6 +763,28 @@ TEST_F(LasTest, AGangHoldingBothNodesAWholeNodeGangNeedsIsStoppedOnce) {
   EXPECT_EQ(h.Phase(wid), JobPhase::kRunning);
 }
 
+TEST_F(LasTest, AGangAloneOnTheNodesItReadiesIsTheOnlyVictimOfAWholeNodeJob) {
+  // Given thresholds=10,20, victims=worst-rank and three 8-GPU nodes: Y (8 GPUs) ranked first in
+  // queue 2 on one, a gang G of two 8-GPU parts behind it on the other two, expect a fresh 8-GPU
+  // job to stop G only (releasing it readies both of G's nodes; either will do), then to run.
+  SchedulerHarness h("las", {"thresholds=10,20", "victims=worst-rank"});
+  for (int i = 0; i < 3; ++i) h.AddNode(MakeNode("n" + std::to_string(i), "A100", 8));
+  JobId y = RunInQueue2(h, 100, MakeJob(8), 0);
+  model::JobSpec gang = MakeJob(8);
+  gang.nodes = 2;
+  JobId g = RunInQueue2(h, 101, gang, 1);
+  h.clock().Set(Sec(2));
+  model::JobSpec w = MakeJob(8);
+  w.submit = h.clock().Now();
+  const std::vector<int64_t> expected = PlainWorstRankVictims(h, {y, g}, w);
+  EXPECT_EQ(expected, (std::vector<int64_t>{g.value()}));
+  JobId wid = h.Submit(w);
+  EXPECT_EQ(h.sink().Preempted(), expected);
+  h.StopAllPreempted();
+  EXPECT_EQ(h.Phase(wid), JobPhase::kRunning);
+  EXPECT_EQ(h.Phase(y), JobPhase::kRunning);
+}
+
 TEST_F(LasTest, WorstRankVictimsOfAWholeNodeJobMayBeSlicesOfOneGpu) {
   // Given thresholds=10,20, victims=worst-rank and two 8-GPU nodes: Y (8 GPUs) ranked first in
   // queue 2, then X (6 GPUs) and two half-GPU slices S1, S2 behind it, expect a fresh 8-GPU job
