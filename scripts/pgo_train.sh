@@ -26,7 +26,7 @@ for policy in $policies; do
   runs+=("--trace $PHILLY --cluster-gpus 480 --policy $policy ${slice[*]}")
 done
 runs+=(
-  "--trace $PHILLY --cluster-gpus 480 --policy las --policy-opt victims=worst-rank ${slice[*]}"
+  "--trace $PHILLY --cluster-gpus 480 --policy las --policy-opt victims=worst-rank"
   "--trace $PHILLY --cluster-gpus 480 --policy las --policy-opt fit=first ${slice[*]}"
   "--trace $PHILLY --cluster-gpus 480 --policy las --policy-opt min_run=30m ${slice[*]}"
   "--trace $PHILLY --cluster-gpus 480 --policy las --policy-opt order=entry ${slice[*]}"
