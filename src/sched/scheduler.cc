@@ -886,16 +886,14 @@ void Scheduler::AddHolder(JobState& j) {
       holder_key_.resize(pos + 1);
       holder_filed_.resize(pos + 1, 0);
       holder_slot_.resize(pos + 1, 0);
-      holder_gpus_.resize(pos + 1, 0);
-      holder_slices_.resize(pos + 1, 0);
+      holder_counts_.resize(pos + 1);
     }
     // A running holder whose rank moves with service leaves a filed node's key as it was.
     const bool keyed = !j.moving || !holder_filed_[pos] || holders_[pos].empty();
     const bool whole = part.gpu_milli == model::kMilliGpuPerGpu;
     holders_[pos].push_back({&j, HolderKey(j), j.v.started_at, static_cast<int>(part.gpus.size()),
                              j.v.phase == JobPhase::kRunning, whole});
-    holder_gpus_[pos] += static_cast<int>(part.gpus.size());
-    holder_slices_[pos] += whole ? 0 : 1;
+    CountHolder(pos, holders_[pos].back(), +1);
     if (keyed) RefileNode(pos);
   }
 }
@@ -904,12 +902,23 @@ void Scheduler::RemoveHolder(JobState& j, bool keyed) {
   for (int pos : j.part_pos) {
     auto& list = holders_[pos];
     auto h = std::find_if(list.begin(), list.end(), [&](const Holder& h) { return h.job == &j; });
-    holder_gpus_[pos] -= h->gpus;
-    holder_slices_[pos] -= h->whole ? 0 : 1;
+    CountHolder(pos, *h, -1);
     list.erase(h);
     if (keyed || list.empty()) RefileNode(pos);
   }
   j.part_pos.clear();
+}
+
+void Scheduler::CountHolder(int pos, const Holder& h, int sign) {
+  HolderCounts& c = holder_counts_[pos];
+  c.gpus += sign * h.gpus;
+  c.slices += h.whole ? 0 : sign;
+  const int64_t cls = h.key.k[0];
+  if (cls >= 0 && cls < kCountedClasses) {
+    c.class_gpus[cls] += sign * h.gpus;
+  } else {
+    c.uncounted += sign;
+  }
 }
 
 RankKey Scheduler::HolderKey(const JobState& h) {
@@ -928,8 +937,10 @@ void Scheduler::RefileNode(int pos, const JobState* changed) {
   if (changed && static_cast<size_t>(pos) < holders_.size()) {
     for (Holder& h : holders_[pos]) {
       if (h.job != changed) continue;
+      CountHolder(pos, h, -1);
       h.key = HolderKey(*changed);
       h.running = changed->v.phase == JobPhase::kRunning;
+      CountHolder(pos, h, +1);
     }
   }
   const int model = view_.nodes()[pos].model;
@@ -1025,6 +1036,12 @@ bool Scheduler::NodesMayHaveRoom(const JobState& w, const std::vector<int>& mode
   // Every node with holders is looked at (a holder `w` may not stop leaves the rest of its node
   // to count), the likeliest first: those filed under the worst-ranked best holder.
   const bool by_class = policies_.queue->PreemptsByClass() && RanksCurrent(ctx.now);
+  // With preemption by class and no minimum run time, `w` may stop exactly the holders of the
+  // classes after its own (MayStopHolder; a stopping holder's key is of no class counted): a
+  // node whose holders are all of counted classes has the room its counts say.
+  const bool counted = by_class && running_moving_ == 0 && policies_.options.min_run_before_preempt == Duration::Zero();
+  const int64_t own = w.rank.k[0];
+  const int64_t first_class = own < 0 ? 0 : own >= kCountedClasses ? kCountedClasses : own + 1;  // the first `w` may stop
   for (int m : models) {
     // A node never has more room than GPUs.
     if (holders_by_model_.size() <= static_cast<size_t>(m) || view_.MaxGpusPerNode(m) < g) continue;
@@ -1032,6 +1049,13 @@ bool Scheduler::NodesMayHaveRoom(const JobState& w, const std::vector<int>& mode
       for (const int pos : cls->second) {
         const ClusterView::Node& n = view_.nodes()[pos];
         if (!n.schedulable() || n.free_whole >= g || n.spec.gpus < g) continue;  // (the second kind counted above)
+        const HolderCounts& counts = holder_counts_[pos];
+        if (counted && counts.uncounted == 0) {
+          int room = n.free_whole;
+          for (int64_t k = first_class; k < kCountedClasses; ++k) room += counts.class_gpus[k];
+          if (room >= g && ++ready >= w.spec.nodes) return true;
+          continue;
+        }
         int room = n.free_whole;
         for (const Holder& h : holders_[pos]) {
           if (room >= g) break;
@@ -2109,8 +2133,9 @@ bool Scheduler::WholeNodeVictims(const JobState& w, const std::vector<char>& mod
           for (const Holder& h : holders_[pos]) stoppable = stoppable && MayStopHolder(w, h, /*by_class=*/true, ctx);
           if (!stoppable) continue;  // never ready
         }
-        if (holder_slices_[pos] > 0 || node.hot_count > 0) return false;
-        if (node.free_whole + holder_gpus_[pos] == g) found.emplace_back(holder_key_[pos], pos);
+        const HolderCounts& counts = holder_counts_[pos];
+        if (counts.slices > 0 || node.hot_count > 0) return false;
+        if (node.free_whole + counts.gpus == g) found.emplace_back(holder_key_[pos], pos);
       }
     }
     below = *level;

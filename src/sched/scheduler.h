@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -340,9 +341,18 @@ class Scheduler {
   using HolderFile = std::map<int64_t, std::vector<int>>;
   std::vector<HolderFile> holders_by_model_;
   std::vector<int> holder_slot_;  // per node position: its index in its class's list
-  // Per node position: the GPUs its holders hold, and how many of them hold a slice.
-  std::vector<int> holder_gpus_;
-  std::vector<int> holder_slices_;
+  // Per node position, counts kept with its holders: the GPUs they hold, how many hold a slice,
+  // and their GPUs by class (RankKey::k[0]) for the first few classes, with how many holders are
+  // of another class (a stopping holder's key is of none of them).
+  static constexpr int kCountedClasses = 8;
+  struct HolderCounts {
+    int gpus = 0;
+    int slices = 0;
+    int uncounted = 0;
+    std::array<int, kCountedClasses> class_gpus{};
+  };
+  std::vector<HolderCounts> holder_counts_;
+  void CountHolder(int pos, const Holder& h, int sign);
   void UnfileNode(HolderFile& filed, int pos);
   static void PrefetchForVisit(const JobState* j);
   static void PrefetchCandidate(const JobState* j);
