@@ -719,25 +719,34 @@ JobId RunInQueue2(SchedulerHarness& h, int64_t id, model::JobSpec spec, int64_t 
   return j;
 }
 
+// Two 8-GPU nodes, each holding half of a gang G (4 GPUs) and a 4-GPU job, A on one and B on the
+// other, all in queue 2 and ranked G, A, B; the clock then at 3 s.
+struct HalfGangNodes {
+  JobId g, a, b;
+};
+HalfGangNodes RunHalfGangNodes(SchedulerHarness& h) {
+  h.AddNode(MakeNode("n0", "A100", 8));
+  h.AddNode(MakeNode("n1", "A100", 8));
+  model::JobSpec gang = MakeJob(4);
+  gang.nodes = 2;
+  HalfGangNodes run{RunInQueue2(h, 100, gang, 0), RunInQueue2(h, 101, MakeJob(4), 1),
+                    RunInQueue2(h, 102, MakeJob(4), 2)};
+  h.clock().Set(Sec(3));
+  return run;
+}
+
 TEST_F(LasTest, AGangThatIsTheBestHolderOfTwoNodesReadiesBothForAWholeNodeJob) {
   // Given thresholds=10,20, victims=worst-rank and two 8-GPU nodes, each holding half of a gang G
   // and a 4-GPU job (A, then B, both ranked behind G in queue 2), expect a fresh 8-GPU job to
   // stop what releasing B, A and G and giving back what is not needed leaves: G and the job on
   // the node it takes. (Releasing G readies both nodes at once.)
   SchedulerHarness h("las", {"thresholds=10,20", "victims=worst-rank"});
-  h.AddNode(MakeNode("n0", "A100", 8));
-  h.AddNode(MakeNode("n1", "A100", 8));
-  model::JobSpec gang = MakeJob(4);
-  gang.nodes = 2;
-  JobId g = RunInQueue2(h, 100, gang, 0);
-  RunInQueue2(h, 101, MakeJob(4), 1);
-  RunInQueue2(h, 102, MakeJob(4), 2);
-  h.clock().Set(Sec(3));
+  const HalfGangNodes run = RunHalfGangNodes(h);
   model::JobSpec w = MakeJob(8);
   w.submit = h.clock().Now();
-  const std::vector<int64_t> expected = PlainWorstRankVictims(h, {JobId(100), JobId(101), JobId(102)}, w);
+  const std::vector<int64_t> expected = PlainWorstRankVictims(h, {run.g, run.a, run.b}, w);
   ASSERT_EQ(expected.size(), 2u);
-  EXPECT_EQ(expected.back(), g.value());
+  EXPECT_EQ(expected.back(), run.g.value());
   h.Submit(w);
   EXPECT_EQ(h.sink().Preempted(), expected);
 }
@@ -747,18 +756,11 @@ TEST_F(LasTest, AGangHoldingBothNodesAWholeNodeGangNeedsIsStoppedOnce) {
   // and a 4-GPU job (A, then B, ranked behind G in queue 2), expect a fresh gang of two 8-GPU
   // parts to stop B, A and G, each once, worst first.
   SchedulerHarness h("las", {"thresholds=10,20", "victims=worst-rank"});
-  h.AddNode(MakeNode("n0", "A100", 8));
-  h.AddNode(MakeNode("n1", "A100", 8));
-  model::JobSpec gang = MakeJob(4);
-  gang.nodes = 2;
-  JobId g = RunInQueue2(h, 100, gang, 0);
-  JobId a = RunInQueue2(h, 101, MakeJob(4), 1);
-  JobId b = RunInQueue2(h, 102, MakeJob(4), 2);
-  h.clock().Set(Sec(3));
+  const HalfGangNodes run = RunHalfGangNodes(h);
   model::JobSpec w = MakeJob(8);
   w.nodes = 2;
   JobId wid = h.Submit(w);
-  EXPECT_EQ(h.sink().Preempted(), (std::vector<int64_t>{b.value(), a.value(), g.value()}));
+  EXPECT_EQ(h.sink().Preempted(), (std::vector<int64_t>{run.b.value(), run.a.value(), run.g.value()}));
   h.StopAllPreempted();
   EXPECT_EQ(h.Phase(wid), JobPhase::kRunning);
 }
