@@ -1036,9 +1036,10 @@ bool Scheduler::NodesMayHaveRoom(const JobState& w, const std::vector<int>& mode
   // Every node with holders is looked at (a holder `w` may not stop leaves the rest of its node
   // to count), the likeliest first: those filed under the worst-ranked best holder.
   const bool by_class = policies_.queue->PreemptsByClass() && RanksCurrent(ctx.now);
-  // With preemption by class and no minimum run time, `w` may stop exactly the holders of the
-  // classes after its own (MayStopHolder; a stopping holder's key is of no class counted): a
-  // node whose holders are all of counted classes has the room its counts say.
+  // With preemption by class and no minimum run time, `w` may stop at most the holders of the
+  // classes after its own (MayStopHolder: all of them, save one restored with a start ahead of
+  // the clock; a stopping holder's key is of no class counted): a node whose holders are all of
+  // counted classes has at most the room its counts say, which is what this check may count.
   const bool counted = by_class && running_moving_ == 0 && policies_.options.min_run_before_preempt == Duration::Zero();
   const int64_t own = w.rank.k[0];
   const int64_t first_class = own < 0 ? 0 : own >= kCountedClasses ? kCountedClasses : own + 1;  // the first `w` may stop
@@ -2125,7 +2126,9 @@ bool Scheduler::WholeNodeVictims(const JobState& w, const std::vector<char>& mod
       if (bucket == holders_by_model_[m].end()) continue;
       for (const int pos : bucket->second) {
         // Filed in a class after the waiting job's, every holder ranks after it and runs (a
-        // stopping one files its node first of all): the walk may stop each one, if old enough.
+        // stopping one files its node first of all). Whether each has run long enough to be
+        // stopped is asked here when a minimum run time applies, and of the nodes taken below
+        // (a job restored with a start ahead of the clock has not).
         const ClusterView::Node& node = view_.nodes()[pos];
         if (!node.schedulable() || node.spec.gpus != g) continue;  // never ready
         if (check_age) {
@@ -2166,22 +2169,24 @@ bool Scheduler::WholeNodeVictims(const JobState& w, const std::vector<char>& mod
     for (size_t i = 0; i < n; ++i) nodes.push_back(found[i].second);
   }
   chosen.clear();
-  int64_t kept_milli = 0;
   for (const int pos : nodes) {
     for (const Holder& h : holders_[pos]) {
       JobState* j = h.job;
-      // The walk passes over a job of a model the waiting one may not use.
-      if (j->model_index < 0 || !model_ok[j->model_index]) return false;
-      if (std::find(chosen.begin(), chosen.end(), j) != chosen.end()) continue;  // a gang on two of them
+      // The walk passes over a job too young to stop or of a model the waiting one may not use.
+      if (!MayStopHolder(w, h, /*by_class=*/true, ctx) || j->model_index < 0 || !model_ok[j->model_index]) {
+        return false;
+      }
       chosen.push_back(j);
-      kept_milli += j->held_milli;
     }
   }
-  if (FreeMilliFor(models, view_) + kept_milli < w.spec.total_gpu_milli()) return false;
+  // Worst first, each once (a gang may hold several of the nodes).
   std::sort(chosen.begin(), chosen.end(), [](const JobState* a, const JobState* b) {
     return std::tie(b->rank, b->v.seq) < std::tie(a->rank, a->v.seq);
   });
-  return true;
+  chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
+  int64_t kept_milli = 0;
+  for (const JobState* j : chosen) kept_milli += j->held_milli;
+  return FreeMilliFor(models, view_) + kept_milli >= w.spec.total_gpu_milli();
 }
 
 bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vector<char>* claimed) {
@@ -2226,15 +2231,18 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // so it would fit there too, and give those victims back. If not, the walk decides.
   if (by_class && whole_nodes && !victim_index_ && policies_.options.victims == VictimOrder::kWorstRank &&
       NodesWithRoomNow(w, models) == 0 && WholeNodeVictims(w, model_ok, ctx, search_chosen_)) {
-    const std::vector<int>& nodes = search_nodes_;
+    std::vector<char>& taken = search_mark_;  // (all 0 between searches)
+    if (taken.size() < view_.nodes().size()) taken.resize(view_.nodes().size(), 0);
+    for (int pos : search_nodes_) taken[pos] = 1;
     view_.StartTrial();
     for (const JobState* c : search_chosen_) {
       size_t k = 0;  // c->part_pos[k] is the node of the k-th part with GPUs
       for (const auto& part : c->placement.parts) {
         if (part.gpus.empty()) continue;
-        if (std::find(nodes.begin(), nodes.end(), c->part_pos[k++]) != nodes.end()) view_.ReleasePart(part);
+        if (taken[c->part_pos[k++]]) view_.ReleasePart(part);
       }
     }
+    for (int pos : search_nodes_) taken[pos] = 0;
     PlaceOptions po;
     po.excluded = claimed;
     ++stats_.placement_calls;

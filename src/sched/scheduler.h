@@ -20,8 +20,8 @@
 // Thread-safety: none; one thread owns a Scheduler.
 #pragma once
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>

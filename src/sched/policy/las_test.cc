@@ -621,17 +621,19 @@ TEST_F(LasTest, WorstRankVictimsAreTheBackOfTheQueue) {
 }
 
 // Worst-rank victims as plainly stated: on a copy of the view, release the running jobs a fresh
-// job (queue 0) may stop, worst ranked first, until it fits; then, last released first, take
+// job (queue 0) may stop (those of later queues that have run `min_run`), worst ranked first,
+// until it fits; then, last released first, take
 // each back and leave it taken if the job still fits. What stays released, worst first, is
 // what the search must stop (nothing when the job fits as things are, or never does).
 std::vector<int64_t> PlainWorstRankVictims(SchedulerHarness& h, const std::vector<JobId>& jobs,
-                                           const model::JobSpec& w) {
+                                           const model::JobSpec& w, Duration min_run = Duration::Zero()) {
   const Scheduler& s = h.sched();
   const QueueContext ctx{h.clock().Now(), nullptr, 0};
   std::vector<std::tuple<RankKey, int64_t, JobId>> order;
   for (JobId id : jobs) {
     if (s.PhaseOf(id) != JobPhase::kRunning) continue;
     const JobView* v = s.ViewOf(id);
+    if (ctx.now - v->started_at < min_run) continue;  // too young to stop
     const RankKey r = s.policies().queue->Rank(*v, ctx);
     if (r.k[0] > 0) order.emplace_back(r, v->seq, id);
   }
@@ -661,12 +663,16 @@ std::vector<int64_t> PlainWorstRankVictims(SchedulerHarness& h, const std::vecto
 
 TEST_F(LasTest, WorstRankVictimsAreThoseReleasingWorstFirstAndGivingBackWouldStop) {
   // Given random histories on 8-GPU nodes (and one 4-GPU node) of jobs of half a GPU to 8 GPUs
-  // and 2-node gangs, with random finishes, under victims=worst-rank, expect each fresh job that
+  // and 2-node gangs, with random finishes, under victims=worst-rank (every other history with
+  // min_run=60s), expect each fresh job that
   // arrives to an empty queue to stop exactly the jobs PlainWorstRankVictims names, in its order:
   // whole-node jobs (read from the nodes' holders) and jobs of part of a node (the walk) alike.
   int searched = 0, whole_node_searches = 0;
   for (uint32_t seed = 1; seed <= 200; ++seed) {
-    SchedulerHarness h("las", {"thresholds=200,800,3200", "victims=worst-rank"});
+    const Duration min_run = seed % 2 == 0 ? Duration::Seconds(60) : Duration::Zero();
+    std::vector<std::string> options = {"thresholds=200,800,3200", "victims=worst-rank"};
+    if (min_run > Duration::Zero()) options.push_back("min_run=60s");
+    SchedulerHarness h("las", options);
     for (int i = 0; i < 5; ++i) h.AddNode(MakeNode("n" + std::to_string(i), "A100", 8));
     h.AddNode(MakeNode("small", "A100", 4));
     std::mt19937 rng(seed);
@@ -691,7 +697,8 @@ TEST_F(LasTest, WorstRankVictimsAreThoseReleasingWorstFirstAndGivingBackWouldSto
       if (width == 0) spec.gpu_milli = 500;
       spec.submit = h.clock().Now();
       const bool alone = h.sched().pending_count() == 0 && h.sched().stopping_count() == 0;
-      const std::vector<int64_t> expected = alone ? PlainWorstRankVictims(h, jobs, spec) : std::vector<int64_t>{};
+      const std::vector<int64_t> expected =
+          alone ? PlainWorstRankVictims(h, jobs, spec, min_run) : std::vector<int64_t>{};
       const size_t before = h.sink().Preempted().size();
       jobs.push_back(h.Submit(spec));
       if (alone) {
@@ -785,6 +792,33 @@ TEST_F(LasTest, AGangAloneOnTheNodesItReadiesIsTheOnlyVictimOfAWholeNodeJob) {
   h.StopAllPreempted();
   EXPECT_EQ(h.Phase(wid), JobPhase::kRunning);
   EXPECT_EQ(h.Phase(y), JobPhase::kRunning);
+}
+
+TEST_F(LasTest, ARestoredJobThatStartsAheadOfTheClockIsNoWorstRankVictimYet) {
+  // Given thresholds=10,20, victims=worst-rank and two 8-GPU nodes: R, handed back by a restarted
+  // controller with a start 5 s ahead of the scheduler's clock (another machine's clock) and
+  // enough service for queue 2, on one, and J (queue 1) on the other, expect a fresh 8-GPU job
+  // to stop J: a job has not run the minimum run time (none here) before it has started.
+  SchedulerHarness h("las", {"thresholds=10,20", "victims=worst-rank"});
+  const NodeId n0 = h.AddNode(MakeNode("n0", "A100", 8));
+  h.AddNode(MakeNode("n1", "A100", 8));
+  h.clock().Set(Sec(10));
+  model::Placement on_n0{"A100", {model::NodeAssignment{n0, {0, 1, 2, 3, 4, 5, 6, 7}}}};
+  model::JobMemory m;
+  m.las_service_gpu_ms = 1'000'000;
+  m.attained_gpu_ms = m.las_service_gpu_ms;
+  m.rank_class = 2;
+  m.queued_since = h.clock().Now();
+  m.rank_class_since = h.clock().Now();
+  model::JobSpec r_spec = MakeJob(8);
+  ASSERT_TRUE(h.sched().Handle(JobRestored{JobId(100), r_spec, on_n0, Sec(15), 0, Duration::Zero(), m}).ok());
+  ASSERT_EQ(h.Phase(JobId(100)), JobPhase::kRunning);
+  JobId j = SubmitWithService(h, 101, MakeJob(8), 10, 1);
+  ASSERT_EQ(h.Phase(j), JobPhase::kRunning);
+  model::JobSpec w = MakeJob(8);
+  w.submit = h.clock().Now();
+  h.Submit(w);
+  EXPECT_EQ(h.sink().Preempted(), (std::vector<int64_t>{j.value()}));
 }
 
 TEST_F(LasTest, WorstRankVictimsOfAWholeNodeJobMayBeSlicesOfOneGpu) {
