@@ -1,9 +1,11 @@
 // TimerHeap: the scheduler's pending rank-change timers, one per slot (a job holding a timer
-// holds a slot). A binary min-heap of (time, seq, slot) that keeps each slot's position in it,
+// holds a slot). A 4-ary min-heap of (time, seq, slot) that keeps each slot's position in it,
 // so that a dropped timer leaves at once instead of lingering as a dead entry: the heap holds
 // only live timers, the first entry is the next one, and a LAS replay, which sets and drops a
 // timer at every start and stop, keeps it as small as the number of jobs with timers.
 // Entries are ordered by (time, seq); a seq is unique to a slot's holder, so no two tie.
+// Four children per entry: half the levels of a binary heap for a timer that fires (taken from
+// the top, the last entry sifts down from the root), with a node's children side by side.
 #pragma once
 
 #include <algorithm>
@@ -43,7 +45,7 @@ class TimerHeap {
     if (i == heap_.size()) return;  // it was the last entry
     // The last entry takes the removed one's place, then moves up or down to where it belongs.
     Put(i, last);
-    if (i > 0 && Before(last, heap_[(i - 1) / 2])) {
+    if (i > 0 && Before(last, heap_[Parent(i)])) {
       SiftUp(i);
     } else {
       SiftDown(i);
@@ -61,14 +63,17 @@ class TimerHeap {
       stack.pop_back();
       if (heap_[i].at > now) continue;
       due.push_back(heap_[i]);
-      for (size_t c = 2 * i + 1; c <= 2 * i + 2 && c < heap_.size(); ++c) stack.push_back(c);
+      for (size_t c = kArity * i + 1; c <= kArity * i + kArity && c < heap_.size(); ++c) stack.push_back(c);
     }
     std::sort(due.begin(), due.end(), Before);
     return due;
   }
 
-  // The entries in heap order (entry i's children are 2i + 1 and 2i + 2), for checks.
+  // The entries in heap order (entry i's children are kArity * i + 1 .. kArity * i + kArity),
+  // for checks.
   const std::vector<Entry>& entries() const { return heap_; }
+  static constexpr size_t kArity = 4;
+  static size_t Parent(size_t i) { return (i - 1) / kArity; }
 
  private:
   static bool Before(const Entry& a, const Entry& b) { return a.at != b.at ? a.at < b.at : a.seq < b.seq; }
@@ -79,7 +84,7 @@ class TimerHeap {
   void SiftUp(size_t i) {
     const Entry e = heap_[i];
     while (i > 0) {
-      const size_t parent = (i - 1) / 2;
+      const size_t parent = Parent(i);
       if (!Before(e, heap_[parent])) break;
       Put(i, heap_[parent]);
       i = parent;
@@ -90,9 +95,13 @@ class TimerHeap {
     const Entry e = heap_[i];
     const size_t n = heap_.size();
     for (;;) {
-      size_t child = 2 * i + 1;
-      if (child >= n) break;
-      if (child + 1 < n && Before(heap_[child + 1], heap_[child])) ++child;
+      const size_t first = kArity * i + 1;
+      if (first >= n) break;
+      size_t child = first;
+      const size_t end = std::min(first + kArity, n);
+      for (size_t c = first + 1; c < end; ++c) {
+        if (Before(heap_[c], heap_[child])) child = c;
+      }
       if (!Before(heap_[child], e)) break;
       Put(i, heap_[child]);
       i = child;

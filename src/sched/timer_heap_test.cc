@@ -19,7 +19,7 @@ Key KeyOf(const TimerHeap::Entry& e) { return {e.at.millis(), e.seq, e.slot}; }
 void ExpectHeapOrder(const TimerHeap& h) {
   const auto& e = h.entries();
   for (size_t i = 1; i < e.size(); ++i) {
-    const auto& parent = e[(i - 1) / 2];
+    const auto& parent = e[TimerHeap::Parent(i)];
     EXPECT_FALSE(std::tie(e[i].at, e[i].seq) < std::tie(parent.at, parent.seq)) << "entry " << i << " before its parent";
   }
 }
@@ -42,22 +42,25 @@ TEST(TimerHeapTest, TopIsTheEarliestAndTiesGoToTheLowerSeq) {
 }
 
 TEST(TimerHeapTest, RemovingFromTheMiddleKeepsTheOrderWhenTheLastEntryMustRise) {
-  // Given the heap 1 | 10, 2 | 11, 12, 3 (the 3 under the 2), expect removing the 11 to move the
-  // 3 into its place under the 10, where it must rise above it: the order stays 1, 2, 3, 10, 12.
+  // Given the heap 1 | 20, 2, 30, 40 | 21, 22, 23, 24 (under the 20) | 3 (under the 2), expect
+  // removing the 22 to move the 3 into its place under the 20, where it must rise above it:
+  // the order stays 1, 2, 3, 20, 21, 23, 24, 30, 40.
   TimerHeap h;
-  const std::vector<int64_t> at = {1, 10, 2, 11, 12, 3};
+  const std::vector<int64_t> at = {1, 20, 2, 30, 40, 21, 22, 23, 24, 3};
   for (uint32_t s = 0; s < at.size(); ++s) h.Push(s, Time::FromMillis(at[s]), s);
-  ASSERT_EQ(h.entries()[1].at, Time::FromMillis(10));
-  ASSERT_EQ(h.entries()[3].at, Time::FromMillis(11));
-  ASSERT_EQ(h.entries()[5].at, Time::FromMillis(3));
-  h.Remove(3);  // the 11
+  ASSERT_EQ(h.entries()[1].at, Time::FromMillis(20));
+  ASSERT_EQ(h.entries()[6].at, Time::FromMillis(22));
+  ASSERT_EQ(h.entries()[9].at, Time::FromMillis(3));
+  ASSERT_EQ(TimerHeap::Parent(6), 1u);
+  ASSERT_EQ(TimerHeap::Parent(9), 2u);
+  h.Remove(6);  // the 22
   ExpectHeapOrder(h);
   std::vector<int64_t> order;
   while (!h.empty()) {
     order.push_back(h.top().at.millis());
     h.Remove(h.top().slot);
   }
-  EXPECT_EQ(order, (std::vector<int64_t>{1, 2, 3, 10, 12}));
+  EXPECT_EQ(order, (std::vector<int64_t>{1, 2, 3, 20, 21, 23, 24, 30, 40}));
 }
 
 TEST(TimerHeapTest, RandomPushesAndRemovalsMatchAnOrderedSet) {
