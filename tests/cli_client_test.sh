@@ -55,7 +55,7 @@ wait_for "the controller's /v1/health" health_ok
 config_written() { [[ -s "$GPUFLEET_CONFIG" ]] && grep -q '^token: ' "$GPUFLEET_CONFIG"; }
 wait_for "the CLI config" config_written
 # node_up: the agent registered its node.
-node_up() { "$GPUFLEET" nodes -o json 2>/dev/null | grep -q '"state": "up"'; }
+node_up() { "$GPUFLEET" nodes -o json 2>/dev/null | grep '"state": "up"' >/dev/null; }
 wait_for "the agent's node" node_up
 
 # job_state ID: the job's state, from `status -o json`.

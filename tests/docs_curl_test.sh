@@ -35,7 +35,7 @@ trap 'stop_dev; rm -rf "$WORK"' EXIT
 DEV_PID=$!
 
 wait_for() { wait_for_while "$DEV_PID" "$WORK/dev.log" "$@"; }
-node_up() { "$GPUFLEET" nodes -o json | grep -q '"state": "up"'; }
+node_up() { "$GPUFLEET" nodes -o json | grep '"state": "up"' >/dev/null; }
 wait_for "the dev cluster's config" test -s "$HOME/.config/gpufleet/config.yaml"
 wait_for "node dev-1" node_up
 

@@ -79,7 +79,7 @@ grep -q "environment test-cu124 prepared in .* (cold start)" "$WORK/h1" || fail 
 grep -q "PREFIX $WORK/agents/node-new/envs/test-cu124" "$WORK/log1" || fail "the job's python was not the environment's: $(cat "$WORK/log1")"
 
 # 3. node-new now has it prepared; the next job starts warm.
-has_ready() { api GET /v1/nodes | json_get "next(n['environments_ready'] for n in j['nodes'] if n['name'] == '$1')" | grep -q "$2"; }
+has_ready() { api GET /v1/nodes | json_get "next(n['environments_ready'] for n in j['nodes'] if n['name'] == '$1')" | grep "$2" >/dev/null; }
 wait_until "node-new reports test-cu124 prepared" 30 has_ready node-new test-cu124
 run "$WORK/r3" "$GPUFLEET" nodes node-new
 expect_contains "$WORK/r3.out" "prepared:     test-cu124" "nodes NODE lists it"

@@ -70,7 +70,7 @@ export PATH="$WORK/bin:$PATH"
 dev data --agents 1 --fake-gpus 2xH100 --cpus 2 --memory 1Gi --price-per-hour 8 --policy backfill
 wait_for "the banner" grep -q "Try, in another terminal" "$WORK/dev.out"
 expect_contains "$WORK/dev.out" "  gpufleet run --gpus 1" "on PATH, the banner's hint says gpufleet"
-node_up() { gpufleet nodes -o json | grep -q '"state": "up"'; }
+node_up() { gpufleet nodes -o json | grep '"state": "up"' >/dev/null; }
 wait_for "node dev-1" node_up
 run "$WORK/readme" bash -c "cd '$WORK' && gpufleet run --gpus 1 -- sh -c 'echo hello from job \$GPUFLEET_JOB_ID on GPUs \$CUDA_VISIBLE_DEVICES'"
 expect_rc "$WORK/readme" 0 "the README's first command, as written"

@@ -93,7 +93,7 @@ RENTED="$(pool_names)"
 [[ -n "$RENTED" && "$RENTED" != *,* ]] || fail "A's pool: $(api GET /v1/pool)"
 AGENT="$(pool_agents | head -1)"
 [[ -n "$AGENT" ]] || fail "no rented agent process"
-tr '\0' ' ' <"/proc/$AGENT/cmdline" | grep -q -- "--server $A_AGENT_URL,$B_AGENT_URL " ||
+tr '\0' ' ' <"/proc/$AGENT/cmdline" | grep -- "--server $A_AGENT_URL,$B_AGENT_URL " >/dev/null ||
   fail "the rented agent's command line: $(tr '\0' ' ' <"/proc/$AGENT/cmdline")"
 
 # kill -9 of A (not of the rented agent, which runs on its own machine as far as A knows).

@@ -3,6 +3,9 @@
 # Tests call python as "$PYTHON" (ctest passes the interpreter CMake found; default python3).
 # Each test script runs under `set -euo pipefail`, works in its own temporary folder ($WORK,
 # removed on exit), and fails with one clear line that starts with "FAIL:".
+# To test a command's output for a pattern, let grep read all of it (`cmd | grep PAT >/dev/null`,
+# not `grep -q`): under pipefail a `grep -q` that stops at the first match can leave the writer
+# to die of SIGPIPE, and the pipeline then fails although it matched.
 
 set -euo pipefail
 

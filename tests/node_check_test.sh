@@ -103,7 +103,7 @@ expect_rc "$WORK/r7" 1 "a check on a busy node is refused"
 expect_contains "$WORK/r7.err" "drain the node first" "the refusal says what to do"
 run "$WORK/r8" "$GPUFLEET" node check node-b --wait -o json
 expect_rc "$WORK/r8" 1 "node-b fails again"
-json_get "j['acceptance']" <"$WORK/r8.out" | grep -qx quarantined || fail "node check --wait: $(cat "$WORK/r8.out")"
+json_get "j['acceptance']" <"$WORK/r8.out" | grep -x quarantined >/dev/null || fail "node check --wait: $(cat "$WORK/r8.out")"
 run "$WORK/r9" "$GPUFLEET" audit -o json
 expect_contains "$WORK/r9.out" "node.check" "the re-check is in the audit log"
 

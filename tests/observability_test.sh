@@ -106,7 +106,7 @@ wait_until "job $HANG runs" 30 job_state_is "$HANG" running
 # them so); without the DCGM families the page must pass with no remark at all.
 promtool_check() {
   promtool check metrics <"$1" >"$1.lint" 2>&1 || true
-  if grep -v "^DCGM_FI_DEV_[A-Z_]* label names should be written in 'snake_case' not 'camelCase'\$" "$1.lint" | grep -q .; then
+  if grep -v "^DCGM_FI_DEV_[A-Z_]* label names should be written in 'snake_case' not 'camelCase'\$" "$1.lint" | grep . >/dev/null; then
     cat "$1.lint" >&2
     fail "promtool check metrics finds $2 wrong"
   fi
@@ -123,7 +123,7 @@ code() { curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $1" "$
 [[ "$(code "$METRICS_TOKEN" /v1/jobs)" == 403 ]] || fail "a metrics token read /v1/jobs"
 [[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/metrics")" == 401 ]] || fail "/metrics answered without a token"
 has_progress() {
-  curl -sf -H "Authorization: Bearer $METRICS_TOKEN" "$URL/metrics" | grep -q "^gpufleet_job_progress_step{job_id=\"$HANG\""
+  curl -sf -H "Authorization: Bearer $METRICS_TOKEN" "$URL/metrics" | grep "^gpufleet_job_progress_step{job_id=\"$HANG\"" >/dev/null
 }
 wait_until "the job's progress reaches /metrics" 20 has_progress
 curl -sf -H "Authorization: Bearer $METRICS_TOKEN" "$URL/metrics" >"$WORK/controller.prom"
@@ -190,13 +190,13 @@ sys.exit(0 if rules and all(r.get("health") == "ok" for r in rules) else 1)'
 wait_until "Prometheus evaluates every shipped alert rule without error" 30 rules_healthy
 
 # --- Alerts: the controller's engine, Alertmanager, the receiver.
-alert_firing() { "$GPUFLEET" alerts -o json | grep -q "\"name\": \"$1\""; }
+alert_firing() { "$GPUFLEET" alerts -o json | grep "\"name\": \"$1\"" >/dev/null; }
 wait_until "GpuHot fires" 30 alert_firing GpuHot
 wait_until "GpuAllocatedIdle fires" 30 alert_firing GpuAllocatedIdle
 run "$WORK/alerts" "$GPUFLEET" alerts
 expect_rc "$WORK/alerts" 0 "gpufleet alerts"
 expect_contains "$WORK/alerts.out" "GPU 1 of node node-1 is at 90 °C (limit 80 °C)" "gpufleet alerts shows the hot GPU"
-am_has() { curl -sf "http://127.0.0.1:$AM_PORT/api/v2/alerts" | grep -q "\"alertname\":\"$1\""; }
+am_has() { curl -sf "http://127.0.0.1:$AM_PORT/api/v2/alerts" | grep "\"alertname\":\"$1\"" >/dev/null; }
 wait_until "Alertmanager holds GpuHot" 30 am_has GpuHot
 hook_has() { grep -q "\"alertname\": \"$2\"" "$WORK/hooks/$1.jsonl"; }
 wait_until "Alertmanager's webhook delivers GpuHot" 30 hook_has via-alertmanager GpuHot
@@ -225,7 +225,7 @@ expect_contains "$WORK/explain.out" "limit take no new work until they cool to 7
 [[ "$(job_field "$HANG" "j['state']")" == running && "$(job_field "$HANG" "j['attempt']")" == 1 ]] ||
   fail "job $HANG stopped while it was still reporting progress"
 touch "$WORK/hang-now"
-alert_seen() { "$GPUFLEET" alerts --all -o json | grep -q "\"name\": \"$1\""; }
+alert_seen() { "$GPUFLEET" alerts --all -o json | grep "\"name\": \"$1\"" >/dev/null; }
 wait_until "the watchdog flags job $HANG" 60 alert_seen JobStalled
 wait_until "job $HANG's second attempt runs and succeeds" 60 job_state_is "$HANG" succeeded
 job_history "$HANG" >"$WORK/history"

@@ -82,11 +82,11 @@ echo "# mine" >>"$WORK/pool.yaml"
 run "$WORK/again" "${PLAN[@]}" --from-cluster --since 1w --apply "$WORK/pool.yaml"
 expect_rc "$WORK/again" 2 "plan --apply over an existing file"
 expect_contains "$WORK/again.err" "--force" "the refusal names --force"
-tail -1 "$WORK/pool.yaml" | grep -qx "# mine" || fail "plan --apply changed a file it refused to replace"
+tail -1 "$WORK/pool.yaml" | grep -x "# mine" >/dev/null || fail "plan --apply changed a file it refused to replace"
 run "$WORK/force" "${PLAN[@]}" --from-cluster --since 1w --apply "$WORK/pool.yaml" --force
 expect_rc "$WORK/force" 0 "plan --apply --force"
 ! grep -q "# mine" "$WORK/pool.yaml" || fail "plan --apply --force did not replace the file"
-ls -A "$WORK" | grep -q '\.tmp-' && fail "plan --apply left a temporary file behind"
+ls -A "$WORK" | grep '\.tmp-' >/dev/null && fail "plan --apply left a temporary file behind"
 
 # --- Errors: the fix in the message, nothing written -----------------------------------------
 run "$WORK/team" "${PLAN[@]}" --from-cluster --since 1w --team nobody --apply "$WORK/none.yaml"

@@ -205,7 +205,7 @@ YAML
 prom_pid=$!
 trap 'kill $prom_pid $web_pid 2>/dev/null || true; wait $prom_pid $web_pid 2>/dev/null || true; rm -rf "$WORK"' EXIT
 scraped() {
-  curl -sf --max-time 2 "http://127.0.0.1:$prom_port/api/v1/query?query=gpufleet_build_info" | grep -q '"version"'
+  curl -sf --max-time 2 "http://127.0.0.1:$prom_port/api/v1/query?query=gpufleet_build_info" | grep '"version"' >/dev/null
 }
 # Up to 60 s: Prometheus starts slowly on a loaded machine.
 start=$SECONDS

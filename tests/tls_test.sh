@@ -31,7 +31,7 @@ stop_dev() {
 }
 trap 'stop_dev; rm -rf "$WORK"' EXIT
 wait_for() { wait_for_while "$DEV_PID" "$WORK/dev.log" "$@"; }
-node_up() { "$GPUFLEET" nodes -o json | grep -q '"state": "up"'; }
+node_up() { "$GPUFLEET" nodes -o json | grep '"state": "up"' >/dev/null; }
 job_count() { "$GPUFLEET" history -o json | "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
 
 start_dev
@@ -52,7 +52,7 @@ expect_rc "$WORK/run" 0 "gpufleet run over TLS"
 grep -q hello-over-tls "$WORK/run.out" || { show "$WORK/run"; fail "the job's output did not come back over TLS"; }
 
 # curl: with the CA answered; without it refused by curl (exit 60); plain HTTP gets no answer.
-curl -sf --max-time 20 --cacert "$CA" "$SERVER/v1/health" | grep -q '"status":"ok"' || fail "curl --cacert got no health answer"
+curl -sf --max-time 20 --cacert "$CA" "$SERVER/v1/health" | grep '"status":"ok"' >/dev/null || fail "curl --cacert got no health answer"
 RC=0
 curl -s --max-time 20 "$SERVER/v1/health" >/dev/null 2>&1 || RC=$?
 [[ "$RC" == 60 ]] || fail "curl without the CA: exit $RC, expected 60 (certificate not trusted)"
