@@ -10,8 +10,8 @@
 #   RUNS=15 scripts/bench_ab.sh /tmp/before build-release/src/gpufleet --policy las --policy-opt victims=worst-rank
 #   INSTRUCTIONS=1 scripts/bench_ab.sh A B --policy las --max-jobs 40000
 #
-# Arguments after the two binaries go to `sim` after the default trace and cluster (Philly,
-# 480 GPUs): `--policy las` unless they name a policy. `--no-progress -o json` are always added.
+# Arguments after the two binaries go to `sim` after the trace and cluster (Philly, 480 GPUs;
+# set TRACE and GPUS for others): `--policy las` unless they name a policy. `--no-progress -o json` are always added.
 # Environment: RUNS (alternating runs of each binary, default 11), INSTRUCTIONS (1: also count
 # instructions; needs valgrind, `apt-get install valgrind`; a full Philly replay takes a few
 # minutes under it, `--max-jobs 40000` about one), TRACE (default data/traces/philly/philly.csv),
@@ -33,6 +33,8 @@ for bin in "$A" "$B"; do
 done
 A=$(realpath "$A")
 B=$(realpath "$B")
+# A trace named by the caller is read from where they stand; the default from the source tree.
+[[ -n ${TRACE:-} ]] && TRACE=$(realpath -m "$TRACE")
 cd "$(dirname "$0")/.."
 
 RUNS=${RUNS:-11}
@@ -48,7 +50,7 @@ if [[ $INSTRUCTIONS == 1 ]] && ! command -v valgrind >/dev/null; then
 fi
 
 args=(sim --trace "$TRACE" --cluster-gpus "$GPUS")
-[[ " $* " == *" --policy "* ]] || args+=(--policy las)
+[[ " $* " == *" --policy "* || " $* " == *" --policy="* ]] || args+=(--policy las)
 args+=("$@" --no-progress -o json)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-ab.XXXXXX")

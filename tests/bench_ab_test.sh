@@ -25,6 +25,13 @@ grep -- "--cluster-gpus 480 --policy fifo --max-jobs 100" "$WORK/fifo.out" >/dev
   fail "the caller's policy was not used: $(cat "$WORK/fifo.out")"
 grep -- "--policy las" "$WORK/fifo.out" >/dev/null && fail "las was added beside the caller's policy"
 
+# A trace named relative to where the caller stands, and a policy given as --policy=NAME.
+head -n 101 "$SRC/data/traces/philly/philly.csv" >"$WORK/small.csv"
+(cd "$WORK" && RUNS=1 TRACE=small.csv bash "$BENCH" "$GPUFLEET" "$GPUFLEET" --policy=sjf >"$WORK/rel.out" 2>"$WORK/rel.err") ||
+  fail "TRACE=small.csv from the caller's folder: $(cat "$WORK/rel.err")"
+grep -- "--trace $WORK/small.csv --cluster-gpus 480 --policy=sjf --no-progress" "$WORK/rel.out" >/dev/null ||
+  fail "the caller's trace or policy was not used: $(cat "$WORK/rel.out")"
+
 if command -v valgrind >/dev/null; then
   run "$WORK/ir" env RUNS=1 INSTRUCTIONS=1 bash "$BENCH" "$GPUFLEET" "$GPUFLEET" --max-jobs 20
   [[ $RC == 0 ]] || fail "INSTRUCTIONS=1 exited $RC: $(cat "$WORK/ir.err")"
