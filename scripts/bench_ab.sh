@@ -16,8 +16,9 @@
 # instructions; needs valgrind, `apt-get install valgrind`; a full Philly replay takes a few
 # minutes under it, `--max-jobs 40000` about one), TRACE (default data/traces/philly/philly.csv),
 # GPUS (default 480).
-# Output: one Markdown table on stdout. The binaries' decisions are not compared here:
-# scripts/compare_decisions.sh does that.
+# Output on stdout: a Markdown table (the median of an even number of runs is the lower of the
+# middle two), then a line that says what ran, when, and the machine's load. The binaries'
+# decisions are not compared here: scripts/compare_decisions.sh does that.
 set -euo pipefail
 
 usage() {
@@ -29,17 +30,16 @@ A=$1
 B=$2
 shift 2
 for bin in "$A" "$B"; do
-  [[ -x $bin ]] || { echo "bench_ab.sh: $bin is not an executable file" >&2; exit 2; }
+  [[ -f $bin && -x $bin ]] || { echo "bench_ab.sh: $bin is not an executable file" >&2; exit 2; }
 done
 A=$(realpath "$A")
 B=$(realpath "$B")
-# A trace named by the caller is read from where they stand; the default from the source tree.
-[[ -n ${TRACE:-} ]] && TRACE=$(realpath -m "$TRACE")
-cd "$(dirname "$0")/.."
 
 RUNS=${RUNS:-11}
 INSTRUCTIONS=${INSTRUCTIONS:-0}
-TRACE=${TRACE:-data/traces/philly/philly.csv}
+# Paths (the binaries, TRACE, and any in the sim arguments) are read from where the caller
+# stands; the default trace is the source tree's.
+TRACE=${TRACE:-$(dirname "$0")/../data/traces/philly/philly.csv}
 GPUS=${GPUS:-480}
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "bench_ab.sh: RUNS must be a positive number, not '$RUNS'" >&2; exit 2; }
 [[ -f $TRACE ]] || { echo "bench_ab.sh: trace $TRACE not found" >&2; exit 2; }
@@ -54,7 +54,8 @@ args=(sim --trace "$TRACE" --cluster-gpus "$GPUS")
 args+=("$@" --no-progress -o json)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-ab.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+counting=()  # valgrind runs in the background, stopped if the script ends early
+trap '((${#counting[@]} == 0)) || kill "${counting[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
 
 # run BIN NAME: one timed replay, its "wall rss" line appended to $work/NAME.
 run() {
@@ -68,21 +69,40 @@ run() {
 }
 for ((r = 1; r <= RUNS; r++)); do
   printf '\rbench_ab.sh: run %d of %d' "$r" "$RUNS" >&2
-  run "$A" a
-  run "$B" b
+  # Each goes first in every other round, so that whatever favours the first run of a pair
+  # (caches, the CPU's clock) falls on both.
+  if ((r % 2 == 1)); then
+    run "$A" a
+    run "$B" b
+  else
+    run "$B" b
+    run "$A" a
+  fi
 done
 printf '\n' >&2
 
-# instructions BIN NAME: callgrind's total for one replay, into $work/NAME.ir.
+# instructions BIN NAME: one replay under callgrind, its report in $work/NAME.vg.
 instructions() {
-  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1" "${args[@]}" 2>&1 >/dev/null |
-    sed -n 's/.*Collected : \([0-9]*\).*/\1/p' >"$work/$2.ir"
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1" "${args[@]}" >/dev/null 2>"$work/$2.vg"
 }
 if [[ $INSTRUCTIONS == 1 ]]; then
   echo "bench_ab.sh: counting instructions under valgrind" >&2
   instructions "$A" a &
+  counting+=($!)
   instructions "$B" b &
-  wait
+  counting+=($!)
+  for name in a b; do
+    # A replay that fails under valgrind (one it cannot run, say) still reports a partial count.
+    if ! wait "${counting[0]}"; then
+      bin=$A
+      [[ $name == b ]] && bin=$B
+      echo "bench_ab.sh: $bin ${args[*]} failed under valgrind:" >&2
+      grep -v '^==[0-9]*==' "$work/$name.vg" | tail -n 5 >&2
+      exit 1
+    fi
+    counting=("${counting[@]:1}")
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$work/$name.vg" >"$work/$name.ir"
+  done
 fi
 
 # summary NAME: "lowest median largest-rss" of the runs in $work/NAME.
