@@ -34,6 +34,7 @@ for bin in "$A" "$B"; do
 done
 A=$(realpath "$A")
 B=$(realpath "$B")
+declare -A bin_of=([a]=$A [b]=$B)
 
 RUNS=${RUNS:-11}
 INSTRUCTIONS=${INSTRUCTIONS:-0}
@@ -94,9 +95,7 @@ if [[ $INSTRUCTIONS == 1 ]]; then
   for name in a b; do
     # A replay that fails under valgrind (one it cannot run, say) still reports a partial count.
     if ! wait "${counting[0]}"; then
-      bin=$A
-      [[ $name == b ]] && bin=$B
-      echo "bench_ab.sh: $bin ${args[*]} failed under valgrind:" >&2
+      echo "bench_ab.sh: ${bin_of[$name]} ${args[*]} failed under valgrind:" >&2
       grep -v '^==[0-9]*==' "$work/$name.vg" | tail -n 5 >&2
       exit 1
     fi
@@ -112,8 +111,7 @@ summary() {
 echo "| binary | lowest wall (s) | median wall (s) | peak RSS (MiB) |$([[ $INSTRUCTIONS == 1 ]] && echo " instructions (millions) |")"
 echo "|---|---:|---:|---:|$([[ $INSTRUCTIONS == 1 ]] && echo "---:|")"
 for name in a b; do
-  bin=$A
-  [[ $name == b ]] && bin=$B
+  bin=${bin_of[$name]}
   read -r low med rss < <(summary "$name")
   row="| $bin | $low | $med | $((rss / 1024)) |"
   if [[ $INSTRUCTIONS == 1 ]]; then
