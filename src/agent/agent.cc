@@ -397,8 +397,7 @@ Agent::Sent Agent::SendToLeader(const std::function<httplib::Result(httplib::Cli
   }
   for (int tried = 1;; ++tried) {
     Sent sent{httplib::Result(nullptr, httplib::Error::Unknown), CurrentServer()};
-    auto http = MakeClient(sent.server, options_.ca_cert, Duration::Seconds(10));
-    sent.res = send(*http);
+    sent.res = send(MainClient(sent.server));
     const bool standby = sent.res && sent.res->status == 503 && sent.res->has_header(api::kLeaderHeader);
     if ((sent.res && !standby) || tried >= max_tries) return sent;
     MutexLock lock(mu_);
@@ -409,6 +408,14 @@ Agent::Sent Agent::SendToLeader(const std::function<httplib::Result(httplib::Cli
                  standby ? "stands by" : "cannot be reached (" + httplib::to_string(sent.res.error()) + ")",
                  controllers_->Current());
   }
+}
+
+httplib::Client& Agent::MainClient(const std::string& server) {
+  if (!main_client_ || main_client_server_ != server) {
+    main_client_ = MakeClient(server, options_.ca_cert, Duration::Seconds(10));
+    main_client_server_ = server;
+  }
+  return *main_client_;
 }
 
 Status Agent::Register() {
@@ -995,7 +1002,7 @@ bool Agent::UploadLog(PartRun& run, bool all) {
   struct stat sb;
   if (::stat(run.log_path.c_str(), &sb) != 0) return true;
   const std::string server = controllers_->Current();
-  auto http = MakeClient(server, options_.ca_cert, Duration::Seconds(10));
+  httplib::Client* http = &MainClient(server);
   httplib::Headers h = {{"Authorization", "Bearer " + token_}};
   for (int round = 0; round < (all ? 64 : 1) && run.uploaded < sb.st_size; ++round) {
     std::ifstream f(run.log_path, std::ios::binary);
@@ -1131,12 +1138,17 @@ void Agent::Tick(bool heartbeat_due) {
   lock.Lock();
   for (const auto& s : last_samples_) hb.gpus.push_back({s.util_pct, s.mem_used_mib, s.temperature_c, s.power_w});
   std::vector<std::pair<api::PartKey, std::pair<std::string, std::string>>> watched;  // log, progress
-  for (const auto& [key, run] : runs_) {
-    if (!run.exited) watched.push_back({key, {run.log_path, run.progress_path}});
-  }
-  lock.Unlock();
   // Ages by this node's clock, so that the controller's clock can turn them into times.
   const Time sent = WallNow();
+  // The watchdog needs activity once per heartbeat interval, not with every event: a busy node
+  // beats for each start and exit, and would read every running part's log and progress each time.
+  if (sent - activity_sent_ >= heartbeat_interval_) {
+    activity_sent_ = sent;
+    for (const auto& [key, run] : runs_) {
+      if (!run.exited) watched.push_back({key, {run.log_path, run.progress_path}});
+    }
+  }
+  lock.Unlock();
   auto age = [&](Time t) { return std::max(Duration::Zero(), sent - t); };
   for (const auto& [key, paths] : watched) {
     api::PartActivity a;

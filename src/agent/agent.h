@@ -220,6 +220,15 @@ class Agent {
   Mutex probe_mu_ GF_ACQUIRED_AFTER(env_mu_);  // the probe is used by one thread at a time
   std::vector<GpuSample> last_samples_ GF_GUARDED_BY(mu_);
   Time last_sample_at_;  // the main loop's
+  // The main loop's connection to the controller it follows (registration, heartbeats, log
+  // uploads), kept alive between requests instead of a new connection (and TLS handshake) each.
+  httplib::Client& MainClient(const std::string& server);
+  std::unique_ptr<httplib::Client> main_client_;
+  std::string main_client_server_;
+  // When a heartbeat last carried the running parts' activity (log and progress ages). Beats
+  // sent early to carry events leave it out until heartbeat_interval_ has passed: reading it
+  // costs a stat and a file read per running part.
+  Time activity_sent_ GF_GUARDED_BY(mu_);
   int64_t heartbeats_ok_ GF_GUARDED_BY(mu_) = 0;
   int64_t heartbeats_failed_ GF_GUARDED_BY(mu_) = 0;
   int64_t failed_in_a_row_ GF_GUARDED_BY(mu_) = 0;

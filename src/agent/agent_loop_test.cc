@@ -1,0 +1,231 @@
+// The agent's main loop against a controller served on 127.0.0.1 by the test: what its
+// heartbeats carry, and over how many connections it sends them.
+#include <httplib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "agent/agent.h"
+#include "agent/gpu_probe.h"
+#include "api/agent_protocol.h"
+#include "model/gpu_catalog.h"
+
+namespace gpufleet::agent {
+namespace {
+
+const api::PartKey kKey{JobId(7), 1, 0};
+
+// Registers the agent with the given heartbeat interval, hands it one start command, and keeps
+// every heartbeat and the client port of every registration and heartbeat.
+class FakeController {
+ public:
+  explicit FakeController(Duration heartbeat_interval, std::string release_file)
+      : interval_(heartbeat_interval), release_file_(std::move(release_file)) {
+    srv_.Post("/v1/agents/register", [this](const httplib::Request& req, httplib::Response& res) {
+      Note(req);
+      api::RegisterReply r;
+      r.node = NodeId(1);
+      r.token = "agent-token";
+      r.epoch = "e1";
+      r.heartbeat_interval = interval_;
+      r.lost_after = Duration::Seconds(3600);
+      res.set_content(api::ToJson(r).dump(), "application/json");
+    });
+    srv_.Get("/v1/agents/commands", [this](const httplib::Request&, httplib::Response& res) {
+      api::CommandBatch b;
+      b.epoch = "e1";
+      std::unique_lock<std::mutex> lock(mu_);
+      // The start waits for the first heartbeat (sent on registering), so that every later beat
+      // is sent for an event or on the interval.
+      if (!start_sent_ && !beats_.empty()) {
+        start_sent_ = true;
+        api::StartPart s;
+        s.key = kKey;
+        s.argv = {"/bin/sh", "-c", "while [ ! -e '" + release_file_ + "' ]; do sleep 0.02; done"};
+        s.env = {{"PATH", "/usr/bin:/bin"}};
+        s.gpus = {0};
+        s.grace = Duration::Seconds(5);
+        b.commands.push_back(api::Command{1, s, std::nullopt});
+      } else {
+        // A long poll with nothing to say: answer once something changes, or soon.
+        cv_.wait_for(lock, std::chrono::milliseconds(100));
+      }
+      res.set_content(api::ToJson(b).dump(), "application/json");
+    });
+    srv_.Post("/v1/agents/logs", [this](const httplib::Request& req, httplib::Response& res) {
+      Note(req);
+      const int64_t offset = std::stoll(req.get_param_value("offset"));
+      res.set_content(nlohmann::json{{"size", offset + static_cast<int64_t>(req.body.size())}}.dump(),
+                      "application/json");
+    });
+    srv_.Post("/v1/agents/heartbeat", [this](const httplib::Request& req, httplib::Response& res) {
+      Note(req);
+      auto hb = api::HeartbeatFromJson(nlohmann::json::parse(req.body));
+      api::HeartbeatReply reply;
+      reply.epoch = "e1";
+      std::lock_guard<std::mutex> lock(mu_);
+      if (hb.ok()) {
+        for (const auto& e : hb->events) reply.acked = std::max(reply.acked, e.seq);
+        beats_.push_back(std::move(*hb));
+      } else {
+        bad_beats_++;
+      }
+      cv_.notify_all();
+      res.set_content(api::ToJson(reply).dump(), "application/json");
+    });
+    port_ = srv_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { srv_.listen_after_bind(); });
+  }
+  ~FakeController() {
+    srv_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  // Waits (up to a minute) until some heartbeat carries an event of this kind for kKey.
+  bool WaitForEvent(api::PartEventKind kind) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(60), [&] {
+      for (const auto& b : beats_) {
+        for (const auto& e : b.events) {
+          if (e.key == kKey && e.kind == kind) return true;
+        }
+      }
+      return false;
+    });
+  }
+  std::vector<api::Heartbeat> beats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return beats_;
+  }
+  std::set<int> client_ports() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ports_;
+  }
+  int bad_beats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bad_beats_;
+  }
+
+ private:
+  void Note(const httplib::Request& req) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ports_.insert(req.remote_port);
+  }
+
+  Duration interval_;
+  std::string release_file_;
+  httplib::Server srv_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool start_sent_ = false;
+  std::vector<api::Heartbeat> beats_;
+  int bad_beats_ = 0;
+  std::set<int> ports_;
+};
+
+class AgentLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gpufleet-agent-loop.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    ::chmod(root_.c_str(), 0755);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  // Runs an agent against `controller` until its part has started and, once released, exited.
+  void RunOnePart(FakeController& controller) {
+    auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+    ASSERT_TRUE(probe.ok()) << probe.status().message();
+    AgentOptions o;
+    o.server = controller.url();
+    o.join_token = "join";
+    o.name = "loop-node";
+    o.data_dir = root_ + "/data";
+    o.poll_wait = Duration::Millis(100);
+    o.cgroup_root = "off";
+    if (::geteuid() == 0) {
+      o.job_user = "root";
+      o.allow_root_jobs = true;
+    }
+    // The part's log has output from the start (as after an agent restart), so that a beat that
+    // reads activity finds some whenever the part runs.
+    std::filesystem::create_directories(o.data_dir + "/logs");
+    std::ofstream(o.data_dir + "/logs/" + kKey.ToString() + ".log") << "earlier output\n";
+    Agent agent(o, std::move(*probe));
+    std::atomic<bool> stop{false};
+    Status result;
+    std::thread run([&] { result = agent.Run(stop); });
+    const bool started = controller.WaitForEvent(api::PartEventKind::kStarted);
+    std::ofstream(release_file()).put('x');
+    const bool exited = started && controller.WaitForEvent(api::PartEventKind::kExited);
+    stop = true;
+    run.join();
+    ASSERT_TRUE(started) << "no heartbeat reported the part started";
+    ASSERT_TRUE(exited) << "no heartbeat reported the part exited";
+    EXPECT_TRUE(result.ok()) << result.message();
+    EXPECT_EQ(controller.bad_beats(), 0);
+  }
+  std::string release_file() const { return root_ + "/release"; }
+
+  std::string root_;
+};
+
+bool CarriesActivityOf(const api::Heartbeat& b, const api::PartKey& key) {
+  for (const auto& a : b.activity) {
+    if (a.key == key) return true;
+  }
+  return false;
+}
+
+TEST_F(AgentLoopTest, HeartbeatsSentForEventsLeaveActivityToTheIntervalsBeats) {
+  // Given a heartbeat interval of an hour, expect the beats that carry the part's start and exit
+  // (sent at once, not on the interval) to carry no activity: reading it costs a stat and a file
+  // read per running part, and the watchdog needs it only once per interval.
+  FakeController controller(Duration::Seconds(3600), release_file());
+  RunOnePart(controller);
+  const auto beats = controller.beats();
+  ASSERT_GE(beats.size(), 2u);
+  for (size_t i = 0; i < beats.size(); ++i) {
+    EXPECT_FALSE(CarriesActivityOf(beats[i], kKey)) << "heartbeat " << i << " carried the part's activity";
+  }
+}
+
+TEST_F(AgentLoopTest, HeartbeatsOnTheIntervalCarryTheRunningPartsActivity) {
+  // Given an interval short enough that every beat is due, expect the part's activity (its log's
+  // age) in a beat while it runs.
+  FakeController controller(Duration::Millis(1), release_file());
+  RunOnePart(controller);
+  bool seen = false;
+  for (const auto& b : controller.beats()) seen = seen || CarriesActivityOf(b, kKey);
+  EXPECT_TRUE(seen) << "no heartbeat carried the running part's activity";
+}
+
+TEST_F(AgentLoopTest, RegistrationAndHeartbeatsShareOneKeptAliveConnection) {
+  // Expect the main loop's requests (registration, heartbeats, log uploads) from one client port: one
+  // connection kept alive, not a connection (and a TLS handshake) per beat.
+  FakeController controller(Duration::Millis(1), release_file());
+  RunOnePart(controller);
+  EXPECT_GE(controller.beats().size(), 3u);
+  EXPECT_EQ(controller.client_ports().size(), 1u);
+}
+
+}  // namespace
+}  // namespace gpufleet::agent
