@@ -113,14 +113,12 @@ std::optional<std::pair<uid_t, gid_t>> JobOwner(const std::string& user) {
 // Creates `dir` with its missing parents: the parents passable (0711), the leaf owned by the
 // job's user (0700), so the job can write its checkpoints and nobody else can read them.
 void MakeJobDir(const std::string& dir, const std::optional<std::pair<uid_t, gid_t>>& owner) {
-  std::vector<std::filesystem::path> missing;
-  for (std::filesystem::path p = dir; !p.empty() && p != p.parent_path(); p = p.parent_path()) {
-    std::error_code ec;
-    if (std::filesystem::exists(p, ec)) break;
-    missing.push_back(p);
+  auto made = MakeDirectories(dir);
+  if (!made.ok()) {
+    spdlog::warn("{}", made.status().message());
+    return;
   }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  std::vector<std::filesystem::path> missing(made->rbegin(), made->rend());  // the leaf first
   for (size_t i = 0; i < missing.size(); ++i) {
     bool leaf = i == 0;
     ::chmod(missing[i].c_str(), leaf ? 0700 : 0711);

@@ -103,22 +103,6 @@ std::string DescribeChildError(const ChildError& e, const LaunchSpec& spec, cons
   return out;
 }
 
-// Creates `dir` and its missing parents; returns the directories it created, outermost first.
-Result<std::vector<fs::path>> MakeDirs(const fs::path& dir) {
-  std::vector<fs::path> missing;
-  for (fs::path p = dir; !p.empty(); p = p.parent_path()) {
-    std::error_code ec;
-    if (fs::exists(p, ec)) break;
-    missing.push_back(p);
-    if (p == p.parent_path()) break;
-  }
-  std::reverse(missing.begin(), missing.end());
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::Unavailable("create directory " + dir.string() + ": " + ec.message());
-  return missing;
-}
-
 void ReapBlocking(int pid) {
   while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
   }
@@ -374,6 +358,33 @@ std::string Exit::Describe() const {
   return s;
 }
 
+Result<std::vector<fs::path>> MakeDirectories(const fs::path& dir) {
+  std::vector<fs::path> missing;  // innermost first
+  for (fs::path p = dir; !p.empty(); p = p.parent_path()) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode)) {
+        return Status::Unavailable("create directory " + dir.string() + ": " + p.string() + " is not a directory");
+      }
+      break;
+    }
+    // ENOTDIR: a file above it, which the walk up names.
+    if (errno != ENOENT && errno != ENOTDIR) {
+      return Status::Unavailable("create directory " + dir.string() + ": " + ErrnoText(errno));
+    }
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  std::reverse(missing.begin(), missing.end());
+  for (const fs::path& p : missing) {
+    // Another thread or process may make it meanwhile: that is as good.
+    if (::mkdir(p.c_str(), 0777) != 0 && errno != EEXIST) {
+      return Status::Unavailable("create directory " + p.string() + ": " + ErrnoText(errno));
+    }
+  }
+  return missing;
+}
+
 ProcessLauncher::ProcessLauncher(LauncherOptions options)
     : options_(std::move(options)), shim_path_(FindShim(options_.shim_path)) {
   if (options_.cgroup_root == "off") {
@@ -459,7 +470,7 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
   for (const auto& [k, v] : env) env_storage.push_back(k + "=" + v);
 
   if (!workdir.empty()) {
-    GF_ASSIGN_OR_RETURN(auto created, MakeDirs(workdir));
+    GF_ASSIGN_OR_RETURN(auto created, MakeDirectories(workdir));
     if (run.switch_user) {
       for (const auto& dir : created) {
         if (chown(dir.c_str(), run.uid, run.gid) < 0) {
@@ -472,11 +483,11 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
 
   fs::path log_dir = fs::path(spec.log_path).parent_path();
   if (!log_dir.empty()) {
-    GF_ASSIGN_OR_RETURN(auto unused, MakeDirs(log_dir));
+    GF_ASSIGN_OR_RETURN(auto unused, MakeDirectories(log_dir));
     (void)unused;
   }
   if (!options_.state_dir.empty()) {
-    GF_ASSIGN_OR_RETURN(auto unused, MakeDirs(options_.state_dir));
+    GF_ASSIGN_OR_RETURN(auto unused, MakeDirectories(options_.state_dir));
     (void)unused;
   }
   UniqueFd log_fd(LiftFd(open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)));

@@ -55,6 +55,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -69,6 +70,11 @@
 namespace gpufleet::agent {
 
 class CgroupTree;
+
+// mkdir -p: creates `dir` and its missing parents (mode 0777 less the umask) and returns the
+// directories it created, outermost first. One stat when `dir` exists, a stat per missing level,
+// the first existing one and a mkdir per missing level otherwise. The error names the path.
+Result<std::vector<std::filesystem::path>> MakeDirectories(const std::filesystem::path& dir);
 
 struct LauncherOptions {
   // The user (name) a part runs as when its LaunchSpec.user is empty; "" = the agent's own user.

@@ -862,5 +862,26 @@ TEST_F(ProcessLauncherTest, CgroupNoteSaysWhatContainsTheParts) {
   EXPECT_THAT(ProcessLauncher(bad).CgroupNote(), HasSubstr("cgroups unavailable ("));
 }
 
+TEST(MakeDirectoriesTest, MakesTheMissingLevelsAndNamesWhatItMade) {
+  // Given a folder with one existing level, expect the two missing levels made and returned
+  // outermost first; then nothing to make; and a file in the way named in the error.
+  char tmpl[] = "/tmp/gpufleet-mkdirs.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::filesystem::path root = tmpl;
+  auto made = MakeDirectories(root / "a" / "b");
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  EXPECT_EQ(*made, (std::vector<std::filesystem::path>{root / "a", root / "a" / "b"}));
+  EXPECT_TRUE(std::filesystem::is_directory(root / "a" / "b"));
+  auto again = MakeDirectories(root / "a" / "b");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty());
+  std::ofstream(root / "file") << "x";
+  auto blocked = MakeDirectories(root / "file" / "c");
+  ASSERT_FALSE(blocked.ok());
+  EXPECT_THAT(blocked.status().message(), HasSubstr((root / "file").string() + " is not a directory"));
+  EXPECT_FALSE(MakeDirectories(root / "file").ok());
+  std::filesystem::remove_all(root);
+}
+
 }  // namespace
 }  // namespace gpufleet::agent
