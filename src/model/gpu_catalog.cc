@@ -232,7 +232,8 @@ void GpuCatalog::Add(GpuModel m) {
   auto [slot, inserted] = index_.try_emplace(NormalizeName(m.name), pos);
   if (!inserted) {
     std::vector<std::string>& shadowed = models_[slot->second].aliases;
-    std::erase_if(shadowed, [&](const std::string& a) { return NormalizeName(a) == slot->first; });
+    const std::string& canonical = slot->first;  // a name, not the binding: clang before 16 cannot capture one
+    std::erase_if(shadowed, [&](const std::string& a) { return NormalizeName(a) == canonical; });
     slot->second = pos;
   }
   std::vector<std::string> kept;

@@ -848,7 +848,8 @@ constexpr int64_t kNoMinimum = std::numeric_limits<int64_t>::min();
 
 Result<TraceJob> ConvertJsonObject(const RowContext& ctx, const Json& obj, int64_t row_number, TimeForms& forms) {
   if (!obj.is_object()) return ctx.Bad("json", "expected one JSON object per line", Shown(obj));
-  for (const auto& [key, value] : obj.items()) {
+  for (const auto& item : obj.items()) {
+    const std::string& key = item.key();
     if (std::find_if(std::begin(kJsonKeys), std::end(kJsonKeys),
                      [&](const char* k) { return key == k; }) == std::end(kJsonKeys)) {
       return ctx.Message("unknown key '" + key + "' (known keys: " + JsonKeyList() + ")");
