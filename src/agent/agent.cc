@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 
 #include "agent/progress.h"
 #include "api/codec.h"
+#include "common/fd.h"
 #include "common/process.h"
 #include "common/strings.h"
 #include "node/environments.h"
@@ -118,14 +120,20 @@ void MakeJobDir(const std::string& dir, const std::optional<std::pair<uid_t, gid
     spdlog::warn("{}", made.status().message());
     return;
   }
-  std::vector<std::filesystem::path> missing(made->rbegin(), made->rend());  // the leaf first
-  for (size_t i = 0; i < missing.size(); ++i) {
-    bool leaf = i == 0;
-    ::chmod(missing[i].c_str(), leaf ? 0700 : 0711);
-    if (leaf && owner) {
-      if (::chown(missing[i].c_str(), owner->first, owner->second) != 0) {
-        spdlog::warn("chown {}: {}", missing[i].string(), std::strerror(errno));
-      }
+  std::filesystem::path target = std::filesystem::path(dir).lexically_normal();  // as MakeDirectories names it
+  if (!target.has_filename() && target.has_relative_path()) target = target.parent_path();
+  for (size_t i = 0; i < made->size(); ++i) {
+    const std::filesystem::path& p = (*made)[i];
+    const bool leaf = p == target;
+    // Through a descriptor of the folder just made, never following a link put in its place.
+    UniqueFd fd(::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.get() < 0) {
+      spdlog::warn("open {}: {}", p.string(), std::strerror(errno));
+      continue;
+    }
+    ::fchmod(fd.get(), leaf ? 0700 : 0711);
+    if (leaf && owner && ::fchown(fd.get(), owner->first, owner->second) != 0) {
+      spdlog::warn("chown {}: {}", p.string(), std::strerror(errno));
     }
   }
 }
@@ -397,6 +405,9 @@ Agent::Sent Agent::SendToLeader(const std::function<httplib::Result(httplib::Cli
     Sent sent{httplib::Result(nullptr, httplib::Error::Unknown), CurrentServer()};
     sent.res = send(MainClient(sent.server));
     const bool standby = sent.res && sent.res->status == 503 && sent.res->has_header(api::kLeaderHeader);
+    // After a failure the next request starts afresh: a new connection, name lookup and TLS
+    // context (a controller that moved, or a CA file that changed).
+    if (!sent.res || standby) main_client_.reset();
     if ((sent.res && !standby) || tried >= max_tries) return sent;
     MutexLock lock(mu_);
     if (!controllers_->Redirect(sent.server, standby ? sent.res->get_header_value(api::kLeaderHeader) : "")) {
@@ -601,13 +612,17 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
     Time now = WallNow();
     bool due;
     bool has_events;
+    bool activity_due;
     {
       MutexLock lock(mu_);
       due = now - last_beat >= heartbeat_interval_;
       has_events = !events_.empty() || (notice_ && !notice_acked_);
+      // The running parts' activity (the watchdog's) goes out once per interval, whatever beats
+      // went out for events in between; again at once if the clock stepped back.
+      activity_due = now - activity_sent_ >= heartbeat_interval_ || now < activity_sent_;
     }
     if (!options_.metrics_listen.empty() && now - last_sample_at_ >= options_.metrics_interval) SampleGpus();
-    Tick(due || has_events);
+    Tick(due || has_events || activity_due, activity_due ? std::optional<Time>(now) : std::nullopt);
     if (due || has_events) last_beat = now;
     {
       Duration silent;
@@ -657,7 +672,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
       if (!parts_left && acked_deadline == Time::Max()) acked_deadline = now + Duration::Seconds(5);
       if (!parts_left && (!waiting_events || gave_up || now >= acked_deadline)) break;
       if (parts_left && now >= parts_deadline) break;
-      Tick(waiting_events);
+      Tick(waiting_events, std::nullopt);
       MutexLock lock(mu_);
       wake_.WaitFor(mu_, std::chrono::milliseconds(50));
     }
@@ -922,17 +937,18 @@ void Agent::StartPart(const api::StartPart& s) {
       }
       return;
     }
+    // The main loop uploads the log (its connection is its own) and then reports the exit.
     run.exited = true;
-    PartRun& stored = runs_[s.key] = std::move(run);
-    UploadLog(stored, true);
     api::PartEvent e;
     e.key = s.key;
     e.kind = api::PartEventKind::kExited;
     e.at = WallNow();
     e.exit_code = 127;
-    e.message = stored.message;
-    lock.Unlock();
-    PushEvent(e);
+    e.message = run.message;
+    run.held_exit = e;
+    run.held_since = WallNow();
+    runs_[s.key] = std::move(run);
+    wake_.NotifyAll();
     return;
   }
   runs_[s.key] = std::move(run);
@@ -994,7 +1010,8 @@ std::vector<api::PartKey> Agent::RunningKeys() const {
   return out;
 }
 
-// Uploads new bytes of the part's log (all of them when `all`). Caller holds mu_.
+// Uploads new bytes of the part's log (all of them when `all`). The main loop's thread (it
+// uses MainClient), holding mu_.
 bool Agent::UploadLog(PartRun& run, bool all) {
   if (token_.empty()) return false;
   struct stat sb;
@@ -1014,7 +1031,8 @@ bool Agent::UploadLog(PartRun& run, bool all) {
                        "&part=" + std::to_string(run.start.key.part) + "&offset=" + std::to_string(run.uploaded);
     auto res = http->Post(path.c_str(), h, chunk, "application/octet-stream");
     if (!res || (res->status == 503 && res->has_header(api::kLeaderHeader))) {
-      // Not the leader: the next upload (and heartbeat) goes where the list points now.
+      // Not the leader: the next upload (and heartbeat) goes where the list points now, afresh.
+      main_client_.reset();
       controllers_->Redirect(server, res ? res->get_header_value(api::kLeaderHeader) : "");
       return false;
     }
@@ -1036,7 +1054,7 @@ bool Agent::UploadLog(PartRun& run, bool all) {
   return run.uploaded >= sb.st_size;
 }
 
-void Agent::Tick(bool heartbeat_due) {
+void Agent::Tick(bool heartbeat_due, std::optional<Time> activity_at) {
   // Reap exits; a part has exited when all its processes have.
   std::vector<Exit> exits = launcher_->Poll(WallNow());
   MutexLock lock(mu_);
@@ -1136,17 +1154,14 @@ void Agent::Tick(bool heartbeat_due) {
   lock.Lock();
   for (const auto& s : last_samples_) hb.gpus.push_back({s.util_pct, s.mem_used_mib, s.temperature_c, s.power_w});
   std::vector<std::pair<api::PartKey, std::pair<std::string, std::string>>> watched;  // log, progress
-  // Ages by this node's clock, so that the controller's clock can turn them into times.
-  const Time sent = WallNow();
-  // The watchdog needs activity once per heartbeat interval, not with every event: a busy node
-  // beats for each start and exit, and would read every running part's log and progress each time.
-  if (sent - activity_sent_ >= heartbeat_interval_) {
-    activity_sent_ = sent;
+  if (activity_at) {
     for (const auto& [key, run] : runs_) {
       if (!run.exited) watched.push_back({key, {run.log_path, run.progress_path}});
     }
   }
   lock.Unlock();
+  // Ages by this node's clock, so that the controller's clock can turn them into times.
+  const Time sent = WallNow();
   auto age = [&](Time t) { return std::max(Duration::Zero(), sent - t); };
   for (const auto& [key, paths] : watched) {
     api::PartActivity a;
@@ -1209,6 +1224,7 @@ void Agent::Tick(bool heartbeat_due) {
   lock.Lock();
   last_contact_ = WallNow();
   fenced_ = false;
+  if (activity_at) activity_sent_ = *activity_at;  // heard: the next activity is due an interval on
   while (!events_.empty() && events_.front().seq <= reply->acked) events_.pop_front();
   if (reply->notice_acked && hb.notice) notice_acked_ = true;
   if (reply->burn_in_acked && hb.burn_in && burn_in_report_ && burn_in_report_->request == hb.burn_in->request &&

@@ -166,7 +166,10 @@ class Agent {
   void Apply(const api::Command& cmd);
   void StartPart(const api::StartPart& s);
   void StopPart(const api::StopPart& s);
-  void Tick(bool heartbeat_due);
+  // Reaps exits, uploads logs, and sends a heartbeat when `heartbeat_due` or events wait. With
+  // `activity_at` (the main loop's time when the interval's activity fell due) the beat carries
+  // the running parts' activity, and once answered the next is due an interval after that time.
+  void Tick(bool heartbeat_due, std::optional<Time> activity_at);
   bool UploadLog(PartRun& run, bool all) GF_REQUIRES(mu_);
   void PushEvent(api::PartEvent e);
   std::vector<api::PartKey> RunningKeys() const GF_REQUIRES(mu_);
@@ -221,13 +224,15 @@ class Agent {
   std::vector<GpuSample> last_samples_ GF_GUARDED_BY(mu_);
   Time last_sample_at_;  // the main loop's
   // The main loop's connection to the controller it follows (registration, heartbeats, log
-  // uploads), kept alive between requests instead of a new connection (and TLS handshake) each.
+  // uploads), kept alive between requests instead of a new connection (and TLS handshake) each;
+  // made again when the URL changes or after a failed request. The main loop's thread only (the
+  // command thread's long poll has its own, poll_client_).
   httplib::Client& MainClient(const std::string& server);
   std::unique_ptr<httplib::Client> main_client_;
   std::string main_client_server_;
-  // When a heartbeat last carried the running parts' activity (log and progress ages). Beats
-  // sent early to carry events leave it out until heartbeat_interval_ has passed: reading it
-  // costs a stat and a file read per running part.
+  // When (by the main loop's clock) the last heartbeat that carried the running parts' activity
+  // (log and progress ages) fell due. The beats sent for events in between leave it out:
+  // reading it costs a stat and a file read per running part.
   Time activity_sent_ GF_GUARDED_BY(mu_);
   int64_t heartbeats_ok_ GF_GUARDED_BY(mu_) = 0;
   int64_t heartbeats_failed_ GF_GUARDED_BY(mu_) = 0;

@@ -13,7 +13,9 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -33,8 +35,9 @@ const api::PartKey kKey{JobId(7), 1, 0};
 // every heartbeat and the client port of every registration and heartbeat.
 class FakeController {
  public:
-  explicit FakeController(Duration heartbeat_interval, std::string release_file)
-      : interval_(heartbeat_interval), release_file_(std::move(release_file)) {
+  // The part runs `argv`, by default a shell that waits for `release_file`.
+  FakeController(Duration heartbeat_interval, std::string release_file, std::vector<std::string> argv = {})
+      : interval_(heartbeat_interval), release_file_(std::move(release_file)), argv_(std::move(argv)) {
     srv_.Post("/v1/agents/register", [this](const httplib::Request& req, httplib::Response& res) {
       Note(req);
       api::RegisterReply r;
@@ -55,7 +58,10 @@ class FakeController {
         start_sent_ = true;
         api::StartPart s;
         s.key = kKey;
-        s.argv = {"/bin/sh", "-c", "while [ ! -e '" + release_file_ + "' ]; do sleep 0.02; done"};
+        s.argv = argv_.empty()
+                     ? std::vector<std::string>{"/bin/sh", "-c",
+                                                "while [ ! -e '" + release_file_ + "' ]; do sleep 0.02; done"}
+                     : argv_;
         s.env = {{"PATH", "/usr/bin:/bin"}};
         s.gpus = {0};
         s.grace = Duration::Seconds(5);
@@ -69,6 +75,10 @@ class FakeController {
     srv_.Post("/v1/agents/logs", [this](const httplib::Request& req, httplib::Response& res) {
       Note(req);
       const int64_t offset = std::stoll(req.get_param_value("offset"));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        log_ += req.body;
+      }
       res.set_content(nlohmann::json{{"size", offset + static_cast<int64_t>(req.body.size())}}.dump(),
                       "application/json");
     });
@@ -87,6 +97,10 @@ class FakeController {
       cv_.notify_all();
       res.set_content(api::ToJson(reply).dump(), "application/json");
     });
+    // Keep a client's connection as long as it likes (cpp-httplib closes one after 5 requests by
+    // default), so that a new connection means the agent made one.
+    srv_.set_keep_alive_max_count(1'000'000);
+    srv_.set_keep_alive_timeout(600);
     port_ = srv_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { srv_.listen_after_bind(); });
   }
@@ -95,7 +109,13 @@ class FakeController {
     thread_.join();
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  bool bound() const { return port_ > 0; }
 
+  // Waits (up to a minute) until `n` heartbeats have come.
+  bool WaitForBeats(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(60), [&] { return beats_.size() >= n; });
+  }
   // Waits (up to a minute) until some heartbeat carries an event of this kind for kKey.
   bool WaitForEvent(api::PartEventKind kind) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -116,6 +136,14 @@ class FakeController {
     std::lock_guard<std::mutex> lock(mu_);
     return ports_;
   }
+  std::string log() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return log_;
+  }
+  int requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
   int bad_beats() {
     std::lock_guard<std::mutex> lock(mu_);
     return bad_beats_;
@@ -125,10 +153,12 @@ class FakeController {
   void Note(const httplib::Request& req) {
     std::lock_guard<std::mutex> lock(mu_);
     ports_.insert(req.remote_port);
+    ++requests_;
   }
 
   Duration interval_;
   std::string release_file_;
+  std::vector<std::string> argv_;
   httplib::Server srv_;
   int port_ = 0;
   std::thread thread_;
@@ -138,6 +168,8 @@ class FakeController {
   std::vector<api::Heartbeat> beats_;
   int bad_beats_ = 0;
   std::set<int> ports_;
+  int requests_ = 0;
+  std::string log_;  // every uploaded byte, in order
 };
 
 class AgentLoopTest : public ::testing::Test {
@@ -150,8 +182,10 @@ class AgentLoopTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
 
-  // Runs an agent against `controller` until its part has started and, once released, exited.
-  void RunOnePart(FakeController& controller) {
+  // Runs an agent against `controller` until its part has started and, once `beats_before_release`
+  // heartbeats have come, exited.
+  void RunOnePart(FakeController& controller, size_t beats_before_release = 0) {
+    ASSERT_TRUE(controller.bound());
     auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
     ASSERT_TRUE(probe.ok()) << probe.status().message();
     AgentOptions o;
@@ -173,7 +207,8 @@ class AgentLoopTest : public ::testing::Test {
     std::atomic<bool> stop{false};
     Status result;
     std::thread run([&] { result = agent.Run(stop); });
-    const bool started = controller.WaitForEvent(api::PartEventKind::kStarted);
+    const bool started = controller.WaitForEvent(api::PartEventKind::kStarted) &&
+                         controller.WaitForBeats(beats_before_release);
     std::ofstream(release_file()).put('x');
     const bool exited = started && controller.WaitForEvent(api::PartEventKind::kExited);
     stop = true;
@@ -219,12 +254,50 @@ TEST_F(AgentLoopTest, HeartbeatsOnTheIntervalCarryTheRunningPartsActivity) {
 }
 
 TEST_F(AgentLoopTest, RegistrationAndHeartbeatsShareOneKeptAliveConnection) {
-  // Expect the main loop's requests (registration, heartbeats, log uploads) from one client port: one
-  // connection kept alive, not a connection (and a TLS handshake) per beat.
+  // Expect the main loop's requests (registration, heartbeats, log uploads; ten or more) from one
+  // client port: one connection kept alive, not a connection (and a TLS handshake) per beat.
   FakeController controller(Duration::Millis(1), release_file());
-  RunOnePart(controller);
-  EXPECT_GE(controller.beats().size(), 3u);
+  RunOnePart(controller, /*beats_before_release=*/8);
+  EXPECT_GE(controller.requests(), 10);
   EXPECT_EQ(controller.client_ports().size(), 1u);
+}
+
+TEST_F(AgentLoopTest, APartThatCannotStartIsReportedWithItsLogUploadedFirst) {
+  // Given a program that does not exist, expect the exit reported as 127 with the reason, and
+  // the reason in the uploaded log (written and uploaded before the exit is reported).
+  FakeController controller(Duration::Seconds(3600), release_file(), {"/nonexistent/gpufleet-test-program"});
+  auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+  ASSERT_TRUE(probe.ok());
+  ASSERT_TRUE(controller.bound());
+  AgentOptions o;
+  o.server = controller.url();
+  o.join_token = "join";
+  o.name = "loop-node";
+  o.data_dir = root_ + "/data";
+  o.poll_wait = Duration::Millis(100);
+  o.cgroup_root = "off";
+  if (::geteuid() == 0) {
+    o.job_user = "root";
+    o.allow_root_jobs = true;
+  }
+  Agent agent(o, std::move(*probe));
+  std::atomic<bool> stop{false};
+  std::thread run([&] { (void)agent.Run(stop); });
+  const bool exited = controller.WaitForEvent(api::PartEventKind::kExited);
+  const std::string log_at_exit = controller.log();
+  stop = true;
+  run.join();
+  ASSERT_TRUE(exited) << "no heartbeat reported the part's exit";
+  std::optional<api::PartEvent> exit;
+  for (const auto& b : controller.beats()) {
+    for (const auto& e : b.events) {
+      if (e.key == kKey && e.kind == api::PartEventKind::kExited) exit = e;
+    }
+  }
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code, 127);
+  EXPECT_NE(exit->message.find("cannot start"), std::string::npos) << exit->message;
+  EXPECT_NE(log_at_exit.find("gpufleet: cannot start"), std::string::npos) << log_at_exit;
 }
 
 }  // namespace
