@@ -359,8 +359,12 @@ std::string Exit::Describe() const {
 }
 
 Result<std::vector<fs::path>> MakeDirectories(const fs::path& dir) {
+  // "a/../b" is "b" and "a/b/" is "a/b": otherwise a level named ".." (an existing folder) or the
+  // same folder twice would count as made, and callers change the mode and owner of what was made.
+  fs::path target = dir.lexically_normal();
+  if (!target.has_filename() && target.has_relative_path()) target = target.parent_path();
   std::vector<fs::path> missing;  // innermost first
-  for (fs::path p = dir; !p.empty(); p = p.parent_path()) {
+  for (fs::path p = target; !p.empty(); p = p.parent_path()) {
     struct stat st;
     if (::stat(p.c_str(), &st) == 0) {
       if (!S_ISDIR(st.st_mode)) {
@@ -368,21 +372,29 @@ Result<std::vector<fs::path>> MakeDirectories(const fs::path& dir) {
       }
       break;
     }
+    const int err = errno;
     // ENOTDIR: a file above it, which the walk up names.
-    if (errno != ENOENT && errno != ENOTDIR) {
-      return Status::Unavailable("create directory " + dir.string() + ": " + ErrnoText(errno));
+    if (err != ENOENT && err != ENOTDIR) {
+      return Status::Unavailable("create directory " + dir.string() + ": " + p.string() + ": " + ErrnoText(err));
     }
     missing.push_back(p);
     if (p == p.parent_path()) break;
   }
   std::reverse(missing.begin(), missing.end());
+  std::vector<fs::path> made;
   for (const fs::path& p : missing) {
-    // Another thread or process may make it meanwhile: that is as good.
-    if (::mkdir(p.c_str(), 0777) != 0 && errno != EEXIST) {
-      return Status::Unavailable("create directory " + p.string() + ": " + ErrnoText(errno));
+    if (::mkdir(p.c_str(), 0777) == 0) {
+      made.push_back(p);
+      continue;
     }
+    const int err = errno;
+    struct stat st;
+    // Made meanwhile by another thread or process: as good, if it is a folder (not a link to one).
+    if (err == EEXIST && ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
+    return Status::Unavailable("create directory " + p.string() + ": " +
+                               (err == EEXIST ? std::string("it exists and is not a directory") : ErrnoText(err)));
   }
-  return missing;
+  return made;
 }
 
 ProcessLauncher::ProcessLauncher(LauncherOptions options)

@@ -880,6 +880,18 @@ TEST(MakeDirectoriesTest, MakesTheMissingLevelsAndNamesWhatItMade) {
   ASSERT_FALSE(blocked.ok());
   EXPECT_THAT(blocked.status().message(), HasSubstr((root / "file").string() + " is not a directory"));
   EXPECT_FALSE(MakeDirectories(root / "file").ok());
+  // "x/../y/" is "y": no level named "..", no level twice.
+  auto normal = MakeDirectories(root / "x" / ".." / "y" / "");
+  ASSERT_TRUE(normal.ok()) << normal.status().message();
+  EXPECT_EQ(*normal, (std::vector<std::filesystem::path>{root / "y"}));
+  EXPECT_FALSE(std::filesystem::exists(root / "x"));
+  // A link where a level should be is not a folder this call made, nor one it may use when it dangles.
+  std::filesystem::create_symlink(root / "nowhere", root / "dangling");
+  EXPECT_FALSE(MakeDirectories(root / "dangling").ok());
+  std::filesystem::create_directory_symlink(root / "a", root / "link");
+  auto through = MakeDirectories(root / "link" / "d");
+  ASSERT_TRUE(through.ok()) << through.status().message();
+  EXPECT_EQ(*through, (std::vector<std::filesystem::path>{root / "link" / "d"}));
   std::filesystem::remove_all(root);
 }
 
