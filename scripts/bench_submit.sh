@@ -13,11 +13,12 @@
 #   L  $LAT_N jobs one at a time on the idle cluster (the next submit after the previous started)
 #   A  $NJOBS jobs from one client, back to back
 #   B  one array (sweep) submission of $NJOBS jobs
-#   (With more jobs than GPUs a job starts only when another ends, so A, B and C start at most
-#   NODES x GPUS_PER_NODE / JOB_SLEEP jobs a second, 128/s with the defaults; the table says so.
-#   GPUS_PER_NODE=64 (1,024 GPUs) measures the start path itself. Put OUT_DIR on a tmpfs such as
-#   /dev/shm to keep the file system out of it: on an ext4 without a journal, creating files
-#   after many deletions scans recently freed inodes (`recently_deleted` in a profile).)
+#   (With more jobs than GPUs a job starts only when another ends: the jobs start in waves, one
+#   every JOB_SLEEP s, which bounds the rates of A, B and C; the table says so. Room for every job
+#   at once (NODES x GPUS_PER_NODE >= the jobs; a fake node has at most 64 GPUs) measures the start
+#   path itself. Put OUT_DIR on a tmpfs such as /dev/shm to keep the file system out of it: on an
+#   ext4 without a journal, creating files after many deletions scans recently freed inodes
+#   (`recently_deleted` in a profile). Phase T wants a real disk: its submits wait for fsync.)
 #   C  4 clients x $NJOBS/8 jobs
 #   X  the same job with nothing in between: no scheduler, agent or shim; one Python process per
 #      core starts its share of $NJOBS as fast as it can (`subprocess.Popen`, vfork + exec), and the
@@ -324,10 +325,15 @@ for p in "LABCX":
           "%.0f / %.0f ms" % (g["submit_to_started_ms_from_send"]["p50"], g["submit_to_started_ms_from_send"]["p99"]),
           "%.0f / %.0f ms" % (1000 * sl["p50"], 1000 * sl["p99"]) if sl else ""))
     print("%-44s %-28s %s" % ("%s: job starts/s" % p, g["job_start_rate_per_s"], s.get("job_start_rate_per_s") if s else ""))
-    if p != "L" and g["started"] > slots and job_sleep > 0:
-        # More jobs than GPUs: a job starts only when one ends, so the GPUs bound the rate.
-        print("%-44s %s" % ("  (GPU-bound: at most %d GPUs / %g s = %.0f/s;" % (slots, job_sleep, slots / job_sleep),
-              "GPUS_PER_NODE=64 gives every job a GPU at once)"))
+    n = g["started"]
+    if p != "L" and n > slots and job_sleep > 0:
+        # More jobs than GPUs: they start in waves, one a GPU frees (every JOB_SLEEP s), and the
+        # rate is the jobs over the time from the first start to the last.
+        waves = -(-n // slots)
+        nodes = slots // max(1, int(sys.argv[3]))
+        print("%-44s %s" % ("  (GPU-bound: %d jobs in %d waves on %d GPUs:" % (n, waves, slots),
+              "at most %.0f/s; room for all needs NODES x GPUS_PER_NODE >= %d, e.g. GPUS_PER_NODE=%d)"
+              % (n / ((waves - 1) * job_sleep), n, -(-n // nodes))))
     if p in "AC":
         print("%-44s %-28s %s" % ("%s: submits/s while running" % p, g["submit_rate_per_s"], s.get("submit_rate_per_s") if s else ""))
 EOF
