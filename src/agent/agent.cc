@@ -529,13 +529,11 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   std::error_code ec;
   // Folders made here for the data directory are passable (0711), whatever the umask: the jobs'
   // folders lie below them, and jobs may run as another user.
-  std::vector<std::filesystem::path> missing;
-  for (std::filesystem::path p = std::filesystem::absolute(options_.data_dir, ec);
-       !p.empty() && p != p.parent_path() && !std::filesystem::exists(p, ec); p = p.parent_path()) {
-    missing.push_back(p);
+  if (auto made = MakeDirectories(std::filesystem::absolute(options_.data_dir, ec)); made.ok()) {
+    for (const auto& p : *made) ::chmod(p.c_str(), 0711);
+  } else {
+    spdlog::warn("{}", made.status().message());
   }
-  std::filesystem::create_directories(options_.data_dir, ec);
-  for (const auto& p : missing) ::chmod(p.c_str(), 0711);
   ::chmod(options_.data_dir.c_str(), 0711);
   std::filesystem::create_directories(options_.data_dir + "/logs", ec);
   ::chmod((options_.data_dir + "/logs").c_str(), 0700);

@@ -862,12 +862,23 @@ TEST_F(ProcessLauncherTest, CgroupNoteSaysWhatContainsTheParts) {
   EXPECT_THAT(ProcessLauncher(bad).CgroupNote(), HasSubstr("cgroups unavailable ("));
 }
 
-TEST(MakeDirectoriesTest, MakesTheMissingLevelsAndNamesWhatItMade) {
+class MakeDirectoriesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gpufleet-mkdirs.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!root.empty()) std::filesystem::remove_all(root, ec);
+  }
+  std::filesystem::path root;
+};
+
+TEST_F(MakeDirectoriesTest, MakesTheMissingLevelsAndNamesWhatItMade) {
   // Given a folder with one existing level, expect the two missing levels made and returned
   // outermost first; then nothing to make; and a file in the way named in the error.
-  char tmpl[] = "/tmp/gpufleet-mkdirs.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::filesystem::path root = tmpl;
   auto made = MakeDirectories(root / "a" / "b");
   ASSERT_TRUE(made.ok()) << made.status().message();
   EXPECT_EQ(*made, (std::vector<std::filesystem::path>{root / "a", root / "a" / "b"}));
@@ -892,7 +903,6 @@ TEST(MakeDirectoriesTest, MakesTheMissingLevelsAndNamesWhatItMade) {
   auto through = MakeDirectories(root / "link" / "d");
   ASSERT_TRUE(through.ok()) << through.status().message();
   EXPECT_EQ(*through, (std::vector<std::filesystem::path>{root / "link" / "d"}));
-  std::filesystem::remove_all(root);
 }
 
 }  // namespace
