@@ -120,8 +120,10 @@ void MakeJobDir(const std::string& dir, const std::optional<std::pair<uid_t, gid
     spdlog::warn("{}", made.status().message());
     return;
   }
-  std::filesystem::path target = std::filesystem::path(dir).lexically_normal();  // as MakeDirectories names it
-  if (!target.has_filename() && target.has_relative_path()) target = target.parent_path();
+  std::filesystem::path target = dir;  // as MakeDirectories names it
+  while (target.has_relative_path() && (target.filename().empty() || target.filename() == ".")) {
+    target = target.parent_path();
+  }
   for (size_t i = 0; i < made->size(); ++i) {
     const std::filesystem::path& p = (*made)[i];
     const bool leaf = p == target;
@@ -442,9 +444,15 @@ Status Agent::Register() {
     req.gpus = gpus_;
     req.running = RunningKeys();
     // A part that ended but whose exit the controller has not acknowledged is still known here:
-    // its exit comes with the next heartbeat, so it must not look lost to a new controller.
+    // its exit comes with a later heartbeat (once its log is up, for an exit held back for it), so
+    // it must not look lost to a new controller.
     for (const auto& e : events_) {
       if (std::find(req.running.begin(), req.running.end(), e.key) == req.running.end()) req.running.push_back(e.key);
+    }
+    for (const auto& [key, run] : runs_) {
+      if (run.held_exit && std::find(req.running.begin(), req.running.end(), key) == req.running.end()) {
+        req.running.push_back(key);
+      }
     }
     req.version = "0.1.0";
   }
@@ -615,13 +623,11 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
       MutexLock lock(mu_);
       due = now - last_beat >= heartbeat_interval_;
       has_events = !events_.empty() || (notice_ && !notice_acked_);
-      // The running parts' activity (the watchdog's) goes out once per interval, whatever beats
-      // went out for events in between; again at once if the clock stepped back.
-      activity_due = now - activity_sent_ >= heartbeat_interval_ || now < activity_sent_;
+      activity_due = TakeActivityDue(now);
     }
     if (!options_.metrics_listen.empty() && now - last_sample_at_ >= options_.metrics_interval) SampleGpus();
-    Tick(due || has_events || activity_due, activity_due ? std::optional<Time>(now) : std::nullopt);
-    if (due || has_events) last_beat = now;
+    Tick(due || has_events || activity_due, activity_due);
+    if (due || has_events || activity_due) last_beat = now;
     {
       Duration silent;
       bool fence = false;
@@ -670,7 +676,13 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
       if (!parts_left && acked_deadline == Time::Max()) acked_deadline = now + Duration::Seconds(5);
       if (!parts_left && (!waiting_events || gave_up || now >= acked_deadline)) break;
       if (parts_left && now >= parts_deadline) break;
-      Tick(waiting_events, std::nullopt);
+      bool activity_due;
+      {
+        // Parts checkpointing within their grace still report output and progress.
+        MutexLock lock(mu_);
+        activity_due = TakeActivityDue(now);
+      }
+      Tick(waiting_events || activity_due, activity_due);
       MutexLock lock(mu_);
       wake_.WaitFor(mu_, std::chrono::milliseconds(50));
     }
@@ -1052,7 +1064,15 @@ bool Agent::UploadLog(PartRun& run, bool all) {
   return run.uploaded >= sb.st_size;
 }
 
-void Agent::Tick(bool heartbeat_due, std::optional<Time> activity_at) {
+bool Agent::TakeActivityDue(Time now) {
+  // Once per interval (again at once if the clock stepped back), whether or not the beat that
+  // carried it was answered: a controller that does not answer is not asked more often for it.
+  if (now - activity_at_ < heartbeat_interval_ && now >= activity_at_) return false;
+  activity_at_ = now;
+  return true;
+}
+
+void Agent::Tick(bool heartbeat_due, bool with_activity) {
   // Reap exits; a part has exited when all its processes have.
   std::vector<Exit> exits = launcher_->Poll(WallNow());
   MutexLock lock(mu_);
@@ -1152,7 +1172,7 @@ void Agent::Tick(bool heartbeat_due, std::optional<Time> activity_at) {
   lock.Lock();
   for (const auto& s : last_samples_) hb.gpus.push_back({s.util_pct, s.mem_used_mib, s.temperature_c, s.power_w});
   std::vector<std::pair<api::PartKey, std::pair<std::string, std::string>>> watched;  // log, progress
-  if (activity_at) {
+  if (with_activity) {
     for (const auto& [key, run] : runs_) {
       if (!run.exited) watched.push_back({key, {run.log_path, run.progress_path}});
     }
@@ -1222,7 +1242,6 @@ void Agent::Tick(bool heartbeat_due, std::optional<Time> activity_at) {
   lock.Lock();
   last_contact_ = WallNow();
   fenced_ = false;
-  if (activity_at) activity_sent_ = *activity_at;  // heard: the next activity is due an interval on
   while (!events_.empty() && events_.front().seq <= reply->acked) events_.pop_front();
   if (reply->notice_acked && hb.notice) notice_acked_ = true;
   if (reply->burn_in_acked && hb.burn_in && burn_in_report_ && burn_in_report_->request == hb.burn_in->request &&

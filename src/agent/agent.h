@@ -166,10 +166,12 @@ class Agent {
   void Apply(const api::Command& cmd);
   void StartPart(const api::StartPart& s);
   void StopPart(const api::StopPart& s);
-  // Reaps exits, uploads logs, and sends a heartbeat when `heartbeat_due` or events wait. With
-  // `activity_at` (the main loop's time when the interval's activity fell due) the beat carries
-  // the running parts' activity, and once answered the next is due an interval after that time.
-  void Tick(bool heartbeat_due, std::optional<Time> activity_at);
+  // Reaps exits, uploads logs, and sends a heartbeat when `heartbeat_due` or events wait; with
+  // `with_activity` the beat carries the running parts' activity (TakeActivityDue).
+  void Tick(bool heartbeat_due, bool with_activity);
+  // Whether the running parts' activity is due at `now` (the main loop's clock): once per
+  // heartbeat interval; marks it taken.
+  bool TakeActivityDue(Time now) GF_REQUIRES(mu_);
   bool UploadLog(PartRun& run, bool all) GF_REQUIRES(mu_);
   void PushEvent(api::PartEvent e);
   std::vector<api::PartKey> RunningKeys() const GF_REQUIRES(mu_);
@@ -230,10 +232,10 @@ class Agent {
   httplib::Client& MainClient(const std::string& server);
   std::unique_ptr<httplib::Client> main_client_;
   std::string main_client_server_;
-  // When (by the main loop's clock) the last heartbeat that carried the running parts' activity
-  // (log and progress ages) fell due. The beats sent for events in between leave it out:
-  // reading it costs a stat and a file read per running part.
-  Time activity_sent_ GF_GUARDED_BY(mu_);
+  // When (by the main loop's clock) a heartbeat last carried the running parts' activity (log and
+  // progress ages). The beats sent for events in between leave it out: reading it costs a stat
+  // and a file read per running part.
+  Time activity_at_ GF_GUARDED_BY(mu_);
   int64_t heartbeats_ok_ GF_GUARDED_BY(mu_) = 0;
   int64_t heartbeats_failed_ GF_GUARDED_BY(mu_) = 0;
   int64_t failed_in_a_row_ GF_GUARDED_BY(mu_) = 0;

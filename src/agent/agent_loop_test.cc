@@ -100,7 +100,7 @@ class FakeController {
     // Keep a client's connection as long as it likes (cpp-httplib closes one after 5 requests by
     // default), so that a new connection means the agent made one.
     srv_.set_keep_alive_max_count(1'000'000);
-    srv_.set_keep_alive_timeout(600);
+    srv_.set_keep_alive_timeout(5);  // (the server's stop waits for idle connections this long)
     port_ = srv_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { srv_.listen_after_bind(); });
   }
