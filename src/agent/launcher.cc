@@ -359,10 +359,13 @@ std::string Exit::Describe() const {
 }
 
 Result<std::vector<fs::path>> MakeDirectories(const fs::path& dir) {
-  // "a/../b" is "b" and "a/b/" is "a/b": otherwise a level named ".." (an existing folder) or the
-  // same folder twice would count as made, and callers change the mode and owner of what was made.
-  fs::path target = dir.lexically_normal();
-  if (!target.has_filename() && target.has_relative_path()) target = target.parent_path();
+  // "a/b/" and "a/b/." are "a/b" (else the same folder would come twice). ".." stays: behind a
+  // link it is not where it looks (the kernel's walk decides), and the level it names exists,
+  // so it is never one this call makes.
+  fs::path target = dir;
+  while (target.has_relative_path() && (target.filename().empty() || target.filename() == ".")) {
+    target = target.parent_path();
+  }
   std::vector<fs::path> missing;  // innermost first
   for (fs::path p = target; !p.empty(); p = p.parent_path()) {
     struct stat st;

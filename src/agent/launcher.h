@@ -71,10 +71,11 @@ namespace gpufleet::agent {
 
 class CgroupTree;
 
-// mkdir -p: creates `dir` (lexically normalised: "a/../b/" is "b") and its missing parents (mode
-// 0777 less the umask) and returns the directories this call made, outermost first (not those
-// another process made meanwhile). One stat when `dir` exists; otherwise a stat per missing level
-// and the first existing one, and a mkdir per missing level. The error names the path.
+// mkdir -p: creates `dir` (a trailing "/" or "/." left out) and its missing parents (mode 0777
+// less the umask) and returns the directories this call made, outermost first: not a level that
+// existed or that another process made meanwhile (a ".." level always exists). One stat when
+// `dir` exists; otherwise a stat per missing level and the first existing one, and a mkdir per
+// missing level. The error names the path.
 Result<std::vector<std::filesystem::path>> MakeDirectories(const std::filesystem::path& dir);
 
 struct LauncherOptions {

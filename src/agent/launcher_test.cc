@@ -891,11 +891,20 @@ TEST_F(MakeDirectoriesTest, MakesTheMissingLevelsAndNamesWhatItMade) {
   ASSERT_FALSE(blocked.ok());
   EXPECT_THAT(blocked.status().message(), HasSubstr((root / "file").string() + " is not a directory"));
   EXPECT_FALSE(MakeDirectories(root / "file").ok());
-  // "x/../y/" is "y": no level named "..", no level twice.
-  auto normal = MakeDirectories(root / "x" / ".." / "y" / "");
-  ASSERT_TRUE(normal.ok()) << normal.status().message();
-  EXPECT_EQ(*normal, (std::vector<std::filesystem::path>{root / "y"}));
-  EXPECT_FALSE(std::filesystem::exists(root / "x"));
+  // "x/../y/": x and y made, the ".." level (root itself, whose mode callers would change) not
+  // listed, y not listed twice.
+  auto dotdot = MakeDirectories(root / "x" / ".." / "y" / "");
+  ASSERT_TRUE(dotdot.ok()) << dotdot.status().message();
+  EXPECT_EQ(*dotdot, (std::vector<std::filesystem::path>{root / "x", root / "x" / ".." / "y"}));
+  EXPECT_TRUE(std::filesystem::is_directory(root / "y"));
+  // Behind a link, ".." is the link target's parent, as the kernel walks it.
+  std::filesystem::create_directories(root / "t" / "inner");
+  std::filesystem::create_directory_symlink(root / "t" / "inner", root / "l");
+  auto behind = MakeDirectories(root / "l" / ".." / "ckpt");
+  ASSERT_TRUE(behind.ok()) << behind.status().message();
+  EXPECT_EQ(*behind, (std::vector<std::filesystem::path>{root / "l" / ".." / "ckpt"}));
+  EXPECT_TRUE(std::filesystem::is_directory(root / "t" / "ckpt"));
+  EXPECT_FALSE(std::filesystem::exists(root / "ckpt"));
   // A link where a level should be is not a folder this call made, nor one it may use when it dangles.
   std::filesystem::create_symlink(root / "nowhere", root / "dangling");
   EXPECT_FALSE(MakeDirectories(root / "dangling").ok());
