@@ -330,10 +330,13 @@ for p in "LABCX":
         # More jobs than GPUs: they start in waves, one a GPU frees (every JOB_SLEEP s), and the
         # rate is the jobs over the time from the first start to the last.
         waves = -(-n // slots)
-        nodes = slots // max(1, int(sys.argv[3]))
+        nodes = int(sys.argv[2])
+        per_node = -(-n // nodes)
+        # A fake node has at most 64 GPUs: past that, more nodes.
+        hint = "GPUS_PER_NODE=%d" % per_node if per_node <= 64 else "NODES=%d GPUS_PER_NODE=64" % -(-n // 64)
         print("%-44s %s" % ("  (GPU-bound: %d jobs in %d waves on %d GPUs:" % (n, waves, slots),
-              "at most %.0f/s; room for all needs NODES x GPUS_PER_NODE >= %d, e.g. GPUS_PER_NODE=%d)"
-              % (n / ((waves - 1) * job_sleep), n, -(-n // nodes))))
+              "at most %.0f/s; room for all needs NODES x GPUS_PER_NODE >= %d, e.g. %s)"
+              % (n / ((waves - 1) * job_sleep), n, hint)))
     if p in "AC":
         print("%-44s %-28s %s" % ("%s: submits/s while running" % p, g["submit_rate_per_s"], s.get("submit_rate_per_s") if s else ""))
 EOF
