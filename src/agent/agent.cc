@@ -120,19 +120,18 @@ void MakeJobDir(const std::string& dir, const std::optional<std::pair<uid_t, gid
     spdlog::warn("{}", made.status().message());
     return;
   }
-  std::filesystem::path target = dir;  // as MakeDirectories names it
-  while (target.has_relative_path() && (target.filename().empty() || target.filename() == ".")) {
-    target = target.parent_path();
-  }
-  for (size_t i = 0; i < made->size(); ++i) {
-    const std::filesystem::path& p = (*made)[i];
-    const bool leaf = p == target;
+  // The leaf is the folder `dir` names, whichever level made it (a path may end in "..").
+  struct stat want {};
+  const bool known = ::stat(dir.c_str(), &want) == 0;
+  for (const std::filesystem::path& p : *made) {
     // Through a descriptor of the folder just made, never following a link put in its place.
     UniqueFd fd(::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (fd.get() < 0) {
+    struct stat got {};
+    if (fd.get() < 0 || ::fstat(fd.get(), &got) != 0) {
       spdlog::warn("open {}: {}", p.string(), std::strerror(errno));
       continue;
     }
+    const bool leaf = known && got.st_dev == want.st_dev && got.st_ino == want.st_ino;
     ::fchmod(fd.get(), leaf ? 0700 : 0711);
     if (leaf && owner && ::fchown(fd.get(), owner->first, owner->second) != 0) {
       spdlog::warn("chown {}: {}", p.string(), std::strerror(errno));
@@ -618,16 +617,15 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
     Time now = WallNow();
     bool due;
     bool has_events;
-    bool activity_due;
     {
       MutexLock lock(mu_);
+      // (A beat that carries activity is the interval's heartbeat, so `due` matters only until
+      // the first one and after the interval changes.)
       due = now - last_beat >= heartbeat_interval_;
       has_events = !events_.empty() || (notice_ && !notice_acked_);
-      activity_due = TakeActivityDue(now);
     }
     if (!options_.metrics_listen.empty() && now - last_sample_at_ >= options_.metrics_interval) SampleGpus();
-    Tick(due || has_events || activity_due, activity_due);
-    if (due || has_events || activity_due) last_beat = now;
+    if (Beat(due || has_events, now)) last_beat = now;
     {
       Duration silent;
       bool fence = false;
@@ -676,13 +674,8 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
       if (!parts_left && acked_deadline == Time::Max()) acked_deadline = now + Duration::Seconds(5);
       if (!parts_left && (!waiting_events || gave_up || now >= acked_deadline)) break;
       if (parts_left && now >= parts_deadline) break;
-      bool activity_due;
-      {
-        // Parts checkpointing within their grace still report output and progress.
-        MutexLock lock(mu_);
-        activity_due = TakeActivityDue(now);
-      }
-      Tick(waiting_events || activity_due, activity_due);
+      // Parts checkpointing within their grace still report output and progress.
+      Beat(waiting_events, now);
       MutexLock lock(mu_);
       wake_.WaitFor(mu_, std::chrono::milliseconds(50));
     }
@@ -1065,11 +1058,30 @@ bool Agent::UploadLog(PartRun& run, bool all) {
 }
 
 bool Agent::TakeActivityDue(Time now) {
-  // Once per interval (again at once if the clock stepped back), whether or not the beat that
-  // carried it was answered: a controller that does not answer is not asked more often for it.
+  // Once per interval (again at once if the clock stepped back).
   if (now - activity_at_ < heartbeat_interval_ && now >= activity_at_) return false;
   activity_at_ = now;
   return true;
+}
+
+bool Agent::Beat(bool heartbeat_due, Time now) {
+  bool activity;
+  int64_t answered_before;
+  {
+    MutexLock lock(mu_);
+    activity = TakeActivityDue(now);
+    answered_before = heartbeats_ok_;
+  }
+  Tick(heartbeat_due || activity, activity);
+  if (activity) {
+    // Not answered: the watchdog has not heard it, so it falls due again in a second (a quarter
+    // of the interval if that is shorter), not a whole interval on, nor at every pass.
+    MutexLock lock(mu_);
+    if (heartbeats_ok_ == answered_before) {
+      activity_at_ = now - heartbeat_interval_ + Duration::Millis(std::min<int64_t>(1000, heartbeat_interval_.millis() / 4));
+    }
+  }
+  return heartbeat_due || activity;
 }
 
 void Agent::Tick(bool heartbeat_due, bool with_activity) {

@@ -172,6 +172,9 @@ class Agent {
   // Whether the running parts' activity is due at `now` (the main loop's clock): once per
   // heartbeat interval; marks it taken.
   bool TakeActivityDue(Time now) GF_REQUIRES(mu_);
+  // Tick with the activity when it is due; a beat that carried it and was not answered makes it
+  // due again soon. Whether a heartbeat went out.
+  bool Beat(bool heartbeat_due, Time now) GF_EXCLUDES(mu_);
   bool UploadLog(PartRun& run, bool all) GF_REQUIRES(mu_);
   void PushEvent(api::PartEvent e);
   std::vector<api::PartKey> RunningKeys() const GF_REQUIRES(mu_);

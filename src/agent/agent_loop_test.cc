@@ -54,7 +54,7 @@ class FakeController {
       std::unique_lock<std::mutex> lock(mu_);
       // The start waits for the first heartbeat (sent on registering), so that every later beat
       // is sent for an event or on the interval.
-      if (!start_sent_ && !beats_.empty()) {
+      if (!start_sent_ && heard_ > 0) {
         start_sent_ = true;
         api::StartPart s;
         s.key = kKey;
@@ -88,6 +88,14 @@ class FakeController {
       api::HeartbeatReply reply;
       reply.epoch = "e1";
       std::lock_guard<std::mutex> lock(mu_);
+      ++heard_;
+      cv_.notify_all();
+      if (failing_beats_ > 0) {
+        // Heard but not answered (as a controller that fails mid-request).
+        --failing_beats_;
+        res.status = 500;
+        return;
+      }
       if (hb.ok()) {
         for (const auto& e : hb->events) reply.acked = std::max(reply.acked, e.seq);
         beats_.push_back(std::move(*hb));
@@ -111,6 +119,23 @@ class FakeController {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   bool bound() const { return port_ > 0; }
 
+  // The next `n` heartbeats get HTTP 500.
+  void FailBeats(int n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    failing_beats_ = n;
+  }
+  // Waits (up to a minute) until an answered heartbeat carries kKey's activity.
+  bool WaitForActivity() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(60), [&] {
+      for (const auto& b : beats_) {
+        for (const auto& a : b.activity) {
+          if (a.key == kKey) return true;
+        }
+      }
+      return false;
+    });
+  }
   // Waits (up to a minute) until `n` heartbeats have come.
   bool WaitForBeats(size_t n) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -169,6 +194,8 @@ class FakeController {
   int bad_beats_ = 0;
   std::set<int> ports_;
   int requests_ = 0;
+  int failing_beats_ = 0;
+  int heard_ = 0;  // heartbeats received, answered or not
   std::string log_;  // every uploaded byte, in order
 };
 
@@ -183,8 +210,8 @@ class AgentLoopTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(root_); }
 
   // Runs an agent against `controller` until its part has started and, once `beats_before_release`
-  // heartbeats have come, exited.
-  void RunOnePart(FakeController& controller, size_t beats_before_release = 0) {
+  // heartbeats have come (and with `wait_for_activity`, one with the part's activity), exited.
+  void RunOnePart(FakeController& controller, size_t beats_before_release = 0, bool wait_for_activity = false) {
     ASSERT_TRUE(controller.bound());
     auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
     ASSERT_TRUE(probe.ok()) << probe.status().message();
@@ -208,7 +235,8 @@ class AgentLoopTest : public ::testing::Test {
     Status result;
     std::thread run([&] { result = agent.Run(stop); });
     const bool started = controller.WaitForEvent(api::PartEventKind::kStarted) &&
-                         controller.WaitForBeats(beats_before_release);
+                         controller.WaitForBeats(beats_before_release) &&
+                         (!wait_for_activity || controller.WaitForActivity());
     std::ofstream(release_file()).put('x');
     const bool exited = started && controller.WaitForEvent(api::PartEventKind::kExited);
     stop = true;
@@ -251,6 +279,18 @@ TEST_F(AgentLoopTest, HeartbeatsOnTheIntervalCarryTheRunningPartsActivity) {
   bool seen = false;
   for (const auto& b : controller.beats()) seen = seen || CarriesActivityOf(b, kKey);
   EXPECT_TRUE(seen) << "no heartbeat carried the running part's activity";
+}
+
+TEST_F(AgentLoopTest, ActivityInABeatThatFailedIsSentAgainSoonNotAnIntervalLater) {
+  // Given an hour's interval and a first heartbeat (the one that carries the interval's activity)
+  // answered with HTTP 500, expect the running part's activity in a later beat without waiting
+  // the hour: the watchdog has not heard it.
+  FakeController controller(Duration::Seconds(3600), release_file());
+  controller.FailBeats(1);
+  RunOnePart(controller, 0, /*wait_for_activity=*/true);
+  bool seen = false;
+  for (const auto& b : controller.beats()) seen = seen || CarriesActivityOf(b, kKey);
+  EXPECT_TRUE(seen);
 }
 
 TEST_F(AgentLoopTest, RegistrationAndHeartbeatsShareOneKeptAliveConnection) {
