@@ -897,6 +897,18 @@ TEST_F(MakeDirectoriesTest, MakesTheMissingLevelsAndNamesWhatItMade) {
   ASSERT_TRUE(dotdot.ok()) << dotdot.status().message();
   EXPECT_EQ(*dotdot, (std::vector<std::filesystem::path>{root / "x", root / "x" / ".." / "y"}));
   EXPECT_TRUE(std::filesystem::is_directory(root / "y"));
+  // A trailing "/." is the folder; a doubled separator is one; a path that ends in ".." makes
+  // its levels but lists no ".." level.
+  auto dot = MakeDirectories(root / "p" / ".");
+  ASSERT_TRUE(dot.ok()) << dot.status().message();
+  EXPECT_EQ(*dot, (std::vector<std::filesystem::path>{root / "p"}));
+  auto doubled = MakeDirectories(root.string() + "/q//r");
+  ASSERT_TRUE(doubled.ok()) << doubled.status().message();
+  EXPECT_EQ(doubled->size(), 2u);
+  EXPECT_TRUE(std::filesystem::is_directory(root / "q" / "r"));
+  auto up = MakeDirectories(root / "m" / "n" / "..");
+  ASSERT_TRUE(up.ok()) << up.status().message();
+  EXPECT_EQ(*up, (std::vector<std::filesystem::path>{root / "m", root / "m" / "n"}));
   // Behind a link, ".." is the link target's parent, as the kernel walks it.
   std::filesystem::create_directories(root / "t" / "inner");
   std::filesystem::create_directory_symlink(root / "t" / "inner", root / "l");
