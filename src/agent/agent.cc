@@ -497,6 +497,7 @@ Status Agent::Register() {
   epoch_ = reply->epoch;
   heartbeat_interval_ = reply->heartbeat_interval;
   lost_after_ = reply->lost_after;
+  checkpoint_root_ = reply->checkpoint_root;
   fenced_ = false;
   registered_ = true;
   notice_acked_ = false;  // a restarted controller hears of a notice again at once
@@ -835,18 +836,29 @@ void Agent::StartPart(const api::StartPart& s) {
   // Where the part reports progress (the watchdog): a directory of its own, writable by its user.
   std::string progress_dir = options_.work_dir + "/progress/" + s.key.ToString();
   run.progress_path = progress_dir + "/progress";
+  const std::string ckpt_root = checkpoint_root_;
   lock.Unlock();
   auto owner = JobOwner(s.user.empty() ? options_.job_user : s.user);
-  if (!ckpt.empty()) MakeJobDir(ckpt, owner);
+  // The agent makes the checkpoint folder for the job's user in the controller's checkpoint
+  // root, or where that user could make it; a job that names one elsewhere must find it made.
+  std::string refused;
+  if (!ckpt.empty() && owner && owner->first != ::geteuid() && !(!ckpt_root.empty() && WithinRoot(ckpt, ckpt_root))) {
+    if (std::string above = NotMakeableBy(ckpt, owner->first, owner->second); !above.empty()) {
+      refused = "checkpoint folder " + ckpt + " does not exist, and the job's user may not make it (" + above +
+                " is not theirs to write): make it for that user first, or leave checkpoint.dir unset";
+    }
+  }
+  if (!ckpt.empty() && refused.empty()) MakeJobDir(ckpt, owner);
   if (s.workdir.empty()) MakeJobDir(workdir, owner);
   MakeJobDir(progress_dir, owner);
   int procs = std::max(1, s.processes);
-  std::string error;
+  std::string error = refused;
+  if (!error.empty()) procs = 0;
   std::vector<std::string> keys;
   std::optional<Duration> env_took;
   bool env_warm = false;
   std::string env_bin;
-  if (!s.environment.empty()) {
+  if (error.empty() && !s.environment.empty()) {
     auto took = PrepareEnvironment(s.environment);
     if (!took.ok()) {
       error = "environment " + s.environment + ": " + took.status().message();

@@ -223,6 +223,7 @@ class Agent {
   std::optional<api::SpotNotice> notice_ GF_GUARDED_BY(mu_);  // the provider takes this node back
   bool notice_acked_ GF_GUARDED_BY(mu_) = false;
   Duration lost_after_ GF_GUARDED_BY(mu_) = Duration::Seconds(30);  // the controller's, from registration
+  std::string checkpoint_root_ GF_GUARDED_BY(mu_);                  // the controller's, from registration
   bool fenced_ GF_GUARDED_BY(mu_) = false;                          // jobs stopped for lack of contact
   bool quit_commands_ GF_GUARDED_BY(mu_) = false;                   // the command thread may end
   Mutex probe_mu_ GF_ACQUIRED_AFTER(env_mu_);  // the probe is used by one thread at a time

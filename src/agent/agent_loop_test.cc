@@ -1,6 +1,7 @@
 // The agent's main loop against a controller served on 127.0.0.1 by the test: what its
 // heartbeats carry, and over how many connections it sends them.
 #include <httplib.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,6 +47,10 @@ class FakeController {
       r.epoch = "e1";
       r.heartbeat_interval = interval_;
       r.lost_after = Duration::Seconds(3600);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        r.checkpoint_root = checkpoint_root_;
+      }
       res.set_content(api::ToJson(r).dump(), "application/json");
     });
     srv_.Get("/v1/agents/commands", [this](const httplib::Request&, httplib::Response& res) {
@@ -63,6 +68,7 @@ class FakeController {
                                                 "while [ ! -e '" + release_file_ + "' ]; do sleep 0.02; done"}
                      : argv_;
         s.env = {{"PATH", "/usr/bin:/bin"}};
+        if (!checkpoint_dir_.empty()) s.env["GPUFLEET_CHECKPOINT_DIR"] = checkpoint_dir_;
         s.gpus = {0};
         s.grace = Duration::Seconds(5);
         b.commands.push_back(api::Command{1, s, std::nullopt});
@@ -119,6 +125,12 @@ class FakeController {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   bool bound() const { return port_ > 0; }
 
+  // The checkpoint root registration names, and the part's GPUFLEET_CHECKPOINT_DIR.
+  void SetCheckpoints(std::string root, std::string dir) {
+    std::lock_guard<std::mutex> lock(mu_);
+    checkpoint_root_ = std::move(root);
+    checkpoint_dir_ = std::move(dir);
+  }
   // The next `n` heartbeats get HTTP 500.
   void FailBeats(int n) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -196,6 +208,7 @@ class FakeController {
   int requests_ = 0;
   int failing_beats_ = 0;
   int heard_ = 0;  // heartbeats received, answered or not
+  std::string checkpoint_root_, checkpoint_dir_;
   std::string log_;  // every uploaded byte, in order
 };
 
@@ -211,7 +224,8 @@ class AgentLoopTest : public ::testing::Test {
 
   // Runs an agent against `controller` until its part has started and, once `beats_before_release`
   // heartbeats have come (and with `wait_for_activity`, one with the part's activity), exited.
-  void RunOnePart(FakeController& controller, size_t beats_before_release = 0, bool wait_for_activity = false) {
+  void RunOnePart(FakeController& controller, size_t beats_before_release = 0, bool wait_for_activity = false,
+                  const std::string& job_user = "") {
     ASSERT_TRUE(controller.bound());
     auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
     ASSERT_TRUE(probe.ok()) << probe.status().message();
@@ -222,7 +236,9 @@ class AgentLoopTest : public ::testing::Test {
     o.data_dir = root_ + "/data";
     o.poll_wait = Duration::Millis(100);
     o.cgroup_root = "off";
-    if (::geteuid() == 0) {
+    if (!job_user.empty()) {
+      o.job_user = job_user;
+    } else if (::geteuid() == 0) {
       o.job_user = "root";
       o.allow_root_jobs = true;
     }
@@ -338,6 +354,60 @@ TEST_F(AgentLoopTest, APartThatCannotStartIsReportedWithItsLogUploadedFirst) {
   EXPECT_EQ(exit->exit_code, 127);
   EXPECT_NE(exit->message.find("cannot start"), std::string::npos) << exit->message;
   EXPECT_NE(log_at_exit.find("gpufleet: cannot start"), std::string::npos) << log_at_exit;
+}
+
+TEST_F(AgentLoopTest, ACheckpointFolderIsMadeForTheJobsUserInTheControllersRootOnly) {
+  // Given an agent that is root and jobs that run as nobody, expect the checkpoint folder in the
+  // checkpoint root the controller named at registration made for nobody (0700); and one that a
+  // job names in a folder only root may write (as /etc or another user's home) not made, the part
+  // refused with the reason.
+  if (::geteuid() != 0) GTEST_SKIP() << "needs the agent to run as root";
+  struct passwd* nobody = ::getpwnam("nobody");
+  if (nobody == nullptr) GTEST_SKIP() << "no user 'nobody' on this machine";
+  ASSERT_EQ(::mkdir((root_ + "/ckroot").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((root_ + "/closed").c_str(), 0755), 0);
+  {
+    FakeController controller(Duration::Seconds(3600), release_file());
+    controller.SetCheckpoints(root_ + "/ckroot", root_ + "/ckroot/job-7");
+    RunOnePart(controller, 0, false, "nobody");
+    struct stat st {};
+    ASSERT_EQ(::stat((root_ + "/ckroot/job-7").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, nobody->pw_uid);
+    EXPECT_EQ(st.st_mode & 07777, 0700u);
+  }
+  std::filesystem::remove_all(root_ + "/data");
+  std::filesystem::remove(release_file());
+  FakeController controller(Duration::Seconds(3600), release_file());
+  controller.SetCheckpoints(root_ + "/ckroot", root_ + "/closed/evil");
+  auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+  ASSERT_TRUE(probe.ok());
+  AgentOptions o;
+  o.server = controller.url();
+  o.join_token = "join";
+  o.name = "loop-node";
+  o.data_dir = root_ + "/data";
+  o.poll_wait = Duration::Millis(100);
+  o.cgroup_root = "off";
+  o.job_user = "nobody";
+  Agent agent(o, std::move(*probe));
+  std::atomic<bool> stop{false};
+  std::thread run([&] { (void)agent.Run(stop); });
+  const bool exited = controller.WaitForEvent(api::PartEventKind::kExited);
+  stop = true;
+  run.join();
+  ASSERT_TRUE(exited);
+  std::optional<api::PartEvent> exit;
+  for (const auto& b : controller.beats()) {
+    for (const auto& e : b.events) {
+      if (e.key == kKey && e.kind == api::PartEventKind::kExited) exit = e;
+    }
+  }
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code, 127);
+  EXPECT_NE(exit->message.find("checkpoint folder " + root_ + "/closed/evil does not exist, and the job's user may not make it"),
+            std::string::npos)
+      << exit->message;
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/closed/evil"));
 }
 
 }  // namespace

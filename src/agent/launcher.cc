@@ -400,6 +400,26 @@ Result<std::vector<fs::path>> MakeDirectories(const fs::path& dir) {
   return made;
 }
 
+bool WithinRoot(const std::string& path, const std::string& root) {
+  auto p = Resolve(path);
+  auto r = Resolve(root);
+  return p.ok() && r.ok() && IsWithin(*p, *r);
+}
+
+std::string NotMakeableBy(const fs::path& dir, uid_t uid, gid_t gid) {
+  for (fs::path p = dir; !p.empty(); p = p.parent_path()) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) == 0) {
+      if (p == dir) return "";
+      const bool may = S_ISDIR(st.st_mode) && ((st.st_uid == uid && (st.st_mode & S_IWUSR)) ||
+                                               (st.st_gid == gid && (st.st_mode & S_IWGRP)) || (st.st_mode & S_IWOTH));
+      return may ? "" : p.string();
+    }
+    if (p == p.parent_path()) break;
+  }
+  return "/";
+}
+
 ProcessLauncher::ProcessLauncher(LauncherOptions options)
     : options_(std::move(options)), shim_path_(FindShim(options_.shim_path)) {
   if (options_.cgroup_root == "off") {
@@ -485,6 +505,13 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
   for (const auto& [k, v] : env) env_storage.push_back(k + "=" + v);
 
   if (!workdir.empty()) {
+    if (run.switch_user) {
+      if (std::string above = NotMakeableBy(workdir, run.uid, run.gid); !above.empty()) {
+        return Status::InvalidArgument("launch " + spec.key + ": workdir " + workdir + " does not exist, and user " +
+                                       run.name + " may not make it (" + above +
+                                       " is not theirs to write): make it for them first, or pick another");
+      }
+    }
     GF_ASSIGN_OR_RETURN(auto created, MakeDirectories(workdir));
     if (run.switch_user) {
       for (const auto& dir : created) {

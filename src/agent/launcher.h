@@ -54,6 +54,8 @@
 // shim and the job use async-signal-safe calls only, on data prepared before the fork.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -77,6 +79,16 @@ class CgroupTree;
 // `dir` exists; otherwise a stat per missing level and the first existing one, and a mkdir per
 // missing level. The error names the path.
 Result<std::vector<std::filesystem::path>> MakeDirectories(const std::filesystem::path& dir);
+
+// Whether the user (uid, primary gid) could make the folder `dir` itself: it exists, or its
+// nearest existing ancestor is a folder that user may write into (owner with u+w, the group with
+// g+w, or o+w, as /tmp). An agent that runs as root makes the folders a job names only where the
+// job's user could, so that it never hands that user a folder in another's place (another user's
+// home, /etc). Empty when it could; else the nearest existing ancestor, for the error.
+std::string NotMakeableBy(const std::filesystem::path& dir, uid_t uid, gid_t gid);
+
+// Whether `path`, with links and ".." resolved as far as it exists, lies in the folder `root`.
+bool WithinRoot(const std::string& path, const std::string& root);
 
 struct LauncherOptions {
   // The user (name) a part runs as when its LaunchSpec.user is empty; "" = the agent's own user.

@@ -453,6 +453,24 @@ TEST_F(ProcessLauncherTest, RunsAsConfiguredUserOnlyWhenRoot) {
   EXPECT_EQ(st.st_uid, pw->pw_uid);  // the workdir it created belongs to the user
 }
 
+TEST_F(ProcessLauncherTest, AWorkdirItsUserCouldNotMakeIsNotMadeForIt) {
+  // Given an agent that is root and a part as nobody whose workdir lies in a folder only root
+  // may write (as another user's home would be), expect the launch refused with the folder named
+  // and nothing made: the agent does not hand a user a folder where that user could not make one.
+  if (geteuid() != 0) GTEST_SKIP() << "needs the agent to run as root";
+  if (getpwnam("nobody") == nullptr) GTEST_SKIP() << "no user 'nobody' on this machine";
+  fs::create_directories(dir_ / "closed");
+  fs::permissions(dir_ / "closed", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                       fs::perms::others_read | fs::perms::others_exec);
+  LaunchSpec spec = Shell("closed", "true");
+  spec.user = "nobody";
+  spec.workdir = (dir_ / "closed" / "x").string();
+  auto r = launcher_.Launch(spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("may not make it (" + (dir_ / "closed").string()));
+  EXPECT_FALSE(fs::exists(dir_ / "closed" / "x"));
+}
+
 TEST_F(ProcessLauncherTest, AgentThatIsNotRootRunsPartsAsItselfEvenByName) {
   // Given an agent that is not root and a part naming the agent's own user, expect it to run.
   if (geteuid() == 0) GTEST_SKIP() << "needs the test to run as a user other than root";
@@ -924,6 +942,27 @@ TEST_F(MakeDirectoriesTest, MakesTheMissingLevelsAndNamesWhatItMade) {
   auto through = MakeDirectories(root / "link" / "d");
   ASSERT_TRUE(through.ok()) << through.status().message();
   EXPECT_EQ(*through, (std::vector<std::filesystem::path>{root / "link" / "d"}));
+}
+
+TEST_F(MakeDirectoriesTest, AUserMayMakeAFolderOnlyWhereItMayWrite) {
+  // Given a folder of this process's user, expect its user able to make folders below it and
+  // another user not, until the folder is writable by that user's group or by all.
+  const uid_t me = ::geteuid();
+  const gid_t my_group = ::getegid();
+  const uid_t other = me + 1;
+  const gid_t other_group = my_group + 1;
+  ASSERT_EQ(::mkdir((root / "a").c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((root / "a").c_str(), 0755), 0);
+  EXPECT_EQ(NotMakeableBy(root / "a" / "x" / "y", me, my_group), "");
+  EXPECT_EQ(NotMakeableBy(root / "a" / "x" / "y", other, other_group), (root / "a").string());
+  EXPECT_EQ(NotMakeableBy(root / "a", other, other_group), "") << "an existing folder needs no making";
+  ASSERT_EQ(::chmod((root / "a").c_str(), 0775), 0);
+  EXPECT_EQ(NotMakeableBy(root / "a" / "x", other, my_group), "");
+  EXPECT_EQ(NotMakeableBy(root / "a" / "x", other, other_group), (root / "a").string());
+  ASSERT_EQ(::chmod((root / "a").c_str(), 01777), 0);
+  EXPECT_EQ(NotMakeableBy(root / "a" / "x", other, other_group), "");
+  std::ofstream(root / "file") << "x";
+  EXPECT_EQ(NotMakeableBy(root / "file" / "x", me, my_group), (root / "file").string()) << "a file is no folder";
 }
 
 }  // namespace

@@ -156,7 +156,8 @@ json ToJson(const RegisterReply& r) {
           {"heartbeat_interval_ms", r.heartbeat_interval.millis()},
           {"lost_after_ms", r.lost_after.millis()},
           {"run_burn_in", r.run_burn_in},
-          {"burn_in_request", r.burn_in_request}};
+          {"burn_in_request", r.burn_in_request},
+          {"checkpoint_root", r.checkpoint_root}};
 }
 
 Result<RegisterReply> RegisterReplyFromJson(const json& j) {
@@ -169,6 +170,7 @@ Result<RegisterReply> RegisterReplyFromJson(const json& j) {
     r.lost_after = Duration::Millis(As<int64_t>(j.at("lost_after_ms")));
     r.run_burn_in = Opt<bool>(j, "run_burn_in", false);
     r.burn_in_request = Opt<int64_t>(j, "burn_in_request", 0);
+    r.checkpoint_root = Opt<std::string>(j, "checkpoint_root", "");
     return r;
   });
 }

@@ -50,6 +50,9 @@ struct RegisterReply {
   Duration lost_after = Duration::Seconds(30);
   bool run_burn_in = false;  // run the acceptance burn-in now and report it (Heartbeat::burn_in)
   int64_t burn_in_request = 0;  // its id: the report carries it back (BurnInReport::request)
+  // Where the controller puts jobs' checkpoint folders when a job names none: the agent may make
+  // them there for the job's user (as below its working-directory roots). Empty: not said.
+  std::string checkpoint_root;
 };
 
 struct GpuSampleReport {

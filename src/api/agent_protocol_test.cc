@@ -119,6 +119,21 @@ TEST(AgentProtocolTest, IntegerFieldsRefuseFloatsAndIntegersThatDoNotFit) {
   ExpectError(RegisterReplyFromJson(reply), "type must be an integer");
 }
 
+TEST(AgentProtocolTest, RegisterReplyCarriesTheCheckpointRootAndOlderRepliesLackIt) {
+  RegisterReply r;
+  r.node = NodeId(3);
+  r.token = "t";
+  r.epoch = "e";
+  r.checkpoint_root = "/srv/ckpt";
+  auto back = RegisterReplyFromJson(ToJson(r));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->checkpoint_root, "/srv/ckpt");
+  json older = {{"node_id", 3}, {"token", "t"}, {"epoch", "e"}, {"heartbeat_interval_ms", 5000}, {"lost_after_ms", 1000}};
+  auto old_reply = RegisterReplyFromJson(older);
+  ASSERT_TRUE(old_reply.ok()) << old_reply.status().message();
+  EXPECT_EQ(old_reply->checkpoint_root, "");
+}
+
 TEST(AgentProtocolTest, IntegersAtTheEdgesOfTheirFieldsAreKept) {
   json event = ToJson(SampleEvent());
   event["seq"] = std::numeric_limits<int64_t>::max();

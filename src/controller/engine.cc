@@ -1391,6 +1391,7 @@ void Engine::ApplyRegister(RegisterReq& r) {
   reply.lost_after = options_.lost_after;
   reply.run_burn_in = run_burn_in;
   reply.burn_in_request = n.burn_in_request;
+  reply.checkpoint_root = CheckpointRoot();
   r.result = std::move(reply);
 }
 
@@ -1753,10 +1754,7 @@ void Engine::OnStart(JobId id, const model::Placement& placement) {
   std::string master_addr = "127.0.0.1";
   if (auto n = nodes_.find(placement.parts[0].node.value()); n != nodes_.end()) master_addr = n->second.rec.address;
   std::string ckpt = req.checkpoint.dir;
-  if (ckpt.empty()) {
-    std::string root = options_.checkpoint_root.empty() ? "/tmp/gpufleet-checkpoints" : options_.checkpoint_root;
-    ckpt = root + "/job-" + std::to_string(id.value());
-  }
+  if (ckpt.empty()) ckpt = CheckpointRoot() + "/job-" + std::to_string(id.value());
   for (int p = 0; p < nnodes; ++p) {
     const model::NodeAssignment& a = placement.parts[p];
     part_nodes_[api::PartKey{id, job.rec.attempt, p}] = a.node.value();

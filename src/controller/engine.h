@@ -455,6 +455,11 @@ class Engine {
   void KillStray(NodeId node, const api::PartKey& key, const std::string& reason) GF_REQUIRES(mu_);
   std::string PlacementText(const model::Placement& p) const GF_REQUIRES(mu_);
   int NextMasterPort() GF_REQUIRES(mu_);
+  // The folder that holds the checkpoint folders of jobs that name none (options.checkpoint_root,
+  // else /tmp/gpufleet-checkpoints).
+  std::string CheckpointRoot() const {
+    return options_.checkpoint_root.empty() ? "/tmp/gpufleet-checkpoints" : options_.checkpoint_root;
+  }
   void RunScheduler() GF_REQUIRES(mu_);
   // Gives each update the scheduler's memory of its job as it is now, so that the store keeps
   // it in the transaction of the transition that moved it.

@@ -47,6 +47,23 @@ TEST_F(EngineTest, JobRunsThroughItsLifecycle) {
   EXPECT_EQ(StateOf(k), JobState::kStarting);
 }
 
+TEST_F(EngineTest, RegistrationNamesTheCheckpointRoot) {
+  // Expect the controller's checkpoint root in the registration reply: agents make jobs'
+  // checkpoint folders there for the jobs' users (docs/api.md, POST /v1/agents/register).
+  auto e = MakeEngine();
+  api::RegisterRequest req;
+  req.name = "node-a";
+  req.address = "10.0.0.1";
+  req.spec.gpu_model = "H100";
+  req.spec.gpus = 1;
+  req.gpus.push_back({0, "GPU-node-a-0", "NVIDIA H100 80GB HBM3", 81559});
+  auto f = e->Register(req, "hash-node-a");
+  e->Step();
+  auto r = f.get();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->checkpoint_root, "/ckpt");
+}
+
 TEST_F(EngineTest, AFailedCommitHoldsTheStepsCommandsUntilTheStoreTakesIt) {
   // Given a running job, a waiting one, and a store that fails every write of the next step,
   // expect a cancel of the running job to be answered 503, no stop command to reach the agent and
