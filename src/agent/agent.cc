@@ -839,14 +839,30 @@ void Agent::StartPart(const api::StartPart& s) {
   const std::string ckpt_root = checkpoint_root_;
   lock.Unlock();
   auto owner = JobOwner(s.user.empty() ? options_.job_user : s.user);
-  // The agent makes the checkpoint folder for the job's user in the controller's checkpoint
-  // root, or where that user could make it; a job that names one elsewhere must find it made.
+  // The agent makes the checkpoint folder for the job's user where that user could make it, or
+  // where the controller puts it by default (<its checkpoint root>/job-<id>, exactly); a job
+  // that names one elsewhere must find it made. The path is resolved first, so that what is
+  // checked is what the kernel's walk reaches ("..", links).
   std::string refused;
-  if (!ckpt.empty() && owner && owner->first != ::geteuid() && !(!ckpt_root.empty() && WithinRoot(ckpt, ckpt_root))) {
-    if (std::string above = NotMakeableBy(ckpt, owner->first, owner->second); !above.empty()) {
-      refused = "checkpoint folder " + ckpt + " does not exist, and the job's user may not make it (" + above +
-                " is not theirs to write): make it for that user first, or leave checkpoint.dir unset";
+  if (!ckpt.empty() && owner && owner->first != ::geteuid()) {
+    auto resolved = ResolvePath(ckpt);
+    auto root = ckpt_root.empty() ? resolved : ResolvePath(ckpt_root);
+    const bool controllers = !ckpt_root.empty() && resolved.ok() && root.ok() &&
+                             *resolved == *root / ("job-" + std::to_string(s.key.job.value()));
+    if (!resolved.ok()) {
+      refused = "checkpoint folder " + ckpt + ": " + resolved.status().message();
+    } else if (!controllers) {
+      const std::string user = s.user.empty() ? options_.job_user : s.user;
+      if (std::string above = NotMakeableBy(*resolved, owner->first, GroupsOf(user, owner->second));
+          !above.empty()) {
+        refused = "checkpoint folder " + ckpt + " does not exist, and the job's user may not make it (" + above +
+                  " is not theirs to write): make it for that user first" +
+                  (ckpt_root.empty() ? " (a controller that does not name its checkpoint root, older than this "
+                                       "agent, leaves even its default folders to be made so: upgrade it)"
+                                     : ", or leave checkpoint.dir unset");
+      }
     }
+    if (refused.empty()) ckpt = resolved->string();
   }
   if (!ckpt.empty() && refused.empty()) MakeJobDir(ckpt, owner);
   if (s.workdir.empty()) MakeJobDir(workdir, owner);

@@ -375,39 +375,50 @@ TEST_F(AgentLoopTest, ACheckpointFolderIsMadeForTheJobsUserInTheControllersRootO
     EXPECT_EQ(st.st_uid, nobody->pw_uid);
     EXPECT_EQ(st.st_mode & 07777, 0700u);
   }
-  std::filesystem::remove_all(root_ + "/data");
-  std::filesystem::remove(release_file());
-  FakeController controller(Duration::Seconds(3600), release_file());
-  controller.SetCheckpoints(root_ + "/ckroot", root_ + "/closed/evil");
-  auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
-  ASSERT_TRUE(probe.ok());
-  AgentOptions o;
-  o.server = controller.url();
-  o.join_token = "join";
-  o.name = "loop-node";
-  o.data_dir = root_ + "/data";
-  o.poll_wait = Duration::Millis(100);
-  o.cgroup_root = "off";
-  o.job_user = "nobody";
-  Agent agent(o, std::move(*probe));
-  std::atomic<bool> stop{false};
-  std::thread run([&] { (void)agent.Run(stop); });
-  const bool exited = controller.WaitForEvent(api::PartEventKind::kExited);
-  stop = true;
-  run.join();
-  ASSERT_TRUE(exited);
-  std::optional<api::PartEvent> exit;
-  for (const auto& b : controller.beats()) {
-    for (const auto& e : b.events) {
-      if (e.key == kKey && e.kind == api::PartEventKind::kExited) exit = e;
+  // Refused: a folder only root may write; the same reached through ".." from one all may
+  // write; another job's folder in the controller's root.
+  ASSERT_EQ(::mkdir((root_ + "/open").c_str(), 0777), 0);
+  ASSERT_EQ(::chmod((root_ + "/open").c_str(), 0777), 0);
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {root_ + "/closed/evil", root_ + "/closed/evil"},
+      {root_ + "/open/n/../../closed/evil", root_ + "/closed/evil"},
+      {root_ + "/ckroot/job-8", root_ + "/ckroot/job-8"},
+  };
+  for (const auto& [named, reached] : refused) {
+    SCOPED_TRACE(named);
+    std::filesystem::remove_all(root_ + "/data");
+    FakeController controller(Duration::Seconds(3600), release_file());
+    controller.SetCheckpoints(root_ + "/ckroot", named);
+    auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+    ASSERT_TRUE(probe.ok());
+    AgentOptions o;
+    o.server = controller.url();
+    o.join_token = "join";
+    o.name = "loop-node";
+    o.data_dir = root_ + "/data";
+    o.poll_wait = Duration::Millis(100);
+    o.cgroup_root = "off";
+    o.job_user = "nobody";
+    Agent agent(o, std::move(*probe));
+    std::atomic<bool> stop{false};
+    std::thread run([&] { (void)agent.Run(stop); });
+    const bool exited = controller.WaitForEvent(api::PartEventKind::kExited);
+    stop = true;
+    run.join();
+    ASSERT_TRUE(exited);
+    std::optional<api::PartEvent> exit;
+    for (const auto& b : controller.beats()) {
+      for (const auto& e : b.events) {
+        if (e.key == kKey && e.kind == api::PartEventKind::kExited) exit = e;
+      }
     }
+    ASSERT_TRUE(exit.has_value());
+    EXPECT_EQ(exit->exit_code, 127);
+    EXPECT_NE(exit->message.find("checkpoint folder " + named + " does not exist, and the job's user may not make it"),
+              std::string::npos)
+        << exit->message;
+    EXPECT_FALSE(std::filesystem::exists(reached));
   }
-  ASSERT_TRUE(exit.has_value());
-  EXPECT_EQ(exit->exit_code, 127);
-  EXPECT_NE(exit->message.find("checkpoint folder " + root_ + "/closed/evil does not exist, and the job's user may not make it"),
-            std::string::npos)
-      << exit->message;
-  EXPECT_FALSE(std::filesystem::exists(root_ + "/closed/evil"));
 }
 
 }  // namespace

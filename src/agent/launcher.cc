@@ -400,20 +400,32 @@ Result<std::vector<fs::path>> MakeDirectories(const fs::path& dir) {
   return made;
 }
 
-bool WithinRoot(const std::string& path, const std::string& root) {
-  auto p = Resolve(path);
-  auto r = Resolve(root);
-  return p.ok() && r.ok() && IsWithin(*p, *r);
+Result<fs::path> ResolvePath(const std::string& path) { return Resolve(path); }
+
+std::vector<gid_t> GroupsOf(const std::string& user, gid_t gid) {
+  int n = 64;
+  std::vector<gid_t> groups(n);
+  if (getgrouplist(user.c_str(), gid, groups.data(), &n) < 0) {
+    groups.resize(n);
+    if (getgrouplist(user.c_str(), gid, groups.data(), &n) < 0) return {gid};
+  }
+  groups.resize(n);
+  std::erase(groups, gid);
+  groups.insert(groups.begin(), gid);
+  return groups;
 }
 
-std::string NotMakeableBy(const fs::path& dir, uid_t uid, gid_t gid) {
-  for (fs::path p = dir; !p.empty(); p = p.parent_path()) {
+std::string NotMakeableBy(const fs::path& dir, uid_t uid, const std::vector<gid_t>& groups) {
+  std::error_code ec;
+  const fs::path start = dir.is_absolute() ? dir : fs::absolute(dir, ec);
+  for (fs::path p = start; !p.empty(); p = p.parent_path()) {
     struct stat st;
     if (::stat(p.c_str(), &st) == 0) {
-      if (p == dir) return "";
-      const bool may = S_ISDIR(st.st_mode) && ((st.st_uid == uid && (st.st_mode & S_IWUSR)) ||
-                                               (st.st_gid == gid && (st.st_mode & S_IWGRP)) || (st.st_mode & S_IWOTH));
-      return may ? "" : p.string();
+      if (p == start) return "";
+      // The kernel's order: the owner's bits for the owner, else the group's for a member.
+      const bool member = std::find(groups.begin(), groups.end(), st.st_gid) != groups.end();
+      const mode_t w = st.st_uid == uid ? S_IWUSR : member ? S_IWGRP : S_IWOTH;
+      return S_ISDIR(st.st_mode) && (st.st_mode & w) ? "" : p.string();
     }
     if (p == p.parent_path()) break;
   }
@@ -505,8 +517,10 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
   for (const auto& [k, v] : env) env_storage.push_back(k + "=" + v);
 
   if (!workdir.empty()) {
-    if (run.switch_user) {
-      if (std::string above = NotMakeableBy(workdir, run.uid, run.gid); !above.empty()) {
+    if (run.switch_user && run.uid != geteuid()) {
+      std::vector<gid_t> groups = run.groups;
+      groups.insert(groups.begin(), run.gid);
+      if (std::string above = NotMakeableBy(workdir, run.uid, groups); !above.empty()) {
         return Status::InvalidArgument("launch " + spec.key + ": workdir " + workdir + " does not exist, and user " +
                                        run.name + " may not make it (" + above +
                                        " is not theirs to write): make it for them first, or pick another");

@@ -80,15 +80,23 @@ class CgroupTree;
 // missing level. The error names the path.
 Result<std::vector<std::filesystem::path>> MakeDirectories(const std::filesystem::path& dir);
 
-// Whether the user (uid, primary gid) could make the folder `dir` itself: it exists, or its
-// nearest existing ancestor is a folder that user may write into (owner with u+w, the group with
-// g+w, or o+w, as /tmp). An agent that runs as root makes the folders a job names only where the
-// job's user could, so that it never hands that user a folder in another's place (another user's
-// home, /etc). Empty when it could; else the nearest existing ancestor, for the error.
-std::string NotMakeableBy(const std::filesystem::path& dir, uid_t uid, gid_t gid);
+// Whether the user (uid, and its groups: the primary one first) could make the folder `dir`
+// itself: it exists, or its nearest existing ancestor is a folder that user may write into (as
+// the kernel decides by mode: the owner's bits for the owner, else the group's for a member,
+// else the others'). `dir` should be resolved (ResolvePath) so that the walk is the kernel's. An
+// agent that runs as root makes the folders a job names only where the job's user could, so that
+// it never hands that user a folder in another's place (another user's home, /etc). Empty when it
+// could; else the nearest existing ancestor, for the error. (ACLs and read-only mounts are not
+// read; a link swapped in between this check and the making is not caught: folders made with
+// the user's own credentials would close both.)
+std::string NotMakeableBy(const std::filesystem::path& dir, uid_t uid, const std::vector<gid_t>& groups);
 
-// Whether `path`, with links and ".." resolved as far as it exists, lies in the folder `root`.
-bool WithinRoot(const std::string& path, const std::string& root);
+// `path` made absolute, with links and ".." resolved as far as it exists (std::filesystem::
+// weakly_canonical); a trailing separator left out.
+Result<std::filesystem::path> ResolvePath(const std::string& path);
+
+// The groups of `user` (the primary group `gid` first), for NotMakeableBy.
+std::vector<gid_t> GroupsOf(const std::string& user, gid_t gid);
 
 struct LauncherOptions {
   // The user (name) a part runs as when its LaunchSpec.user is empty; "" = the agent's own user.

@@ -946,23 +946,34 @@ TEST_F(MakeDirectoriesTest, MakesTheMissingLevelsAndNamesWhatItMade) {
 
 TEST_F(MakeDirectoriesTest, AUserMayMakeAFolderOnlyWhereItMayWrite) {
   // Given a folder of this process's user, expect its user able to make folders below it and
-  // another user not, until the folder is writable by that user's group or by all.
+  // another user not, until the folder is writable by one of that user's groups (a supplementary
+  // one counts) or by all; the kernel's order applies (an owner without u+w may not, whatever
+  // the others' bits).
   const uid_t me = ::geteuid();
   const gid_t my_group = ::getegid();
   const uid_t other = me + 1;
   const gid_t other_group = my_group + 1;
   ASSERT_EQ(::mkdir((root / "a").c_str(), 0755), 0);
   ASSERT_EQ(::chmod((root / "a").c_str(), 0755), 0);
-  EXPECT_EQ(NotMakeableBy(root / "a" / "x" / "y", me, my_group), "");
-  EXPECT_EQ(NotMakeableBy(root / "a" / "x" / "y", other, other_group), (root / "a").string());
-  EXPECT_EQ(NotMakeableBy(root / "a", other, other_group), "") << "an existing folder needs no making";
+  EXPECT_EQ(NotMakeableBy(root / "a" / "x" / "y", me, {my_group}), "");
+  EXPECT_EQ(NotMakeableBy(root / "a" / "x" / "y", other, {other_group}), (root / "a").string());
+  EXPECT_EQ(NotMakeableBy(root / "a", other, {other_group}), "") << "an existing folder needs no making";
   ASSERT_EQ(::chmod((root / "a").c_str(), 0775), 0);
-  EXPECT_EQ(NotMakeableBy(root / "a" / "x", other, my_group), "");
-  EXPECT_EQ(NotMakeableBy(root / "a" / "x", other, other_group), (root / "a").string());
+  EXPECT_EQ(NotMakeableBy(root / "a" / "x", other, {other_group, my_group}), "") << "a supplementary group";
+  EXPECT_EQ(NotMakeableBy(root / "a" / "x", other, {other_group}), (root / "a").string());
   ASSERT_EQ(::chmod((root / "a").c_str(), 01777), 0);
-  EXPECT_EQ(NotMakeableBy(root / "a" / "x", other, other_group), "");
+  EXPECT_EQ(NotMakeableBy(root / "a" / "x", other, {other_group}), "");
+  ASSERT_EQ(::chmod((root / "a").c_str(), 0577), 0);
+  EXPECT_EQ(NotMakeableBy(root / "a" / "x", me, {my_group}), (root / "a").string()) << "the owner's bits decide";
+  ASSERT_EQ(::chmod((root / "a").c_str(), 0755), 0);
   std::ofstream(root / "file") << "x";
-  EXPECT_EQ(NotMakeableBy(root / "file" / "x", me, my_group), (root / "file").string()) << "a file is no folder";
+  EXPECT_EQ(NotMakeableBy(root / "file" / "x", me, {my_group}), (root / "file").string()) << "a file is no folder";
+  // A relative path is walked from the working directory, not down to "/".
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(root / "a");
+  EXPECT_EQ(NotMakeableBy("rel/x", me, {my_group}), "");
+  EXPECT_EQ(NotMakeableBy("rel/x", other, {other_group}), (root / "a").string());
+  std::filesystem::current_path(cwd);
 }
 
 }  // namespace
