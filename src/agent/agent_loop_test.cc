@@ -222,13 +222,8 @@ class AgentLoopTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
 
-  // Runs an agent against `controller` until its part has started and, once `beats_before_release`
-  // heartbeats have come (and with `wait_for_activity`, one with the part's activity), exited.
-  void RunOnePart(FakeController& controller, size_t beats_before_release = 0, bool wait_for_activity = false,
-                  const std::string& job_user = "") {
-    ASSERT_TRUE(controller.bound());
-    auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
-    ASSERT_TRUE(probe.ok()) << probe.status().message();
+  // The agent's options against `controller`: jobs as `job_user`, or as the agent's own user.
+  AgentOptions Options(const FakeController& controller, const std::string& job_user = "") const {
     AgentOptions o;
     o.server = controller.url();
     o.join_token = "join";
@@ -242,6 +237,40 @@ class AgentLoopTest : public ::testing::Test {
       o.job_user = "root";
       o.allow_root_jobs = true;
     }
+    return o;
+  }
+
+  // Runs an agent against `controller` until a heartbeat reports its part's exit; that exit, and
+  // in `log` what the controller had been sent of the part's log by then.
+  std::optional<api::PartEvent> RunUntilExit(FakeController& controller, const std::string& job_user = "",
+                                             std::string* log = nullptr) {
+    auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+    if (!probe.ok() || !controller.bound()) return std::nullopt;
+    Agent agent(Options(controller, job_user), std::move(*probe));
+    std::atomic<bool> stop{false};
+    std::thread run([&] { (void)agent.Run(stop); });
+    const bool exited = controller.WaitForEvent(api::PartEventKind::kExited);
+    if (log) *log = controller.log();
+    stop = true;
+    run.join();
+    if (!exited) return std::nullopt;
+    std::optional<api::PartEvent> exit;
+    for (const auto& b : controller.beats()) {
+      for (const auto& e : b.events) {
+        if (e.key == kKey && e.kind == api::PartEventKind::kExited) exit = e;
+      }
+    }
+    return exit;
+  }
+
+  // Runs an agent against `controller` until its part has started and, once `beats_before_release`
+  // heartbeats have come (and with `wait_for_activity`, one with the part's activity), exited.
+  void RunOnePart(FakeController& controller, size_t beats_before_release = 0, bool wait_for_activity = false,
+                  const std::string& job_user = "") {
+    ASSERT_TRUE(controller.bound());
+    auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+    ASSERT_TRUE(probe.ok()) << probe.status().message();
+    AgentOptions o = Options(controller, job_user);
     // The part's log has output from the start (as after an agent restart), so that a beat that
     // reads activity finds some whenever the part runs.
     std::filesystem::create_directories(o.data_dir + "/logs");
@@ -322,35 +351,9 @@ TEST_F(AgentLoopTest, APartThatCannotStartIsReportedWithItsLogUploadedFirst) {
   // Given a program that does not exist, expect the exit reported as 127 with the reason, and
   // the reason in the uploaded log (written and uploaded before the exit is reported).
   FakeController controller(Duration::Seconds(3600), release_file(), {"/nonexistent/gpufleet-test-program"});
-  auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
-  ASSERT_TRUE(probe.ok());
-  ASSERT_TRUE(controller.bound());
-  AgentOptions o;
-  o.server = controller.url();
-  o.join_token = "join";
-  o.name = "loop-node";
-  o.data_dir = root_ + "/data";
-  o.poll_wait = Duration::Millis(100);
-  o.cgroup_root = "off";
-  if (::geteuid() == 0) {
-    o.job_user = "root";
-    o.allow_root_jobs = true;
-  }
-  Agent agent(o, std::move(*probe));
-  std::atomic<bool> stop{false};
-  std::thread run([&] { (void)agent.Run(stop); });
-  const bool exited = controller.WaitForEvent(api::PartEventKind::kExited);
-  const std::string log_at_exit = controller.log();
-  stop = true;
-  run.join();
-  ASSERT_TRUE(exited) << "no heartbeat reported the part's exit";
-  std::optional<api::PartEvent> exit;
-  for (const auto& b : controller.beats()) {
-    for (const auto& e : b.events) {
-      if (e.key == kKey && e.kind == api::PartEventKind::kExited) exit = e;
-    }
-  }
-  ASSERT_TRUE(exit.has_value());
+  std::string log_at_exit;
+  auto exit = RunUntilExit(controller, "", &log_at_exit);
+  ASSERT_TRUE(exit.has_value()) << "no heartbeat reported the part's exit";
   EXPECT_EQ(exit->exit_code, 127);
   EXPECT_NE(exit->message.find("cannot start"), std::string::npos) << exit->message;
   EXPECT_NE(log_at_exit.find("gpufleet: cannot start"), std::string::npos) << log_at_exit;
@@ -389,30 +392,8 @@ TEST_F(AgentLoopTest, ACheckpointFolderIsMadeForTheJobsUserInTheControllersRootO
     std::filesystem::remove_all(root_ + "/data");
     FakeController controller(Duration::Seconds(3600), release_file());
     controller.SetCheckpoints(root_ + "/ckroot", named);
-    auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
-    ASSERT_TRUE(probe.ok());
-    AgentOptions o;
-    o.server = controller.url();
-    o.join_token = "join";
-    o.name = "loop-node";
-    o.data_dir = root_ + "/data";
-    o.poll_wait = Duration::Millis(100);
-    o.cgroup_root = "off";
-    o.job_user = "nobody";
-    Agent agent(o, std::move(*probe));
-    std::atomic<bool> stop{false};
-    std::thread run([&] { (void)agent.Run(stop); });
-    const bool exited = controller.WaitForEvent(api::PartEventKind::kExited);
-    stop = true;
-    run.join();
-    ASSERT_TRUE(exited);
-    std::optional<api::PartEvent> exit;
-    for (const auto& b : controller.beats()) {
-      for (const auto& e : b.events) {
-        if (e.key == kKey && e.kind == api::PartEventKind::kExited) exit = e;
-      }
-    }
-    ASSERT_TRUE(exit.has_value());
+    auto exit = RunUntilExit(controller, "nobody");
+    ASSERT_TRUE(exit.has_value()) << "no heartbeat reported the part's exit";
     EXPECT_EQ(exit->exit_code, 127);
     EXPECT_NE(exit->message.find("checkpoint folder " + named + " does not exist, and the job's user may not make it"),
               std::string::npos)
