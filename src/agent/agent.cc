@@ -840,26 +840,46 @@ void Agent::StartPart(const api::StartPart& s) {
   lock.Unlock();
   auto owner = JobOwner(s.user.empty() ? options_.job_user : s.user);
   // The agent makes the checkpoint folder for the job's user where that user could make it, or
-  // where the controller puts it by default (<its checkpoint root>/job-<id>, exactly); a job
+  // where the controller puts it by default (<its checkpoint root>/job-<id>, exactly) when the
+  // root is the agent's alone (made here if missing where no job's user could make it); a job
   // that names one elsewhere must find it made. The path is resolved first, so that what is
   // checked is what the kernel's walk reaches ("..", links).
   std::string refused;
-  if (!ckpt.empty() && owner && owner->first != ::geteuid()) {
+  const std::string job_user = s.user.empty() ? options_.job_user : s.user;
+  if (!ckpt.empty() && ::geteuid() == 0 && !job_user.empty() &&
+      (!owner || (owner->first == 0 && !options_.allow_root_jobs))) {
+    // The launch will be refused: make nothing for it.
+    refused = "checkpoint folder " + ckpt + " not made: the job's user " + job_user +
+              (owner ? " is root, and this agent runs no job as root (--allow-root-jobs)" : " is unknown on this node");
+  } else if (!ckpt.empty() && owner && owner->first != ::geteuid()) {
+    const std::vector<gid_t> groups = GroupsOf(job_user, owner->second);
     auto resolved = ResolvePath(ckpt);
-    auto root = ckpt_root.empty() ? resolved : ResolvePath(ckpt_root);
-    const bool controllers = !ckpt_root.empty() && resolved.ok() && root.ok() &&
-                             *resolved == *root / ("job-" + std::to_string(s.key.job.value()));
+    const std::string own = "job-" + std::to_string(s.key.job.value());
+    bool controllers = false;
+    if (resolved.ok() && !ckpt_root.empty()) {
+      auto root = ResolvePath(ckpt_root);
+      if (root.ok() && *resolved == *root / own) {
+        struct stat st {};
+        if (::stat(root->c_str(), &st) != 0 && !NotMakeableBy(*root, owner->first, groups).empty()) {
+          if (auto made = MakeDirectories(*root); made.ok()) {
+            for (const auto& p : *made) ::chmod(p.c_str(), 0711);
+          }
+        }
+        controllers = ::stat(root->c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
+                      (st.st_mode & 022) == 0;
+      }
+    }
     if (!resolved.ok()) {
       refused = "checkpoint folder " + ckpt + ": " + resolved.status().message();
     } else if (!controllers) {
-      const std::string user = s.user.empty() ? options_.job_user : s.user;
-      if (std::string above = NotMakeableBy(*resolved, owner->first, GroupsOf(user, owner->second));
-          !above.empty()) {
+      if (std::string above = NotMakeableBy(*resolved, owner->first, groups); !above.empty()) {
+        const bool looks_default = resolved->filename() == own;
         refused = "checkpoint folder " + ckpt + " does not exist, and the job's user may not make it (" + above +
                   " is not theirs to write): make it for that user first" +
-                  (ckpt_root.empty() ? " (a controller that does not name its checkpoint root, older than this "
-                                       "agent, leaves even its default folders to be made so: upgrade it)"
-                                     : ", or leave checkpoint.dir unset");
+                  (ckpt_root.empty() && looks_default
+                       ? " (a controller that does not name its checkpoint root, older than this agent, leaves "
+                         "even its default folders to be made so: upgrade it)"
+                       : ", or leave checkpoint.dir unset");
       }
     }
     if (refused.empty()) ckpt = resolved->string();

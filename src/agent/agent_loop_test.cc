@@ -378,10 +378,22 @@ TEST_F(AgentLoopTest, ACheckpointFolderIsMadeForTheJobsUserInTheControllersRootO
     EXPECT_EQ(st.st_uid, nobody->pw_uid);
     EXPECT_EQ(st.st_mode & 07777, 0700u);
   }
-  // Refused: a folder only root may write; the same reached through ".." from one all may
-  // write; another job's folder in the controller's root.
+  // Made where the kernel's walk reaches, for nobody: a folder all may write, through "..".
   ASSERT_EQ(::mkdir((root_ + "/open").c_str(), 0777), 0);
   ASSERT_EQ(::chmod((root_ + "/open").c_str(), 0777), 0);
+  {
+    std::filesystem::remove_all(root_ + "/data");
+    std::filesystem::remove(release_file());
+    FakeController controller(Duration::Seconds(3600), release_file());
+    controller.SetCheckpoints(root_ + "/ckroot", root_ + "/open/n/../mine");
+    RunOnePart(controller, 0, false, "nobody");
+    struct stat st {};
+    ASSERT_EQ(::stat((root_ + "/open/mine").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, nobody->pw_uid);
+    EXPECT_FALSE(std::filesystem::exists(root_ + "/open/n"));
+  }
+  // Refused: a folder only root may write; the same reached through ".." from one all may
+  // write; another job's folder in the controller's root.
   const std::vector<std::pair<std::string, std::string>> refused = {
       {root_ + "/closed/evil", root_ + "/closed/evil"},
       {root_ + "/open/n/../../closed/evil", root_ + "/closed/evil"},
@@ -399,6 +411,7 @@ TEST_F(AgentLoopTest, ACheckpointFolderIsMadeForTheJobsUserInTheControllersRootO
               std::string::npos)
         << exit->message;
     EXPECT_FALSE(std::filesystem::exists(reached));
+    EXPECT_FALSE(std::filesystem::exists(root_ + "/open/n"));
   }
 }
 

@@ -321,11 +321,13 @@ bool IsWithin(const fs::path& p, const fs::path& root) {
 
 // The directory the part runs in: spec.workdir, resolved and checked when roots are configured.
 Result<std::string> CheckWorkdir(const LaunchSpec& spec, const std::vector<std::string>& roots) {
-  if (spec.workdir.empty() || roots.empty()) return spec.workdir;
+  if (spec.workdir.empty()) return spec.workdir;
+  // Resolved always, so that what is checked and made is what the kernel's walk reaches.
   auto resolved = Resolve(spec.workdir);
   if (!resolved.ok()) {
     return Status::InvalidArgument("launch " + spec.key + ": " + resolved.status().message());
   }
+  if (roots.empty()) return resolved->string();
   std::string listed;
   for (const std::string& root : roots) {
     listed += (listed.empty() ? "" : ", ") + root;
