@@ -139,6 +139,47 @@ void MakeJobDir(const std::string& dir, const std::optional<std::pair<uid_t, gid
   }
 }
 
+// Why `root` is not a folder only this agent's user (or root) controls, "" when it is: the path
+// as configured, walked from "/" without following links, every level a folder owned by root or
+// the agent's user that nobody else may write (a sticky folder such as /tmp may be shared: the
+// level below it must still be ours). With `make_missing`, missing levels below such a chain
+// are made (0711, through descriptors that follow no link).
+std::string AgentsAloneWhyNot(const std::string& root, bool make_missing) {
+  std::error_code ec;
+  const std::filesystem::path lexical = std::filesystem::absolute(root, ec).lexically_normal();
+  if (ec || lexical.empty()) return root + " cannot be resolved";
+  const uid_t self = ::geteuid();
+  std::filesystem::path at = lexical.root_path();
+  std::vector<std::filesystem::path> levels = {at};
+  for (const auto& part : lexical.relative_path()) {
+    if (part.empty() || part == ".") continue;
+    at /= part;
+    levels.push_back(at);
+  }
+  for (size_t i = 0; i < levels.size(); ++i) {
+    const std::filesystem::path& p = levels[i];
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) {
+      if (errno != ENOENT || !make_missing) return p.string() + " does not exist";
+      if (::mkdir(p.c_str(), 0711) != 0 && errno != EEXIST) return p.string() + " cannot be made: " + std::strerror(errno);
+      UniqueFd fd(::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return p.string() + " is not a folder";
+      if (st.st_uid == self) ::fchmod(fd.get(), 0711);
+      if (::lstat(p.c_str(), &st) != 0) return p.string() + " cannot be read";
+    }
+    if (S_ISLNK(st.st_mode)) return p.string() + " is a link (name the folder it leads to, owned by root)";
+    if (!S_ISDIR(st.st_mode)) return p.string() + " is not a folder";
+    if (st.st_uid != 0 && st.st_uid != self) {
+      return p.string() + " belongs to uid " + std::to_string(st.st_uid) + ": make it root's, mode 0711 or 0755";
+    }
+    const bool last = i + 1 == levels.size();
+    if ((st.st_mode & 022) != 0 && (last || (st.st_mode & S_ISVTX) == 0)) {
+      return p.string() + " may be written by others than root: make it 0711 or 0755";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 Agent::Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe)
@@ -846,47 +887,49 @@ void Agent::StartPart(const api::StartPart& s) {
   // checked is what the kernel's walk reaches ("..", links).
   std::string refused;
   const std::string job_user = s.user.empty() ? options_.job_user : s.user;
-  if (!ckpt.empty() && ::geteuid() == 0 && !job_user.empty() &&
-      (!owner || (owner->first == 0 && !options_.allow_root_jobs))) {
-    // The launch will be refused: make nothing for it.
-    refused = "checkpoint folder " + ckpt + " not made: the job's user " + job_user +
-              (owner ? " is root, and this agent runs no job as root (--allow-root-jobs)" : " is unknown on this node");
+  if (::geteuid() == 0 && !job_user.empty() && (!owner || (owner->first == 0 && !options_.allow_root_jobs))) {
+    // The launch would be refused: make nothing for it, and say why.
+    refused = owner ? "the job's user is root, and this agent runs no job as root: run the agent with "
+                      "--allow-root-jobs, or the job as another user"
+                    : "the job's user '" + job_user + "' is unknown on this node";
   } else if (!ckpt.empty() && owner && owner->first != ::geteuid()) {
     const std::vector<gid_t> groups = GroupsOf(job_user, owner->second);
     auto resolved = ResolvePath(ckpt);
     const std::string own = "job-" + std::to_string(s.key.job.value());
+    std::string root_why;  // why the controller's root does not count, when the job's folder is its default one
     bool controllers = false;
     if (resolved.ok() && !ckpt_root.empty()) {
       auto root = ResolvePath(ckpt_root);
       if (root.ok() && *resolved == *root / own) {
-        struct stat st {};
-        if (::stat(root->c_str(), &st) != 0 && !NotMakeableBy(*root, owner->first, groups).empty()) {
-          if (auto made = MakeDirectories(*root); made.ok()) {
-            for (const auto& p : *made) ::chmod(p.c_str(), 0711);
-          }
-        }
-        controllers = ::stat(root->c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
-                      (st.st_mode & 022) == 0;
+        root_why = AgentsAloneWhyNot(ckpt_root, /*make_missing=*/true);
+        controllers = root_why.empty();
       }
     }
     if (!resolved.ok()) {
       refused = "checkpoint folder " + ckpt + ": " + resolved.status().message();
     } else if (!controllers) {
       if (std::string above = NotMakeableBy(*resolved, owner->first, groups); !above.empty()) {
-        const bool looks_default = resolved->filename() == own;
-        refused = "checkpoint folder " + ckpt + " does not exist, and the job's user may not make it (" + above +
-                  " is not theirs to write): make it for that user first" +
-                  (ckpt_root.empty() && looks_default
-                       ? " (a controller that does not name its checkpoint root, older than this agent, leaves "
-                         "even its default folders to be made so: upgrade it)"
-                       : ", or leave checkpoint.dir unset");
+        if (!root_why.empty()) {
+          refused = "the job's checkpoint folder " + ckpt + " is not made for its user: the controller's checkpoint root " +
+                    root_why;
+        } else {
+          const bool looks_default = resolved->filename() == own;
+          refused = "checkpoint folder " + ckpt + " does not exist, and the job's user may not make it (" + above +
+                    " is not theirs to write): make it for that user first" +
+                    (ckpt_root.empty() && looks_default
+                         ? " (a controller that does not name its checkpoint root, older than this agent, leaves "
+                           "even its default folders to be made so: upgrade it)"
+                         : ", or leave checkpoint.dir unset");
+        }
       }
     }
     if (refused.empty()) ckpt = resolved->string();
   }
-  if (!ckpt.empty() && refused.empty()) MakeJobDir(ckpt, owner);
-  if (s.workdir.empty()) MakeJobDir(workdir, owner);
-  MakeJobDir(progress_dir, owner);
+  if (refused.empty()) {
+    if (!ckpt.empty()) MakeJobDir(ckpt, owner);
+    if (s.workdir.empty()) MakeJobDir(workdir, owner);
+    MakeJobDir(progress_dir, owner);
+  }
   int procs = std::max(1, s.processes);
   std::string error = refused;
   if (!error.empty()) procs = 0;
@@ -942,6 +985,7 @@ void Agent::StartPart(const api::StartPart& s) {
     ls.argv = s.argv;
     ls.workdir = workdir;
     ls.env = s.env;
+    if (!ckpt.empty()) ls.env["GPUFLEET_CHECKPOINT_DIR"] = ckpt;  // where it was made (resolved)
     ls.env["GPUFLEET_PROGRESS"] = run.progress_path;
     if (!env_bin.empty()) {
       // The environment's python first on PATH, as `source bin/activate` would.

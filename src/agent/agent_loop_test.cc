@@ -378,39 +378,71 @@ TEST_F(AgentLoopTest, ACheckpointFolderIsMadeForTheJobsUserInTheControllersRootO
     EXPECT_EQ(st.st_uid, nobody->pw_uid);
     EXPECT_EQ(st.st_mode & 07777, 0700u);
   }
-  // Made where the kernel's walk reaches, for nobody: a folder all may write, through "..".
+  // Made where the kernel's walk reaches, for nobody: a folder all may write, through ".."; the
+  // job is told that place.
   ASSERT_EQ(::mkdir((root_ + "/open").c_str(), 0777), 0);
   ASSERT_EQ(::chmod((root_ + "/open").c_str(), 0777), 0);
   {
     std::filesystem::remove_all(root_ + "/data");
-    std::filesystem::remove(release_file());
-    FakeController controller(Duration::Seconds(3600), release_file());
+    FakeController controller(Duration::Seconds(3600), release_file(),
+                              {"/bin/sh", "-c", "echo ok > \"$GPUFLEET_CHECKPOINT_DIR/probe\""});
     controller.SetCheckpoints(root_ + "/ckroot", root_ + "/open/n/../mine");
-    RunOnePart(controller, 0, false, "nobody");
+    auto exit = RunUntilExit(controller, "nobody");
+    ASSERT_TRUE(exit.has_value());
+    EXPECT_EQ(exit->exit_code, 0) << exit->message;
     struct stat st {};
     ASSERT_EQ(::stat((root_ + "/open/mine").c_str(), &st), 0);
     EXPECT_EQ(st.st_uid, nobody->pw_uid);
+    EXPECT_TRUE(std::filesystem::exists(root_ + "/open/mine/probe"));
     EXPECT_FALSE(std::filesystem::exists(root_ + "/open/n"));
   }
-  // Refused: a folder only root may write; the same reached through ".." from one all may
-  // write; another job's folder in the controller's root.
-  const std::vector<std::pair<std::string, std::string>> refused = {
-      {root_ + "/closed/evil", root_ + "/closed/evil"},
-      {root_ + "/open/n/../../closed/evil", root_ + "/closed/evil"},
-      {root_ + "/ckroot/job-8", root_ + "/ckroot/job-8"},
+  // A missing controller root is made for the agent alone (root's, 0711), the job's folder in it
+  // for nobody.
+  {
+    std::filesystem::remove_all(root_ + "/data");
+    std::filesystem::remove(release_file());
+    FakeController controller(Duration::Seconds(3600), release_file());
+    controller.SetCheckpoints(root_ + "/fresh/root", root_ + "/fresh/root/job-7");
+    RunOnePart(controller, 0, false, "nobody");
+    struct stat st {};
+    ASSERT_EQ(::stat((root_ + "/fresh/root").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 0u);
+    EXPECT_EQ(st.st_mode & 07777, 0711u);
+    ASSERT_EQ(::stat((root_ + "/fresh/root/job-7").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, nobody->pw_uid);
+  }
+  // Refused, nothing made: a folder only root may write; the same reached through ".." from one
+  // all may write; another job's folder in the controller's root; the job's own default folder
+  // in a root that is a link, or that another user owns; a job whose user this node lacks.
+  ASSERT_EQ(::mkdir((root_ + "/theirs").c_str(), 0755), 0);
+  const uid_t someone = 12345;  // neither root nor the job's user
+  ASSERT_EQ(::chown((root_ + "/theirs").c_str(), someone, someone), 0);
+  std::filesystem::create_directory_symlink(root_ + "/closed", root_ + "/link");
+  struct Case {
+    std::string root, named, reached, said, user = "nobody";
   };
-  for (const auto& [named, reached] : refused) {
-    SCOPED_TRACE(named);
+  const std::string may_not = " does not exist, and the job's user may not make it";
+  const std::vector<Case> refused = {
+      {root_ + "/ckroot", root_ + "/closed/evil", root_ + "/closed/evil", root_ + "/closed/evil" + may_not},
+      {root_ + "/ckroot", root_ + "/open/n/../../closed/evil", root_ + "/closed/evil",
+       root_ + "/open/n/../../closed/evil" + may_not},
+      {root_ + "/ckroot", root_ + "/ckroot/job-8", root_ + "/ckroot/job-8", root_ + "/ckroot/job-8" + may_not},
+      {root_ + "/link", root_ + "/link/job-7", root_ + "/closed/job-7", root_ + "/link is a link"},
+      {root_ + "/theirs", root_ + "/theirs/job-7", root_ + "/theirs/job-7",
+       root_ + "/theirs belongs to uid " + std::to_string(someone)},
+      {root_ + "/ckroot2", root_ + "/ckroot2/job-7", root_ + "/ckroot2", "'gpufleet-no-such-user' is unknown",
+       "gpufleet-no-such-user"},
+  };
+  for (const Case& c : refused) {
+    SCOPED_TRACE(c.named);
     std::filesystem::remove_all(root_ + "/data");
     FakeController controller(Duration::Seconds(3600), release_file());
-    controller.SetCheckpoints(root_ + "/ckroot", named);
-    auto exit = RunUntilExit(controller, "nobody");
+    controller.SetCheckpoints(c.root, c.named);
+    auto exit = RunUntilExit(controller, c.user);
     ASSERT_TRUE(exit.has_value()) << "no heartbeat reported the part's exit";
     EXPECT_EQ(exit->exit_code, 127);
-    EXPECT_NE(exit->message.find("checkpoint folder " + named + " does not exist, and the job's user may not make it"),
-              std::string::npos)
-        << exit->message;
-    EXPECT_FALSE(std::filesystem::exists(reached));
+    EXPECT_NE(exit->message.find(c.said), std::string::npos) << exit->message;
+    EXPECT_FALSE(std::filesystem::exists(c.reached));
     EXPECT_FALSE(std::filesystem::exists(root_ + "/open/n"));
   }
 }

@@ -467,7 +467,7 @@ TEST_F(ProcessLauncherTest, AWorkdirItsUserCouldNotMakeIsNotMadeForIt) {
   spec.workdir = (dir_ / "closed" / "x").string();
   auto r = launcher_.Launch(spec);
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("may not make it (" + (dir_ / "closed").string()));
+  EXPECT_THAT(r.status().message(), HasSubstr("may not make it (" + fs::weakly_canonical(dir_ / "closed").string()));
   EXPECT_FALSE(fs::exists(dir_ / "closed" / "x"));
   // The same folder reached through ".." from one that all may write: checked where the kernel
   // would make it.
@@ -476,7 +476,7 @@ TEST_F(ProcessLauncherTest, AWorkdirItsUserCouldNotMakeIsNotMadeForIt) {
   spec.workdir = (dir_ / "open" / "n" / ".." / ".." / "closed" / "x").string();
   r = launcher_.Launch(spec);
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("may not make it (" + (dir_ / "closed").string()));
+  EXPECT_THAT(r.status().message(), HasSubstr("may not make it (" + fs::weakly_canonical(dir_ / "closed").string()));
   EXPECT_FALSE(fs::exists(dir_ / "closed" / "x"));
   EXPECT_FALSE(fs::exists(dir_ / "open" / "n"));
 }

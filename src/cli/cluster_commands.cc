@@ -176,7 +176,9 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
                 "Allow plain HTTP on an address other hosts can reach (tokens then cross the network in clear text)");
   sub->add_option("--checkpoint-root", f.checkpoint_root,
                   "Default GPUFLEET_CHECKPOINT_DIR parent (a shared filesystem on real clusters); "
-                  "default <data-dir>/checkpoints");
+                  "default <data-dir>/checkpoints. Root agents make job-<id> in it for jobs of other users only "
+                  "when it and every folder above are root's and writable by no one else (a sticky one such as "
+                  "/tmp may be shared)");
   sub->add_option("--alert-rules", f.alert_rules,
                   "YAML file changing the alert rules' settings (hot_temp_c: 85, idle_for: 30m, disabled: [...]); "
                   "see docs/observability.md")
