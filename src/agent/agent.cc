@@ -139,15 +139,22 @@ void MakeJobDir(const std::string& dir, const std::optional<std::pair<uid_t, gid
   }
 }
 
-// Why `root` is not a folder only this agent's user (or root) controls, "" when it is: the path
-// as configured, walked from "/" without following links, every level a folder owned by root or
+// Why `root` is not a folder only this agent's user (or root) controls, "" when it is (and in
+// `walked` the path walked): the path as configured (no ".."), walked from "/" without following
+// links, every level a folder owned by root or
 // the agent's user that nobody else may write (a sticky folder such as /tmp may be shared: the
 // level below it must still be ours). With `make_missing`, missing levels below such a chain
 // are made (0711, through descriptors that follow no link).
-std::string AgentsAloneWhyNot(const std::string& root, bool make_missing) {
+std::string AgentsAloneWhyNot(const std::string& root, bool make_missing, std::filesystem::path* walked) {
   std::error_code ec;
-  const std::filesystem::path lexical = std::filesystem::absolute(root, ec).lexically_normal();
-  if (ec || lexical.empty()) return root + " cannot be resolved";
+  const std::filesystem::path absolute = std::filesystem::absolute(root, ec);
+  if (ec || absolute.empty()) return root + " cannot be resolved";
+  for (const auto& part : absolute) {
+    // Behind a link ".." is not where it reads: name the folder itself.
+    if (part == "..") return root + " has a \"..\" in it: name the folder itself";
+  }
+  const std::filesystem::path lexical = absolute.lexically_normal();
+  if (walked) *walked = lexical;
   const uid_t self = ::geteuid();
   std::filesystem::path at = lexical.root_path();
   std::vector<std::filesystem::path> levels = {at};
@@ -901,8 +908,19 @@ void Agent::StartPart(const api::StartPart& s) {
     if (resolved.ok() && !ckpt_root.empty()) {
       auto root = ResolvePath(ckpt_root);
       if (root.ok() && *resolved == *root / own) {
-        root_why = AgentsAloneWhyNot(ckpt_root, /*make_missing=*/true);
-        controllers = root_why.empty();
+        std::filesystem::path walked;
+        root_why = AgentsAloneWhyNot(ckpt_root, /*make_missing=*/true, &walked);
+        if (root_why.empty()) {
+          // Resolved again now that no level of the root can be replaced: it must still be the
+          // folder that was checked (a link removed after the first resolution would not be).
+          auto again = ResolvePath(ckpt);
+          if (again.ok() && *again == walked / own) {
+            controllers = true;
+            resolved = again;
+          } else {
+            root_why = ckpt_root + " leads elsewhere than it reads (a link)";
+          }
+        }
       }
     }
     if (!resolved.ok()) {

@@ -422,6 +422,9 @@ TEST_F(AgentLoopTest, ACheckpointFolderIsMadeForTheJobsUserInTheControllersRootO
     std::string root, named, reached, said, user = "nobody";
   };
   const std::string may_not = " does not exist, and the job's user may not make it";
+  ASSERT_EQ(::mkdir((root_ + "/open/ckroot").c_str(), 0755), 0);  // below a folder all may write, not sticky
+  ASSERT_EQ(::mkdir((root_ + "/closed/sub").c_str(), 0755), 0);
+  std::filesystem::create_directory_symlink(root_ + "/closed/sub", root_ + "/lnk");  // lnk/.. is closed
   const std::vector<Case> refused = {
       {root_ + "/ckroot", root_ + "/closed/evil", root_ + "/closed/evil", root_ + "/closed/evil" + may_not},
       {root_ + "/ckroot", root_ + "/open/n/../../closed/evil", root_ + "/closed/evil",
@@ -432,6 +435,11 @@ TEST_F(AgentLoopTest, ACheckpointFolderIsMadeForTheJobsUserInTheControllersRootO
        root_ + "/theirs belongs to uid " + std::to_string(someone)},
       {root_ + "/ckroot2", root_ + "/ckroot2/job-7", root_ + "/ckroot2", "'gpufleet-no-such-user' is unknown",
        "gpufleet-no-such-user"},
+      {root_ + "/ckroot2", root_ + "/ckroot2/job-7", root_ + "/ckroot2", "is root, and this agent runs no job as root",
+       "root"},
+      {root_ + "/open/ckroot", root_ + "/open/ckroot/job-7", root_ + "/open/ckroot/job-7",
+       root_ + "/open may be written by others than root"},
+      {root_ + "/lnk/../ckroot3", root_ + "/lnk/../ckroot3/job-7", root_ + "/closed/ckroot3", "has a \"..\" in it"},
   };
   for (const Case& c : refused) {
     SCOPED_TRACE(c.named);
@@ -444,6 +452,7 @@ TEST_F(AgentLoopTest, ACheckpointFolderIsMadeForTheJobsUserInTheControllersRootO
     EXPECT_NE(exit->message.find(c.said), std::string::npos) << exit->message;
     EXPECT_FALSE(std::filesystem::exists(c.reached));
     EXPECT_FALSE(std::filesystem::exists(root_ + "/open/n"));
+    EXPECT_FALSE(std::filesystem::exists(root_ + "/data/work/job-7")) << "a refused part gets no folders";
   }
 }
 
