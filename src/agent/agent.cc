@@ -187,6 +187,49 @@ std::string AgentsAloneWhyNot(const std::string& root, bool make_missing, std::f
   return "";
 }
 
+// For a job of another user (uid, gid) than the agent's: why its checkpoint folder `ckpt` may not
+// be made for it ("" when it may; `ckpt` then becomes the resolved folder, where the kernel's walk
+// leads). Made for it: <ckpt_root>/job-<id> when that root is the agent's alone, or a folder where
+// the user could make it.
+std::string CheckpointFolderRefusal(const std::string& job_user, uid_t uid, gid_t gid, JobId job,
+                                    const std::string& ckpt_root, std::string& ckpt) {
+  auto resolved = ResolvePath(ckpt);
+  if (!resolved.ok()) return "checkpoint folder " + ckpt + ": " + resolved.status().message();
+  const std::string own = "job-" + std::to_string(job.value());
+  std::string root_why;  // why the controller's root does not count, when this is its default folder
+  if (auto root = ckpt_root.empty() ? resolved : ResolvePath(ckpt_root);
+      !ckpt_root.empty() && root.ok() && *resolved == *root / own) {
+    std::filesystem::path walked;
+    root_why = AgentsAloneWhyNot(ckpt_root, /*make_missing=*/true, &walked);
+    if (root_why.empty()) {
+      // Resolved again now that no level of the root can be replaced: it must still be the
+      // folder that was checked (a link removed after the first resolution would not be).
+      auto again = ResolvePath(ckpt);
+      if (again.ok() && *again == walked / own) {
+        ckpt = again->string();
+        return "";
+      }
+      root_why = ckpt_root + " leads elsewhere than it reads (a link)";
+    }
+  }
+  const std::string above = NotMakeableBy(*resolved, uid, GroupsOf(job_user, gid));
+  if (above.empty()) {
+    ckpt = resolved->string();
+    return "";
+  }
+  if (!root_why.empty()) {
+    return "the job's checkpoint folder " + ckpt + " is not made for its user: the controller's checkpoint root " +
+           root_why;
+  }
+  const bool looks_default = resolved->filename() == own;
+  return "checkpoint folder " + ckpt + " does not exist, and the job's user may not make it (" + above +
+         " is not theirs to write): make it for that user first" +
+         (ckpt_root.empty() && looks_default
+              ? " (a controller that does not name its checkpoint root, older than this agent, leaves even its "
+                "default folders to be made so: upgrade it)"
+              : ", or leave checkpoint.dir unset");
+}
+
 }  // namespace
 
 Agent::Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe)
@@ -900,48 +943,7 @@ void Agent::StartPart(const api::StartPart& s) {
                       "--allow-root-jobs, or the job as another user"
                     : "the job's user '" + job_user + "' is unknown on this node";
   } else if (!ckpt.empty() && owner && owner->first != ::geteuid()) {
-    const std::vector<gid_t> groups = GroupsOf(job_user, owner->second);
-    auto resolved = ResolvePath(ckpt);
-    const std::string own = "job-" + std::to_string(s.key.job.value());
-    std::string root_why;  // why the controller's root does not count, when the job's folder is its default one
-    bool controllers = false;
-    if (resolved.ok() && !ckpt_root.empty()) {
-      auto root = ResolvePath(ckpt_root);
-      if (root.ok() && *resolved == *root / own) {
-        std::filesystem::path walked;
-        root_why = AgentsAloneWhyNot(ckpt_root, /*make_missing=*/true, &walked);
-        if (root_why.empty()) {
-          // Resolved again now that no level of the root can be replaced: it must still be the
-          // folder that was checked (a link removed after the first resolution would not be).
-          auto again = ResolvePath(ckpt);
-          if (again.ok() && *again == walked / own) {
-            controllers = true;
-            resolved = again;
-          } else {
-            root_why = ckpt_root + " leads elsewhere than it reads (a link)";
-          }
-        }
-      }
-    }
-    if (!resolved.ok()) {
-      refused = "checkpoint folder " + ckpt + ": " + resolved.status().message();
-    } else if (!controllers) {
-      if (std::string above = NotMakeableBy(*resolved, owner->first, groups); !above.empty()) {
-        if (!root_why.empty()) {
-          refused = "the job's checkpoint folder " + ckpt + " is not made for its user: the controller's checkpoint root " +
-                    root_why;
-        } else {
-          const bool looks_default = resolved->filename() == own;
-          refused = "checkpoint folder " + ckpt + " does not exist, and the job's user may not make it (" + above +
-                    " is not theirs to write): make it for that user first" +
-                    (ckpt_root.empty() && looks_default
-                         ? " (a controller that does not name its checkpoint root, older than this agent, leaves "
-                           "even its default folders to be made so: upgrade it)"
-                         : ", or leave checkpoint.dir unset");
-        }
-      }
-    }
-    if (refused.empty()) ckpt = resolved->string();
+    refused = CheckpointFolderRefusal(job_user, owner->first, owner->second, s.key.job, ckpt_root, ckpt);
   }
   if (refused.empty()) {
     if (!ckpt.empty()) MakeJobDir(ckpt, owner);
