@@ -139,6 +139,14 @@ void MakeJobDir(const std::string& dir, const std::optional<std::pair<uid_t, gid
   }
 }
 
+// MakeJobDir for a folder the job named, outside the agent's own folders: all of it done as the
+// job's user (RunAsFsIdentity, with its groups), so that the kernel lets it make and change only
+// what that user could, whatever link is swapped in meanwhile, and what it makes is that user's.
+void MakeJobDirAs(const std::string& dir, uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
+  Status as = RunAsFsIdentity({uid, gid, groups}, [&] { MakeJobDir(dir, std::nullopt); });
+  if (!as.ok()) spdlog::warn("make {}: {}", dir, as.message());
+}
+
 // Why `root` is not a folder only this agent's user (or root) controls, "" when it is (and in
 // `walked` the path walked): the path as configured (no ".."), walked from "/" without following
 // links, every level a folder owned by root or
@@ -187,12 +195,14 @@ std::string AgentsAloneWhyNot(const std::string& root, bool make_missing, std::f
   return "";
 }
 
-// For a job of another user (uid, gid) than the agent's: why its checkpoint folder `ckpt` may not
-// be made for it ("" when it may; `ckpt` then becomes the resolved folder, where the kernel's walk
-// leads). Made for it: <ckpt_root>/job-<id> when that root is the agent's alone, or a folder where
-// the user could make it.
-std::string CheckpointFolderRefusal(const std::string& job_user, uid_t uid, gid_t gid, JobId job,
-                                    const std::string& ckpt_root, std::string& ckpt) {
+// For a job of another user (uid, gid; its groups `groups`) than the agent's: why its checkpoint
+// folder `ckpt` may not be made for it ("" when it may; `ckpt` then becomes the resolved folder,
+// where the kernel's walk leads). Made for it: <ckpt_root>/job-<id> when that root is the agent's
+// alone (by the agent), or a folder where the user could make it (`as_user` set: made as that
+// user, MakeJobDirAs).
+std::string CheckpointFolderRefusal(uid_t uid, const std::vector<gid_t>& groups, JobId job,
+                                    const std::string& ckpt_root, std::string& ckpt, bool& as_user) {
+  as_user = false;
   auto resolved = ResolvePath(ckpt);
   if (!resolved.ok()) return "checkpoint folder " + ckpt + ": " + resolved.status().message();
   const std::string own = "job-" + std::to_string(job.value());
@@ -212,9 +222,10 @@ std::string CheckpointFolderRefusal(const std::string& job_user, uid_t uid, gid_
       root_why = ckpt_root + " leads elsewhere than it reads (a link)";
     }
   }
-  const std::string above = NotMakeableBy(*resolved, uid, GroupsOf(job_user, gid));
+  const std::string above = NotMakeableBy(*resolved, uid, groups);
   if (above.empty()) {
     ckpt = resolved->string();
+    as_user = true;
     return "";
   }
   if (!root_why.empty()) {
@@ -934,8 +945,11 @@ void Agent::StartPart(const api::StartPart& s) {
   // where the controller puts it by default (<its checkpoint root>/job-<id>, exactly) when the
   // root is the agent's alone (made here if missing where no job's user could make it); a job
   // that names one elsewhere must find it made. The path is resolved first, so that what is
-  // checked is what the kernel's walk reaches ("..", links).
+  // checked is what the kernel's walk reaches ("..", links); a folder the user could make is
+  // then made as that user (MakeJobDirAs), so the check is not all that stands guard.
   std::string refused;
+  bool ckpt_as_user = false;
+  std::vector<gid_t> groups;
   const std::string job_user = s.user.empty() ? options_.job_user : s.user;
   if (::geteuid() == 0 && !job_user.empty() && (!owner || (owner->first == 0 && !options_.allow_root_jobs))) {
     // The launch would be refused: make nothing for it, and say why.
@@ -943,10 +957,15 @@ void Agent::StartPart(const api::StartPart& s) {
                       "--allow-root-jobs, or the job as another user"
                     : "the job's user '" + job_user + "' is unknown on this node";
   } else if (!ckpt.empty() && owner && owner->first != ::geteuid()) {
-    refused = CheckpointFolderRefusal(job_user, owner->first, owner->second, s.key.job, ckpt_root, ckpt);
+    groups = GroupsOf(job_user, owner->second);
+    refused = CheckpointFolderRefusal(owner->first, groups, s.key.job, ckpt_root, ckpt, ckpt_as_user);
   }
   if (refused.empty()) {
-    if (!ckpt.empty()) MakeJobDir(ckpt, owner);
+    if (ckpt_as_user) {
+      MakeJobDirAs(ckpt, owner->first, owner->second, groups);
+    } else if (!ckpt.empty()) {
+      MakeJobDir(ckpt, owner);
+    }
     if (s.workdir.empty()) MakeJobDir(workdir, owner);
     MakeJobDir(progress_dir, owner);
   }

@@ -6,7 +6,9 @@
 #include <pwd.h>
 #include <spawn.h>
 #include <signal.h>
+#include <sys/fsuid.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -24,6 +26,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/shim_protocol.h"
+#include "common/check.h"
 #include "common/fd.h"
 
 extern char** environ;
@@ -417,6 +420,45 @@ std::vector<gid_t> GroupsOf(const std::string& user, gid_t gid) {
   return groups;
 }
 
+namespace {
+
+// The calling thread's file-system identity, set by system calls of their own (see
+// RunAsFsIdentity). setfsuid and setfsgid answer the previous value, never an error: an id that
+// did not take is read back with an invalid one (-1), which changes nothing.
+bool SetThreadFsIdentity(uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
+  if (::syscall(SYS_setgroups, groups.size(), groups.data()) != 0) return false;
+  ::setfsgid(gid);
+  if (static_cast<gid_t>(::setfsgid(static_cast<gid_t>(-1))) != gid) return false;
+  ::setfsuid(uid);
+  return static_cast<uid_t>(::setfsuid(static_cast<uid_t>(-1))) == uid;
+}
+
+}  // namespace
+
+Status RunAsFsIdentity(const FsIdentity& who, const std::function<void()>& fn) {
+  const uid_t uid = ::geteuid();
+  const gid_t gid = ::getegid();
+  const int n = ::getgroups(0, nullptr);
+  std::vector<gid_t> groups(static_cast<size_t>(std::max(n, 0)));
+  if (n < 0 || ::getgroups(n, groups.data()) != n) return Status::Unavailable("getgroups: " + ErrnoText(errno));
+  if (who.uid == uid && who.gid == gid && who.groups == groups) {
+    fn();
+    return Status::Ok();
+  }
+  errno = 0;
+  if (!SetThreadFsIdentity(who.uid, who.gid, who.groups)) {
+    const int err = errno;
+    const bool back = SetThreadFsIdentity(uid, gid, groups);
+    CHECK(back) << "could not give this thread its file-system identity back";
+    return Status::Unavailable("acting as uid " + std::to_string(who.uid) + " for the file system: " +
+                               (err != 0 ? ErrnoText(err) : std::string("refused")) + " (this needs root)");
+  }
+  fn();
+  const bool back = SetThreadFsIdentity(uid, gid, groups);
+  CHECK(back) << "could not give this thread its file-system identity back";
+  return Status::Ok();
+}
+
 std::string NotMakeableBy(const fs::path& dir, uid_t uid, const std::vector<gid_t>& groups) {
   std::error_code ec;
   const fs::path start = dir.is_absolute() ? dir : fs::absolute(dir, ec);
@@ -528,14 +570,19 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
                                        " is not theirs to write): make it for them first, or pick another");
       }
     }
-    GF_ASSIGN_OR_RETURN(auto created, MakeDirectories(workdir));
-    if (run.switch_user) {
-      for (const auto& dir : created) {
-        if (chown(dir.c_str(), run.uid, run.gid) < 0) {
-          return Status::Unavailable("chown " + dir.string() + " to " + run.name + ": " +
-                                     ErrnoText(errno));
-        }
+    struct stat st;
+    if (run.switch_user && run.uid != geteuid() && !(::stat(workdir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
+      // Made as its user (RunAsFsIdentity): the kernel decides, level by level at the instant of
+      // each mkdir, what that user may make, whatever the check above saw.
+      Status made;
+      GF_RETURN_IF_ERROR(RunAsFsIdentity({run.uid, run.gid, run.groups}, [&] { made = MakeDirectories(workdir).status(); }));
+      if (!made.ok()) {
+        return Status::InvalidArgument("launch " + spec.key + ": workdir " + workdir + " cannot be made as user " +
+                                       run.name + ": " + made.message());
       }
+    } else {
+      GF_ASSIGN_OR_RETURN(auto created, MakeDirectories(workdir));
+      (void)created;
     }
   }
 

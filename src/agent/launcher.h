@@ -58,6 +58,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -86,9 +87,9 @@ Result<std::vector<std::filesystem::path>> MakeDirectories(const std::filesystem
 // else the others'). `dir` should be resolved (ResolvePath) so that the walk is the kernel's. An
 // agent that runs as root makes the folders a job names only where the job's user could, so that
 // it never hands that user a folder in another's place (another user's home, /etc). Empty when it
-// could; else the nearest existing ancestor, for the error. (ACLs and read-only mounts are not
-// read; a link swapped in between this check and the making is not caught: folders made with
-// the user's own credentials would close both.)
+// could; else the nearest existing ancestor, for the error. This is the early check for a clear
+// message (ACLs and read-only mounts are not read): the making itself goes through
+// RunAsFsIdentity, where the kernel decides.
 std::string NotMakeableBy(const std::filesystem::path& dir, uid_t uid, const std::vector<gid_t>& groups);
 
 // `path` made absolute, with links and ".." resolved as far as it exists (std::filesystem::
@@ -97,6 +98,27 @@ Result<std::filesystem::path> ResolvePath(const std::string& path);
 
 // The groups of `user` (the primary group `gid` first), for NotMakeableBy.
 std::vector<gid_t> GroupsOf(const std::string& user, gid_t gid);
+
+// Who the kernel takes the calling thread to be when it reads and writes files.
+struct FsIdentity {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups (GroupsOf's list will do)
+};
+
+// Runs `fn` on the calling thread as `who` for the file system: the thread's file-system uid and
+// gid and its supplementary groups are that user's while `fn` runs (root's powers over files go
+// with them: the kernel checks every access by the user's permissions) and are given back after.
+// Linux keeps these per thread; they are set by system calls of their own, not through the C
+// library's setgroups, which would change every thread of the agent. A root agent makes the
+// folders a job names this way: each level is looked up, made and changed (chmod) with the
+// job's own rights at that instant, so a link the user swaps in between a check and the making
+// leads only where that user could write anyway, and what is made is the user's without a chown.
+// Needs root (CAP_SETUID and CAP_SETGID) unless `who` is the caller; Unavailable, `fn` not run,
+// when the switch is refused. A thread that could not be given its identity back aborts the
+// process rather than go on as someone else. A thread `fn` starts would keep the user's identity
+// (a new thread takes its creator's): `fn` should start none.
+Status RunAsFsIdentity(const FsIdentity& who, const std::function<void()>& fn);
 
 struct LauncherOptions {
   // The user (name) a part runs as when its LaunchSpec.user is empty; "" = the agent's own user.

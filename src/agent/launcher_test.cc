@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <thread>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 #include <gmock/gmock.h>
@@ -978,6 +980,62 @@ TEST_F(MakeDirectoriesTest, AUserMayMakeAFolderOnlyWhereItMayWrite) {
   ASSERT_EQ(::chmod((root / "a").c_str(), 0755), 0);
   std::ofstream(root / "file") << "x";
   EXPECT_EQ(NotMakeableBy(root / "file" / "x", me, {my_group}), (root / "file").string()) << "a file is no folder";
+}
+
+TEST_F(MakeDirectoriesTest, FoldersMadeAsAUserGoOnlyWhereThatUserMayWriteAndAreItsOwn) {
+  // Given a root agent, a folder all may write and a root-only folder with a link to it from the
+  // open one (as a job's user could swap in after a check), expect MakeDirectories run as nobody
+  // to make folders in the open one, owned by nobody without a chown, and to be refused through
+  // the link with nothing made there; another thread stays root meanwhile, and this one is root
+  // again after, with its groups as they were.
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  struct passwd* pw = ::getpwnam("nobody");
+  if (pw == nullptr) GTEST_SKIP() << "no user 'nobody' on this machine";
+  const FsIdentity nobody{pw->pw_uid, pw->pw_gid, GroupsOf("nobody", pw->pw_gid)};
+  std::filesystem::permissions(root, std::filesystem::perms::owner_all | std::filesystem::perms::others_exec);
+  ASSERT_EQ(::mkdir((root / "open").c_str(), 0777), 0);
+  ASSERT_EQ(::chmod((root / "open").c_str(), 0777), 0);
+  ASSERT_EQ(::mkdir((root / "secret").c_str(), 0700), 0);
+  std::filesystem::create_directory_symlink(root / "secret", root / "open" / "link");
+  const int groups_before = ::getgroups(0, nullptr);
+
+  Status made, through_link;
+  std::vector<std::filesystem::path> levels;
+  // A thread started before the switch reads its own identity while the switch holds (a thread
+  // started during it would take this one's, as any new thread takes its creator's).
+  std::promise<void> ask;
+  std::promise<uid_t> answer;
+  std::thread other([&] {
+    ask.get_future().wait();
+    answer.set_value(static_cast<uid_t>(::setfsuid(static_cast<uid_t>(-1))));
+  });
+  uid_t other_thread_fsuid = 12345;
+  Status as = RunAsFsIdentity(nobody, [&] {
+    auto m = MakeDirectories(root / "open" / "a" / "b");
+    made = m.status();
+    if (m.ok()) levels = *m;
+    through_link = MakeDirectories(root / "open" / "link" / "x").status();
+    ask.set_value();
+    other_thread_fsuid = answer.get_future().get();
+  });
+  other.join();
+  ASSERT_TRUE(as.ok()) << as.message();
+  ASSERT_TRUE(made.ok()) << made.message();
+  EXPECT_EQ(levels, (std::vector<std::filesystem::path>{root / "open" / "a", root / "open" / "a" / "b"}));
+  for (const auto& level : levels) {
+    struct stat st {};
+    ASSERT_EQ(::stat(level.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, pw->pw_uid) << level;
+    EXPECT_EQ(st.st_gid, pw->pw_gid) << level;
+  }
+  EXPECT_FALSE(through_link.ok()) << "made in a root-only folder through a link";
+  EXPECT_THAT(through_link.message(), HasSubstr("Permission denied"));
+  EXPECT_FALSE(std::filesystem::exists(root / "secret" / "x"));
+  EXPECT_EQ(other_thread_fsuid, 0u) << "another thread of the process acted as the user too";
+  EXPECT_EQ(::setfsuid(static_cast<uid_t>(-1)), 0) << "this thread is still the user for files";
+  EXPECT_EQ(::setfsgid(static_cast<gid_t>(-1)), static_cast<int>(::getegid()));
+  EXPECT_EQ(::getgroups(0, nullptr), groups_before);
+  EXPECT_EQ(::mkdir((root / "secret" / "y").c_str(), 0700), 0) << "root's powers over files are back";
 }
 
 }  // namespace
