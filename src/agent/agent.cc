@@ -112,18 +112,13 @@ std::optional<std::pair<uid_t, gid_t>> JobOwner(const std::string& user) {
   return std::make_pair(pw.pw_uid, pw.pw_gid);
 }
 
-// Creates `dir` with its missing parents: the parents passable (0711), the leaf owned by the
-// job's user (0700), so the job can write its checkpoints and nobody else can read them.
-void MakeJobDir(const std::string& dir, const std::optional<std::pair<uid_t, gid_t>>& owner) {
-  auto made = MakeDirectories(dir);
-  if (!made.ok()) {
-    spdlog::warn("{}", made.status().message());
-    return;
-  }
+// The modes (and with `owner`, the leaf's owner) of the levels MakeDirectories made for `dir`.
+void SetJobDirModes(const std::string& dir, const std::vector<std::filesystem::path>& made,
+                    const std::optional<std::pair<uid_t, gid_t>>& owner) {
   // The leaf is the folder `dir` names, whichever level made it (a path may end in "..").
   struct stat want {};
   const bool known = ::stat(dir.c_str(), &want) == 0;
-  for (const std::filesystem::path& p : *made) {
+  for (const std::filesystem::path& p : made) {
     // Through a descriptor of the folder just made, never following a link put in its place.
     UniqueFd fd(::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     struct stat got {};
@@ -139,12 +134,31 @@ void MakeJobDir(const std::string& dir, const std::optional<std::pair<uid_t, gid
   }
 }
 
+// Creates `dir` with its missing parents: the parents passable (0711), the leaf owned by the
+// job's user (0700), so the job can write its checkpoints and nobody else can read them.
+void MakeJobDir(const std::string& dir, const std::optional<std::pair<uid_t, gid_t>>& owner) {
+  auto made = MakeDirectories(dir);
+  if (!made.ok()) {
+    spdlog::warn("{}", made.status().message());
+    return;
+  }
+  SetJobDirModes(dir, *made, owner);
+}
+
 // MakeJobDir for a folder the job named, outside the agent's own folders: all of it done as the
 // job's user (RunAsFsIdentity, with its groups), so that the kernel lets it make and change only
 // what that user could, whatever link is swapped in meanwhile, and what it makes is that user's.
-void MakeJobDirAs(const std::string& dir, uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
-  Status as = RunAsFsIdentity({uid, gid, groups}, [&] { MakeJobDir(dir, std::nullopt); });
-  if (!as.ok()) spdlog::warn("make {}: {}", dir, as.message());
+// Why the folder could not be made ("" when it was): the part then does not start.
+std::string MakeJobDirAs(const std::string& dir, uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
+  std::string why;
+  Status as = RunAsFsIdentity({uid, gid, groups}, [&] {
+    if (auto made = MakeDirectories(dir); !made.ok()) {
+      why = made.status().message();
+    } else {
+      SetJobDirModes(dir, *made, std::nullopt);
+    }
+  });
+  return as.ok() ? why : as.message();
 }
 
 // Why `root` is not a folder only this agent's user (or root) controls, "" when it is (and in
@@ -962,10 +976,14 @@ void Agent::StartPart(const api::StartPart& s) {
   }
   if (refused.empty()) {
     if (ckpt_as_user) {
-      MakeJobDirAs(ckpt, owner->first, owner->second, groups);
+      if (std::string why = MakeJobDirAs(ckpt, owner->first, owner->second, groups); !why.empty()) {
+        refused = "checkpoint folder " + ckpt + " cannot be made as the job's user: " + why;
+      }
     } else if (!ckpt.empty()) {
       MakeJobDir(ckpt, owner);
     }
+  }
+  if (refused.empty()) {
     if (s.workdir.empty()) MakeJobDir(workdir, owner);
     MakeJobDir(progress_dir, owner);
   }

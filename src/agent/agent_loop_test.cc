@@ -413,7 +413,8 @@ TEST_F(AgentLoopTest, ACheckpointFolderIsMadeForTheJobsUserInTheControllersRootO
   }
   // Refused, nothing made: a folder only root may write; the same reached through ".." from one
   // all may write; another job's folder in the controller's root; the job's own default folder
-  // in a root that is a link, or that another user owns; a job whose user this node lacks.
+  // in a root that is a link, or that another user owns; a job whose user this node lacks; a
+  // folder the job's user may write but not reach.
   ASSERT_EQ(::mkdir((root_ + "/theirs").c_str(), 0755), 0);
   const uid_t someone = 12345;  // neither root nor the job's user
   ASSERT_EQ(::chown((root_ + "/theirs").c_str(), someone, someone), 0);
@@ -425,6 +426,11 @@ TEST_F(AgentLoopTest, ACheckpointFolderIsMadeForTheJobsUserInTheControllersRootO
   ASSERT_EQ(::mkdir((root_ + "/open/ckroot").c_str(), 0755), 0);  // below a folder all may write, not sticky
   ASSERT_EQ(::mkdir((root_ + "/closed/sub").c_str(), 0755), 0);
   std::filesystem::create_directory_symlink(root_ + "/closed/sub", root_ + "/lnk");  // lnk/.. is closed
+  // A folder all may write inside one only root may enter: the mode-bit check passes it, the
+  // making as the job's user cannot reach it.
+  ASSERT_EQ(::mkdir((root_ + "/private").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((root_ + "/private/open").c_str(), 0777), 0);
+  ASSERT_EQ(::chmod((root_ + "/private/open").c_str(), 0777), 0);
   const std::vector<Case> refused = {
       {root_ + "/ckroot", root_ + "/closed/evil", root_ + "/closed/evil", root_ + "/closed/evil" + may_not},
       {root_ + "/ckroot", root_ + "/open/n/../../closed/evil", root_ + "/closed/evil",
@@ -440,6 +446,9 @@ TEST_F(AgentLoopTest, ACheckpointFolderIsMadeForTheJobsUserInTheControllersRootO
       {root_ + "/open/ckroot", root_ + "/open/ckroot/job-7", root_ + "/open/ckroot/job-7",
        root_ + "/open may be written by others than root"},
       {root_ + "/lnk/../ckroot3", root_ + "/lnk/../ckroot3/job-7", root_ + "/closed/ckroot3", "has a \"..\" in it"},
+      {root_ + "/ckroot", root_ + "/private/open/mine", root_ + "/private/open/mine",
+       "cannot be made as the job's user: create directory " + root_ + "/private/open/mine: " + root_ +
+           "/private/open/mine: Permission denied"},
   };
   for (const Case& c : refused) {
     SCOPED_TRACE(c.named);

@@ -6,6 +6,7 @@
 #include <pwd.h>
 #include <spawn.h>
 #include <signal.h>
+#include <linux/securebits.h>
 #include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -422,16 +423,60 @@ std::vector<gid_t> GroupsOf(const std::string& user, gid_t gid) {
 
 namespace {
 
-// The calling thread's file-system identity, set by system calls of their own (see
-// RunAsFsIdentity). setfsuid and setfsgid answer the previous value, never an error: an id that
-// did not take is read back with an invalid one (-1), which changes nothing.
-bool SetThreadFsIdentity(uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
-  if (::syscall(SYS_setgroups, groups.size(), groups.data()) != 0) return false;
+// setgroups for the calling thread alone: the system call itself, not the C library's wrapper,
+// which applies it to every thread of the process. (32-bit x86 and ARM have a 16-bit call by that
+// name and the 32-bit one beside it.)
+int SetThreadGroups(const std::vector<gid_t>& groups) {
+#ifdef SYS_setgroups32
+  return static_cast<int>(::syscall(SYS_setgroups32, groups.size(), groups.data()));
+#else
+  return static_cast<int>(::syscall(SYS_setgroups, groups.size(), groups.data()));
+#endif
+}
+
+// setfsuid and setfsgid answer the previous value, never an error: an id that did not take is
+// read back with an invalid one (-1), which changes nothing.
+bool SetThreadFsGid(gid_t gid) {
   ::setfsgid(gid);
-  if (static_cast<gid_t>(::setfsgid(static_cast<gid_t>(-1))) != gid) return false;
+  return static_cast<gid_t>(::setfsgid(static_cast<gid_t>(-1))) == gid;
+}
+bool SetThreadFsUid(uid_t uid) {
   ::setfsuid(uid);
   return static_cast<uid_t>(::setfsuid(static_cast<uid_t>(-1))) == uid;
 }
+
+// The thread's file-system identity while it is another's: the steps taken (groups, gid, uid),
+// undone in the reverse order when it goes out of scope, whatever way that happens. A step that
+// cannot be undone leaves the thread as someone else: the process stops there.
+class FsIdentitySwitch {
+ public:
+  FsIdentitySwitch(uid_t uid, gid_t gid, std::vector<gid_t> groups)
+      : uid_(uid), gid_(gid), groups_(std::move(groups)) {}
+  FsIdentitySwitch(const FsIdentitySwitch&) = delete;
+  FsIdentitySwitch& operator=(const FsIdentitySwitch&) = delete;
+  ~FsIdentitySwitch() {
+    if (steps_ >= 3) CHECK(SetThreadFsUid(uid_)) << "could not give this thread its file-system uid back";
+    if (steps_ >= 2) CHECK(SetThreadFsGid(gid_)) << "could not give this thread its file-system gid back";
+    if (steps_ >= 1) CHECK(SetThreadGroups(groups_) == 0) << "could not give this thread its groups back";
+  }
+  // Becomes `who`; false (errno set where the kernel said why) after undoing nothing more than
+  // what took.
+  bool To(const FsIdentity& who) {
+    if (SetThreadGroups(who.groups) != 0) return false;
+    steps_ = 1;
+    if (!SetThreadFsGid(who.gid)) return false;
+    steps_ = 2;
+    if (!SetThreadFsUid(who.uid)) return false;
+    steps_ = 3;
+    return true;
+  }
+
+ private:
+  uid_t uid_;
+  gid_t gid_;
+  std::vector<gid_t> groups_;
+  int steps_ = 0;
+};
 
 }  // namespace
 
@@ -445,17 +490,21 @@ Status RunAsFsIdentity(const FsIdentity& who, const std::function<void()>& fn) {
     fn();
     return Status::Ok();
   }
+  const std::string as = "acting as uid " + std::to_string(who.uid) + " for the file system: ";
+  // With SECBIT_NO_SETUID_FIXUP the kernel leaves root's powers over files in place when the
+  // file-system uid changes, and the switch would guard nothing.
+  const int securebits = ::prctl(PR_GET_SECUREBITS);
+  if (securebits < 0 || (securebits & SECBIT_NO_SETUID_FIXUP) != 0) {
+    return Status::Unavailable(as + "this process keeps its file capabilities across uid changes "
+                                    "(SECBIT_NO_SETUID_FIXUP), so it cannot act as another user");
+  }
+  FsIdentitySwitch to(uid, gid, std::move(groups));
   errno = 0;
-  if (!SetThreadFsIdentity(who.uid, who.gid, who.groups)) {
+  if (!to.To(who)) {
     const int err = errno;
-    const bool back = SetThreadFsIdentity(uid, gid, groups);
-    CHECK(back) << "could not give this thread its file-system identity back";
-    return Status::Unavailable("acting as uid " + std::to_string(who.uid) + " for the file system: " +
-                               (err != 0 ? ErrnoText(err) : std::string("refused")) + " (this needs root)");
+    return Status::Unavailable(as + (err != 0 ? ErrnoText(err) : std::string("refused")) + " (this needs root)");
   }
   fn();
-  const bool back = SetThreadFsIdentity(uid, gid, groups);
-  CHECK(back) << "could not give this thread its file-system identity back";
   return Status::Ok();
 }
 
@@ -570,10 +619,10 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
                                        " is not theirs to write): make it for them first, or pick another");
       }
     }
-    struct stat st;
-    if (run.switch_user && run.uid != geteuid() && !(::stat(workdir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
-      // Made as its user (RunAsFsIdentity): the kernel decides, level by level at the instant of
-      // each mkdir, what that user may make, whatever the check above saw.
+    if (run.switch_user && run.uid != geteuid()) {
+      // Made as its user (RunAsFsIdentity), also when it looks made already (it could be gone
+      // by the mkdir): the kernel decides, level by level at the instant of each lookup and
+      // mkdir, what that user may reach and make, whatever the check above saw.
       Status made;
       GF_RETURN_IF_ERROR(RunAsFsIdentity({run.uid, run.gid, run.groups}, [&] { made = MakeDirectories(workdir).status(); }));
       if (!made.ok()) {

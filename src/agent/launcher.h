@@ -156,8 +156,8 @@ struct LaunchSpec {
   // non-empty and free of '='; no key or value, and no argv entry, may contain a NUL byte.
   std::map<std::string, std::string> env;
   // Run as this user (name): groups from initgroups' rules, then setgid, setuid. Empty = the
-  // launcher's default_user. Switching users needs the agent to run as root. A workdir the
-  // launcher creates is handed to the user (chown).
+  // launcher's default_user. Switching users needs the agent to run as root. A missing workdir
+  // is then made as that user (RunAsFsIdentity), and only where that user could make it.
   std::string user;
   // stdout and stderr are appended here (created with parents, mode 0644). Required.
   std::string log_path;

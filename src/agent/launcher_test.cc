@@ -983,43 +983,54 @@ TEST_F(MakeDirectoriesTest, AUserMayMakeAFolderOnlyWhereItMayWrite) {
 }
 
 TEST_F(MakeDirectoriesTest, FoldersMadeAsAUserGoOnlyWhereThatUserMayWriteAndAreItsOwn) {
-  // Given a root agent, a folder all may write and a root-only folder with a link to it from the
-  // open one (as a job's user could swap in after a check), expect MakeDirectories run as nobody
-  // to make folders in the open one, owned by nobody without a chown, and to be refused through
-  // the link with nothing made there; another thread stays root meanwhile, and this one is root
-  // again after, with its groups as they were.
+  // Given a root agent, a folder all may write and a folder only root may write with a link to it
+  // from the open one (as a job's user could swap in after a check), expect MakeDirectories run
+  // as nobody to make folders in the open one, owned by nobody without a chown, and its mkdir
+  // through the link refused with nothing made there; another thread keeps root's identity and
+  // groups meanwhile, and this one has them back after.
   if (::geteuid() != 0) GTEST_SKIP() << "needs root";
   struct passwd* pw = ::getpwnam("nobody");
   if (pw == nullptr) GTEST_SKIP() << "no user 'nobody' on this machine";
+  auto groups_now = [] {
+    std::vector<gid_t> g(static_cast<size_t>(::getgroups(0, nullptr)));
+    g.resize(static_cast<size_t>(::getgroups(static_cast<int>(g.size()), g.data())));
+    return g;
+  };
   const FsIdentity nobody{pw->pw_uid, pw->pw_gid, GroupsOf("nobody", pw->pw_gid)};
+  ASSERT_NE(nobody.groups, groups_now()) << "the test needs nobody's groups to differ from root's";
   std::filesystem::permissions(root, std::filesystem::perms::owner_all | std::filesystem::perms::others_exec);
   ASSERT_EQ(::mkdir((root / "open").c_str(), 0777), 0);
   ASSERT_EQ(::chmod((root / "open").c_str(), 0777), 0);
-  ASSERT_EQ(::mkdir((root / "secret").c_str(), 0700), 0);
-  std::filesystem::create_directory_symlink(root / "secret", root / "open" / "link");
-  const int groups_before = ::getgroups(0, nullptr);
+  ASSERT_EQ(::mkdir((root / "closed").c_str(), 0755), 0);
+  std::filesystem::create_directory_symlink(root / "closed", root / "open" / "link");
+  const std::vector<gid_t> groups_before = groups_now();
 
-  Status made, through_link;
-  std::vector<std::filesystem::path> levels;
   // A thread started before the switch reads its own identity while the switch holds (a thread
   // started during it would take this one's, as any new thread takes its creator's).
   std::promise<void> ask;
-  std::promise<uid_t> answer;
+  std::promise<std::pair<uid_t, std::vector<gid_t>>> answer;
   std::thread other([&] {
     ask.get_future().wait();
-    answer.set_value(static_cast<uid_t>(::setfsuid(static_cast<uid_t>(-1))));
+    answer.set_value({static_cast<uid_t>(::setfsuid(static_cast<uid_t>(-1))), groups_now()});
   });
-  uid_t other_thread_fsuid = 12345;
+  Status made, through_link;
+  std::vector<std::filesystem::path> levels;
+  std::vector<gid_t> groups_inside;
+  bool ran = false;
   Status as = RunAsFsIdentity(nobody, [&] {
+    ran = true;
+    groups_inside = groups_now();
     auto m = MakeDirectories(root / "open" / "a" / "b");
     made = m.status();
     if (m.ok()) levels = *m;
     through_link = MakeDirectories(root / "open" / "link" / "x").status();
     ask.set_value();
-    other_thread_fsuid = answer.get_future().get();
   });
+  if (!ran) ask.set_value();
   other.join();
+  const auto [other_fsuid, other_groups] = answer.get_future().get();
   ASSERT_TRUE(as.ok()) << as.message();
+  EXPECT_EQ(groups_inside, nobody.groups);
   ASSERT_TRUE(made.ok()) << made.message();
   EXPECT_EQ(levels, (std::vector<std::filesystem::path>{root / "open" / "a", root / "open" / "a" / "b"}));
   for (const auto& level : levels) {
@@ -1029,13 +1040,15 @@ TEST_F(MakeDirectoriesTest, FoldersMadeAsAUserGoOnlyWhereThatUserMayWriteAndAreI
     EXPECT_EQ(st.st_gid, pw->pw_gid) << level;
   }
   EXPECT_FALSE(through_link.ok()) << "made in a root-only folder through a link";
-  EXPECT_THAT(through_link.message(), HasSubstr("Permission denied"));
-  EXPECT_FALSE(std::filesystem::exists(root / "secret" / "x"));
-  EXPECT_EQ(other_thread_fsuid, 0u) << "another thread of the process acted as the user too";
+  EXPECT_THAT(through_link.message(), HasSubstr("create directory " + (root / "open" / "link" / "x").string() +
+                                                ": Permission denied"));
+  EXPECT_FALSE(std::filesystem::exists(root / "closed" / "x"));
+  EXPECT_EQ(other_fsuid, 0u) << "another thread of the process acted as the user too";
+  EXPECT_EQ(other_groups, groups_before) << "another thread took the user's groups too";
   EXPECT_EQ(::setfsuid(static_cast<uid_t>(-1)), 0) << "this thread is still the user for files";
   EXPECT_EQ(::setfsgid(static_cast<gid_t>(-1)), static_cast<int>(::getegid()));
-  EXPECT_EQ(::getgroups(0, nullptr), groups_before);
-  EXPECT_EQ(::mkdir((root / "secret" / "y").c_str(), 0700), 0) << "root's powers over files are back";
+  EXPECT_EQ(groups_now(), groups_before);
+  EXPECT_EQ(::mkdir((root / "closed" / "y").c_str(), 0700), 0) << "root's powers over files are back";
 }
 
 }  // namespace
