@@ -257,6 +257,30 @@ std::string CheckpointFolderRefusal(uid_t uid, const std::vector<gid_t>& groups,
 
 }  // namespace
 
+namespace {
+// Waiting events are tried again at least this often while the controller does not answer.
+constexpr Duration kMaxEventRetry = Duration::Seconds(5);
+}  // namespace
+
+Duration EventRetryDelay(int64_t unanswered, Duration cap, double spread) {
+  if (unanswered <= 0) return Duration::Zero();
+  constexpr int64_t kFirstMs = 100;
+  const int64_t doublings = std::min<int64_t>(unanswered - 1, 40);
+  const int64_t full = std::min<int64_t>(cap.millis(), kFirstMs << std::min<int64_t>(doublings, 30));
+  return Duration::Millis(static_cast<int64_t>(static_cast<double>(full) * std::clamp(spread, 0.5, 1.0)));
+}
+
+void Agent::NoteAnswer(bool answered, Time now) {
+  if (answered) {
+    unanswered_ = 0;
+    events_retry_at_ = Time();
+    return;
+  }
+  ++unanswered_;
+  const double spread = std::uniform_real_distribution<double>(0.5, 1.0)(retry_spread_);
+  events_retry_at_ = now + EventRetryDelay(unanswered_, std::min(heartbeat_interval_, kMaxEventRetry), spread);
+}
+
 Agent::Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe)
     : options_(std::move(options)), probe_(std::move(probe)) {
   if (options_.name.empty()) {
@@ -265,6 +289,10 @@ Agent::Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe)
     options_.name = host;
   }
   if (options_.job_user.empty() && ::geteuid() == 0) options_.job_user = "nobody";
+  {
+    MutexLock lock(mu_);
+    retry_spread_.seed(static_cast<uint32_t>(std::hash<std::string>()(options_.name) ^ static_cast<size_t>(::getpid())));
+  }
   if (options_.workdir_roots.empty()) options_.workdir_roots = DefaultWorkdirRoots(options_.data_dir);
   if (options_.environments_dir.empty()) options_.environments_dir = options_.data_dir + "/envs";
   if (options_.env_python.empty()) options_.env_python = options_.burn_in.python;
@@ -739,7 +767,10 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
       // (A beat that carries activity is the interval's heartbeat, so `due` matters only until
       // the first one and after the interval changes.)
       due = now - last_beat >= heartbeat_interval_;
-      has_events = !events_.empty() || (notice_ && !notice_acked_);
+      // Held a while after the controller did not answer (EventRetryDelay): a fleet's agents
+      // would otherwise send a beat every pass, ten a second each, at a controller that is down
+      // or coming back up.
+      has_events = (!events_.empty() || (notice_ && !notice_acked_)) && now >= events_retry_at_;
     }
     if (!options_.metrics_listen.empty() && now - last_sample_at_ >= options_.metrics_interval) SampleGpus();
     if (Beat(due || has_events, now)) last_beat = now;
@@ -786,13 +817,18 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
         waiting_events = !events_.empty();
         for (const auto& [key, run] : runs_) waiting_events = waiting_events || !run.exited || run.held_exit;
       }
+      bool send_events;
+      {
+        MutexLock lock(mu_);
+        send_events = waiting_events && WallNow() >= events_retry_at_;
+      }
       const bool parts_left = !launcher_->List().empty();
       Time now = WallNow();
       if (!parts_left && acked_deadline == Time::Max()) acked_deadline = now + Duration::Seconds(5);
       if (!parts_left && (!waiting_events || gave_up || now >= acked_deadline)) break;
       if (parts_left && now >= parts_deadline) break;
       // Parts checkpointing within their grace still report output and progress.
-      Beat(waiting_events, now);
+      Beat(send_events, now);
       MutexLock lock(mu_);
       wake_.WaitFor(mu_, std::chrono::milliseconds(50));
     }
@@ -1315,13 +1351,15 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
       ++it;
     }
   }
-  if (!heartbeat_due && events_.empty()) return;
+  if (!heartbeat_due && (events_.empty() || now < events_retry_at_)) return;
   bool need_register = !registered_;
   lock.Unlock();
   if (need_register) {
     Status st = Register();
     if (!st.ok()) {
       spdlog::warn("{}", st.message());
+      lock.Lock();
+      NoteAnswer(false, WallNow());
       return;
     }
   }
@@ -1378,6 +1416,7 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     ++(res && res->status == 200 ? heartbeats_ok_ : heartbeats_failed_);
     failed_in_a_row = res && res->status == 200 ? 0 : failed_in_a_row_ + 1;
     failed_in_a_row_ = failed_in_a_row;
+    NoteAnswer(res && res->status == 200, WallNow());
   }
   // Say why heartbeats fail (the first, then every tenth), so a node that goes quiet can be told
   // from one whose controller is away.

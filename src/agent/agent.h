@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -113,6 +114,14 @@ std::vector<std::string> DefaultWorkdirRoots(const std::string& data_dir);
 // folder is closed.
 std::string DefaultWorkDir(const std::string& data_dir, const std::string& name, bool jobs_as_another_user,
                            std::string* why);
+
+// How long an agent holds waiting events (exits, a spot notice) after `unanswered` requests in a
+// row to its controller got no answer, before it tries again: 100 ms, doubled for each miss, at
+// most `cap` (the heartbeat interval, at which heartbeats go anyway, or 5 s if that is shorter),
+// times `spread` (0.5 to 1,
+// drawn per miss) so that the agents of a fleet whose controller comes back do not all retry at
+// one instant. Zero when the last request was answered.
+Duration EventRetryDelay(int64_t unanswered, Duration cap, double spread);
 
 class Agent {
  public:
@@ -243,6 +252,12 @@ class Agent {
   int64_t heartbeats_ok_ GF_GUARDED_BY(mu_) = 0;
   int64_t heartbeats_failed_ GF_GUARDED_BY(mu_) = 0;
   int64_t failed_in_a_row_ GF_GUARDED_BY(mu_) = 0;
+  // Requests in a row (registrations and heartbeats of the main loop) that got no answer, and
+  // until when waiting events are held (EventRetryDelay) rather than sent on every pass.
+  void NoteAnswer(bool answered, Time now) GF_REQUIRES(mu_);
+  int64_t unanswered_ GF_GUARDED_BY(mu_) = 0;
+  Time events_retry_at_ GF_GUARDED_BY(mu_);
+  std::minstd_rand retry_spread_ GF_GUARDED_BY(mu_);
   std::unique_ptr<httplib::Server> metrics_server_;
   std::thread metrics_thread_;
   std::thread burn_in_thread_;

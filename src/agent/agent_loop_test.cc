@@ -338,6 +338,39 @@ TEST_F(AgentLoopTest, ActivityInABeatThatFailedIsSentAgainSoonNotAnIntervalLater
   EXPECT_TRUE(seen);
 }
 
+TEST(EventRetryDelayTest, DoublesFromATenthOfASecondUpToTheCapAndSpreadsByHalf) {
+  // Given misses in a row, expect 100 ms doubled per miss up to the cap, scaled by the spread
+  // (held within 0.5 to 1), and no wait once a request was answered; a very long outage neither
+  // overflows nor passes the cap.
+  const Duration cap = Duration::Seconds(5);
+  EXPECT_EQ(EventRetryDelay(0, cap, 1.0), Duration::Zero());
+  EXPECT_EQ(EventRetryDelay(1, cap, 1.0), Duration::Millis(100));
+  EXPECT_EQ(EventRetryDelay(2, cap, 1.0), Duration::Millis(200));
+  EXPECT_EQ(EventRetryDelay(3, cap, 1.0), Duration::Millis(400));
+  EXPECT_EQ(EventRetryDelay(6, cap, 1.0), Duration::Millis(3200));
+  EXPECT_EQ(EventRetryDelay(7, cap, 1.0), cap);
+  EXPECT_EQ(EventRetryDelay(1'000'000, cap, 1.0), cap);
+  EXPECT_EQ(EventRetryDelay(3, cap, 0.5), Duration::Millis(200));
+  EXPECT_EQ(EventRetryDelay(3, cap, 0.75), Duration::Millis(300));
+  EXPECT_EQ(EventRetryDelay(3, cap, 0.1), Duration::Millis(200)) << "a spread below a half counts as a half";
+  EXPECT_EQ(EventRetryDelay(3, cap, 7.0), Duration::Millis(400)) << "a spread above one counts as one";
+  EXPECT_EQ(EventRetryDelay(1, Duration::Millis(50), 1.0), Duration::Millis(50)) << "a cap below the first wait";
+}
+
+TEST_F(AgentLoopTest, EventsHeldWhileTheControllerFailsStillArriveWhenItAnswers) {
+  // Given an hour's interval and a controller that answers its first four heartbeats with HTTP
+  // 500 (the beats then wait longer each time), expect the part's start and exit to arrive once
+  // it answers, and nothing sent that the controller could not read.
+  FakeController controller(Duration::Seconds(3600), release_file());
+  controller.FailBeats(4);
+  RunOnePart(controller);
+  int exits = 0;
+  for (const auto& b : controller.beats()) {
+    for (const auto& e : b.events) exits += e.key == kKey && e.kind == api::PartEventKind::kExited;
+  }
+  EXPECT_GE(exits, 1);
+}
+
 TEST_F(AgentLoopTest, RegistrationAndHeartbeatsShareOneKeptAliveConnection) {
   // Expect the main loop's requests (registration, heartbeats, log uploads; ten or more) from one
   // client port: one connection kept alive, not a connection (and a TLS handshake) per beat.
