@@ -645,7 +645,7 @@ Status Agent::Register() {
   fenced_ = false;
   registered_ = true;
   notice_acked_ = false;  // a restarted controller hears of a notice again at once
-  last_contact_ = WallNow();
+  last_contact_ = LoopNow();
   spdlog::info("registered as {} (node {}) with {}", options_.name, reply->node.value(), sent.server);
   wake_.NotifyAll();
   const bool burn_in = reply->run_burn_in && WantsBurnIn(reply->burn_in_request);
@@ -736,7 +736,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   if (!options_.metrics_listen.empty()) GF_RETURN_IF_ERROR(StartMetricsServer());
 
   // First registration: a refusal (bad token, bad spec) is fatal; an absent controller is not.
-  Time started = WallNow();
+  Time started = LoopNow();
   {
     MutexLock lock(mu_);
     last_contact_ = started;
@@ -745,7 +745,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
     Status st = Register();
     if (st.ok()) break;
     if (st.code() == StatusCode::kInvalidArgument) return st;
-    if (options_.max_disconnected > Duration::Zero() && WallNow() - started > options_.max_disconnected) {
+    if (options_.max_disconnected > Duration::Zero() && LoopNow() - started > options_.max_disconnected) {
       return Status::Unavailable("gave up: " + st.message());
     }
     spdlog::warn("{}; retrying", st.message());
@@ -759,7 +759,7 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   Time last_beat = Time::FromMillis(0);
   bool gave_up = false;
   while (!stop) {
-    Time now = WallNow();
+    Time now = LoopNow();
     bool due;
     bool has_events;
     {
@@ -795,8 +795,13 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
         break;
       }
     }
-    MutexLock lock(mu_);
-    wake_.WaitFor(mu_, std::chrono::milliseconds(100));
+    {
+      MutexLock lock(mu_);
+      wake_.WaitFor(mu_, std::chrono::milliseconds(100));
+    }
+    MutexLock passes(passes_mu_);
+    ++loop_passes_;
+    passed_.NotifyAll();
   }
   // Parts die with the agent (their shims watch the thread that launched them), so stop them
   // properly first, with their checkpoint signal and grace, whatever the reason for stopping.
@@ -806,9 +811,14 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   (void)stop_jobs_on_exit;
   StopAll(gave_up ? "the agent gave up on its controller" : "the agent is shutting down");
   {
+    // One prompt try with what is waiting, whatever hold the last misses set.
+    MutexLock lock(mu_);
+    events_retry_at_ = Time();
+  }
+  {
     // Wait for the parts within their grace (the launcher escalates to SIGKILL), then a little
     // for the controller to acknowledge their exits; an absent controller is not waited for.
-    const Time parts_deadline = WallNow() + Duration::Seconds(300);
+    const Time parts_deadline = LoopNow() + Duration::Seconds(300);
     Time acked_deadline = Time::Max();
     for (;;) {
       bool waiting_events;
@@ -817,14 +827,21 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
         waiting_events = !events_.empty();
         for (const auto& [key, run] : runs_) waiting_events = waiting_events || !run.exited || run.held_exit;
       }
+      // Beats go for events (exits, which wait for their logs' upload in Tick), and after a miss
+      // only once the hold is over; the running parts' activity goes on its own interval.
       bool send_events;
+      Time retry_at;
       {
         MutexLock lock(mu_);
-        send_events = waiting_events && WallNow() >= events_retry_at_;
+        retry_at = events_retry_at_;
+        send_events = !events_.empty() && LoopNow() >= retry_at;
       }
       const bool parts_left = !launcher_->List().empty();
-      Time now = WallNow();
-      if (!parts_left && acked_deadline == Time::Max()) acked_deadline = now + Duration::Seconds(5);
+      Time now = LoopNow();
+      if (!parts_left && acked_deadline == Time::Max()) {
+        // Five seconds for the acknowledgement, and a try after the hold that is on now.
+        acked_deadline = std::max(now + Duration::Seconds(5), retry_at + Duration::Seconds(1));
+      }
       if (!parts_left && (!waiting_events || gave_up || now >= acked_deadline)) break;
       if (parts_left && now >= parts_deadline) break;
       // Parts checkpointing within their grace still report output and progress.
@@ -854,6 +871,16 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
     metrics_thread_.join();
   }
   return gave_up ? Status::Unavailable("the controller was unreachable for too long") : Status::Ok();
+}
+
+int64_t Agent::loop_passes() const {
+  MutexLock lock(passes_mu_);
+  return loop_passes_;
+}
+
+bool Agent::WaitForLoopPasses(int64_t n, std::chrono::milliseconds limit) const {
+  MutexLock lock(passes_mu_);
+  return passed_.WaitFor(passes_mu_, limit, [&] { return loop_passes_ >= n; });
 }
 
 void Agent::Fence(Duration silent) {
@@ -931,7 +958,7 @@ void Agent::CommandLoop(const std::atomic<bool>& stop) {
     }
     {
       MutexLock lock(mu_);
-      last_contact_ = WallNow();
+      last_contact_ = LoopNow();
       fenced_ = false;
       if (batch->epoch != epoch_) {
         // A new controller: its command numbers start again.
@@ -1134,7 +1161,7 @@ void Agent::StartPart(const api::StartPart& s) {
     e.exit_code = 127;
     e.message = run.message;
     run.held_exit = e;
-    run.held_since = WallNow();
+    run.held_since = LoopNow();
     runs_[s.key] = std::move(run);
     wake_.NotifyAll();
     return;
@@ -1263,7 +1290,11 @@ bool Agent::Beat(bool heartbeat_due, Time now) {
     // of the interval if that is shorter), not a whole interval on, nor at every pass.
     MutexLock lock(mu_);
     if (heartbeats_ok_ == answered_before) {
-      activity_at_ = now - heartbeat_interval_ + Duration::Millis(std::min<int64_t>(1000, heartbeat_interval_.millis() / 4));
+      // ... and not before the hold on events is over (EventRetryDelay), so that a controller
+      // that is away hears no more than that from this agent.
+      activity_at_ = std::max(
+          now - heartbeat_interval_ + Duration::Millis(std::min<int64_t>(1000, heartbeat_interval_.millis() / 4)),
+          events_retry_at_ - heartbeat_interval_);
     }
   }
   return heartbeat_due || activity;
@@ -1310,7 +1341,7 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
   for (auto& [key, run] : runs_) {
     if (!run.held_exit) UploadLog(run, false);
   }
-  Time now = WallNow();
+  Time now = LoopNow();
   for (auto& e : finished) {
     PartRun& run = runs_[e.key];
     run.held_exit = e;
@@ -1359,7 +1390,7 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     if (!st.ok()) {
       spdlog::warn("{}", st.message());
       lock.Lock();
-      NoteAnswer(false, WallNow());
+      NoteAnswer(false, LoopNow());
       return;
     }
   }
@@ -1416,7 +1447,6 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     ++(res && res->status == 200 ? heartbeats_ok_ : heartbeats_failed_);
     failed_in_a_row = res && res->status == 200 ? 0 : failed_in_a_row_ + 1;
     failed_in_a_row_ = failed_in_a_row;
-    NoteAnswer(res && res->status == 200, WallNow());
   }
   // Say why heartbeats fail (the first, then every tenth), so a node that goes quiet can be told
   // from one whose controller is away.
@@ -1428,19 +1458,20 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
       spdlog::warn("heartbeat to {} answered HTTP {} ({} in a row)", answer.server, res->status, failed_in_a_row);
     }
   }
-  if (!res) return;
-  if (res->status == 401 || res->status == 409) {
+  Result<api::HeartbeatReply> reply = Status::Unavailable("no answer");
+  if (res && res->status == 200) {
+    if (auto body = api::ParseJson(res->body); body.ok()) reply = api::HeartbeatReplyFromJson(*body);
+  }
+  if (!reply.ok()) {
     lock.Lock();
-    registered_ = false;
+    // 401 and 409 are answers: register again at once. Anything else holds the events a while.
+    const bool reregister = res && (res->status == 401 || res->status == 409);
+    if (reregister) registered_ = false;
+    NoteAnswer(reregister, LoopNow());
     return;
   }
-  if (res->status != 200) return;
-  auto body = api::ParseJson(res->body);
-  if (!body.ok()) return;
-  auto reply = api::HeartbeatReplyFromJson(*body);
-  if (!reply.ok()) return;
   lock.Lock();
-  last_contact_ = WallNow();
+  last_contact_ = LoopNow();
   fenced_ = false;
   while (!events_.empty() && events_.front().seq <= reply->acked) events_.pop_front();
   if (reply->notice_acked && hb.notice) notice_acked_ = true;
@@ -1454,6 +1485,11 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     StartBurnIn(reply->burn_in_request);
     lock.Lock();
   }
+  // Heard when what this beat carried was acknowledged; a reply that leaves its events or its
+  // notice unacknowledged (an older controller) counts as a miss, or the agent would send it
+  // again on every pass.
+  const bool heard = (hb.events.empty() || reply->acked >= hb.events.back().seq) && (!hb.notice || notice_acked_);
+  NoteAnswer(heard, LoopNow());
   if (reply->reregister) registered_ = false;
   if (reply->epoch != epoch_) {
     epoch_ = reply->epoch;

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -76,6 +77,10 @@ struct AgentOptions {
   int64_t mem_mib = 0;                  // memory jobs may use; 0: what the host offers
   Duration poll_wait = Duration::Seconds(20);
   Duration max_disconnected = Duration::Zero();  // zero: keep trying forever
+  // The clock the agent's loops decide by: when to send a heartbeat, how long to hold events after
+  // an unanswered one, when the controller has been away too long. Empty: the wall clock. (Tests
+  // pass a fake one; the times in events and the launcher's grace always use the wall clock.)
+  std::function<Time()> clock;
   std::string spot_notice_url;                    // empty: never poll (the default)
   SpotNoticeFormat spot_notice_format = SpotNoticeFormat::kAws;  // what the URL answers (spot_notice.h)
   Duration spot_notice_interval = Duration::Seconds(5);
@@ -137,7 +142,15 @@ class Agent {
   // `stop_jobs_on_exit` is kept for callers and changes nothing.
   Status Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit = false);
 
+  // Passes the main loop has made (about ten a second), and a wait (up to `limit`) until it has
+  // made `n`: a test with a fake clock waits on it to know that the loop had its chances to send.
+  int64_t loop_passes() const;
+  bool WaitForLoopPasses(int64_t n, std::chrono::milliseconds limit) const;
+
  private:
+  mutable Mutex passes_mu_;
+  mutable CondVar passed_;
+  int64_t loop_passes_ GF_GUARDED_BY(passes_mu_) = 0;
   struct PartRun {
     api::StartPart start;
     std::vector<std::string> proc_keys;  // launcher keys, one per process
@@ -255,6 +268,7 @@ class Agent {
   // Requests in a row (registrations and heartbeats of the main loop) that got no answer, and
   // until when waiting events are held (EventRetryDelay) rather than sent on every pass.
   void NoteAnswer(bool answered, Time now) GF_REQUIRES(mu_);
+  Time LoopNow() const { return options_.clock ? options_.clock() : WallNow(); }
   int64_t unanswered_ GF_GUARDED_BY(mu_) = 0;
   Time events_retry_at_ GF_GUARDED_BY(mu_);
   std::minstd_rand retry_spread_ GF_GUARDED_BY(mu_);

@@ -6,7 +6,7 @@
 #include <pwd.h>
 #include <spawn.h>
 #include <signal.h>
-#include <linux/securebits.h>
+#include <linux/capability.h>
 #include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -445,6 +445,16 @@ bool SetThreadFsUid(uid_t uid) {
   return static_cast<uid_t>(::setfsuid(static_cast<uid_t>(-1))) == uid;
 }
 
+// Whether the calling thread's effective capabilities hold none of the powers over files that
+// would let it pass the permission checks of the user it acts as.
+bool FileCapabilitiesGone() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  const uint32_t powers = (1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH) | (1u << CAP_FOWNER);
+  return (data[0].effective & powers) == 0;
+}
+
 // The thread's file-system identity while it is another's: the steps taken (groups, gid, uid),
 // undone in the reverse order when it goes out of scope, whatever way that happens. A step that
 // cannot be undone leaves the thread as someone else: the process stops there.
@@ -491,18 +501,19 @@ Status RunAsFsIdentity(const FsIdentity& who, const std::function<void()>& fn) {
     return Status::Ok();
   }
   const std::string as = "acting as uid " + std::to_string(who.uid) + " for the file system: ";
-  // With SECBIT_NO_SETUID_FIXUP the kernel leaves root's powers over files in place when the
-  // file-system uid changes, and the switch would guard nothing.
-  const int securebits = ::prctl(PR_GET_SECUREBITS);
-  if (securebits < 0 || (securebits & SECBIT_NO_SETUID_FIXUP) != 0) {
-    return Status::Unavailable(as + "this process keeps its file capabilities across uid changes "
-                                    "(SECBIT_NO_SETUID_FIXUP), so it cannot act as another user");
-  }
   FsIdentitySwitch to(uid, gid, std::move(groups));
   errno = 0;
   if (!to.To(who)) {
     const int err = errno;
     return Status::Unavailable(as + (err != 0 ? ErrnoText(err) : std::string("refused")) + " (this needs root)");
+  }
+  // The kernel takes root's powers over files away when the file-system uid leaves 0, not when it
+  // starts elsewhere (an agent that is not root but holds CAP_DAC_OVERRIDE), nor under
+  // SECBIT_NO_SETUID_FIXUP: with any of them left the switch would guard nothing.
+  if (!FileCapabilitiesGone()) {
+    return Status::Unavailable(as + "this process keeps powers over files (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH "
+                                    "or CAP_FOWNER) as another user, so it cannot act as one: run the agent as "
+                                    "root without SECBIT_NO_SETUID_FIXUP, or as the jobs' user");
   }
   fn();
   return Status::Ok();
@@ -619,10 +630,13 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
                                        " is not theirs to write): make it for them first, or pick another");
       }
     }
-    if (run.switch_user && run.uid != geteuid()) {
-      // Made as its user (RunAsFsIdentity), also when it looks made already (it could be gone
-      // by the mkdir): the kernel decides, level by level at the instant of each lookup and
-      // mkdir, what that user may reach and make, whatever the check above saw.
+    struct stat st;
+    if (::stat(workdir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      // Made already (as the agent's default one is): nothing is made, by root or anyone; the
+      // part enters it as its user, or fails to.
+    } else if (run.switch_user && run.uid != geteuid()) {
+      // Made as its user (RunAsFsIdentity): the kernel decides, level by level at the instant
+      // of each lookup and mkdir, what that user may reach and make, whatever the check above saw.
       Status made;
       GF_RETURN_IF_ERROR(RunAsFsIdentity({run.uid, run.gid, run.groups}, [&] { made = MakeDirectories(workdir).status(); }));
       if (!made.ok()) {

@@ -1017,6 +1017,7 @@ TEST_F(MakeDirectoriesTest, FoldersMadeAsAUserGoOnlyWhereThatUserMayWriteAndAreI
   std::vector<std::filesystem::path> levels;
   std::vector<gid_t> groups_inside;
   bool ran = false;
+  std::pair<uid_t, std::vector<gid_t>> answer_while_switched{12345, {}};
   Status as = RunAsFsIdentity(nobody, [&] {
     ran = true;
     groups_inside = groups_now();
@@ -1025,10 +1026,11 @@ TEST_F(MakeDirectoriesTest, FoldersMadeAsAUserGoOnlyWhereThatUserMayWriteAndAreI
     if (m.ok()) levels = *m;
     through_link = MakeDirectories(root / "open" / "link" / "x").status();
     ask.set_value();
+    answer_while_switched = answer.get_future().get();  // read while this thread is nobody
   });
   if (!ran) ask.set_value();
   other.join();
-  const auto [other_fsuid, other_groups] = answer.get_future().get();
+  const auto [other_fsuid, other_groups] = answer_while_switched;
   ASSERT_TRUE(as.ok()) << as.message();
   EXPECT_EQ(groups_inside, nobody.groups);
   ASSERT_TRUE(made.ok()) << made.message();
