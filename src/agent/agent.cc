@@ -325,7 +325,7 @@ void Agent::SampleGpus() {
     samples = probe_->Sample();
   }
   MutexLock lock(mu_);
-  last_sample_at_ = WallNow();
+  last_sample_at_ = LoopNow();
   if (samples.ok()) {
     last_samples_ = std::move(*samples);
   } else {
@@ -360,6 +360,7 @@ std::string Agent::MetricsText() const {
   e.Family("gpufleet_agent_heartbeats_total", "counter", "Heartbeats sent, by result.");
   e.Sample({{"Hostname", options_.name}, {"result", "ok"}}, static_cast<double>(heartbeats_ok_));
   e.Sample({{"Hostname", options_.name}, {"result", "failed"}}, static_cast<double>(heartbeats_failed_));
+  // (By the loop's clock: the wall clock unless a test gave the agent another.)
   e.Family("gpufleet_agent_last_contact_seconds", "gauge", "Unix time of the last answer from the controller.");
   e.Sample({{"Hostname", options_.name}}, static_cast<double>(last_contact_.millis()) / 1000.0);
   return e.Text();
@@ -645,6 +646,7 @@ Status Agent::Register() {
   fenced_ = false;
   registered_ = true;
   notice_acked_ = false;  // a restarted controller hears of a notice again at once
+  notice_retry_at_ = Time();
   last_contact_ = LoopNow();
   spdlog::info("registered as {} (node {}) with {}", options_.name, reply->node.value(), sent.server);
   wake_.NotifyAll();
@@ -770,7 +772,8 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
       // Held a while after the controller did not answer (EventRetryDelay): a fleet's agents
       // would otherwise send a beat every pass, ten a second each, at a controller that is down
       // or coming back up.
-      has_events = (!events_.empty() || (notice_ && !notice_acked_)) && now >= events_retry_at_;
+      has_events = (!events_.empty() || (notice_ && !notice_acked_ && now >= notice_retry_at_)) &&
+                   now >= events_retry_at_;
     }
     if (!options_.metrics_listen.empty() && now - last_sample_at_ >= options_.metrics_interval) SampleGpus();
     if (Beat(due || has_events, now)) last_beat = now;
@@ -987,6 +990,7 @@ void Agent::NoticeLoop(const std::atomic<bool>& stop) {
                    FormatIso8601(notice->time));
       notice_ = std::move(notice);
       notice_acked_ = false;
+      notice_retry_at_ = Time();
       wake_.NotifyAll();  // a heartbeat now
       return;
     }
@@ -1249,6 +1253,7 @@ bool Agent::UploadLog(PartRun& run, bool all) {
       // Not the leader: the next upload (and heartbeat) goes where the list points now, afresh.
       main_client_.reset();
       controllers_->Redirect(server, res ? res->get_header_value(api::kLeaderHeader) : "");
+      if (!res) NoteAnswer(false, LoopNow());
       return false;
     }
     auto body = api::ParseJson(res->body);
@@ -1263,6 +1268,7 @@ bool Agent::UploadLog(PartRun& run, bool all) {
       run.uploaded = sb.st_size;
       return true;
     } else {
+      NoteAnswer(false, LoopNow());
       return false;
     }
   }
@@ -1337,11 +1343,13 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     }
     if (!claimed) unclaimed_exits_.push_back(x);
   }
-  // Logs: new bytes of every part; all of a finished part's before its exit is reported.
-  for (auto& [key, run] : runs_) {
-    if (!run.held_exit) UploadLog(run, false);
-  }
+  // Logs: new bytes of every part; all of a finished part's before its exit is reported. Not
+  // while requests are held after a miss (EventRetryDelay): uploads wait out the hold too.
   Time now = LoopNow();
+  const bool holding = now < events_retry_at_;
+  for (auto& [key, run] : runs_) {
+    if (!run.held_exit && !holding) UploadLog(run, false);
+  }
   for (auto& e : finished) {
     PartRun& run = runs_[e.key];
     run.held_exit = e;
@@ -1349,7 +1357,7 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
   }
   for (auto& [key, run] : runs_) {
     if (!run.held_exit) continue;
-    bool complete = UploadLog(run, true);
+    bool complete = !holding && UploadLog(run, true);
     constexpr Duration kMaxHold = Duration::Seconds(10);
     if (!complete && now - run.held_since < kMaxHold) continue;  // try again next tick
     api::PartEvent e = *run.held_exit;
@@ -1464,10 +1472,13 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
   }
   if (!reply.ok()) {
     lock.Lock();
-    // 401 and 409 are answers: register again at once. Anything else holds the events a while.
+    // 401 and 409 are answers: register again at once (but a second one in a row, right after
+    // that registration, is a miss: no registration and beat on every pass). Anything else holds
+    // the events a while.
     const bool reregister = res && (res->status == 401 || res->status == 409);
     if (reregister) registered_ = false;
-    NoteAnswer(reregister, LoopNow());
+    NoteAnswer(reregister && !rejected_last_, LoopNow());
+    rejected_last_ = reregister;
     return;
   }
   lock.Lock();
@@ -1488,8 +1499,15 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
   // Heard when what this beat carried was acknowledged; a reply that leaves its events or its
   // notice unacknowledged (an older controller) counts as a miss, or the agent would send it
   // again on every pass.
-  const bool heard = (hb.events.empty() || reply->acked >= hb.events.back().seq) && (!hb.notice || notice_acked_);
+  // (A reply that asks for registration again, or comes from another epoch, is heard: what it
+  // did not ack goes again after the registration, at once.)
+  const bool heard = (hb.events.empty() || reply->acked >= hb.events.back().seq) || reply->reregister ||
+                     reply->epoch != epoch_;
   NoteAnswer(heard, LoopNow());
+  rejected_last_ = false;
+  // A notice this controller does not acknowledge (an older one) goes again on the hold's longest
+  // step, not on every pass.
+  if (hb.notice && !notice_acked_) notice_retry_at_ = LoopNow() + std::min(heartbeat_interval_, kMaxEventRetry);
   if (reply->reregister) registered_ = false;
   if (reply->epoch != epoch_) {
     epoch_ = reply->epoch;

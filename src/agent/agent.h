@@ -244,6 +244,7 @@ class Agent {
   std::unique_ptr<SpotNoticePoller> notice_poller_;  // set before the threads start
   std::optional<api::SpotNotice> notice_ GF_GUARDED_BY(mu_);  // the provider takes this node back
   bool notice_acked_ GF_GUARDED_BY(mu_) = false;
+  Time notice_retry_at_ GF_GUARDED_BY(mu_);  // an unacknowledged notice is not sent again before
   Duration lost_after_ GF_GUARDED_BY(mu_) = Duration::Seconds(30);  // the controller's, from registration
   std::string checkpoint_root_ GF_GUARDED_BY(mu_);                  // the controller's, from registration
   bool fenced_ GF_GUARDED_BY(mu_) = false;                          // jobs stopped for lack of contact
@@ -271,6 +272,7 @@ class Agent {
   Time LoopNow() const { return options_.clock ? options_.clock() : WallNow(); }
   int64_t unanswered_ GF_GUARDED_BY(mu_) = 0;
   Time events_retry_at_ GF_GUARDED_BY(mu_);
+  bool rejected_last_ GF_GUARDED_BY(mu_) = false;  // the last heartbeat got 401 or 409
   std::minstd_rand retry_spread_ GF_GUARDED_BY(mu_);
   std::unique_ptr<httplib::Server> metrics_server_;
   std::thread metrics_thread_;

@@ -432,6 +432,7 @@ TEST_F(AgentLoopTest, EventsWaitOutTheHoldAfterEachUnansweredBeat) {
   ASSERT_TRUE(controller.WaitForHeard(1));  // the beat sent on registering: the first miss
   ASSERT_TRUE(controller.WaitForStartSent());
   ASSERT_TRUE(settle());
+  EXPECT_EQ(controller.heard(), 1) << "a beat went before the first hold was over";
   clock.Advance(Duration::Millis(100));  // past the first hold (50 to 100 ms)
   ASSERT_TRUE(controller.WaitForHeard(2)) << "the part's start was not sent after the first hold";
   ASSERT_TRUE(settle());
