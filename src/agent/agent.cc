@@ -883,7 +883,10 @@ int64_t Agent::loop_passes() const {
 
 bool Agent::WaitForLoopPasses(int64_t n, std::chrono::milliseconds limit) const {
   MutexLock lock(passes_mu_);
-  return passed_.WaitFor(passes_mu_, limit, [&] { return loop_passes_ >= n; });
+  return passed_.WaitFor(passes_mu_, limit, [&] {
+    passes_mu_.AssertHeld();  // WaitFor checks it with passes_mu_ held
+    return loop_passes_ >= n;
+  });
 }
 
 void Agent::Fence(Duration silent) {
