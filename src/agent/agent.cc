@@ -148,8 +148,11 @@ void MakeJobDir(const std::string& dir, const std::optional<std::pair<uid_t, gid
 // MakeJobDir for a folder the job named, outside the agent's own folders: all of it done as the
 // job's user (RunAsFsIdentity, with its groups), so that the kernel lets it make and change only
 // what that user could, whatever link is swapped in meanwhile, and what it makes is that user's.
-// Why the folder could not be made ("" when it was): the part then does not start.
+// Why the folder could not be made ("" when it was, or existed: an existing folder is left as it
+// is, as an existing workdir is); the part then does not start.
 std::string MakeJobDirAs(const std::string& dir, uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return "";
   std::string why;
   Status as = RunAsFsIdentity({uid, gid, groups}, [&] {
     if (auto made = MakeDirectories(dir); !made.ok()) {
@@ -257,10 +260,8 @@ std::string CheckpointFolderRefusal(uid_t uid, const std::vector<gid_t>& groups,
 
 }  // namespace
 
-namespace {
 // Waiting events are tried again at least this often while the controller does not answer.
 constexpr Duration kMaxEventRetry = Duration::Seconds(5);
-}  // namespace
 
 Duration EventRetryDelay(int64_t unanswered, Duration cap, double spread) {
   if (unanswered <= 0) return Duration::Zero();
@@ -1349,9 +1350,9 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
   // Logs: new bytes of every part; all of a finished part's before its exit is reported. Not
   // while requests are held after a miss (EventRetryDelay): uploads wait out the hold too.
   Time now = LoopNow();
-  const bool holding = now < events_retry_at_;
+  // (Read again for each part: a miss of one upload holds the rest.)
   for (auto& [key, run] : runs_) {
-    if (!run.held_exit && !holding) UploadLog(run, false);
+    if (!run.held_exit && now >= events_retry_at_) UploadLog(run, false);
   }
   for (auto& e : finished) {
     PartRun& run = runs_[e.key];
@@ -1360,7 +1361,7 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
   }
   for (auto& [key, run] : runs_) {
     if (!run.held_exit) continue;
-    bool complete = !holding && UploadLog(run, true);
+    bool complete = now >= events_retry_at_ && UploadLog(run, true);
     constexpr Duration kMaxHold = Duration::Seconds(10);
     if (!complete && now - run.held_since < kMaxHold) continue;  // try again next tick
     api::PartEvent e = *run.held_exit;
@@ -1499,11 +1500,10 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     StartBurnIn(reply->burn_in_request);
     lock.Lock();
   }
-  // Heard when what this beat carried was acknowledged; a reply that leaves its events or its
-  // notice unacknowledged (an older controller) counts as a miss, or the agent would send it
-  // again on every pass.
-  // (A reply that asks for registration again, or comes from another epoch, is heard: what it
-  // did not ack goes again after the registration, at once.)
+  // Heard when the events this beat carried were acknowledged; a reply that leaves them
+  // unacknowledged counts as a miss, or the agent would send them again on every pass. (A reply
+  // that asks for registration again, or comes from another epoch, is heard: what it did not ack
+  // goes again after the registration, at once.)
   const bool heard = (hb.events.empty() || reply->acked >= hb.events.back().seq) || reply->reregister ||
                      reply->epoch != epoch_;
   NoteAnswer(heard, LoopNow());

@@ -6,6 +6,8 @@
 // reap exits, upload new log bytes, and send a heartbeat when one is due or an event is waiting.
 // Events are resent until the controller acknowledges them, and an exit is reported only after
 // the part's log has been uploaded, so `gpufleet logs` is complete once a job shows finished.
+// After a request that got no answer, events and log uploads wait a while (EventRetryDelay) rather
+// than go on every tick.
 //
 // The controller may go away: jobs keep running and events queue up; the agent re-registers (with
 // the parts it still runs) when the controller answers again. An agent that has not heard from
@@ -23,8 +25,9 @@
 //
 // With `spot_notice_url` set, a third thread polls the provider's spot interruption notice
 // (spot_notice.h). A notice goes to the controller at once, in every heartbeat from then on,
-// and drives an immediate heartbeat until the controller acknowledges it; the controller drains
-// the node and stops its jobs with their checkpoint signal.
+// and in a heartbeat of its own (at most one per interval or 5 s, whichever is shorter) until the
+// controller acknowledges it; the controller drains the node and stops its jobs with their
+// checkpoint signal.
 #pragma once
 
 #include <atomic>
@@ -123,9 +126,8 @@ std::string DefaultWorkDir(const std::string& data_dir, const std::string& name,
 // How long an agent holds waiting events (exits, a spot notice) after `unanswered` requests in a
 // row to its controller got no answer, before it tries again: 100 ms, doubled for each miss, at
 // most `cap` (the heartbeat interval, at which heartbeats go anyway, or 5 s if that is shorter),
-// times `spread` (0.5 to 1,
-// drawn per miss) so that the agents of a fleet whose controller comes back do not all retry at
-// one instant. Zero when the last request was answered.
+// times `spread` (0.5 to 1, drawn per miss) so that the agents of a fleet whose controller comes
+// back do not all retry at one instant. Zero when the last request was answered.
 Duration EventRetryDelay(int64_t unanswered, Duration cap, double spread);
 
 class Agent {
@@ -266,7 +268,7 @@ class Agent {
   int64_t heartbeats_ok_ GF_GUARDED_BY(mu_) = 0;
   int64_t heartbeats_failed_ GF_GUARDED_BY(mu_) = 0;
   int64_t failed_in_a_row_ GF_GUARDED_BY(mu_) = 0;
-  // Requests in a row (registrations and heartbeats of the main loop) that got no answer, and
+  // Requests in a row (registrations, heartbeats and log uploads of the main loop) that got no answer, and
   // until when waiting events are held (EventRetryDelay) rather than sent on every pass.
   void NoteAnswer(bool answered, Time now) GF_REQUIRES(mu_);
   Time LoopNow() const { return options_.clock ? options_.clock() : WallNow(); }

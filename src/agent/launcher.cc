@@ -233,10 +233,7 @@ Result<RunAs> ResolveUser(const std::string& key, const std::string& user, bool 
     } else {
       run.switch_user = true;
       // initgroups' list, computed here because initgroups itself is not safe after fork.
-      int n = 64;
-      run.groups.resize(n);
-      while (getgrouplist(pw.pw_name, pw.pw_gid, run.groups.data(), &n) < 0) run.groups.resize(n);
-      run.groups.resize(n);
+      run.groups = GroupsOf(pw.pw_name, pw.pw_gid);
     }
   }
   if (run.has_passwd) {
@@ -507,13 +504,12 @@ Status RunAsFsIdentity(const FsIdentity& who, const std::function<void()>& fn) {
     const int err = errno;
     return Status::Unavailable(as + (err != 0 ? ErrnoText(err) : std::string("refused")) + " (this needs root)");
   }
-  // The kernel takes root's powers over files away when the file-system uid leaves 0, not when it
-  // starts elsewhere (an agent that is not root but holds CAP_DAC_OVERRIDE), nor under
+  // The kernel takes root's powers over files away when the file-system uid leaves 0, except under
   // SECBIT_NO_SETUID_FIXUP: with any of them left the switch would guard nothing.
   if (!FileCapabilitiesGone()) {
-    return Status::Unavailable(as + "this process keeps powers over files (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH "
-                                    "or CAP_FOWNER) as another user, so it cannot act as one: run the agent as "
-                                    "root without SECBIT_NO_SETUID_FIXUP, or as the jobs' user");
+    return Status::Unavailable(as + "this process keeps its powers over files (CAP_DAC_OVERRIDE, "
+                                    "CAP_DAC_READ_SEARCH or CAP_FOWNER) as another user "
+                                    "(SECBIT_NO_SETUID_FIXUP), so it cannot act as one: run the agent without it");
   }
   fn();
   return Status::Ok();
@@ -638,14 +634,16 @@ Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
       // Made as its user (RunAsFsIdentity): the kernel decides, level by level at the instant
       // of each lookup and mkdir, what that user may reach and make, whatever the check above saw.
       Status made;
-      GF_RETURN_IF_ERROR(RunAsFsIdentity({run.uid, run.gid, run.groups}, [&] { made = MakeDirectories(workdir).status(); }));
+      if (Status as = RunAsFsIdentity({run.uid, run.gid, run.groups}, [&] { made = MakeDirectories(workdir).status(); });
+          !as.ok()) {
+        return Status::Unavailable("launch " + spec.key + ": workdir " + workdir + ": " + as.message());
+      }
       if (!made.ok()) {
         return Status::InvalidArgument("launch " + spec.key + ": workdir " + workdir + " cannot be made as user " +
                                        run.name + ": " + made.message());
       }
     } else {
-      GF_ASSIGN_OR_RETURN(auto created, MakeDirectories(workdir));
-      (void)created;
+      GF_RETURN_IF_ERROR(MakeDirectories(workdir).status());
     }
   }
 

@@ -458,7 +458,8 @@ TEST_F(ProcessLauncherTest, RunsAsConfiguredUserOnlyWhenRoot) {
 TEST_F(ProcessLauncherTest, AWorkdirItsUserCouldNotMakeIsNotMadeForIt) {
   // Given an agent that is root and a part as nobody whose workdir lies in a folder only root
   // may write (as another user's home would be), expect the launch refused with the folder named
-  // and nothing made: the agent does not hand a user a folder where that user could not make one.
+  // and nothing made: the agent does not hand a user a folder where that user could not make one;
+  // the same where the mode bits allow it but nobody cannot reach the folder (made as nobody).
   if (geteuid() != 0) GTEST_SKIP() << "needs the agent to run as root";
   if (getpwnam("nobody") == nullptr) GTEST_SKIP() << "no user 'nobody' on this machine";
   fs::create_directories(dir_ / "closed");
@@ -481,6 +482,17 @@ TEST_F(ProcessLauncherTest, AWorkdirItsUserCouldNotMakeIsNotMadeForIt) {
   EXPECT_THAT(r.status().message(), HasSubstr("may not make it (" + fs::weakly_canonical(dir_ / "closed").string()));
   EXPECT_FALSE(fs::exists(dir_ / "closed" / "x"));
   EXPECT_FALSE(fs::exists(dir_ / "open" / "n"));
+  // A folder all may write inside one only root may enter: the mode-bit check passes it, the
+  // making as nobody cannot reach it.
+  fs::create_directories(dir_ / "private" / "open");
+  fs::permissions(dir_ / "private", fs::perms::owner_all);
+  fs::permissions(dir_ / "private" / "open", fs::perms::all);
+  spec.workdir = (dir_ / "private" / "open" / "x").string();
+  r = launcher_.Launch(spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("cannot be made as user nobody"));
+  EXPECT_THAT(r.status().message(), HasSubstr("Permission denied"));
+  EXPECT_FALSE(fs::exists(dir_ / "private" / "open" / "x"));
 }
 
 TEST_F(ProcessLauncherTest, AgentThatIsNotRootRunsPartsAsItselfEvenByName) {
