@@ -568,7 +568,7 @@ Agent::Sent Agent::SendToLeader(const std::function<httplib::Result(httplib::Cli
 
 httplib::Client& Agent::MainClient(const std::string& server) {
   if (!main_client_ || main_client_server_ != server) {
-    main_client_ = MakeClient(server, options_.ca_cert, Duration::Seconds(10));
+    main_client_ = MakeClient(server, options_.ca_cert, options_.request_timeout);
     main_client_server_ = server;
   }
   return *main_client_;
@@ -1233,50 +1233,54 @@ std::vector<api::PartKey> Agent::RunningKeys() const {
   return out;
 }
 
-// Uploads new bytes of the part's log (all of them when `all`). The main loop's thread (it
-// uses MainClient), holding mu_.
-bool Agent::UploadLog(PartRun& run, bool all) {
-  if (token_.empty()) return false;
+// Uploads new bytes of a part's log (all of them when `all`), from `u.uploaded` on, to `server`.
+// The main loop's thread (it uses MainClient), without mu_: the caller snapshots what it needs
+// and applies the result (LogUpload's outcome) under the lock.
+void Agent::UploadLog(LogUpload& u, const std::string& token, const std::string& server) {
   struct stat sb;
-  if (::stat(run.log_path.c_str(), &sb) != 0) return true;
-  const std::string server = controllers_->Current();
+  if (::stat(u.log_path.c_str(), &sb) != 0) {
+    u.outcome = LogUpload::Outcome::kComplete;
+    return;
+  }
   httplib::Client* http = &MainClient(server);
-  httplib::Headers h = {{"Authorization", "Bearer " + token_}};
-  for (int round = 0; round < (all ? 64 : 1) && run.uploaded < sb.st_size; ++round) {
-    std::ifstream f(run.log_path, std::ios::binary);
-    f.seekg(run.uploaded);
-    std::string chunk(std::min<int64_t>(sb.st_size - run.uploaded, 1 << 20), '\0');
+  httplib::Headers h = {{"Authorization", "Bearer " + token}};
+  for (int round = 0; round < (u.all ? 64 : 1) && u.uploaded < sb.st_size; ++round) {
+    std::ifstream f(u.log_path, std::ios::binary);
+    f.seekg(u.uploaded);
+    std::string chunk(std::min<int64_t>(sb.st_size - u.uploaded, 1 << 20), '\0');
     f.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
     chunk.resize(f.gcount());
     if (chunk.empty()) break;
-    std::string path = "/v1/agents/logs?job=" + std::to_string(run.start.key.job.value()) +
-                       "&attempt=" + std::to_string(run.start.key.attempt) +
-                       "&part=" + std::to_string(run.start.key.part) + "&offset=" + std::to_string(run.uploaded);
+    std::string path = "/v1/agents/logs?job=" + std::to_string(u.part.job.value()) +
+                       "&attempt=" + std::to_string(u.part.attempt) + "&part=" + std::to_string(u.part.part) +
+                       "&offset=" + std::to_string(u.uploaded);
     auto res = http->Post(path.c_str(), h, chunk, "application/octet-stream");
     if (!res || (res->status == 503 && res->has_header(api::kLeaderHeader))) {
       // Not the leader: the next upload (and heartbeat) goes where the list points now, afresh.
       main_client_.reset();
-      controllers_->Redirect(server, res ? res->get_header_value(api::kLeaderHeader) : "");
-      if (!res) NoteAnswer(false, LoopNow());
-      return false;
+      u.outcome = LogUpload::Outcome::kRedirect;
+      u.leader = res ? res->get_header_value(api::kLeaderHeader) : "";
+      u.answered = static_cast<bool>(res);
+      return;
     }
     auto body = api::ParseJson(res->body);
     if ((res->status == 200 || res->status == 409) && body.ok() && body->contains("size") &&
         (*body)["size"].is_number_integer()) {
-      run.uploaded = std::min<int64_t>((*body)["size"].get<int64_t>(), sb.st_size);
-      if (res->status == 409 && run.uploaded < 0) run.uploaded = 0;
+      u.uploaded = std::min<int64_t>((*body)["size"].get<int64_t>(), sb.st_size);
+      if (res->status == 409 && u.uploaded < 0) u.uploaded = 0;
     } else if (res->status == 403 || res->status == 404) {
       // The controller will not take this log (the part is no longer this node's): stop trying.
-      spdlog::warn("{}: the controller refused its log (HTTP {}); dropping {} bytes", run.start.key.ToString(),
-                   res->status, sb.st_size - run.uploaded);
-      run.uploaded = sb.st_size;
-      return true;
+      spdlog::warn("{}: the controller refused its log (HTTP {}); dropping {} bytes", u.part.ToString(),
+                   res->status, sb.st_size - u.uploaded);
+      u.uploaded = sb.st_size;
+      u.outcome = LogUpload::Outcome::kComplete;
+      return;
     } else {
-      NoteAnswer(false, LoopNow());
-      return false;
+      u.outcome = LogUpload::Outcome::kMissed;
+      return;
     }
   }
-  return run.uploaded >= sb.st_size;
+  u.outcome = u.uploaded >= sb.st_size ? LogUpload::Outcome::kComplete : LogUpload::Outcome::kPartial;
 }
 
 bool Agent::TakeActivityDue(Time now) {
@@ -1347,21 +1351,56 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     }
     if (!claimed) unclaimed_exits_.push_back(x);
   }
-  // Logs: new bytes of every part; all of a finished part's before its exit is reported. Not
-  // while requests are held after a miss (EventRetryDelay): uploads wait out the hold too.
   Time now = LoopNow();
-  // (Read again for each part: a miss of one upload holds the rest.)
-  for (auto& [key, run] : runs_) {
-    if (!run.held_exit && now >= events_retry_at_) UploadLog(run, false);
-  }
   for (auto& e : finished) {
     PartRun& run = runs_[e.key];
     run.held_exit = e;
     run.held_since = now;
   }
+  // Logs: new bytes of every part; all of a finished part's before its exit is reported. Not
+  // while requests are held after a miss (EventRetryDelay): uploads wait out the hold too. The
+  // uploads go without the lock (a slow or distant controller would otherwise hold up the
+  // command thread's starts), from a snapshot; only this thread changes `uploaded` or forgets
+  // a run, so the results are applied to the runs as they are found again.
+  std::vector<LogUpload> uploads;
+  if (now >= events_retry_at_ && !token_.empty()) {
+    for (const auto& [key, run] : runs_) {
+      LogUpload& u = uploads.emplace_back();
+      u.key = key;
+      u.part = run.start.key;
+      u.log_path = run.log_path;
+      u.uploaded = run.uploaded;
+      u.all = run.held_exit.has_value();
+    }
+  }
+  if (!uploads.empty()) {
+    const std::string token = token_;
+    const std::string server = controllers_->Current();
+    lock.Unlock();
+    for (LogUpload& u : uploads) {
+      UploadLog(u, token, server);
+      // A miss holds the rest of this tick's uploads too.
+      if (u.outcome == LogUpload::Outcome::kMissed || u.outcome == LogUpload::Outcome::kRedirect) break;
+    }
+    lock.Lock();
+    for (const LogUpload& u : uploads) {
+      if (u.outcome == LogUpload::Outcome::kNotTried) continue;
+      if (auto it = runs_.find(u.key); it != runs_.end()) it->second.uploaded = std::max(it->second.uploaded, u.uploaded);
+      if (u.outcome == LogUpload::Outcome::kRedirect) controllers_->Redirect(server, u.leader);
+      if ((u.outcome == LogUpload::Outcome::kRedirect && !u.answered) || u.outcome == LogUpload::Outcome::kMissed) {
+        NoteAnswer(false, LoopNow());
+      }
+    }
+  }
+  auto uploaded_all = [&](const api::PartKey& key) {
+    for (const LogUpload& u : uploads) {
+      if (u.key == key) return u.outcome == LogUpload::Outcome::kComplete;
+    }
+    return false;
+  };
   for (auto& [key, run] : runs_) {
     if (!run.held_exit) continue;
-    bool complete = now >= events_retry_at_ && UploadLog(run, true);
+    bool complete = uploaded_all(key);
     constexpr Duration kMaxHold = Duration::Seconds(10);
     if (!complete && now - run.held_since < kMaxHold) continue;  // try again next tick
     api::PartEvent e = *run.held_exit;

@@ -79,6 +79,8 @@ struct AgentOptions {
   int64_t cpu_milli = 0;                // CPUs jobs may use; 0: what the host offers (ProbeHostResources)
   int64_t mem_mib = 0;                  // memory jobs may use; 0: what the host offers
   Duration poll_wait = Duration::Seconds(20);
+  // How long a registration, heartbeat or log upload may wait for its answer (plus 5 s).
+  Duration request_timeout = Duration::Seconds(10);
   Duration max_disconnected = Duration::Zero();  // zero: keep trying forever
   // The clock the agent's loops decide by: when to send a heartbeat, how long to hold events after
   // an unanswered one, when the controller has been away too long. Empty: the wall clock. (Tests
@@ -199,7 +201,18 @@ class Agent {
   // Tick with the activity when it is due; a beat that carried it and was not answered makes it
   // due again soon. Whether a heartbeat went out.
   bool Beat(bool heartbeat_due, Time now) GF_EXCLUDES(mu_);
-  bool UploadLog(PartRun& run, bool all) GF_REQUIRES(mu_);
+  // One part's log upload in a tick: what it starts from, and how it went.
+  struct LogUpload {
+    api::PartKey key;   // the run's key in runs_
+    api::PartKey part;  // the part the controller files the log under
+    std::string log_path;
+    int64_t uploaded = 0;  // bytes the controller has: from the run, then as it answered
+    bool all = false;      // the part has exited: all of it, in up to 64 rounds
+    enum class Outcome { kNotTried, kComplete, kPartial, kMissed, kRedirect } outcome = Outcome::kNotTried;
+    std::string leader;     // kRedirect: where a standby said the leader is ("" when no answer)
+    bool answered = false;  // kRedirect: a standby answered (not a miss)
+  };
+  void UploadLog(LogUpload& u, const std::string& token, const std::string& server) GF_EXCLUDES(mu_);
   void PushEvent(api::PartEvent e);
   std::vector<api::PartKey> RunningKeys() const GF_REQUIRES(mu_);
   // Samples the GPUs into last_samples_ (caller does not hold mu_).
@@ -222,8 +235,8 @@ class Agent {
   model::NodeSpec spec_;
   std::vector<api::GpuInfo> gpus_;
 
-  // Lock order: env_mu_, then probe_mu_, then mu_. Under mu_ the agent does no I/O except
-  // UploadLog's log uploads. The launcher's own lock is a leaf, taken under none of these.
+  // Lock order: env_mu_, then probe_mu_, then mu_. Under mu_ the agent does no network I/O. The
+  // launcher's own lock is a leaf, taken under none of these.
   mutable Mutex mu_;
   CondVar wake_;
   std::string token_ GF_GUARDED_BY(mu_);

@@ -1,6 +1,8 @@
 // The agent's main loop against a controller served on 127.0.0.1 by the test: what its
 // heartbeats carry, and over how many connections it sends them.
 #include <httplib.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,6 +34,7 @@ namespace gpufleet::agent {
 namespace {
 
 const api::PartKey kKey{JobId(7), 1, 0};
+const api::PartKey kSecondKey{JobId(8), 1, 0};
 
 // Registers the agent with the given heartbeat interval, hands it one start command, and keeps
 // every heartbeat and the client port of every registration and heartbeat.
@@ -74,6 +77,15 @@ class FakeController {
         s.gpus = {0};
         s.grace = Duration::Seconds(5);
         b.commands.push_back(api::Command{1, s, std::nullopt});
+      } else if (!second_argv_.empty() && !second_sent_ && held_uploads_ > 0) {
+        // The second part, once a log upload is being held.
+        second_sent_ = true;
+        api::StartPart s;
+        s.key = kSecondKey;
+        s.argv = second_argv_;
+        s.env = {{"PATH", "/usr/bin:/bin"}};
+        s.grace = Duration::Seconds(5);
+        b.commands.push_back(api::Command{2, s, std::nullopt});
       } else {
         // A long poll with nothing to say: answer once something changes, or soon.
         cv_.wait_for(lock, std::chrono::milliseconds(100));
@@ -84,7 +96,13 @@ class FakeController {
       Note(req);
       const int64_t offset = std::stoll(req.get_param_value("offset"));
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::unique_lock<std::mutex> lock(mu_);
+        if (hold_logs_) {
+          // Held unanswered (a slow or distant controller) until the test lets it go.
+          ++held_uploads_;
+          cv_.notify_all();
+          cv_.wait(lock, [&] { return !hold_logs_; });
+        }
         log_ += req.body;
       }
       res.set_content(nlohmann::json{{"size", offset + static_cast<int64_t>(req.body.size())}}.dump(),
@@ -121,6 +139,7 @@ class FakeController {
     thread_ = std::thread([this] { srv_.listen_after_bind(); });
   }
   ~FakeController() {
+    ReleaseLogUploads();
     srv_.stop();
     thread_.join();
   }
@@ -132,6 +151,23 @@ class FakeController {
     std::lock_guard<std::mutex> lock(mu_);
     checkpoint_root_ = std::move(root);
     checkpoint_dir_ = std::move(dir);
+  }
+  // Log uploads wait unanswered from now until ReleaseLogUploads; once one waits, the next poll
+  // for commands hands out a second part (kSecondKey) that runs `argv`.
+  void HoldLogUploads(std::vector<std::string> argv) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_logs_ = true;
+    second_argv_ = std::move(argv);
+  }
+  void ReleaseLogUploads() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_logs_ = false;
+    cv_.notify_all();
+  }
+  // Waits (up to a minute) until a log upload is being held.
+  bool WaitForHeldUpload() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(60), [&] { return held_uploads_ > 0; });
   }
   // The next `n` heartbeats get HTTP 500.
   void FailBeats(int n) {
@@ -224,6 +260,10 @@ class FakeController {
   int requests_ = 0;
   int failing_beats_ = 0;
   int heard_ = 0;  // heartbeats received, answered or not
+  bool hold_logs_ = false;
+  int held_uploads_ = 0;
+  std::vector<std::string> second_argv_;
+  bool second_sent_ = false;
   std::string checkpoint_root_, checkpoint_dir_;
   std::string log_;  // every uploaded byte, in order
 };
@@ -452,6 +492,36 @@ TEST_F(AgentLoopTest, EventsWaitOutTheHoldAfterEachUnansweredBeat) {
   ASSERT_TRUE(controller.WaitForEvent(api::PartEventKind::kStarted));
   std::ofstream(release_file()).put('x');
   EXPECT_TRUE(controller.WaitForEvent(api::PartEventKind::kExited));
+}
+
+TEST_F(AgentLoopTest, ASlowLogUploadDoesNotHoldUpAStart) {
+  // Given a part with output and a controller that holds its log upload unanswered (as a slow or
+  // distant one would), expect a second part handed out meanwhile to run while the upload still
+  // waits: uploads go without the agent's lock, which a start needs.
+  const std::string fifo = root_ + "/second-ran";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0666), 0);
+  // Opened first without waiting for a writer, so that the wait below is poll's.
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  FakeController controller(Duration::Seconds(3600), release_file(),
+                            {"/bin/sh", "-c", "echo output; while [ ! -e '" + release_file() + "' ]; do sleep 0.02; done"});
+  controller.HoldLogUploads({"/bin/sh", "-c", "echo ran > '" + fifo + "'"});
+  auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+  ASSERT_TRUE(probe.ok() && controller.bound());
+  AgentOptions o = Options(controller);
+  o.request_timeout = Duration::Seconds(600);  // the agent waits for the held upload's answer throughout
+  Agent agent(o, std::move(*probe));
+  std::atomic<bool> stop{false};
+  std::thread run([&] { (void)agent.Run(stop); });
+  ASSERT_TRUE(controller.WaitForHeldUpload());
+  struct pollfd p {reader, POLLIN, 0};
+  const int ready = ::poll(&p, 1, 60'000);  // the upload stays held until released below
+  controller.ReleaseLogUploads();
+  std::ofstream(release_file()).put('x');
+  stop = true;
+  run.join();
+  ::close(reader);
+  EXPECT_EQ(ready, 1) << "the second part did not run while the first part's log upload waited";
 }
 
 TEST_F(AgentLoopTest, RegistrationAndHeartbeatsShareOneKeptAliveConnection) {
