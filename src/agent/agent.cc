@@ -1379,13 +1379,16 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     lock.Unlock();
     for (LogUpload& u : uploads) {
       UploadLog(u, token, server);
-      // A miss holds the rest of this tick's uploads too.
+      // A miss holds the rest of this tick's uploads too; after a standby's redirect they go to
+      // the leader in the next tick (the list moves once the lock is taken again).
       if (u.outcome == LogUpload::Outcome::kMissed || u.outcome == LogUpload::Outcome::kRedirect) break;
     }
     lock.Lock();
     for (const LogUpload& u : uploads) {
       if (u.outcome == LogUpload::Outcome::kNotTried) continue;
-      if (auto it = runs_.find(u.key); it != runs_.end()) it->second.uploaded = std::max(it->second.uploaded, u.uploaded);
+      // As the controller answered (a 409 may send it back to a smaller size: a standby that took
+      // over with less of the log); only this thread changes it, so nothing newer is overwritten.
+      if (auto it = runs_.find(u.key); it != runs_.end()) it->second.uploaded = u.uploaded;
       if (u.outcome == LogUpload::Outcome::kRedirect) controllers_->Redirect(server, u.leader);
       if ((u.outcome == LogUpload::Outcome::kRedirect && !u.answered) || u.outcome == LogUpload::Outcome::kMissed) {
         NoteAnswer(false, LoopNow());

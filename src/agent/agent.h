@@ -79,7 +79,8 @@ struct AgentOptions {
   int64_t cpu_milli = 0;                // CPUs jobs may use; 0: what the host offers (ProbeHostResources)
   int64_t mem_mib = 0;                  // memory jobs may use; 0: what the host offers
   Duration poll_wait = Duration::Seconds(20);
-  // How long a registration, heartbeat or log upload may wait for its answer (plus 5 s).
+  // The read timeout of each registration, heartbeat or log upload (whole seconds, plus 5 s);
+  // connecting (2 s) and sending (10 s) have fixed timeouts.
   Duration request_timeout = Duration::Seconds(10);
   Duration max_disconnected = Duration::Zero();  // zero: keep trying forever
   // The clock the agent's loops decide by: when to send a heartbeat, how long to hold events after

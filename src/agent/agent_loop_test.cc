@@ -513,14 +513,24 @@ TEST_F(AgentLoopTest, ASlowLogUploadDoesNotHoldUpAStart) {
   Agent agent(o, std::move(*probe));
   std::atomic<bool> stop{false};
   std::thread run([&] { (void)agent.Run(stop); });
+  // However the test ends: the upload answered, the first part released, the agent stopped.
+  struct Finish {
+    FakeController& controller;
+    std::string release;
+    std::atomic<bool>& stop;
+    std::thread& run;
+    int reader;
+    ~Finish() {
+      controller.ReleaseLogUploads();
+      std::ofstream(release).put('x');
+      stop = true;
+      run.join();
+      ::close(reader);
+    }
+  } finish{controller, release_file(), stop, run, reader};
   ASSERT_TRUE(controller.WaitForHeldUpload());
   struct pollfd p {reader, POLLIN, 0};
-  const int ready = ::poll(&p, 1, 60'000);  // the upload stays held until released below
-  controller.ReleaseLogUploads();
-  std::ofstream(release_file()).put('x');
-  stop = true;
-  run.join();
-  ::close(reader);
+  const int ready = ::poll(&p, 1, 60'000);  // the upload stays held until Finish lets it go
   EXPECT_EQ(ready, 1) << "the second part did not run while the first part's log upload waited";
 }
 
