@@ -103,7 +103,16 @@ class FakeController {
           cv_.notify_all();
           cv_.wait(lock, [&] { return !hold_logs_; });
         }
+        const int64_t have = static_cast<int64_t>(log_.size());
+        if (offset != have) {
+          // Not where this controller's copy ends (it lost some, as a standby that took over
+          // might): 409 with its size, from which the agent sends again.
+          res.status = 409;
+          res.set_content(nlohmann::json{{"size", have}}.dump(), "application/json");
+          return;
+        }
         log_ += req.body;
+        cv_.notify_all();
       }
       res.set_content(nlohmann::json{{"size", offset + static_cast<int64_t>(req.body.size())}}.dump(),
                       "application/json");
@@ -163,6 +172,16 @@ class FakeController {
     std::lock_guard<std::mutex> lock(mu_);
     hold_logs_ = false;
     cv_.notify_all();
+  }
+  // Drops what it has of the part's log (as a controller that lost it would).
+  void ForgetLog() {
+    std::lock_guard<std::mutex> lock(mu_);
+    log_.clear();
+  }
+  // Waits (up to a minute) until the part's log, as uploaded, is `text`.
+  bool WaitForLog(const std::string& text) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(60), [&] { return log_ == text; });
   }
   // Waits (up to a minute) until a log upload is being held.
   bool WaitForHeldUpload() {
@@ -532,6 +551,36 @@ TEST_F(AgentLoopTest, ASlowLogUploadDoesNotHoldUpAStart) {
   struct pollfd p {reader, POLLIN, 0};
   const int ready = ::poll(&p, 1, 60'000);  // the upload stays held until Finish lets it go
   EXPECT_EQ(ready, 1) << "the second part did not run while the first part's log upload waited";
+}
+
+TEST_F(AgentLoopTest, ARunningPartsLogIsSentAgainFromWhereTheControllerSaysItsCopyEnds) {
+  // Given a running part whose first output was uploaded and a controller that then loses its
+  // copy (it answers the next upload 409 with size 0), expect the whole log uploaded again while
+  // the part still runs.
+  const std::string more = root_ + "/more";
+  FakeController controller(Duration::Seconds(3600), release_file(),
+                            {"/bin/sh", "-c",
+                             "echo first; while [ ! -e '" + more + "' ]; do sleep 0.02; done; echo second; "
+                             "while [ ! -e '" + release_file() + "' ]; do sleep 0.02; done"});
+  auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+  ASSERT_TRUE(probe.ok() && controller.bound());
+  Agent agent(Options(controller), std::move(*probe));
+  std::atomic<bool> stop{false};
+  std::thread run([&] { (void)agent.Run(stop); });
+  struct Finish {
+    std::string release;
+    std::atomic<bool>& stop;
+    std::thread& run;
+    ~Finish() {
+      std::ofstream(release).put('x');
+      stop = true;
+      run.join();
+    }
+  } finish{release_file(), stop, run};
+  ASSERT_TRUE(controller.WaitForLog("first\n"));
+  controller.ForgetLog();
+  std::ofstream(more).put('x');
+  EXPECT_TRUE(controller.WaitForLog("first\nsecond\n")) << "the log was not sent again from the start";
 }
 
 TEST_F(AgentLoopTest, RegistrationAndHeartbeatsShareOneKeptAliveConnection) {
