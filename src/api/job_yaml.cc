@@ -587,6 +587,8 @@ JobRequest Expand(const JobRequest& base, const std::map<std::string, std::strin
 
 }  // namespace
 
+bool ValidTeamName(const std::string& s) { return ValidName(s); }
+
 Result<int64_t> ParseMemoryMib(std::string_view text) {
   std::string s(Trim(text));
   size_t i = 0;

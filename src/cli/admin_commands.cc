@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "api/codec.h"
+#include "api/job_yaml.h"
 #include "api/token_summary.h"
 #include "cli/client.h"
 #include "cli/client_common.h"
@@ -115,6 +116,9 @@ std::function<int()> SetupBudget(CLI::App& app) {
 Without --period the budget counts from now: spend before it does not count.)");
   return [a]() {
     const std::string cmd = "budget";
+    if (!api::ValidTeamName(a->team)) {
+      return Fail(cmd, kExitUsage, "team: use 1-128 letters, digits, '-', '_' or '.', got '" + a->team + "'");
+    }
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
     json body = {{"hard", a->hard},
@@ -175,6 +179,9 @@ current quota; --clear starts afresh.)");
     const bool set = a->gpus || a->max_running || a->max_pending || a->borrow || a->no_borrow || a->clear;
     if (!a->model.empty() && !a->gpus) return Fail(cmd, kExitUsage, "--model needs --gpus (how many of them)");
     if (set && a->team.empty()) return Fail(cmd, kExitUsage, "name the team to set, e.g. gpufleet quota vision --gpus 8");
+    if (!a->team.empty() && !api::ValidTeamName(a->team)) {
+      return Fail(cmd, kExitUsage, "team: use 1-128 letters, digits, '-', '_' or '.', got '" + a->team + "'");
+    }
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
     if (set) {
@@ -192,7 +199,7 @@ current quota; --clear starts afresh.)");
         return kExitOk;
       }
     }
-    ApiResult r = client->Get("/v1/quotas");
+    ApiResult r = client->Get(a->team.empty() ? std::string("/v1/quotas") : "/v1/quotas?team=" + a->team);
     if (!r.ok()) return Report(cmd, r);
     json teams = json::array();
     for (const auto& t : r.body.value("teams", json::array())) {
@@ -426,16 +433,32 @@ std::function<int()> SetupAudit(CLI::App& app) {
     if (!client) return kExitUsage;
     std::vector<api::AuditRecord> records;
     int64_t cursor = 0;
-    while (static_cast<int64_t>(records.size()) < a->limit) {
-      q["limit"] = std::to_string(std::min<int64_t>(1000, a->limit - static_cast<int64_t>(records.size())));
+    bool more = false;  // records after the last one shown
+    for (;;) {
+      // One more than wanted: whether any follow the last one shown.
+      const int64_t want = a->limit - static_cast<int64_t>(records.size());
+      q["limit"] = std::to_string(std::min<int64_t>(1000, want + 1));
       if (cursor > 0) q["cursor"] = std::to_string(cursor);
       ApiResult r = client->Get("/v1/audit", q);
       if (!r.ok()) return Report(cmd, r);
       auto page = DecodeAuditList(r.body);
       if (!page.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + page.status().message());
-      for (auto& rec : *page) records.push_back(std::move(rec));
+      for (auto& rec : *page) {
+        if (static_cast<int64_t>(records.size()) == a->limit) {
+          more = true;
+          break;
+        }
+        records.push_back(std::move(rec));
+      }
       cursor = IntField(r.body, "next_cursor");
-      if (cursor <= 0) break;
+      if (more || cursor <= 0) break;
+    }
+    if (more) {
+      // Cut at --limit with records after it: say so, or the newest would be missed unseen.
+      std::fprintf(stderr,
+                   "gpufleet audit: the oldest %zu records shown; later ones follow (raise --limit, or narrow with "
+                   "--since, --subject or --verb)\n",
+                   records.size());
     }
     if (a->output == "json") {
       json list = json::array();

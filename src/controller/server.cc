@@ -127,6 +127,15 @@ Result<JobAndHistory> LoadJob(store::StateStore& store, const httplib::Request& 
   return JobAndHistory{std::move(*rec), std::move(hist)};
 }
 
+// A token's subject: empty, or up to 128 letters, digits and "-_.@+" (names and mail addresses,
+// nothing that could break a log line or a table).
+bool ValidSubject(const std::string& s) {
+  if (s.size() > 128) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '@' || c == '+';
+  });
+}
+
 // Who is calling, and how far the verb reaches for them.
 struct Caller {
   api::TokenRecord token;
@@ -137,6 +146,14 @@ struct Caller {
   // Whether the verb reaches a job or record of `team`.
   bool Reaches(const std::string& t) const { return scope == Scope::kAll || t == team; }
 };
+
+// Whether the caller reads a job's own details: its command, environment and directories, and
+// the reasons its runs and checks gave (an exit, a start that failed, a folder it named), which
+// may quote any of them. Another team's caller reads its state, shape, place and times.
+bool SeesJob(const Caller& who, const std::string& team) { return who.admin() || team == who.team; }
+std::string HiddenReason(const std::string& reason, const std::string& team) {
+  return reason.empty() ? reason : "(team " + team + "'s job: the reason is shown to that team)";
+}
 
 std::string Denied(const api::TokenRecord& t, std::optional<Role> role, Verb verb, bool agents) {
   if (!role) return "the token's role '" + t.role + "' is unknown; ask an admin for a new token";
@@ -747,7 +764,8 @@ void ApiServer::JobRoutes(const Guards& g) {
   });
 
   user_routes_->Get("/v1/jobs", [this, authz](const Request& req, Response& res) {
-    if (!authz(req, res, Verb::kJobRead)) return;
+    auto who = authz(req, res, Verb::kJobRead);
+    if (!who) return;
     store::JobFilter f;
     auto limit = IntParam(req, "limit", 1, options_.max_page, std::min(1000, options_.max_page));
     if (!limit.ok()) return Error(res, limit.status());
@@ -772,7 +790,9 @@ void ApiServer::JobRoutes(const Guards& g) {
     json list = json::array();
     for (const auto& j : *jobs) {
       if (!states.empty() && std::find(states.begin(), states.end(), j.state) == states.end()) continue;
-      list.push_back(api::ToJson(api::SummaryOf(j)));
+      api::JobSummary sm = api::SummaryOf(j);
+      if (!SeesJob(*who, sm.team)) sm.reason = HiddenReason(sm.reason, sm.team);
+      list.push_back(api::ToJson(sm));
     }
     json out = {{"jobs", list}};
     // A full page may have more behind it: the next page starts below its last id.
@@ -786,12 +806,17 @@ void ApiServer::JobRoutes(const Guards& g) {
     auto loaded = LoadJob(store_, req);
     if (!loaded.ok()) return Error(res, loaded.status());
     const api::JobRecord& rec = loaded->record;
+    // Another team's job: its state and history, not its command, environment, directories,
+    // activity or reasons.
+    const bool visible = SeesJob(*who, rec.request.spec.team);
     json h = json::array();
-    for (const auto& t : loaded->history) h.push_back(api::ToJson(t));
-    json o = api::ToJson(api::SummaryOf(rec));
-    // Another team's job: its state and history, not its command, environment, directories or
-    // activity.
-    const bool visible = who->admin() || rec.request.spec.team == who->team;
+    for (api::Transition t : loaded->history) {
+      if (!visible) t.reason = HiddenReason(t.reason, rec.request.spec.team);
+      h.push_back(api::ToJson(t));
+    }
+    api::JobSummary summary = api::SummaryOf(rec);
+    if (!visible) summary.reason = HiddenReason(summary.reason, summary.team);
+    json o = api::ToJson(summary);
     if (visible) {
       o["record"] = api::ToJson(rec);
       o["job_file"] = api::ToJobJson(rec.request);
@@ -882,20 +907,25 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
   });
 
   user_routes_->Get(R"(/v1/jobs/(\d+)/explain)", [this, authz](const Request& req, Response& res) {
-    if (!authz(req, res, Verb::kJobRead)) return;
+    auto who = authz(req, res, Verb::kJobRead);
+    if (!who) return;
     auto id = PathJob(req);
     if (!id.ok()) return Error(res, id.status());
+    auto rec = store_.GetJob(*id);
+    if (!rec.ok()) return Error(res, rec.status());
+    if (!*rec) return Error(res, 404, "job " + std::to_string(id->value()) + " does not exist");
+    const std::string& team = (*rec)->request.spec.team;
+    // The reasons name the job's directories and what the nodes allow: its own team's to read.
+    const bool visible = SeesJob(*who, team);
     auto e = engine_.Explain(*id);
     if (!e.ok()) {
-      auto rec = store_.GetJob(*id);
-      if (rec.ok() && *rec) {
-        return Reply(res, 200, {{"id", id->value()},
-                                {"state", api::JobStateName((*rec)->state)},
-                                {"reasons", json::array({"the job is " + std::string(api::JobStateName((*rec)->state)) +
-                                                         ": " + (*rec)->reason})}});
-      }
-      return Error(res, e.status());
+      const std::string reason = visible ? (*rec)->reason : HiddenReason((*rec)->reason, team);
+      return Reply(res, 200, {{"id", id->value()},
+                              {"state", api::JobStateName((*rec)->state)},
+                              {"reasons", json::array({"the job is " + std::string(api::JobStateName((*rec)->state)) +
+                                                       (reason.empty() ? "" : ": " + reason)})}});
     }
+    if (!visible) e->reasons = {HiddenReason("waiting", team)};
     json o = {{"id", id->value()},
               {"phase", sched::JobPhaseName(e->phase)},
               {"position", e->position},
@@ -1016,7 +1046,8 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
   });
 
   user_routes_->Get("/v1/queue", [this, authz](const Request& req, Response& res) {
-    if (!authz(req, res, Verb::kQueueRead)) return;
+    auto who = authz(req, res, Verb::kQueueRead);
+    if (!who) return;
     auto limit = IntParam(req, "limit", 1, options_.max_page, options_.max_page);
     auto cursor = IntParam(req, "cursor", 0, INT64_MAX / 4, 0);
     if (!limit.ok()) return Error(res, limit.status());
@@ -1028,6 +1059,7 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
     for (const QueueEntry& q : page) {
       api::JobSummary o = api::SummaryOf(q.job);
       o.position = q.position;
+      if (!SeesJob(*who, o.team)) o.reason = HiddenReason(o.reason, o.team);
       list.push_back(api::ToJson(o));
     }
     const size_t to = std::min(total, static_cast<size_t>(*cursor) + page.size());
@@ -1251,9 +1283,18 @@ void ApiServer::QuotaRoutes(const Guards& g) {
   user_routes_->Get("/v1/quotas", [this, authz, quota_json](const Request& req, Response& res) {
     auto who = authz(req, res, Verb::kQuotaRead);
     if (!who) return;
+    // ?team=T: that team only; one the token does not reach is refused, not shown as none.
+    std::string only;
+    if (req.has_param("team")) {
+      only = req.get_param_value("team");
+      if (!api::ValidTeamName(only)) return Error(res, 400, "team: use 1-128 letters, digits, '-', '_' or '.', got '" + only + "'");
+      if (!who->Reaches(only)) {
+        return Error(res, 403, "your token reads only team " + who->team + "'s quota and load, not team " + only + "'s");
+      }
+    }
     json teams = json::array();
     for (const auto& v : engine_.Quotas()) {
-      if (who->Reaches(v.team)) teams.push_back(quota_json(v.team, v.quota, v.load));
+      if (who->Reaches(v.team) && (only.empty() || v.team == only)) teams.push_back(quota_json(v.team, v.quota, v.load));
     }
     Reply(res, 200, {{"teams", teams}});
   });
@@ -1354,12 +1395,39 @@ void ApiServer::TokenRoutes(const Guards& g) {
       return Error(res, 403, std::string("your token (role ") + RoleName(who->role) + ") may not make " +
                                  RoleName(*made) + " tokens");
     }
+    if (!team.empty() && !api::ValidTeamName(team)) {
+      return Error(res, 400, "team: use 1-128 letters, digits, '-', '_' or '.', got '" + team + "'");
+    }
+    if (!ValidSubject(subject)) {
+      return Error(res, 400, "subject: use up to 128 letters, digits, '-', '_', '.', '@' or '+', got '" + subject + "'");
+    }
     if (who->scope != Scope::kAll) {
       // A team-admin makes tokens for its own team only.
       if (!team.empty() && team != who->team) {
         return Error(res, 403, "your token makes tokens for team " + who->team + " only, not '" + team + "'");
       }
       team = who->team;
+      // ... and for people of its team only: a subject is who the audit log says acted, and the
+      // user map may run its jobs as a Unix user, both of which only an admin may hand out.
+      if (!subject.empty()) {
+        if (subject == "autoscaler") {
+          return Error(res, 403, "subject: '" + subject + "' names the controller's own actions; pick another subject");
+        }
+        if (options_.user_map.subjects.count(subject)) {
+          return Error(res, 403, "subject " + subject + " runs jobs as Unix user " + options_.user_map.subjects.at(subject) +
+                                     " (the controller's user map); only an admin makes tokens for it");
+        }
+        auto existing = store_.ListTokens();
+        if (!existing.ok()) return Error(res, existing.status());
+        for (const api::TokenRecord& t : *existing) {
+          if (t.subject != subject) continue;
+          std::optional<Role> r = RoleOf(t);
+          if (t.kind != api::TokenKind::kUser || !r || !MayMakeRole(who->role, *r) || TeamOf(t) != who->team) {
+            return Error(res, 403, "subject " + subject + " already has a token of another team or role; only an admin "
+                                   "makes tokens for it (pick another subject for a new person of team " + who->team + ")");
+          }
+        }
+      }
     }
     std::optional<Time> expires;
     if (!f["ttl"].empty()) {
@@ -1387,7 +1455,11 @@ void ApiServer::TokenRoutes(const Guards& g) {
   // Whether the caller may see (and revoke) this token: admins every token, team-admins their
   // team's user tokens.
   auto token_visible = [](const Caller& who, const api::TokenRecord& t) {
-    return who.scope == Scope::kAll || (t.kind == api::TokenKind::kUser && TeamOf(t) == who.team);
+    if (who.scope == Scope::kAll) return true;
+    // A team-admin: its team's tokens of the roles it may make (not an admin's or a metrics token
+    // that names its team, which it could otherwise list and revoke).
+    std::optional<Role> r = RoleOf(t);
+    return t.kind == api::TokenKind::kUser && r && MayMakeRole(who.role, *r) && TeamOf(t) == who.team;
   };
 
   user_routes_->Get("/v1/tokens", [this, authz, token_json, token_visible](const Request& req, Response& res) {

@@ -90,6 +90,7 @@ class ServerTest : public ::testing::Test {
     so.max_body_bytes = 64 * 1024;
     so.max_page = 3;
     so.user_map.teams["vision"] = "gf-vision";
+    so.user_map.subjects["mapped"] = "gf-mapped";
     Configure(so);
     server_ = std::make_unique<ApiServer>(*engine_, store_, *auth_, clock_, so);
     ASSERT_TRUE(server_->Start().ok());
@@ -584,6 +585,115 @@ TEST_F(ServerTest, TokensCanBeListedRevokedAndExpire) {
   auto expired = Call("GET", "/v1/queue", dave);
   EXPECT_EQ(expired->status, 401);
   EXPECT_NE(expired->body.find("expired"), std::string::npos) << expired->body;
+}
+
+TEST_F(ServerTest, ATeamAdminNeitherSeesNorRevokesTokensAboveItsRole) {
+  // Given an admin token and a metrics token that name team vision, and a vision team-admin,
+  // expect the team-admin's list to leave them out and their revokes to answer 404, the admin's
+  // token to keep working; its own team's user tokens it lists and revokes.
+  auto vision_admin = Call("POST", "/v1/tokens", admin_, R"({"role": "admin", "subject": "ops", "team": "vision"})");
+  ASSERT_EQ(vision_admin->status, 201) << vision_admin->body;
+  auto metrics = Call("POST", "/v1/tokens", admin_, R"({"role": "metrics", "subject": "prom", "team": "vision"})");
+  ASSERT_EQ(metrics->status, 201) << metrics->body;
+  auto ta = Call("POST", "/v1/tokens", admin_, R"({"role": "team-admin", "subject": "carol", "team": "vision"})");
+  ASSERT_EQ(ta->status, 201) << ta->body;
+  const std::string carol = Body(ta)["token"];
+  // And a team-admin made without a team acts for "default": the bootstrap admin's token (no
+  // team either) is not one of its team's.
+  auto tb = Call("POST", "/v1/tokens", admin_, R"({"role": "team-admin", "subject": "erin"})");
+  ASSERT_EQ(tb->status, 201) << tb->body;
+  const std::string erin = Body(tb)["token"];
+
+  std::set<std::string> roles;
+  const json carols = Body(Call("GET", "/v1/tokens", carol));
+  for (const auto& t : carols["tokens"]) roles.insert(t["role"].get<std::string>());
+  EXPECT_EQ(roles, (std::set<std::string>{"team-admin", "user"})) << carols.dump();
+  const json erins = Body(Call("GET", "/v1/tokens", erin));
+  ASSERT_FALSE(erins["tokens"].empty()) << erins.dump();
+  for (const auto& t : erins["tokens"]) EXPECT_NE(t["role"], "admin") << t.dump();
+  for (const std::string& secret : {Body(vision_admin)["token"].get<std::string>(), Body(metrics)["token"].get<std::string>()}) {
+    const std::string id = Sha256Hex(secret).substr(0, 12);
+    EXPECT_EQ(Call("POST", "/v1/tokens/" + id + "/revoke", carol)->status, 404);
+  }
+  EXPECT_EQ(Call("POST", "/v1/tokens/" + Sha256Hex(admin_).substr(0, 12) + "/revoke", erin)->status, 404);
+  EXPECT_EQ(Call("GET", "/v1/audit", Body(vision_admin)["token"].get<std::string>())->status, 200);
+  EXPECT_EQ(Call("GET", "/v1/audit", admin_)->status, 200);
+  EXPECT_EQ(Call("POST", "/v1/tokens/" + Sha256Hex(alice_).substr(0, 12) + "/revoke", carol)->status, 200);
+}
+
+TEST_F(ServerTest, ATeamAdminMakesTokensOnlyForSubjectsOfItsOwnTeam) {
+  // Given a vision team-admin, expect it refused a token for bob (nlp's subject), for the
+  // bootstrap admin's subject, for the controller's own subject and for a subject the user map
+  // runs as a Unix user; a new person of its team it may name, and an admin may name anyone.
+  auto ta = Call("POST", "/v1/tokens", admin_, R"({"role": "team-admin", "subject": "carol", "team": "vision"})");
+  ASSERT_EQ(ta->status, 201) << ta->body;
+  const std::string carol = Body(ta)["token"];
+  for (const char* subject : {"bob", "admin", "autoscaler", "mapped"}) {
+    auto r = Call("POST", "/v1/tokens", carol, std::string(R"({"role": "user", "subject": ")") + subject + "\"}");
+    EXPECT_EQ(r->status, 403) << subject << ": " << r->body;
+  }
+  auto mapped = Call("POST", "/v1/tokens", carol, R"({"role": "user", "subject": "mapped"})");
+  EXPECT_NE(mapped->body.find("Unix user gf-mapped"), std::string::npos) << mapped->body;
+  auto again = Call("POST", "/v1/tokens", carol, R"({"role": "user", "subject": "alice"})");
+  EXPECT_EQ(again->status, 201) << "alice is of vision: " << again->body;
+  EXPECT_EQ(Call("POST", "/v1/tokens", carol, R"({"role": "viewer", "subject": "frank"})")->status, 201);
+  EXPECT_EQ(Call("POST", "/v1/tokens", admin_, R"({"role": "user", "subject": "mapped", "team": "nlp"})")->status, 201);
+  // Names that are not names: refused for everyone, and nothing is made.
+  const size_t before = store_.ListTokens()->size();
+  EXPECT_EQ(Call("POST", "/v1/tokens", admin_, R"({"role": "user", "subject": "w", "team": "Team Alpha!"})")->status, 400);
+  EXPECT_EQ(Call("POST", "/v1/tokens", admin_, R"({"role": "user", "subject": "a
+b", "team": "nlp"})")->status, 400);
+  EXPECT_EQ(store_.ListTokens()->size(), before);
+}
+
+TEST_F(ServerTest, AnotherTeamsJobIsShownWithoutItsReasons) {
+  // Given a vision job whose last transition names its paths, expect bob (nlp) to see its state
+  // in the list, the queue, the job and its history but not those reasons, and explain to give
+  // him no reasons of it; alice sees them all; a job that does not exist is 404 for explain.
+  auto sub = Call("POST", "/v1/jobs", alice_,
+                  R"({"job": {"name": "secret", "team": "vision", "resources": {"gpus": 1}, "run": ["true"],
+                      "workdir": "/srv/vision-secret"}})");
+  ASSERT_EQ(sub->status, 201) << sub->body;
+  const JobId id(Body(sub)["jobs"][0]["id"].get<int64_t>());
+  const std::string path = "/v1/jobs/" + std::to_string(id.value());
+  auto rec = store_.GetJob(id);
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  api::JobRecord failed = **rec;
+  failed.state = api::JobState::kFailed;
+  failed.reason = "exited with code 127 (cannot start: exec /srv/vision-secret/train: no such file)";
+  failed.updated = WallNow();
+  ASSERT_TRUE(store_.Update({store::JobUpdate{failed, api::Transition{WallNow(), api::JobState::kPending,
+                                                                       api::JobState::kFailed, failed.reason}}})
+                  .ok());
+  for (const std::string& route : {std::string("/v1/jobs"), path}) {
+    auto theirs = Call("GET", route, bob_);
+    ASSERT_EQ(theirs->status, 200) << route << ": " << theirs->body;
+    EXPECT_EQ(theirs->body.find("vision-secret"), std::string::npos) << route << ": " << theirs->body;
+    EXPECT_NE(theirs->body.find("the reason is shown to that team"), std::string::npos) << route << ": " << theirs->body;
+    auto own = Call("GET", route, alice_);
+    ASSERT_EQ(own->status, 200) << route;
+    EXPECT_NE(own->body.find("cannot start: exec /srv/vision-secret"), std::string::npos) << route << ": " << own->body;
+  }
+  // (The engine still holds the job as waiting: explain answers from it.)
+  auto explain = Call("GET", path + "/explain", bob_);
+  ASSERT_EQ(explain->status, 200) << explain->body;
+  ASSERT_EQ(Body(explain)["reasons"].size(), 1u) << explain->body;
+  EXPECT_NE(Body(explain)["reasons"][0].get<std::string>().find("shown to that team"), std::string::npos);
+  EXPECT_GE(Body(Call("GET", path + "/explain", alice_))["reasons"].size(), 1u);
+  EXPECT_EQ(Body(Call("GET", path + "/explain", alice_))["reasons"][0].get<std::string>().find("shown to that team"),
+            std::string::npos);
+  EXPECT_EQ(Body(Call("GET", path, bob_))["state"], "failed");
+  EXPECT_EQ(Call("GET", "/v1/jobs/999999/explain", bob_)->status, 404);
+}
+
+TEST_F(ServerTest, AQuotaOfAnotherTeamIsRefusedNotShownAsNone) {
+  // Given bob (nlp), expect his read of vision's quota refused with 403 naming his team, his own
+  // team's answered, and a team that is no name a 400.
+  auto theirs = Call("GET", "/v1/quotas?team=vision", bob_);
+  EXPECT_EQ(theirs->status, 403) << theirs->body;
+  EXPECT_NE(theirs->body.find("team nlp"), std::string::npos) << theirs->body;
+  EXPECT_EQ(Call("GET", "/v1/quotas?team=nlp", bob_)->status, 200);
+  EXPECT_EQ(Call("GET", "/v1/quotas?team=a%20b", admin_)->status, 400);
 }
 
 // The table's answer for a role on a route, as docs/security.md writes it.
