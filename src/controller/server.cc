@@ -136,6 +136,13 @@ bool ValidSubject(const std::string& s) {
   });
 }
 
+// A rate as people write it: "50", "0.5", "0.001".
+std::string FormatRate(double per_s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", per_s);
+  return buf;
+}
+
 // Who is calling, and how far the verb reaches for them.
 struct Caller {
   api::TokenRecord token;
@@ -333,6 +340,63 @@ api::AuditRecord ApiServer::AuditFor(const httplib::Request& req, const RouteRul
   return a;
 }
 
+void ApiServer::HoldFailedAuth(const httplib::Request& req, httplib::Response& res) {
+  if (options_.failed_auth_per_s <= 0) return;
+  const Time now = clock_.Now();
+  int64_t held_before = 0;  // answers held back from this address before this one was let through
+  bool start_holding = false;
+  double wait_s = 0;
+  {
+    MutexLock lock(rate_mu_);
+    if (failed_auth_.size() > 100000) failed_auth_.clear();  // bounded; a reset only forgives
+    auto [it, fresh] =
+        failed_auth_.try_emplace(req.remote_addr, FailBucket{static_cast<double>(options_.failed_auth_burst), now});
+    FailBucket& b = it->second;
+    if (!fresh) {
+      b.tokens = std::min<double>(options_.failed_auth_burst,
+                                  b.tokens + static_cast<double>((now - b.last).millis()) / 1000.0 * options_.failed_auth_per_s);
+      b.last = now;
+    }
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      held_before = b.held;
+      b.holding = false;
+      b.held = 0;
+    } else {
+      start_holding = !b.holding;
+      if (b.holding) ++b.held;
+      b.holding = true;
+      wait_s = (1 - b.tokens) / options_.failed_auth_per_s;
+    }
+  }
+  if (held_before > 0) {
+    // Let through again: the audit log says how many were held back meanwhile.
+    api::AuditRecord a = AuditFor(req, nullptr);
+    a.verb = "auth.login";
+    a.object = "address " + req.remote_addr;
+    a.outcome = "denied";
+    a.reason = std::to_string(held_before) + " more requests without a valid token from this address were answered 429 "
+               "and not recorded one by one";
+    Status st = store_.AppendAudit({a});
+    if (!st.ok()) spdlog::error("audit: {}", st.message());
+  }
+  if (wait_s <= 0) return;  // answered 401, audited as usual
+  res.set_header("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(wait_s))));
+  Error(res, 429, "too many requests without a valid token from this address (" +
+                      FormatRate(options_.failed_auth_per_s) + " per second, bursts of " +
+                      std::to_string(options_.failed_auth_burst) + "); check the token and retry later");
+  tl_audited = true;  // the first one held is recorded (below), the rest counted
+  if (start_holding) {
+    api::AuditRecord a = AuditFor(req, nullptr);
+    a.verb = "auth.login";
+    a.outcome = "denied";
+    a.reason = "too many requests without a valid token from " + req.remote_addr +
+               ": further ones are answered 429 and counted, not recorded one by one";
+    Status st = store_.AppendAudit({a});
+    if (!st.ok()) spdlog::error("audit: {}", st.message());
+  }
+}
+
 void ApiServer::AuditAnswer(const httplib::Request& req, const httplib::Response& res, bool agents) {
   if (tl_audited) return;
   const RouteRule* rule = FindRoute(req.method, req.path, agents);
@@ -491,7 +555,7 @@ void ApiServer::Routes() {
         if (b.tokens < 1) {
           double wait_s = (1 - b.tokens) / options_.token_rate_per_s;
           res.set_header("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(wait_s))));
-          Error(res, 429, "too many requests from this token (" + std::to_string(options_.token_rate_per_s) +
+          Error(res, 429, "too many requests from this token (" + FormatRate(options_.token_rate_per_s) +
                               " per second, bursts of " + std::to_string(options_.token_burst) + "); retry later");
           return httplib::Server::HandlerResponse::Handled;
         }
@@ -501,6 +565,8 @@ void ApiServer::Routes() {
         std::optional<Role> role = RoleOf(*t);
         if (role && Holds(*role, rule->verb)) return httplib::Server::HandlerResponse::Unhandled;
         Error(res, 403, Denied(*t, role, rule->verb, agents));
+      } else if (res.status == 401) {
+        HoldFailedAuth(req, res);
       }
       CloseAfterResponse();
       return httplib::Server::HandlerResponse::Handled;

@@ -76,6 +76,14 @@ struct ServerOptions {
   // with Retry-After. 0: no limit. Admin and agent tokens are not limited.
   double token_rate_per_s = 50;
   int token_burst = 200;
+  // Requests with a token that is missing, unknown, revoked or expired, per client address:
+  // bursts up to `failed_auth_burst`, then `failed_auth_per_s`; more are answered 429 with
+  // Retry-After and counted, not audited one by one (the audit log records when an address
+  // starts being held, and how many it sent while held), so that anyone who can reach the port
+  // cannot fill the store with refusals. A valid token from the same address is not held.
+  // 0: no limit.
+  double failed_auth_per_s = 1;
+  int failed_auth_burst = 30;
   // A part's log is kept up to this size; the rest is dropped behind a marker line saying how
   // much, so a job that writes gigabytes cannot fill the controller's disk.
   int64_t max_log_bytes_per_part = int64_t{256} << 20;
@@ -121,6 +129,9 @@ class ApiServer {
   // The record of a change this request makes, for the engine to write with the change.
   api::AuditRecord Allowed(const httplib::Request& req, const std::string& reason, bool agents = false) const;
   // Records the answer to a change or a refusal, unless the handler recorded it with the change.
+  // A request refused 401 (no valid token): counted against its address's failed-authentication
+  // bucket; over it, the answer becomes 429 and is counted instead of audited (ServerOptions).
+  void HoldFailedAuth(const httplib::Request& req, httplib::Response& res);
   void AuditAnswer(const httplib::Request& req, const httplib::Response& res, bool agents);
   void ExportAudit();
 
@@ -154,6 +165,15 @@ class ApiServer {
     Time last;
   };
   std::map<std::string, Bucket> buckets_ GF_GUARDED_BY(rate_mu_);  // by token hash
+  // Failed authentications by client address; while `holding`, `held` counts the answers held
+  // back (429) after the first, which was audited.
+  struct FailBucket {
+    double tokens = 0;
+    Time last;
+    bool holding = false;
+    int64_t held = 0;
+  };
+  std::map<std::string, FailBucket> failed_auth_ GF_GUARDED_BY(rate_mu_);
   std::map<std::string, int64_t> cut_logs_ GF_GUARDED_BY(logs_mu_);  // log path -> bytes offered in all, once cut
   Mutex export_mu_;  // the exporter waits on export_cv_ with it (stopping_ is what it waits for)
   CondVar export_cv_;

@@ -908,6 +908,8 @@ class LimitedServerTest : public ServerTest {
   void Configure(ServerOptions& so) override {
     so.token_rate_per_s = 0.001;  // one request per 1000 s once the burst is spent
     so.token_burst = 3;
+    so.failed_auth_per_s = 0.5;  // one more every 2 s once the burst is spent
+    so.failed_auth_burst = 4;
     so.max_log_bytes_per_part = 16;
   }
 };
@@ -920,6 +922,48 @@ TEST_F(LimitedServerTest, ATokenOverItsRateGets429WithRetryAfter) {
   EXPECT_EQ(limited->status, 429) << limited->body;
   EXPECT_FALSE(limited->get_header_value("Retry-After").empty());
   EXPECT_EQ(Call("GET", "/v1/queue", bob_)->status, 200);
+}
+
+// Sends a GET with `token` from `from` (an address of 127.0.0.0/8); returns the status code.
+int StatusFrom(int port, const char* from, const std::string& path, const std::string& token) {
+  int fd = Connect(port, from);
+  if (fd < 0) return -1;
+  std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token + "\r\nConnection: close\r\n\r\n";
+  ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  std::string answer = ReadAll(fd);
+  ::close(fd);
+  return answer.size() > 12 ? std::stoi(answer.substr(9, 3)) : -1;
+}
+
+TEST_F(LimitedServerTest, AnAddressSendingBadTokensIsHeldAndNotAuditedOneByOne) {
+  // Given a burst of 4 failed authentications per address, expect 127.0.0.2's bad tokens answered
+  // 401 four times, then 429 with one audit record saying so however many follow; a valid token
+  // from that address, and a bad one from another address, are not held; once the bucket has
+  // refilled (the clock moved 2 s), a bad token is 401 again and the audit log counts the ones
+  // held back.
+  auto logins = [this] {
+    store::AuditFilter f;
+    f.limit = 100000;
+    f.verb = "auth.login";
+    return store_.ListAudit(f)->size();
+  };
+  const size_t before = logins();
+  const std::string bad = "gf_user_00000000000000000000000000000000";
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(StatusFrom(server_->port(), "127.0.0.2", "/v1/queue", bad), 401) << i;
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(StatusFrom(server_->port(), "127.0.0.2", "/v1/queue", bad), 429) << i;
+  EXPECT_EQ(logins(), before + 4 + 1);
+  EXPECT_EQ(StatusFrom(server_->port(), "127.0.0.2", "/v1/queue", admin_), 200);
+  EXPECT_EQ(StatusFrom(server_->port(), "127.0.0.3", "/v1/queue", bad), 401);
+  clock_.Advance(Duration::Seconds(2));
+  EXPECT_EQ(StatusFrom(server_->port(), "127.0.0.2", "/v1/queue", bad), 401);
+  store::AuditFilter f;
+  f.limit = 100000;
+  f.verb = "auth.login";
+  auto records = *store_.ListAudit(f);
+  ASSERT_EQ(records.size(), before + 4 + 1 + 1 + 2);
+  bool counted = false;
+  for (const auto& r : records) counted = counted || r.reason.find("19 more requests") != std::string::npos;
+  EXPECT_TRUE(counted) << "the 20 held back, less the one recorded when holding began";
 }
 
 TEST_F(LimitedServerTest, ALogIsCutAtItsCapWithAMarker) {
