@@ -186,7 +186,8 @@ ApiResult ApiClient::Decode(const std::string& server, int status, const std::st
   }
   if (message.empty()) message = "HTTP " + std::to_string(status) + (body.empty() ? "" : ": " + body.substr(0, 200));
   if (status == 401) {
-    r.error = "the token was refused (" + message + "): check " + ClientConfigPath() + " or GPUFLEET_TOKEN";
+    r.error = "the token was refused (" + message + "): check the token given (--token, else GPUFLEET_TOKEN, else " +
+              ClientConfigPath() + ")";
   } else {
     r.error = message;
   }

@@ -733,6 +733,9 @@ void ApiServer::JobRoutes(const Guards& g) {
     std::string scoped_id = who->token.team + "/" + who->token.subject + "/" + request_id;
     std::string text;
     api::JobParseOptions opts;
+    if (body->contains("yaml") && body->contains("job")) {
+      return Error(res, 400, "body: give the job as 'job' (an object) or 'yaml' (the file's text), not both");
+    }
     if (body->contains("yaml")) {
       if (!(*body)["yaml"].is_string()) return Error(res, 400, "yaml: expected the job file as a string");
       text = (*body)["yaml"].get<std::string>();
@@ -1453,6 +1456,9 @@ void ApiServer::TokenRoutes(const Guards& g) {
     }
     std::string kind = f["kind"], role = f["role"], subject = f["subject"], team = f["team"];
     if (kind != "user" && kind != "join") return Error(res, 400, "kind: must be user or join, got '" + kind + "'");
+    if (kind == "join" && body->contains("role")) {
+      return Error(res, 400, "role: a join token has no role (it only registers nodes); leave role out");
+    }
     std::optional<Role> made = kind == "join" ? std::optional<Role>(Role::kJoin) : ParseRole(role);
     if (!made || *made == Role::kAgent || (kind == "user" && *made == Role::kJoin)) {
       return Error(res, 400, "role: must be admin, team-admin, user, viewer or metrics, got '" + role + "'");
@@ -1556,6 +1562,7 @@ void ApiServer::TokenRoutes(const Guards& g) {
     if (found.empty()) return Error(res, 404, "no token " + id + " that your token may revoke");
     if (found.size() > 1) return Error(res, 409, "token id " + id + " is ambiguous; give more digits");
     if (found[0].hash == who->token.hash) return Error(res, 409, "a token cannot revoke itself");
+    if (found[0].revoked) return Error(res, 409, "token " + found[0].Id() + " is already revoked");
     api::AuditRecord audit = AuditFor(req, FindRoute("POST", req.path, false));
     audit.object = "token " + found[0].Id();
     audit.outcome = "allowed";

@@ -646,6 +646,27 @@ b", "team": "nlp"})")->status, 400);
   EXPECT_EQ(store_.ListTokens()->size(), before);
 }
 
+TEST_F(ServerTest, AmbiguousOrPointlessRequestsAreRefusedNotGuessed) {
+  // Given a join token asked for with a role, a submit that gives both `job` and `yaml`, and a
+  // token revoked twice, expect 400, 400 and 409, with nothing made or submitted.
+  const size_t tokens = store_.ListTokens()->size();
+  auto join = Call("POST", "/v1/tokens", admin_, R"({"kind": "join", "role": "admin"})");
+  EXPECT_EQ(join->status, 400) << join->body;
+  EXPECT_EQ(store_.ListTokens()->size(), tokens);
+  auto both = Call("POST", "/v1/jobs", alice_,
+                   R"({"job": {"resources": {"gpus": 1}, "run": ["true"]}, "yaml": "run: ["false"]
+resources: {gpus: 1}
+"})");
+  EXPECT_EQ(both->status, 400) << both->body;
+  store::JobFilter f;
+  EXPECT_TRUE(store_.ListJobs(f)->empty());
+  const std::string bob_id = Sha256Hex(bob_).substr(0, 12);
+  EXPECT_EQ(Call("POST", "/v1/tokens/" + bob_id + "/revoke", admin_)->status, 200);
+  auto again = Call("POST", "/v1/tokens/" + bob_id + "/revoke", admin_);
+  EXPECT_EQ(again->status, 409) << again->body;
+  EXPECT_NE(again->body.find("already revoked"), std::string::npos) << again->body;
+}
+
 TEST_F(ServerTest, AnotherTeamsJobIsShownWithoutItsReasons) {
   // Given a vision job whose last transition names its paths, expect bob (nlp) to see its state
   // in the list, the queue, the job and its history but not those reasons, and explain to give
