@@ -74,4 +74,20 @@ TWO="$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' "$WORK/two.out")"
 state_is "$TWO" pending || { history_of "$TWO" >&2; fail "a job was placed on dev-2, a node of the earlier run whose agent is gone"; }
 "$GPUFLEET" explain "$TWO" >"$WORK/explain.out"
 grep -q "can start now:   no" "$WORK/explain.out" || { cat "$WORK/explain.out" >&2; fail "explain says the job can start now"; }
+
+# --- A revoked admin token, replaced at the next start --------------------------------------
+# A second admin revokes the first; the data directory's admin.token (and the CLI config dev
+# wrote) then opens nothing, and `--new-admin-token` at the next start makes one that does.
+"$GPUFLEET" token create --role admin --subject ops -o json >"$WORK/ops.json"
+OPS="$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$WORK/ops.json")"
+FIRST_ID="$("$GPUFLEET" token list -o json | "$PYTHON" -c '
+import json, sys
+print([t["id"] for t in json.load(sys.stdin)["tokens"] if t["subject"] == "admin"][0])')"
+GPUFLEET_TOKEN="$OPS" "$GPUFLEET" token revoke "$FIRST_ID" >/dev/null || fail "the second admin could not revoke the first"
+"$GPUFLEET" queue >/dev/null 2>&1 && fail "the revoked admin token still works"
+dev_stop
+start_dev --agents 1 --new-admin-token
+wait_for "the controller with a new admin token" "$GPUFLEET" queue
+GPUFLEET_TOKEN="$OPS" "$GPUFLEET" audit --verb token.create -o jsonl >"$WORK/audit.jsonl"
+grep -q -- "--new-admin-token" "$WORK/audit.jsonl" || { cat "$WORK/audit.jsonl" >&2; fail "the audit log does not record the new admin token"; }
 echo PASS

@@ -380,7 +380,8 @@ std::function<int()> SetupToken(CLI::App& app) {
     const std::string cmd = "token create";
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
-    json body = {{"kind", a->join ? "join" : "user"}, {"role", a->role}, {"subject", a->subject}, {"team", a->team}};
+    json body = {{"kind", a->join ? "join" : "user"}, {"subject", a->subject}, {"team", a->team}};
+    if (!a->join) body["role"] = a->role;  // a join token has none
     if (!a->ttl.empty()) body["ttl"] = a->ttl;
     ApiResult r = client->Post("/v1/tokens", body);
     if (!r.ok()) return Report(cmd, r);

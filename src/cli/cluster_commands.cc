@@ -142,6 +142,7 @@ struct ControllerFlags {
   std::string burn_in = "off";              // --burn-in off|required
   double burn_in_threshold = node::kDefaultThreshold;
   std::string environments;                 // --environments FILE (default: the shipped table)
+  bool new_admin_token = false;             // --new-admin-token: a lost or revoked admin token replaced
 };
 
 void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
@@ -172,6 +173,9 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
                   "Serve HTTPS with this certificate chain (PEM, leaf first), on the API and the agent listener")
       ->check(CLI::ExistingFile);
   sub->add_option("--tls-key", f.tls_key, "The private key (PEM) of --tls-cert")->check(CLI::ExistingFile);
+  sub->add_flag("--new-admin-token", f.new_admin_token,
+                "Make a new admin token at start and write it to <data-dir>/admin.token (for an admin token "
+                "that was lost or revoked; the old one stays as it was, the audit log records the new one)");
   sub->add_flag("--insecure", f.insecure,
                 "Allow plain HTTP on an address other hosts can reach (tokens then cross the network in clear text)");
   sub->add_option("--checkpoint-root", f.checkpoint_root,
@@ -647,6 +651,22 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   } else {
     c->admin_token = ReadSecret(f.data_dir + "/admin.token");
     c->join_token = ReadSecret(f.data_dir + "/join.token");
+  }
+  if (f.new_admin_token && !tokens.empty()) {
+    // Whoever may start the controller on its data directory holds its state already: a new admin
+    // token is theirs to make, recorded in the audit log with the token's creation.
+    api::AuditRecord a;
+    a.at = WallNow();
+    a.subject = "admin";
+    a.role = "admin";
+    a.source = "local";
+    a.verb = "token.create";
+    a.outcome = "allowed";
+    a.reason = "a new admin token for admin, made at start (--new-admin-token)";
+    c->store->AttachAudit({a});
+    GF_ASSIGN_OR_RETURN(c->admin_token, c->auth->Create(api::TokenKind::kUser, "admin", "admin", "", WallNow()));
+    GF_RETURN_IF_ERROR(WriteSecret(f.data_dir + "/admin.token", c->admin_token));
+    spdlog::warn("a new admin token was made (--new-admin-token): {}/admin.token", f.data_dir);
   }
 
   controller::EngineOptions eo;
