@@ -34,6 +34,27 @@ case "$CASE" in
     expect_no_report "missing trace file"
     ;;
 
+  out_of_range)
+    # Given a directory as the trace, a cluster larger than a cluster file may hold, a load
+    # factor that is not a number, and a negative cluster, expect exit 2 with what is wrong,
+    # each before any replay (no report, no crash).
+    run "$R" "$GPUFLEET" sim --trace "$WORK" --cluster-gpus 8
+    expect_rc "$R" 2 "a directory as the trace"
+    expect_contains "$R.err" "is a directory" "a directory as the trace"
+    expect_no_report "a directory as the trace"
+    run "$R" "$GPUFLEET" sim --trace "$TINY" --cluster-gpus 2147483647
+    expect_rc "$R" 2 "a huge cluster"
+    expect_contains "$R.err" "--cluster-gpus must be 1.." "a huge cluster"
+    run "$R" "$GPUFLEET" sim --trace "$TINY" --cluster-gpus -8
+    expect_rc "$R" 2 "a negative cluster"
+    for lf in nan inf 1e-15 0; do
+      run "$R" "$GPUFLEET" sim --trace "$TINY" --cluster-gpus 8 --load-factor "$lf"
+      expect_rc "$R" 2 "--load-factor $lf"
+      expect_contains "$R.err" "--load-factor must be from 0.001 to 1000" "--load-factor $lf"
+      expect_no_report "--load-factor $lf"
+    done
+    ;;
+
   bad_columns)
     # Given a column map with an unknown field, expect exit 2 and the field named.
     run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "id=name,submit=arrive,duration=secs,gpus=ngpu,colour=group" \

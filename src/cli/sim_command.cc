@@ -22,6 +22,10 @@ namespace gpufleet::cli {
 
 namespace {
 
+// As a cluster file allows (sim/cluster_spec.cc): nodes of at most 64 GPUs, 100,000 of a kind.
+constexpr int64_t kMaxClusterNodes = 100000;
+constexpr int64_t kMaxClusterGpus = kMaxClusterNodes * 64;
+
 struct SimArgs {
   std::string trace;
   std::string format = "auto";
@@ -99,6 +103,9 @@ int Run(const SimArgs& a) {
 
   sim::ClusterSpec cluster;
   if (!a.cluster.empty() && a.cluster_gpus > 0) return Fail("give either --cluster or --cluster-gpus, not both");
+  if (a.cluster.empty() && a.cluster_gpus != 0 && (a.cluster_gpus < 1 || a.cluster_gpus > kMaxClusterGpus)) {
+    return Fail("--cluster-gpus must be 1.." + std::to_string(kMaxClusterGpus) + ", got " + std::to_string(a.cluster_gpus));
+  }
   if (!a.cluster.empty()) {
     auto c = sim::LoadClusterSpec(a.cluster, *catalog);
     if (!c.ok()) return Fail(c.status());
@@ -107,11 +114,15 @@ int Run(const SimArgs& a) {
     const model::GpuModel* m = catalog->Find(a.gpu);
     if (!m) return Fail("unknown GPU model '" + a.gpu + "' for --gpu (try H100, A100, A100-80GB, L4, T4, V100)");
     if (a.gpus_per_node < 1 || a.gpus_per_node > 64) return Fail("--gpus-per-node must be 1..64");
+    if (a.cluster_gpus / a.gpus_per_node > kMaxClusterNodes) {
+      return Fail("--cluster-gpus " + std::to_string(a.cluster_gpus) + " in nodes of " + std::to_string(a.gpus_per_node) +
+                  " GPUs is more than " + std::to_string(kMaxClusterNodes) + " nodes (a cluster file's limit too)");
+    }
     if (!(a.gpu_hour_price >= 0 && a.gpu_hour_price <= 10000)) return Fail("--gpu-hour-price must be 0..10000 dollars");
     int64_t node_price = std::llround(a.gpu_hour_price * 1e6) * a.gpus_per_node;
     cluster = sim::HomogeneousCluster(a.cluster_gpus, m->name, a.gpus_per_node, node_price);
   } else {
-    return Fail("say which cluster to simulate: --cluster FILE.yaml or --cluster-gpus N");
+    return Fail("say which cluster to simulate: --cluster FILE.yaml or --cluster-gpus N (N >= 1)");
   }
 
   sim::SimOptions base;
@@ -141,9 +152,11 @@ int Run(const SimArgs& a) {
     if (!m) return Fail("unknown GPU model '" + a.reference_gpu + "' for --reference-gpu");
     base.reference_gpu = m->name;
   }
-  if (a.load_factor <= 0) return Fail("--load-factor must be positive");
+  if (!(a.load_factor >= 0.001 && a.load_factor <= 1000)) {
+    return Fail("--load-factor must be from 0.001 to 1000 (2 = twice the arrivals), got " + std::to_string(a.load_factor));
+  }
   base.load_factor = a.load_factor;
-  if (a.node_mtbf_hours < 0) return Fail("--node-mtbf must not be negative");
+  if (!(a.node_mtbf_hours >= 0 && a.node_mtbf_hours <= 1e9)) return Fail("--node-mtbf must be 0 (no failures) or a number of hours");
   base.node_mtbf_hours = a.node_mtbf_hours;
   base.seed = a.seed;
   if (a.output != "text" && a.output != "json") return Fail("-o must be text or json, got '" + a.output + "'");

@@ -410,6 +410,7 @@ class World : public sched::ActionSink {
   __int128 node_cost_acc_[3] = {0, 0, 0};   // micro-dollars x ms / h, integrated between events
   int64_t running_ = 0;
   int64_t finished_ = 0;
+  int64_t wasted_runs_ = 0;  // runs stopped in a row without a job finishing or saving work
   sched::Scheduler* sched_ = nullptr;
   std::vector<SimNode> nodes_;
   std::unique_ptr<sched::Autoscaler> scaler_;
@@ -670,6 +671,8 @@ void World::Preempt(JobId id, PreemptReason reason) {
   }
   Duration saved_work = Duration::Millis(static_cast<int64_t>(static_cast<double>(saved_wall.millis()) * j.speed));
   j.done = std::min(j.work, j.done + saved_work);
+  // A run that ends without saving any work is wasted; too many in a row and the replay is stuck.
+  wasted_runs_ = saved_work > Duration::Zero() ? 0 : wasted_runs_ + 1;
   int64_t milli = trace_.shape(i).total_gpu_milli();
   // In GPU-ms, lost is what is left of the run after its overhead and saved work, so the books
   // add up exactly even for GPU slices (run = saved + lost + overhead).
@@ -872,6 +875,7 @@ void World::Finish(size_t i, int64_t epoch, Time t, std::vector<sched::Event>& b
   Charge(rec, i);
   rec.finish = t;
   last_finish_ = std::max(last_finish_, t);
+  wasted_runs_ = 0;
   ended_.push_back(i);
   j.running = false;
   j.done = j.work;
@@ -1110,7 +1114,7 @@ Result<SimResult> World::Run() {
   Configure(sched, largest, quotas);
   if (trace_.empty()) return Status::InvalidArgument("the trace has no jobs");
   const Time first = trace_.submit(0);
-  GF_ASSIGN_OR_RETURN(const Duration step, Begin(sched, first));
+  GF_ASSIGN_OR_RETURN(Duration step, Begin(sched, first));
 
   const int64_t total = static_cast<int64_t>(trace_.size());
   int64_t remaining_arrivals = total;
@@ -1199,10 +1203,26 @@ Result<SimResult> World::Run() {
     if (sample) {
       result_.series.push_back(SeriesPoint{t, busy_milli_, view.OnlineMilli(),
                                            static_cast<int64_t>(sched.pending_count()), running_});
+      if (o_.max_series_points > 1 && static_cast<int64_t>(result_.series.size()) > o_.max_series_points) {
+        // Every other point, the first kept, and half as many from now on.
+        std::vector<SeriesPoint>& series = result_.series;
+        size_t kept = 0;
+        for (size_t i = 0; i < series.size(); i += 2) series[kept++] = series[i];
+        series.resize(kept);
+        step = step * 2;
+      }
       // Keep sampling while anything is left to happen.
       if (remaining_arrivals > 0 || running_ > 0) Push(t + step, Kind::kSample, 0);
     }
     if (o_.progress && ++progress_tick % 4096 == 0) o_.progress(finished_, total);
+    if (o_.max_wasted_runs > 0 && wasted_runs_ >= o_.max_wasted_runs) {
+      return Status::FailedPrecondition(
+          "the replay makes no progress: " + std::to_string(wasted_runs_) + " runs in a row were stopped before " +
+          "their job finished or saved any work (at " + FormatIso8601(t) + ", " + std::to_string(finished_) + " of " +
+          std::to_string(total) + " jobs finished). Jobs are preempted or fail faster than they checkpoint: give a " +
+          "shorter --checkpoint-interval, keep checkpoint-on-preempt, set --policy-opt min_run=DURATION, or a larger " +
+          "--node-mtbf");
+    }
     if (Done(sched, remaining_arrivals)) break;
   }
   if (o_.progress) o_.progress(finished_, total);

@@ -72,6 +72,15 @@ struct SimOptions {
   // instants once at least this many are in it and they are half of it or more. A tuning
   // knob: the result is the same for any value (a test replays with 1 and with no limit).
   int64_t stale_events_min = 1024;
+  // The utilisation series holds at most this many points: when it would hold more, every other
+  // point is dropped and the sampling step doubles, so a job that runs for years costs no more
+  // memory than one that runs for days (about 2,000 points for most replays: never reached).
+  int64_t max_series_points = 100000;
+  // A replay that makes no progress is stopped with an error: when this many runs in a row were
+  // stopped (preempted, failed, reclaimed) without the job finishing or saving any work since the
+  // last job that did, jobs are stopped faster than they checkpoint and the replay would never
+  // end. 0: never stop.
+  int64_t max_wasted_runs = 1000000;
 };
 
 // Memory: besides the trace, a run holds the jobs in the system (pending or running), the

@@ -44,6 +44,49 @@ class SimulatorTest : public ::testing::Test {
   }
 };
 
+TEST_F(SimulatorTest, AJobOfYearsKeepsTheSeriesBoundedAndTheSummaryAsItWas) {
+  // Given one job of 10 days after three short ones (a step of 60 s: 14,400 samples), expect a
+  // cap of 100 points to keep at most 101 (the cap, then the final sample), in time order, from
+  // the first submission to the end, and the same summary as without the cap.
+  std::vector<TraceJob> jobs = {Job("a", 0, 1, 60), Job("b", 30, 1, 60), Job("c", 60, 1, 60),
+                                Job("long", 90, 2, 10 * 86400)};
+  SimOptions o;
+  o.sample_step = Duration::Seconds(60);
+  auto full = Run(jobs, HomogeneousCluster(8, "A100"), o);
+  ASSERT_TRUE(full.ok()) << full.status().message();
+  EXPECT_GT(full->series.size(), 14000u);
+  o.max_series_points = 100;
+  auto capped = Run(jobs, HomogeneousCluster(8, "A100"), o);
+  ASSERT_TRUE(capped.ok()) << capped.status().message();
+  ASSERT_LE(capped->series.size(), 101u);
+  ASSERT_GE(capped->series.size(), 50u);
+  EXPECT_EQ(capped->series.front().t, Time::FromSeconds(0));
+  EXPECT_EQ(capped->series.back().t, full->series.back().t);
+  for (size_t i = 1; i < capped->series.size(); ++i) EXPECT_LT(capped->series[i - 1].t, capped->series[i].t);
+  EXPECT_EQ(SummaryToJson(Summarize(*capped)), SummaryToJson(Summarize(*full)));
+}
+
+TEST_F(SimulatorTest, AReplayThatCannotProgressStopsWithAnError) {
+  // Given a node that fails every few minutes and jobs that checkpoint every 30 minutes (each
+  // run stopped before it saves anything), expect the replay to stop with FailedPrecondition
+  // once 1,000 runs in a row were wasted, saying why; with a 1-minute checkpoint it finishes.
+  std::vector<TraceJob> jobs = {Job("a", 0, 8, 7200), Job("b", 0, 8, 7200)};
+  SimOptions o;
+  o.node_mtbf_hours = 0.05;
+  o.repair_time = Duration::Seconds(10);
+  o.checkpoint_interval = Duration::Minutes(30);
+  o.max_wasted_runs = 1000;
+  auto stuck = Run(jobs, HomogeneousCluster(8, "A100"), o);
+  ASSERT_FALSE(stuck.ok());
+  EXPECT_EQ(stuck.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(stuck.status().message().find("makes no progress: 1000 runs in a row"), std::string::npos)
+      << stuck.status().message();
+  o.checkpoint_interval = Duration::Minutes(1);
+  auto done = Run(jobs, HomogeneousCluster(8, "A100"), o);
+  ASSERT_TRUE(done.ok()) << done.status().message();
+  EXPECT_EQ(Summarize(*done).finished, 2);
+}
+
 TEST_F(SimulatorTest, ChargesJobsTheirShareOfNodePrices) {
   // Given one 8-GPU node at $16/h (on-demand) and one spot 8-GPU node at $8/h, a 4-GPU job for
   // 2 h and, after it, a 8-GPU job for 1 h, expect: job A pays half of one node for 2 h, job B a

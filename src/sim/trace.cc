@@ -1,5 +1,7 @@
 #include "sim/trace.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -1231,12 +1233,14 @@ Result<std::string> ReadFile(const std::string& path) {
     if (err == ENOENT) return Status::NotFound("trace file not found: " + path);
     return Status::Unavailable("cannot open trace " + path + ": " + std::strerror(err));
   }
-  std::string data;
-  if (std::fseek(f, 0, SEEK_END) == 0) {
-    long size = std::ftell(f);
-    if (size > 0) data.reserve(static_cast<size_t>(size));
-    std::rewind(f);
+  struct stat st {};
+  if (::fstat(::fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    std::fclose(f);
+    return Status::InvalidArgument(path + " is a directory; give the trace file in it");
   }
+  std::string data;
+  // The size of a regular file only (a pipe or a device says nothing, or nonsense).
+  if (S_ISREG(st.st_mode) && st.st_size > 0) data.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
