@@ -371,6 +371,7 @@ int SelectFail(const std::string& msg, int code) {
 
 int RunSelect(const SelectArgs& a) {
   if (a.output != "text" && a.output != "json") return SelectFail("-o must be text or json, got '" + a.output + "'", 2);
+  if (a.limit < 0) return SelectFail("--limit must not be negative (0 = all)", 2);
   const std::string speeds_path = a.speeds.empty() ? model::GpuSpeeds::DefaultPath() : a.speeds;
   auto speeds = model::GpuSpeeds::LoadCsv(speeds_path, model::GpuCatalog::BuiltIn());
   if (!speeds.ok()) return SelectFail(speeds.status().message(), ExitCodeFor(speeds.status()));
@@ -390,7 +391,7 @@ int RunSelect(const SelectArgs& a) {
   const char* profile = job->profile == model::Boundness::kCompute  ? "compute"
                         : job->profile == model::Boundness::kMemory ? "memory"
                                                                      : "balanced";
-  size_t shown = std::min(sel->ranked.size(), static_cast<size_t>(std::max(a.limit, 1)));
+  size_t shown = a.limit == 0 ? sel->ranked.size() : std::min(sel->ranked.size(), static_cast<size_t>(a.limit));
   if (a.output == "json") {
     json out;
     out["job"] = {{"file", a.job},
@@ -511,7 +512,7 @@ std::function<int()> SetupSelectCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("select", "Rank offers for a job by expected cost to complete");
   sub->add_option("job", args->job, "Job YAML (resources, estimate, profile, checkpoint, market, ...)")->required();
   sub->add_option("-o,--output", args->output, "text or json")->capture_default_str();
-  sub->add_option("--limit", args->limit, "Candidates to show")->capture_default_str();
+  sub->add_option("--limit", args->limit, "Candidates to show; 0 = all")->capture_default_str();
   sub->add_option("--catalog", args->catalog, kCatalogHelp);
   sub->add_option("--speeds", args->speeds,
                   "GPU speed table CSV (default: $GPUFLEET_SPEEDS, else ./data/gpu_speeds.csv, else the one in the "
@@ -525,7 +526,7 @@ std::function<int()> SetupSelectCommand(CLI::App& app) {
                 "no capacity signal) by expected cost like any other; by default they rank after every other "
                 "offer");
   sub->add_flag("-q,--quiet", args->quiet, "Do not print the catalog summary on stderr");
-  sub->footer(R"(The job file (other keys are ignored):
+  sub->footer(R"(The job file (a job file as `gpufleet submit` takes; a key it does not know is an error). What select reads:
   resources: {gpus: 8, nodes: 1, gpu_type: [H100, A100-80GB]}  # gpus per node
   estimate: "10h on A100"          # runtime on a reference GPU
   profile: compute                 # compute | memory | balanced (datasheet speeds only)

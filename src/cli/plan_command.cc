@@ -23,6 +23,7 @@
 #include "common/strings.h"
 #include "cost/offer.h"
 #include "plan/planner.h"
+#include "sched/policy/registry.h"
 #include "sim/trace.h"
 
 #ifndef GPUFLEET_DATA_DIR
@@ -54,7 +55,7 @@ struct PlanArgs {
   std::string reference_gpu;
   std::string gpu_specs;
   std::string reserved_term = "1y";
-  double reserved_ratio = 0;  // 0: the term's default
+  std::optional<double> reserved_ratio;  // none: the term's default
   std::string slo_wait = "1h";
   double slo_quantile = 0.95;
   std::string max_wait = "24h";
@@ -757,12 +758,12 @@ int Run(const PlanArgs& args) {
   } else {
     return Fail(kExitUsage, "--reserved-term must be 1y or 3y, got '" + a.reserved_term + "'");
   }
-  if (a.reserved_ratio != 0) {
-    if (!(a.reserved_ratio > 0 && a.reserved_ratio <= 1)) {
+  if (a.reserved_ratio) {
+    if (!(*a.reserved_ratio > 0 && *a.reserved_ratio <= 1)) {
       return Fail(kExitUsage, "--reserved-ratio must be in (0, 1] (reserved price / on-demand price), got " +
-                                  Printf("%g", a.reserved_ratio));
+                                  Printf("%g", *a.reserved_ratio));
     }
-    (o.term == plan::ReservedTerm::kOneYear ? o.ratios.one_year : o.ratios.three_year) = a.reserved_ratio;
+    (o.term == plan::ReservedTerm::kOneYear ? o.ratios.one_year : o.ratios.three_year) = *a.reserved_ratio;
     o.ratios.catalog_one_year = false;  // the buyer's own contract beats the list price
   }
   for (const auto& spec : a.substitutes) {
@@ -830,7 +831,9 @@ int Run(const PlanArgs& args) {
   auto ro = ParseSpan(a.restart_overhead);
   if (!ro) return Fail(kExitUsage, "--restart-overhead: expected a duration such as 5m, got '" + a.restart_overhead + "'");
   o.plan.restart_overhead = *ro;
-  if (!(a.time_limit_s > 0 && a.time_limit_s <= 3600)) return Fail(kExitUsage, "--time-limit must be 0..3600 seconds");
+  if (!(a.time_limit_s > 0 && a.time_limit_s <= 3600)) {
+    return Fail(kExitUsage, "--time-limit must be more than 0 and at most 3600 seconds, got " + Printf("%g", a.time_limit_s));
+  }
   o.plan.time_limit_s = a.time_limit_s;
   if (a.frontier != "none" && !a.frontier.empty()) {
     for (const auto& part : Split(a.frontier, ',')) {
@@ -855,6 +858,8 @@ int Run(const PlanArgs& args) {
     return Fail(kExitUsage, "--spot-capacity: expected measured, always or a table FILE.csv, got '" + a.spot_capacity + "'");
   }
   o.verify.policy = a.policy;
+  // The replay's policy is checked now, not after the solver's minutes (with --no-verify too).
+  if (auto p = sched::MakePolicies(a.policy, {}); !p.ok()) return Fail(kExitUsage, "--policy: " + p.status().message());
   auto boot = ParseSpan(a.boot_delay);
   if (!boot) return Fail(kExitUsage, "--boot-delay: expected a duration such as 3m, got '" + a.boot_delay + "'");
   o.verify.boot_delay = *boot;

@@ -9,6 +9,11 @@
 #include <atomic>
 #include <mutex>
 #include <thread>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <unistd.h>
 
 #include "cli/exit_codes.h"
 #include "cli/progress.h"
@@ -78,6 +83,23 @@ Status WriteFile(const std::string& path, const std::string& text) {
   out << text;
   out.close();
   if (!out) return Status::Unavailable("cannot write " + path);
+  return Status::Ok();
+}
+
+// Whether `path` could be written: its folder exists and takes files, and the file, if there, may
+// be written. (Checked before the replay; the write after it still reports its own errors.)
+Status CheckWritable(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p(path);
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return Status::InvalidArgument("cannot write " + path + ": the folder " + dir.string() + " does not exist");
+  }
+  if (std::filesystem::is_directory(p, ec)) return Status::InvalidArgument("cannot write " + path + ": it is a folder");
+  const bool exists = std::filesystem::exists(p, ec);
+  if (::access(exists ? path.c_str() : dir.c_str(), W_OK) != 0) {
+    return Status::InvalidArgument("cannot write " + path + ": " + std::strerror(errno));
+  }
   return Status::Ok();
 }
 
@@ -172,9 +194,24 @@ int Run(const SimArgs& a) {
   }
   if (policies.empty()) return Fail("--compare needs at least one policy name");
   // Reject bad policy names and options before reading a large trace.
-  for (const auto& p : policies) {
-    auto cfg = sched::MakePolicies(p, base.policy_options);
+  for (size_t i = 0; i < policies.size(); ++i) {
+    auto cfg = sched::MakePolicies(policies[i], base.policy_options);
     if (!cfg.ok()) return Fail(cfg.status());
+    if (std::find(policies.begin(), policies.begin() + static_cast<long>(i), policies[i]) != policies.begin() + static_cast<long>(i)) {
+      return Fail("--compare names " + policies[i] + " twice (its outputs would overwrite each other)");
+    }
+  }
+  // And outputs that could not be written, before a replay that may take minutes.
+  {
+    std::vector<std::string> outputs;
+    for (const std::string& p : policies) {
+      if (!a.jobs_out.empty()) outputs.push_back(policies.size() > 1 ? PerPolicyPath(a.jobs_out, p) : a.jobs_out);
+      if (!a.series_out.empty()) outputs.push_back(policies.size() > 1 ? PerPolicyPath(a.series_out, p) : a.series_out);
+    }
+    if (!a.plot.empty()) outputs.push_back(a.plot);
+    for (const std::string& out : outputs) {
+      if (Status st = CheckWritable(out); !st.ok()) return Fail(st);
+    }
   }
 
   // Held compactly: a trace of millions of jobs would otherwise cost more than the replay itself.

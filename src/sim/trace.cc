@@ -1068,7 +1068,12 @@ Result<GavelRates> LoadGavelThroughputs(const std::string& path, const std::stri
   }
   if (!doc.is_object()) return Status::InvalidArgument(path + ": expected an object of worker types");
   auto w = doc.find(worker);
-  if (w == doc.end() || !w->is_object()) {
+  if (w != doc.end() && !w->is_object()) {
+    return Status::InvalidArgument(path + ": worker type '" + worker +
+                                   "': expected an object of job types, like {\"('ResNet-50', 1)\": {\"null\": 12.5}}, got " +
+                                   w->dump().substr(0, 80));
+  }
+  if (w == doc.end()) {
     std::vector<std::string> workers;
     for (const auto& [name, value] : doc.items()) workers.push_back(name);
     return Status::InvalidArgument(path + ": no worker type '" + worker + "' (the file has: " +
@@ -1341,8 +1346,8 @@ Result<Trace> Read(const std::string& path, const TraceOptions& options, Compact
     // An explicit column map is the caller's intent and wins over header detection.
     if (!options.columns.empty()) {
       format = TraceFormat::kCsv;
-    } else if (StartsWith(first_line, "{")) {
-      format = TraceFormat::kJsonl;
+    } else if (StartsWith(first_line, "{") || StartsWith(first_line, "[")) {
+      format = TraceFormat::kJsonl;  // (a JSON array is refused there, saying what JSON Lines is)
     } else if (first_line.find('\t') != std::string_view::npos) {
       format = TraceFormat::kGavel;  // Gavel's traces are the only tab-separated format
     }
