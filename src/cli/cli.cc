@@ -28,11 +28,21 @@ std::function<int()> SetupPolicies(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("policies", "List the scheduling policies and their options");
   auto json = std::make_shared<std::string>("text");
   sub->add_option("-o,--output", *json, "text or json")->capture_default_str();
+  sub->footer(R"(Examples:
+  gpufleet policies
+  gpufleet policies -o json     # [{name, help, options, common_options}, ...]
+  gpufleet sim --trace data/traces/philly/philly.csv --cluster-gpus 480 --policy las --policy-opt min_run=30m)");
   return [json]() {
     const auto& table = sched::PolicyTable();
+    // The options every policy takes (sched::MakePolicies reads them).
+    static constexpr const char* kCommon =
+        "backfill=off|easy|greedy preempt=true|false min_run=DURATION max_preempt_attempts=N hot=C quota.TEAM=GPUS "
+        "victims=least-work-lost|worst-rank fit=best|first";
     if (*json == "json") {
       nlohmann::ordered_json arr = nlohmann::ordered_json::array();
-      for (const auto& p : table) arr.push_back({{"name", p.name}, {"help", p.help}, {"options", p.options}});
+      for (const auto& p : table) {
+        arr.push_back({{"name", p.name}, {"help", p.help}, {"options", p.options}, {"common_options", kCommon}});
+      }
       std::printf("%s\n", arr.dump(2).c_str());
       return 0;
     }
