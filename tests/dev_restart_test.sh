@@ -90,4 +90,10 @@ start_dev --agents 1 --new-admin-token
 wait_for "the controller with a new admin token" "$GPUFLEET" queue
 GPUFLEET_TOKEN="$OPS" "$GPUFLEET" audit --verb token.create -o jsonl >"$WORK/audit.jsonl"
 grep -q -- "--new-admin-token" "$WORK/audit.jsonl" || { cat "$WORK/audit.jsonl" >&2; fail "the audit log does not record the new admin token"; }
+# Left on the command line, the flag makes no further token while the one there works.
+cp "$WORK/data/admin.token" "$WORK/admin.before"
+dev_stop
+start_dev --agents 1 --new-admin-token
+wait_for "the controller again" "$GPUFLEET" queue
+cmp -s "$WORK/admin.before" "$WORK/data/admin.token" || fail "--new-admin-token replaced an admin token that still worked"
 echo PASS

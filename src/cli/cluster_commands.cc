@@ -652,7 +652,17 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     c->admin_token = ReadSecret(f.data_dir + "/admin.token");
     c->join_token = ReadSecret(f.data_dir + "/join.token");
   }
-  if (f.new_admin_token && !tokens.empty()) {
+  bool admin_token_works = false;
+  if (f.new_admin_token && !tokens.empty() && !c->admin_token.empty()) {
+    auto t = c->auth->Check(c->admin_token, WallNow());
+    admin_token_works = t.ok() && t->kind == api::TokenKind::kUser && t->role == "admin";
+    // Left in a service's command line, the flag must not mint an admin token at every start.
+    if (admin_token_works) {
+      spdlog::info("--new-admin-token: {}/admin.token still opens the controller as admin; no new token made",
+                   f.data_dir);
+    }
+  }
+  if (f.new_admin_token && !tokens.empty() && !admin_token_works) {
     // Whoever may start the controller on its data directory holds its state already: a new admin
     // token is theirs to make, recorded in the audit log with the token's creation.
     api::AuditRecord a;

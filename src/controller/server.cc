@@ -1,5 +1,9 @@
 #include "controller/server.h"
 
+#include <cstring>
+
+#include <arpa/inet.h>
+
 #include "controller/monitor.h"
 #include "controller/pool.h"
 #include "controller/webui.h"
@@ -340,17 +344,34 @@ api::AuditRecord ApiServer::AuditFor(const httplib::Request& req, const RouteRul
   return a;
 }
 
+std::string FailureKey(const std::string& addr) {
+  in6_addr a6{};
+  if (addr.find(':') == std::string::npos || ::inet_pton(AF_INET6, addr.c_str(), &a6) != 1) return addr;
+  if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+    char v4[INET_ADDRSTRLEN];
+    if (::inet_ntop(AF_INET, &a6.s6_addr[12], v4, sizeof v4) != nullptr) return v4;
+  }
+  std::memset(&a6.s6_addr[8], 0, 8);
+  char out[INET6_ADDRSTRLEN];
+  if (::inet_ntop(AF_INET6, &a6, out, sizeof out) == nullptr) return addr;
+  return std::string(out) + "/64";
+}
+
 void ApiServer::HoldFailedAuth(const httplib::Request& req, httplib::Response& res) {
   if (options_.failed_auth_per_s <= 0) return;
   const Time now = clock_.Now();
-  int64_t held_before = 0;  // answers held back from this address before this one was let through
+  const std::string key = FailureKey(req.remote_addr);
+  int64_t held_before = 0;  // answers held back from this address since its last recorded one
   bool start_holding = false;
   double wait_s = 0;
   {
     MutexLock lock(rate_mu_);
-    if (failed_auth_.size() > 100000) failed_auth_.clear();  // bounded; a reset only forgives
-    auto [it, fresh] =
-        failed_auth_.try_emplace(req.remote_addr, FailBucket{static_cast<double>(options_.failed_auth_burst), now});
+    if (failed_auth_.size() > 100000) {
+      // Bounded: addresses that are not held are forgotten first (a reset only forgives).
+      std::erase_if(failed_auth_, [](const auto& e) { return !e.second.holding; });
+      if (failed_auth_.size() > 100000) failed_auth_.clear();
+    }
+    auto [it, fresh] = failed_auth_.try_emplace(key, FailBucket{static_cast<double>(options_.failed_auth_burst), now});
     FailBucket& b = it->second;
     if (!fresh) {
       b.tokens = std::min<double>(options_.failed_auth_burst,
@@ -359,9 +380,11 @@ void ApiServer::HoldFailedAuth(const httplib::Request& req, httplib::Response& r
     }
     if (b.tokens >= 1) {
       b.tokens -= 1;
+      // Answered 401 and recorded, with the count of those held back since the last record; the
+      // address stays held until its bucket has refilled, so a steady flood is one record a refill.
       held_before = b.held;
-      b.holding = false;
       b.held = 0;
+      if (b.tokens >= options_.failed_auth_burst - 1) b.holding = false;
     } else {
       start_holding = !b.holding;
       if (b.holding) ++b.held;
@@ -369,18 +392,16 @@ void ApiServer::HoldFailedAuth(const httplib::Request& req, httplib::Response& r
       wait_s = (1 - b.tokens) / options_.failed_auth_per_s;
     }
   }
-  if (held_before > 0) {
-    // Let through again: the audit log says how many were held back meanwhile.
-    api::AuditRecord a = AuditFor(req, nullptr);
-    a.verb = "auth.login";
-    a.object = "address " + req.remote_addr;
-    a.outcome = "denied";
-    a.reason = std::to_string(held_before) + " more requests without a valid token from this address were answered 429 "
-               "and not recorded one by one";
-    Status st = store_.AppendAudit({a});
-    if (!st.ok()) spdlog::error("audit: {}", st.message());
+  if (wait_s <= 0) {
+    if (held_before > 0) {
+      // The 401's audit record (AuditAnswer) carries its message: say what was held back.
+      auto body = api::ParseJson(res.body);
+      std::string message = body.ok() && body->is_object() && body->contains("error") ? (*body)["error"].value("message", "") : "";
+      Error(res, 401, message + " (and " + std::to_string(held_before) +
+                          " earlier requests without a valid token from this address were answered 429, not recorded one by one)");
+    }
+    return;
   }
-  if (wait_s <= 0) return;  // answered 401, audited as usual
   res.set_header("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(wait_s))));
   Error(res, 429, "too many requests without a valid token from this address (" +
                       FormatRate(options_.failed_auth_per_s) + " per second, bursts of " +
@@ -390,7 +411,7 @@ void ApiServer::HoldFailedAuth(const httplib::Request& req, httplib::Response& r
     api::AuditRecord a = AuditFor(req, nullptr);
     a.verb = "auth.login";
     a.outcome = "denied";
-    a.reason = "too many requests without a valid token from " + req.remote_addr +
+    a.reason = "too many requests without a valid token from " + key +
                ": further ones are answered 429 and counted, not recorded one by one";
     Status st = store_.AppendAudit({a});
     if (!st.ok()) spdlog::error("audit: {}", st.message());
@@ -565,7 +586,9 @@ void ApiServer::Routes() {
         std::optional<Role> role = RoleOf(*t);
         if (role && Holds(*role, rule->verb)) return httplib::Server::HandlerResponse::Unhandled;
         Error(res, 403, Denied(*t, role, rule->verb, agents));
-      } else if (res.status == 401) {
+      } else if (res.status == 401 && !agents) {
+        // (Not on the agent listener: an agent whose token is refused re-registers on a 401,
+        // and many agents may share one address.)
         HoldFailedAuth(req, res);
       }
       CloseAfterResponse();
@@ -1456,7 +1479,8 @@ void ApiServer::TokenRoutes(const Guards& g) {
     }
     std::string kind = f["kind"], role = f["role"], subject = f["subject"], team = f["team"];
     if (kind != "user" && kind != "join") return Error(res, 400, "kind: must be user or join, got '" + kind + "'");
-    if (kind == "join" && body->contains("role")) {
+    // (Earlier CLIs sent the default "user" with every token, join tokens too.)
+    if (kind == "join" && body->contains("role") && role != "user" && role != "join") {
       return Error(res, 400, "role: a join token has no role (it only registers nodes); leave role out");
     }
     std::optional<Role> made = kind == "join" ? std::optional<Role>(Role::kJoin) : ParseRole(role);
@@ -1479,27 +1503,11 @@ void ApiServer::TokenRoutes(const Guards& g) {
         return Error(res, 403, "your token makes tokens for team " + who->team + " only, not '" + team + "'");
       }
       team = who->team;
-      // ... and for people of its team only: a subject is who the audit log says acted, and the
-      // user map may run its jobs as a Unix user, both of which only an admin may hand out.
-      if (!subject.empty()) {
-        if (subject == "autoscaler") {
-          return Error(res, 403, "subject: '" + subject + "' names the controller's own actions; pick another subject");
-        }
-        if (options_.user_map.subjects.count(subject)) {
-          return Error(res, 403, "subject " + subject + " runs jobs as Unix user " + options_.user_map.subjects.at(subject) +
-                                     " (the controller's user map); only an admin makes tokens for it");
-        }
-        auto existing = store_.ListTokens();
-        if (!existing.ok()) return Error(res, existing.status());
-        for (const api::TokenRecord& t : *existing) {
-          if (t.subject != subject) continue;
-          std::optional<Role> r = RoleOf(t);
-          if (t.kind != api::TokenKind::kUser || !r || !MayMakeRole(who->role, *r) || TeamOf(t) != who->team) {
-            return Error(res, 403, "subject " + subject + " already has a token of another team or role; only an admin "
-                                   "makes tokens for it (pick another subject for a new person of team " + who->team + ")");
-          }
-        }
-      }
+      // ... and names its people within the team: a subject is who the audit log says acted, and
+      // the user map may run a subject's jobs as a Unix user, both of which only an admin may hand
+      // out. A team-admin's "dave" is stored as "vision/dave", which no admin-made subject, no
+      // user-map entry an admin did not write as such, and no other team's subject can be.
+      if (!subject.empty()) subject = team + "/" + subject;
     }
     std::optional<Time> expires;
     if (!f["ttl"].empty()) {

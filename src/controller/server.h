@@ -46,6 +46,10 @@ struct UserMap {
   std::map<std::string, std::string> teams;
   std::string For(const std::string& subject, const std::string& team) const;
 };
+// The key a client's failed authentications are counted under (ServerOptions::failed_auth_*):
+// its IPv4 address, or the /64 of an IPv6 one (a host is given a whole /64 to pick addresses from).
+std::string FailureKey(const std::string& addr);
+
 // Reads a user map file: `subjects: {alice: alice}` and `teams: {vision: gf-vision}`. Errors name
 // the file and the entry.
 Result<UserMap> LoadUserMap(const std::string& path);
