@@ -392,7 +392,7 @@ std::function<int()> SetupToken(CLI::App& app) {
     std::printf("%s\n", StrField(r.body, "token").c_str());
     std::fprintf(stderr, "created a %s token %s%s%s%s; it is shown only this once\n",
                  a->join ? "join" : StrField(r.body, "role").c_str(), StrField(r.body, "id").c_str(),
-                 a->subject.empty() ? "" : (" for " + a->subject).c_str(),
+                 StrField(r.body, "subject").empty() ? "" : (" for " + StrField(r.body, "subject")).c_str(),
                  StrField(r.body, "team").empty() ? "" : (" (team " + StrField(r.body, "team") + ")").c_str(),
                  IntField(r.body, "expires_ms") > 0 ? (", expires " + Iso(IntField(r.body, "expires_ms"))).c_str() : "");
     return kExitOk;

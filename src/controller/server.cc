@@ -335,10 +335,17 @@ api::AuditRecord ApiServer::AuditFor(const httplib::Request& req, const RouteRul
   if (std::optional<std::string> token = BearerToken(req)) {
     // A lookup in the cache the request's own authentication filled.
     auto t = auth_.Check(*token, a.at);
+    std::optional<api::TokenRecord> known;
     if (t.ok()) {
-      a.subject = t->subject;
-      a.role = t->kind == api::TokenKind::kUser ? t->role : api::TokenKindName(t->kind);
-      a.team = t->team;
+      known = *t;
+    } else if (t.status().code() == StatusCode::kNotFound) {
+      // A revoked or expired token is still someone's: the record says whose.
+      if (auto found = store_.FindToken(Sha256Hex(*token)); found.ok() && *found) known = **found;
+    }
+    if (known) {
+      a.subject = known->subject;
+      a.role = known->kind == api::TokenKind::kUser ? known->role : api::TokenKindName(known->kind);
+      a.team = known->team;
     }
   }
   return a;
@@ -444,6 +451,13 @@ void ApiServer::AuditAnswer(const httplib::Request& req, const httplib::Response
     }
   }
   if (a.reason.empty()) a.reason = "HTTP " + std::to_string(res.status);
+  if (a.request_id.empty() && rule && rule->verb == Verb::kJobSubmit) {
+    // A refused submit: the request id its body gave, so the client's retry can be found.
+    auto sent = api::ParseJson(req.body);
+    if (sent.ok() && sent->is_object() && sent->contains("request_id") && (*sent)["request_id"].is_string()) {
+      a.request_id = (*sent)["request_id"].get<std::string>().substr(0, 128);
+    }
+  }
   Status st = store_.AppendAudit({a});
   if (!st.ok()) spdlog::error("audit: {}", st.message());
 }

@@ -525,6 +525,20 @@ TEST_F(ServerTest, AUserCannotTouchAnotherTeamsJobs) {
   EXPECT_EQ(by_owner->status, 202) << by_owner->body;
 }
 
+TEST_F(ServerTest, ARefusedSubmitsAuditRecordKeepsTheRequestIdItsBodyGave) {
+  // Given bob (nlp) submitting for team vision with a request id in the body, expect 403 and an
+  // audit record of the refusal that carries that request id.
+  auto r = Call("POST", "/v1/jobs", bob_,
+                R"({"request_id": "rid-other-team-1", "job": {"team": "vision", "resources": {"gpus": 1}, "run": ["true"]}})");
+  ASSERT_EQ(r->status, 403) << r->body;
+  store::AuditFilter f;
+  f.verb = "job.submit";
+  auto records = store_.ListAudit(f);
+  ASSERT_TRUE(records.ok() && !records->empty());
+  EXPECT_EQ(records->back().outcome, "denied");
+  EXPECT_EQ(records->back().request_id, "rid-other-team-1");
+}
+
 TEST_F(ServerTest, AJobWithoutATeamIsItsSubmittersTeams) {
   // Given bob (team nlp) submitting a job that names no team, expect it stored under nlp.
   auto sub = Call("POST", "/v1/jobs", bob_, R"({"job": {"name": "j", "resources": {"gpus": 1}, "run": ["true"]}})");
@@ -580,6 +594,15 @@ TEST_F(ServerTest, TokensCanBeListedRevokedAndExpire) {
   auto revoked = Call("POST", "/v1/tokens/" + bob_id + "/revoke", admin_);
   EXPECT_EQ(revoked->status, 200) << revoked->body;
   EXPECT_EQ(Call("GET", "/v1/queue", bob_)->status, 401);
+  {
+    // The refusal's audit record names whose revoked token it was.
+    store::AuditFilter f;
+    f.verb = "auth.login";
+    auto refused = store_.ListAudit(f);
+    ASSERT_TRUE(refused.ok() && !refused->empty());
+    EXPECT_EQ(refused->back().subject, "bob");
+    EXPECT_EQ(refused->back().team, "nlp");
+  }
 
   clock_.Advance(Duration::Seconds(2 * 3600));
   auto expired = Call("GET", "/v1/queue", dave);
