@@ -332,9 +332,10 @@ Policies: fifo, backfill, priority, fair-share, las, sjf, srtf (gpufleet policie
   AddGavelFlags(sub, args->gavel_throughputs, args->gavel_worker);
   sub->add_option("--cluster", args->cluster, "Cluster spec YAML (see examples/clusters/)");
   sub->add_option("--cluster-gpus", args->cluster_gpus, "Homogeneous cluster of this many GPUs in 8-GPU nodes");
-  sub->add_option("--gpu", args->gpu, "GPU model for --cluster-gpus")->capture_default_str();
-  sub->add_option("--gpus-per-node", args->gpus_per_node, "GPUs per node for --cluster-gpus")->capture_default_str();
-  sub->add_option("--gpu-hour-price", args->gpu_hour_price,
+  CLI::Option* gpu = sub->add_option("--gpu", args->gpu, "GPU model for --cluster-gpus")->capture_default_str();
+  CLI::Option* per_node =
+      sub->add_option("--gpus-per-node", args->gpus_per_node, "GPUs per node for --cluster-gpus")->capture_default_str();
+  CLI::Option* price = sub->add_option("--gpu-hour-price", args->gpu_hour_price,
                   "Dollars per GPU-hour for --cluster-gpus nodes: the report then shows what the run cost "
                   "(cluster YAML: price_per_hour per node type)");
   sub->add_option("--policy", args->policy, "Queue policy")->capture_default_str();
@@ -360,7 +361,18 @@ Policies: fifo, backfill, priority, fair-share, las, sjf, srtf (gpufleet policie
   sub->add_option("--gpu-specs", args->gpu_specs, "GPU spec CSV to use instead of the built-in table (data/gpu_specs.csv format)");
   sub->add_flag("--progress", args->progress, "Always draw the progress bar (default: only on a terminal)");
   sub->add_flag("--no-progress", args->no_progress, "Never draw the progress bar");
-  return [args]() { return Run(*args); };
+  return [args, gpu, per_node, price]() {
+    // They shape --cluster-gpus' nodes only: with a cluster file they would be ignored unseen.
+    if (!args->cluster.empty()) {
+      for (const CLI::Option* o : {gpu, per_node, price}) {
+        if (o->count() > 0) {
+          return Fail(o->get_name() + " applies to --cluster-gpus only; a cluster file gives its nodes' model, size and "
+                                      "price_per_hour");
+        }
+      }
+    }
+    return Run(*args);
+  };
 }
 
 }  // namespace gpufleet::cli
