@@ -302,7 +302,9 @@ int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const Log
         std::string data = StrField(p, "data");
         if (data.empty() || idx < 0 || static_cast<size_t>(idx) >= offsets.size()) continue;
         any = true;
-        offsets[idx] += static_cast<int64_t>(data.size());
+        // Where the controller's copy goes on (a controller without next_offset: after the data).
+        const int64_t next = p.contains("next_offset") ? IntField(p, "next_offset") : 0;
+        offsets[idx] = next > offsets[idx] ? next : offsets[idx] + static_cast<int64_t>(data.size());
         if (opts.part < 0 || opts.part == idx) printer.Write(idx, data, prefix);
       }
       if (any) continue;  // read on: replies come in chunks

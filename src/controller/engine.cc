@@ -1371,9 +1371,14 @@ void Engine::ApplyRegister(RegisterReq& r) {
           part.exit_code = -1;
           part.message = "the agent restarted and the part was gone";
           if (!job.stop_requested && !job.failing) {
-            job.failing = true;
-            SendStop(job, "part " + std::to_string(p) + " was lost when its agent restarted");
-            Transition(job, JobState::kStopping, "part " + std::to_string(p) + " was lost when its agent restarted");
+            // The machine or its agent went down under the job (a crash, a reboot): a node lost
+            // for a moment, not the job failing. Stop the other parts and requeue it as for a
+            // lost node (restart.on_preemption decides).
+            job.stop_requested = true;
+            job.stop_reason = sched::PreemptReason::kNodeFailure;
+            job.stop_text = "part " + std::to_string(p) + " was lost when its agent restarted";
+            Transition(job, JobState::kStopping, job.stop_text);
+            SendStop(job, job.stop_text);
           }
           finish.push_back(jid);
         }

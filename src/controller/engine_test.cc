@@ -406,6 +406,30 @@ TEST_F(EngineTest, RestartRecoversQueueAndRunningJobs) {
   EXPECT_EQ(StateOf(pending), JobState::kStarting);
 }
 
+TEST_F(EngineTest, APartGoneWhenItsAgentRestartedIsRequeuedAsForALostNode) {
+  // Given a running job whose agent registers again without it (the machine went down under it),
+  // expect the job stopping, then preempted and pending again (requeued; it starts again), not
+  // failed; and a job with restart.on_preemption false to fail with that reason.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 4);
+  JobId job = Submit(*e, "resources: {gpus: 4}\nrun: x\n");
+  Beat(*e, a, {Started(job, 1, 0)});
+  ASSERT_EQ(StateOf(job), JobState::kRunning);
+  Register(*e, "node-a", 4);
+  std::vector<JobState> states = StatesOf(job);
+  EXPECT_NE(std::find(states.begin(), states.end(), JobState::kPreempted), states.end());
+  EXPECT_EQ(std::find(states.begin(), states.end(), JobState::kFailed), states.end());
+  EXPECT_EQ(StateOf(job), JobState::kStarting) << "requeued, and the node has room again";
+
+  JobId strict = Submit(*e, "resources: {gpus: 1}\nrun: y\nrestart: {on_preemption: false}\n");
+  Beat(*e, a, {Started(job, 2, 0)});
+  Beat(*e, a, {Exited(job, 2, 0, 0)});
+  Beat(*e, a, {Started(strict, 1, 0)});
+  ASSERT_EQ(StateOf(strict), JobState::kRunning);
+  Register(*e, "node-a", 4);
+  EXPECT_EQ(StateOf(strict), JobState::kFailed);
+}
+
 // Restart equivalence: two controllers get the same history on the same clock; one of them is
 // replaced, midway, by a new controller on its store (a takeover). From then on both must rank
 // the queue and decide alike.

@@ -140,6 +140,24 @@ bool ValidSubject(const std::string& s) {
   });
 }
 
+// The length of the longest prefix of `s` that does not end inside a UTF-8 character (bytes that
+// are not UTF-8 at all count as whole characters; they become U+FFFD in JSON either way).
+size_t Utf8Prefix(const std::string& s) {
+  const size_t n = s.size();
+  // Walk back over at most three continuation bytes to the last lead byte.
+  size_t i = n;
+  int back = 0;
+  while (i > 0 && back < 3 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) {
+    --i;
+    ++back;
+  }
+  if (i == 0) return n;
+  const unsigned char lead = static_cast<unsigned char>(s[i - 1]);
+  const size_t want = lead >= 0xF0 && lead < 0xF8 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  const size_t have = n - (i - 1);
+  return want > have ? i - 1 : n;
+}
+
 // A rate as people write it: "50", "0.5", "0.001".
 std::string FormatRate(double per_s) {
   char buf[32];
@@ -1089,10 +1107,18 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
             data.resize(n);
             f.seekg(offsets[p]);
             f.read(data.data(), n);
+            // A chunk cut before the file's end ends on a whole UTF-8 character: the rest of a
+            // character cut in two comes whole in the next chunk.
+            if (offsets[p] + n < size) data.resize(Utf8Prefix(data));
             any = true;
           }
         }
-        out.push_back({{"part", p}, {"offset", offsets[p]}, {"data", data}});
+        // `data` is JSON text: bytes that are not UTF-8 arrive as U+FFFD, so the next read starts
+        // at next_offset (bytes of the file), not at offset + the length of data.
+        out.push_back({{"part", p},
+                       {"offset", offsets[p]},
+                       {"next_offset", offsets[p] + static_cast<int64_t>(data.size())},
+                       {"data", data}});
       }
       return any;
     };

@@ -322,6 +322,49 @@ TEST_F(ServerTest, AnAgentWritesLogsOnlyForItsOwnParts) {
   EXPECT_EQ(sa == 200 ? sb : sa, 403);
 }
 
+TEST_F(ServerTest, ALogIsReadOnFromNextOffsetWhateverItsBytes) {
+  // Given a part's log that starts with two bytes that are not UTF-8 and then holds 1.2 MB of
+  // two-byte characters (the 1 MiB chunk would cut one in two), expect readers that follow
+  // next_offset to get every character once: the bad bytes as U+FFFD, no character split, and
+  // next_offset counting bytes of the log (not of the JSON text).
+  std::string a = RegisterNode("node-a");
+  auto sub = Call("POST", "/v1/jobs", admin_, std::string(kJob) + R"("request_id": "utf"})");
+  ASSERT_EQ(sub->status, 201) << sub->body;
+  const int64_t id = Body(sub)["jobs"][0]["id"].get<int64_t>();
+  std::string text = "\xff\xfeok\n";
+  text += "a";
+  for (int i = 0; i < 600000; ++i) text += "\xc3\xa9";  // e acute
+  const std::string base = "/v1/agents/logs?job=" + std::to_string(id) + "&attempt=1&part=0&offset=";
+  int status = 0;
+  for (int i = 0; i < 200 && status != 200; ++i) {  // until the scheduler has placed it
+    status = Call("POST", base + "0", a, text.substr(0, 5), true)->status;
+    if (status != 200) std::this_thread::yield();
+  }
+  ASSERT_EQ(status, 200);
+  for (size_t at = 5; at < text.size(); at += 60000) {
+    auto up = Call("POST", base + std::to_string(at), a, text.substr(at, 60000), true);
+    ASSERT_EQ(up->status, 200) << up->body;
+  }
+  std::string got;
+  int64_t offset = 0;
+  int reads = 0;
+  for (;;) {
+    auto r = Call("GET", "/v1/jobs/" + std::to_string(id) + "/logs?offsets=" + std::to_string(offset), admin_);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json part = Body(r)["parts"][0];
+    const std::string data = part["data"];
+    if (data.empty()) break;
+    got += data;
+    offset = part["next_offset"].get<int64_t>();
+    ++reads;
+  }
+  EXPECT_EQ(reads, 2);
+  EXPECT_EQ(offset, static_cast<int64_t>(text.size()));
+  std::string want = "\xef\xbf\xbd\xef\xbf\xbdok\na";  // U+FFFD twice
+  for (int i = 0; i < 600000; ++i) want += "\xc3\xa9";
+  EXPECT_TRUE(got == want) << got.size() << " bytes against " << want.size();
+}
+
 TEST_F(ServerTest, ListingsArePaginated) {
   // Given 5 jobs and a page size of at most 3, expect pages of 3 and 2 linked by next_cursor, and a
   // larger limit refused.
