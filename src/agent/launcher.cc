@@ -99,6 +99,16 @@ std::string DescribeChildError(const ChildError& e, const LaunchSpec& spec, cons
     case Stage::kFork: what = "fork the job process for " + spec.argv[0]; break;
   }
   std::string out = what + ": " + ErrnoText(e.err);
+  if (e.stage == Stage::kExec && (e.err == EACCES || e.err == ENOENT) && spec.argv[0].find('/') == std::string::npos) {
+    // execvp looked the name up in PATH: say so, and which PATH (a folder the job's user may not
+    // search, such as one under /root, turns "not found" into "Permission denied").
+    auto path = spec.env.find("PATH");
+    const char* inherited = std::getenv("PATH");
+    const std::string searched = path != spec.env.end() ? path->second : inherited ? inherited : "";
+    out += " (not found as an executable file in a PATH folder" +
+           (user.empty() ? std::string() : " that user " + user + " may search") + "; PATH=" + searched +
+           "; give the command's full path, or set PATH in the job's env)";
+  }
   if (e.stage == Stage::kChdir && e.err == EACCES && !user.empty()) {
     out += " (the job runs as user " + user +
            ", who may not enter it: pick a working directory that user can use, or map the submitter to "

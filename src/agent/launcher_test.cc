@@ -337,7 +337,16 @@ TEST_F(ProcessLauncherTest, ExecFailureIsAnErrorNotAnExit127) {
   // nothing running.
   auto r = launcher_.Launch(Spec("nope", {"gpufleet-no-such-program-xyz", "train.py"}));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "exec gpufleet-no-such-program-xyz: No such file or directory");
+  const std::string message = r.status().message();
+  EXPECT_EQ(message.rfind("exec gpufleet-no-such-program-xyz: No such file or directory (not found as an executable "
+                          "file in a PATH folder", 0),
+            0u)
+      << message;
+  EXPECT_NE(message.find("PATH=" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "")), std::string::npos)
+      << message;
+  auto full = launcher_.Launch(Spec("nope2", {"/no/such/dir/train", "x"}));
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.status().message(), "exec /no/such/dir/train: No such file or directory") << "a path is not looked up";
   EXPECT_TRUE(launcher_.List().empty());
   EXPECT_TRUE(launcher_.Poll(Time::FromSeconds(1)).empty());
 }
