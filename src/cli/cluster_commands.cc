@@ -1077,6 +1077,10 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
       ::gethostname(host, sizeof host - 1);
       name = host;
     }
+    if (!api::ValidTeamName(name)) {
+      return Fail("agent", Status::InvalidArgument("node name '" + name + "': use 1-128 letters, digits, '-', '_' or '.'" +
+                                                   (f->o.name.empty() ? " (it is the host name; give --name)" : "")));
+    }
     auto burn_in_limit = ParseDuration(f->burn_in_time_limit);
     if (!burn_in_limit || *burn_in_limit <= Duration::Zero()) {
       return Fail("agent", Status::InvalidArgument("--burn-in-time-limit wants a duration such as 170s or 3m, got '" +

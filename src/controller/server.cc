@@ -1672,6 +1672,10 @@ void ApiServer::AgentRoutes(const Guards& g) {
     if (!body.ok()) return Error(res, 400, "body: " + body.status().message());
     auto r = api::RegisterRequestFromJson(*body);
     if (!r.ok()) return Error(res, r.status());
+    if (!api::ValidTeamName(r->name)) {
+      // The node routes (drain, undrain, check) and the metrics' labels take only these.
+      return Error(res, 400, "name: a node's name uses 1-128 letters, digits, '-', '_' or '.', got '" + r->name + "'");
+    }
     if (t->kind == api::TokenKind::kAgent && t->subject != r->name) {
       return Error(res, 403, "this agent token belongs to node '" + t->subject + "'");
     }

@@ -365,6 +365,19 @@ TEST_F(ServerTest, ALogIsReadOnFromNextOffsetWhateverItsBytes) {
   EXPECT_TRUE(got == want) << got.size() << " bytes against " << want.size();
 }
 
+TEST_F(ServerTest, ANodeNameTheNodeRoutesCouldNotTakeIsRefusedAtRegistration) {
+  // Given names with a space, a quote and non-ASCII letters, expect 400 naming the rule and no
+  // node registered; a plain name registers and can be drained.
+  for (const std::string name : {"x y", "bad\"name", "\xc3\xbcn\xc3\xaf"}) {
+    auto r = Call("POST", "/v1/agents/register", join_, RegisterBody(name), true);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << name << ": " << r->body;
+  }
+  EXPECT_TRUE(engine_->Nodes().empty());
+  RegisterNode("node_a.1");
+  EXPECT_EQ(Call("POST", "/v1/nodes/node_a.1/drain", admin_)->status, 200);
+}
+
 TEST_F(ServerTest, ListingsArePaginated) {
   // Given 5 jobs and a page size of at most 3, expect pages of 3 and 2 linked by next_cursor, and a
   // larger limit refused.
