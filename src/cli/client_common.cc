@@ -356,9 +356,12 @@ std::string CurrentDir() {
 // --- submit ---------------------------------------------------------------------------------
 
 std::string Usd(int64_t micros) {
+  // Rounded to the cent, as the dashboard and the JSON's consumers round.
+  const bool neg = micros < 0;
+  const int64_t cents = ((neg ? -micros : micros) + 5000) / 10000;
   char buf[64];
-  std::snprintf(buf, sizeof buf, "$%lld.%02lld", static_cast<long long>(micros / 1000000),
-                static_cast<long long>(micros % 1000000 / 10000));
+  std::snprintf(buf, sizeof buf, "%s$%lld.%02lld", neg ? "-" : "", static_cast<long long>(cents / 100),
+                static_cast<long long>(cents % 100));
   return buf;
 }
 

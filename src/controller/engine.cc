@@ -1,5 +1,7 @@
 #include "controller/engine.h"
 
+#include "cost/offer.h"
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -1620,7 +1622,7 @@ void Engine::MaybeFinishAttempt(Job& job) {
     job.stop_text.clear();
     if (job.stop_reason == sched::PreemptReason::kMaxCost) {
       // The core forgets the job after this stop: it does not come back.
-      Transition(job, JobState::kFailed, why + " (max_cost $" + std::to_string(job.rec.request.spec.max_cost_micros / 1000000) + ")");
+      Transition(job, JobState::kFailed, why + " (max_cost " + cost::FormatUsd(job.rec.request.spec.max_cost_micros) + ")");
       jobs_.erase(id.value());
       return;
     }
