@@ -711,6 +711,7 @@ void Scheduler::CountShape(const JobState& j, int sign) {
   n += sign;
   if (sign < 0 && n == 0) --live_shapes_;
   if (j.spec.duration_estimate) shape_pending_est_[j.shape] += sign;
+  if (j.spec.total_gpu_milli() == 0) pending_without_gpus_ += sign;
 }
 
 void Scheduler::Enqueue(JobState& j) {
@@ -2870,7 +2871,8 @@ void Scheduler::Pass() {
     ++visited;
     if (j->preempt_failed_at == version_at_start && running_version_ == version_at_start) ++failed_visited;
     if (opt.backfill == BackfillMode::kOff && blocked_head) break;  // strict order: all wait behind it
-    const bool free_none = free_all == 0;
+    // No GPU free, and this job needs one (a job that asks for none may start all the same).
+    const bool free_none = free_all == 0 && (pending_without_gpus_ == 0 || j->spec.total_gpu_milli() > 0);
     // Static ranks: if the job may not displace the worst-ranked running job, it may displace
     // nobody (MayPreempt implies a better rank, and the worst job is the easiest victim).
     // With preemption by class and current ranks, the worst class is what decides (a job of an
@@ -2891,6 +2893,11 @@ void Scheduler::Pass() {
                              j->preempt_failed_at != running_version_ && may_displace_worst();
     if (!can_preempt) set_flag(j->shape, kNoPreempt);
     if (!can_preempt && (free_none || dead_live >= live_shapes_)) {
+      if (free_none && free_all == 0 && pending_without_gpus_ > 0 && dead_live < live_shapes_) {
+        // Only jobs that need no GPU can still start: this job's shape drops out of the pass.
+        mark_dead(j->shape);
+        continue;
+      }
       // Nothing more can start; with static ranks nobody further may preempt either.
       if (static_ranks || attempts >= opt.max_preemption_attempts) break;
       // With usage-dependent ranks a later job may still preempt, unless none can search (no

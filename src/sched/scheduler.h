@@ -498,6 +498,7 @@ class Scheduler {
   std::vector<int64_t> shape_pending_;      // pending jobs per shape
   std::vector<int64_t> shape_pending_est_;  // ... of which have a duration estimate
   int64_t live_shapes_ = 0;                 // shapes with at least one pending job
+  int64_t pending_without_gpus_ = 0;        // pending jobs that ask for no GPU (CPU only)
   // Rank changes to re-evaluate (TimerHeap): a job with a timer holds a slot, its heap key.
   TimerHeap timers_;
   std::vector<JobState*> timer_job_;        // per slot: the job holding it, or null

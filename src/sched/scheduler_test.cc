@@ -38,6 +38,24 @@ TEST(SchedulerTest, StrictFifoHeadBlocksJobsBehindIt) {
   EXPECT_EQ(h.Started(), (std::vector<int64_t>{busy.value(), head.value(), small.value()}));
 }
 
+TEST(SchedulerTest, AJobThatNeedsNoGpuStartsWhileEveryGpuIsBusy) {
+  // Given one 2-GPU node with both GPUs busy and, behind a waiting 1-GPU job (EASY backfill), a
+  // job that asks for no GPU, expect it to start at once (the pass used to end when no GPU was
+  // free), and the waiting GPU job to stay where it is; with las too.
+  for (const char* policy : {"backfill", "las"}) {
+    SchedulerHarness h(policy);
+    h.AddNode(MakeNode("n0", "A100", 2));
+    JobId busy = h.Submit(MakeJob(2));
+    JobId gpu = h.Submit(MakeJob(1));
+    JobId cpu = h.Submit(MakeJob(0));
+    EXPECT_EQ(h.Phase(busy), JobPhase::kRunning) << policy;
+    EXPECT_EQ(h.Phase(gpu), JobPhase::kPending) << policy;
+    EXPECT_EQ(h.Phase(cpu), JobPhase::kRunning) << policy;
+    h.Finish(busy);
+    EXPECT_EQ(h.Phase(gpu), JobPhase::kRunning) << policy;
+  }
+}
+
 TEST(SchedulerTest, MemoryHandedBackRanksTheQueueAsBefore) {
   // Given `las` with one threshold at 100 GPU-seconds on a one-GPU node: job 1 runs 200 s and is
   // preempted by job 2, and job 3 arrives while job 2 runs. Expect a new scheduler, given job 2

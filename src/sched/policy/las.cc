@@ -41,6 +41,7 @@ std::optional<Time> LasPolicy::NextRankChange(const JobView& job, const QueueCon
   if (job.phase != JobPhase::kRunning) return std::nullopt;
   // The instant the running job's service reaches the next threshold.
   int64_t milli = job.spec->total_gpu_milli();
+  if (milli <= 0) return std::nullopt;  // a job of no GPUs attains no GPU service: its rank stays
   int64_t base = job.las_service_gpu_ms;   // service before the current run
   int64_t now_service = job.LasServiceAt(ctx.now);
   for (int64_t t : o_.thresholds_gpu_s) {
