@@ -3,6 +3,7 @@
 #include "cost/offer.h"
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -2047,15 +2048,18 @@ std::vector<NodeStatus> Engine::NodesLocked() const {
     index[id] = out.size();
     out.push_back({n.rec, 0, n.telemetry, {}, n.notice});
   }
+  // GPUs in use are counted once however many jobs share them (GPU slices).
+  std::vector<std::set<int>> held(out.size());
   for (const auto& [id, job] : jobs_) {
     if (!job.rec.placement || job.rec.state == JobState::kPending) continue;
     for (const auto& a : job.rec.placement->parts) {
       auto it = index.find(a.node.value());
       if (it == index.end()) continue;
-      out[it->second].gpus_used += static_cast<int>(a.gpus.size());
+      held[it->second].insert(a.gpus.begin(), a.gpus.end());
       out[it->second].jobs.push_back(job.rec.id);
     }
   }
+  for (size_t k = 0; k < out.size(); ++k) out[k].gpus_used = static_cast<int>(held[k].size());
   return out;
 }
 

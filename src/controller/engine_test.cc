@@ -406,6 +406,21 @@ TEST_F(EngineTest, RestartRecoversQueueAndRunningJobs) {
   EXPECT_EQ(StateOf(pending), JobState::kStarting);
 }
 
+TEST_F(EngineTest, GpusInUseCountEachSharedGpuOnce) {
+  // Given two half-GPU jobs sharing one GPU and a whole-GPU job on a 4-GPU node, expect the node
+  // to show 2 GPUs in use (not 3) and all three jobs on it.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 4);
+  JobId h1 = Submit(*e, "resources: {gpus: 0.5}\nrun: x\n");
+  JobId h2 = Submit(*e, "resources: {gpus: 0.5}\nrun: y\n");
+  JobId w = Submit(*e, "resources: {gpus: 1}\nrun: z\n");
+  Beat(*e, a, {Started(h1, 1, 0), Started(h2, 1, 0), Started(w, 1, 0)});
+  auto nodes = e->Nodes();
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0].gpus_used, 2);
+  EXPECT_EQ(nodes[0].jobs.size(), 3u);
+}
+
 TEST_F(EngineTest, APartGoneWhenItsAgentRestartedIsRequeuedAsForALostNode) {
   // Given a running job whose agent registers again without it (the machine went down under it),
   // expect the job stopping, then preempted and pending again (requeued; it starts again), not
