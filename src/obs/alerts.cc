@@ -142,9 +142,14 @@ void AlertEngine::Conditions(Time now, const AlertInput& in, std::vector<Conditi
                      r.idle_for});
     }
     if (On("GpuHot") && g.temperature_c > r.hot_temp_c) {
-      out.push_back({"GpuHot", "critical", GpuLabels(g),
+      // The GPU's alert, whichever job holds it: a job that ends or starts on a GPU that stays
+      // hot neither resolves it nor starts its hot_for again (the job is named in the text).
+      std::map<std::string, std::string> labels{{"node", g.node}, {"gpu", std::to_string(g.gpu)}};
+      if (!g.uuid.empty()) labels["UUID"] = g.uuid;
+      out.push_back({"GpuHot", "critical", std::move(labels),
                      GpuText(g) + " is at " + std::to_string(g.temperature_c) + " °C (limit " +
-                         std::to_string(r.hot_temp_c) + " °C)",
+                         std::to_string(r.hot_temp_c) + " °C)" +
+                         (g.job_id != 0 ? "; held by job " + std::to_string(g.job_id) : std::string()),
                      r.hot_for});
     }
     // Memory swings: one history per GPU, restarted when its job changes.

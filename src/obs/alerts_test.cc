@@ -79,11 +79,30 @@ TEST_F(AlertsTest, HotGpuFiresAfterTwoMinutesOverTheLimit) {
   ASSERT_EQ(changed.size(), 1u);
   EXPECT_EQ(changed[0].name, "GpuHot");
   EXPECT_EQ(changed[0].severity, "critical");
-  EXPECT_EQ(changed[0].message, "GPU 3 of node n1 is at 86 °C (limit 80 °C)");
+  EXPECT_EQ(changed[0].message, "GPU 3 of node n1 is at 86 °C (limit 80 °C); held by job 1");
   in.gpus = {Gpu(100, 1000, 70, 1)};
   changed = e.Evaluate(At(Duration::Seconds(140)), in);
   ASSERT_EQ(changed.size(), 1u);
   EXPECT_EQ(changed[0].state, AlertState::kResolved);
+}
+
+TEST_F(AlertsTest, AHotGpuStaysOneAlertWhenTheJobOnItChanges) {
+  // Given a GPU over the limit for the whole run, held by job 1, then by no job, then by job 2,
+  // expect one alert that fires after two minutes and neither resolves nor fires again when the
+  // job changes.
+  AlertEngine e{AlertRules{}};
+  AlertInput in;
+  in.gpus = {Gpu(100, 1000, 90, 1)};
+  e.Evaluate(At(Duration::Zero()), in);
+  in.gpus = {Gpu(100, 1000, 90, 0)};
+  EXPECT_TRUE(e.Evaluate(At(Duration::Seconds(60)), in).empty());
+  in.gpus = {Gpu(100, 1000, 90, 2)};
+  auto fired = e.Evaluate(At(Duration::Seconds(121)), in);
+  ASSERT_EQ(fired.size(), 1u) << "hot_for counted from the first hot sample, across the jobs";
+  EXPECT_EQ(fired[0].state, AlertState::kFiring);
+  in.gpus = {Gpu(100, 1000, 90, 1)};
+  EXPECT_TRUE(e.Evaluate(At(Duration::Seconds(200)), in).empty());
+  EXPECT_NE(Find(e.Alerts(), "GpuHot"), nullptr);
 }
 
 TEST_F(AlertsTest, MemorySwingFiresOnTheThirdJumpWithinTenMinutes) {
