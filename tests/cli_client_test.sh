@@ -240,6 +240,14 @@ assert by_id[sleeper]["state"] == "cancelled", by_id[sleeper]
 for j in jobs:
     assert "runtime_ms" in j and "submitted_ms" in j, j
 PY
+# A state filter with a limit: the newest job in that state, however many newer jobs are not.
+run "$WORK/history-failed" "$GPUFLEET" history --state failed --limit 1 -o json
+expect_rc "$WORK/history-failed" 0 "history --state failed --limit 1"
+"$PYTHON" - "$WORK/history-failed.out" <<'PY' || fail "history --state failed --limit 1 is not the newest failed job"
+import json, sys
+jobs = json.load(open(sys.argv[1]))["jobs"]
+assert len(jobs) == 1 and jobs[0]["state"] == "failed", jobs
+PY
 # The cluster's own history as a trace: the jobs that ran, oldest first, in the JSON Lines format
 # the simulator reads back.
 run "$WORK/history-jsonl" "$GPUFLEET" history -o jsonl --limit 100

@@ -268,7 +268,9 @@ int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const Log
   int attempt = opts.attempt > 0 ? opts.attempt : (opts.follow ? 1 : 0);
   std::vector<int64_t> offsets;
   LogPrinter printer;
-  const ApiClientOptions retry{.retries = opts.follow ? kSubmitRetries : 0};
+  // A follower rides out a controller restart (a standby taking over, `gpufleet dev` started
+  // again): 7 retries, backing off from 250 ms, wait about 30 s in all.
+  const ApiClientOptions retry{.retries = opts.follow ? 7 : 0};
   // Following a job that has not started yet: long-poll its attempt 0 (no output), which the
   // controller answers when the job starts, instead of asking for an attempt it does not have.
   bool not_started = false;

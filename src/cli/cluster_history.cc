@@ -80,8 +80,11 @@ Fetched<std::vector<api::JobSummary>> ListJobs(ApiClient& client, const JobListQ
   // Pages of at most 1000 (the controller's largest), newest first, until `limit` jobs.
   constexpr int64_t kPage = 1000;
   int64_t cursor = 0;
-  for (int64_t seen = 0; seen < query.limit;) {
-    std::map<std::string, std::string> q = {{"limit", std::to_string(std::min(kPage, query.limit - seen))}};
+  // The controller filters states within each page (after its limit): with a state asked for,
+  // whole pages are read until `limit` jobs matched or the history ends.
+  while (static_cast<int64_t>(out.value.size()) < query.limit) {
+    const int64_t want = query.limit - static_cast<int64_t>(out.value.size());
+    std::map<std::string, std::string> q = {{"limit", std::to_string(query.state.empty() ? std::min(kPage, want) : kPage)}};
     if (cursor > 0) q["cursor"] = std::to_string(cursor);
     if (!query.team.empty()) q["team"] = query.team;
     if (!query.state.empty()) q["state"] = query.state;
@@ -101,13 +104,13 @@ Fetched<std::vector<api::JobSummary>> ListJobs(ApiClient& client, const JobListQ
       all_older = false;
       out.value.push_back(std::move(j));
     }
-    seen += std::min(kPage, query.limit - seen);
     cursor = IntField(r.body, "next_cursor");
     // Newest first: a page with nothing in the window ends it.
     if (cursor <= 0 || (query.submitted_since && all_older)) break;
   }
   std::stable_sort(out.value.begin(), out.value.end(),
                    [](const api::JobSummary& x, const api::JobSummary& y) { return x.id.value() > y.id.value(); });
+  if (static_cast<int64_t>(out.value.size()) > query.limit) out.value.resize(static_cast<size_t>(query.limit));
   return out;
 }
 
