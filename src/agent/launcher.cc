@@ -104,7 +104,8 @@ std::string DescribeChildError(const ChildError& e, const LaunchSpec& spec, cons
     // search, such as one under /root, turns "not found" into "Permission denied").
     auto path = spec.env.find("PATH");
     const char* inherited = std::getenv("PATH");
-    const std::string searched = path != spec.env.end() ? path->second : inherited ? inherited : "";
+    const std::string searched =
+        path != spec.env.end() ? path->second : inherited != nullptr && *inherited != '\0' ? inherited : kDefaultPath;
     out += " (not found as an executable file in a PATH folder" +
            (user.empty() ? std::string() : " that user " + user + " may search") + "; PATH=" + searched +
            "; give the command's full path, or set PATH in the job's env)";

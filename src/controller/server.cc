@@ -153,7 +153,7 @@ size_t Utf8Prefix(const std::string& s) {
   }
   if (i == 0) return n;
   const unsigned char lead = static_cast<unsigned char>(s[i - 1]);
-  const size_t want = lead >= 0xF0 && lead < 0xF8 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  const size_t want = lead >= 0xF8 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
   const size_t have = n - (i - 1);
   return want > have ? i - 1 : n;
 }
@@ -1093,6 +1093,7 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
       }
     }
     constexpr int64_t kMaxChunk = 1 << 20;
+    bool finished = api::IsTerminal((*rec)->state) || *attempt != (*rec)->attempt;
     auto read = [&](json& out) {
       bool any = false;
       out = json::array();
@@ -1107,10 +1108,11 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
             data.resize(n);
             f.seekg(offsets[p]);
             f.read(data.data(), n);
-            // A chunk cut before the file's end ends on a whole UTF-8 character: the rest of a
-            // character cut in two comes whole in the next chunk.
-            if (offsets[p] + n < size) data.resize(Utf8Prefix(data));
-            any = true;
+            // A chunk ends on a whole UTF-8 character where more may follow (the 1 MiB cut, or
+            // the end of a log that is still written): the rest of a character cut in two comes
+            // whole in the next chunk. A finished log's last bytes go as they are.
+            if (offsets[p] + n < size || !finished) data.resize(Utf8Prefix(data));
+            any = any || !data.empty();
           }
         }
         // `data` is JSON text: bytes that are not UTF-8 arrive as U+FFFD, so the next read starts
@@ -1124,7 +1126,6 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
     };
     json list;
     bool any = read(list);
-    bool finished = api::IsTerminal((*rec)->state) || *attempt != (*rec)->attempt;
     // Long poll: until new bytes arrive, the job ends or moves to another attempt, or the wait
     // is over. Uploads wake the wait; the job's state is looked at every 200 ms.
     // Long-polls are capped: past the cap the answer comes at once and the client asks again.

@@ -363,6 +363,15 @@ TEST_F(ServerTest, ALogIsReadOnFromNextOffsetWhateverItsBytes) {
   std::string want = "\xef\xbf\xbd\xef\xbf\xbdok\na";  // U+FFFD twice
   for (int i = 0; i < 600000; ++i) want += "\xc3\xa9";
   EXPECT_TRUE(got == want) << got.size() << " bytes against " << want.size();
+  // The job still runs: a character whose first byte only has arrived waits for the rest.
+  const std::string logs = "/v1/jobs/" + std::to_string(id) + "/logs?offsets=";
+  ASSERT_EQ(Call("POST", base + std::to_string(text.size()), a, "!\xc3", true)->status, 200);
+  auto half = Body(Call("GET", logs + std::to_string(offset), admin_))["parts"][0];
+  EXPECT_EQ(half["data"], "!");
+  EXPECT_EQ(half["next_offset"].get<int64_t>(), offset + 1);
+  ASSERT_EQ(Call("POST", base + std::to_string(text.size() + 2), a, "\xa9", true)->status, 200);
+  auto whole = Body(Call("GET", logs + std::to_string(offset + 1), admin_))["parts"][0];
+  EXPECT_EQ(whole["data"], "\xc3\xa9");
 }
 
 TEST_F(ServerTest, ANodeNameTheNodeRoutesCouldNotTakeIsRefusedAtRegistration) {

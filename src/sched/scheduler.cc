@@ -2653,6 +2653,9 @@ void Scheduler::Pass() {
   // A partial pass looks only at jobs that arrived since the last pass. It is exact when nothing
   // was freed or re-ranked since then (those events ask for a full pass): every job that waited
   // then would wait again, and the blocked head keeps its place unless a newcomer outranks it.
+  // (Not while no GPU is free and a job that needs none waits: a pass then ended at its first job
+  // without noting it as the blocked head, so a newcomer needing no GPU is looked at from the top.)
+  if (!full_pass_ && pending_without_gpus_ > 0 && view_.FreeMilliAll() == 0) full_pass_ = true;
   std::vector<JobState*> order;
   if (!full_pass_) {
     for (JobId id : arrivals_) {
@@ -2894,8 +2897,14 @@ void Scheduler::Pass() {
     if (!can_preempt) set_flag(j->shape, kNoPreempt);
     if (!can_preempt && (free_none || dead_live >= live_shapes_)) {
       if (free_none && free_all == 0 && pending_without_gpus_ > 0 && dead_live < live_shapes_) {
-        // Only jobs that need no GPU can still start: this job's shape drops out of the pass.
+        // Only jobs that need no GPU can still start: this job's shape drops out of the pass,
+        // and the first job that waits blocks the rest as any waiting head does (strict order
+        // stops the pass, EASY reserves its nodes).
         mark_dead(j->shape);
+        if (opt.backfill != BackfillMode::kGreedy && !blocked_head) {
+          blocked_head = j;
+          res.reset();
+        }
         continue;
       }
       // Nothing more can start; with static ranks nobody further may preempt either.
