@@ -166,6 +166,13 @@ RESTARTED="$(submitted_id "$WORK/restart")"
 run "$WORK/first" "$GPUFLEET" logs --attempt 1 "$RESTARTED"
 expect_contains "$WORK/first.out" "run 0" "logs --attempt 1 shows the first run"
 if grep -qF "run 1" "$WORK/first.out"; then fail "logs --attempt 1 shows the second run's output"; fi
+# An attempt or a part the job never had is an error, not an empty log.
+run "$WORK/noattempt" "$GPUFLEET" logs --attempt 5 "$RESTARTED"
+expect_rc "$WORK/noattempt" 2 "logs --attempt 5 of a job of two attempts"
+expect_contains "$WORK/noattempt.err" "it has no attempt 5" "logs --attempt 5 of a job of two attempts"
+run "$WORK/nopart" "$GPUFLEET" logs --part 1 "$RESTARTED"
+expect_rc "$WORK/nopart" 2 "logs --part 1 of a job of one part"
+expect_contains "$WORK/nopart.err" "there is no part 1" "logs --part 1 of a job of one part"
 
 # Following prints every attempt, however quickly the job restarts: run -f from its submit, and
 # logs -f of a job whose attempts all went by before anyone looked (it used to show only the last).

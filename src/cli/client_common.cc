@@ -296,6 +296,22 @@ int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const Log
       int got = static_cast<int>(IntField(r.body, "attempt"));
       if (attempt == 0 && got > 0) attempt = got;
       const json& parts = r.body.value("parts", json::array());
+      if (opts.part >= 0 && !parts.empty() && static_cast<size_t>(opts.part) >= parts.size()) {
+        printer.Flush();
+        return Fail(cmd, kExitUsage, "job " + std::to_string(job) + " has " + std::to_string(parts.size()) +
+                                         " part(s), 0 to " + std::to_string(parts.size() - 1) + "; there is no part " +
+                                         std::to_string(opts.part));
+      }
+      if (opts.attempt > 0 && parts.empty() && !opts.follow) {
+        // No parts: an attempt the job has not had (an older one keeps its logs).
+        ApiResult j = client.Get(job_path, {}, retry);
+        const int current = j.ok() ? static_cast<int>(IntField(j.body, "attempt")) : 0;
+        if (j.ok() && opts.attempt > current) {
+          printer.Flush();
+          return Fail(cmd, kExitUsage, "job " + std::to_string(job) + " is at attempt " + std::to_string(current) +
+                                           "; it has no attempt " + std::to_string(opts.attempt));
+        }
+      }
       if (offsets.size() < parts.size()) offsets.resize(parts.size(), 0);
       bool any = false;
       bool prefix = parts.size() > 1 && opts.part < 0;

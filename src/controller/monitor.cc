@@ -268,7 +268,7 @@ bool Monitor::Post(const std::string& url, const std::string& body) {
 
 void Monitor::Notify(const std::vector<obs::Alert>& changed, const std::vector<obs::Alert>& all) {
   if (options_.webhooks.empty()) return;
-  std::string generator = options_.external_url.empty() ? "" : options_.external_url + "/#/alerts";
+  std::string generator = options_.external_url.empty() ? "" : options_.external_url + "/#/";  // the overview, with its alerts panel
   std::vector<Outgoing> out;
   for (const std::string& url : options_.webhooks) {
     if (url.ends_with("/api/v2/alerts")) {
