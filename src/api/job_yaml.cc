@@ -589,6 +589,11 @@ JobRequest Expand(const JobRequest& base, const std::map<std::string, std::strin
 
 bool ValidTeamName(const std::string& s) { return ValidName(s); }
 
+Status CheckName(const std::string& field, const std::string& value) {
+  if (ValidName(value)) return Status::Ok();
+  return Status::InvalidArgument(field + ": use 1-128 letters, digits, '-', '_' or '.', got '" + value + "'");
+}
+
 Result<int64_t> ParseMemoryMib(std::string_view text) {
   std::string s(Trim(text));
   size_t i = 0;

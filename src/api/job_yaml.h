@@ -80,8 +80,10 @@ Result<int64_t> ParseMemoryMib(std::string_view s);
 // "SIGTERM", "TERM", "15" -> 15; only signals a job may ask for (not KILL/STOP).
 Result<int> ParseSignal(std::string_view s);
 std::string SignalName(int sig);
-// Whether `s` may name a team or a job: 1-128 letters, digits, '-', '_' or '.'.
+// Whether `s` may name a team, a job or a node: 1-128 letters, digits, '-', '_' or '.'.
 bool ValidTeamName(const std::string& s);
+// The same as a Status: InvalidArgument "FIELD: use 1-128 letters, ... got 'VALUE'" if not.
+Status CheckName(const std::string& field, const std::string& value);
 // Dollars ("40", "12.5", "$3.20") -> micro-dollars.
 Result<int64_t> ParseDollars(std::string_view s);
 

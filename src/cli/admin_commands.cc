@@ -116,9 +116,7 @@ std::function<int()> SetupBudget(CLI::App& app) {
 Without --period the budget counts from now: spend before it does not count.)");
   return [a]() {
     const std::string cmd = "budget";
-    if (!api::ValidTeamName(a->team)) {
-      return Fail(cmd, kExitUsage, "team: use 1-128 letters, digits, '-', '_' or '.', got '" + a->team + "'");
-    }
+    if (Status st = api::CheckName("team", a->team); !st.ok()) return Fail(cmd, kExitUsage, st.message());
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
     json body = {{"hard", a->hard},
@@ -179,9 +177,7 @@ current quota; --clear starts afresh.)");
     const bool set = a->gpus || a->max_running || a->max_pending || a->borrow || a->no_borrow || a->clear;
     if (!a->model.empty() && !a->gpus) return Fail(cmd, kExitUsage, "--model needs --gpus (how many of them)");
     if (set && a->team.empty()) return Fail(cmd, kExitUsage, "name the team to set, e.g. gpufleet quota vision --gpus 8");
-    if (!a->team.empty() && !api::ValidTeamName(a->team)) {
-      return Fail(cmd, kExitUsage, "team: use 1-128 letters, digits, '-', '_' or '.', got '" + a->team + "'");
-    }
+    if (Status st = api::CheckName("team", a->team); !a->team.empty() && !st.ok()) return Fail(cmd, kExitUsage, st.message());
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
     if (set) {

@@ -1077,9 +1077,9 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
       ::gethostname(host, sizeof host - 1);
       name = host;
     }
-    if (!api::ValidTeamName(name)) {
-      return Fail("agent", Status::InvalidArgument("node name '" + name + "': use 1-128 letters, digits, '-', '_' or '.'" +
-                                                   (f->o.name.empty() ? " (it is the host name; give --name)" : "")));
+    if (Status st = api::CheckName(f->o.name.empty() ? "node name (the host name; give --name)" : "--name", name);
+        !st.ok()) {
+      return Fail("agent", st);
     }
     auto burn_in_limit = ParseDuration(f->burn_in_time_limit);
     if (!burn_in_limit || *burn_in_limit <= Duration::Zero()) {

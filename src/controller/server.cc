@@ -1420,7 +1420,7 @@ void ApiServer::QuotaRoutes(const Guards& g) {
     std::string only;
     if (req.has_param("team")) {
       only = req.get_param_value("team");
-      if (!api::ValidTeamName(only)) return Error(res, 400, "team: use 1-128 letters, digits, '-', '_' or '.', got '" + only + "'");
+      if (Status st = api::CheckName("team", only); !st.ok()) return Error(res, st);
       if (!who->Reaches(only)) {
         return Error(res, 403, "your token reads only team " + who->team + "'s quota and load, not team " + only + "'s");
       }
@@ -1532,9 +1532,7 @@ void ApiServer::TokenRoutes(const Guards& g) {
       return Error(res, 403, std::string("your token (role ") + RoleName(who->role) + ") may not make " +
                                  RoleName(*made) + " tokens");
     }
-    if (!team.empty() && !api::ValidTeamName(team)) {
-      return Error(res, 400, "team: use 1-128 letters, digits, '-', '_' or '.', got '" + team + "'");
-    }
+    if (Status st = api::CheckName("team", team); !team.empty() && !st.ok()) return Error(res, st);
     if (!ValidSubject(subject)) {
       return Error(res, 400, "subject: use up to 128 letters, digits, '-', '_', '.', '@' or '+', got '" + subject + "'");
     }
@@ -1673,10 +1671,8 @@ void ApiServer::AgentRoutes(const Guards& g) {
     if (!body.ok()) return Error(res, 400, "body: " + body.status().message());
     auto r = api::RegisterRequestFromJson(*body);
     if (!r.ok()) return Error(res, r.status());
-    if (!api::ValidTeamName(r->name)) {
-      // The node routes (drain, undrain, check) and the metrics' labels take only these.
-      return Error(res, 400, "name: a node's name uses 1-128 letters, digits, '-', '_' or '.', got '" + r->name + "'");
-    }
+    // The node routes (drain, undrain, check) take only these.
+    if (Status st = api::CheckName("name", r->name); !st.ok()) return Error(res, st);
     if (t->kind == api::TokenKind::kAgent && t->subject != r->name) {
       return Error(res, 403, "this agent token belongs to node '" + t->subject + "'");
     }
