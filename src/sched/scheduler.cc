@@ -2896,7 +2896,7 @@ void Scheduler::Pass() {
                              j->preempt_failed_at != running_version_ && may_displace_worst();
     if (!can_preempt) set_flag(j->shape, kNoPreempt);
     if (!can_preempt && (free_none || dead_live >= live_shapes_)) {
-      if (free_none && free_all == 0 && pending_without_gpus_ > 0 && dead_live < live_shapes_) {
+      if (free_none && pending_without_gpus_ > 0 && dead_live < live_shapes_) {
         // Only jobs that need no GPU can still start: this job's shape drops out of the pass,
         // and the first job that waits blocks the rest as any waiting head does (strict order
         // stops the pass, EASY reserves its nodes).
