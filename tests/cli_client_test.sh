@@ -297,6 +297,12 @@ run "$WORK/badjob" "$GPUFLEET" status not-a-number
 expect_rc "$WORK/badjob" 2 "status of a malformed job id"
 run "$WORK/badflag" "$GPUFLEET" queue -o yaml
 expect_rc "$WORK/badflag" 2 "an unknown output format"
+# Logs streamed as text cannot go out as JSON: refused before anything is submitted.
+run "$WORK/runjsonf" "$GPUFLEET" run -o json -f --name never-submitted -- true
+expect_rc "$WORK/runjsonf" 2 "run -o json -f"
+expect_contains "$WORK/runjsonf.err" "gpufleet logs -f ID" "run -o json -f says how to get both"
+run "$WORK/nosub" "$GPUFLEET" history -o json
+if grep -q never-submitted "$WORK/nosub.out"; then fail "run -o json -f submitted a job"; fi
 
 stop_dev
 run "$WORK/down" "$GPUFLEET" queue

@@ -181,6 +181,11 @@ With -f the exit code is the job's outcome: 0 if it succeeded, 1 if it failed or
       job["watchdog"] = {{"stall_timeout", a->stall_timeout}};
       if (!a->on_stall.empty()) job["watchdog"]["on_stall"] = a->on_stall;
     }
+    if (a->follow && a->output != "table") {
+      return Fail(cmd, kExitUsage,
+                  "-f streams the job's logs as text, which -o " + a->output +
+                      " would mix into; drop -f and read them with `gpufleet logs -f ID`, or drop -o");
+    }
     api::JobParseOptions opts;
     opts.source = "gpufleet run";
     auto jobs = api::ParseJobs(job.dump(), opts);
