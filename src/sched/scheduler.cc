@@ -1226,6 +1226,7 @@ TeamSpend Scheduler::SpendOf(const std::string& team) const {
   if (it == money_.end()) return s;
   const TeamMoney& m = it->second;
   __int128 spent = SpentExact(team);
+  s.spent_exact = spent;
   s.spent_micros = MicrosOf(spent);
   s.rate_micros = m.rate;
   __int128 idle = m.idle_closed;
@@ -2874,6 +2875,17 @@ void Scheduler::Pass() {
     ++visited;
     if (j->preempt_failed_at == version_at_start && running_version_ == version_at_start) ++failed_visited;
     if (opt.backfill == BackfillMode::kOff && blocked_head) break;  // strict order: all wait behind it
+    if (hard_budgets_ > 0) {
+      // A team whose hard budget is spent starts nothing, whatever the capacity: its jobs are held,
+      // not heads that other teams' jobs wait behind (nor a reservation that keeps them off nodes).
+      // What the budget says without a placement (rate 0) holds for every placement too.
+      j->budget_block = BudgetBlock(*j, 0, ctx.now);
+      if (!j->budget_block.empty()) {
+        j->budget_rate = 0;
+        j->outcome = JobState::Outcome::kBudget;
+        continue;
+      }
+    }
     // No GPU free, and this job needs one (a job that asks for none may start all the same).
     const bool free_none = free_all == 0 && (pending_without_gpus_ == 0 || j->spec.total_gpu_milli() > 0);
     // Static ranks: if the job may not displace the worst-ranked running job, it may displace

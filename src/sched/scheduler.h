@@ -91,6 +91,7 @@ struct TeamBudget {
 };
 struct TeamSpend {
   int64_t spent_micros = 0;      // since the budget's `since` (all time without a budget)
+  __int128 spent_exact = 0;      // spent_micros before rounding down: micro-dollar-milliseconds per hour
   int64_t rate_micros = 0;       // per hour, of the team's jobs holding GPUs and its charged nodes now
   // Of spent_micros: rented nodes charged to the team while GPUs there held no job (booting,
   // idle GPUs, the idle tail before release).

@@ -262,6 +262,7 @@ struct SimNode {
   int jobs = 0;       // runs holding GPUs on it
   Time idle_since;
   bool billed = false;
+  bool used = false;  // has held a job
   std::string charged_team;  // rented: billed whole to this team (Scheduler::ChargeNode)
   int64_t epoch = 0;  // bumped when it goes away, so its stale events are ignored
 };
@@ -410,6 +411,7 @@ class World : public sched::ActionSink {
   __int128 node_cost_acc_[3] = {0, 0, 0};   // micro-dollars x ms / h, integrated between events
   int64_t running_ = 0;
   int64_t finished_ = 0;
+  int64_t unused_rents_ = 0;  // rented nodes released in a row without having held a job since the last start
   int64_t wasted_runs_ = 0;  // runs stopped in a row without a job finishing or saving work
   sched::Scheduler* sched_ = nullptr;
   std::vector<SimNode> nodes_;
@@ -472,7 +474,9 @@ void World::WatchBudgets(const sched::Scheduler& sched) {
     if (want_soft && s.spent_micros >= m.soft_micros) {
       Time at = clock_.now;
       if (s.rate_micros > 0) {
-        const __int128 over_ms = static_cast<__int128>(s.spent_micros - m.soft_micros) * 3'600'000 / s.rate_micros;
+        // From the exact spend: the rounded one would put the instant up to a millisecond late,
+        // depending on which events the run happened to stop at.
+        const __int128 over_ms = (s.spent_exact - static_cast<__int128>(m.soft_micros) * 3'600'000) / s.rate_micros;
         at = clock_.now - Duration::Millis(static_cast<int64_t>(over_ms));
       }
       soft_reached_[team] = at;
@@ -552,6 +556,7 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
     }
     if (node.state == SimNode::State::kBooting && !r.budget) ++result_.boot_timeouts;
     if (r.budget) ++result_.budget_releases;
+    if (node.rented && !node.used) ++unused_rents_;
     node.state = SimNode::State::kGone;
     ++node.epoch;
     Bill(n, false);
@@ -618,6 +623,7 @@ void World::Start(JobId id, const model::Placement& p) {
   Time now = clock_.now;
   if (!rec.first_start) rec.first_start = now;
   rec.queued += now - j.pending_since;
+  unused_rents_ = 0;
   rec.gpu_model = GpuModelIndex(p.gpu_model);
   j.running = true;
   j.run_start = now;
@@ -641,6 +647,7 @@ void World::Start(JobId id, const model::Placement& p) {
     if (std::find(j.nodes.begin(), j.nodes.end(), n) == j.nodes.end()) {
       j.nodes.push_back(n);
       NodeIdleChange(static_cast<size_t>(n), +1);
+      nodes_[static_cast<size_t>(n)].used = true;
     }
   }
   Duration left = j.work - j.done;
@@ -1212,7 +1219,8 @@ Result<SimResult> World::Run() {
         step = step * 2;
       }
       // Keep sampling while anything is left to happen.
-      if (remaining_arrivals > 0 || running_ > 0) Push(t + step, Kind::kSample, 0);
+      // (Jobs waiting while nothing runs, for a booting node, a repair or capacity, count too.)
+      if (remaining_arrivals > 0 || running_ > 0 || sched.pending_count() > 0) Push(t + step, Kind::kSample, 0);
     }
     if (o_.progress && ++progress_tick % 4096 == 0) o_.progress(finished_, total);
     if (o_.max_wasted_runs > 0 && wasted_runs_ >= o_.max_wasted_runs) {
@@ -1222,6 +1230,13 @@ Result<SimResult> World::Run() {
           std::to_string(total) + " jobs finished). Jobs are preempted or fail faster than they checkpoint: give a " +
           "shorter --checkpoint-interval, keep checkpoint-on-preempt, set --policy-opt min_run=DURATION, or a larger " +
           "--node-mtbf");
+    }
+    if (o_.max_unused_rents > 0 && unused_rents_ >= o_.max_unused_rents) {
+      return Status::FailedPrecondition(
+          "the replay makes no progress: " + std::to_string(unused_rents_) + " rented nodes in a row were released " +
+          "without running a job (at " + FormatIso8601(t) + ", " + std::to_string(finished_) + " of " +
+          std::to_string(total) + " jobs finished). The autoscaler rents for jobs the scheduler does not place on " +
+          "those nodes: look at the waiting jobs' markets and labels, the offers, and the policy's order");
     }
     if (Done(sched, remaining_arrivals)) break;
   }

@@ -81,6 +81,10 @@ struct SimOptions {
   // last job that did, jobs are stopped faster than they checkpoint and the replay would never
   // end. 0: never stop.
   int64_t max_wasted_runs = 1000000;
+  // The same when this many rented nodes in a row were released without having held a job since
+  // the last start: the autoscaler rents for jobs the scheduler does not place there, for ever.
+  // 0: never stop.
+  int64_t max_unused_rents = 100000;
 };
 
 // Memory: besides the trace, a run holds the jobs in the system (pending or running), the

@@ -605,6 +605,79 @@ TEST_F(SimulatorTest, ABudgetCapsTheWholeBillOfRentedNodesAndTheRunEndsWhenOnlyH
   EXPECT_NE(SummaryToJson(s).find("\"soft_reached\": \"1970-01-01T00:07:30Z\""), std::string::npos) << SummaryToJson(s);
 }
 
+TEST_F(SimulatorTest, AJobHeldByItsTeamsHardBudgetDoesNotHoldUpOtherTeams) {
+  // Given a pool of on-demand ($8/h) and spot ($2/h) 8 x A100 offers, team a with a $1 hard
+  // budget and a 2-hour on-demand job at 0 (stopped at 450 s, when its rented node has cost $1),
+  // and team b's 1-hour spot job of 8 GPUs at 3600 s: under every policy b's job rents a spot node
+  // and runs (it used to wait behind a's held job, its nodes rented and released idle for ever),
+  // and the run ends with a's job held.
+  ClusterSpec c = Pool({Offer("od", model::Market::kOnDemand, 8), Offer("sp", model::Market::kSpot, 2)});
+  c.team_money["a"].hard_micros = 1'000'000;
+  TraceJob a = Job("a1", 0, 1, 7200);
+  a.spec.team = "a";
+  a.spec.market = model::MarketPreference::kOnDemand;
+  TraceJob b = Job("b1", 3600, 8, 3600);
+  b.spec.team = "b";
+  b.spec.market = model::MarketPreference::kSpot;
+  for (const char* policy : {"fifo", "backfill", "priority", "las", "fair-share"}) {
+    SCOPED_TRACE(policy);
+    SimOptions o;
+    o.policy = policy;
+    o.max_unused_rents = 100;
+    auto r = Run({a, b}, c, o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r->jobs[1].first_start.has_value());
+    EXPECT_EQ(StartS(r->jobs[1]), 3600 + 300);
+    EXPECT_EQ(FinishS(r->jobs[1]), 3600 + 300 + 3600);
+    EXPECT_FALSE(r->jobs[0].finish.has_value());
+    EXPECT_EQ(r->budgets.at("a").held_jobs, 1);
+    EXPECT_EQ(r->nodes_rented, 2);
+  }
+}
+
+TEST_F(SimulatorTest, TheSeriesGoesOnWhileJobsWaitAndNothingRuns) {
+  // Given an empty pool (5-minute boot) and one 8-GPU job of 10 hours, sampled each minute, expect
+  // samples while the job waits for its node (pending 1, nothing busy) and on through its run,
+  // not only the first and the last.
+  SimOptions o;
+  o.policy = "fifo";
+  o.sample_step = Duration::Seconds(60);
+  auto r = Run({Job("A", 0, 8, 36000)}, Pool({Offer("od", model::Market::kOnDemand, 8)}), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GE(r->series.size(), 600u);
+  ASSERT_GE(r->series.size(), 3u);
+  EXPECT_EQ(r->series[1].t, Time::FromSeconds(60));
+  EXPECT_EQ(r->series[1].pending_jobs, 1);
+  EXPECT_EQ(r->series[1].busy_gpu_milli, 0);
+  int64_t busy_points = 0;
+  for (const SeriesPoint& p : r->series) busy_points += p.busy_gpu_milli == 8000 ? 1 : 0;
+  EXPECT_GE(busy_points, 590);
+}
+
+TEST_F(SimulatorTest, RentedNodesReleasedUnusedOverAndOverStopTheReplayWithAnError) {
+  // Given a fixed 8-GPU node busy for 10 minutes and an autoscaled pool with a 30-minute boot, a
+  // second 8-GPU job at 0 rents a node but starts on the fixed one when it frees: the rented node
+  // is released without having held a job. With at most one such release in a row the replay
+  // stops saying so; with the default it finishes.
+  ClusterSpec c = Pool({Offer("od", model::Market::kOnDemand, 8)});
+  c.autoscale.offers[0].boot_delay = Duration::Minutes(30);
+  c.nodes = HomogeneousCluster(8, "A100", 8).nodes;
+  SimOptions o;
+  o.policy = "fifo";
+  std::vector<TraceJob> jobs = {Job("A", 0, 8, 600), Job("B", 0, 8, 7200)};
+  auto done = Run(jobs, c, o);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(StartS(done->jobs[1]), 600);
+  EXPECT_GE(done->nodes_released, 1);
+  o.max_unused_rents = 1;
+  auto stuck = Run(jobs, c, o);
+  ASSERT_FALSE(stuck.ok());
+  EXPECT_EQ(stuck.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(stuck.status().message().find("1 rented nodes in a row were released without running a job"),
+            std::string::npos)
+      << stuck.status().message();
+}
+
 TEST_F(SimulatorTest, ASpotOfferOutOfCapacityFallsBackToOnDemand) {
   // Given a $2/h spot offer that almost never has capacity (1 minute with, 1000 hours without, on
   // average) and a $8/h on-demand one, a job of any market tries spot, finds no capacity and runs
