@@ -627,8 +627,14 @@ Status Agent::Register() {
     auto j = api::ParseJson(res->body);
     if (j.ok() && j->contains("error")) msg = (*j)["error"].value("message", res->body);
     std::string text = "registration refused (HTTP " + std::to_string(res->status) + "): " + msg;
-    // A refusal (bad token, bad spec, a name that is taken) will not change by retrying.
-    bool refused = res->status == 400 || res->status == 401 || res->status == 403 || res->status == 409;
+    // A refusal (bad token, bad spec, a released name) will not change by retrying; a live node's
+    // name (409 with Retry-After) may be taken with the join token once that node is lost: this
+    // agent's own token was not known (the controller's store was restored from a backup, or the
+    // agent's data directory is new), and the node it names is this one.
+    const bool wait_for_name = res->status == 409 && res->has_header("Retry-After");
+    if (wait_for_name) text += "; waiting " + res->get_header_value("Retry-After") + " s for the name";
+    bool refused = res->status == 400 || res->status == 401 || res->status == 403 ||
+                   (res->status == 409 && !wait_for_name);
     Status st = refused ? Status::InvalidArgument(text) : Status::Unavailable(text);
     return st;
   }

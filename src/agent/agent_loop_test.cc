@@ -45,6 +45,19 @@ class FakeController {
       : interval_(heartbeat_interval), release_file_(std::move(release_file)), argv_(std::move(argv)) {
     srv_.Post("/v1/agents/register", [this](const httplib::Request& req, httplib::Response& res) {
       Note(req);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++registrations_;
+        if (refusals_left_ > 0) {
+          // The name of a live node: refused, with when it may be taken when so told.
+          --refusals_left_;
+          res.status = 409;
+          if (refuse_with_retry_after_) res.set_header("Retry-After", "1");
+          res.set_content(R"({"error": {"code": "conflict", "message": "node 'loop-node' is registered and alive"}})",
+                          "application/json");
+          return;
+        }
+      }
       api::RegisterReply r;
       r.node = NodeId(1);
       r.token = "agent-token";
@@ -188,6 +201,16 @@ class FakeController {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, std::chrono::seconds(60), [&] { return held_uploads_ > 0; });
   }
+  // The next `n` registrations get 409 (a live node's name), with Retry-After when `retry_after`.
+  void RefuseRegistrations(int n, bool retry_after) {
+    std::lock_guard<std::mutex> lock(mu_);
+    refusals_left_ = n;
+    refuse_with_retry_after_ = retry_after;
+  }
+  int registrations() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return registrations_;
+  }
   // The next `n` heartbeats get HTTP 500.
   void FailBeats(int n) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -278,6 +301,9 @@ class FakeController {
   std::set<int> ports_;
   int requests_ = 0;
   int failing_beats_ = 0;
+  int refusals_left_ = 0;
+  bool refuse_with_retry_after_ = false;
+  int registrations_ = 0;
   int heard_ = 0;  // heartbeats received, answered or not
   bool hold_logs_ = false;
   int held_uploads_ = 0;
@@ -590,6 +616,29 @@ TEST_F(AgentLoopTest, RegistrationAndHeartbeatsShareOneKeptAliveConnection) {
   RunOnePart(controller, /*beats_before_release=*/8);
   EXPECT_GE(controller.requests(), 10);
   EXPECT_EQ(controller.client_ports().size(), 1u);
+}
+
+TEST_F(AgentLoopTest, ANameRefusedWithRetryAfterIsAskedForAgainAndARefusalWithoutItEndsTheAgent) {
+  // Given a controller that refuses the first two registrations as a live node's name with
+  // Retry-After (a store restored from a backup knows the node but not this agent's token),
+  // expect the agent to ask again and run its part once registered; without Retry-After (a
+  // refusal retrying cannot change), expect Run to end with the refusal after one try.
+  FakeController controller(Duration::Seconds(3600), release_file());
+  controller.RefuseRegistrations(2, /*retry_after=*/true);
+  RunOnePart(controller);
+  EXPECT_EQ(controller.registrations(), 3);
+
+  FakeController refusing(Duration::Seconds(3600), release_file());
+  ASSERT_TRUE(refusing.bound());
+  refusing.RefuseRegistrations(1'000, /*retry_after=*/false);
+  auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+  ASSERT_TRUE(probe.ok());
+  Agent agent(Options(refusing), std::move(*probe));
+  std::atomic<bool> stop{false};
+  Status st = agent.Run(stop);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("registered and alive"), std::string::npos) << st.message();
+  EXPECT_EQ(refusing.registrations(), 1);
 }
 
 TEST_F(AgentLoopTest, APartThatCannotStartIsReportedWithItsLogUploadedFirst) {

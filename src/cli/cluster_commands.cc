@@ -85,6 +85,19 @@ int WaitForSignal() {
   return sig;
 }
 
+// The largest id of a folder named job-<id> in `dir` (the controller's logs, a checkpoint root),
+// 0 when there is none or `dir` cannot be read.
+int64_t LargestJobFolder(const std::string& dir) {
+  int64_t largest = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= 4 || name.compare(0, 4, "job-") != 0) continue;
+    if (std::optional<int64_t> id = ParseInt(name.substr(4)); id && *id > largest) largest = *id;
+  }
+  return largest;
+}
+
 Status WriteSecret(const std::string& path, const std::string& secret) {
   std::ofstream f(path, std::ios::trunc);
   if (!f) return Status::Unavailable("cannot write " + path);
@@ -651,6 +664,18 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   } else {
     c->admin_token = ReadSecret(f.data_dir + "/admin.token");
     c->join_token = ReadSecret(f.data_dir + "/join.token");
+    // The store keeps only the tokens' hashes: a store restored into a new data directory comes
+    // without these files.
+    if (c->admin_token.empty() && !f.new_admin_token) {
+      spdlog::warn("{}/admin.token is missing or empty, but the store has tokens (a backup restored into a new "
+                   "data directory?): use an admin token you have, or start again with --new-admin-token",
+                   f.data_dir);
+    }
+    if (c->join_token.empty()) {
+      spdlog::warn("{}/join.token is missing or empty: agents cannot join with it; make a join token with "
+                   "`gpufleet token create --join` (admin) and give it to them",
+                   f.data_dir);
+    }
   }
   bool admin_token_works = false;
   if (f.new_admin_token && !tokens.empty() && !c->admin_token.empty()) {
@@ -741,6 +766,13 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     std::map<std::string, int> sizes;
     for (const auto& o : early.offers) sizes[o.gpu_model] = std::max(sizes[o.gpu_model], o.gpus_per_node);
     c->engine->SetNodeSizeHints(sizes);
+  }
+  // Job ids go on after every job this data directory has logs or checkpoints of: a store
+  // restored from a backup would otherwise hand out the ids of jobs submitted after the backup,
+  // and a new job would read their logs and start from their checkpoints.
+  {
+    int64_t largest = std::max(LargestJobFolder(f.data_dir + "/logs"), LargestJobFolder(eo.checkpoint_root));
+    if (largest > 0) GF_RETURN_IF_ERROR(c->store->SkipJobIdsThrough(largest));
   }
   GF_RETURN_IF_ERROR(c->engine->Recover());
 
@@ -1164,6 +1196,30 @@ Examples:
     if (!c.ok()) {
       return Fail("dev", WithListenHint(c.status(), "is another gpufleet dev running? Stop it (Ctrl-C), or pick "
                                                     "another port with --port N (--port 0: any free port)"));
+    }
+    // A store restored into a new data directory comes without the token files: the CLI config
+    // needs the admin token, and the agents dev starts need a join token (dev makes one).
+    if ((*c)->admin_token.empty()) {
+      return Fail("dev", Status::FailedPrecondition(
+                             f->c.data_dir + "/admin.token is missing or empty, but the store has tokens (a backup "
+                             "restored into a new data directory?): start again with --new-admin-token"));
+    }
+    if ((*c)->join_token.empty()) {
+      api::AuditRecord a;
+      a.at = WallNow();
+      a.subject = "admin";
+      a.role = "admin";
+      a.source = "local";
+      a.verb = "token.create";
+      a.outcome = "allowed";
+      a.reason = "a new join token, made by gpufleet dev at start (join.token was missing)";
+      (*c)->store->AttachAudit({a});
+      auto join = (*c)->auth->Create(api::TokenKind::kJoin, "", "agent", "", WallNow());
+      if (!join.ok()) return Fail("dev", join.status());
+      (*c)->join_token = *join;
+      if (Status st = WriteSecret(f->c.data_dir + "/join.token", *join); !st.ok()) return Fail("dev", st);
+      std::fprintf(stderr, "gpufleet dev: %s/join.token was missing; made a new join token there\n",
+                   f->c.data_dir.c_str());
     }
     int port = (*c)->server->port();
     std::string url = (*c)->Scheme() + "127.0.0.1:" + std::to_string(port);

@@ -2083,6 +2083,19 @@ std::optional<NodeId> Engine::NodeByName(const std::string& name) const {
   return NodeId(it->second);
 }
 
+std::optional<Duration> Engine::LostIn(const std::string& name) const {
+  MutexLock lock(mu_);
+  auto it = node_by_name_.find(name);
+  if (it == node_by_name_.end()) return std::nullopt;
+  auto n = nodes_.find(it->second);
+  if (n == nodes_.end()) return std::nullopt;
+  const NodeState& st = n->second;
+  if (st.rec.state != api::NodeState::kUp && st.rec.state != api::NodeState::kDraining) return std::nullopt;
+  const Duration left = options_.lost_after - (clock_.Now() - st.last_seen);
+  if (left <= Duration::Zero()) return std::nullopt;
+  return left;
+}
+
 void Engine::WakePollers() {
   // A poller checks stopping_ and pollers_released_ with out_mu_ held and keeps holding it until
   // it waits: taking out_mu_ here means it either saw the change or is waiting for this notify.

@@ -238,6 +238,9 @@ class Engine {
   const obs::Histogram& environment_seconds() const { return environment_seconds_; }
   std::vector<NodeStatus> Nodes() const;
   std::optional<NodeId> NodeByName(const std::string& name) const;
+  // How long until the node named `name`, up or draining, is declared lost without a heartbeat
+  // (a join token may register its name then); nullopt when a join token may register it now.
+  std::optional<Duration> LostIn(const std::string& name) const;
   // Whether `token_hash` is the node's current agent token: a token replaced by a later
   // registration is refused even before its revocation reaches every cache. True when this
   // controller has not seen the node register since it started (the store's revocation rules).

@@ -1685,9 +1685,20 @@ void ApiServer::AgentRoutes(const Guards& g) {
     std::string secret = NewToken(api::TokenKind::kAgent);
     api::AuditRecord audit = Allowed(req, "registered " + r->name, /*agents=*/true);
     audit.object = "node " + r->name;
+    const std::string name = r->name;
     auto reply =
         engine_.Register(std::move(*r), Sha256Hex(secret), t->kind == api::TokenKind::kJoin, audit).get();
-    if (!reply.ok()) return Error(res, reply.status());
+    if (!reply.ok()) {
+      // A live node's name: a join token may take it once the node is lost. Retry-After says
+      // when, so that an agent whose own token this controller does not know (a store restored
+      // from a backup) waits for it rather than give up.
+      if (reply.status().code() == StatusCode::kFailedPrecondition && t->kind == api::TokenKind::kJoin) {
+        if (std::optional<Duration> left = engine_.LostIn(name)) {
+          res.set_header("Retry-After", std::to_string((left->millis() + 999) / 1000 + 1));
+        }
+      }
+      return Error(res, reply.status());
+    }
     tl_audited = true;  // recorded with the node's record
     reply->token = secret;
     Reply(res, 200, api::ToJson(*reply));

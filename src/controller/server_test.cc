@@ -293,6 +293,11 @@ TEST_F(ServerTest, JoinTokenCannotTakeOverALiveNodeAndOldAgentTokensStopWorking)
   std::string req = RegisterBody("node-a");
   auto thief = Call("POST", "/v1/agents/register", join_, req, true);
   EXPECT_EQ(thief->status, 409) << thief->body;
+  // ... saying when the name may be taken (the node is lost 30 s after its last heartbeat).
+  ASSERT_TRUE(thief->has_header("Retry-After"));
+  const int retry_after = std::stoi(thief->get_header_value("Retry-After"));
+  EXPECT_GE(retry_after, 1);
+  EXPECT_LE(retry_after, 32);
   auto again = Call("POST", "/v1/agents/register", first, req, true);
   ASSERT_EQ(again->status, 200) << again->body;
   std::string second = Body(again).value("token", "");

@@ -670,6 +670,15 @@ class PostgresStore : public StateStore {
     return GetMetaLocked(key);
   }
 
+  Status SkipJobIdsThrough(int64_t id) override {
+    MutexLock lock(mu_);
+    return InTransaction([&]() -> Status {
+      mu_.AssertHeld();  // InTransaction runs it with mu_ held
+      return Run("UPDATE counters SET value = GREATEST(value, $1) WHERE name = 'jobs'", Params().Add(id),
+                 "skip job ids through " + std::to_string(id));
+    });
+  }
+
   Status SetMeta(const std::string& key, const std::string& value) override {
     std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
     if (key == kSchemaVersionKey) {

@@ -638,6 +638,16 @@ class SqliteStore : public StateStore {
   }
   Status ReleaseLeadership(const LeaderAddress&) override { return Status::Ok(); }
 
+  Status SkipJobIdsThrough(int64_t id) override {
+    MutexLock lock(mu_);
+    return InTransaction(
+        [&]() -> Status {
+          mu_.AssertHeld();  // InTransaction runs it with mu_ held
+          return SetNextId("jobs", id + 1);
+        },
+        {});
+  }
+
   Status SetMeta(const std::string& key, const std::string& value) override {
     std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
     if (key == kSchemaVersionKey) {

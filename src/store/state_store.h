@@ -149,6 +149,10 @@ class StateStore {
   // to the store: it can be read, and setting it is InvalidArgument.
   virtual Result<std::optional<std::string>> GetMeta(const std::string& key) = 0;
   virtual Status SetMeta(const std::string& key, const std::string& value) = 0;
+  // Job ids handed out from now on are above `id` (ids already above it are left as they are):
+  // ids that jobs had in a state this store was restored over are not given again, so a new job
+  // finds no logs or checkpoints of an older one under its id.
+  virtual Status SkipJobIdsThrough(int64_t id) = 0;
 
   // Leadership among controllers sharing one store. Takes the leader lease for `holder` (a name
   // the standbys can show, such as the leader's URL) when nobody holds it or it has lapsed, or

@@ -289,6 +289,13 @@ Status MemoryStore::SetMeta(const std::string& key, const std::string& value) {
   return Status::Ok();
 }
 
+Status MemoryStore::SkipJobIdsThrough(int64_t id) {
+  MutexLock lock(mu_);
+  GF_RETURN_IF_ERROR(BeginWrite());
+  next_job_id_ = std::max(next_job_id_, id + 1);
+  return Status::Ok();
+}
+
 Result<store::Leadership> MemoryStore::AcquireLeadership(const store::LeaderAddress& self, Duration lease) {
   if (lease <= Duration::Zero()) return Status::InvalidArgument("leader lease must be positive");
   return store::Leadership{true, 1, self.url, lease, self.agent_url, Time()};

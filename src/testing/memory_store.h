@@ -41,6 +41,7 @@ class MemoryStore : public store::StateStore {
   Result<std::vector<api::TokenRecord>> ListTokens() override;
   Result<std::optional<std::string>> GetMeta(const std::string& key) override;
   Status SetMeta(const std::string& key, const std::string& value) override;
+  Status SkipJobIdsThrough(int64_t id) override;
   // Always the leader (one process): held, token 1.
   Result<store::Leadership> AcquireLeadership(const store::LeaderAddress& self, Duration lease) override;
   Status ReleaseLeadership(const store::LeaderAddress& self) override;
