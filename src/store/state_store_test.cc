@@ -103,6 +103,21 @@ TEST_P(StateStoreTest, IdsAscendFromOneAndAreNeverReusedAcrossReopen) {
   EXPECT_EQ(Ids(more[0].ids), (std::vector<int64_t>{5}));
 }
 
+TEST_P(StateStoreTest, JobIdsSkippedThroughAnIdGoOnAfterItAndNeverGoBack) {
+  // Given jobs 1 and 2, expect ids skipped through 10 to make the next job 11 (also after a
+  // reopen), and a skip through an id already passed to change nothing.
+  SubmitOk({MakeSubmission("a", 2)});
+  ASSERT_TRUE(store_->SkipJobIdsThrough(10).ok());
+  auto out = SubmitOk({MakeSubmission("b")});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(Ids(out[0].ids), (std::vector<int64_t>{11}));
+  ASSERT_TRUE(store_->SkipJobIdsThrough(5).ok());
+  Reopen();
+  auto more = SubmitOk({MakeSubmission("c")});
+  ASSERT_EQ(more.size(), 1u);
+  EXPECT_EQ(Ids(more[0].ids), (std::vector<int64_t>{12}));
+}
+
 TEST_P(StateStoreTest, SubmitHandsTheRecordsBackAsStored) {
   // Given a new request of two jobs and a repeat of an earlier request id, expect the new one's
   // records back as stored (ids, request id and reason set, the same as GetJob reads) and the
