@@ -179,6 +179,14 @@ Result<Selection> SelectOffers(const OfferTable& table, const CostJob& job, cons
       c.runtime = HoursToDuration(run_h);
       const double hazard = m == model::Market::kSpot ? o.spot_hazard_per_hour * job.nodes : 0.0;
       SpotEstimate e = ExpectedSpotTime(c.runtime, hazard, job.checkpoint_interval, job.restart_overhead);
+      // A long run on spot without checkpoints restarts from zero at each interruption: its
+      // expected time grows exponentially with its length, past any number worth ranking.
+      constexpr double kMaxExpectedHours = 10 * 8766.0;  // ten years
+      if (!std::isfinite(e.wall_hours) || e.wall_hours > kMaxExpectedHours) {
+        reject("would hardly ever finish on spot (expected over ten years with its interruptions; "
+               "a checkpoint interval makes it finish)");
+        continue;
+      }
       c.expected_wall = HoursToDuration(e.wall_hours);
       c.expected_interruptions = e.interruptions;
       c.compute_cost = Times(c.price_per_hour, c.runtime.hours_f());

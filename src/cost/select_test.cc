@@ -152,6 +152,27 @@ TEST_F(SelectTest, LongJobWithoutCheckpointsPrefersOnDemandButCheckpointingJobPr
   EXPECT_EQ(c.compute_cost, 160 * kUsd);
 }
 
+TEST_F(SelectTest, ASpotRunThatWouldHardlyEverFinishIsRejectedNotRankedAtANegativeCost) {
+  // Given spot at $4/h with 0.5 interruptions/h and an 800-hour job without checkpoints
+  // (e^400 - 1 expected restarts: overflows a cost in micro-dollars), expect spot rejected with
+  // the reason and on-demand ranked alone at its $8,000; with 30-minute checkpoints spot ranks.
+  std::vector<Offer> offers = {MakeOffer("a", "us-east1", "ref-1", "REF", 1, 10 * kUsd, 4 * kUsd, 0.5)};
+  CostJob job = Job(1, Duration::Hours(800));
+  Selection s = Select(offers, job);
+  ASSERT_EQ(s.ranked.size(), 1u);
+  EXPECT_EQ(s.ranked[0].market, model::Market::kOnDemand);
+  EXPECT_EQ(s.ranked[0].expected_cost, 8000 * kUsd);
+  ASSERT_EQ(s.rejected.size(), 1u);
+  EXPECT_NE(s.rejected.begin()->first.find("would hardly ever finish on spot"), std::string::npos);
+  job.checkpoint_interval = Duration::Minutes(30);
+  Selection ckpt = Select(offers, job);
+  ASSERT_EQ(ckpt.ranked.size(), 2u);
+  for (const Candidate& c : ckpt.ranked) {
+    EXPECT_GT(c.expected_cost, 0);
+    EXPECT_GT(c.expected_wall, Duration::Hours(799));
+  }
+}
+
 TEST_F(SelectTest, GangNeedsEnoughGpusPerNodeAndMultipliesPriceAndHazard) {
   // Given a 2 x 8-GPU gang, a 4-GPU offer and an 8-GPU offer, expect the 4-GPU offer rejected, the
   // 8-GPU offer priced x2, and spot rework computed at twice the per-node rate.
