@@ -1253,6 +1253,10 @@ Examples:
       o.price_micros_per_hour = std::llround(f->price * 1e6);
       o.job_user = f->job_user;
       o.allow_root_jobs = f->allow_root_jobs;
+      // The agents prepare the same environment presets the controller places jobs by, and run
+      // the burn-in with the interpreter a separate agent would use.
+      o.environments_file = f->c.environments;
+      if (const char* py = std::getenv("GPUFLEET_BURNIN_PYTHON"); py && *py) o.burn_in.python = py;
       if (Status st = ParseNodeResources(f->cpus, f->memory, o); !st.ok()) return Fail("dev", st);
       // Jobs may also work where `dev` was started, and in its user's home (the CLI sends its
       // directory as the default working directory).
