@@ -2046,7 +2046,7 @@ std::vector<NodeStatus> Engine::NodesLocked() const {
   std::map<int64_t, size_t> index;
   for (const auto& [id, n] : nodes_) {
     index[id] = out.size();
-    out.push_back({n.rec, 0, n.telemetry, {}, n.notice});
+    out.push_back({n.rec, 0, n.telemetry, {}, n.notice, n.last_seen});
   }
   // GPUs in use are counted once however many jobs share them (GPU slices).
   std::vector<std::set<int>> held(out.size());

@@ -82,6 +82,9 @@ struct NodeStatus {
   std::vector<api::GpuSampleReport> telemetry;
   std::vector<JobId> jobs;
   std::optional<api::SpotNotice> notice;  // the provider is reclaiming the node
+  // Its last heartbeat, or this controller's start when that is later: a restarted controller
+  // has not heard from any node yet, and counts their silence from its start (as lost_after does).
+  Time last_seen;
 };
 
 struct QueueEntry {

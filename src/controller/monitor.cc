@@ -147,7 +147,9 @@ obs::AlertInput Monitor::Snapshot(Time now) {
     ns.name = r.name;
     ns.gone = r.state == api::NodeState::kGone;
     ns.lost = r.state == api::NodeState::kLost;
-    ns.since_heartbeat = now - r.last_heartbeat;
+    // (Not the stored last heartbeat: heartbeats are kept in memory, and after a restart the stored
+    // one is as old as the node's last registration, which would page for every node at once.)
+    ns.since_heartbeat = now - n.last_seen;
     if (n.notice) {
       ns.spot_notice_at = n.notice->time;
       ns.spot_action = n.notice->action;

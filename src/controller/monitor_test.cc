@@ -251,6 +251,28 @@ TEST_F(MonitorTest, RunningMonitorSendsAWebhookAtOnceNotAtTheNextInterval) {
   EXPECT_EQ(m.Alerts()[0].name, "NodeSilent");
 }
 
+TEST_F(MonitorTest, ARestartedControllerCountsANodesSilenceFromItsStart) {
+  // Given node-a registered, then five minutes of heartbeats that only the first controller's
+  // memory holds before a second one recovers from the store, expect no NodeSilent at the
+  // restart, and NodeSilent once the node has said nothing for two minutes after it.
+  { Register(*MakeEngine(), "node-a", 1); }
+  clock_.Advance(Duration::Minutes(5));
+  auto e = MakeEngine();
+  ASSERT_TRUE(e->Recover().ok());
+  Monitor m(*e, clock_, MonitorOptions{});
+  auto silent = [&] {
+    for (const auto& a : m.Alerts()) {
+      if (a.name == "NodeSilent") return true;
+    }
+    return false;
+  };
+  m.EvaluateOnce();
+  EXPECT_FALSE(silent());
+  clock_.Advance(Duration::Minutes(2));
+  m.EvaluateOnce();
+  EXPECT_TRUE(silent());
+}
+
 TEST_F(MonitorTest, HotGpuTakesNoNewWorkUntilItCoolsAndExplainSaysWhy) {
   auto e = MakeEngine();  // thermal limit 85 °C, resume at 75 °C
   NodeId n = Register(*e, "node-a", 1);
