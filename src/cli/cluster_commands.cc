@@ -98,6 +98,20 @@ int64_t LargestJobFolder(const std::string& dir) {
   return largest;
 }
 
+// The audit record of a token made at start by whoever may start the controller on its data
+// directory (it holds the controller's state already): an admin's local token.create.
+api::AuditRecord TokenMadeAtStart(std::string reason) {
+  api::AuditRecord a;
+  a.at = WallNow();
+  a.subject = "admin";
+  a.role = "admin";
+  a.source = "local";
+  a.verb = "token.create";
+  a.outcome = "allowed";
+  a.reason = std::move(reason);
+  return a;
+}
+
 Status WriteSecret(const std::string& path, const std::string& secret) {
   std::ofstream f(path, std::ios::trunc);
   if (!f) return Status::Unavailable("cannot write " + path);
@@ -690,15 +704,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   if (f.new_admin_token && !tokens.empty() && !admin_token_works) {
     // Whoever may start the controller on its data directory holds its state already: a new admin
     // token is theirs to make, recorded in the audit log with the token's creation.
-    api::AuditRecord a;
-    a.at = WallNow();
-    a.subject = "admin";
-    a.role = "admin";
-    a.source = "local";
-    a.verb = "token.create";
-    a.outcome = "allowed";
-    a.reason = "a new admin token for admin, made at start (--new-admin-token)";
-    c->store->AttachAudit({a});
+    c->store->AttachAudit({TokenMadeAtStart("a new admin token for admin, made at start (--new-admin-token)")});
     GF_ASSIGN_OR_RETURN(c->admin_token, c->auth->Create(api::TokenKind::kUser, "admin", "admin", "", WallNow()));
     GF_RETURN_IF_ERROR(WriteSecret(f.data_dir + "/admin.token", c->admin_token));
     spdlog::warn("a new admin token was made (--new-admin-token): {}/admin.token", f.data_dir);
@@ -1205,15 +1211,8 @@ Examples:
                              "restored into a new data directory?): start again with --new-admin-token"));
     }
     if ((*c)->join_token.empty()) {
-      api::AuditRecord a;
-      a.at = WallNow();
-      a.subject = "admin";
-      a.role = "admin";
-      a.source = "local";
-      a.verb = "token.create";
-      a.outcome = "allowed";
-      a.reason = "a new join token, made by gpufleet dev at start (join.token was missing)";
-      (*c)->store->AttachAudit({a});
+      (*c)->store->AttachAudit(
+          {TokenMadeAtStart("a new join token, made by gpufleet dev at start (join.token was missing)")});
       auto join = (*c)->auth->Create(api::TokenKind::kJoin, "", "agent", "", WallNow());
       if (!join.ok()) return Fail("dev", join.status());
       (*c)->join_token = *join;
