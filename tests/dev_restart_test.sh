@@ -96,40 +96,4 @@ dev_stop
 start_dev --agents 1 --new-admin-token
 wait_for "the controller again" "$GPUFLEET" queue
 cmp -s "$WORK/admin.before" "$WORK/data/admin.token" || fail "--new-admin-token replaced an admin token that still worked"
-
-# --- A second Ctrl-C stops at once ------------------------------------------------------------
-# A job that ignores its checkpoint signal holds the graceful stop for its whole grace (an
-# hour); a second Ctrl-C ends dev at once (exit 130), and the job's process goes with it. (Run
-# again, the job ends at once.)
-"$GPUFLEET" cancel "$TWO" >/dev/null || fail "cancel of job $TWO, which waits for dev-2"
-cat >"$WORK/stubborn.yaml" <<YAML
-name: stubborn
-workdir: $WORK
-run: ["sh", "-c", "test -e stubborn.pid && exit 0; trap '' TERM; echo \$\$ > stubborn.pid; while :; do sleep 0.1; done"]
-checkpoint: {grace: 1h}
-YAML
-"$GPUFLEET" submit "$WORK/stubborn.yaml" >"$WORK/stubborn.out" || fail "submit of the stubborn job: $(cat "$WORK/stubborn.out")"
-STUB="$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' "$WORK/stubborn.out")"
-[[ -n "$STUB" ]] || fail "submit printed no job id: $(cat "$WORK/stubborn.out")"
-wait_for "job $STUB to run" state_is "$STUB" running
-wait_for "the stubborn job's pid" test -s "$WORK/stubborn.pid"
-STUB_PID="$(cat "$WORK/stubborn.pid")"
-kill -INT "$DEV_PID"
-wait_for "the graceful stop to begin" grep -q "Ctrl-C again to stop at once" "$WORK/dev.log"
-kill -0 "$DEV_PID" 2>/dev/null || fail "gpufleet dev ended before the stubborn job's grace"
-kill -INT "$DEV_PID"
-for ((i = 0; i < 600; i++)); do kill -0 "$DEV_PID" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$DEV_PID" 2>/dev/null && fail "gpufleet dev did not stop within a minute of the second Ctrl-C"
-rc=0
-wait "$DEV_PID" || rc=$?
-DEV_PID=""
-[[ "$rc" == 130 ]] || fail "gpufleet dev exited with $rc after a second Ctrl-C, not 130"
-grep -q "stopped at once" "$WORK/dev.log" || fail "dev did not say it stopped at once"
-for ((i = 0; i < 600; i++)); do kill -0 "$STUB_PID" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$STUB_PID" 2>/dev/null && fail "the stubborn job (pid $STUB_PID) outlived gpufleet dev"
-# The next start finds the job's part gone and does not leave it running.
-start_dev --agents 1
-wait_for "the controller after the hard stop" "$GPUFLEET" queue
-stub_handled() { history_of "$STUB" | grep -q -- "-> pending: requeued"; }
-wait_for "job $STUB to be requeued" stub_handled
 echo PASS

@@ -1288,18 +1288,8 @@ Examples:
     std::printf("Ctrl-C stops the cluster; running jobs are stopped with their checkpoint signal and requeued.\n");
     std::fflush(stdout);
     WaitForSignal();
-    std::printf("gpufleet dev: stopping; running jobs get their checkpoint signal and grace "
-                "(Ctrl-C again to stop at once)\n");
+    std::printf("gpufleet dev: stopping\n");
     std::fflush(stdout);
-    // A second Ctrl-C gives up the graceful stop: the process exits at once, and each job part's
-    // supervisor, which holds this process's death signal, kills its part. The state store has
-    // every transition committed; the next start requeues what was running (as for a lost node).
-    std::thread([] {
-      WaitForSignal();
-      std::fprintf(stderr, "gpufleet dev: stopped at once; running jobs were killed without a checkpoint, and the "
-                           "next start handles them as jobs of a lost node\n");
-      std::_Exit(130);
-    }).detach();
     // The agents go away with their jobs: nothing new may land on their nodes meanwhile, or a
     // job requeued from one would be placed on another that is going too.
     for (int i = 1; i <= f->agents; ++i) {
