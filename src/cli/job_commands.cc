@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -218,31 +219,70 @@ std::function<int()> SetupQueue(CLI::App& app) {
   struct Args {
     Connection conn;
     std::string output = "table";
+    int64_t limit = 1000;
+    bool all = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("queue", "Show running and pending jobs, pending ones in queue order");
+  auto* limit_opt = sub->add_option("--limit", a->limit, "At most this many jobs, running ones first")
+                        ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
+                        ->capture_default_str();
+  sub->add_flag("--all", a->all, "Every job in the queue, however many (read 1,000 at a time)")->excludes(limit_opt);
   AddOutputFlag(sub, a->output);
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, R"(  gpufleet queue
-  gpufleet queue -o json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["jobs"]))')");
+  gpufleet queue --limit 20                  # the running jobs and the next to start
+  gpufleet queue --all -o json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["jobs"]))'
+
+When more jobs wait than are shown, a last line says how many (the table) or the JSON carries
+"total" and "next_cursor" (GET /v1/queue?cursor=K goes on from there).)");
   return [a]() {
     const std::string cmd = "queue";
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
-    ApiResult r = client->Get("/v1/queue");
-    if (!r.ok()) return Report(cmd, r);
+    // Pages of at most 1000 (the controller's largest) until the limit or the queue's end. The
+    // cursor is an index into the queue as it stands, so a job that moved between two pages may
+    // come twice: the first sighting is kept.
+    constexpr int64_t kPage = 1000;
+    const int64_t want = a->all ? INT64_MAX : a->limit;
+    std::vector<api::JobSummary> jobs;
+    std::set<int64_t> seen;
+    json raw = json::array();
+    int64_t cursor = 0;
+    int64_t total = 0;
+    int64_t next = 0;
+    while (static_cast<int64_t>(jobs.size()) < want) {
+      std::map<std::string, std::string> q = {
+          {"limit", std::to_string(std::min(kPage, want - static_cast<int64_t>(jobs.size())))}};
+      if (cursor > 0) q["cursor"] = std::to_string(cursor);
+      ApiResult r = client->Get("/v1/queue", q);
+      if (!r.ok()) return Report(cmd, r);
+      auto page = DecodeJobList(r.body);
+      if (!page.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + page.status().message());
+      const json& listed = r.body.contains("jobs") && r.body["jobs"].is_array() ? r.body["jobs"] : json::array();
+      for (size_t i = 0; i < page->size(); ++i) {
+        if (!seen.insert((*page)[i].id.value()).second) continue;
+        jobs.push_back((*page)[i]);
+        if (i < listed.size()) raw.push_back(listed[i]);
+      }
+      total = IntField(r.body, "total", static_cast<int64_t>(jobs.size()));
+      next = IntField(r.body, "next_cursor");
+      if (next <= cursor || page->empty()) break;
+      cursor = next;
+    }
+    const bool more = next > 0 && static_cast<int64_t>(jobs.size()) < total;
     if (a->output == "json") {
-      PrintJson(r.body);
+      json out = {{"jobs", raw}, {"total", total}};
+      if (more) out["next_cursor"] = next;
+      PrintJson(out);
       return kExitOk;
     }
-    auto jobs = DecodeJobList(r.body);
-    if (!jobs.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + jobs.status().message());
-    if (jobs->empty()) {
+    if (jobs.empty()) {
       std::printf("no jobs running or pending\n");
       return kExitOk;
     }
     Table t({"ID", "NAME", "TEAM", "STATE", "GPUS", "POSITION", "AGE/RUNTIME", "REASON"});
-    for (const api::JobSummary& j : *jobs) {
+    for (const api::JobSummary& j : jobs) {
       const int64_t pos = j.position.value_or(0);
       // Pending: how long it has waited; otherwise how long since it entered its state.
       std::string age = j.state == api::JobState::kPending ? Span(NowMs() - j.submitted.millis())
@@ -251,6 +291,10 @@ std::function<int()> SetupQueue(CLI::App& app) {
              pos > 0 ? std::to_string(pos) : "-", age, j.reason});
     }
     t.Print();
+    if (more) {
+      std::printf("(%zu of %lld jobs shown; --all shows every one, --limit N the first N)\n", jobs.size(),
+                  static_cast<long long>(total));
+    }
     return kExitOk;
   };
 }
@@ -405,8 +449,9 @@ std::function<int()> SetupLogs(CLI::App& app) {
   sub->add_flag("-f,--follow", a->follow,
                 "Keep printing until the job ends, across restarts (prints '--- attempt N ---')");
   sub->add_option("--attempt", a->attempt, "Show this attempt (1 is the first run; default: the latest)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--part", a->part, "Only this part of a gang (node rank, from 0)")->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(1, 1000000000));
+  sub->add_option("--part", a->part, "Only this part of a gang (node rank, from 0)")
+      ->check(CLI::Range(0, 100000));
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, R"(  gpufleet logs 12
   gpufleet logs -f 12              # follow until the job ends
