@@ -27,6 +27,17 @@ namespace gpufleet::cli {
 
 namespace {
 
+// The characters the controller takes in a node's name (and its /v1/nodes/NAME/... routes).
+bool NodeNameOk(const std::string& name) {
+  return !name.empty() && name.size() <= 253 &&
+         name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+             std::string::npos;
+}
+
+std::string NodeNameError(const std::string& name) {
+  return "'" + name + "' is not a node name (1-253 letters, digits, '.', '_' or '-'); 'gpufleet nodes' lists them";
+}
+
 using namespace client;  // NOLINT(build/namespaces): the shared plumbing of the client commands
 
 void PrintBurnIn(const model::BurnInReport& b) {
@@ -244,6 +255,7 @@ them against the fleet's passed nodes. What is measured and the thresholds: docs
   return [a]() {
     const std::string cmd = "node check";
     if (!a->node.empty()) {
+      if (!NodeNameOk(a->node)) return Fail(cmd, kExitUsage, NodeNameError(a->node));
       auto client = Connect(cmd, a->conn);
       if (!client) return kExitUsage;
       ApiResult r = client->Post("/v1/nodes/" + a->node + "/check", json::object());
@@ -405,6 +417,7 @@ std::function<int()> SetupDrainLike(CLI::App& app, bool drain) {
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, "  gpufleet " + name + " gpu-node-07");
   return [a, name]() {
+    if (!NodeNameOk(a->node)) return Fail(name, kExitUsage, NodeNameError(a->node));
     auto client = Connect(name, a->conn);
     if (!client) return kExitUsage;
     ApiResult r = client->Post("/v1/nodes/" + a->node + "/" + name, json::object());

@@ -1218,8 +1218,13 @@ void Engine::ApplyRelease(ReleaseReq& r) {
 void Engine::ApplyRegister(RegisterReq& r) {
   const api::RegisterRequest& req = r.req;
   Time now = clock_.Now();
-  if (req.name.empty() || req.name.size() > 253) {
-    r.result = Status::InvalidArgument("register: name must be 1-253 characters");
+  // The node routes (/v1/nodes/NAME/drain, ...) take these characters only: a name outside them
+  // could register but never be drained or checked.
+  if (req.name.empty() || req.name.size() > 253 ||
+      req.name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+          std::string::npos) {
+    r.result = Status::InvalidArgument("register: the node name must be 1-253 letters, digits, '.', '_' or '-', got '" +
+                                       req.name + "' (the agent's --name; the default is the host name)");
     return;
   }
   model::NodeSpec spec = req.spec;

@@ -64,6 +64,27 @@ TEST_F(EngineTest, RegistrationNamesTheCheckpointRoot) {
   EXPECT_EQ(r->checkpoint_root, "/ckpt");
 }
 
+TEST_F(EngineTest, ANodeNameTheNodeRoutesCannotCarryIsRefusedAtRegistration) {
+  // Given names with a '/', a '?' or a space (which /v1/nodes/NAME/drain could never name),
+  // expect each registration refused with the characters allowed, and no node made; a host
+  // name with dots, digits, '-' and '_' registers.
+  auto e = MakeEngine();
+  for (const std::string& name : std::vector<std::string>{"dev-2/undrain", "gpu?x", "gpu node", std::string(254, 'a')}) {
+    api::RegisterRequest req;
+    req.name = name;
+    req.address = "10.0.0.1";
+    auto f = e->Register(req, "hash-" + name);
+    e->Step();
+    auto r = f.get();
+    ASSERT_FALSE(r.ok()) << name;
+    EXPECT_NE(r.status().message().find("letters, digits, '.', '_' or '-'"), std::string::npos) << r.status().message();
+  }
+  EXPECT_TRUE(e->Nodes().empty());
+  Register(*e, "gpu-07.rack_3.example.com", 1);
+  ASSERT_EQ(e->Nodes().size(), 1u);
+  EXPECT_EQ(e->Nodes()[0].record.name, "gpu-07.rack_3.example.com");
+}
+
 TEST_F(EngineTest, AFailedCommitHoldsTheStepsCommandsUntilTheStoreTakesIt) {
   // Given a running job, a waiting one, and a store that fails every write of the next step,
   // expect a cancel of the running job to be answered 503, no stop command to reach the agent and
