@@ -221,6 +221,44 @@ for k in ("id", "name", "team", "state", "gpus", "nodes", "position", "submitted
     assert k in big[0], k
 assert big[0]["state"] == "pending" and big[0]["position"] >= 1, big[0]
 PY
+# A queue longer than asked for: the table says how many are left out and how to see them, the
+# JSON carries the total and where to go on; --all reads every page.
+run "$WORK/big2" "$GPUFLEET" run --gpus 4 --gpu-type H100 --name too-big-2 -- true
+BIG2="$(submitted_id "$WORK/big2")"
+run "$WORK/queue1" "$GPUFLEET" queue --limit 1
+expect_rc "$WORK/queue1" 0 "queue --limit 1"
+expect_contains "$WORK/queue1.out" "(1 of 2 jobs shown; --all shows every one" "queue --limit 1 says more jobs wait"
+if grep -q too-big-2 "$WORK/queue1.out"; then fail "queue --limit 1 shows the second job"; fi
+run "$WORK/queue1j" "$GPUFLEET" queue --limit 1 -o json
+"$PYTHON" -c 'import json,sys; q=json.load(sys.stdin); assert len(q["jobs"]) == 1 and q["total"] == 2 and q["next_cursor"] == 1, q' \
+  <"$WORK/queue1j.out" || fail "queue --limit 1 -o json lacks the total or the cursor"
+run "$WORK/queueall" "$GPUFLEET" queue --all -o json
+"$PYTHON" - "$WORK/queueall.out" "$BIG" "$BIG2" <<'PY' || fail "queue --all -o json does not list both pending jobs"
+import json, sys
+q = json.load(open(sys.argv[1]))
+ids = [j["id"] for j in q["jobs"]]
+assert ids == [int(sys.argv[2]), int(sys.argv[3])] and q["total"] == 2 and "next_cursor" not in q, q
+PY
+run "$WORK/queueboth" "$GPUFLEET" queue --all --limit 5
+expect_rc "$WORK/queueboth" 2 "queue --all with --limit"
+run "$WORK/cancelbig2" "$GPUFLEET" cancel "$BIG2"
+expect_rc "$WORK/cancelbig2" 0 "cancel of the second pending job"
+
+# A node name with characters no node has is refused before it reaches a route it could bend
+# ('dev-1/undrain?' would otherwise undrain dev-1).
+run "$WORK/badnode" "$GPUFLEET" drain 'dev-1/undrain?'
+expect_rc "$WORK/badnode" 2 "drain of a name no node can have"
+expect_contains "$WORK/badnode.err" "is not a node name" "drain says the name is not a node name"
+
+# alerts: an unknown rule name is a typo, said with the rules; -o json says whether rules are on.
+run "$WORK/alertsname" "$GPUFLEET" alerts --name GpuHott
+expect_rc "$WORK/alertsname" 2 "alerts --name with an unknown rule"
+expect_contains "$WORK/alertsname.err" "no alert rule is named 'GpuHott'; the rules: GpuAllocatedIdle, GpuHot," \
+  "alerts --name lists the rules"
+run "$WORK/alertsjson" "$GPUFLEET" alerts -o json
+"$PYTHON" -c 'import json,sys; a=json.load(sys.stdin); assert a["enabled"] is True and isinstance(a["alerts"], list), a' \
+  <"$WORK/alertsjson.out" || fail "alerts -o json lacks enabled"
+
 run "$WORK/nodes" "$GPUFLEET" nodes -o json
 expect_rc "$WORK/nodes" 0 "nodes -o json"
 "$PYTHON" - "$WORK/nodes.out" <<'PY' || fail "nodes -o json lacks the dev node or its fields"

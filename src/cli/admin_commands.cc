@@ -16,7 +16,9 @@
 #include "api/token_summary.h"
 #include "cli/client.h"
 #include "cli/client_common.h"
+#include "common/strings.h"
 #include "common/time.h"
+#include "obs/alerts.h"
 
 // The team and administration commands: cost, budget, quota, alerts, token, audit.
 
@@ -264,6 +266,10 @@ Rules and their settings: docs/observability.md (change them with 'gpufleet serv
 Firing alerts also go to the webhooks given with --alert-webhook, and show in /metrics as gpufleet_alert.)");
   return [a]() {
     const std::string cmd = "alerts";
+    const std::vector<std::string>& rules = obs::AlertRuleNames();
+    if (!a->name.empty() && std::find(rules.begin(), rules.end(), a->name) == rules.end()) {
+      return Fail(cmd, kExitUsage, "--name: no alert rule is named '" + a->name + "'; the rules: " + Join(rules, ", "));
+    }
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
     ApiResult r = client->Get("/v1/alerts");
@@ -275,7 +281,7 @@ Firing alerts also go to the webhooks given with --alert-webhook, and show in /m
       alerts.push_back(al);
     }
     if (a->output == "json") {
-      PrintJson(json{{"alerts", alerts}});
+      PrintJson(json{{"alerts", alerts}, {"enabled", r.body.value("enabled", true)}});
       return kExitOk;
     }
     if (alerts.empty()) {
