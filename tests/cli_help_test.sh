@@ -31,4 +31,15 @@ for p in $paths; do
   [[ -f "$SRC/$p" ]] || fail "gpufleet sim --help: an example uses $p, which is not in the repository"
 done
 
+# The agent talks to the controller's agent listener (the API port + 1): its default and every
+# example name that port, and no example passes a flag the command refuses (--join-token).
+run "$WORK/agent" "$GPUFLEET" agent --help
+expect_rc "$WORK/agent" 0 "gpufleet agent --help"
+expect_contains "$WORK/agent.out" "http://127.0.0.1:8471" "gpufleet agent --help: the default --server is the agent listener"
+if grep -E 'gpufleet agent .*:8470|--join-token [^-]' "$WORK/agent.out"; then
+  fail "gpufleet agent --help: an example names the API port or passes --join-token"
+fi
+run "$WORK/agentjt" "$GPUFLEET" agent --join-token gf_join_x --fake-gpus 1xH100
+expect_rc "$WORK/agentjt" 2 "gpufleet agent --join-token (refused: the secret would show in ps)"
+
 echo "PASS: gpufleet --help and gpufleet sim --help (examples use: $(echo $paths))"

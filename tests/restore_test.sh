@@ -76,5 +76,8 @@ start_dev "$WORK/elsewhere" --new-admin-token
 wait_for "the CLI config (elsewhere)" test -s "$GPUFLEET_CONFIG"
 wait_for "dev-1 up (elsewhere)" node_up
 expect_contains "$WORK/dev.log" "join.token was missing; made a new join token" "dev made a join token"
+if grep -q "agents cannot join with it" "$WORK/dev.log"; then
+  fail "dev printed the server's 'join.token is missing' warning though it made one"
+fi
 run_job ELSEWHERE >/dev/null
 echo PASS

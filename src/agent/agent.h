@@ -65,7 +65,7 @@ struct AgentOptions {
   // The controller's agent URL, or several controllers' on one store, comma-separated: the agent
   // follows the leader among them (api/controller_list.h), re-registering with a new leader as
   // after a controller restart.
-  std::string server = "http://127.0.0.1:8470";
+  std::string server = "http://127.0.0.1:8471";
   // With an https:// server: the CA certificate (PEM) the controller's certificate must chain to,
   // and no other (a pinned CA). Empty: the system's trusted CAs.
   std::string ca_cert;

@@ -146,6 +146,7 @@ struct ControllerFlags {
   std::string store;  // --store sqlite:PATH | postgresql://...; empty: sqlite:<data-dir>/state.db
   std::string leader_lease;  // --leader-lease DURATION (server, PostgreSQL): empty: the only controller
   std::string agent_urls;    // --agent-urls (server): what rented agents are given; empty: our own
+  bool makes_join_token = false;  // dev: makes its agents a join token when join.token is missing
   std::string listen = "127.0.0.1:8470";
   std::string policy = "backfill";
   std::vector<std::string> policy_opts;
@@ -685,7 +686,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
                    "data directory?): use an admin token you have, or start again with --new-admin-token",
                    f.data_dir);
     }
-    if (c->join_token.empty()) {
+    if (c->join_token.empty() && !f.makes_join_token) {
       spdlog::warn("{}/join.token is missing or empty: agents cannot join with it; make a join token with "
                    "`gpufleet token create --join` (admin) and give it to them",
                    f.data_dir);
@@ -978,7 +979,7 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
   auto f = std::make_shared<Flags>();
   f->o.data_dir = DefaultDataDir("agent");
   sub->add_option("--server", f->o.server,
-                  "The controller's agent URL; several controllers on one store: URL1,URL2,... (the agent follows "
+                  "The controller's agent URL (its --agent-listen; by default the API port + 1); several controllers on one store: URL1,URL2,... (the agent follows "
                   "the leader among them and keeps its jobs running while none answers)")
       ->capture_default_str();
   sub->add_option("--ca-cert", f->o.ca_cert,
@@ -1056,10 +1057,10 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
   sub->add_flag("--metrics-remote", f->o.metrics_remote,
                 "Let --metrics-listen use a non-loopback address (its metrics need no token)");
   sub->footer(R"(Examples:
-  gpufleet agent --server http://controller:8470 --join-token-file join.token
-  gpufleet agent --server http://127.0.0.1:8470 --join-token $(cat ~/.local/share/gpufleet/server/join.token) \
-      --name node-a --fake-gpus 8xH100 --label zone=a
-  gpufleet agent --server http://controller:8470 --join-token-file join.token --market spot \
+  gpufleet agent --server http://controller:8471 --join-token-file join.token
+  gpufleet agent --join-token-file ~/.local/share/gpufleet/server/join.token \
+      --name node-a --fake-gpus 8xH100 --label zone=a      # beside a local `gpufleet server`
+  gpufleet agent --server http://controller:8471 --join-token-file join.token --market spot \
       --spot-notice-url http://169.254.169.254/latest/meta-data/spot/instance-action   # on AWS)");
   return [f]() {
     if (!f->join_token_argv.empty()) {
@@ -1198,6 +1199,7 @@ Examples:
       f->c.tls_key = certs->key_file;
       f->c.ca_cert = certs->ca_file;
     }
+    f->c.makes_join_token = true;
     auto c = StartController(f->c, f->port);
     if (!c.ok()) {
       return Fail("dev", WithListenHint(c.status(), "is another gpufleet dev running? Stop it (Ctrl-C), or pick "
