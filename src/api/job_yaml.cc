@@ -378,8 +378,11 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
       out.cost.estimate_model = m->name;
     }
     auto d = ParseDuration(Trim(dur));
-    if (!d || *d <= Duration::Zero() || *d > Duration::Hours(24 * 366)) {
+    if (!d || *d <= Duration::Zero()) {
       return r.Error(n, "estimate", "must be a positive duration, optionally with a GPU model: '10h' or '10h on A100'; got '" + s + "'");
+    }
+    if (*d > Duration::Hours(24 * 366)) {
+      return r.Error(n, "estimate", "must be at most a year (366d); got '" + s + "'");
     }
     spec.duration_estimate = *d;
   } else if (options.require_estimate) {
@@ -528,6 +531,25 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
       }
       axes.push_back({name, std::move(values)});
     }
+    // A placeholder that names none of the parameters (a typo: {{lrr}}) would reach every job
+    // as literal text; text between braces that is no parameter-like name ({{.State}}) is left.
+    std::vector<std::string> names;
+    for (const ArrayAxis& axis : axes) names.push_back(axis.name);
+    auto check = [&](const std::string& text, const char* field) -> Status {
+      for (size_t open = text.find("{{"); open != std::string::npos; open = text.find("{{", open + 2)) {
+        size_t close = text.find("}}", open + 2);
+        if (close == std::string::npos) break;
+        std::string key(Trim(std::string_view(text).substr(open + 2, close - open - 2)));
+        if (!ValidEnvName(key) || std::find(names.begin(), names.end(), key) != names.end()) continue;
+        return r.Error(doc[field] ? doc[field] : doc, field,
+                       "{{" + key + "}} is not one of the array's parameters (" + Join(names, ", ") + ")");
+      }
+      return Status::Ok();
+    };
+    GF_RETURN_IF_ERROR(check(spec.name, "name"));
+    for (const std::string& a : out.argv) GF_RETURN_IF_ERROR(check(a, "run"));
+    GF_RETURN_IF_ERROR(check(out.workdir, "workdir"));
+    for (const auto& [k, v] : out.env) GF_RETURN_IF_ERROR(check(v, "env"));
   }
   Status valid = spec.Validate();
   if (!valid.ok()) return r.Error(doc["resources"] ? doc["resources"] : doc, "resources", valid.message());

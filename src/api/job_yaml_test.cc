@@ -326,6 +326,35 @@ TEST(JobYamlTest, ArrayLimits) {
   EXPECT_NE(ErrorOf(big).find("expands to more than 100000 jobs"), std::string::npos);
 }
 
+TEST(JobYamlTest, AnArrayPlaceholderThatNamesNoParameterIsRefusedWithTheParameters) {
+  // Given an array whose command, name, workdir or env uses {{lrr}} (a typo of lr), expect the
+  // file refused at that field with the array's parameters listed; text between braces that is
+  // no parameter-like name (a Go template's {{.State}}) stays as it is.
+  std::string run_typo = ErrorOf("run: train --lr {{lrr}}\narray: {lr: [0.1], bs: [8]}\n");
+  EXPECT_NE(run_typo.find("job.yaml:1:6: run: {{lrr}} is not one of the array's parameters (lr, bs)"), std::string::npos)
+      << run_typo;
+  EXPECT_NE(ErrorOf("name: s-{{seeed}}\nrun: x\narray: {seed: [1]}\n").find("name: {{seeed}} is not one of"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nworkdir: /data/{{ds}}\narray: {d: [a]}\n").find("workdir: {{ds}} is not one of"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nenv: {T: '{{tg}}'}\narray: {tag: [a]}\n").find("env: {{tg}} is not one of"),
+            std::string::npos);
+  auto go = Parse("run: docker inspect -f '{{.State}}' c{{i}}\narray: {i: [1, 2]}\n");
+  ASSERT_TRUE(go.ok()) << go.status().message();
+  EXPECT_EQ((*go)[1].argv[2], "docker inspect -f '{{.State}}' c2");
+  // Without an array, braces are the command's own text.
+  auto plain = Parse("run: echo {{x}}\n");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ((*plain)[0].argv[2], "echo {{x}}");
+}
+
+TEST(JobYamlTest, AnEstimateOverAYearSaysSo) {
+  // Given an estimate of 400 days, expect the limit named, not "must be positive".
+  std::string e = ErrorOf("run: x\nestimate: 400d\n");
+  EXPECT_NE(e.find("estimate: must be at most a year (366d); got '400d'"), std::string::npos) << e;
+  EXPECT_EQ(e.find("positive"), std::string::npos) << e;
+}
+
 TEST(JobYamlTest, SeveralDocuments) {
   auto r = Parse("name: a\nrun: x\n---\nname: b\nrun: y\n");
   ASSERT_TRUE(r.ok()) << r.status().message();
