@@ -59,6 +59,11 @@ if grep -q "suspect-price" "$WORK/hidden.out"; then fail "a suspect price was sh
 run "$WORK/shown" "$GPUFLEET" offers --catalog "$CATALOG" -q --gpu H100 --count 8 --cloud gcp --market on-demand --limit 0 --include-suspect
 expect_contains "$WORK/shown.out" "suspect-price" "--include-suspect shows flagged prices"
 
+# A cloud the catalog does not have is a typo, not an empty answer.
+run "$WORK/badcloud" "$GPUFLEET" offers --catalog "$CATALOG" -q --cloud awz
+expect_rc "$WORK/badcloud" 2 "an unknown cloud"
+expect_contains "$WORK/badcloud.err" "--cloud: the catalog has no cloud 'awz'; it has aws, azure, gcp" \
+  "offers --cloud names the catalog's clouds"
 run "$WORK/badgpu" "$GPUFLEET" offers --catalog "$CATALOG" --gpu Z80
 expect_rc "$WORK/badgpu" 2 "an unknown GPU"
 expect_contains "$WORK/badgpu.err" "unknown GPU model 'Z80'" "an unknown GPU is named"

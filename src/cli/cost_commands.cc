@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -197,6 +198,16 @@ int RunOffers(const OffersArgs& a) {
   if (!table.ok()) {
     std::fprintf(stderr, "gpufleet offers: %s\n", table.status().message().c_str());
     return ExitCodeFor(table.status());
+  }
+
+  // A cloud the catalog does not know is a typo, not a filter that matches nothing.
+  std::set<std::string> known_clouds;
+  for (const Offer& o : table->offers) known_clouds.insert(o.cloud);
+  for (const std::string& c : a.clouds) {
+    if (!known_clouds.contains(c)) {
+      return OffersFail("--cloud: the catalog has no cloud '" + c + "'; it has " +
+                        Join(std::vector<std::string>(known_clouds.begin(), known_clouds.end()), ", "));
+    }
   }
 
   std::vector<Row> rows;
