@@ -211,11 +211,16 @@ thread_local bool tl_audited = false;
 // Installs the parts both listeners share: size limit, error and exception answers.
 void CommonSetup(RouteTable& r, size_t max_body) {
   r.set_payload_max_length(max_body);
-  r.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+  r.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     std::string msg = res.status == 413   ? "the request body is too large"
                       : res.status == 404 ? "no such route; see docs/api.md"
                                           : "request failed";
+    // cpp-httplib reads at most 8 KiB of a form-encoded body, the type curl's -d sends by default.
+    if (res.status == 413 && req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded")) {
+      msg = "a form-encoded body is read up to 8 KiB only; send JSON with 'Content-Type: application/json' "
+            "(curl: -H 'Content-Type: application/json')";
+    }
     Error(res, res.status, msg);
   });
   r.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {

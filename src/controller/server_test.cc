@@ -274,6 +274,24 @@ TEST_F(ServerTest, OversizedBodiesAre413DeclaredOrChunked) {
   EXPECT_EQ(health->status, 200);
 }
 
+TEST_F(ServerTest, AFormEncodedBodyOver8KiBIsToldToSendJson) {
+  // Given a 10 KB job body under the limit, sent as curl -d sends it (form-encoded), expect 413
+  // with the content type to use, and nothing stored; sent as JSON, expect it accepted.
+  std::string body = R"({"job": {"name": "long-env", "run": "true", "resources": {"gpus": 1}, "env": {"PAD": ")" +
+                     std::string(10 * 1024, 'p') + R"("}}})";
+  httplib::Client c("127.0.0.1", server_->port());
+  httplib::Headers h{{"Authorization", "Bearer " + alice_}};
+  auto form = c.Post("/v1/jobs", h, body, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->status, 413);
+  EXPECT_NE(form->body.find("Content-Type: application/json"), std::string::npos) << form->body;
+  EXPECT_EQ(StoredJobs(), 0u);
+  auto as_json = Call("POST", "/v1/jobs", alice_, body);
+  ASSERT_TRUE(as_json);
+  EXPECT_EQ(as_json->status, 201) << as_json->body;
+  EXPECT_EQ(StoredJobs(), 1u);
+}
+
 TEST_F(ServerTest, AgentAndUserTokensStayOnTheirOwnListener) {
   // Given an agent token and a user token, expect each refused on the other's listener.
   std::string agent = RegisterNode("node-a");
