@@ -451,6 +451,7 @@ Summary Summarize(const SimResult& r) {
     ts.jobs = a.jobs;
     ts.gpu_hours = static_cast<double>(sums.run_gpu_ms) / kMsPerHour;
     ts.share = run_gpu_ms > 0 ? static_cast<double>(sums.run_gpu_ms) / static_cast<double>(run_gpu_ms) : 0;
+    ts.finished = a.finished;
     ts.avg_jct_s = a.finished > 0 ? a.jct_sum_s / static_cast<double>(a.finished) : 0;
     ts.cost_usd = static_cast<double>(sums.cost_micros) / 1e6;
   }
@@ -539,7 +540,7 @@ std::string FormatSummaryText(const Summary& s) {
   if (money) rows.back().push_back("cost");
   for (size_t i = 0; i < shown; ++i) {
     const TeamShare& t = teams[i].second;
-    rows.push_back({Int(t.jobs), Fixed(t.gpu_hours, 1), Percent(t.share), Secs(t.avg_jct_s)});
+    rows.push_back({Int(t.jobs), Fixed(t.gpu_hours, 1), Percent(t.share), t.finished > 0 ? Secs(t.avg_jct_s) : "-"});
     if (money) rows.back().push_back(Dollars(t.cost_usd));
   }
   std::vector<size_t> widths(5, 0);

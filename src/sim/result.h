@@ -145,8 +145,9 @@ struct TeamShare {
   int64_t jobs = 0;
   double gpu_hours = 0;
   double share = 0;  // of all GPU-hours used
-  double avg_jct_s = 0;
-  double cost_usd = 0;  // the team's jobs' share of node prices
+  double avg_jct_s = 0;  // over the team's finished jobs; 0 when none finished
+  double cost_usd = 0;   // the team's jobs' share of node prices
+  int64_t finished = 0;  // jobs that finished
 };
 
 struct Summary {

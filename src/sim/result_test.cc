@@ -308,7 +308,7 @@ TEST(SummaryTextTest, TeamTableIsSortedAndCapped) {
   for (int i = 1; i <= 17; ++i) {
     char name[8];
     std::snprintf(name, sizeof name, "t%02d", i);
-    s.teams[name] = {1, static_cast<double>(i), i / 153.0, 60};
+    s.teams[name] = {1, static_cast<double>(i), i / 153.0, 60, 0, 1};
   }
   std::string text = FormatSummaryText(s);
   size_t t17 = text.find("\nt17 "), t16 = text.find("\nt16 "), t03 = text.find("\nt03 ");
@@ -318,6 +318,21 @@ TEST(SummaryTextTest, TeamTableIsSortedAndCapped) {
   EXPECT_EQ(text.find("\nt02 "), std::string::npos) << text;
   EXPECT_EQ(text.find("\nt01 "), std::string::npos) << text;
   EXPECT_NE(text.find("(+2 more teams)"), std::string::npos) << text;
+  EXPECT_NE(LineStartingWith(text, "t17 ").find(" 1m00s"), std::string::npos) << text;
+}
+
+TEST(SummaryTextTest, ATeamWithNoFinishedJobShowsNoAverageCompletionTime) {
+  // Given a team whose one job never finished, expect "-" for its average JCT, not "0s" (which
+  // would read as instant completions); a team with finished jobs shows its average.
+  Summary s;
+  s.teams["waiting"] = {1, 0.0, 0.0, 0, 0, 0};
+  s.teams["done"] = {1, 2.0, 1.0, 90, 0, 1};
+  std::string text = FormatSummaryText(s);
+  std::string waiting = LineStartingWith(text, "waiting ");
+  ASSERT_FALSE(waiting.empty()) << text;
+  EXPECT_EQ(waiting.find("0s"), std::string::npos) << waiting;
+  EXPECT_EQ(waiting.back(), '-') << waiting;
+  EXPECT_NE(LineStartingWith(text, "done ").find("1m30s"), std::string::npos) << text;
 }
 
 TEST(CompareTableTest, MarksBestValueOfEachRow) {
