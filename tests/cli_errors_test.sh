@@ -47,6 +47,13 @@ case "$CASE" in
     expect_contains "$R.err" "--cluster-gpus must be 1.." "a huge cluster"
     run "$R" "$GPUFLEET" sim --trace "$TINY" --cluster-gpus -8
     expect_rc "$R" 2 "a negative cluster"
+    # --max-jobs 0 or -5 is no number of jobs (it ran the whole trace).
+    for mj in 0 -5; do
+      run "$R" "$GPUFLEET" sim --trace "$TINY" --cluster-gpus 8 --max-jobs "$mj"
+      expect_rc "$R" 2 "--max-jobs $mj"
+      expect_contains "$R.err" "--max-jobs" "--max-jobs $mj"
+      expect_no_report "--max-jobs $mj"
+    done
     for lf in nan inf 1e-15 0; do
       run "$R" "$GPUFLEET" sim --trace "$TINY" --cluster-gpus 8 --load-factor "$lf"
       expect_rc "$R" 2 "--load-factor $lf"

@@ -10,7 +10,8 @@ void AddTraceFlags(CLI::App* sub, std::string& format, std::string& columns, boo
                   "Column map for --format csv: id=COL,submit=COL,duration=COL,gpus=COL[,team=,name=,priority=,"
                   "gpu_milli=,gpu_type=,nodes=,cpus=,memory=,end=]");
   sub->add_flag("--skip-bad-rows", skip_bad_rows, "Skip and count malformed rows instead of stopping at the first");
-  sub->add_option("--max-jobs", max_jobs, "Use only the first N jobs by submit time");
+  sub->add_option("--max-jobs", max_jobs, "Use only the first N jobs by submit time (N >= 1; default: all)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 40));
 }
 
 Result<sim::TraceOptions> TraceOptionsFromFlags(const std::string& format, const std::string& columns,
