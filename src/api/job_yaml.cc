@@ -26,6 +26,13 @@ constexpr int kMaxNodes = 4096;
 constexpr int64_t kMaxCpuMilli = 100'000'000;          // 100k cores per node
 constexpr int64_t kMaxMemMib = 64LL * 1024 * 1024;      // 64 TiB per node
 constexpr size_t kMaxTextField = 64 * 1024;
+// A job's command and environment together (exec takes about 2 MiB of both on Linux).
+constexpr size_t kMaxJobText = 1024 * 1024;
+// All the text one file's fields hold, each use of a YAML alias counted again: a small file
+// of aliases to one long value would otherwise expand to gigabytes as it is read.
+constexpr size_t kMaxFileText = 16 * 1024 * 1024;
+// The command and environment of every job an array expands to, together.
+constexpr size_t kMaxArrayText = 256 * 1024 * 1024;
 constexpr int64_t kMaxDollars = 1'000'000'000;
 
 std::string Suggest(const std::string& word, const std::vector<std::string>& known) {
@@ -82,6 +89,12 @@ class Reader {
       return Error(n, field, "is longer than " + std::to_string(kMaxTextField) + " characters");
     }
     if (n.Scalar().find('\0') != std::string::npos) return Error(n, field, "must not contain a NUL byte");
+    text_read_ += n.Scalar().size();
+    if (text_read_ > kMaxFileText) {
+      return Error(n, field,
+                   "the file's values come to more than " + std::to_string(kMaxFileText / (1024 * 1024)) +
+                       " MiB (each use of a YAML alias counts again)");
+    }
     return n.Scalar();
   }
 
@@ -145,7 +158,16 @@ class Reader {
 
  private:
   std::string source_;
+  mutable size_t text_read_ = 0;  // bytes of every value read so far (see kMaxFileText)
 };
+
+// The bytes a job's command and environment take (what its exec is handed).
+size_t JobText(const JobRequest& j) {
+  size_t n = 0;
+  for (const std::string& a : j.argv) n += a.size() + 1;
+  for (const auto& [k, v] : j.env) n += k.size() + v.size() + 2;
+  return n;
+}
 
 bool ValidName(const std::string& s) {
   if (s.empty() || s.size() > 128) return false;
@@ -334,6 +356,11 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
         return r.Error(it->first, "env." + k, "is set by gpufleet for each part and cannot be overridden");
       }
     }
+  }
+  if (const size_t text = JobText(out); text > kMaxJobText) {
+    return r.Error(doc["run"] ? doc["run"] : doc, "run",
+                   "the command and environment come to " + std::to_string(text) + " bytes, more than " +
+                       std::to_string(kMaxJobText) + " (exec takes about 2 MiB of both); put long settings in a file");
   }
   if (auto n = doc["environment"]) {
     // Only the shape is checked here: whether the name is one of the presets is the
@@ -710,6 +737,20 @@ Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseO
       // is copied, not moved, when the vector grows.
       size_t product = 1;
       for (const ArrayAxis& axis : axes) product = std::min(product * axis.values.size(), size_t{kMaxArrayJobs} + 1);
+      // Each task is a copy of the job (its parameters filled in): bound what the copies hold.
+      size_t per_task = JobText(base) + base.workdir.size() + base.spec.name.size();
+      for (const ArrayAxis& axis : axes) {
+        size_t longest = 0;
+        for (const std::string& v : axis.values) longest = std::max(longest, v.size());
+        per_task += axis.name.size() + longest + 32;  // its GPUFLEET_PARAM_ variable
+      }
+      if (per_task * product > kMaxArrayText) {
+        return r.Error(doc["array"], "array",
+                       "expands to " + std::to_string(product) + " jobs of about " + std::to_string(per_task) +
+                           " bytes of command and environment each, more than " +
+                           std::to_string(kMaxArrayText / (1024 * 1024)) +
+                           " MiB in all; shorten the command (long settings in a file) or split the array");
+      }
       // Grown at least twofold, so that a file of many small arrays does not reallocate (and
       // copy every job so far) at each document.
       if (out.size() + product > out.capacity()) out.reserve(std::max(out.size() + product, 2 * out.capacity()));

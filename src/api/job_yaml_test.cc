@@ -348,6 +348,38 @@ TEST(JobYamlTest, AnArrayPlaceholderThatNamesNoParameterIsRefusedWithTheParamete
   EXPECT_EQ((*plain)[0].argv[2], "echo {{x}}");
 }
 
+TEST(JobYamlTest, TextThatAliasesOrArraysWouldBlowUpIsRefusedBeforeItIsCopied) {
+  // Given a 60 KB value used 400 times through a YAML alias (24 MB from a small file), expect it
+  // refused as the values are read; given a command of 20 such values (1.2 MB, more than exec
+  // takes), expect it refused naming its size; given a 100 KB command in an array of 3,000 tasks
+  // (300 MB of copies), expect the array refused before it expands. A command of 900 KB passes.
+  const std::string big(60 * 1024, 'a');
+  std::string aliases = "env: {X: &s " + big + "}\nrun: [*s";
+  for (int i = 0; i < 400; ++i) aliases += ", *s";
+  aliases += "]\n";
+  std::string e = ErrorOf(aliases);
+  EXPECT_NE(e.find("the file's values come to more than 16 MiB (each use of a YAML alias counts again)"),
+            std::string::npos) << e.substr(0, 300);
+  std::string wide = "run: [";
+  for (int i = 0; i < 20; ++i) wide += (i ? ", " : "") + big;
+  wide += "]\n";
+  e = ErrorOf(wide);
+  EXPECT_NE(e.find("run: the command and environment come to 1228820 bytes, more than 1048576"), std::string::npos)
+      << e.substr(0, 300);
+  std::string sweep = "run: [" + std::string(50 * 1024, 'b') + ", " + std::string(50 * 1024, 'c') + "]\narray: {i: [";
+  for (int i = 0; i < 3000; ++i) sweep += (i ? "," : "") + std::to_string(i);
+  sweep += "]}\n";
+  e = ErrorOf(sweep);
+  EXPECT_NE(e.find("array: expands to 3000 jobs of about"), std::string::npos) << e.substr(0, 300);
+  EXPECT_NE(e.find("more than 256 MiB in all"), std::string::npos) << e.substr(0, 300);
+  std::string fits = "run: [";
+  for (int i = 0; i < 15; ++i) fits += (i ? ", " : "") + big;
+  fits += "]\n";
+  auto ok = Parse(fits);
+  ASSERT_TRUE(ok.ok()) << ok.status().message().substr(0, 300);
+  EXPECT_EQ((*ok)[0].argv.size(), 15u);
+}
+
 TEST(JobYamlTest, AnEstimateOverAYearSaysSo) {
   // Given an estimate of 400 days, expect the limit named, not "must be positive".
   std::string e = ErrorOf("run: x\nestimate: 400d\n");
