@@ -295,8 +295,16 @@ assert len(jobs) == 1 and jobs[0]["state"] == "failed", jobs
 PY
 # The cluster's own history as a trace: the jobs that ran, oldest first, in the JSON Lines format
 # the simulator reads back.
+# A CPU-only job that ran: a trace is of GPU work, so the export leaves it out and says so (the
+# simulator refuses a job of 0 GPUs).
+run "$WORK/cpuonly" "$GPUFLEET" run --gpus 0 -f --name cpu-only -- echo cpu
+expect_rc "$WORK/cpuonly" 0 "a CPU-only job"
+CPUONLY="$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' "$WORK/cpuonly.err" "$WORK/cpuonly.out" | head -1)"
+[[ -n "$CPUONLY" ]] || { show "$WORK/cpuonly"; fail "run -f did not say which job it submitted"; }
 run "$WORK/history-jsonl" "$GPUFLEET" history -o jsonl --limit 100
 expect_rc "$WORK/history-jsonl" 0 "history -o jsonl"
+expect_contains "$WORK/history-jsonl.err" "left out 1 finished job(s) that held no GPU" "history -o jsonl counts the CPU-only job"
+if grep -q "\"id\":\"$CPUONLY\"" "$WORK/history-jsonl.out"; then fail "history -o jsonl exports the CPU-only job"; fi
 "$PYTHON" - "$WORK/history-jsonl.out" "$HELLO" "$FAILING" <<'PY' || fail "history -o jsonl is wrong"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

@@ -115,13 +115,17 @@ Fetched<std::vector<api::JobSummary>> ListJobs(ApiClient& client, const JobListQ
 }
 
 Fetched<std::vector<std::string>> TraceLinesOf(ApiClient& client, const std::vector<api::JobSummary>& jobs,
-                                               int64_t now_ms) {
+                                               int64_t now_ms, int64_t* cpu_only) {
   Fetched<std::vector<std::string>> out;
   // Oldest first, as a trace is read.
   for (auto it = jobs.rbegin(); it != jobs.rend(); ++it) {
     const api::JobSummary& j = *it;
     // Finished jobs only: a running one's work is not known yet.
     if (j.attempt == 0 || !IsTerminalState(api::JobStateName(j.state))) continue;
+    if (j.gpus_per_node <= 0) {
+      if (cpu_only != nullptr) ++*cpu_only;
+      continue;
+    }
     ApiResult d = client.Get("/v1/jobs/" + std::to_string(j.id.value()));
     if (!d.ok()) {
       out.error = std::move(d);
@@ -147,7 +151,7 @@ Fetched<ClusterTrace> FetchClusterTrace(ApiClient& client, const JobListQuery& q
     return out;
   }
   out.value.listed = static_cast<int64_t>(jobs.value.size());
-  auto lines = TraceLinesOf(client, jobs.value, now_ms);
+  auto lines = TraceLinesOf(client, jobs.value, now_ms, &out.value.cpu_only);
   if (!lines.ok()) {
     out.error = std::move(lines.error);
     return out;
@@ -182,7 +186,10 @@ Fetched<ClusterTrace> FetchClusterTrace(ApiClient& client, const JobListQuery& q
   auto trace = sim::ReadTrace(path, options);
   std::filesystem::remove(path, ec);
   if (!trace.ok()) {
-    return {{}, Failed(kExitFailed, "the controller's history does not read as a trace: " + trace.status().message())};
+    // The temporary file is gone: name the history, not it.
+    std::string why = trace.status().message();
+    if (why.starts_with(path)) why = "line" + why.substr(path.size());
+    return {{}, Failed(kExitUsage, "the controller's history does not read as a trace: " + why)};
   }
   out.value.trace = std::move(*trace);
   return out;

@@ -40,16 +40,19 @@ Fetched<std::vector<api::JobSummary>> ListJobs(ApiClient& client, const JobListQ
 // The finished jobs of `jobs` that ran, oldest first, each as the JSON Lines trace row that
 // `gpufleet sim` and `gpufleet plan` read (sim::TraceJsonLine): its shape from its record, its
 // work = the time it held its GPUs over all attempts (a job that named no GPU model gets the one
-// it ran on). One GET /v1/jobs/{id} per finished job.
+// it ran on). One GET /v1/jobs/{id} per finished job. Jobs that held no GPU (CPU-only: `gpus: 0`)
+// are left out, counted in `*cpu_only` when given: a trace is of GPU work.
 Fetched<std::vector<std::string>> TraceLinesOf(ApiClient& client, const std::vector<api::JobSummary>& jobs,
-                                               int64_t now_ms);
+                                               int64_t now_ms, int64_t* cpu_only = nullptr);
 
 // The cluster's finished jobs as a trace, read back with the JSON Lines trace reader that `plan
 // --trace jobs.jsonl` uses (so both paths agree to the field): ListJobs, TraceLinesOf, ReadTrace.
-// `listed` is how many jobs the controller listed (finished or not).
+// `listed` is how many jobs the controller listed (finished or not), `cpu_only` how many
+// finished jobs held no GPU and were left out.
 struct ClusterTrace {
   sim::Trace trace;
   int64_t listed = 0;
+  int64_t cpu_only = 0;
 };
 Fetched<ClusterTrace> FetchClusterTrace(ApiClient& client, const JobListQuery& query, int64_t now_ms);
 

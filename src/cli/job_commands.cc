@@ -625,9 +625,14 @@ std::function<int()> SetupHistory(CLI::App& app) {
     int64_t now = NowMs();
     if (a->output == "jsonl") {
       // The cluster's own history as a trace (cluster_history.h), oldest first.
-      auto lines = TraceLinesOf(*client, jobs, now);
+      int64_t cpu_only = 0;
+      auto lines = TraceLinesOf(*client, jobs, now, &cpu_only);
       if (!lines.ok()) return Report(cmd, lines.error);
       for (const std::string& line : lines.value) std::printf("%s\n", line.c_str());
+      if (cpu_only > 0) {
+        std::fprintf(stderr, "gpufleet history: left out %lld finished job(s) that held no GPU (a trace is of GPU work)\n",
+                     static_cast<long long>(cpu_only));
+      }
       return kExitOk;
     }
     std::vector<std::optional<int64_t>> runtimes(jobs.size());
