@@ -797,6 +797,10 @@ bool Engine::Step() {
   // 1. Submissions: one transaction for all of them.
   std::vector<store::Submission> subs;
   std::vector<SubmitReq*> sub_reqs;
+  // Per submission: why it is refused (ok: it is not). A refused one still asks the store
+  // whether its request id was taken before: a retry of a submission that was taken gets its
+  // jobs back, even when the team is now at its limit or the job would not be taken today.
+  std::vector<Status> refusals;
   std::map<std::string, int64_t> admitted;  // jobs per team admitted in this batch so far
   for (auto& r : batch) {
     if (auto* s = std::get_if<SubmitReq>(&r)) {
@@ -818,15 +822,17 @@ bool Engine::Step() {
           if (full.empty()) full = scheduler_->AdmissionBlock(team, admitted[team] + n);
         }
       }
-      if (!never.empty()) {
-        s->result = Result<SubmitReply>(Status::InvalidArgument(never));
-        continue;
-      }
-      if (!full.empty()) {
-        s->result = Result<SubmitReply>(Status::ResourceExhausted(full));
+      if (!never.empty() || !full.empty()) {
+        store::Submission retry;
+        retry.request_id = s->request_id;
+        retry.only_if_seen = true;
+        subs.push_back(std::move(retry));
+        sub_reqs.push_back(s);
+        refusals.push_back(!never.empty() ? Status::InvalidArgument(never) : Status::ResourceExhausted(full));
         continue;
       }
       for (const auto& [team, n] : adding) admitted[team] += n;
+      refusals.push_back(Status::Ok());
       store::Submission sub;
       sub.request_id = s->request_id;
       sub.audit = s->audit;
@@ -867,10 +873,16 @@ bool Engine::Step() {
       counters_.store_ok = outcomes.ok();
       if (!outcomes.ok()) {
         ++counters_.store_errors;
-        for (auto* s : sub_reqs) s->result = Result<SubmitReply>(outcomes.status());
+        for (size_t i = 0; i < sub_reqs.size(); ++i) {
+          sub_reqs[i]->result = Result<SubmitReply>(refusals[i].ok() ? outcomes.status() : refusals[i]);
+        }
       } else {
         for (size_t i = 0; i < sub_reqs.size(); ++i) {
           store::SubmitOutcome& o = (*outcomes)[i];
+          if (!refusals[i].ok() && o.ids.empty()) {
+            sub_reqs[i]->result = Result<SubmitReply>(refusals[i]);
+            continue;
+          }
           SubmitReply reply;
           reply.ids = o.ids;
           reply.created = o.created;

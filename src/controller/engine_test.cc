@@ -124,6 +124,52 @@ TEST_F(EngineTest, SubmitIsIdempotentPerRequestId) {
   EXPECT_EQ(all->size(), 1u);
 }
 
+TEST_F(EngineTest, ARetryOfATakenSubmitGetsItsJobsWhenTheTeamIsAtItsPendingLimit) {
+  // Given a team at its pending-job limit of 1 (its job taken as req-1), expect a retry of req-1
+  // answered with that job (created false), a new request refused (ResourceExhausted), and no
+  // job added.
+  auto e = MakeEngine();
+  sched::TeamQuota limit;
+  limit.max_pending_jobs = 1;
+  auto q = e->SetQuota("default", limit);
+  e->Step();
+  ASSERT_TRUE(q.get().ok());
+  JobId first = Submit(*e, "run: x\n", "req-1");
+  auto retry = e->Submit("req-1", {Job("run: x\n")});
+  auto fresh = e->Submit("req-2", {Job("run: x\n")});
+  e->Step();
+  auto r = retry.get();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->created);
+  ASSERT_EQ(r->ids.size(), 1u);
+  EXPECT_EQ(r->ids[0], first);
+  auto f = fresh.get();
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kResourceExhausted) << f.status().message();
+  auto all = store_.ListJobs({});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 1u);
+}
+
+TEST_F(EngineTest, ARetryOfATakenSubmitGetsItsJobsWhenNoNodeCouldRunItNow) {
+  // Given an A100 job taken before any node joined (a cluster without nodes takes any job), and
+  // then an H100 node as the only one, expect a retry of its request answered with the job,
+  // and the same job under a new request id refused as one that can never run.
+  auto e = MakeEngine();
+  JobId big = Submit(*e, "resources: {gpus: 1, gpu_type: A100}\nrun: x\n", "big-1");
+  Register(*e, "node-a", 8);
+  auto again = e->Submit("big-1", {Job("resources: {gpus: 1, gpu_type: A100}\nrun: x\n")});
+  auto other = e->Submit("big-2", {Job("resources: {gpus: 1, gpu_type: A100}\nrun: x\n")});
+  e->Step();
+  auto a = again.get();
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_FALSE(a->created);
+  EXPECT_EQ(a->ids.at(0), big);
+  auto o = other.get();
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << o.status().message();
+}
+
 TEST_F(EngineTest, GangGetsRanksAndOneMasterAndFailsTogether) {
   auto e = MakeEngine();
   NodeId a = Register(*e, "node-a", 2);

@@ -293,7 +293,7 @@ class PostgresStore : public StateStore {
       {
         std::map<std::string, bool> seen;
         for (const Submission& sub : submissions) {
-          if (known.count(sub.request_id) != 0 || seen[sub.request_id]) continue;
+          if (known.count(sub.request_id) != 0 || seen[sub.request_id] || sub.only_if_seen) continue;
           seen[sub.request_id] = true;
           new_jobs += static_cast<int64_t>(sub.jobs.size());
         }
@@ -308,6 +308,10 @@ class PostgresStore : public StateStore {
       for (Submission& sub : submissions) {
         if (auto it = known.find(sub.request_id); it != known.end()) {
           outcomes.push_back({it->second, false, {}});
+          continue;
+        }
+        if (sub.only_if_seen) {
+          outcomes.push_back({{}, false, {}});
           continue;
         }
         SubmitOutcome out;

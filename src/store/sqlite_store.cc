@@ -262,8 +262,8 @@ class SqliteStore : public StateStore {
       bool stored_array = false;
       for (Submission& sub : submissions) {
         GF_ASSIGN_OR_RETURN(std::optional<std::vector<JobId>> earlier, FindRequest(sub.request_id));
-        if (earlier) {
-          outcomes.push_back({std::move(*earlier), false, {}});
+        if (earlier || sub.only_if_seen) {
+          outcomes.push_back({earlier ? std::move(*earlier) : std::vector<JobId>{}, false, {}});
           continue;
         }
         SubmitOutcome out;

@@ -9,7 +9,7 @@ Status CheckSubmissions(const std::vector<Submission>& submissions) {
     if (submissions[i].request_id.empty()) {
       return Status::InvalidArgument("submission " + std::to_string(i) + ": empty request id");
     }
-    if (submissions[i].jobs.empty()) {
+    if (submissions[i].jobs.empty() && !submissions[i].only_if_seen) {
       return Status::InvalidArgument("submission " + std::to_string(i) + " (request " + submissions[i].request_id +
                                      "): no jobs");
     }

@@ -25,6 +25,9 @@ struct Submission {
   // Written with the jobs, in their transaction, naming the ids they got ("job 4", "jobs 4,5");
   // not written when the request id was seen before (nothing is created then).
   std::optional<api::AuditRecord> audit;
+  // Only a retry: when the request id was not seen before, store nothing and answer created=false
+  // with no ids (the caller refuses the submission; a retry of one it took gets its jobs back).
+  bool only_if_seen = false;
 };
 // InvalidArgument, naming the submission, when one has an empty request id or no jobs: what every
 // StateStore refuses before it writes anything.

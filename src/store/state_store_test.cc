@@ -164,6 +164,30 @@ TEST_P(StateStoreTest, ResubmittedRequestIdGetsTheEarlierIds) {
   EXPECT_EQ(Ids(after_reopen[0].ids), Ids(batch[0].ids));
 }
 
+TEST_P(StateStoreTest, ARetryOnlySubmissionGetsTheEarlierIdsOrNothingAndStoresNothing) {
+  // Given a submission marked only_if_seen (a submit the caller refuses unless it is a retry),
+  // expect the earlier ids for a request id seen before, and for a new one no ids, no job, no
+  // request remembered (the same id later creates its jobs) and no id used up.
+  auto first = SubmitOk({MakeSubmission("req-1", 2)});
+  Submission known;
+  known.request_id = "req-1";
+  known.only_if_seen = true;
+  Submission unknown;
+  unknown.request_id = "req-new";
+  unknown.only_if_seen = true;
+  auto both = SubmitOk({std::move(known), std::move(unknown)});
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_FALSE(both[0].created);
+  EXPECT_EQ(Ids(both[0].ids), Ids(first[0].ids));
+  EXPECT_FALSE(both[1].created);
+  EXPECT_TRUE(both[1].ids.empty());
+  EXPECT_EQ(ListOk({}).size(), 2u);
+  auto later = SubmitOk({MakeSubmission("req-new")});
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_TRUE(later[0].created);
+  EXPECT_EQ(later[0].ids.at(0).value(), first[0].ids.back().value() + 1);
+}
+
 TEST_P(StateStoreTest, SubmitStoresTheRecordAndASubmittedTransition) {
   // Given an array submission, expect each job stored with its id, the request id, its index and
   // its request, and a history of one pending -> pending "submitted" transition at submission.

@@ -98,6 +98,10 @@ Result<std::vector<store::SubmitOutcome>> MemoryStore::Submit(std::vector<store:
       outcomes.push_back({it->second, false, {}});
       continue;
     }
+    if (sub.only_if_seen) {
+      outcomes.push_back({{}, false, {}});
+      continue;
+    }
     store::SubmitOutcome out;
     for (api::JobRecord& job : sub.jobs) {
       job.id = JobId(next_job_id_++);
