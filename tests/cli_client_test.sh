@@ -329,6 +329,17 @@ for listing in queue nodes history; do
 done
 expect_contains "$WORK/queue-table.out" "too-big" "the queue table lists the pending job"
 
+# Text a user wrote (here a command with an escape sequence) reaches another's terminal written
+# out, never as the raw control bytes that would move the cursor or erase lines.
+printf 'name: esc\nresources: {gpus: 0}\nrun: "echo \\e[2K\\e[1Ahidden"\n' >"$WORK/esc.yaml"
+run "$WORK/esc" "$GPUFLEET" submit "$WORK/esc.yaml"
+ESC_JOB="$(submitted_id "$WORK/esc")"
+[[ -n "$ESC_JOB" ]] || { show "$WORK/esc"; fail "submit of the escape job"; }
+run "$WORK/escstatus" "$GPUFLEET" status "$ESC_JOB"
+expect_rc "$WORK/escstatus" 0 "status of the escape job"
+expect_contains "$WORK/escstatus.out" 'echo \x1b[2K\x1b[1Ahidden' "status writes the escape sequence out"
+if LC_ALL=C grep -q $'\x1b' "$WORK/escstatus.out"; then fail "status printed a raw escape byte"; fi
+
 # --- pool: a controller without a pool says so (exit 1, like other "not found" answers) -------
 run "$WORK/nopool" "$GPUFLEET" pool
 expect_rc "$WORK/nopool" 1 "gpufleet pool on a controller without a pool"

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -94,11 +95,20 @@ Result<std::vector<api::Transition>> DecodeHistory(const json& job);
 Result<std::vector<api::NodeSummary>> DecodeNodeList(const json& body);
 Result<std::vector<api::AuditRecord>> DecodeAuditList(const json& body);
 
+// Text from the controller (job reasons, commands, audit notes: some of it written by other
+// users) as it may go to a terminal: control characters (C0, DEL and UTF-8's C1) written as
+// \n, \r, \t or \xNN, so no escape sequence can move the cursor, erase lines or fake output.
+std::string Printable(std::string_view text);
+
 // Fixed-width columns sized to their content; the last column is cut to keep rows within `width`.
+// Cells go through Printable.
 class Table {
  public:
   explicit Table(std::vector<std::string> headers) : rows_{std::move(headers)} {}
-  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void Add(std::vector<std::string> row) {
+    for (std::string& cell : row) cell = Printable(cell);
+    rows_.push_back(std::move(row));
+  }
 
   void Print(size_t width = kTableWidth) const {
     size_t cols = rows_[0].size();

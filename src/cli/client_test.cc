@@ -1,4 +1,5 @@
 #include "cli/client.h"
+#include "cli/client_common.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -236,6 +237,16 @@ TEST(ApiClientTest, EntryThatIsNotAUrlIsAUsageError) {
   ApiClient client = ClientFor("http://127.0.0.1:1,controller:8470");
   EXPECT_NE(client.CheckServer().find("'controller:8470'"), std::string::npos) << client.CheckServer();
   EXPECT_EQ(client.Get("/v1/jobs").exit_code, kExitUsage);
+}
+
+TEST(PrintableTest, ControlCharactersFromTheControllerCannotReachTheTerminalRaw) {
+  // Given text with an erase-line sequence, a bare CR, a newline, DEL and UTF-8's CSI (U+009B),
+  // expect each written visibly and plain text, tabs aside, unchanged (é and ° kept as UTF-8).
+  EXPECT_EQ(client::Printable("ok \x1b[2K\x1b[1Agone"), "ok \\x1b[2K\\x1b[1Agone");
+  EXPECT_EQ(client::Printable("a\rb\nc\td\x7f"), "a\\rb\\nc\\td\\x7f");
+  EXPECT_EQ(client::Printable("x\xc2\x9b" "31my"), "x\\x9b31my");
+  EXPECT_EQ(client::Printable("caf\xc3\xa9 at 90 \xc2\xb0" "C"), "caf\xc3\xa9 at 90 \xc2\xb0" "C");
+  EXPECT_EQ(client::Printable(""), "");
 }
 
 }  // namespace

@@ -374,7 +374,7 @@ std::function<int()> SetupStatus(CLI::App& app) {
       return kExitOk;
     }
     auto line = [](const char* key, const std::string& value) {
-      std::printf("  %-11s %s\n", key, value.c_str());
+      std::printf("  %-11s %s\n", key, Printable(value).c_str());
     };
     auto job = api::JobSummaryFromJson(j);
     if (!job.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + job.status().message());
@@ -555,7 +555,7 @@ std::function<int()> SetupExplain(CLI::App& app) {
     const json& reasons = e.value("reasons", json::array());
     if (!reasons.empty()) {
       std::printf("why:\n");
-      for (const auto& s : reasons) std::printf("  - %s\n", s.is_string() ? s.get<std::string>().c_str() : s.dump().c_str());
+      for (const auto& s : reasons) std::printf("  - %s\n", Printable(s.is_string() ? s.get<std::string>() : s.dump()).c_str());
     }
     return kExitOk;
   };
