@@ -80,10 +80,15 @@ Status Authenticator::Revoke(const std::string& hash) {
 }
 
 Result<std::string> Authenticator::Create(api::TokenKind kind, std::string subject, std::string role,
-                                          std::string team, Time now, std::optional<Time> expires) {
+                                          std::string team, Time now, std::optional<Time> expires,
+                                          std::optional<api::AuditRecord> audit) {
   std::string secret = NewToken(kind);
   api::TokenRecord rec;
   rec.hash = Sha256Hex(secret);
+  if (audit) {
+    audit->object = "token " + rec.hash.substr(0, 12);
+    store_.AttachAudit({std::move(*audit)});
+  }
   rec.kind = kind;
   rec.subject = std::move(subject);
   rec.role = std::move(role);

@@ -32,8 +32,11 @@ class Authenticator {
   // 401). Records when the token was last used, at most once a minute per token.
   Result<api::TokenRecord> Check(std::string_view token, Time now);
   // Stores a new token and returns its secret. `expires`: none for a token that never expires.
+  // `audit`, when given, is written with the token, its object naming the token's id ("token
+  // 1a2b3c4d5e6f", the id token listings and revocations show).
   Result<std::string> Create(api::TokenKind kind, std::string subject, std::string role, std::string team, Time now,
-                             std::optional<Time> expires = std::nullopt);
+                             std::optional<Time> expires = std::nullopt,
+                             std::optional<api::AuditRecord> audit = std::nullopt);
   // Revokes the token with this hash: it is refused from now on, here and after a restart.
   Status Revoke(const std::string& hash);
 

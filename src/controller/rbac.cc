@@ -244,4 +244,11 @@ const RouteRule* FindRoute(const std::string& method, const std::string& path, b
   return nullptr;
 }
 
+bool AlertVisible(const std::string& name, const std::map<std::string, std::string>& labels, bool admin,
+                  const std::string& team) {
+  if (admin || (name != "BudgetNearlySpent" && name != "JobStalled")) return true;
+  auto it = labels.find("team");
+  return it != labels.end() && it->second == team;
+}
+
 }  // namespace gpufleet::controller

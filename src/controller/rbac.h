@@ -10,6 +10,7 @@
 // checked against it.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,6 +73,12 @@ struct RouteRule {
   Verb verb;
   bool agents;          // served on the agent listener (else on the API listener)
 };
+// Whether a token of `team` (or an admin) may read an alert: every role reads the cluster's
+// alerts, except another team's BudgetNearlySpent (it names the team's spend) and JobStalled
+// (the job's last step, which GET /v1/jobs/{id} hides from other teams).
+bool AlertVisible(const std::string& name, const std::map<std::string, std::string>& labels, bool admin,
+                  const std::string& team);
+
 const std::vector<RouteRule>& ApiRoutes();
 // The rule for a request, or nullptr: a route not in the table is not served.
 const RouteRule* FindRoute(const std::string& method, const std::string& path, bool agents);

@@ -723,11 +723,7 @@ void ApiServer::ObservabilityRoutes(const Guards& g) {
     json list = json::array();
     if (monitor != nullptr) {
       for (const obs::Alert& a : monitor->Alerts()) {
-        // Money is a team's own: another team's budget alert names its spend.
-        auto team = a.labels.find("team");
-        if (a.name == "BudgetNearlySpent" && !who->admin() && (team == a.labels.end() || team->second != who->team)) {
-          continue;
-        }
+        if (!AlertVisible(a.name, a.labels, who->admin(), who->team)) continue;
         json o = {{"name", a.name},
                   {"state", obs::AlertStateName(a.state)},
                   {"severity", a.severity},
@@ -1559,13 +1555,16 @@ void ApiServer::TokenRoutes(const Guards& g) {
       if (!ttl || *ttl <= Duration::Zero()) return Error(res, 400, "ttl: expected a duration like 30d or 12h, got '" + f["ttl"] + "'");
       expires = clock_.Now() + *ttl;
     }
+    // A token that expires makes none that outlives it: a temporary team-admin (a contractor's)
+    // must not leave a team-admin behind that never expires.
+    if (who->token.expires && (!expires || *expires > *who->token.expires)) expires = who->token.expires;
     api::AuditRecord audit = AuditFor(req, FindRoute("POST", "/v1/tokens", false));
     audit.outcome = "allowed";
     audit.reason = std::string("a ") + (kind == "join" ? "join" : RoleName(*made)) + " token for " +
-                   (subject.empty() ? std::string("(no subject)") : subject) + (team.empty() ? "" : ", team " + team);
-    store_.AttachAudit({audit});
+                   (subject.empty() ? std::string("(no subject)") : subject) + (team.empty() ? "" : ", team " + team) +
+                   (expires ? ", expires " + FormatIso8601(*expires) : ", no expiry");
     auto secret = auth_.Create(kind == "join" ? api::TokenKind::kJoin : api::TokenKind::kUser, subject,
-                               kind == "join" ? "agent" : RoleName(*made), team, clock_.Now(), expires);
+                               kind == "join" ? "agent" : RoleName(*made), team, clock_.Now(), expires, audit);
     if (!secret.ok()) return Error(res, secret.status());
     tl_audited = true;
     json out = {{"token", *secret}, {"id", Sha256Hex(*secret).substr(0, 12)}, {"kind", kind},

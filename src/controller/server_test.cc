@@ -274,6 +274,19 @@ TEST_F(ServerTest, OversizedBodiesAre413DeclaredOrChunked) {
   EXPECT_EQ(health->status, 200);
 }
 
+TEST(AlertVisibleTest, AnotherTeamsSpendAndJobProgressAreItsOwn) {
+  // Given alerts labelled with team nlp, expect a vision token to see the node and GPU ones but
+  // not nlp's budget or stalled-job alert (its spend, its job's last step); nlp and admins see all.
+  const std::map<std::string, std::string> nlp = {{"team", "nlp"}, {"job_id", "8"}};
+  EXPECT_FALSE(AlertVisible("JobStalled", nlp, false, "vision"));
+  EXPECT_FALSE(AlertVisible("BudgetNearlySpent", nlp, false, "vision"));
+  EXPECT_FALSE(AlertVisible("JobStalled", {}, false, "vision"));
+  EXPECT_TRUE(AlertVisible("GpuAllocatedIdle", nlp, false, "vision"));
+  EXPECT_TRUE(AlertVisible("NodeSilent", {{"node", "n1"}}, false, "vision"));
+  EXPECT_TRUE(AlertVisible("JobStalled", nlp, false, "nlp"));
+  EXPECT_TRUE(AlertVisible("BudgetNearlySpent", nlp, true, ""));
+}
+
 TEST_F(ServerTest, AFormEncodedBodyOver8KiBIsToldToSendJson) {
   // Given a 10 KB job body under the limit, sent as curl -d sends it (form-encoded), expect 413
   // with the content type to use, and nothing stored; sent as JSON, expect it accepted.
@@ -696,6 +709,37 @@ TEST_F(ServerTest, TokensCanBeListedRevokedAndExpire) {
   auto expired = Call("GET", "/v1/queue", dave);
   EXPECT_EQ(expired->status, 401);
   EXPECT_NE(expired->body.find("expired"), std::string::npos) << expired->body;
+}
+
+TEST_F(ServerTest, ATokenThatExpiresMakesNoneThatOutlivesItAndTheAuditNamesEachMadeToken) {
+  // Given a team-admin token that expires in 2 hours, expect the tokens it makes without a ttl,
+  // or with a longer one, to expire with it (and one with a shorter ttl to keep it); expect each
+  // token.create record to name the token's id and its expiry, as revocations name theirs.
+  auto ta = Call("POST", "/v1/tokens", admin_, R"({"role": "team-admin", "subject": "temp", "team": "vision", "ttl": "2h"})");
+  ASSERT_EQ(ta->status, 201) << ta->body;
+  const int64_t parent_expiry = Body(ta)["expires_ms"];
+  std::string temp = Body(ta)["token"];
+  auto forever = Call("POST", "/v1/tokens", temp, R"({"role": "team-admin", "subject": "backdoor"})");
+  ASSERT_EQ(forever->status, 201) << forever->body;
+  EXPECT_EQ(Body(forever)["expires_ms"], parent_expiry);
+  auto longer = Call("POST", "/v1/tokens", temp, R"({"role": "user", "subject": "u", "ttl": "30d"})");
+  ASSERT_EQ(longer->status, 201) << longer->body;
+  EXPECT_EQ(Body(longer)["expires_ms"], parent_expiry);
+  auto shorter = Call("POST", "/v1/tokens", temp, R"({"role": "user", "subject": "v", "ttl": "1h"})");
+  ASSERT_EQ(shorter->status, 201) << shorter->body;
+  EXPECT_LT(Body(shorter)["expires_ms"].get<int64_t>(), parent_expiry);
+  clock_.Advance(Duration::Hours(3));
+  EXPECT_EQ(Call("GET", "/v1/queue", std::string(Body(forever)["token"]))->status, 401);
+
+  store::AuditFilter f;
+  f.verb = "token.create";
+  auto made = store_.ListAudit(f);
+  ASSERT_TRUE(made.ok());
+  ASSERT_GE(made->size(), 4u);
+  const api::AuditRecord& last = made->back();
+  EXPECT_EQ(last.object, "token " + std::string(Body(shorter)["id"])) << last.object;
+  EXPECT_NE(last.reason.find("expires 20"), std::string::npos) << last.reason;
+  EXPECT_EQ((*made)[made->size() - 4].object, "token " + std::string(Body(ta)["id"]));
 }
 
 TEST_F(ServerTest, ATeamAdminNeitherSeesNorRevokesTokensAboveItsRole) {
