@@ -786,7 +786,12 @@ void ApiServer::JobRoutes(const Guards& g) {
     if (request_id.empty()) request_id = "auto-" + NewToken(api::TokenKind::kUser).substr(8);
     // Request ids are scoped to the caller, so one team's id can neither collide with nor reveal
     // another's submission.
-    std::string scoped_id = who->token.team + "/" + who->token.subject + "/" + request_id;
+    // Request ids are a caller's own: per subject (a person keeps them across re-issued tokens),
+    // or per token when it names no subject, so that two people of a team whose tokens have no
+    // subject never get each other's jobs back ("token:" cannot begin a subject).
+    std::string scoped_id = who->token.team + "/" +
+                            (who->token.subject.empty() ? "token:" + who->token.hash.substr(0, 12) : who->token.subject) +
+                            "/" + request_id;
     std::string text;
     api::JobParseOptions opts;
     if (body->contains("yaml") && body->contains("job")) {

@@ -170,6 +170,15 @@ TEST_F(ServerTest, RequestIdReusedForOtherJobsIsAConflictAndIdsAreScopedPerCalle
                        "request_id": "r1"})");
   EXPECT_EQ(bobs->status, 201) << bobs->body;
   EXPECT_EQ(StoredJobs(), 2u);
+  // Two tokens of one team that name no subject: each its own request ids.
+  std::string t1 = *auth_->Create(api::TokenKind::kUser, "", "user", "vision", WallNow());
+  std::string t2 = *auth_->Create(api::TokenKind::kUser, "", "user", "vision", WallNow());
+  auto one = Call("POST", "/v1/jobs", t1, std::string(kJob) + R"("request_id": "train"})");
+  EXPECT_EQ(one->status, 201) << one->body;
+  auto two = Call("POST", "/v1/jobs", t2, std::string(kJob) + R"("request_id": "train"})");
+  EXPECT_EQ(two->status, 201) << two->body;
+  EXPECT_NE(Body(two)["jobs"][0]["id"], Body(one)["jobs"][0]["id"]);
+  EXPECT_EQ(StoredJobs(), 4u);
 }
 
 TEST_F(ServerTest, NulInRequestIdIsRefused) {
