@@ -114,7 +114,12 @@ Result<int64_t> IntParam(const httplib::Request& req, const std::string& name, i
 
 Result<JobId> PathJob(const httplib::Request& req) {
   auto n = ParseInt(req.matches[1].str());
-  if (!n || *n < 0) return Status::InvalidArgument("job id must be a number, got '" + req.matches[1].str() + "'");
+  if (!n || *n < 0) {
+    const std::string& text = req.matches[1].str();
+    const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+    return Status::InvalidArgument(digits ? "job id " + text + " is out of range (no job has an id that large)"
+                                          : "job id must be a number, got '" + text + "'");
+  }
   return JobId(*n);
 }
 
@@ -1348,6 +1353,7 @@ void ApiServer::MoneyRoutes(const Guards& g) {
 
   user_routes_->Post(R"(/v1/teams/([A-Za-z0-9._-]+)/budget)", [this, authz](const Request& req, Response& res) {
     if (!authz(req, res, Verb::kBudgetSet)) return;
+    if (Status st = api::CheckName("team", req.matches[1].str()); !st.ok()) return Error(res, st);
     auto body = api::ParseJson(req.body);
     if (!body.ok() || !body->is_object()) {
       return Error(res, 400, "body: expected {\"hard\": dollars, \"soft\": dollars, \"max_hourly\": dollars, "
@@ -1364,7 +1370,10 @@ void ApiServer::MoneyRoutes(const Guards& g) {
         int64_t micros = static_cast<int64_t>(std::llround(it->get<double>() * 1e6));
         (k == "hard" ? b.hard_micros : k == "soft" ? b.soft_micros : b.max_rate_micros) = micros;
       } else if (k == "since_ms") {
-        if (!it->is_number_integer() || it->get<int64_t>() < 0) return Error(res, 400, "since_ms: expected a time in ms");
+        if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > INT64_MAX / 4) {
+          return Error(res, 400, "since_ms: expected a time in ms since 1970 (from 0 to " +
+                                     std::to_string(INT64_MAX / 4) + ")");
+        }
         b.since = Time::FromMillis(it->get<int64_t>());
       } else if (k == "stop_running") {
         if (!it->is_boolean()) return Error(res, 400, "stop_running: expected true or false");
@@ -1441,6 +1450,7 @@ void ApiServer::QuotaRoutes(const Guards& g) {
                                                                                       Response& res) {
     if (!authz(req, res, Verb::kQuotaSet)) return;
     const std::string team = req.matches[1].str();
+    if (Status st = api::CheckName("team", team); !st.ok()) return Error(res, st);
     auto body = api::ParseJson(req.body);
     const char* shape =
         "body: expected {\"gpus\": N, \"model\": \"H100\", \"borrow\": bool, \"max_running_jobs\": N, "

@@ -296,6 +296,24 @@ TEST(AlertVisibleTest, AnotherTeamsSpendAndJobProgressAreItsOwn) {
   EXPECT_TRUE(AlertVisible("BudgetNearlySpent", nlp, true, ""));
 }
 
+TEST_F(ServerTest, TeamRoutesTakeOnlyTeamNamesAndBoundedTimesAndAHugeJobIdSaysSo) {
+  // Given a 300-character team on the quota and budget routes, a budget since the end of time
+  // and a job id of 20 digits, expect each refused with what is wrong, and nothing set.
+  const std::string long_team(300, 'a');
+  auto q = Call("POST", "/v1/teams/" + long_team + "/quota", admin_, R"({"gpus": 1})");
+  EXPECT_EQ(q->status, 400) << q->body;
+  EXPECT_NE(q->body.find("team: use 1-128 letters"), std::string::npos) << q->body;
+  auto b = Call("POST", "/v1/teams/" + long_team + "/budget", admin_, R"({"hard": 10})");
+  EXPECT_EQ(b->status, 400) << b->body;
+  auto late = Call("POST", "/v1/teams/vision/budget", admin_, R"({"hard": 10, "since_ms": 9223372036854775807})");
+  EXPECT_EQ(late->status, 400) << late->body;
+  EXPECT_NE(late->body.find("since_ms: expected a time in ms since 1970"), std::string::npos) << late->body;
+  EXPECT_EQ(Body(Call("GET", "/v1/quotas", admin_)).dump().find(long_team), std::string::npos);
+  auto huge = Call("GET", "/v1/jobs/99999999999999999999", admin_);
+  EXPECT_EQ(huge->status, 400) << huge->body;
+  EXPECT_NE(huge->body.find("job id 99999999999999999999 is out of range"), std::string::npos) << huge->body;
+}
+
 TEST_F(ServerTest, AFormEncodedBodyOver8KiBIsToldToSendJson) {
   // Given a 10 KB job body under the limit, sent as curl -d sends it (form-encoded), expect 413
   // with the content type to use, and nothing stored; sent as JSON, expect it accepted.
