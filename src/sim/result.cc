@@ -101,6 +101,7 @@ Percentiles ComputePercentiles(std::vector<double> values) {
     for (size_t i = 0; i < keys.size(); ++i) values[i] = DoubleOfOrderedBits(keys[i]);
   }
   const size_t n = values.size();
+  p.count = static_cast<int64_t>(n);
   auto at_rank = [&](size_t pct) {
     size_t rank = (pct * n + 99) / 100;
     return values[std::max<size_t>(rank, 1) - 1];
@@ -143,6 +144,7 @@ double Round3(double v) {
 }
 
 Json PercentilesJson(const Percentiles& p) {
+  if (p.count == 0) return Json(nullptr);  // no value to take them over: not zeros
   Json j;
   j["avg"] = Round3(p.avg);
   j["p50"] = Round3(p.p50);
@@ -204,7 +206,7 @@ Json SummaryJson(const Summary& s) {
     tj["jobs"] = t.jobs;
     tj["gpu_hours"] = Round3(t.gpu_hours);
     tj["share"] = Round3(t.share);
-    tj["avg_jct_s"] = Round3(t.avg_jct_s);
+    tj["avg_jct_s"] = t.finished > 0 ? Json(Round3(t.avg_jct_s)) : Json(nullptr);
     tj["cost_usd"] = Round3(t.cost_usd);
     teams[name] = std::move(tj);
   }
@@ -468,7 +470,8 @@ std::string FormatSummaryText(const Summary& s) {
   auto line = [&](const std::string& label, const std::string& value) {
     out += PadRight(label, kLabel) + value + "\n";
   };
-  auto durations = [](const Percentiles& p) {
+  auto durations = [](const Percentiles& p) -> std::string {
+    if (p.count == 0) return "-";
     return "avg " + PadRight(Secs(p.avg), 7) + " p50 " + PadRight(Secs(p.p50), 7) + " p95 " +
            PadRight(Secs(p.p95), 7) + " p99 " + PadRight(Secs(p.p99), 7) + " max " + Secs(p.max);
   };
@@ -478,9 +481,11 @@ std::string FormatSummaryText(const Summary& s) {
                    ")");
   line("JCT", durations(s.jct_s));
   line("queueing delay", durations(s.queue_s));
-  line("slowdown", "avg " + PadRight(Fixed(s.slowdown.avg, 2), 7) + " p50 " +
-                       PadRight(Fixed(s.slowdown.p50, 2), 7) + " p95 " + PadRight(Fixed(s.slowdown.p95, 2), 7) +
-                       " p99 " + PadRight(Fixed(s.slowdown.p99, 2), 7) + " max " + Fixed(s.slowdown.max, 2));
+  line("slowdown", s.slowdown.count == 0
+                       ? std::string("-")
+                       : "avg " + PadRight(Fixed(s.slowdown.avg, 2), 7) + " p50 " +
+                             PadRight(Fixed(s.slowdown.p50, 2), 7) + " p95 " + PadRight(Fixed(s.slowdown.p95, 2), 7) +
+                             " p99 " + PadRight(Fixed(s.slowdown.p99, 2), 7) + " max " + Fixed(s.slowdown.max, 2));
   line("makespan", Secs(s.makespan_s));
   line("GPU utilisation", Percent(s.utilisation));
   line("preemptions", Int(s.preemptions));
@@ -576,18 +581,20 @@ std::string FormatCompareTable(const std::vector<Summary>& s) {
   };
   auto count = [](double v) { return Int(std::llround(v)); };
   auto hours = [](double v) { return Fixed(v, 1); };
-  auto ratio = [](double v) { return Fixed(v, 2); };
+  auto ratio = [](double v) { return std::isfinite(v) ? Fixed(v, 2) : std::string("-"); };
+  // A run with no value for a metric (no job finished) shows "-" and is never the best.
+  auto of = [](const Percentiles& p, double v) { return p.count > 0 ? v : std::nan(""); };
   const std::vector<Row> rows = {
       {"jobs finished", Better::kNone, [](const Summary& x) { return double(x.finished); }, count},
-      {"JCT avg", Better::kLower, [](const Summary& x) { return x.jct_s.avg; }, Secs},
-      {"JCT p50", Better::kLower, [](const Summary& x) { return x.jct_s.p50; }, Secs},
-      {"JCT p95", Better::kLower, [](const Summary& x) { return x.jct_s.p95; }, Secs},
-      {"JCT p99", Better::kLower, [](const Summary& x) { return x.jct_s.p99; }, Secs},
-      {"queue avg", Better::kLower, [](const Summary& x) { return x.queue_s.avg; }, Secs},
-      {"queue p95", Better::kLower, [](const Summary& x) { return x.queue_s.p95; }, Secs},
-      {"queue p99", Better::kLower, [](const Summary& x) { return x.queue_s.p99; }, Secs},
-      {"slowdown avg", Better::kLower, [](const Summary& x) { return x.slowdown.avg; }, ratio},
-      {"slowdown p95", Better::kLower, [](const Summary& x) { return x.slowdown.p95; }, ratio},
+      {"JCT avg", Better::kLower, [of](const Summary& x) { return of(x.jct_s, x.jct_s.avg); }, Secs},
+      {"JCT p50", Better::kLower, [of](const Summary& x) { return of(x.jct_s, x.jct_s.p50); }, Secs},
+      {"JCT p95", Better::kLower, [of](const Summary& x) { return of(x.jct_s, x.jct_s.p95); }, Secs},
+      {"JCT p99", Better::kLower, [of](const Summary& x) { return of(x.jct_s, x.jct_s.p99); }, Secs},
+      {"queue avg", Better::kLower, [of](const Summary& x) { return of(x.queue_s, x.queue_s.avg); }, Secs},
+      {"queue p95", Better::kLower, [of](const Summary& x) { return of(x.queue_s, x.queue_s.p95); }, Secs},
+      {"queue p99", Better::kLower, [of](const Summary& x) { return of(x.queue_s, x.queue_s.p99); }, Secs},
+      {"slowdown avg", Better::kLower, [of](const Summary& x) { return of(x.slowdown, x.slowdown.avg); }, ratio},
+      {"slowdown p95", Better::kLower, [of](const Summary& x) { return of(x.slowdown, x.slowdown.p95); }, ratio},
       {"makespan", Better::kLower, [](const Summary& x) { return x.makespan_s; }, Secs},
       {"GPU utilisation", Better::kHigher, [](const Summary& x) { return x.utilisation; }, Percent},
       {"preemptions", Better::kLower, [](const Summary& x) { return double(x.preemptions); }, count},
@@ -621,8 +628,10 @@ std::string FormatCompareTable(const std::vector<Summary>& s) {
     if (!never && name == "never ran") continue;
     std::vector<double> values;
     for (const Summary& one : s) values.push_back(row.get(one));
-    double best = values[0];
+    double best = std::nan("");
     for (double v : values) {
+      if (!std::isfinite(v)) continue;
+      if (!std::isfinite(best)) best = v;
       if (row.better == Better::kLower) best = std::min(best, v);
       if (row.better == Better::kHigher) best = std::max(best, v);
     }

@@ -139,6 +139,7 @@ struct SimResult {
 
 struct Percentiles {
   double avg = 0, p50 = 0, p95 = 0, p99 = 0, max = 0;
+  int64_t count = 0;  // values they were taken over; 0: none (shown as "-", null in JSON)
 };
 
 struct TeamShare {

@@ -253,9 +253,9 @@ Summary SampleSummary(const std::string& policy) {
   s.policy = policy;
   s.jobs = 82247;
   s.finished = 82247;
-  s.jct_s = {11520, 3600, 36000, 90000, 200000};
-  s.queue_s = {600, 60, 3600, 7200, 9000};
-  s.slowdown = {4.2, 1.3, 18.25, 40, 99};
+  s.jct_s = {11520, 3600, 36000, 90000, 200000, 82247};
+  s.queue_s = {600, 60, 3600, 7200, 9000, 82247};
+  s.slowdown = {4.2, 1.3, 18.25, 40, 99, 82247};
   s.makespan_s = 86400.0 * 31;
   s.utilisation = 0.71349;
   s.preemptions = 1234;
@@ -319,6 +319,29 @@ TEST(SummaryTextTest, TeamTableIsSortedAndCapped) {
   EXPECT_EQ(text.find("\nt01 "), std::string::npos) << text;
   EXPECT_NE(text.find("(+2 more teams)"), std::string::npos) << text;
   EXPECT_NE(LineStartingWith(text, "t17 ").find(" 1m00s"), std::string::npos) << text;
+}
+
+TEST(SummaryTextTest, ARunWhereNoJobFinishedShowsNoCompletionTimesAndWinsNoComparison) {
+  // Given a run in which no job finished or started (no values), expect "-" for JCT, queueing
+  // delay and slowdown in the text, null in the JSON, and in a comparison with a run that
+  // finished jobs, no "best" mark for the empty run's JCT (its zeros used to win).
+  Summary none;
+  none.policy = "none";
+  none.jobs = 3;
+  Summary some = SampleSummary("fifo");
+  std::string text = FormatSummaryText(none);
+  EXPECT_EQ(LineStartingWith(text, "JCT"), "JCT               -") << text;
+  EXPECT_EQ(LineStartingWith(text, "queueing delay"), "queueing delay    -") << text;
+  EXPECT_EQ(LineStartingWith(text, "slowdown"), "slowdown          -") << text;
+  std::string json = SummaryToJson(none);
+  EXPECT_NE(json.find("\"jct_s\": null"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"slowdown\": null"), std::string::npos) << json;
+  std::string table = FormatCompareTable({none, some});
+  std::string jct = LineStartingWith(table, "JCT avg");
+  ASSERT_FALSE(jct.empty()) << table;
+  EXPECT_NE(jct.find("- "), std::string::npos) << jct;
+  EXPECT_EQ(jct.find("-*"), std::string::npos) << jct;
+  EXPECT_NE(jct.find("*"), std::string::npos) << jct;
 }
 
 TEST(SummaryTextTest, ATeamWithNoFinishedJobShowsNoAverageCompletionTime) {
