@@ -98,6 +98,15 @@ case "$CASE" in
       done
       expect_no_report "unknown policy ($flags)"
     done
+    # --policy with --compare, an empty --compare or an empty name in it: which runs were meant
+    # is not clear, so nothing runs.
+    for flags in "--policy las --compare fifo" "--compare=" "--compare fifo,,las"; do
+      # shellcheck disable=SC2086 # flags is one or two words on purpose
+      run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS" --cluster-gpus 8 $flags
+      expect_rc "$R" 2 "ambiguous policies ($flags)"
+      expect_no_report "ambiguous policies ($flags)"
+    done
+    expect_contains "$R.err" "--compare: an empty policy name" "--compare with an empty name says so"
     ;;
 
   malformed_row)

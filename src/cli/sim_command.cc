@@ -47,6 +47,7 @@ struct SimArgs {
   std::string policy = "fifo";
   std::vector<std::string> policy_opts;
   std::string compare;
+  bool policy_given = false, compare_given = false;  // set from the command line's options
   std::string estimates = "trace";
   std::string checkpoint_interval = "30m";
   bool no_checkpoint_on_preempt = false;
@@ -184,15 +185,19 @@ int Run(const SimArgs& a) {
   if (a.output != "text" && a.output != "json") return Fail("-o must be text or json, got '" + a.output + "'");
 
   std::vector<std::string> policies;
-  if (!a.compare.empty()) {
+  if (a.compare_given) {
+    // --policy and --compare both given: which run was meant is not clear.
+    if (a.policy_given) return Fail("give --policy NAME for one run or --compare A,B,... for several, not both");
     for (const auto& p : Split(a.compare, ',')) {
       std::string name(Trim(p));
-      if (!name.empty()) policies.push_back(name);
+      if (name.empty()) {
+        return Fail("--compare: an empty policy name in '" + a.compare + "'; list names like fifo,backfill,las");
+      }
+      policies.push_back(name);
     }
   } else {
     policies.push_back(a.policy);
   }
-  if (policies.empty()) return Fail("--compare needs at least one policy name");
   // Reject bad policy names and options before reading a large trace.
   for (size_t i = 0; i < policies.size(); ++i) {
     auto cfg = sched::MakePolicies(policies[i], base.policy_options);
@@ -338,9 +343,10 @@ Policies: fifo, backfill, priority, fair-share, las, sjf, srtf (gpufleet policie
   CLI::Option* price = sub->add_option("--gpu-hour-price", args->gpu_hour_price,
                   "Dollars per GPU-hour for --cluster-gpus nodes: the report then shows what the run cost "
                   "(cluster YAML: price_per_hour per node type)");
-  sub->add_option("--policy", args->policy, "Queue policy")->capture_default_str();
+  CLI::Option* policy_opt = sub->add_option("--policy", args->policy, "Queue policy")->capture_default_str();
   sub->add_option("--policy-opt", args->policy_opts, "Policy option k=v (repeatable), e.g. backfill=easy, aging=1h, thresholds=3250,7200");
-  sub->add_option("--compare", args->compare, "Run several policies side by side: fifo,backfill,las");
+  CLI::Option* compare_opt =
+      sub->add_option("--compare", args->compare, "Run several policies side by side: fifo,backfill,las (not with --policy)");
   sub->add_option("--estimates", args->estimates, "Duration estimates the scheduler sees: trace (as given) or oracle (true durations)")
       ->capture_default_str();
   sub->add_option("--checkpoint-interval", args->checkpoint_interval, "Checkpoint period for jobs that give none (0 = never)")
@@ -361,7 +367,9 @@ Policies: fifo, backfill, priority, fair-share, las, sjf, srtf (gpufleet policie
   sub->add_option("--gpu-specs", args->gpu_specs, "GPU spec CSV to use instead of the built-in table (data/gpu_specs.csv format)");
   sub->add_flag("--progress", args->progress, "Always draw the progress bar (default: only on a terminal)");
   sub->add_flag("--no-progress", args->no_progress, "Never draw the progress bar");
-  return [args, gpu, per_node, price]() {
+  return [args, gpu, per_node, price, policy_opt, compare_opt]() {
+    args->policy_given = policy_opt->count() > 0;
+    args->compare_given = compare_opt->count() > 0;
     // They shape --cluster-gpus' nodes only: with a cluster file they would be ignored unseen.
     if (!args->cluster.empty()) {
       for (const CLI::Option* o : {gpu, per_node, price}) {

@@ -183,6 +183,7 @@ Result<PolicyConfig> MakePolicies(const std::string& name, const std::map<std::s
         return Status::InvalidArgument("victims must be least-work-lost or worst-rank, got '" + v + "'");
       }
     } else if (StartsWith(k, "quota.")) {
+      if (k.size() == 6) return Status::InvalidArgument("quota.TEAM needs a team name after 'quota.', e.g. quota.vision=8");
       auto n = ParseInt(v);
       if (!n || *n < 0) return Status::InvalidArgument(k + " must be a whole number of GPUs, got '" + v + "'");
       cfg.team_quota_gpus[k.substr(6)] = *n;

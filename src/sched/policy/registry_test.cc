@@ -135,6 +135,8 @@ TEST_F(RegistryTest, QuotaOptionsBecomeTeamQuotas) {
   EXPECT_EQ(cfg.team_quota_gpus, (std::map<std::string, int64_t>{{"a", 8}, {"ml-research", 16}}));
   Status bad = BuildError("fair-share", {{"quota.a", "eight"}});
   EXPECT_EQ(bad.message(), "quota.a must be a whole number of GPUs, got 'eight'");
+  EXPECT_EQ(BuildError("fair-share", {{"quota.", "4"}}).message(),
+            "quota.TEAM needs a team name after 'quota.', e.g. quota.vision=8");
   EXPECT_FALSE(MakePolicies("fair-share", {{"quota.a", "-1"}}).ok());
 }
 
