@@ -84,6 +84,7 @@ class Reader {
   // JSON): argv, the environment and paths end at the first NUL in the C strings the agent
   // passes to exec, so what ran would differ from what was shown and checked.
   Result<std::string> String(const YAML::Node& n, const std::string& field) const {
+    if (n.IsNull()) return Error(n, field, "is empty (null); give a value or leave the field out");
     if (!n.IsScalar()) return Error(n, field, "must be a single value, not a list or mapping");
     if (n.Scalar().size() > kMaxTextField) {
       return Error(n, field, "is longer than " + std::to_string(kMaxTextField) + " characters");

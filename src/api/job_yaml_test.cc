@@ -222,6 +222,7 @@ TEST(JobYamlTest, ErrorsNameLineColumnAndField) {
   EXPECT_NE(ErrorOf("run: x\nrestart: {max_restarts_on_errors: -1}\n").find("restart.max_restarts_on_errors"),
             std::string::npos);
   EXPECT_NE(ErrorOf("run: x\nestimate: soon\n").find("estimate: must be a positive duration"), std::string::npos);
+  EXPECT_NE(ErrorOf("run: [echo, 1, null]\n").find("run[2]: is empty (null)"), std::string::npos);
   EXPECT_NE(ErrorOf("run: x\nmax_cost: lots\n").find("max_cost: must be an amount of dollars"), std::string::npos);
   EXPECT_NE(ErrorOf("run: [x\n").find("job.yaml:"), std::string::npos);
   EXPECT_NE(ErrorOf("run: x\nrun: y\n").find("given twice"), std::string::npos);
