@@ -161,13 +161,17 @@ records = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 def has(**want):
     return any(all(r.get(k) == v for k, v in want.items()) for r in records)
 checks = [
-    dict(verb="token.create", outcome="allowed", subject="admin", reason="a viewer token for vic, team vision"),
+    dict(verb="token.create", outcome="allowed", subject="admin", object="token " + sys.argv[2]),
     dict(verb="job.submit", subject="vic", role="viewer", team="vision", source="127.0.0.1", outcome="denied"),
     dict(verb="token.revoke", object="token " + sys.argv[2], outcome="allowed"),
     dict(verb="auth.login", outcome="denied"),
     dict(verb="node.register", outcome="allowed", role="join"),
 ]
 missing = [c for c in checks if not has(**c)]
+# The creation's record says what was made and until when (the viewer token has a ttl).
+if not any(r.get("verb") == "token.create" and r.get("reason", "").startswith("a viewer token for vic, team vision, expires 20")
+           for r in records):
+    missing.append("token.create reason 'a viewer token for vic, team vision, expires ...'")
 for c in missing:
     print("missing:", c, file=sys.stderr)
 sys.exit(1 if missing else 0)
