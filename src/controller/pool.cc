@@ -605,6 +605,16 @@ void Pool::HandleProviderEvents(Time now) {
           MutexLock lock(mu_);
           auto it = entries_.find(e.name);
           if (it != entries_.end()) {
+            // An instance that died before its node ever came up (an agent that cannot start: a
+            // bad image, a bad agent_command) is a failed rent: its offer is avoided for
+            // failed_offer_backoff, as for a failed create, instead of being rented again at once
+            // and for ever.
+            const std::string& state = it->second.info.state;
+            if (e.kind == provider::ProviderEventKind::kDied && (state == "creating" || state == "booting")) {
+              spdlog::warn("pool: instance {} died before its node came up; avoiding offer {} for {}", e.name,
+                           it->second.info.offer, FormatDuration(config_.options.failed_offer_backoff));
+              scaler_.ReportRentFailed(it->second.info.offer, now);
+            }
             scaler_.ReportNodeGone(it->second.info.for_jobs);
             entries_.erase(it);
             erased = true;

@@ -268,6 +268,46 @@ TEST_F(PoolTest, AnInterruptedInstanceTakesItsNodeOutAtOnce) {
   EXPECT_NE(provider_->created[1], name);
 }
 
+TEST_F(PoolTest, AnInstanceThatDiesBeforeItsNodeComesUpIsAFailedRentAndItsOfferIsAvoided) {
+  // Given two offers and a job, expect the cheap offer rented; when its instance dies before its
+  // node registers (an agent that cannot start), expect the dear offer rented next, not the cheap
+  // one again (it would die again, billed each time), and the cheap one tried again only after
+  // failed_offer_backoff.
+  Pool& pool = MakePool(R"(provider: {kind: static}
+offers:
+  - {name: cheap, gpu: H100, gpus: 8, price_per_hour: 20, boot_estimate: 2m}
+  - {name: dear, gpu: H100, gpus: 8, price_per_hour: 30, boot_estimate: 2m}
+idle_duration: 10m
+reconcile_interval: 1h
+failed_offer_backoff: 10m
+)");
+  ASSERT_TRUE(pool.Start().ok());
+  Submit("name: a\nrun: sleep 1\nresources: {gpus: 8}\n");
+  pool.Tick();
+  ASSERT_EQ(provider_->created.size(), 1u);
+  EXPECT_EQ(provider_->created[0].rfind("gf-cheap-", 0), 0u) << provider_->created[0];
+  const std::string id = provider_->instances.begin()->first;
+  provider_->pending_events.push_back(
+      {provider::ProviderEventKind::kDied, id, provider_->created[0], clock_.Now(), {}, "agent exited 2"});
+  pool.Tick();
+  ASSERT_EQ(provider_->created.size(), 2u);
+  EXPECT_EQ(provider_->created[1].rfind("gf-dear-", 0), 0u) << provider_->created[1];
+  const std::string dear_id = [&] {
+    for (const auto& [iid, inst] : provider_->instances) {
+      if (iid != id) return iid;
+    }
+    return std::string();
+  }();
+  provider_->pending_events.push_back(
+      {provider::ProviderEventKind::kDied, dear_id, provider_->created[1], clock_.Now(), {}, "agent exited 2"});
+  pool.Tick();
+  EXPECT_EQ(provider_->created.size(), 2u) << "both offers failed just now: nothing is rented";
+  clock_.Advance(Duration::Minutes(11));
+  pool.Tick();
+  ASSERT_EQ(provider_->created.size(), 3u);
+  EXPECT_EQ(provider_->created[2].rfind("gf-cheap-", 0), 0u) << provider_->created[2];
+}
+
 TEST_F(PoolTest, AJobLargerThanANodeRentsItsWholeGangOnAnEmptyPool) {
   // With no node yet, a 16-GPU job is split to fit the pool's 8-GPU offer (2 x 8): the pool
   // rents both nodes at once and the gang starts when they register.
