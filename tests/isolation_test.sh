@@ -133,7 +133,21 @@ run "$WORK/second" timeout 30 "$GPUFLEET" server --data-dir "$SERVER_DIR" --list
 grep -q "another controller" "$WORK/second.err" || { show "$WORK/second"; fail "the refusal does not say why"; }
 perm="$(stat -c %a "$SERVER_DIR/state.db")"
 [[ "$perm" == 600 ]] || fail "state.db has mode $perm, expected 600"
-echo "ok: a second controller is refused; state.db is private"
+# A controller on its own data directory and any free port says which port it took.
+setsid "$GPUFLEET" server --data-dir "$WORK/anyport" --listen 127.0.0.1:0 --agent-listen 127.0.0.1:0 \
+  >"$WORK/anyport.out" 2>"$WORK/anyport.err" &
+ANYPORT_PID=$!
+for ((i = 0; i < 300; i++)); do
+  grep -q "serving on" "$WORK/anyport.err" && break
+  sleep 0.1
+done
+ANY_URL="$(sed -n 's/.*serving on \(http:\/\/127\.0\.0\.1:[0-9]*\),.*/\1/p' "$WORK/anyport.err")"
+kill_ok=0
+if [[ -n "$ANY_URL" && "$ANY_URL" != *":0" ]] && curl -sf -o /dev/null --max-time 5 "$ANY_URL/v1/health"; then kill_ok=1; fi
+kill "$ANYPORT_PID" 2>/dev/null || true
+wait "$ANYPORT_PID" 2>/dev/null || true
+((kill_ok)) || { cat "$WORK/anyport.err" >&2; fail "the banner of a server on --listen 127.0.0.1:0 does not name the port it took"; }
+echo "ok: a second controller is refused; state.db is private; a server on port 0 names its port"
 
 # 7. Tokens and the audit log from the CLI: a viewer made with a TTL reads but cannot submit;
 #    once revoked it is refused; each of those shows in `gpufleet audit`.

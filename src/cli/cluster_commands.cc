@@ -947,10 +947,12 @@ Examples:
       std::fprintf(stderr, "gpufleet server: stopped by a signal while standing by\n");
       return 0;
     }
+    // The port bound, not the one asked for (--listen HOST:0 takes any free port).
+    std::string listening = f->listen.substr(0, f->listen.rfind(':') + 1) + std::to_string((*c)->server->port());
     std::fprintf(stderr,
                  "gpufleet server: serving on %s%s, agents on port %d (data %s; tokens in admin.token, "
                  "join.token; store %s)\n",
-                 (*c)->Scheme().c_str(), f->listen.c_str(), (*c)->server->agent_port(), f->data_dir.c_str(),
+                 (*c)->Scheme().c_str(), listening.c_str(), (*c)->server->agent_port(), f->data_dir.c_str(),
                  store::Redacted(*StoreFlag(*f)).c_str());
     int sig = WaitForSignal();
     std::fprintf(stderr, "gpufleet server: signal %d, stopping (jobs keep running on their agents)\n", sig);
