@@ -730,8 +730,11 @@ void Engine::ApplyBudget(BudgetReq& r) {
 // What the team's jobs cost in runs that have ended, as their records say, for the records
 // changed at or after `since`: a record's cost is written at each transition, so for a running
 // job it holds its earlier runs (the scheduler counts the current one from its start), for a
-// stopping one its runs up to the stop (the scheduler counts on from there). A run that ended
-// after `since` counts whole, even if it started before.
+// stopping one its runs up to the stop (the scheduler counts on from there). A job submitted
+// before `since` counts only the share of its cost that its closed runs held their GPUs after
+// `since` (read from its transitions; its nodes' prices are taken as one rate): a job that ran
+// before a budget was set, or before its period began, and is requeued or ends inside it brings
+// none of its earlier cost in (a restarted controller counted it whole).
 int64_t Engine::FinishedSpend(const std::string& team, Time since) {
   store::JobFilter f;
   f.team = team;
@@ -740,10 +743,40 @@ int64_t Engine::FinishedSpend(const std::string& team, Time since) {
     spdlog::warn("budget of team {}: cannot count past spend: {}", team, jobs.status().message());
     return 0;
   }
+  auto holds = [](JobState s) {
+    return s == JobState::kStarting || s == JobState::kRunning || s == JobState::kStopping;
+  };
   int64_t total = 0;
   for (const api::JobRecord& j : *jobs) {
-    if (j.updated < since) continue;
-    total += j.cost_micros;
+    if (j.updated < since || j.cost_micros == 0) continue;
+    if (j.submitted >= since) {
+      total += j.cost_micros;
+      continue;
+    }
+    auto history = store_.History(j.id);
+    if (!history.ok()) {
+      spdlog::warn("budget of team {}: job {}'s history: {}; counting its whole cost", team, j.id.value(),
+                   history.status().message());
+      total += j.cost_micros;
+      continue;
+    }
+    // Closed holding intervals only: an open one (the current run) is not in cost_micros.
+    int64_t held = 0, held_after = 0;
+    std::optional<Time> from;
+    for (const api::Transition& t : *history) {
+      const bool was = holds(t.from), is = holds(t.to);
+      if (is && !was) from = t.at;
+      if (was && !is && from) {  // (starting -> running -> stopping is one run)
+        held += (t.at - *from).millis();
+        held_after += std::max<int64_t>(0, (t.at - std::max(*from, since)).millis());
+        from.reset();
+      }
+    }
+    if (held <= 0) {
+      total += j.cost_micros;
+      continue;
+    }
+    total += static_cast<int64_t>(static_cast<__int128>(j.cost_micros) * held_after / held);
   }
   return total;
 }

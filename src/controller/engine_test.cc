@@ -952,6 +952,55 @@ TEST_F(EngineTest, ExplainNamesThePolicyAndAHeldJobCannotStartNow) {
   EXPECT_TRUE(held);
 }
 
+TEST_F(EngineTest, ARestartedControllerCountsOnlyTheSpendInsideTheBudgetsPeriod) {
+  // Given an 8-GPU node at $8/h and team a's job running 900 s ($2) before a budget is set, then
+  // 450 s more ($1) inside it before it is cancelled, expect the team's spend $1 before and after
+  // a controller restart (the restart counted the job's whole $3: it ended inside the period).
+  auto e = MakeEngine();
+  api::RegisterRequest req;
+  req.name = "node-a";
+  req.spec.gpu_model = "H100";
+  req.spec.gpus = 8;
+  req.spec.price_micros_per_hour = 8'000'000;
+  auto rf = e->Register(req, "h");
+  e->Step();
+  NodeId a = rf.get()->node;
+  JobId j = Submit(*e, "team: a\nresources: {gpus: 8}\nrun: x\n");
+  Commands(*e, a);
+  Beat(*e, a, {Started(j, 1, 0)});
+  for (int i = 0; i < 45; ++i) {
+    clock_.Advance(Duration::Seconds(20));
+    Beat(*e, a);
+  }
+  sched::TeamBudget b;
+  b.since = clock_.Now();
+  b.hard_micros = 10'000'000;
+  auto bf = e->SetBudget("a", b);
+  e->Step();
+  ASSERT_TRUE(bf.get().ok());
+  for (int i = 0; i < 45; ++i) {
+    clock_.Advance(Duration::Seconds(10));
+    Beat(*e, a);
+  }
+  auto cf = e->Cancel(j, "test");
+  e->Step();
+  ASSERT_TRUE(cf.get().ok());
+  Commands(*e, a);
+  Beat(*e, a, {Exited(j, 1, 0, 143, true)});
+  ASSERT_EQ(StateOf(j), JobState::kCancelled);
+  EXPECT_EQ((*store_.GetJob(j))->cost_micros, 3'000'000);
+  auto spent = [](Engine& eng) {
+    for (const auto& c : eng.TeamCosts()) {
+      if (c.team == "a") return c.spend.spent_micros;
+    }
+    return int64_t{-1};
+  };
+  EXPECT_EQ(spent(*e), 1'000'000);
+  e.reset();
+  auto again = MakeEngine();
+  EXPECT_EQ(spent(*again), 1'000'000);
+}
+
 TEST_F(EngineTest, TeamCostsListTeamsWithoutABudgetWhoseJobsEnded) {
   // Given team v (no budget) whose 8-GPU job ran 15 minutes on an $8/h node and ended, expect
   // team costs to list v with its $2, also after a controller restart.
