@@ -95,6 +95,7 @@ std::function<int()> SetupBudget(CLI::App& app) {
     std::string team;
     double hard = 0, soft = 0, max_hourly = 0;
     bool keep_running = false;
+    bool new_period = false;
     std::string period = "none";
   };
   auto a = std::make_shared<Args>();
@@ -106,6 +107,8 @@ std::function<int()> SetupBudget(CLI::App& app) {
   sub->add_option("--max-hourly", a->max_hourly, "Dollars per hour the team's running jobs may cost")
       ->check(CLI::Range(0.0, 1e12));
   sub->add_flag("--keep-running", a->keep_running, "At the hard limit, stop admitting but let running jobs finish");
+  sub->add_flag("--new-period", a->new_period,
+                "Count spend from now (without it a budget set again keeps counting from its start)");
   sub->add_option("--period", a->period,
                   "none: one period from now; daily, weekly, monthly: the budget rolls over at each UTC "
                   "day, Monday or first of the month, and spend counts from zero again")
@@ -114,8 +117,11 @@ std::function<int()> SetupBudget(CLI::App& app) {
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, R"(  gpufleet budget vision --hard 5000 --soft 4000 --max-hourly 300
   gpufleet budget vision --hard 20000 --period monthly   # $20k per calendar month (UTC)
+  gpufleet budget vision --hard 6000                      # a higher limit; spend so far still counts
+  gpufleet budget vision --hard 5000 --new-period         # start counting again from now
   gpufleet budget vision            # no limits: removes the budget
-Without --period the budget counts from now: spend before it does not count.)");
+Without --period a new budget counts from now: spend before it does not count. Set again, it keeps
+counting from when it was first set, unless --new-period.)");
   return [a]() {
     const std::string cmd = "budget";
     if (Status st = api::CheckName("team", a->team); !st.ok()) return Fail(cmd, kExitUsage, st.message());
@@ -126,14 +132,16 @@ Without --period the budget counts from now: spend before it does not count.)");
                  {"max_hourly", a->max_hourly},
                  {"stop_running", !a->keep_running},
                  {"period", a->period}};
+    if (a->new_period) body["since_ms"] = NowMs();
     ApiResult r = client->Post("/v1/teams/" + a->team + "/budget", body);
     if (!r.ok()) return Report(cmd, r);
     std::printf("team %s: hard %s, soft %s, max %s/h, %s\n", a->team.c_str(),
                 a->hard > 0 ? Usd(IntField(r.body, "hard_micros")).c_str() : "-",
                 a->soft > 0 ? Usd(IntField(r.body, "soft_micros")).c_str() : "-",
                 a->max_hourly > 0 ? Usd(IntField(r.body, "max_rate_micros")).c_str() : "-",
-                a->period == "none" ? "from now" : (a->period + ", this period from " +
-                                                    FormatIso8601(Time::FromMillis(IntField(r.body, "since_ms")))).c_str());
+                a->period == "none" ? ("counting from " + FormatIso8601(Time::FromMillis(IntField(r.body, "since_ms")))).c_str()
+                                    : (a->period + ", this period from " +
+                                       FormatIso8601(Time::FromMillis(IntField(r.body, "since_ms")))).c_str());
     return kExitOk;
   };
 }

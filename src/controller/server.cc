@@ -1389,6 +1389,16 @@ void ApiServer::MoneyRoutes(const Guards& g) {
     }
     // A budget that rolls over counts from the start of the current period, unless told otherwise.
     if (b.period != CalendarPeriod::kNone && !body->contains("since_ms")) b.since = PeriodStart(clock_.Now(), b.period);
+    // A one-period budget set again (other limits) keeps counting from its start: a changed
+    // soft limit must not wipe what the team spent, nor let a team its hard limit stopped go
+    // on. A new start is asked for with since_ms (gpufleet budget --new-period).
+    if (b.period == CalendarPeriod::kNone && !body->contains("since_ms")) {
+      for (const Engine::TeamCost& c : engine_.TeamCosts()) {
+        if (c.team == req.matches[1].str() && c.budget && c.budget->period == CalendarPeriod::kNone) {
+          b.since = c.budget->since;
+        }
+      }
+    }
     if (b.soft_micros > 0 && b.hard_micros > 0 && b.soft_micros > b.hard_micros) {
       return Error(res, 400, "soft: must not be above hard");
     }

@@ -296,6 +296,27 @@ TEST(AlertVisibleTest, AnotherTeamsSpendAndJobProgressAreItsOwn) {
   EXPECT_TRUE(AlertVisible("BudgetNearlySpent", nlp, true, ""));
 }
 
+TEST_F(ServerTest, ABudgetSetAgainKeepsCountingFromItsStartUnlessANewStartIsGiven) {
+  // Given a budget set at T0, expect setting it again an hour later with another soft limit to
+  // keep since = T0 (what the team spent still counts; a stopped team stays stopped), and a
+  // given since_ms, or a change to a rolling period, to start anew.
+  auto first = Call("POST", "/v1/teams/vision/budget", admin_, R"({"hard": 10})");
+  ASSERT_EQ(first->status, 200) << first->body;
+  const int64_t t0 = Body(first)["since_ms"];
+  clock_.Advance(Duration::Hours(1));
+  auto again = Call("POST", "/v1/teams/vision/budget", admin_, R"({"hard": 10, "soft": 5})");
+  ASSERT_EQ(again->status, 200) << again->body;
+  EXPECT_EQ(Body(again)["since_ms"], t0);
+  const int64_t now = clock_.Now().millis();
+  auto fresh = Call("POST", "/v1/teams/vision/budget", admin_,
+                    R"({"hard": 10, "since_ms": )" + std::to_string(now) + "}");
+  ASSERT_EQ(fresh->status, 200) << fresh->body;
+  EXPECT_EQ(Body(fresh)["since_ms"], now);
+  auto monthly = Call("POST", "/v1/teams/vision/budget", admin_, R"({"hard": 10, "period": "monthly"})");
+  ASSERT_EQ(monthly->status, 200) << monthly->body;
+  EXPECT_NE(Body(monthly)["since_ms"], now);
+}
+
 TEST_F(ServerTest, TeamRoutesTakeOnlyTeamNamesAndBoundedTimesAndAHugeJobIdSaysSo) {
   // Given a 300-character team on the quota and budget routes, a budget since the end of time
   // and a job id of 20 digits, expect each refused with what is wrong, and nothing set.
