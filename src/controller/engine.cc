@@ -158,6 +158,11 @@ Status Engine::Recover() {
         sched::TeamBudget live = b;
         if (live.period != CalendarPeriod::kNone) live.since = std::max(live.since, PeriodStart(clock_.Now(), live.period));
         live.carried_micros = FinishedSpend(it.key(), live.since);
+        // Stopped by its hard limit before the restart: stays stopped under the same budget, in the
+        // same period (a period that rolled over meanwhile starts afresh).
+        const nlohmann::json stopped_in = it->value("hard_stopped_since_ms", nlohmann::json(nullptr));
+        live.hard_stopped = stopped_in.is_number_integer() && stopped_in.get<int64_t>() == live.since.millis();
+        if (live.hard_stopped) hard_stopped_[it.key()] = live.since;
         scheduler_->SetTeamBudget(it.key(), live);
       }
     }
@@ -698,9 +703,36 @@ Status Engine::SaveBudgets() {
                {"soft_micros", b.soft_micros},
                {"max_rate_micros", b.max_rate_micros},
                {"stop_running", b.stop_running},
-               {"period", CalendarPeriodName(b.period)}};
+               {"period", CalendarPeriodName(b.period)},
+               {"hard_stopped_since_ms",
+                hard_stopped_.contains(team) ? nlohmann::json(hard_stopped_.at(team).millis()) : nlohmann::json(nullptr)}};
   }
   return store_.SetMeta("budgets", j.dump());
+}
+
+void Engine::NoteHardStops() {
+  bool changed = false;
+  for (const auto& [team, b] : budgets_) {
+    const std::optional<Time> in = scheduler_->HardStoppedIn(team);
+    auto it = hard_stopped_.find(team);
+    if (in ? (it != hard_stopped_.end() && it->second == *in) : it == hard_stopped_.end()) continue;
+    if (in) {
+      hard_stopped_[team] = *in;
+    } else {
+      hard_stopped_.erase(it);
+    }
+    changed = true;
+  }
+  for (auto it = hard_stopped_.begin(); it != hard_stopped_.end();) {  // budgets removed
+    if (budgets_.contains(it->first)) {
+      ++it;
+    } else {
+      it = hard_stopped_.erase(it);
+      changed = true;
+    }
+  }
+  if (!changed) return;
+  if (Status st = SaveBudgets(); !st.ok()) spdlog::warn("budgets: cannot save which teams are stopped: {}", st.message());
 }
 
 void Engine::ApplyBudget(BudgetReq& r) {
@@ -1078,6 +1110,7 @@ void Engine::RunScheduler() {
     pass_seconds_.Record(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (!st.ok() && st.code() != StatusCode::kNotFound) spdlog::warn("scheduler: {}", st.message());
   }
+  if (!budgets_.empty()) NoteHardStops();
 }
 
 std::optional<Time> Engine::NextDeadline() const {

@@ -438,6 +438,8 @@ class Engine {
   void ApplyRestart(RestartReq& r) GF_REQUIRES(mu_);
   Status SaveQuotas() GF_REQUIRES(mu_);
   Status SaveBudgets() GF_REQUIRES(mu_);
+  // Saves the budgets again when the hard limit stopped a team (or let it go) since the last save.
+  void NoteHardStops() GF_REQUIRES(mu_);
   int64_t FinishedSpend(const std::string& team, Time since);
   void ApplyNotice(NodeId node, NodeState& n, const api::SpotNotice& notice) GF_REQUIRES(mu_);
   void ApplyPartEvent(NodeId node, const api::PartEvent& e) GF_REQUIRES(mu_);
@@ -500,6 +502,8 @@ class Engine {
   std::vector<std::pair<NodeId, api::Command>> commands_ GF_GUARDED_BY(mu_);  // to publish after the commit
   std::set<int> ports_in_use_ GF_GUARDED_BY(mu_);
   std::map<std::string, sched::TeamBudget> budgets_ GF_GUARDED_BY(mu_);
+  // Teams saved as stopped by their hard limit, with the start of the period they were stopped in.
+  std::map<std::string, Time> hard_stopped_ GF_GUARDED_BY(mu_);
   std::map<std::string, sched::TeamQuota> quotas_ GF_GUARDED_BY(mu_);  // set through the API (persisted)
   // What each team's ended jobs cost: summed by the store at Recover, then added to as jobs end,
   // so that TeamCosts (each metrics scrape, each alert round) reads no job records.

@@ -1001,6 +1001,63 @@ TEST_F(EngineTest, ARestartedControllerCountsOnlyTheSpendInsideTheBudgetsPeriod)
   EXPECT_EQ(spent(*again), 1'000'000);
 }
 
+TEST_F(EngineTest, ATeamItsHardBudgetStoppedStaysStoppedAfterARestart) {
+  // Given an 8-GPU node at $8/h and team a with $2, its job stopped at 870 s by the stop lead
+  // (its 30 s grace) and exiting at once (so the team spent $1.93, under the limit), expect the
+  // team to stay stopped: before a restart, and after one (it started its job again, running
+  // until the lead, at every restart); a larger limit lets it go.
+  auto e = MakeEngine();
+  api::RegisterRequest req;
+  req.name = "node-a";
+  req.spec.gpu_model = "H100";
+  req.spec.gpus = 8;
+  req.spec.price_micros_per_hour = 8'000'000;
+  auto rf = e->Register(req, "h");
+  e->Step();
+  NodeId a = rf.get()->node;
+  sched::TeamBudget b;
+  b.since = clock_.Now();
+  b.hard_micros = 2'000'000;
+  auto bf = e->SetBudget("a", b);
+  e->Step();
+  ASSERT_TRUE(bf.get().ok());
+  JobId j = Submit(*e, "team: a\nresources: {gpus: 8}\nrun: x\n");
+  Commands(*e, a);
+  Beat(*e, a, {Started(j, 1, 0)});
+  for (int i = 0; i < 87; ++i) {
+    clock_.Advance(Duration::Seconds(10));
+    Beat(*e, a);
+  }
+  ASSERT_EQ(StateOf(j), JobState::kStopping);
+  Commands(*e, a);
+  clock_.Advance(Duration::Seconds(1));
+  Beat(*e, a, {Exited(j, 1, 0, 143, true)});
+  ASSERT_EQ(StateOf(j), JobState::kPending);
+  auto stopped = [](Engine& eng) {
+    for (const auto& c : eng.TeamCosts()) {
+      if (c.team == "a") return c.spend.hard_stop && c.spend.spent_micros < 2'000'000;
+    }
+    return false;
+  };
+  EXPECT_TRUE(stopped(*e));
+  e.reset();
+  auto again = MakeEngine();
+  api::RegisterRequest back = req;
+  auto rb = again->Register(back, "h");
+  again->Step();
+  ASSERT_TRUE(rb.get().ok());
+  clock_.Advance(Duration::Seconds(10));
+  again->Step();
+  EXPECT_EQ(StateOf(j), JobState::kPending) << "a restart let the stopped team start its job";
+  EXPECT_TRUE(stopped(*again));
+  b.hard_micros = 3'000'000;
+  auto more = again->SetBudget("a", b);
+  again->Step();
+  ASSERT_TRUE(more.get().ok());
+  again->Step();
+  EXPECT_EQ(StateOf(j), JobState::kStarting) << "a larger limit lets it go";
+}
+
 TEST_F(EngineTest, TeamCostsListTeamsWithoutABudgetWhoseJobsEnded) {
   // Given team v (no budget) whose 8-GPU job ran 15 minutes on an $8/h node and ended, expect
   // team costs to list v with its $2, also after a controller restart.

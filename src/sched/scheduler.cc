@@ -1145,6 +1145,7 @@ void Scheduler::SetTeamBudget(const std::string& team, const TeamBudget& budget)
       budget.hard_micros == 0) {
     m.hard_stopped = false;
   }
+  if (budget.hard_stopped && budget.hard_micros > 0) m.hard_stopped = true;  // restored
   hard_budgets_ += (budget.hard_micros > 0 ? 1 : 0) - (m.budget.hard_micros > 0 ? 1 : 0);
   periodic_budgets_ += (budget.period != CalendarPeriod::kNone ? 1 : 0) - (m.budget.period != CalendarPeriod::kNone ? 1 : 0);
   m.budget = budget;
@@ -1415,6 +1416,12 @@ __int128 Scheduler::StopLeadSpend(const std::string& team, int64_t extra_rate, D
   if (m.charges > 0) lead = lead + policies_.options.budget_release_lead;
   if (lead <= Duration::Zero()) return 0;
   return static_cast<__int128>(std::max<int64_t>(0, m.rate + extra_rate)) * lead.millis();
+}
+
+std::optional<Time> Scheduler::HardStoppedIn(const std::string& team) const {
+  auto it = money_.find(team);
+  if (it == money_.end() || !it->second.hard_stopped) return std::nullopt;
+  return it->second.budget.since;
 }
 
 bool Scheduler::HardStopReached(const std::string& team) const {

@@ -88,6 +88,9 @@ struct TeamBudget {
   // set, or before a controller restart): the caller counts it from its records. Counts until
   // the next rollover.
   int64_t carried_micros = 0;
+  // The hard limit had stopped the team under this budget (a restarted controller restores it,
+  // so that a restart does not let a stopped team start or rent again).
+  bool hard_stopped = false;
 };
 struct TeamSpend {
   int64_t spent_micros = 0;      // since the budget's `since` (all time without a budget)
@@ -177,6 +180,9 @@ class Scheduler {
   // is spent. False at once for a team without a hard budget (most teams, and every team of a
   // replay without budgets), where SpendOf sums every running job.
   bool HardStopReached(const std::string& team) const;
+  // When the hard limit has stopped the team (until a new budget or period): the start of the
+  // budget period it was stopped in; nullopt when it is not stopped. A flag, no sum.
+  std::optional<Time> HardStoppedIn(const std::string& team) const;
   int64_t CostOf(JobId job) const;
   // Whole-node billing of a rented node (docs/cost.md#rented-nodes). The cloud bills an instance
   // from its rent to its release, whatever runs on it. From `since` until EndNodeCharge, `team`
