@@ -216,6 +216,11 @@ grep -q "team gamma was stopped by its hard budget" <<<"$("$GPUFLEET" explain "$
   fail "explain should name the budget: $("$GPUFLEET" explain "$GAMMA" </dev/null)"
 grep -E "^gamma " <<<"$("$GPUFLEET" cost --team gamma </dev/null)" | grep "hard budget reached: stopped" >/dev/null ||
   fail "gpufleet cost should show gamma stopped: $("$GPUFLEET" cost --team gamma </dev/null)"
+# The total names the rented nodes' idle part beside the jobs' cost (the bill is both).
+[[ "$(api GET "/v1/cost?team=gamma" | json_get "j['rented_idle_micros']")" == "$(gamma "['rented_idle_micros']")" ]] ||
+  fail "/v1/cost's rented_idle_micros should be gamma's: $(api GET "/v1/cost?team=gamma")"
+grep -q "of rented nodes no job used (RENTED IDLE): " <<<"$("$GPUFLEET" cost --team gamma </dev/null)" ||
+  fail "gpufleet cost's total should name the rented-idle part: $("$GPUFLEET" cost --team gamma </dev/null)"
 grep -q "pool: releasing $BIG: .*hard budget" "$SERVER_DIR/server.log" || fail "server.log should say why $BIG went"
 [[ "$(pool_count)" == 0 ]] || fail "nothing should be rented for the held job: $(pool_json)"
 "$GPUFLEET" cancel "$GAMMA" </dev/null >/dev/null

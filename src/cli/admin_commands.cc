@@ -83,8 +83,13 @@ pool's release lead) so that the bill ends at the budget; see docs/cost.md.)");
              limit("max_rate_micros"), status});
     }
     t.Print();
-    std::printf("\ntotal %s over %zu priced job(s)\n", Usd(IntField(r.body, "total_micros")).c_str(),
-                r.body.value("jobs", json::array()).size());
+    const int64_t idle = IntField(r.body, "rented_idle_micros");
+    std::printf("\ntotal %s over %zu priced job(s)%s\n", Usd(IntField(r.body, "total_micros")).c_str(),
+                r.body.value("jobs", json::array()).size(),
+                idle > 0 ? (", plus " + Usd(idle) + " of rented nodes no job used (RENTED IDLE): " +
+                            Usd(IntField(r.body, "total_micros") + idle) + " in all")
+                               .c_str()
+                         : "");
     return kExitOk;
   };
 }

@@ -1295,8 +1295,10 @@ void ApiServer::MoneyRoutes(const Guards& g) {
                       {"cost_micros", cost}});
     }
     json teams = json::array();
+    int64_t rented_idle = 0;
     for (const auto& t : engine_.TeamCosts()) {
       if (f.team && *f.team != t.team) continue;
+      rented_idle += t.spend.rented_idle_micros;
       json o = {{"team", t.team},
                 {"jobs_cost_micros", by_team[t.team]},
                 {"spent_micros", t.spend.spent_micros},
@@ -1320,7 +1322,9 @@ void ApiServer::MoneyRoutes(const Guards& g) {
       }
       teams.push_back(o);
     }
-    Reply(res, 200, {{"total_micros", total}, {"teams", teams}, {"jobs", list}});
+    // total_micros: the jobs listed; rented_idle_micros: the pool's nodes billed to the teams
+    // listed beyond what their jobs used (each team's from its budget period's start).
+    Reply(res, 200, {{"total_micros", total}, {"rented_idle_micros", rented_idle}, {"teams", teams}, {"jobs", list}});
   });
 
   user_routes_->Get("/v1/pool", [this, authz](const Request& req, Response& res) {

@@ -419,7 +419,7 @@
         stat('GPUs in use', nodes.value ? `${used} / ${gpus}` : '—', 'stat-gpus'),
         stat('running jobs', q.value ? String(active.length) : '—', 'stat-running'),
         stat('pending jobs', q.value ? String(pending.length) : '—', 'stat-pending'),
-        stat('spent', cost.value ? fmtMoney(cost.value.total_micros) : '—', 'stat-spent'),
+        stat('spent', cost.value ? fmtMoney((cost.value.total_micros || 0) + (cost.value.rented_idle_micros || 0)) : '—', 'stat-spent'),
         stat('alerts firing', al.value ? String(firing.length) : '—', 'stat-alerts', firing.length ? 'stat-bad' : ''));
 
       if (nodes.error) heat.fail(nodes.error, 'Nodes');
@@ -1008,7 +1008,8 @@
       } else {
         const teams = cost.value.teams || [];
         budgets.show(
-          h('p', {class: 'small'}, `All jobs: ${fmtMoney(cost.value.total_micros)}`),
+          h('p', {class: 'small'}, `All jobs: ${fmtMoney(cost.value.total_micros)}` +
+            (cost.value.rented_idle_micros ? `; rented nodes no job used: ${fmtMoney(cost.value.rented_idle_micros)}` : '')),
           spendBars(teams),
           table([
             {title: 'Team', cell: (t) => t.team},
