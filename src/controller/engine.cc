@@ -2096,11 +2096,17 @@ std::pair<std::vector<QueueEntry>, size_t> Engine::QueuePage(size_t from, size_t
 Engine::QueueCounts Engine::CountQueue() const {
   MutexLock lock(mu_);
   QueueCounts c;
+  // A job its team's hard budget holds waits for money, not for the cluster: it is no queue wait.
+  std::set<std::string> held;
+  for (const auto& [team, b] : budgets_) {
+    if (b.hard_micros > 0 && scheduler_->HardStopReached(team)) held.insert(team);
+  }
   for (const auto& [id, job] : jobs_) {
     const api::JobRecord& rec = job.rec;
     ++c.by_state_team[{std::string(api::JobStateName(rec.state)), rec.request.spec.team}];
     if (rec.state != JobState::kPending) continue;
     ++c.pending;
+    if (!held.empty() && held.contains(rec.request.spec.team)) continue;
     // The earliest wins; of equal instants, the lowest id (jobs_ is in id order).
     if (!c.oldest_pending || rec.updated < c.oldest_pending_since) {
       c.oldest_pending = rec.id;

@@ -201,7 +201,8 @@ class Engine {
   // One page of Queue(): entries [from, from + limit), copied alone, and the queue's length.
   std::pair<std::vector<QueueEntry>, size_t> QueuePage(size_t from, size_t limit) const;
   // What metrics and alerts need of the unfinished jobs, counted without copying any: jobs by
-  // (state, team), and the pending job that has waited longest (since it last became pending).
+  // (state, team), and the pending job that has waited longest (since it last became pending;
+  // jobs a team's hard budget holds wait for money, not the cluster, and are left out of it).
   struct QueueCounts {
     std::map<std::pair<std::string, std::string>, int64_t> by_state_team;
     int64_t pending = 0;

@@ -184,6 +184,8 @@ obs::AlertInput Monitor::Snapshot(Time now) {
     if (t.budget) {
       int64_t limit = t.budget->hard_micros > 0 ? t.budget->hard_micros : t.budget->soft_micros;
       m.budget_dollars = static_cast<double>(limit) / 1e6;
+      m.soft_dollars = static_cast<double>(t.budget->soft_micros) / 1e6;
+      m.hard_stopped = t.budget->hard_micros > 0 && t.spend.hard_stop;
     }
     in.teams.push_back(std::move(m));
   }

@@ -229,11 +229,21 @@ void AlertEngine::Conditions(Time now, const AlertInput& in, std::vector<Conditi
 
   if (On("BudgetNearlySpent")) {
     for (const TeamMoney& t : in.teams) {
-      if (t.budget_dollars <= 0 || t.spend_dollars < r.budget_fraction * t.budget_dollars) continue;
-      out.push_back({"BudgetNearlySpent", "warning", {{"team", t.team}},
-                     "team " + t.team + " spent " + Dollars(t.spend_dollars) + " of its " + Dollars(t.budget_dollars) +
-                         " budget (" + std::to_string(std::lround(100 * t.spend_dollars / t.budget_dollars)) + "%)",
-                     Duration::Zero()});
+      if (t.budget_dollars <= 0) continue;
+      const std::string spent = "team " + t.team + " spent " + Dollars(t.spend_dollars) + " of its " +
+                                Dollars(t.budget_dollars) + " budget (" +
+                                std::to_string(std::lround(100 * t.spend_dollars / t.budget_dollars)) + "%)";
+      if (t.hard_stopped) {
+        // Stopped early by its stop lead, usually well below budget_fraction of the limit.
+        out.push_back({"BudgetNearlySpent", "warning", {{"team", t.team}},
+                       spent + ": its hard budget stopped it (no new starts; running jobs stopped with their grace)",
+                       Duration::Zero()});
+      } else if (t.spend_dollars >= r.budget_fraction * t.budget_dollars) {
+        out.push_back({"BudgetNearlySpent", "warning", {{"team", t.team}}, spent, Duration::Zero()});
+      } else if (t.soft_dollars > 0 && t.spend_dollars >= t.soft_dollars) {
+        out.push_back({"BudgetNearlySpent", "warning", {{"team", t.team}},
+                       spent + ", past its soft budget of " + Dollars(t.soft_dollars), Duration::Zero()});
+      }
     }
   }
 

@@ -93,7 +93,9 @@ struct JobActivity {
 struct TeamMoney {
   std::string team;
   double spend_dollars = 0;
-  double budget_dollars = 0;  // 0: no budget
+  double budget_dollars = 0;  // the hard limit, else the soft one; 0: no budget
+  double soft_dollars = 0;    // 0: none
+  bool hard_stopped = false;  // the hard limit stopped the team (early, by its stop lead)
 };
 struct AlertInput {
   std::vector<GpuState> gpus;

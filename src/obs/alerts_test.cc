@@ -224,6 +224,25 @@ TEST_F(AlertsTest, BudgetAndQueueWait) {
   EXPECT_NE(wait->message.find("job 14 has waited 1h20m"), std::string::npos) << wait->message;
 }
 
+TEST_F(AlertsTest, ABudgetAlertFiresWhenTheHardLimitStoppedTheTeamOrItPassedItsSoftLimit) {
+  // Given a team stopped by its hard limit's stop lead at 30 % of it (under budget_fraction), and
+  // another past its soft limit at 20 % of its hard one, expect a BudgetNearlySpent alert for
+  // each saying which, and none for a team under both.
+  AlertEngine e{AlertRules{}};
+  AlertInput in;
+  in.teams = {TeamMoney{"stopped", 30, 100, 0, true}, TeamMoney{"soft", 20, 100, 10, false},
+              TeamMoney{"fine", 5, 100, 10, false}};
+  auto changed = e.Evaluate(At(Duration::Zero()), in);
+  ASSERT_EQ(changed.size(), 2u);
+  std::map<std::string, std::string> by_team;
+  for (const Alert& a : changed) by_team[a.labels.at("team")] = a.message;
+  EXPECT_EQ(by_team["stopped"],
+            "team stopped spent $30.00 of its $100.00 budget (30%): its hard budget stopped it (no new starts; "
+            "running jobs stopped with their grace)");
+  EXPECT_EQ(by_team["soft"], "team soft spent $20.00 of its $100.00 budget (20%), past its soft budget of $10.00");
+  EXPECT_FALSE(by_team.contains("fine"));
+}
+
 TEST_F(AlertsTest, SettingsChangeThresholdsAndDisableRules) {
   AlertRules r;
   ASSERT_TRUE(SetAlertRule(r, "hot_temp_c", "85").ok());
