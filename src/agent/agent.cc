@@ -927,6 +927,7 @@ void Agent::CommandLoop(const std::atomic<bool>& stop) {
   for (;;) {
     std::string token;
     int64_t after;
+    std::string epoch;
     {
       MutexLock lock(mu_);
       if (quit_commands_) break;
@@ -943,10 +944,14 @@ void Agent::CommandLoop(const std::atomic<bool>& stop) {
       }
       token = token_;
       after = after_;
+      epoch = epoch_;
     }
     httplib::Headers h = {{"Authorization", "Bearer " + token}};
+    // The epoch `after` counts in: a controller that restarted while this poll was on its way
+    // (or before the agent heard) must not take `after` as an acknowledgement of its own commands.
     std::string path = "/v1/agents/commands?after=" + std::to_string(after) +
-                       "&wait_ms=" + std::to_string(options_.poll_wait.millis());
+                       "&wait_ms=" + std::to_string(options_.poll_wait.millis()) +
+                       (epoch.empty() ? "" : "&epoch=" + httplib::detail::encode_query_param(epoch));
     auto res = http->Get(path.c_str(), h);
     if (!res || res->status != 200) {
       if (res && (res->status == 401 || res->status == 409)) {
@@ -974,16 +979,22 @@ void Agent::CommandLoop(const std::atomic<bool>& stop) {
       last_contact_ = LoopNow();
       fenced_ = false;
       if (batch->epoch != epoch_) {
-        // A new controller: its command numbers start again.
+        // A new controller: its command numbers start again, and it must hear what runs here
+        // (the registration does both; the heartbeat loop, seeing the epoch unchanged once this
+        // loop took it, would not register).
         epoch_ = batch->epoch;
         after_ = 0;
+        registered_ = false;
+        wake_.NotifyAll();
         continue;
       }
     }
     for (const auto& c : batch->commands) {
       Apply(c);
       MutexLock lock(mu_);
-      after_ = std::max(after_, c.seq);
+      // A registration meanwhile may have moved to a new controller's numbering: this command's
+      // number counts in the batch's epoch only.
+      if (epoch_ == batch->epoch) after_ = std::max(after_, c.seq);
     }
   }
 }

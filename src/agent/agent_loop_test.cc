@@ -70,10 +70,11 @@ class FakeController {
       }
       res.set_content(api::ToJson(r).dump(), "application/json");
     });
-    srv_.Get("/v1/agents/commands", [this](const httplib::Request&, httplib::Response& res) {
+    srv_.Get("/v1/agents/commands", [this](const httplib::Request& req, httplib::Response& res) {
       api::CommandBatch b;
       b.epoch = "e1";
       std::unique_lock<std::mutex> lock(mu_);
+      poll_epochs_.insert(req.get_param_value("epoch"));
       // The start waits for the first heartbeat (sent on registering), so that every later beat
       // is sent for an event or on the interval.
       if (!start_sent_ && heard_ > 0) {
@@ -211,6 +212,11 @@ class FakeController {
     std::lock_guard<std::mutex> lock(mu_);
     return registrations_;
   }
+  // The `epoch` query parameter of every command poll ("" when a poll sent none).
+  std::set<std::string> poll_epochs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return poll_epochs_;
+  }
   // The next `n` heartbeats get HTTP 500.
   void FailBeats(int n) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -304,6 +310,7 @@ class FakeController {
   int refusals_left_ = 0;
   bool refuse_with_retry_after_ = false;
   int registrations_ = 0;
+  std::set<std::string> poll_epochs_;
   int heard_ = 0;  // heartbeats received, answered or not
   bool hold_logs_ = false;
   int held_uploads_ = 0;
@@ -415,6 +422,8 @@ TEST_F(AgentLoopTest, HeartbeatsSentForEventsLeaveActivityToTheIntervalsBeats) {
   for (size_t i = 0; i < beats.size(); ++i) {
     EXPECT_FALSE(CarriesActivityOf(beats[i], kKey)) << "heartbeat " << i << " carried the part's activity";
   }
+  // Every command poll said which controller epoch its `after` counts in (the registration's).
+  EXPECT_EQ(controller.poll_epochs(), std::set<std::string>{"e1"});
 }
 
 TEST_F(AgentLoopTest, HeartbeatsOnTheIntervalCarryTheRunningPartsActivity) {

@@ -251,6 +251,19 @@ Status Engine::Recover() {
   }
   Status st = scheduler_->HandleAll(restored);
   if (!st.ok()) spdlog::warn("recovery: {}", st.message());
+  // A job stopping for a cancel, or for its max_cost, ends for good when it stops: the core,
+  // restored with it running, hears so again (else it would requeue the job on its exit and
+  // start it later, holding GPUs for a job the engine has finished).
+  std::vector<sched::Event> ending;
+  for (const auto& [id, job] : jobs_) {
+    if (job.rec.state == JobState::kStopping && job.stop_requested &&
+        (job.cancel_requested || job.stop_reason == sched::PreemptReason::kMaxCost)) {
+      ending.push_back(sched::JobCancelled{job.rec.id});
+    }
+  }
+  if (!ending.empty()) {
+    if (Status end = scheduler_->HandleAll(ending); !end.ok()) spdlog::warn("recovery: {}", end.message());
+  }
   // What was in flight when the controller stopped. A start that not every part confirmed cannot
   // be completed (its MASTER_PORT and its commands are gone): stop what runs of it and requeue.
   // Agents answer a stop for a part they never started with an exit, so this always ends.
@@ -1893,6 +1906,12 @@ void Engine::OnPreempt(JobId id, sched::PreemptReason reason) {
   auto it = jobs_.find(id.value());
   if (it == jobs_.end()) return;
   Job& job = it->second;
+  // Already stopping for a cancel or max_cost, as asked before a controller restart (Recover
+  // tells the core of it again, which answers with this): the stop, its reason and its history stand.
+  if (reason == sched::PreemptReason::kCancelled && job.rec.state == JobState::kStopping && job.stop_requested &&
+      (job.cancel_requested || job.stop_reason == sched::PreemptReason::kMaxCost)) {
+    return;
+  }
   if (reason != sched::PreemptReason::kCancelled) ++stats_.preemptions[sched::PreemptReasonName(reason)];
   job.stop_requested = true;
   job.stop_reason = reason;
@@ -2192,7 +2211,11 @@ void Engine::WakePollers() {
   out_cv_.NotifyAll();
 }
 
-api::CommandBatch Engine::PollCommands(NodeId node, int64_t after, Duration wait) {
+api::CommandBatch Engine::PollCommands(NodeId node, int64_t after, Duration wait, const std::string& epoch) {
+  if (!epoch.empty() && epoch != options_.epoch) {
+    after = 0;  // numbers of another controller's commands: they acknowledge none of ours
+    wait = Duration::Zero();  // the agent needs the new epoch now, to poll again from 0
+  }
   MutexLock lock(out_mu_);
   auto ready = [&] {
     out_mu_.AssertHeld();

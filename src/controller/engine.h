@@ -257,7 +257,12 @@ class Engine {
 
   // Waits (up to `wait`) for commands for `node` after `after`; returns at once when there are
   // some. Commands stay until a later call acknowledges them with a larger `after`.
-  api::CommandBatch PollCommands(NodeId node, int64_t after, Duration wait) GF_EXCLUDES(out_mu_, inbox_mu_);
+  // `epoch`: the controller epoch the agent's `after` counts in (empty: this one's, as agents
+  // that send none mean). An `after` of another epoch (a poll sent to the controller before it
+  // restarted, or before the agent heard of the restart) acknowledges nothing here: the batch
+  // carries every waiting command and the new epoch, and the agent polls again from 0.
+  api::CommandBatch PollCommands(NodeId node, int64_t after, Duration wait, const std::string& epoch = "")
+      GF_EXCLUDES(out_mu_, inbox_mu_);
 
   // --- The engine thread. ---
   // Processes everything in the inbox and everything due at the clock's now. Returns whether it

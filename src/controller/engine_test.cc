@@ -170,6 +170,49 @@ TEST_F(EngineTest, ARetryOfATakenSubmitGetsItsJobsWhenNoNodeCouldRunItNow) {
   EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << o.status().message();
 }
 
+TEST_F(EngineTest, ACommandPollFromAnotherEpochAcknowledgesNothing) {
+  // Given a start command (seq 1) for a node, expect a poll whose `after` counts in another
+  // controller's epoch (sent before this controller restarted) to get it, however large that
+  // `after`, and the command to stay until a poll of this epoch acknowledges it.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  Submit(*e, "resources: {gpus: 1}\nrun: x\n");
+  auto stale = e->PollCommands(a, 57, Duration::Zero(), "an-older-epoch");
+  EXPECT_EQ(stale.epoch, e->epoch());
+  ASSERT_EQ(stale.commands.size(), 1u);
+  const int64_t seq = stale.commands[0].seq;
+  EXPECT_LE(seq, 57);
+  EXPECT_EQ(e->PollCommands(a, 0, Duration::Zero(), e->epoch()).commands.size(), 1u) << "still there";
+  EXPECT_TRUE(e->PollCommands(a, seq, Duration::Zero(), e->epoch()).commands.empty()) << "acknowledged in this epoch";
+}
+
+TEST_F(EngineTest, AJobCancelledJustBeforeARestartEndsAndFreesItsGpus) {
+  // Given a 2-GPU job cancelled while running (stopping: its grace) when the controller
+  // restarts, expect it to end cancelled when its part exits, the core not to requeue and
+  // start it again (it held the GPUs of a finished job: "scheduler started unknown job"), and
+  // the next job to get the GPUs.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 2);
+  JobId j = Submit(*e, "resources: {gpus: 2}\nrun: x\ncheckpoint: {grace: 20s}\n");
+  Commands(*e, a);
+  Beat(*e, a, {Started(j, 1, 0)});
+  ASSERT_EQ(StateOf(j), JobState::kRunning);
+  auto cf = e->Cancel(j, "test");
+  e->Step();
+  ASSERT_TRUE(cf.get().ok());
+  ASSERT_EQ(StateOf(j), JobState::kStopping);
+  e.reset();
+  auto again = MakeEngine();
+  NodeId back = Register(*again, "node-a", 2, {{j, 1, 0}});
+  Commands(*again, back);
+  Beat(*again, back, {Exited(j, 1, 0, 143, true)});
+  EXPECT_EQ(StateOf(j), JobState::kCancelled);
+  JobId next = Submit(*again, "resources: {gpus: 2}\nrun: y\n");
+  again->Step();
+  EXPECT_EQ(StateOf(next), JobState::kStarting) << "the cancelled job's GPUs are free";
+  for (const auto& q : again->Queue()) EXPECT_NE(q.job.id, j) << "the cancelled job is back in the queue";
+}
+
 TEST_F(EngineTest, GangGetsRanksAndOneMasterAndFailsTogether) {
   auto e = MakeEngine();
   NodeId a = Register(*e, "node-a", 2);

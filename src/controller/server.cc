@@ -1756,7 +1756,7 @@ void ApiServer::AgentRoutes(const Guards& g) {
     auto wait = IntParam(req, "wait_ms", 0, options_.max_poll_wait.millis(), 0);
     if (!after.ok()) return Error(res, after.status());
     if (!wait.ok()) return Error(res, wait.status());
-    auto batch = engine_.PollCommands(*node, *after, Duration::Millis(*wait));
+    auto batch = engine_.PollCommands(*node, *after, Duration::Millis(*wait), req.get_param_value("epoch"));
     Reply(res, 200, api::ToJson(batch));
   });
 
