@@ -893,6 +893,14 @@ std::vector<Exit> ProcessLauncher::Poll(Time now) {
     if (waitid(P_PID, part->pid, &info, WEXITED | WNOHANG | WNOWAIT) < 0 || info.si_pid == 0) {
       continue;
     }
+    // Stopping, within its grace: the command's own process may be gone (a `sh -c` that the
+    // checkpoint signal ended) while the processes it started still save their checkpoint. The
+    // part ends when its cgroup is empty or the grace runs out (the deadline kill below), not
+    // at once. (A zombie is in no cgroup.procs.)
+    if (part->stopping && !part->killed && part->kill_at && now < *part->kill_at && !part->cgroup.empty() &&
+        !CgroupPids(part->cgroup).empty()) {
+      continue;
+    }
     KillPart(*part);  // whatever the job left behind in its cgroup and group
     int status = 0;
     while (waitpid(part->pid, &status, 0) < 0 && errno == EINTR) {

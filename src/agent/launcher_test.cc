@@ -413,6 +413,27 @@ TEST_F(ProcessLauncherTest, StopWithinGraceLetsTheJobExitCleanly) {
   EXPECT_EQ(ReadFile(ckpt), "saved\n");
 }
 
+TEST_F(ProcessLauncherTest, ProcessesOfAShellTheCheckpointSignalEndedGetTheirWholeGrace) {
+  // Given a part whose command is a shell (as `run: "python3 train.py"` starts it) that dies of
+  // SIGTERM at once, while the process it started traps SIGTERM and takes a moment to write its
+  // checkpoint, expect the part to end only once that process has saved and exited, well inside
+  // the grace (it was killed with the shell's exit), flagged as stopped and not killed.
+  if (!UsesCgroups(launcher_)) GTEST_SKIP() << launcher_.CgroupNote();
+  fs::path ready = dir_ / "ready", ckpt = dir_ / "ckpt";
+  std::string inner = "trap 'sleep 0.3; echo saved > " + ckpt.string() + "; exit 0' TERM; echo up > " +
+                      ready.string() + "; while :; do sleep 0.01; done";
+  std::string script = "sh -c \"" + inner + "\" & wait";
+  ASSERT_TRUE(launcher_.Launch(Shell("ckpt-under-shell", script)).ok());
+  ASSERT_TRUE(WaitForFile(ready));
+  const Time t0 = Time::FromSeconds(1000);
+  ASSERT_TRUE(launcher_.Stop("ckpt-under-shell", SIGTERM, Duration::Seconds(30), t0).ok());
+  std::vector<Exit> exits = PollUntil(1, t0 + Duration::Seconds(1));  // well inside the grace
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_TRUE(exits[0].stopped);
+  EXPECT_FALSE(exits[0].killed_after_grace);
+  EXPECT_EQ(ReadFile(ckpt), "saved\n") << "the checkpoint was cut short";
+}
+
 TEST_F(ProcessLauncherTest, StopKillsAfterGraceWhenTermIsIgnored) {
   // Given a part that ignores SIGTERM, expect it alive through the grace period and killed by
   // SIGKILL once Poll sees a time past the deadline.
