@@ -1263,6 +1263,13 @@ void Engine::ApplyDrain(DrainReq& r) {
     r.result = st.ok() ? Status::Ok() : st.status();
     return;
   }
+  if (!r.drain && n.notice) {
+    // Its provider is taking it back: a job placed there would be stopped at the next heartbeat.
+    r.result = Status::FailedPrecondition("node '" + r.node + "' has a spot interruption notice (the provider will " +
+                                          n.notice->action + " it at " + FormatIso8601(n.notice->time) +
+                                          "): it stays drained until it leaves the cluster");
+    return;
+  }
   const bool before = TakesWork(n);
   n.rec.state = r.drain ? api::NodeState::kDraining : api::NodeState::kUp;
   if (r.audit) store_.AttachAudit({*r.audit});  // commits with the node's new state, or not at all

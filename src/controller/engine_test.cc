@@ -473,8 +473,15 @@ TEST_F(EngineTest, SpotNoticeStopsJobsWithTheirCheckpointSignalAndRequeuesThem) 
   EXPECT_EQ(cb[0].start->key, (api::PartKey{j, 2, 0}));
   EXPECT_EQ(cb[0].start->env.at("GPUFLEET_CHECKPOINT_DIR"), "/ckpt/job-" + std::to_string(j.value()));
 
-  // node-a takes no new work.
+  // node-a takes no new work, and an undrain of it is refused, saying why.
   JobId k = Submit(*e, "resources: {gpus: 1}\nrun: y\n");
+  EXPECT_EQ(StateOf(k), JobState::kPending);
+  EXPECT_TRUE(Commands(*e, a).empty());
+  auto undrain = e->Drain("node-a", false);
+  e->Step();
+  Status u = undrain.get();
+  EXPECT_EQ(u.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(u.message().find("spot interruption notice"), std::string::npos) << u.message();
   EXPECT_EQ(StateOf(k), JobState::kPending);
   EXPECT_TRUE(Commands(*e, a).empty());
 }
