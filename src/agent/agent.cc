@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -696,6 +697,22 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
     spdlog::warn("{}", made.status().message());
   }
   ::chmod(options_.data_dir.c_str(), 0711);
+  {
+    // One agent per data directory, before anything of an earlier run is touched.
+    const std::string lock_path = options_.data_dir + "/agent.lock";
+    data_lock_.emplace(LiftFd(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)));
+    if (data_lock_->get() < 0) return Status::Unavailable("cannot open " + lock_path + ": " + std::strerror(errno));
+    if (::flock(data_lock_->get(), LOCK_EX | LOCK_NB) != 0) {
+      data_lock_.reset();
+      return Status::FailedPrecondition("another agent is running on " + options_.data_dir +
+                                        "; stop it first, or give this one its own --data-dir (and --name)");
+    }
+  }
+  // Given back when Run returns (an agent object that is run again, or another in this process).
+  struct ReleaseLock {
+    std::optional<UniqueFd>& lock;
+    ~ReleaseLock() { lock.reset(); }
+  } release_lock{data_lock_};
   std::filesystem::create_directories(options_.data_dir + "/logs", ec);
   ::chmod((options_.data_dir + "/logs").c_str(), 0700);
   if (options_.work_dir.empty()) {

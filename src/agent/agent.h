@@ -49,6 +49,7 @@
 #include "agent/spot_notice.h"
 #include "api/agent_protocol.h"
 #include "api/controller_list.h"
+#include "common/fd.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "model/types.h"
@@ -291,6 +292,9 @@ class Agent {
   bool rejected_last_ GF_GUARDED_BY(mu_) = false;  // the last heartbeat got 401 or 409
   std::minstd_rand retry_spread_ GF_GUARDED_BY(mu_);
   std::unique_ptr<httplib::Server> metrics_server_;
+  // <data-dir>/agent.lock, held (flock) while the agent runs: a second agent on the same data
+  // directory would kill this one's parts as leftovers and take over its node's token.
+  std::optional<UniqueFd> data_lock_;
   std::thread metrics_thread_;
   std::thread burn_in_thread_;
   bool burn_in_running_ GF_GUARDED_BY(mu_) = false;

@@ -650,6 +650,39 @@ TEST_F(AgentLoopTest, ANameRefusedWithRetryAfterIsAskedForAgainAndARefusalWithou
   EXPECT_EQ(refusing.registrations(), 1);
 }
 
+TEST_F(AgentLoopTest, ASecondAgentOnTheSameDataDirectoryIsRefusedAndTouchesNothing) {
+  // Given an agent running a part, expect a second agent given the same data directory to be
+  // refused before it registers (it would kill the first one's part as a leftover and take over
+  // its node's token), and the part to run on to its end.
+  FakeController controller(Duration::Seconds(3600), release_file());
+  auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+  ASSERT_TRUE(probe.ok());
+  Agent first(Options(controller), std::move(*probe));
+  std::atomic<bool> stop{false};
+  std::thread run([&] { (void)first.Run(stop); });
+  ASSERT_TRUE(controller.WaitForEvent(api::PartEventKind::kStarted));
+  auto probe2 = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+  ASSERT_TRUE(probe2.ok());
+  Agent second(Options(controller), std::move(*probe2));
+  std::atomic<bool> stop2{false};
+  Status st = second.Run(stop2);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.message();
+  EXPECT_NE(st.message().find("another agent is running on"), std::string::npos) << st.message();
+  EXPECT_EQ(controller.registrations(), 1);
+  std::ofstream(release_file()) << "go";
+  const bool exited = controller.WaitForEvent(api::PartEventKind::kExited);
+  stop = true;
+  run.join();
+  ASSERT_TRUE(exited);
+  for (const auto& b : controller.beats()) {
+    for (const auto& e : b.events) {
+      if (e.key == kKey && e.kind == api::PartEventKind::kExited) {
+        EXPECT_EQ(e.exit_code, 0) << "killed by the second agent";
+      }
+    }
+  }
+}
+
 TEST_F(AgentLoopTest, APartThatCannotStartIsReportedWithItsLogUploadedFirst) {
   // Given a program that does not exist, expect the exit reported as 127 with the reason, and
   // the reason in the uploaded log (written and uploaded before the exit is reported).
