@@ -41,5 +41,10 @@ if grep -E 'gpufleet agent .*:8470|--join-token [^-]' "$WORK/agent.out"; then
 fi
 run "$WORK/agentjt" "$GPUFLEET" agent --join-token gf_join_x --fake-gpus 1xH100
 expect_rc "$WORK/agentjt" 2 "gpufleet agent --join-token (refused: the secret would show in ps)"
+# A join token file that is not there is named, not taken for no file at all.
+run "$WORK/agentjf" env GPUFLEET_JOIN_TOKEN=gf_join_from_env "$GPUFLEET" agent --join-token-file "$WORK/no-such.token" \
+  --fake-gpus 1xH100 --data-dir "$WORK/agent-data"
+expect_rc "$WORK/agentjf" 2 "gpufleet agent --join-token-file MISSING"
+expect_contains "$WORK/agentjf.err" "--join-token-file $WORK/no-such.token: no such file" "the missing token file is named"
 
 echo "PASS: gpufleet --help and gpufleet sim --help (examples use: $(echo $paths))"

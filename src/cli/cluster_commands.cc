@@ -598,6 +598,11 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   controller::UserMap user_map;
   if (!f.user_map.empty()) {
     GF_ASSIGN_OR_RETURN(user_map, controller::LoadUserMap(f.user_map));
+  } else if (!f.makes_join_token) {
+    // (Not for dev: one person's machine.)
+    spdlog::warn("no --job-user-map: every team's jobs run as each agent's --job-user (nobody when the agent is "
+                 "root), so a job can read another team's job environments, files and checkpoints on the same "
+                 "node; map teams to their own Unix users with --job-user-map FILE (docs/security.md)");
   }
   auto hb = ParseDuration(f.heartbeat);
   auto lost = ParseDuration(f.lost_after);
@@ -1071,7 +1076,17 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
                            "GPUFLEET_JOIN_TOKEN\n");
       return 2;
     }
-    if (!f->join_token_file.empty()) f->o.join_token = ReadSecret(f->join_token_file);
+    if (!f->join_token_file.empty()) {
+      f->o.join_token = ReadSecret(f->join_token_file);
+      if (f->o.join_token.empty()) {
+        std::error_code ec;
+        const bool exists = std::filesystem::exists(f->join_token_file, ec);
+        std::fprintf(stderr, "gpufleet agent: --join-token-file %s: %s\n", f->join_token_file.c_str(),
+                     exists ? "cannot read a token from it (unreadable or empty)"
+                            : "no such file (the controller writes one to <its data dir>/join.token)");
+        return 2;
+      }
+    }
     if (f->o.join_token.empty()) {
       if (const char* t = std::getenv("GPUFLEET_JOIN_TOKEN")) f->o.join_token = t;
     }
