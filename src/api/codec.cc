@@ -478,6 +478,7 @@ Result<NodeRecord> DecodeNodeRecord(const json& j, const std::string& path) {
   n.cuda_version = opt_string("cuda_version");
   n.acceptance = opt_string("acceptance");
   n.acceptance_reason = opt_string("acceptance_reason");
+  if (const json* v = f.OptionalValue("drained")) n.drained = v->is_boolean() && v->get<bool>();  // added later
   if (const json* v = f.OptionalValue("environments_ready"); v && v->is_array()) {
     for (const auto& e : *v) {
       if (e.is_string()) n.environments_ready.push_back(e.get<std::string>());
@@ -804,6 +805,7 @@ json ToJson(const NodeRecord& n) {
   o["environments_ready"] = n.environments_ready;
   o["acceptance"] = n.acceptance;
   o["acceptance_reason"] = n.acceptance_reason;
+  o["drained"] = n.drained;
   o["burn_in"] = n.burn_in ? ToJson(*n.burn_in) : json(nullptr);
   return o;
 }

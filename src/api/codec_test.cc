@@ -123,6 +123,7 @@ NodeRecord SampleNode() {
   n.environments_ready = {"pytorch-2.5-cu124"};
   n.acceptance = "quarantined";
   n.acceptance_reason = "failed: GPU 1: 3 uncorrected ECC errors";
+  n.drained = true;
   model::BurnInReport b;
   b.request = 7;
   b.at = Time::FromMillis(3'000);

@@ -95,6 +95,9 @@ struct NodeRecord {
   std::vector<GpuInfo> gpus;
   std::string address;  // how other nodes reach it (MASTER_ADDR for gangs)
   NodeState state = NodeState::kUp;
+  // An operator drained it (gpufleet drain): it comes back drained after a loss or an agent
+  // restart, until undrained. (A spot notice drains a node without this.)
+  bool drained = false;
   Time registered;
   Time last_heartbeat;
   // What the agent reports about its software (docs/nodes.md): the NVIDIA driver, the highest

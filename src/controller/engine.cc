@@ -1228,6 +1228,14 @@ void Engine::ApplyDrain(DrainReq& r) {
     return;
   }
   NodeState& n = nodes_[it->second];
+  if (n.rec.state == api::NodeState::kLost && !r.check && !r.until_registered) {
+    // A lost node may come back (a reboot for maintenance): it comes back drained, or not.
+    n.rec.drained = r.drain;
+    if (r.audit) store_.AttachAudit({*r.audit});
+    auto st = store_.UpsertNode(n.rec);
+    r.result = st.ok() ? Status::Ok() : st.status();
+    return;
+  }
   if (n.rec.state == api::NodeState::kLost || n.rec.state == api::NodeState::kGone) {
     r.result = Status::FailedPrecondition("node '" + r.node + "' is " + api::NodeStateName(n.rec.state));
     return;
@@ -1272,6 +1280,7 @@ void Engine::ApplyDrain(DrainReq& r) {
   }
   const bool before = TakesWork(n);
   n.rec.state = r.drain ? api::NodeState::kDraining : api::NodeState::kUp;
+  n.rec.drained = r.drain;
   if (r.audit) store_.AttachAudit({*r.audit});  // commits with the node's new state, or not at all
   auto st = store_.UpsertNode(n.rec);
   // An undrained node whose agent has not registered since, or that has not passed its burn-in,
@@ -1392,8 +1401,9 @@ void Engine::ApplyRegister(RegisterReq& r) {
       }
     }
   }
-  // A drained node stays drained when its agent comes back (a restart must not undo a drain).
-  rec.state = before == api::NodeState::kDraining ? api::NodeState::kDraining : api::NodeState::kUp;
+  // A drained node stays drained when its agent comes back (a restart must not undo a drain),
+  // also after it was lost meanwhile (a reboot for maintenance).
+  rec.state = before == api::NodeState::kDraining || rec.drained ? api::NodeState::kDraining : api::NodeState::kUp;
   if (known == node_by_name_.end()) rec.registered = now;
   rec.last_heartbeat = now;
   if (r.audit) store_.AttachAudit({*r.audit});  // commits with the node's record, or not at all

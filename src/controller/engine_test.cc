@@ -213,6 +213,46 @@ TEST_F(EngineTest, AJobCancelledJustBeforeARestartEndsAndFreesItsGpus) {
   for (const auto& q : again->Queue()) EXPECT_NE(q.job.id, j) << "the cancelled job is back in the queue";
 }
 
+TEST_F(EngineTest, ADrainOutlivesANodeLossAndALostNodeCanBeDrainedOrUndrained) {
+  // Given node-a drained for maintenance and then lost (rebooted), expect it back drained when its
+  // agent registers; given node-b lost and then drained, expect it back drained too; undrained
+  // while lost, back up.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  NodeId b = Register(*e, "node-b", 1);
+  auto d = e->Drain("node-a", true);
+  e->Step();
+  ASSERT_TRUE(d.get().ok());
+  clock_.Advance(Duration::Minutes(10));  // past lost_after without heartbeats
+  e->Step();
+  auto state = [&](NodeId id) {
+    for (const auto& n : e->Nodes()) {
+      if (n.record.id == id) return n.record.state;
+    }
+    return api::NodeState::kGone;
+  };
+  ASSERT_EQ(state(a), api::NodeState::kLost);
+  ASSERT_EQ(state(b), api::NodeState::kLost);
+  auto db = e->Drain("node-b", true);
+  e->Step();
+  ASSERT_TRUE(db.get().ok()) << "a lost node can be drained";
+  Register(*e, "node-a", 1);
+  Register(*e, "node-b", 1);
+  EXPECT_EQ(state(a), api::NodeState::kDraining);
+  EXPECT_EQ(state(b), api::NodeState::kDraining);
+  JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\n");
+  EXPECT_EQ(StateOf(j), JobState::kPending) << "no work on drained nodes";
+  clock_.Advance(Duration::Minutes(10));
+  e->Step();
+  auto ub = e->Drain("node-b", false);
+  e->Step();
+  ASSERT_TRUE(ub.get().ok());
+  Register(*e, "node-b", 1);
+  EXPECT_EQ(state(b), api::NodeState::kUp);
+  e->Step();
+  EXPECT_EQ(StateOf(j), JobState::kStarting);
+}
+
 TEST_F(EngineTest, GangGetsRanksAndOneMasterAndFailsTogether) {
   auto e = MakeEngine();
   NodeId a = Register(*e, "node-a", 2);

@@ -1240,7 +1240,13 @@ void ApiServer::NodeRoutes(const Guards& g) {
       Status st = engine_.Drain(req.matches[1].str(), on, Allowed(req, on ? "drained" : "undrained")).get();
       if (!st.ok()) return Error(res, st);
       tl_audited = true;  // recorded with the node's state
-      Reply(res, 200, {{"node", req.matches[1].str()}, {"state", on ? "draining" : "up"}});
+      std::string state = on ? "draining" : "up";
+      for (const NodeStatus& n : engine_.Nodes()) {
+        if (n.record.name == req.matches[1].str() && n.record.state == api::NodeState::kLost) {
+          state = on ? "lost (drained when it comes back)" : "lost (takes work when it comes back)";
+        }
+      }
+      Reply(res, 200, {{"node", req.matches[1].str()}, {"state", state}});
     };
   };
   user_routes_->Post(R"(/v1/nodes/([A-Za-z0-9._-]+)/drain)", drain(true));
