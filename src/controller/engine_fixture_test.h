@@ -69,6 +69,23 @@ class EngineFixture : public ::testing::Test {
     return r.ok() ? r->node : NodeId();
   }
 
+  // Team `team`'s hard budget of `hard_micros`, counting from now.
+  void SetHardBudget(Engine& e, const std::string& team, int64_t hard_micros) {
+    sched::TeamBudget b;
+    b.since = clock_.Now();
+    b.hard_micros = hard_micros;
+    auto f = e.SetBudget(team, b);
+    e.Step();
+    EXPECT_TRUE(f.get().ok());
+  }
+  // What team `team` has spent as TeamCosts says; -1 when it is not listed.
+  static int64_t SpentOf(Engine& e, const std::string& team) {
+    for (const auto& c : e.TeamCosts()) {
+      if (c.team == team) return c.spend.spent_micros;
+    }
+    return -1;
+  }
+
   // A heartbeat as an agent sends it: its events numbered and stamped now.
   api::HeartbeatReply BeatWith(Engine& e, NodeId node, api::Heartbeat hb) {
     for (auto& ev : hb.events) {

@@ -380,20 +380,8 @@ TEST_F(EngineTest, HardBudgetStopsTheTeamsJobsAndRecordsTheirCost) {
   // grace runs out (900 s) the team has spent exactly $2. It waits; its record holds what it
   // cost; the budget survives a restart.
   auto e = MakeEngine();
-  api::RegisterRequest req;
-  req.name = "node-a";
-  req.spec.gpu_model = "H100";
-  req.spec.gpus = 8;
-  req.spec.price_micros_per_hour = 8'000'000;
-  auto rf = e->Register(req, "h");
-  e->Step();
-  NodeId a = rf.get()->node;
-  sched::TeamBudget b;
-  b.since = clock_.Now();
-  b.hard_micros = 2'000'000;
-  auto bf = e->SetBudget("a", b);
-  e->Step();
-  ASSERT_TRUE(bf.get().ok());
+  NodeId a = Register(*e, "node-a", 8, {}, 0, 0, 8'000'000);
+  SetHardBudget(*e, "a", 2'000'000);
   JobId j = Submit(*e, "team: a\nresources: {gpus: 8}\nrun: x\n");
   Commands(*e, a);
   Beat(*e, a, {Started(j, 1, 0)});
@@ -1047,14 +1035,7 @@ TEST_F(EngineTest, ARestartedControllerCountsOnlyTheSpendInsideTheBudgetsPeriod)
   // 450 s more ($1) inside it before it is cancelled, expect the team's spend $1 before and after
   // a controller restart (the restart counted the job's whole $3: it ended inside the period).
   auto e = MakeEngine();
-  api::RegisterRequest req;
-  req.name = "node-a";
-  req.spec.gpu_model = "H100";
-  req.spec.gpus = 8;
-  req.spec.price_micros_per_hour = 8'000'000;
-  auto rf = e->Register(req, "h");
-  e->Step();
-  NodeId a = rf.get()->node;
+  NodeId a = Register(*e, "node-a", 8, {}, 0, 0, 8'000'000);
   JobId j = Submit(*e, "team: a\nresources: {gpus: 8}\nrun: x\n");
   Commands(*e, a);
   Beat(*e, a, {Started(j, 1, 0)});
@@ -1062,12 +1043,7 @@ TEST_F(EngineTest, ARestartedControllerCountsOnlyTheSpendInsideTheBudgetsPeriod)
     clock_.Advance(Duration::Seconds(20));
     Beat(*e, a);
   }
-  sched::TeamBudget b;
-  b.since = clock_.Now();
-  b.hard_micros = 10'000'000;
-  auto bf = e->SetBudget("a", b);
-  e->Step();
-  ASSERT_TRUE(bf.get().ok());
+  SetHardBudget(*e, "a", 10'000'000);
   for (int i = 0; i < 45; ++i) {
     clock_.Advance(Duration::Seconds(10));
     Beat(*e, a);
@@ -1079,16 +1055,10 @@ TEST_F(EngineTest, ARestartedControllerCountsOnlyTheSpendInsideTheBudgetsPeriod)
   Beat(*e, a, {Exited(j, 1, 0, 143, true)});
   ASSERT_EQ(StateOf(j), JobState::kCancelled);
   EXPECT_EQ((*store_.GetJob(j))->cost_micros, 3'000'000);
-  auto spent = [](Engine& eng) {
-    for (const auto& c : eng.TeamCosts()) {
-      if (c.team == "a") return c.spend.spent_micros;
-    }
-    return int64_t{-1};
-  };
-  EXPECT_EQ(spent(*e), 1'000'000);
+  EXPECT_EQ(SpentOf(*e, "a"), 1'000'000);
   e.reset();
   auto again = MakeEngine();
-  EXPECT_EQ(spent(*again), 1'000'000);
+  EXPECT_EQ(SpentOf(*again, "a"), 1'000'000);
 }
 
 TEST_F(EngineTest, ATeamItsHardBudgetStoppedStaysStoppedAfterARestart) {
@@ -1097,20 +1067,8 @@ TEST_F(EngineTest, ATeamItsHardBudgetStoppedStaysStoppedAfterARestart) {
   // team to stay stopped: before a restart, and after one (it started its job again, running
   // until the lead, at every restart); a larger limit lets it go.
   auto e = MakeEngine();
-  api::RegisterRequest req;
-  req.name = "node-a";
-  req.spec.gpu_model = "H100";
-  req.spec.gpus = 8;
-  req.spec.price_micros_per_hour = 8'000'000;
-  auto rf = e->Register(req, "h");
-  e->Step();
-  NodeId a = rf.get()->node;
-  sched::TeamBudget b;
-  b.since = clock_.Now();
-  b.hard_micros = 2'000'000;
-  auto bf = e->SetBudget("a", b);
-  e->Step();
-  ASSERT_TRUE(bf.get().ok());
+  NodeId a = Register(*e, "node-a", 8, {}, 0, 0, 8'000'000);
+  SetHardBudget(*e, "a", 2'000'000);
   JobId j = Submit(*e, "team: a\nresources: {gpus: 8}\nrun: x\n");
   Commands(*e, a);
   Beat(*e, a, {Started(j, 1, 0)});
@@ -1132,14 +1090,12 @@ TEST_F(EngineTest, ATeamItsHardBudgetStoppedStaysStoppedAfterARestart) {
   EXPECT_TRUE(stopped(*e));
   e.reset();
   auto again = MakeEngine();
-  api::RegisterRequest back = req;
-  auto rb = again->Register(back, "h");
-  again->Step();
-  ASSERT_TRUE(rb.get().ok());
+  Register(*again, "node-a", 8, {}, 0, 0, 8'000'000);
   clock_.Advance(Duration::Seconds(10));
   again->Step();
   EXPECT_EQ(StateOf(j), JobState::kPending) << "a restart let the stopped team start its job";
   EXPECT_TRUE(stopped(*again));
+  sched::TeamBudget b = again->TeamCosts().at(0).budget.value();
   b.hard_micros = 3'000'000;
   auto more = again->SetBudget("a", b);
   again->Step();
