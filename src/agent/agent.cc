@@ -634,7 +634,11 @@ Status Agent::Register() {
     // agent's data directory is new), and the node it names is this one.
     const bool wait_for_name = res->status == 409 && res->has_header("Retry-After");
     if (wait_for_name) text += "; waiting " + res->get_header_value("Retry-After") + " s for the name";
-    bool refused = res->status == 400 || res->status == 401 || res->status == 403 ||
+    // 404: not a gpufleet agent listener (the API port, or another server): retrying cannot help.
+    if (res->status == 404) {
+      text += "; --server must be the controller's agent URL (its --agent-listen, by default the API port + 1)";
+    }
+    bool refused = res->status == 400 || res->status == 401 || res->status == 403 || res->status == 404 ||
                    (res->status == 409 && !wait_for_name);
     Status st = refused ? Status::InvalidArgument(text) : Status::Unavailable(text);
     return st;

@@ -648,6 +648,24 @@ TEST_F(AgentLoopTest, ANameRefusedWithRetryAfterIsAskedForAgainAndARefusalWithou
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
   EXPECT_NE(st.message().find("registered and alive"), std::string::npos) << st.message();
   EXPECT_EQ(refusing.registrations(), 1);
+
+  // A server with no agent routes (the controller's API port): refused at once, saying which
+  // URL --server wants, not retried for ever.
+  httplib::Server api_port;
+  const int port = api_port.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&] { api_port.listen_after_bind(); });
+  AgentOptions wrong = Options(refusing);
+  wrong.server = "http://127.0.0.1:" + std::to_string(port);
+  auto probe2 = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+  ASSERT_TRUE(probe2.ok());
+  Agent lost(wrong, std::move(*probe2));
+  Status not_agents = lost.Run(stop);
+  api_port.stop();
+  serving.join();
+  EXPECT_EQ(not_agents.code(), StatusCode::kInvalidArgument) << not_agents.message();
+  EXPECT_NE(not_agents.message().find("HTTP 404"), std::string::npos) << not_agents.message();
+  EXPECT_NE(not_agents.message().find("agent URL (its --agent-listen"), std::string::npos) << not_agents.message();
 }
 
 TEST_F(AgentLoopTest, ASecondAgentOnTheSameDataDirectoryIsRefusedAndTouchesNothing) {
