@@ -2066,6 +2066,27 @@ Result<sched::Explanation> Engine::Explain(JobId job) const {
     e.reasons[0] = e.reasons[0].substr(0, e.reasons[0].size() - queue_words.size()) + " in the queue of policy " +
                    options_.policy + " (" + scheduler_->policies().Name() + ")";
   }
+  // With a pool, a job no node of the cluster fits waits for one the pool rents (NeverFitsLocked
+  // took it for that reason): not "never".
+  if (!e.ever && e.placement == sched::PlaceResult::Kind::kInfeasible && !node_size_hints_.empty()) {
+    const model::JobSpec& want = jobs_.at(job.value()).rec.request.spec;
+    bool rentable = false;
+    for (const auto& [gpu_model, gpus] : node_size_hints_) {
+      (void)gpus;
+      rentable = rentable || want.gpu_models.empty() ||
+                 std::find(want.gpu_models.begin(), want.gpu_models.end(), gpu_model) != want.gpu_models.end();
+    }
+    if (rentable) {
+      e.ever = true;
+      e.placement = sched::PlaceResult::Kind::kWait;
+      for (std::string& r : e.reasons) {
+        if (r.rfind("infeasible: ", 0) == 0) {
+          r = "no node of the cluster fits it now (" + r.substr(12) +
+              "); the pool rents one for it ('gpufleet pool' shows what it rents)";
+        }
+      }
+    }
+  }
   // A pending job that fits may still not start now: a reservation for an earlier job holds it
   // (backfill), strict order keeps it behind a blocked head, or it waits for the jobs it
   // preempts. Only a job nothing holds starts at the next pass.

@@ -308,6 +308,24 @@ failed_offer_backoff: 10m
   EXPECT_EQ(provider_->created[2].rfind("gf-cheap-", 0), 0u) << provider_->created[2];
 }
 
+TEST_F(PoolTest, ExplainSaysAJobNoNodeFitsWaitsForThePoolNotThatItCanNeverRun) {
+  // Given a pool and a job no node of the (empty) cluster fits, expect explain to say it can
+  // run, waiting for the node the pool rents for it, not "can ever run: no ... no GPU nodes".
+  Pool& pool = MakePool();
+  engine_->SetNodeSizeHints({{"H100", 8}});  // as gpufleet server does from the pool's offers
+  ASSERT_TRUE(pool.Start().ok());
+  JobId j = Submit("name: a\nrun: sleep 1\nresources: {gpus: 8}\n");
+  pool.Tick();
+  auto e = engine_->Explain(j);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_TRUE(e->ever);
+  EXPECT_NE(e->placement, sched::PlaceResult::Kind::kInfeasible);
+  std::string all;
+  for (const auto& r : e->reasons) all += r + "\n";
+  EXPECT_NE(all.find("the pool rents one for it"), std::string::npos) << all;
+  EXPECT_EQ(all.find("infeasible"), std::string::npos) << all;
+}
+
 TEST_F(PoolTest, AJobLargerThanANodeRentsItsWholeGangOnAnEmptyPool) {
   // With no node yet, a 16-GPU job is split to fit the pool's 8-GPU offer (2 x 8): the pool
   // rents both nodes at once and the gang starts when they register.
