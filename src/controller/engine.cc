@@ -2145,7 +2145,14 @@ std::pair<std::vector<QueueEntry>, size_t> Engine::QueuePage(size_t from, size_t
   int pos = 0;
   for (JobId id : scheduler_->QueueOrder()) {
     auto it = jobs_.find(id.value());
-    if (it != jobs_.end()) take(it->second.rec, ++pos);
+    if (it == jobs_.end()) continue;
+    const bool shown = index >= from && out.size() < limit;
+    take(it->second.rec, ++pos);
+    // What holds it beyond its place: its team's budget or quota ("submitted" or "requeued"
+    // said nothing of it).
+    if (shown) {
+      if (std::string hold = scheduler_->BudgetHold(id); !hold.empty()) out.back().job.reason = hold;
+    }
   }
   return {std::move(out), index};
 }

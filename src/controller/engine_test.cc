@@ -1088,6 +1088,10 @@ TEST_F(EngineTest, ATeamItsHardBudgetStoppedStaysStoppedAfterARestart) {
     return false;
   };
   EXPECT_TRUE(stopped(*e));
+  // The queue says what holds the job, not its last transition's "requeued".
+  auto queue = e->Queue();
+  ASSERT_EQ(queue.size(), 1u);
+  EXPECT_NE(queue[0].job.reason.find("hard budget"), std::string::npos) << queue[0].job.reason;
   e.reset();
   auto again = MakeEngine();
   Register(*again, "node-a", 8, {}, 0, 0, 8'000'000);
