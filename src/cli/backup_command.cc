@@ -61,8 +61,10 @@ Exit status: 0 written and checked, 1 the copy failed (nothing is left behind), 
       return r.status().code() == StatusCode::kFailedPrecondition ? kExitUsage : kExitFailed;
     }
     if (a->output == "json") {
+      // A count the method does not give (jobs of a dump, tables of a SQLite copy) is null, not -1.
+      auto count = [](int64_t n) { return n >= 0 ? nlohmann::json(n) : nlohmann::json(nullptr); };
       nlohmann::json j = {{"file", a->dest},  {"store", store::Redacted(where)}, {"method", r->method},
-                          {"bytes", r->bytes}, {"jobs", r->jobs},                 {"tables", r->tables},
+                          {"bytes", r->bytes}, {"jobs", count(r->jobs)},         {"tables", count(r->tables)},
                           {"schema_version", r->schema_version}};
       std::printf("%s\n", j.dump(2).c_str());
       return kExitOk;
