@@ -38,7 +38,9 @@ std::function<int()> SetupCost(CLI::App& app) {
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("cost", "What jobs and teams have cost, against their budgets");
   sub->add_option("--team", a->team, "Only this team");
-  sub->add_option("--since", a->since, "Only jobs submitted in the last DURATION (e.g. 7d, 12h)");
+  sub->add_option("--since", a->since,
+                  "Only jobs submitted in the last DURATION (e.g. 7d, 12h): the jobs listed and JOBS COST; SPENT "
+                  "stays the budget period's");
   AddOutputFlag(sub, a->output);
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, R"(  gpufleet cost
