@@ -633,7 +633,9 @@ Status Agent::Register() {
     // agent's own token was not known (the controller's store was restored from a backup, or the
     // agent's data directory is new), and the node it names is this one.
     const bool wait_for_name = res->status == 409 && res->has_header("Retry-After");
-    if (wait_for_name) text += "; waiting " + res->get_header_value("Retry-After") + " s for the name";
+    if (wait_for_name) {
+      text += "; the name is free in " + res->get_header_value("Retry-After") + " s (asking again meanwhile)";
+    }
     // 404: not a gpufleet agent listener (the API port, or another server): retrying cannot help.
     if (res->status == 404) {
       text += "; --server must be the controller's agent URL (its --agent-listen, by default the API port + 1)";
@@ -923,8 +925,8 @@ void Agent::Fence(Duration silent) {
     MutexLock lock(mu_);
     running = RunningKeys().size();
   }
-  spdlog::error("no word from the controller for {}: it has declared this node lost and requeued its jobs; "
-                "stopping the {} part(s) that still run here so that no job runs twice",
+  spdlog::error("no word from the controller for {}: a controller that is up counts this node as lost by now and "
+                "may requeue its jobs elsewhere; stopping the {} part(s) that still run here so that no job runs twice",
                 FormatDuration(silent), running);
   StopAll("fenced: no word from the controller for " + FormatDuration(silent));
 }
