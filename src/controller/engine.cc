@@ -225,8 +225,27 @@ Status Engine::Recover() {
         }
       }
       restored.push_back(std::move(back));
+      // A stop for a cancel or max_cost ends the job for good: the core hears so at once, before
+      // any pass (else it would requeue the job on its exit and start it again, holding GPUs
+      // for a job the engine has finished).
+      if (job.stop_requested &&
+          (job.stop_reason == sched::PreemptReason::kCancelled || job.stop_reason == sched::PreemptReason::kMaxCost)) {
+        restored.push_back(sched::JobCancelled{rec.id});
+      }
       jobs_[rec.id.value()] = std::move(job);
     } else {
+      if (placed && rec.state == JobState::kStopping &&
+          (rec.stop_intent == sched::PreemptReasonName(sched::PreemptReason::kCancelled) ||
+           rec.stop_intent == sched::PreemptReasonName(sched::PreemptReason::kMaxCost))) {
+        // It was being stopped for good, and its nodes are gone with its processes: it ends.
+        Job& j = jobs_[rec.id.value()] = std::move(job);
+        const bool cancelled = rec.stop_intent == sched::PreemptReasonName(sched::PreemptReason::kCancelled);
+        Transition(j, cancelled ? JobState::kCancelled : JobState::kFailed,
+                   std::string(cancelled ? "cancelled" : "stopped at its max_cost") +
+                       "; its nodes were lost while the controller was down");
+        jobs_.erase(rec.id.value());
+        continue;
+      }
       if (placed) {
         // Its nodes are gone: whatever still runs of it is killed when its agents report.
         Job& j = jobs_[rec.id.value()] = std::move(job);
@@ -251,19 +270,7 @@ Status Engine::Recover() {
   }
   Status st = scheduler_->HandleAll(restored);
   if (!st.ok()) spdlog::warn("recovery: {}", st.message());
-  // A job stopping for a cancel, or for its max_cost, ends for good when it stops: the core,
-  // restored with it running, hears so again (else it would requeue the job on its exit and
-  // start it later, holding GPUs for a job the engine has finished).
-  std::vector<sched::Event> ending;
-  for (const auto& [id, job] : jobs_) {
-    if (job.rec.state == JobState::kStopping && job.stop_requested &&
-        (job.cancel_requested || job.stop_reason == sched::PreemptReason::kMaxCost)) {
-      ending.push_back(sched::JobCancelled{job.rec.id});
-    }
-  }
-  if (!ending.empty()) {
-    if (Status end = scheduler_->HandleAll(ending); !end.ok()) spdlog::warn("recovery: {}", end.message());
-  }
+
   // What was in flight when the controller stopped. A start that not every part confirmed cannot
   // be completed (its MASTER_PORT and its commands are gone): stop what runs of it and requeue.
   // Agents answer a stop for a part they never started with an exit, so this always ends.
@@ -724,33 +731,31 @@ Status Engine::SaveBudgets() {
 }
 
 void Engine::NoteHardStops() {
-  bool changed = false;
+  // What the core says now; kept (and compared with at the next pass) only once it is saved, so
+  // that a failed save is tried again rather than forgotten.
+  std::map<std::string, Time> now;
   for (const auto& [team, b] : budgets_) {
-    const std::optional<Time> in = scheduler_->HardStoppedIn(team);
-    auto it = hard_stopped_.find(team);
-    if (in ? (it != hard_stopped_.end() && it->second == *in) : it == hard_stopped_.end()) continue;
-    if (in) {
-      hard_stopped_[team] = *in;
-    } else {
-      hard_stopped_.erase(it);
-    }
-    changed = true;
+    if (const std::optional<Time> in = scheduler_->HardStoppedIn(team)) now[team] = *in;
   }
-  for (auto it = hard_stopped_.begin(); it != hard_stopped_.end();) {  // budgets removed
-    if (budgets_.contains(it->first)) {
-      ++it;
-    } else {
-      it = hard_stopped_.erase(it);
-      changed = true;
-    }
+  if (now == hard_stopped_) return;
+  std::swap(now, hard_stopped_);
+  if (Status st = SaveBudgets(); !st.ok()) {
+    std::swap(now, hard_stopped_);
+    spdlog::warn("budgets: cannot save which teams are stopped (tried again at the next pass): {}", st.message());
   }
-  if (!changed) return;
-  if (Status st = SaveBudgets(); !st.ok()) spdlog::warn("budgets: cannot save which teams are stopped: {}", st.message());
 }
 
 void Engine::ApplyBudget(BudgetReq& r) {
   bool none = r.budget.hard_micros == 0 && r.budget.soft_micros == 0 && r.budget.max_rate_micros == 0;
   auto before = budgets_;
+  auto stopped_before = hard_stopped_;
+  // Saved with the budget: a stop that the new budget ends (as Scheduler::SetTeamBudget judges:
+  // a new start or period, a larger or no hard limit) is not restored after a restart.
+  if (auto old = budgets_.find(r.team); old != budgets_.end() &&
+      (none || r.budget.since != old->second.since || r.budget.period != old->second.period ||
+       r.budget.hard_micros > old->second.hard_micros || r.budget.hard_micros == 0)) {
+    hard_stopped_.erase(r.team);
+  }
   if (none) {
     budgets_.erase(r.team);
   } else {
@@ -760,6 +765,7 @@ void Engine::ApplyBudget(BudgetReq& r) {
   Status st = SaveBudgets();
   if (!st.ok()) {
     budgets_ = before;  // nothing changes when it cannot be stored
+    hard_stopped_ = stopped_before;
     r.result = st;
     return;
   }
@@ -794,7 +800,10 @@ int64_t Engine::FinishedSpend(const std::string& team, Time since) {
   int64_t total = 0;
   for (const api::JobRecord& j : *jobs) {
     if (j.updated < since || j.cost_micros == 0) continue;
-    if (j.submitted >= since) {
+    // A record that holds its GPUs now has the current run's cost up to its last transition in
+    // it, which the scheduler counts itself (from the run's start): that part is left out below.
+    const bool holding = holds(j.state);
+    if (j.submitted >= since && !holding) {
       total += j.cost_micros;
       continue;
     }
@@ -817,11 +826,13 @@ int64_t Engine::FinishedSpend(const std::string& team, Time since) {
         from.reset();
       }
     }
-    if (held <= 0) {
-      total += j.cost_micros;
+    // The open run, up to the record's last transition, shares the record's cost by its time.
+    const int64_t open = from ? std::max<int64_t>(0, (j.updated - *from).millis()) : 0;
+    if (held + open <= 0) {
+      if (!holding) total += j.cost_micros;
       continue;
     }
-    total += static_cast<int64_t>(static_cast<__int128>(j.cost_micros) * held_after / held);
+    total += static_cast<int64_t>(static_cast<__int128>(j.cost_micros) * held_after / (held + open));
   }
   return total;
 }
@@ -1210,6 +1221,9 @@ void Engine::ApplyCancel(CancelReq& r) {
       break;
     case JobState::kStopping:
       job.cancel_requested = true;
+      // Stored as the stop's intent: a controller that restarts before the job exits ends it
+      // cancelled, not requeued.
+      Transition(job, JobState::kStopping, "cancel requested" + by + " while stopping");
       events_.push_back(sched::JobCancelled{job.rec.id});
       break;
     default:
@@ -1926,7 +1940,7 @@ void Engine::OnPreempt(JobId id, sched::PreemptReason reason) {
   // Already stopping for a cancel or max_cost, as asked before a controller restart (Recover
   // tells the core of it again, which answers with this): the stop, its reason and its history stand.
   if (reason == sched::PreemptReason::kCancelled && job.rec.state == JobState::kStopping && job.stop_requested &&
-      (job.cancel_requested || job.stop_reason == sched::PreemptReason::kMaxCost)) {
+      (job.stop_reason == sched::PreemptReason::kCancelled || job.stop_reason == sched::PreemptReason::kMaxCost)) {
     return;
   }
   if (reason != sched::PreemptReason::kCancelled) ++stats_.preemptions[sched::PreemptReasonName(reason)];

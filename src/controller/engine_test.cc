@@ -253,6 +253,35 @@ TEST_F(EngineTest, ADrainOutlivesANodeLossAndALostNodeCanBeDrainedOrUndrained) {
   EXPECT_EQ(StateOf(j), JobState::kStarting);
 }
 
+TEST_F(EngineTest, ACancelOfAJobAlreadyStoppingSurvivesARestart) {
+  // Given a job stopping because its spot node is being reclaimed, then cancelled by its user,
+  // expect the cancel stored with it: after a controller restart its exit ends it cancelled, and
+  // it is not requeued.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\ncheckpoint: {grace: 30s}\n");
+  Commands(*e, a);
+  Beat(*e, a, {Started(j, 1, 0)}, {{j, 1, 0}});
+  api::Heartbeat hb;
+  hb.running = {{j, 1, 0}};
+  hb.notice = api::SpotNotice{"terminate", clock_.Now() + Duration::Seconds(120)};
+  auto f = e->Heartbeat(a, hb);
+  e->Step();
+  ASSERT_TRUE(f.get().ok());
+  ASSERT_EQ(StateOf(j), JobState::kStopping);
+  auto cf = e->Cancel(j, "alice");
+  e->Step();
+  ASSERT_TRUE(cf.get().ok());
+  EXPECT_EQ((*store_.GetJob(j))->stop_intent, "cancelled");
+  e.reset();
+  auto again = MakeEngine();
+  NodeId back = Register(*again, "node-a", 1, {{j, 1, 0}});
+  Commands(*again, back);
+  Beat(*again, back, {Exited(j, 1, 0, 0, true)});
+  EXPECT_EQ(StateOf(j), JobState::kCancelled);
+  for (const auto& q : again->Queue()) EXPECT_NE(q.job.id, j) << "the cancelled job was requeued";
+}
+
 TEST_F(EngineTest, GangGetsRanksAndOneMasterAndFailsTogether) {
   auto e = MakeEngine();
   NodeId a = Register(*e, "node-a", 2);
