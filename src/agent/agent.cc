@@ -799,6 +799,9 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
       // (A beat that carries activity is the interval's heartbeat, so `due` matters only until
       // the first one and after the interval changes.)
       due = now - last_beat >= heartbeat_interval_;
+      // Not registered (a new controller epoch seen by the command poll): at once, not at the
+      // next interval, or its commands would wait that long; held as events are after a miss.
+      if (!registered_ && now >= events_retry_at_) due = true;
       // Held a while after the controller did not answer (EventRetryDelay): a fleet's agents
       // would otherwise send a beat every pass, ten a second each, at a controller that is down
       // or coming back up.

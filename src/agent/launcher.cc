@@ -896,9 +896,10 @@ std::vector<Exit> ProcessLauncher::Poll(Time now) {
     // Stopping, within its grace: the command's own process may be gone (a `sh -c` that the
     // checkpoint signal ended) while the processes it started still save their checkpoint. The
     // part ends when its cgroup is empty or the grace runs out (the deadline kill below), not
-    // at once. (A zombie is in no cgroup.procs.)
+    // at once. ("populated" counts live processes in the cgroup and any below it; a zombie is
+    // no longer in it.)
     if (part->stopping && !part->killed && part->kill_at && now < *part->kill_at && !part->cgroup.empty() &&
-        !CgroupPids(part->cgroup).empty()) {
+        CgroupPopulated(part->cgroup)) {
       continue;
     }
     KillPart(*part);  // whatever the job left behind in its cgroup and group
