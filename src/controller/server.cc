@@ -871,10 +871,13 @@ void ApiServer::JobRoutes(const Guards& g) {
       Response scratch;
       auto asked = expand(scratch);
       bool same = asked && reply->ids.size() == asked->size();
+      std::vector<std::string> names;  // the earlier jobs' names, for the answer
       for (size_t i = 0; same && i < reply->ids.size(); ++i) {
         auto rec = store_.GetJob(reply->ids[i]);
         same = rec.ok() && *rec && api::ToJobJson((*rec)->request) == api::ToJobJson((*asked)[i]);
+        if (same) names.push_back((*rec)->request.spec.name);
       }
+      if (same && reply->names.size() < names.size()) reply->names = std::move(names);
       if (!same) {
         return Error(res, 409, "request_id '" + request_id +
                                    "' was used before for different jobs; use a new request id for a new submission");

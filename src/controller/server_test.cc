@@ -160,6 +160,7 @@ TEST_F(ServerTest, RequestIdReusedForOtherJobsIsAConflictAndIdsAreScopedPerCalle
   auto again = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "r1"})");
   EXPECT_EQ(again->status, 200) << again->body;
   EXPECT_EQ(Body(again)["jobs"][0]["id"], Body(first)["jobs"][0]["id"]);
+  EXPECT_EQ(Body(again)["jobs"][0]["name"], Body(first)["jobs"][0]["name"]) << "a retry names the job it gets back";
   auto other = Call("POST", "/v1/jobs", alice_,
                     R"({"job": {"name": "other", "team": "vision", "resources": {"gpus": 1}, "run": ["false"]},
                         "request_id": "r1"})");
