@@ -644,6 +644,12 @@ Status CheckName(const std::string& field, const std::string& value) {
   return Status::InvalidArgument(field + ": use 1-128 letters, digits, '-', '_' or '.', got '" + value + "'");
 }
 
+bool ValidNodeName(const std::string& name) {
+  return !name.empty() && name.size() <= 253 &&
+         name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+             std::string::npos;
+}
+
 Result<int64_t> ParseMemoryMib(std::string_view text) {
   std::string s(Trim(text));
   size_t i = 0;

@@ -84,6 +84,8 @@ std::string SignalName(int sig);
 bool ValidTeamName(const std::string& s);
 // The same as a Status: InvalidArgument "FIELD: use 1-128 letters, ... got 'VALUE'" if not.
 Status CheckName(const std::string& field, const std::string& value);
+// A node's name: 1-253 letters, digits, '.', '_' or '-' (a host name; what the node routes carry).
+bool ValidNodeName(const std::string& name);
 // Dollars ("40", "12.5", "$3.20") -> micro-dollars.
 Result<int64_t> ParseDollars(std::string_view s);
 

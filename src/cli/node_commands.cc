@@ -14,6 +14,7 @@
 #include "agent/node_check.h"
 #include "api/agent_protocol.h"
 #include "api/codec.h"
+#include "api/job_yaml.h"
 #include "cli/client.h"
 #include "cli/client_common.h"
 #include "common/strings.h"
@@ -26,13 +27,6 @@
 namespace gpufleet::cli {
 
 namespace {
-
-// The characters the controller takes in a node's name (and its /v1/nodes/NAME/... routes).
-bool NodeNameOk(const std::string& name) {
-  return !name.empty() && name.size() <= 253 &&
-         name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
-             std::string::npos;
-}
 
 std::string NodeNameError(const std::string& name) {
   return "'" + name + "' is not a node name (1-253 letters, digits, '.', '_' or '-'); 'gpufleet nodes' lists them";
@@ -255,7 +249,7 @@ them against the fleet's passed nodes. What is measured and the thresholds: docs
   return [a]() {
     const std::string cmd = "node check";
     if (!a->node.empty()) {
-      if (!NodeNameOk(a->node)) return Fail(cmd, kExitUsage, NodeNameError(a->node));
+      if (!api::ValidNodeName(a->node)) return Fail(cmd, kExitUsage, NodeNameError(a->node));
       auto client = Connect(cmd, a->conn);
       if (!client) return kExitUsage;
       ApiResult r = client->Post("/v1/nodes/" + a->node + "/check", json::object());
@@ -417,7 +411,7 @@ std::function<int()> SetupDrainLike(CLI::App& app, bool drain) {
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, "  gpufleet " + name + " gpu-node-07");
   return [a, name]() {
-    if (!NodeNameOk(a->node)) return Fail(name, kExitUsage, NodeNameError(a->node));
+    if (!api::ValidNodeName(a->node)) return Fail(name, kExitUsage, NodeNameError(a->node));
     auto client = Connect(name, a->conn);
     if (!client) return kExitUsage;
     ApiResult r = client->Post("/v1/nodes/" + a->node + "/" + name, json::object());

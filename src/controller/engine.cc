@@ -1341,9 +1341,7 @@ void Engine::ApplyRegister(RegisterReq& r) {
   Time now = clock_.Now();
   // The node routes (/v1/nodes/NAME/drain, ...) take these characters only: a name outside them
   // could register but never be drained or checked.
-  if (req.name.empty() || req.name.size() > 253 ||
-      req.name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
-          std::string::npos) {
+  if (!api::ValidNodeName(req.name)) {
     r.result = Status::InvalidArgument("register: the node name must be 1-253 letters, digits, '.', '_' or '-', got '" +
                                        req.name + "' (the agent's --name; the default is the host name)");
     return;
