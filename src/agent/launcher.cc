@@ -874,6 +874,9 @@ Status ProcessLauncher::Stop(const std::string& key, int sig, Duration grace, Ti
   part.stopping = true;
   Time deadline = now + grace;
   if (!part.kill_at || deadline < *part.kill_at) part.kill_at = deadline;
+  // The shim first (it is not reaped yet, so the pid is still its): it then outlives the job's
+  // process until the part's last process has gone, and kills them should the agent die.
+  kill(part.pid, shim::StoppingNotice());
   return SignalLocked(key, sig);
 }
 

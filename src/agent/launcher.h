@@ -15,8 +15,13 @@
 //     SIGUSR1, SIGUSR2, and every other catchable signal that would end or stop it, except the
 //     fault signals of its own code), so it outlives the job to report how the job ended;
 //     SIGKILL still ends it;
+//   - is the subreaper of what the job starts (processes orphaned below the job become its
+//     children, reaped as they end);
 //   - waits for the job and ends the way the job ended: the same exit code, or the same signal
 //     raised against itself (with core dumps off). Exit.exit_code and Exit.signal are the job's.
+//     Once Stop has told it a stop began (a signal to the shim alone), it waits on after the
+//     job's own process until every process below it has gone (or the grace's SIGKILL), so that
+//     an agent killed during the grace still takes them with it.
 // The job starts with default signal dispositions and an empty mask, stdin from /dev/null,
 // stdout and stderr appended to the log, no other descriptors, in its workdir, as its user.
 //

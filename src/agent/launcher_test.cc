@@ -811,6 +811,93 @@ TEST_F(ProcessLauncherTest, KillingTheAgentKillsItsParts) {
   EXPECT_TRUE(PartRecords().empty());
 }
 
+TEST_F(ProcessLauncherTest, KillingTheAgentDuringAStopKillsWhatTheJobLeftBehind) {
+  // Given a helper process standing in for the agent that stops a part with a long grace, whose
+  // shell exits at the stop's signal while a process it started ignores it, expect the part to
+  // run on (the shim waits for that process) and SIGKILL to the helper to take the shim and that
+  // process with it, rather than leave it running with nobody to kill it.
+  fs::path sleep_file = dir_ / "sleep.pid", shell_file = dir_ / "shell.pid";
+  LaunchSpec spec = Shell("stopping", "(trap '' TERM; exec sleep 1000) & echo $! > " + sleep_file.string() +
+                                          "; echo $$ > " + shell_file.string() +
+                                          "; trap 'exit 0' TERM; while :; do sleep 0.01; done");
+  LauncherOptions options = Options();
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  pid_t agent = fork();
+  ASSERT_GE(agent, 0);
+  if (agent == 0) {
+    close(report[0]);
+    ProcessLauncher launcher(options);
+    auto r = launcher.Launch(spec);
+    WriteInt(report[1], r.ok() ? *r : -1);
+    bool stopped = false;
+    for (int i = 0; i < 2000 && !stopped; ++i) {
+      std::error_code ec;
+      if (fs::exists(shell_file, ec) && fs::file_size(shell_file, ec) > 0 && fs::exists(sleep_file, ec) &&
+          fs::file_size(sleep_file, ec) > 0) {
+        stopped = launcher.Stop("stopping", SIGTERM, Duration::Seconds(1000), Time::FromSeconds(1000)).ok();
+      } else {
+        ShortNap();
+      }
+    }
+    WriteInt(report[1], stopped ? 1 : 0);
+    for (;;) pause();
+  }
+  close(report[1]);
+  int shim = ReadInt(report[0]);
+  int stopped = ReadInt(report[0]);
+  close(report[0]);
+  ASSERT_GT(shim, 0);
+  ASSERT_EQ(stopped, 1);
+  int sleep_pid = std::stoi(ReadFile(sleep_file));
+  int shell_pid = std::stoi(ReadFile(shell_file));
+  ASSERT_TRUE(WaitGone(shell_pid)) << "the job's shell did not end at the stop's signal";
+  EXPECT_FALSE(ProcessGone(sleep_pid));
+  EXPECT_FALSE(ProcessGone(shim)) << "the shim ended with the job's shell, before the part's last process";
+  ASSERT_EQ(kill(agent, SIGKILL), 0);
+  ASSERT_EQ(waitpid(agent, nullptr, 0), agent);
+  EXPECT_TRUE(WaitGone(shim));
+  EXPECT_TRUE(WaitGone(sleep_pid)) << "a process of the stopped part outlived the agent";
+  if (!ProcessGone(sleep_pid)) kill(sleep_pid, SIGKILL);
+  launcher_.KillLeftovers();  // the helper's records and empty cgroup
+  EXPECT_TRUE(PartRecords().empty());
+}
+
+TEST_F(ProcessLauncherTest, OrphansOfARunningJobAreReapedAndItsExitIsItsOwn) {
+  // Given a job that leaves short-lived orphans behind (a double fork, as daemons do) and then
+  // exits 3, expect no zombie of them left under the shim while the job runs, and the job's own
+  // exit code reported.
+  fs::path ready = dir_ / "ready", go = dir_ / "go", orphans = dir_ / "orphans";
+  std::string script = "for i in 1 2 3; do (sh -c 'echo $$ >> " + orphans.string() + "; sleep 0.05' &) ; done; echo up > " +
+                       ready.string() + "; while [ ! -e " + go.string() + " ]; do sleep 0.01; done; exit 3";
+  auto pid = launcher_.Launch(Shell("orphans", script));
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  ASSERT_TRUE(WaitForFile(ready));
+  std::vector<int> orphan_pids;
+  for (int i = 0; i < 2000 && orphan_pids.size() < 3; ++i) {
+    orphan_pids.clear();
+    std::istringstream lines(ReadFile(orphans));
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.empty()) orphan_pids.push_back(std::stoi(line));
+    }
+    if (orphan_pids.size() < 3) ShortNap();
+  }
+  ASSERT_EQ(orphan_pids.size(), 3u);
+  for (int p : orphan_pids) {
+    // Gone from /proc altogether: reaped, not a zombie of the shim.
+    bool reaped = false;
+    for (int i = 0; i < 2000 && !reaped; ++i) {
+      reaped = !fs::exists("/proc/" + std::to_string(p));
+      if (!reaped) ShortNap();
+    }
+    EXPECT_TRUE(reaped) << "orphan " << p << " was left unreaped";
+  }
+  std::ofstream(go) << "go\n";
+  std::vector<Exit> exits = PollUntil(1);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].exit_code, 3);
+  EXPECT_EQ(exits[0].signal, 0);
+}
 TEST_F(ProcessLauncherTest, KillLeftoversKillsAStrayCgroupAndSparesItsOwnParts) {
   // Given a running part of this launcher and a cgroup under its root that it did not make,
   // holding a process, expect KillLeftovers to kill that process, remove that cgroup, say so,

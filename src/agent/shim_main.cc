@@ -5,6 +5,11 @@
 // the part's cgroup, forks the job, switches to the job's user, enters its working directory and
 // execs it, then waits and ends the way the job ended. It ignores the signals the agent sends
 // the group for a graceful stop (they are for the job) and, when the agent dies, kills the part.
+// It is the subreaper of what the job starts: processes orphaned below the job become its
+// children and are reaped as they end. Once a stop has begun (the launcher's StoppingNotice), it
+// waits for all of them after the job's own process has ended, so that the agent's death during
+// the stop's grace still kills them; otherwise it ends with the job's process and the agent
+// kills what is left.
 //
 //   gpufleet-shim PARENT_PID DEATH_SIGNAL SWITCH UID GID GROUPS WORKDIR JOIN PROCS KILL -- ARGV...
 //
@@ -90,6 +95,9 @@ int g_kill_fd = -1;
 }
 
 void OnParentDeath(int) { KillPartAndExit(); }
+
+volatile sig_atomic_t g_stopping = 0;
+void OnStoppingNotice(int) { g_stopping = 1; }
 
 // Every signal that would end or stop the shim is ignored, so that what the agent sends to the
 // group for a graceful stop reaches only the job; SIGCHLD, SIGCONT and the fault signals of the
@@ -184,12 +192,20 @@ int main(int argc, char** argv) {
   on_death.sa_handler = OnParentDeath;
   sigfillset(&on_death.sa_mask);
   if (sigaction(p.death_signal, &on_death, nullptr) < 0) Fail(kReportFd, Stage::kParentDeath);
+  const int notice = gpufleet::agent::shim::StoppingNotice();
+  struct sigaction on_notice;
+  std::memset(&on_notice, 0, sizeof on_notice);
+  on_notice.sa_handler = OnStoppingNotice;
+  on_notice.sa_flags = SA_RESTART;
+  if (sigaction(notice, &on_notice, nullptr) < 0) Fail(kReportFd, Stage::kParentDeath);
   struct sigaction ign;
   std::memset(&ign, 0, sizeof ign);
   ign.sa_handler = SIG_IGN;
   for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != p.death_signal && Ignored(sig)) sigaction(sig, &ign, nullptr);
+    if (sig != p.death_signal && sig != notice && Ignored(sig)) sigaction(sig, &ign, nullptr);
   }
+  // Orphans below the job come here rather than to init (not inherited by the job).
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) Fail(kReportFd, Stage::kParentDeath);
   if (prctl(PR_SET_PDEATHSIG, p.death_signal, 0, 0, 0) < 0) Fail(kReportFd, Stage::kParentDeath);
   // The agent may have died before prctl: then no signal comes, and nobody waits for the part.
   if (getppid() != p.parent) KillPartAndExit();
@@ -202,9 +218,23 @@ int main(int argc, char** argv) {
   sigset_t empty;
   sigemptyset(&empty);
   sigprocmask(SIG_SETMASK, &empty, nullptr);  // a parent-death signal may be handled from here on
+  // Reap every child: the job, and what it orphaned (else they would stay zombies here). Once the
+  // job's process has ended, wait on only while a stop is under way and children are left.
   int status = 0;
-  while (waitpid(job, &status, 0) < 0) {
-    if (errno != EINTR) _exit(127);
+  bool job_ended = false;
+  for (;;) {
+    if (job_ended && g_stopping == 0) break;
+    int st = 0;
+    const pid_t got = waitpid(-1, &st, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (errno == ECHILD && job_ended) break;
+      _exit(127);
+    }
+    if (got == job) {
+      status = st;
+      job_ended = true;
+    }
   }
   if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
   // End the way the job ended, so the agent sees the job's signal. No core dump of the shim.
