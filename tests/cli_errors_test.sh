@@ -47,6 +47,13 @@ case "$CASE" in
     expect_contains "$R.err" "--cluster-gpus must be 1.." "a huge cluster"
     run "$R" "$GPUFLEET" sim --trace "$TINY" --cluster-gpus -8
     expect_rc "$R" 2 "a negative cluster"
+    # A port out of range is refused before anything starts (99999 listened on 34463, -1 on 8470).
+    for port in 99999 -1; do
+      run "$R" timeout 20 "$GPUFLEET" dev --port "$port" --agents 0 --data-dir "$WORK/dev-$port" \
+        --config "$WORK/dev-$port.yaml"
+      expect_rc "$R" 2 "dev --port $port"
+      expect_contains "$R.err" "--port" "dev --port $port"
+    done
     # --max-jobs 0 or -5 is no number of jobs (it ran the whole trace).
     for mj in 0 -5; do
       run "$R" "$GPUFLEET" sim --trace "$TINY" --cluster-gpus 8 --max-jobs "$mj"

@@ -1179,7 +1179,8 @@ std::function<int()> SetupDevCommand(CLI::App& app) {
   auto f = std::make_shared<Flags>();
   f->c.data_dir = DefaultDataDir("dev");
   AddControllerFlags(sub, f->c);
-  sub->add_option("--port", f->port, "API port on 127.0.0.1 (0: any free port)")->capture_default_str();
+  sub->add_option("--port", f->port, "API port on 127.0.0.1 (0: any free port)")->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   sub->add_option("--agents", f->agents, "Nodes to run, each an agent with its own GPUs")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));
