@@ -172,6 +172,7 @@ struct Scheduler::JobState {
   int64_t budget_rate = 0;               // the cost per hour it would have added then
   JobId outcome_job;
   Time outcome_time;
+  int split_from_gpus = 0;               // GPUs it asked for on one node, when split to fit (else 0)
   JobSpec spec;
 };
 
@@ -1730,6 +1731,7 @@ Status Scheduler::Apply(const Event& e) {
         }
       }
       model::SplitToFit(j->spec, largest);
+      if (j->spec.nodes > 1) j->split_from_gpus = ev->spec.gpus_per_node;
     }
     j->v.id = ev->job;
     j->v.spec = &j->spec;
@@ -3131,7 +3133,15 @@ Explanation Scheduler::Explain(JobId id) const {
   e.placement = r.kind;
   if (r.kind == PlaceResult::Kind::kInfeasible) {
     e.ever = false;
-    e.reasons.push_back("infeasible: " + r.reason);
+    // A job split to fit (split_large_jobs) is judged as the gang it became: say so, or the
+    // nodes and GPUs the reason names are not what was asked for.
+    const std::string split =
+        j->split_from_gpus > 0
+            ? "asked for " + std::to_string(j->split_from_gpus) +
+                  " GPUs on one node, more than any node has, so it runs as " + std::to_string(j->spec.nodes) +
+                  " nodes of " + std::to_string(j->spec.gpus_per_node) + " GPU(s) (split_large_jobs), which " 
+            : "";
+    e.reasons.push_back("infeasible: " + split + r.reason);
     return e;
   }
   if (policies_.options.backfill == BackfillMode::kOff && blocked_head_ && *blocked_head_ != id) {

@@ -191,6 +191,32 @@ TEST(SchedulerTest, InfeasibleJobIsExplainedAndDoesNotBlockTheQueue) {
   EXPECT_TRUE(named);
 }
 
+TEST(SchedulerTest, AJobSplitToFitIsExplainedAsTheGangItBecame) {
+  // Given two 4-GPU nodes and a job asking 5 GPUs on one node (split into 5 nodes of 1 GPU,
+  // which only 2 nodes can hold), expect the reason to say what was asked and what it became,
+  // not only "needs 5 node(s) with 1 GPUs"; a job that is a gang by its own spec says no such thing.
+  SchedulerHarness h("fifo");
+  h.AddNode(MakeNode("n0", "A100", 4));
+  h.AddNode(MakeNode("n1", "A100", 4));
+  JobId five = h.Submit(MakeJob(5));
+  model::JobSpec gang = MakeJob(1);
+  gang.nodes = 3;
+  JobId three = h.Submit(gang);
+  Explanation e = h.sched().Explain(five);
+  EXPECT_FALSE(e.ever);
+  std::string why;
+  for (const auto& r : e.reasons) why += r + "\n";
+  EXPECT_NE(why.find("infeasible: asked for 5 GPUs on one node, more than any node has, so it runs as 5 nodes of 1 "
+                     "GPU(s) (split_large_jobs), which needs 5 A100 node(s)"),
+            std::string::npos)
+      << why;
+  Explanation g = h.sched().Explain(three);
+  EXPECT_FALSE(g.ever);
+  std::string gang_why;
+  for (const auto& r : g.reasons) gang_why += r + "\n";
+  EXPECT_NE(gang_why.find("infeasible: needs 3 A100 node(s)"), std::string::npos) << gang_why;
+}
+
 TEST(SchedulerTest, NodeLossStopsTheWholeGangAndRequeuesIt) {
   // Given a 2-node gang, expect losing one node to stop the job on both and requeue it; when
   // the stop is confirmed it restarts on healthy nodes.
