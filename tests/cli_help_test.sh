@@ -47,4 +47,32 @@ run "$WORK/agentjf" env GPUFLEET_JOIN_TOKEN=gf_join_from_env "$GPUFLEET" agent -
 expect_rc "$WORK/agentjf" 2 "gpufleet agent --join-token-file MISSING"
 expect_contains "$WORK/agentjf.err" "--join-token-file $WORK/no-such.token: no such file" "the missing token file is named"
 
+# --version answers as `gpufleet version` does.
+run "$WORK/ver" "$GPUFLEET" version
+run "$WORK/dashver" "$GPUFLEET" --version
+expect_rc "$WORK/dashver" 0 "gpufleet --version"
+cmp -s "$WORK/ver.out" "$WORK/dashver.out" || { show "$WORK/dashver"; fail "gpufleet --version differs from gpufleet version"; }
+# An unknown word after a command that has subcommands is named, with the ones there are.
+run "$WORK/lst" "$GPUFLEET" token lst
+expect_rc "$WORK/lst" 2 "gpufleet token lst"
+expect_contains "$WORK/lst.err" "unknown subcommand 'lst' (subcommands: create, list, revoke)" "gpufleet token lst"
+# The commands with subcommands have examples of their own, not the top level's.
+for group in node token; do
+  run "$WORK/g-$group" "$GPUFLEET" "$group" --help
+  expect_contains "$WORK/g-$group.out" "gpufleet $group " "gpufleet $group --help has its own examples"
+  if grep -q "gpufleet sim --trace" "$WORK/g-$group.out"; then fail "gpufleet $group --help shows the top-level examples"; fi
+done
+# A token id that cannot be one is refused before any request (it asked for no route at all).
+run "$WORK/revoke" "$GPUFLEET" token revoke xyz --server http://127.0.0.1:9
+expect_rc "$WORK/revoke" 2 "gpufleet token revoke xyz"
+expect_contains "$WORK/revoke.err" "'xyz' is not a token id" "gpufleet token revoke xyz"
+run "$WORK/joinrole" "$GPUFLEET" token create --join --role admin --server http://127.0.0.1:9
+expect_rc "$WORK/joinrole" 2 "gpufleet token create --join --role admin (a join token has no role)"
+# A token typed where it does not belong is not printed back in the parse error.
+secret=gf_user_37e6b6aab1940df1005b37c023193387
+run "$WORK/leak" "$GPUFLEET" backup --data-dir "$WORK/none" "$WORK/x.db" "$secret"
+expect_rc "$WORK/leak" 2 "a stray token on the command line"
+if grep -q "$secret" "$WORK/leak.out" "$WORK/leak.err"; then show "$WORK/leak"; fail "a parse error printed the token"; fi
+expect_contains "$WORK/leak.err" "gf_user_" "the parse error names what was not expected"
+
 echo "PASS: gpufleet --help and gpufleet sim --help (examples use: $(echo $paths))"

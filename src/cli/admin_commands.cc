@@ -2,6 +2,7 @@
 
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <cstdint>
 #include <cstdio>
@@ -333,13 +334,14 @@ std::function<int()> SetupToken(CLI::App& app) {
   CLI::App* token = app.add_subcommand("token", "Make, list and revoke API tokens (admins; team-admins for their team)");
   token->require_subcommand(1);
   CLI::App* create = token->add_subcommand("create", "Create a token and print it (it is shown only this once)");
-  create->add_option("--role", a->role, "admin, team-admin, user, viewer or metrics (docs/security.md)")
+  CLI::Option* role = create->add_option("--role", a->role, "admin, team-admin, user, viewer or metrics (docs/security.md)")
       ->check(CLI::IsMember({"admin", "team-admin", "user", "viewer", "metrics"}))
       ->capture_default_str();
   create->add_option("--team", a->team, "The team the token acts for (team-admins: always their own)");
   create->add_option("--subject", a->subject, "Who the token is for (a user name; shown in audit records)");
   create->add_option("--ttl", a->ttl, "Expire the token after this long (e.g. 30d, 12h); default: never");
-  create->add_flag("--join", a->join, "A join token, for agents to register nodes with (admins)");
+  create->add_flag("--join", a->join, "A join token, for agents to register nodes with (admins; it has no role)")
+      ->excludes(role);
   AddOutputFlag(create, a->output);
   AddConnectionFlags(create, a->conn);
   SetFooter(create, R"(  gpufleet token create --subject alice --team vision --ttl 90d
@@ -384,6 +386,15 @@ std::function<int()> SetupToken(CLI::App& app) {
     }
     if (revoke->parsed()) {
       const std::string cmd = "token revoke";
+      // Ids are lower-case hex as `token list` shows them; anything else would ask for no route.
+      std::string id = a->id;
+      for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (id.size() < 8 || id.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        return Fail(cmd, kExitUsage,
+                    "'" + Printable(a->id) + "' is not a token id: give 8 or more of the hex digits in the ID column of "
+                    "'gpufleet token list'");
+      }
+      a->id = id;
       auto client = Connect(cmd, a->conn);
       if (!client) return kExitUsage;
       ApiResult r = client->Post("/v1/tokens/" + a->id + "/revoke", json::object());

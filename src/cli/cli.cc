@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/backup_command.h"
+#include "cli/client_common.h"
 #include "cli/client_commands.h"
 #include "cli/cluster_commands.h"
 #include "cli/cost_commands.h"
@@ -62,7 +63,8 @@ std::function<int()> SetupPolicies(CLI::App& app) {
 }
 
 std::function<int()> SetupVersion(CLI::App& app) {
-  app.add_subcommand("version", "Print the version");
+  CLI::App* sub = app.add_subcommand("version", "Print the version (also: gpufleet --version)");
+  sub->footer("Examples:\n  gpufleet version\n  gpufleet --version");
   return []() {
     std::printf("gpufleet %s\n", kVersion);
     return 0;
@@ -129,6 +131,12 @@ int Main(int argc, char** argv) {
   gpufleet policies
 
 Run 'gpufleet COMMAND --help' for a command's options and more examples.)");
+  app.set_version_flag("--version", std::string("gpufleet ") + kVersion, "Print the version and exit");
+  // CLI11 quotes the words it did not expect; one of them may be a token (a value given to a
+  // flag that does not take one): never print a secret back.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return client::RedactSecrets(e.what()) + "\nRun with --help for more information.\n";
+  });
   std::map<std::string, std::function<int()>> runners;
   for (const auto& c : Commands()) runners[c.name] = c.setup(app);
   try {
@@ -137,13 +145,33 @@ Run 'gpufleet COMMAND --help' for a command's options and more examples.)");
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // An unknown first word reads better as "unknown command" than CLI11's generic message.
     if (argc > 1 && argv[1][0] != '-' && !runners.count(argv[1])) {
       std::string names;
       for (const auto& c : Commands()) names += std::string(names.empty() ? "" : ", ") + c.name;
-      std::fprintf(stderr, "gpufleet: unknown command '%s' (commands: %s)\n", argv[1], names.c_str());
+      std::fprintf(stderr, "gpufleet: unknown command '%s' (commands: %s)\n", client::Printable(argv[1]).c_str(),
+                   names.c_str());
       return 2;
+    }
+    // ... and so does an unknown word after a command that has subcommands (gpufleet token lst).
+    if (argc > 2 && argv[2][0] != '-') {
+      const CLI::App* group = app.get_subcommand(argv[1]);
+      if (group->get_require_subcommand_min() > 0 && group->get_subcommands(nullptr).size() > 0) {
+        bool known = false;
+        std::string names;
+        for (const CLI::App* s : group->get_subcommands(nullptr)) {
+          known = known || s->check_name(argv[2]);
+          names += std::string(names.empty() ? "" : ", ") + s->get_name();
+        }
+        if (!known) {
+          std::fprintf(stderr, "gpufleet %s: unknown subcommand '%s' (subcommands: %s)\n", argv[1],
+                       client::Printable(argv[2]).c_str(), names.c_str());
+          return 2;
+        }
+      }
     }
     app.exit(e);
     return 2;

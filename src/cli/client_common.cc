@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -381,6 +382,32 @@ std::string Usd(int64_t micros) {
   std::snprintf(buf, sizeof buf, "%s$%lld.%02lld", neg ? "-" : "", static_cast<long long>(cents / 100),
                 static_cast<long long>(cents % 100));
   return buf;
+}
+
+std::string RedactSecrets(std::string_view text) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t at = text.find("gf_", i);
+    if (at == std::string_view::npos) break;
+    size_t k = at + 3;
+    while (k < text.size() && std::islower(static_cast<unsigned char>(text[k]))) ++k;
+    size_t h = k < text.size() && text[k] == '_' && k > at + 3 ? k + 1 : std::string_view::npos;
+    size_t end = h;
+    while (end != std::string_view::npos && end < text.size() && std::isxdigit(static_cast<unsigned char>(text[end]))) {
+      ++end;
+    }
+    if (h == std::string_view::npos || end - h < 8) {
+      out.append(text.substr(i, at + 3 - i));
+      i = at + 3;
+      continue;
+    }
+    out.append(text.substr(i, h - i));
+    out.append("\u2026");
+    i = end;
+  }
+  out.append(text.substr(i));
+  return out;
 }
 
 std::string Printable(std::string_view text) {

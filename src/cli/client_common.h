@@ -100,6 +100,10 @@ Result<std::vector<api::AuditRecord>> DecodeAuditList(const json& body);
 // \n, \r, \t or \xNN, so no escape sequence can move the cursor, erase lines or fake output.
 std::string Printable(std::string_view text);
 
+// `text` with every API token in it (gf_KIND_HEX..., as the controller makes them) cut to its
+// prefix: "gf_user_…". For messages that echo what was typed, which may hold a secret.
+std::string RedactSecrets(std::string_view text);
+
 // Fixed-width columns sized to their content; the last column is cut to keep rows within `width`.
 // Cells go through Printable.
 class Table {

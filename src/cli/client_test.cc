@@ -239,6 +239,16 @@ TEST(ApiClientTest, EntryThatIsNotAUrlIsAUsageError) {
   EXPECT_EQ(client.Get("/v1/jobs").exit_code, kExitUsage);
 }
 
+TEST(RedactSecretsTest, TokensInEchoedTextAreCutToTheirPrefix) {
+  // Given a parse error that quotes a token typed where it did not belong, expect the secret gone
+  // and its kind kept; text that only looks like the prefix stays as it is.
+  EXPECT_EQ(client::RedactSecrets("not expected: gf_user_37e6b6aab1940df1005b37c023193387 --token"),
+            "not expected: gf_user_\u2026 --token");
+  EXPECT_EQ(client::RedactSecrets("gf_join_0123456789abcdef,gf_admin_ffffffffffff"), "gf_join_\u2026,gf_admin_\u2026");
+  EXPECT_EQ(client::RedactSecrets("gf_ gf_user gf_user_12 gf__abcdef0123 gf_x_zz"), "gf_ gf_user gf_user_12 gf__abcdef0123 gf_x_zz");
+  EXPECT_EQ(client::RedactSecrets(""), "");
+}
+
 TEST(PrintableTest, ControlCharactersFromTheControllerCannotReachTheTerminalRaw) {
   // Given text with an erase-line sequence, a bare CR, a newline, DEL and UTF-8's CSI (U+009B),
   // expect each written visibly and plain text, tabs aside, unchanged (é and ° kept as UTF-8).

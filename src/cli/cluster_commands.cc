@@ -929,7 +929,8 @@ std::function<int()> SetupServerCommand(CLI::App& app) {
                   "they follow a takeover (default: this controller's own)");
 
   sub->footer(R"(The first start makes an admin token and a join token in the data directory
-(admin.token, join.token; mode 0600). Give the join token to agents:
+(admin.token, join.token; mode 0600). Give the join token to agents (--join-token-file, last
+example below); the admin token is for the CLI and for making other tokens (gpufleet token create).
 
 Listening on an address other hosts can reach needs TLS (--tls-cert, --tls-key), or --insecure.
 

@@ -215,6 +215,9 @@ std::function<int()> SetupNode(CLI::App& app) {
   auto a = std::make_shared<Args>();
   CLI::App* node_app = app.add_subcommand("node", "Node lifecycle: acceptance burn-in (node check)");
   node_app->require_subcommand(1);
+  node_app->footer("Examples:\n  gpufleet node check --fake-gpus 2xT4 --quick     # this machine, now\n"
+                   "  gpufleet node check dev-1 --wait                 # a registered node, again\n\n"
+                   "Run 'gpufleet node check --help' for its options.");
   CLI::App* sub = node_app->add_subcommand(
       "check", "Burn in a node: GPU health, matmul, memory and host-link bandwidth, all-reduce; pass or fail");
   sub->add_option("node", a->node,

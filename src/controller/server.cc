@@ -1572,6 +1572,12 @@ void ApiServer::TokenRoutes(const Guards& g) {
                                  RoleName(*made) + " tokens");
     }
     if (Status st = api::CheckName("team", team); !team.empty() && !st.ok()) return Error(res, st);
+    // An admin's team-admin administers a team it names: without one it would be the team-admin
+    // of "default" (the team of jobs that name none), which nobody asks for by leaving it out.
+    if (*made == Role::kTeamAdmin && team.empty() && who->scope == Scope::kAll) {
+      return Error(res, 400, "team: a team-admin token needs the team it administers (gpufleet token create "
+                             "--role team-admin --team TEAM)");
+    }
     if (!ValidSubject(subject)) {
       return Error(res, 400, "subject: use up to 128 letters, digits, '-', '_', '.', '@' or '+', got '" + subject + "'");
     }

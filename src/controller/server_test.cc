@@ -802,9 +802,12 @@ TEST_F(ServerTest, ATeamAdminNeitherSeesNorRevokesTokensAboveItsRole) {
   auto ta = Call("POST", "/v1/tokens", admin_, R"({"role": "team-admin", "subject": "carol", "team": "vision"})");
   ASSERT_EQ(ta->status, 201) << ta->body;
   const std::string carol = Body(ta)["token"];
-  // And a team-admin made without a team acts for "default": the bootstrap admin's token (no
-  // team either) is not one of its team's.
-  auto tb = Call("POST", "/v1/tokens", admin_, R"({"role": "team-admin", "subject": "erin"})");
+  // And a team-admin of team "default" (which an admin must name: left out, it is refused): the
+  // bootstrap admin's token (no team) is not one of its team's.
+  auto no_team = Call("POST", "/v1/tokens", admin_, R"({"role": "team-admin", "subject": "erin"})");
+  EXPECT_EQ(no_team->status, 400) << no_team->body;
+  EXPECT_NE(no_team->body.find("a team-admin token needs the team it administers"), std::string::npos) << no_team->body;
+  auto tb = Call("POST", "/v1/tokens", admin_, R"({"role": "team-admin", "subject": "erin", "team": "default"})");
   ASSERT_EQ(tb->status, 201) << tb->body;
   const std::string erin = Body(tb)["token"];
 
