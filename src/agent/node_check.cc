@@ -1,6 +1,7 @@
 #include "agent/node_check.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -89,10 +90,13 @@ Result<model::BurnInReport> RunNodeCheck(GpuProbe& probe, const NodeCheckOptions
   auto result = run.get();
   if (!result.ok()) return Status::Unavailable("burn-in: cannot run " + o.python + ": " + result.status().message());
   if (result->exit_code == 3) {
-    return Status::FailedPrecondition("burn-in: " + o.python + " cannot import torch (" +
-                                      result->stderr_text.substr(0, 300) +
-                                      "); install PyTorch for it (Debian: apt-get install python3-torch) or pass "
-                                      "--burn-in-python with an interpreter that has it");
+    std::string why = result->stderr_text.substr(0, 300);
+    while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
+    return Status::FailedPrecondition("burn-in: " + o.python + " cannot import torch (" + why +
+                                      "); install PyTorch for it (Debian: apt-get install python3-torch) or name "
+                                      "an interpreter that has it: gpufleet agent --burn-in-python PATH, gpufleet "
+                                      "node check --python PATH, or GPUFLEET_BURNIN_PYTHON=PATH for either and for "
+                                      "gpufleet dev");
   }
   if (!result->ok() || result->stdout_text.empty()) {
     std::string tail = result->stderr_text.size() > 600 ? result->stderr_text.substr(result->stderr_text.size() - 600)

@@ -101,6 +101,17 @@ TEST_F(NodeCheckTest, ASuiteThatCannotRunSaysWhy) {
   auto no_torch = RunNodeCheck(*probe, Options(FakeSuite(dir_, "", 3)));
   ASSERT_FALSE(no_torch.ok());
   EXPECT_THAT(no_torch.status().message(), HasSubstr("cannot import torch"));
+  // What the interpreter said, without its line break, and every way to name another one.
+  const std::string says = dir_ + "/says.sh";
+  std::ofstream(says) << "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 3\n";
+  fs::permissions(says, fs::perms::owner_all);
+  auto said = RunNodeCheck(*probe, Options(says));
+  ASSERT_FALSE(said.ok());
+  EXPECT_THAT(said.status().message(), HasSubstr("(ModuleNotFoundError: No module named 'torch'); install PyTorch"));
+  for (const char* way : {"gpufleet agent --burn-in-python PATH", "gpufleet node check --python PATH",
+                          "GPUFLEET_BURNIN_PYTHON=PATH"}) {
+    EXPECT_THAT(said.status().message(), HasSubstr(way));
+  }
   auto garbage = RunNodeCheck(*probe, Options(FakeSuite(dir_, "Traceback (most recent call last):")));
   ASSERT_FALSE(garbage.ok());
   EXPECT_THAT(garbage.status().message(), HasSubstr("not a JSON object"));
