@@ -89,6 +89,12 @@ api GET /v1/nodes | json_get "next(n['acceptance_reason'] for n in j['nodes'] if
   >"$WORK/reason"
 grep -q "GPU 0: 5 uncorrected ECC errors" "$WORK/reason" || fail "node-c's reason: $(cat "$WORK/reason")"
 
+# Undraining a quarantined node does not pass it off as up.
+run "$WORK/r5u" "$GPUFLEET" undrain node-c
+expect_rc "$WORK/r5u" 0 "undrain node-c"
+expect_contains "$WORK/r5u.out" "node node-c is undrained, but quarantined" "undrain names the quarantine"
+expect_contains "$WORK/r5u.out" "gpufleet node check node-c --wait" "undrain says how to clear it"
+
 # Quarantined nodes take no work: a second job waits for node-a, though node-b and node-c are idle.
 SECOND="$(submit_job "$WORK/job.yaml")"
 WATCH_JOBS+=("$SECOND")

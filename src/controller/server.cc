@@ -1245,8 +1245,16 @@ void ApiServer::NodeRoutes(const Guards& g) {
       tl_audited = true;  // recorded with the node's state
       std::string state = on ? "draining" : "up";
       for (const NodeStatus& n : engine_.Nodes()) {
-        if (n.record.name == req.matches[1].str() && n.record.state == api::NodeState::kLost) {
+        if (n.record.name != req.matches[1].str()) continue;
+        if (n.record.state == api::NodeState::kLost) {
           state = on ? "lost (drained when it comes back)" : "lost (takes work when it comes back)";
+        } else if (n.record.acceptance == "quarantined") {
+          // Undrained is not up: a node that failed its check takes no work until one passes.
+          state = std::string(on ? "draining" : "undrained") + ", but quarantined: it failed its node check (" +
+                  n.record.acceptance_reason + ") and takes no work until one passes (gpufleet node check " +
+                  n.record.name + " --wait)";
+        } else if (n.record.acceptance == "checking") {
+          state = std::string(on ? "draining" : "undrained") + ", its node check running: it takes work once the check passes";
         }
       }
       Reply(res, 200, {{"node", req.matches[1].str()}, {"state", state}});
