@@ -1780,8 +1780,8 @@ void Engine::MaybeFinishAttempt(Job& job) {
     return;
   }
   if (!failed) {
+    job.rec.exit_code = 0;  // before the transition, which records the job
     Transition(job, JobState::kSucceeded, job.parts.size() == 1 ? "exited with code 0" : "every part exited with code 0");
-    job.rec.exit_code = 0;
     events_.push_back(sched::JobFinished{id});
     jobs_.erase(id.value());
     return;

@@ -42,6 +42,10 @@ TEST_F(EngineTest, JobRunsThroughItsLifecycle) {
   EXPECT_EQ(StateOf(j), JobState::kSucceeded);
   EXPECT_EQ(StatesOf(j), (std::vector<JobState>{JobState::kPending, JobState::kStarting, JobState::kRunning,
                                                 JobState::kSucceeded}));
+  // Its exit code is recorded with it, as a failed job's is.
+  auto rec = store_.GetJob(j);
+  ASSERT_TRUE(rec.ok() && *rec);
+  EXPECT_EQ((*rec)->exit_code, std::optional<int>(0));
   // The GPUs are free again: a new 8-GPU job starts.
   JobId k = Submit(*e, "resources: {gpus: 8}\nrun: x\n");
   EXPECT_EQ(StateOf(k), JobState::kStarting);
