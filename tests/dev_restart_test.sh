@@ -96,4 +96,6 @@ dev_stop
 start_dev --agents 1 --new-admin-token
 wait_for "the controller again" "$GPUFLEET" queue
 cmp -s "$WORK/admin.before" "$WORK/data/admin.token" || fail "--new-admin-token replaced an admin token that still worked"
+grep -q "still opens the controller as admin; no new token made" "$WORK/dev.log" ||
+  fail "the start did not say that --new-admin-token made no token"
 echo PASS

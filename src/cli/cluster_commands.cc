@@ -202,8 +202,9 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
       ->check(CLI::ExistingFile);
   sub->add_option("--tls-key", f.tls_key, "The private key (PEM) of --tls-cert")->check(CLI::ExistingFile);
   sub->add_flag("--new-admin-token", f.new_admin_token,
-                "Make a new admin token at start and write it to <data-dir>/admin.token (for an admin token "
-                "that was lost or revoked; the old one stays as it was, the audit log records the new one)");
+                "Make a new admin token at start and write it to <data-dir>/admin.token, when the one there "
+                "no longer opens the controller (lost or revoked; the old one stays as it was, the audit log "
+                "records the new one). While it still works, none is made and the start says so");
   sub->add_flag("--insecure", f.insecure,
                 "Allow plain HTTP on an address other hosts can reach (tokens then cross the network in clear text)");
   sub->add_option("--checkpoint-root", f.checkpoint_root,
@@ -703,7 +704,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     admin_token_works = t.ok() && t->kind == api::TokenKind::kUser && t->role == "admin";
     // Left in a service's command line, the flag must not mint an admin token at every start.
     if (admin_token_works) {
-      spdlog::info("--new-admin-token: {}/admin.token still opens the controller as admin; no new token made",
+      spdlog::warn("--new-admin-token: {}/admin.token still opens the controller as admin; no new token made",
                    f.data_dir);
     }
   }
