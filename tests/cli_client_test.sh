@@ -89,6 +89,15 @@ expect_rc "$WORK/cfg2" 2 "a client config whose server is a mapping"
 expect_contains "$WORK/cfg2.err" "cfg2.yaml:3:3: server: must be a single value, got a mapping" \
   "the error points at the value"
 
+# A config file named on purpose and missing is an error, not a quiet fall back to the default
+# address; a bad URL is blamed on where it came from.
+GPUFLEET_CONFIG="$WORK/no-such.yaml" run "$WORK/cfg3" "$GPUFLEET" nodes
+expect_rc "$WORK/cfg3" 2 "GPUFLEET_CONFIG naming a missing file"
+expect_contains "$WORK/cfg3.err" "GPUFLEET_CONFIG names $WORK/no-such.yaml, which does not exist" "the missing file is named"
+run "$WORK/badurl" "$GPUFLEET" nodes --server 'not a url'
+expect_rc "$WORK/badurl" 2 "--server 'not a url'"
+expect_contains "$WORK/badurl.err" "(from --server)" "the bad URL is blamed on the flag, not the config file"
+
 # A good file submits; the same request id twice creates the jobs once.
 cat >"$WORK/ok.yaml" <<'YAML'
 name: ok

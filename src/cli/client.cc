@@ -51,7 +51,7 @@ ApiClient::ApiClient(ClientConfig config) : config_(std::move(config)) {
       if (in && std::getline(in, url) && controllers_->StartAt(url)) remembered_ = controllers_->Current();
     }
   } else {
-    bad_server_ = list.status().message() + " (from " + config_.source + ")";
+    bad_server_ = list.status().message() + " (from " + config_.server_source + ")";
   }
 }
 

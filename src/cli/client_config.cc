@@ -60,6 +60,7 @@ Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std:
           joined += (joined.empty() ? "" : ",") + item.Scalar();
         }
         *out = joined;
+        c.server_source = path;
         continue;
       }
       if (!v.IsScalar()) {
@@ -67,13 +68,27 @@ Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std:
                                        (v.IsSequence() ? "a list" : v.IsMap() ? "a mapping" : "nothing"));
       }
       *out = v.Scalar();
+      if (out == &c.server) c.server_source = path;
     }
     c.source = path;
+  } else if (const char* named = std::getenv("GPUFLEET_CONFIG");
+             named && *named && server_flag.empty() && !std::getenv("GPUFLEET_SERVER")) {
+    // A file named on purpose and not there: falling back to the default address could reach
+    // another cluster than the one meant.
+    return Status::InvalidArgument("GPUFLEET_CONFIG names " + path +
+                                   ", which does not exist (gpufleet dev --config writes one; or give --server and "
+                                   "--token, or unset GPUFLEET_CONFIG)");
   }
-  if (const char* s = std::getenv("GPUFLEET_SERVER"); s && *s) c.server = s;
+  if (const char* s = std::getenv("GPUFLEET_SERVER"); s && *s) {
+    c.server = s;
+    c.server_source = "GPUFLEET_SERVER";
+  }
   if (const char* t = std::getenv("GPUFLEET_TOKEN"); t && *t) c.token = t;
   if (const char* a = std::getenv("GPUFLEET_CA_CERT"); a && *a) c.ca_cert = a;
-  if (!server_flag.empty()) c.server = server_flag;
+  if (!server_flag.empty()) {
+    c.server = server_flag;
+    c.server_source = "--server";
+  }
   if (!token_flag.empty()) c.token = token_flag;
   if (c.source.empty()) c.source = "flags/environment (no " + path + ")";
   c.leader_memory_dir = LeaderMemoryDir();

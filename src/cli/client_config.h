@@ -24,6 +24,7 @@ struct ClientConfig {
   // system's trusted CAs. `ca_cert:` in the file, or GPUFLEET_CA_CERT.
   std::string ca_cert;
   std::string source;  // where the values came from, for error messages
+  std::string server_source = "the default";  // where `server` came from: the file, GPUFLEET_SERVER or --server
   // Where the client remembers which of several controllers answered last, one small file per
   // list of URLs; empty: it does not remember between commands.
   std::string leader_memory_dir;
