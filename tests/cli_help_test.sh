@@ -68,6 +68,12 @@ expect_rc "$WORK/revoke" 2 "gpufleet token revoke xyz"
 expect_contains "$WORK/revoke.err" "'xyz' is not a token id" "gpufleet token revoke xyz"
 run "$WORK/joinrole" "$GPUFLEET" token create --join --role admin --server http://127.0.0.1:9
 expect_rc "$WORK/joinrole" 2 "gpufleet token create --join --role admin (a join token has no role)"
+# `run` tells what is wrong with its flags in flags, not in the job file it makes of them.
+run "$WORK/rungpus" "$GPUFLEET" run --gpus -1 --server http://127.0.0.1:9 -- true
+expect_rc "$WORK/rungpus" 2 "gpufleet run --gpus -1"
+expect_contains "$WORK/rungpus.err" "gpufleet run: --gpus: must be from 0 to 1024 per node, got -1" "run --gpus -1"
+run "$WORK/runenv" "$GPUFLEET" run --env 1A=x --server http://127.0.0.1:9 -- true
+expect_contains "$WORK/runenv.err" "gpufleet run: --env 1A: is not a valid environment variable name" "run --env 1A=x"
 # A token typed where it does not belong is not printed back in the parse error.
 secret=gf_user_37e6b6aab1940df1005b37c023193387
 run "$WORK/leak" "$GPUFLEET" backup --data-dir "$WORK/none" "$WORK/x.db" "$secret"

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -88,6 +89,40 @@ std::string NameFromCommand(const std::vector<std::string>& argv) {
     name += ok ? c : '-';
   }
   return name.empty() || name[0] == '.' ? "job" : name;
+}
+
+// The job parser's message about the job `run` made from its flags, told in flags: "--gpus: must
+// be from 0 to 1024 per node, got -1", not "gpufleet run:1:36: resources.gpus: ...".
+std::string RunFlagError(const std::string& message) {
+  static const std::pair<const char*, const char*> kFlags[] = {
+      {"resources.gpus", "--gpus"}, {"resources.nodes", "--nodes"}, {"resources.gpu_type", "--gpu-type"},
+      {"restart.max_restarts_on_errors", "--max-restarts"}, {"watchdog.stall_timeout", "--stall-timeout"},
+      {"watchdog.on_stall", "--on-stall"}, {"checkpoint.dir", "--checkpoint-dir"}, {"priority", "--priority"},
+      {"name", "--name"}, {"team", "--team"}, {"env", "--env"}, {"workdir", "--workdir"},
+      {"process_per_gpu", "--process-per-gpu"}, {"run", "the command"}};
+  std::string m = message;
+  const std::string source = "gpufleet run:";
+  if (m.rfind(source, 0) == 0) {
+    // gpufleet run:LINE:COLUMN: what
+    size_t at = source.size();
+    for (int field = 0; field < 2; ++field) {
+      const size_t colon = m.find(':', at);
+      if (colon == std::string::npos || colon == at ||
+          m.find_first_not_of("0123456789", at) != colon) {
+        at = std::string::npos;
+        break;
+      }
+      at = colon + 1;
+    }
+    if (at != std::string::npos) m = m.substr(at + (at < m.size() && m[at] == ' ' ? 1 : 0));
+  }
+  for (const auto& [field, flag] : kFlags) {
+    const size_t n = std::strlen(field);
+    if (m.compare(0, n, field) == 0 && (m.size() == n || m[n] == ':' || m[n] == '.' || m[n] == '[' || m[n] == ' ')) {
+      return flag + (m.size() > n && m[n] == '.' ? " " + m.substr(n + 1) : m.substr(n));  // --env 1A: ...
+    }
+  }
+  return m;
 }
 
 std::function<int()> SetupRun(CLI::App& app) {
@@ -190,7 +225,7 @@ With -f the exit code is the job's outcome: 0 if it succeeded, 1 if it failed or
     api::JobParseOptions opts;
     opts.source = "gpufleet run";
     auto jobs = api::ParseJobs(job.dump(), opts);
-    if (!jobs.ok()) return Fail(cmd, kExitUsage, jobs.status().message());
+    if (!jobs.ok()) return Fail(cmd, kExitUsage, RunFlagError(jobs.status().message()));
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
     json body = {{"request_id", a->request_id.empty() ? RandomRequestId() : a->request_id},
