@@ -2091,10 +2091,13 @@ Result<sched::Explanation> Engine::Explain(JobId job) const {
     if (rentable) {
       e.ever = true;
       e.placement = sched::PlaceResult::Kind::kWait;
+      auto hold = pool_holds_.find(job.value());
       for (std::string& r : e.reasons) {
         if (r.rfind("infeasible: ", 0) == 0) {
-          r = "no node of the cluster fits it now (" + r.substr(12) +
-              "); the pool rents one for it ('gpufleet pool' shows what it rents)";
+          r = "no node of the cluster fits it now (" + r.substr(12) + "); " +
+              (hold == pool_holds_.end()
+                   ? std::string("the pool rents one for it ('gpufleet pool' shows what it rents)")
+                   : "the pool rents none for it: " + hold->second);
         }
       }
     }
@@ -2125,6 +2128,11 @@ Result<sched::Explanation> Engine::Explain(JobId job) const {
     }
   }
   return e;
+}
+
+void Engine::NotePoolHolds(std::map<int64_t, std::string> holds) {
+  MutexLock lock(mu_);
+  pool_holds_ = std::move(holds);
 }
 
 std::vector<sched::PendingJob> Engine::PendingForScaling() const {

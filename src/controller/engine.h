@@ -197,6 +197,9 @@ class Engine {
     std::set<std::string> hard_stopped_teams;  // teams a hard budget has stopped (TeamSpend::hard_stop)
   };
   ScalingView ScalingSnapshot() const;
+  // Why the pool's last round rented nothing for these pending jobs (the autoscaler's holds, by
+  // job id): `explain` says so instead of "the pool rents one for it". Replaces the last call's.
+  void NotePoolHolds(std::map<int64_t, std::string> holds);
   std::vector<QueueEntry> Queue() const;  // running first, then pending in queue order
   // One page of Queue(): entries [from, from + limit), copied alone, and the queue's length.
   std::pair<std::vector<QueueEntry>, size_t> QueuePage(size_t from, size_t limit) const;
@@ -516,6 +519,7 @@ class Engine {
   std::map<std::string, int64_t> ended_cost_ GF_GUARDED_BY(mu_);
   std::vector<api::AuditRecord> step_audit_ GF_GUARDED_BY(mu_);  // of this step's cancels: written with its transitions
   std::map<std::string, int> node_size_hints_ GF_GUARDED_BY(mu_);
+  std::map<int64_t, std::string> pool_holds_ GF_GUARDED_BY(mu_);  // NotePoolHolds
   int next_port_ GF_GUARDED_BY(mu_) = 0;
   int64_t next_burn_in_request_ GF_GUARDED_BY(mu_) = 0;
   Counters counters_ GF_GUARDED_BY(mu_);

@@ -751,6 +751,24 @@ void Pool::Tick() {
       o.speed *= v[v.size() / 2];
     }
   }
+  // What the nodes of each offer run: a registered node of it lists the environments its driver
+  // and GPUs allow. Remembered after the node goes, so that a job whose environment an offer's
+  // nodes lack is not rented for there again and again (each node would idle and be released).
+  {
+    MutexLock lock(mu_);
+    for (const auto& [name, e] : entries_) {
+      auto node = by_name.find(name);
+      if (node == by_name.end() || e.info.offer.empty()) continue;
+      const api::NodeRecord& rec = node->second->record;
+      if ((rec.state == api::NodeState::kUp || rec.state == api::NodeState::kDraining) && rec.spec.gpus > 0) {
+        offer_environments_[e.info.offer] = rec.spec.environments;
+      }
+    }
+  }
+  for (auto& o : in.offers) {
+    auto it = offer_environments_.find(o.name);
+    if (it != offer_environments_.end()) o.runs_environments = it->second;
+  }
   // A node that registered once and is now lost or gone is not booting: its machine is given
   // back (the engine has already requeued what ran there) without blaming its offer.
   std::vector<std::pair<std::string, std::string>> dead;  // (name, provider id)
@@ -902,9 +920,12 @@ void Pool::Tick() {
     Status st = Save();
     if (!st.ok()) spdlog::error("pool: save: {}", st.message());
   }
+  std::map<int64_t, std::string> holds;
   for (const sched::Hold& h : plan.held) {
     spdlog::debug("pool: job {} not rented for: {}", h.job.value(), h.reason);
+    holds[h.job.value()] = h.reason;
   }
+  engine_.NotePoolHolds(std::move(holds));
   for (const sched::Rent& r : plan.rents) {
     const std::string team = r.for_jobs.empty() ? std::string() : team_of[r.for_jobs.front().value()];
     Rent(r, team, now);

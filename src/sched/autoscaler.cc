@@ -59,7 +59,17 @@ bool SizeFits(const PendingJob& job, int64_t cpu_milli, int64_t mem_mib) {
   return (cpu_milli <= 0 || job.cpu_milli <= cpu_milli) && (mem_mib <= 0 || job.mem_mib <= mem_mib);
 }
 
+// Whether the offer's nodes may run the job's environment (yes while nobody has seen one).
+bool EnvironmentOk(const PendingJob& job, const RentableOffer& o) {
+  return job.environment.empty() || !o.runs_environments ||
+         std::find(o.runs_environments->begin(), o.runs_environments->end(), job.environment) !=
+             o.runs_environments->end();
+}
+
 bool NodeFits(const PendingJob& job, const PoolNode& n, bool fallen_back) {
+  // A node that is up says which environments it runs (placement checks the same); a booting
+  // one does not yet (its offer was checked when it was rented).
+  if (!job.environment.empty() && n.state == PoolNodeState::kUp && !n.spec.Supports(job.environment)) return false;
   return !n.spec.gpu_model.empty() && ModelRank(job, n.spec.gpu_model) >= 0 &&
          n.spec.gpus >= job.gpus_per_node && MarketAllowed(job, n.spec.market, fallen_back) &&
          LabelsOk(job, n.spec.labels) && SizeFits(job, n.spec.cpu_milli, n.spec.mem_mib);
@@ -280,7 +290,7 @@ bool Autoscaler::CoverWithPool(Round& r, const PendingJob& job, bool fallen_back
       for (Round::Fresh& f : r.fresh) {
         const RentableOffer& o = r.in.offers[static_cast<size_t>(f.offer)];
         if (f.free < job.gpus_per_node || ModelRank(job, o.gpu_model) < 0 ||
-            !MarketAllowed(job, o.market, fallen_back) || !LabelsOk(job, o.labels)) {
+            !MarketAllowed(job, o.market, fallen_back) || !LabelsOk(job, o.labels) || !EnvironmentOk(job, o)) {
           continue;
         }
         f.free -= job.gpus_per_node;
@@ -320,6 +330,7 @@ void Autoscaler::RentFor(Round& r, const PendingJob& job, bool fallen_back) {
   int best = -1;
   std::tuple<int64_t, int, Duration, std::string, std::string> best_key;
   bool any_shape = false;
+  std::vector<std::string> cannot_run;  // offers that fit but whose nodes do not run its environment
   for (int i = 0; i < static_cast<int>(r.in.offers.size()); ++i) {
     const RentableOffer& o = r.in.offers[i];
     const int model_rank = ModelRank(job, o.gpu_model);
@@ -328,6 +339,10 @@ void Autoscaler::RentFor(Round& r, const PendingJob& job, bool fallen_back) {
     // A node too small in CPUs or memory would be rented, stay idle and be released, again and
     // again.
     if (!SizeFits(job, o.cpu_milli, o.mem_mib)) continue;
+    if (!EnvironmentOk(job, o)) {
+      cannot_run.push_back(o.name);
+      continue;
+    }
     any_shape = true;
     if (failed_until_.count(o.name)) continue;
     // A gang rents only what the nodes kept for it in the offer's zone do not cover.
@@ -341,8 +356,15 @@ void Autoscaler::RentFor(Round& r, const PendingJob& job, bool fallen_back) {
     }
   }
   if (best < 0) {
-    r.plan.held.push_back({job.id, any_shape ? "every offer that fits failed recently"
-                                           : "no offer has the GPU model, GPUs per node, CPUs, memory, market and labels it needs"});
+    std::string why = any_shape ? "every offer that fits failed recently"
+                                : "no offer has the GPU model, GPUs per node, CPUs, memory, market and labels it needs";
+    if (!any_shape && !cannot_run.empty()) {
+      std::string names;
+      for (const std::string& n : cannot_run) names += (names.empty() ? "" : ", ") + n;
+      why = "the nodes of every offer that fits (" + names + ") were seen not to run environment " +
+            job.environment + " (a registered node of the offer lists what it runs)";
+    }
+    r.plan.held.push_back({job.id, why});
     return;
   }
   const RentableOffer& o = r.in.offers[best];

@@ -78,6 +78,10 @@ struct RentableOffer {
   model::Labels labels;               // the labels its nodes will carry (zone, region, ...)
   int64_t cpu_milli = 0;              // per node; 0: not known, not checked
   int64_t mem_mib = 0;                // per node; 0: not known, not checked
+  // The environments (presets) its nodes were seen to run, from a node of it that registered;
+  // not known until then. A job whose environment is not among them is not rented for here:
+  // every node would stay idle and be released, again and again.
+  std::optional<std::vector<std::string>> runs_environments{};
 };
 
 // A job the scheduler could not place, as the autoscaler needs to see it.
@@ -95,6 +99,7 @@ struct PendingJob {
   Duration checkpoint_interval = Duration::Minutes(30);  // work lost on an interruption: half this
   Duration restart_overhead;                             // paid again after each interruption
   model::Labels constraints;  // labels a node must carry (k=v), as placement requires
+  std::string environment{};  // the preset it runs in (empty: the node's own), as placement requires
 };
 
 enum class PoolNodeState { kBooting, kUp, kDraining };

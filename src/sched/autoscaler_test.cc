@@ -291,6 +291,56 @@ TEST_F(AutoscalerTest, ConstraintsPickOffersWithTheirLabelsAndHoldTheRest) {
   EXPECT_NE(plan.held[0].reason.find("labels"), std::string::npos);
 }
 
+TEST_F(AutoscalerTest, OffersWhoseNodesWereSeenNotToRunTheEnvironmentAreNotRentedFor) {
+  // Given the cheap spot offer's nodes seen to run only pytorch-a and the zone-a on-demand one's
+  // pytorch-b, expect a pytorch-b job rented for on the cheapest offer not known to lack it (zone
+  // b, not seen yet), and a pytorch-c job, once no H100 offer runs it, held with the offers named.
+  input_.offers[kSpotA].runs_environments = std::vector<std::string>{"pytorch-a"};
+  input_.offers[kOdA].runs_environments = std::vector<std::string>{"pytorch-b"};
+  Autoscaler scaler(options_);
+  PendingJob b = Job(1, 1, 8);
+  b.environment = "pytorch-b";
+  input_.pending = {b};
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].offer, kOdB);
+
+  input_.offers[kOdB].runs_environments = std::vector<std::string>{"pytorch-a", "pytorch-b"};
+  Autoscaler later(options_);
+  PendingJob c = Job(2, 1, 8);
+  c.environment = "pytorch-c";
+  PendingJob none = Job(3, 1, 8);  // no environment: the cheapest offer, as ever
+  input_.pending = {c, none};
+  plan = later.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].offer, kSpotA);
+  EXPECT_EQ(plan.rents[0].for_jobs, std::vector<JobId>{JobId(3)});
+  ASSERT_EQ(plan.held.size(), 1u);
+  EXPECT_EQ(plan.held[0].job, JobId(2));
+  EXPECT_NE(plan.held[0].reason.find("(h100-od-a, h100-spot-a, h100-od-b) were seen not to run environment pytorch-c"),
+            std::string::npos)
+      << plan.held[0].reason;
+}
+
+TEST_F(AutoscalerTest, IdleNodesThatDoNotRunAGangsEnvironmentDoNotCoverIt) {
+  // Given two idle up nodes that run only pytorch-a, expect a 2-node pytorch-b gang to rent two
+  // nodes rather than wait for those; a pytorch-a gang takes them and rents nothing.
+  input_.nodes = {IdleNode(10, Duration::Minutes(1)), IdleNode(11, Duration::Minutes(1))};
+  for (PoolNode& n : input_.nodes) n.spec.environments = {"pytorch-a"};
+  Autoscaler scaler(options_);
+  PendingJob b = Job(1, 2, 8, MarketPreference::kOnDemand);
+  b.environment = "pytorch-b";
+  input_.pending = {b};
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].count, 2);
+  Autoscaler other(options_);
+  b.environment = "pytorch-a";
+  input_.pending = {b};
+  plan = other.Decide(input_);
+  EXPECT_TRUE(plan.rents.empty());
+}
+
 TEST_F(AutoscalerTest, MaxNodesAndMaxGpusCapRents) {
   // Given max_nodes 3 and one node up, expect a 2-node gang rented and a 1-node job held (4 > 3).
   // Given max_gpus 16 and one 8-GPU node, expect a 2 x 8 gang held and a 1 x 8 job rented.

@@ -1218,6 +1218,7 @@ void Scheduler::ScalingQueueInto(Duration restart_overhead, std::vector<PendingJ
     p.checkpoint_interval = spec.checkpoint_interval > Duration::Zero() ? spec.checkpoint_interval : kDefaultInterval;
     p.restart_overhead = restart_overhead;
     p.constraints = spec.constraints;
+    p.environment = spec.environment;
   }
   out.resize(n);
 }
