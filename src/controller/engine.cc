@@ -1475,9 +1475,7 @@ void Engine::ApplyRegister(RegisterReq& r) {
   std::set<api::PartKey> reported(req.running.begin(), req.running.end());
   for (const auto& key : req.running) {
     auto it = jobs_.find(key.job.value());
-    bool current = it != jobs_.end() && it->second.rec.attempt == key.attempt && it->second.rec.placement &&
-                   key.part >= 0 && key.part < static_cast<int>(it->second.rec.placement->parts.size()) &&
-                   it->second.rec.placement->parts[key.part].node == *id;
+    const bool current = it != jobs_.end() && IsCurrentPart(it->second, key, *id);
     if (!current) {
       KillStray(*id, key, "not a current part of its job");
     } else {
@@ -1560,10 +1558,7 @@ void Engine::ApplyHeartbeat(HeartbeatReq& r) {
   }
   for (const auto& key : r.hb.running) {
     auto jt = jobs_.find(key.job.value());
-    bool current = jt != jobs_.end() && jt->second.rec.attempt == key.attempt && jt->second.rec.placement &&
-                   key.part >= 0 && key.part < static_cast<int>(jt->second.rec.placement->parts.size()) &&
-                   jt->second.rec.placement->parts[key.part].node == r.node;
-    if (!current) KillStray(r.node, key, "not a current part of its job");
+    if (jt == jobs_.end() || !IsCurrentPart(jt->second, key, r.node)) KillStray(r.node, key, "not a current part of its job");
   }
   for (const auto& a : r.hb.activity) {
     // Only a current part on this node speaks for its job.
@@ -1632,11 +1627,22 @@ void Engine::ApplyNotice(NodeId node, NodeState& n, const api::SpotNotice& notic
   events_.push_back(sched::NodeReclaimed{node});
 }
 
+// Whether `key` on `node` is a part of the job's current run: its attempt, a part of its
+// placement on that node, while the job has parts at all (starting, running or stopping). A
+// pending job's placement and attempt are its last run's, which was lost or stopped: a part of it
+// an agent still reports (it was away while the job was requeued, or the controller restarted
+// meanwhile) is a stray, and the job has no parts to record it in.
+bool Engine::IsCurrentPart(const Job& job, const api::PartKey& key, NodeId node) {
+  const bool live = job.rec.state == JobState::kStarting || job.rec.state == JobState::kRunning ||
+                    job.rec.state == JobState::kStopping;
+  return live && job.rec.attempt == key.attempt && job.rec.placement && key.part >= 0 &&
+         key.part < static_cast<int>(job.rec.placement->parts.size()) &&
+         key.part < static_cast<int>(job.parts.size()) && job.rec.placement->parts[key.part].node == node;
+}
+
 void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
   auto it = jobs_.find(e.key.job.value());
-  if (it == jobs_.end() || it->second.rec.attempt != e.key.attempt || !it->second.rec.placement ||
-      e.key.part < 0 || e.key.part >= static_cast<int>(it->second.parts.size()) ||
-      it->second.rec.placement->parts[e.key.part].node != node) {
+  if (it == jobs_.end() || !IsCurrentPart(it->second, e.key, node)) {
     if (e.kind == api::PartEventKind::kStarted) KillStray(node, e.key, "not a current part of its job");
     return;
   }

@@ -451,6 +451,7 @@ class Engine {
   void NoteHardStops() GF_REQUIRES(mu_);
   int64_t FinishedSpend(const std::string& team, Time since);
   void ApplyNotice(NodeId node, NodeState& n, const api::SpotNotice& notice) GF_REQUIRES(mu_);
+  static bool IsCurrentPart(const Job& job, const api::PartKey& key, NodeId node);
   void ApplyPartEvent(NodeId node, const api::PartEvent& e) GF_REQUIRES(mu_);
   void CheckHeartbeats(Time now) GF_REQUIRES(mu_);
   void LosePartsOn(NodeId node, const std::string& why) GF_REQUIRES(mu_);

@@ -217,6 +217,42 @@ TEST_F(EngineTest, AJobCancelledJustBeforeARestartEndsAndFreesItsGpus) {
   for (const auto& q : again->Queue()) EXPECT_NE(q.job.id, j) << "the cancelled job is back in the queue";
 }
 
+TEST_F(EngineTest, APartOfARequeuedJobThatItsAgentStillReportsIsKilledAcrossARestart) {
+  // Given a job requeued because its node was lost (the agent was only paused), expect the agent
+  // that comes back reporting the old part to be told to kill it, the job to stay pending, and
+  // the same after a controller restart (the recovered pending job has no parts: the report
+  // crashed the controller at every start).
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  JobId j = Submit(*e, "resources: {gpus: 1}\nrun: sleep 600\n");
+  Commands(*e, a);
+  Beat(*e, a, {Started(j, 1, 0)});
+  ASSERT_EQ(StateOf(j), JobState::kRunning);
+  clock_.Advance(Duration::Minutes(10));  // past lost_after without heartbeats
+  e->Step();
+  ASSERT_EQ(StateOf(j), JobState::kPending);
+  auto d = e->Drain("node-a", true);  // so that the job is not placed there again when it is back
+  e->Step();
+  ASSERT_TRUE(d.get().ok());
+  auto killed = [&](Engine& eng, NodeId node) {
+    for (const api::Command& c : Commands(eng, node)) {
+      if (c.stop && c.stop->key == api::PartKey{j, 1, 0}) return true;
+    }
+    return false;
+  };
+  NodeId back = Register(*e, "node-a", 1, {{j, 1, 0}});
+  EXPECT_TRUE(killed(*e, back)) << "the requeued job's old part was left running";
+  e.reset();
+  auto again = MakeEngine();
+  acked_.clear();  // a new controller numbers its commands afresh
+  ASSERT_EQ(StateOf(j), JobState::kPending);
+  NodeId after = Register(*again, "node-a", 1, {{j, 1, 0}});
+  EXPECT_TRUE(killed(*again, after)) << "after a restart, the old part was left running";
+  Beat(*again, after, {}, {{j, 1, 0}});  // still reported by heartbeats: a stray, killed again
+  EXPECT_TRUE(killed(*again, after));
+  EXPECT_EQ(StateOf(j), JobState::kPending);
+}
+
 TEST_F(EngineTest, ADrainOutlivesANodeLossAndALostNodeCanBeDrainedOrUndrained) {
   // Given node-a drained for maintenance and then lost (rebooted), expect it back drained when its
   // agent registers; given node-b lost and then drained, expect it back drained too; undrained
