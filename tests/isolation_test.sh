@@ -131,6 +131,12 @@ echo "ok: node takeover and command-line secrets refused"
 run "$WORK/second" timeout 30 "$GPUFLEET" server --data-dir "$SERVER_DIR" --listen 127.0.0.1:0 --agent-listen 127.0.0.1:0
 [[ "$RC" != 0 && "$RC" != 124 ]] || { show "$WORK/second"; fail "a second controller started on the same data directory"; }
 grep -q "another controller" "$WORK/second.err" || { show "$WORK/second"; fail "the refusal does not say why"; }
+# ... and per store: another data directory naming this one's database is refused too.
+run "$WORK/samestore" timeout 30 "$GPUFLEET" server --data-dir "$WORK/other-dir" --store "sqlite:$SERVER_DIR/state.db" \
+  --listen 127.0.0.1:0 --agent-listen 127.0.0.1:0
+[[ "$RC" != 0 && "$RC" != 124 ]] || { show "$WORK/samestore"; fail "a second controller started on the same SQLite store"; }
+grep -q "another controller is using the store $SERVER_DIR/state.db" "$WORK/samestore.err" ||
+  { show "$WORK/samestore"; fail "the refusal does not name the store"; }
 perm="$(stat -c %a "$SERVER_DIR/state.db")"
 [[ "$perm" == 600 ]] || fail "state.db has mode $perm, expected 600"
 # A controller on its own data directory and any free port says which port it took.

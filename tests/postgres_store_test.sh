@@ -56,6 +56,19 @@ job="$(api GET /v1/jobs/1)"
 again="$(api POST /v1/jobs '{"request_id": "pg-1", "job": {"name": "kept", "resources": {"gpus": 1}, "run": "true"}}')"
 [[ "$(echo "$again" | json_get "j['created']")" == false ]] || fail "the request id was forgotten: $again"
 
+# A second controller on the same database, without --leader-lease, stands by (it took the lease
+# too): it does not lead beside the first and run the same jobs twice.
+setsid "$GPUFLEET" server --data-dir "$WORK/second" --listen 127.0.0.1:0 --agent-listen 127.0.0.1:0 \
+  --store "$PG_URL" >"$WORK/second.out" 2>"$WORK/second.err" &
+SECOND_PID=$!
+stood_by() { grep -q "standing by on" "$WORK/second.err"; }
+for ((i = 0; i < 300; i++)); do stood_by && break; kill -0 "$SECOND_PID" 2>/dev/null || break; sleep 0.1; done
+stood_by || { kill "$SECOND_PID" 2>/dev/null; fail "the second controller did not stand by: $(cat "$WORK/second.err")"; }
+port="$(sed -n 's/.*standing by on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$WORK/second.err" | head -1)"
+code="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/jobs")"
+kill -TERM "$SECOND_PID"; wait "$SECOND_PID" 2>/dev/null || true
+[[ "$code" == 503 ]] || fail "the standby answered $code, not 503 (not the leader)"
+
 # gpufleet backup while the controller runs: a checked dump; never over an existing file.
 "$GPUFLEET" backup --store "$PG_URL" "$WORK/state.dump" -o json >"$WORK/backup.json" 2>"$WORK/backup.err" ||
   fail "gpufleet backup of the PostgreSQL store: $(cat "$WORK/backup.err")"

@@ -253,6 +253,8 @@ void AddControllerFlags(CLI::App* sub, ControllerFlags& f) {
 
 // Exit status of a controller that lost the leader lease: a supervisor restarts it, as a standby.
 constexpr int kExitLostLeadership = 75;
+// The leader lease of a controller on a PostgreSQL store that does not name one.
+constexpr Duration kDefaultLeaderLease = Duration::Seconds(10);
 
 // What GET /v1/leader says about this controller: its role, the lease as it last read it, and
 // whether the store answered. Written by the thread that asks for the lease, read by the
@@ -346,6 +348,7 @@ struct Controller {
   std::string admin_token;  // set when this start made it
   std::string join_token;
   std::optional<UniqueFd> lock_fd;  // <data-dir>/controller.lock, held while running
+  std::optional<UniqueFd> store_lock_fd;  // a SQLite store's file, flock'ed while running
   std::shared_ptr<LeaderState> leader;  // GET /v1/leader
   std::optional<Duration> lease;        // --leader-lease
   // --leader-lease: the thread renewing the lease, told to stop through lease_stop.
@@ -645,6 +648,10 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
       return Status::InvalidArgument("--leader-lease: several controllers share only a PostgreSQL --store; a SQLite "
                                      "store has one controller, which always leads");
     }
+  } else if (store_location.engine == store::StoreLocation::Engine::kPostgres) {
+    // Every controller on a PostgreSQL store takes the lease: one started without the flag beside
+    // a leader (or before one) would otherwise lead too, and the two would run jobs twice.
+    lease = kDefaultLeaderLease;
   }
 
   std::string rented_agent_urls;  // --agent-urls, normalised; empty: this controller's agent URL
@@ -658,6 +665,19 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     rented_agent_urls = list->Joined();
   }
 
+  if (store_location.engine == store::StoreLocation::Engine::kSqlite) {
+    // One controller per SQLite store too: --store sqlite:PATH may name another data directory's
+    // database, which that directory's lock does not cover. (flock, which SQLite's own POSIX
+    // locks do not see or disturb.)
+    const std::string& db = store_location.target;
+    c->store_lock_fd.emplace(LiftFd(::open(db.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600)));
+    if (c->store_lock_fd->get() < 0) return Status::Unavailable("cannot open " + db + ": " + std::strerror(errno));
+    if (::flock(c->store_lock_fd->get(), LOCK_EX | LOCK_NB) != 0) {
+      return Status::FailedPrecondition("another controller is using the store " + db +
+                                        " (from another --data-dir); stop it first: two controllers on one store "
+                                        "would run the same jobs twice");
+    }
+  }
   GF_ASSIGN_OR_RETURN(c->store, OpenStoreFlag(store_location));
   c->leader = std::make_shared<LeaderState>(
       SelfAddress(f, listen, agent_listen), lease,
@@ -922,8 +942,9 @@ std::function<int()> SetupServerCommand(CLI::App& app) {
                   "(default: sqlite:<data-dir>/state.db); the schema is created or migrated at start");
   sub->add_option("--leader-lease", f->leader_lease,
                   "Several controllers on one PostgreSQL --store: lead while holding the leader lease of this "
-                  "length (e.g. 10s), renewed every third of it; until then stand by, answering 503 with the "
-                  "leader's URL; exit with status 75 when the lease is lost (docs/operations.md)");
+                  "length (default 10s: every controller on PostgreSQL takes it), renewed every third of it; "
+                  "until then stand by, answering 503 with the leader's URL; exit with status 75 when the lease "
+                  "is lost (docs/operations.md)");
   sub->add_option("--agent-urls", f->agent_urls,
                   "With --pool: the agent URLs the agents it rents are given (its {server}), comma-separated: "
                   "every controller's agent listener on this store, as the rented machines reach them, so that "
