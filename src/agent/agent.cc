@@ -1053,7 +1053,24 @@ void Agent::Apply(const api::Command& c) {
 
 void Agent::StartPart(const api::StartPart& s) {
   MutexLock lock(mu_);
-  if (!seen_.insert(s.key).second) return;  // started (or refused) before: start at most once
+  if (!seen_.insert(s.key).second) {
+    // Started (or refused) before: started at most once. A start sent again for a part that runs
+    // here is a repeat; one for a part that has ended comes from a controller whose state is older
+    // than this node's (a restored backup): say so, or its job would wait in starting for ever.
+    if (auto r = runs_.find(s.key); r != runs_.end() && !r->second.exited) return;
+    lock.Unlock();
+    api::PartEvent e;
+    e.key = s.key;
+    e.kind = api::PartEventKind::kExited;
+    e.at = WallNow();
+    e.exit_code = -1;
+    e.already_ran = true;
+    e.message = "node " + options_.name + " ran part " + s.key.ToString() +
+                " before and does not start it again (the controller's state is older than the node's: a restored "
+                "backup?)";
+    PushEvent(e);
+    return;
+  }
   PartRun run;
   run.start = s;
   run.log_path = options_.data_dir + "/logs/" + s.key.ToString() + ".log";

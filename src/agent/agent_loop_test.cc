@@ -91,6 +91,16 @@ class FakeController {
         s.gpus = {0};
         s.grace = Duration::Seconds(5);
         b.commands.push_back(api::Command{1, s, std::nullopt});
+      } else if (repeat_start_ && !repeat_sent_ && ExitSeenLocked()) {
+        // The same start again, once the part has ended (a controller restored from a backup
+        // taken before the part ran would send it).
+        repeat_sent_ = true;
+        api::StartPart s;
+        s.key = kKey;
+        s.argv = {"/bin/sh", "-c", "echo ran-twice > '" + release_file_ + ".twice'"};
+        s.env = {{"PATH", "/usr/bin:/bin"}};
+        s.grace = Duration::Seconds(5);
+        b.commands.push_back(api::Command{3, s, std::nullopt});
       } else if (!second_argv_.empty() && !second_sent_ && held_uploads_ > 0) {
         // The second part, once a log upload is being held.
         second_sent_ = true;
@@ -168,6 +178,26 @@ class FakeController {
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   bool bound() const { return port_ > 0; }
+
+  // Once the part has exited, the next poll hands out its start again.
+  void RepeatStartAfterExit() {
+    std::lock_guard<std::mutex> lock(mu_);
+    repeat_start_ = true;
+  }
+  // Waits (up to a minute) for an exit of kKey that says the node ran it before.
+  std::optional<api::PartEvent> WaitForAlreadyRan() {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::optional<api::PartEvent> found;
+    cv_.wait_for(lock, std::chrono::seconds(60), [&] {
+      for (const auto& b : beats_) {
+        for (const auto& e : b.events) {
+          if (e.key == kKey && e.kind == api::PartEventKind::kExited && e.already_ran) found = e;
+        }
+      }
+      return found.has_value();
+    });
+    return found;
+  }
 
   // The checkpoint root registration names, and the part's GPUFLEET_CHECKPOINT_DIR.
   void SetCheckpoints(std::string root, std::string dir) {
@@ -316,6 +346,16 @@ class FakeController {
   int held_uploads_ = 0;
   std::vector<std::string> second_argv_;
   bool second_sent_ = false;
+  bool repeat_start_ = false;
+  bool repeat_sent_ = false;
+  bool ExitSeenLocked() const {
+    for (const auto& b : beats_) {
+      for (const auto& e : b.events) {
+        if (e.key == kKey && e.kind == api::PartEventKind::kExited) return true;
+      }
+    }
+    return false;
+  }
   std::string checkpoint_root_, checkpoint_dir_;
   std::string log_;  // every uploaded byte, in order
 };
@@ -711,6 +751,25 @@ TEST_F(AgentLoopTest, APartThatCannotStartIsReportedWithItsLogUploadedFirst) {
   EXPECT_EQ(exit->exit_code, 127);
   EXPECT_NE(exit->message.find("cannot start"), std::string::npos) << exit->message;
   EXPECT_NE(log_at_exit.find("gpufleet: cannot start"), std::string::npos) << log_at_exit;
+}
+
+TEST_F(AgentLoopTest, AStartOfAPartThatRanHereBeforeIsAnsweredNotDroppedOrRunAgain) {
+  // Given the start of a part that ran here and exited, sent again (by a controller restored from
+  // an older backup), expect an exit that says the node ran it before, and nothing run again.
+  FakeController controller(Duration::Seconds(3600), release_file(), {"/bin/true"});
+  controller.RepeatStartAfterExit();
+  auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+  ASSERT_TRUE(probe.ok() && controller.bound());
+  Agent agent(Options(controller, ""), std::move(*probe));
+  std::atomic<bool> stop{false};
+  std::thread run([&] { (void)agent.Run(stop); });
+  auto again = controller.WaitForAlreadyRan();
+  stop = true;
+  run.join();
+  ASSERT_TRUE(again.has_value()) << "the repeated start was dropped without a word";
+  EXPECT_EQ(again->exit_code, -1);
+  EXPECT_NE(again->message.find("before and does not start it again"), std::string::npos) << again->message;
+  EXPECT_FALSE(std::filesystem::exists(release_file() + ".twice")) << "the part ran a second time";
 }
 
 TEST_F(AgentLoopTest, ACheckpointFolderIsMadeForTheJobsUserInTheControllersRootOnly) {

@@ -181,6 +181,7 @@ json ToJson(const PartEvent& e) {
     o["exit_code"] = e.exit_code;
     o["signal"] = e.signal;
     o["stopped"] = e.stopped;
+    if (e.already_ran) o["already_ran"] = true;
   }
   if (!e.message.empty()) o["message"] = e.message;
   if (e.environment_took) {
@@ -200,6 +201,7 @@ Result<PartEvent> PartEventFromJson(const json& j) {
                        e.exit_code = Opt<int>(j, "exit_code", 0);
                        e.signal = Opt<int>(j, "signal", 0);
                        e.stopped = Opt<bool>(j, "stopped", false);
+                       e.already_ran = Opt<bool>(j, "already_ran", false);
                        e.message = Opt<std::string>(j, "message", "");
                        if (j.contains("environment_took_ms")) {
                          e.environment_took = Duration::Millis(As<int64_t>(j.at("environment_took_ms")));

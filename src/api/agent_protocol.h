@@ -77,6 +77,9 @@ struct PartEvent {
   std::optional<Duration> environment_took;
   bool environment_warm = false;
   bool stopped = false;  // kExited: after a stop the controller asked for
+  // kExited: nothing ran: the node had run this part (its key) before and does not start it
+  // twice. A controller whose state is older than the node's (restored from a backup) asked.
+  bool already_ran = false;
   std::string message;   // "exec python3: No such file or directory", ...
 };
 

@@ -1681,7 +1681,18 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
       return;
     case api::PartEventKind::kExited: {
       if (part.exited) return;
-      if (e.stopped && !job.stop_requested && !job.failing && !job.restart_requested) {
+      if (e.already_ran && !job.stop_requested && !job.failing && !job.restart_requested) {
+        // Nothing ran: the node had run this very part before (this controller's state is older
+        // than the node's, a restored backup). Not the job failing: requeue it, and its next
+        // attempt is a part the node has not seen.
+        job.stop_requested = true;
+        job.stop_reason = sched::PreemptReason::kNodeFailure;
+        job.stop_text = e.message.empty() ? "its node had run this part before" : e.message;
+        part.exited = true;  // not stopped again below
+        Transition(job, JobState::kStopping, job.stop_text);
+        SendStop(job, job.stop_text);
+        part.exited = false;
+      } else if (e.stopped && !job.stop_requested && !job.failing && !job.restart_requested) {
         // Its agent stopped the part on its own: it is shutting down (or fenced itself). The
         // node is leaving, not the job failing: stop the other parts and requeue the job, as for
         // a lost node, and place nothing new there until the agent registers again.

@@ -253,6 +253,34 @@ TEST_F(EngineTest, APartOfARequeuedJobThatItsAgentStillReportsIsKilledAcrossARes
   EXPECT_EQ(StateOf(j), JobState::kPending);
 }
 
+TEST_F(EngineTest, AStartTheNodeHadRunBeforeIsRequeuedAsANewAttemptNotLeftStarting) {
+  // Given a controller whose state is older than its node's (restored from a backup taken before
+  // the job ran), expect the node's answer that it ran this part before to requeue the job (not to
+  // fail it, and not to leave it starting for ever), and the job's next attempt to start there.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\n");
+  auto first = Commands(*e, a);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_TRUE(first[0].start);
+  EXPECT_EQ(first[0].start->key.attempt, 1);
+  api::PartEvent ran = Exited(j, 1, 0, -1);
+  ran.already_ran = true;
+  ran.message = "node node-a ran part job-1.a1.p0 before and does not start it again";
+  Beat(*e, a, {ran});
+  e->Step();
+  EXPECT_EQ(StateOf(j), JobState::kStarting);
+  auto again = Commands(*e, a);
+  bool restarted = false;
+  for (const api::Command& c : again) restarted = restarted || (c.start && c.start->key.attempt == 2);
+  EXPECT_TRUE(restarted) << "the job was not started again as attempt 2";
+  auto history = store_.History(j);
+  ASSERT_TRUE(history.ok());
+  bool said = false;
+  for (const auto& t : *history) said = said || t.reason.find("does not start it again") != std::string::npos;
+  EXPECT_TRUE(said) << "the history does not say why the job was requeued";
+}
+
 TEST_F(EngineTest, ADrainOutlivesANodeLossAndALostNodeCanBeDrainedOrUndrained) {
   // Given node-a drained for maintenance and then lost (rebooted), expect it back drained when its
   // agent registers; given node-b lost and then drained, expect it back drained too; undrained
