@@ -210,6 +210,10 @@ expect_contains "$WORK/missing.err" "does not exist" "status says the job does n
 # --- explain: more GPUs than the cluster has --------------------------------------------------
 run "$WORK/big" "$GPUFLEET" run --gpus 4 --gpu-type H100 --name too-big -- true
 BIG="$(submitted_id "$WORK/big")"
+# logs of a job that has not started: said so, not an empty success.
+run "$WORK/biglogs" "$GPUFLEET" logs "$BIG"
+expect_rc "$WORK/biglogs" 0 "logs of a job that has not started"
+expect_contains "$WORK/biglogs.err" "job $BIG has not started yet: no output" "logs says the job has not started"
 run "$WORK/explain" "$GPUFLEET" explain "$BIG"
 expect_rc "$WORK/explain" 0 "explain of a job that can never fit"
 expect_contains "$WORK/explain.out" "can ever run:    no" "explain says the job can never run here"
@@ -369,6 +373,13 @@ expect_rc "$WORK/runjsonf" 2 "run -o json -f"
 expect_contains "$WORK/runjsonf.err" "gpufleet logs -f ID" "run -o json -f says how to get both"
 run "$WORK/nosub" "$GPUFLEET" history -o json
 if grep -q never-submitted "$WORK/nosub.out"; then fail "run -o json -f submitted a job"; fi
+
+# A finished job with no log here (it wrote nothing) is said so, not printed as nothing at all.
+run "$WORK/quiet" "$GPUFLEET" run --gpus 0 -f --name quiet -- true
+QUIET="$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' "$WORK/quiet.err" "$WORK/quiet.out" | head -1)"
+run "$WORK/quietlogs" "$GPUFLEET" logs "$QUIET"
+expect_rc "$WORK/quietlogs" 0 "logs of a job that wrote nothing"
+expect_contains "$WORK/quietlogs.err" "has no log on this controller: it wrote no output, or" "logs explains an absent log"
 
 stop_dev
 run "$WORK/down" "$GPUFLEET" queue

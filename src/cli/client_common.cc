@@ -275,6 +275,7 @@ int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const Log
   // Following a job that has not started yet: long-poll its attempt 0 (no output), which the
   // controller answers when the job starts, instead of asking for an attempt it does not have.
   bool not_started = false;
+  bool printed_any = false;
   for (;;) {
     std::map<std::string, std::string> q;
     if (not_started) {
@@ -314,6 +315,22 @@ int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const Log
         }
       }
       if (offsets.size() < parts.size()) offsets.resize(parts.size(), 0);
+      if (!opts.follow && !printed_any) {
+        // Nothing to show: say why, rather than print nothing and succeed.
+        if (parts.empty() && got == 0) {
+          std::fprintf(stderr, "%s: job %lld has not started yet: no output (follow it with 'gpufleet logs -f %lld')\n",
+                       ("gpufleet " + cmd).c_str(), static_cast<long long>(job), static_cast<long long>(job));
+        }
+        for (const auto& p : parts) {
+          if (!p.value("missing", false) || (opts.part >= 0 && IntField(p, "part") != opts.part)) continue;
+          std::fprintf(stderr,
+                       "%s: part %lld of job %lld (attempt %d) has no log on this controller: it wrote no output, or "
+                       "its log stayed with the controller that led when it ran (before a takeover or a restore; "
+                       "docs/operations.md)\n",
+                       ("gpufleet " + cmd).c_str(), static_cast<long long>(IntField(p, "part")),
+                       static_cast<long long>(job), got);
+        }
+      }
       bool any = false;
       bool prefix = parts.size() > 1 && opts.part < 0;
       for (const auto& p : parts) {
@@ -325,6 +342,7 @@ int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const Log
         const int64_t next = p.contains("next_offset") ? IntField(p, "next_offset") : 0;
         offsets[idx] = next > offsets[idx] ? next : offsets[idx] + static_cast<int64_t>(data.size());
         if (opts.part < 0 || opts.part == idx) printer.Write(idx, data, prefix);
+        printed_any = true;
       }
       if (any) continue;  // read on: replies come in chunks
       if (!opts.follow) break;

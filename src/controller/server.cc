@@ -1135,6 +1135,9 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
                        {"offset", offsets[p]},
                        {"next_offset", offsets[p] + static_cast<int64_t>(data.size())},
                        {"data", data}});
+        // A finished part with no log here: it wrote nothing, or its log stayed with the
+        // controller that received it (one that led before a takeover, or before a restore).
+        if (!f && finished) out.back()["missing"] = true;
       }
       return any;
     };
