@@ -1,12 +1,17 @@
 // Backups of a store (backup.h): SQLite's online backup API, or pg_dump.
 #include "store/backup.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -110,10 +115,21 @@ Result<BackupReport> BackupPostgres(const std::string& url, const std::string& d
   BackupReport r;
   r.method = "pg_dump (custom format)";
   r.tables = 0;
-  for (size_t at = list.stdout_text.find("TABLE DATA"); at != std::string::npos;
-       at = list.stdout_text.find("TABLE DATA", at + 1)) {
+  bool jobs = false;
+  std::istringstream lines(list.stdout_text);
+  for (std::string line; std::getline(lines, line);) {
+    // "215; 0 16390 TABLE DATA public jobs gpufleet"
+    const size_t at = line.find(" TABLE DATA ");
+    if (at == std::string::npos || line.rfind(";", 0) == 0) continue;
     ++r.tables;
+    std::istringstream words(line.substr(at + 12));
+    std::string schema, table;
+    words >> schema >> table;
+    jobs = jobs || table == "jobs";
   }
+  // A database name mistyped (or another application's) dumps fine: say so rather than call an
+  // empty copy a checked backup.
+  if (!jobs) return Status::InvalidArgument("the database holds no gpufleet state (no jobs table in the dump)");
   return r;
 }
 
@@ -153,6 +169,17 @@ Result<BackupReport> BackupStore(const StoreLocation& where, const std::string& 
   std::error_code ec;
   if (fs::exists(dest, ec)) {
     return Status::FailedPrecondition(dest + " exists; give a new file (a backup never overwrites one)");
+  }
+  // Made here, private to this user (the copy holds jobs' commands and environments and the
+  // audit log, as the store does), before the copy writes into it.
+  {
+    const int fd = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      if (errno == EEXIST) return Status::FailedPrecondition(dest + " exists; give a new file (a backup never overwrites one)");
+      return Status::Unavailable(dest + ": cannot create the copy: " + std::strerror(errno));
+    }
+    ::fchmod(fd, 0600);
+    ::close(fd);
   }
   auto made = where.engine == StoreLocation::Engine::kSqlite ? BackupSqlite(where.target, dest)
                                                               : BackupPostgres(where.target, dest);

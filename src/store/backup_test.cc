@@ -50,6 +50,8 @@ TEST_F(BackupTest, SqliteCopyWhileOpenIsAConsistentStoreWithEveryJob) {
   EXPECT_GT(r->schema_version, 0);
   EXPECT_GT(r->bytes, 0);
   EXPECT_EQ(r->bytes, static_cast<int64_t>(fs::file_size(Path("copy.db"))));
+  // Private to its user, as the store is (it holds jobs' commands, environments, the audit log).
+  EXPECT_EQ(fs::status(Path("copy.db")).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
   auto copy = OpenSqliteStore(Path("copy.db"));
   ASSERT_TRUE(copy.ok()) << copy.status().ToString();
   auto jobs = (*copy)->ListJobs({});
@@ -125,6 +127,25 @@ TEST_F(PostgresBackupTest, DumpRestoresIntoANewDatabaseWithEveryJob) {
   auto jobs = (*copy)->ListJobs({});
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
   EXPECT_EQ(jobs->size(), 3u);
+}
+
+TEST_F(PostgresBackupTest, ADatabaseWithoutGpufleetStateIsRefusedAndLeavesNoFile) {
+  // Given a database name that holds no gpufleet tables (a typo, another application's), expect
+  // the dump refused as no gpufleet state, not reported as a checked backup, and no file left.
+  auto server = SharedPostgres();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto url = FreshPostgresSchema();
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  ASSERT_TRUE((*server)->Psql("DROP DATABASE IF EXISTS emptydb").ok());
+  ASSERT_TRUE((*server)->Psql("CREATE DATABASE emptydb").ok());
+  std::string empty = *url;
+  const std::string from = "///postgres?";
+  ASSERT_NE(empty.find(from), std::string::npos) << empty;
+  empty.replace(empty.find(from), from.size(), "///emptydb?");
+  auto r = BackupStore({StoreLocation::Engine::kPostgres, empty}, Path("empty.dump"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("holds no gpufleet state"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(fs::exists(Path("empty.dump")));
 }
 
 TEST_F(PostgresBackupTest, AnUnreachableServerIsUnavailableAndLeavesNoFile) {
