@@ -137,6 +137,20 @@ run "$WORK/samestore" timeout 30 "$GPUFLEET" server --data-dir "$WORK/other-dir"
 [[ "$RC" != 0 && "$RC" != 124 ]] || { show "$WORK/samestore"; fail "a second controller started on the same SQLite store"; }
 grep -q "another controller is using the store $SERVER_DIR/state.db" "$WORK/samestore.err" ||
   { show "$WORK/samestore"; fail "the refusal does not name the store"; }
+# A store this user may only read is refused at start (it took the start, then refused every
+# submit). Root may write anything: the check runs as nobody.
+if [[ "$(id -u)" == 0 ]] && command -v setpriv >/dev/null; then
+  RO="$(mktemp -d /tmp/gpufleet-ro.XXXXXX)"
+  chmod 777 "$RO"
+  : >"$RO/state.db"
+  chmod 644 "$RO/state.db"
+  run "$WORK/rostore" timeout 30 setpriv --reuid nobody --regid nogroup --clear-groups \
+    "$GPUFLEET" server --data-dir "$RO" --listen 127.0.0.1:0 --agent-listen 127.0.0.1:0
+  rm -rf "$RO"
+  [[ "$RC" != 0 && "$RC" != 124 ]] || { show "$WORK/rostore"; fail "a controller started on a store it may not write"; }
+  grep -q "state.db is not writable by this user" "$WORK/rostore.err" ||
+    { show "$WORK/rostore"; fail "the refusal does not say the store is not writable"; }
+fi
 perm="$(stat -c %a "$SERVER_DIR/state.db")"
 [[ "$perm" == 600 ]] || fail "state.db has mode $perm, expected 600"
 # A controller on its own data directory and any free port says which port it took.

@@ -677,6 +677,17 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
                                         " (from another --data-dir); stop it first: two controllers on one store "
                                         "would run the same jobs twice");
     }
+    // Every change is written there (and SQLite's journal beside it): a store this user may only
+    // read would take the start and then refuse every submit.
+    std::string folder = std::filesystem::path(db).parent_path().string();
+    if (folder.empty()) folder = ".";
+    for (const std::string& path : {db, folder}) {
+      if (::access(path.c_str(), W_OK) != 0) {
+        return Status::FailedPrecondition(path + " is not writable by this user (" + std::strerror(errno) +
+                                          "): the controller writes every change to its store there; fix its "
+                                          "owner or mode, or run the controller as its owner");
+      }
+    }
   }
   GF_ASSIGN_OR_RETURN(c->store, OpenStoreFlag(store_location));
   c->leader = std::make_shared<LeaderState>(
