@@ -73,6 +73,25 @@ GPUFLEET_CA_CERT="$WORK/other/ca.pem" run "$WORK/wrong" "$GPUFLEET" queue
 [[ "$RC" != 0 ]] || { show "$WORK/wrong"; fail "a CLI trusting another CA was answered"; }
 grep -q "not one this client trusts" "$WORK/wrong.err" || { show "$WORK/wrong"; fail "no certificate hint"; }
 
+# http:// to the TLS port: the CLI says to use https://.
+run "$WORK/plaincli" "$GPUFLEET" queue --server "$PLAIN"
+[[ "$RC" != 0 ]] || { show "$WORK/plaincli"; fail "the CLI over http:// to the TLS port was answered"; }
+grep -q "use https://" "$WORK/plaincli.err" || { show "$WORK/plaincli"; fail "no https hint for http:// to a TLS port"; }
+# An agent that trusts another CA says why it cannot reach the controller, not only that it cannot;
+# one whose --ca-cert is not there is refused at once.
+run "$WORK/noca" "$GPUFLEET" agent --server "$SERVER" --ca-cert "$WORK/no-such-ca.pem" --fake-gpus 1xH100 \
+  --data-dir "$WORK/agent-noca"
+expect_rc "$WORK/noca" 2 "agent --ca-cert of a missing file"
+printf '%s\n' "$(cat "$WORK/data/join.token" 2>/dev/null || true)" >"$WORK/join.token"
+"$GPUFLEET" agent --server "$SERVER" --ca-cert "$WORK/other/ca.pem" --fake-gpus 1xH100 --name wrong-ca \
+  --data-dir "$WORK/agent-wrongca" --join-token-file "$WORK/join.token" >"$WORK/wrongca.log" 2>&1 &
+WRONG_PID=$!
+for ((i = 0; i < 300; i++)); do grep -q "cannot reach the controller" "$WORK/wrongca.log" && break; sleep 0.1; done
+kill "$WRONG_PID" 2>/dev/null || true
+wait "$WRONG_PID" 2>/dev/null || true
+grep -q "is not signed by --ca-cert $WORK/other/ca.pem" "$WORK/wrongca.log" ||
+  { cat "$WORK/wrongca.log" >&2; fail "the agent does not say its CA does not match"; }
+
 # A restart keeps the CA: the pinned config still works.
 CA_SUM="$(sha256sum <"$CA")"
 stop_dev

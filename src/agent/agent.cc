@@ -575,6 +575,26 @@ httplib::Client& Agent::MainClient(const std::string& server) {
   return *main_client_;
 }
 
+// Why the controller could not be reached, with what to check for the TLS failures.
+std::string Agent::Unreachable(httplib::Error error) const {
+  std::string why = "cannot reach the controller at " + options_.server + " (" + httplib::to_string(error) + ")";
+  switch (error) {
+    case httplib::Error::SSLServerVerification:
+      return why + ": its certificate is not signed by " +
+             (options_.ca_cert.empty() ? std::string("a CA this machine trusts; give --ca-cert with the CA that signed it")
+                                       : "--ca-cert " + options_.ca_cert + ", or it does not name the host");
+    case httplib::Error::SSLConnection:
+      return why + ": the TLS handshake failed; does it serve https on that port (the agent listener of a "
+                   "controller with --tls-cert)?";
+    case httplib::Error::Read:
+      return options_.server.rfind("http://", 0) == 0
+                 ? why + ": it closed the connection without an answer; if it serves https, use https://"
+                 : why;
+    default:
+      return why;
+  }
+}
+
 Status Agent::Register() {
   api::RegisterRequest req;
   const std::vector<std::string> ready = ReadyEnvironments();
@@ -615,12 +635,12 @@ Status Agent::Register() {
     });
   };
   Sent sent = post(token);
-  if (!sent.res) return Status::Unavailable("cannot reach the controller at " + options_.server);
+  if (!sent.res) return Status::Unavailable(Unreachable(sent.res.error()));
   if ((sent.res->status == 401 || sent.res->status == 403) && token != options_.join_token) {
     // The controller forgot or replaced this agent's token (a new store), or the token is another
     // node's (a renamed agent): join again.
     sent = post(options_.join_token);
-    if (!sent.res) return Status::Unavailable("cannot reach the controller at " + options_.server);
+    if (!sent.res) return Status::Unavailable(Unreachable(sent.res.error()));
   }
   const httplib::Result& res = sent.res;
   if (res->status != 200) {

@@ -58,6 +58,7 @@ namespace httplib {
 class Client;
 class Result;
 class Server;
+enum class Error;
 }
 
 namespace gpufleet::agent {
@@ -186,6 +187,7 @@ class Agent {
   // The controller URL requests go to now.
   std::string CurrentServer() const GF_EXCLUDES(mu_);
   Status Register();
+  std::string Unreachable(httplib::Error error) const;
   void Fence(Duration silent);
   // Stops every running part with its checkpoint signal, saying `why` in its exit.
   void StopAll(const std::string& why);

@@ -135,7 +135,15 @@ ApiResult ApiClient::Send(bool post, const std::string& target, const std::strin
       if (standby) leader = res->get_header_value(api::kLeaderHeader);
       if (!res) {
         r = ApiResult();
-        if (res.error() == httplib::Error::SSLServerVerification || res.error() == httplib::Error::SSLConnection) {
+        if (res.error() == httplib::Error::SSLConnection) {
+          r.error = "cannot reach the controller at " + server + " (" + httplib::to_string(res.error()) +
+                    "): the TLS handshake failed; does it serve https? (a controller without --tls-cert, or "
+                    "gpufleet dev without --tls, speaks http://)";
+        } else if (server.rfind("http://", 0) == 0 && res.error() == httplib::Error::Read) {
+          r.error = "cannot reach the controller at " + server + " (" + httplib::to_string(res.error()) +
+                    "): it closed the connection without an answer; if it serves https (--tls-cert, dev --tls), "
+                    "use https://";
+        } else if (res.error() == httplib::Error::SSLServerVerification) {
           r.error = "cannot reach the controller at " + server + " (" + httplib::to_string(res.error()) +
                     "): its certificate is not one this client trusts" +
                     (config_.ca_cert.empty() ? std::string("; set ca_cert: in ") + config_.source +

@@ -1025,7 +1025,8 @@ std::function<int()> SetupAgentCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--ca-cert", f->o.ca_cert,
                   "With an https:// --server: trust only this CA certificate (PEM) for it (default: the system's "
-                  "CAs)");
+                  "CAs)")
+      ->check(CLI::ExistingFile);
   sub->add_option("--join-token", f->join_token_argv)->group("");  // refused with a hint, see below
   sub->add_option("--join-token-file", f->join_token_file,
                   "File holding the join token (or set GPUFLEET_JOIN_TOKEN); never on the command line, where "
