@@ -74,6 +74,11 @@ expect_rc "$WORK/rungpus" 2 "gpufleet run --gpus -1"
 expect_contains "$WORK/rungpus.err" "gpufleet run: --gpus: must be from 0 to 1024 per node, got -1" "run --gpus -1"
 run "$WORK/runenv" "$GPUFLEET" run --env 1A=x --server http://127.0.0.1:9 -- true
 expect_contains "$WORK/runenv.err" "gpufleet run: --env 1A: is not a valid environment variable name" "run --env 1A=x"
+# -o takes text and table alike on every command (listings said table, reports text).
+run "$WORK/otable" "$GPUFLEET" policies -o table
+expect_rc "$WORK/otable" 0 "gpufleet policies -o table"
+run "$WORK/otext" "$GPUFLEET" queue -o text --server http://127.0.0.1:9
+expect_rc "$WORK/otext" 3 "gpufleet queue -o text (accepted; the controller is not there)"
 # A token typed where it does not belong is not printed back in the parse error.
 secret=gf_user_37e6b6aab1940df1005b37c023193387
 run "$WORK/leak" "$GPUFLEET" backup --data-dir "$WORK/none" "$WORK/x.db" "$secret"

@@ -442,7 +442,7 @@ std::function<int()> SetupAudit(CLI::App& app) {
   sub->add_option("--subject", a->subject, "Only this token subject's records");
   sub->add_option("--verb", a->verb, "Only this verb (job.submit), or a family ending in '.' (job.)");
   sub->add_option("--limit", a->limit, "At most this many records, oldest first")->check(CLI::Range(1, 1000000));
-  sub->add_option("-o,--output", a->output, "table, json or jsonl")->check(CLI::IsMember({"table", "json", "jsonl"}))
+  sub->add_option("-o,--output", a->output, "table, json or jsonl")->transform(CLI::Transformer(std::map<std::string, std::string>{{"text", "table"}}))->check(CLI::IsMember({"table", "json", "jsonl"}))
       ->capture_default_str();
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, R"(  gpufleet audit --since 1d

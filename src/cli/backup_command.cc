@@ -26,7 +26,7 @@ std::function<int()> SetupBackupCommand(CLI::App& app) {
       ->required();
   sub->add_option("--data-dir", a->data_dir, "The controller's data directory: its SQLite store, state.db");
   sub->add_option("--store", a->store, "The store as `gpufleet server --store` names it: sqlite:PATH or postgresql://...");
-  sub->add_option("-o,--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
+  sub->add_option("-o,--output", a->output, "text or json")->transform(CLI::Transformer(std::map<std::string, std::string>{{"table", "text"}}))->check(CLI::IsMember({"text", "json"}));
   sub->footer(R"(Examples:
   gpufleet backup --data-dir /var/lib/gpufleet /backups/state-$(date +%F).db
   gpufleet backup --store 'postgresql://gpufleet@db.example/gpufleet' /backups/gpufleet-$(date +%F).dump

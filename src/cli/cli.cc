@@ -28,7 +28,7 @@ constexpr const char* kVersion = kGpufleetVersion;
 std::function<int()> SetupPolicies(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("policies", "List the scheduling policies and their options");
   auto json = std::make_shared<std::string>("text");
-  sub->add_option("-o,--output", *json, "text or json")->capture_default_str();
+  sub->add_option("-o,--output", *json, "text or json")->transform(CLI::Transformer(std::map<std::string, std::string>{{"table", "text"}}))->capture_default_str();
   sub->footer(R"(Examples:
   gpufleet policies
   gpufleet policies -o json     # [{name, help, options, common_options}, ...]

@@ -70,7 +70,8 @@ void AddConnectionFlags(CLI::App* sub, Connection& c) {
 }
 
 void AddOutputFlag(CLI::App* sub, std::string& output) {
-  sub->add_option("-o,--output", output, "table or json")
+  sub->add_option("-o,--output", output, "table or json (text: the same as table)")
+      ->transform(CLI::Transformer(std::map<std::string, std::string>{{"text", "table"}}))
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
 }

@@ -497,7 +497,7 @@ std::function<int()> SetupOffersCommand(CLI::App& app) {
   sub->add_option("--market", args->market, "spot, on-demand or any")->capture_default_str();
   sub->add_option("--sort", args->sort, "price (per instance-hour) or price-per-gpu")->capture_default_str();
   sub->add_option("--limit", args->limit, "Rows to show; 0 = all")->capture_default_str();
-  sub->add_option("-o,--output", args->output, "table or json")->capture_default_str();
+  sub->add_option("-o,--output", args->output, "table or json")->transform(CLI::Transformer(std::map<std::string, std::string>{{"text", "table"}}))->capture_default_str();
   sub->add_option("--catalog", args->catalog, kCatalogHelp);
   sub->add_flag("--include-suspect", args->include_suspect,
                 "Show on-demand prices flagged as likely fallback values (hidden by default)");
@@ -522,7 +522,7 @@ std::function<int()> SetupSelectCommand(CLI::App& app) {
   auto args = std::make_shared<SelectArgs>();
   CLI::App* sub = app.add_subcommand("select", "Rank offers for a job by expected cost to complete");
   sub->add_option("job", args->job, "Job YAML (resources, estimate, profile, checkpoint, market, ...)")->required();
-  sub->add_option("-o,--output", args->output, "text or json")->capture_default_str();
+  sub->add_option("-o,--output", args->output, "text or json")->transform(CLI::Transformer(std::map<std::string, std::string>{{"table", "text"}}))->capture_default_str();
   sub->add_option("--limit", args->limit, "Candidates to show; 0 = all")->capture_default_str();
   sub->add_option("--catalog", args->catalog, kCatalogHelp);
   sub->add_option("--speeds", args->speeds,

@@ -195,7 +195,7 @@ std::function<int()> SetupEnvironmentsCommand(CLI::App& app) {
   sub->add_option("--environments", args->environments,
                   "The presets table (default: $GPUFLEET_ENVIRONMENTS, else ./data/environments.yaml, else the "
                   "one in the source tree this binary was built from)");
-  sub->add_option("-o,--output", args->output, "table or json")->capture_default_str();
+  sub->add_option("-o,--output", args->output, "table or json")->transform(CLI::Transformer(std::map<std::string, std::string>{{"text", "table"}}))->capture_default_str();
   CLI::Option* driver = sub->add_option(
       "--driver", args->driver, "Check a node: its NVIDIA driver version (550.54.15), or none; adds the RUNS column");
   CLI::Option* gpu = sub->add_option("--gpu", args->gpu,

@@ -635,6 +635,7 @@ std::function<int()> SetupHistory(CLI::App& app) {
   sub->add_option("-o,--output", a->output,
                   "table, json, or jsonl: one line per finished job that ran, in the trace format `gpufleet sim` "
                   "and `gpufleet plan` read (submit time, GPUs, work = time it held its GPUs, all attempts)")
+      ->transform(CLI::Transformer(std::map<std::string, std::string>{{"text", "table"}}))
       ->check(CLI::IsMember({"table", "json", "jsonl"}))
       ->capture_default_str();
   AddConnectionFlags(sub, a->conn);

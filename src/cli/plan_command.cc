@@ -1073,7 +1073,7 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_option("--idle-release", args->idle_release, "Rented nodes idle this long are released, in the replay")->capture_default_str();
   sub->add_option("--seed", args->seed, "Seed for spot interruptions in the replay")->capture_default_str();
   sub->add_option("--threads", args->threads, "Simulations run at once (0: one per core)")->capture_default_str();
-  sub->add_option("-o,--output", args->output, "Report format: text or json")->capture_default_str();
+  sub->add_option("-o,--output", args->output, "Report format: text or json")->transform(CLI::Transformer(std::map<std::string, std::string>{{"table", "text"}}))->capture_default_str();
   sub->add_option("--plots", args->plots, "Write SVG charts here: demand-MODEL.svg, cost-by-market.svg, cost-vs-slo.svg");
   sub->add_flag("--progress", args->progress, "Always draw the progress bar (default: only on a terminal)");
   sub->add_flag("--no-progress", args->no_progress, "Never draw the progress bar");
