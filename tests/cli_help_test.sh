@@ -79,6 +79,12 @@ run "$WORK/otable" "$GPUFLEET" policies -o table
 expect_rc "$WORK/otable" 0 "gpufleet policies -o table"
 run "$WORK/otext" "$GPUFLEET" queue -o text --server http://127.0.0.1:9
 expect_rc "$WORK/otext" 3 "gpufleet queue -o text (accepted; the controller is not there)"
+# A file argument that is a directory, or missing, says which.
+run "$WORK/subdir" "$GPUFLEET" submit "$WORK" --server http://127.0.0.1:9
+expect_rc "$WORK/subdir" 2 "gpufleet submit DIRECTORY"
+expect_contains "$WORK/subdir.err" "$WORK: is a directory, not a file" "submit of a directory"
+run "$WORK/submissing" "$GPUFLEET" submit "$WORK/no-such.yaml" --server http://127.0.0.1:9
+expect_contains "$WORK/submissing.err" "$WORK/no-such.yaml: no such file" "submit of a missing file"
 # A token typed where it does not belong is not printed back in the parse error.
 secret=gf_user_37e6b6aab1940df1005b37c023193387
 run "$WORK/leak" "$GPUFLEET" backup --data-dir "$WORK/none" "$WORK/x.db" "$secret"

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/nesting.h"
+#include "common/read_file.h"
 #include "common/source_location.h"
 
 namespace gpufleet::cli {
@@ -30,10 +31,10 @@ Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std:
   ClientConfig c;
   std::string path = ClientConfigPath();
   if (std::filesystem::exists(path)) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Status::InvalidArgument(path + ": cannot read the file");
+    auto read = ReadFileText(path);
+    if (!read.ok()) return Status::InvalidArgument(read.status().message());
     std::stringstream text;
-    text << in.rdbuf();
+    text << *read;
     // yaml-cpp parses recursively: bound the depth before it does.
     Status depth = CheckNestingDepth(text.str(), NestingSyntax::kYaml);
     if (!depth.ok()) return InSource(path, depth);

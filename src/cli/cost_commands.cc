@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/exit_codes.h"
+#include "common/read_file.h"
 #include "common/strings.h"
 #include "api/job_yaml.h"
 #include "cost/cost_job.h"
@@ -354,16 +355,13 @@ json CandidateJson(const Candidate& c) {
 // The job file read by the one job schema (api/job_yaml.h), as `submit` reads it, except that a
 // command may be missing and an estimate may not; then its cost view.
 Result<cost::CostJob> ReadCostJob(const std::string& file, const model::GpuSpeeds& speeds) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return Status::NotFound("cannot read " + file);
-  std::ostringstream text;
-  text << in.rdbuf();
+  GF_ASSIGN_OR_RETURN(const std::string text, ReadFileText(file));
   api::JobParseOptions opts;
   opts.source = file;
   opts.require_run = false;
   opts.require_estimate = true;
   opts.speeds = &speeds;
-  auto jobs = api::ParseJobs(text.str(), opts);
+  auto jobs = api::ParseJobs(text, opts);
   if (!jobs.ok()) return jobs.status();
   if (jobs->size() != 1) {
     return Status::InvalidArgument(file + ": holds " + std::to_string(jobs->size()) +

@@ -20,6 +20,7 @@
 #include "api/job_yaml.h"
 #include "cli/client.h"
 #include "cli/client_common.h"
+#include "common/read_file.h"
 #include "cli/cluster_history.h"
 #include "common/strings.h"
 #include "common/time.h"
@@ -54,11 +55,9 @@ std::function<int()> SetupSubmit(CLI::App& app) {
 The file is checked here first; an error names file:line:column and the field.)");
   return [a]() {
     const std::string cmd = "submit";
-    std::ifstream f(a->file, std::ios::binary);
-    if (!f) return Fail(cmd, kExitUsage, "cannot read " + a->file);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    std::string text = ss.str();
+    auto read = ReadFileText(a->file);
+    if (!read.ok()) return Fail(cmd, kExitUsage, read.status().message());
+    std::string text = std::move(*read);
     api::JobParseOptions opts;
     opts.source = a->file;
     // A workload class is checked against the shipped speed table where there is one.

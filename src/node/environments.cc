@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/read_file.h"
 #include "common/strings.h"
 
 #ifndef GPUFLEET_DATA_DIR
@@ -244,12 +245,12 @@ Result<EnvironmentTable> EnvironmentTable::Parse(const std::string& yaml_text, c
 }
 
 Result<EnvironmentTable> EnvironmentTable::Load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot read the environment table " + path);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return Status::Unavailable(path + ": read error");
-  return Parse(buf.str(), path);
+  auto text = ReadFileText(path);
+  if (!text.ok()) {
+    const std::string why = "the environment table " + text.status().message();
+    return text.status().code() == StatusCode::kNotFound ? Status::NotFound(why) : Status::InvalidArgument(why);
+  }
+  return Parse(*text, path);
 }
 
 std::string EnvironmentTable::DefaultPath() {
