@@ -374,6 +374,13 @@ expect_contains "$WORK/runjsonf.err" "gpufleet logs -f ID" "run -o json -f says 
 run "$WORK/nosub" "$GPUFLEET" history -o json
 if grep -q never-submitted "$WORK/nosub.out"; then fail "run -o json -f submitted a job"; fi
 
+# A budget set and then removed: the removal says so.
+run "$WORK/budgetset" "$GPUFLEET" budget vision --hard 100
+expect_rc "$WORK/budgetset" 0 "budget vision --hard 100"
+run "$WORK/budgetgone" "$GPUFLEET" budget vision
+expect_rc "$WORK/budgetgone" 0 "budget vision (no limits)"
+expect_contains "$WORK/budgetgone.out" "team vision: budget removed" "the removal says so"
+
 # A finished job with no log here (it wrote nothing) is said so, not printed as nothing at all.
 run "$WORK/quiet" "$GPUFLEET" run --gpus 0 -f --name quiet -- true
 QUIET="$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' "$WORK/quiet.err" "$WORK/quiet.out" | head -1)"

@@ -85,6 +85,10 @@ expect_rc "$WORK/subdir" 2 "gpufleet submit DIRECTORY"
 expect_contains "$WORK/subdir.err" "$WORK: is a directory, not a file" "submit of a directory"
 run "$WORK/submissing" "$GPUFLEET" submit "$WORK/no-such.yaml" --server http://127.0.0.1:9
 expect_contains "$WORK/submissing.err" "$WORK/no-such.yaml: no such file" "submit of a missing file"
+# A budget period (or stop rule) without a limit is refused: without limits the budget is removed.
+run "$WORK/budgetperiod" "$GPUFLEET" budget ml --period daily --server http://127.0.0.1:9
+expect_rc "$WORK/budgetperiod" 2 "gpufleet budget ml --period daily (no limit)"
+expect_contains "$WORK/budgetperiod.err" "--period needs a limit to apply to" "budget --period without a limit"
 # A token typed where it does not belong is not printed back in the parse error.
 secret=gf_user_37e6b6aab1940df1005b37c023193387
 run "$WORK/leak" "$GPUFLEET" backup --data-dir "$WORK/none" "$WORK/x.db" "$secret"

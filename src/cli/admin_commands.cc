@@ -133,6 +133,14 @@ counting from when it was first set, unless --new-period.)");
   return [a]() {
     const std::string cmd = "budget";
     if (Status st = api::CheckName("team", a->team); !st.ok()) return Fail(cmd, kExitUsage, st.message());
+    const bool limits = a->hard > 0 || a->soft > 0 || a->max_hourly > 0;
+    if (!limits && (a->period != "none" || a->keep_running || a->new_period)) {
+      // Without a limit the budget is removed: a period or a stop rule alone would be dropped.
+      return Fail(cmd, kExitUsage,
+                  std::string(a->period != "none" ? "--period" : a->keep_running ? "--keep-running" : "--new-period") +
+                      " needs a limit to apply to (--hard, --soft or --max-hourly); without limits 'gpufleet budget " +
+                      a->team + "' removes the team's budget");
+    }
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
     json body = {{"hard", a->hard},
@@ -143,6 +151,11 @@ counting from when it was first set, unless --new-period.)");
     if (a->new_period) body["since_ms"] = NowMs();
     ApiResult r = client->Post("/v1/teams/" + a->team + "/budget", body);
     if (!r.ok()) return Report(cmd, r);
+    if (!limits) {
+      std::printf("team %s: budget removed (no limits; spend is still counted and shown by gpufleet cost)\n",
+                  a->team.c_str());
+      return kExitOk;
+    }
     std::printf("team %s: hard %s, soft %s, max %s/h, %s\n", a->team.c_str(),
                 a->hard > 0 ? Usd(IntField(r.body, "hard_micros")).c_str() : "-",
                 a->soft > 0 ? Usd(IntField(r.body, "soft_micros")).c_str() : "-",
