@@ -374,6 +374,13 @@ expect_contains "$WORK/runjsonf.err" "gpufleet logs -f ID" "run -o json -f says 
 run "$WORK/nosub" "$GPUFLEET" history -o json
 if grep -q never-submitted "$WORK/nosub.out"; then fail "run -o json -f submitted a job"; fi
 
+# Listings with nothing to show say so, not a header alone.
+run "$WORK/costnone" "$GPUFLEET" cost --team nosuch
+expect_rc "$WORK/costnone" 0 "cost --team nosuch"
+expect_contains "$WORK/costnone.out" "team nosuch has no costs or budget" "cost of a team with nothing"
+run "$WORK/auditnone" "$GPUFLEET" audit --verb nosuch.verb
+expect_contains "$WORK/auditnone.out" "no audit records match" "audit with no match"
+
 # A budget set and then removed: the removal says so.
 run "$WORK/budgetset" "$GPUFLEET" budget vision --hard 100
 expect_rc "$WORK/budgetset" 0 "budget vision --hard 100"

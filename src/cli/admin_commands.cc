@@ -69,6 +69,13 @@ pool's release lead) so that the bill ends at the budget; see docs/cost.md.)");
       PrintJson(r.body);
       return kExitOk;
     }
+    if (r.body.value("teams", json::array()).empty()) {
+      // Nothing to show: say so (and for which team), rather than print a header alone.
+      std::printf("%s\n", a->team.empty() ? "no team has costs or a budget yet"
+                                           : ("team " + Printable(a->team) + " has no costs or budget (no priced job, no "
+                                              "rented node, no budget)").c_str());
+      return kExitOk;
+    }
     Table t({"TEAM", "JOBS COST", "RENTED IDLE", "SPENT", "RATE", "BUDGET", "SOFT", "MAX/H", "STATUS"});
     for (const auto& team : r.body.value("teams", json::array())) {
       const json b = team.value("budget", json::object());
@@ -513,6 +520,10 @@ std::function<int()> SetupAudit(CLI::App& app) {
       return kExitOk;
     }
     auto dash = [](const std::string& v) { return v.empty() ? std::string("-") : v; };
+    if (records.empty()) {
+      std::printf("no audit records match\n");
+      return kExitOk;
+    }
     Table t({"TIME", "SUBJECT", "ROLE", "SOURCE", "VERB", "OBJECT", "OUTCOME", "WHY"});
     for (const api::AuditRecord& rec : records) {
       t.Add({Iso(rec.at.millis()), dash(rec.subject), dash(rec.role), rec.source, rec.verb, rec.object, rec.outcome,
