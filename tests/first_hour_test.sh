@@ -61,6 +61,14 @@ expect_contains "$WORK/busy.err" "--port" "the port-in-use message says how to p
 if grep -q -- "--listen" "$WORK/busy.err"; then show "$WORK/busy"; fail "dev's port-in-use hint suggests --listen, which dev does not take"; fi
 stop_dev
 
+# --- A config written elsewhere: the banner's hint names it --------------------------------------
+(cd "$WORK" && exec "$GPUFLEET" dev --data-dir "$WORK/data-cfg" --port "$PORT" --config "$WORK/elsewhere.yaml" \
+  --agents 0 --job-user "$(id -un)" --allow-root-jobs) >"$WORK/dev.out" 2>&1 &
+DEV_PID=$!
+wait_for "the banner" grep -q "Try, in another terminal" "$WORK/dev.out"
+expect_contains "$WORK/dev.out" "  GPUFLEET_CONFIG=$WORK/elsewhere.yaml " "the hint names a config written elsewhere"
+stop_dev
+
 # --- On PATH (scripts/install.sh): the banner and the README's commands as written -------------
 run "$WORK/install" env BUILD_DIR="$(dirname "$(dirname "$SELF")")" GPUFLEET_BIN_DIR="$WORK/bin" \
   bash "$ROOT/scripts/install.sh"

@@ -1331,7 +1331,9 @@ Examples:
     std::printf("  data:   %s (state.db, logs/, agents/)\n", f->c.data_dir.c_str());
     std::printf("  config: %s (admin token; the CLI reads it)\n", config.c_str());
     if (f->tls) std::printf("  tls:    %s (the CA the config and the agents trust)\n", f->c.ca_cert.c_str());
-    const std::string cli = CliName();
+    // The CLI finds this config by itself only where it looks by default (GPUFLEET_CONFIG, else
+    // ~/.config/gpufleet/config.yaml): another --config needs naming.
+    const std::string cli = config == ClientConfigPath() ? CliName() : "GPUFLEET_CONFIG=" + config + " " + CliName();
     std::printf("Try, in another terminal:\n");
     std::printf("  %s run --gpus 1 -- sh -c 'echo hello from job $GPUFLEET_JOB_ID on GPUs $CUDA_VISIBLE_DEVICES'\n",
                 cli.c_str());
