@@ -209,10 +209,16 @@ std::vector<size_t> CheapestPerCloud(const plan::PlannerReport& r) {
 std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const plan::PlannerReport& r) {
   std::string out;
   auto line = [&](const std::string& s) { out += s + "\n"; };
-  line("gpufleet plan: " + a.trace + ", " + std::to_string(r.jobs) + " jobs over " +
-       std::to_string(r.history_hours) + " h from " + FormatIso8601(r.history_start) +
-       (r.jobs_left_out > 0 ? " (" + std::to_string(r.jobs_left_out) + " of other GPU models left out)" : "") +
-       (r.jobs_outside_window > 0 ? " (" + std::to_string(r.jobs_outside_window) + " outside the window left out)" : ""));
+  // The jobs planned for, then (when some were left out) how many the trace has and why the rest
+  // are not counted; those too large for a node are on a line of their own below.
+  const int64_t planned = r.jobs - r.jobs_left_out - r.jobs_outside_window - r.jobs_too_large;
+  std::vector<std::string> left;
+  if (r.jobs_left_out > 0) left.push_back(std::to_string(r.jobs_left_out) + " of other GPU models");
+  if (r.jobs_outside_window > 0) left.push_back(std::to_string(r.jobs_outside_window) + " outside the window");
+  line("gpufleet plan: " + a.trace + ", " + std::to_string(planned) + " jobs over " + std::to_string(r.history_hours) +
+       " h from " + FormatIso8601(r.history_start) +
+       (left.empty() ? std::string()
+                     : " (of " + std::to_string(r.jobs) + " in the trace; left out: " + Join(left, ", ") + ")"));
   if (r.jobs_too_large > 0) {
     line("  " + std::to_string(r.jobs_too_large) + " job(s) left out: they ask for more CPUs or memory per node than a " +
          std::to_string(r.gpus_per_node) + "-GPU node of the plan has (" + std::to_string(plan::kPlannedCpuMilliPerGpu / 1000 * r.gpus_per_node) + " vCPUs, " +
