@@ -89,6 +89,15 @@ expect_contains "$WORK/submissing.err" "$WORK/no-such.yaml: no such file" "submi
 run "$WORK/budgetperiod" "$GPUFLEET" budget ml --period daily --server http://127.0.0.1:9
 expect_rc "$WORK/budgetperiod" 2 "gpufleet budget ml --period daily (no limit)"
 expect_contains "$WORK/budgetperiod.err" "--period needs a limit to apply to" "budget --period without a limit"
+# A flag before the command is told to go after it (it crashed the CLI).
+run "$WORK/lead" "$GPUFLEET" --server http://127.0.0.1:9 queue
+expect_rc "$WORK/lead" 2 "gpufleet --server URL queue"
+expect_contains "$WORK/lead.err" "--server goes after the command: gpufleet queue --server" "a leading flag"
+# Revoking by the secret instead of its id: not printed back.
+run "$WORK/revsecret" "$GPUFLEET" token revoke gf_user_37e6b6aab1940df1005b37c023193387 --server http://127.0.0.1:9
+expect_rc "$WORK/revsecret" 2 "token revoke SECRET"
+if grep -q 37e6b6aab1940df1005b37c023193387 "$WORK/revsecret.err"; then fail "token revoke printed the secret"; fi
+expect_contains "$WORK/revsecret.err" "that is a token, not its id" "token revoke SECRET says what it is"
 # A token typed where it does not belong is not printed back in the parse error.
 secret=gf_user_37e6b6aab1940df1005b37c023193387
 run "$WORK/leak" "$GPUFLEET" backup --data-dir "$WORK/none" "$WORK/x.db" "$secret"

@@ -409,10 +409,15 @@ std::function<int()> SetupToken(CLI::App& app) {
       // Ids are lower-case hex as `token list` shows them; anything else would ask for no route.
       std::string id = a->id;
       for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (id.size() < 8 || id.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      if (a->id.rfind("gf_", 0) == 0) {
         return Fail(cmd, kExitUsage,
-                    "'" + Printable(a->id) + "' is not a token id: give 8 or more of the hex digits in the ID column of "
-                    "'gpufleet token list'");
+                    "that is a token, not its id (and is now in your shell's history: revoke it): give the ID "
+                    "column of 'gpufleet token list'");
+      }
+      if (id.size() < 8 || id.size() > 64 || id.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        return Fail(cmd, kExitUsage,
+                    "'" + RedactSecrets(Printable(a->id)) + "' is not a token id: give 8 to 64 of the hex digits in the "
+                    "ID column of 'gpufleet token list'");
       }
       a->id = id;
       auto client = Connect(cmd, a->conn);

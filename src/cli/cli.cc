@@ -152,12 +152,23 @@ Run 'gpufleet COMMAND --help' for a command's options and more examples.)");
     if (argc > 1 && argv[1][0] != '-' && !runners.count(argv[1])) {
       std::string names;
       for (const auto& c : Commands()) names += std::string(names.empty() ? "" : ", ") + c.name;
-      std::fprintf(stderr, "gpufleet: unknown command '%s' (commands: %s)\n", client::Printable(argv[1]).c_str(),
-                   names.c_str());
+      std::fprintf(stderr, "gpufleet: unknown command '%s' (commands: %s)\n",
+                   client::RedactSecrets(client::Printable(argv[1])).c_str(), names.c_str());
       return 2;
     }
+    // Flags come after the command: "gpufleet --server URL queue" says so.
+    if (argc > 1 && argv[1][0] == '-') {
+      for (int i = 2; i < argc; ++i) {
+        if (argv[i][0] != '-' && runners.count(argv[i])) {
+          std::fprintf(stderr, "gpufleet: %s goes after the command: gpufleet %s %s ...\n",
+                       client::RedactSecrets(client::Printable(argv[1])).c_str(), argv[i],
+                       client::RedactSecrets(client::Printable(argv[1])).c_str());
+          return 2;
+        }
+      }
+    }
     // ... and so does an unknown word after a command that has subcommands (gpufleet token lst).
-    if (argc > 2 && argv[2][0] != '-') {
+    if (argc > 2 && argv[1][0] != '-' && runners.count(argv[1]) && argv[2][0] != '-') {
       const CLI::App* group = app.get_subcommand(argv[1]);
       if (group->get_require_subcommand_min() > 0 && group->get_subcommands(nullptr).size() > 0) {
         bool known = false;
@@ -168,7 +179,7 @@ Run 'gpufleet COMMAND --help' for a command's options and more examples.)");
         }
         if (!known) {
           std::fprintf(stderr, "gpufleet %s: unknown subcommand '%s' (subcommands: %s)\n", argv[1],
-                       client::Printable(argv[2]).c_str(), names.c_str());
+                       client::RedactSecrets(client::Printable(argv[2])).c_str(), names.c_str());
           return 2;
         }
       }
