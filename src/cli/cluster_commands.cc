@@ -351,6 +351,7 @@ struct Controller {
   std::optional<UniqueFd> store_lock_fd;  // a SQLite store's file, flock'ed while running
   std::shared_ptr<LeaderState> leader;  // GET /v1/leader
   std::optional<Duration> lease;        // --leader-lease
+  bool lease_implicit = false;          // the lease is kDefaultLeaderLease: no --leader-lease given
   // --leader-lease: the thread renewing the lease, told to stop through lease_stop.
   std::thread lease_thread;
   Mutex lease_mu;
@@ -393,7 +394,11 @@ struct Controller {
       const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                                 renewed);
       spdlog::warn("cannot renew the leader lease: {}", l.status().message());
-      if (since.count() >= lease.millis()) {
+      // A lease taken only because the store is PostgreSQL (no --leader-lease: no standby is
+      // meant to take over) does not stop the controller while the database is away: it answers
+      // 503 and reconnects, as before; it stops once it sees another controller holding the lease
+      // (above), and its writes are fenced meanwhile.
+      if (since.count() >= lease.millis() && !lease_implicit) {
         std::fprintf(stderr,
                      "gpufleet server: could not renew the leader lease for %s (its whole length): %s; stopping, "
                      "to be restarted as a standby\n",
@@ -652,6 +657,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     // Every controller on a PostgreSQL store takes the lease: one started without the flag beside
     // a leader (or before one) would otherwise lead too, and the two would run jobs twice.
     lease = kDefaultLeaderLease;
+    c->lease_implicit = true;
   }
 
   std::string rented_agent_urls;  // --agent-urls, normalised; empty: this controller's agent URL
