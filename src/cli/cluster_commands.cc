@@ -337,6 +337,11 @@ class LeaderState {
 // A running controller: store, engine thread, HTTP server.
 struct Controller {
   WallClock clock;
+  // The locks first, so that they are released after everything else: the store's file is
+  // closed by then (closing any descriptor of it would drop SQLite's own locks on it), and no
+  // second controller starts while this one still writes.
+  std::optional<UniqueFd> lock_fd;        // <data-dir>/controller.lock, held while running
+  std::optional<UniqueFd> store_lock_fd;  // a SQLite store's file, flock'ed while running
   std::unique_ptr<store::StateStore> store;
   std::unique_ptr<controller::Authenticator> auth;
   std::unique_ptr<controller::Engine> engine;
@@ -347,8 +352,6 @@ struct Controller {
   std::unique_ptr<controller::Monitor> monitor;
   std::string admin_token;  // set when this start made it
   std::string join_token;
-  std::optional<UniqueFd> lock_fd;  // <data-dir>/controller.lock, held while running
-  std::optional<UniqueFd> store_lock_fd;  // a SQLite store's file, flock'ed while running
   std::shared_ptr<LeaderState> leader;  // GET /v1/leader
   std::optional<Duration> lease;        // --leader-lease
   bool lease_implicit = false;          // the lease is kDefaultLeaderLease: no --leader-lease given
@@ -674,7 +677,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   if (store_location.engine == store::StoreLocation::Engine::kSqlite) {
     // One controller per SQLite store too: --store sqlite:PATH may name another data directory's
     // database, which that directory's lock does not cover. (flock, which SQLite's own POSIX
-    // locks do not see or disturb.)
+    // locks do not see or disturb on a local filesystem, where a SQLite store belongs.)
     const std::string& db = store_location.target;
     c->store_lock_fd.emplace(LiftFd(::open(db.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600)));
     if (c->store_lock_fd->get() < 0) return Status::Unavailable("cannot open " + db + ": " + std::strerror(errno));
