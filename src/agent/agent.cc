@@ -1077,7 +1077,9 @@ void Agent::StartPart(const api::StartPart& s) {
     // Started (or refused) before: started at most once. A start sent again for a part that runs
     // here is a repeat; one for a part that has ended comes from a controller whose state is older
     // than this node's (a restored backup): say so, or its job would wait in starting for ever.
-    if (auto r = runs_.find(s.key); r != runs_.end() && !r->second.exited) return;
+    // (Only once the part is forgotten here: while its exit waits to be reported, that exit is
+    // the answer, and a second one would requeue a job that ended.)
+    if (runs_.count(s.key)) return;
     lock.Unlock();
     api::PartEvent e;
     e.key = s.key;

@@ -91,16 +91,17 @@ class FakeController {
         s.gpus = {0};
         s.grace = Duration::Seconds(5);
         b.commands.push_back(api::Command{1, s, std::nullopt});
-      } else if (repeat_start_ && !repeat_sent_ && ExitSeenLocked()) {
+      } else if (repeat_start_ && ExitSeenLocked() && !AlreadyRanSeenLocked()) {
         // The same start again, once the part has ended (a controller restored from a backup
-        // taken before the part ran would send it).
-        repeat_sent_ = true;
+        // taken before the part ran would send it), until the agent answers it: while the part's
+        // exit is still to be reported, the agent takes it for a repeat and stays silent.
+        ++repeat_sent_;
         api::StartPart s;
         s.key = kKey;
         s.argv = {"/bin/sh", "-c", "echo ran-twice > '" + release_file_ + ".twice'"};
         s.env = {{"PATH", "/usr/bin:/bin"}};
         s.grace = Duration::Seconds(5);
-        b.commands.push_back(api::Command{3, s, std::nullopt});
+        b.commands.push_back(api::Command{2 + repeat_sent_, s, std::nullopt});
       } else if (!second_argv_.empty() && !second_sent_ && held_uploads_ > 0) {
         // The second part, once a log upload is being held.
         second_sent_ = true;
@@ -347,7 +348,15 @@ class FakeController {
   std::vector<std::string> second_argv_;
   bool second_sent_ = false;
   bool repeat_start_ = false;
-  bool repeat_sent_ = false;
+  int repeat_sent_ = 0;
+  bool AlreadyRanSeenLocked() const {
+    for (const auto& b : beats_) {
+      for (const auto& e : b.events) {
+        if (e.key == kKey && e.kind == api::PartEventKind::kExited && e.already_ran) return true;
+      }
+    }
+    return false;
+  }
   bool ExitSeenLocked() const {
     for (const auto& b : beats_) {
       for (const auto& e : b.events) {

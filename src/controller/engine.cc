@@ -1685,12 +1685,14 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
         // Nothing ran: the node had run this very part before (this controller's state is older
         // than the node's, a restored backup). Not the job failing: requeue it, and its next
         // attempt is a part the node has not seen.
-        job.stop_requested = true;
-        job.stop_reason = sched::PreemptReason::kNodeFailure;
-        job.stop_text = e.message.empty() ? "its node had run this part before" : e.message;
+        // (Back to the queue as a restart is, whatever restart.on_preemption says: nothing was
+        // preempted or failed, and it counts as no stall.)
+        job.restart_requested = true;
+        job.rerun_not_stall = true;
+        job.restart_text = e.message.empty() ? "its node had run this part before" : e.message;
         part.exited = true;  // not stopped again below
-        Transition(job, JobState::kStopping, job.stop_text);
-        SendStop(job, job.stop_text);
+        Transition(job, JobState::kStopping, job.restart_text);
+        SendStop(job, job.restart_text);
         part.exited = false;
       } else if (e.stopped && !job.stop_requested && !job.failing && !job.restart_requested) {
         // Its agent stopped the part on its own: it is shutting down (or fenced itself). The
@@ -1754,6 +1756,7 @@ void Engine::MaybeFinishAttempt(Job& job) {
   const api::RestartPolicy& rp = job.rec.request.restart;
   if (job.stop_requested && !job.failing) {
     job.restart_requested = false;  // the scheduler's stop (preemption, node loss) decides
+    job.rerun_not_stall = false;
     job.restart_text.clear();
     events_.push_back(sched::JobStopped{id});
     if (job.cancel_requested) {
@@ -1791,7 +1794,8 @@ void Engine::MaybeFinishAttempt(Job& job) {
       jobs_.erase(id.value());
       return;
     }
-    ++job.stall_restarts;
+    if (!job.rerun_not_stall) ++job.stall_restarts;
+    job.rerun_not_stall = false;
     events_.push_back(sched::JobFailed{id, true});
     Transition(job, JobState::kPending, "requeued: " + job.restart_text);
     return;
@@ -1889,6 +1893,7 @@ void Engine::OnStart(JobId id, const model::Placement& placement) {
   job.last_output.reset();
   job.progress_at.reset();
   job.restart_requested = false;  // a restart overtaken by a preemption or node loss is done
+  job.rerun_not_stall = false;
   job.restart_text.clear();
   job.rec.placement = placement;
   job.parts.assign(placement.parts.size(), Part{});

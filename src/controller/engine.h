@@ -316,6 +316,7 @@ class Engine {
     int master_port = 0;
     std::string stop_text;  // why it stopped, when its agent stopped it (not the scheduler)
     bool restart_requested = false;  // Restart: requeue once its parts have stopped
+    bool rerun_not_stall = false;    // ... because its node had run the part before (not a stall)
     std::string restart_text;
     int stall_restarts = 0;  // by the watchdog, since this controller started
     Time attempt_started;

@@ -259,7 +259,8 @@ TEST_F(EngineTest, AStartTheNodeHadRunBeforeIsRequeuedAsANewAttemptNotLeftStarti
   // fail it, and not to leave it starting for ever), and the job's next attempt to start there.
   auto e = MakeEngine();
   NodeId a = Register(*e, "node-a", 1);
-  JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\n");
+  // (restart.on_preemption false: nothing was preempted, so it is requeued all the same.)
+  JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\nrestart: {on_preemption: false}\n");
   auto first = Commands(*e, a);
   ASSERT_EQ(first.size(), 1u);
   ASSERT_TRUE(first[0].start);
