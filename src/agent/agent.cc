@@ -576,8 +576,9 @@ httplib::Client& Agent::MainClient(const std::string& server) {
 }
 
 // Why the controller could not be reached, with what to check for the TLS failures.
-std::string Agent::Unreachable(httplib::Error error) const {
-  std::string why = "cannot reach the controller at " + options_.server + " (" + httplib::to_string(error) + ")";
+std::string Agent::Unreachable(const std::string& server, httplib::Error error) const {
+  const std::string& url = server.empty() ? options_.server : server;
+  std::string why = "cannot reach the controller at " + url + " (" + httplib::to_string(error) + ")";
   switch (error) {
     case httplib::Error::SSLServerVerification:
       return why + ": its certificate is not signed by " +
@@ -587,7 +588,7 @@ std::string Agent::Unreachable(httplib::Error error) const {
       return why + ": the TLS handshake failed; does it serve https on that port (the agent listener of a "
                    "controller with --tls-cert)?";
     case httplib::Error::Read:
-      return options_.server.rfind("http://", 0) == 0
+      return url.rfind("http://", 0) == 0
                  ? why + ": it closed the connection without an answer; if it serves https, use https://"
                  : why;
     default:
@@ -635,12 +636,12 @@ Status Agent::Register() {
     });
   };
   Sent sent = post(token);
-  if (!sent.res) return Status::Unavailable(Unreachable(sent.res.error()));
+  if (!sent.res) return Status::Unavailable(Unreachable(sent.server, sent.res.error()));
   if ((sent.res->status == 401 || sent.res->status == 403) && token != options_.join_token) {
     // The controller forgot or replaced this agent's token (a new store), or the token is another
     // node's (a renamed agent): join again.
     sent = post(options_.join_token);
-    if (!sent.res) return Status::Unavailable(Unreachable(sent.res.error()));
+    if (!sent.res) return Status::Unavailable(Unreachable(sent.server, sent.res.error()));
   }
   const httplib::Result& res = sent.res;
   if (res->status != 200) {

@@ -187,7 +187,8 @@ class Agent {
   // The controller URL requests go to now.
   std::string CurrentServer() const GF_EXCLUDES(mu_);
   Status Register();
-  std::string Unreachable(httplib::Error error) const;
+  // Why `server` (empty: --server) could not be reached, with what to check for TLS failures.
+  std::string Unreachable(const std::string& server, httplib::Error error) const;
   void Fence(Duration silent);
   // Stops every running part with its checkpoint signal, saying `why` in its exit.
   void StopAll(const std::string& why);

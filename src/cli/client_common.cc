@@ -319,8 +319,14 @@ int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const Log
       if (!opts.follow && !printed_any) {
         // Nothing to show: say why, rather than print nothing and succeed.
         if (parts.empty() && got == 0) {
-          std::fprintf(stderr, "%s: job %lld has not started yet: no output (follow it with 'gpufleet logs -f %lld')\n",
-                       ("gpufleet " + cmd).c_str(), static_cast<long long>(job), static_cast<long long>(job));
+          if (r.body.value("finished", false)) {
+            std::fprintf(stderr, "%s: job %lld ended without starting: no output\n", ("gpufleet " + cmd).c_str(),
+                         static_cast<long long>(job));
+          } else {
+            std::fprintf(stderr,
+                         "%s: job %lld has not started yet: no output (follow it with 'gpufleet logs -f %lld')\n",
+                         ("gpufleet " + cmd).c_str(), static_cast<long long>(job), static_cast<long long>(job));
+          }
         }
         for (const auto& p : parts) {
           if (!p.value("missing", false) || (opts.part >= 0 && IntField(p, "part") != opts.part)) continue;

@@ -72,8 +72,8 @@ Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std:
       if (out == &c.server) c.server_source = path;
     }
     c.source = path;
-  } else if (const char* named = std::getenv("GPUFLEET_CONFIG");
-             named && *named && server_flag.empty() && !std::getenv("GPUFLEET_SERVER")) {
+  } else if (const char* named = std::getenv("GPUFLEET_CONFIG"), *server_env = std::getenv("GPUFLEET_SERVER");
+             named && *named && server_flag.empty() && !(server_env && *server_env)) {
     // A file named on purpose and not there: falling back to the default address could reach
     // another cluster than the one meant.
     return Status::InvalidArgument("GPUFLEET_CONFIG names " + path +
