@@ -1458,6 +1458,7 @@ void Engine::ApplyRegister(RegisterReq& r) {
                 known != node_by_name_.end();
   n.rec = rec;
   n.last_seen = now;
+  n.registered_at = now;
   if (!r.token_hash.empty()) n.token_hash = r.token_hash;
   node_by_name_[req.name] = id->value();
   const bool held = n.awaiting_agent;
@@ -1700,7 +1701,11 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
         // a lost node, and place nothing new there until the agent registers again.
         auto n = nodes_.find(node.value());
         std::string name = n == nodes_.end() ? "node-" + std::to_string(node.value()) : n->second.rec.name;
-        if (n != nodes_.end() && !n->second.awaiting_agent) {
+        // (Not when the stop came before the agent's last registration: it fenced itself while
+        // this controller was away, and has registered since; held now, it would stay held with
+        // nothing to clear it.)
+        const bool before_registering = n != nodes_.end() && e.at < n->second.registered_at;
+        if (n != nodes_.end() && !n->second.awaiting_agent && !before_registering) {
           n->second.awaiting_agent = true;
           events_.push_back(sched::NodeDrained{node, true});
         }

@@ -335,6 +335,7 @@ class Engine {
     // Takes no new work until its agent registers: recovered at a restart (its agent may be
     // gone), or its agent is shutting down. Its running jobs go on.
     bool awaiting_agent = false;
+    Time registered_at;  // its agent's last registration, by this controller's clock
     // The burn-in the node owes (0: none): asked in every heartbeat reply until a report that
     // answers it arrives, so a lost reply cannot leave the node checking for ever.
     int64_t burn_in_request = 0;

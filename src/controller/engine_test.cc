@@ -1076,6 +1076,7 @@ TEST_F(EngineTest, PartsTheirAgentStopsAreRequeuedNotFailed) {
   Beat(*e, a, {Started(j, 1, 0)});
   api::PartEvent stopped = Exited(j, 1, 0, 143, /*stopped=*/true);
   stopped.message = "the agent is shutting down";
+  stopped.at = clock_.Now();
   Beat(*e, a, {stopped});
   EXPECT_EQ(StatesOf(j), (std::vector<JobState>{JobState::kPending, JobState::kStarting, JobState::kRunning,
                                                 JobState::kStopping, JobState::kPreempted, JobState::kPending}));
@@ -1085,6 +1086,32 @@ TEST_F(EngineTest, PartsTheirAgentStopsAreRequeuedNotFailed) {
   EXPECT_EQ(StateOf(j), JobState::kPending);  // not back on node-a while its agent is away
   Register(*e, "node-a", 1);
   EXPECT_EQ(StateOf(j), JobState::kStarting);
+  EXPECT_EQ((*store_.GetJob(j))->attempt, 2);
+}
+
+TEST_F(EngineTest, APartItsAgentStoppedBeforeRegisteringAgainDoesNotHoldTheNode) {
+  // Given a controller away longer than lost_after (its agent fenced itself: it stopped its part),
+  // expect the stop, reported after the agent registered again, to requeue the job without holding
+  // the node (held, nothing would clear it: the agent has registered already), so the job starts
+  // there again.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  JobId j = Submit(*e, "name: j\nrun: x\n");
+  Beat(*e, a, {Started(j, 1, 0)});
+  ASSERT_EQ(StateOf(j), JobState::kRunning);
+  e.reset();
+  clock_.Advance(Duration::Seconds(30));
+  const Time fenced = clock_.Now();
+  clock_.Advance(Duration::Seconds(10));
+  auto again = MakeEngine();
+  acked_.clear();
+  NodeId back = Register(*again, "node-a", 1, {{j, 1, 0}});  // still stopping, within its grace
+  api::PartEvent stopped = Exited(j, 1, 0, 143, /*stopped=*/true);
+  stopped.message = "the controller was silent";
+  stopped.at = fenced;
+  Beat(*again, back, {stopped});
+  again->Step();
+  EXPECT_EQ(StateOf(j), JobState::kStarting) << "the node was held after its agent had registered again";
   EXPECT_EQ((*store_.GetJob(j))->attempt, 2);
 }
 
