@@ -848,6 +848,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   GF_RETURN_IF_ERROR(c->server->Start());
   mo.external_url = c->Scheme() + (listen.first == "0.0.0.0" ? "127.0.0.1" : listen.first) + ":" +
                     std::to_string(c->server->port());
+  mo.store = c->store.get();  // alerts keep their state across a restart
   c->monitor = std::make_unique<controller::Monitor>(*c->engine, c->clock, std::move(mo));
   c->server->SetMonitor(c->monitor.get());
   c->monitor->Start();

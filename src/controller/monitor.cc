@@ -196,16 +196,92 @@ obs::AlertInput Monitor::Snapshot(Time now) {
   return in;
 }
 
+namespace {
+
+nlohmann::json SavedAlertJson(const obs::Alert& a) {
+  nlohmann::json j = {{"name", a.name},   {"severity", a.severity}, {"labels", a.labels},
+                      {"message", a.message}, {"state", obs::AlertStateName(a.state)}, {"started_ms", a.started.millis()}};
+  if (a.fired) j["fired_ms"] = a.fired->millis();
+  if (a.resolved) j["resolved_ms"] = a.resolved->millis();
+  return j;
+}
+
+std::optional<obs::Alert> SavedAlertFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return std::nullopt;
+  try {
+    obs::Alert a;
+    a.name = j.at("name").get<std::string>();
+    a.severity = j.value("severity", "");
+    a.labels = j.value("labels", std::map<std::string, std::string>{});
+    a.message = j.value("message", "");
+    const std::string state = j.at("state").get<std::string>();
+    if (state == obs::AlertStateName(obs::AlertState::kFiring)) {
+      a.state = obs::AlertState::kFiring;
+    } else if (state == obs::AlertStateName(obs::AlertState::kResolved)) {
+      a.state = obs::AlertState::kResolved;
+    } else {
+      a.state = obs::AlertState::kPending;
+    }
+    a.started = Time::FromMillis(j.at("started_ms").get<int64_t>());
+    if (j.contains("fired_ms")) a.fired = Time::FromMillis(j.at("fired_ms").get<int64_t>());
+    if (j.contains("resolved_ms")) a.resolved = Time::FromMillis(j.at("resolved_ms").get<int64_t>());
+    return a;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+void Monitor::RestoreAlerts() {
+  if (!options_.store) return;
+  auto saved = options_.store->GetMeta("alerts");
+  if (!saved.ok()) {
+    spdlog::warn("alerts: cannot read their saved state: {}", saved.status().message());
+    return;
+  }
+  if (!*saved) return;
+  auto j = nlohmann::json::parse(**saved, nullptr, false);
+  if (!j.is_array()) {
+    spdlog::warn("alerts: their saved state is not a list; starting without it");
+    return;
+  }
+  std::vector<obs::Alert> alerts;
+  for (const auto& item : j) {
+    if (auto a = SavedAlertFromJson(item)) alerts.push_back(std::move(*a));
+  }
+  saved_ = **saved;
+  MutexLock lock(mu_);
+  alerts_.Restore(alerts, clock_.Now() + options_.settle);
+  current_ = alerts_.Alerts();
+}
+
+void Monitor::SaveAlerts(const std::vector<obs::Alert>& alerts) {
+  if (!options_.store) return;
+  nlohmann::json list = nlohmann::json::array();
+  for (const obs::Alert& a : alerts) list.push_back(SavedAlertJson(a));
+  std::string text = list.dump();
+  if (text == saved_) return;
+  Status st = options_.store->SetMeta("alerts", text);
+  if (!st.ok()) {
+    spdlog::warn("alerts: cannot save their state: {}", st.message());
+    return;
+  }
+  saved_ = std::move(text);
+}
+
 void Monitor::EvaluateOnce() {
   Time now = clock_.Now();
   obs::AlertInput in = Snapshot(now);
-  std::vector<obs::Alert> changed, all;
+  std::vector<obs::Alert> changed, all, saved;
   {
     MutexLock lock(mu_);
     changed = alerts_.Evaluate(now, in);
     all = alerts_.Alerts();
     current_ = all;
+    if (options_.store) saved = alerts_.Saved();
   }
+  SaveAlerts(saved);
   for (const obs::Alert& a : changed) {
     if (a.state == obs::AlertState::kFiring) {
       spdlog::warn("alert {} firing: {}", a.name, a.message);
@@ -374,6 +450,7 @@ void Monitor::WriteMetrics(obs::Exposition& e) const {
 }
 
 void Monitor::Start() {
+  RestoreAlerts();
   if (!options_.webhooks.empty()) {
     // Deliveries on a thread of their own: a slow or dead receiver never holds up the rules or
     // the watchdog. New alerts go out as soon as Notify queues them; after a failed post what is

@@ -29,6 +29,7 @@
 #include "obs/exposition.h"
 #include "obs/history.h"
 #include "sched/clock.h"
+#include "store/state_store.h"
 
 namespace gpufleet::controller {
 
@@ -38,6 +39,11 @@ struct MonitorOptions {
   std::vector<std::string> webhooks;  // http(s)://host:port/path
   std::string external_url;           // the controller's URL, for generatorURL
   Duration webhook_timeout = Duration::Seconds(3);
+  // Where the alerts' state is kept across a restart (the setting "alerts"); null: not kept.
+  // Restored at Start: alerts still firing go on (no second notification, their start kept), and
+  // those that ended meanwhile resolve and are notified once `settle` has passed.
+  store::StateStore* store = nullptr;
+  Duration settle = Duration::Seconds(60);
 };
 
 // Reads an alert rules file: YAML mapping of the settings in obs::SetAlertRule, e.g.
@@ -61,7 +67,11 @@ class Monitor {
   // One evaluation at the clock's now. The watchdog's restarts are handed to the engine, which
   // carries them out at its next step; the evaluation does not wait for them.
   void EvaluateOnce() GF_EXCLUDES(mu_, send_mu_);
+  // Takes back the alerts' state a stopped controller saved (MonitorOptions::store), then starts
+  // the evaluations and deliveries.
   void Start();
+  // The same restore alone (tests drive EvaluateOnce themselves).
+  void RestoreAlerts() GF_EXCLUDES(mu_);
   void Stop() GF_EXCLUDES(wake_mu_);
 
   std::vector<obs::Alert> Alerts() const;
@@ -98,6 +108,8 @@ class Monitor {
   CondVar send_cv_;  // waits with wake_mu_
   std::thread sender_;
   std::vector<std::pair<int64_t, std::future<Status>>> restarting_;  // evaluation thread only
+  std::string saved_;  // the alerts' state as last saved (evaluation thread only)
+  void SaveAlerts(const std::vector<obs::Alert>& alerts);  // evaluation thread only
   int64_t sent_ok_ GF_GUARDED_BY(mu_) = 0;
   int64_t sent_failed_ GF_GUARDED_BY(mu_) = 0;
   int64_t restarts_ GF_GUARDED_BY(mu_) = 0;

@@ -293,6 +293,61 @@ TEST_F(MonitorTest, HotGpuTakesNoNewWorkUntilItCoolsAndExplainSaysWhy) {
   EXPECT_EQ(StateOf(id), JobState::kStarting);
 }
 
+TEST_F(MonitorTest, AlertsOutliveARestartAndResolveOnlyOnceTheyEnd) {
+  // Given a GpuHot alert firing when the controller stops (its state saved in the store), expect
+  // the restarted monitor to show it firing with its start kept, to keep it firing (no second
+  // "firing") while it holds, not to resolve it while the input fills up again, and to resolve it
+  // once the GPU has cooled and the settle time has passed.
+  auto e = MakeEngine();
+  NodeId n = Register(*e, "node-a", 1);
+  MonitorOptions mo;
+  mo.rules.disabled = {"NodeSilent", "GpuAllocatedIdle"};
+  mo.store = &store_;
+  mo.settle = Duration::Minutes(1);
+  Time started;
+  {
+    Monitor m(*e, clock_, mo);
+    m.RestoreAlerts();  // nothing saved yet
+    Beat(*e, n, Gpus(1, 0, 90));
+    m.EvaluateOnce();
+    started = clock_.Now();
+    clock_.Advance(Duration::Minutes(3));
+    Beat(*e, n, Gpus(1, 0, 90));
+    m.EvaluateOnce();
+    auto alerts = m.Alerts();
+    ASSERT_EQ(alerts.size(), 1u);
+    ASSERT_EQ(alerts[0].state, obs::AlertState::kFiring);
+  }
+  Monitor again(*e, clock_, mo);
+  again.RestoreAlerts();
+  auto alerts = again.Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].name, "GpuHot");
+  EXPECT_EQ(alerts[0].state, obs::AlertState::kFiring);
+  EXPECT_EQ(alerts[0].started, started) << "the restart reset when the alert began";
+  const Time fired = *alerts[0].fired;
+  // Still hot: firing as it was.
+  clock_.Advance(Duration::Seconds(10));
+  Beat(*e, n, Gpus(1, 0, 90));
+  again.EvaluateOnce();
+  alerts = again.Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].state, obs::AlertState::kFiring);
+  EXPECT_EQ(*alerts[0].fired, fired) << "the alert fired a second time";
+  // A third start, right away, before the GPU reports again: kept firing until the settle time.
+  Monitor third(*e, clock_, mo);
+  third.RestoreAlerts();
+  Beat(*e, n, Gpus(1, 0, 40));
+  third.EvaluateOnce();
+  EXPECT_EQ(third.Alerts()[0].state, obs::AlertState::kFiring) << "resolved before the input could fill up";
+  clock_.Advance(Duration::Minutes(2));
+  Beat(*e, n, Gpus(1, 0, 40));
+  third.EvaluateOnce();
+  alerts = third.Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].state, obs::AlertState::kResolved);
+}
+
 TEST_F(MonitorTest, MetricsTextHasDcgmAndClusterSeriesWithJobLabels) {
   auto e = MakeEngine();
   NodeId n = Register(*e, "node-a", 2);

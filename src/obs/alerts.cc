@@ -264,6 +264,7 @@ std::vector<Alert> AlertEngine::Evaluate(Time now, const AlertInput& in) {
     std::string key = Key(c.name, c.labels);
     if (active[key]) continue;  // the same alert twice in one input: the first counts
     active[key] = true;
+    restored_.erase(key);
     auto it = alerts_.find(key);
     if (it == alerts_.end() || it->second.state == AlertState::kResolved) {
       Alert a{c.name, c.severity, c.labels, c.message, AlertState::kPending, now, std::nullopt, std::nullopt};
@@ -284,6 +285,11 @@ std::vector<Alert> AlertEngine::Evaluate(Time now, const AlertInput& in) {
         it = alerts_.erase(it);
         continue;
       }
+      if (a.state == AlertState::kFiring && restored_.count(it->first) && now < settle_until_) {
+        ++it;  // restored: its condition may not be in the input yet
+        continue;
+      }
+      restored_.erase(it->first);
       if (a.state == AlertState::kFiring) {
         a.state = AlertState::kResolved;
         a.resolved = now;
@@ -296,6 +302,21 @@ std::vector<Alert> AlertEngine::Evaluate(Time now, const AlertInput& in) {
     ++it;
   }
   return changed;
+}
+
+std::vector<Alert> AlertEngine::Saved() const {
+  std::vector<Alert> out;
+  for (const auto& [k, a] : alerts_) out.push_back(a);
+  return out;
+}
+
+void AlertEngine::Restore(const std::vector<Alert>& alerts, Time settle_until) {
+  settle_until_ = settle_until;
+  for (const Alert& a : alerts) {
+    const std::string key = Key(a.name, a.labels);
+    alerts_.insert_or_assign(key, a);
+    if (a.state == AlertState::kFiring) restored_.insert(key);
+  }
 }
 
 std::vector<Alert> AlertEngine::Alerts() const {

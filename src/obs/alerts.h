@@ -27,6 +27,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,14 @@ class AlertEngine {
   // pending, then resolved; by start time within each.
   std::vector<Alert> Alerts() const;
 
+  // Every alert the engine keeps (pending, firing, resolved), to save across a restart.
+  std::vector<Alert> Saved() const;
+  // Takes back alerts Saved() gave (a restarted controller): those still true at the next
+  // evaluations go on as they were (no second "firing", their start kept), those no longer true
+  // resolve and are notified. A firing alert not seen true is kept firing until `settle_until`,
+  // while the input fills up again (nodes report their GPUs only once their agents are back).
+  void Restore(const std::vector<Alert>& alerts, Time settle_until);
+
  private:
   struct Condition {
     std::string name;
@@ -145,6 +154,8 @@ class AlertEngine {
 
   AlertRules rules_;
   std::map<std::string, Alert> alerts_;  // by key (name + labels)
+  std::set<std::string> restored_;       // keys restored firing and not seen true since
+  Time settle_until_;
   // GpuMemorySwing: per GPU ("node/gpu"), recent memory samples and the times swings were seen.
   struct GpuHistory {
     std::deque<std::pair<Time, int64_t>> samples;
