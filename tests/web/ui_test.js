@@ -39,7 +39,11 @@ let expected = [];
 // The API answers 404 for a controller without a pool; /v1/alerts may not exist on a controller.
 const ALWAYS_EXPECTED = [['/v1/pool', 404], ['/v1/alerts', 404]];
 
+// While a step makes the API unreachable on purpose, the failed loads it causes.
+let expectUnreachable = false;
+
 function isExpected(url, text) {
+  if (expectUnreachable && text.includes('net::ERR_FAILED')) return true;
   let p;
   try {
     p = new globalThis.URL(url).pathname;
@@ -189,6 +193,30 @@ async function main() {
           .some((p) => p.getAttribute('d').split('L').length >= 8), {timeout: 60000});
       }
       await shot('job');
+    });
+
+    await stepDo('the job page rides out a controller that does not answer for a while', async () => {
+      // Every API request fails (as while the controller restarts), then answers again: the
+      // output shown stays, the errors go, and the log goes on where it was.
+      let blocking = true;
+      expectUnreachable = true;
+      const onRequest = (r) => (blocking && r.url().includes('/v1/') ? r.abort() : r.continue());
+      await page.setRequestInterception(true);
+      page.on('request', onRequest);
+      try {
+        await page.waitForSelector('#job-log .log-error .error');
+        await page.waitForSelector('#job-notice .error');
+        await waitText('#job-log pre', MARKER);
+        const before = await page.$eval('#job-log pre', (el) => el.textContent.length);
+        blocking = false;
+        await page.waitForFunction(() => !document.querySelector('#job-log .log-error .error') &&
+          !document.querySelector('#job-notice .error'));
+        await page.waitForFunction((n) => document.querySelector('#job-log pre').textContent.length > n, {}, before);
+      } finally {
+        page.off('request', onRequest);
+        await page.setRequestInterception(false);
+        expectUnreachable = false;
+      }
     });
 
     await stepDo('Cancel on the job page cancels the job', async () => {

@@ -780,6 +780,7 @@
       restartLogs();
     });
 
+    let noticeFromRefresh = false;
     async function refresh(signal) {
       const [j, ex, nodes] = await Promise.all([
         settle(api(`/jobs/${id}`, {signal})), settle(api(`/jobs/${id}/explain`, {signal})),
@@ -787,7 +788,14 @@
       if (j.error) {
         if (j.error.name === 'AbortError') throw j.error;
         replace(notice, errorBox(j.error, `Job ${id}`));
+        noticeFromRefresh = true;
         throw j.error;
+      }
+      // The controller answers again: an error the refresh put up goes (a notice of the user's
+      // own action stays).
+      if (noticeFromRefresh) {
+        replace(notice);
+        noticeFromRefresh = false;
       }
       job = j.value;
       if (nodes.value) names = new Map(nodes.value.nodes.map((n) => [n.id, n.name]));
@@ -846,6 +854,10 @@
       const pres = [];
       const offsets = [];
       const box = h('div', {class: 'logs', id: 'job-log'});
+      // Errors go here, above the output: the output shown so far stays, and the next answer
+      // clears the error and goes on where the output was.
+      const errSlot = h('div', {class: 'log-error'});
+      box.append(errSlot);
       logs.show(box);
       const placeholder = h('p', {class: 'muted empty'}, attempt ? 'No output yet.' : 'The job has not started: no output yet.');
       box.append(placeholder);
@@ -859,12 +871,13 @@
           r = await api(`/jobs/${id}/logs?${p}`, {signal: mine.signal});
         } catch (e) {
           if (e.name === 'AbortError' || mine.signal.aborted) return;
-          replace(box, errorBox(e, 'Logs'));
+          replace(errSlot, errorBox(e, 'Logs'));
           if (e.status === 401 || e.status === 403 || e.status === 404) return;
           await pause(REFRESH_MS, mine.signal);
           continue;
         }
         if (mine.signal.aborted) return;
+        errSlot.replaceChildren();
         const parts = r.parts || [];
         if (!attempt && !parts.length) {
           // Not started: the route answers at once; ask again once the job has an attempt.
