@@ -97,6 +97,8 @@ std::string DescribeChildError(const ChildError& e, const LaunchSpec& spec, cons
     case Stage::kCgroup: what = "join cgroup " + cgroup; break;
     case Stage::kParentDeath: what = "set the parent-death signal for " + spec.argv[0]; break;
     case Stage::kFork: what = "fork the job process for " + spec.argv[0]; break;
+    case Stage::kStoppingNotice: what = "set up the stop notice for " + spec.argv[0]; break;
+    case Stage::kSubreaper: what = "become the subreaper of " + spec.argv[0]; break;
   }
   std::string out = what + ": " + ErrnoText(e.err);
   if (e.stage == Stage::kExec && (e.err == EACCES || e.err == ENOENT) && spec.argv[0].find('/') == std::string::npos) {

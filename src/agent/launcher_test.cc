@@ -867,12 +867,20 @@ TEST_F(ProcessLauncherTest, OrphansOfARunningJobAreReapedAndItsExitIsItsOwn) {
   // Given a job that leaves short-lived orphans behind (a double fork, as daemons do) and then
   // exits 3, expect no zombie of them left under the shim while the job runs, and the job's own
   // exit code reported.
-  fs::path ready = dir_ / "ready", go = dir_ / "go", orphans = dir_ / "orphans";
-  std::string script = "for i in 1 2 3; do (sh -c 'echo $$ >> " + orphans.string() + "; sleep 0.05' &) ; done; echo up > " +
-                       ready.string() + "; while [ ! -e " + go.string() + " ]; do sleep 0.01; done; exit 3";
+  fs::path ready = dir_ / "ready", go = dir_ / "go", orphans = dir_ / "orphans", linger = dir_ / "linger";
+  fs::path orphan_ppid = dir_ / "orphan.ppid";
+  // One orphan stays until told, and says who its parent is once its own has gone: the shim
+  // (its subreaper), not init.
+  std::string script = "for i in 1 2 3; do (sh -c 'echo $$ >> " + orphans.string() + "; sleep 0.05' &) ; done; " +
+                       "(sh -c 'sleep 0.2; grep PPid /proc/$$/status | cut -f2 > " + orphan_ppid.string() + "; while [ ! -e " + linger.string() +
+                       " ]; do sleep 0.01; done' &); echo up > " + ready.string() + "; while [ ! -e " + go.string() +
+                       " ]; do sleep 0.01; done; exit 3";
   auto pid = launcher_.Launch(Shell("orphans", script));
   ASSERT_TRUE(pid.ok()) << pid.status().ToString();
   ASSERT_TRUE(WaitForFile(ready));
+  ASSERT_TRUE(WaitForFile(orphan_ppid));
+  EXPECT_EQ(std::stoi(ReadFile(orphan_ppid)), *pid) << "an orphan of the job went to another parent than the shim";
+  std::ofstream(linger) << "go\n";
   std::vector<int> orphan_pids;
   for (int i = 0; i < 2000 && orphan_pids.size() < 3; ++i) {
     orphan_pids.clear();

@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
   std::memset(&on_notice, 0, sizeof on_notice);
   on_notice.sa_handler = OnStoppingNotice;
   on_notice.sa_flags = SA_RESTART;
-  if (sigaction(notice, &on_notice, nullptr) < 0) Fail(kReportFd, Stage::kParentDeath);
+  if (sigaction(notice, &on_notice, nullptr) < 0) Fail(kReportFd, Stage::kStoppingNotice);
   struct sigaction ign;
   std::memset(&ign, 0, sizeof ign);
   ign.sa_handler = SIG_IGN;
@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
     if (sig != p.death_signal && sig != notice && Ignored(sig)) sigaction(sig, &ign, nullptr);
   }
   // Orphans below the job come here rather than to init (not inherited by the job).
-  if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) Fail(kReportFd, Stage::kParentDeath);
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) Fail(kReportFd, Stage::kSubreaper);
   if (prctl(PR_SET_PDEATHSIG, p.death_signal, 0, 0, 0) < 0) Fail(kReportFd, Stage::kParentDeath);
   // The agent may have died before prctl: then no signal comes, and nobody waits for the part.
   if (getppid() != p.parent) KillPartAndExit();

@@ -7,7 +7,8 @@
 namespace gpufleet::agent::shim {
 
 enum class Stage : int {
-  kStdio = 1, kChdir, kSetgroups, kSetgid, kSetuid, kExec, kSetsid, kCgroup, kParentDeath, kFork
+  kStdio = 1, kChdir, kSetgroups, kSetgid, kSetuid, kExec, kSetsid, kCgroup, kParentDeath, kFork,
+  kStoppingNotice, kSubreaper
 };
 
 // Sent by the launcher to the shim alone (not its group) when a stop of the part begins. The
