@@ -21,7 +21,10 @@
 //     raised against itself (with core dumps off). Exit.exit_code and Exit.signal are the job's.
 //     Once Stop has told it a stop began (a signal to the shim alone), it waits on after the
 //     job's own process until every process below it has gone (or the grace's SIGKILL), so that
-//     an agent killed during the grace still takes them with it.
+//     an agent killed during the grace still takes them with it; with a cgroup only (without
+//     one, the stop's signal does not reach a process that left the group, which would hold the
+//     part for the whole grace). A stop whose grace runs out while such processes live on is
+//     reported as the SIGKILL that ended them, not the job's own exit.
 // The job starts with default signal dispositions and an empty mask, stdin from /dev/null,
 // stdout and stderr appended to the log, no other descriptors, in its workdir, as its user.
 //

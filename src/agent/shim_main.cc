@@ -222,8 +222,11 @@ int main(int argc, char** argv) {
   // job's process has ended, wait on only while a stop is under way and children are left.
   int status = 0;
   bool job_ended = false;
+  // (Only with a cgroup: without one the stop's signal reaches only the process group, and a
+  // process below the job that left it would hold the part for the whole grace, then escape.)
+  const bool may_linger = g_procs_fd >= 0 || g_kill_fd >= 0;
   for (;;) {
-    if (job_ended && g_stopping == 0) break;
+    if (job_ended && (g_stopping == 0 || !may_linger)) break;
     int st = 0;
     const pid_t got = waitpid(-1, &st, 0);
     if (got < 0) {
