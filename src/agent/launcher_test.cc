@@ -819,8 +819,9 @@ TEST_F(ProcessLauncherTest, KillingTheAgentDuringAStopKillsWhatTheJobLeftBehind)
   // one the shim does not wait, see launcher.h.)
   if (!UsesCgroups(launcher_)) GTEST_SKIP() << launcher_.CgroupNote();
   fs::path sleep_file = dir_ / "sleep.pid", shell_file = dir_ / "shell.pid";
-  LaunchSpec spec = Shell("stopping", "(trap '' TERM; exec sleep 1000) & echo $! > " + sleep_file.string() +
-                                          "; echo $$ > " + shell_file.string() +
+  // (The pid is written once SIGTERM is ignored: a stop sent before would end it.)
+  LaunchSpec spec = Shell("stopping", "sh -c 'trap \"\" TERM; echo $$ > " + sleep_file.string() +
+                                          "; exec sleep 1000' & echo $$ > " + shell_file.string() +
                                           "; trap 'exit 0' TERM; while :; do sleep 0.01; done");
   LauncherOptions options = Options();
   int report[2];
