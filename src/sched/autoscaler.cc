@@ -66,6 +66,15 @@ bool EnvironmentOk(const PendingJob& job, const RentableOffer& o) {
              o.runs_environments->end();
 }
 
+// A booting node's offer known not to run the job's environment: the node will not either.
+bool BootingNodeRunsEnvironment(const PendingJob& job, const PoolNode& n, const std::vector<RentableOffer>& offers) {
+  if (job.environment.empty() || n.state != PoolNodeState::kBooting || n.offer.empty()) return true;
+  for (const RentableOffer& o : offers) {
+    if (o.name == n.offer) return EnvironmentOk(job, o);
+  }
+  return true;
+}
+
 bool NodeFits(const PendingJob& job, const PoolNode& n, bool fallen_back) {
   // A node that is up says which environments it runs (placement checks the same); a booting
   // one does not yet (its offer was checked when it was rented).
@@ -280,7 +289,10 @@ bool Autoscaler::CoverWithPool(Round& r, const PendingJob& job, bool fallen_back
     // in id order of those).
     Round::Free* fit = nullptr;
     for (auto& [id, f] : r.free_gpus) {
-      if (f.gpus < job.gpus_per_node || (fit && f.gpus >= fit->gpus) || !NodeFits(job, *f.node, fallen_back)) continue;
+      if (f.gpus < job.gpus_per_node || (fit && f.gpus >= fit->gpus) || !NodeFits(job, *f.node, fallen_back) ||
+          !BootingNodeRunsEnvironment(job, *f.node, r.in.offers)) {
+        continue;
+      }
       fit = &f;
     }
     if (fit) {
@@ -305,7 +317,7 @@ bool Autoscaler::CoverWithPool(Round& r, const PendingJob& job, bool fallen_back
     // gang; fewer are kept for it and only the rest is rented (step 3).
     r.gang_zones.clear();
     for (const PoolNode* n : r.nodes) {
-      if (!NodeFits(job, *n, fallen_back)) continue;
+      if (!NodeFits(job, *n, fallen_back) || !BootingNodeRunsEnvironment(job, *n, r.in.offers)) continue;
       auto f = r.free_gpus.find(n->id);
       const bool booting_free = f != r.free_gpus.end() && f->second.gpus == n->spec.gpus;
       const bool idle_up = n->state == PoolNodeState::kUp && n->idle_since && !r.kept.count(n->id) && !n->budget_spent;

@@ -322,6 +322,29 @@ TEST_F(AutoscalerTest, OffersWhoseNodesWereSeenNotToRunTheEnvironmentAreNotRente
       << plan.held[0].reason;
 }
 
+TEST_F(AutoscalerTest, ABootingNodeOfAnOfferThatDoesNotRunTheEnvironmentDoesNotCoverAJob) {
+  // Given a node booting from the zone-a on-demand offer, whose nodes were seen to run only
+  // pytorch-a, expect a pytorch-b job not counted as covered by it (it would wait a boot for
+  // nothing) but rented for elsewhere, and a pytorch-a job covered by it.
+  input_.offers[kOdA].runs_environments = std::vector<std::string>{"pytorch-a"};
+  PoolNode booting = Node(10, PoolNodeState::kBooting);
+  booting.offer = "h100-od-a";
+  input_.nodes = {booting};
+  PendingJob b = Job(1, 1, 8, MarketPreference::kOnDemand);
+  b.environment = "pytorch-b";
+  input_.pending = {b};
+  Autoscaler scaler(options_);
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 1u);
+  EXPECT_EQ(plan.rents[0].offer, kOdB);
+  PendingJob a = Job(2, 1, 8, MarketPreference::kOnDemand);
+  a.environment = "pytorch-a";
+  input_.pending = {a};
+  Autoscaler other(options_);
+  plan = other.Decide(input_);
+  EXPECT_TRUE(plan.rents.empty());
+}
+
 TEST_F(AutoscalerTest, IdleNodesThatDoNotRunAGangsEnvironmentDoNotCoverIt) {
   // Given two idle up nodes that run only pytorch-a, expect a 2-node pytorch-b gang to rent two
   // nodes rather than wait for those; a pytorch-a gang takes them and rents nothing.
