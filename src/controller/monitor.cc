@@ -69,8 +69,14 @@ Result<obs::AlertRules> LoadAlertRules(const std::string& path) {
     return Status::InvalidArgument(SourcePrefixAt(path, doc.Mark()) +
                                    "expected settings such as 'hot_temp_c: 85', one per line");
   }
+  std::set<std::string> seen;
   for (const auto& kv : doc) {
     std::string key = kv.first.as<std::string>("");
+    // A setting given twice: which one was meant is not for the controller to guess.
+    if (!seen.insert(key).second) {
+      return Status::InvalidArgument(SourcePrefixAt(path, kv.first.Mark()) + key +
+                                     ": given twice; keep one");
+    }
     // Errors point at the value that is wrong, or at the key of an unknown setting.
     std::string value;
     if (kv.second.IsSequence()) {
@@ -85,7 +91,9 @@ Result<obs::AlertRules> LoadAlertRules(const std::string& path) {
     } else if (kv.second.IsScalar()) {
       value = kv.second.Scalar();
     } else {
-      return Status::InvalidArgument(SourcePrefixAt(path, kv.second.Mark()) + key + ": expected a value");
+      return Status::InvalidArgument(SourcePrefixAt(path, kv.second.Mark()) + key +
+                                     (key == "disabled" ? ": expected a list of rule names, e.g. [GpuHot]"
+                                                        : ": expected a value"));
     }
     if (Status st = obs::SetAlertRule(rules, key, value); !st.ok()) {
       YAML::Mark at = kv.second.Mark();
@@ -102,6 +110,12 @@ Result<obs::AlertRules> LoadAlertRules(const std::string& path) {
       }
       return Status::InvalidArgument(SourcePrefixAt(path, at) + st.message());
     }
+  }
+  // Settings that make sense alone but not together.
+  if (rules.swing_window > rules.swing_period) {
+    return Status::InvalidArgument(path + ": swing_window (" + FormatDuration(rules.swing_window) +
+                                   ") is longer than swing_period (" + FormatDuration(rules.swing_period) +
+                                   "): a swing is counted within the window, the swings within the period");
   }
   return rules;
 }

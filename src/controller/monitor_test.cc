@@ -420,6 +420,13 @@ TEST(AlertRulesFileTest, ErrorsPointAtTheBadValueOrTheUnknownKey) {
             path + ":2:24: disabled: unknown rule 'NodeQuiet'; rules: " + Join(obs::AlertRuleNames(), ", "));
   EXPECT_EQ(error_of("idle_for: 30m\n  # the GPU limit\nhot_temp: 90\n").rfind(path + ":3:1: unknown alert setting 'hot_temp'", 0),
             0u);
+  // A setting twice, a silence of 0s, a swing window longer than its period, and a mapping where
+  // a list of rules goes.
+  EXPECT_EQ(error_of("hot_temp_c: 85\nhot_temp_c: 90\n"), path + ":2:1: hot_temp_c: given twice; keep one");
+  EXPECT_NE(error_of("silent_after: 0s\n").find("silent_after: must be longer than 0s"), std::string::npos);
+  EXPECT_NE(error_of("swing_window: 1h\nswing_period: 1m\n").find("swing_window (1h00m) is longer than swing_period (1m00s)"),
+            std::string::npos);
+  EXPECT_NE(error_of("disabled: {a: 1}\n").find("disabled: expected a list of rule names"), std::string::npos);
 }
 
 }  // namespace

@@ -83,11 +83,22 @@ Status SetAlertRule(AlertRules& r, const std::string& key, const std::string& va
   if (key == "hot_temp_c") return integer(r.hot_temp_c, 0, 150);
   if (key == "hot_for") return duration(r.hot_for);
   if (key == "swing_fraction") return fraction(r.swing_fraction);
-  if (key == "swing_window") return duration(r.swing_window);
+  if (key == "swing_window") {
+    GF_RETURN_IF_ERROR(duration(r.swing_window));
+    if (r.swing_window <= Duration::Zero()) return Status::InvalidArgument("swing_window: must be longer than 0s");
+    return Status::Ok();
+  }
   if (key == "swing_count") return integer(r.swing_count, 1, 1000);
   if (key == "swing_period") return duration(r.swing_period);
   if (key == "swing_floor_mib") return integer(r.swing_floor_mib, 0, int64_t{1} << 30);
-  if (key == "silent_after") return duration(r.silent_after);
+  if (key == "silent_after") {
+    // 0s would call every node silent at every evaluation.
+    GF_RETURN_IF_ERROR(duration(r.silent_after));
+    if (r.silent_after <= Duration::Zero()) {
+      return Status::InvalidArgument("silent_after: must be longer than 0s (a node is silent after this long without a heartbeat)");
+    }
+    return Status::Ok();
+  }
   if (key == "budget_fraction") return fraction(r.budget_fraction);
   if (key == "queue_wait_slo") return duration(r.queue_wait_slo);
   if (key == "keep_resolved") return duration(r.keep_resolved);

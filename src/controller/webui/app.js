@@ -674,7 +674,10 @@
         ['Submitted', `${fmtTime(job.submitted_ms)} (${fmtAgo(job.submitted_ms)})`],
         ['Updated', `${fmtTime(job.updated_ms)} (${fmtAgo(job.updated_ms)})`],
         ['Cost', cost],
-        ['Reason', `${job.reason || '—'}${job.exit_code !== undefined ? ` (exit code ${job.exit_code})` : ''}`],
+        // (The exit code only where the reason does not say it already.)
+        ['Reason', `${job.reason || '—'}${job.exit_code !== undefined && job.exit_code !== null &&
+          !(job.reason || '').includes(`code ${job.exit_code}`) && !(job.reason || '').includes('the reason is shown to that team')
+          ? ` (exit code ${job.exit_code})` : ''}`],
         run ? ['Command', h('code', {class: 'cmd'}, run), true] : null,
       ].filter(Boolean);
       summary.show(h('dl', {class: 'kv'}, kv.map(([k, v, wide]) =>
