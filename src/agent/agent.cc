@@ -1072,6 +1072,17 @@ void Agent::Apply(const api::Command& c) {
   if (c.stop) StopPart(*c.stop);
 }
 
+// The exit the agent reports for a part it did not run (now): code -1, the reason in its message.
+api::PartEvent Agent::NotRunExit(const api::PartKey& key, std::string message) {
+  api::PartEvent e;
+  e.key = key;
+  e.kind = api::PartEventKind::kExited;
+  e.at = WallNow();
+  e.exit_code = -1;
+  e.message = std::move(message);
+  return e;
+}
+
 void Agent::StartPart(const api::StartPart& s) {
   MutexLock lock(mu_);
   if (!seen_.insert(s.key).second) {
@@ -1082,15 +1093,10 @@ void Agent::StartPart(const api::StartPart& s) {
     // the answer, and a second one would requeue a job that ended.)
     if (runs_.count(s.key)) return;
     lock.Unlock();
-    api::PartEvent e;
-    e.key = s.key;
-    e.kind = api::PartEventKind::kExited;
-    e.at = WallNow();
-    e.exit_code = -1;
+    api::PartEvent e = NotRunExit(s.key, "node " + options_.name + " ran part " + s.key.ToString() +
+                                             " before and does not start it again (the controller's state is older "
+                                             "than the node's: a restored backup?)");
     e.already_ran = true;
-    e.message = "node " + options_.name + " ran part " + s.key.ToString() +
-                " before and does not start it again (the controller's state is older than the node's: a restored "
-                "backup?)";
     PushEvent(e);
     return;
   }
@@ -1277,13 +1283,8 @@ void Agent::StopPart(const api::StopPart& s) {
     bool fresh = seen_.insert(s.key).second;
     lock.Unlock();
     if (fresh) {
-      api::PartEvent e;
-      e.key = s.key;
-      e.kind = api::PartEventKind::kExited;
-      e.at = WallNow();
-      e.exit_code = -1;
+      api::PartEvent e = NotRunExit(s.key, "was not running on " + options_.name);
       e.stopped = true;
-      e.message = "was not running on " + options_.name;
       PushEvent(e);
     }
     return;

@@ -189,6 +189,7 @@ class Agent {
   Status Register();
   // Why `server` (empty: --server) could not be reached, with what to check for TLS failures.
   std::string Unreachable(const std::string& server, httplib::Error error) const;
+  static api::PartEvent NotRunExit(const api::PartKey& key, std::string message);
   void Fence(Duration silent);
   // Stops every running part with its checkpoint signal, saying `why` in its exit.
   void StopAll(const std::string& why);

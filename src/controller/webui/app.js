@@ -419,7 +419,7 @@
         stat('GPUs in use', nodes.value ? `${used} / ${gpus}` : '—', 'stat-gpus'),
         stat('running jobs', q.value ? String(active.length) : '—', 'stat-running'),
         stat('pending jobs', q.value ? String(pending.length) : '—', 'stat-pending'),
-        stat('spent', cost.value ? fmtMoney((cost.value.total_micros || 0) + (cost.value.rented_idle_micros || 0)) : '—', 'stat-spent'),
+        stat('spent, all time', cost.value ? fmtMoney((cost.value.total_micros || 0) + (cost.value.rented_idle_micros || 0)) : '—', 'stat-spent'),
         stat('alerts firing', al.value ? String(firing.length) : '—', 'stat-alerts', firing.length ? 'stat-bad' : ''));
 
       if (nodes.error) heat.fail(nodes.error, 'Nodes');
@@ -472,7 +472,10 @@
   // One bar per team: spend against its hard budget (or soft, when only that is set), the soft
   // limit as a mark.
   function spendBars(teams) {
-    if (!teams.length) return h('p', {class: 'muted empty'}, 'No team has spent anything yet.');
+    if (!teams.length) {
+      return h('p', {class: 'muted empty'},
+        'No spend yet that this token may see (a team\'s token sees its own team only).');
+    }
     return h('div', {class: 'spend-list'}, teams.map((t) => {
       const b = t.budget || null;
       const limit = b ? (b.hard_micros || b.soft_micros || 0) : 0;
@@ -696,7 +699,9 @@
           {title: 'Memory', cell: (p) => (p.mem_mib ? fmtMib(p.mem_mib) : '—')},
         ], parts.map((p, i) => ({...p, i})))
         : h('p', {class: 'muted empty'}, job.state === 'pending' ? 'Not placed yet.' : 'No placement.'));
-      if (job.placement && job.placement.gpu_model) {
+      // (A job that holds no GPU has none, whatever its node has.)
+      const holdsGpus = parts.some((p) => (p.gpus || []).length > 0);
+      if (job.placement && job.placement.gpu_model && holdsGpus) {
         placement.body.prepend(h('p', {class: 'small'}, `GPU model: ${job.placement.gpu_model}`));
       }
     }
@@ -1037,7 +1042,7 @@
             {title: 'Max rate', cell: (t) => (t.budget && t.budget.max_rate_micros ? `${fmtMoney(t.budget.max_rate_micros)}/h` : '—')},
             {title: 'Period', cell: (t) => (t.budget ? `${t.budget.period || 'none'} since ${fmtTime(t.budget.since_ms)}` : 'no budget')},
             {title: 'At the limit', cell: (t) => (t.budget ? (t.budget.stop_running ? 'stop running jobs' : 'stop new starts') : '—')},
-          ], teams, {empty: 'No team yet.'}));
+          ], teams, {empty: 'No team yet that this token may see (a team\'s token sees its own team only).'}));
         const jobs = (cost.value.jobs || []).slice().sort((a, b) => b.cost_micros - a.cost_micros).slice(0, 25);
         costly.show(table([
           {title: 'Job', cell: (j) => jobLink(j.id)},
