@@ -151,6 +151,17 @@ if [[ "$(id -u)" == 0 ]] && command -v setpriv >/dev/null; then
   grep -q "state.db is not writable by this user" "$WORK/rostore.err" ||
     { show "$WORK/rostore"; fail "the refusal does not say the store is not writable"; }
 fi
+# An empty state.db (a restore that did not copy) starts a new cluster, with a warning that says so.
+mkdir -p "$WORK/empty-store"
+: >"$WORK/empty-store/state.db"
+setsid "$GPUFLEET" server --data-dir "$WORK/empty-store" --listen 127.0.0.1:0 --agent-listen 127.0.0.1:0 \
+  >"$WORK/empty-store.out" 2>"$WORK/empty-store.err" &
+EMPTY_PID=$!
+for ((i = 0; i < 300; i++)); do grep -q "serving on" "$WORK/empty-store.err" && break; sleep 0.1; done
+kill -TERM "$EMPTY_PID" 2>/dev/null || true
+wait "$EMPTY_PID" 2>/dev/null || true
+grep -q "state.db exists but is empty: starting a new, empty cluster" "$WORK/empty-store.err" "$WORK/empty-store.out" ||
+  { cat "$WORK/empty-store.err" >&2; fail "an empty state.db started without a warning"; }
 perm="$(stat -c %a "$SERVER_DIR/state.db")"
 [[ "$perm" == 600 ]] || fail "state.db has mode $perm, expected 600"
 # A controller on its own data directory and any free port says which port it took.

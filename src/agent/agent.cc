@@ -655,7 +655,9 @@ Status Agent::Register() {
     // agent's data directory is new), and the node it names is this one.
     const bool wait_for_name = res->status == 409 && res->has_header("Retry-After");
     if (wait_for_name) {
-      text += "; the name is free in " + res->get_header_value("Retry-After") + " s (asking again meanwhile)";
+      text += "; the name is free " + res->get_header_value("Retry-After") +
+              " s after that node's agent last reported, if it stops (asking again meanwhile; another agent "
+              "still running under this name keeps it: give this one another --name)";
     }
     // 404: not a gpufleet agent listener (the API port, or another server): retrying cannot help.
     if (res->status == 404) {

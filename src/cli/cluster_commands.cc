@@ -679,12 +679,20 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     // database, which that directory's lock does not cover. (flock, which SQLite's own POSIX
     // locks do not see or disturb on a local filesystem, where a SQLite store belongs.)
     const std::string& db = store_location.target;
+    const bool existed = ::access(db.c_str(), F_OK) == 0;
     c->store_lock_fd.emplace(LiftFd(::open(db.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600)));
     if (c->store_lock_fd->get() < 0) return Status::Unavailable("cannot open " + db + ": " + std::strerror(errno));
     if (::flock(c->store_lock_fd->get(), LOCK_EX | LOCK_NB) != 0) {
       return Status::FailedPrecondition("another controller is using the store " + db +
                                         " (from another --data-dir); stop it first: two controllers on one store "
                                         "would run the same jobs twice");
+    }
+    // An empty file where a store was: a new cluster starts, which is rarely what was meant.
+    struct stat st {};
+    if (existed && ::fstat(c->store_lock_fd->get(), &st) == 0 && st.st_size == 0) {
+      spdlog::warn("{} exists but is empty: starting a new, empty cluster there (a restore that did not copy? "
+                   "a gpufleet backup is never empty; stop the controller and copy it again)",
+                   db);
     }
     // Every change is written there (and SQLite's journal beside it): a store this user may only
     // read would take the start and then refuse every submit.
