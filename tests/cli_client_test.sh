@@ -233,6 +233,8 @@ assert big, jobs
 for k in ("id", "name", "team", "state", "gpus", "nodes", "position", "submitted_ms", "reason"):
     assert k in big[0], k
 assert big[0]["state"] == "pending" and big[0]["position"] >= 1, big[0]
+# Its reason is why it waits (it can never run here), not "submitted".
+assert "can never run on this cluster" in big[0]["reason"], big[0]
 PY
 # A queue longer than asked for: the table says how many are left out and how to see them, the
 # JSON carries the total and where to go on; --all reads every page.

@@ -2198,7 +2198,14 @@ std::pair<std::vector<QueueEntry>, size_t> Engine::QueuePage(size_t from, size_t
     // What holds it beyond its place: its team's budget or quota ("submitted" or "requeued"
     // said nothing of it).
     if (shown) {
-      if (std::string hold = scheduler_->BudgetHold(id); !hold.empty()) out.back().job.reason = hold;
+      if (std::string hold = scheduler_->BudgetHold(id); !hold.empty()) {
+        out.back().job.reason = hold;
+      } else if (node_size_hints_.empty() && scheduler_->NeverPlaceable(id)) {
+        // What `explain` says ("can ever run: no"); "submitted" hid it. (With a pool, a node it
+        // rents may fit.)
+        out.back().job.reason = "can never run on this cluster's nodes ('gpufleet explain " +
+                                std::to_string(id.value()) + "' says why)";
+      }
     }
   }
   return {std::move(out), index};

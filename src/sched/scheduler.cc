@@ -1189,6 +1189,12 @@ std::string Scheduler::BudgetHold(JobId id) const {
   return BudgetBlock(*j, j->outcome == JobState::Outcome::kBudget ? j->budget_rate : 0, clock_.Now());
 }
 
+bool Scheduler::NeverPlaceable(JobId id) const {
+  const JobState* j = FindJob(id);
+  if (!j || j->v.phase != JobPhase::kPending) return false;
+  return policies_.placement->Place(j->spec, view_, PlaceOptions{}).kind == PlaceResult::Kind::kInfeasible;
+}
+
 std::vector<PendingJob> Scheduler::ScalingQueue(Duration restart_overhead) const {
   std::vector<PendingJob> out;
   ScalingQueueInto(restart_overhead, out);

@@ -148,6 +148,9 @@ class Scheduler {
   // Why a pending job may not start whatever the capacity (its team's hard budget is spent, or
   // its quota or running-job limit is reached); empty when nothing but capacity holds it. The autoscaler does not rent for held jobs.
   std::string BudgetHold(JobId job) const;
+  // Whether the placement policy says the pending job can never run on the nodes there are (as
+  // Explain's "can ever run: no", without its reasons): one placement, no walk of the queue.
+  bool NeverPlaceable(JobId job) const;
   // The queue as the autoscaler sees it, for both worlds (the live pool and the simulator build
   // ScaleInput::pending from this and nothing else): pending jobs in queue order, in the shape
   // this scheduler will place them (split to fit, as admitted), without the jobs a budget or quota
