@@ -105,4 +105,11 @@ stop_dev
 run "$WORK/server" "$GPUFLEET" server --data-dir "$WORK/server-data" --listen 0.0.0.0:0
 expect_rc "$WORK/server" 2 "server --listen 0.0.0.0 without TLS"
 grep -q -- "--insecure" "$WORK/server.err" || { show "$WORK/server"; fail "the refusal does not name --insecure"; }
+# A refused start writes nothing: no data directory, tokens or store.
+[[ ! -e "$WORK/server-data" ]] || fail "a refused start made $WORK/server-data"
+run "$WORK/sameport" "$GPUFLEET" server --data-dir "$WORK/sameport-data" --listen 127.0.0.1:18993 \
+  --agent-listen 127.0.0.1:18993
+expect_rc "$WORK/sameport" 2 "server with --agent-listen the API's own address"
+expect_contains "$WORK/sameport.err" "is the API's own address" "the same address twice"
+[[ ! -e "$WORK/sameport-data" ]] || fail "a refused start made $WORK/sameport-data"
 echo PASS

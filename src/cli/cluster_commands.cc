@@ -574,6 +574,46 @@ store::LeaderAddress SelfAddress(const ControllerFlags& f, const std::pair<std::
 Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, int port_override) {
   auto c = std::make_unique<Controller>();
   GF_ASSIGN_OR_RETURN(const store::StoreLocation store_location, StoreFlag(f));
+  // The addresses first: a start they refuse writes nothing (no data directory, tokens or store).
+  GF_ASSIGN_OR_RETURN(auto listen, ParseListen(f.listen));
+  if (port_override >= 0) listen.second = port_override;
+  std::pair<std::string, int> agent_listen{listen.first, listen.second == 0 ? 0 : listen.second + 1};
+  if (!f.agent_listen.empty()) {
+    GF_ASSIGN_OR_RETURN(agent_listen, ParseListen(f.agent_listen));
+  } else if (port_override >= 0) {
+    agent_listen.second = 0;  // dev: its agents are told the port
+  } else if (listen.second == 65535) {
+    return Status::InvalidArgument("--listen port 65535 leaves no port + 1 for the agents: give --agent-listen HOST:PORT");
+  }
+  if (agent_listen.second != 0 && agent_listen == listen) {
+    return Status::InvalidArgument("--agent-listen " + agent_listen.first + ":" + std::to_string(agent_listen.second) +
+                                   " is the API's own address (--listen): give the agents another port");
+  }
+  if (f.tls_cert.empty() && !f.insecure) {
+    for (const std::string& host : {listen.first, agent_listen.first}) {
+      if (!controller::IsLoopbackHost(host)) {
+        return Status::InvalidArgument("listening on " + host +
+                                       " without TLS would send tokens in clear text over the network: give "
+                                       "--tls-cert and --tls-key (docs/security.md), or --insecure to accept that");
+      }
+    }
+  }
+  {
+    // Ports in use, tried before anything is written (the real listeners bind them again later).
+    controller::RouteTable none;
+    controller::HttpListener api_probe(none, controller::ListenerLimits{}, "api probe");
+    controller::HttpListener agent_probe(none, controller::ListenerLimits{}, "agent probe");
+    if (listen.second != 0) {
+      if (Status st = api_probe.Bind(listen.first, listen.second); !st.ok()) {
+        return Status::Unavailable(st.message() + " (in use? pick another port for the API)");
+      }
+    }
+    if (agent_listen.second != 0) {
+      if (Status st = agent_probe.Bind(agent_listen.first, agent_listen.second); !st.ok()) {
+        return Status::Unavailable(st.message() + " (in use? pick another port for agents)");
+      }
+    }
+  }
   // Everything the controller writes (state.db, logs, tokens) is private to its user.
   ::umask(077);
   std::error_code ec;
@@ -598,14 +638,6 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   if (::ftruncate(c->lock_fd->get(), 0) == 0) {
     ssize_t unused = ::pwrite(c->lock_fd->get(), pid_text.data(), pid_text.size(), 0);
     (void)unused;
-  }
-  GF_ASSIGN_OR_RETURN(auto listen, ParseListen(f.listen));
-  if (port_override >= 0) listen.second = port_override;
-  std::pair<std::string, int> agent_listen{listen.first, listen.second == 0 ? 0 : listen.second + 1};
-  if (!f.agent_listen.empty()) {
-    GF_ASSIGN_OR_RETURN(agent_listen, ParseListen(f.agent_listen));
-  } else if (port_override >= 0) {
-    agent_listen.second = 0;  // dev: its agents are told the port
   }
   controller::UserMap user_map;
   if (!f.user_map.empty()) {
