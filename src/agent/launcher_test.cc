@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <thread>
 #include <fstream>
 #include <future>
@@ -171,6 +172,34 @@ class ProcessLauncherTest : public ::testing::Test {
       if (entry.path().extension() == ".part") out.push_back(entry.path().string());
     }
     return out;
+  }
+
+  // A helper process standing in for the agent: it launches `spec` with a launcher of its own,
+  // writes the shim's pid (or -1) to its report pipe, runs `then` (which may write more ints),
+  // and waits to be killed. Returns its pid and the read end of the pipe, the shim's pid read.
+  struct FakeAgent {
+    pid_t pid = -1;
+    int shim = -1;
+    int report = -1;  // the read end; the caller closes it
+  };
+  FakeAgent ForkAgent(const LaunchSpec& spec, const std::function<void(ProcessLauncher&, int)>& then = {}) {
+    FakeAgent a;
+    LauncherOptions options = Options();
+    int report[2];
+    if (pipe(report) != 0) return a;
+    a.pid = fork();
+    if (a.pid == 0) {
+      close(report[0]);
+      ProcessLauncher launcher(options);
+      auto r = launcher.Launch(spec);
+      WriteInt(report[1], r.ok() ? *r : -1);
+      if (then) then(launcher, report[1]);
+      for (;;) pause();
+    }
+    close(report[1]);
+    a.report = report[0];
+    if (a.pid > 0) a.shim = ReadInt(a.report);
+    return a;
   }
 
   std::string name_;
@@ -783,22 +812,11 @@ TEST_F(ProcessLauncherTest, KillingTheAgentKillsItsParts) {
   // Given a helper process standing in for the agent that launched a part with a background
   // sleep, expect SIGKILL to the helper to take the part's shim and the sleep with it.
   fs::path pidfile = dir_ / "sleep.pid";
-  LaunchSpec spec = Shell("orphaned", "sleep 1000 & echo $! > " + pidfile.string() + "; wait");
-  LauncherOptions options = Options();
-  int report[2];
-  ASSERT_EQ(pipe(report), 0);
-  pid_t agent = fork();
-  ASSERT_GE(agent, 0);
-  if (agent == 0) {
-    close(report[0]);
-    ProcessLauncher launcher(options);
-    auto r = launcher.Launch(spec);
-    WriteInt(report[1], r.ok() ? *r : -1);
-    for (;;) pause();
-  }
-  close(report[1]);
-  int shim = ReadInt(report[0]);
-  close(report[0]);
+  FakeAgent helper = ForkAgent(Shell("orphaned", "sleep 1000 & echo $! > " + pidfile.string() + "; wait"));
+  ASSERT_GT(helper.pid, 0);
+  close(helper.report);
+  const pid_t agent = helper.pid;
+  const int shim = helper.shim;
   ASSERT_GT(shim, 0);
   ASSERT_TRUE(WaitForFile(pidfile));
   int sleep_pid = std::stoi(ReadFile(pidfile));
@@ -823,16 +841,7 @@ TEST_F(ProcessLauncherTest, KillingTheAgentDuringAStopKillsWhatTheJobLeftBehind)
   LaunchSpec spec = Shell("stopping", "sh -c 'trap \"\" TERM; echo $$ > " + sleep_file.string() +
                                           "; exec sleep 1000' & echo $$ > " + shell_file.string() +
                                           "; trap 'exit 0' TERM; while :; do sleep 0.01; done");
-  LauncherOptions options = Options();
-  int report[2];
-  ASSERT_EQ(pipe(report), 0);
-  pid_t agent = fork();
-  ASSERT_GE(agent, 0);
-  if (agent == 0) {
-    close(report[0]);
-    ProcessLauncher launcher(options);
-    auto r = launcher.Launch(spec);
-    WriteInt(report[1], r.ok() ? *r : -1);
+  FakeAgent helper = ForkAgent(spec, [&](ProcessLauncher& launcher, int report) {
     bool stopped = false;
     for (int i = 0; i < 2000 && !stopped; ++i) {
       std::error_code ec;
@@ -843,13 +852,13 @@ TEST_F(ProcessLauncherTest, KillingTheAgentDuringAStopKillsWhatTheJobLeftBehind)
         ShortNap();
       }
     }
-    WriteInt(report[1], stopped ? 1 : 0);
-    for (;;) pause();
-  }
-  close(report[1]);
-  int shim = ReadInt(report[0]);
-  int stopped = ReadInt(report[0]);
-  close(report[0]);
+    WriteInt(report, stopped ? 1 : 0);
+  });
+  ASSERT_GT(helper.pid, 0);
+  const pid_t agent = helper.pid;
+  const int shim = helper.shim;
+  const int stopped = ReadInt(helper.report);
+  close(helper.report);
   ASSERT_GT(shim, 0);
   ASSERT_EQ(stopped, 1);
   int sleep_pid = std::stoi(ReadFile(sleep_file));
