@@ -589,15 +589,7 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     return Status::InvalidArgument("--agent-listen " + agent_listen.first + ":" + std::to_string(agent_listen.second) +
                                    " is the API's own address (--listen): give the agents another port");
   }
-  if (f.tls_cert.empty() && !f.insecure) {
-    for (const std::string& host : {listen.first, agent_listen.first}) {
-      if (!controller::IsLoopbackHost(host)) {
-        return Status::InvalidArgument("listening on " + host +
-                                       " without TLS would send tokens in clear text over the network: give "
-                                       "--tls-cert and --tls-key (docs/security.md), or --insecure to accept that");
-      }
-    }
-  }
+  GF_RETURN_IF_ERROR(controller::CheckPlainListen({listen.first, agent_listen.first}, !f.tls_cert.empty(), f.insecure));
   {
     // Ports in use, tried before anything is written (the real listeners bind them again later).
     controller::RouteTable none;

@@ -309,15 +309,8 @@ Status ApiServer::Start() {
     GF_ASSIGN_OR_RETURN(SslContext tls, MakeServerTlsContext(options_.tls_cert, options_.tls_key));
     user_listener_->SetTls(tls);
     agent_listener_->SetTls(tls);
-  } else if (!options_.insecure) {
-    // Tokens travel in every request: in clear text only where nobody else can listen.
-    for (const std::string& host : {options_.host, options_.agent_host}) {
-      if (!IsLoopbackHost(host)) {
-        return Status::InvalidArgument("listening on " + host +
-                                       " without TLS would send tokens in clear text over the network: give "
-                                       "--tls-cert and --tls-key (docs/security.md), or --insecure to accept that");
-      }
-    }
+  } else {
+    GF_RETURN_IF_ERROR(CheckPlainListen({options_.host, options_.agent_host}, /*tls=*/false, options_.insecure));
   }
   if (Status st = user_listener_->Bind(options_.host, options_.port); !st.ok()) {
     return Status::Unavailable(st.message() + " (in use? pick another port for the API)");

@@ -236,6 +236,18 @@ Result<DevCertificates> EnsureDevCertificates(const std::string& dir, std::vecto
   return out;
 }
 
+Status CheckPlainListen(const std::vector<std::string>& hosts, bool tls, bool insecure) {
+  if (tls || insecure) return Status::Ok();
+  for (const std::string& host : hosts) {
+    if (!IsLoopbackHost(host)) {
+      return Status::InvalidArgument("listening on " + host +
+                                     " without TLS would send tokens in clear text over the network: give "
+                                     "--tls-cert and --tls-key (docs/security.md), or --insecure to accept that");
+    }
+  }
+  return Status::Ok();
+}
+
 bool IsLoopbackHost(const std::string& host) {
   if (host == "localhost" || host == "::1" || host == "[::1]") return true;
   in_addr a{};

@@ -39,4 +39,10 @@ Result<DevCertificates> EnsureDevCertificates(const std::string& dir, std::vecto
 // localhost. Binding anything else without TLS needs an explicit --insecure.
 bool IsLoopbackHost(const std::string& host);
 
+// Ok, or InvalidArgument naming the first of `hosts` that is not loopback when serving without TLS
+// (`tls` false) and without --insecure: tokens travel in every request, in clear text only where
+// nobody else can listen. The one rule the server applies at its start and the CLI before it
+// writes anything.
+Status CheckPlainListen(const std::vector<std::string>& hosts, bool tls, bool insecure);
+
 }  // namespace gpufleet::controller
