@@ -121,6 +121,10 @@ class QueuePolicy {
   // search that found no room for one job finds none for a job of the same shape ranked after
   // it (its candidates are a subset), and a pass counts that search as failed without running it.
   virtual bool PreemptsByClass() const { return false; }
+  // True when MayPreempt itself keeps teams' guaranteed quotas (it stops only GPUs a team
+  // borrowed beyond its quota). Otherwise the scheduler adds that rule to MayPreempt while some
+  // team has a quota: a job of one team never stops another team's job that is within its quota.
+  virtual bool KeepsQuotas() const { return false; }
   virtual PreemptReason PreemptionReason() const { return PreemptReason::kPriority; }
   // False when MayPreempt is always false: a pass then never looks for victims.
   virtual bool Preempts() const { return false; }

@@ -525,9 +525,22 @@ void Scheduler::SetTeamQuota(const std::string& team, const TeamQuota& quota) {
   RecountLimits();
   full_pass_ = true;
   ++search_epoch_;
+  ++running_version_;  // a search that failed under the old quotas may succeed now
+}
+
+bool Scheduler::MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const {
+  if (!policies_.queue->MayPreempt(waiting, running, ctx)) return false;
+  if (!guard_quotas_ || waiting.spec->team == running.spec->team || !ctx.teams) return true;
+  auto u = ctx.teams->find(running.spec->team);
+  if (u == ctx.teams->end() || u->second.quota_milli <= 0) return true;
+  return u->second.used_milli - running.spec->total_gpu_milli() >= u->second.quota_milli;
 }
 
 void Scheduler::RecountLimits() {
+  guard_quotas_ = false;
+  if (!policies_.queue->KeepsQuotas() && policies_.queue->Preempts()) {
+    for (const auto& [team, u] : teams_) guard_quotas_ = guard_quotas_ || u.quota_milli > 0;
+  }
   any_limits_ = false;
   for (const auto& [team, b] : books_) {
     const TeamQuota& q = b.quota;
@@ -995,7 +1008,7 @@ bool Scheduler::MayStopHolder(const JobState& w, const Holder& holder, bool by_c
   }
   const JobState& h = *holder.job;
   return h.v.phase == JobPhase::kRunning && w.rank < h.rank && !h.preempted_for && ctx.now - h.v.started_at >= min_run &&
-         policies_.queue->MayPreempt(w.v, h.v, ctx);
+         MayPreempt(w.v, h.v, ctx);
 }
 
 int64_t Scheduler::NodesWithRoomNow(const JobState& w, const std::vector<int>& models) const {
@@ -1009,7 +1022,7 @@ bool Scheduler::NodesMayBeFreed(const JobState& w, const std::vector<int>& model
   if (ready >= w.spec.nodes) return true;
   // With preemption by class and current ranks, a node filed in the waiting job's class or an
   // earlier one has a holder it may not stop: the walk ends at the first such node.
-  const bool by_class = policies_.queue->PreemptsByClass() && RanksCurrent(ctx.now);
+  const bool by_class = PreemptsByClass() && RanksCurrent(ctx.now);
   for (int m : models) {
     if (holders_by_model_.size() <= static_cast<size_t>(m)) continue;
     const HolderFile& filed = holders_by_model_[m];
@@ -1037,7 +1050,7 @@ bool Scheduler::NodesMayHaveRoom(const JobState& w, const std::vector<int>& mode
   if (ready >= w.spec.nodes) return true;
   // Every node with holders is looked at (a holder `w` may not stop leaves the rest of its node
   // to count), the likeliest first: those filed under the worst-ranked best holder.
-  const bool by_class = policies_.queue->PreemptsByClass() && RanksCurrent(ctx.now);
+  const bool by_class = PreemptsByClass() && RanksCurrent(ctx.now);
   // With preemption by class and no minimum run time, `w` may stop at most the holders of the
   // classes after its own (MayStopHolder: all of them, save one restored with a start ahead of
   // the clock; a stopping holder's key is of no class counted): a node whose holders are all of
@@ -2241,7 +2254,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // With preemption by class and current ranks, MayPreempt is a comparison of the ranks' classes
   // (QueuePolicy::PreemptsByClass): read it from the ranks kept instead of asking the policy.
   const bool by_class =
-      static_ranks && policies_.queue->PreemptsByClass() && running_moving_ == 0 && RanksCurrent(ctx.now);
+      static_ranks && PreemptsByClass() && running_moving_ == 0 && RanksCurrent(ctx.now);
   // Worst-rank victims of a job that needs whole nodes, from the nodes' holders when they tell
   // (WholeNodeVictims); the placement confirms that the job fits on the view with those nodes
   // emptied. Where the walk would ask, its view differs only by more room (parts of other
@@ -2274,7 +2287,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   auto may_stop = [&](const JobState* r) {
     return !r->preempted_for && ctx.now - r->v.started_at >= policies_.options.min_run_before_preempt &&
            r->model_index >= 0 && model_ok[r->model_index] &&
-           (by_class ? w.rank.k[0] < r->rank.k[0] : policies_.queue->MayPreempt(w.v, r->v, ctx));
+           (by_class ? w.rank.k[0] < r->rank.k[0] : MayPreempt(w.v, r->v, ctx));
   };
   // With least-work-lost victims, the candidates come from the victim index in the order they
   // are stopped, as far as the search needs them. With static ranks only jobs ranked behind the
@@ -2392,7 +2405,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // Usage as it will be once the chosen victims are gone, so that a policy whose answer depends
   // on usage (fair-share: only borrowed GPUs) judges each further victim after the earlier ones.
   TeamUsageMap teams_after;
-  if (!static_ranks) teams_after = teams_;
+  if (!static_ranks || guard_quotas_) teams_after = teams_;
   QueueContext ctx_after = ctx;
   ctx_after.teams = &teams_after;
   PlaceOptions po;
@@ -2507,8 +2520,8 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   for (size_t next = 0;; ++next) {
     JobState* c = next < candidates.size() ? candidates[next] : stream || walk_running ? next_candidate() : nullptr;
     if (!c) break;
-    if (!static_ranks) {
-      if (!policies_.queue->MayPreempt(w.v, c->v, ctx_after)) continue;
+    if (!static_ranks || guard_quotas_) {
+      if (!MayPreempt(w.v, c->v, ctx_after)) continue;
       teams_after[c->spec.team].used_milli -= c->placement.total_gpu_milli();
     }
     if (whole) {
@@ -2638,7 +2651,7 @@ void Scheduler::RememberFailedSearch(int shape, int64_t cls, Time now) {
 // for the waiting jobs of classes from .. to - 1, and for no others; a move to an earlier class
 // only takes a candidate away.
 void Scheduler::NoteClassMove(int64_t from, int64_t to) {
-  if (to <= from || !policies_.queue->PreemptsByClass()) return;
+  if (to <= from || !PreemptsByClass()) return;
   constexpr uint64_t kMaxClasses = 64;
   if (static_cast<uint64_t>(to) - static_cast<uint64_t>(from) > kMaxClasses) {
     ++search_epoch_;
@@ -2732,7 +2745,7 @@ void Scheduler::Pass() {
   std::optional<Reservation> res;
   int attempts = 0;
   const bool preemptive = opt.preemption && policies_.queue->Preempts();
-  const bool preempts_by_class = policies_.queue->PreemptsByClass();
+  const bool preempts_by_class = PreemptsByClass();
   // A search that lacked room is not run again for a job of its shape ranked after it while the
   // running set stays as it was, when the policy preempts by class and every rank is current
   // (no rank change is due: ranks move only at the timers' instants).

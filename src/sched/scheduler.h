@@ -314,6 +314,12 @@ class Scheduler {
   void ScheduleTimer(const JobState& j, const QueueContext& ctx);
   std::vector<JobState*> OrderedPending(const QueueContext& ctx) const;
   bool StaticRanks() const;
+  // The policy's MayPreempt, plus the quota rule while it applies (guard_quotas_): a job never
+  // stops another team's job whose team would then hold less than its guaranteed quota.
+  bool MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const;
+  // The policy's PreemptsByClass, false while the quota rule applies (MayPreempt is then more
+  // than a comparison of classes).
+  bool PreemptsByClass() const { return !guard_quotas_ && policies_.queue->PreemptsByClass(); }
   // No timer is due at `now`: every rank that moves with time alone (a LAS class) is current.
   bool RanksCurrent(Time now) const;
   int ShapeId(const model::JobSpec& spec);
@@ -485,6 +491,7 @@ class Scheduler {
   std::unordered_map<std::string, TeamBooks, TeamNameHash> books_;
   TeamBooks& BooksOf(JobState& j);  // books_[j's team], looked up once per job
   TeamUsage& UsageOf(JobState& j);  // teams_[j's team], the same
+  bool guard_quotas_ = false;  // some team has a quota and the policy's MayPreempt does not keep it
   bool any_limits_ = false;                 // some team has a limit that holds jobs (not only borrow)
   // Why the team's quota or limits keep `j` waiting; with a placement, judged on its GPU model.
   std::string QuotaBlock(const JobState& j, const model::Placement* placement) const;

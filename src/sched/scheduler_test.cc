@@ -888,6 +888,71 @@ TEST(SchedulerQuotaTest, BorrowingTeamsUseIdleGpusAndModelQuotasCountTheirModelO
   EXPECT_EQ(h.sched().QuotaOf("c").gpus, 1);
 }
 
+TEST(SchedulerQuotaTest, PreemptionNeverTakesAnotherTeamsGuaranteedGpus) {
+  // Given two 4-GPU nodes, teams a and b with 4 guaranteed GPUs each, and b running four 1-GPU
+  // jobs (its quota) plus two more borrowed from a's idle share: expect high-priority jobs of
+  // team a to preempt b's two borrowed jobs and no more (b keeps its 4), and a job of b itself of
+  // a higher priority still to preempt b's own jobs (within a team the policy decides). With every
+  // victim order, and under las (a job of a's with less service waits instead of stopping b's
+  // guaranteed jobs).
+  for (const std::string& victims : {std::string("worst-rank"), std::string("least-work-lost")}) {
+    SchedulerHarness h("priority", {"victims=" + victims});
+    h.AddNode(MakeNode("n0", "A100", 4));
+    h.AddNode(MakeNode("n1", "A100", 4));
+    h.sched().SetTeamQuota("a", 4);
+    h.sched().SetTeamQuota("b", 4);
+    std::vector<JobId> b;
+    for (int i = 0; i < 6; ++i) b.push_back(h.Submit(MakeJob(1, 0, "b")));
+    ASSERT_EQ(h.sched().LoadOf("b").used_milli, 6000);
+    h.clock().Set(Time::FromSeconds(60));
+    model::JobSpec high = MakeJob(1, 0, "a");
+    high.priority = 1000;
+    std::vector<JobId> a;
+    for (int i = 0; i < 4; ++i) {  // two on the idle GPUs, two in place of b's borrowed jobs
+      a.push_back(h.Submit(high));
+      h.StopAllPreempted();
+    }
+    EXPECT_EQ(h.sink().Preempted().size(), 2u) << victims;
+    EXPECT_EQ(h.sched().LoadOf("b").used_milli, 4000) << victims;
+    EXPECT_EQ(h.sched().LoadOf("a").used_milli, 4000) << victims;
+    // Within team b the policy's own rule holds: b's urgent job stops one of b's own.
+    model::JobSpec b_high = MakeJob(1, 0, "b");
+    b_high.priority = 1000;
+    JobId b_urgent = h.Submit(b_high);
+    h.StopAllPreempted();
+    EXPECT_EQ(h.sink().Preempted().size(), 3u) << victims;
+    EXPECT_EQ(h.Phase(b_urgent), JobPhase::kRunning) << victims;
+    // A fifth job of a's waits: b is at its quota.
+    a.push_back(h.Submit(high));
+    h.StopAllPreempted();
+    EXPECT_EQ(h.sink().Preempted().size(), 3u) << victims;
+    EXPECT_EQ(h.Phase(a[4]), JobPhase::kPending) << victims;
+    // Without quotas the policy alone decides again: a's waiting job stops one of b's.
+    h.sched().SetTeamQuota("b", 0);
+    h.sched().SetTeamQuota("a", 0);
+    h.Timer();
+    h.StopAllPreempted();
+    EXPECT_EQ(h.Phase(a[4]), JobPhase::kRunning) << victims;
+  }
+  {
+    SchedulerHarness h("las", {"thresholds=100"});
+    h.AddNode(MakeNode("n0", "A100", 2));
+    h.sched().SetTeamQuota("a", 1);
+    h.sched().SetTeamQuota("b", 1);
+    JobId b1 = h.Submit(MakeJob(1, 0, "b"));
+    JobId b2 = h.Submit(MakeJob(1, 0, "b"));  // borrowed from a's share
+    h.AdvanceTo(300);  // both demoted past 100 GPU-s
+    JobId a1 = h.Submit(MakeJob(1, 0, "a"));
+    JobId a2 = h.Submit(MakeJob(1, 0, "a"));
+    h.StopAllPreempted();
+    EXPECT_EQ(h.sink().Preempted().size(), 1u);
+    EXPECT_EQ(h.sched().LoadOf("b").used_milli, 1000);
+    EXPECT_EQ(h.Phase(a1), JobPhase::kRunning);
+    EXPECT_EQ(h.Phase(a2), JobPhase::kPending);
+    EXPECT_TRUE(h.Phase(b1) == JobPhase::kRunning || h.Phase(b2) == JobPhase::kRunning);
+  }
+}
+
 TEST(SchedulerQuotaTest, RunningAndPendingJobLimitsHoldAndRefuse) {
   // Given team a limited to 2 running and 3 pending jobs, expect the third job to wait with the
   // reason while b's runs, AdmissionBlock to refuse what would pass 3 waiting, and an empty

@@ -27,6 +27,7 @@ class FairSharePolicy : public QueuePolicy {
   bool Preempts() const override { return true; }
   PreemptReason PreemptionReason() const override { return PreemptReason::kQuotaReclaim; }
   bool RanksDependOnUsage() const override { return true; }
+  bool KeepsQuotas() const override { return true; }  // reclaims borrowed GPUs only
   // Usage sets a job's tier and its team's share; the rest (priority, submission) is static.
   std::optional<RankKey> StaticRank(const JobView& job) const override;
   // Tier and share come from the team's usage and the job's size; k[2] is StaticRank's.
