@@ -243,7 +243,7 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
   GF_RETURN_IF_ERROR(r.Fields(doc, "", kTopFields));
   model::JobSpec& spec = out.spec;
   spec.name = "job";
-  spec.team = "default";
+  spec.team = options.default_team;
 
   if (auto n = doc["name"]) {
     GF_ASSIGN_OR_RETURN(spec.name, r.String(n, "name"));
@@ -738,6 +738,12 @@ Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseO
       return r.Error(doc, "", std::string("cannot read: ") + e.what());
     }
     if (axes.empty()) {
+      // "{{x}}" at a workdir's start waits for an array's values; without an array it stays
+      // a relative path.
+      if (!base.workdir.empty() && base.workdir[0] != '/') {
+        return r.Error(doc["workdir"], "workdir", "must be an absolute path, got '" + base.workdir +
+                                                      "' ({{...}} is filled in only by an array's values)");
+      }
       out.push_back(std::move(base));
     } else {
       // Cartesian product, the last axis varying fastest. Room for all of it first: a JobRequest
@@ -769,6 +775,10 @@ Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseO
         if (!ValidName(j.spec.name)) {
           return r.Error(doc["name"], "name", "element " + std::to_string(index) + " is named '" + j.spec.name +
                                                   "': use letters, digits, '-', '_' or '.'");
+        }
+        if (!j.workdir.empty() && j.workdir[0] != '/') {
+          return r.Error(doc["workdir"], "workdir", "element " + std::to_string(index) + " runs in '" + j.workdir +
+                                                        "': must be an absolute path");
         }
         out.push_back(std::move(j));
         size_t a = axes.size();

@@ -64,6 +64,8 @@ struct JobParseOptions {
   bool require_estimate = false;
   // When given, `workload:` must be one of its classes; otherwise only its shape is checked.
   const model::GpuSpeeds* speeds = nullptr;
+  // The team of a job that names none (the controller passes its submitter's team).
+  std::string default_team = "default";
 };
 
 // Parses every job of `text` (YAML or JSON), expanding arrays. Errors name source:line:column and

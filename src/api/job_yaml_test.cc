@@ -218,6 +218,11 @@ TEST(JobYamlTest, ErrorsNameLineColumnAndField) {
   EXPECT_NE(ErrorOf("run: x\nenv: {1BAD: 3}\n").find("not a valid environment variable name"), std::string::npos);
   EXPECT_NE(ErrorOf("run: x\nname: 'a b'\n").find("job.yaml:2:7: name: use 1-128 letters"), std::string::npos);
   EXPECT_NE(ErrorOf("run: x\nworkdir: relative/dir\n").find("must be an absolute path"), std::string::npos);
+  // An array's value that makes a workdir relative, and "{{x}}" without an array, are refused too.
+  EXPECT_NE(ErrorOf("run: x\nworkdir: '{{d}}'\narray: {d: [/data, ../../etc]}\n")
+                .find("job.yaml:2:10: workdir: element 1 runs in '../../etc': must be an absolute path"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nworkdir: '{{d}}/x'\n").find("workdir: must be an absolute path"), std::string::npos);
   EXPECT_NE(ErrorOf("run: x\nresources: {gpus: 0.5, nodes: 2}\n").find("GPU slice"), std::string::npos);
   EXPECT_NE(ErrorOf("run: x\nrestart: {max_restarts_on_errors: -1}\n").find("restart.max_restarts_on_errors"),
             std::string::npos);

@@ -227,8 +227,10 @@ With -f the exit code is the job's outcome: 0 if it succeeded, 1 if it failed or
     if (!jobs.ok()) return Fail(cmd, kExitUsage, RunFlagError(jobs.status().message()));
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
+    json spec = api::ToJobJson(jobs->front());
+    if (a->team.empty()) spec.erase("team");  // the token's team, which the controller fills in
     json body = {{"request_id", a->request_id.empty() ? RandomRequestId() : a->request_id},
-                 {"job", api::ToJobJson(jobs->front())},
+                 {"job", std::move(spec)},
                  {"default_workdir", CurrentDir()}};
     SubmitOutcome s = PostJobs(*client, cmd, body, a->follow ? "table" : a->output);
     if (s.exit_code == kExitOk) WarnIfNeverRunnable(*client, s.ids, *jobs);

@@ -798,13 +798,19 @@ void ApiServer::JobRoutes(const Guards& g) {
     if (body->contains("yaml")) {
       if (!(*body)["yaml"].is_string()) return Error(res, 400, "yaml: expected the job file as a string");
       text = (*body)["yaml"].get<std::string>();
-      opts.source = body->value("source", std::string("job.yaml"));
+      if (body->contains("source")) {
+        if (!(*body)["source"].is_string()) return Error(res, 400, "source: expected the file's name as a string");
+        opts.source = (*body)["source"].get<std::string>();
+      }
     } else if (body->contains("job")) {
       text = (*body)["job"].dump();
       opts.source = "job";
     } else {
       return Error(res, 400, "body: give the job as 'job' (an object) or 'yaml' (the file's text)");
     }
+    // A job that names no team is its submitter's team's; one that names a team, "default"
+    // included, is checked against the token below.
+    if (!who->admin()) opts.default_team = who->team;
     // A workload class is checked against the shipped speed table where there is one.
     if (const auto& speeds = model::GpuSpeeds::Shipped(); speeds.ok()) opts.speeds = &*speeds;
     // The jobs as asked, checked and filled in (workdir, team, user); on a refusal the answer is
@@ -828,8 +834,6 @@ void ApiServer::JobRoutes(const Guards& g) {
       }
       if (!who->admin()) {
         for (auto& j : *jobs) {
-          // A job that names no team is its submitter's team's.
-          if (j.spec.team == "default") j.spec.team = who->team;
           if (j.spec.team != who->team) {
             return Refuse(out, 403,
                           "your token may submit only for team '" + who->team + "', not '" + j.spec.team + "'");

@@ -697,6 +697,25 @@ TEST_F(ServerTest, AJobWithoutATeamIsItsSubmittersTeams) {
   EXPECT_EQ((*rec)->request.spec.team, "nlp");
 }
 
+TEST_F(ServerTest, AJobThatNamesTheDefaultTeamIsNotTakenForOneThatNamesNone) {
+  // Given bob (team nlp) submitting a job that says `team: default`, expect 403 naming both teams
+  // (not the job filed under nlp as if it had named none), and nothing stored.
+  auto sub = Call("POST", "/v1/jobs", bob_,
+                  R"({"job": {"name": "j", "team": "default", "resources": {"gpus": 1}, "run": ["true"]}})");
+  ASSERT_EQ(sub->status, 403) << sub->body;
+  EXPECT_NE(sub->body.find("'nlp', not 'default'"), std::string::npos) << sub->body;
+  auto jobs = store_.ListJobs({});
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_TRUE(jobs->empty());
+}
+
+TEST_F(ServerTest, ASourceThatIsNotAStringIsA400) {
+  // Given a submit whose `source` (the file name errors cite) is a number, expect 400 naming it.
+  auto sub = Call("POST", "/v1/jobs", bob_, R"({"yaml": "run: 'true'", "source": 5})");
+  ASSERT_EQ(sub->status, 400) << sub->body;
+  EXPECT_NE(sub->body.find("source: expected"), std::string::npos) << sub->body;
+}
+
 TEST_F(ServerTest, AStoreThatCannotCheckATokenGets503Not401) {
   // Given a store that cannot be read when a token is first checked (the database unreachable),
   // expect 503 saying the token could not be checked, not 401 (which would send the user for a
