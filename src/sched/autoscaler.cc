@@ -38,6 +38,23 @@ bool MarketAllowed(const PendingJob& job, model::Market m, bool fallen_back) {
   return false;
 }
 
+bool LabelsOk(const PendingJob& job, const model::Labels& labels);
+bool SizeFits(const PendingJob& job, int64_t cpu_milli, int64_t mem_mib);
+bool EnvironmentOk(const PendingJob& job, const RentableOffer& o);
+int ModelRank(const PendingJob& job, const std::string& model);
+
+// Whether some offer that is not spot could hold the job: falling back to on-demand capacity
+// where the pool offers none would leave the job waiting for good, so it goes on with spot.
+bool OnDemandOffered(const PendingJob& job, const std::vector<RentableOffer>& offers) {
+  for (const RentableOffer& o : offers) {
+    if (o.market != model::Market::kSpot && ModelRank(job, o.gpu_model) >= 0 && o.gpus_per_node >= job.gpus_per_node &&
+        LabelsOk(job, o.labels) && SizeFits(job, o.cpu_milli, o.mem_mib) && EnvironmentOk(job, o)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Position of `model` in the job's any-of list (0 when the list is empty); -1 if not allowed.
 int ModelRank(const PendingJob& job, const std::string& model) {
   if (job.gpu_models.empty()) return 0;
@@ -172,9 +189,9 @@ ScalePlan Autoscaler::Decide(const ScaleInput& in) {
   for (const Event& e : rent_history_) r.rents_in_window += e.nodes;
   for (const PendingJob& job : in.pending) {
     if (r.covered.count(job.id.value()) || rented_for_.count(job.id)) continue;
-    const bool fallen_back = FallenBack(job, options_, r.now);
-    if (!fallen_back && job.market == model::MarketPreference::kAny &&
-        options_.spot_fallback_after_wait < Duration::Max()) {
+    const bool on_demand = job.market == model::MarketPreference::kAny && OnDemandOffered(job, in.offers);
+    const bool fallen_back = on_demand && FallenBack(job, options_, r.now);
+    if (!fallen_back && on_demand && options_.spot_fallback_after_wait < Duration::Max()) {
       r.WakeAt(job.queued_since + options_.spot_fallback_after_wait);
     }
     if (CoverWithPool(r, job, fallen_back)) continue;

@@ -31,7 +31,8 @@
 //     that costs more per hour can finish for less, and a spot node that is taken back often
 //     pays for the work redone. `market: on-demand` never gets spot and `market: spot` only
 //     spot (placement holds them to that); a job of any market falls back to non-spot offers
-//     after `spot_fallback_after_preemptions` spot preemptions or `spot_fallback_after_wait`.
+//     after `spot_fallback_after_preemptions` spot preemptions or `spot_fallback_after_wait`,
+//     when the pool has a non-spot offer that holds it (otherwise it goes on with spot).
 //     Ties: the job's earlier-listed GPU model, shorter boot estimate, zone, name, offer index.
 //  4. A rent must keep the pool within `max_nodes` and `max_gpus` (all nodes count: booting, up,
 //     draining) and within `max_rents_per_minute` nodes over the last 60 s (Slurm's ResumeRate).

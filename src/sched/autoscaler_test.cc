@@ -220,6 +220,29 @@ TEST_F(AutoscalerTest, FallsBackToOnDemandAfterWaiting) {
   EXPECT_EQ(plan.next_wakeup, now_ + Duration::Minutes(1));
 }
 
+TEST_F(AutoscalerTest, AJobWithNoOnDemandOfferToFallBackToGoesOnWithSpot) {
+  // Given a pool whose only H100 offer is spot, expect a job of any market preempted past the
+  // fallback count, and one waiting past the fallback wait, to get spot again (falling back would
+  // leave them waiting for good), with no wakeup for the wait; an on-demand-only job gets nothing.
+  options_.spot_fallback_after_preemptions = 2;
+  options_.spot_fallback_after_wait = Duration::Minutes(30);
+  input_.offers = {input_.offers[kSpotA], input_.offers[kA100]};
+  Autoscaler scaler(options_);
+  PendingJob preempted = Job(1, 1);
+  preempted.spot_preemptions = 5;
+  PendingJob waited = Job(2, 1);
+  waited.queued_since = now_ - Duration::Hours(3);
+  PendingJob young = Job(3, 1);
+  PendingJob on_demand = Job(4, 1, 8, MarketPreference::kOnDemand);
+  input_.pending = {preempted, waited, young, on_demand};
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 3u);
+  for (const auto& rent : plan.rents) EXPECT_EQ(rent.offer, 0);  // the spot offer, first in the list
+  EXPECT_EQ(plan.rents[0].for_jobs, std::vector<JobId>{JobId(1)});
+  EXPECT_EQ(plan.rents[2].for_jobs, std::vector<JobId>{JobId(3)});
+  EXPECT_FALSE(plan.next_wakeup.has_value() && *plan.next_wakeup < now_ + Duration::Minutes(29));
+}
+
 TEST_F(AutoscalerTest, SmallJobsShareOneRentedNode) {
   // Eight 1-GPU jobs and one 4-GPU job: the first 1-GPU job rents an 8-GPU node, the next seven
   // fill it (one rent, eight jobs), the 4-GPU job rents a second node. On the next Decide the
