@@ -5,7 +5,7 @@
 #
 # Usage: cli_errors_test.sh PATH/TO/gpufleet SOURCE_DIR CASE
 #   CASE: missing_trace | bad_columns | unknown_policy | malformed_row | skip_bad_rows |
-#         no_cluster | unknown_flag | policies_json
+#         no_cluster | unknown_flag | policies_json | out_of_range | output_clash | spot_only_pool
 source "$(dirname "$0")/lib.sh"
 
 GPUFLEET="${1:?usage: cli_errors_test.sh GPUFLEET SOURCE_DIR CASE}"
@@ -163,6 +163,49 @@ table = json.load(open(sys.argv[1]))
 assert isinstance(table, list) and table, table
 assert all(isinstance(p, dict) and p.get("name") and p.get("help") and "options" in p for p in table), table
 assert "fifo" in [p["name"] for p in table], table
+PY
+    ;;
+
+  output_clash)
+    # Given an output on the trace itself, two outputs on one file, and --compare outputs of a
+    # hidden file name, expect exit 2 naming the file and the trace left as it was, then per-policy
+    # names that keep the hidden name whole (.jobs.fifo, not .fifo.jobs).
+    cp "$TINY" "$WORK/trace.csv"
+    before=$(sha256sum "$WORK/trace.csv")
+    run "$R" "$GPUFLEET" sim --trace "$WORK/trace.csv" --columns "$COLUMNS" --cluster-gpus 8 --jobs-out "$WORK/./trace.csv"
+    expect_rc "$R" 2 "output on the trace"
+    expect_contains "$R.err" "is the --trace file" "output on the trace"
+    [[ $(sha256sum "$WORK/trace.csv") == "$before" ]] || fail "output on the trace: the trace was changed"
+    run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS" --cluster-gpus 8 --compare fifo,las \
+      --jobs-out "$WORK/x.csv" --series-out "$WORK/x.csv"
+    expect_rc "$R" 2 "two outputs on one file"
+    expect_contains "$R.err" "two outputs would be written to $WORK/x.fifo.csv" "two outputs on one file"
+    [[ ! -e "$WORK/x.fifo.csv" ]] || fail "two outputs on one file: a file was written"
+    pushd "$WORK" >/dev/null
+    run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS" --cluster-gpus 8 --compare fifo,las --jobs-out .jobs
+    popd >/dev/null
+    expect_rc "$R" 0 "hidden output name"
+    [[ -s "$WORK/.jobs.fifo" && -s "$WORK/.jobs.las" ]] || fail "hidden output name: expected .jobs.fifo and .jobs.las"
+    ;;
+
+  spot_only_pool)
+    # Given an autoscaled pool whose only offer is spot, taken back often, and a job of 10 hours:
+    # expect the job to finish on spot (it used to fall back to on-demand capacity the pool does
+    # not offer and wait for good, the run ending with it unfinished and nothing said).
+    cat >"$WORK/spot.yaml" <<'YAML'
+autoscale:
+  offers:
+    - {name: sp, gpu: H100, gpus: 8, price_per_hour: 20, market: spot, interruptions_per_hour: 0.3}
+YAML
+    printf '{"id":"long","team":"t","submit":0,"work":36000,"gpus":8}\n{"id":"short","team":"t","submit":0,"work":600,"gpus":8}\n' \
+      >"$WORK/long.jsonl"
+    run "$R" "$GPUFLEET" sim --trace "$WORK/long.jsonl" --cluster "$WORK/spot.yaml" --no-progress -o json
+    expect_rc "$R" 0 "spot-only pool"
+    "$PYTHON" - "$R.out" <<'PY' || { show "$R"; fail "spot-only pool: expected both jobs finished after spot interruptions"; }
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["jobs"] == 2 and s["finished"] == 2 and s["never_ran"] == 0, s
+assert s["spot_interruptions"] >= 2, s
 PY
     ;;
 

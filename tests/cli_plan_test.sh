@@ -126,6 +126,18 @@ bad share "--spot-share" --spot-share -0.1
 bad gpu "unknown GPU model 'V1OO'" --gpu V1OO
 bad from "--from" --from 2024-13-01
 bad unknown_flag "--reserve" --reserve 3
+bad frontier_over_wait "--frontier: 4h is over --max-wait (2h)" --max-wait 2h
+
+# --max-wait alone under the default frontier's last wait (24h): the default's waits over it are
+# left out (a frontier the user gave must keep within it, above).
+run "$WORK/max_wait" "$GPUFLEET" plan --trace "$WORK/jobs.jsonl" --catalog "$WORK/offers.csv" --default-gpu V100 \
+  --region us-east-1 --threads 2 --no-progress --no-verify --slo-wait 2h --max-wait 2h -o json
+expect_rc "$WORK/max_wait" 0 "gpufleet plan --max-wait 2h with the default frontier"
+"$PYTHON" - "$WORK/max_wait.out" <<'PY' || { show "$WORK/max_wait"; fail "gpufleet plan --max-wait 2h: expected the frontier cut at 2h"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert [p["slo_wait_s"] for p in r["frontier"]] == [3600, 7200], r["frontier"]
+PY
 
 # Reserved prices: the catalog's 1-year price where the offer has one (here $15.12/h for 8 GPUs,
 # $1.89 per GPU-hour), named as such; the ratio for 3 years, with --reserved-ratio, and for the

@@ -36,6 +36,10 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+// The SLO waits of the cost-vs-SLO curve unless --frontier names others; those over --max-wait
+// are left out (a --frontier the user gave must keep within it).
+constexpr const char* kDefaultFrontier = "1h,2h,4h,8h,24h";
+
 struct PlanArgs {
   std::string trace;
   std::string format = "auto";
@@ -65,7 +69,7 @@ struct PlanArgs {
   double spot_share = 1.0;
   std::string checkpoint_interval = "30m";
   std::string restart_overhead = "5m";
-  std::string frontier = "1h,2h,4h,8h,24h";
+  std::string frontier = kDefaultFrontier;
   double time_limit_s = 60;
   bool no_verify = false;
   bool no_baselines = false;
@@ -848,10 +852,12 @@ int Run(const PlanArgs& args) {
       auto d = ParseSpan(w);
       if (!d) return Fail(kExitUsage, "--frontier: expected durations such as 1h,4h,24h, got '" + w + "'");
       if (*d > o.plan.max_wait) {
+        if (a.frontier == kDefaultFrontier) continue;
         return Fail(kExitUsage, "--frontier: " + w + " is over --max-wait (" + a.max_wait + ")");
       }
       o.frontier_waits.push_back(*d);
     }
+    if (o.frontier_waits.empty()) o.frontier_waits.push_back(o.plan.max_wait);  // all of the default over it
     std::sort(o.frontier_waits.begin(), o.frontier_waits.end());
     o.frontier_waits.erase(std::unique(o.frontier_waits.begin(), o.frontier_waits.end()), o.frontier_waits.end());
   }

@@ -108,7 +108,9 @@ Status CheckWritable(const std::string& path) {
 std::string PerPolicyPath(const std::string& path, const std::string& policy) {
   size_t dot = path.find_last_of('.');
   size_t slash = path.find_last_of('/');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + "." + policy;
+  const size_t base = slash == std::string::npos ? 0 : slash + 1;
+  // No extension: none at all, or only the leading dot of a hidden file (".jobs" -> ".jobs.las").
+  if (dot == std::string::npos || dot <= base) return path + "." + policy;
   return path.substr(0, dot) + "." + policy + path.substr(dot);
 }
 
@@ -214,6 +216,27 @@ int Run(const SimArgs& a) {
       if (!a.series_out.empty()) outputs.push_back(policies.size() > 1 ? PerPolicyPath(a.series_out, p) : a.series_out);
     }
     if (!a.plot.empty()) outputs.push_back(a.plot);
+    // Two outputs on one file would leave only the last; an output on an input would replace it.
+    auto same_file = [](const std::string& x, const std::string& y) {
+      std::error_code e1, e2;
+      auto px = std::filesystem::weakly_canonical(x, e1), py = std::filesystem::weakly_canonical(y, e2);
+      return e1 || e2 ? x == y : px == py;
+    };
+    const std::pair<const char*, const std::string*> inputs[] = {
+        {"--trace", &a.trace}, {"--cluster", &a.cluster}, {"--gavel-throughputs", &a.gavel_throughputs}};
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      for (const auto& [flag, in] : inputs) {
+        if (!in->empty() && same_file(outputs[i], *in)) {
+          return Fail("the output " + outputs[i] + " is the " + flag + " file; write the results elsewhere");
+        }
+      }
+      for (size_t k = 0; k < i; ++k) {
+        if (same_file(outputs[i], outputs[k])) {
+          return Fail("two outputs would be written to " + outputs[i] +
+                      " (--jobs-out, --series-out and --plot each need a file of their own)");
+        }
+      }
+    }
     for (const std::string& out : outputs) {
       if (Status st = CheckWritable(out); !st.ok()) return Fail(st);
     }
@@ -272,6 +295,15 @@ int Run(const SimArgs& a) {
     if (!summaries.back().never_ran.empty()) {
       std::fprintf(stderr, "gpufleet sim: %s%zu job(s) never ran (listed in the report)\n",
                    policies.size() > 1 ? (policies[i] + ": ").c_str() : "", summaries.back().never_ran.size());
+    }
+    // Jobs that started but had not finished: their work is missing from every figure.
+    const int64_t cut = summaries.back().jobs - summaries.back().finished -
+                        static_cast<int64_t>(summaries.back().never_ran.size());
+    if (cut > 0) {
+      std::fprintf(stderr,
+                   "gpufleet sim: %s%lld job(s) started but never finished (nothing left in the run could let "
+                   "them go on; their rows in --jobs-out have no finish)\n",
+                   policies.size() > 1 ? (policies[i] + ": ").c_str() : "", static_cast<long long>(cut));
     }
   }
 
