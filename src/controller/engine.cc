@@ -1414,8 +1414,18 @@ void Engine::ApplyRegister(RegisterReq& r) {
     }
   }
   // A drained node stays drained when its agent comes back (a restart must not undo a drain),
-  // also after it was lost meanwhile (a reboot for maintenance).
-  rec.state = before == api::NodeState::kDraining || rec.drained ? api::NodeState::kDraining : api::NodeState::kUp;
+  // also after it was lost meanwhile (a reboot for maintenance). A spot interruption notice is
+  // forgotten: the agent repeats one still in force in its next heartbeat (as after a controller
+  // restart), and one that is not (a stopped spot machine started again) must not keep the node
+  // drained, or refuse its undrain, for good.
+  const bool had_notice = known != node_by_name_.end() && nodes_[known->second].notice.has_value();
+  if (had_notice) {
+    nodes_[known->second].notice.reset();
+    spdlog::info("node {}: registered again; its spot interruption notice is forgotten (its agent repeats one still "
+                 "in force)", req.name);
+  }
+  const bool drained = rec.drained || (before == api::NodeState::kDraining && !had_notice);
+  rec.state = drained ? api::NodeState::kDraining : api::NodeState::kUp;
   if (known == node_by_name_.end()) rec.registered = now;
   rec.last_heartbeat = now;
   if (r.audit) store_.AttachAudit({*r.audit});  // commits with the node's record, or not at all
@@ -1467,8 +1477,9 @@ void Engine::ApplyRegister(RegisterReq& r) {
   events_.push_back(sched::NodeUp{*id, spec});
   if (!TakesWork(n)) {
     events_.push_back(sched::NodeDrained{*id, true});
-  } else if (held) {
-    events_.push_back(sched::NodeDrained{*id, false});  // its agent is back: it takes work again
+  } else if (held || had_notice) {
+    // Its agent is back, or its notice forgotten: it takes work again.
+    events_.push_back(sched::NodeDrained{*id, false});
   }
   spdlog::info("node {} ({}) registered: {} x {}", req.name, id->value(), spec.gpus, spec.gpu_model);
 
@@ -2066,9 +2077,12 @@ void Engine::SendStop(Job& job, const std::string& reason) {
   }
 }
 
+// A stray gets SIGKILL, not the job's checkpoint signal: it is an out-of-date copy (the job was
+// requeued while its node was away, or it ended), and a checkpoint it wrote on the way out would
+// go into the job's checkpoint directory, which the job's current attempt reads and writes.
 void Engine::KillStray(NodeId node, const api::PartKey& key, const std::string& reason) {
   api::Command cmd;
-  cmd.stop = api::StopPart{key, SIGTERM, Duration::Seconds(10), reason};
+  cmd.stop = api::StopPart{key, SIGKILL, Duration::Zero(), reason};
   commands_.emplace_back(node, std::move(cmd));
 }
 

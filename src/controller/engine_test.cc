@@ -422,6 +422,9 @@ TEST_F(EngineTest, LostNodeRequeuesTheWholeGang) {
   ASSERT_EQ(stray.size(), 1u);
   ASSERT_TRUE(stray[0].stop);
   EXPECT_EQ(stray[0].stop->key.part, 1 - part_on_a);
+  // Killed outright: a checkpoint signal would let it write into the job's checkpoint directory.
+  EXPECT_EQ(stray[0].stop->signal, SIGKILL);
+  EXPECT_EQ(stray[0].stop->grace, Duration::Zero());
   EXPECT_EQ(StateOf(j), JobState::kStarting);
   Beat(*e, b, {Started(j, 1, 1 - part_on_a)});
   EXPECT_EQ(StateOf(j), JobState::kRunning);
@@ -610,6 +613,32 @@ TEST_F(EngineTest, SpotNoticeStopsJobsWithTheirCheckpointSignalAndRequeuesThem) 
   EXPECT_NE(u.message().find("spot interruption notice"), std::string::npos) << u.message();
   EXPECT_EQ(StateOf(k), JobState::kPending);
   EXPECT_TRUE(Commands(*e, a).empty());
+
+  // The provider stopped the machine and started it again (a "stop" notice): its agent registers
+  // anew without the notice. Expect the notice forgotten and node-a up again (it was drained only
+  // by the notice), taking the waiting job; an agent still under a notice repeats it and drains
+  // the node again.
+  clock_.Advance(Duration::Seconds(10));
+  ASSERT_EQ(Register(*e, "node-a", 4), a);
+  for (const auto& n : e->Nodes()) {
+    if (n.record.id != a) continue;
+    EXPECT_EQ(n.record.state, api::NodeState::kUp);
+    EXPECT_FALSE(n.notice);
+  }
+  auto ca = Commands(*e, a);
+  ASSERT_EQ(ca.size(), 1u);
+  ASSERT_TRUE(ca[0].start);
+  EXPECT_EQ(ca[0].start->key.job, k);
+  api::Heartbeat again;
+  again.notice = api::SpotNotice{"stop", clock_.Now() + Duration::Seconds(120)};
+  auto r = e->Heartbeat(a, again);
+  e->Step();
+  ASSERT_TRUE(r.get().ok());
+  for (const auto& n : e->Nodes()) {
+    if (n.record.id == a) {
+      EXPECT_EQ(n.record.state, api::NodeState::kDraining);
+    }
+  }
 }
 
 TEST_F(EngineTest, StrayPartsAreKilled) {
