@@ -85,11 +85,25 @@ import json, sys
 print([t["id"] for t in json.load(sys.stdin)["tokens"] if t["subject"] == "admin"][0])')"
 GPUFLEET_TOKEN="$OPS" "$GPUFLEET" token revoke "$FIRST_ID" >/dev/null || fail "the second admin could not revoke the first"
 "$GPUFLEET" queue >/dev/null 2>&1 && fail "the revoked admin token still works"
+# A start without the flag says that admin.token opens nothing any more.
+dev_stop
+start_dev --agents 1
+wait_for "the controller with a revoked admin.token" env GPUFLEET_TOKEN="$OPS" "$GPUFLEET" queue
+grep -q "admin.token no longer opens the controller as admin" "$WORK/dev.log" ||
+  fail "the start did not say that admin.token was revoked"
 dev_stop
 start_dev --agents 1 --new-admin-token
 wait_for "the controller with a new admin token" "$GPUFLEET" queue
 GPUFLEET_TOKEN="$OPS" "$GPUFLEET" audit --verb token.create -o jsonl >"$WORK/audit.jsonl"
 grep -q -- "--new-admin-token" "$WORK/audit.jsonl" || { cat "$WORK/audit.jsonl" >&2; fail "the audit log does not record the new admin token"; }
+# Each token made at a start is recorded like any other: its id as the object, and its expiry.
+"$PYTHON" - "$WORK/audit.jsonl" <<'PY' || { cat "$WORK/audit.jsonl" >&2; fail "tokens made at start lack their id or expiry in the audit log"; }
+import json, sys
+records = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+made = [r for r in records if r.get("source") == "local"]
+assert len(made) == 3, made  # the first start's admin and join tokens, and --new-admin-token's
+assert all(r["object"].startswith("token ") and "no expiry" in r["reason"] for r in made), made
+PY
 # Left on the command line, the flag makes no further token while the one there works.
 cp "$WORK/data/admin.token" "$WORK/admin.before"
 dev_stop

@@ -750,8 +750,13 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   // First start: make an admin token and a join token, readable only by this user.
   GF_ASSIGN_OR_RETURN(auto tokens, c->store->ListTokens());
   if (tokens.empty()) {
-    GF_ASSIGN_OR_RETURN(c->admin_token, c->auth->Create(api::TokenKind::kUser, "admin", "admin", "", WallNow()));
-    GF_ASSIGN_OR_RETURN(c->join_token, c->auth->Create(api::TokenKind::kJoin, "", "agent", "", WallNow()));
+    // Recorded in the audit log as every other token's creation is (its id, no expiry).
+    GF_ASSIGN_OR_RETURN(c->admin_token,
+                        c->auth->Create(api::TokenKind::kUser, "admin", "admin", "", WallNow(), std::nullopt,
+                                        TokenMadeAtStart("an admin token for admin, made at the first start, no expiry")));
+    GF_ASSIGN_OR_RETURN(c->join_token,
+                        c->auth->Create(api::TokenKind::kJoin, "", "agent", "", WallNow(), std::nullopt,
+                                        TokenMadeAtStart("a join token, made at the first start, no expiry")));
     GF_RETURN_IF_ERROR(WriteSecret(f.data_dir + "/admin.token", c->admin_token));
     GF_RETURN_IF_ERROR(WriteSecret(f.data_dir + "/join.token", c->join_token));
   } else {
@@ -771,6 +776,14 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
     }
   }
   bool admin_token_works = false;
+  if (!f.new_admin_token && !tokens.empty() && !c->admin_token.empty()) {
+    auto t = c->auth->Check(c->admin_token, WallNow());
+    if (!t.ok() || t->kind != api::TokenKind::kUser || t->role != "admin") {
+      spdlog::warn("{}/admin.token no longer opens the controller as admin ({}): use an admin token you have, or "
+                   "start again with --new-admin-token",
+                   f.data_dir, t.ok() ? "not an admin token" : "revoked, expired or unknown to this store");
+    }
+  }
   if (f.new_admin_token && !tokens.empty() && !c->admin_token.empty()) {
     auto t = c->auth->Check(c->admin_token, WallNow());
     admin_token_works = t.ok() && t->kind == api::TokenKind::kUser && t->role == "admin";
@@ -783,8 +796,10 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   if (f.new_admin_token && !tokens.empty() && !admin_token_works) {
     // Whoever may start the controller on its data directory holds its state already: a new admin
     // token is theirs to make, recorded in the audit log with the token's creation.
-    c->store->AttachAudit({TokenMadeAtStart("a new admin token for admin, made at start (--new-admin-token)")});
-    GF_ASSIGN_OR_RETURN(c->admin_token, c->auth->Create(api::TokenKind::kUser, "admin", "admin", "", WallNow()));
+    GF_ASSIGN_OR_RETURN(c->admin_token,
+                        c->auth->Create(api::TokenKind::kUser, "admin", "admin", "", WallNow(), std::nullopt,
+                                        TokenMadeAtStart("a new admin token for admin, made at start "
+                                                         "(--new-admin-token), no expiry")));
     GF_RETURN_IF_ERROR(WriteSecret(f.data_dir + "/admin.token", c->admin_token));
     spdlog::warn("a new admin token was made (--new-admin-token): {}/admin.token", f.data_dir);
   }

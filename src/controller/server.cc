@@ -787,9 +787,13 @@ void ApiServer::JobRoutes(const Guards& g) {
     // Request ids are a caller's own: per subject (a person keeps them across re-issued tokens),
     // or per token when it names no subject, so that two people of a team whose tokens have no
     // subject never get each other's jobs back ("token:" cannot begin a subject).
-    std::string scoped_id = who->token.team + "/" +
-                            (who->token.subject.empty() ? "token:" + who->token.hash.substr(0, 12) : who->token.subject) +
-                            "/" + request_id;
+    // A team-admin's people have subjects "team/name": marked with "q:" (no subject holds ':'),
+    // so that "vision/alice" + "r1" and "vision" + "alice/r1" stay two keys.
+    const std::string& subject = who->token.subject;
+    std::string caller = subject.empty()                          ? "token:" + who->token.hash.substr(0, 12)
+                         : subject.find('/') != std::string::npos ? "q:" + subject
+                                                                  : subject;
+    std::string scoped_id = who->token.team + "/" + caller + "/" + request_id;
     std::string text;
     api::JobParseOptions opts;
     if (body->contains("yaml") && body->contains("job")) {
@@ -1389,6 +1393,10 @@ void ApiServer::MoneyRoutes(const Guards& g) {
           return Error(res, 400, k + ": expected dollars (a number from 0)");
         }
         int64_t micros = static_cast<int64_t>(std::llround(it->get<double>() * 1e6));
+        if (micros == 0 && it->get<double>() > 0) {
+          // 0 is "no limit": a positive amount under a micro-dollar would remove the limit asked for.
+          return Error(res, 400, k + ": at least 0.000001 dollars (0 means no limit), got " + it->dump());
+        }
         (k == "hard" ? b.hard_micros : k == "soft" ? b.soft_micros : b.max_rate_micros) = micros;
       } else if (k == "since_ms") {
         if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > INT64_MAX / 4) {

@@ -180,6 +180,19 @@ TEST_F(ServerTest, RequestIdReusedForOtherJobsIsAConflictAndIdsAreScopedPerCalle
   EXPECT_EQ(two->status, 201) << two->body;
   EXPECT_NE(Body(two)["jobs"][0]["id"], Body(one)["jobs"][0]["id"]);
   EXPECT_EQ(StoredJobs(), 4u);
+  // A team-admin's person (subject "vision/erin") and a token whose subject is "vision": erin's
+  // "r2" and the other's "erin/r2" are two submissions (they were one key, "vision/vision/erin/r2").
+  auto ta = Call("POST", "/v1/tokens", admin_, R"({"role": "team-admin", "subject": "lead", "team": "vision"})");
+  ASSERT_EQ(ta->status, 201) << ta->body;
+  auto made = Call("POST", "/v1/tokens", Body(ta)["token"].get<std::string>(), R"({"role": "user", "subject": "erin"})");
+  ASSERT_EQ(made->status, 201) << made->body;
+  std::string erin = Body(made)["token"];
+  std::string plain = *auth_->Create(api::TokenKind::kUser, "vision", "user", "vision", WallNow());
+  auto by_erin = Call("POST", "/v1/jobs", erin, std::string(kJob) + R"("request_id": "r2"})");
+  ASSERT_EQ(by_erin->status, 201) << by_erin->body;
+  auto by_plain = Call("POST", "/v1/jobs", plain, std::string(kJob) + R"("request_id": "erin/r2"})");
+  ASSERT_EQ(by_plain->status, 201) << by_plain->body;
+  EXPECT_NE(Body(by_plain)["jobs"][0]["id"], Body(by_erin)["jobs"][0]["id"]);
 }
 
 TEST_F(ServerTest, NulInRequestIdIsRefused) {
@@ -295,6 +308,18 @@ TEST(AlertVisibleTest, AnotherTeamsSpendAndJobProgressAreItsOwn) {
   EXPECT_TRUE(AlertVisible("NodeSilent", {{"node", "n1"}}, false, "vision"));
   EXPECT_TRUE(AlertVisible("JobStalled", nlp, false, "nlp"));
   EXPECT_TRUE(AlertVisible("BudgetNearlySpent", nlp, true, ""));
+}
+
+TEST_F(ServerTest, ABudgetUnderAMicroDollarIsRefusedNotTakenForNoLimit) {
+  // Given a hard limit of $0.0000001 (0 micro-dollars once rounded, which means "no limit"),
+  // expect 400 naming the field, and the team's $10 limit left as it was.
+  ASSERT_EQ(Call("POST", "/v1/teams/vision/budget", admin_, R"({"hard": 10})")->status, 200);
+  auto tiny = Call("POST", "/v1/teams/vision/budget", admin_, R"({"hard": 0.0000001})");
+  ASSERT_EQ(tiny->status, 400) << tiny->body;
+  EXPECT_NE(tiny->body.find("hard: at least 0.000001 dollars"), std::string::npos) << tiny->body;
+  auto shown = Call("GET", "/v1/cost?team=vision", admin_);
+  ASSERT_EQ(shown->status, 200) << shown->body;
+  EXPECT_NE(shown->body.find(R"("hard_micros":10000000)"), std::string::npos) << shown->body;
 }
 
 TEST_F(ServerTest, ABudgetSetAgainKeepsCountingFromItsStartUnlessANewStartIsGiven) {
