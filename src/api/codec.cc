@@ -64,6 +64,10 @@ class Fields {
     return v->get<bool>();
   }
   std::string String(std::string_view key) { return StringAt(Required(key), Join(path_, key)); }
+  std::string OptionalString(std::string_view key) {
+    const json* v = Optional(key);
+    return v == nullptr ? std::string() : StringAt(v, Join(path_, key));
+  }
   Time TimeMs(std::string_view key) { return Time::FromMillis(Int64(key)); }
   Duration DurationMs(std::string_view key) { return Duration::Millis(Int64(key)); }
   std::optional<Duration> OptionalDurationMs(std::string_view key) {
@@ -505,6 +509,7 @@ void DecodeTokenFields(Fields& f, Token& t) {
   // Added later: optional.
   if (auto v = f.OptionalDurationMs("expires_ms")) t.expires = Time::FromMillis(v->millis());
   if (auto v = f.OptionalDurationMs("last_used_ms")) t.last_used = Time::FromMillis(v->millis());
+  t.made_by = f.OptionalString("made_by");
 }
 
 Result<TokenRecord> DecodeTokenRecord(const json& j, const std::string& path) {
@@ -822,6 +827,7 @@ json ToJson(const TokenRecord& t) {
   };
   if (t.expires) o["expires_ms"] = t.expires->millis();
   if (t.last_used) o["last_used_ms"] = t.last_used->millis();
+  o["made_by"] = t.made_by;  // empty: made at a start
   return o;
 }
 
@@ -906,6 +912,7 @@ TokenSummary SummaryOf(const TokenRecord& r) {
   t.revoked = r.revoked;
   t.expires = r.expires;
   t.last_used = r.last_used;
+  t.made_by = r.made_by;
   return t;
 }
 
@@ -915,6 +922,7 @@ json ToJson(const TokenSummary& t) {
             {"revoked", t.revoked}};
   if (t.expires) o["expires_ms"] = t.expires->millis();
   if (t.last_used) o["last_used_ms"] = t.last_used->millis();
+  o["made_by"] = t.made_by;  // empty: made at a start
   return o;
 }
 

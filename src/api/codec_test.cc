@@ -189,6 +189,7 @@ TokenRecord SampleToken() {
   t.team = "nlp";
   t.created = Time::FromMillis(5'000);
   t.revoked = true;
+  t.made_by = "1a2b3c4d5e6f";
   return t;
 }
 
@@ -249,7 +250,7 @@ TEST_F(CodecTest, StructSizesMatchTheFieldsTheCodecKnows) {
   EXPECT_EQ(sizeof(Transition), 48u);
   EXPECT_EQ(sizeof(GpuInfo), 112u);
   EXPECT_EQ(sizeof(NodeRecord), 768u);
-  EXPECT_EQ(sizeof(TokenRecord), 184u);  // + expires, last_used (both encoded, optional)
+  EXPECT_EQ(sizeof(TokenRecord), 216u);  // + expires, last_used, made_by (encoded, optional)
 #endif
 }
 

@@ -143,6 +143,9 @@ struct TokenRecord {
   bool revoked = false;
   std::optional<Time> expires;    // none: never
   std::optional<Time> last_used;  // recorded at most once a minute
+  // The id of the token that made it through the API (empty: made at a start, or before this was
+  // kept). Revoking a team-admin token revokes what it made, and what those made in turn.
+  std::string made_by;
   // A short public name for lists and revocation: the first 12 hex digits of the hash.
   std::string Id() const { return hash.substr(0, 12); }
 };

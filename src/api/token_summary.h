@@ -27,6 +27,7 @@ struct TokenSummary {
   bool revoked = false;
   std::optional<Time> expires;    // none: never
   std::optional<Time> last_used;  // none: never
+  std::string made_by;            // the id of the token that made it; empty: made at a start
 };
 
 TokenSummary SummaryOf(const TokenRecord& record);

@@ -392,14 +392,14 @@ std::function<int()> SetupToken(CLI::App& app) {
       }
       auto tokens = DecodeList(r.body, "tokens", &api::TokenSummaryFromJson);
       if (!tokens.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + tokens.status().message());
-      Table t({"ID", "KIND", "SUBJECT", "ROLE", "TEAM", "CREATED", "EXPIRES", "LAST USED", "STATE"});
+      Table t({"ID", "KIND", "SUBJECT", "ROLE", "TEAM", "CREATED", "EXPIRES", "LAST USED", "STATE", "MADE BY"});
       for (const api::TokenSummary& k : *tokens) {
         const int64_t expires = k.expires ? k.expires->millis() : 0;
         const int64_t used = k.last_used ? k.last_used->millis() : 0;
         const bool expired = expires > 0 && expires <= NowMs();
         t.Add({k.id, api::TokenKindName(k.kind), k.subject, k.role, k.team, Ago(k.created.millis()),
                expires > 0 ? Iso(expires) : "never", used > 0 ? Ago(used) : "never",
-               k.revoked ? "revoked" : expired ? "expired" : "active"});
+               k.revoked ? "revoked" : expired ? "expired" : "active", k.made_by.empty() ? "-" : k.made_by});
       }
       t.Print();
       return kExitOk;
@@ -424,9 +424,17 @@ std::function<int()> SetupToken(CLI::App& app) {
       if (!client) return kExitUsage;
       ApiResult r = client->Post("/v1/tokens/" + a->id + "/revoke", json::object());
       if (!r.ok()) return Report(cmd, r);
-      auto token = api::TokenSummaryFromJson(r.body);
+      json body = r.body;
+      json also = body.is_object() && body.contains("also_revoked") ? body["also_revoked"] : json::array();
+      if (body.is_object()) body.erase("also_revoked");
+      auto token = api::TokenSummaryFromJson(body);
       if (!token.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + token.status().message());
       std::printf("revoked token %s (%s of %s)\n", token->id.c_str(), token->role.c_str(), token->subject.c_str());
+      if (also.is_array() && !also.empty()) {
+        std::vector<std::string> ids;
+        for (const auto& id : also) ids.push_back(id.is_string() ? id.get<std::string>() : id.dump());
+        std::printf("also revoked %zu token(s) it made: %s\n", ids.size(), Join(ids, ", ").c_str());
+      }
       return kExitOk;
     }
     (void)create;

@@ -81,7 +81,7 @@ Status Authenticator::Revoke(const std::string& hash) {
 
 Result<std::string> Authenticator::Create(api::TokenKind kind, std::string subject, std::string role,
                                           std::string team, Time now, std::optional<Time> expires,
-                                          std::optional<api::AuditRecord> audit) {
+                                          std::optional<api::AuditRecord> audit, std::string made_by) {
   std::string secret = NewToken(kind);
   api::TokenRecord rec;
   rec.hash = Sha256Hex(secret);
@@ -95,6 +95,7 @@ Result<std::string> Authenticator::Create(api::TokenKind kind, std::string subje
   rec.team = std::move(team);
   rec.created = now;
   rec.expires = expires;
+  rec.made_by = std::move(made_by);
   GF_RETURN_IF_ERROR(store_.PutToken(rec));
   MutexLock lock(mu_);
   cache_[rec.hash] = rec;

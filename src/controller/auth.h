@@ -36,7 +36,7 @@ class Authenticator {
   // 1a2b3c4d5e6f", the id token listings and revocations show).
   Result<std::string> Create(api::TokenKind kind, std::string subject, std::string role, std::string team, Time now,
                              std::optional<Time> expires = std::nullopt,
-                             std::optional<api::AuditRecord> audit = std::nullopt);
+                             std::optional<api::AuditRecord> audit = std::nullopt, std::string made_by = "");
   // Revokes the token with this hash: it is refused from now on, here and after a restart.
   Status Revoke(const std::string& hash);
 

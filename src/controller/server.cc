@@ -1,6 +1,8 @@
 #include "controller/server.h"
 
 #include <cstring>
+#include <algorithm>
+#include <set>
 
 #include <arpa/inet.h>
 
@@ -1624,7 +1626,8 @@ void ApiServer::TokenRoutes(const Guards& g) {
                    (subject.empty() ? std::string("(no subject)") : subject) + (team.empty() ? "" : ", team " + team) +
                    (expires ? ", expires " + FormatIso8601(*expires) : ", no expiry");
     auto secret = auth_.Create(kind == "join" ? api::TokenKind::kJoin : api::TokenKind::kUser, subject,
-                               kind == "join" ? "agent" : RoleName(*made), team, clock_.Now(), expires, audit);
+                               kind == "join" ? "agent" : RoleName(*made), team, clock_.Now(), expires, audit,
+                               who->token.Id());
     if (!secret.ok()) return Error(res, secret.status());
     tl_audited = true;
     json out = {{"token", *secret}, {"id", Sha256Hex(*secret).substr(0, 12)}, {"kind", kind},
@@ -1678,12 +1681,47 @@ void ApiServer::TokenRoutes(const Guards& g) {
     audit.object = "token " + found[0].Id();
     audit.outcome = "allowed";
     audit.reason = "revoked the " + found[0].role + " token of " + found[0].subject;
-    store_.AttachAudit({audit});
+    // What a team-admin token made goes with it, and what team-admins among those made, and so
+    // on: a contractor's team-admin token must not leave working tokens behind. (An admin's do
+    // not: admins are the root of trust, and replacing one must not revoke every token it issued.)
+    std::vector<const api::TokenRecord*> made;
+    if (found[0].role == RoleName(Role::kTeamAdmin)) {
+      std::set<std::string> makers = {found[0].Id()};
+      for (bool more = true; more;) {
+        more = false;
+        for (const auto& t : *tokens) {
+          if (t.revoked || t.made_by.empty() || !makers.count(t.made_by) || t.hash == who->token.hash ||
+              std::find(made.begin(), made.end(), &t) != made.end()) {
+            continue;
+          }
+          made.push_back(&t);
+          if (t.role == RoleName(Role::kTeamAdmin) && makers.insert(t.Id()).second) more = true;
+        }
+      }
+    }
+    std::vector<api::AuditRecord> records = {audit};
+    for (const api::TokenRecord* t : made) {
+      api::AuditRecord r = audit;
+      r.object = "token " + t->Id();
+      r.reason = "revoked the " + t->role + " token of " + t->subject + ": made by revoked team-admin token " +
+                 (t->made_by == found[0].Id() ? found[0].Id() : t->made_by);
+      records.push_back(std::move(r));
+    }
+    if (!made.empty()) audit.reason += " and " + std::to_string(made.size()) + " token(s) it made";
+    records[0] = audit;
+    store_.AttachAudit(records);
     Status st = auth_.Revoke(found[0].hash);
     if (!st.ok()) return Error(res, st);
     tl_audited = true;
+    for (const api::TokenRecord* t : made) {
+      if (Status also = auth_.Revoke(t->hash); !also.ok()) return Error(res, also);
+    }
     found[0].revoked = true;
-    Reply(res, 200, token_json(found[0]));
+    json out = token_json(found[0]);
+    json also = json::array();
+    for (const api::TokenRecord* t : made) also.push_back(t->Id());
+    if (!made.empty()) out["also_revoked"] = also;
+    Reply(res, 200, out);
   });
 }
 

@@ -804,6 +804,42 @@ TEST_F(ServerTest, TokensCanBeListedRevokedAndExpire) {
   EXPECT_NE(expired->body.find("expired"), std::string::npos) << expired->body;
 }
 
+TEST_F(ServerTest, RevokingATeamAdminTokenRevokesWhatItMadeAndWhatThoseMade) {
+  // Given a team-admin (lead) who made a team-admin (shadow), who made a user (ghost), and a user
+  // (kept) an admin made, expect the admin's revoke of lead to revoke shadow and ghost too, each
+  // audited, kept to work on, and the token list to say who made each token.
+  auto lead = Call("POST", "/v1/tokens", admin_, R"({"role": "team-admin", "subject": "lead", "team": "vision"})");
+  ASSERT_EQ(lead->status, 201) << lead->body;
+  auto shadow = Call("POST", "/v1/tokens", Body(lead)["token"].get<std::string>(), R"({"role": "team-admin", "subject": "shadow"})");
+  ASSERT_EQ(shadow->status, 201) << shadow->body;
+  auto ghost = Call("POST", "/v1/tokens", Body(shadow)["token"].get<std::string>(), R"({"role": "user", "subject": "ghost"})");
+  ASSERT_EQ(ghost->status, 201) << ghost->body;
+  auto kept = Call("POST", "/v1/tokens", admin_, R"({"role": "user", "subject": "kept", "team": "vision"})");
+  ASSERT_EQ(kept->status, 201) << kept->body;
+  auto list = Call("GET", "/v1/tokens", admin_);
+  ASSERT_EQ(list->status, 200);
+  for (const auto& t : Body(list)["tokens"]) {
+    if (t["id"] == Body(shadow)["id"]) {
+      EXPECT_EQ(t["made_by"], Body(lead)["id"]) << t;
+    }
+  }
+  auto revoked = Call("POST", "/v1/tokens/" + Body(lead)["id"].get<std::string>() + "/revoke", admin_);
+  ASSERT_EQ(revoked->status, 200) << revoked->body;
+  EXPECT_EQ(Body(revoked)["also_revoked"].size(), 2u) << revoked->body;
+  for (const auto* r : {&lead, &shadow, &ghost}) {
+    EXPECT_EQ(Call("GET", "/v1/queue", Body(*r)["token"].get<std::string>())->status, 401) << (*r)->body;
+  }
+  EXPECT_EQ(Call("GET", "/v1/queue", Body(kept)["token"].get<std::string>())->status, 200);
+  store::AuditFilter f;
+  f.verb = "token.revoke";
+  auto audit = store_.ListAudit(f);
+  ASSERT_TRUE(audit.ok());
+  EXPECT_EQ(audit->size(), 3u);
+  bool named_ghost = false;
+  for (const auto& a : *audit) named_ghost |= a.object == "token " + Body(ghost)["id"].get<std::string>();
+  EXPECT_TRUE(named_ghost);
+}
+
 TEST_F(ServerTest, ATokenThatExpiresMakesNoneThatOutlivesItAndTheAuditNamesEachMadeToken) {
   // Given a team-admin token that expires in 2 hours, expect the tokens it makes without a ttl,
   // or with a longer one, to expire with it (and one with a shorter ttl to keep it); expect each

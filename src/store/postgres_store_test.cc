@@ -429,7 +429,7 @@ TEST_F(PostgresLeaderTest, OldLeaderThatResumesAfterATakeoverCannotWrite) {
   node.name = "node-a";
   ASSERT_TRUE(a->UpsertNode(node).ok());
   api::TokenRecord token{"aaaa", api::TokenKind::kAgent, "node-a", "agent", "", Time::FromMillis(2), false,
-                         std::nullopt, std::nullopt};
+                         std::nullopt, std::nullopt, ""};
   ASSERT_TRUE(a->PutToken(token).ok());
   ASSERT_TRUE(a->TouchToken("aaaa", Time::FromMillis(5)).ok());
 

@@ -682,8 +682,8 @@ TEST_P(StateStoreTest, UpsertNodeKeepsTheIdOfAName) {
 TEST_P(StateStoreTest, TokensArePutFoundReplacedAndListed) {
   // Given two tokens and one replaced (revoked) by hash, expect lookups by hash to see the latest
   // and the list to hold both, ordered by hash.
-  api::TokenRecord user{"bbbb", api::TokenKind::kUser, "alice", "user", "nlp", Time::FromMillis(1), false, std::nullopt, std::nullopt};
-  api::TokenRecord agent{"aaaa", api::TokenKind::kAgent, "node-a", "agent", "", Time::FromMillis(2), false, std::nullopt, std::nullopt};
+  api::TokenRecord user{"bbbb", api::TokenKind::kUser, "alice", "user", "nlp", Time::FromMillis(1), false, std::nullopt, std::nullopt, ""};
+  api::TokenRecord agent{"aaaa", api::TokenKind::kAgent, "node-a", "agent", "", Time::FromMillis(2), false, std::nullopt, std::nullopt, ""};
   ASSERT_TRUE(store_->PutToken(user).ok());
   ASSERT_TRUE(store_->PutToken(agent).ok());
   user.revoked = true;
