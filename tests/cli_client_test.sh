@@ -260,6 +260,9 @@ run "$WORK/cancelbig2" "$GPUFLEET" cancel "$BIG2"
 expect_rc "$WORK/cancelbig2" 0 "cancel of the second pending job"
 run "$WORK/big2logs" "$GPUFLEET" logs "$BIG2"
 expect_contains "$WORK/big2logs.err" "job $BIG2 ended without starting: no output" "logs of a job cancelled before it started"
+run "$WORK/big2follow" "$GPUFLEET" logs -f "$BIG2"
+expect_contains "$WORK/big2follow.err" "job $BIG2 ended without starting (cancelled): no output" \
+  "logs -f of a job cancelled before it started"
 
 # A node name with characters no node has is refused before it reaches a route it could bend
 # ('dev-1/undrain?' would otherwise undrain dev-1).

@@ -85,6 +85,9 @@ grep -q -- "stopping -> preempted: .*lost" <<<"$HISTORY" || { fail "gang history
 grep -q -- "preempted -> pending" <<<"$HISTORY" || { fail "gang history lacks 'preempted -> pending' (requeue)"; }
 if grep -q -- "-> failed" <<<"$HISTORY"; then fail "the gang failed instead of being requeued"; fi
 [[ "$(job_field "$GANG" "j['attempt']")" == 1 ]] || fail "gang should still be at attempt 1 while pending"
+# `status` of the waiting gang names its placement as its last run's, not as where it is now.
+"$GPUFLEET" status "$GANG" >"$WORK/gang.status" </dev/null || fail "gpufleet status of the requeued gang"
+grep -q "last run: " "$WORK/gang.status" || { cat "$WORK/gang.status" >&2; fail "status of a requeued job shows its old placement as current"; }
 [[ "$(node_state "$SURVIVOR")" == up ]] || fail "node $SURVIVOR should stay up, is '$(node_state "$SURVIVOR")'"
 
 # The single-node job on the surviving node ran on, untouched.

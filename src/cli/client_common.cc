@@ -383,7 +383,14 @@ int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const Log
       continue;
     }
     if (unread && current > 0) continue;
-    if (IsTerminalState(StrField(j.body, "state"))) break;
+    if (IsTerminalState(StrField(j.body, "state"))) {
+      if (current == 0 && !printed_any) {
+        // Followed while it waited, and it ended (cancelled, failed to start) without a run.
+        std::fprintf(stderr, "%s: job %lld ended without starting (%s): no output\n", ("gpufleet " + cmd).c_str(),
+                     static_cast<long long>(job), StrField(j.body, "state").c_str());
+      }
+      break;
+    }
   }
   printer.Flush();
   return kExitOk;

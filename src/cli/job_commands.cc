@@ -439,7 +439,9 @@ std::function<int()> SetupStatus(CLI::App& app) {
     line("submitted:", Iso(job->submitted.millis()) + " (" + Ago(job->submitted.millis()) + ")");
     line("attempt:", std::to_string(job->attempt));
     if (job->placement) {
-      line(IsTerminalState(state) ? "ran on:" : "placement:", PlacementText(*job->placement, NodeNames(*client)));
+      // A pending job's placement is its last run's (requeued after a preemption or a lost node).
+      const char* label = IsTerminalState(state) ? "ran on:" : state == "pending" ? "last run:" : "placement:";
+      line(label, PlacementText(*job->placement, NodeNames(*client)));
     }
     if (job->exit_code) line("exit code:", std::to_string(*job->exit_code));
     if (j.contains("activity") && j["activity"].is_object()) {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <algorithm>
+#include <regex>
 #include <set>
 
 #include <arpa/inet.h>
@@ -347,8 +348,15 @@ api::AuditRecord ApiServer::AuditFor(const httplib::Request& req, const RouteRul
     a.verb = "node.check";
   }
   a.object = req.method + " " + req.path;
+  std::string what;
   if (req.matches.size() > 1) {
-    std::string what = req.matches[1].str();
+    what = req.matches[1].str();
+  } else if (rule) {
+    // Refused before routing (the role gate): the route's pattern gives the object as routing would.
+    std::smatch m;
+    if (std::regex_match(req.path, m, std::regex(rule->pattern)) && m.size() > 1) what = m[1].str();
+  }
+  if (!what.empty()) {
     if (StartsWith(req.path, "/v1/jobs/")) a.object = "job " + what;
     if (StartsWith(req.path, "/v1/nodes/")) a.object = "node " + what;
     if (StartsWith(req.path, "/v1/teams/")) a.object = "team " + what;
@@ -468,6 +476,10 @@ void ApiServer::AuditAnswer(const httplib::Request& req, const httplib::Response
       }
       a.object = (ids.size() == 1 ? "job " : "jobs ") + Join(ids, ",");
       a.request_id = body->value("request_id", a.request_id);
+      if (body->contains("created") && (*body)["created"].is_boolean() && !(*body)["created"].get<bool>()) {
+        // Answered from the first submit's record: nothing new was submitted.
+        a.reason = "a retry of request " + a.request_id + ": its jobs as first submitted, nothing new";
+      }
     }
     if (res.status < 300 && rule && rule->verb == Verb::kAgentRegister && body->contains("node_id")) {
       a.object = "node " + (*body)["node_id"].dump();

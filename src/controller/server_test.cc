@@ -159,6 +159,14 @@ TEST_F(ServerTest, RequestIdReusedForOtherJobsIsAConflictAndIdsAreScopedPerCalle
   EXPECT_EQ(first->status, 201) << first->body;
   auto again = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "r1"})");
   EXPECT_EQ(again->status, 200) << again->body;
+  {
+    // The retry's audit record says it submitted nothing new.
+    store::AuditFilter f;
+    f.verb = "job.submit";
+    auto records = store_.ListAudit(f);
+    ASSERT_TRUE(records.ok() && !records->empty());
+    EXPECT_NE(records->back().reason.find("a retry of request r1"), std::string::npos) << records->back().reason;
+  }
   EXPECT_EQ(Body(again)["jobs"][0]["id"], Body(first)["jobs"][0]["id"]);
   EXPECT_EQ(Body(again)["jobs"][0]["name"], Body(first)["jobs"][0]["name"]) << "a retry names the job it gets back";
   auto other = Call("POST", "/v1/jobs", alice_,
@@ -1127,6 +1135,11 @@ TEST_F(ServerTest, EveryChangeAndEveryRefusalLeavesExactlyOneAuditRecord) {
     EXPECT_EQ(log[before + 1].subject, "vic");
     EXPECT_EQ(log[before + 1].verb, c.verb);
     EXPECT_NE(log[before + 1].reason.find("may not"), std::string::npos) << log[before + 1].reason;
+    // A refusal of a call on a job, node, team or token names it as the allowed call does
+    // (it is refused before routing); a refused create has no object yet.
+    if (std::count(c.path.begin(), c.path.end(), '/') > 2) {
+      EXPECT_EQ(log[before + 1].object, a.object) << c.path;
+    }
     EXPECT_EQ(log[before + 2].verb, "auth.login");
     EXPECT_EQ(log[before + 2].outcome, "denied");
   }
