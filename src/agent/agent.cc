@@ -5,6 +5,7 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -1354,6 +1355,7 @@ void Agent::UploadLog(LogUpload& u, const std::string& token, const std::string&
         (*body)["size"].is_number_integer()) {
       u.uploaded = std::min<int64_t>((*body)["size"].get<int64_t>(), sb.st_size);
       if (res->status == 409 && u.uploaded < 0) u.uploaded = 0;
+      if (res->status == 200 && u.cut_at < 0 && body->value("cut", false)) u.cut_at = u.uploaded;
     } else if (res->status == 403 || res->status == 404) {
       // The controller will not take this log (the part is no longer this node's): stop trying.
       spdlog::warn("{}: the controller refused its log (HTTP {}); dropping {} bytes", u.part.ToString(),
@@ -1367,6 +1369,28 @@ void Agent::UploadLog(LogUpload& u, const std::string& token, const std::string&
     }
   }
   u.outcome = u.uploaded >= sb.st_size ? LogUpload::Outcome::kComplete : LogUpload::Outcome::kPartial;
+}
+
+void Agent::FreeLogPastCut(PartRun& run) {
+  // Kept: what the controller has (up to the cut), for a standby that takes over with less of it
+  // and asks for it again, and the last MiB (the tail of a part's output). Freed in steps of at
+  // least 16 MiB, so that a part that prints without end costs one call per 16 MiB.
+  constexpr int64_t kBlock = 4096, kKeepTail = int64_t{1} << 20, kStep = int64_t{16} << 20;
+  if (run.cut_at < 0) return;
+  const int64_t from = (std::max(run.cut_at, run.punched) + kBlock - 1) / kBlock * kBlock;
+  const int64_t to = (run.uploaded - kKeepTail) / kBlock * kBlock;
+  if (to - from < kStep) return;
+  UniqueFd fd(open(run.log_path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (fd.get() < 0 || fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, from, to - from) != 0) {
+    // A filesystem without hole punching: the log keeps its size, as before.
+    if (run.punched == 0) spdlog::warn("{}: cannot free its log past the controller's cap: {}", run.log_path, std::strerror(errno));
+    run.cut_at = -1;  // not again
+    return;
+  }
+  if (run.punched == 0) {
+    spdlog::info("{}: the log passed the controller's cap; what was sent beyond it is freed on this node", run.log_path);
+  }
+  run.punched = to;
 }
 
 bool Agent::TakeActivityDue(Time now) {
@@ -1474,7 +1498,11 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
       if (u.outcome == LogUpload::Outcome::kNotTried) continue;
       // As the controller answered (a 409 may send it back to a smaller size: a standby that took
       // over with less of the log); only this thread changes it, so nothing newer is overwritten.
-      if (auto it = runs_.find(u.key); it != runs_.end()) it->second.uploaded = u.uploaded;
+      if (auto it = runs_.find(u.key); it != runs_.end()) {
+        it->second.uploaded = u.uploaded;
+        if (u.cut_at >= 0 && it->second.cut_at < 0) it->second.cut_at = u.cut_at;
+        FreeLogPastCut(it->second);
+      }
       if (u.outcome == LogUpload::Outcome::kRedirect) controllers_->Redirect(server, u.leader);
       if ((u.outcome == LogUpload::Outcome::kRedirect && !u.answered) || u.outcome == LogUpload::Outcome::kMissed) {
         NoteAnswer(false, LoopNow());
@@ -1501,6 +1529,7 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
                          " bytes could not be uploaded";
       e.message = e.message.empty() ? note : e.message + "; " + note;
       run.uploaded = size;  // given up: the part may be forgotten
+      run.log_incomplete = true;
     }
     e.seq = next_event_seq_++;
     events_.push_back(e);
@@ -1517,6 +1546,9 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     if (done && reported) {
       std::error_code ec;
       std::filesystem::remove_all(std::filesystem::path(it->second.progress_path).parent_path(), ec);
+      // The controller has all of its log (or all it keeps): a node that runs many jobs must not
+      // fill its disk with copies. A log whose upload was given up stays for whoever needs it.
+      if (!it->second.log_incomplete) std::filesystem::remove(it->second.log_path, ec);
       it = runs_.erase(it);
     } else {
       ++it;

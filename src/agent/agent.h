@@ -175,6 +175,11 @@ class Agent {
     std::optional<api::PartEvent> held_exit;
     Time held_since;
     std::string progress_path;  // GPUFLEET_PROGRESS
+    // The log past the controller's cap: it keeps [0, cut_at) (the answer that said "cut" ended
+    // there); what was sent beyond it is freed on this node as it goes (punched, up to `punched`).
+    int64_t cut_at = -1;
+    int64_t punched = 0;
+    bool log_incomplete = false;  // its upload was given up: the node keeps the file
     int64_t job_id = 0;
     std::string team;
   };
@@ -217,7 +222,10 @@ class Agent {
     enum class Outcome { kNotTried, kComplete, kPartial, kMissed, kRedirect } outcome = Outcome::kNotTried;
     std::string leader;     // kRedirect: where a standby said the leader is ("" when no answer)
     bool answered = false;  // kRedirect: a standby answered (not a miss)
+    int64_t cut_at = -1;    // where the first answer that said the controller cut the log ended
   };
+  // Frees the part of a cut log this node no longer needs (PartRun's cut_at, punched).
+  void FreeLogPastCut(PartRun& run) GF_REQUIRES(mu_);
   void UploadLog(LogUpload& u, const std::string& token, const std::string& server) GF_EXCLUDES(mu_);
   void PushEvent(api::PartEvent e);
   std::vector<api::PartKey> RunningKeys() const GF_REQUIRES(mu_);

@@ -129,11 +129,24 @@ class FakeController {
           cv_.wait(lock, [&] { return !hold_logs_; });
         }
         const int64_t have = static_cast<int64_t>(log_.size());
+        if (cut_offered_ >= 0) {
+          // Past its cap: counts what is offered, keeps nothing (as the controller does).
+          cut_offered_ = std::max<int64_t>(cut_offered_, offset + static_cast<int64_t>(req.body.size()));
+          res.set_content(nlohmann::json{{"size", cut_offered_}, {"cut", true}}.dump(), "application/json");
+          return;
+        }
         if (offset != have) {
           // Not where this controller's copy ends (it lost some, as a standby that took over
           // might): 409 with its size, from which the agent sends again.
           res.status = 409;
           res.set_content(nlohmann::json{{"size", have}}.dump(), "application/json");
+          return;
+        }
+        if (cut_ > 0 && have + static_cast<int64_t>(req.body.size()) > cut_) {
+          log_ += req.body.substr(0, static_cast<size_t>(cut_ - have));
+          cut_offered_ = offset + static_cast<int64_t>(req.body.size());
+          cv_.notify_all();
+          res.set_content(nlohmann::json{{"size", cut_offered_}, {"cut", true}}.dump(), "application/json");
           return;
         }
         log_ += req.body;
@@ -217,6 +230,17 @@ class FakeController {
     std::lock_guard<std::mutex> lock(mu_);
     hold_logs_ = false;
     cv_.notify_all();
+  }
+  // Keeps at most `bytes` of the part's log and answers "cut" from then on, as the controller
+  // does past its per-part cap.
+  void CutLogAt(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cut_ = bytes;
+  }
+  // What the agent has offered of the log once it was cut (-1 before the cut).
+  int64_t offered_past_cut() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cut_offered_;
   }
   // Drops what it has of the part's log (as a controller that lost it would).
   void ForgetLog() {
@@ -367,6 +391,8 @@ class FakeController {
   }
   std::string checkpoint_root_, checkpoint_dir_;
   std::string log_;  // every uploaded byte, in order
+  int64_t cut_ = 0;             // 0: no cap
+  int64_t cut_offered_ = -1;    // once cut: how far the agent has offered the log
 };
 
 class AgentLoopTest : public ::testing::Test {
@@ -665,6 +691,66 @@ TEST_F(AgentLoopTest, ARunningPartsLogIsSentAgainFromWhereTheControllerSaysItsCo
   controller.ForgetLog();
   std::ofstream(more).put('x');
   EXPECT_TRUE(controller.WaitForLog("first\nsecond\n")) << "the log was not sent again from the start";
+}
+
+TEST_F(AgentLoopTest, ALogPastTheControllersCapIsFreedOnTheNodeAndAFinishedPartsLogRemoved) {
+  // Given a controller that keeps 64 KiB of a part's log and a part that prints 40 MiB and waits,
+  // expect the node's copy to stop taking disk for what was sent past the cap (its size stays,
+  // its blocks go) while the part runs, and the file removed once the part has ended and its
+  // log is up (a node that runs many jobs must not fill its disk with their logs).
+  const std::string printed = root_ + "/printed";
+  FakeController controller(Duration::Seconds(3600), release_file(),
+                            {"/bin/sh", "-c",
+                             "yes 0123456789abcdef | head -c 41943040; touch '" + printed + "'; "
+                             "while [ ! -e '" + release_file() + "' ]; do sleep 0.02; done"});
+  controller.CutLogAt(64 * 1024);
+  auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+  ASSERT_TRUE(probe.ok() && controller.bound());
+  AgentOptions options = Options(controller);
+  Agent agent(options, std::move(*probe));
+  std::atomic<bool> stop{false};
+  std::thread run([&] { (void)agent.Run(stop); });
+  struct Finish {
+    std::string release;
+    std::atomic<bool>& stop;
+    std::thread& run;
+    ~Finish() {
+      std::ofstream(release).put('x');
+      stop = true;
+      run.join();
+    }
+  } finish{release_file(), stop, run};
+  const std::string log_path = options.data_dir + "/logs/" + kKey.ToString() + ".log";
+  constexpr int64_t kPrinted = 41943040;
+  // Every byte offered, and the file's blocks freed past the cap (a minute at most).
+  struct stat sb {};
+  for (int i = 0; i < 3000; ++i) {
+    if (controller.offered_past_cut() == kPrinted && ::stat(log_path.c_str(), &sb) == 0 &&
+        sb.st_blocks * 512 < 20 * 1024 * 1024) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(controller.offered_past_cut(), kPrinted);
+  ASSERT_EQ(::stat(log_path.c_str(), &sb), 0);
+  EXPECT_EQ(sb.st_size, kPrinted) << "the node's copy keeps its size (offsets stay)";
+  // Freed in steps of 16 MiB, keeping the last MiB: of 40 MiB, at least 20 MiB go.
+  EXPECT_LT(sb.st_blocks * 512, 20 * 1024 * 1024) << "what was sent past the cap still takes disk";
+  EXPECT_EQ(controller.log().size(), 64u * 1024);
+  // The kept head is intact: a controller that took over with less would ask for it again.
+  std::ifstream head(log_path, std::ios::binary);
+  std::string first(64 * 1024, '\0');
+  head.read(first.data(), static_cast<std::streamsize>(first.size()));
+  EXPECT_EQ(first, controller.log());
+  // The part ends: its log is up, its exit reported; the file goes.
+  std::ofstream(release_file()).put('x');
+  ASSERT_TRUE(controller.WaitForEvent(api::PartEventKind::kExited));
+  bool removed = false;
+  for (int i = 0; i < 3000 && !removed; ++i) {
+    removed = !std::filesystem::exists(log_path);
+    if (!removed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(removed) << "a finished part's log stays on the node";
 }
 
 TEST_F(AgentLoopTest, RegistrationAndHeartbeatsShareOneKeptAliveConnection) {
