@@ -74,6 +74,7 @@ struct RankKey {
 struct TeamUsage {
   int64_t used_milli = 0;   // GPUs held by running jobs of the team
   int64_t quota_milli = 0;  // guaranteed share; 0 = no guarantee
+  int64_t stopping_milli = 0;  // of used_milli, GPUs of jobs told to stop (already given up)
 };
 
 // Usage per team name. Hashed, not ordered: a fair-share rank looks its team up for every job

@@ -528,12 +528,39 @@ void Scheduler::SetTeamQuota(const std::string& team, const TeamQuota& quota) {
   ++running_version_;  // a search that failed under the old quotas may succeed now
 }
 
-bool Scheduler::MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const {
-  if (!policies_.queue->MayPreempt(waiting, running, ctx)) return false;
-  if (!guard_quotas_ || waiting.spec->team == running.spec->team || !ctx.teams) return true;
-  auto u = ctx.teams->find(running.spec->team);
-  if (u == ctx.teams->end() || u->second.quota_milli <= 0) return true;
-  return u->second.used_milli - running.spec->total_gpu_milli() >= u->second.quota_milli;
+bool Scheduler::MayPreempt(const JobState& waiting, const JobState& running, const QueueContext& ctx) const {
+  return policies_.queue->MayPreempt(waiting.v, running.v, ctx) && QuotaKeeps(waiting, running);
+}
+
+bool Scheduler::QuotaKeeps(const JobState& waiting, const JobState& victim) const {
+  if (!guard_quotas_ || waiting.spec.team == victim.spec.team) return true;
+  auto it = books_.find(victim.spec.team);
+  if (it == books_.end()) return true;
+  const TeamQuota& q = it->second.quota;
+  const TeamLoad& l = it->second.load;
+  if (q.gpus == 0 && q.model_gpus.empty()) return true;
+  // GPUs the team holds on `model` ("" for all models) that it keeps: running, not told to stop,
+  // not taken by this search.
+  auto held = [&](const std::string* model) {
+    int64_t h = model ? 0 : l.used_milli - l.stopping_milli;
+    if (model) {
+      if (auto u = l.model_used_milli.find(*model); u != l.model_used_milli.end()) h += u->second;
+      if (auto s = l.model_stopping_milli.find(*model); s != l.model_stopping_milli.end()) h -= s->second;
+    }
+    for (const JobState* t : search_taken_) {
+      if (t->spec.team == victim.spec.team && (!model || t->placement.gpu_model == *model)) h -= GpuMilliOf(t->spec);
+    }
+    return h;
+  };
+  const int64_t v = GpuMilliOf(victim.spec);
+  const std::string& model = victim.placement.gpu_model;
+  if (auto mq = q.model_gpus.find(model); mq != q.model_gpus.end()) {
+    return held(&model) - v >= mq->second * model::kMilliGpuPerGpu;
+  }
+  if (q.gpus <= 0) return true;  // nothing guaranteed on this model
+  int64_t any = held(nullptr);
+  for (const auto& [m, g] : q.model_gpus) any -= held(&m);
+  return any - v >= q.gpus * model::kMilliGpuPerGpu;
 }
 
 void Scheduler::RecountLimits() {
@@ -629,6 +656,24 @@ std::string Scheduler::QuotaBlock(const JobState& j, const Placement* placement)
   }
   if (why.empty()) why = "team " + team + " is over its quota for every GPU model this job may use, borrowing not allowed";
   return why;
+}
+
+bool Scheduler::QuotaNeverFits(const JobState& j) const {
+  auto it = books_.find(j.spec.team);
+  if (it == books_.end()) return false;
+  const TeamQuota& q = it->second.quota;
+  if (q.borrow || (q.gpus == 0 && q.model_gpus.empty())) return false;
+  const int64_t need = GpuMilliOf(j.spec);
+  auto fits = [&](const std::string& model) {
+    if (auto m = q.model_gpus.find(model); m != q.model_gpus.end()) return need <= m->second * model::kMilliGpuPerGpu;
+    return q.gpus > 0 && need <= q.gpus * model::kMilliGpuPerGpu;
+  };
+  std::vector<std::string> models = j.spec.gpu_models;
+  if (models.empty()) {
+    if (q.gpus > 0) models.push_back("");  // any model
+    for (const auto& [m, g] : q.model_gpus) models.push_back(m);
+  }
+  return std::none_of(models.begin(), models.end(), fits);
 }
 
 QueueContext Scheduler::Context() const {
@@ -1008,7 +1053,7 @@ bool Scheduler::MayStopHolder(const JobState& w, const Holder& holder, bool by_c
   }
   const JobState& h = *holder.job;
   return h.v.phase == JobPhase::kRunning && w.rank < h.rank && !h.preempted_for && ctx.now - h.v.started_at >= min_run &&
-         MayPreempt(w.v, h.v, ctx);
+         MayPreempt(w, h, ctx);
 }
 
 int64_t Scheduler::NodesWithRoomNow(const JobState& w, const std::vector<int>& models) const {
@@ -1585,6 +1630,13 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
   j.moving = false;
   stopping_.insert(&j);
   j.v.phase = JobPhase::kStopping;
+  {
+    const int64_t milli = GpuMilliOf(j.spec);
+    UsageOf(j).stopping_milli += milli;
+    TeamLoad& load = BooksOf(j).load;
+    load.stopping_milli += milli;
+    load.model_stopping_milli[j.placement.gpu_model] += milli;
+  }
   for (int pos : j.part_pos) RefileNode(pos, &j);
   j.requeue_after_stop = reason != PreemptReason::kCancelled && reason != PreemptReason::kMaxCost;
   if (reason == PreemptReason::kReclaimed) ++j.spot_reclaims;
@@ -1612,6 +1664,13 @@ void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
     j.moving = false;
   } else {
     stopping_.erase(&j);
+    const int64_t milli = GpuMilliOf(j.spec);
+    UsageOf(j).stopping_milli -= milli;
+    TeamLoad& load = BooksOf(j).load;
+    load.stopping_milli -= milli;
+    if ((load.model_stopping_milli[j.placement.gpu_model] -= milli) == 0) {
+      load.model_stopping_milli.erase(j.placement.gpu_model);
+    }
   }
   view_.Release(j.placement);
   RemoveHolder(j, keyed);
@@ -2221,6 +2280,7 @@ bool Scheduler::WholeNodeVictims(const JobState& w, const std::vector<char>& mod
 }
 
 bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vector<char>* claimed) {
+  search_taken_.clear();
   search_lacked_room_ = false;
   // (Members reused from search to search, so that a search that fails early allocates nothing.)
   std::vector<int>& models = search_models_;
@@ -2287,7 +2347,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   auto may_stop = [&](const JobState* r) {
     return !r->preempted_for && ctx.now - r->v.started_at >= policies_.options.min_run_before_preempt &&
            r->model_index >= 0 && model_ok[r->model_index] &&
-           (by_class ? w.rank.k[0] < r->rank.k[0] : MayPreempt(w.v, r->v, ctx));
+           (by_class ? w.rank.k[0] < r->rank.k[0] : MayPreempt(w, *r, ctx));
   };
   // With least-work-lost victims, the candidates come from the victim index in the order they
   // are stopped, as far as the search needs them. With static ranks only jobs ranked behind the
@@ -2405,7 +2465,7 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   // Usage as it will be once the chosen victims are gone, so that a policy whose answer depends
   // on usage (fair-share: only borrowed GPUs) judges each further victim after the earlier ones.
   TeamUsageMap teams_after;
-  if (!static_ranks || guard_quotas_) teams_after = teams_;
+  if (!static_ranks) teams_after = teams_;
   QueueContext ctx_after = ctx;
   ctx_after.teams = &teams_after;
   PlaceOptions po;
@@ -2520,10 +2580,13 @@ bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vect
   for (size_t next = 0;; ++next) {
     JobState* c = next < candidates.size() ? candidates[next] : stream || walk_running ? next_candidate() : nullptr;
     if (!c) break;
-    if (!static_ranks || guard_quotas_) {
-      if (!MayPreempt(w.v, c->v, ctx_after)) continue;
+    if (!static_ranks) {
+      if (!MayPreempt(w, *c, ctx_after)) continue;
       teams_after[c->spec.team].used_milli -= c->placement.total_gpu_milli();
+    } else if (guard_quotas_ && !QuotaKeeps(w, *c)) {
+      continue;
     }
+    if (guard_quotas_) search_taken_.push_back(c);
     if (whole) {
       // (The parts of one job are on distinct nodes: each node changes once.)
       const std::vector<int>& part_pos = positions(*c);
@@ -2935,7 +2998,9 @@ void Scheduler::Pass() {
     };
     const bool can_preempt = preemptive && attempts < opt.max_preemption_attempts && !running_.empty() &&
                              j->preempt_failed_at != running_version_ && may_displace_worst();
-    if (!can_preempt) set_flag(j->shape, kNoPreempt);
+    // (With the quota rule, a later job of the same shape but of another team may stop what
+    // this one may not: the shape stays in.)
+    if (!can_preempt && !guard_quotas_) set_flag(j->shape, kNoPreempt);
     if (!can_preempt && (free_none || dead_live >= live_shapes_)) {
       if (free_none && pending_without_gpus_ > 0 && dead_live < live_shapes_) {
         // Only jobs that need no GPU can still start: this job's shape drops out of the pass,
@@ -2948,8 +3013,9 @@ void Scheduler::Pass() {
         }
         continue;
       }
-      // Nothing more can start; with static ranks nobody further may preempt either.
-      if (static_ranks || attempts >= opt.max_preemption_attempts) break;
+      // Nothing more can start; with static ranks nobody further may preempt either (unless the
+      // quota rule applies: a later job of the victims' own team may stop them).
+      if ((static_ranks && !guard_quotas_) || attempts >= opt.max_preemption_attempts) break;
       // With usage-dependent ranks a later job may still preempt, unless none can search (no
       // preemption, nothing running, or every one left failed at this running set): then the
       // rest of the walk would do nothing.
@@ -3076,7 +3142,9 @@ void Scheduler::Pass() {
         j->outcome = JobState::Outcome::kAwaitingVictims;
         continue;
       }
-      set_flag(j->shape, kNoPreempt);  // jobs of this shape further back have no more victims
+      // Jobs of this shape further back have no more victims (with the quota rule, those of
+      // another team may).
+      if (!guard_quotas_) set_flag(j->shape, kNoPreempt);
     }
     if (opt.backfill != BackfillMode::kGreedy && !blocked_head) {
       blocked_head = j;
@@ -3193,6 +3261,15 @@ Explanation Scheduler::Explain(JobId id) const {
       break;
     default:
       break;
+  }
+  // Whatever the last pass got to (one that ended early, with no GPU free, never looked at
+  // quotas): a job larger than its team's quota without borrowing never starts.
+  if (QuotaNeverFits(*j)) {
+    e.ever = false;
+    e.placement = PlaceResult::Kind::kWait;
+    e.reasons.push_back("it can never start under team " + j->spec.team +
+                        "'s quota as it is (larger than the quota on every GPU model it may use, borrowing "
+                        "not allowed); an admin raises it: gpufleet quota " + j->spec.team + " --gpus N");
   }
   if (r.kind == PlaceResult::Kind::kWait) {
     e.reasons.push_back(r.reason);

@@ -62,6 +62,10 @@ struct TeamLoad {
   int64_t pending_jobs = 0;
   int64_t used_milli = 0;                          // GPUs held by its running jobs (milli-GPUs)
   std::map<std::string, int64_t> model_used_milli;  // ... per GPU model
+  // Of those, GPUs of jobs told to stop (preempted, their processes not yet gone): a quota check
+  // counts them as given up already, or several searches would each take them.
+  int64_t stopping_milli = 0;
+  std::map<std::string, int64_t> model_stopping_milli;
 };
 
 // Money limits of a team (micro-dollars). Spend is what the team's jobs cost since `since`: each
@@ -290,6 +294,7 @@ class Scheduler {
   std::vector<JobState*> search_candidates_;
   std::vector<std::tuple<RankKey, int64_t, JobState*>> search_keyed_;  // worst-rank candidates, keyed
   std::vector<JobState*> search_chosen_;
+  std::vector<const JobState*> search_taken_;  // victims chosen so far in this search (QuotaKeeps)
   // A search for a whole-GPU job defers the release of a victim's part on a node that stays too
   // small for one of the job's parts (TryPreempt): per node position, the whole GPUs its deferred
   // parts free and whether its parts are on the view (1: deferred only; 2: on the view).
@@ -316,7 +321,12 @@ class Scheduler {
   bool StaticRanks() const;
   // The policy's MayPreempt, plus the quota rule while it applies (guard_quotas_): a job never
   // stops another team's job whose team would then hold less than its guaranteed quota.
-  bool MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const;
+  bool MayPreempt(const JobState& waiting, const JobState& running, const QueueContext& ctx) const;
+  // The quota rule alone: whether stopping `victim` leaves its team (another than the waiting
+  // job's) at least its guaranteed GPUs, on the victim's GPU model where the team has a quota for
+  // that model, else of its any-model quota. Jobs told to stop, and the victims this search has
+  // taken so far (search_taken_), count as given up.
+  bool QuotaKeeps(const JobState& waiting, const JobState& victim) const;
   // The policy's PreemptsByClass, false while the quota rule applies (MayPreempt is then more
   // than a comparison of classes).
   bool PreemptsByClass() const { return !guard_quotas_ && policies_.queue->PreemptsByClass(); }
@@ -495,6 +505,9 @@ class Scheduler {
   bool any_limits_ = false;                 // some team has a limit that holds jobs (not only borrow)
   // Why the team's quota or limits keep `j` waiting; with a placement, judged on its GPU model.
   std::string QuotaBlock(const JobState& j, const model::Placement* placement) const;
+  // Whether the team's quota, without borrowing, is smaller than the job on every GPU model it
+  // may use: it never starts while the quota stays as it is.
+  bool QuotaNeverFits(const JobState& j) const;
   void RecountLimits();
   std::map<std::string, int> node_size_hints_;  // model -> GPUs per node of nodes that may come
   int64_t priced_running_ = 0;  // running or stopping jobs that cost something

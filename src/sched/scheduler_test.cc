@@ -855,6 +855,14 @@ TEST(SchedulerQuotaTest, WithoutBorrowingATeamNeverHoldsMoreThanItsQuotaAndOther
   for (const auto& r : e.reasons) said |= r.find("quota: team a is over its quota, borrowing not allowed") == 0;
   EXPECT_TRUE(said) << (e.reasons.empty() ? "" : e.reasons[0]);
   EXPECT_NE(h.sched().BudgetHold(a3).find("borrowing not allowed"), std::string::npos);
+  EXPECT_TRUE(e.ever) << "a3 starts once a's jobs leave room";
+  // A job larger than the quota itself never starts while the quota stays: explain says so.
+  JobId a5 = h.Submit(MakeJob(5, 0, "a"));
+  Explanation never = h.sched().Explain(a5);
+  EXPECT_FALSE(never.ever);
+  bool told = false;
+  for (const auto& r : never.reasons) told |= r.find("can never start under team a's quota") != std::string::npos;
+  EXPECT_TRUE(told) << ::testing::PrintToString(never.reasons);
   h.Finish(a1);
   EXPECT_EQ(h.Phase(a3), JobPhase::kRunning);
   EXPECT_TRUE(h.sched().BudgetHold(a3).empty());
@@ -934,6 +942,52 @@ TEST(SchedulerQuotaTest, PreemptionNeverTakesAnotherTeamsGuaranteedGpus) {
     h.StopAllPreempted();
     EXPECT_EQ(h.Phase(a[4]), JobPhase::kRunning) << victims;
   }
+  for (const std::string& policy : {std::string("priority"), std::string("fair-share")}) {
+    // Victims still stopping (their processes not yet gone) count as given up: four urgent jobs
+    // of b, one after another before any victim has stopped, take a's two borrowed nodes and no
+    // more (each search saw a's 8 GPUs while its victims stopped, and all four went).
+    SchedulerHarness h(policy);
+    for (const char* n : {"n0", "n1", "n2", "n3"}) h.AddNode(MakeNode(n, "A100", 2));
+    h.sched().SetTeamQuota("a", 4);
+    h.sched().SetTeamQuota("b", 4);
+    for (int i = 0; i < 4; ++i) h.Submit(MakeJob(2, 0, "a"));
+    ASSERT_EQ(h.sched().LoadOf("a").used_milli, 8000) << policy;
+    h.clock().Set(Time::FromSeconds(60));
+    model::JobSpec urgent = MakeJob(2, 0, "b");
+    urgent.priority = 5;
+    for (int i = 0; i < 4; ++i) h.Submit(urgent);
+    EXPECT_EQ(h.sink().Preempted().size(), 2u) << policy;
+    h.StopAllPreempted();
+    EXPECT_EQ(h.sched().LoadOf("a").used_milli, 4000) << policy;
+    EXPECT_EQ(h.sched().LoadOf("b").used_milli, 4000) << policy;
+  }
+  {
+    // A quota for one GPU model is kept on that model: b's urgent A100 job may not stop a's
+    // A100 jobs (a's whole A100 quota) although a borrows H100s beyond it.
+    SchedulerHarness h("priority");
+    h.AddNode(MakeNode("a100", "A100", 4));
+    h.AddNode(MakeNode("h100", "H100", 4));
+    TeamQuota qa;
+    qa.model_gpus["A100"] = 4;
+    h.sched().SetTeamQuota("a", qa);
+    model::JobSpec on_a100 = MakeJob(2, 0, "a");
+    on_a100.gpu_models = {"A100"};
+    model::JobSpec on_h100 = MakeJob(2, 0, "a");
+    on_h100.gpu_models = {"H100"};
+    for (int i = 0; i < 2; ++i) h.Submit(on_a100);
+    for (int i = 0; i < 2; ++i) h.Submit(on_h100);
+    h.clock().Set(Time::FromSeconds(60));
+    model::JobSpec urgent = MakeJob(2, 0, "b");
+    urgent.priority = 5;
+    urgent.gpu_models = {"A100"};
+    JobId waits = h.Submit(urgent);
+    EXPECT_TRUE(h.sink().Preempted().empty());
+    EXPECT_EQ(h.Phase(waits), JobPhase::kPending);
+    // An H100 job of b's may take one of a's borrowed H100 jobs.
+    urgent.gpu_models = {"H100"};
+    h.Submit(urgent);
+    EXPECT_EQ(h.sink().Preempted().size(), 1u);
+  }
   {
     SchedulerHarness h("las", {"thresholds=100"});
     h.AddNode(MakeNode("n0", "A100", 2));
@@ -949,7 +1003,7 @@ TEST(SchedulerQuotaTest, PreemptionNeverTakesAnotherTeamsGuaranteedGpus) {
     EXPECT_EQ(h.sched().LoadOf("b").used_milli, 1000);
     EXPECT_EQ(h.Phase(a1), JobPhase::kRunning);
     EXPECT_EQ(h.Phase(a2), JobPhase::kPending);
-    EXPECT_TRUE(h.Phase(b1) == JobPhase::kRunning || h.Phase(b2) == JobPhase::kRunning);
+    EXPECT_NE(h.Phase(b1) == JobPhase::kRunning, h.Phase(b2) == JobPhase::kRunning) << "b keeps exactly one";
   }
 }
 

@@ -51,7 +51,9 @@ bool WithinQuota(const JobView& waiting, const QueueContext& ctx) {
 bool FairSharePolicy::MayPreempt(const JobView& waiting, const JobView& running, const QueueContext& ctx) const {
   if (waiting.spec->team == running.spec->team) return false;
   TeamUsage r = UsageOf(running.spec->team, ctx);
-  bool only_borrowed = r.used_milli - running.spec->total_gpu_milli() >= r.quota_milli;
+  // GPUs of the team's jobs already told to stop count as given back: several searches of one
+  // pass would otherwise each take the same borrowed GPUs, and then some of the quota.
+  bool only_borrowed = r.used_milli - r.stopping_milli - running.spec->total_gpu_milli() >= r.quota_milli;
   return WithinQuota(waiting, ctx) && only_borrowed;
 }
 
