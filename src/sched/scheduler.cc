@@ -563,7 +563,32 @@ bool Scheduler::QuotaKeeps(const JobState& waiting, const JobState& victim) cons
   return any - v >= q.gpus * model::kMilliGpuPerGpu;
 }
 
+void Scheduler::CountStopping(const JobState& j, int sign) {
+  const int64_t milli = sign * GpuMilliOf(j.spec);
+  teams_[j.spec.team].stopping_milli += milli;
+  TeamLoad& load = books_[j.spec.team].load;
+  load.stopping_milli += milli;
+  if ((load.model_stopping_milli[j.placement.gpu_model] += milli) == 0) {
+    load.model_stopping_milli.erase(j.placement.gpu_model);
+  }
+}
+
 void Scheduler::RecountLimits() {
+  // GPUs of stopping jobs are counted only while some team has a quota (only quota checks read
+  // them): from the jobs stopping now when that begins.
+  bool quotas = false;
+  for (const auto& [team, u] : teams_) quotas = quotas || u.quota_milli > 0;
+  if (quotas != track_stopping_) {
+    for (auto& [team, u] : teams_) u.stopping_milli = 0;
+    for (auto& [team, b] : books_) {
+      b.load.stopping_milli = 0;
+      b.load.model_stopping_milli.clear();
+    }
+    track_stopping_ = quotas;
+    if (quotas) {
+      for (const JobState* s : stopping_) CountStopping(*s, +1);
+    }
+  }
   guard_quotas_ = false;
   if (!policies_.queue->KeepsQuotas() && policies_.queue->Preempts()) {
     for (const auto& [team, u] : teams_) guard_quotas_ = guard_quotas_ || u.quota_milli > 0;
@@ -1630,13 +1655,7 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
   j.moving = false;
   stopping_.insert(&j);
   j.v.phase = JobPhase::kStopping;
-  {
-    const int64_t milli = GpuMilliOf(j.spec);
-    UsageOf(j).stopping_milli += milli;
-    TeamLoad& load = BooksOf(j).load;
-    load.stopping_milli += milli;
-    load.model_stopping_milli[j.placement.gpu_model] += milli;
-  }
+  if (track_stopping_) CountStopping(j, +1);
   for (int pos : j.part_pos) RefileNode(pos, &j);
   j.requeue_after_stop = reason != PreemptReason::kCancelled && reason != PreemptReason::kMaxCost;
   if (reason == PreemptReason::kReclaimed) ++j.spot_reclaims;
@@ -1664,13 +1683,7 @@ void Scheduler::ReleaseAndRequeue(JobState& j, bool requeue) {
     j.moving = false;
   } else {
     stopping_.erase(&j);
-    const int64_t milli = GpuMilliOf(j.spec);
-    UsageOf(j).stopping_milli -= milli;
-    TeamLoad& load = BooksOf(j).load;
-    load.stopping_milli -= milli;
-    if ((load.model_stopping_milli[j.placement.gpu_model] -= milli) == 0) {
-      load.model_stopping_milli.erase(j.placement.gpu_model);
-    }
+    if (track_stopping_) CountStopping(j, -1);
   }
   view_.Release(j.placement);
   RemoveHolder(j, keyed);

@@ -501,7 +501,9 @@ class Scheduler {
   std::unordered_map<std::string, TeamBooks, TeamNameHash> books_;
   TeamBooks& BooksOf(JobState& j);  // books_[j's team], looked up once per job
   TeamUsage& UsageOf(JobState& j);  // teams_[j's team], the same
-  bool guard_quotas_ = false;  // some team has a quota and the policy's MayPreempt does not keep it
+  bool guard_quotas_ = false;
+  bool track_stopping_ = false;  // some team has a quota: stopping jobs' GPUs are counted per team
+  void CountStopping(const JobState& j, int sign);  // some team has a quota and the policy's MayPreempt does not keep it
   bool any_limits_ = false;                 // some team has a limit that holds jobs (not only borrow)
   // Why the team's quota or limits keep `j` waiting; with a placement, judged on its GPU model.
   std::string QuotaBlock(const JobState& j, const model::Placement* placement) const;
