@@ -1414,11 +1414,12 @@ void Engine::ApplyRegister(RegisterReq& r) {
     }
   }
   // A drained node stays drained when its agent comes back (a restart must not undo a drain),
-  // also after it was lost meanwhile (a reboot for maintenance). A spot interruption notice is
-  // forgotten: the agent repeats one still in force in its next heartbeat (as after a controller
-  // restart), and one that is not (a stopped spot machine started again) must not keep the node
-  // drained, or refuse its undrain, for good.
-  const bool had_notice = known != node_by_name_.end() && nodes_[known->second].notice.has_value();
+  // also after it was lost meanwhile (a reboot for maintenance). A spot interruption notice
+  // whose time has passed is forgotten: the provider acted on it (a stopped spot machine started
+  // again), and it must not keep the node drained, or refuse its undrain, for good. One still
+  // ahead stays: the node would otherwise take jobs until its agent repeats it.
+  const bool had_notice = known != node_by_name_.end() && nodes_[known->second].notice.has_value() &&
+                          nodes_[known->second].notice->time <= now;
   if (had_notice) {
     nodes_[known->second].notice.reset();
     spdlog::info("node {}: registered again; its spot interruption notice is forgotten (its agent repeats one still "

@@ -614,11 +614,21 @@ TEST_F(EngineTest, SpotNoticeStopsJobsWithTheirCheckpointSignalAndRequeuesThem) 
   EXPECT_EQ(StateOf(k), JobState::kPending);
   EXPECT_TRUE(Commands(*e, a).empty());
 
-  // The provider stopped the machine and started it again (a "stop" notice): its agent registers
-  // anew without the notice. Expect the notice forgotten and node-a up again (it was drained only
-  // by the notice), taking the waiting job; an agent still under a notice repeats it and drains
-  // the node again.
+  // Its agent registers again before the notice's time (an agent restart): the notice stays in
+  // force and node-a takes nothing.
   clock_.Advance(Duration::Seconds(10));
+  ASSERT_EQ(Register(*e, "node-a", 4), a);
+  for (const auto& n : e->Nodes()) {
+    if (n.record.id == a) {
+      EXPECT_EQ(n.record.state, api::NodeState::kDraining);
+    }
+  }
+  EXPECT_TRUE(Commands(*e, a).empty());
+  // The provider stopped the machine and started it again after the notice's time (a "stop"
+  // notice): its agent registers anew. Expect the notice forgotten and node-a up again (it was
+  // drained only by the notice), taking the waiting job; an agent under a new notice repeats it
+  // and drains the node again.
+  clock_.Advance(Duration::Seconds(120));
   ASSERT_EQ(Register(*e, "node-a", 4), a);
   for (const auto& n : e->Nodes()) {
     if (n.record.id != a) continue;

@@ -351,7 +351,7 @@ api::AuditRecord ApiServer::AuditFor(const httplib::Request& req, const RouteRul
   std::string what;
   if (req.matches.size() > 1) {
     what = req.matches[1].str();
-  } else if (rule) {
+  } else if (rule && req.matches.empty() && std::strchr(rule->pattern, '(') != nullptr) {
     // Refused before routing (the role gate): the route's pattern gives the object as routing would.
     std::smatch m;
     if (std::regex_match(req.path, m, std::regex(rule->pattern)) && m.size() > 1) what = m[1].str();
@@ -854,7 +854,11 @@ void ApiServer::JobRoutes(const Guards& g) {
         for (auto& j : *jobs) {
           if (j.spec.team != who->team) {
             return Refuse(out, 403,
-                          "your token may submit only for team '" + who->team + "', not '" + j.spec.team + "'");
+                          "your token may submit only for team '" + who->team + "', not '" + j.spec.team + "'" +
+                              (j.spec.team == "default" ? " (leave team out for your token's team; a gpufleet CLI "
+                                                          "older than this controller sends 'default' for that: "
+                                                          "upgrade it)"
+                                                        : ""));
           }
         }
       }
@@ -1667,8 +1671,16 @@ void ApiServer::TokenRoutes(const Guards& g) {
     if (!tokens.ok()) return Error(res, tokens.status());
     std::sort(tokens->begin(), tokens->end(), [](const auto& a, const auto& b) { return a.created < b.created; });
     json list = json::array();
+    // A maker the caller may not see (an admin's token, for a team-admin) is not named either.
+    std::set<std::string> visible;
     for (const auto& t : *tokens) {
-      if (token_visible(*who, t)) list.push_back(token_json(t));
+      if (token_visible(*who, t)) visible.insert(t.Id());
+    }
+    for (const auto& t : *tokens) {
+      if (!token_visible(*who, t)) continue;
+      json o = token_json(t);
+      if (!t.made_by.empty() && !visible.count(t.made_by)) o["made_by"] = "";
+      list.push_back(std::move(o));
     }
     Reply(res, 200, {{"tokens", list}});
   });
@@ -1688,7 +1700,7 @@ void ApiServer::TokenRoutes(const Guards& g) {
     if (found.empty()) return Error(res, 404, "no token " + id + " that your token may revoke");
     if (found.size() > 1) return Error(res, 409, "token id " + id + " is ambiguous; give more digits");
     if (found[0].hash == who->token.hash) return Error(res, 409, "a token cannot revoke itself");
-    if (found[0].revoked) return Error(res, 409, "token " + found[0].Id() + " is already revoked");
+    const bool team_admin = found[0].role == RoleName(Role::kTeamAdmin);
     api::AuditRecord audit = AuditFor(req, FindRoute("POST", req.path, false));
     audit.object = "token " + found[0].Id();
     audit.outcome = "allowed";
@@ -1696,21 +1708,21 @@ void ApiServer::TokenRoutes(const Guards& g) {
     // What a team-admin token made goes with it, and what team-admins among those made, and so
     // on: a contractor's team-admin token must not leave working tokens behind. (An admin's do
     // not: admins are the root of trust, and replacing one must not revoke every token it issued.)
+    // The walk goes through team-admins revoked earlier (what they made may still work), and a
+    // revoke of a team-admin already revoked finishes what an earlier one left (a failed write).
     std::vector<const api::TokenRecord*> made;
-    if (found[0].role == RoleName(Role::kTeamAdmin)) {
+    if (team_admin) {
       std::set<std::string> makers = {found[0].Id()};
       for (bool more = true; more;) {
         more = false;
         for (const auto& t : *tokens) {
-          if (t.revoked || t.made_by.empty() || !makers.count(t.made_by) || t.hash == who->token.hash ||
-              std::find(made.begin(), made.end(), &t) != made.end()) {
-            continue;
-          }
-          made.push_back(&t);
+          if (t.made_by.empty() || !makers.count(t.made_by) || t.hash == who->token.hash) continue;
           if (t.role == RoleName(Role::kTeamAdmin) && makers.insert(t.Id()).second) more = true;
+          if (!t.revoked && std::find(made.begin(), made.end(), &t) == made.end()) made.push_back(&t);
         }
       }
     }
+    if (found[0].revoked && made.empty()) return Error(res, 409, "token " + found[0].Id() + " is already revoked");
     std::vector<api::AuditRecord> records = {audit};
     for (const api::TokenRecord* t : made) {
       api::AuditRecord r = audit;
@@ -1721,12 +1733,16 @@ void ApiServer::TokenRoutes(const Guards& g) {
     }
     if (!made.empty()) audit.reason += " and " + std::to_string(made.size()) + " token(s) it made";
     records[0] = audit;
-    store_.AttachAudit(records);
-    Status st = auth_.Revoke(found[0].hash);
-    if (!st.ok()) return Error(res, st);
+    // Each record is written with its own revoke (commits with it, or not at all): a write that
+    // fails leaves the log saying what was revoked, and a revoke again finishes the rest.
+    if (!found[0].revoked) {
+      store_.AttachAudit({records[0]});
+      if (Status st = auth_.Revoke(found[0].hash); !st.ok()) return Error(res, st);
+    }
     tl_audited = true;
-    for (const api::TokenRecord* t : made) {
-      if (Status also = auth_.Revoke(t->hash); !also.ok()) return Error(res, also);
+    for (size_t i = 0; i < made.size(); ++i) {
+      store_.AttachAudit({records[i + 1]});
+      if (Status also = auth_.Revoke(made[i]->hash); !also.ok()) return Error(res, also);
     }
     found[0].revoked = true;
     json out = token_json(found[0]);

@@ -846,6 +846,29 @@ TEST_F(ServerTest, RevokingATeamAdminTokenRevokesWhatItMadeAndWhatThoseMade) {
   bool named_ghost = false;
   for (const auto& a : *audit) named_ghost |= a.object == "token " + Body(ghost)["id"].get<std::string>();
   EXPECT_TRUE(named_ghost);
+  // A token made by a team-admin revoked earlier (by itself, while it was its maker's) is reached
+  // through it: revoking lead again finishes the walk instead of answering "already revoked".
+  auto lead2 = Call("POST", "/v1/tokens", admin_, R"({"role": "team-admin", "subject": "lead2", "team": "vision"})");
+  auto mid = Call("POST", "/v1/tokens", Body(lead2)["token"].get<std::string>(), R"({"role": "team-admin", "subject": "mid"})");
+  auto leaf = Call("POST", "/v1/tokens", Body(mid)["token"].get<std::string>(), R"({"role": "user", "subject": "leaf"})");
+  ASSERT_EQ(leaf->status, 201) << leaf->body;
+  ASSERT_EQ(Call("POST", "/v1/tokens/" + Body(mid)["id"].get<std::string>() + "/revoke", admin_)->status, 200);
+  EXPECT_EQ(Call("GET", "/v1/queue", Body(leaf)["token"].get<std::string>())->status, 401) << "mid's revoke took leaf";
+  auto leaf2 = Call("POST", "/v1/tokens", Body(lead2)["token"].get<std::string>(), R"({"role": "user", "subject": "leaf2"})");
+  ASSERT_EQ(Call("POST", "/v1/tokens/" + Body(lead2)["id"].get<std::string>() + "/revoke", admin_)->status, 200);
+  EXPECT_EQ(Call("GET", "/v1/queue", Body(leaf2)["token"].get<std::string>())->status, 401);
+  EXPECT_EQ(Call("POST", "/v1/tokens/" + Body(lead2)["id"].get<std::string>() + "/revoke", admin_)->status, 409)
+      << "nothing left to revoke: already revoked";
+  // A team-admin does not see the id of the admin token that made a token of its team.
+  auto seen = Call("GET", "/v1/tokens", Body(Call("POST", "/v1/tokens", admin_,
+                                                  R"({"role": "team-admin", "subject": "lead3", "team": "vision"})"))["token"]
+                                            .get<std::string>());
+  ASSERT_EQ(seen->status, 200);
+  for (const auto& t : Body(seen)["tokens"]) {
+    if (t["subject"] == "kept") {
+      EXPECT_EQ(t["made_by"], "") << t;
+    }
+  }
 }
 
 TEST_F(ServerTest, ATokenThatExpiresMakesNoneThatOutlivesItAndTheAuditNamesEachMadeToken) {
