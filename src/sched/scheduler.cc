@@ -138,6 +138,9 @@ struct Scheduler::JobState {
   std::optional<Time> timer;
   uint32_t timer_slot = 0;  // while `timer` is set: its slot (Scheduler::timer_job_)
   int spot_reclaims = 0;  // runs cut short because its spot node was reclaimed
+  // The team (a key of books_) whose quota kept its last preemption search from a victim, when
+  // that search failed (for Explain); null otherwise.
+  const std::string* quota_kept_by = nullptr;
   // Nodes this job will start on once its victims have stopped; other jobs keep off them.
   std::vector<int> claim;
   mutable int64_t claimant_in_pass = -1;  // the pass (SchedulerStats::passes) that counted it a claimant
@@ -554,13 +557,18 @@ bool Scheduler::QuotaKeeps(const JobState& waiting, const JobState& victim) cons
   };
   const int64_t v = GpuMilliOf(victim.spec);
   const std::string& model = victim.placement.gpu_model;
+  bool keeps;
   if (auto mq = q.model_gpus.find(model); mq != q.model_gpus.end()) {
-    return held(&model) - v >= mq->second * model::kMilliGpuPerGpu;
+    keeps = held(&model) - v >= mq->second * model::kMilliGpuPerGpu;
+  } else if (q.gpus <= 0) {
+    return true;  // nothing guaranteed on this model
+  } else {
+    int64_t any = held(nullptr);
+    for (const auto& [m, g] : q.model_gpus) any -= held(&m);
+    keeps = any - v >= q.gpus * model::kMilliGpuPerGpu;
   }
-  if (q.gpus <= 0) return true;  // nothing guaranteed on this model
-  int64_t any = held(nullptr);
-  for (const auto& [m, g] : q.model_gpus) any -= held(&m);
-  return any - v >= q.gpus * model::kMilliGpuPerGpu;
+  if (!keeps) quota_refused_team_ = &it->first;
+  return keeps;
 }
 
 void Scheduler::CountStopping(const JobState& j, int sign) {
@@ -2294,6 +2302,7 @@ bool Scheduler::WholeNodeVictims(const JobState& w, const std::vector<char>& mod
 
 bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vector<char>* claimed) {
   search_taken_.clear();
+  quota_refused_team_ = nullptr;
   search_lacked_room_ = false;
   // (Members reused from search to search, so that a search that fails early allocates nothing.)
   std::vector<int>& models = search_models_;
@@ -3149,6 +3158,7 @@ void Scheduler::Pass() {
       } else {
         found = TryPreempt(*j, ctx, claimed.empty() ? nullptr : &claimed);
         if (!found && repeat_failures && search_lacked_room_) RememberFailedSearch(shape, j->rank.k[0], ctx.now);
+        if (guard_quotas_) j->quota_kept_by = found ? nullptr : quota_refused_team_;
       }
       if (found) {
         add_claim(*j);
@@ -3274,6 +3284,10 @@ Explanation Scheduler::Explain(JobId id) const {
       break;
     default:
       break;
+  }
+  if (j->quota_kept_by && guard_quotas_) {
+    e.reasons.push_back("may not preempt team " + *j->quota_kept_by + "'s jobs: the team holds no more than its " +
+                        "guaranteed quota (only GPUs a team borrows beyond its quota are taken back)");
   }
   // Whatever the last pass got to (one that ended early, with no GPU free, never looked at
   // quotas): a job larger than its team's quota without borrowing never starts.

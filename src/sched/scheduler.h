@@ -295,6 +295,7 @@ class Scheduler {
   std::vector<std::tuple<RankKey, int64_t, JobState*>> search_keyed_;  // worst-rank candidates, keyed
   std::vector<JobState*> search_chosen_;
   std::vector<const JobState*> search_taken_;  // victims chosen so far in this search (QuotaKeeps)
+  mutable const std::string* quota_refused_team_ = nullptr;  // a team QuotaKeeps kept a victim of, this search
   // A search for a whole-GPU job defers the release of a victim's part on a node that stays too
   // small for one of the job's parts (TryPreempt): per node position, the whole GPUs its deferred
   // parts free and whether its parts are on the view (1: deferred only; 2: on the view).

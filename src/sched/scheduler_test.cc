@@ -935,6 +935,9 @@ TEST(SchedulerQuotaTest, PreemptionNeverTakesAnotherTeamsGuaranteedGpus) {
     h.StopAllPreempted();
     EXPECT_EQ(h.sink().Preempted().size(), 3u) << victims;
     EXPECT_EQ(h.Phase(a[4]), JobPhase::kPending) << victims;
+    bool told = false;
+    for (const auto& r : h.sched().Explain(a[4]).reasons) told |= r.find("may not preempt team b's jobs") == 0;
+    EXPECT_TRUE(told) << victims << ": " << ::testing::PrintToString(h.sched().Explain(a[4]).reasons);
     // Without quotas the policy alone decides again: a's waiting job stops one of b's.
     h.sched().SetTeamQuota("b", 0);
     h.sched().SetTeamQuota("a", 0);
