@@ -186,6 +186,11 @@ PY
     popd >/dev/null
     expect_rc "$R" 0 "hidden output name"
     [[ -s "$WORK/.jobs.fifo" && -s "$WORK/.jobs.las" ]] || fail "hidden output name: expected .jobs.fifo and .jobs.las"
+    # A Gavel throughputs file with a trace that is not Gavel's is said to go unused.
+    echo '{}' >"$WORK/rates.json"
+    run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS" --cluster-gpus 8 --gavel-throughputs "$WORK/rates.json"
+    expect_rc "$R" 0 "gavel throughputs with a csv trace"
+    expect_contains "$R.err" "--gavel-throughputs is not used" "gavel throughputs with a csv trace"
     ;;
 
   spot_only_pool)

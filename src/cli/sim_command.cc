@@ -250,6 +250,11 @@ int Run(const SimArgs& a) {
                  static_cast<long long>(trace->info.bad_rows_skipped));
   }
   for (const auto& w : trace->info.warnings) std::fprintf(stderr, "gpufleet sim: %s\n", w.c_str());
+  if (!a.gavel_throughputs.empty() && trace->info.format != sim::TraceFormat::kGavel) {
+    std::fprintf(stderr, "gpufleet sim: --gavel-throughputs is not used: %s is read as a %s trace, not gavel "
+                 "(--format gavel reads Gavel's job traces)\n", a.trace.c_str(),
+                 sim::TraceFormatName(trace->info.format));
+  }
   if (trace->jobs.empty()) return Fail(a.trace + ": no jobs to simulate");
 
   // Runs, in parallel when comparing (each run is independent and deterministic).

@@ -217,6 +217,12 @@ Result<OfferTable> ParseOffersCsv(std::string_view text, const std::string& sour
     if (reader.comment()) continue;  // only the comments before the header date the catalog
     if (reader.size() == 1 && reader.field(0).empty()) continue;
     ++table.rows_read;
+    // A row with more or fewer fields than the header has its values under the wrong columns.
+    if (reader.size() != header.size()) {
+      return Status::InvalidArgument(where_now() + ": expected " + std::to_string(header.size()) +
+                                     " fields as in the header, got " + std::to_string(reader.size()) +
+                                     " (a missing or extra comma? quote fields that hold one)");
+    }
     auto get = [&](const char* name) -> std::string {
       auto it = col.find(name);
       return it == col.end() || it->second >= reader.size() ? std::string() : reader.field(it->second);
@@ -235,6 +241,10 @@ Result<OfferTable> ParseOffersCsv(std::string_view text, const std::string& sour
     std::string count_s = get("gpu_count");
     auto count = ParseDouble(count_s);
     if (!count || *count < 0) return bad("gpu_count", count_s, "a GPU count");
+    if (*count == 0) {
+      warn.Add("no GPU (gpu_count 0: a CPU-only machine is not a GPU offer)", example + " gpu_count=" + count_s);
+      continue;
+    }
     if (*count != std::floor(*count) || *count < 1) {
       warn.Add("fractional GPU count (GPU partitions are not offered)", example + " gpu_count=" + count_s);
       continue;

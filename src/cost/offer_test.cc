@@ -164,6 +164,22 @@ TEST_F(OfferTest, MalformedNumbersNameFileLineAndColumn) {
   EXPECT_NE(missing.status().message().find("x.csv:1: missing column"), std::string::npos);
 }
 
+TEST_F(OfferTest, ARowWithMoreOrFewerFieldsThanTheHeaderIsAnError) {
+  // Given a row one field short (its values would sit under the wrong columns) and one with an
+  // extra field, expect errors naming the line and both counts; and a gpu_count of 0 warned as a
+  // machine without GPUs, not as a fractional count.
+  auto short_row = Parse("aws,us-east-1,,p4d,A100,8,,96,1152,32.77,,,\n");
+  ASSERT_FALSE(short_row.ok());
+  EXPECT_EQ(short_row.status().message().rfind("fixture.csv:2: expected 14 fields as in the header, got 13", 0), 0u)
+      << short_row.status().message();
+  auto long_row = Parse("aws,us-east-1,,p4d,A100,8,,96,1152,32.77,,,,,\naws,us-east-1,,p4d,A100,8,,96,1152,32.77,,,,,,\n");
+  ASSERT_FALSE(long_row.ok());
+  EXPECT_NE(long_row.status().message().find("got 15"), std::string::npos) << long_row.status().message();
+  auto none = Parse("aws,us-east-1,,c5,A100,0,,96,1152,3.0,,,,\n");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_NE(Warning(*none, "no GPU"), nullptr);
+}
+
 TEST_F(OfferTest, ReadsTheReservedPriceColumnWhereTheCatalogHasIt) {
   // Given the current header with reserved_1y_usd_h last, expect a row's 1-year price in exact
   // micro-dollars, a blank cell as no price, and a malformed one as an error naming line and

@@ -410,7 +410,10 @@ Result<TraceJob> ConvertMappedRow(const RowContext& ctx, const CsvReader& row, c
   if (plan.duration.present()) {
     const std::string& d = text(plan.duration);
     auto ms = ParseSecondsToMillis(d);
-    if (!ms) return ctx.Bad(plan.duration.name, "expected a number of seconds", d);
+    if (!ms) {
+      return ctx.Bad(plan.duration.name,
+                     "expected a number of seconds (at most " + std::to_string(kMaxAbsSeconds) + ", about 31,700 years)", d);
+    }
     if (*ms < 0) return ctx.Bad(plan.duration.name, "must not be negative", d);
     job.work = Duration::Millis(*ms);
   } else {

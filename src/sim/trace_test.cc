@@ -90,7 +90,7 @@ TEST_F(TraceTest, BadRowFailsWithFileAndLine) {
   ASSERT_FALSE(trace.ok());
   EXPECT_EQ(trace.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(trace.status().message(),
-            path + ":3: duration: expected a number of seconds, got 'abc'");
+            path + ":3: duration: expected a number of seconds (at most 1000000000000, about 31,700 years), got 'abc'");
 }
 
 // Given seven bad rows (non-numeric, zero GPUs, negative duration, bad month, too many GPUs,
@@ -330,6 +330,18 @@ TEST_F(TraceTest, RepeatedIdIsBadRow) {
   EXPECT_EQ(trace.status().message(), path + ":4: id: repeats the id of line 2, got 'j1'");
 }
 
+// Given a duration of 1e15 seconds (a number, past what milliseconds hold), expect the error to
+// give the limit rather than say it is not a number of seconds.
+TEST_F(TraceTest, ADurationPastTheLimitIsToldTheLimit) {
+  std::string path = TempPath("huge.csv");
+  WriteText(path, "t,d,g\n0,100,1\n10,1e15,1\n");
+  TraceOptions options;
+  options.columns = {{"submit", "t"}, {"duration", "d"}, {"gpus", "g"}};
+  auto trace = ReadTrace(path, options);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_EQ(trace.status().message(), path + ":3: d: expected a number of seconds (at most 1000000000000, about 31,700 years), got '1e15'");
+}
+
 // Given a row whose quoted name spans two lines, then a bad row, expect the error to name the
 // bad row's physical line (4), not its record number (3).
 TEST_F(TraceTest, CsvRowLinesArePhysicalAfterAQuotedNewline) {
@@ -339,7 +351,7 @@ TEST_F(TraceTest, CsvRowLinesArePhysicalAfterAQuotedNewline) {
   options.columns = {{"id", "job"}, {"submit", "t"}, {"duration", "d"}, {"gpus", "g"}, {"name", "title"}};
   auto trace = ReadTrace(path, options);
   ASSERT_FALSE(trace.ok());
-  EXPECT_EQ(trace.status().message(), path + ":4: d: expected a number of seconds, got 'ten'");
+  EXPECT_EQ(trace.status().message(), path + ":4: d: expected a number of seconds (at most 1000000000000, about 31,700 years), got 'ten'");
   options.skip_bad_rows = true;
   Trace read = Read(path, options);
   ASSERT_EQ(read.jobs.size(), 1u);
