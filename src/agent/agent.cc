@@ -1361,6 +1361,7 @@ void Agent::UploadLog(LogUpload& u, const std::string& token, const std::string&
       spdlog::warn("{}: the controller refused its log (HTTP {}); dropping {} bytes", u.part.ToString(),
                    res->status, sb.st_size - u.uploaded);
       u.uploaded = sb.st_size;
+      u.refused = true;
       u.outcome = LogUpload::Outcome::kComplete;
       return;
     } else {
@@ -1376,15 +1377,15 @@ void Agent::FreeLogPastCut(PartRun& run) {
   // and asks for it again, and the last MiB (the tail of a part's output). Freed in steps of at
   // least 16 MiB, so that a part that prints without end costs one call per 16 MiB.
   constexpr int64_t kBlock = 4096, kKeepTail = int64_t{1} << 20, kStep = int64_t{16} << 20;
-  if (run.cut_at < 0) return;
+  if (run.cut_at < 0 || run.punch_unsupported) return;
   const int64_t from = (std::max(run.cut_at, run.punched) + kBlock - 1) / kBlock * kBlock;
   const int64_t to = (run.uploaded - kKeepTail) / kBlock * kBlock;
   if (to - from < kStep) return;
   UniqueFd fd(open(run.log_path.c_str(), O_WRONLY | O_CLOEXEC));
   if (fd.get() < 0 || fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, from, to - from) != 0) {
     // A filesystem without hole punching: the log keeps its size, as before.
-    if (run.punched == 0) spdlog::warn("{}: cannot free its log past the controller's cap: {}", run.log_path, std::strerror(errno));
-    run.cut_at = -1;  // not again
+    spdlog::warn("{}: cannot free its log past the controller's cap: {}", run.log_path, std::strerror(errno));
+    run.punch_unsupported = true;  // not again
     return;
   }
   if (run.punched == 0) {
@@ -1500,6 +1501,7 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
       // over with less of the log); only this thread changes it, so nothing newer is overwritten.
       if (auto it = runs_.find(u.key); it != runs_.end()) {
         it->second.uploaded = u.uploaded;
+        if (u.refused) it->second.log_incomplete = true;  // the only copy of its output
         if (u.cut_at >= 0 && it->second.cut_at < 0) it->second.cut_at = u.cut_at;
         FreeLogPastCut(it->second);
       }

@@ -179,7 +179,8 @@ class Agent {
     // there); what was sent beyond it is freed on this node as it goes (punched, up to `punched`).
     int64_t cut_at = -1;
     int64_t punched = 0;
-    bool log_incomplete = false;  // its upload was given up: the node keeps the file
+    bool log_incomplete = false;  // its upload was given up or refused: the node keeps the file
+    bool punch_unsupported = false;  // the log's filesystem cannot punch holes: not tried again
     int64_t job_id = 0;
     std::string team;
   };
@@ -223,6 +224,7 @@ class Agent {
     std::string leader;     // kRedirect: where a standby said the leader is ("" when no answer)
     bool answered = false;  // kRedirect: a standby answered (not a miss)
     int64_t cut_at = -1;    // where the first answer that said the controller cut the log ended
+    bool refused = false;   // the controller would not take the log (403/404): the node keeps it
   };
   // Frees the part of a cut log this node no longer needs (PartRun's cut_at, punched).
   void FreeLogPastCut(PartRun& run) GF_REQUIRES(mu_);

@@ -1746,6 +1746,12 @@ void ApiServer::TokenRoutes(const Guards& g) {
     }
     found[0].revoked = true;
     json out = token_json(found[0]);
+    // Its maker, as the list names it: only when the caller may see that token too.
+    if (!found[0].made_by.empty() && std::none_of(tokens->begin(), tokens->end(), [&](const api::TokenRecord& t) {
+          return t.Id() == found[0].made_by && token_visible(*who, t);
+        })) {
+      out["made_by"] = "";
+    }
     json also = json::array();
     for (const api::TokenRecord* t : made) also.push_back(t->Id());
     if (!made.empty()) out["also_revoked"] = also;

@@ -922,6 +922,7 @@ void Scheduler::Rerank(JobState& j, const QueueContext& ctx) {
 
 void Scheduler::StartJob(JobState& j, Placement placement) {
   QueueContext ctx = Context();
+  j.quota_kept_by = nullptr;
   Dequeue(j);
   if (policies_.queue->ResetsServiceOnStart(j.v, ctx)) j.v.las_service_gpu_ms = 0;
   BecomeRunning(j, std::move(placement), clock_.Now(), ctx);
@@ -3020,9 +3021,10 @@ void Scheduler::Pass() {
     };
     const bool can_preempt = preemptive && attempts < opt.max_preemption_attempts && !running_.empty() &&
                              j->preempt_failed_at != running_version_ && may_displace_worst();
-    // (With the quota rule, a later job of the same shape but of another team may stop what
-    // this one may not: the shape stays in.)
-    if (!can_preempt && !guard_quotas_) set_flag(j->shape, kNoPreempt);
+    // (With the quota rule, when this job's own search failed on another team's quota, a later
+    // job of that team may stop what this one may not: the shape stays in, and the pass goes on.)
+    const bool quota_may_differ = guard_quotas_ && j->quota_kept_by && j->preempt_failed_at == running_version_;
+    if (!can_preempt && !quota_may_differ) set_flag(j->shape, kNoPreempt);
     if (!can_preempt && (free_none || dead_live >= live_shapes_)) {
       if (free_none && pending_without_gpus_ > 0 && dead_live < live_shapes_) {
         // Only jobs that need no GPU can still start: this job's shape drops out of the pass,
@@ -3037,7 +3039,7 @@ void Scheduler::Pass() {
       }
       // Nothing more can start; with static ranks nobody further may preempt either (unless the
       // quota rule applies: a later job of the victims' own team may stop them).
-      if ((static_ranks && !guard_quotas_) || attempts >= opt.max_preemption_attempts) break;
+      if ((static_ranks && !quota_may_differ) || attempts >= opt.max_preemption_attempts) break;
       // With usage-dependent ranks a later job may still preempt, unless none can search (no
       // preemption, nothing running, or every one left failed at this running set): then the
       // rest of the walk would do nothing.
@@ -3165,9 +3167,9 @@ void Scheduler::Pass() {
         j->outcome = JobState::Outcome::kAwaitingVictims;
         continue;
       }
-      // Jobs of this shape further back have no more victims (with the quota rule, those of
-      // another team may).
-      if (!guard_quotas_) set_flag(j->shape, kNoPreempt);
+      // Jobs of this shape further back have no more victims (unless the quota rule kept one from
+      // this job: one of the victim's own team may stop it).
+      if (!(guard_quotas_ && j->quota_kept_by)) set_flag(j->shape, kNoPreempt);
     }
     if (opt.backfill != BackfillMode::kGreedy && !blocked_head) {
       blocked_head = j;

@@ -965,6 +965,35 @@ TEST(SchedulerQuotaTest, PreemptionNeverTakesAnotherTeamsGuaranteedGpus) {
     EXPECT_EQ(h.sched().LoadOf("b").used_milli, 4000) << policy;
   }
   {
+    // Two victims of one search: b (quota 4) runs five 1-GPU jobs on one 5-GPU node, one beyond
+    // its quota; a 2-GPU urgent job of a's needs two of them and may take only one: it waits.
+    SchedulerHarness h("priority");
+    h.AddNode(MakeNode("n0", "A100", 5));
+    h.sched().SetTeamQuota("a", 1);
+    h.sched().SetTeamQuota("b", 4);
+    for (int i = 0; i < 5; ++i) h.Submit(MakeJob(1, 0, "b"));
+    h.clock().Set(Time::FromSeconds(60));
+    model::JobSpec urgent = MakeJob(2, 0, "a");
+    urgent.priority = 5;
+    JobId waits = h.Submit(urgent);
+    EXPECT_TRUE(h.sink().Preempted().empty());
+    EXPECT_EQ(h.Phase(waits), JobPhase::kPending);
+    // Quotas set, and removed, while a victim is stopping keep the stopping count right.
+    model::JobSpec small = MakeJob(1, 0, "a");
+    small.priority = 5;
+    h.Submit(small);
+    ASSERT_EQ(h.sink().Preempted().size(), 1u);
+    EXPECT_EQ(h.sched().LoadOf("b").stopping_milli, 1000);
+    h.sched().SetTeamQuota("a", 0);
+    h.sched().SetTeamQuota("b", 0);
+    EXPECT_EQ(h.sched().LoadOf("b").stopping_milli, 0);
+    h.sched().SetTeamQuota("b", 4);
+    EXPECT_EQ(h.sched().LoadOf("b").stopping_milli, 1000) << "recounted from the jobs stopping";
+    h.StopAllPreempted();
+    EXPECT_EQ(h.sched().LoadOf("b").stopping_milli, 0);
+    EXPECT_TRUE(h.sched().LoadOf("b").model_stopping_milli.empty());
+  }
+  {
     // A quota for one GPU model is kept on that model: b's urgent A100 job may not stop a's
     // A100 jobs (a's whole A100 quota) although a borrows H100s beyond it.
     SchedulerHarness h("priority");
