@@ -224,6 +224,13 @@ Status Engine::Recover() {
           back.accrued_micros = m->second.accrued_micros;
         }
       }
+      // A preemption in its grace (a stop that requeues): the core files it as stopping, so that
+      // the job it made room for does not stop another for the same room, and quota checks count
+      // its GPUs as given up.
+      if (job.stop_requested && job.stop_reason != sched::PreemptReason::kCancelled &&
+          job.stop_reason != sched::PreemptReason::kMaxCost) {
+        back.stopping = job.stop_reason;
+      }
       restored.push_back(std::move(back));
       // A stop for a cancel or max_cost ends the job for good: the core hears so at once, before
       // any pass (else it would requeue the job on its exit and start it again, holding GPUs
@@ -2163,6 +2170,18 @@ Result<sched::Explanation> Engine::Explain(JobId job) const {
                           "); 'gpufleet node check " + n.rec.name + "' runs it again once fixed");
     } else if (n.rec.acceptance == "checking") {
       e.reasons.push_back("node " + n.rec.name + " is running its acceptance burn-in and takes work once it passes");
+    }
+    // Nodes that could hold it but take no new work: drained by an admin, or reclaimed by their
+    // provider (the scheduler sees them only as unavailable).
+    const bool could_use = (spec.total_gpu_milli() == 0 || n.rec.spec.gpus > 0) &&
+                           (spec.gpu_models.empty() || std::find(spec.gpu_models.begin(), spec.gpu_models.end(),
+                                                                 n.rec.spec.gpu_model) != spec.gpu_models.end());
+    if (could_use && n.rec.state == api::NodeState::kDraining) {
+      e.reasons.push_back(n.notice ? "node " + n.rec.name + " takes no new work: its provider reclaims it (spot "
+                                         "interruption notice: " + n.notice->action + " at " +
+                                         FormatIso8601(n.notice->time) + ")"
+                                   : "node " + n.rec.name + " takes no new work: it is drained ('gpufleet undrain " +
+                                         n.rec.name + "' puts it back)");
     }
     if (env && n.rec.spec.gpus > 0 && !n.rec.spec.Supports(spec.environment)) {
       e.reasons.push_back("node " + n.rec.name + " cannot run environment " + spec.environment + ": " +

@@ -351,6 +351,29 @@ TEST_F(EngineTest, ACancelOfAJobAlreadyStoppingSurvivesARestart) {
   for (const auto& q : again->Queue()) EXPECT_NE(q.job.id, j) << "the cancelled job was requeued";
 }
 
+TEST_F(EngineTest, APreemptionInItsGraceIsStillStoppingAfterARestart) {
+  // Given a low job preempted for an urgent one and still in its 30 s grace when the controller
+  // restarts, expect the new scheduler to hold it as stopping (not running: it would be a victim
+  // again, and its GPUs counted as held), and its exit to requeue it and start the urgent job.
+  auto e = MakeEngine("priority");
+  NodeId a = Register(*e, "node-a", 1);
+  JobId low = Submit(*e, "resources: {gpus: 1}\nrun: x\ncheckpoint: {grace: 30s}\n");
+  Commands(*e, a);
+  Beat(*e, a, {Started(low, 1, 0)}, {{low, 1, 0}});
+  JobId urgent = Submit(*e, "priority: 10\nresources: {gpus: 1}\nrun: y\n");
+  ASSERT_EQ(StateOf(low), JobState::kStopping);
+  e.reset();
+  auto again = MakeEngine("priority");
+  NodeId back = Register(*again, "node-a", 1, {{low, 1, 0}});
+  Commands(*again, back);
+  auto ex = again->Explain(low);
+  ASSERT_TRUE(ex.ok());
+  EXPECT_EQ(ex->phase, sched::JobPhase::kStopping) << ::testing::PrintToString(ex->reasons);
+  Beat(*again, back, {Exited(low, 1, 0, 0, true)});
+  EXPECT_EQ(StateOf(low), JobState::kPending);
+  EXPECT_EQ(StateOf(urgent), JobState::kStarting);
+}
+
 TEST_F(EngineTest, GangGetsRanksAndOneMasterAndFailsTogether) {
   auto e = MakeEngine();
   NodeId a = Register(*e, "node-a", 2);
@@ -1192,6 +1215,35 @@ TEST_F(EngineTest, ExplainNamesThePolicyAndAHeldJobCannotStartNow) {
   bool held = false;
   for (const auto& r : ex->reasons) held = held || r.find("held by a reservation") != std::string::npos;
   EXPECT_TRUE(held);
+}
+
+TEST_F(EngineTest, ExplainNamesDrainedAndReclaimedNodesThatCouldHoldTheJob) {
+  // Given node-a drained by an admin and node-b under a spot notice, both free, expect a waiting
+  // 1-GPU job's explain to name each and why it takes no work.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 4);
+  NodeId b = Register(*e, "node-b", 4);
+  (void)a;
+  auto d = e->Drain("node-a", true);
+  e->Step();
+  ASSERT_TRUE(d.get().ok());
+  api::Heartbeat hb;
+  hb.notice = api::SpotNotice{"terminate", clock_.Now() + Duration::Seconds(120)};
+  auto f = e->Heartbeat(b, hb);
+  e->Step();
+  ASSERT_TRUE(f.get().ok());
+  JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\n");
+  ASSERT_EQ(StateOf(j), JobState::kPending);
+  auto ex = e->Explain(j);
+  ASSERT_TRUE(ex.ok());
+  bool drained = false, reclaimed = false;
+  for (const auto& r : ex->reasons) {
+    drained = drained || r.find("node node-a takes no new work: it is drained ('gpufleet undrain node-a'") == 0;
+    reclaimed = reclaimed || r.find("node node-b takes no new work: its provider reclaims it (spot interruption "
+                                    "notice: terminate at") == 0;
+  }
+  EXPECT_TRUE(drained) << ::testing::PrintToString(ex->reasons);
+  EXPECT_TRUE(reclaimed) << ::testing::PrintToString(ex->reasons);
 }
 
 TEST_F(EngineTest, ARestartedControllerCountsOnlyTheSpendInsideTheBudgetsPeriod) {

@@ -9,6 +9,7 @@
 #include "common/ids.h"
 #include "model/job_memory.h"
 #include "model/types.h"
+#include "sched/action_sink.h"
 
 namespace gpufleet::sched {
 
@@ -35,6 +36,11 @@ struct JobRestored {
   // As JobSubmitted::memory; its run_started_at and accrued_micros are not read (`started_at`
   // and `accrued_micros` above say them), its last_checkpoint is when later than `started_at`.
   std::optional<model::JobMemory> memory = std::nullopt;
+  // Being stopped, for this reason, when the controller restarted (a preemption in its grace):
+  // filed as stopping, its GPUs given up for the quota checks and not searched again, without a
+  // second Preempt (its stop was asked for already). Cancels and max_cost stops come as
+  // JobCancelled after this instead.
+  std::optional<PreemptReason> stopping = std::nullopt;
 };
 // The job's processes ended successfully.
 struct JobFinished {

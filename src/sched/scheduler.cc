@@ -1654,7 +1654,7 @@ void Scheduler::EnforceBudgets(Time now) {
   (void)now;
 }
 
-void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
+void Scheduler::StopRunning(JobState& j, PreemptReason reason, bool tell) {
   CHECK(j.v.phase == JobPhase::kRunning);
   RemoveRunning(j);
   ++running_version_;
@@ -1672,6 +1672,7 @@ void Scheduler::StopRunning(JobState& j, PreemptReason reason) {
                          reason == PreemptReason::kService;
   j.count_as_preemption = by_policy;
   DropTimer(j);
+  if (!tell) return;  // asked before a restart: the world is stopping it already
   if (by_policy) ++stats_.preemptions;
   sink_.Preempt(j.v.id, reason);
 }
@@ -1880,6 +1881,7 @@ Status Scheduler::Apply(const Event& e) {
       ref.v.last_checkpoint = ev->memory->last_checkpoint;
       if (ref.v.phase == JobPhase::kRunning) IndexVictim(ref);
     }
+    if (ev->stopping) StopRunning(ref, *ev->stopping, /*tell=*/false);
     return Status::Ok();
   }
   if (const auto* ev = std::get_if<JobFinished>(&e)) {
@@ -3298,7 +3300,8 @@ Explanation Scheduler::Explain(JobId id) const {
     e.placement = PlaceResult::Kind::kWait;
     e.reasons.push_back("it can never start under team " + j->spec.team +
                         "'s quota as it is (larger than the quota on every GPU model it may use, borrowing "
-                        "not allowed); an admin raises it: gpufleet quota " + j->spec.team + " --gpus N");
+                        "not allowed); an admin raises it: gpufleet quota " + j->spec.team + " --gpus N" +
+                        (QuotaOf(j->spec.team).model_gpus.empty() ? "" : " [--model M]"));
   }
   if (r.kind == PlaceResult::Kind::kWait) {
     e.reasons.push_back(r.reason);

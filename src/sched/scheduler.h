@@ -241,7 +241,7 @@ class Scheduler {
   void EnforceBudgets(Time now);
   void RollBudgetPeriods(Time now);
   std::optional<Time> NextBudgetDeadline(Time now) const;
-  void StopRunning(JobState& j, PreemptReason reason);
+  void StopRunning(JobState& j, PreemptReason reason, bool tell = true);
   void StopJobsOnNode(NodeId node, PreemptReason reason);
   void ReleaseAndRequeue(JobState& j, bool requeue);
   void Erase(JobState& j);
