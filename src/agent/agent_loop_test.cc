@@ -395,6 +395,30 @@ class FakeController {
   int64_t cut_offered_ = -1;    // once cut: how far the agent has offered the log
 };
 
+// An agent (one fake H100) running on its own thread until this goes out of scope, however the
+// test ends: then the part's release file is written and the agent stopped.
+class BackgroundAgent {
+ public:
+  BackgroundAgent(const AgentOptions& options, std::string release) : release_(std::move(release)) {
+    auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+    if (!probe.ok()) return;
+    agent_ = std::make_unique<Agent>(options, std::move(*probe));
+    run_ = std::thread([this] { (void)agent_->Run(stop_); });
+  }
+  ~BackgroundAgent() {
+    std::ofstream(release_).put('x');
+    stop_ = true;
+    if (run_.joinable()) run_.join();
+  }
+  bool started() const { return agent_ != nullptr; }
+
+ private:
+  std::string release_;
+  std::unique_ptr<Agent> agent_;
+  std::atomic<bool> stop_{false};
+  std::thread run_;
+};
+
 class AgentLoopTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -672,21 +696,9 @@ TEST_F(AgentLoopTest, ARunningPartsLogIsSentAgainFromWhereTheControllerSaysItsCo
                             {"/bin/sh", "-c",
                              "echo first; while [ ! -e '" + more + "' ]; do sleep 0.02; done; echo second; "
                              "while [ ! -e '" + release_file() + "' ]; do sleep 0.02; done"});
-  auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
-  ASSERT_TRUE(probe.ok() && controller.bound());
-  Agent agent(Options(controller), std::move(*probe));
-  std::atomic<bool> stop{false};
-  std::thread run([&] { (void)agent.Run(stop); });
-  struct Finish {
-    std::string release;
-    std::atomic<bool>& stop;
-    std::thread& run;
-    ~Finish() {
-      std::ofstream(release).put('x');
-      stop = true;
-      run.join();
-    }
-  } finish{release_file(), stop, run};
+  ASSERT_TRUE(controller.bound());
+  BackgroundAgent agent(Options(controller), release_file());
+  ASSERT_TRUE(agent.started());
   ASSERT_TRUE(controller.WaitForLog("first\n"));
   controller.ForgetLog();
   std::ofstream(more).put('x');
@@ -704,22 +716,10 @@ TEST_F(AgentLoopTest, ALogPastTheControllersCapIsFreedOnTheNodeAndAFinishedParts
                              "yes 0123456789abcdef | head -c 41943040; touch '" + printed + "'; "
                              "while [ ! -e '" + release_file() + "' ]; do sleep 0.02; done"});
   controller.CutLogAt(64 * 1024);
-  auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
-  ASSERT_TRUE(probe.ok() && controller.bound());
+  ASSERT_TRUE(controller.bound());
   AgentOptions options = Options(controller);
-  Agent agent(options, std::move(*probe));
-  std::atomic<bool> stop{false};
-  std::thread run([&] { (void)agent.Run(stop); });
-  struct Finish {
-    std::string release;
-    std::atomic<bool>& stop;
-    std::thread& run;
-    ~Finish() {
-      std::ofstream(release).put('x');
-      stop = true;
-      run.join();
-    }
-  } finish{release_file(), stop, run};
+  BackgroundAgent agent(options, release_file());
+  ASSERT_TRUE(agent.started());
   const std::string log_path = options.data_dir + "/logs/" + kKey.ToString() + ".log";
   constexpr int64_t kPrinted = 41943040;
   // Every byte offered, and the file's blocks freed past the cap (a minute at most).
