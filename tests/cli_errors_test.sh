@@ -47,6 +47,12 @@ case "$CASE" in
     expect_contains "$R.err" "--cluster-gpus must be 1.." "a huge cluster"
     run "$R" "$GPUFLEET" sim --trace "$TINY" --cluster-gpus -8
     expect_rc "$R" 2 "a negative cluster"
+    # Team quotas in --policy-opt past the cluster's GPUs, as the cluster YAML's teams are checked.
+    run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS" --cluster-gpus 16 --policy fair-share \
+      --policy-opt quota.x=1000
+    expect_rc "$R" 2 "quotas past the cluster"
+    expect_contains "$R.err" "quotas add up to 1000 GPUs but the cluster has only 16" "quotas past the cluster"
+    expect_no_report "quotas past the cluster"
     # A port out of range is refused before anything starts (99999 listened on 34463, -1 on 8470).
     for port in 99999 -1; do
       run "$R" timeout 20 "$GPUFLEET" dev --port "$port" --agents 0 --data-dir "$WORK/dev-$port" \

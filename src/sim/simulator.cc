@@ -1116,6 +1116,18 @@ Result<SimResult> World::Run() {
   result_.cluster_gpus = cluster_.total_gpus();
   sched::ClusterView view;
   auto quotas = opts->team_quota_gpus;
+  if (!quotas.empty() && !Autoscaling()) {
+    // As the cluster YAML's teams are checked: quotas are guarantees, and promising more GPUs
+    // than exist is a mistake (quota.TEAM options override the YAML's quota of that team).
+    std::map<std::string, int64_t> all = cluster_.team_quota_gpus;
+    for (const auto& [team, gpus] : quotas) all[team] = gpus;
+    int64_t sum = 0;
+    for (const auto& [team, gpus] : all) sum += gpus;
+    if (sum > cluster_.total_gpus()) {
+      return Status::InvalidArgument("--policy-opt quota.TEAM: the teams' quotas add up to " + std::to_string(sum) +
+                                     " GPUs but the cluster has only " + std::to_string(cluster_.total_gpus()));
+    }
+  }
   sched::Scheduler sched(clock_, view, std::move(opts->policies), *this);
   sched_ = &sched;
   Configure(sched, largest, quotas);
