@@ -396,6 +396,21 @@ int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const Log
   return kExitOk;
 }
 
+int64_t RuntimeMs(const std::vector<api::Transition>& history, int64_t now_ms) {
+  auto holds = [](api::JobState s) { return s == api::JobState::kRunning || s == api::JobState::kStopping; };
+  int64_t total = 0, since = -1;
+  for (const api::Transition& h : history) {
+    const int64_t at = h.at.millis();
+    if (h.to == api::JobState::kRunning && since < 0) since = at;
+    if (holds(h.from) && !holds(h.to) && since >= 0) {
+      total += at - since;
+      since = -1;
+    }
+  }
+  if (since >= 0) total += now_ms - since;
+  return total;
+}
+
 // Jobs that name no working directory run in the one they were submitted from, as with sbatch
 // (on a cluster without a shared filesystem, give `workdir` explicitly).
 std::string CurrentDir() {

@@ -92,6 +92,10 @@ Result<std::vector<T>> DecodeList(const json& body, const char* key, Result<T> (
 // The controller's job listings, a job's transitions, its nodes and audit records.
 Result<std::vector<api::JobSummary>> DecodeJobList(const json& body);
 Result<std::vector<api::Transition>> DecodeHistory(const json& job);
+// How long a job's runs held their GPUs, from each move to running until it left running and
+// stopping (a stop's grace counts: the processes run, the GPUs are held and billed), the current
+// run until `now_ms`.
+int64_t RuntimeMs(const std::vector<api::Transition>& history, int64_t now_ms);
 Result<std::vector<api::NodeSummary>> DecodeNodeList(const json& body);
 Result<std::vector<api::AuditRecord>> DecodeAuditList(const json& body);
 

@@ -261,3 +261,26 @@ TEST(PrintableTest, ControlCharactersFromTheControllerCannotReachTheTerminalRaw)
 
 }  // namespace
 }  // namespace gpufleet::cli
+
+namespace gpufleet::cli {
+namespace {
+
+TEST(RuntimeTest, AStopsGraceCountsAsRuntimeAndEachRunAddsUp) {
+  // Given a job that ran 10 s, was preempted with a 5 s stop, waited, ran 20 s and was cancelled
+  // with a 30 s stop, expect 65 s: the graces held the GPUs (and were billed) too; and a job
+  // running since 100 s to count until now.
+  using api::JobState;
+  auto t = [](int64_t s, JobState from, JobState to) { return api::Transition{Time::FromSeconds(s), from, to, ""}; };
+  std::vector<api::Transition> h = {
+      t(0, JobState::kPending, JobState::kStarting),   t(1, JobState::kStarting, JobState::kRunning),
+      t(11, JobState::kRunning, JobState::kStopping),  t(16, JobState::kStopping, JobState::kPreempted),
+      t(16, JobState::kPreempted, JobState::kPending), t(40, JobState::kPending, JobState::kStarting),
+      t(40, JobState::kStarting, JobState::kRunning),  t(60, JobState::kRunning, JobState::kStopping),
+      t(90, JobState::kStopping, JobState::kCancelled)};
+  EXPECT_EQ(client::RuntimeMs(h, 1'000'000), 65'000);
+  std::vector<api::Transition> running = {t(100, JobState::kStarting, JobState::kRunning)};
+  EXPECT_EQ(client::RuntimeMs(running, 130'000), 30'000);
+}
+
+}  // namespace
+}  // namespace gpufleet::cli

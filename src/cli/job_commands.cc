@@ -603,19 +603,6 @@ std::function<int()> SetupExplain(CLI::App& app) {
 
 // A burn-in report (api::ToJson(model::BurnInReport)) as tables: each test against its
 // reference, then each GPU's health, then the verdict.
-int64_t RuntimeMs(const std::vector<api::Transition>& history, int64_t now_ms) {
-  int64_t total = 0, since = -1;
-  for (const api::Transition& h : history) {
-    const int64_t at = h.at.millis();
-    if (h.to == api::JobState::kRunning && since < 0) since = at;
-    if (h.from == api::JobState::kRunning && h.to != api::JobState::kRunning && since >= 0) {
-      total += at - since;
-      since = -1;
-    }
-  }
-  if (since >= 0) total += now_ms - since;
-  return total;
-}
 
 std::function<int()> SetupHistory(CLI::App& app) {
   struct Args {
