@@ -580,8 +580,7 @@ std::function<int()> SetupExplain(CLI::App& app) {
     std::printf("\n");
     if (e.contains("can_start_now")) {
       std::printf("  can start now:   %s\n", e.value("can_start_now", false) ? "yes" : "no");
-      std::printf("  can ever run:    %s\n",
-                  e.value("ever", true) ? "yes" : "no: it asks for more than this cluster has, even when empty");
+      std::printf("  can ever run:    %s\n", e.value("ever", true) ? "yes" : "no (the reasons below say why)");
       if (e.contains("earliest_start_ms")) {
         int64_t at = IntField(e, "earliest_start_ms");
         int64_t in = at - NowMs();

@@ -1641,6 +1641,11 @@ void ApiServer::TokenRoutes(const Guards& g) {
     audit.reason = std::string("a ") + (kind == "join" ? "join" : RoleName(*made)) + " token for " +
                    (subject.empty() ? std::string("(no subject)") : subject) + (team.empty() ? "" : ", team " + team) +
                    (expires ? ", expires " + FormatIso8601(*expires) : ", no expiry");
+    MutexLock tokens_lock(tokens_mu_);
+    // Revoked (with what it made) since this request was let in: it makes nothing more.
+    if (auto maker = store_.FindToken(who->token.hash); !maker.ok() || !*maker || (*maker)->revoked) {
+      return Error(res, 401, "your token was revoked");
+    }
     auto secret = auth_.Create(kind == "join" ? api::TokenKind::kJoin : api::TokenKind::kUser, subject,
                                kind == "join" ? "agent" : RoleName(*made), team, clock_.Now(), expires, audit,
                                who->token.Id());
@@ -1691,6 +1696,7 @@ void ApiServer::TokenRoutes(const Guards& g) {
     if (!who) return;
     std::string id = req.matches[1].str();
     if (id.size() < 8) return Error(res, 400, "token id: give at least 8 hex digits (gpufleet token list shows them)");
+    MutexLock tokens_lock(tokens_mu_);
     auto tokens = store_.ListTokens();
     if (!tokens.ok()) return Error(res, tokens.status());
     std::vector<api::TokenRecord> found;
@@ -1701,6 +1707,21 @@ void ApiServer::TokenRoutes(const Guards& g) {
     if (found.size() > 1) return Error(res, 409, "token id " + id + " is ambiguous; give more digits");
     if (found[0].hash == who->token.hash) return Error(res, 409, "a token cannot revoke itself");
     const bool team_admin = found[0].role == RoleName(Role::kTeamAdmin);
+    // Nor a team-admin it was made through: the revoke would take the caller's own token, and
+    // skipping it would leave what it made working.
+    if (team_admin) {
+      std::map<std::string, const api::TokenRecord*> by_id;
+      for (const auto& t : *tokens) by_id[t.Id()] = &t;
+      std::string maker = who->token.made_by;
+      for (int depth = 0; !maker.empty() && depth < 64; ++depth) {
+        if (maker == found[0].Id()) {
+          return Error(res, 409, "token " + found[0].Id() + " made your token (or the team-admin that made it): "
+                                 "revoking it revokes yours too; ask an admin to revoke it");
+        }
+        auto m = by_id.find(maker);
+        maker = m == by_id.end() ? std::string() : m->second->made_by;
+      }
+    }
     api::AuditRecord audit = AuditFor(req, FindRoute("POST", req.path, false));
     audit.object = "token " + found[0].Id();
     audit.outcome = "allowed";

@@ -160,6 +160,9 @@ class ApiServer {
   std::map<std::string, int> long_polls_by_client_ GF_GUARDED_BY(polls_mu_);
   std::atomic<bool> stopping_{false};
   Mutex logs_mu_;
+  // Token creation and revocation, one at a time: a token made while its maker is being revoked
+  // would otherwise miss the revoke's walk and outlive it.
+  Mutex tokens_mu_;
   CondVar logs_cv_;
   std::set<std::string> incomplete_logs_ GF_GUARDED_BY(logs_mu_);  // log files a write to failed (disk full)
   std::thread exporter_;

@@ -859,6 +859,25 @@ TEST_F(ServerTest, RevokingATeamAdminTokenRevokesWhatItMadeAndWhatThoseMade) {
   EXPECT_EQ(Call("GET", "/v1/queue", Body(leaf2)["token"].get<std::string>())->status, 401);
   EXPECT_EQ(Call("POST", "/v1/tokens/" + Body(lead2)["id"].get<std::string>() + "/revoke", admin_)->status, 409)
       << "nothing left to revoke: already revoked";
+  // A team-admin may not revoke the team-admin it was made through (the walk would take its own
+  // token; skipping it left everything it made working): 409, and nothing revoked.
+  auto top = Call("POST", "/v1/tokens", admin_, R"({"role": "team-admin", "subject": "top", "team": "vision"})");
+  auto under = Call("POST", "/v1/tokens", Body(top)["token"].get<std::string>(), R"({"role": "team-admin", "subject": "under"})");
+  auto below = Call("POST", "/v1/tokens", Body(under)["token"].get<std::string>(), R"({"role": "team-admin", "subject": "below"})");
+  ASSERT_EQ(below->status, 201) << below->body;
+  auto up = Call("POST", "/v1/tokens/" + Body(top)["id"].get<std::string>() + "/revoke", Body(below)["token"].get<std::string>());
+  EXPECT_EQ(up->status, 409) << up->body;
+  EXPECT_NE(up->body.find("ask an admin"), std::string::npos) << up->body;
+  EXPECT_EQ(Call("GET", "/v1/queue", Body(top)["token"].get<std::string>())->status, 200);
+  // A token revoked after its request was let in makes nothing (the store says it is revoked
+  // although the request's check found it valid): 401, no token made.
+  auto stale = store_.FindToken(Sha256Hex(Body(under)["token"].get<std::string>()));
+  ASSERT_TRUE(stale.ok() && *stale);
+  api::TokenRecord gone = **stale;
+  gone.revoked = true;
+  ASSERT_TRUE(store_.PutToken(gone).ok());
+  auto late = Call("POST", "/v1/tokens", Body(under)["token"].get<std::string>(), R"({"role": "user", "subject": "late"})");
+  EXPECT_EQ(late->status, 401) << late->body;
   // A team-admin does not see the id of the admin token that made a token of its team.
   auto seen = Call("GET", "/v1/tokens", Body(Call("POST", "/v1/tokens", admin_,
                                                   R"({"role": "team-admin", "subject": "lead3", "team": "vision"})"))["token"]

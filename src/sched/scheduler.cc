@@ -678,11 +678,13 @@ std::string Scheduler::QuotaBlock(const JobState& j, const Placement* placement)
   };
   std::string why;
   if (placement != nullptr) return room(placement->gpu_model, &why) ? "" : why;
-  // Before placement: held only if no model the job may use has room.
+  // Before placement: held only if no model the job may use has room: under the any-model quota,
+  // or under a model's own.
   std::vector<std::string> models = j.spec.gpu_models;
   if (models.empty()) {
-    if (q.gpus > 0) return room("", &why) ? "" : why;  // any model
+    if (q.gpus > 0 && room("", &why)) return "";  // any model
     for (const auto& [m, g] : q.model_gpus) models.push_back(m);
+    if (models.empty()) return why;
   }
   for (const std::string& m : models) {
     if (room(m, models.size() == 1 ? &why : nullptr)) return "";
@@ -3290,8 +3292,8 @@ Explanation Scheduler::Explain(JobId id) const {
       break;
   }
   if (j->quota_kept_by && guard_quotas_) {
-    e.reasons.push_back("may not preempt team " + *j->quota_kept_by + "'s jobs: the team holds no more than its " +
-                        "guaranteed quota (only GPUs a team borrows beyond its quota are taken back)");
+    e.reasons.push_back("may not preempt team " + *j->quota_kept_by + "'s jobs: of what the team holds, only GPUs " +
+                        "it borrows beyond its guaranteed quota are taken back, and they are too few for this job");
   }
   // Whatever the last pass got to (one that ended early, with no GPU free, never looked at
   // quotas): a job larger than its team's quota without borrowing never starts.
@@ -3323,7 +3325,7 @@ Explanation Scheduler::Explain(JobId id) const {
   } else if (j->outcome == JobState::Outcome::kNotReached || j->outcome == JobState::Outcome::kWait) {
     e.reasons.push_back("fits now: starts at the next scheduling pass");
   }
-  e.earliest_start = EarliestStart(*j, nullptr);
+  e.earliest_start = e.ever ? EarliestStart(*j, nullptr) : std::nullopt;
   if (e.earliest_start) {
     e.reasons.push_back("earliest start from running jobs' estimates: " + FormatIso8601(*e.earliest_start));
   }

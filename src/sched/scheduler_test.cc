@@ -1039,6 +1039,21 @@ TEST(SchedulerQuotaTest, PreemptionNeverTakesAnotherTeamsGuaranteedGpus) {
   }
 }
 
+TEST(SchedulerQuotaTest, AJobOfAnyModelStartsUnderAModelQuotaBesideAnAnyModelOne) {
+  // Given team a with 1 GPU of any model and 4 H100s guaranteed, no borrowing, and a 2-GPU job
+  // that names no model on an idle H100 node, expect it to start under the H100 quota (it waited
+  // for good, held by the 1-GPU any-model quota alone).
+  SchedulerHarness h("fifo");
+  h.AddNode(MakeNode("h", "H100", 4));
+  TeamQuota q;
+  q.gpus = 1;
+  q.model_gpus["H100"] = 4;
+  q.borrow = false;
+  h.sched().SetTeamQuota("a", q);
+  JobId j = h.Submit(MakeJob(2, 0, "a"));
+  EXPECT_EQ(h.Phase(j), JobPhase::kRunning) << h.sched().BudgetHold(j);
+}
+
 TEST(SchedulerQuotaTest, RunningAndPendingJobLimitsHoldAndRefuse) {
   // Given team a limited to 2 running and 3 pending jobs, expect the third job to wait with the
   // reason while b's runs, AdmissionBlock to refuse what would pass 3 waiting, and an empty
