@@ -60,6 +60,16 @@ case "$CASE" in
       expect_rc "$R" 2 "dev --port $port"
       expect_contains "$R.err" "--port" "dev --port $port"
     done
+    # A negative seed is no seed (it was taken as 2^64 - 1).
+    run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS" --cluster-gpus 8 --seed -1
+    expect_rc "$R" 2 "sim --seed -1"
+    expect_contains "$R.err" "--seed" "sim --seed -1"
+    # A bad --cpus for dev's agents is refused before anything is written (it made the data dir,
+    # its tokens and the CLI config first).
+    run "$R" timeout 20 "$GPUFLEET" dev --cpus 0-1 --agents 1 --data-dir "$WORK/dev-cpus" --config "$WORK/dev-cpus.yaml"
+    expect_rc "$R" 2 "dev --cpus 0-1"
+    expect_contains "$R.err" "--cpus" "dev --cpus 0-1"
+    [[ ! -e "$WORK/dev-cpus" && ! -e "$WORK/dev-cpus.yaml" ]] || fail "dev --cpus 0-1 wrote its data dir or CLI config"
     # --max-jobs 0 or -5 is no number of jobs (it ran the whole trace).
     for mj in 0 -5; do
       run "$R" "$GPUFLEET" sim --trace "$TINY" --cluster-gpus 8 --max-jobs "$mj"

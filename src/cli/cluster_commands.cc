@@ -1298,6 +1298,15 @@ Examples:
   return [f]() {
     BlockStopSignals();
     spdlog::set_level(spdlog::level::warn);
+    // The agents' flags are checked before anything is written (the data dir, the tokens, the
+    // CLI config): a start that fails on them leaves nothing behind.
+    {
+      agent::AgentOptions check;
+      if (Status st = ParseNodeResources(f->cpus, f->memory, check); !st.ok()) return Fail("dev", st);
+      if (f->agents > 0) {
+        if (auto probe = MakeProbe(f->fake_gpus, "", "", "dev-1"); !probe.ok()) return Fail("dev", probe.status());
+      }
+    }
     if (f->tls) {
       if (!f->c.tls_cert.empty() || !f->c.tls_key.empty()) {
         return Fail("dev", Status::InvalidArgument("--tls makes its own certificate; drop --tls-cert/--tls-key, "

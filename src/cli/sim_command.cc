@@ -396,7 +396,11 @@ Policies: fifo, backfill, priority, fair-share, las, sjf, srtf (gpufleet policie
   sub->add_option("--load-factor", args->load_factor, "Compress arrivals by this factor (2 = twice the load)")->capture_default_str();
   sub->add_option("--node-mtbf", args->node_mtbf_hours, "Mean hours between failures per node (0 = none)")->capture_default_str();
   sub->add_option("--repair-time", args->repair_time, "How long a failed node stays down")->capture_default_str();
-  sub->add_option("--seed", args->seed, "Seed for failures")->capture_default_str();
+  sub->add_option("--seed", args->seed, "Seed for failures")
+      ->check(CLI::Validator(
+          [](std::string& v) { return v.find('-') == std::string::npos ? std::string() : "must be 0 or more, got " + v; },
+          "SEED"))
+      ->capture_default_str();
   sub->add_option("-o,--output", args->output, "Report format: text or json")->transform(CLI::Transformer(std::map<std::string, std::string>{{"table", "text"}}))->capture_default_str();
   sub->add_option("--jobs-out", args->jobs_out, "Write per-job CSV here (with --compare: one file per policy)");
   sub->add_option("--series-out", args->series_out, "Write the utilisation/queue time series CSV here");
