@@ -139,10 +139,11 @@ Monitor::~Monitor() { Stop(); }
 obs::AlertInput Monitor::Snapshot(Time now) {
   obs::AlertInput in;
   std::vector<Engine::JobWatch> running = engine_.RunningJobs();
-  std::map<std::pair<int64_t, int>, const Engine::JobWatch*> holder;  // (node, gpu) -> job
+  // (node, gpu) -> the jobs holding it (several: slices of one GPU), ascending by id
+  std::map<std::pair<int64_t, int>, std::vector<const Engine::JobWatch*>> holder;
   for (const auto& j : running) {
     for (const auto& part : j.parts) {
-      for (int g : part.gpus) holder[{part.node.value(), g}] = &j;
+      for (int g : part.gpus) holder[{part.node.value(), g}].push_back(&j);
     }
     obs::JobActivity a;
     a.job_id = j.id.value();
@@ -182,8 +183,11 @@ obs::AlertInput Monitor::Snapshot(Time now) {
       gs.mem_used_mib = t.mem_used_mib;
       gs.temperature_c = t.temperature_c;
       if (auto h = holder.find({r.id.value(), gs.gpu}); h != holder.end()) {
-        gs.job_id = h->second->id.value();
-        gs.team = h->second->team;
+        std::vector<const Engine::JobWatch*>& jobs = h->second;
+        std::sort(jobs.begin(), jobs.end(), [](const auto* a, const auto* b) { return a->id < b->id; });
+        gs.job_id = jobs[0]->id.value();
+        gs.team = jobs[0]->team;
+        for (size_t k = 1; k < jobs.size(); ++k) gs.sharing.push_back(jobs[k]->id.value());
       }
       history_.Record(r.name, gs.gpu,
                       obs::GpuPoint{now, static_cast<int16_t>(t.util_pct), static_cast<int16_t>(t.temperature_c), t.power_w,
@@ -379,9 +383,22 @@ void Monitor::Notify(const std::vector<obs::Alert>& changed, const std::vector<o
     if (changed.empty()) continue;
     nlohmann::json alerts = nlohmann::json::array();
     bool any_firing = false;
-    nlohmann::json common_labels;
+    // What every alert of the message shares, as Alertmanager fills commonLabels and
+    // commonAnnotations (receivers' templates read .CommonLabels.alertname and the like).
+    nlohmann::json common_labels, common_annotations;
     for (const obs::Alert& a : changed) {
       nlohmann::json j = AlertmanagerAlert(a, generator);
+      if (alerts.empty()) {
+        common_labels = j["labels"];
+        common_annotations = j["annotations"];
+      } else {
+        for (auto* common : {&common_labels, &common_annotations}) {
+          const nlohmann::json& own = common == &common_labels ? j["labels"] : j["annotations"];
+          for (auto it = common->begin(); it != common->end();) {
+            it = own.contains(it.key()) && own[it.key()] == it.value() ? std::next(it) : common->erase(it);
+          }
+        }
+      }
       j["status"] = a.state == obs::AlertState::kResolved ? "resolved" : "firing";
       j["fingerprint"] = Fingerprint(a);
       if (!j.contains("endsAt")) j["endsAt"] = "0001-01-01T00:00:00Z";
@@ -394,8 +411,8 @@ void Monitor::Notify(const std::vector<obs::Alert>& changed, const std::vector<o
                               {"status", any_firing ? "firing" : "resolved"},
                               {"receiver", "gpufleet"},
                               {"groupLabels", {{"source", "gpufleet"}}},
-                              {"commonLabels", {{"source", "gpufleet"}}},
-                              {"commonAnnotations", nlohmann::json::object()},
+                              {"commonLabels", common_labels},
+                              {"commonAnnotations", common_annotations},
                               {"externalURL", options_.external_url},
                               {"alerts", alerts}};
     out.push_back({url, payload.dump()});

@@ -178,11 +178,54 @@ TEST_F(MonitorTest, WebhookGetsAlertmanagerWebhookJsonWhenAnAlertFiresAndResolve
   EXPECT_EQ(a["labels"]["UUID"], "GPU-node-a-1");
   EXPECT_EQ(a["startsAt"], FormatIso8601(Time::FromSeconds(1'000'000) + Duration::Minutes(2)));
   EXPECT_NE(a["annotations"]["description"].get<std::string>().find("91 °C"), std::string::npos);
+  // One alert: what all share is all of its labels and annotations.
+  EXPECT_EQ(got[0]["commonLabels"], a["labels"]);
+  EXPECT_EQ(got[0]["commonAnnotations"], a["annotations"]);
   EXPECT_EQ(got[1]["status"], "resolved");
   EXPECT_EQ(got[1]["alerts"][0]["endsAt"], FormatIso8601(Time::FromSeconds(1'000'000) + Duration::Seconds(150)));
   obs::Exposition ex;
   m.WriteMetrics(ex);
   EXPECT_NE(ex.Text().find("gpufleet_alert_notifications_total{result=\"ok\"} 2\n"), std::string::npos) << ex.Text();
+}
+
+TEST_F(MonitorTest, AWebhookMessageOfSeveralAlertsCarriesWhatTheyShareAsCommonLabels) {
+  httplib::Server receiver;
+  std::mutex mu;
+  std::vector<nlohmann::json> got;
+  receiver.Post("/hook", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu);
+    got.push_back(nlohmann::json::parse(req.body));
+    res.status = 200;
+  });
+  int port = receiver.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread t([&] { receiver.listen_after_bind(); });
+  auto e = MakeEngine();
+  NodeId n = Register(*e, "node-a", 2);
+  MonitorOptions mo;
+  mo.webhooks = {"http://127.0.0.1:" + std::to_string(port) + "/hook"};
+  Monitor m(*e, clock_, mo);
+  auto hot = Gpus(2, 50);
+  hot[0].temperature_c = 91;
+  hot[1].temperature_c = 92;
+  Beat(*e, n, hot);
+  m.EvaluateOnce();
+  clock_.Advance(Duration::Minutes(2));
+  Beat(*e, n, hot);
+  m.EvaluateOnce();  // both GPUs' GpuHot fire in one message
+  receiver.stop();
+  t.join();
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0]["alerts"].size(), 2u);
+  const nlohmann::json& common = got[0]["commonLabels"];
+  EXPECT_EQ(common["alertname"], "GpuHot");
+  EXPECT_EQ(common["severity"], "critical");
+  EXPECT_EQ(common["node"], "node-a");
+  EXPECT_EQ(common["source"], "gpufleet");
+  EXPECT_FALSE(common.contains("gpu")) << common.dump();
+  EXPECT_FALSE(common.contains("UUID")) << common.dump();
+  EXPECT_FALSE(got[0]["commonAnnotations"].contains("description")) << got[0]["commonAnnotations"].dump();
+  EXPECT_EQ(got[0]["commonAnnotations"]["summary"], "A GPU is over its temperature limit");
 }
 
 TEST_F(MonitorTest, FailedDeliveriesAreRetriedAndCounted) {

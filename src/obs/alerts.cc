@@ -23,6 +23,13 @@ std::string Key(const std::string& name, const std::map<std::string, std::string
 
 std::string GpuText(const GpuState& g) { return "GPU " + std::to_string(g.gpu) + " of node " + g.node; }
 
+// "job 12", or "jobs 12, 15" for slices of one GPU held by several jobs.
+std::string HeldBy(const GpuState& g) {
+  std::string s = (g.sharing.empty() ? "job " : "jobs ") + std::to_string(g.job_id);
+  for (int64_t id : g.sharing) s += ", " + std::to_string(id);
+  return s;
+}
+
 std::map<std::string, std::string> GpuLabels(const GpuState& g) {
   std::map<std::string, std::string> l{{"node", g.node}, {"gpu", std::to_string(g.gpu)}};
   if (!g.uuid.empty()) l["UUID"] = g.uuid;
@@ -138,17 +145,21 @@ void AlertEngine::Conditions(Time now, const AlertInput& in, std::vector<Conditi
     it = seen_jobs.count(it->first) ? std::next(it) : job_busy_.erase(it);
   }
   for (const GpuState& g : in.gpus) {
-    if (g.job_id != 0 && g.util_pct >= r.idle_util_pct) {
-      auto it = job_busy_.find(g.job_id);
+    if (g.job_id == 0 || g.util_pct < r.idle_util_pct) continue;
+    // Every job holding a slice of a busy GPU counts as busy (its share cannot be told apart).
+    auto mark = [&](int64_t id) {
+      auto it = job_busy_.find(id);
       if (it != job_busy_.end()) it->second.last_busy = now;
-    }
+    };
+    mark(g.job_id);
+    for (int64_t id : g.sharing) mark(id);
   }
 
   std::map<std::string, bool> seen_gpus;
   for (const GpuState& g : in.gpus) {
     if (On("GpuAllocatedIdle") && g.job_id != 0 && g.util_pct < r.idle_util_pct) {
       out.push_back({"GpuAllocatedIdle", "warning", GpuLabels(g),
-                     GpuText(g) + " is held by job " + std::to_string(g.job_id) + " but runs at " +
+                     GpuText(g) + " is held by " + HeldBy(g) + " but runs at " +
                          std::to_string(g.util_pct) + "% (under " + std::to_string(r.idle_util_pct) + "%)",
                      r.idle_for});
     }
@@ -160,7 +171,7 @@ void AlertEngine::Conditions(Time now, const AlertInput& in, std::vector<Conditi
       out.push_back({"GpuHot", "critical", std::move(labels),
                      GpuText(g) + " is at " + std::to_string(g.temperature_c) + " °C (limit " +
                          std::to_string(r.hot_temp_c) + " °C)" +
-                         (g.job_id != 0 ? "; held by job " + std::to_string(g.job_id) : std::string()),
+                         (g.job_id != 0 ? "; held by " + HeldBy(g) : std::string()),
                      r.hot_for});
     }
     // Memory swings: one history per GPU, restarted when its job changes.
@@ -183,7 +194,7 @@ void AlertEngine::Conditions(Time now, const AlertInput& in, std::vector<Conditi
     while (!h.swings.empty() && now - h.swings.front() > r.swing_period) h.swings.pop_front();
     if (On("GpuMemorySwing") && static_cast<int>(h.swings.size()) >= r.swing_count) {
       out.push_back({"GpuMemorySwing", "warning", GpuLabels(g),
-                     GpuText(g) + (g.job_id ? " (job " + std::to_string(g.job_id) + ")" : std::string()) +
+                     GpuText(g) + (g.job_id ? " (" + HeldBy(g) + ")" : std::string()) +
                          ": memory use jumped by more than " + std::to_string(std::lround(r.swing_fraction * 100)) +
                          "% within " + FormatDuration(r.swing_window) + ", " + std::to_string(h.swings.size()) +
                          " times in " + FormatDuration(r.swing_period) + " (now " + std::to_string(g.mem_used_mib) +

@@ -69,8 +69,9 @@ struct GpuState {
   int util_pct = 0;
   int64_t mem_used_mib = 0;
   int temperature_c = 0;
-  int64_t job_id = 0;  // 0: not allocated
+  int64_t job_id = 0;  // 0: not allocated; of GPU slices sharing the GPU, the lowest job id
   std::string team;
+  std::vector<int64_t> sharing{};  // the other jobs holding slices of the GPU, ascending
 };
 struct NodeState {
   std::string name;

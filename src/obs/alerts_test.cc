@@ -197,6 +197,29 @@ TEST_F(AlertsTest, StalledJobNeedsNoProgressNoOutputAndIdleGpusForItsTimeout) {
   EXPECT_EQ(changed[0].state, AlertState::kResolved);
 }
 
+TEST_F(AlertsTest, EveryJobHoldingASliceOfABusyGpuCountsAsBusy) {
+  // Jobs 12 and 15 hold halves of one GPU that runs at 95 %; neither reports progress or output.
+  AlertEngine e{AlertRules{}};
+  JobActivity a{12, "a", "vision", Duration::Minutes(10), At(Duration::Zero()), std::nullopt, std::nullopt, std::nullopt};
+  JobActivity b{15, "b", "nlp", Duration::Minutes(10), At(Duration::Zero()), std::nullopt, std::nullopt, std::nullopt};
+  AlertInput in;
+  in.jobs = {a, b};
+  GpuState shared = Gpu(95, 1000, 50, 12);
+  shared.sharing = {15};
+  in.gpus = {shared};
+  for (int m = 0; m <= 30; m += 5) e.Evaluate(At(Duration::Minutes(m)), in);
+  EXPECT_EQ(Find(e.Alerts(), "JobStalled"), nullptr);
+  // Idle: both stall after their timeout, and the idle alert names both.
+  in.gpus[0].util_pct = 0;
+  for (int m = 31; m <= 50; ++m) e.Evaluate(At(Duration::Minutes(m)), in);
+  int stalled = 0;
+  for (const Alert& al : e.Alerts()) stalled += al.name == "JobStalled" ? 1 : 0;
+  EXPECT_EQ(stalled, 2);
+  const Alert* idle = Find(e.Alerts(), "GpuAllocatedIdle");
+  ASSERT_NE(idle, nullptr);
+  EXPECT_NE(idle->message.find("held by jobs 12, 15"), std::string::npos) << idle->message;
+}
+
 TEST_F(AlertsTest, JobWithoutStallTimeoutIsNotWatched) {
   AlertEngine e{AlertRules{}};
   AlertInput in;

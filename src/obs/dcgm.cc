@@ -12,8 +12,16 @@ void WriteDcgmSeries(Exposition& e, const std::vector<DcgmGpu>& gpus) {
              {"modelName", g.model_name},
              {"Hostname", g.hostname}};
     if (g.job_id != 0) {
-      l.emplace_back("job_id", std::to_string(g.job_id));
-      l.emplace_back("team", g.team);
+      std::string jobs = std::to_string(g.job_id);
+      for (int64_t id : g.sharing) jobs += "," + std::to_string(id);
+      std::vector<std::string> teams{g.team};
+      teams.insert(teams.end(), g.sharing_teams.begin(), g.sharing_teams.end());
+      std::sort(teams.begin(), teams.end());
+      teams.erase(std::unique(teams.begin(), teams.end()), teams.end());
+      std::string team;
+      for (const std::string& t : teams) team += (team.empty() ? "" : ",") + t;
+      l.emplace_back("job_id", std::move(jobs));
+      l.emplace_back("team", std::move(team));
     }
     return l;
   };

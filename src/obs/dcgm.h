@@ -8,7 +8,9 @@
 //   DCGM_FI_DEV_GPU_TEMP     gauge  °C   GPU temperature
 //   DCGM_FI_DEV_POWER_USAGE  gauge  W    power draw
 // Labels: gpu ("0"), UUID, device ("nvidia0"), modelName (the driver's name), Hostname, and
-// job_id, team when allocated.
+// job_id, team when allocated. A GPU whose slices several jobs hold has them all in its labels,
+// ascending and comma-separated (job_id="12,15", team="nlp,vision"), so it stays one series
+// (sums over GPUs count it once) and a regex matcher (job_id=~"(.*,)?12(,.*)?") finds each job.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +31,10 @@ struct DcgmGpu {
   int64_t fb_total_mib = 0;
   int temperature_c = 0;
   double power_w = 0;
-  int64_t job_id = 0;  // 0: not allocated
+  int64_t job_id = 0;  // 0: not allocated; of jobs sharing the GPU, the lowest id
   std::string team;
+  std::vector<int64_t> sharing{};           // the other jobs holding slices of it, ascending
+  std::vector<std::string> sharing_teams{};  // ... and their teams
 };
 
 // Writes the five families above (each once, every GPU in it).

@@ -83,6 +83,18 @@ TEST(CounterVecTest, CountsPerLabelSet) {
   EXPECT_NE(e.Text().find("gpufleet_api_requests_total{route=\"/v1/jobs\",code=\"404\"} 3\n"), std::string::npos);
 }
 
+TEST(DcgmTest, AGpuSharedBySlicesNamesEveryJobAndTeamInOneSeries) {
+  Exposition e;
+  DcgmGpu g{"n1", 2, "GPU-c", "NVIDIA A100", 90, 100, 40000, 50, 100, 12, "vision"};
+  g.sharing = {15, 20};
+  g.sharing_teams = {"nlp", "vision"};
+  WriteDcgmSeries(e, {g});
+  EXPECT_NE(e.Text().find("DCGM_FI_DEV_GPU_UTIL{gpu=\"2\",UUID=\"GPU-c\",device=\"nvidia2\",modelName=\"NVIDIA "
+                          "A100\",Hostname=\"n1\",job_id=\"12,15,20\",team=\"nlp,vision\"} 90\n"),
+            std::string::npos)
+      << e.Text();
+}
+
 TEST(DcgmTest, SeriesCarryTheDcgmExporterLabelsAndJobLabelsWhenAllocated) {
   Exposition e;
   WriteDcgmSeries(e, {DcgmGpu{"n1", 0, "GPU-a", "NVIDIA H100 80GB HBM3", 97, 70000, 81559, 71, 650.5, 12, "vision"},
