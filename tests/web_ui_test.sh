@@ -72,9 +72,12 @@ AGENT_GPUS=2xA100-80GB cluster_start_agent gpu-b --fake-telemetry "$WORK/gpu-b.t
 cd "$WORK"
 submitted() { grep -o 'job [0-9]*' "$1" | head -1 | cut -d' ' -f2; }
 MARKER="gpufleet-web-ui-test: step 1 of 600, loss 2.303"
-# The known line first, then a line a second, so the page has output to follow as it arrives.
+# The known line first, a line with bytes that are not UTF-8 (later reads must start where the
+# API says, not where the text's length says), then a line a second, so the page has output to
+# follow as it arrives.
 cat >"$WORK/train.sh" <<EOF
 echo '$MARKER'
+printf 'two bytes that are not UTF-8: \\377\\376\\n'
 i=1
 while [ \$i -lt 600 ]; do sleep 1; i=\$((i + 1)); echo "gpufleet-web-ui-test: step \$i of 600"; done
 EOF

@@ -179,8 +179,14 @@ async function main() {
       await waitText('#job-log', MARKER);
       // The job prints a line a second: the page follows its output as it comes.
       const lines = await page.$eval('#job-log pre', (el) => el.textContent.split('\n').length);
-      await page.waitForFunction((n) => document.querySelector('#job-log pre').textContent.split('\n').length > n,
+      await page.waitForFunction((n) => document.querySelector('#job-log pre').textContent.split('\n').length > n + 2,
         {}, lines);
+      // The bytes that are not UTF-8 show as U+FFFD, and every later read starts where the API
+      // said (next_offset): no line loses its first bytes.
+      const shown = await page.$eval('#job-log pre', (el) => el.textContent);
+      if (!shown.includes('not UTF-8: \uFFFD\uFFFD')) throw new Error(`no U+FFFD in the log: ${shown.slice(0, 300)}`);
+      const cut = shown.split('\n').filter((l) => l.includes('web-ui-test: step') && !l.startsWith('gpufleet-web-ui-test: step'));
+      if (cut.length) throw new Error(`log lines lost their first bytes: ${JSON.stringify(cut.slice(0, 3))}`);
       await page.waitForSelector('#job-explain li');
       await page.waitForSelector('#job-history tbody tr');
       // Two samples or more: a line, not a dot.

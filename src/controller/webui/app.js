@@ -869,7 +869,6 @@
       logs.show(box);
       const placeholder = h('p', {class: 'muted empty'}, attempt ? 'No output yet.' : 'The job has not started: no output yet.');
       box.append(placeholder);
-      const enc = new TextEncoder();
       while (!mine.signal.aborted) {
         const p = new URLSearchParams({wait_ms: String(LOG_WAIT_MS)});
         if (attempt) p.set('attempt', String(attempt));
@@ -918,8 +917,9 @@
           const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
           pre.append(part.data);
           if (pre.textContent.length > LOG_KEEP_CHARS) pre.textContent = pre.textContent.slice(-LOG_KEEP_CHARS / 2);
-          // The API's offsets count the log's bytes, as UTF-8.
-          offsets[i] = part.offset + enc.encode(part.data).length;
+          // Where the next read starts: bytes of the log, which the text's length does not give
+          // where the output is not UTF-8 (each bad byte arrives as a three-byte U+FFFD).
+          offsets[i] = part.next_offset;
           if (follow.checked && atBottom) pre.scrollTop = pre.scrollHeight;
         }
         if (r.finished && !any) {
