@@ -755,6 +755,7 @@ Result<std::unique_ptr<GpuProbe>> OpenProbe(const FakeGpuOptions& options, const
     GF_ASSIGN_OR_RETURN(auto p, FakeGpuProbe::Create(options, catalog));
     return std::unique_ptr<GpuProbe>(std::move(p));
   }
+  if (!options.faults.empty()) return Status::InvalidArgument("--fake-faults needs --fake-gpus (faults are drilled on fake GPUs)");
   GF_ASSIGN_OR_RETURN(auto p, NvmlProbe::Open(nvml_library.empty() ? NvmlProbe::kDefaultLibrary : nvml_library));
   return std::unique_ptr<GpuProbe>(std::move(p));
 }
@@ -800,8 +801,14 @@ Result<FakeFaults> ParseFakeFaults(const std::string& text, int gpus, bool nvlin
         gpu = static_cast<int>(*n);
       }
     }
+    static const std::set<std::string> kPerGpu = {"throttle", "ecc",  "retire_pending", "pcie_width",
+                                                  "pcie_gen", "xid", "nvlink_down",    "temp"};
     for (const auto& [k, v] : kv) {
       if (k == "slow" || k == "gpu") continue;
+      if (!kPerGpu.count(k)) {
+        return bad("unknown key '" + k + "' (known: gpu, ecc, retire_pending, pcie_width, pcie_gen, xid, nvlink_down, "
+                   "throttle, temp, slow)");
+      }
       if (gpu < 0) return bad("'" + k + "' needs gpu=I first");
       model::GpuHealth& h = f.health[gpu];
       if (k == "throttle") {
@@ -826,9 +833,6 @@ Result<FakeFaults> ParseFakeFaults(const std::string& text, int gpus, bool nvlin
         h.nvlink_active = std::max(0, h.nvlink_total - x);
       } else if (k == "temp") {
         h.max_temperature_c = x;
-      } else {
-        return bad("unknown key '" + k + "' (known: gpu, ecc, retire_pending, pcie_width, pcie_gen, xid, nvlink_down, "
-                   "throttle, temp, slow)");
       }
     }
   }

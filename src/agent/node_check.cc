@@ -90,7 +90,15 @@ Result<model::BurnInReport> RunNodeCheck(GpuProbe& probe, const NodeCheckOptions
   auto result = run.get();
   if (!result.ok()) return Status::Unavailable("burn-in: cannot run " + o.python + ": " + result.status().message());
   if (result->exit_code == 3) {
-    std::string why = result->stderr_text.substr(0, 300);
+    // The cause only: scripts/burnin.py's own line around it gives the advice given below.
+    std::string why = result->stderr_text;
+    const std::string kOwn = "PyTorch cannot be imported by ";
+    if (size_t at = why.find(kOwn); at != std::string::npos) {
+      const size_t open = why.find(" (", at + kOwn.size());
+      const size_t close = open == std::string::npos ? open : why.find("). Install", open);
+      if (close != std::string::npos) why = why.substr(open + 2, close - open - 2);
+    }
+    why = why.substr(0, 300);
     while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
     return Status::FailedPrecondition("burn-in: " + o.python + " cannot import torch (" + why +
                                       "); install PyTorch for it (Debian: apt-get install python3-torch) or name "

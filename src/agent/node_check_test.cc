@@ -12,6 +12,7 @@ namespace gpufleet::agent {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 namespace fs = std::filesystem;
 
 std::unique_ptr<FakeGpuProbe> Fake(const std::string& faults, const std::string& spec = "2xH100") {
@@ -108,6 +109,17 @@ TEST_F(NodeCheckTest, ASuiteThatCannotRunSaysWhy) {
   auto said = RunNodeCheck(*probe, Options(says));
   ASSERT_FALSE(said.ok());
   EXPECT_THAT(said.status().message(), HasSubstr("(ModuleNotFoundError: No module named 'torch'); install PyTorch"));
+  // The suite's own line carries advice too: only its cause is kept, so the advice is given once.
+  const std::string own = dir_ + "/own.sh";
+  std::ofstream(own) << "#!/bin/sh\necho \"burnin: PyTorch cannot be imported by /usr/bin/python3 (No module named "
+                        "'torch'). Install it for this interpreter (Debian: apt-get install python3-torch, which is "
+                        "for /usr/bin/python3; or pip install torch) or run the script with a python that has it.\" "
+                        ">&2\nexit 3\n";
+  fs::permissions(own, fs::perms::owner_all);
+  auto owned = RunNodeCheck(*probe, Options(own));
+  ASSERT_FALSE(owned.ok());
+  EXPECT_THAT(owned.status().message(), HasSubstr("cannot import torch (No module named 'torch'); install PyTorch"));
+  EXPECT_THAT(owned.status().message(), Not(HasSubstr("Install it for this interpreter")));
   for (const char* way : {"gpufleet agent --burn-in-python PATH", "gpufleet node check --python PATH",
                           "GPUFLEET_BURNIN_PYTHON=PATH"}) {
     EXPECT_THAT(said.status().message(), HasSubstr(way));
@@ -127,6 +139,7 @@ TEST(FakeFaultsTest, BadFaultsSayWhatIsWrong) {
       {"ecc=1", "'ecc' needs gpu=I first"},
       {"gpu=0 ecc=lots", "ecc must be a whole number >= 0, got 'lots'"},
       {"gpu=0 fire=1", "unknown key 'fire'"},
+      {"bogus=1", "unknown key 'bogus'"},
       {"slow=0.5", "slow must be a number >= 1"},
       {"gpu=0 nvlink_down=1", "GPU 0 has no NVLink"},
       {"gpu0", "expected KEY=VALUE"},
@@ -136,6 +149,14 @@ TEST(FakeFaultsTest, BadFaultsSayWhatIsWrong) {
     ASSERT_FALSE(f.ok()) << c.text;
     EXPECT_THAT(f.status().message(), HasSubstr(c.expect)) << c.text;
   }
+}
+
+TEST(FakeFaultsTest, FaultsWithoutFakeGpusAreRefusedBeforeNvmlIsLookedFor) {
+  FakeGpuOptions o;
+  o.faults = "gpu=0 ecc=3";
+  auto p = OpenProbe(o, "/nonexistent/libnvidia-ml.so.1", model::GpuCatalog::BuiltIn());
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("--fake-faults needs --fake-gpus"));
 }
 
 TEST(FakeDriverTest, FakeNodesReportADriverAndComputeCapability) {

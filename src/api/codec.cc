@@ -906,7 +906,9 @@ TokenSummary SummaryOf(const TokenRecord& r) {
   t.id = r.Id();
   t.kind = r.kind;
   t.subject = r.subject;
-  t.role = r.role;
+  // A join token is stored with the agent role (it may register a machine) but shown as what it
+  // is, as its creation's answer and the audit name it.
+  t.role = r.kind == TokenKind::kJoin ? "join" : r.role;
   t.team = r.team;
   t.created = r.created;
   t.revoked = r.revoked;

@@ -643,6 +643,11 @@ TEST_F(CodecTest, TokenSummaryShowsTheShortIdAndNeverTheHash) {
   auto b = TokenSummaryFromJson(bad);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().message().rfind("kind: ", 0), 0u) << b.status().message();
+  // A join token is stored with the agent role but shown as a join token, as its creation says.
+  TokenRecord join = t;
+  join.kind = TokenKind::kJoin;
+  join.role = "agent";
+  EXPECT_EQ(ToJson(SummaryOf(join))["role"], "join");
 }
 
 TEST_F(CodecTest, ParseJsonReportsSyntaxErrors) {

@@ -1384,7 +1384,7 @@ Examples:
       std::error_code cwd_ec;
       std::string cwd = std::filesystem::current_path(cwd_ec).string();
       if (!cwd.empty()) o.workdir_roots.push_back(cwd);
-      if (const char* home = std::getenv("HOME"); home && *home) o.workdir_roots.push_back(home);
+      if (const char* home = std::getenv("HOME"); home && *home && home != cwd) o.workdir_roots.push_back(home);
       agents.push_back(std::make_unique<agent::Agent>(o, std::move(*probe)));
       agent::Agent* a = agents.back().get();
       threads.emplace_back([a, &stop] {

@@ -2165,6 +2165,11 @@ Result<sched::Explanation> Engine::Explain(JobId job) const {
       !spec.environment.empty() && options_.environments ? options_.environments->Find(spec.environment) : nullptr;
   for (const auto& [id, n] : nodes_) {
     if (n.rec.state == api::NodeState::kGone || n.rec.state == api::NodeState::kLost) continue;
+    // Nodes that could hold it (their GPUs, of a model it takes): the others are not why it waits.
+    const bool could_use = (spec.total_gpu_milli() == 0 || n.rec.spec.gpus > 0) &&
+                           (spec.gpu_models.empty() || std::find(spec.gpu_models.begin(), spec.gpu_models.end(),
+                                                                 n.rec.spec.gpu_model) != spec.gpu_models.end());
+    if (!could_use) continue;
     if (n.rec.acceptance == "quarantined") {
       e.reasons.push_back("node " + n.rec.name + " is quarantined (burn-in " + n.rec.acceptance_reason +
                           "); 'gpufleet node check " + n.rec.name + "' runs it again once fixed");
@@ -2173,10 +2178,7 @@ Result<sched::Explanation> Engine::Explain(JobId job) const {
     }
     // Nodes that could hold it but take no new work: drained by an admin, or reclaimed by their
     // provider (the scheduler sees them only as unavailable).
-    const bool could_use = (spec.total_gpu_milli() == 0 || n.rec.spec.gpus > 0) &&
-                           (spec.gpu_models.empty() || std::find(spec.gpu_models.begin(), spec.gpu_models.end(),
-                                                                 n.rec.spec.gpu_model) != spec.gpu_models.end());
-    if (could_use && n.rec.state == api::NodeState::kDraining) {
+    if (n.rec.state == api::NodeState::kDraining) {
       e.reasons.push_back(n.notice ? "node " + n.rec.name + " takes no new work: its provider reclaims it (spot "
                                          "interruption notice: " + n.notice->action + " at " +
                                          FormatIso8601(n.notice->time) + ")"

@@ -1246,6 +1246,50 @@ TEST_F(EngineTest, ExplainNamesDrainedAndReclaimedNodesThatCouldHoldTheJob) {
   EXPECT_TRUE(reclaimed) << ::testing::PrintToString(ex->reasons);
 }
 
+TEST_F(EngineTest, ExplainNamesOnlyQuarantinedNodesOfAModelTheJobTakes) {
+  // Given an H100 node that failed its burn-in and a busy A100 node, expect the explain of an
+  // A100 job to leave the H100 node out, and that of an H100 job to name it.
+  auto e = MakeEngine();
+  e->RequireBurnIn("node-a");
+  NodeId a = Register(*e, "node-a", 2);
+  api::RegisterRequest req;
+  req.name = "node-b";
+  req.address = "10.0.0.2";
+  req.spec.gpu_model = "A100";
+  req.spec.gpus = 1;
+  req.gpus.push_back({0, "GPU-node-b-0", "NVIDIA A100-SXM4-80GB", 81920});
+  auto rf = e->Register(req, "hash-node-b");
+  e->Step();
+  ASSERT_TRUE(rf.get().ok());
+  api::Heartbeat hb;
+  model::BurnInReport report;
+  report.path = "cuda";
+  report.request = 1;
+  model::GpuHealth h;
+  h.index = 0;
+  h.ecc_uncorrected = 4;
+  report.health = {h};
+  hb.burn_in = report;
+  auto beat = e->Heartbeat(a, hb);
+  e->Step();
+  ASSERT_TRUE(beat.get().ok());
+  ASSERT_EQ(e->Nodes()[0].record.acceptance, "quarantined");
+  Submit(*e, "resources: {gpus: 1, gpu_type: A100}\nrun: x\n");  // takes node-b
+  JobId a100 = Submit(*e, "resources: {gpus: 1, gpu_type: A100}\nrun: x\n");
+  JobId h100 = Submit(*e, "resources: {gpus: 1, gpu_type: H100}\nrun: x\n");
+  ASSERT_EQ(StateOf(a100), JobState::kPending);
+  ASSERT_EQ(StateOf(h100), JobState::kPending);
+  auto names_quarantine = [&](JobId j) {
+    auto ex = e->Explain(j);
+    EXPECT_TRUE(ex.ok());
+    bool named = false;
+    for (const auto& r : ex->reasons) named = named || r.find("node node-a is quarantined") == 0;
+    return named;
+  };
+  EXPECT_FALSE(names_quarantine(a100));
+  EXPECT_TRUE(names_quarantine(h100));
+}
+
 TEST_F(EngineTest, ARestartedControllerCountsOnlyTheSpendInsideTheBudgetsPeriod) {
   // Given an 8-GPU node at $8/h and team a's job running 900 s ($2) before a budget is set, then
   // 450 s more ($1) inside it before it is cancelled, expect the team's spend $1 before and after
