@@ -1476,6 +1476,7 @@ void Engine::ApplyRegister(RegisterReq& r) {
                 known != node_by_name_.end();
   n.rec = rec;
   n.last_seen = now;
+  n.heard = true;
   n.registered_at = now;
   if (!r.token_hash.empty()) n.token_hash = r.token_hash;
   node_by_name_[req.name] = id->value();
@@ -1559,6 +1560,7 @@ void Engine::ApplyHeartbeat(HeartbeatReq& r) {
   }
   NodeState& n = it->second;
   n.last_seen = clock_.Now();
+  n.heard = true;
   n.rec.last_heartbeat = n.last_seen;
   if (!r.hb.gpus.empty()) {
     std::vector<int> temps;
@@ -2289,7 +2291,7 @@ std::vector<NodeStatus> Engine::NodesLocked() const {
   std::map<int64_t, size_t> index;
   for (const auto& [id, n] : nodes_) {
     index[id] = out.size();
-    out.push_back({n.rec, 0, n.telemetry, {}, n.notice, n.last_seen});
+    out.push_back({n.rec, 0, n.telemetry, {}, n.notice, n.last_seen, n.heard});
   }
   // GPUs in use are counted once however many jobs share them (GPU slices).
   std::vector<std::set<int>> held(out.size());

@@ -85,6 +85,7 @@ struct NodeStatus {
   // Its last heartbeat, or this controller's start when that is later: a restarted controller
   // has not heard from any node yet, and counts their silence from its start (as lost_after does).
   Time last_seen;
+  bool heard_since_start = false;  // false: last_seen is the controller's start
 };
 
 struct QueueEntry {
@@ -330,6 +331,7 @@ class Engine {
     api::NodeRecord rec;
     std::vector<api::GpuSampleReport> telemetry;
     Time last_seen;
+    bool heard = false;  // registered or beat since this controller started (else last_seen is its start)
     std::string token_hash;
     std::optional<api::SpotNotice> notice;  // a spot interruption notice, acted on
     // Takes no new work until its agent registers: recovered at a restart (its agent may be

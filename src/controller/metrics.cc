@@ -95,10 +95,12 @@ std::string ControllerMetricsText(const MetricsSources& s) {
   for (const auto& [m, n] : gpus_idle) e.Sample({{"model", m}}, n);
   e.Family("gpufleet_nodes", "gauge", "Nodes by state.");
   for (const auto& [st, n] : node_states) e.Sample({{"state", st}}, n);
-  e.Family("gpufleet_node_heartbeat_age_seconds", "gauge", "Time since each node's last heartbeat.");
+  e.Family("gpufleet_node_heartbeat_age_seconds", "gauge",
+           "Time since each node's last heartbeat (since the controller started, for a node not heard from since).");
   for (const NodeStatus& n : nodes) {
     if (n.record.state == api::NodeState::kGone) continue;
-    e.Sample({{"node", n.record.name}}, std::max(0.0, (now - n.record.last_heartbeat).seconds_f()));
+    // As the NodeSilent alert and the lost-node clock count it (heartbeats are not stored).
+    e.Sample({{"node", n.record.name}}, std::max(0.0, (now - n.last_seen).seconds_f()));
   }
   e.Family("gpufleet_node_spot_notice", "gauge", "1 while the provider's notice that it takes the node back stands.");
   for (const NodeStatus& n : nodes) {

@@ -165,6 +165,7 @@ obs::AlertInput Monitor::Snapshot(Time now) {
     // (Not the stored last heartbeat: heartbeats are kept in memory, and after a restart the stored
     // one is as old as the node's last registration, which would page for every node at once.)
     ns.since_heartbeat = now - n.last_seen;
+    ns.unheard_since_start = !n.heard_since_start;
     if (n.notice) {
       ns.spot_notice_at = n.notice->time;
       ns.spot_action = n.notice->action;

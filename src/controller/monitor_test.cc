@@ -314,6 +314,21 @@ TEST_F(MonitorTest, ARestartedControllerCountsANodesSilenceFromItsStart) {
   clock_.Advance(Duration::Minutes(2));
   m.EvaluateOnce();
   EXPECT_TRUE(silent());
+  // Its text and the heartbeat age say what is known: silent since the start, not for longer
+  // (its heartbeats before the restart were not stored; the stored time is its registration).
+  for (const auto& a : m.Alerts()) {
+    if (a.name == "NodeSilent") {
+      EXPECT_NE(a.message.find("node node-a has not reported since the controller started 2m00s ago"), std::string::npos)
+          << a.message;
+    }
+  }
+  MetricsSources src;
+  src.engine = e.get();
+  src.now = clock_.Now();
+  ApiMetrics api;
+  src.api = &api;
+  EXPECT_NE(ControllerMetricsText(src).find("gpufleet_node_heartbeat_age_seconds{node=\"node-a\"} 120\n"),
+            std::string::npos);
 }
 
 TEST_F(MonitorTest, HotGpuTakesNoNewWorkUntilItCoolsAndExplainSaysWhy) {

@@ -210,7 +210,10 @@ void AlertEngine::Conditions(Time now, const AlertInput& in, std::vector<Conditi
     if (n.gone) continue;
     if (On("NodeSilent") && n.since_heartbeat >= r.silent_after) {
       out.push_back({"NodeSilent", "critical", {{"node", n.name}},
-                     "node " + n.name + " has not reported for " + FormatDuration(n.since_heartbeat) +
+                     "node " + n.name +
+                         (n.unheard_since_start ? " has not reported since the controller started " +
+                                                      FormatDuration(n.since_heartbeat) + " ago"
+                                                : " has not reported for " + FormatDuration(n.since_heartbeat)) +
                          (n.lost ? "; it was declared lost and its jobs were requeued"
                                  : "; its jobs are requeued when it is declared lost"),
                      Duration::Zero()});

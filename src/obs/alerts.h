@@ -81,6 +81,7 @@ struct NodeState {
   std::optional<Time> spot_notice_at;  // when the provider takes it back
   std::string spot_action;
   std::string quarantined{};  // non-empty: the node failed its burn-in, and why
+  bool unheard_since_start = false;  // not heard since the controller started: since_heartbeat counts from then
 };
 struct JobActivity {
   int64_t job_id = 0;
