@@ -208,7 +208,9 @@ struct HttpListener::Conn : public httplib::Stream {
   ssize_t read(char* ptr, size_t size) override {
     if (failed) return -1;
     if (head_done && no_body) return 0;  // the end of this request's (absent) body
-    if (!Buffered()) {
+    // Refill once this buffer is handed out (Buffered() would say no while TLS holds more of a
+    // record decrypted, and the read below would hand out nothing: an end of stream to httplib).
+    if (pos >= len) {
       SteadyTime deadline = head_done ? body_deadline : std::min(head_deadline, body_deadline);
       ssize_t n;
       if (ssl != nullptr) {

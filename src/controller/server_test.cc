@@ -1273,6 +1273,14 @@ TEST_F(ServerTest, AdminsReadTheAuditLogWithFilters) {
   EXPECT_EQ(a["records"][0]["verb"], "job.submit");
   EXPECT_EQ(a["records"][0]["request_id"], "f1");
   EXPECT_EQ(Call("GET", "/v1/audit", alice_)->status, 403);
+  // A verb the log cannot hold is a 400 that names the closest, not an empty answer.
+  auto typo = Call("GET", "/v1/audit?verb=job.sumbit", admin_);
+  EXPECT_EQ(typo->status, 400) << typo->body;
+  EXPECT_NE(typo->body.find("unknown audit verb 'job.sumbit' (closest: job.submit)"), std::string::npos) << typo->body;
+  EXPECT_EQ(Call("GET", "/v1/audit?verb=jobz.", admin_)->status, 400);
+  for (const char* ok : {"pool.rent", "auth.login", "node.", "node.undrain"}) {
+    EXPECT_EQ(Call("GET", std::string("/v1/audit?verb=") + ok, admin_)->status, 200) << ok;
+  }
 }
 
 class LimitedServerTest : public ServerTest {
@@ -1450,6 +1458,23 @@ TEST_F(TlsServerTest, ClientsThatPinTheCaTalkHttpsOnBothListeners) {
                           "application/json");
   ASSERT_TRUE(reg);
   EXPECT_EQ(reg->status, 200) << reg->body;
+}
+
+TEST_F(TlsServerTest, BodiesLargerThanOneTlsReadArriveWhole) {
+  // Given a submit whose body spans several TLS records (a 40 KB env value; the listener reads
+  // 4 KiB at a time), expect it stored as sent, as over plain HTTP.
+  auto api = Https(certs_.ca_file);
+  const std::string big(40'000, 'a');
+  auto sub = api->Post("/v1/jobs", {{"Authorization", "Bearer " + alice_}},
+                       R"({"job": {"name": "big", "team": "vision", "resources": {"gpus": 1}, "run": ["true"], )"
+                       R"("env": {"X": ")" + big + R"("}}, "request_id": "big"})",
+                       "application/json");
+  ASSERT_TRUE(sub) << httplib::to_string(sub.error());
+  ASSERT_EQ(sub->status, 201) << sub->body;
+  auto job = api->Get("/v1/jobs/" + std::to_string(Body(sub)["jobs"][0]["id"].get<int64_t>()),
+                      httplib::Headers{{"Authorization", "Bearer " + alice_}});
+  ASSERT_TRUE(job);
+  EXPECT_NE(job->body.find(big), std::string::npos);
 }
 
 TEST_F(TlsServerTest, ACertificateFromAnotherCaOrPlainHttpGetsNoAnswer) {
