@@ -738,8 +738,12 @@ Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseO
       return r.Error(doc, "", std::string("cannot read: ") + e.what());
     }
     if (axes.empty()) {
-      // "{{x}}" at a workdir's start waits for an array's values; without an array it stays
-      // a relative path.
+      // "{{x}}" in a name or at a workdir's start waits for an array's values; without an array
+      // the name must be valid as it is and the workdir stays a relative path.
+      if (!ValidName(base.spec.name)) {
+        return r.Error(doc["name"], "name", "use 1-128 letters, digits, '-', '_' or '.', got '" + base.spec.name +
+                                                "' ({{...}} is filled in only by an array's values)");
+      }
       if (!base.workdir.empty() && base.workdir[0] != '/') {
         return r.Error(doc["workdir"], "workdir", "must be an absolute path, got '" + base.workdir +
                                                       "' ({{...}} is filled in only by an array's values)");

@@ -416,7 +416,7 @@ std::function<int()> SetupStatus(CLI::App& app) {
     if (!job.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + job.status().message());
     auto history = DecodeHistory(j);
     if (!history.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + history.status().message());
-    std::printf("job %lld (%s)\n", static_cast<long long>(job->id.value()), job->name.c_str());
+    std::printf("job %lld (%s)\n", static_cast<long long>(job->id.value()), Printable(job->name).c_str());
     line("team:", job->team);
     const std::string state = api::JobStateName(job->state);
     line("state:", state + (job->reason.empty() ? "" : " (" + job->reason + ")"));
