@@ -1828,7 +1828,16 @@ void Engine::MaybeFinishAttempt(Job& job) {
   }
   if (!failed) {
     job.rec.exit_code = 0;  // before the transition, which records the job
-    Transition(job, JobState::kSucceeded, job.parts.size() == 1 ? "exited with code 0" : "every part exited with code 0");
+    // What an agent said about a part that exited 0 (its log incomplete) stays in the reason.
+    std::string notes;
+    for (size_t p = 0; p < job.parts.size(); ++p) {
+      if (job.parts[p].message.empty()) continue;
+      notes += (notes.empty() ? " (" : "; ") + (job.parts.size() > 1 ? "part " + std::to_string(p) + ": " : "") +
+               job.parts[p].message;
+    }
+    if (!notes.empty()) notes += ")";
+    Transition(job, JobState::kSucceeded,
+               (job.parts.size() == 1 ? "exited with code 0" : "every part exited with code 0") + notes);
     events_.push_back(sched::JobFinished{id});
     jobs_.erase(id.value());
     return;

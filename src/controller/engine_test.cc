@@ -282,6 +282,24 @@ TEST_F(EngineTest, AStartTheNodeHadRunBeforeIsRequeuedAsANewAttemptNotLeftStarti
   EXPECT_TRUE(said) << "the history does not say why the job was requeued";
 }
 
+TEST_F(EngineTest, ASucceededJobKeepsWhatItsAgentSaidAboutItsLogInItsReason) {
+  // Given a job whose part exits 0 with the agent's note that its log could not all be uploaded,
+  // expect it succeeded with the note in its reason (the output lost is not silent).
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\n");
+  Beat(*e, a, {Started(j, 1, 0)});
+  api::PartEvent done = Exited(j, 1, 0, 0);
+  done.message = "its log is incomplete: the last 4096 bytes could not be uploaded";
+  Beat(*e, a, {done});
+  e->Step();
+  EXPECT_EQ(StateOf(j), JobState::kSucceeded);
+  auto history = store_.History(j);
+  ASSERT_TRUE(history.ok());
+  ASSERT_FALSE(history->empty());
+  EXPECT_EQ(history->back().reason, "exited with code 0 (its log is incomplete: the last 4096 bytes could not be uploaded)");
+}
+
 TEST_F(EngineTest, ADrainOutlivesANodeLossAndALostNodeCanBeDrainedOrUndrained) {
   // Given node-a drained for maintenance and then lost (rebooted), expect it back drained when its
   // agent registers; given node-b lost and then drained, expect it back drained too; undrained
