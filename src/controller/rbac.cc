@@ -1,6 +1,7 @@
 #include "controller/rbac.h"
 
 #include <regex>
+#include <set>
 
 namespace gpufleet::controller {
 
@@ -84,6 +85,17 @@ const char* AuditVerb(Verb v) {
     case Verb::kWebUi: return "ui.load";
   }
   return "?";
+}
+
+const std::vector<std::string>& AuditVerbNames() {
+  static const std::vector<std::string> names = [] {
+    std::set<std::string> all = {"node.undrain", "node.check", "auth.login", "request", "pool.rent", "pool.release"};
+    for (int v = static_cast<int>(Verb::kHealth); v <= static_cast<int>(Verb::kWebUi); ++v) {
+      all.insert(AuditVerb(static_cast<Verb>(v)));
+    }
+    return std::vector<std::string>(all.begin(), all.end());
+  }();
+  return names;
 }
 
 bool Mutates(Verb v) {

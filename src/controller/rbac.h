@@ -53,6 +53,9 @@ const char* VerbName(Verb v);
 // The verb as the audit log names it ("job.submit", "token.revoke", ...), and whether it changes
 // anything (every change is audited; reads only when refused).
 const char* AuditVerb(Verb v);
+// Every verb an audit record may carry (the routes' verbs, and node.undrain, node.check,
+// auth.login, request, pool.rent, pool.release), sorted: what GET /v1/audit?verb= may filter on.
+const std::vector<std::string>& AuditVerbNames();
 bool Mutates(Verb v);
 
 // The token's role: its kind for agent and join tokens, its role for user tokens (none for an

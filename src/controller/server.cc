@@ -1800,7 +1800,31 @@ void ApiServer::AuditRoutes(const Guards& g) {
     f.after_seq = *after;
     if (*since >= 0) f.since = Time::FromMillis(*since);
     if (req.has_param("subject")) f.subject = req.get_param_value("subject");
-    if (req.has_param("verb")) f.verb = req.get_param_value("verb");
+    if (req.has_param("verb")) {
+      // A verb, or a family ending in '.': one the log can hold, or the filter would quietly match
+      // nothing (a typo looks like "no such records").
+      f.verb = req.get_param_value("verb");
+      const std::vector<std::string>& verbs = AuditVerbNames();
+      const std::string& v = *f.verb;
+      const bool family = !v.empty() && v.back() == '.';
+      const bool known = std::any_of(verbs.begin(), verbs.end(), [&](const std::string& name) {
+        return family ? name.rfind(v, 0) == 0 : name == v;
+      });
+      if (!known) {
+        std::string closest;
+        size_t best = SIZE_MAX;
+        for (const std::string& name : verbs) {
+          if (const size_t d = EditDistance(v, name); d < best) {
+            best = d;
+            closest = name;
+          }
+        }
+        std::string msg = "verb: unknown audit verb '" + v + "'";
+        if (best <= 3) msg += " (closest: " + closest + ")";
+        return Error(res, Status::InvalidArgument(msg + "; verbs: " + Join(verbs, ", ") +
+                                                  ", or a family such as job."));
+      }
+    }
     auto records = store_.ListAudit(f);
     if (!records.ok()) return Error(res, records.status());
     json list = json::array();
