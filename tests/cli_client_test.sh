@@ -385,8 +385,13 @@ if grep -q never-submitted "$WORK/nosub.out"; then fail "run -o json -f submitte
 run "$WORK/costnone" "$GPUFLEET" cost --team nosuch
 expect_rc "$WORK/costnone" 0 "cost --team nosuch"
 expect_contains "$WORK/costnone.out" "team nosuch has no costs or budget" "cost of a team with nothing"
-run "$WORK/auditnone" "$GPUFLEET" audit --verb nosuch.verb
+run "$WORK/auditnone" "$GPUFLEET" audit --verb pool.rent
+expect_rc "$WORK/auditnone" 0 "audit --verb pool.rent"
 expect_contains "$WORK/auditnone.out" "no audit records match" "audit with no match"
+# A verb no record can carry is an error that names the closest, not "no match".
+run "$WORK/audittypo" "$GPUFLEET" audit --verb job.sumbit
+if [[ $RC == 0 ]]; then fail "audit --verb job.sumbit succeeded"; fi
+expect_contains "$WORK/audittypo.err" "unknown audit verb 'job.sumbit' (closest: job.submit)" "audit with a typo in the verb"
 
 # A budget set and then removed: the removal says so.
 run "$WORK/budgetset" "$GPUFLEET" budget vision --hard 100
