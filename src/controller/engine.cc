@@ -1089,6 +1089,14 @@ bool Engine::Step() {
                                                  committed.message() + "); retry");
               }
             }
+            // An agent's events whose transitions are held, not stored, stay unacknowledged: the
+            // agent keeps them and sends them again (this controller ignores what it applied
+            // already), so a controller that stops before the store takes them (its lease lost
+            // with the store) leaves them to the next one, which would otherwise find the part
+            // gone and run a job that ended once more.
+            if constexpr (std::is_same_v<T, HeartbeatReq>) {
+              if (req.result && req.result->ok()) (*req.result)->acked = 0;
+            }
           },
           r);
     }
@@ -1251,9 +1259,11 @@ void Engine::ApplyDrain(DrainReq& r) {
   NodeState& n = nodes_[it->second];
   if (n.rec.state == api::NodeState::kLost && !r.check && !r.until_registered) {
     // A lost node may come back (a reboot for maintenance): it comes back drained, or not.
+    const bool was_drained = n.rec.drained;
     n.rec.drained = r.drain;
     if (r.audit) store_.AttachAudit({*r.audit});
     auto st = store_.UpsertNode(n.rec);
+    if (!st.ok()) n.rec.drained = was_drained;  // refused: nothing changes
     r.result = st.ok() ? Status::Ok() : st.status();
     return;
   }
@@ -1283,13 +1293,19 @@ void Engine::ApplyDrain(DrainReq& r) {
       }
     }
     const bool before = TakesWork(n);
+    const api::NodeRecord was = n.rec;
     n.rec.acceptance = "checking";
     n.rec.acceptance_reason = "burn-in asked for by an operator";
-    n.burn_in_request = ++next_burn_in_request_;
     if (r.audit) store_.AttachAudit({*r.audit});
     auto st = store_.UpsertNode(n.rec);
+    if (!st.ok()) {
+      n.rec = was;  // refused: nothing changes (the caller is told it failed)
+      r.result = st.status();
+      return;
+    }
+    n.burn_in_request = ++next_burn_in_request_;
     if (before) events_.push_back(sched::NodeDrained{n.rec.id, true});
-    r.result = st.ok() ? Status::Ok() : st.status();
+    r.result = Status::Ok();
     return;
   }
   if (!r.drain && n.notice) {
@@ -1300,14 +1316,22 @@ void Engine::ApplyDrain(DrainReq& r) {
     return;
   }
   const bool before = TakesWork(n);
+  const api::NodeRecord was = n.rec;
   n.rec.state = r.drain ? api::NodeState::kDraining : api::NodeState::kUp;
   n.rec.drained = r.drain;
   if (r.audit) store_.AttachAudit({*r.audit});  // commits with the node's new state, or not at all
   auto st = store_.UpsertNode(n.rec);
+  if (!st.ok()) {
+    // Refused: the node stays as the store has it (applied here alone, a restart or a takeover
+    // would undo it without a word, and the caller was told it failed).
+    n.rec = was;
+    r.result = st.status();
+    return;
+  }
   // An undrained node whose agent has not registered since, or that has not passed its burn-in,
   // takes work once it has.
   if (r.drain || TakesWork(n) != before) events_.push_back(sched::NodeDrained{n.rec.id, !TakesWork(n)});
-  r.result = st.ok() ? Status::Ok() : st.status();
+  r.result = Status::Ok();
 }
 
 void Engine::ApplyRelease(ReleaseReq& r) {

@@ -114,6 +114,41 @@ TEST_F(EngineTest, AFailedCommitHoldsTheStepsCommandsUntilTheStoreTakesIt) {
   EXPECT_TRUE(cmds[0].stop.has_value());
 }
 
+TEST_F(EngineTest, AnExitWhoseCommitFailedIsNotAcknowledgedAndANewControllerRecordsItOnce) {
+  // Given a running job whose exit (code 0) arrives while the store fails every write, expect the
+  // heartbeat not to acknowledge it; a second controller on the same store (a standby taking over
+  // from one that stopped without storing it) hears the part named at registration and the exit
+  // again: the job succeeds once, not lost and requeued.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\n");
+  ASSERT_EQ(Commands(*e, a).size(), 1u);
+  Beat(*e, a, {Started(j, 1, 0)}, {{j, 1, 0}});
+  ASSERT_EQ(StateOf(j), JobState::kRunning);
+  store_.FailNextWrites(4, Status::Unavailable("connection refused"));
+  api::HeartbeatReply reply = Beat(*e, a, {Exited(j, 1, 0, 0)});
+  EXPECT_EQ(reply.acked, 0) << "an exit the store did not take was acknowledged";
+  EXPECT_EQ(StateOf(j), JobState::kRunning) << "the disk says running";
+  e.reset();  // the controller stops with the transition held
+  auto next = MakeEngine();
+  api::RegisterRequest req;
+  req.name = "node-a";
+  req.address = "10.0.0.1";
+  req.spec.gpu_model = "H100";
+  req.spec.gpus = 1;
+  req.gpus.push_back({0, "GPU-node-a-0", "NVIDIA H100 80GB HBM3", 81559});
+  req.running = {{j, 1, 0}};  // what an agent names: the part whose exit was not acknowledged
+  auto rf = next->Register(req, "hash-node-a");
+  next->Step();
+  ASSERT_TRUE(rf.get().ok());
+  api::HeartbeatReply again = Beat(*next, a, {Exited(j, 1, 0, 0)});
+  EXPECT_GT(again.acked, 0);
+  EXPECT_EQ(StateOf(j), JobState::kSucceeded);
+  auto rec = store_.GetJob(j);
+  ASSERT_TRUE(rec.ok() && *rec);
+  EXPECT_EQ((*rec)->attempt, 1) << "the job ran again";
+}
+
 TEST_F(EngineTest, SubmitIsIdempotentPerRequestId) {
   auto e = MakeEngine();
   JobId j1 = Submit(*e, "run: x\n", "req-1");
@@ -964,6 +999,34 @@ TEST_F(EngineTest, BadRegistrationChangesNothing) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("unknown GPU model 'Z999'"), std::string::npos);
   EXPECT_TRUE(e->Nodes().empty());
+}
+
+TEST_F(EngineTest, ADrainOrUndrainTheStoreRefusesChangesNothing) {
+  // Given node-a drained, expect an undrain whose write fails to fail and leave it drained (no
+  // job lands there); once the store takes writes again, an undrain puts it back to work. The
+  // same for a drain of an up node.
+  auto e = MakeEngine();
+  Register(*e, "node-a", 1);
+  auto d = e->Drain("node-a", true);
+  e->Step();
+  ASSERT_TRUE(d.get().ok());
+  store_.FailNextWrite(Status::Unavailable("connection refused"));
+  auto u = e->Drain("node-a", false);
+  e->Step();
+  EXPECT_EQ(u.get().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(e->Nodes()[0].record.state, api::NodeState::kDraining);
+  JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\n");
+  EXPECT_EQ(StateOf(j), JobState::kPending) << "a job landed on a node whose undrain failed";
+  auto ok = e->Drain("node-a", false);
+  e->Step();
+  ASSERT_TRUE(ok.get().ok());
+  e->Step();
+  EXPECT_EQ(StateOf(j), JobState::kStarting);
+  store_.FailNextWrite(Status::Unavailable("connection refused"));
+  auto d2 = e->Drain("node-a", true);
+  e->Step();
+  EXPECT_EQ(d2.get().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(e->Nodes()[0].record.state, api::NodeState::kUp);
 }
 
 TEST_F(EngineTest, ReRegistrationKeepsADrainAndAReleasedNodeStaysOut) {

@@ -1643,9 +1643,9 @@ void ApiServer::TokenRoutes(const Guards& g) {
                    (expires ? ", expires " + FormatIso8601(*expires) : ", no expiry");
     MutexLock tokens_lock(tokens_mu_);
     // Revoked (with what it made) since this request was let in: it makes nothing more.
-    if (auto maker = store_.FindToken(who->token.hash); !maker.ok() || !*maker || (*maker)->revoked) {
-      return Error(res, 401, "your token was revoked");
-    }
+    auto maker = store_.FindToken(who->token.hash);
+    if (!maker.ok()) return Error(res, maker.status());  // cannot be checked now: 503, not "revoked"
+    if (!*maker || (*maker)->revoked) return Error(res, 401, "your token was revoked");
     auto secret = auth_.Create(kind == "join" ? api::TokenKind::kJoin : api::TokenKind::kUser, subject,
                                kind == "join" ? "agent" : RoleName(*made), team, clock_.Now(), expires, audit,
                                who->token.Id());

@@ -767,6 +767,18 @@ TEST_F(ServerTest, AStoreThatCannotCheckATokenGets503Not401) {
   EXPECT_EQ(r->status, 401) << r->body;
 }
 
+TEST_F(ServerTest, ATokenCreationWhoseMakerCannotBeCheckedIs503NotRevoked) {
+  // Given an admin whose token was checked already (held in memory), expect a token creation
+  // while the store cannot be read to be 503 with the store's reason, not 401 "revoked".
+  ASSERT_EQ(Call("GET", "/v1/jobs", admin_)->status, 200);
+  store_.FailNextTokenReads(1, Status::Unavailable("connection lost"));
+  auto r = Call("POST", "/v1/tokens", admin_, R"({"subject": "bob", "team": "ml"})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_EQ(r->body.find("revoked"), std::string::npos) << r->body;
+  EXPECT_EQ(Call("POST", "/v1/tokens", admin_, R"({"subject": "bob", "team": "ml"})")->status, 201);
+}
+
 TEST_F(ServerTest, TokensCanBeListedRevokedAndExpire) {
   // Given an admin, expect a team-admin token for vision to make vision user tokens but no admin
   // token and nothing for nlp; the list to show ids and never secrets; a revoked token and an
