@@ -755,7 +755,11 @@ Result<std::unique_ptr<GpuProbe>> OpenProbe(const FakeGpuOptions& options, const
     GF_ASSIGN_OR_RETURN(auto p, FakeGpuProbe::Create(options, catalog));
     return std::unique_ptr<GpuProbe>(std::move(p));
   }
-  if (!options.faults.empty()) return Status::InvalidArgument("--fake-faults needs --fake-gpus (faults are drilled on fake GPUs)");
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"--fake-faults", &options.faults},
+                                    {"--fake-telemetry", &options.telemetry_path},
+                                    {"--fake-driver", &options.driver}}) {
+    if (!value->empty()) return Status::InvalidArgument(std::string(flag) + " needs --fake-gpus (it is for fake GPUs)");
+  }
   GF_ASSIGN_OR_RETURN(auto p, NvmlProbe::Open(nvml_library.empty() ? NvmlProbe::kDefaultLibrary : nvml_library));
   return std::unique_ptr<GpuProbe>(std::move(p));
 }

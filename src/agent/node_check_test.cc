@@ -157,6 +157,11 @@ TEST(FakeFaultsTest, FaultsWithoutFakeGpusAreRefusedBeforeNvmlIsLookedFor) {
   auto p = OpenProbe(o, "/nonexistent/libnvidia-ml.so.1", model::GpuCatalog::BuiltIn());
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(p.status().message(), HasSubstr("--fake-faults needs --fake-gpus"));
+  FakeGpuOptions t;
+  t.telemetry_path = "/tmp/replay.txt";
+  auto q = OpenProbe(t, "/nonexistent/libnvidia-ml.so.1", model::GpuCatalog::BuiltIn());
+  ASSERT_FALSE(q.ok());
+  EXPECT_THAT(q.status().message(), HasSubstr("--fake-telemetry needs --fake-gpus"));
 }
 
 TEST(FakeDriverTest, FakeNodesReportADriverAndComputeCapability) {

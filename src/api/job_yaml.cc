@@ -170,6 +170,14 @@ size_t JobText(const JobRequest& j) {
   return n;
 }
 
+// A refused name as an error shows it: control characters (terminal escapes) as '?', and at most
+// 64 characters of it.
+std::string Shown(const std::string& s) {
+  std::string out;
+  for (char c : s.substr(0, 64)) out += std::iscntrl(static_cast<unsigned char>(c)) ? '?' : c;
+  return s.size() > 64 ? out + "... (" + std::to_string(s.size()) + " bytes)" : out;
+}
+
 bool ValidName(const std::string& s) {
   if (s.empty() || s.size() > 128) return false;
   for (char c : s) {
@@ -249,12 +257,12 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
     GF_ASSIGN_OR_RETURN(spec.name, r.String(n, "name"));
     // A name with "{{param}}" is checked once the array's values are filled in.
     if (spec.name.find("{{") == std::string::npos && !ValidName(spec.name)) {
-      return r.Error(n, "name", "use 1-128 letters, digits, '-', '_' or '.', got '" + spec.name + "'");
+      return r.Error(n, "name", "use 1-128 letters, digits, '-', '_' or '.', got '" + Shown(spec.name) + "'");
     }
   }
   if (auto n = doc["team"]) {
     GF_ASSIGN_OR_RETURN(spec.team, r.String(n, "team"));
-    if (!ValidName(spec.team)) return r.Error(n, "team", "use 1-128 letters, digits, '-', '_' or '.', got '" + spec.team + "'");
+    if (!ValidName(spec.team)) return r.Error(n, "team", "use 1-128 letters, digits, '-', '_' or '.', got '" + Shown(spec.team) + "'");
   }
   if (auto n = doc["priority"]) {
     GF_ASSIGN_OR_RETURN(int64_t p, r.Int(n, "priority", -1000, 1000));
@@ -741,7 +749,7 @@ Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseO
       // "{{x}}" in a name or at a workdir's start waits for an array's values; without an array
       // the name must be valid as it is and the workdir stays a relative path.
       if (!ValidName(base.spec.name)) {
-        return r.Error(doc["name"], "name", "use 1-128 letters, digits, '-', '_' or '.', got '" + base.spec.name +
+        return r.Error(doc["name"], "name", "use 1-128 letters, digits, '-', '_' or '.', got '" + Shown(base.spec.name) +
                                                 "' ({{...}} is filled in only by an array's values)");
       }
       if (!base.workdir.empty() && base.workdir[0] != '/') {

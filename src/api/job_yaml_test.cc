@@ -224,8 +224,10 @@ TEST(JobYamlTest, ErrorsNameLineColumnAndField) {
             std::string::npos);
   EXPECT_NE(ErrorOf("run: x\nworkdir: '{{d}}/x'\n").find("workdir: must be an absolute path"), std::string::npos);
   EXPECT_NE(ErrorOf("run: x\nname: '{{x}}/../a b'\n").find("job.yaml:2:7: name: use 1-128 letters"), std::string::npos);
-  EXPECT_NE(ErrorOf("run: x\nname: '{{x}}" + std::string(200, 'a') + "'\n").find("name: use 1-128 letters"),
-            std::string::npos);
+  const std::string long_name = ErrorOf("run: x\nname: '{{x}}" + std::string(200, 'a') + "'\n");
+  EXPECT_NE(long_name.find("name: use 1-128 letters"), std::string::npos) << long_name;
+  EXPECT_NE(long_name.find("... (205 bytes)"), std::string::npos) << long_name;
+  EXPECT_NE(ErrorOf("run: x\nname: \"a\\e[31m\"\n").find("got 'a?[31m'"), std::string::npos);
   EXPECT_NE(ErrorOf("run: x\nresources: {gpus: 0.5, nodes: 2}\n").find("GPU slice"), std::string::npos);
   EXPECT_NE(ErrorOf("run: x\nrestart: {max_restarts_on_errors: -1}\n").find("restart.max_restarts_on_errors"),
             std::string::npos);

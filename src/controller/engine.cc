@@ -1804,17 +1804,29 @@ void Engine::MaybeFinishAttempt(Job& job) {
   }
   const Part* failed = failed_index >= 0 ? &job.parts[failed_index] : nullptr;
   const api::RestartPolicy& rp = job.rec.request.restart;
+  // What the agents said about the parts (a log that could not all be uploaded, a part killed
+  // after its grace) stays in the reason, whatever ends the attempt: " (part 1: ...; ...)". The
+  // part a failure names says its own (FailureText); a lost part's is the stop's reason already.
+  auto notes = [&](int skip) {
+    std::string out;
+    for (size_t p = 0; p < job.parts.size(); ++p) {
+      const Part& part = job.parts[p];
+      if (part.message.empty() || static_cast<int>(p) == skip || (part.exit_code == -1 && part.signal == 0)) continue;
+      out += (out.empty() ? " (" : "; ") + (job.parts.size() > 1 ? "part " + std::to_string(p) + ": " : "") + part.message;
+    }
+    return out.empty() ? out : out + ")";
+  };
   if (job.stop_requested && !job.failing) {
     job.restart_requested = false;  // the scheduler's stop (preemption, node loss) decides
     job.rerun_not_stall = false;
     job.restart_text.clear();
     events_.push_back(sched::JobStopped{id});
     if (job.cancel_requested) {
-      Transition(job, JobState::kCancelled, "cancelled; its processes have stopped");
+      Transition(job, JobState::kCancelled, "cancelled; its processes have stopped" + notes(-1));
       jobs_.erase(id.value());
       return;
     }
-    std::string why = job.stop_text.empty() ? ReasonText(job.stop_reason) : job.stop_text;
+    std::string why = (job.stop_text.empty() ? ReasonText(job.stop_reason) : job.stop_text) + notes(-1);
     job.stop_text.clear();
     if (job.stop_reason == sched::PreemptReason::kMaxCost) {
       // The core forgets the job after this stop: it does not come back.
@@ -1840,34 +1852,26 @@ void Engine::MaybeFinishAttempt(Job& job) {
     job.failing = false;
     if (job.cancel_requested) {
       events_.push_back(sched::JobFailed{id, false});
-      Transition(job, JobState::kCancelled, "cancelled; its processes have stopped");
+      Transition(job, JobState::kCancelled, "cancelled; its processes have stopped" + notes(-1));
       jobs_.erase(id.value());
       return;
     }
     if (!job.rerun_not_stall) ++job.stall_restarts;
     job.rerun_not_stall = false;
     events_.push_back(sched::JobFailed{id, true});
-    Transition(job, JobState::kPending, "requeued: " + job.restart_text);
+    Transition(job, JobState::kPending, "requeued: " + job.restart_text + notes(-1));
     return;
   }
   if (!failed) {
     job.rec.exit_code = 0;  // before the transition, which records the job
-    // What an agent said about a part that exited 0 (its log incomplete) stays in the reason.
-    std::string notes;
-    for (size_t p = 0; p < job.parts.size(); ++p) {
-      if (job.parts[p].message.empty()) continue;
-      notes += (notes.empty() ? " (" : "; ") + (job.parts.size() > 1 ? "part " + std::to_string(p) + ": " : "") +
-               job.parts[p].message;
-    }
-    if (!notes.empty()) notes += ")";
     Transition(job, JobState::kSucceeded,
-               (job.parts.size() == 1 ? "exited with code 0" : "every part exited with code 0") + notes);
+               (job.parts.size() == 1 ? "exited with code 0" : "every part exited with code 0") + notes(-1));
     events_.push_back(sched::JobFinished{id});
     jobs_.erase(id.value());
     return;
   }
   int code = failed->exit_code;
-  std::string what = FailureText(*failed, failed_index, job.parts.size());
+  std::string what = FailureText(*failed, failed_index, job.parts.size()) + notes(failed_index);
   job.rec.exit_code = code;
   bool recover = std::find(rp.recover_on_exit_codes.begin(), rp.recover_on_exit_codes.end(), code) !=
                  rp.recover_on_exit_codes.end();

@@ -188,7 +188,10 @@ obs::AlertInput Monitor::Snapshot(Time now) {
         std::sort(jobs.begin(), jobs.end(), [](const auto* a, const auto* b) { return a->id < b->id; });
         gs.job_id = jobs[0]->id.value();
         gs.team = jobs[0]->team;
-        for (size_t k = 1; k < jobs.size(); ++k) gs.sharing.push_back(jobs[k]->id.value());
+        for (size_t k = 1; k < jobs.size(); ++k) {
+          gs.sharing.push_back(jobs[k]->id.value());
+          gs.sharing_teams.push_back(jobs[k]->team);
+        }
       }
       history_.Record(r.name, gs.gpu,
                       obs::GpuPoint{now, static_cast<int16_t>(t.util_pct), static_cast<int16_t>(t.temperature_c), t.power_w,

@@ -134,6 +134,41 @@ TEST_F(MonitorTest, OutputOrBusyGpusKeepAJobAlive) {
   EXPECT_EQ(StateOf(id), JobState::kRunning) << "on_stall: alert only flags";
 }
 
+TEST_F(MonitorTest, JobsSharingABusyGpuAreBothBusyAndBothNamedInItsSeries) {
+  // Given two half-GPU jobs on node-a's one GPU, both watched (10-minute stall timeout, restart),
+  // neither reporting progress or output, and the GPU at 90 % for 15 minutes, expect neither
+  // flagged as stalled, and the GPU's DCGM series naming both jobs and both teams.
+  auto e = MakeEngine();
+  NodeId n = Register(*e, "node-a", 1);
+  const std::string watched = "resources: {gpus: 0.5}\nrun: x\nwatchdog: {stall_timeout: 10m, on_stall: restart}\n";
+  JobId a = Submit(*e, "name: a\nteam: vision\n" + watched);
+  JobId b = Submit(*e, "name: b\nteam: nlp\n" + watched);
+  Beat(*e, n, Gpus(1, 90), {Event(a, 1, api::PartEventKind::kStarted), Event(b, 1, api::PartEventKind::kStarted)}, {},
+       {{a, 1, 0}, {b, 1, 0}});
+  ASSERT_EQ(StateOf(a), JobState::kRunning);
+  ASSERT_EQ(StateOf(b), JobState::kRunning);
+  MonitorOptions mo;
+  mo.rules.disabled = {"NodeSilent"};
+  Monitor m(*e, clock_, mo);
+  for (int minute = 0; minute < 15; ++minute) {
+    clock_.Advance(Duration::Minutes(1));
+    Beat(*e, n, Gpus(1, 90), {}, {}, {{a, 1, 0}, {b, 1, 0}});
+    m.EvaluateOnce();
+    e->Step();
+  }
+  for (const auto& alert : m.Alerts()) EXPECT_NE(alert.name, "JobStalled") << alert.message;
+  EXPECT_EQ(StateOf(a), JobState::kRunning);
+  EXPECT_EQ(StateOf(b), JobState::kRunning);
+  MetricsSources src;
+  src.engine = e.get();
+  src.now = clock_.Now();
+  ApiMetrics api;
+  src.api = &api;
+  const std::string both = std::to_string(std::min(a.value(), b.value())) + "," + std::to_string(std::max(a.value(), b.value()));
+  EXPECT_NE(ControllerMetricsText(src).find("job_id=\"" + both + "\",team=\"nlp,vision\"} 90\n"), std::string::npos)
+      << ControllerMetricsText(src);
+}
+
 TEST_F(MonitorTest, WebhookGetsAlertmanagerWebhookJsonWhenAnAlertFiresAndResolves) {
   httplib::Server receiver;
   std::mutex mu;

@@ -1725,7 +1725,10 @@ void ApiServer::TokenRoutes(const Guards& g) {
     api::AuditRecord audit = AuditFor(req, FindRoute("POST", req.path, false));
     audit.object = "token " + found[0].Id();
     audit.outcome = "allowed";
-    audit.reason = "revoked the " + found[0].role + " token of " + found[0].subject;
+    // As `token list` names it (a join token is stored with the agent role); a join token has
+    // no subject.
+    const api::TokenSummary shown = api::SummaryOf(found[0]);
+    audit.reason = "revoked the " + shown.role + " token" + (shown.subject.empty() ? "" : " of " + shown.subject);
     // What a team-admin token made goes with it, and what team-admins among those made, and so
     // on: a contractor's team-admin token must not leave working tokens behind. (An admin's do
     // not: admins are the root of trust, and replacing one must not revoke every token it issued.)

@@ -817,6 +817,17 @@ TEST_F(ServerTest, TokensCanBeListedRevokedAndExpire) {
     EXPECT_EQ(refused->back().subject, "bob");
     EXPECT_EQ(refused->back().team, "nlp");
   }
+  {
+    // A join token's revocation is recorded as a join token's (stored with the agent role).
+    auto join = Call("POST", "/v1/tokens", admin_, R"({"kind": "join"})");
+    ASSERT_EQ(join->status, 201) << join->body;
+    ASSERT_EQ(Call("POST", "/v1/tokens/" + Body(join)["id"].get<std::string>() + "/revoke", admin_)->status, 200);
+    store::AuditFilter f;
+    f.verb = "token.revoke";
+    auto log = store_.ListAudit(f);
+    ASSERT_TRUE(log.ok() && !log->empty());
+    EXPECT_EQ(log->back().reason, "revoked the join token") << log->back().reason;
+  }
 
   clock_.Advance(Duration::Seconds(2 * 3600));
   auto expired = Call("GET", "/v1/queue", dave);

@@ -34,8 +34,19 @@ std::map<std::string, std::string> GpuLabels(const GpuState& g) {
   std::map<std::string, std::string> l{{"node", g.node}, {"gpu", std::to_string(g.gpu)}};
   if (!g.uuid.empty()) l["UUID"] = g.uuid;
   if (g.job_id != 0) {
-    l["job_id"] = std::to_string(g.job_id);
-    if (!g.team.empty()) l["team"] = g.team;
+    // Every job on a GPU that slices share, as the DCGM series name them ("12,15"; teams sorted
+    // and once each), so that a route on a team sees its GPUs however they are shared.
+    std::string jobs = std::to_string(g.job_id);
+    for (int64_t id : g.sharing) jobs += "," + std::to_string(id);
+    l["job_id"] = jobs;
+    std::set<std::string> teams;
+    if (!g.team.empty()) teams.insert(g.team);
+    for (const std::string& t : g.sharing_teams) {
+      if (!t.empty()) teams.insert(t);
+    }
+    std::string team;
+    for (const std::string& t : teams) team += (team.empty() ? "" : ",") + t;
+    if (!team.empty()) l["team"] = team;
   }
   return l;
 }

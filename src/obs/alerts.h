@@ -71,7 +71,8 @@ struct GpuState {
   int temperature_c = 0;
   int64_t job_id = 0;  // 0: not allocated; of GPU slices sharing the GPU, the lowest job id
   std::string team;
-  std::vector<int64_t> sharing{};  // the other jobs holding slices of the GPU, ascending
+  std::vector<int64_t> sharing{};           // the other jobs holding slices of the GPU, ascending
+  std::vector<std::string> sharing_teams{};  // ... and their teams
 };
 struct NodeState {
   std::string name;

@@ -206,6 +206,7 @@ TEST_F(AlertsTest, EveryJobHoldingASliceOfABusyGpuCountsAsBusy) {
   in.jobs = {a, b};
   GpuState shared = Gpu(95, 1000, 50, 12);
   shared.sharing = {15};
+  shared.sharing_teams = {"nlp"};
   in.gpus = {shared};
   for (int m = 0; m <= 30; m += 5) e.Evaluate(At(Duration::Minutes(m)), in);
   EXPECT_EQ(Find(e.Alerts(), "JobStalled"), nullptr);
@@ -218,6 +219,8 @@ TEST_F(AlertsTest, EveryJobHoldingASliceOfABusyGpuCountsAsBusy) {
   const Alert* idle = Find(e.Alerts(), "GpuAllocatedIdle");
   ASSERT_NE(idle, nullptr);
   EXPECT_NE(idle->message.find("held by jobs 12, 15"), std::string::npos) << idle->message;
+  EXPECT_EQ(idle->labels.at("job_id"), "12,15");
+  EXPECT_EQ(idle->labels.at("team"), "nlp,vision");
 }
 
 TEST_F(AlertsTest, JobWithoutStallTimeoutIsNotWatched) {

@@ -18,6 +18,7 @@ void WriteDcgmSeries(Exposition& e, const std::vector<DcgmGpu>& gpus) {
       teams.insert(teams.end(), g.sharing_teams.begin(), g.sharing_teams.end());
       std::sort(teams.begin(), teams.end());
       teams.erase(std::unique(teams.begin(), teams.end()), teams.end());
+      if (teams.size() > 1 && teams.front().empty()) teams.erase(teams.begin());
       std::string team;
       for (const std::string& t : teams) team += (team.empty() ? "" : ",") + t;
       l.emplace_back("job_id", std::move(jobs));

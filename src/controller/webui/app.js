@@ -243,14 +243,20 @@
     },
   };
 
-  // Which job holds each GPU: "nodeId:gpu" -> job id, from the running jobs' placements.
+  // Which jobs hold each GPU: "nodeId:gpu" -> job ids, ascending, from the running jobs'
+  // placements (several jobs: slices of one GPU).
   function gpuOwners(jobs) {
     const owners = new Map();
     for (const j of jobs) {
       for (const p of (j.placement && j.placement.parts) || []) {
-        for (const g of p.gpus || []) owners.set(`${p.node}:${g}`, j.id);
+        for (const g of p.gpus || []) {
+          const key = `${p.node}:${g}`;
+          if (!owners.has(key)) owners.set(key, []);
+          owners.get(key).push(j.id);
+        }
       }
     }
+    for (const ids of owners.values()) ids.sort((a, b) => a - b);
     return owners;
   }
 
@@ -266,18 +272,18 @@
           continue;
         }
         const s = (n.telemetry || [])[g];
-        const owner = owners.get(`${n.id}:${g}`);
+        const held = owners.get(`${n.id}:${g}`) || [];
         const stale = n.state === 'lost' || n.state === 'gone' || !s;
         const cell = h('div', {
           class: `heat-cell${stale ? ' heat-stale' : ''}${!stale && m.dark(s[m.key]) ? ' heat-dark' : ''}`,
           'data-node': n.name, 'data-gpu': g,
           title: s
             ? `${n.name} GPU ${g}: ${s.util_pct} % busy, ${s.temperature_c} °C, ${fmtMib(s.mem_used_mib)}, ${s.power_w} W` +
-              (owner !== undefined ? `, job ${owner}` : ', no job')
+              (held.length ? `, ${held.length > 1 ? 'jobs' : 'job'} ${held.join(', ')}` : ', no job')
             : `${n.name} GPU ${g}: no telemetry`,
         },
         h('span', {class: 'heat-value'}, s && !stale ? `${s[m.key]}${m.unit}` : '–'),
-        owner !== undefined ? h('a', {class: 'heat-job', href: `#/jobs/${owner}`}, `#${owner}`) : null);
+        ...held.map((id) => h('a', {class: 'heat-job', href: `#/jobs/${id}`}, `#${id}`)));
         if (!stale) cell.style.background = m.color(s[m.key]);
         cells.push(cell);
       }
@@ -994,8 +1000,9 @@
             {title: 'Memory used', cell: (s) => fmtMib(s.mem_used_mib)},
             {title: 'Power', cell: (s) => `${s.power_w} W`},
             {title: 'Job', cell: (s) => {
-              const j = owners.get(`${n.id}:${s.g}`);
-              return j === undefined ? h('span', {class: 'muted'}, 'idle') : jobLink(j);
+              const held = owners.get(`${n.id}:${s.g}`) || [];
+              return held.length ? held.flatMap((id, i) => (i ? [', ', jobLink(id)] : [jobLink(id)]))
+                : h('span', {class: 'muted'}, 'idle');
             }},
           ], gpuRows, {empty: 'No telemetry yet.'}),
           (n.jobs || []).length ? h('div', {class: 'small node-jobs'}, 'Jobs: ',
