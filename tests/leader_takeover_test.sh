@@ -34,18 +34,20 @@ stop_all() {
 trap 'rc=$?; stop_all; (exit $rc); cluster_cleanup' EXIT
 read -r -t 120 PG_URL <&"${PG[0]}" || fail "could not start PostgreSQL: $(cat "$WORK/pg.err")"
 
-# start_controller NAME: a controller with --leader-lease on its own ports and data directory; sets its URL and pid.
+# start_controller NAME [PORT AGENT_PORT [LEASE]]: a controller with --leader-lease on its own
+# ports (free ones unless given) and data directory; sets its URL, ports and pid.
 start_controller() {
-  local name="$1" port agent_port
-  port="$(free_port)"
-  agent_port="$(free_port)"
+  local name="$1" port="${2:-}" agent_port="${3:-}" lease="${4:-$LEASE}"
+  [[ -n $port ]] || port="$(free_port)"
+  [[ -n $agent_port ]] || agent_port="$(free_port)"
   mkdir -p "$WORK/$name"
   setsid "$GPUFLEET" server --data-dir "$WORK/$name" --listen "127.0.0.1:$port" \
-    --agent-listen "127.0.0.1:$agent_port" --store "$PG_URL" --leader-lease "$LEASE" \
-    </dev/null >"$WORK/$name/server.log" 2>&1 &
+    --agent-listen "127.0.0.1:$agent_port" --store "$PG_URL" --leader-lease "$lease" \
+    </dev/null >>"$WORK/$name/server.log" 2>&1 &
   OTHER_PIDS+=("$!")
   eval "${name}_PID=$!"
   eval "${name}_URL=http://127.0.0.1:$port"
+  eval "${name}_PORTS='$port $agent_port'"
 }
 # status_of URL: the HTTP status of GET /v1/health there (000 when nothing answers).
 status_of() { curl -s -o "$WORK/last_body" -w '%{http_code}' "$1/v1/health"; }
@@ -99,4 +101,22 @@ URL="$C_URL"
 jobs="$(api GET '/v1/jobs' | json_get "len(j['jobs'])")"
 [[ "$jobs" == 2 ]] || fail "the store holds $jobs jobs after the second takeover, expected 2"
 
-echo "PASS: one leader; kill -9 of it hands over to the standby with the store's state; a paused leader is replaced and exits 75"
+# A leader killed and started again at once on the same addresses, with nobody standing by:
+# the lease still names it, so until it lapses it says that its own earlier run holds it (not
+# that the leader is itself), then it leads. (An 8 s lease: the restart takes well under that.)
+kill -TERM "$C_PID"
+wait "$C_PID" 2>/dev/null || true
+start_controller D "" "" 8s
+wait_until "D leads once C gave the lease up" 30 answers "$D_URL" 200
+_kill_tree_groups "$D_PID"
+wait "$D_PID" 2>/dev/null || true
+start_controller D $D_PORTS 8s
+wait_until "D, started again, answers" 30 bash -c "[[ \$(curl -s -o /dev/null -w '%{http_code}' $D_URL/v1/health) != 000 ]]"
+answers "$D_URL" 503 || fail "D started again led at once, inside its earlier run's lease"
+expect_contains "$WORK/last_body" "this controller's earlier run" "the restarted controller says its own earlier run holds the lease"
+wait_until "D leads once its earlier lease lapsed" 30 answers "$D_URL" 200
+URL="$D_URL"
+jobs="$(api GET '/v1/jobs' | json_get "len(j['jobs'])")"
+[[ "$jobs" == 2 ]] || fail "the store holds $jobs jobs after D's restart, expected 2"
+
+echo "PASS: one leader; kill -9 of it hands over to the standby with the store's state; a paused leader is replaced and exits 75; a leader restarted inside its own lease says so, then leads"

@@ -284,6 +284,11 @@ class LeaderState {
     if (!lease_seen_ || was_leader != l->held) role_since_ = WallNow();
     lease_seen_ = *l;
   }
+  // How long the lease lasts still, as it was last seen (zero: lapsed or unknown).
+  Duration LeaseLeft() const GF_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return lease_seen_ ? lease_seen_->expires_in : Duration::Zero();
+  }
   // The leader's URLs, as the lease last said (empty: unknown).
   store::LeaderAddress Leader() const GF_EXCLUDES(mu_) {
     MutexLock lock(mu_);
@@ -480,9 +485,18 @@ httplib::Server::HandlerResponse StandbyReply(const httplib::Request& req, httpl
   res.status = 503;
   res.set_header("Retry-After", "1");
   res.set_header(api::kLeaderHeader, leader);
-  nlohmann::json body = {{"error",
-                          {{"code", "unavailable"},
-                           {"message", "not the leader; the leader is " + (leader.empty() ? "unknown" : leader)}}}};
+  std::string message = "not the leader; the leader is " + (leader.empty() ? "unknown" : leader);
+  const store::LeaderAddress self = state.Self();
+  if (!leader.empty() && leader == (agents ? self.agent_url : self.url)) {
+    // The lease names this very controller: its earlier run stopped without giving it up (killed),
+    // and it takes over once the lease lapses.
+    const Duration left = state.LeaseLeft();
+    message = "not the leader yet: this controller's earlier run, stopped without giving up the leader lease, holds "
+              "it for " + FormatDuration(std::max(left, Duration::Seconds(1))) +
+              " more; this controller leads once it lapses (retry then)";
+    res.set_header("Retry-After", std::to_string(std::max<int64_t>(1, (left.millis() + 999) / 1000)));
+  }
+  nlohmann::json body = {{"error", {{"code", "unavailable"}, {"message", message}}}};
   res.set_content(body.dump(), "application/json");
   controller::CloseAfterResponse();
   return httplib::Server::HandlerResponse::Handled;
