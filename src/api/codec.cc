@@ -576,6 +576,9 @@ Result<NodeSummary> DecodeNodeSummary(const json& j, const std::string& path) {
   n.market = f.Enum("market", &model::ParseMarket, model::Market::kOnDemand);
   n.labels = f.StringMap("labels");
   n.last_heartbeat = f.TimeMs("last_heartbeat_ms");
+  if (const json* heard = f.OptionalValue("heard_since_start"); heard != nullptr && heard->is_boolean()) {
+    n.heard_since_start = heard->get<bool>();  // (absent from older controllers: heard)
+  }
   n.telemetry = f.Objects("telemetry", &DecodeGpuSample);
   for (int64_t id : [&] {
          std::vector<int64_t> ids;
@@ -886,6 +889,7 @@ json ToJson(const NodeSummary& n) {
             {"market", model::MarketName(n.market)},
             {"labels", n.labels},
             {"last_heartbeat_ms", n.last_heartbeat.millis()},
+            {"heard_since_start", n.heard_since_start},
             {"telemetry", tel},
             {"jobs", jobs},
             {"acceptance", n.acceptance},

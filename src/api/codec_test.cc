@@ -589,6 +589,15 @@ TEST_F(CodecTest, NodeSummaryRoundTripsWithWhatTheControllerAdds) {
   EXPECT_EQ(back->burn_in->tests.size(), SampleNode().burn_in->tests.size());
   EXPECT_EQ(back->notice->action, "terminate");
   EXPECT_EQ(back->market, model::Market::kSpot);
+  EXPECT_TRUE(back->heard_since_start);
+  // Not heard from since a controller restart: said, and kept; absent (an older controller): heard.
+  n.heard_since_start = false;
+  const json unheard = ToJson(n);
+  EXPECT_EQ(unheard["heard_since_start"], false);
+  EXPECT_FALSE(NodeSummaryFromJson(unheard)->heard_since_start);
+  json older = unheard;
+  older.erase("heard_since_start");
+  EXPECT_TRUE(NodeSummaryFromJson(older)->heard_since_start);
 
   // Never burnt in, no notice: "burn_in" is null and "notice" absent, and both decode as absent.
   NodeRecord plain = SampleNode();

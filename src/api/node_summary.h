@@ -35,6 +35,9 @@ struct NodeSummary {
   model::Market market = model::Market::kOnDemand;
   std::map<std::string, std::string> labels;
   Time last_heartbeat;
+  // False after a controller restart until the node reports again: heartbeats are not stored,
+  // so last_heartbeat is then its registration's time, older than its last report.
+  bool heard_since_start = true;
   std::vector<GpuSampleReport> telemetry;  // per GPU, from the last heartbeat
   std::vector<JobId> jobs;                 // running there
   std::string acceptance;                  // "", checking, passed, quarantined

@@ -192,7 +192,7 @@ the node runs its acceptance burn-in and takes no work until it passes; quaranti
       }
       t.Add({n.name, state,
              std::to_string(n.gpus_used) + "/" + std::to_string(n.gpus) + (n.gpu_model.empty() ? "" : " " + n.gpu_model),
-             util, temp, power, Ago(n.last_heartbeat.millis()), jobs.empty() ? "-" : Join(jobs, ",")});
+             util, temp, power, (n.heard_since_start ? Ago(n.last_heartbeat.millis()) : std::string("before restart")), jobs.empty() ? "-" : Join(jobs, ",")});
     }
     t.Print();
     return kExitOk;

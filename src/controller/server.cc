@@ -1254,6 +1254,7 @@ void ApiServer::NodeRoutes(const Guards& g) {
       summary.telemetry = n.telemetry;
       summary.jobs = n.jobs;
       summary.notice = n.notice;
+      summary.heard_since_start = n.heard_since_start;
       list.push_back(api::ToJson(summary));
     }
     Reply(res, 200, {{"nodes", list}});

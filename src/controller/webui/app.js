@@ -982,7 +982,8 @@
             h('h3', {}, h('span', {class: `dot node-${n.state}`}), n.name),
             h('span', {class: `badge node-state node-${n.state}`}, n.notice ? 'reclaiming' : n.state),
             h('span', {class: 'muted small'}, `${n.gpus_used} / ${n.gpus} ${n.gpu_model} in use · ${n.market}` +
-              ` · heard from ${fmtAgo(n.last_heartbeat_ms)}`),
+              (n.heard_since_start === false ? ' · not heard from since the controller restarted'
+                : ` · heard from ${fmtAgo(n.last_heartbeat_ms)}`)),
             canDrain ? h('button', {type: 'button', class: 'small-button', 'data-action': n.state === 'up' ? 'drain' : 'undrain',
               onclick: () => drain(n.name, n.state === 'up')}, n.state === 'up' ? 'Drain' : 'Undrain') : null),
           n.notice ? h('div', {class: 'error small'},
