@@ -2316,7 +2316,7 @@ std::vector<NodeStatus> Engine::Nodes() const {
 
 Engine::ScalingView Engine::ScalingSnapshot() const {
   MutexLock lock(mu_);
-  ScalingView v{PendingLocked(), NodesLocked(), {}};
+  ScalingView v{PendingLocked(), NodesLocked(), {}, scheduler_->ChargedTeams()};
   for (const auto& [team, b] : budgets_) {
     if (b.hard_micros > 0 && scheduler_->HardStopReached(team)) v.hard_stopped_teams.insert(team);
   }

@@ -196,6 +196,7 @@ class Engine {
     std::vector<sched::PendingJob> pending;
     std::vector<NodeStatus> nodes;
     std::set<std::string> hard_stopped_teams;  // teams a hard budget has stopped (TeamSpend::hard_stop)
+    std::map<std::string, std::string> charged_to;  // node name -> the team billed for it now
   };
   ScalingView ScalingSnapshot() const;
   // Why the pool's last round rented nothing for these pending jobs (the autoscaler's holds, by

@@ -773,6 +773,7 @@ void Pool::Tick() {
   // back (the engine has already requeued what ran there) without blaming its offer.
   std::vector<std::pair<std::string, std::string>> dead;  // (name, provider id)
   std::vector<std::pair<std::string, std::string>> quarantined;  // (name, why)
+  std::vector<std::pair<std::string, std::string>> retired;      // (name, why): drained and idle
   {
     MutexLock lock(mu_);
     for (const auto& [name, e] : entries_) {
@@ -783,8 +784,31 @@ void Pool::Tick() {
       if ((st == api::NodeState::kUp || st == api::NodeState::kDraining) &&
           node->second->record.acceptance == "quarantined") {
         quarantined.emplace_back(name, node->second->record.acceptance_reason);
+        continue;
+      }
+      // A drained rented node takes no work, yet bills: once it has no job left for idle_duration
+      // it is given back (at once when the team it is billed to is over its hard budget), as an
+      // idle up node is. (The autoscaler counts only up nodes as idle capacity.)
+      if (st == api::NodeState::kDraining && node->second->jobs.empty()) {
+        const Time since = drained_idle_since_.emplace(name, now).first->second;
+        const auto billed = view.charged_to.find(name);
+        const std::string& team = billed != view.charged_to.end() ? billed->second : e.info.team;
+        const bool spent = !team.empty() && view.hard_stopped_teams.count(team) > 0;
+        if (spent) {
+          retired.emplace_back(name, "drained and idle, and the hard budget of the team it is billed to is spent");
+        } else if (now - since >= config_.options.idle_duration) {
+          retired.emplace_back(name, "drained and idle for " + FormatDuration(now - since) + " (idle_duration " +
+                                         FormatDuration(config_.options.idle_duration) + ")");
+        }
+      } else {
+        drained_idle_since_.erase(name);
       }
     }
+  }
+  for (const auto& [name, why] : retired) {
+    spdlog::info("pool: releasing {}: {}", name, why);
+    drained_idle_since_.erase(name);
+    ReleaseNode(name, why, now);
   }
   // A rented node that failed its burn-in is given back, and its offer avoided for a while: the
   // same offer tends to hand out the same bad hardware (a host, a rack) again soon.
@@ -820,6 +844,7 @@ void Pool::Tick() {
   if (!dead.empty()) (void)Save();
   std::map<int64_t, std::string> name_of;  // PoolNode id -> instance name
   int64_t synthetic = int64_t{1} << 40;     // ids for instances with no node yet
+  bool billed_moved = false;                // an instance's charge moved to another team
   {
     MutexLock lock(mu_);
     for (auto& [name, e] : entries_) {
@@ -836,6 +861,12 @@ void Pool::Tick() {
         p.spec.labels = config_.offer_labels[static_cast<size_t>(e.offer)];
       }
       p.spec.name = name;
+      // The team billed for it now: the scheduler moves a charge off a team its hard budget
+      // stopped, to a team whose job runs there. Kept on record, so that a restart bills that team.
+      if (auto c = view.charged_to.find(name); c != view.charged_to.end() && c->second != e.info.team) {
+        e.info.team = c->second;
+        billed_moved = true;
+      }
       p.budget_spent = !e.info.team.empty() && view.hard_stopped_teams.count(e.info.team) > 0;
       auto node = by_name.find(name);
       const bool registered = node != by_name.end() && (node->second->record.state == api::NodeState::kUp ||
@@ -875,7 +906,7 @@ void Pool::Tick() {
     }
   }
   sched::ScalePlan plan = scaler_.Decide(in);
-  bool changed = false;
+  bool changed = billed_moved;
   std::vector<api::AuditRecord> released;
   for (const sched::Release& r : plan.releases) {
     auto it = name_of.find(r.node.value());

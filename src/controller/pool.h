@@ -154,6 +154,7 @@ class Pool {
   mutable Mutex mu_;
   std::map<std::string, Entry> entries_ GF_GUARDED_BY(mu_);  // by name
   std::map<std::string, Time> idle_since_;
+  std::map<std::string, Time> drained_idle_since_;  // drained (or reclaimed) nodes without jobs, since when
   std::map<std::string, std::vector<std::string>> offer_environments_;  // offer -> what its nodes run
   std::set<std::string> charged_;  // instance names the engine bills to a team
   Time started_;                   // when Start ran: charges of older instances count from here

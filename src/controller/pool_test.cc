@@ -201,6 +201,34 @@ TEST_F(PoolTest, ReleasesAnIdleNodeAndDeletesItsInstance) {
   EXPECT_EQ(NodeStateOf(name), api::NodeState::kGone);
 }
 
+TEST_F(PoolTest, ADrainedRentedNodeWithoutJobsIsReleasedAfterIdleDuration) {
+  // Given a rented node that registered idle and that an admin drained, expect it kept for
+  // idle_duration (it bills, but may get its work back) and then released and deleted, as an
+  // idle up node is: a drained node is never idle capacity, so nothing else would give it back.
+  Pool& pool = MakePool();
+  ASSERT_TRUE(pool.Start().ok());
+  Submit("name: train\nrun: sleep 100\nresources: {gpus: 8}\n");
+  pool.Tick();
+  ASSERT_EQ(provider_->created.size(), 1u);
+  const std::string name = provider_->created[0];
+  auto queue = engine_->Queue();
+  ASSERT_EQ(queue.size(), 1u);
+  ASSERT_TRUE(engine_->Cancel(queue[0].job.id, "test").get().ok());
+  RegisterNode(name);
+  ASSERT_TRUE(engine_->Drain(name, true).get().ok());
+  pool.Tick();
+  clock_.Advance(Duration::Minutes(9));
+  pool.Tick();
+  EXPECT_TRUE(provider_->deleted.empty());
+  EXPECT_EQ(NodeStateOf(name), api::NodeState::kDraining);
+  clock_.Advance(Duration::Minutes(1));
+  pool.Tick();  // taken out of the engine
+  pool.Tick();  // and its instance deleted
+  EXPECT_EQ(NodeStateOf(name), api::NodeState::kGone);
+  EXPECT_EQ(provider_->deleted.size(), 1u);
+  EXPECT_TRUE(pool.Instances().empty());
+}
+
 TEST_F(PoolTest, StartDeletesLeakedInstancesAndForgetsVanishedOnes) {
   // The record says gf-h100-3 exists; the provider has gf-h100-7 (ours by its prefix, not on
   // record: a create whose answer was lost) and other-1 (not ours). Start deletes the leak,

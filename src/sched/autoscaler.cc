@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -162,6 +163,7 @@ struct Autoscaler::Round {
   };
   std::map<NodeId, Free> free_gpus;
   std::set<int64_t> covered;
+  std::map<std::string, int64_t> team_rate_added;  // per hour, by the rents of this plan, per team
   // Nodes rented in this Decide for one-node jobs, with the GPUs the job leaves free.
   struct Fresh {
     size_t rent = 0;
@@ -360,6 +362,12 @@ void Autoscaler::RentFor(Round& r, const PendingJob& job, bool fallen_back) {
   std::tuple<int64_t, int, Duration, std::string, std::string> best_key;
   bool any_shape = false;
   std::vector<std::string> cannot_run;  // offers that fit but whose nodes do not run its environment
+  // The team's hourly cap: what it may still add, less this plan's rents for it so far.
+  const int64_t headroom = job.max_added_rate_micros < 0
+                               ? -1
+                               : std::max<int64_t>(0, job.max_added_rate_micros - r.team_rate_added[job.team]);
+  const RentableOffer* too_dear = nullptr;  // the cheapest per hour of the offers over the cap
+  int too_dear_count = 0;
   for (int i = 0; i < static_cast<int>(r.in.offers.size()); ++i) {
     const RentableOffer& o = r.in.offers[i];
     const int model_rank = ModelRank(job, o.gpu_model);
@@ -377,6 +385,13 @@ void Autoscaler::RentFor(Round& r, const PendingJob& job, bool fallen_back) {
     // A gang rents only what the nodes kept for it in the offer's zone do not cover.
     const int have = job.nodes > 1 && r.gang_zones.count(o.zone) ? static_cast<int>(r.gang_zones[o.zone].size()) : 0;
     const int count = job.nodes - std::min(have, job.nodes - 1);
+    if (headroom >= 0 && o.price_micros_per_hour * count > headroom) {
+      if (!too_dear || o.price_micros_per_hour * count < too_dear->price_micros_per_hour * too_dear_count) {
+        too_dear = &o;
+        too_dear_count = count;
+      }
+      continue;
+    }
     auto key = std::make_tuple(ExpectedCost(job, o) * count / job.nodes, model_rank, o.boot_estimate,
                                o.zone, o.name);
     if (best < 0 || key < best_key) {
@@ -387,6 +402,16 @@ void Autoscaler::RentFor(Round& r, const PendingJob& job, bool fallen_back) {
   if (best < 0) {
     std::string why = any_shape ? "every offer that fits failed recently"
                                 : "no offer has the GPU model, GPUs per node, CPUs, memory, market and labels it needs";
+    if (too_dear) {
+      auto usd = [](int64_t micros) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "$%.2f", static_cast<double>(micros) / 1e6);
+        return std::string(buf);
+      };
+      why = "team " + job.team + " may add only " + usd(headroom) + "/h more (its budget's max hourly rate); " +
+            "the cheapest offer that fits, " + too_dear->name + ", costs " +
+            usd(too_dear->price_micros_per_hour * too_dear_count) + "/h";
+    }
     if (!any_shape && !cannot_run.empty()) {
       std::string names;
       for (const std::string& n : cannot_run) names += (names.empty() ? "" : ", ") + n;
@@ -435,6 +460,7 @@ void Autoscaler::RentFor(Round& r, const PendingJob& job, bool fallen_back) {
   if (!reuse.empty()) why += "; " + std::to_string(reuse.size()) + " idle or booting node(s) kept for the gang";
   if (fallen_back && job.market != model::MarketPreference::kOnDemand) why += "; fell back from spot";
   Claim(r, reuse, job.id);
+  r.team_rate_added[job.team] += o.price_micros_per_hour * count;
   r.plan.rents.push_back({best, count, o.zone, {job.id}, std::move(why), expected});
   if (job.nodes == 1 && o.gpus_per_node > job.gpus_per_node) {
     r.fresh.push_back({r.plan.rents.size() - 1, best, o.gpus_per_node - job.gpus_per_node});

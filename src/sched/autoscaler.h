@@ -101,6 +101,11 @@ struct PendingJob {
   Duration restart_overhead;                             // paid again after each interruption
   model::Labels constraints;  // labels a node must carry (k=v), as placement requires
   std::string environment{};  // the preset it runs in (empty: the node's own), as placement requires
+  // What its team may still add per hour (its budget's max_rate less what it spends per hour now,
+  // rented nodes included), in micro-dollars; -1: no cap. A rented node is billed to the team
+  // whole, so an offer dearer than this is not rented for it (nodes rented for the team's other
+  // jobs in the same plan count against it).
+  int64_t max_added_rate_micros = -1;
 };
 
 enum class PoolNodeState { kBooting, kUp, kDraining };

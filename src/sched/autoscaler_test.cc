@@ -86,6 +86,41 @@ TEST_F(AutoscalerTest, GangGetsAllItsNodesFromOneOfferInOneZone) {
   EXPECT_TRUE(plan.releases.empty());
 }
 
+TEST_F(AutoscalerTest, ATeamsHourlyCapLimitsWhatIsRentedForIt) {
+  // Given team iota that may add $25/h more and three 8-GPU jobs of it (spot allowed), expect the
+  // $10/h spot node rented for the first two ($20/h) and the third held, naming the cap and the
+  // cheapest offer; a job of another team is rented for as before. A cap under every offer rents
+  // nothing for the team.
+  Autoscaler scaler(options_);
+  std::vector<PendingJob> jobs;
+  for (int64_t id = 1; id <= 3; ++id) {
+    PendingJob j = Job(id, 1);
+    j.team = "iota";
+    j.max_added_rate_micros = 25'000'000;
+    jobs.push_back(j);
+  }
+  PendingJob other = Job(4, 1);
+  other.team = "kappa";
+  jobs.push_back(other);
+  input_.pending = jobs;
+  ScalePlan plan = scaler.Decide(input_);
+  ASSERT_EQ(plan.rents.size(), 3u);
+  for (const Rent& r : plan.rents) EXPECT_EQ(r.offer, kSpotA);
+  ASSERT_EQ(plan.held.size(), 1u);
+  EXPECT_EQ(plan.held[0].job, JobId(3));
+  EXPECT_NE(plan.held[0].reason.find("team iota may add only $5.00/h more"), std::string::npos) << plan.held[0].reason;
+  EXPECT_NE(plan.held[0].reason.find("h100-spot-a, costs $10.00/h"), std::string::npos) << plan.held[0].reason;
+
+  Autoscaler capped(options_);
+  PendingJob poor = Job(9, 1);
+  poor.team = "iota";
+  poor.max_added_rate_micros = 0;
+  input_.pending = {poor};
+  ScalePlan none = capped.Decide(input_);
+  EXPECT_TRUE(none.rents.empty());
+  ASSERT_EQ(none.held.size(), 1u);
+}
+
 TEST_F(AutoscalerTest, HonoursAllowedModelsAndGpusPerNode) {
   // Given a job allowing A100 or H100, expect the A100 offer ($20/h on-demand) when spot is not
   // allowed; given a job needing 16 GPUs per node, expect no rent and a reason.

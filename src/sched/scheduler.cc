@@ -1319,6 +1319,12 @@ void Scheduler::ScalingQueueInto(Duration restart_overhead, std::vector<PendingJ
     p.restart_overhead = restart_overhead;
     p.constraints = spec.constraints;
     p.environment = spec.environment;
+    p.max_added_rate_micros = -1;
+    if (!money_.empty()) {
+      if (auto m = money_.find(spec.team); m != money_.end() && m->second.budget.max_rate_micros > 0) {
+        p.max_added_rate_micros = std::max<int64_t>(0, m->second.budget.max_rate_micros - m->second.rate);
+      }
+    }
   }
   out.resize(n);
 }
@@ -1480,7 +1486,8 @@ void Scheduler::MoveChargesOfStoppedTeams() {
     if (m == money_.end() || !m->second.hard_stopped) continue;
     SyncRunning();  // (in rank order)
     for (const auto& [rank, seq, j] : running_) {
-      if (j->spec.team == c.team) continue;
+      // Not to a team stopped too (the charge would go back and forth between them).
+      if (j->spec.team == c.team || TeamHardStopped(j->spec.team)) continue;
       bool here = false;
       for (const auto& [node, rate] : j->charged_parts) here = here || node == name;
       if (here) {
@@ -1494,6 +1501,31 @@ void Scheduler::MoveChargesOfStoppedTeams() {
     const int64_t price = charges_.at(name).price;
     ChargeNode(name, team, price, now);
   }
+}
+
+bool Scheduler::TeamHardStopped(const std::string& team) const {
+  auto m = money_.find(team);
+  return m != money_.end() && m->second.hard_stopped;
+}
+
+bool Scheduler::ChargeMovableFrom(const std::string& team) const {
+  for (const auto& [name, c] : charges_) {
+    if (c.team != team || c.jobs_rate <= 0) continue;
+    SyncRunning();  // (in rank order)
+    for (const auto& [rank, seq, j] : running_) {
+      if (j->spec.team == team || TeamHardStopped(j->spec.team)) continue;
+      for (const auto& [node, rate] : j->charged_parts) {
+        if (node == name) return true;
+      }
+    }
+  }
+  return false;
+}
+
+std::map<std::string, std::string> Scheduler::ChargedTeams() const {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, c] : charges_) out[name] = c.team;
+  return out;
 }
 
 std::string Scheduler::ChargedTeam(const std::string& node_name) const {
@@ -1601,7 +1633,10 @@ std::optional<Time> Scheduler::NextBudgetDeadline(Time now) const {
     if (m.budget.hard_micros <= 0 || m.rate <= 0 || (!runs && m.charges == 0)) continue;
     if (!m.budget.stop_running && m.charges == 0) continue;
     if (m.hard_stopped) {
-      if (runs && m.budget.stop_running) consider(now);
+      // Its running jobs are stopped, and a node billed to it that another team's job uses is
+      // billed to that team (MoveChargesOfStoppedTeams): a charge that came back to it (a
+      // controller's restart charges a pool's node to the team that rented it) moves at once.
+      if ((runs && m.budget.stop_running) || ChargeMovableFrom(team)) consider(now);
       continue;
     }
     // Stop early by the stop lead, so that spend ends at the budget (docs/cost.md).
@@ -1610,7 +1645,7 @@ std::optional<Time> Scheduler::NextBudgetDeadline(Time now) const {
     if (left <= 0) {
       // Running jobs are stopped now; a team with only charged nodes has its nodes released by
       // the autoscaler (TeamSpend::hard_stop), which needs no further wake-up.
-      if (runs && m.budget.stop_running) consider(now);
+      if ((runs && m.budget.stop_running) || ChargeMovableFrom(team)) consider(now);
       continue;
     }
     // ceil(left / rate) ms from now.

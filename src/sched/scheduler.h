@@ -202,6 +202,8 @@ class Scheduler {
   void EndNodeCharge(const std::string& node_name);  // now
   // The team a node is charged to, or empty.
   std::string ChargedTeam(const std::string& node_name) const;
+  // Every charged node's team, by node name.
+  std::map<std::string, std::string> ChargedTeams() const;
 
   // Read access for reports, the API and tests.
   std::optional<JobPhase> PhaseOf(JobId job) const;
@@ -494,6 +496,10 @@ class Scheduler {
   // The spend the team will add between a stop decision and its end (docs/cost.md).
   __int128 StopLeadSpend(const std::string& team, int64_t extra_rate, Duration extra_grace) const;
   void MoveChargesOfStoppedTeams();
+  // Whether a node billed to `team` runs a job of a team its hard budget has not stopped, which
+  // MoveChargesOfStoppedTeams would bill instead.
+  bool ChargeMovableFrom(const std::string& team) const;
+  bool TeamHardStopped(const std::string& team) const;
   struct TeamBooks {
     TeamQuota quota;
     TeamLoad load;

@@ -791,6 +791,33 @@ TEST(BudgetTest, AStoppedTeamStopsPayingForItsNodeWhenAnotherTeamWorksThere) {
   EXPECT_EQ(h.sched().SpendOf("b").spent_micros, 8'333'333);  // $2/h for 70 min + $6/h for 60 min
 }
 
+TEST(BudgetTest, AChargeThatComesBackToAStoppedTeamMovesAtOnce) {
+  // Given the test above at 600 s (a stopped, its node billed to b), then the node charged to a
+  // again (as a restarted controller's pool charges the team that rented it), expect a wake-up
+  // at once and the charge back on b, a's spend staying at $1; with no team left to bill (b's job
+  // gone and charged again to a), no wake-up at once (nothing to move).
+  testing::SchedulerHarness h("fifo");
+  TeamBudget b;
+  b.hard_micros = 1'000'000;
+  h.sched().SetTeamBudget("a", b);
+  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(0));
+  h.AddNode(PricedNode("r0", 8, 8));
+  JobId j = h.Submit(testing::MakeJob(2, 0, "b"));
+  h.AdvanceTo(600);
+  ASSERT_EQ(h.sched().ChargedTeam("r0"), "b");
+  h.clock().Set(Time::FromSeconds(700));
+  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(700));
+  EXPECT_EQ(h.sched().NextWakeup(), Time::FromSeconds(700));
+  h.AdvanceTo(700);
+  EXPECT_EQ(h.sched().ChargedTeam("r0"), "b");
+  h.clock().Set(Time::FromSeconds(4300));
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 1'000'000);
+  h.Finish(j);
+  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(4300));
+  auto wake = h.sched().NextWakeup();
+  EXPECT_TRUE(!wake || *wake > Time::FromSeconds(4300));
+}
+
 TEST(BudgetTest, AStoppedTeamStaysStoppedUnderTheSameBudgetAndGoesOnWithALargerOne) {
   // Given team a stopped by its $2 hard budget, expect re-setting the same budget (a new soft
   // limit) to keep it stopped, and a larger hard limit to let its held job start.
