@@ -1231,8 +1231,11 @@ void Scheduler::SetTeamBudget(const std::string& team, const TeamBudget& budget)
   // Spend is counted from the new period's start: recount what finished runs cannot tell apart,
   // as the part of the current runs since `since`; finished runs before a new period drop out.
   if (budget.since != m.budget.since || !m.has_budget) {
-    m.spent_closed = static_cast<__int128>(std::max<int64_t>(0, budget.carried_micros)) * kMsPerHour;
-    m.idle_closed = 0;
+    // Rented-idle spend is in no job record (the caller carries the jobs' over): what was counted
+    // stays when all of it lies inside the new period (a period set after the nodes idled).
+    const __int128 kept_idle = m.idle_closed > 0 && budget.since <= m.idle_from ? m.idle_closed : 0;
+    m.spent_closed = static_cast<__int128>(std::max<int64_t>(0, budget.carried_micros)) * kMsPerHour + kept_idle;
+    m.idle_closed = kept_idle;
   }
   // A team the hard budget stopped stays stopped under the same budget (re-set with another soft
   // limit, or by a restarted controller); a new period, a new start or a larger limit lets it go.
@@ -1385,6 +1388,7 @@ void Scheduler::Recharge(Charge& c, int64_t jobs_delta, Time now) {
   const Time from = std::max(c.from, m.budget.since);
   if (now > from && c.rate > 0) {
     const __int128 add = static_cast<__int128>(c.rate) * (now - from).millis();
+    if (m.idle_closed == 0 || from < m.idle_from) m.idle_from = from;
     m.spent_closed += add;
     m.idle_closed += add;
   }

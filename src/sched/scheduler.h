@@ -472,6 +472,7 @@ class Scheduler {
     bool has_budget = false;
     __int128 spent_closed = 0;  // micro-dollar-milliseconds per hour of finished runs (since budget.since)
     __int128 idle_closed = 0;   // ... of which charged nodes' idle part
+    Time idle_from;             // the earliest instant idle_closed counts (when it is not 0)
     int64_t rate = 0;           // micro-dollars per hour of the team's jobs holding GPUs and charges
     int64_t idle_rate = 0;      // ... of which charges
     int charges = 0;            // nodes charged to the team

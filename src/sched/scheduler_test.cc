@@ -818,6 +818,28 @@ TEST(BudgetTest, AChargeThatComesBackToAStoppedTeamMovesAtOnce) {
   EXPECT_TRUE(!wake || *wake > Time::FromSeconds(4300));
 }
 
+TEST(BudgetTest, ABudgetWhosePeriodHoldsTheIdleSpendKeepsIt) {
+  // Given team a billed $8 for an $8/h rented node idle from 3600 s to 7200 s (no budget yet),
+  // expect a budget set afterwards whose period starts before that ($8 hard, from 0 s) to count
+  // the $8 (it is in no job record), so the team is at its limit; a new period from now counts
+  // nothing of it.
+  testing::SchedulerHarness h("fifo");
+  h.clock().Set(Time::FromSeconds(3600));
+  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(3600));
+  h.clock().Set(Time::FromSeconds(7200));
+  h.sched().EndNodeCharge("r0");
+  ASSERT_EQ(h.sched().SpendOf("a").spent_micros, 8'000'000);
+  TeamBudget b;
+  b.hard_micros = 8'000'000;
+  b.since = Time::FromSeconds(0);
+  h.sched().SetTeamBudget("a", b);
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 8'000'000);
+  EXPECT_EQ(h.sched().SpendOf("a").rented_idle_micros, 8'000'000);
+  b.since = Time::FromSeconds(7200);
+  h.sched().SetTeamBudget("a", b);
+  EXPECT_EQ(h.sched().SpendOf("a").spent_micros, 0);
+}
+
 TEST(BudgetTest, AStoppedTeamStaysStoppedUnderTheSameBudgetAndGoesOnWithALargerOne) {
   // Given team a stopped by its $2 hard budget, expect re-setting the same budget (a new soft
   // limit) to keep it stopped, and a larger hard limit to let its held job start.
