@@ -384,12 +384,14 @@ nlohmann::json EntryJson(const PoolInstance& i) {
   for (JobId id : i.for_jobs) jobs.push_back(id.value());
   j["for_jobs"] = jobs;
   if (!i.team.empty()) j["team"] = i.team;
+  if (i.price_micros_per_hour > 0) j["price_micros_per_hour"] = i.price_micros_per_hour;
   return j;
 }
 
 std::string DollarsText(int64_t micros) {
+  const int64_t cents = (micros + 5'000) / 10'000;  // to the nearest cent, as `gpufleet pool` shows it
   std::ostringstream out;
-  out << micros / 1'000'000 << "." << (micros % 1'000'000) / 10'000 / 10 << (micros % 1'000'000) / 10'000 % 10;
+  out << cents / 100 << "." << (cents % 100) / 10 << cents % 10;
   return out.str();
 }
 
@@ -479,8 +481,14 @@ Status Pool::Start() {
       e.info.created = Time::FromMillis(j.value("created_ms", int64_t{0}));
       for (int64_t id : j.value("for_jobs", std::vector<int64_t>{})) e.info.for_jobs.push_back(JobId(id));
       e.info.team = j.value("team", "");
+      e.info.price_micros_per_hour = j.value("price_micros_per_hour", int64_t{0});
       for (size_t o = 0; o < config_.offers.size(); ++o) {
         if (config_.offers[o].name == e.info.offer) e.offer = static_cast<int>(o);
+      }
+      if (e.offer < 0 && !e.info.name.empty()) {
+        spdlog::warn("pool: instance {} was rented from offer {}, which the pool file no longer has; it is kept "
+                     "(billed at its recorded price) until it is idle and released",
+                     e.info.name, e.info.offer);
       }
       if (e.info.name.empty()) continue;
       if (config_.burn_in) engine_.RequireBurnIn(e.info.name);  // one that has not registered yet still owes it
@@ -505,9 +513,13 @@ void Pool::SyncCharges() {
   {
     MutexLock lock(mu_);
     for (const auto& [name, e] : entries_) {
-      if (e.info.team.empty() || e.offer < 0 || charged_.count(name)) continue;
-      add.emplace_back(name, e.info.team, config_.offers[static_cast<size_t>(e.offer)].price_micros_per_hour,
-                       std::max(e.info.created, started_));
+      if (e.info.team.empty() || charged_.count(name)) continue;
+      // Its price as rented (an offer renamed or removed since still bills its instances).
+      const int64_t price = e.info.price_micros_per_hour > 0 ? e.info.price_micros_per_hour
+                            : e.offer >= 0 ? config_.offers[static_cast<size_t>(e.offer)].price_micros_per_hour
+                                           : 0;
+      if (price <= 0) continue;
+      add.emplace_back(name, e.info.team, price, std::max(e.info.created, started_));
     }
     for (const std::string& name : charged_) {
       if (!entries_.count(name)) end.push_back(name);
@@ -655,6 +667,7 @@ void Pool::Rent(const sched::Rent& rent, const std::string& team, Time now) {
     e.info.created = now;
     e.info.for_jobs = rent.for_jobs;
     e.info.team = team;
+    e.info.price_micros_per_hour = offer.price_micros_per_hour;
     e.info.note = rent.reason;
     {
       MutexLock lock(mu_);
@@ -945,6 +958,31 @@ void Pool::Tick() {
     }
     idle_since_.erase(name);
     changed = true;
+  }
+  // A node idle past idle_duration that the plan keeps (min_nodes, the release rate) is the
+  // pool's floor, the operator's cost: it is billed to no team from now on (the team whose job
+  // first rented it would pay for it for good, and could be stopped by it).
+  std::vector<std::string> unbilled;
+  for (const sched::PoolNode& p : in.nodes) {
+    if (!p.managed || p.state != sched::PoolNodeState::kUp || !p.idle_since || p.budget_spent) continue;
+    if (now - *p.idle_since < config_.options.idle_duration) continue;
+    bool released_now = false;
+    for (const sched::Release& r : plan.releases) released_now = released_now || r.node == p.id;
+    if (released_now) continue;
+    auto it = name_of.find(p.id.value());
+    if (it == name_of.end()) continue;
+    MutexLock lock(mu_);
+    auto e = entries_.find(it->second);
+    if (e == entries_.end() || e->second.info.team.empty()) continue;
+    spdlog::info("pool: {} is kept idle for the pool's floor (min_nodes); team {} no longer pays for it", it->second,
+                 e->second.info.team);
+    e->second.info.team.clear();
+    unbilled.push_back(it->second);
+    changed = true;
+  }
+  for (const std::string& name : unbilled) {
+    engine_.EndNodeCharge(name);
+    charged_.erase(name);
   }
   if (changed) {
     if (!released.empty()) store_.AttachAudit(released);  // committed with the pool's new record

@@ -104,6 +104,7 @@ struct PoolInstance {
   Time created;
   std::vector<JobId> for_jobs;
   std::string team;         // billed for the whole instance: the team of the job it was rented for
+  int64_t price_micros_per_hour = 0;  // its offer's price when rented (0: not recorded)
   std::optional<Time> idle_since;
   std::string note;         // the last thing that happened to it
 };

@@ -229,6 +229,43 @@ TEST_F(PoolTest, ADrainedRentedNodeWithoutJobsIsReleasedAfterIdleDuration) {
   EXPECT_TRUE(pool.Instances().empty());
 }
 
+TEST_F(PoolTest, ANodeKeptForMinNodesIsBilledToNoTeamOnceIdlePastIdleDuration) {
+  // Given min_nodes 1 and a node rented for team lam's job, then idle: for idle_duration lam pays
+  // for it (it may get work again); after that the pool keeps it for its floor, and lam stops
+  // paying (the instance is billed to no team).
+  Pool& pool = MakePool(R"(provider: {kind: static}
+offers:
+  - {name: h100, gpu: H100, gpus: 8, price_per_hour: 30, boot_estimate: 2m, zone: a}
+min_nodes: 1
+idle_duration: 10m
+reconcile_interval: 1h
+)");
+  ASSERT_TRUE(pool.Start().ok());
+  Submit("name: train\nteam: lam\nrun: sleep 100\nresources: {gpus: 8}\n");
+  pool.Tick();
+  ASSERT_EQ(provider_->created.size(), 1u);
+  auto queue = engine_->Queue();
+  ASSERT_EQ(queue.size(), 1u);
+  ASSERT_TRUE(engine_->Cancel(queue[0].job.id, "test").get().ok());
+  RegisterNode(provider_->created[0]);
+  const std::string name = provider_->created[0];
+  auto billed = [&] {
+    (void)engine_->Cancel(JobId(999'999), "sync").get();  // the engine has applied the pool's requests
+    auto charged = engine_->ScalingSnapshot().charged_to;
+    return charged.count(name) ? charged[name] : std::string("nobody");
+  };
+  pool.Tick();
+  ASSERT_EQ(pool.Instances().size(), 1u);
+  EXPECT_EQ(pool.Instances()[0].team, "lam");
+  EXPECT_EQ(billed(), "lam");
+  clock_.Advance(Duration::Minutes(10));
+  pool.Tick();
+  EXPECT_TRUE(provider_->deleted.empty()) << "min_nodes keeps it";
+  ASSERT_EQ(pool.Instances().size(), 1u);
+  EXPECT_EQ(pool.Instances()[0].team, "");
+  EXPECT_EQ(billed(), "nobody");
+}
+
 TEST_F(PoolTest, StartDeletesLeakedInstancesAndForgetsVanishedOnes) {
   // The record says gf-h100-3 exists; the provider has gf-h100-7 (ours by its prefix, not on
   // record: a create whose answer was lost) and other-1 (not ours). Start deletes the leak,
@@ -270,6 +307,35 @@ TEST_F(PoolTest, ARestartedPoolAdoptsWhatItRented) {
   ASSERT_EQ(again.Instances().size(), 1u);
   again.Tick();
   EXPECT_TRUE(provider_->created.empty());
+}
+
+TEST_F(PoolTest, AnInstanceOfAnOfferRemovedFromThePoolFileStillBillsItsTeam) {
+  // Given a node rented for team t from offer h100, then the pool started again with a file
+  // where that offer is renamed, expect the instance adopted and still billed to t at the price
+  // it was rented at (it was left unbilled while it ran).
+  {
+    Pool& pool = MakePool();
+    ASSERT_TRUE(pool.Start().ok());
+    Submit("name: a\nteam: t\nrun: sleep 1\nresources: {gpus: 8}\n");
+    pool.Tick();
+    ASSERT_EQ(pool.Instances().size(), 1u);
+  }
+  const std::string name = provider_->created[0];
+  engine_->EndNodeCharge(name);  // as a restarted controller starts: nothing charged
+  auto kept = provider_->instances;
+  Pool& again = MakePool(R"(provider: {kind: static}
+offers:
+  - {name: h100x, gpu: H100, gpus: 8, price_per_hour: 30, boot_estimate: 2m, zone: a}
+idle_duration: 10m
+reconcile_interval: 1h
+)");
+  provider_->instances = kept;
+  ASSERT_TRUE(again.Start().ok());
+  ASSERT_EQ(again.Instances().size(), 1u);
+  (void)engine_->Cancel(JobId(999'999), "sync").get();  // the engine has applied the pool's requests
+  auto charged = engine_->ScalingSnapshot().charged_to;
+  ASSERT_TRUE(charged.count(name));
+  EXPECT_EQ(charged[name], "t");
 }
 
 TEST_F(PoolTest, AnInterruptedInstanceTakesItsNodeOutAtOnce) {
