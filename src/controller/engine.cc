@@ -1359,12 +1359,19 @@ void Engine::ApplyRelease(ReleaseReq& r) {
       }
     }
   }
-  spdlog::info("node {} released: {}", r.node, r.reason);
+  const api::NodeState was = n.rec.state;
   n.rec.state = api::NodeState::kGone;
   auto st = store_.UpsertNode(n.rec);
+  if (!st.ok()) {
+    // Refused: the node stays (the caller keeps its instance and tries again).
+    n.rec.state = was;
+    r.result = st.status();
+    return;
+  }
+  spdlog::info("node {} released: {}", r.node, r.reason);
   // Parts still there end with the machine; their jobs are requeued (NodeDown).
   LosePartsOn(node, "node " + r.node + " released: " + r.reason);
-  r.result = st.ok() ? Status::Ok() : st.status();
+  r.result = Status::Ok();
 }
 
 void Engine::ApplyRegister(RegisterReq& r) {
@@ -1722,6 +1729,10 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
       return;
     }
     case api::PartEventKind::kCheckpointed:
+      // Once per report: an agent sends again what a reply left unacknowledged (a step whose
+      // commit failed), and a report applied twice would move the checkpoint to the replay's time.
+      if (e.seq != 0 && e.seq <= part.checkpoint_seq) return;
+      part.checkpoint_seq = e.seq;
       events_.push_back(sched::JobCheckpointed{job.rec.id});
       memory_changed_.insert(job.rec.id.value());
       return;
@@ -1807,11 +1818,12 @@ void Engine::MaybeFinishAttempt(Job& job) {
   // What the agents said about the parts (a log that could not all be uploaded, a part killed
   // after its grace) stays in the reason, whatever ends the attempt: " (part 1: ...; ...)". The
   // part a failure names says its own (FailureText); a lost part's is the stop's reason already.
-  auto notes = [&](int skip) {
+  auto notes = [&](int skip, const std::string& said = "") {
     std::string out;
     for (size_t p = 0; p < job.parts.size(); ++p) {
       const Part& part = job.parts[p];
       if (part.message.empty() || static_cast<int>(p) == skip || (part.exit_code == -1 && part.signal == 0)) continue;
+      if (!said.empty() && said.find(part.message) != std::string::npos) continue;  // said already
       out += (out.empty() ? " (" : "; ") + (job.parts.size() > 1 ? "part " + std::to_string(p) + ": " : "") + part.message;
     }
     return out.empty() ? out : out + ")";
@@ -1826,7 +1838,8 @@ void Engine::MaybeFinishAttempt(Job& job) {
       jobs_.erase(id.value());
       return;
     }
-    std::string why = (job.stop_text.empty() ? ReasonText(job.stop_reason) : job.stop_text) + notes(-1);
+    std::string why = job.stop_text.empty() ? ReasonText(job.stop_reason) : job.stop_text;
+    why += notes(-1, why);
     job.stop_text.clear();
     if (job.stop_reason == sched::PreemptReason::kMaxCost) {
       // The core forgets the job after this stop: it does not come back.

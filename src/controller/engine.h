@@ -304,6 +304,7 @@ class Engine {
     // The part's environment: how long preparing it took on its node, and whether it was ready.
     std::optional<Duration> environment_took;
     bool environment_warm = false;
+    int64_t checkpoint_seq = 0;  // the agent's sequence number of the last checkpoint report applied
   };
 
  private:

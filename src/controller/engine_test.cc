@@ -149,6 +149,42 @@ TEST_F(EngineTest, AnExitWhoseCommitFailedIsNotAcknowledgedAndANewControllerReco
   EXPECT_EQ((*rec)->attempt, 1) << "the job ran again";
 }
 
+TEST_F(EngineTest, ACheckpointReportSentAgainIsAppliedOnce) {
+  // Given a running job's checkpoint report (agent sequence 7) at 100 s, sent again at 700 s (the
+  // agent resends what a reply left unacknowledged), expect the job's checkpoint kept at 100 s.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\n");
+  Beat(*e, a, {Started(j, 1, 0)}, {{j, 1, 0}});
+  const Time t0 = clock_.Now();
+  clock_.Advance(Duration::Seconds(100));
+  api::Heartbeat hb;
+  api::PartEvent ck;
+  ck.key = {j, 1, 0};
+  ck.kind = api::PartEventKind::kCheckpointed;
+  ck.seq = 7;
+  ck.at = clock_.Now();
+  hb.events = {ck};
+  hb.running = {{j, 1, 0}};
+  auto f = e->Heartbeat(a, hb);
+  e->Step();
+  ASSERT_TRUE(f.get().ok());
+  auto checkpoint = [&]() -> std::optional<Time> {
+    auto m = store_.ListJobMemory();
+    EXPECT_TRUE(m.ok());
+    for (const auto& r : *m) {
+      if (r.job == j) return r.memory.last_checkpoint;
+    }
+    return std::nullopt;
+  };
+  ASSERT_EQ(checkpoint(), t0 + Duration::Seconds(100));
+  clock_.Advance(Duration::Seconds(600));
+  auto again = e->Heartbeat(a, hb);
+  e->Step();
+  ASSERT_TRUE(again.get().ok());
+  EXPECT_EQ(checkpoint(), t0 + Duration::Seconds(100));
+}
+
 TEST_F(EngineTest, SubmitIsIdempotentPerRequestId) {
   auto e = MakeEngine();
   JobId j1 = Submit(*e, "run: x\n", "req-1");

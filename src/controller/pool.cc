@@ -802,7 +802,9 @@ void Pool::Tick() {
       // A drained rented node takes no work, yet bills: once it has no job left for idle_duration
       // it is given back (at once when the team it is billed to is over its hard budget), as an
       // idle up node is. (The autoscaler counts only up nodes as idle capacity.)
-      if (st == api::NodeState::kDraining && node->second->jobs.empty()) {
+      // (Not while it runs a burn-in an operator asked for: drained for it, docs/nodes.md.)
+      if (st == api::NodeState::kDraining && node->second->jobs.empty() &&
+          node->second->record.acceptance != "checking") {
         const Time since = drained_idle_since_.emplace(name, now).first->second;
         const auto billed = view.charged_to.find(name);
         const std::string& team = billed != view.charged_to.end() ? billed->second : e.info.team;
@@ -819,9 +821,15 @@ void Pool::Tick() {
     }
   }
   for (const auto& [name, why] : retired) {
-    spdlog::info("pool: releasing {}: {}", name, why);
     drained_idle_since_.erase(name);
-    ReleaseNode(name, why, now);
+    // Only if still idle (undrained and given a job since the snapshot: kept).
+    Status st = engine_.Release(name, /*only_if_idle=*/true, why).get();
+    if (!st.ok() && st.code() != StatusCode::kNotFound) {
+      spdlog::info("pool: keeping {}: {}", name, st.message());
+      continue;
+    }
+    spdlog::info("pool: releasing {}: {}", name, why);
+    idle_since_.erase(name);
   }
   // A rented node that failed its burn-in is given back, and its offer avoided for a while: the
   // same offer tends to hand out the same bad hardware (a host, a rack) again soon.
@@ -876,7 +884,10 @@ void Pool::Tick() {
       p.spec.name = name;
       // The team billed for it now: the scheduler moves a charge off a team its hard budget
       // stopped, to a team whose job runs there. Kept on record, so that a restart bills that team.
-      if (auto c = view.charged_to.find(name); c != view.charged_to.end() && c->second != e.info.team) {
+      // (Only for an instance this pool charges: a snapshot taken before the engine applied an
+      // EndNodeCharge must not bring an unbilled team back.)
+      if (auto c = view.charged_to.find(name);
+          c != view.charged_to.end() && c->second != e.info.team && charged_.count(name) && !e.info.team.empty()) {
         e.info.team = c->second;
         billed_moved = true;
       }
@@ -919,7 +930,7 @@ void Pool::Tick() {
     }
   }
   sched::ScalePlan plan = scaler_.Decide(in);
-  bool changed = billed_moved;
+  bool changed = billed_moved || save_pending_;  // (a record whose save failed is saved again)
   std::vector<api::AuditRecord> released;
   for (const sched::Release& r : plan.releases) {
     auto it = name_of.find(r.node.value());
@@ -959,17 +970,13 @@ void Pool::Tick() {
     idle_since_.erase(name);
     changed = true;
   }
-  // A node idle past idle_duration that the plan keeps (min_nodes, the release rate) is the
-  // pool's floor, the operator's cost: it is billed to no team from now on (the team whose job
-  // first rented it would pay for it for good, and could be stopped by it).
+  // A node idle past idle_duration that the plan keeps for min_nodes alone is the pool's floor,
+  // the operator's cost: it is billed to no team from now on (the team whose job first rented it
+  // would pay for it for good, and could be stopped by it). Nodes kept for a waiting gang or by
+  // the release rate stay billed.
   std::vector<std::string> unbilled;
-  for (const sched::PoolNode& p : in.nodes) {
-    if (!p.managed || p.state != sched::PoolNodeState::kUp || !p.idle_since || p.budget_spent) continue;
-    if (now - *p.idle_since < config_.options.idle_duration) continue;
-    bool released_now = false;
-    for (const sched::Release& r : plan.releases) released_now = released_now || r.node == p.id;
-    if (released_now) continue;
-    auto it = name_of.find(p.id.value());
+  for (const NodeId& id : plan.floor_kept) {
+    auto it = name_of.find(id.value());
     if (it == name_of.end()) continue;
     MutexLock lock(mu_);
     auto e = entries_.find(it->second);
@@ -987,6 +994,7 @@ void Pool::Tick() {
   if (changed) {
     if (!released.empty()) store_.AttachAudit(released);  // committed with the pool's new record
     Status st = Save();
+    save_pending_ = !st.ok();
     if (!st.ok()) spdlog::error("pool: save: {}", st.message());
   }
   std::map<int64_t, std::string> holds;

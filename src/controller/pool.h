@@ -158,6 +158,7 @@ class Pool {
   std::map<std::string, Time> drained_idle_since_;  // drained (or reclaimed) nodes without jobs, since when
   std::map<std::string, std::vector<std::string>> offer_environments_;  // offer -> what its nodes run
   std::set<std::string> charged_;  // instance names the engine bills to a team
+  bool save_pending_ = false;      // the last save of the instance table failed
   Time started_;                   // when Start ran: charges of older instances count from here
 
   Mutex run_mu_;

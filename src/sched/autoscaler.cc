@@ -503,7 +503,12 @@ void Autoscaler::ReleaseIdle(Round& r) {
       --r.pool_nodes;
       continue;
     }
-    if (r.pool_nodes - 1 < r.in.limits.min_nodes) break;
+    if (r.pool_nodes - 1 < r.in.limits.min_nodes) {
+      // This one and the rest (idle past idle_duration, none of a stopped team: those come first)
+      // stay for the pool's floor alone.
+      for (auto it = std::find(idle.begin(), idle.end(), n); it != idle.end(); ++it) r.plan.floor_kept.push_back((*it)->id);
+      break;
+    }
     if (options_.max_releases_per_minute > 0 && releases_in_window + 1 > options_.max_releases_per_minute) {
       release_held_by_rate = true;
       break;

@@ -173,6 +173,9 @@ struct ScalePlan {
   std::vector<Release> releases;
   std::vector<Hold> held;
   std::optional<Time> next_wakeup;  // when time alone may change the plan
+  // Up nodes idle past idle_duration kept only for min_nodes: the pool's floor, which the caller
+  // bills to no team.
+  std::vector<NodeId> floor_kept;
 };
 
 class Autoscaler {

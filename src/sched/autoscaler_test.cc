@@ -520,7 +520,10 @@ TEST_F(AutoscalerTest, IdleReleaseNeverGoesBelowMinNodes) {
   input_.limits.min_nodes = 2;
   input_.nodes = {IdleNode(1, Duration::Hours(1)), IdleNode(2, Duration::Hours(3)),
                   IdleNode(3, Duration::Hours(2))};
-  EXPECT_EQ(ReleasedIds(scaler.Decide(input_)), std::vector<int64_t>{2});
+  ScalePlan plan = scaler.Decide(input_);
+  EXPECT_EQ(ReleasedIds(plan), std::vector<int64_t>{2});
+  // The two kept are the floor (billed to no team by the pool), longest idle first.
+  EXPECT_EQ(plan.floor_kept, (std::vector<NodeId>{NodeId(3), NodeId(1)}));
 }
 
 TEST_F(AutoscalerTest, ReleaseRateLimitsNodesPerMinute) {
@@ -532,6 +535,7 @@ TEST_F(AutoscalerTest, ReleaseRateLimitsNodesPerMinute) {
   ScalePlan plan = scaler.Decide(input_);
   EXPECT_EQ(ReleasedIds(plan), std::vector<int64_t>{2});
   EXPECT_EQ(plan.next_wakeup, now_ + Duration::Minutes(1));
+  EXPECT_TRUE(plan.floor_kept.empty()) << "kept by the release rate, not the floor";
   input_.nodes = {IdleNode(1, Duration::Hours(1))};
   input_.now = now_ + Duration::Minutes(1);
   EXPECT_EQ(ReleasedIds(scaler.Decide(input_)), std::vector<int64_t>{1});

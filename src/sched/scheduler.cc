@@ -1678,8 +1678,9 @@ void Scheduler::EnforceBudgets(Time now) {
     m.hard_stopped = true;  // until a new budget or period
     if (m.budget.stop_running) over.insert(team);
   }
-  if (priced_running_ == 0) return;
+  // (Before the return below: NextBudgetDeadline asks for this instant whenever a charge can move.)
   MoveChargesOfStoppedTeams();
+  if (priced_running_ == 0) return;
   // Only a job with a cost cap or of a team over its budget is stopped here.
   if (over.empty() && running_with_max_cost_ == 0) return;
   SyncRunning();  // (in rank order)
