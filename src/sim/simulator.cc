@@ -534,8 +534,12 @@ Status World::Autoscale(sched::Scheduler& sched, std::optional<Time>& scale_at) 
   for (sched::PoolNode& p : in.nodes) {
     const SimNode& node = node_of(p);
     if (any_hard_budget_ && !node.charged_team.empty()) {
-      auto [it, fresh] = stopped.try_emplace(node.charged_team, false);
-      if (fresh) it->second = sched.HardStopReached(node.charged_team);
+      // The team billed for it now (a stopped team's charge moves to a team working there), as
+      // the live pool reads it.
+      std::string billed = sched.ChargedTeam(node.spec.name);
+      if (billed.empty()) billed = node.charged_team;
+      auto [it, fresh] = stopped.try_emplace(billed, false);
+      if (fresh) it->second = sched.HardStopReached(billed);
       p.budget_spent = it->second;
     }
     if (p.for_jobs != node.for_jobs) p.for_jobs = node.for_jobs;
