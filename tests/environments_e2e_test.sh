@@ -61,6 +61,7 @@ YEOF
 run "$WORK/r2" "$GPUFLEET" submit "$WORK/typo.yaml"
 expect_rc "$WORK/r2" 2 "an unknown environment is refused"
 expect_contains "$WORK/r2.err" "unknown environment 'test-cu12'" "the refusal names it"
+expect_contains "$WORK/r2.err" "typo.yaml:2:14: environment: unknown environment" "the refusal names the field's line and column"
 
 # 2. Only node-new can run test-cu124: the job goes there, cold.
 cat >"$WORK/cu124.yaml" <<YEOF

@@ -381,6 +381,11 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
                      "them; leave the field out to use the node's own software), got '" +
                          spec.environment + "'");
     }
+    if (options.check_environment) {
+      if (Status st = options.check_environment(spec.environment); !st.ok()) {
+        return r.Error(n, "environment", st.message());
+      }
+    }
   }
   if (auto n = doc["user"]) {
     GF_ASSIGN_OR_RETURN(out.user, r.String(n, "user"));

@@ -40,6 +40,7 @@
 // A file may hold several jobs as YAML documents separated by '---'.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,6 +67,9 @@ struct JobParseOptions {
   const model::GpuSpeeds* speeds = nullptr;
   // The team of a job that names none (the controller passes its submitter's team).
   std::string default_team = "default";
+  // When given, checks an `environment:` name against the presets that decide (the controller's
+  // table); its error is reported at the field's line and column.
+  std::function<Status(const std::string&)> check_environment{};
 };
 
 // Parses every job of `text` (YAML or JSON), expanding arrays. Errors name source:line:column and

@@ -810,6 +810,15 @@ void ApiServer::JobRoutes(const Guards& g) {
     std::string scoped_id = who->token.team + "/" + caller + "/" + request_id;
     std::string text;
     api::JobParseOptions opts;
+    // An environment that is not one of this controller's presets is refused at its line.
+    opts.check_environment = [table = engine_.options().environments](const std::string& name) -> Status {
+      if (!table) {
+        return Status::FailedPrecondition("names environment '" + name +
+                                          "' but this controller has no environment presets (gpufleet server "
+                                          "--environments FILE)");
+      }
+      return table->Resolve(name).status();
+    };
     if (body->contains("yaml") && body->contains("job")) {
       return Error(res, 400, "body: give the job as 'job' (an object) or 'yaml' (the file's text), not both");
     }

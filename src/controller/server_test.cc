@@ -742,6 +742,19 @@ TEST_F(ServerTest, AJobThatNamesTheDefaultTeamIsNotTakenForOneThatNamesNone) {
   EXPECT_TRUE(jobs->empty());
 }
 
+TEST_F(ServerTest, AnEnvironmentTheControllerCannotRunIsRefusedAtItsLine) {
+  // Given a controller without environment presets, expect a job file naming one refused with a
+  // 400 at the field's line and column, and nothing stored.
+  auto sub = Call("POST", "/v1/jobs", bob_,
+                  R"({"yaml": "name: e\nenvironment: pytorch-9\nrun: 'true'\n", "source": "e.yaml"})");
+  ASSERT_EQ(sub->status, 400) << sub->body;
+  EXPECT_NE(sub->body.find("e.yaml:2:14: environment: names environment 'pytorch-9' but this controller has no "
+                           "environment presets"),
+            std::string::npos)
+      << sub->body;
+  EXPECT_EQ(StoredJobs(), 0u);
+}
+
 TEST_F(ServerTest, ASourceThatIsNotAStringIsA400) {
   // Given a submit whose `source` (the file name errors cite) is a number, expect 400 naming it.
   auto sub = Call("POST", "/v1/jobs", bob_, R"({"yaml": "run: 'true'", "source": 5})");
