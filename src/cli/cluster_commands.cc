@@ -764,6 +764,21 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   // First start: make an admin token and a join token, readable only by this user.
   GF_ASSIGN_OR_RETURN(auto tokens, c->store->ListTokens());
   if (tokens.empty()) {
+    // A data directory that already holds a cluster's secrets, on a store that holds no token,
+    // is not a first start: the store is not that cluster's (SQLite's WAL lost or not copied, a
+    // mistyped --store database). Making new tokens would overwrite the secrets that still work
+    // with the real store; refuse before anything is written.
+    for (const char* name : {"admin.token", "join.token"}) {
+      const std::string path = f.data_dir + "/" + name;
+      if (!ReadSecret(path).empty()) {
+        return Status::FailedPrecondition(
+            path + " holds a token, but the store (" + store::Redacted(store_location) +
+            ") has no tokens: it is not the store this data directory's cluster used (for SQLite, state.db "
+            "without its state.db-wal beside it, e.g. copied alone or the WAL deleted; for PostgreSQL, another "
+            "or a mistyped database). Point --store at that cluster's store, or restore its `gpufleet backup`; "
+            "to start a new cluster here instead, remove admin.token and join.token (or use a new --data-dir)");
+      }
+    }
     // Recorded in the audit log as every other token's creation is (its id, no expiry).
     GF_ASSIGN_OR_RETURN(c->admin_token,
                         c->auth->Create(api::TokenKind::kUser, "admin", "admin", "", WallNow(), std::nullopt,

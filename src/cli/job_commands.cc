@@ -584,9 +584,10 @@ std::function<int()> SetupExplain(CLI::App& app) {
       if (e.contains("earliest_start_ms")) {
         int64_t at = IntField(e, "earliest_start_ms");
         int64_t in = at - NowMs();
-        std::printf("  earliest start:  %s (%s)\n", Iso(at).c_str(), in > 0 ? ("in " + Span(in)).c_str() : "now");
-      } else if (phase == "pending" && e.value("ever", true)) {
-        std::printf("  earliest start:  unknown (running jobs give no runtime estimates)\n");
+        std::printf("  not before:      %s (%s; jobs ahead of it may start first)\n", Iso(at).c_str(),
+                    in > 0 ? ("in " + Span(in)).c_str() : "now");
+      } else if (phase == "pending" && e.value("ever", true) && !e.value("can_start_now", false)) {
+        std::printf("  not before:      not known (the reasons below say what it waits for)\n");
       }
     }
     const json& reasons = e.value("reasons", json::array());

@@ -3301,22 +3301,34 @@ Explanation Scheduler::Explain(JobId id) const {
     e.reasons.push_back("infeasible: " + split + r.reason);
     return e;
   }
+  bool held_back = false;  // strict order, a reservation or its victims: it may not start at once
   if (policies_.options.backfill == BackfillMode::kOff && blocked_head_ && *blocked_head_ != id) {
     const JobState* head = FindJob(*blocked_head_);
     if (head && head->v.phase == JobPhase::kPending &&
         std::tie(head->rank, head->v.seq) < std::tie(j->rank, j->v.seq)) {
       e.reasons.push_back("strict order: waits behind job " + std::to_string(blocked_head_->value()) +
                           ", which cannot start yet");
+      e.placement = PlaceResult::Kind::kWait;  // it fits, but may not start before the head
+      held_back = true;
     }
   }
+  // (What the last pass that reached the job concluded; a pass that ended early, with no GPU
+  // free, did not look again: a reservation whose job has started since, or victims gone, is
+  // not said.)
+  const JobState* reserved_for =
+      j->outcome == JobState::Outcome::kHeldByReservation ? FindJob(j->outcome_job) : nullptr;
   switch (j->outcome) {
     case JobState::Outcome::kHeldByReservation:
+      if (!reserved_for || reserved_for->v.phase != JobPhase::kPending) break;
+      held_back = true;
       e.reasons.push_back("held by a reservation for job " + std::to_string(j->outcome_job.value()) +
                           (j->outcome_time == Time::Max()
                                ? std::string(" (its start time is unknown: running jobs have no estimates)")
                                : " until " + FormatIso8601(j->outcome_time)));
       break;
     case JobState::Outcome::kAwaitingVictims:
+      if (j->victims_stopping <= 0) break;
+      held_back = true;
       e.reasons.push_back("preempting " + std::to_string(j->victims_stopping) +
                           " job(s) to make room; starts when they have stopped");
       break;
@@ -3362,12 +3374,18 @@ Explanation Scheduler::Explain(JobId id) const {
                             " °C: " + Join(hot, ", ") + (count > 4 ? ", ..." : ""));
       }
     }
-  } else if (j->outcome == JobState::Outcome::kNotReached || j->outcome == JobState::Outcome::kWait) {
+  } else if (!held_back &&
+             (j->outcome == JobState::Outcome::kNotReached || j->outcome == JobState::Outcome::kWait)) {
     e.reasons.push_back("fits now: starts at the next scheduling pass");
   }
-  e.earliest_start = e.ever ? EarliestStart(*j, nullptr) : std::nullopt;
+  // A bound from the running jobs alone (their estimates, stopping jobs' GPUs counted as free
+  // now): jobs ahead in the queue, reservations and preemptors may take those GPUs first, so it
+  // is said as "not before", and only when it is later than now and nothing above says more.
+  e.earliest_start = e.ever && !held_back ? EarliestStart(*j, nullptr) : std::nullopt;
+  if (e.earliest_start && *e.earliest_start <= clock_.Now()) e.earliest_start.reset();
   if (e.earliest_start) {
-    e.reasons.push_back("earliest start from running jobs' estimates: " + FormatIso8601(*e.earliest_start));
+    e.reasons.push_back("not before " + FormatIso8601(*e.earliest_start) +
+                        ", when running jobs' estimates free enough GPUs (jobs ahead of it may take them first)");
   }
   return e;
 }

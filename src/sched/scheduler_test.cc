@@ -191,6 +191,37 @@ TEST(SchedulerTest, InfeasibleJobIsExplainedAndDoesNotBlockTheQueue) {
   EXPECT_TRUE(named);
 }
 
+TEST(SchedulerTest, AJobStrictOrderHoldsIsNotExplainedAsFittingNow) {
+  // Given strict fifo on one 8-GPU node with 6 GPUs taken (a job with a 1-hour estimate), a
+  // waiting 4-GPU head and a 1-GPU job behind it: the small job fits, but strict order keeps it.
+  // Expect its explain to say so and not "fits now", placement kWait, and no start bound (the
+  // head goes first); the head's bound is the running job's end, said as "not before".
+  SchedulerHarness h("fifo");
+  h.AddNode(MakeNode("n0", "H100", 8));
+  model::JobSpec big = MakeJob(6);
+  big.duration_estimate = Duration::Hours(1);
+  h.Submit(big);
+  JobId head = h.Submit(MakeJob(4));
+  JobId small = h.Submit(MakeJob(1));
+  ASSERT_EQ(h.Phase(small), JobPhase::kPending);
+  Explanation e = h.sched().Explain(small);
+  EXPECT_EQ(e.placement, PlaceResult::Kind::kWait);
+  bool strict = false, fits_now = false;
+  for (const auto& r : e.reasons) {
+    strict |= r.find("strict order: waits behind job " + std::to_string(head.value())) != std::string::npos;
+    fits_now |= r.find("fits now") != std::string::npos;
+  }
+  EXPECT_TRUE(strict);
+  EXPECT_FALSE(fits_now);
+  EXPECT_FALSE(e.earliest_start.has_value());
+  Explanation eh = h.sched().Explain(head);
+  ASSERT_TRUE(eh.earliest_start.has_value());
+  EXPECT_EQ(*eh.earliest_start, Time::FromSeconds(3600));
+  bool bound = false;
+  for (const auto& r : eh.reasons) bound |= r.rfind("not before ", 0) == 0;
+  EXPECT_TRUE(bound);
+}
+
 TEST(SchedulerTest, AJobSplitToFitIsExplainedAsTheGangItBecame) {
   // Given two 4-GPU nodes and a job asking 5 GPUs on one node (split into 5 nodes of 1 GPU,
   // which only 2 nodes can hold), expect the reason to say what was asked and what it became,
