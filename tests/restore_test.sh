@@ -7,6 +7,8 @@
 # 2. Into a new data directory (no admin.token or join.token beside it): expect dev to refuse with
 #    what to do, and with --new-admin-token to start, make a join token for its agents and run a
 #    job.
+# 3. A data directory holding a cluster's tokens, on a store with none (state.db without its WAL):
+#    expect the controller to refuse, saying so, and the token files unchanged.
 #
 # Usage: restore_test.sh PATH/TO/gpufleet
 source "$(dirname "$0")/lib.sh"
@@ -80,4 +82,18 @@ if grep -q "agents cannot join with it" "$WORK/dev.log"; then
   fail "dev printed the server's 'join.token is missing' warning though it made one"
 fi
 run_job ELSEWHERE >/dev/null
+dev_stop
+
+# --- 3. A data directory's tokens on a store that is not its cluster's ----------------------------
+# state.db copied without its WAL (or deleted): a store with no tokens beside admin.token and
+# join.token. Expect a refusal that says so, and both token files as they were.
+mkdir "$WORK/nowal"
+cp "$WORK/elsewhere/admin.token" "$WORK/elsewhere/join.token" "$WORK/nowal/"
+sums="$(md5sum "$WORK/nowal/admin.token" "$WORK/nowal/join.token")"
+run "$WORK/nowal-run" "$GPUFLEET" server --data-dir "$WORK/nowal" --listen "127.0.0.1:$PORT" \
+  --agent-listen "127.0.0.1:$(free_local_port)"
+[[ "$RC" != 0 ]] || { show "$WORK/nowal-run"; fail "a controller started on an empty store beside a cluster's tokens"; }
+expect_contains "$WORK/nowal-run.err" "has no tokens: it is not the store this data directory's cluster used" \
+  "the refusal says the store is not the cluster's"
+[[ "$(md5sum "$WORK/nowal/admin.token" "$WORK/nowal/join.token")" == "$sums" ]] || fail "the token files were overwritten"
 echo PASS
