@@ -74,6 +74,9 @@ kill -TERM "$SECOND_PID"; wait "$SECOND_PID" 2>/dev/null || true
   fail "gpufleet backup of the PostgreSQL store: $(cat "$WORK/backup.err")"
 [[ "$(json_get "j['method']" <"$WORK/backup.json")" == "pg_dump (custom format)" ]] || fail "backup: $(cat "$WORK/backup.json")"
 [[ "$(json_get "j['tables'] > 3 and j['bytes'] > 0" <"$WORK/backup.json")" == true ]] || fail "backup: $(cat "$WORK/backup.json")"
+# What a dump does not read (the schema version, the jobs) is null, not 0.
+[[ "$(json_get "j['schema_version'] is None and j['jobs'] is None" <"$WORK/backup.json")" == true ]] ||
+  fail "backup -o json of a dump: $(cat "$WORK/backup.json")"
 run "$WORK/again" "$GPUFLEET" backup --store "$PG_URL" "$WORK/state.dump"
 expect_rc "$WORK/again" 2 "a backup onto an existing file"
 expect_contains "$WORK/again.err" "never overwrites" "the refusal says why"

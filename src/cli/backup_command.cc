@@ -65,7 +65,8 @@ Exit status: 0 written and checked, 1 the copy failed (nothing is left behind), 
       auto count = [](int64_t n) { return n >= 0 ? nlohmann::json(n) : nlohmann::json(nullptr); };
       nlohmann::json j = {{"file", a->dest},  {"store", store::Redacted(where)}, {"method", r->method},
                           {"bytes", r->bytes}, {"jobs", count(r->jobs)},         {"tables", count(r->tables)},
-                          {"schema_version", r->schema_version}};
+                          {"schema_version", r->schema_version > 0 ? nlohmann::json(r->schema_version)
+                                                                   : nlohmann::json(nullptr)}};
       std::printf("%s\n", j.dump(2).c_str());
       return kExitOk;
     }

@@ -1062,7 +1062,19 @@ Result<std::unique_ptr<StateStore>> OpenSqliteStore(const std::string& path) {
   }
   sqlite3_extended_result_codes(db, 1);
   auto store = std::make_unique<SqliteStore>(path, db);
-  GF_RETURN_IF_ERROR(store->Init());
+  if (Status st = store->Init(); !st.ok()) {
+    // A damaged file ("database disk image is malformed", "file is not a database") or a schema
+    // that cannot be brought up to date: nothing was changed; say what to do.
+    const std::string& m = st.message();
+    if (m.find("malformed") != std::string::npos || m.find("not a database") != std::string::npos ||
+        m.find("migrate schema") != std::string::npos) {
+      const std::string said = m + "; the file is damaged or not a gpufleet store, and was left as it is: restore "
+                                   "a `gpufleet backup` of it (docs/operations.md, restoring), or start with another "
+                                   "--data-dir";
+      return st.code() == StatusCode::kInternal ? Status::Internal(said) : Status::FailedPrecondition(said);
+    }
+    return st;
+  }
   return std::unique_ptr<StateStore>(std::move(store));
 }
 

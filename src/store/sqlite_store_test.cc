@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <set>
@@ -199,6 +200,11 @@ TEST_F(SqliteStoreTest, FileThatIsNotADatabaseIsAnError) {
   EXPECT_EQ(store.status().code(), StatusCode::kInternal);
   EXPECT_TRUE(Contains(store.status().message(), db_path())) << store.status().message();
   EXPECT_TRUE(Contains(store.status().message(), "not a database")) << store.status().message();
+  // It says what to do, and the file is left as it was.
+  EXPECT_TRUE(Contains(store.status().message(), "restore a `gpufleet backup`")) << store.status().message();
+  std::ifstream in(db_path(), std::ios::binary);
+  std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, std::string(8192, 'x'));
 }
 
 TEST_F(SqliteStoreTest, UnopenablePathIsAnError) {
