@@ -584,10 +584,10 @@ std::function<int()> SetupExplain(CLI::App& app) {
       if (e.contains("earliest_start_ms")) {
         int64_t at = IntField(e, "earliest_start_ms");
         int64_t in = at - NowMs();
-        std::printf("  not before:      %s (%s; jobs ahead of it may start first)\n", Iso(at).c_str(),
+        std::printf("  estimated start: %s (%s, if running jobs end as estimated)\n", Iso(at).c_str(),
                     in > 0 ? ("in " + Span(in)).c_str() : "now");
       } else if (phase == "pending" && e.value("ever", true) && !e.value("can_start_now", false)) {
-        std::printf("  not before:      not known (the reasons below say what it waits for)\n");
+        std::printf("  estimated start: not known (the reasons below say what it waits for)\n");
       }
     }
     const json& reasons = e.value("reasons", json::array());

@@ -37,13 +37,7 @@ std::string ControllerMetricsText(const MetricsSources& s) {
   // Nodes and GPUs.
   std::vector<NodeStatus> nodes = engine.Nodes();
   std::vector<Engine::JobWatch> running = engine.RunningJobs();
-  // (node, gpu) -> the jobs holding it (several: slices of one GPU)
-  std::map<std::pair<int64_t, int>, std::vector<const Engine::JobWatch*>> holder;
-  for (const auto& j : running) {
-    for (const auto& part : j.parts) {
-      for (int g : part.gpus) holder[{part.node.value(), g}].push_back(&j);
-    }
-  }
+  const auto holder = HoldersByGpu(running);
   std::map<std::string, int> node_states{{"up", 0}, {"draining", 0}, {"lost", 0}};
   std::map<std::string, int> gpus_total, gpus_alloc, gpus_idle;
   std::vector<obs::DcgmGpu> dcgm;
@@ -73,14 +67,10 @@ std::string ControllerMetricsText(const MetricsSources& s) {
         d.power_w = n.telemetry[g].power_w;
       }
       if (auto h = holder.find({r.id.value(), d.gpu}); h != holder.end()) {
-        std::vector<const Engine::JobWatch*>& jobs = h->second;
-        std::sort(jobs.begin(), jobs.end(), [](const auto* a, const auto* b) { return a->id < b->id; });
-        d.job_id = jobs[0]->id.value();
-        d.team = jobs[0]->team;
-        for (size_t k = 1; k < jobs.size(); ++k) {
-          d.sharing.push_back(jobs[k]->id.value());
-          d.sharing_teams.push_back(jobs[k]->team);
-        }
+        d.job_id = h->second.job_id;
+        d.team = h->second.team;
+        d.sharing = h->second.sharing;
+        d.sharing_teams = h->second.sharing_teams;
         if (g < n.telemetry.size() && d.util_pct < idle_pct) ++gpus_idle[model];
       }
       dcgm.push_back(std::move(d));

@@ -131,6 +131,27 @@ nlohmann::json AlertmanagerAlert(const obs::Alert& a, const std::string& generat
   return j;
 }
 
+std::map<std::pair<int64_t, int>, GpuHolders> HoldersByGpu(const std::vector<Engine::JobWatch>& running) {
+  std::map<std::pair<int64_t, int>, std::vector<const Engine::JobWatch*>> jobs;
+  for (const auto& j : running) {
+    for (const auto& part : j.parts) {
+      for (int g : part.gpus) jobs[{part.node.value(), g}].push_back(&j);
+    }
+  }
+  std::map<std::pair<int64_t, int>, GpuHolders> out;
+  for (auto& [gpu, list] : jobs) {
+    std::sort(list.begin(), list.end(), [](const auto* a, const auto* b) { return a->id < b->id; });
+    GpuHolders& h = out[gpu];
+    h.job_id = list[0]->id.value();
+    h.team = list[0]->team;
+    for (size_t k = 1; k < list.size(); ++k) {
+      h.sharing.push_back(list[k]->id.value());
+      h.sharing_teams.push_back(list[k]->team);
+    }
+  }
+  return out;
+}
+
 Monitor::Monitor(Engine& engine, const sched::Clock& clock, MonitorOptions options)
     : engine_(engine), clock_(clock), options_(std::move(options)), alerts_(options_.rules) {}
 
@@ -139,12 +160,8 @@ Monitor::~Monitor() { Stop(); }
 obs::AlertInput Monitor::Snapshot(Time now) {
   obs::AlertInput in;
   std::vector<Engine::JobWatch> running = engine_.RunningJobs();
-  // (node, gpu) -> the jobs holding it (several: slices of one GPU), ascending by id
-  std::map<std::pair<int64_t, int>, std::vector<const Engine::JobWatch*>> holder;
+  const auto holder = HoldersByGpu(running);
   for (const auto& j : running) {
-    for (const auto& part : j.parts) {
-      for (int g : part.gpus) holder[{part.node.value(), g}].push_back(&j);
-    }
     obs::JobActivity a;
     a.job_id = j.id.value();
     a.name = j.name;
@@ -184,14 +201,10 @@ obs::AlertInput Monitor::Snapshot(Time now) {
       gs.mem_used_mib = t.mem_used_mib;
       gs.temperature_c = t.temperature_c;
       if (auto h = holder.find({r.id.value(), gs.gpu}); h != holder.end()) {
-        std::vector<const Engine::JobWatch*>& jobs = h->second;
-        std::sort(jobs.begin(), jobs.end(), [](const auto* a, const auto* b) { return a->id < b->id; });
-        gs.job_id = jobs[0]->id.value();
-        gs.team = jobs[0]->team;
-        for (size_t k = 1; k < jobs.size(); ++k) {
-          gs.sharing.push_back(jobs[k]->id.value());
-          gs.sharing_teams.push_back(jobs[k]->team);
-        }
+        gs.job_id = h->second.job_id;
+        gs.team = h->second.team;
+        gs.sharing = h->second.sharing;
+        gs.sharing_teams = h->second.sharing_teams;
       }
       history_.Record(r.name, gs.gpu,
                       obs::GpuPoint{now, static_cast<int16_t>(t.util_pct), static_cast<int16_t>(t.temperature_c), t.power_w,

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <deque>
 #include <future>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +57,17 @@ Result<obs::AlertRules> LoadAlertRules(const std::string& path);
 // The Alertmanager JSON of an alert (labels with alertname and severity; annotations summary and
 // description; startsAt; endsAt once resolved). Exposed for tests.
 nlohmann::json AlertmanagerAlert(const obs::Alert& a, const std::string& generator_url);
+
+// The jobs holding one GPU: the lowest job id first (what labels and alerts are keyed by), and
+// the others holding slices of it.
+struct GpuHolders {
+  int64_t job_id = 0;
+  std::string team;
+  std::vector<int64_t> sharing;
+  std::vector<std::string> sharing_teams;
+};
+// Who holds each GPU of the running jobs: (node id, GPU index) -> its holders.
+std::map<std::pair<int64_t, int>, GpuHolders> HoldersByGpu(const std::vector<Engine::JobWatch>& running);
 
 class Monitor {
  public:

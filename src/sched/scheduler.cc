@@ -3317,28 +3317,39 @@ Explanation Scheduler::Explain(JobId id) const {
   // not said.)
   const JobState* reserved_for =
       j->outcome == JobState::Outcome::kHeldByReservation ? FindJob(j->outcome_job) : nullptr;
+  bool stale = false;  // an outcome from an older pass that no longer holds
   switch (j->outcome) {
     case JobState::Outcome::kHeldByReservation:
-      if (!reserved_for || reserved_for->v.phase != JobPhase::kPending) break;
+      if (!reserved_for || reserved_for->v.phase != JobPhase::kPending) {
+        stale = true;
+        break;
+      }
       held_back = true;
+      e.placement = PlaceResult::Kind::kWait;  // it may fit, but the reservation keeps those GPUs
       e.reasons.push_back("held by a reservation for job " + std::to_string(j->outcome_job.value()) +
                           (j->outcome_time == Time::Max()
                                ? std::string(" (its start time is unknown: running jobs have no estimates)")
                                : " until " + FormatIso8601(j->outcome_time)));
       break;
     case JobState::Outcome::kAwaitingVictims:
-      if (j->victims_stopping <= 0) break;
+      if (j->victims_stopping <= 0) {
+        stale = true;
+        break;
+      }
       held_back = true;
+      e.placement = PlaceResult::Kind::kWait;
       e.reasons.push_back("preempting " + std::to_string(j->victims_stopping) +
                           " job(s) to make room; starts when they have stopped");
       break;
     case JobState::Outcome::kBudget:
       e.reasons.push_back("budget: " + j->budget_block);
       e.placement = PlaceResult::Kind::kWait;  // it fits, but may not start
+      held_back = true;
       break;
     case JobState::Outcome::kQuota:
       e.reasons.push_back("quota: " + j->budget_block);
       e.placement = PlaceResult::Kind::kWait;  // it may fit, but may not start
+      held_back = true;
       break;
     default:
       break;
@@ -3374,18 +3385,19 @@ Explanation Scheduler::Explain(JobId id) const {
                             " °C: " + Join(hot, ", ") + (count > 4 ? ", ..." : ""));
       }
     }
-  } else if (!held_back &&
-             (j->outcome == JobState::Outcome::kNotReached || j->outcome == JobState::Outcome::kWait)) {
+  } else if (!held_back && (stale || j->outcome == JobState::Outcome::kNotReached ||
+                            j->outcome == JobState::Outcome::kWait)) {
     e.reasons.push_back("fits now: starts at the next scheduling pass");
   }
-  // A bound from the running jobs alone (their estimates, stopping jobs' GPUs counted as free
-  // now): jobs ahead in the queue, reservations and preemptors may take those GPUs first, so it
-  // is said as "not before", and only when it is later than now and nothing above says more.
-  e.earliest_start = e.ever && !held_back ? EarliestStart(*j, nullptr) : std::nullopt;
+  // An estimate from the running jobs alone (each ending at its estimate, stopping jobs' GPUs
+  // counted as free now), for a job that waits for GPUs and nothing else: jobs ahead in the queue
+  // may take those GPUs first, and a job that ends early or a node that joins makes it sooner.
+  e.earliest_start = e.ever && !held_back && r.kind == PlaceResult::Kind::kWait ? EarliestStart(*j, nullptr)
+                                                                                 : std::nullopt;
   if (e.earliest_start && *e.earliest_start <= clock_.Now()) e.earliest_start.reset();
   if (e.earliest_start) {
-    e.reasons.push_back("not before " + FormatIso8601(*e.earliest_start) +
-                        ", when running jobs' estimates free enough GPUs (jobs ahead of it may take them first)");
+    e.reasons.push_back("estimated start " + FormatIso8601(*e.earliest_start) +
+                        ", if running jobs end as estimated (jobs ahead of it may take those GPUs first)");
   }
   return e;
 }

@@ -194,8 +194,8 @@ TEST(SchedulerTest, InfeasibleJobIsExplainedAndDoesNotBlockTheQueue) {
 TEST(SchedulerTest, AJobStrictOrderHoldsIsNotExplainedAsFittingNow) {
   // Given strict fifo on one 8-GPU node with 6 GPUs taken (a job with a 1-hour estimate), a
   // waiting 4-GPU head and a 1-GPU job behind it: the small job fits, but strict order keeps it.
-  // Expect its explain to say so and not "fits now", placement kWait, and no start bound (the
-  // head goes first); the head's bound is the running job's end, said as "not before".
+  // Expect its explain to say so and not "fits now", placement kWait, and no start estimate (the
+  // head goes first); the head's estimate is the running job's end.
   SchedulerHarness h("fifo");
   h.AddNode(MakeNode("n0", "H100", 8));
   model::JobSpec big = MakeJob(6);
@@ -218,8 +218,36 @@ TEST(SchedulerTest, AJobStrictOrderHoldsIsNotExplainedAsFittingNow) {
   ASSERT_TRUE(eh.earliest_start.has_value());
   EXPECT_EQ(*eh.earliest_start, Time::FromSeconds(3600));
   bool bound = false;
-  for (const auto& r : eh.reasons) bound |= r.rfind("not before ", 0) == 0;
+  for (const auto& r : eh.reasons) bound |= r.rfind("estimated start ", 0) == 0;
   EXPECT_TRUE(bound);
+}
+
+TEST(SchedulerTest, AReservationWhoseJobStartedIsNotExplainedAgain) {
+  // Given backfill on one 8-GPU node: A (6 GPUs, 1 h) runs, B (8 GPUs, 1 h) waits with a
+  // reservation at 1 h, and C (2 GPUs, 2 h) would delay it, so the reservation holds C. At 1 h A
+  // ends and B takes the node: no GPU is free, so the pass ends before C. Expect C's explain not
+  // to repeat the reservation of B (running now), and to estimate its start at B's end.
+  SchedulerHarness h("backfill");
+  h.AddNode(MakeNode("n0", "H100", 8));
+  auto job = [](int gpus, Duration est) {
+    model::JobSpec s = MakeJob(gpus);
+    s.duration_estimate = est;
+    return s;
+  };
+  JobId a = h.Submit(job(6, Duration::Hours(1)));
+  JobId b = h.Submit(job(8, Duration::Hours(1)));
+  JobId c = h.Submit(job(2, Duration::Hours(2)));
+  ASSERT_EQ(h.Phase(c), JobPhase::kPending);
+  bool held = false;
+  for (const auto& r : h.sched().Explain(c).reasons) held |= r.find("held by a reservation for job") != std::string::npos;
+  ASSERT_TRUE(held);
+  h.clock().Set(Time::FromSeconds(3600));
+  h.Finish(a);
+  ASSERT_EQ(h.Phase(b), JobPhase::kRunning);
+  Explanation e = h.sched().Explain(c);
+  for (const auto& r : e.reasons) EXPECT_EQ(r.find("held by a reservation"), std::string::npos) << r;
+  ASSERT_TRUE(e.earliest_start.has_value());
+  EXPECT_EQ(*e.earliest_start, Time::FromSeconds(7200));
 }
 
 TEST(SchedulerTest, AJobSplitToFitIsExplainedAsTheGangItBecame) {

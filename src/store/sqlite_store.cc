@@ -1066,12 +1066,13 @@ Result<std::unique_ptr<StateStore>> OpenSqliteStore(const std::string& path) {
     // A damaged file ("database disk image is malformed", "file is not a database") or a schema
     // that cannot be brought up to date: nothing was changed; say what to do.
     const std::string& m = st.message();
-    if (m.find("malformed") != std::string::npos || m.find("not a database") != std::string::npos ||
-        m.find("migrate schema") != std::string::npos) {
-      const std::string said = m + "; the file is damaged or not a gpufleet store, and was left as it is: restore "
-                                   "a `gpufleet backup` of it (docs/operations.md, restoring), or start with another "
-                                   "--data-dir";
-      return st.code() == StatusCode::kInternal ? Status::Internal(said) : Status::FailedPrecondition(said);
+    // (Only for what a damaged file gives, not for a full disk, a lock or a read-only file.)
+    if (st.code() == StatusCode::kInternal &&
+        (m.find("malformed") != std::string::npos || m.find("not a database") != std::string::npos ||
+         m.find("migrate schema") != std::string::npos)) {
+      return Status::Internal(m + "; the file is damaged or not a gpufleet store, and was left as it is: restore a "
+                                  "`gpufleet backup` of it (docs/operations.md, \"Backup and restore\"), or use "
+                                  "another store");
     }
     return st;
   }

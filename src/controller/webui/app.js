@@ -768,7 +768,7 @@
       if (e.position) facts.push(`position ${e.position} of ${e.queue_length}`);
       if (e.can_start_now !== undefined && e.phase === 'pending') facts.push(e.can_start_now ? 'can start now' : 'cannot start now');
       if (e.ever === false) facts.push('can never run on this cluster as it is');
-      if (e.earliest_start_ms) facts.push(`earliest start ${fmtTime(e.earliest_start_ms)}`);
+      if (e.earliest_start_ms) facts.push(`estimated start ${fmtTime(e.earliest_start_ms)} (if running jobs end as estimated)`);
       explain.show(facts.length ? h('p', {class: 'small muted'}, facts.join(' · ')) : null,
         h('ul', {class: 'reasons'}, (e.reasons || []).map((r) => h('li', {}, r))));
     }
