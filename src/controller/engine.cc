@@ -1085,8 +1085,11 @@ bool Engine::Step() {
             // held, and drains, budgets and registrations wrote their own records.)
             if constexpr (std::is_same_v<T, CancelReq>) {
               if (req.result && req.result->ok()) {
-                req.result = Status::Unavailable("the controller's store could not record this change (" +
-                                                 committed.message() + "); retry");
+                // "retry" only where a retry can work (the store unreachable or busy), not for a
+                // damaged one, which answers as a submit's write does.
+                const std::string why = "the controller's store could not record this change (" + committed.message() + ")";
+                req.result = committed.code() == StatusCode::kUnavailable ? Status::Unavailable(why + "; retry")
+                                                                          : Status::Internal(why);
               }
             }
             // An agent's events whose transitions are held, not stored, stay unacknowledged: the

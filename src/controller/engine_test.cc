@@ -114,6 +114,29 @@ TEST_F(EngineTest, AFailedCommitHoldsTheStepsCommandsUntilTheStoreTakesIt) {
   EXPECT_TRUE(cmds[0].stop.has_value());
 }
 
+TEST_F(EngineTest, ACancelADamagedStoreRefusesIsNotToldToRetry) {
+  // Given a running job and a store whose writes fail as a damaged file does (Internal), expect a
+  // cancel answered Internal without "retry"; an unreachable store (Unavailable) says retry.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 2);
+  JobId one = Submit(*e, "resources: {gpus: 1}\nrun: x\n");
+  JobId two = Submit(*e, "resources: {gpus: 1}\nrun: x\n");
+  Beat(*e, a, {Started(one, 1, 0), Started(two, 1, 0)}, {{one, 1, 0}, {two, 1, 0}});
+  store_.FailNextWrites(4, Status::Internal("database disk image is malformed"));
+  auto c1 = e->Cancel(one, "test");
+  e->Step();
+  Status st = c1.get();
+  EXPECT_EQ(st.code(), StatusCode::kInternal) << st.ToString();
+  EXPECT_EQ(st.message().find("retry"), std::string::npos) << st.message();
+  e->Step();  // the held transition goes in
+  store_.FailNextWrites(4, Status::Unavailable("connection refused"));
+  auto c2 = e->Cancel(two, "test");
+  e->Step();
+  st = c2.get();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("retry"), std::string::npos) << st.message();
+}
+
 TEST_F(EngineTest, AnExitWhoseCommitFailedIsNotAcknowledgedAndANewControllerRecordsItOnce) {
   // Given a running job whose exit (code 0) arrives while the store fails every write, expect the
   // heartbeat not to acknowledge it; a second controller on the same store (a standby taking over

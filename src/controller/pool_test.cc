@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "api/job_yaml.h"
+#include "controller/rbac.h"
 #include "testing/fake_provider.h"
 #include "testing/fakes.h"
 #include "testing/memory_store.h"
@@ -198,6 +200,10 @@ TEST_F(PoolTest, ReleasesAnIdleNodeAndDeletesItsInstance) {
     if (a.subject == "autoscaler" && a.object.find(name) != std::string::npos) verbs.push_back(a.verb);
   }
   EXPECT_EQ(verbs, (std::vector<std::string>{"pool.rent", "pool.release"}));
+  // ... verbs GET /v1/audit?verb= accepts.
+  for (const std::string& v : verbs) {
+    EXPECT_TRUE(std::count(AuditVerbNames().begin(), AuditVerbNames().end(), v)) << v;
+  }
   EXPECT_EQ(NodeStateOf(name), api::NodeState::kGone);
 }
 

@@ -1237,6 +1237,11 @@ TEST_F(ServerTest, EveryChangeAndEveryRefusalLeavesExactlyOneAuditRecord) {
   log = AuditLog(store_);
   ASSERT_EQ(log.size(), before + 1);
   EXPECT_EQ(log.back().outcome, "failed");
+  // Every verb recorded here is one GET /v1/audit?verb= accepts (its list is kept by hand).
+  const std::vector<std::string>& known = AuditVerbNames();
+  for (const auto& rec : log) {
+    EXPECT_TRUE(std::find(known.begin(), known.end(), rec.verb) != known.end()) << rec.verb;
+  }
 }
 
 TEST_F(ServerTest, ATokenAndItsAuditRecordCommitTogether) {
