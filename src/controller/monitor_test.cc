@@ -19,6 +19,40 @@ namespace {
 
 using api::JobState;
 
+// A webhook receiver on 127.0.0.1 that keeps every JSON body POSTed to /hook; Received() stops it
+// and hands them over.
+class HookReceiver {
+ public:
+  HookReceiver() {
+    server_.Post("/hook", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> lock(mu_);
+      got_.push_back(nlohmann::json::parse(req.body));
+      res.status = 200;
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    if (port_ > 0) thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~HookReceiver() { Stop(); }
+  bool ok() const { return port_ > 0; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/hook"; }
+  std::vector<nlohmann::json> Received() {
+    Stop();
+    std::lock_guard<std::mutex> lock(mu_);
+    return got_;
+  }
+
+ private:
+  void Stop() {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  httplib::Server server_;
+  std::mutex mu_;
+  std::vector<nlohmann::json> got_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
 class MonitorTest : public EngineFixture {
  protected:
   std::unique_ptr<Engine> MakeEngine() {
@@ -170,22 +204,13 @@ TEST_F(MonitorTest, JobsSharingABusyGpuAreBothBusyAndBothNamedInItsSeries) {
 }
 
 TEST_F(MonitorTest, WebhookGetsAlertmanagerWebhookJsonWhenAnAlertFiresAndResolves) {
-  httplib::Server receiver;
-  std::mutex mu;
-  std::vector<nlohmann::json> got;
-  receiver.Post("/hook", [&](const httplib::Request& req, httplib::Response& res) {
-    std::lock_guard<std::mutex> lock(mu);
-    got.push_back(nlohmann::json::parse(req.body));
-    res.status = 200;
-  });
-  int port = receiver.bind_to_any_port("127.0.0.1");
-  ASSERT_GT(port, 0);
-  std::thread t([&] { receiver.listen_after_bind(); });
+  HookReceiver receiver;
+  ASSERT_TRUE(receiver.ok());
 
   auto e = MakeEngine();
   NodeId n = Register(*e, "node-a", 2);
   MonitorOptions mo;
-  mo.webhooks = {"http://127.0.0.1:" + std::to_string(port) + "/hook"};
+  mo.webhooks = {receiver.url()};
   mo.external_url = "http://127.0.0.1:8470";
   Monitor m(*e, clock_, mo);
   auto hot = Gpus(2, 50);
@@ -198,8 +223,7 @@ TEST_F(MonitorTest, WebhookGetsAlertmanagerWebhookJsonWhenAnAlertFiresAndResolve
   clock_.Advance(Duration::Seconds(30));
   Beat(*e, n, Gpus(2, 50, 60));
   m.EvaluateOnce();  // and resolves
-  receiver.stop();
-  t.join();
+  const std::vector<nlohmann::json> got = receiver.Received();
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0]["version"], "4");
   EXPECT_EQ(got[0]["status"], "firing");
@@ -224,21 +248,12 @@ TEST_F(MonitorTest, WebhookGetsAlertmanagerWebhookJsonWhenAnAlertFiresAndResolve
 }
 
 TEST_F(MonitorTest, AWebhookMessageOfSeveralAlertsCarriesWhatTheyShareAsCommonLabels) {
-  httplib::Server receiver;
-  std::mutex mu;
-  std::vector<nlohmann::json> got;
-  receiver.Post("/hook", [&](const httplib::Request& req, httplib::Response& res) {
-    std::lock_guard<std::mutex> lock(mu);
-    got.push_back(nlohmann::json::parse(req.body));
-    res.status = 200;
-  });
-  int port = receiver.bind_to_any_port("127.0.0.1");
-  ASSERT_GT(port, 0);
-  std::thread t([&] { receiver.listen_after_bind(); });
+  HookReceiver receiver;
+  ASSERT_TRUE(receiver.ok());
   auto e = MakeEngine();
   NodeId n = Register(*e, "node-a", 2);
   MonitorOptions mo;
-  mo.webhooks = {"http://127.0.0.1:" + std::to_string(port) + "/hook"};
+  mo.webhooks = {receiver.url()};
   Monitor m(*e, clock_, mo);
   auto hot = Gpus(2, 50);
   hot[0].temperature_c = 91;
@@ -248,8 +263,7 @@ TEST_F(MonitorTest, AWebhookMessageOfSeveralAlertsCarriesWhatTheyShareAsCommonLa
   clock_.Advance(Duration::Minutes(2));
   Beat(*e, n, hot);
   m.EvaluateOnce();  // both GPUs' GpuHot fire in one message
-  receiver.stop();
-  t.join();
+  const std::vector<nlohmann::json> got = receiver.Received();
   ASSERT_EQ(got.size(), 1u);
   ASSERT_EQ(got[0]["alerts"].size(), 2u);
   const nlohmann::json& common = got[0]["commonLabels"];
