@@ -17,18 +17,25 @@ const char* NodeHealthName(NodeHealth h) {
 void FreeGpuIndex::Insert(int count, int pos) {
   if (counts_.size() <= static_cast<size_t>(count)) {
     counts_.resize(count + 1, 0);
-    bits_.resize(count + 1);
+    levels_.resize(count + 1);
   }
-  std::vector<uint64_t>& b = bits_[count];
+  Level& l = levels_[count];
   const size_t w = static_cast<size_t>(pos) >> 6;
-  if (b.size() <= w) b.resize(w + 1, 0);
-  b[w] |= uint64_t{1} << (pos & 63);
+  if (l.words.size() <= w) {
+    l.words.resize(w + 1, 0);
+    l.summary.resize((w >> 6) + 1, 0);
+  }
+  l.words[w] |= uint64_t{1} << (pos & 63);
+  l.summary[w >> 6] |= uint64_t{1} << (w & 63);
   ++counts_[count];
   ++size_;
 }
 
 void FreeGpuIndex::Erase(int count, int pos) {
-  bits_[count][static_cast<size_t>(pos) >> 6] &= ~(uint64_t{1} << (pos & 63));
+  Level& l = levels_[count];
+  const size_t w = static_cast<size_t>(pos) >> 6;
+  l.words[w] &= ~(uint64_t{1} << (pos & 63));
+  if (l.words[w] == 0) l.summary[w >> 6] &= ~(uint64_t{1} << (w & 63));
   --counts_[count];
   --size_;
 }
@@ -44,17 +51,30 @@ int64_t FreeGpuIndex::CountAtLeast(int count) const {
   return total;
 }
 
-std::pair<int, int> FreeGpuIndex::Next(int count, int pos) const {
+std::pair<int, int> FreeGpuIndex::Next(int count, int pos, const NodeMask* skip) const {
+  auto open = [skip](const std::vector<uint64_t>& words, size_t w) {
+    return skip ? words[w] & ~skip->Word(w) : words[w];
+  };
   for (size_t c = static_cast<size_t>(count); c < counts_.size(); ++c, pos = 0) {
     if (counts_[c] == 0) continue;
-    const std::vector<uint64_t>& b = bits_[c];
+    const Level& l = levels_[c];
     size_t w = static_cast<size_t>(pos) >> 6;
-    if (w >= b.size()) continue;
-    uint64_t word = b[w] & (~uint64_t{0} << (pos & 63));
+    if (w >= l.words.size()) continue;
+    const uint64_t word = open(l.words, w) & (~uint64_t{0} << (pos & 63));
+    if (word) return {static_cast<int>(c), static_cast<int>((w << 6) + __builtin_ctzll(word))};
+    // The next words after w that are not zero, from the summary, until one has an open position.
+    ++w;
+    size_t s = w >> 6;
+    if (s >= l.summary.size()) continue;
+    uint64_t sword = l.summary[s] & (~uint64_t{0} << (w & 63));
     for (;;) {
-      if (word) return {static_cast<int>(c), static_cast<int>((w << 6) + __builtin_ctzll(word))};
-      if (++w == b.size()) break;
-      word = b[w];
+      while (!sword && ++s < l.summary.size()) sword = l.summary[s];
+      if (!sword) break;
+      w = (s << 6) + __builtin_ctzll(sword);
+      sword &= sword - 1;
+      if (const uint64_t open_word = open(l.words, w)) {
+        return {static_cast<int>(c), static_cast<int>((w << 6) + __builtin_ctzll(open_word))};
+      }
     }
   }
   return kEnd;
@@ -71,6 +91,7 @@ int ClusterView::InternModel(const std::string& name) {
 
 void ClusterView::GrowModels() {
   nodes_by_model_.emplace_back();
+  mask_by_model_.emplace_back();
   free_whole_by_model_.push_back(0);
   free_milli_by_model_.push_back(0);
   max_gpus_by_model_.push_back(0);
@@ -268,6 +289,7 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
         // Leave the old model's books: its node list and its largest and smallest node sizes.
         auto& list = nodes_by_model_[old_model];
         list.erase(std::remove(list.begin(), list.end(), pos), list.end());
+        mask_by_model_[old_model].Reset(pos);
         int largest = 0, smallest = std::numeric_limits<int>::max();
         for (int other : list) {
           largest = std::max(largest, nodes_[other].spec.gpus);
@@ -291,6 +313,7 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
       if (std::find(list.begin(), list.end(), pos) == list.end()) {
         if (!list.empty() && list.back() > pos) unsorted_[n.model] = 1;
         list.push_back(pos);
+        mask_by_model_[n.model].SetGrowing(pos);
       }
       max_gpus_by_model_[n.model] = std::max(max_gpus_by_model_[n.model], n.spec.gpus);
       min_gpus_by_model_[n.model] = std::min(min_gpus_by_model_[n.model], n.spec.gpus);
@@ -323,6 +346,7 @@ Status ClusterView::UpsertNode(NodeId id, model::NodeSpec spec) {
   }
   if (n.model >= 0) {
     nodes_by_model_[n.model].push_back(pos);
+    mask_by_model_[n.model].SetGrowing(pos);
     max_gpus_by_model_[n.model] = std::max(max_gpus_by_model_[n.model], n.spec.gpus);
     min_gpus_by_model_[n.model] = std::min(min_gpus_by_model_[n.model], n.spec.gpus);
   }

@@ -25,8 +25,53 @@ namespace gpufleet::sched {
 enum class NodeHealth { kUp, kDraining, kDown };
 const char* NodeHealthName(NodeHealth h);
 
-// Node positions keyed by a small count (a node's whole free GPUs): one bitset of positions per
-// count. Walks them in (count, position) order, the order of a std::set<std::pair<int, int>>, but
+// A set of node positions, one bit each (a reservation's nodes, the nodes claimed for stopping
+// victims). Sized to the view's nodes when anything is in it; empty (size 0) holds nothing.
+class NodeMask {
+ public:
+  // `n` positions, none in the set.
+  void Assign(size_t n) {
+    size_ = n;
+    words_.assign((n + 63) >> 6, 0);
+  }
+  void clear() {
+    size_ = 0;
+    words_.clear();
+  }
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  bool operator[](size_t pos) const { return (words_[pos >> 6] >> (pos & 63)) & 1; }
+  void Set(size_t pos) { words_[pos >> 6] |= uint64_t{1} << (pos & 63); }
+  void Reset(size_t pos) { words_[pos >> 6] &= ~(uint64_t{1} << (pos & 63)); }
+  // Set, growing the set to hold `pos` first if it is past the end.
+  void SetGrowing(size_t pos) {
+    if (pos >= size_) {
+      size_ = pos + 1;
+      words_.resize((size_ + 63) >> 6, 0);
+    }
+    Set(pos);
+  }
+  // Adds every position of `o` (of the same size, or empty).
+  NodeMask& operator|=(const NodeMask& o) {
+    if (empty()) return *this = o;
+    for (size_t w = 0; w < o.words_.size() && w < words_.size(); ++w) words_[w] |= o.words_[w];
+    return *this;
+  }
+  void swap(NodeMask& o) {
+    std::swap(size_, o.size_);
+    words_.swap(o.words_);
+  }
+  bool operator==(const NodeMask& o) const = default;
+  // Word w of the set (bit p of word w: position 64w + p); 0 past its end.
+  uint64_t Word(size_t w) const { return w < words_.size() ? words_[w] : 0; }
+
+ private:
+  size_t size_ = 0;
+  std::vector<uint64_t> words_;
+};
+
+// Node positions keyed by a small count (a node's whole free GPUs): one two-level bitset of
+// positions per count. Walks them in (count, position) order, the order of a std::set<std::pair<int, int>>, but
 // moving a node from one count to another is two bit flips instead of a tree erase and insert
 // (a what-if search moves nodes millions of times in a replay).
 class FreeGpuIndex {
@@ -41,13 +86,14 @@ class FreeGpuIndex {
   int64_t CountAtLeast(int count) const;
   bool empty() const { return size_ == 0; }
 
-  // Forward iterator over (count, position) pairs in order.
+  // Forward iterator over (count, position) pairs in order, passing over the positions of a
+  // mask when it has one.
   class Iterator {
    public:
     const std::pair<int, int>& operator*() const { return cur_; }
     const std::pair<int, int>* operator->() const { return &cur_; }
     Iterator& operator++() {
-      cur_ = index_->Next(cur_.first, cur_.second + 1);
+      cur_ = index_->Next(cur_.first, cur_.second + 1, skip_);
       return *this;
     }
     bool operator==(const Iterator& o) const { return cur_ == o.cur_; }
@@ -55,21 +101,36 @@ class FreeGpuIndex {
 
    private:
     friend class FreeGpuIndex;
-    Iterator(const FreeGpuIndex* index, std::pair<int, int> cur) : index_(index), cur_(cur) {}
+    Iterator(const FreeGpuIndex* index, std::pair<int, int> cur, const NodeMask* skip)
+        : index_(index), cur_(cur), skip_(skip) {}
     const FreeGpuIndex* index_;
     std::pair<int, int> cur_;
+    const NodeMask* skip_;  // null: nothing passed over
   };
-  // The first node with at least `count` free, and the end.
-  Iterator From(int count) const { return Iterator(this, Next(std::max(count, 0), 0)); }
+  // The first node with at least `count` free, and the end. With `skip`, the walk passes over
+  // the positions in it 64 at a time (a reservation that holds most nodes costs a walk a word
+  // per 64 of them, not a step per node).
+  Iterator From(int count, const NodeMask* skip = nullptr) const {
+    if (skip && skip->empty()) skip = nullptr;
+    return Iterator(this, Next(std::max(count, 0), 0, skip), skip);
+  }
   Iterator begin() const { return From(0); }
-  Iterator end() const { return Iterator(this, kEnd); }
+  Iterator end() const { return Iterator(this, kEnd, nullptr); }
 
  private:
   static constexpr std::pair<int, int> kEnd{-1, -1};
-  // The first filed (count, position) at or after (count, pos) in order; kEnd if none.
-  std::pair<int, int> Next(int count, int pos) const;
-  std::vector<std::vector<uint64_t>> bits_;  // per count: bit p set when position p is filed there
-  std::vector<int64_t> counts_;              // per count: positions filed
+  // The first filed (count, position) at or after (count, pos) in order and not in `skip`; kEnd
+  // if none.
+  std::pair<int, int> Next(int count, int pos, const NodeMask* skip) const;
+  // Per count: bit p of `words` set when position p is filed there, and bit w of `summary` set
+  // when word w of `words` is not zero, so that a walk over a sparse count skips 64 empty words
+  // at a time instead of reading each (the cost of a step stays flat as the cluster grows).
+  struct Level {
+    std::vector<uint64_t> words;
+    std::vector<uint64_t> summary;
+  };
+  std::vector<Level> levels_;
+  std::vector<int64_t> counts_;  // per count: positions filed
   int64_t size_ = 0;
 };
 
@@ -137,6 +198,8 @@ class ClusterView {
   int ModelIndex(const std::string& name) const;  // -1 if no node has it
   // Node indices of one model, in join order.
   const std::vector<int>& NodesOfModel(int model) const { return nodes_by_model_[model]; }
+  // The same positions as a set (sized to the last of them).
+  const NodeMask& NodeMaskOfModel(int model) const { return mask_by_model_[model]; }
   // Whole free GPUs of a model on schedulable nodes.
   int64_t FreeWholeGpus(int model) const { return free_whole_by_model_[model]; }
   // Free milli-GPU of a model on schedulable nodes (slices of partly used GPUs included).
@@ -194,6 +257,7 @@ class ClusterView {
   std::unordered_map<int64_t, int> index_;
   std::vector<std::string> models_;
   std::vector<std::vector<int>> nodes_by_model_;
+  std::vector<NodeMask> mask_by_model_;  // per model: nodes_by_model_ as a set
   std::vector<int64_t> free_whole_by_model_;
   std::vector<int64_t> free_milli_by_model_;
   std::vector<int> max_gpus_by_model_;

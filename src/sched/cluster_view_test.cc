@@ -284,13 +284,27 @@ TEST_F(ClusterViewTest, ReRegisteringAnIdleNodeWithOtherGpusResetsIt) {
   EXPECT_EQ(view_.OnlineMilli(), 16'000);
 }
 
+// The positions in a node set, in order.
+std::vector<int> Positions(const NodeMask& mask) {
+  std::vector<int> out;
+  for (size_t pos = 0; pos < mask.size(); ++pos) {
+    if (mask[pos]) out.push_back(static_cast<int>(pos));
+  }
+  return out;
+}
+
 TEST_F(ClusterViewTest, NodeThatChangesModelLeavesItsOldModel) {
   // Given an idle A100 node re-registered as a 2-GPU H100 node, expect it listed under H100
-  // only, so that the A100 node list and largest A100 node no longer include it.
+  // only, so that the A100 node list and largest A100 node no longer include it (in its list
+  // and in its set of positions).
   AddThreeNodes();
+  EXPECT_EQ(Positions(view_.NodeMaskOfModel(a100_)), (std::vector<int>{0, 2}));
+  EXPECT_EQ(Positions(view_.NodeMaskOfModel(h100_)), (std::vector<int>{1}));
   ASSERT_TRUE(view_.UpsertNode(NodeId(0), MakeNode("a0", "H100", 2)).ok());
   EXPECT_EQ(view_.NodesOfModel(a100_), (std::vector<int>{2}));
   EXPECT_EQ(view_.NodesOfModel(h100_), (std::vector<int>{1, 0}));
+  EXPECT_EQ(Positions(view_.NodeMaskOfModel(a100_)), (std::vector<int>{2}));
+  EXPECT_EQ(Positions(view_.NodeMaskOfModel(h100_)), (std::vector<int>{0, 1}));
   EXPECT_EQ(view_.FreeWholeGpus(a100_), 8);
   EXPECT_EQ(view_.FreeWholeGpus(h100_), 6);
   EXPECT_EQ(view_.MaxGpusPerNode(h100_), 4);
@@ -308,10 +322,13 @@ TEST_F(ClusterViewTest, NodeThatChangesModelLeavesItsOldModel) {
   // A model whose last node leaves has no smallest node; a CPU-only node counts for no model.
   ASSERT_TRUE(view_.UpsertNode(NodeId(1), MakeNode("h0", "A100", 2)).ok());
   EXPECT_TRUE(view_.NodesOfModel(h100_).empty());
+  EXPECT_TRUE(Positions(view_.NodeMaskOfModel(h100_)).empty());
+  EXPECT_EQ(Positions(view_.NodeMaskOfModel(a100_)), (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(view_.MinGpusPerNode(h100_), std::numeric_limits<int>::max());
   EXPECT_EQ(view_.MinGpusPerNode(a100_), 2);
   ASSERT_TRUE(view_.UpsertNode(NodeId(1), MakeNode("h0", "A100", 0)).ok());
   EXPECT_EQ(view_.MinGpusPerNode(a100_), 8);
+  EXPECT_EQ(Positions(view_.NodeMaskOfModel(a100_)), (std::vector<int>{0, 2}));
 }
 
 TEST_F(ClusterViewTest, GroupsAreZoneAndRack) {
@@ -434,17 +451,37 @@ TEST_F(ClusterViewTest, ThermalLimitsOffByDefaultAndTurningThemOffFreesHeldGpus)
 }
 
 // The free-GPU index walks nodes in the order of a std::set of (count, position) pairs, under
-// random inserts, moves and erases across several words of positions and many counts.
-TEST(FreeGpuIndexTest, WalksInTheOrderOfAnOrderedSetOfPairs) {
+// random inserts, moves and erases across several words of positions and many counts; on 300
+// positions (five words) and on 20,000 (313 words, five summary words), the larger one sparse
+// (few positions filed, most words empty, so walks skip whole summary words).
+class FreeGpuIndexTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(FreeGpuIndexTest, WalksInTheOrderOfAnOrderedSetOfPairs) {
   FreeGpuIndex index;
   std::set<std::pair<int, int>> reference;
-  std::vector<int> filed(300, -1);  // per position: its count, -1 if not filed
+  std::vector<int> filed(GetParam(), -1);  // per position: its count, -1 if not filed
   std::mt19937 rng(7);
+  // Masks for walks that pass over positions: none, a random tenth, and nine tenths in runs
+  // (whole words and summary words passed over).
+  std::vector<NodeMask> masks(3);
+  for (NodeMask& m : masks) m.Assign(filed.size());
+  for (size_t pos = 0; pos < filed.size(); ++pos) {
+    if (rng() % 10 == 0) masks[1].Set(pos);
+    if ((pos / 700) % 10 != 3) masks[2].Set(pos);
+  }
   auto check = [&](int from) {
     std::vector<std::pair<int, int>> got, want;
     for (auto it = index.From(from); it != index.end(); ++it) got.push_back(*it);
     for (auto it = reference.lower_bound({from, -1}); it != reference.end(); ++it) want.push_back(*it);
     ASSERT_EQ(got, want) << "walk from " << from;
+    for (size_t k = 0; k < masks.size(); ++k) {
+      std::vector<std::pair<int, int>> got_open, want_open;
+      for (auto it = index.From(from, &masks[k]); it != index.end(); ++it) got_open.push_back(*it);
+      for (const auto& e : want) {
+        if (!masks[k][static_cast<size_t>(e.second)]) want_open.push_back(e);
+      }
+      ASSERT_EQ(got_open, want_open) << "walk from " << from << " past mask " << k;
+    }
     int64_t at_least = 0;
     for (const auto& e : reference) at_least += e.first >= from ? 1 : 0;
     EXPECT_EQ(index.CountAtLeast(from), at_least);
@@ -474,7 +511,20 @@ TEST(FreeGpuIndexTest, WalksInTheOrderOfAnOrderedSetOfPairs) {
   EXPECT_EQ(index.empty(), reference.empty());
   EXPECT_EQ(index.Count(3), static_cast<int64_t>(std::count_if(reference.begin(), reference.end(),
                                                                [](const auto& e) { return e.first == 3; })));
+  // Emptied again, step by step, the walks stay those of the set.
+  for (size_t pos = 0; pos < filed.size(); ++pos) {
+    if (filed[pos] < 0) continue;
+    index.Erase(filed[pos], static_cast<int>(pos));
+    reference.erase({filed[pos], static_cast<int>(pos)});
+    if (pos % 53 == 0) {
+      for (int from : {0, 4, 16}) check(from);
+    }
+  }
+  EXPECT_TRUE(index.empty());
+  EXPECT_EQ(index.From(0), index.end());
 }
+
+INSTANTIATE_TEST_SUITE_P(Sizes, FreeGpuIndexTest, ::testing::Values(300, 20000));
 
 TEST_F(ClusterViewTest, ReacquireUndoesAReleaseOnAGpuThatTurnedHot) {
   // Given a job on GPUs 0-1 of a node whose GPU 0 then turns hot, expect a trial release to free

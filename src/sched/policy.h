@@ -172,7 +172,7 @@ struct PlaceResult {
 struct PlaceOptions {
   bool explain = false;  // build reason strings (costly; only for `explain`)
   // Node positions the job must not use (a reservation's nodes); empty or sized nodes().
-  const std::vector<char>* excluded = nullptr;
+  const NodeMask* excluded = nullptr;
   // Only whether the job is placed is wanted: `placement` may be left empty (a what-if asks this
   // many times and builds the placement once). The kind is the same as without it.
   bool answer_only = false;

@@ -215,7 +215,7 @@ void Scheduler::PrefetchForTimer(const JobState* j) {
 struct Scheduler::Reservation {
   JobId job;
   Time time = Time::Max();  // Max: the earliest start is unknown (running jobs lack estimates)
-  std::vector<char> nodes;  // node positions held for the job
+  NodeMask nodes;  // node positions held for the job
 };
 
 // ---- Victims in the order a search stops them -------------------------------------------------
@@ -2178,7 +2178,7 @@ int64_t FreeMilliFor(const std::vector<int>& models, const ClusterView& view) {
 
 }  // namespace
 
-std::optional<Time> Scheduler::EarliestStart(const JobState& j, std::vector<char>* nodes_out) const {
+std::optional<Time> Scheduler::EarliestStart(const JobState& j, NodeMask* nodes_out) const {
   Time now = clock_.Now();
   std::vector<std::pair<Time, const JobState*>> releases;
   for (const JobState* r : stopping_) releases.emplace_back(now, r);
@@ -2207,8 +2207,8 @@ std::optional<Time> Scheduler::EarliestStart(const JobState& j, std::vector<char
     PlaceResult r = policies_.placement->Place(j.spec, whatif, {});
     if (r.kind == PlaceResult::Kind::kPlaced) {
       if (nodes_out) {
-        nodes_out->assign(view_.nodes().size(), 0);
-        for (const auto& part : r.placement.parts) (*nodes_out)[view_.IndexOf(part.node)] = 1;
+        nodes_out->Assign(view_.nodes().size());
+        for (const auto& part : r.placement.parts) nodes_out->Set(view_.IndexOf(part.node));
       }
       start = std::max(releases[i].first, now);
       break;
@@ -2229,10 +2229,8 @@ std::optional<Scheduler::Reservation> Scheduler::MakeReservation(const JobState&
   // Unknown: hold every node of the head's models, so nothing of unknown length lands where the
   // head may need it.
   res.time = Time::Max();
-  res.nodes.assign(view_.nodes().size(), 0);
-  for (int m : AllowedModels(head.spec, view_)) {
-    for (int pos : view_.NodesOfModel(m)) res.nodes[pos] = 1;
-  }
+  res.nodes.Assign(view_.nodes().size());
+  for (int m : AllowedModels(head.spec, view_)) res.nodes |= view_.NodeMaskOfModel(m);
   return res;
 }
 
@@ -2345,7 +2343,7 @@ bool Scheduler::WholeNodeVictims(const JobState& w, const std::vector<char>& mod
   return FreeMilliFor(models, view_) + kept_milli >= w.spec.total_gpu_milli();
 }
 
-bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const std::vector<char>* claimed) {
+bool Scheduler::TryPreempt(JobState& w, const QueueContext& ctx, const NodeMask* claimed) {
   search_taken_.clear();
   quota_refused_team_ = nullptr;
   search_lacked_room_ = false;
@@ -2977,12 +2975,12 @@ void Scheduler::Pass() {
 
   // Nodes claimed by jobs whose preemption victims are still stopping: only claimants use them.
   // (Empty while nobody claims; the buffer is reused from pass to pass.)
-  std::vector<char>& claimed = pass_claimed_;
+  NodeMask& claimed = pass_claimed_;
   claimed.clear();
   auto add_claim = [&](const JobState& c) {
-    if (claimed.empty()) claimed.assign(view_.nodes().size(), 0);
+    if (claimed.empty()) claimed.Assign(view_.nodes().size());
     c.claimant_in_pass = pass_number;
-    for (int pos : c.claim) claimed[pos] = 1;
+    for (int pos : c.claim) claimed.Set(pos);
   };
   for (const JobState* stopping : stopping_) {
     if (!stopping->preempted_for) continue;
@@ -2992,14 +2990,14 @@ void Scheduler::Pass() {
   // Claims keep nodes from searches: failed searches hold only under the claims they saw. (A
   // claimant that started in the last pass left its nodes claimed to the end of that pass.)
   if (claimed != claims_at_end_) ++search_epoch_;
-  std::vector<char> mask;  // reservation and/or claims, for one job
-  auto exclusions = [&](const JobState* j, bool with_reservation) -> const std::vector<char>* {
+  NodeMask mask;  // reservation and/or claims, for one job
+  auto exclusions = [&](const JobState* j, bool with_reservation) -> const NodeMask* {
     bool claims = !claimed.empty() && j->claimant_in_pass != pass_number;
     if (!claims && !with_reservation) return nullptr;
     if (!claims) return &res->nodes;
     if (!with_reservation) return &claimed;
     mask = res->nodes;
-    for (size_t i = 0; i < mask.size(); ++i) mask[i] |= claimed[i];
+    mask |= claimed;
     return &mask;
   };
 

@@ -248,7 +248,7 @@ class Scheduler {
   void ReleaseAndRequeue(JobState& j, bool requeue);
   void Erase(JobState& j);
   void Remember(JobState& j, const model::JobMemory& m);
-  bool TryPreempt(JobState& waiting, const QueueContext& ctx, const std::vector<char>* claimed);
+  bool TryPreempt(JobState& waiting, const QueueContext& ctx, const NodeMask* claimed);
   // Set by a TryPreempt that returned false: it found too few candidates, or none of them, or
   // all of them released, made room (not some other reason). A job of the same shape ranked
   // after the waiting one would fail so too (QueuePolicy::PreemptsByClass).
@@ -278,11 +278,11 @@ class Scheduler {
   // A running job moved from class `from` to class `to` (a timer re-ranked it).
   void NoteClassMove(int64_t from, int64_t to);
   // The claims the last pass ended with: a pass that starts with others forgets failed searches.
-  std::vector<char> claims_at_end_;
+  NodeMask claims_at_end_;
   // Per shape: the view (ClusterView::changes) on which its placement, with nothing excluded,
   // last failed, and how (wait or never); a pass does not ask again while the view is the same.
   std::vector<std::pair<uint64_t, PlaceResult::Kind>> failed_place_;
-  std::vector<char> pass_claimed_;  // the claims during a pass (a buffer swapped with claims_at_end_)
+  NodeMask pass_claimed_;  // the claims during a pass (a buffer swapped with claims_at_end_)
   // What a pass learned of each shape (Pass), stamped with the pass's number (SchedulerStats::passes).
   struct PassFlags {
     int64_t pass = -1;
@@ -312,7 +312,7 @@ class Scheduler {
   std::vector<std::tuple<RankKey, int64_t, JobState*>> pass_group_heads_;  // the (team, shape) queues' heads
   TeamUsageMap pass_usage_;                            // team usage at the pass's start
   std::optional<Reservation> MakeReservation(const JobState& head) const;
-  std::optional<Time> EarliestStart(const JobState& j, std::vector<char>* nodes_out) const;
+  std::optional<Time> EarliestStart(const JobState& j, NodeMask* nodes_out) const;
   QueueContext Context() const;
   RankKey RankOf(const JobState& j, const QueueContext& ctx) const;
   RankKey LiveRank(JobState& j, const QueueContext& ctx) const;

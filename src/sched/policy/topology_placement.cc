@@ -239,10 +239,8 @@ class Placer {
       const auto& by_free = view_.ByFreeWhole(model);
       int best_pos = -1;
       int best_rank = std::numeric_limits<int>::max();
-      for (auto it = by_free.From(job_.gpus_per_node); it != by_free.end();
-           ++it) {
+      for (auto it = by_free.From(job_.gpus_per_node, po_.excluded); it != by_free.end(); ++it) {
         const int pos = it->second;
-        if (po_.excluded && !po_.excluded->empty() && (*po_.excluded)[pos]) continue;
         const int rank = MarketRank(job_.market, view_.nodes()[pos].spec.market);
         if (rank < best_rank) {
           best_rank = rank;
@@ -312,7 +310,7 @@ class Placer {
     if (no_exclusions && TrivialJob(job_)) return view_.NodesWithFreeWhole(model, job_.gpus_per_node) >= n;
     const auto& by_free = view_.ByFreeWhole(model);
     int count = 0;
-    for (auto it = by_free.From(job_.gpus_per_node); it != by_free.end(); ++it) {
+    for (auto it = by_free.From(job_.gpus_per_node, po_.excluded); it != by_free.end(); ++it) {
       if (Eligible(it->second) && ++count >= n) return true;
     }
     return false;
@@ -329,11 +327,10 @@ class Placer {
       const auto& by_free = view_.ByFreeWhole(model);
       const bool no_exclusions = !po_.excluded || po_.excluded->empty();
       if (no_exclusions && view_.NodesWithFreeWhole(model, job_.gpus_per_node) < n) return std::nullopt;
-      const auto from = by_free.From(job_.gpus_per_node);
+      const auto from = by_free.From(job_.gpus_per_node, po_.excluded);
       std::vector<int> per_group(view_.group_count(), 0);
       int total = 0;
       for (auto it = from; it != by_free.end(); ++it) {
-        if (po_.excluded && !po_.excluded->empty() && (*po_.excluded)[it->second]) continue;
         ++per_group[view_.nodes()[it->second].group];
         ++total;
       }
@@ -350,7 +347,6 @@ class Placer {
         std::vector<Choice> out;
         for (auto it = from; it != by_free.end() && static_cast<int>(out.size()) < n; ++it) {
           const int pos = it->second;
-          if (po_.excluded && !po_.excluded->empty() && (*po_.excluded)[pos]) continue;
           if (view_.nodes()[pos].group != best) continue;
           out.push_back(ChooseGpus(pos));
           out.back().market = MarketRank(job_.market, view_.nodes()[pos].spec.market);
@@ -370,8 +366,7 @@ class Placer {
       // Only schedulable nodes with enough whole GPUs free are eligible: read them from the
       // free-GPU index instead of every node (the sort below orders them the same either way).
       const auto& by_free = view_.ByFreeWhole(model);
-      for (auto it = by_free.From(job_.gpus_per_node); it != by_free.end();
-           ++it) {
+      for (auto it = by_free.From(job_.gpus_per_node, po_.excluded); it != by_free.end(); ++it) {
         consider(it->second);
       }
     } else {

@@ -21,6 +21,17 @@ using testing::MakeJob;
 using testing::MakeNode;
 using Kind = PlaceResult::Kind;
 
+// The positions whose entry is not 0, as a NodeMask (empty for an empty list).
+NodeMask Mask(const std::vector<char>& excluded) {
+  NodeMask mask;
+  if (excluded.empty()) return mask;
+  mask.Assign(excluded.size());
+  for (size_t i = 0; i < excluded.size(); ++i) {
+    if (excluded[i]) mask.Set(i);
+  }
+  return mask;
+}
+
 class TopologyPlacementTest : public ::testing::Test {
  protected:
   NodeId Add(const model::NodeSpec& spec) {
@@ -41,14 +52,17 @@ class TopologyPlacementTest : public ::testing::Test {
     view_.Allocate(p);
   }
   void Temps(NodeId node, std::vector<int> t) { ASSERT_TRUE(view_.SetTemperatures(node, t).ok()); }
+  // `excluded`: per node position, 1 when the job may not use it.
   PlaceResult Place(const JobSpec& job, bool explain = false, const std::vector<char>* excluded = nullptr) {
+    NodeMask mask;
+    if (excluded) mask = Mask(*excluded);
     PlaceOptions po;
     po.explain = explain;
-    po.excluded = excluded;
+    po.excluded = excluded ? &mask : nullptr;
     PlaceResult full = placement_.Place(job, view_, po);
     // Asking only whether the job is placed must give the same answer, whatever the case.
     PlaceOptions ask;
-    ask.excluded = excluded;
+    ask.excluded = po.excluded;
     ask.answer_only = true;
     EXPECT_EQ(placement_.Place(job, view_, ask).kind, full.kind) << "answer_only disagrees";
     return full;
@@ -216,7 +230,8 @@ TEST_F(TopologyPlacementTest, OneNodeJobsFindTheNodeTheScanWouldOnABusyOrIdleClu
     JobSpec job = MakeJob(want);
     job.cpu_milli = 2000;
     PlaceOptions po;
-    po.excluded = &excluded;
+    const NodeMask mask = Mask(excluded);
+    po.excluded = &mask;
     PlaceResult ff = first.Place(job, view_, po);
     if (first_expected) {
       EXPECT_EQ(Only(ff).node, *first_expected);
