@@ -9,7 +9,9 @@
 #   - a node whose GPU reports uncorrected ECC errors is quarantined for its health;
 #   - `gpufleet node check NODE` runs it again (audited), and is refused on a node with running
 #     jobs;
-#   - `gpufleet node check` on this machine passes with exit 0, and fails with exit 1 for faults.
+#   - `gpufleet node check` on this machine passes with exit 0, and fails with exit 1 for faults;
+#   - options of a local check given with NODE are refused (they would be ignored), and
+#     `node check NODE --wait` ends with exit 1 when the node is lost during its burn-in.
 #
 # Usage: node_check_test.sh GPUFLEET_BINARY REPO_ROOT
 GPUFLEET="$1"
@@ -48,7 +50,7 @@ expect_rc "$WORK/r3" 2 "bad faults are a usage error"
 expect_contains "$WORK/r3.err" "GPU 7 does not exist" "the message names the bad entry"
 
 # 2. The cluster.
-cluster_start_server --heartbeat 200ms --burn-in required
+cluster_start_server --heartbeat 200ms --lost-after 8s --burn-in required
 cat >"$WORK/job.yaml" <<XEOF
 name: waits-for-acceptance
 resources: {gpus: 2}
@@ -112,5 +114,20 @@ expect_rc "$WORK/r8" 1 "node-b fails again"
 json_get "j['acceptance']" <"$WORK/r8.out" | grep -x quarantined >/dev/null || fail "node check --wait: $(cat "$WORK/r8.out")"
 run "$WORK/r9" "$GPUFLEET" audit -o json
 expect_contains "$WORK/r9.out" "node.check" "the re-check is in the audit log"
+
+# Options that shape a local check mean nothing for a registered node's: refused, nothing asked.
+run "$WORK/r10" "$GPUFLEET" node check node-b --threshold 0.5
+expect_rc "$WORK/r10" 2 "--threshold with NODE is a usage error"
+expect_contains "$WORK/r10.err" "--threshold applies to a check of this machine only" "the refusal names the option"
+run "$WORK/r11" "$GPUFLEET" node check --wait
+expect_rc "$WORK/r11" 2 "--wait without NODE is a usage error"
+
+# A node lost while it owes its burn-in: the wait ends with the loss, not never. (Its agent is
+# frozen first, so the check is asked while the node is up and can never report.)
+kill -STOP "${AGENT_PID[node-c]}"
+run "$WORK/r12" timeout 120 "$GPUFLEET" node check node-c --wait
+expect_rc "$WORK/r12" 1 "the wait for a node lost during its burn-in ends"
+expect_contains "$WORK/r12.err" "node node-c was lost during its burn-in" "the wait says why it ended"
+cluster_lose_agent node-c
 
 echo PASS

@@ -249,9 +249,29 @@ std::function<int()> SetupNode(CLI::App& app) {
 Exit status: 0 passed, 1 failed (the reasons are printed), 2 bad usage or the suite could not run.
 Without a GPU datasheet reference (the CPU path) tests are recorded, not judged: the controller judges
 them against the fleet's passed nodes. What is measured and the thresholds: docs/nodes.md.)");
-  return [a]() {
+  // Options that shape a check of this machine: a registered node's check runs on that node,
+  // with the options its agent was started with.
+  const std::vector<std::pair<CLI::Option*, std::string>> local_only = {
+      {sub->get_option("--fake-gpus"), "--fake-gpus"},       {sub->get_option("--fake-faults"), "--fake-faults"},
+      {sub->get_option("--fake-driver"), "--fake-driver"},   {sub->get_option("--nvml-library"), "--nvml-library"},
+      {sub->get_option("--python"), "--python"},             {sub->get_option("--suite"), "--suite"},
+      {sub->get_option("--time-limit"), "--time-limit"},     {sub->get_option("--device"), "--device"},
+      {sub->get_option("--quick"), "--quick"},               {sub->get_option("--threshold"), "--threshold"}};
+  return [a, local_only]() {
     const std::string cmd = "node check";
+    if (a->node.empty() && a->wait) {
+      return Fail(cmd, kExitUsage,
+                  "--wait needs NODE: a check of this machine always waits for its result (gpufleet node check NODE "
+                  "--wait asks a registered node)");
+    }
     if (!a->node.empty()) {
+      for (const auto& [opt, name] : local_only) {
+        if (opt->count() == 0) continue;
+        return Fail(cmd, kExitUsage,
+                    name + " applies to a check of this machine only; node " + a->node +
+                        " runs its burn-in with the options its agent was started with (see docs/nodes.md), or run "
+                        "'gpufleet node check " + name + " ...' on that machine");
+      }
       if (!api::ValidNodeName(a->node)) return Fail(cmd, kExitUsage, NodeNameError(a->node));
       auto client = Connect(cmd, a->conn);
       if (!client) return kExitUsage;
@@ -267,14 +287,24 @@ them against the fleet's passed nodes. What is measured and the thresholds: docs
         if (!n.ok()) return Report(cmd, n);
         auto nodes = DecodeNodeList(n.body);
         if (!nodes.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + nodes.status().message());
+        const api::NodeSummary* found = nullptr;
         for (const api::NodeSummary& x : *nodes) {
-          if (x.name != a->node || x.acceptance == "checking") continue;
+          if (x.name == a->node) found = &x;
+        }
+        if (!found) return Fail(cmd, kExitFailed, "node " + a->node + " is no longer registered; its burn-in has no result");
+        if (found->state == api::NodeState::kLost || found->state == api::NodeState::kGone) {
+          return Fail(cmd, kExitFailed,
+                      "node " + a->node + " was " + api::NodeStateName(found->state) +
+                          " during its burn-in, which has no result; it runs the burn-in again when its agent "
+                          "registers ('gpufleet nodes " + a->node + "' shows the result then)");
+        }
+        if (found->acceptance != "checking") {
           if (a->output == "json") {
-            PrintJson(api::ToJson(x));
+            PrintJson(api::ToJson(*found));
           } else {
-            PrintNodeDetail(x);
+            PrintNodeDetail(*found);
           }
-          return x.acceptance == "passed" ? kExitOk : kExitFailed;
+          return found->acceptance == "passed" ? kExitOk : kExitFailed;
         }
         std::this_thread::sleep_for(std::chrono::seconds(1));
       }
