@@ -390,6 +390,10 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
   if (auto n = doc["user"]) {
     GF_ASSIGN_OR_RETURN(out.user, r.String(n, "user"));
     if (!ValidName(out.user)) return r.Error(n, "user", "is not a valid user name");
+    if (out.user == "root" || out.user == "0") {
+      return r.Error(n, "user",
+                     "jobs cannot run as root; leave user: out (the agent runs jobs as its job user, docs/security.md)");
+    }
   }
   if (auto n = doc["process_per_gpu"]) {
     GF_ASSIGN_OR_RETURN(out.process_per_gpu, r.Bool(n, "process_per_gpu"));
@@ -564,6 +568,14 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
     for (auto it = n.begin(); it != n.end(); ++it) {
       std::string name = it->first.Scalar();
       if (!ValidEnvName(name)) return r.Error(it->first, "array." + name, "parameter names use letters, digits and '_'");
+      for (const ArrayAxis& earlier : axes) {
+        if (earlier.name == name) return r.Error(it->first, "array." + name, "given twice");
+        if (EnvKey(earlier.name) == EnvKey(name)) {
+          return r.Error(it->first, "array." + name,
+                         "differs from the parameter " + earlier.name + " only in case; both would be " +
+                             EnvKey(name) + " in the job's environment");
+        }
+      }
       GF_ASSIGN_OR_RETURN(auto values, r.StringList(it->second, "array." + name, false));
       if (values.empty()) return r.Error(it->second, "array." + name, "needs at least one value");
       total *= static_cast<int64_t>(values.size());

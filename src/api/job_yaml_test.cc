@@ -337,6 +337,33 @@ TEST(JobYamlTest, ArrayLimits) {
   EXPECT_NE(ErrorOf(big).find("expands to more than 100000 jobs"), std::string::npos);
 }
 
+TEST(JobYamlTest, AJobThatAsksToRunAsRootIsRefusedAtItsUserField) {
+  // Given user: root (or uid 0), expect the file refused where it says so, before any request.
+  EXPECT_NE(ErrorOf("name: a\nrun: id\nuser: root\n").find("job.yaml:3:7: user: jobs cannot run as root"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("name: a\nrun: id\nuser: '0'\n").find("job.yaml:3:7: user: jobs cannot run as root"),
+            std::string::npos);
+  auto other = Parse("name: a\nrun: id\nuser: alice\n");
+  ASSERT_TRUE(other.ok()) << other.status().message();
+  EXPECT_EQ((*other)[0].user, "alice");
+}
+
+TEST(JobYamlTest, AnArrayParameterGivenTwiceOrDifferingOnlyInCaseIsRefusedWhereItStands) {
+  // Given a parameter named twice (the count would come from one list and the values from the
+  // other), or two names that differ only in case (one GPUFLEET_PARAM_ variable for both), expect
+  // the file refused at the second name's line and column.
+  EXPECT_NE(ErrorOf("name: t\nrun: echo {{x}}\narray: {x: [1, 2], x: [3]}\n").find("job.yaml:3:20: array.x: given twice"),
+            std::string::npos);
+  const std::string cased = ErrorOf("run: echo {{x}} {{X}}\narray:\n  x: [1]\n  X: [2]\n");
+  EXPECT_NE(cased.find("job.yaml:4:3: array.X: differs from the parameter x only in case; both would be GPUFLEET_PARAM_X"),
+            std::string::npos)
+      << cased;
+  // Names that differ in more than case stay distinct.
+  auto ok = Parse("run: echo {{x}} {{y}}\narray: {x: [1], y: [2, 3]}\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->size(), 2u);
+}
+
 TEST(JobYamlTest, AnArrayPlaceholderThatNamesNoParameterIsRefusedWithTheParameters) {
   // Given an array whose command, name, workdir or env uses {{lrr}} (a typo of lr), expect the
   // file refused at that field with the array's parameters listed; text between braces that is

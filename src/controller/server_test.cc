@@ -220,7 +220,8 @@ TEST_F(ServerTest, JobsRunAsTheMappedUserAndNeverAsRoot) {
   EXPECT_EQ((*rec)->request.user, "gf-vision");
   auto root = Call("POST", "/v1/jobs", admin_,
                    R"({"job": {"name": "r", "team": "vision", "user": "root", "resources": {"gpus": 1}, "run": ["id"]}})");
-  EXPECT_EQ(root->status, 403) << root->body;
+  EXPECT_EQ(root->status, 400) << root->body;  // refused at its user field, as a job file is
+  EXPECT_NE(root->body.find("user: jobs cannot run as root"), std::string::npos) << root->body;
   auto other = Call("POST", "/v1/jobs", alice_,
                     R"({"job": {"name": "r", "team": "vision", "user": "bob", "resources": {"gpus": 1}, "run": ["id"]}})");
   EXPECT_EQ(other->status, 403) << other->body;
@@ -1297,6 +1298,27 @@ TEST_F(ServerTest, ChangesTheEngineCommitsAndTheirAuditRecordsCommitTogether) {
   EXPECT_EQ(log[before + 4].outcome, "failed");
   EXPECT_EQ(log[before + 5].verb, "budget.set");
   EXPECT_EQ(log[before + 5].outcome, "failed");
+}
+
+TEST_F(ServerTest, AnArraySubmitIsAuditedAsARangeOfJobs) {
+  // Given an array of five tasks, then a single job, expect the audit objects "jobs A-B (5)" (not
+  // every id: an array of 100,000 tasks would make a record of 600 KB) and "job C".
+  auto arr = Call("POST", "/v1/jobs", alice_,
+                  R"({"job": {"name": "s-{{i}}", "team": "vision", "resources": {"gpus": 1}, "run": ["echo", "{{i}}"],
+                              "array": {"i": [1, 2, 3, 4, 5]}}, "request_id": "a1"})");
+  ASSERT_EQ(arr->status, 201) << arr->body;
+  const json jobs = Body(arr)["jobs"];
+  ASSERT_EQ(jobs.size(), 5u);
+  store::AuditFilter f;
+  f.verb = "job.submit";
+  auto records = store_.ListAudit(f);
+  ASSERT_TRUE(records.ok() && !records->empty());
+  EXPECT_EQ(records->back().object, "jobs " + jobs[0]["id"].dump() + "-" + jobs[4]["id"].dump() + " (5)");
+  auto one = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "a2"})");
+  ASSERT_EQ(one->status, 201) << one->body;
+  records = store_.ListAudit(f);
+  ASSERT_TRUE(records.ok() && !records->empty());
+  EXPECT_EQ(records->back().object, "job " + Body(one)["jobs"][0]["id"].dump());
 }
 
 TEST_F(ServerTest, AdminsReadTheAuditLogWithFilters) {
