@@ -100,4 +100,22 @@ bool ShareAllButArrayTaskFields(std::vector<JobRecord>& jobs) {
   return same;
 }
 
+std::string JobsAuditObject(const std::vector<int64_t>& ids) {
+  if (ids.size() == 1) return "job " + std::to_string(ids[0]);
+  std::string out = "jobs ";
+  for (size_t i = 0; i < ids.size();) {
+    size_t end = i + 1;
+    while (end < ids.size() && ids[end] == ids[end - 1] + 1) ++end;
+    if (i > 0) out += ",";
+    if (end - i >= 3) {
+      out += std::to_string(ids[i]) + "-" + std::to_string(ids[end - 1]);
+    } else {
+      for (size_t k = i; k < end; ++k) out += (k > i ? "," : "") + std::to_string(ids[k]);
+    }
+    i = end;
+  }
+  if (ids.size() >= 3) out += " (" + std::to_string(ids.size()) + ")";
+  return out;
+}
+
 }  // namespace gpufleet::api

@@ -112,6 +112,10 @@ struct NodeRecord {
   std::optional<model::BurnInReport> burn_in;  // the last check's report, judged
 };
 
+// The audit object of a submit: "job 7", or the ids with runs of three or more as ranges and the
+// count, "jobs 3-10102 (10100)", so that an array of 100,000 tasks is one short record.
+std::string JobsAuditObject(const std::vector<int64_t>& ids);
+
 // One entry of the audit log: who asked for which change, from where, and what came of it.
 // Written in the same store transaction as the change it records (or alone for a refusal).
 struct AuditRecord {

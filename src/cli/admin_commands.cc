@@ -539,8 +539,11 @@ std::function<int()> SetupAudit(CLI::App& app) {
     }
     Table t({"TIME", "SUBJECT", "ROLE", "SOURCE", "VERB", "OBJECT", "OUTCOME", "WHY"});
     for (const api::AuditRecord& rec : records) {
-      t.Add({Iso(rec.at.millis()), dash(rec.subject), dash(rec.role), rec.source, rec.verb, rec.object, rec.outcome,
-             rec.reason});
+      // (An object longer than a column should be, such as a submit of many scattered ids, is cut
+      // here; -o json gives it whole.)
+      std::string object = rec.object.size() > 48 ? rec.object.substr(0, 45) + "..." : rec.object;
+      t.Add({Iso(rec.at.millis()), dash(rec.subject), dash(rec.role), rec.source, rec.verb, std::move(object),
+             rec.outcome, rec.reason});
     }
     t.Print(140);
     return kExitOk;

@@ -470,11 +470,11 @@ void ApiServer::AuditAnswer(const httplib::Request& req, const httplib::Response
       a.reason = (*body)["error"].value("message", "");
     }
     if (res.status < 300 && body->contains("jobs") && (*body)["jobs"].is_array()) {
-      std::vector<std::string> ids;
+      std::vector<int64_t> ids;
       for (const auto& j : (*body)["jobs"]) {
-        if (j.is_object() && j.contains("id")) ids.push_back(j["id"].dump());
+        if (j.is_object() && j.contains("id") && j["id"].is_number_integer()) ids.push_back(j["id"].get<int64_t>());
       }
-      a.object = (ids.size() == 1 ? "job " : "jobs ") + Join(ids, ",");
+      a.object = api::JobsAuditObject(ids);
       a.request_id = body->value("request_id", a.request_id);
       if (body->contains("created") && (*body)["created"].is_boolean() && !(*body)["created"].get<bool>()) {
         // Answered from the first submit's record: nothing new was submitted.

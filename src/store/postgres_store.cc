@@ -333,9 +333,10 @@ class PostgresStore : public StateStore {
           }
         }
         if (sub.audit) {
-          std::string names;
-          for (const JobId& id : out.ids) names += (names.empty() ? "" : ",") + std::to_string(id.value());
-          sub.audit->object = (out.ids.size() == 1 ? "job " : "jobs ") + names;
+          std::vector<int64_t> ids;
+          ids.reserve(out.ids.size());
+          for (const JobId& id : out.ids) ids.push_back(id.value());
+          sub.audit->object = api::JobsAuditObject(ids);
           all_audit.push_back(*sub.audit);
         }
         request_rows.push_back({{"request_id", sub.request_id}, {"job_ids", api::DumpJson(ids)}});

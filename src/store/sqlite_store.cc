@@ -286,9 +286,10 @@ class SqliteStore : public StateStore {
           }
         }
         if (sub.audit) {
-          std::string names;
-          for (const JobId& id : out.ids) names += (names.empty() ? "" : ",") + std::to_string(id.value());
-          sub.audit->object = (out.ids.size() == 1 ? "job " : "jobs ") + names;
+          std::vector<int64_t> ids;
+          ids.reserve(out.ids.size());
+          for (const JobId& id : out.ids) ids.push_back(id.value());
+          sub.audit->object = api::JobsAuditObject(ids);
           audit.push_back(*sub.audit);
         }
         GF_RETURN_IF_ERROR(Run(Prepare("INSERT INTO requests (request_id, job_ids) VALUES (?1, ?2)")

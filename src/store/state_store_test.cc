@@ -469,6 +469,24 @@ TEST_P(StateStoreTest, ALargeArrayReadsAsOneJobPerTask) {
   EXPECT_EQ(ListOk({}).size(), 2503u);
 }
 
+TEST_P(StateStoreTest, ASubmissionsAuditRecordNamesItsJobsAsRanges) {
+  // Given a submission of one job and one of an array of 2,500 tasks, each with its audit record,
+  // expect the records committed with them to name "job 1" and "jobs 2-2501 (2500)" (the same in
+  // every store; not 2,500 ids in one record).
+  Submission one = MakeSubmission("one", 1, "nlp", 1000);
+  one.audit = Audit("alice", "job.submit", 1000);
+  Submission sweep = MakeArray("sweep", 2500, "nlp", 2000);
+  sweep.audit = Audit("alice", "job.submit", 2000);
+  SubmitOk({one, sweep});
+  auto log = store_->ListAudit({});
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  ASSERT_EQ(log->size(), 2u);
+  EXPECT_EQ((*log)[0].object, "job 1");
+  EXPECT_EQ((*log)[1].object, "jobs 2-2501 (2500)");
+  EXPECT_EQ(api::JobsAuditObject({4, 5, 7, 8, 9, 11}), "jobs 4,5,7-9,11 (6)");
+  EXPECT_EQ(api::JobsAuditObject({4, 5}), "jobs 4,5");
+}
+
 TEST_P(StateStoreTest, TasksOfALargeArrayChangeOneAtATime) {
   // Given a 40-task array, one task started, one given the scheduler's memory alone and one
   // cancelled, expect each changed task read back changed (with its whole history) and every

@@ -114,10 +114,10 @@ Result<std::vector<store::SubmitOutcome>> MemoryStore::Submit(std::vector<store:
     }
     requests_[sub.request_id] = out.ids;
     if (sub.audit) {
-      std::string names;
-      for (const JobId& id : out.ids) names += (names.empty() ? "" : ",") + std::to_string(id.value());
+      std::vector<int64_t> ids;
+      for (const JobId& id : out.ids) ids.push_back(id.value());
       api::AuditRecord a = *sub.audit;
-      a.object = (out.ids.size() == 1 ? "job " : "jobs ") + names;
+      a.object = api::JobsAuditObject(ids);
       a.seq = static_cast<int64_t>(audit_.size()) + 1;
       audit_.push_back(std::move(a));
     }
