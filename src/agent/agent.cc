@@ -505,6 +505,7 @@ Result<Duration> Agent::PrepareEnvironment(const std::string& name) {
   // drivers' Python bindings), with the preset's PyTorch build installed into it.
   CommandOptions co;
   co.timeout = Duration::Minutes(30);
+  co.die_with_parent = true;
   auto made = RunCommand({options_.env_python, "-m", "venv", "--system-site-packages", tmp.string()}, co);
   if (!made.ok()) return made.status();
   if (!made->ok()) {
@@ -521,7 +522,13 @@ Result<Duration> Agent::PrepareEnvironment(const std::string& name) {
     if (!installed->ok()) {
       std::filesystem::remove_all(tmp, ec);
       std::string err = installed->stderr_text;
-      if (err.size() > 400) err = err.substr(err.size() - 400);
+      if (err.size() > 400) {
+        // The last lines (pip ends with what went wrong), from a line's start.
+        size_t from = err.size() - 400;
+        const size_t line = err.find('\n', from);
+        if (line != std::string::npos && line + 1 < err.size()) from = line + 1;
+        err = "... " + err.substr(from);
+      }
       return Status::Unavailable("environment " + name + ": '" + env->pip + "' " + installed->Describe(co.timeout) +
                                  ": " + err);
     }
@@ -1160,7 +1167,8 @@ void Agent::StartPart(const api::StartPart& s) {
   if (error.empty() && !s.environment.empty()) {
     auto took = PrepareEnvironment(s.environment);
     if (!took.ok()) {
-      error = "environment " + s.environment + ": " + took.status().message();
+      const std::string& why = took.status().message();  // most say which environment already
+      error = StartsWith(why, "environment " + s.environment + ":") ? why : "environment " + s.environment + ": " + why;
       procs = 0;
     } else {
       env_took = *took;
@@ -1185,6 +1193,7 @@ void Agent::StartPart(const api::StartPart& s) {
     if (options_.burn_in.quick) argv.push_back("--quick");
     CommandOptions co;
     co.timeout = Duration::Seconds(150);
+    co.die_with_parent = true;
     if (!s.gpus.empty()) co.env["CUDA_VISIBLE_DEVICES"] = get("CUDA_VISIBLE_DEVICES");
     auto check = RunCommand(argv, co);
     std::ofstream log(run.log_path, std::ios::app);

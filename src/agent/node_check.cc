@@ -78,6 +78,7 @@ Result<model::BurnInReport> RunNodeCheck(GpuProbe& probe, const NodeCheckOptions
   }
   CommandOptions co;
   co.timeout = o.time_limit + Duration::Seconds(30);  // the suite stops itself; this is the backstop
+  co.die_with_parent = true;                           // a killed agent (or CLI) leaves no suite on the GPUs
   auto run = std::async(std::launch::async, [argv, co] { return RunCommand(argv, co); });
   // Under load: sample until the suite ends.
   std::vector<model::GpuHealth> load = health;
@@ -88,7 +89,7 @@ Result<model::BurnInReport> RunNodeCheck(GpuProbe& probe, const NodeCheckOptions
     }
   }
   auto result = run.get();
-  if (!result.ok()) return Status::Unavailable("burn-in: cannot run " + o.python + ": " + result.status().message());
+  if (!result.ok()) return Status::Unavailable("burn-in: " + result.status().message());  // "cannot run PYTHON: why"
   if (result->exit_code == 3) {
     // The cause only: scripts/burnin.py's own line around it gives the advice given below.
     std::string why = result->stderr_text;

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,11 +53,17 @@ struct ExecPlan {
 
 // Runs in the child after fork: async-signal-safe calls only. Default signal dispositions, an
 // empty mask, the given stdio, every other descriptor closed except the CLOEXEC error pipe.
+// With `parent` > 0, the child is killed when that process dies (and exits at once if it died
+// before the child could ask).
 [[noreturn]] void ExecChild(const ExecPlan& plan, bool new_session, int in_fd, int out_fd, int err_fd,
-                            int report_fd) {
+                            int report_fd, pid_t parent) {
   exec_child::ResetSignals();
   int e = 0;
-  if (new_session ? setsid() < 0 : setpgid(0, 0) < 0) {
+  if (parent > 0 && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
+    e = errno;
+  } else if (parent > 0 && getppid() != parent) {
+    e = ESRCH;  // the parent is gone already
+  } else if (new_session ? setsid() < 0 : setpgid(0, 0) < 0) {
     e = errno;
   } else if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
     e = errno;
@@ -76,15 +83,16 @@ struct ExecPlan {
 // Forks and execs; returns the pid once exec succeeded (the CLOEXEC pipe closes) or the errno
 // the child reported.
 Result<int> ForkExec(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                     bool new_session, int in_fd, int out_fd, int err_fd) {
+                     bool new_session, int in_fd, int out_fd, int err_fd, bool die_with_parent = false) {
   if (argv.empty() || argv[0].empty()) return Status::InvalidArgument("no program to run");
   ExecPlan plan(argv, env);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) < 0) return Status::Unavailable("pipe: " + ErrnoText(errno));
   UniqueFd report_read(LiftFd(fds[0])), report_write(LiftFd(fds[1]));
+  const pid_t parent = die_with_parent ? getpid() : 0;
   pid_t pid = fork();
   if (pid < 0) return Status::Unavailable("fork: " + ErrnoText(errno));
-  if (pid == 0) ExecChild(plan, new_session, in_fd, out_fd, err_fd, report_write.get());
+  if (pid == 0) ExecChild(plan, new_session, in_fd, out_fd, err_fd, report_write.get(), parent);
   report_write.Reset();
   int child_errno = 0;
   ssize_t n;
@@ -186,7 +194,7 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, const Com
   UniqueFd err_read(LiftFd(err_fds[0])), err_write(LiftFd(err_fds[1]));
 
   GF_ASSIGN_OR_RETURN(int pid, ForkExec(argv, options.env, /*new_session=*/false, in_read.get(),
-                                        out_write.get(), err_write.get()));
+                                        out_write.get(), err_write.get(), options.die_with_parent));
   in_read.Reset();
   out_write.Reset();
   err_write.Reset();

@@ -39,6 +39,10 @@ struct CommandOptions {
   std::string stdin_text;
   Duration timeout = Duration::Seconds(120);
   std::map<std::string, std::string> env;  // added to this process's environment
+  // Kill the command (SIGKILL) when this process dies first, so that a killed agent leaves no
+  // burn-in running on GPUs it no longer answers for. (The signal follows the thread that forked:
+  // RunCommand waits on that thread, so the command cannot outlive it otherwise.)
+  bool die_with_parent = false;
 };
 
 struct CommandResult {

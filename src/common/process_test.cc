@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +100,38 @@ TEST_F(ProcessTest, CommandPastItsTimeoutIsKilledWithItsGroup) {
   EXPECT_TRUE(r->timed_out);
   ProcessHandle child{std::stoi(ReadFile(pid_file)), 0};
   EXPECT_TRUE(Eventually([&] { return !ProcessAlive(child); }));
+}
+
+// Runs `sh -c 'echo $$ > PID_FILE; exec sleep 1000'` through RunCommand in a forked process
+// that the test then kills; returns the command's pid (0 if it never wrote it).
+int CommandOfAKilledCaller(const fs::path& pid_file, bool die_with_parent) {
+  const pid_t caller = fork();
+  if (caller == 0) {
+    CommandOptions options;
+    options.timeout = Duration::Seconds(60);
+    options.die_with_parent = die_with_parent;
+    auto r = RunCommand({"sh", "-c", "echo $$ > " + pid_file.string() + ".tmp; mv " + pid_file.string() + ".tmp " +
+                                         pid_file.string() + "; exec sleep 1000"},
+                        options);
+    _exit(r.ok() ? 0 : 1);
+  }
+  if (caller < 0 || !Eventually([&] { return fs::exists(pid_file); })) return 0;
+  const int pid = std::stoi(ReadFile(pid_file));
+  kill(caller, SIGKILL);
+  waitpid(caller, nullptr, 0);
+  return pid;
+}
+
+TEST_F(ProcessTest, ACommandThatMustDieWithItsCallerDoesAndOthersOutliveIt) {
+  // Given a caller killed while its command runs, expect the command killed too when it was
+  // started with die_with_parent (a burn-in suite of a killed agent), and left running otherwise.
+  ProcessHandle bound{CommandOfAKilledCaller(dir_ / "bound.pid", true), 0};
+  ASSERT_GT(bound.pid, 0);
+  EXPECT_TRUE(Eventually([&] { return !ProcessAlive(bound); }));
+  ProcessHandle free{CommandOfAKilledCaller(dir_ / "free.pid", false), 0};
+  ASSERT_GT(free.pid, 0);
+  EXPECT_TRUE(ProcessAlive(free));
+  kill(free.pid, SIGKILL);
 }
 
 TEST_F(ProcessTest, CommandThatLeavesAProcessHoldingItsOutputStillReturns) {

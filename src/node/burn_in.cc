@@ -44,7 +44,8 @@ double PcieGbs(int gen, int width) {
 
 std::string Num(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : "%.2f", v);
+  // (Below 0.1, two significant digits: a CPU's 0.004 TFLOPS must not read as 0.00.)
+  std::snprintf(buf, sizeof buf, v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : v >= 0.1 || v <= 0 ? "%.2f" : "%.2g", v);
   return buf;
 }
 

@@ -154,6 +154,10 @@ TEST(BurnInJudgeTest, TheCpuPathIsJudgedAgainstTheFleet) {
   BurnInReport fine = cpu_node(0.19, 4.8);
   Judge(fine, o);
   EXPECT_TRUE(fine.passed) << Summary(fine);
+  // A figure below 0.01 keeps its digits (not "0.00 TFLOPS").
+  BurnInReport tiny = cpu_node(0.0004, 0.5);
+  Judge(tiny, o);
+  EXPECT_THAT(Summary(tiny), HasSubstr("matmul_fp32 on GPU 0 at 0.0004 TFLOPS, 0% of the 0.20 TFLOPS reference"));
 }
 
 TEST(BurnInJudgeTest, FleetMediansTakeEachNodesOwnMedianFirst) {
