@@ -1421,8 +1421,14 @@ Examples:
         if (!st.ok()) spdlog::error("agent: {}", st.message());
       });
     }
-    std::printf("gpufleet dev: controller on %s, %d node(s) with %s each (fake GPUs)\n", url.c_str(), f->agents,
-                f->fake_gpus.c_str());
+    if (f->agents > 0) {
+      std::printf("gpufleet dev: controller on %s, %d node(s) with %s each (fake GPUs)%s\n", url.c_str(), f->agents,
+                  f->fake_gpus.c_str(), f->c.pool.empty() ? "" : ", and the nodes its pool rents");
+    } else {
+      std::printf("gpufleet dev: controller on %s, no nodes of its own%s\n", url.c_str(),
+                  f->c.pool.empty() ? ": jobs wait until an agent joins (gpufleet agent --server ...)"
+                                    : ": the nodes its pool rents run the jobs");
+    }
     std::printf("  data:   %s (state.db, logs/, agents/)\n", f->c.data_dir.c_str());
     std::printf("  config: %s (admin token; the CLI reads it)\n", config.c_str());
     if (f->tls) std::printf("  tls:    %s (the CA the config and the agents trust)\n", f->c.ca_cert.c_str());
