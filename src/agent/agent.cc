@@ -1167,8 +1167,8 @@ void Agent::StartPart(const api::StartPart& s) {
   if (error.empty() && !s.environment.empty()) {
     auto took = PrepareEnvironment(s.environment);
     if (!took.ok()) {
-      const std::string& why = took.status().message();  // most say which environment already
-      error = StartsWith(why, "environment " + s.environment + ":") ? why : "environment " + s.environment + ": " + why;
+      const std::string& why = took.status().message();  // most name the environment already
+      error = why.find(s.environment) != std::string::npos ? why : "environment " + s.environment + ": " + why;
       procs = 0;
     } else {
       env_took = *took;
@@ -1443,18 +1443,38 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
   exits.insert(exits.begin(), unclaimed_exits_.begin(), unclaimed_exits_.end());
   unclaimed_exits_.clear();
   std::vector<api::PartEvent> finished;
+  std::vector<std::pair<std::vector<std::string>, api::StartPart>> stop_siblings;  // (their keys, the part)
   for (const auto& x : exits) {
     bool claimed = false;
     for (auto& [key, run] : runs_) {
-      if (std::find(run.proc_keys.begin(), run.proc_keys.end(), x.key) == run.proc_keys.end()) continue;
+      auto proc = std::find(run.proc_keys.begin(), run.proc_keys.end(), x.key);
+      if (proc == run.proc_keys.end()) continue;
       claimed = true;
       if (!x.success() && run.exit_code == 0 && run.signal == 0) {
         run.exit_code = x.signal ? 128 + x.signal : x.exit_code;
         run.signal = x.signal;
         // The code or signal says the rest; only a kill after the grace needs words.
         if (x.killed_after_grace) run.message = "did not exit within its grace period; killed";
+        if (run.procs_left > 1 && !run.stopped && !run.exited && !run.start_failed) {
+          // One process of several failed: the part has failed. Its other processes (ranks
+          // that would wait for it in a collective for ever) get the part's stop signal and
+          // grace, and the part's exit is this one's.
+          const int rank = run.start.rank_base + static_cast<int>(proc - run.proc_keys.begin());
+          run.message = "RANK " + std::to_string(rank) + " " +
+                        (x.signal ? "was killed by signal " + std::to_string(x.signal)
+                                  : "exited with code " + std::to_string(x.exit_code)) +
+                        "; the part's other processes were stopped" +
+                        (run.message.empty() ? "" : " (" + run.message + ")");
+          run.siblings_stopped = true;
+          std::vector<std::string> others;
+          for (const std::string& k : run.proc_keys) {
+            if (k != x.key) others.push_back(k);
+          }
+          stop_siblings.emplace_back(std::move(others), run.start);
+        }
       }
-      if (x.stopped) run.stopped = true;
+      // (Processes stopped because a sibling failed do not make the part a stopped one.)
+      if (x.stopped && !run.siblings_stopped) run.stopped = true;
       if (--run.procs_left <= 0 && !run.exited) {
         run.exited = true;
         api::PartEvent e;
@@ -1470,6 +1490,19 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
       }
     }
     if (!claimed) unclaimed_exits_.push_back(x);
+  }
+  if (!stop_siblings.empty()) {
+    lock.Unlock();
+    for (const auto& [keys, part] : stop_siblings) {
+      spdlog::info("{}: a process failed; stopping the part's other processes with signal {}, grace {}",
+                   part.key.ToString(), part.stop_signal, FormatDuration(part.grace));
+      for (const std::string& k : keys) {
+        if (Status st = launcher_->Stop(k, part.stop_signal, part.grace, WallNow()); !st.ok()) {
+          spdlog::warn("{}: {}", k, st.message());  // it exited already: its exit reports it
+        }
+      }
+    }
+    lock.Lock();
   }
   Time now = LoopNow();
   for (auto& e : finished) {

@@ -170,6 +170,9 @@ class Agent {
     bool start_failed = false;  // stopped because the part could not start: a failure, not a stop
     std::string message;
     int procs_left = 0;
+    // A part of several processes (one per GPU): one of them failed, and the others were asked to
+    // stop, so that the part (and its gang) ends at once, as torchrun ends its workers.
+    bool siblings_stopped = false;
     // The exit, held back until the log is uploaded (or the upload gave up): a job shows finished
     // only when its log is complete or marked incomplete.
     std::optional<api::PartEvent> held_exit;

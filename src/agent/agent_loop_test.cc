@@ -89,6 +89,9 @@ class FakeController {
         s.env = {{"PATH", "/usr/bin:/bin"}};
         if (!checkpoint_dir_.empty()) s.env["GPUFLEET_CHECKPOINT_DIR"] = checkpoint_dir_;
         s.gpus = {0};
+        for (int g = 1; g < processes_; ++g) s.gpus.push_back(g);
+        s.processes = processes_;
+        s.rank_base = rank_base_;
         s.grace = Duration::Seconds(5);
         b.commands.push_back(api::Command{1, s, std::nullopt});
       } else if (repeat_start_ && ExitSeenLocked() && !AlreadyRanSeenLocked()) {
@@ -213,6 +216,12 @@ class FakeController {
     return found;
   }
 
+  // The part runs one process per GPU on GPUs 0..n-1 (RANK from `rank_base`).
+  void SetProcesses(int n, int rank_base) {
+    std::lock_guard<std::mutex> lock(mu_);
+    processes_ = n;
+    rank_base_ = rank_base;
+  }
   // The checkpoint root registration names, and the part's GPUFLEET_CHECKPOINT_DIR.
   void SetCheckpoints(std::string root, std::string dir) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -373,6 +382,8 @@ class FakeController {
   bool second_sent_ = false;
   bool repeat_start_ = false;
   int repeat_sent_ = 0;
+  int processes_ = 1;
+  int rank_base_ = 0;
   bool AlreadyRanSeenLocked() const {
     for (const auto& b : beats_) {
       for (const auto& e : b.events) {
@@ -450,8 +461,8 @@ class AgentLoopTest : public ::testing::Test {
   // Runs an agent against `controller` until a heartbeat reports its part's exit; that exit, and
   // in `log` what the controller had been sent of the part's log by then.
   std::optional<api::PartEvent> RunUntilExit(FakeController& controller, const std::string& job_user = "",
-                                             std::string* log = nullptr) {
-    auto probe = FakeGpuProbe::Create({.spec = "1xH100"}, model::GpuCatalog::BuiltIn());
+                                             std::string* log = nullptr, const std::string& gpus = "1xH100") {
+    auto probe = FakeGpuProbe::Create({.spec = gpus}, model::GpuCatalog::BuiltIn());
     if (!probe.ok() || !controller.bound()) return std::nullopt;
     Agent agent(Options(controller, job_user), std::move(*probe));
     std::atomic<bool> stop{false};
@@ -846,6 +857,23 @@ TEST_F(AgentLoopTest, APartThatCannotStartIsReportedWithItsLogUploadedFirst) {
   EXPECT_EQ(exit->exit_code, 127);
   EXPECT_NE(exit->message.find("cannot start"), std::string::npos) << exit->message;
   EXPECT_NE(log_at_exit.find("gpufleet: cannot start"), std::string::npos) << log_at_exit;
+}
+
+TEST_F(AgentLoopTest, AProcessOfAPartThatFailsStopsItsOtherProcessesAndTheirExitIsItsOwn) {
+  // Given a part of two processes (one per GPU, RANK 2 and 3) where RANK 3 exits with code 7 and
+  // RANK 2 would wait for ever (a rank blocked in a collective), expect the part to exit at once
+  // (RANK 2 stopped with the part's signal), reported as failed with RANK 3's code and why, not
+  // as a stopped part; without the stop the exit would never come.
+  FakeController controller(Duration::Seconds(3600), release_file(),
+                            {"/bin/sh", "-c", "if [ \"$RANK\" = 3 ]; then exit 7; fi; exec sleep 1000"});
+  controller.SetProcesses(2, 2);
+  auto exit = RunUntilExit(controller, "", nullptr, "2xH100");
+  ASSERT_TRUE(exit.has_value()) << "the part never exited: its other process was left running";
+  EXPECT_EQ(exit->exit_code, 7);
+  EXPECT_FALSE(exit->stopped) << "a failed part reported as stopped";
+  EXPECT_NE(exit->message.find("RANK 3 exited with code 7; the part's other processes were stopped"),
+            std::string::npos)
+      << exit->message;
 }
 
 TEST_F(AgentLoopTest, AStartOfAPartThatRanHereBeforeIsAnsweredNotDroppedOrRunAgain) {
