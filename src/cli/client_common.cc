@@ -23,43 +23,39 @@
 
 namespace gpufleet::cli::client {
 
-namespace {
-
-// Prints log data; for several parts, whole lines prefixed with "[part N] ".
-class LogPrinter {
- public:
-  void Write(int part, const std::string& data, bool prefix) {
-    if (!prefix) {
-      std::fwrite(data.data(), 1, data.size(), stdout);
-      std::fflush(stdout);
-      return;
-    }
-    if (static_cast<size_t>(part) >= pending_.size()) pending_.resize(part + 1);
-    std::string& buf = pending_[part];
-    buf += data;
-    size_t start = 0;
-    for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
-      std::printf("[part %d] %.*s\n", part, static_cast<int>(nl - start), buf.data() + start);
-    }
-    buf.erase(0, start);
-    std::fflush(stdout);
-  }
-  // Prints what is left of unfinished lines.
-  void Flush() {
-    for (size_t p = 0; p < pending_.size(); ++p) {
-      if (!pending_[p].empty()) std::printf("[part %zu] %s\n", p, pending_[p].c_str());
-      pending_[p].clear();
-    }
-    std::fflush(stdout);
-  }
-
- private:
-  std::vector<std::string> pending_;
-};
-
-}  // namespace
-
 // --- Shared plumbing ------------------------------------------------------------------------
+
+void LogPrinter::Write(int part, const std::string& data, bool prefix) {
+  if (!prefix) {
+    std::fwrite(data.data(), 1, data.size(), out_);
+    std::fflush(out_);
+    return;
+  }
+  if (static_cast<size_t>(part) >= pending_.size()) pending_.resize(part + 1);
+  std::string& buf = pending_[part];
+  buf += data;
+  size_t start = 0;
+  for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
+    Line(part, std::string_view(buf).substr(start, nl - start));
+  }
+  buf.erase(0, start);
+  std::fflush(out_);
+}
+
+void LogPrinter::Flush() {
+  for (size_t p = 0; p < pending_.size(); ++p) {
+    if (!pending_[p].empty()) Line(static_cast<int>(p), pending_[p]);
+    pending_[p].clear();
+  }
+  std::fflush(out_);
+}
+
+void LogPrinter::Line(int part, std::string_view text) {
+  std::fprintf(out_, "[part %d] ", part);
+  std::fwrite(text.data(), 1, text.size(), out_);
+  std::fputc('\n', out_);
+}
+
 
 
 void AddConnectionFlags(CLI::App* sub, Connection& c) {

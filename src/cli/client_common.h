@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -160,6 +161,21 @@ SubmitOutcome PostJobs(ApiClient& client, const std::string& cmd, const json& bo
 // After a submit: says which of the jobs the cluster as it is can never run, and why.
 void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
                          const std::vector<api::JobRequest>& jobs);
+
+// Prints log data to `out`; for several parts, whole lines prefixed with "[part N] ", byte for
+// byte (a NUL or invalid UTF-8 in a job's output is passed on, not a line's end).
+class LogPrinter {
+ public:
+  explicit LogPrinter(std::FILE* out = stdout) : out_(out) {}
+  void Write(int part, const std::string& data, bool prefix);
+  // Prints what is left of unfinished lines.
+  void Flush();
+
+ private:
+  void Line(int part, std::string_view text);
+  std::FILE* out_;
+  std::vector<std::string> pending_;
+};
 
 struct LogOptions {
   bool follow = false;

@@ -265,6 +265,23 @@ TEST(PrintableTest, ControlCharactersFromTheControllerCannotReachTheTerminalRaw)
 namespace gpufleet::cli {
 namespace {
 
+TEST(LogPrinterTest, PartsLinesArePrefixedWholeWithTheirBytes) {
+  // Given output of two parts, interleaved, with a NUL and bytes that are not UTF-8 in a line and
+  // an unfinished last line, expect each line with its part's prefix and every byte of it.
+  std::FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  client::LogPrinter printer(out);
+  printer.Write(0, std::string("bin:\0\x01\xff\xfe tail\nhal", 17), true);
+  printer.Write(1, "one\n", true);
+  printer.Write(0, "f\nlast", true);
+  printer.Flush();
+  std::rewind(out);
+  std::string got;
+  for (int c; (c = std::fgetc(out)) != EOF;) got += static_cast<char>(c);
+  std::fclose(out);
+  EXPECT_EQ(got, std::string("[part 0] bin:\0\x01\xff\xfe tail\n[part 1] one\n[part 0] half\n[part 0] last\n", 64));
+}
+
 TEST(RuntimeTest, AStopsGraceCountsAsRuntimeAndEachRunAddsUp) {
   // Given a job that ran 10 s, was preempted with a 5 s stop, waited, ran 20 s and was cancelled
   // with a 30 s stop, expect 65 s: the graces held the GPUs (and were billed) too; and a job
