@@ -218,7 +218,24 @@ def make_parser():
     a.add_argument("--quick", action="store_true", help="few, short iterations (for tests)")
     a.add_argument("--slowdown", type=slowdown_factor, default=1.0, metavar="F",
                    help="for drills and tests: report bandwidth divided by F")
+    a.add_argument("--parent-pid", type=nonneg_int, default=None, metavar="PID",
+                   help="die when this process (the suite that started the rank) dies")
     return p
+
+
+def die_with(parent_pid):
+    """Asks Linux to kill this process when its parent dies (a rank of a suite whose agent was
+    killed must not stay on the GPUs), and exits at once if the parent is gone already."""
+    try:
+        import ctypes
+        import signal
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the suite's own time limit still ends the rank
+    if os.getppid() != parent_pid:
+        sys.exit(1)
 
 
 def import_torch():
@@ -614,7 +631,7 @@ class Suite:
                        "--rank", str(r), "--world-size", str(world),
                        "--master-addr", "127.0.0.1", "--master-port", str(port),
                        "--backend", self.backend, "--mib", str(mib),
-                       "--time-limit", "%.1f" % max(left, 1.0)]
+                       "--time-limit", "%.1f" % max(left, 1.0), "--parent-pid", str(os.getpid())]
                 if self.cuda and self.backend == "nccl":
                     cmd += ["--gpu", str(g)]
                 if self.args.quick:
@@ -678,6 +695,8 @@ def cmd_suite(args):
 # allreduce: one rank
 
 def cmd_allreduce(args):
+    if args.parent_pid is not None:
+        die_with(args.parent_pid)
     if args.world_size < 1:
         log("argument --world-size: must be 1 or more, got %d" % args.world_size)
         return EXIT_USAGE

@@ -9,7 +9,8 @@
 #     "time limit" and sets timed_out;
 #   - bad arguments exit 2 naming the flag;
 #   - `allreduce` with two ranks on a free 127.0.0.1 port prints one JSON line per rank with
-#     positive bus bandwidth, and a rank whose master never comes exits 4 within its time limit.
+#     positive bus bandwidth, and a rank whose master never comes exits 4 within its time limit;
+#   - a rank started with --parent-pid dies with that process.
 # Needs PyTorch: TORCH_PYTHON, else $PYTHON if it has torch, else /usr/bin/python3 (Debian's
 # python3-torch); skipped (exit 77) when none can import it.
 #
@@ -125,4 +126,40 @@ run "$WORK/alone" "$TP" "$BURNIN" allreduce --rank 1 --world-size 2 --master-add
 expect_rc "$WORK/alone" 4 "allreduce rank 1 with no master"
 expect_contains "$WORK/alone.err" "rendezvous with 127.0.0.1:$PORT" "the failed rendezvous is named"
 
-echo "PASS: burnin.py measures the CPU path, honours --slowdown and --time-limit, rejects bad flags, and all-reduces across 2 ranks"
+# A rank started with --parent-pid dies with that process (a suite whose agent was killed leaves
+# no rank on the GPUs), and one whose parent is gone already does not start.
+"$TP" - "$BURNIN" "$PORT" <<'PY' || fail "a rank outlived the process that started it"
+import subprocess, sys, time
+burnin, port = sys.argv[1], sys.argv[2]
+starter = r'''
+import os, subprocess, sys
+p = subprocess.Popen([sys.executable, sys.argv[1], "allreduce", "--rank", "1", "--world-size", "2",
+                      "--master-addr", "127.0.0.1", "--master-port", sys.argv[2], "--backend", "gloo",
+                      "--time-limit", "300", "--parent-pid", str(os.getpid())])
+print(p.pid, flush=True)
+sys.stdin.read()  # until the test kills this process
+'''
+mid = subprocess.Popen([sys.executable, "-c", starter, burnin, port], stdin=subprocess.PIPE,
+                       stdout=subprocess.PIPE, text=True)
+rank = int(mid.stdout.readline())
+mid.kill()
+mid.wait()
+def state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
+for _ in range(600):  # waits for the kill, up to a minute; nothing is timed
+    if state(rank) in ("gone", "Z"):
+        break
+    time.sleep(0.1)
+assert state(rank) in ("gone", "Z"), "rank %d still %s after its parent died" % (rank, state(rank))
+# A parent pid that is not the rank's parent: it exits at once instead of joining the all-reduce.
+rc = subprocess.run([sys.executable, burnin, "allreduce", "--rank", "1", "--world-size", "2",
+                     "--master-addr", "127.0.0.1", "--master-port", port, "--backend", "gloo",
+                     "--time-limit", "300", "--parent-pid", "1"]).returncode
+assert rc == 1, rc
+PY
+
+echo "PASS: burnin.py measures the CPU path, honours --slowdown and --time-limit, rejects bad flags, all-reduces across 2 ranks, and its ranks die with the suite"

@@ -11,7 +11,7 @@
 #     jobs;
 #   - `gpufleet node check` on this machine passes with exit 0, and fails with exit 1 for faults;
 #   - options of a local check given with NODE are refused (they would be ignored), and
-#     `node check NODE --wait` ends with exit 1 when the node is lost during its burn-in.
+#     `node check NODE --wait` ends with exit 2 (no verdict) when the node is lost during its burn-in.
 #
 # Usage: node_check_test.sh GPUFLEET_BINARY REPO_ROOT
 GPUFLEET="$1"
@@ -126,7 +126,7 @@ expect_rc "$WORK/r11" 2 "--wait without NODE is a usage error"
 # frozen first, so the check is asked while the node is up and can never report.)
 kill -STOP "${AGENT_PID[node-c]}"
 run "$WORK/r12" timeout 120 "$GPUFLEET" node check node-c --wait
-expect_rc "$WORK/r12" 1 "the wait for a node lost during its burn-in ends"
+expect_rc "$WORK/r12" 2 "the wait for a node lost during its burn-in ends (no verdict: exit 2)"
 expect_contains "$WORK/r12.err" "node node-c was lost during its burn-in" "the wait says why it ended"
 cluster_lose_agent node-c
 

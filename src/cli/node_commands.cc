@@ -246,7 +246,8 @@ std::function<int()> SetupNode(CLI::App& app) {
   gpufleet node check --quick -o json          # a smoke test, as JSON
   gpufleet node check --fake-gpus 2xT4 --device cpu --python /usr/bin/python3   # no GPU: the CPU/gloo path
   gpufleet node check gpu-node-07 --wait       # ask a registered node to run it again (admin)
-Exit status: 0 passed, 1 failed (the reasons are printed), 2 bad usage or the suite could not run.
+Exit status: 0 passed, 1 failed (the reasons are printed), 2 bad usage or the suite could not run (with
+NODE --wait: also the node was lost before its result came).
 Without a GPU datasheet reference (the CPU path) tests are recorded, not judged: the controller judges
 them against the fleet's passed nodes. What is measured and the thresholds: docs/nodes.md.)");
   // Options that shape a check of this machine: a registered node's check runs on that node,
@@ -291,13 +292,9 @@ them against the fleet's passed nodes. What is measured and the thresholds: docs
         for (const api::NodeSummary& x : *nodes) {
           if (x.name == a->node) found = &x;
         }
-        if (!found) return Fail(cmd, kExitFailed, "node " + a->node + " is no longer registered; its burn-in has no result");
-        if (found->state == api::NodeState::kLost || found->state == api::NodeState::kGone) {
-          return Fail(cmd, kExitFailed,
-                      "node " + a->node + " was " + api::NodeStateName(found->state) +
-                          " during its burn-in, which has no result; it runs the burn-in again when its agent "
-                          "registers ('gpufleet nodes " + a->node + "' shows the result then)");
-        }
+        // (Exit 2 when no result can come: the suite could not run, which is not a verdict on
+        // the node, so a script that retires failed nodes does not retire an unreachable one.)
+        if (!found) return Fail(cmd, kExitUsage, "node " + a->node + " is no longer registered; its burn-in has no result");
         if (found->acceptance != "checking") {
           if (a->output == "json") {
             PrintJson(api::ToJson(*found));
@@ -305,6 +302,12 @@ them against the fleet's passed nodes. What is measured and the thresholds: docs
             PrintNodeDetail(*found);
           }
           return found->acceptance == "passed" ? kExitOk : kExitFailed;
+        }
+        if (found->state == api::NodeState::kLost || found->state == api::NodeState::kGone) {
+          return Fail(cmd, kExitUsage,
+                      "node " + a->node + " was " + api::NodeStateName(found->state) +
+                          " during its burn-in, which has no result; it runs the burn-in again when its agent "
+                          "registers ('gpufleet nodes " + a->node + "' shows the result then)");
         }
         std::this_thread::sleep_for(std::chrono::seconds(1));
       }

@@ -874,7 +874,7 @@ void ApiServer::JobRoutes(const Guards& g) {
       // Who the job runs as on the agents (docs/security.md): never chosen freely by the caller.
       for (auto& j : *jobs) {
         std::string mapped = options_.user_map.For(who->token.subject, who->admin() ? j.spec.team : who->team);
-        if (j.user == "root" || j.user == "0") {
+        if (j.user == "root" || j.user == "0") {  // (the parser refuses it first; kept as the last guard)
           return Refuse(out, 403, "user: jobs cannot ask to run as root");
         }
         if (!j.user.empty() && !who->admin() && j.user != mapped) {

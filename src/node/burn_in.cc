@@ -44,8 +44,13 @@ double PcieGbs(int gen, int width) {
 
 std::string Num(double v) {
   char buf[32];
-  // (Below 0.1, two significant digits: a CPU's 0.004 TFLOPS must not read as 0.00.)
-  std::snprintf(buf, sizeof buf, v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : v >= 0.1 || v <= 0 ? "%.2f" : "%.2g", v);
+  if (v > 0 && v < 0.1) {
+    // Two significant digits, without an exponent: a CPU's 0.004 TFLOPS must not read as 0.00.
+    const int decimals = std::min(12, static_cast<int>(std::ceil(-std::log10(v))) + 1);
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    return buf;
+  }
+  std::snprintf(buf, sizeof buf, v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : "%.2f", v);
   return buf;
 }
 

@@ -149,15 +149,18 @@ TEST(BurnInJudgeTest, TheCpuPathIsJudgedAgainstTheFleet) {
   BurnInReport slow = cpu_node(0.02, 0.5);
   Judge(slow, o);
   EXPECT_FALSE(slow.passed);
-  EXPECT_THAT(Summary(slow), HasSubstr("matmul_fp32 on GPU 0 at 0.02 TFLOPS, 10% of the 0.20 TFLOPS reference "
+  EXPECT_THAT(Summary(slow), HasSubstr("matmul_fp32 on GPU 0 at 0.020 TFLOPS, 10% of the 0.20 TFLOPS reference "
                                        "(fleet median (1 node)); needs 85%"));
   BurnInReport fine = cpu_node(0.19, 4.8);
   Judge(fine, o);
   EXPECT_TRUE(fine.passed) << Summary(fine);
-  // A figure below 0.01 keeps its digits (not "0.00 TFLOPS").
+  // A figure below 0.1 keeps two significant digits (not "0.00 TFLOPS", nor an exponent).
   BurnInReport tiny = cpu_node(0.0004, 0.5);
   Judge(tiny, o);
-  EXPECT_THAT(Summary(tiny), HasSubstr("matmul_fp32 on GPU 0 at 0.0004 TFLOPS, 0% of the 0.20 TFLOPS reference"));
+  EXPECT_THAT(Summary(tiny), HasSubstr("matmul_fp32 on GPU 0 at 0.00040 TFLOPS, 0% of the 0.20 TFLOPS reference"));
+  BurnInReport tinier = cpu_node(0.00005, 0.5);
+  Judge(tinier, o);
+  EXPECT_THAT(Summary(tinier), HasSubstr("matmul_fp32 on GPU 0 at 0.000050 TFLOPS"));
 }
 
 TEST(BurnInJudgeTest, FleetMediansTakeEachNodesOwnMedianFirst) {

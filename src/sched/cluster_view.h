@@ -40,7 +40,8 @@ class NodeMask {
   }
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
-  bool operator[](size_t pos) const { return (words_[pos >> 6] >> (pos & 63)) & 1; }
+  // (A position past the end is not in the set, as Word reads it.)
+  bool operator[](size_t pos) const { return pos < size_ && ((words_[pos >> 6] >> (pos & 63)) & 1); }
   void Set(size_t pos) { words_[pos >> 6] |= uint64_t{1} << (pos & 63); }
   void Reset(size_t pos) { words_[pos >> 6] &= ~(uint64_t{1} << (pos & 63)); }
   // Set, growing the set to hold `pos` first if it is past the end.
@@ -51,10 +52,13 @@ class NodeMask {
     }
     Set(pos);
   }
-  // Adds every position of `o` (of the same size, or empty).
+  // Adds every position of `o`, growing to its size if it is larger.
   NodeMask& operator|=(const NodeMask& o) {
-    if (empty()) return *this = o;
-    for (size_t w = 0; w < o.words_.size() && w < words_.size(); ++w) words_[w] |= o.words_[w];
+    if (o.size_ > size_) {
+      size_ = o.size_;
+      words_.resize(o.words_.size(), 0);
+    }
+    for (size_t w = 0; w < o.words_.size(); ++w) words_[w] |= o.words_[w];
     return *this;
   }
   void swap(NodeMask& o) {

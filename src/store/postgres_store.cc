@@ -333,10 +333,10 @@ class PostgresStore : public StateStore {
           }
         }
         if (sub.audit) {
-          std::vector<int64_t> ids;
-          ids.reserve(out.ids.size());
-          for (const JobId& id : out.ids) ids.push_back(id.value());
-          sub.audit->object = api::JobsAuditObject(ids);
+          std::vector<int64_t> audit_ids;
+          audit_ids.reserve(out.ids.size());
+          for (const JobId& id : out.ids) audit_ids.push_back(id.value());
+          sub.audit->object = api::JobsAuditObject(audit_ids);
           all_audit.push_back(*sub.audit);
         }
         request_rows.push_back({{"request_id", sub.request_id}, {"job_ids", api::DumpJson(ids)}});

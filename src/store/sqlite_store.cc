@@ -286,10 +286,10 @@ class SqliteStore : public StateStore {
           }
         }
         if (sub.audit) {
-          std::vector<int64_t> ids;
-          ids.reserve(out.ids.size());
-          for (const JobId& id : out.ids) ids.push_back(id.value());
-          sub.audit->object = api::JobsAuditObject(ids);
+          std::vector<int64_t> audit_ids;
+          audit_ids.reserve(out.ids.size());
+          for (const JobId& id : out.ids) audit_ids.push_back(id.value());
+          sub.audit->object = api::JobsAuditObject(audit_ids);
           audit.push_back(*sub.audit);
         }
         GF_RETURN_IF_ERROR(Run(Prepare("INSERT INTO requests (request_id, job_ids) VALUES (?1, ?2)")
