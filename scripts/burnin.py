@@ -231,7 +231,10 @@ def die_with(parent_pid):
         import signal
         libc = ctypes.CDLL(None, use_errno=True)
         PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        ulong = ctypes.c_ulong
+        if libc.prctl(PR_SET_PDEATHSIG, ulong(int(signal.SIGKILL)), ulong(0), ulong(0), ulong(0)) != 0:
+            log("cannot ask to die with the suite (prctl: %s); the time limit ends this rank"
+                % os.strerror(ctypes.get_errno()))
     except (OSError, AttributeError):
         pass  # not Linux: the suite's own time limit still ends the rank
     if os.getppid() != parent_pid:

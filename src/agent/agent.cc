@@ -1168,7 +1168,9 @@ void Agent::StartPart(const api::StartPart& s) {
     auto took = PrepareEnvironment(s.environment);
     if (!took.ok()) {
       const std::string& why = took.status().message();  // most name the environment already
-      error = why.find(s.environment) != std::string::npos ? why : "environment " + s.environment + ": " + why;
+      const bool named = StartsWith(why, "environment " + s.environment + ":") ||
+                         why.find("'" + s.environment + "'") != std::string::npos;
+      error = named ? why : "environment " + s.environment + ": " + why;
       procs = 0;
     } else {
       env_took = *took;
@@ -1483,8 +1485,11 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
         e.at = WallNow();
         e.exit_code = run.exit_code;
         e.signal = run.signal;
-        // A part that could not start failed, even though the agent stopped what did start.
-        e.stopped = run.stopped && !run.start_failed;
+        // A part that could not start failed, even though the agent stopped what did start; so
+        // did a part one of whose processes failed, even if the controller asked to stop it
+        // while its other processes were stopping (its failure came first: restart: and
+        // recover_on_exit_codes judge its code).
+        e.stopped = run.stopped && !run.start_failed && !run.siblings_stopped;
         e.message = run.message;
         finished.push_back(e);
       }

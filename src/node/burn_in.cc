@@ -44,7 +44,7 @@ double PcieGbs(int gen, int width) {
 
 std::string Num(double v) {
   char buf[32];
-  if (v > 0 && v < 0.1) {
+  if (v > 0 && v < 0.0995) {  // (from there on, two decimals are two significant digits)
     // Two significant digits, without an exponent: a CPU's 0.004 TFLOPS must not read as 0.00.
     const int decimals = std::min(12, static_cast<int>(std::ceil(-std::log10(v))) + 1);
     std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
