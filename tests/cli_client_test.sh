@@ -128,6 +128,9 @@ expect_contains "$WORK/hstatus.out" "process started" "status shows the transiti
 run "$WORK/hlogs" "$GPUFLEET" logs "$HELLO"
 expect_rc "$WORK/hlogs" 0 "logs of a finished job"
 expect_contains "$WORK/hlogs.out" "hello" "logs prints the job's output"
+run "$WORK/hlogsf" "$GPUFLEET" logs -f "$HELLO"
+expect_rc "$WORK/hlogsf" 0 "logs -f of a job that succeeded"
+expect_contains "$WORK/hlogsf.err" "job $HELLO succeeded" "logs -f says how the job ended"
 
 # run -f streams the output and exits with the job's outcome.
 run "$WORK/follow" "$GPUFLEET" run -f -- sh -c 'echo followed-output'
@@ -190,7 +193,8 @@ expect_rc "$WORK/fast" 1 "run -f of a job that fails four times in a row"
 for n in 0 1 2 3; do expect_contains "$WORK/fast.out" "fast $n" "run -f prints attempt $((n + 1))"; done
 FAST="$(submitted_id "$WORK/fast")"
 run "$WORK/fast-logs" "$GPUFLEET" logs -f "$FAST"
-expect_rc "$WORK/fast-logs" 0 "logs -f of a job that ended"
+expect_rc "$WORK/fast-logs" 1 "logs -f of a job that failed: the job's outcome, as run -f"
+expect_contains "$WORK/fast-logs.err" "job $FAST failed" "logs -f says how the job ended"
 for n in 0 1 2 3; do expect_contains "$WORK/fast-logs.out" "fast $n" "logs -f prints attempt $((n + 1))"; done
 for n in 2 3 4; do expect_contains "$WORK/fast-logs.out" "--- attempt $n ---" "logs -f marks attempt $n"; done
 

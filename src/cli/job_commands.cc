@@ -124,6 +124,19 @@ std::string RunFlagError(const std::string& message) {
   return m;
 }
 
+// After following a job to its end: says how it ended (on stderr, after its output) and exits 0
+// only if it succeeded, so that `gpufleet run -f ... && next` and `gpufleet logs -f N && next` go
+// on only after a success.
+int EndedJobExit(ApiClient& client, const std::string& cmd, int64_t id) {
+  ApiResult j = client.Get("/v1/jobs/" + std::to_string(id), {}, {.retries = kSubmitRetries});
+  if (!j.ok()) return Report(cmd, j);
+  auto done = api::JobSummaryFromJson(j.body);
+  if (!done.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + done.status().message());
+  std::fprintf(stderr, "job %lld %s: %s\n", static_cast<long long>(id), api::JobStateName(done->state),
+               Printable(done->reason).c_str());
+  return done->state == api::JobState::kSucceeded ? kExitOk : kExitFailed;
+}
+
 std::function<int()> SetupRun(CLI::App& app) {
   struct Args {
     Connection conn;
@@ -239,13 +252,7 @@ With -f the exit code is the job's outcome: 0 if it succeeded, 1 if it failed or
     int64_t id = s.ids.front();
     int rc = StreamLogs(*client, cmd, id, {.follow = true});
     if (rc != kExitOk) return rc;
-    ApiResult j = client->Get("/v1/jobs/" + std::to_string(id), {}, {.retries = kSubmitRetries});
-    if (!j.ok()) return Report(cmd, j);
-    auto done = api::JobSummaryFromJson(j.body);
-    if (!done.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + done.status().message());
-    std::fprintf(stderr, "job %lld %s: %s\n", static_cast<long long>(id), api::JobStateName(done->state),
-                 done->reason.c_str());
-    return done->state == api::JobState::kSucceeded ? kExitOk : kExitFailed;
+    return EndedJobExit(*client, cmd, id);
   };
 }
 
@@ -494,14 +501,19 @@ std::function<int()> SetupLogs(CLI::App& app) {
   SetFooter(sub, R"(  gpufleet logs 12
   gpufleet logs -f 12              # follow until the job ends
   gpufleet logs --attempt 1 12     # the run before a restart
-  gpufleet logs --part 1 12        # node rank 1 of a gang (else lines read '[part N] ...'))");
+  gpufleet logs --part 1 12        # node rank 1 of a gang (else lines read '[part N] ...')
+With -f the exit status is the job's: 0 when it succeeded, 1 when it failed or was cancelled (how it
+ended is printed on stderr after its output).)");
   return [a]() {
     const std::string cmd = "logs";
     auto id = ParseJobId(a->job);
     if (!id) return Fail(cmd, kExitUsage, "JOB must be a job number, got '" + a->job + "'");
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
-    return StreamLogs(*client, cmd, *id, {.follow = a->follow, .attempt = a->attempt, .part = a->part});
+    const int rc = StreamLogs(*client, cmd, *id, {.follow = a->follow, .attempt = a->attempt, .part = a->part});
+    // Followed to its end (every attempt, not one asked for): how it ended decides the exit.
+    if (rc != kExitOk || !a->follow || a->attempt > 0) return rc;
+    return EndedJobExit(*client, cmd, *id);
   };
 }
 
