@@ -123,9 +123,14 @@ run "$WORK/r11" "$GPUFLEET" node check --wait
 expect_rc "$WORK/r11" 2 "--wait without NODE is a usage error"
 
 # A node lost while it owes its burn-in: the wait ends with the loss, not never. (Its agent is
-# frozen first, so the check is asked while the node is up and can never report.)
+# frozen first, so the check is asked while the node is up and can never report.) A second check
+# asked meanwhile says it replaces the first.
 kill -STOP "${AGENT_PID[node-c]}"
+run "$WORK/r11b" "$GPUFLEET" node check node-c
+expect_rc "$WORK/r11b" 0 "a check of a frozen node is asked"
 run "$WORK/r12" timeout 120 "$GPUFLEET" node check node-c --wait
+expect_contains "$WORK/r12.err" "node node-c was running a burn-in already; this one replaces it" \
+  "a second check says it replaces the first"
 expect_rc "$WORK/r12" 2 "the wait for a node lost during its burn-in ends (no verdict: exit 2)"
 expect_contains "$WORK/r12.err" "node node-c was lost during its burn-in" "the wait says why it ended"
 cluster_lose_agent node-c

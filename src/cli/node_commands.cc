@@ -276,8 +276,21 @@ them against the fleet's passed nodes. What is measured and the thresholds: docs
       if (!api::ValidNodeName(a->node)) return Fail(cmd, kExitUsage, NodeNameError(a->node));
       auto client = Connect(cmd, a->conn);
       if (!client) return kExitUsage;
+      // Whether a burn-in was running already: the new one replaces it (its result is dropped).
+      bool was_checking = false;
+      if (ApiResult before = client->Get("/v1/nodes"); before.ok()) {
+        if (auto listed = DecodeNodeList(before.body); listed.ok()) {
+          for (const api::NodeSummary& x : *listed) was_checking |= x.name == a->node && x.acceptance == "checking";
+        }
+      }
       ApiResult r = client->Post("/v1/nodes/" + a->node + "/check", json::object());
       if (!r.ok()) return Report(cmd, r);
+      if (was_checking) {
+        std::fprintf(stderr,
+                     "gpufleet %s: node %s was running a burn-in already; this one replaces it (the earlier one's "
+                     "result will be dropped)\n",
+                     cmd.c_str(), a->node.c_str());
+      }
       if (!a->wait) {
         std::printf("node %s is running its burn-in; 'gpufleet nodes %s' shows the result when it is in\n",
                     a->node.c_str(), a->node.c_str());
