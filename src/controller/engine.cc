@@ -1914,6 +1914,26 @@ void Engine::MaybeFinishAttempt(Job& job) {
 }
 
 void Engine::CheckHeartbeats(Time now) {
+  // The engine checks at least every second (Run). A longer gap in its own running time is a
+  // stall of the controller: the nodes' heartbeats wait unread in its sockets meanwhile, so
+  // that time is taken off every node's silence (as a restarted controller counts silence from
+  // its start), and a node is lost only after lost_after of silence while the controller ran.
+  const Duration mono = options_.monotonic
+                            ? options_.monotonic()
+                            : Duration::Millis(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                   std::chrono::steady_clock::now().time_since_epoch())
+                                                   .count());
+  if (last_check_monotonic_) {
+    const Duration gap = mono - *last_check_monotonic_;
+    constexpr Duration kStall = Duration::Seconds(5);  // (the loop waits at most 1 s between checks)
+    if (gap > kStall) {
+      const Duration stalled = gap - Duration::Seconds(1);
+      spdlog::warn("the controller did not run for {}; nodes' silence meanwhile is not held against them",
+                   FormatDuration(stalled));
+      for (auto& [nid, n] : nodes_) n.last_seen = std::min(now, n.last_seen + stalled);
+    }
+  }
+  last_check_monotonic_ = mono;
   for (auto& [nid, n] : nodes_) {
     if (n.rec.state != api::NodeState::kUp && n.rec.state != api::NodeState::kDraining) continue;
     if (now - n.last_seen <= options_.lost_after) continue;

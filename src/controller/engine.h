@@ -73,6 +73,11 @@ struct EngineOptions {
   // The environment presets jobs may name (data/environments.yaml); null: none, and a job that
   // names one is refused.
   std::shared_ptr<const node::EnvironmentTable> environments;
+  // The controller's own running time (null: the process's monotonic clock), to tell a stall of
+  // the controller (a stopped process, a suspended machine, a step blocked on its store) from
+  // silent nodes: time the controller did not run is not held against the nodes
+  // (Engine::CheckHeartbeats). Tests give a fake one.
+  std::function<Duration()> monotonic;
 };
 
 // What `gpufleet nodes` shows.
@@ -460,6 +465,7 @@ class Engine {
   static bool IsCurrentPart(const Job& job, const api::PartKey& key, NodeId node);
   void ApplyPartEvent(NodeId node, const api::PartEvent& e) GF_REQUIRES(mu_);
   void CheckHeartbeats(Time now) GF_REQUIRES(mu_);
+  std::optional<Duration> last_check_monotonic_ GF_GUARDED_BY(mu_);  // when CheckHeartbeats last ran
   void LosePartsOn(NodeId node, const std::string& why) GF_REQUIRES(mu_);
   std::vector<NodeStatus> NodesLocked() const GF_REQUIRES(mu_);
   JobWatch WatchLocked(const Job& job) const GF_REQUIRES(mu_);
