@@ -1455,8 +1455,13 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
       if (!x.success() && run.exit_code == 0 && run.signal == 0) {
         run.exit_code = x.signal ? 128 + x.signal : x.exit_code;
         run.signal = x.signal;
-        // The code or signal says the rest; only a kill after the grace needs words.
+        // The code or signal says the rest; only a kill after the grace, or the kernel's OOM
+        // killer, needs words.
         if (x.killed_after_grace) run.message = "did not exit within its grace period; killed";
+        if (x.oom_killed) {
+          run.message = "killed by the kernel's OOM killer: it used more than its memory limit (resources.memory: " +
+                        std::to_string(run.start.mem_mib) + " MiB)";
+        }
         if (run.procs_left > 1 && !run.stopped && !run.exited && !run.start_failed) {
           // One process of several failed: the part has failed. Its other processes (ranks
           // that would wait for it in a collective for ever) get the part's stop signal and

@@ -257,6 +257,9 @@ Result<std::string> CgroupTree::CreatePart(std::string_view key, const CgroupLim
   Status s = Status::Ok();
   if (limits.memory_mib > 0 && limits_memory_) {
     s = WriteText(dir + "/memory.max", std::to_string(limits.memory_mib * 1024 * 1024));
+    // The limit is of memory, not of memory plus swap: a job over it is stopped, not swapped
+    // out at a crawl. (No memory.swap.max without swap accounting: nothing to cap.)
+    if (s.ok() && access((dir + "/memory.swap.max").c_str(), F_OK) == 0) s = WriteText(dir + "/memory.swap.max", "0");
   }
   if (s.ok() && limits.cpu_milli > 0 && limits_cpu_) {
     // cpu.max is "<quota> <period>" in microseconds; the kernel wants a quota of at least 1 ms.
@@ -284,6 +287,15 @@ std::vector<int> CgroupPids(const std::string& dir) {
 bool CgroupPopulated(const std::string& dir) {
   auto events = ReadText(dir + "/cgroup.events");
   return events && events->find("populated 1") != std::string::npos;
+}
+
+int64_t CgroupOomKills(const std::string& dir) {
+  std::istringstream in(ReadText(dir + "/memory.events").value_or(""));
+  std::string name;
+  for (int64_t count; in >> name >> count;) {
+    if (name == "oom_kill") return count;
+  }
+  return 0;
 }
 
 void SignalCgroup(const std::string& dir, int sig, int skip_pgid) {

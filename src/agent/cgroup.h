@@ -100,6 +100,9 @@ std::vector<int> CgroupPids(const std::string& dir);
 // True while `dir` or a cgroup below it holds a live process (cgroup.events "populated 1").
 // False when the directory is gone.
 bool CgroupPopulated(const std::string& dir);
+// How many processes of the cgroup the kernel's OOM killer killed (memory.events' oom_kill; 0
+// without a memory controller).
+int64_t CgroupOomKills(const std::string& dir);
 
 // Sends `sig` to every process in `dir`/cgroup.procs whose process group is not `skip_pgid`
 // (those the caller reaches with kill(-pgid) already, so no process gets the signal twice).

@@ -114,6 +114,17 @@ TEST_F(CgroupTreeNoteTest, SaysWhenNeitherControllerIsOffered) {
             "memory/cpu limits not enforced: the cgroup offers no memory or cpu controller");
 }
 
+TEST_F(CgroupTreeNoteTest, OomKillsAreReadFromMemoryEvents) {
+  // Given a part's cgroup whose memory.events counts two OOM kills, expect 2; none counted, or no
+  // memory controller (no file), 0.
+  fs::create_directories(base_);
+  std::ofstream(base_ / "memory.events") << "low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n";
+  EXPECT_EQ(CgroupOomKills(base_.string()), 2);
+  std::ofstream(base_ / "memory.events") << "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n";
+  EXPECT_EQ(CgroupOomKills(base_.string()), 0);
+  EXPECT_EQ(CgroupOomKills((base_ / "none").string()), 0);
+}
+
 TEST_F(CgroupTreeNoteTest, DirectoryThatIsNotACgroupIsUnavailable) {
   // Given a root that is a plain directory (no cgroup.procs), expect Unavailable saying so.
   auto tree = CgroupTree::Open((base_ / "plain").string());

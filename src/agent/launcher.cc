@@ -164,11 +164,18 @@ struct PartRecord {
 Status WriteRecord(const std::string& path, const PartRecord& r) {
   std::string tmp = path + ".tmp";
   {
+    errno = 0;
     std::ofstream out(tmp, std::ios::trunc);
     out << "pid=" << r.pid << "\nstarttime=" << r.start_time << "\npgid=" << r.pgid
         << "\ncgroup=" << r.cgroup << "\nkey=" << r.key << "\n";
     out.flush();
-    if (!out) return Status::Unavailable("write " + tmp);
+    if (!out) {
+      // (A full disk is the usual cause: the node's data directory needs room.)
+      const int err = errno;
+      out.close();
+      unlink(tmp.c_str());
+      return Status::Unavailable("write " + tmp + ": " + (err != 0 ? ErrnoText(err) : std::string("failed")));
+    }
   }
   if (rename(tmp.c_str(), path.c_str()) < 0) {
     int err = errno;
@@ -911,6 +918,7 @@ std::vector<Exit> ProcessLauncher::Poll(Time now) {
     int status = 0;
     while (waitpid(part->pid, &status, 0) < 0 && errno == EINTR) {
     }
+    const bool oom_killed = !part->cgroup.empty() && CgroupOomKills(part->cgroup) > 0;  // (read before it goes)
     if (!part->cgroup.empty() && !RemoveCgroup(part->cgroup).ok()) {
       cgroups_to_remove_.push_back(part->cgroup);  // killed processes still leaving; next Poll
     }
@@ -925,6 +933,7 @@ std::vector<Exit> ProcessLauncher::Poll(Time now) {
     }
     e.stopped = part->stopping;
     e.killed_after_grace = part->killed;
+    e.oom_killed = oom_killed;
     exits.push_back(std::move(e));
     done.push_back(part->key);
   }

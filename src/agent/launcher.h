@@ -183,6 +183,7 @@ struct Exit {
   int signal = 0;        // the signal that killed it; 0 when it exited
   bool stopped = false;  // Stop was called for it
   bool killed_after_grace = false;  // Poll sent SIGKILL because the stop's grace ran out
+  bool oom_killed = false;  // the kernel's OOM killer killed a process of its cgroup (its memory limit)
 
   bool success() const { return signal == 0 && exit_code == 0; }
   // "exited with code 3", "killed by signal 9 (SIGKILL)"; with ", after a stop" or

@@ -321,6 +321,10 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
         return r.Error(n, "resources.cpus", "must be a number of cores from 0 to 100000, got '" + s + "'");
       }
       spec.cpu_milli = std::llround(*v * 1000);
+      if (*v > 0 && spec.cpu_milli == 0) {
+        // (0 means no CPU limit: a tiny request must not turn into none.)
+        return r.Error(n, "resources.cpus", "the smallest share is 0.001 cores, got '" + s + "'");
+      }
     }
     if (auto n = res["memory"]) {
       GF_ASSIGN_OR_RETURN(std::string s, r.String(n, "resources.memory"));

@@ -337,6 +337,19 @@ TEST(JobYamlTest, ArrayLimits) {
   EXPECT_NE(ErrorOf(big).find("expands to more than 100000 jobs"), std::string::npos);
 }
 
+TEST(JobYamlTest, ACpuShareTooSmallToKeepIsRefusedNotTakenAsNoLimit) {
+  // Given cpus: 0.0001 (0 milli-cores after rounding, which means "no limit"), expect it refused
+  // at its field; 0.001 is the smallest share kept, and 0 stays "none asked".
+  EXPECT_NE(ErrorOf("run: x\nresources: {cpus: 0.0001}\n").find("resources.cpus: the smallest share is 0.001 cores"),
+            std::string::npos);
+  auto small = Parse("run: x\nresources: {cpus: 0.001}\n");
+  ASSERT_TRUE(small.ok()) << small.status().message();
+  EXPECT_EQ((*small)[0].spec.cpu_milli, 1);
+  auto none = Parse("run: x\nresources: {cpus: 0}\n");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ((*none)[0].spec.cpu_milli, 0);
+}
+
 TEST(JobYamlTest, AJobThatAsksToRunAsRootIsRefusedAtItsUserField) {
   // Given user: root (or uid 0), expect the file refused where it says so, before any request.
   EXPECT_NE(ErrorOf("name: a\nrun: id\nuser: root\n").find("job.yaml:3:7: user: jobs cannot run as root"),
