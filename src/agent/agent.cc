@@ -1459,8 +1459,14 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
         // killer, needs words.
         if (x.killed_after_grace) run.message = "did not exit within its grace period; killed";
         if (x.oom_killed) {
-          run.message = "killed by the kernel's OOM killer: it used more than its memory limit (resources.memory: " +
-                        std::to_string(run.start.mem_mib) + " MiB)";
+          // With a limit, its cgroup's own; without one, the node ran out of memory.
+          const int procs = std::max(1, run.start.processes);
+          run.message = run.start.mem_mib > 0
+                            ? "killed by the kernel's OOM killer: it used more than its memory limit (resources.memory: " +
+                                  std::to_string(run.start.mem_mib) + " MiB" +
+                                  (procs > 1 ? ", " + std::to_string(run.start.mem_mib / procs) + " MiB a process" : "") +
+                                  ")"
+                            : "killed by the kernel's OOM killer: the node ran out of memory";
         }
         if (run.procs_left > 1 && !run.stopped && !run.exited && !run.start_failed) {
           // One process of several failed: the part has failed. Its other processes (ranks

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <system_error>
 
+#include <spdlog/spdlog.h>
+
 #include "common/strings.h"
 
 namespace gpufleet::agent {
@@ -259,7 +261,11 @@ Result<std::string> CgroupTree::CreatePart(std::string_view key, const CgroupLim
     s = WriteText(dir + "/memory.max", std::to_string(limits.memory_mib * 1024 * 1024));
     // The limit is of memory, not of memory plus swap: a job over it is stopped, not swapped
     // out at a crawl. (No memory.swap.max without swap accounting: nothing to cap.)
-    if (s.ok() && access((dir + "/memory.swap.max").c_str(), F_OK) == 0) s = WriteText(dir + "/memory.swap.max", "0");
+    if (s.ok() && access((dir + "/memory.swap.max").c_str(), F_OK) == 0) {
+      if (Status swap = WriteText(dir + "/memory.swap.max", "0"); !swap.ok()) {
+        spdlog::warn("{}: swap not capped: {}", dir, swap.message());  // the memory limit still holds
+      }
+    }
   }
   if (s.ok() && limits.cpu_milli > 0 && limits_cpu_) {
     // cpu.max is "<quota> <period>" in microseconds; the kernel wants a quota of at least 1 ms.

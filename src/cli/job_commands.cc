@@ -502,8 +502,8 @@ std::function<int()> SetupLogs(CLI::App& app) {
   gpufleet logs -f 12              # follow until the job ends
   gpufleet logs --attempt 1 12     # the run before a restart
   gpufleet logs --part 1 12        # node rank 1 of a gang (else lines read '[part N] ...')
-With -f the exit status is the job's: 0 when it succeeded, 1 when it failed or was cancelled (how it
-ended is printed on stderr after its output).)");
+With -f (and no --attempt) the exit status is the job's: 0 when it succeeded, 1 when it failed or
+was cancelled (how it ended is printed on stderr after its output).)");
   return [a]() {
     const std::string cmd = "logs";
     auto id = ParseJobId(a->job);

@@ -1028,7 +1028,7 @@ bool Engine::Step() {
           r);
     }
     size_t before = events_.size();
-    CheckHeartbeats(now);
+    CheckHeartbeats();
     if (events_.size() != before) did = true;
     if (auto wake = scheduler_->NextWakeup(); wake && *wake <= now) {
       for (JobId id : scheduler_->RerankedAt(now)) memory_changed_.insert(id.value());
@@ -1183,10 +1183,19 @@ void Engine::Run() {
       if (until < wait) wait = until;
     }
     if (wait <= Duration::Zero()) continue;
+    const Duration waited_from = Monotonic();
     inbox_cv_.WaitFor(inbox_mu_, std::chrono::milliseconds(wait.millis()), [&] {
       inbox_mu_.AssertHeld();
       return stopping_ || !inbox_.empty();
     });
+    // A wait of at most a second that took far longer: the process was stopped or the machine
+    // suspended (a slow step needs no credit: heartbeats queue meanwhile and the next step applies
+    // them before it checks).
+    const Duration overrun = Monotonic() - waited_from - wait;
+    if (overrun > Duration::Seconds(5)) {
+      lock.Unlock();
+      CreditStall(overrun);
+    }
   }
 }
 
@@ -1913,27 +1922,27 @@ void Engine::MaybeFinishAttempt(Job& job) {
   jobs_.erase(id.value());
 }
 
-void Engine::CheckHeartbeats(Time now) {
-  // The engine checks at least every second (Run). A longer gap in its own running time is a
-  // stall of the controller: the nodes' heartbeats wait unread in its sockets meanwhile, so
-  // that time is taken off every node's silence (as a restarted controller counts silence from
-  // its start), and a node is lost only after lost_after of silence while the controller ran.
-  const Duration mono = options_.monotonic
-                            ? options_.monotonic()
-                            : Duration::Millis(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                   std::chrono::steady_clock::now().time_since_epoch())
-                                                   .count());
-  if (last_check_monotonic_) {
-    const Duration gap = mono - *last_check_monotonic_;
-    constexpr Duration kStall = Duration::Seconds(5);  // (the loop waits at most 1 s between checks)
-    if (gap > kStall) {
-      const Duration stalled = gap - Duration::Seconds(1);
-      spdlog::warn("the controller did not run for {}; nodes' silence meanwhile is not held against them",
-                   FormatDuration(stalled));
-      for (auto& [nid, n] : nodes_) n.last_seen = std::min(now, n.last_seen + stalled);
-    }
+Duration Engine::Monotonic() const {
+  if (options_.monotonic) return options_.monotonic();
+  struct timespec ts {};
+  clock_gettime(CLOCK_BOOTTIME, &ts);  // runs on through a suspend, unlike steady_clock
+  return Duration::Millis(static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000);
+}
+
+void Engine::CreditStall(Duration stalled) {
+  MutexLock lock(mu_);
+  spdlog::warn("the controller did not run for {}; its nodes' silence meanwhile is not held against them",
+               FormatDuration(stalled));
+  stall_credit_ = stall_credit_ + stalled;
+}
+
+void Engine::CheckHeartbeats() {
+  const Time now = clock_.Now();  // (not the step's start: heartbeats of this step came after it)
+  if (stall_credit_ > Duration::Zero()) {
+    // Never earlier than a heartbeat already heard, nor later than now.
+    for (auto& [nid, n] : nodes_) n.last_seen = std::max(n.last_seen, std::min(now, n.last_seen + stall_credit_));
+    stall_credit_ = Duration::Zero();
   }
-  last_check_monotonic_ = mono;
   for (auto& [nid, n] : nodes_) {
     if (n.rec.state != api::NodeState::kUp && n.rec.state != api::NodeState::kDraining) continue;
     if (now - n.last_seen <= options_.lost_after) continue;

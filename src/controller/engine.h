@@ -73,10 +73,8 @@ struct EngineOptions {
   // The environment presets jobs may name (data/environments.yaml); null: none, and a job that
   // names one is refused.
   std::shared_ptr<const node::EnvironmentTable> environments;
-  // The controller's own running time (null: the process's monotonic clock), to tell a stall of
-  // the controller (a stopped process, a suspended machine, a step blocked on its store) from
-  // silent nodes: time the controller did not run is not held against the nodes
-  // (Engine::CheckHeartbeats). Tests give a fake one.
+  // A clock that runs on while the controller's process is stopped or its machine suspended
+  // (null: CLOCK_BOOTTIME), to tell such a stall from silent nodes (Engine::Run, CreditStall).
   std::function<Duration()> monotonic;
 };
 
@@ -282,6 +280,11 @@ class Engine {
   std::optional<Time> NextDeadline() const GF_EXCLUDES(mu_);
   // Steps until Stop(); waits on the inbox and deadlines in between.
   void Run() GF_EXCLUDES(mu_, inbox_mu_, out_mu_);
+  // The controller did not run for `stalled` (Run measures it: its wait for work overran by that
+  // much, because the process was stopped or the machine suspended). The nodes' heartbeats waited
+  // unread meanwhile, so that time is taken off each node's silence at the next check: a node is
+  // lost only after lost_after of silence while the controller ran.
+  void CreditStall(Duration stalled) GF_EXCLUDES(mu_);
   void Stop() GF_EXCLUDES(inbox_mu_, out_mu_);
   // Long polls (PollCommands) answer at once from now on: call before stopping the HTTP server,
   // which waits for the requests in flight.
@@ -464,8 +467,9 @@ class Engine {
   void ApplyNotice(NodeId node, NodeState& n, const api::SpotNotice& notice) GF_REQUIRES(mu_);
   static bool IsCurrentPart(const Job& job, const api::PartKey& key, NodeId node);
   void ApplyPartEvent(NodeId node, const api::PartEvent& e) GF_REQUIRES(mu_);
-  void CheckHeartbeats(Time now) GF_REQUIRES(mu_);
-  std::optional<Duration> last_check_monotonic_ GF_GUARDED_BY(mu_);  // when CheckHeartbeats last ran
+  void CheckHeartbeats() GF_REQUIRES(mu_);
+  Duration Monotonic() const;
+  Duration stall_credit_ GF_GUARDED_BY(mu_);  // CreditStall's time, not yet taken off nodes' silence
   void LosePartsOn(NodeId node, const std::string& why) GF_REQUIRES(mu_);
   std::vector<NodeStatus> NodesLocked() const GF_REQUIRES(mu_);
   JobWatch WatchLocked(const Job& job) const GF_REQUIRES(mu_);
