@@ -122,6 +122,17 @@ expect_contains "$WORK/r10.err" "--threshold applies to a check of this machine 
 run "$WORK/r11" "$GPUFLEET" node check --wait
 expect_rc "$WORK/r11" 2 "--wait without NODE is a usage error"
 
+# A node whose suite cannot run (no such interpreter): quarantined, but no verdict on its GPUs,
+# so the wait exits 2 as a local check would; without --wait, -o json answers in JSON.
+AGENT_GPUS=1xT4 cluster_start_agent node-d --burn-in-python /nonexistent/python3 --burn-in-quick
+wait_until "node-d is quarantined" 90 acceptance_is node-d quarantined
+run "$WORK/r13" "$GPUFLEET" node check node-d -o json
+expect_rc "$WORK/r13" 0 "node check node-d -o json"
+json_get "j['acceptance']" <"$WORK/r13.out" | grep -x checking >/dev/null || fail "node check -o json: $(cat "$WORK/r13.out")"
+wait_until "node-d's second check is judged" 90 acceptance_is node-d quarantined
+run "$WORK/r14" timeout 120 "$GPUFLEET" node check node-d --wait
+expect_rc "$WORK/r14" 2 "a check whose suite cannot run is no verdict (exit 2)"
+
 # A node lost while it owes its burn-in: the wait ends with the loss, not never. (Its agent is
 # frozen first, so the check is asked while the node is up and can never report.) A second check
 # asked meanwhile says it replaces the first.

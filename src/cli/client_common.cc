@@ -301,11 +301,13 @@ int StreamLogs(ApiClient& client, const std::string& cmd, int64_t job, const Log
                                          " part(s), 0 to " + std::to_string(parts.size() - 1) + "; there is no part " +
                                          std::to_string(opts.part));
       }
-      if (opts.attempt > 0 && parts.empty() && !opts.follow) {
-        // No parts: an attempt the job has not had (an older one keeps its logs).
+      if (opts.attempt > 0 && parts.empty()) {
+        // No parts: an attempt the job has not had (an older one keeps its logs). Followed, it
+        // may still come while the job lives; not once the job has ended.
         ApiResult j = client.Get(job_path, {}, retry);
         const int current = j.ok() ? static_cast<int>(IntField(j.body, "attempt")) : 0;
-        if (j.ok() && opts.attempt > current) {
+        const bool ended = j.ok() && IsTerminalState(StrField(j.body, "state"));
+        if (j.ok() && opts.attempt > current && (!opts.follow || ended)) {
           printer.Flush();
           return Fail(cmd, kExitUsage, "job " + std::to_string(job) + " is at attempt " + std::to_string(current) +
                                            "; it has no attempt " + std::to_string(opts.attempt));

@@ -247,7 +247,7 @@ std::function<int()> SetupNode(CLI::App& app) {
   gpufleet node check --fake-gpus 2xT4 --device cpu --python /usr/bin/python3   # no GPU: the CPU/gloo path
   gpufleet node check gpu-node-07 --wait       # ask a registered node to run it again (admin)
 Exit status: 0 passed, 1 failed (the reasons are printed), 2 bad usage or the suite could not run (with
-NODE --wait: also the node was lost before its result came).
+NODE --wait: also the node was lost before its result came; the node is quarantined all the same).
 Without a GPU datasheet reference (the CPU path) tests are recorded, not judged: the controller judges
 them against the fleet's passed nodes. What is measured and the thresholds: docs/nodes.md.)");
   // Options that shape a check of this machine: a registered node's check runs on that node,
@@ -292,8 +292,12 @@ them against the fleet's passed nodes. What is measured and the thresholds: docs
                      cmd.c_str(), a->node.c_str());
       }
       if (!a->wait) {
-        std::printf("node %s is running its burn-in; 'gpufleet nodes %s' shows the result when it is in\n",
-                    a->node.c_str(), a->node.c_str());
+        if (a->output == "json") {
+          PrintJson(json{{"node", a->node}, {"acceptance", "checking"}, {"replaced_a_running_check", was_checking}});
+        } else {
+          std::printf("node %s is running its burn-in; 'gpufleet nodes %s' shows the result when it is in\n",
+                      a->node.c_str(), a->node.c_str());
+        }
         return kExitOk;
       }
       for (;;) {
@@ -314,7 +318,14 @@ them against the fleet's passed nodes. What is measured and the thresholds: docs
           } else {
             PrintNodeDetail(*found);
           }
-          return found->acceptance == "passed" ? kExitOk : kExitFailed;
+          if (found->acceptance == "passed") return kExitOk;
+          // A suite that could not run (no PyTorch, no suite script) quarantines the node, but it
+          // is no verdict on its GPUs: exit 2, as a local check does.
+          bool suite_ran = true;
+          if (found->burn_in) {
+            for (const auto& m : found->burn_in->tests) suite_ran = suite_ran && !(m.name == "suite" && !m.error.empty());
+          }
+          return suite_ran ? kExitFailed : kExitUsage;
         }
         if (found->state == api::NodeState::kLost || found->state == api::NodeState::kGone) {
           return Fail(cmd, kExitUsage,
