@@ -70,6 +70,26 @@ class PoolTest : public ::testing::Test {
     return r.ok() ? *r : api::RegisterReply{};
   }
 
+  // Rents a node for an 8-GPU job (of `team`, when given) that is cancelled before the node
+  // comes up, so the node registers idle; returns its name ("" if no node was rented).
+  std::string RentForACancelledJob(Pool& pool, const std::string& team = "") {
+    Submit("name: train\n" + (team.empty() ? std::string() : "team: " + team + "\n") +
+           "run: sleep 100\nresources: {gpus: 8}\n");
+    pool.Tick();
+    if (provider_->created.size() != 1) {
+      ADD_FAILURE() << "rented " << provider_->created.size() << " nodes, not one";
+      return "";
+    }
+    auto queue = engine_->Queue();
+    EXPECT_EQ(queue.size(), 1u);
+    if (!queue.empty()) {
+      EXPECT_TRUE(engine_->Cancel(queue[0].job.id, "test").get().ok());
+    }
+    const std::string name = provider_->created[0];
+    RegisterNode(name);
+    return name;
+  }
+
   std::optional<api::NodeState> NodeStateOf(const std::string& name) {
     for (const NodeStatus& n : engine_->Nodes()) {
       if (n.record.name == name) return n.record.state;
@@ -177,16 +197,10 @@ reconcile_interval: 1h
 TEST_F(PoolTest, ReleasesAnIdleNodeAndDeletesItsInstance) {
   Pool& pool = MakePool();
   ASSERT_TRUE(pool.Start().ok());
-  Submit("name: train\nrun: sleep 100\nresources: {gpus: 8}\n");
-  pool.Tick();
-  ASSERT_EQ(provider_->created.size(), 1u);
-  const std::string name = provider_->created[0];
-  const std::string id = provider_->instances.begin()->first;
   // The job is cancelled before the node shows up: the node registers idle.
-  auto queue = engine_->Queue();
-  ASSERT_EQ(queue.size(), 1u);
-  ASSERT_TRUE(engine_->Cancel(queue[0].job.id, "test").get().ok());
-  RegisterNode(name);
+  const std::string name = RentForACancelledJob(pool);
+  ASSERT_FALSE(name.empty());
+  const std::string id = provider_->instances.begin()->first;
   pool.Tick();
   clock_.Advance(Duration::Minutes(10));
   pool.Tick();
@@ -213,14 +227,8 @@ TEST_F(PoolTest, ADrainedRentedNodeWithoutJobsIsReleasedAfterIdleDuration) {
   // idle up node is: a drained node is never idle capacity, so nothing else would give it back.
   Pool& pool = MakePool();
   ASSERT_TRUE(pool.Start().ok());
-  Submit("name: train\nrun: sleep 100\nresources: {gpus: 8}\n");
-  pool.Tick();
-  ASSERT_EQ(provider_->created.size(), 1u);
-  const std::string name = provider_->created[0];
-  auto queue = engine_->Queue();
-  ASSERT_EQ(queue.size(), 1u);
-  ASSERT_TRUE(engine_->Cancel(queue[0].job.id, "test").get().ok());
-  RegisterNode(name);
+  const std::string name = RentForACancelledJob(pool);
+  ASSERT_FALSE(name.empty());
   ASSERT_TRUE(engine_->Drain(name, true).get().ok());
   pool.Tick();
   clock_.Advance(Duration::Minutes(9));
@@ -247,14 +255,8 @@ idle_duration: 10m
 reconcile_interval: 1h
 )");
   ASSERT_TRUE(pool.Start().ok());
-  Submit("name: train\nteam: lam\nrun: sleep 100\nresources: {gpus: 8}\n");
-  pool.Tick();
-  ASSERT_EQ(provider_->created.size(), 1u);
-  auto queue = engine_->Queue();
-  ASSERT_EQ(queue.size(), 1u);
-  ASSERT_TRUE(engine_->Cancel(queue[0].job.id, "test").get().ok());
-  RegisterNode(provider_->created[0]);
-  const std::string name = provider_->created[0];
+  const std::string name = RentForACancelledJob(pool, "lam");
+  ASSERT_FALSE(name.empty());
   auto billed = [&] {
     (void)engine_->Cancel(JobId(999'999), "sync").get();  // the engine has applied the pool's requests
     auto charged = engine_->ScalingSnapshot().charged_to;

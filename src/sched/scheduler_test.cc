@@ -728,16 +728,22 @@ TEST(BudgetTest, AnotherTeamsJobOnARentedNodePaysItsOwnShare) {
   EXPECT_EQ(h.sched().SpendOf("a").rented_idle_micros, 6'000'000);
 }
 
+// Team a with a hard budget of `hard_micros`, billed from 0 s for the rented node r0 (8 GPUs,
+// $8/h), which joins the view unless `add_node` is false.
+void RentedForAHardBudget(testing::SchedulerHarness& h, int64_t hard_micros, bool add_node = true) {
+  TeamBudget b;
+  b.hard_micros = hard_micros;
+  h.sched().SetTeamBudget("a", b);
+  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(0));
+  if (add_node) h.AddNode(PricedNode("r0", 8, 8));
+}
+
 TEST(BudgetTest, AHardBudgetCapsTheWholeBillOfARentedNode) {
   // Given team a's $2 hard budget and a 1-GPU job on an 8-GPU $8/h node rented for a, expect the
   // job stopped at 900 s ($8/h x 15 min = $2), not after 2 hours as its own $1/h share would
   // allow, and the team marked hard-stopped so that the pool releases the node.
   testing::SchedulerHarness h("fifo");
-  TeamBudget b;
-  b.hard_micros = 2'000'000;
-  h.sched().SetTeamBudget("a", b);
-  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(0));
-  h.AddNode(PricedNode("r0", 8, 8));
+  RentedForAHardBudget(h, 2'000'000);
   JobId j = h.Submit(testing::MakeJob(1, 0, "a"));
   ASSERT_EQ(h.Phase(j), JobPhase::kRunning);
   EXPECT_EQ(h.sched().NextWakeup(), Time::FromSeconds(900));
@@ -758,10 +764,7 @@ TEST(BudgetTest, AnIdleRentedNodeWakesTheSchedulerWhenItsTeamsBudgetRunsOut) {
   // Given only an idle $8/h node charged to team a with $1 left, expect a wake-up at 450 s, when
   // the team becomes hard-stopped, and none after it.
   testing::SchedulerHarness h("fifo");
-  TeamBudget b;
-  b.hard_micros = 1'000'000;
-  h.sched().SetTeamBudget("a", b);
-  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(0));
+  RentedForAHardBudget(h, 1'000'000, /*add_node=*/false);
   EXPECT_EQ(h.sched().NextWakeup(), Time::FromSeconds(450));
   h.AdvanceTo(450);
   EXPECT_TRUE(h.sched().SpendOf("a").hard_stop);
@@ -793,11 +796,7 @@ TEST(BudgetTest, TheStopLeadCountsTheReleaseOfRentedNodes) {
   // job with a 30 s grace, expect the stop at 810 s (90 s early): the job exits at 840 s, the
   // node is released at 900 s, and the bill is exactly $2.
   testing::SchedulerHarness h("fifo", {}, Duration::Seconds(60));
-  TeamBudget b;
-  b.hard_micros = 2'000'000;
-  h.sched().SetTeamBudget("a", b);
-  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(0));
-  h.AddNode(PricedNode("r0", 8, 8));
+  RentedForAHardBudget(h, 2'000'000);
   JobId j = h.Submit(testing::MakeJob(8, 0, "a"), Duration::Seconds(30));
   ASSERT_EQ(h.Phase(j), JobPhase::kRunning);
   EXPECT_EQ(h.sched().NextWakeup(), Time::FromSeconds(810));
@@ -834,11 +833,7 @@ TEST(BudgetTest, AStoppedTeamStopsPayingForItsNodeWhenAnotherTeamWorksThere) {
   // it: a is stopped at 600 s ($2/h from b leaves $6/h for a: $1 after 10 minutes); from then the
   // node is billed to b, which keeps working there, and a's spend stays at $1.
   testing::SchedulerHarness h("fifo");
-  TeamBudget b;
-  b.hard_micros = 1'000'000;
-  h.sched().SetTeamBudget("a", b);
-  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(0));
-  h.AddNode(PricedNode("r0", 8, 8));
+  RentedForAHardBudget(h, 1'000'000);
   JobId j = h.Submit(testing::MakeJob(2, 0, "b"));
   ASSERT_EQ(h.Phase(j), JobPhase::kRunning);
   EXPECT_EQ(h.sched().NextWakeup(), Time::FromSeconds(600));
@@ -856,11 +851,7 @@ TEST(BudgetTest, AChargeThatComesBackToAStoppedTeamMovesAtOnce) {
   // at once and the charge back on b, a's spend staying at $1; with no team left to bill (b's job
   // gone and charged again to a), no wake-up at once (nothing to move).
   testing::SchedulerHarness h("fifo");
-  TeamBudget b;
-  b.hard_micros = 1'000'000;
-  h.sched().SetTeamBudget("a", b);
-  h.sched().ChargeNode("r0", "a", 8'000'000, Time::FromSeconds(0));
-  h.AddNode(PricedNode("r0", 8, 8));
+  RentedForAHardBudget(h, 1'000'000);
   JobId j = h.Submit(testing::MakeJob(2, 0, "b"));
   h.AdvanceTo(600);
   ASSERT_EQ(h.sched().ChargedTeam("r0"), "b");
