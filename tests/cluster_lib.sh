@@ -143,7 +143,7 @@ cluster_start_agent() {
   local dir="${AGENT_DIR:-$WORK/agents/$name}"
   mkdir -p "$dir"
   setsid "$GPUFLEET" agent --server "$AGENT_URL" --join-token-file "$JOIN_TOKEN_FILE" --name "$name" \
-    --data-dir "$dir" --fake-gpus "${AGENT_GPUS:-1xH100}" "${AGENT_JOB_FLAGS[@]}" "$@" \
+    --data-dir "${AGENT_DATA_DIR:-$dir}" --fake-gpus "${AGENT_GPUS:-1xH100}" "${AGENT_JOB_FLAGS[@]}" "$@" \
     </dev/null >>"$dir/agent.log" 2>&1 &
   AGENT_PID[$name]=$!
   wait_until "node $name is up" 30 node_is "$name" up

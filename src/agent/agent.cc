@@ -604,6 +604,29 @@ std::string Agent::Unreachable(const std::string& server, httplib::Error error) 
   }
 }
 
+std::string Agent::ProbeStorage() const {
+  if (options_.data_dir.empty()) return "";
+  const std::string path = options_.data_dir + "/.storage-probe";
+  auto fault = [&](const std::string& what, int err) {
+    ::unlink(path.c_str());
+    return "the node's data directory " + options_.data_dir + " cannot be written (" + what + "): " + std::strerror(err);
+  };
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (fd.get() < 0) return fault("create", errno);
+  // A block's worth: a file system with no block left refuses it (an empty file may still fit).
+  const std::string block(4096, '\0');
+  for (size_t done = 0; done < block.size();) {
+    ssize_t n = ::write(fd.get(), block.data() + done, block.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fault("write", n < 0 ? errno : ENOSPC);
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd.get()) != 0) return fault("sync", errno);
+  fd.Reset();
+  ::unlink(path.c_str());
+  return "";
+}
+
 Status Agent::Register() {
   api::RegisterRequest req;
   const std::vector<std::string> ready = ReadyEnvironments();
@@ -613,6 +636,7 @@ Status Agent::Register() {
     req.driver_version = driver_version_;
     req.cuda_version = cuda_version_;
     req.environments_ready = ready;
+    req.storage_fault = storage_fault_;
     envs_reported_ = ready;
     req.address = options_.address;
     req.spec = spec_;
@@ -1241,15 +1265,26 @@ void Agent::StartPart(const api::StartPart& s) {
     }
     keys.push_back(ls.key);
   }
+  // A part that could not start on a node that cannot keep its own files (its data directory is
+  // full or read-only) did not fail by its own doing: the node is at fault. The controller
+  // requeues the part's job and gives this node no work until the probe passes again.
+  const std::string storage_fault = error.empty() ? std::string() : ProbeStorage();
   lock.Lock();
   run.proc_keys = keys;
   run.procs_left = static_cast<int>(keys.size());
   if (!error.empty()) {
     // Write the reason where the user will look, stop what did start, and report the part as
     // exited with 127 (as a shell does for a command it cannot run).
+    if (!storage_fault.empty()) {
+      if (storage_fault_.empty()) spdlog::error("{}; this node takes no work until it can", storage_fault);
+      storage_fault_ = storage_fault;
+      error += " (" + storage_fault + ")";
+      run.node_fault = true;
+    }
     std::ofstream(run.log_path, std::ios::app) << "gpufleet: cannot start: " << error << "\n";
     spdlog::error("{}: cannot start: {}", s.key.ToString(), error);
-    run.message = "cannot start: " + error;
+    // (A node fault says what the node lacks; the error's detail is in the log.)
+    run.message = storage_fault.empty() ? "cannot start: " + error : storage_fault;
     run.exit_code = 127;
     run.start_failed = true;
     if (!keys.empty()) {
@@ -1270,6 +1305,7 @@ void Agent::StartPart(const api::StartPart& s) {
     e.kind = api::PartEventKind::kExited;
     e.at = WallNow();
     e.exit_code = 127;
+    e.node_fault = run.node_fault;
     e.message = run.message;
     run.held_exit = e;
     run.held_since = LoopNow();
@@ -1501,6 +1537,7 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
         // while its other processes were stopping (its failure came first: restart: and
         // recover_on_exit_codes judge its code).
         e.stopped = run.stopped && !run.start_failed && !run.siblings_stopped;
+        e.node_fault = run.node_fault;
         e.message = run.message;
         finished.push_back(e);
       }
@@ -1627,6 +1664,17 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     }
   }
   api::Heartbeat hb;
+  // A node that could not keep its own files looks again: once it can, it takes work again.
+  lock.Lock();
+  const bool faulted = !storage_fault_.empty();
+  lock.Unlock();
+  if (faulted) {
+    std::string fault = ProbeStorage();
+    lock.Lock();
+    if (fault.empty()) spdlog::info("the node's data directory {} can be written again", options_.data_dir);
+    storage_fault_ = fault;
+    lock.Unlock();
+  }
   // With metrics served, the GPUs are sampled every metrics_interval already: report the last
   // sample (sampling again would advance fake telemetry twice as fast).
   if (options_.metrics_listen.empty() || last_sample_at_ == Time()) SampleGpus();
@@ -1658,6 +1706,7 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
   hb.events.assign(events_.begin(), events_.end());
   hb.running = RunningKeys();
   hb.notice = notice_;
+  hb.storage_fault = storage_fault_;
   hb.burn_in = burn_in_report_;
   token = token_;
   lock.Unlock();

@@ -168,6 +168,7 @@ class Agent {
     int signal = 0;
     bool stopped = false;
     bool start_failed = false;  // stopped because the part could not start: a failure, not a stop
+    bool node_fault = false;    // ... because the node cannot keep its own files (storage_fault_)
     std::string message;
     int procs_left = 0;
     // A part of several processes (one per GPU): one of them failed, and the others were asked to
@@ -196,6 +197,10 @@ class Agent {
   // The controller URL requests go to now.
   std::string CurrentServer() const GF_EXCLUDES(mu_);
   Status Register();
+  // Whether the agent can write its data directory: a small file written, synced and removed.
+  // Empty when it can, else why not ("the node's data directory D cannot be written: No space
+  // left on device").
+  std::string ProbeStorage() const;
   // Why `server` (empty: --server) could not be reached, with what to check for TLS failures.
   std::string Unreachable(const std::string& server, httplib::Error error) const;
   static api::PartEvent NotRunExit(const api::PartKey& key, std::string message);
@@ -282,6 +287,10 @@ class Agent {
   Duration lost_after_ GF_GUARDED_BY(mu_) = Duration::Seconds(30);  // the controller's, from registration
   std::string checkpoint_root_ GF_GUARDED_BY(mu_);                  // the controller's, from registration
   bool fenced_ GF_GUARDED_BY(mu_) = false;                          // jobs stopped for lack of contact
+  // Why this node cannot keep its own files (ProbeStorage), found when a part could not start;
+  // empty when it can. Sent with every registration and heartbeat (the controller gives the node
+  // no work while it is set), and looked at again before each heartbeat until it clears.
+  std::string storage_fault_ GF_GUARDED_BY(mu_);
   bool quit_commands_ GF_GUARDED_BY(mu_) = false;                   // the command thread may end
   Mutex probe_mu_ GF_ACQUIRED_AFTER(env_mu_);  // the probe is used by one thread at a time
   std::vector<GpuSample> last_samples_ GF_GUARDED_BY(mu_);

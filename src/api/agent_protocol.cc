@@ -121,6 +121,7 @@ json ToJson(const RegisterRequest& r) {
   if (!r.driver_version.empty()) o["driver_version"] = r.driver_version;
   if (!r.cuda_version.empty()) o["cuda_version"] = r.cuda_version;
   if (!r.environments_ready.empty()) o["environments_ready"] = r.environments_ready;
+  if (!r.storage_fault.empty()) o["storage_fault"] = r.storage_fault;
   return o;
 }
 
@@ -134,6 +135,7 @@ Result<RegisterRequest> RegisterRequestFromJson(const json& j) {
                 r.driver_version = Opt<std::string>(j, "driver_version", "");
                 r.cuda_version = Opt<std::string>(j, "cuda_version", "");
                 r.environments_ready = Opt<std::vector<std::string>>(j, "environments_ready", {});
+                r.storage_fault = Opt<std::string>(j, "storage_fault", "");
                 return 0;
               }).status();
   GF_RETURN_IF_ERROR(st);
@@ -182,6 +184,7 @@ json ToJson(const PartEvent& e) {
     o["signal"] = e.signal;
     o["stopped"] = e.stopped;
     if (e.already_ran) o["already_ran"] = true;
+    if (e.node_fault) o["node_fault"] = true;
   }
   if (!e.message.empty()) o["message"] = e.message;
   if (e.environment_took) {
@@ -202,6 +205,7 @@ Result<PartEvent> PartEventFromJson(const json& j) {
                        e.signal = Opt<int>(j, "signal", 0);
                        e.stopped = Opt<bool>(j, "stopped", false);
                        e.already_ran = Opt<bool>(j, "already_ran", false);
+                       e.node_fault = Opt<bool>(j, "node_fault", false);
                        e.message = Opt<std::string>(j, "message", "");
                        if (j.contains("environment_took_ms")) {
                          e.environment_took = Duration::Millis(As<int64_t>(j.at("environment_took_ms")));
@@ -249,6 +253,7 @@ json ToJson(const Heartbeat& h) {
   for (const auto& e : h.events) events.push_back(ToJson(e));
   json o = {{"gpus", gpus}, {"events", events}, {"running", KeysToJson(h.running)}};
   if (h.notice) o["notice"] = ToJson(*h.notice);
+  if (!h.storage_fault.empty()) o["storage_fault"] = h.storage_fault;
   if (h.burn_in) o["burn_in"] = ToJson(*h.burn_in);
   if (h.environments_ready) o["environments_ready"] = *h.environments_ready;
   if (!h.activity.empty()) {
@@ -293,6 +298,9 @@ Result<Heartbeat> HeartbeatFromJson(const json& j) {
     GF_ASSIGN_OR_RETURN(SpotNotice n, SpotNoticeFromJson(*it));
     h.notice = std::move(n);
   }
+  GF_ASSIGN_OR_RETURN(h.storage_fault, Decode<std::string>("heartbeat.storage_fault", [&] {
+                        return Opt<std::string>(j, "storage_fault", "");
+                      }));
   if (auto it = j.find("burn_in"); it != j.end() && !it->is_null()) {
     GF_ASSIGN_OR_RETURN(model::BurnInReport b, BurnInReportFromJson(*it));
     h.burn_in = std::move(b);

@@ -41,6 +41,7 @@ struct RegisterRequest {
   std::string driver_version;   // NVIDIA driver ("550.54.15"); empty: none
   std::string cuda_version;     // the highest CUDA the driver supports ("12.4")
   std::vector<std::string> environments_ready;  // prepared environments (warm starts)
+  std::string storage_fault;  // as Heartbeat::storage_fault
 };
 struct RegisterReply {
   NodeId node;
@@ -80,6 +81,9 @@ struct PartEvent {
   // kExited: nothing ran: the node had run this part (its key) before and does not start it
   // twice. A controller whose state is older than the node's (restored from a backup) asked.
   bool already_ran = false;
+  // kExited: nothing ran because the node cannot keep its own files (its data directory is full or
+  // read-only; Heartbeat::storage_fault says why): the node's fault, not the job's.
+  bool node_fault = false;
   std::string message;   // "exec python3: No such file or directory", ...
 };
 
@@ -108,6 +112,10 @@ struct Heartbeat {
   std::vector<PartEvent> events;  // not yet acknowledged, oldest first
   std::vector<PartKey> running;   // every part running now
   std::optional<SpotNotice> notice;  // absent: none (and from agents that do not poll for one)
+  // Why the node cannot keep its own files now ("the node's data directory /var/lib/gpufleet
+  // cannot be written: No space left on device"); empty when it can. The node takes no work
+  // while it is set.
+  std::string storage_fault;
   std::optional<model::BurnInReport> burn_in;  // a finished burn-in, until acknowledged
   std::optional<std::vector<std::string>> environments_ready;  // when the prepared set changed
 };

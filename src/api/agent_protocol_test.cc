@@ -80,6 +80,33 @@ TEST(AgentProtocolTest, HeartbeatActivityRoundTripsAndIsOptional) {
   ExpectError(HeartbeatFromJson(json{{"activity", {json::object()}}}), "each entry needs a key");
 }
 
+TEST(AgentProtocolTest, ANodeFaultAndItsReasonTravelAndAreAbsentWhenThereIsNone) {
+  PartEvent e = SampleEvent();
+  e.node_fault = true;
+  Heartbeat hb;
+  hb.events = {e};
+  hb.storage_fault = "the node's data directory /d cannot be written: No space left on device";
+  auto back = HeartbeatFromJson(json::parse(ToJson(hb).dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->events.size(), 1u);
+  EXPECT_TRUE(back->events[0].node_fault);
+  EXPECT_EQ(back->storage_fault, hb.storage_fault);
+  RegisterRequest r;
+  r.name = "n1";
+  r.storage_fault = hb.storage_fault;
+  auto reg = RegisterRequestFromJson(json::parse(ToJson(r).dump()));
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  EXPECT_EQ(reg->storage_fault, r.storage_fault);
+  // Neither is sent when there is none, and older agents send neither.
+  EXPECT_FALSE(ToJson(SampleEvent()).contains("node_fault"));
+  EXPECT_FALSE(ToJson(Heartbeat{}).contains("storage_fault"));
+  auto old = HeartbeatFromJson(json{{"events", {ToJson(SampleEvent())}}});
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->events[0].node_fault);
+  EXPECT_TRUE(old->storage_fault.empty());
+  ExpectError(HeartbeatFromJson(json{{"storage_fault", 3}}), "heartbeat.storage_fault");
+}
+
 // Found by fuzz/agent_protocol_fuzz: a float too large for the integer field ("at_ms": 4e70)
 // reached nlohmann's float-to-integer cast, which is undefined behaviour (UBSan:
 // float-cast-overflow), and a large integer in an int field wrapped. Given either, in any

@@ -602,6 +602,7 @@ Result<NodeSummary> DecodeNodeSummary(const json& j, const std::string& path) {
   n.environments_ready = f.Strings("environments_ready");
   n.burn_in = f.OptionalObject("burn_in", &DecodeBurnIn);
   n.notice = f.OptionalObject("notice", &DecodeNotice);
+  n.storage_fault = f.OptionalString("storage_fault");
   if (!f.ok()) return f.status();
   return n;
 }
@@ -900,6 +901,7 @@ json ToJson(const NodeSummary& n) {
             {"environments_ready", n.environments_ready},
             {"burn_in", n.burn_in ? ToJson(*n.burn_in) : json(nullptr)}};
   if (n.notice) o["notice"] = ToJson(*n.notice);
+  if (!n.storage_fault.empty()) o["storage_fault"] = n.storage_fault;
   return o;
 }
 

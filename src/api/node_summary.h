@@ -48,13 +48,15 @@ struct NodeSummary {
   std::vector<std::string> environments_ready;  // prepared on it
   std::optional<model::BurnInReport> burn_in;   // the last check's report, judged
   std::optional<SpotNotice> notice;             // the provider is reclaiming it
+  // Why its agent cannot keep its own files (a full data directory): it takes no work meanwhile.
+  std::string storage_fault;
 };
 
 // The record's part; gpus_used, telemetry, jobs and notice are the caller's to fill.
 NodeSummary SummaryOf(const NodeRecord& record);
 
 // The wire shape (docs/api.md): "state" and "market" by name, "last_heartbeat_ms", "burn_in"
-// null when never run, "notice" only when set. Decoding is strict as in codec.h.
+// null when never run, "notice" and "storage_fault" only when set. Decoding is strict as in codec.h.
 nlohmann::json ToJson(const NodeSummary& node);
 Result<NodeSummary> NodeSummaryFromJson(const nlohmann::json& j);
 

@@ -111,6 +111,9 @@ void PrintNodeDetail(const api::NodeSummary& n) {
   std::printf("  prepared:     %s\n",
               n.environments_ready.empty() ? "none (jobs here start cold)" : Join(n.environments_ready, ", ").c_str());
   if (!n.acceptance_reason.empty()) std::printf("  why:          %s\n", n.acceptance_reason.c_str());
+  if (!n.storage_fault.empty()) {
+    std::printf("  storage:      %s; it takes no work until its agent can write there again\n", n.storage_fault.c_str());
+  }
   if (n.burn_in) {
     std::printf("\n");
     PrintBurnIn(*n.burn_in);
@@ -136,7 +139,9 @@ std::function<int()> SetupNodes(CLI::App& app) {
 UTIL%, TEMP and POWER are averages over the node's GPUs from its last heartbeat. STATE reclaiming: the
 provider sent a spot interruption notice; the node drains and its jobs were requeued. STATE checking:
 the node runs its acceptance burn-in and takes no work until it passes; quarantined: it failed (see
-'gpufleet nodes NODE' for why; 'gpufleet node check NODE' runs it again). docs/nodes.md)");
+'gpufleet nodes NODE' for why; 'gpufleet node check NODE' runs it again). STATE no-room: its agent
+cannot write its data directory (full or read-only); jobs it could not start went back to the queue,
+and it takes work again by itself once the agent can write there. docs/nodes.md)");
   return [a]() {
     const std::string cmd = "nodes";
     auto client = Connect(cmd, a->conn);
@@ -190,6 +195,8 @@ the node runs its acceptance burn-in and takes no work until it passes; quaranti
       if (n.state == api::NodeState::kUp && (n.acceptance == "checking" || n.acceptance == "quarantined")) {
         state = n.acceptance;
       }
+      // Its agent cannot keep its files (a full data directory): it takes no work.
+      if (n.state == api::NodeState::kUp && !n.storage_fault.empty()) state = "no-room";
       t.Add({n.name, state,
              std::to_string(n.gpus_used) + "/" + std::to_string(n.gpus) + (n.gpu_model.empty() ? "" : " " + n.gpu_model),
              util, temp, power, (n.heard_since_start ? Ago(n.last_heartbeat.millis()) : std::string("before restart")), jobs.empty() ? "-" : Join(jobs, ",")});

@@ -501,7 +501,19 @@ void Engine::RequireBurnIn(const std::string& node) {
 
 bool Engine::TakesWork(const NodeState& n) {
   return n.rec.state == api::NodeState::kUp && !n.awaiting_agent && n.rec.acceptance != "checking" &&
-         n.rec.acceptance != "quarantined";
+         n.rec.acceptance != "quarantined" && n.storage_fault.empty();
+}
+
+void Engine::SetStorageFault(NodeId id, NodeState& n, const std::string& fault) {
+  if (fault == n.storage_fault) return;
+  const bool before = TakesWork(n);
+  if (fault.empty()) {
+    spdlog::info("node {}: its agent can keep its files again; it takes work", n.rec.name);
+  } else if (n.storage_fault.empty()) {
+    spdlog::warn("node {} takes no work: {}", n.rec.name, fault);
+  }
+  n.storage_fault = fault;
+  if (TakesWork(n) != before) events_.push_back(sched::NodeDrained{id, !TakesWork(n)});
 }
 
 node::NodeFacts Engine::FactsOf(const api::NodeRecord& rec) const {
@@ -1525,6 +1537,10 @@ void Engine::ApplyRegister(RegisterReq& r) {
   node_by_name_[req.name] = id->value();
   const bool held = n.awaiting_agent;
   n.awaiting_agent = false;
+  if (n.storage_fault != req.storage_fault) {
+    if (!req.storage_fault.empty()) spdlog::warn("node {} takes no work: {}", req.name, req.storage_fault);
+    n.storage_fault = req.storage_fault;  // (TakesWork below tells the scheduler)
+  }
   n.burn_in_request = run_burn_in ? ++next_burn_in_request_ : 0;
   events_.push_back(sched::NodeUp{*id, spec});
   if (!TakesWork(n)) {
@@ -1617,6 +1633,9 @@ void Engine::ApplyHeartbeat(HeartbeatReq& r) {
       events_.push_back(sched::GpuTelemetry{r.node, temps});
     }
   }
+  // The agent's word on its storage before its events (a part that could not start for lack of
+  // room names the fault this beat carries) and, when it has room again, after them.
+  if (!r.hb.storage_fault.empty()) SetStorageFault(r.node, n, r.hb.storage_fault);
   for (const auto& e : r.hb.events) {
     ApplyPartEvent(r.node, e);
     reply.acked = std::max(reply.acked, e.seq);
@@ -1647,6 +1666,7 @@ void Engine::ApplyHeartbeat(HeartbeatReq& r) {
       }
     }
   }
+  SetStorageFault(r.node, n, r.hb.storage_fault);
   if (r.hb.notice) {
     ApplyNotice(r.node, n, *r.hb.notice);
     reply.notice_acked = true;
@@ -1750,7 +1770,24 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
       return;
     case api::PartEventKind::kExited: {
       if (part.exited) return;
-      if (e.already_ran && !job.stop_requested && !job.failing && !job.restart_requested) {
+      if (e.node_fault && !job.stop_requested && !job.failing && !job.restart_requested) {
+        // Nothing ran: the node cannot keep its own files (its data directory is full). Not the
+        // job's failure: requeue it (not counted against its restarts, nor as a stall), and give
+        // the node no work until its agent can keep its files again.
+        auto n = nodes_.find(node.value());
+        const std::string name = n == nodes_.end() ? "node-" + std::to_string(node.value()) : n->second.rec.name;
+        if (n != nodes_.end()) {
+          const std::string fault = e.message.empty() ? "its agent cannot keep its files" : e.message;
+          SetStorageFault(node, n->second, n->second.storage_fault.empty() ? fault : n->second.storage_fault);
+        }
+        job.restart_requested = true;
+        job.rerun_not_stall = true;
+        job.restart_text = "node " + name + " could not start it" + (e.message.empty() ? "" : ": " + e.message);
+        part.exited = true;  // not stopped again below
+        Transition(job, JobState::kStopping, job.restart_text);
+        SendStop(job, job.restart_text);
+        part.exited = false;
+      } else if (e.already_ran && !job.stop_requested && !job.failing && !job.restart_requested) {
         // Nothing ran: the node had run this very part before (this controller's state is older
         // than the node's, a restored backup). Not the job failing: requeue it, and its next
         // attempt is a part the node has not seen.
@@ -2260,6 +2297,10 @@ Result<sched::Explanation> Engine::Explain(JobId job) const {
     } else if (n.rec.acceptance == "checking") {
       e.reasons.push_back("node " + n.rec.name + " is running its acceptance burn-in and takes work once it passes");
     }
+    if (!n.storage_fault.empty()) {
+      e.reasons.push_back("node " + n.rec.name + " takes no new work: " + n.storage_fault +
+                          "; it takes work again once its agent can write there (free some room)");
+    }
     // Nodes that could hold it but take no new work: drained by an admin, or reclaimed by their
     // provider (the scheduler sees them only as unavailable).
     if (n.rec.state == api::NodeState::kDraining) {
@@ -2373,7 +2414,7 @@ std::vector<NodeStatus> Engine::NodesLocked() const {
   std::map<int64_t, size_t> index;
   for (const auto& [id, n] : nodes_) {
     index[id] = out.size();
-    out.push_back({n.rec, 0, n.telemetry, {}, n.notice, n.last_seen, n.heard});
+    out.push_back({n.rec, 0, n.telemetry, {}, n.notice, n.last_seen, n.heard, n.storage_fault});
   }
   // GPUs in use are counted once however many jobs share them (GPU slices).
   std::vector<std::set<int>> held(out.size());

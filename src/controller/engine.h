@@ -89,6 +89,9 @@ struct NodeStatus {
   // has not heard from any node yet, and counts their silence from its start (as lost_after does).
   Time last_seen;
   bool heard_since_start = false;  // false: last_seen is the controller's start
+  // Why its agent cannot keep its own files (a full data directory); empty when it can. It takes
+  // no work meanwhile.
+  std::string storage_fault;
 };
 
 struct QueueEntry {
@@ -351,7 +354,13 @@ class Engine {
     // The burn-in the node owes (0: none): asked in every heartbeat reply until a report that
     // answers it arrives, so a lost reply cannot leave the node checking for ever.
     int64_t burn_in_request = 0;
+    // Its agent cannot keep its own files (api::Heartbeat::storage_fault): takes no work until
+    // its agent says it can again.
+    std::string storage_fault;
   };
+  // Takes in what the agent says of its storage (a registration or heartbeat, or a part that
+  // could not start for it): holds the node or gives it work again.
+  void SetStorageFault(NodeId id, NodeState& n, const std::string& fault) GF_REQUIRES(mu_);
   // Whether a node may take new work: up (not draining), its agent there, and accepted (no
   // burn-in pending or failed).
   static bool TakesWork(const NodeState& n);

@@ -410,6 +410,77 @@ TEST_F(EngineTest, AStartTheNodeHadRunBeforeIsRequeuedAsANewAttemptNotLeftStarti
   EXPECT_TRUE(said) << "the history does not say why the job was requeued";
 }
 
+TEST_F(EngineTest, APartANodeCouldNotStartForLackOfRoomRequeuesItsJobAndHoldsTheNodeUntilItHasRoom) {
+  // Given node-a whose agent could not start a part because its data directory is full, expect
+  // the job requeued (not failed: restart.on_failure is 0) and started on node-b, node-a listed
+  // with the reason and given no work (explain names it) until its heartbeats say it can write
+  // again; then it takes work again by itself. A controller that restarts learns the fault from
+  // the agent's registration.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\n");
+  auto first = Commands(*e, a);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_TRUE(first[0].start);
+  const std::string fault = "the node's data directory /d cannot be written (write): No space left on device";
+  api::PartEvent full = Exited(j, 1, 0, 127);
+  full.node_fault = true;
+  full.message = fault;
+  api::Heartbeat hb;
+  hb.events = {full};
+  hb.storage_fault = fault;
+  BeatWith(*e, a, hb);
+  e->Step();
+  EXPECT_EQ(StateOf(j), JobState::kPending);
+  auto history = store_.History(j);
+  ASSERT_TRUE(history.ok());
+  bool said = false;
+  for (const auto& t : *history) said = said || t.reason == "node node-a could not start it: " + fault;
+  EXPECT_TRUE(said) << "the history does not say why the job was requeued";
+  auto nodes = e->Nodes();
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0].storage_fault, fault);
+  auto ex = e->Explain(j);
+  ASSERT_TRUE(ex.ok());
+  bool named = false;
+  for (const auto& r : ex->reasons) named = named || r.find("node node-a takes no new work: " + fault) != std::string::npos;
+  EXPECT_TRUE(named) << "explain does not say why node-a takes no work";
+  // Another node takes it meanwhile; node-a gets nothing while its agent says it is full.
+  JobId k = Submit(*e, "resources: {gpus: 1}\nrun: y\n");
+  BeatWith(*e, a, hb);
+  e->Step();
+  EXPECT_TRUE(Commands(*e, a).empty()) << "a node without room was given work";
+  NodeId b = Register(*e, "node-b", 1);
+  e->Step();
+  auto on_b = Commands(*e, b);
+  ASSERT_EQ(on_b.size(), 1u);
+  ASSERT_TRUE(on_b[0].start);
+  EXPECT_EQ(on_b[0].start->key, (api::PartKey{j, 2, 0})) << "the requeued job is its second attempt, first in line";
+  // A restarted controller holds node-a from its registration.
+  e.reset();
+  auto again = MakeEngine();
+  acked_.clear();
+  api::RegisterRequest req;
+  req.name = "node-a";
+  req.spec.gpu_model = "H100";
+  req.spec.gpus = 1;
+  req.gpus.push_back({0, "GPU-node-a-0", "NVIDIA H100 80GB HBM3", 81559});
+  req.storage_fault = fault;
+  auto f = again->Register(req, "hash-node-a");
+  again->Step();
+  ASSERT_TRUE(f.get().ok());
+  again->Step();
+  EXPECT_TRUE(Commands(*again, a).empty()) << "after a restart, a node without room was given work";
+  // Room again: the next heartbeat says so, and node-a takes the waiting job.
+  Beat(*again, a);
+  again->Step();
+  auto now = Commands(*again, a);
+  ASSERT_EQ(now.size(), 1u);
+  ASSERT_TRUE(now[0].start);
+  EXPECT_EQ(now[0].start->key.job, k);
+  EXPECT_TRUE(again->Nodes()[0].storage_fault.empty());
+}
+
 TEST_F(EngineTest, ASucceededJobKeepsWhatItsAgentSaidAboutItsLogInItsReason) {
   // Given a job whose part exits 0 with the agent's note that its log could not all be uploaded,
   // expect it succeeded with the note in its reason (the output lost is not silent).

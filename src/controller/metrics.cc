@@ -102,6 +102,12 @@ std::string ControllerMetricsText(const MetricsSources& s) {
     if (n.record.state == api::NodeState::kGone) continue;
     e.Sample({{"node", n.record.name}}, n.record.acceptance == "quarantined" ? 1 : 0);
   }
+  e.Family("gpufleet_node_storage_fault", "gauge",
+           "1 while the node's agent cannot write its data directory (full or read-only); it takes no work.");
+  for (const NodeStatus& n : nodes) {
+    if (n.record.state == api::NodeState::kGone) continue;
+    e.Sample({{"node", n.record.name}}, n.storage_fault.empty() ? 0 : 1);
+  }
 
   // Running jobs: the watchdog's view.
   e.Family("gpufleet_job_last_activity_age_seconds", "gauge",

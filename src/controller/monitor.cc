@@ -188,6 +188,7 @@ obs::AlertInput Monitor::Snapshot(Time now) {
       ns.spot_action = n.notice->action;
     }
     if (r.acceptance == "quarantined") ns.quarantined = r.acceptance_reason;
+    ns.storage_fault = n.storage_fault;
     in.nodes.push_back(ns);
     if (ns.gone) history_.Forget(r.name);
     if (ns.gone || ns.lost) continue;  // its telemetry is stale

@@ -1264,6 +1264,7 @@ void ApiServer::NodeRoutes(const Guards& g) {
       summary.jobs = n.jobs;
       summary.notice = n.notice;
       summary.heard_since_start = n.heard_since_start;
+      summary.storage_fault = n.storage_fault;
       list.push_back(api::ToJson(summary));
     }
     Reply(res, 200, {{"nodes", list}});

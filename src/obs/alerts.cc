@@ -56,7 +56,7 @@ std::map<std::string, std::string> GpuLabels(const GpuState& g) {
 const std::vector<std::string>& AlertRuleNames() {
   static const std::vector<std::string> names = {"GpuAllocatedIdle", "GpuHot",      "GpuMemorySwing",    "NodeSilent",
                                                  "JobStalled",       "SpotNotice",  "BudgetNearlySpent", "QueueWaitOverSlo",
-                                                 "NodeQuarantined"};
+                                                 "NodeQuarantined",  "NodeStorageFault"};
   return names;
 }
 
@@ -239,6 +239,12 @@ void AlertEngine::Conditions(Time now, const AlertInput& in, std::vector<Conditi
     if (On("NodeQuarantined") && !n.quarantined.empty()) {
       out.push_back({"NodeQuarantined", "warning", {{"node", n.name}},
                      "node " + n.name + " failed its acceptance burn-in and takes no work: " + n.quarantined,
+                     Duration::Zero()});
+    }
+    if (On("NodeStorageFault") && !n.storage_fault.empty() && !n.lost) {
+      out.push_back({"NodeStorageFault", "warning", {{"node", n.name}},
+                     "node " + n.name + " takes no work: " + n.storage_fault +
+                         "; jobs it could not start went back to the queue, and it takes work again once there is room",
                      Duration::Zero()});
     }
   }

@@ -17,6 +17,7 @@
 //                      GPUs under idle_util_pct for that long (the watchdog)
 //   SpotNotice         the provider announced it takes a node back
 //   NodeQuarantined    a node failed its acceptance burn-in and takes no work (docs/nodes.md)
+//   NodeStorageFault   a node's agent cannot write its data directory (full, read-only) and takes no work
 //   BudgetNearlySpent  a team spent budget_fraction of its budget
 //   QueueWaitOverSlo   the oldest waiting job has waited longer than queue_wait_slo
 //
@@ -83,6 +84,7 @@ struct NodeState {
   std::string spot_action;
   std::string quarantined{};  // non-empty: the node failed its burn-in, and why
   bool unheard_since_start = false;  // not heard since the controller started: since_heartbeat counts from then
+  std::string storage_fault{};  // non-empty: its agent cannot write its data directory, and why
 };
 struct JobActivity {
   int64_t job_id = 0;

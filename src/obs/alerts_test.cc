@@ -310,6 +310,30 @@ TEST_F(AlertsTest, AQuarantinedNodeFiresUntilItPasses) {
   EXPECT_EQ(e.Alerts()[0].state, AlertState::kResolved);
 }
 
+TEST_F(AlertsTest, ANodeThatCannotWriteItsDataDirectoryFiresUntilItCan) {
+  AlertEngine e{AlertRules{}};
+  AlertInput in;
+  NodeState n{"n1", Duration::Seconds(1), false, false, std::nullopt, "", ""};
+  n.storage_fault = "the node's data directory /d cannot be written (write): No space left on device";
+  in.nodes = {n};
+  e.Evaluate(At(Duration::Zero()), in);
+  ASSERT_EQ(e.Alerts().size(), 1u);
+  EXPECT_EQ(e.Alerts()[0].name, "NodeStorageFault");
+  EXPECT_EQ(e.Alerts()[0].state, AlertState::kFiring);
+  EXPECT_NE(e.Alerts()[0].message.find("node n1 takes no work: the node's data directory /d"), std::string::npos)
+      << e.Alerts()[0].message;
+  in.nodes[0].storage_fault.clear();
+  e.Evaluate(At(Duration::Minutes(1)), in);
+  EXPECT_EQ(e.Alerts()[0].state, AlertState::kResolved);
+  // Off when disabled by name.
+  AlertRules off;
+  ASSERT_TRUE(SetAlertRule(off, "disabled", "NodeStorageFault").ok());
+  AlertEngine quiet{off};
+  in.nodes[0].storage_fault = n.storage_fault;
+  quiet.Evaluate(At(Duration::Zero()), in);
+  EXPECT_TRUE(quiet.Alerts().empty());
+}
+
 TEST_F(AlertsTest, DisabledEngineRaisesNothing) {
   AlertRules r;
   r.enabled = false;

@@ -980,7 +980,8 @@
         return h('article', {class: 'node-card', 'data-node': n.name},
           h('div', {class: 'node-head'},
             h('h3', {}, h('span', {class: `dot node-${n.state}`}), n.name),
-            h('span', {class: `badge node-state node-${n.state}`}, n.notice ? 'reclaiming' : n.state),
+            h('span', {class: `badge node-state node-${n.state}`},
+              n.notice ? 'reclaiming' : n.storage_fault && n.state === 'up' ? 'no-room' : n.state),
             h('span', {class: 'muted small'}, `${n.gpus_used} / ${n.gpus} ${n.gpu_model} in use · ${n.market}` +
               (n.heard_since_start === false ? ' · not heard from since the controller restarted'
                 : ` · heard from ${fmtAgo(n.last_heartbeat_ms)}`)),
@@ -988,6 +989,8 @@
               onclick: () => drain(n.name, n.state === 'up')}, n.state === 'up' ? 'Drain' : 'Undrain') : null),
           n.notice ? h('div', {class: 'error small'},
             `Spot notice: the provider will ${n.notice.action} this node ${fmtAgo(n.notice.time_ms)} (${fmtTime(n.notice.time_ms)}).`) : null,
+          n.storage_fault ? h('div', {class: 'error small'},
+            `No room: ${n.storage_fault}. It takes no work until its agent can write there again.`) : null,
           h('div', {class: 'chips'}, h('span', {class: 'chip'}, n.address || 'no address'),
             labels.map(([k, v]) => h('span', {class: 'chip'}, `${k}=${v}`))),
           table([

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# A node whose disk fills up, on a live cluster: the agent's data directory is a small tmpfs that
+# the test fills. The test asserts that
+#   - a job sent there is not failed for the node's fault: it goes back to the queue, its history
+#     saying that the node could not start it, and no run of it counts as its own failure;
+#   - the node takes no work meanwhile: `gpufleet nodes` shows it no-room (and `nodes NODE` why),
+#     `gpufleet explain` names it, /metrics has gpufleet_node_storage_fault 1 and the built-in
+#     alert NodeStorageFault fires;
+#   - once there is room again the node takes work by itself: the job runs there (attempt 2) and
+#     succeeds, the gauge is 0 and the alert resolved.
+# Needs root (it mounts the tmpfs); skipped (77) where it cannot mount one.
+#
+# Usage: node_storage_test.sh GPUFLEET_BINARY
+GPUFLEET="$1"
+source "$(dirname "$0")/cluster_lib.sh"
+
+MNT="$WORK/agents/node-a/data"
+mkdir -p "$MNT"
+if ! mount -t tmpfs -o size=2m,mode=0755 gpufleet-test "$MNT" 2>/dev/null; then
+  echo "SKIP: cannot mount a tmpfs (needs root)"
+  exit 77
+fi
+storage_cleanup() {
+  local rc=$?
+  umount -l "$MNT" 2>/dev/null
+  (exit $rc)
+  cluster_cleanup
+}
+trap storage_cleanup EXIT
+
+cluster_start_server --heartbeat 200ms --alert-interval 1s
+AGENT_DATA_DIR="$MNT" cluster_start_agent node-a
+
+# node_field EXPR: one value of node-a as /v1/nodes reports it.
+node_field() { api GET /v1/nodes | json_get "next(n for n in j['nodes'] if n['name'] == 'node-a')$1"; }
+has_fault() { [[ -n "$(node_field ".get('storage_fault', '')")" ]]; }
+no_fault() { [[ -z "$(node_field ".get('storage_fault', '')")" ]]; }
+gauge_is() { api GET /metrics | grep -E "^gpufleet_node_storage_fault\{node=\"node-a\"\} $1\$" >/dev/null; }
+alert_state() {
+  "$GPUFLEET" alerts --all --name NodeStorageFault -o json </dev/null |
+    json_get "next((a['state'] for a in (j['alerts'] if isinstance(j, dict) else j) if a['labels'].get('node') == 'node-a'), '')"
+}
+alert_is() { [[ "$(alert_state)" == "$1" ]]; }
+
+# Fill it: nothing more can be written there.
+dd if=/dev/zero of="$MNT/filler" bs=64k 2>/dev/null || true
+if dd if=/dev/zero of="$MNT/more" bs=4k count=1 2>/dev/null; then fail "the tmpfs at $MNT is not full"; fi
+rm -f "$MNT/more"
+
+cat >"$WORK/job.yaml" <<'EOF'
+name: hello
+resources: {gpus: 1}
+run: echo "hello from attempt $GPUFLEET_ATTEMPT"
+EOF
+JOB="$(submit_job "$WORK/job.yaml")"
+WATCH_JOBS+=("$JOB")
+wait_until "node-a reports that it cannot write its data directory" 30 has_fault
+wait_until "job $JOB is back in the queue" 30 job_state_is "$JOB" pending
+FAULT="$(node_field "['storage_fault']")"
+[[ "$FAULT" == *"$MNT"*"No space left on device"* ]] || fail "the node's fault should name $MNT and the full disk, got: $FAULT"
+HISTORY="$(job_history "$JOB")"
+echo "$HISTORY" | grep "node node-a could not start it" >/dev/null ||
+  fail "job $JOB's history should say node-a could not start it, got: $HISTORY"
+if echo "$HISTORY" | grep -E "^[^ ]* *failed" >/dev/null; then fail "job $JOB was failed for the node's fault: $HISTORY"; fi
+
+run "$WORK/nodes" "$GPUFLEET" nodes
+expect_rc "$WORK/nodes" 0 "gpufleet nodes"
+grep -E "^node-a +no-room " "$WORK/nodes.out" >/dev/null || fail "gpufleet nodes should show node-a no-room: $(cat "$WORK/nodes.out")"
+run "$WORK/node" "$GPUFLEET" nodes node-a
+expect_contains "$WORK/node.out" "storage:      the node's data directory $MNT cannot be written" "gpufleet nodes node-a"
+run "$WORK/explain" "$GPUFLEET" explain "$JOB"
+expect_contains "$WORK/explain.out" "node node-a takes no new work: the node's data directory $MNT" "gpufleet explain $JOB"
+wait_until "/metrics has gpufleet_node_storage_fault 1 for node-a" 20 gauge_is 1
+wait_until "the alert NodeStorageFault fires for node-a" 30 alert_is firing
+# It was not sent there again meanwhile (each try would be a new attempt).
+[[ "$(job_field "$JOB" "j['attempt']")" == 1 ]] ||
+  fail "job $JOB was started again on a node without room: attempt $(job_field "$JOB" "j['attempt']")"
+job_state_is "$JOB" pending || fail "job $JOB left the queue while its only node had no room"
+
+# Room again: the node takes the job by itself.
+rm -f "$MNT/filler"
+wait_until "node-a says it can write again" 30 no_fault
+wait_until "job $JOB succeeds on node-a" 30 job_state_is "$JOB" succeeded
+[[ "$(job_field "$JOB" "j['attempt']")" == 2 ]] || fail "job $JOB should have succeeded in attempt 2, got $(job_field "$JOB" "j['attempt']")"
+run "$WORK/logs" "$GPUFLEET" logs "$JOB"
+expect_contains "$WORK/logs.out" "hello from attempt 2" "gpufleet logs $JOB"
+wait_until "/metrics has gpufleet_node_storage_fault 0 for node-a" 20 gauge_is 0
+wait_until "the alert NodeStorageFault is resolved" 30 alert_is resolved
+run "$WORK/nodes2" "$GPUFLEET" nodes
+grep -E "^node-a +up " "$WORK/nodes2.out" >/dev/null || fail "gpufleet nodes should show node-a up again: $(cat "$WORK/nodes2.out")"
+echo "PASS: a node with a full disk requeues the job it could not start, takes no work, and comes back by itself"
