@@ -7,7 +7,9 @@
 #     `gpufleet explain` names it, /metrics has gpufleet_node_storage_fault 1 and the built-in
 #     alert NodeStorageFault fires;
 #   - once there is room again the node takes work by itself: the job runs there (attempt 2) and
-#     succeeds, the gauge is 0 and the alert resolved.
+#     succeeds, the gauge is 0 and the alert resolved;
+#   - a job whose own output fills the disk fails with its own exit code and says the disk was
+#     full; the node is back once that job's log is uploaded and removed.
 # Needs root (it mounts the tmpfs); skipped (77) where it cannot mount one.
 #
 # Usage: node_storage_test.sh GPUFLEET_BINARY
@@ -22,6 +24,7 @@ if ! mount -t tmpfs -o size=2m,mode=0755 gpufleet-test "$MNT" 2>/dev/null; then
 fi
 storage_cleanup() {
   local rc=$?
+  set +e
   umount -l "$MNT" 2>/dev/null
   (exit $rc)
   cluster_cleanup
@@ -88,4 +91,20 @@ wait_until "/metrics has gpufleet_node_storage_fault 0 for node-a" 20 gauge_is 0
 wait_until "the alert NodeStorageFault is resolved" 30 alert_is resolved
 run "$WORK/nodes2" "$GPUFLEET" nodes
 grep -E "^node-a +up " "$WORK/nodes2.out" >/dev/null || fail "gpufleet nodes should show node-a up again: $(cat "$WORK/nodes2.out")"
+
+# A job whose own output fills the disk fails with its own code, and says the disk was full; the
+# node takes no work until its log is uploaded and removed, then takes work again.
+cat >"$WORK/filler.yaml" <<'EOF'
+name: filler
+resources: {gpus: 1}
+run: head -c 8M /dev/zero; exit 3
+EOF
+FILLER="$(submit_job "$WORK/filler.yaml")"
+WATCH_JOBS+=("$FILLER")
+wait_until "job $FILLER fails" 30 job_state_is "$FILLER" failed
+[[ "$(job_field "$FILLER" "j['exit_code']")" == 3 ]] || fail "job $FILLER should fail with its own code 3"
+REASON="$(job_history "$FILLER" | tail -n 1)"
+[[ "$REASON" == *"cannot be written"*"No space left on device"* ]] ||
+  fail "job $FILLER's failure should say the node's disk was full, got: $REASON"
+wait_until "node-a takes work again once the filler's log is gone" 30 no_fault
 echo "PASS: a node with a full disk requeues the job it could not start, takes no work, and comes back by itself"

@@ -9,6 +9,7 @@
 #include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -93,15 +94,28 @@ std::string ReadFirstLine(const std::string& path) {
 }
 
 // Writes the file whole or not at all, readable only by this user.
-void WritePrivate(const std::string& path, const std::string& text) {
+// Returns false (and says why in the agent's log) when it could not.
+bool WritePrivate(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
   {
+    errno = 0;
     std::ofstream f(tmp, std::ios::trunc);
     f << text << "\n";
-    if (!f.flush()) return;
+    if (!f.flush()) {
+      const int err = errno;
+      f.close();
+      ::unlink(tmp.c_str());
+      spdlog::error("cannot save {}: {}", path, err != 0 ? std::strerror(err) : "write failed");
+      return false;
+    }
   }
   ::chmod(tmp.c_str(), 0600);
-  std::rename(tmp.c_str(), path.c_str());
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    spdlog::error("cannot save {}: {}", path, std::strerror(errno));
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  return true;
 }
 
 // The user a part runs as, as the launcher will resolve it, for the directories made for it.
@@ -499,6 +513,15 @@ Result<Duration> Agent::PrepareEnvironment(const std::string& name) {
   GF_ASSIGN_OR_RETURN(const node::Environment* env, table->Resolve(name));
   const std::filesystem::path tmp = std::filesystem::path(options_.environments_dir) / ("." + name + ".tmp");
   std::filesystem::remove_all(tmp, ec);
+  // A build that fails leaves nothing behind (a half-made environment can fill the disk).
+  struct DropTmp {
+    const std::filesystem::path& path;
+    bool keep = false;
+    ~DropTmp() {
+      std::error_code ec;
+      if (!keep) std::filesystem::remove_all(path, ec);
+    }
+  } drop_tmp{tmp};
   std::filesystem::create_directories(options_.environments_dir, ec);
   spdlog::info("preparing environment {} in {}", name, dir.string());
   // A virtual environment that sees the system's packages (a node image's CUDA libraries and
@@ -536,6 +559,7 @@ Result<Duration> Agent::PrepareEnvironment(const std::string& name) {
   std::filesystem::remove_all(dir, ec);  // a broken one (its python gone after an upgrade)
   std::filesystem::rename(tmp, dir, ec);
   if (ec) return Status::Unavailable("environment " + name + ": " + ec.message());
+  drop_tmp.keep = true;
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
   spdlog::info("environment {} ready in {} ms", name, took.count());
   return Duration::Millis(took.count());
@@ -604,17 +628,46 @@ std::string Agent::Unreachable(const std::string& server, httplib::Error error) 
   }
 }
 
+std::vector<std::pair<std::string, std::string>> Agent::StorageDirs() const {
+  std::vector<std::pair<std::string, std::string>> dirs;
+  if (!options_.data_dir.empty()) dirs.emplace_back("data directory", options_.data_dir);
+  std::error_code ec;
+  if (!options_.environments_dir.empty() && std::filesystem::is_directory(options_.environments_dir, ec)) {
+    dirs.emplace_back("environments directory", options_.environments_dir);
+  }
+  return dirs;
+}
+
+bool Agent::StorageLooksFull() const {
+  constexpr uint64_t kRoom = uint64_t{16} << 20;  // less than this free (or read-only): look closer
+  for (const auto& [what, dir] : StorageDirs()) {
+    struct statvfs fs;
+    if (::statvfs(dir.c_str(), &fs) != 0) continue;
+    if ((fs.f_flag & ST_RDONLY) != 0 || static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < kRoom) return true;
+  }
+  return false;
+}
+
 std::string Agent::ProbeStorage() const {
-  if (options_.data_dir.empty()) return "";
-  const std::string path = options_.data_dir + "/.storage-probe";
+  for (const auto& [what, dir] : StorageDirs()) {
+    if (std::string fault = ProbeDirectory(what, dir); !fault.empty()) return fault;
+  }
+  return "";
+}
+
+std::string Agent::ProbeDirectory(const std::string& name, const std::string& dir) {
+  const std::string path = dir + "/.storage-probe";
   auto fault = [&](const std::string& what, int err) {
     ::unlink(path.c_str());
-    return "the node's data directory " + options_.data_dir + " cannot be written (" + what + "): " + std::strerror(err);
+    return "the node's " + name + " " + dir + " cannot be written (" + what + "): " + std::strerror(err);
   };
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (fd.get() < 0) return fault("create", errno);
-  // A block's worth: a file system with no block left refuses it (an empty file may still fit).
-  const std::string block(4096, '\0');
+  // 64 KiB: room for a part's state record and its first lines of output. (An empty file may
+  // still fit where nothing more does, and a node with a page or two left is full for a job.)
+  // (Not zeros: a file system that compresses, or dedupes, stores zeros as a hole.)
+  std::string block(64 * 1024, '\0');
+  for (size_t i = 0; i < block.size(); ++i) block[i] = static_cast<char>((i * 2654435761u) >> 13);
   for (size_t done = 0; done < block.size();) {
     ssize_t n = ::write(fd.get(), block.data() + done, block.size() - done);
     if (n < 0 && errno == EINTR) continue;
@@ -704,7 +757,11 @@ Status Agent::Register() {
   if (!body.ok()) return body.status();
   auto reply = api::RegisterReplyFromJson(*body);
   if (!reply.ok()) return reply.status();
-  WritePrivate(TokenPath(options_), reply->token);
+  if (!WritePrivate(TokenPath(options_), reply->token)) {
+    // (Kept in memory: this run goes on; a restart joins again with the join token once the
+    // controller lets the old registration go.)
+    spdlog::error("the agent token is not saved: a restarted agent must join again");
+  }
   MutexLock lock(mu_);
   token_ = reply->token;
   if (epoch_ != reply->epoch) after_ = 0;
@@ -776,6 +833,13 @@ Status Agent::Run(const std::atomic<bool>& stop, bool stop_jobs_on_exit) {
   } release_lock{data_lock_};
   std::filesystem::create_directories(options_.data_dir + "/logs", ec);
   ::chmod((options_.data_dir + "/logs").c_str(), 0700);
+  // A node that starts without room says so from its registration on (and takes no work).
+  if (std::string fault = StorageLooksFull() ? ProbeStorage() : std::string(); !fault.empty()) {
+    spdlog::error("{}; this node takes no work until it can", fault);
+    MutexLock lock(mu_);
+    storage_fault_ = fault;
+    ++storage_fault_sets_;
+  }
   if (options_.work_dir.empty()) {
     const bool another_user = ::geteuid() == 0 && options_.job_user != "root";
     std::string why;
@@ -1187,6 +1251,7 @@ void Agent::StartPart(const api::StartPart& s) {
   std::vector<std::string> keys;
   std::optional<Duration> env_took;
   bool env_warm = false;
+  bool env_failed = false;  // preparing the part's environment failed
   std::string env_bin;
   if (error.empty() && !s.environment.empty()) {
     auto took = PrepareEnvironment(s.environment);
@@ -1195,6 +1260,7 @@ void Agent::StartPart(const api::StartPart& s) {
       const bool named = StartsWith(why, "environment " + s.environment + ":") ||
                          why.find("'" + s.environment + "'") != std::string::npos;
       error = named ? why : "environment " + s.environment + ": " + why;
+      env_failed = true;
       procs = 0;
     } else {
       env_took = *took;
@@ -1278,13 +1344,15 @@ void Agent::StartPart(const api::StartPart& s) {
     if (!storage_fault.empty()) {
       if (storage_fault_.empty()) spdlog::error("{}; this node takes no work until it can", storage_fault);
       storage_fault_ = storage_fault;
+      ++storage_fault_sets_;
       error += " (" + storage_fault + ")";
       run.node_fault = true;
     }
     std::ofstream(run.log_path, std::ios::app) << "gpufleet: cannot start: " << error << "\n";
     spdlog::error("{}: cannot start: {}", s.key.ToString(), error);
     // (A node fault says what the node lacks; the error's detail is in the log.)
-    run.message = storage_fault.empty() ? "cannot start: " + error : storage_fault;
+    run.message = !storage_fault.empty() ? storage_fault + (env_failed ? " (preparing environment " + s.environment + ")" : "")
+                                         : "cannot start: " + error;
     run.exit_code = 127;
     run.start_failed = true;
     if (!keys.empty()) {
@@ -1557,6 +1625,24 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     }
     lock.Lock();
   }
+  // A part that failed on a node whose data directory has no room (its own output may have filled
+  // it) says so, and the node takes no work until there is room again.
+  auto failed_here = [](const api::PartEvent& e) {
+    return (e.exit_code != 0 || e.signal != 0) && !e.stopped && !e.node_fault;
+  };
+  if (std::any_of(finished.begin(), finished.end(), failed_here)) {
+    lock.Unlock();
+    const std::string fault = StorageLooksFull() ? ProbeStorage() : std::string();
+    lock.Lock();
+    if (!fault.empty()) {
+      if (storage_fault_.empty()) spdlog::error("{}; this node takes no work until it can", fault);
+      storage_fault_ = fault;
+      ++storage_fault_sets_;
+      for (auto& e : finished) {
+        if (failed_here(e)) e.message += (e.message.empty() ? "" : "; ") + fault;
+      }
+    }
+  }
   Time now = LoopNow();
   for (auto& e : finished) {
     PartRun& run = runs_[e.key];
@@ -1667,12 +1753,15 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
   // A node that could not keep its own files looks again: once it can, it takes work again.
   lock.Lock();
   const bool faulted = !storage_fault_.empty();
+  const int64_t sets = storage_fault_sets_;
   lock.Unlock();
   if (faulted) {
     std::string fault = ProbeStorage();
     lock.Lock();
-    if (fault.empty()) spdlog::info("the node's data directory {} can be written again", options_.data_dir);
-    storage_fault_ = fault;
+    if (storage_fault_sets_ == sets) {  // (else a part found it meanwhile: that word is newer)
+      if (fault.empty()) spdlog::info("the node's data directory {} can be written again", options_.data_dir);
+      storage_fault_ = fault;
+    }
     lock.Unlock();
   }
   // With metrics served, the GPUs are sampled every metrics_interval already: report the last

@@ -197,10 +197,17 @@ class Agent {
   // The controller URL requests go to now.
   std::string CurrentServer() const GF_EXCLUDES(mu_);
   Status Register();
-  // Whether the agent can write its data directory: a small file written, synced and removed.
-  // Empty when it can, else why not ("the node's data directory D cannot be written: No space
-  // left on device").
-  std::string ProbeStorage() const;
+  // Whether the agent can write its data directory (and its environments directory): 64 KiB
+  // written, synced and removed in each. Empty when it can, else why not ("the node's data
+  // directory D cannot be written (write): No space left on device").
+  std::string ProbeStorage() const GF_EXCLUDES(mu_);
+  // The folders ProbeStorage looks at: (what it is, path): the data directory, and the
+  // environments directory once made (it may be on a disk of its own).
+  std::vector<std::pair<std::string, std::string>> StorageDirs() const;
+  static std::string ProbeDirectory(const std::string& name, const std::string& dir);
+  // Whether the file system of a folder ProbeStorage looks at is read-only or nearly full
+  // (statvfs: cheap), so that a failed part is worth a probe.
+  bool StorageLooksFull() const GF_EXCLUDES(mu_);
   // Why `server` (empty: --server) could not be reached, with what to check for TLS failures.
   std::string Unreachable(const std::string& server, httplib::Error error) const;
   static api::PartEvent NotRunExit(const api::PartKey& key, std::string message);
@@ -291,6 +298,7 @@ class Agent {
   // empty when it can. Sent with every registration and heartbeat (the controller gives the node
   // no work while it is set), and looked at again before each heartbeat until it clears.
   std::string storage_fault_ GF_GUARDED_BY(mu_);
+  int64_t storage_fault_sets_ GF_GUARDED_BY(mu_) = 0;  // faults found by failed parts: a probe meanwhile is stale
   bool quit_commands_ GF_GUARDED_BY(mu_) = false;                   // the command thread may end
   Mutex probe_mu_ GF_ACQUIRED_AFTER(env_mu_);  // the probe is used by one thread at a time
   std::vector<GpuSample> last_samples_ GF_GUARDED_BY(mu_);

@@ -101,6 +101,7 @@ void PrintBurnIn(const model::BurnInReport& b) {
 
 void PrintNodeDetail(const api::NodeSummary& n) {
   std::printf("node %s (%s): %s", n.name.c_str(), n.address.c_str(), api::NodeStateName(n.state));
+  if (!n.storage_fault.empty() && n.state == api::NodeState::kUp) std::printf(", no room (takes no work)");
   if (!n.acceptance.empty()) std::printf(", acceptance %s", n.acceptance.c_str());
   std::printf("\n  GPUs:         %d x %s (%d in use)\n", n.gpus, n.gpu_model.c_str(), n.gpus_used);
   std::printf("  market:       %s\n", model::MarketName(n.market));

@@ -1537,16 +1537,18 @@ void Engine::ApplyRegister(RegisterReq& r) {
   node_by_name_[req.name] = id->value();
   const bool held = n.awaiting_agent;
   n.awaiting_agent = false;
+  // A fault its agent had and no longer reports (freed, then restarted) holds it no more.
+  const bool had_fault = !n.storage_fault.empty() && req.storage_fault.empty();
   if (n.storage_fault != req.storage_fault) {
     if (!req.storage_fault.empty()) spdlog::warn("node {} takes no work: {}", req.name, req.storage_fault);
-    n.storage_fault = req.storage_fault;  // (TakesWork below tells the scheduler)
+    n.storage_fault = req.storage_fault;
   }
   n.burn_in_request = run_burn_in ? ++next_burn_in_request_ : 0;
   events_.push_back(sched::NodeUp{*id, spec});
   if (!TakesWork(n)) {
     events_.push_back(sched::NodeDrained{*id, true});
-  } else if (held || had_notice) {
-    // Its agent is back, or its notice forgotten: it takes work again.
+  } else if (held || had_notice || had_fault) {
+    // Its agent is back, or its notice or storage fault gone: it takes work again.
     events_.push_back(sched::NodeDrained{*id, false});
   }
   spdlog::info("node {} ({}) registered: {} x {}", req.name, id->value(), spec.gpus, spec.gpu_model);
@@ -1771,8 +1773,8 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
     case api::PartEventKind::kExited: {
       if (part.exited) return;
       if (e.node_fault && !job.stop_requested && !job.failing && !job.restart_requested) {
-        // Nothing ran: the node cannot keep its own files (its data directory is full). Not the
-        // job's failure: requeue it (not counted against its restarts, nor as a stall), and give
+        // The part did not run (a launch that cannot record its part kills it at once): the node
+        // cannot keep its own files (its data directory is full). Not the job's failure: requeue it (not counted against its restarts, nor as a stall), and give
         // the node no work until its agent can keep its files again.
         auto n = nodes_.find(node.value());
         const std::string name = n == nodes_.end() ? "node-" + std::to_string(node.value()) : n->second.rec.name;
@@ -1828,7 +1830,8 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
       part.signal = e.signal;
       part.message = e.message;
       part.stopped = e.stopped;
-      bool failed = e.exit_code != 0 || e.signal != 0;
+      part.node_fault = e.node_fault;
+      bool failed = (e.exit_code != 0 || e.signal != 0) && !e.node_fault;
       if (failed && !job.stop_requested && !job.failing && !job.restart_requested) {
         job.failing = true;
         std::string what = FailureText(part, e.key.part, job.parts.size());
@@ -1856,7 +1859,8 @@ void Engine::MaybeFinishAttempt(Job& job) {
   for (int pass = 0; pass < 2 && failed_index < 0; ++pass) {
     for (size_t p = 0; p < job.parts.size(); ++p) {
       const Part& part = job.parts[p];
-      if ((part.exit_code != 0 || part.signal != 0) && (pass == 1 || !part.stopped)) {
+      // (A part its node could not start is not the job's failure.)
+      if ((part.exit_code != 0 || part.signal != 0) && !part.node_fault && (pass == 1 || !part.stopped)) {
         failed_index = static_cast<int>(p);
         break;
       }
@@ -1921,7 +1925,7 @@ void Engine::MaybeFinishAttempt(Job& job) {
     if (!job.rerun_not_stall) ++job.stall_restarts;
     job.rerun_not_stall = false;
     events_.push_back(sched::JobFailed{id, true});
-    Transition(job, JobState::kPending, "requeued: " + job.restart_text + notes(-1));
+    Transition(job, JobState::kPending, "requeued: " + job.restart_text + notes(-1, job.restart_text));
     return;
   }
   if (!failed) {

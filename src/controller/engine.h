@@ -309,6 +309,7 @@ class Engine {
     bool started = false;
     bool exited = false;
     bool stopped = false;  // exited after a stop the engine asked for
+    bool node_fault = false;  // did not start: its node could not keep its files (not the job's failure)
     int exit_code = 0;     // -1: lost with its node or agent
     int signal = 0;
     std::string message;

@@ -481,6 +481,68 @@ TEST_F(EngineTest, APartANodeCouldNotStartForLackOfRoomRequeuesItsJobAndHoldsThe
   EXPECT_TRUE(again->Nodes()[0].storage_fault.empty());
 }
 
+TEST_F(EngineTest, ANodeWhoseAgentRegistersAgainWithoutItsStorageFaultTakesWorkAgain) {
+  // Given node-a held for a full disk (a part it could not start) on a live controller, and its
+  // agent restarted once room was made (its registration carries no fault), expect node-a to
+  // take the waiting job; the try counted against none of the job's restarts.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\nrestart: {max_restarts_on_errors: 0}\n");
+  ASSERT_EQ(Commands(*e, a).size(), 1u);
+  api::PartEvent full = Exited(j, 1, 0, 127);
+  full.node_fault = true;
+  full.message = "the node's data directory /d cannot be written (write): No space left on device";
+  api::Heartbeat hb;
+  hb.events = {full};
+  hb.storage_fault = full.message;
+  BeatWith(*e, a, hb);
+  e->Step();
+  ASSERT_EQ(StateOf(j), JobState::kPending);
+  EXPECT_TRUE(Commands(*e, a).empty());
+  NodeId back = Register(*e, "node-a", 1);
+  e->Step();
+  auto now = Commands(*e, back);
+  ASSERT_EQ(now.size(), 1u) << "the node registered again with room but got no work";
+  ASSERT_TRUE(now[0].start);
+  EXPECT_EQ(now[0].start->key, (api::PartKey{j, 2, 0}));
+  auto rec = store_.GetJob(j);
+  ASSERT_TRUE(rec.ok() && *rec);
+  EXPECT_EQ((*rec)->error_restarts, 0);
+}
+
+TEST_F(EngineTest, AGangPartItsNodeCouldNotStartIsNotTheFailureOfAPartThatFailedFirst) {
+  // Given a 2-node gang whose part on node-b fails with a recoverable code while the part on
+  // node-a comes back as one its node could not start (full disk), expect the job requeued by the
+  // recoverable code (not failed with 127 by the node's fault), and no restart counted.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  NodeId b = Register(*e, "node-b", 1);
+  JobId j = Submit(*e, "resources: {gpus: 1, nodes: 2}\nrun: x\n"
+                       "restart: {max_restarts_on_errors: 0, recover_on_exit_codes: [3]}\n");
+  Commands(*e, a);
+  Commands(*e, b);
+  auto rec = store_.GetJob(j);
+  ASSERT_TRUE(rec.ok() && *rec && (*rec)->placement);
+  const int on_a = (*rec)->placement->parts[0].node == a ? 0 : 1;
+  Beat(*e, b, {Started(j, 1, 1 - on_a), Exited(j, 1, 1 - on_a, 3)});
+  api::PartEvent full = Exited(j, 1, on_a, 127);
+  full.node_fault = true;
+  full.message = "the node's data directory /d cannot be written (write): No space left on device";
+  Beat(*e, a, {full});
+  e->Step();
+  rec = store_.GetJob(j);
+  ASSERT_TRUE(rec.ok() && *rec);
+  EXPECT_NE((*rec)->state, JobState::kFailed) << (*rec)->reason;
+  EXPECT_EQ((*rec)->attempt >= 1, true);
+  EXPECT_EQ((*rec)->error_restarts, 0);
+  auto history = store_.History(j);
+  ASSERT_TRUE(history.ok());
+  bool by_code = false;
+  for (const auto& t : *history) by_code = by_code || t.reason.find("exited with code 3") != std::string::npos;
+  EXPECT_TRUE(by_code) << "the requeue does not name the part that failed";
+  for (const auto& t : *history) EXPECT_EQ(t.reason.find("code 127"), std::string::npos) << t.reason;
+}
+
 TEST_F(EngineTest, ASucceededJobKeepsWhatItsAgentSaidAboutItsLogInItsReason) {
   // Given a job whose part exits 0 with the agent's note that its log could not all be uploaded,
   // expect it succeeded with the note in its reason (the output lost is not silent).

@@ -106,7 +106,9 @@ std::string ControllerMetricsText(const MetricsSources& s) {
            "1 while the node's agent cannot write its data directory (full or read-only); it takes no work.");
   for (const NodeStatus& n : nodes) {
     if (n.record.state == api::NodeState::kGone) continue;
-    e.Sample({{"node", n.record.name}}, n.storage_fault.empty() ? 0 : 1);
+    // (A lost node's last word is stale: NodeSilent speaks for it.)
+    e.Sample({{"node", n.record.name}},
+             n.storage_fault.empty() || n.record.state == api::NodeState::kLost ? 0 : 1);
   }
 
   // Running jobs: the watchdog's view.
