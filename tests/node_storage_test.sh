@@ -9,7 +9,8 @@
 #   - once there is room again the node takes work by itself: the job runs there (attempt 2) and
 #     succeeds, the gauge is 0 and the alert resolved;
 #   - a job whose own output fills the disk fails with its own exit code and says the disk was
-#     full; the node is back once that job's log is uploaded and removed.
+#     full (one that exits 0 succeeds and says its log may be cut short); the node is back once
+#     that job's log is uploaded and removed.
 # Needs root (it mounts the tmpfs); skipped (77) where it cannot mount one.
 #
 # Usage: node_storage_test.sh GPUFLEET_BINARY
@@ -104,7 +105,21 @@ WATCH_JOBS+=("$FILLER")
 wait_until "job $FILLER fails" 30 job_state_is "$FILLER" failed
 [[ "$(job_field "$FILLER" "j['exit_code']")" == 3 ]] || fail "job $FILLER should fail with its own code 3"
 REASON="$(job_history "$FILLER" | tail -n 1)"
-[[ "$REASON" == *"cannot be written"*"No space left on device"* ]] ||
+[[ "$REASON" == *"exited with code 3 (when it ended, the node's data directory"*"No space left on device"* ]] ||
   fail "job $FILLER's failure should say the node's disk was full, got: $REASON"
 wait_until "node-a takes work again once the filler's log is gone" 30 no_fault
+
+# One that fills it and still exits 0 succeeds, and says its log may be cut short.
+cat >"$WORK/quiet.yaml" <<'EOF'
+name: quiet-filler
+resources: {gpus: 1}
+run: head -c 8M /dev/zero; true
+EOF
+QUIET="$(submit_job "$WORK/quiet.yaml")"
+WATCH_JOBS+=("$QUIET")
+wait_until "job $QUIET succeeds" 30 job_state_is "$QUIET" succeeded
+REASON="$(job_history "$QUIET" | tail -n 1)"
+[[ "$REASON" == *"its log may be cut short: when it ended, the node's data directory"*"No space left on device"* ]] ||
+  fail "job $QUIET should say its log may be cut short by the full disk, got: $REASON"
+wait_until "node-a takes work again once that log is gone" 30 no_fault
 echo "PASS: a node with a full disk requeues the job it could not start, takes no work, and comes back by itself"

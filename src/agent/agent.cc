@@ -12,6 +12,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -501,7 +502,8 @@ std::vector<std::string> Agent::ReadyEnvironments() const {
   return out;
 }
 
-Result<Duration> Agent::PrepareEnvironment(const std::string& name) {
+Result<Duration> Agent::PrepareEnvironment(const std::string& name, std::string* storage_fault,
+                                           std::string* too_big) {
   MutexLock one(env_mu_);
   const auto started = std::chrono::steady_clock::now();
   const std::filesystem::path dir = std::filesystem::path(options_.environments_dir) / name;
@@ -513,15 +515,25 @@ Result<Duration> Agent::PrepareEnvironment(const std::string& name) {
   GF_ASSIGN_OR_RETURN(const node::Environment* env, table->Resolve(name));
   const std::filesystem::path tmp = std::filesystem::path(options_.environments_dir) / ("." + name + ".tmp");
   std::filesystem::remove_all(tmp, ec);
-  // A build that fails leaves nothing behind (a half-made environment can fill the disk).
+  // A build that fails leaves nothing behind (a half-made environment can fill the disk); whether
+  // it failed for lack of room is asked first, while the partial build still holds the room.
   struct DropTmp {
+    const Agent& agent;
     const std::filesystem::path& path;
+    std::string* storage_fault;
+    std::string* too_big;
     bool keep = false;
     ~DropTmp() {
+      if (keep) return;
+      const bool ask = storage_fault != nullptr && too_big != nullptr && agent.StorageLooksFull();
+      const std::string with_build = ask ? agent.ProbeStorage() : std::string();
       std::error_code ec;
-      if (!keep) std::filesystem::remove_all(path, ec);
+      std::filesystem::remove_all(path, ec);
+      if (with_build.empty()) return;
+      *storage_fault = agent.ProbeStorage();
+      if (storage_fault->empty()) *too_big = with_build;
     }
-  } drop_tmp{tmp};
+  } drop_tmp{*this, tmp, storage_fault, too_big};
   std::filesystem::create_directories(options_.environments_dir, ec);
   spdlog::info("preparing environment {} in {}", name, dir.string());
   // A virtual environment that sees the system's packages (a node image's CUDA libraries and
@@ -532,8 +544,10 @@ Result<Duration> Agent::PrepareEnvironment(const std::string& name) {
   auto made = RunCommand({options_.env_python, "-m", "venv", "--system-site-packages", tmp.string()}, co);
   if (!made.ok()) return made.status();
   if (!made->ok()) {
+    std::string err = made->stderr_text.substr(0, 400);
+    while (!err.empty() && std::isspace(static_cast<unsigned char>(err.back()))) err.pop_back();
     return Status::Unavailable("environment " + name + ": " + options_.env_python + " -m venv " +
-                               made->Describe(co.timeout) + ": " + made->stderr_text.substr(0, 400));
+                               made->Describe(co.timeout) + ": " + err);
   }
   std::vector<std::string> pip = Split(env->pip, ' ');
   pip.erase(std::remove(pip.begin(), pip.end(), std::string()), pip.end());
@@ -1252,10 +1266,18 @@ void Agent::StartPart(const api::StartPart& s) {
   std::optional<Duration> env_took;
   bool env_warm = false;
   bool env_failed = false;  // preparing the part's environment failed
+  std::string env_storage_fault;  // ... on a disk without room (probed before its build was removed)
   std::string env_bin;
   if (error.empty() && !s.environment.empty()) {
-    auto took = PrepareEnvironment(s.environment);
-    if (!took.ok()) {
+    std::string env_too_big;
+    auto took = PrepareEnvironment(s.environment, &env_storage_fault, &env_too_big);
+    if (!took.ok() && !env_too_big.empty()) {
+      // The node has room, but not for this environment: the job's failure here (its build
+      // would only fill the disk again), said plainly.
+      error = "environment " + s.environment + " does not fit on this node: " + env_too_big +
+              " while it was built (it needs more room there; the partial build was removed)";
+      procs = 0;
+    } else if (!took.ok()) {
       const std::string& why = took.status().message();  // most name the environment already
       const bool named = StartsWith(why, "environment " + s.environment + ":") ||
                          why.find("'" + s.environment + "'") != std::string::npos;
@@ -1334,7 +1356,8 @@ void Agent::StartPart(const api::StartPart& s) {
   // A part that could not start on a node that cannot keep its own files (its data directory is
   // full or read-only) did not fail by its own doing: the node is at fault. The controller
   // requeues the part's job and gives this node no work until the probe passes again.
-  const std::string storage_fault = error.empty() ? std::string() : ProbeStorage();
+  const std::string storage_fault =
+      error.empty() ? std::string() : !env_storage_fault.empty() ? env_storage_fault : ProbeStorage();
   lock.Lock();
   run.proc_keys = keys;
   run.procs_left = static_cast<int>(keys.size());
@@ -1625,12 +1648,11 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     }
     lock.Lock();
   }
-  // A part that failed on a node whose data directory has no room (its own output may have filled
-  // it) says so, and the node takes no work until there is room again.
-  auto failed_here = [](const api::PartEvent& e) {
-    return (e.exit_code != 0 || e.signal != 0) && !e.stopped && !e.node_fault;
-  };
-  if (std::any_of(finished.begin(), finished.end(), failed_here)) {
+  // A part that ended on a node whose disk had no room (its own output may have filled it, and
+  // its log may be cut short) says so, and the node takes no work until there is room again.
+  // (statvfs first: a probe only where the disk looks full.)
+  auto ended_here = [](const api::PartEvent& e) { return !e.stopped && !e.node_fault; };
+  if (std::any_of(finished.begin(), finished.end(), ended_here)) {
     lock.Unlock();
     const std::string fault = StorageLooksFull() ? ProbeStorage() : std::string();
     lock.Lock();
@@ -1639,7 +1661,10 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
       storage_fault_ = fault;
       ++storage_fault_sets_;
       for (auto& e : finished) {
-        if (failed_here(e)) e.message += (e.message.empty() ? "" : "; ") + fault;
+        if (!ended_here(e)) continue;
+        const bool ok = e.exit_code == 0 && e.signal == 0;
+        e.message += (e.message.empty() ? "" : "; ") + std::string(ok ? "its log may be cut short: " : "") +
+                     "when it ended, " + fault;
       }
     }
   }
@@ -1759,7 +1784,7 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     std::string fault = ProbeStorage();
     lock.Lock();
     if (storage_fault_sets_ == sets) {  // (else a part found it meanwhile: that word is newer)
-      if (fault.empty()) spdlog::info("the node's data directory {} can be written again", options_.data_dir);
+      if (fault.empty()) spdlog::info("the node's storage can be written again: it takes work");
       storage_fault_ = fault;
     }
     lock.Unlock();

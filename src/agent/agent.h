@@ -257,7 +257,11 @@ class Agent {
   // Whether a reply's burn-in request needs a new run (not running; not holding its report).
   bool WantsBurnIn(int64_t request) const GF_REQUIRES(mu_);
   // Makes the environment ready (a venv under environments_dir) unless it is; the time it took.
-  Result<Duration> PrepareEnvironment(const std::string& name);
+  // A build that fails on a disk without room says which way: *storage_fault when the disk has
+  // no room even without the partial build (a node fault), *too_big when the build itself took
+  // the last of it (the environment does not fit there; its room comes back once removed).
+  Result<Duration> PrepareEnvironment(const std::string& name, std::string* storage_fault = nullptr,
+                                      std::string* too_big = nullptr);
   std::vector<std::string> ReadyEnvironments() const;
 
   AgentOptions options_;
