@@ -801,9 +801,11 @@ void Pool::Tick() {
       }
       // A drained rented node takes no work, yet bills: once it has no job left for idle_duration
       // it is given back (at once when the team it is billed to is over its hard budget), as an
-      // idle up node is. (The autoscaler counts only up nodes as idle capacity.)
+      // idle up node is. (The autoscaler counts only up nodes as idle capacity.) So is one whose
+      // disk has no room (its agent's storage fault): the autoscaler sees it as draining.
       // (Not while it runs a burn-in an operator asked for: drained for it, docs/nodes.md.)
-      if (st == api::NodeState::kDraining && node->second->jobs.empty() &&
+      const bool no_room = st == api::NodeState::kUp && !node->second->storage_fault.empty();
+      if ((st == api::NodeState::kDraining || no_room) && node->second->jobs.empty() &&
           node->second->record.acceptance != "checking") {
         const Time since = drained_idle_since_.emplace(name, now).first->second;
         const auto billed = view.charged_to.find(name);
@@ -812,7 +814,8 @@ void Pool::Tick() {
         if (spent) {
           retired.emplace_back(name, "drained and idle, and the hard budget of the team it is billed to is spent");
         } else if (now - since >= config_.options.idle_duration) {
-          retired.emplace_back(name, "drained and idle for " + FormatDuration(now - since) + " (idle_duration " +
+          retired.emplace_back(name, std::string(no_room ? "without room on its disk" : "drained") + " and idle for " +
+                                         FormatDuration(now - since) + " (idle_duration " +
                                          FormatDuration(config_.options.idle_duration) + ")");
         }
       } else {
@@ -902,7 +905,9 @@ void Pool::Tick() {
         const NodeStatus& ns = *node->second;
         p.id = ns.record.id;
         p.spec = ns.record.spec;
-        const bool draining = ns.record.state == api::NodeState::kDraining || ns.notice.has_value();
+        // (A node whose disk has no room takes no work either: not capacity.)
+        const bool no_room = !ns.storage_fault.empty();
+        const bool draining = ns.record.state == api::NodeState::kDraining || ns.notice.has_value() || no_room;
         p.state = draining ? sched::PoolNodeState::kDraining : sched::PoolNodeState::kUp;
         if (!draining && ns.record.acceptance == "checking") {
           // Still being accepted: capacity on its way, like a booting node (it may yet fail).
@@ -921,7 +926,7 @@ void Pool::Tick() {
         } else {
           idle_since_.erase(name);
         }
-        e.info.state = draining ? "draining" : "up";
+        e.info.state = no_room && ns.record.state == api::NodeState::kUp ? "no-room" : draining ? "draining" : "up";
         e.info.idle_since = p.idle_since;
         p.for_jobs.clear();  // up: no longer "coming" for anyone (the info keeps who it was for)
       }

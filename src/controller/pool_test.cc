@@ -243,6 +243,39 @@ TEST_F(PoolTest, ADrainedRentedNodeWithoutJobsIsReleasedAfterIdleDuration) {
   EXPECT_TRUE(pool.Instances().empty());
 }
 
+TEST_F(PoolTest, ARentedNodeWithoutRoomOnItsDiskIsNotCapacityAndIsReleasedOnceIdle) {
+  // Given a rented node whose agent reports a full disk, expect the pool to rent another node for
+  // a job that waits (the full one takes no work: it is not capacity), to show the full one as
+  // no-room, and to give it back once it has been idle for idle_duration.
+  Pool& pool = MakePool();
+  ASSERT_TRUE(pool.Start().ok());
+  const std::string name = RentForACancelledJob(pool);
+  ASSERT_FALSE(name.empty());
+  NodeId id;
+  for (const NodeStatus& n : engine_->Nodes()) {
+    if (n.record.name == name) id = n.record.id;
+  }
+  api::Heartbeat hb;
+  hb.storage_fault = "the node's data directory /d cannot be written (write): No space left on device";
+  ASSERT_TRUE(engine_->Heartbeat(id, hb).get().ok());
+  Submit("name: next\nrun: sleep 100\nresources: {gpus: 8}\n");
+  pool.Tick();
+  EXPECT_EQ(provider_->created.size(), 2u) << "the node without room was counted as capacity";
+  bool shown = false;
+  for (const auto& i : pool.Instances()) shown = shown || (i.name == name && i.state == "no-room");
+  EXPECT_TRUE(shown) << "the pool does not show the node as no-room";
+  clock_.Advance(Duration::Minutes(9));
+  ASSERT_TRUE(engine_->Heartbeat(id, hb).get().ok());
+  pool.Tick();
+  EXPECT_TRUE(provider_->deleted.empty());
+  clock_.Advance(Duration::Minutes(1));
+  ASSERT_TRUE(engine_->Heartbeat(id, hb).get().ok());
+  pool.Tick();  // taken out of the engine
+  pool.Tick();  // and its instance deleted
+  EXPECT_EQ(NodeStateOf(name), api::NodeState::kGone);
+  EXPECT_EQ(provider_->deleted.size(), 1u);
+}
+
 TEST_F(PoolTest, ANodeKeptForMinNodesIsBilledToNoTeamOnceIdlePastIdleDuration) {
   // Given min_nodes 1 and a node rented for team lam's job, then idle: for idle_duration lam pays
   // for it (it may get work again); after that the pool keeps it for its floor, and lam stops
