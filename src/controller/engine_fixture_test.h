@@ -122,6 +122,16 @@ class EngineFixture : public ::testing::Test {
     return e;
   }
 
+  // A part its node could not start because the node cannot keep its files (a full disk).
+  static api::PartEvent NodeFaultExit(JobId j, int attempt, int part, const std::string& fault) {
+    api::PartEvent e = Exited(j, attempt, part, 127);
+    e.node_fault = true;
+    e.message = fault;
+    return e;
+  }
+  static constexpr const char* kFullDisk =
+      "the node's data directory /d cannot be written (write): No space left on device";
+
   std::vector<api::Command> Commands(Engine& e, NodeId node) {
     auto batch = e.PollCommands(node, acked_[node.value()], Duration::Zero());
     if (!batch.commands.empty()) acked_[node.value()] = batch.commands.back().seq;

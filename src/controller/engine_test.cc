@@ -419,13 +419,9 @@ TEST_F(EngineTest, APartANodeCouldNotStartForLackOfRoomRequeuesItsJobAndHoldsThe
   auto e = MakeEngine();
   NodeId a = Register(*e, "node-a", 1);
   JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\n");
-  auto first = Commands(*e, a);
-  ASSERT_EQ(first.size(), 1u);
-  ASSERT_TRUE(first[0].start);
-  const std::string fault = "the node's data directory /d cannot be written (write): No space left on device";
-  api::PartEvent full = Exited(j, 1, 0, 127);
-  full.node_fault = true;
-  full.message = fault;
+  ASSERT_EQ(Commands(*e, a).size(), 1u) << "the job was not sent to node-a";
+  const std::string fault = kFullDisk;
+  api::PartEvent full = NodeFaultExit(j, 1, 0, fault);
   api::Heartbeat hb;
   hb.events = {full};
   hb.storage_fault = fault;
@@ -489,9 +485,7 @@ TEST_F(EngineTest, ANodeWhoseAgentRegistersAgainWithoutItsStorageFaultTakesWorkA
   NodeId a = Register(*e, "node-a", 1);
   JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\nrestart: {max_restarts_on_errors: 0}\n");
   ASSERT_EQ(Commands(*e, a).size(), 1u);
-  api::PartEvent full = Exited(j, 1, 0, 127);
-  full.node_fault = true;
-  full.message = "the node's data directory /d cannot be written (write): No space left on device";
+  api::PartEvent full = NodeFaultExit(j, 1, 0, kFullDisk);
   api::Heartbeat hb;
   hb.events = {full};
   hb.storage_fault = full.message;
@@ -525,9 +519,7 @@ TEST_F(EngineTest, AGangPartItsNodeCouldNotStartIsNotTheFailureOfAPartThatFailed
   ASSERT_TRUE(rec.ok() && *rec && (*rec)->placement);
   const int on_a = (*rec)->placement->parts[0].node == a ? 0 : 1;
   Beat(*e, b, {Started(j, 1, 1 - on_a), Exited(j, 1, 1 - on_a, 3)});
-  api::PartEvent full = Exited(j, 1, on_a, 127);
-  full.node_fault = true;
-  full.message = "the node's data directory /d cannot be written (write): No space left on device";
+  api::PartEvent full = NodeFaultExit(j, 1, on_a, kFullDisk);
   Beat(*e, a, {full});
   e->Step();
   rec = store_.GetJob(j);
