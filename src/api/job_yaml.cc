@@ -594,6 +594,21 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
     for (const ArrayAxis& axis : axes) names.push_back(axis.name);
     auto check = [&](const std::string& text, const char* field) -> Status {
       for (size_t open = text.find("{{"); open != std::string::npos; open = text.find("{{", open + 2)) {
+        // A parameter's name right after "{{" that is not closed by "}}" ({{lr} or {{lr): a typo
+        // that would reach every job as literal text.
+        size_t at = open + 2;
+        while (at < text.size() && text[at] == ' ') ++at;
+        size_t end = at;
+        while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) ++end;
+        const std::string word = text.substr(at, end - at);
+        if (std::find(names.begin(), names.end(), word) != names.end()) {
+          size_t after = end;
+          while (after < text.size() && text[after] == ' ') ++after;
+          if (text.compare(after, 2, "}}") != 0) {
+            return r.Error(doc[field] ? doc[field] : doc, field,
+                           "{{" + word + " is not closed: write {{" + word + "}}");
+          }
+        }
         size_t close = text.find("}}", open + 2);
         if (close == std::string::npos) break;
         std::string key(Trim(std::string_view(text).substr(open + 2, close - open - 2)));

@@ -393,6 +393,15 @@ TEST(JobYamlTest, AnArrayPlaceholderThatNamesNoParameterIsRefusedWithTheParamete
   auto go = Parse("run: docker inspect -f '{{.State}}' c{{i}}\narray: {i: [1, 2]}\n");
   ASSERT_TRUE(go.ok()) << go.status().message();
   EXPECT_EQ((*go)[1].argv[2], "docker inspect -f '{{.State}}' c2");
+  // A parameter's placeholder left open ({{lr} or {{lr) is refused too; braces around other text
+  // that are not closed stay the command's own.
+  EXPECT_NE(ErrorOf("run: train --lr {{lr} --bs {{bs}}\narray: {lr: [0.1], bs: [8]}\n")
+                .find("job.yaml:1:6: run: {{lr is not closed: write {{lr}}"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("run: train --lr {{ lr\narray: {lr: [0.1]}\n").find("{{lr is not closed"), std::string::npos);
+  auto awk = Parse("run: echo c{{i}} '{{x'\narray: {i: [1]}\n");
+  ASSERT_TRUE(awk.ok()) << awk.status().message();
+  EXPECT_EQ((*awk)[0].argv[2], "echo c1 '{{x'");
   // Without an array, braces are the command's own text.
   auto plain = Parse("run: echo {{x}}\n");
   ASSERT_TRUE(plain.ok()) << plain.status().message();
