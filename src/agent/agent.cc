@@ -557,8 +557,7 @@ Result<Duration> Agent::PrepareEnvironment(const std::string& name, std::string*
     auto installed = RunCommand(argv, co);
     if (!installed.ok()) return installed.status();
     if (!installed->ok()) {
-      std::filesystem::remove_all(tmp, ec);
-      std::string err = installed->stderr_text;
+      std::string err = installed->stderr_text;  // (DropTmp removes the partial build)
       if (err.size() > 400) {
         // The last lines (pip ends with what went wrong), from a line's start.
         size_t from = err.size() - 400;
@@ -1274,8 +1273,10 @@ void Agent::StartPart(const api::StartPart& s) {
     if (!took.ok() && !env_too_big.empty()) {
       // The node has room, but not for this environment: the job's failure here (its build
       // would only fill the disk again), said plainly.
+      std::string why = took.status().message();
+      if (why.size() > 240) why = why.substr(0, 240) + "...";
       error = "environment " + s.environment + " does not fit on this node: " + env_too_big +
-              " while it was built (it needs more room there; the partial build was removed)";
+              " while it was built (it needs more room there; the partial build was removed): " + why;
       procs = 0;
     } else if (!took.ok()) {
       const std::string& why = took.status().message();  // most name the environment already
@@ -1364,6 +1365,7 @@ void Agent::StartPart(const api::StartPart& s) {
   if (!error.empty()) {
     // Write the reason where the user will look, stop what did start, and report the part as
     // exited with 127 (as a shell does for a command it cannot run).
+    const std::string start_error = error;
     if (!storage_fault.empty()) {
       if (storage_fault_.empty()) spdlog::error("{}; this node takes no work until it can", storage_fault);
       storage_fault_ = storage_fault;
@@ -1373,9 +1375,12 @@ void Agent::StartPart(const api::StartPart& s) {
     }
     std::ofstream(run.log_path, std::ios::app) << "gpufleet: cannot start: " << error << "\n";
     spdlog::error("{}: cannot start: {}", s.key.ToString(), error);
-    // (A node fault says what the node lacks; the error's detail is in the log.)
-    run.message = !storage_fault.empty() ? storage_fault + (env_failed ? " (preparing environment " + s.environment + ")" : "")
-                                         : "cannot start: " + error;
+    // (A node fault says what the node lacks first, then the start's own error, cut short: the
+    // part's log may not have taken it.)
+    run.message = storage_fault.empty()
+                      ? "cannot start: " + error
+                      : storage_fault + (env_failed ? " (preparing environment " + s.environment + ")" : "") +
+                            "; cannot start: " + (start_error.size() > 240 ? start_error.substr(0, 240) + "..." : start_error);
     run.exit_code = 127;
     run.start_failed = true;
     if (!keys.empty()) {
@@ -1662,8 +1667,10 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
       ++storage_fault_sets_;
       for (auto& e : finished) {
         if (!ended_here(e)) continue;
+        // (Logs are kept in the data directory: a full environments directory cuts none.)
         const bool ok = e.exit_code == 0 && e.signal == 0;
-        e.message += (e.message.empty() ? "" : "; ") + std::string(ok ? "its log may be cut short: " : "") +
+        const bool logs = fault.rfind("the node's data directory", 0) == 0;
+        e.message += (e.message.empty() ? "" : "; ") + std::string(ok && logs ? "its log may be cut short: " : "") +
                      "when it ended, " + fault;
       }
     }

@@ -141,8 +141,8 @@ UTIL%, TEMP and POWER are averages over the node's GPUs from its last heartbeat.
 provider sent a spot interruption notice; the node drains and its jobs were requeued. STATE checking:
 the node runs its acceptance burn-in and takes no work until it passes; quarantined: it failed (see
 'gpufleet nodes NODE' for why; 'gpufleet node check NODE' runs it again). STATE no-room: its agent
-cannot write its data directory (full or read-only); jobs it could not start went back to the queue,
-and it takes work again by itself once the agent can write there. docs/nodes.md)");
+cannot write its data directory (full or read-only); jobs it cannot start go back to the queue, and
+it takes work again by itself once the agent can write there. docs/nodes.md)");
   return [a]() {
     const std::string cmd = "nodes";
     auto client = Connect(cmd, a->conn);
@@ -197,7 +197,8 @@ and it takes work again by itself once the agent can write there. docs/nodes.md)
         state = n.acceptance;
       }
       // Its agent cannot keep its files (a full data directory): it takes no work.
-      if (n.state == api::NodeState::kUp && !n.storage_fault.empty()) state = "no-room";
+      // (Quarantined or checking says more: those need the operator first.)
+      if (state == "up" && !n.storage_fault.empty()) state = "no-room";
       t.Add({n.name, state,
              std::to_string(n.gpus_used) + "/" + std::to_string(n.gpus) + (n.gpu_model.empty() ? "" : " " + n.gpu_model),
              util, temp, power, (n.heard_since_start ? Ago(n.last_heartbeat.millis()) : std::string("before restart")), jobs.empty() ? "-" : Join(jobs, ",")});

@@ -2303,7 +2303,8 @@ Result<sched::Explanation> Engine::Explain(JobId job) const {
     }
     if (!n.storage_fault.empty()) {
       e.reasons.push_back("node " + n.rec.name + " takes no new work: " + n.storage_fault +
-                          "; it takes work again once its agent can write there (free some room)");
+                          "; it takes work again once its agent can write there (free some room, or remount it "
+                          "writable)");
     }
     // Nodes that could hold it but take no new work: drained by an admin, or reclaimed by their
     // provider (the scheduler sees them only as unavailable).

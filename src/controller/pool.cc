@@ -812,7 +812,8 @@ void Pool::Tick() {
         const std::string& team = billed != view.charged_to.end() ? billed->second : e.info.team;
         const bool spent = !team.empty() && view.hard_stopped_teams.count(team) > 0;
         if (spent) {
-          retired.emplace_back(name, "drained and idle, and the hard budget of the team it is billed to is spent");
+          retired.emplace_back(name, std::string(no_room ? "without room on its disk" : "drained") +
+                                         " and idle, and the hard budget of the team it is billed to is spent");
         } else if (now - since >= config_.options.idle_duration) {
           retired.emplace_back(name, std::string(no_room ? "without room on its disk" : "drained") + " and idle for " +
                                          FormatDuration(now - since) + " (idle_duration " +
@@ -909,6 +910,7 @@ void Pool::Tick() {
         const bool no_room = !ns.storage_fault.empty();
         const bool draining = ns.record.state == api::NodeState::kDraining || ns.notice.has_value() || no_room;
         p.state = draining ? sched::PoolNodeState::kDraining : sched::PoolNodeState::kUp;
+        p.out_of_service = no_room;
         if (!draining && ns.record.acceptance == "checking") {
           // Still being accepted: capacity on its way, like a booting node (it may yet fail).
           p.state = sched::PoolNodeState::kBooting;

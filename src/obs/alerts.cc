@@ -244,7 +244,8 @@ void AlertEngine::Conditions(Time now, const AlertInput& in, std::vector<Conditi
     if (On("NodeStorageFault") && !n.storage_fault.empty() && !n.lost) {
       out.push_back({"NodeStorageFault", "warning", {{"node", n.name}},
                      "node " + n.name + " takes no work: " + n.storage_fault +
-                         "; jobs it could not start went back to the queue, and it takes work again once there is room",
+                         "; jobs it cannot start go back to the queue, and it takes work again once its agent can "
+                         "write there",
                      Duration::Zero()});
     }
   }

@@ -154,6 +154,7 @@ struct Autoscaler::Round {
   std::vector<const PoolNode*> nodes;  // in id order
   std::set<NodeId> released;
   int pool_nodes = 0;  // after the releases so far; rents add to it
+  int floor_nodes = 0;  // ... of which hold the floor (min_nodes): not out of service
   int64_t pool_gpus = 0;
   std::vector<std::pair<int64_t, const PendingJob*>> pending_by_id;  // sorted by id
   // Booting, not released nodes -> GPUs not claimed, and the node (in id order, as `nodes`).
@@ -247,6 +248,7 @@ void Autoscaler::ReleaseBootTimeouts(Round& r) {
   for (const PoolNode* n : r.nodes) {
     if (r.Released(n->id)) continue;
     ++r.pool_nodes;
+    if (!n->out_of_service) ++r.floor_nodes;
     r.pool_gpus += n->spec.gpus;
   }
 }
@@ -469,6 +471,7 @@ void Autoscaler::RentFor(Round& r, const PendingJob& job, bool fallen_back) {
   r.rents_in_window += count;
   rented_for_[job.id] = {now, o.name};
   r.pool_nodes += count;
+  r.floor_nodes += count;
   r.pool_gpus += gpus;
 }
 
@@ -501,9 +504,10 @@ void Autoscaler::ReleaseIdle(Round& r) {
       release_history_.push_back({now, 1});
       ++releases_in_window;
       --r.pool_nodes;
+      --r.floor_nodes;
       continue;
     }
-    if (r.pool_nodes - 1 < r.in.limits.min_nodes) {
+    if (r.floor_nodes - 1 < r.in.limits.min_nodes) {
       // This one and the rest (idle past idle_duration, none of a stopped team: those come first)
       // stay for the pool's floor alone.
       for (auto it = std::find(idle.begin(), idle.end(), n); it != idle.end(); ++it) r.plan.floor_kept.push_back((*it)->id);
@@ -518,6 +522,7 @@ void Autoscaler::ReleaseIdle(Round& r) {
     release_history_.push_back({now, 1});
     ++releases_in_window;
     --r.pool_nodes;
+    --r.floor_nodes;
   }
   if (release_held_by_rate && !release_history_.empty()) {
     r.WakeAt(release_history_.front().at + kRateWindow);

@@ -123,6 +123,9 @@ struct PoolNode {
   // The team this node is billed to has been stopped by its hard budget (TeamSpend::hard_stop):
   // released as soon as it is idle (no idle_duration wait) or, while booting, at once.
   bool budget_spent = false;
+  // Takes no work for a fault of its own (its disk has no room; pass it kDraining): it does not
+  // hold the pool's floor (min_nodes), so a healthy idle node is not released in its stead.
+  bool out_of_service = false;
 };
 
 struct PoolLimits {

@@ -526,6 +526,23 @@ TEST_F(AutoscalerTest, IdleReleaseNeverGoesBelowMinNodes) {
   EXPECT_EQ(plan.floor_kept, (std::vector<NodeId>{NodeId(3), NodeId(1)}));
 }
 
+TEST_F(AutoscalerTest, ANodeOutOfServiceDoesNotHoldTheFloor) {
+  // Given min_nodes 1, a healthy node idle long enough and a node out of service (its disk has no
+  // room: passed as draining), expect the healthy node kept for the floor, not released in the
+  // broken one's stead.
+  Autoscaler scaler(options_);
+  input_.limits.min_nodes = 1;
+  PoolNode broken = Node(2, PoolNodeState::kDraining);
+  broken.out_of_service = true;
+  input_.nodes = {IdleNode(1, Duration::Hours(1)), broken};
+  ScalePlan plan = scaler.Decide(input_);
+  EXPECT_TRUE(ReleasedIds(plan).empty());
+  EXPECT_EQ(plan.floor_kept, (std::vector<NodeId>{NodeId(1)}));
+  // A drained node (not out of service) still counts, as before.
+  input_.nodes[1].out_of_service = false;
+  EXPECT_EQ(ReleasedIds(scaler.Decide(input_)), std::vector<int64_t>{1});
+}
+
 TEST_F(AutoscalerTest, ReleaseRateLimitsNodesPerMinute) {
   // Given max_releases_per_minute 1 and two idle nodes, expect one release now and the other a
   // minute later.
