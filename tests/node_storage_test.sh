@@ -10,7 +10,10 @@
 #     succeeds, the gauge is 0 and the alert resolved;
 #   - a job whose own output fills the disk fails with its own exit code and says the disk was
 #     full (one that exits 0 succeeds and says its log may be cut short); the node is back once
-#     that job's log is uploaded and removed.
+#     that job's log is uploaded and removed;
+#   - a full environments directory of its own (a second node, a second tmpfs) holds that node
+#     the same way; once freed, an environment whose build takes the last of that small disk
+#     fails its job with "does not fit on this node", leaves nothing behind, and the node is free.
 # Needs root (it mounts the tmpfs); skipped (77) where it cannot mount one.
 #
 # Usage: node_storage_test.sh GPUFLEET_BINARY
@@ -18,7 +21,8 @@ GPUFLEET="$1"
 source "$(dirname "$0")/cluster_lib.sh"
 
 MNT="$WORK/agents/node-a/data"
-mkdir -p "$MNT"
+EMNT="$WORK/agents/node-e/envs"  # node-e's environments directory (section 2)
+mkdir -p "$MNT" "$EMNT"
 if ! mount -t tmpfs -o size=2m,mode=0755 gpufleet-test "$MNT" 2>/dev/null; then
   echo "SKIP: cannot mount a tmpfs (needs root)"
   exit 77
@@ -27,18 +31,29 @@ storage_cleanup() {
   local rc=$?
   set +e
   umount -l "$MNT" 2>/dev/null
+  umount -l "$EMNT" 2>/dev/null
   (exit $rc)
   cluster_cleanup
 }
 trap storage_cleanup EXIT
 
-cluster_start_server --heartbeat 200ms --alert-interval 1s
+ENV_PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
+cat >"$WORK/envs.yaml" <<'YEOF'
+environments:
+  - name: test-env
+    pytorch: "2.5.1"
+    cuda: "12.4"
+    min_driver: "550.54.14"
+    archs: ["8.0", "9.0"]
+    pip: pip --version
+YEOF
+cluster_start_server --heartbeat 200ms --alert-interval 1s --environments "$WORK/envs.yaml"
 AGENT_DATA_DIR="$MNT" cluster_start_agent node-a
 
-# node_field EXPR: one value of node-a as /v1/nodes reports it.
-node_field() { api GET /v1/nodes | json_get "next(n for n in j['nodes'] if n['name'] == 'node-a')$1"; }
-has_fault() { [[ -n "$(node_field ".get('storage_fault', '')")" ]]; }
-no_fault() { [[ -z "$(node_field ".get('storage_fault', '')")" ]]; }
+# node_field EXPR [NODE]: one value of NODE (default node-a) as /v1/nodes reports it.
+node_field() { api GET /v1/nodes | json_get "next(n for n in j['nodes'] if n['name'] == '${2:-node-a}')$1"; }
+has_fault() { [[ -n "$(node_field ".get('storage_fault', '')" "${1:-node-a}")" ]]; }
+no_fault() { [[ -z "$(node_field ".get('storage_fault', '')" "${1:-node-a}")" ]]; }
 gauge_is() { api GET /metrics | grep -E "^gpufleet_node_storage_fault\{node=\"node-a\"\} $1\$" >/dev/null; }
 alert_state() {
   "$GPUFLEET" alerts --all --name NodeStorageFault -o json </dev/null |
@@ -122,4 +137,39 @@ REASON="$(job_history "$QUIET" | tail -n 1)"
 [[ "$REASON" == *"its log may be cut short: when it ended, the node's data directory"*"No space left on device"* ]] ||
   fail "job $QUIET should say its log may be cut short by the full disk, got: $REASON"
 wait_until "node-a takes work again once that log is gone" 30 no_fault
+
+# 2. A full environments directory of its own (node-e; node-a drained): the job that needs an
+# environment is requeued and node-e held; with the filler gone, the environment's build takes
+# the last of the small disk: it does not fit there, the job fails saying so, and node-e (room
+# again once the partial build is removed) is not held.
+if "$ENV_PYTHON" -m venv --help >/dev/null 2>&1 && mount -t tmpfs -o size=4m gpufleet-test "$EMNT" 2>/dev/null; then
+  run "$WORK/drain" "$GPUFLEET" drain node-a
+  expect_rc "$WORK/drain" 0 "gpufleet drain node-a"
+  cluster_start_agent node-e --environments "$WORK/envs.yaml" --environments-dir "$EMNT" --burn-in-python "$ENV_PYTHON"
+  dd if=/dev/zero of="$EMNT/filler" bs=64k 2>/dev/null || true
+  cat >"$WORK/env.yaml" <<'EOF'
+name: with-env
+environment: test-env
+resources: {gpus: 1}
+run: "true"
+EOF
+  ENVJOB="$(submit_job "$WORK/env.yaml")"
+  WATCH_JOBS+=("$ENVJOB")
+  wait_until "node-e reports that it cannot write its environments directory" 60 has_fault node-e
+  FAULT="$(node_field "['storage_fault']" node-e)"
+  [[ "$FAULT" == "the node's environments directory $EMNT cannot be written"* ]] ||
+    fail "node-e's fault should name its environments directory, got: $FAULT"
+  wait_until "job $ENVJOB is back in the queue" 30 job_state_is "$ENVJOB" pending
+  job_history "$ENVJOB" | grep "node node-e could not start it: the node's environments directory" >/dev/null ||
+    fail "job $ENVJOB's history should say node-e could not start it: $(job_history "$ENVJOB")"
+  rm -f "$EMNT/filler"
+  wait_until "job $ENVJOB fails: its environment does not fit on node-e" 120 job_state_is "$ENVJOB" failed
+  REASON="$(job_history "$ENVJOB" | tail -n 1)"
+  [[ "$REASON" == *"environment test-env does not fit on this node: the node's environments directory $EMNT"* ]] ||
+    fail "job $ENVJOB should fail saying its environment does not fit, got: $REASON"
+  wait_until "node-e is not held once the partial build is removed" 30 no_fault node-e
+  [[ -z "$(ls -A "$EMNT")" ]] || fail "the partial build was left in $EMNT: $(ls -A "$EMNT")"
+else
+  echo "section 2 skipped: no python venv module, or no second tmpfs"
+fi
 echo "PASS: a node with a full disk requeues the job it could not start, takes no work, and comes back by itself"
