@@ -1774,8 +1774,9 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
       if (part.exited) return;
       if (e.node_fault && !job.stop_requested && !job.failing && !job.restart_requested) {
         // The part did not run (a launch that cannot record its part kills it at once): the node
-        // cannot keep its own files (its data directory is full). Not the job's failure: requeue it (not counted against its restarts, nor as a stall), and give
-        // the node no work until its agent can keep its files again.
+        // cannot keep its own files (its data directory is full). Not the job's failure: requeue
+        // it (not counted against its restarts, nor as a stall), and give the node no work until
+        // its agent can keep its files again.
         auto n = nodes_.find(node.value());
         const std::string name = n == nodes_.end() ? "node-" + std::to_string(node.value()) : n->second.rec.name;
         if (n != nodes_.end()) {
