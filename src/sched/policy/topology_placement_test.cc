@@ -501,6 +501,9 @@ TEST_F(TopologyPlacementTest, UnknownModelIsInfeasibleAndListsTheClusterModels) 
   PlaceResult empty = Place(MakeJob(1), true);
   EXPECT_EQ(empty.kind, Kind::kInfeasible);
   EXPECT_EQ(empty.reason, "the cluster has no GPU nodes");
+  JobSpec cpu_only = MakeJob(1);
+  cpu_only.gpus_per_node = 0;
+  EXPECT_EQ(Place(cpu_only, true).reason, "the cluster has no nodes") << "a job without GPUs needs no GPU node";
   Add(MakeNode("a", "A100", 8));
   Add(MakeNode("h", "H100", 8));
   JobSpec j = MakeJob(1);
