@@ -83,6 +83,16 @@ case "$CASE" in
       expect_contains "$R.err" "--load-factor must be from 0.001 to 1000" "--load-factor $lf"
       expect_no_report "--load-factor $lf"
     done
+    # A --since that reaches back before 1970 is refused by the CLI (the server answered with its
+    # own words about a negative since_ms); one that is no positive duration repeats the value.
+    for cmd in cost audit; do
+      run "$R" "$GPUFLEET" "$cmd" --since 2562048h --server http://127.0.0.1:9
+      expect_rc "$R" 2 "$cmd --since 2562048h"
+      expect_contains "$R.err" "--since 2562048h reaches back before 1970: at most" "$cmd --since 2562048h"
+      run "$R" "$GPUFLEET" "$cmd" --since=-5m --server http://127.0.0.1:9
+      expect_rc "$R" 2 "$cmd --since -5m"
+      expect_contains "$R.err" "got '-5m'" "$cmd --since -5m"
+    done
     ;;
 
   bad_columns)

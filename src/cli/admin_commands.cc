@@ -29,6 +29,20 @@ namespace {
 
 using namespace client;  // NOLINT(build/namespaces): the shared plumbing of the client commands
 
+// --since DURATION as the since_ms query value (now minus it), or why not.
+Result<std::string> SinceQuery(const std::string& text, const char* example) {
+  auto d = ParseDuration(text);
+  if (!d || *d <= Duration::Zero()) {
+    return Status::InvalidArgument("--since wants a positive duration like " + std::string(example) + ", got '" + text + "'");
+  }
+  const int64_t now = NowMs();
+  if (d->millis() > now) {
+    return Status::InvalidArgument("--since " + text + " reaches back before 1970: at most " +
+                                   std::to_string(now / (24 * 3600 * 1000)) + "d");
+  }
+  return std::to_string(now - d->millis());
+}
+
 std::function<int()> SetupCost(CLI::App& app) {
   struct Args {
     Connection conn;
@@ -57,9 +71,9 @@ pool's release lead) so that the bill ends at the budget; see docs/cost.md.)");
     std::map<std::string, std::string> query;
     if (!a->team.empty()) query["team"] = a->team;
     if (!a->since.empty()) {
-      auto d = ParseDuration(a->since);
-      if (!d || *d <= Duration::Zero()) return Fail(cmd, kExitUsage, "--since wants a duration like 7d or 12h");
-      query["since_ms"] = std::to_string(NowMs() - d->millis());
+      auto since = SinceQuery(a->since, "7d or 12h");
+      if (!since.ok()) return Fail(cmd, kExitUsage, since.status().message());
+      query["since_ms"] = *since;
     }
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
@@ -485,9 +499,9 @@ std::function<int()> SetupAudit(CLI::App& app) {
     const std::string cmd = "audit";
     std::map<std::string, std::string> q;
     if (!a->since.empty()) {
-      auto d = ParseDuration(a->since);
-      if (!d || *d <= Duration::Zero()) return Fail(cmd, kExitUsage, "--since wants a duration like 1d or 30m");
-      q["since_ms"] = std::to_string(NowMs() - d->millis());
+      auto since = SinceQuery(a->since, "1d or 30m");
+      if (!since.ok()) return Fail(cmd, kExitUsage, since.status().message());
+      q["since_ms"] = *since;
     }
     if (!a->subject.empty()) q["subject"] = a->subject;
     if (!a->verb.empty()) q["verb"] = a->verb;

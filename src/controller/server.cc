@@ -1460,6 +1460,14 @@ void ApiServer::MoneyRoutes(const Guards& g) {
     if (b.soft_micros > 0 && b.hard_micros > 0 && b.soft_micros > b.hard_micros) {
       return Error(res, 400, "soft: must not be above hard");
     }
+    // Spend counts from `since` up to now: a start ahead of the clock would count nothing, and
+    // the limit would never apply. (A minute of slack for clocks a little apart.)
+    if (const Time now = clock_.Now(); b.since > now + Duration::Minutes(1)) {
+      return Error(res, 400, "since_ms: " + FormatIso8601(b.since) + " is in the future (the controller's clock: " +
+                                 FormatIso8601(now) + "); a budget counts spend from a time up to now");
+    }
+    // A rolling budget counts from its current period's start at the latest (as the engine keeps it).
+    if (b.period != CalendarPeriod::kNone) b.since = std::max(b.since, PeriodStart(clock_.Now(), b.period));
     Status st = engine_.SetBudget(req.matches[1].str(), b, Allowed(req, "budget set: " + req.body.substr(0, 200))).get();
     if (!st.ok()) return Error(res, st);
     tl_audited = true;  // recorded with the budget

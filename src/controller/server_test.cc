@@ -331,6 +331,30 @@ TEST_F(ServerTest, ABudgetUnderAMicroDollarIsRefusedNotTakenForNoLimit) {
   EXPECT_NE(shown->body.find(R"("hard_micros":10000000)"), std::string::npos) << shown->body;
 }
 
+TEST_F(ServerTest, ABudgetStartingInTheFutureIsRefusedAndARollingOnesAnswerIsTheStartKept) {
+  // Given a start a day ahead (spend would never count, the limit never apply), expect 400 naming
+  // the field and the controller's clock, and the team left without a budget; given a weekly
+  // budget with a start before this week's, expect the answer to say the start it keeps (this
+  // week's), as the cost report does.
+  auto ahead = Call("POST", "/v1/teams/vision/budget", admin_,
+                    R"({"hard": 10, "since_ms": )" + std::to_string((clock_.Now() + Duration::Hours(24)).millis()) + "}");
+  ASSERT_EQ(ahead->status, 400) << ahead->body;
+  EXPECT_NE(ahead->body.find("since_ms: "), std::string::npos) << ahead->body;
+  EXPECT_NE(ahead->body.find("is in the future"), std::string::npos) << ahead->body;
+  auto none = Call("GET", "/v1/cost?team=vision", admin_);
+  ASSERT_EQ(none->status, 200) << none->body;
+  EXPECT_EQ(none->body.find("hard_micros"), std::string::npos) << none->body;
+  const Time week_start = PeriodStart(clock_.Now(), CalendarPeriod::kWeek);
+  auto weekly = Call("POST", "/v1/teams/vision/budget", admin_,
+                     R"({"hard": 10, "period": "weekly", "since_ms": )" +
+                         std::to_string((week_start - Duration::Hours(24 * 6)).millis()) + "}");
+  ASSERT_EQ(weekly->status, 200) << weekly->body;
+  EXPECT_EQ(Body(weekly)["since_ms"], week_start.millis());
+  auto shown = Call("GET", "/v1/cost?team=vision", admin_);
+  ASSERT_EQ(shown->status, 200) << shown->body;
+  EXPECT_NE(shown->body.find(R"("since_ms":)" + std::to_string(week_start.millis())), std::string::npos) << shown->body;
+}
+
 TEST_F(ServerTest, ABudgetSetAgainKeepsCountingFromItsStartUnlessANewStartIsGiven) {
   // Given a budget set at T0, expect setting it again an hour later with another soft limit to
   // keep since = T0 (what the team spent still counts; a stopped team stays stopped), and a
