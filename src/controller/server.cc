@@ -755,7 +755,10 @@ void ApiServer::ObservabilityRoutes(const Guards& g) {
     res.status = 200;
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_header("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'");
+    // Not framed by another site (a drain or cancel button under someone else's page).
+    res.set_header("X-Frame-Options", "DENY");
+    res.set_header("Content-Security-Policy",
+                   "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'");
     res.set_content(std::string(asset->body), std::string(asset->content_type));
   };
   user_routes_->Get("/", web);

@@ -631,6 +631,8 @@ TEST_F(ServerTest, DashboardFilesNeedNoTokenAndHoldNoData) {
   EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
   EXPECT_NE(page->body.find("/ui/app.js"), std::string::npos);
   EXPECT_NE(page->get_header_value("Content-Security-Policy").find("default-src 'self'"), std::string::npos);
+  EXPECT_NE(page->get_header_value("Content-Security-Policy").find("frame-ancestors 'none'"), std::string::npos);
+  EXPECT_EQ(page->get_header_value("X-Frame-Options"), "DENY");
   auto script = Call("GET", "/ui/app.js", "");
   ASSERT_TRUE(script);
   EXPECT_EQ(script->status, 200);

@@ -152,6 +152,11 @@ async function main() {
 
     await stepDo('Drain and Undrain on the nodes page change the node\'s state', async () => {
       await page.click('.node-card[data-node="gpu-b"] button[data-action="drain"]');
+      // A drain is confirmed first: nothing changes until then.
+      await page.waitForSelector('#drain-confirm');
+      const before = await page.$eval('.node-card[data-node="gpu-b"] .node-state', (e) => e.textContent);
+      if (before !== 'up') throw new Error(`gpu-b is '${before}' before the drain was confirmed`);
+      await page.click('#drain-confirm');
       await waitText('.node-card[data-node="gpu-b"] .node-state', 'draining');
       await page.click('.node-card[data-node="gpu-b"] button[data-action="undrain"]');
       await waitText('.node-card[data-node="gpu-b"] .node-state', 'up');

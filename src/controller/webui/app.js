@@ -202,16 +202,21 @@
     return h('table', {class: 'grid'},
       h('thead', {}, h('tr', {}, columns.map((c) => h('th', {class: c.cls}, c.title)))),
       h('tbody', {}, rows.map((r) =>
-        h('tr', rowAttrs ? rowAttrs(r) : {}, columns.map((c) => h('td', {class: c.cls}, c.cell(r)))))));
+        h('tr', rowAttrs ? rowAttrs(r) : {}, columns.map((c) => {
+          // A long cell is cut with an ellipsis (app.css); its title holds it whole.
+          const cell = h('td', {class: c.cls}, c.cell(r));
+          if (cell.textContent.length > 40) cell.title = cell.textContent;
+          return cell;
+        })))));
   }
 
   const jobLink = (id, label) => h('a', {href: `#/jobs/${id}`}, label === undefined ? `#${id}` : label);
 
-  // "dev-1: 0,1; dev-2: 0,1" from a placement, with node ids turned into names.
+  // "dev-1: GPU 0,1; dev-2: GPU 0,1" from a placement, with node ids turned into names.
   function fmtPlacement(placement, nodeNames) {
     if (!placement || !placement.parts || !placement.parts.length) return '—';
     return placement.parts
-      .map((p) => `${nodeNames.get(p.node) || `node ${p.node}`}: ${(p.gpus || []).join(',') || 'no GPU'}`)
+      .map((p) => `${nodeNames.get(p.node) || `node ${p.node}`}: ${p.gpus && p.gpus.length ? `GPU ${p.gpus.join(',')}` : 'no GPU'}`)
       .join('; ');
   }
 
@@ -413,18 +418,27 @@
       const active = jobs.filter((j) => j.state !== 'pending');
       const pending = jobs.filter((j) => j.state === 'pending');
 
-      // Summary numbers.
+      // Summary numbers. The queue page holds at most 1,000 jobs, running ones first: past that the
+      // counts come from its total.
       const up = nodeList.filter((n) => n.state === 'up' || n.state === 'draining');
+      const working = up.filter((n) => n.state === 'up' && !n.storage_fault);  // take new work
       const gpus = up.reduce((a, n) => a + (n.gpus || 0), 0);
       const used = up.reduce((a, n) => a + (n.gpus_used || 0), 0);
+      const total = q.value && typeof q.value.total === 'number' ? q.value.total : jobs.length;
+      const cut = total > jobs.length;  // not every job is on the page
+      const runningText = cut && !pending.length ? `${active.length}+` : String(active.length);
+      const pendingText = !cut ? String(pending.length)
+        : pending.length ? String(total - active.length) : `≤ ${total - active.length}`;
+      const resting = up.length - working.length;  // draining, or no room on their disks
       const firing = al.value ? (al.value.alerts || []).filter((a) => a.state === 'firing') : [];
       const stat = (label, value, id, cls) => h('div', {class: `stat ${cls || ''}`, id},
         h('div', {class: 'stat-value'}, value), h('div', {class: 'stat-label'}, label));
       replace(stats,
-        stat('nodes up', nodes.value ? `${up.length} / ${nodeList.length}` : '—', 'stat-nodes'),
+        stat(resting ? `nodes taking work (${resting} not: draining or no room)` : 'nodes up',
+          nodes.value ? `${resting ? working.length : up.length} / ${nodeList.length}` : '—', 'stat-nodes'),
         stat('GPUs in use', nodes.value ? `${used} / ${gpus}` : '—', 'stat-gpus'),
-        stat('running jobs', q.value ? String(active.length) : '—', 'stat-running'),
-        stat('pending jobs', q.value ? String(pending.length) : '—', 'stat-pending'),
+        stat('running jobs', q.value ? runningText : '—', 'stat-running'),
+        stat('pending jobs', q.value ? pendingText : '—', 'stat-pending'),
         stat('spent, all time', cost.value ? fmtMoney((cost.value.total_micros || 0) + (cost.value.rented_idle_micros || 0)) : '—', 'stat-spent'),
         stat('alerts firing', al.value ? String(firing.length) : '—', 'stat-alerts', firing.length ? 'stat-bad' : ''));
 
@@ -951,7 +965,14 @@
     replace(root, notice, list.el);
     let page = null;
 
-    // Drain and undrain are admin actions: another token's 403 shows as the API words it.
+    // Drain and undrain are admin actions: another token's 403 shows as the API words it. A drain
+    // is asked to be confirmed first, as a cancel is (undrain only gives work back).
+    function askDrain(name) {
+      replace(notice, h('div', {class: 'info confirm'},
+        h('span', {class: 'confirm-text'}, `Drain ${name}? It takes no new jobs; its running jobs go on. `),
+        h('button', {type: 'button', id: 'drain-confirm', class: 'danger', onclick: () => drain(name, true)}, 'Yes, drain it'),
+        h('button', {type: 'button', id: 'drain-keep', onclick: () => replace(notice)}, 'Keep it')));
+    }
     async function drain(name, on) {
       try {
         await api(`/nodes/${encodeURIComponent(name)}/${on ? 'drain' : 'undrain'}`, {method: 'POST'});
@@ -986,7 +1007,8 @@
               (n.heard_since_start === false ? ' · not heard from since the controller restarted'
                 : ` · heard from ${fmtAgo(n.last_heartbeat_ms)}`)),
             canDrain ? h('button', {type: 'button', class: 'small-button', 'data-action': n.state === 'up' ? 'drain' : 'undrain',
-              onclick: () => drain(n.name, n.state === 'up')}, n.state === 'up' ? 'Drain' : 'Undrain') : null),
+              onclick: () => (n.state === 'up' ? askDrain(n.name) : drain(n.name, false))},
+              n.state === 'up' ? 'Drain' : 'Undrain') : null),
           n.notice ? h('div', {class: 'error small'},
             `Spot notice: the provider will ${n.notice.action} this node ${fmtAgo(n.notice.time_ms)} (${fmtTime(n.notice.time_ms)}).`) : null,
           n.storage_fault ? h('div', {class: 'error small'},
