@@ -125,6 +125,8 @@ bad wait "--slo-p95-wait" --slo-p95-wait soon
 bad share "--spot-share" --spot-share -0.1
 bad gpu "unknown GPU model 'V1OO'" --gpu V1OO
 bad from "--from" --from 2024-13-01
+bad from_half_hour "--from: 2017-10-01T05:30:00Z is not on the hour (the planner counts demand by the hour): give 2017-10-01T05:00:00Z or 2017-10-01T06:00:00Z" --from 2017-10-01T05:30:00Z
+bad to_offset "--to: 2017-10-01T05:00:00+05:30 is not on the hour" --to 2017-10-01T05:00:00+05:30
 bad unknown_flag "--reserve" --reserve 3
 bad frontier_over_wait "--frontier: 4h is over --max-wait (2h)" --max-wait 2h
 

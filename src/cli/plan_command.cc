@@ -758,6 +758,15 @@ int Run(const PlanArgs& args) {
     if (!o.to) return Fail(kExitUsage, "--to: expected a UTC date such as 2017-12-04 or 2017-12-04T00:00:00Z, got '" + a.to + "'");
   }
   if (o.from && o.to && *o.to <= *o.from) return Fail(kExitUsage, "--to (" + a.to + ") must be after --from (" + a.from + ")");
+  // Demand is counted by the hour: a window that does not start and end on the hour would count
+  // its jobs from one instant and its hours from another.
+  for (const auto& [flag, t, text] : {std::tuple{"--from", o.from, a.from}, std::tuple{"--to", o.to, a.to}}) {
+    constexpr int64_t kHour = 3600 * 1000;
+    if (!t || t->millis() % kHour == 0) continue;
+    const Time down = Time::FromMillis(t->millis() - ((t->millis() % kHour) + kHour) % kHour);
+    return Fail(kExitUsage, std::string(flag) + ": " + text + " is not on the hour (the planner counts demand by the hour): give " +
+                                FormatIso8601(down) + " or " + FormatIso8601(down + Duration::Hours(1)));
+  }
   if (a.gpus_per_node < 1 || a.gpus_per_node > 64) return Fail(kExitUsage, "--gpus-per-node must be 1..64");
   o.gpus_per_node = a.gpus_per_node;
 
@@ -1025,8 +1034,10 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_option("--region", args->regions, "Price only from offers in this region (repeatable or comma-separated; default: all). "
                   "Each plan is priced from one cloud and region: the one, among those allowed, whose plan is cheapest");
   sub->add_option("--cloud", args->clouds, "Price only from this cloud's offers: aws, gcp, azure, ... (repeatable or comma-separated)");
-  sub->add_option("--from", args->from, "Plan from (and replay) only jobs submitted at or after this UTC date, e.g. 2017-09-18");
-  sub->add_option("--to", args->to, "... and before this UTC date; demand is counted up to it");
+  sub->add_option("--from", args->from,
+                  "Plan from (and replay) only jobs submitted at or after this date or hour (UTC unless it has an offset), "
+                  "e.g. 2017-09-18 or 2017-09-18T06:00:00Z");
+  sub->add_option("--to", args->to, "... and before this date or hour; demand is counted up to it");
   sub->add_option("--gpus-per-node", args->gpus_per_node, "Node size: reserve whole nodes of this many GPUs and rent instances of this size")
       ->capture_default_str();
   sub->add_option("--gpu", args->gpus, "GPU models to plan for, comma-separated (default: every model the history asks for)");
