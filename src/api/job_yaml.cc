@@ -117,14 +117,16 @@ class Reader {
     return Error(n, field, "must be true or false, got '" + s + "'");
   }
 
-  Result<Duration> Dur(const YAML::Node& n, const std::string& field, bool allow_zero) const {
+  // `max` and its words (a year unless said): the limit an error names.
+  Result<Duration> Dur(const YAML::Node& n, const std::string& field, bool allow_zero,
+                       Duration max = Duration::Hours(24 * 366), const char* max_text = "a year") const {
     GF_ASSIGN_OR_RETURN(std::string s, String(n, field));
     auto d = ParseDuration(Trim(s));
     if (!d) return Error(n, field, "must be a duration like 90s, 15m, 1h30m or 2d, got '" + s + "'");
     if (*d < Duration::Zero() || (!allow_zero && *d == Duration::Zero())) {
       return Error(n, field, std::string("must be ") + (allow_zero ? "zero or more" : "positive") + ", got '" + s + "'");
     }
-    if (*d > Duration::Hours(24 * 366)) return Error(n, field, "must be at most a year, got '" + s + "'");
+    if (*d > max) return Error(n, field, std::string("must be at most ") + max_text + ", got '" + s + "'");
     return *d;
   }
 
@@ -518,8 +520,7 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
       out.checkpoint.signal = *sig;
     }
     if (auto n = ck["grace"]) {
-      GF_ASSIGN_OR_RETURN(out.checkpoint.grace, r.Dur(n, "checkpoint.grace", true));
-      if (out.checkpoint.grace > Duration::Hours(1)) return r.Error(n, "checkpoint.grace", "must be at most 1h");
+      GF_ASSIGN_OR_RETURN(out.checkpoint.grace, r.Dur(n, "checkpoint.grace", true, Duration::Hours(1), "1h"));
     }
     if (auto n = ck["interval"]) {
       GF_ASSIGN_OR_RETURN(spec.checkpoint_interval, r.Dur(n, "checkpoint.interval", true));

@@ -440,6 +440,14 @@ TEST(JobYamlTest, TextThatAliasesOrArraysWouldBlowUpIsRefusedBeforeItIsCopied) {
   EXPECT_EQ((*ok)[0].argv.size(), 15u);
 }
 
+TEST(JobYamlTest, AGraceOverItsLimitNamesThatLimitWhateverItsSize) {
+  // Given a grace of 2h or of 9000h, expect both refused naming 1h (9000h said "a year").
+  for (const char* g : {"2h", "9000h"}) {
+    std::string e = ErrorOf(std::string("run: x\ncheckpoint: {grace: ") + g + "}\n");
+    EXPECT_NE(e.find(std::string("checkpoint.grace: must be at most 1h, got '") + g + "'"), std::string::npos) << e;
+  }
+}
+
 TEST(JobYamlTest, AnEstimateOverAYearSaysSo) {
   // Given an estimate of 400 days, expect the limit named, not "must be positive".
   std::string e = ErrorOf("run: x\nestimate: 400d\n");
