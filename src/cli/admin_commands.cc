@@ -99,7 +99,7 @@ pool's release lead) so that the bill ends at the budget; see docs/cost.md.)");
                                                             : "ok";
       auto limit = [&](const char* k) {
         int64_t v = b.value(k, int64_t{0});
-        return v > 0 ? Usd(v) : std::string("-");
+        return v > 0 ? UsdExact(v) : std::string("-");
       };
       t.Add({StrField(team, "team"), Usd(IntField(team, "jobs_cost_micros")),
              Usd(IntField(team, "rented_idle_micros")), Usd(IntField(team, "spent_micros")),
@@ -178,9 +178,9 @@ counting from when it was first set, unless --new-period.)");
       return kExitOk;
     }
     std::printf("team %s: hard %s, soft %s, max %s/h, %s\n", a->team.c_str(),
-                a->hard > 0 ? Usd(IntField(r.body, "hard_micros")).c_str() : "-",
-                a->soft > 0 ? Usd(IntField(r.body, "soft_micros")).c_str() : "-",
-                a->max_hourly > 0 ? Usd(IntField(r.body, "max_rate_micros")).c_str() : "-",
+                a->hard > 0 ? UsdExact(IntField(r.body, "hard_micros")).c_str() : "-",
+                a->soft > 0 ? UsdExact(IntField(r.body, "soft_micros")).c_str() : "-",
+                a->max_hourly > 0 ? UsdExact(IntField(r.body, "max_rate_micros")).c_str() : "-",
                 a->period == "none" ? ("counting from " + FormatIso8601(Time::FromMillis(IntField(r.body, "since_ms")))).c_str()
                                     : (a->period + ", this period from " +
                                        FormatIso8601(Time::FromMillis(IntField(r.body, "since_ms")))).c_str());

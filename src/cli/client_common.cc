@@ -419,6 +419,16 @@ std::string CurrentDir() {
 
 // --- submit ---------------------------------------------------------------------------------
 
+std::string UsdExact(int64_t micros) {
+  if (micros % 10000 == 0) return Usd(micros);
+  const bool neg = micros < 0;
+  const int64_t a = neg ? -micros : micros;
+  std::string frac = std::to_string(a % 1000000);
+  frac.insert(0, 6 - frac.size(), '0');
+  while (frac.size() > 2 && frac.back() == '0') frac.pop_back();
+  return std::string(neg ? "-" : "") + "$" + std::to_string(a / 1000000) + "." + frac;
+}
+
 std::string Usd(int64_t micros) {
   // Rounded to the cent, as the dashboard and the JSON's consumers round.
   const bool neg = micros < 0;

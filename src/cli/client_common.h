@@ -65,6 +65,7 @@ std::string Span(int64_t ms);       // "3m", "0s" under a second
 std::string Ago(int64_t at_ms);     // "3m ago"; "-" for no time
 std::string Iso(int64_t at_ms);
 std::string Usd(int64_t micros);    // "$1.25"
+std::string UsdExact(int64_t micros);  // a limit as set: whole cents as Usd, "$0.005" keeps its digits
 int64_t IntField(const json& j, const char* key, int64_t fallback = 0);
 std::string StrField(const json& j, const char* key);
 bool IsTerminalState(const std::string& s);

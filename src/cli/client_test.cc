@@ -95,6 +95,17 @@ ApiClient ClientFor(const std::string& servers) {
   return ApiClient(config);
 }
 
+TEST(UsdTest, ALimitUnderACentKeepsItsDigitsWhereAmountsRoundToTheCent) {
+  // Given a budget of $0.001 (it printed "$0.00", as if there were none) or $0.005, expect its
+  // digits; whole cents print as amounts do.
+  EXPECT_EQ(client::UsdExact(1000), "$0.001");
+  EXPECT_EQ(client::UsdExact(5000), "$0.005");
+  EXPECT_EQ(client::UsdExact(1234567), "$1.234567");
+  EXPECT_EQ(client::UsdExact(20000000000), "$20000.00");
+  EXPECT_EQ(client::UsdExact(10000), "$0.01");
+  EXPECT_EQ(client::Usd(1000), "$0.00");
+}
+
 TEST(ApiClientTest, StandbyFirstSendsToTheLeaderItNamesAndRemembersIt) {
   // Given the standby first on the list and the leader second, expect a submit to reach the
   // leader through the standby's 503, and the next request to go straight to the leader.
