@@ -70,6 +70,12 @@
     const n = Number(micros) || 0;
     return n > 0 && n < 5000 ? '< $0.01' : money.format(n / 1e6);
   };
+  // A limit as it was set: every digit it has ($0.005), where an amount rounds to the cent.
+  const fmtLimit = (micros) => {
+    const n = Number(micros) || 0;
+    return n % 10000 === 0 ? money.format(n / 1e6)
+      : `$${(n / 1e6).toFixed(6).replace(/0+$/, '')}`;
+  };
   // API messages start in lower case ("job 12 does not exist"); shown alone, they read as sentences.
   const sentence = (text) => (text ? text.charAt(0).toUpperCase() + text.slice(1) : text);
 
@@ -504,7 +510,7 @@
       const bar = h('div', {class: 'bar', title: limit ? `${Math.round((100 * t.spent_micros) / limit)} % of the budget` : ''}, fill);
       fill.style.width = `${limit ? clamp((100 * t.spent_micros) / limit, 0, 100) : 0}%`;
       if (b && b.soft_micros && b.hard_micros) {
-        const mark = h('span', {class: 'bar-mark', title: `soft limit ${fmtMoney(b.soft_micros)}`});
+        const mark = h('span', {class: 'bar-mark', title: `soft limit ${fmtLimit(b.soft_micros)}`});
         mark.style.left = `${clamp((100 * b.soft_micros) / b.hard_micros, 0, 100)}%`;
         bar.append(mark);
       }
@@ -1070,9 +1076,9 @@
             {title: 'Spent (period)', cell: (t) => fmtMoney(t.spent_micros)},
             {title: 'Jobs cost', cell: (t) => fmtMoney(t.jobs_cost_micros)},
             {title: 'Rate', cell: (t) => `${fmtMoney(t.rate_micros_per_hour)}/h`},
-            {title: 'Soft', cell: (t) => (t.budget && t.budget.soft_micros ? fmtMoney(t.budget.soft_micros) : '—')},
-            {title: 'Hard', cell: (t) => (t.budget && t.budget.hard_micros ? fmtMoney(t.budget.hard_micros) : '—')},
-            {title: 'Max rate', cell: (t) => (t.budget && t.budget.max_rate_micros ? `${fmtMoney(t.budget.max_rate_micros)}/h` : '—')},
+            {title: 'Soft', cell: (t) => (t.budget && t.budget.soft_micros ? fmtLimit(t.budget.soft_micros) : '—')},
+            {title: 'Hard', cell: (t) => (t.budget && t.budget.hard_micros ? fmtLimit(t.budget.hard_micros) : '—')},
+            {title: 'Max rate', cell: (t) => (t.budget && t.budget.max_rate_micros ? `${fmtLimit(t.budget.max_rate_micros)}/h` : '—')},
             {title: 'Period', cell: (t) => (t.budget ? `${t.budget.period || 'none'} since ${fmtTime(t.budget.since_ms)}` : 'no budget')},
             {title: 'At the limit', cell: (t) => (t.budget ? (t.budget.stop_running ? 'stop running jobs' : 'stop new starts') : '—')},
           ], teams, {empty: 'No team yet that this token may see (a team\'s token sees its own team only).'}));
