@@ -83,6 +83,16 @@ case "$CASE" in
       expect_contains "$R.err" "--load-factor must be from 0.001 to 1000" "--load-factor $lf"
       expect_no_report "--load-factor $lf"
     done
+    # A heartbeat under 100 ms is refused (a fleet would do little else); so is a --lost-after
+    # that is not longer, naming both.
+    run "$R" timeout 20 "$GPUFLEET" dev --heartbeat 1ms --lost-after 2ms --agents 0 --data-dir "$WORK/dev-hb" \
+      --config "$WORK/dev-hb.yaml"
+    expect_rc "$R" 2 "dev --heartbeat 1ms"
+    expect_contains "$R.err" "--heartbeat: at least 100ms" "dev --heartbeat 1ms"
+    run "$R" timeout 20 "$GPUFLEET" dev --heartbeat 2s --lost-after 1s --agents 0 --data-dir "$WORK/dev-lost" \
+      --config "$WORK/dev-lost.yaml"
+    expect_rc "$R" 2 "dev --lost-after 1s"
+    expect_contains "$R.err" "--lost-after: 1s is not longer than --heartbeat (2s)" "dev --lost-after 1s"
     # A --since that reaches back before 1970 is refused by the CLI (the server answered with its
     # own words about a negative since_ms); one that is no positive duration repeats the value.
     for cmd in cost audit; do

@@ -656,9 +656,21 @@ Result<std::unique_ptr<Controller>> StartController(const ControllerFlags& f, in
   }
   auto hb = ParseDuration(f.heartbeat);
   auto lost = ParseDuration(f.lost_after);
-  if (!hb || *hb <= Duration::Zero()) return Status::InvalidArgument("--heartbeat: expected a duration like 5s");
+  if (!hb || *hb <= Duration::Zero()) {
+    return Status::InvalidArgument("--heartbeat: expected a duration like 5s, got '" + f.heartbeat + "'");
+  }
+  // Every agent reports that often: under 100 ms a fleet would do little else (and --alert-interval
+  // and --leader-lease have floors too).
+  if (*hb < Duration::Millis(100)) {
+    return Status::InvalidArgument("--heartbeat: at least 100ms (every agent reports that often), got '" + f.heartbeat + "'");
+  }
   if (!lost || *lost <= *hb) {
-    return Status::InvalidArgument("--lost-after: expected a duration longer than --heartbeat, like 30s");
+    return Status::InvalidArgument(
+        !lost ? "--lost-after: expected a duration longer than --heartbeat, like 30s, got '" + f.lost_after + "'"
+              : "--lost-after: " + f.lost_after + " is not longer than --heartbeat (" + f.heartbeat + ")");
+  }
+  if (*lost > Duration::Hours(24 * 366)) {
+    return Status::InvalidArgument("--lost-after: at most a year, got '" + f.lost_after + "'");
   }
   GF_ASSIGN_OR_RETURN(auto opts, sched::ParsePolicyOptions(f.policy_opts));
   GF_RETURN_IF_ERROR(sched::MakePolicies(f.policy, opts).status());
