@@ -2367,6 +2367,9 @@ std::pair<std::vector<QueueEntry>, size_t> Engine::QueuePage(size_t from, size_t
     if (shown) {
       if (std::string hold = scheduler_->BudgetHold(id); !hold.empty()) {
         out.back().job.reason = hold;
+      } else if (std::string held = scheduler_->HeldBy(id); !held.empty()) {
+        // A reservation or victims stopping: what the queue's "submitted" hid.
+        out.back().job.reason = held;
       } else if (node_size_hints_.empty() && scheduler_->NeverPlaceable(id)) {
         // What `explain` says ("can ever run: no"); "submitted" hid it. (With a pool, a node it
         // rents may fit.)

@@ -1286,6 +1286,24 @@ std::string Scheduler::BudgetHold(JobId id) const {
   return BudgetBlock(*j, j->outcome == JobState::Outcome::kBudget ? j->budget_rate : 0, clock_.Now());
 }
 
+std::string Scheduler::HeldBy(JobId id) const {
+  const JobState* j = FindJob(id);
+  if (!j || j->v.phase != JobPhase::kPending) return "";
+  switch (j->outcome) {
+    case JobState::Outcome::kHeldByReservation: {
+      const JobState* head = FindJob(j->outcome_job);
+      if (!head || head->v.phase != JobPhase::kPending) return "";  // started since: stale
+      return "held by a reservation for job " + std::to_string(j->outcome_job.value()) +
+             (j->outcome_time == Time::Max() ? std::string() : " until " + FormatIso8601(j->outcome_time));
+    }
+    case JobState::Outcome::kAwaitingVictims:
+      if (j->victims_stopping <= 0) return "";
+      return "preempting " + std::to_string(j->victims_stopping) + " job(s) to make room";
+    default:
+      return "";
+  }
+}
+
 bool Scheduler::NeverPlaceable(JobId id) const {
   const JobState* j = FindJob(id);
   if (!j || j->v.phase != JobPhase::kPending) return false;

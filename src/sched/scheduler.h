@@ -155,6 +155,10 @@ class Scheduler {
   // Whether the placement policy says the pending job can never run on the nodes there are (as
   // Explain's "can ever run: no", without its reasons): one placement, no walk of the queue.
   bool NeverPlaceable(JobId job) const;
+  // What the last pass that reached the pending job held it by, when that still holds and is
+  // neither budget nor capacity: a reservation for an earlier job ("held by a reservation for job
+  // 3"), or victims still stopping for it. Empty otherwise. O(1): for a queue listing's rows.
+  std::string HeldBy(JobId job) const;
   // The queue as the autoscaler sees it, for both worlds (the live pool and the simulator build
   // ScaleInput::pending from this and nothing else): pending jobs in queue order, in the shape
   // this scheduler will place them (split to fit, as admitted), without the jobs a budget or quota

@@ -241,9 +241,14 @@ TEST(SchedulerTest, AReservationWhoseJobStartedIsNotExplainedAgain) {
   bool held = false;
   for (const auto& r : h.sched().Explain(c).reasons) held |= r.find("held by a reservation for job") != std::string::npos;
   ASSERT_TRUE(held);
+  // The queue's one line for C says the same (HeldBy), and nothing for B, which waits for GPUs.
+  EXPECT_EQ(h.sched().HeldBy(c), "held by a reservation for job " + std::to_string(b.value()) + " until " +
+                                     FormatIso8601(Time::FromSeconds(3600)));
+  EXPECT_EQ(h.sched().HeldBy(b), "");
   h.clock().Set(Time::FromSeconds(3600));
   h.Finish(a);
   ASSERT_EQ(h.Phase(b), JobPhase::kRunning);
+  EXPECT_EQ(h.sched().HeldBy(c), "") << "a reservation whose job started holds nothing";
   Explanation e = h.sched().Explain(c);
   for (const auto& r : e.reasons) EXPECT_EQ(r.find("held by a reservation"), std::string::npos) << r;
   ASSERT_TRUE(e.earliest_start.has_value());
