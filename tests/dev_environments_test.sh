@@ -13,15 +13,7 @@ export GPUFLEET_CONFIG="$WORK/config.yaml" GPUFLEET_BURNIN_PYTHON="$ENV_PYTHON"
 unset GPUFLEET_SERVER GPUFLEET_TOKEN
 cd "$WORK"
 
-cat >"$WORK/envs.yaml" <<'YEOF'
-environments:
-  - name: only-in-this-file
-    pytorch: "2.5.1"
-    cuda: "12.4"
-    min_driver: "550.54.14"
-    archs: ["8.0", "9.0"]
-    pip: pip --version
-YEOF
+cp "$(dirname "$0")/data/environments_offline.yaml" "$WORK/envs.yaml"  # the preset only-in-this-file
 PORT="$(free_local_port)"
 trap 'dev_stop; rm -rf "$WORK"' EXIT
 dev_start "$GPUFLEET" "$WORK/data" "$PORT" --agents 1 --fake-gpus 1xA100 --environments "$WORK/envs.yaml"

@@ -38,15 +38,7 @@ storage_cleanup() {
 trap storage_cleanup EXIT
 
 ENV_PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
-cat >"$WORK/envs.yaml" <<'YEOF'
-environments:
-  - name: test-env
-    pytorch: "2.5.1"
-    cuda: "12.4"
-    min_driver: "550.54.14"
-    archs: ["8.0", "9.0"]
-    pip: pip --version
-YEOF
+cp "$(dirname "$0")/data/environments_offline.yaml" "$WORK/envs.yaml"  # the preset only-in-this-file
 cluster_start_server --heartbeat 200ms --alert-interval 1s --environments "$WORK/envs.yaml"
 AGENT_DATA_DIR="$MNT" cluster_start_agent node-a
 
@@ -149,7 +141,7 @@ if "$ENV_PYTHON" -m venv --help >/dev/null 2>&1 && mount -t tmpfs -o size=4m gpu
   dd if=/dev/zero of="$EMNT/filler" bs=64k 2>/dev/null || true
   cat >"$WORK/env.yaml" <<'EOF'
 name: with-env
-environment: test-env
+environment: only-in-this-file
 resources: {gpus: 1}
 run: "true"
 EOF
@@ -165,7 +157,7 @@ EOF
   rm -f "$EMNT/filler"
   wait_until "job $ENVJOB fails: its environment does not fit on node-e" 120 job_state_is "$ENVJOB" failed
   REASON="$(job_history "$ENVJOB" | tail -n 1)"
-  [[ "$REASON" == *"environment test-env does not fit on this node: the node's environments directory $EMNT"* ]] ||
+  [[ "$REASON" == *"environment only-in-this-file does not fit on this node: the node's environments directory $EMNT"* ]] ||
     fail "job $ENVJOB should fail saying its environment does not fit, got: $REASON"
   wait_until "node-e is not held once the partial build is removed" 30 no_fault node-e
   [[ -z "$(ls -A "$EMNT")" ]] || fail "the partial build was left in $EMNT: $(ls -A "$EMNT")"

@@ -623,9 +623,11 @@ TEST_F(EngineTest, ACancelOfAJobAlreadyStoppingSurvivesARestart) {
   for (const auto& q : again->Queue()) EXPECT_NE(q.job.id, j) << "the cancelled job was requeued";
 }
 
-TEST_F(EngineTest, TheQueueSaysAJobWaitsForTheVictimsStoppingForIt) {
-  // Given a low job preempted for an urgent one and still in its grace, expect the queue's row
-  // for the urgent job to say it waits for that victim (its reason said "submitted").
+TEST_F(EngineTest, APreemptionInItsGraceIsStillStoppingAfterARestart) {
+  // Given a low job preempted for an urgent one and still in its 30 s grace when the controller
+  // restarts, expect the new scheduler to hold it as stopping (not running: it would be a victim
+  // again, and its GPUs counted as held), and its exit to requeue it and start the urgent job.
+  // Meanwhile the queue's row for the urgent job says it waits for that victim (not "submitted").
   auto e = MakeEngine("priority");
   NodeId a = Register(*e, "node-a", 1);
   JobId low = Submit(*e, "resources: {gpus: 1}\nrun: x\ncheckpoint: {grace: 30s}\n");
@@ -638,19 +640,6 @@ TEST_F(EngineTest, TheQueueSaysAJobWaitsForTheVictimsStoppingForIt) {
     if (q.job.id == urgent) reason = q.job.reason;
   }
   EXPECT_EQ(reason, "preempting 1 job(s) to make room");
-}
-
-TEST_F(EngineTest, APreemptionInItsGraceIsStillStoppingAfterARestart) {
-  // Given a low job preempted for an urgent one and still in its 30 s grace when the controller
-  // restarts, expect the new scheduler to hold it as stopping (not running: it would be a victim
-  // again, and its GPUs counted as held), and its exit to requeue it and start the urgent job.
-  auto e = MakeEngine("priority");
-  NodeId a = Register(*e, "node-a", 1);
-  JobId low = Submit(*e, "resources: {gpus: 1}\nrun: x\ncheckpoint: {grace: 30s}\n");
-  Commands(*e, a);
-  Beat(*e, a, {Started(low, 1, 0)}, {{low, 1, 0}});
-  JobId urgent = Submit(*e, "priority: 10\nresources: {gpus: 1}\nrun: y\n");
-  ASSERT_EQ(StateOf(low), JobState::kStopping);
   e.reset();
   auto again = MakeEngine("priority");
   NodeId back = Register(*again, "node-a", 1, {{low, 1, 0}});
