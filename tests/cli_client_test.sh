@@ -403,6 +403,16 @@ expect_contains "$WORK/audittypo.err" "unknown audit verb 'job.sumbit' (closest:
 # A budget set and then removed: the removal says so.
 run "$WORK/budgetset" "$GPUFLEET" budget vision --hard 100
 expect_rc "$WORK/budgetset" 0 "budget vision --hard 100"
+# --new-period starts it again from now by the controller's clock (this machine's was sent, and a
+# clock a minute ahead was refused as a start in the future).
+run "$WORK/budgetnew" "$GPUFLEET" budget vision --hard 100 --new-period
+expect_rc "$WORK/budgetnew" 0 "budget vision --hard 100 --new-period"
+"$PYTHON" - "$WORK/budgetnew.out" <<'PY' || fail "budget --new-period should count from about now: $(cat "$WORK/budgetnew.out")"
+import datetime, re, sys
+m = re.search(r"counting from (\S+?)(\.\d+)?Z", open(sys.argv[1]).read())
+t = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc)
+assert abs((datetime.datetime.now(datetime.timezone.utc) - t).total_seconds()) < 300, t
+PY
 run "$WORK/budgetgone" "$GPUFLEET" budget vision
 expect_rc "$WORK/budgetgone" 0 "budget vision (no limits)"
 expect_contains "$WORK/budgetgone.out" "team vision: budget removed" "the removal says so"

@@ -169,7 +169,7 @@ counting from when it was first set, unless --new-period.)");
                  {"max_hourly", a->max_hourly},
                  {"stop_running", !a->keep_running},
                  {"period", a->period}};
-    if (a->new_period) body["since_ms"] = NowMs();
+    if (a->new_period) body["new_period"] = true;  // from now by the controller's clock (not this machine's)
     ApiResult r = client->Post("/v1/teams/" + a->team + "/budget", body);
     if (!r.ok()) return Report(cmd, r);
     if (!limits) {

@@ -215,7 +215,10 @@ ClusterHistory ReadClusterHistory(const PlanClusterArgs& a, bool window_from_fla
   std::optional<Duration> since;
   if (!a.since.empty()) since = ParseSince(a.since);
   if (since && !window_from_flags) {
-    out.from = now - *since;
+    // From the hour: the planner counts demand by the hour (and refuses a --from off it).
+    constexpr int64_t kHour = 3600 * 1000;
+    const int64_t from = (now - *since).millis();
+    out.from = Time::FromMillis(from - (((from % kHour) + kHour) % kHour));
     query.submitted_since = out.from;
   }
   out.to = now;

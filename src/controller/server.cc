@@ -1418,6 +1418,7 @@ void ApiServer::MoneyRoutes(const Guards& g) {
     }
     sched::TeamBudget b;
     b.since = clock_.Now();
+    bool new_period = false;  // count from now, by this controller's clock
     for (auto it = body->begin(); it != body->end(); ++it) {
       const std::string& k = it.key();
       if (k == "hard" || k == "soft" || k == "max_hourly") {
@@ -1439,21 +1440,27 @@ void ApiServer::MoneyRoutes(const Guards& g) {
       } else if (k == "stop_running") {
         if (!it->is_boolean()) return Error(res, 400, "stop_running: expected true or false");
         b.stop_running = it->get<bool>();
+      } else if (k == "new_period") {
+        if (!it->is_boolean()) return Error(res, 400, "new_period: expected true or false");
+        new_period = it->get<bool>();
       } else if (k == "period") {
         std::optional<CalendarPeriod> p = it->is_string() ? ParseCalendarPeriod(it->get<std::string>()) : std::nullopt;
         if (!p) return Error(res, 400, "period: expected none, daily, weekly or monthly");
         b.period = *p;
       } else {
         return Error(res, 400,
-                     "unknown field '" + k + "' (expected hard, soft, max_hourly, since_ms, stop_running, period)");
+                     "unknown field '" + k +
+                         "' (expected hard, soft, max_hourly, since_ms, new_period, stop_running, period)");
       }
     }
+    if (new_period && body->contains("since_ms")) return Error(res, 400, "give since_ms or new_period, not both");
+    const bool since_given = body->contains("since_ms") || new_period;  // (new_period: b.since is now)
     // A budget that rolls over counts from the start of the current period, unless told otherwise.
-    if (b.period != CalendarPeriod::kNone && !body->contains("since_ms")) b.since = PeriodStart(clock_.Now(), b.period);
+    if (b.period != CalendarPeriod::kNone && !since_given) b.since = PeriodStart(clock_.Now(), b.period);
     // A one-period budget set again (other limits) keeps counting from its start: a changed
     // soft limit must not wipe what the team spent, nor let a team its hard limit stopped go
-    // on. A new start is asked for with since_ms (gpufleet budget --new-period).
-    if (b.period == CalendarPeriod::kNone && !body->contains("since_ms")) {
+    // on. A new start is asked for with since_ms or new_period (gpufleet budget --new-period).
+    if (b.period == CalendarPeriod::kNone && !since_given) {
       for (const Engine::TeamCost& c : engine_.TeamCosts()) {
         if (c.team == req.matches[1].str() && c.budget && c.budget->period == CalendarPeriod::kNone) {
           b.since = c.budget->since;
@@ -1464,10 +1471,14 @@ void ApiServer::MoneyRoutes(const Guards& g) {
       return Error(res, 400, "soft: must not be above hard");
     }
     // Spend counts from `since` up to now: a start ahead of the clock would count nothing, and
-    // the limit would never apply. (A minute of slack for clocks a little apart.)
-    if (const Time now = clock_.Now(); b.since > now + Duration::Minutes(1)) {
-      return Error(res, 400, "since_ms: " + FormatIso8601(b.since) + " is in the future (the controller's clock: " +
-                                 FormatIso8601(now) + "); a budget counts spend from a time up to now");
+    // the limit would never apply. (A minute of slack for clocks a little apart, counted from now.)
+    if (const Time now = clock_.Now(); body->contains("since_ms") && b.since > now) {
+      if (b.since > now + Duration::Minutes(1)) {
+        return Error(res, 400, "since_ms: " + FormatIso8601(b.since) + " is in the future (the controller's clock: " +
+                                   FormatIso8601(now) + "); a budget counts spend from a time up to now (new_period: "
+                                   "true starts it now)");
+      }
+      b.since = now;
     }
     // A rolling budget counts from its current period's start at the latest (as the engine keeps it).
     if (b.period != CalendarPeriod::kNone) b.since = std::max(b.since, PeriodStart(clock_.Now(), b.period));

@@ -344,6 +344,17 @@ TEST_F(ServerTest, ABudgetStartingInTheFutureIsRefusedAndARollingOnesAnswerIsThe
   auto none = Call("GET", "/v1/cost?team=vision", admin_);
   ASSERT_EQ(none->status, 200) << none->body;
   EXPECT_EQ(none->body.find("hard_micros"), std::string::npos) << none->body;
+  // A start a few seconds ahead (a client's clock a little fast) counts from now; new_period
+  // starts from now by the controller's clock.
+  auto slightly = Call("POST", "/v1/teams/nlp/budget", admin_,
+                       R"({"hard": 10, "since_ms": )" + std::to_string((clock_.Now() + Duration::Seconds(30)).millis()) + "}");
+  ASSERT_EQ(slightly->status, 200) << slightly->body;
+  EXPECT_EQ(Body(slightly)["since_ms"], clock_.Now().millis());
+  clock_.Advance(Duration::Hours(1));
+  auto fresh = Call("POST", "/v1/teams/nlp/budget", admin_, R"({"hard": 10, "new_period": true})");
+  ASSERT_EQ(fresh->status, 200) << fresh->body;
+  EXPECT_EQ(Body(fresh)["since_ms"], clock_.Now().millis());
+  EXPECT_EQ(Call("POST", "/v1/teams/nlp/budget", admin_, R"({"hard": 10, "new_period": true, "since_ms": 5})")->status, 400);
   const Time week_start = PeriodStart(clock_.Now(), CalendarPeriod::kWeek);
   auto weekly = Call("POST", "/v1/teams/vision/budget", admin_,
                      R"({"hard": 10, "period": "weekly", "since_ms": )" +

@@ -152,10 +152,18 @@ async function main() {
 
     await stepDo('Drain and Undrain on the nodes page change the node\'s state', async () => {
       await page.click('.node-card[data-node="gpu-b"] button[data-action="drain"]');
-      // A drain is confirmed first: nothing changes until then.
+      // A drain is confirmed first: "Keep it" sends nothing (the audit log, which records every
+      // drain asked for, has none), and "Yes, drain it" drains.
       await page.waitForSelector('#drain-confirm');
-      const before = await page.$eval('.node-card[data-node="gpu-b"] .node-state', (e) => e.textContent);
-      if (before !== 'up') throw new Error(`gpu-b is '${before}' before the drain was confirmed`);
+      await page.click('#drain-keep');
+      await page.waitForFunction(() => !document.querySelector('#drain-confirm'));
+      const audit = await (await fetch(`${URL}/v1/audit?verb=node.drain`,
+        {headers: {Authorization: `Bearer ${TOKEN}`}})).json();
+      if ((audit.records || []).some((r) => r.object === 'node gpu-b')) {
+        throw new Error(`gpu-b was drained before the drain was confirmed: ${JSON.stringify(audit.records)}`);
+      }
+      await page.click('.node-card[data-node="gpu-b"] button[data-action="drain"]');
+      await page.waitForSelector('#drain-confirm');
       await page.click('#drain-confirm');
       await waitText('.node-card[data-node="gpu-b"] .node-state', 'draining');
       await page.click('.node-card[data-node="gpu-b"] button[data-action="undrain"]');

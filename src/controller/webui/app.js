@@ -71,11 +71,9 @@
     return n > 0 && n < 5000 ? '< $0.01' : money.format(n / 1e6);
   };
   // A limit as it was set: every digit it has ($0.005), where an amount rounds to the cent.
-  const fmtLimit = (micros) => {
-    const n = Number(micros) || 0;
-    return n % 10000 === 0 ? money.format(n / 1e6)
-      : `$${(n / 1e6).toFixed(6).replace(/0+$/, '')}`;
-  };
+  const limitMoney = new Intl.NumberFormat('en-US',
+    {style: 'currency', currency: 'USD', minimumFractionDigits: 2, maximumFractionDigits: 6});
+  const fmtLimit = (micros) => limitMoney.format((Number(micros) || 0) / 1e6);
   // API messages start in lower case ("job 12 does not exist"); shown alone, they read as sentences.
   const sentence = (text) => (text ? text.charAt(0).toUpperCase() + text.slice(1) : text);
 
@@ -209,9 +207,13 @@
       h('thead', {}, h('tr', {}, columns.map((c) => h('th', {class: c.cls}, c.title)))),
       h('tbody', {}, rows.map((r) =>
         h('tr', rowAttrs ? rowAttrs(r) : {}, columns.map((c) => {
-          // A long cell is cut with an ellipsis (app.css); its title holds it whole.
+          // A long text cell (a name; at most one link in it) is cut with an ellipsis (app.css
+          // td.clip) and its title holds it whole; a cell of several links or buttons is not cut.
           const cell = h('td', {class: c.cls}, c.cell(r));
-          if (cell.textContent.length > 40) cell.title = cell.textContent;
+          if (cell.textContent.length > 40 && cell.querySelectorAll('a, button').length <= 1 && !cell.classList.contains('wrap')) {
+            cell.classList.add('clip');
+            cell.title = cell.textContent;
+          }
           return cell;
         })))));
   }
@@ -427,7 +429,9 @@
       // Summary numbers. The queue page holds at most 1,000 jobs, running ones first: past that the
       // counts come from its total.
       const up = nodeList.filter((n) => n.state === 'up' || n.state === 'draining');
-      const working = up.filter((n) => n.state === 'up' && !n.storage_fault);  // take new work
+      // Nodes that take new work (as the controller's TakesWork): up, disk with room, accepted.
+      const working = up.filter((n) => n.state === 'up' && !n.storage_fault &&
+        n.acceptance !== 'checking' && n.acceptance !== 'quarantined');
       const gpus = up.reduce((a, n) => a + (n.gpus || 0), 0);
       const used = up.reduce((a, n) => a + (n.gpus_used || 0), 0);
       const total = q.value && typeof q.value.total === 'number' ? q.value.total : jobs.length;
@@ -440,7 +444,7 @@
       const stat = (label, value, id, cls) => h('div', {class: `stat ${cls || ''}`, id},
         h('div', {class: 'stat-value'}, value), h('div', {class: 'stat-label'}, label));
       replace(stats,
-        stat(resting ? `nodes taking work (${resting} not: draining or no room)` : 'nodes up',
+        stat(resting ? `nodes taking work (${resting} not: draining, no room or not accepted)` : 'nodes up',
           nodes.value ? `${resting ? working.length : up.length} / ${nodeList.length}` : '—', 'stat-nodes'),
         stat('GPUs in use', nodes.value ? `${used} / ${gpus}` : '—', 'stat-gpus'),
         stat('running jobs', q.value ? runningText : '—', 'stat-running'),
@@ -515,7 +519,7 @@
         bar.append(mark);
       }
       const what = limit
-        ? `${fmtMoney(t.spent_micros)} of ${fmtMoney(limit)}${b.hard_micros ? '' : ' (soft)'}`
+        ? `${fmtMoney(t.spent_micros)} of ${fmtLimit(limit)}${b.hard_micros ? '' : ' (soft)'}`
         : `${fmtMoney(t.spent_micros)} · no budget`;
       return h('div', {class: 'spend', 'data-team': t.team},
         h('div', {class: 'spend-head'}, h('strong', {}, t.team), h('span', {}, what)),
@@ -974,10 +978,18 @@
     // Drain and undrain are admin actions: another token's 403 shows as the API words it. A drain
     // is asked to be confirmed first, as a cancel is (undrain only gives work back).
     function askDrain(name) {
+      // (At the top of the page: scrolled into view and focused, as the card may be far below;
+      // both buttons are disabled at the first click, so a double click drains once.)
+      const yes = h('button', {type: 'button', id: 'drain-confirm', class: 'danger', onclick: () => {
+        yes.disabled = true;
+        keep.disabled = true;
+        drain(name, true);
+      }}, 'Yes, drain it');
+      const keep = h('button', {type: 'button', id: 'drain-keep', onclick: () => replace(notice)}, 'Keep it');
       replace(notice, h('div', {class: 'info confirm'},
-        h('span', {class: 'confirm-text'}, `Drain ${name}? It takes no new jobs; its running jobs go on. `),
-        h('button', {type: 'button', id: 'drain-confirm', class: 'danger', onclick: () => drain(name, true)}, 'Yes, drain it'),
-        h('button', {type: 'button', id: 'drain-keep', onclick: () => replace(notice)}, 'Keep it')));
+        h('span', {class: 'confirm-text'}, `Drain ${name}? It takes no new jobs; its running jobs go on. `), yes, keep));
+      notice.scrollIntoView({block: 'nearest'});
+      yes.focus();
     }
     async function drain(name, on) {
       try {

@@ -529,8 +529,10 @@ PlaceResult TopologyPlacement::Place(const JobSpec& job, const ClusterView& view
   if (models.empty()) {
     out.kind = PlaceResult::Kind::kInfeasible;
     if (po.explain) {
-      // (A job without GPUs finds no model only where there is no node at all.)
-      out.reason = job.gpu_models.empty() ? (job.total_gpu_milli() == 0 ? "the cluster has no nodes" : "the cluster has no GPU nodes")
+      // (A job without GPUs is told so only where there is no node at all: nodes without GPUs
+      // add no model.)
+      out.reason = job.gpu_models.empty() ? (job.total_gpu_milli() == 0 && view.nodes().empty() ? "the cluster has no nodes"
+                                                                                              : "the cluster has no GPU nodes")
                                           : "no node has GPU model " + Join(job.gpu_models, " or ") +
                                                 " (the cluster has: " + Join(view.models(), ", ") + ")";
     }
