@@ -80,6 +80,7 @@ std::optional<Duration> ParseDuration(std::string_view s) {
           case 'm': unit = 60'000; break;
           case 'h': unit = 3'600'000; break;
           case 'd': unit = 86'400'000; break;
+          case 'w': unit = 7 * 86'400'000.0; break;  // as plan --since reads it (4w)
           default: return std::nullopt;
         }
         ++i;

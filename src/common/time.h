@@ -69,8 +69,8 @@ Time WallNow();
 std::string FormatIso8601(Time t);
 // "1h23m", "45s", "2d3h": short human form for reports and explanations.
 std::string FormatDuration(Duration d);
-// Parses "90", "90s", "15m", "1h30m", "2d", "1.5h" (plain numbers are seconds). Negative values
-// are rejected.
+// Parses "90", "90s", "15m", "1h30m", "2d", "1w", "1.5h" (plain numbers are seconds). Negative
+// values are rejected.
 std::optional<Duration> ParseDuration(std::string_view s);
 
 // Calendar periods for budgets that roll over, in UTC: a day starts at midnight, a week on

@@ -59,6 +59,8 @@ TEST(TimeTest, ParseDurationReadsUnitsAndCompounds) {
   EXPECT_EQ(Ms("15m"), 900'000);
   EXPECT_EQ(Ms("2h"), 7'200'000);
   EXPECT_EQ(Ms("2d"), 172'800'000);
+  EXPECT_EQ(Ms("1w"), 604'800'000);  // (cost/audit --since, job files: as plan --since reads it)
+  EXPECT_EQ(Ms("1w2d"), 777'600'000);
   EXPECT_EQ(Ms("250ms"), 250);
   EXPECT_EQ(Ms("1h30m"), 5'400'000);
   EXPECT_EQ(Ms("1.5h"), 5'400'000);
