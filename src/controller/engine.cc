@@ -2314,7 +2314,8 @@ Result<sched::Explanation> Engine::Explain(JobId job) const {
                                          "interruption notice: " + n.notice->action + " at " +
                                          FormatIso8601(n.notice->time) + ")"
                                    : "node " + n.rec.name + " takes no new work: it is drained ('gpufleet undrain " +
-                                         n.rec.name + "' puts it back)");
+                                         n.rec.name + "' puts it back" +
+                                         (n.storage_fault.empty() ? ")" : " once its disk has room again)"));
     }
     if (env && n.rec.spec.gpus > 0 && !n.rec.spec.Supports(spec.environment)) {
       e.reasons.push_back("node " + n.rec.name + " cannot run environment " + spec.environment + ": " +

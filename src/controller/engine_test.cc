@@ -504,6 +504,25 @@ TEST_F(EngineTest, ANodeWhoseAgentRegistersAgainWithoutItsStorageFaultTakesWorkA
   EXPECT_EQ((*rec)->error_restarts, 0);
 }
 
+TEST_F(EngineTest, ExplainOfANodeBothDrainedAndWithoutRoomDoesNotPromiseAnUndrainPutsItBack) {
+  // Given node-a drained and reporting a full disk, expect explain to say an undrain puts it back
+  // only once its disk has room again (an undrain alone gives it no work).
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  auto d = e->Drain("node-a", true);
+  e->Step();
+  ASSERT_TRUE(d.get().ok());
+  api::Heartbeat hb;
+  hb.storage_fault = kFullDisk;
+  BeatWith(*e, a, hb);
+  JobId j = Submit(*e, "resources: {gpus: 1}\nrun: x\n");
+  auto ex = e->Explain(j);
+  ASSERT_TRUE(ex.ok());
+  bool said = false;
+  for (const auto& r : ex->reasons) said = said || r.find("'gpufleet undrain node-a' puts it back once its disk has room again") != std::string::npos;
+  EXPECT_TRUE(said) << ::testing::PrintToString(ex->reasons);
+}
+
 TEST_F(EngineTest, AGangPartItsNodeCouldNotStartIsNotTheFailureOfAPartThatFailedFirst) {
   // Given a 2-node gang whose part 1 fails with a recoverable code while part 0 comes back as one
   // its node could not start (full disk), expect the job requeued by the recoverable code (not
