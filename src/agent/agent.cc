@@ -1357,8 +1357,11 @@ void Agent::StartPart(const api::StartPart& s) {
   // A part that could not start on a node that cannot keep its own files (its data directory is
   // full or read-only) did not fail by its own doing: the node is at fault. The controller
   // requeues the part's job and gives this node no work until the probe passes again.
-  const std::string storage_fault =
-      error.empty() ? std::string() : !env_storage_fault.empty() ? env_storage_fault : ProbeStorage();
+  // (statvfs first: an array of failing starts must not write and sync 64 KiB for each.)
+  const std::string storage_fault = error.empty()                 ? std::string()
+                                    : !env_storage_fault.empty()  ? env_storage_fault
+                                    : StorageLooksFull()          ? ProbeStorage()
+                                                                  : std::string();
   lock.Lock();
   run.proc_keys = keys;
   run.procs_left = static_cast<int>(keys.size());

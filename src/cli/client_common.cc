@@ -17,6 +17,7 @@
 
 #include "api/codec.h"
 #include "api/job_yaml.h"
+#include "cost/offer.h"
 #include "cli/client.h"
 #include "common/strings.h"
 #include "common/time.h"
@@ -421,12 +422,9 @@ std::string CurrentDir() {
 
 std::string UsdExact(int64_t micros) {
   if (micros % 10000 == 0) return Usd(micros);
-  const bool neg = micros < 0;
-  const int64_t a = neg ? -micros : micros;
-  std::string frac = std::to_string(a % 1000000);
-  frac.insert(0, 6 - frac.size(), '0');
-  while (frac.size() > 2 && frac.back() == '0') frac.pop_back();
-  return std::string(neg ? "-" : "") + "$" + std::to_string(a / 1000000) + "." + frac;
+  std::string s = cost::FormatUsd(micros, 6);  // every digit, trailing zeros dropped
+  while (s.back() == '0') s.pop_back();
+  return s;
 }
 
 std::string Usd(int64_t micros) {

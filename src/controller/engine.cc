@@ -1777,12 +1777,9 @@ void Engine::ApplyPartEvent(NodeId node, const api::PartEvent& e) {
         // cannot keep its own files (its data directory is full). Not the job's failure: requeue
         // it (not counted against its restarts, nor as a stall), and give the node no work until
         // its agent can keep its files again.
+        // (The node is held by the storage_fault its heartbeat carries with this event.)
         auto n = nodes_.find(node.value());
         const std::string name = n == nodes_.end() ? "node-" + std::to_string(node.value()) : n->second.rec.name;
-        if (n != nodes_.end()) {
-          const std::string fault = e.message.empty() ? "its agent cannot keep its files" : e.message;
-          SetStorageFault(node, n->second, n->second.storage_fault.empty() ? fault : n->second.storage_fault);
-        }
         job.restart_requested = true;
         job.rerun_not_stall = true;
         job.restart_text = "node " + name + " could not start it" + (e.message.empty() ? "" : ": " + e.message);
