@@ -5,7 +5,8 @@
 #     saying that the node could not start it, and no run of it counts as its own failure;
 #   - the node takes no work meanwhile: `gpufleet nodes` shows it no-room (and `nodes NODE` why),
 #     `gpufleet explain` names it, /metrics has gpufleet_node_storage_fault 1 and the built-in
-#     alert NodeStorageFault fires;
+#     alert NodeStorageFault fires; its agent reports the room left there (/v1/nodes disks,
+#     `nodes NODE`, gpufleet_node_disk_free_bytes) and NodeDiskLow fires;
 #   - once there is room again the node takes work by itself: the job runs there (attempt 2) and
 #     succeeds, the gauge is 0 and the alert resolved;
 #   - a job whose own output fills the disk fails with its own exit code and says the disk was
@@ -39,7 +40,8 @@ trap storage_cleanup EXIT
 
 ENV_PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
 cp "$(dirname "$0")/data/environments_offline.yaml" "$WORK/envs.yaml"  # the preset only-in-this-file
-cluster_start_server --heartbeat 200ms --alert-interval 1s --environments "$WORK/envs.yaml"
+printf 'disk_low_for: 0s\n' >"$WORK/alert_rules.yaml"
+cluster_start_server --heartbeat 200ms --alert-interval 1s --environments "$WORK/envs.yaml" --alert-rules "$WORK/alert_rules.yaml"
 AGENT_DATA_DIR="$MNT" cluster_start_agent node-a
 
 # node_field EXPR [NODE]: one value of NODE (default node-a) as /v1/nodes reports it.
@@ -52,6 +54,14 @@ alert_state() {
     json_get "next((a['state'] for a in (j['alerts'] if isinstance(j, dict) else j) if a['labels'].get('node') == 'node-a'), '')"
 }
 alert_is() { [[ "$(alert_state)" == "$1" ]]; }
+low_alert_firing() {
+  [[ "$("$GPUFLEET" alerts --name NodeDiskLow -o json </dev/null |
+    json_get "any(a['state'] == 'firing' and a['labels'].get('node') == 'node-a' and a['labels'].get('dir') == 'data'
+               for a in (j['alerts'] if isinstance(j, dict) else j))")" == true ]]
+}
+free_gauge_low() {
+  api GET /metrics | awk -v want="gpufleet_node_disk_free_bytes{node=\"node-a\",dir=\"data\"}" '$1 == want && $2 < 65536 {ok = 1} END {exit !ok}'
+}
 
 # Fill it: nothing more can be written there.
 dd if=/dev/zero of="$MNT/filler" bs=64k 2>/dev/null || true
@@ -82,6 +92,14 @@ expect_contains "$WORK/node.out" "storage:      the node's data directory $MNT c
 run "$WORK/explain" "$GPUFLEET" explain "$JOB"
 expect_contains "$WORK/explain.out" "node node-a takes no new work: the node's data directory $MNT" "gpufleet explain $JOB"
 wait_until "/metrics has gpufleet_node_storage_fault 1 for node-a" 20 gauge_is 1
+# The room left, as the agent reports it in its heartbeats: its data directory, 2 MiB, full.
+[[ "$(node_field "['disks'][0]['path']")" == "$MNT" ]] || fail "/v1/nodes should report node-a's data directory $MNT in disks"
+[[ "$(node_field "['disks'][0]['size_bytes']")" == 2097152 ]] || fail "node-a's data directory is a 2 MiB tmpfs"
+wait_until "/metrics has gpufleet_node_disk_free_bytes under 64 KiB for node-a's data directory" 20 free_gauge_low
+run "$WORK/node_disk" "$GPUFLEET" nodes node-a
+expect_contains "$WORK/node_disk.out" "disk:         data directory $MNT: " "gpufleet nodes node-a"
+expect_contains "$WORK/node_disk.out" " free of 2.0 MiB (" "gpufleet nodes node-a"
+wait_until "the alert NodeDiskLow fires for node-a's data directory" 30 low_alert_firing
 wait_until "the alert NodeStorageFault fires for node-a" 30 alert_is firing
 # It was not sent there again meanwhile (each try would be a new attempt).
 [[ "$(job_field "$JOB" "j['attempt']")" == 1 ]] ||

@@ -34,7 +34,7 @@ CHECKER="$REPO/scripts/check_grafana.py"
 # 1. promtool: the rules, their unit tests, the example configuration.
 run "$WORK/check_rules" "$PROMTOOL" check rules "$RULES"
 expect_rc "$WORK/check_rules" 0 "promtool check rules gpufleet-alerts.yml"
-expect_contains "$WORK/check_rules.out" "SUCCESS: 10 rules found" "promtool check rules gpufleet-alerts.yml"
+expect_contains "$WORK/check_rules.out" "SUCCESS: 11 rules found" "promtool check rules gpufleet-alerts.yml"
 if grep -qi "warn\|lint" "$WORK/check_rules.out" "$WORK/check_rules.err"; then
   show "$WORK/check_rules"
   fail "promtool check rules gpufleet-alerts.yml is not clean"
@@ -52,7 +52,7 @@ sed -i -e "s#/etc/prometheus/gpufleet-metrics.token#$WORK/config/metrics.token#"
   -e "s#/etc/gpufleet/ca.pem#$WORK/config/ca.pem#" "$WORK/config/prometheus.yml"
 run "$WORK/check_config" "$PROMTOOL" check config "$WORK/config/prometheus.yml"
 expect_rc "$WORK/check_config" 0 "promtool check config prometheus.yml"
-expect_contains "$WORK/check_config.out" "SUCCESS: 10 rules found" "promtool check config prometheus.yml (its rule file)"
+expect_contains "$WORK/check_config.out" "SUCCESS: 11 rules found" "promtool check config prometheus.yml (its rule file)"
 
 # 2. The sample page holds every series the controller exports, and the dashboard's and the rules'
 # queries name only metrics and labels it has.
@@ -60,7 +60,8 @@ for name in DCGM_FI_DEV_GPU_UTIL DCGM_FI_DEV_FB_USED DCGM_FI_DEV_FB_FREE DCGM_FI
   DCGM_FI_DEV_POWER_USAGE gpufleet_build_info gpufleet_jobs gpufleet_jobs_finished_total \
   gpufleet_queue_length gpufleet_queue_oldest_wait_seconds gpufleet_gpus gpufleet_gpus_allocated \
   gpufleet_gpus_allocated_idle gpufleet_nodes gpufleet_node_heartbeat_age_seconds \
-  gpufleet_node_spot_notice gpufleet_node_quarantined gpufleet_node_storage_fault gpufleet_scheduler_pass_duration_seconds_bucket \
+  gpufleet_node_spot_notice gpufleet_node_quarantined gpufleet_node_storage_fault gpufleet_node_disk_free_bytes \
+  gpufleet_node_disk_size_bytes gpufleet_scheduler_pass_duration_seconds_bucket \
   gpufleet_submit_duration_seconds_bucket gpufleet_store_commit_duration_seconds_bucket \
   gpufleet_api_requests_total gpufleet_team_spend_dollars gpufleet_team_budget_dollars \
   gpufleet_team_budget_remaining_dollars gpufleet_pool_instances gpufleet_spot_interruptions_total \
@@ -223,7 +224,7 @@ curl -sf --max-time 5 "http://127.0.0.1:$prom_port/api/v1/rules" >"$WORK/rules.j
 "$PYTHON" - "$WORK/rules.json" <<'PY' || fail "Prometheus did not load every rule of gpufleet-alerts.yml"
 import json, sys
 rules = [r for g in json.load(open(sys.argv[1]))["data"]["groups"] for r in g["rules"]]
-assert len(rules) == 10, [r["name"] for r in rules]
+assert len(rules) == 11, [r["name"] for r in rules]
 bad = [(r["name"], r.get("lastError")) for r in rules if r.get("health") == "err"]
 assert not bad, bad
 PY

@@ -1,6 +1,7 @@
 #include "agent/agent.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
@@ -649,6 +650,23 @@ std::vector<std::pair<std::string, std::string>> Agent::StorageDirs() const {
     dirs.emplace_back("environments directory", options_.environments_dir);
   }
   return dirs;
+}
+
+std::vector<api::DiskReport> Agent::DiskRoom() const {
+  std::vector<api::DiskReport> out;
+  for (const auto& [what, dir] : StorageDirs()) {
+    struct statvfs fs;
+    if (::statvfs(dir.c_str(), &fs) != 0) continue;
+    api::DiskReport d;
+    d.dir = what == "data directory" ? "data" : "environments";
+    d.path = dir;
+    constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    const uint64_t unit = fs.f_frsize != 0 ? fs.f_frsize : fs.f_bsize;
+    d.size_bytes = static_cast<int64_t>(std::min<uint64_t>(kMax / std::max<uint64_t>(unit, 1), fs.f_blocks) * unit);
+    d.free_bytes = std::min(d.size_bytes, static_cast<int64_t>(std::min<uint64_t>(kMax / std::max<uint64_t>(unit, 1), fs.f_bavail) * unit));
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 bool Agent::StorageLooksFull() const {
@@ -1799,6 +1817,7 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     }
     lock.Unlock();
   }
+  hb.disks = DiskRoom();
   // With metrics served, the GPUs are sampled every metrics_interval already: report the last
   // sample (sampling again would advance fake telemetry twice as fast).
   if (options_.metrics_listen.empty() || last_sample_at_ == Time()) SampleGpus();

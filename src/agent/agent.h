@@ -204,6 +204,9 @@ class Agent {
   // The folders ProbeStorage looks at: (what it is, path): the data directory, and the
   // environments directory once made (it may be on a disk of its own).
   std::vector<std::pair<std::string, std::string>> StorageDirs() const;
+  // The room left in each of StorageDirs (api::Heartbeat::disks); a folder statvfs cannot read
+  // is left out.
+  std::vector<api::DiskReport> DiskRoom() const;
   static std::string ProbeDirectory(const std::string& name, const std::string& dir);
   // Whether the file system of a folder ProbeStorage looks at is read-only or nearly full
   // (statvfs: cheap), so that a failed part is worth a probe.

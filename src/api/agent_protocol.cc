@@ -254,6 +254,13 @@ json ToJson(const Heartbeat& h) {
   json o = {{"gpus", gpus}, {"events", events}, {"running", KeysToJson(h.running)}};
   if (h.notice) o["notice"] = ToJson(*h.notice);
   if (!h.storage_fault.empty()) o["storage_fault"] = h.storage_fault;
+  if (!h.disks.empty()) {
+    json disks = json::array();
+    for (const auto& d : h.disks) {
+      disks.push_back({{"dir", d.dir}, {"path", d.path}, {"free_bytes", d.free_bytes}, {"size_bytes", d.size_bytes}});
+    }
+    o["disks"] = std::move(disks);
+  }
   if (h.burn_in) o["burn_in"] = ToJson(*h.burn_in);
   if (h.environments_ready) o["environments_ready"] = *h.environments_ready;
   if (!h.activity.empty()) {
@@ -301,6 +308,27 @@ Result<Heartbeat> HeartbeatFromJson(const json& j) {
   GF_ASSIGN_OR_RETURN(h.storage_fault, Decode<std::string>("heartbeat.storage_fault", [&] {
                         return Opt<std::string>(j, "storage_fault", "");
                       }));
+  if (auto it = j.find("disks"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) return Status::InvalidArgument("heartbeat.disks: expected an array");
+    for (const auto& x : *it) {
+      GF_ASSIGN_OR_RETURN(DiskReport d, Decode<DiskReport>("heartbeat.disks", [&] {
+                            DiskReport d;
+                            d.dir = x.at("dir").get<std::string>();
+                            d.path = Opt<std::string>(x, "path", "");
+                            d.free_bytes = IntOf<int64_t>(x.at("free_bytes"));
+                            d.size_bytes = IntOf<int64_t>(x.at("size_bytes"));
+                            return d;
+                          }));
+      if (d.dir != "data" && d.dir != "environments") {
+        return Status::InvalidArgument("heartbeat.disks: dir must be data or environments, got '" + d.dir + "'");
+      }
+      if (d.free_bytes < 0 || d.size_bytes < 0 || d.free_bytes > d.size_bytes) {
+        return Status::InvalidArgument("heartbeat.disks: " + d.dir + ": free_bytes " + std::to_string(d.free_bytes) +
+                                       " must be 0.." + std::to_string(d.size_bytes) + " (size_bytes)");
+      }
+      h.disks.push_back(std::move(d));
+    }
+  }
   if (auto it = j.find("burn_in"); it != j.end() && !it->is_null()) {
     GF_ASSIGN_OR_RETURN(model::BurnInReport b, BurnInReportFromJson(*it));
     h.burn_in = std::move(b);

@@ -63,6 +63,16 @@ struct GpuSampleReport {
   int power_w = 0;
 };
 
+// The room left on a file system the agent keeps files on (statvfs of the directory): the free
+// bytes an unprivileged writer may use, and the file system's size.
+struct DiskReport {
+  std::string dir;   // "data" (the agent's data directory) or "environments"
+  std::string path;  // the directory
+  int64_t free_bytes = 0;
+  int64_t size_bytes = 0;
+  bool operator==(const DiskReport&) const = default;
+};
+
 enum class PartEventKind { kStarted, kExited, kCheckpointed };
 const char* PartEventKindName(PartEventKind k);
 
@@ -116,6 +126,9 @@ struct Heartbeat {
   // cannot be written: No space left on device"); empty when it can. The node takes no work
   // while it is set.
   std::string storage_fault;
+  // The room left where the agent keeps its files (its data directory, its environments
+  // directory), at this beat; empty from agents that do not say.
+  std::vector<DiskReport> disks;
   std::optional<model::BurnInReport> burn_in;  // a finished burn-in, until acknowledged
   std::optional<std::vector<std::string>> environments_ready;  // when the prepared set changed
 };

@@ -107,6 +107,29 @@ TEST(AgentProtocolTest, ANodeFaultAndItsReasonTravelAndAreAbsentWhenThereIsNone)
   ExpectError(HeartbeatFromJson(json{{"storage_fault", 3}}), "heartbeat.storage_fault");
 }
 
+TEST(AgentProtocolTest, TheRoomOnTheAgentsDisksTravelsAndABadReportNamesItsField) {
+  Heartbeat hb;
+  hb.disks = {{"data", "/var/lib/gpufleet", 4'096, 1 << 20}, {"environments", "/envs", 0, 1 << 20}};
+  auto back = HeartbeatFromJson(json::parse(ToJson(hb).dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->disks, hb.disks);
+  // Not sent when there is none; an older agent's heartbeat has none.
+  EXPECT_FALSE(ToJson(Heartbeat{}).contains("disks"));
+  auto old = HeartbeatFromJson(json::object());
+  ASSERT_TRUE(old.ok());
+  EXPECT_TRUE(old->disks.empty());
+  json bad = ToJson(hb);
+  bad["disks"][0]["free_bytes"] = 2 << 20;  // more free than the disk holds
+  ExpectError(HeartbeatFromJson(bad), "heartbeat.disks: data: free_bytes 2097152 must be 0..1048576");
+  bad = ToJson(hb);
+  bad["disks"][1]["dir"] = "scratch";
+  ExpectError(HeartbeatFromJson(bad), "dir must be data or environments, got 'scratch'");
+  bad = ToJson(hb);
+  bad["disks"][0].erase("size_bytes");
+  ExpectError(HeartbeatFromJson(bad), "heartbeat.disks");
+  ExpectError(HeartbeatFromJson(json{{"disks", "full"}}), "heartbeat.disks: expected an array");
+}
+
 // Found by fuzz/agent_protocol_fuzz: a float too large for the integer field ("at_ms": 4e70)
 // reached nlohmann's float-to-integer cast, which is undefined behaviour (UBSan:
 // float-cast-overflow), and a large integer in an int field wrapped. Given either, in any

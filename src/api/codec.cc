@@ -550,6 +550,17 @@ Result<GpuSampleReport> DecodeGpuSample(const json& j, const std::string& path) 
   return g;
 }
 
+Result<DiskReport> DecodeDisk(const json& j, const std::string& path) {
+  Fields f(j, path);
+  DiskReport d;
+  d.dir = f.String("dir");
+  d.path = f.String("path");
+  d.free_bytes = f.Int64("free_bytes");
+  d.size_bytes = f.Int64("size_bytes");
+  if (!f.ok()) return f.status();
+  return d;
+}
+
 // The agent protocol's decoders, with the field's path in front of their errors.
 template <typename T>
 Result<T> WithPath(Result<T> r, const std::string& path) {
@@ -603,6 +614,7 @@ Result<NodeSummary> DecodeNodeSummary(const json& j, const std::string& path) {
   n.burn_in = f.OptionalObject("burn_in", &DecodeBurnIn);
   n.notice = f.OptionalObject("notice", &DecodeNotice);
   n.storage_fault = f.OptionalString("storage_fault");
+  if (f.OptionalValue("disks") != nullptr) n.disks = f.Objects("disks", &DecodeDisk);  // (absent from older controllers)
   if (!f.ok()) return f.status();
   return n;
 }
@@ -902,6 +914,11 @@ json ToJson(const NodeSummary& n) {
             {"burn_in", n.burn_in ? ToJson(*n.burn_in) : json(nullptr)}};
   if (n.notice) o["notice"] = ToJson(*n.notice);
   if (!n.storage_fault.empty()) o["storage_fault"] = n.storage_fault;
+  json disks = json::array();
+  for (const auto& d : n.disks) {
+    disks.push_back({{"dir", d.dir}, {"path", d.path}, {"free_bytes", d.free_bytes}, {"size_bytes", d.size_bytes}});
+  }
+  o["disks"] = std::move(disks);
   return o;
 }
 

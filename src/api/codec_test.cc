@@ -574,7 +574,10 @@ TEST_F(CodecTest, NodeSummaryRoundTripsWithWhatTheControllerAdds) {
   n.telemetry = {{87, 40'000, 71, 520}, {12, 1'024, 45, 90}};
   n.jobs = {JobId(42), JobId(43)};
   n.notice = SpotNotice{"terminate", Time::FromMillis(9'000)};
+  n.disks = {{"data", "/var/lib/gpufleet", 1'000, 50'000}};
   const json j = ToJson(n);
+  EXPECT_EQ(j["disks"][0]["free_bytes"], 1'000);
+  EXPECT_EQ(j["disks"][0]["dir"], "data");
   EXPECT_EQ(j["state"], NodeStateName(SampleNode().state));
   EXPECT_EQ(j["market"], "spot");
   EXPECT_EQ(j["gpu_model"], "H100");
@@ -588,6 +591,7 @@ TEST_F(CodecTest, NodeSummaryRoundTripsWithWhatTheControllerAdds) {
   EXPECT_EQ(ToJson(*back), j);
   EXPECT_EQ(back->burn_in->tests.size(), SampleNode().burn_in->tests.size());
   EXPECT_EQ(back->notice->action, "terminate");
+  EXPECT_EQ(back->disks, n.disks);
   EXPECT_EQ(back->market, model::Market::kSpot);
   EXPECT_TRUE(back->heard_since_start);
   // Not heard from since a controller restart: said, and kept; absent (an older controller): heard.
@@ -598,6 +602,8 @@ TEST_F(CodecTest, NodeSummaryRoundTripsWithWhatTheControllerAdds) {
   json older = unheard;
   older.erase("heard_since_start");
   EXPECT_TRUE(NodeSummaryFromJson(older)->heard_since_start);
+  older.erase("disks");  // (an older controller: no room reported)
+  EXPECT_TRUE(NodeSummaryFromJson(older)->disks.empty());
 
   // Never burnt in, no notice: "burn_in" is null and "notice" absent, and both decode as absent.
   NodeRecord plain = SampleNode();
@@ -625,6 +631,11 @@ TEST_F(CodecTest, NodeSummaryRoundTripsWithWhatTheControllerAdds) {
   b = NodeSummaryFromJson(bad);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().message().rfind("burn_in: ", 0), 0u) << b.status().message();
+  bad = j;
+  bad["disks"][0]["free_bytes"] = "lots";
+  b = NodeSummaryFromJson(bad);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message().rfind("disks[0].free_bytes: ", 0), 0u) << b.status().message();
 }
 
 TEST_F(CodecTest, TokenSummaryShowsTheShortIdAndNeverTheHash) {

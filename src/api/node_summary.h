@@ -50,13 +50,15 @@ struct NodeSummary {
   std::optional<SpotNotice> notice;             // the provider is reclaiming it
   // Why its agent cannot keep its own files (a full data directory): it takes no work meanwhile.
   std::string storage_fault;
+  // The room left where its agent keeps files, from its last heartbeat (empty: not reported).
+  std::vector<DiskReport> disks;
 };
 
 // The record's part; gpus_used, telemetry, jobs and notice are the caller's to fill.
 NodeSummary SummaryOf(const NodeRecord& record);
 
 // The wire shape (docs/api.md): "state" and "market" by name, "last_heartbeat_ms", "burn_in"
-// null when never run, "notice" and "storage_fault" only when set. Decoding is strict as in codec.h.
+// null when never run, "notice" and "storage_fault" only when set, "disks" always (maybe empty). Decoding is strict as in codec.h.
 nlohmann::json ToJson(const NodeSummary& node);
 Result<NodeSummary> NodeSummaryFromJson(const nlohmann::json& j);
 

@@ -6,7 +6,9 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <iterator>
 
 namespace gpufleet {
 
@@ -132,6 +134,21 @@ uint32_t Fnv1a32(std::string_view s) {
     h *= 16777619u;
   }
   return h;
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes) / 1024;
+  size_t u = 0;
+  // (9.96 GiB prints as 10.0 GiB, not 1024.0 MiB: a unit is left once the value rounds to 1024.)
+  while (v >= 1023.95 && u + 1 < std::size(kUnits)) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[u]);
+  return buf;
 }
 
 }  // namespace gpufleet

@@ -18,6 +18,10 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 std::optional<int64_t> ParseInt(std::string_view s);
 std::optional<double> ParseDouble(std::string_view s);
 // Levenshtein distance (insertions, deletions, substitutions), for "did you mean" hints.
+// A size in bytes for people: "512 B", "1.5 KiB", "12.3 GiB", "2.0 TiB" (binary units; one decimal
+// past bytes).
+std::string FormatBytes(int64_t bytes);
+
 size_t EditDistance(std::string_view a, std::string_view b);
 // Glob with '*' and '?' only (for region patterns such as 'europe-*').
 bool GlobMatch(std::string_view pattern, std::string_view text);

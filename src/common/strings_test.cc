@@ -22,6 +22,17 @@ TEST(StringsTest, SplitKeepsEmptyFields) {
   EXPECT_EQ(Split("k=v", '='), (Strings{"k", "v"}));
 }
 
+TEST(StringsTest, FormatBytesUsesBinaryUnitsWithOneDecimal) {
+  EXPECT_EQ(FormatBytes(0), "0 B");
+  EXPECT_EQ(FormatBytes(1023), "1023 B");
+  EXPECT_EQ(FormatBytes(1024), "1.0 KiB");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(int64_t{50} << 30), "50.0 GiB");
+  // Just under a unit up rounds into it, not to "1024.0 MiB".
+  EXPECT_EQ(FormatBytes((int64_t{1} << 30) - 1), "1.0 GiB");
+  EXPECT_EQ(FormatBytes(std::numeric_limits<int64_t>::max()), "8.0 EiB");
+}
+
 TEST(StringsTest, TrimRemovesSurroundingWhitespaceOnly) {
   // Given spaces, tabs and newlines around and inside, expect only the outer ones removed.
   EXPECT_EQ(Trim("  a b \t\n"), "a b");

@@ -1669,6 +1669,7 @@ void Engine::ApplyHeartbeat(HeartbeatReq& r) {
     }
   }
   SetStorageFault(r.node, n, r.hb.storage_fault);
+  n.disks = r.hb.disks;
   if (r.hb.notice) {
     ApplyNotice(r.node, n, *r.hb.notice);
     reply.notice_acked = true;
@@ -2421,7 +2422,7 @@ std::vector<NodeStatus> Engine::NodesLocked() const {
   std::map<int64_t, size_t> index;
   for (const auto& [id, n] : nodes_) {
     index[id] = out.size();
-    out.push_back({n.rec, 0, n.telemetry, {}, n.notice, n.last_seen, n.heard, n.storage_fault});
+    out.push_back({n.rec, 0, n.telemetry, {}, n.notice, n.last_seen, n.heard, n.storage_fault, n.disks});
   }
   // GPUs in use are counted once however many jobs share them (GPU slices).
   std::vector<std::set<int>> held(out.size());

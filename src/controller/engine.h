@@ -92,6 +92,7 @@ struct NodeStatus {
   // Why its agent cannot keep its own files (a full data directory); empty when it can. It takes
   // no work meanwhile.
   std::string storage_fault;
+  std::vector<api::DiskReport> disks;  // the room its agent last reported (api::Heartbeat::disks)
 };
 
 struct QueueEntry {
@@ -358,6 +359,7 @@ class Engine {
     // Its agent cannot keep its own files (api::Heartbeat::storage_fault): takes no work until
     // its agent says it can again.
     std::string storage_fault;
+    std::vector<api::DiskReport> disks;  // its last heartbeat's
   };
   // Takes in what the agent says of its storage (a registration or heartbeat, or a part that
   // could not start for it): holds the node or gives it work again.

@@ -111,6 +111,21 @@ std::string ControllerMetricsText(const MetricsSources& s) {
              n.storage_fault.empty() || n.record.state == api::NodeState::kLost ? 0 : 1);
   }
 
+  // Room where the agents keep their files (from their last heartbeats; lost and gone nodes' last
+  // words are stale and left out).
+  e.Family("gpufleet_node_disk_free_bytes", "gauge",
+           "Bytes free for the agent where it keeps its files: dir=\"data\" its data directory (job state and "
+           "logs), dir=\"environments\" its prepared environments.");
+  for (const NodeStatus& n : nodes) {
+    if (n.record.state == api::NodeState::kGone || n.record.state == api::NodeState::kLost) continue;
+    for (const auto& d : n.disks) e.Sample({{"node", n.record.name}, {"dir", d.dir}}, static_cast<double>(d.free_bytes));
+  }
+  e.Family("gpufleet_node_disk_size_bytes", "gauge", "The size of the file system under each directory of gpufleet_node_disk_free_bytes.");
+  for (const NodeStatus& n : nodes) {
+    if (n.record.state == api::NodeState::kGone || n.record.state == api::NodeState::kLost) continue;
+    for (const auto& d : n.disks) e.Sample({{"node", n.record.name}, {"dir", d.dir}}, static_cast<double>(d.size_bytes));
+  }
+
   // Running jobs: the watchdog's view.
   e.Family("gpufleet_job_last_activity_age_seconds", "gauge",
            "Time since a running job's last progress report, log output or start, whichever is latest.");

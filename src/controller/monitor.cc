@@ -189,6 +189,7 @@ obs::AlertInput Monitor::Snapshot(Time now) {
     }
     if (r.acceptance == "quarantined") ns.quarantined = r.acceptance_reason;
     ns.storage_fault = n.storage_fault;
+    for (const auto& d : n.disks) ns.disks.push_back({d.dir, d.path, d.free_bytes, d.size_bytes});
     in.nodes.push_back(ns);
     if (ns.gone) history_.Forget(r.name);
     if (ns.gone || ns.lost) continue;  // its telemetry is stale

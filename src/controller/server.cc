@@ -1268,6 +1268,7 @@ void ApiServer::NodeRoutes(const Guards& g) {
       summary.notice = n.notice;
       summary.heard_since_start = n.heard_since_start;
       summary.storage_fault = n.storage_fault;
+      summary.disks = n.disks;
       list.push_back(api::ToJson(summary));
     }
     Reply(res, 200, {{"nodes", list}});

@@ -15,6 +15,13 @@ std::string Dollars(double d) {
   return buf;
 }
 
+// "4.2 %" (one decimal: a disk with 0.04 % left is not "0 %").
+std::string FormatPercent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %%", 100 * fraction);
+  return buf;
+}
+
 std::string Key(const std::string& name, const std::map<std::string, std::string>& labels) {
   std::string k = name;
   for (const auto& [n, v] : labels) k += "\x1f" + n + "=" + v;
@@ -56,7 +63,7 @@ std::map<std::string, std::string> GpuLabels(const GpuState& g) {
 const std::vector<std::string>& AlertRuleNames() {
   static const std::vector<std::string> names = {"GpuAllocatedIdle", "GpuHot",      "GpuMemorySwing",    "NodeSilent",
                                                  "JobStalled",       "SpotNotice",  "BudgetNearlySpent", "QueueWaitOverSlo",
-                                                 "NodeQuarantined",  "NodeStorageFault"};
+                                                 "NodeQuarantined",  "NodeStorageFault", "NodeDiskLow"};
   return names;
 }
 
@@ -117,6 +124,8 @@ Status SetAlertRule(AlertRules& r, const std::string& key, const std::string& va
     }
     return Status::Ok();
   }
+  if (key == "disk_low_fraction") return fraction(r.disk_low_fraction);
+  if (key == "disk_low_for") return duration(r.disk_low_for);
   if (key == "budget_fraction") return fraction(r.budget_fraction);
   if (key == "queue_wait_slo") return duration(r.queue_wait_slo);
   if (key == "keep_resolved") return duration(r.keep_resolved);
@@ -135,7 +144,7 @@ Status SetAlertRule(AlertRules& r, const std::string& key, const std::string& va
   return Status::InvalidArgument("unknown alert setting '" + key +
                                  "'; settings: enabled, idle_util_pct, idle_for, hot_temp_c, hot_for, swing_fraction, "
                                  "swing_window, swing_count, swing_period, swing_floor_mib, silent_after, "
-                                 "budget_fraction, queue_wait_slo, keep_resolved, disabled");
+                                 "disk_low_fraction, disk_low_for, budget_fraction, queue_wait_slo, keep_resolved, disabled");
 }
 
 bool AlertEngine::On(const std::string& rule) const {
@@ -247,6 +256,26 @@ void AlertEngine::Conditions(Time now, const AlertInput& in, std::vector<Conditi
                          "; jobs it cannot start go back to the queue, and it takes work again once its agent can "
                          "write there",
                      Duration::Zero()});
+    }
+  }
+
+  if (On("NodeDiskLow")) {
+    for (const NodeState& n : in.nodes) {
+      if (n.gone || n.lost) continue;  // (a lost node's last word is stale)
+      for (const NodeState::Disk& d : n.disks) {
+        if (d.size_bytes <= 0) continue;
+        const double left = static_cast<double>(d.free_bytes) / static_cast<double>(d.size_bytes);
+        if (left >= r.disk_low_fraction) continue;
+        const std::string what = d.dir == "data" ? "data directory" : "environments directory";
+        out.push_back({"NodeDiskLow", "warning", {{"node", n.name}, {"dir", d.dir}},
+                       "node " + n.name + "'s " + what + " " + d.path + " has " + FormatBytes(d.free_bytes) + " free of " +
+                           FormatBytes(d.size_bytes) + " (" + FormatPercent(left) + ", under " +
+                           FormatPercent(r.disk_low_fraction) + "); " +
+                           (d.dir == "data" ? "jobs there fail to start or lose their logs once it is full"
+                                            : "environments no longer fit once it is full") +
+                           ": free some room, or drain the node",
+                       r.disk_low_for});
+      }
     }
   }
 

@@ -18,6 +18,8 @@
 //   SpotNotice         the provider announced it takes a node back
 //   NodeQuarantined    a node failed its acceptance burn-in and takes no work (docs/nodes.md)
 //   NodeStorageFault   a node's agent cannot write its data directory (full, read-only) and takes no work
+//   NodeDiskLow        a node's data or environments directory has under disk_low_fraction of its file
+//                      system free for disk_low_for (before jobs fail for want of room)
 //   BudgetNearlySpent  a team spent budget_fraction of its budget
 //   QueueWaitOverSlo   the oldest waiting job has waited longer than queue_wait_slo
 //
@@ -49,6 +51,8 @@ struct AlertRules {
   Duration swing_period = Duration::Minutes(10);
   int64_t swing_floor_mib = 1024;  // swings of GPUs using less than this are noise
   Duration silent_after = Duration::Seconds(30);
+  double disk_low_fraction = 0.10;
+  Duration disk_low_for = Duration::Minutes(5);
   double budget_fraction = 0.80;
   Duration queue_wait_slo = Duration::Hours(1);
   Duration keep_resolved = Duration::Hours(1);
@@ -85,6 +89,13 @@ struct NodeState {
   std::string quarantined{};  // non-empty: the node failed its burn-in, and why
   bool unheard_since_start = false;  // not heard since the controller started: since_heartbeat counts from then
   std::string storage_fault{};  // non-empty: its agent cannot write its data directory, and why
+  struct Disk {
+    std::string dir;  // "data" or "environments"
+    std::string path;
+    int64_t free_bytes = 0;
+    int64_t size_bytes = 0;
+  };
+  std::vector<Disk> disks{};  // the room its agent last reported
 };
 struct JobActivity {
   int64_t job_id = 0;

@@ -334,6 +334,57 @@ TEST_F(AlertsTest, ANodeThatCannotWriteItsDataDirectoryFiresUntilItCan) {
   EXPECT_TRUE(quiet.Alerts().empty());
 }
 
+TEST_F(AlertsTest, ADiskUnderATenthFreeIsPendingThenFiresAfterItsForAndResolvesOnceFreed) {
+  AlertEngine e{AlertRules{}};
+  AlertInput in;
+  NodeState n{"n1", Duration::Seconds(1), false, false, std::nullopt, "", ""};
+  const int64_t gib = int64_t{1} << 30;
+  // Data: 4 GiB free of 50 (8 %); environments: 5 of 50 (10 %, not under a tenth).
+  n.disks = {{"data", "/var/lib/gpufleet", 4 * gib, 50 * gib}, {"environments", "/envs", 5 * gib, 50 * gib}};
+  in.nodes = {n};
+  e.Evaluate(At(Duration::Zero()), in);
+  ASSERT_EQ(e.Alerts().size(), 1u);
+  const Alert a = e.Alerts()[0];
+  EXPECT_EQ(a.name, "NodeDiskLow");
+  EXPECT_EQ(a.state, AlertState::kPending);
+  EXPECT_EQ(a.labels.at("dir"), "data");
+  EXPECT_EQ(a.labels.at("node"), "n1");
+  EXPECT_EQ(a.message,
+            "node n1's data directory /var/lib/gpufleet has 4.0 GiB free of 50.0 GiB (8.0 %, under 10.0 %); jobs there "
+            "fail to start or lose their logs once it is full: free some room, or drain the node");
+  e.Evaluate(At(Duration::Minutes(4)), in);
+  EXPECT_EQ(e.Alerts()[0].state, AlertState::kPending);
+  auto changed = e.Evaluate(At(Duration::Minutes(5)), in);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].state, AlertState::kFiring);
+  in.nodes[0].disks[0].free_bytes = 20 * gib;
+  e.Evaluate(At(Duration::Minutes(6)), in);
+  EXPECT_EQ(e.Alerts()[0].state, AlertState::kResolved);
+  // A lost node's last report is stale: no alert. Nor from a disk of no size.
+  AlertEngine lost{AlertRules{}};
+  in.nodes[0].disks[0].free_bytes = 0;
+  in.nodes[0].lost = true;
+  lost.Evaluate(At(Duration::Zero()), in);
+  EXPECT_TRUE(lost.Alerts().empty());
+  in.nodes[0].lost = false;
+  in.nodes[0].disks = {{"data", "/d", 0, 0}};
+  lost.Evaluate(At(Duration::Minutes(1)), in);
+  EXPECT_TRUE(lost.Alerts().empty());
+  // Its threshold and wait are settings.
+  AlertRules r;
+  ASSERT_TRUE(SetAlertRule(r, "disk_low_fraction", "0.5").ok());
+  ASSERT_TRUE(SetAlertRule(r, "disk_low_for", "0s").ok());
+  EXPECT_NE(SetAlertRule(r, "disk_low_fraction", "5").message().find("disk_low_fraction: expected a fraction in (0, 1]"),
+            std::string::npos);
+  AlertEngine half{r};
+  in.nodes[0].disks = {{"environments", "/envs", 20 * gib, 50 * gib}};
+  half.Evaluate(At(Duration::Zero()), in);
+  ASSERT_EQ(half.Alerts().size(), 1u);
+  EXPECT_EQ(half.Alerts()[0].state, AlertState::kFiring);
+  EXPECT_NE(half.Alerts()[0].message.find("environments no longer fit once it is full"), std::string::npos)
+      << half.Alerts()[0].message;
+}
+
 TEST_F(AlertsTest, DisabledEngineRaisesNothing) {
   AlertRules r;
   r.enabled = false;

@@ -124,6 +124,15 @@
     return n >= 1024 ? `${(n / 1024).toFixed(1)} GiB` : `${n} MiB`;
   }
 
+  function fmtBytes(bytes) {
+    let v = Number(bytes) || 0;
+    if (v < 1024) return `${v} B`;
+    const units = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+    let u = -1;
+    while (v >= 1023.95 && u + 1 < units.length) { v /= 1024; u += 1; }
+    return `${v.toFixed(1)} ${units[u]}`;
+  }
+
   const stateBadge = (state, extra) =>
     h('span', {class: `badge state-${state}`, ...extra}, state);
 
@@ -1032,7 +1041,13 @@
           n.storage_fault ? h('div', {class: 'error small'},
             `No room: ${n.storage_fault}. It takes no work until its agent can write there again.`) : null,
           h('div', {class: 'chips'}, h('span', {class: 'chip'}, n.address || 'no address'),
-            labels.map(([k, v]) => h('span', {class: 'chip'}, `${k}=${v}`))),
+            labels.map(([k, v]) => h('span', {class: 'chip'}, `${k}=${v}`)),
+            // Room where its agent keeps files; under a tenth free is the NodeDiskLow alert's default.
+            (n.disks || []).map((d) => {
+              const left = d.size_bytes > 0 ? d.free_bytes / d.size_bytes : 0;
+              return h('span', {class: left < 0.1 ? 'chip chip-warn' : 'chip', 'data-disk': d.dir, title: d.path},
+                `${d.dir} disk: ${fmtBytes(d.free_bytes)} free of ${fmtBytes(d.size_bytes)} (${(100 * left).toFixed(1)} %)`);
+            })),
           table([
             {title: 'GPU', cell: (s) => String(s.g)},
             {title: 'Utilisation', cls: 'bar-cell', cell: (s) => meter(s.util_pct, 100, `${s.util_pct} %`, utilColor(s.util_pct))},
