@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Restoring a `gpufleet backup`, as docs/operations.md says, on `gpufleet dev`:
+# Restoring a `gpufleet backup` with `gpufleet restore`, as docs/operations.md says, on `gpufleet dev`:
 # 1. In place, over a store that went on after the backup (the agent's token changed, a job ran):
-#    expect the agent to join again (its token unknown to the restored store, it waits out the
+#    expect `gpufleet restore` refused while the controller runs, then to set the old store aside
+#    with its write-ahead log (none left beside the restored file), and a damaged backup refused
+#    with the store unchanged; expect the agent to join again (its token unknown to the restored store, it waits out the
 #    node's lost_after with the join token instead of giving up), and a new job to get an id
 #    after the lost one's, with its own log only (not the lost job's output).
 # 2. Into a new data directory (no admin.token or join.token beside it): expect dev to refuse with
@@ -50,10 +52,23 @@ dev_stop
 start_dev "$WORK/data"  # dev-1 registers again: its agent token changes
 wait_for "dev-1 up after a restart" node_up
 LOST="$(run_job LOST-JOB-OUTPUT)"
+run "$WORK/busy" "$GPUFLEET" restore --data-dir "$WORK/data" "$WORK/state-backup.db"
+expect_rc "$WORK/busy" 2 "gpufleet restore while the controller runs"
+expect_contains "$WORK/busy.err" "a controller is using $WORK/data/state.db; stop it first" "gpufleet restore while it runs"
 dev_stop
 
-rm -f "$WORK/data/state.db-wal" "$WORK/data/state.db-shm"
-cp "$WORK/state-backup.db" "$WORK/data/state.db"
+head -c 3000 "$WORK/state-backup.db" >"$WORK/truncated.db"
+before="$(md5sum <"$WORK/data/state.db")"
+run "$WORK/bad" "$GPUFLEET" restore --data-dir "$WORK/data" "$WORK/truncated.db"
+expect_rc "$WORK/bad" 1 "gpufleet restore of a truncated backup"
+[[ "$(md5sum <"$WORK/data/state.db")" == "$before" ]] || fail "a refused restore changed the store"
+compgen -G "$WORK/data/state.db.before-restore-*" >/dev/null && fail "a refused restore set the store aside"
+run "$WORK/restore" "$GPUFLEET" restore --data-dir "$WORK/data" "$WORK/state-backup.db"
+expect_rc "$WORK/restore" 0 "gpufleet restore"
+expect_contains "$WORK/restore.out" "restored $WORK/state-backup.db into sqlite:$WORK/data/state.db (" "gpufleet restore"
+expect_contains "$WORK/restore.out" "the store it replaced is kept as $WORK/data/state.db.before-restore-" "gpufleet restore"
+[[ ! -e "$WORK/data/state.db-wal" ]] || fail "the old store's write-ahead log was left beside the restored one"
+compgen -G "$WORK/data/state.db.before-restore-*" >/dev/null || fail "the replaced store was not kept"
 start_dev "$WORK/data"
 wait_for "dev-1 up after the restore" node_up
 NEW="$(run_job NEW-JOB-OUTPUT)"
@@ -64,8 +79,10 @@ if grep -q LOST-JOB-OUTPUT "$WORK/new.log"; then fail "the new job's log holds t
 dev_stop
 
 # --- 2. Into a new data directory -----------------------------------------------------------------
-mkdir "$WORK/elsewhere"
-cp "$WORK/state-backup.db" "$WORK/elsewhere/state.db"
+run "$WORK/restore2" "$GPUFLEET" restore --data-dir "$WORK/elsewhere" "$WORK/state-backup.db" -o json
+expect_rc "$WORK/restore2" 0 "gpufleet restore into a new data directory"
+"$PYTHON" -c 'import json, sys; j = json.load(open(sys.argv[1])); sys.exit(0 if j["set_aside"] is None and j["jobs"] >= 1 else 1)' \
+  "$WORK/restore2.out" || fail "a restore into a new data directory sets nothing aside: $(cat "$WORK/restore2.out")"
 rm -f "$GPUFLEET_CONFIG"
 run "$WORK/noadmin" "$GPUFLEET" dev --data-dir "$WORK/elsewhere" --port "$PORT" --config "$GPUFLEET_CONFIG" \
   --agents 1 --fake-gpus 2xH100 --job-user "$(id -un)" --allow-root-jobs

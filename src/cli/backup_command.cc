@@ -1,12 +1,14 @@
 #include "cli/backup_command.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
+#include "common/time.h"
 #include "store/backup.h"
 #include "store/state_store.h"
 
@@ -75,6 +77,96 @@ Exit status: 0 written and checked, 1 the copy failed (nothing is left behind), 
     if (r->jobs >= 0) std::printf(", %lld jobs, schema version %d", static_cast<long long>(r->jobs), r->schema_version);
     if (r->tables >= 0) std::printf(", %lld tables", static_cast<long long>(r->tables));
     std::printf("; checked)\n");
+    return kExitOk;
+  };
+}
+
+std::function<int()> SetupRestoreCommand(CLI::App& app) {
+  struct Args {
+    std::string data_dir;
+    std::string store;
+    std::string backup;
+    std::string output = "text";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "restore", "Put a SQLite backup in place of a stopped controller's store (the old one is kept aside)");
+  sub->add_option("file", a->backup, "The backup to restore: a file `gpufleet backup` wrote")->required();
+  sub->add_option("--data-dir", a->data_dir, "The controller's data directory: its store is state.db there");
+  sub->add_option("--store", a->store, "The store as `gpufleet server --store` names it: sqlite:PATH");
+  sub->add_option("-o,--output", a->output, "text or json")->transform(CLI::Transformer(std::map<std::string, std::string>{{"table", "text"}}))->check(CLI::IsMember({"text", "json"}));
+  sub->footer(R"(Examples:
+  gpufleet restore --data-dir /var/lib/gpufleet /backups/state-2026-12-04.db
+  gpufleet restore --store sqlite:/srv/gpufleet/state.db /backups/state-2026-12-04.db -o json
+Stop the controller first: a restore is refused while one uses the store. The backup is checked
+(integrity, jobs, a schema version this gpufleet opens) before anything changes. The store it
+replaces is kept as state.db.before-restore-STAMP (its -wal beside it, so that SQLite never replays
+an old write-ahead log over the restored file); remove it once the restored controller runs well.
+What a restore gives back: docs/operations.md#backup-and-restore. A PostgreSQL dump is restored
+with pg_restore into an empty database (the same page).
+Exit status: 0 restored, 1 the restore failed (the store is as it was), 2 bad usage or a controller
+is running.)");
+  return [a]() {
+    std::string target;
+    if (!a->store.empty() && !a->data_dir.empty()) {
+      std::fprintf(stderr, "gpufleet restore: give --data-dir or --store, not both\n");
+      return kExitUsage;
+    }
+    if (!a->store.empty()) {
+      auto parsed = store::ParseStoreLocation(a->store);
+      if (!parsed.ok()) {
+        std::fprintf(stderr, "gpufleet restore: --store '%s': %s\n", a->store.c_str(), parsed.status().message().c_str());
+        return kExitUsage;
+      }
+      if (parsed->engine != store::StoreLocation::Engine::kSqlite) {
+        std::fprintf(stderr,
+                     "gpufleet restore: --store names a PostgreSQL database: restore its dump with pg_restore into an "
+                     "empty database, then start the controller on that (docs/operations.md#backup-and-restore)\n");
+        return kExitUsage;
+      }
+      target = parsed->target;
+    } else if (!a->data_dir.empty()) {
+      target = a->data_dir + "/state.db";
+    } else {
+      std::fprintf(stderr,
+                   "gpufleet restore: into which store? give --data-dir DIR (the controller's, e.g. "
+                   "~/.local/share/gpufleet/server) or --store sqlite:PATH as the controller is started with\n");
+      return kExitUsage;
+    }
+    // A stamp by the wall clock, in UTC: names the store set aside.
+    const std::string stamp = [] {
+      std::string iso = FormatIso8601(WallNow());  // 2026-12-07T17:15:00Z
+      std::string out;
+      for (char c : iso.substr(0, 19)) {
+        if (c != '-' && c != ':') out += c;
+      }
+      return out + "Z";
+    }();
+    auto r = store::RestoreSqliteStore(a->backup, target, stamp);
+    if (!r.ok()) {
+      std::fprintf(stderr, "gpufleet restore: %s\n", r.status().message().c_str());
+      return r.status().code() == StatusCode::kFailedPrecondition ? kExitUsage : kExitFailed;
+    }
+    const bool has_admin = !a->data_dir.empty() && std::filesystem::exists(a->data_dir + "/admin.token");
+    if (a->output == "json") {
+      nlohmann::json j = {{"file", a->backup},
+                          {"store", "sqlite:" + target},
+                          {"bytes", r->copy.bytes},
+                          {"jobs", r->copy.jobs},
+                          {"schema_version", r->copy.schema_version},
+                          {"set_aside", r->set_aside.empty() ? nlohmann::json(nullptr) : nlohmann::json(r->set_aside)}};
+      std::printf("%s\n", j.dump(2).c_str());
+      return kExitOk;
+    }
+    std::printf("restored %s into sqlite:%s (%lld bytes, %lld jobs, schema version %d; checked)\n", a->backup.c_str(),
+                target.c_str(), static_cast<long long>(r->copy.bytes), static_cast<long long>(r->copy.jobs),
+                r->copy.schema_version);
+    if (!r->set_aside.empty()) {
+      std::printf("the store it replaced is kept as %s; remove it once the controller runs well\n", r->set_aside.c_str());
+    }
+    const std::string where = a->data_dir.empty() ? "--store sqlite:" + target + " --data-dir DIR" : "--data-dir " + a->data_dir;
+    std::printf("next: gpufleet server %s%s\n", where.c_str(),
+                has_admin ? "" : " --new-admin-token   (no admin.token there: make one; agents join with a new join token)");
     return kExitOk;
   };
 }

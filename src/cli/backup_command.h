@@ -11,5 +11,7 @@ namespace gpufleet::cli {
 // is written and checked, 1 it could not be made (the store unreachable, pg_dump failed), 2 bad
 // usage (no store named, the destination exists).
 std::function<int()> SetupBackupCommand(CLI::App& app);
+// `gpufleet restore`: a SQLite backup put in place of a stopped controller's store.
+std::function<int()> SetupRestoreCommand(CLI::App& app);
 
 }  // namespace gpufleet::cli

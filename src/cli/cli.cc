@@ -106,6 +106,7 @@ const std::vector<Command>& Commands() {
       {"token", SetupTokenCommand},
       {"audit", SetupAuditCommand},
       {"backup", SetupBackupCommand},
+      {"restore", SetupRestoreCommand},
       {"drain", SetupDrainCommand},
       {"undrain", SetupUndrainCommand},
       {"policies", SetupPolicies},

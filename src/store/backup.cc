@@ -3,19 +3,24 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
 
+#include "common/fd.h"
 #include "common/process.h"
+#include "store/schema_version.h"
 
 namespace gpufleet::store {
 namespace {
@@ -72,7 +77,9 @@ Result<BackupReport> BackupSqlite(const std::string& source, const std::string& 
   }
   sqlite3_backup_finish(b);
   if (rc != SQLITE_DONE) {
-    return Status::Unavailable(source + ": the backup did not finish: " + sqlite3_errstr(rc) + " (" + to.Error() + ")");
+    const std::string why = sqlite3_errstr(rc), detail = to.Error();
+    return Status::Unavailable(source + ": the backup did not finish: " + why +
+                               (detail == why || detail == "not an error" ? "" : " (" + detail + ")"));
   }
   GF_ASSIGN_OR_RETURN(std::string integrity, QueryText(to.db, "PRAGMA integrity_check"));
   if (integrity != "ok") return Status::Internal(dest + ": the copy fails its integrity check: " + integrity);
@@ -90,8 +97,19 @@ Result<BackupReport> BackupSqlite(const std::string& source, const std::string& 
     return Status::InvalidArgument(source + " holds no gpufleet state (no jobs table): " + jobs.status().message());
   }
   r.jobs = std::atoll(jobs->c_str());
+  // A copy a controller would not open is no backup: its schema version must be there and read
+  // as the store reads it.
   auto version = QueryText(to.db, "SELECT value FROM meta WHERE key = 'schema_version'");
-  if (version.ok()) r.schema_version = std::atoi(version->c_str());
+  if (!version.ok() || version->empty()) {
+    return Status::InvalidArgument(source + " has no schema_version in its meta table" +
+                                   (version.ok() ? std::string() : " (" + version.status().message() + ")") +
+                                   ": a controller would not open a copy of it");
+  }
+  auto parsed = ParseSchemaVersion(*version, source);
+  if (!parsed.ok()) return Status::InvalidArgument(parsed.status().message() + ": a controller would not open a copy of it");
+  r.schema_version = *parsed;
+  auto tables = QueryText(to.db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'");
+  if (tables.ok()) r.tables = std::atoll(tables->c_str());
   return r;
 }
 
@@ -167,29 +185,145 @@ Result<std::string> FindPostgresProgram(const std::string& name) {
 Result<BackupReport> BackupStore(const StoreLocation& where, const std::string& dest) {
   if (dest.empty()) return Status::InvalidArgument("the backup needs a file to write");
   std::error_code ec;
-  if (fs::exists(dest, ec)) {
+  if (fs::is_directory(dest, ec)) {
+    return Status::FailedPrecondition(dest + " is a directory; give a file in it (" +
+                                      (fs::path(dest) / "state-YYYY-MM-DD.db").string() + ")");
+  }
+  if (where.engine == StoreLocation::Engine::kSqlite) {
+    // SQLite's own files beside the store (its rollback journal, write-ahead log and shared
+    // memory): a copy there would be taken, or deleted, by SQLite itself.
+    const fs::path store = fs::weakly_canonical(where.target, ec);
+    const fs::path target = fs::weakly_canonical(dest, ec);
+    for (const char* suffix : {"", "-journal", "-wal", "-shm"}) {
+      if (!store.empty() && target == fs::path(store.string() + suffix)) {
+        return Status::FailedPrecondition(dest + " is " + (*suffix == '\0' ? "the store itself" : "SQLite's own file beside the store") +
+                                          "; give a file elsewhere");
+      }
+    }
+  }
+  if (fs::exists(fs::symlink_status(dest, ec))) {
     return Status::FailedPrecondition(dest + " exists; give a new file (a backup never overwrites one)");
   }
-  // Made here, private to this user (the copy holds jobs' commands and environments and the
-  // audit log, as the store does), before the copy writes into it.
+  // The copy is written under a name of its own and renamed into place once checked, so that an
+  // interrupted backup (killed, out of time) never leaves a partial copy under the name a good
+  // one would have. Made here, private to this user (the copy holds jobs' commands and
+  // environments and the audit log, as the store does), before the copy writes into it; O_EXCL:
+  // one backup at a time writes it.
+  const std::string partial = dest + ".partial";
   {
-    const int fd = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
-      if (errno == EEXIST) return Status::FailedPrecondition(dest + " exists; give a new file (a backup never overwrites one)");
+      if (errno == EEXIST) {
+        return Status::FailedPrecondition(partial + " exists: another backup to " + dest +
+                                          " is running, or one was interrupted (remove it and run again)");
+      }
       return Status::Unavailable(dest + ": cannot create the copy: " + std::strerror(errno));
     }
     ::fchmod(fd, 0600);
     ::close(fd);
   }
-  auto made = where.engine == StoreLocation::Engine::kSqlite ? BackupSqlite(where.target, dest)
-                                                              : BackupPostgres(where.target, dest);
+  auto discard = [&] {
+    fs::remove(partial, ec);
+    fs::remove(partial + "-journal", ec);
+  };
+  auto made = where.engine == StoreLocation::Engine::kSqlite ? BackupSqlite(where.target, partial)
+                                                              : BackupPostgres(where.target, partial);
   if (!made.ok()) {
-    fs::remove(dest, ec);
+    discard();
     return made.status();
   }
-  made->bytes = static_cast<int64_t>(fs::file_size(dest, ec));
+  made->bytes = static_cast<int64_t>(fs::file_size(partial, ec));
   if (ec) made->bytes = 0;
+  // Into place without replacing a file that appeared meanwhile.
+  if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, dest.c_str(), RENAME_NOREPLACE) != 0) {
+    const int err = errno;
+    bool moved = false;
+    if (err == EINVAL || err == ENOSYS) {  // (a file system without it: link, then unlink)
+      moved = ::link(partial.c_str(), dest.c_str()) == 0;
+      if (moved) ::unlink(partial.c_str());
+    }
+    if (!moved) {
+      const int why = err == EINVAL || err == ENOSYS ? errno : err;
+      discard();
+      if (why == EEXIST) return Status::FailedPrecondition(dest + " appeared while the copy was made; give a new file");
+      return Status::Unavailable(dest + ": cannot put the copy in place: " + std::strerror(why));
+    }
+  }
   return made;
+}
+
+Result<RestoreReport> RestoreSqliteStore(const std::string& backup, const std::string& store_path,
+                                         const std::string& stamp) {
+  std::error_code ec;
+  if (!fs::is_regular_file(backup, ec)) {
+    return Status::InvalidArgument(backup + (fs::exists(backup, ec) ? " is not a file" : ": no such file"));
+  }
+  if (fs::weakly_canonical(backup, ec) == fs::weakly_canonical(store_path, ec)) {
+    return Status::InvalidArgument(backup + " is the store itself; give a backup file");
+  }
+  // The backup is checked before anything changes: read as a store (integrity, jobs, a schema
+  // version this gpufleet opens).
+  {
+    Db db;
+    if (sqlite3_open_v2(backup.c_str(), &db.db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+      return Status::InvalidArgument(backup + ": cannot open it as a SQLite database: " + db.Error());
+    }
+    auto integrity = QueryText(db.db, "PRAGMA integrity_check");
+    if (!integrity.ok()) return Status::InvalidArgument(backup + " is not a SQLite database: " + integrity.status().message());
+    if (*integrity != "ok") return Status::InvalidArgument(backup + " fails its integrity check: " + *integrity);
+    if (!QueryText(db.db, "SELECT count(*) FROM jobs").ok()) {
+      return Status::InvalidArgument(backup + " holds no gpufleet state (no jobs table)");
+    }
+    auto version = QueryText(db.db, "SELECT value FROM meta WHERE key = 'schema_version'");
+    if (!version.ok() || version->empty()) return Status::InvalidArgument(backup + " has no schema_version in its meta table");
+    GF_ASSIGN_OR_RETURN(int v, ParseSchemaVersion(*version, backup));
+    GF_RETURN_IF_ERROR(CheckSchemaVersion(v, kCurrentSchemaVersion, backup));
+  }
+  // No controller on the store: it holds an flock on the file while it runs (cli's server).
+  const fs::path folder = fs::path(store_path).parent_path();
+  if (!folder.empty() && !fs::is_directory(folder, ec)) {
+    fs::create_directories(folder, ec);
+    if (ec) return Status::Unavailable("cannot create " + folder.string() + ": " + ec.message());
+    ::chmod(folder.c_str(), 0700);
+  }
+  std::optional<UniqueFd> lock;
+  if (fs::exists(store_path, ec)) {
+    lock.emplace(::open(store_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (lock->get() < 0) return Status::Unavailable("cannot open " + store_path + ": " + std::strerror(errno));
+    if (::flock(lock->get(), LOCK_EX | LOCK_NB) != 0) {
+      return Status::FailedPrecondition("a controller is using " + store_path + "; stop it first");
+    }
+  }
+  RestoreReport out;
+  std::vector<std::pair<std::string, std::string>> moved;  // (from, to)
+  auto put_back = [&] {
+    for (auto it = moved.rbegin(); it != moved.rend(); ++it) ::rename(it->second.c_str(), it->first.c_str());
+  };
+  if (lock) {
+    const std::string aside = store_path + ".before-restore-" + stamp;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      const std::string from = store_path + suffix, to = aside + suffix;
+      if (!fs::exists(from, ec)) continue;
+      if (fs::exists(to, ec)) {
+        put_back();
+        return Status::FailedPrecondition(to + " exists; restore again in a moment (or move it away)");
+      }
+      if (::rename(from.c_str(), to.c_str()) != 0) {
+        const int err = errno;
+        put_back();
+        return Status::Unavailable("cannot set " + from + " aside as " + to + ": " + std::strerror(err));
+      }
+      moved.emplace_back(from, to);
+    }
+    out.set_aside = aside;
+  }
+  auto copied = BackupStore({StoreLocation::Engine::kSqlite, backup}, store_path);
+  if (!copied.ok()) {
+    put_back();
+    return copied.status().WithContext("the restore did not finish (" + store_path + " is as it was)");
+  }
+  out.copy = *copied;
+  return out;
 }
 
 }  // namespace gpufleet::store

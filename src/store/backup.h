@@ -21,13 +21,31 @@ struct BackupReport {
   std::string method;       // "SQLite online backup", "pg_dump (custom format)"
   int64_t bytes = 0;        // the copy's size
   int64_t jobs = -1;        // jobs in the copy; -1 when not counted (a dump)
-  int64_t tables = -1;      // tables whose data the dump holds; -1 for SQLite
+  int64_t tables = -1;      // tables the copy holds (of a dump: those with data)
   int schema_version = 0;   // the copy's schema version; 0 when not read (a dump)
 };
 
 // Copies the store at `where` to `dest`, a new file: an existing `dest` is refused
-// (FailedPrecondition) and left alone, and a failed copy leaves no file behind.
+// (FailedPrecondition) and left alone, and a failed copy leaves no file behind. The copy is
+// written to `dest`.partial and renamed to `dest` once checked (an interrupted backup leaves only
+// the .partial file, which the next backup to that name refuses to touch). A SQLite copy must
+// hold a schema version a controller reads.
 Result<BackupReport> BackupStore(const StoreLocation& where, const std::string& dest);
+
+struct RestoreReport {
+  BackupReport copy;     // what was put in place (jobs, schema version, bytes)
+  std::string set_aside;  // where the store it replaced now is (its -wal beside it); empty: none
+};
+
+// Puts the SQLite backup `backup` in place of the store `store_path` while no controller uses
+// it: refuses (FailedPrecondition) while one holds the store's lock, and refuses a backup that
+// is not a gpufleet store, fails its integrity check, or has a schema newer than this gpufleet
+// knows, changing nothing. A store already there is set aside, with its -wal and -shm, as
+// `store_path`.before-restore-STAMP (`stamp`, e.g. "20261207T171500Z"), never deleted: SQLite
+// would otherwise replay its write-ahead log over the restored file. If the copy then fails, the
+// store is put back.
+Result<RestoreReport> RestoreSqliteStore(const std::string& backup, const std::string& store_path,
+                                         const std::string& stamp);
 
 // The path of a PostgreSQL client program (pg_dump, pg_restore): in $GPUFLEET_PG_BINDIR, else the
 // newest /usr/lib/postgresql/*/bin (Debian's packages), else on PATH. NotFound saying where it

@@ -1,6 +1,7 @@
 // BackupStore: SQLite's online backup and pg_dump, each restored and read back as a store.
 #include "store/backup.h"
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -87,6 +88,72 @@ TEST_F(BackupTest, RefusesToOverwriteAndLeavesNothingWhenItFails) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("holds no gpufleet state"), std::string::npos) << r.status().message();
   EXPECT_FALSE(fs::exists(Path("out2.db")));
+}
+
+TEST_F(BackupTest, TheCopyIsPutInPlaceOnlyOnceCheckedAndNeverBesideTheStore) {
+  // Given a backup to a name whose partial file is left from an interrupted one, expect a refusal
+  // saying so and nothing written under the final name; given SQLite's own files beside the store
+  // or a directory, expect a refusal naming them; a good copy leaves no partial file.
+  auto live = OpenSqliteStore(Path("state.db"));
+  ASSERT_TRUE(live.ok());
+  ASSERT_TRUE((*live)->Submit({MakeSubmission("a", 1)}).ok());
+  const StoreLocation store{StoreLocation::Engine::kSqlite, Path("state.db")};
+  { std::ofstream(Path("b1.db.partial")) << "half a copy"; }
+  auto r = BackupStore(store, Path("b1.db"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("b1.db.partial exists: another backup to"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("or one was interrupted (remove it"), std::string::npos);
+  EXPECT_FALSE(fs::exists(Path("b1.db")));
+  fs::remove(Path("b1.db.partial"));
+  r = BackupStore(store, Path("b1.db"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(fs::exists(Path("b1.db")));
+  EXPECT_FALSE(fs::exists(Path("b1.db.partial")));
+  EXPECT_FALSE(fs::exists(Path("b1.db.partial-journal")));
+  EXPECT_GT(r->tables, 0);  // counted for a SQLite copy too
+
+  for (const char* name : {"state.db-journal", "state.db-shm", "./state.db-wal"}) {
+    fs::remove(Path("state.db-journal"));
+    r = BackupStore(store, Path(name));
+    ASSERT_FALSE(r.ok()) << name;
+    EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << name;
+    EXPECT_NE(r.status().message().find("give a file elsewhere"), std::string::npos) << r.status().message();
+  }
+  EXPECT_FALSE(fs::exists(Path("state.db-journal")));
+  fs::create_directories(Path("backups"));
+  r = BackupStore(store, Path("backups"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("backups is a directory; give a file in it"), std::string::npos)
+      << r.status().message();
+}
+
+TEST_F(BackupTest, AStoreWithoutAReadableSchemaVersionIsNotCalledABackup) {
+  // Given a store whose meta table lost its schema_version, or holds one that is not a number
+  // (a controller refuses to open either), expect the backup to fail saying so and leave no file.
+  {
+    auto s = OpenSqliteStore(Path("state.db"));
+    ASSERT_TRUE(s.ok());
+  }
+  auto set = [&](const char* sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(Path("state.db").c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  };
+  const StoreLocation store{StoreLocation::Engine::kSqlite, Path("state.db")};
+  set("UPDATE meta SET value = 'abc' WHERE key = 'schema_version'");
+  auto r = BackupStore(store, Path("x.db"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("schema_version 'abc' is not a number"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("a controller would not open a copy of it"), std::string::npos);
+  EXPECT_FALSE(fs::exists(Path("x.db")));
+  EXPECT_FALSE(fs::exists(Path("x.db.partial")));
+  set("DELETE FROM meta WHERE key = 'schema_version'");
+  r = BackupStore(store, Path("x.db"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("has no schema_version in its meta table"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(fs::exists(Path("x.db")));
 }
 
 class PostgresBackupTest : public BackupTest {};

@@ -52,7 +52,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 8;
+constexpr int kSchemaVersion = kCurrentSchemaVersion;
 constexpr const char* kSchemaVersionKey = "schema_version";
 // Taken for the migration's transaction, so that two controllers starting on one empty database
 // do not both create the schema.

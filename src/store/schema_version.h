@@ -11,6 +11,9 @@
 
 namespace gpufleet::store {
 
+// The schema version this gpufleet writes (both stores migrate to it; one migration per version).
+inline constexpr int kCurrentSchemaVersion = 8;
+
 // The stored value as a version: none (a new database) is 0. `where` names the database in
 // errors ("/var/lib/gpufleet/state.db: schema_version 'x' is not a number").
 Result<int> ParseSchemaVersion(const std::optional<std::string>& stored, const std::string& where);

@@ -42,7 +42,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaVersion = 8;
+constexpr int kSchemaVersion = kCurrentSchemaVersion;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr const char* kSchemaVersionKey = "schema_version";
 
