@@ -413,6 +413,20 @@ m = re.search(r"counting from (\S+?)(\.\d+)?Z", open(sys.argv[1]).read())
 t = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc)
 assert abs((datetime.datetime.now(datetime.timezone.utc) - t).total_seconds()) < 300, t
 PY
+# cost says which period SPENT covers: a monthly budget's from the first of this month (UTC) until
+# the first of the next, when it starts again from $0.
+run "$WORK/budgetmonth" "$GPUFLEET" budget vision --hard 100 --period monthly
+expect_rc "$WORK/budgetmonth" 0 "budget vision --hard 100 --period monthly"
+run "$WORK/costperiod" "$GPUFLEET" cost --team vision
+expect_rc "$WORK/costperiod" 0 "cost --team vision"
+"$PYTHON" - "$WORK/costperiod.out" <<'PY' || fail "cost should say the monthly period SPENT covers: $(cat "$WORK/costperiod.out")"
+import datetime, re, sys
+m = re.search(r"^vision: SPENT since (\S+)Z \(monthly budget; starts again from \$0 at (\S+)Z\)$", open(sys.argv[1]).read(), re.M)
+now = datetime.datetime.now(datetime.timezone.utc)
+first = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+nxt = (first + datetime.timedelta(days=32)).replace(day=1)
+assert m and m.group(1) == first.strftime("%Y-%m-%dT%H:%M:%S") and m.group(2) == nxt.strftime("%Y-%m-%dT%H:%M:%S"), m
+PY
 run "$WORK/budgetgone" "$GPUFLEET" budget vision
 expect_rc "$WORK/budgetgone" 0 "budget vision (no limits)"
 expect_contains "$WORK/budgetgone.out" "team vision: budget removed" "the removal says so"

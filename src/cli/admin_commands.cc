@@ -107,6 +107,19 @@ pool's release lead) so that the bill ends at the budget; see docs/cost.md.)");
              limit("max_rate_micros"), status});
     }
     t.Print();
+    // Which period SPENT covers, per team with a budget.
+    std::vector<std::string> periods;
+    for (const auto& team : r.body.value("teams", json::array())) {
+      if (!team.contains("budget") || !team["budget"].is_object()) continue;
+      const json& b = team["budget"];
+      const std::string period = b.value("period", std::string("none"));
+      std::string line = StrField(team, "team") + ": SPENT since " + FormatIso8601(Time::FromMillis(IntField(b, "since_ms")));
+      if (period != "none" && b.contains("until_ms")) {
+        line += " (" + period + " budget; starts again from $0 at " + FormatIso8601(Time::FromMillis(IntField(b, "until_ms"))) + ")";
+      }
+      periods.push_back(line);
+    }
+    if (!periods.empty()) std::printf("\n%s\n", Join(periods, "\n").c_str());
     const int64_t idle = IntField(r.body, "rented_idle_micros");
     std::printf("\ntotal %s over %zu priced job(s)%s\n", Usd(IntField(r.body, "total_micros")).c_str(),
                 r.body.value("jobs", json::array()).size(),

@@ -1373,6 +1373,10 @@ void ApiServer::MoneyRoutes(const Guards& g) {
                        {"max_rate_micros", t.budget->max_rate_micros},
                        {"stop_running", t.budget->stop_running},
                        {"period", CalendarPeriodName(t.budget->period)}};
+        // When a rolling budget starts again from zero.
+        if (t.budget->period != CalendarPeriod::kNone) {
+          o["budget"]["until_ms"] = NextPeriodStart(clock_.Now(), t.budget->period).millis();
+        }
       }
       teams.push_back(o);
     }
