@@ -147,6 +147,11 @@ async function main() {
       await page.waitForFunction((j) => [...document.querySelectorAll('.node-card[data-node="gpu-a"] tbody a')]
         .some((a) => a.textContent === `#${j}`), {}, JOB);
       await waitText('.node-card[data-node="gpu-b"]', 'spot');
+      // The room its agent reported on its data directory.
+      await page.waitForFunction(() => {
+        const chip = document.querySelector('.node-card[data-node="gpu-a"] .chip[data-disk="data"]');
+        return chip && /^data disk: \S+ \S+ free of \S+ \S+ \(\d+\.\d %\)$/.test(chip.textContent);
+      });
       await shot('nodes');
     });
 
@@ -166,6 +171,11 @@ async function main() {
       await page.waitForSelector('#drain-confirm');
       await page.click('#drain-confirm');
       await waitText('.node-card[data-node="gpu-b"] .node-state', 'draining');
+      // The overview counts the drained node's 2 GPUs apart: they take no pending job.
+      await page.click('#nav a[data-page="overview"]');
+      await waitText('#stat-gpus .stat-label', 'GPUs in use (2 on nodes not taking work)');
+      await page.click('#nav a[data-page="nodes"]');
+      await page.waitForSelector('.node-card[data-node="gpu-b"] button[data-action="undrain"]');
       await page.click('.node-card[data-node="gpu-b"] button[data-action="undrain"]');
       await waitText('.node-card[data-node="gpu-b"] .node-state', 'up');
     });

@@ -443,6 +443,7 @@
         n.acceptance !== 'checking' && n.acceptance !== 'quarantined');
       const gpus = up.reduce((a, n) => a + (n.gpus || 0), 0);
       const used = up.reduce((a, n) => a + (n.gpus_used || 0), 0);
+      const workingGpus = working.reduce((a, n) => a + (n.gpus || 0), 0);
       const total = q.value && typeof q.value.total === 'number' ? q.value.total : jobs.length;
       const cut = total > jobs.length;  // not every job is on the page
       const runningText = cut && !pending.length ? `${active.length}+` : String(active.length);
@@ -455,7 +456,10 @@
       replace(stats,
         stat(resting ? `nodes taking work (${resting} not: draining, no room or not accepted)` : 'nodes up',
           nodes.value ? `${resting ? working.length : up.length} / ${nodeList.length}` : '—', 'stat-nodes'),
-        stat('GPUs in use', nodes.value ? `${used} / ${gpus}` : '—', 'stat-gpus'),
+        // GPUs of nodes that take no new work (draining, no room, not accepted) count in the total, and
+        // the label says how many of them there are: they cannot take the pending jobs.
+        stat(gpus > workingGpus ? `GPUs in use (${gpus - workingGpus} on nodes not taking work)` : 'GPUs in use',
+          nodes.value ? `${used} / ${gpus}` : '—', 'stat-gpus'),
         stat('running jobs', q.value ? runningText : '—', 'stat-running'),
         stat('pending jobs', q.value ? pendingText : '—', 'stat-pending'),
         stat('spent, all time', cost.value ? fmtMoney((cost.value.total_micros || 0) + (cost.value.rented_idle_micros || 0)) : '—', 'stat-spent'),
