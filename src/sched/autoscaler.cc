@@ -383,7 +383,12 @@ void Autoscaler::RentFor(Round& r, const PendingJob& job, bool fallen_back) {
       continue;
     }
     any_shape = true;
-    if (failed_until_.count(o.name)) continue;
+    if (auto failed = failed_until_.find(o.name); failed != failed_until_.end()) {
+      // Looked at again once its back-off ends (with nothing else happening meanwhile, a replay
+      // would otherwise end with the job never run).
+      r.WakeAt(failed->second);
+      continue;
+    }
     // A gang rents only what the nodes kept for it in the offer's zone do not cover.
     const int have = job.nodes > 1 && r.gang_zones.count(o.zone) ? static_cast<int>(r.gang_zones[o.zone].size()) : 0;
     const int count = job.nodes - std::min(have, job.nodes - 1);

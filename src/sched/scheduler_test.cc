@@ -258,7 +258,7 @@ TEST(SchedulerTest, AReservationWhoseJobStartedIsNotExplainedAgain) {
 TEST(SchedulerTest, AJobSplitToFitIsExplainedAsTheGangItBecame) {
   // Given two 4-GPU nodes and a job asking 5 GPUs on one node (split into 5 nodes of 1 GPU,
   // which only 2 nodes can hold), expect the reason to say what was asked and what it became,
-  // not only "needs 5 node(s) with 1 GPUs"; a job that is a gang by its own spec says no such thing.
+  // not only "needs 5 node(s) with 1 GPU"; a job that is a gang by its own spec says no such thing.
   SchedulerHarness h("fifo");
   h.AddNode(MakeNode("n0", "A100", 4));
   h.AddNode(MakeNode("n1", "A100", 4));

@@ -312,6 +312,16 @@ class SpecParser {
       return Error(f.Get("min_nodes")->value, Sub(path, "min_nodes"),
                    "is larger than max_nodes (" + std::to_string(a.limits.max_nodes) + ")");
     }
+    if (a.limits.max_gpus > 0 && !a.offers.empty()) {
+      // Each rent is a whole node: a pool capped below the smallest offer never rents one.
+      int smallest = a.offers.front().node.gpus;
+      for (const AutoscaleOffer& o : a.offers) smallest = std::min(smallest, o.node.gpus);
+      if (a.limits.max_gpus < smallest) {
+        return Error(f.Get("max_gpus")->value, Sub(path, "max_gpus"),
+                     "is " + std::to_string(a.limits.max_gpus) + ", fewer than the smallest offer's " +
+                         std::to_string(smallest) + " GPUs per node: the pool could never rent a node");
+      }
+    }
     GF_ASSIGN_OR_RETURN(auto idle, duration_field("idle_duration", true));
     GF_ASSIGN_OR_RETURN(auto boot_timeout, duration_field("boot_timeout", false));
     GF_ASSIGN_OR_RETURN(auto fallback_wait, duration_field("spot_fallback_after_wait", true));

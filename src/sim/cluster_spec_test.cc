@@ -99,6 +99,9 @@ TEST_F(ClusterSpecTest, BadAutoscaleSettingsAreErrorsNamingTheField) {
   EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9, interruptions_per_hour: 1}"})
                 .find("autoscale.offers[0].interruptions_per_hour: only spot nodes are interrupted"),
             std::string::npos);
+  EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9}", "  max_gpus: 4"})
+                .find("autoscale.max_gpus: is 4, fewer than the smallest offer's 8 GPUs per node"),
+            std::string::npos);
   EXPECT_NE(ErrorOf({"autoscale:", "  offers:", "    - {name: a, gpu: H100, gpus: 8, price_per_hour: 9, capacity_outage: 1h}"})
                 .find("autoscale.offers[0]: capacity_available and capacity_outage go together"),
             std::string::npos);

@@ -453,7 +453,7 @@ class Placer {
              " node has " + std::to_string(view_.MaxGpusPerNode(model));
     }
     std::string what = std::to_string(job_.nodes) + " " + name + " node(s) with " +
-                       std::to_string(job_.gpus_per_node) + " GPUs";
+                       std::to_string(job_.gpus_per_node) + (job_.gpus_per_node == 1 ? " GPU" : " GPUs");
     if (!job_.constraints.empty()) {
       std::vector<std::string> kv;
       for (const auto& [k, v] : job_.constraints) kv.push_back(k + "=" + v);

@@ -454,7 +454,7 @@ TEST_F(TopologyPlacementTest, OnDemandJobOnASpotOnlyClusterIsInfeasible) {
   od.market = MarketPreference::kOnDemand;
   PlaceResult r = Place(od, true);
   EXPECT_EQ(r.kind, Kind::kInfeasible);
-  EXPECT_EQ(r.reason, "needs 1 A100 node(s) with 1 GPUs, market on-demand but only 0 such node(s) exist");
+  EXPECT_EQ(r.reason, "needs 1 A100 node(s) with 1 GPU, market on-demand but only 0 such node(s) exist");
 }
 
 TEST_F(TopologyPlacementTest, OrderedAnyOfPrefersTheFirstModelAndFallsBack) {
@@ -536,7 +536,7 @@ TEST_F(TopologyPlacementTest, TooManyCpusIsInfeasibleWithTheNeedSpelledOut) {
   big.cpu_milli = 200'000;
   PlaceResult r = Place(big, true);
   EXPECT_EQ(r.kind, Kind::kInfeasible);
-  EXPECT_EQ(r.reason, "needs 1 A100 node(s) with 1 GPUs, 200 CPUs and 0 MiB but only 0 such node(s) exist");
+  EXPECT_EQ(r.reason, "needs 1 A100 node(s) with 1 GPU, 200 CPUs and 0 MiB but only 0 such node(s) exist");
   JobSpec fits = MakeJob(1);
   fits.cpu_milli = 8000;
   fits.mem_mib = 1024;
