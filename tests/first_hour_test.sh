@@ -109,6 +109,12 @@ GANG="$(submitted "$WORK/gang")"
 expect_contains "$WORK/gang.err" "warning: job $GANG cannot run on this cluster as it is" "a 2-node job on 1 node warns"
 expect_contains "$WORK/gang.err" "no pool" "the warning says no pool can rent the nodes"
 gpufleet cancel "$GANG" >/dev/null
+# More GPUs on one node than the node has: it runs split, its command on each part: said.
+run "$WORK/wide" gpufleet run --gpus 4 --name wide -- true
+expect_rc "$WORK/wide" 0 "a 4-GPU job on a 2-GPU node is taken (it runs split)"
+WIDE="$(submitted "$WORK/wide")"
+expect_contains "$WORK/wide.err" "warning: job $WIDE asks for 4 GPUs on one node, more than any node has (2): it runs as 2 nodes of 2 GPUs, its command once on each node" "a job split into a gang warns"
+gpufleet cancel "$WIDE" >/dev/null
 
 # --- explain: a job held by a backfill reservation cannot start now --------------------------
 run "$WORK/first" gpufleet run --name first -- sleep 300

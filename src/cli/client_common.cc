@@ -226,13 +226,15 @@ SubmitOutcome PostJobs(ApiClient& client, const std::string& cmd, const json& bo
   return out;
 }
 
-// After a submit: a job the cluster as it is can never run (a gang of more nodes than it has)
+// After a submit: a job asking for more GPUs on one node than any node has runs split into a gang
+// (said, once per shape). A job the cluster as it is can never run (a gang of more nodes than it has)
 // waits until such nodes join. Say so, and why, unless a pool may rent them. One explanation per
 // distinct shape, so a sweep of a thousand jobs asks once.
 void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
                          const std::vector<api::JobRequest>& jobs) {
   std::vector<std::string> shapes_seen;
   std::optional<bool> has_pool;
+  std::optional<std::map<std::string, int>> largest_by_model;  // GPUs of the largest node per model
   for (size_t i = 0; i < ids.size() && i < jobs.size(); ++i) {
     const model::JobSpec& s = jobs[i].spec;
     std::string shape = std::to_string(s.gpus_per_node) + "/" + std::to_string(s.gpu_milli) + "/" +
@@ -241,6 +243,38 @@ void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
     for (const auto& [k, v] : s.constraints) shape += "/" + k + "=" + v;
     if (std::find(shapes_seen.begin(), shapes_seen.end(), shape) != shapes_seen.end()) continue;
     shapes_seen.push_back(shape);
+    // One node's worth asked for, more GPUs than any node of its models has: the scheduler runs it
+    // as a gang of equal parts (split_large_jobs), its command once per node. Said, as a program
+    // that is not distributed would run twice and write its outputs twice.
+    if (s.nodes == 1 && !s.fractional() && s.gpus_per_node > 0) {
+      if (!largest_by_model) {
+        largest_by_model.emplace();
+        ApiResult n = client.Get("/v1/nodes");
+        if (n.ok()) {
+          for (const auto& node : n.body.value("nodes", json::array())) {
+            if (StrField(node, "state") == "gone") continue;
+            int& g = (*largest_by_model)[StrField(node, "gpu_model")];
+            g = std::max(g, static_cast<int>(IntField(node, "gpus")));
+          }
+        }
+      }
+      int largest = 0;
+      for (const auto& [m, g] : *largest_by_model) {
+        if (s.gpu_models.empty() || std::find(s.gpu_models.begin(), s.gpu_models.end(), m) != s.gpu_models.end()) {
+          largest = std::max(largest, g);
+        }
+      }
+      model::JobSpec split = s;
+      model::SplitToFit(split, largest);
+      if (split.nodes > 1) {
+        std::fprintf(stderr,
+                     "warning: job %lld asks for %d GPUs on one node, more than any node has (%d): it runs as %d nodes "
+                     "of %d GPUs, its command once on each node (GPUFLEET_NODE_RANK 0..%d). For one process, ask for "
+                     "at most %d GPUs; for a distributed job, say nodes: %d to make it plain\n",
+                     static_cast<long long>(ids[i]), s.gpus_per_node, largest, split.nodes, split.gpus_per_node,
+                     split.nodes - 1, largest, split.nodes);
+      }
+    }
     ApiResult e = client.Get("/v1/jobs/" + std::to_string(ids[i]) + "/explain");
     if (!e.ok() || e.body.value("ever", true)) continue;
     if (!has_pool) has_pool = client.Get("/v1/pool").ok();

@@ -159,7 +159,8 @@ struct SubmitOutcome {
   std::vector<int64_t> ids;
 };
 SubmitOutcome PostJobs(ApiClient& client, const std::string& cmd, const json& body, const std::string& output);
-// After a submit: says which of the jobs the cluster as it is can never run, and why.
+// After a submit: says which of the jobs run split into a gang (more GPUs than any node has) and
+// which the cluster as it is can never run, and why.
 void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
                          const std::vector<api::JobRequest>& jobs);
 
