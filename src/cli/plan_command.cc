@@ -298,6 +298,31 @@ std::string FormatText(const PlanArgs& a, const plan::PlannerOptions& o, const p
            ")";
     }
     line(s);
+    if (m.prices.spot_outlier_left_out) {
+      line("  " + Pad("", 10) + "spot " + cost::FormatUsd(*m.prices.spot_outlier_left_out, 3) + " (" +
+           m.prices.spot_outlier_offer + ") left out: flagged spot-outlier; " +
+           (m.prices.spot ? "priced from the place's next spot offer" : "no other spot price here, so none"));
+    }
+  }
+  // Places whose outliers were left out, the chosen one or not: a plan that changed place because
+  // of it says so.
+  int64_t outlier_places = 0;
+  std::string outlier_example;
+  for (const auto& l : r.locations) {
+    for (const auto& p : l.prices) {
+      if (!p.spot_outlier_left_out) continue;
+      if (outlier_example.empty()) {
+        outlier_example = p.spot_outlier_offer + " spot " + cost::FormatUsd(*p.spot_outlier_left_out, 3);
+      }
+      ++outlier_places;
+      break;
+    }
+  }
+  if (outlier_places > 0) {
+    line("  Left out: spot prices flagged spot-outlier at " + std::to_string(outlier_places) + " of " +
+         std::to_string(r.locations.size()) + " places (e.g. " + outlier_example + " per GPU-hour):");
+    line("  a discount far beyond the usual for the GPU and cloud, with no capacity signal (`gpufleet offers`");
+    line("  marks them, `select` ranks them last; docs/cost.md).");
   }
   line("");
 
@@ -536,6 +561,8 @@ json FormatJson(const PlanArgs& a, const plan::PlannerOptions& o, const plan::Pl
         {"spot_unavailable_fraction", m.prices.spot_unavailable_fraction},
         {"on_demand_offer", m.prices.on_demand_offer},
         {"spot_offer", m.prices.spot_offer},
+        {"spot_outlier_left_out", m.prices.spot_outlier_left_out ? json(Usd(*m.prices.spot_outlier_left_out)) : json(nullptr)},
+        {"spot_outlier_offer", m.prices.spot_outlier_offer},
         {"reserved_price", ReservedJson(m.prices)}};
     json bt = nullptr;
     if (m.backtest) {
@@ -978,7 +1005,8 @@ std::function<int()> SetupPlanCommand(CLI::App& app) {
      naive same-hour-last-week and four-week mean) cross-validated over rolling origins; the one
      with the least WAPE forecasts, every method's WAPE is reported.
   3. Prices: on-demand, spot and reserved from one cloud and region, the one whose plan is cheapest
-     among those --cloud/--region allow (--compare-clouds shows each cloud's best). Reserved 1y is
+     among those --cloud/--region allow (--compare-clouds shows each cloud's best). Spot prices
+     flagged spot-outlier (`gpufleet offers --help`) are left out and named. Reserved 1y is
      the catalog's published price where it has one (AWS 1-year no-upfront); elsewhere, for 3y,
      and with --reserved-ratio, it is on-demand x a ratio. The report says which, per model.
   4. Optimise: reserved nodes (paid every hour), on-demand and spot burst, least expected cost with

@@ -71,7 +71,15 @@ Result<GpuPrices> PricesFromCatalog(const cost::OfferTable& offers, const std::s
         where = Describe(o);
       }
     }
-    if (o.spot_per_hour) {
+    if (o.spot_per_hour && o.has(cost::kSpotOutlier)) {
+      // Too good to plan on: often one zone's leftover or a stale estimate with no capacity behind
+      // it. Kept for the report, never priced.
+      const cost::MicroUsd per_gpu = PerGpu(*o.spot_per_hour, o.gpus);
+      if (!p.spot_outlier_left_out || per_gpu < *p.spot_outlier_left_out) {
+        p.spot_outlier_left_out = per_gpu;
+        p.spot_outlier_offer = Describe(o);
+      }
+    } else if (o.spot_per_hour) {
       const cost::MicroUsd per_gpu = PerGpu(*o.spot_per_hour, o.gpus);
       if (!p.spot || per_gpu < *p.spot) {
         p.spot = per_gpu;

@@ -2,8 +2,11 @@
 //
 // On-demand and spot: the cheapest offer per GPU (instance price / GPUs per instance) among the
 // catalog's offers of that model, on-demand skipping prices flagged kSuspectPrice (likely fallback
-// SKUs, cost/offer.h) unless every offer is suspect. Spot carries the interruption rate of the
-// offer it came from. Cheapest per GPU, not per job: the planner buys GPU-hours, and the node
+// SKUs, cost/offer.h) unless every offer is suspect. Spot skips prices flagged kSpotOutlier (a
+// discount far beyond the usual for the GPU and cloud, with no capacity signal: the loader's rule,
+// the one `offers` marks and `select` ranks last), falling back to the place's ordinary spot price
+// or none; the cheapest one left out is named so that reports can say so. Spot carries the
+// interruption rate of the offer it came from. Cheapest per GPU, not per job: the planner buys GPU-hours, and the node
 // shape only matters through ModelInput::reserve_multiple.
 //
 // Reserved, 1-year term: the catalog's own price where the clouds publish one (the offer CSV's
@@ -61,6 +64,10 @@ struct GpuPrices {
   double spot_unavailable_fraction = 0;
   std::string on_demand_offer;                // "aws us-east-1 p4d.24xlarge", for reports
   std::string spot_offer;
+  // The cheapest spot price flagged kSpotOutlier that was left out (per GPU-hour), and its offer;
+  // none when no outlier was met.
+  std::optional<cost::MicroUsd> spot_outlier_left_out;
+  std::string spot_outlier_offer;
 };
 
 // For reports: "catalog (AWS 1-year no-upfront)" or "ratio 0.63 of on-demand".

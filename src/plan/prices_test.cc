@@ -42,6 +42,30 @@ TEST(PricesTest, CheapestPerGpuOfferSetsOnDemandAndSpotAndReservedIsARatio) {
   EXPECT_FALSE(h100->spot.has_value());
 }
 
+TEST(PricesTest, SpotOutliersAreLeftOutOfTheSpotPriceAndNamed) {
+  // Given at one place an 8-GPU spot price flagged spot-outlier ($8/h: $1 per GPU) and an ordinary
+  // one ($16/h: $2 per GPU), expect spot priced from the ordinary one and the outlier named as left
+  // out; and given the outlier alone, expect no spot price at all (as select ranks such a price
+  // last, a plan does not rest on it).
+  cost::OfferTable t;
+  t.offers = {MakeOffer("aws", "p4d-cheap", "A100", 8, 32'000'000, 8'000'000, 0.01, cost::kSpotOutlier),
+              MakeOffer("aws", "p4d", "A100", 8, 32'000'000, 16'000'000, 0.05)};
+  auto p = PricesFromCatalog(t, "A100", ReservedTerm::kOneYear);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->spot, 2'000'000);
+  EXPECT_EQ(p->spot_offer, "aws r1 p4d");
+  EXPECT_DOUBLE_EQ(p->spot_interruptions_per_hour, 0.05);
+  EXPECT_EQ(p->spot_outlier_left_out, 1'000'000);
+  EXPECT_EQ(p->spot_outlier_offer, "aws r1 p4d-cheap");
+
+  t.offers.pop_back();
+  auto alone = PricesFromCatalog(t, "A100", ReservedTerm::kOneYear);
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_FALSE(alone->spot.has_value());
+  EXPECT_EQ(alone->spot_outlier_offer, "aws r1 p4d-cheap");
+  EXPECT_EQ(alone->on_demand, 4'000'000);
+}
+
 TEST(PricesTest, OneYearReservedComesFromTheCatalogWhereAnOfferHasIt) {
   // Given two A100 offers, an 8-GPU one at $32/h with a published 1-year price of $20/h and a
   // 4-GPU one at $18/h with $9/h, expect on-demand from the first ($4 per GPU) and the 1-year
