@@ -210,6 +210,9 @@ Result<OfferTable> ParseOffersCsv(std::string_view text, const std::string& sour
   }
 
   Warnings warn;
+  // An offer's identity -> the line it was first read on: a second row for the same offer would
+  // let readers mix one row's on-demand price with the other's spot price.
+  std::map<std::tuple<std::string, std::string, std::string, std::string, std::string, int>, int64_t> first_line;
   std::vector<MicroUsd> gpu_part;  // on-demand minus host part, per kept offer (for the suspect rule)
   while (true) {
     GF_ASSIGN_OR_RETURN(bool more, reader.Next());
@@ -257,6 +260,17 @@ Result<OfferTable> ParseOffersCsv(std::string_view text, const std::string& sour
       continue;
     }
     o.gpu = model->name;
+    // One row per offer: GCP attaches several GPU models (and counts) to one machine type in one
+    // zone, so the GPU and its count are part of what is rented.
+    auto [seen, fresh] = first_line.try_emplace({o.cloud, o.region, o.zone, o.instance_type, o.gpu, o.gpus},
+                                                reader.line());
+    if (!fresh) {
+      return Status::InvalidArgument(
+          where + ": duplicate offer " + o.cloud + " " + o.region + (o.zone.empty() ? "" : " zone " + o.zone) + " " +
+          o.instance_type + " with " + std::to_string(o.gpus) + " x " + o.gpu + ": line " +
+          std::to_string(seen->second) + " has the same cloud, region, zone, instance type and GPU (keep one row " +
+          "per offer: delete one, or merge their prices into one row)");
+    }
 
     std::string mem_s = get("gpu_mem_mib");
     if (!mem_s.empty()) {

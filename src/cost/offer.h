@@ -1,5 +1,5 @@
 // The offer table: what each cloud rents, normalised to one row per (cloud, region, zone, instance
-// type), with on-demand and spot prices in integer micro-dollars per hour and an estimate of how
+// type, GPU model, GPU count), with on-demand and spot prices in integer micro-dollars per hour and an estimate of how
 // often a spot instance is interrupted. Loaded from the CSV that scripts/make_catalog.py writes
 // (data/catalog/offers.csv; data/catalog/SOURCE.md describes the columns and docs/cost.md the
 // normalisation). Data defects become flags on the offer and counted warnings on the table; the
@@ -109,7 +109,8 @@ struct LoadOptions {
 // as in catalogs written before it was added). Lines that start with '#' are comments (skipped anywhere);
 // "# prices_as_of: YYYY-MM-DD" among them dates the prices (a malformed date is an error). Rows with a GPU the catalog does not know, a fractional
 // GPU count or no price are kept out and counted in `warnings`. A malformed number is an error
-// naming file, line and column.
+// naming file, line and column; so is a second row for the same offer (cloud, region, zone,
+// instance type, canonical GPU model and GPU count), naming both lines.
 Result<OfferTable> LoadOffersCsv(const std::string& path, const model::GpuCatalog& gpus,
                                  const LoadOptions& options = {});
 Result<OfferTable> ParseOffersCsv(std::string_view text, const std::string& source_name,

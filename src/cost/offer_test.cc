@@ -164,6 +164,33 @@ TEST_F(OfferTest, MalformedNumbersNameFileLineAndColumn) {
   EXPECT_NE(missing.status().message().find("x.csv:1: missing column"), std::string::npos);
 }
 
+TEST_F(OfferTest, ASecondRowForTheSameOfferIsAnErrorNamingBothLines) {
+  // Given two rows for aws us-east-1 p4d with 8 x A100 (lines 2 and 4), expect an error naming
+  // both lines, for readers would otherwise mix one row's on-demand price with the other's spot
+  // price; so too for a zone's rows that name one GPU by two of its names (H100, H100-SXM). The same machine type in the same zone with
+  // another GPU model or count (GCP attaches several to n1 machines) is another offer.
+  auto dup = Parse(
+      "aws,us-east-1,,p4d,A100,8,,96,1152,32.77,,,,\n"
+      "aws,us-east-2,,p4d,A100,8,,96,1152,32.77,,,,\n"
+      "aws,us-east-1,,p4d,A100,8,,96,1152,30.00,,9.0,,\n");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.status().message().rfind("fixture.csv:4: duplicate offer aws us-east-1 p4d with 8 x A100: line 2 ", 0),
+            0u)
+      << dup.status().message();
+  auto zoned = Parse(
+      "gcp,us-central1,us-central1-a,n1-standard-16,H100,2,,16,60,8.0,,,,\n"
+      "gcp,us-central1,us-central1-a,n1-standard-16,H100-SXM,2,,16,60,8.0,,,,\n");
+  ASSERT_FALSE(zoned.ok());
+  EXPECT_NE(zoned.status().message().find("zone us-central1-a"), std::string::npos) << zoned.status().message();
+  auto distinct = Parse(
+      "gcp,us-central1,us-central1-a,n1-standard-16,H100,2,,16,60,8.0,,,,\n"
+      "gcp,us-central1,us-central1-a,n1-standard-16,A100,2,,16,60,6.0,,,,\n"
+      "gcp,us-central1,us-central1-a,n1-standard-16,A100,1,,16,60,4.0,,,,\n"
+      "gcp,us-central1,us-central1-b,n1-standard-16,A100,1,,16,60,4.0,,,,\n");
+  ASSERT_TRUE(distinct.ok()) << distinct.status().message();
+  EXPECT_EQ(distinct->offers.size(), 4u);
+}
+
 TEST_F(OfferTest, ARowWithMoreOrFewerFieldsThanTheHeaderIsAnError) {
   // Given a row one field short (its values would sit under the wrong columns) and one with an
   // extra field, expect errors naming the line and both counts; and a gpu_count of 0 warned as a
