@@ -523,7 +523,15 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
       GF_ASSIGN_OR_RETURN(out.checkpoint.grace, r.Dur(n, "checkpoint.grace", true, Duration::Hours(1), "1h"));
     }
     if (auto n = ck["interval"]) {
+      // Zero is refused, not read as "never": `plan --checkpoint-interval` is the same quantity,
+      // and a job that never checkpoints says so by giving no interval.
       GF_ASSIGN_OR_RETURN(spec.checkpoint_interval, r.Dur(n, "checkpoint.interval", true));
+      if (spec.checkpoint_interval == Duration::Zero()) {
+        return r.Error(n, "checkpoint.interval",
+                       "must be positive, got '" + n.Scalar() +
+                           "'; for a job that never checkpoints, leave interval out (an interruption then "
+                           "loses all the work done)");
+      }
     }
     if (auto n = ck["restart_overhead"]) {
       GF_ASSIGN_OR_RETURN(out.cost.restart_overhead, r.Dur(n, "checkpoint.restart_overhead", true));

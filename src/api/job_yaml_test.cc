@@ -98,6 +98,19 @@ TEST(JobYamlTest, WatchdogSettingsAndTheirErrors) {
   EXPECT_NE(ErrorOf("run: x\nwatchdog: {timeout: 1h}\n").find("timeout"), std::string::npos);
 }
 
+TEST(JobYamlTest, ACheckpointIntervalOfZeroIsRefusedSayingHowToAskForNone) {
+  // Given checkpoint.interval 0 (read as "never" here and as "continuously" by plan before), expect
+  // an error that says to leave the interval out for a job that never checkpoints; and no interval
+  // at all parsed as zero, the job that never checkpoints.
+  EXPECT_EQ(ErrorOf("run: x\ncheckpoint: {interval: 0}\n"),
+            "job.yaml:2:24: checkpoint.interval: must be positive, got '0'; for a job that never checkpoints, leave "
+            "interval out (an interruption then loses all the work done)");
+  EXPECT_NE(ErrorOf("run: x\ncheckpoint: {interval: 0s}\n").find("leave interval out"), std::string::npos);
+  auto none = Parse("run: x\ncheckpoint: {grace: 30s}\n");
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->front().spec.checkpoint_interval, Duration::Zero());
+}
+
 TEST(JobYamlTest, NetworkVerifiedAsksForTheGangCheckAndSurvivesTheRoundTrip) {
   auto r = Parse("run: x\nnetwork: verified\nresources: {gpus: 1, nodes: 2}\n");
   ASSERT_TRUE(r.ok()) << r.status().message();

@@ -541,7 +541,7 @@ std::function<int()> SetupSelectCommand(CLI::App& app) {
   profile: compute                 # compute | memory | balanced (datasheet speeds only)
   workload: training-vision        # speed table class; default: default
   step_time: {A100: 0.42s, H100: 0.23s}   # measured time per step on each GPU model
-  checkpoint: {interval: 30m, restart_overhead: 5m}
+  checkpoint: {interval: 30m, restart_overhead: 5m}  # no interval: never checkpoints (0 is refused)
   market: any                      # spot | on-demand | any
   deadline: 24h
   max_hourly_cost: 40              # USD per hour, whole job

@@ -873,6 +873,11 @@ int Run(const PlanArgs& args) {
   o.plan.spot_max_share = a.spot_share;
   auto ci = ParseSpan(a.checkpoint_interval);
   if (!ci) return Fail(kExitUsage, "--checkpoint-interval: expected a duration such as 30m, got '" + a.checkpoint_interval + "'");
+  if (*ci <= Duration::Zero()) {
+    return Fail(kExitUsage, "--checkpoint-interval must be positive, got '" + a.checkpoint_interval +
+                                "'; for jobs that never checkpoint, give their typical run time such as 12h (an "
+                                "interruption loses half of it on average), or keep them off spot with --spot-share 0");
+  }
   o.plan.checkpoint_interval = *ci;
   auto ro = ParseSpan(a.restart_overhead);
   if (!ro) return Fail(kExitUsage, "--restart-overhead: expected a duration such as 5m, got '" + a.restart_overhead + "'");
@@ -1100,7 +1105,8 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
                   "Cap on the share of the work that may run on spot, 0..1: a risk limit; the optimiser chooses "
                   "the share from 0 up to it in steps of 0.25 (0 = no spot)")
       ->capture_default_str();
-  sub->add_option("--checkpoint-interval", args->checkpoint_interval, "How often jobs checkpoint: the work redone after a spot interruption")
+  sub->add_option("--checkpoint-interval", args->checkpoint_interval, "How often jobs checkpoint: half of it is the work redone after a spot interruption; must be positive "
+                  "(for jobs that never checkpoint, give their typical run time)")
       ->capture_default_str();
   sub->add_option("--restart-overhead", args->restart_overhead, "Extra time each restart after an interruption costs")->capture_default_str();
   sub->add_option("--frontier", args->frontier, "SLO waits of the cost-vs-SLO curve, or 'none'")->capture_default_str();

@@ -131,6 +131,13 @@ Status ValidateOptions(const PlannerOptions& o) {
     return Status::InvalidArgument("gpus per node must be 1..64, got " + std::to_string(o.gpus_per_node));
   }
   if (o.from && o.to && *o.to <= *o.from) return Status::InvalidArgument("the window's end must be after its start");
+  if (o.plan.checkpoint_interval <= Duration::Zero()) {
+    // The optimiser charges half an interval of rework per interruption, so zero would price spot
+    // as if jobs checkpointed continuously, where a job file's missing interval means never.
+    return Status::InvalidArgument(
+        "checkpoint interval must be positive; for jobs that never checkpoint, give their typical run time "
+        "(an interruption loses half of it on average) or plan them off spot");
+  }
   if (o.verify.boot_delay < Duration::Zero() || o.verify.idle_duration <= Duration::Zero()) {
     return Status::InvalidArgument("boot delay must be >= 0 and idle duration > 0");
   }

@@ -745,6 +745,19 @@ TEST(PlannerSubstitutionTest, AnySubstitutesOnlyOntoModelsWithAtLeastTheMemory) 
   EXPECT_GT(r->models[1].plan.reserved_gpus, 0);
 }
 
+TEST(PlannerOptionsTest, AZeroCheckpointIntervalIsRefused) {
+  // Given a checkpoint interval of zero (which the optimiser would price as checkpointing
+  // continuously, where a job file without one means never), expect InvalidArgument saying how to
+  // plan jobs that never checkpoint.
+  PlannerOptions o = Options();
+  o.verify.enabled = false;
+  o.plan.checkpoint_interval = Duration::Zero();
+  auto r = RunPlanner(BaseAndBursts(2), CatalogWithA100(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("never checkpoint"), std::string::npos) << r.status().ToString();
+}
+
 TEST(PlannerSubstitutionTest, BadSubstitutionsSayWhatIsWrong) {
   PlannerOptions o = Options();
   o.verify.enabled = false;
