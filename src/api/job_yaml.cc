@@ -428,7 +428,14 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
       if (!m) return r.Error(n, "estimate", "unknown GPU model '" + model + "' (write e.g. '10h on A100')");
       out.cost.estimate_model = m->name;
     }
-    auto d = ParseDuration(Trim(dur));
+    const std::string_view amount = Trim(dur);
+    if (!amount.empty() && amount.find_first_not_of("0123456789.") == std::string_view::npos) {
+      // A bare number would be read as seconds: "10 on A100" meant hours far more often.
+      return r.Error(n, "estimate", "'" + std::string(amount) + "' has no unit; say which, e.g. '" +
+                                        std::string(amount) + "h" + (on == std::string::npos ? "" : s.substr(on)) +
+                                        "' (s, m, h, d or w)");
+    }
+    auto d = ParseDuration(amount);
     if (!d || *d <= Duration::Zero()) {
       return r.Error(n, "estimate", "must be a positive duration, optionally with a GPU model: '10h' or '10h on A100'; got '" + s + "'");
     }

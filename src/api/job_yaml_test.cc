@@ -111,6 +111,17 @@ TEST(JobYamlTest, ACheckpointIntervalOfZeroIsRefusedSayingHowToAskForNone) {
   EXPECT_EQ(none->front().spec.checkpoint_interval, Duration::Zero());
 }
 
+TEST(JobYamlTest, AnEstimateWithoutAUnitIsRefused) {
+  // Given "10 on A100" (a bare number, which would be read as ten seconds), expect an error that
+  // suggests a unit; and "10h on A100" read as ten hours.
+  EXPECT_EQ(ErrorOf("run: x\nestimate: 10 on A100\n"),
+            "job.yaml:2:11: estimate: '10' has no unit; say which, e.g. '10h on A100' (s, m, h, d or w)");
+  EXPECT_NE(ErrorOf("run: x\nestimate: 2.5\n").find("e.g. '2.5h' (s, m, h, d or w)"), std::string::npos);
+  auto ok = Parse("run: x\nestimate: 10h on A100\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->front().spec.duration_estimate, Duration::Hours(10));
+}
+
 TEST(JobYamlTest, NetworkVerifiedAsksForTheGangCheckAndSurvivesTheRoundTrip) {
   auto r = Parse("run: x\nnetwork: verified\nresources: {gpus: 1, nodes: 2}\n");
   ASSERT_TRUE(r.ok()) << r.status().message();

@@ -537,7 +537,7 @@ std::function<int()> SetupSelectCommand(CLI::App& app) {
   sub->add_flag("-q,--quiet", args->quiet, "Do not print the catalog summary on stderr");
   sub->footer(R"(The job file (a job file as `gpufleet submit` takes; a key it does not know is an error). What select reads:
   resources: {gpus: 8, nodes: 1, gpu_type: [H100, A100-80GB]}  # gpus per node
-  estimate: "10h on A100"          # runtime on a reference GPU
+  estimate: "10h on A100"          # runtime on a reference GPU, with a unit (s, m, h, d, w)
   profile: compute                 # compute | memory | balanced (datasheet speeds only)
   workload: training-vision        # speed table class; default: default
   step_time: {A100: 0.42s, H100: 0.23s}   # measured time per step on each GPU model
