@@ -128,6 +128,14 @@ printf 'resources: {gpus: 8, gpu_type: [H100]}\nestimate: 10h on H100\nmax_hourl
 run "$WORK/none" "$GPUFLEET" select "$WORK/none.yaml" --catalog "$CATALOG" -q
 expect_rc "$WORK/none" 3 "select with no feasible offer"
 expect_contains "$WORK/none.out" "over max_hourly_cost" "the rejections are listed"
+expect_contains "$WORK/none.out" "caps: max_hourly_cost \$0.50/h, deadline none" "the header shows the caps"
+run "$WORK/nonej" "$GPUFLEET" select "$WORK/none.yaml" --catalog "$CATALOG" -q -o json
+"$PYTHON" - "$WORK/nonej.out" <<'PY' || fail "select -o json: the job object lacks its caps"
+import json, sys
+j = json.load(open(sys.argv[1]))["job"]
+assert j["max_hourly_cost_usd"] == 0.5 and j["deadline_hours"] is None, j
+assert j["regions"] == [] and j["clouds"] == [] and j["constraints"] == {}, j
+PY
 
 # Errors name file, line and field.
 printf 'name: x\nresources:\n  gpus: eight\nestimate: 10h on A100\n' >"$WORK/bad.yaml"

@@ -490,6 +490,11 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
     GF_ASSIGN_OR_RETURN(std::string s, r.String(n, "max_hourly_cost"));
     auto v = ParseDollars(s);
     if (!v.ok()) return r.Error(n, "max_hourly_cost", v.status().message());
+    // Zero is not "no cap" (that is leaving the field out) nor a cap anything could meet.
+    if (*v == 0) {
+      return r.Error(n, "max_hourly_cost",
+                     "must be more than 0 (USD per hour for the whole job), got '" + s + "'; leave max_hourly_cost out for no cap");
+    }
     out.cost.max_hourly_cost_micros = *v;
   }
   if (auto n = doc["max_cost"]) {

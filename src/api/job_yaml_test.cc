@@ -122,6 +122,19 @@ TEST(JobYamlTest, AnEstimateWithoutAUnitIsRefused) {
   EXPECT_EQ(ok->front().spec.duration_estimate, Duration::Hours(10));
 }
 
+TEST(JobYamlTest, AMaxHourlyCostOfZeroOrLessIsRefused) {
+  // Given max_hourly_cost 0 (which turned the cap off) or a negative amount, expect an error; the
+  // one for 0 says to leave the field out for no cap. A positive amount is read in micro-dollars.
+  EXPECT_EQ(ErrorOf("run: x\nmax_hourly_cost: 0\n"),
+            "job.yaml:2:18: max_hourly_cost: must be more than 0 (USD per hour for the whole job), got '0'; leave "
+            "max_hourly_cost out for no cap");
+  EXPECT_NE(ErrorOf("run: x\nmax_hourly_cost: $0.00\n").find("leave max_hourly_cost out"), std::string::npos);
+  EXPECT_NE(ErrorOf("run: x\nmax_hourly_cost: -5\n").find("max_hourly_cost: must be an amount"), std::string::npos);
+  auto ok = Parse("run: x\nmax_hourly_cost: 40\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->front().cost.max_hourly_cost_micros, 40'000'000);
+}
+
 TEST(JobYamlTest, NetworkVerifiedAsksForTheGangCheckAndSurvivesTheRoundTrip) {
   auto r = Parse("run: x\nnetwork: verified\nresources: {gpus: 1, nodes: 2}\n");
   ASSERT_TRUE(r.ok()) << r.status().message();

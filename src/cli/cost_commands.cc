@@ -373,6 +373,19 @@ Result<cost::CostJob> ReadCostJob(const std::string& file, const model::GpuSpeed
   return job;
 }
 
+// What limits the offers besides the job's shape, each named even when absent, so that a reader
+// sees that a cap was (or was not) applied: "caps: max_hourly_cost $40.00/h, deadline 24h00m00s,
+// regions europe-*, clouds any, constraints geo=eu".
+std::string CapsLine(const cost::CostJob& job) {
+  std::vector<std::string> constraints;
+  for (const auto& [k, v] : job.constraints) constraints.push_back(k + "=" + v);
+  return "caps: max_hourly_cost " + (job.max_hourly_cost ? cost::FormatUsd(*job.max_hourly_cost) + "/h" : "no cap") +
+         ", deadline " + (job.deadline ? FormatDuration(*job.deadline) : "none") + ", regions " +
+         (job.regions.empty() ? "any" : Join(job.regions, ", ")) + ", clouds " +
+         (job.clouds.empty() ? "any" : Join(job.clouds, ", ")) + ", constraints " +
+         (constraints.empty() ? "none" : Join(constraints, ", "));
+}
+
 int SelectFail(const std::string& msg, int code) {
   std::fprintf(stderr, "gpufleet select: %s\n", msg.c_str());
   return code;
@@ -412,7 +425,12 @@ int RunSelect(const SelectArgs& a) {
                   {"workload", job->workload_class},
                   {"step_time_seconds", job->speed_overrides.step_seconds},
                   {"checkpoint_interval_hours", job->checkpoint_interval.hours_f()},
-                  {"market", model::MarketPreferenceName(job->market)}};
+                  {"market", model::MarketPreferenceName(job->market)},
+                  {"max_hourly_cost_usd", job->max_hourly_cost ? json(Usd(*job->max_hourly_cost)) : json(nullptr)},
+                  {"deadline_hours", job->deadline ? json(job->deadline->hours_f()) : json(nullptr)},
+                  {"regions", job->regions},
+                  {"clouds", job->clouds},
+                  {"constraints", job->constraints}};
     out["catalog"] = path;
     out["speeds"] = speeds_path;
     AddAgeJson(out, *table, *today);
@@ -441,15 +459,14 @@ int RunSelect(const SelectArgs& a) {
     std::snprintf(buf, sizeof buf, "%g", seconds);
     steps.push_back(gpu + " " + buf + "s");
   }
-  std::printf("job %s: %d node(s) x %d GPU(s), %s on %s, workload %s, %s profile, %s, market %s%s%s\n", a.job.c_str(),
+  std::printf("job %s: %d node(s) x %d GPU(s), %s on %s, workload %s, %s profile, %s, market %s\n", a.job.c_str(),
               job->nodes, job->gpus_per_node, FormatDuration(job->reference_runtime).c_str(),
               job->reference_gpu.c_str(), job->workload_class.c_str(), profile,
               job->checkpoint_interval > Duration::Zero()
                   ? ("checkpoint every " + FormatDuration(job->checkpoint_interval)).c_str()
                   : "no checkpoints",
-              model::MarketPreferenceName(job->market),
-              job->deadline ? (", deadline " + FormatDuration(*job->deadline)).c_str() : "",
-              job->max_hourly_cost ? (", max " + cost::FormatUsd(*job->max_hourly_cost) + "/h").c_str() : "");
+              model::MarketPreferenceName(job->market));
+  std::printf("%s\n", CapsLine(*job).c_str());
   if (!steps.empty()) std::printf("measured step times: %s\n", Join(steps, ", ").c_str());
   std::printf("%s\n", cost::CatalogAgeLine(table->prices_as_of, *today).c_str());
   bool outlier_shown = false;
@@ -544,7 +561,7 @@ std::function<int()> SetupSelectCommand(CLI::App& app) {
   checkpoint: {interval: 30m, restart_overhead: 5m}  # no interval: never checkpoints (0 is refused)
   market: any                      # spot | on-demand | any
   deadline: 24h
-  max_hourly_cost: 40              # USD per hour, whole job
+  max_hourly_cost: 40              # USD per hour, whole job; > 0 (leave it out for no cap)
   regions: ["europe-*"]            # globs on region or zone
   constraints: {geo: eu}           # offer labels: cloud, region, zone, geo
 Expected cost = $/h x (runtime on that GPU + expected spot rework and restarts); see docs/cost.md.
