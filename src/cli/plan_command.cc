@@ -1032,7 +1032,7 @@ std::function<int()> SetupPlanCommand(CLI::App& app) {
 
 Examples:
   # The Philly trace on AWS p3.16xlarge (8 x V100) in us-east-1, P95 wait under an hour
-  gpufleet plan --trace data/traces/philly/philly.csv --gpu V100 --region us-east-1 \
+  gpufleet plan --trace data/traces/philly/philly.csv --gpu V100 --cloud aws --region us-east-1 \
                 --slo-p95-wait 1h --plots plan-plots/
 
   # Three-year reservations at your contract's 50 % discount, no spot, JSON for a notebook
