@@ -1940,6 +1940,21 @@ void Engine::MaybeFinishAttempt(Job& job) {
   job.rec.exit_code = code;
   bool recover = std::find(rp.recover_on_exit_codes.begin(), rp.recover_on_exit_codes.end(), code) !=
                  rp.recover_on_exit_codes.end();
+  if (recover) {
+    // A code that asks to be run again (to resume from a checkpoint) but comes within a minute
+    // of every start is a crash loop, not progress: from the tenth in a row it counts against
+    // max_restarts_on_errors like any failure (it restarted ten times a second, for ever).
+    constexpr Duration kQuickRecover = Duration::Minutes(1);
+    constexpr int kQuickRecoverLimit = 10;
+    job.quick_recovers = clock_.Now() - job.attempt_started < kQuickRecover ? job.quick_recovers + 1 : 0;
+    if (job.quick_recovers >= kQuickRecoverLimit) {
+      recover = false;
+      what += "; exit code " + std::to_string(code) + " came within a minute of its start " +
+              std::to_string(job.quick_recovers) +
+              " times in a row: counted as a failure (restart.recover_on_exit_codes requeues a job that exits "
+              "after doing some work)";
+    }
+  }
   if (job.cancel_requested) {
     events_.push_back(sched::JobFailed{id, false});
     Transition(job, JobState::kCancelled, "cancelled; " + what);

@@ -335,6 +335,9 @@ class Engine {
     bool rerun_not_stall = false;    // ... because its node had run the part before (not a stall)
     std::string restart_text;
     int stall_restarts = 0;  // by the watchdog, since this controller started
+    // restart.recover_on_exit_codes exits in a row, each within kQuickRecover of its start (a
+    // crash loop: from kQuickRecoverLimit on they count as failures).
+    int quick_recovers = 0;
     Time attempt_started;
     // Reported by its agents (the watchdog): the latest over its parts.
     std::optional<Time> last_output;

@@ -727,6 +727,34 @@ TEST_F(EngineTest, FailedJobRestartsWithinItsBudget) {
   EXPECT_EQ((*rec)->error_restarts, 1);
 }
 
+TEST_F(EngineTest, ARecoverExitCodeWithinAMinuteOfEveryStartIsACrashLoopAndCountsFromTheTenth) {
+  // Given a job that exits 75 (a recover code) at once, again and again, expect nine requeues
+  // that are not counted, then the tenth counted against max_restarts_on_errors (1), and the
+  // twelfth to fail the job saying why; an exit 75 after a minute of work resets the count.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  JobId j = Submit(*e, "run: x\nrestart: {max_restarts_on_errors: 1, recover_on_exit_codes: [75]}\n");
+  Beat(*e, a, {Started(j, 1, 0)});
+  clock_.Advance(Duration::Minutes(2));
+  Beat(*e, a, {Exited(j, 1, 0, 75)});  // after some work: requeued, not counted
+  int attempt = 2;
+  for (; attempt <= 10; ++attempt) {
+    Beat(*e, a, {Started(j, attempt, 0), Exited(j, attempt, 0, 75)});
+    ASSERT_EQ(StateOf(j), JobState::kStarting) << "attempt " << attempt;
+    EXPECT_EQ((*store_.GetJob(j))->error_restarts, 0) << "attempt " << attempt;
+  }
+  Beat(*e, a, {Started(j, attempt, 0), Exited(j, attempt, 0, 75)});  // the tenth quick one in a row
+  EXPECT_EQ(StateOf(j), JobState::kStarting);
+  EXPECT_EQ((*store_.GetJob(j))->error_restarts, 1);
+  ++attempt;
+  Beat(*e, a, {Started(j, attempt, 0), Exited(j, attempt, 0, 75)});
+  auto rec = store_.GetJob(j);
+  EXPECT_EQ((*rec)->state, JobState::kFailed);
+  EXPECT_NE((*rec)->reason.find("exit code 75 came within a minute of its start 11 times in a row: counted as a failure"),
+            std::string::npos)
+      << (*rec)->reason;
+}
+
 TEST_F(EngineTest, LostNodeRequeuesTheWholeGang) {
   auto e = MakeEngine();
   NodeId a = Register(*e, "node-a", 2);
