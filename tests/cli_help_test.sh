@@ -86,6 +86,10 @@ expect_contains "$WORK/subdir.err" "$WORK: is a directory, not a file" "submit o
 run "$WORK/submissing" "$GPUFLEET" submit "$WORK/no-such.yaml" --server http://127.0.0.1:9
 expect_contains "$WORK/submissing.err" "$WORK/no-such.yaml: no such file" "submit of a missing file"
 # A budget period (or stop rule) without a limit is refused: without limits the budget is removed.
+# A command whose own flags were not put after --: told where the command goes.
+run "$WORK/rundash" "$GPUFLEET" run --gpus 0 echo -n hi
+expect_rc "$WORK/rundash" 2 "gpufleet run --gpus 0 echo -n hi"
+expect_contains "$WORK/rundash.err" "Put the command after --, its flags and all" "run without --"
 run "$WORK/budgetperiod" "$GPUFLEET" budget ml --period daily --server http://127.0.0.1:9
 expect_rc "$WORK/budgetperiod" 2 "gpufleet budget ml --period daily (no limit)"
 expect_contains "$WORK/budgetperiod.err" "--period needs a limit to apply to" "budget --period without a limit"

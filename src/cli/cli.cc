@@ -185,6 +185,19 @@ Run 'gpufleet COMMAND --help' for a command's options and more examples.)");
         }
       }
     }
+    // `gpufleet run` whose command was not put after `--`: its own flags (echo -n) or flags given
+    // after it were read as run's. Say where the command goes.
+    if (argc > 1 && std::string_view(argv[1]) == "run") {
+      bool dashes = false;
+      for (int i = 2; i < argc && !dashes; ++i) dashes = std::string_view(argv[i]) == "--";
+      if (!dashes) {
+        std::fprintf(stderr,
+                     "gpufleet run: %s\nPut the command after --, its flags and all: gpufleet run [flags] -- CMD "
+                     "ARGS... (e.g. gpufleet run --gpus 0 -- echo -n hi)\n",
+                     client::RedactSecrets(e.what()).c_str());
+        return 2;
+      }
+    }
     app.exit(e);
     return 2;
   }
