@@ -721,6 +721,8 @@ Status Agent::Register() {
     req.cuda_version = cuda_version_;
     req.environments_ready = ready;
     req.storage_fault = storage_fault_;
+    req.containment = launcher_->CgroupNote();
+    req.limits_enforced = launcher_->LimitsEnforced();
     envs_reported_ = ready;
     req.address = options_.address;
     req.spec = spec_;

@@ -602,6 +602,8 @@ ProcessLauncher::~ProcessLauncher() {
 
 std::string ProcessLauncher::CgroupNote() const { return cgroup_note_; }
 
+bool ProcessLauncher::LimitsEnforced() const { return cgroups_ && cgroups_->limits_memory() && cgroups_->limits_cpu(); }
+
 Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
   if (spec.key.empty()) return Status::InvalidArgument("launch: the key must not be empty");
   if (spec.argv.empty() || spec.argv[0].empty()) {

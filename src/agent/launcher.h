@@ -245,6 +245,8 @@ class ProcessLauncher {
   // "cgroup v2 at /sys/fs/cgroup/unified/gpufleet/dev-1: parts are contained; memory/cpu limits
   // not enforced: the cgroup offers no memory or cpu controller".
   std::string CgroupNote() const;
+  // Whether parts' memory and cpu limits are both enforced (cgroup v2 with both controllers).
+  bool LimitsEnforced() const;
 
  private:
   struct Part {

@@ -122,6 +122,8 @@ json ToJson(const RegisterRequest& r) {
   if (!r.cuda_version.empty()) o["cuda_version"] = r.cuda_version;
   if (!r.environments_ready.empty()) o["environments_ready"] = r.environments_ready;
   if (!r.storage_fault.empty()) o["storage_fault"] = r.storage_fault;
+  if (!r.containment.empty()) o["containment"] = r.containment;
+  if (r.limits_enforced) o["limits_enforced"] = *r.limits_enforced;
   return o;
 }
 
@@ -136,6 +138,8 @@ Result<RegisterRequest> RegisterRequestFromJson(const json& j) {
                 r.cuda_version = Opt<std::string>(j, "cuda_version", "");
                 r.environments_ready = Opt<std::vector<std::string>>(j, "environments_ready", {});
                 r.storage_fault = Opt<std::string>(j, "storage_fault", "");
+                r.containment = Opt<std::string>(j, "containment", "");
+                if (auto it = j.find("limits_enforced"); it != j.end() && !it->is_null()) r.limits_enforced = it->get<bool>();
                 return 0;
               }).status();
   GF_RETURN_IF_ERROR(st);

@@ -42,6 +42,11 @@ struct RegisterRequest {
   std::string cuda_version;     // the highest CUDA the driver supports ("12.4")
   std::vector<std::string> environments_ready;  // prepared environments (warm starts)
   std::string storage_fault;  // as Heartbeat::storage_fault
+  // How the node holds its parts (cgroups or process groups) and whether the memory and CPU
+  // limits jobs ask for are enforced there, and why not ("cgroups unavailable (...): ...").
+  // limits_enforced absent: an agent that does not say.
+  std::string containment;
+  std::optional<bool> limits_enforced;
 };
 struct RegisterReply {
   NodeId node;

@@ -615,6 +615,8 @@ Result<NodeSummary> DecodeNodeSummary(const json& j, const std::string& path) {
   n.notice = f.OptionalObject("notice", &DecodeNotice);
   n.storage_fault = f.OptionalString("storage_fault");
   if (f.OptionalValue("disks") != nullptr) n.disks = f.Objects("disks", &DecodeDisk);  // (absent from older controllers)
+  n.containment = f.OptionalString("containment");
+  if (const json* v = f.OptionalValue("limits_enforced"); v != nullptr && v->is_boolean()) n.limits_enforced = v->get<bool>();
   if (!f.ok()) return f.status();
   return n;
 }
@@ -919,6 +921,8 @@ json ToJson(const NodeSummary& n) {
     disks.push_back({{"dir", d.dir}, {"path", d.path}, {"free_bytes", d.free_bytes}, {"size_bytes", d.size_bytes}});
   }
   o["disks"] = std::move(disks);
+  if (!n.containment.empty()) o["containment"] = n.containment;
+  o["limits_enforced"] = n.limits_enforced ? json(*n.limits_enforced) : json(nullptr);
   return o;
 }
 

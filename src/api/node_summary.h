@@ -52,6 +52,10 @@ struct NodeSummary {
   std::string storage_fault;
   // The room left where its agent keeps files, from its last heartbeat (empty: not reported).
   std::vector<DiskReport> disks;
+  // How its agent holds parts, and whether jobs' memory and CPU limits are enforced there (null:
+  // not said, an agent or controller from before).
+  std::string containment;
+  std::optional<bool> limits_enforced;
 };
 
 // The record's part; gpus_used, telemetry, jobs and notice are the caller's to fill.

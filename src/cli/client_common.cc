@@ -234,7 +234,14 @@ void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
                          const std::vector<api::JobRequest>& jobs) {
   std::vector<std::string> shapes_seen;
   std::optional<bool> has_pool;
-  std::optional<std::map<std::string, int>> largest_by_model;  // GPUs of the largest node per model
+  std::optional<json> node_list;  // GET /v1/nodes, asked once when needed
+  auto nodes = [&]() -> const json& {
+    if (!node_list) {
+      ApiResult n = client.Get("/v1/nodes");
+      node_list = n.ok() ? n.body.value("nodes", json::array()) : json::array();
+    }
+    return *node_list;
+  };
   for (size_t i = 0; i < ids.size() && i < jobs.size(); ++i) {
     const model::JobSpec& s = jobs[i].spec;
     std::string shape = std::to_string(s.gpus_per_node) + "/" + std::to_string(s.gpu_milli) + "/" +
@@ -247,19 +254,14 @@ void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
     // as a gang of equal parts (split_large_jobs), its command once per node. Said, as a program
     // that is not distributed would run twice and write its outputs twice.
     if (s.nodes == 1 && !s.fractional() && s.gpus_per_node > 0) {
-      if (!largest_by_model) {
-        largest_by_model.emplace();
-        ApiResult n = client.Get("/v1/nodes");
-        if (n.ok()) {
-          for (const auto& node : n.body.value("nodes", json::array())) {
-            if (StrField(node, "state") == "gone") continue;
-            int& g = (*largest_by_model)[StrField(node, "gpu_model")];
-            g = std::max(g, static_cast<int>(IntField(node, "gpus")));
-          }
-        }
+      std::map<std::string, int> largest_by_model;  // GPUs of the largest node per model
+      for (const auto& node : nodes()) {
+        if (StrField(node, "state") == "gone") continue;
+        int& g = largest_by_model[StrField(node, "gpu_model")];
+        g = std::max(g, static_cast<int>(IntField(node, "gpus")));
       }
       int largest = 0;
-      for (const auto& [m, g] : *largest_by_model) {
+      for (const auto& [m, g] : largest_by_model) {
         if (s.gpu_models.empty() || std::find(s.gpu_models.begin(), s.gpu_models.end(), m) != s.gpu_models.end()) {
           largest = std::max(largest, g);
         }
@@ -273,6 +275,33 @@ void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
                      "at most %d GPUs; for a distributed job, say nodes: %d to make it plain\n",
                      static_cast<long long>(ids[i]), s.gpus_per_node, largest, split.nodes, split.gpus_per_node,
                      split.nodes - 1, largest, split.nodes);
+      }
+    }
+    // Memory or CPUs asked for, and nodes of its models that do not enforce limits (no cgroup v2
+    // with those controllers): the job may use more there, and others' jobs with it.
+    if (s.cpu_milli > 0 || s.mem_mib > 0) {
+      std::vector<std::string> loose;
+      std::string why;
+      for (const auto& node : nodes()) {
+        const std::string model = StrField(node, "gpu_model");
+        const bool allowed = s.gpu_models.empty() || std::find(s.gpu_models.begin(), s.gpu_models.end(), model) != s.gpu_models.end();
+        if (StrField(node, "state") == "gone" || !allowed) continue;
+        if (node.contains("limits_enforced") && node["limits_enforced"].is_boolean() && !node["limits_enforced"].get<bool>()) {
+          loose.push_back(StrField(node, "name"));
+          if (why.empty()) why = StrField(node, "containment");
+        }
+      }
+      if (!loose.empty()) {
+        if (loose.size() > 5) {
+          loose.resize(5);
+          loose.push_back("...");
+        }
+        std::fprintf(stderr,
+                     "warning: job %lld asks for %s, which nodes %s do not enforce (%s): there it may use more. "
+                     "'gpufleet nodes NODE' says why\n",
+                     static_cast<long long>(ids[i]),
+                     s.cpu_milli > 0 && s.mem_mib > 0 ? "CPUs and memory" : s.cpu_milli > 0 ? "CPUs" : "memory",
+                     Join(loose, ", ").c_str(), why.c_str());
       }
     }
     ApiResult e = client.Get("/v1/jobs/" + std::to_string(ids[i]) + "/explain");

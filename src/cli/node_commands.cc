@@ -115,6 +115,9 @@ void PrintNodeDetail(const api::NodeSummary& n) {
   if (!n.storage_fault.empty()) {
     std::printf("  storage:      %s; it takes no work until its agent can write there again\n", n.storage_fault.c_str());
   }
+  if (!n.containment.empty()) {
+    std::printf("  limits:       %s%s\n", n.limits_enforced.value_or(true) ? "" : "NOT ENFORCED: ", n.containment.c_str());
+  }
   for (const api::DiskReport& d : n.disks) {
     // "disk:         data directory /var/lib/gpufleet: 12.3 GiB free of 50.0 GiB (24.6 %)"
     const double pct = d.size_bytes > 0 ? 100.0 * static_cast<double>(d.free_bytes) / static_cast<double>(d.size_bytes) : 0;

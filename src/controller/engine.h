@@ -93,6 +93,8 @@ struct NodeStatus {
   // no work meanwhile.
   std::string storage_fault;
   std::vector<api::DiskReport> disks;  // the room its agent last reported (api::Heartbeat::disks)
+  std::string containment;             // as its agent registered (api::RegisterRequest::containment)
+  std::optional<bool> limits_enforced;
 };
 
 struct QueueEntry {
@@ -363,6 +365,8 @@ class Engine {
     // its agent says it can again.
     std::string storage_fault;
     std::vector<api::DiskReport> disks;  // its last heartbeat's
+    std::string containment;             // its agent's registration's
+    std::optional<bool> limits_enforced;
   };
   // Takes in what the agent says of its storage (a registration or heartbeat, or a part that
   // could not start for it): holds the node or gives it work again.

@@ -1269,6 +1269,8 @@ void ApiServer::NodeRoutes(const Guards& g) {
       summary.heard_since_start = n.heard_since_start;
       summary.storage_fault = n.storage_fault;
       summary.disks = n.disks;
+      summary.containment = n.containment;
+      summary.limits_enforced = n.limits_enforced;
       list.push_back(api::ToJson(summary));
     }
     Reply(res, 200, {{"nodes", list}});
