@@ -29,6 +29,7 @@
 #include "agent/shim_protocol.h"
 #include "common/check.h"
 #include "common/fd.h"
+#include "common/strings.h"
 
 extern char** environ;
 
@@ -108,9 +109,25 @@ std::string DescribeChildError(const ChildError& e, const LaunchSpec& spec, cons
     const char* inherited = std::getenv("PATH");
     const std::string searched =
         path != spec.env.end() ? path->second : inherited != nullptr && *inherited != '\0' ? inherited : kDefaultPath;
-    out += " (not found as an executable file in a PATH folder" +
-           (user.empty() ? std::string() : " that user " + user + " may search") + "; PATH=" + searched +
-           "; give the command's full path, or set PATH in the job's env)";
+    // Whether it is anywhere in PATH (looked at as the agent): a name in no folder at all is "not
+    // found", whatever execvp said of a folder it could not search on the way.
+    std::string found;
+    for (const std::string& dir : Split(searched, ':')) {
+      const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + spec.argv[0];
+      struct stat st {};
+      if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+        found = candidate;
+        break;
+      }
+    }
+    if (found.empty()) {
+      out = what + ": command not found (no file of that name in any PATH folder; PATH=" + searched +
+            "; give the command's full path, or set PATH in the job's env)";
+    } else {
+      out += " (" + found + " is there, but not an executable file" +
+             (user.empty() ? std::string() : " that user " + user + " may run, in a folder that user may search") +
+             "; PATH=" + searched + ")";
+    }
   }
   if (e.stage == Stage::kChdir && e.err == EACCES && !user.empty()) {
     out += " (the job runs as user " + user +

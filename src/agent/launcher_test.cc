@@ -367,10 +367,22 @@ TEST_F(ProcessLauncherTest, ExecFailureIsAnErrorNotAnExit127) {
   auto r = launcher_.Launch(Spec("nope", {"gpufleet-no-such-program-xyz", "train.py"}));
   ASSERT_FALSE(r.ok());
   const std::string message = r.status().message();
-  EXPECT_EQ(message.rfind("exec gpufleet-no-such-program-xyz: No such file or directory (not found as an executable "
-                          "file in a PATH folder", 0),
+  EXPECT_EQ(message.rfind("exec gpufleet-no-such-program-xyz: command not found (no file of that name in any PATH "
+                          "folder; PATH=", 0),
             0u)
       << message;
+  // A file of that name that may not be run: said to be there.
+  const std::string dir = (dir_ / "noexec-bin").string();
+  fs::create_directories(dir);
+  { std::ofstream(dir + "/gpufleet-noexec-xyz") << "#!/bin/sh\n"; }
+  LaunchSpec noexec = Spec("noexec", {"gpufleet-noexec-xyz"});
+  noexec.env["PATH"] = dir;
+  auto denied = launcher_.Launch(noexec);
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.status().message().rfind("exec gpufleet-noexec-xyz: Permission denied (" + dir +
+                                                "/gpufleet-noexec-xyz is there, but not an executable file", 0),
+            0u)
+      << denied.status().message();
   EXPECT_NE(message.find("PATH=" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "")), std::string::npos)
       << message;
   auto full = launcher_.Launch(Spec("nope2", {"/no/such/dir/train", "x"}));
