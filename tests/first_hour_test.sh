@@ -124,6 +124,18 @@ GANG="$(submitted "$WORK/gang")"
 expect_contains "$WORK/gang.err" "warning: job $GANG cannot run on this cluster as it is" "a 2-node job on 1 node warns"
 expect_contains "$WORK/gang.err" "no pool" "the warning says no pool can rent the nodes"
 gpufleet cancel "$GANG" >/dev/null
+# Interrupted while following its job, `run -f` says the job goes on and how to stop it.
+"$GPUFLEET" run -f --gpus 0 --name followed -- sh -c 'echo following; sleep 60' >"$WORK/follow.out" 2>"$WORK/follow.err" &
+FOLLOW_PID=$!
+wait_for "run -f to print the job's output" grep -q "^following" "$WORK/follow.out"
+FOLLOWED="$(submitted "$WORK/follow")"
+kill -INT "$FOLLOW_PID"
+RC=0
+wait "$FOLLOW_PID" || RC=$?
+[[ "$RC" == 130 ]] || fail "run -f interrupted should exit 130, got $RC"
+expect_contains "$WORK/follow.err" "stopped following job $FOLLOWED; it goes on running ('gpufleet logs -f $FOLLOWED' follows it again, 'gpufleet cancel $FOLLOWED' stops it)" "run -f interrupted"
+state_is "$FOLLOWED" running || fail "job $FOLLOWED should still run after its follower was interrupted"
+gpufleet cancel "$FOLLOWED" >/dev/null
 # More GPUs on one node than the node has: it runs split, its command on each part: said.
 run "$WORK/wide" gpufleet run --gpus 4 --name wide -- true
 expect_rc "$WORK/wide" 0 "a 4-GPU job on a 2-GPU node is taken (it runs split)"

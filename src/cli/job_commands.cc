@@ -1,5 +1,8 @@
 #include "cli/client_commands.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 
 #include <algorithm>
 #include <cctype>
@@ -124,6 +127,29 @@ std::string RunFlagError(const std::string& message) {
   return m;
 }
 
+// Ctrl-C (or SIGTERM) while `run -f` follows its job: the CLI stops following, the job runs on.
+// Prints that, with the commands to follow or cancel it, and exits 130 (as the shell reports an
+// interrupted command). The text is made before: a signal handler may only write it.
+char g_interrupted_text[256];
+size_t g_interrupted_len = 0;
+extern "C" void OnFollowInterrupted(int) {
+  ssize_t unused = ::write(2, g_interrupted_text, g_interrupted_len);
+  (void)unused;
+  ::_exit(130);
+}
+void SayJobGoesOnWhenInterrupted(int64_t id) {
+  const int n = std::snprintf(g_interrupted_text, sizeof g_interrupted_text,
+                              "\ngpufleet run: stopped following job %lld; it goes on running ('gpufleet logs -f %lld' "
+                              "follows it again, 'gpufleet cancel %lld' stops it)\n",
+                              static_cast<long long>(id), static_cast<long long>(id), static_cast<long long>(id));
+  g_interrupted_len = n > 0 ? std::min(static_cast<size_t>(n), sizeof g_interrupted_text - 1) : 0;
+  struct sigaction sa {};
+  sa.sa_handler = OnFollowInterrupted;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
 // After following a job to its end: says how it ended (on stderr, after its output) and exits 0
 // only if it succeeded, so that `gpufleet run -f ... && next` and `gpufleet logs -f N && next` go
 // on only after a success.
@@ -181,7 +207,7 @@ std::function<int()> SetupRun(CLI::App& app) {
   sub->add_option("--on-stall", a->on_stall, "With --stall-timeout: alert (default) or restart from its checkpoint")
       ->check(CLI::IsMember({"alert", "restart"}));
   sub->add_flag("--process-per-gpu", a->process_per_gpu, "Start one process per GPU with RANK and LOCAL_RANK");
-  sub->add_flag("-f,--follow", a->follow, "Stream the job's logs until it ends; exit 0 if it succeeded, else 1");
+  sub->add_flag("-f,--follow", a->follow, "Stream the job's logs until it ends; exit 0 if it succeeded, else 1 (Ctrl-C stops following; the job goes on)");
   sub->add_option("--request-id", a->request_id, "Idempotency key (default: random)");
   AddOutputFlag(sub, a->output);
   AddConnectionFlags(sub, a->conn);
@@ -250,6 +276,8 @@ With -f the exit code is the job's outcome: 0 if it succeeded, 1 if it failed or
     if (s.exit_code != kExitOk || !a->follow || s.ids.empty()) return s.exit_code;
     std::fflush(stdout);
     int64_t id = s.ids.front();
+    // Interrupted while following: the job goes on; say so, and how to stop it.
+    SayJobGoesOnWhenInterrupted(id);
     int rc = StreamLogs(*client, cmd, id, {.follow = true});
     if (rc != kExitOk) return rc;
     return EndedJobExit(*client, cmd, id);
