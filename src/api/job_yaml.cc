@@ -341,6 +341,10 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
 
   // The command.
   if (auto n = doc["run"]) {
+    if (n.IsNull()) {
+      return r.Error(n, "run", "is empty: give a shell command (run: python3 train.py) or a list used as argv "
+                               "(run: [python3, train.py])");
+    }
     if (n.IsScalar()) {
       GF_ASSIGN_OR_RETURN(std::string cmd, r.String(n, "run"));
       if (Trim(cmd).empty()) return r.Error(n, "run", "must not be empty");
@@ -366,7 +370,7 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
       if (k.find('=') != std::string::npos) {
         return r.Error(it->first, "env." + k, "must not contain '=' (the environment holds NAME=value)");
       }
-      if (!ValidEnvName(k)) return r.Error(it->first, "env." + k, "is not a valid environment variable name");
+      if (!ValidEnvName(k)) return r.Error(it->first, "env." + k, "is not a valid environment variable name (letters, digits and _, not starting with a digit)");
       if (ReservedEnvName(k)) {
         return r.Error(it->first, "env." + k, "is set by gpufleet for each part and cannot be overridden");
       }

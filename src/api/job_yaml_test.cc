@@ -387,6 +387,16 @@ TEST(JobYamlTest, ACpuShareTooSmallToKeepIsRefusedNotTakenAsNoLimit) {
   EXPECT_EQ((*none)[0].spec.cpu_milli, 0);
 }
 
+TEST(JobYamlTest, AnEmptyRunAndABadEnvNameSayWhatIsExpected) {
+  EXPECT_NE(ErrorOf("name: a\nrun:\n").find("run: is empty: give a shell command (run: python3 train.py) or a list"),
+            std::string::npos)
+      << ErrorOf("name: a\nrun:\n");
+  EXPECT_NE(ErrorOf("run: x\nenv: {1ABC: y}\n")
+                .find("env.1ABC: is not a valid environment variable name (letters, digits and _, not starting with a digit)"),
+            std::string::npos)
+      << ErrorOf("run: x\nenv: {1ABC: y}\n");
+}
+
 TEST(JobYamlTest, AJobThatAsksToRunAsRootIsRefusedAtItsUserField) {
   // Given user: root (or uid 0), expect the file refused where it says so, before any request.
   EXPECT_NE(ErrorOf("name: a\nrun: id\nuser: root\n").find("job.yaml:3:7: user: jobs cannot run as root"),

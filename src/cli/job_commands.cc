@@ -612,7 +612,9 @@ std::function<int()> SetupExplain(CLI::App& app) {
       return kExitOk;
     }
     std::string phase = e.contains("phase") ? StrField(e, "phase") : StrField(e, "state");
-    std::printf("job %lld is %s", static_cast<long long>(*id), phase.c_str());
+    // "job 7 is pending", "job 7 has failed", "job 7 was cancelled".
+    const char* verb = phase == "failed" || phase == "succeeded" ? "has" : phase == "cancelled" ? "was" : "is";
+    std::printf("job %lld %s %s", static_cast<long long>(*id), verb, phase.c_str());
     if (IntField(e, "position") > 0) {
       std::printf(": number %lld of %lld in the queue", static_cast<long long>(IntField(e, "position")),
                   static_cast<long long>(IntField(e, "queue_length")));
