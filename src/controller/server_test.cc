@@ -566,6 +566,32 @@ TEST_F(ServerTest, ListingsArePaginated) {
   EXPECT_EQ(Body(q)["total"], 5);
 }
 
+TEST_F(ServerTest, AStateFilterReadsPagesUntilItsLimitMatches) {
+  // Given 7 jobs (pages of at most 3) of which the 1st and 6th are cancelled, expect one answer
+  // with both (not a page of 3 holding one, then one with none); with limit 1, the first and a
+  // cursor that leads to the second.
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 7; ++i) {
+    auto r = Call("POST", "/v1/jobs", admin_, std::string(kJob) + R"("request_id": "s)" + std::to_string(i) + "\"}");
+    ASSERT_EQ(r->status, 201) << r->body;
+    ids.push_back(Body(r)["jobs"][0]["id"].get<int64_t>());
+  }
+  for (int k : {0, 5}) ASSERT_LT(Call("POST", "/v1/jobs/" + std::to_string(ids[k]) + "/cancel", admin_)->status, 300);
+  auto both = Body(Call("GET", "/v1/jobs?state=cancelled", admin_));
+  ASSERT_EQ(both["jobs"].size(), 2u) << both.dump();
+  EXPECT_EQ(both["jobs"][0]["id"], ids[5]);
+  EXPECT_EQ(both["jobs"][1]["id"], ids[0]);
+  EXPECT_FALSE(both.contains("next_cursor")) << both.dump();
+  auto first = Body(Call("GET", "/v1/jobs?state=cancelled&limit=1", admin_));
+  ASSERT_EQ(first["jobs"].size(), 1u);
+  EXPECT_EQ(first["jobs"][0]["id"], ids[5]);
+  ASSERT_TRUE(first.contains("next_cursor"));
+  auto second = Body(Call("GET", "/v1/jobs?state=cancelled&limit=1&cursor=" +
+                              std::to_string(first["next_cursor"].get<int64_t>()), admin_));
+  ASSERT_EQ(second["jobs"].size(), 1u) << second.dump();
+  EXPECT_EQ(second["jobs"][0]["id"], ids[0]);
+}
+
 TEST_F(ServerTest, HealthTurnsOkAgainWhenTheStoreRecovers) {
   // Given one failed commit, expect health degraded, then ok after the next commit succeeds.
   store_.FailNextWrite(Status::Unavailable("disk I/O error"));
