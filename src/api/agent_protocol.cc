@@ -312,25 +312,24 @@ Result<Heartbeat> HeartbeatFromJson(const json& j) {
   GF_ASSIGN_OR_RETURN(h.storage_fault, Decode<std::string>("heartbeat.storage_fault", [&] {
                         return Opt<std::string>(j, "storage_fault", "");
                       }));
-  if (auto it = j.find("disks"); it != j.end() && !it->is_null()) {
-    if (!it->is_array()) return Status::InvalidArgument("heartbeat.disks: expected an array");
+  // Room on the agent's disks is for people to read: an entry this controller cannot use (a
+  // directory it does not know, from a newer agent, or numbers that do not add up) is left out,
+  // never a reason to refuse the heartbeat (the node would go lost over it).
+  if (auto it = j.find("disks"); it != j.end() && it->is_array()) {
     for (const auto& x : *it) {
-      GF_ASSIGN_OR_RETURN(DiskReport d, Decode<DiskReport>("heartbeat.disks", [&] {
-                            DiskReport d;
-                            d.dir = x.at("dir").get<std::string>();
-                            d.path = Opt<std::string>(x, "path", "");
-                            d.free_bytes = IntOf<int64_t>(x.at("free_bytes"));
-                            d.size_bytes = IntOf<int64_t>(x.at("size_bytes"));
-                            return d;
-                          }));
-      if (d.dir != "data" && d.dir != "environments") {
-        return Status::InvalidArgument("heartbeat.disks: dir must be data or environments, got '" + d.dir + "'");
+      auto d = Decode<DiskReport>("heartbeat.disks", [&] {
+        DiskReport d;
+        d.dir = x.at("dir").get<std::string>();
+        d.path = Opt<std::string>(x, "path", "");
+        d.free_bytes = IntOf<int64_t>(x.at("free_bytes"));
+        d.size_bytes = IntOf<int64_t>(x.at("size_bytes"));
+        return d;
+      });
+      if (!d.ok() || (d->dir != "data" && d->dir != "environments") || d->free_bytes < 0 || d->size_bytes < 0 ||
+          d->free_bytes > d->size_bytes) {
+        continue;
       }
-      if (d.free_bytes < 0 || d.size_bytes < 0 || d.free_bytes > d.size_bytes) {
-        return Status::InvalidArgument("heartbeat.disks: " + d.dir + ": free_bytes " + std::to_string(d.free_bytes) +
-                                       " must be 0.." + std::to_string(d.size_bytes) + " (size_bytes)");
-      }
-      h.disks.push_back(std::move(d));
+      h.disks.push_back(std::move(*d));
     }
   }
   if (auto it = j.find("burn_in"); it != j.end() && !it->is_null()) {

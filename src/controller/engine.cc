@@ -1882,6 +1882,9 @@ void Engine::MaybeFinishAttempt(Job& job) {
     }
     return out.empty() ? out : out + ")";
   };
+  // Quick recover exits in a row (below): any other end of an attempt breaks the row.
+  const int quick_recovers_before = job.quick_recovers;
+  job.quick_recovers = 0;
   if (job.stop_requested && !job.failing) {
     job.restart_requested = false;  // the scheduler's stop (preemption, node loss) decides
     job.rerun_not_stall = false;
@@ -1948,7 +1951,7 @@ void Engine::MaybeFinishAttempt(Job& job) {
     // max_restarts_on_errors like any failure (it restarted ten times a second, for ever).
     constexpr Duration kQuickRecover = Duration::Minutes(1);
     constexpr int kQuickRecoverLimit = 10;
-    job.quick_recovers = clock_.Now() - job.attempt_started < kQuickRecover ? job.quick_recovers + 1 : 0;
+    job.quick_recovers = clock_.Now() - job.attempt_started < kQuickRecover ? quick_recovers_before + 1 : 0;
     if (job.quick_recovers >= kQuickRecoverLimit) {
       recover = false;
       what += "; exit code " + std::to_string(code) + " came within a minute of its start " +

@@ -729,16 +729,19 @@ TEST_F(EngineTest, FailedJobRestartsWithinItsBudget) {
 
 TEST_F(EngineTest, ARecoverExitCodeWithinAMinuteOfEveryStartIsACrashLoopAndCountsFromTheTenth) {
   // Given a job that exits 75 (a recover code) at once, again and again, expect nine requeues
-  // that are not counted, then the tenth counted against max_restarts_on_errors (1), and the
-  // twelfth to fail the job saying why; an exit 75 after a minute of work resets the count.
+  // in a row that are not counted, then the tenth counted against max_restarts_on_errors (1),
+  // and the eleventh to fail the job saying why; an exit 75 after a minute of work breaks the row.
   auto e = MakeEngine();
   NodeId a = Register(*e, "node-a", 1);
   JobId j = Submit(*e, "run: x\nrestart: {max_restarts_on_errors: 1, recover_on_exit_codes: [75]}\n");
-  Beat(*e, a, {Started(j, 1, 0)});
+  // Five quick ones, then one after some work: the row starts again.
+  int attempt = 1;
+  for (; attempt <= 5; ++attempt) Beat(*e, a, {Started(j, attempt, 0), Exited(j, attempt, 0, 75)});
+  Beat(*e, a, {Started(j, attempt, 0)});
   clock_.Advance(Duration::Minutes(2));
-  Beat(*e, a, {Exited(j, 1, 0, 75)});  // after some work: requeued, not counted
-  int attempt = 2;
-  for (; attempt <= 10; ++attempt) {
+  Beat(*e, a, {Exited(j, attempt, 0, 75)});  // after some work: requeued, not counted
+  ++attempt;
+  for (int quick = 1; quick <= 9; ++quick, ++attempt) {
     Beat(*e, a, {Started(j, attempt, 0), Exited(j, attempt, 0, 75)});
     ASSERT_EQ(StateOf(j), JobState::kStarting) << "attempt " << attempt;
     EXPECT_EQ((*store_.GetJob(j))->error_restarts, 0) << "attempt " << attempt;
