@@ -90,6 +90,10 @@ expect_contains "$WORK/submissing.err" "$WORK/no-such.yaml: no such file" "submi
 run "$WORK/rundash" "$GPUFLEET" run --gpus 0 echo -n hi
 expect_rc "$WORK/rundash" 2 "gpufleet run --gpus 0 echo -n hi"
 expect_contains "$WORK/rundash.err" "Put the command after --, its flags and all" "run without --"
+run "$WORK/runtypo" "$GPUFLEET" run --gpuz 1 python3 x.py
+expect_rc "$WORK/runtypo" 2 "gpufleet run --gpuz 1 python3 x.py"
+if grep -q "Put the command after --" "$WORK/runtypo.err"; then fail "a mistyped flag of run's got the -- hint: $(cat "$WORK/runtypo.err")"; fi
+expect_contains "$WORK/runtypo.err" "--gpuz" "a mistyped flag of run's is named"
 run "$WORK/budgetperiod" "$GPUFLEET" budget ml --period daily --server http://127.0.0.1:9
 expect_rc "$WORK/budgetperiod" 2 "gpufleet budget ml --period daily (no limit)"
 expect_contains "$WORK/budgetperiod.err" "--period needs a limit to apply to" "budget --period without a limit"

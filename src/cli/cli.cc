@@ -188,9 +188,29 @@ Run 'gpufleet COMMAND --help' for a command's options and more examples.)");
     // `gpufleet run` whose command was not put after `--`: its own flags (echo -n) or flags given
     // after it were read as run's. Say where the command goes.
     if (argc > 1 && std::string_view(argv[1]) == "run") {
-      bool dashes = false;
-      for (int i = 2; i < argc && !dashes; ++i) dashes = std::string_view(argv[i]) == "--";
-      if (!dashes) {
+      // Where the command begins: the first word that is no flag of run's and no flag's value.
+      // Only a flag after it (its own, or one of run's given late) gets the hint; a mistyped flag
+      // of run's before it (--gpuz) keeps CLI11's own message.
+      const CLI::App* run = app.get_subcommand("run");
+      bool dashes = false, flag_after_command = false;
+      int command_at = 0;
+      for (int i = 2; i < argc && !dashes; ++i) {
+        const std::string_view word = argv[i];
+        dashes = word == "--";
+        if (dashes) break;
+        if (command_at > 0) {
+          flag_after_command = flag_after_command || (word.size() > 1 && word[0] == '-');
+          continue;
+        }
+        if (word.size() > 1 && word[0] == '-') continue;
+        const std::string before = argv[i - 1];
+        const CLI::Option* opt = before.size() > 1 && before[0] == '-' && before.find('=') == std::string::npos
+                                     ? run->get_option_no_throw(before)
+                                     : nullptr;
+        if (opt != nullptr && opt->get_type_size() > 0) continue;  // the value of a flag of run's
+        command_at = i;
+      }
+      if (!dashes && flag_after_command) {
         std::fprintf(stderr,
                      "gpufleet run: %s\nPut the command after --, its flags and all: gpufleet run [flags] -- CMD "
                      "ARGS... (e.g. gpufleet run --gpus 0 -- echo -n hi)\n",
