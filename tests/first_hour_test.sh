@@ -95,17 +95,23 @@ SIZED="$(submitted "$WORK/sized")"
 # Whether the node enforces them is its agent's word (cgroup v2 with the memory and cpu
 # controllers, or not): nodes NODE says which, and a job asking for them on a node that does not
 # is warned.
-ENFORCED="$(gpufleet nodes -o json | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["nodes"][0]["limits_enforced"])')"
+ENFORCED="$(gpufleet nodes -o json | "$PYTHON" -c '
+import json, sys
+l = json.load(sys.stdin)["nodes"][0]["limits"]
+print("None" if l is None else "True" if l["memory"] and l["cpu"] else "Partly" if l["memory"] or l["cpu"] else "False")')"
 run "$WORK/dev1" gpufleet nodes dev-1
 case "$ENFORCED" in
   True)
     expect_contains "$WORK/dev1.out" "limits:       cgroup v2 at " "nodes dev-1 on a node that enforces limits"
     if grep -q "do not enforce" "$WORK/sized.err"; then fail "a node that enforces limits was said not to: $(cat "$WORK/sized.err")"; fi ;;
+  Partly)
+    expect_contains "$WORK/dev1.out" "limits:       NOT ENFORCED (" "nodes dev-1 on a node that enforces one limit"
+    expect_contains "$WORK/sized.err" "warning: job $SIZED asks for " "a job asking for a limit a node does not enforce" ;;
   False)
-    expect_contains "$WORK/dev1.out" "limits:       NOT ENFORCED: " "nodes dev-1 on a node without enforcement"
+    expect_contains "$WORK/dev1.out" "limits:       NOT ENFORCED (memory, cpu): " "nodes dev-1 on a node without enforcement"
     expect_contains "$WORK/sized.err" "warning: job $SIZED asks for CPUs and memory, which nodes dev-1 do not enforce (" \
       "a job asking for limits a node does not enforce" ;;
-  *) fail "nodes -o json should say limits_enforced for dev-1, got '$ENFORCED'" ;;
+  *) fail "nodes -o json should say which limits dev-1 enforces, got '$ENFORCED'" ;;
 esac
 wait_for "job $SIZED (1 CPU, 256 MiB) to succeed" state_is "$SIZED" succeeded
 printf 'name: greedy\nresources: {gpus: 1, cpus: 4}\nrun: "true"\n' >"$WORK/greedy.yaml"

@@ -722,7 +722,7 @@ Status Agent::Register() {
     req.environments_ready = ready;
     req.storage_fault = storage_fault_;
     req.containment = launcher_->CgroupNote();
-    req.limits_enforced = launcher_->LimitsEnforced();
+    req.limits = api::EnforcedLimits{launcher_->MemoryLimitsEnforced(), launcher_->CpuLimitsEnforced()};
     envs_reported_ = ready;
     req.address = options_.address;
     req.spec = spec_;

@@ -619,7 +619,8 @@ ProcessLauncher::~ProcessLauncher() {
 
 std::string ProcessLauncher::CgroupNote() const { return cgroup_note_; }
 
-bool ProcessLauncher::LimitsEnforced() const { return cgroups_ && cgroups_->limits_memory() && cgroups_->limits_cpu(); }
+bool ProcessLauncher::MemoryLimitsEnforced() const { return cgroups_ && cgroups_->limits_memory(); }
+bool ProcessLauncher::CpuLimitsEnforced() const { return cgroups_ && cgroups_->limits_cpu(); }
 
 Result<int> ProcessLauncher::Launch(const LaunchSpec& spec) {
   if (spec.key.empty()) return Status::InvalidArgument("launch: the key must not be empty");

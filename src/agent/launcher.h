@@ -245,8 +245,9 @@ class ProcessLauncher {
   // "cgroup v2 at /sys/fs/cgroup/unified/gpufleet/dev-1: parts are contained; memory/cpu limits
   // not enforced: the cgroup offers no memory or cpu controller".
   std::string CgroupNote() const;
-  // Whether parts' memory and cpu limits are both enforced (cgroup v2 with both controllers).
-  bool LimitsEnforced() const;
+  // Which of parts' memory and cpu limits are enforced (cgroup v2 with that controller).
+  bool MemoryLimitsEnforced() const;
+  bool CpuLimitsEnforced() const;
 
  private:
   struct Part {

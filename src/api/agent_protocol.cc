@@ -123,7 +123,7 @@ json ToJson(const RegisterRequest& r) {
   if (!r.environments_ready.empty()) o["environments_ready"] = r.environments_ready;
   if (!r.storage_fault.empty()) o["storage_fault"] = r.storage_fault;
   if (!r.containment.empty()) o["containment"] = r.containment;
-  if (r.limits_enforced) o["limits_enforced"] = *r.limits_enforced;
+  if (r.limits) o["limits"] = {{"memory", r.limits->memory}, {"cpu", r.limits->cpu}};
   return o;
 }
 
@@ -139,7 +139,9 @@ Result<RegisterRequest> RegisterRequestFromJson(const json& j) {
                 r.environments_ready = Opt<std::vector<std::string>>(j, "environments_ready", {});
                 r.storage_fault = Opt<std::string>(j, "storage_fault", "");
                 r.containment = Opt<std::string>(j, "containment", "");
-                if (auto it = j.find("limits_enforced"); it != j.end() && !it->is_null()) r.limits_enforced = it->get<bool>();
+                if (auto it = j.find("limits"); it != j.end() && !it->is_null()) {
+                  r.limits = EnforcedLimits{it->at("memory").get<bool>(), it->at("cpu").get<bool>()};
+                }
                 return 0;
               }).status();
   GF_RETURN_IF_ERROR(st);

@@ -31,6 +31,13 @@ struct PartKey {
   std::string ToString() const;  // "job-42.a1.p0"
 };
 
+// Which of the limits jobs ask for (resources.memory, resources.cpus) a node enforces.
+struct EnforcedLimits {
+  bool memory = false;
+  bool cpu = false;
+  bool operator==(const EnforcedLimits&) const = default;
+};
+
 struct RegisterRequest {
   std::string name;
   std::string address;  // reachable by other nodes (MASTER_ADDR)
@@ -44,9 +51,9 @@ struct RegisterRequest {
   std::string storage_fault;  // as Heartbeat::storage_fault
   // How the node holds its parts (cgroups or process groups) and whether the memory and CPU
   // limits jobs ask for are enforced there, and why not ("cgroups unavailable (...): ...").
-  // limits_enforced absent: an agent that does not say.
+  // limits absent: an agent that does not say.
   std::string containment;
-  std::optional<bool> limits_enforced;
+  std::optional<EnforcedLimits> limits;
 };
 struct RegisterReply {
   NodeId node;

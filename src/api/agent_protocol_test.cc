@@ -97,15 +97,15 @@ TEST(AgentProtocolTest, ANodeFaultAndItsReasonTravelAndAreAbsentWhenThereIsNone)
   auto reg = RegisterRequestFromJson(json::parse(ToJson(r).dump()));
   ASSERT_TRUE(reg.ok()) << reg.status().ToString();
   EXPECT_EQ(reg->storage_fault, r.storage_fault);
-  EXPECT_FALSE(reg->limits_enforced.has_value());  // not said: unknown
-  r.containment = "cgroups unavailable (no cgroup2 file system in /proc/self/mountinfo): process groups only";
-  r.limits_enforced = false;
+  EXPECT_FALSE(reg->limits.has_value());  // not said: unknown
+  r.containment = "cgroup v2 at /x: parts are contained; memory limits not enforced: ...; cpu limits enforced";
+  r.limits = EnforcedLimits{false, true};
   reg = RegisterRequestFromJson(json::parse(ToJson(r).dump()));
   ASSERT_TRUE(reg.ok()) << reg.status().ToString();
   EXPECT_EQ(reg->containment, r.containment);
-  EXPECT_EQ(reg->limits_enforced, std::optional<bool>(false));
+  EXPECT_EQ(reg->limits, (std::optional<EnforcedLimits>(EnforcedLimits{false, true})));
   json bad = ToJson(r);
-  bad["limits_enforced"] = "no";
+  bad["limits"] = "no";
   ExpectError(RegisterRequestFromJson(bad), "register");
   // Neither is sent when there is none, and older agents send neither.
   EXPECT_FALSE(ToJson(SampleEvent()).contains("node_fault"));

@@ -616,7 +616,10 @@ Result<NodeSummary> DecodeNodeSummary(const json& j, const std::string& path) {
   n.storage_fault = f.OptionalString("storage_fault");
   if (f.OptionalValue("disks") != nullptr) n.disks = f.Objects("disks", &DecodeDisk);  // (absent from older controllers)
   n.containment = f.OptionalString("containment");
-  if (const json* v = f.OptionalValue("limits_enforced"); v != nullptr && v->is_boolean()) n.limits_enforced = v->get<bool>();
+  if (const json* v = f.OptionalValue("limits"); v != nullptr && v->is_object()) {
+    const auto m = v->find("memory"), c = v->find("cpu");
+    if (m != v->end() && m->is_boolean() && c != v->end() && c->is_boolean()) n.limits = EnforcedLimits{m->get<bool>(), c->get<bool>()};
+  }
   if (!f.ok()) return f.status();
   return n;
 }
@@ -922,7 +925,7 @@ json ToJson(const NodeSummary& n) {
   }
   o["disks"] = std::move(disks);
   if (!n.containment.empty()) o["containment"] = n.containment;
-  o["limits_enforced"] = n.limits_enforced ? json(*n.limits_enforced) : json(nullptr);
+  o["limits"] = n.limits ? json{{"memory", n.limits->memory}, {"cpu", n.limits->cpu}} : json(nullptr);
   return o;
 }
 

@@ -576,9 +576,9 @@ TEST_F(CodecTest, NodeSummaryRoundTripsWithWhatTheControllerAdds) {
   n.notice = SpotNotice{"terminate", Time::FromMillis(9'000)};
   n.disks = {{"data", "/var/lib/gpufleet", 1'000, 50'000}};
   n.containment = "cgroup v2 at /sys/fs/cgroup/gpufleet: parts are contained; memory and cpu limits enforced";
-  n.limits_enforced = true;
+  n.limits = EnforcedLimits{true, false};
   const json j = ToJson(n);
-  EXPECT_EQ(j["limits_enforced"], true);
+  EXPECT_EQ(j["limits"], (json{{"memory", true}, {"cpu", false}}));
   EXPECT_EQ(j["disks"][0]["free_bytes"], 1'000);
   EXPECT_EQ(j["disks"][0]["dir"], "data");
   EXPECT_EQ(j["state"], NodeStateName(SampleNode().state));
@@ -596,7 +596,7 @@ TEST_F(CodecTest, NodeSummaryRoundTripsWithWhatTheControllerAdds) {
   EXPECT_EQ(back->notice->action, "terminate");
   EXPECT_EQ(back->disks, n.disks);
   EXPECT_EQ(back->containment, n.containment);
-  EXPECT_EQ(back->limits_enforced, std::optional<bool>(true));
+  EXPECT_EQ(back->limits, (std::optional<EnforcedLimits>(EnforcedLimits{true, false})));
   EXPECT_EQ(back->market, model::Market::kSpot);
   EXPECT_TRUE(back->heard_since_start);
   // Not heard from since a controller restart: said, and kept; absent (an older controller): heard.
@@ -608,9 +608,9 @@ TEST_F(CodecTest, NodeSummaryRoundTripsWithWhatTheControllerAdds) {
   older.erase("heard_since_start");
   EXPECT_TRUE(NodeSummaryFromJson(older)->heard_since_start);
   older.erase("disks");  // (an older controller: no room reported, nor whether limits hold)
-  older.erase("limits_enforced");
+  older.erase("limits");
   EXPECT_TRUE(NodeSummaryFromJson(older)->disks.empty());
-  EXPECT_FALSE(NodeSummaryFromJson(older)->limits_enforced.has_value());
+  EXPECT_FALSE(NodeSummaryFromJson(older)->limits.has_value());
 
   // Never burnt in, no notice: "burn_in" is null and "notice" absent, and both decode as absent.
   NodeRecord plain = SampleNode();

@@ -55,7 +55,7 @@ struct NodeSummary {
   // How its agent holds parts, and whether jobs' memory and CPU limits are enforced there (null:
   // not said, an agent or controller from before).
   std::string containment;
-  std::optional<bool> limits_enforced;
+  std::optional<EnforcedLimits> limits;
 };
 
 // The record's part; gpus_used, telemetry, jobs and notice are the caller's to fill.

@@ -282,11 +282,17 @@ void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
     if (s.cpu_milli > 0 || s.mem_mib > 0) {
       std::vector<std::string> loose;
       std::string why;
+      bool loose_memory = false, loose_cpu = false;
       for (const auto& node : nodes()) {
         const std::string model = StrField(node, "gpu_model");
         const bool allowed = s.gpu_models.empty() || std::find(s.gpu_models.begin(), s.gpu_models.end(), model) != s.gpu_models.end();
         if (StrField(node, "state") == "gone" || !allowed) continue;
-        if (node.contains("limits_enforced") && node["limits_enforced"].is_boolean() && !node["limits_enforced"].get<bool>()) {
+        const json limits = node.value("limits", json());
+        const bool memory_loose = s.mem_mib > 0 && limits.is_object() && !limits.value("memory", true);
+        const bool cpu_loose = s.cpu_milli > 0 && limits.is_object() && !limits.value("cpu", true);
+        if (memory_loose || cpu_loose) {
+          if (memory_loose) loose_memory = true;
+          if (cpu_loose) loose_cpu = true;
           loose.push_back(StrField(node, "name"));
           if (why.empty()) why = StrField(node, "containment");
         }
@@ -300,7 +306,7 @@ void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
                      "warning: job %lld asks for %s, which nodes %s do not enforce (%s): there it may use more. "
                      "'gpufleet nodes NODE' says why\n",
                      static_cast<long long>(ids[i]),
-                     s.cpu_milli > 0 && s.mem_mib > 0 ? "CPUs and memory" : s.cpu_milli > 0 ? "CPUs" : "memory",
+                     loose_cpu && loose_memory ? "CPUs and memory" : loose_cpu ? "CPUs" : "memory",
                      Join(loose, ", ").c_str(), why.c_str());
       }
     }

@@ -116,7 +116,11 @@ void PrintNodeDetail(const api::NodeSummary& n) {
     std::printf("  storage:      %s; it takes no work until its agent can write there again\n", n.storage_fault.c_str());
   }
   if (!n.containment.empty()) {
-    std::printf("  limits:       %s%s\n", n.limits_enforced.value_or(true) ? "" : "NOT ENFORCED: ", n.containment.c_str());
+    const bool all = !n.limits || (n.limits->memory && n.limits->cpu);
+    const char* which = all ? "" : !n.limits->memory && !n.limits->cpu ? "NOT ENFORCED (memory, cpu): "
+                                  : !n.limits->memory                 ? "NOT ENFORCED (memory): "
+                                                                      : "NOT ENFORCED (cpu): ";
+    std::printf("  limits:       %s%s\n", which, n.containment.c_str());
   }
   for (const api::DiskReport& d : n.disks) {
     // "disk:         data directory /var/lib/gpufleet: 12.3 GiB free of 50.0 GiB (24.6 %)"

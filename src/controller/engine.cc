@@ -1540,7 +1540,7 @@ void Engine::ApplyRegister(RegisterReq& r) {
   // A fault its agent had and no longer reports (freed, then restarted) holds it no more.
   const bool had_fault = !n.storage_fault.empty() && req.storage_fault.empty();
   n.containment = req.containment;
-  n.limits_enforced = req.limits_enforced;
+  n.limits = req.limits;
   if (n.storage_fault != req.storage_fault) {
     if (!req.storage_fault.empty()) spdlog::warn("node {} takes no work: {}", req.name, req.storage_fault);
     n.storage_fault = req.storage_fault;
@@ -2443,7 +2443,7 @@ std::vector<NodeStatus> Engine::NodesLocked() const {
   for (const auto& [id, n] : nodes_) {
     index[id] = out.size();
     out.push_back({n.rec, 0, n.telemetry, {}, n.notice, n.last_seen, n.heard, n.storage_fault, n.disks,
-                   n.containment, n.limits_enforced});
+                   n.containment, n.limits});
   }
   // GPUs in use are counted once however many jobs share them (GPU slices).
   std::vector<std::set<int>> held(out.size());

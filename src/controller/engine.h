@@ -94,7 +94,7 @@ struct NodeStatus {
   std::string storage_fault;
   std::vector<api::DiskReport> disks;  // the room its agent last reported (api::Heartbeat::disks)
   std::string containment;             // as its agent registered (api::RegisterRequest::containment)
-  std::optional<bool> limits_enforced;
+  std::optional<api::EnforcedLimits> limits;
 };
 
 struct QueueEntry {
@@ -366,7 +366,7 @@ class Engine {
     std::string storage_fault;
     std::vector<api::DiskReport> disks;  // its last heartbeat's
     std::string containment;             // its agent's registration's
-    std::optional<bool> limits_enforced;
+    std::optional<api::EnforcedLimits> limits;
   };
   // Takes in what the agent says of its storage (a registration or heartbeat, or a part that
   // could not start for it): holds the node or gives it work again.

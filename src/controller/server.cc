@@ -1292,7 +1292,7 @@ void ApiServer::NodeRoutes(const Guards& g) {
       summary.storage_fault = n.storage_fault;
       summary.disks = n.disks;
       summary.containment = n.containment;
-      summary.limits_enforced = n.limits_enforced;
+      summary.limits = n.limits;
       list.push_back(api::ToJson(summary));
     }
     Reply(res, 200, {{"nodes", list}});
