@@ -7,7 +7,8 @@
 # XML; reserved priced from the catalog's 1-year price where the offer has one, else a ratio, and
 # said so; --no-spot-teams kept off spot in the plan and the replay, and a team the trace lacks
 # refused; --substitute V100:A100 planning V100 work on A100s and showing the plan without
-# substitution; and bad flags to fail with exit 2 and say which flag.
+# substitution; and bad flags (a cloud or region the catalog lacks among them) to fail with exit 2
+# and say which flag.
 #
 # Usage: cli_plan_test.sh PATH/TO/gpufleet
 source "$(dirname "$0")/lib.sh"
@@ -264,6 +265,18 @@ expect_contains "$WORK/sub_bad.err" "--substitute: expected FROM:TO" "gpufleet p
 run "$WORK/sub_unknown" "${SUB[@]}" --substitute V100:Z99 --no-verify
 expect_rc "$WORK/sub_unknown" 2 "gpufleet plan --substitute with an unknown model"
 expect_contains "$WORK/sub_unknown.err" "--substitute: unknown GPU model 'Z99'" "gpufleet plan --substitute with an unknown model"
+
+# A cloud or region the catalog lacks is a bad flag naming the known ones, not an unpriced model.
+run "$WORK/bad_cloud" "$GPUFLEET" plan --trace "$WORK/jobs.jsonl" --catalog "$WORK/offers.csv" --default-gpu V100 \
+  --cloud awz --no-verify --frontier none --no-progress
+expect_rc "$WORK/bad_cloud" 2 "gpufleet plan --cloud awz"
+expect_contains "$WORK/bad_cloud.err" "--cloud: the catalog has no cloud 'awz' (did you mean 'aws'?); it has aws" \
+  "gpufleet plan --cloud awz names --cloud and the catalog's clouds"
+run "$WORK/bad_region" "$GPUFLEET" plan --trace "$WORK/jobs.jsonl" --catalog "$WORK/offers.csv" --default-gpu V100 \
+  --region us-east-1,eu-wset-2 --no-verify --frontier none --no-progress
+expect_rc "$WORK/bad_region" 2 "gpufleet plan --region with a typo"
+expect_contains "$WORK/bad_region.err" "--region: the catalog has no region 'eu-wset-2' (did you mean 'eu-west-2'?)" \
+  "gpufleet plan --region names the region and the near one"
 
 # A trace that is not there is bad input (2), like a bad flag, and names the file.
 run "$WORK/missing" "$GPUFLEET" plan --trace "$WORK/nope.jsonl" --catalog "$WORK/offers.csv" --no-progress

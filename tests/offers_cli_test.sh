@@ -62,8 +62,21 @@ expect_contains "$WORK/shown.out" "suspect-price" "--include-suspect shows flagg
 # A cloud the catalog does not have is a typo, not an empty answer.
 run "$WORK/badcloud" "$GPUFLEET" offers --catalog "$CATALOG" -q --cloud awz
 expect_rc "$WORK/badcloud" 2 "an unknown cloud"
-expect_contains "$WORK/badcloud.err" "--cloud: the catalog has no cloud 'awz'; it has aws, azure, gcp" \
+expect_contains "$WORK/badcloud.err" "--cloud: the catalog has no cloud 'awz' (did you mean 'aws'?); it has aws, azure, gcp" \
   "offers --cloud names the catalog's clouds"
+# So is a region or glob that no region or zone of the catalog matches.
+run "$WORK/badregion" "$GPUFLEET" offers --catalog "$CATALOG" -q --region mars-1
+expect_rc "$WORK/badregion" 2 "an unknown region"
+expect_contains "$WORK/badregion.err" "--region: the catalog has no region or zone 'mars-1'; its clouds name regions like aws 'us-east-1'" \
+  "offers --region says no region matches and how regions are named"
+run "$WORK/typoregion" "$GPUFLEET" offers --catalog "$CATALOG" -q --region us-est-1
+expect_rc "$WORK/typoregion" 2 "a misspelt region"
+expect_contains "$WORK/typoregion.err" "--region: the catalog has no region or zone 'us-est-1' (did you mean 'us-east-1'" \
+  "offers --region suggests the near regions"
+run "$WORK/badglob" "$GPUFLEET" offers --catalog "$CATALOG" -q --region 'eruope-*'
+expect_rc "$WORK/badglob" 2 "a glob that matches nothing"
+expect_contains "$WORK/badglob.err" "--region: the pattern 'eruope-*' matches no region or zone of the catalog (did you mean 'europe-*'?)" \
+  "offers --region says a glob matches nothing"
 run "$WORK/badgpu" "$GPUFLEET" offers --catalog "$CATALOG" --gpu Z80
 expect_rc "$WORK/badgpu" 2 "an unknown GPU"
 expect_contains "$WORK/badgpu.err" "unknown GPU model 'Z80'" "an unknown GPU is named"
@@ -127,6 +140,8 @@ expect_contains "$WORK/text.out" "EXPECTED" "select prints the ranking"
 printf 'resources: {gpus: 8, gpu_type: [H100]}\nestimate: 10h on H100\nmax_hourly_cost: 0.5\n' >"$WORK/none.yaml"
 run "$WORK/none" "$GPUFLEET" select "$WORK/none.yaml" --catalog "$CATALOG" -q
 expect_rc "$WORK/none" 3 "select with no feasible offer"
+expect_contains "$WORK/none.out" "no offer holds the job (see rejected)" "select points at the rejections"
+expect_contains "$WORK/none.out" "rejected: " "the rejections are under the name the reason gives"
 expect_contains "$WORK/none.out" "over max_hourly_cost" "the rejections are listed"
 expect_contains "$WORK/none.out" "caps: max_hourly_cost \$0.50/h, deadline none" "the header shows the caps"
 run "$WORK/nonej" "$GPUFLEET" select "$WORK/none.yaml" --catalog "$CATALOG" -q -o json
@@ -136,6 +151,20 @@ j = json.load(open(sys.argv[1]))["job"]
 assert j["max_hourly_cost_usd"] == 0.5 and j["deadline_hours"] is None, j
 assert j["regions"] == [] and j["clouds"] == [] and j["constraints"] == {}, j
 PY
+
+# A cloud, region or constraint value the catalog has no offer for is a typo in the job file: an
+# error naming it, a near match and the known ones (exit 2), not "no offer holds the job" (exit 3).
+for case in "clouds: [awz]|clouds: the catalog has no cloud 'awz' (did you mean 'aws'?); it has aws, azure, gcp, lambda, nebius, oci, vast" \
+            "clouds: [AWS]|clouds: the catalog has no cloud 'AWS' (did you mean 'aws'?)" \
+            "constraints: {geo: EU}|constraints.geo: no offer has geo 'EU' (did you mean 'eu'?); geo is one of af, asia" \
+            "constraints: {continent: eu}|constraints.continent: no offer has the label 'continent'; offers have cloud, geo, region, zone" \
+            "regions: [mars-1]|regions: the catalog has no region or zone 'mars-1'" \
+            "regions: ['eruope-*']|regions: the pattern 'eruope-*' matches no region or zone of the catalog (did you mean 'europe-*'?)"; do
+  printf 'resources: {gpus: 8, gpu_type: [H100]}\nestimate: 10h on H100\n%s\n' "${case%%|*}" >"$WORK/unknown.yaml"
+  run "$WORK/unknown" "$GPUFLEET" select "$WORK/unknown.yaml" --catalog "$CATALOG" -q
+  expect_rc "$WORK/unknown" 2 "select with ${case%%|*}"
+  expect_contains "$WORK/unknown.err" "unknown.yaml: ${case#*|}" "select names the unknown value of ${case%%|*}"
+done
 
 # Errors name file, line and field.
 printf 'name: x\nresources:\n  gpus: eight\nestimate: 10h on A100\n' >"$WORK/bad.yaml"

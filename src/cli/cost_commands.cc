@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -21,6 +20,7 @@
 #include "api/job_yaml.h"
 #include "cost/cost_job.h"
 #include "cost/offer.h"
+#include "cost/offer_names.h"
 #include "cost/select.h"
 #include "model/gpu_speeds.h"
 
@@ -201,14 +201,12 @@ int RunOffers(const OffersArgs& a) {
     return ExitCodeFor(table.status());
   }
 
-  // A cloud the catalog does not know is a typo, not a filter that matches nothing.
-  std::set<std::string> known_clouds;
-  for (const Offer& o : table->offers) known_clouds.insert(o.cloud);
+  // A cloud or region the catalog does not know is a typo, not a filter that matches nothing.
   for (const std::string& c : a.clouds) {
-    if (!known_clouds.contains(c)) {
-      return OffersFail("--cloud: the catalog has no cloud '" + c + "'; it has " +
-                        Join(std::vector<std::string>(known_clouds.begin(), known_clouds.end()), ", "));
-    }
+    if (Status st = cost::CheckCloud(*table, c); !st.ok()) return OffersFail("--cloud: " + st.message());
+  }
+  for (const std::string& r : a.regions) {
+    if (Status st = cost::CheckRegionPattern(*table, r); !st.ok()) return OffersFail("--region: " + st.message());
   }
 
   std::vector<Row> rows;
@@ -495,7 +493,7 @@ int RunSelect(const SelectArgs& a) {
   if (!sel->rejected.empty()) {
     std::vector<std::string> parts;
     for (const auto& [why, n] : sel->rejected) parts.push_back(why + " " + std::to_string(n));
-    std::printf("left out: %s\n", Join(parts, "; ").c_str());
+    std::printf("rejected: %s\n", Join(parts, "; ").c_str());
   }
   return sel->ranked.empty() ? 3 : 0;
 }
@@ -507,7 +505,9 @@ std::function<int()> SetupOffersCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("offers", "List cloud GPU offers from the price catalog, cheapest first");
   sub->add_option("--gpu", args->gpu, "GPU model (catalog name or alias: H100, a100-80gb, ...)");
   sub->add_option("--count", args->count, "GPUs per instance (exactly); 0 = any")->capture_default_str();
-  sub->add_option("--region", args->regions, "Region or zone glob, repeatable ('europe-*', 'us-east-1')");
+  sub->add_option("--region", args->regions,
+                  "Region or zone glob, repeatable ('europe-*', 'us-east-1'); one that matches no region or zone "
+                  "of the catalog is an error naming the nearest");
   sub->add_option("--cloud", args->clouds, "Cloud, repeatable: aws, gcp, azure, lambda, nebius, oci, vast");
   sub->add_option("--market", args->market, "spot, on-demand or any")->capture_default_str();
   sub->add_option("--sort", args->sort, "price (per instance-hour) or price-per-gpu")->capture_default_str();
@@ -571,7 +571,10 @@ estimated through the table), mlperf:<class> (data/gpu_speeds.csv, MLPerf ratios
 the class uses its default row), datasheet (TFLOPS and bandwidth ratios with the profile, for
 GPUs the table lacks).
 Spot prices flagged spot-outlier (see `gpufleet offers --help`) rank after every other offer and
-are marked '!' unless --trust-spot-outliers. Exit status 3 when no offer fits.
+are marked '!' unless --trust-spot-outliers. A cloud, region or constraint value no offer of the
+catalog has is an error naming it and the nearest names (clouds: [awz] -> did you mean 'aws'?).
+Exit status 3 when no offer fits (the reasons follow under "rejected:"), 2 when the job file or a
+flag is wrong.
 
 Examples:
   gpufleet select job.yaml

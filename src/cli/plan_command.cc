@@ -1065,8 +1065,10 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   AddTraceFlags(sub, args->format, args->columns, args->skip_bad_rows, args->max_jobs);
   sub->add_option("--catalog", args->catalog, "Offer catalog CSV (default: $GPUFLEET_CATALOG, else data/catalog/offers.csv)");
   sub->add_option("--region", args->regions, "Price only from offers in this region (repeatable or comma-separated; default: all). "
-                  "Each plan is priced from one cloud and region: the one, among those allowed, whose plan is cheapest");
-  sub->add_option("--cloud", args->clouds, "Price only from this cloud's offers: aws, gcp, azure, ... (repeatable or comma-separated)");
+                  "Each plan is priced from one cloud and region: the one, among those allowed, whose plan is cheapest. "
+                  "A region the catalog lacks is an error naming the nearest");
+  sub->add_option("--cloud", args->clouds, "Price only from this cloud's offers: aws, gcp, azure, ... (repeatable or comma-separated); "
+                  "a cloud the catalog lacks is an error naming its clouds");
   sub->add_option("--from", args->from,
                   "Plan from (and replay) only jobs submitted at or after this date or hour (UTC unless it has an offset), "
                   "e.g. 2017-09-18 or 2017-09-18T06:00:00Z");

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+#include <utility>
 
 namespace gpufleet {
 
@@ -77,6 +78,24 @@ size_t EditDistance(std::string_view a, std::string_view b) {
     }
   }
   return row[b.size()];
+}
+
+std::vector<std::string> NearMatches(std::string_view word, const std::vector<std::string>& known,
+                                     size_t max_results) {
+  const std::string w = ToLower(word);
+  const size_t limit = std::max<size_t>(1, w.size() / 3);
+  std::vector<std::pair<size_t, size_t>> close;  // (distance, index in known)
+  for (size_t i = 0; i < known.size(); ++i) {
+    const size_t d = EditDistance(w, ToLower(known[i]));
+    if (d <= limit) close.emplace_back(d, i);
+  }
+  std::stable_sort(close.begin(), close.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (const auto& [d, i] : close) {
+    if (out.size() == max_results || (d > 0 && close.front().first == 0)) break;  // "A": 'a', not 'b' too
+    if (std::find(out.begin(), out.end(), known[i]) == out.end()) out.push_back(known[i]);
+  }
+  return out;
 }
 
 std::optional<double> ParseDouble(std::string_view s) {

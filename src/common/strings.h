@@ -23,6 +23,12 @@ std::optional<double> ParseDouble(std::string_view s);
 std::string FormatBytes(int64_t bytes);
 
 size_t EditDistance(std::string_view a, std::string_view b);
+// The names of `known` close enough to `word` to be what was meant, closest first (ties in
+// `known`'s order), at most `max_results`: the names equal to it but for case where there are
+// any, else those within about a third of the word's length in edits (at least one). Empty when
+// none is close: "awz" -> {"aws"}, "EU" -> {"eu"} (not "us"), "mars-1" -> {} among regions.
+std::vector<std::string> NearMatches(std::string_view word, const std::vector<std::string>& known,
+                                     size_t max_results = 3);
 // Glob with '*' and '?' only (for region patterns such as 'europe-*').
 bool GlobMatch(std::string_view pattern, std::string_view text);
 

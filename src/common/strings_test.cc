@@ -153,6 +153,22 @@ TEST(EditDistanceTest, CountsInsertionsDeletionsAndSubstitutions) {
   EXPECT_EQ(EditDistance("memory_gb", "memory_gib"), 1u);
   EXPECT_EQ(EditDistance("kitten", "sitting"), 3u);
 }
+
+TEST(NearMatchesTest, FindsTyposAndCaseButNotUnrelatedNames) {
+  // Given the catalog's clouds and a few regions, expect a one-letter typo and a name in the
+  // wrong case to find what was meant, the closest first, and an unrelated name to find nothing.
+  const std::vector<std::string> clouds = {"aws", "azure", "gcp", "lambda", "nebius", "oci", "vast"};
+  EXPECT_EQ(NearMatches("awz", clouds), std::vector<std::string>{"aws"});
+  EXPECT_EQ(NearMatches("AWS", clouds), std::vector<std::string>{"aws"});
+  EXPECT_TRUE(NearMatches("mars", clouds).empty());
+  // A name equal but for case is the answer alone, though others are one edit away.
+  EXPECT_EQ(NearMatches("EU", {"us", "eu", "ca"}), std::vector<std::string>{"eu"});
+  // us-east-1 and us-west-1 are one edit away (in `known`'s order), us-east-2 two, eu-west-1 three.
+  const std::vector<std::string> regions = {"eu-west-1", "us-east-2", "us-east-1", "us-west-1"};
+  EXPECT_EQ(NearMatches("us-est-1", regions), (std::vector<std::string>{"us-east-1", "us-west-1", "us-east-2"}));
+  EXPECT_EQ(NearMatches("us-est-1", regions, 1), std::vector<std::string>{"us-east-1"});
+  EXPECT_TRUE(NearMatches("mars-1", regions).empty());
+}
 }  // namespace
 }  // namespace gpufleet
 

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "common/strings.h"
+#include "cost/offer_names.h"
 
 namespace gpufleet::cost {
 
@@ -106,6 +107,17 @@ Result<Selection> SelectOffers(const OfferTable& table, const CostJob& job, cons
     if (!(seconds > 0) || !std::isfinite(seconds)) {
       return Status::InvalidArgument("step_time: " + gpu + " must be a positive number of seconds");
     }
+  }
+  // A cloud, region or label value the catalog does not have is a typo: left to the filters, it
+  // would reject every offer and read as "no offer holds the job".
+  for (const auto& c : job.clouds) {
+    if (Status s = CheckCloud(table, c); !s.ok()) return Status::InvalidArgument("clouds: " + s.message());
+  }
+  for (const auto& r : job.regions) {
+    if (Status s = CheckRegionPattern(table, r); !s.ok()) return Status::InvalidArgument("regions: " + s.message());
+  }
+  for (const auto& [k, v] : job.constraints) {
+    if (Status s = CheckLabel(table, k, v); !s.ok()) return Status::InvalidArgument("constraints." + k + ": " + s.message());
   }
   model::SpeedQuery speed_query;
   speed_query.reference = ref->name;

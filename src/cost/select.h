@@ -115,7 +115,8 @@ SpotEstimate ExpectedSpotTime(Duration runtime, double hazard_per_hour, Duration
 
 // Ranks the offers for `job`, with speeds from `speeds` (an empty table: datasheet speeds only).
 // InvalidArgument when the job itself is wrong (no GPUs, no runtime, an unknown reference GPU, GPU
-// type or workload class); an empty `ranked` with `rejected` filled when nothing fits.
+// type or workload class, a cloud, region glob or constraint the catalog has no offer for:
+// cost/offer_names.h); an empty `ranked` with `rejected` filled when nothing fits.
 Result<Selection> SelectOffers(const OfferTable& table, const CostJob& job, const model::GpuCatalog& gpus,
                                const model::GpuSpeeds& speeds);
 

@@ -220,6 +220,33 @@ TEST_F(SelectTest, RegionGlobsCloudsAndConstraintsFilterOffers) {
   EXPECT_EQ(b.ranked[0].offer.cloud, "b");
 }
 
+TEST_F(SelectTest, UnknownCloudRegionOrConstraintIsAnErrorNotAnEmptyRanking) {
+  // Given offers on clouds a and b, expect a cloud, region glob or constraint value no offer has
+  // ('c', 'mars-*', geo 'EU') to be InvalidArgument naming the field, the value and a near match
+  // where there is one, rather than a ranking in which every offer was rejected.
+  OfferTable t;
+  t.offers = {MakeOffer("a", "europe-west4", "x", "REF", 1, 5 * kUsd), MakeOffer("b", "us-west1", "y", "REF", 1, 2 * kUsd)};
+  CostJob job = Job(1, Duration::Hours(1));
+  job.clouds = {"b", "A"};
+  auto s = SelectOffers(t, job, gpus_, speeds_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.status().message(), "clouds: the catalog has no cloud 'A' (did you mean 'a'?); it has a, b");
+
+  job.clouds.clear();
+  job.regions = {"mars-*"};
+  s = SelectOffers(t, job, gpus_, speeds_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message().rfind("regions: the pattern 'mars-*' matches no region or zone of the catalog", 0), 0u)
+      << s.status().message();
+
+  job.regions.clear();
+  job.constraints = {{"geo", "EU"}};
+  s = SelectOffers(t, job, gpus_, speeds_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(), "constraints.geo: no offer has geo 'EU' (did you mean 'eu'?); geo is one of eu, us");
+}
+
 TEST_F(SelectTest, DeadlineDropsSlowOffersButCheapestHourlyIgnoresIt) {
   // Given a 10 h compute-bound job with an 8 h deadline, REF at $1/h (10 h) and FAST at $3/h (5 h),
   // expect only FAST ranked and the cheapest-$/h pick to be REF, marked as missing the deadline.

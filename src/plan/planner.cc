@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "common/strings.h"
+#include "cost/offer_names.h"
 #include "plan/svg.h"
 #include "sim/simulator.h"
 
@@ -699,6 +700,14 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
                                  const model::GpuCatalog& catalog, const PlannerOptions& o) {
   GF_RETURN_IF_ERROR(ValidateOptions(o));
   if (all_jobs.empty()) return Status::InvalidArgument("the history has no jobs");
+  // A cloud or region the catalog lacks is a typo: it would price nothing, and the error would
+  // then blame the GPU model.
+  for (const std::string& c : o.clouds) {
+    if (Status s = cost::CheckCloud(offers, c); !s.ok()) return Status::InvalidArgument("--cloud: " + s.message());
+  }
+  for (const std::string& r : o.regions) {
+    if (Status s = cost::CheckRegion(offers, r); !s.ok()) return Status::InvalidArgument("--region: " + s.message());
+  }
 
   // Names: everything canonical from here on.
   auto canonical = [&](const std::string& name, const std::string& what) -> Result<std::string> {
@@ -895,7 +904,7 @@ Result<PlannerReport> RunPlanner(const std::vector<sim::TraceJob>& all_jobs, con
       if (prices.status().code() == StatusCode::kNotFound) {
         return Status::NotFound("the catalog has no on-demand offer of " + name + " " +
                                 Where(o) +
-                                " (try another --region or --gpus-per-node; `gpufleet offers --gpu " + name +
+                                " (try another --cloud, --region or --gpus-per-node; `gpufleet offers --gpu " + name +
                                 "` lists them)");
       }
       return prices.status();

@@ -458,13 +458,41 @@ TEST(PlannerInputTest, UnknownModelAndUnpricedRegionSayWhat) {
   EXPECT_NE(r.status().message().find("H100"), std::string::npos);
 
   o = Options();
-  o.regions = {"mars-north-1"};
+  o.regions = {"us-east-1"};
+  o.gpus_per_node = 2;
   o.verify.enabled = false;
   r = RunPlanner(BaseAndBursts(1), Catalog(), model::GpuCatalog::BuiltIn(), o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(r.status().message().find("mars-north-1"), std::string::npos) << r.status().message();
-  EXPECT_NE(r.status().message().find("8 GPUs per instance"), std::string::npos);
+  EXPECT_NE(r.status().message().find("us-east-1"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("2 GPUs per instance"), std::string::npos);
+  EXPECT_NE(r.status().message().find("try another --cloud, --region or --gpus-per-node"), std::string::npos);
+}
+
+TEST(PlannerInputTest, UnknownCloudOrRegionIsAnErrorNamingTheFlagAndTheKnownNames) {
+  // Given a catalog on aws in us-east-1 and eu-west-2, expect --cloud awz and --region
+  // mars-north-1 to be refused before planning, naming the flag, the value and what the catalog
+  // has, not blamed on the GPU model or the node size.
+  PlannerOptions o = Options();
+  o.verify.enabled = false;
+  o.clouds = {"awz"};
+  auto r = RunPlanner(BaseAndBursts(1), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "--cloud: the catalog has no cloud 'awz' (did you mean 'aws'?); it has aws");
+
+  o.clouds = {"aws"};
+  o.regions = {"mars-north-1"};
+  r = RunPlanner(BaseAndBursts(1), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message().rfind("--region: the catalog has no region 'mars-north-1'", 0), 0u)
+      << r.status().message();
+
+  o.regions = {"us-east-2"};
+  r = RunPlanner(BaseAndBursts(1), Catalog(), model::GpuCatalog::BuiltIn(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "--region: the catalog has no region 'us-east-2' (did you mean 'us-east-1'?)");
 }
 
 TEST(PlannerInputTest, JobsOfOtherModelsAreLeftOutAndCounted) {
