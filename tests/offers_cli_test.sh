@@ -245,6 +245,25 @@ expect_rc "$WORK/golden" 0 "gpufleet offers --gpu A100-80GB --cloud aws"
 diff -u "$SRC/tests/data/cli/offers_aws_a100_80gb.golden" "$WORK/golden.out" >&2 ||
   fail "gpufleet offers output differs from tests/data/cli/offers_aws_a100_80gb.golden"
 
+# Names a user copies are never cut: the table's columns are as wide as the longest value shown
+# (Nebius's 32-character instance types; select's OFFER column with Lambda's asia-northeast-1
+# and -2, which used to read the same).
+run "$WORK/long" "$GPUFLEET" offers --catalog "$CATALOG" -q --gpu H100 --count 8 --cloud nebius --market on-demand
+expect_rc "$WORK/long" 0 "gpufleet offers --cloud nebius"
+expect_contains "$WORK/long.out" "nebius eu-north1   gpu-h100-sxm_8gpu-128vcpu-1600gb 8xH100" "offers shows whole instance types"
+cat >"$WORK/asia.yaml" <<'YAML'
+resources: {gpus: 8, gpu_type: [H100]}
+estimate: "10h on H100"
+market: on-demand
+clouds: [lambda]
+regions: ["asia-northeast-*"]
+YAML
+run "$WORK/asia" "$GPUFLEET" select "$WORK/asia.yaml" --catalog "$CATALOG" -q
+expect_rc "$WORK/asia" 0 "gpufleet select in asia-northeast"
+for region in asia-northeast-1 asia-northeast-2; do
+  expect_contains "$WORK/asia.out" "1 x lambda gpu_8x_h100_sxm5 (8x H100) on-demand $region 1.00x" "select shows whole regions"
+done
+
 # A catalog without the date says its age is unknown; a bad GPUFLEET_TODAY is refused.
 awk '!/^#/ && n++ < 5' "$CATALOG" >"$WORK/undated.csv"
 run "$WORK/undated" "$GPUFLEET" offers --catalog "$WORK/undated.csv" -q --limit 1

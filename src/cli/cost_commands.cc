@@ -269,15 +269,24 @@ int RunOffers(const OffersArgs& a) {
     std::printf("no offers match%s\n", suspect_hidden > 0 ? " (suspect prices hidden; --include-suspect shows them)" : "");
     return 0;
   }
-  std::printf("%-7s %-26s %-26s %-10s %6s %5s %6s %-9s %10s %10s %8s  %s\n", "CLOUD", "REGION/ZONE", "INSTANCE",
-              "GPU", "GPU_GB", "VCPU", "RAM_GB", "MARKET", "$/H", "$/GPU-H", "INT/H", "FLAGS");
+  // The names are what a user copies into --region, a job file or a cloud console: each column is
+  // as wide as its longest value shown, never cut.
+  auto where_of = [](const Offer& o) { return o.zone.empty() ? o.region : o.zone; };
+  auto gpu_of = [](const Offer& o) { return std::to_string(o.gpus) + "x" + o.gpu; };
+  int cloud_w = 5, where_w = 11, type_w = 8, gpu_w = 3;  // the headers' lengths
+  for (const Row& r : rows) {
+    cloud_w = std::max(cloud_w, static_cast<int>(r.offer->cloud.size()));
+    where_w = std::max(where_w, static_cast<int>(where_of(*r.offer).size()));
+    type_w = std::max(type_w, static_cast<int>(r.offer->instance_type.size()));
+    gpu_w = std::max(gpu_w, static_cast<int>(gpu_of(*r.offer).size()));
+  }
+  std::printf("%-*s %-*s %-*s %-*s %6s %5s %6s %-9s %10s %10s %8s  %s\n", cloud_w, "CLOUD", where_w, "REGION/ZONE",
+              type_w, "INSTANCE", gpu_w, "GPU", "GPU_GB", "VCPU", "RAM_GB", "MARKET", "$/H", "$/GPU-H", "INT/H", "FLAGS");
   for (const Row& r : rows) {
     const Offer& o = *r.offer;
-    std::string where = o.zone.empty() ? o.region : o.zone;
-    std::string gpu_s = std::to_string(o.gpus) + "x" + o.gpu;
     std::string hazard = r.market == model::Market::kSpot ? Fixed(o.spot_hazard_per_hour, 4) : "-";
-    std::printf("%-7s %-26s %-26s %-10s %6lld %5lld %6lld %-9s %10s %10s %8s  %s\n", o.cloud.c_str(),
-                where.substr(0, 26).c_str(), o.instance_type.substr(0, 26).c_str(), gpu_s.c_str(),
+    std::printf("%-*s %-*s %-*s %-*s %6lld %5lld %6lld %-9s %10s %10s %8s  %s\n", cloud_w, o.cloud.c_str(), where_w,
+                where_of(o).c_str(), type_w, o.instance_type.c_str(), gpu_w, gpu_of(o).c_str(),
                 static_cast<long long>(o.gpu_mem_mib / 1024), static_cast<long long>(o.cpu_milli / 1000),
                 static_cast<long long>(o.mem_mib / 1024), model::MarketName(r.market),
                 Fixed(Usd(r.price), 3).c_str(), Fixed(Usd(r.per_gpu), 3).c_str(), hazard.c_str(),
@@ -469,14 +478,21 @@ int RunSelect(const SelectArgs& a) {
   std::printf("%s\n", cost::CatalogAgeLine(table->prices_as_of, *today).c_str());
   bool outlier_shown = false;
   if (!sel->ranked.empty()) {
-    std::printf("\n%-4s %-58s %-28s %8s %10s %10s %9s %11s\n", "RANK", "OFFER", "SPEED", "WALL", "$/H", "COMPUTE",
-                "REWORK", "EXPECTED");
+    // OFFER holds the instance type and region or zone a user copies: as wide as the longest shown,
+    // never cut (asia-northeast-1 and -2 must not read the same).
+    int offer_w = 5, speed_w = 5;  // the headers' lengths
+    for (size_t i = 0; i < shown; ++i) {
+      offer_w = std::max(offer_w, static_cast<int>(sel->ranked[i].Describe().size()));
+      speed_w = std::max(speed_w, static_cast<int>(SpeedWithSource(sel->ranked[i]).size()));
+    }
+    std::printf("\n%-4s %-*s %-*s %8s %10s %10s %9s %11s\n", "RANK", offer_w, "OFFER", speed_w, "SPEED", "WALL", "$/H",
+                "COMPUTE", "REWORK", "EXPECTED");
     for (size_t i = 0; i < shown; ++i) {
       const Candidate& c = sel->ranked[i];
       const bool outlier = c.market == model::Market::kSpot && c.offer.has(cost::kSpotOutlier);
       outlier_shown = outlier_shown || outlier;
       std::string rank = std::to_string(i + 1) + (outlier ? "!" : "");
-      std::printf("%-4s %-58s %-28s %8s %10s %10s %9s %11s\n", rank.c_str(), c.Describe().substr(0, 58).c_str(),
+      std::printf("%-4s %-*s %-*s %8s %10s %10s %9s %11s\n", rank.c_str(), offer_w, c.Describe().c_str(), speed_w,
                   SpeedWithSource(c).c_str(),
                   FormatDuration(c.expected_wall).c_str(), cost::FormatUsd(c.price_per_hour).c_str(),
                   cost::FormatUsd(c.compute_cost).c_str(), cost::FormatUsd(c.rework_cost + c.restart_cost).c_str(),
@@ -517,8 +533,9 @@ std::function<int()> SetupOffersCommand(CLI::App& app) {
   sub->add_flag("--include-suspect", args->include_suspect,
                 "Show on-demand prices flagged as likely fallback values (hidden by default)");
   sub->add_flag("-q,--quiet", args->quiet, "Do not print the catalog summary on stderr");
-  sub->footer(R"(Prices are USD per instance-hour from data/catalog/offers.csv (docs/cost.md). INT/H is the
-expected spot interruptions per hour. FLAGS: spot-estimated (AWS spot = on-demand x advisor
+  sub->footer(R"(Prices are USD per instance-hour from data/catalog/offers.csv (docs/cost.md). Columns are as
+wide as their longest value shown: names are never cut. INT/H is the expected spot
+interruptions per hour. FLAGS: spot-estimated (AWS spot = on-demand x advisor
 savings), hazard-default (no interruption data for that cloud), suspect-price, spot-outlier (a
 spot discount far beyond the usual for that GPU and cloud: under half the median spot/on-demand
 share, or 85% off or more; no capacity signal; `select` ranks it last). The first line gives the
