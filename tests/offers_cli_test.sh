@@ -51,6 +51,24 @@ for o in offers:
         assert o["spot_usd_per_hour"] < o["on_demand_usd_per_hour"], o
 PY
 
+# --region and --cloud take comma lists, as plan's do: the same rows as the flags repeated. A
+# Vast region whose name holds commas is taken whole.
+run "$WORK/commas" "$GPUFLEET" offers --catalog "$CATALOG" --gpu h100 --count 8 --cloud aws,gcp \
+  --region 'us-east-1, us-west-2,us-central1*' --limit 0 -o json
+expect_rc "$WORK/commas" 0 "gpufleet offers --region with a comma list"
+run "$WORK/repeated" "$GPUFLEET" offers --catalog "$CATALOG" --gpu h100 --count 8 --cloud aws --cloud gcp \
+  --region us-east-1 --region us-west-2 --region 'us-central1*' --limit 0 -o json
+run "$WORK/vastregion" "$GPUFLEET" offers --catalog "$CATALOG" --region 'Czechia, CZ, EU' --limit 0 -o json
+expect_rc "$WORK/vastregion" 0 "gpufleet offers --region with a Vast region's name"
+"$PYTHON" - "$WORK/commas.out" "$WORK/repeated.out" "$WORK/vastregion.out" <<'PY' || fail "offers --region/--cloud comma lists"
+import json, sys
+commas, repeated, vast = (json.load(open(p)) for p in sys.argv[1:4])
+places = {(o["cloud"], o["region"]) for o in commas["offers"]}
+assert places == {("aws", "us-east-1"), ("aws", "us-west-2"), ("gcp", "us-central1")}, places
+assert commas["offers"] == repeated["offers"], "a comma list differs from the flag repeated"
+assert vast["offers"] and {o["region"] for o in vast["offers"]} == {"Czechia, CZ, EU"}, vast["offers"][:2]
+PY
+
 # Suspect fallback prices (GCP's 33.60609 H100x8 rows) appear only with --include-suspect.
 run "$WORK/hidden" "$GPUFLEET" offers --catalog "$CATALOG" -q --gpu H100 --count 8 --cloud gcp --market on-demand --limit 0
 expect_rc "$WORK/hidden" 0 "gpufleet offers --cloud gcp"

@@ -201,11 +201,30 @@ int RunOffers(const OffersArgs& a) {
     return ExitCodeFor(table.status());
   }
 
-  // A cloud or region the catalog does not know is a typo, not a filter that matches nothing.
+  // --cloud and --region are repeatable and take comma lists, as plan's do. A region's own name
+  // may hold commas (Vast's "Czechia, CZ, EU"): a value that matches a region or zone as a whole
+  // is one pattern, not a list.
+  std::vector<std::string> clouds;
   for (const std::string& c : a.clouds) {
+    for (const std::string& part : Split(c, ',')) {
+      if (!Trim(part).empty()) clouds.emplace_back(Trim(part));
+    }
+  }
+  std::vector<std::string> regions;
+  for (const std::string& r : a.regions) {
+    if (cost::CheckRegionPattern(*table, r).ok()) {
+      regions.push_back(r);
+      continue;
+    }
+    for (const std::string& part : Split(r, ',')) {
+      if (!Trim(part).empty()) regions.emplace_back(Trim(part));
+    }
+  }
+  // A cloud or region the catalog does not know is a typo, not a filter that matches nothing.
+  for (const std::string& c : clouds) {
     if (Status st = cost::CheckCloud(*table, c); !st.ok()) return OffersFail("--cloud: " + st.message());
   }
-  for (const std::string& r : a.regions) {
+  for (const std::string& r : regions) {
     if (Status st = cost::CheckRegionPattern(*table, r); !st.ok()) return OffersFail("--region: " + st.message());
   }
 
@@ -214,8 +233,8 @@ int RunOffers(const OffersArgs& a) {
   for (const Offer& o : table->offers) {
     if (!gpu.empty() && o.gpu != gpu) continue;
     if (a.count > 0 && o.gpus != a.count) continue;
-    if (!a.clouds.empty() && std::find(a.clouds.begin(), a.clouds.end(), o.cloud) == a.clouds.end()) continue;
-    if (!a.regions.empty() && std::none_of(a.regions.begin(), a.regions.end(), [&](const std::string& g) {
+    if (!clouds.empty() && std::find(clouds.begin(), clouds.end(), o.cloud) == clouds.end()) continue;
+    if (!regions.empty() && std::none_of(regions.begin(), regions.end(), [&](const std::string& g) {
           return GlobMatch(g, o.region) || (!o.zone.empty() && GlobMatch(g, o.zone));
         })) {
       continue;
@@ -522,9 +541,11 @@ std::function<int()> SetupOffersCommand(CLI::App& app) {
   sub->add_option("--gpu", args->gpu, "GPU model (catalog name or alias: H100, a100-80gb, ...)");
   sub->add_option("--count", args->count, "GPUs per instance (exactly); 0 = any")->capture_default_str();
   sub->add_option("--region", args->regions,
-                  "Region or zone glob, repeatable ('europe-*', 'us-east-1'); one that matches no region or zone "
-                  "of the catalog is an error naming the nearest");
-  sub->add_option("--cloud", args->clouds, "Cloud, repeatable: aws, gcp, azure, lambda, nebius, oci, vast");
+                  "Region or zone glob, repeatable or comma-separated ('europe-*', 'us-east-1,us-west-2'; a region "
+                  "whose name holds commas, such as 'Czechia, CZ, EU', is taken whole); one that matches no region "
+                  "or zone of the catalog is an error naming the nearest");
+  sub->add_option("--cloud", args->clouds,
+                  "Cloud, repeatable or comma-separated: aws, gcp, azure, lambda, nebius, oci, vast");
   sub->add_option("--market", args->market, "spot, on-demand or any")->capture_default_str();
   sub->add_option("--sort", args->sort, "price (per instance-hour) or price-per-gpu")->capture_default_str();
   sub->add_option("--limit", args->limit, "Rows to show; 0 = all")->capture_default_str();
@@ -546,6 +567,7 @@ Examples:
   gpufleet offers --gpu H100 --count 8
   gpufleet offers --gpu H100 --count 8 --region 'europe-*' --market spot
   gpufleet offers --gpu A100-80GB --cloud aws --cloud gcp --sort price-per-gpu --limit 5
+  gpufleet offers --gpu H100 --count 8 --cloud aws,gcp --region 'us-east-1,us-west-2,us-central1*'
   gpufleet offers --gpu L4 -o json)");
   return [args]() { return RunOffers(*args); };
 }
