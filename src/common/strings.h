@@ -17,11 +17,11 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 // Whole-string parses: no trailing junk, no overflow.
 std::optional<int64_t> ParseInt(std::string_view s);
 std::optional<double> ParseDouble(std::string_view s);
-// Levenshtein distance (insertions, deletions, substitutions), for "did you mean" hints.
 // A size in bytes for people: "512 B", "1.5 KiB", "12.3 GiB", "2.0 TiB" (binary units; one decimal
 // past bytes).
 std::string FormatBytes(int64_t bytes);
 
+// Levenshtein distance (insertions, deletions, substitutions), for "did you mean" hints.
 size_t EditDistance(std::string_view a, std::string_view b);
 // The names of `known` close enough to `word` to be what was meant, closest first (ties in
 // `known`'s order), at most `max_results`: the names equal to it but for case where there are
