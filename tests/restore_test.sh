@@ -54,7 +54,7 @@ wait_for "dev-1 up after a restart" node_up
 LOST="$(run_job LOST-JOB-OUTPUT)"
 run "$WORK/busy" "$GPUFLEET" restore --data-dir "$WORK/data" "$WORK/state-backup.db"
 expect_rc "$WORK/busy" 2 "gpufleet restore while the controller runs"
-expect_contains "$WORK/busy.err" "a controller is using $WORK/data/state.db; stop it first" "gpufleet restore while it runs"
+expect_contains "$WORK/busy.err" "a controller is running on $WORK/data; stop it first" "gpufleet restore while it runs"
 dev_stop
 
 head -c 3000 "$WORK/state-backup.db" >"$WORK/truncated.db"

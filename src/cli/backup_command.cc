@@ -142,7 +142,8 @@ is running.)");
       }
       return out + "Z";
     }();
-    auto r = store::RestoreSqliteStore(a->backup, target, stamp);
+    auto r = store::RestoreSqliteStore(a->backup, target, stamp,
+                                       a->data_dir.empty() ? std::string() : a->data_dir + "/controller.lock");
     if (!r.ok()) {
       std::fprintf(stderr, "gpufleet restore: %s\n", r.status().message().c_str());
       return r.status().code() == StatusCode::kFailedPrecondition ? kExitUsage : kExitFailed;

@@ -54,10 +54,31 @@ Result<std::string> QueryText(sqlite3* db, const char* sql) {
   return out;
 }
 
-Result<BackupReport> BackupSqlite(const std::string& source, const std::string& dest) {
+// "file:PATH?immutable=1": a database file nobody writes (a backup), opened without a lock or a
+// -wal/-shm beside it (a copy of a store carries its write-ahead-log flag), also on read-only
+// storage. '%', '?' and '#' in the path are escaped as a URI needs.
+std::string ImmutableUri(const std::string& path) {
+  std::string uri = "file:";
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
+      uri += buf;
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?immutable=1";
+}
+
+// `immutable_source`: the source is a backup file, not a live store (ImmutableUri).
+Result<BackupReport> BackupSqlite(const std::string& source, const std::string& dest, bool immutable_source = false) {
   Db from;
   // Read-only: a backup never changes the source, and does not create one that is missing.
-  if (sqlite3_open_v2(source.c_str(), &from.db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+  const int opened = immutable_source ? sqlite3_open_v2(ImmutableUri(source).c_str(), &from.db,
+                                                        SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr)
+                                      : sqlite3_open_v2(source.c_str(), &from.db, SQLITE_OPEN_READONLY, nullptr);
+  if (opened != SQLITE_OK) {
     return Status::Unavailable(source + ": cannot open the database: " + from.Error());
   }
   sqlite3_busy_timeout(from.db, 5000);
@@ -80,6 +101,13 @@ Result<BackupReport> BackupSqlite(const std::string& source, const std::string& 
     const std::string why = sqlite3_errstr(rc), detail = to.Error();
     return Status::Unavailable(source + ": the backup did not finish: " + why +
                                (detail == why || detail == "not an error" ? "" : " (" + detail + ")"));
+  }
+  // One file, whatever the store's journal: the copy of a store in WAL mode is marked as one, and
+  // opening it (to check it, to restore it) would make -wal and -shm files beside it, or fail on
+  // read-only storage. A controller that opens it as its store turns WAL on again.
+  if (auto mode = QueryText(to.db, "PRAGMA journal_mode=DELETE"); !mode.ok() || *mode != "delete") {
+    return Status::Internal(dest + ": cannot make the copy one file (journal_mode=DELETE): " +
+                            (mode.ok() ? *mode : mode.status().message()));
   }
   GF_ASSIGN_OR_RETURN(std::string integrity, QueryText(to.db, "PRAGMA integrity_check"));
   if (integrity != "ok") return Status::Internal(dest + ": the copy fails its integrity check: " + integrity);
@@ -253,7 +281,7 @@ Result<BackupReport> BackupStore(const StoreLocation& where, const std::string& 
 }
 
 Result<RestoreReport> RestoreSqliteStore(const std::string& backup, const std::string& store_path,
-                                         const std::string& stamp) {
+                                         const std::string& stamp, const std::string& lock_path) {
   std::error_code ec;
   if (!fs::is_regular_file(backup, ec)) {
     return Status::InvalidArgument(backup + (fs::exists(backup, ec) ? " is not a file" : ": no such file"));
@@ -262,10 +290,11 @@ Result<RestoreReport> RestoreSqliteStore(const std::string& backup, const std::s
     return Status::InvalidArgument(backup + " is the store itself; give a backup file");
   }
   // The backup is checked before anything changes: read as a store (integrity, jobs, a schema
-  // version this gpufleet opens).
+  // version this gpufleet opens), as a file nobody writes.
   {
     Db db;
-    if (sqlite3_open_v2(backup.c_str(), &db.db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    if (sqlite3_open_v2(ImmutableUri(backup).c_str(), &db.db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) !=
+        SQLITE_OK) {
       return Status::InvalidArgument(backup + ": cannot open it as a SQLite database: " + db.Error());
     }
     auto integrity = QueryText(db.db, "PRAGMA integrity_check");
@@ -279,50 +308,102 @@ Result<RestoreReport> RestoreSqliteStore(const std::string& backup, const std::s
     GF_ASSIGN_OR_RETURN(int v, ParseSchemaVersion(*version, backup));
     GF_RETURN_IF_ERROR(CheckSchemaVersion(v, kCurrentSchemaVersion, backup));
   }
-  // No controller on the store: it holds an flock on the file while it runs (cli's server).
   const fs::path folder = fs::path(store_path).parent_path();
   if (!folder.empty() && !fs::is_directory(folder, ec)) {
     fs::create_directories(folder, ec);
     if (ec) return Status::Unavailable("cannot create " + folder.string() + ": " + ec.message());
     ::chmod(folder.c_str(), 0700);
   }
-  std::optional<UniqueFd> lock;
-  if (fs::exists(store_path, ec)) {
-    lock.emplace(::open(store_path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (lock->get() < 0) return Status::Unavailable("cannot open " + store_path + ": " + std::strerror(errno));
-    if (::flock(lock->get(), LOCK_EX | LOCK_NB) != 0) {
+  // No controller there, now or while this runs: it holds an flock on its data directory's
+  // controller.lock and on its store's file (cli's server); both are taken here.
+  std::optional<UniqueFd> dir_lock;
+  if (!lock_path.empty()) {
+    dir_lock.emplace(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (dir_lock->get() < 0) return Status::Unavailable("cannot open " + lock_path + ": " + std::strerror(errno));
+    if (::flock(dir_lock->get(), LOCK_EX | LOCK_NB) != 0) {
+      return Status::FailedPrecondition("a controller is running on " + folder.string() + "; stop it first");
+    }
+  }
+  std::optional<UniqueFd> store_lock;
+  struct stat old_store {};
+  const bool had_store = ::stat(store_path.c_str(), &old_store) == 0;
+  if (had_store) {
+    store_lock.emplace(::open(store_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (store_lock->get() < 0) return Status::Unavailable("cannot open " + store_path + ": " + std::strerror(errno));
+    if (::flock(store_lock->get(), LOCK_EX | LOCK_NB) != 0) {
       return Status::FailedPrecondition("a controller is using " + store_path + "; stop it first");
     }
   }
+  // 1. The copy, beside the store under a name of its own, checked; the store is untouched until
+  // it is whole (a restore killed meanwhile leaves the store as it was, and the .partial file).
+  const std::string partial = store_path + ".partial";
+  {
+    const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      if (errno == EEXIST) {
+        return Status::FailedPrecondition(partial + " exists: an earlier restore or backup there was interrupted; "
+                                          "remove it (and " + partial + "-journal) and run again");
+      }
+      return Status::Unavailable(partial + ": cannot create the copy: " + std::strerror(errno));
+    }
+    // Owned as the store it replaces (or its folder) is: a restore run as root into a
+    // controller's directory must leave a store that controller's user can write.
+    struct stat owner = old_store;
+    const bool have_owner = had_store || ::stat(folder.empty() ? "." : folder.c_str(), &owner) == 0;
+    if (::geteuid() == 0 && have_owner) {
+      if (::fchown(fd, owner.st_uid, owner.st_gid) != 0) {
+        const int err = errno;
+        ::close(fd);
+        ::unlink(partial.c_str());
+        return Status::Unavailable(partial + ": cannot give it the store's owner: " + std::strerror(err));
+      }
+    }
+    ::close(fd);
+  }
+  auto discard = [&] {
+    fs::remove(partial, ec);
+    fs::remove(partial + "-journal", ec);
+  };
+  auto copied = BackupSqlite(backup, partial, /*immutable_source=*/true);
+  if (!copied.ok()) {
+    discard();
+    return copied.status().WithContext("the restore did not finish (" + store_path + " is as it was)");
+  }
+  copied->bytes = static_cast<int64_t>(fs::file_size(partial, ec));
+  if (ec) copied->bytes = 0;
+  // 2. The store aside, with its -wal, -shm and -journal (also those left without a store: SQLite
+  // would replay a stray -wal over the restored file), never deleted; 3. the copy in its place.
   RestoreReport out;
+  out.copy = *copied;
+  const std::string aside = store_path + ".before-restore-" + stamp;
   std::vector<std::pair<std::string, std::string>> moved;  // (from, to)
   auto put_back = [&] {
     for (auto it = moved.rbegin(); it != moved.rend(); ++it) ::rename(it->second.c_str(), it->first.c_str());
   };
-  if (lock) {
-    const std::string aside = store_path + ".before-restore-" + stamp;
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
-      const std::string from = store_path + suffix, to = aside + suffix;
-      if (!fs::exists(from, ec)) continue;
-      if (fs::exists(to, ec)) {
-        put_back();
-        return Status::FailedPrecondition(to + " exists; restore again in a moment (or move it away)");
-      }
-      if (::rename(from.c_str(), to.c_str()) != 0) {
-        const int err = errno;
-        put_back();
-        return Status::Unavailable("cannot set " + from + " aside as " + to + ": " + std::strerror(err));
-      }
-      moved.emplace_back(from, to);
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    const std::string from = store_path + suffix, to = aside + suffix;
+    if (!fs::exists(fs::symlink_status(from, ec))) continue;
+    if (fs::exists(fs::symlink_status(to, ec))) {
+      put_back();
+      discard();
+      return Status::FailedPrecondition(to + " exists; restore again in a moment (or move it away)");
     }
-    out.set_aside = aside;
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      const int err = errno;
+      put_back();
+      discard();
+      return Status::Unavailable("cannot set " + from + " aside as " + to + ": " + std::strerror(err));
+    }
+    moved.emplace_back(from, to);
   }
-  auto copied = BackupStore({StoreLocation::Engine::kSqlite, backup}, store_path);
-  if (!copied.ok()) {
+  if (!moved.empty()) out.set_aside = aside;
+  if (::rename(partial.c_str(), store_path.c_str()) != 0) {
+    const int err = errno;
     put_back();
-    return copied.status().WithContext("the restore did not finish (" + store_path + " is as it was)");
+    discard();
+    return Status::Unavailable("cannot put the copy in place as " + store_path + ": " + std::strerror(err) + " (" +
+                               store_path + " is as it was)");
   }
-  out.copy = *copied;
   return out;
 }
 

@@ -38,14 +38,16 @@ struct RestoreReport {
 };
 
 // Puts the SQLite backup `backup` in place of the store `store_path` while no controller uses
-// it: refuses (FailedPrecondition) while one holds the store's lock, and refuses a backup that
-// is not a gpufleet store, fails its integrity check, or has a schema newer than this gpufleet
-// knows, changing nothing. A store already there is set aside, with its -wal and -shm, as
-// `store_path`.before-restore-STAMP (`stamp`, e.g. "20261207T171500Z"), never deleted: SQLite
-// would otherwise replay its write-ahead log over the restored file. If the copy then fails, the
-// store is put back.
+// it: refuses (FailedPrecondition) while one holds the store's lock or `lock_path` (a data
+// directory's controller.lock; empty: none), and refuses a backup that is not a gpufleet store,
+// fails its integrity check, or has a schema newer than this gpufleet knows, changing nothing.
+// The copy is made and checked as `store_path`.partial first (owned as the store it replaces
+// when run as root); only then is the store set aside, with its -wal, -shm and -journal, as
+// `store_path`.before-restore-STAMP (`stamp`, e.g. "20261207T171500Z"), never deleted (SQLite
+// would otherwise replay an old write-ahead log over the restored file), and the copy renamed
+// into place. A restore that fails leaves the store as it was.
 Result<RestoreReport> RestoreSqliteStore(const std::string& backup, const std::string& store_path,
-                                         const std::string& stamp);
+                                         const std::string& stamp, const std::string& lock_path = "");
 
 // The path of a PostgreSQL client program (pg_dump, pg_restore): in $GPUFLEET_PG_BINDIR, else the
 // newest /usr/lib/postgresql/*/bin (Debian's packages), else on PATH. NotFound saying where it

@@ -156,6 +156,53 @@ TEST_F(BackupTest, AStoreWithoutAReadableSchemaVersionIsNotCalledABackup) {
   EXPECT_FALSE(fs::exists(Path("x.db")));
 }
 
+TEST_F(BackupTest, ARestoreChecksTheCopyBeforeTouchingTheStoreAndLeavesNothingBesideTheBackup) {
+  // Given a backup of a store in WAL mode, expect the copy to be one file (no write-ahead-log
+  // flag: opening it makes no -wal or -shm beside it), and a restore to read it from a folder it
+  // may not write. Given a .partial left by an interrupted restore, expect a refusal naming it and
+  // the store untouched; given a stray state.db-wal without a store, expect it set aside, not
+  // left to be replayed over the restored file.
+  {
+    auto live = OpenSqliteStore(Path("state.db"));
+    ASSERT_TRUE(live.ok());
+    ASSERT_TRUE((*live)->Submit({MakeSubmission("a", 2)}).ok());
+    ASSERT_TRUE(BackupStore({StoreLocation::Engine::kSqlite, Path("state.db")}, Path("ro/b.db")).status().code() ==
+                StatusCode::kUnavailable);  // (no such folder yet)
+    fs::create_directories(Path("ro"));
+    auto made = BackupStore({StoreLocation::Engine::kSqlite, Path("state.db")}, Path("ro/b.db"));
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+  }
+  std::ifstream header(Path("ro/b.db"), std::ios::binary);
+  char h[20];
+  ASSERT_TRUE(header.read(h, sizeof h));
+  EXPECT_EQ(h[18], 1) << "the copy is still marked for write-ahead logging";
+  fs::permissions(Path("ro"), fs::perms::owner_read | fs::perms::owner_exec);
+  fs::create_directories(Path("d1"));
+  { std::ofstream(Path("d1/state.db.partial")) << "half"; }
+  auto r = RestoreSqliteStore(Path("ro/b.db"), Path("d1/state.db"), "T1");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("state.db.partial exists: an earlier restore or backup there was interrupted"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE(fs::exists(Path("d1/state.db")));
+  fs::remove(Path("d1/state.db.partial"));
+  { std::ofstream(Path("d1/state.db-wal")) << "an old log"; }
+  r = RestoreSqliteStore(Path("ro/b.db"), Path("d1/state.db"), "T2");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->copy.jobs, 2);
+  EXPECT_EQ(r->set_aside, Path("d1/state.db.before-restore-T2"));
+  EXPECT_TRUE(fs::exists(Path("d1/state.db.before-restore-T2-wal")));
+  EXPECT_FALSE(fs::exists(Path("d1/state.db-wal")));
+  EXPECT_FALSE(fs::exists(Path("d1/state.db.partial")));
+  EXPECT_FALSE(fs::exists(Path("ro/b.db-wal")));
+  EXPECT_FALSE(fs::exists(Path("ro/b.db-shm")));
+  fs::permissions(Path("ro"), fs::perms::owner_all);
+  auto restored = OpenSqliteStore(Path("d1/state.db"));
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ((*restored)->ListJobs({})->size(), 2u);
+}
+
 class PostgresBackupTest : public BackupTest {};
 
 TEST_F(PostgresBackupTest, DumpRestoresIntoANewDatabaseWithEveryJob) {
