@@ -234,6 +234,15 @@ void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
                          const std::vector<api::JobRequest>& jobs) {
   std::vector<std::string> shapes_seen;
   std::optional<bool> has_pool;
+  std::optional<json> offer_list;  // GET /v1/pool's offers (none without a pool), asked once when needed
+  auto pool_offers = [&]() -> const json& {
+    if (!offer_list) {
+      ApiResult p = client.Get("/v1/pool");
+      has_pool = p.ok();
+      offer_list = p.ok() ? p.body.value("offers", json::array()) : json::array();
+    }
+    return *offer_list;
+  };
   std::optional<json> node_list;  // GET /v1/nodes, asked once when needed
   auto nodes = [&]() -> const json& {
     if (!node_list) {
@@ -260,6 +269,11 @@ void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
         int& g = largest_by_model[StrField(node, "gpu_model")];
         g = std::max(g, static_cast<int>(IntField(node, "gpus")));
       }
+      // Nodes a pool may rent count too, as the scheduler counts them.
+      for (const auto& offer : pool_offers()) {
+        int& g = largest_by_model[StrField(offer, "gpu")];
+        g = std::max(g, static_cast<int>(IntField(offer, "gpus")));
+      }
       int largest = 0;
       for (const auto& [m, g] : largest_by_model) {
         if (s.gpu_models.empty() || std::find(s.gpu_models.begin(), s.gpu_models.end(), m) != s.gpu_models.end()) {
@@ -271,10 +285,10 @@ void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
       if (split.nodes > 1) {
         std::fprintf(stderr,
                      "warning: job %lld asks for %d GPUs on one node, more than any node has (%d): it runs as %d nodes "
-                     "of %d GPUs, its command once on each node (GPUFLEET_NODE_RANK 0..%d). For one process, ask for "
+                     "of %d GPU%s, its command once on each node (GPUFLEET_NODE_RANK 0..%d). For one process, ask for "
                      "at most %d GPUs; for a distributed job, say nodes: %d to make it plain\n",
                      static_cast<long long>(ids[i]), s.gpus_per_node, largest, split.nodes, split.gpus_per_node,
-                     split.nodes - 1, largest, split.nodes);
+                     split.gpus_per_node == 1 ? "" : "s", split.nodes - 1, largest, split.nodes);
       }
     }
     // Memory or CPUs asked for, and nodes of its models that do not enforce limits (no cgroup v2
