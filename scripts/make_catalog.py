@@ -274,6 +274,17 @@ def main(argv):
     rows += simple(src, "skypilot_catalog_v8/oci_vms_gpu_one_region.csv", "oci")
     rows += simple(src, "skypilot_format/vast_vms.csv", "vast", spot_zero_is_none=True)
     rows.sort(key=lambda r: (r["cloud"], r["instance_type"], r["region"], r["zone"], r["accelerator"]))
+    # One row per offer, as gpufleet's loader requires (a second row for the same cloud, region,
+    # zone, instance type, GPU and count is an error there): a refresh that would break the
+    # controller's start stops here instead, naming the rows.
+    seen = {}
+    for r in rows:
+        key = (r["cloud"], r["region"], r["zone"], r["instance_type"], r["accelerator"].lower(), r["gpu_count"])
+        if key in seen:
+            print("duplicate offer %s: %r and %r; fix the source or merge them" % (" ".join(key), seen[key], r),
+                  file=sys.stderr)
+            return 1
+        seen[key] = r
     with open(dst, "w", newline="") as f:
         f.write("# prices_as_of: %s\n" % as_of)
         w = csv.DictWriter(f, fieldnames=HEADER, lineterminator="\n")
