@@ -384,9 +384,15 @@ class PostgresStore : public StateStore {
           if (!array) return Status::NotFound("update: no job " + id);
           GF_RETURN_IF_ERROR(GiveRow(job, *array));
         }
+        // Not again when the job's last transition is this one: a retry of an update whose COMMIT
+        // got no answer (the server crashed after committing it) would otherwise append it twice.
         GF_RETURN_IF_ERROR(Run(
             "INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) "
-            "VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM transitions WHERE job_id = $1), $2, $3, $4, $5)",
+            "SELECT $1::bigint, (SELECT COALESCE(MAX(seq), 0) + 1 FROM transitions WHERE job_id = $1::bigint), "
+            "$2::bigint, $3::text, $4::text, $5::text WHERE NOT EXISTS (SELECT 1 FROM (SELECT at_ms, from_state, "
+            "to_state, reason FROM transitions WHERE job_id = $1::bigint ORDER BY seq DESC LIMIT 1) AS last WHERE "
+            "last.at_ms = $2::bigint AND last.from_state = $3::text AND last.to_state = $4::text AND "
+            "last.reason = $5::text)",
             Params()
                 .Add(job.id.value())
                 .Add(u.transition.at.millis())

@@ -844,10 +844,14 @@ class SqliteStore : public StateStore {
     return Run(st, "insert job " + std::to_string(job.id.value()));
   }
 
+  // Not again when the job's last transition is this one (StateStore::Update).
   Status AppendTransition(JobId id, const api::Transition& t) GF_REQUIRES(mu_) {
     Stmt st = Prepare(
         "INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) "
-        "VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM transitions WHERE job_id = ?1), ?2, ?3, ?4, ?5)");
+        "SELECT ?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM transitions WHERE job_id = ?1), ?2, ?3, ?4, ?5 "
+        "WHERE NOT EXISTS (SELECT 1 FROM (SELECT at_ms, from_state, to_state, reason FROM transitions "
+        "WHERE job_id = ?1 ORDER BY seq DESC LIMIT 1) AS last WHERE last.at_ms = ?2 AND last.from_state = ?3 "
+        "AND last.to_state = ?4 AND last.reason = ?5)");
     st.Bind(1, id.value())
         .Bind(2, t.at.millis())
         .Bind(3, std::string(api::JobStateName(t.from)))

@@ -114,7 +114,9 @@ class StateStore {
   virtual Result<std::vector<SubmitOutcome>> Submit(std::vector<Submission> submissions) = 0;
 
   // Writes the new records and appends the transitions, all in one transaction. A job id that is
-  // not stored fails the whole batch (NotFound) and nothing changes.
+  // not stored fails the whole batch (NotFound) and nothing changes. A transition equal to the
+  // job's last stored one (time, states, reason) is not appended again: the retry of an update
+  // whose commit went unanswered after it had committed (PostgreSQL) changes nothing.
   virtual Status Update(const std::vector<JobUpdate>& updates) = 0;
   // The scheduler's memory of jobs whose records did not change (a checkpoint, a re-rank on a
   // timer), in one transaction; replaces what is stored. A job id that is not stored fails the

@@ -215,6 +215,30 @@ TEST_P(StateStoreTest, SubmitStoresTheRecordAndASubmittedTransition) {
   EXPECT_TRUE(HistoryOk(JobId(99)).empty());
 }
 
+TEST_P(StateStoreTest, AnUpdateWrittenAgainAppendsItsTransitionOnce) {
+  // Given an update written twice (the retry of a commit whose answer was lost after the server
+  // had committed it), expect one transition; a later transition that differs, even between the
+  // same states, is appended.
+  auto ids = SubmitOk({MakeSubmission("again")});
+  api::JobRecord a = GetOk(ids[0].ids[0]);
+  a.state = api::JobState::kStarting;
+  a.reason = "placed";
+  const JobUpdate placed{a, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kStarting, "placed"}};
+  ASSERT_TRUE(store_->Update({placed}).ok());
+  ASSERT_TRUE(store_->Update({placed}).ok());
+  EXPECT_EQ(HistoryOk(a.id).size(), 2u);  // submitted, placed
+  a.state = api::JobState::kPending;
+  const JobUpdate back{a, {Time::FromMillis(2500), api::JobState::kStarting, api::JobState::kPending, "requeued"}};
+  ASSERT_TRUE(store_->Update({back}).ok());
+  a.state = api::JobState::kStarting;
+  const JobUpdate again{a, {Time::FromMillis(3000), api::JobState::kPending, api::JobState::kStarting, "placed"}};
+  ASSERT_TRUE(store_->Update({again, back}).ok());  // (both differ from the one before them)
+  auto history = HistoryOk(a.id);
+  ASSERT_EQ(history.size(), 5u);
+  EXPECT_EQ(history[3].at, Time::FromMillis(3000));
+  EXPECT_EQ(history[4].reason, "requeued");
+}
+
 TEST_P(StateStoreTest, BadSubmissionFailsTheWholeBatch) {
   // Given a batch with a good submission and one without a request id (or without jobs), expect
   // InvalidArgument and nothing stored, not even the good one.

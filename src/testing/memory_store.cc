@@ -138,7 +138,12 @@ Status MemoryStore::Update(const std::vector<store::JobUpdate>& updates) {
   }
   for (const store::JobUpdate& u : updates) {
     jobs_[u.job.id.value()] = u.job;
-    transitions_[u.job.id.value()].push_back(u.transition);
+    // Not again when the job's last transition is this one (StateStore::Update).
+    auto& history = transitions_[u.job.id.value()];
+    const bool again = !history.empty() && history.back().at == u.transition.at &&
+                       history.back().from == u.transition.from && history.back().to == u.transition.to &&
+                       history.back().reason == u.transition.reason;
+    if (!again) history.push_back(u.transition);
     if (api::IsTerminal(u.job.state)) {
       memory_.erase(u.job.id.value());
     } else if (u.memory) {
