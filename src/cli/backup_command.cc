@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,34 @@
 #include "store/state_store.h"
 
 namespace gpufleet::cli {
+
+namespace {
+
+// The store `--data-dir DIR` (its state.db) or `--store` names, one of them; else says what is
+// wrong ("gpufleet CMD: ...") and gives nothing.
+std::optional<store::StoreLocation> StoreFromFlags(const char* cmd, const std::string& data_dir,
+                                                   const std::string& store) {
+  if (!store.empty() && !data_dir.empty()) {
+    std::fprintf(stderr, "gpufleet %s: give --data-dir or --store, not both\n", cmd);
+    return std::nullopt;
+  }
+  if (!store.empty()) {
+    auto parsed = store::ParseStoreLocation(store);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "gpufleet %s: --store '%s': %s\n", cmd, store.c_str(), parsed.status().message().c_str());
+      return std::nullopt;
+    }
+    return *parsed;
+  }
+  if (!data_dir.empty()) return store::StoreLocation{store::StoreLocation::Engine::kSqlite, data_dir + "/state.db"};
+  std::fprintf(stderr,
+               "gpufleet %s: which store? give --data-dir DIR (the controller's, e.g. ~/.local/share/gpufleet/server) "
+               "or --store as the controller is started with\n",
+               cmd);
+  return std::nullopt;
+}
+
+}  // namespace
 
 std::function<int()> SetupBackupCommand(CLI::App& app) {
   struct Args {
@@ -37,27 +66,9 @@ API and checked (PRAGMA integrity_check, jobs counted); PostgreSQL's is pg_dump'
 listed back with pg_restore. Restore: docs/operations.md#backup-and-restore.
 Exit status: 0 written and checked, 1 the copy failed (nothing is left behind), 2 bad usage.)");
   return [a]() {
-    store::StoreLocation where;
-    if (!a->store.empty() && !a->data_dir.empty()) {
-      std::fprintf(stderr, "gpufleet backup: give --data-dir or --store, not both\n");
-      return kExitUsage;
-    }
-    if (!a->store.empty()) {
-      auto parsed = store::ParseStoreLocation(a->store);
-      if (!parsed.ok()) {
-        std::fprintf(stderr, "gpufleet backup: --store '%s': %s\n", a->store.c_str(), parsed.status().message().c_str());
-        return kExitUsage;
-      }
-      where = *parsed;
-    } else if (!a->data_dir.empty()) {
-      where = {store::StoreLocation::Engine::kSqlite, a->data_dir + "/state.db"};
-    } else {
-      std::fprintf(stderr,
-                   "gpufleet backup: which store? give --data-dir DIR (the controller's, e.g. "
-                   "~/.local/share/gpufleet/server) or --store as the controller was started with\n");
-      return kExitUsage;
-    }
-    auto r = store::BackupStore(where, a->dest);
+    auto where = StoreFromFlags("backup", a->data_dir, a->store);
+    if (!where) return kExitUsage;
+    auto r = store::BackupStore(*where, a->dest);
     if (!r.ok()) {
       std::fprintf(stderr, "gpufleet backup: %s\n", r.status().message().c_str());
       return r.status().code() == StatusCode::kFailedPrecondition ? kExitUsage : kExitFailed;
@@ -65,14 +76,14 @@ Exit status: 0 written and checked, 1 the copy failed (nothing is left behind), 
     if (a->output == "json") {
       // A count the method does not give (jobs of a dump, tables of a SQLite copy) is null, not -1.
       auto count = [](int64_t n) { return n >= 0 ? nlohmann::json(n) : nlohmann::json(nullptr); };
-      nlohmann::json j = {{"file", a->dest},  {"store", store::Redacted(where)}, {"method", r->method},
+      nlohmann::json j = {{"file", a->dest},  {"store", store::Redacted(*where)}, {"method", r->method},
                           {"bytes", r->bytes}, {"jobs", count(r->jobs)},         {"tables", count(r->tables)},
                           {"schema_version", r->schema_version > 0 ? nlohmann::json(r->schema_version)
                                                                    : nlohmann::json(nullptr)}};
       std::printf("%s\n", j.dump(2).c_str());
       return kExitOk;
     }
-    std::printf("backed up %s to %s (%s, %lld bytes", store::Redacted(where).c_str(), a->dest.c_str(),
+    std::printf("backed up %s to %s (%s, %lld bytes", store::Redacted(*where).c_str(), a->dest.c_str(),
                 r->method.c_str(), static_cast<long long>(r->bytes));
     if (r->jobs >= 0) std::printf(", %lld jobs, schema version %d", static_cast<long long>(r->jobs), r->schema_version);
     if (r->tables >= 0) std::printf(", %lld tables", static_cast<long long>(r->tables));
@@ -107,32 +118,15 @@ with pg_restore into an empty database (the same page).
 Exit status: 0 restored, 1 the restore failed (the store is as it was), 2 bad usage or a controller
 is running.)");
   return [a]() {
-    std::string target;
-    if (!a->store.empty() && !a->data_dir.empty()) {
-      std::fprintf(stderr, "gpufleet restore: give --data-dir or --store, not both\n");
-      return kExitUsage;
-    }
-    if (!a->store.empty()) {
-      auto parsed = store::ParseStoreLocation(a->store);
-      if (!parsed.ok()) {
-        std::fprintf(stderr, "gpufleet restore: --store '%s': %s\n", a->store.c_str(), parsed.status().message().c_str());
-        return kExitUsage;
-      }
-      if (parsed->engine != store::StoreLocation::Engine::kSqlite) {
-        std::fprintf(stderr,
-                     "gpufleet restore: --store names a PostgreSQL database: restore its dump with pg_restore into an "
-                     "empty database, then start the controller on that (docs/operations.md#backup-and-restore)\n");
-        return kExitUsage;
-      }
-      target = parsed->target;
-    } else if (!a->data_dir.empty()) {
-      target = a->data_dir + "/state.db";
-    } else {
+    auto where = StoreFromFlags("restore", a->data_dir, a->store);
+    if (!where) return kExitUsage;
+    if (where->engine != store::StoreLocation::Engine::kSqlite) {
       std::fprintf(stderr,
-                   "gpufleet restore: into which store? give --data-dir DIR (the controller's, e.g. "
-                   "~/.local/share/gpufleet/server) or --store sqlite:PATH as the controller is started with\n");
+                   "gpufleet restore: --store names a PostgreSQL database: restore its dump with pg_restore into an "
+                   "empty database, then start the controller on that (docs/operations.md#backup-and-restore)\n");
       return kExitUsage;
     }
+    const std::string target = where->target;
     // A stamp by the wall clock, in UTC: names the store set aside.
     const std::string stamp = [] {
       std::string iso = FormatIso8601(WallNow());  // 2026-12-07T17:15:00Z
@@ -165,8 +159,8 @@ is running.)");
     if (!r->set_aside.empty()) {
       std::printf("the store it replaced is kept as %s; remove it once the controller runs well\n", r->set_aside.c_str());
     }
-    const std::string where = a->data_dir.empty() ? "--store sqlite:" + target + " --data-dir DIR" : "--data-dir " + a->data_dir;
-    std::printf("next: gpufleet server %s%s\n", where.c_str(),
+    const std::string flags = a->data_dir.empty() ? "--store sqlite:" + target + " --data-dir DIR" : "--data-dir " + a->data_dir;
+    std::printf("next: gpufleet server %s%s\n", flags.c_str(),
                 has_admin ? "" : " --new-admin-token   (no admin.token there: make one; agents join with a new join token)");
     return kExitOk;
   };
