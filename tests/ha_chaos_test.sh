@@ -42,7 +42,7 @@ stop_all() {
   exec {PG_IN}>&- 2>/dev/null || true
   wait "$PG_TOOL_PID" 2>/dev/null || true
 }
-trap 'rc=$?; stop_all; (exit $rc); cluster_cleanup' EXIT
+trap 'rc=$?; set +e; stop_all; (exit $rc); cluster_cleanup' EXIT
 read -r -t 120 PG_URL <&"$PG_OUT" || fail "could not start PostgreSQL: $(cat "$WORK/pg.err")"
 
 # pg COMMAND: tells the PostgreSQL tool to kill, restart or run SQL; prints what SQL printed.

@@ -25,7 +25,7 @@ stop_all() {
   exec {PG[1]}>&- 2>/dev/null || true
   wait "$PG_TOOL_PID" 2>/dev/null || true
 }
-trap 'rc=$?; stop_all; (exit $rc); cluster_cleanup' EXIT
+trap 'rc=$?; set +e; stop_all; (exit $rc); cluster_cleanup' EXIT
 CLUSTER_LOGS=("$WORK/A/server.log" "$WORK/B/server.log" "$CLOUD/logs")
 read -r -t 120 PG_URL <&"${PG[0]}" || fail "could not start PostgreSQL: $(cat "$WORK/pg.err")"
 

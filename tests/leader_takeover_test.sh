@@ -31,7 +31,7 @@ stop_all() {
   exec {PG[1]}>&- 2>/dev/null || true
   wait "$PG_TOOL_PID" 2>/dev/null || true
 }
-trap 'rc=$?; stop_all; (exit $rc); cluster_cleanup' EXIT
+trap 'rc=$?; set +e; stop_all; (exit $rc); cluster_cleanup' EXIT
 read -r -t 120 PG_URL <&"${PG[0]}" || fail "could not start PostgreSQL: $(cat "$WORK/pg.err")"
 
 # start_controller NAME [PORT AGENT_PORT [LEASE]]: a controller with --leader-lease on its own

@@ -61,6 +61,7 @@ prometheus-alertmanager --config.file="$WORK/alertmanager.yml" --storage.path="$
 HELPER_PIDS+=($!)
 stop_helpers() {
   local rc=$?
+  set +e  # (a kill or wait that fails must not end the clean-up under errexit)
   kill "${HELPER_PIDS[@]}" 2>/dev/null
   wait "${HELPER_PIDS[@]}" 2>/dev/null
   if ((rc)); then

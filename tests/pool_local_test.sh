@@ -41,7 +41,7 @@ kill_pool_agents() {
   local pid
   for pid in $(pool_agents); do kill -9 -- "-$pid" 2>/dev/null || kill -9 "$pid" 2>/dev/null || true; done
 }
-trap 'rc=$?; kill_pool_agents; (exit $rc); cluster_cleanup' EXIT
+trap 'rc=$?; set +e; kill_pool_agents; (exit $rc); cluster_cleanup' EXIT
 
 cat >"$WORK/pool.yaml" <<EOF
 provider:

@@ -37,7 +37,7 @@ stop_pg() {
   exec {PG[1]}>&- 2>/dev/null || true
   wait "$PG_TOOL_PID" 2>/dev/null || true
 }
-trap 'rc=$?; stop_pg; (exit $rc); cluster_cleanup' EXIT
+trap 'rc=$?; set +e; stop_pg; (exit $rc); cluster_cleanup' EXIT
 read -r -t 120 PG_URL <&"${PG[0]}" || fail "could not start PostgreSQL: $(cat "$WORK/pg.err")"
 
 cluster_start_server --store "$PG_URL"

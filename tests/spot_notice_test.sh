@@ -39,7 +39,7 @@ NOTICE_PORT="$(free_port)"
 NOTICE_URL="http://127.0.0.1:$NOTICE_PORT/latest/meta-data/spot/instance-action"
 "$PYTHON" "$WORK/notice_server.py" "$NOTICE_PORT" "$WORK/notice.json" </dev/null >"$WORK/notice_server.log" 2>&1 &
 NOTICE_PID=$!
-trap 'rc=$?; kill "$NOTICE_PID" 2>/dev/null; (exit $rc); cluster_cleanup' EXIT
+trap 'rc=$?; set +e; kill "$NOTICE_PID" 2>/dev/null; (exit $rc); cluster_cleanup' EXIT
 endpoint_says() { [[ "$(curl -s -o /dev/null -w '%{http_code}' "$NOTICE_URL")" == "$1" ]]; }
 wait_until "the notice endpoint answers 404" 20 endpoint_says 404
 
