@@ -263,23 +263,21 @@ void WarnIfNeverRunnable(ApiClient& client, const std::vector<int64_t>& ids,
     // as a gang of equal parts (split_large_jobs), its command once per node. Said, as a program
     // that is not distributed would run twice and write its outputs twice.
     if (s.nodes == 1 && !s.fractional() && s.gpus_per_node > 0) {
-      std::map<std::string, int> largest_by_model;  // GPUs of the largest node per model
-      for (const auto& node : nodes()) {
-        if (StrField(node, "state") == "gone") continue;
-        int& g = largest_by_model[StrField(node, "gpu_model")];
-        g = std::max(g, static_cast<int>(IntField(node, "gpus")));
-      }
-      // Nodes a pool may rent count too, as the scheduler counts them.
-      for (const auto& offer : pool_offers()) {
-        int& g = largest_by_model[StrField(offer, "gpu")];
-        g = std::max(g, static_cast<int>(IntField(offer, "gpus")));
-      }
-      int largest = 0;
-      for (const auto& [m, g] : largest_by_model) {
-        if (s.gpu_models.empty() || std::find(s.gpu_models.begin(), s.gpu_models.end(), m) != s.gpu_models.end()) {
-          largest = std::max(largest, g);
+      // The largest node of its models: the nodes there are, and (only when the job is larger than
+      // all of them: most submits ask for no more) those a pool may rent, as the scheduler counts.
+      auto largest_of = [&](const json& list, const char* model_field) {
+        int largest = 0;
+        for (const auto& n : list) {
+          if (StrField(n, "state") == "gone") continue;
+          const std::string m = StrField(n, model_field);
+          if (s.gpu_models.empty() || std::find(s.gpu_models.begin(), s.gpu_models.end(), m) != s.gpu_models.end()) {
+            largest = std::max(largest, static_cast<int>(IntField(n, "gpus")));
+          }
         }
-      }
+        return largest;
+      };
+      int largest = largest_of(nodes(), "gpu_model");
+      if (s.gpus_per_node > largest) largest = std::max(largest, largest_of(pool_offers(), "gpu"));
       model::JobSpec split = s;
       model::SplitToFit(split, largest);
       if (split.nodes > 1) {
