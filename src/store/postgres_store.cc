@@ -29,6 +29,7 @@
 // lock taken before mu_, never under it.
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <iterator>
@@ -38,6 +39,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -356,56 +358,67 @@ class PostgresStore : public StateStore {
     return outcomes;
   }
 
+  // A few statements per batch, not per job: the updates go to the server as JSON documents, in
+  // rounds that hold each job once (the k-th update of each job in round k), so that each
+  // statement sees a job once and a later update of a job sees the earlier one. (A statement per
+  // job made cancelling 100,000 tasks take minutes: a round trip or more per statement.)
   Status Update(const std::vector<JobUpdate>& updates) override {
     std::vector<api::AuditRecord> audit = TakeAttached();  // dropped if this write fails
     MutexLock lock(mu_);
     return InTransaction([&]() -> Status {
       mu_.AssertHeld();  // InTransaction runs it with mu_ held
+      std::vector<std::vector<const JobUpdate*>> rounds;
+      std::unordered_map<int64_t, size_t> seen;  // job id -> updates of it so far
       for (const JobUpdate& u : updates) {
-        const api::JobRecord& job = u.job;
-        const std::string id = std::to_string(job.id.value());
-        GF_ASSIGN_OR_RETURN(
-            PgResult r,
-            Query("UPDATE jobs SET request_id = $2, array_index = $3, team = $4, state = $5, submitted_ms = $6, "
-                  "updated_ms = $7, record = $8 WHERE id = $1",
-                  Params()
-                      .Add(job.id.value())
-                      .Add(job.request_id)
-                      .Add(int64_t{job.array_index})
-                      .Add(job.request.spec.team)
-                      .Add(std::string(api::JobStateName(job.state)))
-                      .Add(job.submitted.millis())
-                      .Add(job.updated.millis())
-                      .Add(api::DumpJson(api::ToJson(job))),
-                  "update job " + id));
-        if (std::string(PQcmdTuples(r.get())) == "0") {
-          // A task still stored in its array gets its row now.
-          GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(job.id));
-          if (!array) return Status::NotFound("update: no job " + id);
-          GF_RETURN_IF_ERROR(GiveRow(job, *array));
+        const size_t k = seen[u.job.id.value()]++;
+        if (rounds.size() <= k) rounds.emplace_back();
+        rounds[k].push_back(&u);
+      }
+      if (rounds.empty()) return InsertAudit(audit);
+      // The tasks given their rows here get them as the first round writes them: that round
+      // leaves them out of its UPDATE.
+      GF_ASSIGN_OR_RETURN(std::unordered_set<int64_t> given_rows, GiveRowsToTasks(rounds[0]));
+      for (size_t k = 0; k < rounds.size(); ++k) {
+        const auto& round = rounds[k];
+        json rows = json::array(), transitions = json::array(), memory = json::array();
+        std::string forget;  // a bigint[] literal: the jobs that ended
+        for (const JobUpdate* u : round) {
+          const api::JobRecord& job = u->job;
+          if (k > 0 || !given_rows.count(job.id.value())) rows.push_back(JobRow(job));
+          transitions.push_back({{"job_id", job.id.value()},
+                                 {"at_ms", u->transition.at.millis()},
+                                 {"from_state", api::JobStateName(u->transition.from)},
+                                 {"to_state", api::JobStateName(u->transition.to)},
+                                 {"reason", u->transition.reason}});
+          if (api::IsTerminal(job.state)) {
+            forget += (forget.empty() ? "" : ",") + std::to_string(job.id.value());
+          } else if (u->memory) {
+            memory.push_back(MemoryRow({job.id, *u->memory}));
+          }
         }
+        if (!rows.empty()) GF_RETURN_IF_ERROR(
+            Run("UPDATE jobs AS j SET request_id = r.request_id, array_index = r.array_index, team = r.team, "
+                "state = r.state, submitted_ms = r.submitted_ms, updated_ms = r.updated_ms, record = r.record "
+                "FROM jsonb_to_recordset($1::jsonb) AS r(id BIGINT, request_id TEXT, array_index INTEGER, team TEXT, "
+                "state TEXT, submitted_ms BIGINT, updated_ms BIGINT, record TEXT) WHERE j.id = r.id",
+                Params().Add(api::DumpJson(rows)), "update " + JobsWhat(round)));
         // Not again when the job's last transition is this one: a retry of an update whose COMMIT
         // got no answer (the server crashed after committing it) would otherwise append it twice.
         GF_RETURN_IF_ERROR(Run(
             "INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) "
-            "SELECT $1::bigint, (SELECT COALESCE(MAX(seq), 0) + 1 FROM transitions WHERE job_id = $1::bigint), "
-            "$2::bigint, $3::text, $4::text, $5::text WHERE NOT EXISTS (SELECT 1 FROM (SELECT at_ms, from_state, "
-            "to_state, reason FROM transitions WHERE job_id = $1::bigint ORDER BY seq DESC LIMIT 1) AS last WHERE "
-            "last.at_ms = $2::bigint AND last.from_state = $3::text AND last.to_state = $4::text AND "
-            "last.reason = $5::text)",
-            Params()
-                .Add(job.id.value())
-                .Add(u.transition.at.millis())
-                .Add(std::string(api::JobStateName(u.transition.from)))
-                .Add(std::string(api::JobStateName(u.transition.to)))
-                .Add(u.transition.reason),
-            "append transition of job " + id));
-        if (api::IsTerminal(job.state)) {
-          GF_RETURN_IF_ERROR(Run("DELETE FROM job_memory WHERE job_id = $1", Params().Add(job.id.value()),
-                                 "forget the memory of job " + id));
-        } else if (u.memory) {
-          GF_RETURN_IF_ERROR(PutMemory({job.id, *u.memory}));
+            "SELECT r.job_id, (SELECT COALESCE(MAX(t.seq), 0) + 1 FROM transitions AS t WHERE t.job_id = r.job_id), "
+            "r.at_ms, r.from_state, r.to_state, r.reason "
+            "FROM jsonb_to_recordset($1::jsonb) AS r(job_id BIGINT, at_ms BIGINT, from_state TEXT, to_state TEXT, "
+            "reason TEXT) WHERE NOT EXISTS (SELECT 1 FROM (SELECT t.at_ms, t.from_state, t.to_state, t.reason "
+            "FROM transitions AS t WHERE t.job_id = r.job_id ORDER BY t.seq DESC LIMIT 1) AS last WHERE "
+            "last.at_ms = r.at_ms AND last.from_state = r.from_state AND last.to_state = r.to_state AND "
+            "last.reason = r.reason)",
+            Params().Add(api::DumpJson(transitions)), "append the transitions of " + JobsWhat(round)));
+        if (!forget.empty()) {
+          GF_RETURN_IF_ERROR(Run("DELETE FROM job_memory WHERE job_id = ANY($1::bigint[])",
+                                 Params().Add("{" + forget + "}"), "forget the memory of jobs that ended"));
         }
+        if (!memory.empty()) GF_RETURN_IF_ERROR(PutMemoryRows(memory));
       }
       return InsertAudit(audit);
     });
@@ -415,6 +428,7 @@ class PostgresStore : public StateStore {
     MutexLock lock(mu_);
     return InTransaction([&]() -> Status {
       mu_.AssertHeld();  // InTransaction runs it with mu_ held
+      std::map<int64_t, int64_t> given;  // rows given to arrays' tasks, per array
       for (const JobMemoryRecord& m : memory) {
         const std::string id = std::to_string(m.job.value());
         GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT 1 FROM jobs WHERE id = $1", Params().Add(m.job.value()),
@@ -424,11 +438,11 @@ class PostgresStore : public StateStore {
           GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(m.job));
           if (!array) return Status::NotFound("save memory: no job " + id);
           GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(array->first_id, m.job));
-          GF_RETURN_IF_ERROR(GiveRow(task, *array));
+          GF_RETURN_IF_ERROR(GiveRow(task, *array, given));
         }
         GF_RETURN_IF_ERROR(PutMemory(m));
       }
-      return Status::Ok();
+      return CountRowsGiven(given);
     });
   }
 
@@ -1152,11 +1166,23 @@ class PostgresStore : public StateStore {
 
   // Writes the row and the "submitted" transition of a task of `array` that has none yet, and
   // counts it in the array.
-  Status GiveRow(const api::JobRecord& task, const StoredArray& array) GF_REQUIRES(mu_) {
+  // `given` counts the rows given per array (first id); CountRowsGiven writes the counts once
+  // the transaction's rows are in (one UPDATE per array: PostgreSQL walks every earlier version
+  // of a row that one transaction updates again and again, so a count per task made cancelling
+  // 100,000 tasks take minutes).
+  Status GiveRow(const api::JobRecord& task, const StoredArray& array, std::map<int64_t, int64_t>& given)
+      GF_REQUIRES(mu_) {
     GF_RETURN_IF_ERROR(InsertJobRows(json::array({JobRow(task)}),
                                      json::array({SubmittedTransitionRow(task.id, array.submitted_ms)})));
-    return Run("UPDATE job_arrays SET with_row = with_row + 1 WHERE first_id = $1", Params().Add(array.first_id),
-               "count a row of array " + std::to_string(array.first_id));
+    ++given[array.first_id];
+    return Status::Ok();
+  }
+  Status CountRowsGiven(const std::map<int64_t, int64_t>& given) GF_REQUIRES(mu_) {
+    for (const auto& [first_id, n] : given) {
+      GF_RETURN_IF_ERROR(Run("UPDATE job_arrays SET with_row = with_row + $2 WHERE first_id = $1",
+                             Params().Add(first_id).Add(n), "count the rows of array " + std::to_string(first_id)));
+    }
+    return Status::Ok();
   }
 
   // The stored texts of an array's record and of one chunk of its tasks; `id` names the task read.
@@ -1230,12 +1256,33 @@ class PostgresStore : public StateStore {
             {"record", api::DumpJobRecord(job)}};
   }
 
-  Status PutMemory(const JobMemoryRecord& r) GF_REQUIRES(mu_) {
+  static json MemoryRow(const JobMemoryRecord& r) {
     const model::JobMemory& m = r.memory;
+    return {{"job_id", r.job.value()},
+            {"attained_gpu_ms", m.attained_gpu_ms},
+            {"las_service_gpu_ms", m.las_service_gpu_ms},
+            {"run_time_ms", m.run_time.millis()},
+            {"last_run_ms", m.last_run.millis()},
+            {"preemptions", m.preemptions},
+            {"spot_reclaims", m.spot_reclaims},
+            {"queued_since_ms", m.queued_since.millis()},
+            {"rank_class_since_ms", m.rank_class_since.millis()},
+            {"rank_class", m.rank_class},
+            {"run_started_ms", m.run_started_at.millis()},
+            {"last_checkpoint_ms", m.last_checkpoint.millis()},
+            {"accrued_micros", m.accrued_micros}};
+  }
+  // Stores the memories (MemoryRow), each job once, replacing what is stored.
+  Status PutMemoryRows(const json& rows) GF_REQUIRES(mu_) {
     return Run(
         "INSERT INTO job_memory (job_id, attained_gpu_ms, las_service_gpu_ms, run_time_ms, last_run_ms, preemptions, "
         "spot_reclaims, queued_since_ms, rank_class_since_ms, rank_class, run_started_ms, last_checkpoint_ms, "
-        "accrued_micros) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
+        "accrued_micros) SELECT job_id, attained_gpu_ms, las_service_gpu_ms, run_time_ms, last_run_ms, preemptions, "
+        "spot_reclaims, queued_since_ms, rank_class_since_ms, rank_class, run_started_ms, last_checkpoint_ms, "
+        "accrued_micros FROM jsonb_to_recordset($1::jsonb) AS r(job_id BIGINT, attained_gpu_ms BIGINT, "
+        "las_service_gpu_ms BIGINT, run_time_ms BIGINT, last_run_ms BIGINT, preemptions BIGINT, spot_reclaims BIGINT, "
+        "queued_since_ms BIGINT, rank_class_since_ms BIGINT, rank_class BIGINT, run_started_ms BIGINT, "
+        "last_checkpoint_ms BIGINT, accrued_micros BIGINT) "
         "ON CONFLICT (job_id) DO UPDATE SET attained_gpu_ms = EXCLUDED.attained_gpu_ms, "
         "las_service_gpu_ms = EXCLUDED.las_service_gpu_ms, run_time_ms = EXCLUDED.run_time_ms, "
         "last_run_ms = EXCLUDED.last_run_ms, preemptions = EXCLUDED.preemptions, "
@@ -1243,21 +1290,49 @@ class PostgresStore : public StateStore {
         "rank_class_since_ms = EXCLUDED.rank_class_since_ms, rank_class = EXCLUDED.rank_class, "
         "run_started_ms = EXCLUDED.run_started_ms, last_checkpoint_ms = EXCLUDED.last_checkpoint_ms, "
         "accrued_micros = EXCLUDED.accrued_micros",
-        Params()
-            .Add(r.job.value())
-            .Add(m.attained_gpu_ms)
-            .Add(m.las_service_gpu_ms)
-            .Add(m.run_time.millis())
-            .Add(m.last_run.millis())
-            .Add(m.preemptions)
-            .Add(m.spot_reclaims)
-            .Add(m.queued_since.millis())
-            .Add(m.rank_class_since.millis())
-            .Add(m.rank_class)
-            .Add(m.run_started_at.millis())
-            .Add(m.last_checkpoint.millis())
-            .Add(m.accrued_micros),
-        "save the memory of job " + std::to_string(r.job.value()));
+        Params().Add(api::DumpJson(rows)), "save the memory of " + std::to_string(rows.size()) + " job(s)");
+  }
+  Status PutMemory(const JobMemoryRecord& r) GF_REQUIRES(mu_) { return PutMemoryRows(json::array({MemoryRow(r)})); }
+
+  // "job 4", "jobs 4,5", "jobs 4-100003 (100000)": what a statement over these updates wrote.
+  static std::string JobsWhat(const std::vector<const JobUpdate*>& round) {
+    std::vector<int64_t> ids;
+    ids.reserve(round.size());
+    for (const JobUpdate* u : round) ids.push_back(u->job.id.value());
+    std::sort(ids.begin(), ids.end());
+    return api::JobsAuditObject(ids);
+  }
+
+  // The updated jobs (each once) that are tasks still stored in their arrays get their rows, as
+  // their updates write them, and "submitted" transitions (in one statement each), before the
+  // updates; a job that is neither stored nor a task fails the batch (NotFound). Returns the ids
+  // of the tasks given rows.
+  Result<std::unordered_set<int64_t>> GiveRowsToTasks(const std::vector<const JobUpdate*>& round) GF_REQUIRES(mu_) {
+    std::string ids;
+    for (const JobUpdate* u : round) ids += (ids.empty() ? "" : ",") + std::to_string(u->job.id.value());
+    GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT id FROM jobs WHERE id = ANY($1::bigint[])",
+                                          Params().Add("{" + ids + "}"), "find the updated jobs"));
+    std::unordered_set<int64_t> stored, given_rows;
+    for (int row = 0; row < PQntuples(r.get()); ++row) stored.insert(Int(r, row, 0));
+    if (stored.size() == round.size()) return given_rows;
+    json rows = json::array(), transitions = json::array();
+    std::map<int64_t, int64_t> given;
+    std::optional<StoredArray> array;  // the last one found: an array's tasks come together
+    for (const JobUpdate* u : round) {
+      const api::JobRecord& job = u->job;
+      if (stored.count(job.id.value())) continue;
+      if (!array || job.id.value() < array->first_id || job.id.value() > array->last_id) {
+        GF_ASSIGN_OR_RETURN(array, ArrayOf(job.id));
+        if (!array) return Status::NotFound("update: no job " + std::to_string(job.id.value()));
+      }
+      rows.push_back(JobRow(job));
+      transitions.push_back(SubmittedTransitionRow(job.id, array->submitted_ms));
+      ++given[array->first_id];
+      given_rows.insert(job.id.value());
+    }
+    GF_RETURN_IF_ERROR(InsertJobRows(rows, transitions));
+    GF_RETURN_IF_ERROR(CountRowsGiven(given));
+    return given_rows;
   }
 
   Result<json> ParseColumn(const std::string& text, const std::string& where) const {

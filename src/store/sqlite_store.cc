@@ -312,6 +312,7 @@ class SqliteStore : public StateStore {
     MutexLock lock(mu_);
     return InTransaction([&]() -> Status {
       mu_.AssertHeld();  // InTransaction runs it with mu_ held
+      std::map<int64_t, int64_t> given;  // rows given to arrays' tasks, per array
       for (const JobUpdate& u : updates) {
         const api::JobRecord& job = u.job;
         Stmt st = Prepare(
@@ -330,7 +331,7 @@ class SqliteStore : public StateStore {
           // A task still stored in its array gets its row now.
           GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(job.id));
           if (!array) return Status::NotFound("update: no job " + std::to_string(job.id.value()));
-          GF_RETURN_IF_ERROR(GiveRow(job, *array));
+          GF_RETURN_IF_ERROR(GiveRow(job, *array, given));
         }
         GF_RETURN_IF_ERROR(AppendTransition(job.id, u.transition));
         if (api::IsTerminal(job.state)) {
@@ -341,7 +342,7 @@ class SqliteStore : public StateStore {
           GF_RETURN_IF_ERROR(PutMemory({job.id, *u.memory}));
         }
       }
-      return Status::Ok();
+      return CountRowsGiven(given);
     }, audit);
   }
 
@@ -349,6 +350,7 @@ class SqliteStore : public StateStore {
     MutexLock lock(mu_);
     return InTransaction([&]() -> Status {
       mu_.AssertHeld();  // InTransaction runs it with mu_ held
+      std::map<int64_t, int64_t> given;  // rows given to arrays' tasks, per array
       for (const JobMemoryRecord& m : memory) {
         Stmt find = Prepare("SELECT 1 FROM jobs WHERE id = ?1");
         find.Bind(1, m.job.value());
@@ -359,11 +361,11 @@ class SqliteStore : public StateStore {
           GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(m.job));
           if (!array) return Status::NotFound("save memory: no job " + std::to_string(m.job.value()));
           GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(array->first_id, m.job));
-          GF_RETURN_IF_ERROR(GiveRow(task, *array));
+          GF_RETURN_IF_ERROR(GiveRow(task, *array, given));
         }
         GF_RETURN_IF_ERROR(PutMemory(m));
       }
-      return Status::Ok();
+      return CountRowsGiven(given);
     });
   }
 
@@ -926,12 +928,22 @@ class SqliteStore : public StateStore {
 
   // Writes the row and the "submitted" transition of a task of `array` that has none yet, and
   // counts it in the array (an array whose tasks all have rows is skipped by listings).
-  Status GiveRow(const api::JobRecord& task, const StoredArray& array) GF_REQUIRES(mu_) {
+  // `given` counts the rows given per array (first id); CountRowsGiven writes the counts once
+  // the transaction's rows are in (one UPDATE per array, not one per task).
+  Status GiveRow(const api::JobRecord& task, const StoredArray& array, std::map<int64_t, int64_t>& given)
+      GF_REQUIRES(mu_) {
     GF_RETURN_IF_ERROR(InsertJob(task));
     GF_RETURN_IF_ERROR(InsertSubmittedTransition(task.id, Time::FromMillis(array.submitted_ms)));
-    Stmt st = Prepare("UPDATE job_arrays SET with_row = with_row + 1 WHERE first_id = ?1");
-    st.Bind(1, array.first_id);
-    return Run(st, "count a row of array " + std::to_string(array.first_id));
+    ++given[array.first_id];
+    return Status::Ok();
+  }
+  Status CountRowsGiven(const std::map<int64_t, int64_t>& given) GF_REQUIRES(mu_) {
+    for (const auto& [first_id, n] : given) {
+      Stmt st = Prepare("UPDATE job_arrays SET with_row = with_row + ?2 WHERE first_id = ?1");
+      st.Bind(1, first_id).Bind(2, n);
+      GF_RETURN_IF_ERROR(Run(st, "count the rows of array " + std::to_string(first_id)));
+    }
+    return Status::Ok();
   }
 
   static std::string ReadWhat(int64_t first_id, JobId id) {

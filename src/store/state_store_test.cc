@@ -511,6 +511,59 @@ TEST_P(StateStoreTest, ASubmissionsAuditRecordNamesItsJobsAsRanges) {
   EXPECT_EQ(api::JobsAuditObject({4, 5}), "jobs 4,5");
 }
 
+TEST_P(StateStoreTest, ABatchThatChangesOneJobTwiceAndManyTasksKeepsTheirOrder) {
+  // Given a job and a 40-task array, and one batch that starts the job and then runs it (two
+  // updates of one job, with memory), and cancels 30 tasks (twice one of them, the same
+  // transition: stored once), expect the job's record to be the later one with both transitions
+  // in order and its memory, each cancelled task cancelled with one transition after "submitted",
+  // the other ten as submitted, and the live listing to hold the job and the ten; after a reopen too.
+  auto out = SubmitOk({MakeSubmission("one"), MakeArray("sweep", 40, "nlp", 1000)});
+  ASSERT_EQ(out.size(), 2u);
+  api::JobRecord job = out[0].jobs[0];
+  std::vector<api::JobRecord> tasks = out[1].jobs;
+  ASSERT_EQ(tasks.size(), 40u);
+  api::JobRecord starting = job;
+  starting.state = api::JobState::kStarting;
+  starting.attempt = 1;
+  api::JobRecord running = starting;
+  running.state = api::JobState::kRunning;
+  std::vector<JobUpdate> batch;
+  batch.push_back({starting, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kStarting, "placed"}});
+  for (int i = 0; i < 30; ++i) {
+    api::JobRecord c = tasks[i];
+    c.state = api::JobState::kCancelled;
+    batch.push_back({c, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kCancelled, "cancelled"}});
+  }
+  batch.push_back(batch[5]);  // the same change again
+  batch.push_back({running, {Time::FromMillis(2001), api::JobState::kStarting, api::JobState::kRunning, "started"}});
+  batch.back().memory = SampleMemory(3);
+  ASSERT_TRUE(store_->Update(batch).ok());
+  for (int reopen = 0; reopen < 2; ++reopen) {
+    SCOPED_TRACE(reopen == 0 ? "as written" : "after a reopen");
+    EXPECT_EQ(api::ToJson(GetOk(job.id)), api::ToJson(running));
+    auto history = HistoryOk(job.id);
+    ASSERT_EQ(history.size(), 3u);
+    EXPECT_EQ(history[1].to, api::JobState::kStarting);
+    EXPECT_EQ(history[2].to, api::JobState::kRunning);
+    EXPECT_EQ(history[2].reason, "started");
+    for (int i = 0; i < 40; ++i) {
+      EXPECT_EQ(GetOk(tasks[i].id).state, i < 30 ? api::JobState::kCancelled : api::JobState::kPending) << i;
+      auto h = HistoryOk(tasks[i].id);
+      ASSERT_EQ(h.size(), i < 30 ? 2u : 1u) << i;
+      EXPECT_EQ(h[0].reason, "submitted");
+    }
+    auto memory = store_->ListJobMemory();
+    ASSERT_TRUE(memory.ok());
+    EXPECT_EQ(*memory, (std::vector<JobMemoryRecord>{{job.id, SampleMemory(3)}}));
+    JobFilter live;
+    live.include_terminal = false;
+    std::vector<int64_t> want{job.id.value()};
+    for (int i = 30; i < 40; ++i) want.push_back(tasks[i].id.value());
+    EXPECT_EQ(Ids(ListOk(live)), want);
+    Reopen();
+  }
+}
+
 TEST_P(StateStoreTest, TasksOfALargeArrayChangeOneAtATime) {
   // Given a 40-task array, one task started, one given the scheduler's memory alone and one
   // cancelled, expect each changed task read back changed (with its whole history) and every
