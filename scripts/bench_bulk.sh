@@ -8,7 +8,9 @@
 # "answered in" is curl's time from the start of the request to the end of the answer (which
 # lists every task's id and name), and "server CPU" is the server's user + system time
 # (/proc/PID/stat) used between just before the send and just after the answer: on a shared
-# machine the CPU time is the comparable figure. The answer is checked to hold N tasks.
+# machine the CPU time is the comparable figure. The answer is checked to hold N tasks. Then
+# the N tasks are cancelled in one POST /v1/jobs/cancel naming every id ("cancelled in": curl's
+# time; the answer is checked to list N cancelled tasks).
 #
 # STORE=postgresql runs each size on a fresh PostgreSQL server instead (gpufleet-test-postgres:
 # initdb in a temporary directory, a unix socket, fsync on), as scripts/bench_store.sh does.
@@ -67,7 +69,7 @@ cpu_ticks() {
 }
 TICKS="$(getconf CLK_TCK)"
 
-printf '%-9s  %-15s  %-15s  %s\n' "tasks" "answered in (s)" "server CPU (s)" "tasks/s (wall)"
+printf '%-9s  %-15s  %-15s  %-15s  %s\n' "tasks" "answered in (s)" "server CPU (s)" "tasks/s (wall)" "cancelled in (s)"
 for n in $SIZES; do
   DATA="$OUT_DIR/$n/data"
   mkdir -p "$DATA"
@@ -100,8 +102,22 @@ for n in $SIZES; do
     echo "size $n: the answer lists $got tasks" >&2
     exit 1
   fi
+  "$PY" -c "import json, sys; print(json.dumps({'ids': [j['id'] for j in json.load(open(sys.argv[1]))['jobs']]}))" \
+    "$OUT_DIR/$n/out.json" >"$OUT_DIR/$n/cancel.json"
+  cwall="$(curl -sS -o "$OUT_DIR/$n/cancelled.json" -w '%{http_code} %{time_total}' \
+    -H "Authorization: Bearer $(cat "$DATA/admin.token")" -H 'Content-Type: application/json' \
+    --data-binary @"$OUT_DIR/$n/cancel.json" "$URL/v1/jobs/cancel")"
+  if [[ "${cwall% *}" != 202 ]]; then
+    echo "size $n: cancel: HTTP ${cwall% *}: $(head -c 300 "$OUT_DIR/$n/cancelled.json")" >&2
+    exit 1
+  fi
+  got="$("$PY" -c "import json, sys; print(len(json.load(open(sys.argv[1]))['cancelled']))" "$OUT_DIR/$n/cancelled.json")"
+  if [[ "$got" != "$n" ]]; then
+    echo "size $n: the cancel's answer lists $got cancelled tasks" >&2
+    exit 1
+  fi
   stop_server
   stop_pg
-  "$PY" -c "import sys; n, wall, ticks, hz = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]); \
-print(f'{n:<9}  {wall:<15.3f}  {ticks / hz:<15.2f}  {n / wall:,.0f}')" "$n" "$wall" "$((after - before))" "$TICKS"
+  "$PY" -c "import sys; n, wall, ticks, hz, cw = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]); \
+print(f'{n:<9}  {wall:<15.3f}  {ticks / hz:<15.2f}  {n / wall:<15,.0f}  {cw:.3f}')" "$n" "$wall" "$((after - before))" "$TICKS" "${cwall#* }"
 done

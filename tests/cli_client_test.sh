@@ -210,6 +210,46 @@ expect_rc "$WORK/cancel" 0 "cancel of a running job"
 wait_for "job $SLEEPER to be cancelled" state_is "$SLEEPER" cancelled
 run "$WORK/cancel_again" "$GPUFLEET" cancel "$SLEEPER"
 expect_rc "$WORK/cancel_again" 1 "cancel of a job that already ended"
+
+# --- cancel an array's tasks at once ----------------------------------------------------------
+# 30 sleepers of one GPU on two GPUs: two start, 28 wait. One range cancels them all in one
+# request; a second says they had ended (exit 1); a bad range is refused before any request.
+cat >"$WORK/sweep.yaml" <<'YAML'
+name: sweep-{{seed}}
+resources: {gpus: 1}
+run: sleep 1000
+array:
+  seed: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29]
+YAML
+run "$WORK/sweep" "$GPUFLEET" submit "$WORK/sweep.yaml"
+expect_rc "$WORK/sweep" 0 "submit of a 30-task array"
+SWEEP_FIRST="$(sed -n 's/^submitted 30 jobs: \([0-9]*\) (sweep-0) .. \([0-9]*\) (sweep-29)$/\1/p' "$WORK/sweep.out")"
+SWEEP_LAST="$(sed -n 's/^submitted 30 jobs: \([0-9]*\) (sweep-0) .. \([0-9]*\) (sweep-29)$/\2/p' "$WORK/sweep.out")"
+[[ -n "$SWEEP_FIRST" && -n "$SWEEP_LAST" ]] || { show "$WORK/sweep"; fail "submit did not print the array's first and last ids"; }
+wait_for "two of the sweep's tasks to run" state_is "$((SWEEP_FIRST + 1))" running
+run "$WORK/badrange" "$GPUFLEET" cancel "$SWEEP_LAST-$SWEEP_FIRST"
+expect_rc "$WORK/badrange" 2 "cancel of a range whose first id is above its last"
+expect_contains "$WORK/badrange.err" "a range of jobs is FIRST-LAST with 1 <= FIRST <= LAST" "cancel says what a range is"
+run "$WORK/cancelsweep" "$GPUFLEET" cancel "$SWEEP_FIRST-$SWEEP_LAST"
+expect_rc "$WORK/cancelsweep" 0 "cancel of the sweep's range"
+expect_contains "$WORK/cancelsweep.out" "cancel requested for 30 jobs: 28 were waiting (cancelled now), 2 stopping (they end cancelled)" \
+  "cancel of a range says how many jobs waited and how many are stopping"
+wait_for "the sweep's first task to be cancelled" state_is "$SWEEP_FIRST" cancelled
+wait_for "the sweep's second task to be cancelled" state_is "$((SWEEP_FIRST + 1))" cancelled
+run "$WORK/cancelsweep2" "$GPUFLEET" cancel "$SWEEP_FIRST-$SWEEP_LAST" -o json
+expect_rc "$WORK/cancelsweep2" 1 "cancel of a range whose jobs had all ended"
+"$PYTHON" - "$WORK/cancelsweep2.out" "$SWEEP_FIRST" <<'PY' || fail "cancel -o json does not list the 30 ended jobs"
+import json, sys
+r = json.load(open(sys.argv[1]))
+first = int(sys.argv[2])
+assert r["cancel_requested"] is False and r["cancelled"] == [] and r["stopping"] == [], r
+assert [e["id"] for e in r["ended"]] == list(range(first, first + 30)), r
+assert all(e["state"] == "cancelled" for e in r["ended"]), r
+PY
+run "$WORK/cancelsweep3" "$GPUFLEET" cancel "$SWEEP_FIRST" "$SWEEP_LAST"
+expect_rc "$WORK/cancelsweep3" 1 "cancel of two jobs that had ended"
+expect_contains "$WORK/cancelsweep3.err" "job $SWEEP_LAST already cancelled" "cancel names a job that had ended"
+
 run "$WORK/missing" "$GPUFLEET" status 99999
 expect_rc "$WORK/missing" 1 "status of a job that does not exist"
 expect_contains "$WORK/missing.err" "does not exist" "status says the job does not exist"

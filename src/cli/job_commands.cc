@@ -547,39 +547,116 @@ was cancelled (how it ended is printed on stderr after its output).)");
 
 // --- cancel ---------------------------------------------------------------------------------
 
+// The jobs `cancel` names: ids and ranges ("4-100003"), each id once, ascending. Empty after
+// printing why on a word that is neither.
+std::optional<std::vector<int64_t>> CancelIds(const std::string& cmd, const std::vector<std::string>& words) {
+  constexpr int64_t kMaxRange = 10'000'000;
+  std::vector<int64_t> ids;
+  for (const auto& w : words) {
+    if (auto dash = w.find('-', w.rfind("job-", 0) == 0 ? 4 : 0); dash != std::string::npos && dash > 0) {
+      auto lo = ParseJobId(w.substr(0, dash));
+      auto hi = ParseJobId(w.substr(dash + 1));
+      if (!lo || !hi || *lo < 1 || *hi < *lo) {
+        Fail(cmd, kExitUsage, "a range of jobs is FIRST-LAST with 1 <= FIRST <= LAST (as '4-100003'), got '" + w + "'");
+        return std::nullopt;
+      }
+      if (*hi - *lo + 1 > kMaxRange) {
+        Fail(cmd, kExitUsage, "the range '" + w + "' names " + std::to_string(*hi - *lo + 1) + " jobs; at most " +
+                                  std::to_string(kMaxRange) + " at once");
+        return std::nullopt;
+      }
+      for (int64_t id = *lo; id <= *hi; ++id) ids.push_back(id);
+      continue;
+    }
+    auto id = ParseJobId(w);
+    if (!id) {
+      Fail(cmd, kExitUsage, "JOB must be a job number or a range FIRST-LAST, got '" + w + "'");
+      return std::nullopt;
+    }
+    ids.push_back(*id);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
 std::function<int()> SetupCancel(CLI::App& app) {
   struct Args {
     Connection conn;
     std::vector<std::string> jobs;
+    std::string output = "table";
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("cancel", "Cancel jobs: pending ones leave the queue, running ones are stopped");
-  sub->add_option("jobs", a->jobs, "Job ids")->required();
+  sub->add_option("jobs", a->jobs, "Job ids, or ranges FIRST-LAST (an array's tasks)")->required();
+  AddOutputFlag(sub, a->output);
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, R"(  gpufleet cancel 12
   gpufleet cancel 12 13 14
-A running job gets its checkpoint signal (default SIGTERM), a grace period, then SIGKILL.)");
+  gpufleet cancel 4-100003          # the tasks of an array ('submit' printed the first and last)
+  gpufleet cancel 4-100003 -o json  # the ids cancelled, stopping, and those that had ended
+A running job gets its checkpoint signal (default SIGTERM), a grace period, then SIGKILL.
+Several jobs are cancelled in one request (100,000 a request): every one is checked first, and
+if one does not exist or is another team's, none of that request's jobs is cancelled. Exit 1
+when a job named had already ended (the others are cancelled).)");
   return [a]() {
     const std::string cmd = "cancel";
-    std::vector<int64_t> ids;
-    for (const auto& s : a->jobs) {
-      auto id = ParseJobId(s);
-      if (!id) return Fail(cmd, kExitUsage, "JOB must be a job number, got '" + s + "'");
-      ids.push_back(*id);
-    }
+    auto ids = CancelIds(cmd, a->jobs);
+    if (!ids) return kExitUsage;
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
-    int rc = kExitOk;
-    for (int64_t id : ids) {
-      ApiResult r = client->Post("/v1/jobs/" + std::to_string(id) + "/cancel", json::object());
-      if (!r.ok()) {
-        rc = std::max(rc, Report(cmd, r));
-        if (r.exit_code == kExitUnreachable) return rc;
-        continue;
-      }
-      std::printf("cancel requested for job %lld\n", static_cast<long long>(id));
+    const bool one = a->jobs.size() == 1 && ParseJobId(a->jobs[0]).has_value();
+    if (one && a->output != "json") {
+      ApiResult r = client->Post("/v1/jobs/" + std::to_string(ids->front()) + "/cancel", json::object());
+      if (!r.ok()) return Report(cmd, r);
+      std::printf("cancel requested for job %lld\n", static_cast<long long>(ids->front()));
+      return kExitOk;
     }
-    return rc;
+    // Many: 100,000 a request, each checked as a whole by the controller.
+    constexpr size_t kPerRequest = 100'000;
+    json all = {{"cancelled", json::array()}, {"stopping", json::array()}, {"ended", json::array()}};
+    for (size_t at = 0; at < ids->size(); at += kPerRequest) {
+      const size_t end = std::min(ids->size(), at + kPerRequest);
+      json body = {{"ids", std::vector<int64_t>(ids->begin() + static_cast<std::ptrdiff_t>(at),
+                                                ids->begin() + static_cast<std::ptrdiff_t>(end))}};
+      ApiResult r = client->Post("/v1/jobs/cancel", body);
+      if (!r.ok()) {
+        if (at > 0) {
+          std::fprintf(stderr, "%s: the first %zu jobs named were cancelled; none from job %lld on\n", cmd.c_str(), at,
+                       static_cast<long long>((*ids)[at]));
+        }
+        return Report(cmd, r);
+      }
+      for (const char* k : {"cancelled", "stopping", "ended"}) {
+        for (const auto& v : r.body.value(k, json::array())) all[k].push_back(v);
+      }
+    }
+    const json& ended = all["ended"];
+    if (a->output == "json") {
+      all["cancel_requested"] = !all["cancelled"].empty() || !all["stopping"].empty();
+      PrintJson(all);
+      return ended.empty() ? kExitOk : kExitFailed;
+    }
+    const size_t waiting = all["cancelled"].size(), stopping = all["stopping"].size();
+    if (waiting + stopping <= 20) {
+      std::vector<int64_t> changed;
+      for (const char* k : {"cancelled", "stopping"}) {
+        for (const auto& v : all[k]) changed.push_back(v.get<int64_t>());
+      }
+      std::sort(changed.begin(), changed.end());
+      for (int64_t id : changed) std::printf("cancel requested for job %lld\n", static_cast<long long>(id));
+    } else {
+      std::printf("cancel requested for %zu jobs: %zu were waiting (cancelled now), %zu stopping (they end cancelled)\n",
+                  waiting + stopping, waiting, stopping);
+    }
+    for (size_t i = 0; i < ended.size() && i < 20; ++i) {
+      std::fprintf(stderr, "%s: job %lld already %s\n", cmd.c_str(), static_cast<long long>(IntField(ended[i], "id")),
+                   StrField(ended[i], "state").c_str());
+    }
+    if (ended.size() > 20) {
+      std::fprintf(stderr, "%s: and %zu more jobs had already ended\n", cmd.c_str(), ended.size() - 20);
+    }
+    return ended.empty() ? kExitOk : kExitFailed;
   };
 }
 

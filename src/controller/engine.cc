@@ -480,6 +480,17 @@ std::future<Status> Engine::Cancel(JobId job, std::string by, std::optional<api:
   return f;
 }
 
+std::future<Result<CancelManyReply>> Engine::CancelMany(std::vector<JobId> jobs, std::string by,
+                                                        std::function<bool(const std::string& team)> may_cancel,
+                                                        std::optional<api::AuditRecord> audit) {
+  std::sort(jobs.begin(), jobs.end());
+  jobs.erase(std::unique(jobs.begin(), jobs.end()), jobs.end());
+  CancelManyReq r{std::move(jobs), std::move(by), std::move(may_cancel), std::move(audit), {}, {}};
+  auto f = r.done.get_future();
+  Enqueue(std::move(r));
+  return f;
+}
+
 std::future<Status> Engine::Drain(const std::string& node, bool drain, std::optional<api::AuditRecord> audit) {
   DrainReq r{node, drain, false, std::move(audit), {}, {}, false};
   auto f = r.done.get_future();
@@ -1021,6 +1032,7 @@ bool Engine::Step() {
             mu_.AssertHeld();  // std::visit runs it here, within the lock above
             using T = std::decay_t<decltype(req)>;
             if constexpr (std::is_same_v<T, CancelReq>) ApplyCancel(req);
+            if constexpr (std::is_same_v<T, CancelManyReq>) ApplyCancelMany(req);
             if constexpr (std::is_same_v<T, DrainReq>) ApplyDrain(req);
             if constexpr (std::is_same_v<T, ReleaseReq>) ApplyRelease(req);
             if constexpr (std::is_same_v<T, RegisterReq>) ApplyRegister(req);
@@ -1095,8 +1107,10 @@ bool Engine::Step() {
             // A cancel's change is among the held transitions: its caller hears so. (A submit's
             // jobs were committed in step 1; agents' reports are applied and their transitions
             // held, and drains, budgets and registrations wrote their own records.)
-            if constexpr (std::is_same_v<T, CancelReq>) {
-              if (req.result && req.result->ok()) {
+            if constexpr (std::is_same_v<T, CancelReq> || std::is_same_v<T, CancelManyReq>) {
+              bool changed = req.result && req.result->ok();
+              if constexpr (std::is_same_v<T, CancelManyReq>) changed = changed && !(*req.result)->refused();
+              if (changed) {
                 // "retry" only where a retry can work (the store unreachable or busy), not for a
                 // damaged one, which answers as a submit's write does.
                 const std::string why = "the controller's store could not record this change (" + committed.message() + ")";
@@ -1249,29 +1263,80 @@ void Engine::ApplyCancel(CancelReq& r) {
     }
     return;
   }
+  CancelUnfinished(it, r.by.empty() ? "" : " by " + r.by);
+  if (r.audit) step_audit_.push_back(*r.audit);
+  r.result = Status::Ok();
+}
+
+bool Engine::CancelUnfinished(std::map<int64_t, Job>::iterator it, const std::string& by) {
   Job& job = it->second;
-  std::string by = r.by.empty() ? "" : " by " + r.by;
   switch (job.rec.state) {
     case JobState::kPending:
     case JobState::kPreempted:
       Transition(job, JobState::kCancelled, "cancelled" + by + " while pending");
       events_.push_back(sched::JobCancelled{job.rec.id});
       jobs_.erase(it);
-      break;
+      return true;
     case JobState::kStopping:
       job.cancel_requested = true;
       // Stored as the stop's intent: a controller that restarts before the job exits ends it
       // cancelled, not requeued.
       Transition(job, JobState::kStopping, "cancel requested" + by + " while stopping");
       events_.push_back(sched::JobCancelled{job.rec.id});
-      break;
+      return false;
     default:
       job.cancel_requested = true;
       events_.push_back(sched::JobCancelled{job.rec.id});
-      break;
+      return false;
   }
-  if (r.audit) step_audit_.push_back(*r.audit);
-  r.result = Status::Ok();
+}
+
+void Engine::ApplyCancelMany(CancelManyReq& r) {
+  CancelManyReply reply;
+  // Every id is checked before anything changes. Unfinished jobs are in memory; an id that is not
+  // is read from the store (ended, or no such job).
+  for (JobId id : r.jobs) {
+    auto it = jobs_.find(id.value());
+    if (it != jobs_.end()) {
+      const std::string& team = it->second.rec.request.spec.team;
+      if (r.may_cancel && !r.may_cancel(team)) reply.forbidden.emplace_back(id, team);
+      continue;
+    }
+    auto rec = store_.GetJob(id);
+    if (!rec.ok()) {
+      r.result = rec.status();
+      return;
+    }
+    if (!*rec) {
+      reply.missing.push_back(id);
+    } else if (r.may_cancel && !r.may_cancel((*rec)->request.spec.team)) {
+      reply.forbidden.emplace_back(id, (*rec)->request.spec.team);
+    } else {
+      reply.ended.emplace_back(id, (*rec)->state);
+    }
+  }
+  if (reply.refused()) {
+    reply.ended.clear();
+    r.result = std::move(reply);
+    return;
+  }
+  const std::string by = r.by.empty() ? "" : " by " + r.by;
+  for (JobId id : r.jobs) {
+    auto it = jobs_.find(id.value());
+    if (it == jobs_.end()) continue;  // ended: listed above
+    (CancelUnfinished(it, by) ? reply.cancelled : reply.stopping).push_back(id);
+  }
+  if (r.audit && (!reply.cancelled.empty() || !reply.stopping.empty())) {
+    std::vector<int64_t> changed;
+    changed.reserve(reply.cancelled.size() + reply.stopping.size());
+    for (JobId id : reply.cancelled) changed.push_back(id.value());
+    for (JobId id : reply.stopping) changed.push_back(id.value());
+    std::sort(changed.begin(), changed.end());
+    api::AuditRecord audit = *r.audit;
+    audit.object = api::JobsAuditObject(changed);
+    step_audit_.push_back(std::move(audit));
+  }
+  r.result = std::move(reply);
 }
 
 void Engine::ApplyDrain(DrainReq& r) {

@@ -108,6 +108,17 @@ struct SubmitReply {
   bool created = true;
 };
 
+// What Engine::CancelMany did, or why it did nothing.
+struct CancelManyReply {
+  std::vector<JobId> cancelled;  // were waiting (pending, preempted): cancelled now
+  std::vector<JobId> stopping;   // were starting, running or stopping: being stopped, they end cancelled
+  std::vector<std::pair<JobId, api::JobState>> ended;  // had ended before: left as they were
+  // The refusals. When either is non-empty nothing was changed (and the lists above are empty).
+  std::vector<JobId> missing;                            // no such job
+  std::vector<std::pair<JobId, std::string>> forbidden;  // (job, its team): not the caller's to cancel
+  bool refused() const { return !missing.empty() || !forbidden.empty(); }
+};
+
 class Engine {
  public:
   Engine(const sched::Clock& clock, store::StateStore& store, EngineOptions options);
@@ -134,6 +145,14 @@ class Engine {
   std::future<Result<SubmitReply>> Submit(std::string request_id, std::vector<api::JobRequest> jobs,
                                           std::optional<api::AuditRecord> audit = std::nullopt);
   std::future<Status> Cancel(JobId job, std::string by, std::optional<api::AuditRecord> audit = std::nullopt);
+  // Cancels many jobs in one step, so in one transaction (an array of 100,000 tasks at once).
+  // `may_cancel(team)` says whether the caller may cancel a job of that team (null: any). Every id
+  // is checked before anything changes: when one names no job or a job the caller may not cancel,
+  // nothing changes and the reply lists them. Each id counts once, in ascending order; jobs that
+  // had ended are listed and left alone. The audit record is written only when something changed.
+  std::future<Result<CancelManyReply>> CancelMany(std::vector<JobId> jobs, std::string by,
+                                                  std::function<bool(const std::string& team)> may_cancel,
+                                                  std::optional<api::AuditRecord> audit = std::nullopt);
   std::future<Status> Drain(const std::string& node, bool drain, std::optional<api::AuditRecord> audit = std::nullopt);
   // The node's agent is going away (it stops its jobs): nothing new lands there until the agent
   // registers again. Held in memory only, as every node recovered at a restart is held.
@@ -399,6 +418,14 @@ class Engine {
     std::promise<Status> done;
     std::optional<Status> result;
   };
+  struct CancelManyReq {
+    std::vector<JobId> jobs;  // ascending, each once
+    std::string by;
+    std::function<bool(const std::string& team)> may_cancel;
+    std::optional<api::AuditRecord> audit;
+    std::promise<Result<CancelManyReply>> done;
+    std::optional<Result<CancelManyReply>> result;
+  };
   struct DrainReq {
     std::string node;
     bool drain;
@@ -456,7 +483,7 @@ class Engine {
     Time since;
     bool end = false;
   };
-  using Request = std::variant<SubmitReq, CancelReq, DrainReq, RegisterReq, HeartbeatReq, BudgetReq, ReleaseReq,
+  using Request = std::variant<SubmitReq, CancelReq, CancelManyReq, DrainReq, RegisterReq, HeartbeatReq, BudgetReq, ReleaseReq,
                                QuotaReq, RestartReq, ChargeReq>;
 
   class Sink;
@@ -471,6 +498,10 @@ class Engine {
   static bool SameNeeds(const model::JobSpec& a, const model::JobSpec& b);
   // Step helpers; all run on the engine thread with mu_ held.
   void ApplyCancel(CancelReq& r) GF_REQUIRES(mu_);
+  void ApplyCancelMany(CancelManyReq& r) GF_REQUIRES(mu_);
+  // Cancels an unfinished job (`by`: " by SUBJECT" or empty). True when it ended at once (it was
+  // waiting); false when it is being stopped and ends cancelled once stopped.
+  bool CancelUnfinished(std::map<int64_t, Job>::iterator it, const std::string& by) GF_REQUIRES(mu_);
   void ApplyDrain(DrainReq& r) GF_REQUIRES(mu_);
   void ApplyRelease(ReleaseReq& r) GF_REQUIRES(mu_);
   void ApplyRegister(RegisterReq& r) GF_REQUIRES(mu_);

@@ -900,6 +900,79 @@ TEST_F(EngineTest, CancelStopsWithTheCheckpointSignal) {
   EXPECT_EQ(h.get().code(), StatusCode::kNotFound);
 }
 
+TEST_F(EngineTest, CancelManyChecksEveryJobFirstThenCancelsThemInOneStep) {
+  // Given a running job, two waiting ones, one that ended and one of team vision: expect a
+  // request that names a missing job, or the vision job for a caller of team nlp, to change
+  // nothing and list them; then the others cancelled together: the waiting ones at once, the
+  // running one stopping, the ended one listed as it was, and one audit record naming them all.
+  auto e = MakeEngine();
+  NodeId a = Register(*e, "node-a", 1);
+  JobId running = Submit(*e, "team: nlp\nrun: x\n");
+  JobId waiting1 = Submit(*e, "team: nlp\nrun: x\n");
+  JobId waiting2 = Submit(*e, "team: nlp\nrun: x\n");
+  JobId theirs = Submit(*e, "team: vision\nrun: x\n");
+  Commands(*e, a);
+  Beat(*e, a, {Started(running, 1, 0)});
+  ASSERT_EQ(StateOf(running), JobState::kRunning);
+  ASSERT_EQ(StateOf(waiting1), JobState::kPending);
+  auto c = e->Cancel(waiting2, "alice");
+  e->Step();
+  ASSERT_TRUE(c.get().ok());
+  ASSERT_EQ(StateOf(waiting2), JobState::kCancelled);
+  const auto audit_before = store_.ListAudit({});
+  ASSERT_TRUE(audit_before.ok());
+  auto nlp_only = [](const std::string& team) { return team == "nlp"; };
+
+  auto missing = e->CancelMany({waiting1, JobId(999), running}, "alice", nlp_only);
+  e->Step();
+  auto m = missing.get();
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->missing, std::vector<JobId>{JobId(999)});
+  EXPECT_TRUE(m->cancelled.empty() && m->stopping.empty() && m->ended.empty());
+  auto forbidden = e->CancelMany({theirs, waiting1}, "alice", nlp_only);
+  e->Step();
+  auto f = forbidden.get();
+  ASSERT_TRUE(f.ok());
+  ASSERT_EQ(f->forbidden.size(), 1u);
+  EXPECT_EQ(f->forbidden[0], std::make_pair(theirs, std::string("vision")));
+  EXPECT_EQ(StateOf(waiting1), JobState::kPending) << "a refused request changed a job";
+  EXPECT_EQ(StateOf(running), JobState::kRunning);
+  EXPECT_EQ(store_.ListAudit({})->size(), audit_before->size());
+
+  // Named twice and out of order: each once, ascending.
+  auto many = e->CancelMany({waiting2, running, waiting1, running}, "alice", nlp_only,
+                            api::AuditRecord{.verb = "job.cancel", .outcome = "allowed"});
+  e->Step();
+  auto r = many.get();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->refused());
+  EXPECT_EQ(r->cancelled, std::vector<JobId>{waiting1});
+  EXPECT_EQ(r->stopping, std::vector<JobId>{running});
+  ASSERT_EQ(r->ended.size(), 1u);
+  EXPECT_EQ(r->ended[0], std::make_pair(waiting2, JobState::kCancelled));
+  EXPECT_EQ(StateOf(waiting1), JobState::kCancelled);
+  EXPECT_EQ(StateOf(running), JobState::kStopping);
+  EXPECT_EQ(StateOf(theirs), JobState::kPending);
+  auto audit = store_.ListAudit({});
+  ASSERT_TRUE(audit.ok());
+  ASSERT_EQ(audit->size(), audit_before->size() + 1);
+  std::vector<int64_t> changed{running.value(), waiting1.value()};
+  std::sort(changed.begin(), changed.end());
+  EXPECT_EQ(audit->back().object, api::JobsAuditObject(changed));
+  // The running one ends cancelled once it has stopped.
+  Beat(*e, a, {Exited(running, 1, 0, 0, true)});
+  EXPECT_EQ(StateOf(running), JobState::kCancelled);
+  // Without a team check (an admin), another team's job is cancelled too (it was starting on
+  // the GPU the cancelled job gave back).
+  ASSERT_EQ(StateOf(theirs), JobState::kStarting);
+  auto admin = e->CancelMany({theirs}, "root", nullptr);
+  e->Step();
+  auto ad = admin.get();
+  ASSERT_TRUE(ad.ok());
+  EXPECT_EQ(ad->stopping, std::vector<JobId>{theirs});
+  EXPECT_EQ(StateOf(theirs), JobState::kStopping);
+}
+
 TEST_F(EngineTest, SpotNoticeStopsJobsWithTheirCheckpointSignalAndRequeuesThem) {
   auto e = MakeEngine();
   NodeId a = Register(*e, "node-a", 4);

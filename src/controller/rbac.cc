@@ -215,6 +215,7 @@ const std::vector<RouteRule>& ApiRoutes() {
       {"GET", "/v1/jobs", "/v1/jobs", Verb::kJobRead, false},
       {"GET", R"(/v1/jobs/(\d+))", "/v1/jobs/1", Verb::kJobRead, false},
       {"POST", R"(/v1/jobs/(\d+)/cancel)", "/v1/jobs/1/cancel", Verb::kJobCancel, false},
+      {"POST", "/v1/jobs/cancel", "/v1/jobs/cancel", Verb::kJobCancel, false},
       {"GET", R"(/v1/jobs/(\d+)/explain)", "/v1/jobs/1/explain", Verb::kJobRead, false},
       {"GET", R"(/v1/jobs/(\d+)/logs)", "/v1/jobs/1/logs", Verb::kJobLogs, false},
       {"GET", R"(/v1/jobs/(\d+)/gpus)", "/v1/jobs/1/gpus", Verb::kJobRead, false},

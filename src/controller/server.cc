@@ -173,6 +173,9 @@ std::string FormatRate(double per_s) {
   return buf;
 }
 
+// The most jobs one POST /v1/jobs/cancel names: as many as one submission makes.
+constexpr size_t kMaxCancelIds = api::kMaxArrayJobs;
+
 // Who is calling, and how far the verb reaches for them.
 struct Caller {
   api::TokenRecord token;
@@ -1095,6 +1098,87 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
     if (!st.ok()) return Error(res, st);
     tl_audited = true;  // recorded with the job's transition
     Reply(res, 202, {{"id", id->value()}, {"cancel_requested", true}});
+  });
+
+  // Many jobs at once (an array's tasks): checked first, then cancelled in one step.
+  user_routes_->Post("/v1/jobs/cancel", [this, authz](const Request& req, Response& res) {
+    auto who = authz(req, res, Verb::kJobCancel);
+    if (!who) return;
+    auto body = api::ParseJson(req.body);
+    const std::string shape = "body: expected {\"ids\": [job ids]} (at most " + std::to_string(kMaxCancelIds) + ")";
+    if (!body.ok() || !body->is_object()) return Error(res, 400, shape);
+    for (auto it = body->begin(); it != body->end(); ++it) {
+      if (it.key() != "ids") return Error(res, 400, "unknown field '" + it.key() + "'; " + shape);
+    }
+    auto ids_field = body->find("ids");
+    if (ids_field == body->end() || !ids_field->is_array()) return Error(res, 400, shape);
+    if (ids_field->empty()) return Error(res, 400, "ids is empty: name at least one job");
+    if (ids_field->size() > kMaxCancelIds) {
+      return Error(res, 413, "ids names " + std::to_string(ids_field->size()) + " jobs; one request cancels at most " +
+                                 std::to_string(kMaxCancelIds) + ": send the rest in another");
+    }
+    std::vector<JobId> ids;
+    ids.reserve(ids_field->size());
+    for (size_t i = 0; i < ids_field->size(); ++i) {
+      const json& v = (*ids_field)[i];
+      if (!v.is_number_integer() || v.get<int64_t>() < 1) {
+        return Error(res, 400, "ids[" + std::to_string(i) + "]: a job id is a whole number from 1, got " + v.dump());
+      }
+      ids.emplace_back(v.get<int64_t>());
+    }
+    std::function<bool(const std::string&)> may_cancel;
+    if (!who->admin()) {
+      may_cancel = [caller = Caller{{}, who->role, who->team, who->scope}](const std::string& team) {
+        return caller.Reaches(team);
+      };
+    }
+    auto reply = engine_.CancelMany(std::move(ids), who->token.subject, std::move(may_cancel),
+                                    Allowed(req, "cancel requested")).get();
+    if (!reply.ok()) return Error(res, reply.status());
+    auto list = [](const std::vector<JobId>& v) {
+      std::vector<int64_t> out;
+      out.reserve(v.size());
+      for (JobId id : v) out.push_back(id.value());
+      return out;
+    };
+    // The first few ids of a refusal in its message; every one in the field beside it.
+    auto some = [](const std::vector<int64_t>& v) {
+      std::string s;
+      for (size_t i = 0; i < v.size() && i < 10; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+      if (v.size() > 10) s += " and " + std::to_string(v.size() - 10) + " more";
+      return s;
+    };
+    if (!reply->missing.empty()) {
+      std::vector<int64_t> missing = list(reply->missing);
+      std::string msg = (missing.size() == 1 ? "job " + some(missing) + " does not exist"
+                                             : "jobs " + some(missing) + " do not exist") +
+                        "; nothing was cancelled";
+      Reply(res, 404, {{"error", {{"code", "not_found"}, {"message", msg}}}, {"missing", missing}});
+      return;
+    }
+    if (!reply->forbidden.empty()) {
+      std::vector<int64_t> ids_out;
+      std::map<std::string, std::vector<int64_t>> by_team;
+      for (const auto& [id, team] : reply->forbidden) {
+        ids_out.push_back(id.value());
+        by_team[team].push_back(id.value());
+      }
+      std::string msg;
+      for (const auto& [team, v] : by_team) {
+        msg += (msg.empty() ? "" : "; ") + std::string(v.size() == 1 ? "job " : "jobs ") + some(v) +
+               (v.size() == 1 ? " belongs" : " belong") + " to team " + team;
+      }
+      msg += "; your token may cancel only team " + who->team + "'s jobs; nothing was cancelled";
+      Reply(res, 403, {{"error", {{"code", "permission_denied"}, {"message", msg}}}, {"forbidden", ids_out}});
+      return;
+    }
+    tl_audited = true;  // recorded with the jobs' transitions (none when every job had ended)
+    json ended = json::array();
+    for (const auto& [id, state] : reply->ended) ended.push_back({{"id", id.value()}, {"state", api::JobStateName(state)}});
+    Reply(res, 202, {{"cancel_requested", !reply->cancelled.empty() || !reply->stopping.empty()},
+                     {"cancelled", list(reply->cancelled)},
+                     {"stopping", list(reply->stopping)},
+                     {"ended", std::move(ended)}});
   });
 
   user_routes_->Get(R"(/v1/jobs/(\d+)/explain)", [this, authz](const Request& req, Response& res) {

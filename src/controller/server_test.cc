@@ -776,6 +776,77 @@ TEST_F(ServerTest, AUserCannotTouchAnotherTeamsJobs) {
   EXPECT_EQ(by_owner->status, 202) << by_owner->body;
 }
 
+TEST_F(ServerTest, ManyJobsAreCancelledInOneRequestAfterEachIsChecked) {
+  // Given an array of five vision tasks and one nlp job (no node: all wait), expect bodies that
+  // are not a list of ids refused with 400 naming the place, bob (nlp) refused the vision tasks
+  // with 403 naming the team and a missing id refused with 404 listing it, both changing
+  // nothing; then alice's request cancels the five (a task named twice counts once), and a second
+  // one lists them as ended.
+  auto sub = Call("POST", "/v1/jobs", alice_,
+                  R"({"request_id": "arr", "yaml": "name: t\nteam: vision\nresources: {gpus: 1}\nrun: 'true'\narray: {seed: [1, 2, 3, 4, 5]}\n"})");
+  ASSERT_EQ(sub->status, 201) << sub->body;
+  std::vector<int64_t> ids;
+  const json submitted = Body(sub);
+  for (const auto& j : submitted["jobs"]) ids.push_back(j["id"].get<int64_t>());
+  ASSERT_EQ(ids.size(), 5u);
+  auto other = Call("POST", "/v1/jobs", bob_,
+                    R"({"job": {"team": "nlp", "resources": {"gpus": 1}, "run": ["true"]}, "request_id": "b1"})");
+  ASSERT_EQ(other->status, 201) << other->body;
+  const int64_t bobs = Body(other)["jobs"][0]["id"].get<int64_t>();
+  auto ids_body = [](const std::vector<int64_t>& v) { return json({{"ids", v}}).dump(); };
+
+  for (const auto& [body, says] : std::vector<std::pair<std::string, std::string>>{
+           {"[1, 2]", "expected {\"ids\": [job ids]}"},
+           {R"({"ids": []})", "ids is empty"},
+           {R"({"ids": [3, "4"]})", "ids[1]: a job id is a whole number from 1, got \"4\""},
+           {R"({"ids": [3, 0]})", "ids[1]"},
+           {R"({"ids": [3], "force": true})", "unknown field 'force'"}}) {
+    auto r = Call("POST", "/v1/jobs/cancel", alice_, body);
+    EXPECT_EQ(r->status, 400) << body;
+    EXPECT_NE(Body(r)["error"]["message"].get<std::string>().find(says), std::string::npos) << r->body;
+  }
+  auto too_many = Call("POST", "/v1/jobs/cancel", alice_, ids_body(std::vector<int64_t>(100'001, ids[0])));
+  EXPECT_EQ(too_many->status, 413) << too_many->body;
+
+  auto denied = Call("POST", "/v1/jobs/cancel", bob_, ids_body({bobs, ids[0], ids[1]}));
+  ASSERT_EQ(denied->status, 403) << denied->body;
+  EXPECT_NE(denied->body.find("jobs " + std::to_string(ids[0]) + ", " + std::to_string(ids[1]) +
+                              " belong to team vision; your token may cancel only team nlp's jobs; nothing was cancelled"),
+            std::string::npos)
+      << denied->body;
+  EXPECT_EQ(Body(denied)["forbidden"], json({ids[0], ids[1]}));
+  auto missing = Call("POST", "/v1/jobs/cancel", alice_, ids_body({ids[0], 99999}));
+  ASSERT_EQ(missing->status, 404) << missing->body;
+  EXPECT_NE(missing->body.find("job 99999 does not exist; nothing was cancelled"), std::string::npos) << missing->body;
+  EXPECT_EQ(Body(missing)["missing"], json({99999}));
+  for (int64_t id : {ids[0], bobs}) {
+    auto rec = store_.GetJob(JobId(id));
+    ASSERT_TRUE(rec.ok() && rec->has_value());
+    EXPECT_EQ((*rec)->state, api::JobState::kPending) << "a refused request changed job " << id;
+  }
+
+  std::vector<int64_t> named = ids;
+  named.push_back(ids[2]);
+  std::reverse(named.begin(), named.end());
+  auto ok = Call("POST", "/v1/jobs/cancel", alice_, ids_body(named));
+  ASSERT_EQ(ok->status, 202) << ok->body;
+  EXPECT_EQ(Body(ok)["cancelled"], json(ids));
+  EXPECT_EQ(Body(ok)["stopping"], json::array());
+  EXPECT_TRUE(Body(ok)["cancel_requested"].get<bool>());
+  for (int64_t id : ids) EXPECT_EQ((*store_.GetJob(JobId(id)))->state, api::JobState::kCancelled);
+  EXPECT_EQ((*store_.GetJob(JobId(bobs)))->state, api::JobState::kPending);
+  store::AuditFilter f;
+  f.verb = "job.cancel";
+  auto records = store_.ListAudit(f);
+  ASSERT_TRUE(records.ok() && !records->empty());
+  EXPECT_EQ(records->back().object, api::JobsAuditObject(ids));
+  EXPECT_EQ(records->back().subject, "alice");
+  auto again = Call("POST", "/v1/jobs/cancel", alice_, ids_body({ids[0]}));
+  ASSERT_EQ(again->status, 202) << again->body;
+  EXPECT_FALSE(Body(again)["cancel_requested"].get<bool>());
+  EXPECT_EQ(Body(again)["ended"], json::parse(R"([{"id": )" + std::to_string(ids[0]) + R"(, "state": "cancelled"}])"));
+}
+
 TEST_F(ServerTest, ARefusedSubmitsAuditRecordKeepsTheRequestIdItsBodyGave) {
   // Given bob (nlp) submitting for team vision with a request id in the body, expect 403 and an
   // audit record of the refusal that carries that request id.
@@ -1247,6 +1318,9 @@ TEST_F(ServerTest, EveryChangeAndEveryRefusalLeavesExactlyOneAuditRecord) {
   auto sub = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "a1"})");
   ASSERT_EQ(sub->status, 201);
   std::string id = std::to_string(Body(sub)["jobs"][0]["id"].get<int64_t>());
+  auto sub3 = Call("POST", "/v1/jobs", alice_, std::string(kJob) + R"("request_id": "a3"})");
+  ASSERT_EQ(sub3->status, 201);
+  std::string id3 = std::to_string(Body(sub3)["jobs"][0]["id"].get<int64_t>());
   std::string viewer = *auth_->Create(api::TokenKind::kUser, "vic", "viewer", "vision", WallNow());
   struct Case {
     std::string method, path, body, verb;
@@ -1255,6 +1329,7 @@ TEST_F(ServerTest, EveryChangeAndEveryRefusalLeavesExactlyOneAuditRecord) {
   std::vector<Case> cases = {
       {"POST", "/v1/jobs", std::string(kJob) + R"("request_id": "a2"})", "job.submit", false},
       {"POST", "/v1/jobs/" + id + "/cancel", "", "job.cancel", false},
+      {"POST", "/v1/jobs/cancel", R"({"ids": [)" + id3 + "]}", "job.cancel", false},
       {"POST", "/v1/nodes/audit-node/drain", "", "node.drain", false},
       {"POST", "/v1/nodes/audit-node/undrain", "", "node.undrain", false},
       {"POST", "/v1/teams/vision/budget", R"({"hard": 10})", "budget.set", false},
@@ -1283,9 +1358,10 @@ TEST_F(ServerTest, EveryChangeAndEveryRefusalLeavesExactlyOneAuditRecord) {
     EXPECT_NE(log[before + 1].reason.find("may not"), std::string::npos) << log[before + 1].reason;
     // A refusal of a call on a job, node, team or token names it as the allowed call does
     // (it is refused before routing); a refused create has no object yet.
-    if (std::count(c.path.begin(), c.path.end(), '/') > 2) {
+    if (std::count(c.path.begin(), c.path.end(), '/') > 2 && c.path != "/v1/jobs/cancel") {
       EXPECT_EQ(log[before + 1].object, a.object) << c.path;
     }
+    if (c.path == "/v1/jobs/cancel") EXPECT_EQ(a.object, "job " + id3);  // the jobs the body named
     EXPECT_EQ(log[before + 2].verb, "auth.login");
     EXPECT_EQ(log[before + 2].outcome, "denied");
   }
