@@ -377,7 +377,16 @@ class PostgresStore : public StateStore {
       if (rounds.empty()) return InsertAudit(audit);
       // The tasks given their rows here get them as the first round writes them: that round
       // leaves them out of its UPDATE.
-      GF_ASSIGN_OR_RETURN(std::unordered_set<int64_t> given_rows, GiveRowsToTasks(rounds[0]));
+      std::vector<JobId> first_ids;
+      std::unordered_map<int64_t, const api::JobRecord*> first_record;
+      for (const JobUpdate* u : rounds[0]) {
+        first_ids.push_back(u->job.id);
+        first_record[u->job.id.value()] = &u->job;
+      }
+      GF_ASSIGN_OR_RETURN(std::unordered_set<int64_t> given_rows,
+                          GiveRowsTo(first_ids, "update", [&](JobId id, const StoredArray&) -> Result<api::JobRecord> {
+                            return *first_record.at(id.value());
+                          }));
       for (size_t k = 0; k < rounds.size(); ++k) {
         const auto& round = rounds[k];
         json rows = json::array(), transitions = json::array(), memory = json::array();
@@ -428,21 +437,24 @@ class PostgresStore : public StateStore {
     MutexLock lock(mu_);
     return InTransaction([&]() -> Status {
       mu_.AssertHeld();  // InTransaction runs it with mu_ held
-      std::map<int64_t, int64_t> given;  // rows given to arrays' tasks, per array
-      for (const JobMemoryRecord& m : memory) {
-        const std::string id = std::to_string(m.job.value());
-        GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT 1 FROM jobs WHERE id = $1", Params().Add(m.job.value()),
-                                              "find job " + id));
-        if (PQntuples(r.get()) == 0) {
-          // A task still stored in its array gets its row first (the memory refers to it).
-          GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(m.job));
-          if (!array) return Status::NotFound("save memory: no job " + id);
-          GF_ASSIGN_OR_RETURN(api::JobRecord task, ArrayTask(array->first_id, m.job));
-          GF_RETURN_IF_ERROR(GiveRow(task, *array, given));
-        }
-        GF_RETURN_IF_ERROR(PutMemory(m));
+      // Each job once, its last memory (what one statement per memory would have left).
+      std::unordered_map<int64_t, size_t> last;
+      for (size_t i = 0; i < memory.size(); ++i) last[memory[i].job.value()] = i;
+      std::vector<JobId> ids;
+      json rows = json::array();
+      for (size_t i = 0; i < memory.size(); ++i) {
+        if (last[memory[i].job.value()] != i) continue;
+        ids.push_back(memory[i].job);
+        rows.push_back(MemoryRow(memory[i]));
       }
-      return CountRowsGiven(given);
+      if (ids.empty()) return Status::Ok();
+      // A task still stored in its array gets its row first (the memory refers to it).
+      GF_ASSIGN_OR_RETURN(std::unordered_set<int64_t> given,
+                          GiveRowsTo(ids, "save memory", [&](JobId id, const StoredArray& array) -> Result<api::JobRecord> {
+                            mu_.AssertHeld();  // called by GiveRowsTo, under the lock
+                            return ArrayTask(array.first_id, id);
+                          }));
+      return PutMemoryRows(rows);
     });
   }
 
@@ -1164,19 +1176,9 @@ class PostgresStore : public StateStore {
     return std::optional<StoredArray>(a);
   }
 
-  // Writes the row and the "submitted" transition of a task of `array` that has none yet, and
-  // counts it in the array.
-  // `given` counts the rows given per array (first id); CountRowsGiven writes the counts once
-  // the transaction's rows are in (one UPDATE per array: PostgreSQL walks every earlier version
-  // of a row that one transaction updates again and again, so a count per task made cancelling
-  // 100,000 tasks take minutes).
-  Status GiveRow(const api::JobRecord& task, const StoredArray& array, std::map<int64_t, int64_t>& given)
-      GF_REQUIRES(mu_) {
-    GF_RETURN_IF_ERROR(InsertJobRows(json::array({JobRow(task)}),
-                                     json::array({SubmittedTransitionRow(task.id, array.submitted_ms)})));
-    ++given[array.first_id];
-    return Status::Ok();
-  }
+  // Writes the rows given per array (first id) to the arrays' counts: one UPDATE per array
+  // (PostgreSQL walks every earlier version of a row that one transaction updates again and again,
+  // so a count per task made cancelling 100,000 tasks take minutes).
   Status CountRowsGiven(const std::map<int64_t, int64_t>& given) GF_REQUIRES(mu_) {
     for (const auto& [first_id, n] : given) {
       GF_RETURN_IF_ERROR(Run("UPDATE job_arrays SET with_row = with_row + $2 WHERE first_id = $1",
@@ -1303,32 +1305,34 @@ class PostgresStore : public StateStore {
     return api::JobsAuditObject(ids);
   }
 
-  // The updated jobs (each once) that are tasks still stored in their arrays get their rows, as
-  // their updates write them, and "submitted" transitions (in one statement each), before the
-  // updates; a job that is neither stored nor a task fails the batch (NotFound). Returns the ids
-  // of the tasks given rows.
-  Result<std::unordered_set<int64_t>> GiveRowsToTasks(const std::vector<const JobUpdate*>& round) GF_REQUIRES(mu_) {
-    std::string ids;
-    for (const JobUpdate* u : round) ids += (ids.empty() ? "" : ",") + std::to_string(u->job.id.value());
+  // The jobs `ids` (each once) that are tasks still stored in their arrays get their rows, with
+  // the records record_of(id, array) gives, and "submitted" transitions: a statement finds them,
+  // one more writes each table. A job that is neither stored nor a task fails the batch
+  // (NotFound, "`what`: no job N"). Returns the ids of the tasks given rows.
+  template <typename RecordOf>
+  Result<std::unordered_set<int64_t>> GiveRowsTo(const std::vector<JobId>& ids, const std::string& what,
+                                                 RecordOf record_of) GF_REQUIRES(mu_) {
+    std::string list;
+    for (JobId id : ids) list += (list.empty() ? "" : ",") + std::to_string(id.value());
     GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT id FROM jobs WHERE id = ANY($1::bigint[])",
-                                          Params().Add("{" + ids + "}"), "find the updated jobs"));
+                                          Params().Add("{" + list + "}"), what + ": find the jobs"));
     std::unordered_set<int64_t> stored, given_rows;
     for (int row = 0; row < PQntuples(r.get()); ++row) stored.insert(Int(r, row, 0));
-    if (stored.size() == round.size()) return given_rows;
+    if (stored.size() == ids.size()) return given_rows;
     json rows = json::array(), transitions = json::array();
     std::map<int64_t, int64_t> given;
     std::optional<StoredArray> array;  // the last one found: an array's tasks come together
-    for (const JobUpdate* u : round) {
-      const api::JobRecord& job = u->job;
-      if (stored.count(job.id.value())) continue;
-      if (!array || job.id.value() < array->first_id || job.id.value() > array->last_id) {
-        GF_ASSIGN_OR_RETURN(array, ArrayOf(job.id));
-        if (!array) return Status::NotFound("update: no job " + std::to_string(job.id.value()));
+    for (JobId id : ids) {
+      if (stored.count(id.value())) continue;
+      if (!array || id.value() < array->first_id || id.value() > array->last_id) {
+        GF_ASSIGN_OR_RETURN(array, ArrayOf(id));
+        if (!array) return Status::NotFound(what + ": no job " + std::to_string(id.value()));
       }
-      rows.push_back(JobRow(job));
-      transitions.push_back(SubmittedTransitionRow(job.id, array->submitted_ms));
+      GF_ASSIGN_OR_RETURN(api::JobRecord task, record_of(id, *array));
+      rows.push_back(JobRow(task));
+      transitions.push_back(SubmittedTransitionRow(id, array->submitted_ms));
       ++given[array->first_id];
-      given_rows.insert(job.id.value());
+      given_rows.insert(id.value());
     }
     GF_RETURN_IF_ERROR(InsertJobRows(rows, transitions));
     GF_RETURN_IF_ERROR(CountRowsGiven(given));

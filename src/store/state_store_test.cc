@@ -516,7 +516,8 @@ TEST_P(StateStoreTest, ABatchThatChangesOneJobTwiceAndManyTasksKeepsTheirOrder) 
   // updates of one job, with memory), and cancels 30 tasks (twice one of them, the same
   // transition: stored once), expect the job's record to be the later one with both transitions
   // in order and its memory, each cancelled task cancelled with one transition after "submitted",
-  // the other ten as submitted, and the live listing to hold the job and the ten; after a reopen too.
+  // the other ten as submitted, and the live listing to hold the job and the ten, after a reopen
+  // too; then memories alone, one task's twice in a batch, to keep the last.
   auto out = SubmitOk({MakeSubmission("one"), MakeArray("sweep", 40, "nlp", 1000)});
   ASSERT_EQ(out.size(), 2u);
   api::JobRecord job = out[0].jobs[0];
@@ -562,6 +563,18 @@ TEST_P(StateStoreTest, ABatchThatChangesOneJobTwiceAndManyTasksKeepsTheirOrder) 
     EXPECT_EQ(Ids(ListOk(live)), want);
     Reopen();
   }
+  // Memories alone, one task's twice in a batch: the last one is kept; the tasks stay as submitted.
+  ASSERT_TRUE(store_
+                  ->SaveJobMemory({{tasks[31].id, SampleMemory(1)},
+                                   {tasks[32].id, SampleMemory(2)},
+                                   {tasks[31].id, SampleMemory(4)}})
+                  .ok());
+  auto memory = store_->ListJobMemory();
+  ASSERT_TRUE(memory.ok());
+  EXPECT_EQ(*memory, (std::vector<JobMemoryRecord>{
+                         {job.id, SampleMemory(3)}, {tasks[31].id, SampleMemory(4)}, {tasks[32].id, SampleMemory(2)}}));
+  EXPECT_EQ(api::ToJson(GetOk(tasks[31].id)), api::ToJson(tasks[31]));
+  EXPECT_EQ(HistoryOk(tasks[31].id).size(), 1u);
 }
 
 TEST_P(StateStoreTest, TasksOfALargeArrayChangeOneAtATime) {
