@@ -81,7 +81,7 @@ for n in $SIZES; do
     start_pg
     flags=(--store "$PG_URL")
   fi
-  "$GF" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" "${flags[@]}" >"$LOG" 2>&1 &
+  "$GF" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" --agent-listen "127.0.0.1:$(free_port)" "${flags[@]}" >"$LOG" 2>&1 &
   SERVER_PID=$!
   wait_health
   "$PY" -c "import json, sys; n = int(sys.argv[1]); print(json.dumps({'job': {'name': 'arr', 'resources': {'gpus': 1}, 'run': 'true', 'array': {'i': list(range(n))}}}))" \

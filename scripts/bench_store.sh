@@ -61,7 +61,7 @@ for store in $STORES; do
     fi
     PORT="$(free_port)"
     URL="http://127.0.0.1:$PORT"
-    "$GF" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" "${flags[@]}" 2>"$OUT_DIR/$RUN.server.log" &
+    "$GF" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" --agent-listen "127.0.0.1:$(free_port)" "${flags[@]}" 2>"$OUT_DIR/$RUN.server.log" &
     SERVER_PID=$!
     wait_health
     # Submits that got no answer are counted ("no_answer") and make the tool exit 1; go on.

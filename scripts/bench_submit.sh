@@ -170,7 +170,7 @@ if [[ " $PHASES " == *" T "* ]]; then
       DATA="$OUT_DIR/T$c-$k"
       PORT="$(free_port)"
       URL="http://127.0.0.1:$PORT"
-      "$GF" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" 2>"$OUT_DIR/T$c-$k.server.log" &
+      "$GF" server --data-dir "$DATA" --listen "127.0.0.1:$PORT" --agent-listen "127.0.0.1:$(free_port)" 2>"$OUT_DIR/T$c-$k.server.log" &
       SERVER_PID=$!
       wait_health
       # Submits that got no answer are counted ("no_answer") and make the tool exit 1; go on.
