@@ -178,6 +178,8 @@ class TimeForms {
   void StartRow() { row_form_ = TimeForm::kUnset; }
   Status Check(const RowContext& ctx, std::string_view field, std::string_view text, TimeForm form) {
     if (form_ != TimeForm::kUnset && form != form_) {
+      if (row_form_ == TimeForm::kUnset) ++other_form_rows_;  // (counted once a row)
+      row_form_ = form;
       return ctx.Bad(field,
                      std::string(form == TimeForm::kDatetime ? "a datetime" : "a time in seconds") +
                          " in a trace that gives its times as " + TimeFormName(form_) + " (line " +
@@ -203,6 +205,19 @@ class TimeForms {
       line_ = line;
       example_ = row_example_;
     }
+    if (form_ != TimeForm::kUnset) ++accepted_rows_;
+  }
+  // When bad rows are skipped: an error when more rows were skipped for giving their times in the
+  // other form than were read in the trace's, which the first good row set (a stray datetime at
+  // the top of a trace of seconds would otherwise leave one job and skip the rest).
+  Status CheckSkipped(const std::string& path) const {
+    if (other_form_rows_ <= accepted_rows_) return Status::Ok();
+    const TimeForm other = form_ == TimeForm::kDatetime ? TimeForm::kSeconds : TimeForm::kDatetime;
+    return Status::InvalidArgument(
+        path + ":" + std::to_string(line_) + ": this row set the trace's times as " + TimeFormName(form_) + " ('" +
+        example_ + "'), but " + std::to_string(other_form_rows_) + " row(s) after it give theirs as " +
+        TimeFormName(other) + " and would be skipped, more than the " + std::to_string(accepted_rows_) +
+        " read: fix or remove line " + std::to_string(line_) + " (one form throughout)");
   }
 
  private:
@@ -212,6 +227,8 @@ class TimeForms {
   TimeForm row_form_ = TimeForm::kUnset;
   std::string row_example_;
   bool mixed_row_ = false;
+  int64_t accepted_rows_ = 0;    // rows read once the form was set (the first included)
+  int64_t other_form_rows_ = 0;  // rows refused for giving a time in the other form
 };
 
 // Collects a reader's jobs: keeps ids unique, and counts bad rows when skipping or turns the first
@@ -619,6 +636,7 @@ Result<Trace> ReadMappedCsv(const CsvInput& in, const std::map<std::string, std:
     GF_RETURN_IF_ERROR(sink.AddJob(ctx, std::move(job).value()));
     forms.Accept(ctx.line);
   }
+  GF_RETURN_IF_ERROR(forms.CheckSkipped(path));
   return std::move(sink).Finish();
 }
 
@@ -1028,6 +1046,7 @@ Result<Trace> ReadJsonl(const std::string& path, std::string_view data, const Tr
     GF_RETURN_IF_ERROR(sink.AddJob(ctx, std::move(job).value()));
     forms.Accept(line_number);
   }
+  GF_RETURN_IF_ERROR(forms.CheckSkipped(path));
   return std::move(sink).Finish();
 }
 

@@ -589,6 +589,39 @@ TEST_F(TraceTest, MixedTimeFormsAreRejectedWithFileLineAndField) {
   EXPECT_EQ(skipped.jobs.back().spec.submit, Time::FromSeconds(120));
 }
 
+// Given --skip-bad-rows and a trace of second offsets whose first row is a datetime (CSV and JSON
+// Lines), expect an error naming that row, its datetime and how many rows would be skipped, not a
+// replay of the one job: the first good row sets the form, so every other row was skipped.
+TEST_F(TraceTest, AStrayFirstRowOfTheOtherTimeFormIsNamedInsteadOfSkippingTheRest) {
+  TraceOptions options;
+  options.columns = {{"submit", "t"}, {"duration", "d"}, {"gpus", "g"}};
+  options.skip_bad_rows = true;
+  std::string csv = TempPath("stray_first.csv");
+  WriteText(csv, "t,d,g\n2024-05-01T09:00:00Z,10,1\n0,10,1\n60,10,1\n120,10,1\n");
+  auto bad = ReadTrace(csv, options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(),
+            csv + ":2: this row set the trace's times as datetimes ('2024-05-01T09:00:00Z'), but 3 row(s) after it "
+                  "give theirs as seconds and would be skipped, more than the 1 read: fix or remove line 2 (one form "
+                  "throughout)");
+  std::string jsonl = TempPath("stray_first.jsonl");
+  WriteText(jsonl, "{\"submit\": \"2024-05-01T09:00:00Z\", \"work\": 5, \"gpus\": 1}\n"
+                   "{\"submit\": 10, \"work\": 5, \"gpus\": 1}\n{\"submit\": 20, \"work\": 5, \"gpus\": 1}\n");
+  TraceOptions skip;
+  skip.skip_bad_rows = true;
+  auto bad_jsonl = ReadTrace(jsonl, skip);
+  ASSERT_FALSE(bad_jsonl.ok());
+  EXPECT_NE(bad_jsonl.status().message().find(jsonl + ":1: this row set the trace's times as datetimes"),
+            std::string::npos)
+      << bad_jsonl.status().message();
+  // As many rows of the other form as were read: skipped and counted, as before.
+  WriteText(csv, "t,d,g\n2024-05-01T09:00:00Z,10,1\n2024-05-01T09:01:00Z,10,1\n0,10,1\n60,10,1\n");
+  Trace even = Read(csv, options);
+  EXPECT_EQ(even.jobs.size(), 2u);
+  EXPECT_EQ(even.bad_rows_skipped, 2);
+}
+
 // Given JSON Lines whose submits are numbers with one datetime string among them, expect the
 // same error for the `submit` key.
 TEST_F(TraceTest, JsonlMixedTimeFormsAreRejected) {
