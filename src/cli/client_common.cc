@@ -544,32 +544,5 @@ std::string RedactSecrets(std::string_view text) {
   return out;
 }
 
-std::string Printable(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    // UTF-8's C1 controls (U+0080..U+009F: 0xC2 then 0x80..0x9F) include CSI (U+009B).
-    const bool c1 = c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-                    static_cast<unsigned char>(text[i + 1]) <= 0x9F;
-    if (c >= 0x20 && c != 0x7F && !c1) {
-      out += static_cast<char>(c);
-      continue;
-    }
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else {
-      const unsigned char shown = c1 ? static_cast<unsigned char>(text[++i]) : c;
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", shown);
-      out += buf;
-    }
-  }
-  return out;
-}
 
 }  // namespace gpufleet::cli::client

@@ -23,6 +23,7 @@
 #include "api/node_summary.h"
 #include "api/records.h"
 #include "cli/client.h"
+#include "common/strings.h"
 
 namespace gpufleet::cli::client {
 
@@ -102,9 +103,8 @@ Result<std::vector<api::NodeSummary>> DecodeNodeList(const json& body);
 Result<std::vector<api::AuditRecord>> DecodeAuditList(const json& body);
 
 // Text from the controller (job reasons, commands, audit notes: some of it written by other
-// users) as it may go to a terminal: control characters (C0, DEL and UTF-8's C1) written as
-// \n, \r, \t or \xNN, so no escape sequence can move the cursor, erase lines or fake output.
-std::string Printable(std::string_view text);
+// users) goes to a terminal through Printable (common/strings.h).
+using gpufleet::Printable;
 
 // `text` with every API token in it (gf_KIND_HEX..., as the controller makes them) cut to its
 // prefix: "gf_user_…". For messages that echo what was typed, which may hold a secret.

@@ -51,4 +51,9 @@ inline constexpr uint64_t Fnv1a64(std::string_view s, uint64_t basis = kFnv1a64B
 }
 uint32_t Fnv1a32(std::string_view s);
 
+// Text as it may go to a terminal (job reasons, commands, audit notes, trace ids and teams: some
+// of it written by other people): control characters (C0, DEL and UTF-8's C1) written as \n,
+// \r, \t or \xNN, so no escape sequence can move the cursor, erase lines or fake output.
+std::string Printable(std::string_view text);
+
 }  // namespace gpufleet

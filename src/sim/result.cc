@@ -318,8 +318,8 @@ std::string FormatNeverRan(const std::vector<NeverRan>& never) {
   std::map<std::string, size_t> index;
   for (const NeverRan& n : never) {
     auto [it, inserted] = index.emplace(n.reason, by_reason.size());
-    if (inserted) by_reason.push_back({n.reason, {}});
-    by_reason[it->second].second.push_back(n.id);
+    if (inserted) by_reason.push_back({Printable(n.reason), {}});
+    by_reason[it->second].second.push_back(Printable(n.id));
   }
   std::stable_sort(by_reason.begin(), by_reason.end(),
                    [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
@@ -525,14 +525,17 @@ std::string FormatSummaryText(const Summary& s) {
                 (b.hard_stopped ? " stopped the team at " + FormatIso8601(*b.hard_stopped) : std::string(" not reached"));
       }
       if (b.held_jobs > 0) text += "; " + Int(b.held_jobs) + " jobs held at the end";
-      line("budget " + team, text);
+      line("budget " + Printable(team), text);
     }
     if (s.budget_releases > 0) line("budget releases", Int(s.budget_releases) + " rented nodes released when a hard budget was spent");
   }
   if (!s.never_ran.empty()) out += FormatNeverRan(s.never_ran);
   if (s.teams.empty()) return out;
 
-  std::vector<std::pair<std::string, TeamShare>> teams(s.teams.begin(), s.teams.end());
+  // Names as they may go to a terminal (a trace's team column is anyone's text).
+  std::vector<std::pair<std::string, TeamShare>> teams;
+  teams.reserve(s.teams.size());
+  for (const auto& [name, share] : s.teams) teams.emplace_back(Printable(name), share);
   // Largest consumers first; the name breaks ties so that the order is stable.
   std::stable_sort(teams.begin(), teams.end(),
                    [](const auto& a, const auto& b) { return a.second.gpu_hours > b.second.gpu_hours; });

@@ -159,6 +159,26 @@ TEST(SummarizeTest, JobsThatNeverStartedAreListedWithTheirReasonAndLeftOutOfTheA
       << text;
 }
 
+TEST(SummarizeTest, ControlCharactersOfATracesIdsAndTeamsAreShownEscapedInTheTextReport) {
+  // Given a finished job of a team named with an escape sequence and a job that never ran whose
+  // id holds a newline, expect the text report to show both escaped (no raw control character
+  // reaches a terminal) while the summary keeps the names as given (JSON and CSV escape them).
+  SimResult r;
+  JobRecord a = FinishedJob("a", Duration::Seconds(100));
+  a.team = "evil\x1b[2Jteam";
+  JobRecord never = FinishedJob("line1\nline2", Duration::Seconds(1));
+  never.finish.reset();
+  never.first_start.reset();
+  never.never_ran = "can never run";
+  r.jobs = {a, never};
+  Summary sum = Summarize(r);
+  ASSERT_EQ(sum.teams.count("evil\x1b[2Jteam"), 1u);
+  std::string text = FormatSummaryText(sum);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_NE(text.find("evil\\x1b[2Jteam"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 x can never run: line1\\nline2\n"), std::string::npos) << text;
+}
+
 TEST(SummarizeTest, SlowdownDividesByWorkOfAtLeastOneSecond) {
   // Given a 10 s job with 5 s of work and a 10 s job with no recorded work, expect slowdowns 2
   // and 10 (the latter divided by the 1 s floor, not by zero).
