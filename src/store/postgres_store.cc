@@ -252,7 +252,8 @@ Result<PGconn*> ConnectPostgres(const std::string& url);
 
 class PostgresStore : public StateStore {
  public:
-  PostgresStore(PGconn* conn, std::string url) : url_(std::move(url)), where_(Describe(conn)), conn_(conn) {}
+  PostgresStore(PGconn* conn, std::string url, size_t max_document_bytes)
+      : url_(std::move(url)), where_(Describe(conn)), conn_(conn), max_document_bytes_(max_document_bytes) {}
   ~PostgresStore() override { PQfinish(conn_); }
 
   // Session settings and the server's durability.
@@ -406,14 +407,14 @@ class PostgresStore : public StateStore {
           }
         }
         if (!rows.empty()) GF_RETURN_IF_ERROR(
-            Run("UPDATE jobs AS j SET request_id = r.request_id, array_index = r.array_index, team = r.team, "
+            RunOverRows("UPDATE jobs AS j SET request_id = r.request_id, array_index = r.array_index, team = r.team, "
                 "state = r.state, submitted_ms = r.submitted_ms, updated_ms = r.updated_ms, record = r.record "
                 "FROM jsonb_to_recordset($1::jsonb) AS r(id BIGINT, request_id TEXT, array_index INTEGER, team TEXT, "
                 "state TEXT, submitted_ms BIGINT, updated_ms BIGINT, record TEXT) WHERE j.id = r.id",
-                Params().Add(api::DumpJson(rows)), "update " + JobsWhat(round)));
+                rows, "update " + JobsWhat(round)));
         // Not again when the job's last transition is this one: a retry of an update whose COMMIT
         // got no answer (the server crashed after committing it) would otherwise append it twice.
-        GF_RETURN_IF_ERROR(Run(
+        GF_RETURN_IF_ERROR(RunOverRows(
             "INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) "
             "SELECT r.job_id, (SELECT COALESCE(MAX(t.seq), 0) + 1 FROM transitions AS t WHERE t.job_id = r.job_id), "
             "r.at_ms, r.from_state, r.to_state, r.reason "
@@ -422,7 +423,7 @@ class PostgresStore : public StateStore {
             "FROM transitions AS t WHERE t.job_id = r.job_id ORDER BY t.seq DESC LIMIT 1) AS last WHERE "
             "last.at_ms = r.at_ms AND last.from_state = r.from_state AND last.to_state = r.to_state AND "
             "last.reason = r.reason)",
-            Params().Add(api::DumpJson(transitions)), "append the transitions of " + JobsWhat(round)));
+            transitions, "append the transitions of " + JobsWhat(round)));
         if (!forget.empty()) {
           GF_RETURN_IF_ERROR(Run("DELETE FROM job_memory WHERE job_id = ANY($1::bigint[])",
                                  Params().Add("{" + forget + "}"), "forget the memory of jobs that ended"));
@@ -738,7 +739,7 @@ class PostgresStore : public StateStore {
     MutexLock lock(lease_mu_);
     if (lease_session_ == nullptr) {
       GF_ASSIGN_OR_RETURN(PGconn * conn, ConnectPostgres(url_));
-      auto session = std::make_unique<PostgresStore>(conn, url_);
+      auto session = std::make_unique<PostgresStore>(conn, url_, max_document_bytes_);
       GF_RETURN_IF_ERROR(session->SetUp());
       lease_session_ = std::move(session);
     }
@@ -1110,19 +1111,41 @@ class PostgresStore : public StateStore {
             {"reason", "submitted"}};
   }
 
+  // Runs `sql`, whose $1 is a JSON array of rows, over `rows` in pieces of at most
+  // max_document_bytes_ of JSON (PostgreSQL refuses a jsonb value over 256 MiB: the records of
+  // 100,000 tasks with long commands are more). Each row goes in one piece; a statement's rows
+  // must be independent.
+  Status RunOverRows(const std::string& sql, const json& rows, const std::string& what) GF_REQUIRES(mu_) {
+    const size_t kMaxDocumentBytes = max_document_bytes_;
+    std::string doc = "[";
+    for (const json& row : rows) {
+      std::string text = api::DumpJson(row);
+      if (doc.size() > 1 && doc.size() + text.size() + 2 > kMaxDocumentBytes) {
+        doc += ']';
+        GF_RETURN_IF_ERROR(Run(sql, Params().Add(std::move(doc)), what));
+        doc = "[";
+      }
+      if (doc.size() > 1) doc += ',';
+      doc += text;
+    }
+    if (doc.size() == 1) return Status::Ok();
+    doc += ']';
+    return Run(sql, Params().Add(std::move(doc)), what);
+  }
+
   // Job rows (JobRow) and their first transitions (SubmittedTransitionRow), two statements.
   Status InsertJobRows(const json& job_rows, const json& transition_rows) GF_REQUIRES(mu_) {
     if (job_rows.empty()) return Status::Ok();
     GF_RETURN_IF_ERROR(
-        Run("INSERT INTO jobs (id, request_id, array_index, team, state, submitted_ms, updated_ms, record) "
+        RunOverRows("INSERT INTO jobs (id, request_id, array_index, team, state, submitted_ms, updated_ms, record) "
             "SELECT id, request_id, array_index, team, state, submitted_ms, updated_ms, record "
             "FROM jsonb_to_recordset($1::jsonb) AS r(id BIGINT, request_id TEXT, array_index INTEGER, team TEXT, "
             "state TEXT, submitted_ms BIGINT, updated_ms BIGINT, record TEXT)",
-            Params().Add(api::DumpJson(job_rows)), "insert jobs"));
-    return Run("INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) "
+            job_rows, "insert jobs"));
+    return RunOverRows("INSERT INTO transitions (job_id, seq, at_ms, from_state, to_state, reason) "
                "SELECT job_id, 1, at_ms, from_state, to_state, reason FROM jsonb_to_recordset($1::jsonb) "
                "AS r(job_id BIGINT, at_ms BIGINT, from_state TEXT, to_state TEXT, reason TEXT)",
-               Params().Add(api::DumpJson(transition_rows)), "insert submitted transitions");
+               transition_rows, "insert submitted transitions");
   }
 
   // An array's row and its tasks' own fields. The jobs have their ids, in a row from the first.
@@ -1276,7 +1299,7 @@ class PostgresStore : public StateStore {
   }
   // Stores the memories (MemoryRow), each job once, replacing what is stored.
   Status PutMemoryRows(const json& rows) GF_REQUIRES(mu_) {
-    return Run(
+    return RunOverRows(
         "INSERT INTO job_memory (job_id, attained_gpu_ms, las_service_gpu_ms, run_time_ms, last_run_ms, preemptions, "
         "spot_reclaims, queued_since_ms, rank_class_since_ms, rank_class, run_started_ms, last_checkpoint_ms, "
         "accrued_micros) SELECT job_id, attained_gpu_ms, las_service_gpu_ms, run_time_ms, last_run_ms, preemptions, "
@@ -1292,7 +1315,7 @@ class PostgresStore : public StateStore {
         "rank_class_since_ms = EXCLUDED.rank_class_since_ms, rank_class = EXCLUDED.rank_class, "
         "run_started_ms = EXCLUDED.run_started_ms, last_checkpoint_ms = EXCLUDED.last_checkpoint_ms, "
         "accrued_micros = EXCLUDED.accrued_micros",
-        Params().Add(api::DumpJson(rows)), "save the memory of " + std::to_string(rows.size()) + " job(s)");
+        rows, "save the memory of " + std::to_string(rows.size()) + " job(s)");
   }
   Status PutMemory(const JobMemoryRecord& r) GF_REQUIRES(mu_) { return PutMemoryRows(json::array({MemoryRow(r)})); }
 
@@ -1378,6 +1401,7 @@ class PostgresStore : public StateStore {
   const std::string url_;    // to open the lease's own connection
   const std::string where_;  // "PostgreSQL user@host:port/db", for messages
   PGconn* const conn_;       // the connection: used only with mu_ held
+  const size_t max_document_bytes_;  // the most JSON one statement's document holds (RunOverRows)
   ArrayTaskCache array_cache_ GF_GUARDED_BY(mu_);  // the last array record and chunk read
   Mutex mu_;
   Mutex attach_mu_;
@@ -1420,9 +1444,9 @@ Result<PGconn*> ConnectPostgres(const std::string& url) {
 
 }  // namespace
 
-Result<std::unique_ptr<StateStore>> OpenPostgresStore(const std::string& url) {
+Result<std::unique_ptr<StateStore>> OpenPostgresStore(const std::string& url, size_t max_document_bytes) {
   GF_ASSIGN_OR_RETURN(PGconn * conn, ConnectPostgres(url));
-  auto store = std::make_unique<PostgresStore>(conn, url);
+  auto store = std::make_unique<PostgresStore>(conn, url, max_document_bytes);
   GF_RETURN_IF_ERROR(store->Init());
   return std::unique_ptr<StateStore>(std::move(store));
 }

@@ -90,6 +90,45 @@ TEST_F(PostgresStoreTest, AnArrayIsStoredOnceUntilItsTasksChange) {
   EXPECT_EQ(Sql("SELECT with_row FROM job_arrays"), "1");
 }
 
+TEST_F(PostgresStoreTest, BatchesLargerThanOneDocumentGoInPieces) {
+  // Given a store whose documents hold 2 KiB (a few records; the server takes 256 MiB), ten jobs
+  // submitted at once, a 40-task array, one update that cancels the ten and 30 tasks and memories
+  // for the other ten tasks, expect every row, transition and memory written as with one piece.
+  auto store = OpenPostgresStore(url_, 2048);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  std::vector<Submission> singles;
+  for (int i = 0; i < 10; ++i) singles.push_back(MakeSubmission("one-" + std::to_string(i)));
+  auto jobs = (*store)->Submit(singles);
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  auto array = (*store)->Submit({MakeSubmission("sweep", 40, "nlp", 1000)});
+  ASSERT_TRUE(array.ok()) << array.status().ToString();
+  EXPECT_EQ(Sql("SELECT count(*) FROM jobs"), "10");
+  std::vector<JobUpdate> cancel;
+  auto cancelled = [](api::JobRecord j) {
+    j.state = api::JobState::kCancelled;
+    return JobUpdate{j, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kCancelled, "cancelled"}};
+  };
+  for (const auto& out : *jobs) cancel.push_back(cancelled(out.jobs[0]));
+  for (int i = 0; i < 30; ++i) cancel.push_back(cancelled((*array)[0].jobs[i]));
+  ASSERT_TRUE((*store)->Update(cancel).ok());
+  std::vector<JobMemoryRecord> memory;
+  for (int i = 30; i < 40; ++i) {
+    model::JobMemory m;
+    m.attained_gpu_ms = 1000 * i;
+    m.preemptions = i;
+    m.queued_since = Time::FromMillis(10 * i);
+    memory.push_back({(*array)[0].jobs[i].id, m});
+  }
+  ASSERT_TRUE((*store)->SaveJobMemory(memory).ok());
+  EXPECT_EQ(Sql("SELECT state || ':' || count(*) FROM jobs GROUP BY state ORDER BY state"), "cancelled:40\npending:10");
+  EXPECT_EQ(Sql("SELECT count(*) FROM transitions WHERE seq = 2 AND reason = 'cancelled'"), "40");
+  EXPECT_EQ(Sql("SELECT count(*) FROM transitions WHERE seq = 1 AND reason = 'submitted'"), "50");
+  EXPECT_EQ(Sql("SELECT with_row FROM job_arrays"), "40");
+  auto stored = (*store)->ListJobMemory();
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(*stored, memory);
+}
+
 TEST_F(PostgresStoreTest, SchemaSevenWithoutArrayTablesMigratesToEightAndStoresArrays) {
   // Given a database at schema version 7 as the first PostgreSQL store of version 7 left it
   // (without the array tables, which came at 8) holding a job, expect opening it to add them:

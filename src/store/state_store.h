@@ -191,7 +191,11 @@ Result<std::unique_ptr<StateStore>> OpenSqliteStore(const std::string& path);
 // or postgresql:///DB?host=/socket/dir) and migrates the schema (tables in the first schema of
 // the search path). A URL libpq cannot parse is InvalidArgument; a server that cannot be reached
 // is Unavailable; a server with fsync off is FailedPrecondition. Messages never show the password.
-Result<std::unique_ptr<StateStore>> OpenPostgresStore(const std::string& url);
+// Rows go to the server as JSON documents of at most `max_document_bytes` each (PostgreSQL takes
+// a jsonb value of up to 256 MiB; tests pass less to see a batch go in pieces).
+inline constexpr size_t kPostgresDocumentBytes = size_t{64} << 20;
+Result<std::unique_ptr<StateStore>> OpenPostgresStore(const std::string& url,
+                                                      size_t max_document_bytes = kPostgresDocumentBytes);
 
 // Where the state lives, as `gpufleet server --store` names it: "sqlite:PATH" or a PostgreSQL URL
 // ("postgresql://..." or "postgres://...").
