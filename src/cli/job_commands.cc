@@ -560,9 +560,9 @@ std::optional<std::vector<int64_t>> CancelIds(const std::string& cmd, const std:
         Fail(cmd, kExitUsage, "a range of jobs is FIRST-LAST with 1 <= FIRST <= LAST (as '4-100003'), got '" + w + "'");
         return std::nullopt;
       }
-      if (*hi - *lo + 1 > kMaxRange) {
-        Fail(cmd, kExitUsage, "the range '" + w + "' names " + std::to_string(*hi - *lo + 1) + " jobs; at most " +
-                                  std::to_string(kMaxRange) + " at once");
+      if (*hi - *lo + 1 > kMaxRange - static_cast<int64_t>(ids.size())) {
+        Fail(cmd, kExitUsage, "the jobs named come to more than " + std::to_string(kMaxRange) + " (the range '" + w +
+                                  "' names " + std::to_string(*hi - *lo + 1) + "); cancel them in parts");
         return std::nullopt;
       }
       for (int64_t id = *lo; id <= *hi; ++id) ids.push_back(id);
@@ -622,8 +622,18 @@ when a job named had already ended (the others are cancelled).)");
       ApiResult r = client->Post("/v1/jobs/cancel", body);
       if (!r.ok()) {
         if (at > 0) {
-          std::fprintf(stderr, "%s: the first %zu jobs named were cancelled; none from job %lld on\n", cmd.c_str(), at,
-                       static_cast<long long>((*ids)[at]));
+          // What the requests before this one did stands; this one's jobs and those after are untouched.
+          if (a->output == "json") {
+            all["cancel_requested"] = !all["cancelled"].empty() || !all["stopping"].empty();
+            all["not_sent_from"] = (*ids)[at];
+            PrintJson(all);
+          }
+          std::fprintf(stderr,
+                       "gpufleet %s: the jobs named up to job %lld went in %zu request(s) of 100,000: %zu cancelled, "
+                       "%zu stopping, %zu had ended; the request from job %lld on was refused, and it and the jobs "
+                       "after it were not cancelled:\n",
+                       cmd.c_str(), static_cast<long long>((*ids)[at - 1]), at / kPerRequest, all["cancelled"].size(),
+                       all["stopping"].size(), all["ended"].size(), static_cast<long long>((*ids)[at]));
         }
         return Report(cmd, r);
       }
@@ -650,11 +660,11 @@ when a job named had already ended (the others are cancelled).)");
                   waiting + stopping, waiting, stopping);
     }
     for (size_t i = 0; i < ended.size() && i < 20; ++i) {
-      std::fprintf(stderr, "%s: job %lld already %s\n", cmd.c_str(), static_cast<long long>(IntField(ended[i], "id")),
+      std::fprintf(stderr, "gpufleet %s: job %lld already %s\n", cmd.c_str(), static_cast<long long>(IntField(ended[i], "id")),
                    StrField(ended[i], "state").c_str());
     }
     if (ended.size() > 20) {
-      std::fprintf(stderr, "%s: and %zu more jobs had already ended\n", cmd.c_str(), ended.size() - 20);
+      std::fprintf(stderr, "gpufleet %s: and %zu more jobs had already ended\n", cmd.c_str(), ended.size() - 20);
     }
     return ended.empty() ? kExitOk : kExitFailed;
   };

@@ -482,13 +482,25 @@ std::future<Status> Engine::Cancel(JobId job, std::string by, std::optional<api:
 
 std::future<Result<CancelManyReply>> Engine::CancelMany(std::vector<JobId> jobs, std::string by,
                                                         std::function<bool(const std::string& team)> may_cancel,
-                                                        std::optional<api::AuditRecord> audit) {
+                                                        std::optional<api::AuditRecord> audit,
+                                                        std::map<int64_t, api::JobState> ended) {
   std::sort(jobs.begin(), jobs.end());
   jobs.erase(std::unique(jobs.begin(), jobs.end()), jobs.end());
-  CancelManyReq r{std::move(jobs), std::move(by), std::move(may_cancel), std::move(audit), {}, {}};
+  CancelManyReq r{std::move(jobs), std::move(by), std::move(may_cancel), std::move(audit), std::move(ended), {}, {}};
   auto f = r.done.get_future();
   Enqueue(std::move(r));
   return f;
+}
+
+std::vector<std::optional<std::string>> Engine::UnfinishedTeams(const std::vector<JobId>& jobs) const {
+  std::vector<std::optional<std::string>> out;
+  out.reserve(jobs.size());
+  MutexLock lock(mu_);
+  for (JobId id : jobs) {
+    auto it = jobs_.find(id.value());
+    out.push_back(it == jobs_.end() ? std::nullopt : std::optional<std::string>(it->second.rec.request.spec.team));
+  }
+  return out;
 }
 
 std::future<Status> Engine::Drain(const std::string& node, bool drain, std::optional<api::AuditRecord> audit) {
@@ -1294,12 +1306,16 @@ bool Engine::CancelUnfinished(std::map<int64_t, Job>::iterator it, const std::st
 void Engine::ApplyCancelMany(CancelManyReq& r) {
   CancelManyReply reply;
   // Every id is checked before anything changes. Unfinished jobs are in memory; an id that is not
-  // is read from the store (ended, or no such job).
+  // ended as the caller found, or is read from the store (ended since, or no such job).
   for (JobId id : r.jobs) {
     auto it = jobs_.find(id.value());
     if (it != jobs_.end()) {
       const std::string& team = it->second.rec.request.spec.team;
       if (r.may_cancel && !r.may_cancel(team)) reply.forbidden.emplace_back(id, team);
+      continue;
+    }
+    if (auto known = r.ended.find(id.value()); known != r.ended.end()) {
+      reply.ended.emplace_back(id, known->second);  // (the caller checked its team)
       continue;
     }
     auto rec = store_.GetJob(id);

@@ -150,9 +150,15 @@ class Engine {
   // is checked before anything changes: when one names no job or a job the caller may not cancel,
   // nothing changes and the reply lists them. Each id counts once, in ascending order; jobs that
   // had ended are listed and left alone. The audit record is written only when something changed.
+  // `ended`: jobs the caller found ended in the store (GetJobBriefs) with their states, so that
+  // the step reads the store only for a job that ended since (a request of 100,000 ended or
+  // unknown ids would otherwise hold every other request while the store is read).
   std::future<Result<CancelManyReply>> CancelMany(std::vector<JobId> jobs, std::string by,
                                                   std::function<bool(const std::string& team)> may_cancel,
-                                                  std::optional<api::AuditRecord> audit = std::nullopt);
+                                                  std::optional<api::AuditRecord> audit = std::nullopt,
+                                                  std::map<int64_t, api::JobState> ended = {});
+  // The team of each of `jobs` that is unfinished (held by the engine); nullopt for the others.
+  std::vector<std::optional<std::string>> UnfinishedTeams(const std::vector<JobId>& jobs) const;
   std::future<Status> Drain(const std::string& node, bool drain, std::optional<api::AuditRecord> audit = std::nullopt);
   // The node's agent is going away (it stops its jobs): nothing new lands there until the agent
   // registers again. Held in memory only, as every node recovered at a restart is held.
@@ -423,6 +429,7 @@ class Engine {
     std::string by;
     std::function<bool(const std::string& team)> may_cancel;
     std::optional<api::AuditRecord> audit;
+    std::map<int64_t, api::JobState> ended;  // found ended by the caller
     std::promise<Result<CancelManyReply>> done;
     std::optional<Result<CancelManyReply>> result;
   };

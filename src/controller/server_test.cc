@@ -797,6 +797,7 @@ TEST_F(ServerTest, ManyJobsAreCancelledInOneRequestAfterEachIsChecked) {
 
   for (const auto& [body, says] : std::vector<std::pair<std::string, std::string>>{
            {"[1, 2]", "expected {\"ids\": [job ids]}"},
+           {R"({"ids": [3]} x)", "column"},
            {R"({"ids": []})", "ids is empty"},
            {R"({"ids": [3, "4"]})", "ids[1]: a job id is a whole number from 1, got \"4\""},
            {R"({"ids": [3, 0]})", "ids[1]"},

@@ -38,6 +38,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -485,6 +486,47 @@ class PostgresStore : public StateStore {
       m.last_checkpoint = Time::FromMillis(Int(r, row, 11));
       m.accrued_micros = Int(r, row, 12);
       out.push_back(rec);
+    }
+    return out;
+  }
+
+  // Two statements: the rows of `ids`, then the arrays whose tasks without rows are among them
+  // (such a task is pending, of its array's team).
+  Result<std::vector<JobBrief>> GetJobBriefs(const std::vector<JobId>& ids) override {
+    if (ids.empty()) return std::vector<JobBrief>{};
+    MutexLock lock(mu_);
+    std::string list;
+    int64_t lo = ids.front().value(), hi = lo;
+    for (JobId id : ids) {
+      list += (list.empty() ? "" : ",") + std::to_string(id.value());
+      lo = std::min(lo, id.value());
+      hi = std::max(hi, id.value());
+    }
+    GF_ASSIGN_OR_RETURN(PgResult rows, Query("SELECT id, team, state FROM jobs WHERE id = ANY($1::bigint[])",
+                                             Params().Add("{" + list + "}"), "read the teams and states of jobs"));
+    std::unordered_map<int64_t, std::pair<std::string, api::JobState>> found;
+    for (int row = 0; row < PQntuples(rows.get()); ++row) {
+      GF_ASSIGN_OR_RETURN(api::JobState state, api::ParseJobState(Text(rows, row, 2)));
+      found[Int(rows, row, 0)] = {Text(rows, row, 1), state};
+    }
+    std::vector<std::tuple<int64_t, int64_t, std::string>> arrays;  // (first, last, team)
+    if (found.size() < ids.size()) {
+      GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT first_id, last_id, team FROM job_arrays WHERE first_id <= $2 AND "
+                                            "last_id >= $1 ORDER BY first_id",
+                                            Params().Add(lo).Add(hi), "read the arrays of jobs"));
+      for (int row = 0; row < PQntuples(r.get()); ++row) arrays.emplace_back(Int(r, row, 0), Int(r, row, 1), Text(r, row, 2));
+    }
+    std::vector<JobBrief> out;
+    for (JobId id : ids) {
+      if (auto it = found.find(id.value()); it != found.end()) {
+        out.push_back({id, it->second.first, it->second.second});
+        continue;
+      }
+      auto a = std::upper_bound(arrays.begin(), arrays.end(), id.value(),
+                                [](int64_t v, const auto& e) { return v < std::get<0>(e); });
+      if (a != arrays.begin() && id.value() <= std::get<1>(*std::prev(a))) {
+        out.push_back({id, std::get<2>(*std::prev(a)), api::JobState::kPending});
+      }
     }
     return out;
   }

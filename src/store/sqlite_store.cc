@@ -399,6 +399,34 @@ class SqliteStore : public StateStore {
     return out;
   }
 
+  // A job's row when it has one; a task without one is pending, of its array's team.
+  Result<std::vector<JobBrief>> GetJobBriefs(const std::vector<JobId>& ids) override {
+    MutexLock lock(mu_);
+    std::vector<JobBrief> out;
+    for (JobId id : ids) {
+      {
+        Stmt st = Prepare("SELECT team, state FROM jobs WHERE id = ?1");
+        st.Bind(1, id.value());
+        int rc = st.Step();
+        if (rc == SQLITE_ROW) {
+          GF_ASSIGN_OR_RETURN(api::JobState state, api::ParseJobState(st.Text(1)));
+          out.push_back({id, st.Text(0), state});
+          continue;
+        }
+        if (rc != SQLITE_DONE) return Error("read the team and state of job " + std::to_string(id.value()), rc);
+      }
+      GF_ASSIGN_OR_RETURN(std::optional<StoredArray> array, ArrayOf(id));
+      if (!array) continue;
+      Stmt team_of = Prepare("SELECT team FROM job_arrays WHERE first_id = ?1");
+      team_of.Bind(1, array->first_id);
+      if (int rc = team_of.Step(); rc != SQLITE_ROW) {
+        return Error("read the team of array " + std::to_string(array->first_id), rc);
+      }
+      out.push_back({id, team_of.Text(0), api::JobState::kPending});
+    }
+    return out;
+  }
+
   Result<std::optional<api::JobRecord>> GetJob(JobId id) override {
     MutexLock lock(mu_);
     Stmt st = Prepare("SELECT id, record FROM jobs WHERE id = ?1");

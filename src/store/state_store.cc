@@ -4,6 +4,15 @@
 
 namespace gpufleet::store {
 
+Result<std::vector<JobBrief>> StateStore::GetJobBriefs(const std::vector<JobId>& ids) {
+  std::vector<JobBrief> out;
+  for (JobId id : ids) {
+    GF_ASSIGN_OR_RETURN(std::optional<api::JobRecord> rec, GetJob(id));
+    if (rec) out.push_back({id, rec->request.spec.team, rec->state});
+  }
+  return out;
+}
+
 Status CheckSubmissions(const std::vector<Submission>& submissions) {
   for (size_t i = 0; i < submissions.size(); ++i) {
     if (submissions[i].request_id.empty()) {

@@ -58,6 +58,13 @@ struct JobMemoryRecord {
   bool operator==(const JobMemoryRecord&) const = default;
 };
 
+// What a cancel of many jobs needs to know of a job it does not hold: whose and how it stands.
+struct JobBrief {
+  JobId id;
+  std::string team;
+  api::JobState state = api::JobState::kPending;
+};
+
 struct JobFilter {
   bool include_terminal = true;
   std::optional<std::string> team;
@@ -127,6 +134,10 @@ class StateStore {
   virtual Result<std::vector<JobMemoryRecord>> ListJobMemory() = 0;
 
   virtual Result<std::optional<api::JobRecord>> GetJob(JobId id) = 0;
+  // The team and state of each of `ids` that names a job (in the order of `ids`; ids of no job are
+  // left out), without decoding records. This default reads each with GetJob; a store across a
+  // network answers in a few statements.
+  virtual Result<std::vector<JobBrief>> GetJobBriefs(const std::vector<JobId>& ids);
   // The matching jobs oldest first (by id) without a limit; with one, the newest `limit` of them,
   // newest first.
   virtual Result<std::vector<api::JobRecord>> ListJobs(const JobFilter& filter) = 0;

@@ -577,6 +577,33 @@ TEST_P(StateStoreTest, ABatchThatChangesOneJobTwiceAndManyTasksKeepsTheirOrder) 
   EXPECT_EQ(HistoryOk(tasks[31].id).size(), 1u);
 }
 
+TEST_P(StateStoreTest, BriefsGiveTheTeamAndStateOfJobsAndTasksAndLeaveOutIdsOfNoJob) {
+  // Given a job of team vision that ended and a 40-task array of nlp with one task cancelled,
+  // expect the briefs of the job, the cancelled task and a task still stored in its array (pending),
+  // in the order asked, and nothing for ids of no job (before, between and after them).
+  auto out = SubmitOk({MakeSubmission("one", 1, "vision"), MakeArray("sweep", 40, "nlp", 1000)});
+  api::JobRecord job = out[0].jobs[0];
+  std::vector<api::JobRecord> tasks = out[1].jobs;
+  job.state = api::JobState::kSucceeded;
+  api::JobRecord task = tasks[3];
+  task.state = api::JobState::kCancelled;
+  ASSERT_TRUE(store_
+                  ->Update({{job, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kSucceeded, "done"}},
+                            {task, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kCancelled, "x"}}})
+                  .ok());
+  auto briefs = store_->GetJobBriefs({JobId(999), tasks[10].id, job.id, JobId(0), task.id, JobId(42)});
+  ASSERT_TRUE(briefs.ok()) << briefs.status().ToString();
+  ASSERT_EQ(briefs->size(), 3u);
+  EXPECT_EQ((*briefs)[0].id, tasks[10].id);
+  EXPECT_EQ((*briefs)[0].team, "nlp");
+  EXPECT_EQ((*briefs)[0].state, api::JobState::kPending);
+  EXPECT_EQ((*briefs)[1].id, job.id);
+  EXPECT_EQ((*briefs)[1].team, "vision");
+  EXPECT_EQ((*briefs)[1].state, api::JobState::kSucceeded);
+  EXPECT_EQ((*briefs)[2].id, task.id);
+  EXPECT_EQ((*briefs)[2].state, api::JobState::kCancelled);
+}
+
 TEST_P(StateStoreTest, TasksOfALargeArrayChangeOneAtATime) {
   // Given a 40-task array, one task started, one given the scheduler's memory alone and one
   // cancelled, expect each changed task read back changed (with its whole history) and every
