@@ -940,8 +940,10 @@ TEST_F(EngineTest, CancelManyChecksEveryJobFirstThenCancelsThemInOneStep) {
   EXPECT_EQ(store_.ListAudit({})->size(), audit_before->size());
 
   // Named twice and out of order: each once, ascending.
-  auto many = e->CancelMany({waiting2, running, waiting1, running}, "alice", nlp_only,
-                            api::AuditRecord{.verb = "job.cancel", .outcome = "allowed"});
+  api::AuditRecord record;
+  record.verb = "job.cancel";
+  record.outcome = "allowed";
+  auto many = e->CancelMany({waiting2, running, waiting1, running}, "alice", nlp_only, record);
   e->Step();
   auto r = many.get();
   ASSERT_TRUE(r.ok()) << r.status().message();

@@ -1362,7 +1362,9 @@ TEST_F(ServerTest, EveryChangeAndEveryRefusalLeavesExactlyOneAuditRecord) {
     if (std::count(c.path.begin(), c.path.end(), '/') > 2 && c.path != "/v1/jobs/cancel") {
       EXPECT_EQ(log[before + 1].object, a.object) << c.path;
     }
-    if (c.path == "/v1/jobs/cancel") EXPECT_EQ(a.object, "job " + id3);  // the jobs the body named
+    if (c.path == "/v1/jobs/cancel") {
+      EXPECT_EQ(a.object, "job " + id3);  // the jobs the body named
+    }
     EXPECT_EQ(log[before + 2].verb, "auth.login");
     EXPECT_EQ(log[before + 2].outcome, "denied");
   }
