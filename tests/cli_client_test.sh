@@ -226,6 +226,7 @@ expect_rc "$WORK/sweep" 0 "submit of a 30-task array"
 SWEEP_FIRST="$(sed -n 's/^submitted 30 jobs: \([0-9]*\) (sweep-0) .. \([0-9]*\) (sweep-29)$/\1/p' "$WORK/sweep.out")"
 SWEEP_LAST="$(sed -n 's/^submitted 30 jobs: \([0-9]*\) (sweep-0) .. \([0-9]*\) (sweep-29)$/\2/p' "$WORK/sweep.out")"
 [[ -n "$SWEEP_FIRST" && -n "$SWEEP_LAST" ]] || { show "$WORK/sweep"; fail "submit did not print the array's first and last ids"; }
+expect_contains "$WORK/sweep.out" "('gpufleet cancel $SWEEP_FIRST-$SWEEP_LAST' cancels them all)" "submit of an array says how to cancel it"
 wait_for "two of the sweep's tasks to run" state_is "$((SWEEP_FIRST + 1))" running
 run "$WORK/badrange" "$GPUFLEET" cancel "$SWEEP_LAST-$SWEEP_FIRST"
 expect_rc "$WORK/badrange" 2 "cancel of a range whose first id is above its last"

@@ -219,9 +219,15 @@ SubmitOutcome PostJobs(ApiClient& client, const std::string& cmd, const json& bo
                   StrField(j, "name").c_str());
     }
   } else {
-    std::printf("%s %zu jobs: %lld (%s) .. %lld (%s)\n", verb.c_str(), jobs.size(),
-                static_cast<long long>(IntField(jobs.front(), "id")), StrField(jobs.front(), "name").c_str(),
-                static_cast<long long>(IntField(jobs.back(), "id")), StrField(jobs.back(), "name").c_str());
+    const int64_t first = IntField(jobs.front(), "id"), last = IntField(jobs.back(), "id");
+    std::printf("%s %zu jobs: %lld (%s) .. %lld (%s)\n", verb.c_str(), jobs.size(), static_cast<long long>(first),
+                StrField(jobs.front(), "name").c_str(), static_cast<long long>(last),
+                StrField(jobs.back(), "name").c_str());
+    // One submission's ids follow each other: one range names them all.
+    if (last - first + 1 == static_cast<int64_t>(jobs.size())) {
+      std::printf("('gpufleet cancel %lld-%lld' cancels them all)\n", static_cast<long long>(first),
+                  static_cast<long long>(last));
+    }
   }
   return out;
 }

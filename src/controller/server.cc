@@ -1146,29 +1146,33 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
       if (v.size() > 10) s += " and " + std::to_string(v.size() - 10) + " more";
       return s;
     };
-    // Refused: every id of no job (404), else every job of another team (403); nothing changes.
+    // Refused: every id of no job (404) and every job of another team (403 when there are only
+    // those), both named at once; nothing changes.
     auto refuse = [&](const CancelManyReply& r) {
+      std::vector<int64_t> forbidden;
+      std::map<std::string, std::vector<int64_t>> by_team;
+      for (const auto& [id, team] : r.forbidden) {
+        forbidden.push_back(id.value());
+        by_team[team].push_back(id.value());
+      }
+      std::string theirs;
+      for (const auto& [team, v] : by_team) {
+        theirs += (theirs.empty() ? "" : "; ") + std::string(v.size() == 1 ? "job " : "jobs ") + some(v) +
+                  (v.size() == 1 ? " belongs" : " belong") + " to team " + team;
+      }
+      if (!theirs.empty()) theirs += "; your token may cancel only team " + who->team + "'s jobs";
       if (!r.missing.empty()) {
         std::vector<int64_t> missing = list(r.missing);
         std::string msg = (missing.size() == 1 ? "job " + some(missing) + " does not exist"
                                                : "jobs " + some(missing) + " do not exist") +
-                          "; nothing was cancelled";
-        Reply(res, 404, {{"error", {{"code", "not_found"}, {"message", msg}}}, {"missing", missing}});
+                          (theirs.empty() ? "" : "; " + theirs) + "; nothing was cancelled";
+        json body = {{"error", {{"code", "not_found"}, {"message", msg}}}, {"missing", missing}};
+        if (!forbidden.empty()) body["forbidden"] = forbidden;
+        Reply(res, 404, body);
         return;
       }
-      std::vector<int64_t> ids_out;
-      std::map<std::string, std::vector<int64_t>> by_team;
-      for (const auto& [id, team] : r.forbidden) {
-        ids_out.push_back(id.value());
-        by_team[team].push_back(id.value());
-      }
-      std::string msg;
-      for (const auto& [team, v] : by_team) {
-        msg += (msg.empty() ? "" : "; ") + std::string(v.size() == 1 ? "job " : "jobs ") + some(v) +
-               (v.size() == 1 ? " belongs" : " belong") + " to team " + team;
-      }
-      msg += "; your token may cancel only team " + who->team + "'s jobs; nothing was cancelled";
-      Reply(res, 403, {{"error", {{"code", "permission_denied"}, {"message", msg}}}, {"forbidden", ids_out}});
+      Reply(res, 403, {{"error", {{"code", "permission_denied"}, {"message", theirs + "; nothing was cancelled"}}},
+                       {"forbidden", forbidden}});
     };
     // Checked here first, on this request's thread: the jobs the engine does not hold are read from
     // the store in a few statements, not in the engine's step (which every other request waits on).

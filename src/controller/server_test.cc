@@ -820,6 +820,14 @@ TEST_F(ServerTest, ManyJobsAreCancelledInOneRequestAfterEachIsChecked) {
   ASSERT_EQ(missing->status, 404) << missing->body;
   EXPECT_NE(missing->body.find("job 99999 does not exist; nothing was cancelled"), std::string::npos) << missing->body;
   EXPECT_EQ(Body(missing)["missing"], json({99999}));
+  // Both at once: one answer names both, so that one fix is enough.
+  auto both = Call("POST", "/v1/jobs/cancel", bob_, ids_body({ids[0], 99999}));
+  ASSERT_EQ(both->status, 404) << both->body;
+  EXPECT_EQ(Body(both)["missing"], json({99999}));
+  EXPECT_EQ(Body(both)["forbidden"], json({ids[0]}));
+  EXPECT_NE(both->body.find("job 99999 does not exist; job " + std::to_string(ids[0]) + " belongs to team vision"),
+            std::string::npos)
+      << both->body;
   for (int64_t id : {ids[0], bobs}) {
     auto rec = store_.GetJob(JobId(id));
     ASSERT_TRUE(rec.ok() && rec->has_value());
