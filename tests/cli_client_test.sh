@@ -212,8 +212,9 @@ run "$WORK/cancel_again" "$GPUFLEET" cancel "$SLEEPER"
 expect_rc "$WORK/cancel_again" 1 "cancel of a job that already ended"
 
 # --- cancel an array's tasks at once ----------------------------------------------------------
-# 30 sleepers of one GPU on two GPUs: two start, 28 wait. One range cancels them all in one
-# request; a second says they had ended (exit 1); a bad range is refused before any request.
+# 30 sleepers of one GPU on two GPUs: two start, 28 wait. A filter selects the 28 (--dry-run) and
+# cancels them; a range then stops the two running and says the others had ended (exit 1); a
+# second says all had ended; a bad range is refused before any request.
 cat >"$WORK/sweep.yaml" <<'YAML'
 name: sweep-{{seed}}
 resources: {gpus: 1}
@@ -231,10 +232,23 @@ wait_for "two of the sweep's tasks to run" state_is "$((SWEEP_FIRST + 1))" runni
 run "$WORK/badrange" "$GPUFLEET" cancel "$SWEEP_LAST-$SWEEP_FIRST"
 expect_rc "$WORK/badrange" 2 "cancel of a range whose first id is above its last"
 expect_contains "$WORK/badrange.err" "a range of jobs is FIRST-LAST with 1 <= FIRST <= LAST" "cancel says what a range is"
+run "$WORK/bothways" "$GPUFLEET" cancel "$SWEEP_FIRST" --state pending
+expect_rc "$WORK/bothways" 2 "cancel naming ids and filters"
+run "$WORK/badstate" "$GPUFLEET" cancel --state succeeded
+expect_rc "$WORK/badstate" 2 "cancel --state of a state no unfinished job has"
+run "$WORK/dryrun" "$GPUFLEET" cancel --state pending --name 'sweep-*' --dry-run
+expect_rc "$WORK/dryrun" 0 "cancel --dry-run"
+expect_contains "$WORK/dryrun.out" "28 job(s) match: jobs $((SWEEP_FIRST + 2))-$SWEEP_LAST (28)" "cancel --dry-run lists the waiting tasks"
+state_is "$((SWEEP_FIRST + 2))" pending || fail "cancel --dry-run cancelled a job"
+run "$WORK/cancelwaiting" "$GPUFLEET" cancel --state pending --name 'sweep-*'
+expect_rc "$WORK/cancelwaiting" 0 "cancel of the sweep's waiting tasks by filter"
+expect_contains "$WORK/cancelwaiting.out" "cancel requested for 28 jobs: 28 were waiting (cancelled now), 0 stopping (they end cancelled)" \
+  "cancel by filter says how many jobs waited"
+state_is "$SWEEP_FIRST" running || fail "cancel --state pending stopped a running task"
 run "$WORK/cancelsweep" "$GPUFLEET" cancel "$SWEEP_FIRST-$SWEEP_LAST"
-expect_rc "$WORK/cancelsweep" 0 "cancel of the sweep's range"
-expect_contains "$WORK/cancelsweep.out" "cancel requested for 30 jobs: 28 were waiting (cancelled now), 2 stopping (they end cancelled)" \
-  "cancel of a range says how many jobs waited and how many are stopping"
+expect_rc "$WORK/cancelsweep" 1 "cancel of the sweep's range, most of it ended"
+expect_contains "$WORK/cancelsweep.out" "cancel requested for job $((SWEEP_FIRST + 1))" "cancel of a range names the running tasks it stops"
+expect_contains "$WORK/cancelsweep.err" "and 8 more jobs had already ended" "cancel of a range counts the jobs that had ended"
 wait_for "the sweep's first task to be cancelled" state_is "$SWEEP_FIRST" cancelled
 wait_for "the sweep's second task to be cancelled" state_is "$((SWEEP_FIRST + 1))" cancelled
 run "$WORK/cancelsweep2" "$GPUFLEET" cancel "$SWEEP_FIRST-$SWEEP_LAST" -o json

@@ -1,5 +1,6 @@
 #include "cli/client_commands.h"
 
+#include <fnmatch.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -580,31 +581,111 @@ std::optional<std::vector<int64_t>> CancelIds(const std::string& cmd, const std:
   return ids;
 }
 
+// The ids of the unfinished jobs (GET /v1/queue, every page) whose state, name and team match the
+// filters given (empty: any); nullopt after printing why the queue could not be read.
+std::optional<std::vector<int64_t>> QueuedIds(const std::string& cmd, ApiClient& client,
+                                              const std::vector<api::JobState>& states, const std::string& name,
+                                              const std::string& team) {
+  std::vector<int64_t> ids;
+  int64_t cursor = 0;
+  while (true) {
+    std::map<std::string, std::string> q = {{"limit", "1000"}};
+    if (cursor > 0) q["cursor"] = std::to_string(cursor);
+    ApiResult r = client.Get("/v1/queue", q);
+    if (!r.ok()) {
+      Report(cmd, r);
+      return std::nullopt;
+    }
+    auto page = DecodeJobList(r.body);
+    if (!page.ok()) {
+      Fail(cmd, kExitFailed, "the controller's answer: " + page.status().message());
+      return std::nullopt;
+    }
+    for (const api::JobSummary& j : *page) {
+      if (!states.empty() && std::find(states.begin(), states.end(), j.state) == states.end()) continue;
+      if (!name.empty() && fnmatch(name.c_str(), j.name.c_str(), 0) != 0) continue;
+      if (!team.empty() && j.team != team) continue;
+      ids.push_back(j.id.value());
+    }
+    const int64_t next = IntField(r.body, "next_cursor");
+    if (next <= cursor || page->empty()) break;
+    cursor = next;
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
 std::function<int()> SetupCancel(CLI::App& app) {
   struct Args {
     Connection conn;
     std::vector<std::string> jobs;
     std::string output = "table";
+    std::string state, name, team;
+    bool dry_run = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("cancel", "Cancel jobs: pending ones leave the queue, running ones are stopped");
-  sub->add_option("jobs", a->jobs, "Job ids, or ranges FIRST-LAST (an array's tasks)")->required();
+  sub->add_option("jobs", a->jobs, "Job ids, or ranges FIRST-LAST (an array's tasks)");
+  sub->add_option("--state", a->state,
+                  "Instead of ids: the unfinished jobs in these states (comma-separated: pending, starting, running, "
+                  "stopping, preempted)");
+  sub->add_option("--name", a->name, "Instead of ids: the unfinished jobs whose name matches this pattern ('sweep-*')");
+  sub->add_option("--team", a->team, "Instead of ids: the unfinished jobs of this team");
+  sub->add_flag("--dry-run", a->dry_run, "Print the jobs the filters select and cancel nothing");
   AddOutputFlag(sub, a->output);
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, R"(  gpufleet cancel 12
   gpufleet cancel 12 13 14
   gpufleet cancel 4-100003          # the tasks of an array ('submit' printed the first and last)
   gpufleet cancel 4-100003 -o json  # the ids cancelled, stopping, and those that had ended
+  gpufleet cancel --state pending --name 'sweep-*' --dry-run   # which waiting sweep jobs
+  gpufleet cancel --state pending --team vision                 # every waiting job of team vision
 A running job gets its checkpoint signal (default SIGTERM), a grace period, then SIGKILL.
 Several jobs are cancelled in one request (100,000 a request): every one is checked first, and
 if one does not exist or is another team's, none of that request's jobs is cancelled. Exit 1
 when a job named had already ended (the others are cancelled).)");
   return [a]() {
     const std::string cmd = "cancel";
-    auto ids = CancelIds(cmd, a->jobs);
-    if (!ids) return kExitUsage;
+    const bool filtered = !a->state.empty() || !a->name.empty() || !a->team.empty();
+    if (filtered == !a->jobs.empty()) {
+      return Fail(cmd, kExitUsage,
+                  filtered ? "name jobs by ids or by --state/--name/--team, not both"
+                           : "name the jobs to cancel: ids, ranges (4-100003), or --state/--name/--team");
+    }
+    if (a->dry_run && !filtered) return Fail(cmd, kExitUsage, "--dry-run goes with --state, --name or --team");
+    std::vector<api::JobState> states;
+    for (const auto& word : Split(a->state, ',')) {
+      if (Trim(word).empty()) continue;
+      auto st = api::ParseJobState(std::string(Trim(word)));
+      if (!st.ok() || api::IsTerminal(*st)) {
+        return Fail(cmd, kExitUsage,
+                    "--state: '" + std::string(Trim(word)) +
+                        "' is not a state an unfinished job has (pending, starting, running, stopping, preempted)");
+      }
+      states.push_back(*st);
+    }
+    std::optional<std::vector<int64_t>> ids;
+    if (!filtered) {
+      ids = CancelIds(cmd, a->jobs);
+      if (!ids) return kExitUsage;
+    }
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
+    if (filtered) {
+      ids = QueuedIds(cmd, *client, states, a->name, a->team);
+      if (!ids) return kExitFailed;
+      if (a->dry_run || ids->empty()) {
+        if (a->output == "json") {
+          PrintJson({{"selected", *ids}});
+        } else if (ids->empty()) {
+          std::printf("no unfinished job matches\n");
+        } else {
+          std::printf("%zu job(s) match: %s\n", ids->size(), api::JobsAuditObject(*ids).c_str());
+        }
+        return kExitOk;
+      }
+    }
     const bool one = a->jobs.size() == 1 && ParseJobId(a->jobs[0]).has_value();
     if (one && a->output != "json") {
       ApiResult r = client->Post("/v1/jobs/" + std::to_string(ids->front()) + "/cancel", json::object());
