@@ -484,6 +484,20 @@ void ApiServer::AuditAnswer(const httplib::Request& req, const httplib::Response
         a.reason = "a retry of request " + a.request_id + ": its jobs as first submitted, nothing new";
       }
     }
+    // A refused cancel of many jobs names the jobs it was refused for.
+    if (res.status >= 400) {
+      std::vector<int64_t> named;
+      for (const char* key : {"forbidden", "missing"}) {
+        if (!body->contains(key) || !(*body)[key].is_array()) continue;
+        for (const auto& id : (*body)[key]) {
+          if (id.is_number_integer()) named.push_back(id.get<int64_t>());
+        }
+      }
+      if (!named.empty()) {
+        std::sort(named.begin(), named.end());
+        a.object = api::JobsAuditObject(named);
+      }
+    }
     if (res.status < 300 && rule && rule->verb == Verb::kAgentRegister && body->contains("node_id")) {
       a.object = "node " + (*body)["node_id"].dump();
     }

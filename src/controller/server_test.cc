@@ -816,6 +816,14 @@ TEST_F(ServerTest, ManyJobsAreCancelledInOneRequestAfterEachIsChecked) {
             std::string::npos)
       << denied->body;
   EXPECT_EQ(Body(denied)["forbidden"], json({ids[0], ids[1]}));
+  {
+    store::AuditFilter denials;
+    denials.verb = "job.cancel";
+    auto log = store_.ListAudit(denials);
+    ASSERT_TRUE(log.ok() && !log->empty());
+    EXPECT_EQ(log->back().outcome, "denied");
+    EXPECT_EQ(log->back().object, "jobs " + std::to_string(ids[0]) + "," + std::to_string(ids[1]));
+  }
   auto missing = Call("POST", "/v1/jobs/cancel", alice_, ids_body({ids[0], 99999}));
   ASSERT_EQ(missing->status, 404) << missing->body;
   EXPECT_NE(missing->body.find("job 99999 does not exist; nothing was cancelled"), std::string::npos) << missing->body;
