@@ -236,6 +236,8 @@ run "$WORK/bothways" "$GPUFLEET" cancel "$SWEEP_FIRST" --state pending
 expect_rc "$WORK/bothways" 2 "cancel naming ids and filters"
 run "$WORK/badstate" "$GPUFLEET" cancel --state succeeded
 expect_rc "$WORK/badstate" 2 "cancel --state of a state no unfinished job has"
+run "$WORK/blankstate" "$GPUFLEET" cancel --state ' , '
+expect_rc "$WORK/blankstate" 2 "cancel --state naming no state"
 run "$WORK/dryrun" "$GPUFLEET" cancel --state pending --name 'sweep-*' --dry-run
 expect_rc "$WORK/dryrun" 0 "cancel --dry-run"
 expect_contains "$WORK/dryrun.out" "28 job(s) match: jobs $((SWEEP_FIRST + 2))-$SWEEP_LAST (28)" "cancel --dry-run lists the waiting tasks"

@@ -586,9 +586,16 @@ std::optional<std::vector<int64_t>> CancelIds(const std::string& cmd, const std:
 std::optional<std::vector<int64_t>> QueuedIds(const std::string& cmd, ApiClient& client,
                                               const std::vector<api::JobState>& states, const std::string& name,
                                               const std::string& team) {
-  std::vector<int64_t> ids;
-  int64_t cursor = 0;
-  while (true) {
+  // The queue is paged by position: a job that leaves it (or moves up) between two pages shifts
+  // the next page past one job. So it is read again until a reading finds nothing new.
+  std::set<int64_t> found;
+  for (int reading = 0; reading < 5; ++reading) {
+    const size_t before = found.size();
+    std::vector<int64_t> ids;
+    int64_t cursor = 0;
+    int pages = 0;
+    while (true) {
+    ++pages;
     std::map<std::string, std::string> q = {{"limit", "1000"}};
     if (cursor > 0) q["cursor"] = std::to_string(cursor);
     ApiResult r = client.Get("/v1/queue", q);
@@ -610,10 +617,11 @@ std::optional<std::vector<int64_t>> QueuedIds(const std::string& cmd, ApiClient&
     const int64_t next = IntField(r.body, "next_cursor");
     if (next <= cursor || page->empty()) break;
     cursor = next;
+    }
+    found.insert(ids.begin(), ids.end());
+    if (pages == 1 || (reading > 0 && found.size() == before)) break;  // (one page: nothing shifted)
   }
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  return ids;
+  return std::vector<int64_t>(found.begin(), found.end());
 }
 
 std::function<int()> SetupCancel(CLI::App& app) {
@@ -628,10 +636,13 @@ std::function<int()> SetupCancel(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("cancel", "Cancel jobs: pending ones leave the queue, running ones are stopped");
   sub->add_option("jobs", a->jobs, "Job ids, or ranges FIRST-LAST (an array's tasks)");
   sub->add_option("--state", a->state,
-                  "Instead of ids: the unfinished jobs in these states (comma-separated: pending, starting, running, "
-                  "stopping, preempted)");
-  sub->add_option("--name", a->name, "Instead of ids: the unfinished jobs whose name matches this pattern ('sweep-*')");
-  sub->add_option("--team", a->team, "Instead of ids: the unfinished jobs of this team");
+                  "Instead of ids: the unfinished jobs in these states (one comma-separated list, lowercase: pending, "
+                  "starting, running, stopping, preempted); a job that has left them by the cancel is left alone");
+  sub->add_option("--name", a->name,
+                  "Instead of ids: the unfinished jobs whose name matches this shell pattern ('sweep-*', case-sensitive)");
+  sub->add_option("--team", a->team,
+                  "Instead of ids: the unfinished jobs of this team (with any filter, other teams' jobs your token may "
+                  "not cancel are left alone)");
   sub->add_flag("--dry-run", a->dry_run, "Print the jobs the filters select and cancel nothing");
   AddOutputFlag(sub, a->output);
   AddConnectionFlags(sub, a->conn);
@@ -655,6 +666,9 @@ when a job named had already ended (the others are cancelled).)");
     }
     if (a->dry_run && !filtered) return Fail(cmd, kExitUsage, "--dry-run goes with --state, --name or --team");
     std::vector<api::JobState> states;
+    if (!a->state.empty() && Trim(a->state).find_first_not_of(", ") == std::string::npos) {
+      return Fail(cmd, kExitUsage, "--state: name at least one state (pending, starting, running, stopping, preempted)");
+    }
     for (const auto& word : Split(a->state, ',')) {
       if (Trim(word).empty()) continue;
       auto st = api::ParseJobState(std::string(Trim(word)));
@@ -677,7 +691,9 @@ when a job named had already ended (the others are cancelled).)");
       if (!ids) return kExitFailed;
       if (a->dry_run || ids->empty()) {
         if (a->output == "json") {
-          PrintJson({{"selected", *ids}});
+          PrintJson(a->dry_run ? json{{"selected", *ids}}
+                               : json{{"cancel_requested", false}, {"cancelled", json::array()},
+                                      {"stopping", json::array()}, {"ended", json::array()}, {"skipped", json::array()}});
         } else if (ids->empty()) {
           std::printf("no unfinished job matches\n");
         } else {
@@ -695,11 +711,22 @@ when a job named had already ended (the others are cancelled).)");
     }
     // Many: 100,000 a request, each checked as a whole by the controller.
     constexpr size_t kPerRequest = 100'000;
-    json all = {{"cancelled", json::array()}, {"stopping", json::array()}, {"ended", json::array()}};
+    json all = {{"cancelled", json::array()}, {"stopping", json::array()}, {"ended", json::array()},
+                {"skipped", json::array()}};
     for (size_t at = 0; at < ids->size(); at += kPerRequest) {
       const size_t end = std::min(ids->size(), at + kPerRequest);
       json body = {{"ids", std::vector<int64_t>(ids->begin() + static_cast<std::ptrdiff_t>(at),
                                                 ids->begin() + static_cast<std::ptrdiff_t>(end))}};
+      if (filtered) {
+        // What the filters chose, as it stands at the cancel: only jobs still in those states, and
+        // other teams' jobs left alone rather than refusing the rest.
+        body["skip_other_teams"] = true;
+        if (!states.empty()) {
+          json names = json::array();
+          for (api::JobState st : states) names.push_back(api::JobStateName(st));
+          body["states"] = std::move(names);
+        }
+      }
       ApiResult r = client->Post("/v1/jobs/cancel", body);
       if (!r.ok()) {
         if (at > 0) {
@@ -718,15 +745,18 @@ when a job named had already ended (the others are cancelled).)");
         }
         return Report(cmd, r);
       }
-      for (const char* k : {"cancelled", "stopping", "ended"}) {
+      for (const char* k : {"cancelled", "stopping", "ended", "skipped"}) {
         for (const auto& v : r.body.value(k, json::array())) all[k].push_back(v);
       }
     }
     const json& ended = all["ended"];
+    // Named jobs that had ended are a failure, as for one job; jobs a filter chose that ended on
+    // their own before the cancel are not.
+    const int done_rc = ended.empty() || filtered ? kExitOk : kExitFailed;
     if (a->output == "json") {
       all["cancel_requested"] = !all["cancelled"].empty() || !all["stopping"].empty();
       PrintJson(all);
-      return ended.empty() ? kExitOk : kExitFailed;
+      return done_rc;
     }
     const size_t waiting = all["cancelled"].size(), stopping = all["stopping"].size();
     if (waiting + stopping <= 20) {
@@ -747,7 +777,11 @@ when a job named had already ended (the others are cancelled).)");
     if (ended.size() > 20) {
       std::fprintf(stderr, "gpufleet %s: and %zu more jobs had already ended\n", cmd.c_str(), ended.size() - 20);
     }
-    return ended.empty() ? kExitOk : kExitFailed;
+    if (!all["skipped"].empty()) {
+      std::fprintf(stderr, "gpufleet %s: %zu job(s) left alone: other teams' or no longer in the states asked\n",
+                   cmd.c_str(), all["skipped"].size());
+    }
+    return done_rc;
   };
 }
 

@@ -483,10 +483,10 @@ std::future<Status> Engine::Cancel(JobId job, std::string by, std::optional<api:
 std::future<Result<CancelManyReply>> Engine::CancelMany(std::vector<JobId> jobs, std::string by,
                                                         std::function<bool(const std::string& team)> may_cancel,
                                                         std::optional<api::AuditRecord> audit,
-                                                        std::map<int64_t, api::JobState> ended) {
+                                                        CancelManyOptions options) {
   std::sort(jobs.begin(), jobs.end());
   jobs.erase(std::unique(jobs.begin(), jobs.end()), jobs.end());
-  CancelManyReq r{std::move(jobs), std::move(by), std::move(may_cancel), std::move(audit), std::move(ended), {}, {}};
+  CancelManyReq r{std::move(jobs), std::move(by), std::move(may_cancel), std::move(audit), std::move(options), {}, {}};
   auto f = r.done.get_future();
   Enqueue(std::move(r));
   return f;
@@ -1311,10 +1311,16 @@ void Engine::ApplyCancelMany(CancelManyReq& r) {
     auto it = jobs_.find(id.value());
     if (it != jobs_.end()) {
       const std::string& team = it->second.rec.request.spec.team;
-      if (r.may_cancel && !r.may_cancel(team)) reply.forbidden.emplace_back(id, team);
+      if (r.may_cancel && !r.may_cancel(team)) {
+        if (r.options.skip_forbidden) {
+          reply.skipped.emplace_back(id, "team " + team);
+        } else {
+          reply.forbidden.emplace_back(id, team);
+        }
+      }
       continue;
     }
-    if (auto known = r.ended.find(id.value()); known != r.ended.end()) {
+    if (auto known = r.options.ended.find(id.value()); known != r.options.ended.end()) {
       reply.ended.emplace_back(id, known->second);  // (the caller checked its team)
       continue;
     }
@@ -1326,22 +1332,34 @@ void Engine::ApplyCancelMany(CancelManyReq& r) {
     if (!*rec) {
       reply.missing.push_back(id);
     } else if (r.may_cancel && !r.may_cancel((*rec)->request.spec.team)) {
-      reply.forbidden.emplace_back(id, (*rec)->request.spec.team);
+      if (r.options.skip_forbidden) {
+        reply.skipped.emplace_back(id, "team " + (*rec)->request.spec.team);
+      } else {
+        reply.forbidden.emplace_back(id, (*rec)->request.spec.team);
+      }
     } else {
       reply.ended.emplace_back(id, (*rec)->state);
     }
   }
   if (reply.refused()) {
     reply.ended.clear();
+    reply.skipped.clear();
     r.result = std::move(reply);
     return;
   }
   const std::string by = r.by.empty() ? "" : " by " + r.by;
+  const std::vector<api::JobState>& only = r.options.only;
   for (JobId id : r.jobs) {
     auto it = jobs_.find(id.value());
     if (it == jobs_.end()) continue;  // ended: listed above
+    if (r.may_cancel && !r.may_cancel(it->second.rec.request.spec.team)) continue;  // skipped above
+    if (!only.empty() && std::find(only.begin(), only.end(), it->second.rec.state) == only.end()) {
+      reply.skipped.emplace_back(id, api::JobStateName(it->second.rec.state));
+      continue;
+    }
     (CancelUnfinished(it, by) ? reply.cancelled : reply.stopping).push_back(id);
   }
+  std::sort(reply.skipped.begin(), reply.skipped.end());
   if (r.audit && (!reply.cancelled.empty() || !reply.stopping.empty())) {
     std::vector<int64_t> changed;
     changed.reserve(reply.cancelled.size() + reply.stopping.size());

@@ -113,10 +113,25 @@ struct CancelManyReply {
   std::vector<JobId> cancelled;  // were waiting (pending, preempted): cancelled now
   std::vector<JobId> stopping;   // were starting, running or stopping: being stopped, they end cancelled
   std::vector<std::pair<JobId, api::JobState>> ended;  // had ended before: left as they were
+  // Left alone as asked (CancelManyOptions): "team T" (not the caller's to cancel) or the state
+  // the job was in when not one of those asked for.
+  std::vector<std::pair<JobId, std::string>> skipped;
   // The refusals. When either is non-empty nothing was changed (and the lists above are empty).
   std::vector<JobId> missing;                            // no such job
   std::vector<std::pair<JobId, std::string>> forbidden;  // (job, its team): not the caller's to cancel
   bool refused() const { return !missing.empty() || !forbidden.empty(); }
+};
+
+// How Engine::CancelMany chooses. `ended`: jobs the caller found ended in the store
+// (GetJobBriefs) with their states, so that the step reads the store only for a job that ended
+// since (a request of 100,000 ended or unknown ids would otherwise hold every other request while
+// the store is read). `only`: cancel only the jobs in these states at the step (empty: any),
+// leaving the others (skipped); `skip_forbidden`: leave the jobs the caller may not cancel
+// (skipped) instead of refusing the request.
+struct CancelManyOptions {
+  std::map<int64_t, api::JobState> ended;
+  std::vector<api::JobState> only;
+  bool skip_forbidden = false;
 };
 
 class Engine {
@@ -150,13 +165,10 @@ class Engine {
   // is checked before anything changes: when one names no job or a job the caller may not cancel,
   // nothing changes and the reply lists them. Each id counts once, in ascending order; jobs that
   // had ended are listed and left alone. The audit record is written only when something changed.
-  // `ended`: jobs the caller found ended in the store (GetJobBriefs) with their states, so that
-  // the step reads the store only for a job that ended since (a request of 100,000 ended or
-  // unknown ids would otherwise hold every other request while the store is read).
   std::future<Result<CancelManyReply>> CancelMany(std::vector<JobId> jobs, std::string by,
                                                   std::function<bool(const std::string& team)> may_cancel,
                                                   std::optional<api::AuditRecord> audit = std::nullopt,
-                                                  std::map<int64_t, api::JobState> ended = {});
+                                                  CancelManyOptions options = {});
   // The team of each of `jobs` that is unfinished (held by the engine); nullopt for the others.
   std::vector<std::optional<std::string>> UnfinishedTeams(const std::vector<JobId>& jobs) const;
   std::future<Status> Drain(const std::string& node, bool drain, std::optional<api::AuditRecord> audit = std::nullopt);
@@ -429,7 +441,7 @@ class Engine {
     std::string by;
     std::function<bool(const std::string& team)> may_cancel;
     std::optional<api::AuditRecord> audit;
-    std::map<int64_t, api::JobState> ended;  // found ended by the caller
+    CancelManyOptions options;
     std::promise<Result<CancelManyReply>> done;
     std::optional<Result<CancelManyReply>> result;
   };

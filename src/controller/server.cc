@@ -1119,11 +1119,33 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
     auto who = authz(req, res, Verb::kJobCancel);
     if (!who) return;
     auto body = api::ParseJson(req.body);
-    const std::string shape = "body: expected {\"ids\": [job ids]} (at most " + std::to_string(kMaxCancelIds) + ")";
+    const std::string shape = "body: expected {\"ids\": [job ids] (at most " + std::to_string(kMaxCancelIds) +
+                              "), \"states\": [states to cancel in], \"skip_other_teams\": bool}";
     if (!body.ok()) return Error(res, 400, body.status().message() + "; " + shape);
     if (!body->is_object()) return Error(res, 400, shape);
+    CancelManyOptions options;
     for (auto it = body->begin(); it != body->end(); ++it) {
-      if (it.key() != "ids") return Error(res, 400, "unknown field '" + it.key() + "'; " + shape);
+      if (it.key() == "ids") continue;
+      if (it.key() == "skip_other_teams") {
+        if (!it->is_boolean()) return Error(res, 400, "skip_other_teams: expected true or false, got " + it->dump());
+        options.skip_forbidden = it->get<bool>();
+        continue;
+      }
+      if (it.key() == "states") {
+        if (!it->is_array() || it->empty()) return Error(res, 400, "states: expected a non-empty list of states");
+        for (size_t i = 0; i < it->size(); ++i) {
+          const json& v = (*it)[i];
+          auto st = v.is_string() ? api::ParseJobState(v.get<std::string>())
+                                  : Result<api::JobState>(Status::InvalidArgument("not a string"));
+          if (!st.ok() || api::IsTerminal(*st)) {
+            return Error(res, 400, "states[" + std::to_string(i) + "]: expected a state an unfinished job has " +
+                                       "(pending, starting, running, stopping, preempted), got " + v.dump());
+          }
+          options.only.push_back(*st);
+        }
+        continue;
+      }
+      return Error(res, 400, "unknown field '" + it.key() + "'; " + shape);
     }
     auto ids_field = body->find("ids");
     if (ids_field == body->end() || !ids_field->is_array()) return Error(res, 400, shape);
@@ -1198,11 +1220,10 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
     for (size_t i = 0; i < ids.size(); ++i) {
       if (!teams[i]) {
         not_held.push_back(ids[i]);
-      } else if (may_cancel && !may_cancel(*teams[i])) {
+      } else if (may_cancel && !may_cancel(*teams[i]) && !options.skip_forbidden) {
         check.forbidden.emplace_back(ids[i], *teams[i]);
       }
     }
-    std::map<int64_t, api::JobState> ended;
     if (!not_held.empty()) {
       auto briefs = store_.GetJobBriefs(not_held);
       if (!briefs.ok()) return Error(res, briefs.status());
@@ -1211,9 +1232,9 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
         if (k < briefs->size() && (*briefs)[k].id == id) {
           const store::JobBrief& b = (*briefs)[k++];
           if (may_cancel && !may_cancel(b.team)) {
-            check.forbidden.emplace_back(id, b.team);
+            if (!options.skip_forbidden) check.forbidden.emplace_back(id, b.team);
           } else if (api::IsTerminal(b.state)) {
-            ended[id.value()] = b.state;
+            options.ended[id.value()] = b.state;
           }
         } else {
           check.missing.push_back(id);
@@ -1223,7 +1244,7 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
     }
     if (check.refused()) return refuse(check);
     auto reply = engine_.CancelMany(std::move(ids), who->token.subject, std::move(may_cancel),
-                                    Allowed(req, "cancel requested"), std::move(ended))
+                                    Allowed(req, "cancel requested"), std::move(options))
                      .get();
     if (!reply.ok()) return Error(res, reply.status());
     if (reply->refused()) return refuse(*reply);
@@ -1232,10 +1253,13 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
     for (const auto& [id, state] : reply->ended) {
       ended_out.push_back({{"id", id.value()}, {"state", api::JobStateName(state)}});
     }
+    json skipped_out = json::array();
+    for (const auto& [id, why] : reply->skipped) skipped_out.push_back({{"id", id.value()}, {"why", why}});
     Reply(res, 202, {{"cancel_requested", !reply->cancelled.empty() || !reply->stopping.empty()},
                      {"cancelled", list(reply->cancelled)},
                      {"stopping", list(reply->stopping)},
-                     {"ended", std::move(ended_out)}});
+                     {"ended", std::move(ended_out)},
+                     {"skipped", std::move(skipped_out)}});
   });
 
   user_routes_->Get(R"(/v1/jobs/(\d+)/explain)", [this, authz](const Request& req, Response& res) {

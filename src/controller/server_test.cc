@@ -796,7 +796,7 @@ TEST_F(ServerTest, ManyJobsAreCancelledInOneRequestAfterEachIsChecked) {
   auto ids_body = [](const std::vector<int64_t>& v) { return json({{"ids", v}}).dump(); };
 
   for (const auto& [body, says] : std::vector<std::pair<std::string, std::string>>{
-           {"[1, 2]", "expected {\"ids\": [job ids]}"},
+           {"[1, 2]", "expected {\"ids\": [job ids] (at most 100000)"},
            {R"({"ids": [3]} x)", "column"},
            {R"({"ids": []})", "ids is empty"},
            {R"({"ids": [3, "4"]})", "ids[1]: a job id is a whole number from 1, got \"4\""},
@@ -842,6 +842,27 @@ TEST_F(ServerTest, ManyJobsAreCancelledInOneRequestAfterEachIsChecked) {
     EXPECT_EQ((*rec)->state, api::JobState::kPending) << "a refused request changed job " << id;
   }
 
+  // Filters as they stand at the cancel: a state the jobs are not in leaves them; other teams'
+  // jobs are left alone instead of refusing the request when asked.
+  auto not_running = Call("POST", "/v1/jobs/cancel", alice_, R"({"ids": [)" + std::to_string(ids[0]) + R"(], "states": ["running"]})");
+  ASSERT_EQ(not_running->status, 202) << not_running->body;
+  EXPECT_EQ(Body(not_running)["skipped"], json::parse(R"([{"id": )" + std::to_string(ids[0]) + R"(, "why": "pending"}])"));
+  EXPECT_EQ(Body(not_running)["cancelled"], json::array());
+  for (const auto& [body, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"ids": [3], "states": ["succeeded"]})", "states[0]: expected a state an unfinished job has"},
+           {R"({"ids": [3], "states": []})", "states: expected a non-empty list"},
+           {R"({"ids": [3], "skip_other_teams": 1})", "skip_other_teams: expected true or false"}}) {
+    auto r = Call("POST", "/v1/jobs/cancel", alice_, body);
+    EXPECT_EQ(r->status, 400) << body;
+    EXPECT_NE(Body(r)["error"]["message"].get<std::string>().find(says), std::string::npos) << r->body;
+  }
+  auto mine = Call("POST", "/v1/jobs/cancel", bob_,
+                   json({{"ids", {ids[0], bobs}}, {"skip_other_teams", true}, {"states", {"pending"}}}).dump());
+  ASSERT_EQ(mine->status, 202) << mine->body;
+  EXPECT_EQ(Body(mine)["cancelled"], json({bobs}));
+  EXPECT_EQ(Body(mine)["skipped"], json::parse(R"([{"id": )" + std::to_string(ids[0]) + R"(, "why": "team vision"}])"));
+  EXPECT_EQ((*store_.GetJob(JobId(ids[0])))->state, api::JobState::kPending);
+
   std::vector<int64_t> named = ids;
   named.push_back(ids[2]);
   std::reverse(named.begin(), named.end());
@@ -851,7 +872,7 @@ TEST_F(ServerTest, ManyJobsAreCancelledInOneRequestAfterEachIsChecked) {
   EXPECT_EQ(Body(ok)["stopping"], json::array());
   EXPECT_TRUE(Body(ok)["cancel_requested"].get<bool>());
   for (int64_t id : ids) EXPECT_EQ((*store_.GetJob(JobId(id)))->state, api::JobState::kCancelled);
-  EXPECT_EQ((*store_.GetJob(JobId(bobs)))->state, api::JobState::kPending);
+  EXPECT_EQ((*store_.GetJob(JobId(bobs)))->state, api::JobState::kCancelled);  // by bob, above
   store::AuditFilter f;
   f.verb = "job.cancel";
   auto records = store_.ListAudit(f);
