@@ -1217,6 +1217,7 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
     const std::vector<std::optional<std::string>> teams = engine_.UnfinishedTeams(ids);
     CancelManyReply check;
     std::vector<JobId> not_held;
+    std::vector<std::pair<JobId, std::string>> left_alone;  // other teams' jobs that ended (skip_other_teams)
     for (size_t i = 0; i < ids.size(); ++i) {
       if (!teams[i]) {
         not_held.push_back(ids[i]);
@@ -1232,7 +1233,11 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
         if (k < briefs->size() && (*briefs)[k].id == id) {
           const store::JobBrief& b = (*briefs)[k++];
           if (may_cancel && !may_cancel(b.team)) {
-            if (!options.skip_forbidden) check.forbidden.emplace_back(id, b.team);
+            if (options.skip_forbidden) {
+              left_alone.emplace_back(id, "team " + b.team);  // not sent: the step would read it again
+            } else {
+              check.forbidden.emplace_back(id, b.team);
+            }
           } else if (api::IsTerminal(b.state)) {
             options.ended[id.value()] = b.state;
           }
@@ -1243,6 +1248,19 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
       std::sort(check.forbidden.begin(), check.forbidden.end());
     }
     if (check.refused()) return refuse(check);
+    if (!left_alone.empty()) {
+      std::vector<JobId> sent;
+      sent.reserve(ids.size() - left_alone.size());
+      size_t k = 0;  // both ascending
+      for (JobId id : ids) {
+        if (k < left_alone.size() && left_alone[k].first == id) {
+          ++k;
+        } else {
+          sent.push_back(id);
+        }
+      }
+      ids = std::move(sent);
+    }
     auto reply = engine_.CancelMany(std::move(ids), who->token.subject, std::move(may_cancel),
                                     Allowed(req, "cancel requested"), std::move(options))
                      .get();
@@ -1253,6 +1271,8 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
     for (const auto& [id, state] : reply->ended) {
       ended_out.push_back({{"id", id.value()}, {"state", api::JobStateName(state)}});
     }
+    reply->skipped.insert(reply->skipped.end(), left_alone.begin(), left_alone.end());
+    std::sort(reply->skipped.begin(), reply->skipped.end());
     json skipped_out = json::array();
     for (const auto& [id, why] : reply->skipped) skipped_out.push_back({{"id", id.value()}, {"why", why}});
     Reply(res, 202, {{"cancel_requested", !reply->cancelled.empty() || !reply->stopping.empty()},

@@ -883,6 +883,12 @@ TEST_F(ServerTest, ManyJobsAreCancelledInOneRequestAfterEachIsChecked) {
   ASSERT_EQ(again->status, 202) << again->body;
   EXPECT_FALSE(Body(again)["cancel_requested"].get<bool>());
   EXPECT_EQ(Body(again)["ended"], json::parse(R"([{"id": )" + std::to_string(ids[0]) + R"(, "state": "cancelled"}])"));
+  // Another team's job that ended is left alone too (and not listed as ended to that team).
+  auto theirs = Call("POST", "/v1/jobs/cancel", bob_,
+                     json({{"ids", {ids[1], bobs}}, {"skip_other_teams", true}}).dump());
+  ASSERT_EQ(theirs->status, 202) << theirs->body;
+  EXPECT_EQ(Body(theirs)["skipped"], json::parse(R"([{"id": )" + std::to_string(ids[1]) + R"(, "why": "team vision"}])"));
+  EXPECT_EQ(Body(theirs)["ended"], json::parse(R"([{"id": )" + std::to_string(bobs) + R"(, "state": "cancelled"}])"));
 }
 
 TEST_F(ServerTest, ARefusedSubmitsAuditRecordKeepsTheRequestIdItsBodyGave) {
