@@ -581,21 +581,19 @@ std::optional<std::vector<int64_t>> CancelIds(const std::string& cmd, const std:
   return ids;
 }
 
-// The ids of the unfinished jobs (GET /v1/queue, every page) whose state, name and team match the
-// filters given (empty: any); nullopt after printing why the queue could not be read.
-std::optional<std::vector<int64_t>> QueuedIds(const std::string& cmd, ApiClient& client,
-                                              const std::vector<api::JobState>& states, const std::string& name,
-                                              const std::string& team) {
-  // The queue is paged by position: a job that leaves it (or moves up) between two pages shifts
-  // the next page past one job. So it is read again until a reading finds nothing new.
-  std::set<int64_t> found;
-  for (int reading = 0; reading < 5; ++reading) {
-    const size_t before = found.size();
-    std::vector<int64_t> ids;
-    int64_t cursor = 0;
-    int pages = 0;
-    while (true) {
-    ++pages;
+// One reading of the queue (GET /v1/queue, every page): the ids of the unfinished jobs whose state,
+// name and team match the filters given (empty: any), and how many pages it took; nullopt after
+// printing why the queue could not be read.
+struct QueueReading {
+  std::vector<int64_t> ids;
+  int pages = 0;
+};
+std::optional<QueueReading> ReadQueueOnce(const std::string& cmd, ApiClient& client,
+                                          const std::vector<api::JobState>& states, const std::string& name,
+                                          const std::string& team) {
+  QueueReading out;
+  for (int64_t cursor = 0;;) {
+    ++out.pages;
     std::map<std::string, std::string> q = {{"limit", "1000"}};
     if (cursor > 0) q["cursor"] = std::to_string(cursor);
     ApiResult r = client.Get("/v1/queue", q);
@@ -612,14 +610,27 @@ std::optional<std::vector<int64_t>> QueuedIds(const std::string& cmd, ApiClient&
       if (!states.empty() && std::find(states.begin(), states.end(), j.state) == states.end()) continue;
       if (!name.empty() && fnmatch(name.c_str(), j.name.c_str(), 0) != 0) continue;
       if (!team.empty() && j.team != team) continue;
-      ids.push_back(j.id.value());
+      out.ids.push_back(j.id.value());
     }
     const int64_t next = IntField(r.body, "next_cursor");
-    if (next <= cursor || page->empty()) break;
+    if (next <= cursor || page->empty()) return out;
     cursor = next;
-    }
-    found.insert(ids.begin(), ids.end());
-    if (pages == 1 || (reading > 0 && found.size() == before)) break;  // (one page: nothing shifted)
+  }
+}
+
+// The matching unfinished jobs, ascending. The queue is paged by position: a job that leaves it
+// (or moves up) between two pages shifts the next page past one job, so a queue of several pages
+// is read again until a reading finds nothing new (at most five readings).
+std::optional<std::vector<int64_t>> QueuedIds(const std::string& cmd, ApiClient& client,
+                                              const std::vector<api::JobState>& states, const std::string& name,
+                                              const std::string& team) {
+  std::set<int64_t> found;
+  for (int reading = 0; reading < 5; ++reading) {
+    const size_t before = found.size();
+    auto once = ReadQueueOnce(cmd, client, states, name, team);
+    if (!once) return std::nullopt;
+    found.insert(once->ids.begin(), once->ids.end());
+    if (once->pages == 1 || (reading > 0 && found.size() == before)) break;
   }
   return std::vector<int64_t>(found.begin(), found.end());
 }
