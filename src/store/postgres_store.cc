@@ -392,7 +392,7 @@ class PostgresStore : public StateStore {
       for (size_t k = 0; k < rounds.size(); ++k) {
         const auto& round = rounds[k];
         json rows = json::array(), transitions = json::array(), memory = json::array();
-        std::string forget;  // a bigint[] literal: the jobs that ended
+        std::vector<JobId> forget;  // the jobs that ended
         for (const JobUpdate* u : round) {
           const api::JobRecord& job = u->job;
           if (k > 0 || !given_rows.count(job.id.value())) rows.push_back(JobRow(job));
@@ -402,7 +402,7 @@ class PostgresStore : public StateStore {
                                  {"to_state", api::JobStateName(u->transition.to)},
                                  {"reason", u->transition.reason}});
           if (api::IsTerminal(job.state)) {
-            forget += (forget.empty() ? "" : ",") + std::to_string(job.id.value());
+            forget.push_back(job.id);
           } else if (u->memory) {
             memory.push_back(MemoryRow({job.id, *u->memory}));
           }
@@ -427,7 +427,7 @@ class PostgresStore : public StateStore {
             transitions, "append the transitions of " + JobsWhat(round)));
         if (!forget.empty()) {
           GF_RETURN_IF_ERROR(Run("DELETE FROM job_memory WHERE job_id = ANY($1::bigint[])",
-                                 Params().Add("{" + forget + "}"), "forget the memory of jobs that ended"));
+                                 Params().Add(BigintArray(forget)), "forget the memory of jobs that ended"));
         }
         if (!memory.empty()) GF_RETURN_IF_ERROR(PutMemoryRows(memory));
       }
@@ -495,15 +495,13 @@ class PostgresStore : public StateStore {
   Result<std::vector<JobBrief>> GetJobBriefs(const std::vector<JobId>& ids) override {
     if (ids.empty()) return std::vector<JobBrief>{};
     MutexLock lock(mu_);
-    std::string list;
     int64_t lo = ids.front().value(), hi = lo;
     for (JobId id : ids) {
-      list += (list.empty() ? "" : ",") + std::to_string(id.value());
       lo = std::min(lo, id.value());
       hi = std::max(hi, id.value());
     }
     GF_ASSIGN_OR_RETURN(PgResult rows, Query("SELECT id, team, state FROM jobs WHERE id = ANY($1::bigint[])",
-                                             Params().Add("{" + list + "}"), "read the teams and states of jobs"));
+                                             Params().Add(BigintArray(ids)), "read the teams and states of jobs"));
     std::unordered_map<int64_t, std::pair<std::string, api::JobState>> found;
     for (int row = 0; row < PQntuples(rows.get()); ++row) {
       GF_ASSIGN_OR_RETURN(api::JobState state, api::ParseJobState(Text(rows, row, 2)));
@@ -1361,6 +1359,13 @@ class PostgresStore : public StateStore {
   }
   Status PutMemory(const JobMemoryRecord& r) GF_REQUIRES(mu_) { return PutMemoryRows(json::array({MemoryRow(r)})); }
 
+  // The ids as a PostgreSQL bigint[] literal ("{4,5,6}"), for "= ANY($1::bigint[])".
+  static std::string BigintArray(const std::vector<JobId>& ids) {
+    std::string out = "{";
+    for (JobId id : ids) out += (out.size() > 1 ? "," : "") + std::to_string(id.value());
+    return out + "}";
+  }
+
   // "job 4", "jobs 4,5", "jobs 4-100003 (100000)": what a statement over these updates wrote.
   static std::string JobsWhat(const std::vector<const JobUpdate*>& round) {
     std::vector<int64_t> ids;
@@ -1377,10 +1382,8 @@ class PostgresStore : public StateStore {
   template <typename RecordOf>
   Result<std::unordered_set<int64_t>> GiveRowsTo(const std::vector<JobId>& ids, const std::string& what,
                                                  RecordOf record_of) GF_REQUIRES(mu_) {
-    std::string list;
-    for (JobId id : ids) list += (list.empty() ? "" : ",") + std::to_string(id.value());
     GF_ASSIGN_OR_RETURN(PgResult r, Query("SELECT id FROM jobs WHERE id = ANY($1::bigint[])",
-                                          Params().Add("{" + list + "}"), what + ": find the jobs"));
+                                          Params().Add(BigintArray(ids)), what + ": find the jobs"));
     std::unordered_set<int64_t> stored, given_rows;
     for (int row = 0; row < PQntuples(r.get()); ++row) stored.insert(Int(r, row, 0));
     if (stored.size() == ids.size()) return given_rows;
