@@ -746,7 +746,9 @@ Status Agent::Register() {
     MutexLock lock(mu_);
     token = token_.empty() ? options_.join_token : token_;
   }
-  const std::string request = api::ToJson(req).dump();
+  // (Bytes that are not UTF-8 and NUL bytes, say in a path a fault names, become U+FFFD: the
+  // controller refuses a body with a NUL byte, and nlohmann's own dump throws on the others.)
+  const std::string request = api::WithoutNulEscapes(api::DumpJson(api::ToJson(req)));
   auto post = [&](const std::string& bearer) {
     return SendToLeader([&](httplib::Client& http) {
       return http.Post("/v1/agents/register", httplib::Headers{{"Authorization", "Bearer " + bearer}}, request,
@@ -1861,7 +1863,7 @@ void Agent::Tick(bool heartbeat_due, bool with_activity) {
     if (ready != envs_reported_) hb.environments_ready = ready;  // until a reply says it was heard
     lock.Unlock();
   }
-  const std::string beat = api::ToJson(hb).dump();
+  const std::string beat = api::WithoutNulEscapes(api::DumpJson(api::ToJson(hb)));  // (as the registration)
   Sent answer = SendToLeader([&](httplib::Client& http) {
     return http.Post("/v1/agents/heartbeat", httplib::Headers{{"Authorization", "Bearer " + token}}, beat,
                      "application/json");

@@ -979,6 +979,47 @@ Result<json> ParseJson(std::string_view text) {
   }
 }
 
+namespace {
+// Where the first string or key holding a NUL byte lies under `j`, which lies at `at` ("" for
+// the body): "events[2].message", "job.env (a key)".
+std::optional<std::string> NulPath(const json& j, const std::string& at) {
+  const std::string here = at.empty() ? std::string("the body") : at;
+  if (j.is_string()) {
+    if (j.get_ref<const std::string&>().find('\0') != std::string::npos) return here;
+  } else if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.key().find('\0') != std::string::npos) return here + " (a key)";
+      if (auto inner = NulPath(it.value(), at.empty() ? it.key() : at + "." + it.key())) return inner;
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) {
+      if (auto inner = NulPath(j[i], at + "[" + std::to_string(i) + "]")) return inner;
+    }
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+Result<json> ParseRequestJson(std::string_view text) {
+  GF_ASSIGN_OR_RETURN(json j, ParseJson(text));
+  if (auto where = NulPath(j, "")) {
+    return Status::InvalidArgument(*where + ": a NUL byte (\\u0000) is not accepted in any text");
+  }
+  return j;
+}
+
+std::string WithoutNulEscapes(std::string text) {
+  // An escape starts at a backslash that follows an even run of them (an odd run ends in one).
+  size_t at = text.find("\\u0000");
+  while (at != std::string::npos) {
+    size_t run = 0;
+    while (run < at && text[at - 1 - run] == '\\') ++run;
+    if (run % 2 == 0) text.replace(at + 2, 4, "fffd");
+    at = text.find("\\u0000", at + 6);
+  }
+  return text;
+}
+
 std::string DumpJson(const json& j) { return Dump(j); }
 
 }  // namespace gpufleet::api

@@ -703,6 +703,47 @@ TEST_F(CodecTest, ParseJsonRefusesDeepNestingBeforeParsing) {
   EXPECT_TRUE(ParseJson(ok).ok());
 }
 
+TEST_F(CodecTest, ARequestBodyWithANulByteInAnyTextIsRefusedSayingWhere) {
+  // Given request bodies with a NUL byte in a nested string, a list element, a key and the body
+  // itself, expect InvalidArgument naming where; given the same bodies without one, the value.
+  auto where = [](const std::string& body) {
+    auto r = ParseRequestJson(body);
+    EXPECT_FALSE(r.ok()) << body;
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_EQ(where(R"j({"events": [{"seq": 1}, {"seq": 2, "message": "exited (a\u0000b)"}]})j"),
+            "events[1].message: a NUL byte (\\u0000) is not accepted in any text");
+  EXPECT_EQ(where(R"({"name": "n", "environments_ready": ["a", "b\u0000"]})"),
+            "environments_ready[1]: a NUL byte (\\u0000) is not accepted in any text");
+  EXPECT_EQ(where(R"({"job": {"env": {"A\u0000": "1"}}})"),
+            "job.env (a key): a NUL byte (\\u0000) is not accepted in any text");
+  EXPECT_EQ(where(R"("\u0000")"), "the body: a NUL byte (\\u0000) is not accepted in any text");
+  EXPECT_EQ(where("{\"a\": "), ParseJson("{\"a\": ").status().message());  // syntax first
+  auto good = ParseRequestJson(R"j({"events": [{"message": "exited (a\\u0000b)"}], "n": [1, null, true]})j");
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  EXPECT_EQ((*good)["events"][0]["message"], "exited (a\\u0000b)");  // a backslash, then "u0000"
+}
+
+TEST_F(CodecTest, NulEscapesBecomeReplacementCharactersAndNothingElseChanges) {
+  // Given JSON text with NUL escapes, after one backslash and after three (an escaped backslash,
+  // then the escape), and a backslash written before "u0000" (two backslashes: no escape),
+  // expect each escape written \ufffd, the rest byte for byte, and the text to parse to the same
+  // value with U+FFFD for each NUL.
+  Transition t{Time::FromMillis(1), JobState::kRunning, JobState::kFailed,
+               std::string("a\0b \\\0c \\u0000 \\\\u0000", 22)};
+  const std::string text = DumpJson(ToJson(t));
+  ASSERT_NE(text.find(R"(a\u0000b \\\u0000c \\u0000 \\\\u0000)"), std::string::npos) << text;
+  const std::string out = WithoutNulEscapes(text);
+  EXPECT_NE(out.find(R"(a\ufffdb \\\ufffdc \\u0000 \\\\u0000)"), std::string::npos) << out;
+  EXPECT_EQ(out.size(), text.size());
+  auto back = ParseJson(out);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ((*back)["reason"], "a\xEF\xBF\xBD" "b \\\xEF\xBF\xBD" "c \\u0000 \\\\u0000");
+  EXPECT_EQ(WithoutNulEscapes(R"({"a":"\u0000"})"), R"({"a":"\ufffd"})");
+  EXPECT_EQ(WithoutNulEscapes(R"({"a":"\u00001"})"), R"({"a":"\ufffd1"})");
+  EXPECT_EQ(WithoutNulEscapes(R"({"a":"\u000a"})"), R"({"a":"\u000a"})");
+}
+
 TEST_F(CodecTest, DumpJsonReplacesInvalidUtf8InsteadOfThrowing) {
   // Given a reason holding bytes that are not UTF-8 (a process's raw output), expect DumpJson to
   // produce valid JSON with a replacement character rather than throw.

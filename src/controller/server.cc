@@ -1118,7 +1118,7 @@ void ApiServer::JobDetailRoutes(const Guards& g) {
   user_routes_->Post("/v1/jobs/cancel", [this, authz](const Request& req, Response& res) {
     auto who = authz(req, res, Verb::kJobCancel);
     if (!who) return;
-    auto body = api::ParseJson(req.body);
+    auto body = api::ParseRequestJson(req.body);
     const std::string shape = "body: expected {\"ids\": [job ids] (at most " + std::to_string(kMaxCancelIds) +
                               "), \"states\": [states to cancel in], \"skip_other_teams\": bool}";
     if (!body.ok()) return Error(res, 400, body.status().message() + "; " + shape);
@@ -1625,10 +1625,13 @@ void ApiServer::MoneyRoutes(const Guards& g) {
   user_routes_->Post(R"(/v1/teams/([A-Za-z0-9._-]+)/budget)", [this, authz](const Request& req, Response& res) {
     if (!authz(req, res, Verb::kBudgetSet)) return;
     if (Status st = api::CheckName("team", req.matches[1].str()); !st.ok()) return Error(res, st);
-    auto body = api::ParseJson(req.body);
+    auto body = api::ParseRequestJson(req.body);
     if (!body.ok() || !body->is_object()) {
-      return Error(res, 400, "body: expected {\"hard\": dollars, \"soft\": dollars, \"max_hourly\": dollars, "
-                             "\"since_ms\": time, \"stop_running\": bool}");
+      // What is wrong first (a syntax error, a NUL byte), then what is expected.
+      return Error(res, 400,
+                   "body: " + (body.ok() ? std::string() : body.status().message() + "; ") +
+                       "expected {\"hard\": dollars, \"soft\": dollars, \"max_hourly\": dollars, "
+                       "\"since_ms\": time, \"stop_running\": bool}");
     }
     sched::TeamBudget b;
     b.since = clock_.Now();
@@ -1755,11 +1758,12 @@ void ApiServer::QuotaRoutes(const Guards& g) {
     if (!authz(req, res, Verb::kQuotaSet)) return;
     const std::string team = req.matches[1].str();
     if (Status st = api::CheckName("team", team); !st.ok()) return Error(res, st);
-    auto body = api::ParseJson(req.body);
+    auto body = api::ParseRequestJson(req.body);
     const char* shape =
         "body: expected {\"gpus\": N, \"model\": \"H100\", \"borrow\": bool, \"max_running_jobs\": N, "
         "\"max_pending_jobs\": N, \"clear\": bool}";
-    if (!body.ok() || !body->is_object()) return Error(res, 400, shape);
+    if (!body.ok()) return Error(res, 400, "body: " + body.status().message() + "; " + std::string(shape).substr(6));
+    if (!body->is_object()) return Error(res, 400, shape);
     // Changes apply to the team's current quota; "clear" starts from none.
     sched::TeamQuota q;
     bool clear = false;
@@ -1824,7 +1828,7 @@ void ApiServer::TokenRoutes(const Guards& g) {
   user_routes_->Post("/v1/tokens", [this, authz](const Request& req, Response& res) {
     auto who = authz(req, res, Verb::kTokenCreate);
     if (!who) return;
-    auto body = api::ParseJson(req.body);
+    auto body = api::ParseRequestJson(req.body);
     if (!body.ok() || !body->is_object()) {
       return Error(res, 400, "body: expected a JSON object {kind, role, subject, team, ttl}");
     }
@@ -2098,7 +2102,7 @@ void ApiServer::AgentRoutes(const Guards& g) {
     if (t->kind != api::TokenKind::kJoin && t->kind != api::TokenKind::kAgent) {
       return Error(res, 403, "registering a node needs a join token (gpufleet token create --join)");
     }
-    auto body = api::ParseJson(req.body);
+    auto body = api::ParseRequestJson(req.body);
     if (!body.ok()) return Error(res, 400, "body: " + body.status().message());
     auto r = api::RegisterRequestFromJson(*body);
     if (!r.ok()) return Error(res, r.status());
@@ -2138,7 +2142,7 @@ void ApiServer::AgentRoutes(const Guards& g) {
   agent_routes_->Post("/v1/agents/heartbeat", [this, agent](const Request& req, Response& res) {
     auto node = agent(req, res);
     if (!node) return;
-    auto body = api::ParseJson(req.body);
+    auto body = api::ParseRequestJson(req.body);
     if (!body.ok()) return Error(res, 400, "body: " + body.status().message());
     auto hb = api::HeartbeatFromJson(*body);
     if (!hb.ok()) return Error(res, hb.status());

@@ -210,6 +210,43 @@ TEST_F(ServerTest, NulInRequestIdIsRefused) {
   EXPECT_EQ(StoredJobs(), 0u);
 }
 
+TEST_F(ServerTest, ANulByteInAnAgentsOrAnAdminsBodyIsRefusedSayingWhere) {
+  // Given a registration whose driver version holds a NUL byte, a heartbeat whose event message
+  // holds one (PostgreSQL can store neither: a transition with one failed the controller's
+  // batch), and a budget, a quota and a cancel with one, expect 400 naming the field, no node
+  // registered by the first, and the node's next clean heartbeat taken.
+  api::RegisterRequest bad;
+  bad.name = "nul-node";
+  bad.address = "127.0.0.1";
+  bad.spec.gpu_model = "H100";
+  bad.spec.gpus = 1;
+  bad.driver_version = std::string("550\0x", 5);
+  auto reg = Call("POST", "/v1/agents/register", join_, api::ToJson(bad).dump(), true);
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(reg->status, 400) << reg->body;
+  EXPECT_NE(reg->body.find("driver_version: a NUL byte"), std::string::npos) << reg->body;
+  EXPECT_FALSE(engine_->NodeByName("nul-node").has_value());
+  const std::string agent = RegisterNode("nul-node");
+  ASSERT_FALSE(agent.empty());
+  auto hb = Call("POST", "/v1/agents/heartbeat", agent,
+                 R"j({"epoch": "", "events": [{"seq": 1, "kind": "exited", "message": "exited (a\u0000b)"}]})j", true);
+  ASSERT_TRUE(hb);
+  EXPECT_EQ(hb->status, 400) << hb->body;
+  EXPECT_NE(hb->body.find("events[0].message: a NUL byte (\\\\u0000) is not accepted"), std::string::npos) << hb->body;
+  auto clean = Call("POST", "/v1/agents/heartbeat", agent, api::ToJson(api::Heartbeat{}).dump(), true);
+  ASSERT_TRUE(clean);
+  EXPECT_EQ(clean->status, 200) << clean->body;
+  for (const auto& [path, body, field] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"/v1/teams/vision/budget", R"({"soft_usd": 10, "hard\u0000": 1})", "the body (a key)"},
+           {"/v1/teams/vision/quota", R"({"gpus": {"H100\u0000": 1}})", "gpus (a key)"},
+           {"/v1/jobs/cancel", R"({"ids": [1], "states": ["pending\u0000"]})", "states[0]"}}) {
+    auto r = Call("POST", path, admin_, body);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << path << ": " << r->body;
+    EXPECT_NE(r->body.find(field + ": a NUL byte"), std::string::npos) << path << ": " << r->body;
+  }
+}
+
 TEST_F(ServerTest, JobsRunAsTheMappedUserAndNeverAsRoot) {
   // Given the map vision -> gf-vision, expect alice's job to carry user gf-vision, and a job naming
   // root (even an admin's) or another user (a user's) to be refused.

@@ -201,13 +201,25 @@ struct ResultDeleter {
 using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
 
 // Statement parameters, sent as text; nullopt is SQL NULL.
+// JSON text for PostgreSQL: neither its text nor its jsonb holds a NUL byte ("\u0000" in a
+// jsonb document is an error, and a record stored as text with one could not be read as jsonb),
+// so U+FFFD takes its place (api::WithoutNulEscapes). Every JSON text this store writes goes
+// through here, innermost first: a record's text before the document that carries it.
+std::string PgJson(const json& j) { return api::WithoutNulEscapes(api::DumpJson(j)); }
+std::string PgRecord(const api::JobRecord& job) { return api::WithoutNulEscapes(api::DumpJobRecord(job)); }
+
 class Params {
  public:
   Params& Add(int64_t v) {
     values_.push_back(std::to_string(v));
     return *this;
   }
+  // PostgreSQL's text cannot hold a NUL byte (libpq would end the value there): U+FFFD takes
+  // its place, as in the JSON this store writes (PgJson).
   Params& Add(std::string v) {
+    for (size_t at = v.find('\0'); at != std::string::npos; at = v.find('\0', at + 3)) {
+      v.replace(at, 1, "\xEF\xBF\xBD");
+    }
     values_.push_back(std::move(v));
     return *this;
   }
@@ -286,7 +298,7 @@ class PostgresStore : public StateStore {
           PgResult found,
           Query("SELECT request_id, job_ids FROM requests WHERE request_id IN "
                 "(SELECT jsonb_array_elements_text($1::jsonb))",
-                Params().Add(api::DumpJson(asked)), "find request ids"));
+                Params().Add(PgJson(asked)), "find request ids"));
       std::map<std::string, std::vector<JobId>> known;
       for (int row = 0; row < PQntuples(found.get()); ++row) {
         GF_ASSIGN_OR_RETURN(std::vector<JobId> ids, DecodeIds(Text(found, row, 0), Text(found, row, 1)));
@@ -343,7 +355,7 @@ class PostgresStore : public StateStore {
           sub.audit->object = api::JobsAuditObject(audit_ids);
           all_audit.push_back(*sub.audit);
         }
-        request_rows.push_back({{"request_id", sub.request_id}, {"job_ids", api::DumpJson(ids)}});
+        request_rows.push_back({{"request_id", sub.request_id}, {"job_ids", PgJson(ids)}});
         known[sub.request_id] = out.ids;
         outcomes.push_back(std::move(out));
       }
@@ -351,7 +363,7 @@ class PostgresStore : public StateStore {
       if (!request_rows.empty()) {
         GF_RETURN_IF_ERROR(Run("INSERT INTO requests (request_id, job_ids) SELECT request_id, job_ids "
                                "FROM jsonb_to_recordset($1::jsonb) AS r(request_id TEXT, job_ids TEXT)",
-                               Params().Add(api::DumpJson(request_rows)), "insert request ids"));
+                               Params().Add(PgJson(request_rows)), "insert request ids"));
       }
       return InsertAudit(all_audit);
     });
@@ -660,14 +672,14 @@ class PostgresStore : public StateStore {
       if (PQntuples(found.get()) > 0) {
         stored.id = NodeId(Int(found, 0, 0));
         GF_RETURN_IF_ERROR(Run("UPDATE nodes SET record = $2 WHERE id = $1",
-                               Params().Add(stored.id.value()).Add(api::DumpJson(api::ToJson(stored))),
+                               Params().Add(stored.id.value()).Add(PgJson(api::ToJson(stored))),
                                "update node " + node.name));
       } else {
         GF_ASSIGN_OR_RETURN(int64_t next, TakeIds("nodes", 1));
         stored.id = NodeId(next);
         GF_RETURN_IF_ERROR(
             Run("INSERT INTO nodes (id, name, record) VALUES ($1, $2, $3)",
-                Params().Add(stored.id.value()).Add(node.name).Add(api::DumpJson(api::ToJson(stored))),
+                Params().Add(stored.id.value()).Add(node.name).Add(PgJson(api::ToJson(stored))),
                 "insert node " + node.name));
       }
       id = stored.id;
@@ -700,7 +712,7 @@ class PostgresStore : public StateStore {
       mu_.AssertHeld();  // InTransaction runs it with mu_ held
       GF_RETURN_IF_ERROR(Run("INSERT INTO tokens (hash, record) VALUES ($1, $2) "
                              "ON CONFLICT (hash) DO UPDATE SET record = EXCLUDED.record",
-                             Params().Add(token.hash).Add(api::DumpJson(api::ToJson(token))), "put token"));
+                             Params().Add(token.hash).Add(PgJson(api::ToJson(token))), "put token"));
       return InsertAudit(audit);
     });
   }
@@ -1136,11 +1148,11 @@ class PostgresStore : public StateStore {
                       {"at_ms", a.at.millis()},
                       {"subject", a.subject},
                       {"verb", a.verb},
-                      {"record", api::DumpJson(api::ToJson(a))}});
+                      {"record", PgJson(api::ToJson(a))}});
     }
     return Run("INSERT INTO audit (seq, at_ms, subject, verb, record) SELECT seq, at_ms, subject, verb, record "
                "FROM jsonb_to_recordset($1::jsonb) AS r(seq BIGINT, at_ms BIGINT, subject TEXT, verb TEXT, record TEXT)",
-               Params().Add(api::DumpJson(rows)), "append audit records");
+               Params().Add(PgJson(rows)), "append audit records");
   }
 
   static json SubmittedTransitionRow(JobId id, int64_t at_ms) {
@@ -1159,7 +1171,7 @@ class PostgresStore : public StateStore {
     const size_t kMaxDocumentBytes = max_document_bytes_;
     std::string doc = "[";
     for (const json& row : rows) {
-      std::string text = api::DumpJson(row);
+      std::string text = PgJson(row);
       if (doc.size() > 1 && doc.size() + text.size() + 2 > kMaxDocumentBytes) {
         doc += ']';
         GF_RETURN_IF_ERROR(Run(sql, Params().Add(std::move(doc)), what));
@@ -1200,7 +1212,7 @@ class PostgresStore : public StateStore {
                                .Add(jobs.back().id.value())
                                .Add(first.request.spec.team)
                                .Add(first.submitted.millis())
-                               .Add(api::DumpJobRecord(first)),
+                               .Add(PgRecord(first)),
                            what));
     // Up to 32 chunks per statement (32,768 tasks), so that a large array adds few round trips.
     // (One JSON document of every chunk's text, escaped once more, was slower on a local server.)
@@ -1214,7 +1226,7 @@ class PostgresStore : public StateStore {
       for (int64_t c = begin; c < end; ++c) {
         const int64_t n = 2 * (c - begin) + 2;  // the chunk's two parameters: $n and $n+1
         sql += (c == begin ? "($1, $" : ", ($1, $") + std::to_string(n) + ", $" + std::to_string(n + 1) + ")";
-        p.Add(c).Add(ArrayChunkText(jobs, c));
+        p.Add(c).Add(api::WithoutNulEscapes(ArrayChunkText(jobs, c)));
       }
       GF_RETURN_IF_ERROR(Run(sql, p, what));
     }
@@ -1318,7 +1330,7 @@ class PostgresStore : public StateStore {
             {"state", api::JobStateName(job.state)},
             {"submitted_ms", job.submitted.millis()},
             {"updated_ms", job.updated.millis()},
-            {"record", api::DumpJobRecord(job)}};
+            {"record", PgRecord(job)}};
   }
 
   static json MemoryRow(const JobMemoryRecord& r) {

@@ -129,6 +129,55 @@ TEST_F(PostgresStoreTest, BatchesLargerThanOneDocumentGoInPieces) {
   EXPECT_EQ(*stored, memory);
 }
 
+TEST_F(PostgresStoreTest, NulBytesAreStoredAsReplacementCharactersInsteadOfFailingTheBatch) {
+  // Given a job whose failure reason holds NUL bytes (in its record and its transition), the same
+  // step's audit record and a node record with one, expect the batch stored (PostgreSQL's text
+  // and jsonb hold no NUL: a batch with one failed, and every later one with it), each NUL read
+  // back as U+FFFD, the record readable as jsonb, and the ended cost summed.
+  auto store = OpenPostgresStore(url_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto out = (*store)->Submit({MakeSubmission("r", 1, "nlp", 1234)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  api::JobRecord failed = (*out)[0].jobs[0];
+  failed.state = api::JobState::kFailed;
+  failed.cost_micros = 42;
+  const std::string odd("exited with code 1 (a\0b \\u0000)", 31);
+  const std::string shown("exited with code 1 (a\xEF\xBF\xBD" "b \\u0000)");
+  failed.reason = odd;
+  api::AuditRecord audit;
+  audit.at = Time::FromMillis(2000);
+  audit.verb = "job.fail";
+  audit.object = "job 1";
+  audit.outcome = "allowed";
+  audit.reason = odd;
+  (*store)->AttachAudit({audit});
+  Status st = (*store)->Update({{failed, {Time::FromMillis(2000), api::JobState::kPending, api::JobState::kFailed, odd}}});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto history = (*store)->History(failed.id);
+  ASSERT_TRUE(history.ok()) << history.status().ToString();
+  ASSERT_EQ(history->size(), 2u);
+  EXPECT_EQ((*history)[1].reason, shown);
+  auto job = (*store)->GetJob(failed.id);
+  ASSERT_TRUE(job.ok() && job->has_value());
+  EXPECT_EQ((**job).reason, shown);
+  auto cost = (*store)->EndedCostByTeam();
+  ASSERT_TRUE(cost.ok()) << cost.status().ToString();
+  EXPECT_EQ(*cost, (std::map<std::string, int64_t>{{"nlp", 42}}));
+  EXPECT_EQ(Sql("SELECT record::jsonb ->> 'reason' FROM jobs WHERE id = 1"), shown);
+  auto log = (*store)->ListAudit({});
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  ASSERT_FALSE(log->empty());
+  EXPECT_EQ(log->back().reason, shown);
+  api::NodeRecord node;
+  node.name = "n1";
+  node.acceptance_reason = odd;
+  auto id = (*store)->UpsertNode(node);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  auto nodes = (*store)->ListNodes();
+  ASSERT_TRUE(nodes.ok() && nodes->size() == 1u);
+  EXPECT_EQ(nodes->front().acceptance_reason, shown);
+}
+
 TEST_F(PostgresStoreTest, SchemaSevenWithoutArrayTablesMigratesToEightAndStoresArrays) {
   // Given a database at schema version 7 as the first PostgreSQL store of version 7 left it
   // (without the array tables, which came at 8) holding a job, expect opening it to add them:
