@@ -980,32 +980,67 @@ Result<json> ParseJson(std::string_view text) {
 }
 
 namespace {
-// Where the first string or key holding a NUL byte lies under `j`, which lies at `at` ("" for
-// the body): "events[2].message", "job.env (a key)".
-std::optional<std::string> NulPath(const json& j, const std::string& at) {
-  const std::string here = at.empty() ? std::string("the body") : at;
-  if (j.is_string()) {
-    if (j.get_ref<const std::string&>().find('\0') != std::string::npos) return here;
-  } else if (j.is_object()) {
+bool HasNulByte(const std::string& s) { return s.find('\0') != std::string::npos; }
+
+// Where the first string or key holding a NUL byte lies under `j`, relative to it: "" for `j`
+// itself, ".events[2].message", " (a key)" for a key of `j`. The path is put together only on
+// the way back from the one that holds it (a body of millions of values is walked once).
+std::optional<std::string> NulPath(const json& j) {
+  if (j.is_string()) return HasNulByte(j.get_ref<const std::string&>()) ? std::optional<std::string>("") : std::nullopt;
+  if (j.is_object()) {
     for (auto it = j.begin(); it != j.end(); ++it) {
-      if (it.key().find('\0') != std::string::npos) return here + " (a key)";
-      if (auto inner = NulPath(it.value(), at.empty() ? it.key() : at + "." + it.key())) return inner;
+      if (HasNulByte(it.key())) return std::string(" (a key)");
+      if (auto inner = NulPath(it.value())) return "." + it.key() + *inner;
     }
   } else if (j.is_array()) {
     for (size_t i = 0; i < j.size(); ++i) {
-      if (auto inner = NulPath(j[i], at + "[" + std::to_string(i) + "]")) return inner;
+      if (auto inner = NulPath(j[i])) return "[" + std::to_string(i) + "]" + *inner;
     }
   }
   return std::nullopt;
+}
+
+// U+FFFD in place of each NUL byte of `s`.
+void ReplaceNul(std::string& s) {
+  for (size_t at = s.find('\0'); at != std::string::npos; at = s.find('\0', at + 3)) s.replace(at, 1, "\xEF\xBF\xBD");
 }
 }  // namespace
 
 Result<json> ParseRequestJson(std::string_view text) {
   GF_ASSIGN_OR_RETURN(json j, ParseJson(text));
-  if (auto where = NulPath(j, "")) {
-    return Status::InvalidArgument(*where + ": a NUL byte (\\u0000) is not accepted in any text");
+  if (auto path = NulPath(j)) {
+    std::string where = *path;
+    if (where.empty()) {
+      where = "the body";
+    } else if (where == " (a key)") {
+      where = "a key of the body";
+    } else if (where[0] == '.') {
+      where.erase(0, 1);
+    }
+    return Status::InvalidArgument(where + ": a NUL byte (\\u0000) is not accepted in any text");
   }
   return j;
+}
+
+void ReplaceNulBytes(json& j) {
+  if (j.is_string()) {
+    ReplaceNul(j.get_ref<std::string&>());
+  } else if (j.is_object()) {
+    std::vector<std::string> odd_keys;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (HasNulByte(it.key())) odd_keys.push_back(it.key());
+      ReplaceNulBytes(it.value());
+    }
+    for (const std::string& key : odd_keys) {
+      std::string clean = key;
+      ReplaceNul(clean);
+      json value = std::move(j[key]);
+      j.erase(key);
+      j[clean] = std::move(value);
+    }
+  } else if (j.is_array()) {
+    for (json& e : j) ReplaceNulBytes(e);
+  }
 }
 
 std::string WithoutNulEscapes(std::string text) {

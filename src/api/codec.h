@@ -61,13 +61,16 @@ Result<AuditRecord> AuditRecordFromJson(const nlohmann::json& j);
 // deeper than kMaxNestingDepth (common/nesting.h) is InvalidArgument before it is parsed.
 Result<nlohmann::json> ParseJson(std::string_view text);
 // ParseJson for a request's body: a string or key holding a NUL byte ("\u0000") anywhere is
-// InvalidArgument naming where ("events[2].message"). No text field of gpufleet holds one, and
-// PostgreSQL cannot store one; refused at the door, it never reaches a store's batch.
+// InvalidArgument naming where ("job.env.A", "states[0]"). No text field of gpufleet holds one,
+// and PostgreSQL cannot store one; refused at the door, it never reaches a store's batch.
 Result<nlohmann::json> ParseRequestJson(std::string_view text);
 // JSON text (as DumpJson writes it) with each "\u0000" escape written "\ufffd": the text
 // PostgreSQL stores in place of a NUL byte, which neither its text nor its jsonb can hold. Other
 // escapes, and a backslash written as "\\" before "u0000", are kept.
 std::string WithoutNulEscapes(std::string text);
+// U+FFFD in place of each NUL byte in the strings and keys under `j` (for the agent listener: an
+// agent's heartbeat refused for one would be sent again for ever, and its node lost).
+void ReplaceNulBytes(nlohmann::json& j);
 // Compact JSON text. Never throws: bytes that are not valid UTF-8 (from a process's output, say)
 // become U+FFFD, which is the only case where a string does not come back byte for byte.
 std::string DumpJson(const nlohmann::json& j);

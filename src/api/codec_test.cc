@@ -718,10 +718,22 @@ TEST_F(CodecTest, ARequestBodyWithANulByteInAnyTextIsRefusedSayingWhere) {
   EXPECT_EQ(where(R"({"job": {"env": {"A\u0000": "1"}}})"),
             "job.env (a key): a NUL byte (\\u0000) is not accepted in any text");
   EXPECT_EQ(where(R"("\u0000")"), "the body: a NUL byte (\\u0000) is not accepted in any text");
+  EXPECT_EQ(where(R"({"ok": 1, "a\u0000": 1})"), "a key of the body: a NUL byte (\\u0000) is not accepted in any text");
   EXPECT_EQ(where("{\"a\": "), ParseJson("{\"a\": ").status().message());  // syntax first
   auto good = ParseRequestJson(R"j({"events": [{"message": "exited (a\\u0000b)"}], "n": [1, null, true]})j");
   ASSERT_TRUE(good.ok()) << good.status().message();
   EXPECT_EQ((*good)["events"][0]["message"], "exited (a\\u0000b)");  // a backslash, then "u0000"
+}
+
+TEST_F(CodecTest, NulBytesInAnAgentsBodyBecomeReplacementCharactersInStringsAndKeys) {
+  // Given a body with NUL bytes in nested strings, a list and a key, expect each written U+FFFD,
+  // the key renamed with its value, and everything else as it was.
+  auto body = ParseJson(R"j({"a": "x\u0000y\u0000", "b": ["\u0000", 1], "c": {"k\u0000": "v", "n": null}})j");
+  ASSERT_TRUE(body.ok());
+  ReplaceNulBytes(*body);
+  auto want = ParseJson(R"j({"a": "x\ufffdy\ufffd", "b": ["\ufffd", 1], "c": {"k\ufffd": "v", "n": null}})j");
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(*body, *want) << body->dump();
 }
 
 TEST_F(CodecTest, NulEscapesBecomeReplacementCharactersAndNothingElseChanges) {

@@ -846,7 +846,9 @@ void ApiServer::JobRoutes(const Guards& g) {
       if (!(*body)["yaml"].is_string()) return Error(res, 400, "yaml: expected the job file as a string");
       text = (*body)["yaml"].get<std::string>();
       if (body->contains("source")) {
-        if (!(*body)["source"].is_string()) return Error(res, 400, "source: expected the file's name as a string");
+        if (!(*body)["source"].is_string() || HasNul((*body)["source"].get_ref<const std::string&>())) {
+          return Error(res, 400, "source: expected the file's name as a string without NUL bytes");
+        }
         opts.source = (*body)["source"].get<std::string>();
       }
     } else if (body->contains("job")) {
@@ -872,8 +874,9 @@ void ApiServer::JobRoutes(const Guards& g) {
       // The client's directory, for jobs that name none (the CLI sends its current directory).
       if (body->contains("default_workdir")) {
         const json& d = (*body)["default_workdir"];
-        if (!d.is_string() || (!d.get<std::string>().empty() && d.get<std::string>()[0] != '/')) {
-          return Refuse(out, 400, "default_workdir: expected an absolute path");
+        if (!d.is_string() || (!d.get<std::string>().empty() && d.get<std::string>()[0] != '/') ||
+            HasNul(d.get<std::string>())) {
+          return Refuse(out, 400, "default_workdir: expected an absolute path without NUL bytes");
         }
         for (auto& j : *jobs) {
           if (j.workdir.empty()) j.workdir = d.get<std::string>();
@@ -1629,7 +1632,7 @@ void ApiServer::MoneyRoutes(const Guards& g) {
     if (!body.ok() || !body->is_object()) {
       // What is wrong first (a syntax error, a NUL byte), then what is expected.
       return Error(res, 400,
-                   "body: " + (body.ok() ? std::string() : body.status().message() + "; ") +
+                   (body.ok() ? std::string("body: ") : body.status().message() + "; ") +
                        "expected {\"hard\": dollars, \"soft\": dollars, \"max_hourly\": dollars, "
                        "\"since_ms\": time, \"stop_running\": bool}");
     }
@@ -1762,7 +1765,7 @@ void ApiServer::QuotaRoutes(const Guards& g) {
     const char* shape =
         "body: expected {\"gpus\": N, \"model\": \"H100\", \"borrow\": bool, \"max_running_jobs\": N, "
         "\"max_pending_jobs\": N, \"clear\": bool}";
-    if (!body.ok()) return Error(res, 400, "body: " + body.status().message() + "; " + std::string(shape).substr(6));
+    if (!body.ok()) return Error(res, 400, body.status().message() + "; " + std::string(shape).substr(6));
     if (!body->is_object()) return Error(res, 400, shape);
     // Changes apply to the team's current quota; "clear" starts from none.
     sched::TeamQuota q;
@@ -1829,9 +1832,8 @@ void ApiServer::TokenRoutes(const Guards& g) {
     auto who = authz(req, res, Verb::kTokenCreate);
     if (!who) return;
     auto body = api::ParseRequestJson(req.body);
-    if (!body.ok() || !body->is_object()) {
-      return Error(res, 400, "body: expected a JSON object {kind, role, subject, team, ttl}");
-    }
+    if (!body.ok()) return Error(res, 400, body.status().message() + "; expected a JSON object {kind, role, subject, team, ttl}");
+    if (!body->is_object()) return Error(res, 400, "body: expected a JSON object {kind, role, subject, team, ttl}");
     std::map<std::string, std::string> f = {{"kind", "user"}, {"role", "user"}, {"subject", ""}, {"team", ""}, {"ttl", ""}};
     for (auto it = body->begin(); it != body->end(); ++it) {
       if (!f.count(it.key())) {
@@ -2102,8 +2104,9 @@ void ApiServer::AgentRoutes(const Guards& g) {
     if (t->kind != api::TokenKind::kJoin && t->kind != api::TokenKind::kAgent) {
       return Error(res, 403, "registering a node needs a join token (gpufleet token create --join)");
     }
-    auto body = api::ParseRequestJson(req.body);
+    auto body = api::ParseJson(req.body);
     if (!body.ok()) return Error(res, 400, "body: " + body.status().message());
+    api::ReplaceNulBytes(*body);  // (an agent refused for one would send it again for ever)
     auto r = api::RegisterRequestFromJson(*body);
     if (!r.ok()) return Error(res, r.status());
     // The node routes (drain, undrain, check) take only these.
@@ -2142,8 +2145,11 @@ void ApiServer::AgentRoutes(const Guards& g) {
   agent_routes_->Post("/v1/agents/heartbeat", [this, agent](const Request& req, Response& res) {
     auto node = agent(req, res);
     if (!node) return;
-    auto body = api::ParseRequestJson(req.body);
+    auto body = api::ParseJson(req.body);
     if (!body.ok()) return Error(res, 400, "body: " + body.status().message());
+    // A NUL byte (an agent older than the one that writes U+FFFD for it) becomes U+FFFD: a
+    // heartbeat refused for it would be sent again for ever, and the node would be lost.
+    api::ReplaceNulBytes(*body);
     auto hb = api::HeartbeatFromJson(*body);
     if (!hb.ok()) return Error(res, hb.status());
     auto reply = engine_.Heartbeat(*node, std::move(*hb)).get();
