@@ -97,6 +97,14 @@ expect_contains "$WORK/cfg3.err" "GPUFLEET_CONFIG names $WORK/no-such.yaml, whic
 run "$WORK/badurl" "$GPUFLEET" nodes --server 'not a url'
 expect_rc "$WORK/badurl" 2 "--server 'not a url'"
 expect_contains "$WORK/badurl.err" "(from --server)" "the bad URL is blamed on the flag, not the config file"
+# An empty token (a script's unset variable) is refused, not replaced by the config file's admin
+# token.
+run "$WORK/emptytok" "$GPUFLEET" queue --token ''
+expect_rc "$WORK/emptytok" 2 "--token ''"
+expect_contains "$WORK/emptytok.err" "an empty token" "the empty --token is named"
+GPUFLEET_TOKEN='' run "$WORK/emptyenv" "$GPUFLEET" queue
+expect_rc "$WORK/emptyenv" 2 "GPUFLEET_TOKEN set but empty"
+expect_contains "$WORK/emptyenv.err" "GPUFLEET_TOKEN is set but empty" "the empty variable is named"
 
 # A good file submits; the same request id twice creates the jobs once.
 cat >"$WORK/ok.yaml" <<'YAML'

@@ -212,6 +212,20 @@ PY
     expect_rc "$R" 2 "output on the trace"
     expect_contains "$R.err" "is the --trace file" "output on the trace"
     [[ $(sha256sum "$WORK/trace.csv") == "$before" ]] || fail "output on the trace: the trace was changed"
+    # The same through a hard link, and an output on --gpu-specs; plan's --apply on its trace.
+    ln "$WORK/trace.csv" "$WORK/linked.csv"
+    run "$R" "$GPUFLEET" sim --trace "$WORK/linked.csv" --columns "$COLUMNS" --cluster-gpus 8 --jobs-out "$WORK/trace.csv"
+    expect_rc "$R" 2 "output on a hard link of the trace"
+    expect_contains "$R.err" "is the --trace file" "output on a hard link of the trace"
+    cp "$SRC/data/gpu_specs.csv" "$WORK/specs.csv"
+    run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS" --cluster-gpus 8 --gpu-specs "$WORK/specs.csv" \
+      --series-out "$WORK/specs.csv"
+    expect_rc "$R" 2 "output on --gpu-specs"
+    expect_contains "$R.err" "is the --gpu-specs file" "output on --gpu-specs"
+    run "$R" "$GPUFLEET" plan --trace "$WORK/linked.csv" --columns "$COLUMNS" --apply "$WORK/trace.csv" --force
+    expect_rc "$R" 2 "plan --apply on its trace"
+    expect_contains "$R.err" "is the --trace file, which the plan reads" "plan --apply on its trace"
+    [[ $(sha256sum "$WORK/trace.csv") == "$before" ]] || fail "an output on an input: the trace was changed"
     run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS" --cluster-gpus 8 --compare fifo,las \
       --jobs-out "$WORK/x.csv" --series-out "$WORK/x.csv"
     expect_rc "$R" 2 "two outputs on one file"

@@ -59,11 +59,19 @@ void LogPrinter::Line(int part, std::string_view text) {
 
 
 
+std::string NonEmptyToken(const std::string& value) {
+  // An empty --token (a script's unset variable) must not fall back to the config file's token,
+  // often an admin's.
+  return value.empty() ? "an empty token; give the token, or leave --token out to use GPUFLEET_TOKEN or the config file's"
+                       : "";
+}
+
 void AddConnectionFlags(CLI::App* sub, Connection& c) {
   sub->add_option("--server", c.server,
                   "Controller URL, e.g. http://127.0.0.1:8470; several controllers on one store: URL1,URL2,... "
                   "(the CLI follows the leader among them)");
-  sub->add_option("--token", c.token, "Bearer token");
+  sub->add_option("--token", c.token, "Bearer token (default: GPUFLEET_TOKEN, else the config file's)")
+      ->check(NonEmptyToken);
 }
 
 void AddOutputFlag(CLI::App* sub, std::string& output) {

@@ -47,6 +47,8 @@ struct Connection {
 };
 
 void AddConnectionFlags(CLI::App* sub, Connection& c);
+// A CLI11 check for --token: an empty one is refused (it would fall back to another token).
+std::string NonEmptyToken(const std::string& value);
 void AddOutputFlag(CLI::App* sub, std::string& output);
 // "Examples:" and the examples, then where the server and token come from and the exit codes.
 void SetFooter(CLI::App* sub, const std::string& examples);

@@ -84,7 +84,14 @@ Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std:
     c.server = s;
     c.server_source = "GPUFLEET_SERVER";
   }
-  if (const char* t = std::getenv("GPUFLEET_TOKEN"); t && *t) c.token = t;
+  if (const char* t = std::getenv("GPUFLEET_TOKEN"); t && *t) {
+    c.token = t;
+  } else if (t && token_flag.empty()) {
+    // Set but empty (a script's unset variable): the config file's token, often an admin's,
+    // must not stand in for the one meant.
+    return Status::InvalidArgument(
+        "GPUFLEET_TOKEN is set but empty; set it to a token, or unset it to use the config file's (" + path + ")");
+  }
   if (const char* a = std::getenv("GPUFLEET_CA_CERT"); a && *a) c.ca_cert = a;
   if (!server_flag.empty()) {
     c.server = server_flag;

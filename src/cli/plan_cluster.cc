@@ -20,6 +20,7 @@
 #include "cli/client_common.h"
 #include "cli/cluster_history.h"
 #include "cli/exit_codes.h"
+#include "common/read_file.h"
 #include "common/strings.h"
 #include "controller/pool.h"
 #include "model/gpu_catalog.h"
@@ -151,7 +152,8 @@ void AddPlanClusterFlags(CLI::App* sub, PlanClusterArgs& a) {
   sub->add_option("--server", a.server,
                   "With --from-cluster: the controller URL (default: GPUFLEET_SERVER, else the config file "
                   "'gpufleet dev' writes)");
-  sub->add_option("--token", a.token, "With --from-cluster: the bearer token (default: GPUFLEET_TOKEN, else the config file)");
+  sub->add_option("--token", a.token, "With --from-cluster: the bearer token (default: GPUFLEET_TOKEN, else the config file)")
+      ->check(client::NonEmptyToken);
   sub->add_option("--since", a.since,
                   "With --from-cluster: only jobs submitted this long before now (4w, 30d, 72h); the hours before "
                   "the first job count as hours without demand (default: from the first job)");
@@ -165,7 +167,8 @@ void AddPlanClusterFlags(CLI::App* sub, PlanClusterArgs& a) {
                   "local provider's fake-GPU agents");
 }
 
-int CheckPlanClusterFlags(const PlanClusterArgs& a, bool has_trace) {
+int CheckPlanClusterFlags(const PlanClusterArgs& a, bool has_trace,
+                          const std::vector<std::pair<std::string, std::string>>& inputs) {
   if (has_trace == a.from_cluster) {
     return Fail(kExitUsage, has_trace ? "--trace and --from-cluster: give one of them, not both"
                                       : "where is the history? give --trace FILE (a trace `gpufleet sim` reads) or "
@@ -188,6 +191,14 @@ int CheckPlanClusterFlags(const PlanClusterArgs& a, bool has_trace) {
   std::error_code ec;
   const std::filesystem::path path(a.apply);
   if (std::filesystem::is_directory(path, ec)) return Fail(kExitUsage, "--apply " + a.apply + ": is a folder; name the pool file to write");
+  for (const auto& [flag, input] : inputs) {
+    if (SameFile(a.apply, input)) {
+      return Fail(kExitUsage, "--apply " + a.apply + ": is the " + flag + " file, which the plan reads; name another file for the pool");
+    }
+  }
+  if (!a.pool_provider.empty() && SameFile(a.apply, a.pool_provider)) {
+    return Fail(kExitUsage, "--apply " + a.apply + ": is the --pool-provider file, which the plan reads; name another file for the pool");
+  }
   if (std::filesystem::exists(path, ec) && !a.force) {
     return Fail(kExitUsage, "--apply " + a.apply + ": the file exists; add --force to replace it, or name another");
   }

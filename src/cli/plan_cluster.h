@@ -46,7 +46,10 @@ void AddPlanClusterFlags(CLI::App* sub, PlanClusterArgs& args);
 // (--trace or --from-cluster), the connection flags only with the latter, --since, and --apply's
 // path (its folder exists; no file there unless --force) and --pool-provider. 0, or the exit code
 // after printing why.
-int CheckPlanClusterFlags(const PlanClusterArgs& args, bool has_trace);
+// `inputs`: the files the command reads (flag, path; empty paths are skipped), which --apply
+// must not name.
+int CheckPlanClusterFlags(const PlanClusterArgs& args, bool has_trace,
+                          const std::vector<std::pair<std::string, std::string>>& inputs = {});
 
 // The controller's history as a trace, and the window to plan it over: [now - since, now), or
 // from the first job to now. `window_from_flags`: --from was given (it wins over --since, and

@@ -739,7 +739,14 @@ Status WriteFile(const std::string& path, const std::string& text) {
 
 int Run(const PlanArgs& args) {
   // Flags first, all of them, before reading a large trace: a wrong value is exit code 2.
-  if (int rc = CheckPlanClusterFlags(args.cluster, !args.trace.empty()); rc != 0) return rc;
+  if (int rc = CheckPlanClusterFlags(args.cluster, !args.trace.empty(),
+                                     {{"--trace", args.trace},
+                                      {"--catalog", args.catalog},
+                                      {"--gpu-specs", args.gpu_specs},
+                                      {"--spot-capacity", args.spot_capacity.ends_with(".csv") ? args.spot_capacity : ""}});
+      rc != 0) {
+    return rc;
+  }
   PlanArgs a = args;  // with --from-cluster, `trace` names the cluster in the report
   plan::PlannerOptions o;
   auto trace_options = TraceOptionsFromFlags(a.format, a.columns, a.skip_bad_rows, a.max_jobs);

@@ -17,6 +17,7 @@
 
 #include "cli/exit_codes.h"
 #include "cli/progress.h"
+#include "common/read_file.h"
 #include "common/strings.h"
 #include "sched/policy/registry.h"
 #include "sim/cluster_spec.h"
@@ -216,14 +217,13 @@ int Run(const SimArgs& a) {
       if (!a.series_out.empty()) outputs.push_back(policies.size() > 1 ? PerPolicyPath(a.series_out, p) : a.series_out);
     }
     if (!a.plot.empty()) outputs.push_back(a.plot);
-    // Two outputs on one file would leave only the last; an output on an input would replace it.
-    auto same_file = [](const std::string& x, const std::string& y) {
-      std::error_code e1, e2;
-      auto px = std::filesystem::weakly_canonical(x, e1), py = std::filesystem::weakly_canonical(y, e2);
-      return e1 || e2 ? x == y : px == py;
-    };
-    const std::pair<const char*, const std::string*> inputs[] = {
-        {"--trace", &a.trace}, {"--cluster", &a.cluster}, {"--gavel-throughputs", &a.gavel_throughputs}};
+    // Two outputs on one file would leave only the last; an output on an input would replace it
+    // (a hard link to it too).
+    auto same_file = [](const std::string& x, const std::string& y) { return SameFile(x, y); };
+    const std::pair<const char*, const std::string*> inputs[] = {{"--trace", &a.trace},
+                                                                 {"--cluster", &a.cluster},
+                                                                 {"--gavel-throughputs", &a.gavel_throughputs},
+                                                                 {"--gpu-specs", &a.gpu_specs}};
     for (size_t i = 0; i < outputs.size(); ++i) {
       for (const auto& [flag, in] : inputs) {
         if (!in->empty() && same_file(outputs[i], *in)) {

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 namespace gpufleet {
 
@@ -37,6 +38,17 @@ Result<std::string> ReadFileText(const std::string& path) {
   }
   ::close(fd);
   return out;
+}
+
+bool SameFile(const std::string& output, const std::string& input) {
+  if (output.empty() || input.empty()) return false;
+  struct stat a {}, b {};
+  if (::stat(output.c_str(), &a) == 0 && ::stat(input.c_str(), &b) == 0) {
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  }
+  std::error_code e1, e2;
+  const auto x = std::filesystem::weakly_canonical(output, e1), y = std::filesystem::weakly_canonical(input, e2);
+  return e1 || e2 ? output == input : x == y;
 }
 
 }  // namespace gpufleet
