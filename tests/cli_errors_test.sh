@@ -226,6 +226,13 @@ PY
     expect_rc "$R" 2 "plan --apply on its trace"
     expect_contains "$R.err" "is the --trace file, which the plan reads" "plan --apply on its trace"
     [[ $(sha256sum "$WORK/trace.csv") == "$before" ]] || fail "an output on an input: the trace was changed"
+    # A report that cannot be written (a full disk) is a failure, not exit 0.
+    if [[ -w /dev/full ]]; then
+      rc=0
+      "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS" --cluster-gpus 8 -o json >/dev/full 2>"$WORK/full.err" || rc=$?
+      [[ $rc == 1 ]] || fail "a report written to a full disk: exit status $rc, expected 1"
+      expect_contains "$WORK/full.err" "could not write the output to standard output" "a report written to a full disk"
+    fi
     run "$R" "$GPUFLEET" sim --trace "$TINY" --columns "$COLUMNS" --cluster-gpus 8 --compare fifo,las \
       --jobs-out "$WORK/x.csv" --series-out "$WORK/x.csv"
     expect_rc "$R" 2 "two outputs on one file"

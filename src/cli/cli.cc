@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <string>
@@ -22,6 +24,18 @@
 namespace gpufleet::cli {
 
 namespace {
+// A command's report that could not be written in full (a full disk, a closed file) is a failure,
+// not exit 0 with half a report: exit 1 unless the command failed already. (A reader that went
+// away, `| head`, is no failure of the command's: no message, its exit code stands.)
+int FinishOutput(const std::string& cmd, int rc) {
+  errno = 0;
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
+  if (!failed || errno == EPIPE) return rc;
+  const int err = errno;
+  std::fprintf(stderr, "gpufleet %s: could not write the output to standard output%s\n", cmd.c_str(),
+               err != 0 ? (std::string(" (") + std::strerror(err) + ")").c_str() : "");
+  return rc == 0 ? 1 : rc;
+}
 
 constexpr const char* kVersion = kGpufleetVersion;
 
@@ -223,7 +237,7 @@ Run 'gpufleet COMMAND --help' for a command's options and more examples.)");
   }
   for (CLI::App* sub : app.get_subcommands()) {
     auto it = runners.find(sub->get_name());
-    if (it != runners.end()) return it->second();
+    if (it != runners.end()) return FinishOutput(sub->get_name(), it->second());
   }
   return 2;
 }
