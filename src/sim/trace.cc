@@ -188,16 +188,21 @@ class TimeForms {
     }
     if (row_form_ == TimeForm::kUnset) {
       row_form_ = form;
+      row_field_.assign(field);
       row_example_.assign(Trim(text));
     } else if (form != row_form_) {
-      mixed_row_ = true;  // allowed only before the trace's form is set (its first good row)
+      // Two forms in one row (seconds for the submit time, a datetime for the end): the job
+      // would run for decades.
+      return ctx.Bad(field,
+                     std::string(form == TimeForm::kDatetime ? "a datetime" : "a time in seconds") + " in a row whose " +
+                         row_field_ + " is " + (row_form_ == TimeForm::kDatetime ? "a datetime" : "a time in seconds") +
+                         " ('" + row_example_ + "'); use one form throughout",
+                     text);
     }
     return Status::Ok();
   }
   // The form the accepted rows set (kUnset before the first).
   TimeForm form() const { return form_; }
-  // Whether a row gave its times in two forms (only a first good row can, and be accepted).
-  bool mixed_row() const { return mixed_row_; }
   // The row was accepted: the first such row sets the trace's form.
   void Accept(int64_t line) {
     if (form_ == TimeForm::kUnset && row_form_ != TimeForm::kUnset) {
@@ -226,7 +231,7 @@ class TimeForms {
   std::string example_;
   TimeForm row_form_ = TimeForm::kUnset;
   std::string row_example_;
-  bool mixed_row_ = false;
+  std::string row_field_;
   int64_t accepted_rows_ = 0;    // rows read once the form was set (the first included)
   int64_t other_form_rows_ = 0;  // rows refused for giving a time in the other form
 };
@@ -547,9 +552,6 @@ void ReadPart(const std::string& path, CsvReader& reader, size_t columns, const 
     forms.Accept(ctx.line);
   }
   part.form = forms.form();
-  // A row of two forms passes only as the first good row of what is read; the second half's
-  // first row is not the trace's, so the trace is read again in one pass to judge it.
-  if (forms.mixed_row()) part.clean = false;
 }
 
 // A large trace read in two halves at once (a thread each), when what they give together is known
@@ -900,8 +902,9 @@ Result<TraceJob> ConvertJsonObject(const RowContext& ctx, const Json& obj, int64
   const Json& submit_value = row.At("submit");
   const std::string submit_text = submit_value.is_string() ? submit_value.get<std::string>() : Shown(submit_value);
   if (*submit < 0) return ctx.Bad("submit", kNegativeTime, submit_text);
+  // (A number in a string, "100", is seconds as the bare number is.)
   GF_RETURN_IF_ERROR(forms.Check(ctx, "submit", submit_text,
-                                 submit_value.is_string() ? TimeForm::kDatetime : TimeForm::kSeconds));
+                                 submit_value.is_string() ? FormOfText(submit_text) : TimeForm::kSeconds));
   spec.submit = Time::FromMillis(*submit);
   GF_ASSIGN_OR_RETURN(std::optional<int64_t> work,
                       row.Millis("work", /*allow_iso=*/false, 0, "expected a non-negative number of seconds"));

@@ -582,6 +582,17 @@ TEST_F(TraceTest, MixedTimeFormsAreRejectedWithFileLineAndField) {
   EXPECT_NE(reverse.status().message().find(":3: t: a time in seconds in a trace that gives its times as datetimes"),
             std::string::npos)
       << reverse.status().message();
+  // One row of two forms (seconds for the submit, a datetime for the end: a job of 54 years),
+  // even the first.
+  TraceOptions with_end;
+  with_end.columns = {{"id", "id"}, {"submit", "start"}, {"end", "finish"}, {"gpus", "g"}};
+  std::string one_row = TempPath("mixed_row.csv");
+  WriteText(one_row, "id,start,finish,g\na,100,2024-05-01T09:00:00Z,1\n");
+  auto row = ReadTrace(one_row, with_end);
+  ASSERT_FALSE(row.ok());
+  EXPECT_EQ(row.status().message(),
+            one_row + ":2: finish: a datetime in a row whose start is a time in seconds ('100'); use one form "
+                      "throughout, got '2024-05-01T09:00:00Z'");
   options.skip_bad_rows = true;
   Trace skipped = Read(seconds_first, options);
   EXPECT_EQ(skipped.jobs.size(), 3u);
@@ -632,6 +643,17 @@ TEST_F(TraceTest, JsonlMixedTimeFormsAreRejected) {
   EXPECT_NE(trace.status().message().find(path + ":2: submit: a datetime in a trace that gives its times as seconds"),
             std::string::npos)
       << trace.status().message();
+  // A number in a string is seconds, as the bare number: beside a datetime, the same error.
+  WriteText(path, "{\"submit\": \"100\", \"work\": 1, \"gpus\": 1}\n{\"submit\": \"2020-01-01T00:00:00Z\", \"work\": 1, \"gpus\": 1}\n");
+  auto quoted = ReadTrace(path, {});
+  ASSERT_FALSE(quoted.ok());
+  EXPECT_NE(quoted.status().message().find(path + ":2: submit: a datetime in a trace that gives its times as seconds"),
+            std::string::npos)
+      << quoted.status().message();
+  WriteText(path, "{\"submit\": \"100\", \"work\": 1, \"gpus\": 1}\n{\"submit\": 160, \"work\": 1, \"gpus\": 1}\n");
+  auto seconds = ReadTrace(path, {});
+  ASSERT_TRUE(seconds.ok()) << seconds.status().message();
+  EXPECT_EQ(seconds->jobs.size(), 2u);
 }
 
 // Given a negative submit time in a mapped CSV, a Tiresias trace, a JSON Lines trace (a number,
