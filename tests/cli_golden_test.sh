@@ -100,6 +100,11 @@ GAVEL="$SRC/tests/data/traces/gavel_small.trace"
 run "$WORK/gavel" "$GPUFLEET" sim --trace "$GAVEL" --gavel-throughputs "$SRC/tests/data/traces/gavel_throughputs.json" \
   --cluster-gpus 4 --gpus-per-node 4 --gpu V100 --policy fifo --no-progress -o json --jobs-out "$WORK/gavel.csv"
 expect_rc "$WORK/gavel" 0 "gpufleet sim on gavel_small.trace"
+# plan reads a Gavel trace with the same flags (this one spans an hour: too short to forecast).
+run "$WORK/gavel_plan" "$GPUFLEET" plan --trace "$GAVEL" --gavel-throughputs "$SRC/tests/data/traces/gavel_throughputs.json" \
+  --gpu V100 --no-verify
+expect_rc "$WORK/gavel_plan" 2 "gpufleet plan on gavel_small.trace"
+expect_contains "$WORK/gavel_plan.err" "the history spans 1 hour" "plan read the Gavel trace"
 "$PYTHON" - "$WORK/gavel.csv" "$WORK/gavel.out" <<'PY'
 import csv, json, sys
 rows = {r["id"]: r for r in csv.DictReader(open(sys.argv[1]))}

@@ -44,6 +44,8 @@ struct PlanArgs {
   std::string trace;
   std::string format = "auto";
   std::string columns;
+  std::string gavel_throughputs;  // --gavel-throughputs, --gavel-worker: a Gavel trace's run times
+  std::string gavel_worker = "v100";
   bool skip_bad_rows = false;
   size_t max_jobs = 0;
   std::string catalog;
@@ -741,6 +743,7 @@ int Run(const PlanArgs& args) {
   // Flags first, all of them, before reading a large trace: a wrong value is exit code 2.
   if (int rc = CheckPlanClusterFlags(args.cluster, !args.trace.empty(),
                                      {{"--trace", args.trace},
+                                      {"--gavel-throughputs", args.gavel_throughputs},
                                       {"--catalog", args.catalog},
                                       {"--gpu-specs", args.gpu_specs},
                                       {"--spot-capacity", args.spot_capacity.ends_with(".csv") ? args.spot_capacity : ""}});
@@ -751,6 +754,9 @@ int Run(const PlanArgs& args) {
   plan::PlannerOptions o;
   auto trace_options = TraceOptionsFromFlags(a.format, a.columns, a.skip_bad_rows, a.max_jobs);
   if (!trace_options.ok()) return Fail(kExitUsage, trace_options.status().message());
+  if (Status g = ApplyGavelFlags(a.gavel_throughputs, a.gavel_worker, *trace_options); !g.ok()) {
+    return Fail(kExitUsage, g.message());
+  }
   const sim::TraceOptions& topts = *trace_options;
 
   std::unique_ptr<model::GpuCatalog> loaded;
@@ -1070,6 +1076,7 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
                   "JSON Lines); or --from-cluster");
   AddPlanClusterFlags(sub, args->cluster);
   AddTraceFlags(sub, args->format, args->columns, args->skip_bad_rows, args->max_jobs);
+  AddGavelFlags(sub, args->gavel_throughputs, args->gavel_worker);
   sub->add_option("--catalog", args->catalog, "Offer catalog CSV (default: $GPUFLEET_CATALOG, else data/catalog/offers.csv)");
   sub->add_option("--region", args->regions, "Price only from offers in this region (repeatable or comma-separated; default: all). "
                   "Each plan is priced from one cloud and region: the one, among those allowed, whose plan is cheapest. "
