@@ -456,7 +456,8 @@ std::function<int()> SetupToken(CLI::App& app) {
       if (body.is_object()) body.erase("also_revoked");
       auto token = api::TokenSummaryFromJson(body);
       if (!token.ok()) return Fail(cmd, kExitFailed, "the controller's answer: " + token.status().message());
-      std::printf("revoked token %s (%s of %s)\n", token->id.c_str(), token->role.c_str(), token->subject.c_str());
+      std::printf("revoked token %s (%s%s)\n", token->id.c_str(), token->role.c_str(),
+                  token->subject.empty() ? "" : (" of " + Printable(token->subject)).c_str());
       if (also.is_array() && !also.empty()) {
         std::vector<std::string> ids;
         for (const auto& id : also) ids.push_back(id.is_string() ? id.get<std::string>() : id.dump());
@@ -478,8 +479,10 @@ std::function<int()> SetupToken(CLI::App& app) {
       return kExitOk;
     }
     std::printf("%s\n", StrField(r.body, "token").c_str());
-    std::fprintf(stderr, "created a %s token %s%s%s%s; it is shown only this once\n",
-                 a->join ? "join" : StrField(r.body, "role").c_str(), StrField(r.body, "id").c_str(),
+    const std::string kind = a->join ? "join" : StrField(r.body, "role");
+    const bool vowel = !kind.empty() && std::string("aeiou").find(kind[0]) != std::string::npos;
+    std::fprintf(stderr, "created %s %s token %s%s%s%s; it is shown only this once\n", vowel ? "an" : "a",
+                 kind.c_str(), StrField(r.body, "id").c_str(),
                  StrField(r.body, "subject").empty() ? "" : (" for " + StrField(r.body, "subject")).c_str(),
                  StrField(r.body, "team").empty() ? "" : (" (team " + StrField(r.body, "team") + ")").c_str(),
                  IntField(r.body, "expires_ms") > 0 ? (", expires " + Iso(IntField(r.body, "expires_ms"))).c_str() : "");

@@ -192,7 +192,7 @@ struct Caller {
 // may quote any of them. Another team's caller reads its state, shape, place and times.
 bool SeesJob(const Caller& who, const std::string& team) { return who.admin() || team == who.team; }
 std::string HiddenReason(const std::string& reason, const std::string& team) {
-  return reason.empty() ? reason : "(team " + team + "'s job: the reason is shown to that team)";
+  return reason.empty() ? reason : "team " + team + "'s job: the reason is shown to that team";
 }
 
 std::string Denied(const api::TokenRecord& t, std::optional<Role> role, Verb verb, bool agents) {
