@@ -792,6 +792,23 @@ Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseO
     if (!IsJsonObject(text)) GF_RETURN_IF_ERROR(CheckDocumentsEnd(std::string(text), options.source));
     docs = YAML::LoadAll(std::string(text));
   } catch (const YAML::Exception& e) {
+    // A tab in a line's indentation (YAML indents with spaces) is what most often breaks a hand
+    // written file, and yaml-cpp says only "illegal map value" somewhere after it: name it.
+    if (!IsJsonObject(text)) {
+      size_t line = 1;
+      for (size_t at = 0; at < text.size() && (e.mark.line < 0 || line <= static_cast<size_t>(e.mark.line) + 1); ++line) {
+        size_t end = text.find('\n', at);
+        if (end == std::string_view::npos) end = text.size();
+        const size_t indent = text.find_first_not_of(" \t", at);
+        const size_t stop = indent == std::string_view::npos ? end : std::min(indent, end);
+        const size_t tab = text.substr(at, stop - at).find('\t');
+        if (tab != std::string_view::npos && stop < end) {
+          return Status::InvalidArgument(options.source + ":" + std::to_string(line) + ":" + std::to_string(tab + 1) +
+                                         ": a tab in the indentation; YAML indents with spaces only");
+        }
+        at = end + 1;
+      }
+    }
     std::string where = options.source;
     if (e.mark.line >= 0) where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
     return Status::InvalidArgument(where + ": not valid YAML or JSON: " + e.msg);

@@ -98,6 +98,15 @@ TEST(JobYamlTest, WatchdogSettingsAndTheirErrors) {
   EXPECT_NE(ErrorOf("run: x\nwatchdog: {timeout: 1h}\n").find("timeout"), std::string::npos);
 }
 
+TEST(JobYamlTest, ATabInTheIndentationIsNamedWhereItIs) {
+  // Given a file indented with a tab (yaml-cpp says "illegal map value" at the colon after it),
+  // expect the tab's line and column and what to do; a tab inside a value is no indentation.
+  EXPECT_EQ(ErrorOf("name: a\nresources:\n\tgpus: 1\nrun: x\n"),
+            "job.yaml:3:1: a tab in the indentation; YAML indents with spaces only");
+  EXPECT_EQ(ErrorOf("run: x\nresources:\n  \tgpus: 1\n"), "job.yaml:3:3: a tab in the indentation; YAML indents with spaces only");
+  EXPECT_TRUE(Parse("run: \"a\tb\"\nresources: {gpus: 1}\n").ok());
+}
+
 TEST(JobYamlTest, ACheckpointIntervalOfZeroIsRefusedSayingHowToAskForNone) {
   // Given checkpoint.interval 0 (read as "never" here and as "continuously" by plan before), expect
   // an error that says to leave the interval out for a job that never checkpoints; and no interval
