@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -1006,8 +1007,64 @@ void ReplaceNul(std::string& s) {
 }
 }  // namespace
 
-Result<json> ParseRequestJson(std::string_view text) {
-  GF_ASSIGN_OR_RETURN(json j, ParseJson(text));
+Result<json> ParseRequestJson(std::string_view text, bool refuse_nul) {
+  Status depth = CheckNestingDepth(text, NestingSyntax::kJson);
+  if (!depth.ok()) return Status::InvalidArgument("invalid JSON: " + depth.message());
+  // A key given twice in one object: nlohmann keeps the last, where a YAML job file is refused
+  // for it; a body is refused too, naming where ("job.name").
+  struct Frame {
+    bool object = false;
+    std::string label;  // its key in the object above, "[]" in an array, "" at the top
+    std::set<std::string> keys;
+  };
+  std::vector<Frame> frames;
+  std::string pending_label;  // the key just read, for the value after it
+  std::string duplicate;
+  auto path_to = [&](const std::string& key) {
+    std::string out;
+    for (const Frame& f : frames) {
+      if (f.label.empty()) continue;
+      if (!out.empty() && f.label != "[]") out += '.';
+      out += f.label;
+    }
+    return out.empty() ? key : out + "." + key;
+  };
+  json::parser_callback_t callback = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start: {
+        Frame f;
+        f.object = event == json::parse_event_t::object_start;
+        f.label = frames.empty() ? "" : frames.back().object ? pending_label : "[]";
+        frames.push_back(std::move(f));
+        break;
+      }
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!frames.empty()) frames.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        pending_label = parsed.get<std::string>();
+        if (duplicate.empty() && !frames.empty() && !frames.back().keys.insert(pending_label).second) {
+          duplicate = path_to(pending_label);
+        }
+        break;
+      }
+      case json::parse_event_t::value:
+        break;
+    }
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(text, callback);
+  } catch (const std::exception& e) {  // json::parse_error says where: "at line 1, column 9"
+    return Status::InvalidArgument(std::string("invalid JSON: ") + e.what());
+  }
+  if (!duplicate.empty()) {
+    return Status::InvalidArgument(duplicate + ": given twice; give each key once (only the last would count)");
+  }
+  if (!refuse_nul) return j;
   if (auto path = NulPath(j)) {
     std::string where = *path;
     if (where.empty()) {

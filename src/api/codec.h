@@ -60,10 +60,11 @@ Result<AuditRecord> AuditRecordFromJson(const nlohmann::json& j);
 // Parses JSON text; a syntax error is InvalidArgument with the byte offset, and text nested
 // deeper than kMaxNestingDepth (common/nesting.h) is InvalidArgument before it is parsed.
 Result<nlohmann::json> ParseJson(std::string_view text);
-// ParseJson for a request's body: a string or key holding a NUL byte ("\u0000") anywhere is
-// InvalidArgument naming where ("job.env.A", "states[0]"). No text field of gpufleet holds one,
+// ParseJson for a request's body: a key given twice in one object (nlohmann would keep the last)
+// and, with `refuse_nul`, a string or key holding a NUL byte ("\u0000") anywhere are
+// InvalidArgument naming where ("job.name", "states[0]"). No text field of gpufleet holds a NUL,
 // and PostgreSQL cannot store one; refused at the door, it never reaches a store's batch.
-Result<nlohmann::json> ParseRequestJson(std::string_view text);
+Result<nlohmann::json> ParseRequestJson(std::string_view text, bool refuse_nul = true);
 // JSON text (as DumpJson writes it) with each "\u0000" escape written "\ufffd": the text
 // PostgreSQL stores in place of a NUL byte, which neither its text nor its jsonb can hold. Other
 // escapes, and a backslash written as "\\" before "u0000", are kept.

@@ -725,6 +725,27 @@ TEST_F(CodecTest, ARequestBodyWithANulByteInAnyTextIsRefusedSayingWhere) {
   EXPECT_EQ((*good)["events"][0]["message"], "exited (a\\u0000b)");  // a backslash, then "u0000"
 }
 
+TEST_F(CodecTest, ARequestBodyGivingAKeyTwiceInOneObjectIsRefusedSayingWhere) {
+  // Given a key twice at the top, in a nested object and in an object inside a list, expect
+  // InvalidArgument naming it; the same key in two objects, and a NUL byte when NUL bytes are
+  // let through, are fine.
+  auto where = [](const std::string& body) {
+    auto r = ParseRequestJson(body);
+    EXPECT_FALSE(r.ok()) << body;
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_EQ(where(R"({"ids": [1], "ids": [2]})"), "ids: given twice; give each key once (only the last would count)");
+  EXPECT_EQ(where(R"({"job": {"run": "x", "name": "a", "name": "b"}})"),
+            "job.name: given twice; give each key once (only the last would count)");
+  EXPECT_EQ(where(R"({"events": [{"seq": 1}, {"seq": 2, "seq": 3}]})"),
+            "events[].seq: given twice; give each key once (only the last would count)");
+  auto fine = ParseRequestJson(R"({"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 1}, {"k": 2}]})");
+  ASSERT_TRUE(fine.ok()) << fine.status().message();
+  EXPECT_EQ((*fine)["c"][1]["k"], 2);
+  EXPECT_TRUE(ParseRequestJson(R"({"a": "x\u0000"})", /*refuse_nul=*/false).ok());
+  EXPECT_FALSE(ParseRequestJson(std::string(100'000, '[') + std::string(100'000, ']')).ok());  // depth first
+}
+
 TEST_F(CodecTest, NulBytesInAnAgentsBodyBecomeReplacementCharactersInStringsAndKeys) {
   // Given a body with NUL bytes in nested strings, a list and a key, expect each written U+FFFD,
   // the key renamed with its value, and everything else as it was.

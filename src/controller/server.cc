@@ -798,7 +798,8 @@ void ApiServer::JobRoutes(const Guards& g) {
     } timer{api_metrics_.submit_seconds};
     auto who = authz(req, res, Verb::kJobSubmit);
     if (!who) return;
-    auto body = api::ParseJson(req.body);
+    // (A NUL byte is refused field by field with the job's own checks, which say more.)
+    auto body = api::ParseRequestJson(req.body, /*refuse_nul=*/false);
     if (!body.ok()) return Error(res, 400, "body: " + body.status().message());
     if (!body->is_object()) return Error(res, 400, "body: expected a JSON object with 'job' or 'yaml'");
     for (auto it = body->begin(); it != body->end(); ++it) {

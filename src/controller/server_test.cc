@@ -255,6 +255,17 @@ TEST_F(ServerTest, ANulByteIsRefusedInAUsersBodyAndReplacedInAnAgents) {
   EXPECT_EQ(listed["nodes"][0].value("storage_fault", ""), "disk\xEF\xBF\xBD" "full") << nodes->body;
 }
 
+TEST_F(ServerTest, AJobBodyGivingAKeyTwiceIsRefusedAsAJobFileIs) {
+  // Given a job whose name is given twice in the JSON body (nlohmann keeps the last, where a
+  // YAML file is refused), expect 400 naming the key and nothing stored.
+  auto r = Call("POST", "/v1/jobs", alice_,
+                R"({"job": {"name": "a", "team": "vision", "name": "b", "resources": {"gpus": 1}, "run": ["true"]}})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("job.name: given twice"), std::string::npos) << r->body;
+  EXPECT_EQ(StoredJobs(), 0u);
+}
+
 TEST_F(ServerTest, JobsRunAsTheMappedUserAndNeverAsRoot) {
   // Given the map vision -> gf-vision, expect alice's job to carry user gf-vision, and a job naming
   // root (even an admin's) or another user (a user's) to be refused.
