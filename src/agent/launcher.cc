@@ -373,7 +373,9 @@ Result<std::string> CheckWorkdir(const LaunchSpec& spec, const std::vector<std::
     if (root_path.ok() && IsWithin(*resolved, *root_path)) return resolved->string();
   }
   return Status::InvalidArgument("launch " + spec.key + ": workdir " + spec.workdir +
-                                 " is outside the allowed roots (" + listed + ")");
+                                 " is outside the allowed roots (" + listed +
+                                 "); give a directory under one of them (workdir: in the job file, --workdir for "
+                                 "run; the CLI sends the directory it runs in when the job names none)");
 }
 
 const char kGroupsOnly[] =

@@ -709,8 +709,10 @@ TEST_F(ProcessLauncherTest, WorkdirMustLieUnderAnAllowedRoot) {
   auto r = launcher.Launch(outside);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.status().message(), "launch out: workdir /etc is outside the allowed roots (" +
-                                      jobs.string() + ", /gpufleet-no-such-root)");
+  EXPECT_EQ(r.status().message(), "launch out: workdir /etc is outside the allowed roots (" + jobs.string() +
+                                      ", /gpufleet-no-such-root); give a directory under one of them (workdir: in the "
+                                      "job file, --workdir for run; the CLI sends the directory it runs in when the "
+                                      "job names none)");
 
   LaunchSpec dotdot = Shell("dotdot", "pwd");
   dotdot.workdir = (jobs / ".." / "escape").string();

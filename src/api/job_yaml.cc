@@ -20,6 +20,17 @@
 
 namespace gpufleet::api {
 namespace {
+// Whether a path has a ".." component ("/a/../b", "..", "/a/..").
+bool HasDotDotStep(const std::string& path) {
+  size_t at = 0;
+  while (at <= path.size()) {
+    size_t end = path.find('/', at);
+    if (end == std::string::npos) end = path.size();
+    if (path.compare(at, end - at, "..") == 0 && end - at == 2) return true;
+    at = end + 1;
+  }
+  return false;
+}
 
 constexpr int kMaxGpusPerNode = 1024;
 constexpr int kMaxNodes = 4096;
@@ -360,6 +371,11 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
     GF_ASSIGN_OR_RETURN(out.workdir, r.String(n, "workdir"));
     if (!out.workdir.empty() && out.workdir[0] != '/' && out.workdir.find("{{") != 0) {
       return r.Error(n, "workdir", "must be an absolute path, got '" + out.workdir + "'");
+    }
+    // A ".." step is refused here, not at the launch (where /tmp/../etc would be found outside
+    // the node's allowed roots only once the job had waited its turn).
+    if (HasDotDotStep(out.workdir)) {
+      return r.Error(n, "workdir", "must not step up with '..', got '" + out.workdir + "'; give the directory itself");
     }
   }
   if (auto n = doc["env"]) {

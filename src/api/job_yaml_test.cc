@@ -98,6 +98,19 @@ TEST(JobYamlTest, WatchdogSettingsAndTheirErrors) {
   EXPECT_NE(ErrorOf("run: x\nwatchdog: {timeout: 1h}\n").find("timeout"), std::string::npos);
 }
 
+TEST(JobYamlTest, AWorkdirThatStepsUpIsRefusedAtSubmit) {
+  // Given a workdir with a ".." step (anywhere, or last), expect an error at its line; names
+  // that merely hold two dots are directories like any other.
+  EXPECT_EQ(ErrorOf("run: x\nworkdir: /tmp/../etc\n"),
+            "job.yaml:2:10: workdir: must not step up with '..', got '/tmp/../etc'; give the directory itself");
+  EXPECT_NE(ErrorOf("run: x\nworkdir: /data/..\n").find("must not step up"), std::string::npos);
+  for (const char* fine : {"/data/..x", "/data/x..", "/data/.../y", "/a/.b/c"}) {
+    auto r = Parse(std::string("run: x\nworkdir: ") + fine + "\n");
+    ASSERT_TRUE(r.ok()) << fine << ": " << r.status().message();
+    EXPECT_EQ(r->front().workdir, fine);
+  }
+}
+
 TEST(JobYamlTest, ATabInTheIndentationIsNamedWhereItIs) {
   // Given a file indented with a tab (yaml-cpp says "illegal map value" at the colon after it),
   // expect the tab's line and column and what to do; a tab inside a value is no indentation.

@@ -199,7 +199,7 @@ std::function<int()> SetupRun(CLI::App& app) {
   sub->add_option("--team", a->team, "Team (default: your token's team, else default)");
   a->priority_opt = sub->add_option("--priority", a->priority, "Priority, -1000..1000; larger runs first");
   sub->add_option("--env", a->env, "Environment variable K=V (repeat for more)")->allow_extra_args(false);
-  sub->add_option("--workdir", a->workdir, "Working directory on the node (default: one the agent makes)");
+  sub->add_option("--workdir", a->workdir, "Working directory on the node (default: the directory you run this from; the node must allow it)");
   sub->add_option("--checkpoint-dir", a->checkpoint_dir, "GPUFLEET_CHECKPOINT_DIR for the job");
   a->restarts_opt = sub->add_option("--max-restarts", a->max_restarts, "Requeue after a non-zero exit this many times");
   sub->add_option("--stall-timeout", a->stall_timeout,
