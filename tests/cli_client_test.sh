@@ -250,6 +250,13 @@ run "$WORK/dryrun" "$GPUFLEET" cancel --state pending --name 'sweep-*' --dry-run
 expect_rc "$WORK/dryrun" 0 "cancel --dry-run"
 expect_contains "$WORK/dryrun.out" "28 job(s) match: jobs $((SWEEP_FIRST + 2))-$SWEEP_LAST (28)" "cancel --dry-run lists the waiting tasks"
 state_is "$((SWEEP_FIRST + 2))" pending || fail "cancel --dry-run cancelled a job"
+run "$WORK/dryjson" "$GPUFLEET" cancel --state pending --name 'sweep-*' --dry-run -o json
+expect_rc "$WORK/dryjson" 0 "cancel --dry-run -o json"
+"$PYTHON" - "$WORK/dryjson.out" <<'PY' || { show "$WORK/dryjson"; fail "cancel --dry-run -o json: expected 28 selected, all of one team"; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["selected"]) == 28 and sum(d["teams"].values()) == 28 and len(d["teams"]) == 1, d
+PY
 run "$WORK/cancelwaiting" "$GPUFLEET" cancel --state pending --name 'sweep-*'
 expect_rc "$WORK/cancelwaiting" 0 "cancel of the sweep's waiting tasks by filter"
 expect_contains "$WORK/cancelwaiting.out" "cancel requested for 28 jobs: 28 were waiting (cancelled now), 0 stopping (they end cancelled)" \

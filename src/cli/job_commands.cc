@@ -585,7 +585,7 @@ std::optional<std::vector<int64_t>> CancelIds(const std::string& cmd, const std:
 // name and team match the filters given (empty: any), and how many pages it took; nullopt after
 // printing why the queue could not be read.
 struct QueueReading {
-  std::vector<int64_t> ids;
+  std::map<int64_t, std::string> teams;  // each matching job's team, by id
   int pages = 0;
 };
 std::optional<QueueReading> ReadQueueOnce(const std::string& cmd, ApiClient& client,
@@ -610,7 +610,7 @@ std::optional<QueueReading> ReadQueueOnce(const std::string& cmd, ApiClient& cli
       if (!states.empty() && std::find(states.begin(), states.end(), j.state) == states.end()) continue;
       if (!name.empty() && fnmatch(name.c_str(), j.name.c_str(), 0) != 0) continue;
       if (!team.empty() && j.team != team) continue;
-      out.ids.push_back(j.id.value());
+      out.teams[j.id.value()] = j.team;
     }
     const int64_t next = IntField(r.body, "next_cursor");
     if (next <= cursor || page->empty()) return out;
@@ -621,18 +621,19 @@ std::optional<QueueReading> ReadQueueOnce(const std::string& cmd, ApiClient& cli
 // The matching unfinished jobs, ascending. The queue is paged by position: a job that leaves it
 // (or moves up) between two pages shifts the next page past one job, so a queue of several pages
 // is read again until a reading finds nothing new (at most five readings).
-std::optional<std::vector<int64_t>> QueuedIds(const std::string& cmd, ApiClient& client,
-                                              const std::vector<api::JobState>& states, const std::string& name,
-                                              const std::string& team) {
-  std::set<int64_t> found;
+// Each with its team.
+std::optional<std::map<int64_t, std::string>> QueuedIds(const std::string& cmd, ApiClient& client,
+                                                        const std::vector<api::JobState>& states,
+                                                        const std::string& name, const std::string& team) {
+  std::map<int64_t, std::string> found;
   for (int reading = 0; reading < 5; ++reading) {
     const size_t before = found.size();
     auto once = ReadQueueOnce(cmd, client, states, name, team);
     if (!once) return std::nullopt;
-    found.insert(once->ids.begin(), once->ids.end());
+    found.insert(once->teams.begin(), once->teams.end());
     if (once->pages == 1 || (reading > 0 && found.size() == before)) break;
   }
-  return std::vector<int64_t>(found.begin(), found.end());
+  return found;
 }
 
 std::function<int()> SetupCancel(CLI::App& app) {
@@ -698,17 +699,31 @@ when a job named had already ended (the others are cancelled).)");
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
     if (filtered) {
-      ids = QueuedIds(cmd, *client, states, a->name, a->team);
-      if (!ids) return kExitFailed;
+      auto chosen = QueuedIds(cmd, *client, states, a->name, a->team);
+      if (!chosen) return kExitFailed;
+      ids.emplace();
+      std::map<std::string, int64_t> by_team;
+      for (const auto& [id, team] : *chosen) {
+        ids->push_back(id);
+        ++by_team[team];
+      }
       if (a->dry_run || ids->empty()) {
         if (a->output == "json") {
-          PrintJson(a->dry_run ? json{{"selected", *ids}}
+          PrintJson(a->dry_run ? json{{"selected", *ids}, {"teams", by_team}}
                                : json{{"cancel_requested", false}, {"cancelled", json::array()},
                                       {"stopping", json::array()}, {"ended", json::array()}, {"skipped", json::array()}});
         } else if (ids->empty()) {
           std::printf("no unfinished job matches\n");
         } else {
           std::printf("%zu job(s) match: %s\n", ids->size(), api::JobsAuditObject(*ids).c_str());
+          if (by_team.size() > 1) {
+            // The cancel leaves alone the jobs the token may not cancel (skip_other_teams): say
+            // whose they are, which the listing shows and the token's rights decide.
+            std::string teams;
+            for (const auto& [team, n] : by_team) teams += (teams.empty() ? "" : ", ") + Printable(team) + " " + std::to_string(n);
+            std::printf("  by team: %s (a cancel leaves alone the jobs of teams your token may not cancel)\n",
+                        teams.c_str());
+          }
         }
         return kExitOk;
       }
@@ -747,12 +762,16 @@ when a job named had already ended (the others are cancelled).)");
             all["not_sent_from"] = (*ids)[at];
             PrintJson(all);
           }
-          std::fprintf(stderr,
-                       "gpufleet %s: the jobs named up to job %lld went in %zu request(s) of 100,000: %zu cancelled, "
-                       "%zu stopping, %zu had ended; the request from job %lld on was refused, and it and the jobs "
-                       "after it were not cancelled:\n",
-                       cmd.c_str(), static_cast<long long>((*ids)[at - 1]), at / kPerRequest, all["cancelled"].size(),
-                       all["stopping"].size(), all["ended"].size(), static_cast<long long>((*ids)[at]));
+          // One account of both: the requests that went through, then the one refused (whose
+          // "nothing was cancelled" is about its own jobs) and what was not sent after it.
+          return Fail(cmd, r.exit_code,
+                      "the jobs up to job " + std::to_string((*ids)[at - 1]) + " went in " +
+                          std::to_string(at / kPerRequest) + " request(s) of 100,000: " +
+                          std::to_string(all["cancelled"].size()) + " cancelled, " +
+                          std::to_string(all["stopping"].size()) + " stopping, " + std::to_string(all["ended"].size()) +
+                          " had ended. The next request, from job " + std::to_string((*ids)[at]) +
+                          ", was refused, and its jobs and those after it (" + std::to_string(ids->size() - at) +
+                          " in all) were left as they were; the controller said of that request: " + r.error);
         }
         return Report(cmd, r);
       }
