@@ -159,6 +159,11 @@ case "$CASE" in
     expect_contains "$R.err" "bad_row.csv:4:" "malformed CSV row"
     expect_contains "$R.err" "sixty" "malformed CSV row"
     expect_no_report "malformed CSV row"
+    # A NUL byte in the value is shown escaped, and the message goes on past it.
+    printf 'name,arrive,secs,ngpu,group\na,0,6\0006,1,t\n' >"$WORK/nul.csv"
+    run "$R" "$GPUFLEET" sim --trace "$WORK/nul.csv" --columns "$COLUMNS" --cluster-gpus 8
+    expect_rc "$R" 2 "a NUL byte in a CSV value"
+    expect_contains "$R.err" "got '6\\x006'" "a NUL byte in a CSV value"
     ;;
 
   skip_bad_rows)

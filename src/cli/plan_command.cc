@@ -92,12 +92,12 @@ struct PlanArgs {
 };
 
 int Fail(int code, const std::string& msg) {
-  std::fprintf(stderr, "gpufleet plan: %s\n", msg.c_str());
+  std::fprintf(stderr, "gpufleet plan: %s\n", Printable(msg).c_str());  // (a field's bytes, NULs too)
   return code;
 }
 // A failure with its status: 2 when an input was wrong (a bad or missing file), 1 otherwise.
 int Fail(const Status& status, const std::string& suffix = "") {
-  std::fprintf(stderr, "gpufleet plan: %s%s\n", status.message().c_str(), suffix.c_str());
+  std::fprintf(stderr, "gpufleet plan: %s%s\n", Printable(status.message()).c_str(), suffix.c_str());
   return ExitCodeFor(status);
 }
 

@@ -70,12 +70,12 @@ struct SimArgs {
 
 // Bad input (the command line, the trace, the cluster file): exit 2, nothing written.
 int Fail(const std::string& msg) {
-  std::fprintf(stderr, "gpufleet sim: %s\n", msg.c_str());
+  std::fprintf(stderr, "gpufleet sim: %s\n", Printable(msg).c_str());  // (a field's bytes, NULs too)
   return kExitUsage;
 }
 // A failure with its status: 2 when the input was wrong, 1 when writing or running failed.
 int Fail(const Status& status, const std::string& prefix = "") {
-  std::fprintf(stderr, "gpufleet sim: %s%s\n", prefix.c_str(), status.message().c_str());
+  std::fprintf(stderr, "gpufleet sim: %s%s\n", prefix.c_str(), Printable(status.message()).c_str());
   return ExitCodeFor(status);
 }
 

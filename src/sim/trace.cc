@@ -140,8 +140,17 @@ struct RowContext {
     msg += ": ";
     msg.append(what);
     msg += ", got '";
-    msg.append(value);
-    msg += "'";
+    // A value of megabytes (a field that swallowed the rest of a file) is shown by its start.
+    constexpr size_t kShown = 200;
+    if (value.size() <= kShown) {
+      msg.append(value);
+      msg += "'";
+    } else {
+      size_t cut = kShown;
+      while (cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xC0) == 0x80) --cut;  // (whole UTF-8 characters)
+      msg.append(value.substr(0, cut));
+      msg += "...' (" + std::to_string(value.size()) + " bytes)";
+    }
     return Status::InvalidArgument(std::move(msg));
   }
   Status BadNoValue(std::string_view field, std::string_view what) const {

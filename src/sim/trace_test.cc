@@ -582,6 +582,14 @@ TEST_F(TraceTest, MixedTimeFormsAreRejectedWithFileLineAndField) {
   EXPECT_NE(reverse.status().message().find(":3: t: a time in seconds in a trace that gives its times as datetimes"),
             std::string::npos)
       << reverse.status().message();
+  // A value of a megabyte is shown by its first 200 bytes and its size.
+  std::string huge = TempPath("huge_value.csv");
+  WriteText(huge, "t,d,g\n0,10,1\n" + std::string(1'000'000, '7') + "x,10,1\n");
+  auto long_value = ReadTrace(huge, options);
+  ASSERT_FALSE(long_value.ok());
+  EXPECT_NE(long_value.status().message().find(", got '" + std::string(200, '7') + "...' (1000001 bytes)"), std::string::npos)
+      << long_value.status().message().substr(0, 400);
+  EXPECT_LT(long_value.status().message().size(), 600u);
   // One row of two forms (seconds for the submit, a datetime for the end: a job of 54 years),
   // even the first.
   TraceOptions with_end;
