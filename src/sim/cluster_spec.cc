@@ -25,6 +25,8 @@ constexpr int64_t kDefaultCpuMilliPerGpu = 12 * 1000;
 constexpr int64_t kDefaultMemMibPerGpu = 128 * 1024;
 constexpr int kMaxGpusPerNode = 64;
 constexpr int64_t kMaxNodesPerType = 100000;
+constexpr int64_t kMaxCpusPerNode = 65536;        // cores of one node
+constexpr int64_t kMaxMemGibPerNode = 1048576;     // GiB of one node (1 PiB)
 constexpr int kRackNodes = 16;  // HomogeneousCluster's rack size
 
 const std::vector<std::string> kTopKeys = {"node_types", "teams", "autoscale"};
@@ -465,6 +467,10 @@ class SpecParser {
 
     if (const Entry* cpus = f.Get("cpus")) {
       GF_ASSIGN_OR_RETURN(double cores, ReadPositiveNumber(*cpus, Sub(path, "cpus")));
+      // (A bound before the milli-cores are counted: 1e16 cores overflowed to a negative count.)
+      if (cores > kMaxCpusPerNode) {
+        return Error(cpus->value, Sub(path, "cpus"), "must be at most " + std::to_string(kMaxCpusPerNode) + " (cores of one node)");
+      }
       node.cpu_milli = std::llround(cores * 1000);
       if (node.cpu_milli == 0) {
         return Error(cpus->value, Sub(path, "cpus"), "must be at least 0.001");
@@ -476,6 +482,10 @@ class SpecParser {
     }
     if (const Entry* mem = f.Get("memory_gib")) {
       GF_ASSIGN_OR_RETURN(double gib, ReadPositiveNumber(*mem, Sub(path, "memory_gib")));
+      if (gib > kMaxMemGibPerNode) {
+        return Error(mem->value, Sub(path, "memory_gib"),
+                     "must be at most " + std::to_string(kMaxMemGibPerNode) + " (GiB of one node: 1 PiB)");
+      }
       node.mem_mib = std::llround(gib * 1024);
       if (node.mem_mib == 0) {
         return Error(mem->value, Sub(path, "memory_gib"), "must be at least 1 MiB");

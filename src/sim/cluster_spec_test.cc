@@ -143,6 +143,19 @@ TEST_F(ClusterSpecTest, ErrorsNameTheColumnOfTheValueThatIsWrong) {
       << ErrorOf(lines);
 }
 
+TEST_F(ClusterSpecTest, CpusAndMemoryBeyondAnyMachineAreErrorsAtTheirValue) {
+  // Given 1e16 cores or GiB (which overflowed to a negative count, "must not be negative"),
+  // expect the bound named at the value's line and column; the bounds themselves are accepted.
+  EXPECT_TRUE(StartsWith(ErrorOf({"node_types:", "  - {name: a, gpu: V100, gpus: 8, count: 2, cpus: 1e16}"}),
+                         "spec.yaml:2:51: node_types[0].cpus: must be at most 65536 (cores of one node)"))
+      << ErrorOf({"node_types:", "  - {name: a, gpu: V100, gpus: 8, count: 2, cpus: 1e16}"});
+  EXPECT_NE(ErrorOf({"node_types:", "  - {name: a, gpu: V100, gpus: 8, count: 2, memory_gib: 1e16}"})
+                .find("node_types[0].memory_gib: must be at most 1048576"),
+            std::string::npos);
+  auto spec = Parse({"node_types:", "  - {name: a, gpu: V100, gpus: 8, count: 2, cpus: 65536, memory_gib: 1048576}"});
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+}
+
 TEST_F(ClusterSpecTest, ParsesAFullSpec) {
   // Given two node types using every field, expect one NodeSpec per node with canonical GPU
   // names, NVLink maps, units converted, labels as text and team quotas.
