@@ -589,6 +589,8 @@ class SpecParser {
     if (teams.IsNull()) return Status::Ok();  // `teams:` with nothing under it
     GF_ASSIGN_OR_RETURN(Fields f, ReadMap(teams, "teams", {}));
     int64_t quota_sum = 0;
+    bool priced = !spec.autoscale.offers.empty();  // (an offer always has a price)
+    for (const model::NodeSpec& n : spec.nodes) priced = priced || n.price_micros_per_hour > 0;
     for (const auto& [team, entry] : f.InOrder()) {
       const std::string path = "teams." + team;
       GF_ASSIGN_OR_RETURN(Fields team_fields, ReadMap(entry.value, path, kTeamKeys));
@@ -602,6 +604,13 @@ class SpecParser {
         if (e->value.IsScalar()) v = ParseDouble(e->value.Scalar());
         if (!v || !std::isfinite(*v) || *v <= 0 || *v > 1e12) {
           return Error(e->value, path + "." + key, "must be a positive amount of dollars, got " + Describe(e->value));
+        }
+        if (!priced) {
+          // Spend comes from node prices only: on a cluster without any, the limit would never
+          // be reached and the replay would say so at its end, as if it had held.
+          return Error(e->value, path + "." + key,
+                       "no node of this cluster has a price_per_hour, so nothing is ever spent against it; give "
+                       "the node types a price_per_hour (dollars per node-hour), or leave the budget out");
         }
         int64_t micros = static_cast<int64_t>(std::llround(*v * 1e6));
         (std::string(key) == "budget" ? limits.hard_micros

@@ -156,6 +156,20 @@ TEST_F(ClusterSpecTest, CpusAndMemoryBeyondAnyMachineAreErrorsAtTheirValue) {
   ASSERT_TRUE(spec.ok()) << spec.status().message();
 }
 
+TEST_F(ClusterSpecTest, ABudgetOnAClusterWithoutPricesIsAnError) {
+  // Given a team budget on nodes without a price (nothing would ever be spent against it), expect
+  // an error at the budget naming the fix; with a price on a node type, the budget is read.
+  const std::string message = ErrorOf({"node_types:", "  - {name: a, gpu: V100, gpus: 8, count: 2}", "teams:",
+                                       "  nlp: {budget: 5, max_hourly_cost: 1}"});
+  EXPECT_TRUE(StartsWith(message, "spec.yaml:4:17: teams.nlp.budget: no node of this cluster has a price_per_hour"))
+      << message;
+  EXPECT_NE(message.find("give the node types a price_per_hour"), std::string::npos) << message;
+  auto priced = Parse({"node_types:", "  - {name: a, gpu: V100, gpus: 8, count: 2, price_per_hour: 20}", "teams:",
+                       "  nlp: {budget: 5, max_hourly_cost: 1}"});
+  ASSERT_TRUE(priced.ok()) << priced.status().message();
+  EXPECT_EQ(priced->team_money.at("nlp").hard_micros, 5'000'000);
+}
+
 TEST_F(ClusterSpecTest, ParsesAFullSpec) {
   // Given two node types using every field, expect one NodeSpec per node with canonical GPU
   // names, NVLink maps, units converted, labels as text and team quotas.
