@@ -499,8 +499,15 @@ first = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 nxt = (first + datetime.timedelta(days=32)).replace(day=1)
 assert m and m.group(1) == first.strftime("%Y-%m-%dT%H:%M:%S") and m.group(2) == nxt.strftime("%Y-%m-%dT%H:%M:%S"), m
 PY
-run "$WORK/budgetgone" "$GPUFLEET" budget vision
-expect_rc "$WORK/budgetgone" 0 "budget vision (no limits)"
+# A team's name alone changes nothing (it removed the budget); --clear removes it.
+run "$WORK/budgetlook" "$GPUFLEET" budget vision
+expect_rc "$WORK/budgetlook" 2 "budget vision (no limits, no --clear)"
+expect_contains "$WORK/budgetlook.err" "or --clear to remove the budget; 'gpufleet cost --team vision' shows it" \
+  "budget without limits says what to give"
+run "$WORK/budgetstill" "$GPUFLEET" cost --team vision
+expect_contains "$WORK/budgetstill.out" "vision: SPENT since" "the budget is still there after 'budget vision'"
+run "$WORK/budgetgone" "$GPUFLEET" budget vision --clear
+expect_rc "$WORK/budgetgone" 0 "budget vision --clear"
 expect_contains "$WORK/budgetgone.out" "team vision: budget removed" "the removal says so"
 
 # A finished job with no log here (it wrote nothing) is said so, not printed as nothing at all.

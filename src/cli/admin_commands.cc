@@ -138,6 +138,7 @@ std::function<int()> SetupBudget(CLI::App& app) {
     double hard = 0, soft = 0, max_hourly = 0;
     bool keep_running = false;
     bool new_period = false;
+    bool clear = false;
     std::string period = "none";
   };
   auto a = std::make_shared<Args>();
@@ -156,24 +157,34 @@ std::function<int()> SetupBudget(CLI::App& app) {
                   "day, Monday or first of the month, and spend counts from zero again")
       ->check(CLI::IsMember({"none", "daily", "weekly", "monthly"}))
       ->capture_default_str();
+  sub->add_flag("--clear", a->clear, "Remove the team's budget (its spend is still counted)");
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, R"(  gpufleet budget vision --hard 5000 --soft 4000 --max-hourly 300
   gpufleet budget vision --hard 20000 --period monthly   # $20k per calendar month (UTC)
   gpufleet budget vision --hard 6000                      # a higher limit; spend so far still counts
   gpufleet budget vision --hard 5000 --new-period         # start counting again from now
-  gpufleet budget vision            # no limits: removes the budget
+  gpufleet budget vision --clear    # removes the budget
+  gpufleet cost --team vision       # shows it, and the spend
 Without --period a new budget counts from now: spend before it does not count. Set again, it keeps
 counting from when it was first set, unless --new-period.)");
   return [a]() {
     const std::string cmd = "budget";
     if (Status st = api::CheckName("team", a->team); !st.ok()) return Fail(cmd, kExitUsage, st.message());
     const bool limits = a->hard > 0 || a->soft > 0 || a->max_hourly > 0;
+    if (a->clear && (limits || a->period != "none" || a->keep_running || a->new_period)) {
+      return Fail(cmd, kExitUsage, "--clear removes the budget: give it alone, or give the limits without it");
+    }
     if (!limits && (a->period != "none" || a->keep_running || a->new_period)) {
-      // Without a limit the budget is removed: a period or a stop rule alone would be dropped.
+      // A period or a stop rule alone would be dropped with the budget.
       return Fail(cmd, kExitUsage,
                   std::string(a->period != "none" ? "--period" : a->keep_running ? "--keep-running" : "--new-period") +
-                      " needs a limit to apply to (--hard, --soft or --max-hourly); without limits 'gpufleet budget " +
-                      a->team + "' removes the team's budget");
+                      " needs a limit to apply to (--hard, --soft or --max-hourly)");
+    }
+    if (!limits && !a->clear) {
+      // (It removed the budget: a look at it should change nothing.)
+      return Fail(cmd, kExitUsage,
+                  "give a limit (--hard, --soft or --max-hourly), or --clear to remove the budget; 'gpufleet cost "
+                  "--team " + a->team + "' shows it");
     }
     auto client = Connect(cmd, a->conn);
     if (!client) return kExitUsage;
