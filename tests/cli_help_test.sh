@@ -97,6 +97,13 @@ expect_contains "$WORK/runtypo.err" "--gpuz" "a mistyped flag of run's is named"
 run "$WORK/budgetperiod" "$GPUFLEET" budget ml --period daily --server http://127.0.0.1:9
 expect_rc "$WORK/budgetperiod" 2 "gpufleet budget ml --period daily (no limit)"
 expect_contains "$WORK/budgetperiod.err" "--period needs a limit to apply to" "budget --period without a limit"
+# An empty request id and a variable given twice are refused before anything is sent.
+run "$WORK/emptyrid" "$GPUFLEET" submit job.yaml --request-id '' --server http://127.0.0.1:9
+expect_rc "$WORK/emptyrid" 2 "submit --request-id ''"
+expect_contains "$WORK/emptyrid.err" "an empty request id" "submit --request-id ''"
+run "$WORK/envtwice" "$GPUFLEET" run --env A=1 --env A=2 --server http://127.0.0.1:9 -- true
+expect_rc "$WORK/envtwice" 2 "run --env A twice"
+expect_contains "$WORK/envtwice.err" "--env A is given twice" "run --env A twice"
 # A flag before the command is told to go after it (it crashed the CLI).
 run "$WORK/lead" "$GPUFLEET" --server http://127.0.0.1:9 queue
 expect_rc "$WORK/lead" 2 "gpufleet --server URL queue"

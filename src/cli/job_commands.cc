@@ -38,6 +38,12 @@ namespace {
 
 using namespace client;  // NOLINT(build/namespaces): the shared plumbing of the client commands
 
+// A CLI11 check: an empty --request-id (a script's unset variable) would quietly be a random one,
+// and a retry of the submission would create its jobs again.
+std::string NonEmptyRequestId(const std::string& value) {
+  return value.empty() ? "an empty request id; give one, or leave --request-id out for a random one" : "";
+}
+
 std::function<int()> SetupSubmit(CLI::App& app) {
   struct Args {
     Connection conn;
@@ -50,7 +56,8 @@ std::function<int()> SetupSubmit(CLI::App& app) {
   sub->add_option("file", a->file, "Job file (schema: docs/api.md#job-file); several jobs as YAML documents")
       ->required();
   sub->add_option("--request-id", a->request_id,
-                  "Idempotency key: submitting again with the same id creates nothing new (default: random)");
+                  "Idempotency key: submitting again with the same id creates nothing new (default: random)")
+      ->check(NonEmptyRequestId);
   AddOutputFlag(sub, a->output);
   AddConnectionFlags(sub, a->conn);
   SetFooter(sub, R"(  gpufleet submit train.yaml
@@ -209,7 +216,7 @@ std::function<int()> SetupRun(CLI::App& app) {
       ->check(CLI::IsMember({"alert", "restart"}));
   sub->add_flag("--process-per-gpu", a->process_per_gpu, "Start one process per GPU with RANK and LOCAL_RANK");
   sub->add_flag("-f,--follow", a->follow, "Stream the job's logs until it ends; exit 0 if it succeeded, else 1 (Ctrl-C stops following; the job goes on)");
-  sub->add_option("--request-id", a->request_id, "Idempotency key (default: random)");
+  sub->add_option("--request-id", a->request_id, "Idempotency key (default: random)")->check(NonEmptyRequestId);
   AddOutputFlag(sub, a->output);
   AddConnectionFlags(sub, a->conn);
   sub->add_option("command", a->command, "The command and its arguments, after --")->required();
@@ -243,6 +250,9 @@ With -f the exit code is the job's outcome: 0 if it succeeded, 1 if it failed or
       for (const auto& kv : a->env) {
         size_t eq = kv.find('=');
         if (eq == std::string::npos || eq == 0) return Fail(cmd, kExitUsage, "--env wants K=V, got '" + kv + "'");
+        if (env.contains(kv.substr(0, eq))) {
+          return Fail(cmd, kExitUsage, "--env " + kv.substr(0, eq) + " is given twice; give each variable once");
+        }
         env[kv.substr(0, eq)] = kv.substr(eq + 1);
       }
       job["env"] = env;
