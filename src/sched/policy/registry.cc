@@ -132,6 +132,11 @@ Result<std::map<std::string, std::string>> ParsePolicyOptions(const std::vector<
       }
       std::string k(Trim(p.substr(0, eq))), v(Trim(p.substr(eq + 1)));
       if (k.empty()) return Status::InvalidArgument("policy option '" + p + "' has an empty key");
+      if (auto had = out.find(k); had != out.end()) {
+        // (The last would win, and a run's label would not show which.)
+        return Status::InvalidArgument("policy option " + k + " is given twice (" + k + "=" + had->second + " and " + p +
+                                       "); give it once");
+      }
       out[k] = v;
       last_key = k;
     }

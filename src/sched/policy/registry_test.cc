@@ -210,6 +210,16 @@ TEST_F(RegistryTest, ParsePolicyOptionsGluesListItemsToTheKeyJustRead) {
   EXPECT_EQ(*r, (Options{{"thresholds", "100,200"}, {"zone", "1"}}));
 }
 
+TEST_F(RegistryTest, ParsePolicyOptionsRefusesAKeyGivenTwice) {
+  // Given order twice (in two items, or in one), expect an error naming both; different keys
+  // and a list value are fine.
+  Result<Options> twice = ParsePolicyOptions({"order=gpus", "order=submit"});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(), "policy option order is given twice (order=gpus and order=submit); give it once");
+  EXPECT_FALSE(ParsePolicyOptions({"thresholds=1,2,thresholds=3"}).ok());
+  EXPECT_TRUE(ParsePolicyOptions({"thresholds=1,2", "order=gpus"}).ok());
+}
+
 TEST_F(RegistryTest, ParsePolicyOptionsRejectsItemsWithoutKeyOrValueForm) {
   // Given "novalue", a bare number first, and "=5", expect errors naming the bad item.
   Result<Options> novalue = ParsePolicyOptions({"novalue"});
