@@ -582,6 +582,13 @@ TEST_F(TraceTest, MixedTimeFormsAreRejectedWithFileLineAndField) {
   EXPECT_NE(reverse.status().message().find(":3: t: a time in seconds in a trace that gives its times as datetimes"),
             std::string::npos)
       << reverse.status().message();
+  // A mapped column named twice in the header cannot be told apart.
+  std::string twice = TempPath("twice.csv");
+  WriteText(twice, "t,t,d,g\n0,5,10,1\n");
+  auto ambiguous = ReadTrace(twice, options);
+  ASSERT_FALSE(ambiguous.ok());
+  EXPECT_EQ(ambiguous.status().message(),
+            twice + ":1: column 't' (mapped to submit) appears twice in the header (columns 1 and 2); rename one");
   // A value of a megabyte is shown by its first 200 bytes and its size.
   std::string huge = TempPath("huge_value.csv");
   WriteText(huge, "t,d,g\n0,10,1\n" + std::string(1'000'000, '7') + "x,10,1\n");
