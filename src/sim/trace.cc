@@ -1029,6 +1029,11 @@ Result<TraceJob> ConvertJsonLine(const RowContext& ctx, std::string_view line, s
     const size_t column = first_column + (e.byte > 0 ? e.byte - 1 : 0);
     return Status::InvalidArgument(ctx.path + ":" + std::to_string(ctx.line) + ":" + std::to_string(column) +
                                    ": " + CleanJsonParseError(e.what()));
+  } catch (const Json::out_of_range& e) {
+    // A number beyond a double ("1e400"): nlohmann's text after its "[json.exception...]" tag.
+    std::string what = e.what();
+    if (size_t tag = what.find("] "); what.starts_with("[json.exception") && tag != std::string::npos) what.erase(0, tag + 2);
+    return ctx.BadNoValue("json", what + " (a number too large for any field)");
   } catch (const Json::exception& e) {
     return ctx.BadNoValue("json", e.what());
   }

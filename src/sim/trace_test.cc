@@ -648,6 +648,17 @@ TEST_F(TraceTest, AStrayFirstRowOfTheOtherTimeFormIsNamedInsteadOfSkippingTheRes
   EXPECT_EQ(even.bad_rows_skipped, 2);
 }
 
+// Given a JSON Lines number beyond a double, expect the line and the number, without the JSON
+// library's exception tag.
+TEST_F(TraceTest, AJsonlNumberTooLargeForADoubleIsNamedPlainly) {
+  std::string path = TempPath("huge_number.jsonl");
+  WriteText(path, "{\"submit\": 0, \"work\": 1e400, \"gpus\": 1}\n");
+  auto trace = ReadTrace(path, {});
+  ASSERT_FALSE(trace.ok());
+  EXPECT_EQ(trace.status().message(),
+            path + ":1: json: number overflow parsing '1e400' (a number too large for any field)");
+}
+
 // Given JSON Lines whose submits are numbers with one datetime string among them, expect the
 // same error for the `submit` key.
 TEST_F(TraceTest, JsonlMixedTimeFormsAreRejected) {
