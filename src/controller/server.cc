@@ -1884,7 +1884,11 @@ void ApiServer::TokenRoutes(const Guards& g) {
     std::optional<Time> expires;
     if (!f["ttl"].empty()) {
       auto ttl = ParseDuration(f["ttl"]);
-      if (!ttl || *ttl <= Duration::Zero()) return Error(res, 400, "ttl: expected a duration like 30d or 12h, got '" + f["ttl"] + "'");
+      // (A token expired when made, or living past any date a clock can say, is a mistake too.)
+      if (!ttl || *ttl <= Duration::Zero() || *ttl > Duration::Hours(24 * 36500)) {
+        return Error(res, 400, "ttl: expected a duration from 1s to 100 years (36500d), such as 30d or 12h, got '" +
+                                   f["ttl"] + "'");
+      }
       expires = clock_.Now() + *ttl;
     }
     // A token that expires makes none that outlives it: a temporary team-admin (a contractor's)

@@ -1181,6 +1181,7 @@ TEST_F(ServerTest, ATokenThatExpiresMakesNoneThatOutlivesItAndTheAuditNamesEachM
   EXPECT_EQ(Body(longer)["expires_ms"], parent_expiry);
   auto shorter = Call("POST", "/v1/tokens", temp, R"({"role": "user", "subject": "v", "ttl": "1h"})");
   ASSERT_EQ(shorter->status, 201) << shorter->body;
+
   EXPECT_LT(Body(shorter)["expires_ms"].get<int64_t>(), parent_expiry);
   clock_.Advance(Duration::Hours(3));
   EXPECT_EQ(Call("GET", "/v1/queue", std::string(Body(forever)["token"]))->status, 401);
@@ -1194,6 +1195,12 @@ TEST_F(ServerTest, ATokenThatExpiresMakesNoneThatOutlivesItAndTheAuditNamesEachM
   EXPECT_EQ(last.object, "token " + std::string(Body(shorter)["id"])) << last.object;
   EXPECT_NE(last.reason.find("expires 20"), std::string::npos) << last.reason;
   EXPECT_EQ((*made)[made->size() - 4].object, "token " + std::string(Body(ta)["id"]));
+  // A ttl of nothing, or of more than a century, is refused saying its range.
+  for (const char* ttl : {"0s", "36501d", "99999999d"}) {
+    auto bad = Call("POST", "/v1/tokens", admin_, std::string(R"({"role": "user", "subject": "w", "ttl": ")") + ttl + "\"}");
+    EXPECT_EQ(bad->status, 400) << bad->body;
+    EXPECT_NE(bad->body.find("ttl: expected a duration from 1s to 100 years (36500d)"), std::string::npos) << bad->body;
+  }
 }
 
 TEST_F(ServerTest, ATeamAdminNeitherSeesNorRevokesTokensAboveItsRole) {
