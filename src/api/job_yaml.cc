@@ -20,17 +20,6 @@
 
 namespace gpufleet::api {
 namespace {
-// Whether a path has a ".." component ("/a/../b", "..", "/a/..").
-bool HasDotDotStep(const std::string& path) {
-  size_t at = 0;
-  while (at <= path.size()) {
-    size_t end = path.find('/', at);
-    if (end == std::string::npos) end = path.size();
-    if (path.compare(at, end - at, "..") == 0 && end - at == 2) return true;
-    at = end + 1;
-  }
-  return false;
-}
 
 constexpr int kMaxGpusPerNode = 1024;
 constexpr int kMaxNodes = 4096;
@@ -372,11 +361,7 @@ Status ParseOne(const Reader& r, const YAML::Node& doc, const model::GpuCatalog&
     if (!out.workdir.empty() && out.workdir[0] != '/' && out.workdir.find("{{") != 0) {
       return r.Error(n, "workdir", "must be an absolute path, got '" + out.workdir + "'");
     }
-    // A ".." step is refused here, not at the launch (where /tmp/../etc would be found outside
-    // the node's allowed roots only once the job had waited its turn).
-    if (HasDotDotStep(out.workdir)) {
-      return r.Error(n, "workdir", "must not step up with '..', got '" + out.workdir + "'; give the directory itself");
-    }
+
   }
   if (auto n = doc["env"]) {
     // Only names the user wrote are checked: an array's GPUFLEET_* variables are added later.
@@ -812,13 +797,15 @@ Result<std::vector<JobRequest>> ParseJobs(std::string_view text, const JobParseO
     // written file, and yaml-cpp says only "illegal map value" somewhere after it: name it.
     if (!IsJsonObject(text)) {
       size_t line = 1;
-      for (size_t at = 0; at < text.size() && (e.mark.line < 0 || line <= static_cast<size_t>(e.mark.line) + 1); ++line) {
+      // (Only the line yaml-cpp stopped at: a tab on an earlier line may be inside a block
+      // scalar or a flow collection, where it is no indentation.)
+      for (size_t at = 0; at < text.size() && e.mark.line >= 0 && line <= static_cast<size_t>(e.mark.line) + 1; ++line) {
         size_t end = text.find('\n', at);
         if (end == std::string_view::npos) end = text.size();
         const size_t indent = text.find_first_not_of(" \t", at);
         const size_t stop = indent == std::string_view::npos ? end : std::min(indent, end);
         const size_t tab = text.substr(at, stop - at).find('\t');
-        if (tab != std::string_view::npos && stop < end) {
+        if (line == static_cast<size_t>(e.mark.line) + 1 && tab != std::string_view::npos && stop < end) {
           return Status::InvalidArgument(options.source + ":" + std::to_string(line) + ":" + std::to_string(tab + 1) +
                                          ": a tab in the indentation; YAML indents with spaces only");
         }

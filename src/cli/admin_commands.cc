@@ -491,8 +491,7 @@ std::function<int()> SetupToken(CLI::App& app) {
     }
     std::printf("%s\n", StrField(r.body, "token").c_str());
     const std::string kind = a->join ? "join" : StrField(r.body, "role");
-    const bool vowel = !kind.empty() && std::string("aeiou").find(kind[0]) != std::string::npos;
-    std::fprintf(stderr, "created %s %s token %s%s%s%s; it is shown only this once\n", vowel ? "an" : "a",
+    std::fprintf(stderr, "created %s %s token %s%s%s%s; it is shown only this once\n", kind == "admin" ? "an" : "a",
                  kind.c_str(), StrField(r.body, "id").c_str(),
                  StrField(r.body, "subject").empty() ? "" : (" for " + StrField(r.body, "subject")).c_str(),
                  StrField(r.body, "team").empty() ? "" : (" (team " + StrField(r.body, "team") + ")").c_str(),
