@@ -93,8 +93,8 @@ int Fail(const std::string& cmd, int code, const std::string& message) {
 int Report(const std::string& cmd, const ApiResult& r) { return Fail(cmd, r.exit_code, r.error); }
 
 // A client for the configured controller, or nullptr after printing why not (exit code 2).
-std::unique_ptr<ApiClient> Connect(const std::string& cmd, const Connection& c) {
-  auto config = LoadClientConfig(c.server, c.token);
+std::unique_ptr<ApiClient> Connect(const std::string& cmd, const Connection& c, bool needs_token) {
+  auto config = LoadClientConfig(c.server, c.token, needs_token);
   if (!config.ok()) {
     Fail(cmd, kExitUsage, config.status().message());
     return nullptr;

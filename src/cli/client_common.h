@@ -58,7 +58,7 @@ int Fail(const std::string& cmd, int code, const std::string& message);
 // Fail with an API result's message and exit code.
 int Report(const std::string& cmd, const ApiResult& r);
 // A client for the configured controller, or nullptr after printing why not (exit code 2).
-std::unique_ptr<ApiClient> Connect(const std::string& cmd, const Connection& c);
+std::unique_ptr<ApiClient> Connect(const std::string& cmd, const Connection& c, bool needs_token = true);
 
 // "42" or "job-42".
 std::optional<int64_t> ParseJobId(const std::string& s);

@@ -27,7 +27,7 @@ std::string LeaderMemoryDir() {
   return "";
 }
 
-Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std::string& token_flag) {
+Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std::string& token_flag, bool needs_token) {
   ClientConfig c;
   std::string path = ClientConfigPath();
   if (std::filesystem::exists(path)) {
@@ -86,7 +86,7 @@ Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std:
   }
   if (const char* t = std::getenv("GPUFLEET_TOKEN"); t && *t) {
     c.token = t;
-  } else if (t && token_flag.empty()) {
+  } else if (t && token_flag.empty() && needs_token) {
     // Set but empty (a script's unset variable): the config file's token, often an admin's,
     // must not stand in for the one meant.
     return Status::InvalidArgument(

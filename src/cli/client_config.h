@@ -35,7 +35,9 @@ std::string LeaderMemoryDir();
 
 std::string ClientConfigPath();
 // Reads the file (if any) and the environment; `server`/`token` flags override when non-empty.
-Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std::string& token_flag);
+// `needs_token`: false for a command that sends none (an empty GPUFLEET_TOKEN is then no error).
+Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std::string& token_flag,
+                                      bool needs_token = true);
 // Writes the file (mode 0600, parent directories made), replacing it atomically.
 Status WriteClientConfig(const std::string& path, const std::string& server, const std::string& token,
                          const std::string& ca_cert = "");

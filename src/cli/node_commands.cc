@@ -528,9 +528,9 @@ when it took its role, LEADER who holds the lease (docs/operations.md). Why a co
 store did not answer is printed below the table. Exit code 3 when none answers.)");
   return [a]() {
     const std::string cmd = "controllers";
-    auto client = Connect(cmd, a->conn);
+    auto client = Connect(cmd, a->conn, /*needs_token=*/false);  // (GET /v1/leader takes none)
     if (!client) return kExitUsage;
-    auto config = LoadClientConfig(a->conn.server, a->conn.token);
+    auto config = LoadClientConfig(a->conn.server, a->conn.token, /*needs_token=*/false);
     json out = json::array();
     int answered = 0;
     for (const std::string& url : client->servers()) {
