@@ -5,6 +5,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "common/read_file.h"
 #include "common/strings.h"
 #include "model/csv.h"
 
@@ -179,14 +180,15 @@ const char* BoundnessName(Boundness b) {
 }
 
 Result<GpuCatalog> GpuCatalog::LoadCsv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path + ": cannot open the GPU spec table");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return Status::Unavailable(path + ": read error");
-  GF_ASSIGN_OR_RETURN(std::vector<CsvRecord> records, ParseCsv(buf.str(), path));
+  // (ReadFileText says what is wrong with the path: missing, a folder, not readable.)
+  GF_ASSIGN_OR_RETURN(std::string text, ReadFileText(path));
+  GF_ASSIGN_OR_RETURN(std::vector<CsvRecord> records, ParseCsv(text, path));
   if (records.empty()) {
     return Status::InvalidArgument(path + ":1: empty file, expected a header row");
+  }
+  if (records.size() == 1) {
+    return Status::InvalidArgument(path + ": a header and no GPU rows; the table needs a row per GPU model "
+                                          "(data/gpu_specs.csv has them all)");
   }
   GF_ASSIGN_OR_RETURN(Columns cols, FindColumns(records[0], path));
   const size_t width = records[0].fields.size();

@@ -1,6 +1,7 @@
 #include "model/gpu_catalog.h"
 
 #include <cmath>
+#include <fstream>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -270,6 +271,22 @@ TEST(GpuCatalogCsvTest, MissingFileIsNotFound) {
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().code(), StatusCode::kNotFound);
   EXPECT_NE(loaded.status().message().find("no_such.csv"), std::string::npos);
+}
+
+TEST(GpuCatalogCsvTest, AFolderOrAHeaderAloneIsNamedAsSuch) {
+  // Given a folder (it was "empty file") and a table with a header and no rows (it was "unknown
+  // GPU model" later, at the first use), expect each said as it is.
+  Result<GpuCatalog> folder = GpuCatalog::LoadCsv(kFixtures);
+  ASSERT_FALSE(folder.ok());
+  EXPECT_NE(folder.status().message().find("is a directory, not a file"), std::string::npos) << folder.status().message();
+  const std::string header_only = ::testing::TempDir() + "/header_only_specs.csv";
+  {
+    std::ofstream out(header_only);
+    out << "gpu,memory_gb,memory_bw_gbs,fp32_tflops,fp16_tensor_tflops_dense\n";
+  }
+  Result<GpuCatalog> empty = GpuCatalog::LoadCsv(header_only);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("a header and no GPU rows"), std::string::npos) << empty.status().message();
 }
 
 GpuModel Named(std::string name, std::vector<std::string> aliases = {}) {
