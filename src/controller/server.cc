@@ -1644,7 +1644,7 @@ void ApiServer::MoneyRoutes(const Guards& g) {
       const std::string& k = it.key();
       if (k == "hard" || k == "soft" || k == "max_hourly") {
         if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 1e12) {
-          return Error(res, 400, k + ": expected dollars (a number from 0)");
+          return Error(res, 400, k + ": expected dollars, a number from 0 to 1,000,000,000,000");
         }
         int64_t micros = static_cast<int64_t>(std::llround(it->get<double>() * 1e6));
         if (micros == 0 && it->get<double>() > 0) {

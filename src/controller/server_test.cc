@@ -382,6 +382,10 @@ TEST_F(ServerTest, ABudgetUnderAMicroDollarIsRefusedNotTakenForNoLimit) {
   auto tiny = Call("POST", "/v1/teams/vision/budget", admin_, R"({"hard": 0.0000001})");
   ASSERT_EQ(tiny->status, 400) << tiny->body;
   EXPECT_NE(tiny->body.find("hard: at least 0.000001 dollars"), std::string::npos) << tiny->body;
+  auto huge = Call("POST", "/v1/teams/vision/budget", admin_, R"({"hard": 1e308})");  // (the range, said)
+  ASSERT_EQ(huge->status, 400) << huge->body;
+  EXPECT_NE(huge->body.find("hard: expected dollars, a number from 0 to 1,000,000,000,000"), std::string::npos)
+      << huge->body;
   auto shown = Call("GET", "/v1/cost?team=vision", admin_);
   ASSERT_EQ(shown->status, 200) << shown->body;
   EXPECT_NE(shown->body.find(R"("hard_micros":10000000)"), std::string::npos) << shown->body;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/time.h"
+
 namespace gpufleet::plan {
 namespace {
 
@@ -66,8 +68,14 @@ Result<DemandSeries> BuildDemand(const std::vector<sim::TraceJob>& jobs, const D
   if (end_hour <= start) end_hour = start + Duration::Hours(1);
   const int64_t hours = (end_hour - start).millis() / kMsPerHour;
   if (hours > options.max_hours) {
-    return Status::InvalidArgument("demand: the window spans " + std::to_string(hours) +
-                                   " hours, more than the limit of " + std::to_string(options.max_hours));
+    // Say what made it so long (the jobs' span, or --from/--to) and how to plan a shorter one.
+    const bool from_jobs = !options.start || !options.end;
+    return Status::InvalidArgument("demand: the window spans " + std::to_string(hours) + " hours (" +
+                                   FormatIso8601(start) + " to " + FormatIso8601(end_hour) + "), more than the limit of " +
+                                   std::to_string(options.max_hours) +
+                                   (from_jobs ? "; the trace's jobs span it (a job far from the others?): give --from and "
+                                                "--to to plan a window of it"
+                                              : "; give a shorter --from/--to"));
   }
 
   // Integer milli-GPU x milliseconds per hour bucket: exact, and one hour of one GPU is 3.6e9,

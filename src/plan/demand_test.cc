@@ -113,6 +113,11 @@ TEST(DemandTest, BadInputsAreClearErrors) {
   o.max_hours = 10;
   auto longer = BuildDemand({Job("a", kMonday, 1, Duration::Hours(100), {"A100"})}, o);
   EXPECT_EQ(longer.status().code(), StatusCode::kInvalidArgument);
+  // The message says the window and how to plan a part of it.
+  EXPECT_NE(longer.status().message().find("spans 100 hours (" + FormatIso8601(Time::FromSeconds(kMonday))), std::string::npos)
+      << longer.status().message();
+  EXPECT_NE(longer.status().message().find("give --from and --to to plan a window of it"), std::string::npos)
+      << longer.status().message();
 }
 
 }  // namespace
