@@ -89,8 +89,9 @@ Result<ClientConfig> LoadClientConfig(const std::string& server_flag, const std:
   } else if (t && token_flag.empty() && needs_token) {
     // Set but empty (a script's unset variable): the config file's token, often an admin's,
     // must not stand in for the one meant.
-    return Status::InvalidArgument(
-        "GPUFLEET_TOKEN is set but empty; set it to a token, or unset it to use the config file's (" + path + ")");
+    return Status::InvalidArgument("GPUFLEET_TOKEN is set but empty; set it to a token, or " +
+                                   (c.source.empty() ? std::string("give --token")
+                                                     : "unset it to use the config file's (" + path + ")"));
   }
   if (const char* a = std::getenv("GPUFLEET_CA_CERT"); a && *a) c.ca_cert = a;
   if (!server_flag.empty()) {
