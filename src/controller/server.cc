@@ -1626,7 +1626,7 @@ void ApiServer::MoneyRoutes(const Guards& g) {
     Reply(res, 200, {{"provider", pool->config().provider.kind}, {"instances", list}, {"offers", offers}});
   });
 
-  user_routes_->Post(R"(/v1/teams/([A-Za-z0-9._-]+)/budget)", [this, authz](const Request& req, Response& res) {
+  user_routes_->Post(R"(/v1/teams/([^/]+)/budget)", [this, authz](const Request& req, Response& res) {
     if (!authz(req, res, Verb::kBudgetSet)) return;
     if (Status st = api::CheckName("team", req.matches[1].str()); !st.ok()) return Error(res, st);
     auto body = api::ParseRequestJson(req.body);
@@ -1757,7 +1757,7 @@ void ApiServer::QuotaRoutes(const Guards& g) {
     }
     Reply(res, 200, {{"teams", teams}});
   });
-  user_routes_->Post(R"(/v1/teams/([A-Za-z0-9._-]+)/quota)", [this, authz, quota_json](const Request& req,
+  user_routes_->Post(R"(/v1/teams/([^/]+)/quota)", [this, authz, quota_json](const Request& req,
                                                                                       Response& res) {
     if (!authz(req, res, Verb::kQuotaSet)) return;
     const std::string team = req.matches[1].str();

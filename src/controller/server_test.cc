@@ -266,6 +266,21 @@ TEST_F(ServerTest, AJobBodyGivingAKeyTwiceIsRefusedAsAJobFileIs) {
   EXPECT_EQ(StoredJobs(), 0u);
 }
 
+TEST_F(ServerTest, ABudgetOrQuotaForANameThatIsNoTeamNameSaysWhatIsWrong) {
+  // Given a team name with a space (URL-encoded) on the budget and quota routes, expect 400
+  // saying what a team name is (it was 404 "no such route"), and a user who may not set either
+  // still refused as such.
+  for (const char* route : {"/v1/teams/bad%20team/budget", "/v1/teams/bad%20team/quota"}) {
+    auto r = Call("POST", route, admin_, R"({"hard": 1})");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << route << ": " << r->body;
+    EXPECT_NE(r->body.find("team: use 1-128 letters, digits"), std::string::npos) << route << ": " << r->body;
+    auto user = Call("POST", route, alice_, R"({"hard": 1})");
+    ASSERT_TRUE(user);
+    EXPECT_EQ(user->status, 403) << route << ": " << user->body;
+  }
+}
+
 TEST_F(ServerTest, JobsRunAsTheMappedUserAndNeverAsRoot) {
   // Given the map vision -> gf-vision, expect alice's job to carry user gf-vision, and a job naming
   // root (even an admin's) or another user (a user's) to be refused.
