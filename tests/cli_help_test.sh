@@ -97,6 +97,13 @@ expect_contains "$WORK/runtypo.err" "--gpuz" "a mistyped flag of run's is named"
 run "$WORK/budgetperiod" "$GPUFLEET" budget ml --period daily --server http://127.0.0.1:9
 expect_rc "$WORK/budgetperiod" 2 "gpufleet budget ml --period daily (no limit)"
 expect_contains "$WORK/budgetperiod.err" "--period needs a limit to apply to" "budget --period without a limit"
+# Help that cannot be written (a full disk) is a failure too.
+if [[ -w /dev/full ]]; then
+  rc=0
+  "$GPUFLEET" sim --help >/dev/full 2>"$WORK/helpfull.err" || rc=$?
+  [[ $rc == 1 ]] || fail "sim --help to a full disk: exit status $rc, expected 1"
+  expect_contains "$WORK/helpfull.err" "could not write the output" "sim --help to a full disk"
+fi
 # An empty request id and a variable given twice are refused before anything is sent.
 run "$WORK/emptyrid" "$GPUFLEET" submit job.yaml --request-id '' --server http://127.0.0.1:9
 expect_rc "$WORK/emptyrid" 2 "submit --request-id ''"

@@ -157,11 +157,11 @@ Run 'gpufleet COMMAND --help' for a command's options and more examples.)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return FinishOutput("help", app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return FinishOutput("help", app.exit(e));
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return FinishOutput("version", app.exit(e));
   } catch (const CLI::ParseError& e) {
     // An unknown first word reads better as "unknown command" than CLI11's generic message.
     if (argc > 1 && argv[1][0] != '-' && !runners.count(argv[1])) {
