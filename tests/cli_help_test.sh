@@ -104,6 +104,14 @@ if [[ -w /dev/full ]]; then
   [[ $rc == 1 ]] || fail "sim --help to a full disk: exit status $rc, expected 1"
   expect_contains "$WORK/helpfull.err" "could not write the output" "sim --help to a full disk"
 fi
+# An empty value for a flag that names a file (a script's unset variable) is refused, not read as
+# the flag left out (sim wrote no per-job CSV and said nothing).
+run "$WORK/emptyout" "$GPUFLEET" sim --trace "$SRC/tests/data/cli/tiny.csv" --cluster-gpus 8 --jobs-out ''
+expect_rc "$WORK/emptyout" 2 "sim --jobs-out ''"
+expect_contains "$WORK/emptyout.err" "--jobs-out: an empty value" "sim --jobs-out ''"
+run "$WORK/emptyfmt" "$GPUFLEET" plan --trace "$SRC/tests/data/cli/tiny.csv" --format ''
+expect_rc "$WORK/emptyfmt" 2 "plan --format ''"
+expect_contains "$WORK/emptyfmt.err" "--format: an empty value" "plan --format ''"
 # An empty request id and a variable given twice are refused before anything is sent.
 run "$WORK/emptyrid" "$GPUFLEET" submit job.yaml --request-id '' --server http://127.0.0.1:9
 expect_rc "$WORK/emptyrid" 2 "submit --request-id ''"

@@ -20,6 +20,7 @@
 #include "cli/client_common.h"
 #include "cli/cluster_history.h"
 #include "cli/exit_codes.h"
+#include "cli/trace_flags.h"
 #include "common/read_file.h"
 #include "common/strings.h"
 #include "controller/pool.h"
@@ -160,7 +161,8 @@ void AddPlanClusterFlags(CLI::App* sub, PlanClusterArgs& a) {
   sub->add_option("--team", a.team, "With --from-cluster: only this team's jobs");
   sub->add_option("--apply", a.apply,
                   "Write the recommended plan as a pool file for `gpufleet server --pool FILE`: reserved nodes as "
-                  "min_nodes, the on-demand and spot node types as offers, limits from the history's peak");
+                  "min_nodes, the on-demand and spot node types as offers, limits from the history's peak")
+      ->check(NotEmpty);
   sub->add_flag("--force", a.force, "With --apply: replace an existing file");
   sub->add_option("--pool-provider", a.pool_provider,
                   "With --apply: take the provider: of this pool file (your cloud's exec scripts) instead of the "

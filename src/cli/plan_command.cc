@@ -1073,11 +1073,13 @@ Exit codes: 0 done, 1 an output could not be written (or --apply found no plan t
 docs/planning.md explains the model, its limits and the results on the Philly trace.)");
   sub->add_option("--trace", args->trace,
                   "Job history: any trace `gpufleet sim` reads (Philly, Alibaba 2023, Tiresias, CSV with --columns, "
-                  "JSON Lines); or --from-cluster");
+                  "JSON Lines); or --from-cluster")
+      ->check(NotEmpty);
   AddPlanClusterFlags(sub, args->cluster);
   AddTraceFlags(sub, args->format, args->columns, args->skip_bad_rows, args->max_jobs);
   AddGavelFlags(sub, args->gavel_throughputs, args->gavel_worker);
-  sub->add_option("--catalog", args->catalog, "Offer catalog CSV (default: $GPUFLEET_CATALOG, else data/catalog/offers.csv)");
+  sub->add_option("--catalog", args->catalog, "Offer catalog CSV (default: $GPUFLEET_CATALOG, else data/catalog/offers.csv)")
+      ->check(NotEmpty);
   sub->add_option("--region", args->regions, "Price only from offers in this region (repeatable or comma-separated; default: all). "
                   "Each plan is priced from one cloud and region: the one, among those allowed, whose plan is cheapest. "
                   "A region the catalog lacks is an error naming the nearest");
@@ -1092,7 +1094,8 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_option("--gpu", args->gpus, "GPU models to plan for, comma-separated (default: every model the history asks for)");
   sub->add_option("--default-gpu", args->default_gpu, "GPU model of jobs whose trace names none (Philly, Tiresias)")->capture_default_str();
   sub->add_option("--reference-gpu", args->reference_gpu, "GPU model the trace's run times were measured on (default: --default-gpu)");
-  sub->add_option("--gpu-specs", args->gpu_specs, "GPU spec CSV to use instead of the built-in table");
+  sub->add_option("--gpu-specs", args->gpu_specs, "GPU spec CSV to use instead of the built-in table")
+      ->check(NotEmpty);
   sub->add_option("--reserved-term", args->reserved_term,
                   "Reservation term: 1y (the catalog's published 1-year price where it has one: AWS no-upfront; "
                   "else 0.63 x on-demand) or 3y (0.45 x on-demand)")
@@ -1125,7 +1128,8 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
                   "(for jobs that never checkpoint, give their typical run time)")
       ->capture_default_str();
   sub->add_option("--restart-overhead", args->restart_overhead, "Extra time each restart after an interruption costs")->capture_default_str();
-  sub->add_option("--frontier", args->frontier, "SLO waits of the cost-vs-SLO curve, or 'none'")->capture_default_str();
+  sub->add_option("--frontier", args->frontier, "SLO waits of the cost-vs-SLO curve, or 'none'")->capture_default_str()
+      ->check(NotEmpty);
   sub->add_option("--time-limit", args->time_limit_s, "Seconds the MILP solver may take per plan")->capture_default_str();
   sub->add_flag("--no-verify", args->no_verify, "Skip the simulation check");
   sub->add_flag("--no-baselines", args->no_baselines, "Replay the plan and its neighbours only, not the baselines");
@@ -1147,7 +1151,8 @@ docs/planning.md explains the model, its limits and the results on the Philly tr
   sub->add_option("--seed", args->seed, "Seed for spot interruptions in the replay")->capture_default_str();
   sub->add_option("--threads", args->threads, "Simulations run at once (0: one per core)")->capture_default_str();
   sub->add_option("-o,--output", args->output, "Report format: text or json")->transform(CLI::Transformer(std::map<std::string, std::string>{{"table", "text"}}))->capture_default_str();
-  sub->add_option("--plots", args->plots, "Write SVG charts here: demand-MODEL.svg, cost-by-market.svg, cost-vs-slo.svg");
+  sub->add_option("--plots", args->plots, "Write SVG charts here: demand-MODEL.svg, cost-by-market.svg, cost-vs-slo.svg")
+      ->check(NotEmpty);
   sub->add_flag("--progress", args->progress, "Always draw the progress bar (default: only on a terminal)");
   sub->add_flag("--no-progress", args->no_progress, "Never draw the progress bar");
   return [args]() { return Run(*args); };

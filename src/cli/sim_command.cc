@@ -369,10 +369,12 @@ std::function<int()> SetupSimCommand(CLI::App& app) {
 
 Policies: fifo, backfill, priority, fair-share, las, sjf, srtf (gpufleet policies lists their options).)");
   sub->add_option("--trace", args->trace, "Job trace file (Philly CSV, Alibaba 2023 pod list, Tiresias CSV, Gavel trace, CSV with --columns, or JSON Lines)")
-      ->required();
+      ->required()
+      ->check(NotEmpty);
   AddTraceFlags(sub, args->format, args->columns, args->skip_bad_rows, args->max_jobs);
   AddGavelFlags(sub, args->gavel_throughputs, args->gavel_worker);
-  sub->add_option("--cluster", args->cluster, "Cluster spec YAML (see examples/clusters/)");
+  sub->add_option("--cluster", args->cluster, "Cluster spec YAML (see examples/clusters/)")
+      ->check(NotEmpty);
   sub->add_option("--cluster-gpus", args->cluster_gpus, "Homogeneous cluster of this many GPUs in 8-GPU nodes");
   CLI::Option* gpu = sub->add_option("--gpu", args->gpu, "GPU model for --cluster-gpus")->capture_default_str();
   CLI::Option* per_node =
@@ -402,10 +404,14 @@ Policies: fifo, backfill, priority, fair-share, las, sjf, srtf (gpufleet policie
           "SEED"))
       ->capture_default_str();
   sub->add_option("-o,--output", args->output, "Report format: text or json")->transform(CLI::Transformer(std::map<std::string, std::string>{{"table", "text"}}))->capture_default_str();
-  sub->add_option("--jobs-out", args->jobs_out, "Write per-job CSV here (with --compare: one file per policy)");
-  sub->add_option("--series-out", args->series_out, "Write the utilisation/queue time series CSV here");
-  sub->add_option("--plot", args->plot, "Write an SVG plot of utilisation and queue length over time");
-  sub->add_option("--gpu-specs", args->gpu_specs, "GPU spec CSV to use instead of the built-in table (data/gpu_specs.csv format)");
+  sub->add_option("--jobs-out", args->jobs_out, "Write per-job CSV here (with --compare: one file per policy)")
+      ->check(NotEmpty);
+  sub->add_option("--series-out", args->series_out, "Write the utilisation/queue time series CSV here")
+      ->check(NotEmpty);
+  sub->add_option("--plot", args->plot, "Write an SVG plot of utilisation and queue length over time")
+      ->check(NotEmpty);
+  sub->add_option("--gpu-specs", args->gpu_specs, "GPU spec CSV to use instead of the built-in table (data/gpu_specs.csv format)")
+      ->check(NotEmpty);
   sub->add_flag("--progress", args->progress, "Always draw the progress bar (default: only on a terminal)");
   sub->add_flag("--no-progress", args->no_progress, "Never draw the progress bar");
   return [args, gpu, per_node, price, policy_opt, compare_opt]() {

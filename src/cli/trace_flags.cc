@@ -2,13 +2,19 @@
 
 namespace gpufleet::cli {
 
+std::string NotEmpty(const std::string& value) {
+  return value.empty() ? "an empty value; give one, or leave the flag out" : "";
+}
+
 void AddTraceFlags(CLI::App* sub, std::string& format, std::string& columns, bool& skip_bad_rows,
                    size_t& max_jobs) {
   sub->add_option("--format", format, "Trace format: auto, philly, alibaba2023, csv, tiresias, jsonl, gavel")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(NotEmpty);
   sub->add_option("--columns", columns,
                   "Column map for --format csv: id=COL,submit=COL,duration=COL,gpus=COL[,team=,name=,priority=,"
-                  "gpu_milli=,gpu_type=,nodes=,cpus=,memory=,end=]");
+                  "gpu_milli=,gpu_type=,nodes=,cpus=,memory=,end=]")
+      ->check(NotEmpty);
   sub->add_flag("--skip-bad-rows", skip_bad_rows, "Skip and count malformed rows instead of stopping at the first");
   sub->add_option("--max-jobs", max_jobs, "Use only the first N jobs by submit time (N >= 1; default: all)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 40));

@@ -14,6 +14,10 @@
 
 namespace gpufleet::cli {
 
+// A CLI11 check for a flag whose value names something (a file, a format): an empty value (a
+// script's unset variable) is refused, not read as the flag left out.
+std::string NotEmpty(const std::string& value);
+
 // Adds --format, --columns, --skip-bad-rows and --max-jobs to `sub`, bound to the arguments.
 void AddTraceFlags(CLI::App* sub, std::string& format, std::string& columns, bool& skip_bad_rows,
                    size_t& max_jobs);
