@@ -969,16 +969,21 @@ json ToJson(const AuditRecord& a) {
 
 Result<AuditRecord> AuditRecordFromJson(const json& j) { return Decode(j, &DecodeAuditRecord); }
 
-Result<json> ParseJson(std::string_view text) {
+namespace {
+// ParseJson, with nlohmann's callback when one is given (it sees each event; the value is kept).
+Result<json> ParseJsonWith(std::string_view text, const json::parser_callback_t& callback) {
   // nlohmann's tree, and every dump or walk of it, recurses once per level.
   Status depth = CheckNestingDepth(text, NestingSyntax::kJson);
   if (!depth.ok()) return Status::InvalidArgument("invalid JSON: " + depth.message());
   try {
-    return json::parse(text);
+    return callback ? json::parse(text, callback) : json::parse(text);
   } catch (const std::exception& e) {  // json::parse_error says where: "at line 1, column 9"
     return Status::InvalidArgument(std::string("invalid JSON: ") + e.what());
   }
 }
+}  // namespace
+
+Result<json> ParseJson(std::string_view text) { return ParseJsonWith(text, nullptr); }
 
 namespace {
 bool HasNulByte(const std::string& s) { return s.find('\0') != std::string::npos; }
@@ -1001,15 +1006,13 @@ std::optional<std::string> NulPath(const json& j) {
   return std::nullopt;
 }
 
-// U+FFFD in place of each NUL byte of `s`.
+}  // namespace
+
 void ReplaceNul(std::string& s) {
   for (size_t at = s.find('\0'); at != std::string::npos; at = s.find('\0', at + 3)) s.replace(at, 1, "\xEF\xBF\xBD");
 }
-}  // namespace
 
 Result<json> ParseRequestJson(std::string_view text, bool refuse_nul) {
-  Status depth = CheckNestingDepth(text, NestingSyntax::kJson);
-  if (!depth.ok()) return Status::InvalidArgument("invalid JSON: " + depth.message());
   // A key given twice in one object: nlohmann keeps the last, where a YAML job file is refused
   // for it; a body is refused too, naming where ("job.name").
   struct Frame {
@@ -1055,12 +1058,7 @@ Result<json> ParseRequestJson(std::string_view text, bool refuse_nul) {
     }
     return true;
   };
-  json j;
-  try {
-    j = json::parse(text, callback);
-  } catch (const std::exception& e) {  // json::parse_error says where: "at line 1, column 9"
-    return Status::InvalidArgument(std::string("invalid JSON: ") + e.what());
-  }
+  GF_ASSIGN_OR_RETURN(json j, ParseJsonWith(text, callback));
   if (!duplicate.empty()) {
     return Status::InvalidArgument(duplicate + ": given twice; give each key once (only the last would count)");
   }

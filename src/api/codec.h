@@ -72,6 +72,8 @@ std::string WithoutNulEscapes(std::string text);
 // U+FFFD in place of each NUL byte in the strings and keys under `j` (for the agent listener: an
 // agent's heartbeat refused for one would be sent again for ever, and its node lost).
 void ReplaceNulBytes(nlohmann::json& j);
+// U+FFFD in place of each NUL byte of `s`.
+void ReplaceNul(std::string& s);
 // Compact JSON text. Never throws: bytes that are not valid UTF-8 (from a process's output, say)
 // become U+FFFD, which is the only case where a string does not come back byte for byte.
 std::string DumpJson(const nlohmann::json& j);

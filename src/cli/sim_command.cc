@@ -219,19 +219,18 @@ int Run(const SimArgs& a) {
     if (!a.plot.empty()) outputs.push_back(a.plot);
     // Two outputs on one file would leave only the last; an output on an input would replace it
     // (a hard link to it too).
-    auto same_file = [](const std::string& x, const std::string& y) { return SameFile(x, y); };
     const std::pair<const char*, const std::string*> inputs[] = {{"--trace", &a.trace},
                                                                  {"--cluster", &a.cluster},
                                                                  {"--gavel-throughputs", &a.gavel_throughputs},
                                                                  {"--gpu-specs", &a.gpu_specs}};
     for (size_t i = 0; i < outputs.size(); ++i) {
       for (const auto& [flag, in] : inputs) {
-        if (!in->empty() && same_file(outputs[i], *in)) {
+        if (!in->empty() && SameFile(outputs[i], *in)) {
           return Fail("the output " + outputs[i] + " is the " + flag + " file; write the results elsewhere");
         }
       }
       for (size_t k = 0; k < i; ++k) {
-        if (same_file(outputs[i], outputs[k])) {
+        if (SameFile(outputs[i], outputs[k])) {
           return Fail("two outputs would be written to " + outputs[i] +
                       " (--jobs-out, --series-out and --plot each need a file of their own)");
         }

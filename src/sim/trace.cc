@@ -405,8 +405,7 @@ Result<ColumnPlan> PlanColumns(const std::string& path, const std::vector<std::s
                                      ") is not in the header; columns are: " + Join(header, ", "));
     }
     // A mapped column that the header names twice: which one is meant cannot be told.
-    if (std::find(it + 1, header.end(), column) != header.end()) {
-      const auto second = std::find(it + 1, header.end(), column);
+    if (const auto second = std::find(it + 1, header.end(), column); second != header.end()) {
       return Status::InvalidArgument(path + ":1: column '" + column + "' (mapped to " + field +
                                      ") appears twice in the header (columns " + std::to_string(it - header.begin() + 1) +
                                      " and " + std::to_string(second - header.begin() + 1) + "); rename one");

@@ -217,9 +217,7 @@ class Params {
   // PostgreSQL's text cannot hold a NUL byte (libpq would end the value there): U+FFFD takes
   // its place, as in the JSON this store writes (PgJson).
   Params& Add(std::string v) {
-    for (size_t at = v.find('\0'); at != std::string::npos; at = v.find('\0', at + 3)) {
-      v.replace(at, 1, "\xEF\xBF\xBD");
-    }
+    api::ReplaceNul(v);
     values_.push_back(std::move(v));
     return *this;
   }
